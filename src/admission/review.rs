@@ -1,0 +1,268 @@
+//! AdmissionReview v1 in, AdmissionReview v1 out.
+//!
+//! The object stays raw JSON from request to patch ([`RawObject`]): typed
+//! decoding would drop fields this program does not know, and a patch
+//! computed on a re-encoded object would address the wrong thing.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::admission::{
+    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND, Operation,
+};
+use kube::core::{ApiResource, DynamicResourceScope, Resource, Status};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::{Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object, unreadable};
+use crate::policy::RuleId;
+use crate::settings::{NamespaceSettings, Settings};
+
+/// An object exactly as the API server sent it.
+///
+/// `metadata` is also decoded, leniently, to satisfy [`Resource`]; the
+/// policy reads only `raw`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawObject {
+    pub raw: Value,
+    metadata: ObjectMeta,
+}
+
+impl RawObject {
+    pub fn new(raw: Value) -> Self {
+        let metadata = raw
+            .get("metadata")
+            .and_then(|meta| ObjectMeta::deserialize(meta).ok())
+            .unwrap_or_default();
+        Self { raw, metadata }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(RawObject::new)
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl Resource for RawObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Which webhook is asking: the mutating one (enforce namespaces) or a
+/// validating one, whose path tells the namespace's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Mutate,
+    Validate(Mode),
+}
+
+/// A review body that is not an AdmissionReview v1 request. The server
+/// answers these with HTTP 400.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("body is not an AdmissionReview: {0}")]
+    Malformed(#[from] serde_json::Error),
+    #[error("unsupported apiVersion {0:?}: only admission.k8s.io/v1 is served")]
+    Version(String),
+    #[error("kind is {0:?}, expected AdmissionReview")]
+    Kind(String),
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+}
+
+/// Decodes an AdmissionReview v1 request body.
+pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
+    let review: AdmissionReview<RawObject> = serde_json::from_slice(body)?;
+    if review.types.api_version != META_API_VERSION_V1 {
+        return Err(ReviewError::Version(review.types.api_version));
+    }
+    if review.types.kind != META_KIND {
+        return Err(ReviewError::Kind(review.types.kind));
+    }
+    review.try_into().map_err(|_| ReviewError::MissingRequest)
+}
+
+/// Encodes the response as an AdmissionReview v1.
+pub fn encode(response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(&response.into_review())
+}
+
+/// What was decided, for logs and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// `allowed`, `mutated`, `denied`, `warned` or `ignored`.
+    pub decision: &'static str,
+    /// Rules that changed or would deny the object.
+    pub rules: BTreeSet<RuleId>,
+}
+
+/// Answers one admission request.
+pub fn respond(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    settings: &Settings,
+    namespace_settings: &NamespaceSettings,
+) -> (AdmissionResponse, Verdict) {
+    let response = AdmissionResponse::from(request);
+    let ignored = Verdict {
+        decision: "ignored",
+        rules: BTreeSet::new(),
+    };
+    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
+    let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
+    let operation = match (kind, &request.operation, endpoint) {
+        (ObjectKind::Pod, Operation::Create, _) if request.sub_resource.is_none() => {
+            PodOperation::Create
+        }
+        (ObjectKind::Pod, Operation::Update, _) if ephemeral => match request.old_object.as_ref() {
+            Some(old) => PodOperation::EphemeralContainers {
+                old_object: &old.raw,
+            },
+            None => {
+                return deny(response, "gpu-policy: the review carries no oldObject");
+            }
+        },
+        (ObjectKind::Workload(_), Operation::Create | Operation::Update, Endpoint::Validate(_))
+            if request.sub_resource.is_none() =>
+        {
+            PodOperation::Create
+        }
+        _ => return (response, ignored),
+    };
+    let Some(object) = request.object.as_ref() else {
+        return deny(response, "gpu-policy: the review carries no object");
+    };
+    let namespace = request
+        .namespace
+        .as_deref()
+        .or_else(|| {
+            object
+                .raw
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("default");
+    let mode = match endpoint {
+        Endpoint::Mutate => Mode::Enforce,
+        Endpoint::Validate(mode) => mode,
+    };
+    let evaluated = evaluate_object(
+        &object.raw,
+        kind,
+        namespace,
+        operation,
+        settings,
+        namespace_settings,
+    );
+    let (decision, rules) = match evaluated {
+        Ok(Some(evaluation)) => {
+            let mut rules: BTreeSet<RuleId> = evaluation.changed_rules();
+            rules.extend(evaluation.violations.iter().map(|v| v.rule));
+            (decide(mode, kind, &evaluation), rules)
+        }
+        Ok(None) => return (response, ignored),
+        Err(error) => (unreadable(&request.kind.kind, &error), BTreeSet::new()),
+    };
+    into_response(response, endpoint, decision, rules)
+}
+
+fn deny(response: AdmissionResponse, message: &str) -> (AdmissionResponse, Verdict) {
+    let verdict = Verdict {
+        decision: "denied",
+        rules: BTreeSet::new(),
+    };
+    (forbidden(response, message), verdict)
+}
+
+fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
+    response.allowed = false;
+    response.result = Status::failure(message, "Forbidden").with_code(403);
+    response
+}
+
+fn into_response(
+    mut response: AdmissionResponse,
+    endpoint: Endpoint,
+    decision: Decision,
+    rules: BTreeSet<RuleId>,
+) -> (AdmissionResponse, Verdict) {
+    if !decision.allowed {
+        let message = decision
+            .denial
+            .unwrap_or_else(|| "gpu-policy: denied".to_owned());
+        let mut response = forbidden(response, &message);
+        if !decision.warnings.is_empty() {
+            response.warnings = Some(decision.warnings);
+        }
+        let verdict = Verdict {
+            decision: "denied",
+            rules,
+        };
+        return (response, verdict);
+    }
+    let mut verdict = Verdict {
+        decision: "allowed",
+        rules,
+    };
+    match endpoint {
+        // The mutating webhook only mutates: denials and warnings come from
+        // the validating webhook, which sees the mutated object.
+        Endpoint::Mutate => {
+            if !decision.patch.is_empty() {
+                match response
+                    .clone()
+                    .with_patch(json_patch::Patch(decision.patch))
+                {
+                    Ok(patched) => {
+                        response = patched;
+                        verdict.decision = "mutated";
+                    }
+                    Err(err) => {
+                        let message = format!("gpu-policy: cannot encode the patch: {err}");
+                        return deny(response, &message);
+                    }
+                }
+            }
+        }
+        Endpoint::Validate(_) => {
+            if !decision.warnings.is_empty() {
+                verdict.decision = "warned";
+                response.warnings = Some(decision.warnings);
+            }
+            response.audit_annotations = decision.audit_annotations.into_iter().collect();
+        }
+    }
+    (response, verdict)
+}

@@ -1,0 +1,131 @@
+//! R5 `allowlist`: workloads that must see every card without requesting one.
+//!
+//! Reads:
+//! - pods: `metadata.namespace` (or the request's namespace) and the
+//!   `metadata.ownerReferences` entry with `controller: true` (`kind`, `name`,
+//!   `uid`);
+//! - workload templates: the workload's own namespace, `kind` and
+//!   `metadata.name`.
+//!
+//! Allows: an exemption when namespace, kind and name equal a configured
+//! `{namespace, kind, name}` entry. Labels never allowlist (anyone can set
+//! them), and the same name in another namespace does not match. Allowlisted
+//! pods skip R1, R6 and the reserved-runtime-class check of R3; R2 still
+//! applies.
+
+use serde_json::Value;
+
+use super::Identity;
+use super::pod::Owner;
+use crate::settings::AllowlistEntry;
+
+/// The configured entry that exempts this object, if any.
+pub fn matching_entry<'e>(
+    identity: Identity<'_>,
+    namespace: &str,
+    entries: &'e [AllowlistEntry],
+) -> Option<&'e AllowlistEntry> {
+    let (kind, name) = match identity {
+        Identity::Pod { owner: Some(owner) } => (owner.kind, owner.name),
+        Identity::Pod { owner: None } => return None,
+        Identity::Workload { kind, name } => (kind, name),
+    };
+    entries
+        .iter()
+        .find(|entry| entry.namespace == namespace && entry.kind == kind && entry.name == name)
+}
+
+/// The controller owner reference of an object, read from raw JSON.
+/// References of the wrong shape are skipped: the API server validates them,
+/// and a malformed one must never exempt anything.
+pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))
+        .and_then(|reference| {
+            Some(Owner {
+                kind: reference.get("kind")?.as_str()?,
+                name: reference.get("name")?.as_str()?,
+                uid: reference.get("uid").and_then(Value::as_str),
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Config;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn exporter_pod(namespace_of_owner: &str, controller: bool) -> Value {
+        json!({"metadata": {
+            "namespace": namespace_of_owner,
+            "labels": {"app": "nvidia-gpu-exporter"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-gpu-exporter",
+                 "uid": "u-1", "controller": controller}
+            ]
+        }})
+    }
+
+    fn entry_name(identity: Identity<'_>, namespace: &str) -> Option<String> {
+        matching_entry(identity, namespace, &Config::default().allowlist).map(|e| e.to_string())
+    }
+
+    #[rstest]
+    #[case("kube-system", true, Some("kube-system/DaemonSet/nvidia-gpu-exporter"))]
+    // same name elsewhere does not match
+    #[case("default", true, None)]
+    // an owner reference that is not the controller does not count
+    #[case("kube-system", false, None)]
+    fn pods_match_by_controller_owner(
+        #[case] namespace: &str,
+        #[case] controller: bool,
+        #[case] expected: Option<&str>,
+    ) {
+        let pod = exporter_pod(namespace, controller);
+        let identity = Identity::Pod {
+            owner: controller_owner(&pod),
+        };
+        assert_eq!(entry_name(identity, namespace).as_deref(), expected);
+    }
+
+    #[test]
+    fn labels_alone_never_allowlist() {
+        let pod = json!({"metadata": {"name": "nvidia-gpu-exporter",
+            "labels": {"app": "nvidia-gpu-exporter", "app.kubernetes.io/name": "nvidia-gpu-exporter"}}});
+        let identity = Identity::Pod {
+            owner: controller_owner(&pod),
+        };
+        assert_eq!(entry_name(identity, "kube-system"), None);
+    }
+
+    #[rstest]
+    #[case("DaemonSet", "nvidia-gpu-exporter", "kube-system", true)]
+    #[case("DaemonSet", "nvidia-device-plugin-daemonset", "kube-system", true)]
+    #[case("DaemonSet", "gpu-feature-discovery", "kube-system", true)]
+    #[case("Deployment", "nvidia-gpu-exporter", "kube-system", false)]
+    #[case("DaemonSet", "nvidia-gpu-exporter", "monitoring", false)]
+    #[case("DaemonSet", "dcgm-exporter", "kube-system", false)]
+    fn workloads_match_by_their_own_identity(
+        #[case] kind: &str,
+        #[case] name: &str,
+        #[case] namespace: &str,
+        #[case] allowed: bool,
+    ) {
+        let identity = Identity::Workload { kind, name };
+        assert_eq!(entry_name(identity, namespace).is_some(), allowed);
+    }
+
+    #[test]
+    fn malformed_owner_references_are_skipped() {
+        let pod = json!({"metadata": {"ownerReferences": [
+            {"controller": true, "kind": 3, "name": "nvidia-gpu-exporter"},
+            "garbage"
+        ]}});
+        assert_eq!(controller_owner(&pod), None);
+    }
+}

@@ -1,0 +1,247 @@
+//! R2 `bounded-requests` (validating): every GPU request is a whole number
+//! of devices that some node can actually give.
+//!
+//! Reads: `resources.requests` and `resources.limits` of init, sidecar and
+//! regular containers, for the configured GPU resource names; the namespace's
+//! `maxPerPod` (cluster config, lowered by the namespace annotation).
+//!
+//! Denies, naming container and resource:
+//! - a GPU resource in `requests` without the same resource in `limits`;
+//! - a request different from the limit;
+//! - a value that is not a whole, non-negative Kubernetes quantity;
+//! - a container above `maxPerContainer`;
+//! - an effective pod count (Kubernetes' formula, sidecars included) above
+//!   `maxPerPod`.
+//!
+//! Allows: limits only (Kubernetes sets the request to the limit for
+//! extended resources), request == limit, and a zero limit (not a request).
+//! Applies to allowlisted pods too.
+
+use std::collections::BTreeMap;
+
+use super::pod::GpuResource;
+use super::quantity::GpuCount;
+use super::{Outcome, RuleId, RuleInput, Violation, containers_phrase};
+
+pub const ID: RuleId = RuleId::BoundedRequests;
+
+/// One kind of problem with one resource; containers sharing it are named
+/// in one message.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Problem {
+    InvalidValue { field: &'static str, reason: String },
+    RequestWithoutLimit,
+    RequestNotLimit,
+    AboveContainerMaximum { maximum: u64 },
+}
+
+pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
+    let mut outcome = Outcome::default();
+    if !input.scope.is_whole() {
+        return outcome;
+    }
+    let view = input.view;
+    let max_per_container = input.settings.config().max_per_container;
+    // (resource, problem) -> container names, in a stable order.
+    let mut problems: BTreeMap<(&str, Problem), Vec<&str>> = BTreeMap::new();
+    for container in &view.containers {
+        for resource in &container.gpu_resources {
+            for problem in problems_of(resource, max_per_container) {
+                problems
+                    .entry((resource.name, problem))
+                    .or_default()
+                    .push(container.name);
+            }
+        }
+    }
+    for ((resource, problem), names) in problems {
+        let who = containers_phrase(names);
+        let message = match problem {
+            Problem::InvalidValue { field, reason } => format!(
+                "gpu-policy: {who}: {field}.{resource} {reason}; \
+                 GPUs are whole devices: use an integer such as \"1\""
+            ),
+            Problem::RequestWithoutLimit => format!(
+                "gpu-policy: {who} request {resource} without a limit; \
+                 set limits.{resource} (requests may then be omitted)"
+            ),
+            Problem::RequestNotLimit => format!(
+                "gpu-policy: {who}: requests.{resource} differs from limits.{resource}; \
+                 GPUs cannot be overcommitted, set them equal"
+            ),
+            Problem::AboveContainerMaximum { maximum } => format!(
+                "gpu-policy: {who} ask for more than {maximum} {resource} per container; \
+                 split the work or lower the limit"
+            ),
+        };
+        outcome.violations.push(Violation { rule: ID, message });
+    }
+    let max_per_pod = input.namespace.max_per_pod;
+    for resource in view.gpu_resource_names() {
+        let count = view.effective_count(resource);
+        if count > max_per_pod {
+            outcome.violations.push(Violation {
+                rule: ID,
+                message: format!(
+                    "gpu-policy: the pod needs {count} {resource} (init and sidecar \
+                     containers included), above the maximum of {max_per_pod} per pod here"
+                ),
+            });
+        }
+    }
+    outcome
+}
+
+fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut whole = |field: &'static str, count: Option<GpuCount>| match count {
+        Some(GpuCount::Invalid(reason)) => {
+            problems.push(Problem::InvalidValue {
+                field,
+                reason: reason.to_string(),
+            });
+            None
+        }
+        Some(GpuCount::Whole(n)) => Some(n),
+        None => None,
+    };
+    let request = whole("requests", resource.request);
+    let limit = whole("limits", resource.limit);
+    match (resource.request, resource.limit) {
+        (Some(request), None) if !request.is_zero() => problems.push(Problem::RequestWithoutLimit),
+        _ => {}
+    }
+    if let (Some(request), Some(limit)) = (request, limit)
+        && request != limit
+    {
+        problems.push(Problem::RequestNotLimit);
+    }
+    if limit.or(request).is_some_and(|n| n > max_per_container) {
+        problems.push(Problem::AboveContainerMaximum {
+            maximum: max_per_container,
+        });
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::testing::{evaluate_pod, evaluate_pod_in};
+    use rstest::rstest;
+    use serde_json::{Value, json};
+
+    fn messages(pod: &Value) -> Vec<String> {
+        evaluate_pod(pod)
+            .violations
+            .into_iter()
+            .filter(|v| v.rule == ID)
+            .map(|v| v.message)
+            .collect()
+    }
+
+    fn with_resources(resources: Value) -> Value {
+        json!({"spec": {"containers": [{"name": "train", "resources": resources}]}})
+    }
+
+    #[rstest]
+    #[case(json!({"limits": {"nvidia.com/gpu": 1}}))]
+    #[case(json!({"limits": {"nvidia.com/gpu": "2"}}))]
+    #[case(json!({"limits": {"nvidia.com/gpu": "2000m"}, "requests": {"nvidia.com/gpu": "2"}}))]
+    #[case(json!({"limits": {"nvidia.com/gpu": "1e0"}, "requests": {"nvidia.com/gpu": 1}}))]
+    #[case(json!({"limits": {"nvidia.com/gpu": "8"}}))]
+    #[case(json!({"limits": {"nvidia.com/gpu": 0}}))]
+    #[case(json!({"requests": {"nvidia.com/gpu": "0"}}))]
+    #[case(json!({"limits": {"nvidia.com/mig-1g.5gb": "1"}, "requests": {"nvidia.com/mig-1g.5gb": "1"}}))]
+    #[case(json!({"requests": {"cpu": "500m"}, "limits": {"nvidia.com/gpu": 1}}))]
+    #[case(json!({}))]
+    fn bounded_requests_pass(#[case] resources: Value) {
+        assert_eq!(messages(&with_resources(resources)), Vec::<String>::new());
+    }
+
+    #[rstest]
+    #[case(json!({"requests": {"nvidia.com/gpu": 1}}),
+           "gpu-policy: container \"train\" request nvidia.com/gpu without a limit; set limits.nvidia.com/gpu (requests may then be omitted)")]
+    #[case(json!({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}),
+           "gpu-policy: container \"train\": requests.nvidia.com/gpu differs from limits.nvidia.com/gpu; GPUs cannot be overcommitted, set them equal")]
+    #[case(json!({"limits": {"nvidia.com/gpu": "500m"}}),
+           "gpu-policy: container \"train\": limits.nvidia.com/gpu is not a whole number; GPUs are whole devices: use an integer such as \"1\"")]
+    #[case(json!({"limits": {"nvidia.com/gpu": "-1"}}),
+           "gpu-policy: container \"train\": limits.nvidia.com/gpu is negative; GPUs are whole devices: use an integer such as \"1\"")]
+    #[case(json!({"limits": {"nvidia.com/gpu": "abc"}}),
+           "gpu-policy: container \"train\": limits.nvidia.com/gpu is not a Kubernetes quantity; GPUs are whole devices: use an integer such as \"1\"")]
+    #[case(json!({"limits": {"nvidia.com/gpu": 1.5}}),
+           "gpu-policy: container \"train\": limits.nvidia.com/gpu is not a whole number; GPUs are whole devices: use an integer such as \"1\"")]
+    #[case(json!({"limits": {"nvidia.com/gpu": 9}}),
+           "gpu-policy: container \"train\" ask for more than 8 nvidia.com/gpu per container; split the work or lower the limit")]
+    fn unbounded_requests_are_denied(#[case] resources: Value, #[case] expected: &str) {
+        let found = messages(&with_resources(resources));
+        assert!(found.iter().any(|m| m == expected), "{found:#?}");
+    }
+
+    #[test]
+    fn containers_are_aggregated_per_problem() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"nvidia.com/gpu": 1}}},
+            {"name": "b", "resources": {"requests": {"nvidia.com/gpu": 1}}},
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+        ]}});
+        let found = messages(&pod);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].starts_with("gpu-policy: containers \"a\", \"b\" request nvidia.com/gpu"));
+    }
+
+    #[test]
+    fn pod_total_counts_sidecars() {
+        let pod = json!({"spec": {
+            "initContainers": [{"name": "s", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": 4}}}],
+            "containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": 5}}}],
+        }});
+        assert_eq!(
+            messages(&pod),
+            vec![
+                "gpu-policy: the pod needs 9 nvidia.com/gpu (init and sidecar containers included), above the maximum of 8 per pod here"
+            ]
+        );
+    }
+
+    #[test]
+    fn plain_init_containers_do_not_add_up() {
+        let pod = json!({"spec": {
+            "initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": 8}}}],
+            "containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": 8}}}],
+        }});
+        assert!(messages(&pod).is_empty());
+    }
+
+    #[rstest]
+    #[case("2", 3, 1)]
+    #[case("4", 3, 0)]
+    #[case("16", 9, 1)]
+    #[case("lots", 9, 1)]
+    fn namespace_annotation_lowers_the_pod_maximum(
+        #[case] annotation: &str,
+        #[case] gpus: u64,
+        #[case] expected: usize,
+    ) {
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"limits": {"nvidia.com/gpu": gpus.min(8)}}},
+            {"name": "b", "resources": {"limits": {"nvidia.com/gpu": gpus.saturating_sub(8)}}},
+        ]}});
+        let evaluation = evaluate_pod_in(&pod, &[("gpu-policy.io/max-gpus-per-pod", annotation)]);
+        let found = evaluation
+            .violations
+            .iter()
+            .filter(|v| v.rule == ID)
+            .count();
+        assert_eq!(found, expected, "{:?}", evaluation.violations);
+    }
+
+    #[test]
+    fn allowlisted_pods_are_still_bounded() {
+        let pod = json!({"metadata": {"namespace": "kube-system", "ownerReferences": [
+            {"kind": "DaemonSet", "name": "nvidia-gpu-exporter", "controller": true}]},
+            "spec": {"containers": [{"name": "e", "resources": {"requests": {"nvidia.com/gpu": 1}}}]}});
+        assert_eq!(messages(&pod).len(), 1);
+    }
+}

@@ -1,0 +1,423 @@
+//! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA
+//! build can run on.
+//!
+//! Reads: whether the pod is a GPU pod; the images of its GPU containers;
+//! the pod annotation `gpu-policy.io/min-compute-capability`; the namespace's
+//! minimum (cluster default raised by the namespace annotation);
+//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+//!
+//! Changes: the minimum `M.m` is the highest of those sources. The constraint
+//! on the GFD labels `nvidia.com/gpu.compute.major` / `.minor` is
+//! `major > M-1` when `m == 0`, else `(major > M) OR (major == M AND minor >
+//! m-1)`. Node selector terms are ORed and the expressions inside a term
+//! ANDed, so the constraint is ANDed into every existing term (multiplying
+//! the terms out when it has two alternatives); adding it as a term of its
+//! own would OR it away. A term that already carries one alternative is left
+//! as it is, so re-evaluating a mutated pod adds nothing. Preferred affinity
+//! and `nodeSelector` are never touched.
+//!
+//! Without a minimum from any source nothing is injected. A pod annotation
+//! that is unreadable or lower than the namespace's minimum is ignored with a
+//! notice.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{PatchOperation, ReplaceOperation};
+use serde_json::{Map, Value, json};
+
+use super::{Change, Outcome, RuleId, RuleInput, Violation, add};
+use crate::settings::{ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
+
+pub const ID: RuleId = RuleId::ComputeAffinity;
+pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
+pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
+const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+
+pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
+    let mut outcome = Outcome::default();
+    if !input.scope.is_whole() || !input.view.is_gpu_pod() {
+        return outcome;
+    }
+    let Some((minimum, source)) = minimum(input, &mut outcome.notices) else {
+        return outcome;
+    };
+    let alternatives = alternatives(minimum);
+    if alternatives.is_empty() {
+        return outcome;
+    }
+    match constrain(input.view.spec, &input.view.spec_pointer, &alternatives) {
+        Ok(Some(operation)) => outcome.changes.push(Change {
+            rule: ID,
+            summary: format!("require GPU compute capability >= {minimum} ({source})"),
+            operations: vec![operation],
+            overrides_author: false,
+        }),
+        Ok(None) => {}
+        Err(field) => outcome.violations.push(Violation {
+            rule: ID,
+            message: format!(
+                "gpu-policy: {field} is malformed, so the compute capability >= {minimum} \
+                 constraint cannot be added; fix the affinity"
+            ),
+        }),
+    }
+    outcome
+}
+
+/// The highest minimum of all sources, with a description of where it came
+/// from.
+fn minimum(
+    input: &RuleInput<'_, '_>,
+    notices: &mut Vec<String>,
+) -> Option<(ComputeCapability, String)> {
+    let mut best: Option<(ComputeCapability, String)> = input
+        .namespace
+        .min_compute_capability
+        .map(|m| (m, "namespace or cluster minimum".to_owned()));
+    let mut raise = |candidate: ComputeCapability, source: String| {
+        if best
+            .as_ref()
+            .is_none_or(|(current, _)| candidate > *current)
+        {
+            best = Some((candidate, source));
+        }
+    };
+    if let Some(raw) = input.view.annotation(MIN_COMPUTE_CAPABILITY_ANNOTATION) {
+        match tighter_capability(raw, input.namespace.min_compute_capability) {
+            Ok(value) => raise(value, "pod annotation".to_owned()),
+            Err(reason) => notices.push(format!(
+                "gpu-policy: pod annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} \
+                 ignored: {reason}"
+            )),
+        }
+    }
+    for container in input.view.containers.iter().filter(|c| c.is_gpu()) {
+        if let Some(image) = container.image
+            && let Some(value) = input.settings.image_minimum(image)
+        {
+            raise(value, format!("image {image}"));
+        }
+    }
+    best
+}
+
+/// The constraint as alternatives (ORed), each a list of expressions
+/// (ANDed). Empty when every card qualifies.
+pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
+    let ComputeCapability { major, minor } = minimum;
+    let expression = |key: &str, operator: &str, value: String| json!({"key": key, "operator": operator, "values": [value]});
+    if minor == 0 {
+        if major == 0 {
+            return Vec::new();
+        }
+        return vec![vec![expression(MAJOR_LABEL, "Gt", (major - 1).to_string())]];
+    }
+    vec![
+        vec![expression(MAJOR_LABEL, "Gt", major.to_string())],
+        vec![
+            expression(MAJOR_LABEL, "In", major.to_string()),
+            expression(MINOR_LABEL, "Gt", (minor - 1).to_string()),
+        ],
+    ]
+}
+
+/// The operation that ANDs the alternatives into every required node
+/// selector term, or None when every term already carries one. `Err` names
+/// a field of the wrong shape.
+fn constrain(
+    spec: &Map<String, Value>,
+    spec_pointer: &PointerBuf,
+    alternatives: &[Vec<Value>],
+) -> Result<Option<PatchOperation>, String> {
+    let new_terms = || -> Value {
+        Value::Array(
+            alternatives
+                .iter()
+                .map(|expressions| json!({"matchExpressions": expressions}))
+                .collect(),
+        )
+    };
+    let mut path = spec_pointer.clone();
+    path.push_back("affinity");
+    let Some(affinity) = present(spec, "affinity") else {
+        let value = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": new_terms()}}});
+        return Ok(Some(add(path, value)));
+    };
+    let affinity = affinity.as_object().ok_or("spec.affinity")?;
+    path.push_back("nodeAffinity");
+    let Some(node_affinity) = present(affinity, "nodeAffinity") else {
+        let value = json!({REQUIRED: {"nodeSelectorTerms": new_terms()}});
+        return Ok(Some(add(path, value)));
+    };
+    let node_affinity = node_affinity
+        .as_object()
+        .ok_or("spec.affinity.nodeAffinity")?;
+    path.push_back(REQUIRED);
+    let Some(required) = present(node_affinity, REQUIRED) else {
+        return Ok(Some(add(path, json!({"nodeSelectorTerms": new_terms()}))));
+    };
+    let required = required
+        .as_object()
+        .ok_or("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")?;
+    path.push_back("nodeSelectorTerms");
+    let existing = match present(required, "nodeSelectorTerms") {
+        None => return Ok(Some(add(path, new_terms()))),
+        Some(Value::Array(terms)) if terms.is_empty() => {
+            return Ok(Some(add(path, new_terms())));
+        }
+        Some(Value::Array(terms)) => terms,
+        Some(_) => {
+            return Err(format!(
+                "{}.nodeSelectorTerms",
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ));
+        }
+    };
+    let mut changed = false;
+    let mut terms = Vec::with_capacity(existing.len() * alternatives.len());
+    for (index, term) in existing.iter().enumerate() {
+        let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
+        let object = term.as_object().ok_or_else(field)?;
+        let expressions: &[Value] = match present(object, "matchExpressions") {
+            None => &[],
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(format!("{}.matchExpressions", field())),
+        };
+        let carried = alternatives
+            .iter()
+            .any(|alternative| alternative.iter().all(|e| expressions.contains(e)));
+        if carried {
+            terms.push(term.clone());
+            continue;
+        }
+        changed = true;
+        for alternative in alternatives {
+            let mut multiplied = object.clone();
+            let mut all = expressions.to_vec();
+            all.extend(alternative.iter().cloned());
+            multiplied.insert("matchExpressions".to_owned(), Value::Array(all));
+            terms.push(Value::Object(multiplied));
+        }
+    }
+    if !changed {
+        return Ok(None);
+    }
+    Ok(Some(PatchOperation::Replace(ReplaceOperation {
+        path,
+        value: Value::Array(terms),
+    })))
+}
+
+fn present<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|value| !value.is_null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_in};
+    use rstest::rstest;
+
+    fn gpu_pod(image: &str) -> Value {
+        json!({"spec": {"containers": [
+            {"name": "c", "image": image, "resources": {"limits": {"nvidia.com/gpu": 1}}}]}})
+    }
+
+    fn terms(pod: &Value) -> Value {
+        pod["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"].clone()
+    }
+
+    fn major_gt(value: &str) -> Value {
+        json!({"key": MAJOR_LABEL, "operator": "Gt", "values": [value]})
+    }
+
+    fn major_in(value: &str) -> Value {
+        json!({"key": MAJOR_LABEL, "operator": "In", "values": [value]})
+    }
+
+    fn minor_gt(value: &str) -> Value {
+        json!({"key": MINOR_LABEL, "operator": "Gt", "values": [value]})
+    }
+
+    fn patched(pod: &Value) -> Value {
+        apply(pod, &evaluate_pod(pod).patch)
+    }
+
+    #[rstest]
+    #[case(ComputeCapability::new(5, 0), vec![vec![major_gt("4")]])]
+    #[case(ComputeCapability::new(8, 0), vec![vec![major_gt("7")]])]
+    #[case(ComputeCapability::new(7, 5), vec![vec![major_gt("7")], vec![major_in("7"), minor_gt("4")]])]
+    #[case(ComputeCapability::new(8, 9), vec![vec![major_gt("8")], vec![major_in("8"), minor_gt("8")]])]
+    #[case(ComputeCapability::new(0, 0), vec![])]
+    #[case(ComputeCapability::new(0, 1), vec![vec![major_gt("0")], vec![major_in("0"), minor_gt("0")]])]
+    fn constraint_shapes(#[case] minimum: ComputeCapability, #[case] expected: Vec<Vec<Value>>) {
+        assert_eq!(alternatives(minimum), expected);
+    }
+
+    #[test]
+    fn pod_without_affinity_gets_the_terms() {
+        let pod = patched(&gpu_pod("nvidia/cuda:12.6.3-base-ubuntu24.04"));
+        assert_eq!(terms(&pod), json!([{"matchExpressions": [major_gt("4")]}]));
+    }
+
+    #[test]
+    fn two_alternatives_become_two_terms() {
+        let pod = patched(&gpu_pod("nvidia/cuda:13.0.0-runtime-ubuntu24.04"));
+        assert_eq!(
+            terms(&pod),
+            json!([{"matchExpressions": [major_gt("7")]},
+                   {"matchExpressions": [major_in("7"), minor_gt("4")]}])
+        );
+    }
+
+    #[test]
+    fn constraint_is_anded_into_every_existing_term() {
+        let mut pod = gpu_pod("nvidia/cuda:13.0.0-runtime-ubuntu24.04");
+        pod["spec"]["affinity"] = json!({
+            "nodeAffinity": {
+                REQUIRED: {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                ]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}
+                ],
+            },
+            "podAntiAffinity": {"futureField": true},
+        });
+        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        let fields = json!([{"key": "metadata.name", "operator": "In", "values": ["n1"]}]);
+        let result = patched(&pod);
+        assert_eq!(
+            terms(&result),
+            json!([
+                {"matchExpressions": [zone, major_gt("7")]},
+                {"matchExpressions": [zone, major_in("7"), minor_gt("4")]},
+                {"matchFields": fields, "matchExpressions": [major_gt("7")]},
+                {"matchFields": fields, "matchExpressions": [major_in("7"), minor_gt("4")]},
+            ])
+        );
+        assert_eq!(
+            result["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+            pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        );
+        assert_eq!(
+            result["spec"]["affinity"]["podAntiAffinity"],
+            json!({"futureField": true})
+        );
+        // Re-evaluating the result adds nothing.
+        assert!(evaluate_pod(&result).patch.is_empty());
+    }
+
+    #[rstest]
+    #[case(json!({"podAffinity": {}}))]
+    #[case(json!({"nodeAffinity": {}}))]
+    #[case(json!({"nodeAffinity": {REQUIRED: {}}}))]
+    #[case(json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": []}}}))]
+    #[case(json!({"nodeAffinity": null}))]
+    fn partial_affinity_is_completed(#[case] affinity: Value) {
+        let mut pod = gpu_pod("nvidia/cuda:12.2.0-base");
+        pod["spec"]["affinity"] = affinity;
+        let result = patched(&pod);
+        assert_eq!(
+            terms(&result),
+            json!([{"matchExpressions": [major_gt("4")]}])
+        );
+        assert!(evaluate_pod(&result).patch.is_empty());
+    }
+
+    #[test]
+    fn terms_already_constrained_are_kept() {
+        let mut pod = gpu_pod("nvidia/cuda:12.2.0-base");
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+            {"matchExpressions": [major_gt("4")]},
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+        ]}}});
+        let result = patched(&pod);
+        assert_eq!(
+            terms(&result),
+            json!([{"matchExpressions": [major_gt("4")]},
+                   {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}, major_gt("4")]}])
+        );
+    }
+
+    #[rstest]
+    // the highest source wins
+    #[case("nvidia/cuda:12.2.0-base", &[], None, Some("require GPU compute capability >= 5.0 (image nvidia/cuda:12.2.0-base)"))]
+    #[case("nvidia/cuda:12.2.0-base", &[("gpu-policy.io/min-compute-capability", "8.0")], None,
+           Some("require GPU compute capability >= 8.0 (namespace or cluster minimum)"))]
+    #[case("nvidia/cuda:12.2.0-base", &[], Some("8.6"), Some("require GPU compute capability >= 8.6 (pod annotation)"))]
+    #[case("nvidia/cuda:13.0.0-base", &[], Some("6.0"), Some("require GPU compute capability >= 7.5 (image nvidia/cuda:13.0.0-base)"))]
+    // no source: nothing injected
+    #[case("registry.example/app:1", &[], None, None)]
+    fn minimum_comes_from_the_highest_source(
+        #[case] image: &str,
+        #[case] namespace: &[(&str, &str)],
+        #[case] pod_annotation: Option<&str>,
+        #[case] summary: Option<&str>,
+    ) {
+        let mut pod = gpu_pod(image);
+        if let Some(value) = pod_annotation {
+            pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: value}});
+        }
+        let evaluation = evaluate_pod_in(&pod, namespace);
+        let found = evaluation
+            .changes
+            .iter()
+            .find(|c| c.rule == ID)
+            .map(|c| c.summary.as_str());
+        assert_eq!(found, summary);
+    }
+
+    #[rstest]
+    #[case("eight")]
+    #[case("4.0")]
+    fn looser_or_unreadable_pod_annotation_is_a_notice(#[case] value: &str) {
+        let mut pod = gpu_pod("nvidia/cuda:12.2.0-base");
+        pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: value}});
+        let evaluation = evaluate_pod_in(&pod, &[(MIN_COMPUTE_CAPABILITY_ANNOTATION, "5.0")]);
+        assert_eq!(evaluation.notices.len(), 1, "{:?}", evaluation.notices);
+        assert!(evaluation.notices[0].contains("ignored"));
+        let found = evaluation
+            .changes
+            .iter()
+            .find(|c| c.rule == ID)
+            .map(|c| c.summary.clone());
+        assert_eq!(
+            found.as_deref(),
+            Some("require GPU compute capability >= 5.0 (namespace or cluster minimum)")
+        );
+    }
+
+    #[test]
+    fn non_gpu_pods_and_non_gpu_images_do_not_count() {
+        let cpu =
+            json!({"spec": {"containers": [{"name": "c", "image": "nvidia/cuda:13.0.0-base"}]}});
+        assert!(evaluate_pod(&cpu).changes.iter().all(|c| c.rule != ID));
+        let sidecar_image = json!({"spec": {"containers": [
+            {"name": "gpu", "image": "registry.example/app", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+            {"name": "side", "image": "nvidia/cuda:13.0.0-base"}]}});
+        assert!(
+            evaluate_pod(&sidecar_image)
+                .changes
+                .iter()
+                .all(|c| c.rule != ID)
+        );
+    }
+
+    #[rstest]
+    #[case(json!("fast"))]
+    #[case(json!({"nodeAffinity": []}))]
+    #[case(json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": {}}}}))]
+    #[case(json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": 1}]}}}))]
+    fn malformed_affinity_is_a_violation(#[case] affinity: Value) {
+        let mut pod = gpu_pod("nvidia/cuda:12.2.0-base");
+        pod["spec"]["affinity"] = affinity;
+        let evaluation = evaluate_pod(&pod);
+        assert!(
+            evaluation
+                .violations
+                .iter()
+                .any(|v| v.rule == ID && v.message.contains("malformed"))
+        );
+    }
+}

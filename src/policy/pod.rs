@@ -1,0 +1,646 @@
+//! A read-only view over the raw JSON of a pod, or of the pod template inside
+//! a workload: containers with their kind and JSON pointer, GPU requests,
+//! volumes and annotations.
+//!
+//! The view borrows from the object and never copies or re-encodes it, so
+//! patches computed from it address the object exactly as the API server sent
+//! it, including fields this program does not know. Only the fields the rules
+//! read are checked for shape; a wrong shape there is an [`ObjectError`] that
+//! names the field.
+
+use std::fmt;
+
+use json_patch::jsonptr::PointerBuf;
+use serde_json::{Map, Value};
+
+use super::quantity::GpuCount;
+use crate::settings::Settings;
+
+/// Where the pod template sits inside an object, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A Pod: `metadata` and `spec` at the top.
+    Pod,
+    /// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
+    /// ReplicationController: `spec.template`.
+    Template,
+    /// CronJob: `spec.jobTemplate.spec.template`.
+    CronJob,
+    /// PodTemplate: `template`.
+    PodTemplate,
+}
+
+impl Shape {
+    /// The path of the pod template (`metadata` + `spec`) inside the object.
+    fn template_path(self) -> &'static [&'static str] {
+        match self {
+            Shape::Pod => &[],
+            Shape::Template => &["spec", "template"],
+            Shape::CronJob => &["spec", "jobTemplate", "spec", "template"],
+            Shape::PodTemplate => &["template"],
+        }
+    }
+}
+
+/// An object whose fields the rules read have the wrong shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ObjectError {
+    /// Dotted field path, e.g. `spec.containers[0].env`.
+    pub field: String,
+    pub problem: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ContainerKind {
+    /// An init container that runs to completion before the next one starts.
+    Init,
+    /// An init container with `restartPolicy: Always`: runs beside the
+    /// regular containers for the pod's whole life.
+    Sidecar,
+    Regular,
+    Ephemeral,
+}
+
+/// One GPU resource of a container as written: the raw request and limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuResource<'a> {
+    pub name: &'a str,
+    pub request: Option<GpuCount>,
+    pub limit: Option<GpuCount>,
+}
+
+impl GpuResource<'_> {
+    /// The count the device plugin would allocate: the limit, else the
+    /// request, when whole.
+    pub fn count(&self) -> u64 {
+        self.limit
+            .or(self.request)
+            .and_then(GpuCount::whole)
+            .unwrap_or(0)
+    }
+
+    /// Whether the container asks for this resource at all. A zero limit is
+    /// not a request; an unreadable value is treated as one, because its
+    /// author evidently meant to ask for a card (R2 denies it anyway).
+    pub fn asks(&self) -> bool {
+        [self.request, self.limit]
+            .into_iter()
+            .flatten()
+            .any(|count| !count.is_zero())
+    }
+}
+
+/// An `env` entry, with its index in the container's `env` list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvEntry<'a> {
+    pub index: usize,
+    pub name: &'a str,
+    pub raw: &'a Map<String, Value>,
+}
+
+impl EnvEntry<'_> {
+    /// The literal value, when the entry has one and no `valueFrom`.
+    pub fn literal(&self) -> Option<&str> {
+        if self.raw.contains_key("valueFrom") {
+            return None;
+        }
+        self.raw.get("value").and_then(Value::as_str)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Container<'a> {
+    pub name: &'a str,
+    pub kind: ContainerKind,
+    /// JSON pointer of the container in the object.
+    pub pointer: PointerBuf,
+    pub image: Option<&'a str>,
+    /// `None` when the container has no `env` field.
+    pub env: Option<Vec<EnvEntry<'a>>>,
+    pub gpu_resources: Vec<GpuResource<'a>>,
+    pub mount_paths: Vec<&'a str>,
+}
+
+impl Container<'_> {
+    /// A GPU container: it asks for a GPU resource. Ephemeral containers
+    /// cannot have resources, so they never are.
+    pub fn is_gpu(&self) -> bool {
+        self.kind != ContainerKind::Ephemeral && self.gpu_resources.iter().any(GpuResource::asks)
+    }
+
+    /// This container's count of one GPU resource.
+    pub fn count_of(&self, resource: &str) -> u64 {
+        self.gpu_resources
+            .iter()
+            .filter(|r| r.name == resource)
+            .map(GpuResource::count)
+            .sum()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume<'a> {
+    pub name: &'a str,
+    pub host_path: Option<&'a str>,
+}
+
+/// The controller owner reference of an object (`controller: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner<'a> {
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub uid: Option<&'a str>,
+}
+
+/// The read-only view the rules get.
+#[derive(Debug, Clone)]
+pub struct PodView<'a> {
+    pub shape: Shape,
+    /// JSON pointer of the pod template's `metadata` (for a Pod, `/metadata`).
+    pub metadata_pointer: PointerBuf,
+    /// JSON pointer of the pod spec (for a Pod, `/spec`).
+    pub spec_pointer: PointerBuf,
+    /// The pod template's `metadata` (raw), when present.
+    pub metadata: Option<&'a Map<String, Value>>,
+    /// The pod template's `metadata.annotations` (raw).
+    pub annotations: Option<&'a Map<String, Value>>,
+    /// The raw pod spec.
+    pub spec: &'a Map<String, Value>,
+    pub runtime_class_name: Option<&'a str>,
+    pub containers: Vec<Container<'a>>,
+    pub volumes: Vec<Volume<'a>>,
+}
+
+impl<'a> PodView<'a> {
+    /// Reads the view. Returns `Ok(None)` for a workload without a pod
+    /// template (a ReplicationController may omit it).
+    pub fn parse(
+        object: &'a Value,
+        shape: Shape,
+        settings: &Settings,
+    ) -> Result<Option<Self>, ObjectError> {
+        let mut path = FieldPath::root();
+        let mut template = as_object(object, &path)?;
+        let mut pointer = PointerBuf::root();
+        for key in shape.template_path() {
+            path = path.key(key);
+            pointer.push_back(*key);
+            match template.get(*key) {
+                None | Some(Value::Null) => return Ok(None),
+                Some(value) => template = as_object(value, &path)?,
+            }
+        }
+        let metadata = optional_object(template, "metadata", &path)?;
+        let annotations = match metadata {
+            Some(meta) => optional_object(meta, "annotations", &path.key("metadata"))?,
+            None => None,
+        };
+        if let Some(annotations) = annotations {
+            let at = path.key("metadata").key("annotations");
+            for (key, value) in annotations {
+                if !value.is_string() {
+                    return Err(at.key(key).error("must be a string"));
+                }
+            }
+        }
+        let spec_path = path.key("spec");
+        let spec = match template.get("spec") {
+            None | Some(Value::Null) if shape == Shape::Pod => {
+                return Err(spec_path.error("is missing"));
+            }
+            None | Some(Value::Null) => return Ok(None),
+            Some(value) => as_object(value, &spec_path)?,
+        };
+        let mut metadata_pointer = pointer.clone();
+        metadata_pointer.push_back("metadata");
+        let mut spec_pointer = pointer;
+        spec_pointer.push_back("spec");
+
+        let runtime_class_name = optional_str(spec, "runtimeClassName", &spec_path)?;
+        let mut containers = Vec::new();
+        for (field, default_kind) in [
+            ("initContainers", ContainerKind::Init),
+            ("containers", ContainerKind::Regular),
+            ("ephemeralContainers", ContainerKind::Ephemeral),
+        ] {
+            let list_path = spec_path.key(field);
+            let Some(list) = optional_array(spec, field, &spec_path)? else {
+                continue;
+            };
+            for (index, raw) in list.iter().enumerate() {
+                let mut container_pointer = spec_pointer.clone();
+                container_pointer.push_back(field);
+                container_pointer.push_back(index.to_string());
+                containers.push(Container::parse(
+                    raw,
+                    default_kind,
+                    container_pointer,
+                    &list_path.index(index),
+                    settings,
+                )?);
+            }
+        }
+        let mut volumes = Vec::new();
+        if let Some(list) = optional_array(spec, "volumes", &spec_path)? {
+            for (index, raw) in list.iter().enumerate() {
+                let at = spec_path.key("volumes").index(index);
+                let volume = as_object(raw, &at)?;
+                let name = optional_str(volume, "name", &at)?.unwrap_or("");
+                let host_path = match optional_object(volume, "hostPath", &at)? {
+                    Some(host) => optional_str(host, "path", &at.key("hostPath"))?,
+                    None => None,
+                };
+                volumes.push(Volume { name, host_path });
+            }
+        }
+        Ok(Some(Self {
+            shape,
+            metadata_pointer,
+            spec_pointer,
+            metadata,
+            annotations,
+            spec,
+            runtime_class_name,
+            containers,
+            volumes,
+        }))
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+        self.annotations?.get(key)?.as_str()
+    }
+
+    /// A GPU pod: at least one GPU container.
+    pub fn is_gpu_pod(&self) -> bool {
+        self.containers.iter().any(Container::is_gpu)
+    }
+
+    /// Names of the GPU resources any container mentions, in first-seen order.
+    pub fn gpu_resource_names(&self) -> Vec<&'a str> {
+        let mut names: Vec<&str> = Vec::new();
+        for resource in self.containers.iter().flat_map(|c| &c.gpu_resources) {
+            if !names.contains(&resource.name) {
+                names.push(resource.name);
+            }
+        }
+        names
+    }
+
+    /// The pod's effective count of one resource, by Kubernetes' own formula:
+    /// the larger of what runs side by side (regular containers plus sidecar
+    /// init containers) and the peak during initialisation (each plain init
+    /// container plus the sidecars started before it).
+    pub fn effective_count(&self, resource: &str) -> u64 {
+        let mut steady = 0u64;
+        let mut sidecars_so_far = 0u64;
+        let mut init_peak = 0u64;
+        for container in &self.containers {
+            let count = container.count_of(resource);
+            match container.kind {
+                ContainerKind::Regular => steady = steady.saturating_add(count),
+                ContainerKind::Sidecar => {
+                    steady = steady.saturating_add(count);
+                    sidecars_so_far = sidecars_so_far.saturating_add(count);
+                    init_peak = init_peak.max(sidecars_so_far);
+                }
+                ContainerKind::Init => {
+                    init_peak = init_peak.max(count.saturating_add(sidecars_so_far));
+                }
+                ContainerKind::Ephemeral => {}
+            }
+        }
+        steady.max(init_peak)
+    }
+}
+
+impl<'a> Container<'a> {
+    fn parse(
+        raw: &'a Value,
+        default_kind: ContainerKind,
+        pointer: PointerBuf,
+        path: &FieldPath,
+        settings: &Settings,
+    ) -> Result<Self, ObjectError> {
+        let container = as_object(raw, path)?;
+        let name = optional_str(container, "name", path)?.unwrap_or("");
+        let kind = match (
+            default_kind,
+            optional_str(container, "restartPolicy", path)?,
+        ) {
+            (ContainerKind::Init, Some("Always")) => ContainerKind::Sidecar,
+            (kind, _) => kind,
+        };
+        let image = optional_str(container, "image", path)?;
+        let env = match optional_array(container, "env", path)? {
+            None => None,
+            Some(list) => {
+                let mut entries = Vec::with_capacity(list.len());
+                for (index, raw) in list.iter().enumerate() {
+                    let at = path.key("env").index(index);
+                    let entry = as_object(raw, &at)?;
+                    let name = optional_str(entry, "name", &at)?.unwrap_or("");
+                    entries.push(EnvEntry {
+                        index,
+                        name,
+                        raw: entry,
+                    });
+                }
+                Some(entries)
+            }
+        };
+        let mut gpu_resources: Vec<GpuResource> = Vec::new();
+        if let Some(resources) = optional_object(container, "resources", path)? {
+            let at = path.key("resources");
+            for (field, is_limit) in [("requests", false), ("limits", true)] {
+                let Some(map) = optional_object(resources, field, &at)? else {
+                    continue;
+                };
+                for (resource, value) in map {
+                    if !settings.is_gpu_resource(resource) {
+                        continue;
+                    }
+                    let count = GpuCount::from_json(value);
+                    let entry = match gpu_resources.iter_mut().find(|r| r.name == resource) {
+                        Some(entry) => entry,
+                        None => {
+                            gpu_resources.push(GpuResource {
+                                name: resource,
+                                request: None,
+                                limit: None,
+                            });
+                            match gpu_resources.last_mut() {
+                                Some(entry) => entry,
+                                None => continue,
+                            }
+                        }
+                    };
+                    if is_limit {
+                        entry.limit = Some(count);
+                    } else {
+                        entry.request = Some(count);
+                    }
+                }
+            }
+        }
+        let mut mount_paths = Vec::new();
+        if let Some(list) = optional_array(container, "volumeMounts", path)? {
+            for (index, raw) in list.iter().enumerate() {
+                let at = path.key("volumeMounts").index(index);
+                let mount = as_object(raw, &at)?;
+                if let Some(mount_path) = optional_str(mount, "mountPath", &at)? {
+                    mount_paths.push(mount_path);
+                }
+            }
+        }
+        Ok(Self {
+            name,
+            kind,
+            pointer,
+            image,
+            env,
+            gpu_resources,
+            mount_paths,
+        })
+    }
+}
+
+/// A dotted field path for error messages (`spec.containers[0].env`).
+#[derive(Debug, Clone)]
+struct FieldPath(String);
+
+impl FieldPath {
+    fn root() -> Self {
+        Self(String::new())
+    }
+
+    fn key(&self, key: &str) -> Self {
+        if self.0.is_empty() {
+            Self(key.to_owned())
+        } else {
+            Self(format!("{}.{key}", self.0))
+        }
+    }
+
+    fn index(&self, index: usize) -> Self {
+        Self(format!("{}[{index}]", self.0))
+    }
+
+    fn error(&self, problem: &str) -> ObjectError {
+        let field = if self.0.is_empty() {
+            "object".to_owned()
+        } else {
+            self.0.clone()
+        };
+        ObjectError {
+            field,
+            problem: problem.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn as_object<'a>(
+    value: &'a Value,
+    path: &FieldPath,
+) -> Result<&'a Map<String, Value>, ObjectError> {
+    value
+        .as_object()
+        .ok_or_else(|| path.error(&format!("must be an object, not {}", type_name(value))))
+}
+
+fn optional_object<'a>(
+    parent: &'a Map<String, Value>,
+    key: &str,
+    path: &FieldPath,
+) -> Result<Option<&'a Map<String, Value>>, ObjectError> {
+    match parent.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => as_object(value, &path.key(key)).map(Some),
+    }
+}
+
+fn optional_array<'a>(
+    parent: &'a Map<String, Value>,
+    key: &str,
+    path: &FieldPath,
+) -> Result<Option<&'a Vec<Value>>, ObjectError> {
+    match parent.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(list)) => Ok(Some(list)),
+        Some(value) => Err(path
+            .key(key)
+            .error(&format!("must be a list, not {}", type_name(value)))),
+    }
+}
+
+fn optional_str<'a>(
+    parent: &'a Map<String, Value>,
+    key: &str,
+    path: &FieldPath,
+) -> Result<Option<&'a str>, ObjectError> {
+    match parent.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(value) => Err(path
+            .key(key)
+            .error(&format!("must be a string, not {}", type_name(value)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn view(object: &Value) -> PodView<'_> {
+        match PodView::parse(object, Shape::Pod, &Settings::default()) {
+            Ok(Some(view)) => view,
+            other => panic!("not a pod view: {other:?}"),
+        }
+    }
+
+    fn gpu(name: &str, count: u64) -> Value {
+        json!({"name": name, "resources": {"limits": {"nvidia.com/gpu": count}}})
+    }
+
+    fn sidecar(name: &str, count: u64) -> Value {
+        let mut c = gpu(name, count);
+        c["restartPolicy"] = json!("Always");
+        c
+    }
+
+    #[rstest]
+    // regular containers add up
+    #[case(vec![], vec![gpu("a", 1), gpu("b", 2)], 3)]
+    // a plain init container bigger than the steady state sets the count
+    #[case(vec![gpu("init", 4)], vec![gpu("a", 1)], 4)]
+    // plain init containers run one at a time: the max, not the sum
+    #[case(vec![gpu("i1", 2), gpu("i2", 3)], vec![gpu("a", 1)], 3)]
+    // a sidecar counts in the steady state
+    #[case(vec![sidecar("s", 1)], vec![gpu("a", 2)], 3)]
+    // a plain init container after a sidecar runs beside it
+    #[case(vec![sidecar("s", 2), gpu("i", 3)], vec![gpu("a", 1)], 5)]
+    // a plain init container before the sidecar does not
+    #[case(vec![gpu("i", 3), sidecar("s", 2)], vec![gpu("a", 1)], 3)]
+    #[case(vec![], vec![], 0)]
+    fn effective_count_follows_kubernetes(
+        #[case] init: Vec<Value>,
+        #[case] regular: Vec<Value>,
+        #[case] expected: u64,
+    ) {
+        let pod = json!({"spec": {"initContainers": init, "containers": regular}});
+        assert_eq!(view(&pod).effective_count("nvidia.com/gpu"), expected);
+    }
+
+    #[test]
+    fn containers_carry_kind_and_pointer() {
+        let pod = json!({"spec": {
+            "initContainers": [{"name": "i"}, {"name": "s", "restartPolicy": "Always"}],
+            "containers": [{"name": "c"}],
+            "ephemeralContainers": [{"name": "e"}],
+        }});
+        let view = view(&pod);
+        let seen: Vec<(&str, ContainerKind, String)> = view
+            .containers
+            .iter()
+            .map(|c| (c.name, c.kind, c.pointer.to_string()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "i",
+                    ContainerKind::Init,
+                    "/spec/initContainers/0".to_owned()
+                ),
+                (
+                    "s",
+                    ContainerKind::Sidecar,
+                    "/spec/initContainers/1".to_owned()
+                ),
+                ("c", ContainerKind::Regular, "/spec/containers/0".to_owned()),
+                (
+                    "e",
+                    ContainerKind::Ephemeral,
+                    "/spec/ephemeralContainers/0".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[rstest]
+    #[case(Shape::Template, json!({"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}), "/spec/template/spec/containers/0")]
+    #[case(Shape::CronJob, json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}}}), "/spec/jobTemplate/spec/template/spec/containers/0")]
+    #[case(Shape::PodTemplate, json!({"template": {"spec": {"containers": [{"name": "c"}]}}}), "/template/spec/containers/0")]
+    fn templates_are_found_by_shape(
+        #[case] shape: Shape,
+        #[case] object: Value,
+        #[case] pointer: &str,
+    ) {
+        let view = PodView::parse(&object, shape, &Settings::default());
+        let found = view
+            .ok()
+            .flatten()
+            .map(|v| v.containers[0].pointer.to_string());
+        assert_eq!(found.as_deref(), Some(pointer));
+    }
+
+    #[test]
+    fn workload_without_template_has_no_view() {
+        let rc = json!({"spec": {"replicas": 1}});
+        assert!(matches!(
+            PodView::parse(&rc, Shape::Template, &Settings::default()),
+            Ok(None)
+        ));
+    }
+
+    #[rstest]
+    #[case(json!({"spec": {"containers": "app"}}), "spec.containers: must be a list, not a string")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "resources": []}]}}), "spec.containers[0].resources: must be an object, not a list")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "env": {"A": "1"}}]}}), "spec.containers[0].env: must be a list, not an object")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "env": [7]}]}}), "spec.containers[0].env[0]: must be an object, not a number")]
+    #[case(json!({"spec": {"containers": [{"name": 7}]}}), "spec.containers[0].name: must be a string, not a number")]
+    #[case(json!({"spec": {"runtimeClassName": false}}), "spec.runtimeClassName: must be a string, not a boolean")]
+    #[case(json!({"spec": {"volumes": [{"name": "v", "hostPath": {"path": 1}}]}}), "spec.volumes[0].hostPath.path: must be a string, not a number")]
+    #[case(json!({"metadata": {"annotations": {"a": 1}}, "spec": {}}), "metadata.annotations.a: must be a string")]
+    #[case(json!({"metadata": []}), "metadata: must be an object, not a list")]
+    #[case(json!({"metadata": {}}), "spec: is missing")]
+    #[case(json!([1]), "object: must be an object, not a list")]
+    fn wrong_shapes_name_the_field(#[case] object: Value, #[case] message: &str) {
+        let err = PodView::parse(&object, Shape::Pod, &Settings::default()).err();
+        assert_eq!(err.map(|e| e.to_string()).as_deref(), Some(message));
+    }
+
+    #[test]
+    fn zero_limit_is_not_a_gpu_request_but_garbage_is() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "zero", "resources": {"limits": {"nvidia.com/gpu": "0"}}},
+            {"name": "bad", "resources": {"limits": {"nvidia.com/gpu": "lots"}}},
+            {"name": "cpu", "resources": {"limits": {"cpu": "2"}}},
+        ]}});
+        let gpu: Vec<bool> = view(&pod)
+            .containers
+            .iter()
+            .map(Container::is_gpu)
+            .collect();
+        assert_eq!(gpu, vec![false, true, false]);
+    }
+}

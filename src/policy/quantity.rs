@@ -1,0 +1,657 @@
+//! Exact reading of Kubernetes resource quantities as GPU counts.
+//!
+//! `nvidia.com/gpu` is an integer extended resource: the API server and the
+//! device plugin only ever deal in whole devices. A policy that reads the
+//! count with floats, or with a lenient parser, can disagree with what the
+//! API server actually accepted (e.g. `"1e0"`, `"2000m"`, `"0.5k"` are all
+//! valid spellings of whole numbers). This module therefore follows the
+//! grammar of `k8s.io/apimachinery/pkg/api/resource` to the letter and
+//! evaluates the value exactly, using integer arithmetic only, so that the
+//! policy sees exactly the number the API server would see.
+//!
+//! Nothing in here panics on any input: every operation whose result depends
+//! on the input is checked or saturating (enforced by the lint below).
+
+#![deny(clippy::arithmetic_side_effects)]
+
+use serde_json::Value;
+
+/// Longest string accepted as a quantity. Kubernetes rejects quantities far
+/// shorter than this; the cap bounds the work done on hostile input.
+const MAX_QUANTITY_LEN: usize = 256;
+
+/// Decimal digits of `u64::MAX` (18446744073709551615). A value with more
+/// integer digits than this cannot be a valid count.
+const U64_MAX_DIGITS: usize = 20;
+
+/// What a quantity in `resources.limits` / `resources.requests` says as a GPU count.
+///
+/// GPU counts are integers, so anything that is not a whole, non-negative
+/// number that fits in a `u64` is reported as [`GpuCount::Invalid`] with the
+/// reason, rather than being rounded or truncated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuCount {
+    /// A whole, non-negative number of devices.
+    Whole(u64),
+    /// Not usable as a device count; the reason says why.
+    Invalid(QuantityError),
+}
+
+/// Why a quantity is not usable as a GPU count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    /// Not accepted by the Kubernetes quantity grammar (or not a string/number in JSON).
+    #[error("is not a Kubernetes quantity")]
+    Malformed,
+    /// A valid quantity below zero.
+    #[error("is negative")]
+    Negative,
+    /// A valid quantity with a non-zero fractional part (e.g. `500m`).
+    #[error("is not a whole number")]
+    Fractional,
+    /// A valid whole quantity larger than `u64::MAX`, or too large to evaluate.
+    #[error("is too large")]
+    TooLarge,
+}
+
+impl GpuCount {
+    /// Reads a quantity as it appears in raw pod JSON: a string, or a JSON number.
+    /// Anything else (bool, null, object, array) is Malformed.
+    ///
+    /// Strings go through [`GpuCount::parse`]. Numbers are taken as the API
+    /// server would decode them: unsigned and signed integers exactly; floats
+    /// are whole only when they have no fractional part and fit in a `u64`
+    /// (a negative float is Negative, an integral float above `u64::MAX` is
+    /// TooLarge, anything else Fractional; `-0.0` is zero).
+    pub fn from_json(value: &Value) -> GpuCount {
+        match value {
+            Value::String(s) => GpuCount::parse(s),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    GpuCount::Whole(u)
+                } else if let Some(i) = n.as_i64() {
+                    // as_u64 failed, so the integer is negative.
+                    match u64::try_from(i) {
+                        Ok(u) => GpuCount::Whole(u),
+                        Err(_) => GpuCount::Invalid(QuantityError::Negative),
+                    }
+                } else if let Some(f) = n.as_f64() {
+                    from_f64(f)
+                } else {
+                    GpuCount::Invalid(QuantityError::Malformed)
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_) => {
+                GpuCount::Invalid(QuantityError::Malformed)
+            }
+        }
+    }
+
+    /// Parses the string form, following the Kubernetes grammar (k8s.io/apimachinery/pkg/api/resource):
+    /// `<quantity> ::= <signedNumber><suffix>`; `<signedNumber> ::= <number> | +<number> | -<number>`;
+    /// `<number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>`;
+    /// `<suffix> ::= <binarySI> (Ki Mi Gi Ti Pi Ei) | <decimalSI> (n u m "" k M G T P E) | e<signedInt> | E<signedInt>`.
+    ///
+    /// The value is computed exactly: the mantissa digits as an integer, a
+    /// decimal exponent and a binary multiplier, with no floating point and
+    /// no rounding. So `"2000m"`, `"1e0"` and `"0.5k"` are whole, `"500m"` is
+    /// Fractional, and `"-0"` is zero. Surrounding whitespace, unknown
+    /// suffixes and strings longer than 256 bytes are Malformed.
+    pub fn parse(s: &str) -> GpuCount {
+        match parse_quantity(s) {
+            Ok(n) => GpuCount::Whole(n),
+            Err(e) => GpuCount::Invalid(e),
+        }
+    }
+
+    /// The count when whole, else None.
+    pub fn whole(self) -> Option<u64> {
+        match self {
+            GpuCount::Whole(n) => Some(n),
+            GpuCount::Invalid(_) => None,
+        }
+    }
+
+    /// True when the value is exactly zero ("0", "0m", "0.0", "-0", 0). A zero limit is not a GPU request.
+    pub fn is_zero(self) -> bool {
+        matches!(self, GpuCount::Whole(0))
+    }
+}
+
+/// Converts a JSON float exactly (no rounding) to a count.
+fn from_f64(f: f64) -> GpuCount {
+    /// 2^64: the smallest float strictly above `u64::MAX`.
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+
+    if !f.is_finite() {
+        // serde_json never produces these, but be total anyway.
+        GpuCount::Invalid(QuantityError::Malformed)
+    } else if f == 0.0 {
+        // Also covers -0.0.
+        GpuCount::Whole(0)
+    } else if f < 0.0 {
+        GpuCount::Invalid(QuantityError::Negative)
+    } else if f.fract() != 0.0 {
+        GpuCount::Invalid(QuantityError::Fractional)
+    } else if f >= TWO_POW_64 {
+        GpuCount::Invalid(QuantityError::TooLarge)
+    } else {
+        // Finite, integral and within 0..2^64: the conversion is exact.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        GpuCount::Whole(f as u64)
+    }
+}
+
+/// A quantity split into its exact parts: value = ±`digits` × 10^`exp10` × 2^`exp2`.
+struct Parsed<'a> {
+    negative: bool,
+    int_digits: &'a [u8],
+    frac_digits: &'a [u8],
+    exp10: i64,
+    exp2: u32,
+}
+
+fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
+    let parsed = split(s.as_bytes()).ok_or(QuantityError::Malformed)?;
+    evaluate(&parsed)
+}
+
+/// Applies the grammar; `None` when the string is not a quantity.
+fn split(bytes: &[u8]) -> Option<Parsed<'_>> {
+    if bytes.is_empty() || bytes.len() > MAX_QUANTITY_LEN {
+        return None;
+    }
+
+    // <signedNumber>
+    let (negative, rest) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, bytes),
+    };
+
+    // <number>
+    let int_len = count_digits(rest);
+    let (int_digits, rest) = rest.split_at_checked(int_len)?;
+    let (frac_digits, rest) = match rest.split_first() {
+        Some((b'.', after_dot)) => {
+            let frac_len = count_digits(after_dot);
+            after_dot.split_at_checked(frac_len)?
+        }
+        _ => (&[][..], rest),
+    };
+    if int_digits.is_empty() && frac_digits.is_empty() {
+        // Covers "", "+", ".", "Ki", ...
+        return None;
+    }
+
+    // <suffix>
+    let (exp10, exp2) = suffix(rest)?;
+
+    Some(Parsed {
+        negative,
+        int_digits,
+        frac_digits,
+        exp10,
+        exp2,
+    })
+}
+
+/// Number of leading ASCII digits.
+fn count_digits(bytes: &[u8]) -> usize {
+    bytes.iter().take_while(|b| b.is_ascii_digit()).count()
+}
+
+/// Interprets a suffix as (decimal exponent, binary exponent).
+fn suffix(s: &[u8]) -> Option<(i64, u32)> {
+    let known = match s {
+        b"" => Some((0, 0)),
+        b"n" => Some((-9, 0)),
+        b"u" => Some((-6, 0)),
+        b"m" => Some((-3, 0)),
+        b"k" => Some((3, 0)),
+        b"M" => Some((6, 0)),
+        b"G" => Some((9, 0)),
+        b"T" => Some((12, 0)),
+        b"P" => Some((15, 0)),
+        b"E" => Some((18, 0)),
+        b"Ki" => Some((0, 10)),
+        b"Mi" => Some((0, 20)),
+        b"Gi" => Some((0, 30)),
+        b"Ti" => Some((0, 40)),
+        b"Pi" => Some((0, 50)),
+        b"Ei" => Some((0, 60)),
+        _ => None,
+    };
+    if known.is_some() {
+        return known;
+    }
+
+    // e<signedInt> | E<signedInt>
+    let signed_int = match s.split_first() {
+        Some((b'e' | b'E', rest)) => rest,
+        _ => return None,
+    };
+    let (negative, digits) = match signed_int.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, signed_int),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // Saturating is exact enough: with at most 256 mantissa digits, any
+    // exponent beyond a few hundred in magnitude already decides the outcome.
+    let magnitude = digits.iter().fold(0i64, |acc, &d| {
+        acc.saturating_mul(10)
+            .saturating_add(i64::from(d.wrapping_sub(b'0')))
+    });
+    let exp = if negative {
+        magnitude.saturating_neg()
+    } else {
+        magnitude
+    };
+    Some((exp, 0))
+}
+
+/// Evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
+fn evaluate(p: &Parsed<'_>) -> Result<u64, QuantityError> {
+    // The mantissa as decimal digit values, most significant first.
+    let mut digits: Vec<u8> = p
+        .int_digits
+        .iter()
+        .chain(p.frac_digits)
+        .map(|d| d.wrapping_sub(b'0'))
+        .collect();
+    let frac_len = i64::try_from(p.frac_digits.len()).map_err(|_| QuantityError::Malformed)?;
+    let mut exp10 = p.exp10.saturating_sub(frac_len);
+
+    strip_leading_zeros(&mut digits);
+    if digits.is_empty() {
+        // Zero in any spelling ("-0", "0m", "0e999") is zero.
+        return Ok(0);
+    }
+    if p.negative {
+        return Err(QuantityError::Negative);
+    }
+
+    // Trailing zeros only move the decimal exponent; dropping them keeps
+    // e.g. "1000…000e-42" exact.
+    let trailing = digits.iter().rev().take_while(|&&d| d == 0).count();
+    digits.truncate(digits.len().saturating_sub(trailing));
+    exp10 = exp10.saturating_add(i64::try_from(trailing).map_err(|_| QuantityError::Malformed)?);
+
+    // Remaining power of two to multiply by at the end.
+    let shift: u32 = if exp10 >= 0 {
+        // digits has a non-zero leading digit, so value >= 10^(len-1+exp10).
+        let zeros = usize::try_from(exp10).map_err(|_| QuantityError::TooLarge)?;
+        if digits.len().saturating_add(zeros) > U64_MAX_DIGITS {
+            return Err(QuantityError::TooLarge);
+        }
+        digits.resize(digits.len().saturating_add(zeros), 0);
+        p.exp2
+    } else {
+        // Divide by 10^k = 5^k * 2^k, exactly or not at all.
+        let k = exp10.unsigned_abs();
+        // The last digit is non-zero, so 10 does not divide the mantissa and
+        // 5^k must divide it outright; that needs 5^k < 10^len, i.e.
+        // k < 1.44 * len. Beyond that the value cannot be whole.
+        let len = u64::try_from(digits.len()).map_err(|_| QuantityError::Malformed)?;
+        if k > len.saturating_mul(2) {
+            return Err(QuantityError::Fractional);
+        }
+        for _ in 0..k {
+            if div_small(&mut digits, 5) != 0 {
+                return Err(QuantityError::Fractional);
+            }
+        }
+        let exp2 = u64::from(p.exp2);
+        for _ in 0..k.saturating_sub(exp2) {
+            if div_small(&mut digits, 2) != 0 {
+                return Err(QuantityError::Fractional);
+            }
+        }
+        u32::try_from(exp2.saturating_sub(k)).map_err(|_| QuantityError::TooLarge)?
+    };
+
+    strip_leading_zeros(&mut digits);
+    if digits.len() > U64_MAX_DIGITS {
+        return Err(QuantityError::TooLarge);
+    }
+    let mantissa = digits
+        .iter()
+        .try_fold(0u128, |acc, &d| {
+            acc.checked_mul(10)?.checked_add(u128::from(d))
+        })
+        .ok_or(QuantityError::TooLarge)?;
+    let value = 2u128
+        .checked_pow(shift)
+        .and_then(|m| mantissa.checked_mul(m))
+        .ok_or(QuantityError::TooLarge)?;
+    u64::try_from(value).map_err(|_| QuantityError::TooLarge)
+}
+
+fn strip_leading_zeros(digits: &mut Vec<u8>) {
+    let leading = digits.iter().take_while(|&&d| d == 0).count();
+    digits.drain(..leading);
+}
+
+/// Divides a decimal digit string in place by a small divisor (2 or 5);
+/// returns the remainder. Leading zeros may remain in the quotient.
+fn div_small(digits: &mut [u8], divisor: u8) -> u8 {
+    let mut rem: u8 = 0;
+    for d in digits.iter_mut() {
+        // rem < divisor <= 9 and *d <= 9, so cur <= 89: no overflow, but stay
+        // checked to keep the no-panic guarantee mechanical.
+        let cur = rem.saturating_mul(10).saturating_add(*d);
+        *d = cur.checked_div(divisor).unwrap_or(0);
+        rem = cur.checked_rem(divisor).unwrap_or(0);
+    }
+    rem
+}
+
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    use GpuCount::{Invalid, Whole};
+    use QuantityError::{Fractional, Malformed, Negative, TooLarge};
+
+    #[rstest]
+    // Plain integers and signs.
+    #[case("0", Whole(0))]
+    #[case("1", Whole(1))]
+    #[case("2", Whole(2))]
+    #[case("+3", Whole(3))]
+    #[case("0001", Whole(1))]
+    #[case("18446744073709551615", Whole(u64::MAX))]
+    // Zero forms.
+    #[case("-0", Whole(0))]
+    #[case("+0", Whole(0))]
+    #[case("0m", Whole(0))]
+    #[case("0.0", Whole(0))]
+    #[case("-0.000", Whole(0))]
+    #[case(".0", Whole(0))]
+    #[case("0.", Whole(0))]
+    #[case("0Ki", Whole(0))]
+    #[case("0e400", Whole(0))]
+    #[case("-0e-400", Whole(0))]
+    #[case("0e99999999999999999999999999", Whole(0))]
+    // Decimal point forms.
+    #[case("1.", Whole(1))]
+    #[case("1.0", Whole(1))]
+    #[case("1.000", Whole(1))]
+    #[case(".5k", Whole(500))]
+    #[case("0.5k", Whole(500))]
+    #[case("+.5k", Whole(500))]
+    #[case("1.5k", Whole(1500))]
+    #[case("2.000000000", Whole(2))]
+    // Decimal SI suffixes.
+    #[case("1000000000n", Whole(1))]
+    #[case("3000000000n", Whole(3))]
+    #[case("1000000u", Whole(1))]
+    #[case("2000m", Whole(2))]
+    #[case("1k", Whole(1_000))]
+    #[case("1M", Whole(1_000_000))]
+    #[case("1G", Whole(1_000_000_000))]
+    #[case("1T", Whole(1_000_000_000_000))]
+    #[case("1P", Whole(1_000_000_000_000_000))]
+    #[case("1E", Whole(1_000_000_000_000_000_000))]
+    #[case("18E", Whole(18_000_000_000_000_000_000))]
+    // Binary SI suffixes.
+    #[case("1Ki", Whole(1024))]
+    #[case("1Mi", Whole(1 << 20))]
+    #[case("1Gi", Whole(1 << 30))]
+    #[case("1Ti", Whole(1 << 40))]
+    #[case("1Pi", Whole(1 << 50))]
+    #[case("1Ei", Whole(1 << 60))]
+    #[case("15Ei", Whole(15 << 60))]
+    #[case("0.5Ki", Whole(512))]
+    #[case("0.125Ki", Whole(128))]
+    #[case("0.0009765625Ki", Whole(1))]
+    #[case("1.5Mi", Whole(3 << 19))]
+    // Exponents.
+    #[case("1e0", Whole(1))]
+    #[case("2E0", Whole(2))]
+    #[case("1e3", Whole(1000))]
+    #[case("1E3", Whole(1000))]
+    #[case("1e+3", Whole(1000))]
+    #[case("1e-0", Whole(1))]
+    #[case("10e-1", Whole(1))]
+    #[case("100e-2", Whole(1))]
+    #[case("1.5e1", Whole(15))]
+    #[case("1e19", Whole(10_000_000_000_000_000_000))]
+    #[case("1e0000000000000000000000000000000001", Whole(10))]
+    #[case("1000000000000000000000000000000000000000000e-42", Whole(1))]
+    #[case("18446744073709551615000m", Whole(u64::MAX))]
+    #[case(
+        "1844674407370955161500000000000000000000000000000e-29",
+        Whole(u64::MAX)
+    )]
+    // Fractional.
+    #[case("500m", Invalid(Fractional))]
+    #[case("1500m", Invalid(Fractional))]
+    #[case("1001m", Invalid(Fractional))]
+    #[case("0.1", Invalid(Fractional))]
+    #[case(".5", Invalid(Fractional))]
+    #[case("1n", Invalid(Fractional))]
+    #[case("1u", Invalid(Fractional))]
+    #[case("1e-1", Invalid(Fractional))]
+    #[case("1e-400", Invalid(Fractional))]
+    #[case("1e-99999999999999999999999999", Invalid(Fractional))]
+    #[case("0.1Ki", Invalid(Fractional))]
+    #[case("0.0001Ki", Invalid(Fractional))]
+    #[case("0.00048828125Ki", Invalid(Fractional))]
+    // Negative.
+    #[case("-1", Invalid(Negative))]
+    #[case("-1Ki", Invalid(Negative))]
+    #[case("-500m", Invalid(Negative))]
+    #[case("-1e400", Invalid(Negative))]
+    #[case("-.5", Invalid(Negative))]
+    // Too large.
+    #[case("18446744073709551616", Invalid(TooLarge))]
+    #[case("16Ei", Invalid(TooLarge))]
+    #[case("19E", Invalid(TooLarge))]
+    #[case("1e20", Invalid(TooLarge))]
+    #[case("1e400", Invalid(TooLarge))]
+    #[case("1e99999999999999999999999999", Invalid(TooLarge))]
+    #[case("99999999999999999999999999999999999999999", Invalid(TooLarge))]
+    #[case("16384Pi", Invalid(TooLarge))]
+    #[case("1e19Ki", Invalid(Malformed))]
+    // Malformed.
+    #[case("abc", Invalid(Malformed))]
+    #[case("", Invalid(Malformed))]
+    #[case(" 1", Invalid(Malformed))]
+    #[case("1 ", Invalid(Malformed))]
+    #[case("1.2.3", Invalid(Malformed))]
+    #[case("1e", Invalid(Malformed))]
+    #[case("1E+", Invalid(Malformed))]
+    #[case("1e-", Invalid(Malformed))]
+    #[case("1e1.5", Invalid(Malformed))]
+    #[case("1ee1", Invalid(Malformed))]
+    #[case("Ki", Invalid(Malformed))]
+    #[case(".", Invalid(Malformed))]
+    #[case("+", Invalid(Malformed))]
+    #[case("-", Invalid(Malformed))]
+    #[case("-.", Invalid(Malformed))]
+    #[case("--1", Invalid(Malformed))]
+    #[case("+-1", Invalid(Malformed))]
+    #[case("1K", Invalid(Malformed))]
+    #[case("1ki", Invalid(Malformed))]
+    #[case("1KiB", Invalid(Malformed))]
+    #[case("1mi", Invalid(Malformed))]
+    #[case("1Kie3", Invalid(Malformed))]
+    #[case("1m0", Invalid(Malformed))]
+    #[case("0x10", Invalid(Malformed))]
+    #[case("1_000", Invalid(Malformed))]
+    #[case("1,000", Invalid(Malformed))]
+    #[case("\u{ff11}", Invalid(Malformed))]
+    #[case("1\n", Invalid(Malformed))]
+    #[case("NaN", Invalid(Malformed))]
+    #[case("inf", Invalid(Malformed))]
+    fn parses(#[case] input: &str, #[case] expected: GpuCount) {
+        assert_eq!(GpuCount::parse(input), expected, "input {input:?}");
+    }
+
+    #[test]
+    fn length_cap() {
+        let at_cap = "0".repeat(MAX_QUANTITY_LEN - 1) + "1";
+        assert_eq!(GpuCount::parse(&at_cap), Whole(1));
+        let over_cap = "0".repeat(MAX_QUANTITY_LEN) + "1";
+        assert_eq!(GpuCount::parse(&over_cap), Invalid(Malformed));
+    }
+
+    #[test]
+    fn long_pathological_inputs_do_not_panic() {
+        let nines = "9".repeat(MAX_QUANTITY_LEN);
+        assert_eq!(GpuCount::parse(&nines), Invalid(TooLarge));
+        let tiny = format!("0.{}1", "0".repeat(MAX_QUANTITY_LEN - 4));
+        assert_eq!(GpuCount::parse(&tiny), Invalid(Fractional));
+        let fives = format!("{}e-100", "5".repeat(MAX_QUANTITY_LEN - 5));
+        assert_eq!(GpuCount::parse(&fives), Invalid(Fractional));
+        let big_binary = format!("{}Ei", "1".repeat(MAX_QUANTITY_LEN - 2));
+        assert_eq!(GpuCount::parse(&big_binary), Invalid(TooLarge));
+    }
+
+    #[rstest]
+    #[case(json!(0), Whole(0))]
+    #[case(json!(1), Whole(1))]
+    #[case(json!(u64::MAX), Whole(u64::MAX))]
+    #[case(json!(-1), Invalid(Negative))]
+    #[case(json!(i64::MIN), Invalid(Negative))]
+    #[case(json!(1.0), Whole(1))]
+    #[case(json!(4.0), Whole(4))]
+    #[case(json!(0.0), Whole(0))]
+    #[case(json!(-0.0), Whole(0))]
+    #[case(json!(1.5), Invalid(Fractional))]
+    #[case(json!(0.5), Invalid(Fractional))]
+    #[case(json!(-2.5), Invalid(Negative))]
+    #[case(json!(-2.0), Invalid(Negative))]
+    #[case(json!(1e30), Invalid(TooLarge))]
+    #[case(json!(18_446_744_073_709_551_616.0_f64), Invalid(TooLarge))]
+    #[case(json!(9_007_199_254_740_992.0_f64), Whole(9_007_199_254_740_992))]
+    #[case(json!("2"), Whole(2))]
+    #[case(json!("2000m"), Whole(2))]
+    #[case(json!("500m"), Invalid(Fractional))]
+    #[case(json!("-1"), Invalid(Negative))]
+    #[case(json!(" 1"), Invalid(Malformed))]
+    #[case(json!(true), Invalid(Malformed))]
+    #[case(json!(false), Invalid(Malformed))]
+    #[case(json!(null), Invalid(Malformed))]
+    #[case(json!({}), Invalid(Malformed))]
+    #[case(json!({"value": 1}), Invalid(Malformed))]
+    #[case(json!([]), Invalid(Malformed))]
+    #[case(json!([1]), Invalid(Malformed))]
+    fn from_json(#[case] value: Value, #[case] expected: GpuCount) {
+        assert_eq!(GpuCount::from_json(&value), expected, "value {value}");
+    }
+
+    #[test]
+    fn from_json_raw_text() {
+        let parse = |text: &str| {
+            let value: Value = serde_json::from_str(text).expect("test JSON is valid");
+            GpuCount::from_json(&value)
+        };
+        assert_eq!(parse("1"), Whole(1));
+        assert_eq!(parse("-0"), Whole(0));
+        assert_eq!(parse("1e0"), Whole(1));
+        assert_eq!(parse("18446744073709551615"), Whole(u64::MAX));
+        assert_eq!(parse("18446744073709551616"), Invalid(TooLarge));
+        assert_eq!(parse("1.25"), Invalid(Fractional));
+    }
+
+    #[rstest]
+    #[case(Whole(0), Some(0), true)]
+    #[case(Whole(1), Some(1), false)]
+    #[case(Whole(u64::MAX), Some(u64::MAX), false)]
+    #[case(Invalid(Malformed), None, false)]
+    #[case(Invalid(Negative), None, false)]
+    #[case(Invalid(Fractional), None, false)]
+    #[case(Invalid(TooLarge), None, false)]
+    fn accessors(#[case] count: GpuCount, #[case] whole: Option<u64>, #[case] zero: bool) {
+        assert_eq!(count.whole(), whole);
+        assert_eq!(count.is_zero(), zero);
+    }
+
+    #[rstest]
+    #[case("0")]
+    #[case("0m")]
+    #[case("0.0")]
+    #[case("-0")]
+    #[case("+0")]
+    #[case(".0")]
+    #[case("0Ki")]
+    #[case("0e5")]
+    fn zero_forms_are_zero(#[case] input: &str) {
+        assert!(GpuCount::parse(input).is_zero(), "input {input:?}");
+    }
+
+    #[test]
+    fn zero_json_is_zero() {
+        assert!(GpuCount::from_json(&json!(0)).is_zero());
+        assert!(!GpuCount::from_json(&json!(1)).is_zero());
+        assert!(!GpuCount::from_json(&json!("500m")).is_zero());
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(Malformed.to_string(), "is not a Kubernetes quantity");
+        assert_eq!(Negative.to_string(), "is negative");
+        assert_eq!(Fractional.to_string(), "is not a whole number");
+        assert_eq!(TooLarge.to_string(), "is too large");
+    }
+
+    proptest! {
+        #[test]
+        fn any_u64_round_trips(n: u64) {
+            prop_assert_eq!(GpuCount::parse(&n.to_string()), Whole(n));
+            prop_assert_eq!(GpuCount::from_json(&json!(n)), Whole(n));
+            prop_assert_eq!(GpuCount::from_json(&json!(n.to_string())), Whole(n));
+        }
+
+        #[test]
+        fn milli_multiples_are_whole(n: u32) {
+            prop_assert_eq!(GpuCount::parse(&format!("{n}000m")), Whole(u64::from(n)));
+            prop_assert_eq!(GpuCount::parse(&format!("{n}e0")), Whole(u64::from(n)));
+            prop_assert_eq!(GpuCount::parse(&format!("{n}E0")), Whole(u64::from(n)));
+            prop_assert_eq!(GpuCount::parse(&format!("+{n}")), Whole(u64::from(n)));
+            prop_assert_eq!(GpuCount::parse(&format!("{n}.0")), Whole(u64::from(n)));
+        }
+
+        #[test]
+        fn binary_suffix_multiplies(n: u32) {
+            prop_assert_eq!(GpuCount::parse(&format!("{n}Ki")), Whole(u64::from(n) << 10));
+            prop_assert_eq!(GpuCount::parse(&format!("{n}Mi")), Whole(u64::from(n) << 20));
+            prop_assert_eq!(GpuCount::parse(&format!("{n}Gi")), Whole(u64::from(n) << 30));
+        }
+
+        #[test]
+        fn non_multiples_of_milli_are_fractional(n in 1u32..1000) {
+            prop_assert_eq!(
+                GpuCount::parse(&format!("{}m", n * 1000 + 1)),
+                Invalid(Fractional)
+            );
+        }
+
+        #[test]
+        fn negative_nonzero_is_negative(n in 1u64..) {
+            prop_assert_eq!(GpuCount::parse(&format!("-{n}")), Invalid(Negative));
+        }
+
+        #[test]
+        fn arbitrary_strings_never_panic(s in ".*") {
+            let _ = GpuCount::parse(&s);
+        }
+
+        #[test]
+        fn quantity_like_strings_never_panic(s in "[-+0-9.eEinumkKMGTP]{0,300}") {
+            let count = GpuCount::parse(&s);
+            if s.len() > MAX_QUANTITY_LEN {
+                prop_assert_eq!(count, Invalid(Malformed));
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Helpers for the rules' table tests.
+
+use std::collections::BTreeMap;
+
+use json_patch::PatchOperation;
+use serde_json::Value;
+
+use super::{Evaluation, Identity, Scope, Shape, allowlist, evaluate, scope_for_update};
+use crate::settings::Settings;
+
+fn namespace_of(pod: &Value) -> &str {
+    pod.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+}
+
+fn run(
+    pod: &Value,
+    scope: &Scope,
+    settings: &Settings,
+    annotations: &[(&str, &str)],
+) -> Evaluation {
+    let annotations: BTreeMap<String, String> = annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let identity = Identity::Pod {
+        owner: allowlist::controller_owner(pod),
+    };
+    let namespace_settings = settings.for_namespace(&annotations);
+    match evaluate(
+        pod,
+        Shape::Pod,
+        identity,
+        namespace_of(pod),
+        scope,
+        settings,
+        &namespace_settings,
+    ) {
+        Ok(evaluation) => evaluation,
+        Err(err) => panic!("test pod does not parse: {err}"),
+    }
+}
+
+pub fn evaluate_pod(pod: &Value) -> Evaluation {
+    run(pod, &Scope::Whole, &Settings::default(), &[])
+}
+
+pub fn evaluate_pod_in(pod: &Value, namespace_annotations: &[(&str, &str)]) -> Evaluation {
+    run(
+        pod,
+        &Scope::Whole,
+        &Settings::default(),
+        namespace_annotations,
+    )
+}
+
+pub fn evaluate_with(pod: &Value, settings: &Settings) -> Evaluation {
+    run(pod, &Scope::Whole, settings, &[])
+}
+
+pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
+    run(new, &scope_for_update(old), &Settings::default(), &[])
+}
+
+/// Applies a patch, failing the test when it does not apply.
+pub fn apply(object: &Value, patch: &[PatchOperation]) -> Value {
+    let mut patched = object.clone();
+    if let Err(err) = json_patch::patch(&mut patched, patch) {
+        panic!("patch does not apply: {err}\npatch: {patch:?}\nobject: {object}");
+    }
+    patched
+}
