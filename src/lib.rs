@@ -11,4 +11,5 @@ pub mod admission;
 pub mod cli;
 pub mod manifest;
 pub mod policy;
+pub mod report;
 pub mod settings;

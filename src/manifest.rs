@@ -1,1 +1,278 @@
+//! Reading Kubernetes manifests for the offline `check`: files, folders,
+//! stdin; multi-document YAML, JSON, and `kind: List`.
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// One object found in the input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// Where it came from: a path, or `-` for stdin.
+    pub source: String,
+    pub object: Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+}
+
+/// The path that means standard input.
+pub const STDIN: &str = "-";
+
+/// Loads every object from the given paths, in order; folders are walked
+/// recursively (files ending `.yaml`, `.yml`, `.json`, sorted by name).
+pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, LoadError> {
+    let mut documents = Vec::new();
+    for path in paths {
+        if path.as_os_str() == STDIN {
+            let mut text = String::new();
+            stdin
+                .read_to_string(&mut text)
+                .map_err(|source| LoadError::Read {
+                    path: "stdin".to_owned(),
+                    source,
+                })?;
+            parse_into(&text, STDIN, looks_like_json(&text), &mut documents)?;
+            continue;
+        }
+        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let files = if metadata.is_dir() {
+            manifest_files(path)?
+        } else {
+            vec![path.clone()]
+        };
+        for file in files {
+            let shown = file.display().to_string();
+            let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Read {
+                path: shown.clone(),
+                source,
+            })?;
+            let json = file.extension().is_some_and(|e| e == "json") || looks_like_json(&text);
+            parse_into(&text, &shown, json, &mut documents)?;
+        }
+    }
+    Ok(documents)
+}
+
+fn looks_like_json(text: &str) -> bool {
+    text.trim_start().starts_with(['{', '['])
+}
+
+fn manifest_files(folder: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let mut found = Vec::new();
+    let mut pending = vec![folder.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::Read {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| LoadError::Read {
+                path: dir.display().to_string(),
+                source,
+            })?;
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Parses one file's text: JSON, or multi-document YAML.
+pub fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, LoadError> {
+    let mut documents = Vec::new();
+    parse_into(text, source, json, &mut documents)?;
+    Ok(documents)
+}
+
+fn parse_into(
+    text: &str,
+    source: &str,
+    json: bool,
+    documents: &mut Vec<Document>,
+) -> Result<(), LoadError> {
+    let parse_error = |message: String| LoadError::Parse {
+        path: source.to_owned(),
+        message,
+    };
+    let values: Vec<Value> = if json {
+        let value: Value = serde_json::from_str(text).map_err(|err| {
+            parse_error(format!(
+                "invalid JSON at line {}, column {}: {err}",
+                err.line(),
+                err.column()
+            ))
+        })?;
+        vec![value]
+    } else {
+        serde_saphyr::from_multiple(text)
+            .map_err(|err| parse_error(format!("invalid YAML: {}", one_line(&err.to_string()))))?
+    };
+    for (index, value) in values.into_iter().enumerate() {
+        flatten(value, source, index, documents)?;
+    }
+    Ok(())
+}
+
+/// Splits lists (`kind: List`, `PodList`, or a JSON array) into their items;
+/// skips empty documents.
+fn flatten(
+    value: Value,
+    source: &str,
+    index: usize,
+    documents: &mut Vec<Document>,
+) -> Result<(), LoadError> {
+    match value {
+        Value::Null => Ok(()),
+        Value::Array(items) => {
+            for item in items {
+                flatten(item, source, index, documents)?;
+            }
+            Ok(())
+        }
+        Value::Object(mut map) => {
+            let is_list = map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind.ends_with("List"))
+                && map.get("items").is_some_and(Value::is_array);
+            if is_list {
+                if let Some(Value::Array(items)) = map.remove("items") {
+                    for item in items {
+                        flatten(item, source, index, documents)?;
+                    }
+                }
+                return Ok(());
+            }
+            documents.push(Document {
+                source: source.to_owned(),
+                object: Value::Object(map),
+            });
+            Ok(())
+        }
+        other => Err(LoadError::Parse {
+            path: source.to_owned(),
+            message: format!(
+                "document {} is not a Kubernetes object (found {})",
+                index + 1,
+                match other {
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    _ => "a boolean",
+                }
+            ),
+        }),
+    }
+}
+
+/// Error messages of the YAML parser span several lines (a snippet with a
+/// caret); keep them on one.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn objects(text: &str, json: bool) -> Vec<Value> {
+        match parse(text, "t.yaml", json) {
+            Ok(docs) => docs.into_iter().map(|d| d.object).collect(),
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    #[test]
+    fn multi_document_yaml() {
+        let found = objects("kind: A\n---\n---\nkind: B\n...\n", false);
+        assert_eq!(found, vec![json!({"kind": "A"}), json!({"kind": "B"})]);
+    }
+
+    #[test]
+    fn lists_are_flattened() {
+        let text = r#"{"kind": "List", "apiVersion": "v1", "items": [{"kind": "Pod"}, {"kind": "PodList", "items": [{"kind": "Pod", "metadata": {"name": "inner"}}]}]}"#;
+        let found = objects(text, true);
+        assert_eq!(
+            found,
+            vec![
+                json!({"kind": "Pod"}),
+                json!({"kind": "Pod", "metadata": {"name": "inner"}})
+            ]
+        );
+    }
+
+    #[test]
+    fn yaml_numbers_and_strings_keep_their_types() {
+        let found = objects("a: 1\nb: \"1\"\nc: 2e0\nd: 500m\n", false);
+        assert_eq!(
+            found,
+            vec![json!({"a": 1, "b": "1", "c": 2.0, "d": "500m"})]
+        );
+    }
+
+    #[test]
+    fn yaml_errors_say_where() {
+        let err = parse(
+            "kind: Pod\nmetadata:\n  name: [unclosed\n",
+            "bad.yaml",
+            false,
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.starts_with("bad.yaml: invalid YAML"), "{err}");
+        assert!(err.contains("line"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn json_errors_say_where() {
+        let err = parse("{\n \"kind\": }", "bad.json", true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.starts_with("bad.json: invalid JSON at line 2, column"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn scalar_documents_are_refused() {
+        let err = parse("kind: A\n---\njust text\n", "s.yaml", false)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "s.yaml: document 2 is not a Kubernetes object (found a string)"
+        );
+    }
+}

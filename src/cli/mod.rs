@@ -1,3 +1,109 @@
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+//! The command line: `gpu-policy check` (offline) and the server commands.
+
+mod check;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::admission::Mode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpu-policy",
+    version,
+    about = "Kubernetes admission webhook that enforces NVIDIA GPU policy"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate manifests offline, as the webhook would admit them.
+    ///
+    /// Exit status: 0 when every object is allowed, 1 when something is
+    /// denied, 2 for bad input.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A file, a folder (recursive: *.yaml, *.yml, *.json) or - for stdin.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The namespace's mode.
+    #[arg(long, value_enum, default_value_t = ModeArg::Enforce)]
+    pub mode: ModeArg,
+    /// The namespace of objects that name none.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// A namespace annotation to simulate (repeatable), e.g.
+    /// gpu-policy.io/max-gpus-per-pod=2.
+    #[arg(long = "namespace-annotation", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub namespace_annotations: Vec<(String, String)>,
+    /// The policy configuration file (YAML); defaults apply without one.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Enforce,
+    Warn,
+    Audit,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Enforce => Mode::Enforce,
+            ModeArg::Warn => Mode::Warn,
+            ModeArg::Audit => Mode::Audit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// One block per object, for people.
+    Text,
+    /// One JSON array, one element per object.
+    Json,
+    /// Every object after mutation, as multi-document YAML.
+    Yaml,
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+/// Exit status for bad input (unreadable path, YAML/JSON error, bad flags).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help and version to stdout with success, usage
+            // errors to stderr with status 2.
+            let _ = err.print();
+            return if err.use_stderr() {
+                ExitCode::from(EXIT_BAD_INPUT)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        Command::Check(args) => check::run(&args),
+    }
 }

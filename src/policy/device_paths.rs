@@ -186,9 +186,10 @@ mod tests {
     #[test]
     fn host_path_message_names_volumes_and_fix() {
         let mut pod = host_path_pod("/dev");
-        pod["spec"]["volumes"]
-            .as_array_mut()
-            .map(|v| v.push(json!({"name": "gpu0", "hostPath": {"path": "/dev/nvidia0"}})));
+        pod["spec"]["volumes"] = json!([
+            {"name": "dev", "hostPath": {"path": "/dev"}},
+            {"name": "gpu0", "hostPath": {"path": "/dev/nvidia0"}},
+        ]);
         assert_eq!(
             violations(&pod),
             vec![

@@ -88,7 +88,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         format!("pin {VARIABLE}={pin} in {names} (no GPU requested)")
     });
     push(replaced, true, &|names| {
-        format!("replace the {VARIABLE} written in {names} with {pin} (no GPU requested)")
+        format!("replace {VARIABLE} with {pin} in {names} (no GPU requested)")
     });
     push(cleared, true, &|names| {
         format!("remove {VARIABLE} from GPU {names} (the device plugin picks the cards)")

@@ -1,0 +1,176 @@
+//! `gpu-policy check`: the webhook's decisions, offline, for CI pipelines.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use super::{CheckArgs, EXIT_BAD_INPUT, Output};
+use crate::admission::Mode;
+use crate::manifest;
+use crate::report::{ObjectReport, check_object, mutated};
+use crate::settings::Settings;
+
+pub fn run(args: &CheckArgs) -> ExitCode {
+    match execute(args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("gpu-policy: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
+    let settings = match &args.config {
+        Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
+        None => Settings::default(),
+    };
+    let documents =
+        manifest::load(&args.files, &mut std::io::stdin().lock()).map_err(|e| e.to_string())?;
+    let annotations: BTreeMap<String, String> =
+        args.namespace_annotations.iter().cloned().collect();
+    let mode = Mode::from(args.mode);
+    let reports: Vec<(ObjectReport, &manifest::Document)> = documents
+        .iter()
+        .map(|doc| {
+            let report = check_object(&doc.object, &args.namespace, mode, &settings, &annotations);
+            (report, doc)
+        })
+        .collect();
+
+    let mut out = std::io::stdout().lock();
+    let written = match args.output {
+        Output::Json => {
+            let array: Vec<&ObjectReport> = reports.iter().map(|(r, _)| r).collect();
+            serde_json::to_string_pretty(&array)
+                .map_err(|e| e.to_string())
+                .and_then(|text| writeln!(out, "{text}").map_err(|e| e.to_string()))
+        }
+        Output::Yaml => {
+            let mut objects: Vec<Value> = Vec::with_capacity(reports.len());
+            for (report, doc) in &reports {
+                let object = mutated(&doc.object, report).map_err(|err| {
+                    format!(
+                        "internal error: the patch for {} does not apply: {err}",
+                        doc.source
+                    )
+                })?;
+                objects.push(object);
+            }
+            serde_saphyr::to_string_multiple(&objects)
+                .map_err(|e| e.to_string())
+                .and_then(|text| write!(out, "{text}").map_err(|e| e.to_string()))
+        }
+        Output::Text => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            write!(out, "{}", render_text(&reports, mode, colour)).map_err(|e| e.to_string())
+        }
+    };
+    // A closed pipe (`| head`) is not an error of the input.
+    if let Err(err) = written
+        && !err.contains("Broken pipe")
+    {
+        return Err(err);
+    }
+    let denied = reports.iter().any(|(report, _)| !report.allowed);
+    Ok(if denied {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+struct Palette {
+    colour: bool,
+}
+
+impl Palette {
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.colour {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+/// One block per object: decision first, then violations, changes,
+/// warnings; a summary line at the end.
+pub fn render_text(
+    reports: &[(ObjectReport, &manifest::Document)],
+    mode: Mode,
+    colour: bool,
+) -> String {
+    let palette = Palette { colour };
+    let mut text = String::new();
+    let (mut allowed, mut denied, mut ignored) = (0, 0, 0);
+    for (report, doc) in reports {
+        let decision = if report.ignored {
+            ignored += 1;
+            palette.paint("2", "ignored")
+        } else if !report.allowed {
+            denied += 1;
+            palette.paint("1;31", "DENIED")
+        } else {
+            allowed += 1;
+            let mutated = if report.patch.is_empty() {
+                ""
+            } else {
+                ", mutated"
+            };
+            palette.paint("32", &format!("allowed{mutated}"))
+        };
+        let name = if report.name.is_empty() {
+            "(unnamed)"
+        } else {
+            &report.name
+        };
+        text.push_str(&format!(
+            "{} {}/{}: {decision}  ({})\n",
+            report.kind, report.namespace, name, doc.source
+        ));
+        if report.ignored {
+            continue;
+        }
+        if let Some(denial) = report.denial.as_deref()
+            && report.violations.is_empty()
+        {
+            text.push_str(&format!(
+                "  {} {denial}\n",
+                palette.paint("31", "error     ")
+            ));
+        }
+        for violation in &report.violations {
+            text.push_str(&format!(
+                "  {} [{}] {}\n",
+                palette.paint("31", "violation "),
+                violation.rule,
+                violation.message
+            ));
+        }
+        let change_label = if report.kind == "Pod" {
+            "change    "
+        } else {
+            "pod change"
+        };
+        for (rule, summary) in &report.changes {
+            text.push_str(&format!(
+                "  {} [{rule}] {summary}\n",
+                palette.paint("36", change_label)
+            ));
+        }
+        for warning in &report.warnings {
+            text.push_str(&format!(
+                "  {} {warning}\n",
+                palette.paint("33", "warning   ")
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "{} objects ({mode} mode): {allowed} allowed, {denied} denied, {ignored} ignored\n",
+        reports.len()
+    ));
+    text
+}

@@ -1,0 +1,110 @@
+//! The per-object report of the offline `check`: decision, violations,
+//! changes, warnings, and the object after mutation.
+
+use std::collections::BTreeMap;
+
+use json_patch::PatchOperation;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::admission::{Mode, ObjectKind, PodOperation, decide, evaluate_object, unreadable};
+use crate::policy::{RuleId, Violation};
+use crate::settings::Settings;
+
+/// One element of `check -o json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    /// `metadata.name`, else `metadata.generateName`.
+    pub name: String,
+    pub allowed: bool,
+    /// Not a kind the policy looks at.
+    pub ignored: bool,
+    pub violations: Vec<Violation>,
+    pub warnings: Vec<String>,
+    /// RFC 6902 operations the webhook would return.
+    pub patch: Vec<PatchOperation>,
+    /// For people: the changes, each with its rule. For a workload these
+    /// are the changes its pods will get when they are created.
+    #[serde(skip)]
+    pub changes: Vec<(RuleId, String)>,
+    /// The denial message, when denied.
+    #[serde(skip)]
+    pub denial: Option<String>,
+}
+
+/// Evaluates one manifest object as the webhook would admit its creation in
+/// a namespace of the given mode.
+pub fn check_object(
+    object: &Value,
+    default_namespace: &str,
+    mode: Mode,
+    settings: &Settings,
+    namespace_annotations: &BTreeMap<String, String>,
+) -> ObjectReport {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let api_version = text("/apiVersion").unwrap_or("").to_owned();
+    let kind_name = text("/kind").unwrap_or("").to_owned();
+    let namespace = text("/metadata/namespace")
+        .unwrap_or(default_namespace)
+        .to_owned();
+    let name = text("/metadata/name")
+        .or_else(|| text("/metadata/generateName"))
+        .unwrap_or("")
+        .to_owned();
+    let kind = ObjectKind::of_manifest(&api_version, &kind_name);
+    let mut report = ObjectReport {
+        api_version,
+        kind: kind_name,
+        namespace,
+        name,
+        allowed: true,
+        ignored: false,
+        violations: Vec::new(),
+        warnings: Vec::new(),
+        patch: Vec::new(),
+        changes: Vec::new(),
+        denial: None,
+    };
+    let namespace_settings = settings.for_namespace(namespace_annotations);
+    let evaluated = evaluate_object(
+        object,
+        kind,
+        &report.namespace,
+        PodOperation::Create,
+        settings,
+        &namespace_settings,
+    );
+    let decision = match evaluated {
+        Ok(None) => {
+            report.ignored = true;
+            return report;
+        }
+        Ok(Some(evaluation)) => {
+            let decision = decide(mode, kind, &evaluation);
+            report.violations = evaluation.violations;
+            report.changes = evaluation
+                .changes
+                .into_iter()
+                .map(|change| (change.rule, change.summary))
+                .collect();
+            decision
+        }
+        Err(error) => unreadable(&report.kind, &error),
+    };
+    report.allowed = decision.allowed;
+    report.denial = decision.denial;
+    report.warnings = decision.warnings;
+    report.patch = decision.patch;
+    report
+}
+
+/// The object after the report's patch, as the API server would store it.
+pub fn mutated(object: &Value, report: &ObjectReport) -> Result<Value, json_patch::PatchError> {
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &report.patch)?;
+    Ok(patched)
+}
