@@ -341,7 +341,7 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         .filter(|change| change.overrides_author)
         .map(|change| {
             warning(&format!(
-                "gpu-policy: [{}] its pods will {}",
+                "gpu-policy: [{}] pods will {}",
                 change.rule, change.summary
             ))
         })

@@ -7,6 +7,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND, Operation,
@@ -115,8 +118,17 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
 }
 
 /// Encodes the response as an AdmissionReview v1.
-pub fn encode(response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
-    serde_json::to_vec(&response.into_review())
+///
+/// `response.patch` is a Go `[]byte`, which the API documents (and every
+/// client expects) as a base64 string; kube-core 5 writes it as an array of
+/// numbers, so the patch is encoded here.
+pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
+    let patch = response.patch.take();
+    let mut review = serde_json::to_value(response.into_review())?;
+    if let (Some(patch), Some(Value::Object(response))) = (patch, review.get_mut("response")) {
+        response.insert("patch".to_owned(), Value::String(BASE64.encode(patch)));
+    }
+    serde_json::to_vec(&review)
 }
 
 /// What was decided, for logs and metrics.

@@ -1,1 +1,393 @@
+use std::collections::BTreeMap;
 
+use rstest::rstest;
+use serde_json::{Value, json};
+
+use super::review::{Endpoint, ReviewError, decode, encode, respond};
+use super::*;
+use crate::settings::Settings;
+
+fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
+    let settings = Settings::default();
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+    match evaluate_object(
+        object,
+        kind,
+        "default",
+        PodOperation::Create,
+        &settings,
+        &namespace_settings,
+    ) {
+        Ok(Some(evaluation)) => evaluation,
+        other => panic!("not evaluated: {other:?}"),
+    }
+}
+
+/// A pod with one change (void pin) and one violation (request without
+/// limit).
+fn pod_with_change_and_violation() -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "cpu", "image": "nvidia/cuda:12.4.0-base"},
+        {"name": "gpu", "resources": {"requests": {"nvidia.com/gpu": 1}}},
+    ]}})
+}
+
+fn clean_gpu_pod() -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "gpu", "image": "nvidia/cuda:12.4.0-base", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+    ]}})
+}
+
+fn deployment(pod: &Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+           "spec": {"template": {"metadata": pod["metadata"].clone(), "spec": pod["spec"].clone()}}})
+}
+
+#[rstest]
+#[case(Mode::Enforce, false, false, 0, false)]
+#[case(Mode::Warn, true, false, 3, false)]
+#[case(Mode::Audit, true, false, 0, true)]
+fn modes_on_a_denied_pod(
+    #[case] mode: Mode,
+    #[case] allowed: bool,
+    #[case] patched: bool,
+    #[case] warnings: usize,
+    #[case] audited: bool,
+) {
+    let pod = pod_with_change_and_violation();
+    let decision = decide(mode, ObjectKind::Pod, &evaluation(&pod, ObjectKind::Pod));
+    assert_eq!(decision.allowed, allowed);
+    assert_eq!(!decision.patch.is_empty(), patched);
+    assert_eq!(decision.warnings.len(), warnings, "{:?}", decision.warnings);
+    assert_eq!(
+        decision.audit_annotations.contains_key("violations"),
+        audited
+    );
+    assert_eq!(
+        decision.audit_annotations.contains_key("mutations"),
+        audited
+    );
+    assert_eq!(decision.denial.is_some(), !allowed);
+}
+
+#[test]
+fn enforce_mutates_a_clean_gpu_pod_quietly() {
+    let pod = clean_gpu_pod();
+    let decision = decide(
+        Mode::Enforce,
+        ObjectKind::Pod,
+        &evaluation(&pod, ObjectKind::Pod),
+    );
+    assert!(decision.allowed);
+    assert!(decision.warnings.is_empty());
+    assert!(decision.audit_annotations.is_empty());
+    let ops: Vec<String> = decision
+        .patch
+        .iter()
+        .map(|op| op.path().to_string())
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            "/spec/runtimeClassName",
+            "/spec/affinity",
+            "/metadata/annotations"
+        ]
+    );
+}
+
+#[test]
+fn warn_mode_says_what_would_happen() {
+    let pod = pod_with_change_and_violation();
+    let decision = decide(
+        Mode::Warn,
+        ObjectKind::Pod,
+        &evaluation(&pod, ObjectKind::Pod),
+    );
+    assert_eq!(
+        decision.warnings,
+        vec![
+            "gpu-policy: [bounded-requests] would deny: container \"gpu\" request nvidia.com/gpu without a limit; set limits.nvidia.c…",
+            "gpu-policy: [visible-devices] would pin NVIDIA_VISIBLE_DEVICES=void in container \"cpu\" (no GPU requested)",
+            "gpu-policy: [runtime-class] would set runtimeClassName: nvidia (GPU pod)",
+        ]
+    );
+}
+
+#[test]
+fn enforce_denial_lists_every_violation_on_one_line() {
+    let mut pod = pod_with_change_and_violation();
+    pod["spec"]["runtimeClassName"] = json!("kata");
+    let decision = decide(
+        Mode::Enforce,
+        ObjectKind::Pod,
+        &evaluation(&pod, ObjectKind::Pod),
+    );
+    let denial = decision.denial.unwrap_or_default();
+    assert!(
+        denial.starts_with("gpu-policy: [bounded-requests] container \"gpu\""),
+        "{denial}"
+    );
+    assert!(
+        denial.contains("; [runtime-class] runtimeClassName \"kata\""),
+        "{denial}"
+    );
+    assert!(!denial.contains('\n'));
+}
+
+#[rstest]
+#[case(Mode::Enforce)]
+#[case(Mode::Warn)]
+#[case(Mode::Audit)]
+fn templates_are_never_patched(#[case] mode: Mode) {
+    let kind = ObjectKind::Workload(Workload::Deployment);
+    let object = deployment(&clean_gpu_pod());
+    let evaluation = evaluation(&object, kind);
+    assert!(!evaluation.changes.is_empty());
+    let decision = decide(mode, kind, &evaluation);
+    assert!(decision.patch.is_empty());
+    assert!(decision.allowed);
+}
+
+#[test]
+fn templates_warn_only_about_overrides() {
+    let kind = ObjectKind::Workload(Workload::Deployment);
+    let quiet = deployment(&json!({"metadata": {}, "spec": {"containers": [
+        {"name": "cpu", "image": "nvidia/cuda:12.4.0-base"}]}}));
+    let decision = decide(Mode::Enforce, kind, &evaluation(&quiet, kind));
+    assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
+
+    let overriding = deployment(&json!({"metadata": {}, "spec": {"containers": [
+        {"name": "cpu", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}));
+    for mode in [Mode::Enforce, Mode::Warn] {
+        let decision = decide(mode, kind, &evaluation(&overriding, kind));
+        assert_eq!(
+            decision.warnings,
+            vec![
+                "gpu-policy: [visible-devices] pods will replace NVIDIA_VISIBLE_DEVICES with void in container \"cpu\" (no GPU requested)"
+            ]
+        );
+    }
+}
+
+#[test]
+fn warnings_are_cut_under_120_characters() {
+    let long = format!("gpu-policy: {}", "x".repeat(300));
+    let cut = warning(&long);
+    assert_eq!(cut.chars().count(), MAX_WARNING_CHARS);
+    assert!(cut.ends_with('…'));
+    assert_eq!(warning("gpu-policy: short"), "gpu-policy: short");
+}
+
+#[test]
+fn allowlisted_objects_are_recorded_for_audit() {
+    let exporter = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "nvidia-gpu-exporter", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {"runtimeClassName": "nvidia", "containers": [
+            {"name": "e", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}}});
+    let kind = ObjectKind::Workload(Workload::DaemonSet);
+    let settings = Settings::default();
+    let ns = settings.for_namespace(&BTreeMap::new());
+    let evaluated = evaluate_object(
+        &exporter,
+        kind,
+        "kube-system",
+        PodOperation::Create,
+        &settings,
+        &ns,
+    );
+    let Ok(Some(evaluation)) = evaluated else {
+        panic!("not evaluated");
+    };
+    let decision = decide(Mode::Enforce, kind, &evaluation);
+    assert!(decision.allowed && decision.warnings.is_empty());
+    assert_eq!(
+        decision
+            .audit_annotations
+            .get("allowlisted")
+            .map(String::as_str),
+        Some("kube-system/DaemonSet/nvidia-gpu-exporter")
+    );
+}
+
+#[rstest]
+#[case("v1", "Pod", ObjectKind::Pod)]
+#[case("apps/v1", "Deployment", ObjectKind::Workload(Workload::Deployment))]
+#[case("batch/v1", "CronJob", ObjectKind::Workload(Workload::CronJob))]
+#[case("v1", "PodTemplate", ObjectKind::Workload(Workload::PodTemplate))]
+#[case(
+    "v1",
+    "ReplicationController",
+    ObjectKind::Workload(Workload::ReplicationController)
+)]
+#[case("example.com/v1", "Deployment", ObjectKind::Ignored)]
+#[case("v1", "Service", ObjectKind::Ignored)]
+#[case("apps/v1", "Pod", ObjectKind::Ignored)]
+fn kinds(#[case] api_version: &str, #[case] kind: &str, #[case] expected: ObjectKind) {
+    assert_eq!(ObjectKind::of_manifest(api_version, kind), expected);
+}
+
+fn review(object: &Value, operation: &str, extra: Value) -> Vec<u8> {
+    let kind = object["kind"].as_str().unwrap_or("Pod");
+    let group = object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit_once('/'))
+        .map_or("", |(g, _)| g);
+    let mut request = json!({
+        "uid": "3f1e0c1a-0000-4000-8000-000000000001",
+        "kind": {"group": group, "version": "v1", "kind": kind},
+        "resource": {"group": group, "version": "v1", "resource": "pods"},
+        "namespace": "ml",
+        "operation": operation,
+        "userInfo": {"username": "alice"},
+        "object": object,
+        "dryRun": true,
+    });
+    if let (Some(request), Some(extra)) = (request.as_object_mut(), extra.as_object()) {
+        request.extend(extra.clone());
+    }
+    let body =
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+    body.to_string().into_bytes()
+}
+
+fn answer(body: &[u8], endpoint: Endpoint) -> Value {
+    let settings = Settings::default();
+    let ns = settings.for_namespace(&BTreeMap::new());
+    let request = match decode(body) {
+        Ok(request) => request,
+        Err(err) => panic!("{err}"),
+    };
+    let (response, _) = respond(&request, endpoint, &settings, &ns);
+    let bytes = encode(response).unwrap_or_default();
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
+
+#[test]
+fn mutate_returns_a_base64_json_patch_and_echoes_the_uid() {
+    let reply = answer(
+        &review(&clean_gpu_pod(), "CREATE", json!({})),
+        Endpoint::Mutate,
+    );
+    assert_eq!(reply["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(reply["kind"], "AdmissionReview");
+    let response = &reply["response"];
+    assert_eq!(response["uid"], "3f1e0c1a-0000-4000-8000-000000000001");
+    assert_eq!(response["allowed"], true);
+    assert_eq!(response["patchType"], "JSONPatch");
+    let patch = response["patch"].as_str().unwrap_or_default();
+    let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch);
+    let operations: Value =
+        serde_json::from_slice(&decoded.unwrap_or_default()).unwrap_or_default();
+    let paths: Vec<&str> = operations
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|op| op["path"].as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            "/spec/runtimeClassName",
+            "/spec/affinity",
+            "/metadata/annotations"
+        ]
+    );
+}
+
+#[test]
+fn validate_denies_with_403_and_the_reason() {
+    let reply = answer(
+        &review(&pod_with_change_and_violation(), "CREATE", json!({})),
+        Endpoint::Validate(Mode::Enforce),
+    );
+    let response = &reply["response"];
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("without a limit"))
+    );
+    assert!(response.get("patch").is_none());
+}
+
+#[test]
+fn validate_warn_carries_warnings_and_audit_carries_annotations() {
+    let body = review(&pod_with_change_and_violation(), "CREATE", json!({}));
+    let warn = answer(&body, Endpoint::Validate(Mode::Warn));
+    assert_eq!(warn["response"]["allowed"], true);
+    assert_eq!(
+        warn["response"]["warnings"].as_array().map(Vec::len),
+        Some(3)
+    );
+    let audit = answer(&body, Endpoint::Validate(Mode::Audit));
+    assert_eq!(audit["response"]["allowed"], true);
+    assert!(audit["response"].get("warnings").is_none());
+    assert!(audit["response"]["auditAnnotations"]["violations"].is_string());
+}
+
+#[rstest]
+#[case("DELETE", json!({}))]
+#[case("UPDATE", json!({}))]
+#[case("UPDATE", json!({"subResource": "status"}))]
+fn other_pod_operations_are_allowed_untouched(#[case] operation: &str, #[case] extra: Value) {
+    let reply = answer(
+        &review(&pod_with_change_and_violation(), operation, extra),
+        Endpoint::Mutate,
+    );
+    assert_eq!(reply["response"]["allowed"], true);
+    assert!(reply["response"].get("patch").is_none());
+}
+
+#[test]
+fn ephemeral_container_update_pins_the_new_container() {
+    let old = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "app"}]}});
+    let mut new = old.clone();
+    new["spec"]["ephemeralContainers"] =
+        json!([{"name": "debugger", "image": "nvidia/cuda:12.4.0-base"}]);
+    let body = review(
+        &new,
+        "UPDATE",
+        json!({"subResource": "ephemeralcontainers", "oldObject": old}),
+    );
+    let reply = answer(&body, Endpoint::Mutate);
+    assert_eq!(reply["response"]["allowed"], true);
+    assert_eq!(reply["response"]["patchType"], "JSONPatch");
+}
+
+#[test]
+fn unreadable_object_is_denied_with_the_field() {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": "app"}});
+    let reply = answer(
+        &review(&pod, "CREATE", json!({})),
+        Endpoint::Validate(Mode::Enforce),
+    );
+    assert_eq!(reply["response"]["allowed"], false);
+    assert_eq!(
+        reply["response"]["status"]["message"],
+        "gpu-policy: cannot read this Pod: spec.containers: must be a list, not a string"
+    );
+}
+
+#[test]
+fn unknown_kinds_are_allowed() {
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
+    let reply = answer(
+        &review(&service, "CREATE", json!({})),
+        Endpoint::Validate(Mode::Enforce),
+    );
+    assert_eq!(reply["response"]["allowed"], true);
+}
+
+#[rstest]
+#[case(b"not json".as_slice(), "body is not an AdmissionReview")]
+#[case(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}"#.as_slice(), "unsupported apiVersion")]
+#[case(br#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}"#.as_slice(), "expected AdmissionReview")]
+#[case(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.as_slice(), "has no request")]
+fn malformed_reviews_are_errors(#[case] body: &[u8], #[case] message: &str) {
+    let err: Option<ReviewError> = decode(body).err();
+    let text = err.map(|e| e.to_string()).unwrap_or_default();
+    assert!(text.contains(message), "{text}");
+}
