@@ -5,11 +5,18 @@
 //! - [`settings`]: the cluster configuration and namespace settings;
 //! - [`admission`]: objects and AdmissionReviews in, decisions out;
 //! - [`manifest`]: reading Kubernetes manifests for the offline `check`;
+//! - [`server`]: the HTTPS webhook server (no policy logic);
+//! - [`certs`]: serving certificates, generated or loaded, reloaded;
+//! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
 //! - [`cli`]: the command line.
 
 pub mod admission;
+pub mod certs;
 pub mod cli;
 pub mod manifest;
+pub mod metrics;
 pub mod policy;
 pub mod report;
+pub mod server;
 pub mod settings;
+pub mod telemetry;

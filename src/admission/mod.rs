@@ -5,6 +5,7 @@
 //! pure function from (mode, evaluation) to (allowed, patch, warnings, audit
 //! annotations). The offline `check` and the webhook both go through them.
 
+pub mod namespace_guard;
 pub mod review;
 
 use std::collections::BTreeMap;

@@ -18,7 +18,9 @@ use kube::core::{ApiResource, DynamicResourceScope, Resource, Status};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::{Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object, unreadable};
+use super::{
+    Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object, namespace_guard, unreadable,
+};
 use crate::policy::RuleId;
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -89,6 +91,29 @@ impl Resource for RawObject {
 pub enum Endpoint {
     Mutate,
     Validate(Mode),
+    /// The namespace guard on the `gpu-policy.io/mode` label.
+    Namespace,
+}
+
+impl Endpoint {
+    /// The HTTP path the API server calls.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Mutate => "/mutate",
+            Endpoint::Validate(Mode::Enforce) => "/validate/enforce",
+            Endpoint::Validate(Mode::Warn) => "/validate/warn",
+            Endpoint::Validate(Mode::Audit) => "/validate/audit",
+            Endpoint::Namespace => "/validate/namespace",
+        }
+    }
+
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::Mutate,
+        Endpoint::Validate(Mode::Enforce),
+        Endpoint::Validate(Mode::Warn),
+        Endpoint::Validate(Mode::Audit),
+        Endpoint::Namespace,
+    ];
 }
 
 /// A review body that is not an AdmissionReview v1 request. The server
@@ -136,8 +161,20 @@ pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Er
 pub struct Verdict {
     /// `allowed`, `mutated`, `denied`, `warned` or `ignored`.
     pub decision: &'static str,
-    /// Rules that changed or would deny the object.
-    pub rules: BTreeSet<RuleId>,
+    /// Rules that changed (or would change) the object.
+    pub changes: BTreeSet<RuleId>,
+    /// Rules the object violates.
+    pub violations: BTreeSet<RuleId>,
+}
+
+impl Verdict {
+    fn new(decision: &'static str) -> Self {
+        Self {
+            decision,
+            changes: BTreeSet::new(),
+            violations: BTreeSet::new(),
+        }
+    }
 }
 
 /// Answers one admission request.
@@ -148,10 +185,10 @@ pub fn respond(
     namespace_settings: &NamespaceSettings,
 ) -> (AdmissionResponse, Verdict) {
     let response = AdmissionResponse::from(request);
-    let ignored = Verdict {
-        decision: "ignored",
-        rules: BTreeSet::new(),
-    };
+    let ignored = Verdict::new("ignored");
+    if endpoint == Endpoint::Namespace {
+        return guard_namespace(request, response, settings);
+    }
     let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
     let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
     let operation = match (kind, &request.operation, endpoint) {
@@ -187,7 +224,7 @@ pub fn respond(
         })
         .unwrap_or("default");
     let mode = match endpoint {
-        Endpoint::Mutate => Mode::Enforce,
+        Endpoint::Mutate | Endpoint::Namespace => Mode::Enforce,
         Endpoint::Validate(mode) => mode,
     };
     let evaluated = evaluate_object(
@@ -198,24 +235,44 @@ pub fn respond(
         settings,
         namespace_settings,
     );
-    let (decision, rules) = match evaluated {
+    let mut verdict = Verdict::new("allowed");
+    let decision = match evaluated {
         Ok(Some(evaluation)) => {
-            let mut rules: BTreeSet<RuleId> = evaluation.changed_rules();
-            rules.extend(evaluation.violations.iter().map(|v| v.rule));
-            (decide(mode, kind, &evaluation), rules)
+            verdict.changes = evaluation.changed_rules();
+            verdict.violations = evaluation.violations.iter().map(|v| v.rule).collect();
+            decide(mode, kind, &evaluation)
         }
         Ok(None) => return (response, ignored),
-        Err(error) => (unreadable(&request.kind.kind, &error), BTreeSet::new()),
+        Err(error) => unreadable(&request.kind.kind, &error),
     };
-    into_response(response, endpoint, decision, rules)
+    into_response(response, endpoint, decision, verdict)
+}
+
+fn guard_namespace(
+    request: &AdmissionRequest<RawObject>,
+    response: AdmissionResponse,
+    settings: &Settings,
+) -> (AdmissionResponse, Verdict) {
+    if ObjectKind::of(&request.kind.group, &request.kind.kind) != ObjectKind::Ignored
+        || request.kind.kind != "Namespace"
+    {
+        return (response, Verdict::new("ignored"));
+    }
+    let groups = request.user_info.groups.as_deref().unwrap_or_default();
+    let requester = namespace_guard::Requester {
+        username: request.user_info.username.as_deref().unwrap_or(""),
+        groups,
+    };
+    let old = request.old_object.as_ref().map(|o| &o.raw);
+    let new = request.object.as_ref().map(|o| &o.raw);
+    match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
+        Ok(()) => (response, Verdict::new("allowed")),
+        Err(message) => deny(response, &message),
+    }
 }
 
 fn deny(response: AdmissionResponse, message: &str) -> (AdmissionResponse, Verdict) {
-    let verdict = Verdict {
-        decision: "denied",
-        rules: BTreeSet::new(),
-    };
-    (forbidden(response, message), verdict)
+    (forbidden(response, message), Verdict::new("denied"))
 }
 
 fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
@@ -228,7 +285,7 @@ fn into_response(
     mut response: AdmissionResponse,
     endpoint: Endpoint,
     decision: Decision,
-    rules: BTreeSet<RuleId>,
+    mut verdict: Verdict,
 ) -> (AdmissionResponse, Verdict) {
     if !decision.allowed {
         let message = decision
@@ -238,16 +295,9 @@ fn into_response(
         if !decision.warnings.is_empty() {
             response.warnings = Some(decision.warnings);
         }
-        let verdict = Verdict {
-            decision: "denied",
-            rules,
-        };
+        verdict.decision = "denied";
         return (response, verdict);
     }
-    let mut verdict = Verdict {
-        decision: "allowed",
-        rules,
-    };
     match endpoint {
         // The mutating webhook only mutates: denials and warnings come from
         // the validating webhook, which sees the mutated object.
@@ -268,7 +318,7 @@ fn into_response(
                 }
             }
         }
-        Endpoint::Validate(_) => {
+        Endpoint::Validate(_) | Endpoint::Namespace => {
             if !decision.warnings.is_empty() {
                 verdict.decision = "warned";
                 response.warnings = Some(decision.warnings);

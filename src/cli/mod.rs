@@ -1,6 +1,7 @@
 //! The command line: `gpu-policy check` (offline) and the server commands.
 
 mod check;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,11 @@ pub enum Command {
     /// Exit status: 0 when every object is allowed, 1 when something is
     /// denied, 2 for bad input.
     Check(CheckArgs),
+    /// Serve the admission webhook over HTTPS.
+    ///
+    /// Without --tls-cert, a CA and a serving certificate are generated into
+    /// --certs-dir (and reused while valid).
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -105,5 +111,6 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Serve(args) => serve::run(&args),
     }
 }

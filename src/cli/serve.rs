@@ -1,0 +1,249 @@
+//! `gpu-policy serve`: the webhook over HTTPS, operations over HTTP.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::certs::{self, CertificateResolver, Reload};
+use crate::server::{self, AppState};
+use crate::settings::Settings;
+use crate::telemetry::{self, LogFormat};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// HTTPS address of the admission endpoints.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Plain HTTP address of /metrics, /healthz and /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_listen: SocketAddr,
+    /// The policy configuration file (YAML), reloaded when it changes.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Serving certificate (PEM, chain allowed); reloaded when it changes.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Where a self-signed CA and certificate are written when --tls-cert
+    /// is not given (reused while valid).
+    #[arg(long, value_name = "DIR", default_value = "certs")]
+    pub certs_dir: PathBuf,
+    /// An extra DNS name for the self-signed certificate (repeatable).
+    #[arg(long = "dns-name", value_name = "NAME")]
+    pub dns_names: Vec<String>,
+    #[arg(long, value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+    /// How often the certificate and config files are compared with what
+    /// is loaded.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub reload_interval: u64,
+}
+
+pub fn run(args: &ServeArgs) -> ExitCode {
+    telemetry::init(args.log_format);
+    // kube's client and rustls need one process-level provider; installing
+    // it explicitly avoids "Could not automatically determine the
+    // process-level CryptoProvider". It fails only if one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            tracing::error!(error = %message, "gpu-policy serve failed");
+            eprintln!("gpu-policy: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_settings(path: Option<&Path>) -> Result<Settings, String> {
+    match path {
+        Some(path) => Settings::load(path).map_err(|e| e.to_string()),
+        None => Ok(Settings::default()),
+    }
+}
+
+async fn serve(args: &ServeArgs) -> Result<(), String> {
+    let settings = load_settings(args.config.as_deref())?;
+    let state = Arc::new(AppState::new(settings));
+    state.readiness.config_loaded.store(true, Ordering::Release);
+    state.metrics.set_reload("config", true);
+
+    let (cert_path, key_path) = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        _ => {
+            let generated = certs::ensure_self_signed(&args.certs_dir, &args.dns_names)
+                .map_err(|e| e.to_string())?;
+            tracing::info!(
+                ca = %generated.ca.display(),
+                reused = generated.reused,
+                "serving a self-signed certificate; clients verify it with this CA"
+            );
+            (generated.cert, generated.key)
+        }
+    };
+    let resolver =
+        Arc::new(CertificateResolver::load(&cert_path, &key_path).map_err(|e| e.to_string())?);
+    state
+        .readiness
+        .certificate_loaded
+        .store(true, Ordering::Release);
+    state
+        .metrics
+        .certificate_expiry
+        .set(resolver.not_after() as f64);
+    state.metrics.set_reload("certificate", true);
+    let tls = Arc::new(certs::server_config(Arc::clone(&resolver)).map_err(|e| e.to_string())?);
+
+    let every = Duration::from_secs(args.reload_interval.max(1));
+    let poller_state = Arc::clone(&state);
+    let poller_resolver = Arc::clone(&resolver);
+    let _certificate_poller =
+        Arc::clone(&resolver).spawn_poller(every, move |reload| match reload {
+            Reload::Reloaded => {
+                tracing::info!("serving certificate reloaded");
+                poller_state.metrics.set_reload("certificate", true);
+                poller_state
+                    .metrics
+                    .certificate_expiry
+                    .set(poller_resolver.not_after() as f64);
+            }
+            Reload::Failed(error) => {
+                tracing::error!(%error, "new certificate refused; the previous one keeps serving");
+                poller_state.metrics.set_reload("certificate", false);
+            }
+            Reload::Unchanged => {}
+        });
+    if let Some(path) = args.config.clone() {
+        tokio::spawn(watch_config(path, every, Arc::clone(&state)));
+    }
+
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let operations = TcpListener::bind(args.metrics_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_listen))?;
+    state
+        .readiness
+        .listener_bound
+        .store(true, Ordering::Release);
+    tracing::info!(
+        listen = %listener.local_addr().map_or(args.listen, |a| a),
+        metrics_listen = %operations.local_addr().map_or(args.metrics_listen, |a| a),
+        "gpu-policy serving"
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let operations_app = server::operations_router(Arc::clone(&state));
+    let mut operations_stop = stop_rx.clone();
+    let operations_task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = operations_stop.wait_for(|stop| *stop).await;
+        };
+        axum::serve(operations, operations_app)
+            .with_graceful_shutdown(stopped)
+            .await
+    });
+    let mut admission_stop = stop_rx;
+    let admission = server::listener::serve_tls(
+        listener,
+        tls,
+        server::router(Arc::clone(&state)),
+        async move {
+            let _ = admission_stop.wait_for(|stop| *stop).await;
+        },
+        {
+            let state = Arc::clone(&state);
+            move || state.drain_timeout()
+        },
+    );
+    let signals = async {
+        shutdown_signal().await;
+        tracing::info!("shutting down: no new connections, finishing requests in flight");
+        let _ = stop_tx.send(true);
+    };
+    tokio::join!(admission, signals);
+    let _ = operations_task.await;
+    tracing::info!("gpu-policy stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Polls the config file and swaps the settings when its bytes change; a
+/// file that does not parse is refused and the previous settings stay.
+async fn watch_config(path: PathBuf, every: Duration, state: Arc<AppState>) {
+    let mut last = std::fs::read(&path).ok();
+    let mut ticker = tokio::time::interval(every);
+    loop {
+        ticker.tick().await;
+        let current = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error, "cannot read the config file; keeping the loaded settings");
+                state.metrics.set_reload("config", false);
+                continue;
+            }
+        };
+        if last.as_deref() == Some(current.as_slice()) {
+            continue;
+        }
+        let parsed = String::from_utf8(current.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                Settings::from_yaml(&text, &path.display().to_string()).map_err(|e| e.to_string())
+            });
+        match parsed {
+            Ok(settings) => {
+                state.settings.store(Arc::new(settings));
+                state.metrics.set_reload("config", true);
+                tracing::info!(path = %path.display(), "config reloaded");
+            }
+            Err(error) => {
+                state.metrics.set_reload("config", false);
+                tracing::error!(%error, "new config refused; the previous settings stay");
+            }
+        }
+        last = Some(current);
+    }
+}

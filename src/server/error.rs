@@ -1,0 +1,44 @@
+//! Request errors and the one place they become status codes.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::admission::review::ReviewError;
+
+/// A request the webhook cannot answer with an AdmissionReview. The API
+/// server treats these as webhook failures (and applies the failurePolicy);
+/// a person debugging with curl reads the one-line reason.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("content type {0:?} is not application/json")]
+    ContentType(String),
+    #[error("empty body: expected an AdmissionReview")]
+    EmptyBody,
+    #[error(transparent)]
+    Review(#[from] ReviewError),
+    #[error("cannot encode the response: {0}")]
+    Encode(serde_json::Error),
+}
+
+impl RequestError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            RequestError::ContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            RequestError::EmptyBody | RequestError::Review(_) => StatusCode::BAD_REQUEST,
+            RequestError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for RequestError {
+    fn into_response(self) -> Response {
+        // serde_json errors are one line already; keep any other on one.
+        let reason = self.to_string().replace('\n', " ");
+        (
+            self.status(),
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("gpu-policy: {reason}\n"),
+        )
+            .into_response()
+    }
+}

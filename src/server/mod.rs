@@ -1,0 +1,283 @@
+//! The HTTP layer: decode, call the admission layer, encode. No policy here.
+
+mod error;
+pub mod listener;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::admission::review::{self, Endpoint};
+use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
+use crate::settings::Settings;
+pub use error::RequestError;
+
+/// Bodies above this are refused with 413. The API server caps objects at
+/// 3 MiB (etcd's limit), and a review carries the object and the old one.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Debug)]
+pub struct AppState {
+    /// The policy configuration; swapped whole when the file changes.
+    pub settings: ArcSwap<Settings>,
+    pub metrics: Metrics,
+    pub readiness: Readiness,
+    /// The longest `?timeout=` the API server has sent, in milliseconds:
+    /// how long it waits for an answer, so how long shutdown lets requests
+    /// in flight finish.
+    request_timeout_ms: AtomicU64,
+}
+
+/// The API server's default webhook timeout is 10 s (30 s at most).
+const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 10_000;
+const MAX_REQUEST_TIMEOUT_MS: u64 = 30_000;
+
+impl AppState {
+    pub fn new(settings: Settings) -> Self {
+        Self {
+            settings: ArcSwap::from_pointee(settings),
+            metrics: Metrics::new(),
+            readiness: Readiness::default(),
+            request_timeout_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// How long shutdown waits for requests in flight.
+    pub fn drain_timeout(&self) -> Duration {
+        match self.request_timeout_ms.load(Ordering::Relaxed) {
+            0 => Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS),
+            ms => Duration::from_millis(ms),
+        }
+    }
+
+    fn saw_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.request_timeout_ms
+            .fetch_max(ms.min(MAX_REQUEST_TIMEOUT_MS), Ordering::Relaxed);
+    }
+}
+
+/// Reads the API server's `timeout` query parameter, a Go duration
+/// (`10s`, `500ms`, `1m30s`).
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .filter(|&end| end > 0)?;
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        total += Duration::try_from_secs_f64(value * seconds).ok()?;
+        rest = &rest[unit_end..];
+    }
+    Some(total)
+}
+
+/// `/readyz` is true once the listener is bound and the config and the
+/// certificate are loaded.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    pub listener_bound: AtomicBool,
+    pub config_loaded: AtomicBool,
+    pub certificate_loaded: AtomicBool,
+}
+
+impl Readiness {
+    pub fn is_ready(&self) -> bool {
+        self.listener_bound.load(Ordering::Acquire)
+            && self.config_loaded.load(Ordering::Acquire)
+            && self.certificate_loaded.load(Ordering::Acquire)
+    }
+}
+
+/// The admission endpoints (served over HTTPS).
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut router = Router::new();
+    for endpoint in Endpoint::ALL {
+        router = router.route(
+            endpoint.path(),
+            post(
+                move |state: State<Arc<AppState>>,
+                      query: RawQuery,
+                      headers: HeaderMap,
+                      body: Bytes| { admit(state, endpoint, query, headers, body) },
+            ),
+        );
+    }
+    router
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// The operations endpoints (plain HTTP): `/healthz`, `/readyz`, `/metrics`.
+pub fn operations_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(|State(state): State<Arc<AppState>>| async move {
+                if state.readiness.is_ready() {
+                    (StatusCode::OK, "ready")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(state): State<Arc<AppState>>| async move {
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    state.metrics.encode(),
+                )
+            }),
+        )
+        .with_state(state)
+}
+
+async fn admit(
+    State(state): State<Arc<AppState>>,
+    endpoint: Endpoint,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let timeout = query
+        .as_deref()
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| pair.strip_prefix("timeout=").and_then(parse_go_duration));
+    if let Some(timeout) = timeout {
+        state.saw_timeout(timeout);
+    }
+    let result = answer(&state, endpoint, &headers, &body);
+    state
+        .metrics
+        .latency
+        .get_or_create(&EndpointLabels {
+            endpoint: endpoint.path().to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    match result {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(error) => {
+            state
+                .metrics
+                .requests
+                .get_or_create(&RequestLabels {
+                    endpoint: endpoint.path().to_owned(),
+                    kind: String::new(),
+                    operation: String::new(),
+                    decision: "bad_request".to_owned(),
+                })
+                .inc();
+            tracing::warn!(endpoint = endpoint.path(), error = %error, "bad admission request");
+            error.into_response()
+        }
+    }
+}
+
+fn answer(
+    state: &AppState,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Vec<u8>, RequestError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(RequestError::ContentType(content_type.to_owned()));
+    }
+    if body.is_empty() {
+        return Err(RequestError::EmptyBody);
+    }
+    let started = Instant::now();
+    let request = review::decode(body)?;
+    let settings = state.settings.load();
+    // Without a cluster connection the namespace's annotations are unknown:
+    // the cluster configuration applies as it is.
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+    let (response, verdict) = review::respond(&request, endpoint, &settings, &namespace_settings);
+    let operation = format!("{:?}", request.operation).to_uppercase();
+    state
+        .metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            endpoint: endpoint.path().to_owned(),
+            kind: request.kind.kind.clone(),
+            operation: operation.clone(),
+            decision: verdict.decision.to_owned(),
+        })
+        .inc();
+    for (rules, finding) in [
+        (&verdict.changes, "change"),
+        (&verdict.violations, "violation"),
+    ] {
+        for rule in rules {
+            state
+                .metrics
+                .findings
+                .get_or_create(&RuleLabels {
+                    rule: rule.as_str().to_owned(),
+                    finding: finding.to_owned(),
+                })
+                .inc();
+        }
+    }
+    let rules: Vec<&str> = verdict
+        .changes
+        .iter()
+        .chain(&verdict.violations)
+        .map(|r| r.as_str())
+        .collect();
+    tracing::info!(
+        uid = %request.uid,
+        namespace = request.namespace.as_deref().unwrap_or(""),
+        kind = %request.kind.kind,
+        name = %request.name,
+        operation = %operation,
+        endpoint = endpoint.path(),
+        dry_run = request.dry_run,
+        decision = verdict.decision,
+        rules = %rules.join(","),
+        duration_us = started.elapsed().as_micros() as u64,
+        "admission decision"
+    );
+    review::encode(response).map_err(RequestError::Encode)
+}
+
+#[cfg(test)]
+mod tests;

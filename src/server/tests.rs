@@ -1,0 +1,483 @@
+//! In-process router tests (`oneshot`), including the bad-input table.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use rstest::rstest;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+
+fn state() -> Arc<AppState> {
+    Arc::new(AppState::new(Settings::default()))
+}
+
+async fn send(
+    app: &Router,
+    method: Method,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (StatusCode, Vec<u8>) {
+    let mut request = Request::builder().method(method).uri(path);
+    if let Some(content_type) = content_type {
+        request = request.header(header::CONTENT_TYPE, content_type);
+    }
+    let request = match request.body(Body::from(body)) {
+        Ok(request) => request,
+        Err(err) => panic!("request: {err}"),
+    };
+    let response = match app.clone().oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let status = response.status();
+    let bytes = match response.into_body().collect().await {
+        Ok(collected) => collected.to_bytes().to_vec(),
+        Err(err) => panic!("body: {err}"),
+    };
+    (status, bytes)
+}
+
+fn review_with(object: Value, operation: &str) -> Value {
+    let kind = object["kind"].as_str().unwrap_or("Pod").to_owned();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": kind},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "ml",
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": object,
+            "dryRun": false
+        }
+    })
+}
+
+fn pod(spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+}
+
+fn gpu_pod() -> Value {
+    pod(
+        json!({"containers": [{"name": "train", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04",
+        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}),
+    )
+}
+
+fn bytes(value: &Value) -> Vec<u8> {
+    value.to_string().into_bytes()
+}
+
+/// What a bad input must produce.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// An HTTP error with this status and a one-line reason.
+    Status(u16),
+    /// A review answered `allowed: false`, the message containing this.
+    Denied(&'static str),
+    /// A review answered `allowed: true`.
+    Allowed,
+}
+
+fn deep_nesting(levels: usize) -> Value {
+    let mut value = json!("bottom");
+    for _ in 0..levels {
+        value = json!({ "n": value });
+    }
+    value
+}
+
+fn with_request(mut review: Value, key: &str, value: Value) -> Value {
+    review["request"][key] = value;
+    review
+}
+
+fn without_request_key(mut review: Value, key: &str) -> Value {
+    if let Some(request) = review["request"].as_object_mut() {
+        request.remove(key);
+    }
+    review
+}
+
+/// (name, path, content type, body, expectation)
+type Case = (
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Vec<u8>,
+    Expect,
+);
+
+fn cases() -> Vec<Case> {
+    let json = Some("application/json");
+    let valid = bytes(&review_with(gpu_pod(), "CREATE"));
+    let mut truncated = valid.clone();
+    truncated.truncate(valid.len() / 2);
+    let huge_env: Vec<Value> = (0..20_000)
+        .map(|i| json!({"name": format!("VAR_{i}"), "value": "x"}))
+        .collect();
+    let mut invalid_utf8 =
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""#
+            .to_vec();
+    invalid_utf8.extend_from_slice(&[0xff, 0xfe]);
+    invalid_utf8.extend_from_slice(br#""}}"#);
+    let oversized = {
+        let filler = "x".repeat(MAX_BODY_BYTES + 1);
+        bytes(&review_with(
+            pod(json!({"containers": [{"name": "c", "args": [filler]}]})),
+            "CREATE",
+        ))
+    };
+    vec![
+        ("empty body", "/mutate", json, Vec::new(), Expect::Status(400)),
+        ("not JSON", "/mutate", json, b"hello".to_vec(), Expect::Status(400)),
+        ("truncated body", "/mutate", json, truncated, Expect::Status(400)),
+        ("JSON null", "/mutate", json, b"null".to_vec(), Expect::Status(400)),
+        ("JSON array", "/mutate", json, b"[]".to_vec(), Expect::Status(400)),
+        ("empty object", "/mutate", json, b"{}".to_vec(), Expect::Status(400)),
+        ("v1beta1", "/validate/enforce", json,
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": review_with(gpu_pod(), "CREATE")["request"]})),
+            Expect::Status(400)),
+        ("wrong review kind", "/mutate", json,
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": review_with(gpu_pod(), "CREATE")["request"]})),
+            Expect::Status(400)),
+        ("missing request", "/mutate", json,
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})), Expect::Status(400)),
+        ("null request", "/mutate", json,
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": null})), Expect::Status(400)),
+        ("missing uid", "/mutate", json, bytes(&without_request_key(review_with(gpu_pod(), "CREATE"), "uid")), Expect::Status(400)),
+        ("uid a number", "/mutate", json, bytes(&with_request(review_with(gpu_pod(), "CREATE"), "uid", json!(7))), Expect::Status(400)),
+        ("missing request kind", "/mutate", json, bytes(&without_request_key(review_with(gpu_pod(), "CREATE"), "kind")), Expect::Status(400)),
+        ("unknown operation", "/mutate", json, bytes(&review_with(gpu_pod(), "PATCH")), Expect::Status(400)),
+        ("text/plain", "/mutate", Some("text/plain"), valid.clone(), Expect::Status(415)),
+        ("no content type", "/mutate", None, valid.clone(), Expect::Status(415)),
+        ("form content type", "/mutate", Some("application/x-www-form-urlencoded"), valid.clone(), Expect::Status(415)),
+        ("json with charset", "/mutate", Some("application/json; charset=utf-8"), valid.clone(), Expect::Allowed),
+        ("body over 3 MiB", "/mutate", json, oversized, Expect::Status(413)),
+        ("invalid UTF-8", "/mutate", json, invalid_utf8, Expect::Status(400)),
+        ("nesting deeper than the parser allows", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c"}], "future": deep_nesting(200)})), "CREATE")),
+            Expect::Status(400)),
+        ("number out of range", "/mutate", json,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{},"object":{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":1e400}}}]}}}}"#.to_vec(),
+            Expect::Status(400)),
+        ("containers a string", "/validate/enforce", json, bytes(&review_with(pod(json!({"containers": "app"})), "CREATE")),
+            Expect::Denied("spec.containers: must be a list, not a string")),
+        ("container a string", "/mutate", json, bytes(&review_with(pod(json!({"containers": ["app"]})), "CREATE")),
+            Expect::Denied("spec.containers[0]: must be an object, not a string")),
+        ("resources a list", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "resources": ["gpu"]}]})), "CREATE")),
+            Expect::Denied("spec.containers[0].resources: must be an object, not a list")),
+        ("limits a string", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "resources": {"limits": "1"}}]})), "CREATE")),
+            Expect::Denied("spec.containers[0].resources.limits: must be an object, not a string")),
+        ("env a map", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "env": {"A": "1"}}]})), "CREATE")),
+            Expect::Denied("spec.containers[0].env: must be a list, not an object")),
+        ("env entry a number", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "env": [1]}]})), "CREATE")),
+            Expect::Denied("spec.containers[0].env[0]: must be an object, not a number")),
+        ("spec missing", "/validate/enforce", json,
+            bytes(&review_with(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}), "CREATE")),
+            Expect::Denied("spec: is missing")),
+        ("spec a list", "/validate/enforce", json, bytes(&review_with(pod(json!([])), "CREATE")),
+            Expect::Denied("spec: must be an object, not a list")),
+        ("object a string", "/mutate", json,
+            bytes(&with_request(review_with(gpu_pod(), "CREATE"), "object", json!("pod"))),
+            Expect::Denied("object: must be an object, not a string")),
+        ("no object on CREATE", "/mutate", json,
+            bytes(&with_request(review_with(gpu_pod(), "CREATE"), "object", Value::Null)),
+            Expect::Denied("carries no object")),
+        ("metadata a list", "/validate/enforce", json,
+            bytes(&review_with(json!({"apiVersion": "v1", "kind": "Pod", "metadata": [], "spec": {}}), "CREATE")),
+            Expect::Denied("metadata: must be an object, not a list")),
+        ("annotation value a number", "/validate/enforce", json,
+            bytes(&review_with(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"annotations": {"a": 1}}, "spec": {"containers": []}}), "CREATE")),
+            Expect::Denied("metadata.annotations.a: must be a string")),
+        ("runtimeClassName a number", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"runtimeClassName": 3, "containers": []})), "CREATE")),
+            Expect::Denied("spec.runtimeClassName: must be a string, not a number")),
+        ("volumes a map", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"volumes": {"v": {}}, "containers": []})), "CREATE")),
+            Expect::Denied("spec.volumes: must be a list, not an object")),
+        ("hostPath path a number", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"volumes": [{"name": "v", "hostPath": {"path": 1}}], "containers": []})), "CREATE")),
+            Expect::Denied("spec.volumes[0].hostPath.path: must be a string, not a number")),
+        ("GPU quantity an object", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": {"n": 1}}}}]})), "CREATE")),
+            Expect::Denied("is not a Kubernetes quantity")),
+        ("fractional GPU", "/validate/enforce", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]})), "CREATE")),
+            Expect::Denied("is not a whole number")),
+        ("negative GPU", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "-1"}}}]})), "CREATE")),
+            Expect::Denied("is negative")),
+        ("affinity a string on a GPU pod", "/mutate", json,
+            bytes(&review_with(pod(json!({"affinity": "fast", "containers": [{"name": "c", "image": "nvidia/cuda:12.2.0-base", "resources": {"limits": {"nvidia.com/gpu": 1}}}]})), "CREATE")),
+            Expect::Denied("spec.affinity is malformed")),
+        ("template a string", "/validate/enforce", json,
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+                "operation": "CREATE", "userInfo": {}, "object": {"spec": {"template": "x"}}}})),
+            Expect::Denied("spec.template: must be an object, not a string")),
+        ("owner references garbage", "/validate/enforce", json,
+            bytes(&review_with(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"ownerReferences": "x"}, "spec": {"containers": [{"name": "c"}]}}), "CREATE")),
+            Expect::Allowed),
+        ("huge env list", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "c", "env": huge_env}]})), "CREATE")),
+            Expect::Allowed),
+        ("unicode names", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "ünïcødé-🚀", "image": "nvidia/cuda:13.0.0-base"}]})), "CREATE")),
+            Expect::Allowed),
+        ("NUL bytes in strings", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "a\u{0}b", "env": [{"name": "NVIDIA_VISIBLE_DEVICES\u{0}", "value": "\u{0}"}]}]})), "CREATE")),
+            Expect::Allowed),
+        ("a very long name", "/mutate", json,
+            bytes(&review_with(pod(json!({"containers": [{"name": "n".repeat(100_000)}]})), "CREATE")),
+            Expect::Allowed),
+        ("duplicate keys", "/mutate", json,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","uid":"v","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{},"object":{"spec":{"containers":[]}}}}"#.to_vec(),
+            Expect::Status(400)),
+        ("DELETE without object", "/validate/enforce", json,
+            bytes(&with_request(review_with(gpu_pod(), "DELETE"), "object", Value::Null)),
+            Expect::Allowed),
+        ("unknown kind", "/validate/enforce", json,
+            bytes(&review_with(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}), "CREATE")),
+            Expect::Allowed),
+        ("namespace with labels a string", "/validate/namespace", json,
+            bytes(&review_with(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "labels": "x"}}), "CREATE")),
+            Expect::Allowed),
+    ]
+}
+
+#[tokio::test]
+async fn bad_input_never_gets_a_5xx_and_the_server_keeps_serving() {
+    let app = router(state());
+    let cases = cases();
+    assert!(cases.len() >= 40, "only {} cases", cases.len());
+    for (name, path, content_type, body, expect) in cases {
+        let (status, body) = send(&app, Method::POST, path, content_type, body).await;
+        let text = String::from_utf8_lossy(&body);
+        assert!(!status.is_server_error(), "{name}: {status} {text}");
+        match expect {
+            Expect::Status(code) => {
+                assert_eq!(status.as_u16(), code, "{name}: {text}");
+                assert!(
+                    text.trim_end().lines().count() <= 1,
+                    "{name}: reason spans lines: {text}"
+                );
+                assert!(!text.trim().is_empty(), "{name}: no reason");
+            }
+            Expect::Denied(reason) => {
+                assert_eq!(status, StatusCode::OK, "{name}: {text}");
+                let reply: Value = serde_json::from_slice(&body).unwrap_or_default();
+                assert_eq!(reply["response"]["allowed"], false, "{name}: {text}");
+                assert_eq!(reply["response"]["status"]["code"], 403, "{name}: {text}");
+                let message = reply["response"]["status"]["message"]
+                    .as_str()
+                    .unwrap_or("");
+                assert!(message.contains(reason), "{name}: {message}");
+            }
+            Expect::Allowed => {
+                assert_eq!(status, StatusCode::OK, "{name}: {text}");
+                let reply: Value = serde_json::from_slice(&body).unwrap_or_default();
+                assert_eq!(reply["response"]["allowed"], true, "{name}: {text}");
+            }
+        }
+    }
+    // Still serving.
+    let (status, body) = send(
+        &app,
+        Method::POST,
+        "/mutate",
+        Some("application/json"),
+        bytes(&review_with(gpu_pod(), "CREATE")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let reply: Value = serde_json::from_slice(&body).unwrap_or_default();
+    assert_eq!(reply["response"]["patchType"], "JSONPatch");
+}
+
+#[rstest]
+#[case(Method::GET, "/mutate", 405)]
+#[case(Method::POST, "/nope", 404)]
+#[case(Method::POST, "/validate/strict", 404)]
+#[tokio::test]
+async fn routes(#[case] method: Method, #[case] path: &str, #[case] status: u16) {
+    let (got, _) = send(
+        &router(state()),
+        method,
+        path,
+        Some("application/json"),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(got.as_u16(), status);
+}
+
+#[tokio::test]
+async fn every_mode_has_its_endpoint() {
+    let app = router(state());
+    let body = bytes(&review_with(
+        pod(json!({"containers": [
+        {"name": "c", "resources": {"requests": {"nvidia.com/gpu": 1}}}]})),
+        "CREATE",
+    ));
+    let mut answers = Vec::new();
+    for path in ["/validate/enforce", "/validate/warn", "/validate/audit"] {
+        let (status, reply) = send(
+            &app,
+            Method::POST,
+            path,
+            Some("application/json"),
+            body.clone(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+        answers.push((
+            reply["response"]["allowed"].as_bool(),
+            reply["response"]["warnings"]
+                .as_array()
+                .map(Vec::len)
+                .unwrap_or(0)
+                > 0,
+            reply["response"]["auditAnnotations"].is_object(),
+        ));
+    }
+    assert_eq!(
+        answers,
+        vec![
+            (Some(false), false, false),
+            (Some(true), true, false),
+            (Some(true), false, true)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn dry_run_is_answered_like_any_request() {
+    let app = router(state());
+    let mut review = review_with(gpu_pod(), "CREATE");
+    let (_, live) = send(
+        &app,
+        Method::POST,
+        "/mutate",
+        Some("application/json"),
+        bytes(&review),
+    )
+    .await;
+    review["request"]["dryRun"] = json!(true);
+    let (_, dry) = send(
+        &app,
+        Method::POST,
+        "/mutate",
+        Some("application/json"),
+        bytes(&review),
+    )
+    .await;
+    assert_eq!(live, dry);
+}
+
+#[tokio::test]
+async fn namespace_guard_denies_loosening() {
+    let app = router(state());
+    let old = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}});
+    let new = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "audit"}}});
+    let mut review = review_with(new, "UPDATE");
+    review["request"]["oldObject"] = old;
+    let (_, reply) = send(
+        &app,
+        Method::POST,
+        "/validate/namespace",
+        Some("application/json"),
+        bytes(&review),
+    )
+    .await;
+    let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+    assert_eq!(reply["response"]["allowed"], false);
+    review["request"]["userInfo"]["groups"] = json!(["system:masters"]);
+    let (_, reply) = send(
+        &app,
+        Method::POST,
+        "/validate/namespace",
+        Some("application/json"),
+        bytes(&review),
+    )
+    .await;
+    let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+    assert_eq!(reply["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn operations_endpoints() {
+    let state = state();
+    let app = operations_router(Arc::clone(&state));
+    let (status, _) = send(&app, Method::GET, "/healthz", None, Vec::new()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(&app, Method::GET, "/readyz", None, Vec::new()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    for flag in [
+        &state.readiness.listener_bound,
+        &state.readiness.config_loaded,
+        &state.readiness.certificate_loaded,
+    ] {
+        flag.store(true, Ordering::Release);
+    }
+    let (status, _) = send(&app, Method::GET, "/readyz", None, Vec::new()).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let admission = router(Arc::clone(&state));
+    send(
+        &admission,
+        Method::POST,
+        "/mutate?timeout=7s",
+        Some("application/json"),
+        bytes(&review_with(gpu_pod(), "CREATE")),
+    )
+    .await;
+    send(
+        &admission,
+        Method::POST,
+        "/mutate",
+        Some("text/plain"),
+        Vec::new(),
+    )
+    .await;
+    let (_, metrics) = send(&app, Method::GET, "/metrics", None, Vec::new()).await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    for line in [
+        "gpu_policy_admission_requests_total{endpoint=\"/mutate\",kind=\"Pod\",operation=\"CREATE\",decision=\"mutated\"} 1",
+        "gpu_policy_admission_requests_total{endpoint=\"/mutate\",kind=\"\",operation=\"\",decision=\"bad_request\"} 1",
+        "gpu_policy_rule_findings_total{rule=\"runtime-class\",finding=\"change\"} 1",
+        "gpu_policy_admission_duration_seconds_count{endpoint=\"/mutate\"} 2",
+    ] {
+        assert!(metrics.contains(line), "missing {line} in\n{metrics}");
+    }
+    assert_eq!(state.drain_timeout(), Duration::from_secs(7));
+}
+
+#[rstest]
+#[case("10s", Some(10_000))]
+#[case("500ms", Some(500))]
+#[case("1m30s", Some(90_000))]
+#[case("1.5s", Some(1_500))]
+#[case("", None)]
+#[case("10", None)]
+#[case("s", None)]
+#[case("10x", None)]
+fn go_durations(#[case] text: &str, #[case] millis: Option<u64>) {
+    assert_eq!(
+        parse_go_duration(text).map(|d| d.as_millis() as u64),
+        millis
+    );
+}
