@@ -41,7 +41,9 @@ pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, Lo
                     path: "stdin".to_owned(),
                     source,
                 })?;
-            parse_into(&text, STDIN, looks_like_json(&text), &mut documents)?;
+            // YAML is read as such whatever its style: flow mappings and
+            // JSON documents separated by `---` are YAML too.
+            parse_into(&text, STDIN, false, &mut documents)?;
             continue;
         }
         let metadata = std::fs::metadata(path).map_err(|source| LoadError::Read {
@@ -59,15 +61,11 @@ pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, Lo
                 path: shown.clone(),
                 source,
             })?;
-            let json = file.extension().is_some_and(|e| e == "json") || looks_like_json(&text);
+            let json = file.extension().is_some_and(|e| e == "json");
             parse_into(&text, &shown, json, &mut documents)?;
         }
     }
     Ok(documents)
-}
-
-fn looks_like_json(text: &str) -> bool {
-    text.trim_start().starts_with(['{', '['])
 }
 
 fn manifest_files(folder: &Path) -> Result<Vec<PathBuf>, LoadError> {
@@ -84,8 +82,13 @@ fn manifest_files(folder: &Path) -> Result<Vec<PathBuf>, LoadError> {
                 source,
             })?;
             let path = entry.path();
-            if path.is_dir() {
+            // Symlinked folders are not followed: a link to a parent would
+            // list the same manifests again and again.
+            let is_real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_real_dir {
                 pending.push(path);
+            } else if path.is_dir() {
+                continue;
             } else if path
                 .extension()
                 .and_then(|e| e.to_str())

@@ -27,6 +27,10 @@ pub struct ObjectReport {
     pub warnings: Vec<String>,
     /// RFC 6902 operations the webhook would return.
     pub patch: Vec<PatchOperation>,
+    /// Why the object could not be read (a field of the wrong shape); only
+    /// present then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// For people: the changes, each with its rule. For a workload these
     /// are the changes its pods will get when they are created.
     #[serde(skip)]
@@ -66,6 +70,7 @@ pub fn check_object(
         violations: Vec::new(),
         warnings: Vec::new(),
         patch: Vec::new(),
+        error: None,
         changes: Vec::new(),
         denial: None,
     };
@@ -93,7 +98,11 @@ pub fn check_object(
                 .collect();
             decision
         }
-        Err(error) => unreadable(&report.kind, &error),
+        Err(error) => {
+            let decision = unreadable(&report.kind, &error);
+            report.error = decision.denial.clone();
+            decision
+        }
     };
     report.allowed = decision.allowed;
     report.denial = decision.denial;

@@ -107,7 +107,7 @@ fn warn_mode_says_what_would_happen() {
     assert_eq!(
         decision.warnings,
         vec![
-            "gpu-policy: [bounded-requests] would deny: container \"gpu\" request nvidia.com/gpu without a limit; set limits.nvidia.c…",
+            "gpu-policy: [bounded-requests] would deny: container \"gpu\" must set limits.nvidia.com/gpu: a GPU request needs an equa…",
             "gpu-policy: [visible-devices] would pin NVIDIA_VISIBLE_DEVICES=void in container \"cpu\" (no GPU requested)",
             "gpu-policy: [runtime-class] would set runtimeClassName: nvidia (GPU pod)",
         ]
@@ -307,7 +307,7 @@ fn validate_denies_with_403_and_the_reason() {
     assert!(
         response["status"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("without a limit"))
+            .is_some_and(|m| m.contains("must set limits.nvidia.com/gpu"))
     );
     assert!(response.get("patch").is_none());
 }

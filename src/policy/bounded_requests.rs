@@ -62,16 +62,16 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
                  GPUs are whole devices: use an integer such as \"1\""
             ),
             Problem::RequestWithoutLimit => format!(
-                "gpu-policy: {who} request {resource} without a limit; \
-                 set limits.{resource} (requests may then be omitted)"
+                "gpu-policy: {who} must set limits.{resource}: a GPU request \
+                 needs an equal limit"
             ),
             Problem::RequestNotLimit => format!(
                 "gpu-policy: {who}: requests.{resource} differs from limits.{resource}; \
                  GPUs cannot be overcommitted, set them equal"
             ),
             Problem::AboveContainerMaximum { maximum } => format!(
-                "gpu-policy: {who} ask for more than {maximum} {resource} per container; \
-                 split the work or lower the limit"
+                "gpu-policy: {who} must not ask for more than {maximum} {resource} \
+                 per container; split the work or lower the limit"
             ),
         };
         outcome.violations.push(Violation { rule: ID, message });
@@ -161,7 +161,7 @@ mod tests {
 
     #[rstest]
     #[case(json!({"requests": {"nvidia.com/gpu": 1}}),
-           "gpu-policy: container \"train\" request nvidia.com/gpu without a limit; set limits.nvidia.com/gpu (requests may then be omitted)")]
+           "gpu-policy: container \"train\" must set limits.nvidia.com/gpu: a GPU request needs an equal limit")]
     #[case(json!({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}),
            "gpu-policy: container \"train\": requests.nvidia.com/gpu differs from limits.nvidia.com/gpu; GPUs cannot be overcommitted, set them equal")]
     #[case(json!({"limits": {"nvidia.com/gpu": "500m"}}),
@@ -173,7 +173,7 @@ mod tests {
     #[case(json!({"limits": {"nvidia.com/gpu": 1.5}}),
            "gpu-policy: container \"train\": limits.nvidia.com/gpu is not a whole number; GPUs are whole devices: use an integer such as \"1\"")]
     #[case(json!({"limits": {"nvidia.com/gpu": 9}}),
-           "gpu-policy: container \"train\" ask for more than 8 nvidia.com/gpu per container; split the work or lower the limit")]
+           "gpu-policy: container \"train\" must not ask for more than 8 nvidia.com/gpu per container; split the work or lower the limit")]
     fn unbounded_requests_are_denied(#[case] resources: Value, #[case] expected: &str) {
         let found = messages(&with_resources(resources));
         assert!(found.iter().any(|m| m == expected), "{found:#?}");
@@ -188,7 +188,10 @@ mod tests {
         ]}});
         let found = messages(&pod);
         assert_eq!(found.len(), 1, "{found:#?}");
-        assert!(found[0].starts_with("gpu-policy: containers \"a\", \"b\" request nvidia.com/gpu"));
+        assert!(
+            found[0]
+                .starts_with("gpu-policy: containers \"a\", \"b\" must set limits.nvidia.com/gpu")
+        );
     }
 
     #[test]

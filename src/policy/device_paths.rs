@@ -42,7 +42,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
             outcome.violations.push(Violation {
                 rule: ID,
                 message: format!(
-                    "gpu-policy: {} mount a host path that exposes /dev/nvidia* devices; {fix}",
+                    "gpu-policy: {} must not mount a host path that exposes /dev/nvidia*; {fix}",
                     quoted_list("hostPath volume", "hostPath volumes", host_paths)
                 ),
             });
@@ -59,7 +59,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
             outcome.violations.push(Violation {
                 rule: ID,
                 message: format!(
-                    "gpu-policy: {} inject NVIDIA devices through CDI; remove them and {fix}",
+                    "gpu-policy: {} must not inject NVIDIA devices through CDI; {fix}",
                     quoted_list(
                         "annotation",
                         "annotations",
@@ -80,8 +80,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         outcome.violations.push(Violation {
             rule: ID,
             message: format!(
-                "gpu-policy: {} mount {DEVICE_LIST_MOUNT}, which requests devices from the \
-                 NVIDIA runtime; {fix}",
+                "gpu-policy: {} must not mount {DEVICE_LIST_MOUNT}, a device request to \
+                 the NVIDIA runtime; {fix}",
                 containers_phrase(mounting)
             ),
         });
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(
             violations(&pod),
             vec![
-                "gpu-policy: hostPath volumes \"dev\", \"gpu0\" mount a host path that exposes /dev/nvidia* devices; request nvidia.com/gpu in limits instead"
+                "gpu-policy: hostPath volumes \"dev\", \"gpu0\" must not mount a host path that exposes /dev/nvidia*; request nvidia.com/gpu in limits instead"
             ]
         );
     }
