@@ -287,7 +287,11 @@ fn into_response(
     decision: Decision,
     mut verdict: Verdict,
 ) -> (AdmissionResponse, Verdict) {
-    if !decision.allowed {
+    // The mutating webhook only mutates: denials and warnings come from the
+    // validating webhook, which sees the mutated object (and later mutating
+    // webhooks get their chance to change it first). A pod that will be
+    // denied gets no patch: `decide` returns none with violations.
+    if !decision.allowed && endpoint != Endpoint::Mutate {
         let message = decision
             .denial
             .unwrap_or_else(|| "gpu-policy: denied".to_owned());
@@ -299,8 +303,6 @@ fn into_response(
         return (response, verdict);
     }
     match endpoint {
-        // The mutating webhook only mutates: denials and warnings come from
-        // the validating webhook, which sees the mutated object.
         Endpoint::Mutate => {
             if !decision.patch.is_empty() {
                 match response

@@ -391,3 +391,19 @@ fn malformed_reviews_are_errors(#[case] body: &[u8], #[case] message: &str) {
     let text = err.map(|e| e.to_string()).unwrap_or_default();
     assert!(text.contains(message), "{text}");
 }
+
+#[test]
+fn mutate_never_denies_and_does_not_patch_a_pod_that_will_be_denied() {
+    let body = review(&pod_with_change_and_violation(), "CREATE", json!({}));
+    let reply = answer(&body, Endpoint::Mutate);
+    assert_eq!(reply["response"]["allowed"], true);
+    assert!(reply["response"].get("patch").is_none());
+    let unreadable = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": "x"}});
+    let reply = answer(&review(&unreadable, "CREATE", json!({})), Endpoint::Mutate);
+    assert_eq!(reply["response"]["allowed"], true);
+    let reply = answer(
+        &review(&unreadable, "CREATE", json!({})),
+        Endpoint::Validate(Mode::Enforce),
+    );
+    assert_eq!(reply["response"]["allowed"], false);
+}

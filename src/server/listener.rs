@@ -1,24 +1,34 @@
 //! Serving a router over TLS, with graceful shutdown: stop accepting, let
-//! in-flight requests finish (bounded), then return.
+//! requests in flight finish (bounded), then return.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 /// A TLS handshake that takes longer than this is dropped, so a slow or
 /// silent client cannot hold a task.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// At shutdown, how long a connection that has not delivered its first
+/// request yet is given to do so. hyper closes such a connection at once on
+/// graceful shutdown, which would drop a request already on the wire (the
+/// API server opens a connection and writes straight away).
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(2);
+
 /// Accepts TLS connections on `listener` and serves `app` over HTTP/1.1
 /// (keep-alive, like the API server) until `shutdown` completes; then waits
-/// at most `drain` for open connections to finish their requests.
+/// at most `drain()` for open connections to finish their requests.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -27,12 +37,13 @@ pub async fn serve_tls(
     drain: impl Fn() -> Duration,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .keep_alive(true)
         .header_read_timeout(Duration::from_secs(30));
     let http = Arc::new(http);
+    let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -47,42 +58,102 @@ pub async fn serve_tls(
                         continue;
                     }
                 };
-                let acceptor = acceptor.clone();
-                let service = TowerToHyperService::new(app.clone());
-                let watcher = graceful.watcher();
-                let http = Arc::clone(&http);
-                tokio::spawn(async move {
-                    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => tls,
-                        Ok(Err(error)) => {
-                            tracing::debug!(%peer, %error, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    let connection = http.serve_connection(TokioIo::new(tls), service);
-                    if let Err(error) = watcher.watch(connection).await {
-                        tracing::debug!(%peer, %error, "connection closed with an error");
-                    }
-                });
+                let connection = Connection {
+                    acceptor: acceptor.clone(),
+                    app: app.clone(),
+                    http: Arc::clone(&http),
+                    stop: stop_rx.clone(),
+                };
+                connections.spawn(connection.serve(tcp, peer));
             }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             () = &mut shutdown => break,
         }
     }
     drop(listener);
+    let _ = stop_tx.send(true);
     let drain = drain();
     tracing::info!(
-        connections = graceful.count(),
+        connections = connections.len(),
         ?drain,
         "draining connections"
     );
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(?drain, "connections still open after the drain timeout");
+    let drained = tokio::time::timeout(drain, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            ?drain,
+            open = connections.len(),
+            "connections still open after the drain timeout"
+        );
+        connections.abort_all();
+    }
+}
+
+struct Connection {
+    acceptor: TlsAcceptor,
+    app: Router,
+    http: Arc<hyper::server::conn::http1::Builder>,
+    stop: watch::Receiver<bool>,
+}
+
+impl Connection {
+    async fn serve(mut self, tcp: tokio::net::TcpStream, peer: std::net::SocketAddr) {
+        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let first_request = Arc::new((AtomicBool::new(false), Notify::new()));
+        let seen = Arc::clone(&first_request);
+        let app = self.app;
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            if !seen.0.swap(true, Ordering::AcqRel) {
+                seen.1.notify_one();
+            }
+            let app = app.clone();
+            async move {
+                let response = match app.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let connection = self.http.serve_connection(TokioIo::new(tls), service);
+        tokio::pin!(connection);
+        tokio::select! {
+            result = connection.as_mut() => {
+                log_end(peer, result);
+                return;
+            }
+            _ = self.stop.wait_for(|stop| *stop) => {}
+        }
+        if !first_request.0.load(Ordering::Acquire) {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    log_end(peer, result);
+                    return;
+                }
+                () = first_request.1.notified() => {}
+                () = tokio::time::sleep(FIRST_REQUEST_GRACE) => {}
+            }
+        }
+        connection.as_mut().graceful_shutdown();
+        log_end(peer, connection.await);
+    }
+}
+
+fn log_end(peer: std::net::SocketAddr, result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        tracing::debug!(%peer, %error, "connection closed with an error");
     }
 }

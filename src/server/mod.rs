@@ -263,11 +263,22 @@ fn answer(
         .chain(&verdict.violations)
         .map(|r| r.as_str())
         .collect();
+    // Pods created by controllers have no name yet, only generateName.
+    let name = Some(request.name.as_str())
+        .filter(|name| !name.is_empty())
+        .or_else(|| {
+            let metadata = request.object.as_ref()?.raw.get("metadata")?;
+            metadata
+                .get("name")
+                .or_else(|| metadata.get("generateName"))?
+                .as_str()
+        })
+        .unwrap_or("");
     tracing::info!(
         uid = %request.uid,
         namespace = request.namespace.as_deref().unwrap_or(""),
         kind = %request.kind.kind,
-        name = %request.name,
+        name = %name,
         operation = %operation,
         endpoint = endpoint.path(),
         dry_run = request.dry_run,
