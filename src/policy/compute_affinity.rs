@@ -193,7 +193,12 @@ fn constrain(
         for alternative in alternatives {
             let mut multiplied = object.clone();
             let mut all = expressions.to_vec();
-            all.extend(alternative.iter().cloned());
+            // A term may already carry part of an alternative.
+            for expression in alternative {
+                if !all.contains(expression) {
+                    all.push(expression.clone());
+                }
+            }
             multiplied.insert("matchExpressions".to_owned(), Value::Array(all));
             terms.push(Value::Object(multiplied));
         }
@@ -306,6 +311,18 @@ mod tests {
         );
         // Re-evaluating the result adds nothing.
         assert!(evaluate_pod(&result).patch.is_empty());
+    }
+
+    #[test]
+    fn expressions_a_term_already_has_are_not_repeated() {
+        let mut pod = gpu_pod("nvidia/cuda:13.0.0-runtime-ubuntu24.04");
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+            {"matchExpressions": [major_in("7")]}]}}});
+        assert_eq!(
+            terms(&patched(&pod)),
+            json!([{"matchExpressions": [major_in("7"), major_gt("7")]},
+                   {"matchExpressions": [major_in("7"), minor_gt("4")]}])
+        );
     }
 
     #[rstest]

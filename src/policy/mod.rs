@@ -235,9 +235,13 @@ pub fn evaluate(
             .iter()
             .flat_map(|change| change.operations.iter().cloned())
             .collect();
-        evaluation
-            .patch
-            .extend(record_mutations(&view, &evaluation.changed_rules()));
+        // The ephemeralcontainers subresource takes only the ephemeral
+        // containers from the object; metadata is recorded at creation.
+        if scope.is_whole() {
+            evaluation
+                .patch
+                .extend(record_mutations(&view, &evaluation.changed_rules()));
+        }
     }
     Ok(evaluation)
 }

@@ -1,0 +1,1939 @@
+//! Structure-aware property tests over generated raw pod JSON.
+//!
+//! The generator builds realistic and adversarial pods (init containers,
+//! sidecars, ephemeral containers, GPU and non-GPU resources with valid and
+//! invalid quantities, `NVIDIA_VISIBLE_DEVICES` entries, runtime classes,
+//! node affinity, hostPath volumes, metadata keys with `/` and `~`, owner
+//! references, and unknown fields everywhere) and checks the contract of
+//! `SPEC.md` through the public admission API. The oracles below are written
+//! from the spec, not from the implementation: they read the generated JSON
+//! and say what the policy must have done to it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use gpu_policy::admission::{
+    MAX_WARNING_CHARS, Mode, ObjectKind, PodOperation, Workload, decide, evaluate_object,
+};
+use gpu_policy::policy::{Evaluation, ObjectError};
+use gpu_policy::settings::Settings;
+use json_patch::PatchOperation;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use serde_json::{Map, Value, json};
+
+type Obj = Map<String, Value>;
+
+const NVD: &str = "NVIDIA_VISIBLE_DEVICES";
+const MUTATIONS: &str = "gpu-policy.io/mutations";
+const MIN_CC: &str = "gpu-policy.io/min-compute-capability";
+const MAX_GPUS: &str = "gpu-policy.io/max-gpus-per-pod";
+const MAJOR: &str = "nvidia.com/gpu.compute.major";
+const MINOR: &str = "nvidia.com/gpu.compute.minor";
+const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+const LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
+const MUTATING_RULES: [&str; 3] = ["visible-devices", "runtime-class", "compute-affinity"];
+const ALLOWLISTED_DAEMONSETS: [&str; 3] = [
+    "nvidia-gpu-exporter",
+    "nvidia-device-plugin-daemonset",
+    "gpu-feature-discovery",
+];
+
+/// Keys no Kubernetes version knows; they must survive every patch.
+const UNKNOWN_KEYS: [&str; 3] = ["futureField", "zz~/weird", "x.k8s.io/new~1field"];
+
+const GPU_RESOURCES: [&str; 3] = [
+    "nvidia.com/gpu",
+    "nvidia.com/mig-1g.5gb",
+    "nvidia.com/gpu.shared",
+];
+const RESOURCES: [&str; 5] = [
+    "nvidia.com/gpu",
+    "nvidia.com/mig-1g.5gb",
+    "nvidia.com/gpu.shared",
+    "cpu",
+    "memory",
+];
+
+/// Images and the minimum compute capability the spec's image table gives
+/// them (`nvidia/cuda:13.*` 7.5, `12.*` 5.0, `11.*` 3.5, with `nvcr.io/`
+/// and Docker Hub prefixes; PyTorch CUDA 12.8 builds 7.0).
+const IMAGES: [(&str, Option<(u32, u32)>); 9] = [
+    ("nvidia/cuda:13.0.1-base-ubuntu24.04", Some((7, 5))),
+    (
+        "docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04",
+        Some((7, 5)),
+    ),
+    ("nvidia/cuda:12.6.3-runtime", Some((5, 0))),
+    ("nvcr.io/nvidia/cuda:11.8.0-base", Some((3, 5))),
+    (
+        "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+        Some((7, 0)),
+    ),
+    ("busybox", None),
+    ("vllm/vllm-openai:latest", None),
+    // Not the official image: the pattern is anchored.
+    ("registry.example/nvidia/cuda:13.0.1", None),
+    ("nvcr.io/nvidia/cuda:13.0.0-runtime", Some((7, 5))),
+];
+
+const MOUNT_PATHS: [&str; 4] = [
+    "/data",
+    "/scratch",
+    "/dev/nvidia0",
+    "/var/run/nvidia-container-devices/all",
+];
+
+const HOST_PATHS: [&str; 4] = ["/dev", "/dev/nvidia0", "/tmp", "/var/lib/x"];
+
+/// Mount paths, mostly harmless (device paths make R6 deny the pod).
+fn mount_path() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        20 => Just(MOUNT_PATHS[0]),
+        10 => Just(MOUNT_PATHS[1]),
+        1 => Just(MOUNT_PATHS[2]),
+        1 => Just(MOUNT_PATHS[3]),
+    ]
+}
+
+static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::default);
+
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Generators
+// ---------------------------------------------------------------------------
+
+/// One generated admission: the pod, its namespace, and the namespace's
+/// annotations.
+#[derive(Debug, Clone)]
+struct Case {
+    pod: Value,
+    namespace: String,
+    namespace_annotations: BTreeMap<String, String>,
+}
+
+fn pick<T: Clone + std::fmt::Debug + 'static>(items: &[T]) -> impl Strategy<Value = T> + use<T> {
+    prop::sample::select(items.to_vec())
+}
+
+fn object(value: Value) -> Obj {
+    match value {
+        Value::Object(map) => map,
+        _ => Obj::new(),
+    }
+}
+
+fn extend(target: &mut Obj, extra: Vec<(String, Value)>) {
+    for (key, value) in extra {
+        target.insert(key, value);
+    }
+}
+
+fn unknown_fields() -> impl Strategy<Value = Vec<(String, Value)>> {
+    let values = vec![
+        json!({"x": [1, 2]}),
+        json!(true),
+        json!("text"),
+        json!(null),
+        json!([]),
+        json!({"nested": {"a~b/c": 1}}),
+    ];
+    prop::collection::vec((pick(&UNKNOWN_KEYS), prop::sample::select(values)), 0..=2).prop_map(
+        |pairs| {
+            pairs
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect()
+        },
+    )
+}
+
+fn gpu_quantity() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        4 => Just(json!(1)),
+        2 => Just(json!(2)),
+        3 => Just(json!("1")),
+        1 => Just(json!("2000m")),
+        1 => Just(json!("1e0")),
+        2 => Just(json!("0")),
+        1 => Just(json!(0)),
+        1 => Just(json!(9)),
+        1 => Just(json!("500m")),
+        1 => Just(json!("-1")),
+        1 => Just(json!("abc")),
+    ]
+}
+
+/// What the oracle knows of the generated GPU quantities; None: invalid.
+fn known_count(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => match s.as_str() {
+            "0" => Some(0),
+            "1" | "1e0" => Some(1),
+            "2000m" => Some(2),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn resource_map() -> impl Strategy<Value = Value> {
+    prop::collection::vec(
+        (
+            pick(&RESOURCES),
+            gpu_quantity(),
+            pick(&["500m", "1Gi", "2"]),
+        ),
+        0..=3,
+    )
+    .prop_map(|entries| {
+        let mut map = Obj::new();
+        for (name, gpu, other) in entries {
+            let value = if GPU_RESOURCES.contains(&name) {
+                gpu
+            } else {
+                json!(other)
+            };
+            map.insert(name.to_owned(), value);
+        }
+        Value::Object(map)
+    })
+}
+
+fn resources() -> impl Strategy<Value = Option<Value>> {
+    (0..8u8, resource_map(), resource_map(), unknown_fields()).prop_map(
+        |(shape, first, second, extra)| {
+            let mut resources = Obj::new();
+            match shape {
+                0 => return None,
+                1 => {
+                    resources.insert("requests".into(), first);
+                }
+                2..=4 => {
+                    resources.insert("limits".into(), first);
+                }
+                5 | 6 => {
+                    resources.insert("requests".into(), first.clone());
+                    resources.insert("limits".into(), first);
+                }
+                _ => {
+                    resources.insert("requests".into(), first);
+                    resources.insert("limits".into(), second);
+                }
+            }
+            extend(&mut resources, extra);
+            Some(Value::Object(resources))
+        },
+    )
+}
+
+/// `None`: no `env` field.
+fn env() -> impl Strategy<Value = Option<Value>> {
+    let entry = (
+        0..8u8,
+        pick(&["all", "void", "0,1", "none"]),
+        unknown_fields(),
+    );
+    (0..8u8, prop::collection::vec(entry, 0..=4)).prop_map(|(shape, entries)| match shape {
+        0 => None,
+        1 => Some(Value::Null),
+        _ => Some(Value::Array(
+            entries
+                .into_iter()
+                .enumerate()
+                .map(|(i, (kind, value, extra))| {
+                    let mut entry = object(match kind {
+                        0..=2 => json!({"name": NVD, "value": value}),
+                        3 => json!({"name": NVD, "valueFrom":
+                            {"configMapKeyRef": {"name": "gpu", "key": "devices"}}}),
+                        4 => json!({"name": NVD, "value": "void", "valueFrom":
+                            {"fieldRef": {"fieldPath": "metadata.name"}}}),
+                        _ => json!({"name": format!("VAR_{i}"), "value": format!("v{i}")}),
+                    });
+                    extend(&mut entry, extra);
+                    Value::Object(entry)
+                })
+                .collect(),
+        )),
+    })
+}
+
+fn mounts(paths: Vec<&str>) -> Option<Value> {
+    if paths.is_empty() {
+        return None;
+    }
+    Some(Value::Array(
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, path)| json!({"name": format!("vol-{i}"), "mountPath": path}))
+            .collect(),
+    ))
+}
+
+/// An init (`init: true`) or regular container, without its name.
+fn container(init: bool) -> impl Strategy<Value = Obj> {
+    (
+        prop::option::weighted(0.9, pick(&IMAGES)),
+        resources(),
+        env(),
+        prop::bool::weighted(0.4),
+        prop::collection::vec(mount_path(), 0..=2),
+        unknown_fields(),
+    )
+        .prop_map(move |(image, resources, env, sidecar, paths, extra)| {
+            let mut c = Obj::new();
+            if let Some((image, _)) = image {
+                c.insert("image".into(), json!(image));
+            }
+            if let Some(resources) = resources {
+                c.insert("resources".into(), resources);
+            }
+            if let Some(env) = env {
+                c.insert("env".into(), env);
+            }
+            if init && sidecar {
+                c.insert("restartPolicy".into(), json!("Always"));
+            }
+            if let Some(mounts) = mounts(paths) {
+                c.insert("volumeMounts".into(), mounts);
+            }
+            extend(&mut c, extra);
+            c
+        })
+}
+
+fn ephemeral_container() -> impl Strategy<Value = Obj> {
+    (
+        pick(&IMAGES),
+        env(),
+        // Kubernetes rejects resources on ephemeral containers; the webhook
+        // sees them before validation, so generate some.
+        prop::option::weighted(0.15, resources()),
+        unknown_fields(),
+    )
+        .prop_map(|((image, _), env, resources, extra)| {
+            let mut c = Obj::new();
+            c.insert("image".into(), json!(image));
+            c.insert("targetContainerName".into(), json!("app-0"));
+            if let Some(env) = env {
+                c.insert("env".into(), env);
+            }
+            if let Some(Some(resources)) = resources {
+                c.insert("resources".into(), resources);
+            }
+            extend(&mut c, extra);
+            c
+        })
+}
+
+fn expression(key: &str, operator: &str, values: &[&str]) -> Value {
+    if values.is_empty() {
+        json!({"key": key, "operator": operator})
+    } else {
+        json!({"key": key, "operator": operator, "values": values})
+    }
+}
+
+fn expressions() -> Vec<Value> {
+    vec![
+        expression("topology.kubernetes.io/zone", "In", &["a"]),
+        expression("topology.kubernetes.io/zone", "In", &["b"]),
+        expression("nvidia.com/gpu.product", "In", &["NVIDIA-A100-SXM4-40GB"]),
+        expression("x/y~z", "Exists", &[]),
+        // Compute constraints an earlier invocation (or the author) wrote.
+        expression(MAJOR, "Gt", &["7"]),
+        expression(MAJOR, "In", &["7"]),
+        expression(MINOR, "Gt", &["4"]),
+        expression(MAJOR, "Gt", &["4"]),
+        expression(MAJOR, "Gt", &["8"]),
+    ]
+}
+
+fn node_selector_term() -> impl Strategy<Value = Value> {
+    (
+        prop::option::weighted(
+            0.8,
+            prop::collection::vec(prop::sample::select(expressions()), 0..=3),
+        ),
+        prop::bool::weighted(0.3),
+        unknown_fields(),
+    )
+        .prop_map(|(exprs, fields, extra)| {
+            let mut term = Obj::new();
+            if let Some(exprs) = exprs {
+                let mut unique: Vec<Value> = Vec::new();
+                for e in exprs {
+                    if !unique.contains(&e) {
+                        unique.push(e);
+                    }
+                }
+                term.insert("matchExpressions".into(), Value::Array(unique));
+            }
+            if fields {
+                term.insert(
+                    "matchFields".into(),
+                    json!([{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]),
+                );
+            }
+            extend(&mut term, extra);
+            Value::Object(term)
+        })
+}
+
+fn affinity() -> impl Strategy<Value = Option<Value>> {
+    let required = (
+        0..10u8,
+        prop::collection::vec(node_selector_term(), 0..=3),
+        unknown_fields(),
+    )
+        .prop_map(|(shape, terms, extra)| match shape {
+            0 => None,
+            1 => Some(json!({})),
+            2 => Some(json!({"nodeSelectorTerms": []})),
+            _ => {
+                let mut required = Obj::new();
+                required.insert("nodeSelectorTerms".into(), Value::Array(terms));
+                extend(&mut required, extra);
+                Some(Value::Object(required))
+            }
+        });
+    let node_affinity = (0..8u8, required, any::<bool>(), unknown_fields()).prop_map(
+        |(shape, required, preferred, extra)| match shape {
+            0 => None,
+            1 => Some(Value::Null),
+            _ => {
+                let mut node = Obj::new();
+                if let Some(required) = required {
+                    node.insert(REQUIRED.into(), required);
+                }
+                if preferred {
+                    node.insert(
+                        "preferredDuringSchedulingIgnoredDuringExecution".into(),
+                        json!([{"weight": 10, "preference": {"matchExpressions": [
+                            {"key": MAJOR, "operator": "Gt", "values": ["8"]}]}}]),
+                    );
+                }
+                extend(&mut node, extra);
+                Some(Value::Object(node))
+            }
+        },
+    );
+    (0..10u8, node_affinity, any::<bool>(), unknown_fields()).prop_map(
+        |(shape, node, anti, extra)| match shape {
+            0 => None,
+            1 => Some(Value::Null),
+            2 => Some(json!({"podAffinity": {}})),
+            _ => {
+                let mut affinity = Obj::new();
+                if let Some(node) = node {
+                    affinity.insert("nodeAffinity".into(), node);
+                }
+                if anti {
+                    affinity.insert(
+                        "podAntiAffinity".into(),
+                        json!({"requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": {"a~b/c": "x"}},
+                             "topologyKey": "kubernetes.io/hostname"}],
+                            "futureField": {"x": [1, 2]}}),
+                    );
+                }
+                extend(&mut affinity, extra);
+                Some(Value::Object(affinity))
+            }
+        },
+    )
+}
+
+fn volumes() -> impl Strategy<Value = Option<Value>> {
+    // Indices 0 and 1 are device paths (R6 denies them): keep them rare.
+    let kind =
+        prop_oneof![1 => Just(0usize), 1 => Just(1), 5 => Just(2), 5 => Just(3), 6 => Just(4)];
+    prop::collection::vec((kind, unknown_fields()), 0..=3).prop_map(|list| {
+        if list.is_empty() {
+            return None;
+        }
+        Some(Value::Array(
+            list.into_iter()
+                .enumerate()
+                .map(|(i, (kind, extra))| {
+                    let mut volume = object(match HOST_PATHS.get(kind) {
+                        Some(path) => json!({"name": format!("vol-{i}"),
+                            "hostPath": {"path": path, "type": ""}}),
+                        None => json!({"name": format!("vol-{i}"), "emptyDir": {}}),
+                    });
+                    extend(&mut volume, extra);
+                    Value::Object(volume)
+                })
+                .collect(),
+        ))
+    })
+}
+
+const LABELS: [(&str, &str); 4] = [
+    ("a~b/c", "x"),
+    ("x/y~1z", "y"),
+    ("app", "web"),
+    ("app.kubernetes.io/name", "nvidia-gpu-exporter"),
+];
+
+const ANNOTATIONS: [(&str, &str); 13] = [
+    ("a~b/c", "1"),
+    ("x/y~1z", "2"),
+    ("~0~1/", "tilde"),
+    (MIN_CC, "8.0"),
+    (MIN_CC, "7.5"),
+    (MIN_CC, "junk"),
+    (MIN_CC, "0.0"),
+    (MIN_CC, "8.6"),
+    (MUTATIONS, "runtime-class"),
+    (MUTATIONS, "visible-devices,future-rule"),
+    (MUTATIONS, ""),
+    ("cdi.k8s.io/gpu", "nvidia.com/gpu=0"),
+    ("example.com/note", "nvidia.com/gpu"),
+];
+
+fn string_map(pairs: Vec<(&str, &str)>) -> Value {
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), json!(v)))
+            .collect(),
+    )
+}
+
+fn owner_reference(kind: u8) -> Option<Value> {
+    let reference = |kind: &str, name: &str, controller: bool| {
+        json!([{"apiVersion": "apps/v1", "kind": kind, "name": name,
+                "uid": "0b8f-uid", "controller": controller, "blockOwnerDeletion": true}])
+    };
+    match kind {
+        0 | 1 => None,
+        2 | 3 => Some(reference("DaemonSet", "nvidia-gpu-exporter", true)),
+        4 => Some(reference("DaemonSet", "nvidia-gpu-exporter", false)),
+        5 => Some(reference("DaemonSet", "dcgm-exporter", true)),
+        6 => Some(reference("Deployment", "nvidia-gpu-exporter", true)),
+        _ => Some(reference("ReplicaSet", "web-5d8f", true)),
+    }
+}
+
+/// The pod's metadata; its `namespace`, when present, is set by [`case`].
+fn metadata() -> impl Strategy<Value = Option<Value>> {
+    (
+        0..12u8,
+        prop::collection::vec(pick(&LABELS), 0..=3),
+        0..5u8,
+        prop::collection::vec(pick(&ANNOTATIONS), 0..=4),
+        0..8u8,
+        unknown_fields(),
+    )
+        .prop_map(
+            move |(shape, labels, annotation_shape, annotations, owner, extra)| {
+                match shape {
+                    0 => return None,
+                    1 => return Some(Value::Null),
+                    _ => {}
+                }
+                let mut meta = Obj::new();
+                meta.insert("name".into(), json!("pod-1"));
+                if !labels.is_empty() {
+                    meta.insert("labels".into(), string_map(labels));
+                }
+                match annotation_shape {
+                    0 => {}
+                    1 => {
+                        meta.insert("annotations".into(), Value::Null);
+                    }
+                    _ => {
+                        meta.insert("annotations".into(), string_map(annotations));
+                    }
+                }
+                if let Some(owner) = owner_reference(owner) {
+                    meta.insert("ownerReferences".into(), owner);
+                }
+                extend(&mut meta, extra);
+                Some(Value::Object(meta))
+            },
+        )
+}
+
+fn named(list: Vec<Obj>, prefix: &str) -> Value {
+    Value::Array(
+        list.into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                c.insert("name".into(), json!(format!("{prefix}{i}")));
+                Value::Object(c)
+            })
+            .collect(),
+    )
+}
+
+fn spec() -> impl Strategy<Value = Value> {
+    (
+        (
+            0..6u8,
+            0..4u8,
+            prop::collection::vec(container(true), 0..=4),
+            prop::collection::vec(container(false), 1..=4),
+            prop::collection::vec(ephemeral_container(), 0..=2),
+        ),
+        volumes(),
+        affinity(),
+        any::<bool>(),
+        any::<bool>(),
+        unknown_fields(),
+    )
+        .prop_map(
+            |(
+                (class, init_shape, init, regular, ephemeral),
+                volumes,
+                affinity,
+                weird,
+                node_selector,
+                extra,
+            )| {
+                let mut spec = Obj::new();
+                match class {
+                    1 => {
+                        spec.insert("runtimeClassName".into(), json!("nvidia"));
+                    }
+                    2 => {
+                        spec.insert("runtimeClassName".into(), json!("kata"));
+                    }
+                    3 => {
+                        spec.insert("runtimeClassName".into(), json!(""));
+                    }
+                    4 => {
+                        spec.insert("runtimeClassName".into(), Value::Null);
+                    }
+                    _ => {}
+                }
+                let (init_prefix, app_prefix, debug_prefix) = if weird {
+                    ("i~1/", "a~0/", "d/~")
+                } else {
+                    ("init-", "app-", "debug-")
+                };
+                if !init.is_empty() || init_shape == 0 {
+                    spec.insert("initContainers".into(), named(init, init_prefix));
+                }
+                spec.insert("containers".into(), named(regular, app_prefix));
+                if !ephemeral.is_empty() {
+                    spec.insert("ephemeralContainers".into(), named(ephemeral, debug_prefix));
+                }
+                if let Some(volumes) = volumes {
+                    spec.insert("volumes".into(), volumes);
+                }
+                if let Some(affinity) = affinity {
+                    spec.insert("affinity".into(), affinity);
+                }
+                if node_selector {
+                    spec.insert("nodeSelector".into(), json!({"kubernetes.io/os": "linux"}));
+                }
+                extend(&mut spec, extra);
+                Value::Object(spec)
+            },
+        )
+}
+
+fn namespace_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
+    (
+        prop::option::of(pick(&["8.0", "7.5", "junk", "6.1"])),
+        prop::option::of(pick(&["2", "16", "x"])),
+    )
+        .prop_map(|(min, max)| {
+            let mut annotations = BTreeMap::new();
+            if let Some(min) = min {
+                annotations.insert(MIN_CC.to_owned(), min.to_owned());
+            }
+            if let Some(max) = max {
+                annotations.insert(MAX_GPUS.to_owned(), max.to_owned());
+            }
+            annotations
+        })
+}
+
+/// Removes every GPU resource, for pods that surely request none.
+fn strip_gpu_resources(spec: &mut Value) {
+    for field in LISTS {
+        for c in spec[field].as_array_mut().into_iter().flatten() {
+            for side in ["requests", "limits"] {
+                if let Some(map) = c["resources"][side].as_object_mut() {
+                    map.retain(|name, _| !GPU_RESOURCES.contains(&name.as_str()));
+                }
+            }
+        }
+    }
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (pick(&["default", "kube-system", "gpu-team"]), any::<bool>()),
+        metadata(),
+        spec(),
+        unknown_fields(),
+        any::<bool>(),
+        namespace_annotations(),
+        prop::bool::weighted(0.25),
+    )
+        .prop_map(
+            |(
+                (namespace, with_ns),
+                metadata,
+                mut spec,
+                extra,
+                status,
+                namespace_annotations,
+                cpu_only,
+            )| {
+                if cpu_only {
+                    strip_gpu_resources(&mut spec);
+                }
+                let mut pod = Obj::new();
+                pod.insert("apiVersion".into(), json!("v1"));
+                pod.insert("kind".into(), json!("Pod"));
+                if let Some(mut metadata) = metadata {
+                    if with_ns && let Some(meta) = metadata.as_object_mut() {
+                        meta.insert("namespace".into(), json!(namespace));
+                    }
+                    pod.insert("metadata".into(), metadata);
+                }
+                pod.insert("spec".into(), spec);
+                if status {
+                    pod.insert("status".into(), json!({"phase": "Pending"}));
+                }
+                extend(&mut pod, extra);
+                Case {
+                    pod: Value::Object(pod),
+                    namespace: namespace.to_owned(),
+                    namespace_annotations,
+                }
+            },
+        )
+}
+
+/// Arbitrary JSON up to depth 6, with keys and strings biased towards the
+/// fields the policy reads, so that random documents reach deep code.
+fn arbitrary_json() -> impl Strategy<Value = Value> {
+    const WORDS: [&str; 40] = [
+        "metadata",
+        "spec",
+        "annotations",
+        "labels",
+        "containers",
+        "initContainers",
+        "ephemeralContainers",
+        "env",
+        "name",
+        "value",
+        "valueFrom",
+        "resources",
+        "limits",
+        "requests",
+        "nvidia.com/gpu",
+        "nvidia.com/mig-1g.5gb",
+        "runtimeClassName",
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+        "matchExpressions",
+        "volumes",
+        "hostPath",
+        "path",
+        "volumeMounts",
+        "mountPath",
+        "restartPolicy",
+        "Always",
+        "image",
+        "template",
+        "jobTemplate",
+        "ownerReferences",
+        "controller",
+        "kind",
+        "NVIDIA_VISIBLE_DEVICES",
+        "gpu-policy.io/mutations",
+        "gpu-policy.io/min-compute-capability",
+        "nvidia/cuda:13.0.1-base-ubuntu24.04",
+        "a~b/c",
+    ];
+    let word = || {
+        prop_oneof![
+            4 => pick(&WORDS).prop_map(str::to_owned),
+            1 => ".{0,8}",
+            1 => pick(&["1", "0", "-1", "2000m", "1e0", "500m", "8.6", "", "/dev"])
+                .prop_map(str::to_owned),
+        ]
+    };
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<u64>().prop_map(|n| json!(n)),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        word().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(6, 96, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((word(), inner), 0..6)
+                .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+        ]
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Running the policy
+// ---------------------------------------------------------------------------
+
+fn evaluate_as(
+    object: &Value,
+    kind: ObjectKind,
+    namespace: &str,
+    namespace_annotations: &BTreeMap<String, String>,
+) -> Result<Option<Evaluation>, ObjectError> {
+    let namespace_settings = SETTINGS.for_namespace(namespace_annotations);
+    evaluate_object(
+        object,
+        kind,
+        namespace,
+        PodOperation::Create,
+        &SETTINGS,
+        &namespace_settings,
+    )
+}
+
+/// Evaluates a generated pod, which is well-formed, so it must be read.
+fn evaluate_pod(pod: &Value, case: &Case) -> Result<Evaluation, TestCaseError> {
+    match evaluate_as(
+        pod,
+        ObjectKind::Pod,
+        &case.namespace,
+        &case.namespace_annotations,
+    ) {
+        Ok(Some(evaluation)) => Ok(evaluation),
+        Ok(None) => Err(TestCaseError::fail("a Pod was ignored")),
+        Err(err) => Err(TestCaseError::fail(format!(
+            "a well-formed pod was rejected as unreadable: {err}"
+        ))),
+    }
+}
+
+fn apply(object: &Value, patch: &[PatchOperation]) -> Result<Value, TestCaseError> {
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, patch).map_err(|err| {
+        TestCaseError::fail(format!(
+            "patch does not apply: {err}\npatch: {}",
+            serde_json::to_string(patch).unwrap_or_default()
+        ))
+    })?;
+    Ok(patched)
+}
+
+/// The generated pod after its evaluation's patch.
+fn patched(case: &Case) -> Result<(Evaluation, Value), TestCaseError> {
+    let evaluation = evaluate_pod(&case.pod, case)?;
+    let patched = apply(&case.pod, &evaluation.patch)?;
+    Ok((evaluation, patched))
+}
+
+// ---------------------------------------------------------------------------
+// Oracles, from the spec
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Init,
+    Sidecar,
+    Regular,
+    Ephemeral,
+}
+
+/// Every container of a pod, in order, with its kind.
+fn containers(pod: &Value) -> Vec<(Kind, &Value)> {
+    let mut all = Vec::new();
+    for field in LISTS {
+        for c in pod["spec"][field].as_array().into_iter().flatten() {
+            let kind = match field {
+                "initContainers" if c["restartPolicy"] == "Always" => Kind::Sidecar,
+                "initContainers" => Kind::Init,
+                "containers" => Kind::Regular,
+                _ => Kind::Ephemeral,
+            };
+            all.push((kind, c));
+        }
+    }
+    all
+}
+
+/// Whether a container is a GPU container: `Some(true)` when a GPU
+/// resource has a value > 0 in requests or limits, `Some(false)` when every
+/// GPU value is 0 (or there is none), `None` when a GPU value is invalid and
+/// none is positive (the policy denies those anyway). Ephemeral containers
+/// never are.
+fn gpu_status(kind: Kind, c: &Value) -> Option<bool> {
+    if kind == Kind::Ephemeral {
+        return Some(false);
+    }
+    let mut invalid = false;
+    for field in ["requests", "limits"] {
+        for (name, value) in c["resources"][field].as_object().into_iter().flatten() {
+            if !GPU_RESOURCES.contains(&name.as_str()) {
+                continue;
+            }
+            match known_count(value) {
+                Some(0) => {}
+                Some(_) => return Some(true),
+                None => invalid = true,
+            }
+        }
+    }
+    (!invalid).then_some(false)
+}
+
+/// `Some(true)`: a GPU pod; `Some(false)`: surely not; `None`: undecided.
+fn pod_gpu(pod: &Value) -> Option<bool> {
+    let statuses: Vec<Option<bool>> = containers(pod)
+        .into_iter()
+        .map(|(kind, c)| gpu_status(kind, c))
+        .collect();
+    if statuses.contains(&Some(true)) {
+        Some(true)
+    } else if statuses.contains(&None) {
+        None
+    } else {
+        Some(false)
+    }
+}
+
+fn fully_decided(pod: &Value) -> bool {
+    containers(pod)
+        .into_iter()
+        .all(|(kind, c)| gpu_status(kind, c).is_some())
+}
+
+/// Rule 5 for a pod: namespace and controller owner reference.
+fn pod_allowlisted(pod: &Value, namespace: &str) -> bool {
+    let owner = pod
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|r| r["controller"] == true);
+    namespace == "kube-system"
+        && owner.is_some_and(|r| {
+            r["kind"] == "DaemonSet"
+                && r["name"]
+                    .as_str()
+                    .is_some_and(|n| ALLOWLISTED_DAEMONSETS.contains(&n))
+        })
+}
+
+fn workload_allowlisted(kind: Workload, name: &str, namespace: &str) -> bool {
+    namespace == "kube-system"
+        && kind == Workload::DaemonSet
+        && ALLOWLISTED_DAEMONSETS.contains(&name)
+}
+
+fn env_of(c: &Value) -> Vec<&Value> {
+    c["env"].as_array().into_iter().flatten().collect()
+}
+
+fn visible_devices_entries(c: &Value) -> Vec<&Value> {
+    env_of(c).into_iter().filter(|e| e["name"] == NVD).collect()
+}
+
+/// The literal value of an env entry (no `valueFrom`).
+fn literal(entry: &Value) -> Option<&str> {
+    if entry.get("valueFrom").is_some() {
+        return None;
+    }
+    entry["value"].as_str()
+}
+
+fn capability(raw: &str) -> Option<(u32, u32)> {
+    let raw = raw.trim();
+    let (major, minor) = raw.split_once('.').unwrap_or((raw, "0"));
+    let number = |part: &str| -> Option<u32> {
+        if part.is_empty() || part.len() > 3 || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        part.parse().ok()
+    };
+    Some((number(major)?, number(minor)?))
+}
+
+fn image_minimum(image: &str) -> Option<(u32, u32)> {
+    IMAGES
+        .iter()
+        .find(|(name, _)| *name == image)
+        .and_then(|(_, minimum)| *minimum)
+}
+
+fn is_cuda13(image: &str) -> bool {
+    image_minimum(image) == Some((7, 5)) && image.contains("nvidia/cuda:13.")
+}
+
+/// R4: the highest of namespace minimum, pod annotation (only if it does not
+/// lower the namespace minimum), and the images of GPU containers.
+fn expected_minimum(
+    pod: &Value,
+    namespace_annotations: &BTreeMap<String, String>,
+) -> Option<(u32, u32)> {
+    let namespace = namespace_annotations
+        .get(MIN_CC)
+        .and_then(|raw| capability(raw));
+    let annotation = pod
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(MIN_CC))
+        .and_then(Value::as_str)
+        .and_then(capability)
+        .filter(|value| namespace.is_none_or(|n| *value >= n));
+    let images = containers(pod)
+        .into_iter()
+        .filter(|(kind, c)| gpu_status(*kind, c) == Some(true))
+        .filter_map(|(_, c)| c["image"].as_str().and_then(image_minimum));
+    namespace.into_iter().chain(annotation).chain(images).max()
+}
+
+/// The spec's constraint as ORed alternatives of ANDed expressions.
+fn alternatives((major, minor): (u32, u32)) -> Vec<Vec<Value>> {
+    let e = |key: &str, op: &str, value: u32| expression(key, op, &[&value.to_string()]);
+    match (major, minor) {
+        (0, 0) => Vec::new(),
+        (major, 0) => vec![vec![e(MAJOR, "Gt", major - 1)]],
+        (major, minor) => vec![
+            vec![e(MAJOR, "Gt", major)],
+            vec![e(MAJOR, "In", major), e(MINOR, "Gt", minor - 1)],
+        ],
+    }
+}
+
+fn match_expressions(term: &Value) -> Vec<Value> {
+    term["matchExpressions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Whether a node with these GFD labels satisfies the compute expressions of
+/// a term (other expressions are taken as satisfied).
+fn admits(expression: &Value, major: u32, minor: u32) -> bool {
+    let label = match expression["key"].as_str() {
+        Some(MAJOR) => i64::from(major),
+        Some(MINOR) => i64::from(minor),
+        _ => return true,
+    };
+    let values: Vec<i64> = expression["values"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str()?.parse().ok())
+        .collect();
+    match expression["operator"].as_str() {
+        Some("Gt") => values.first().is_some_and(|v| label > *v),
+        Some("Lt") => values.first().is_some_and(|v| label < *v),
+        Some("In") => values.contains(&label),
+        Some("NotIn") => !values.contains(&label),
+        Some("DoesNotExist") => false,
+        _ => true,
+    }
+}
+
+/// Whether every card a term admits has at least the given capability.
+fn term_guarantees(term: &Value, minimum: (u32, u32)) -> bool {
+    let expressions = match_expressions(term);
+    (0..=20u32).all(|major| {
+        (0..=20u32).all(|minor| {
+            (major, minor) >= minimum || !expressions.iter().all(|e| admits(e, major, minor))
+        })
+    })
+}
+
+fn required_terms(pod: &Value) -> Option<&Vec<Value>> {
+    pod.pointer("/spec/affinity/nodeAffinity")
+        .and_then(|n| n.get(REQUIRED))
+        .and_then(|r| r.get("nodeSelectorTerms"))
+        .and_then(Value::as_array)
+}
+
+/// What the spec says the terms become: every term that does not already
+/// carry one alternative is multiplied out, one copy per alternative, with
+/// the alternative's expressions ANDed in (none duplicated).
+fn expected_terms(original: &Value, alternatives: &[Vec<Value>]) -> Vec<Value> {
+    let terms = required_terms(original).cloned().unwrap_or_default();
+    if terms.is_empty() {
+        return alternatives
+            .iter()
+            .map(|alternative| json!({"matchExpressions": alternative}))
+            .collect();
+    }
+    let mut expected = Vec::new();
+    for term in terms {
+        let expressions = match_expressions(&term);
+        if alternatives
+            .iter()
+            .any(|alternative| alternative.iter().all(|e| expressions.contains(e)))
+        {
+            expected.push(term);
+            continue;
+        }
+        for alternative in alternatives {
+            let mut all = expressions.clone();
+            all.extend(
+                alternative
+                    .iter()
+                    .filter(|e| !expressions.contains(e))
+                    .cloned(),
+            );
+            let mut multiplied = term.clone();
+            multiplied["matchExpressions"] = Value::Array(all);
+            expected.push(multiplied);
+        }
+    }
+    expected
+}
+
+/// A term with duplicate expressions removed (for comparisons that leave
+/// duplicates to their own property).
+fn without_duplicates(term: &Value) -> Value {
+    let mut term = term.clone();
+    if let Some(list) = term
+        .get_mut("matchExpressions")
+        .and_then(Value::as_array_mut)
+    {
+        let mut unique: Vec<Value> = Vec::new();
+        for e in list.drain(..) {
+            if !unique.contains(&e) {
+                unique.push(e);
+            }
+        }
+        *list = unique;
+    }
+    term
+}
+
+/// The GPU count of a container for one resource (limit, else request), as
+/// the device plugin would allocate it; None when it is not a valid count.
+fn count_of(c: &Value, resource: &str) -> Option<u64> {
+    let resources = &c["resources"];
+    match resources["limits"].get(resource) {
+        Some(limit) => known_count(limit),
+        None => resources["requests"]
+            .get(resource)
+            .map_or(Some(0), known_count),
+    }
+}
+
+/// Kubernetes' effective pod count of one resource (sidecars included).
+fn effective_count(pod: &Value, resource: &str) -> Option<u64> {
+    let (mut steady, mut sidecars, mut init_peak) = (0u64, 0u64, 0u64);
+    for (kind, c) in containers(pod) {
+        let count = count_of(c, resource)?;
+        match kind {
+            Kind::Regular => steady += count,
+            Kind::Sidecar => {
+                steady += count;
+                sidecars += count;
+                init_peak = init_peak.max(sidecars);
+            }
+            Kind::Init => init_peak = init_peak.max(count + sidecars),
+            Kind::Ephemeral => {}
+        }
+    }
+    Some(steady.max(init_peak))
+}
+
+/// R2: whether the pod must be denied for its GPU requests.
+fn bounded_requests_violated(pod: &Value, max_per_pod: u64) -> bool {
+    let mut names = BTreeSet::new();
+    for (_, c) in containers(pod) {
+        for resource in GPU_RESOURCES {
+            let request = c["resources"]["requests"].get(resource);
+            let limit = c["resources"]["limits"].get(resource);
+            if request.is_none() && limit.is_none() {
+                continue;
+            }
+            names.insert(resource);
+            let (request, limit) = (request.map(known_count), limit.map(known_count));
+            if request == Some(None) || limit == Some(None) {
+                return true; // not a whole, non-negative number
+            }
+            match (request.flatten(), limit.flatten()) {
+                (Some(r), None) if r > 0 => return true, // request without limit
+                (Some(r), Some(l)) if r != l => return true,
+                _ => {}
+            }
+            if limit.flatten().or(request.flatten()).is_some_and(|n| n > 8) {
+                return true;
+            }
+        }
+    }
+    names
+        .into_iter()
+        .any(|resource| effective_count(pod, resource).is_some_and(|n| n > max_per_pod))
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Pointers of every unknown key in the document, except under `env` entries
+/// and node selector terms (whose indices a patch may legitimately shift;
+/// those are compared structurally).
+fn unknown_key_pointers(value: &Value, at: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let pointer = format!("{at}/{}", escape(key));
+                if UNKNOWN_KEYS.contains(&key.as_str())
+                    && !pointer.contains("/env/")
+                    && !pointer.contains("/nodeSelectorTerms/")
+                {
+                    out.push(pointer.clone());
+                }
+                unknown_key_pointers(child, &pointer, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                unknown_key_pointers(child, &format!("{at}/{index}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every key of `before` and `after` other than `except` has the same value
+/// in both (a key may not appear or disappear either).
+fn same_except(
+    before: &Value,
+    after: &Value,
+    except: &[&str],
+    at: &str,
+) -> Result<(), TestCaseError> {
+    let empty = Obj::new();
+    let b = before.as_object().unwrap_or(&empty);
+    let a = after.as_object().unwrap_or(&empty);
+    prop_assert_eq!(
+        before.is_object(),
+        after.is_object(),
+        "{} changed type: {} -> {}",
+        at,
+        before,
+        after
+    );
+    let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+    for key in keys {
+        if except.contains(&key.as_str()) {
+            continue;
+        }
+        prop_assert_eq!(
+            b.get(key),
+            a.get(key),
+            "{}/{} changed although no rule may touch it",
+            at,
+            escape(key)
+        );
+    }
+    Ok(())
+}
+
+fn mutation_tokens(pod: &Value) -> Option<Vec<String>> {
+    pod.pointer("/metadata/annotations")
+        .and_then(|a| a.get(MUTATIONS))
+        .and_then(Value::as_str)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+}
+
+fn check_warnings(warnings: &[String]) -> Result<(), TestCaseError> {
+    for warning in warnings {
+        prop_assert!(
+            warning.starts_with("gpu-policy:"),
+            "warning without the gpu-policy: prefix: {:?}",
+            warning
+        );
+        prop_assert!(
+            warning.chars().count() <= MAX_WARNING_CHARS && MAX_WARNING_CHARS == 119,
+            "warning of {} chars: {:?}",
+            warning.chars().count(),
+            warning
+        );
+    }
+    Ok(())
+}
+
+/// The generated pod as the template of a workload of the given kind.
+fn wrap(kind: Workload, pod: &Value, name: &str, namespace: &str) -> Value {
+    let mut template = Obj::new();
+    if let Some(metadata) = pod.get("metadata") {
+        template.insert("metadata".into(), metadata.clone());
+    }
+    template.insert("spec".into(), pod["spec"].clone());
+    let template = Value::Object(template);
+    let metadata = json!({"name": name, "namespace": namespace, "futureField": {"x": [1, 2]}});
+    let api_version = match kind.group() {
+        "" => "v1".to_owned(),
+        group => format!("{group}/v1"),
+    };
+    match kind {
+        Workload::CronJob => json!({"apiVersion": api_version, "kind": kind.kind(),
+            "metadata": metadata, "spec": {"schedule": "*/5 * * * *",
+            "jobTemplate": {"spec": {"template": template}}}}),
+        Workload::PodTemplate => json!({"apiVersion": api_version, "kind": kind.kind(),
+            "metadata": metadata, "template": template}),
+        _ => json!({"apiVersion": api_version, "kind": kind.kind(), "metadata": metadata,
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                     "template": template}}),
+    }
+}
+
+/// Every pointer inside a document (not the root).
+fn all_pointers(value: &Value, at: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let pointer = format!("{at}/{}", escape(key));
+                out.push(pointer.clone());
+                all_pointers(child, &pointer, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                let pointer = format!("{at}/{index}");
+                out.push(pointer.clone());
+                all_pointers(child, &pointer, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(config(1000))]
+
+    /// 1. Evaluation never panics and reads every well-formed pod; the
+    /// evaluation's patch, and in enforce mode the decision's, applies to the
+    /// original object.
+    #[test]
+    fn p1_patches_apply(case in case()) {
+        let evaluation = evaluate_pod(&case.pod, &case)?;
+        apply(&case.pod, &evaluation.patch)?;
+        prop_assert_eq!(evaluation.patch.is_empty(), evaluation.changes.is_empty());
+        let decision = decide(Mode::Enforce, ObjectKind::Pod, &evaluation);
+        apply(&case.pod, &decision.patch)?;
+        prop_assert_eq!(decision.allowed, evaluation.violations.is_empty());
+        prop_assert_eq!(decision.denial.is_some(), !decision.allowed);
+        if decision.allowed {
+            prop_assert_eq!(&decision.patch, &evaluation.patch);
+        } else {
+            prop_assert!(decision.patch.is_empty(), "a denied pod got a patch");
+            let denial = decision.denial.unwrap_or_default();
+            prop_assert!(denial.starts_with("gpu-policy:"), "denial {:?}", denial);
+        }
+        for violation in &evaluation.violations {
+            prop_assert!(violation.message.starts_with("gpu-policy:"), "{:?}", violation);
+        }
+        check_warnings(&decision.warnings)?;
+    }
+
+    /// 2. Idempotence (webhook re-invocation): the patched pod needs no
+    /// further change, and mutating it neither adds nor removes violations.
+    #[test]
+    fn p2_idempotent(case in case()) {
+        let (evaluation, patched) = patched(&case)?;
+        let again = evaluate_pod(&patched, &case)?;
+        prop_assert!(
+            again.patch.is_empty() && again.changes.is_empty(),
+            "second evaluation changes the pod again: {:?}\npatched pod: {}",
+            again.changes,
+            patched
+        );
+        prop_assert_eq!(&again.violations, &evaluation.violations);
+    }
+
+    /// 3. Everything the rules may not touch survives the patch: unknown
+    /// keys at every level, labels and annotations with `/` and `~` in their
+    /// keys, resources, volumes, container fields other than `env`, the
+    /// other env entries in order, and the affinity outside the required
+    /// node selector terms.
+    #[test]
+    fn p3_untouched_fields_survive(case in case()) {
+        let (_, patched) = patched(&case)?;
+        let original = &case.pod;
+
+        let mut pointers = Vec::new();
+        unknown_key_pointers(original, "", &mut pointers);
+        for pointer in &pointers {
+            prop_assert_eq!(
+                original.pointer(pointer),
+                patched.pointer(pointer),
+                "unknown key at {} changed",
+                pointer
+            );
+        }
+
+        same_except(original, &patched, &["metadata", "spec"], "")?;
+        match original.get("metadata") {
+            Some(metadata @ Value::Object(_)) => {
+                same_except(metadata, &patched["metadata"], &["annotations"], "/metadata")?;
+                match metadata.get("annotations") {
+                    Some(annotations @ Value::Object(_)) => same_except(
+                        annotations,
+                        &patched["metadata"]["annotations"],
+                        &[MUTATIONS],
+                        "/metadata/annotations",
+                    )?,
+                    before => {
+                        let after = patched["metadata"].get("annotations");
+                        prop_assert!(
+                            after == before
+                                || after.and_then(Value::as_object).is_some_and(|a| {
+                                    a.keys().all(|k| k == MUTATIONS)
+                                }),
+                            "annotations {:?} became {:?}",
+                            before,
+                            after
+                        );
+                    }
+                }
+            }
+            before => {
+                let after = patched.get("metadata");
+                prop_assert!(
+                    after == before
+                        || after.and_then(Value::as_object).is_some_and(|m| {
+                            m.keys().all(|k| k == "annotations")
+                                && m["annotations"]
+                                    .as_object()
+                                    .is_some_and(|a| a.keys().all(|k| k == MUTATIONS))
+                        }),
+                    "metadata {:?} became {:?}",
+                    before,
+                    after
+                );
+            }
+        }
+
+        let spec = &original["spec"];
+        let after = &patched["spec"];
+        let mut except = vec!["runtimeClassName", "affinity"];
+        except.extend(LISTS);
+        same_except(spec, after, &except, "/spec")?;
+        if spec["runtimeClassName"].as_str().is_some_and(|c| !c.is_empty()) {
+            prop_assert_eq!(&spec["runtimeClassName"], &after["runtimeClassName"]);
+        }
+        for field in LISTS {
+            prop_assert_eq!(spec.get(field).is_some(), after.get(field).is_some());
+            let before: &[Value] = spec[field].as_array().map_or(&[], Vec::as_slice);
+            let now: &[Value] = after[field].as_array().map_or(&[], Vec::as_slice);
+            prop_assert_eq!(before.len(), now.len(), "/spec/{} changed length", field);
+            for (index, (b, a)) in before.iter().zip(now).enumerate() {
+                let at = format!("/spec/{field}/{index}");
+                same_except(b, a, &["env"], &at)?;
+                let others = |c: &Value| -> Vec<Value> {
+                    env_of(c).into_iter().filter(|e| e["name"] != NVD).cloned().collect()
+                };
+                prop_assert_eq!(others(b), others(a), "{}/env: other entries changed", at);
+                if !b["env"].is_array() {
+                    prop_assert!(
+                        a.get("env") == b.get("env")
+                            || a["env"].as_array().is_some_and(|env| env.len() == 1
+                                && env[0] == json!({"name": NVD, "value": "void"})),
+                        "{}/env {:?} became {:?}",
+                        at,
+                        b.get("env"),
+                        a.get("env")
+                    );
+                }
+            }
+        }
+        if let Some(affinity @ Value::Object(_)) = spec.get("affinity") {
+            same_except(affinity, &after["affinity"], &["nodeAffinity"], "/spec/affinity")?;
+            if let Some(node @ Value::Object(_)) = affinity.get("nodeAffinity") {
+                let at = "/spec/affinity/nodeAffinity";
+                same_except(node, &after["affinity"]["nodeAffinity"], &[REQUIRED], at)?;
+                if let Some(required @ Value::Object(_)) = node.get(REQUIRED) {
+                    same_except(
+                        required,
+                        &after["affinity"]["nodeAffinity"][REQUIRED],
+                        &["nodeSelectorTerms"],
+                        "/spec/affinity/nodeAffinity/required…",
+                    )?;
+                }
+            }
+        }
+    }
+
+    /// 4. After patching: every non-GPU container of a non-allowlisted pod
+    /// has exactly one `NVIDIA_VISIBLE_DEVICES`, `void`; every GPU container
+    /// has none; allowlisted pods keep their env; a GPU pod has a runtime
+    /// class (its own if non-empty, else `nvidia`), a non-GPU pod keeps its
+    /// own; a GPU pod with a minimum compute capability has it in every
+    /// required term (for CUDA 13 images: `major Gt 7` or `major In [7]` and
+    /// `minor Gt 4`), and a pod without one keeps its affinity.
+    #[test]
+    fn p4_pins_runtime_class_and_affinity(case in case()) {
+        let (_, patched) = patched(&case)?;
+        let original = &case.pod;
+        let allowlisted = pod_allowlisted(original, &case.namespace);
+        let before = containers(original);
+        let after = containers(&patched);
+        prop_assert_eq!(before.len(), after.len());
+        for ((kind, b), (_, a)) in before.iter().zip(&after) {
+            let name = b["name"].as_str().unwrap_or("");
+            let entries = visible_devices_entries(a);
+            if allowlisted {
+                prop_assert_eq!(b.get("env"), a.get("env"), "allowlisted {:?} env changed", name);
+                continue;
+            }
+            match gpu_status(*kind, b) {
+                Some(false) => {
+                    prop_assert_eq!(
+                        entries.len(), 1,
+                        "non-GPU {:?} container {:?} has {} {} entries: {:?}",
+                        kind, name, entries.len(), NVD, a.get("env")
+                    );
+                    prop_assert_eq!(
+                        literal(entries[0]), Some("void"), "{:?}: {}", name, entries[0]
+                    );
+                }
+                Some(true) => prop_assert!(
+                    entries.is_empty(),
+                    "GPU container {:?} keeps {:?}", name, entries
+                ),
+                None => {}
+            }
+        }
+
+        let class_before = &original["spec"]["runtimeClassName"];
+        let class_after = &patched["spec"]["runtimeClassName"];
+        match pod_gpu(original) {
+            Some(true) => {
+                if class_before.as_str().is_some_and(|c| !c.is_empty()) {
+                    prop_assert_eq!(class_before, class_after);
+                } else {
+                    prop_assert_eq!(class_after, &json!("nvidia"), "GPU pod without runtime class");
+                }
+            }
+            Some(false) => prop_assert_eq!(
+                original["spec"].get("runtimeClassName"),
+                patched["spec"].get("runtimeClassName")
+            ),
+            None => {}
+        }
+
+        match pod_gpu(original) {
+            Some(true) if fully_decided(original) => {
+                let minimum = expected_minimum(original, &case.namespace_annotations)
+                    .filter(|m| *m != (0, 0));
+                let terms = required_terms(&patched).cloned().unwrap_or_default();
+                match minimum {
+                    Some(minimum) => {
+                        prop_assert!(
+                            !terms.is_empty(), "no required terms for minimum {:?}", minimum
+                        );
+                        for term in &terms {
+                            prop_assert!(
+                                term_guarantees(term, minimum),
+                                "term {} admits cards below {:?}", term, minimum
+                            );
+                        }
+                    }
+                    None => prop_assert_eq!(
+                        original["spec"].get("affinity"),
+                        patched["spec"].get("affinity"),
+                        "affinity changed without a minimum"
+                    ),
+                }
+                let cuda13 = containers(original).into_iter().any(|(kind, c)| {
+                    gpu_status(kind, c) == Some(true)
+                        && c["image"].as_str().is_some_and(is_cuda13)
+                });
+                if cuda13 {
+                    let literal_form = minimum.is_some_and(|m| m <= (8, 0));
+                    for term in &terms {
+                        prop_assert!(term_guarantees(term, (7, 5)), "CUDA 13 term {}", term);
+                        if literal_form {
+                            let e = match_expressions(term);
+                            let gt7 = e.contains(&expression(MAJOR, "Gt", &["7"]));
+                            let in7 = e.contains(&expression(MAJOR, "In", &["7"]))
+                                && e.contains(&expression(MINOR, "Gt", &["4"]));
+                            prop_assert!(gt7 || in7, "CUDA 13 term {} lacks the constraint", term);
+                        }
+                    }
+                }
+            }
+            Some(false) => prop_assert_eq!(
+                original["spec"].get("affinity"),
+                patched["spec"].get("affinity"),
+                "non-GPU pod's affinity changed"
+            ),
+            _ => {}
+        }
+    }
+
+    /// 5. `gpu-policy.io/mutations` lists exactly the rules that changed the
+    /// pod (merged with what an earlier invocation recorded), each once.
+    #[test]
+    fn p5_mutation_annotation(case in case()) {
+        let (evaluation, patched) = patched(&case)?;
+        let changed: BTreeSet<String> =
+            evaluation.changes.iter().map(|c| c.rule.to_string()).collect();
+        for rule in &changed {
+            prop_assert!(MUTATING_RULES.contains(&rule.as_str()), "rule {} made a change", rule);
+        }
+        let before = mutation_tokens(&case.pod);
+        let after = mutation_tokens(&patched);
+        if changed.is_empty() {
+            prop_assert!(evaluation.patch.is_empty());
+            prop_assert_eq!(before, after);
+        } else {
+            let Some(tokens) = after else {
+                return Err(TestCaseError::fail(format!(
+                    "changes {changed:?} but no {MUTATIONS} annotation: {}",
+                    patched["metadata"]
+                )));
+            };
+            let unique: BTreeSet<String> = tokens.iter().cloned().collect();
+            prop_assert_eq!(unique.len(), tokens.len(), "duplicate tokens in {:?}", tokens);
+            let mut expected = changed.clone();
+            expected.extend(before.unwrap_or_default());
+            prop_assert_eq!(unique, expected);
+        }
+    }
+
+    /// 6. Node selector terms are multiplied out: each original term that
+    /// already carries an alternative stays as it is, every other term
+    /// becomes one term per alternative (the original expressions first, the
+    /// rest of the term unchanged), so the count is the spec's sum; no term
+    /// is left without the constraint. Duplicate expressions are ignored
+    /// here (see 6b).
+    #[test]
+    fn p6_terms_multiplied_out(case in case()) {
+        let (_, patched) = patched(&case)?;
+        let original = &case.pod;
+        if pod_gpu(original) != Some(true) || !fully_decided(original) {
+            return Ok(());
+        }
+        let Some(minimum) = expected_minimum(original, &case.namespace_annotations)
+            .filter(|m| *m != (0, 0))
+        else {
+            return Ok(());
+        };
+        let alternatives = alternatives(minimum);
+        let expected = expected_terms(original, &alternatives);
+        let actual = required_terms(&patched).cloned().unwrap_or_default();
+        let original_terms = required_terms(original).cloned().unwrap_or_default();
+        let count: usize = original_terms
+            .iter()
+            .map(|t| {
+                let e = match_expressions(t);
+                if alternatives.iter().any(|a| a.iter().all(|x| e.contains(x))) {
+                    1
+                } else {
+                    alternatives.len()
+                }
+            })
+            .sum();
+        let count = if original_terms.is_empty() { alternatives.len() } else { count };
+        prop_assert_eq!(actual.len(), count, "terms: {}", Value::Array(actual.clone()));
+        let normal =
+            |terms: &[Value]| -> Vec<Value> { terms.iter().map(without_duplicates).collect() };
+        prop_assert_eq!(normal(&actual), normal(&expected));
+        for term in &original_terms {
+            let e = match_expressions(term);
+            prop_assert!(
+                actual.iter().any(|t| match_expressions(t).starts_with(&e)),
+                "original term {} lost its expressions", term
+            );
+        }
+        for term in &actual {
+            prop_assert!(
+                alternatives.iter().any(|a| a.iter().all(|x| match_expressions(term).contains(x))),
+                "term {} has no compute constraint", term
+            );
+        }
+    }
+
+    /// 6b. "No duplicate expression is added when the pod already carries
+    /// it": no patched term has the same expression twice (the generator
+    /// never writes duplicates itself).
+    #[test]
+    fn p6b_no_duplicate_expressions(case in case()) {
+        let (_, patched) = patched(&case)?;
+        for term in required_terms(&patched).into_iter().flatten() {
+            let expressions = match_expressions(term);
+            for (index, e) in expressions.iter().enumerate() {
+                prop_assert!(
+                    !expressions[..index].contains(e),
+                    "term {} repeats {}", term, e
+                );
+            }
+        }
+    }
+
+    /// 7. Workload templates are validated, never mutated; modes: enforce
+    /// allows exactly when there is no violation, warn allows with one
+    /// warning per notice, violation and (pods) change, audit is silent;
+    /// warnings start with `gpu-policy:` and fit in 119 characters. A
+    /// template gets the same violations as the pod and an override warning
+    /// exactly when an author-written `NVIDIA_VISIBLE_DEVICES` will go.
+    #[test]
+    fn p7_workloads_and_modes(
+        case in case(),
+        kind in pick(&Workload::ALL),
+        name in pick(&["web", "nvidia-gpu-exporter", "gpu-feature-discovery"]),
+    ) {
+        let pod_evaluation = evaluate_pod(&case.pod, &case)?;
+        let warn = decide(Mode::Warn, ObjectKind::Pod, &pod_evaluation);
+        prop_assert!(warn.allowed && warn.patch.is_empty() && warn.denial.is_none());
+        prop_assert_eq!(
+            warn.warnings.len(),
+            pod_evaluation.notices.len()
+                + pod_evaluation.violations.len()
+                + pod_evaluation.changes.len()
+        );
+        check_warnings(&warn.warnings)?;
+        let audit = decide(Mode::Audit, ObjectKind::Pod, &pod_evaluation);
+        prop_assert!(audit.allowed && audit.patch.is_empty() && audit.warnings.is_empty());
+        prop_assert_eq!(
+            audit.audit_annotations.contains_key("violations"),
+            !pod_evaluation.violations.is_empty()
+        );
+        prop_assert_eq!(
+            audit.audit_annotations.contains_key("mutations"),
+            !pod_evaluation.changes.is_empty()
+        );
+
+        let workload = wrap(kind, &case.pod, name, &case.namespace);
+        let object_kind = ObjectKind::Workload(kind);
+        let namespace_annotations = &case.namespace_annotations;
+        let evaluation = match evaluate_as(&workload, object_kind, &case.namespace, namespace_annotations) {
+            Ok(Some(evaluation)) => evaluation,
+            other => return Err(TestCaseError::fail(format!("{kind:?} not evaluated: {other:?}"))),
+        };
+        let allowlisted = workload_allowlisted(kind, name, &case.namespace);
+        prop_assert_eq!(evaluation.allowlisted.is_some(), allowlisted);
+        let overrides = evaluation.changes.iter().filter(|c| c.overrides_author).count();
+
+        let enforce = decide(Mode::Enforce, object_kind, &evaluation);
+        prop_assert!(enforce.patch.is_empty(), "{:?} got a patch: {:?}", kind, enforce.patch);
+        prop_assert_eq!(enforce.allowed, evaluation.violations.is_empty());
+        prop_assert_eq!(enforce.denial.is_some(), !enforce.allowed);
+        prop_assert_eq!(enforce.warnings.len(), evaluation.notices.len() + overrides);
+        check_warnings(&enforce.warnings)?;
+
+        let warn = decide(Mode::Warn, object_kind, &evaluation);
+        prop_assert!(warn.allowed && warn.patch.is_empty());
+        prop_assert_eq!(
+            warn.warnings.len(),
+            evaluation.notices.len() + evaluation.violations.len() + overrides
+        );
+        check_warnings(&warn.warnings)?;
+
+        let audit = decide(Mode::Audit, object_kind, &evaluation);
+        prop_assert!(audit.allowed && audit.patch.is_empty() && audit.warnings.is_empty());
+        prop_assert!(!audit.audit_annotations.contains_key("mutations"));
+
+        if !allowlisted && !pod_allowlisted(&case.pod, &case.namespace) {
+            prop_assert_eq!(&evaluation.violations, &pod_evaluation.violations);
+            let summaries = |e: &Evaluation| -> Vec<String> {
+                e.changes.iter().map(|c| c.summary.clone()).collect()
+            };
+            prop_assert_eq!(summaries(&evaluation), summaries(&pod_evaluation));
+            if fully_decided(&case.pod) {
+                let authored = containers(&case.pod).into_iter().any(|(kind, c)| {
+                    let entries = visible_devices_entries(c);
+                    match gpu_status(kind, c) {
+                        Some(true) => !entries.is_empty(),
+                        _ => entries.iter().any(|e| literal(e) != Some("void")),
+                    }
+                });
+                let warned = enforce.warnings.iter().any(|w| w.contains(NVD));
+                prop_assert_eq!(
+                    warned, authored,
+                    "template override warning: {:?}", enforce.warnings
+                );
+            }
+        }
+        if allowlisted {
+            prop_assert!(
+                evaluation.changes.iter().all(|c| c.rule.to_string() != "visible-devices")
+            );
+        }
+    }
+
+    /// 9. A `pods/ephemeralcontainers` update touches only the new ephemeral
+    /// containers (each pinned to `void`), plus the mutations record.
+    #[test]
+    fn p9_ephemeral_update_only_touches_new_containers(case in case(), keep in any::<Index>()) {
+        let pod = &case.pod;
+        let Some(ephemeral) = pod["spec"]["ephemeralContainers"].as_array() else {
+            return Ok(());
+        };
+        let kept = keep.index(ephemeral.len() + 1);
+        let mut old = pod.clone();
+        old["spec"]["ephemeralContainers"] = Value::Array(ephemeral[..kept].to_vec());
+        let namespace_settings = SETTINGS.for_namespace(&case.namespace_annotations);
+        let evaluation = match evaluate_object(
+            pod,
+            ObjectKind::Pod,
+            &case.namespace,
+            PodOperation::EphemeralContainers { old_object: &old },
+            &SETTINGS,
+            &namespace_settings,
+        ) {
+            Ok(Some(evaluation)) => evaluation,
+            other => return Err(TestCaseError::fail(format!("not evaluated: {other:?}"))),
+        };
+        for operation in &evaluation.patch {
+            let path = operation.path().to_string();
+            let new_container = (kept..ephemeral.len())
+                .any(|i| path.starts_with(&format!("/spec/ephemeralContainers/{i}/env")));
+            let record = path == "/metadata"
+                || path == "/metadata/annotations"
+                || path == format!("/metadata/annotations/{}", escape(MUTATIONS));
+            prop_assert!(new_container || record, "update patches {}", path);
+        }
+        let patched = apply(pod, &evaluation.patch)?;
+        if !pod_allowlisted(pod, &case.namespace) {
+            let now = patched["spec"]["ephemeralContainers"].as_array().cloned().unwrap_or_default();
+            for c in &now[kept..] {
+                let entries = visible_devices_entries(c);
+                prop_assert_eq!(entries.len(), 1, "new ephemeral {}", c);
+                prop_assert_eq!(literal(entries[0]), Some("void"));
+            }
+        }
+    }
+    /// 10. R2 denies exactly the pods the spec says (invalid or fractional
+    /// values, a request without a limit, request != limit, more than 8 per
+    /// container, an effective pod count with sidecars above the namespace
+    /// maximum), and ignored annotations are reported as notices.
+    #[test]
+    fn p10_bounded_requests_and_notices(case in case()) {
+        let evaluation = evaluate_pod(&case.pod, &case)?;
+        let max = case.namespace_annotations.get(MAX_GPUS).map(String::as_str);
+        let max_per_pod = match max {
+            Some("2") => 2,
+            _ => 8,
+        };
+        let expected = bounded_requests_violated(&case.pod, max_per_pod);
+        let actual = evaluation.violations.iter().any(|v| v.rule.to_string() == "bounded-requests");
+        prop_assert_eq!(
+            actual, expected, "bounded-requests violations: {:?}", evaluation.violations
+        );
+
+        let mut notices = usize::from(matches!(max, Some("16" | "x")));
+        let namespace_minimum = case.namespace_annotations.get(MIN_CC).map(String::as_str);
+        notices += usize::from(namespace_minimum == Some("junk"));
+        let namespace_minimum = namespace_minimum.and_then(capability);
+        let pod_annotation = case.pod
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(MIN_CC))
+            .and_then(Value::as_str);
+        let ignored = pod_annotation.is_some_and(|raw| match capability(raw) {
+            None => true,
+            Some(value) => namespace_minimum.is_some_and(|n| value < n),
+        });
+        let gpu = pod_gpu(&case.pod);
+        if gpu == Some(true) {
+            notices += usize::from(ignored);
+            prop_assert_eq!(evaluation.notices.len(), notices, "notices: {:?}", evaluation.notices);
+        } else if gpu == Some(false) {
+            prop_assert!(
+                evaluation.notices.len() == notices
+                    || evaluation.notices.len() == notices + usize::from(ignored),
+                "notices: {:?}", evaluation.notices
+            );
+        }
+        for notice in &evaluation.notices {
+            prop_assert!(notice.starts_with("gpu-policy:"), "{:?}", notice);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(2000))]
+
+    /// 8. Arbitrary JSON never panics the evaluation, as a Pod or as any
+    /// workload; when it is read, its patch applies.
+    #[test]
+    fn p8_arbitrary_json_never_panics(value in arbitrary_json()) {
+        let kinds = std::iter::once(ObjectKind::Pod)
+            .chain(Workload::ALL.into_iter().map(ObjectKind::Workload));
+        for kind in kinds {
+            if let Ok(Some(evaluation)) = evaluate_as(&value, kind, "default", &BTreeMap::new()) {
+                apply(&value, &evaluation.patch)?;
+                for mode in Mode::ALL {
+                    check_warnings(&decide(mode, kind, &evaluation).warnings)?;
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(1000))]
+
+    /// 8b. A generated pod with one subtree replaced by arbitrary JSON (or
+    /// removed) never panics; when it is read, its patch applies and the
+    /// patched pod needs no further change.
+    #[test]
+    fn p8b_damaged_pods_never_panic(
+        case in case(),
+        at in any::<Index>(),
+        remove in prop::bool::weighted(0.2),
+        replacement in arbitrary_json(),
+    ) {
+        let mut pointers = Vec::new();
+        all_pointers(&case.pod, "", &mut pointers);
+        let pointer = at.get(&pointers).clone();
+        let mut pod = case.pod.clone();
+        let (parent, last) = pointer.rsplit_once('/').unwrap_or(("", ""));
+        let removed = remove
+            && pod
+                .pointer_mut(parent)
+                .and_then(Value::as_object_mut)
+                .is_some_and(|map| {
+                    map.remove(&last.replace("~1", "/").replace("~0", "~")).is_some()
+                });
+        if !removed && let Some(slot) = pod.pointer_mut(&pointer) {
+            *slot = replacement;
+        }
+        let namespace_annotations = &case.namespace_annotations;
+        let result = evaluate_as(&pod, ObjectKind::Pod, &case.namespace, namespace_annotations);
+        if let Ok(Some(evaluation)) = result {
+            let patched = apply(&pod, &evaluation.patch)?;
+            let again = evaluate_as(&patched, ObjectKind::Pod, &case.namespace, namespace_annotations);
+            match again {
+                Ok(Some(again)) => prop_assert!(
+                    again.patch.is_empty(),
+                    "not idempotent at {}: {:?}\npod: {}", pointer, again.changes, pod
+                ),
+                other => return Err(TestCaseError::fail(format!(
+                    "patched pod no longer readable: {other:?}\npod: {pod}"
+                ))),
+            }
+        }
+    }
+}
