@@ -759,7 +759,7 @@ fn warn_mode_exits_0_with_short_prefixed_warnings() {
             "gpu-policy: [bounded-requests] would deny: container \"app\": limits.nvidia.com/gpu is not a whole number; GPUs are whol…",
             "gpu-policy: [runtime-class] would set runtimeClassName: nvidia (GPU pod)",
             "gpu-policy: [compute-affinity] would require GPU compute capability >= 5.0 (image nvidia/cuda:12.6.3-base-ubuntu24.04)",
-            "gpu-policy: [visible-devices] would pin NVIDIA_VISIBLE_DEVICES=void in container \"app\" (no GPU requested)",
+            "gpu-policy: [visible-devices] would pin NVIDIA_VISIBLE_DEVICES=void in container \"app\" (no GPU limit)",
         ]
     );
     let text = check_stdin(&["--mode", "warn"], &input);
@@ -953,7 +953,7 @@ fn text_output_blocks_and_summary() {
     // The Deployment's pods will be pinned: shown as a pod change.
     assert!(
         out.stdout.contains(
-            "  pod change [visible-devices] pin NVIDIA_VISIBLE_DEVICES=void in container \"vllm\" (no GPU requested)\n"
+            "  pod change [visible-devices] pin NVIDIA_VISIBLE_DEVICES=void in container \"vllm\" (no GPU limit)\n"
         ),
         "{}",
         out.stdout

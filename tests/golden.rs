@@ -404,7 +404,7 @@ fn cuda_deployment_without_gpu_gets_a_void_pin_as_pod_change() {
                 .map(|(rule, summary)| format!("[{rule}] {summary}"))
                 .collect::<Vec<_>>(),
             vec![
-                "[visible-devices] pin NVIDIA_VISIBLE_DEVICES=void in container \"vllm\" (no GPU requested)"
+                "[visible-devices] pin NVIDIA_VISIBLE_DEVICES=void in container \"vllm\" (no GPU limit)"
             ]
         );
     }

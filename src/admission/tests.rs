@@ -108,7 +108,7 @@ fn warn_mode_says_what_would_happen() {
         decision.warnings,
         vec![
             "gpu-policy: [bounded-requests] would deny: container \"gpu\" must set limits.nvidia.com/gpu: a GPU request needs an equa…",
-            "gpu-policy: [visible-devices] would pin NVIDIA_VISIBLE_DEVICES=void in container \"cpu\" (no GPU requested)",
+            "gpu-policy: [visible-devices] would pin NVIDIA_VISIBLE_DEVICES=void in container \"cpu\" (no GPU limit)",
             "gpu-policy: [runtime-class] would set runtimeClassName: nvidia (GPU pod)",
         ]
     );
@@ -164,7 +164,7 @@ fn templates_warn_only_about_overrides() {
         assert_eq!(
             decision.warnings,
             vec![
-                "gpu-policy: [visible-devices] pods will replace NVIDIA_VISIBLE_DEVICES with void in container \"cpu\" (no GPU requested)"
+                "gpu-policy: [visible-devices] pods will replace NVIDIA_VISIBLE_DEVICES with void in container \"cpu\" (no GPU limit)"
             ]
         );
     }

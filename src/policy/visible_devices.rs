@@ -85,10 +85,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         });
     };
     push(pinned, false, &|names| {
-        format!("pin {VARIABLE}={pin} in {names} (no GPU requested)")
+        format!("pin {VARIABLE}={pin} in {names} (no GPU limit)")
     });
     push(replaced, true, &|names| {
-        format!("replace {VARIABLE} with {pin} in {names} (no GPU requested)")
+        format!("replace {VARIABLE} with {pin} in {names} (no GPU limit)")
     });
     push(cleared, true, &|names| {
         format!("remove {VARIABLE} from GPU {names} (the device plugin picks the cards)")
@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(
             change.map(|c| c.summary.as_str()),
             Some(
-                "pin NVIDIA_VISIBLE_DEVICES=void in containers \"init\", \"sidecar\", \"logger\" (no GPU requested)"
+                "pin NVIDIA_VISIBLE_DEVICES=void in containers \"init\", \"sidecar\", \"logger\" (no GPU limit)"
             )
         );
         let patched = apply(&pod, &evaluation.patch);
@@ -259,7 +259,7 @@ mod tests {
             .collect();
         assert_eq!(
             summaries,
-            vec!["pin NVIDIA_VISIBLE_DEVICES=void in container \"debugger-2\" (no GPU requested)"]
+            vec!["pin NVIDIA_VISIBLE_DEVICES=void in container \"debugger-2\" (no GPU limit)"]
         );
         let patched = apply(&new, &evaluation.patch);
         assert_eq!(env_of(&patched, "debugger-2").len(), 1);
