@@ -1,1 +1,189 @@
-fn main() {}
+//! The full webhook path for one AdmissionReview:
+//! `decode(bytes)` -> `respond(..)` -> `encode(response)`.
+//!
+//! Cases:
+//! - `mutate/gpu-pod`: the pod template of the vLLM Mistral-7B Deployment
+//!   (fixture 07) as a Pod, CREATE, mutating webhook (runtime class injected,
+//!   mutations annotation recorded);
+//! - `mutate/cpu-pod`: the pod template of the vLLM CPU Deployment
+//!   (fixture 09: a CUDA image, no GPU request) as a Pod, mutating webhook
+//!   (`NVIDIA_VISIBLE_DEVICES=void` pinned);
+//! - `validate-enforce/gpu-deployment`: the Deployment of fixture 07 itself,
+//!   validating webhook of an `enforce` namespace.
+//!
+//! The review bodies are built once, outside the timed loop; so is the check
+//! that each case takes the path it is meant to measure.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+use gpu_policy::admission::Mode;
+use gpu_policy::admission::review::{Endpoint, decode, encode, respond};
+use gpu_policy::settings::{NamespaceSettings, Settings};
+
+const GPU_DEPLOYMENT: &str = include_str!("../tests/fixtures/07-vllm-mistral-7b-deployment.yaml");
+const CPU_DEPLOYMENT: &str =
+    include_str!("../tests/fixtures/09-vllm-cpu-deployment-cuda-image-no-gpu.yaml");
+
+const NAMESPACE: &str = "ml";
+
+fn yaml(text: &str) -> Value {
+    serde_saphyr::from_str::<Value>(text).expect("fixture parses as YAML")
+}
+
+/// The Pod a ReplicaSet of `deployment` would create: the template's
+/// metadata and spec, with a name and namespace.
+fn pod_of(deployment: &Value, name: &str) -> Value {
+    let template = &deployment["spec"]["template"];
+    let mut metadata = template["metadata"].clone();
+    metadata["name"] = json!(name);
+    metadata["namespace"] = json!(NAMESPACE);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": template["spec"].clone(),
+    })
+}
+
+/// An AdmissionReview v1 CREATE request, as the API server sends it.
+fn review(group: &str, kind: &str, resource: &str, object: &Value) -> Vec<u8> {
+    let gvk = json!({"group": group, "version": "v1", "kind": kind});
+    let gvr = json!({"group": group, "version": "v1", "resource": resource});
+    let name = object["metadata"]["name"].clone();
+    let body = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": name,
+            "namespace": NAMESPACE,
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "uid": "0b6e4f3c-2d9a-4a8e-9a57-6f1c1f0d2b3e",
+                "groups": [
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:kube-system",
+                    "system:authenticated"
+                ]
+            },
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    });
+    serde_json::to_vec(&body).expect("review encodes")
+}
+
+/// The whole path, as the server runs it for one request.
+fn admit(
+    body: &[u8],
+    endpoint: Endpoint,
+    settings: &Settings,
+    namespace_settings: &NamespaceSettings,
+) -> Vec<u8> {
+    let request = decode(body).expect("review decodes");
+    let (response, _verdict) = respond(&request, endpoint, settings, namespace_settings);
+    encode(response).expect("response encodes")
+}
+
+/// Runs the path once and returns the `response` of the encoded review.
+fn response_of(
+    body: &[u8],
+    endpoint: Endpoint,
+    settings: &Settings,
+    namespace_settings: &NamespaceSettings,
+) -> Value {
+    let out = admit(body, endpoint, settings, namespace_settings);
+    let review: Value = serde_json::from_slice(&out).expect("response is JSON");
+    review["response"].clone()
+}
+
+fn webhook(c: &mut Criterion) {
+    let settings = Settings::default();
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+
+    let gpu_deployment = yaml(GPU_DEPLOYMENT);
+    let cpu_deployment = yaml(CPU_DEPLOYMENT);
+    let gpu_pod = review(
+        "",
+        "Pod",
+        "pods",
+        &pod_of(&gpu_deployment, "mistral-7b-6d9c7b8f5d-x2k4q"),
+    );
+    let cpu_pod = review(
+        "",
+        "Pod",
+        "pods",
+        &pod_of(&cpu_deployment, "vllm-server-5b7f9c6d48-qk8zt"),
+    );
+    // The API server refuses a body whose namespace differs from the URL's.
+    let mut in_namespace = gpu_deployment.clone();
+    in_namespace["metadata"]["namespace"] = json!(NAMESPACE);
+    let deployment = review("apps", "Deployment", "deployments", &in_namespace);
+
+    // Outside the timed loop: each case really takes the path it measures.
+    let gpu = response_of(&gpu_pod, Endpoint::Mutate, &settings, &namespace_settings);
+    assert_eq!(gpu["allowed"], json!(true), "{gpu}");
+    assert_eq!(gpu["patchType"], json!("JSONPatch"), "{gpu}");
+    assert!(
+        gpu["patch"].as_str().is_some_and(|p| !p.is_empty()),
+        "the GPU pod must be patched: {gpu}"
+    );
+    let cpu = response_of(&cpu_pod, Endpoint::Mutate, &settings, &namespace_settings);
+    assert!(
+        cpu["allowed"] == json!(true) && cpu["patch"].is_string(),
+        "the CUDA-image pod without a GPU must be pinned: {cpu}"
+    );
+    let validated = response_of(
+        &deployment,
+        Endpoint::Validate(Mode::Enforce),
+        &settings,
+        &namespace_settings,
+    );
+    assert!(
+        validated["allowed"] == json!(true) && validated.get("patch").is_none(),
+        "the Deployment must be validated, not mutated: {validated}"
+    );
+
+    let mut group = c.benchmark_group("webhook");
+    group
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(2))
+        .sample_size(50);
+    let cases = [
+        ("mutate/gpu-pod", &gpu_pod, Endpoint::Mutate),
+        ("mutate/cpu-pod", &cpu_pod, Endpoint::Mutate),
+        (
+            "validate-enforce/gpu-deployment",
+            &deployment,
+            Endpoint::Validate(Mode::Enforce),
+        ),
+    ];
+    for (name, body, endpoint) in cases {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                admit(
+                    black_box(body.as_slice()),
+                    endpoint,
+                    &settings,
+                    &namespace_settings,
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, webhook);
+criterion_main!(benches);
