@@ -127,9 +127,14 @@ pub fn render_text(
         } else {
             &report.name
         };
+        let kind = if report.kind.is_empty() {
+            "(no kind)"
+        } else {
+            &report.kind
+        };
         text.push_str(&format!(
-            "{} {}/{}: {decision}  ({})\n",
-            report.kind, report.namespace, name, doc.source
+            "{kind} {}/{name}: {decision}  ({})\n",
+            report.namespace, doc.source
         ));
         if report.ignored {
             continue;
