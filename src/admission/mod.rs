@@ -16,7 +16,9 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::policy::{self, Evaluation, Identity, ObjectError, Scope, Shape, allowlist};
+use crate::policy::{
+    self, ClusterFacts, Evaluation, Identity, ObjectError, Scope, Shape, allowlist,
+};
 use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
@@ -177,8 +179,8 @@ pub enum PodOperation<'a> {
     },
 }
 
-/// Runs the policy on one object of a known kind. `Ok(None)` for ignored
-/// kinds.
+/// Runs the policy on one object of a known kind, without cluster
+/// knowledge (the offline `check`). `Ok(None)` for ignored kinds.
 pub fn evaluate_object(
     object: &Value,
     kind: ObjectKind,
@@ -186,6 +188,27 @@ pub fn evaluate_object(
     operation: PodOperation<'_>,
     settings: &Settings,
     namespace_settings: &NamespaceSettings,
+) -> Result<Option<Evaluation>, ObjectError> {
+    evaluate_object_in(
+        object,
+        kind,
+        namespace,
+        operation,
+        settings,
+        namespace_settings,
+        None,
+    )
+}
+
+/// Runs the policy on one object, with what the cluster knows when given.
+pub fn evaluate_object_in(
+    object: &Value,
+    kind: ObjectKind,
+    namespace: &str,
+    operation: PodOperation<'_>,
+    settings: &Settings,
+    namespace_settings: &NamespaceSettings,
+    cluster: Option<&dyn ClusterFacts>,
 ) -> Result<Option<Evaluation>, ObjectError> {
     let (shape, identity, scope) = match kind {
         ObjectKind::Ignored => return Ok(None),
@@ -219,6 +242,7 @@ pub fn evaluate_object(
         &scope,
         settings,
         namespace_settings,
+        cluster,
     )
     .map(Some)
 }

@@ -16,6 +16,7 @@
 use serde_json::Value;
 
 use super::Identity;
+use super::cluster::ClusterFacts;
 use super::pod::Owner;
 use crate::settings::AllowlistEntry;
 
@@ -33,6 +34,26 @@ pub fn matching_entry<'e>(
     entries
         .iter()
         .find(|entry| entry.namespace == namespace && entry.kind == kind && entry.name == name)
+}
+
+/// With a cluster to ask: the owner a pod names must exist in the pod's
+/// namespace with the referenced UID, or anyone could write an owner
+/// reference to the exporter and get its exemption. `Err` says why not.
+pub fn verify_owner(
+    entry: &AllowlistEntry,
+    owner: Owner<'_>,
+    cluster: &dyn ClusterFacts,
+) -> Result<(), String> {
+    let existing = cluster.workload_uid(&entry.namespace, &entry.kind, &entry.name);
+    match (existing.as_deref(), owner.uid) {
+        (Some(uid), Some(referenced)) if uid == referenced => Ok(()),
+        (None, _) => Err(format!(
+            "gpu-policy: allowlist: owner {entry} does not exist; no exemption"
+        )),
+        _ => Err(format!(
+            "gpu-policy: allowlist: owner reference does not match the UID of {entry}; no exemption"
+        )),
+    }
 }
 
 /// The controller owner reference of an object, read from raw JSON.
@@ -127,5 +148,46 @@ mod tests {
             "garbage"
         ]}});
         assert_eq!(controller_owner(&pod), None);
+    }
+
+    #[rstest]
+    // the owner exists with the referenced UID: exempt
+    #[case(Some("u-1"), true)]
+    // a forged reference: same name, other UID
+    #[case(Some("u-2"), false)]
+    // the owner does not exist
+    #[case(None, false)]
+    fn with_a_cluster_the_owner_must_exist(#[case] uid: Option<&str>, #[case] exempt: bool) {
+        use crate::policy::cluster::ClusterSnapshot;
+        let mut cluster = ClusterSnapshot::default();
+        if let Some(uid) = uid {
+            cluster.workloads.insert(
+                (
+                    "kube-system".into(),
+                    "DaemonSet".into(),
+                    "nvidia-gpu-exporter".into(),
+                ),
+                uid.to_owned(),
+            );
+        }
+        let mut pod = exporter_pod("kube-system", true);
+        pod["spec"] = json!({"containers": [{"name": "e", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]});
+        let evaluation = crate::policy::testing::evaluate_in_cluster(&pod, &cluster);
+        assert_eq!(evaluation.allowlisted.is_some(), exempt);
+        assert_eq!(
+            evaluation.changes.is_empty(),
+            exempt,
+            "{:?}",
+            evaluation.changes
+        );
+        assert_eq!(
+            evaluation
+                .notices
+                .iter()
+                .any(|n| n.contains("no exemption")),
+            !exempt,
+            "{:?}",
+            evaluation.notices
+        );
     }
 }

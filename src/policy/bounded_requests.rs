@@ -11,7 +11,9 @@
 //! - a value that is not a whole, non-negative Kubernetes quantity;
 //! - a container above `maxPerContainer`;
 //! - an effective pod count (Kubernetes' formula, sidecars included) above
-//!   `maxPerPod`.
+//!   `maxPerPod`;
+//! - with a cluster to read: an effective count above what the biggest node
+//!   can allocate (`status.allocatable`): such a pod can never be scheduled.
 //!
 //! Allows: limits only (Kubernetes sets the request to the limit for
 //! extended resources), request == limit, and a zero limit (not a request).
@@ -79,6 +81,18 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
     let max_per_pod = input.namespace.max_per_pod;
     for resource in view.gpu_resource_names() {
         let count = view.effective_count(resource);
+        let largest = input.cluster.and_then(|c| c.largest_allocatable(resource));
+        if let Some(largest) = largest
+            && count > largest
+        {
+            outcome.violations.push(Violation {
+                rule: ID,
+                message: format!(
+                    "gpu-policy: the pod needs {count} {resource} but the biggest node offers \
+                     {largest}: it can never be scheduled"
+                ),
+            });
+        }
         if count > max_per_pod {
             outcome.violations.push(Violation {
                 rule: ID,
@@ -246,5 +260,42 @@ mod tests {
             {"kind": "DaemonSet", "name": "nvidia-gpu-exporter", "controller": true}]},
             "spec": {"containers": [{"name": "e", "resources": {"requests": {"nvidia.com/gpu": 1}}}]}});
         assert_eq!(messages(&pod).len(), 1);
+    }
+
+    #[rstest]
+    #[case(&[4, 8], 8, 0)]
+    #[case(&[4, 8], 9, 1)]
+    #[case(&[0], 1, 1)]
+    #[case(&[], 9, 1)]
+    fn pods_bigger_than_any_node_can_never_schedule(
+        #[case] nodes: &[u64],
+        #[case] gpus: u64,
+        #[case] expected: usize,
+    ) {
+        use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
+        let cluster = ClusterSnapshot {
+            nodes: nodes
+                .iter()
+                .map(|n| NodeGpus {
+                    allocatable: [("nvidia.com/gpu".to_owned(), *n)].into_iter().collect(),
+                    compute_capability: None,
+                })
+                .collect(),
+            ..ClusterSnapshot::default()
+        };
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"limits": {"nvidia.com/gpu": gpus.min(8)}}},
+            {"name": "b", "resources": {"limits": {"nvidia.com/gpu": gpus.saturating_sub(8)}}},
+        ]}});
+        let evaluation = crate::policy::testing::evaluate_in_cluster(&pod, &cluster);
+        let found: Vec<&str> = evaluation
+            .violations
+            .iter()
+            .filter(|v| v.message.contains("can never be scheduled"))
+            .map(|v| v.message.as_str())
+            .collect();
+        // No node known at all: nothing can be concluded.
+        let expected = if nodes.is_empty() { 0 } else { expected };
+        assert_eq!(found.len(), expected, "{found:?}");
     }
 }

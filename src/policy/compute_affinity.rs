@@ -16,6 +16,9 @@
 //! as it is, so re-evaluating a mutated pod adds nothing. Preferred affinity
 //! and `nodeSelector` are never touched.
 //!
+//! With a cluster to read, a notice says so when no node's GFD labels meet
+//! the minimum (the pod would stay Pending).
+//!
 //! Without a minimum from any source nothing is injected. A pod annotation
 //! that is unreadable or lower than the namespace's minimum is ignored with a
 //! notice.
@@ -43,6 +46,17 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
     let alternatives = alternatives(minimum);
     if alternatives.is_empty() {
         return outcome;
+    }
+    if let Some(cluster) = input.cluster {
+        let present = cluster.compute_capabilities();
+        if !present.is_empty() && present.iter().all(|cc| *cc < minimum) {
+            let listed: Vec<String> = present.iter().map(ToString::to_string).collect();
+            outcome.notices.push(format!(
+                "gpu-policy: compute-affinity: no node has compute capability >= {minimum} \
+                 (nodes have {}); the pod will stay Pending",
+                listed.join(", ")
+            ));
+        }
     }
     match constrain(input.view.spec, &input.view.spec_pointer, &alternatives) {
         Ok(Some(operation)) => outcome.changes.push(Change {
@@ -436,5 +450,40 @@ mod tests {
                 .iter()
                 .any(|v| v.rule == ID && v.message.contains("malformed"))
         );
+    }
+
+    #[rstest]
+    #[case(&[(6, 1), (7, 0)], true)]
+    #[case(&[(6, 1), (8, 0)], false)]
+    #[case(&[], false)]
+    fn warns_when_no_node_meets_the_minimum(#[case] nodes: &[(u32, u32)], #[case] warned: bool) {
+        use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
+        let cluster = ClusterSnapshot {
+            nodes: nodes
+                .iter()
+                .map(|(major, minor)| NodeGpus {
+                    allocatable: [("nvidia.com/gpu".to_owned(), 1)].into_iter().collect(),
+                    compute_capability: Some(ComputeCapability::new(*major, *minor)),
+                })
+                .collect(),
+            ..ClusterSnapshot::default()
+        };
+        let pod = gpu_pod("nvidia/cuda:13.0.0-runtime-ubuntu24.04");
+        let evaluation = crate::policy::testing::evaluate_in_cluster(&pod, &cluster);
+        let notice = evaluation
+            .notices
+            .iter()
+            .find(|n| n.contains("no node has"));
+        assert_eq!(notice.is_some(), warned, "{:?}", evaluation.notices);
+        if warned {
+            assert_eq!(
+                notice.map(String::as_str),
+                Some(
+                    "gpu-policy: compute-affinity: no node has compute capability >= 7.5 (nodes have 6.1, 7.0); the pod will stay Pending"
+                )
+            );
+        }
+        // The constraint is injected either way.
+        assert!(evaluation.changes.iter().any(|c| c.rule == ID));
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod allowlist;
 pub mod bounded_requests;
+pub mod cluster;
 pub mod compute_affinity;
 pub mod device_paths;
 pub mod pod;
@@ -26,6 +27,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::settings::{AllowlistEntry, MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
+pub use cluster::ClusterFacts;
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};
 
 /// Stable rule identifiers: they appear in output, metrics, logs and the
@@ -138,7 +140,7 @@ pub fn scope_for_update(old_object: &Value) -> Scope {
 }
 
 /// What every rule gets.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct RuleInput<'a, 'v> {
     pub view: &'a PodView<'v>,
     pub settings: &'a Settings,
@@ -146,6 +148,8 @@ pub struct RuleInput<'a, 'v> {
     pub scope: &'a Scope,
     /// Set when rule 5 matched: the entry that exempts the pod.
     pub allowlisted: Option<&'a AllowlistEntry>,
+    /// What the cluster knows, when the webhook can read it.
+    pub cluster: Option<&'a dyn ClusterFacts>,
 }
 
 /// What a rule returns.
@@ -198,6 +202,7 @@ impl Evaluation {
 }
 
 /// Runs every rule over `object` (a Pod or a workload, as `shape` says).
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate(
     object: &Value,
     shape: Shape,
@@ -206,6 +211,7 @@ pub fn evaluate(
     scope: &Scope,
     settings: &Settings,
     namespace_settings: &NamespaceSettings,
+    cluster: Option<&dyn ClusterFacts>,
 ) -> Result<Evaluation, ObjectError> {
     let mut evaluation = Evaluation {
         notices: namespace_settings.notices.clone(),
@@ -214,13 +220,22 @@ pub fn evaluate(
     let Some(view) = PodView::parse(object, shape, settings)? else {
         return Ok(evaluation);
     };
-    let allowlisted = allowlist::matching_entry(identity, namespace, &settings.config().allowlist);
+    let mut allowlisted =
+        allowlist::matching_entry(identity, namespace, &settings.config().allowlist);
+    if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =
+        (allowlisted, identity, cluster)
+        && let Err(notice) = allowlist::verify_owner(entry, owner, cluster)
+    {
+        evaluation.notices.push(notice);
+        allowlisted = None;
+    }
     let input = RuleInput {
         view: &view,
         settings,
         namespace: namespace_settings,
         scope,
         allowlisted,
+        cluster,
     };
     for (_, check) in RULES {
         let outcome = check(&input);

@@ -14,8 +14,11 @@
 //!   `gpuRuntimeClasses`: that class hands every card to whatever the image's
 //!   `ENV` says, so it is reserved for pods the device plugin accounts for.
 
+use json_patch::PatchOperation;
 use serde_json::Value;
 
+use super::cluster::RuntimeClassInfo;
+use super::pod::PodView;
 use super::{Change, Outcome, RuleId, RuleInput, Violation, add};
 
 pub const ID: RuleId = RuleId::RuntimeClass;
@@ -34,16 +37,55 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
     let gpu_pod = input.view.is_gpu_pod();
     match class {
         None if gpu_pod => {
+            let name = &config.runtime_class_name;
+            let info = match input.cluster {
+                None => None,
+                Some(cluster) => match cluster.runtime_class(name) {
+                    Some(info) => Some(info),
+                    None => {
+                        // The GPU Operator in CDI mode creates no class:
+                        // injecting a missing one would make every GPU pod
+                        // fail.
+                        outcome.notices.push(format!(
+                            "gpu-policy: runtime-class: RuntimeClass {name:?} does not exist; \
+                             runtimeClassName not set"
+                        ));
+                        return outcome;
+                    }
+                },
+            };
             let mut path = input.view.spec_pointer.clone();
             path.push_back("runtimeClassName");
+            let mut operations = vec![add(path, Value::String(name.clone()))];
+            if let Some(info) = info {
+                match scheduling(input.view, &info) {
+                    Ok(more) => operations.extend(more),
+                    Err(message) => {
+                        outcome.violations.push(Violation { rule: ID, message });
+                        return outcome;
+                    }
+                }
+            }
             outcome.changes.push(Change {
                 rule: ID,
-                summary: format!(
-                    "set runtimeClassName: {} (GPU pod)",
-                    config.runtime_class_name
-                ),
-                operations: vec![add(path, Value::String(config.runtime_class_name.clone()))],
+                summary: format!("set runtimeClassName: {name} (GPU pod)"),
+                operations,
                 overrides_author: false,
+            });
+        }
+        Some(class)
+            if gpu_pod
+                && allowed.iter().any(|a| a == class)
+                && input
+                    .cluster
+                    .is_some_and(|c| c.runtime_class(class).is_none()) =>
+        {
+            outcome.violations.push(Violation {
+                rule: ID,
+                message: format!(
+                    "gpu-policy: RuntimeClass {class:?} does not exist in this cluster; \
+                     install the NVIDIA runtime class or remove the field"
+                ),
             });
         }
         None => {}
@@ -71,6 +113,95 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         Some(_) => {}
     }
     outcome
+}
+
+/// What the built-in RuntimeClass admission plugin does to a pod that names
+/// the class: it runs before mutating webhooks, so a class injected here
+/// never gets that treatment and later validation would reject the pod
+/// (overhead missing) or schedule it wrongly. `Err` is the plugin's
+/// rejection.
+fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
+    let mut operations = Vec::new();
+    let at = |key: &str| {
+        let mut path = view.spec_pointer.clone();
+        path.push_back(key);
+        path
+    };
+    if let Some(overhead) = &class.pod_fixed_overhead {
+        match view.spec.get("overhead").filter(|v| !v.is_null()) {
+            None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
+            Some(Value::Object(existing)) if existing == overhead => {}
+            Some(_) => {
+                return Err(
+                    "gpu-policy: spec.overhead differs from the overhead of the \
+                     RuntimeClass it would get; remove spec.overhead"
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    if !class.node_selector.is_empty() {
+        match view.spec.get("nodeSelector").filter(|v| !v.is_null()) {
+            None => operations.push(add(
+                at("nodeSelector"),
+                Value::Object(class.node_selector.clone()),
+            )),
+            Some(Value::Object(existing)) => {
+                for (key, value) in &class.node_selector {
+                    match existing.get(key) {
+                        None => {
+                            let mut path = at("nodeSelector");
+                            path.push_back(key.as_str());
+                            operations.push(add(path, value.clone()));
+                        }
+                        Some(current) if current == value => {}
+                        Some(current) => {
+                            return Err(format!(
+                                "gpu-policy: spec.nodeSelector {key}={current} conflicts with \
+                                 the RuntimeClass's {key}={value}"
+                            ));
+                        }
+                    }
+                }
+            }
+            Some(_) => return Err("gpu-policy: spec.nodeSelector must be an object".to_owned()),
+        }
+    }
+    if !class.tolerations.is_empty() {
+        match view.spec.get("tolerations").filter(|v| !v.is_null()) {
+            None => operations.push(add(
+                at("tolerations"),
+                Value::Array(class.tolerations.clone()),
+            )),
+            Some(Value::Array(existing)) => {
+                for toleration in &class.tolerations {
+                    if !existing.iter().any(|t| same_toleration(t, toleration)) {
+                        let mut path = at("tolerations");
+                        path.push_back("-");
+                        operations.push(add(path, toleration.clone()));
+                    }
+                }
+            }
+            Some(_) => return Err("gpu-policy: spec.tolerations must be a list".to_owned()),
+        }
+    }
+    Ok(operations)
+}
+
+/// Tolerations compare by key, operator (default `Equal`), value and
+/// effect, as Kubernetes merges them.
+fn same_toleration(a: &Value, b: &Value) -> bool {
+    let field = |t: &Value, key: &str, default: &str| -> String {
+        t.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_owned()
+    };
+    ["key", "value", "effect"]
+        .iter()
+        .all(|key| field(a, key, "") == field(b, key, ""))
+        && field(a, "operator", "Equal") == field(b, "operator", "Equal")
+        && a.get("tolerationSeconds") == b.get("tolerationSeconds")
 }
 
 #[cfg(test)]
@@ -156,5 +287,121 @@ mod tests {
         let pod = pod(None, 2);
         let patched = apply(&pod, &evaluate_with(&pod, &settings).patch);
         assert_eq!(patched["spec"]["runtimeClassName"], json!("nvidia-cdi"));
+    }
+
+    mod with_a_cluster {
+        use super::*;
+        use crate::policy::cluster::{ClusterSnapshot, RuntimeClassInfo};
+        use crate::policy::testing::evaluate_in_cluster;
+
+        fn cluster(info: Option<RuntimeClassInfo>) -> ClusterSnapshot {
+            let mut snapshot = ClusterSnapshot::default();
+            if let Some(info) = info {
+                snapshot.runtime_classes.insert("nvidia".to_owned(), info);
+            }
+            snapshot
+        }
+
+        fn scheduling_class() -> RuntimeClassInfo {
+            RuntimeClassInfo {
+                pod_fixed_overhead: json!({"cpu": "250m", "memory": "64Mi"})
+                    .as_object()
+                    .cloned(),
+                node_selector: json!({"nvidia.com/gpu.present": "true"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+                tolerations: vec![
+                    json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}),
+                ],
+            }
+        }
+
+        #[test]
+        fn missing_class_is_not_injected() {
+            let gpu = pod(None, 1);
+            let evaluation = evaluate_in_cluster(&gpu, &cluster(None));
+            assert!(evaluation.changes.iter().all(|c| c.rule != ID));
+            assert!(
+                evaluation
+                    .notices
+                    .iter()
+                    .any(|n| n.contains("does not exist"))
+            );
+            assert!(evaluation.violations.is_empty());
+        }
+
+        #[test]
+        fn naming_a_missing_class_is_denied() {
+            let evaluation = evaluate_in_cluster(&pod(Some("nvidia"), 1), &cluster(None));
+            assert_eq!(
+                evaluation
+                    .violations
+                    .iter()
+                    .map(|v| v.message.as_str())
+                    .collect::<Vec<_>>(),
+                vec![
+                    "gpu-policy: RuntimeClass \"nvidia\" does not exist in this cluster; install the NVIDIA runtime class or remove the field"
+                ]
+            );
+        }
+
+        #[test]
+        fn injected_class_brings_overhead_and_scheduling() {
+            let gpu = pod(None, 1);
+            let evaluation = evaluate_in_cluster(&gpu, &cluster(Some(scheduling_class())));
+            let patched = apply(&gpu, &evaluation.patch);
+            assert_eq!(patched["spec"]["runtimeClassName"], "nvidia");
+            assert_eq!(
+                patched["spec"]["overhead"],
+                json!({"cpu": "250m", "memory": "64Mi"})
+            );
+            assert_eq!(
+                patched["spec"]["nodeSelector"],
+                json!({"nvidia.com/gpu.present": "true"})
+            );
+            assert_eq!(
+                patched["spec"]["tolerations"],
+                json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+            );
+        }
+
+        #[test]
+        fn scheduling_merges_with_what_the_pod_has() {
+            let mut gpu = pod(None, 1);
+            gpu["spec"]["nodeSelector"] = json!({"zone": "a"});
+            gpu["spec"]["tolerations"] = json!([
+                {"key": "nvidia.com/gpu", "effect": "NoSchedule", "operator": "Exists"},
+                {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+            ]);
+            let evaluation = evaluate_in_cluster(&gpu, &cluster(Some(scheduling_class())));
+            let patched = apply(&gpu, &evaluation.patch);
+            assert_eq!(
+                patched["spec"]["nodeSelector"],
+                json!({"zone": "a", "nvidia.com/gpu.present": "true"})
+            );
+            assert_eq!(patched["spec"]["tolerations"], gpu["spec"]["tolerations"]);
+        }
+
+        #[rstest]
+        #[case("nodeSelector", json!({"nvidia.com/gpu.present": "false"}), "conflicts")]
+        #[case("overhead", json!({"cpu": "1"}), "differs")]
+        fn conflicts_with_the_class_are_denied(
+            #[case] field: &str,
+            #[case] value: Value,
+            #[case] message: &str,
+        ) {
+            let mut gpu = pod(None, 1);
+            gpu["spec"][field] = value;
+            let evaluation = evaluate_in_cluster(&gpu, &cluster(Some(scheduling_class())));
+            assert!(
+                evaluation
+                    .violations
+                    .iter()
+                    .any(|v| v.rule == ID && v.message.contains(message)),
+                "{:?}",
+                evaluation.violations
+            );
+        }
     }
 }

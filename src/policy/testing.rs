@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
+use super::cluster::{ClusterFacts, ClusterSnapshot};
 use super::{Evaluation, Identity, Scope, Shape, allowlist, evaluate, scope_for_update};
 use crate::settings::Settings;
 
@@ -19,6 +20,21 @@ fn run(
     scope: &Scope,
     settings: &Settings,
     annotations: &[(&str, &str)],
+) -> Evaluation {
+    run_in(pod, scope, settings, annotations, None)
+}
+
+/// Evaluates a pod with what a cluster snapshot knows.
+pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation {
+    run_in(pod, &Scope::Whole, &Settings::default(), &[], Some(cluster))
+}
+
+fn run_in(
+    pod: &Value,
+    scope: &Scope,
+    settings: &Settings,
+    annotations: &[(&str, &str)],
+    cluster: Option<&dyn ClusterFacts>,
 ) -> Evaluation {
     let annotations: BTreeMap<String, String> = annotations
         .iter()
@@ -36,6 +52,7 @@ fn run(
         scope,
         settings,
         &namespace_settings,
+        cluster,
     ) {
         Ok(evaluation) => evaluation,
         Err(err) => panic!("test pod does not parse: {err}"),

@@ -1,0 +1,103 @@
+//! What the rules may know of the cluster, when the webhook can read it.
+//!
+//! The rules stay pure: they ask these questions of in-memory data (the
+//! webhook's watch caches, or a test table) and never wait on the network.
+//! Without a cluster (`check`, `serve --no-cluster`) no view is given and
+//! the rules use the static configuration alone.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::settings::ComputeCapability;
+
+/// The parts of a RuntimeClass the built-in RuntimeClass admission plugin
+/// applies to pods that name it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuntimeClassInfo {
+    /// `overhead.podFixed`.
+    pub pod_fixed_overhead: Option<Map<String, Value>>,
+    /// `scheduling.nodeSelector`.
+    pub node_selector: Map<String, Value>,
+    /// `scheduling.tolerations`.
+    pub tolerations: Vec<Value>,
+}
+
+/// Questions the rules ask of the cluster.
+pub trait ClusterFacts: Send + Sync {
+    /// The RuntimeClass of that name, or None when it does not exist.
+    fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo>;
+
+    /// The UID of the workload `namespace/kind/name` when it exists. Only
+    /// allowlisted workloads are asked about.
+    fn workload_uid(&self, namespace: &str, kind: &str, name: &str) -> Option<String>;
+
+    /// The most any single node can allocate of a resource: None when no
+    /// node is known yet (nothing can be concluded), Some(0) when nodes are
+    /// known and none offers it.
+    fn largest_allocatable(&self, resource: &str) -> Option<u64>;
+
+    /// The compute capabilities of the GPU nodes, from the GFD labels.
+    fn compute_capabilities(&self) -> Vec<ComputeCapability>;
+
+    /// The annotations of a namespace (empty when unknown).
+    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String>;
+}
+
+/// A cluster described by plain data, for `check --cluster-state` style
+/// simulations and tests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterSnapshot {
+    pub runtime_classes: BTreeMap<String, RuntimeClassInfo>,
+    /// (namespace, kind, name) -> uid
+    pub workloads: BTreeMap<(String, String, String), String>,
+    /// One map of allocatable GPU resources per node.
+    pub nodes: Vec<NodeGpus>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// What the rules read of a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeGpus {
+    /// `status.allocatable` entries of GPU resources, as counts.
+    pub allocatable: BTreeMap<String, u64>,
+    /// From `nvidia.com/gpu.compute.major` / `.minor`.
+    pub compute_capability: Option<ComputeCapability>,
+}
+
+impl ClusterFacts for ClusterSnapshot {
+    fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo> {
+        self.runtime_classes.get(name).cloned()
+    }
+
+    fn workload_uid(&self, namespace: &str, kind: &str, name: &str) -> Option<String> {
+        self.workloads
+            .get(&(namespace.to_owned(), kind.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    fn largest_allocatable(&self, resource: &str) -> Option<u64> {
+        if self.nodes.is_empty() {
+            return None;
+        }
+        self.nodes
+            .iter()
+            .map(|node| node.allocatable.get(resource).copied().unwrap_or(0))
+            .max()
+    }
+
+    fn compute_capabilities(&self) -> Vec<ComputeCapability> {
+        let mut found: Vec<ComputeCapability> = self
+            .nodes
+            .iter()
+            .filter_map(|node| node.compute_capability)
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
+    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.namespaces.get(namespace).cloned().unwrap_or_default()
+    }
+}
