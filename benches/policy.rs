@@ -93,7 +93,7 @@ fn admit(
     namespace_settings: &NamespaceSettings,
 ) -> Vec<u8> {
     let request = decode(body).expect("review decodes");
-    let (response, _verdict) = respond(&request, endpoint, settings, namespace_settings);
+    let (response, _verdict) = respond(&request, endpoint, settings, namespace_settings, None);
     encode(response).expect("response encodes")
 }
 

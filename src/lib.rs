@@ -13,6 +13,7 @@
 pub mod admission;
 pub mod certs;
 pub mod cli;
+pub mod cluster;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;

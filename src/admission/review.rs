@@ -19,9 +19,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::{
-    Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object, namespace_guard, unreadable,
+    Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object_in, namespace_guard,
+    unreadable,
 };
-use crate::policy::RuleId;
+use crate::policy::{ClusterFacts, RuleId};
 use crate::settings::{NamespaceSettings, Settings};
 
 /// An object exactly as the API server sent it.
@@ -178,11 +179,14 @@ impl Verdict {
 }
 
 /// Answers one admission request.
+/// `namespace_settings` are the settings of the request's namespace;
+/// `cluster`, what the webhook knows of the cluster when it can read it.
 pub fn respond(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
     settings: &Settings,
     namespace_settings: &NamespaceSettings,
+    cluster: Option<&dyn ClusterFacts>,
 ) -> (AdmissionResponse, Verdict) {
     let response = AdmissionResponse::from(request);
     let ignored = Verdict::new("ignored");
@@ -227,13 +231,14 @@ pub fn respond(
         Endpoint::Mutate | Endpoint::Namespace => Mode::Enforce,
         Endpoint::Validate(mode) => mode,
     };
-    let evaluated = evaluate_object(
+    let evaluated = evaluate_object_in(
         &object.raw,
         kind,
         namespace,
         operation,
         settings,
         namespace_settings,
+        cluster,
     );
     let mut verdict = Verdict::new("allowed");
     let decision = match evaluated {

@@ -258,7 +258,7 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
         Ok(request) => request,
         Err(err) => panic!("{err}"),
     };
-    let (response, _) = respond(&request, endpoint, &settings, &ns);
+    let (response, _) = respond(&request, endpoint, &settings, &ns, None);
     let bytes = encode(response).unwrap_or_default();
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::certs::{self, CertificateResolver, Reload};
+use crate::cluster::{self, ClusterCache};
 use crate::server::{self, AppState};
 use crate::settings::Settings;
 use crate::telemetry::{self, LogFormat};
@@ -41,6 +42,13 @@ pub struct ServeArgs {
     pub dns_names: Vec<String>,
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
+    /// Run on the static configuration only, without reading the cluster.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub no_cluster: bool,
+    /// Kubeconfig to reach the API server (default: in-cluster service
+    /// account, else KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
     /// How often the certificate and config files are compared with what
     /// is loaded.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
@@ -85,6 +93,26 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     let state = Arc::new(AppState::new(settings));
     state.readiness.config_loaded.store(true, Ordering::Release);
     state.metrics.set_reload("config", true);
+
+    let connection = match (&args.kubeconfig, args.no_cluster) {
+        (_, true) => cluster::Connection::Disabled,
+        (Some(path), false) => cluster::Connection::Kubeconfig(path),
+        (None, false) => cluster::Connection::Default,
+    };
+    match cluster::connect(connection).await? {
+        Some(client) => {
+            let cache = Arc::new(ClusterCache::default());
+            cluster::spawn_watches(client, &state.settings.load(), Arc::clone(&cache));
+            let _ = state.cluster.set(cache);
+            tracing::info!(
+                "reading the cluster: namespaces, nodes, runtime classes, allowlisted workloads"
+            );
+        }
+        None => tracing::info!(
+            "running without a cluster: static configuration only (no namespace annotations, \
+             RuntimeClass, node or owner checks)"
+        ),
+    }
 
     let (cert_path, key_path) = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),

@@ -276,9 +276,15 @@ mod tests {
         let cluster = ClusterSnapshot {
             nodes: nodes
                 .iter()
-                .map(|n| NodeGpus {
-                    allocatable: [("nvidia.com/gpu".to_owned(), *n)].into_iter().collect(),
-                    compute_capability: None,
+                .enumerate()
+                .map(|(i, n)| {
+                    (
+                        format!("node-{i}"),
+                        NodeGpus {
+                            allocatable: [("nvidia.com/gpu".to_owned(), *n)].into_iter().collect(),
+                            compute_capability: None,
+                        },
+                    )
                 })
                 .collect(),
             ..ClusterSnapshot::default()

@@ -51,8 +51,8 @@ pub struct ClusterSnapshot {
     pub runtime_classes: BTreeMap<String, RuntimeClassInfo>,
     /// (namespace, kind, name) -> uid
     pub workloads: BTreeMap<(String, String, String), String>,
-    /// One map of allocatable GPU resources per node.
-    pub nodes: Vec<NodeGpus>,
+    /// node name -> what the rules read of it.
+    pub nodes: BTreeMap<String, NodeGpus>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
@@ -81,7 +81,7 @@ impl ClusterFacts for ClusterSnapshot {
             return None;
         }
         self.nodes
-            .iter()
+            .values()
             .map(|node| node.allocatable.get(resource).copied().unwrap_or(0))
             .max()
     }
@@ -89,7 +89,7 @@ impl ClusterFacts for ClusterSnapshot {
     fn compute_capabilities(&self) -> Vec<ComputeCapability> {
         let mut found: Vec<ComputeCapability> = self
             .nodes
-            .iter()
+            .values()
             .filter_map(|node| node.compute_capability)
             .collect();
         found.sort_unstable();

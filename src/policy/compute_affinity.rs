@@ -461,9 +461,15 @@ mod tests {
         let cluster = ClusterSnapshot {
             nodes: nodes
                 .iter()
-                .map(|(major, minor)| NodeGpus {
-                    allocatable: [("nvidia.com/gpu".to_owned(), 1)].into_iter().collect(),
-                    compute_capability: Some(ComputeCapability::new(*major, *minor)),
+                .enumerate()
+                .map(|(i, (major, minor))| {
+                    (
+                        format!("node-{i}"),
+                        NodeGpus {
+                            allocatable: [("nvidia.com/gpu".to_owned(), 1)].into_iter().collect(),
+                            compute_capability: Some(ComputeCapability::new(*major, *minor)),
+                        },
+                    )
                 })
                 .collect(),
             ..ClusterSnapshot::default()

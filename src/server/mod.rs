@@ -4,8 +4,8 @@ mod error;
 pub mod listener;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -17,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::admission::review::{self, Endpoint};
+use crate::cluster::ClusterCache;
 use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
+use crate::policy::ClusterFacts;
 use crate::settings::Settings;
 pub use error::RequestError;
 
@@ -32,6 +34,8 @@ pub struct AppState {
     pub settings: ArcSwap<Settings>,
     pub metrics: Metrics,
     pub readiness: Readiness,
+    /// The cluster caches, once connected; never set with `--no-cluster`.
+    pub cluster: OnceLock<Arc<ClusterCache>>,
     /// The longest `?timeout=` the API server has sent, in milliseconds:
     /// how long it waits for an answer, so how long shutdown lets requests
     /// in flight finish.
@@ -48,6 +52,7 @@ impl AppState {
             settings: ArcSwap::from_pointee(settings),
             metrics: Metrics::new(),
             readiness: Readiness::default(),
+            cluster: OnceLock::new(),
             request_timeout_ms: AtomicU64::new(0),
         }
     }
@@ -142,7 +147,8 @@ pub fn operations_router(state: Arc<AppState>) -> Router {
         .route(
             "/readyz",
             get(|State(state): State<Arc<AppState>>| async move {
-                if state.readiness.is_ready() {
+                let cluster_synced = state.cluster.get().is_none_or(|c| c.is_synced());
+                if state.readiness.is_ready() && cluster_synced {
                     (StatusCode::OK, "ready")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready")
@@ -227,10 +233,19 @@ fn answer(
     let started = Instant::now();
     let request = review::decode(body)?;
     let settings = state.settings.load();
+    let cluster = state
+        .cluster
+        .get()
+        .map(|cache| cache.as_ref() as &dyn ClusterFacts);
     // Without a cluster connection the namespace's annotations are unknown:
     // the cluster configuration applies as it is.
-    let namespace_settings = settings.for_namespace(&BTreeMap::new());
-    let (response, verdict) = review::respond(&request, endpoint, &settings, &namespace_settings);
+    let annotations = match (cluster, request.namespace.as_deref()) {
+        (Some(cluster), Some(namespace)) => cluster.namespace_annotations(namespace),
+        _ => BTreeMap::new(),
+    };
+    let namespace_settings = settings.for_namespace(&annotations);
+    let (response, verdict) =
+        review::respond(&request, endpoint, &settings, &namespace_settings, cluster);
     let operation = format!("{:?}", request.operation).to_uppercase();
     state
         .metrics
