@@ -28,7 +28,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::policy::ClusterFacts;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
@@ -450,7 +450,7 @@ fn lean_runtime_class(class: &RuntimeClass) -> RuntimeClassInfo {
     let node_selector = scheduling
         .and_then(|s| s.node_selector.as_ref())
         .and_then(|selector| to_map(serde_json::to_value(selector).ok()))
-        .unwrap_or_else(Map::new);
+        .unwrap_or_default();
     let tolerations = scheduling
         .and_then(|s| s.tolerations.as_ref())
         .map(|list| {
