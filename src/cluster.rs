@@ -465,3 +465,70 @@ fn lean_runtime_class(class: &RuntimeClass) -> RuntimeClassInfo {
         tolerations,
     }
 }
+
+/// One-shot reads of everything the rules ask about, for `audit`: the same
+/// lean data as the watch caches, listed once.
+pub async fn snapshot(
+    client: &Client,
+    settings: &Settings,
+) -> Result<ClusterSnapshot, kube::Error> {
+    let list = kube::api::ListParams::default();
+    let mut snapshot = ClusterSnapshot::default();
+    for namespace in Api::<Namespace>::all(client.clone()).list(&list).await? {
+        snapshot
+            .namespaces
+            .insert(namespace.name_any(), lean_namespace(&namespace));
+    }
+    for node in Api::<Node>::all(client.clone()).list(&list).await? {
+        snapshot
+            .nodes
+            .insert(node.name_any(), lean_node(&node, settings));
+    }
+    for class in Api::<RuntimeClass>::all(client.clone()).list(&list).await? {
+        snapshot
+            .runtime_classes
+            .insert(class.name_any(), lean_runtime_class(&class));
+    }
+    for entry in &settings.config().allowlist {
+        let Some(gvk) = workload_gvk(&entry.kind) else {
+            continue;
+        };
+        let api = Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(
+            client.clone(),
+            &entry.namespace,
+            &ApiResource::from_gvk(&gvk),
+        );
+        if let Some(uid) = api.get_opt(&entry.name).await?.and_then(|o| o.uid()) {
+            snapshot.workloads.insert(
+                (
+                    entry.namespace.clone(),
+                    entry.kind.clone(),
+                    entry.name.clone(),
+                ),
+                uid,
+            );
+        }
+    }
+    Ok(snapshot)
+}
+
+/// Lists the objects of one kind in a namespace as raw JSON.
+pub async fn list_objects(
+    client: &Client,
+    namespace: &str,
+    gvk: &GroupVersionKind,
+) -> Result<Vec<Value>, kube::Error> {
+    let resource = ApiResource::from_gvk(gvk);
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+    let mut objects = Vec::new();
+    for mut object in api.list(&kube::api::ListParams::default()).await? {
+        // List items carry no apiVersion/kind.
+        object.types = Some(kube::core::TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        });
+        object.metadata.managed_fields = None;
+        objects.push(serde_json::to_value(&object).unwrap_or(Value::Null));
+    }
+    Ok(objects)
+}

@@ -7,8 +7,8 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::admission::{Mode, ObjectKind, PodOperation, decide, evaluate_object, unreadable};
-use crate::policy::{RuleId, Violation};
+use crate::admission::{Mode, ObjectKind, PodOperation, decide, evaluate_object_in, unreadable};
+use crate::policy::{ClusterFacts, RuleId, Violation};
 use crate::settings::Settings;
 
 /// One element of `check -o json`.
@@ -49,6 +49,25 @@ pub fn check_object(
     settings: &Settings,
     namespace_annotations: &BTreeMap<String, String>,
 ) -> ObjectReport {
+    check_object_in(
+        object,
+        default_namespace,
+        mode,
+        settings,
+        namespace_annotations,
+        None,
+    )
+}
+
+/// [`check_object`] with what the cluster knows (the `audit` command).
+pub fn check_object_in(
+    object: &Value,
+    default_namespace: &str,
+    mode: Mode,
+    settings: &Settings,
+    namespace_annotations: &BTreeMap<String, String>,
+    cluster: Option<&dyn ClusterFacts>,
+) -> ObjectReport {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
     let api_version = text("/apiVersion").unwrap_or("").to_owned();
     let kind_name = text("/kind").unwrap_or("").to_owned();
@@ -75,13 +94,14 @@ pub fn check_object(
         denial: None,
     };
     let namespace_settings = settings.for_namespace(namespace_annotations);
-    let evaluated = evaluate_object(
+    let evaluated = evaluate_object_in(
         object,
         kind,
         &report.namespace,
         PodOperation::Create,
         settings,
         &namespace_settings,
+        cluster,
     );
     let decision = match evaluated {
         Ok(None) => {

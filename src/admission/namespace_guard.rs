@@ -10,8 +10,9 @@
 
 use serde_json::Value;
 
-use super::Mode;
-use crate::settings::MODE_LABEL;
+use super::{Mode, ObjectKind, PodOperation, evaluate_object_in, warning};
+use crate::policy::{ClusterFacts, RuleId};
+use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
 /// value admits everything.
@@ -81,6 +82,122 @@ pub fn check(
         describe(after),
         policy_admins.join(", ")
     ))
+}
+
+/// The mode a namespace moves to when the label change tightens the
+/// policy (absent -> audit -> warn -> enforce); None otherwise.
+pub fn tightened_to(old: Option<&Value>, new: Option<&Value>) -> Option<Mode> {
+    let after = label(new)?.parse::<Mode>().ok()?;
+    let before = label(old).and_then(|value| value.parse::<Mode>().ok());
+    (strictness(Some(after)) > strictness(before)).then_some(after)
+}
+
+/// How many pods shown by name before "and N more".
+const NAMED_PODS: usize = 5;
+
+/// Warnings for a namespace that is opted in (or tightened), about the pods
+/// already running there, like Pod Security Admission gives: the pods that
+/// would be denied, and the pods that would lose the cards they see today
+/// (GPU infrastructure that needs an allowlist entry first).
+pub fn opt_in_warnings(
+    mode: Mode,
+    namespace: &str,
+    pods: &[Value],
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+) -> Vec<String> {
+    let annotations = cluster
+        .map(|c| c.namespace_annotations(namespace))
+        .unwrap_or_default();
+    let namespace_settings = settings.for_namespace(&annotations);
+    let mut violating = Vec::new();
+    let mut losing_cards = Vec::new();
+    for pod in pods {
+        let name = pod
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)");
+        let evaluated = evaluate_object_in(
+            pod,
+            ObjectKind::Pod,
+            namespace,
+            PodOperation::Create,
+            settings,
+            &namespace_settings,
+            cluster,
+        );
+        let Ok(Some(evaluation)) = evaluated else {
+            continue;
+        };
+        if !evaluation.violations.is_empty() {
+            violating.push(name);
+        }
+        // Pins and replacements cut a container off; removals from GPU
+        // containers do not (the device plugin still gives them cards).
+        let pinned = evaluation.changes.iter().any(|change| {
+            change.rule == RuleId::VisibleDevices && !change.summary.starts_with("remove")
+        });
+        if pinned && sees_cards_today(pod, settings) {
+            losing_cards.push(name);
+        }
+    }
+    let mut warnings = Vec::new();
+    if !violating.is_empty() {
+        warnings.push(warning(&format!(
+            "gpu-policy: {} existing pod(s) in {namespace} violate {mode} mode: {}",
+            violating.len(),
+            named(&violating)
+        )));
+    }
+    if !losing_cards.is_empty() {
+        warnings.push(warning(&format!(
+            "gpu-policy: new pods like {} would lose their GPUs (void pin); allowlist them first",
+            named(&losing_cards)
+        )));
+    }
+    warnings
+}
+
+fn named(pods: &[&str]) -> String {
+    let shown: Vec<&str> = pods.iter().take(NAMED_PODS).copied().collect();
+    match pods.len().saturating_sub(NAMED_PODS) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// A pod that requests no GPU but evidently uses one today: it names a GPU
+/// runtime class, writes `NVIDIA_VISIBLE_DEVICES` other than the pin, or
+/// runs an NVIDIA image (the exporters, GFD, the device plugin).
+fn sees_cards_today(pod: &Value, settings: &Settings) -> bool {
+    let config = settings.config();
+    let runtime_class = pod
+        .pointer("/spec/runtimeClassName")
+        .and_then(Value::as_str);
+    if runtime_class.is_some_and(|class| config.gpu_runtime_classes.iter().any(|c| c == class)) {
+        return true;
+    }
+    ["initContainers", "containers"]
+        .iter()
+        .filter_map(|field| pod.pointer(&format!("/spec/{field}"))?.as_array())
+        .flatten()
+        .any(|container| {
+            let image = container.get("image").and_then(Value::as_str).unwrap_or("");
+            let nvidia_image = image.starts_with("nvcr.io/nvidia/")
+                || image.contains("nvidia/")
+                || image.contains("nvidia_");
+            let writes_devices = container
+                .get("env")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|entry| {
+                    entry.get("name").and_then(Value::as_str) == Some("NVIDIA_VISIBLE_DEVICES")
+                        && entry.get("value").and_then(Value::as_str)
+                            != Some(config.visible_devices_pin.as_str())
+                });
+            nvidia_image || writes_devices
+        })
 }
 
 #[cfg(test)]
@@ -171,5 +288,45 @@ mod tests {
             groups: &[],
         };
         assert!(check(Some(&old), None, requester, &[]).is_ok());
+    }
+
+    #[rstest]
+    #[case(None, Some("audit"), Some(Mode::Audit))]
+    #[case(Some("audit"), Some("enforce"), Some(Mode::Enforce))]
+    #[case(Some("enforce"), Some("enforce"), None)]
+    #[case(Some("enforce"), Some("warn"), None)]
+    #[case(Some("warn"), None, None)]
+    #[case(None, Some("bogus"), None)]
+    fn tightening_is_detected(
+        #[case] old: Option<&str>,
+        #[case] new: Option<&str>,
+        #[case] expected: Option<Mode>,
+    ) {
+        let (old, new) = (namespace(old), namespace(new));
+        assert_eq!(tightened_to(Some(&old), Some(&new)), expected);
+    }
+
+    #[test]
+    fn opting_in_lists_violating_pods_and_pods_that_would_lose_cards() {
+        let pods = vec![
+            json!({"metadata": {"name": "fine"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+            json!({"metadata": {"name": "half-gpu"}, "spec": {"containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}}),
+            json!({"metadata": {"name": "dcgm-exporter-x7"}, "spec": {"containers": [
+                {"name": "c", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:2.2.9"}]}}),
+            json!({"metadata": {"name": "my-exporter"}, "spec": {"containers": [
+                {"name": "c", "image": "example/exporter", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}),
+        ];
+        let warnings = opt_in_warnings(Mode::Enforce, "ml", &pods, &Settings::default(), None);
+        assert_eq!(
+            warnings,
+            vec![
+                "gpu-policy: 1 existing pod(s) in ml violate enforce mode: half-gpu",
+                "gpu-policy: new pods like dcgm-exporter-x7, my-exporter would lose their GPUs (void pin); allowlist them first",
+            ]
+        );
+        assert!(
+            opt_in_warnings(Mode::Enforce, "ml", &pods[..1], &Settings::default(), None).is_empty()
+        );
     }
 }

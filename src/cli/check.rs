@@ -65,7 +65,12 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         }
         Output::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            write!(out, "{}", render_text(&reports, mode, colour)).map_err(|e| e.to_string())
+            write!(
+                out,
+                "{}",
+                render_text(&reports, &format!("{mode} mode"), colour)
+            )
+            .map_err(|e| e.to_string())
         }
     };
     // A closed pipe (`| head`) is not an error of the input.
@@ -100,7 +105,7 @@ impl Palette {
 /// warnings; a summary line at the end.
 pub fn render_text(
     reports: &[(ObjectReport, &manifest::Document)],
-    mode: Mode,
+    context: &str,
     colour: bool,
 ) -> String {
     let palette = Palette { colour };
@@ -174,7 +179,7 @@ pub fn render_text(
         }
     }
     text.push_str(&format!(
-        "{} objects ({mode} mode): {allowed} allowed, {denied} denied, {ignored} ignored\n",
+        "{} objects ({context}): {allowed} allowed, {denied} denied, {ignored} ignored\n",
         reports.len()
     ));
     text

@@ -1,5 +1,6 @@
 //! The command line: `gpu-policy check` (offline) and the server commands.
 
+mod audit;
 mod check;
 mod serve;
 
@@ -28,6 +29,12 @@ pub enum Command {
     /// Exit status: 0 when every object is allowed, 1 when something is
     /// denied, 2 for bad input.
     Check(CheckArgs),
+    /// Report what the policy would change or deny for what already runs
+    /// in opted-in namespaces (read-only).
+    ///
+    /// Exit status: 0 when nothing violates, 1 when something does, 2 when
+    /// the cluster cannot be read.
+    Audit(audit::AuditArgs),
     /// Serve the admission webhook over HTTPS.
     ///
     /// Without --tls-cert, a CA and a serving certificate are generated into
@@ -112,5 +119,6 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Audit(args) => audit::run(&args),
     }
 }

@@ -102,8 +102,9 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     match cluster::connect(connection).await? {
         Some(client) => {
             let cache = Arc::new(ClusterCache::default());
-            cluster::spawn_watches(client, &state.settings.load(), Arc::clone(&cache));
+            cluster::spawn_watches(client.clone(), &state.settings.load(), Arc::clone(&cache));
             let _ = state.cluster.set(cache);
+            let _ = state.client.set(client);
             tracing::info!(
                 "reading the cluster: namespaces, nodes, runtime classes, allowlisted workloads"
             );

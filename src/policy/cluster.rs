@@ -65,6 +65,13 @@ pub struct NodeGpus {
     pub compute_capability: Option<ComputeCapability>,
 }
 
+impl ClusterSnapshot {
+    /// The kept annotations of a namespace (empty when unknown).
+    pub fn namespace_annotations_of(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.namespaces.get(namespace).cloned().unwrap_or_default()
+    }
+}
+
 impl ClusterFacts for ClusterSnapshot {
     fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo> {
         self.runtime_classes.get(name).cloned()
@@ -98,6 +105,6 @@ impl ClusterFacts for ClusterSnapshot {
     }
 
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespaces.get(namespace).cloned().unwrap_or_default()
+        self.namespace_annotations_of(namespace)
     }
 }

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use crate::admission::namespace_guard;
 use crate::admission::review::{self, Endpoint};
 use crate::cluster::ClusterCache;
 use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
@@ -28,7 +29,6 @@ pub use error::RequestError;
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// What the handlers share.
-#[derive(Debug)]
 pub struct AppState {
     /// The policy configuration; swapped whole when the file changes.
     pub settings: ArcSwap<Settings>,
@@ -36,6 +36,9 @@ pub struct AppState {
     pub readiness: Readiness,
     /// The cluster caches, once connected; never set with `--no-cluster`.
     pub cluster: OnceLock<Arc<ClusterCache>>,
+    /// The client behind the caches, for the namespace guard's look at the
+    /// pods already running.
+    pub client: OnceLock<kube::Client>,
     /// The longest `?timeout=` the API server has sent, in milliseconds:
     /// how long it waits for an answer, so how long shutdown lets requests
     /// in flight finish.
@@ -53,6 +56,7 @@ impl AppState {
             metrics: Metrics::new(),
             readiness: Readiness::default(),
             cluster: OnceLock::new(),
+            client: OnceLock::new(),
             request_timeout_ms: AtomicU64::new(0),
         }
     }
@@ -186,7 +190,7 @@ async fn admit(
     if let Some(timeout) = timeout {
         state.saw_timeout(timeout);
     }
-    let result = answer(&state, endpoint, &headers, &body);
+    let result = answer(&state, endpoint, &headers, &body).await;
     state
         .metrics
         .latency
@@ -213,7 +217,7 @@ async fn admit(
     }
 }
 
-fn answer(
+async fn answer(
     state: &AppState,
     endpoint: Endpoint,
     headers: &HeaderMap,
@@ -244,8 +248,17 @@ fn answer(
         _ => BTreeMap::new(),
     };
     let namespace_settings = settings.for_namespace(&annotations);
-    let (response, verdict) =
+    let (mut response, verdict) =
         review::respond(&request, endpoint, &settings, &namespace_settings, cluster);
+    if endpoint == Endpoint::Namespace && response.allowed {
+        let warnings = opt_in_warnings(state, &request, &settings).await;
+        if !warnings.is_empty() {
+            response
+                .warnings
+                .get_or_insert_with(Vec::new)
+                .extend(warnings);
+        }
+    }
     let operation = format!("{:?}", request.operation).to_uppercase();
     state
         .metrics
@@ -303,6 +316,52 @@ fn answer(
         "admission decision"
     );
     review::encode(response).map_err(RequestError::Encode)
+}
+
+/// How long the namespace guard may spend listing the pods of a namespace
+/// being opted in; past it the change is admitted without the warning.
+const POD_LIST_BUDGET: Duration = Duration::from_secs(2);
+
+/// When a namespace is opted in or tightened, warns about the pods already
+/// running there (Pod Security Admission does the same).
+async fn opt_in_warnings(
+    state: &AppState,
+    request: &kube::core::admission::AdmissionRequest<review::RawObject>,
+    settings: &Settings,
+) -> Vec<String> {
+    let old = request.old_object.as_ref().map(|o| &o.raw);
+    let new = request.object.as_ref().map(|o| &o.raw);
+    let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), state.client.get())
+    else {
+        return Vec::new();
+    };
+    let namespace = request.name.as_str();
+    let pods = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+    );
+    let listed = tokio::time::timeout(POD_LIST_BUDGET, pods.list(&Default::default())).await;
+    let pods: Vec<serde_json::Value> = match listed {
+        Ok(Ok(list)) => list
+            .items
+            .iter()
+            .filter_map(|pod| serde_json::to_value(pod).ok())
+            .collect(),
+        Ok(Err(error)) => {
+            tracing::warn!(%namespace, %error, "cannot list pods for the opt-in warning");
+            return Vec::new();
+        }
+        Err(_) => {
+            tracing::warn!(%namespace, "listing pods for the opt-in warning timed out");
+            return Vec::new();
+        }
+    };
+    let cluster = state
+        .cluster
+        .get()
+        .map(|cache| cache.as_ref() as &dyn ClusterFacts);
+    namespace_guard::opt_in_warnings(mode, namespace, &pods, settings, cluster)
 }
 
 #[cfg(test)]
