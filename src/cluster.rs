@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -79,7 +79,14 @@ pub struct ClusterCache {
     snapshot: RwLock<ClusterSnapshot>,
     synced: [AtomicBool; 4],
     stale: [AtomicBool; 4],
+    /// When each watch last failed.
+    last_error: Mutex<[Option<Instant>; 4]>,
 }
+
+/// How often the API server is asked whether it answers, to tell when a
+/// stale cache is current again: a resumed watch brings no event when
+/// nothing changed meanwhile.
+const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 impl ClusterCache {
     fn read(&self) -> RwLockReadGuard<'_, ClusterSnapshot> {
@@ -117,7 +124,23 @@ impl ClusterCache {
         }
     }
 
+    /// The API server answered: every watch that has not failed for a probe
+    /// interval has reconnected (kube-runtime retries within its backoff).
+    fn api_answered(&self) {
+        let now = Instant::now();
+        let last_error = *self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        for source in Source::ALL {
+            let quiet = last_error[source.index()]
+                .is_none_or(|at| now.duration_since(at) >= PROBE_INTERVAL);
+            if quiet && self.synced[source.index()].load(Ordering::Acquire) {
+                self.mark_fresh(source);
+            }
+        }
+    }
+
     fn mark_stale(&self, source: Source, error: &watcher::Error) {
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner())[source.index()] =
+            Some(Instant::now());
         if !self.stale[source.index()].swap(true, Ordering::AcqRel) {
             tracing::warn!(
                 resource = source.as_str(),
@@ -224,7 +247,22 @@ pub fn spawn_watches(client: Client, settings: &Settings, cache: Arc<ClusterCach
         |snapshot| &mut snapshot.runtime_classes,
         |class: &RuntimeClass| Some(lean_runtime_class(class)),
     ));
-    tokio::spawn(mirror_allowlisted(client, settings.clone(), cache));
+    tokio::spawn(mirror_allowlisted(
+        client.clone(),
+        settings.clone(),
+        Arc::clone(&cache),
+    ));
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(PROBE_INTERVAL);
+        loop {
+            ticker.tick().await;
+            if let Ok(Ok(_)) =
+                tokio::time::timeout(PROBE_INTERVAL, client.apiserver_version()).await
+            {
+                cache.api_answered();
+            }
+        }
+    });
 }
 
 /// Folds one watcher into one table of the snapshot. A relist (Init ..

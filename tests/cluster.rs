@@ -1,0 +1,240 @@
+//! The cluster caches against the fake API server: first list, watch
+//! events, 410 relists, an API server that goes away, lean contents.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpu_policy::cluster::{self, ClusterCache, Source};
+use gpu_policy::policy::ClusterFacts;
+use gpu_policy::settings::{ComputeCapability, Settings};
+use serde_json::{Value, json};
+use support::fake_api::{FakeApi, eventually, install_crypto_provider};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn namespace(name: &str, annotations: Value, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+           "metadata": {"name": name, "annotations": annotations, "labels": labels,
+                        "managedFields": [{"manager": "kubectl", "operation": "Update"}]}})
+}
+
+fn node(name: &str, gpus: &str, major: &str, minor: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+           "metadata": {"name": name, "labels": {
+               "nvidia.com/gpu.compute.major": major, "nvidia.com/gpu.compute.minor": minor,
+               "kubernetes.io/hostname": name}},
+           "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": gpus},
+                      "capacity": {"nvidia.com/gpu": gpus}}})
+}
+
+fn runtime_class() -> Value {
+    json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+           "metadata": {"name": "nvidia"}, "handler": "nvidia",
+           "overhead": {"podFixed": {"cpu": "100m"}},
+           "scheduling": {"nodeSelector": {"nvidia.com/gpu.present": "true"},
+                          "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}})
+}
+
+fn exporter(uid: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+           "metadata": {"name": "nvidia-gpu-exporter", "namespace": "kube-system", "uid": uid},
+           "spec": {"selector": {"matchLabels": {"app": "e"}},
+                    "template": {"metadata": {"labels": {"app": "e"}},
+                                 "spec": {"containers": [{"name": "e", "image": "x"}]}}}})
+}
+
+async fn started(api: &FakeApi) -> Arc<ClusterCache> {
+    install_crypto_provider();
+    let cache = Arc::new(ClusterCache::default());
+    cluster::spawn_watches(api.client(), &Settings::default(), Arc::clone(&cache));
+    eventually("the first full list", WAIT, || cache.is_synced()).await;
+    cache
+}
+
+async fn seeded() -> FakeApi {
+    let api = FakeApi::start().await;
+    api.insert(namespace(
+        "ml",
+        json!({"gpu-policy.io/max-gpus-per-pod": "2", "team": "vision"}),
+        json!({"gpu-policy.io/mode": "enforce", "other": "x"}),
+    ));
+    api.insert(namespace("kube-system", json!({}), json!({})));
+    api.insert(node("a100", "8", "8", "0"));
+    api.insert(node("t4", "4", "7", "5"));
+    api.insert(node("cpu-only", "0", "", ""));
+    api.insert(runtime_class());
+    api.insert(exporter("uid-1"));
+    api
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn caches_hold_what_the_rules_read_and_nothing_else() {
+    let api = seeded().await;
+    let cache = started(&api).await;
+
+    let expected: BTreeMap<String, String> = [
+        ("gpu-policy.io/max-gpus-per-pod", "2"),
+        ("gpu-policy.io/mode", "enforce"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    assert_eq!(cache.namespace_annotations("ml"), expected);
+    assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
+    assert_eq!(cache.largest_allocatable("nvidia.com/mig-1g.5gb"), Some(0));
+    assert_eq!(
+        cache.compute_capabilities(),
+        vec![ComputeCapability::new(7, 5), ComputeCapability::new(8, 0)]
+    );
+    let class = cache.runtime_class("nvidia").unwrap_or_default();
+    assert_eq!(
+        class.pod_fixed_overhead,
+        json!({"cpu": "100m"}).as_object().cloned()
+    );
+    assert_eq!(
+        class.node_selector,
+        json!({"nvidia.com/gpu.present": "true"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    );
+    assert_eq!(class.tolerations.len(), 1);
+    assert_eq!(cache.runtime_class("kata"), None);
+    assert_eq!(
+        cache.workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter"),
+        Some("uid-1".to_owned())
+    );
+    // Only the allowlisted workloads are watched, each by name.
+    let requests = api.requests();
+    assert!(
+        requests.iter().any(|(_, path)| path
+            .contains("/apis/apps/v1/namespaces/kube-system/daemonsets")
+            && path.contains("metadata.name%3Dnvidia-gpu-exporter")),
+        "{requests:#?}"
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|(_, path)| path.starts_with("/apis/apps/v1/daemonsets")),
+        "{requests:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_events_update_the_caches() {
+    let api = seeded().await;
+    let cache = started(&api).await;
+
+    api.insert(node("h100", "16", "9", "0"));
+    eventually("the new node", WAIT, || {
+        cache.largest_allocatable("nvidia.com/gpu") == Some(16)
+    })
+    .await;
+    api.remove("v1", "Node", None, "h100");
+    eventually("the node deleted", WAIT, || {
+        cache.largest_allocatable("nvidia.com/gpu") == Some(8)
+    })
+    .await;
+    api.insert(namespace(
+        "ml",
+        json!({"gpu-policy.io/max-gpus-per-pod": "1"}),
+        json!({}),
+    ));
+    eventually("the annotation changed", WAIT, || {
+        cache
+            .namespace_annotations("ml")
+            .get("gpu-policy.io/max-gpus-per-pod")
+            == Some(&"1".to_owned())
+    })
+    .await;
+    api.remove("node.k8s.io/v1", "RuntimeClass", None, "nvidia");
+    eventually("the runtime class deleted", WAIT, || {
+        cache.runtime_class("nvidia").is_none()
+    })
+    .await;
+    // A forged exporter: same name, recreated with another UID.
+    api.remove(
+        "apps/v1",
+        "DaemonSet",
+        Some("kube-system"),
+        "nvidia-gpu-exporter",
+    );
+    eventually("the exporter deleted", WAIT, || {
+        cache
+            .workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
+            .is_none()
+    })
+    .await;
+    api.insert(exporter("uid-2"));
+    eventually("the exporter recreated", WAIT, || {
+        cache.workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
+            == Some("uid-2".to_owned())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_410_relist_drops_what_was_deleted_meanwhile() {
+    let api = seeded().await;
+    let cache = started(&api).await;
+    let lists_before = api.count_requests("GET", &["/api/v1/nodes"]);
+
+    // The watch ends, history is compacted, and a node goes away while
+    // nobody watches: only a relist can tell.
+    api.compact();
+    api.remove("v1", "Node", None, "a100");
+    api.compact();
+    api.drop_watches();
+    eventually("the relist", WAIT, || {
+        cache.largest_allocatable("nvidia.com/gpu") == Some(4)
+    })
+    .await;
+    assert!(api.count_requests("GET", &["/api/v1/nodes"]) > lists_before);
+    assert_eq!(
+        cache.compute_capabilities(),
+        vec![ComputeCapability::new(7, 5)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_server_that_goes_away_leaves_the_last_known_state() {
+    let api = seeded().await;
+    let cache = started(&api).await;
+
+    api.stop().await;
+    eventually("the cache marked stale", WAIT, || {
+        cache.is_stale(Source::Namespaces)
+    })
+    .await;
+    // Decisions go on from what was known.
+    assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
+    assert_eq!(
+        cache
+            .namespace_annotations("ml")
+            .get("gpu-policy.io/max-gpus-per-pod"),
+        Some(&"2".to_owned())
+    );
+    api.restart().await;
+    api.insert(node("h100", "16", "9", "0"));
+    eventually("fresh again", Duration::from_secs(40), || {
+        !cache.is_stale(Source::Namespaces)
+            && cache.largest_allocatable("nvidia.com/gpu") == Some(16)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_snapshot_reads_the_same_as_the_caches() {
+    let api = seeded().await;
+    install_crypto_provider();
+    let snapshot = cluster::snapshot(&api.client(), &Settings::default()).await;
+    let snapshot = match snapshot {
+        Ok(snapshot) => snapshot,
+        Err(error) => panic!("snapshot: {error}"),
+    };
+    let cache = started(&api).await;
+    assert_eq!(snapshot, cache.snapshot());
+}
