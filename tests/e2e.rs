@@ -10,6 +10,8 @@
 //! is killed by a drop guard, so a failing test leaves no process behind.
 //! Logs (JSON, on stderr) go to a file the tests read.
 
+mod support;
+
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -34,6 +36,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use serde_json::{Value, json};
+use support::fake_api::FakeApi;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
@@ -454,6 +457,8 @@ struct Options {
     tls: Option<(PathBuf, PathBuf)>,
     /// `--config`.
     config: Option<PathBuf>,
+    /// `--kubeconfig`; `--no-cluster` when `None`.
+    kubeconfig: Option<PathBuf>,
 }
 
 /// A running `gpu-policy serve`, killed when dropped.
@@ -514,6 +519,10 @@ impl Server {
             if let Some(config) = &options.config {
                 command.arg("--config").arg(config);
             }
+            match &options.kubeconfig {
+                Some(kubeconfig) => command.arg("--kubeconfig").arg(kubeconfig),
+                None => command.arg("--no-cluster"),
+            };
             let child = command
                 // E2E_SERVER_LOG=hyper=trace,info shows the server's internals.
                 .env(
@@ -1583,4 +1592,99 @@ async fn config_is_reloaded_and_a_bad_one_is_refused() {
     // Still ready and serving.
     let ready = server.operations_get("/readyz").await.expect("readyz");
     assert_eq!(ready.status, 200);
+}
+
+/// `serve --kubeconfig` against the fake API server: namespace annotations,
+/// RuntimeClass scheduling, forged owners and the opt-in warning come from
+/// the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_mode_uses_what_the_cluster_knows() {
+    let api = FakeApi::start().await;
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE,
+        "annotations": {"gpu-policy.io/max-gpus-per-pod": "1"}}}),
+    );
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}),
+    );
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "t4",
+        "labels": {"nvidia.com/gpu.compute.major": "7", "nvidia.com/gpu.compute.minor": "5"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "4"}}}),
+    );
+    api.insert(
+        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia"}, "handler": "nvidia",
+        "overhead": {"podFixed": {"cpu": "100m"}},
+        "scheduling": {"nodeSelector": {"nvidia.com/gpu.present": "true"}}}),
+    );
+    api.insert(json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
+        "name": "nvidia-gpu-exporter", "namespace": "kube-system", "uid": "real-uid"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "e", "image": "x"}]}}}}));
+    api.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "half-card", "namespace": "lab"},
+        "spec": {"containers": [{"name": "c", "image": "x",
+            "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}}));
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(scratch.path());
+    let server = Server::start(
+        Options {
+            kubeconfig: Some(kubeconfig),
+            ..Options::default()
+        },
+        None,
+    )
+    .await;
+    let mut connection = server.connect().await;
+
+    // The namespace annotation lowers the pod maximum to 1.
+    let mut two = pod_with_gpus(2);
+    two["metadata"]["namespace"] = json!(NAMESPACE);
+    let denied = connection.admit(ENFORCE, &two).await;
+    assert_eq!(denied["allowed"], false, "{denied}");
+    let message = denied["status"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("maximum of 1 per pod"), "{message}");
+
+    // The injected RuntimeClass brings its overhead and node selector.
+    let mut one = pod_with_gpus(1);
+    one["metadata"]["namespace"] = json!(NAMESPACE);
+    let after = connection.mutated(&one).await;
+    assert_eq!(after["spec"]["runtimeClassName"], "nvidia");
+    assert_eq!(after["spec"]["overhead"], json!({"cpu": "100m"}));
+    assert_eq!(
+        after["spec"]["nodeSelector"],
+        json!({"nvidia.com/gpu.present": "true"})
+    );
+
+    // A forged owner reference to the exporter gets no exemption.
+    let forged = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forged",
+        "namespace": "kube-system", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "name": "nvidia-gpu-exporter", "uid": "forged-uid", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "x",
+            "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}});
+    let response = connection.admit(MUTATE, &forged).await;
+    assert!(patch_of(&response).is_some(), "{response}");
+    let warned = connection
+        .admit("/validate/warn?timeout=10s", &forged)
+        .await;
+    let warnings = warned["warnings"].to_string();
+    assert!(warnings.contains("no exemption"), "{warnings}");
+
+    // Opting a namespace in warns about the pods already running there.
+    let uid = next_uid();
+    let old = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}});
+    let new = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab",
+        "labels": {"gpu-policy.io/mode": "enforce"}}});
+    let mut body = review(&new, &uid, true);
+    body["request"]["operation"] = json!("UPDATE");
+    body["request"]["name"] = json!("lab");
+    body["request"]["oldObject"] = old;
+    let reply = connection
+        .post("/validate/namespace?timeout=10s", body_of(&body))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let response = reply.admission(&uid);
+    assert_eq!(response["allowed"], true, "{response}");
+    let warnings = response["warnings"].to_string();
+    assert!(warnings.contains("half-card"), "{warnings}");
 }

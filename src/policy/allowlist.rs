@@ -51,7 +51,7 @@ pub fn verify_owner(
             "gpu-policy: allowlist: owner {entry} does not exist; no exemption"
         )),
         _ => Err(format!(
-            "gpu-policy: allowlist: owner reference does not match the UID of {entry}; no exemption"
+            "gpu-policy: allowlist: owner UID is not that of {entry}; no exemption"
         )),
     }
 }
