@@ -1,0 +1,138 @@
+//! `gpu-policy audit` against the fake API server, through the binary.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::fake_api::FakeApi;
+
+fn seed(api: &FakeApi) {
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
+        "labels": {"gpu-policy.io/mode": "enforce"}}}),
+    );
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scratch"}}));
+    api.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "half-card", "namespace": "ml"},
+        "spec": {"containers": [{"name": "c", "image": "x",
+            "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}}));
+    api.insert(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}));
+    api.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cuda-notebook", "namespace": "scratch"},
+        "spec": {"containers": [{"name": "nb", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04"}]}}));
+}
+
+async fn audit(kubeconfig: &Path, args: &[&str]) -> (i32, Value, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpu-policy"));
+    command
+        .arg("audit")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args);
+    let output: Output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (
+        output.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&output.stderr).into_owned() + &stdout,
+    )
+}
+
+fn names(reports: &Value) -> Vec<String> {
+    reports
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!(
+                "{}/{}/{}",
+                r["kind"].as_str().unwrap_or(""),
+                r["namespace"].as_str().unwrap_or(""),
+                r["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_reports_opted_in_namespaces_and_exits_1_on_violations() {
+    let api = FakeApi::start().await;
+    seed(&api);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(dir.path());
+
+    let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
+    assert_eq!(code, 1, "{output}");
+    assert_eq!(
+        names(&reports),
+        vec!["Pod/ml/half-card", "Deployment/ml/web"],
+        "{output}"
+    );
+    assert_eq!(reports[0]["violations"][0]["rule"], "bounded-requests");
+    assert_eq!(reports[1]["allowed"], true);
+    // The same element shape as check -o json.
+    let mut keys: Vec<&str> = reports[1]
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        vec![
+            "allowed",
+            "apiVersion",
+            "ignored",
+            "kind",
+            "name",
+            "namespace",
+            "patch",
+            "violations",
+            "warnings"
+        ]
+    );
+
+    // One namespace, not opted in: audited as enforce; a CUDA image without
+    // a GPU request would be pinned, which is a change, not a violation.
+    let (code, reports, output) = audit(&kubeconfig, &["-n", "scratch", "-o", "json"]).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(names(&reports), vec!["Pod/scratch/cuda-notebook"]);
+    assert_eq!(reports[0]["patch"][0]["path"], "/spec/containers/0/env");
+
+    let (code, reports, _) = audit(&kubeconfig, &["-A", "-o", "json"]).await;
+    assert_eq!(code, 1);
+    assert_eq!(names(&reports).len(), 3);
+
+    let (code, _, output) = audit(&kubeconfig, &[]).await;
+    assert_eq!(code, 1);
+    assert!(output.contains("Pod ml/half-card: DENIED"), "{output}");
+    assert!(
+        output.contains("2 objects (running in the cluster)"),
+        "{output}"
+    );
+
+    let (code, _, output) = audit(&kubeconfig, &["-n", "missing"]).await;
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output.contains("namespace \"missing\" not found"),
+        "{output}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_without_a_cluster_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n").expect("write");
+    let (code, _, output) = audit(&kubeconfig, &[]).await;
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output.contains("gpu-policy: no reachable cluster"),
+        "{output}"
+    );
+}
