@@ -238,3 +238,28 @@ async fn the_audit_snapshot_reads_the_same_as_the_caches() {
     let cache = started(&api).await;
     assert_eq!(snapshot, cache.snapshot());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forbidden_lists_keep_the_cache_unsynced_until_allowed() {
+    let api = seeded().await;
+    install_crypto_provider();
+    // RBAC not granted yet: the first node lists are forbidden.
+    api.fail_next("GET", "/api/v1/nodes", 403, 2);
+    let cache = Arc::new(ClusterCache::default());
+    cluster::spawn_watches(api.client(), &Settings::default(), Arc::clone(&cache));
+    eventually("the forbidden list seen", WAIT, || {
+        api.count_requests("GET", &["/api/v1/nodes"]) >= 1
+    })
+    .await;
+    // Retries back off from 800 ms: the error shows before the next try.
+    eventually("the cache marked stale", WAIT, || {
+        cache.is_stale(Source::Nodes)
+    })
+    .await;
+    assert!(!cache.is_synced());
+    eventually("synced once allowed", Duration::from_secs(30), || {
+        cache.is_synced()
+    })
+    .await;
+    assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
+}
