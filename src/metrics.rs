@@ -37,6 +37,12 @@ pub struct ReloadLabels {
     pub source: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// `namespaces`, `nodes`, `runtimeclasses`, `allowlisted-workloads`.
+    pub resource: String,
+}
+
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -47,6 +53,8 @@ pub struct Metrics {
     pub certificate_expiry: Gauge<f64, AtomicU64>,
     /// 1 when the last reload of the source succeeded, 0 when it failed.
     pub reload_success: Family<ReloadLabels, Gauge>,
+    /// 1 while a cluster cache cannot follow the API server.
+    pub cache_stale: Family<CacheLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -98,6 +106,12 @@ impl Metrics {
             "1 when the last reload of the config or certificate succeeded, else 0",
             reload_success.clone(),
         );
+        let cache_stale = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cluster_cache_stale",
+            "1 while a cluster cache cannot follow the API server (decisions use the last known state)",
+            cache_stale.clone(),
+        );
         Self {
             registry,
             requests,
@@ -105,6 +119,7 @@ impl Metrics {
             latency,
             certificate_expiry,
             reload_success,
+            cache_stale,
         }
     }
 

@@ -1687,4 +1687,15 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
     assert_eq!(response["allowed"], true, "{response}");
     let warnings = response["warnings"].to_string();
     assert!(warnings.contains("half-card"), "{warnings}");
+
+    let metrics = server.metrics().await;
+    for resource in [
+        "namespaces",
+        "nodes",
+        "runtimeclasses",
+        "allowlisted-workloads",
+    ] {
+        let line = format!("gpu_policy_cluster_cache_stale{{resource=\"{resource}\"}} 0");
+        assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+    }
 }

@@ -162,6 +162,17 @@ pub fn operations_router(state: Arc<AppState>) -> Router {
         .route(
             "/metrics",
             get(|State(state): State<Arc<AppState>>| async move {
+                if let Some(cache) = state.cluster.get() {
+                    for source in crate::cluster::Source::ALL {
+                        state
+                            .metrics
+                            .cache_stale
+                            .get_or_create(&crate::metrics::CacheLabels {
+                                resource: source.as_str().to_owned(),
+                            })
+                            .set(i64::from(cache.is_stale(source)));
+                    }
+                }
                 (
                     [(
                         header::CONTENT_TYPE,
