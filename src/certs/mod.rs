@@ -34,6 +34,8 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 use x509_parser::time::ASN1Time;
 
+pub mod secret;
+
 /// DNS names the self-signed serving certificate always covers: local runs
 /// and the in-cluster Service `gpu-policy` in namespace `gpu-policy`.
 pub const DEFAULT_DNS_NAMES: &[&str] = &[
@@ -192,28 +194,38 @@ fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), 
 
     // Signature, validity and server-auth usage against the CA on disk, the
     // way an API server holding ca.crt as caBundle will check it.
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(ca)
-        .map_err(|err| format!("{}: {err}", files.ca.display()))?;
-    let parsed = ParsedCertificate::try_from(leaf)
-        .map_err(|err| format!("{}: {err}", files.cert.display()))?;
-    let provider = provider();
-    let unix_now = UnixTime::since_unix_epoch(Duration::from_secs(u64::try_from(now).unwrap_or(0)));
-    verify_server_cert_signed_by_trust_anchor(
-        &parsed,
-        &roots,
-        pair.key.cert.get(1..).unwrap_or(&[]),
-        unix_now,
-        provider.signature_verification_algorithms.all,
-    )
-    .map_err(|err| {
+    verify_chain(ca, &pair.key.cert, now).map_err(|err| {
         format!(
             "{} is not signed by {}: {err}",
             files.cert.display(),
             files.ca.display()
         )
     })
+}
+
+/// Checks `chain` (leaf first) the way a client trusting only `ca` does at
+/// `now`: signature, validity and server-auth usage.
+fn verify_chain(
+    ca: CertificateDer<'_>,
+    chain: &[CertificateDer<'_>],
+    now: i64,
+) -> Result<(), String> {
+    let Some(leaf) = chain.first() else {
+        return Err("no certificate".to_owned());
+    };
+    let mut roots = RootCertStore::empty();
+    roots.add(ca).map_err(|err| format!("CA: {err}"))?;
+    let parsed = ParsedCertificate::try_from(leaf).map_err(|err| err.to_string())?;
+    let provider = provider();
+    let unix_now = UnixTime::since_unix_epoch(Duration::from_secs(u64::try_from(now).unwrap_or(0)));
+    verify_server_cert_signed_by_trust_anchor(
+        &parsed,
+        &roots,
+        chain.get(1..).unwrap_or(&[]),
+        unix_now,
+        provider.signature_verification_algorithms.all,
+    )
+    .map_err(|err| err.to_string())
 }
 
 fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(), String> {
@@ -266,19 +278,68 @@ struct Generated {
     key: String,
 }
 
+/// A certificate and its private key, both PEM (the key PKCS#8).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PemPair {
+    pub cert: String,
+    pub key: String,
+}
+
+impl fmt::Debug for PemPair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the key.
+        f.debug_struct("PemPair")
+            .field("cert", &self.cert)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A CA (10 years) and a serving certificate it signs for `names`, valid
 /// `serving_days` days from `now`. ECDSA P-256 keys.
 fn generate(names: &[String], now: i64, serving_days: i64) -> Result<Generated, String> {
-    let err = |err: rcgen::Error| err.to_string();
+    let ca = generate_ca(now, CA_VALIDITY_DAYS)?;
+    let leaf = issue(&ca.cert, &ca.key, names, now, serving_days)?;
+    Ok(Generated {
+        ca: ca.cert,
+        cert: leaf.cert,
+        key: leaf.key,
+    })
+}
 
+/// A new self-signed CA (`CN=gpu-policy CA`, path length 0) valid `days`
+/// days from `now` (unix seconds, `notBefore` backdated one hour), with a
+/// fresh ECDSA P-256 key.
+pub fn generate_ca(now: i64, days: i64) -> Result<PemPair, String> {
+    let err = |err: rcgen::Error| err.to_string();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca_params.distinguished_name = common_name(CA_COMMON_NAME);
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    set_validity(&mut ca_params, now, CA_VALIDITY_DAYS)?;
+    set_validity(&mut ca_params, now, days)?;
     let ca_key = KeyPair::generate().map_err(err)?;
     let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    Ok(PemPair {
+        cert: ca_cert.pem(),
+        key: ca_key.serialize_pem(),
+    })
+}
+
+/// A serving certificate (server auth, CN `gpu-policy.gpu-policy.svc`) for
+/// `names` (an entry that parses as an IP address becomes an IP SAN),
+/// signed by the CA in `ca_cert_pem` / `ca_key_pem`, valid `days` days from
+/// `now` (unix seconds, `notBefore` backdated one hour), with a fresh ECDSA
+/// P-256 key.
+pub fn issue(
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+    names: &[String],
+    now: i64,
+    days: i64,
+) -> Result<PemPair, String> {
+    let err = |err: rcgen::Error| err.to_string();
+    let ca_key = KeyPair::from_pem(ca_key_pem).map_err(|e| format!("CA key: {e}"))?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key)
+        .map_err(|e| format!("CA certificate: {e}"))?;
 
     let mut params = CertificateParams::new(names.to_vec()).map_err(err)?;
     params.distinguished_name = common_name(SERVING_COMMON_NAME);
@@ -286,12 +347,10 @@ fn generate(names: &[String], now: i64, serving_days: i64) -> Result<Generated, 
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
-    set_validity(&mut params, now, serving_days)?;
+    set_validity(&mut params, now, days)?;
     let key = KeyPair::generate().map_err(err)?;
     let cert = params.signed_by(&key, &issuer).map_err(err)?;
-
-    Ok(Generated {
-        ca: ca_cert.pem(),
+    Ok(PemPair {
         cert: cert.pem(),
         key: key.serialize_pem(),
     })

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::certs::secret::{RouteConfig, SecretRef, SecretRoute};
 use crate::certs::{self, CertificateResolver, Reload};
 use crate::cluster::{self, ClusterCache};
 use crate::server::{self, AppState};
@@ -28,18 +29,26 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Serving certificate (PEM, chain allowed); reloaded when it changes.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "cert_secret"
+    )]
     pub tls_cert: Option<PathBuf>,
     /// Private key of the serving certificate (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Where a self-signed CA and certificate are written when --tls-cert
-    /// is not given (reused while valid).
+    /// is not given (reused while valid), or the pair of --cert-secret.
     #[arg(long, value_name = "DIR", default_value = "certs")]
     pub certs_dir: PathBuf,
-    /// An extra DNS name for the self-signed certificate (repeatable).
+    /// An extra DNS name for the self-signed or --cert-secret certificate
+    /// (repeatable).
     #[arg(long = "dns-name", value_name = "NAME")]
     pub dns_names: Vec<String>,
+    #[command(flatten)]
+    pub secret: Box<CertSecretArgs>,
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
     /// Run on the static configuration only, without reading the cluster.
@@ -53,6 +62,30 @@ pub struct ServeArgs {
     /// is loaded.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub reload_interval: u64,
+}
+
+/// The --cert-secret route (boxed in [`ServeArgs`] to keep the command
+/// enum small).
+#[derive(Debug, clap::Args)]
+pub struct CertSecretArgs {
+    /// Share one CA and serving certificate between all replicas through
+    /// this Secret (type kubernetes.io/tls: ca.crt, ca.key, tls.crt,
+    /// tls.key): created when absent, the serving certificate renewed in
+    /// place, re-read every --reload-interval and served from --certs-dir.
+    /// Needs the cluster.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "no_cluster")]
+    pub cert_secret: Option<SecretRef>,
+    /// A MutatingWebhookConfiguration and/or ValidatingWebhookConfiguration
+    /// whose caBundle is kept equal to the CA of --cert-secret (repeatable).
+    #[arg(long = "webhook-config", value_name = "NAME", requires = "cert_secret")]
+    pub webhook_configs: Vec<String>,
+    /// The Service in front of the webhook: NAME.NAMESPACE.svc is added to
+    /// the --cert-secret certificate.
+    #[arg(long, value_name = "NAME", default_value = certs::secret::DEFAULT_SERVICE)]
+    pub service_name: String,
+    /// Namespace of --service-name.
+    #[arg(long, value_name = "NAMESPACE", default_value = certs::secret::DEFAULT_SERVICE_NAMESPACE)]
+    pub service_namespace: String,
 }
 
 pub fn run(args: &ServeArgs) -> ExitCode {
@@ -99,7 +132,8 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         (Some(path), false) => cluster::Connection::Kubeconfig(path),
         (None, false) => cluster::Connection::Default,
     };
-    match cluster::connect(connection).await? {
+    let client = cluster::connect(connection).await?;
+    match client.clone() {
         Some(client) => {
             let cache = Arc::new(ClusterCache::default());
             cluster::spawn_watches(client.clone(), &state.settings.load(), Arc::clone(&cache));
@@ -115,8 +149,21 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         ),
     }
 
-    let (cert_path, key_path) = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+    let mut secret_route = None;
+    let (cert_path, key_path) = match (&args.tls_cert, &args.tls_key, &args.secret.cert_secret) {
+        (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
+        (_, _, Some(secret)) => {
+            let Some(client) = client else {
+                return Err(format!(
+                    "--cert-secret {secret} needs the API server, which is not configured or \
+                     does not answer"
+                ));
+            };
+            let route = secret_route_start(client, secret, args).await?;
+            let paths = (route.cert_path(), route.key_path());
+            secret_route = Some(route);
+            paths
+        }
         _ => {
             let generated = certs::ensure_self_signed(&args.certs_dir, &args.dns_names)
                 .map_err(|e| e.to_string())?;
@@ -162,6 +209,9 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         });
     if let Some(path) = args.config.clone() {
         tokio::spawn(watch_config(path, every, Arc::clone(&state)));
+    }
+    if let Some(route) = secret_route {
+        tokio::spawn(route.run(every));
     }
 
     let listener = TcpListener::bind(args.listen)
@@ -213,6 +263,44 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     let _ = operations_task.await;
     tracing::info!("gpu-policy stopped");
     Ok(())
+}
+
+/// The first pass of the --cert-secret route, before the resolver loads its
+/// files. When it fails, files left in --certs-dir by an earlier run (an
+/// emptyDir survives container restarts) are served while the loop retries;
+/// without them there is nothing to serve and `serve` fails.
+async fn secret_route_start(
+    client: kube::Client,
+    secret: &SecretRef,
+    args: &ServeArgs,
+) -> Result<SecretRoute, String> {
+    let config = RouteConfig {
+        dns_names: args.dns_names.clone(),
+        service: args.secret.service_name.clone(),
+        service_namespace: args.secret.service_namespace.clone(),
+        webhook_configs: args.secret.webhook_configs.clone(),
+        ..RouteConfig::new(secret.clone(), args.certs_dir.clone())
+    };
+    let route = SecretRoute::new(client, config);
+    match route.ensure_once().await {
+        Ok(outcome) => {
+            outcome.log(secret);
+            tracing::info!(
+                %secret,
+                dir = %args.certs_dir.display(),
+                "serving the certificate of the Secret"
+            );
+        }
+        Err(error) if route.cert_path().is_file() && route.key_path().is_file() => {
+            tracing::error!(
+                %secret,
+                %error,
+                "certificate Secret unavailable; serving the files of the last run, retrying"
+            );
+        }
+        Err(error) => return Err(error.to_string()),
+    }
+    Ok(route)
 }
 
 /// Completes on SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
