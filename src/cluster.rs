@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
@@ -227,18 +226,18 @@ pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, Strin
 pub fn spawn_watches(client: Client, settings: &Settings, cache: Arc<ClusterCache>) {
     let gpu_resources = settings.clone();
     tokio::spawn(mirror(
-        Api::<Namespace>::all(client.clone()),
+        Api::<wire::Namespace>::all(client.clone()),
         Arc::clone(&cache),
         Source::Namespaces,
         |snapshot| &mut snapshot.namespaces,
-        |namespace: &Namespace| Some(lean_namespace(namespace)),
+        |namespace: &wire::Namespace| Some(lean_namespace(namespace)),
     ));
     tokio::spawn(mirror(
-        Api::<Node>::all(client.clone()),
+        Api::<wire::Node>::all(client.clone()),
         Arc::clone(&cache),
         Source::Nodes,
         |snapshot| &mut snapshot.nodes,
-        move |node: &Node| Some(lean_node(node, &gpu_resources)),
+        move |node: &wire::Node| Some(lean_node(node, &gpu_resources)),
     ));
     tokio::spawn(mirror(
         Api::<RuntimeClass>::all(client.clone()),
@@ -431,7 +430,7 @@ async fn mirror_allowlisted(client: Client, settings: Settings, cache: Arc<Clust
 
 /// A namespace as the rules read it: its `gpu-policy.io/` annotations and
 /// the mode label.
-fn lean_namespace(namespace: &Namespace) -> BTreeMap<String, String> {
+fn lean_namespace(namespace: &wire::Namespace) -> BTreeMap<String, String> {
     let mut kept: BTreeMap<String, String> = namespace
         .annotations()
         .iter()
@@ -446,22 +445,17 @@ fn lean_namespace(namespace: &Namespace) -> BTreeMap<String, String> {
 
 /// A node as the rules read it: allocatable GPU resources and the GFD
 /// compute capability labels.
-fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
+fn lean_node(node: &wire::Node, settings: &Settings) -> NodeGpus {
     let allocatable = node
         .status
-        .as_ref()
-        .and_then(|status| status.allocatable.as_ref())
-        .map(|allocatable| {
-            allocatable
-                .iter()
-                .filter(|(name, _)| settings.is_gpu_resource(name))
-                .filter_map(|(name, quantity)| {
-                    let count = GpuCount::parse(&quantity.0).whole()?;
-                    Some((name.clone(), count))
-                })
-                .collect()
+        .allocatable
+        .iter()
+        .filter(|(name, _)| settings.is_gpu_resource(name))
+        .filter_map(|(name, quantity)| {
+            let count = GpuCount::from_json(quantity).whole()?;
+            Some((name.clone(), count))
         })
-        .unwrap_or_default();
+        .collect();
     let label = |key: &str| node.labels().get(key).and_then(|v| v.parse::<u32>().ok());
     let compute_capability = match (label(MAJOR_LABEL), label(MINOR_LABEL)) {
         (Some(major), minor) => Some(ComputeCapability::new(major, minor.unwrap_or(0))),
@@ -512,12 +506,15 @@ pub async fn snapshot(
 ) -> Result<ClusterSnapshot, kube::Error> {
     let list = kube::api::ListParams::default();
     let mut snapshot = ClusterSnapshot::default();
-    for namespace in Api::<Namespace>::all(client.clone()).list(&list).await? {
+    for namespace in Api::<wire::Namespace>::all(client.clone())
+        .list(&list)
+        .await?
+    {
         snapshot
             .namespaces
             .insert(namespace.name_any(), lean_namespace(&namespace));
     }
-    for node in Api::<Node>::all(client.clone()).list(&list).await? {
+    for node in Api::<wire::Node>::all(client.clone()).list(&list).await? {
         snapshot
             .nodes
             .insert(node.name_any(), lean_node(&node, settings));
@@ -569,4 +566,94 @@ pub async fn list_objects(
         objects.push(serde_json::to_value(&object).unwrap_or(Value::Null));
     }
     Ok(objects)
+}
+
+/// Namespaces and Nodes as the caches decode them off the wire. A 5,000-node
+/// list is mostly images, conditions and managedFields: serde skips every
+/// field not named here without building it, so the typed k8s-openapi
+/// objects never exist in memory.
+mod wire {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    /// The metadata fields the caches and kube's watcher use.
+    fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire {
+            name: Option<String>,
+            namespace: Option<String>,
+            uid: Option<String>,
+            resource_version: Option<String>,
+            labels: Option<BTreeMap<String, String>>,
+            annotations: Option<BTreeMap<String, String>>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        // Only the policy's own annotations are ever read.
+        let annotations = wire.annotations.map(|all| {
+            all.into_iter()
+                .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
+                .collect()
+        });
+        Ok(ObjectMeta {
+            name: wire.name,
+            namespace: wire.namespace,
+            uid: wire.uid,
+            resource_version: wire.resource_version,
+            labels: wire.labels,
+            annotations,
+            ..ObjectMeta::default()
+        })
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    pub struct Namespace {
+        #[serde(deserialize_with = "lean_metadata", default)]
+        pub metadata: ObjectMeta,
+    }
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    pub struct NodeStatus {
+        #[serde(default)]
+        pub allocatable: BTreeMap<String, Value>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    pub struct Node {
+        #[serde(deserialize_with = "lean_metadata", default)]
+        pub metadata: ObjectMeta,
+        #[serde(default)]
+        pub status: NodeStatus,
+    }
+
+    macro_rules! cluster_resource {
+        ($type:ident, $kind:literal, $plural:literal) => {
+            impl k8s_openapi::Resource for $type {
+                const API_VERSION: &'static str = "v1";
+                const GROUP: &'static str = "";
+                const KIND: &'static str = $kind;
+                const VERSION: &'static str = "v1";
+                const URL_PATH_SEGMENT: &'static str = $plural;
+                type Scope = k8s_openapi::ClusterResourceScope;
+            }
+
+            impl k8s_openapi::Metadata for $type {
+                type Ty = ObjectMeta;
+
+                fn metadata(&self) -> &ObjectMeta {
+                    &self.metadata
+                }
+
+                fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                    &mut self.metadata
+                }
+            }
+        };
+    }
+
+    cluster_resource!(Namespace, "Namespace", "namespaces");
+    cluster_resource!(Node, "Node", "nodes");
 }
