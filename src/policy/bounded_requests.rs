@@ -141,17 +141,12 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::{evaluate_pod, evaluate_pod_in};
+    use crate::policy::testing::{evaluate_pod_in, violation_messages};
     use rstest::rstest;
     use serde_json::{Value, json};
 
     fn messages(pod: &Value) -> Vec<String> {
-        evaluate_pod(pod)
-            .violations
-            .into_iter()
-            .filter(|v| v.rule == ID)
-            .map(|v| v.message)
-            .collect()
+        violation_messages(pod, ID)
     }
 
     fn with_resources(resources: Value) -> Value {

@@ -139,17 +139,12 @@ fn names_nvidia_device(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::{evaluate_pod, evaluate_pod_update};
+    use crate::policy::testing::{evaluate_pod_update, violation_messages};
     use rstest::rstest;
     use serde_json::{Value, json};
 
     fn violations(pod: &Value) -> Vec<String> {
-        evaluate_pod(pod)
-            .violations
-            .into_iter()
-            .filter(|v| v.rule == ID)
-            .map(|v| v.message)
-            .collect()
+        violation_messages(pod, ID)
     }
 
     fn host_path_pod(path: &str) -> Value {

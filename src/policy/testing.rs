@@ -6,7 +6,7 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::cluster::{ClusterFacts, ClusterSnapshot};
-use super::{Evaluation, Identity, Scope, Shape, allowlist, evaluate, scope_for_update};
+use super::{Evaluation, Identity, RuleId, Scope, Shape, allowlist, evaluate, scope_for_update};
 use crate::settings::Settings;
 
 fn namespace_of(pod: &Value) -> &str {
@@ -78,6 +78,16 @@ pub fn evaluate_with(pod: &Value, settings: &Settings) -> Evaluation {
 
 pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
     run(new, &scope_for_update(old), &Settings::default(), &[])
+}
+
+/// The messages of one rule's violations for a pod.
+pub fn violation_messages(pod: &Value, rule: RuleId) -> Vec<String> {
+    evaluate_pod(pod)
+        .violations
+        .into_iter()
+        .filter(|v| v.rule == rule)
+        .map(|v| v.message)
+        .collect()
 }
 
 /// Applies a patch, failing the test when it does not apply.
