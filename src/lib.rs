@@ -8,12 +8,14 @@
 //! - [`server`]: the HTTPS webhook server (no policy logic);
 //! - [`certs`]: serving certificates, generated or loaded, reloaded;
 //! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
+//! - [`install`]: the install manifests, from the program's constants;
 //! - [`cli`]: the command line.
 
 pub mod admission;
 pub mod certs;
 pub mod cli;
 pub mod cluster;
+pub mod install;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;

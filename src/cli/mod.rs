@@ -2,6 +2,7 @@
 
 mod audit;
 mod check;
+mod manifests;
 mod serve;
 
 use std::path::PathBuf;
@@ -35,6 +36,9 @@ pub enum Command {
     /// Exit status: 0 when nothing violates, 1 when something does, 2 when
     /// the cluster cannot be read.
     Audit(audit::AuditArgs),
+    /// Print the complete install (namespace, RBAC, Deployment, Service,
+    /// PodDisruptionBudget, ConfigMap, webhook configurations) as YAML.
+    Manifests(manifests::ManifestsArgs),
     /// Serve the admission webhook over HTTPS.
     ///
     /// Without --tls-cert, a CA and a serving certificate are generated into
@@ -120,5 +124,6 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Audit(args) => audit::run(&args),
+        Command::Manifests(args) => manifests::run(&args),
     }
 }

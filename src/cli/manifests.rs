@@ -1,0 +1,61 @@
+//! `gpu-policy manifests`: the complete install as YAML.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::EXIT_BAD_INPUT;
+use crate::install::{self, InstallOptions};
+use crate::settings::Config;
+
+#[derive(Debug, clap::Args)]
+pub struct ManifestsArgs {
+    /// The namespace the webhook runs in.
+    #[arg(long, default_value = install::NAME)]
+    pub namespace: String,
+    /// The container image.
+    #[arg(long)]
+    pub image: Option<String>,
+    #[arg(long, default_value_t = 2)]
+    pub replicas: u32,
+    /// A PEM CA to put in every caBundle; without it the server fills
+    /// caBundle itself (the Secret route).
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle_file: Option<PathBuf>,
+    /// failurePolicy of the enforce entries (warn and audit: Ignore).
+    #[arg(long, value_parser = ["Fail", "Ignore"], default_value = "Fail")]
+    pub failure_policy: String,
+}
+
+pub fn run(args: &ManifestsArgs) -> ExitCode {
+    let mut options = InstallOptions {
+        namespace: args.namespace.clone(),
+        replicas: args.replicas,
+        failure_policy: args.failure_policy.clone(),
+        ..InstallOptions::default()
+    };
+    if let Some(image) = &args.image {
+        options.image = image.clone();
+    }
+    if let Some(path) = &args.ca_bundle_file {
+        match std::fs::read_to_string(path) {
+            Ok(pem) => options.ca_bundle = Some(pem),
+            Err(error) => {
+                eprintln!("gpu-policy: cannot read {}: {error}", path.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    }
+    let rendered = install::objects(&options, &Config::default())
+        .and_then(|objects| serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
+    match rendered {
+        Ok(yaml) => {
+            let _ = std::io::stdout().lock().write_all(yaml.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("gpu-policy: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! The complete install, built from the program's own constants: the
+//! paths the server routes on, the kinds the policy reads, the label that
+//! opts a namespace in. `gpu-policy manifests` prints it; `webhook-config/`
+//! and the Helm chart are tested against it, so they cannot drift.
+
+use serde_json::{Value, json};
+
+use crate::admission::Mode;
+use crate::admission::Workload;
+use crate::admission::review::Endpoint;
+use crate::settings::{Config, MODE_LABEL};
+
+/// The name of every object of the install.
+pub const NAME: &str = "gpu-policy";
+/// The Secret of the server-managed certificate route.
+pub const CERT_SECRET: &str = "gpu-policy-tls";
+pub const HTTPS_PORT: u16 = 8443;
+pub const METRICS_PORT: u16 = 8080;
+/// The API server gives up on a webhook after this many seconds.
+pub const TIMEOUT_SECONDS: u32 = 5;
+const CONFIG_DIR: &str = "/etc/gpu-policy";
+const CERTS_DIR: &str = "/var/run/gpu-policy/certs";
+
+/// What the install varies by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallOptions {
+    pub namespace: String,
+    pub image: String,
+    pub replicas: u32,
+    /// PEM CA for `caBundle`; None leaves it to the certificate route.
+    pub ca_bundle: Option<String>,
+    /// `Fail` or `Ignore`, for the enforce entries.
+    pub failure_policy: String,
+}
+
+impl Default for InstallOptions {
+    fn default() -> Self {
+        Self {
+            namespace: NAME.to_owned(),
+            image: format!(
+                "ghcr.io/gpu-policy/gpu-policy:{}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            replicas: 2,
+            ca_bundle: None,
+            failure_policy: "Fail".to_owned(),
+        }
+    }
+}
+
+fn labels() -> Value {
+    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": NAME})
+}
+
+fn metadata(name: &str, namespace: Option<&str>) -> Value {
+    let mut metadata = json!({"name": name, "labels": labels()});
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = json!(namespace);
+    }
+    metadata
+}
+
+/// Every object of the install, in apply order.
+pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, String> {
+    let ns = options.namespace.as_str();
+    let config_yaml = serde_saphyr::to_string(config).map_err(|e| e.to_string())?;
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(ns, None)}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(NAME, Some(ns))}),
+        cluster_role(),
+        binding("ClusterRoleBinding", NAME, None, ns),
+    ];
+    for (namespace, role) in allowlist_roles(config) {
+        objects.push(role);
+        objects.push(binding(
+            "RoleBinding",
+            &format!("{NAME}-allowlist"),
+            Some(&namespace),
+            ns,
+        ));
+    }
+    objects.push(secret_role(ns));
+    objects.push(binding("RoleBinding", NAME, Some(ns), ns));
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(NAME, Some(ns)),
+        "data": {"config.yaml": config_yaml},
+    }));
+    objects.push(deployment(options));
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": metadata(NAME, Some(ns)),
+        "spec": {
+            "selector": labels(),
+            "ports": [
+                {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+            ],
+        },
+    }));
+    objects.push(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(NAME, Some(ns)),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels()}},
+    }));
+    objects.push(mutating_configuration(options));
+    objects.push(validating_configuration(options));
+    Ok(objects)
+}
+
+fn cluster_role() -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": metadata(NAME, None),
+        "rules": [
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["admissionregistration.k8s.io"],
+             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+             "resourceNames": [NAME], "verbs": ["get", "patch"]},
+        ],
+    })
+}
+
+/// One Role per namespace of the allowlist: get/list/watch of exactly the
+/// allowlisted workloads, by name.
+fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
+    let mut namespaces: Vec<&str> = config
+        .allowlist
+        .iter()
+        .map(|e| e.namespace.as_str())
+        .collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    namespaces
+        .into_iter()
+        .map(|namespace| {
+            let mut rules: Vec<Value> = Vec::new();
+            for workload in Workload::ALL {
+                let mut names: Vec<&str> = config
+                    .allowlist
+                    .iter()
+                    .filter(|e| e.namespace == namespace && e.kind == workload.kind())
+                    .map(|e| e.name.as_str())
+                    .collect();
+                if names.is_empty() {
+                    continue;
+                }
+                names.sort_unstable();
+                rules.push(json!({
+                    "apiGroups": [workload.group()], "resources": [workload.resource()],
+                    "resourceNames": names, "verbs": ["get", "list", "watch"],
+                }));
+            }
+            let role = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": metadata(&format!("{NAME}-allowlist"), Some(namespace)),
+                "rules": rules,
+            });
+            (namespace.to_owned(), role)
+        })
+        .collect()
+}
+
+fn secret_role(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": metadata(NAME, Some(namespace)),
+        "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
+            // Kubernetes cannot limit create by name.
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        ],
+    })
+}
+
+fn binding(
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+    service_account_namespace: &str,
+) -> Value {
+    let role_kind = if kind == "ClusterRoleBinding" {
+        "ClusterRole"
+    } else {
+        "Role"
+    };
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+        "metadata": metadata(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": service_account_namespace}],
+    })
+}
+
+/// The server's arguments in the install: config from the ConfigMap,
+/// certificate from the server-managed Secret, caBundle kept in sync.
+pub fn server_args(namespace: &str) -> Vec<String> {
+    [
+        "serve",
+        "--config",
+        &format!("{CONFIG_DIR}/config.yaml"),
+        "--certs-dir",
+        CERTS_DIR,
+        "--cert-secret",
+        &format!("{namespace}/{CERT_SECRET}"),
+        "--webhook-config",
+        NAME,
+        "--service-namespace",
+        namespace,
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+fn deployment(options: &InstallOptions) -> Value {
+    let ns = options.namespace.as_str();
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(NAME, Some(ns)),
+        "spec": {
+            "replicas": options.replicas,
+            "selector": {"matchLabels": labels()},
+            "template": {
+                "metadata": {"labels": labels()},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "automountServiceAccountToken": true,
+                    "securityContext": {
+                        "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": labels()},
+                    }],
+                    "containers": [{
+                        "name": NAME,
+                        "image": options.image,
+                        "args": server_args(ns),
+                        "ports": [
+                            {"name": "https", "containerPort": HTTPS_PORT, "protocol": "TCP"},
+                            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+                        ],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10},
+                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
+                        "resources": {
+                            "requests": {"cpu": "50m", "memory": "64Mi"},
+                            "limits": {"memory": "256Mi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [
+                            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": true},
+                            {"name": "certs", "mountPath": CERTS_DIR},
+                        ],
+                    }],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": NAME}},
+                        {"name": "certs", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    })
+}
+
+/// Never call the webhook for its own namespace: a broken webhook must not
+/// block its own repair.
+fn namespace_selector(mode: Option<Mode>, own_namespace: &str) -> Value {
+    let mut expressions = vec![json!({
+        "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [own_namespace],
+    })];
+    if let Some(mode) = mode {
+        expressions.push(json!({"key": MODE_LABEL, "operator": "In", "values": [mode.as_str()]}));
+    }
+    json!({"matchExpressions": expressions})
+}
+
+fn client_config(options: &InstallOptions, endpoint: Endpoint) -> Value {
+    let mut config = json!({"service": {
+        "name": NAME, "namespace": options.namespace, "path": endpoint.path(), "port": 443,
+    }});
+    if let Some(pem) = &options.ca_bundle {
+        use base64::Engine as _;
+        config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(pem));
+    }
+    config
+}
+
+fn webhook_name(endpoint: Endpoint) -> String {
+    let prefix = match endpoint {
+        Endpoint::Mutate => "mutate",
+        Endpoint::Validate(mode) => mode.as_str(),
+        Endpoint::Namespace => "namespace",
+    };
+    format!("{prefix}.gpu-policy.io")
+}
+
+fn common(options: &InstallOptions, endpoint: Endpoint, failure_policy: &str) -> Value {
+    json!({
+        "name": webhook_name(endpoint),
+        "clientConfig": client_config(options, endpoint),
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": TIMEOUT_SECONDS,
+        "matchPolicy": "Equivalent",
+        "failurePolicy": failure_policy,
+    })
+}
+
+fn pod_rules() -> Vec<Value> {
+    vec![
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}),
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/ephemeralcontainers"], "scope": "Namespaced"}),
+    ]
+}
+
+fn workload_rules() -> Vec<Value> {
+    let mut groups: Vec<&str> = Workload::ALL.iter().map(|w| w.group()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+        .into_iter()
+        .map(|group| {
+            let resources: Vec<&str> = Workload::ALL
+                .iter()
+                .filter(|w| w.group() == group)
+                .map(|w| w.resource())
+                .collect();
+            json!({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                   "resources": resources, "scope": "Namespaced"})
+        })
+        .collect()
+}
+
+fn mutating_configuration(options: &InstallOptions) -> Value {
+    let mut webhook = common(options, Endpoint::Mutate, &options.failure_policy);
+    webhook["rules"] = json!(pod_rules());
+    webhook["namespaceSelector"] = namespace_selector(Some(Mode::Enforce), &options.namespace);
+    // Later webhooks (a sidecar injector) may add containers: run again.
+    webhook["reinvocationPolicy"] = json!("IfNeeded");
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": metadata(NAME, None),
+        "webhooks": [webhook],
+    })
+}
+
+fn validating_configuration(options: &InstallOptions) -> Value {
+    let mut webhooks = Vec::new();
+    for mode in Mode::ALL {
+        let failure_policy = match mode {
+            Mode::Enforce => options.failure_policy.as_str(),
+            // Warnings and audit annotations are not worth an outage.
+            Mode::Warn | Mode::Audit => "Ignore",
+        };
+        let mut webhook = common(options, Endpoint::Validate(mode), failure_policy);
+        let mut rules = pod_rules();
+        rules.extend(workload_rules());
+        webhook["rules"] = json!(rules);
+        webhook["namespaceSelector"] = namespace_selector(Some(mode), &options.namespace);
+        webhooks.push(webhook);
+    }
+    let mut guard = common(options, Endpoint::Namespace, &options.failure_policy);
+    guard["rules"] = json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                             "resources": ["namespaces"], "scope": "Cluster"}]);
+    // The label itself: the guard sees it added, changed and removed.
+    guard["objectSelector"] =
+        json!({"matchExpressions": [{"key": MODE_LABEL, "operator": "Exists"}]});
+    guard["namespaceSelector"] = namespace_selector(None, &options.namespace);
+    webhooks.push(guard);
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata(NAME, None),
+        "webhooks": webhooks,
+    })
+}
