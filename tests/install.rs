@@ -1,0 +1,247 @@
+//! `gpu-policy manifests`, `webhook-config/` and the Dockerfile agree with
+//! the program.
+
+use std::process::Command;
+
+use clap::Parser;
+use gpu_policy::admission::review::Endpoint;
+use gpu_policy::cli::Cli;
+use gpu_policy::settings::{Config, Settings};
+use serde_json::Value;
+
+fn manifests(args: &[&str]) -> (String, Vec<Value>) {
+    let output = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
+        .arg("manifests")
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML");
+    (text, objects)
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+#[test]
+fn checked_in_webhook_config_is_what_the_program_prints() {
+    let (printed, _) = manifests(&[]);
+    let checked_in = std::fs::read_to_string("webhook-config/gpu-policy.yaml").expect("checked in");
+    assert!(
+        printed == checked_in,
+        "webhook-config/gpu-policy.yaml is stale: run `cargo run -- manifests > webhook-config/gpu-policy.yaml`"
+    );
+    let kustomization =
+        std::fs::read_to_string("webhook-config/kustomization.yaml").expect("kustomization");
+    let kustomization: Value = serde_saphyr::from_str(&kustomization).expect("YAML");
+    assert_eq!(
+        kustomization["resources"],
+        serde_json::json!(["gpu-policy.yaml"])
+    );
+}
+
+#[test]
+fn the_install_has_every_object() {
+    let (_, objects) = manifests(&[]);
+    let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+}
+
+#[test]
+fn webhook_entries_follow_the_spec() {
+    let (_, objects) = manifests(&[]);
+    let mutating = &find(&objects, "MutatingWebhookConfiguration")["webhooks"];
+    let validating = &find(&objects, "ValidatingWebhookConfiguration")["webhooks"];
+    let all: Vec<&Value> = mutating
+        .as_array()
+        .into_iter()
+        .chain(validating.as_array())
+        .flatten()
+        .collect();
+    let paths: Vec<&str> = all
+        .iter()
+        .filter_map(|w| w["clientConfig"]["service"]["path"].as_str())
+        .collect();
+    let expected: Vec<&str> = Endpoint::ALL.iter().map(|e| e.path()).collect();
+    assert_eq!(paths, expected);
+    for webhook in &all {
+        assert_eq!(webhook["sideEffects"], "None", "{webhook}");
+        assert_eq!(
+            webhook["admissionReviewVersions"],
+            serde_json::json!(["v1"])
+        );
+        assert_eq!(webhook["timeoutSeconds"], 5);
+        assert_eq!(webhook["matchPolicy"], "Equivalent");
+        let excluded = webhook["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| {
+                e["key"] == "kubernetes.io/metadata.name"
+                    && e["operator"] == "NotIn"
+                    && e["values"][0] == "gpu-policy"
+            });
+        assert!(excluded, "own namespace not excluded: {webhook}");
+        assert!(webhook["clientConfig"].get("caBundle").is_none());
+    }
+    let policies: Vec<&str> = all
+        .iter()
+        .filter_map(|w| w["failurePolicy"].as_str())
+        .collect();
+    assert_eq!(policies, vec!["Fail", "Fail", "Ignore", "Ignore", "Fail"]);
+    assert_eq!(mutating[0]["reinvocationPolicy"], "IfNeeded");
+    let resources: Vec<&str> = mutating[0]["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(resources, vec!["pods", "pods/ephemeralcontainers"]);
+    let validated: Vec<&str> = validating[0]["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    for kind in [
+        "pods",
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+        "jobs",
+        "cronjobs",
+        "replicationcontrollers",
+        "podtemplates",
+    ] {
+        assert!(validated.contains(&kind), "{kind} not validated");
+    }
+    let guard = &validating[3];
+    assert_eq!(
+        guard["objectSelector"]["matchExpressions"][0]["key"],
+        "gpu-policy.io/mode"
+    );
+    assert_eq!(
+        guard["objectSelector"]["matchExpressions"][0]["operator"],
+        "Exists"
+    );
+}
+
+#[test]
+fn flags_change_what_they_say() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write");
+    let (_, objects) = manifests(&[
+        "--namespace",
+        "platform",
+        "--image",
+        "registry.example/gpu-policy:1.2.3",
+        "--replicas",
+        "3",
+        "--failure-policy",
+        "Ignore",
+        "--ca-bundle-file",
+        ca.to_str().expect("path"),
+    ]);
+    let deployment = find(&objects, "Deployment");
+    assert_eq!(deployment["metadata"]["namespace"], "platform");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "registry.example/gpu-policy:1.2.3");
+    let validating = &find(&objects, "ValidatingWebhookConfiguration")["webhooks"];
+    assert_eq!(validating[0]["failurePolicy"], "Ignore");
+    assert_eq!(
+        validating[0]["clientConfig"]["service"]["namespace"],
+        "platform"
+    );
+    assert!(validating[0]["clientConfig"]["caBundle"].is_string());
+    let bad = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
+        .args(["manifests", "--failure-policy", "Sometimes"])
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn the_deployment_runs_the_server_with_valid_flags_and_config() {
+    let (_, objects) = manifests(&[]);
+    let container = &find(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args.first(), Some(&"serve"));
+    let parsed = Cli::try_parse_from(std::iter::once("gpu-policy").chain(args.iter().copied()));
+    assert!(parsed.is_ok(), "{:?}", parsed.err());
+    let config = find(&objects, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml");
+    let settings = Settings::from_yaml(config, "ConfigMap").expect("the shipped config loads");
+    assert_eq!(settings.config(), &Config::default());
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+}
+
+#[test]
+fn the_dockerfile_builds_what_ci_builds() {
+    let dockerfile = std::fs::read_to_string("Dockerfile").expect("Dockerfile");
+    let ci = std::fs::read_to_string(".ci/run").expect(".ci/run");
+    // The build stage's command, and the same release build in CI.
+    let build = "cargo build --release --locked --bin gpu-policy";
+    assert!(
+        dockerfile.contains(&format!("RUN {build}")),
+        "Dockerfile does not run `{build}`"
+    );
+    assert!(ci.contains(build), ".ci/run does not run `{build}`");
+    assert!(dockerfile.contains("ENTRYPOINT [\"/gpu-policy\"]"));
+    assert!(dockerfile.contains("CMD [\"serve\"]"));
+    let user = dockerfile
+        .lines()
+        .find_map(|line| line.strip_prefix("USER "))
+        .expect("a USER line");
+    assert!(
+        user.split(':')
+            .all(|part| part.parse::<u32>().is_ok_and(|id| id != 0)),
+        "USER must be a non-root numeric UID, not {user:?}"
+    );
+    let stages = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .count();
+    assert!(stages >= 2, "multi-stage build expected");
+}
