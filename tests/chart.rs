@@ -1,0 +1,28 @@
+//! The Helm chart renders the same objects as `gpu-policy manifests`, lints
+//! clean, and validates against the Kubernetes schemas. The checks are in
+//! `tests/chart/test_chart.py` (Helm's own Go library through the Python
+//! package helm-python-sdk, and kubernetes-validate); `tests/chart/run.sh`
+//! makes their virtualenv on first use.
+
+use std::process::Command;
+
+#[test]
+fn chart_matches_the_program_and_the_schemas() {
+    let output = Command::new("bash")
+        .arg("tests/chart/run.sh")
+        .env("GPU_POLICY_BIN", env!("CARGO_BIN_EXE_gpu-policy"))
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "chart checks failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.ends_with(" 0 failed") || l.contains(" passed, 0 failed")),
+        "no summary line:\n{stdout}"
+    );
+}

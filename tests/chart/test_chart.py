@@ -1,0 +1,887 @@
+#!/usr/bin/env python3
+"""Tests of the Helm chart charts/gpu-policy, offline (no cluster, no helm binary).
+
+- helm-python-sdk (import name `helm_python`, Helm v4 Go SDK through ctypes)
+  lints and renders the chart: `helm_python.lint(path, values, strict=...,
+  namespace=..., kube_version=...)` and `Chart.load(path).render(values,
+  name=..., namespace=...)`, which also applies values.schema.json;
+- with default values the chart must render the same objects as
+  `gpu-policy manifests` (the binary is the reference; all but the Namespace,
+  which `helm install --create-namespace` makes), compared field by field;
+- every rendered object of every value set is validated with
+  kubernetes-validate (strict) for Kubernetes 1.30 and the newest version the
+  package ships; CRD kinds it has no schema for are checked for shape only.
+
+Run by tests/chart/run.sh. Prints one line per test and `N passed, M failed`;
+exits 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import yaml
+import kubernetes_validate.utils
+from kubernetes_validate.utils import SchemaNotFoundError, latest_version
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = Path(os.environ.get("GPU_POLICY_CHART", ROOT / "charts" / "gpu-policy"))
+BINARY = Path(os.environ.get("GPU_POLICY_BIN", ROOT / "target" / "debug" / "gpu-policy"))
+NAMESPACE = "gpu-policy"
+RELEASE = "gpu-policy"
+KUBE_VERSIONS = ["1.30.0", latest_version()]
+# Kinds of CRDs (cert-manager, prometheus-operator) kubernetes-validate has no
+# schema for: validated for shape only.
+CRD_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("cert-manager.io/v1", "Certificate"),
+    ("cert-manager.io/v1", "Issuer"),
+}
+# install.rs' kind -> (API group, resource), in Workload::ALL order.
+WORKLOADS = [
+    ("Deployment", "apps", "deployments"),
+    ("ReplicaSet", "apps", "replicasets"),
+    ("StatefulSet", "apps", "statefulsets"),
+    ("DaemonSet", "apps", "daemonsets"),
+    ("Job", "batch", "jobs"),
+    ("CronJob", "batch", "cronjobs"),
+    ("ReplicationController", "", "replicationcontrollers"),
+    ("PodTemplate", "", "podtemplates"),
+]
+FULL = {
+    "certificates": {"mode": "cert-manager"},
+    "serviceMonitor": {"enabled": True},
+    "prometheusRule": {"enabled": True},
+}
+CUSTOM_ALLOWLIST = [
+    {"namespace": "kube-system", "kind": "DaemonSet", "name": "nvidia-gpu-exporter"},
+    {"namespace": "gpu-operator", "kind": "DaemonSet", "name": "nvidia-dcgm-exporter"},
+    {"namespace": "gpu-operator", "kind": "DaemonSet", "name": "gpu-feature-discovery"},
+    {"namespace": "gpu-operator", "kind": "Deployment", "name": "gpu-operator"},
+    {"namespace": "monitoring", "kind": "StatefulSet", "name": "smi-scraper"},
+    {"namespace": "gpu-operator", "kind": "Job", "name": "nvidia-cuda-validator"},
+    {"namespace": "kube-system", "kind": "PodTemplate", "name": "gpu-probe"},
+]
+# The value sets every object of which is validated with kubernetes-validate.
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "cert-manager+monitoring": FULL,
+    "cert-manager external issuer": {
+        "certificates": {
+            "mode": "cert-manager",
+            "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
+        }
+    },
+    "everything set": {
+        "fullnameOverride": "gpu-policy-b",
+        "image": {"repository": "registry.example/gpu-policy", "tag": "1.2.3", "pullPolicy": "Always"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "replicas": 3,
+        "failurePolicy": "Ignore",
+        "logFormat": "text",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]}
+                    ]
+                }
+            }
+        },
+        "podAnnotations": {"example.com/team": "platform"},
+        "podDisruptionBudget": {"minAvailable": "50%"},
+        "topologySpread": {"whenUnsatisfiable": "DoNotSchedule"},
+        "config": {"minComputeCapability": "7.0", "allowlist": CUSTOM_ALLOWLIST},
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+    },
+}
+
+TESTS: list[tuple[str, Callable[[], None]]] = []
+# libyaml when PyYAML has it: the pure-Python loader is most of the run time.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# kubernetes-validate re-reads its schema files (the definitions are megabytes)
+# on every call; they never change during a run.
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(
+    kubernetes_validate.utils.schema_contents)
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=LOADER)
+
+
+def test(fn: Callable[[], None]) -> Callable[[], None]:
+    TESTS.append((fn.__name__, fn))
+    return fn
+
+
+class Failure(AssertionError):
+    pass
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise Failure(message)
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def render_files(values: dict[str, Any] | None = None, *, name: str = RELEASE,
+                 namespace: str = NAMESPACE) -> dict[str, str]:
+    """helm template: template path -> rendered text (NOTES.txt included)."""
+    with helm.Chart.load(CHART) as chart:
+        return chart.render(values or {}, name=name, namespace=namespace)
+
+
+_RENDERED: dict[str, list[dict[str, Any]]] = {}
+
+
+def render(values: dict[str, Any] | None = None, *, name: str = RELEASE,
+           namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The rendered objects (a fresh copy: tests may change them)."""
+    cache_key = json.dumps([values or {}, name, namespace], sort_keys=True)
+    if cache_key not in _RENDERED:
+        objects = []
+        for path, text in sorted(render_files(values, name=name, namespace=namespace).items()):
+            if path.endswith("NOTES.txt"):
+                continue
+            for document in yaml.load_all(text, Loader=LOADER):
+                if document is not None:
+                    objects.append(document)
+        _RENDERED[cache_key] = objects
+    return copy.deepcopy(_RENDERED[cache_key])
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    metadata = obj.get("metadata", {})
+    return (obj["kind"], metadata.get("namespace", ""), metadata["name"])
+
+
+def by_key(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for obj in objects:
+        check(key(obj) not in out, f"rendered twice: {key(obj)}")
+        out[key(obj)] = obj
+    return out
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    check(len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}")
+    return found[0]
+
+
+_MANIFESTS: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+
+
+def manifests(*args: str) -> list[dict[str, Any]]:
+    """`gpu-policy manifests ARGS`, parsed (a fresh copy)."""
+    if args not in _MANIFESTS:
+        check(BINARY.is_file(), f"{BINARY} is missing: run `cargo build` first")
+        out = subprocess.run([str(BINARY), "manifests", *args], capture_output=True, text=True, check=False)
+        check(out.returncode == 0, f"gpu-policy manifests failed: {out.stderr}")
+        _MANIFESTS[args] = [d for d in yaml.load_all(out.stdout, Loader=LOADER) if d is not None]
+    return copy.deepcopy(_MANIFESTS[args])
+
+
+def diff(expected: Any, actual: Any, path: str = "") -> Iterator[str]:
+    """Every differing field path, `path: expected ... , chart ...`."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for k in sorted(set(expected) | set(actual), key=str):
+            sub = f"{path}.{k}" if path else str(k)
+            if k not in actual:
+                yield f"{sub}: missing in the chart (manifests: {json.dumps(expected[k])})"
+            elif k not in expected:
+                yield f"{sub}: only in the chart ({json.dumps(actual[k])})"
+            else:
+                yield from diff(expected[k], actual[k], sub)
+    elif isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            yield f"{path}: {len(expected)} items in manifests, {len(actual)} in the chart"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            yield from diff(e, a, f"{path}[{i}]")
+    elif type(expected) is not type(actual) or expected != actual:
+        yield f"{path}: manifests {json.dumps(expected)}, chart {json.dumps(actual)}"
+
+
+def config_diff(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """Differences of two parsed config.yaml. Helm drops keys whose value is
+    null; a missing Option field deserializes to None, the same Config."""
+    actual = dict(actual)
+    for k, v in expected.items():
+        if v is None and k not in actual:
+            actual[k] = None
+    return list(diff(expected, actual, "data.config.yaml"))
+
+
+def compare_with_manifests(chart_objects: list[dict[str, Any]],
+                           reference: list[dict[str, Any]]) -> list[str]:
+    problems: list[str] = []
+    rendered = by_key(chart_objects)
+    expected = by_key([o for o in reference if o["kind"] != "Namespace"])
+    for k in sorted(set(rendered) - set(expected)):
+        problems.append(f"{'/'.join(k)}: rendered by the chart, not in manifests")
+    for k in sorted(expected):
+        if k not in rendered:
+            problems.append(f"{'/'.join(k)}: in manifests, not rendered by the chart")
+            continue
+        e, a = copy.deepcopy(expected[k]), copy.deepcopy(rendered[k])
+        if k[0] == "ConfigMap":
+            e_config = load_yaml(e["data"].pop("config.yaml"))
+            a_config = load_yaml(a["data"].pop("config.yaml"))
+            problems += [f"{'/'.join(k)} {p}" for p in config_diff(e_config, a_config)]
+        problems += [f"{'/'.join(k)} {p}" for p in diff(e, a)]
+    return problems
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    check(len(pod["containers"]) == 1, "one container expected")
+    return pod["containers"][0]
+
+
+def schema_rejects(values: dict[str, Any]) -> str:
+    """The message of helm's schema validation, at render and in validate_schema."""
+    with helm.Chart.load(CHART) as chart:
+        try:
+            chart.render(values, name=RELEASE, namespace=NAMESPACE)
+        except helm.HelmValuesError as error:
+            message = str(error)
+        else:
+            raise Failure(f"rendered with {values}: the schema should refuse it")
+        try:
+            chart.validate_schema(chart.merge_values(values))
+        except helm.HelmValuesError:
+            pass
+        else:
+            raise Failure(f"validate_schema accepted {values}")
+    return message
+
+
+def run_binary(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BINARY), *args], capture_output=True, text=True, check=False)
+
+
+# --- the chart itself ------------------------------------------------------
+
+
+@test
+def chart_metadata() -> None:
+    with helm.Chart.load(CHART) as chart:
+        meta = chart.metadata
+        check(meta.get("apiVersion") == "v2", f"apiVersion {meta.get('apiVersion')}")
+        check(meta.get("name") == "gpu-policy", f"name {meta.get('name')}")
+        check(meta.get("version") == "0.1.0", f"version {meta.get('version')}")
+        check(meta.get("appVersion") == "0.1.0", f"appVersion {meta.get('appVersion')}")
+        check(meta.get("kubeVersion") == ">=1.30.0-0", f"kubeVersion {meta.get('kubeVersion')}")
+        check(bool(meta.get("description")), "no description")
+        check(chart.crds == [], f"the chart ships CRDs: {chart.crds}")
+    check(not (CHART / "crds").exists(), "charts/gpu-policy/crds/ exists")
+    image = one(manifests(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    check(image.endswith(":0.1.0"), f"appVersion 0.1.0 but manifests' image is {image}")
+
+
+@test
+def lint_every_value_set() -> None:
+    problems = []
+    for label, values in VALUE_SETS.items():
+        for kube in KUBE_VERSIONS:
+            report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version=f"v{kube}")
+            # severity 1 (info, e.g. "icon is recommended") is fine; strict
+            # treats warnings as errors, so 2 and 3 fail.
+            bad = [m for m in report["messages"] if m["severity"] >= 2] + [
+                {"error": e} for e in report["errors"]
+            ]
+            problems += [f"{label} (v{kube}): {m.get('path', '')} {m['error'].strip()}" for m in bad]
+    check(not problems, "lint:\n  " + "\n  ".join(problems))
+
+
+@test
+def templates_do_not_read_capabilities() -> None:
+    # Chart.render has no kube_version option (the SDK assumes its own
+    # default, v1.36.0): output that does not read .Capabilities is the same
+    # for every Kubernetes version.
+    with helm.Chart.load(CHART) as chart:
+        readers = [t["name"] for t in chart.templates if ".Capabilities" in t["data"]]
+    check(not readers, f"templates read .Capabilities: {readers}")
+
+
+@test
+def values_config_mirrors_config_default() -> None:
+    reference = one(manifests(), "ConfigMap")
+    default_config = load_yaml(reference["data"]["config.yaml"])
+    with helm.Chart.load(CHART) as chart:
+        values_config = chart.values["config"]
+    # The SDK returns maps with sorted keys: the order is read from the file.
+    in_file = load_yaml((CHART / "values.yaml").read_text())["config"]
+    check(list(in_file) == list(default_config),
+          f"config keys {list(in_file)} != Config fields {list(default_config)} (same order)")
+    problems = list(diff(default_config, values_config, "config"))
+    check(not problems, "values.yaml config differs from Config::default():\n  " + "\n  ".join(problems))
+    # Each field has a comment right above it.
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    start = lines.index("config:")
+    uncommented = []
+    for i in range(start + 1, len(lines)):
+        line = lines[i]
+        if line and not line.startswith(" "):
+            break
+        match = re.match(r"^  ([A-Za-z]+):", line)
+        if match and not lines[i - 1].lstrip().startswith("#"):
+            uncommented.append(match.group(1))
+    check(not uncommented, f"config fields without a comment: {uncommented}")
+
+
+@test
+def schema_is_draft07_and_covers_every_value() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    check(schema.get("$schema") == "http://json-schema.org/draft-07/schema#", "not draft-07")
+    jsonschema.Draft7Validator.check_schema(schema)
+    with helm.Chart.load(CHART) as chart:
+        defaults = chart.values
+    jsonschema.Draft7Validator(schema).validate(defaults)
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = schema["definitions"][node["$ref"].rsplit("/", 1)[1]]
+        return node
+
+    missing: list[str] = []
+    untyped: list[str] = []
+
+    def walk(value: Any, node: dict[str, Any], path: str) -> None:
+        node = resolve(node)
+        if not any(k in node for k in ("type", "enum", "oneOf", "anyOf", "const")):
+            untyped.append(path)
+        if isinstance(value, dict):
+            for k, v in value.items():
+                props = node.get("properties", {})
+                if k in props:
+                    walk(v, props[k], f"{path}.{k}")
+                elif isinstance(node.get("additionalProperties"), dict):
+                    walk(v, node["additionalProperties"], f"{path}.{k}")
+                else:
+                    missing.append(f"{path}.{k}")
+        elif isinstance(value, list) and isinstance(node.get("items"), dict):
+            for i, v in enumerate(value):
+                walk(v, node["items"], f"{path}[{i}]")
+
+    walk(defaults, schema, "")
+    check(not missing, f"values without a schema: {missing}")
+    check(not untyped, f"schema entries without a type: {untyped}")
+
+
+@test
+def schema_rejects_bad_values() -> None:
+    cases = {
+        "failurePolicy: Sometimes": ({"failurePolicy": "Sometimes"}, "/failurePolicy"),
+        "certificates.mode: vault": ({"certificates": {"mode": "vault"}}, "/certificates/mode"),
+        "visibleDevicesPin: all": ({"config": {"visibleDevicesPin": "all"}}, "/config/visibleDevicesPin"),
+        "visibleDevicesPin: ALL": ({"config": {"visibleDevicesPin": "ALL"}}, "/config/visibleDevicesPin"),
+        "visibleDevicesPin: empty": ({"config": {"visibleDevicesPin": ""}}, "/config/visibleDevicesPin"),
+        "config typo": ({"config": {"maxPerPods": 4}}, "/config"),
+        "maxPerPod: -1": ({"config": {"maxPerPod": -1}}, "/config/maxPerPod"),
+        "minComputeCapability: eight": ({"config": {"minComputeCapability": "eight"}},
+                                        "/config/minComputeCapability"),
+        "allowlist kind Pod": ({"config": {"allowlist": [{"namespace": "a", "kind": "Pod", "name": "b"}]}},
+                               "/config/allowlist/0/kind"),
+        "allowlist entry without name": ({"config": {"allowlist": [{"namespace": "a", "kind": "Job"}]}},
+                                         "/config/allowlist/0"),
+        "image rule minimum 8.x": ({"config": {"imageComputeCapabilities": [{"pattern": "x", "minimum": "8.x"}]}},
+                                   "/config/imageComputeCapabilities/0/minimum"),
+        "logFormat: xml": ({"logFormat": "xml"}, "/logFormat"),
+        "replicas: 0": ({"replicas": 0}, "/replicas"),
+        "unknown top-level key": ({"replicaCount": 3}, "additional properties"),
+        "pullPolicy: Sometimes": ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+        "whenUnsatisfiable: Maybe": ({"topologySpread": {"whenUnsatisfiable": "Maybe"}},
+                                     "/topologySpread/whenUnsatisfiable"),
+    }
+    problems = []
+    for label, (values, where) in cases.items():
+        try:
+            message = schema_rejects(values)
+        except Failure as failure:
+            problems.append(f"{label}: {failure}")
+            continue
+        if where not in message:
+            problems.append(f"{label}: the message does not name {where}: {message!r}")
+    # helm lint reports it too.
+    report = helm.lint(CHART, {"failurePolicy": "Sometimes"}, namespace=NAMESPACE)
+    if not report["errors"]:
+        problems.append("helm lint accepted failurePolicy: Sometimes")
+    check(not problems, "\n  ".join(["schema:"] + problems))
+
+
+@test
+def schema_accepts_good_values() -> None:
+    cases = [
+        {"failurePolicy": "Ignore"},
+        {"certificates": {"mode": "cert-manager"}},
+        {"config": {"visibleDevicesPin": "none"}},
+        {"config": {"minComputeCapability": "8.0"}},
+        {"config": {"minComputeCapability": 7.5}},
+        {"config": {"minComputeCapability": None}},
+        {"config": {"allowlist": []}},
+        {"podDisruptionBudget": {"minAvailable": "50%"}},
+        *VALUE_SETS.values(),
+    ]
+    problems = []
+    for values in cases:
+        try:
+            render(values)
+        except helm.HelmError as error:
+            problems.append(f"{values}: {error}")
+    check(not problems, "refused:\n  " + "\n  ".join(problems))
+
+
+@test
+def template_refuses_what_the_server_refuses() -> None:
+    # gpuRuntimeClasses must include runtimeClassName (Settings::from_config):
+    # the schema cannot say it, the template fails.
+    try:
+        render({"config": {"runtimeClassName": "nvidia-cdi"}})
+    except helm.HelmRenderError as error:
+        check("gpuRuntimeClasses must include" in str(error), str(error))
+    else:
+        raise Failure("rendered a runtimeClassName outside gpuRuntimeClasses")
+    render({"config": {"runtimeClassName": "nvidia-cdi", "gpuRuntimeClasses": ["nvidia", "nvidia-cdi"]}})
+
+
+# --- the same objects as `gpu-policy manifests` ----------------------------
+
+
+def _manifests_test(kind: str) -> None:
+    def run() -> None:
+        chart_objects = [o for o in render() if o["kind"] == kind]
+        reference = [o for o in manifests() if o["kind"] == kind]
+        check(reference, f"manifests has no {kind}")
+        problems = compare_with_manifests(chart_objects, reference)
+        check(not problems, f"{len(problems)} differences:\n  " + "\n  ".join(problems))
+
+    run.__name__ = f"default_values_match_manifests[{kind}]"
+    TESTS.append((run.__name__, run))
+
+
+for _kind in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
+              "Deployment", "Service", "PodDisruptionBudget", "MutatingWebhookConfiguration",
+              "ValidatingWebhookConfiguration"]:
+    _manifests_test(_kind)
+
+
+@test
+def default_values_render_nothing_else() -> None:
+    rendered = {key(o) for o in render()}
+    expected = {key(o) for o in manifests() if o["kind"] != "Namespace"}
+    check(rendered == expected,
+          f"only in the chart: {sorted(rendered - expected)}; only in manifests: {sorted(expected - rendered)}")
+    namespaces = [o for o in manifests() if o["kind"] == "Namespace"]
+    check([n["metadata"]["name"] for n in namespaces] == [NAMESPACE], "manifests' Namespace")
+
+
+@test
+def other_namespace_image_replicas_failure_policy_match_manifests() -> None:
+    values = {
+        "image": {"repository": "registry.example/gpu-policy", "tag": "1.2.3"},
+        "replicas": 3,
+        "failurePolicy": "Ignore",
+    }
+    reference = manifests("--namespace", "gpu-system", "--image", "registry.example/gpu-policy:1.2.3",
+                          "--replicas", "3", "--failure-policy", "Ignore")
+    problems = compare_with_manifests(render(values, namespace="gpu-system"), reference)
+    check(not problems, f"{len(problems)} differences:\n  " + "\n  ".join(problems))
+
+
+@test
+def rendered_config_is_accepted_by_the_server() -> None:
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"containers": [{"name": "train", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04",
+                                 "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        pod_file = Path(tmp) / "pod.yaml"
+        pod_file.write_text(yaml.safe_dump(pod))
+        for label, values in VALUE_SETS.items():
+            config_text = one(render(values), "ConfigMap")["data"]["config.yaml"]
+            config_file = Path(tmp) / "config.yaml"
+            config_file.write_text(config_text)
+            out = run_binary("check", "--config", str(config_file), "-f", str(pod_file), "-o", "json")
+            check(out.returncode == 0,
+                  f"{label}: gpu-policy check --config <rendered config.yaml> exited {out.returncode}: "
+                  f"{out.stderr.strip()}\n{config_text}")
+            report = json.loads(out.stdout)
+            check(report[0]["allowed"], f"{label}: the GPU pod was denied: {report}")
+
+
+@test
+def allowlist_roles_follow_install_rs() -> None:
+    values = {"config": {"allowlist": CUSTOM_ALLOWLIST}}
+    objects = render(values)
+    # install::allowlist_roles: one Role per namespace (sorted), one rule per
+    # kind in Workload::ALL order, names sorted.
+    expected_roles = {}
+    for namespace in sorted({e["namespace"] for e in CUSTOM_ALLOWLIST}):
+        rules = []
+        for kind, group, resource in WORKLOADS:
+            names = sorted(e["name"] for e in CUSTOM_ALLOWLIST if e["namespace"] == namespace and e["kind"] == kind)
+            if names:
+                rules.append({"apiGroups": [group], "resources": [resource], "resourceNames": names,
+                              "verbs": ["get", "list", "watch"]})
+        expected_roles[namespace] = rules
+    roles = {o["metadata"]["namespace"]: o for o in objects
+             if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-policy-allowlist"}
+    check(sorted(roles) == sorted(expected_roles), f"Roles in {sorted(roles)}, expected {sorted(expected_roles)}")
+    problems = []
+    for namespace, rules in expected_roles.items():
+        problems += [f"{namespace}: {p}" for p in diff(rules, roles[namespace]["rules"], "rules")]
+        binding = one([o for o in objects if o["metadata"].get("namespace") == namespace], "RoleBinding",
+                      "gpu-policy-allowlist")
+        problems += [f"{namespace}: {p}" for p in diff(
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpu-policy-allowlist"},
+            binding["roleRef"], "roleRef")]
+        problems += [f"{namespace}: {p}" for p in diff(
+            [{"kind": "ServiceAccount", "name": "gpu-policy", "namespace": NAMESPACE}],
+            binding["subjects"], "subjects")]
+    check(not problems, "\n  ".join(problems))
+    no_allowlist = render({"config": {"allowlist": []}})
+    check(not [o for o in no_allowlist if o["metadata"]["name"] == "gpu-policy-allowlist"],
+          "an empty allowlist still renders allowlist Roles")
+
+
+# --- cert-manager, monitoring, other values --------------------------------
+
+
+def serve_flags() -> set[str]:
+    out = run_binary("serve", "--help")
+    check(out.returncode == 0, f"gpu-policy serve --help: {out.stderr}")
+    return set(re.findall(r"(--[a-z][a-z-]+)", out.stdout))
+
+
+@test
+def cert_manager_mode() -> None:
+    objects = render(FULL)
+    certificate = one(objects, "Certificate", "gpu-policy")
+    spec = certificate["spec"]
+    check(certificate["metadata"]["namespace"] == NAMESPACE, "Certificate namespace")
+    check(spec["secretName"] == "gpu-policy-tls", f"secretName {spec['secretName']}")
+    check("gpu-policy.gpu-policy.svc" in spec["dnsNames"], f"dnsNames {spec['dnsNames']}")
+    # No issuerRef given: the usual bootstrap.
+    selfsigned = one(objects, "Issuer", "gpu-policy-selfsigned")
+    check(selfsigned["spec"] == {"selfSigned": {}}, f"self-signed Issuer {selfsigned['spec']}")
+    ca = one(objects, "Certificate", "gpu-policy-ca")["spec"]
+    check(ca["isCA"] is True and ca["issuerRef"]["name"] == "gpu-policy-selfsigned"
+          and ca["issuerRef"]["kind"] == "Issuer", f"CA Certificate {ca}")
+    ca_issuer = one(objects, "Issuer", "gpu-policy-ca")
+    check(ca_issuer["spec"] == {"ca": {"secretName": ca["secretName"]}}, f"CA Issuer {ca_issuer['spec']}")
+    check(spec["issuerRef"]["name"] == "gpu-policy-ca" and spec["issuerRef"]["kind"] == "Issuer",
+          f"serving certificate issuerRef {spec['issuerRef']}")
+
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]:
+        annotations = one(objects, kind)["metadata"].get("annotations", {})
+        check(annotations.get("cert-manager.io/inject-ca-from") == "gpu-policy/gpu-policy",
+              f"{kind} annotations {annotations}")
+        for webhook in one(objects, kind)["webhooks"]:
+            check("caBundle" not in webhook["clientConfig"], f"{kind} {webhook['name']} has a caBundle")
+
+    main = container(objects)
+    args = main["args"]
+    check(args == ["serve", "--config", "/etc/gpu-policy/config.yaml",
+                   "--tls-cert", "/var/run/gpu-policy/certs/tls.crt",
+                   "--tls-key", "/var/run/gpu-policy/certs/tls.key"], f"args {args}")
+    check("--cert-secret" not in args and "--webhook-config" not in args, f"args {args}")
+    mount = [m for m in main["volumeMounts"] if m["mountPath"] == "/var/run/gpu-policy/certs"]
+    volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    certs = [v for v in volumes if v["name"] == mount[0]["name"]]
+    check(certs and certs[0].get("secret", {}).get("secretName") == "gpu-policy-tls",
+          f"certs volume {certs}")
+    # No Secret route, so no Secret RBAC and no webhook patching.
+    check(not [o for o in objects if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["name"] == "gpu-policy"],
+          "the Secret Role/RoleBinding is rendered in cert-manager mode")
+    rules = one(objects, "ClusterRole")["rules"]
+    check(not [r for r in rules if "admissionregistration.k8s.io" in r["apiGroups"]],
+          "the ClusterRole may patch the webhook configurations in cert-manager mode")
+
+    # Self mode: none of that.
+    default = render()
+    check(not [o for o in default if o["kind"] in ("Certificate", "Issuer", "ServiceMonitor", "PrometheusRule")],
+          "cert-manager or monitoring objects with default values")
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]:
+        check("annotations" not in one(default, kind)["metadata"], f"{kind} annotated in self mode")
+
+
+@test
+def cert_manager_external_issuer() -> None:
+    objects = render(VALUE_SETS["cert-manager external issuer"])
+    check(not [o for o in objects if o["kind"] == "Issuer"], "bootstrap Issuers rendered with an issuerRef")
+    check([o["metadata"]["name"] for o in objects if o["kind"] == "Certificate"] == ["gpu-policy"],
+          "one Certificate expected")
+    ref = one(objects, "Certificate")["spec"]["issuerRef"]
+    check(ref == {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}, f"issuerRef {ref}")
+
+
+@test
+def every_serve_flag_exists() -> None:
+    flags = serve_flags()
+    for label, values in VALUE_SETS.items():
+        args = container(render(values))["args"]
+        check(args[0] == "serve", f"{label}: {args}")
+        unknown = [a for a in args if a.startswith("--") and a not in flags]
+        check(not unknown, f"{label}: `gpu-policy serve` has no {unknown}")
+
+
+@test
+def service_monitor() -> None:
+    objects = render(FULL)
+    monitor = one(objects, "ServiceMonitor")
+    check(monitor["apiVersion"] == "monitoring.coreos.com/v1", monitor["apiVersion"])
+    service = one(objects, "Service")
+    check(monitor["spec"]["selector"]["matchLabels"] == service["metadata"]["labels"], "selector")
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    endpoints = monitor["spec"]["endpoints"]
+    check(endpoints and all(e["port"] in ports and e.get("path") == "/metrics" for e in endpoints),
+          f"endpoints {endpoints}")
+    labelled = one(render(VALUE_SETS["everything set"]), "ServiceMonitor")
+    check(labelled["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels")
+
+
+@test
+def prometheus_rule() -> None:
+    rule = one(render(FULL), "PrometheusRule")
+    check(rule["apiVersion"] == "monitoring.coreos.com/v1", rule["apiVersion"])
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    wanted = {
+        "GpuPolicyBadRequests": ["gpu_policy_admission_requests_total", 'decision="bad_request"'],
+        "GpuPolicyDenialSpike": ["gpu_policy_admission_requests_total", 'decision="denied"'],
+        "GpuPolicyHighLatency": ["histogram_quantile(0.99", "gpu_policy_admission_duration_seconds_bucket",
+                                 "> 0.5"],
+        "GpuPolicyCertificateExpiring": ["gpu_policy_certificate_expiry_timestamp_seconds - time() < 14 * 86400"],
+        "GpuPolicyClusterCacheStale": ["gpu_policy_cluster_cache_stale == 1"],
+        "GpuPolicyReloadFailed": ["gpu_policy_reload_success == 0"],
+        "GpuPolicyWebhookCallErrors": ["apiserver_admission_webhook_rejection_count"],
+        "GpuPolicyDown": ["up{"],
+    }
+    problems = []
+    for name, parts in wanted.items():
+        if name not in alerts:
+            problems.append(f"no alert {name}")
+            continue
+        alert = alerts[name]
+        problems += [f"{name}: expr lacks {p!r}: {alert['expr']}" for p in parts if p not in alert["expr"]]
+        if "severity" not in alert.get("labels", {}):
+            problems.append(f"{name}: no severity")
+        if not alert.get("annotations", {}).get("summary"):
+            problems.append(f"{name}: no summary")
+        if not re.fullmatch(r"\d+[smh]", str(alert.get("for", ""))):
+            problems.append(f"{name}: for {alert.get('for')}")
+        if alert["expr"].count("(") != alert["expr"].count(")"):
+            problems.append(f"{name}: unbalanced parentheses in {alert['expr']}")
+    check(alerts["GpuPolicyClusterCacheStale"]["for"] == "10m", "stale cache: for 10m")
+    # Metric names the server really exports (src/metrics.rs).
+    metrics = (ROOT / "src" / "metrics.rs").read_text()
+    for name in ["admission_requests", "admission_duration_seconds", "certificate_expiry_timestamp_seconds",
+                 "reload_success", "cluster_cache_stale"]:
+        if f'"{name}"' not in metrics:
+            problems.append(f"src/metrics.rs no longer registers {name}")
+    # Prometheus' own templates survive helm: {{ $labels.x }} and {{ $value }}.
+    descriptions = " ".join(a["annotations"].get("description", "") for a in alerts.values())
+    if "{{ $labels.endpoint }}" not in descriptions or "{{ $value" not in descriptions:
+        problems.append("alert descriptions lost their Prometheus templates")
+    thresholds = one(render({"prometheusRule": {"enabled": True, "latencyThresholdSeconds": 0.25,
+                                                "certificateExpiryDays": 30}}), "PrometheusRule")
+    exprs = " ".join(r["expr"] for g in thresholds["spec"]["groups"] for r in g["rules"])
+    if "> 0.25" not in exprs or "< 30 * 86400" not in exprs:
+        problems.append(f"thresholds not applied: {exprs}")
+    no_monitor = one(render({"prometheusRule": {"enabled": True}}), "PrometheusRule")
+    if any(r["alert"] == "GpuPolicyDown" for g in no_monitor["spec"]["groups"] for r in g["rules"]):
+        problems.append("GpuPolicyDown (needs the ServiceMonitor's job label) without serviceMonitor")
+    check(not problems, "\n  ".join(problems))
+
+
+@test
+def restricted_pod_security_in_every_value_set() -> None:
+    for label, values in VALUE_SETS.items():
+        pod = one(render(values), "Deployment")["spec"]["template"]["spec"]
+        context = pod["securityContext"]
+        check(context.get("runAsNonRoot") is True and context.get("runAsUser") == 65532
+              and context.get("seccompProfile") == {"type": "RuntimeDefault"}, f"{label}: pod {context}")
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            check(sc.get("allowPrivilegeEscalation") is False and sc.get("readOnlyRootFilesystem") is True
+                  and sc.get("capabilities") == {"drop": ["ALL"]}, f"{label}: container {sc}")
+
+
+@test
+def other_values_reach_the_objects() -> None:
+    values = VALUE_SETS["everything set"]
+    objects = render(values, name="other-release")
+    names = {o["metadata"]["name"] for o in objects}
+    check(names <= {"gpu-policy-b", "gpu-policy-b-allowlist"}, f"names {names}")
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    main = pod["containers"][0]
+    check(deployment["spec"]["replicas"] == 3, "replicas")
+    check(main["image"] == "registry.example/gpu-policy:1.2.3", main["image"])
+    check(main["imagePullPolicy"] == "Always", "pullPolicy")
+    check(pod["imagePullSecrets"] == [{"name": "regcred"}], "imagePullSecrets")
+    check(pod["nodeSelector"] == values["nodeSelector"], "nodeSelector")
+    check(pod["tolerations"] == values["tolerations"], "tolerations")
+    check(pod["affinity"] == values["affinity"], "affinity")
+    check(deployment["spec"]["template"]["metadata"]["annotations"] == values["podAnnotations"], "podAnnotations")
+    check(pod["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "DoNotSchedule", "topologySpread")
+    check(one(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == "50%", "minAvailable")
+    labels = deployment["metadata"]["labels"]
+    check(labels == {"app.kubernetes.io/name": "gpu-policy-b", "app.kubernetes.io/instance": "other-release"},
+          f"labels {labels}")
+    args = main["args"]
+    for flag, value in [("--cert-secret", "gpu-policy/gpu-policy-b-tls"), ("--webhook-config", "gpu-policy-b"),
+                        ("--service-namespace", NAMESPACE), ("--service-name", "gpu-policy-b"),
+                        ("--log-format", "text")]:
+        check(flag in args and args[args.index(flag) + 1] == value, f"{flag} {value} not in {args}")
+    rules = one(objects, "ClusterRole")["rules"]
+    check(rules[-1]["resourceNames"] == ["gpu-policy-b"], f"ClusterRole {rules[-1]}")
+    secret_role = one(objects, "Role", "gpu-policy-b")
+    check(secret_role["rules"][0]["resourceNames"] == ["gpu-policy-b-tls"], "Secret Role")
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]:
+        for webhook in one(objects, kind)["webhooks"]:
+            check(webhook["clientConfig"]["service"]["name"] == "gpu-policy-b", f"{kind} service")
+            if webhook["name"] in ("enforce.gpu-policy.io", "mutate.gpu-policy.io", "namespace.gpu-policy.io"):
+                check(webhook["failurePolicy"] == "Ignore", f"{webhook['name']} failurePolicy")
+    config = load_yaml(one(objects, "ConfigMap")["data"]["config.yaml"])
+    check(config["minComputeCapability"] == "7.0", f"minComputeCapability {config['minComputeCapability']!r}")
+    check(config["allowlist"] == CUSTOM_ALLOWLIST, "allowlist")
+
+    off = render({"podDisruptionBudget": {"enabled": False}, "topologySpread": {"enabled": False}})
+    check(not [o for o in off if o["kind"] == "PodDisruptionBudget"], "PDB disabled but rendered")
+    check("topologySpreadConstraints" not in one(off, "Deployment")["spec"]["template"]["spec"],
+          "topologySpread disabled but rendered")
+
+
+@test
+def notes() -> None:
+    for values in [{}, FULL]:
+        text = next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
+        for line in ["kubectl label namespace ml gpu-policy.io/mode=audit",
+                     "gpu-policy.io/mode=warn", "gpu-policy.io/mode=enforce",
+                     "kubectl apply --dry-run=server -f pod.yaml"]:
+            check(line in text, f"NOTES.txt lacks {line!r}")
+        check(text.index("mode=audit") < text.index("mode=warn") < text.index("mode=enforce"),
+              "NOTES.txt: audit, then warn, then enforce")
+
+
+# --- kubernetes-validate ---------------------------------------------------
+
+SKIPPED: set[tuple[str, str]] = set()
+
+
+def crd_shape(obj: dict[str, Any]) -> list[str]:
+    problems = []
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return ["metadata is not an object"]
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", str(metadata.get("name", ""))):
+        problems.append(f"metadata.name {metadata.get('name')!r}")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", str(metadata.get("namespace", ""))):
+        problems.append(f"metadata.namespace {metadata.get('namespace')!r}")
+    for field in ("labels", "annotations"):
+        value = metadata.get(field, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            problems.append(f"metadata.{field} is not a map of strings")
+    unknown = set(metadata) - {"name", "namespace", "labels", "annotations"}
+    if unknown:
+        problems.append(f"metadata has {sorted(unknown)}")
+    if set(obj) - {"apiVersion", "kind", "metadata", "spec"}:
+        problems.append(f"top-level fields {sorted(set(obj))}")
+    if not isinstance(obj.get("spec"), dict):
+        problems.append("spec is not an object")
+    return problems
+
+
+def _validate_test(kube: str) -> None:
+    def run() -> None:
+        problems = []
+        for label, values in VALUE_SETS.items():
+            for obj in render(values):
+                where = f"{label}: {obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+                try:
+                    kubernetes_validate.validate(obj, kube, strict=True)
+                except SchemaNotFoundError:
+                    if (obj["apiVersion"], obj["kind"]) not in CRD_KINDS:
+                        problems.append(f"{where}: no schema in kubernetes-validate for {obj['apiVersion']}")
+                        continue
+                    SKIPPED.add((obj["apiVersion"], obj["kind"]))
+                    problems += [f"{where}: {p}" for p in crd_shape(obj)]
+                except kubernetes_validate.ValidationError as error:
+                    path = ".".join(str(p) for p in error.path)
+                    problems.append(f"{where}: {path}: {error.message}")
+        check(not problems, "\n  ".join(problems))
+
+    run.__name__ = f"kubernetes_validate_strict[{kube}]"
+    TESTS.append((run.__name__, run))
+
+
+for _kube in KUBE_VERSIONS:
+    _validate_test(_kube)
+
+
+# --- runner ----------------------------------------------------------------
+
+
+def main() -> int:
+    print(f"helm-python-sdk {helm.__version__} (helm-c {helm.helm_c_version()}, Helm SDK {helm.helm_sdk_version()}), "
+          f"kubernetes-validate {kubernetes_validate.version.__version__} (Kubernetes {', '.join(KUBE_VERSIONS)}), "
+          f"binary {BINARY.relative_to(ROOT) if BINARY.is_relative_to(ROOT) else BINARY}")
+    selected = sys.argv[1:]
+    passed = failed = 0
+    for name, fn in TESTS:
+        if selected and not any(s in name for s in selected):
+            continue
+        try:
+            fn()
+        except Failure as failure:
+            failed += 1
+            print(f"FAIL {name}: {failure}")
+        except Exception:  # noqa: BLE001 - a crash is a failure too
+            failed += 1
+            print(f"FAIL {name}:\n{traceback.format_exc()}")
+        else:
+            passed += 1
+            print(f"ok   {name}")
+    if SKIPPED:
+        kinds = ", ".join(f"{k} ({a})" for a, k in sorted(SKIPPED))
+        print(f"note: kubernetes-validate has no schema for {kinds}: checked for apiVersion/kind/metadata/spec "
+              "shape only")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
