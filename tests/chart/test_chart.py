@@ -828,8 +828,12 @@ def crd_shape(obj: dict[str, Any]) -> list[str]:
 def _validate_test(kube: str) -> None:
     def run() -> None:
         problems = []
-        for label, values in VALUE_SETS.items():
-            for obj in render(values):
+        # The chart's objects for every value set, and the plain manifests
+        # (`kubectl apply -k webhook-config/`), Namespace included.
+        sources = [(label, render(values)) for label, values in VALUE_SETS.items()]
+        sources.append(("manifests", manifests()))
+        for label, objects in sources:
+            for obj in objects:
                 where = f"{label}: {obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
                 try:
                     kubernetes_validate.validate(obj, kube, strict=True)
