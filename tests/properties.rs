@@ -1937,3 +1937,1028 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Fuzzing the server's entry points
+// ---------------------------------------------------------------------------
+
+/// Bounded fuzzing on the stable toolchain of what the server does with a
+/// request body: [`review::decode`], [`review::respond`] on every endpoint
+/// and [`review::encode`]. The bodies are AdmissionReviews around the
+/// fixtures of `tests/fixtures/` (and pods made from their templates),
+/// generated pods and workloads, and namespaces, damaged by structure-aware
+/// mutations (a subtree replaced or removed, a field added, an env entry
+/// duplicated, a GPU count changed), with a damaged envelope or damaged bytes
+/// some of the time, or plain random bytes.
+///
+/// Debug builds are slow and a case must cost little more than the server's
+/// own work: the objects are read, generated and written out once
+/// ([`corpus`]), with the byte range of every node, and a case is a small
+/// recipe of edits spliced into that text.
+mod review_fuzz {
+    use std::collections::HashMap;
+    use std::ops::Range;
+    use std::sync::OnceLock;
+
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use gpu_policy::admission::review::{self, Endpoint};
+    use gpu_policy::manifest;
+    use gpu_policy::settings::{MODE_LABEL, NamespaceSettings};
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    use super::*;
+
+    const GENERATED_PODS: usize = 384;
+    const GENERATED_WORKLOADS: usize = 128;
+    const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
+
+    /// A node of a written-out object.
+    struct Node {
+        pointer: String,
+        /// The value's bytes.
+        value: Range<usize>,
+        /// What removing the node from its parent removes: the member or
+        /// element and one comma next to it.
+        entry: Range<usize>,
+        is_object: bool,
+    }
+
+    /// One object a case starts from: its compact JSON text and where each
+    /// node is in it.
+    struct Base {
+        object: Value,
+        text: Vec<u8>,
+        /// `group`, `version`, `kind`, `resource` of the request.
+        kind: [&'static str; 4],
+        /// Every node, the root first.
+        nodes: Vec<Node>,
+        index: HashMap<String, usize>,
+        /// Nodes that are objects, containers, env entries, resource
+        /// quantities (indices into `nodes`).
+        objects: Vec<usize>,
+        containers: Vec<usize>,
+        env_entries: Vec<usize>,
+        quantities: Vec<usize>,
+    }
+
+    impl Base {
+        fn new(object: Value) -> Self {
+            let mut text = Vec::with_capacity(4096);
+            let mut nodes = Vec::new();
+            write_nodes(&mut text, &object, String::new(), 0..0, &mut nodes);
+            let index: HashMap<String, usize> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, node)| (node.pointer.clone(), i))
+                .collect();
+            let select = |keep: &dyn Fn(&Node, &str, &str) -> bool| -> Vec<usize> {
+                nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, node)| {
+                        let (parent, last) = node.pointer.rsplit_once('/').unwrap_or(("", ""));
+                        keep(node, parent, last)
+                    })
+                    .map(|(i, _)| i)
+                    .collect()
+            };
+            let numbered =
+                |last: &str| !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit());
+            let objects = select(&|node, _, _| node.is_object);
+            let containers = select(&|_, parent, last| {
+                numbered(last)
+                    && LISTS
+                        .iter()
+                        .any(|list| parent.ends_with(&format!("/{list}")))
+            });
+            let env_entries = select(&|_, parent, last| numbered(last) && parent.ends_with("/env"));
+            let quantities = select(&|_, parent, _| {
+                parent.ends_with("/resources/limits") || parent.ends_with("/resources/requests")
+            });
+            Base {
+                kind: request_kind(&object),
+                object,
+                text,
+                nodes,
+                index,
+                objects,
+                containers,
+                env_entries,
+                quantities,
+            }
+        }
+
+        fn node(&self, pointer: &str) -> Option<&Node> {
+            self.index.get(pointer).map(|&i| &self.nodes[i])
+        }
+    }
+
+    /// Writes `value` as compact JSON (the text `serde_json::to_vec` writes,
+    /// several times faster in a debug build) and records its nodes.
+    fn write_nodes(
+        out: &mut Vec<u8>,
+        value: &Value,
+        pointer: String,
+        entry_start: Range<usize>,
+        nodes: &mut Vec<Node>,
+    ) {
+        let start = out.len();
+        let at = nodes.len();
+        nodes.push(Node {
+            pointer: pointer.clone(),
+            value: start..start,
+            entry: entry_start,
+            is_object: value.is_object(),
+        });
+        let mut children: Vec<usize> = Vec::new();
+        match value {
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    children.push(nodes.len());
+                    let here = out.len();
+                    write_nodes(out, item, format!("{pointer}/{i}"), here..here, nodes);
+                }
+                out.push(b']');
+            }
+            Value::Object(map) => {
+                out.push(b'{');
+                for (i, (key, item)) in map.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let here = out.len();
+                    write_str(out, key);
+                    out.push(b':');
+                    children.push(nodes.len());
+                    write_nodes(
+                        out,
+                        item,
+                        format!("{pointer}/{}", escape(key)),
+                        here..here,
+                        nodes,
+                    );
+                }
+                out.push(b'}');
+            }
+            _ => write_json(out, value),
+        }
+        nodes[at].value.end = out.len();
+        // An entry takes the comma before it, the first one the comma after
+        // it (if any), so that the rest stays valid JSON.
+        let count = children.len();
+        for (i, child) in children.into_iter().enumerate() {
+            let node = &mut nodes[child];
+            let (from, to) = (node.entry.start, node.value.end);
+            node.entry = match i {
+                0 if count > 1 => from..to + 1,
+                0 => from..to,
+                _ => from - 1..to,
+            };
+        }
+    }
+
+    /// Compact JSON, as [`write_nodes`] writes it, without the nodes.
+    fn write_json(out: &mut Vec<u8>, value: &Value) {
+        match value {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::Bool(true) => out.extend_from_slice(b"true"),
+            Value::Bool(false) => out.extend_from_slice(b"false"),
+            Value::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Value::String(s) => write_str(out, s),
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_json(out, item);
+                }
+                out.push(b']');
+            }
+            Value::Object(map) => {
+                out.push(b'{');
+                for (i, (key, item)) in map.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_str(out, key);
+                    out.push(b':');
+                    write_json(out, item);
+                }
+                out.push(b'}');
+            }
+        }
+    }
+
+    fn write_str(out: &mut Vec<u8>, s: &str) {
+        if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+            serde_json::to_writer(&mut *out, s).expect("a string serialises");
+        } else {
+            out.push(b'"');
+            out.extend_from_slice(s.as_bytes());
+            out.push(b'"');
+        }
+    }
+
+    fn json_text(value: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_json(&mut out, value);
+        out
+    }
+
+    /// What the API server would put in `request.kind` and
+    /// `request.resource` for an object.
+    fn request_kind(object: &Value) -> [&'static str; 4] {
+        let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+        let kind = object["kind"].as_str().unwrap_or("Pod");
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        Workload::ALL
+            .into_iter()
+            .find(|w| w.group() == group && w.kind() == kind)
+            .map(|w| [w.group(), "v1", w.kind(), w.resource()])
+            .unwrap_or(match (api_version, kind) {
+                ("v1", "Pod") => ["", "v1", "Pod", "pods"],
+                ("v1", "Namespace") => ["", "v1", "Namespace", "namespaces"],
+                _ => ["", "v1", "Service", "services"],
+            })
+    }
+
+    struct Corpus {
+        bases: Vec<Base>,
+        /// One per combination of the namespace annotations [`case`] makes.
+        namespace_settings: Vec<NamespaceSettings>,
+    }
+
+    /// The fixtures (and a pod for each workload fixture's template),
+    /// generated pods and workloads, and namespaces; read and generated once.
+    fn corpus() -> &'static Corpus {
+        static CORPUS: OnceLock<Corpus> = OnceLock::new();
+        CORPUS.get_or_init(|| {
+            let mut objects = fixture_objects();
+            let mut templates: Vec<Value> = objects.iter().filter_map(pod_of_template).collect();
+            objects.append(&mut templates);
+            // Always the same pods (XorShift: ChaCha is slow in debug builds).
+            let mut runner = TestRunner::new_with_rng(
+                Config {
+                    rng_algorithm: RngAlgorithm::XorShift,
+                    ..Config::default()
+                },
+                TestRng::deterministic_rng(RngAlgorithm::XorShift),
+            );
+            let strategy = case();
+            for index in 0..GENERATED_PODS + GENERATED_WORKLOADS {
+                let generated = strategy
+                    .new_tree(&mut runner)
+                    .expect("the pod generator never rejects")
+                    .current();
+                objects.push(if index < GENERATED_PODS {
+                    generated.pod
+                } else {
+                    let kind = Workload::ALL[index % Workload::ALL.len()];
+                    wrap(kind, &generated.pod, "web", &generated.namespace)
+                });
+            }
+            for mode in ["enforce", "warn", "audit", "off", ""] {
+                objects.push(json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "ml", "labels": {MODE_LABEL: mode},
+                                 "annotations": {MIN_CC: "8.0", MAX_GPUS: "2"}}}));
+            }
+            objects
+                .push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}));
+            let bases: Vec<Base> = objects.into_iter().map(Base::new).collect();
+            for base in &bases {
+                let back: Value =
+                    serde_json::from_slice(&base.text).expect("write_nodes writes JSON");
+                assert_eq!(back, base.object, "write_nodes changed a value");
+            }
+            let mut namespace_settings = Vec::new();
+            for min in [None, Some("8.0"), Some("7.5"), Some("junk"), Some("6.1")] {
+                for max in [None, Some("2"), Some("16"), Some("x")] {
+                    let mut annotations = BTreeMap::new();
+                    if let Some(min) = min {
+                        annotations.insert(MIN_CC.to_owned(), min.to_owned());
+                    }
+                    if let Some(max) = max {
+                        annotations.insert(MAX_GPUS.to_owned(), max.to_owned());
+                    }
+                    namespace_settings.push(SETTINGS.for_namespace(&annotations));
+                }
+            }
+            Corpus {
+                bases,
+                namespace_settings,
+            }
+        })
+    }
+
+    fn fixture_objects() -> Vec<Value> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let documents = manifest::load(&[dir], &mut std::io::empty()).expect("the fixtures load");
+        assert!(documents.len() >= 12, "the fixtures: {}", documents.len());
+        documents.into_iter().map(|d| d.object).collect()
+    }
+
+    /// A pod as a workload's controller would create it from its template.
+    fn pod_of_template(workload: &Value) -> Option<Value> {
+        let template = workload
+            .pointer("/spec/template")
+            .or_else(|| workload.pointer("/spec/jobTemplate/spec/template"))?;
+        let mut metadata = template
+            .get("metadata")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        metadata["name"] = json!("from-template-abcde");
+        metadata["ownerReferences"] = json!([{"apiVersion": workload["apiVersion"],
+            "kind": workload["kind"], "name": workload["metadata"]["name"],
+            "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]);
+        Some(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                    "spec": template["spec"]}),
+        )
+    }
+
+    /// Small JSON values, cheap to generate (a recursive strategy is not).
+    fn small_json() -> impl Strategy<Value = Value> {
+        let composite = vec![
+            json!([]),
+            json!({}),
+            json!([null]),
+            json!({"": null}),
+            json!([{"name": NVD, "value": "all"}]),
+            json!({"name": NVD, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
+            json!({"nvidia.com/gpu": "1"}),
+            json!({"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 2}}),
+            json!({"limits": {"nvidia.com/gpu": "1"}}),
+            json!([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]),
+            json!({"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": MAJOR, "operator": "Gt", "values": ["9"]}]}]}),
+            json!({"nodeSelectorTerms": [{}]}),
+            json!([{"matchExpressions": null}]),
+            json!({"matchExpressions": [{"key": MAJOR, "operator": "In", "values": []}]}),
+            json!({"nodeAffinity": {REQUIRED: null}}),
+            json!({MUTATIONS: "runtime-class", MIN_CC: "8.0"}),
+            json!({MIN_CC: "99.99"}),
+            json!([{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                    "name": "nvidia-gpu-exporter", "controller": true}]),
+            json!({"hostPath": {"path": "/dev/nvidia0"}, "name": "v"}),
+            json!([{"name": "v", "mountPath": "/dev"}]),
+            json!({"a": {"b": {"c": {"d": [[[[]]]]}}}}),
+            json!(["\u{0}", "\u{7f}", "\u{10ffff}", "\\\"", "\u{2028}"]),
+        ];
+        // The likeliest first: a union generates the options before the
+        // one it picks lazily, which costs.
+        prop_oneof![
+            3 => word().prop_map(Value::String),
+            3 => prop::sample::select(composite),
+            2 => quantity(),
+            1 => Just(Value::Null),
+            1 => any::<bool>().prop_map(Value::Bool),
+            1 => any::<i64>().prop_map(|n| json!(n)),
+            1 => any::<u64>().prop_map(|n| json!(n)),
+            1 => any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        ]
+    }
+
+    /// Keys and strings the policy reads, and some arbitrary ones.
+    fn word() -> impl Strategy<Value = String> {
+        const WORDS: [&str; 24] = [
+            "name",
+            "value",
+            "valueFrom",
+            "env",
+            "resources",
+            "limits",
+            "requests",
+            "nvidia.com/gpu",
+            "nvidia.com/mig-1g.5gb",
+            "runtimeClassName",
+            "nvidia",
+            "affinity",
+            "nodeSelectorTerms",
+            "matchExpressions",
+            "restartPolicy",
+            "Always",
+            "image",
+            "annotations",
+            "ownerReferences",
+            "controller",
+            NVD,
+            MUTATIONS,
+            MIN_CC,
+            "all",
+        ];
+        prop_oneof![
+            3 => pick(&WORDS).prop_map(str::to_owned),
+            1 => prop::collection::vec(any::<char>(), 0..6).prop_map(String::from_iter),
+        ]
+    }
+
+    /// GPU counts as the API server might let them through, and not.
+    fn quantity() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            json!("1"),
+            json!(1),
+            json!(1.0),
+            json!(1.5),
+            json!(-0.0),
+            json!(8),
+            json!(9),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(1e300),
+            json!("0"),
+            json!("8"),
+            json!("9"),
+            json!("1.5"),
+            json!("0.5"),
+            json!(".5"),
+            json!("1."),
+            json!("1e3"),
+            json!("1E0"),
+            json!("1e-3"),
+            json!("1k"),
+            json!("1Ki"),
+            json!("1M"),
+            json!("1n"),
+            json!("+1"),
+            json!("-0"),
+            json!("01"),
+            json!(" 1"),
+            json!("1 "),
+            json!("1m"),
+            json!("999m"),
+            json!("1000m"),
+            json!("8000m"),
+            json!("9223372036854775807"),
+            json!("9223372036854775808"),
+            json!("18446744073709551616"),
+            json!("1e308"),
+            json!("1e309"),
+            json!("0.000000001e9"),
+            json!("1.0000000000000000001"),
+            json!(""),
+            json!("\u{661}"),
+            json!("0x1"),
+            json!("1_000"),
+            json!("NaN"),
+            json!("Infinity"),
+            Value::Null,
+            json!(true),
+            json!([1]),
+            json!({"value": 1}),
+        ])
+    }
+
+    /// A change to the object; the index picks the node it applies to.
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        Replace(Index, Value),
+        Remove(Index),
+        /// Sets a field of an object (adds it or replaces its value).
+        Set(Index, String, Value),
+        /// Appends a copy of an env entry to its list, with value `all` if
+        /// the flag is set.
+        DuplicateEnv(Index, bool),
+        /// Appends an `NVIDIA_VISIBLE_DEVICES` entry to a container's env.
+        AddVisibleDevices(Index, Value),
+        Quantity(Index, Value),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        let devices = prop_oneof![
+            pick(&["all", "void", "none", "0", "GPU-1234", "", "all,void"]).prop_map(|v| json!(v)),
+            small_json(),
+        ];
+        prop_oneof![
+            4 => (any::<Index>(), small_json()).prop_map(|(at, v)| Mutation::Replace(at, v)),
+            4 => (any::<Index>(), quantity()).prop_map(|(at, v)| Mutation::Quantity(at, v)),
+            2 => any::<Index>().prop_map(Mutation::Remove),
+            2 => (any::<Index>(), word(), small_json())
+                .prop_map(|(at, key, v)| Mutation::Set(at, key, v)),
+            2 => (any::<Index>(), any::<bool>()).prop_map(|(at, all)| Mutation::DuplicateEnv(at, all)),
+            2 => (any::<Index>(), devices).prop_map(|(at, v)| Mutation::AddVisibleDevices(at, v)),
+        ]
+    }
+
+    /// Replace `range` of the base text with `text`.
+    struct Splice {
+        range: Range<usize>,
+        text: Vec<u8>,
+    }
+
+    fn replace(node: &Node, value: &Value) -> Splice {
+        Splice {
+            range: node.value.clone(),
+            text: json_text(value),
+        }
+    }
+
+    /// Appends to the array `node`, which is `array` in the base.
+    fn append(node: &Node, array: &[Value], value: &Value) -> Splice {
+        let end = node.value.end - 1;
+        let mut text = if array.is_empty() {
+            Vec::new()
+        } else {
+            vec![b',']
+        };
+        write_json(&mut text, value);
+        Splice {
+            range: end..end,
+            text,
+        }
+    }
+
+    /// Sets `key` of the object `node`, which is `map` in the base.
+    fn set(base: &Base, node: &Node, map: &Obj, key: &str, value: &Value) -> Splice {
+        if let Some(member) = base.node(&format!("{}/{}", node.pointer, escape(key))) {
+            return replace(member, value);
+        }
+        let start = node.value.start + 1;
+        let mut text = Vec::new();
+        write_str(&mut text, key);
+        text.push(b':');
+        write_json(&mut text, value);
+        if !map.is_empty() {
+            text.push(b',');
+        }
+        Splice {
+            range: start..start,
+            text,
+        }
+    }
+
+    fn splice_of(base: &Base, mutation: &Mutation) -> Option<Splice> {
+        let node = |list: &[usize], at: &Index| -> Option<&Node> {
+            (!list.is_empty()).then(|| &base.nodes[*at.get(list)])
+        };
+        // Any node but the root: the object stays an object.
+        let below_root = |at: &Index| -> Option<&Node> {
+            let count = base.nodes.len() - 1;
+            (count > 0).then(|| &base.nodes[1 + at.index(count)])
+        };
+        match mutation {
+            Mutation::Replace(at, value) => Some(replace(below_root(at)?, value)),
+            Mutation::Remove(at) => {
+                let node = below_root(at)?;
+                Some(Splice {
+                    range: node.entry.clone(),
+                    text: Vec::new(),
+                })
+            }
+            Mutation::Set(at, key, value) => {
+                let node = node(&base.objects, at)?;
+                let map = base.object.pointer(&node.pointer)?.as_object()?;
+                Some(set(base, node, map, key, value))
+            }
+            Mutation::DuplicateEnv(at, all) => {
+                let node = node(&base.env_entries, at)?;
+                let mut entry = base.object.pointer(&node.pointer)?.clone();
+                if *all && let Some(map) = entry.as_object_mut() {
+                    map.insert("value".into(), json!("all"));
+                }
+                let parent = node.pointer.rsplit_once('/')?.0;
+                let env = base.object.pointer(parent)?.as_array()?;
+                Some(append(base.node(parent)?, env, &entry))
+            }
+            Mutation::AddVisibleDevices(at, value) => {
+                let node = node(&base.containers, at)?;
+                let container = base.object.pointer(&node.pointer)?.as_object()?;
+                let entry = json!({"name": NVD, "value": value});
+                match container.get("env") {
+                    Some(Value::Array(env)) => Some(append(
+                        base.node(&format!("{}/env", node.pointer))?,
+                        env,
+                        &entry,
+                    )),
+                    _ => Some(set(base, node, container, "env", &json!([entry]))),
+                }
+            }
+            Mutation::Quantity(at, value) => Some(replace(node(&base.quantities, at)?, value)),
+        }
+    }
+
+    /// The base text with the splices that do not touch an earlier one (the
+    /// text stays valid JSON).
+    fn render(base: &Base, splices: Vec<Splice>) -> Vec<u8> {
+        let mut kept: Vec<Splice> = Vec::new();
+        for splice in splices {
+            let touches = kept
+                .iter()
+                .any(|k| splice.range.start <= k.range.end && k.range.start <= splice.range.end);
+            if !touches {
+                kept.push(splice);
+            }
+        }
+        kept.sort_by_key(|s| s.range.start);
+        let mut out = Vec::with_capacity(base.text.len() + 256);
+        let mut at = 0;
+        for splice in kept {
+            out.extend_from_slice(&base.text[at..splice.range.start]);
+            out.extend_from_slice(&splice.text);
+            at = splice.range.end;
+        }
+        out.extend_from_slice(&base.text[at..]);
+        out
+    }
+
+    /// What the request says about the operation.
+    #[derive(Debug, Clone)]
+    struct Envelope {
+        uid: String,
+        /// CREATE, UPDATE, DELETE or CONNECT.
+        operation: usize,
+        /// `ephemeralcontainers` (or `status`), with an oldObject that has
+        /// the last `n` ephemeral containers fewer.
+        sub_resource: Option<(bool, usize)>,
+        /// Another kind than the object's.
+        kind: Option<[&'static str; 4]>,
+        namespace: Option<&'static str>,
+        admin: bool,
+        /// The mode label of a Namespace's oldObject.
+        old_label: Option<&'static str>,
+        /// A field of the request (`true`) or of the review replaced, or
+        /// removed.
+        damage: Option<(bool, Index, Option<Value>)>,
+    }
+
+    const REQUEST_FIELDS: [&str; 14] = [
+        "uid",
+        "kind",
+        "resource",
+        "requestKind",
+        "namespace",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "subResource",
+        "dryRun",
+        "name",
+        "options",
+        "extra",
+    ];
+    const REVIEW_FIELDS: [&str; 3] = ["apiVersion", "kind", "request"];
+    const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+
+    fn envelope() -> impl Strategy<Value = Envelope> {
+        let odd_uids = [
+            "",
+            "x",
+            "\"quoted\" \\ back\\slash",
+            "\u{0}\u{1f}\u{7f}",
+            "\u{2028}\u{feff}\u{10ffff}",
+            "gpu-policy: ünïcödé ✓",
+        ]
+        .map(str::to_owned);
+        let uid = prop_oneof![
+            16 => Just(UID.to_owned()),
+            1 => prop::sample::select(odd_uids.to_vec()),
+            1 => prop::collection::vec(any::<char>(), 0..12).prop_map(String::from_iter),
+            1 => Just("u".repeat(300)),
+        ];
+        let kinds = [
+            ["", "v1", "Pod", "pods"],
+            ["apps", "v1", "Deployment", "deployments"],
+            ["batch", "v1", "CronJob", "cronjobs"],
+            ["", "v1", "PodTemplate", "podtemplates"],
+            ["apps", "v1", "Pod", "pods"],
+            ["", "v1", "Namespace", "namespaces"],
+            ["", "v1", "Service", "services"],
+        ];
+        (
+            uid,
+            prop_oneof![12 => Just(0usize), 3 => Just(1), 1 => Just(2), 1 => Just(3)],
+            prop::option::weighted(0.1, (prop::bool::weighted(0.9), 0..3usize)),
+            prop::option::weighted(0.08, pick(&kinds)),
+            prop::option::weighted(0.9, pick(&["default", "kube-system", "ml"])),
+            any::<bool>(),
+            prop::option::weighted(0.7, pick(&["enforce", "warn", "audit", "bogus"])),
+            prop::option::weighted(
+                0.08,
+                (
+                    any::<bool>(),
+                    any::<Index>(),
+                    prop::option::weighted(0.7, small_json()),
+                ),
+            ),
+        )
+            .prop_map(
+                |(uid, operation, sub_resource, kind, namespace, admin, old_label, damage)| {
+                    Envelope {
+                        uid,
+                        operation,
+                        sub_resource,
+                        kind,
+                        namespace,
+                        admin,
+                        old_label,
+                        damage,
+                    }
+                },
+            )
+    }
+
+    /// How the finished body is damaged, if at all.
+    #[derive(Debug, Clone)]
+    enum Bytes {
+        Intact,
+        Arbitrary(Vec<u8>),
+        Truncate(Index),
+        Flip(Index, u8),
+        Splice(Index, Vec<u8>),
+    }
+
+    fn bytes() -> impl Strategy<Value = Bytes> {
+        prop_oneof![
+            90 => Just(Bytes::Intact),
+            3 => prop::collection::vec(any::<u8>(), 0..96).prop_map(Bytes::Arbitrary),
+            2 => any::<Index>().prop_map(Bytes::Truncate),
+            3 => (any::<Index>(), 1..=255u8).prop_map(|(at, bits)| Bytes::Flip(at, bits)),
+            2 => (any::<Index>(), prop::collection::vec(any::<u8>(), 1..8))
+                .prop_map(|(at, extra)| Bytes::Splice(at, extra)),
+        ]
+    }
+
+    fn endpoint() -> impl Strategy<Value = Endpoint> {
+        prop_oneof![
+            5 => Just(Endpoint::Mutate),
+            2 => Just(Endpoint::Validate(Mode::Enforce)),
+            1 => Just(Endpoint::Validate(Mode::Warn)),
+            1 => Just(Endpoint::Validate(Mode::Audit)),
+            1 => Just(Endpoint::Namespace),
+        ]
+    }
+
+    /// The starting object: one of the corpus, or (rarely: it is slow) a
+    /// freshly generated pod.
+    #[derive(Debug, Clone)]
+    enum Source {
+        Corpus(Index),
+        Fresh(Box<Case>),
+    }
+
+    fn source() -> impl Strategy<Value = Source> {
+        prop_oneof![
+            399 => any::<Index>().prop_map(Source::Corpus),
+            // Boxed: the value trees of `case` are large, and debug builds
+            // copy them around.
+            1 => case().prop_map(|c| Source::Fresh(Box::new(c))).boxed(),
+        ]
+    }
+
+    /// A field of the review, already JSON text.
+    type Fields = Vec<(&'static str, Vec<u8>)>;
+
+    fn write_fields(out: &mut Vec<u8>, fields: &Fields) {
+        out.push(b'{');
+        for (i, (key, text)) in fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(out, key);
+            out.push(b':');
+            out.extend_from_slice(text);
+        }
+        out.push(b'}');
+    }
+
+    fn damage(fields: &mut Fields, names: &[&'static str], at: &Index, value: &Option<Value>) {
+        let name = *at.get(names);
+        fields.retain(|(key, _)| *key != name);
+        if let Some(value) = value {
+            fields.push((name, json_text(value)));
+        }
+    }
+
+    /// The review body of a case, and whether it is a well-formed review.
+    fn body(
+        source: &Source,
+        mutations: &[Mutation],
+        envelope: &Envelope,
+        bytes: &Bytes,
+    ) -> (Vec<u8>, bool) {
+        let fresh;
+        let base = match source {
+            Source::Corpus(index) => index.get(&corpus().bases),
+            Source::Fresh(case) => {
+                fresh = Base::new(case.pod.clone());
+                &fresh
+            }
+        };
+        let splices = || mutations.iter().filter_map(|m| splice_of(base, m));
+        let object = render(base, splices().collect());
+        let [group, version, kind, resource] = envelope.kind.unwrap_or(base.kind);
+        let operation = OPERATIONS[envelope.operation];
+        // Plain ASCII, written as it is (faster than `json!`).
+        let text = |s: String| s.into_bytes();
+        let mut uid = Vec::new();
+        write_str(&mut uid, &envelope.uid);
+        let mut request: Fields = vec![
+            ("uid", uid),
+            (
+                "kind",
+                text(format!(
+                    r#"{{"group":"{group}","version":"{version}","kind":"{kind}"}}"#
+                )),
+            ),
+            (
+                "resource",
+                text(format!(
+                    r#"{{"group":"{group}","version":"{version}","resource":"{resource}"}}"#
+                )),
+            ),
+            ("operation", text(format!(r#""{operation}""#))),
+            ("dryRun", text("false".into())),
+        ];
+        if let Some(namespace) = envelope.namespace
+            && kind != "Namespace"
+        {
+            request.push(("namespace", text(format!(r#""{namespace}""#))));
+        }
+        let groups = if envelope.admin {
+            "system:masters"
+        } else {
+            "system:authenticated"
+        };
+        request.push((
+            "userInfo",
+            text(format!(r#"{{"username":"alice","groups":["{groups}"]}}"#)),
+        ));
+        let mut old = None;
+        if kind == "Namespace" && operation != "CREATE" {
+            // Namespaces are small: edit the value.
+            let mut namespace: Value = serde_json::from_slice(&object).unwrap_or(Value::Null);
+            if let Some(labels) = namespace
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+            {
+                match envelope.old_label {
+                    Some(label) => labels.insert(MODE_LABEL.into(), json!(label)),
+                    None => labels.remove(MODE_LABEL),
+                };
+            }
+            old = Some(json_text(&namespace));
+        }
+        if let Some((ephemeral, removed)) = envelope.sub_resource {
+            let name = if ephemeral {
+                "ephemeralcontainers"
+            } else {
+                "status"
+            };
+            request.push(("subResource", json_text(&json!(name))));
+            let count = base
+                .object
+                .pointer("/spec/ephemeralContainers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let removals = (count.saturating_sub(removed)..count).filter_map(|i| {
+                let node = base.node(&format!("/spec/ephemeralContainers/{i}"))?;
+                Some(Splice {
+                    range: node.entry.clone(),
+                    text: Vec::new(),
+                })
+            });
+            old = Some(render(base, splices().chain(removals).collect()));
+        }
+        if operation == "DELETE" {
+            request.push(("oldObject", old.take().unwrap_or(object)));
+        } else {
+            request.push(("object", object));
+            if let Some(old) = old {
+                request.push(("oldObject", old));
+            }
+        }
+        let mut review: Fields = vec![
+            ("apiVersion", br#""admission.k8s.io/v1""#.to_vec()),
+            ("kind", br#""AdmissionReview""#.to_vec()),
+        ];
+        match &envelope.damage {
+            Some((true, at, value)) => damage(&mut request, &REQUEST_FIELDS, at, value),
+            Some((false, at, value)) => damage(&mut review, &REVIEW_FIELDS, at, value),
+            None => {}
+        }
+        let mut request_text = Vec::with_capacity(base.text.len() * 2 + 512);
+        write_fields(&mut request_text, &request);
+        if !review.iter().any(|(key, _)| *key == "request") {
+            review.push(("request", request_text));
+        }
+        let mut body = Vec::with_capacity(base.text.len() * 2 + 1024);
+        write_fields(&mut body, &review);
+        match bytes {
+            Bytes::Intact => {}
+            Bytes::Arbitrary(arbitrary) => body.clone_from(arbitrary),
+            Bytes::Truncate(at) => body.truncate(at.index(body.len())),
+            Bytes::Flip(at, bits) => {
+                let index = at.index(body.len());
+                body[index] ^= bits;
+            }
+            Bytes::Splice(at, extra) => {
+                let index = at.index(body.len() + 1);
+                body.splice(index..index, extra.iter().copied());
+            }
+        }
+        (
+            body,
+            envelope.damage.is_none() && matches!(bytes, Bytes::Intact),
+        )
+    }
+
+    /// Runs the body through the server's steps and checks the answer.
+    fn serve(
+        body: &[u8],
+        well_formed: bool,
+        endpoint: Endpoint,
+        namespace_settings: &NamespaceSettings,
+    ) -> Result<(), TestCaseError> {
+        let decoded = review::decode(body);
+        let request = match decoded {
+            Ok(request) => request,
+            Err(err) => {
+                prop_assert!(!well_formed, "a well-formed review was rejected: {}", err);
+                return Ok(());
+            }
+        };
+        let (response, _) =
+            review::respond(&request, endpoint, &SETTINGS, namespace_settings, None);
+        let encoded = match review::encode(response) {
+            Ok(encoded) => encoded,
+            Err(err) => return Err(TestCaseError::fail(format!("encode failed: {err}"))),
+        };
+        let reply: Value = serde_json::from_slice(&encoded)
+            .map_err(|err| TestCaseError::fail(format!("the answer is not JSON: {err}")))?;
+        prop_assert_eq!(&reply["apiVersion"], "admission.k8s.io/v1");
+        prop_assert_eq!(&reply["kind"], "AdmissionReview");
+        let response = &reply["response"];
+        prop_assert_eq!(
+            response["uid"].as_str(),
+            Some(request.uid.as_str()),
+            "uid not echoed"
+        );
+        prop_assert!(response["allowed"].is_boolean(), "no allowed: {}", response);
+        let Some(patch) = response.get("patch") else {
+            return Ok(());
+        };
+        prop_assert_eq!(
+            endpoint,
+            Endpoint::Mutate,
+            "a validating answer has a patch"
+        );
+        prop_assert_eq!(&response["patchType"], "JSONPatch");
+        let decoded = patch
+            .as_str()
+            .and_then(|p| BASE64.decode(p).ok())
+            .ok_or_else(|| TestCaseError::fail(format!("patch is not base64: {patch}")))?;
+        let operations: json_patch::Patch = serde_json::from_slice(&decoded)
+            .map_err(|err| TestCaseError::fail(format!("patch is not a JSON patch: {err}")))?;
+        let Some(mut object) = request.object.map(|o| o.raw) else {
+            return Err(TestCaseError::fail("a patch without an object"));
+        };
+        json_patch::patch(&mut object, &operations)
+            .map_err(|err| TestCaseError::fail(format!("the patch does not apply: {err}")))?;
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            // The bounded fuzzing run of CI: about a minute in a debug build.
+            cases: 100_000,
+            failure_persistence: None,
+            max_shrink_iters: 2048,
+            // ChaCha, the default, costs a tenth of the time in a debug build.
+            rng_algorithm: RngAlgorithm::XorShift,
+            ..ProptestConfig::default()
+        })]
+
+        /// 11. No request body makes the server panic or fail to answer:
+        /// only `decode` may refuse a body, and never a well-formed review;
+        /// every answer encodes and echoes the uid; a patch (mutating
+        /// webhook only) is base64 of a JSON patch that applies to the
+        /// object.
+        #[test]
+        fn p11_review_bodies_never_fail_the_server(
+            source in source(),
+            mutations in prop::collection::vec(mutation(), 0..=3),
+            envelope in envelope(),
+            bytes in bytes(),
+            endpoint in endpoint(),
+            namespace_settings in any::<Index>(),
+        ) {
+            corpus();
+            let (body, well_formed) = body(&source, &mutations, &envelope, &bytes);
+            let namespace_settings = namespace_settings.get(&corpus().namespace_settings);
+            serve(&body, well_formed, endpoint, namespace_settings).map_err(|err| {
+                TestCaseError::fail(format!(
+                    "{err}\nendpoint {endpoint:?}, body:\n{}",
+                    String::from_utf8_lossy(&body)
+                ))
+            })?;
+        }
+    }
+}
