@@ -2,7 +2,7 @@
 //! clean, and validates against the Kubernetes schemas. The checks are in
 //! `tests/chart/test_chart.py` (Helm's own Go library through the Python
 //! package helm-python-sdk, and kubernetes-validate); `tests/chart/run.sh`
-//! makes their virtualenv on first use.
+//! runs them in the tests' virtualenv (`tests/python/venv.sh`).
 
 use std::process::Command;
 

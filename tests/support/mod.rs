@@ -2,3 +2,4 @@
 //! with `mod support;` and uses only the parts it needs.
 
 pub mod fake_api;
+pub mod pods;

@@ -1,0 +1,445 @@
+//! The patches of the mutating webhook, applied by a second JSON Patch
+//! implementation and validated against the Kubernetes schemas.
+//!
+//! The pods: every pod of `tests/fixtures/` and a pod made from every
+//! workload template there, each created in a namespace with and without a
+//! minimum compute capability and given an ephemeral debug container; and
+//! pods of the property tests' generator (`tests/support/pods.rs`, fixed
+//! seed), schema-valid ones and adversarial ones with unknown fields, each
+//! created and, when it has ephemeral containers, given some of them by a
+//! `pods/ephemeralcontainers` update. Each request goes through what the
+//! server does with a body: [`review::decode`], [`review::respond`] on
+//! [`Endpoint::Mutate`] and [`review::encode`]. The base64 patch of the
+//! encoded review, the bytes the API server would apply, goes into a JSON
+//! Lines file with the object and the object as `json_patch` patches it.
+//!
+//! `tests/patch_check/check.py`, run in the tests' virtualenv
+//! (`tests/python/venv.sh`), applies every patch with the Python package
+//! `jsonpatch` and requires the same object, and validates the patched pods
+//! against the strict schemas of `kubernetes-validate` (no field Kubernetes
+//! does not know, every type right) for Kubernetes 1.30 and the newest
+//! version it ships, all but the adversarial ones, which carry unknown
+//! fields on purpose.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use gpu_policy::admission::review::{self, Endpoint};
+use gpu_policy::manifest;
+use gpu_policy::settings::Settings;
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use serde_json::{Value, json};
+use support::pods::{Case, MIN_CC, Pods, case_of};
+
+/// Generated pods of each kind. Validating a pod strictly costs about 5 ms
+/// of CPU per Kubernetes version in Python (and writing it 3 ms in a debug
+/// build): these keep the check near 20 s on two cores.
+const SCHEMA_VALID_PODS: usize = 1500;
+const ADVERSARIAL_PODS: usize = 1000;
+
+/// One request for the mutating webhook.
+struct Admission {
+    /// Names the case in failure messages.
+    name: String,
+    pod: Value,
+    namespace: String,
+    namespace_annotations: BTreeMap<String, String>,
+    /// `Some(old pod)`: a `pods/ephemeralcontainers` update, else a create.
+    old_pod: Option<Value>,
+    /// Whether the pod has only fields Kubernetes knows.
+    strict: bool,
+}
+
+/// What the file holds, as the summary of `check.py` must count it.
+#[derive(Default)]
+struct Counts {
+    objects: usize,
+    patches: usize,
+    operations: usize,
+    strict: usize,
+}
+
+fn fixture_pods() -> Vec<(String, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/fixtures is readable")
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut pods = Vec::new();
+    for path in files {
+        let stem = path.file_stem().and_then(|s| s.to_str()).expect("UTF-8");
+        let documents = manifest::load(std::slice::from_ref(&path), &mut std::io::empty())
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        for document in documents {
+            let object = document.object;
+            if object["apiVersion"] == "v1" && object["kind"] == "Pod" {
+                pods.push((stem.to_owned(), object));
+            } else if let Some(pod) = pod_of_workload(&object) {
+                pods.push((format!("{stem} template"), pod));
+            }
+        }
+    }
+    assert_eq!(pods.len(), 12, "3 pods and 9 workload templates");
+    pods
+}
+
+/// A pod as the workload's controller creates it: the template's metadata
+/// and spec, the workload's namespace, a controller owner reference.
+fn pod_of_workload(workload: &Value) -> Option<Value> {
+    let template = workload
+        .pointer("/spec/template")
+        .or_else(|| workload.pointer("/spec/jobTemplate/spec/template"))?;
+    let owner = workload.pointer("/metadata/name")?.as_str()?;
+    let mut metadata = template
+        .get("metadata")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    metadata["name"] = json!(format!("{owner}-x7k2p"));
+    if let Some(namespace) = workload.pointer("/metadata/namespace") {
+        metadata["namespace"] = namespace.clone();
+    }
+    metadata["ownerReferences"] = json!([{
+        "apiVersion": workload["apiVersion"],
+        "kind": workload["kind"],
+        "name": owner,
+        "uid": "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001",
+        "controller": true,
+        "blockOwnerDeletion": true,
+    }]);
+    Some(json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}))
+}
+
+fn namespace_of(pod: &Value) -> String {
+    pod.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_owned()
+}
+
+/// The fixture pods: created in a namespace without and with a minimum
+/// compute capability, and given a debug container as `kubectl debug` does.
+fn fixture_admissions() -> Vec<Admission> {
+    let mut admissions = Vec::new();
+    for (label, pod) in fixture_pods() {
+        let namespace = namespace_of(&pod);
+        let minimum = BTreeMap::from([(MIN_CC.to_owned(), "8.0".to_owned())]);
+        for (suffix, annotations) in [("", BTreeMap::new()), (" min 8.0", minimum)] {
+            admissions.push(Admission {
+                name: format!("fixture {label}{suffix}"),
+                pod: pod.clone(),
+                namespace: namespace.clone(),
+                namespace_annotations: annotations,
+                old_pod: None,
+                strict: true,
+            });
+        }
+        let mut debugged = pod.clone();
+        let target = pod["spec"]["containers"][0]["name"].clone();
+        debugged["spec"]["ephemeralContainers"] = json!([{
+            "name": "debugger-8zxqv",
+            "image": "busybox:1.37",
+            "targetContainerName": target,
+            "stdin": true,
+            "tty": true,
+        }]);
+        admissions.push(Admission {
+            name: format!("fixture {label} debug"),
+            pod: debugged,
+            namespace,
+            namespace_annotations: BTreeMap::new(),
+            old_pod: Some(pod),
+            strict: true,
+        });
+    }
+    admissions
+}
+
+/// `count` pods of the generator, always the same ones; every one created
+/// and every third one that has ephemeral containers also updated, with the
+/// last of them (or more) new.
+fn generated_admissions(pods: Pods, count: usize) -> Vec<Admission> {
+    // XorShift: ChaCha, the default, is slow in a debug build.
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            rng_algorithm: RngAlgorithm::XorShift,
+            ..Config::default()
+        },
+        TestRng::deterministic_rng(RngAlgorithm::XorShift),
+    );
+    let strategy = case_of(pods);
+    let strict = pods == Pods::SchemaValid;
+    let mut admissions = Vec::new();
+    for index in 0..count {
+        let Case {
+            pod,
+            namespace,
+            namespace_annotations,
+        } = strategy
+            .new_tree(&mut runner)
+            .expect("the pod generator never rejects")
+            .current();
+        let name = format!("{pods:?} pod {index}");
+        if let Some(ephemeral) = pod
+            .pointer("/spec/ephemeralContainers")
+            .and_then(Value::as_array)
+            .filter(|list| !list.is_empty() && index % 3 == 0)
+        {
+            let mut old = pod.clone();
+            old["spec"]["ephemeralContainers"] =
+                Value::Array(ephemeral[..index % ephemeral.len()].to_vec());
+            admissions.push(Admission {
+                name: format!("{name} ephemeral update"),
+                pod: pod.clone(),
+                namespace: namespace.clone(),
+                namespace_annotations: namespace_annotations.clone(),
+                old_pod: Some(old),
+                strict,
+            });
+        }
+        admissions.push(Admission {
+            name,
+            pod,
+            namespace,
+            namespace_annotations,
+            old_pod: None,
+            strict,
+        });
+    }
+    admissions
+}
+
+/// The AdmissionReview v1 the API server sends for the admission.
+fn review_body(admission: &Admission, uid: &str) -> Vec<u8> {
+    let gvk = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let gvr = json!({"group": "", "version": "v1", "resource": "pods"});
+    let mut request = json!({
+        "uid": uid,
+        "kind": gvk,
+        "resource": gvr,
+        "requestKind": gvk,
+        "requestResource": gvr,
+        "name": admission.pod.pointer("/metadata/name").cloned().unwrap_or(json!("")),
+        "namespace": admission.namespace,
+        "operation": "CREATE",
+        "userInfo": {
+            "username": "system:serviceaccount:kube-system:replicaset-controller",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+        },
+        "object": admission.pod,
+        "oldObject": null,
+        "dryRun": false,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    });
+    if let Some(old) = &admission.old_pod {
+        request["operation"] = json!("UPDATE");
+        request["subResource"] = json!("ephemeralcontainers");
+        request["requestSubResource"] = json!("ephemeralcontainers");
+        request["oldObject"] = old.clone();
+        request["userInfo"] = json!({"username": "dev@example.com",
+            "groups": ["system:authenticated"]});
+        request["options"] = json!({"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"});
+    }
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": request,
+    }))
+    .expect("a review serialises")
+}
+
+/// Runs the admission as the server does and returns the patch bytes of
+/// the encoded response (None: no patch).
+fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u8>> {
+    let name = &admission.name;
+    let request = review::decode(&review_body(admission, uid))
+        .unwrap_or_else(|err| panic!("{name}: the review does not decode: {err}"));
+    let namespace_settings = settings.for_namespace(&admission.namespace_annotations);
+    let (response, _) = review::respond(
+        &request,
+        Endpoint::Mutate,
+        settings,
+        &namespace_settings,
+        None,
+    );
+    let encoded =
+        review::encode(response).unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
+    let review: Value = serde_json::from_slice(&encoded).expect("the response is JSON");
+    let response = &review["response"];
+    assert_eq!(response["uid"], uid, "{name}: {review}");
+    // The mutating webhook only mutates: denials come from the validating one.
+    assert_eq!(response["allowed"], true, "{name}: {review}");
+    let patch = response.get("patch")?;
+    assert_eq!(response["patchType"], "JSONPatch", "{name}: {review}");
+    let patch = patch.as_str().expect("the patch is a base64 string");
+    Some(BASE64.decode(patch).expect("the patch is base64"))
+}
+
+/// JSON Pointer tokens with array indices as `N`, for the list of what the
+/// patches touch.
+fn shape(path: &str) -> String {
+    path.split('/')
+        .map(|token| {
+            if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
+                "N"
+            } else {
+                token
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Writes one line of the file: the patch exactly as the server encoded it.
+fn write_line(
+    out: &mut impl std::io::Write,
+    admission: &Admission,
+    patch: Option<&[u8]>,
+    expected: &Value,
+) {
+    let text = |value: &Value| serde_json::to_string(value).expect("JSON serialises");
+    let patch = match patch {
+        Some(bytes) => {
+            let text = std::str::from_utf8(bytes).expect("the patch is UTF-8");
+            assert!(!text.contains('\n'), "the patch is on one line");
+            text
+        }
+        None => "null",
+    };
+    writeln!(
+        out,
+        r#"{{"name":{},"strict":{},"object":{},"patch":{},"expected":{}}}"#,
+        text(&json!(admission.name)),
+        admission.strict,
+        text(&admission.pod),
+        patch,
+        text(expected),
+    )
+    .expect("write the cases");
+}
+
+#[test]
+fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
+    let started = Instant::now();
+    let settings = Settings::default();
+    let mut admissions = fixture_admissions();
+    let fixtures = admissions.len();
+    admissions.extend(generated_admissions(Pods::SchemaValid, SCHEMA_VALID_PODS));
+    admissions.extend(generated_admissions(Pods::Adversarial, ADVERSARIAL_PODS));
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("patches.jsonl");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+    let mut counts = Counts::default();
+    let mut patched_fixtures = 0;
+    let mut patched_strict = 0;
+    let mut touched: BTreeMap<String, usize> = BTreeMap::new();
+    for (index, admission) in admissions.iter().enumerate() {
+        let uid = format!("7c1f0e4a-0000-4000-8000-{index:012x}");
+        let patch = mutate(admission, &uid, &settings);
+        let mut expected = admission.pod.clone();
+        if let Some(bytes) = &patch {
+            let operations: json_patch::Patch = serde_json::from_slice(bytes)
+                .unwrap_or_else(|err| panic!("{}: not a JSON patch: {err}", admission.name));
+            assert!(
+                !operations.0.is_empty(),
+                "{}: an empty patch",
+                admission.name
+            );
+            json_patch::patch(&mut expected, &operations.0)
+                .unwrap_or_else(|err| panic!("{}: does not apply: {err}", admission.name));
+            counts.patches += 1;
+            counts.operations += operations.0.len();
+            patched_fixtures += usize::from(index < fixtures);
+            patched_strict += usize::from(admission.strict);
+            let paths: BTreeSet<String> = operations
+                .0
+                .iter()
+                .map(|op| shape(op.path().as_str()))
+                .collect();
+            for path in paths {
+                *touched.entry(path).or_default() += 1;
+            }
+        }
+        counts.objects += 1;
+        counts.strict += usize::from(admission.strict);
+        write_line(&mut out, admission, patch.as_deref(), &expected);
+    }
+    out.flush().expect("write the cases");
+    drop(out);
+    let written = started.elapsed();
+
+    // Not vacuous: most pods are patched, by every mutating rule. Of the
+    // fixtures, 05, 06, 11 and the templates of 02, 03, 07, 08, 09, 10 in
+    // both namespaces (00, 01 are allowlisted, 04 is denied), and the debug
+    // containers of all but 00 and 01.
+    assert_eq!(patched_fixtures, 9 + 9 + 10, "fixture admissions patched");
+    assert!(
+        patched_strict * 2 >= counts.strict,
+        "{patched_strict} of {} schema-valid pods patched",
+        counts.strict
+    );
+    for wanted in [
+        "/spec/runtimeClassName",
+        "/spec/affinity",
+        "/spec/containers/N/env/-",
+        "/spec/ephemeralContainers/N/env",
+        "/metadata/annotations/gpu-policy.io~1mutations",
+    ] {
+        assert!(
+            touched.get(wanted).is_some_and(|&n| n >= 10),
+            "fewer than 10 patches touch {wanted}: {touched:?}"
+        );
+    }
+
+    let output = Command::new("bash")
+        .arg("tests/python/venv.sh")
+        .arg("tests/patch_check/check.py")
+        .arg(&path)
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the patch check failed:\n{stdout}\n{stderr}"
+    );
+    let Counts {
+        objects,
+        patches,
+        operations,
+        strict,
+    } = counts;
+    let expected = format!(
+        "patch check: {objects} objects, {patches} patches ({operations} operations), \
+         {strict} validated strictly"
+    );
+    let summary = stdout
+        .lines()
+        .find(|line| line.starts_with("patch check: "))
+        .unwrap_or_else(|| panic!("no summary line:\n{stdout}\n{stderr}"));
+    assert!(
+        summary.starts_with(&expected) && summary.ends_with(", 0 failed"),
+        "expected {expected:?} ... 0 failed, got:\n{stdout}\n{stderr}"
+    );
+    let mut report = String::new();
+    for (path, n) in &touched {
+        let _ = writeln!(report, "  {n:5} {path}");
+    }
+    println!(
+        "{summary}\n{patched_fixtures} of {fixtures} fixture admissions and {patched_strict} of \
+         {strict} schema-valid ones patched; written in {written:.1?}, checked in {:.1?}\n\
+         patched paths:\n{report}",
+        started.elapsed() - written
+    );
+}
