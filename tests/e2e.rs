@@ -1403,6 +1403,40 @@ async fn sigterm_finishes_requests_in_flight_and_exits_0() {
 // ---------------------------------------------------------------------------
 // 7. The generated certificate survives a restart.
 
+/// A kept-alive connection that is idle when SIGTERM comes still gets an
+/// answer to the next request (the API server writes on an idle connection
+/// whenever it likes and does not resend a POST it wrote); the connection
+/// closes after that answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_answers_the_next_request_of_an_idle_connection() {
+    let mut server = Server::start(Options::default(), None).await;
+    let mut connection = server.connect().await;
+    let pod = fixture("11");
+    let first = connection.admit(MUTATE, &pod).await;
+    assert_eq!(first["allowed"], true, "{first}");
+    server.terminate();
+    // Long enough for the server to have begun shutting down (its log says
+    // so), well inside its grace period for idle connections.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.log().contains("shutting down") {
+        assert!(
+            Instant::now() < deadline,
+            "no shutdown in the log:\n{}",
+            server.log()
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    sleep(Duration::from_millis(200)).await;
+    let second = connection.admit(MUTATE, &pod).await;
+    assert_eq!(second["allowed"], true, "{second}");
+    let after = connection
+        .post(MUTATE, body_of(&review(&pod, &next_uid(), false)))
+        .await;
+    assert!(after.is_err(), "the connection stayed open after shutdown");
+    let status = server.wait_exit(Duration::from_secs(20)).await;
+    assert_eq!(status.code(), Some(0), "exit status {status}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn generated_certificate_is_reused_on_restart() {
     let certs = tempfile::tempdir().expect("tempdir");

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,11 +20,13 @@ use tower::ServiceExt;
 /// silent client cannot hold a task.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// At shutdown, how long a connection that has not delivered its first
-/// request yet is given to do so. hyper closes such a connection at once on
-/// graceful shutdown, which would drop a request already on the wire (the
-/// API server opens a connection and writes straight away).
-const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(2);
+/// At shutdown, how long an idle connection (no request in flight) is given
+/// to deliver one more request, which is answered with `Connection: close`.
+/// hyper closes an idle connection at once on graceful shutdown, which drops
+/// a request already on the wire: the API server writes on a new connection
+/// straight away, and on a kept-alive one whenever it likes, and does not
+/// resend a POST that was written.
+const IDLE_GRACE: Duration = Duration::from_secs(2);
 
 /// Accepts TLS connections on `listener` and serves `app` over HTTP/1.1
 /// (keep-alive, like the API server) until `shutdown` completes; then waits
@@ -112,19 +114,20 @@ impl Connection {
                 return;
             }
         };
-        let first_request = Arc::new((AtomicBool::new(false), Notify::new()));
-        let seen = Arc::clone(&first_request);
+        let activity = Arc::new(Activity::default());
+        let seen = Arc::clone(&activity);
         let app = self.app;
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            if !seen.0.swap(true, Ordering::AcqRel) {
-                seen.1.notify_one();
-            }
+            seen.started.fetch_add(1, Ordering::AcqRel);
+            seen.request_started.notify_waiters();
             let app = app.clone();
+            let seen = Arc::clone(&seen);
             async move {
                 let response = match app.oneshot(request).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
+                seen.finished.fetch_add(1, Ordering::AcqRel);
                 Ok::<_, Infallible>(response)
             }
         });
@@ -137,18 +140,38 @@ impl Connection {
             }
             _ = self.stop.wait_for(|stop| *stop) => {}
         }
-        if !first_request.0.load(Ordering::Acquire) {
+        let request_started = activity.request_started.notified();
+        tokio::pin!(request_started);
+        // Registered before the check, so a request starting in between
+        // is not missed.
+        request_started.as_mut().enable();
+        if activity.is_idle() {
             tokio::select! {
                 result = connection.as_mut() => {
                     log_end(peer, result);
                     return;
                 }
-                () = first_request.1.notified() => {}
-                () = tokio::time::sleep(FIRST_REQUEST_GRACE) => {}
+                () = request_started => {}
+                () = tokio::time::sleep(IDLE_GRACE) => {}
             }
         }
         connection.as_mut().graceful_shutdown();
         log_end(peer, connection.await);
+    }
+}
+
+/// Requests of one connection: started (the service was called) and
+/// finished (the response is ready).
+#[derive(Default)]
+struct Activity {
+    started: AtomicU64,
+    finished: AtomicU64,
+    request_started: Notify,
+}
+
+impl Activity {
+    fn is_idle(&self) -> bool {
+        self.started.load(Ordering::Acquire) == self.finished.load(Ordering::Acquire)
     }
 }
 

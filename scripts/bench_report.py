@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The table of scripts/bench.sh: medians over the rounds of every
+(review, load) for gpu-policy and the echo baseline, their ratio, and the
+goals. Reads the load tool's JSON lines; standard library only.
+
+Exits 1 when a run had failed requests or a goal is missed."""
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from collections import defaultdict
+
+# The goals of docs/performance.md.
+MIN_THROUGHPUT_RATIO = 0.85
+MAX_HALF_LOAD_P99_US = 2000.0
+MAX_PEAK_RSS_MIB = 30.0
+
+CASES = ["gpu-pod", "cpu-pod", "gpu-deployment"]
+LOADS = ["saturation", "half"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--rounds", default="?")
+    parser.add_argument("--duration", default="?")
+    parser.add_argument("--concurrency", default="?")
+    args = parser.parse_args()
+
+    runs = defaultdict(list)
+    failed = 0
+    for line in open(args.results, encoding="utf-8"):
+        run = json.loads(line)
+        server, case, load = run["label"].split()
+        runs[(server, case, load)].append(run)
+        failed += run["failed"]
+
+    def median(server, case, load, pick):
+        values = [pick(run) for run in runs[(server, case, load)]]
+        return statistics.median(values) if values else float("nan")
+
+    def rate(run):
+        return run["throughput_rps"]
+
+    def p50(run):
+        return run["latency_us"]["p50"]
+
+    def p99(run):
+        return run["latency_us"]["p99"]
+
+    def p999(run):
+        return run["latency_us"]["p999"]
+
+    def cpu(run):
+        return run["server"]["cpu_us_per_request"]
+
+    def cores(run):
+        return run["server"]["cpu_cores"]
+
+    peak_rss = max(
+        (run["server"]["peak_rss_mib"] for (server, _, _), rs in runs.items()
+         if server == "gpu-policy" for run in rs),
+        default=float("nan"),
+    )
+    baseline_rss = max(
+        (run["server"]["peak_rss_mib"] for (server, _, _), rs in runs.items()
+         if server == "baseline" for run in rs),
+        default=float("nan"),
+    )
+
+    out = []
+    out.append(
+        f"Medians of {args.rounds} rounds of {args.duration} per cell, "
+        f"{args.concurrency} keep-alive TLS connections, "
+        f"{platform.machine()} with {cpu_count()} cores; the servers on one "
+        "core, the load tool on another."
+    )
+    out.append("")
+    out.append(
+        "| review | load | baseline req/s | gpu-policy req/s | ratio "
+        "| baseline p50 / p99 µs | gpu-policy p50 / p99 / p99.9 µs "
+        "| server CPU µs/req baseline / gpu-policy | gpu-policy cores |"
+    )
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    goals = []
+    for case in CASES:
+        for load in LOADS:
+            if not runs[("gpu-policy", case, load)]:
+                continue
+            base = median("baseline", case, load, rate)
+            ours = median("gpu-policy", case, load, rate)
+            ratio = ours / base if base else float("nan")
+            out.append(
+                f"| {case} | {load} | {base:.0f} | {ours:.0f} | {ratio:.2f} "
+                f"| {median('baseline', case, load, p50):.0f} / "
+                f"{median('baseline', case, load, p99):.0f} "
+                f"| {median('gpu-policy', case, load, p50):.0f} / "
+                f"{median('gpu-policy', case, load, p99):.0f} / "
+                f"{median('gpu-policy', case, load, p999):.0f} "
+                f"| {median('baseline', case, load, cpu):.1f} / "
+                f"{median('gpu-policy', case, load, cpu):.1f} "
+                f"| {median('gpu-policy', case, load, cores):.2f} |"
+            )
+            if load == "saturation":
+                goals.append((f"{case}: saturation throughput {ratio:.2f}x the baseline "
+                              f"(goal >= {MIN_THROUGHPUT_RATIO}x)", ratio >= MIN_THROUGHPUT_RATIO))
+            else:
+                ours_p99 = median("gpu-policy", case, load, p99)
+                goals.append((f"{case}: p99 at half load {ours_p99:.0f} µs "
+                              f"(goal <= {MAX_HALF_LOAD_P99_US:.0f} µs)",
+                              ours_p99 <= MAX_HALF_LOAD_P99_US))
+    goals.append((f"gpu-policy peak RSS {peak_rss:.1f} MiB (goal <= {MAX_PEAK_RSS_MIB:.0f} MiB; "
+                  f"baseline {baseline_rss:.1f} MiB)", peak_rss <= MAX_PEAK_RSS_MIB))
+    goals.append((f"failed requests: {failed}", failed == 0))
+    out.append("")
+    for text, met in goals:
+        out.append(f"- {'met' if met else 'MISSED'}: {text}")
+    print("\n".join(out))
+    return 0 if all(met for _, met in goals) else 1
+
+
+def cpu_count():
+    try:
+        import os
+        return os.cpu_count()
+    except Exception:  # pragma: no cover
+        return "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
