@@ -37,6 +37,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use serde_json::{Value, json};
 use support::fake_api::FakeApi;
+use support::workloads;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
@@ -105,31 +106,13 @@ fn is_pod(object: &Value) -> bool {
     object["apiVersion"] == "v1" && object["kind"] == "Pod"
 }
 
-/// A pod as the workload's controller creates it: the template's metadata
-/// and spec, the workload's namespace, a controller owner reference.
+/// A pod as the workload's controller creates it, in the test namespace
+/// when the workload names none.
 fn pod_of_workload(workload: &Value) -> Option<Value> {
-    let template = workload.pointer("/spec/template")?;
-    let owner = workload.pointer("/metadata/name")?.as_str()?;
-    let mut metadata = template
-        .get("metadata")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    metadata["name"] = json!(format!("{owner}-e2e01"));
-    metadata["namespace"] = json!(namespace_of(workload));
-    metadata["ownerReferences"] = json!([{
-        "apiVersion": workload["apiVersion"],
-        "kind": workload["kind"],
-        "name": owner,
-        "uid": "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001",
-        "controller": true,
-        "blockOwnerDeletion": true,
-    }]);
-    Some(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": template["spec"],
-    }))
+    let mut pod =
+        workloads::pod_of_workload(workload, "e2e01", "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001")?;
+    pod["metadata"]["namespace"] = json!(namespace_of(workload));
+    Some(pod)
 }
 
 /// The pods of test 1: the Pod fixtures and one pod per workload template.

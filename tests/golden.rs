@@ -50,8 +50,13 @@ use gpu_policy::settings::Settings;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+mod support;
+use support::workloads;
+
 const NAMESPACE: &str = "default";
 const MODES: [Mode; 2] = [Mode::Enforce, Mode::Warn];
+/// The uid of the workloads that own the pods made from their templates.
+const OWNER_UID: &str = "00000000-0000-0000-0000-000000000001";
 
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -519,43 +524,13 @@ fn pods() -> Vec<(String, Value)> {
             let label = format!("{}:{}", stem(&fixture_path), object["kind"]);
             if is_pod(&object) {
                 pods.push((label, object));
-            } else if let Some(pod) = pod_of_workload(&object) {
+            } else if let Some(pod) = workloads::pod_of_workload(&object, "abcde", OWNER_UID) {
                 pods.push((format!("{label} template"), pod));
             }
         }
     }
     assert_eq!(pods.len(), 12, "3 pods and 9 workloads");
     pods
-}
-
-/// A pod as the workload's controller would create it: the template's
-/// metadata and spec, the workload's namespace, and a controller owner
-/// reference to the workload.
-fn pod_of_workload(workload: &Value) -> Option<Value> {
-    let template = workload.pointer("/spec/template")?;
-    let mut metadata = template
-        .get("metadata")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let owner_name = workload["metadata"]["name"].as_str()?;
-    metadata["name"] = json!(format!("{owner_name}-abcde"));
-    if let Some(namespace) = workload.pointer("/metadata/namespace") {
-        metadata["namespace"] = namespace.clone();
-    }
-    metadata["ownerReferences"] = json!([{
-        "apiVersion": workload["apiVersion"],
-        "kind": workload["kind"],
-        "name": owner_name,
-        "uid": "00000000-0000-0000-0000-000000000001",
-        "controller": true,
-        "blockOwnerDeletion": true,
-    }]);
-    Some(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": template["spec"],
-    }))
 }
 
 fn tokens(pointer: &str) -> Vec<String> {
@@ -714,7 +689,7 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
 fn workload_reports_predict_their_pods() {
     for fixture_path in fixture_files() {
         for doc in load(&fixture_path) {
-            let Some(pod) = pod_of_workload(&doc.object) else {
+            let Some(pod) = workloads::pod_of_workload(&doc.object, "abcde", OWNER_UID) else {
                 continue;
             };
             let label = stem(&fixture_path);
@@ -759,7 +734,7 @@ fn exporter_pod_in_kube_system_is_allowlisted_through_its_owner() {
     let mut daemonset = fixture("04")[0].clone();
     daemonset["metadata"]["namespace"] = json!("kube-system");
     assert!(check(&daemonset, Mode::Enforce).allowed);
-    let pod = pod_of_workload(&daemonset).expect("a template");
+    let pod = workloads::pod_of_workload(&daemonset, "abcde", OWNER_UID).expect("a template");
     let report = check(&pod, Mode::Enforce);
     assert!(report.allowed, "{report:?}");
     assert!(report.patch.is_empty(), "{:?}", report.patch);

@@ -39,6 +39,7 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use support::pods::{Case, MIN_CC, Pods, case_of};
+use support::workloads::pod_of_workload;
 
 /// Generated pods of each kind. Validating a pod strictly costs about 5 ms
 /// of CPU per Kubernetes version in Python (and writing it 3 ms in a debug
@@ -85,39 +86,15 @@ fn fixture_pods() -> Vec<(String, Value)> {
             let object = document.object;
             if object["apiVersion"] == "v1" && object["kind"] == "Pod" {
                 pods.push((stem.to_owned(), object));
-            } else if let Some(pod) = pod_of_workload(&object) {
+            } else if let Some(pod) =
+                pod_of_workload(&object, "x7k2p", "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001")
+            {
                 pods.push((format!("{stem} template"), pod));
             }
         }
     }
     assert_eq!(pods.len(), 12, "3 pods and 9 workload templates");
     pods
-}
-
-/// A pod as the workload's controller creates it: the template's metadata
-/// and spec, the workload's namespace, a controller owner reference.
-fn pod_of_workload(workload: &Value) -> Option<Value> {
-    let template = workload
-        .pointer("/spec/template")
-        .or_else(|| workload.pointer("/spec/jobTemplate/spec/template"))?;
-    let owner = workload.pointer("/metadata/name")?.as_str()?;
-    let mut metadata = template
-        .get("metadata")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    metadata["name"] = json!(format!("{owner}-x7k2p"));
-    if let Some(namespace) = workload.pointer("/metadata/namespace") {
-        metadata["namespace"] = namespace.clone();
-    }
-    metadata["ownerReferences"] = json!([{
-        "apiVersion": workload["apiVersion"],
-        "kind": workload["kind"],
-        "name": owner,
-        "uid": "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001",
-        "controller": true,
-        "blockOwnerDeletion": true,
-    }]);
-    Some(json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}))
 }
 
 fn namespace_of(pod: &Value) -> String {

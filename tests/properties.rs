@@ -28,6 +28,7 @@ use support::pods::{
     Case, GPU_RESOURCES, IMAGES, LISTS, MAJOR, MAX_GPUS, MIN_CC, MINOR, MUTATIONS, NVD, Obj,
     REQUIRED, UNKNOWN_KEYS, case, expression, known_count, pick,
 };
+use support::workloads::pod_of_workload;
 
 const MUTATING_RULES: [&str; 3] = ["visible-devices", "runtime-class", "compute-affinity"];
 const ALLOWLISTED_DAEMONSETS: [&str; 3] = [
@@ -1527,7 +1528,10 @@ mod review_fuzz {
         static CORPUS: OnceLock<Corpus> = OnceLock::new();
         CORPUS.get_or_init(|| {
             let mut objects = fixture_objects();
-            let mut templates: Vec<Value> = objects.iter().filter_map(pod_of_template).collect();
+            let mut templates: Vec<Value> = objects
+                .iter()
+                .filter_map(|w| pod_of_workload(w, "abcde", "00000000-0000-0000-0000-000000000001"))
+                .collect();
             objects.append(&mut templates);
             // Always the same pods (XorShift: ChaCha is slow in debug builds).
             let mut runner = TestRunner::new_with_rng(
@@ -1588,25 +1592,6 @@ mod review_fuzz {
         let documents = manifest::load(&[dir], &mut std::io::empty()).expect("the fixtures load");
         assert!(documents.len() >= 12, "the fixtures: {}", documents.len());
         documents.into_iter().map(|d| d.object).collect()
-    }
-
-    /// A pod as a workload's controller would create it from its template.
-    fn pod_of_template(workload: &Value) -> Option<Value> {
-        let template = workload
-            .pointer("/spec/template")
-            .or_else(|| workload.pointer("/spec/jobTemplate/spec/template"))?;
-        let mut metadata = template
-            .get("metadata")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        metadata["name"] = json!("from-template-abcde");
-        metadata["ownerReferences"] = json!([{"apiVersion": workload["apiVersion"],
-            "kind": workload["kind"], "name": workload["metadata"]["name"],
-            "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]);
-        Some(
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-                    "spec": template["spec"]}),
-        )
     }
 
     /// Small JSON values, cheap to generate (a recursive strategy is not).

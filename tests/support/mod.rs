@@ -3,3 +3,4 @@
 
 pub mod fake_api;
 pub mod pods;
+pub mod workloads;
