@@ -191,7 +191,7 @@ fn flatten(
 
 /// Error messages of the YAML parser span several lines (a snippet with a
 /// caret); keep them on one.
-fn one_line(message: &str) -> String {
+pub(crate) fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)

@@ -276,8 +276,9 @@ impl Settings {
                 Ok(regex) => image_rules.push((regex, rule.minimum)),
                 Err(err) => {
                     return invalid(format!(
-                        "imageComputeCapabilities: pattern {:?}: {err}",
-                        rule.pattern
+                        "imageComputeCapabilities: pattern {:?}: {}",
+                        rule.pattern,
+                        crate::manifest::one_line(&err.to_string())
                     ));
                 }
             }
@@ -296,9 +297,11 @@ impl Settings {
 
     /// Parses a YAML (or JSON) config document.
     pub fn from_yaml(text: &str, path: &str) -> Result<Self, ConfigError> {
+        // The message goes into one log line (`serve`'s reload) or after
+        // `gpu-policy:` on stderr: the parser's snippet is kept on one line.
         let config: Config = serde_saphyr::from_str(text).map_err(|err| ConfigError::Parse {
             path: path.to_owned(),
-            message: err.to_string(),
+            message: crate::manifest::one_line(&err.to_string()),
         })?;
         Self::from_config(config)
     }
@@ -430,6 +433,27 @@ mod tests {
             text.contains("c.yaml") && text.contains("maxPerPods"),
             "{text}"
         );
+    }
+
+    /// Found by the `config` fuzz target: the messages of the YAML parser
+    /// and of the regex compiler carry a multi-line snippet with a caret.
+    #[rstest]
+    #[case(".", "config file c.yaml: ")]
+    #[case("2\n8.0\n", "config file c.yaml: ")]
+    #[case("maxPerPod: [", "config file c.yaml: ")]
+    #[case("maxPerPod: -1", "config file c.yaml: ")]
+    #[case("gpuResources:\n  - a\n - b", "config file c.yaml: ")]
+    #[case(
+        "imageComputeCapabilities: [{pattern: 'cud{}a', minimum: '7.0'}]",
+        "config: imageComputeCapabilities: pattern "
+    )]
+    fn config_errors_fit_on_one_line(#[case] yaml: &str, #[case] prefix: &str) {
+        let text = Settings::from_yaml(yaml, "c.yaml")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(text.starts_with(prefix), "{text}");
+        assert!(!text.contains('\n'), "{text}");
     }
 
     #[rstest]
