@@ -60,6 +60,12 @@ pub async fn serve_tls(
                         continue;
                     }
                 };
+                // Answers are small and must leave at once: Nagle's
+                // algorithm would hold the tail of one back for the
+                // client's delayed ACK.
+                if let Err(error) = tcp.set_nodelay(true) {
+                    tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+                }
                 let connection = Connection {
                     acceptor: acceptor.clone(),
                     app: app.clone(),
