@@ -19,19 +19,17 @@
 # Usage: scripts/bench.sh   (ROUNDS=3 DURATION=10s CONCURRENCY=16 by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 CONCURRENCY=${CONCURRENCY:-16}
 OUT=${OUT:-target/bench}
-if [ "$(nproc)" -ge 2 ]; then
-    SERVER_CPUS=${SERVER_CPUS:-0}
-    LOADGEN_CPUS=${LOADGEN_CPUS:-1}
-else
-    SERVER_CPUS=${SERVER_CPUS:-0}
-    LOADGEN_CPUS=${LOADGEN_CPUS:-0}
-fi
+SERVER_CPUS=${SERVER_CPUS:-0}
+# The other core when there is one.
+LOADGEN_CPUS=${LOADGEN_CPUS:-$(($(nproc) >= 2 ? 1 : 0))}
 GPU_POLICY_PORT=18443
 METRICS_PORT=18080
 ECHO_PORT=18444
@@ -55,12 +53,7 @@ taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --no-cluster \
     --certs-dir "$work/certs" > "$work/gpu-policy.log" 2>&1 &
 gpu_policy_pid=$!
 pids+=("$gpu_policy_pid")
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" > /dev/null && break
-    sleep 0.1
-done
-curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" > /dev/null \
-    || { echo "gpu-policy did not become ready:"; cat "$work/gpu-policy.log"; exit 1; }
+wait_ready "$METRICS_PORT" "$work/gpu-policy.log"
 # The same certificate directory: one CA verifies both servers.
 taskset -c "$SERVER_CPUS" "$bin/examples/echo_server" \
     --listen "127.0.0.1:$ECHO_PORT" --certs-dir "$work/certs" 2> "$work/echo.log" &

@@ -7,6 +7,7 @@ Exits 1 when a run had failed requests or a goal is missed."""
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -74,7 +75,7 @@ def main():
     out.append(
         f"Medians of {args.rounds} rounds of {args.duration} per cell, "
         f"{args.concurrency} keep-alive TLS connections, "
-        f"{platform.machine()} with {cpu_count()} cores; the servers on one "
+        f"{platform.machine()} with {os.cpu_count()} cores; the servers on one "
         "core, the load tool on another."
     )
     out.append("")
@@ -119,14 +120,6 @@ def main():
         out.append(f"- {'met' if met else 'MISSED'}: {text}")
     print("\n".join(out))
     return 0 if all(met for _, met in goals) else 1
-
-
-def cpu_count():
-    try:
-        import os
-        return os.cpu_count()
-    except Exception:  # pragma: no cover
-        return "?"
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@
 # Needs openssl (the CA and the rotated certificates) and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 RATE=${RATE:-1000}
 CONCURRENCY=${CONCURRENCY:-8}
@@ -68,10 +70,7 @@ printf 'maxPerPod: 8\n' > "$work/config.yaml"
     --tls-key "$work/tls.key" --config "$work/config.yaml" --reload-interval 1 \
     > "$work/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" > /dev/null && break
-    sleep 0.1
-done
+wait_ready "$METRICS_PORT" "$work/server.log"
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$server_pid/status"; }
 load() { # seconds output

@@ -435,6 +435,14 @@ mod tests {
         );
     }
 
+    /// Why `yaml` is refused as a config file (empty when it is not).
+    fn refusal(yaml: &str) -> String {
+        Settings::from_yaml(yaml, "c.yaml")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
     /// Found by the `config` fuzz target: the messages of the YAML parser
     /// and of the regex compiler carry a multi-line snippet with a caret.
     #[rstest]
@@ -448,10 +456,7 @@ mod tests {
         "config: imageComputeCapabilities: pattern "
     )]
     fn config_errors_fit_on_one_line(#[case] yaml: &str, #[case] prefix: &str) {
-        let text = Settings::from_yaml(yaml, "c.yaml")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let text = refusal(yaml);
         assert!(text.starts_with(prefix), "{text}");
         assert!(!text.contains('\n'), "{text}");
     }
@@ -465,10 +470,7 @@ mod tests {
     )]
     #[case("gpuResources: ['']", "gpuResources")]
     fn invalid_configs_are_refused(#[case] yaml: &str, #[case] names: &str) {
-        let text = Settings::from_yaml(yaml, "c.yaml")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let text = refusal(yaml);
         assert!(text.contains(names), "{text}");
     }
 

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -124,7 +124,7 @@ impl Connection {
         let seen = Arc::clone(&activity);
         let app = self.app;
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            seen.started.fetch_add(1, Ordering::AcqRel);
+            seen.in_flight.fetch_add(1, Ordering::AcqRel);
             seen.request_started.notify_waiters();
             let app = app.clone();
             let seen = Arc::clone(&seen);
@@ -133,7 +133,7 @@ impl Connection {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
-                seen.finished.fetch_add(1, Ordering::AcqRel);
+                seen.in_flight.fetch_sub(1, Ordering::AcqRel);
                 Ok::<_, Infallible>(response)
             }
         });
@@ -166,18 +166,17 @@ impl Connection {
     }
 }
 
-/// Requests of one connection: started (the service was called) and
-/// finished (the response is ready).
+/// Requests of one connection: how many are in flight (the service was
+/// called, the response is not ready yet), and a signal when one starts.
 #[derive(Default)]
 struct Activity {
-    started: AtomicU64,
-    finished: AtomicU64,
+    in_flight: AtomicUsize,
     request_started: Notify,
 }
 
 impl Activity {
     fn is_idle(&self) -> bool {
-        self.started.load(Ordering::Acquire) == self.finished.load(Ordering::Acquire)
+        self.in_flight.load(Ordering::Acquire) == 0
     }
 }
 

@@ -37,6 +37,9 @@ import yaml
 import kubernetes_validate.utils
 from kubernetes_validate.utils import SchemaNotFoundError, latest_version
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+import jsondiff  # noqa: E402  (tests/python)
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = Path(os.environ.get("GPU_POLICY_CHART", ROOT / "charts" / "gpu-policy"))
 BINARY = Path(os.environ.get("GPU_POLICY_BIN", ROOT / "target" / "debug" / "gpu-policy"))
@@ -214,23 +217,8 @@ def manifests(*args: str) -> list[dict[str, Any]]:
 
 
 def diff(expected: Any, actual: Any, path: str = "") -> Iterator[str]:
-    """Every differing field path, `path: expected ... , chart ...`."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        for k in sorted(set(expected) | set(actual), key=str):
-            sub = f"{path}.{k}" if path else str(k)
-            if k not in actual:
-                yield f"{sub}: missing in the chart (manifests: {json.dumps(expected[k])})"
-            elif k not in expected:
-                yield f"{sub}: only in the chart ({json.dumps(actual[k])})"
-            else:
-                yield from diff(expected[k], actual[k], sub)
-    elif isinstance(expected, list) and isinstance(actual, list):
-        if len(expected) != len(actual):
-            yield f"{path}: {len(expected)} items in manifests, {len(actual)} in the chart"
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            yield from diff(e, a, f"{path}[{i}]")
-    elif type(expected) is not type(actual) or expected != actual:
-        yield f"{path}: manifests {json.dumps(expected)}, chart {json.dumps(actual)}"
+    """Every differing field path, `path: manifests ... , chart ...`."""
+    return jsondiff.diff(expected, actual, path, ("manifests", "chart"))
 
 
 def config_diff(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:

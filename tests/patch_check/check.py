@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -39,6 +40,9 @@ import jsonschema
 import kubernetes_validate
 from kubernetes_validate.utils import all_versions, latest_version, schema_contents
 from referencing import Registry, Resource
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+import jsondiff  # noqa: E402  (tests/python)
 
 KUBE_VERSIONS = ["1.30.0", latest_version()]
 # Lines a worker process takes at a time.
@@ -90,28 +94,6 @@ def self_test() -> None:
         raise SystemExit("the cached validators disagree with kubernetes_validate.validate")
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def first_difference(a: Any, b: Any, path: str = "") -> str:
-    """Where two JSON values first differ, as a JSON Pointer."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            step = f"{path}/{key.replace('~', '~0').replace('/', '~1')}"
-            if key not in a or key not in b:
-                return f"{step} only in {'expected' if key in b else 'jsonpatch'}"
-            if canonical(a[key]) != canonical(b[key]):
-                return first_difference(a[key], b[key], step)
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return f"{path or '/'}: {len(b)} elements expected, {len(a)} from jsonpatch"
-        for index, (x, y) in enumerate(zip(a, b)):
-            if canonical(x) != canonical(y):
-                return first_difference(x, y, f"{path}/{index}")
-    return f"{path or '/'}: expected {canonical(b)[:200]}, jsonpatch {canonical(a)[:200]}"
-
-
 def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [key for key, _ in pairs]
     if len(set(keys)) != len(keys):
@@ -134,9 +116,10 @@ def check(line: str) -> tuple[int, int, bool, list[str]]:
             result = jsonpatch.apply_patch(case["object"], patch)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as error:
             return 1, operations, False, [f"{name}: jsonpatch cannot apply the patch: {error}"]
-    if canonical(result) != canonical(expected):
-        failures.append(f"{name}: jsonpatch and json_patch disagree at "
-                        f"{first_difference(result, expected)}")
+    # As JSON values: 1, 1.0 and true differ.
+    where = next(jsondiff.diff(expected, result, names=("json_patch", "jsonpatch")), None)
+    if where is not None:
+        failures.append(f"{name}: jsonpatch and json_patch disagree at {where}")
     strict = bool(case["strict"])
     if strict:
         errors = schema_errors(result)
