@@ -4,20 +4,19 @@
 //! package helm-python-sdk, and kubernetes-validate); `tests/chart/run.sh`
 //! runs them in the tests' virtualenv (`tests/python/venv.sh`).
 
+mod support;
+
 use std::process::Command;
+
+use support::script::run_ok;
 
 #[test]
 fn chart_matches_the_program_and_the_schemas() {
-    let output = Command::new("bash")
-        .arg("tests/chart/run.sh")
-        .env("GPU_POLICY_BIN", env!("CARGO_BIN_EXE_gpu-policy"))
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "chart checks failed:\n{stdout}\n{stderr}"
+    let (stdout, _) = run_ok(
+        Command::new("bash")
+            .arg("tests/chart/run.sh")
+            .env("GPU_POLICY_BIN", env!("CARGO_BIN_EXE_gpu-policy")),
+        "the chart checks",
     );
     assert!(
         stdout

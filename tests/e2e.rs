@@ -611,6 +611,19 @@ impl Server {
         }
     }
 
+    /// Polls the log until it contains `text`.
+    async fn wait_for_log(&self, text: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.log().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} in the log within {limit:?}:\n{}",
+                self.log()
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -1383,9 +1396,6 @@ async fn sigterm_finishes_requests_in_flight_and_exits_0() {
     );
 }
 
-// ---------------------------------------------------------------------------
-// 7. The generated certificate survives a restart.
-
 /// A kept-alive connection that is idle when SIGTERM comes still gets an
 /// answer to the next request (the API server writes on an idle connection
 /// whenever it likes and does not resend a POST it wrote); the connection
@@ -1400,15 +1410,9 @@ async fn sigterm_answers_the_next_request_of_an_idle_connection() {
     server.terminate();
     // Long enough for the server to have begun shutting down (its log says
     // so), well inside its grace period for idle connections.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !server.log().contains("shutting down") {
-        assert!(
-            Instant::now() < deadline,
-            "no shutdown in the log:\n{}",
-            server.log()
-        );
-        sleep(Duration::from_millis(20)).await;
-    }
+    server
+        .wait_for_log("shutting down", Duration::from_secs(5))
+        .await;
     sleep(Duration::from_millis(200)).await;
     let second = connection.admit(MUTATE, &pod).await;
     assert_eq!(second["allowed"], true, "{second}");
@@ -1419,6 +1423,9 @@ async fn sigterm_answers_the_next_request_of_an_idle_connection() {
     let status = server.wait_exit(Duration::from_secs(20)).await;
     assert_eq!(status.code(), Some(0), "exit status {status}");
 }
+
+// ---------------------------------------------------------------------------
+// 7. The generated certificate survives a restart.
 
 #[tokio::test(flavor = "multi_thread")]
 async fn generated_certificate_is_reused_on_restart() {

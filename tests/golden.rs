@@ -524,13 +524,18 @@ fn pods() -> Vec<(String, Value)> {
             let label = format!("{}:{}", stem(&fixture_path), object["kind"]);
             if is_pod(&object) {
                 pods.push((label, object));
-            } else if let Some(pod) = workloads::pod_of_workload(&object, "abcde", OWNER_UID) {
+            } else if let Some(pod) = pod_of_workload(&object) {
                 pods.push((format!("{label} template"), pod));
             }
         }
     }
     assert_eq!(pods.len(), 12, "3 pods and 9 workloads");
     pods
+}
+
+/// The pod a controller of `workload` creates from its template.
+fn pod_of_workload(workload: &Value) -> Option<Value> {
+    workloads::pod_of_workload(workload, "abcde", OWNER_UID)
 }
 
 fn tokens(pointer: &str) -> Vec<String> {
@@ -689,7 +694,7 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
 fn workload_reports_predict_their_pods() {
     for fixture_path in fixture_files() {
         for doc in load(&fixture_path) {
-            let Some(pod) = workloads::pod_of_workload(&doc.object, "abcde", OWNER_UID) else {
+            let Some(pod) = pod_of_workload(&doc.object) else {
                 continue;
             };
             let label = stem(&fixture_path);
@@ -734,7 +739,7 @@ fn exporter_pod_in_kube_system_is_allowlisted_through_its_owner() {
     let mut daemonset = fixture("04")[0].clone();
     daemonset["metadata"]["namespace"] = json!("kube-system");
     assert!(check(&daemonset, Mode::Enforce).allowed);
-    let pod = workloads::pod_of_workload(&daemonset, "abcde", OWNER_UID).expect("a template");
+    let pod = pod_of_workload(&daemonset).expect("a template");
     let report = check(&pod, Mode::Enforce);
     assert!(report.allowed, "{report:?}");
     assert!(report.patch.is_empty(), "{:?}", report.patch);

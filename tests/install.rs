@@ -32,6 +32,17 @@ fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind}"))
 }
 
+/// The resources of every rule of `webhook`, in order.
+fn rule_resources(webhook: &Value) -> Vec<&str> {
+    webhook["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 #[test]
 fn checked_in_webhook_config_is_what_the_program_prints() {
     let (printed, _) = manifests(&[]);
@@ -114,21 +125,11 @@ fn webhook_entries_follow_the_spec() {
         .collect();
     assert_eq!(policies, vec!["Fail", "Fail", "Ignore", "Ignore", "Fail"]);
     assert_eq!(mutating[0]["reinvocationPolicy"], "IfNeeded");
-    let resources: Vec<&str> = mutating[0]["rules"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(resources, vec!["pods", "pods/ephemeralcontainers"]);
-    let validated: Vec<&str> = validating[0]["rules"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
-        .filter_map(Value::as_str)
-        .collect();
+    assert_eq!(
+        rule_resources(&mutating[0]),
+        vec!["pods", "pods/ephemeralcontainers"]
+    );
+    let validated = rule_resources(&validating[0]);
     for kind in [
         "pods",
         "deployments",

@@ -39,6 +39,7 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use support::pods::{Case, MIN_CC, Pods, case_of};
+use support::script::run_ok;
 use support::workloads::pod_of_workload;
 
 /// Generated pods of each kind. Validating a pod strictly costs about 5 ms
@@ -379,17 +380,12 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
         );
     }
 
-    let output = Command::new("bash")
-        .arg("tests/python/venv.sh")
-        .arg("tests/patch_check/check.py")
-        .arg(&path)
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the patch check failed:\n{stdout}\n{stderr}"
+    let (stdout, stderr) = run_ok(
+        Command::new("bash")
+            .arg("tests/python/venv.sh")
+            .arg("tests/patch_check/check.py")
+            .arg(&path),
+        "the patch check",
     );
     let Counts {
         objects,

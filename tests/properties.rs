@@ -1433,7 +1433,11 @@ mod review_fuzz {
                 }
                 out.push(b'}');
             }
-            _ => write_json(out, value),
+            Value::String(s) => write_str(out, s),
+            Value::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Value::Bool(true) => out.extend_from_slice(b"true"),
+            Value::Bool(false) => out.extend_from_slice(b"false"),
+            Value::Null => out.extend_from_slice(b"null"),
         }
         nodes[at].value.end = out.len();
         // An entry takes the comma before it, the first one the comma after
@@ -1450,37 +1454,10 @@ mod review_fuzz {
         }
     }
 
-    /// Compact JSON, as [`write_nodes`] writes it, without the nodes.
+    /// Compact JSON, as [`write_nodes`] writes it; the nodes are dropped
+    /// (the values written this way, a case's edits, are small).
     fn write_json(out: &mut Vec<u8>, value: &Value) {
-        match value {
-            Value::Null => out.extend_from_slice(b"null"),
-            Value::Bool(true) => out.extend_from_slice(b"true"),
-            Value::Bool(false) => out.extend_from_slice(b"false"),
-            Value::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),
-            Value::String(s) => write_str(out, s),
-            Value::Array(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_json(out, item);
-                }
-                out.push(b']');
-            }
-            Value::Object(map) => {
-                out.push(b'{');
-                for (i, (key, item)) in map.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_str(out, key);
-                    out.push(b':');
-                    write_json(out, item);
-                }
-                out.push(b'}');
-            }
-        }
+        write_nodes(out, value, String::new(), 0..0, &mut Vec::new());
     }
 
     fn write_str(out: &mut Vec<u8>, s: &str) {

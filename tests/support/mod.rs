@@ -3,4 +3,5 @@
 
 pub mod fake_api;
 pub mod pods;
+pub mod script;
 pub mod workloads;
