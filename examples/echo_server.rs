@@ -79,21 +79,10 @@ async fn run(args: Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     eprintln!("echo_server listening on {}", args.listen);
-    let stop = async {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(terminate) => terminate,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    };
-    listener::serve_tls(tcp, tls, app, stop, || Duration::from_secs(10)).await;
+    listener::serve_tls(tcp, tls, app, listener::shutdown_signal(), || {
+        Duration::from_secs(10)
+    })
+    .await;
     Ok(())
 }
 

@@ -69,7 +69,7 @@ struct Args {
     #[arg(long, value_parser = duration, default_value = "1s")]
     warmup: Duration,
     /// Requests per second in total; without it, as fast as answers come.
-    #[arg(long)]
+    #[arg(long, value_parser = rate)]
     rate: Option<f64>,
     /// How long to wait for one answer.
     #[arg(long, value_parser = duration, default_value = "10s")]
@@ -97,9 +97,15 @@ fn duration(text: &str) -> Result<Duration, String> {
     parse_go_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 10s or 500ms"))
 }
 
+fn rate(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|rate| rate.is_finite() && *rate > 0.0)
+        .ok_or_else(|| format!("{text:?} is not a positive number of requests per second"))
+}
+
 /// What went wrong with one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Failure {
     Connect,
     Tls,
@@ -234,7 +240,7 @@ async fn run_task(
             }
             tokio::time::sleep_until(at).await;
             due = at;
-            next = Some(at + every);
+            next = Some(at.checked_add(every).unwrap_or(end));
         }
         let started = Instant::now();
         if started >= end {
@@ -409,17 +415,14 @@ fn target(args: &Args) -> Result<Target, String> {
         .pointer("/request/uid")
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| format!("{}: no request.uid", args.body.display()))?;
-    let path = args
-        .url
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse::<Uri>()
-        .map_err(|e| e.to_string())?;
     Ok(Target {
         address: format!("{host}:{port}"),
         server_name,
         connector: TlsConnector::from(Arc::new(config)),
-        request_uri: path,
+        request_uri: args
+            .url
+            .path_and_query()
+            .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone())),
         authority: format!("{name}:{port}"),
         body: Bytes::from(body),
         uid: format!("\"{uid}\"").into_bytes(),
@@ -431,16 +434,26 @@ async fn run(args: &Args) -> Result<Report, String> {
     let target = Arc::new(target(args)?);
     let concurrency = args.concurrency.max(1);
     let start = Instant::now();
+    let end = start
+        .checked_add(args.warmup)
+        .and_then(|m| m.checked_add(args.duration))
+        .ok_or("--warmup and --duration are too long")?;
     let measure_from = start + args.warmup;
-    let end = measure_from + args.duration;
+    // With a rate, each task sends every concurrency/rate seconds, the tasks
+    // spread evenly over that interval.
+    let every = args
+        .rate
+        .map(|rate| {
+            Duration::try_from_secs_f64(concurrency as f64 / rate)
+                .ok()
+                .filter(|every| start.checked_add(*every).is_some())
+                .ok_or_else(|| format!("--rate {rate:?}: too low"))
+        })
+        .transpose()?;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..concurrency {
-        // With a rate, each task sends every concurrency/rate seconds, the
-        // tasks spread evenly over that interval.
-        let schedule = args.rate.filter(|rate| *rate > 0.0).map(|rate| {
-            let every = Duration::from_secs_f64(concurrency as f64 / rate);
-            (start + every.mul_f64(i as f64 / concurrency as f64), every)
-        });
+        let schedule =
+            every.map(|every| (start + every.mul_f64(i as f64 / concurrency as f64), every));
         tasks.spawn(run_task(Arc::clone(&target), measure_from, end, schedule));
     }
     let mut before = None;
@@ -505,7 +518,7 @@ async fn run(args: &Args) -> Result<Report, String> {
             p999: quantile_us(latencies, 0.999),
             max: latencies.last().map_or(0.0, |&ns| ns as f64 / 1000.0),
         },
-        schedule_lag_p99_us: args.rate.map(|_| quantile_us(&tally.lags_ns, 0.99)),
+        schedule_lag_p99_us: every.map(|_| quantile_us(&tally.lags_ns, 0.99)),
         server,
     })
 }
@@ -554,7 +567,7 @@ fn main() -> std::process::ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("loadgen: cannot start the runtime: {error}");
-            return std::process::ExitCode::FAILURE;
+            return std::process::ExitCode::from(2);
         }
     };
     match runtime.block_on(run(&args)) {
@@ -565,7 +578,7 @@ fn main() -> std::process::ExitCode {
                     Ok(json) => println!("{json}"),
                     Err(error) => {
                         eprintln!("loadgen: {error}");
-                        return std::process::ExitCode::FAILURE;
+                        return std::process::ExitCode::from(2);
                     }
                 },
             }

@@ -65,14 +65,17 @@ fn seed_reviews(root: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
             files.push((format!("{name}.json"), to_json(object)));
             continue;
         }
-        files.push((format!("{name}.json"), review(object, "CREATE", None, None)));
+        files.push((
+            format!("{name}.json"),
+            to_json(&review(object, "CREATE", None, None)),
+        ));
         if kind == "Pod" {
             files.push((format!("{name}-ephemeral.json"), ephemeral_update(object)));
         }
         if let Some(pod) = pod_of_template(object) {
             files.push((
                 format!("{name}-pod.json"),
-                review(&pod, "CREATE", None, None),
+                to_json(&review(&pod, "CREATE", None, None)),
             ));
             files.push((format!("{name}-pod-ephemeral.json"), ephemeral_update(&pod)));
         }
@@ -95,13 +98,13 @@ fn seed_reviews(root: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
         ("opt-out", review(&plain, "UPDATE", Some(&enforced), None)),
     ];
     for (name, body) in namespaces {
-        files.push((format!("namespace-{name}.json"), body));
+        files.push((format!("namespace-{name}.json"), to_json(&body)));
     }
     Ok(files)
 }
 
 /// An AdmissionReview v1 request for `object`, as the API server sends it.
-fn review(object: &Value, operation: &str, old: Option<&Value>, group: Option<&str>) -> Vec<u8> {
+fn review(object: &Value, operation: &str, old: Option<&Value>, group: Option<&str>) -> Value {
     let kind = object["kind"].as_str().unwrap_or("");
     let api_version = object["apiVersion"].as_str().unwrap_or("v1");
     let (group_name, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
@@ -131,10 +134,7 @@ fn review(object: &Value, operation: &str, old: Option<&Value>, group: Option<&s
     if let Some(old) = old {
         request["oldObject"] = old.clone();
     }
-    to_json(
-        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": request}),
-    )
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
 /// `kubectl debug`: an UPDATE of `pods/ephemeralcontainers` that adds one.
@@ -147,8 +147,7 @@ fn ephemeral_update(pod: &Value) -> Vec<u8> {
                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]),
         );
     }
-    let body = review(&updated, "UPDATE", Some(pod), None);
-    let mut review: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let mut review = review(&updated, "UPDATE", Some(pod), None);
     review["request"]["subResource"] = json!("ephemeralcontainers");
     to_json(&review)
 }
@@ -179,7 +178,7 @@ fn pod_of_template(workload: &Value) -> Option<Value> {
 }
 
 fn to_json(value: &Value) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
+    value.to_string().into_bytes()
 }
 
 fn seed_configs(root: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {

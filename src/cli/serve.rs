@@ -255,7 +255,7 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         },
     );
     let signals = async {
-        shutdown_signal().await;
+        server::listener::shutdown_signal().await;
         tracing::info!("shutting down: no new connections, finishing requests in flight");
         let _ = stop_tx.send(true);
     };
@@ -301,30 +301,6 @@ async fn secret_route_start(
         Err(error) => return Err(error.to_string()),
     }
     Ok(route)
-}
-
-/// Completes on SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = terminate.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// Polls the config file and swaps the settings when its bytes change; a
