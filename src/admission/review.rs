@@ -5,16 +5,17 @@
 //! computed on a re-encoded object would address the wrong thing.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{
-    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND, Operation,
+    AdmissionRequest, AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation,
 };
-use kube::core::{ApiResource, DynamicResourceScope, Resource, Status};
+use kube::core::{ApiResource, DynamicResourceScope, Resource, Status, TypeMeta};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -27,21 +28,34 @@ use crate::settings::{NamespaceSettings, Settings};
 
 /// An object exactly as the API server sent it.
 ///
-/// `metadata` is also decoded, leniently, to satisfy [`Resource`]; the
-/// policy reads only `raw`.
-#[derive(Debug, Clone, PartialEq)]
+/// `metadata` is decoded from `raw` only if something asks for it through
+/// [`Resource`] (nothing on the admission path does); the policy reads only
+/// `raw`.
+#[derive(Debug, Clone)]
 pub struct RawObject {
     pub raw: Value,
-    metadata: ObjectMeta,
+    metadata: OnceLock<ObjectMeta>,
 }
 
 impl RawObject {
     pub fn new(raw: Value) -> Self {
-        let metadata = raw
+        Self {
+            raw,
+            metadata: OnceLock::new(),
+        }
+    }
+
+    fn decoded_metadata(&self) -> ObjectMeta {
+        self.raw
             .get("metadata")
             .and_then(|meta| ObjectMeta::deserialize(meta).ok())
-            .unwrap_or_default();
-        Self { raw, metadata }
+            .unwrap_or_default()
+    }
+}
+
+impl PartialEq for RawObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
     }
 }
 
@@ -78,11 +92,20 @@ impl Resource for RawObject {
     }
 
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        self.metadata.get_or_init(|| self.decoded_metadata())
     }
 
+    /// Not on the admission path: nothing changes metadata this way, and
+    /// a change here would not reach `raw`.
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        if self.metadata.get().is_none() {
+            self.metadata = OnceLock::from(self.decoded_metadata());
+        }
+        match self.metadata.get_mut() {
+            Some(metadata) => metadata,
+            // `OnceLock::get_mut_or_init` is not stable; the lock was filled above.
+            None => unreachable!("metadata was set above"),
+        }
     }
 }
 
@@ -123,6 +146,8 @@ impl Endpoint {
 pub enum ReviewError {
     #[error("body is not an AdmissionReview: {0}")]
     Malformed(#[from] serde_json::Error),
+    #[error("body is not an AdmissionReview: not UTF-8 ({0})")]
+    NotUtf8(#[from] std::str::Utf8Error),
     #[error("unsupported apiVersion {0:?}: only admission.k8s.io/v1 is served")]
     Version(String),
     #[error("kind is {0:?}, expected AdmissionReview")]
@@ -133,28 +158,75 @@ pub enum ReviewError {
 
 /// Decodes an AdmissionReview v1 request body.
 pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
-    let review: AdmissionReview<RawObject> = serde_json::from_slice(body)?;
-    if review.types.api_version != META_API_VERSION_V1 {
-        return Err(ReviewError::Version(review.types.api_version));
+    // One pass over the whole body: decoding from bytes would check every
+    // string on its own, which costs more than the rest of the decoding.
+    let text = std::str::from_utf8(body)?;
+    let review: IncomingReview = serde_json::from_str(text)?;
+    if review.api_version != META_API_VERSION_V1 {
+        return Err(ReviewError::Version(review.api_version));
     }
-    if review.types.kind != META_KIND {
-        return Err(ReviewError::Kind(review.types.kind));
+    if review.kind != META_KIND {
+        return Err(ReviewError::Kind(review.kind));
     }
-    review.try_into().map_err(|_| ReviewError::MissingRequest)
+    let mut request = review.request.ok_or(ReviewError::MissingRequest)?;
+    request.types = TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    };
+    Ok(request)
+}
+
+/// An AdmissionReview as the API server sends it. kube's `AdmissionReview`
+/// reads `apiVersion` and `kind` through `#[serde(flatten)]`, which makes
+/// serde copy the whole body into an intermediate tree before decoding it;
+/// here they are plain fields.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IncomingReview {
+    api_version: String,
+    kind: String,
+    request: Option<AdmissionRequest<RawObject>>,
 }
 
 /// Encodes the response as an AdmissionReview v1.
 ///
 /// `response.patch` is a Go `[]byte`, which the API documents (and every
 /// client expects) as a base64 string; kube-core 5 writes it as an array of
-/// numbers, so the patch is encoded here.
+/// numbers, so the patch is written here in its place. Audit annotations
+/// are written in key order, so that equal answers are equal bytes.
 pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
-    let patch = response.patch.take();
-    let mut review = serde_json::to_value(response.into_review())?;
-    if let (Some(patch), Some(Value::Object(response))) = (patch, review.get_mut("response")) {
-        response.insert("patch".to_owned(), Value::String(BASE64.encode(patch)));
+    #[derive(Serialize)]
+    struct Review<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'a str,
+        kind: &'a str,
+        response: Response<'a>,
     }
-    serde_json::to_vec(&review)
+    #[derive(Serialize)]
+    struct Response<'a> {
+        #[serde(flatten)]
+        response: &'a AdmissionResponse,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+        #[serde(
+            rename = "auditAnnotations",
+            skip_serializing_if = "BTreeMap::is_empty"
+        )]
+        audit_annotations: BTreeMap<String, String>,
+    }
+    let patch = response.patch.take().map(|patch| BASE64.encode(patch));
+    let audit_annotations = std::mem::take(&mut response.audit_annotations)
+        .into_iter()
+        .collect();
+    serde_json::to_vec(&Review {
+        api_version: META_API_VERSION_V1,
+        kind: META_KIND,
+        response: Response {
+            response: &response,
+            patch,
+            audit_annotations,
+        },
+    })
 }
 
 /// What was decided, for logs and metrics.

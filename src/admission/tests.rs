@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use rstest::rstest;
+use kube::core::admission::AdmissionResponse;
 use serde_json::{Value, json};
 
 use super::review::{Endpoint, ReviewError, decode, encode, respond};
@@ -386,6 +387,8 @@ fn unknown_kinds_are_allowed() {
 #[case(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}"#.as_slice(), "unsupported apiVersion")]
 #[case(br#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}"#.as_slice(), "expected AdmissionReview")]
 #[case(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.as_slice(), "has no request")]
+#[case(br#"{"kind":"AdmissionReview","request":null}"#.as_slice(), "missing field `apiVersion`")]
+#[case(b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Admission\xffReview\"}".as_slice(), "not UTF-8")]
 fn malformed_reviews_are_errors(#[case] body: &[u8], #[case] message: &str) {
     let err: Option<ReviewError> = decode(body).err();
     let text = err.map(|e| e.to_string()).unwrap_or_default();
@@ -406,4 +409,48 @@ fn mutate_never_denies_and_does_not_patch_a_pod_that_will_be_denied() {
         Endpoint::Validate(Mode::Enforce),
     );
     assert_eq!(reply["response"]["allowed"], false);
+}
+
+#[test]
+fn encoding_is_one_byte_sequence_per_answer() {
+    let mut response = AdmissionResponse::invalid("x");
+    response.allowed = true;
+    response.result = Default::default();
+    response.uid = "u".to_owned();
+    for key in ["violations", "mutations", "allowlisted", "a", "z"] {
+        response
+            .audit_annotations
+            .insert(key.to_owned(), format!("{key} value"));
+    }
+    let first = encode(response.clone()).unwrap_or_default();
+    let text = String::from_utf8_lossy(&first).into_owned();
+    assert_eq!(
+        text,
+        r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u","allowed":true,"status":{},"auditAnnotations":{"a":"a value","allowlisted":"allowlisted value","mutations":"mutations value","violations":"violations value","z":"z value"}}}"#
+    );
+    // A HashMap's order changes from one map to the next; the bytes do not.
+    for _ in 0..20 {
+        let mut again = response.clone();
+        again.audit_annotations = response
+            .audit_annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(encode(again).unwrap_or_default(), first);
+    }
+}
+
+#[test]
+fn raw_object_metadata_is_read_from_the_raw_json_when_asked() {
+    use kube::core::Resource;
+    let mut object = super::review::RawObject::new(
+        json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}}),
+    );
+    assert_eq!(object.meta().name.as_deref(), Some("p"));
+    object.meta_mut().name = Some("q".to_owned());
+    assert_eq!(object.meta().name.as_deref(), Some("q"));
+    let mut unread = super::review::RawObject::new(json!({"metadata": {"name": "r"}}));
+    assert_eq!(unread.meta_mut().name.as_deref(), Some("r"));
+    let shapeless = super::review::RawObject::new(json!({"metadata": "x"}));
+    assert_eq!(shapeless.meta().name, None);
 }

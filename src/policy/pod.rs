@@ -8,8 +8,6 @@
 //! read are checked for shape; a wrong shape there is an [`ObjectError`] that
 //! names the field.
 
-use std::fmt;
-
 use json_patch::jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
@@ -180,24 +178,27 @@ impl<'a> PodView<'a> {
         shape: Shape,
         settings: &Settings,
     ) -> Result<Option<Self>, ObjectError> {
-        let mut path = FieldPath::root();
-        let mut template = as_object(object, &path)?;
+        let template_path = shape.template_path();
+        let mut template = as_object(object, &FieldPath::root())?;
         let mut pointer = PointerBuf::root();
-        for key in shape.template_path() {
-            path = path.key(key);
+        for (depth, key) in template_path.iter().enumerate() {
             pointer.push_back(*key);
             match template.get(*key) {
                 None | Some(Value::Null) => return Ok(None),
-                Some(value) => template = as_object(value, &path)?,
+                Some(value) => {
+                    template = as_object(value, &FieldPath::Keys(&template_path[..=depth]))?;
+                }
             }
         }
+        let path = FieldPath::Keys(template_path);
+        let metadata_path = path.key("metadata");
         let metadata = optional_object(template, "metadata", &path)?;
         let annotations = match metadata {
-            Some(meta) => optional_object(meta, "annotations", &path.key("metadata"))?,
+            Some(meta) => optional_object(meta, "annotations", &metadata_path)?,
             None => None,
         };
         if let Some(annotations) = annotations {
-            let at = path.key("metadata").key("annotations");
+            let at = metadata_path.key("annotations");
             for (key, value) in annotations {
                 if !value.is_string() {
                     return Err(at.key(key).error("must be a string"));
@@ -243,8 +244,9 @@ impl<'a> PodView<'a> {
         }
         let mut volumes = Vec::new();
         if let Some(list) = optional_array(spec, "volumes", &spec_path)? {
+            let list_path = spec_path.key("volumes");
             for (index, raw) in list.iter().enumerate() {
-                let at = spec_path.key("volumes").index(index);
+                let at = list_path.index(index);
                 let volume = as_object(raw, &at)?;
                 let name = optional_str(volume, "name", &at)?.unwrap_or("");
                 let host_path = match optional_object(volume, "hostPath", &at)? {
@@ -319,7 +321,7 @@ impl<'a> Container<'a> {
         raw: &'a Value,
         default_kind: ContainerKind,
         pointer: PointerBuf,
-        path: &FieldPath,
+        path: &FieldPath<'_>,
         settings: &Settings,
     ) -> Result<Self, ObjectError> {
         let container = as_object(raw, path)?;
@@ -335,9 +337,10 @@ impl<'a> Container<'a> {
         let env = match optional_array(container, "env", path)? {
             None => None,
             Some(list) => {
+                let list_path = path.key("env");
                 let mut entries = Vec::with_capacity(list.len());
                 for (index, raw) in list.iter().enumerate() {
-                    let at = path.key("env").index(index);
+                    let at = list_path.index(index);
                     let entry = as_object(raw, &at)?;
                     let name = optional_str(entry, "name", &at)?.unwrap_or("");
                     entries.push(EnvEntry {
@@ -385,8 +388,9 @@ impl<'a> Container<'a> {
         }
         let mut mount_paths = Vec::new();
         if let Some(list) = optional_array(container, "volumeMounts", path)? {
+            let list_path = path.key("volumeMounts");
             for (index, raw) in list.iter().enumerate() {
-                let at = path.key("volumeMounts").index(index);
+                let at = list_path.index(index);
                 let mount = as_object(raw, &at)?;
                 if let Some(mount_path) = optional_str(mount, "mountPath", &at)? {
                     mount_paths.push(mount_path);
@@ -405,43 +409,62 @@ impl<'a> Container<'a> {
     }
 }
 
-/// A dotted field path for error messages (`spec.containers[0].env`).
-#[derive(Debug, Clone)]
-struct FieldPath(String);
+/// Where a field is, for error messages (`spec.containers[0].env`): a
+/// chain of borrowed links, spelled out only when there is an error to
+/// report (most objects have none).
+#[derive(Debug, Clone, Copy)]
+enum FieldPath<'p> {
+    /// Keys from the object's root (a pod template's place in its workload).
+    Keys(&'p [&'p str]),
+    Key(&'p FieldPath<'p>, &'p str),
+    Index(&'p FieldPath<'p>, usize),
+}
 
-impl FieldPath {
+impl FieldPath<'_> {
     fn root() -> Self {
-        Self(String::new())
+        FieldPath::Keys(&[])
     }
 
-    fn key(&self, key: &str) -> Self {
-        if self.0.is_empty() {
-            Self(key.to_owned())
-        } else {
-            Self(format!("{}.{key}", self.0))
+    fn key<'a>(&'a self, key: &'a str) -> FieldPath<'a> {
+        FieldPath::Key(self, key)
+    }
+
+    fn index(&self, index: usize) -> FieldPath<'_> {
+        FieldPath::Index(self, index)
+    }
+
+    fn write_to(&self, out: &mut String) {
+        let push_key = |out: &mut String, key: &str| {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(key);
+        };
+        match self {
+            FieldPath::Keys(keys) => keys.iter().for_each(|key| push_key(out, key)),
+            FieldPath::Key(parent, key) => {
+                parent.write_to(out);
+                push_key(out, key);
+            }
+            FieldPath::Index(parent, index) => {
+                parent.write_to(out);
+                out.push('[');
+                out.push_str(&index.to_string());
+                out.push(']');
+            }
         }
     }
 
-    fn index(&self, index: usize) -> Self {
-        Self(format!("{}[{index}]", self.0))
-    }
-
     fn error(&self, problem: &str) -> ObjectError {
-        let field = if self.0.is_empty() {
-            "object".to_owned()
-        } else {
-            self.0.clone()
-        };
+        let mut field = String::new();
+        self.write_to(&mut field);
+        if field.is_empty() {
+            field.push_str("object");
+        }
         ObjectError {
             field,
             problem: problem.to_owned(),
         }
-    }
-}
-
-impl fmt::Display for FieldPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -458,7 +481,7 @@ fn type_name(value: &Value) -> &'static str {
 
 fn as_object<'a>(
     value: &'a Value,
-    path: &FieldPath,
+    path: &FieldPath<'_>,
 ) -> Result<&'a Map<String, Value>, ObjectError> {
     value
         .as_object()
@@ -468,7 +491,7 @@ fn as_object<'a>(
 fn optional_object<'a>(
     parent: &'a Map<String, Value>,
     key: &str,
-    path: &FieldPath,
+    path: &FieldPath<'_>,
 ) -> Result<Option<&'a Map<String, Value>>, ObjectError> {
     match parent.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -479,7 +502,7 @@ fn optional_object<'a>(
 fn optional_array<'a>(
     parent: &'a Map<String, Value>,
     key: &str,
-    path: &FieldPath,
+    path: &FieldPath<'_>,
 ) -> Result<Option<&'a Vec<Value>>, ObjectError> {
     match parent.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -493,7 +516,7 @@ fn optional_array<'a>(
 fn optional_str<'a>(
     parent: &'a Map<String, Value>,
     key: &str,
-    path: &FieldPath,
+    path: &FieldPath<'_>,
 ) -> Result<Option<&'a str>, ObjectError> {
     match parent.get(key) {
         None | Some(Value::Null) => Ok(None),

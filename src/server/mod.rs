@@ -15,6 +15,7 @@ use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use kube::core::admission::Operation;
 
 use crate::admission::namespace_guard;
 use crate::admission::review::{self, Endpoint};
@@ -270,14 +271,14 @@ async fn answer(
                 .extend(warnings);
         }
     }
-    let operation = format!("{:?}", request.operation).to_uppercase();
+    let operation = operation_name(&request.operation);
     state
         .metrics
         .requests
         .get_or_create(&RequestLabels {
             endpoint: endpoint.path().to_owned(),
             kind: request.kind.kind.clone(),
-            operation: operation.clone(),
+            operation: operation.to_owned(),
             decision: verdict.decision.to_owned(),
         })
         .inc();
@@ -296,12 +297,13 @@ async fn answer(
                 .inc();
         }
     }
-    let rules: Vec<&str> = verdict
+    let rules = verdict
         .changes
         .iter()
         .chain(&verdict.violations)
         .map(|r| r.as_str())
-        .collect();
+        .collect::<Vec<_>>()
+        .join(",");
     // Pods created by controllers have no name yet, only generateName.
     let name = Some(request.name.as_str())
         .filter(|name| !name.is_empty())
@@ -313,20 +315,32 @@ async fn answer(
                 .as_str()
         })
         .unwrap_or("");
+    // Plain `&str` fields: the JSON formatter writes them as they are,
+    // where `%` fields would be formatted into a string first.
     tracing::info!(
-        uid = %request.uid,
+        uid = request.uid.as_str(),
         namespace = request.namespace.as_deref().unwrap_or(""),
-        kind = %request.kind.kind,
-        name = %name,
-        operation = %operation,
+        kind = request.kind.kind.as_str(),
+        name,
+        operation,
         endpoint = endpoint.path(),
         dry_run = request.dry_run,
         decision = verdict.decision,
-        rules = %rules.join(","),
+        rules = rules.as_str(),
         duration_us = started.elapsed().as_micros() as u64,
         "admission decision"
     );
     review::encode(response).map_err(RequestError::Encode)
+}
+
+/// The operation as the API server spells it.
+fn operation_name(operation: &Operation) -> &'static str {
+    match operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
 }
 
 /// How long the namespace guard may spend listing the pods of a namespace
