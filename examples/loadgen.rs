@@ -11,11 +11,11 @@
 //!
 //! Each connection is one task sending one request at a time. Without
 //! `--rate` every task sends its next request as soon as the answer is in
-//! (saturation); with it, the tasks share the rate and send on a fixed
-//! schedule. Latency runs from the first byte written to the last byte of
-//! the answer read. When a task falls behind its schedule it sends at once,
-//! and `schedule_lag_p99_us` shows it: a lag near the latency means the
-//! server (or this tool) could not keep the rate.
+//! (saturation); with it, a pacer releases one send every 1/rate seconds
+//! and the next free connection sends it. Latency runs from the first byte
+//! written to the last byte of the answer read. A send that finds every
+//! connection busy waits for one, and `schedule_lag_p99_us` shows it: a lag
+//! near the latency means the server (or this tool) could not keep the rate.
 //!
 //! An answer counts as a success when its status is 200 and its body carries
 //! the request's uid (the API server rejects any other). Failures are
@@ -28,6 +28,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -222,25 +223,93 @@ impl Target {
     }
 }
 
+/// Releases sends at a fixed rate, one every `every` from `first`.
+///
+/// tokio's timer wheel ticks every millisecond, so tasks sleeping on it
+/// wake together and send a millisecond's requests as one burst, which the
+/// server then queues. The pacer is a thread of its own that sleeps to each
+/// send time (the kernel's timers are precise to tens of microseconds) and
+/// adds a permit; a connection that is free takes it.
+struct Pacer {
+    permits: tokio::sync::Semaphore,
+    /// Permits taken so far: the n-th one taken was due at `first + n * every`
+    /// (the semaphore serves waiters in order).
+    taken: AtomicU64,
+    first: Instant,
+    every: Duration,
+}
+
+impl Pacer {
+    /// Starts the pacing thread; it stops releasing at `end`.
+    fn start(first: Instant, every: Duration, end: Instant) -> Result<Arc<Self>, String> {
+        let pacer = Arc::new(Pacer {
+            permits: tokio::sync::Semaphore::new(0),
+            taken: AtomicU64::new(0),
+            first,
+            every,
+        });
+        let releasing = Arc::clone(&pacer);
+        std::thread::Builder::new()
+            .name("pacer".to_owned())
+            .spawn(move || releasing.release_until(end.into_std()))
+            .map_err(|e| format!("cannot start the pacer thread: {e}"))?;
+        Ok(pacer)
+    }
+
+    fn release_until(&self, end: std::time::Instant) {
+        let first = self.first.into_std();
+        let every = self.every.as_nanos().max(1);
+        let mut released: u128 = 0;
+        loop {
+            let now = std::time::Instant::now();
+            if now >= end {
+                break;
+            }
+            let due = now.saturating_duration_since(first).as_nanos() / every + 1;
+            if due > released {
+                let more = usize::try_from(due - released).unwrap_or(usize::MAX);
+                self.permits
+                    .add_permits(more.min(tokio::sync::Semaphore::MAX_PERMITS / 2));
+                released = due;
+            }
+            let next = u64::try_from(released.saturating_mul(every)).unwrap_or(u64::MAX);
+            let at = first.checked_add(Duration::from_nanos(next)).unwrap_or(end);
+            std::thread::sleep(
+                at.min(end)
+                    .saturating_duration_since(std::time::Instant::now()),
+            );
+        }
+        self.permits.close();
+    }
+
+    /// Waits for the next send; `None` once the pacer has stopped.
+    async fn next_send(&self) -> Option<Instant> {
+        self.permits.acquire().await.ok()?.forget();
+        let index = self.taken.fetch_add(1, Ordering::Relaxed);
+        let offset = self.every.as_nanos().saturating_mul(u128::from(index));
+        let due = u64::try_from(offset)
+            .ok()
+            .and_then(|nanos| self.first.checked_add(Duration::from_nanos(nanos)));
+        Some(due.unwrap_or_else(Instant::now))
+    }
+}
+
 /// One connection's loop: send until `end`, recording after `measure_from`.
 async fn run_task(
     target: Arc<Target>,
     measure_from: Instant,
     end: Instant,
-    schedule: Option<(Instant, Duration)>,
+    pacer: Option<Arc<Pacer>>,
 ) -> Tally {
     let mut tally = Tally::default();
     let mut sender: Option<Sender> = None;
-    let mut next = schedule.map(|(first, _)| first);
     loop {
         let mut due = Instant::now();
-        if let (Some(at), Some((_, every))) = (next, schedule) {
-            if at >= end {
-                break;
+        if let Some(pacer) = &pacer {
+            match pacer.next_send().await {
+                Some(at) => due = at,
+                None => break,
             }
-            tokio::time::sleep_until(at).await;
-            due = at;
-            next = Some(at.checked_add(every).unwrap_or(end));
         }
         let started = Instant::now();
         if started >= end {
@@ -276,7 +345,7 @@ async fn run_task(
                 sender = None;
                 if measured {
                     tally.fail(failure, detail);
-                } else if schedule.is_none() {
+                } else if pacer.is_none() {
                     // During warmup, do not spin on a server that is down.
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
@@ -439,22 +508,27 @@ async fn run(args: &Args) -> Result<Report, String> {
         .and_then(|m| m.checked_add(args.duration))
         .ok_or("--warmup and --duration are too long")?;
     let measure_from = start + args.warmup;
-    // With a rate, each task sends every concurrency/rate seconds, the tasks
-    // spread evenly over that interval.
+    // With a rate, one send every 1/rate seconds.
     let every = args
         .rate
         .map(|rate| {
-            Duration::try_from_secs_f64(concurrency as f64 / rate)
+            Duration::try_from_secs_f64(1.0 / rate)
                 .ok()
                 .filter(|every| start.checked_add(*every).is_some())
                 .ok_or_else(|| format!("--rate {rate:?}: too low"))
         })
         .transpose()?;
+    let pacer = every
+        .map(|every| Pacer::start(start, every, end))
+        .transpose()?;
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..concurrency {
-        let schedule =
-            every.map(|every| (start + every.mul_f64(i as f64 / concurrency as f64), every));
-        tasks.spawn(run_task(Arc::clone(&target), measure_from, end, schedule));
+    for _ in 0..concurrency {
+        tasks.spawn(run_task(
+            Arc::clone(&target),
+            measure_from,
+            end,
+            pacer.clone(),
+        ));
     }
     let mut before = None;
     if let Some(pid) = args.server_pid {
@@ -592,5 +666,54 @@ fn main() -> std::process::ExitCode {
             eprintln!("loadgen: {error}");
             std::process::ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => panic!("runtime: {error}"),
+        }
+    }
+
+    #[test]
+    fn pacer_hands_out_sends_one_interval_apart_and_stops_at_the_end() {
+        runtime().block_on(async {
+            let every = Duration::from_millis(1);
+            // Started 100 ms ago: 101 sends are due at once, in order.
+            let first = Instant::now() - Duration::from_millis(100);
+            let end = Instant::now() + Duration::from_millis(50);
+            let pacer = match Pacer::start(first, every, end) {
+                Ok(pacer) => pacer,
+                Err(error) => panic!("{error}"),
+            };
+            let mut sends = Vec::new();
+            while let Some(at) = pacer.next_send().await {
+                sends.push(at);
+            }
+            assert!(sends.len() >= 101, "only {} sends", sends.len());
+            for (n, at) in sends.iter().enumerate() {
+                assert_eq!(*at, first + every * u32::try_from(n).unwrap_or(u32::MAX));
+            }
+            // None of them was due after the end.
+            assert!(sends.iter().all(|at| *at < end), "{:?}", sends.last());
+            assert!(Instant::now() >= end);
+        });
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let samples: Vec<u64> = (1..=1000).map(|n| n * 1000).collect();
+        assert_eq!(quantile_us(&samples, 0.5), 500.0);
+        assert_eq!(quantile_us(&samples, 0.99), 990.0);
+        assert_eq!(quantile_us(&samples, 0.999), 999.0);
+        assert_eq!(quantile_us(&[], 0.99), 0.0);
     }
 }

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
-use rstest::rstest;
 use kube::core::admission::AdmissionResponse;
+use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::review::{Endpoint, ReviewError, decode, encode, respond};

@@ -89,7 +89,8 @@ pub struct CertSecretArgs {
 }
 
 pub fn run(args: &ServeArgs) -> ExitCode {
-    telemetry::init(args.log_format);
+    // Held until `run` returns: dropping it writes out the queued log lines.
+    let _log_writer = telemetry::init(args.log_format);
     // kube's client and rustls need one process-level provider; installing
     // it explicitly avoids "Could not automatically determine the
     // process-level CryptoProvider". It fails only if one is installed.
