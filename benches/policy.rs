@@ -13,6 +13,11 @@
 //!
 //! The review bodies are built once, outside the timed loop; so is the check
 //! that each case takes the path it is meant to measure.
+//!
+//! For scale, the `json` group reads the GPU pod's review two ways with no
+//! policy at all: `skim` checks its syntax and builds nothing (the least any
+//! JSON decoder does), `tree` builds the `serde_json::Value` that the webhook
+//! patches against (see `docs/performance.md`).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -182,6 +187,24 @@ fn webhook(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+
+    let mut group = c.benchmark_group("json");
+    group
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(2))
+        .sample_size(50);
+    group.bench_function("skim/gpu-pod", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<serde::de::IgnoredAny>(black_box(gpu_pod.as_slice()))
+                .expect("review is JSON")
+        })
+    });
+    group.bench_function("tree/gpu-pod", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<Value>(black_box(gpu_pod.as_slice())).expect("review is JSON")
+        })
+    });
     group.finish();
 }
 

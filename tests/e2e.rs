@@ -1481,6 +1481,54 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// Audit mode changes nothing and warns nobody: its record is the audit
+/// annotations, the metrics and one JSON log line per decision, written by
+/// the log thread and all there once the request is answered and the log
+/// drained.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_decision_is_one_json_log_line() {
+    let server = Server::start(Options::default(), None).await;
+    let mut connection = server.connect().await;
+    let exporter = fixture("04");
+    let violating = pod_of_workload(&exporter).expect("a template");
+    let uid = next_uid();
+    let reply = connection
+        .post(AUDIT, body_of(&review(&violating, &uid, true)))
+        .await
+        .expect("answer");
+    reply.admission(&uid);
+    server.wait_for_log(&uid, Duration::from_secs(5)).await;
+    let log = server.log();
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|line| line.contains(&uid))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    let line = &lines[0];
+    assert_eq!(line["message"], "admission decision", "{line}");
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert_eq!(line["kind"], "Pod", "{line}");
+    assert_eq!(line["namespace"], namespace_of(&violating), "{line}");
+    assert_eq!(line["operation"], "CREATE", "{line}");
+    assert_eq!(line["endpoint"], "/validate/audit", "{line}");
+    assert_eq!(line["dry_run"], true, "{line}");
+    assert_eq!(line["decision"], "allowed", "{line}");
+    let name = line["name"].as_str().unwrap_or_default();
+    assert!(
+        !name.is_empty(),
+        "a pod of a controller is named by generateName: {line}"
+    );
+    let rules: Vec<&str> = line["rules"]
+        .as_str()
+        .unwrap_or_default()
+        .split(',')
+        .collect();
+    assert!(rules.contains(&"visible-devices"), "{line}");
+    assert!(rules.contains(&"runtime-class"), "{line}");
+    assert!(line["duration_us"].is_u64(), "{line}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_count_decisions_and_show_certificate_expiry() {
     let server = Server::start(Options::default(), None).await;
