@@ -190,10 +190,13 @@ fn flatten(
 }
 
 /// Error messages of the YAML parser span several lines (a snippet with a
-/// caret); keep them on one.
+/// caret), and JSON errors quote the offending value, line breaks and all;
+/// keep them on one.
 pub(crate) fn one_line(message: &str) -> String {
     message
-        .lines()
+        .split([
+            '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
+        ])
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect::<Vec<_>>()

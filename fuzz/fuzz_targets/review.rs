@@ -51,7 +51,7 @@ fuzz_target!(|body: &[u8]| {
         Ok(request) => request,
         Err(err) => {
             let reason = err.to_string();
-            assert!(!reason.contains('\n'), "a 400 reason spans lines: {reason}");
+            assert!(!reason.contains(['\n', '\r']), "a 400 reason spans lines: {reason}");
             return;
         }
     };

@@ -144,7 +144,7 @@ impl Endpoint {
 /// answers these with HTTP 400.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
-    #[error("body is not an AdmissionReview: {0}")]
+    #[error("body is not an AdmissionReview: {}", crate::manifest::one_line(&.0.to_string()))]
     Malformed(#[from] serde_json::Error),
     #[error("body is not an AdmissionReview: not UTF-8 ({0})")]
     NotUtf8(#[from] std::str::Utf8Error),

@@ -395,6 +395,23 @@ fn malformed_reviews_are_errors(#[case] body: &[u8], #[case] message: &str) {
     assert!(text.contains(message), "{text}");
 }
 
+/// Found by the `review` fuzz target: serde_json quotes an unknown value as
+/// it was decoded, line breaks included, and the 400 reason must stay on
+/// one line.
+#[test]
+fn a_malformed_review_is_refused_on_one_line() {
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREA\nmkdir\r-p\u2028x\u0085y"}}"#;
+    let text = decode(body)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(text.contains("unknown variant"), "{text}");
+    assert!(
+        !text.contains(['\n', '\r', '\u{2028}', '\u{85}']),
+        "{text:?}"
+    );
+}
+
 #[test]
 fn mutate_never_denies_and_does_not_patch_a_pod_that_will_be_denied() {
     let body = review(&pod_with_change_and_violation(), "CREATE", json!({}));

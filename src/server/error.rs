@@ -32,8 +32,7 @@ impl RequestError {
 
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
-        // serde_json errors are one line already; keep any other on one.
-        let reason = self.to_string().replace('\n', " ");
+        let reason = crate::manifest::one_line(&self.to_string());
         (
             self.status(),
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
