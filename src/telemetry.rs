@@ -22,8 +22,8 @@ const BUFFERED_LINES: usize = 8 * 1024;
 /// (default `info`). Calling it twice is harmless.
 ///
 /// Lines go to stderr through a thread of their own: every admission
-/// decision is logged, and a `write` per line on the request path costs
-/// more than deciding. The thread writes what has queued up in one go and
+/// decision is logged, and this keeps a `write` system call per request off
+/// the request path. The thread writes what has queued up in one go and
 /// flushes whenever the queue is empty. No line is dropped: when the queue
 /// is full, logging waits. Keep the returned guard until the process
 /// exits; dropping it writes out what is still queued.

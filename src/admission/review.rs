@@ -13,9 +13,9 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{
-    AdmissionRequest, AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation,
+    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND, Operation,
 };
-use kube::core::{ApiResource, DynamicResourceScope, Resource, Status, TypeMeta};
+use kube::core::{ApiResource, DynamicResourceScope, Resource, Status};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -161,31 +161,14 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
     // One pass over the whole body: decoding from bytes would check every
     // string on its own, which costs more than the rest of the decoding.
     let text = std::str::from_utf8(body)?;
-    let review: IncomingReview = serde_json::from_str(text)?;
-    if review.api_version != META_API_VERSION_V1 {
-        return Err(ReviewError::Version(review.api_version));
+    let review: AdmissionReview<RawObject> = serde_json::from_str(text)?;
+    if review.types.api_version != META_API_VERSION_V1 {
+        return Err(ReviewError::Version(review.types.api_version));
     }
-    if review.kind != META_KIND {
-        return Err(ReviewError::Kind(review.kind));
+    if review.types.kind != META_KIND {
+        return Err(ReviewError::Kind(review.types.kind));
     }
-    let mut request = review.request.ok_or(ReviewError::MissingRequest)?;
-    request.types = TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    };
-    Ok(request)
-}
-
-/// An AdmissionReview as the API server sends it. kube's `AdmissionReview`
-/// reads `apiVersion` and `kind` through `#[serde(flatten)]`, which makes
-/// serde copy the whole body into an intermediate tree before decoding it;
-/// here they are plain fields.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct IncomingReview {
-    api_version: String,
-    kind: String,
-    request: Option<AdmissionRequest<RawObject>>,
+    review.try_into().map_err(|_| ReviewError::MissingRequest)
 }
 
 /// Encodes the response as an AdmissionReview v1.
