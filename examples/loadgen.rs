@@ -256,41 +256,39 @@ impl Pacer {
         Ok(pacer)
     }
 
+    /// Releases the n-th send at `due(n)`, until the end. The sends that
+    /// fell due while the thread slept go out in one call, so that the
+    /// connections are woken once for them.
     fn release_until(&self, end: std::time::Instant) {
-        let first = self.first.into_std();
-        let every = self.every.as_nanos().max(1);
-        let mut released: u128 = 0;
-        loop {
+        let due_before_end = |n: u64| self.due(n).map(Instant::into_std).filter(|at| *at < end);
+        let mut released = 0;
+        while let Some(next) = due_before_end(released) {
+            std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
             let now = std::time::Instant::now();
-            if now >= end {
-                break;
+            let mut ready = 0;
+            while due_before_end(released + ready).is_some_and(|at| at <= now) {
+                ready += 1;
             }
-            let due = now.saturating_duration_since(first).as_nanos() / every + 1;
-            if due > released {
-                let more = usize::try_from(due - released).unwrap_or(usize::MAX);
-                self.permits
-                    .add_permits(more.min(tokio::sync::Semaphore::MAX_PERMITS / 2));
-                released = due;
-            }
-            let next = u64::try_from(released.saturating_mul(every)).unwrap_or(u64::MAX);
-            let at = first.checked_add(Duration::from_nanos(next)).unwrap_or(end);
-            std::thread::sleep(
-                at.min(end)
-                    .saturating_duration_since(std::time::Instant::now()),
-            );
+            self.permits
+                .add_permits(usize::try_from(ready).unwrap_or(usize::MAX));
+            released += ready;
         }
         self.permits.close();
     }
 
-    /// Waits for the next send; `None` once the pacer has stopped.
+    /// When the n-th send is due; `None` past what an `Instant` can hold.
+    fn due(&self, n: u64) -> Option<Instant> {
+        let nanos = self.every.as_nanos().checked_mul(u128::from(n))?;
+        self.first
+            .checked_add(Duration::from_nanos(u64::try_from(nanos).ok()?))
+    }
+
+    /// Waits for the next send and returns when it was due; `None` once the
+    /// pacer has stopped.
     async fn next_send(&self) -> Option<Instant> {
         self.permits.acquire().await.ok()?.forget();
         let index = self.taken.fetch_add(1, Ordering::Relaxed);
-        let offset = self.every.as_nanos().saturating_mul(u128::from(index));
-        let due = u64::try_from(offset)
-            .ok()
-            .and_then(|nanos| self.first.checked_add(Duration::from_nanos(nanos)));
-        Some(due.unwrap_or_else(Instant::now))
+        Some(self.due(index).unwrap_or_else(Instant::now))
     }
 }
 
