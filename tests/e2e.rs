@@ -1977,3 +1977,57 @@ async fn a_rotated_client_ca_is_picked_up_and_a_broken_one_refused() {
     assert!(admit_as(&server, old_client).await.is_err());
     assert!(server.log().contains("new client CA refused"));
 }
+
+/// `serve` does not start without the CAs of --client-ca: it exits 1 with
+/// the reason, so the pod never becomes ready.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unusable_client_ca_stops_serve_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let garbage = dir.path().join("garbage.crt");
+    std::fs::write(&garbage, b"not a certificate\n").expect("write");
+    let (issuer, _) = test_ca();
+    let (leaf, _) = test_client(&issuer, "kube-apiserver", &[]);
+    let leaf_path = dir.path().join("leaf.crt");
+    std::fs::write(&leaf_path, leaf).expect("write");
+    for (ca, reason) in [
+        (garbage, "no CERTIFICATE block"),
+        (leaf_path, "is not a CA certificate"),
+        (dir.path().join("missing.crt"), "cannot read"),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
+            .args(["serve", "--no-cluster", "--log-format", "text"])
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .arg("--certs-dir")
+            .arg(dir.path().join("certs"))
+            .arg("--client-ca")
+            .arg(&ca)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("serve with --client-ca {} kept running", ca.display());
+            }
+            sleep(POLL).await;
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr piped"), &mut stderr)
+            .expect("read stderr");
+        assert_eq!(status.code(), Some(1), "{stderr}");
+        // The one-line reason (the log lines may come after it).
+        assert!(
+            stderr.lines().any(|line| line.starts_with("gpu-policy: ")
+                && line.contains(&ca.display().to_string())
+                && line.contains(reason)),
+            "{stderr}"
+        );
+    }
+}
