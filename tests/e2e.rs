@@ -1976,6 +1976,15 @@ async fn a_rotated_client_ca_is_picked_up_and_a_broken_one_refused() {
         .expect("the CA in force stays after a broken file");
     assert!(admit_as(&server, old_client).await.is_err());
     assert!(server.log().contains("new client CA refused"));
+
+    // Put back as it was: the reload metric recovers.
+    write_atomically(&ca_path, new_ca.as_bytes());
+    server
+        .wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 1"#)
+        .await;
+    admit_as(&server, new_client)
+        .await
+        .expect("a client of the CA in force is served");
 }
 
 /// `serve` does not start without the CAs of --client-ca: it exits 1 with

@@ -39,7 +39,13 @@ pub struct ClientAuth {
     /// rustls' chain verifier over the CAs last loaded.
     chain: ArcSwap<ChainVerifier>,
     /// The file contents behind `chain`; also serialises reloads.
-    loaded: Mutex<Vec<u8>>,
+    loaded: Mutex<Loaded>,
+}
+
+struct Loaded {
+    bytes: Vec<u8>,
+    /// The last reload was refused.
+    failed: bool,
 }
 
 /// A sized holder for the `dyn` verifier, so that it can be swapped.
@@ -64,7 +70,10 @@ impl ClientAuth {
             ca_path: ca_path.to_path_buf(),
             names: names.to_vec(),
             chain: ArcSwap::from_pointee(chain),
-            loaded: Mutex::new(bytes),
+            loaded: Mutex::new(Loaded {
+                bytes,
+                failed: false,
+            }),
         })
     }
 
@@ -75,24 +84,36 @@ impl ClientAuth {
 
     /// Re-reads the CA file and swaps in its CAs if its bytes changed. A
     /// file that cannot be read or parsed keeps the previous CAs and is
-    /// reported on every call until it is fixed.
+    /// reported on every call until it is fixed; a file put back as it was
+    /// after a refusal is reported as reloaded (nothing to swap, but the
+    /// file is good again).
     pub fn reload_if_changed(&self) -> Reload {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let result = read(&self.ca_path).and_then(|bytes| {
-            if bytes == *loaded {
+            if bytes == loaded.bytes {
                 return Ok(None);
             }
             let chain = parse_cas(&bytes, &self.ca_path)?;
             Ok(Some((chain, bytes)))
         });
         match result {
+            Ok(None) if loaded.failed => {
+                loaded.failed = false;
+                Reload::Reloaded
+            }
             Ok(None) => Reload::Unchanged,
             Ok(Some((chain, bytes))) => {
                 self.chain.store(Arc::new(chain));
-                *loaded = bytes;
+                *loaded = Loaded {
+                    bytes,
+                    failed: false,
+                };
                 Reload::Reloaded
             }
-            Err(err) => Reload::Failed(err),
+            Err(err) => {
+                loaded.failed = true;
+                Reload::Failed(err)
+            }
         }
     }
 
@@ -207,10 +228,11 @@ impl ClientCertVerifier for ClientAuth {
         true
     }
 
-    /// No hints: a client (Go's crypto/tls, as in the API server) sends no
-    /// certificate when none of its certificates matches a hinted CA, and
-    /// the hints could not follow a reload anyway. With none, a client sends
-    /// the certificate it has, and the verifier decides.
+    /// No hints: some clients (Go's crypto/tls with a fixed certificate)
+    /// send no certificate when theirs was not issued by a hinted CA, and
+    /// hints borrowed from the verifier could not follow a reload. With
+    /// none, a client sends the certificate it has, and the verifier
+    /// decides.
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         &[]
     }
@@ -512,6 +534,12 @@ mod tests {
             Reload::Failed(CertError::Read { .. })
         ));
         verify(&auth, &new_client).expect("the previous CA stays");
+
+        // The file put back as it was: good again, reported once.
+        write(tmp.path(), "ca.crt", &new.pem);
+        assert!(matches!(auth.reload_if_changed(), Reload::Reloaded));
+        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
+        verify(&auth, &new_client).expect("the CA in force");
     }
 
     #[tokio::test]
