@@ -71,7 +71,7 @@ async fn run(args: Args) -> Result<(), String> {
     let resolver = Arc::new(
         CertificateResolver::load(&generated.cert, &generated.key).map_err(|e| e.to_string())?,
     );
-    let tls = Arc::new(certs::server_config(resolver).map_err(|e| e.to_string())?);
+    let tls = Arc::new(certs::server_config(resolver, None).map_err(|e| e.to_string())?);
     let app = Router::new()
         .fallback(post(allow))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES));

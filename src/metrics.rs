@@ -103,7 +103,7 @@ impl Metrics {
         let reload_success = Family::<ReloadLabels, Gauge>::default();
         registry.register(
             "reload_success",
-            "1 when the last reload of the config or certificate succeeded, else 0",
+            "1 when the last reload of the config, certificate or client CA succeeded, else 0",
             reload_success.clone(),
         );
         let cache_stale = Family::<CacheLabels, Gauge>::default();

@@ -220,7 +220,8 @@ fn subject(cert_pem: &str) -> (String, bool) {
 async fn handshake(dir: &Path, ca_pem: &str, sni: &str) -> Result<Vec<u8>, String> {
     let resolver = CertificateResolver::load(&dir.join("tls.crt"), &dir.join("tls.key"))
         .map_err(|e| e.to_string())?;
-    let config = Arc::new(certs::server_config(Arc::new(resolver)).map_err(|e| e.to_string())?);
+    let config =
+        Arc::new(certs::server_config(Arc::new(resolver), None).map_err(|e| e.to_string())?);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let server = tokio::spawn(async move {

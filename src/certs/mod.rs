@@ -7,6 +7,7 @@
 //!   [`ResolvesServerCert`], looked up on every handshake and swapped in place
 //!   when the files change (cert-manager, Stackable).
 //! - [`server_config`]: the rustls server configuration around a resolver.
+//! - [`client_auth`]: client certificates (`--client-ca`, `--client-name`).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -28,12 +29,14 @@ use rustls::client::verify_server_cert_signed_by_trust_anchor;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::{ClientHello, ParsedCertificate, ResolvesServerCert};
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::{ClientHello, NoServerSessionStorage, ParsedCertificate, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 use x509_parser::time::ASN1Time;
 
+pub mod client_auth;
 pub mod secret;
 
 /// DNS names the self-signed serving certificate always covers: local runs
@@ -614,18 +617,31 @@ fn parse_pair(
     Ok(Pair { key, not_after })
 }
 
-/// The rustls server configuration: TLS 1.3 and 1.2 with ring, no client
-/// certificates, the certificate from `resolver`, HTTP/1.1 over ALPN.
+/// The rustls server configuration: TLS 1.3 and 1.2 with ring, the
+/// certificate from `resolver`, HTTP/1.1 over ALPN; client certificates
+/// checked by `client_auth` when given, else not asked for.
 pub fn server_config(
     resolver: Arc<CertificateResolver>,
+    client_auth: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<rustls::ServerConfig, CertError> {
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|err| CertError::Tls {
             reason: err.to_string(),
-        })?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        })?;
+    let checks_clients = client_auth.is_some();
+    let mut config = match client_auth {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    }
+    .with_cert_resolver(resolver);
+    if checks_clients {
+        // A resumed session skips the client-certificate check: without
+        // resumption every connection is checked against the CA and names
+        // in force now (the API server does not resume sessions anyway).
+        config.session_storage = Arc::new(NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+    }
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -774,7 +790,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let files = generate_into(tmp.path());
         let resolver = Arc::new(CertificateResolver::load(&files.cert, &files.key).expect("load"));
-        let config = Arc::new(server_config(resolver).expect("config"));
+        let config = Arc::new(server_config(resolver, None).expect("config"));
 
         let (chain, alpn) = handshake(config.clone(), &read(&files.ca))
             .await
@@ -899,7 +915,7 @@ mod tests {
         let resolver = Arc::new(CertificateResolver::load(&chain_path, &files.key).expect("load"));
         assert_eq!(resolver.current().cert.len(), 2);
 
-        let config = Arc::new(server_config(resolver).expect("config"));
+        let config = Arc::new(server_config(resolver, None).expect("config"));
         let (presented, _) = handshake(config, &read(&files.ca))
             .await
             .expect("handshake");
@@ -914,7 +930,7 @@ mod tests {
         let served = tmp.path().join("served");
         let files = generate_into(&served);
         let resolver = Arc::new(CertificateResolver::load(&files.cert, &files.key).expect("load"));
-        let config = Arc::new(server_config(resolver.clone()).expect("config"));
+        let config = Arc::new(server_config(resolver.clone(), None).expect("config"));
         let first_leaf = resolver.current().cert[0].clone();
         let first_not_after = resolver.not_after();
         assert!(first_not_after > unix_now() + 364 * DAY);

@@ -10,6 +10,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use rustls::server::danger::ClientCertVerifier;
+
+use crate::certs::client_auth::ClientAuth;
 use crate::certs::secret::{RouteConfig, SecretRef, SecretRoute};
 use crate::certs::{self, CertificateResolver, Reload};
 use crate::cluster::{self, ClusterCache};
@@ -49,6 +52,15 @@ pub struct ServeArgs {
     pub dns_names: Vec<String>,
     #[command(flatten)]
     pub secret: Box<CertSecretArgs>,
+    /// Require a client certificate signed by a CA of this file (PEM, one
+    /// or more certificates); reloaded when it changes. A client without
+    /// one fails the TLS handshake.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+    /// With --client-ca: the client certificate's subject CN or one of its
+    /// DNS names must also equal one of these names (repeatable).
+    #[arg(long = "client-name", value_name = "NAME", requires = "client_ca")]
+    pub client_names: Vec<String>,
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
     /// Run on the static configuration only, without reading the cluster.
@@ -58,8 +70,8 @@ pub struct ServeArgs {
     /// account, else KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// How often the certificate and config files are compared with what
-    /// is loaded.
+    /// How often the certificate, client CA and config files are compared
+    /// with what is loaded.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub reload_interval: u64,
 }
@@ -187,9 +199,12 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         .certificate_expiry
         .set(resolver.not_after() as f64);
     state.metrics.set_reload("certificate", true);
-    let tls = Arc::new(certs::server_config(Arc::clone(&resolver)).map_err(|e| e.to_string())?);
-
     let every = Duration::from_secs(args.reload_interval.max(1));
+    let client_auth = client_auth_start(args, &state, every)?;
+    let tls = Arc::new(
+        certs::server_config(Arc::clone(&resolver), client_auth).map_err(|e| e.to_string())?,
+    );
+
     let poller_state = Arc::clone(&state);
     let poller_resolver = Arc::clone(&resolver);
     let _certificate_poller =
@@ -264,6 +279,41 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     let _ = operations_task.await;
     tracing::info!("gpu-policy stopped");
     Ok(())
+}
+
+/// With --client-ca: loads the CAs (serve fails when they do not load, so
+/// the server is never ready without them) and polls the file every
+/// `every`; a file that does not load is refused and the CAs in force stay.
+fn client_auth_start(
+    args: &ServeArgs,
+    state: &Arc<AppState>,
+    every: Duration,
+) -> Result<Option<Arc<dyn ClientCertVerifier>>, String> {
+    let Some(path) = &args.client_ca else {
+        return Ok(None);
+    };
+    let auth = Arc::new(ClientAuth::load(path, &args.client_names).map_err(|e| e.to_string())?);
+    state.metrics.set_reload("client_ca", true);
+    tracing::info!(
+        ca = %path.display(),
+        cas = auth.ca_count(),
+        names = %args.client_names.join(", "),
+        "requiring client certificates"
+    );
+    let poller_state = Arc::clone(state);
+    let poller_auth = Arc::clone(&auth);
+    let _poller = Arc::clone(&auth).spawn_poller(every, move |reload| match reload {
+        Reload::Reloaded => {
+            tracing::info!(cas = poller_auth.ca_count(), "client CA reloaded");
+            poller_state.metrics.set_reload("client_ca", true);
+        }
+        Reload::Failed(error) => {
+            tracing::error!(%error, "new client CA refused; the previous one stays in force");
+            poller_state.metrics.set_reload("client_ca", false);
+        }
+        Reload::Unchanged => {}
+    });
+    Ok(Some(auth))
 }
 
 /// The first pass of the --cert-secret route, before the resolver loads its

@@ -79,10 +79,18 @@ CUSTOM_ALLOWLIST = [
     {"namespace": "gpu-operator", "kind": "Job", "name": "nvidia-cuda-validator"},
     {"namespace": "kube-system", "kind": "PodTemplate", "name": "gpu-probe"},
 ]
+CLIENT_CA_SECRET = "apiserver-client-ca"
+CLIENT_NAMES = ["kube-apiserver", "gpu-policy.gpu-policy.svc"]
+WEBHOOK_FROM = ["10.0.0.0/24", "192.168.7.10/32", "fd00:10::/64"]
+HARDENED = {
+    "clientAuth": {"enabled": True, "caSecret": CLIENT_CA_SECRET, "names": CLIENT_NAMES},
+    "networkPolicy": {"enabled": True, "webhookFrom": WEBHOOK_FROM},
+}
 # The value sets every object of which is validated with kubernetes-validate.
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "cert-manager+monitoring": FULL,
+    "client certificates+network policy": HARDENED,
     "cert-manager external issuer": {
         "certificates": {
             "mode": "cert-manager",
@@ -412,6 +420,12 @@ def schema_rejects_bad_values() -> None:
         "pullPolicy: Sometimes": ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         "whenUnsatisfiable: Maybe": ({"topologySpread": {"whenUnsatisfiable": "Maybe"}},
                                      "/topologySpread/whenUnsatisfiable"),
+        "clientAuth.names blank": ({"clientAuth": {"names": [""]}}, "/clientAuth/names/0"),
+        "clientAuth typo": ({"clientAuth": {"caSecrets": "x"}}, "/clientAuth"),
+        "networkPolicy.webhookFrom not a CIDR": ({"networkPolicy": {"webhookFrom": ["10.0.0.1"]}},
+                                                 "/networkPolicy/webhookFrom/0"),
+        "networkPolicy.metricsNamespace: Monitoring": ({"networkPolicy": {"metricsNamespace": "Monitoring"}},
+                                                       "/networkPolicy/metricsNamespace"),
     }
     problems = []
     for label, (values, where) in cases.items():
@@ -771,6 +785,99 @@ def other_values_reach_the_objects() -> None:
     check(not [o for o in off if o["kind"] == "PodDisruptionBudget"], "PDB disabled but rendered")
     check("topologySpreadConstraints" not in one(off, "Deployment")["spec"]["template"]["spec"],
           "topologySpread disabled but rendered")
+
+
+def render_error(values: dict[str, Any]) -> str:
+    """The message of a template `fail` for `values`."""
+    try:
+        render(values)
+    except helm.HelmRenderError as error:
+        return str(error)
+    raise Failure(f"rendered with {values}: the template should refuse it")
+
+
+@test
+def client_certificates() -> None:
+    ca_dir = "/var/run/gpu-policy/client-ca"
+    objects = render(HARDENED)
+    main = container(objects)
+    args = main["args"]
+    check(args[args.index("--client-ca") + 1] == f"{ca_dir}/ca.crt", f"--client-ca in {args}")
+    names = [args[i + 1] for i, a in enumerate(args) if a == "--client-name"]
+    check(names == CLIENT_NAMES, f"--client-name {names}")
+    mount = [m for m in main["volumeMounts"] if m["name"] == "client-ca"]
+    check(mount == [{"name": "client-ca", "mountPath": ca_dir, "readOnly": True}], f"mount {mount}")
+    volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    volume = [v for v in volumes if v["name"] == "client-ca"]
+    check(volume == [{"name": "client-ca", "secret": {"secretName": CLIENT_CA_SECRET}}], f"volume {volume}")
+    # A mounted file, never subPath: a rotated CA reaches the pod.
+    check(all("subPath" not in m for m in main["volumeMounts"]), "subPath mount")
+
+    from_config_map = render({"clientAuth": {"enabled": True, "caConfigMap": "kube-root-ca.crt"}})
+    main = container(from_config_map)
+    args = main["args"]
+    check(args[args.index("--client-ca") + 1] == f"{ca_dir}/ca.crt" and "--client-name" not in args,
+          f"args {args}")
+    volumes = one(from_config_map, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    check([v for v in volumes if v["name"] == "client-ca"]
+          == [{"name": "client-ca", "configMap": {"name": "kube-root-ca.crt"}}], f"volumes {volumes}")
+    other_key = container(render({"clientAuth": {"enabled": True, "caSecret": "s", "caKey": "tls.crt"}}))["args"]
+    check(other_key[other_key.index("--client-ca") + 1] == f"{ca_dir}/tls.crt", f"caKey: {other_key}")
+
+    # Off by default, and off when disabled even with a CA named.
+    for values in [{}, {"clientAuth": {"caSecret": CLIENT_CA_SECRET, "names": CLIENT_NAMES}}]:
+        main = container(render(values))
+        check(not [a for a in main["args"] if a.startswith("--client-")], f"{values}: {main['args']}")
+        check(not [m for m in main["volumeMounts"] if m["name"] == "client-ca"], f"{values}: mounted")
+
+    message = render_error({"clientAuth": {"enabled": True}})
+    check("set clientAuth.caSecret or clientAuth.caConfigMap" in message, message)
+    message = render_error({"clientAuth": {"enabled": True, "caSecret": "a", "caConfigMap": "b"}})
+    check("not both" in message, message)
+
+    # The rendered flags are ones `gpu-policy serve` takes together.
+    with tempfile.TemporaryDirectory() as tmp:
+        # A timeout in case the flags were taken and the server started.
+        out = subprocess.run([str(BINARY), "serve", "--client-name", "x", "--no-cluster", "--certs-dir", tmp,
+                              "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
+                             capture_output=True, text=True, check=False, timeout=60)
+        check(out.returncode != 0 and "--client-ca" in out.stderr,
+              f"--client-name without --client-ca: exit {out.returncode}: {out.stderr}")
+
+
+@test
+def network_policy() -> None:
+    objects = render(HARDENED)
+    policy = one(objects, "NetworkPolicy")
+    check(policy["apiVersion"] == "networking.k8s.io/v1", policy["apiVersion"])
+    check(policy["metadata"]["namespace"] == NAMESPACE, "namespace")
+    deployment = one(objects, "Deployment")
+    spec = policy["spec"]
+    check(spec["podSelector"] == {"matchLabels": deployment["spec"]["selector"]["matchLabels"]},
+          f"podSelector {spec['podSelector']}")
+    check(spec["policyTypes"] == ["Ingress"], f"policyTypes {spec['policyTypes']}")
+    ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
+    expected = [
+        {"from": [{"ipBlock": {"cidr": cidr}} for cidr in WEBHOOK_FROM],
+         "ports": [{"protocol": "TCP", "port": ports["https"]}]},
+        {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+         "ports": [{"protocol": "TCP", "port": ports["metrics"]}]},
+    ]
+    check(ports == {"https": 8443, "metrics": 8080}, f"container ports {ports}")
+    problems = list(jsondiff.diff(expected, spec["ingress"], "spec.ingress", ("expected", "chart")))
+    check(not problems, "\n  ".join(problems))
+
+    other = one(render({"networkPolicy": {"enabled": True, "webhookFrom": ["172.16.0.0/12"],
+                                          "metricsNamespace": "observability"}}), "NetworkPolicy")
+    check(other["spec"]["ingress"][1]["from"][0]["namespaceSelector"]["matchLabels"]
+          == {"kubernetes.io/metadata.name": "observability"}, f"metricsNamespace: {other['spec']}")
+    no_metrics = one(render({"networkPolicy": {"enabled": True, "webhookFrom": ["172.16.0.0/12"],
+                                               "metricsNamespace": ""}}), "NetworkPolicy")
+    check([r["ports"][0]["port"] for r in no_metrics["spec"]["ingress"]] == [8443],
+          f"metricsNamespace empty: {no_metrics['spec']['ingress']}")
+    check(not [o for o in render() if o["kind"] == "NetworkPolicy"], "a NetworkPolicy with default values")
+    message = render_error({"networkPolicy": {"enabled": True}})
+    check("networkPolicy.webhookFrom must list" in message, message)
 
 
 @test

@@ -1,0 +1,565 @@
+//! Client certificates (`serve --client-ca FILE [--client-name NAME...]`).
+//!
+//! [`ClientAuth`] is the rustls [`ClientCertVerifier`] of the HTTPS server:
+//! every client must present a certificate that chains to a CA of the
+//! `--client-ca` file (rustls' [`WebPkiClientVerifier`], ring), and, when
+//! names are given, whose subject CN or one of whose DNS SANs equals one of
+//! them. Both checks run in the TLS handshake, so a client without an
+//! acceptable certificate never reaches a handler.
+//!
+//! The CA file is compared with what is loaded every `--reload-interval`
+//! and the verifier swapped when its bytes change, like the serving
+//! certificate; a file that does not load is refused and the previous CAs
+//! stay in force.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+
+use super::{CertError, MIN_POLL, Reload, provider};
+
+/// The client-certificate check of the HTTPS server: the CAs of a file,
+/// reloaded when it changes, and the names a client certificate may carry.
+pub struct ClientAuth {
+    ca_path: PathBuf,
+    /// Empty: any certificate of the CAs is accepted.
+    names: Vec<String>,
+    /// rustls' chain verifier over the CAs last loaded.
+    chain: ArcSwap<ChainVerifier>,
+    /// The file contents behind `chain`; also serialises reloads.
+    loaded: Mutex<Loaded>,
+}
+
+struct Loaded {
+    bytes: Vec<u8>,
+    /// The last reload was refused.
+    failed: bool,
+}
+
+/// A sized holder for the `dyn` verifier, so that it can be swapped.
+struct ChainVerifier {
+    verifier: Arc<dyn ClientCertVerifier>,
+    /// How many CA certificates the file held (for the log).
+    cas: usize,
+}
+
+impl ClientAuth {
+    /// Loads the CA certificates (PEM, one or more) of `ca_path`; `names`
+    /// are the allowed CN / DNS SAN values (none: any name).
+    pub fn load(ca_path: &Path, names: &[String]) -> Result<Self, CertError> {
+        if let Some(blank) = names.iter().find(|name| name.trim().is_empty()) {
+            return Err(CertError::Tls {
+                reason: format!("--client-name {blank:?}: a client name must not be blank"),
+            });
+        }
+        let bytes = read(ca_path)?;
+        let chain = parse_cas(&bytes, ca_path)?;
+        Ok(Self {
+            ca_path: ca_path.to_path_buf(),
+            names: names.to_vec(),
+            chain: ArcSwap::from_pointee(chain),
+            loaded: Mutex::new(Loaded {
+                bytes,
+                failed: false,
+            }),
+        })
+    }
+
+    /// How many CA certificates are in force.
+    pub fn ca_count(&self) -> usize {
+        self.chain.load().cas
+    }
+
+    /// Re-reads the CA file and swaps in its CAs if its bytes changed. A
+    /// file that cannot be read or parsed keeps the previous CAs and is
+    /// reported on every call until it is fixed; a file put back as it was
+    /// after a refusal is reported as reloaded (nothing to swap, but the
+    /// file is good again).
+    pub fn reload_if_changed(&self) -> Reload {
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = read(&self.ca_path).and_then(|bytes| {
+            if bytes == loaded.bytes {
+                return Ok(None);
+            }
+            let chain = parse_cas(&bytes, &self.ca_path)?;
+            Ok(Some((chain, bytes)))
+        });
+        match result {
+            Ok(None) if loaded.failed => {
+                loaded.failed = false;
+                Reload::Reloaded
+            }
+            Ok(None) => Reload::Unchanged,
+            Ok(Some((chain, bytes))) => {
+                self.chain.store(Arc::new(chain));
+                *loaded = Loaded {
+                    bytes,
+                    failed: false,
+                };
+                Reload::Reloaded
+            }
+            Err(err) => {
+                loaded.failed = true;
+                Reload::Failed(err)
+            }
+        }
+    }
+
+    /// Calls [`reload_if_changed`](Self::reload_if_changed) every `every`
+    /// (at least 10 ms) and hands `on_reload` each `Reloaded` or `Failed`.
+    pub fn spawn_poller(
+        self: Arc<Self>,
+        every: Duration,
+        on_reload: impl Fn(&Reload) + Send + Sync + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(every.max(MIN_POLL));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick completes at once; the file was just loaded.
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let reload = self.reload_if_changed();
+                if !matches!(reload, Reload::Unchanged) {
+                    on_reload(&reload);
+                }
+            }
+        })
+    }
+
+    /// Ok when `names` is empty or the certificate's subject CN or one of
+    /// its DNS SANs equals one of them (DNS names ignoring ASCII case); else
+    /// the names it carries.
+    fn check_names(&self, end_entity: &CertificateDer<'_>) -> Result<(), NameMismatch> {
+        if self.names.is_empty() {
+            return Ok(());
+        }
+        let presented = presented_names(end_entity).map_err(|reason| NameMismatch {
+            presented: Vec::new(),
+            reason: Some(reason),
+        })?;
+        let allowed = presented.iter().any(|name| match name {
+            Presented::CommonName(cn) => self.names.iter().any(|wanted| wanted == cn),
+            Presented::Dns(dns) => self.names.iter().any(|w| w.eq_ignore_ascii_case(dns)),
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err(NameMismatch {
+                presented: presented.iter().map(Presented::to_string).collect(),
+                reason: None,
+            })
+        }
+    }
+}
+
+/// Why the names of a client certificate are not accepted.
+struct NameMismatch {
+    presented: Vec<String>,
+    /// The certificate could not be read for its names.
+    reason: Option<String>,
+}
+
+/// A name a client certificate carries.
+enum Presented {
+    CommonName(String),
+    Dns(String),
+}
+
+impl fmt::Display for Presented {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::CommonName(cn) => write!(f, "CN={cn}"),
+            Self::Dns(dns) => write!(f, "DNS:{dns}"),
+        }
+    }
+}
+
+fn presented_names(end_entity: &CertificateDer<'_>) -> Result<Vec<Presented>, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
+        .map_err(|err| format!("cannot parse the client certificate: {err}"))?;
+    let mut names: Vec<Presented> = common_names(&cert)
+        .into_iter()
+        .map(Presented::CommonName)
+        .collect();
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|err| format!("subjectAltName of the client certificate: {err}"))?;
+    if let Some(san) = san {
+        names.extend(
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    GeneralName::DNSName(dns) => Some(Presented::Dns((*dns).to_owned())),
+                    _ => None,
+                }),
+        );
+    }
+    Ok(names)
+}
+
+fn common_names(cert: &X509Certificate<'_>) -> Vec<String> {
+    cert.subject()
+        .iter_common_name()
+        .filter_map(|attribute| attribute.as_str().ok())
+        .map(str::to_owned)
+        .collect()
+}
+
+impl ClientCertVerifier for ClientAuth {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    /// No hints: some clients (Go's crypto/tls with a fixed certificate)
+    /// send no certificate when theirs was not issued by a hinted CA, and
+    /// hints borrowed from the verifier could not follow a reload. With
+    /// none, a client sends the certificate it has, and the verifier
+    /// decides.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let chain = self.chain.load();
+        if let Err(error) = chain
+            .verifier
+            .verify_client_cert(end_entity, intermediates, now)
+        {
+            tracing::warn!(
+                %error,
+                ca = %self.ca_path.display(),
+                "client certificate refused: not signed by a --client-ca CA"
+            );
+            return Err(error);
+        }
+        match self.check_names(end_entity) {
+            Ok(()) => Ok(ClientCertVerified::assertion()),
+            Err(mismatch) => {
+                match mismatch.reason {
+                    Some(reason) => tracing::warn!(%reason, "client certificate refused"),
+                    None => tracing::warn!(
+                        presented = %mismatch.presented.join(", "),
+                        allowed = %self.names.join(", "),
+                        "client certificate refused: no CN or DNS name is a --client-name"
+                    ),
+                }
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::ApplicationVerificationFailure,
+                ))
+            }
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain
+            .load()
+            .verifier
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain
+            .load()
+            .verifier
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.load().verifier.supported_verify_schemes()
+    }
+}
+
+impl fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("ca_path", &self.ca_path)
+            .field("cas", &self.ca_count())
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, CertError> {
+    fs::read(path).map_err(|err| CertError::Read {
+        path: path.to_path_buf(),
+        reason: err.to_string(),
+    })
+}
+
+/// Every CERTIFICATE block of `pem` as a trust anchor; each must be a CA
+/// certificate (basicConstraints cA), so that a client certificate given
+/// by mistake is refused rather than trusted.
+fn parse_cas(pem: &[u8], path: &Path) -> Result<ChainVerifier, CertError> {
+    let parse_err = |reason: String| CertError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| parse_err(err.to_string()))?;
+    if certificates.is_empty() {
+        return Err(parse_err("no CERTIFICATE block".to_owned()));
+    }
+    let mut roots = RootCertStore::empty();
+    for (i, der) in certificates.iter().enumerate() {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|err| parse_err(format!("certificate {}: {err}", i + 1)))?;
+        if !cert.is_ca() {
+            return Err(parse_err(format!(
+                "certificate {} ({}) is not a CA certificate",
+                i + 1,
+                cert.subject()
+            )));
+        }
+        roots
+            .add(der.clone())
+            .map_err(|err| parse_err(format!("certificate {}: {err}", i + 1)))?;
+    }
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::new(provider()))
+            .build()
+            .map_err(|err| parse_err(err.to_string()))?;
+    Ok(ChainVerifier {
+        verifier,
+        cas: certificates.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+
+    use super::*;
+
+    struct Ca {
+        issuer: Issuer<'static, KeyPair>,
+        pem: String,
+    }
+
+    fn ca() -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "client CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let key = KeyPair::generate().expect("key");
+        let cert = params.self_signed(&key).expect("CA");
+        Ca {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A client certificate of `ca` with subject CN `cn` and DNS SANs `dns`.
+    fn client(ca: &Ca, cn: &str, dns: &[&str]) -> CertificateDer<'static> {
+        client_cert(ca, cn, dns).der().clone()
+    }
+
+    fn client_cert(ca: &Ca, cn: &str, dns: &[&str]) -> rcgen::Certificate {
+        let names = dns.iter().map(|d| (*d).to_owned()).collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).expect("params");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().expect("key");
+        params.signed_by(&key, &ca.issuer).expect("leaf")
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, text).expect("write");
+        path
+    }
+
+    fn verify(auth: &ClientAuth, cert: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        auth.verify_client_cert(cert, &[], UnixTime::now())
+            .map(|_| ())
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn chain_to_the_ca_and_a_listed_cn_or_dns_name() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ours = ca();
+        let path = write(tmp.path(), "ca.crt", &ours.pem);
+        let auth = ClientAuth::load(&path, &names(&["apiserver", "kube.example"])).expect("load");
+        assert!(auth.client_auth_mandatory() && auth.offer_client_auth());
+        assert!(auth.root_hint_subjects().is_empty());
+
+        verify(&auth, &client(&ours, "apiserver", &[])).expect("CN listed");
+        verify(&auth, &client(&ours, "other", &["KUBE.example"])).expect("DNS SAN listed");
+
+        let wrong = verify(&auth, &client(&ours, "intruder", &["intruder.example"]));
+        assert_eq!(
+            wrong,
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure
+            ))
+        );
+        // The CN compares exactly.
+        assert!(verify(&auth, &client(&ours, "APISERVER", &[])).is_err());
+
+        let theirs = ca();
+        let foreign = verify(&auth, &client(&theirs, "apiserver", &[]));
+        assert!(
+            matches!(foreign, Err(rustls::Error::InvalidCertificate(_))),
+            "{foreign:?}"
+        );
+
+        // Without names, any certificate of the CA.
+        let any = ClientAuth::load(&path, &[]).expect("load");
+        verify(&any, &client(&ours, "intruder", &[])).expect("no names: any");
+        assert!(verify(&any, &client(&theirs, "apiserver", &[])).is_err());
+    }
+
+    #[test]
+    fn a_bundle_trusts_each_of_its_cas() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (one, two) = (ca(), ca());
+        let path = write(tmp.path(), "ca.crt", &format!("{}{}", one.pem, two.pem));
+        let auth = ClientAuth::load(&path, &[]).expect("load");
+        assert_eq!(auth.ca_count(), 2);
+        verify(&auth, &client(&one, "a", &[])).expect("first CA");
+        verify(&auth, &client(&two, "b", &[])).expect("second CA");
+    }
+
+    #[test]
+    fn bad_files_and_blank_names_are_refused_at_load() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ours = ca();
+        let empty = write(tmp.path(), "empty.crt", "");
+        let garbage = write(tmp.path(), "garbage.crt", "not a certificate\n");
+        let truncated = write(
+            tmp.path(),
+            "truncated.crt",
+            "-----BEGIN CERTIFICATE-----\nMIIB\n",
+        );
+        for bad in [&empty, &garbage, &truncated] {
+            let err = ClientAuth::load(bad, &[]).expect_err("bad CA file");
+            assert!(
+                matches!(&err, CertError::Parse { path, .. } if path == bad),
+                "{err:?}"
+            );
+        }
+        // A client certificate given instead of the CA.
+        let leaf = client_cert(&ours, "apiserver", &[]);
+        let not_ca = write(tmp.path(), "leaf.crt", &leaf.pem());
+        let err = ClientAuth::load(&not_ca, &[]).expect_err("a leaf is no CA");
+        assert!(err.to_string().contains("is not a CA certificate"), "{err}");
+
+        let missing = tmp.path().join("missing.crt");
+        assert!(matches!(
+            ClientAuth::load(&missing, &[]),
+            Err(CertError::Read { .. })
+        ));
+        let good = write(tmp.path(), "ca.crt", &ours.pem);
+        let err = ClientAuth::load(&good, &names(&["apiserver", " "])).expect_err("blank");
+        assert!(err.to_string().contains("must not be blank"), "{err}");
+    }
+
+    #[test]
+    fn reload_swaps_the_ca_and_keeps_it_on_a_broken_file() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (old, new) = (ca(), ca());
+        let path = write(tmp.path(), "ca.crt", &old.pem);
+        let auth = ClientAuth::load(&path, &names(&["apiserver"])).expect("load");
+        let (old_client, new_client) = (
+            client(&old, "apiserver", &[]),
+            client(&new, "apiserver", &[]),
+        );
+        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
+
+        write(tmp.path(), "ca.crt", &new.pem);
+        assert!(matches!(auth.reload_if_changed(), Reload::Reloaded));
+        verify(&auth, &new_client).expect("new CA in force");
+        assert!(
+            verify(&auth, &old_client).is_err(),
+            "old CA no longer trusted"
+        );
+        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
+
+        write(tmp.path(), "ca.crt", "garbage\n");
+        match auth.reload_if_changed() {
+            Reload::Failed(CertError::Parse { path: failed, .. }) => assert_eq!(failed, path),
+            other => panic!("expected a parse failure, got {other:?}"),
+        }
+        verify(&auth, &new_client).expect("the previous CA stays");
+        // Still broken: reported again rather than taken as unchanged.
+        assert!(matches!(auth.reload_if_changed(), Reload::Failed(_)));
+
+        fs::remove_file(&path).expect("remove");
+        assert!(matches!(
+            auth.reload_if_changed(),
+            Reload::Failed(CertError::Read { .. })
+        ));
+        verify(&auth, &new_client).expect("the previous CA stays");
+
+        // The file put back as it was: good again, reported once.
+        write(tmp.path(), "ca.crt", &new.pem);
+        assert!(matches!(auth.reload_if_changed(), Reload::Reloaded));
+        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
+        verify(&auth, &new_client).expect("the CA in force");
+    }
+
+    #[tokio::test]
+    async fn poller_reports_a_reload() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (old, new) = (ca(), ca());
+        let path = write(tmp.path(), "ca.crt", &old.pem);
+        let auth = Arc::new(ClientAuth::load(&path, &[]).expect("load"));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let poller = Arc::clone(&auth).spawn_poller(Duration::from_millis(20), move |reload| {
+            let _ = tx.send(format!("{reload:?}"));
+        });
+        // Renamed into place: the poller never reads half a file.
+        let next = write(tmp.path(), "next.crt", &new.pem);
+        fs::rename(&next, &path).expect("rename");
+        let first = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a reload within 10 s");
+        poller.abort();
+        assert_eq!(first.as_deref(), Some("Reloaded"));
+        verify(&auth, &client(&new, "x", &[])).expect("new CA in force");
+    }
+}
