@@ -307,6 +307,11 @@ async fn an_allowlist_entry_added_at_reload_is_watched_even_once_rbac_allows_it(
     assert_eq!(dcgm_uid(&cache), None);
     let exporter_requests =
         || api.count_requests("GET", &["kube-system/daemonsets", "nvidia-gpu-exporter"]);
+    // Listed, then watching.
+    eventually("the exporter watched", WAIT, || {
+        api.count_requests("GET", &["nvidia-gpu-exporter", "watch=true"]) >= 1
+    })
+    .await;
     let before = exporter_requests();
 
     // The Role does not grant the new entry yet.
@@ -382,6 +387,11 @@ async fn a_gpu_resource_pattern_added_at_reload_lists_the_nodes_again() {
     // Not a GPU resource: the nodes were projected without it, so nothing
     // is known of it (not "no node offers it").
     assert_eq!(cache.largest_allocatable("nvidia.com/vgpu"), None);
+    // Listed, then watching.
+    eventually("the nodes watched", WAIT, || {
+        api.count_requests("GET", &["/api/v1/nodes", "watch=true"]) >= 1
+    })
+    .await;
     let node_lists = api.count_requests("GET", &["/api/v1/nodes"]);
 
     let unchanged = settings_with(with_dcgm);
@@ -406,6 +416,35 @@ async fn a_gpu_resource_pattern_added_at_reload_lists_the_nodes_again() {
         "status": {"allocatable": {"nvidia.com/vgpu": "16"}}}));
     eventually("the new node", WAIT, || {
         cache.largest_allocatable("nvidia.com/vgpu") == Some(16)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entry_removed_before_it_was_granted_no_longer_holds_readiness() {
+    let api = seeded().await;
+    api.insert(dcgm_exporter("dcgm-uid"));
+    install_crypto_provider();
+    api.fail_next("GET", DCGM_LIST, 403, 1000);
+    let cache = Arc::new(ClusterCache::default());
+    let watches = Watches::start(api.client(), &settings_with(with_dcgm), Arc::clone(&cache));
+    eventually("the forbidden list seen", WAIT, || {
+        api.count_requests("GET", &[DCGM_LIST]) >= 1
+    })
+    .await;
+    eventually("the other entries listed", WAIT, || {
+        cache
+            .workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
+            .is_some()
+    })
+    .await;
+    assert!(!cache.is_synced());
+
+    watches.apply(&Settings::default()).await;
+    assert!(cache.is_synced());
+    assert_eq!(dcgm_uid(&cache), None);
+    eventually("current", WAIT, || {
+        !cache.is_stale(Source::AllowlistedWorkloads)
     })
     .await;
 }

@@ -155,11 +155,16 @@ impl ClusterCache {
         }
     }
 
-    /// A watch of `source` listed for the first time, or stopped before.
+    /// A watch of `source` listed for the first time.
     fn watch_listed(&self, source: Source) {
         if self.pending[source.index()].fetch_sub(1, Ordering::AcqRel) == 1 {
             self.mark_synced(source);
         }
+    }
+
+    /// A watch of `source` stopped before it listed.
+    fn watch_stopped(&self, source: Source) {
+        self.pending[source.index()].fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Marks `source` synced when it has no watch left to list (an empty

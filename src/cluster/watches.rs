@@ -72,16 +72,9 @@ impl Watches {
             || {},
         ));
         let nodes = spawn_nodes(&client, settings, &cache);
-        let allowlisted = settings
-            .config()
-            .allowlist
-            .iter()
-            .map(|entry| {
-                (
-                    workload_key(entry),
-                    spawn_allowlisted(&client, entry, &cache),
-                )
-            })
+        let allowlisted = entries(settings)
+            .into_iter()
+            .map(|(key, entry)| (key, spawn_allowlisted(&client, entry, &cache)))
             .collect();
         for source in Source::ALL {
             cache.settle(source);
@@ -120,12 +113,7 @@ impl Watches {
     pub async fn apply(&self, settings: &Settings) {
         let mut running = self.running.lock().await;
         let running = &mut *running;
-        let wanted: BTreeMap<WorkloadKey, &AllowlistEntry> = settings
-            .config()
-            .allowlist
-            .iter()
-            .map(|entry| (workload_key(entry), entry))
-            .collect();
+        let wanted = entries(settings);
         let removed: Vec<WorkloadKey> = running
             .allowlisted
             .keys()
@@ -165,11 +153,25 @@ impl Watches {
                 "GPU resource patterns changed: listing the nodes again"
             );
         }
+        // A stopped watch that had not listed no longer holds its source.
+        running.cache.settle(Source::AllowlistedWorkloads);
+        running.cache.settle(Source::Nodes);
     }
 }
 
+/// The allowlist entries by key (an entry written twice is watched once).
+fn entries(settings: &Settings) -> BTreeMap<WorkloadKey, &AllowlistEntry> {
+    settings
+        .config()
+        .allowlist
+        .iter()
+        .map(|entry| (workload_key(entry), entry))
+        .collect()
+}
+
 /// Holds a source unsynced (at start) or stale (after a reload) until its
-/// watch has listed once; a watch stopped before that releases it too.
+/// watch has listed once. A watch stopped before that releases its hold
+/// without claiming the source current: [`Watches::apply`] settles it.
 struct FirstList {
     cache: Arc<ClusterCache>,
     source: Source,
@@ -195,7 +197,9 @@ impl FirstList {
 
 impl Drop for FirstList {
     fn drop(&mut self) {
-        self.done();
+        if !self.done {
+            self.cache.watch_stopped(self.source);
+        }
     }
 }
 
