@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpu_policy::cluster::{self, ClusterCache, Source};
+use gpu_policy::cluster::{self, ClusterCache, Source, Watches};
 use gpu_policy::policy::ClusterFacts;
-use gpu_policy::settings::{ComputeCapability, Settings};
+use gpu_policy::settings::{AllowlistEntry, ComputeCapability, Config, Settings};
 use serde_json::{Value, json};
 use support::fake_api::{FakeApi, eventually, install_crypto_provider};
 
@@ -49,7 +49,7 @@ fn exporter(uid: &str) -> Value {
 async fn started(api: &FakeApi) -> Arc<ClusterCache> {
     install_crypto_provider();
     let cache = Arc::new(ClusterCache::default());
-    cluster::spawn_watches(api.client(), &Settings::default(), Arc::clone(&cache));
+    Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
     eventually("the first full list", WAIT, || cache.is_synced()).await;
     cache
 }
@@ -246,7 +246,7 @@ async fn forbidden_lists_keep_the_cache_unsynced_until_allowed() {
     // RBAC not granted yet: the first node lists are forbidden.
     api.fail_next("GET", "/api/v1/nodes", 403, 2);
     let cache = Arc::new(ClusterCache::default());
-    cluster::spawn_watches(api.client(), &Settings::default(), Arc::clone(&cache));
+    Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
     eventually("the forbidden list seen", WAIT, || {
         api.count_requests("GET", &["/api/v1/nodes"]) >= 1
     })
@@ -262,4 +262,189 @@ async fn forbidden_lists_keep_the_cache_unsynced_until_allowed() {
     })
     .await;
     assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
+}
+
+// ---------------------------------------------------------------------------
+// A reloaded configuration reaches the watches.
+
+fn dcgm_exporter(uid: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+           "metadata": {"name": "dcgm-exporter", "namespace": "gpu-ops", "uid": uid},
+           "spec": {"selector": {"matchLabels": {"app": "d"}},
+                    "template": {"metadata": {"labels": {"app": "d"}},
+                                 "spec": {"containers": [{"name": "d", "image": "x"}]}}}})
+}
+
+/// The default settings changed by `change`.
+fn settings_with(change: impl FnOnce(&mut Config)) -> Settings {
+    let mut config = Config::default();
+    change(&mut config);
+    Settings::from_config(config).unwrap_or_else(|error| panic!("{error}"))
+}
+
+fn with_dcgm(config: &mut Config) {
+    config.allowlist.push(AllowlistEntry {
+        namespace: "gpu-ops".to_owned(),
+        kind: "DaemonSet".to_owned(),
+        name: "dcgm-exporter".to_owned(),
+    });
+}
+
+const DCGM_LIST: &str = "/apis/apps/v1/namespaces/gpu-ops/daemonsets";
+
+fn dcgm_uid(cache: &ClusterCache) -> Option<String> {
+    cache.workload_uid("gpu-ops", "DaemonSet", "dcgm-exporter")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowlist_entry_added_at_reload_is_watched_even_once_rbac_allows_it() {
+    let api = seeded().await;
+    api.insert(dcgm_exporter("dcgm-uid"));
+    install_crypto_provider();
+    let cache = Arc::new(ClusterCache::default());
+    let watches = Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
+    eventually("the first full list", WAIT, || cache.is_synced()).await;
+    assert_eq!(dcgm_uid(&cache), None);
+    let exporter_requests =
+        || api.count_requests("GET", &["kube-system/daemonsets", "nvidia-gpu-exporter"]);
+    // Listed, then watching.
+    eventually("the exporter watched", WAIT, || {
+        api.count_requests("GET", &["nvidia-gpu-exporter", "watch=true"]) >= 1
+    })
+    .await;
+    let before = exporter_requests();
+
+    // The Role does not grant the new entry yet.
+    api.fail_next("GET", DCGM_LIST, 403, 2);
+    watches.apply(&settings_with(with_dcgm)).await;
+    // Still ready; the source says it is not current.
+    assert!(cache.is_synced());
+    assert!(cache.is_stale(Source::AllowlistedWorkloads));
+    eventually("the forbidden list retried", WAIT, || {
+        api.count_requests("GET", &[DCGM_LIST]) >= 2
+    })
+    .await;
+    assert_eq!(dcgm_uid(&cache), None);
+    assert!(cache.is_stale(Source::AllowlistedWorkloads));
+    eventually(
+        "the entry watched once allowed",
+        Duration::from_secs(40),
+        || dcgm_uid(&cache) == Some("dcgm-uid".to_owned()),
+    )
+    .await;
+    eventually("current again", WAIT, || {
+        !cache.is_stale(Source::AllowlistedWorkloads)
+    })
+    .await;
+    // The unchanged entries kept their watch: no new request for them.
+    assert_eq!(exporter_requests(), before);
+    assert_eq!(
+        cache.workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter"),
+        Some("uid-1".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn removing_an_allowlist_entry_stops_its_watch() {
+    let api = seeded().await;
+    api.insert(dcgm_exporter("dcgm-uid"));
+    install_crypto_provider();
+    let cache = Arc::new(ClusterCache::default());
+    let watches = Watches::start(api.client(), &settings_with(with_dcgm), Arc::clone(&cache));
+    eventually("the first full list", WAIT, || cache.is_synced()).await;
+    assert_eq!(dcgm_uid(&cache), Some("dcgm-uid".to_owned()));
+
+    watches.apply(&Settings::default()).await;
+    // Forgotten as soon as the reload is applied: its pods are pinned again.
+    assert_eq!(dcgm_uid(&cache), None);
+    assert!(!cache.is_stale(Source::AllowlistedWorkloads));
+
+    // Nobody watches it any more: after every watch is cut and the others
+    // came back, a recreated dcgm-exporter stays unknown.
+    api.clear_requests();
+    api.drop_watches();
+    api.insert(dcgm_exporter("dcgm-uid-2"));
+    api.insert(exporter("uid-2"));
+    eventually("the kept entries watched again", WAIT, || {
+        cache.workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
+            == Some("uid-2".to_owned())
+    })
+    .await;
+    assert_eq!(dcgm_uid(&cache), None);
+    assert_eq!(api.count_requests("GET", &[DCGM_LIST]), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gpu_resource_pattern_added_at_reload_lists_the_nodes_again() {
+    let api = seeded().await;
+    api.insert(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "vgpu-host"},
+        "status": {"allocatable": {"nvidia.com/gpu": "0", "nvidia.com/vgpu": "4"}}}));
+    install_crypto_provider();
+    let cache = Arc::new(ClusterCache::default());
+    let watches = Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
+    eventually("the first full list", WAIT, || cache.is_synced()).await;
+    // Not a GPU resource: the nodes were projected without it, so nothing
+    // is known of it (not "no node offers it").
+    assert_eq!(cache.largest_allocatable("nvidia.com/vgpu"), None);
+    // Listed, then watching.
+    eventually("the nodes watched", WAIT, || {
+        api.count_requests("GET", &["/api/v1/nodes", "watch=true"]) >= 1
+    })
+    .await;
+    let node_lists = api.count_requests("GET", &["/api/v1/nodes"]);
+
+    let unchanged = settings_with(with_dcgm);
+    watches.apply(&unchanged).await;
+    assert_eq!(api.count_requests("GET", &["/api/v1/nodes"]), node_lists);
+
+    let vgpu = settings_with(|config| {
+        with_dcgm(config);
+        config.gpu_resources.push("nvidia.com/vgpu".to_owned());
+    });
+    watches.apply(&vgpu).await;
+    eventually("the nodes projected with the new pattern", WAIT, || {
+        cache.largest_allocatable("nvidia.com/vgpu") == Some(4)
+    })
+    .await;
+    assert!(api.count_requests("GET", &["/api/v1/nodes"]) > node_lists);
+    assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
+    eventually("current again", WAIT, || !cache.is_stale(Source::Nodes)).await;
+    // New nodes keep coming through the restarted watch.
+    api.insert(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "vgpu-big"},
+        "status": {"allocatable": {"nvidia.com/vgpu": "16"}}}));
+    eventually("the new node", WAIT, || {
+        cache.largest_allocatable("nvidia.com/vgpu") == Some(16)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entry_removed_before_it_was_granted_no_longer_holds_readiness() {
+    let api = seeded().await;
+    api.insert(dcgm_exporter("dcgm-uid"));
+    install_crypto_provider();
+    api.fail_next("GET", DCGM_LIST, 403, 1000);
+    let cache = Arc::new(ClusterCache::default());
+    let watches = Watches::start(api.client(), &settings_with(with_dcgm), Arc::clone(&cache));
+    eventually("the forbidden list seen", WAIT, || {
+        api.count_requests("GET", &[DCGM_LIST]) >= 1
+    })
+    .await;
+    eventually("the other entries listed", WAIT, || {
+        cache
+            .workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
+            .is_some()
+    })
+    .await;
+    assert!(!cache.is_synced());
+
+    watches.apply(&Settings::default()).await;
+    assert!(cache.is_synced());
+    assert_eq!(dcgm_uid(&cache), None);
+    eventually("current", WAIT, || {
+        !cache.is_stale(Source::AllowlistedWorkloads)
+    })
+    .await;
 }

@@ -2040,3 +2040,167 @@ async fn an_unusable_client_ca_stops_serve_with_the_reason() {
         );
     }
 }
+
+/// A config reloaded by `serve --kubeconfig` reaches the cluster watches:
+/// an allowlist entry added at reload exempts its workload's pods (as soon
+/// as the RBAC grants its watch), removed again it pins them; a GPU
+/// resource pattern added at reload counts what the nodes offer of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reloaded_config_reaches_the_cluster_watches() {
+    let api = FakeApi::start().await;
+    for name in ["kube-system", "gpu-ops", NAMESPACE] {
+        api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
+    }
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "vgpu-host"},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/vgpu": "4"}}}),
+    );
+    api.insert(
+        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia"}, "handler": "nvidia"}),
+    );
+    let exporter = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
+        "name": "dcgm-exporter", "namespace": "gpu-ops", "uid": "dcgm-uid"},
+        "spec": {"selector": {"matchLabels": {"app": "dcgm"}},
+            "template": {"metadata": {"labels": {"app": "dcgm"}},
+                "spec": {"containers": [{"name": "exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter",
+                    "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}}});
+    api.insert(exporter.clone());
+    let exporter_pod = workloads::pod_of_workload(&exporter, "x1x2", "dcgm-uid").expect("a pod");
+    let vgpu_pod = |count: u64| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("vgpu-{count}"), "namespace": NAMESPACE},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                "resources": {"limits": {"nvidia.com/vgpu": count}}}]}})
+    };
+    let pinned = |pod: &Value| {
+        all_containers(pod)
+            .iter()
+            .all(|c| visible_devices(c).iter().any(|e| e["value"] == "void"))
+    };
+
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(scratch.path());
+    let config_path = scratch.path().join("config.yaml");
+    let write_config = |config: &gpu_policy::settings::Config| {
+        // JSON is YAML.
+        let text = serde_json::to_vec(config).expect("the config serialises");
+        write_atomically(&config_path, &text);
+    };
+    let defaults = gpu_policy::settings::Config::default();
+    write_config(&defaults);
+    let server = Server::start(
+        Options {
+            config: Some(config_path.clone()),
+            kubeconfig: Some(kubeconfig),
+            ..Options::default()
+        },
+        None,
+    )
+    .await;
+    let mut connection = server.connect().await;
+
+    // Not allowlisted: the exporter loses its cards. Not a GPU resource:
+    // the vGPU pod is a pod without GPUs.
+    assert!(pinned(&connection.mutated(&exporter_pod).await));
+    let vgpu = connection.mutated(&vgpu_pod(2)).await;
+    assert!(pinned(&vgpu), "{vgpu}");
+    assert!(vgpu["spec"]["runtimeClassName"].is_null(), "{vgpu}");
+
+    // The reload adds both, while the Role does not grant the new entry
+    // yet: its watch is refused twice, says which rule is missing, and
+    // retries.
+    api.fail_next("GET", "/apis/apps/v1/namespaces/gpu-ops/daemonsets", 403, 2);
+    let mut reloaded = defaults.clone();
+    reloaded
+        .allowlist
+        .push(gpu_policy::settings::AllowlistEntry {
+            namespace: "gpu-ops".to_owned(),
+            kind: "DaemonSet".to_owned(),
+            name: "dcgm-exporter".to_owned(),
+        });
+    reloaded.gpu_resources.push("nvidia.com/vgpu".to_owned());
+    write_config(&reloaded);
+    server
+        .wait_for_log(
+            "forbidden to watch an allowlisted workload",
+            Duration::from_secs(30),
+        )
+        .await;
+    let log = server.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("forbidden to watch an allowlisted workload"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("gpu-ops/DaemonSet/dcgm-exporter")
+            && line.contains("resources [daemonsets], resourceNames [dcgm-exporter]"),
+        "{line}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = connection.admit(MUTATE, &exporter_pod).await;
+        if patch_of(&response).is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the exporter is still pinned a minute after the reload: {response}\nlog:\n{}",
+            server.log()
+        );
+        sleep(POLL).await;
+    }
+    assert!(server.log().contains("the RBAC grants it now"));
+
+    // The vGPU pod is a GPU pod now, and admitted: never refused as a pod
+    // no node can run while the nodes are listed again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mutated = connection.mutated(&vgpu_pod(2)).await;
+        let response = connection.admit(ENFORCE, &mutated).await;
+        let message = response["status"]["message"].as_str().unwrap_or("");
+        assert!(!message.contains("never be scheduled"), "{response}");
+        if response["allowed"] == true && mutated["spec"]["runtimeClassName"] == "nvidia" {
+            assert!(!pinned(&mutated), "{mutated}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the vGPU pod is not admitted a minute after the reload: {response}\nlog:\n{}",
+            server.log()
+        );
+        sleep(POLL).await;
+    }
+    // What the nodes offer of it is known: more than any node has is refused.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mutated = connection.mutated(&vgpu_pod(6)).await;
+        let response = connection.admit(ENFORCE, &mutated).await;
+        let message = response["status"]["message"].as_str().unwrap_or("");
+        if message.contains("the biggest node offers 4: it can never be scheduled") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "6 vGPUs on nodes of 4 are not refused: {response}\nlog:\n{}",
+            server.log()
+        );
+        sleep(POLL).await;
+    }
+
+    // Removed again: the exporter's watch stops and its pods are pinned.
+    write_config(&defaults);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !pinned(&connection.mutated(&exporter_pod).await) {
+        assert!(
+            Instant::now() < deadline,
+            "the exporter is still exempt a minute after its entry was removed; log:\n{}",
+            server.log()
+        );
+        sleep(POLL).await;
+    }
+    server
+        .wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 1"#)
+        .await;
+}

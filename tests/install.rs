@@ -246,3 +246,49 @@ fn the_dockerfile_builds_what_ci_builds() {
         .count();
     assert!(stages >= 2, "multi-stage build expected");
 }
+
+#[test]
+fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        "allowlist:\n  - {namespace: gpu-ops, kind: DaemonSet, name: dcgm-exporter}\n\
+         gpuResources: [nvidia.com/gpu, nvidia.com/vgpu]\n",
+    )
+    .expect("write");
+    let (_, objects) = manifests(&["--config", path.to_str().expect("path")]);
+    let carried = find(&objects, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml");
+    let carried = Settings::from_yaml(carried, "ConfigMap").expect("the server accepts it");
+    let expected = Settings::load(&path).expect("valid");
+    assert_eq!(carried.config(), expected.config());
+    let roles: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Role" && o["metadata"]["name"] == "gpu-policy-allowlist")
+        .collect();
+    assert_eq!(roles.len(), 1, "{roles:#?}");
+    assert_eq!(roles[0]["metadata"]["namespace"], "gpu-ops");
+    assert_eq!(
+        roles[0]["rules"],
+        serde_json::json!([{"apiGroups": ["apps"], "resources": ["daemonsets"],
+            "resourceNames": ["dcgm-exporter"], "verbs": ["get", "list", "watch"]}])
+    );
+    let binding = objects
+        .iter()
+        .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["namespace"] == "gpu-ops")
+        .expect("a RoleBinding in gpu-ops");
+    assert_eq!(binding["roleRef"]["name"], "gpu-policy-allowlist");
+
+    std::fs::write(&path, "maxPerPod: lots\n").expect("write");
+    let bad = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
+        .args(["manifests", "--config"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("config.yaml"), "{stderr}");
+}

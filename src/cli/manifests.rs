@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use super::EXIT_BAD_INPUT;
 use crate::install::{self, InstallOptions};
-use crate::settings::Config;
+use crate::settings::{Config, Settings};
 
 #[derive(Debug, clap::Args)]
 pub struct ManifestsArgs {
@@ -25,6 +25,12 @@ pub struct ManifestsArgs {
     /// failurePolicy of the enforce entries (warn and audit: Ignore).
     #[arg(long, value_parser = ["Fail", "Ignore"], default_value = "Fail")]
     pub failure_policy: String,
+    /// The policy configuration the ConfigMap carries (default: the
+    /// built-in one). The Roles that let the server watch the allowlisted
+    /// workloads are derived from its allowlist, so applying the output
+    /// again after changing the allowlist updates both.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
@@ -46,7 +52,17 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
             }
         }
     }
-    let rendered = install::objects(&options, &Config::default())
+    let config = match &args.config {
+        Some(path) => match Settings::load(path) {
+            Ok(settings) => settings.config().clone(),
+            Err(error) => {
+                eprintln!("gpu-policy: {error}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        },
+        None => Config::default(),
+    };
+    let rendered = install::objects(&options, &config)
         .and_then(|objects| serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
     match rendered {
         Ok(yaml) => {

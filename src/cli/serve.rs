@@ -15,7 +15,7 @@ use rustls::server::danger::ClientCertVerifier;
 use crate::certs::client_auth::ClientAuth;
 use crate::certs::secret::{RouteConfig, SecretRef, SecretRoute};
 use crate::certs::{self, CertificateResolver, Reload};
-use crate::cluster::{self, ClusterCache};
+use crate::cluster::{self, ClusterCache, Watches};
 use crate::server::{self, AppState};
 use crate::settings::Settings;
 use crate::telemetry::{self, LogFormat};
@@ -146,10 +146,13 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         (None, false) => cluster::Connection::Default,
     };
     let client = cluster::connect(connection).await?;
+    let mut watches = None;
     match client.clone() {
         Some(client) => {
             let cache = Arc::new(ClusterCache::default());
-            cluster::spawn_watches(client.clone(), &state.settings.load(), Arc::clone(&cache));
+            let started =
+                Watches::start(client.clone(), &state.settings.load(), Arc::clone(&cache));
+            watches = Some(started);
             let _ = state.cluster.set(cache);
             let _ = state.client.set(client);
             tracing::info!(
@@ -224,7 +227,7 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
             Reload::Unchanged => {}
         });
     if let Some(path) = args.config.clone() {
-        tokio::spawn(watch_config(path, every, Arc::clone(&state)));
+        tokio::spawn(watch_config(path, every, Arc::clone(&state), watches));
     }
     if let Some(route) = secret_route {
         tokio::spawn(route.run(every));
@@ -355,8 +358,14 @@ async fn secret_route_start(
 }
 
 /// Polls the config file and swaps the settings when its bytes change; a
-/// file that does not parse is refused and the previous settings stay.
-async fn watch_config(path: PathBuf, every: Duration, state: Arc<AppState>) {
+/// file that does not parse is refused and the previous settings stay. The
+/// cluster watches follow the new settings.
+async fn watch_config(
+    path: PathBuf,
+    every: Duration,
+    state: Arc<AppState>,
+    watches: Option<Watches>,
+) {
     let mut last = std::fs::read(&path).ok();
     let mut ticker = tokio::time::interval(every);
     loop {
@@ -379,7 +388,11 @@ async fn watch_config(path: PathBuf, every: Duration, state: Arc<AppState>) {
             });
         match parsed {
             Ok(settings) => {
-                state.settings.store(Arc::new(settings));
+                let settings = Arc::new(settings);
+                state.settings.store(Arc::clone(&settings));
+                if let Some(watches) = &watches {
+                    watches.apply(&settings).await;
+                }
                 state.metrics.set_reload("config", true);
                 tracing::info!(path = %path.display(), "config reloaded");
             }

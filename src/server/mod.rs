@@ -19,7 +19,7 @@ use kube::core::admission::Operation;
 
 use crate::admission::namespace_guard;
 use crate::admission::review::{self, Endpoint};
-use crate::cluster::ClusterCache;
+use crate::cluster::{self, ClusterCache};
 use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
 use crate::policy::ClusterFacts;
 use crate::settings::Settings;
@@ -164,7 +164,7 @@ pub fn operations_router(state: Arc<AppState>) -> Router {
             "/metrics",
             get(|State(state): State<Arc<AppState>>| async move {
                 if let Some(cache) = state.cluster.get() {
-                    for source in crate::cluster::Source::ALL {
+                    for source in cluster::Source::ALL {
                         state
                             .metrics
                             .cache_stale
@@ -361,24 +361,10 @@ async fn opt_in_warnings(
         return Vec::new();
     };
     let namespace = request.name.as_str();
-    let pods = kube::Api::<kube::api::DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
-    );
-    let listed = tokio::time::timeout(POD_LIST_BUDGET, pods.list(&Default::default())).await;
-    let pods: Vec<serde_json::Value> = match listed {
-        Ok(Ok(list)) => list
-            .items
-            .iter()
-            .filter_map(|pod| serde_json::to_value(pod).ok())
-            .collect(),
-        Ok(Err(error)) => {
-            tracing::warn!(%namespace, %error, "cannot list pods for the opt-in warning");
-            return Vec::new();
-        }
-        Err(_) => {
-            tracing::warn!(%namespace, "listing pods for the opt-in warning timed out");
+    let pods = match cluster::list_pods(client, namespace, POD_LIST_BUDGET).await {
+        Ok(pods) => pods,
+        Err(error) => {
+            tracing::warn!(%namespace, %error, "no opt-in warning: the pods were not listed");
             return Vec::new();
         }
     };

@@ -579,6 +579,22 @@ def allowlist_roles_follow_install_rs() -> None:
           "an empty allowlist still renders allowlist Roles")
 
 
+@test
+def custom_config_matches_manifests_of_the_same_config() -> None:
+    """The ConfigMap and the allowlist Roles come from one config: the chart's
+    `config` values and `gpu-policy manifests --config FILE` agree."""
+    values = {"config": {"allowlist": CUSTOM_ALLOWLIST,
+                         "gpuResources": ["nvidia.com/gpu", "nvidia.com/vgpu"]}}
+    objects = render(values)
+    config_text = one(objects, "ConfigMap")["data"]["config.yaml"]
+    with tempfile.TemporaryDirectory() as tmp:
+        config_file = Path(tmp) / "config.yaml"
+        config_file.write_text(config_text)
+        reference = manifests("--config", str(config_file))
+    problems = compare_with_manifests(objects, reference)
+    check(not problems, f"{len(problems)} differences:\n  " + "\n  ".join(problems))
+
+
 # --- cert-manager, monitoring, other values --------------------------------
 
 

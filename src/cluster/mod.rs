@@ -6,34 +6,36 @@
 //! annotations, a node's GPU allocatable and GFD compute capability, a
 //! RuntimeClass's overhead and scheduling, an allowlisted workload's UID.
 //! managedFields and everything else are dropped on arrival, so 10,000
-//! namespaces and 5,000 nodes stay small.
+//! namespaces and 5,000 nodes stay small. [`Watches`] owns the watch tasks
+//! and follows a reloaded configuration.
 //!
 //! Decisions never wait on the network: when the API server goes away, the
 //! last known state keeps serving and the cache is marked stale (metric and
 //! one log line per transition).
 
+mod watches;
+mod wire;
+
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt};
 use k8s_openapi::api::node::v1::RuntimeClass;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+use crate::admission::Workload;
 use crate::policy::ClusterFacts;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
 use crate::policy::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::policy::quantity::GpuCount;
-use crate::settings::{ComputeCapability, MODE_LABEL, Settings};
+use crate::settings::{AllowlistEntry, ComputeCapability, MODE_LABEL, Settings};
+pub use watches::Watches;
 
 /// What a cache mirrors; also the `resource` label of the staleness metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,13 +75,24 @@ impl Source {
 
 /// The caches, shared by the watch tasks (writers) and the handlers
 /// (readers).
+///
+/// A source is *synced* once every watch it started with has listed:
+/// readiness waits for that, once. A watch started later (a reload added an
+/// allowlist entry, or changed the GPU resource patterns) marks its source
+/// *stale* until it has listed, without taking the server out of service:
+/// meanwhile the rules read what was known before the reload.
 #[derive(Debug, Default)]
 pub struct ClusterCache {
     snapshot: RwLock<ClusterSnapshot>,
     synced: [AtomicBool; 4],
     stale: [AtomicBool; 4],
+    /// Watches of each source that have not completed their first list.
+    pending: [AtomicUsize; 4],
     /// When each watch last failed.
     last_error: Mutex<[Option<Instant>; 4]>,
+    /// The settings whose GPU resource patterns the cached nodes were
+    /// projected with (None before the first node list).
+    node_projection: RwLock<Option<Arc<Settings>>>,
 }
 
 /// How often the API server is asked whether it answers, to tell when a
@@ -103,6 +116,8 @@ impl ClusterCache {
         self.synced.iter().all(|s| s.load(Ordering::Acquire))
     }
 
+    /// The source's watches failed lately, or one of them has not listed
+    /// yet: decisions use what was known before.
     pub fn is_stale(&self, source: Source) -> bool {
         self.stale[source.index()].load(Ordering::Acquire)
     }
@@ -118,8 +133,45 @@ impl ClusterCache {
     }
 
     fn mark_fresh(&self, source: Source) {
+        if self.pending[source.index()].load(Ordering::Acquire) > 0 {
+            return;
+        }
         if self.stale[source.index()].swap(false, Ordering::AcqRel) {
             tracing::info!(resource = source.as_str(), "cluster cache is current again");
+        }
+    }
+
+    /// A watch of `source` starts; it has to list before the source is
+    /// synced (at start) or current (after a reload).
+    fn watch_started(&self, source: Source) {
+        self.pending[source.index()].fetch_add(1, Ordering::AcqRel);
+        if self.synced[source.index()].load(Ordering::Acquire)
+            && !self.stale[source.index()].swap(true, Ordering::AcqRel)
+        {
+            tracing::info!(
+                resource = source.as_str(),
+                "cluster cache is catching up with the reloaded configuration"
+            );
+        }
+    }
+
+    /// A watch of `source` listed for the first time.
+    fn watch_listed(&self, source: Source) {
+        if self.pending[source.index()].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.mark_synced(source);
+        }
+    }
+
+    /// A watch of `source` stopped before it listed.
+    fn watch_stopped(&self, source: Source) {
+        self.pending[source.index()].fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Marks `source` synced when it has no watch left to list (an empty
+    /// allowlist has none at all).
+    fn settle(&self, source: Source) {
+        if self.pending[source.index()].load(Ordering::Acquire) == 0 {
+            self.mark_synced(source);
         }
     }
 
@@ -148,6 +200,25 @@ impl ClusterCache {
             );
         }
     }
+
+    /// The node table now holds projections made with `settings`' GPU
+    /// resource patterns.
+    fn nodes_projected_with(&self, settings: Arc<Settings>) {
+        *self
+            .node_projection
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(settings);
+    }
+
+    /// Whether the cached nodes carry `resource` (a GPU resource of the
+    /// settings they were projected with).
+    fn nodes_carry(&self, resource: &str) -> bool {
+        self.node_projection
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|settings| settings.is_gpu_resource(resource))
+    }
 }
 
 impl ClusterFacts for ClusterCache {
@@ -159,7 +230,13 @@ impl ClusterFacts for ClusterCache {
         self.read().workload_uid(namespace, kind, name)
     }
 
+    /// None ("nothing can be concluded") for a resource the cached nodes
+    /// were not projected with: a pattern added at reload until the nodes
+    /// are listed again.
     fn largest_allocatable(&self, resource: &str) -> Option<u64> {
+        if !self.nodes_carry(resource) {
+            return None;
+        }
         self.read().largest_allocatable(resource)
     }
 
@@ -221,211 +298,23 @@ pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, Strin
     }
 }
 
-/// Starts the watch tasks that fill `cache`. They run until the process
-/// ends, reconnecting with backoff.
-pub fn spawn_watches(client: Client, settings: &Settings, cache: Arc<ClusterCache>) {
-    let gpu_resources = settings.clone();
-    tokio::spawn(mirror(
-        Api::<wire::Namespace>::all(client.clone()),
-        Arc::clone(&cache),
-        Source::Namespaces,
-        |snapshot| &mut snapshot.namespaces,
-        |namespace: &wire::Namespace| Some(lean_namespace(namespace)),
-    ));
-    tokio::spawn(mirror(
-        Api::<wire::Node>::all(client.clone()),
-        Arc::clone(&cache),
-        Source::Nodes,
-        |snapshot| &mut snapshot.nodes,
-        move |node: &wire::Node| Some(lean_node(node, &gpu_resources)),
-    ));
-    tokio::spawn(mirror(
-        Api::<RuntimeClass>::all(client.clone()),
-        Arc::clone(&cache),
-        Source::RuntimeClasses,
-        |snapshot| &mut snapshot.runtime_classes,
-        |class: &RuntimeClass| Some(lean_runtime_class(class)),
-    ));
-    tokio::spawn(mirror_allowlisted(
-        client.clone(),
-        settings.clone(),
-        Arc::clone(&cache),
-    ));
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(PROBE_INTERVAL);
-        loop {
-            ticker.tick().await;
-            if let Ok(Ok(_)) =
-                tokio::time::timeout(PROBE_INTERVAL, client.apiserver_version()).await
-            {
-                cache.api_answered();
-            }
-        }
-    });
-}
-
-/// Folds one watcher into one table of the snapshot. A relist (Init ..
-/// InitDone) replaces the table whole, so objects deleted while the watch
-/// was down disappear.
-async fn mirror<K, V>(
-    api: Api<K>,
-    cache: Arc<ClusterCache>,
-    source: Source,
-    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<String, V>,
-    lean: impl Fn(&K) -> Option<V> + Send + 'static,
-) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    V: Send + 'static,
-{
-    let events = watcher(api);
-    fold(
-        events,
-        &cache,
-        source,
-        table,
-        Owns::Table,
-        |object: &K| Some((object.name_any(), lean(object)?)),
-        || cache.mark_synced(source),
-    )
-    .await;
-}
-
-fn watcher<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher::watcher(api, watcher::Config::default()).default_backoff()
-}
-
-/// Which entries of a table a watch owns: all of it, or one key (the
-/// per-name watches of allowlisted workloads share one table).
-enum Owns<Key> {
-    Table,
-    Key(Key),
-}
-
-async fn fold<K, Key, V>(
-    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
-    cache: &ClusterCache,
-    source: Source,
-    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<Key, V>,
-    owns: Owns<Key>,
-    entry: impl Fn(&K) -> Option<(Key, V)>,
-    mut on_first_sync: impl FnMut(),
-) where
-    Key: Ord,
-{
-    let mut events = std::pin::pin!(events);
-    let mut relisted: Option<BTreeMap<Key, V>> = None;
-    let mut synced = false;
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Init) => relisted = Some(BTreeMap::new()),
-            Ok(Event::InitApply(object)) => {
-                if let (Some(new), Some((key, value))) = (relisted.as_mut(), entry(&object)) {
-                    new.insert(key, value);
-                }
-            }
-            Ok(Event::InitDone) => {
-                if let Some(new) = relisted.take() {
-                    let mut snapshot = cache.write();
-                    let table = table(&mut snapshot);
-                    match &owns {
-                        Owns::Table => *table = new,
-                        Owns::Key(key) => {
-                            table.remove(key);
-                            table.extend(new);
-                        }
-                    }
-                }
-                if !synced {
-                    synced = true;
-                    on_first_sync();
-                }
-                cache.mark_fresh(source);
-            }
-            Ok(Event::Apply(object)) => {
-                if let Some((key, value)) = entry(&object) {
-                    table(&mut cache.write()).insert(key, value);
-                }
-                cache.mark_fresh(source);
-            }
-            Ok(Event::Delete(object)) => {
-                if let Some((key, _)) = entry(&object) {
-                    table(&mut cache.write()).remove(&key);
-                }
-                cache.mark_fresh(source);
-            }
-            Err(error) => cache.mark_stale(source, &error),
-        }
-    }
-}
-
-/// The group and version of the workload kinds an allowlist entry may name.
+/// The group and version of the workload kinds an allowlist entry may name
+/// and the watches can verify.
 fn workload_gvk(kind: &str) -> Option<GroupVersionKind> {
-    let (group, version) = match kind {
-        "DaemonSet" | "Deployment" | "StatefulSet" | "ReplicaSet" => ("apps", "v1"),
-        "Job" | "CronJob" => ("batch", "v1"),
-        "ReplicationController" => ("", "v1"),
-        _ => return None,
-    };
-    Some(GroupVersionKind::gvk(group, version, kind))
+    let workload = Workload::ALL
+        .into_iter()
+        .filter(|w| *w != Workload::PodTemplate)
+        .find(|w| w.kind() == kind)?;
+    Some(GroupVersionKind::gvk(workload.group(), "v1", kind))
 }
 
-/// Watches exactly the allowlisted workloads (one metadata-only watch per
-/// entry, by name), keeping their UIDs.
-async fn mirror_allowlisted(client: Client, settings: Settings, cache: Arc<ClusterCache>) {
-    let mut watches = Vec::new();
-    let entries = &settings.config().allowlist;
-    let pending = Arc::new(AtomicUsize::new(entries.len()));
-    for entry in entries {
-        let Some(gvk) = workload_gvk(&entry.kind) else {
-            tracing::warn!(
-                entry = %entry,
-                "allowlist entry names a kind that cannot be verified; it exempts nothing"
-            );
-            pending.fetch_sub(1, Ordering::AcqRel);
-            continue;
-        };
-        let resource = ApiResource::from_gvk(&gvk);
-        let api = Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(
-            client.clone(),
-            &entry.namespace,
-            &resource,
-        );
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", entry.name));
-        let key = (
-            entry.namespace.clone(),
-            entry.kind.clone(),
-            entry.name.clone(),
-        );
-        let events = watcher::watcher(api, config).default_backoff();
-        let cache = Arc::clone(&cache);
-        let pending = Arc::clone(&pending);
-        watches.push(async move {
-            let entry_key = key.clone();
-            fold(
-                events,
-                &cache,
-                Source::AllowlistedWorkloads,
-                |snapshot| &mut snapshot.workloads,
-                Owns::Key(key),
-                |object: &PartialObjectMeta<DynamicObject>| {
-                    Some((entry_key.clone(), object.uid()?))
-                },
-                || {
-                    if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                        cache.mark_synced(Source::AllowlistedWorkloads);
-                    }
-                },
-            )
-            .await;
-        });
-    }
-    if pending.load(Ordering::Acquire) == 0 {
-        cache.mark_synced(Source::AllowlistedWorkloads);
-    }
-    futures::future::join_all(watches).await;
+/// How the workload table keys an allowlist entry.
+fn workload_key(entry: &AllowlistEntry) -> (String, String, String) {
+    (
+        entry.namespace.clone(),
+        entry.kind.clone(),
+        entry.name.clone(),
+    )
 }
 
 /// A namespace as the rules read it: its `gpu-policy.io/` annotations and
@@ -504,7 +393,7 @@ pub async fn snapshot(
     client: &Client,
     settings: &Settings,
 ) -> Result<ClusterSnapshot, kube::Error> {
-    let list = kube::api::ListParams::default();
+    let list = ListParams::default();
     let mut snapshot = ClusterSnapshot::default();
     for namespace in Api::<wire::Namespace>::all(client.clone())
         .list(&list)
@@ -534,14 +423,7 @@ pub async fn snapshot(
             &ApiResource::from_gvk(&gvk),
         );
         if let Some(uid) = api.get_opt(&entry.name).await?.and_then(|o| o.uid()) {
-            snapshot.workloads.insert(
-                (
-                    entry.namespace.clone(),
-                    entry.kind.clone(),
-                    entry.name.clone(),
-                ),
-                uid,
-            );
+            snapshot.workloads.insert(workload_key(entry), uid);
         }
     }
     Ok(snapshot)
@@ -556,7 +438,7 @@ pub async fn list_objects(
     let resource = ApiResource::from_gvk(gvk);
     let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
     let mut objects = Vec::new();
-    for mut object in api.list(&kube::api::ListParams::default()).await? {
+    for mut object in api.list(&ListParams::default()).await? {
         // List items carry no apiVersion/kind.
         object.types = Some(kube::core::TypeMeta {
             api_version: resource.api_version.clone(),
@@ -568,92 +450,36 @@ pub async fn list_objects(
     Ok(objects)
 }
 
-/// Namespaces and Nodes as the caches decode them off the wire. A 5,000-node
-/// list is mostly images, conditions and managedFields: serde skips every
-/// field not named here without building it, so the typed k8s-openapi
-/// objects never exist in memory.
-mod wire {
-    use std::collections::BTreeMap;
+/// Why the pods of a namespace could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum PodListError {
+    #[error("cannot list the pods of {namespace}: {source}")]
+    Api {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("listing the pods of {namespace} took more than {budget:?}")]
+    TimedOut { namespace: String, budget: Duration },
+}
 
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use serde::{Deserialize, Deserializer};
-    use serde_json::Value;
-
-    /// The metadata fields the caches and kube's watcher use.
-    fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Wire {
-            name: Option<String>,
-            namespace: Option<String>,
-            uid: Option<String>,
-            resource_version: Option<String>,
-            labels: Option<BTreeMap<String, String>>,
-            annotations: Option<BTreeMap<String, String>>,
-        }
-        let wire = Wire::deserialize(deserializer)?;
-        // Only the policy's own annotations are ever read.
-        let annotations = wire.annotations.map(|all| {
-            all.into_iter()
-                .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
-                .collect()
-        });
-        Ok(ObjectMeta {
-            name: wire.name,
-            namespace: wire.namespace,
-            uid: wire.uid,
-            resource_version: wire.resource_version,
-            labels: wire.labels,
-            annotations,
-            ..ObjectMeta::default()
-        })
+/// The pods of a namespace as raw JSON, listed within `budget` (the
+/// namespace guard's look at what already runs there).
+pub async fn list_pods(
+    client: &Client,
+    namespace: &str,
+    budget: Duration,
+) -> Result<Vec<Value>, PodListError> {
+    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+    match tokio::time::timeout(budget, list_objects(client, namespace, &gvk)).await {
+        Ok(Ok(pods)) => Ok(pods),
+        Ok(Err(source)) => Err(PodListError::Api {
+            namespace: namespace.to_owned(),
+            source,
+        }),
+        Err(_) => Err(PodListError::TimedOut {
+            namespace: namespace.to_owned(),
+            budget,
+        }),
     }
-
-    #[derive(Debug, Clone, Deserialize)]
-    pub struct Namespace {
-        #[serde(deserialize_with = "lean_metadata", default)]
-        pub metadata: ObjectMeta,
-    }
-
-    #[derive(Debug, Clone, Default, Deserialize)]
-    pub struct NodeStatus {
-        #[serde(default)]
-        pub allocatable: BTreeMap<String, Value>,
-    }
-
-    #[derive(Debug, Clone, Deserialize)]
-    pub struct Node {
-        #[serde(deserialize_with = "lean_metadata", default)]
-        pub metadata: ObjectMeta,
-        #[serde(default)]
-        pub status: NodeStatus,
-    }
-
-    macro_rules! cluster_resource {
-        ($type:ident, $kind:literal, $plural:literal) => {
-            impl k8s_openapi::Resource for $type {
-                const API_VERSION: &'static str = "v1";
-                const GROUP: &'static str = "";
-                const KIND: &'static str = $kind;
-                const VERSION: &'static str = "v1";
-                const URL_PATH_SEGMENT: &'static str = $plural;
-                type Scope = k8s_openapi::ClusterResourceScope;
-            }
-
-            impl k8s_openapi::Metadata for $type {
-                type Ty = ObjectMeta;
-
-                fn metadata(&self) -> &ObjectMeta {
-                    &self.metadata
-                }
-
-                fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                    &mut self.metadata
-                }
-            }
-        };
-    }
-
-    cluster_resource!(Namespace, "Namespace", "namespaces");
-    cluster_resource!(Node, "Node", "nodes");
 }

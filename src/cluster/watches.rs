@@ -1,0 +1,413 @@
+//! The watch tasks that fill a [`ClusterCache`], and [`Watches`], their one
+//! owner, which starts and stops them as the configuration changes.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::node::v1::RuntimeClass;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+use super::{
+    ClusterCache, PROBE_INTERVAL, Source, lean_namespace, lean_node, lean_runtime_class, wire,
+    workload_gvk, workload_key,
+};
+use crate::policy::cluster::ClusterSnapshot;
+use crate::settings::{AllowlistEntry, Settings};
+
+type WorkloadKey = (String, String, String);
+
+/// The watch tasks of one cluster connection.
+///
+/// Namespaces and RuntimeClasses are watched whole whatever the
+/// configuration says. What depends on the configuration follows it
+/// through [`Watches::apply`]: one watch per allowlist entry, and the node
+/// watch, whose projection keeps only the GPU resources of the
+/// configuration. The tasks run until the process ends; dropping a handle
+/// does not stop them.
+#[derive(Clone)]
+pub struct Watches {
+    running: Arc<tokio::sync::Mutex<Running>>,
+}
+
+struct Running {
+    client: Client,
+    cache: Arc<ClusterCache>,
+    /// The patterns the node watch projects with.
+    gpu_resources: Vec<String>,
+    nodes: JoinHandle<()>,
+    /// One watch per allowlist entry; None for an entry whose kind cannot
+    /// be verified (it exempts nothing).
+    allowlisted: BTreeMap<WorkloadKey, Option<JoinHandle<()>>>,
+}
+
+impl Watches {
+    /// Starts the watches that fill `cache` for these settings.
+    pub fn start(client: Client, settings: &Settings, cache: Arc<ClusterCache>) -> Watches {
+        let first_list = FirstList::new(&cache, Source::Namespaces);
+        tokio::spawn(mirror(
+            Api::<wire::Namespace>::all(client.clone()),
+            Arc::clone(&cache),
+            Source::Namespaces,
+            |snapshot| &mut snapshot.namespaces,
+            |namespace: &wire::Namespace| Some(lean_namespace(namespace)),
+            first_list,
+            || {},
+        ));
+        let first_list = FirstList::new(&cache, Source::RuntimeClasses);
+        tokio::spawn(mirror(
+            Api::<RuntimeClass>::all(client.clone()),
+            Arc::clone(&cache),
+            Source::RuntimeClasses,
+            |snapshot| &mut snapshot.runtime_classes,
+            |class: &RuntimeClass| Some(lean_runtime_class(class)),
+            first_list,
+            || {},
+        ));
+        let nodes = spawn_nodes(&client, settings, &cache);
+        let allowlisted = entries(settings)
+            .into_iter()
+            .map(|(key, entry)| (key, spawn_allowlisted(&client, entry, &cache)))
+            .collect();
+        for source in Source::ALL {
+            cache.settle(source);
+        }
+        let probe_client = client.clone();
+        let probe_cache = Arc::clone(&cache);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(PROBE_INTERVAL);
+            loop {
+                ticker.tick().await;
+                if let Ok(Ok(_)) =
+                    tokio::time::timeout(PROBE_INTERVAL, probe_client.apiserver_version()).await
+                {
+                    probe_cache.api_answered();
+                }
+            }
+        });
+        Watches {
+            running: Arc::new(tokio::sync::Mutex::new(Running {
+                client,
+                cache,
+                gpu_resources: settings.config().gpu_resources.clone(),
+                nodes,
+                allowlisted,
+            })),
+        }
+    }
+
+    /// Brings the watches in line with reloaded settings: the watches of
+    /// removed allowlist entries stop and their UIDs are forgotten, added
+    /// entries get a watch (unchanged ones keep theirs), and changed GPU
+    /// resource patterns list the nodes again. Until a new watch has
+    /// listed, its source is stale and the rules read what was known
+    /// before: an added entry exempts nothing yet, and the capacity of a
+    /// new GPU resource is unknown rather than zero.
+    pub async fn apply(&self, settings: &Settings) {
+        let mut running = self.running.lock().await;
+        let running = &mut *running;
+        let wanted = entries(settings);
+        let removed: Vec<WorkloadKey> = running
+            .allowlisted
+            .keys()
+            .filter(|key| !wanted.contains_key(*key))
+            .cloned()
+            .collect();
+        for key in removed {
+            if let Some(Some(task)) = running.allowlisted.remove(&key) {
+                // Awaited, so the task writes nothing after its key is gone.
+                task.abort();
+                let _ = task.await;
+            }
+            running.cache.write().workloads.remove(&key);
+            let (namespace, kind, name) = &key;
+            tracing::info!(
+                entry = %format!("{namespace}/{kind}/{name}"),
+                "allowlist entry removed: its watch is stopped"
+            );
+        }
+        for (key, entry) in wanted {
+            if running.allowlisted.contains_key(&key) {
+                continue;
+            }
+            let task = spawn_allowlisted(&running.client, entry, &running.cache);
+            if task.is_some() {
+                tracing::info!(entry = %entry, "allowlist entry added: watching it");
+            }
+            running.allowlisted.insert(key, task);
+        }
+        if settings.config().gpu_resources != running.gpu_resources {
+            running.nodes.abort();
+            let _ = (&mut running.nodes).await;
+            running.nodes = spawn_nodes(&running.client, settings, &running.cache);
+            running.gpu_resources = settings.config().gpu_resources.clone();
+            tracing::info!(
+                gpu_resources = ?running.gpu_resources,
+                "GPU resource patterns changed: listing the nodes again"
+            );
+        }
+        // A stopped watch that had not listed no longer holds its source.
+        running.cache.settle(Source::AllowlistedWorkloads);
+        running.cache.settle(Source::Nodes);
+    }
+}
+
+/// The allowlist entries by key (an entry written twice is watched once).
+fn entries(settings: &Settings) -> BTreeMap<WorkloadKey, &AllowlistEntry> {
+    settings
+        .config()
+        .allowlist
+        .iter()
+        .map(|entry| (workload_key(entry), entry))
+        .collect()
+}
+
+/// Holds a source unsynced (at start) or stale (after a reload) until its
+/// watch has listed once. A watch stopped before that releases its hold
+/// without claiming the source current: [`Watches::apply`] settles it.
+struct FirstList {
+    cache: Arc<ClusterCache>,
+    source: Source,
+    done: bool,
+}
+
+impl FirstList {
+    fn new(cache: &Arc<ClusterCache>, source: Source) -> Self {
+        cache.watch_started(source);
+        Self {
+            cache: Arc::clone(cache),
+            source,
+            done: false,
+        }
+    }
+
+    fn done(&mut self) {
+        if !std::mem::replace(&mut self.done, true) {
+            self.cache.watch_listed(self.source);
+        }
+    }
+}
+
+impl Drop for FirstList {
+    fn drop(&mut self) {
+        if !self.done {
+            self.cache.watch_stopped(self.source);
+        }
+    }
+}
+
+/// The node watch, projecting with the GPU resource patterns of `settings`.
+fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) -> JoinHandle<()> {
+    let projection = Arc::new(settings.clone());
+    let lean_projection = Arc::clone(&projection);
+    let listed_cache = Arc::clone(cache);
+    tokio::spawn(mirror(
+        Api::<wire::Node>::all(client.clone()),
+        Arc::clone(cache),
+        Source::Nodes,
+        |snapshot| &mut snapshot.nodes,
+        move |node: &wire::Node| Some(lean_node(node, &lean_projection)),
+        FirstList::new(cache, Source::Nodes),
+        // The first list replaced the table whole: every node now carries
+        // these patterns.
+        move || listed_cache.nodes_projected_with(Arc::clone(&projection)),
+    ))
+}
+
+/// Folds one watcher into one table of the snapshot. A relist (Init ..
+/// InitDone) replaces the table whole, so objects deleted while the watch
+/// was down disappear.
+async fn mirror<K, V>(
+    api: Api<K>,
+    cache: Arc<ClusterCache>,
+    source: Source,
+    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<String, V>,
+    lean: impl Fn(&K) -> Option<V> + Send + 'static,
+    mut first_list: FirstList,
+    on_first_list: impl Fn() + Send + 'static,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    V: Send + 'static,
+{
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    fold(
+        events,
+        &cache,
+        source,
+        table,
+        Owns::Table,
+        |object: &K| Some((object.name_any(), lean(object)?)),
+        || {
+            on_first_list();
+            first_list.done();
+        },
+    )
+    .await;
+}
+
+/// Watches one allowlisted workload (metadata only, by name), keeping its
+/// UID. None when the kind cannot be verified.
+fn spawn_allowlisted(
+    client: &Client,
+    entry: &AllowlistEntry,
+    cache: &Arc<ClusterCache>,
+) -> Option<JoinHandle<()>> {
+    let Some(gvk) = workload_gvk(&entry.kind) else {
+        tracing::warn!(
+            entry = %entry,
+            "allowlist entry names a kind that cannot be verified; it exempts nothing"
+        );
+        return None;
+    };
+    let api = Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(
+        client.clone(),
+        &entry.namespace,
+        &ApiResource::from_gvk(&gvk),
+    );
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", entry.name));
+    let events = report_forbidden(watcher::watcher(api, config).default_backoff(), entry, &gvk);
+    let key = workload_key(entry);
+    let mut first_list = FirstList::new(cache, Source::AllowlistedWorkloads);
+    let cache = Arc::clone(cache);
+    Some(tokio::spawn(async move {
+        let entry_key = key.clone();
+        fold(
+            events,
+            &cache,
+            Source::AllowlistedWorkloads,
+            |snapshot| &mut snapshot.workloads,
+            Owns::Key(key),
+            |object: &PartialObjectMeta<DynamicObject>| Some((entry_key.clone(), object.uid()?)),
+            || first_list.done(),
+        )
+        .await;
+    }))
+}
+
+/// Says once per failure streak which RBAC rule is missing when the API
+/// server forbids the watch of an allowlisted workload (an entry added to
+/// the config without the Role that grants it). The watch keeps retrying
+/// with backoff (30 s at most) and works as soon as the rule exists.
+fn report_forbidden<K, S>(
+    events: S,
+    entry: &AllowlistEntry,
+    gvk: &GroupVersionKind,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + use<K, S>
+where
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+{
+    let resource = ApiResource::from_gvk(gvk).plural;
+    let rule = format!(
+        "Role in namespace {}: apiGroups [\"{}\"], resources [{resource}], resourceNames [{}], \
+         verbs [get, list, watch]",
+        entry.namespace, gvk.group, entry.name
+    );
+    let entry = entry.to_string();
+    let mut reported = false;
+    events.inspect(move |event| match event {
+        Err(error) if is_forbidden(error) => {
+            if !std::mem::replace(&mut reported, true) {
+                tracing::error!(
+                    entry = entry.as_str(),
+                    missing_rule = rule.as_str(),
+                    %error,
+                    "forbidden to watch an allowlisted workload: its pods get no exemption \
+                     until the RBAC grants it (the chart and `gpu-policy manifests --config` \
+                     derive that Role from the allowlist); retrying"
+                );
+            }
+        }
+        Err(_) => {}
+        Ok(_) => {
+            if std::mem::replace(&mut reported, false) {
+                tracing::info!(
+                    entry = entry.as_str(),
+                    "allowlisted workload watched: the RBAC grants it now"
+                );
+            }
+        }
+    })
+}
+
+fn is_forbidden(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(error)
+        | watcher::Error::WatchStartFailed(error)
+        | watcher::Error::WatchFailed(error) => {
+            matches!(error, kube::Error::Api(status) if status.code == 403)
+        }
+        watcher::Error::WatchError(status) => status.code == 403,
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
+/// Which entries of a table a watch owns: all of it, or one key (the
+/// per-name watches of allowlisted workloads share one table).
+enum Owns<Key> {
+    Table,
+    Key(Key),
+}
+
+async fn fold<K, Key, V>(
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+    cache: &ClusterCache,
+    source: Source,
+    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<Key, V>,
+    owns: Owns<Key>,
+    entry: impl Fn(&K) -> Option<(Key, V)>,
+    mut on_first_sync: impl FnMut(),
+) where
+    Key: Ord,
+{
+    let mut events = std::pin::pin!(events);
+    let mut relisted: Option<BTreeMap<Key, V>> = None;
+    let mut synced = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Init) => relisted = Some(BTreeMap::new()),
+            Ok(Event::InitApply(object)) => {
+                if let (Some(new), Some((key, value))) = (relisted.as_mut(), entry(&object)) {
+                    new.insert(key, value);
+                }
+            }
+            Ok(Event::InitDone) => {
+                if let Some(new) = relisted.take() {
+                    let mut snapshot = cache.write();
+                    let table = table(&mut snapshot);
+                    match &owns {
+                        Owns::Table => *table = new,
+                        Owns::Key(key) => {
+                            table.remove(key);
+                            table.extend(new);
+                        }
+                    }
+                }
+                if !synced {
+                    synced = true;
+                    on_first_sync();
+                }
+                cache.mark_fresh(source);
+            }
+            Ok(Event::Apply(object)) => {
+                if let Some((key, value)) = entry(&object) {
+                    table(&mut cache.write()).insert(key, value);
+                }
+                cache.mark_fresh(source);
+            }
+            Ok(Event::Delete(object)) => {
+                if let Some((key, _)) = entry(&object) {
+                    table(&mut cache.write()).remove(&key);
+                }
+                cache.mark_fresh(source);
+            }
+            Err(error) => cache.mark_stale(source, &error),
+        }
+    }
+}
