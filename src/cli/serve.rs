@@ -1,20 +1,13 @@
-//! `gpu-policy serve`: the webhook over HTTPS, operations over HTTP.
+//! `gpu-policy serve`: the flags, parsed into [`server::Options`] for
+//! [`server::run`].
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-
-use crate::certs::secret::{RouteConfig, SecretRef, SecretRoute};
-use crate::certs::{self, CertificateResolver, Reload};
-use crate::cluster::{self, ClusterCache};
-use crate::server::{self, AppState};
-use crate::settings::Settings;
+use crate::certs::secret::{self, RouteConfig, SecretRef};
+use crate::server::{self, Certificates, ClusterAccess};
 use crate::telemetry::{self, LogFormat};
 
 #[derive(Debug, clap::Args)]
@@ -81,20 +74,52 @@ pub struct CertSecretArgs {
     pub webhook_configs: Vec<String>,
     /// The Service in front of the webhook: NAME.NAMESPACE.svc is added to
     /// the --cert-secret certificate.
-    #[arg(long, value_name = "NAME", default_value = certs::secret::DEFAULT_SERVICE)]
+    #[arg(long, value_name = "NAME", default_value = secret::DEFAULT_SERVICE)]
     pub service_name: String,
     /// Namespace of --service-name.
-    #[arg(long, value_name = "NAMESPACE", default_value = certs::secret::DEFAULT_SERVICE_NAMESPACE)]
+    #[arg(long, value_name = "NAMESPACE", default_value = secret::DEFAULT_SERVICE_NAMESPACE)]
     pub service_namespace: String,
+}
+
+impl ServeArgs {
+    /// What the flags ask of the server.
+    pub fn options(&self) -> server::Options {
+        let certificates = match (&self.tls_cert, &self.tls_key, &self.secret.cert_secret) {
+            (Some(cert), Some(key), _) => Certificates::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            (_, _, Some(secret)) => Certificates::Secret(RouteConfig {
+                dns_names: self.dns_names.clone(),
+                service: self.secret.service_name.clone(),
+                service_namespace: self.secret.service_namespace.clone(),
+                webhook_configs: self.secret.webhook_configs.clone(),
+                ..RouteConfig::new(secret.clone(), self.certs_dir.clone())
+            }),
+            _ => Certificates::SelfSigned {
+                dir: self.certs_dir.clone(),
+                dns_names: self.dns_names.clone(),
+            },
+        };
+        let cluster = match (&self.kubeconfig, self.no_cluster) {
+            (_, true) => ClusterAccess::Disabled,
+            (Some(path), false) => ClusterAccess::Kubeconfig(path.clone()),
+            (None, false) => ClusterAccess::Default,
+        };
+        server::Options {
+            listen: self.listen,
+            metrics_listen: self.metrics_listen,
+            config: self.config.clone(),
+            certificates,
+            cluster,
+            reload_interval: Duration::from_secs(self.reload_interval),
+        }
+    }
 }
 
 pub fn run(args: &ServeArgs) -> ExitCode {
     // Held until `run` returns: dropping it writes out the queued log lines.
     let _log_writer = telemetry::init(args.log_format);
-    // kube's client and rustls need one process-level provider; installing
-    // it explicitly avoids "Could not automatically determine the
-    // process-level CryptoProvider". It fails only if one is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -105,239 +130,12 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(server::run(args.options())) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            tracing::error!(error = %message, "gpu-policy serve failed");
-            eprintln!("gpu-policy: {message}");
+        Err(error) => {
+            tracing::error!(%error, "gpu-policy serve failed");
+            eprintln!("gpu-policy: {error}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn load_settings(path: Option<&Path>) -> Result<Settings, String> {
-    match path {
-        Some(path) => Settings::load(path).map_err(|e| e.to_string()),
-        None => Ok(Settings::default()),
-    }
-}
-
-async fn serve(args: &ServeArgs) -> Result<(), String> {
-    let settings = load_settings(args.config.as_deref())?;
-    let state = Arc::new(AppState::new(settings));
-    state.readiness.config_loaded.store(true, Ordering::Release);
-    state.metrics.set_reload("config", true);
-
-    let connection = match (&args.kubeconfig, args.no_cluster) {
-        (_, true) => cluster::Connection::Disabled,
-        (Some(path), false) => cluster::Connection::Kubeconfig(path),
-        (None, false) => cluster::Connection::Default,
-    };
-    let client = cluster::connect(connection).await?;
-    match client.clone() {
-        Some(client) => {
-            let cache = Arc::new(ClusterCache::default());
-            cluster::spawn_watches(client.clone(), &state.settings.load(), Arc::clone(&cache));
-            let _ = state.cluster.set(cache);
-            let _ = state.client.set(client);
-            tracing::info!(
-                "reading the cluster: namespaces, nodes, runtime classes, allowlisted workloads"
-            );
-        }
-        None => tracing::info!(
-            "running without a cluster: static configuration only (no namespace annotations, \
-             RuntimeClass, node or owner checks)"
-        ),
-    }
-
-    let mut secret_route = None;
-    let (cert_path, key_path) = match (&args.tls_cert, &args.tls_key, &args.secret.cert_secret) {
-        (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
-        (_, _, Some(secret)) => {
-            let Some(client) = client else {
-                return Err(format!(
-                    "--cert-secret {secret} needs the API server, which is not configured or \
-                     does not answer"
-                ));
-            };
-            let route = secret_route_start(client, secret, args).await?;
-            let paths = (route.cert_path(), route.key_path());
-            secret_route = Some(route);
-            paths
-        }
-        _ => {
-            let generated = certs::ensure_self_signed(&args.certs_dir, &args.dns_names)
-                .map_err(|e| e.to_string())?;
-            tracing::info!(
-                ca = %generated.ca.display(),
-                reused = generated.reused,
-                "serving a self-signed certificate; clients verify it with this CA"
-            );
-            (generated.cert, generated.key)
-        }
-    };
-    let resolver =
-        Arc::new(CertificateResolver::load(&cert_path, &key_path).map_err(|e| e.to_string())?);
-    state
-        .readiness
-        .certificate_loaded
-        .store(true, Ordering::Release);
-    state
-        .metrics
-        .certificate_expiry
-        .set(resolver.not_after() as f64);
-    state.metrics.set_reload("certificate", true);
-    let tls = Arc::new(certs::server_config(Arc::clone(&resolver)).map_err(|e| e.to_string())?);
-
-    let every = Duration::from_secs(args.reload_interval.max(1));
-    let poller_state = Arc::clone(&state);
-    let poller_resolver = Arc::clone(&resolver);
-    let _certificate_poller =
-        Arc::clone(&resolver).spawn_poller(every, move |reload| match reload {
-            Reload::Reloaded => {
-                tracing::info!("serving certificate reloaded");
-                poller_state.metrics.set_reload("certificate", true);
-                poller_state
-                    .metrics
-                    .certificate_expiry
-                    .set(poller_resolver.not_after() as f64);
-            }
-            Reload::Failed(error) => {
-                tracing::error!(%error, "new certificate refused; the previous one keeps serving");
-                poller_state.metrics.set_reload("certificate", false);
-            }
-            Reload::Unchanged => {}
-        });
-    if let Some(path) = args.config.clone() {
-        tokio::spawn(watch_config(path, every, Arc::clone(&state)));
-    }
-    if let Some(route) = secret_route {
-        tokio::spawn(route.run(every));
-    }
-
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let operations = TcpListener::bind(args.metrics_listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_listen))?;
-    state
-        .readiness
-        .listener_bound
-        .store(true, Ordering::Release);
-    tracing::info!(
-        listen = %listener.local_addr().map_or(args.listen, |a| a),
-        metrics_listen = %operations.local_addr().map_or(args.metrics_listen, |a| a),
-        "gpu-policy serving"
-    );
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let operations_app = server::operations_router(Arc::clone(&state));
-    let mut operations_stop = stop_rx.clone();
-    let operations_task = tokio::spawn(async move {
-        let stopped = async move {
-            let _ = operations_stop.wait_for(|stop| *stop).await;
-        };
-        axum::serve(operations, operations_app)
-            .with_graceful_shutdown(stopped)
-            .await
-    });
-    let mut admission_stop = stop_rx;
-    let admission = server::listener::serve_tls(
-        listener,
-        tls,
-        server::router(Arc::clone(&state)),
-        async move {
-            let _ = admission_stop.wait_for(|stop| *stop).await;
-        },
-        {
-            let state = Arc::clone(&state);
-            move || state.drain_timeout()
-        },
-    );
-    let signals = async {
-        server::listener::shutdown_signal().await;
-        tracing::info!("shutting down: no new connections, finishing requests in flight");
-        let _ = stop_tx.send(true);
-    };
-    tokio::join!(admission, signals);
-    let _ = operations_task.await;
-    tracing::info!("gpu-policy stopped");
-    Ok(())
-}
-
-/// The first pass of the --cert-secret route, before the resolver loads its
-/// files. When it fails, files left in --certs-dir by an earlier run (an
-/// emptyDir survives container restarts) are served while the loop retries;
-/// without them there is nothing to serve and `serve` fails.
-async fn secret_route_start(
-    client: kube::Client,
-    secret: &SecretRef,
-    args: &ServeArgs,
-) -> Result<SecretRoute, String> {
-    let config = RouteConfig {
-        dns_names: args.dns_names.clone(),
-        service: args.secret.service_name.clone(),
-        service_namespace: args.secret.service_namespace.clone(),
-        webhook_configs: args.secret.webhook_configs.clone(),
-        ..RouteConfig::new(secret.clone(), args.certs_dir.clone())
-    };
-    let route = SecretRoute::new(client, config);
-    match route.ensure_once().await {
-        Ok(outcome) => {
-            outcome.log(secret);
-            tracing::info!(
-                %secret,
-                dir = %args.certs_dir.display(),
-                "serving the certificate of the Secret"
-            );
-        }
-        Err(error) if route.cert_path().is_file() && route.key_path().is_file() => {
-            tracing::error!(
-                %secret,
-                %error,
-                "certificate Secret unavailable; serving the files of the last run, retrying"
-            );
-        }
-        Err(error) => return Err(error.to_string()),
-    }
-    Ok(route)
-}
-
-/// Polls the config file and swaps the settings when its bytes change; a
-/// file that does not parse is refused and the previous settings stay.
-async fn watch_config(path: PathBuf, every: Duration, state: Arc<AppState>) {
-    let mut last = std::fs::read(&path).ok();
-    let mut ticker = tokio::time::interval(every);
-    loop {
-        ticker.tick().await;
-        let current = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                tracing::error!(path = %path.display(), %error, "cannot read the config file; keeping the loaded settings");
-                state.metrics.set_reload("config", false);
-                continue;
-            }
-        };
-        if last.as_deref() == Some(current.as_slice()) {
-            continue;
-        }
-        let parsed = String::from_utf8(current.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|text| {
-                Settings::from_yaml(&text, &path.display().to_string()).map_err(|e| e.to_string())
-            });
-        match parsed {
-            Ok(settings) => {
-                state.settings.store(Arc::new(settings));
-                state.metrics.set_reload("config", true);
-                tracing::info!(path = %path.display(), "config reloaded");
-            }
-            Err(error) => {
-                state.metrics.set_reload("config", false);
-                tracing::error!(%error, "new config refused; the previous settings stay");
-            }
-        }
-        last = Some(current);
     }
 }

@@ -102,7 +102,7 @@ async fn sync_one<K: WebhookConfig>(
             verb,
             what: what.clone(),
             scope: format!("{plural}.admissionregistration.k8s.io"),
-            source: error,
+            source: Box::new(error),
         };
         let reason = error.to_string();
         WebhookStatus::Failed { reason }

@@ -152,8 +152,9 @@ pub enum SecretError {
         what: String,
         /// What `verb` is needed on, named when RBAC refuses it.
         scope: String,
+        // Boxed: kube's error is large, and every pass returns this type.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// The Secret exists but is not one this route may manage or serve.
     #[error("Secret {secret} cannot be used: {reason}")]
@@ -163,7 +164,7 @@ pub enum SecretError {
     UnloadablePair {
         secret: SecretRef,
         #[source]
-        source: CertError,
+        source: Box<CertError>,
     },
     /// The CA certificate in the Secret is not PEM.
     #[error("Secret {secret} cannot be used: {CA_FILE}: {source}")]
@@ -186,10 +187,10 @@ impl SecretError {
     /// HTTP status of the API server's answer, `None` when there was none.
     pub fn code(&self) -> Option<u16> {
         match self {
-            Self::Api {
-                source: kube::Error::Api(status),
-                ..
-            } => Some(status.code),
+            Self::Api { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            },
             _ => None,
         }
     }

@@ -35,7 +35,7 @@ impl SecretRoute {
                 "secrets in namespace {} (resourceName {})",
                 secret.namespace, secret.name
             ),
-            source: error,
+            source: Box::new(error),
         }
     }
 
@@ -177,7 +177,7 @@ impl SecretRoute {
         parse_pair(&data.tls_crt, &data.tls_key, &cert, &key).map_err(|source| {
             SecretError::UnloadablePair {
                 secret: secret(),
-                source,
+                source: Box::new(source),
             }
         })?;
         CertificateDer::from_pem_slice(&data.ca_crt).map_err(|source| {

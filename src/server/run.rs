@@ -1,0 +1,406 @@
+//! `server::run`: the whole server put together from its [`Options`]: the
+//! settings and their reload, the cluster caches, the serving certificate
+//! and its reload, the HTTPS and operations listeners, and shutdown on a
+//! signal.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::{AppState, listener, operations_router, router};
+use crate::certs::secret::{RouteConfig, SecretError, SecretRef, SecretRoute};
+use crate::certs::{self, CertError, CertificateResolver, Reload};
+use crate::cluster::{self, ClusterCache};
+use crate::poll::{Polled, poll_bytes};
+use crate::settings::{ConfigError, Settings};
+
+/// How the server runs: the command line, parsed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// HTTPS address of the admission endpoints.
+    pub listen: SocketAddr,
+    /// Plain HTTP address of `/metrics`, `/healthz` and `/readyz`.
+    pub metrics_listen: SocketAddr,
+    /// The policy configuration file, reloaded when its bytes change;
+    /// the defaults without one.
+    pub config: Option<PathBuf>,
+    /// Where the serving certificate comes from.
+    pub certificates: Certificates,
+    /// How the API server is reached, if at all.
+    pub cluster: ClusterAccess,
+    /// How often the certificate files, the config file and the
+    /// certificate Secret are compared with what is loaded.
+    pub reload_interval: Duration,
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone)]
+pub enum Certificates {
+    /// A pair of PEM files (`--tls-cert`, `--tls-key`), e.g. mounted from a
+    /// cert-manager Secret.
+    Files { cert: PathBuf, key: PathBuf },
+    /// A self-signed CA and serving certificate generated into `dir` and
+    /// reused while valid, covering the default names and `dns_names`.
+    SelfSigned {
+        dir: PathBuf,
+        dns_names: Vec<String>,
+    },
+    /// One pair shared by every replica through a Secret (`--cert-secret`).
+    Secret(RouteConfig),
+}
+
+/// How the API server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterAccess {
+    /// Not at all: the static configuration only.
+    Disabled,
+    /// Through this kubeconfig file.
+    Kubeconfig(PathBuf),
+    /// The in-cluster service account, else `KUBECONFIG` or
+    /// `~/.kube/config`.
+    Default,
+}
+
+/// Why the server could not start. One line, the cause's text at the end.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Cluster(String),
+    #[error(
+        "--cert-secret {secret} needs the API server, which is not configured or does not answer"
+    )]
+    SecretWithoutCluster { secret: SecretRef },
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Serves the webhook until SIGTERM or Ctrl-C, then lets the requests in
+/// flight finish. Fails only while starting.
+pub async fn run(options: Options) -> Result<(), ServeError> {
+    // kube's client and rustls need one process-level provider; installing
+    // it explicitly avoids "Could not automatically determine the
+    // process-level CryptoProvider". It fails only if one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = match &options.config {
+        Some(path) => Settings::load(path)?,
+        None => Settings::default(),
+    };
+    let state = Arc::new(AppState::new(settings));
+    state.readiness.config_loaded.store(true, Ordering::Release);
+    state.metrics.set_reload("config", true);
+
+    let client = connect_cluster(&options.cluster, &state).await?;
+    let every = options.reload_interval.max(Duration::from_secs(1));
+    let mut secret_route = None;
+    let (cert, key) = match &options.certificates {
+        Certificates::Files { cert, key } => (cert.clone(), key.clone()),
+        Certificates::SelfSigned { dir, dns_names } => {
+            let generated = certs::ensure_self_signed(dir, dns_names)?;
+            tracing::info!(
+                ca = %generated.ca.display(),
+                reused = generated.reused,
+                "serving a self-signed certificate; clients verify it with this CA"
+            );
+            (generated.cert, generated.key)
+        }
+        Certificates::Secret(config) => {
+            let Some(client) = client else {
+                return Err(ServeError::SecretWithoutCluster {
+                    secret: config.secret.clone(),
+                });
+            };
+            let route = secret_route_start(client, config.clone()).await?;
+            let paths = (route.cert_path(), route.key_path());
+            secret_route = Some(route);
+            paths
+        }
+    };
+    let tls = serve_certificate(&state, &cert, &key, every)?;
+    if let Some(path) = options.config.clone() {
+        tokio::spawn(watch_config(path, every, Arc::clone(&state)));
+    }
+    if let Some(route) = secret_route {
+        tokio::spawn(route.run(every));
+    }
+
+    let admission = bind(options.listen).await?;
+    let operations = bind(options.metrics_listen).await?;
+    state
+        .readiness
+        .listener_bound
+        .store(true, Ordering::Release);
+    tracing::info!(
+        listen = %admission.local_addr().map_or(options.listen, |a| a),
+        metrics_listen = %operations.local_addr().map_or(options.metrics_listen, |a| a),
+        "gpu-policy serving"
+    );
+    serve_until_signal(state, admission, operations, tls).await;
+    tracing::info!("gpu-policy stopped");
+    Ok(())
+}
+
+/// The client, with the cluster caches started and shared with the
+/// handlers; `None` with [`ClusterAccess::Disabled`].
+async fn connect_cluster(
+    access: &ClusterAccess,
+    state: &AppState,
+) -> Result<Option<kube::Client>, ServeError> {
+    let connection = match access {
+        ClusterAccess::Disabled => cluster::Connection::Disabled,
+        ClusterAccess::Kubeconfig(path) => cluster::Connection::Kubeconfig(path),
+        ClusterAccess::Default => cluster::Connection::Default,
+    };
+    let client = cluster::connect(connection)
+        .await
+        .map_err(ServeError::Cluster)?;
+    match client.clone() {
+        Some(client) => {
+            let cache = Arc::new(ClusterCache::default());
+            cluster::spawn_watches(client.clone(), &state.settings.load(), Arc::clone(&cache));
+            let _ = state.cluster.set(cache);
+            let _ = state.client.set(client);
+            tracing::info!(
+                "reading the cluster: namespaces, nodes, runtime classes, allowlisted workloads"
+            );
+        }
+        None => tracing::info!(
+            "running without a cluster: static configuration only (no namespace annotations, \
+             RuntimeClass, node or owner checks)"
+        ),
+    }
+    Ok(client)
+}
+
+/// The first pass of the --cert-secret route, before the resolver loads its
+/// files. When it fails, files left in the certificates directory by an
+/// earlier run (an emptyDir survives container restarts) are served while
+/// the route retries; without them there is nothing to serve and the
+/// server does not start.
+async fn secret_route_start(
+    client: kube::Client,
+    config: RouteConfig,
+) -> Result<SecretRoute, SecretError> {
+    let route = SecretRoute::new(client, config);
+    let secret = &route.config().secret;
+    match route.ensure_once().await {
+        Ok(outcome) => {
+            outcome.log(secret);
+            tracing::info!(
+                %secret,
+                dir = %route.config().certs_dir.display(),
+                "serving the certificate of the Secret"
+            );
+        }
+        Err(error) if route.cert_path().is_file() && route.key_path().is_file() => {
+            tracing::error!(
+                %secret,
+                %error,
+                "certificate Secret unavailable; serving the files of the last run, retrying"
+            );
+        }
+        Err(error) => return Err(error),
+    }
+    Ok(route)
+}
+
+/// Loads the serving pair, reports it to readiness and metrics, polls its
+/// files every `every`, and returns the TLS configuration that serves it.
+fn serve_certificate(
+    state: &Arc<AppState>,
+    cert: &Path,
+    key: &Path,
+    every: Duration,
+) -> Result<Arc<rustls::ServerConfig>, CertError> {
+    let resolver = Arc::new(CertificateResolver::load(cert, key)?);
+    state
+        .readiness
+        .certificate_loaded
+        .store(true, Ordering::Release);
+    state
+        .metrics
+        .certificate_expiry
+        .set(resolver.not_after() as f64);
+    state.metrics.set_reload("certificate", true);
+
+    let poller_state = Arc::clone(state);
+    let poller_resolver = Arc::clone(&resolver);
+    Arc::clone(&resolver).spawn_poller(every, move |reload| match reload {
+        Reload::Reloaded => {
+            tracing::info!("serving certificate reloaded");
+            poller_state.metrics.set_reload("certificate", true);
+            poller_state
+                .metrics
+                .certificate_expiry
+                .set(poller_resolver.not_after() as f64);
+        }
+        Reload::Failed(error) => {
+            tracing::error!(%error, "new certificate refused; the previous one keeps serving");
+            poller_state.metrics.set_reload("certificate", false);
+        }
+        Reload::Unchanged => {}
+    });
+    Ok(Arc::new(certs::server_config(resolver)?))
+}
+
+/// Polls the config file every `every` and reloads it when its bytes
+/// change.
+async fn watch_config(path: PathBuf, every: Duration, state: Arc<AppState>) {
+    let loaded = std::fs::read(&path).ok();
+    let read = || std::fs::read(&path);
+    poll_bytes(every, loaded, read, |polled| match polled {
+        Polled::Changed(bytes) => reload_config(&state, &path, bytes),
+        Polled::Failed(error) => {
+            tracing::error!(path = %path.display(), %error, "cannot read the config file; keeping the loaded settings");
+            state.metrics.set_reload("config", false);
+        }
+    })
+    .await;
+}
+
+/// Swaps in the settings of the config file's new `bytes`; bytes that do
+/// not parse are refused and the previous settings stay.
+fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) {
+    let parsed = std::str::from_utf8(bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|text| {
+            Settings::from_yaml(text, &path.display().to_string()).map_err(|e| e.to_string())
+        });
+    match parsed {
+        Ok(settings) => {
+            state.settings.store(Arc::new(settings));
+            state.metrics.set_reload("config", true);
+            tracing::info!(path = %path.display(), "config reloaded");
+        }
+        Err(error) => {
+            state.metrics.set_reload("config", false);
+            tracing::error!(%error, "new config refused; the previous settings stay");
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
+}
+
+/// Serves the admission endpoints over TLS on `admission` and the
+/// operations endpoints on `operations` until SIGTERM or Ctrl-C; then stops
+/// accepting and lets the requests in flight finish.
+async fn serve_until_signal(
+    state: Arc<AppState>,
+    admission: TcpListener,
+    operations: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+) {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let operations_app = operations_router(Arc::clone(&state));
+    let mut operations_stop = stop_rx.clone();
+    let operations_task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = operations_stop.wait_for(|stop| *stop).await;
+        };
+        axum::serve(operations, operations_app)
+            .with_graceful_shutdown(stopped)
+            .await
+    });
+    let mut admission_stop = stop_rx;
+    let admission = listener::serve_tls(
+        admission,
+        tls,
+        router(Arc::clone(&state)),
+        async move {
+            let _ = admission_stop.wait_for(|stop| *stop).await;
+        },
+        {
+            let state = Arc::clone(&state);
+            move || state.drain_timeout()
+        },
+    );
+    let signals = async {
+        listener::shutdown_signal().await;
+        tracing::info!("shutting down: no new connections, finishing requests in flight");
+        let _ = stop_tx.send(true);
+    };
+    tokio::join!(admission, signals);
+    let _ = operations_task.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(certificates: Certificates, cluster: ClusterAccess) -> Options {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            config: None,
+            certificates,
+            cluster,
+            reload_interval: Duration::from_secs(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn cert_secret_without_a_cluster_does_not_start() {
+        let secret: SecretRef = "gpu-policy/gpu-policy-tls".parse().expect("secret");
+        let config = RouteConfig::new(secret, "certs");
+        let error = run(options(
+            Certificates::Secret(config),
+            ClusterAccess::Disabled,
+        ))
+        .await
+        .expect_err("no cluster");
+        assert!(
+            matches!(&error, ServeError::SecretWithoutCluster { secret } if secret.name == "gpu-policy-tls"),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "--cert-secret gpu-policy/gpu-policy-tls needs the API server, which is not \
+             configured or does not answer"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_address_in_use_is_named() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = taken.local_addr().expect("addr");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = options(
+            Certificates::SelfSigned {
+                dir: dir.path().to_path_buf(),
+                dns_names: Vec::new(),
+            },
+            ClusterAccess::Disabled,
+        );
+        options.listen = addr;
+        let error = run(options).await.expect_err("address in use");
+        assert!(
+            matches!(&error, ServeError::Listen { addr: a, .. } if *a == addr),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("cannot listen on {addr}: ")),
+            "{error}"
+        );
+    }
+}
