@@ -2,18 +2,17 @@
 //! throw-away CA and a serving certificate in a directory, reused across
 //! restarts while they stay valid and cover the wanted names.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::files::{create_dir, write_atomically};
+use super::files::{create_dir, read, write_atomically};
 use super::pki::{
-    CA_VALIDITY_DAYS, SERVING_VALIDITY_DAYS, check_names, check_validity, generate_ca, issue,
-    parse_pair, unix_now, verify_chain, wanted_names,
+    CA_VALIDITY_DAYS, ChainError, SERVING_VALIDITY_DAYS, check_names, check_validity, generate_ca,
+    issue, parse_pair, unix_now, verify_chain, wanted_names,
 };
-use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, PkiError};
+use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, ParseError, PkiError};
 
 /// The files [`ensure_self_signed`] left in its directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,40 +72,68 @@ pub fn ensure_self_signed(dir: &Path, extra_dns_names: &[String]) -> Result<Self
     Ok(files)
 }
 
+/// Why the files already in the directory are not reused.
+#[derive(Debug, thiserror::Error)]
+enum NotReusable {
+    /// Missing, unreadable, or not a certificate or key that loads.
+    #[error(transparent)]
+    Unloadable(#[from] CertError),
+    /// Loads, but expires too soon or misses a wanted name.
+    #[error("{}: {reason}", .path.display())]
+    Unfit { path: PathBuf, reason: String },
+    #[error("{} is not signed by {}: {source}", .cert.display(), .ca.display())]
+    NotSigned {
+        cert: PathBuf,
+        ca: PathBuf,
+        #[source]
+        source: ChainError,
+    },
+}
+
 /// Ok when the files in `files` can be reused, else why not.
-fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), String> {
-    let read = |path: &Path| fs::read(path).map_err(|err| format!("{}: {err}", path.display()));
+fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), NotReusable> {
     let ca_pem = read(&files.ca)?;
     let cert_pem = read(&files.cert)?;
     let key_pem = read(&files.key)?;
 
-    let ca = CertificateDer::from_pem_slice(&ca_pem)
-        .map_err(|err| format!("{}: {err}", files.ca.display()))?;
-    let (_, ca_x509) = x509_parser::parse_x509_certificate(&ca)
-        .map_err(|err| format!("{}: {err}", files.ca.display()))?;
-    check_validity(&ca_x509, now).map_err(|reason| format!("{}: {reason}", files.ca.display()))?;
-
-    let pair =
-        parse_pair(&cert_pem, &key_pem, &files.cert, &files.key).map_err(|e| e.to_string())?;
-    let Some(leaf) = pair.key.cert.first() else {
-        return Err(format!("{}: no certificate", files.cert.display()));
+    let ca_err = |source: ParseError| CertError::Parse {
+        path: files.ca.clone(),
+        source,
     };
-    let (_, leaf_x509) = x509_parser::parse_x509_certificate(leaf)
-        .map_err(|err| format!("{}: {err}", files.cert.display()))?;
-    check_validity(&leaf_x509, now)
-        .map_err(|reason| format!("{}: {reason}", files.cert.display()))?;
-    check_names(&leaf_x509, names)
-        .map_err(|reason| format!("{}: {reason}", files.cert.display()))?;
+    let ca = CertificateDer::from_pem_slice(&ca_pem).map_err(|err| ca_err(err.into()))?;
+    let (_, ca_x509) =
+        x509_parser::parse_x509_certificate(&ca).map_err(|err| ca_err(err.into()))?;
+    check_validity(&ca_x509, now).map_err(|reason| unfit(&files.ca, reason))?;
+
+    let pair = parse_pair(&cert_pem, &key_pem, &files.cert, &files.key)?;
+    let leaf_err = |source: ParseError| CertError::Parse {
+        path: files.cert.clone(),
+        source,
+    };
+    let leaf = pair
+        .key
+        .cert
+        .first()
+        .ok_or_else(|| leaf_err(ParseError::NoCertificate))?;
+    let (_, leaf_x509) =
+        x509_parser::parse_x509_certificate(leaf).map_err(|err| leaf_err(err.into()))?;
+    check_validity(&leaf_x509, now).map_err(|reason| unfit(&files.cert, reason))?;
+    check_names(&leaf_x509, names).map_err(|reason| unfit(&files.cert, reason))?;
 
     // Signature, validity and server-auth usage against the CA on disk, the
     // way an API server holding ca.crt as caBundle will check it.
-    verify_chain(ca, &pair.key.cert, now).map_err(|err| {
-        format!(
-            "{} is not signed by {}: {err}",
-            files.cert.display(),
-            files.ca.display()
-        )
+    verify_chain(ca, &pair.key.cert, now).map_err(|source| NotReusable::NotSigned {
+        cert: files.cert.clone(),
+        ca: files.ca.clone(),
+        source,
     })
+}
+
+fn unfit(path: &Path, reason: String) -> NotReusable {
+    NotReusable::Unfit {
+        path: path.to_path_buf(),
+        reason,
+    }
 }
 
 /// PEM texts of a freshly generated CA and serving pair.
@@ -130,6 +157,7 @@ fn generate(names: &[String], now: i64, serving_days: i64) -> Result<Generated, 
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
     use std::net::IpAddr;
 
     use super::*;

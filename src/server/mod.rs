@@ -1,4 +1,5 @@
 //! The HTTP layer: decode, call the admission layer, encode. No policy here.
+//! [`run`] puts the whole server together from its [`Options`].
 
 mod error;
 pub mod listener;

@@ -28,6 +28,10 @@
 //! or in a `caBundle` is repaired. Errors (RBAC, API server down) are
 //! returned with the reason; the files on disk, hence the pair being served,
 //! are left as they were.
+//!
+//! Steps 1 and 2 decide in `verdict` (pure: may the route manage this
+//! Secret, what does its pair need) and act in `store` (the Secret's reads
+//! and writes), which also does step 3; step 4 is `ca_bundle`.
 
 mod ca_bundle;
 mod store;
