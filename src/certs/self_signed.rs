@@ -28,7 +28,8 @@ pub struct SelfSigned {
 }
 
 /// Makes sure `dir` holds a CA certificate and a serving certificate signed
-/// by it that covers [`DEFAULT_DNS_NAMES`], [`DEFAULT_IP`] and
+/// by it that covers [`DEFAULT_DNS_NAMES`](super::DEFAULT_DNS_NAMES),
+/// [`DEFAULT_IP`](super::DEFAULT_IP) and
 /// `extra_dns_names` (an entry that parses as an IP address becomes an IP
 /// SAN; blank entries are ignored).
 ///
