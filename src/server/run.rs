@@ -276,11 +276,14 @@ async fn watch_config(path: PathBuf, every: Duration, state: Arc<AppState>) {
 /// Swaps in the settings of the config file's new `bytes`; bytes that do
 /// not parse are refused and the previous settings stay.
 fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) {
-    let parsed = std::str::from_utf8(bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|text| {
-            Settings::from_yaml(text, &path.display().to_string()).map_err(|e| e.to_string())
-        });
+    let shown = path.display().to_string();
+    let parsed = match std::str::from_utf8(bytes) {
+        Ok(text) => Settings::from_yaml(text, &shown),
+        Err(error) => Err(ConfigError::Parse {
+            path: shown,
+            message: error.to_string(),
+        }),
+    };
     match parsed {
         Ok(settings) => {
             state.settings.store(Arc::new(settings));
@@ -354,6 +357,28 @@ mod tests {
             certificates,
             cluster,
             reload_interval: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn config_reload_swaps_the_settings_or_keeps_them() {
+        let state = AppState::new(Settings::default());
+        let path = Path::new("config.yaml");
+        let max_per_pod = || state.settings.load().config().max_per_pod;
+        let reload_ok = |ok: u8| {
+            let line = format!("gpu_policy_reload_success{{source=\"config\"}} {ok}");
+            state.metrics.encode().lines().any(|l| l == line)
+        };
+        assert_ne!(max_per_pod(), 3);
+
+        reload_config(&state, path, b"maxPerPod: 3\n");
+        assert_eq!(max_per_pod(), 3);
+        assert!(reload_ok(1), "{}", state.metrics.encode());
+
+        for refused in [&b"maxPerPods: 4\n"[..], b"maxPerPod: \xff\n"] {
+            reload_config(&state, path, refused);
+            assert_eq!(max_per_pod(), 3);
+            assert!(reload_ok(0), "{}", state.metrics.encode());
         }
     }
 
