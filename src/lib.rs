@@ -7,6 +7,7 @@
 //! - [`manifest`]: reading Kubernetes manifests for the offline `check`;
 //! - [`server`]: the HTTPS webhook server (no policy logic);
 //! - [`certs`]: serving certificates, generated or loaded, reloaded;
+//! - [`poll`]: re-reading files and the certificate Secret on a timer;
 //! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
 //! - [`install`]: the install manifests, from the program's constants;
 //! - [`cli`]: the command line.
@@ -19,6 +20,7 @@ pub mod install;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;
+pub mod poll;
 pub mod report;
 pub mod server;
 pub mod settings;

@@ -28,7 +28,9 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
-use super::{CertError, MIN_POLL, Reload, provider};
+use super::{CertError, ParseError, Reload};
+use crate::certs::tls::provider;
+use crate::poll::{Polled, poll_bytes};
 
 /// The client-certificate check of the HTTPS server: the CAs of a file,
 /// reloaded when it changes, and the names a client certificate may carry.
@@ -60,8 +62,8 @@ impl ClientAuth {
     /// are the allowed CN / DNS SAN values (none: any name).
     pub fn load(ca_path: &Path, names: &[String]) -> Result<Self, CertError> {
         if let Some(blank) = names.iter().find(|name| name.trim().is_empty()) {
-            return Err(CertError::Tls {
-                reason: format!("--client-name {blank:?}: a client name must not be blank"),
+            return Err(CertError::BlankClientName {
+                name: blank.clone(),
             });
         }
         let bytes = read(ca_path)?;
@@ -88,21 +90,24 @@ impl ClientAuth {
     /// after a refusal is reported as reloaded (nothing to swap, but the
     /// file is good again).
     pub fn reload_if_changed(&self) -> Reload {
+        match read(&self.ca_path) {
+            Ok(bytes) => self.load_if_changed(bytes),
+            Err(err) => self.failed(err),
+        }
+    }
+
+    /// Swaps in the CAs of `bytes` unless they are the ones loaded.
+    fn load_if_changed(&self, bytes: Vec<u8>) -> Reload {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        let result = read(&self.ca_path).and_then(|bytes| {
-            if bytes == loaded.bytes {
-                return Ok(None);
-            }
-            let chain = parse_cas(&bytes, &self.ca_path)?;
-            Ok(Some((chain, bytes)))
-        });
-        match result {
-            Ok(None) if loaded.failed => {
-                loaded.failed = false;
+        if bytes == loaded.bytes {
+            return if std::mem::replace(&mut loaded.failed, false) {
                 Reload::Reloaded
-            }
-            Ok(None) => Reload::Unchanged,
-            Ok(Some((chain, bytes))) => {
+            } else {
+                Reload::Unchanged
+            };
+        }
+        match parse_cas(&bytes, &self.ca_path) {
+            Ok(chain) => {
                 self.chain.store(Arc::new(chain));
                 *loaded = Loaded {
                     bytes,
@@ -117,6 +122,14 @@ impl ClientAuth {
         }
     }
 
+    fn failed(&self, err: CertError) -> Reload {
+        self.loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .failed = true;
+        Reload::Failed(err)
+    }
+
     /// Calls [`reload_if_changed`](Self::reload_if_changed) every `every`
     /// (at least 10 ms) and hands `on_reload` each `Reloaded` or `Failed`.
     pub fn spawn_poller(
@@ -124,19 +137,27 @@ impl ClientAuth {
         every: Duration,
         on_reload: impl Fn(&Reload) + Send + Sync + 'static,
     ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(every.max(MIN_POLL));
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // The first tick completes at once; the file was just loaded.
-            interval.tick().await;
-            loop {
-                interval.tick().await;
-                let reload = self.reload_if_changed();
+        let loaded = self
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bytes
+            .clone();
+        let path = self.ca_path.clone();
+        tokio::spawn(poll_bytes(
+            every,
+            Some(loaded),
+            move || read(&path),
+            move |polled| {
+                let reload = match polled {
+                    Polled::Changed(bytes) => self.load_if_changed(bytes.clone()),
+                    Polled::Failed(err) => self.failed(err),
+                };
                 if !matches!(reload, Reload::Unchanged) {
                     on_reload(&reload);
                 }
-            }
-        })
+            },
+        ))
     }
 
     /// Ok when `names` is empty or the certificate's subject CN or one of
@@ -313,9 +334,9 @@ impl fmt::Debug for ClientAuth {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, CertError> {
-    fs::read(path).map_err(|err| CertError::Read {
+    fs::read(path).map_err(|source| CertError::Read {
         path: path.to_path_buf(),
-        reason: err.to_string(),
+        source,
     })
 }
 
@@ -323,35 +344,35 @@ fn read(path: &Path) -> Result<Vec<u8>, CertError> {
 /// certificate (basicConstraints cA), so that a client certificate given
 /// by mistake is refused rather than trusted.
 fn parse_cas(pem: &[u8], path: &Path) -> Result<ChainVerifier, CertError> {
-    let parse_err = |reason: String| CertError::Parse {
+    parse_ca_file(pem).map_err(|source| CertError::Parse {
         path: path.to_path_buf(),
-        reason,
-    };
-    let certificates = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|err| parse_err(err.to_string()))?;
+        source,
+    })
+}
+
+fn parse_ca_file(pem: &[u8]) -> Result<ChainVerifier, ParseError> {
+    let certificates = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>()?;
     if certificates.is_empty() {
-        return Err(parse_err("no CERTIFICATE block".to_owned()));
+        return Err(ParseError::NoCertificate);
     }
     let mut roots = RootCertStore::empty();
     for (i, der) in certificates.iter().enumerate() {
+        let position = i + 1;
         let (_, cert) = x509_parser::parse_x509_certificate(der)
-            .map_err(|err| parse_err(format!("certificate {}: {err}", i + 1)))?;
+            .map_err(|source| ParseError::Certificate { position, source })?;
         if !cert.is_ca() {
-            return Err(parse_err(format!(
-                "certificate {} ({}) is not a CA certificate",
-                i + 1,
-                cert.subject()
-            )));
+            return Err(ParseError::NotCa {
+                position,
+                subject: cert.subject().to_string(),
+            });
         }
         roots
             .add(der.clone())
-            .map_err(|err| parse_err(format!("certificate {}: {err}", i + 1)))?;
+            .map_err(|source| ParseError::TrustAnchor { position, source })?;
     }
     let verifier =
         WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::new(provider()))
-            .build()
-            .map_err(|err| parse_err(err.to_string()))?;
+            .build()?;
     Ok(ChainVerifier {
         verifier,
         cas: certificates.len(),

@@ -1,23 +1,13 @@
-//! `gpu-policy serve`: the webhook over HTTPS, operations over HTTP.
+//! `gpu-policy serve`: the flags, parsed into [`server::Options`] for
+//! [`server::run`].
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-
-use rustls::server::danger::ClientCertVerifier;
-
-use crate::certs::client_auth::ClientAuth;
-use crate::certs::secret::{RouteConfig, SecretRef, SecretRoute};
-use crate::certs::{self, CertificateResolver, Reload};
-use crate::cluster::{self, ClusterCache, Watches};
-use crate::server::{self, AppState};
-use crate::settings::Settings;
+use crate::certs::secret::{self, RouteConfig, SecretRef};
+use crate::server::{self, Certificates, ClientAuthOptions, ClusterAccess};
 use crate::telemetry::{self, LogFormat};
 
 #[derive(Debug, clap::Args)]
@@ -93,20 +83,56 @@ pub struct CertSecretArgs {
     pub webhook_configs: Vec<String>,
     /// The Service in front of the webhook: NAME.NAMESPACE.svc is added to
     /// the --cert-secret certificate.
-    #[arg(long, value_name = "NAME", default_value = certs::secret::DEFAULT_SERVICE)]
+    #[arg(long, value_name = "NAME", default_value = secret::DEFAULT_SERVICE)]
     pub service_name: String,
     /// Namespace of --service-name.
-    #[arg(long, value_name = "NAMESPACE", default_value = certs::secret::DEFAULT_SERVICE_NAMESPACE)]
+    #[arg(long, value_name = "NAMESPACE", default_value = secret::DEFAULT_SERVICE_NAMESPACE)]
     pub service_namespace: String,
+}
+
+impl ServeArgs {
+    /// What the flags ask of the server.
+    pub fn options(&self) -> server::Options {
+        let certificates = match (&self.tls_cert, &self.tls_key, &self.secret.cert_secret) {
+            (Some(cert), Some(key), _) => Certificates::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            (_, _, Some(secret)) => Certificates::Secret(RouteConfig {
+                dns_names: self.dns_names.clone(),
+                service: self.secret.service_name.clone(),
+                service_namespace: self.secret.service_namespace.clone(),
+                webhook_configs: self.secret.webhook_configs.clone(),
+                ..RouteConfig::new(secret.clone(), self.certs_dir.clone())
+            }),
+            _ => Certificates::SelfSigned {
+                dir: self.certs_dir.clone(),
+                dns_names: self.dns_names.clone(),
+            },
+        };
+        let cluster = match (&self.kubeconfig, self.no_cluster) {
+            (_, true) => ClusterAccess::Disabled,
+            (Some(path), false) => ClusterAccess::Kubeconfig(path.clone()),
+            (None, false) => ClusterAccess::Default,
+        };
+        server::Options {
+            listen: self.listen,
+            metrics_listen: self.metrics_listen,
+            config: self.config.clone(),
+            certificates,
+            cluster,
+            client_auth: self.client_ca.clone().map(|ca| ClientAuthOptions {
+                ca,
+                names: self.client_names.clone(),
+            }),
+            reload_interval: Duration::from_secs(self.reload_interval),
+        }
+    }
 }
 
 pub fn run(args: &ServeArgs) -> ExitCode {
     // Held until `run` returns: dropping it writes out the queued log lines.
     let _log_writer = telemetry::init(args.log_format);
-    // kube's client and rustls need one process-level provider; installing
-    // it explicitly avoids "Could not automatically determine the
-    // process-level CryptoProvider". It fails only if one is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -117,290 +143,117 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(server::run(args.options())) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            tracing::error!(error = %message, "gpu-policy serve failed");
-            eprintln!("gpu-policy: {message}");
+        Err(error) => {
+            tracing::error!(%error, "gpu-policy serve failed");
+            eprintln!("gpu-policy: {error}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn load_settings(path: Option<&Path>) -> Result<Settings, String> {
-    match path {
-        Some(path) => Settings::load(path).map_err(|e| e.to_string()),
-        None => Ok(Settings::default()),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser as _;
 
-async fn serve(args: &ServeArgs) -> Result<(), String> {
-    let settings = load_settings(args.config.as_deref())?;
-    let state = Arc::new(AppState::new(settings));
-    state.readiness.config_loaded.store(true, Ordering::Release);
-    state.metrics.set_reload("config", true);
-
-    let connection = match (&args.kubeconfig, args.no_cluster) {
-        (_, true) => cluster::Connection::Disabled,
-        (Some(path), false) => cluster::Connection::Kubeconfig(path),
-        (None, false) => cluster::Connection::Default,
-    };
-    let client = cluster::connect(connection).await?;
-    let mut watches = None;
-    match client.clone() {
-        Some(client) => {
-            let cache = Arc::new(ClusterCache::default());
-            let started =
-                Watches::start(client.clone(), &state.settings.load(), Arc::clone(&cache));
-            watches = Some(started);
-            let _ = state.cluster.set(cache);
-            let _ = state.client.set(client);
-            tracing::info!(
-                "reading the cluster: namespaces, nodes, runtime classes, allowlisted workloads"
-            );
+    fn options(flags: &[&str]) -> server::Options {
+        let args = ["gpu-policy", "serve"].iter().chain(flags);
+        match Cli::try_parse_from(args).expect("flags parse").command {
+            Command::Serve(args) => args.options(),
+            other => panic!("not serve: {other:?}"),
         }
-        None => tracing::info!(
-            "running without a cluster: static configuration only (no namespace annotations, \
-             RuntimeClass, node or owner checks)"
-        ),
     }
 
-    let mut secret_route = None;
-    let (cert_path, key_path) = match (&args.tls_cert, &args.tls_key, &args.secret.cert_secret) {
-        (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
-        (_, _, Some(secret)) => {
-            let Some(client) = client else {
-                return Err(format!(
-                    "--cert-secret {secret} needs the API server, which is not configured or \
-                     does not answer"
-                ));
-            };
-            let route = secret_route_start(client, secret, args).await?;
-            let paths = (route.cert_path(), route.key_path());
-            secret_route = Some(route);
-            paths
-        }
-        _ => {
-            let generated = certs::ensure_self_signed(&args.certs_dir, &args.dns_names)
-                .map_err(|e| e.to_string())?;
-            tracing::info!(
-                ca = %generated.ca.display(),
-                reused = generated.reused,
-                "serving a self-signed certificate; clients verify it with this CA"
-            );
-            (generated.cert, generated.key)
-        }
-    };
-    let resolver =
-        Arc::new(CertificateResolver::load(&cert_path, &key_path).map_err(|e| e.to_string())?);
-    state
-        .readiness
-        .certificate_loaded
-        .store(true, Ordering::Release);
-    state
-        .metrics
-        .certificate_expiry
-        .set(resolver.not_after() as f64);
-    state.metrics.set_reload("certificate", true);
-    let every = Duration::from_secs(args.reload_interval.max(1));
-    let client_auth = client_auth_start(args, &state, every)?;
-    let tls = Arc::new(
-        certs::server_config(Arc::clone(&resolver), client_auth).map_err(|e| e.to_string())?,
-    );
-
-    let poller_state = Arc::clone(&state);
-    let poller_resolver = Arc::clone(&resolver);
-    let _certificate_poller =
-        Arc::clone(&resolver).spawn_poller(every, move |reload| match reload {
-            Reload::Reloaded => {
-                tracing::info!("serving certificate reloaded");
-                poller_state.metrics.set_reload("certificate", true);
-                poller_state
-                    .metrics
-                    .certificate_expiry
-                    .set(poller_resolver.not_after() as f64);
-            }
-            Reload::Failed(error) => {
-                tracing::error!(%error, "new certificate refused; the previous one keeps serving");
-                poller_state.metrics.set_reload("certificate", false);
-            }
-            Reload::Unchanged => {}
-        });
-    if let Some(path) = args.config.clone() {
-        tokio::spawn(watch_config(path, every, Arc::clone(&state), watches));
-    }
-    if let Some(route) = secret_route {
-        tokio::spawn(route.run(every));
+    #[test]
+    fn defaults_are_a_self_signed_certificate_and_the_default_cluster() {
+        let options = options(&[]);
+        assert!(
+            matches!(
+                &options.certificates,
+                Certificates::SelfSigned { dir, dns_names }
+                    if dir.as_path() == std::path::Path::new("certs") && dns_names.is_empty()
+            ),
+            "{options:?}"
+        );
+        assert_eq!(options.cluster, ClusterAccess::Default);
+        assert_eq!(options.config, None);
+        assert_eq!(options.reload_interval, Duration::from_secs(5));
+        assert_eq!(options.client_auth, None);
+        assert_eq!(options.listen, SocketAddr::from(([0, 0, 0, 0], 8443)));
+        assert_eq!(
+            options.metrics_listen,
+            SocketAddr::from(([0, 0, 0, 0], 8080))
+        );
     }
 
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let operations = TcpListener::bind(args.metrics_listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_listen))?;
-    state
-        .readiness
-        .listener_bound
-        .store(true, Ordering::Release);
-    tracing::info!(
-        listen = %listener.local_addr().map_or(args.listen, |a| a),
-        metrics_listen = %operations.local_addr().map_or(args.metrics_listen, |a| a),
-        "gpu-policy serving"
-    );
+    #[test]
+    fn certificate_flags_choose_the_source() {
+        let files = options(&["--tls-cert", "a.crt", "--tls-key", "a.key", "--no-cluster"]);
+        assert!(
+            matches!(
+                &files.certificates,
+                Certificates::Files { cert, key }
+                    if cert.as_path() == std::path::Path::new("a.crt")
+                        && key.as_path() == std::path::Path::new("a.key")
+            ),
+            "{files:?}"
+        );
+        assert_eq!(files.cluster, ClusterAccess::Disabled);
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let operations_app = server::operations_router(Arc::clone(&state));
-    let mut operations_stop = stop_rx.clone();
-    let operations_task = tokio::spawn(async move {
-        let stopped = async move {
-            let _ = operations_stop.wait_for(|stop| *stop).await;
+        let secret = options(&[
+            "--cert-secret",
+            "ops/hook-tls",
+            "--webhook-config",
+            "hook",
+            "--dns-name",
+            "hook.example.com",
+            "--service-name",
+            "hook",
+            "--service-namespace",
+            "ops",
+            "--certs-dir",
+            "/run/certs",
+            "--kubeconfig",
+            "kube.yaml",
+        ]);
+        let Certificates::Secret(route) = &secret.certificates else {
+            panic!("{secret:?}");
         };
-        axum::serve(operations, operations_app)
-            .with_graceful_shutdown(stopped)
-            .await
-    });
-    let mut admission_stop = stop_rx;
-    let admission = server::listener::serve_tls(
-        listener,
-        tls,
-        server::router(Arc::clone(&state)),
-        async move {
-            let _ = admission_stop.wait_for(|stop| *stop).await;
-        },
-        {
-            let state = Arc::clone(&state);
-            move || state.drain_timeout()
-        },
-    );
-    let signals = async {
-        server::listener::shutdown_signal().await;
-        tracing::info!("shutting down: no new connections, finishing requests in flight");
-        let _ = stop_tx.send(true);
-    };
-    tokio::join!(admission, signals);
-    let _ = operations_task.await;
-    tracing::info!("gpu-policy stopped");
-    Ok(())
-}
-
-/// With --client-ca: loads the CAs (serve fails when they do not load, so
-/// the server is never ready without them) and polls the file every
-/// `every`; a file that does not load is refused and the CAs in force stay.
-fn client_auth_start(
-    args: &ServeArgs,
-    state: &Arc<AppState>,
-    every: Duration,
-) -> Result<Option<Arc<dyn ClientCertVerifier>>, String> {
-    let Some(path) = &args.client_ca else {
-        return Ok(None);
-    };
-    let auth = Arc::new(ClientAuth::load(path, &args.client_names).map_err(|e| e.to_string())?);
-    state.metrics.set_reload("client_ca", true);
-    tracing::info!(
-        ca = %path.display(),
-        cas = auth.ca_count(),
-        names = %args.client_names.join(", "),
-        "requiring client certificates"
-    );
-    let poller_state = Arc::clone(state);
-    let poller_auth = Arc::clone(&auth);
-    let _poller = Arc::clone(&auth).spawn_poller(every, move |reload| match reload {
-        Reload::Reloaded => {
-            tracing::info!(cas = poller_auth.ca_count(), "client CA reloaded");
-            poller_state.metrics.set_reload("client_ca", true);
-        }
-        Reload::Failed(error) => {
-            tracing::error!(%error, "new client CA refused; the previous one stays in force");
-            poller_state.metrics.set_reload("client_ca", false);
-        }
-        Reload::Unchanged => {}
-    });
-    Ok(Some(auth))
-}
-
-/// The first pass of the --cert-secret route, before the resolver loads its
-/// files. When it fails, files left in --certs-dir by an earlier run (an
-/// emptyDir survives container restarts) are served while the loop retries;
-/// without them there is nothing to serve and `serve` fails.
-async fn secret_route_start(
-    client: kube::Client,
-    secret: &SecretRef,
-    args: &ServeArgs,
-) -> Result<SecretRoute, String> {
-    let config = RouteConfig {
-        dns_names: args.dns_names.clone(),
-        service: args.secret.service_name.clone(),
-        service_namespace: args.secret.service_namespace.clone(),
-        webhook_configs: args.secret.webhook_configs.clone(),
-        ..RouteConfig::new(secret.clone(), args.certs_dir.clone())
-    };
-    let route = SecretRoute::new(client, config);
-    match route.ensure_once().await {
-        Ok(outcome) => {
-            outcome.log(secret);
-            tracing::info!(
-                %secret,
-                dir = %args.certs_dir.display(),
-                "serving the certificate of the Secret"
-            );
-        }
-        Err(error) if route.cert_path().is_file() && route.key_path().is_file() => {
-            tracing::error!(
-                %secret,
-                %error,
-                "certificate Secret unavailable; serving the files of the last run, retrying"
-            );
-        }
-        Err(error) => return Err(error.to_string()),
+        assert_eq!(route.secret.to_string(), "ops/hook-tls");
+        assert_eq!(route.webhook_configs, ["hook"]);
+        assert_eq!(route.dns_names, ["hook.example.com"]);
+        assert_eq!(
+            (route.service.as_str(), route.service_namespace.as_str()),
+            ("hook", "ops")
+        );
+        assert_eq!(route.certs_dir, PathBuf::from("/run/certs"));
+        assert_eq!(
+            secret.cluster,
+            ClusterAccess::Kubeconfig(PathBuf::from("kube.yaml"))
+        );
     }
-    Ok(route)
-}
 
-/// Polls the config file and swaps the settings when its bytes change; a
-/// file that does not parse is refused and the previous settings stay. The
-/// cluster watches follow the new settings.
-async fn watch_config(
-    path: PathBuf,
-    every: Duration,
-    state: Arc<AppState>,
-    watches: Option<Watches>,
-) {
-    let mut last = std::fs::read(&path).ok();
-    let mut ticker = tokio::time::interval(every);
-    loop {
-        ticker.tick().await;
-        let current = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                tracing::error!(path = %path.display(), %error, "cannot read the config file; keeping the loaded settings");
-                state.metrics.set_reload("config", false);
-                continue;
-            }
-        };
-        if last.as_deref() == Some(current.as_slice()) {
-            continue;
-        }
-        let parsed = String::from_utf8(current.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|text| {
-                Settings::from_yaml(&text, &path.display().to_string()).map_err(|e| e.to_string())
-            });
-        match parsed {
-            Ok(settings) => {
-                let settings = Arc::new(settings);
-                state.settings.store(Arc::clone(&settings));
-                if let Some(watches) = &watches {
-                    watches.apply(&settings).await;
-                }
-                state.metrics.set_reload("config", true);
-                tracing::info!(path = %path.display(), "config reloaded");
-            }
-            Err(error) => {
-                state.metrics.set_reload("config", false);
-                tracing::error!(%error, "new config refused; the previous settings stay");
-            }
-        }
-        last = Some(current);
+    #[test]
+    fn client_certificate_flags_require_a_ca() {
+        let options = options(&[
+            "--client-ca",
+            "clients.crt",
+            "--client-name",
+            "kube-apiserver",
+            "--client-name",
+            "apiserver.example",
+        ]);
+        assert_eq!(
+            options.client_auth,
+            Some(ClientAuthOptions {
+                ca: PathBuf::from("clients.crt"),
+                names: vec!["kube-apiserver".to_owned(), "apiserver.example".to_owned()],
+            })
+        );
+        let without_ca = Cli::try_parse_from(["gpu-policy", "serve", "--client-name", "x"]);
+        assert!(without_ca.is_err(), "--client-name needs --client-ca");
     }
 }

@@ -1,7 +1,9 @@
 //! The HTTP layer: decode, call the admission layer, encode. No policy here.
+//! [`run`] puts the whole server together from its [`Options`].
 
 mod error;
 pub mod listener;
+mod run;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +26,7 @@ use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
 use crate::policy::ClusterFacts;
 use crate::settings::Settings;
 pub use error::RequestError;
+pub use run::{Certificates, ClientAuthOptions, ClusterAccess, Options, ServeError, run};
 
 /// Bodies above this are refused with 413. The API server caps objects at
 /// 3 MiB (etcd's limit), and a review carries the object and the old one.

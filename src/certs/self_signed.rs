@@ -1,0 +1,301 @@
+//! The embedded default, so `gpu-policy serve` runs with no setup: a
+//! throw-away CA and a serving certificate in a directory, reused across
+//! restarts while they stay valid and cover the wanted names.
+
+use std::path::{Path, PathBuf};
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use super::files::{create_dir, read, write_atomically};
+use super::pki::{
+    CA_VALIDITY_DAYS, ChainError, SERVING_VALIDITY_DAYS, check_names, check_validity, generate_ca,
+    issue, parse_pair, unix_now, verify_chain, wanted_names,
+};
+use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, ParseError, PkiError};
+
+/// The files [`ensure_self_signed`] left in its directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfSigned {
+    /// The CA certificate (PEM), for the webhook configuration's `caBundle`.
+    pub ca: PathBuf,
+    /// The serving certificate (PEM).
+    pub cert: PathBuf,
+    /// The serving private key (PEM, PKCS#8), mode 0600 on unix.
+    pub key: PathBuf,
+    /// The files already there were good enough and were kept.
+    pub reused: bool,
+}
+
+/// Makes sure `dir` holds a CA certificate and a serving certificate signed
+/// by it that covers [`DEFAULT_DNS_NAMES`](super::DEFAULT_DNS_NAMES),
+/// [`DEFAULT_IP`](super::DEFAULT_IP) and
+/// `extra_dns_names` (an entry that parses as an IP address becomes an IP
+/// SAN; blank entries are ignored).
+///
+/// Files already there are reused when they parse, stay valid at least 30
+/// more days, the serving certificate chains to the CA and covers every
+/// wanted name, and the key matches it. Otherwise a fresh pair is written.
+/// The CA's private key is never written: nothing can be signed with it
+/// later, so regeneration always replaces all three files.
+pub fn ensure_self_signed(dir: &Path, extra_dns_names: &[String]) -> Result<SelfSigned, CertError> {
+    let files = SelfSigned {
+        ca: dir.join(CA_FILE),
+        cert: dir.join(CERT_FILE),
+        key: dir.join(KEY_FILE),
+        reused: false,
+    };
+    let names = wanted_names(extra_dns_names);
+    let now = unix_now();
+    match check_existing(&files, &names, now) {
+        Ok(()) => {
+            tracing::debug!(dir = %dir.display(), "reusing self-signed certificate");
+            return Ok(SelfSigned {
+                reused: true,
+                ..files
+            });
+        }
+        Err(reason) => {
+            tracing::info!(dir = %dir.display(), %reason, "generating self-signed certificate");
+        }
+    }
+    let generated =
+        generate(&names, now, SERVING_VALIDITY_DAYS).map_err(|source| CertError::Generate {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    create_dir(dir)?;
+    // The key first: a reader that sees the new tls.crt with the old key
+    // rejects the pair and retries; the reverse order gives the same result.
+    write_atomically(&files.key, generated.key.as_bytes(), true)?;
+    write_atomically(&files.cert, generated.cert.as_bytes(), false)?;
+    write_atomically(&files.ca, generated.ca.as_bytes(), false)?;
+    Ok(files)
+}
+
+/// Why the files already in the directory are not reused.
+#[derive(Debug, thiserror::Error)]
+enum NotReusable {
+    /// Missing, unreadable, or not a certificate or key that loads.
+    #[error(transparent)]
+    Unloadable(#[from] CertError),
+    /// Loads, but expires too soon or misses a wanted name.
+    #[error("{}: {reason}", .path.display())]
+    Unfit { path: PathBuf, reason: String },
+    #[error("{} is not signed by {}: {source}", .cert.display(), .ca.display())]
+    NotSigned {
+        cert: PathBuf,
+        ca: PathBuf,
+        #[source]
+        source: ChainError,
+    },
+}
+
+/// Ok when the files in `files` can be reused, else why not.
+fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), NotReusable> {
+    let ca_pem = read(&files.ca)?;
+    let cert_pem = read(&files.cert)?;
+    let key_pem = read(&files.key)?;
+
+    let ca_err = |source: ParseError| CertError::Parse {
+        path: files.ca.clone(),
+        source,
+    };
+    let ca = CertificateDer::from_pem_slice(&ca_pem).map_err(|err| ca_err(err.into()))?;
+    let (_, ca_x509) =
+        x509_parser::parse_x509_certificate(&ca).map_err(|err| ca_err(err.into()))?;
+    check_validity(&ca_x509, now).map_err(|reason| unfit(&files.ca, reason))?;
+
+    let pair = parse_pair(&cert_pem, &key_pem, &files.cert, &files.key)?;
+    let leaf_err = |source: ParseError| CertError::Parse {
+        path: files.cert.clone(),
+        source,
+    };
+    let leaf = pair
+        .key
+        .cert
+        .first()
+        .ok_or_else(|| leaf_err(ParseError::NoCertificate))?;
+    let (_, leaf_x509) =
+        x509_parser::parse_x509_certificate(leaf).map_err(|err| leaf_err(err.into()))?;
+    check_validity(&leaf_x509, now).map_err(|reason| unfit(&files.cert, reason))?;
+    check_names(&leaf_x509, names).map_err(|reason| unfit(&files.cert, reason))?;
+
+    // Signature, validity and server-auth usage against the CA on disk, the
+    // way an API server holding ca.crt as caBundle will check it.
+    verify_chain(ca, &pair.key.cert, now).map_err(|source| NotReusable::NotSigned {
+        cert: files.cert.clone(),
+        ca: files.ca.clone(),
+        source,
+    })
+}
+
+fn unfit(path: &Path, reason: String) -> NotReusable {
+    NotReusable::Unfit {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// PEM texts of a freshly generated CA and serving pair.
+struct Generated {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+/// A CA (10 years) and a serving certificate it signs for `names`, valid
+/// `serving_days` days from `now`. ECDSA P-256 keys.
+fn generate(names: &[String], now: i64, serving_days: i64) -> Result<Generated, PkiError> {
+    let ca = generate_ca(now, CA_VALIDITY_DAYS)?;
+    let leaf = issue(&ca.cert, &ca.key, names, now, serving_days)?;
+    Ok(Generated {
+        ca: ca.cert,
+        cert: leaf.cert,
+        key: leaf.key,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::certs::pki::DAY;
+    use crate::certs::testing::{EXTRA, generate_into, read, sans};
+    use crate::certs::{CertificateResolver, DEFAULT_DNS_NAMES};
+
+    #[test]
+    fn generates_three_files_with_a_private_key() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("certs");
+        let files = generate_into(&dir);
+
+        assert!(!files.reused);
+        assert_eq!(files.ca, dir.join("ca.crt"));
+        assert_eq!(files.cert, dir.join("tls.crt"));
+        assert_eq!(files.key, dir.join("tls.key"));
+        for path in [&files.ca, &files.cert, &files.key] {
+            assert!(path.is_file(), "{} missing", path.display());
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = fs::metadata(&files.key).expect("meta").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // Only the three files: no temporary file is left behind.
+        assert_eq!(fs::read_dir(&dir).expect("ls").count(), 3);
+    }
+
+    #[test]
+    fn serving_cert_covers_default_names_ip_and_extra_name() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let files = ensure_self_signed(tmp.path(), &[EXTRA.to_owned()]).expect("generate");
+        let (dns, ips) = sans(&read(&files.cert));
+        for name in DEFAULT_DNS_NAMES.iter().copied().chain([EXTRA]) {
+            assert!(dns.iter().any(|d| d == name), "{name} not in {dns:?}");
+        }
+        assert_eq!(ips, vec![IpAddr::from([127, 0, 0, 1])]);
+
+        let der = CertificateDer::from_pem_slice(&read(&files.cert)).expect("pem");
+        let (_, leaf) = x509_parser::parse_x509_certificate(&der).expect("x509");
+        let ca_der = CertificateDer::from_pem_slice(&read(&files.ca)).expect("pem");
+        let (_, ca) = x509_parser::parse_x509_certificate(&ca_der).expect("x509");
+        assert_eq!(leaf.issuer().to_string(), ca.subject().to_string());
+        assert_eq!(ca.subject().to_string(), "CN=gpu-policy CA");
+        assert!(ca.is_ca());
+        assert!(!leaf.is_ca());
+        let lifetime = leaf.validity().not_after.timestamp() - unix_now();
+        assert!((364 * DAY..=366 * DAY).contains(&lifetime), "{lifetime}");
+        let ca_lifetime = ca.validity().not_after.timestamp() - unix_now();
+        assert!((3649 * DAY..=3651 * DAY).contains(&ca_lifetime));
+    }
+    #[test]
+    fn second_call_reuses_the_files() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let extra = [EXTRA.to_owned()];
+        let first = ensure_self_signed(tmp.path(), &extra).expect("first");
+        let before = [read(&first.ca), read(&first.cert), read(&first.key)];
+
+        let second = ensure_self_signed(tmp.path(), &extra).expect("second");
+        assert!(second.reused);
+        assert_eq!(
+            [read(&second.ca), read(&second.cert), read(&second.key)],
+            before
+        );
+
+        // Default names are always wanted, so asking for fewer still reuses.
+        assert!(ensure_self_signed(tmp.path(), &[]).expect("third").reused);
+    }
+
+    #[test]
+    fn uncovered_extra_name_regenerates() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let first = generate_into(tmp.path());
+        let before = read(&first.cert);
+
+        let second = ensure_self_signed(tmp.path(), &[EXTRA.to_owned()]).expect("second");
+        assert!(!second.reused);
+        assert_ne!(read(&second.cert), before);
+        assert!(sans(&read(&second.cert)).0.iter().any(|d| d == EXTRA));
+    }
+
+    #[test]
+    fn extra_ip_becomes_an_ip_san_and_is_reused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let extra = ["10.0.0.7".to_owned(), " ".to_owned()];
+        let first = ensure_self_signed(tmp.path(), &extra).expect("first");
+        let (_, ips) = sans(&read(&first.cert));
+        assert_eq!(
+            ips,
+            vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([10, 0, 0, 7])]
+        );
+        assert!(
+            ensure_self_signed(tmp.path(), &extra)
+                .expect("second")
+                .reused
+        );
+    }
+
+    #[test]
+    fn damaged_or_mismatched_files_regenerate() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let files = generate_into(tmp.path());
+
+        fs::write(&files.key, b"garbage").expect("write");
+        let again = generate_into(tmp.path());
+        assert!(!again.reused);
+        CertificateResolver::load(&again.cert, &again.key).expect("regenerated pair loads");
+
+        // A key from another generation does not match tls.crt.
+        let other = tempfile::tempdir().expect("tempdir");
+        let other = generate_into(other.path());
+        fs::copy(&other.key, &files.key).expect("copy");
+        assert!(!generate_into(tmp.path()).reused);
+
+        // A serving certificate from another CA does not chain to ca.crt.
+        let current_ca = read(&files.ca);
+        fs::copy(&other.ca, &files.ca).expect("copy");
+        let replaced = generate_into(tmp.path());
+        assert!(!replaced.reused);
+        assert_ne!(read(&replaced.ca), current_ca);
+        assert!(generate_into(tmp.path()).reused);
+    }
+
+    #[test]
+    fn expiring_serving_cert_regenerates() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let files = generate_into(tmp.path());
+        let short = generate(&wanted_names(&[]), unix_now(), 10).expect("generate");
+        fs::write(&files.ca, &short.ca).expect("write");
+        fs::write(&files.cert, &short.cert).expect("write");
+        fs::write(&files.key, &short.key).expect("write");
+
+        let again = generate_into(tmp.path());
+        assert!(!again.reused);
+        let resolver = CertificateResolver::load(&again.cert, &again.key).expect("load");
+        assert!(resolver.not_after() - unix_now() > 300 * DAY);
+    }
+}

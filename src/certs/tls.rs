@@ -1,0 +1,83 @@
+//! The rustls server configuration: the one place a `ServerConfig` is
+//! built, so every listener negotiates the same way.
+
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::NoServerSessionStorage;
+use rustls::server::danger::ClientCertVerifier;
+
+use super::{CertError, CertificateResolver};
+
+/// The rustls server configuration: TLS 1.3 and 1.2 with ring, the
+/// certificate from `resolver`, HTTP/1.1 over ALPN; client certificates
+/// checked by `client_auth` when given, else not asked for.
+pub fn server_config(
+    resolver: Arc<CertificateResolver>,
+    client_auth: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<rustls::ServerConfig, CertError> {
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|source| CertError::Tls { source })?;
+    let checks_clients = client_auth.is_some();
+    let mut config = match client_auth {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    }
+    .with_cert_resolver(resolver);
+    if checks_clients {
+        // A resumed session skips the client-certificate check: without
+        // resumption every connection is checked against the CA and names
+        // in force now (the API server does not resume sessions anyway).
+        config.session_storage = Arc::new(NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+    }
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Always the explicit ring provider: nothing here relies on a process-wide
+/// default being installed.
+pub fn provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
+#[cfg(test)]
+mod tests {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+
+    use super::*;
+    use crate::certs::testing::{generate_into, handshake, read};
+
+    #[tokio::test]
+    async fn handshake_verifies_against_the_generated_ca_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let files = generate_into(tmp.path());
+        let resolver = Arc::new(CertificateResolver::load(&files.cert, &files.key).expect("load"));
+        let config = Arc::new(server_config(resolver, None).expect("config"));
+
+        let (chain, alpn) = handshake(config.clone(), &read(&files.ca))
+            .await
+            .expect("handshake with the generated CA");
+        assert_eq!(chain.len(), 1);
+        assert_eq!(
+            chain[0].as_ref(),
+            CertificateDer::from_pem_slice(&read(&files.cert))
+                .expect("pem")
+                .as_ref()
+        );
+        assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+
+        let other = tempfile::tempdir().expect("tempdir");
+        let other = generate_into(other.path());
+        let err = handshake(config, &read(&other.ca))
+            .await
+            .expect_err("another CA must not verify");
+        // Same CA name, other key: the signature check is what rejects it.
+        assert!(
+            err.contains("invalid peer certificate: BadSignature"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,519 @@
+//! `server::run`: the whole server put together from its [`Options`]: the
+//! settings and their reload, the cluster caches, the serving certificate
+//! and its reload, the HTTPS and operations listeners, and shutdown on a
+//! signal.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rustls::server::danger::ClientCertVerifier;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::{AppState, listener, operations_router, router};
+use crate::certs::client_auth::ClientAuth;
+use crate::certs::secret::{RouteConfig, SecretError, SecretRef, SecretRoute};
+use crate::certs::{self, CertError, CertificateResolver, Reload};
+use crate::cluster::{self, ClusterCache, Watches};
+use crate::poll::{Polled, poll_bytes};
+use crate::settings::{ConfigError, Settings};
+
+/// How the server runs: the command line, parsed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// HTTPS address of the admission endpoints.
+    pub listen: SocketAddr,
+    /// Plain HTTP address of `/metrics`, `/healthz` and `/readyz`.
+    pub metrics_listen: SocketAddr,
+    /// The policy configuration file, reloaded when its bytes change;
+    /// the defaults without one.
+    pub config: Option<PathBuf>,
+    /// Where the serving certificate comes from.
+    pub certificates: Certificates,
+    /// How the API server is reached, if at all.
+    pub cluster: ClusterAccess,
+    /// Client certificates the HTTPS server requires, if any.
+    pub client_auth: Option<ClientAuthOptions>,
+    /// How often the certificate files, the config file and the
+    /// certificate Secret are compared with what is loaded.
+    pub reload_interval: Duration,
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone)]
+pub enum Certificates {
+    /// A pair of PEM files (`--tls-cert`, `--tls-key`), e.g. mounted from a
+    /// cert-manager Secret.
+    Files { cert: PathBuf, key: PathBuf },
+    /// A self-signed CA and serving certificate generated into `dir` and
+    /// reused while valid, covering the default names and `dns_names`.
+    SelfSigned {
+        dir: PathBuf,
+        dns_names: Vec<String>,
+    },
+    /// One pair shared by every replica through a Secret (`--cert-secret`).
+    Secret(RouteConfig),
+}
+
+/// The client certificates the HTTPS server requires (`--client-ca`,
+/// `--client-name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAuthOptions {
+    /// The CAs a client certificate must chain to (PEM), reloaded when the
+    /// file changes.
+    pub ca: PathBuf,
+    /// Names the certificate's subject CN or a DNS name must equal; empty:
+    /// any name.
+    pub names: Vec<String>,
+}
+
+/// How the API server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterAccess {
+    /// Not at all: the static configuration only.
+    Disabled,
+    /// Through this kubeconfig file.
+    Kubeconfig(PathBuf),
+    /// The in-cluster service account, else `KUBECONFIG` or
+    /// `~/.kube/config`.
+    Default,
+}
+
+/// Why the server could not start. One line, the cause's text at the end.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Cluster(String),
+    #[error(
+        "--cert-secret {secret} needs the API server, which is not configured or does not answer"
+    )]
+    SecretWithoutCluster { secret: SecretRef },
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Serves the webhook until SIGTERM or Ctrl-C, then lets the requests in
+/// flight finish. Fails only while starting.
+pub async fn run(options: Options) -> Result<(), ServeError> {
+    // kube's client and rustls need one process-level provider; installing
+    // it explicitly avoids "Could not automatically determine the
+    // process-level CryptoProvider". It fails only if one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = match &options.config {
+        Some(path) => Settings::load(path)?,
+        None => Settings::default(),
+    };
+    let state = Arc::new(AppState::new(settings));
+    state.readiness.config_loaded.store(true, Ordering::Release);
+    state.metrics.set_reload("config", true);
+
+    let (client, watches) = connect_cluster(&options.cluster, &state).await?;
+    let every = options.reload_interval.max(Duration::from_secs(1));
+    let mut secret_route = None;
+    let (cert, key) = match &options.certificates {
+        Certificates::Files { cert, key } => (cert.clone(), key.clone()),
+        Certificates::SelfSigned { dir, dns_names } => {
+            let generated = certs::ensure_self_signed(dir, dns_names)?;
+            tracing::info!(
+                ca = %generated.ca.display(),
+                reused = generated.reused,
+                "serving a self-signed certificate; clients verify it with this CA"
+            );
+            (generated.cert, generated.key)
+        }
+        Certificates::Secret(config) => {
+            let Some(client) = client else {
+                return Err(ServeError::SecretWithoutCluster {
+                    secret: config.secret.clone(),
+                });
+            };
+            let route = secret_route_start(client, config.clone()).await?;
+            let paths = (route.cert_path(), route.key_path());
+            secret_route = Some(route);
+            paths
+        }
+    };
+    let client_auth = match &options.client_auth {
+        Some(client_auth) => Some(require_client_certificates(&state, client_auth, every)?),
+        None => None,
+    };
+    let tls = serve_certificate(&state, &cert, &key, client_auth, every)?;
+    if let Some(path) = options.config.clone() {
+        let (reloaded, settings) = watch::channel(state.settings.load_full());
+        tokio::spawn(watch_config(path, every, Arc::clone(&state), reloaded));
+        if let Some(watches) = watches {
+            tokio::spawn(follow_settings(watches, settings));
+        }
+    }
+    if let Some(route) = secret_route {
+        tokio::spawn(route.run(every));
+    }
+
+    let admission = bind(options.listen).await?;
+    let operations = bind(options.metrics_listen).await?;
+    state
+        .readiness
+        .listener_bound
+        .store(true, Ordering::Release);
+    tracing::info!(
+        listen = %admission.local_addr().map_or(options.listen, |a| a),
+        metrics_listen = %operations.local_addr().map_or(options.metrics_listen, |a| a),
+        "gpu-policy serving"
+    );
+    serve_until_signal(state, admission, operations, tls).await;
+    tracing::info!("gpu-policy stopped");
+    Ok(())
+}
+
+/// The client, with the cluster caches started and shared with the
+/// handlers, and the watches that fill them; `None` with
+/// [`ClusterAccess::Disabled`].
+async fn connect_cluster(
+    access: &ClusterAccess,
+    state: &AppState,
+) -> Result<(Option<kube::Client>, Option<Watches>), ServeError> {
+    let connection = match access {
+        ClusterAccess::Disabled => cluster::Connection::Disabled,
+        ClusterAccess::Kubeconfig(path) => cluster::Connection::Kubeconfig(path),
+        ClusterAccess::Default => cluster::Connection::Default,
+    };
+    let client = cluster::connect(connection)
+        .await
+        .map_err(ServeError::Cluster)?;
+    let mut watches = None;
+    match client.clone() {
+        Some(client) => {
+            let cache = Arc::new(ClusterCache::default());
+            watches = Some(Watches::start(
+                client.clone(),
+                &state.settings.load(),
+                Arc::clone(&cache),
+            ));
+            let _ = state.cluster.set(cache);
+            let _ = state.client.set(client);
+            tracing::info!(
+                "reading the cluster: namespaces, nodes, runtime classes, allowlisted workloads"
+            );
+        }
+        None => tracing::info!(
+            "running without a cluster: static configuration only (no namespace annotations, \
+             RuntimeClass, node or owner checks)"
+        ),
+    }
+    Ok((client, watches))
+}
+
+/// Keeps the cluster watches on the settings in force: after every reload
+/// the allowlist watches and the node projection follow the new
+/// configuration. A reload that comes while one is applied is taken next,
+/// the latest one only.
+async fn follow_settings(watches: Watches, mut settings: watch::Receiver<Arc<Settings>>) {
+    while settings.changed().await.is_ok() {
+        let current = Arc::clone(&settings.borrow_and_update());
+        watches.apply(&current).await;
+    }
+}
+
+/// The first pass of the --cert-secret route, before the resolver loads its
+/// files. When it fails, files left in the certificates directory by an
+/// earlier run (an emptyDir survives container restarts) are served while
+/// the route retries; without them there is nothing to serve and the
+/// server does not start.
+async fn secret_route_start(
+    client: kube::Client,
+    config: RouteConfig,
+) -> Result<SecretRoute, SecretError> {
+    let route = SecretRoute::new(client, config);
+    let secret = &route.config().secret;
+    match route.ensure_once().await {
+        Ok(outcome) => {
+            outcome.log(secret);
+            tracing::info!(
+                %secret,
+                dir = %route.config().certs_dir.display(),
+                "serving the certificate of the Secret"
+            );
+        }
+        Err(error) if route.cert_path().is_file() && route.key_path().is_file() => {
+            tracing::error!(
+                %secret,
+                %error,
+                "certificate Secret unavailable; serving the files of the last run, retrying"
+            );
+        }
+        Err(error) => return Err(error),
+    }
+    Ok(route)
+}
+
+/// Loads the serving pair, reports it to readiness and metrics, polls its
+/// files every `every`, and returns the TLS configuration that serves it.
+fn serve_certificate(
+    state: &Arc<AppState>,
+    cert: &Path,
+    key: &Path,
+    client_auth: Option<Arc<dyn ClientCertVerifier>>,
+    every: Duration,
+) -> Result<Arc<rustls::ServerConfig>, CertError> {
+    let resolver = Arc::new(CertificateResolver::load(cert, key)?);
+    state
+        .readiness
+        .certificate_loaded
+        .store(true, Ordering::Release);
+    state
+        .metrics
+        .certificate_expiry
+        .set(resolver.not_after() as f64);
+    state.metrics.set_reload("certificate", true);
+
+    let poller_state = Arc::clone(state);
+    let poller_resolver = Arc::clone(&resolver);
+    Arc::clone(&resolver).spawn_poller(every, move |reload| match reload {
+        Reload::Reloaded => {
+            tracing::info!("serving certificate reloaded");
+            poller_state.metrics.set_reload("certificate", true);
+            poller_state
+                .metrics
+                .certificate_expiry
+                .set(poller_resolver.not_after() as f64);
+        }
+        Reload::Failed(error) => {
+            tracing::error!(%error, "new certificate refused; the previous one keeps serving");
+            poller_state.metrics.set_reload("certificate", false);
+        }
+        Reload::Unchanged => {}
+    });
+    Ok(Arc::new(certs::server_config(resolver, client_auth)?))
+}
+
+/// Loads the client CAs (the server does not start when they do not load,
+/// so it is never ready without them) and polls the file every `every`; a
+/// file that does not load is refused and the CAs in force stay.
+fn require_client_certificates(
+    state: &Arc<AppState>,
+    options: &ClientAuthOptions,
+    every: Duration,
+) -> Result<Arc<dyn ClientCertVerifier>, CertError> {
+    let auth = Arc::new(ClientAuth::load(&options.ca, &options.names)?);
+    state.metrics.set_reload("client_ca", true);
+    tracing::info!(
+        ca = %options.ca.display(),
+        cas = auth.ca_count(),
+        names = %options.names.join(", "),
+        "requiring client certificates"
+    );
+    let poller_state = Arc::clone(state);
+    let poller_auth = Arc::clone(&auth);
+    Arc::clone(&auth).spawn_poller(every, move |reload| match reload {
+        Reload::Reloaded => {
+            tracing::info!(cas = poller_auth.ca_count(), "client CA reloaded");
+            poller_state.metrics.set_reload("client_ca", true);
+        }
+        Reload::Failed(error) => {
+            tracing::error!(%error, "new client CA refused; the previous one stays in force");
+            poller_state.metrics.set_reload("client_ca", false);
+        }
+        Reload::Unchanged => {}
+    });
+    Ok(auth)
+}
+
+/// Polls the config file every `every` and reloads it when its bytes
+/// change; accepted settings are sent on `reloaded` for what derives from
+/// them (the cluster watches).
+async fn watch_config(
+    path: PathBuf,
+    every: Duration,
+    state: Arc<AppState>,
+    reloaded: watch::Sender<Arc<Settings>>,
+) {
+    let loaded = std::fs::read(&path).ok();
+    let read = || std::fs::read(&path);
+    poll_bytes(every, loaded, read, |polled| match polled {
+        Polled::Changed(bytes) => {
+            if let Some(settings) = reload_config(&state, &path, bytes) {
+                reloaded.send_replace(settings);
+            }
+        }
+        Polled::Failed(error) => {
+            tracing::error!(path = %path.display(), %error, "cannot read the config file; keeping the loaded settings");
+            state.metrics.set_reload("config", false);
+        }
+    })
+    .await;
+}
+
+/// Swaps in the settings of the config file's new `bytes`; bytes that do
+/// not parse are refused and the previous settings stay.
+fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Settings>> {
+    let shown = path.display().to_string();
+    let parsed = match std::str::from_utf8(bytes) {
+        Ok(text) => Settings::from_yaml(text, &shown),
+        Err(error) => Err(ConfigError::Parse {
+            path: shown,
+            message: error.to_string(),
+        }),
+    };
+    match parsed {
+        Ok(settings) => {
+            let settings = Arc::new(settings);
+            state.settings.store(Arc::clone(&settings));
+            state.metrics.set_reload("config", true);
+            tracing::info!(path = %path.display(), "config reloaded");
+            Some(settings)
+        }
+        Err(error) => {
+            state.metrics.set_reload("config", false);
+            tracing::error!(%error, "new config refused; the previous settings stay");
+            None
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
+}
+
+/// Serves the admission endpoints over TLS on `admission` and the
+/// operations endpoints on `operations` until SIGTERM or Ctrl-C; then stops
+/// accepting and lets the requests in flight finish.
+async fn serve_until_signal(
+    state: Arc<AppState>,
+    admission: TcpListener,
+    operations: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+) {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let operations_app = operations_router(Arc::clone(&state));
+    let mut operations_stop = stop_rx.clone();
+    let operations_task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = operations_stop.wait_for(|stop| *stop).await;
+        };
+        axum::serve(operations, operations_app)
+            .with_graceful_shutdown(stopped)
+            .await
+    });
+    let mut admission_stop = stop_rx;
+    let admission = listener::serve_tls(
+        admission,
+        tls,
+        router(Arc::clone(&state)),
+        async move {
+            let _ = admission_stop.wait_for(|stop| *stop).await;
+        },
+        {
+            let state = Arc::clone(&state);
+            move || state.drain_timeout()
+        },
+    );
+    let signals = async {
+        listener::shutdown_signal().await;
+        tracing::info!("shutting down: no new connections, finishing requests in flight");
+        let _ = stop_tx.send(true);
+    };
+    tokio::join!(admission, signals);
+    let _ = operations_task.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(certificates: Certificates, cluster: ClusterAccess) -> Options {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            config: None,
+            certificates,
+            cluster,
+            client_auth: None,
+            reload_interval: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn config_reload_swaps_the_settings_or_keeps_them() {
+        let state = AppState::new(Settings::default());
+        let path = Path::new("config.yaml");
+        let max_per_pod = || state.settings.load().config().max_per_pod;
+        let reload_ok = |ok: u8| {
+            let line = format!("gpu_policy_reload_success{{source=\"config\"}} {ok}");
+            state.metrics.encode().lines().any(|l| l == line)
+        };
+        assert_ne!(max_per_pod(), 3);
+
+        reload_config(&state, path, b"maxPerPod: 3\n");
+        assert_eq!(max_per_pod(), 3);
+        assert!(reload_ok(1), "{}", state.metrics.encode());
+
+        for refused in [&b"maxPerPods: 4\n"[..], b"maxPerPod: \xff\n"] {
+            reload_config(&state, path, refused);
+            assert_eq!(max_per_pod(), 3);
+            assert!(reload_ok(0), "{}", state.metrics.encode());
+        }
+    }
+
+    #[tokio::test]
+    async fn cert_secret_without_a_cluster_does_not_start() {
+        let secret: SecretRef = "gpu-policy/gpu-policy-tls".parse().expect("secret");
+        let config = RouteConfig::new(secret, "certs");
+        let error = run(options(
+            Certificates::Secret(config),
+            ClusterAccess::Disabled,
+        ))
+        .await
+        .expect_err("no cluster");
+        assert!(
+            matches!(&error, ServeError::SecretWithoutCluster { secret } if secret.name == "gpu-policy-tls"),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "--cert-secret gpu-policy/gpu-policy-tls needs the API server, which is not \
+             configured or does not answer"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_address_in_use_is_named() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = taken.local_addr().expect("addr");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = options(
+            Certificates::SelfSigned {
+                dir: dir.path().to_path_buf(),
+                dns_names: Vec::new(),
+            },
+            ClusterAccess::Disabled,
+        );
+        options.listen = addr;
+        let error = run(options).await.expect_err("address in use");
+        assert!(
+            matches!(&error, ServeError::Listen { addr: a, .. } if *a == addr),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("cannot listen on {addr}: ")),
+            "{error}"
+        );
+    }
+}
