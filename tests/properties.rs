@@ -1194,7 +1194,7 @@ proptest! {
             );
         }
         for notice in &evaluation.notices {
-            prop_assert!(notice.starts_with("gpu-policy:"), "{:?}", notice);
+            prop_assert!(notice.message.starts_with("gpu-policy:"), "{:?}", notice);
         }
     }
 }

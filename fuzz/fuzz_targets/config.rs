@@ -97,8 +97,8 @@ fn only_tightens(settings: &Settings, namespace: &NamespaceSettings, value: &str
     }
     assert!(namespace.notices.len() <= 2, "{:?}", namespace.notices);
     for notice in &namespace.notices {
-        assert!(notice.starts_with("gpu-policy: "), "{notice:?}");
-        assert!(!notice.contains('\n'), "the notice spans lines: {notice:?}");
+        assert!(notice.message.starts_with("gpu-policy: "), "{notice:?}");
+        assert!(!notice.message.contains('\n'), "the notice spans lines: {notice:?}");
     }
 }
 

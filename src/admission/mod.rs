@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::policy::{
-    self, ClusterFacts, Evaluation, Identity, ObjectError, Scope, Shape, allowlist,
+    self, ClusterFacts, Evaluation, Identity, Message, ObjectError, Scope, Shape, allowlist,
 };
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -281,7 +281,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         Mode::Enforce => {
             decision
                 .warnings
-                .extend(evaluation.notices.iter().map(|n| warning(n)));
+                .extend(evaluation.notices.iter().map(|n| warning(&n.message)));
             if !is_pod {
                 decision
                     .warnings
@@ -299,20 +299,20 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         Mode::Warn => {
             decision
                 .warnings
-                .extend(evaluation.notices.iter().map(|n| warning(n)));
+                .extend(evaluation.notices.iter().map(|n| warning(&n.message)));
             for violation in &evaluation.violations {
-                decision.warnings.push(warning(&format!(
-                    "gpu-policy: [{}] would deny: {}",
+                decision.warnings.push(warning(&Message::new(format_args!(
+                    "[{}] would deny: {}",
                     violation.rule,
-                    without_prefix(&violation.message)
-                )));
+                    violation.message.body()
+                ))));
             }
             if is_pod {
                 for change in &evaluation.changes {
-                    decision.warnings.push(warning(&format!(
-                        "gpu-policy: [{}] would {}",
+                    decision.warnings.push(warning(&Message::new(format_args!(
+                        "[{}] would {}",
                         change.rule, change.summary
-                    )));
+                    ))));
                 }
             } else {
                 decision
@@ -326,7 +326,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
                 let items = evaluation
                     .violations
                     .iter()
-                    .map(|v| format!("[{}] {}", v.rule, without_prefix(&v.message)))
+                    .map(|v| format!("[{}] {}", v.rule, v.message.body()))
                     .collect();
                 decision
                     .audit_annotations
@@ -351,7 +351,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
 pub fn unreadable(kind: &str, error: &ObjectError) -> Decision {
     Decision {
         allowed: false,
-        denial: Some(format!("gpu-policy: cannot read this {kind}: {error}")),
+        denial: Some(Message::new(format_args!("cannot read this {kind}: {error}")).into_string()),
         ..Decision::default()
     }
 }
@@ -365,10 +365,10 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         .iter()
         .filter(|change| change.overrides_author)
         .map(|change| {
-            warning(&format!(
-                "gpu-policy: [{}] pods will {}",
+            warning(&Message::new(format_args!(
+                "[{}] pods will {}",
                 change.rule, change.summary
-            ))
+            )))
         })
 }
 
@@ -376,13 +376,9 @@ fn denial_message(evaluation: &Evaluation) -> String {
     let parts: Vec<String> = evaluation
         .violations
         .iter()
-        .map(|v| format!("[{}] {}", v.rule, without_prefix(&v.message)))
+        .map(|v| format!("[{}] {}", v.rule, v.message.body()))
         .collect();
-    format!("gpu-policy: {}", parts.join("; "))
-}
-
-fn without_prefix(message: &str) -> &str {
-    message.strip_prefix("gpu-policy: ").unwrap_or(message)
+    Message::new(parts.join("; ")).into_string()
 }
 
 /// Cuts a warning to [`MAX_WARNING_CHARS`] characters.

@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::{Mode, ObjectKind, PodOperation, evaluate_object_in, warning};
-use crate::policy::{ClusterFacts, RuleId};
+use crate::policy::{ClusterFacts, Message, RuleId};
 use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
@@ -60,9 +60,10 @@ pub fn check(
         Some(value) => match value.parse::<Mode>() {
             Ok(mode) => Some(mode),
             Err(_) => {
-                return Err(format!(
-                    "gpu-policy: label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit"
-                ));
+                return Err(Message::new(format_args!(
+                    "label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit"
+                ))
+                .into_string());
             }
         },
     };
@@ -76,12 +77,13 @@ pub fn check(
     if is_admin {
         return Ok(());
     }
-    Err(format!(
-        "gpu-policy: changing {MODE_LABEL} from {} to {} loosens GPU policy; only members of {} may",
+    Err(Message::new(format_args!(
+        "changing {MODE_LABEL} from {} to {} loosens GPU policy; only members of {} may",
         describe(before),
         describe(after),
         policy_admins.join(", ")
     ))
+    .into_string())
 }
 
 /// The mode a namespace moves to when the label change tightens the
@@ -143,17 +145,17 @@ pub fn opt_in_warnings(
     }
     let mut warnings = Vec::new();
     if !violating.is_empty() {
-        warnings.push(warning(&format!(
-            "gpu-policy: {} existing pod(s) in {namespace} violate {mode} mode: {}",
+        warnings.push(warning(&Message::new(format_args!(
+            "{} existing pod(s) in {namespace} violate {mode} mode: {}",
             violating.len(),
             named(&violating)
-        )));
+        ))));
     }
     if !losing_cards.is_empty() {
-        warnings.push(warning(&format!(
-            "gpu-policy: new pods like {} would lose their GPUs (void pin); allowlist them first",
+        warnings.push(warning(&Message::new(format_args!(
+            "new pods like {} would lose their GPUs (void pin); allowlist them first",
             named(&losing_cards)
-        )));
+        ))));
     }
     warnings
 }

@@ -23,7 +23,7 @@ use super::{
     Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object_in, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClusterFacts, RuleId};
+use crate::policy::{ClusterFacts, Message, RuleId};
 use crate::settings::{NamespaceSettings, Settings};
 
 /// An object exactly as the API server sent it.
@@ -259,7 +259,7 @@ pub fn respond(
                 old_object: &old.raw,
             },
             None => {
-                return deny(response, "gpu-policy: the review carries no oldObject");
+                return deny(response, "the review carries no oldObject");
             }
         },
         (ObjectKind::Workload(_), Operation::Create | Operation::Update, Endpoint::Validate(_))
@@ -270,7 +270,7 @@ pub fn respond(
         _ => return (response, ignored),
     };
     let Some(object) = request.object.as_ref() else {
-        return deny(response, "gpu-policy: the review carries no object");
+        return deny(response, "the review carries no object");
     };
     let namespace = request
         .namespace
@@ -327,12 +327,14 @@ fn guard_namespace(
     let new = request.object.as_ref().map(|o| &o.raw);
     match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
         Ok(()) => (response, Verdict::new("allowed")),
-        Err(message) => deny(response, &message),
+        Err(message) => (forbidden(response, &message), Verdict::new("denied")),
     }
 }
 
-fn deny(response: AdmissionResponse, message: &str) -> (AdmissionResponse, Verdict) {
-    (forbidden(response, message), Verdict::new("denied"))
+/// Denies with a message body of the admission layer's own.
+fn deny(response: AdmissionResponse, body: &str) -> (AdmissionResponse, Verdict) {
+    let message = Message::new(body);
+    (forbidden(response, &message), Verdict::new("denied"))
 }
 
 fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
@@ -354,7 +356,7 @@ fn into_response(
     if !decision.allowed && endpoint != Endpoint::Mutate {
         let message = decision
             .denial
-            .unwrap_or_else(|| "gpu-policy: denied".to_owned());
+            .unwrap_or_else(|| Message::new("denied").into_string());
         let mut response = forbidden(response, &message);
         if !decision.warnings.is_empty() {
             response.warnings = Some(decision.warnings);
@@ -374,8 +376,8 @@ fn into_response(
                         verdict.decision = "mutated";
                     }
                     Err(err) => {
-                        let message = format!("gpu-policy: cannot encode the patch: {err}");
-                        return deny(response, &message);
+                        let body = format!("cannot encode the patch: {err}");
+                        return deny(response, &body);
                     }
                 }
             }

@@ -86,7 +86,7 @@ pub fn violation_messages(pod: &Value, rule: RuleId) -> Vec<String> {
         .violations
         .into_iter()
         .filter(|v| v.rule == rule)
-        .map(|v| v.message)
+        .map(|v| v.message.into_string())
         .collect()
 }
 
