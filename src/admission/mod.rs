@@ -1,7 +1,7 @@
 //! The admission layer: which objects the policy looks at, and what a
 //! namespace's mode makes of the rules' results.
 //!
-//! [`evaluate_object`] runs the rules on one object; [`decide`] is the one
+//! [`evaluate_object`] runs the rules on one [`Subject`]; [`decide`] is the one
 //! pure function from (mode, evaluation) to (allowed, patch, warnings, audit
 //! annotations). The offline `check` and the webhook both go through them.
 
@@ -17,9 +17,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::policy::{
-    self, ClusterFacts, Evaluation, Identity, Message, ObjectError, Scope, Shape, allowlist,
+    self, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape, Target, allowlist,
 };
-use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -179,72 +178,74 @@ pub enum PodOperation<'a> {
     },
 }
 
-/// Runs the policy on one object of a known kind, without cluster
-/// knowledge (the offline `check`). `Ok(None)` for ignored kinds.
-pub fn evaluate_object(
-    object: &Value,
-    kind: ObjectKind,
-    namespace: &str,
-    operation: PodOperation<'_>,
-    settings: &Settings,
-    namespace_settings: &NamespaceSettings,
-) -> Result<Option<Evaluation>, ObjectError> {
-    evaluate_object_in(
-        object,
-        kind,
-        namespace,
-        operation,
-        settings,
-        namespace_settings,
-        None,
-    )
+/// An object the admission layer hands to the policy: what it is, where it
+/// lives and what is being done to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub object: &'a Value,
+    pub kind: ObjectKind,
+    /// The namespace the object lives in.
+    pub namespace: &'a str,
+    pub operation: PodOperation<'a>,
 }
 
-/// Runs the policy on one object, with what the cluster knows when given.
-pub fn evaluate_object_in(
-    object: &Value,
-    kind: ObjectKind,
-    namespace: &str,
-    operation: PodOperation<'_>,
-    settings: &Settings,
-    namespace_settings: &NamespaceSettings,
-    cluster: Option<&dyn ClusterFacts>,
+impl<'a> Subject<'a> {
+    /// An object being created.
+    pub fn created(object: &'a Value, kind: ObjectKind, namespace: &'a str) -> Self {
+        Subject {
+            object,
+            kind,
+            namespace,
+            operation: PodOperation::Create,
+        }
+    }
+
+    /// What the policy evaluates; None for the kinds it ignores.
+    pub fn target(&self) -> Option<Target<'a>> {
+        let object = self.object;
+        let (shape, identity, scope) = match self.kind {
+            ObjectKind::Ignored => return None,
+            ObjectKind::Pod => {
+                let scope = match self.operation {
+                    PodOperation::Create => Scope::Whole,
+                    PodOperation::EphemeralContainers { old_object } => {
+                        policy::scope_for_update(old_object)
+                    }
+                };
+                let owner = allowlist::controller_owner(object);
+                (Shape::Pod, Identity::Pod { owner }, scope)
+            }
+            ObjectKind::Workload(workload) => {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let identity = Identity::Workload {
+                    kind: workload.kind(),
+                    name,
+                };
+                (workload.shape(), identity, Scope::Whole)
+            }
+        };
+        Some(Target {
+            object,
+            shape,
+            identity,
+            namespace: self.namespace,
+            scope,
+        })
+    }
+}
+
+/// Runs the policy on one object. `Ok(None)` for the kinds it ignores.
+pub fn evaluate_object(
+    evaluator: &Evaluator<'_>,
+    subject: &Subject<'_>,
 ) -> Result<Option<Evaluation>, ObjectError> {
-    let (shape, identity, scope) = match kind {
-        ObjectKind::Ignored => return Ok(None),
-        ObjectKind::Pod => {
-            let scope = match operation {
-                PodOperation::Create => Scope::Whole,
-                PodOperation::EphemeralContainers { old_object } => {
-                    policy::scope_for_update(old_object)
-                }
-            };
-            let owner = allowlist::controller_owner(object);
-            (Shape::Pod, Identity::Pod { owner }, scope)
-        }
-        ObjectKind::Workload(workload) => {
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let identity = Identity::Workload {
-                kind: workload.kind(),
-                name,
-            };
-            (workload.shape(), identity, Scope::Whole)
-        }
-    };
-    policy::evaluate(
-        object,
-        shape,
-        identity,
-        namespace,
-        &scope,
-        settings,
-        namespace_settings,
-        cluster,
-    )
-    .map(Some)
+    subject
+        .target()
+        .map(|target| evaluator.evaluate(&target))
+        .transpose()
 }
 
 /// What the webhook answers, or `check` reports, for one object.

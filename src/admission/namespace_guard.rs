@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::{Mode, ObjectKind, PodOperation, evaluate_object_in, warning};
-use crate::policy::{ClusterFacts, Message, RuleId};
+use super::{Mode, ObjectKind, Subject, evaluate_object, warning};
+use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
@@ -112,6 +112,11 @@ pub fn opt_in_warnings(
         .map(|c| c.namespace_annotations(namespace))
         .unwrap_or_default();
     let namespace_settings = settings.for_namespace(&annotations);
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster,
+    };
     let mut violating = Vec::new();
     let mut losing_cards = Vec::new();
     for pod in pods {
@@ -119,14 +124,9 @@ pub fn opt_in_warnings(
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        let evaluated = evaluate_object_in(
-            pod,
-            ObjectKind::Pod,
-            namespace,
-            PodOperation::Create,
-            settings,
-            &namespace_settings,
-            cluster,
+        let evaluated = evaluate_object(
+            &evaluator,
+            &Subject::created(pod, ObjectKind::Pod, namespace),
         );
         let Ok(Some(evaluation)) = evaluated else {
             continue;

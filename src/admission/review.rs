@@ -20,11 +20,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::{
-    Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object_in, namespace_guard,
+    Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClusterFacts, Message, RuleId};
-use crate::settings::{NamespaceSettings, Settings};
+use crate::policy::{Evaluator, Message, RuleId};
+use crate::settings::Settings;
 
 /// An object exactly as the API server sent it.
 ///
@@ -233,20 +233,17 @@ impl Verdict {
     }
 }
 
-/// Answers one admission request.
-/// `namespace_settings` are the settings of the request's namespace;
-/// `cluster`, what the webhook knows of the cluster when it can read it.
+/// Answers one admission request with the settings of the request's
+/// namespace and what the webhook knows of the cluster.
 pub fn respond(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
-    settings: &Settings,
-    namespace_settings: &NamespaceSettings,
-    cluster: Option<&dyn ClusterFacts>,
+    evaluator: &Evaluator<'_>,
 ) -> (AdmissionResponse, Verdict) {
     let response = AdmissionResponse::from(request);
     let ignored = Verdict::new("ignored");
     if endpoint == Endpoint::Namespace {
-        return guard_namespace(request, response, settings);
+        return guard_namespace(request, response, evaluator.settings);
     }
     let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
     let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
@@ -286,15 +283,13 @@ pub fn respond(
         Endpoint::Mutate | Endpoint::Namespace => Mode::Enforce,
         Endpoint::Validate(mode) => mode,
     };
-    let evaluated = evaluate_object_in(
-        &object.raw,
+    let subject = Subject {
+        object: &object.raw,
         kind,
         namespace,
         operation,
-        settings,
-        namespace_settings,
-        cluster,
-    );
+    };
+    let evaluated = evaluate_object(evaluator, &subject);
     let mut verdict = Verdict::new("allowed");
     let decision = match evaluated {
         Ok(Some(evaluation)) => {

@@ -3,7 +3,7 @@
 //! Every rule is one file and one pure function from a [`RuleInput`] to
 //! [`Findings`]: changes (JSON Patch operations on the raw object),
 //! violations and notices. [`registry::RULES`] lists the rules once;
-//! [`evaluate`] runs them and tags what each finds with its stable
+//! [`Evaluator::evaluate`] runs them and tags what each finds with its stable
 //! [`RuleId`]. Nothing here logs, reads a clock or touches the network, so
 //! the offline `check`, the webhook and the audit give the same answers.
 
@@ -12,6 +12,7 @@ pub mod bounded_requests;
 pub mod cluster;
 pub mod compute_affinity;
 pub mod device_paths;
+pub mod evaluator;
 pub mod message;
 pub mod pod;
 pub mod quantity;
@@ -27,10 +28,11 @@ use std::fmt;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use serde::{Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::settings::{AllowlistEntry, MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
+use crate::settings::AllowlistEntry;
 pub use cluster::ClusterFacts;
+pub use evaluator::{Evaluator, Target};
 pub use message::{Message, Notice, NoticeKind};
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};
 pub use registry::{Findings, Mutation, RULES, Rule, RuleInput};
@@ -191,122 +193,6 @@ impl Evaluation {
     pub fn changed_rules(&self) -> BTreeSet<RuleId> {
         self.changes.iter().map(|c| c.rule).collect()
     }
-}
-
-/// Runs every rule over `object` (a Pod or a workload, as `shape` says).
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate(
-    object: &Value,
-    shape: Shape,
-    identity: Identity<'_>,
-    namespace: &str,
-    scope: &Scope,
-    settings: &Settings,
-    namespace_settings: &NamespaceSettings,
-    cluster: Option<&dyn ClusterFacts>,
-) -> Result<Evaluation, ObjectError> {
-    let mut evaluation = Evaluation {
-        notices: namespace_settings.notices.clone(),
-        ..Evaluation::default()
-    };
-    let Some(view) = PodView::parse(object, shape, settings)? else {
-        return Ok(evaluation);
-    };
-    let mut allowlisted =
-        allowlist::matching_entry(identity, namespace, &settings.config().allowlist);
-    if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =
-        (allowlisted, identity, cluster)
-        && let Err(notice) = allowlist::verify_owner(entry, owner, cluster)
-    {
-        evaluation.notices.push(notice);
-        allowlisted = None;
-    }
-    let input = RuleInput {
-        view: &view,
-        settings,
-        namespace: namespace_settings,
-        scope,
-        allowlisted,
-        cluster,
-    };
-    for rule in RULES {
-        let findings = (rule.check)(&input);
-        evaluation.changes.extend(
-            findings
-                .changes
-                .into_iter()
-                .map(|mutation| Change::new(rule.id, mutation)),
-        );
-        evaluation
-            .violations
-            .extend(findings.violations.into_iter().map(|body| Violation {
-                rule: rule.id,
-                message: Message::new(body),
-            }));
-        evaluation.notices.extend(findings.notices);
-    }
-    evaluation.allowlisted = allowlisted.cloned();
-    if !evaluation.changes.is_empty() {
-        evaluation.patch = evaluation
-            .changes
-            .iter()
-            .flat_map(|change| change.operations.iter().cloned())
-            .collect();
-        // The ephemeralcontainers subresource takes only the ephemeral
-        // containers from the object; metadata is recorded at creation.
-        if scope.is_whole() {
-            evaluation
-                .patch
-                .extend(record_mutations(&view, &evaluation.changed_rules()));
-        }
-    }
-    Ok(evaluation)
-}
-
-/// The operation that records the changing rules in the
-/// `gpu-policy.io/mutations` annotation, merged with what an earlier
-/// invocation recorded. None when the annotation already says it all.
-fn record_mutations(view: &PodView<'_>, rules: &BTreeSet<RuleId>) -> Option<PatchOperation> {
-    let existing = view.annotation(MUTATIONS_ANNOTATION);
-    let mut all: BTreeSet<RuleId> = rules.clone();
-    let mut unknown: Vec<&str> = Vec::new();
-    for item in existing.unwrap_or("").split(',').map(str::trim) {
-        match RuleId::parse(item) {
-            Some(rule) => {
-                all.insert(rule);
-            }
-            None if !item.is_empty() => unknown.push(item),
-            None => {}
-        }
-    }
-    let value = all
-        .iter()
-        .map(|rule| rule.as_str())
-        .chain(unknown)
-        .collect::<Vec<_>>()
-        .join(",");
-    if existing == Some(value.as_str()) {
-        return None;
-    }
-    let mut path = view.metadata_pointer.clone();
-    let operation = if view.annotations.is_some() {
-        path.push_back("annotations");
-        path.push_back(MUTATIONS_ANNOTATION);
-        add(path, Value::String(value))
-    } else {
-        let mut annotations = Map::new();
-        annotations.insert(MUTATIONS_ANNOTATION.to_owned(), Value::String(value));
-        let mut annotations = Value::Object(annotations);
-        if view.metadata.is_some() {
-            path.push_back("annotations");
-        } else {
-            let mut metadata = Map::new();
-            metadata.insert("annotations".to_owned(), annotations);
-            annotations = Value::Object(metadata);
-        }
-        add(path, annotations)
-    };
-    Some(operation)
 }
 
 /// An `add` operation.

@@ -1,7 +1,7 @@
 //! The rules, listed once.
 //!
 //! A rule is a pure function from a [`RuleInput`] to [`Findings`]. It
-//! writes what it changes, denies or ignores; [`super::evaluate`] stamps
+//! writes what it changes, denies or ignores; [`super::Evaluator`] stamps
 //! each finding with the rule's id from [`RULES`] and each message with the
 //! `gpu-policy:` prefix.
 

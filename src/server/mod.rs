@@ -21,7 +21,7 @@ use crate::admission::namespace_guard;
 use crate::admission::review::{self, Endpoint};
 use crate::cluster::ClusterCache;
 use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
-use crate::policy::ClusterFacts;
+use crate::policy::{ClusterFacts, Evaluator};
 use crate::settings::Settings;
 pub use error::RequestError;
 
@@ -260,8 +260,12 @@ async fn answer(
         _ => BTreeMap::new(),
     };
     let namespace_settings = settings.for_namespace(&annotations);
-    let (mut response, verdict) =
-        review::respond(&request, endpoint, &settings, &namespace_settings, cluster);
+    let evaluator = Evaluator {
+        settings: &settings,
+        namespace: &namespace_settings,
+        cluster,
+    };
+    let (mut response, verdict) = review::respond(&request, endpoint, &evaluator);
     if endpoint == Endpoint::Namespace && response.allowed {
         let warnings = opt_in_warnings(state, &request, &settings).await;
         if !warnings.is_empty() {
