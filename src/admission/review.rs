@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::OnceLock;
 
 use base64::Engine;
@@ -212,11 +213,45 @@ pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Er
     })
 }
 
+/// What became of one request, as metrics and the decision log name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionKind {
+    /// Allowed as it is.
+    Allowed,
+    /// Allowed with a patch.
+    Mutated,
+    Denied,
+    /// Allowed with warnings.
+    Warned,
+    /// Not something the policy looks at.
+    Ignored,
+    /// The body was not a review the server could read (HTTP 400).
+    BadRequest,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allowed => "allowed",
+            DecisionKind::Mutated => "mutated",
+            DecisionKind::Denied => "denied",
+            DecisionKind::Warned => "warned",
+            DecisionKind::Ignored => "ignored",
+            DecisionKind::BadRequest => "bad_request",
+        }
+    }
+}
+
+impl fmt::Display for DecisionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What was decided, for logs and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
-    /// `allowed`, `mutated`, `denied`, `warned` or `ignored`.
-    pub decision: &'static str,
+    pub decision: DecisionKind,
     /// Rules that changed (or would change) the object.
     pub changes: BTreeSet<RuleId>,
     /// Rules the object violates.
@@ -224,7 +259,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn new(decision: &'static str) -> Self {
+    fn new(decision: DecisionKind) -> Self {
         Self {
             decision,
             changes: BTreeSet::new(),
@@ -241,7 +276,7 @@ pub fn respond(
     evaluator: &Evaluator<'_>,
 ) -> (AdmissionResponse, Verdict) {
     let response = AdmissionResponse::from(request);
-    let ignored = Verdict::new("ignored");
+    let ignored = Verdict::new(DecisionKind::Ignored);
     if endpoint == Endpoint::Namespace {
         return guard_namespace(request, response, evaluator.settings);
     }
@@ -290,7 +325,7 @@ pub fn respond(
         operation,
     };
     let evaluated = evaluate_object(evaluator, &subject);
-    let mut verdict = Verdict::new("allowed");
+    let mut verdict = Verdict::new(DecisionKind::Allowed);
     let decision = match evaluated {
         Ok(Some(evaluation)) => {
             verdict.changes = evaluation.changed_rules();
@@ -311,7 +346,7 @@ fn guard_namespace(
     if ObjectKind::of(&request.kind.group, &request.kind.kind) != ObjectKind::Ignored
         || request.kind.kind != "Namespace"
     {
-        return (response, Verdict::new("ignored"));
+        return (response, Verdict::new(DecisionKind::Ignored));
     }
     let groups = request.user_info.groups.as_deref().unwrap_or_default();
     let requester = namespace_guard::Requester {
@@ -321,15 +356,21 @@ fn guard_namespace(
     let old = request.old_object.as_ref().map(|o| &o.raw);
     let new = request.object.as_ref().map(|o| &o.raw);
     match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
-        Ok(()) => (response, Verdict::new("allowed")),
-        Err(message) => (forbidden(response, &message), Verdict::new("denied")),
+        Ok(()) => (response, Verdict::new(DecisionKind::Allowed)),
+        Err(message) => (
+            forbidden(response, &message),
+            Verdict::new(DecisionKind::Denied),
+        ),
     }
 }
 
 /// Denies with a message body of the admission layer's own.
 fn deny(response: AdmissionResponse, body: &str) -> (AdmissionResponse, Verdict) {
     let message = Message::new(body);
-    (forbidden(response, &message), Verdict::new("denied"))
+    (
+        forbidden(response, &message),
+        Verdict::new(DecisionKind::Denied),
+    )
 }
 
 fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
@@ -356,7 +397,7 @@ fn into_response(
         if !decision.warnings.is_empty() {
             response.warnings = Some(decision.warnings);
         }
-        verdict.decision = "denied";
+        verdict.decision = DecisionKind::Denied;
         return (response, verdict);
     }
     match endpoint {
@@ -368,7 +409,7 @@ fn into_response(
                 {
                     Ok(patched) => {
                         response = patched;
-                        verdict.decision = "mutated";
+                        verdict.decision = DecisionKind::Mutated;
                     }
                     Err(err) => {
                         let body = format!("cannot encode the patch: {err}");
@@ -379,7 +420,7 @@ fn into_response(
         }
         Endpoint::Validate(_) | Endpoint::Namespace => {
             if !decision.warnings.is_empty() {
-                verdict.decision = "warned";
+                verdict.decision = DecisionKind::Warned;
                 response.warnings = Some(decision.warnings);
             }
             response.audit_annotations = decision.audit_annotations.into_iter().collect();

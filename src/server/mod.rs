@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use kube::core::admission::Operation;
 
 use crate::admission::namespace_guard;
-use crate::admission::review::{self, Endpoint};
+use crate::admission::review::{self, DecisionKind, Endpoint};
 use crate::cluster::ClusterCache;
 use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
 use crate::policy::{ClusterFacts, Evaluator};
@@ -220,7 +220,7 @@ async fn admit(
                     endpoint: endpoint.path().to_owned(),
                     kind: String::new(),
                     operation: String::new(),
-                    decision: "bad_request".to_owned(),
+                    decision: DecisionKind::BadRequest.as_str().to_owned(),
                 })
                 .inc();
             tracing::warn!(endpoint = endpoint.path(), error = %error, "bad admission request");
@@ -283,7 +283,7 @@ async fn answer(
             endpoint: endpoint.path().to_owned(),
             kind: request.kind.kind.clone(),
             operation: operation.to_owned(),
-            decision: verdict.decision.to_owned(),
+            decision: verdict.decision.as_str().to_owned(),
         })
         .inc();
     for (rules, finding) in [
@@ -329,7 +329,7 @@ async fn answer(
         operation,
         endpoint = endpoint.path(),
         dry_run = request.dry_run,
-        decision = verdict.decision,
+        decision = verdict.decision.as_str(),
         rules = rules.as_str(),
         duration_us = started.elapsed().as_micros() as u64,
         "admission decision"
