@@ -17,8 +17,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::policy::{
-    self, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape, Target, allowlist,
+    self, ClusterFacts, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape,
+    Target, allowlist,
 };
+use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -235,6 +237,21 @@ impl<'a> Subject<'a> {
             scope,
         })
     }
+}
+
+/// The settings in force in a namespace: the cluster configuration as its
+/// annotations tighten it. Without a cluster connection the annotations are
+/// unknown, and the cluster configuration applies as it is.
+pub fn namespace_settings(
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+    namespace: Option<&str>,
+) -> NamespaceSettings {
+    let annotations = match (cluster, namespace) {
+        (Some(cluster), Some(namespace)) => cluster.namespace_annotations(namespace),
+        _ => BTreeMap::new(),
+    };
+    settings.for_namespace(&annotations)
 }
 
 /// Runs the policy on one object. `Ok(None)` for the kinds it ignores.

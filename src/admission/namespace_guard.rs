@@ -108,10 +108,7 @@ pub fn opt_in_warnings(
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
 ) -> Vec<String> {
-    let annotations = cluster
-        .map(|c| c.namespace_annotations(namespace))
-        .unwrap_or_default();
-    let namespace_settings = settings.for_namespace(&annotations);
+    let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
     let evaluator = Evaluator {
         settings,
         namespace: &namespace_settings,

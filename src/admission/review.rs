@@ -24,7 +24,7 @@ use super::{
     Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{Evaluator, Message, RuleId};
+use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::Settings;
 
 /// An object exactly as the API server sent it.
@@ -268,8 +268,27 @@ impl Verdict {
     }
 }
 
-/// Answers one admission request with the settings of the request's
-/// namespace and what the webhook knows of the cluster.
+/// Answers one admission request as the webhook does: with the settings in
+/// force in the request's namespace and what the webhook knows of the
+/// cluster, when it can read it.
+pub fn answer(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+) -> (AdmissionResponse, Verdict) {
+    let namespace_settings =
+        super::namespace_settings(settings, cluster, request.namespace.as_deref());
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster,
+    };
+    respond(request, endpoint, &evaluator)
+}
+
+/// Answers one admission request with the given settings of the request's
+/// namespace (tests and benchmarks choose them without a cluster).
 pub fn respond(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
