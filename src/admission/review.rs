@@ -287,8 +287,8 @@ pub fn answer(
     respond(request, endpoint, &evaluator)
 }
 
-/// Answers one admission request with the given settings of the request's
-/// namespace (tests and benchmarks choose them without a cluster).
+/// Answers one admission request with the evaluator given: tests and
+/// benchmarks choose the namespace's settings themselves.
 pub fn respond(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
