@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::review::{Endpoint, decode, encode, respond};
+use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
 const GPU_DEPLOYMENT: &str = include_str!("../tests/fixtures/07-vllm-mistral-7b-deployment.yaml");
@@ -98,7 +99,12 @@ fn admit(
     namespace_settings: &NamespaceSettings,
 ) -> Vec<u8> {
     let request = decode(body).expect("review decodes");
-    let (response, _verdict) = respond(&request, endpoint, settings, namespace_settings, None);
+    let evaluator = Evaluator {
+        settings,
+        namespace: namespace_settings,
+        cluster: None,
+    };
+    let (response, _verdict) = respond(&request, endpoint, &evaluator);
     encode(response).expect("response encodes")
 }
 

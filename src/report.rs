@@ -7,8 +7,8 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::admission::{Mode, ObjectKind, PodOperation, decide, evaluate_object_in, unreadable};
-use crate::policy::{ClusterFacts, RuleId, Violation};
+use crate::admission::{Mode, ObjectKind, Subject, decide, evaluate_object, unreadable};
+use crate::policy::{ClusterFacts, Evaluator, RuleId, Violation};
 use crate::settings::Settings;
 
 /// One element of `check -o json`.
@@ -94,14 +94,14 @@ pub fn check_object_in(
         denial: None,
     };
     let namespace_settings = settings.for_namespace(namespace_annotations);
-    let evaluated = evaluate_object_in(
-        object,
-        kind,
-        &report.namespace,
-        PodOperation::Create,
+    let evaluator = Evaluator {
         settings,
-        &namespace_settings,
+        namespace: &namespace_settings,
         cluster,
+    };
+    let evaluated = evaluate_object(
+        &evaluator,
+        &Subject::created(object, kind, &report.namespace),
     );
     let decision = match evaluated {
         Ok(None) => {

@@ -14,6 +14,8 @@ use std::str::FromStr;
 use regex::Regex;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::policy::{Notice, NoticeKind};
+
 /// Namespace annotation that lowers `maxPerPod` for one namespace.
 pub const MAX_GPUS_PER_POD_ANNOTATION: &str = "gpu-policy.io/max-gpus-per-pod";
 /// Namespace and pod annotation that raises the minimum compute capability.
@@ -341,14 +343,20 @@ impl Settings {
         if let Some(raw) = annotations.get(MAX_GPUS_PER_POD_ANNOTATION) {
             match raw.trim().parse::<u64>() {
                 Ok(value) if value <= self.config.max_per_pod => max_per_pod = value,
-                Ok(value) => notices.push(format!(
-                    "gpu-policy: namespace annotation {MAX_GPUS_PER_POD_ANNOTATION}={value} \
-                     ignored: it may only lower the cluster maximum {}",
-                    self.config.max_per_pod
+                Ok(value) => notices.push(Notice::new(
+                    NoticeKind::IgnoredAnnotation,
+                    format!(
+                        "namespace annotation {MAX_GPUS_PER_POD_ANNOTATION}={value} \
+                         ignored: it may only lower the cluster maximum {}",
+                        self.config.max_per_pod
+                    ),
                 )),
-                Err(_) => notices.push(format!(
-                    "gpu-policy: namespace annotation {MAX_GPUS_PER_POD_ANNOTATION}={raw:?} \
-                     ignored: not a whole number"
+                Err(_) => notices.push(Notice::new(
+                    NoticeKind::IgnoredAnnotation,
+                    format!(
+                        "namespace annotation {MAX_GPUS_PER_POD_ANNOTATION}={raw:?} \
+                         ignored: not a whole number"
+                    ),
                 )),
             }
         }
@@ -356,9 +364,12 @@ impl Settings {
         if let Some(raw) = annotations.get(MIN_COMPUTE_CAPABILITY_ANNOTATION) {
             match tighter_capability(raw, min_compute_capability) {
                 Ok(value) => min_compute_capability = Some(value),
-                Err(reason) => notices.push(format!(
-                    "gpu-policy: namespace annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} \
-                     ignored: {reason}"
+                Err(reason) => notices.push(Notice::new(
+                    NoticeKind::IgnoredAnnotation,
+                    format!(
+                        "namespace annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} \
+                         ignored: {reason}"
+                    ),
                 )),
             }
         }
@@ -402,7 +413,7 @@ pub struct NamespaceSettings {
     pub max_per_pod: u64,
     pub min_compute_capability: Option<ComputeCapability>,
     /// Annotations that were ignored, and why.
-    pub notices: Vec<String>,
+    pub notices: Vec<Notice>,
 }
 
 #[cfg(test)]
@@ -569,7 +580,11 @@ mod tests {
             min.map(|(a, b)| ComputeCapability::new(a, b))
         );
         assert_eq!(ns.notices.len(), notices, "{:?}", ns.notices);
-        assert!(ns.notices.iter().all(|n| n.starts_with("gpu-policy: ")));
+        assert!(
+            ns.notices
+                .iter()
+                .all(|n| n.message.starts_with("gpu-policy: "))
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gpu_policy::admission::review::{self, Endpoint};
 use gpu_policy::manifest;
+use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::Settings;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -243,13 +244,12 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
     let request = review::decode(&review_body(admission, uid))
         .unwrap_or_else(|err| panic!("{name}: the review does not decode: {err}"));
     let namespace_settings = settings.for_namespace(&admission.namespace_annotations);
-    let (response, _) = review::respond(
-        &request,
-        Endpoint::Mutate,
+    let evaluator = Evaluator {
         settings,
-        &namespace_settings,
-        None,
-    );
+        namespace: &namespace_settings,
+        cluster: None,
+    };
+    let (response, _) = review::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =
         review::encode(response).unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
     let review: Value = serde_json::from_slice(&encoded).expect("the response is JSON");

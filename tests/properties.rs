@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use gpu_policy::admission::{
-    MAX_WARNING_CHARS, Mode, ObjectKind, PodOperation, Workload, decide, evaluate_object,
+    MAX_WARNING_CHARS, Mode, ObjectKind, PodOperation, Subject, Workload, decide, evaluate_object,
 };
-use gpu_policy::policy::{Evaluation, ObjectError};
+use gpu_policy::policy::{Evaluation, Evaluator, ObjectError};
 use gpu_policy::settings::Settings;
 use json_patch::PatchOperation;
 use proptest::prelude::*;
@@ -129,14 +129,12 @@ fn evaluate_as(
     namespace_annotations: &BTreeMap<String, String>,
 ) -> Result<Option<Evaluation>, ObjectError> {
     let namespace_settings = SETTINGS.for_namespace(namespace_annotations);
-    evaluate_object(
-        object,
-        kind,
-        namespace,
-        PodOperation::Create,
-        &SETTINGS,
-        &namespace_settings,
-    )
+    let evaluator = Evaluator {
+        settings: &SETTINGS,
+        namespace: &namespace_settings,
+        cluster: None,
+    };
+    evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
 }
 
 /// Evaluates a generated pod, which is well-formed, so it must be read.
@@ -1122,14 +1120,18 @@ proptest! {
         let mut old = pod.clone();
         old["spec"]["ephemeralContainers"] = Value::Array(ephemeral[..kept].to_vec());
         let namespace_settings = SETTINGS.for_namespace(&case.namespace_annotations);
-        let evaluation = match evaluate_object(
-            pod,
-            ObjectKind::Pod,
-            &case.namespace,
-            PodOperation::EphemeralContainers { old_object: &old },
-            &SETTINGS,
-            &namespace_settings,
-        ) {
+        let evaluator = Evaluator {
+            settings: &SETTINGS,
+            namespace: &namespace_settings,
+            cluster: None,
+        };
+        let subject = Subject {
+            object: pod,
+            kind: ObjectKind::Pod,
+            namespace: &case.namespace,
+            operation: PodOperation::EphemeralContainers { old_object: &old },
+        };
+        let evaluation = match evaluate_object(&evaluator, &subject) {
             Ok(Some(evaluation)) => evaluation,
             other => return Err(TestCaseError::fail(format!("not evaluated: {other:?}"))),
         };
@@ -1194,7 +1196,7 @@ proptest! {
             );
         }
         for notice in &evaluation.notices {
-            prop_assert!(notice.starts_with("gpu-policy:"), "{:?}", notice);
+            prop_assert!(notice.message.starts_with("gpu-policy:"), "{:?}", notice);
         }
     }
 }
@@ -2173,8 +2175,12 @@ mod review_fuzz {
                 return Ok(());
             }
         };
-        let (response, _) =
-            review::respond(&request, endpoint, &SETTINGS, namespace_settings, None);
+        let evaluator = Evaluator {
+            settings: &SETTINGS,
+            namespace: namespace_settings,
+            cluster: None,
+        };
+        let (response, _) = review::respond(&request, endpoint, &evaluator);
         let encoded = match review::encode(response) {
             Ok(encoded) => encoded,
             Err(err) => return Err(TestCaseError::fail(format!("encode failed: {err}"))),

@@ -16,7 +16,8 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use gpu_policy::admission::{ObjectKind, PodOperation, evaluate_object};
+use gpu_policy::admission::{ObjectKind, Subject, evaluate_object};
+use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::{
     MAX_GPUS_PER_POD_ANNOTATION, MIN_COMPUTE_CAPABILITY_ANNOTATION, NamespaceSettings, Settings,
 };
@@ -97,20 +98,24 @@ fn only_tightens(settings: &Settings, namespace: &NamespaceSettings, value: &str
     }
     assert!(namespace.notices.len() <= 2, "{:?}", namespace.notices);
     for notice in &namespace.notices {
-        assert!(notice.starts_with("gpu-policy: "), "{notice:?}");
-        assert!(!notice.contains('\n'), "the notice spans lines: {notice:?}");
+        assert!(notice.message.starts_with("gpu-policy: "), "{notice:?}");
+        assert!(
+            !notice.message.contains('\n'),
+            "the notice spans lines: {notice:?}"
+        );
     }
 }
 
 fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings) {
+    let evaluator = Evaluator {
+        settings,
+        namespace,
+        cluster: None,
+    };
     let evaluate = |pod: &Value| {
         evaluate_object(
-            pod,
-            ObjectKind::Pod,
-            "default",
-            PodOperation::Create,
-            settings,
-            namespace,
+            &evaluator,
+            &Subject::created(pod, ObjectKind::Pod, "default"),
         )
         .unwrap_or_else(|err| panic!("a well-formed pod is unreadable: {err}"))
         .unwrap_or_else(|| panic!("a pod is ignored"))

@@ -21,6 +21,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gpu_policy::admission::MAX_WARNING_CHARS;
 use gpu_policy::admission::review::{self, Endpoint, RawObject};
+use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::{
     MAX_GPUS_PER_POD_ANNOTATION, MIN_COMPUTE_CAPABILITY_ANNOTATION, NamespaceSettings, Settings,
 };
@@ -79,7 +80,12 @@ fn serve(
     endpoint: Endpoint,
     namespace: &NamespaceSettings,
 ) -> Value {
-    let (response, _) = review::respond(request, endpoint, &SETTINGS, namespace, None);
+    let evaluator = Evaluator {
+        settings: &SETTINGS,
+        namespace,
+        cluster: None,
+    };
+    let (response, _) = review::respond(request, endpoint, &evaluator);
     let encoded = review::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));
     serde_json::from_slice(&encoded).unwrap_or_else(|err| panic!("the answer is not JSON: {err}"))
 }

@@ -1,7 +1,7 @@
 //! The admission layer: which objects the policy looks at, and what a
 //! namespace's mode makes of the rules' results.
 //!
-//! [`evaluate_object`] runs the rules on one object; [`decide`] is the one
+//! [`evaluate_object`] runs the rules on one [`Subject`]; [`decide`] is the one
 //! pure function from (mode, evaluation) to (allowed, patch, warnings, audit
 //! annotations). The offline `check` and the webhook both go through them.
 
@@ -17,7 +17,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::policy::{
-    self, ClusterFacts, Evaluation, Identity, ObjectError, Scope, Shape, allowlist,
+    self, ClusterFacts, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape,
+    Target, allowlist,
 };
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -179,72 +180,89 @@ pub enum PodOperation<'a> {
     },
 }
 
-/// Runs the policy on one object of a known kind, without cluster
-/// knowledge (the offline `check`). `Ok(None)` for ignored kinds.
-pub fn evaluate_object(
-    object: &Value,
-    kind: ObjectKind,
-    namespace: &str,
-    operation: PodOperation<'_>,
-    settings: &Settings,
-    namespace_settings: &NamespaceSettings,
-) -> Result<Option<Evaluation>, ObjectError> {
-    evaluate_object_in(
-        object,
-        kind,
-        namespace,
-        operation,
-        settings,
-        namespace_settings,
-        None,
-    )
+/// An object the admission layer hands to the policy: what it is, where it
+/// lives and what is being done to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub object: &'a Value,
+    pub kind: ObjectKind,
+    /// The namespace the object lives in.
+    pub namespace: &'a str,
+    pub operation: PodOperation<'a>,
 }
 
-/// Runs the policy on one object, with what the cluster knows when given.
-pub fn evaluate_object_in(
-    object: &Value,
-    kind: ObjectKind,
-    namespace: &str,
-    operation: PodOperation<'_>,
+impl<'a> Subject<'a> {
+    /// An object being created.
+    pub fn created(object: &'a Value, kind: ObjectKind, namespace: &'a str) -> Self {
+        Subject {
+            object,
+            kind,
+            namespace,
+            operation: PodOperation::Create,
+        }
+    }
+
+    /// What the policy evaluates; None for the kinds it ignores.
+    pub fn target(&self) -> Option<Target<'a>> {
+        let object = self.object;
+        let (shape, identity, scope) = match self.kind {
+            ObjectKind::Ignored => return None,
+            ObjectKind::Pod => {
+                let scope = match self.operation {
+                    PodOperation::Create => Scope::Whole,
+                    PodOperation::EphemeralContainers { old_object } => {
+                        policy::scope_for_update(old_object)
+                    }
+                };
+                let owner = allowlist::controller_owner(object);
+                (Shape::Pod, Identity::Pod { owner }, scope)
+            }
+            ObjectKind::Workload(workload) => {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let identity = Identity::Workload {
+                    kind: workload.kind(),
+                    name,
+                };
+                (workload.shape(), identity, Scope::Whole)
+            }
+        };
+        Some(Target {
+            object,
+            shape,
+            identity,
+            namespace: self.namespace,
+            scope,
+        })
+    }
+}
+
+/// The settings in force in a namespace: the cluster configuration as its
+/// annotations tighten it. Without a cluster connection the annotations are
+/// unknown, and the cluster configuration applies as it is.
+pub fn namespace_settings(
     settings: &Settings,
-    namespace_settings: &NamespaceSettings,
     cluster: Option<&dyn ClusterFacts>,
-) -> Result<Option<Evaluation>, ObjectError> {
-    let (shape, identity, scope) = match kind {
-        ObjectKind::Ignored => return Ok(None),
-        ObjectKind::Pod => {
-            let scope = match operation {
-                PodOperation::Create => Scope::Whole,
-                PodOperation::EphemeralContainers { old_object } => {
-                    policy::scope_for_update(old_object)
-                }
-            };
-            let owner = allowlist::controller_owner(object);
-            (Shape::Pod, Identity::Pod { owner }, scope)
-        }
-        ObjectKind::Workload(workload) => {
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let identity = Identity::Workload {
-                kind: workload.kind(),
-                name,
-            };
-            (workload.shape(), identity, Scope::Whole)
-        }
+    namespace: Option<&str>,
+) -> NamespaceSettings {
+    let annotations = match (cluster, namespace) {
+        (Some(cluster), Some(namespace)) => cluster.namespace_annotations(namespace),
+        _ => BTreeMap::new(),
     };
-    policy::evaluate(
-        object,
-        shape,
-        identity,
-        namespace,
-        &scope,
-        settings,
-        namespace_settings,
-        cluster,
-    )
-    .map(Some)
+    settings.for_namespace(&annotations)
+}
+
+/// Runs the policy on one object. `Ok(None)` for the kinds it ignores.
+pub fn evaluate_object(
+    evaluator: &Evaluator<'_>,
+    subject: &Subject<'_>,
+) -> Result<Option<Evaluation>, ObjectError> {
+    subject
+        .target()
+        .map(|target| evaluator.evaluate(&target))
+        .transpose()
 }
 
 /// What the webhook answers, or `check` reports, for one object.
@@ -281,7 +299,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         Mode::Enforce => {
             decision
                 .warnings
-                .extend(evaluation.notices.iter().map(|n| warning(n)));
+                .extend(evaluation.notices.iter().map(|n| warning(&n.message)));
             if !is_pod {
                 decision
                     .warnings
@@ -299,20 +317,20 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         Mode::Warn => {
             decision
                 .warnings
-                .extend(evaluation.notices.iter().map(|n| warning(n)));
+                .extend(evaluation.notices.iter().map(|n| warning(&n.message)));
             for violation in &evaluation.violations {
-                decision.warnings.push(warning(&format!(
-                    "gpu-policy: [{}] would deny: {}",
+                decision.warnings.push(warning(&Message::new(format_args!(
+                    "[{}] would deny: {}",
                     violation.rule,
-                    without_prefix(&violation.message)
-                )));
+                    violation.message.body()
+                ))));
             }
             if is_pod {
                 for change in &evaluation.changes {
-                    decision.warnings.push(warning(&format!(
-                        "gpu-policy: [{}] would {}",
+                    decision.warnings.push(warning(&Message::new(format_args!(
+                        "[{}] would {}",
                         change.rule, change.summary
-                    )));
+                    ))));
                 }
             } else {
                 decision
@@ -326,7 +344,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
                 let items = evaluation
                     .violations
                     .iter()
-                    .map(|v| format!("[{}] {}", v.rule, without_prefix(&v.message)))
+                    .map(|v| format!("[{}] {}", v.rule, v.message.body()))
                     .collect();
                 decision
                     .audit_annotations
@@ -351,7 +369,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
 pub fn unreadable(kind: &str, error: &ObjectError) -> Decision {
     Decision {
         allowed: false,
-        denial: Some(format!("gpu-policy: cannot read this {kind}: {error}")),
+        denial: Some(Message::new(format_args!("cannot read this {kind}: {error}")).into_string()),
         ..Decision::default()
     }
 }
@@ -365,10 +383,10 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         .iter()
         .filter(|change| change.overrides_author)
         .map(|change| {
-            warning(&format!(
-                "gpu-policy: [{}] pods will {}",
+            warning(&Message::new(format_args!(
+                "[{}] pods will {}",
                 change.rule, change.summary
-            ))
+            )))
         })
 }
 
@@ -376,13 +394,9 @@ fn denial_message(evaluation: &Evaluation) -> String {
     let parts: Vec<String> = evaluation
         .violations
         .iter()
-        .map(|v| format!("[{}] {}", v.rule, without_prefix(&v.message)))
+        .map(|v| format!("[{}] {}", v.rule, v.message.body()))
         .collect();
-    format!("gpu-policy: {}", parts.join("; "))
-}
-
-fn without_prefix(message: &str) -> &str {
-    message.strip_prefix("gpu-policy: ").unwrap_or(message)
+    Message::new(parts.join("; ")).into_string()
 }
 
 /// Cuts a warning to [`MAX_WARNING_CHARS`] characters.

@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::{Mode, ObjectKind, PodOperation, evaluate_object_in, warning};
-use crate::policy::{ClusterFacts, RuleId};
+use super::{Mode, ObjectKind, Subject, evaluate_object, warning};
+use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
@@ -60,9 +60,10 @@ pub fn check(
         Some(value) => match value.parse::<Mode>() {
             Ok(mode) => Some(mode),
             Err(_) => {
-                return Err(format!(
-                    "gpu-policy: label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit"
-                ));
+                return Err(Message::new(format_args!(
+                    "label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit"
+                ))
+                .into_string());
             }
         },
     };
@@ -76,12 +77,13 @@ pub fn check(
     if is_admin {
         return Ok(());
     }
-    Err(format!(
-        "gpu-policy: changing {MODE_LABEL} from {} to {} loosens GPU policy; only members of {} may",
+    Err(Message::new(format_args!(
+        "changing {MODE_LABEL} from {} to {} loosens GPU policy; only members of {} may",
         describe(before),
         describe(after),
         policy_admins.join(", ")
     ))
+    .into_string())
 }
 
 /// The mode a namespace moves to when the label change tightens the
@@ -106,10 +108,12 @@ pub fn opt_in_warnings(
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
 ) -> Vec<String> {
-    let annotations = cluster
-        .map(|c| c.namespace_annotations(namespace))
-        .unwrap_or_default();
-    let namespace_settings = settings.for_namespace(&annotations);
+    let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster,
+    };
     let mut violating = Vec::new();
     let mut losing_cards = Vec::new();
     for pod in pods {
@@ -117,14 +121,9 @@ pub fn opt_in_warnings(
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        let evaluated = evaluate_object_in(
-            pod,
-            ObjectKind::Pod,
-            namespace,
-            PodOperation::Create,
-            settings,
-            &namespace_settings,
-            cluster,
+        let evaluated = evaluate_object(
+            &evaluator,
+            &Subject::created(pod, ObjectKind::Pod, namespace),
         );
         let Ok(Some(evaluation)) = evaluated else {
             continue;
@@ -143,17 +142,17 @@ pub fn opt_in_warnings(
     }
     let mut warnings = Vec::new();
     if !violating.is_empty() {
-        warnings.push(warning(&format!(
-            "gpu-policy: {} existing pod(s) in {namespace} violate {mode} mode: {}",
+        warnings.push(warning(&Message::new(format_args!(
+            "{} existing pod(s) in {namespace} violate {mode} mode: {}",
             violating.len(),
             named(&violating)
-        )));
+        ))));
     }
     if !losing_cards.is_empty() {
-        warnings.push(warning(&format!(
-            "gpu-policy: new pods like {} would lose their GPUs (void pin); allowlist them first",
+        warnings.push(warning(&Message::new(format_args!(
+            "new pods like {} would lose their GPUs (void pin); allowlist them first",
             named(&losing_cards)
-        )));
+        ))));
     }
     warnings
 }

@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::OnceLock;
 
 use base64::Engine;
@@ -20,11 +21,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::{
-    Decision, Mode, ObjectKind, PodOperation, decide, evaluate_object_in, namespace_guard,
+    Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClusterFacts, RuleId};
-use crate::settings::{NamespaceSettings, Settings};
+use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
+use crate::settings::Settings;
 
 /// An object exactly as the API server sent it.
 ///
@@ -212,11 +213,45 @@ pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Er
     })
 }
 
+/// What became of one request, as metrics and the decision log name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionKind {
+    /// Allowed as it is.
+    Allowed,
+    /// Allowed with a patch.
+    Mutated,
+    Denied,
+    /// Allowed with warnings.
+    Warned,
+    /// Not something the policy looks at.
+    Ignored,
+    /// The body was not a review the server could read (HTTP 400).
+    BadRequest,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allowed => "allowed",
+            DecisionKind::Mutated => "mutated",
+            DecisionKind::Denied => "denied",
+            DecisionKind::Warned => "warned",
+            DecisionKind::Ignored => "ignored",
+            DecisionKind::BadRequest => "bad_request",
+        }
+    }
+}
+
+impl fmt::Display for DecisionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What was decided, for logs and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
-    /// `allowed`, `mutated`, `denied`, `warned` or `ignored`.
-    pub decision: &'static str,
+    pub decision: DecisionKind,
     /// Rules that changed (or would change) the object.
     pub changes: BTreeSet<RuleId>,
     /// Rules the object violates.
@@ -224,7 +259,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn new(decision: &'static str) -> Self {
+    fn new(decision: DecisionKind) -> Self {
         Self {
             decision,
             changes: BTreeSet::new(),
@@ -233,20 +268,36 @@ impl Verdict {
     }
 }
 
-/// Answers one admission request.
-/// `namespace_settings` are the settings of the request's namespace;
-/// `cluster`, what the webhook knows of the cluster when it can read it.
-pub fn respond(
+/// Answers one admission request as the webhook does: with the settings in
+/// force in the request's namespace and what the webhook knows of the
+/// cluster, when it can read it.
+pub fn answer(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
     settings: &Settings,
-    namespace_settings: &NamespaceSettings,
     cluster: Option<&dyn ClusterFacts>,
 ) -> (AdmissionResponse, Verdict) {
+    let namespace_settings =
+        super::namespace_settings(settings, cluster, request.namespace.as_deref());
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster,
+    };
+    respond(request, endpoint, &evaluator)
+}
+
+/// Answers one admission request with the evaluator given: tests and
+/// benchmarks choose the namespace's settings themselves.
+pub fn respond(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    evaluator: &Evaluator<'_>,
+) -> (AdmissionResponse, Verdict) {
     let response = AdmissionResponse::from(request);
-    let ignored = Verdict::new("ignored");
+    let ignored = Verdict::new(DecisionKind::Ignored);
     if endpoint == Endpoint::Namespace {
-        return guard_namespace(request, response, settings);
+        return guard_namespace(request, response, evaluator.settings);
     }
     let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
     let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
@@ -259,7 +310,7 @@ pub fn respond(
                 old_object: &old.raw,
             },
             None => {
-                return deny(response, "gpu-policy: the review carries no oldObject");
+                return deny(response, "the review carries no oldObject");
             }
         },
         (ObjectKind::Workload(_), Operation::Create | Operation::Update, Endpoint::Validate(_))
@@ -270,7 +321,7 @@ pub fn respond(
         _ => return (response, ignored),
     };
     let Some(object) = request.object.as_ref() else {
-        return deny(response, "gpu-policy: the review carries no object");
+        return deny(response, "the review carries no object");
     };
     let namespace = request
         .namespace
@@ -286,16 +337,14 @@ pub fn respond(
         Endpoint::Mutate | Endpoint::Namespace => Mode::Enforce,
         Endpoint::Validate(mode) => mode,
     };
-    let evaluated = evaluate_object_in(
-        &object.raw,
+    let subject = Subject {
+        object: &object.raw,
         kind,
         namespace,
         operation,
-        settings,
-        namespace_settings,
-        cluster,
-    );
-    let mut verdict = Verdict::new("allowed");
+    };
+    let evaluated = evaluate_object(evaluator, &subject);
+    let mut verdict = Verdict::new(DecisionKind::Allowed);
     let decision = match evaluated {
         Ok(Some(evaluation)) => {
             verdict.changes = evaluation.changed_rules();
@@ -316,7 +365,7 @@ fn guard_namespace(
     if ObjectKind::of(&request.kind.group, &request.kind.kind) != ObjectKind::Ignored
         || request.kind.kind != "Namespace"
     {
-        return (response, Verdict::new("ignored"));
+        return (response, Verdict::new(DecisionKind::Ignored));
     }
     let groups = request.user_info.groups.as_deref().unwrap_or_default();
     let requester = namespace_guard::Requester {
@@ -326,13 +375,21 @@ fn guard_namespace(
     let old = request.old_object.as_ref().map(|o| &o.raw);
     let new = request.object.as_ref().map(|o| &o.raw);
     match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
-        Ok(()) => (response, Verdict::new("allowed")),
-        Err(message) => deny(response, &message),
+        Ok(()) => (response, Verdict::new(DecisionKind::Allowed)),
+        Err(message) => (
+            forbidden(response, &message),
+            Verdict::new(DecisionKind::Denied),
+        ),
     }
 }
 
-fn deny(response: AdmissionResponse, message: &str) -> (AdmissionResponse, Verdict) {
-    (forbidden(response, message), Verdict::new("denied"))
+/// Denies with a message body of the admission layer's own.
+fn deny(response: AdmissionResponse, body: &str) -> (AdmissionResponse, Verdict) {
+    let message = Message::new(body);
+    (
+        forbidden(response, &message),
+        Verdict::new(DecisionKind::Denied),
+    )
 }
 
 fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
@@ -354,12 +411,12 @@ fn into_response(
     if !decision.allowed && endpoint != Endpoint::Mutate {
         let message = decision
             .denial
-            .unwrap_or_else(|| "gpu-policy: denied".to_owned());
+            .unwrap_or_else(|| Message::new("denied").into_string());
         let mut response = forbidden(response, &message);
         if !decision.warnings.is_empty() {
             response.warnings = Some(decision.warnings);
         }
-        verdict.decision = "denied";
+        verdict.decision = DecisionKind::Denied;
         return (response, verdict);
     }
     match endpoint {
@@ -371,18 +428,18 @@ fn into_response(
                 {
                     Ok(patched) => {
                         response = patched;
-                        verdict.decision = "mutated";
+                        verdict.decision = DecisionKind::Mutated;
                     }
                     Err(err) => {
-                        let message = format!("gpu-policy: cannot encode the patch: {err}");
-                        return deny(response, &message);
+                        let body = format!("cannot encode the patch: {err}");
+                        return deny(response, &body);
                     }
                 }
             }
         }
         Endpoint::Validate(_) | Endpoint::Namespace => {
             if !decision.warnings.is_empty() {
-                verdict.decision = "warned";
+                verdict.decision = DecisionKind::Warned;
                 response.warnings = Some(decision.warnings);
             }
             response.audit_annotations = decision.audit_annotations.into_iter().collect();

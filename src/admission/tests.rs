@@ -6,19 +6,18 @@ use serde_json::{Value, json};
 
 use super::review::{Endpoint, ReviewError, decode, encode, respond};
 use super::*;
+use crate::policy::Evaluator;
 use crate::settings::Settings;
 
 fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
     let settings = Settings::default();
     let namespace_settings = settings.for_namespace(&BTreeMap::new());
-    match evaluate_object(
-        object,
-        kind,
-        "default",
-        PodOperation::Create,
-        &settings,
-        &namespace_settings,
-    ) {
+    let evaluator = Evaluator {
+        settings: &settings,
+        namespace: &namespace_settings,
+        cluster: None,
+    };
+    match evaluate_object(&evaluator, &Subject::created(object, kind, "default")) {
         Ok(Some(evaluation)) => evaluation,
         other => panic!("not evaluated: {other:?}"),
     }
@@ -189,13 +188,14 @@ fn allowlisted_objects_are_recorded_for_audit() {
     let kind = ObjectKind::Workload(Workload::DaemonSet);
     let settings = Settings::default();
     let ns = settings.for_namespace(&BTreeMap::new());
+    let evaluator = Evaluator {
+        settings: &settings,
+        namespace: &ns,
+        cluster: None,
+    };
     let evaluated = evaluate_object(
-        &exporter,
-        kind,
-        "kube-system",
-        PodOperation::Create,
-        &settings,
-        &ns,
+        &evaluator,
+        &Subject::created(&exporter, kind, "kube-system"),
     );
     let Ok(Some(evaluation)) = evaluated else {
         panic!("not evaluated");
@@ -259,7 +259,12 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
         Ok(request) => request,
         Err(err) => panic!("{err}"),
     };
-    let (response, _) = respond(&request, endpoint, &settings, &ns, None);
+    let evaluator = Evaluator {
+        settings: &settings,
+        namespace: &ns,
+        cluster: None,
+    };
+    let (response, _) = respond(&request, endpoint, &evaluator);
     let bytes = encode(response).unwrap_or_default();
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }

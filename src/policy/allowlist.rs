@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::Identity;
 use super::cluster::ClusterFacts;
+use super::message::{Notice, NoticeKind};
 use super::pod::Owner;
 use crate::settings::AllowlistEntry;
 
@@ -43,17 +44,17 @@ pub fn verify_owner(
     entry: &AllowlistEntry,
     owner: Owner<'_>,
     cluster: &dyn ClusterFacts,
-) -> Result<(), String> {
+) -> Result<(), Notice> {
     let existing = cluster.workload_uid(&entry.namespace, &entry.kind, &entry.name);
-    match (existing.as_deref(), owner.uid) {
-        (Some(uid), Some(referenced)) if uid == referenced => Ok(()),
-        (None, _) => Err(format!(
-            "gpu-policy: allowlist: owner {entry} does not exist; no exemption"
-        )),
-        _ => Err(format!(
-            "gpu-policy: allowlist: owner UID is not that of {entry}; no exemption"
-        )),
-    }
+    let reason = match (existing.as_deref(), owner.uid) {
+        (Some(uid), Some(referenced)) if uid == referenced => return Ok(()),
+        (None, _) => format!("owner {entry} does not exist"),
+        _ => format!("owner UID is not that of {entry}"),
+    };
+    Err(Notice::new(
+        NoticeKind::UnverifiedOwner,
+        format!("allowlist: {reason}; no exemption"),
+    ))
 }
 
 /// The controller owner reference of an object, read from raw JSON.
@@ -184,7 +185,7 @@ mod tests {
             evaluation
                 .notices
                 .iter()
-                .any(|n| n.contains("no exemption")),
+                .any(|n| n.message.contains("no exemption")),
             !exempt,
             "{:?}",
             evaluation.notices

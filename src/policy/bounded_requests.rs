@@ -23,9 +23,7 @@ use std::collections::BTreeMap;
 
 use super::pod::GpuResource;
 use super::quantity::GpuCount;
-use super::{Outcome, RuleId, RuleInput, Violation, containers_phrase};
-
-pub const ID: RuleId = RuleId::BoundedRequests;
+use super::{Findings, RuleInput, containers_phrase};
 
 /// One kind of problem with one resource; containers sharing it are named
 /// in one message.
@@ -37,10 +35,10 @@ enum Problem {
     AboveContainerMaximum { maximum: u64 },
 }
 
-pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
-    let mut outcome = Outcome::default();
+pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    let mut findings = Findings::default();
     if !input.scope.is_whole() {
-        return outcome;
+        return findings;
     }
     let view = input.view;
     let max_per_container = input.settings.config().max_per_container;
@@ -60,23 +58,23 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         let who = containers_phrase(names);
         let message = match problem {
             Problem::InvalidValue { field, reason } => format!(
-                "gpu-policy: {who}: {field}.{resource} {reason}; \
+                "{who}: {field}.{resource} {reason}; \
                  GPUs are whole devices: use an integer such as \"1\""
             ),
             Problem::RequestWithoutLimit => format!(
-                "gpu-policy: {who} must set limits.{resource}: a GPU request \
+                "{who} must set limits.{resource}: a GPU request \
                  needs an equal limit"
             ),
             Problem::RequestNotLimit => format!(
-                "gpu-policy: {who}: requests.{resource} differs from limits.{resource}; \
+                "{who}: requests.{resource} differs from limits.{resource}; \
                  GPUs cannot be overcommitted, set them equal"
             ),
             Problem::AboveContainerMaximum { maximum } => format!(
-                "gpu-policy: {who} must not ask for more than {maximum} {resource} \
+                "{who} must not ask for more than {maximum} {resource} \
                  per container; split the work or lower the limit"
             ),
         };
-        outcome.violations.push(Violation { rule: ID, message });
+        findings.violations.push(message);
     }
     let max_per_pod = input.namespace.max_per_pod;
     for resource in view.gpu_resource_names() {
@@ -85,25 +83,19 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         if let Some(largest) = largest
             && count > largest
         {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: the pod needs {count} {resource} but the biggest node offers \
-                     {largest}: it can never be scheduled"
-                ),
-            });
+            findings.violations.push(format!(
+                "the pod needs {count} {resource} but the biggest node offers \
+                 {largest}: it can never be scheduled"
+            ));
         }
         if count > max_per_pod {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: the pod needs {count} {resource} (init and sidecar \
-                     containers included), above the maximum of {max_per_pod} per pod here"
-                ),
-            });
+            findings.violations.push(format!(
+                "the pod needs {count} {resource} (init and sidecar \
+                 containers included), above the maximum of {max_per_pod} per pod here"
+            ));
         }
     }
-    outcome
+    findings
 }
 
 fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Problem> {
@@ -140,10 +132,12 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::policy::RuleId;
     use crate::policy::testing::{evaluate_pod_in, violation_messages};
     use rstest::rstest;
     use serde_json::{Value, json};
+
+    const ID: RuleId = RuleId::BoundedRequests;
 
     fn messages(pod: &Value) -> Vec<String> {
         violation_messages(pod, ID)

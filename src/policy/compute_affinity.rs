@@ -27,61 +27,60 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
-use super::{Change, Outcome, RuleId, RuleInput, Violation, add};
+use super::message::{Notice, NoticeKind};
+use super::{Findings, Mutation, RuleInput, add};
 use crate::settings::{ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
 
-pub const ID: RuleId = RuleId::ComputeAffinity;
 pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
 pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
-pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
-    let mut outcome = Outcome::default();
+pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    let mut findings = Findings::default();
     if !input.scope.is_whole() || !input.view.is_gpu_pod() {
-        return outcome;
+        return findings;
     }
-    let Some((minimum, source)) = minimum(input, &mut outcome.notices) else {
-        return outcome;
+    let Some((minimum, source)) = minimum(input, &mut findings.notices) else {
+        return findings;
     };
     let alternatives = alternatives(minimum);
     if alternatives.is_empty() {
-        return outcome;
+        return findings;
     }
     if let Some(cluster) = input.cluster {
         let present = cluster.compute_capabilities();
         if !present.is_empty() && present.iter().all(|cc| *cc < minimum) {
             let listed: Vec<String> = present.iter().map(ToString::to_string).collect();
-            outcome.notices.push(format!(
-                "gpu-policy: compute-affinity: no node has compute capability >= {minimum} \
-                 (nodes have {}); the pod will stay Pending",
-                listed.join(", ")
+            findings.notices.push(Notice::new(
+                NoticeKind::UnmetComputeCapability,
+                format!(
+                    "compute-affinity: no node has compute capability >= {minimum} \
+                     (nodes have {}); the pod will stay Pending",
+                    listed.join(", ")
+                ),
             ));
         }
     }
     match constrain(input.view.spec, &input.view.spec_pointer, &alternatives) {
-        Ok(Some(operation)) => outcome.changes.push(Change {
-            rule: ID,
+        Ok(Some(operation)) => findings.changes.push(Mutation {
             summary: format!("require GPU compute capability >= {minimum} ({source})"),
             operations: vec![operation],
             overrides_author: false,
         }),
         Ok(None) => {}
-        Err(field) => outcome.violations.push(Violation {
-            rule: ID,
-            message: format!(
-                "gpu-policy: {field} is malformed, so the compute capability >= {minimum} \
-                 constraint cannot be added; fix the affinity"
-            ),
-        }),
+        Err(field) => findings.violations.push(format!(
+            "{field} is malformed, so the compute capability >= {minimum} \
+             constraint cannot be added; fix the affinity"
+        )),
     }
-    outcome
+    findings
 }
 
 /// The highest minimum of all sources, with a description of where it came
 /// from.
 fn minimum(
     input: &RuleInput<'_, '_>,
-    notices: &mut Vec<String>,
+    notices: &mut Vec<Notice>,
 ) -> Option<(ComputeCapability, String)> {
     let mut best: Option<(ComputeCapability, String)> = input
         .namespace
@@ -98,9 +97,11 @@ fn minimum(
     if let Some(raw) = input.view.annotation(MIN_COMPUTE_CAPABILITY_ANNOTATION) {
         match tighter_capability(raw, input.namespace.min_compute_capability) {
             Ok(value) => raise(value, "pod annotation".to_owned()),
-            Err(reason) => notices.push(format!(
-                "gpu-policy: pod annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} \
-                 ignored: {reason}"
+            Err(reason) => notices.push(Notice::new(
+                NoticeKind::IgnoredAnnotation,
+                format!(
+                    "pod annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} ignored: {reason}"
+                ),
             )),
         }
     }
@@ -233,8 +234,11 @@ fn present<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::RuleId;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_in};
     use rstest::rstest;
+
+    const ID: RuleId = RuleId::ComputeAffinity;
 
     fn gpu_pod(image: &str) -> Value {
         json!({"spec": {"containers": [
@@ -407,7 +411,7 @@ mod tests {
         pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: value}});
         let evaluation = evaluate_pod_in(&pod, &[(MIN_COMPUTE_CAPABILITY_ANNOTATION, "5.0")]);
         assert_eq!(evaluation.notices.len(), 1, "{:?}", evaluation.notices);
-        assert!(evaluation.notices[0].contains("ignored"));
+        assert!(evaluation.notices[0].message.contains("ignored"));
         let found = evaluation
             .changes
             .iter()
@@ -479,11 +483,11 @@ mod tests {
         let notice = evaluation
             .notices
             .iter()
-            .find(|n| n.contains("no node has"));
+            .find(|n| n.message.contains("no node has"));
         assert_eq!(notice.is_some(), warned, "{:?}", evaluation.notices);
         if warned {
             assert_eq!(
-                notice.map(String::as_str),
+                notice.map(|n| n.message.as_str()),
                 Some(
                     "gpu-policy: compute-affinity: no node has compute capability >= 7.5 (nodes have 6.1, 7.0); the pod will stay Pending"
                 )

@@ -19,15 +19,14 @@
 //!
 //! Allows every other hostPath, mount and annotation.
 
-use super::{Outcome, RuleId, RuleInput, Violation, containers_phrase, quoted_list};
+use super::{Findings, RuleInput, containers_phrase, quoted_list};
 
-pub const ID: RuleId = RuleId::DevicePaths;
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
 
-pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
-    let mut outcome = Outcome::default();
+pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    let mut findings = Findings::default();
     if input.allowlisted.is_some() {
-        return outcome;
+        return findings;
     }
     let view = input.view;
     let fix = "request nvidia.com/gpu in limits instead";
@@ -39,13 +38,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
             .map(|volume| volume.name)
             .collect();
         if !host_paths.is_empty() {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: {} must not mount a host path that exposes /dev/nvidia*; {fix}",
-                    quoted_list("hostPath volume", "hostPath volumes", host_paths)
-                ),
-            });
+            findings.violations.push(format!(
+                "{} must not mount a host path that exposes /dev/nvidia*; {fix}",
+                quoted_list("hostPath volume", "hostPath volumes", host_paths)
+            ));
         }
         let mut annotations: Vec<(&str, &str)> = view
             .annotations
@@ -56,17 +52,14 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
             .collect();
         annotations.sort_unstable();
         if !annotations.is_empty() {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: {} must not inject NVIDIA devices through CDI; {fix}",
-                    quoted_list(
-                        "annotation",
-                        "annotations",
-                        annotations.iter().map(|(k, _)| *k)
-                    )
-                ),
-            });
+            findings.violations.push(format!(
+                "{} must not inject NVIDIA devices through CDI; {fix}",
+                quoted_list(
+                    "annotation",
+                    "annotations",
+                    annotations.iter().map(|(k, _)| *k)
+                )
+            ));
         }
     }
     let mounting: Vec<&str> = view
@@ -77,16 +70,13 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         .map(|c| c.name)
         .collect();
     if !mounting.is_empty() {
-        outcome.violations.push(Violation {
-            rule: ID,
-            message: format!(
-                "gpu-policy: {} must not mount {DEVICE_LIST_MOUNT}, a device request to \
-                 the NVIDIA runtime; {fix}",
-                containers_phrase(mounting)
-            ),
-        });
+        findings.violations.push(format!(
+            "{} must not mount {DEVICE_LIST_MOUNT}, a device request to \
+             the NVIDIA runtime; {fix}",
+            containers_phrase(mounting)
+        ));
     }
-    outcome
+    findings
 }
 
 /// Lexically normalises an absolute path: no empty or `.` segments, `..`
@@ -139,9 +129,12 @@ fn names_nvidia_device(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::RuleId;
     use crate::policy::testing::{evaluate_pod_update, violation_messages};
     use rstest::rstest;
     use serde_json::{Value, json};
+
+    const ID: RuleId = RuleId::DevicePaths;
 
     fn violations(pod: &Value) -> Vec<String> {
         violation_messages(pod, ID)

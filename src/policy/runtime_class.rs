@@ -18,15 +18,14 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::cluster::RuntimeClassInfo;
+use super::message::{Notice, NoticeKind};
 use super::pod::PodView;
-use super::{Change, Outcome, RuleId, RuleInput, Violation, add};
+use super::{Findings, Mutation, RuleInput, add};
 
-pub const ID: RuleId = RuleId::RuntimeClass;
-
-pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
-    let mut outcome = Outcome::default();
+pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    let mut findings = Findings::default();
     if !input.scope.is_whole() {
-        return outcome;
+        return findings;
     }
     let config = input.settings.config();
     let allowed = &config.gpu_runtime_classes;
@@ -46,11 +45,14 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
                         // The GPU Operator in CDI mode creates no class:
                         // injecting a missing one would make every GPU pod
                         // fail.
-                        outcome.notices.push(format!(
-                            "gpu-policy: runtime-class: RuntimeClass {name:?} does not exist; \
-                             runtimeClassName not set"
+                        findings.notices.push(Notice::new(
+                            NoticeKind::MissingRuntimeClass,
+                            format!(
+                                "runtime-class: RuntimeClass {name:?} does not exist; \
+                                 runtimeClassName not set"
+                            ),
                         ));
-                        return outcome;
+                        return findings;
                     }
                 },
             };
@@ -61,13 +63,12 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
                 match scheduling(input.view, &info) {
                     Ok(more) => operations.extend(more),
                     Err(message) => {
-                        outcome.violations.push(Violation { rule: ID, message });
-                        return outcome;
+                        findings.violations.push(message);
+                        return findings;
                     }
                 }
             }
-            outcome.changes.push(Change {
-                rule: ID,
+            findings.changes.push(Mutation {
                 summary: format!("set runtimeClassName: {name} (GPU pod)"),
                 operations,
                 overrides_author: false,
@@ -80,39 +81,30 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
                     .cluster
                     .is_some_and(|c| c.runtime_class(class).is_none()) =>
         {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: RuntimeClass {class:?} does not exist in this cluster; \
-                     install the NVIDIA runtime class or remove the field"
-                ),
-            });
+            findings.violations.push(format!(
+                "RuntimeClass {class:?} does not exist in this cluster; \
+                 install the NVIDIA runtime class or remove the field"
+            ));
         }
         None => {}
         Some(class) if gpu_pod && !allowed.iter().any(|a| a == class) => {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: runtimeClassName {class:?} is not a GPU runtime class; \
-                     use {} or remove the field",
-                    allowed.join(" or ")
-                ),
-            });
+            findings.violations.push(format!(
+                "runtimeClassName {class:?} is not a GPU runtime class; \
+                 use {} or remove the field",
+                allowed.join(" or ")
+            ));
         }
         Some(class)
             if !gpu_pod && input.allowlisted.is_none() && allowed.iter().any(|a| a == class) =>
         {
-            outcome.violations.push(Violation {
-                rule: ID,
-                message: format!(
-                    "gpu-policy: runtimeClassName {class:?} is reserved for pods that request \
-                     a GPU; remove it, or request nvidia.com/gpu in limits"
-                ),
-            });
+            findings.violations.push(format!(
+                "runtimeClassName {class:?} is reserved for pods that request \
+                 a GPU; remove it, or request nvidia.com/gpu in limits"
+            ));
         }
         Some(_) => {}
     }
-    outcome
+    findings
 }
 
 /// What the built-in RuntimeClass admission plugin does to a pod that names
@@ -132,11 +124,9 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
             Some(Value::Object(existing)) if existing == overhead => {}
             Some(_) => {
-                return Err(
-                    "gpu-policy: spec.overhead differs from the overhead of the \
+                return Err("spec.overhead differs from the overhead of the \
                      RuntimeClass it would get; remove spec.overhead"
-                        .to_owned(),
-                );
+                    .to_owned());
             }
         }
     }
@@ -157,14 +147,14 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                         Some(current) if current == value => {}
                         Some(current) => {
                             return Err(format!(
-                                "gpu-policy: spec.nodeSelector {key}={current} conflicts with \
+                                "spec.nodeSelector {key}={current} conflicts with \
                                  the RuntimeClass's {key}={value}"
                             ));
                         }
                     }
                 }
             }
-            Some(_) => return Err("gpu-policy: spec.nodeSelector must be an object".to_owned()),
+            Some(_) => return Err("spec.nodeSelector must be an object".to_owned()),
         }
     }
     if !class.tolerations.is_empty() {
@@ -182,7 +172,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                     }
                 }
             }
-            Some(_) => return Err("gpu-policy: spec.tolerations must be a list".to_owned()),
+            Some(_) => return Err("spec.tolerations must be a list".to_owned()),
         }
     }
     Ok(operations)
@@ -207,10 +197,13 @@ fn same_toleration(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::RuleId;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_with};
     use crate::settings::Settings;
     use rstest::rstest;
     use serde_json::json;
+
+    const ID: RuleId = RuleId::RuntimeClass;
 
     fn pod(runtime_class: Option<&str>, gpus: u64) -> Value {
         let mut pod = json!({"spec": {"containers": [
@@ -326,7 +319,7 @@ mod tests {
                 evaluation
                     .notices
                     .iter()
-                    .any(|n| n.contains("does not exist"))
+                    .any(|n| n.message.contains("does not exist"))
             );
             assert!(evaluation.violations.is_empty());
         }

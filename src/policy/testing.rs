@@ -6,7 +6,9 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::cluster::{ClusterFacts, ClusterSnapshot};
-use super::{Evaluation, Identity, RuleId, Scope, Shape, allowlist, evaluate, scope_for_update};
+use super::{
+    Evaluation, Evaluator, Identity, RuleId, Scope, Shape, Target, allowlist, scope_for_update,
+};
 use crate::settings::Settings;
 
 fn namespace_of(pod: &Value) -> &str {
@@ -40,20 +42,22 @@ fn run_in(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let identity = Identity::Pod {
-        owner: allowlist::controller_owner(pod),
-    };
     let namespace_settings = settings.for_namespace(&annotations);
-    match evaluate(
-        pod,
-        Shape::Pod,
-        identity,
-        namespace_of(pod),
-        scope,
+    let evaluator = Evaluator {
         settings,
-        &namespace_settings,
+        namespace: &namespace_settings,
         cluster,
-    ) {
+    };
+    let target = Target {
+        object: pod,
+        shape: Shape::Pod,
+        identity: Identity::Pod {
+            owner: allowlist::controller_owner(pod),
+        },
+        namespace: namespace_of(pod),
+        scope: scope.clone(),
+    };
+    match evaluator.evaluate(&target) {
         Ok(evaluation) => evaluation,
         Err(err) => panic!("test pod does not parse: {err}"),
     }
@@ -86,7 +90,7 @@ pub fn violation_messages(pod: &Value, rule: RuleId) -> Vec<String> {
         .violations
         .into_iter()
         .filter(|v| v.rule == rule)
-        .map(|v| v.message)
+        .map(|v| v.message.into_string())
         .collect()
 }
 

@@ -24,14 +24,13 @@ use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value, json};
 
 use super::pod::{Container, EnvEntry};
-use super::{Change, Outcome, RuleId, RuleInput, add, containers_phrase};
+use super::{Findings, Mutation, RuleInput, add, containers_phrase};
 
-pub const ID: RuleId = RuleId::VisibleDevices;
 pub const VARIABLE: &str = "NVIDIA_VISIBLE_DEVICES";
 
-pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
+pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.allowlisted.is_some() {
-        return Outcome::default();
+        return Findings::default();
     }
     let pin = input.settings.config().visible_devices_pin.as_str();
     let mut pinned: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
@@ -69,7 +68,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
         }
     }
 
-    let mut outcome = Outcome::default();
+    let mut findings = Findings::default();
     let mut push = |group: Vec<(&Container<'_>, Vec<PatchOperation>)>,
                     overrides_author: bool,
                     summary: &dyn Fn(&str) -> String| {
@@ -77,8 +76,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
             return;
         }
         let names = containers_phrase(group.iter().map(|(c, _)| c.name));
-        outcome.changes.push(Change {
-            rule: ID,
+        findings.changes.push(Mutation {
             summary: summary(&names),
             operations: group.into_iter().flat_map(|(_, ops)| ops).collect(),
             overrides_author,
@@ -93,7 +91,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Outcome {
     push(cleared, true, &|names| {
         format!("remove {VARIABLE} from GPU {names} (the device plugin picks the cards)")
     });
-    outcome
+    findings
 }
 
 /// Removes the given entries, last first, so earlier indices stay valid.
@@ -132,6 +130,9 @@ fn env_pointer(container: &Container<'_>) -> PointerBuf {
 mod tests {
     use super::*;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_update};
+    use crate::policy::{Change, RuleId};
+
+    const ID: RuleId = RuleId::VisibleDevices;
     use rstest::rstest;
     use serde_json::json;
 

@@ -3,9 +3,9 @@
 
 mod error;
 pub mod listener;
+mod record;
 mod run;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -17,15 +17,16 @@ use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kube::core::admission::Operation;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 
 use crate::admission::namespace_guard;
-use crate::admission::review::{self, Endpoint};
+use crate::admission::review::{self, Endpoint, RawObject, Verdict};
 use crate::cluster::{self, ClusterCache};
-use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
+use crate::metrics::Metrics;
 use crate::policy::ClusterFacts;
 use crate::settings::Settings;
 pub use error::RequestError;
+use record::{Decided, Outcome, record};
 pub use run::{Certificates, ClientAuthOptions, ClusterAccess, Options, ServeError, run};
 
 /// Bodies above this are refused with 413. The API server caps objects at
@@ -196,7 +197,7 @@ async fn admit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let started = Instant::now();
+    let received = Instant::now();
     let timeout = query
         .as_deref()
         .into_iter()
@@ -205,39 +206,46 @@ async fn admit(
     if let Some(timeout) = timeout {
         state.saw_timeout(timeout);
     }
-    let result = answer(&state, endpoint, &headers, &body).await;
-    state
-        .metrics
-        .latency
-        .get_or_create(&EndpointLabels {
-            endpoint: endpoint.path().to_owned(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    match result {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+    let request = match read_review(&headers, &body) {
+        Ok(request) => request,
         Err(error) => {
-            state
-                .metrics
-                .requests
-                .get_or_create(&RequestLabels {
-                    endpoint: endpoint.path().to_owned(),
-                    kind: String::new(),
-                    operation: String::new(),
-                    decision: "bad_request".to_owned(),
-                })
-                .inc();
-            tracing::warn!(endpoint = endpoint.path(), error = %error, "bad admission request");
-            error.into_response()
+            let outcome = Outcome {
+                endpoint,
+                latency: received.elapsed(),
+                result: Err(&error),
+            };
+            record(&state.metrics, &outcome);
+            return error.into_response();
         }
+    };
+    let (response, verdict) = answer(&state, endpoint, &request).await;
+    let took = received.elapsed();
+    let encoded = review::encode(response).map_err(RequestError::Encode);
+    let result = match &encoded {
+        Ok(_) => Ok(Decided {
+            request: &request,
+            verdict: &verdict,
+            took,
+        }),
+        Err(error) => Err(error),
+    };
+    let outcome = Outcome {
+        endpoint,
+        latency: received.elapsed(),
+        result,
+    };
+    record(&state.metrics, &outcome);
+    match encoded {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(error) => error.into_response(),
     }
 }
 
-async fn answer(
-    state: &AppState,
-    endpoint: Endpoint,
+/// Reads the body as an AdmissionReview request.
+fn read_review(
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Vec<u8>, RequestError> {
+) -> Result<AdmissionRequest<RawObject>, RequestError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -249,24 +257,24 @@ async fn answer(
     if body.is_empty() {
         return Err(RequestError::EmptyBody);
     }
-    let started = Instant::now();
-    let request = review::decode(body)?;
+    Ok(review::decode(body)?)
+}
+
+/// The admission layer's answer, with the opt-in warnings of the namespace
+/// guard.
+async fn answer(
+    state: &AppState,
+    endpoint: Endpoint,
+    request: &AdmissionRequest<RawObject>,
+) -> (AdmissionResponse, Verdict) {
     let settings = state.settings.load();
     let cluster = state
         .cluster
         .get()
         .map(|cache| cache.as_ref() as &dyn ClusterFacts);
-    // Without a cluster connection the namespace's annotations are unknown:
-    // the cluster configuration applies as it is.
-    let annotations = match (cluster, request.namespace.as_deref()) {
-        (Some(cluster), Some(namespace)) => cluster.namespace_annotations(namespace),
-        _ => BTreeMap::new(),
-    };
-    let namespace_settings = settings.for_namespace(&annotations);
-    let (mut response, verdict) =
-        review::respond(&request, endpoint, &settings, &namespace_settings, cluster);
+    let (mut response, verdict) = review::answer(request, endpoint, &settings, cluster);
     if endpoint == Endpoint::Namespace && response.allowed {
-        let warnings = opt_in_warnings(state, &request, &settings).await;
+        let warnings = opt_in_warnings(state, request, &settings).await;
         if !warnings.is_empty() {
             response
                 .warnings
@@ -274,76 +282,7 @@ async fn answer(
                 .extend(warnings);
         }
     }
-    let operation = operation_name(&request.operation);
-    state
-        .metrics
-        .requests
-        .get_or_create(&RequestLabels {
-            endpoint: endpoint.path().to_owned(),
-            kind: request.kind.kind.clone(),
-            operation: operation.to_owned(),
-            decision: verdict.decision.to_owned(),
-        })
-        .inc();
-    for (rules, finding) in [
-        (&verdict.changes, "change"),
-        (&verdict.violations, "violation"),
-    ] {
-        for rule in rules {
-            state
-                .metrics
-                .findings
-                .get_or_create(&RuleLabels {
-                    rule: rule.as_str().to_owned(),
-                    finding: finding.to_owned(),
-                })
-                .inc();
-        }
-    }
-    let rules = verdict
-        .changes
-        .iter()
-        .chain(&verdict.violations)
-        .map(|r| r.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    // Pods created by controllers have no name yet, only generateName.
-    let name = Some(request.name.as_str())
-        .filter(|name| !name.is_empty())
-        .or_else(|| {
-            let metadata = request.object.as_ref()?.raw.get("metadata")?;
-            metadata
-                .get("name")
-                .or_else(|| metadata.get("generateName"))?
-                .as_str()
-        })
-        .unwrap_or("");
-    // Plain `&str` fields: the JSON formatter writes them as they are,
-    // where `%` fields would be formatted into a string first.
-    tracing::info!(
-        uid = request.uid.as_str(),
-        namespace = request.namespace.as_deref().unwrap_or(""),
-        kind = request.kind.kind.as_str(),
-        name,
-        operation,
-        endpoint = endpoint.path(),
-        dry_run = request.dry_run,
-        decision = verdict.decision,
-        rules = rules.as_str(),
-        duration_us = started.elapsed().as_micros() as u64,
-        "admission decision"
-    );
-    review::encode(response).map_err(RequestError::Encode)
-}
-
-/// The operation as the API server spells it.
-fn operation_name(operation: &Operation) -> &'static str {
-    match operation {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-        Operation::Connect => "CONNECT",
-    }
+    (response, verdict)
 }
 
 /// How long the namespace guard may spend listing the pods of a namespace
