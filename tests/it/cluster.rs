@@ -1,8 +1,6 @@
 //! The cluster caches against the fake API server: first list, watch
 //! events, 410 relists, an API server that goes away, lean contents.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +9,7 @@ use gpu_policy::cluster::{self, ClusterCache, Source};
 use gpu_policy::policy::ClusterFacts;
 use gpu_policy::settings::{ComputeCapability, Settings};
 use serde_json::{Value, json};
-use support::fake_api::{FakeApi, eventually, install_crypto_provider};
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 
 const WAIT: Duration = Duration::from_secs(15);
 

@@ -50,8 +50,7 @@ use gpu_policy::settings::Settings;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-mod support;
-use support::workloads;
+use crate::support::workloads;
 
 const NAMESPACE: &str = "default";
 const MODES: [Mode; 2] = [Mode::Enforce, Mode::Warn];

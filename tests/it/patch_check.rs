@@ -21,8 +21,6 @@
 //! version it ships, all but the adversarial ones, which carry unknown
 //! fields on purpose.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -38,9 +36,9 @@ use gpu_policy::settings::Settings;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use support::pods::{Case, MIN_CC, Pods, case_of};
-use support::script::run_ok;
-use support::workloads::pod_of_workload;
+use crate::support::pods::{Case, MIN_CC, Pods, case_of};
+use crate::support::script::run_ok;
+use crate::support::workloads::pod_of_workload;
 
 /// Generated pods of each kind. Validating a pod strictly costs about 5 ms
 /// of CPU per Kubernetes version in Python (and writing it 3 ms in a debug

@@ -2,8 +2,6 @@
 //! shared Secret, the files it is served from, caBundle injection, renewal
 //! and the races between replicas.
 
-mod support;
-
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -23,7 +21,7 @@ use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use support::fake_api::{FakeApi, eventually, install_crypto_provider};
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};

@@ -10,8 +10,6 @@
 //! is killed by a drop guard, so a failing test leaves no process behind.
 //! Logs (JSON, on stderr) go to a file the tests read.
 
-mod support;
-
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -36,8 +34,8 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use serde_json::{Value, json};
-use support::fake_api::FakeApi;
-use support::workloads;
+use crate::support::fake_api::FakeApi;
+use crate::support::workloads;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};

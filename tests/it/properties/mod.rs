@@ -10,8 +10,6 @@
 //! implementation: they read the generated JSON and say what the policy
 //! must have done to it.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
@@ -24,11 +22,11 @@ use json_patch::PatchOperation;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
-use support::pods::{
+use crate::support::pods::{
     Case, GPU_RESOURCES, IMAGES, LISTS, MAJOR, MAX_GPUS, MIN_CC, MINOR, MUTATIONS, NVD, Obj,
     REQUIRED, UNKNOWN_KEYS, case, expression, known_count, pick,
 };
-use support::workloads::pod_of_workload;
+use crate::support::workloads::pod_of_workload;
 
 const MUTATING_RULES: [&str; 3] = ["visible-devices", "runtime-class", "compute-affinity"];
 const ALLOWLISTED_DAEMONSETS: [&str; 3] = [
