@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
 use crate::support::fake_api::FakeApi;
+use serde_json::{Value, json};
 
 fn seed(api: &FakeApi) {
     api.insert(

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 use gpu_policy::cluster::{self, ClusterCache, Source};
 use gpu_policy::policy::ClusterFacts;
 use gpu_policy::settings::{ComputeCapability, Settings};
 use serde_json::{Value, json};
-use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 
 const WAIT: Duration = Duration::from_secs(15);
 

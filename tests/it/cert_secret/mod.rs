@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use gpu_policy::certs::secret::{
@@ -21,7 +22,6 @@ use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};

@@ -6,10 +6,12 @@
 //! JSON error, bad flags, bad config).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
+
+use crate::support::fixtures;
 
 /// What one run of the binary gave.
 #[derive(Debug)]
@@ -74,14 +76,6 @@ fn check_stdin(args: &[&str], input: &str) -> Run {
     run(&all, Some(input))
 }
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn fixture(name: &str) -> String {
-    fixtures().join(name).display().to_string()
-}
-
 fn write(dir: &Path, relative: &str, text: &str) -> String {
     let path = dir.join(relative);
     if let Some(parent) = path.parent() {
@@ -125,7 +119,7 @@ fn names(reports: &[Value]) -> Vec<&str> {
 
 #[test]
 fn allowed_gpu_pod_exits_0() {
-    let out = check(&["-f", &fixture("11-seed-train-pod.yaml")]);
+    let out = check(&["-f", &fixtures::path("11-seed-train-pod.yaml")]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stderr.is_empty(), "{}", out.stderr);
     assert!(
@@ -187,7 +181,7 @@ fn one_denied_object_makes_the_whole_run_exit_1() {
 
 #[test]
 fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
-    let dir = fixtures().display().to_string();
+    let dir = fixtures::dir().display().to_string();
     let out = check(&["-f", &dir]);
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(
@@ -203,7 +197,7 @@ fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
         denied,
         vec![format!(
             "DaemonSet default/nvidia-gpu-exporter: DENIED  ({})",
-            fixture("04-nvidia-gpu-exporter-daemonset.yaml")
+            fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml")
         )]
     );
     // README.md in the folder is not a manifest: not read (it would not parse).
@@ -305,7 +299,7 @@ fn a_scalar_document_is_bad_input() {
 
 #[test]
 fn bad_flags_exit_2() {
-    let pod = fixture("11-seed-train-pod.yaml");
+    let pod = fixtures::path("11-seed-train-pod.yaml");
     for args in [
         vec!["check", "-f", &pod, "--no-such-flag"],
         vec!["check", "-f", &pod, "--mode", "strict"],
@@ -478,7 +472,7 @@ items:
 
 #[test]
 fn json_output_has_the_documented_shape() {
-    let dir = fixtures().display().to_string();
+    let dir = fixtures::dir().display().to_string();
     let out = check(&["-f", &dir, "-o", "json"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let reports = out.json();
@@ -560,7 +554,7 @@ fn json_output_has_the_documented_shape() {
 #[test]
 fn json_output_matches_the_golden_reports() {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let mut stems: Vec<String> = std::fs::read_dir(fixtures())
+    let mut stems: Vec<String> = std::fs::read_dir(fixtures::dir())
         .expect("fixtures")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
@@ -583,7 +577,7 @@ fn json_output_matches_the_golden_reports() {
         }
         let out = check(&[
             "-f",
-            &fixtures().display().to_string(),
+            &fixtures::dir().display().to_string(),
             "--mode",
             mode,
             "-o",
@@ -639,7 +633,7 @@ fn namespace_flag_applies_only_to_objects_without_one() {
 #[test]
 fn namespace_flag_decides_the_allowlist() {
     // 04 names no namespace: in kube-system it is the allowlisted exporter.
-    let exporter = fixture("04-nvidia-gpu-exporter-daemonset.yaml");
+    let exporter = fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml");
     let out = check(&["-f", &exporter, "--namespace", "kube-system", "-o", "json"]);
     assert_eq!(out.code, 0, "{out:?}");
     let report = &out.json()[0];
@@ -890,7 +884,7 @@ fn config_with_an_unknown_field_exits_2_naming_the_file() {
     let config = write(dir.path(), "typo.yaml", "maxPerContainers: 1\n");
     let out = check(&[
         "-f",
-        &fixture("11-seed-train-pod.yaml"),
+        &fixtures::path("11-seed-train-pod.yaml"),
         "--config",
         &config,
     ]);
@@ -908,7 +902,7 @@ fn config_with_an_unknown_field_exits_2_naming_the_file() {
 #[test]
 fn invalid_or_missing_config_exits_2() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let pod = fixture("11-seed-train-pod.yaml");
+    let pod = fixtures::path("11-seed-train-pod.yaml");
     let config = write(dir.path(), "all.yaml", "visibleDevicesPin: all\n");
     let out = check(&["-f", &pod, "--config", &config]);
     assert_eq!(out.code, 2, "{out:?}");
@@ -925,7 +919,7 @@ fn invalid_or_missing_config_exits_2() {
 
 #[test]
 fn text_output_blocks_and_summary() {
-    let dir = fixtures().display().to_string();
+    let dir = fixtures::dir().display().to_string();
     let out = check(&["-f", &dir]);
     assert!(
         !out.stdout.contains('\x1b'),
@@ -961,7 +955,7 @@ fn text_output_blocks_and_summary() {
     assert!(
         out.stdout.contains(&format!(
             "Service default/dcgm-exporter: ignored  ({})\n",
-            fixture("03-dcgm-exporter-daemonset-service.yaml")
+            fixtures::path("03-dcgm-exporter-daemonset-service.yaml")
         )),
         "{}",
         out.stdout

@@ -13,6 +13,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
+use crate::support::fixtures;
+use crate::support::pods::{
+    Case, GPU_RESOURCES, IMAGES, LISTS, MAJOR, MAX_GPUS, MIN_CC, MINOR, MUTATIONS, NVD, Obj,
+    REQUIRED, UNKNOWN_KEYS, case, expression, known_count, pick,
+};
+use crate::support::workloads::pod_of_workload;
 use gpu_policy::admission::{
     MAX_WARNING_CHARS, Mode, ObjectKind, PodOperation, Workload, decide, evaluate_object,
 };
@@ -22,11 +28,6 @@ use json_patch::PatchOperation;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
-use crate::support::pods::{
-    Case, GPU_RESOURCES, IMAGES, LISTS, MAJOR, MAX_GPUS, MIN_CC, MINOR, MUTATIONS, NVD, Obj,
-    REQUIRED, UNKNOWN_KEYS, case, expression, known_count, pick,
-};
-use crate::support::workloads::pod_of_workload;
 
 const MUTATING_RULES: [&str; 3] = ["visible-devices", "runtime-class", "compute-affinity"];
 const ALLOWLISTED_DAEMONSETS: [&str; 3] = [
@@ -1288,7 +1289,6 @@ mod review_fuzz {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD as BASE64;
     use gpu_policy::admission::review::{self, Endpoint};
-    use gpu_policy::manifest;
     use gpu_policy::settings::{MODE_LABEL, NamespaceSettings};
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -1502,7 +1502,7 @@ mod review_fuzz {
     fn corpus() -> &'static Corpus {
         static CORPUS: OnceLock<Corpus> = OnceLock::new();
         CORPUS.get_or_init(|| {
-            let mut objects = fixture_objects();
+            let mut objects: Vec<Value> = fixtures::objects().into_iter().map(|(_, o)| o).collect();
             let mut templates: Vec<Value> = objects
                 .iter()
                 .filter_map(|w| pod_of_workload(w, "abcde", "00000000-0000-0000-0000-000000000001"))
@@ -1560,13 +1560,6 @@ mod review_fuzz {
                 namespace_settings,
             }
         })
-    }
-
-    fn fixture_objects() -> Vec<Value> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        let documents = manifest::load(&[dir], &mut std::io::empty()).expect("the fixtures load");
-        assert!(documents.len() >= 12, "the fixtures: {}", documents.len());
-        documents.into_iter().map(|d| d.object).collect()
     }
 
     /// Small JSON values, cheap to generate (a recursive strategy is not).
