@@ -12,6 +12,7 @@
 
 pub mod fake_api;
 pub mod fixtures;
+pub mod oracles;
 pub mod pods;
 pub mod review;
 pub mod script;
