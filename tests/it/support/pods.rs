@@ -9,8 +9,6 @@
 //! builds the same pods without what the Kubernetes JSON schemas reject in
 //! strict mode (see [`Pods`]).
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
