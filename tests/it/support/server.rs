@@ -27,6 +27,7 @@ use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 use super::review::Review;
 use super::tls::{SERVER_NAME, client_config};
@@ -122,22 +123,31 @@ pub struct Connection {
     pub peer_certificate: Vec<u8>,
 }
 
+/// TCP to `addr`, then a TLS handshake with SNI [`SERVER_NAME`], bounded
+/// by [`IO_TIMEOUT`].
+pub async fn handshake(
+    addr: SocketAddr,
+    config: Arc<ClientConfig>,
+) -> Result<TlsStream<TcpStream>, String> {
+    let handshake = async {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let name = ServerName::try_from(SERVER_NAME).expect("valid DNS name");
+        TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))
+    };
+    timeout(IO_TIMEOUT, handshake)
+        .await
+        .map_err(|_| "TLS handshake timed out".to_owned())?
+}
+
 impl Connection {
     /// TCP to `addr`, TLS with SNI [`SERVER_NAME`], then HTTP/1.1.
     pub async fn tls(addr: SocketAddr, config: Arc<ClientConfig>) -> Result<Self, String> {
-        let handshake = async {
-            let tcp = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("connect: {e}"))?;
-            let name = ServerName::try_from(SERVER_NAME).expect("valid DNS name");
-            TlsConnector::from(config)
-                .connect(name, tcp)
-                .await
-                .map_err(|e| format!("TLS handshake: {e}"))
-        };
-        let tls = timeout(IO_TIMEOUT, handshake)
-            .await
-            .map_err(|_| "TLS handshake timed out".to_owned())??;
+        let tls = handshake(addr, config).await?;
         let (_, session) = tls.get_ref();
         if session.alpn_protocol() != Some(b"http/1.1") {
             return Err(format!(
@@ -557,20 +567,9 @@ pub enum Exchange {
 /// "fully written" is known exactly.
 pub async fn exchange_once(addr: SocketAddr, config: Arc<ClientConfig>, body: &[u8]) -> Exchange {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let handshake = async {
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let name = ServerName::try_from(SERVER_NAME).expect("valid DNS name");
-        TlsConnector::from(config)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS handshake: {e}"))
-    };
-    let mut tls = match timeout(IO_TIMEOUT, handshake).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(err)) => return Exchange::NotAccepted(err),
-        Err(_) => return Exchange::NotAccepted("handshake timed out".to_owned()),
+    let mut tls = match handshake(addr, config).await {
+        Ok(tls) => tls,
+        Err(err) => return Exchange::NotAccepted(err),
     };
     let head = format!(
         "POST {MUTATE} HTTP/1.1\r\nHost: {SERVER_NAME}:443\r\n\
