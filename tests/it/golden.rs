@@ -289,7 +289,7 @@ fn decision(report: &ObjectReport) -> String {
     )
 }
 
-/// The decisions SPEC.md asks for, independent of the golden files (so that
+/// The decisions docs/policy.md describes, independent of the golden files (so that
 /// regenerating them blindly cannot hide a wrong decision).
 #[test]
 fn enforce_decisions_follow_the_spec() {

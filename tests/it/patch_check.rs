@@ -4,7 +4,7 @@
 //! The pods: every pod of `tests/fixtures/` and a pod made from every
 //! workload template there, each created in a namespace with and without a
 //! minimum compute capability and given an ephemeral debug container; and
-//! pods of the property tests' generator (`tests/support/pods.rs`, fixed
+//! pods of the property tests' generator (`tests/it/support/pods.rs`, fixed
 //! seed), schema-valid ones and adversarial ones with unknown fields, each
 //! created and, when it has ephemeral containers, given some of them by a
 //! `pods/ephemeralcontainers` update. Each request goes through what the

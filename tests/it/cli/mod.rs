@@ -1,7 +1,7 @@
 //! End-to-end tests of `gpu-policy check`: the built binary, run as a
 //! process, its exit status, stdout and stderr.
 //!
-//! Exit status contract (SPEC.md section 5): 0 when every object is allowed,
+//! Exit status contract (docs/policy.md#decisions): 0 when every object is allowed,
 //! 1 when something is denied, 2 for bad input (unreadable path, YAML or
 //! JSON error, bad flags, bad config).
 

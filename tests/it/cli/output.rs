@@ -85,7 +85,7 @@ fn json_output_has_the_documented_shape() {
 }
 
 /// The binary prints what the library computes: the `report` parts of the
-/// golden files (tests/golden.rs) are exactly `check -o json` of the folder.
+/// golden files (tests/it/golden.rs) are exactly `check -o json` of the folder.
 #[test]
 fn json_output_matches_the_golden_reports() {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");

@@ -5,7 +5,7 @@
 //! resources with valid and invalid quantities, `NVIDIA_VISIBLE_DEVICES`
 //! entries, runtime classes, node affinity, hostPath volumes, metadata keys
 //! with `/` and `~`, owner references, and unknown fields everywhere) and
-//! the properties below check the contract of `SPEC.md` through the public
+//! the properties below check the contract of `docs/policy.md` through the public
 //! admission API. The oracles are written from the spec, not from the
 //! implementation: they read the generated JSON and say what the policy
 //! must have done to it.

@@ -1,5 +1,5 @@
-//! Generators of raw pod JSON for the property tests (`tests/properties.rs`)
-//! and the independent patch check (`tests/patch_check.rs`).
+//! Generators of raw pod JSON for the property tests (`tests/it/properties/`)
+//! and the independent patch check (`tests/it/patch_check.rs`).
 //!
 //! [`case`] builds realistic and adversarial pods: init containers,
 //! sidecars, ephemeral containers, GPU and non-GPU resources with valid and
