@@ -31,6 +31,12 @@ use gpu_policy::admission::review::{Endpoint, decode, encode, respond};
 use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
+// The review builder of the tests, of which the benchmarks use a part.
+#[allow(dead_code)]
+#[path = "../tests/it/support/review.rs"]
+mod review_builder;
+use review_builder::Review;
+
 const GPU_DEPLOYMENT: &str = include_str!("../tests/fixtures/07-vllm-mistral-7b-deployment.yaml");
 const CPU_DEPLOYMENT: &str =
     include_str!("../tests/fixtures/09-vllm-cpu-deployment-cuda-image-no-gpu.yaml");
@@ -56,24 +62,13 @@ fn pod_of(deployment: &Value, name: &str) -> Value {
     })
 }
 
-/// An AdmissionReview v1 CREATE request, as the API server sends it.
-fn review(group: &str, kind: &str, resource: &str, object: &Value) -> Vec<u8> {
-    let gvk = json!({"group": group, "version": "v1", "kind": kind});
-    let gvr = json!({"group": group, "version": "v1", "resource": resource});
-    let name = object["metadata"]["name"].clone();
-    let body = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": name,
-            "namespace": NAMESPACE,
-            "operation": "CREATE",
-            "userInfo": {
+/// An AdmissionReview v1 CREATE request, as the API server sends it for
+/// the ReplicaSet controller.
+fn review(object: &Value) -> Vec<u8> {
+    Review::create(object, NAMESPACE)
+        .set(
+            "userInfo",
+            json!({
                 "username": "system:serviceaccount:kube-system:replicaset-controller",
                 "uid": "0b6e4f3c-2d9a-4a8e-9a57-6f1c1f0d2b3e",
                 "groups": [
@@ -81,14 +76,9 @@ fn review(group: &str, kind: &str, resource: &str, object: &Value) -> Vec<u8> {
                     "system:serviceaccounts:kube-system",
                     "system:authenticated"
                 ]
-            },
-            "object": object,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    });
-    serde_json::to_vec(&body).expect("review encodes")
+            }),
+        )
+        .body()
 }
 
 /// The whole path, as the server runs it for one request.
@@ -126,22 +116,12 @@ fn webhook(c: &mut Criterion) {
 
     let gpu_deployment = yaml(GPU_DEPLOYMENT);
     let cpu_deployment = yaml(CPU_DEPLOYMENT);
-    let gpu_pod = review(
-        "",
-        "Pod",
-        "pods",
-        &pod_of(&gpu_deployment, "mistral-7b-6d9c7b8f5d-x2k4q"),
-    );
-    let cpu_pod = review(
-        "",
-        "Pod",
-        "pods",
-        &pod_of(&cpu_deployment, "vllm-server-5b7f9c6d48-qk8zt"),
-    );
+    let gpu_pod = review(&pod_of(&gpu_deployment, "mistral-7b-6d9c7b8f5d-x2k4q"));
+    let cpu_pod = review(&pod_of(&cpu_deployment, "vllm-server-5b7f9c6d48-qk8zt"));
     // The API server refuses a body whose namespace differs from the URL's.
     let mut in_namespace = gpu_deployment.clone();
     in_namespace["metadata"]["namespace"] = json!(NAMESPACE);
-    let deployment = review("apps", "Deployment", "deployments", &in_namespace);
+    let deployment = review(&in_namespace);
 
     // Outside the timed loop: each case really takes the path it measures.
     let gpu = response_of(&gpu_pod, Endpoint::Mutate, &settings, &namespace_settings);

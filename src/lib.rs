@@ -25,3 +25,10 @@ pub mod report;
 pub mod server;
 pub mod settings;
 pub mod telemetry;
+
+/// AdmissionReview requests as the API server sends them, for the unit
+/// tests: the integration tests' builder, so that there is one.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../tests/it/support/review.rs"]
+mod review_builder;

@@ -1,7 +1,7 @@
 //! The server's request path without HTTP: a body through `review::decode`,
 //! `review::respond` on every endpoint and `review::encode`, judged as the
-//! API server would judge the answer (see `p11` in `tests/properties.rs`,
-//! the bounded version of this target).
+//! API server would judge the answer (see `review_bodies_never_fail_the_server`
+//! in `tests/it/properties/review_fuzz/`, the bounded version of this target).
 //!
 //! - `decode` may refuse a body (the server answers 400), with a one-line
 //!   reason;

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::review::{Endpoint, ReviewError, decode, encode, respond};
 use super::*;
 use crate::policy::Evaluator;
+use crate::review_builder::Review;
 use crate::settings::Settings;
 
 fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
@@ -228,28 +229,32 @@ fn kinds(#[case] api_version: &str, #[case] kind: &str, #[case] expected: Object
     assert_eq!(ObjectKind::of_manifest(api_version, kind), expected);
 }
 
+/// A review of `object` as these tests send it: kind and resource of a
+/// Pod's shape in the object's group, a dry run by `alice`, `extra` request
+/// fields on top.
 fn review(object: &Value, operation: &str, extra: Value) -> Vec<u8> {
     let kind = object["kind"].as_str().unwrap_or("Pod");
     let group = object["apiVersion"]
         .as_str()
         .and_then(|v| v.rsplit_once('/'))
         .map_or("", |(g, _)| g);
-    let mut request = json!({
-        "uid": "3f1e0c1a-0000-4000-8000-000000000001",
-        "kind": {"group": group, "version": "v1", "kind": kind},
-        "resource": {"group": group, "version": "v1", "resource": "pods"},
-        "namespace": "ml",
-        "operation": operation,
-        "userInfo": {"username": "alice"},
-        "object": object,
-        "dryRun": true,
-    });
-    if let (Some(request), Some(extra)) = (request.as_object_mut(), extra.as_object()) {
-        request.extend(extra.clone());
+    let mut review = Review::create(object, "ml")
+        .uid("3f1e0c1a-0000-4000-8000-000000000001")
+        .set(
+            "kind",
+            json!({"group": group, "version": "v1", "kind": kind}),
+        )
+        .set(
+            "resource",
+            json!({"group": group, "version": "v1", "resource": "pods"}),
+        )
+        .set("operation", json!(operation))
+        .set("userInfo", json!({"username": "alice"}))
+        .dry_run(true);
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        review = review.set(key, value.clone());
     }
-    let body =
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
-    body.to_string().into_bytes()
+    review.body()
 }
 
 fn answer(body: &[u8], endpoint: Endpoint) -> Value {

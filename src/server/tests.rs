@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
+use crate::review_builder::Review;
 
 fn state() -> Arc<AppState> {
     Arc::new(AppState::new(Settings::default()))
@@ -43,21 +44,9 @@ async fn send(
 }
 
 fn review_with(object: Value, operation: &str) -> Value {
-    let kind = object["kind"].as_str().unwrap_or("Pod").to_owned();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": kind},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "ml",
-            "operation": operation,
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": object,
-            "dryRun": false
-        }
-    })
+    Review::create(&object, "ml")
+        .set("operation", json!(operation))
+        .json()
 }
 
 fn pod(spec: Value) -> Value {

@@ -4,7 +4,7 @@
 #
 # The Python packages are those of tests/python/requirements.txt, in the
 # virtualenv tests/python/venv.sh makes on first use (python3 >= 3.10 with
-# venv, and PyPI). The binary is $GPU_POLICY_BIN when set (tests/chart.rs
+# venv, and PyPI). The binary is $GPU_POLICY_BIN when set (tests/it/chart.rs
 # passes the one cargo built: no nested cargo), else target/debug/gpu-policy,
 # built here (a no-op after `cargo test`).
 set -euo pipefail

@@ -1,12 +1,10 @@
 //! `gpu-policy audit` against the fake API server, through the binary.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::fake_api::FakeApi;
 use serde_json::{Value, json};
-use support::fake_api::FakeApi;
 
 fn seed(api: &FakeApi) {
     api.insert(

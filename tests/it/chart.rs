@@ -4,11 +4,9 @@
 //! package helm-python-sdk, and kubernetes-validate); `tests/chart/run.sh`
 //! runs them in the tests' virtualenv (`tests/python/venv.sh`).
 
-mod support;
-
 use std::process::Command;
 
-use support::script::run_ok;
+use crate::support::script::run_ok;
 
 #[test]
 fn chart_matches_the_program_and_the_schemas() {

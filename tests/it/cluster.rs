@@ -1,17 +1,15 @@
 //! The cluster caches against the fake API server: first list, watch
 //! events, 410 relists, an API server that goes away, lean contents.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 use gpu_policy::cluster::{self, ClusterCache, Source, Watches};
 use gpu_policy::policy::ClusterFacts;
 use gpu_policy::settings::{AllowlistEntry, ComputeCapability, Config, Settings};
 use serde_json::{Value, json};
-use support::fake_api::{FakeApi, eventually, install_crypto_provider};
 
 const WAIT: Duration = Duration::from_secs(15);
 

@@ -2,12 +2,11 @@
 //! client, watcher and reflector: if these pass, the fake speaks enough of the
 //! protocol for tests of the cluster client.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::pin::pin;
 use std::time::Duration;
 
+use crate::support::fake_api::{FakeApi, eventually};
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -20,7 +19,6 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use support::fake_api::{FakeApi, eventually};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 

@@ -27,7 +27,7 @@
 //! before committing:
 //!
 //! ```sh
-//! UPDATE_GOLDEN=1 cargo test --test golden
+//! UPDATE_GOLDEN=1 cargo test --test it golden::
 //! git diff tests/golden
 //! ```
 //!
@@ -44,63 +44,21 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use gpu_policy::admission::Mode;
-use gpu_policy::manifest::{self, Document};
 use gpu_policy::report::{ObjectReport, check_object, mutated};
 use gpu_policy::settings::Settings;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-mod support;
-use support::workloads;
+use crate::support::fixtures::{files, fixture, is_pod, load, objects_of, stem};
+use crate::support::{fixtures, workloads::pod_of_workload};
 
 const NAMESPACE: &str = "default";
 const MODES: [Mode; 2] = [Mode::Enforce, Mode::Warn];
 /// The uid of the workloads that own the pods made from their templates.
 const OWNER_UID: &str = "00000000-0000-0000-0000-000000000001";
 
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
-}
-
-/// The YAML fixtures, sorted by name.
-fn fixture_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
-        .expect("tests/fixtures is readable")
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    assert_eq!(
-        files.len(),
-        12,
-        "expected the 12 shared fixtures: {files:?}"
-    );
-    files
-}
-
-fn stem(path: &Path) -> String {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .expect("UTF-8 file name")
-        .to_owned()
-}
-
-fn load(path: &Path) -> Vec<Document> {
-    manifest::load(&[path.to_path_buf()], &mut std::io::empty())
-        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
-}
-
-/// The fixture whose file name starts with `prefix` (e.g. `"09"`).
-fn fixture(prefix: &str) -> Vec<Value> {
-    let path = fixture_files()
-        .into_iter()
-        .find(|p| stem(p).starts_with(prefix))
-        .unwrap_or_else(|| panic!("no fixture {prefix}"));
-    load(&path).into_iter().map(|d| d.object).collect()
 }
 
 fn check(object: &Value, mode: Mode) -> ObjectReport {
@@ -111,10 +69,6 @@ fn check(object: &Value, mode: Mode) -> ObjectReport {
         &Settings::default(),
         &BTreeMap::new(),
     )
-}
-
-fn is_pod(object: &Value) -> bool {
-    object["kind"] == "Pod" && object["apiVersion"] == "v1"
 }
 
 /// One change as the golden file shows it.
@@ -237,7 +191,7 @@ fn fixtures_match_golden_files() {
     let update = updating();
     let mut expected_files = Vec::new();
     let mut failures = Vec::new();
-    for fixture in fixture_files() {
+    for fixture in files() {
         for mode in MODES {
             let path = golden_path(&fixture, mode);
             expected_files.push(path.clone());
@@ -250,7 +204,7 @@ fn fixtures_match_golden_files() {
             }
             let Ok(expected_text) = std::fs::read_to_string(&path) else {
                 failures.push(format!(
-                    "{}: missing; run `UPDATE_GOLDEN=1 cargo test --test golden`",
+                    "{}: missing; run `UPDATE_GOLDEN=1 cargo test --test it golden::`",
                     path.display()
                 ));
                 continue;
@@ -296,7 +250,7 @@ fn fixtures_match_golden_files() {
     assert!(
         failures.is_empty(),
         "{} golden mismatch(es); if the change is intended, run \
-         `UPDATE_GOLDEN=1 cargo test --test golden` and review `git diff tests/golden`\n\n{}",
+         `UPDATE_GOLDEN=1 cargo test --test it golden::` and review `git diff tests/golden`\n\n{}",
         failures.len(),
         failures.join("\n\n")
     );
@@ -335,12 +289,12 @@ fn decision(report: &ObjectReport) -> String {
     )
 }
 
-/// The decisions SPEC.md asks for, independent of the golden files (so that
+/// The decisions docs/policy.md describes, independent of the golden files (so that
 /// regenerating them blindly cannot hide a wrong decision).
 #[test]
 fn enforce_decisions_follow_the_spec() {
     let mut table = Vec::new();
-    for fixture in fixture_files() {
+    for fixture in files() {
         for doc in load(&fixture) {
             table.push(decision(&check(&doc.object, Mode::Enforce)));
         }
@@ -371,7 +325,7 @@ fn enforce_decisions_follow_the_spec() {
 
 #[test]
 fn seed_train_pod_gets_runtime_class_and_compute_affinity() {
-    let pod = &fixture("11")[0];
+    let pod = &fixture("11");
     let report = check(pod, Mode::Enforce);
     let after = mutated(pod, &report).expect("patch applies");
     assert_eq!(after["spec"]["runtimeClassName"], "nvidia");
@@ -395,7 +349,7 @@ fn seed_train_pod_gets_runtime_class_and_compute_affinity() {
 
 #[test]
 fn cuda_deployment_without_gpu_gets_a_void_pin_as_pod_change() {
-    let deployment = &fixture("09")[0];
+    let deployment = &fixture("09");
     for mode in MODES {
         let report = check(deployment, mode);
         assert!(report.allowed, "{mode}: {report:?}");
@@ -417,7 +371,7 @@ fn cuda_deployment_without_gpu_gets_a_void_pin_as_pod_change() {
 
 #[test]
 fn exporter_outside_kube_system_is_denied_in_enforce_and_warned_in_warn() {
-    let exporter = &fixture("04")[0];
+    let exporter = &fixture("04");
     let enforce = check(exporter, Mode::Enforce);
     assert!(!enforce.allowed);
     assert_eq!(enforce.violations.len(), 1);
@@ -457,7 +411,7 @@ fn exporter_outside_kube_system_is_denied_in_enforce_and_warned_in_warn() {
 #[test]
 fn allowlisted_daemonsets_in_kube_system_are_left_alone() {
     for prefix in ["00", "01"] {
-        let daemonset = &fixture(prefix)[0];
+        let daemonset = &fixture(prefix);
         for mode in MODES {
             let report = check(daemonset, mode);
             assert_eq!(report.namespace, "kube-system");
@@ -469,14 +423,14 @@ fn allowlisted_daemonsets_in_kube_system_are_left_alone() {
     }
     // The same exporter in the default namespace (04 names no namespace) is
     // not allowlisted: same name, other namespace.
-    let elsewhere = check(&fixture("04")[0], Mode::Enforce);
+    let elsewhere = check(&fixture("04"), Mode::Enforce);
     assert_eq!(elsewhere.namespace, "default");
     assert!(!elsewhere.allowed);
 }
 
 #[test]
 fn the_service_of_the_dcgm_file_is_ignored() {
-    let objects = fixture("03");
+    let objects = objects_of("03");
     assert_eq!(objects.len(), 2);
     let service = check(&objects[1], Mode::Enforce);
     assert_eq!(service.kind, "Service");
@@ -486,7 +440,7 @@ fn the_service_of_the_dcgm_file_is_ignored() {
 
 #[test]
 fn warn_mode_changes_nothing_and_warns_per_pod_change() {
-    for fixture_path in fixture_files() {
+    for fixture_path in files() {
         for doc in load(&fixture_path) {
             let enforce = check(&doc.object, Mode::Enforce);
             let warn = check(&doc.object, Mode::Warn);
@@ -517,25 +471,18 @@ fn warn_mode_changes_nothing_and_warns_per_pod_change() {
 /// The pods to check: the Pod fixtures, and one pod per workload fixture
 /// built from its template as the controller would create it.
 fn pods() -> Vec<(String, Value)> {
-    let mut pods = Vec::new();
-    for fixture_path in fixture_files() {
-        for doc in load(&fixture_path) {
-            let object = doc.object;
-            let label = format!("{}:{}", stem(&fixture_path), object["kind"]);
-            if is_pod(&object) {
-                pods.push((label, object));
-            } else if let Some(pod) = pod_of_workload(&object) {
-                pods.push((format!("{label} template"), pod));
-            }
-        }
-    }
-    assert_eq!(pods.len(), 12, "3 pods and 9 workloads");
-    pods
-}
-
-/// The pod a controller of `workload` creates from its template.
-fn pod_of_workload(workload: &Value) -> Option<Value> {
-    workloads::pod_of_workload(workload, "abcde", OWNER_UID)
+    fixtures::pods("abcde", OWNER_UID)
+        .into_iter()
+        .map(|fixture_pod| {
+            let label = format!("{}:{}", fixture_pod.stem, fixture_pod.source["kind"]);
+            let label = if fixture_pod.is_template() {
+                format!("{label} template")
+            } else {
+                label
+            };
+            (label, fixture_pod.pod)
+        })
+        .collect()
 }
 
 fn tokens(pointer: &str) -> Vec<String> {
@@ -692,9 +639,9 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
 /// built from its template gets exactly those, and the same violations.
 #[test]
 fn workload_reports_predict_their_pods() {
-    for fixture_path in fixture_files() {
+    for fixture_path in files() {
         for doc in load(&fixture_path) {
-            let Some(pod) = pod_of_workload(&doc.object) else {
+            let Some(pod) = pod_of_workload(&doc.object, "abcde", OWNER_UID) else {
                 continue;
             };
             let label = stem(&fixture_path);
@@ -736,10 +683,10 @@ fn void_pin_is_appended_and_nothing_else_of_the_env_changes() {
 fn exporter_pod_in_kube_system_is_allowlisted_through_its_owner() {
     // 04's template with the namespace of the default allowlist entry: its
     // pods keep NVIDIA_VISIBLE_DEVICES=all and the nvidia runtime class.
-    let mut daemonset = fixture("04")[0].clone();
+    let mut daemonset = fixture("04");
     daemonset["metadata"]["namespace"] = json!("kube-system");
     assert!(check(&daemonset, Mode::Enforce).allowed);
-    let pod = pod_of_workload(&daemonset).expect("a template");
+    let pod = pod_of_workload(&daemonset, "abcde", OWNER_UID).expect("a template");
     let report = check(&pod, Mode::Enforce);
     assert!(report.allowed, "{report:?}");
     assert!(report.patch.is_empty(), "{:?}", report.patch);

@@ -4,7 +4,7 @@
 //! The pods: every pod of `tests/fixtures/` and a pod made from every
 //! workload template there, each created in a namespace with and without a
 //! minimum compute capability and given an ephemeral debug container; and
-//! pods of the property tests' generator (`tests/support/pods.rs`, fixed
+//! pods of the property tests' generator (`tests/it/support/pods.rs`, fixed
 //! seed), schema-valid ones and adversarial ones with unknown fields, each
 //! created and, when it has ephemeral containers, given some of them by a
 //! `pods/ephemeralcontainers` update. Each request goes through what the
@@ -21,27 +21,24 @@
 //! version it ships, all but the adversarial ones, which carry unknown
 //! fields on purpose.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::support::fixtures;
+use crate::support::pods::{Case, MIN_CC, Pods, case_of};
+use crate::support::review::Review;
+use crate::support::script::run_ok;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gpu_policy::admission::review::{self, Endpoint};
-use gpu_policy::manifest;
 use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::Settings;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use support::pods::{Case, MIN_CC, Pods, case_of};
-use support::script::run_ok;
-use support::workloads::pod_of_workload;
 
 /// Generated pods of each kind. Validating a pod strictly costs about 5 ms
 /// of CPU per Kubernetes version in Python (and writing it 3 ms in a debug
@@ -72,31 +69,10 @@ struct Counts {
 }
 
 fn fixture_pods() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/fixtures is readable")
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    let mut pods = Vec::new();
-    for path in files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).expect("UTF-8");
-        let documents = manifest::load(std::slice::from_ref(&path), &mut std::io::empty())
-            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-        for document in documents {
-            let object = document.object;
-            if object["apiVersion"] == "v1" && object["kind"] == "Pod" {
-                pods.push((stem.to_owned(), object));
-            } else if let Some(pod) =
-                pod_of_workload(&object, "x7k2p", "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001")
-            {
-                pods.push((format!("{stem} template"), pod));
-            }
-        }
-    }
-    assert_eq!(pods.len(), 12, "3 pods and 9 workload templates");
-    pods
+    fixtures::pods("x7k2p", "5f0c8a52-2f5e-4b8e-9d59-1d1b0c3c0001")
+        .into_iter()
+        .map(|fixture_pod| (fixture_pod.label(), fixture_pod.pod))
+        .collect()
 }
 
 fn namespace_of(pod: &Value) -> String {
@@ -198,43 +174,20 @@ fn generated_admissions(pods: Pods, count: usize) -> Vec<Admission> {
     admissions
 }
 
-/// The AdmissionReview v1 the API server sends for the admission.
+/// The AdmissionReview v1 the API server sends for the admission: a
+/// CREATE by the ReplicaSet controller, or `kubectl debug` adding an
+/// ephemeral container.
 fn review_body(admission: &Admission, uid: &str) -> Vec<u8> {
-    let gvk = json!({"group": "", "version": "v1", "kind": "Pod"});
-    let gvr = json!({"group": "", "version": "v1", "resource": "pods"});
-    let mut request = json!({
-        "uid": uid,
-        "kind": gvk,
-        "resource": gvr,
-        "requestKind": gvk,
-        "requestResource": gvr,
-        "name": admission.pod.pointer("/metadata/name").cloned().unwrap_or(json!("")),
-        "namespace": admission.namespace,
-        "operation": "CREATE",
-        "userInfo": {
-            "username": "system:serviceaccount:kube-system:replicaset-controller",
-            "groups": ["system:serviceaccounts", "system:authenticated"],
-        },
-        "object": admission.pod,
-        "oldObject": null,
-        "dryRun": false,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    });
-    if let Some(old) = &admission.old_pod {
-        request["operation"] = json!("UPDATE");
-        request["subResource"] = json!("ephemeralcontainers");
-        request["requestSubResource"] = json!("ephemeralcontainers");
-        request["oldObject"] = old.clone();
-        request["userInfo"] = json!({"username": "dev@example.com",
-            "groups": ["system:authenticated"]});
-        request["options"] = json!({"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"});
-    }
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": request,
-    }))
-    .expect("a review serialises")
+    let review = match &admission.old_pod {
+        None => Review::create(&admission.pod, &admission.namespace).user(
+            "system:serviceaccount:kube-system:replicaset-controller",
+            &["system:serviceaccounts", "system:authenticated"],
+        ),
+        Some(old) => Review::update(&admission.pod, old, &admission.namespace)
+            .sub_resource("ephemeralcontainers")
+            .user("dev@example.com", &["system:authenticated"]),
+    };
+    review.uid(uid).body()
 }
 
 /// Runs the admission as the server does and returns the patch bytes of

@@ -4,7 +4,7 @@ implementation and validates the patched pods against the Kubernetes schemas.
 
 Usage: check.py FILE
 
-FILE (written by tests/patch_check.rs) is JSON Lines, one admission a line:
+FILE (written by tests/it/patch_check.rs) is JSON Lines, one admission a line:
 
     {"name": "...", "strict": true, "object": {...}, "patch": [...] | null,
      "expected": {...}}

@@ -1,7 +1,21 @@
-//! Shared helpers for the integration tests. Each test binary pulls this in
-//! with `mod support;` and uses only the parts it needs.
+//! The helpers the suites share, each in one place.
+//!
+//! - [`fixtures`]: the manifests of `tests/fixtures/` and their pods;
+//! - [`workloads`]: the pod a workload's controller creates;
+//! - [`review`]: AdmissionReview requests;
+//! - [`server`] and [`tls`]: the built binary as a server, and the API
+//!   server's side of the wire;
+//! - [`fake_api`]: an in-process Kubernetes API server;
+//! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
+//!   to them;
+//! - [`script`]: the Python checks.
 
 pub mod fake_api;
+pub mod fixtures;
+pub mod oracles;
 pub mod pods;
+pub mod review;
 pub mod script;
+pub mod server;
+pub mod tls;
 pub mod workloads;

@@ -1,5 +1,5 @@
-//! Generators of raw pod JSON for the property tests (`tests/properties.rs`)
-//! and the independent patch check (`tests/patch_check.rs`).
+//! Generators of raw pod JSON for the property tests (`tests/it/properties/`)
+//! and the independent patch check (`tests/it/patch_check.rs`).
 //!
 //! [`case`] builds realistic and adversarial pods: init containers,
 //! sidecars, ephemeral containers, GPU and non-GPU resources with valid and
@@ -8,8 +8,6 @@
 //! references, and unknown fields everywhere. `case_of(Pods::SchemaValid)`
 //! builds the same pods without what the Kubernetes JSON schemas reject in
 //! strict mode (see [`Pods`]).
-
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 

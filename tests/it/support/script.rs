@@ -1,7 +1,5 @@
 //! Running the tests' scripts.
 
-#![allow(dead_code)]
-
 use std::process::Command;
 
 /// Runs `command`, asserts that it succeeds (`what` failed, with its

@@ -1,7 +1,5 @@
 //! Pods as the controllers of the fixtures' workloads would create them.
 
-#![allow(dead_code)]
-
 use serde_json::{Value, json};
 
 /// The pod a controller of `workload` creates from its template
