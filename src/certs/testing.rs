@@ -11,11 +11,14 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
-use x509_parser::extensions::GeneralName;
 
 use super::pki::SERVING_COMMON_NAME;
 use super::tls::provider;
 use super::{SelfSigned, ensure_self_signed};
+
+/// The integration tests' certificate reader, so that there is one.
+#[path = "../../tests/it/support/x509.rs"]
+mod x509;
 
 /// A name besides the defaults.
 pub const EXTRA: &str = "webhook.example.com";
@@ -27,25 +30,7 @@ pub fn generate_into(dir: &Path) -> SelfSigned {
 
 /// The DNS and IPv4 subject alternative names of a PEM certificate.
 pub fn sans(cert_pem: &[u8]) -> (Vec<String>, Vec<IpAddr>) {
-    let der = CertificateDer::from_pem_slice(cert_pem).expect("pem");
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
-    let san = cert
-        .subject_alternative_name()
-        .expect("san ext")
-        .expect("san present");
-    let mut dns = Vec::new();
-    let mut ips = Vec::new();
-    for name in &san.value.general_names {
-        match name {
-            GeneralName::DNSName(name) => dns.push((*name).to_owned()),
-            GeneralName::IPAddress(bytes) => {
-                let octets: [u8; 4] = (*bytes).try_into().expect("ipv4");
-                ips.push(IpAddr::from(octets));
-            }
-            other => panic!("unexpected SAN {other:?}"),
-        }
-    }
-    (dns, ips)
+    x509::with_certificate(cert_pem, x509::sans)
 }
 
 pub fn read(path: &Path) -> Vec<u8> {

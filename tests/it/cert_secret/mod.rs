@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
 use crate::support::server::free_port;
 use crate::support::tls::client_config;
+use crate::support::x509::{sans, with_certificate};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use gpu_policy::certs::secret::{
@@ -26,7 +27,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
-use x509_parser::extensions::GeneralName;
 
 mod ca_bundle;
 mod creation;
@@ -187,37 +187,22 @@ struct Leaf {
 }
 
 fn leaf(cert_pem: &str) -> Leaf {
-    let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("pem");
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
-    let mut dns = Vec::new();
-    let mut ips = Vec::new();
-    let san = cert
-        .subject_alternative_name()
-        .expect("san ext")
-        .expect("san present");
-    for name in &san.value.general_names {
-        match name {
-            GeneralName::DNSName(name) => dns.push((*name).to_owned()),
-            GeneralName::IPAddress(bytes) => {
-                let octets: [u8; 4] = (*bytes).try_into().expect("ipv4");
-                ips.push(IpAddr::from(octets));
-            }
-            other => panic!("unexpected SAN {other:?}"),
+    with_certificate(cert_pem.as_bytes(), |cert| {
+        let (dns, ips) = sans(cert);
+        Leaf {
+            dns,
+            ips,
+            issuer: cert.issuer().to_string(),
+            not_before: cert.validity().not_before.timestamp(),
+            not_after: cert.validity().not_after.timestamp(),
         }
-    }
-    Leaf {
-        dns,
-        ips,
-        issuer: cert.issuer().to_string(),
-        not_before: cert.validity().not_before.timestamp(),
-        not_after: cert.validity().not_after.timestamp(),
-    }
+    })
 }
 
 fn subject(cert_pem: &str) -> (String, bool) {
-    let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("pem");
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
-    (cert.subject().to_string(), cert.is_ca())
+    with_certificate(cert_pem.as_bytes(), |cert| {
+        (cert.subject().to_string(), cert.is_ca())
+    })
 }
 
 /// A TLS handshake with the pair in `dir`, as the API server makes it:

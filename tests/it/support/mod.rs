@@ -8,7 +8,8 @@
 //! - [`fake_api`]: an in-process Kubernetes API server;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them;
-//! - [`script`]: the Python checks.
+//! - [`script`]: the Python checks;
+//! - [`x509`]: reading test certificates.
 
 pub mod fake_api;
 pub mod fixtures;
@@ -19,3 +20,4 @@ pub mod script;
 pub mod server;
 pub mod tls;
 pub mod workloads;
+pub mod x509;
