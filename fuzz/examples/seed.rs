@@ -13,13 +13,21 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use gpu_policy::admission::{ObjectKind, Workload};
 use gpu_policy::install::{self, InstallOptions};
 use gpu_policy::manifest;
 use gpu_policy::settings::{Config, MODE_LABEL};
 use serde_json::{Value, json};
 
-const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
+/// The tests' review builder and pod of a workload, so that there is one
+/// of each.
+#[allow(dead_code)]
+#[path = "../../tests/it/support/review.rs"]
+mod review;
+#[path = "../../tests/it/support/workloads.rs"]
+mod workloads;
+
+use review::Review;
+use workloads::pod_of_workload;
 
 fn main() -> Result<(), String> {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -65,18 +73,13 @@ fn seed_reviews(root: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
             files.push((format!("{name}.json"), to_json(object)));
             continue;
         }
-        files.push((
-            format!("{name}.json"),
-            to_json(&review(object, "CREATE", None, None)),
-        ));
+        files.push((format!("{name}.json"), created(object).body()));
         if kind == "Pod" {
             files.push((format!("{name}-ephemeral.json"), ephemeral_update(object)));
         }
-        if let Some(pod) = pod_of_template(object) {
-            files.push((
-                format!("{name}-pod.json"),
-                to_json(&review(&pod, "CREATE", None, None)),
-            ));
+        if let Some(pod) = pod_of_workload(object, "x7k2p", "00000000-0000-0000-0000-000000000001")
+        {
+            files.push((format!("{name}-pod.json"), created(&pod).body()));
             files.push((format!("{name}-pod-ephemeral.json"), ephemeral_update(&pod)));
         }
     }
@@ -88,53 +91,35 @@ fn seed_reviews(root: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
     };
     let enforced = namespace(json!({MODE_LABEL: "enforce"}));
     let plain = namespace(json!({}));
+    // Namespaces are cluster-scoped: their reviews carry no namespace.
+    let namespace_review =
+        |object: &Value, old: &Value| Review::update(object, old, "").set("namespace", Value::Null);
     let namespaces = [
-        ("create", review(&enforced, "CREATE", None, None)),
-        ("opt-in", review(&enforced, "UPDATE", Some(&plain), None)),
+        ("create", created(&enforced)),
+        ("opt-in", namespace_review(&enforced, &plain)),
         (
             "opt-in-admin",
-            review(&enforced, "UPDATE", Some(&plain), Some("system:masters")),
+            namespace_review(&enforced, &plain).user("admin", &["system:masters"]),
         ),
-        ("opt-out", review(&plain, "UPDATE", Some(&enforced), None)),
+        ("opt-out", namespace_review(&plain, &enforced)),
     ];
-    for (name, body) in namespaces {
-        files.push((format!("namespace-{name}.json"), to_json(&body)));
+    for (name, review) in namespaces {
+        files.push((format!("namespace-{name}.json"), review.body()));
     }
     Ok(files)
 }
 
-/// An AdmissionReview v1 request for `object`, as the API server sends it.
-fn review(object: &Value, operation: &str, old: Option<&Value>, group: Option<&str>) -> Value {
-    let kind = object["kind"].as_str().unwrap_or("");
-    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
-    let (group_name, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let resource = match ObjectKind::of(group_name, kind) {
-        ObjectKind::Pod => "pods".to_owned(),
-        ObjectKind::Workload(workload) => workload.resource().to_owned(),
-        ObjectKind::Ignored => format!("{}s", kind.to_lowercase()),
-    };
-    let gvk = json!({"group": group_name, "version": version, "kind": kind});
-    let gvr = json!({"group": group_name, "version": version, "resource": resource});
-    let mut request = json!({
-        "uid": UID,
-        "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-        "name": object.pointer("/metadata/name").cloned().unwrap_or(json!("")),
-        "operation": operation,
-        "userInfo": {"username": "alice", "groups": [group.unwrap_or("system:authenticated")]},
-        "object": object,
-        "dryRun": false,
-    });
-    if kind != "Namespace" {
-        let namespace = object
-            .pointer("/metadata/namespace")
-            .cloned()
-            .unwrap_or(json!("default"));
-        request["namespace"] = namespace;
+/// A CREATE of `object` as the API server sends it: in the object's own
+/// namespace (`default` without one), none for a Namespace.
+fn created(object: &Value) -> Review {
+    if object["kind"] == "Namespace" {
+        return Review::create(object, "").set("namespace", Value::Null);
     }
-    if let Some(old) = old {
-        request["oldObject"] = old.clone();
-    }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    Review::create(object, namespace)
 }
 
 /// `kubectl debug`: an UPDATE of `pods/ephemeralcontainers` that adds one.
@@ -147,34 +132,13 @@ fn ephemeral_update(pod: &Value) -> Vec<u8> {
                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]),
         );
     }
-    let mut review = review(&updated, "UPDATE", Some(pod), None);
-    review["request"]["subResource"] = json!("ephemeralcontainers");
-    to_json(&review)
-}
-
-/// A pod as a workload's controller creates it from the template.
-fn pod_of_template(workload: &Value) -> Option<Value> {
-    let kind = workload["kind"].as_str()?;
-    let api_version = workload["apiVersion"].as_str()?;
-    if !matches!(ObjectKind::of_manifest(api_version, kind), ObjectKind::Workload(w) if w != Workload::PodTemplate)
-    {
-        return None;
-    }
-    let template = workload
-        .pointer("/spec/template")
-        .or_else(|| workload.pointer("/spec/jobTemplate/spec/template"))?;
-    let mut metadata = template.get("metadata").cloned().unwrap_or(json!({}));
-    let name = workload
-        .pointer("/metadata/name")
-        .cloned()
-        .unwrap_or(json!("web"));
-    metadata["generateName"] = json!(format!("{}-", name.as_str().unwrap_or("web")));
-    metadata["ownerReferences"] = json!([{"apiVersion": api_version, "kind": kind, "name": name,
-        "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]);
-    if let Some(namespace) = workload.pointer("/metadata/namespace") {
-        metadata["namespace"] = namespace.clone();
-    }
-    Some(json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}))
+    let namespace = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    Review::update(&updated, pod, namespace)
+        .sub_resource("ephemeralcontainers")
+        .body()
 }
 
 fn to_json(value: &Value) -> Vec<u8> {
