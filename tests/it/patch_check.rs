@@ -201,6 +201,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         settings,
         namespace: &namespace_settings,
         cluster: None,
+        claims: None,
     };
     let (response, _) = review::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =
