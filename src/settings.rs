@@ -503,6 +503,7 @@ mod tests {
         "pattern"
     )]
     #[case("gpuResources: ['']", "gpuResources")]
+    #[case("gpuDeviceClasses: [' ']", "gpuDeviceClasses")]
     fn invalid_configs_are_refused(#[case] yaml: &str, #[case] names: &str) {
         let text = refusal(yaml);
         assert!(text.contains(names), "{text}");
