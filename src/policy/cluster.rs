@@ -43,6 +43,12 @@ pub trait ClaimFacts: Send + Sync {
 
     /// The ResourceClaim `namespace/name`.
     fn resource_claim(&self, namespace: &str, name: &str) -> Resolved;
+
+    /// Whether a DeviceClass known here hands out GPUs (beyond the names of
+    /// `gpuDeviceClasses`, which the policy checks itself).
+    fn is_gpu_device_class(&self, _class: &str) -> bool {
+        false
+    }
 }
 
 /// Questions the rules ask of the cluster.

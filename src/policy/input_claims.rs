@@ -22,6 +22,8 @@ const GPU_DRIVER: &str = "gpu.nvidia.com";
 /// Claims and claim templates read from a set of objects.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InputClaims {
+    /// The DeviceClasses of the input that hand out GPUs.
+    gpu_classes: BTreeSet<String>,
     /// (namespace, name) -> what was read.
     templates: BTreeMap<(String, String), Resolved>,
     claims: BTreeMap<(String, String), Resolved>,
@@ -39,7 +41,10 @@ impl InputClaims {
             .collect();
         let is_gpu_class =
             |class: &str| settings.is_gpu_device_class(class) || gpu_classes.contains(class);
-        let mut found = InputClaims::default();
+        let mut found = InputClaims {
+            gpu_classes: gpu_classes.iter().map(|c| (*c).to_owned()).collect(),
+            ..InputClaims::default()
+        };
         for object in objects {
             let Some(kind) = kind_of(object).and_then(ClaimKind::of_kind) else {
                 continue;
@@ -77,6 +82,10 @@ impl ClaimFacts for InputClaims {
 
     fn resource_claim(&self, namespace: &str, name: &str) -> Resolved {
         Self::get(&self.claims, namespace, name)
+    }
+
+    fn is_gpu_device_class(&self, class: &str) -> bool {
+        self.gpu_classes.contains(class)
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod allowlist;
 pub mod bounded_requests;
+pub mod claim_requests;
 pub mod claims;
 pub mod cluster;
 pub mod compute_affinity;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use super::claims::{ClaimSummary, DraCount};
 use super::cluster::{ClaimFacts, Resolved};
 use super::message::{Notice, NoticeKind};
-use super::pod::{ClaimSource, ContainerKind, PodView};
+use super::pod::{ClaimSource, ContainerKind, PodClaim, PodView};
 use super::quoted_list;
 
 /// Resolves the claims of the view's containers, setting each container's
@@ -78,7 +78,8 @@ pub fn resolve(
                     .or_insert_with(|| {
                         (
                             format!(
-                                "it has no request {:?}",
+                                "{} has no request {:?}",
+                                source_name(&pod_claims, claim_use.name),
                                 claim_use.request.unwrap_or_default()
                             ),
                             Vec::new(),
@@ -130,25 +131,33 @@ pub fn resolve(
     unresolved
         .into_iter()
         .map(|(claim, (reason, containers))| {
-            let source = match pod_claims
-                .iter()
-                .find(|c| c.name == claim)
-                .map(|c| c.source)
-            {
-                Some(ClaimSource::Template(name)) => format!(" (ResourceClaimTemplate {name:?})"),
-                Some(ClaimSource::Claim(name)) => format!(" (ResourceClaim {name:?})"),
-                _ => String::new(),
+            // Short enough for a kubectl warning: who stays pinned comes
+            // before the reason, which may be long.
+            let verb = if containers.len() == 1 {
+                "stays"
+            } else {
+                "stay"
             };
+            let who = quoted_list("container", "containers", containers);
             Notice::new(
                 NoticeKind::UnresolvedClaim,
-                format!(
-                    "claim {claim:?}{source} cannot be resolved: {reason}; it is not \
-                     counted as a GPU claim and NVIDIA_VISIBLE_DEVICES stays pinned in {}",
-                    quoted_list("container", "containers", containers),
-                ),
+                format!("claim {claim:?} cannot be resolved, {who} {verb} pinned: {reason}"),
             )
         })
         .collect()
+}
+
+/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"` of a pod claim.
+fn source_name(pod_claims: &[PodClaim<'_>], claim: &str) -> String {
+    match pod_claims
+        .iter()
+        .find(|c| c.name == claim)
+        .map(|c| c.source)
+    {
+        Some(ClaimSource::Template(name)) => format!("ResourceClaimTemplate {name:?}"),
+        Some(ClaimSource::Claim(name)) => format!("ResourceClaim {name:?}"),
+        _ => format!("claim {claim:?}"),
+    }
 }
 
 fn lookup(
@@ -156,11 +165,16 @@ fn lookup(
     claims: Option<&dyn ClaimFacts>,
     namespace: &str,
 ) -> Result<ClaimSummary, String> {
-    let resolved = match (source, claims) {
-        (None, _) => return Err("the pod's spec.resourceClaims has no such entry".to_owned()),
-        (Some(ClaimSource::Missing), _) => {
+    let what = match source {
+        None => return Err("no such entry in spec.resourceClaims".to_owned()),
+        Some(ClaimSource::Missing) => {
             return Err("it names neither a template nor a claim".to_owned());
         }
+        Some(ClaimSource::Template(name)) => format!("ResourceClaimTemplate {name:?}"),
+        Some(ClaimSource::Claim(name)) => format!("ResourceClaim {name:?}"),
+    };
+    let resolved = match (source, claims) {
+        (None | Some(ClaimSource::Missing), _) => Resolved::Unknown,
         (Some(_), None) => Resolved::Unknown,
         (Some(ClaimSource::Template(name)), Some(facts)) => {
             facts.resource_claim_template(namespace, name)
@@ -169,7 +183,7 @@ fn lookup(
     };
     match resolved {
         Resolved::Known(summary) => Ok(summary),
-        Resolved::Unknown => Err("it is not known here (yet)".to_owned()),
+        Resolved::Unknown => Err(format!("{what} is unknown")),
         Resolved::Unreadable(reason) => Err(reason),
     }
 }
@@ -301,13 +315,13 @@ mod tests {
 
     #[rstest]
     // not in the input at all
-    #[case(vec![], "claim \"gpu\" (ResourceClaimTemplate \"single-gpu\") cannot be resolved: it is not known here (yet)")]
+    #[case(vec![], "ResourceClaimTemplate \"single-gpu\" is unknown")]
     // in another namespace
     #[case(vec![{ let mut t = template("single-gpu", &[("gpu", "gpu.nvidia.com", json!(1))]); t["metadata"]["namespace"] = json!("other"); t }],
-           "claim \"gpu\" (ResourceClaimTemplate \"single-gpu\") cannot be resolved: it is not known here (yet)")]
+           "ResourceClaimTemplate \"single-gpu\" is unknown")]
     // unreadable
     #[case(vec![template("single-gpu", &[("gpu", "gpu.nvidia.com", json!("two"))])],
-           "claim \"gpu\" (ResourceClaimTemplate \"single-gpu\") cannot be resolved: ResourceClaimTemplate \"single-gpu\": spec.spec.devices.requests[0].exactly.count: must be a whole number above 0, not a string")]
+           "ResourceClaimTemplate \"single-gpu\": spec.spec.devices.requests[0].exactly.count: must be a whole number above 0, not a string")]
     fn an_unresolvable_claim_warns_and_keeps_the_pin(
         #[case] objects: Vec<Value>,
         #[case] reason: &str,
@@ -321,8 +335,7 @@ mod tests {
         assert_eq!(
             unresolved(&evaluation),
             vec![format!(
-                "gpu-policy: {reason}; it is not counted as a GPU claim and \
-                 NVIDIA_VISIBLE_DEVICES stays pinned in container \"ctr\""
+                "gpu-policy: claim \"gpu\" cannot be resolved, container \"ctr\" stays pinned: {reason}"
             )]
         );
         assert_eq!(
@@ -433,9 +446,8 @@ mod tests {
         assert_eq!(
             unresolved(&evaluation),
             vec![
-                "gpu-policy: claim \"c\" (ResourceClaimTemplate \"mixed\") cannot be resolved: \
-                 it has no request \"gpus\"; it is not counted as a GPU claim and \
-                 NVIDIA_VISIBLE_DEVICES stays pinned in container \"typo\""
+                "gpu-policy: claim \"c\" cannot be resolved, container \"typo\" stays pinned: \
+                 ResourceClaimTemplate \"mixed\" has no request \"gpus\""
             ]
         );
     }

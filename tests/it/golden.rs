@@ -351,23 +351,24 @@ fn enforce_decisions_follow_the_spec() {
             "Deployment default/vllm-server: allowed violations=[] changes=[visible-devices] patch=0",
             "Deployment default/workload-1g-1: allowed violations=[] changes=[runtime-class] patch=0",
             "Pod default/train: allowed violations=[] changes=[runtime-class,compute-affinity] patch=3",
-            // DRA quickstart: the claimed containers hold a GPU (resolved
-            // from the templates and claims of the input), so they are not
+            // DRA quickstart: the claims and templates ask for bounded GPUs
+            // (R2); the claimed containers hold a GPU (resolved from the
+            // templates and claims of the input), so they are not
             // pinned; no runtime class (CDI injects the devices); ubuntu
             // and CUDA 11.6 sample images imply no compute capability.
             "Namespace default/gpu-test1: ignored violations=[] changes=[] patch=0",
-            "ResourceClaimTemplate gpu-test1/single-gpu: ignored violations=[] changes=[] patch=0",
+            "ResourceClaimTemplate gpu-test1/single-gpu: allowed violations=[] changes=[] patch=0",
             "Pod gpu-test1/pod1: allowed violations=[] changes=[] patch=0",
             "Pod gpu-test1/pod2: allowed violations=[] changes=[] patch=0",
             "Namespace default/gpu-test2: ignored violations=[] changes=[] patch=0",
-            "ResourceClaimTemplate gpu-test2/single-gpu: ignored violations=[] changes=[] patch=0",
+            "ResourceClaimTemplate gpu-test2/single-gpu: allowed violations=[] changes=[] patch=0",
             "Pod gpu-test2/pod: allowed violations=[] changes=[] patch=0",
             "Namespace default/gpu-test3: ignored violations=[] changes=[] patch=0",
-            "ResourceClaim gpu-test3/single-gpu: ignored violations=[] changes=[] patch=0",
+            "ResourceClaim gpu-test3/single-gpu: allowed violations=[] changes=[] patch=0",
             "Pod gpu-test3/pod1: allowed violations=[] changes=[] patch=0",
             "Pod gpu-test3/pod2: allowed violations=[] changes=[] patch=0",
             "Namespace default/gpu-test5: ignored violations=[] changes=[] patch=0",
-            "ResourceClaimTemplate gpu-test5/multiple-gpus: ignored violations=[] changes=[] patch=0",
+            "ResourceClaimTemplate gpu-test5/multiple-gpus: allowed violations=[] changes=[] patch=0",
             "Pod gpu-test5/pod0: allowed violations=[] changes=[] patch=0",
             // An nvidia.com/gpu limit served by DRA is a device-plugin GPU
             // pod for the policy: it gets the runtime class.
