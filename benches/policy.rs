@@ -93,6 +93,7 @@ fn admit(
         settings,
         namespace: namespace_settings,
         cluster: None,
+        claims: None,
     };
     let (response, _verdict) = respond(&request, endpoint, &evaluator);
     encode(response).expect("response encodes")

@@ -8,7 +8,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::admission::{Mode, ObjectKind, Subject, decide, evaluate_object, unreadable};
-use crate::policy::{ClusterFacts, Evaluator, RuleId, Violation};
+use crate::policy::input_claims::InputClaims;
+use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, RuleId, Violation};
 use crate::settings::Settings;
 
 /// One element of `check -o json`.
@@ -41,7 +42,8 @@ pub struct ObjectReport {
 }
 
 /// Evaluates one manifest object as the webhook would admit its creation in
-/// a namespace of the given mode.
+/// a namespace of the given mode. The object is the whole input: the claims
+/// its pods use cannot be resolved unless it is one of them.
 pub fn check_object(
     object: &Value,
     default_namespace: &str,
@@ -49,14 +51,43 @@ pub fn check_object(
     settings: &Settings,
     namespace_annotations: &BTreeMap<String, String>,
 ) -> ObjectReport {
-    check_object_in(
+    let claims = InputClaims::collect(&[object], default_namespace, settings);
+    evaluate_report(
         object,
         default_namespace,
         mode,
         settings,
         namespace_annotations,
         None,
+        Some(&claims),
     )
+}
+
+/// Evaluates the objects of one input (`check -f`): the DRA claims their
+/// pods use are resolved from the ResourceClaimTemplates, ResourceClaims and
+/// DeviceClasses among them.
+pub fn check_objects(
+    objects: &[&Value],
+    default_namespace: &str,
+    mode: Mode,
+    settings: &Settings,
+    namespace_annotations: &BTreeMap<String, String>,
+) -> Vec<ObjectReport> {
+    let claims = InputClaims::collect(objects, default_namespace, settings);
+    objects
+        .iter()
+        .map(|object| {
+            evaluate_report(
+                object,
+                default_namespace,
+                mode,
+                settings,
+                namespace_annotations,
+                None,
+                Some(&claims),
+            )
+        })
+        .collect()
 }
 
 /// [`check_object`] with what the cluster knows (the `audit` command).
@@ -67,6 +98,26 @@ pub fn check_object_in(
     settings: &Settings,
     namespace_annotations: &BTreeMap<String, String>,
     cluster: Option<&dyn ClusterFacts>,
+) -> ObjectReport {
+    evaluate_report(
+        object,
+        default_namespace,
+        mode,
+        settings,
+        namespace_annotations,
+        cluster,
+        cluster.map(|c| -> &dyn ClaimFacts { c }),
+    )
+}
+
+fn evaluate_report(
+    object: &Value,
+    default_namespace: &str,
+    mode: Mode,
+    settings: &Settings,
+    namespace_annotations: &BTreeMap<String, String>,
+    cluster: Option<&dyn ClusterFacts>,
+    claims: Option<&dyn ClaimFacts>,
 ) -> ObjectReport {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
     let api_version = text("/apiVersion").unwrap_or("").to_owned();
@@ -98,6 +149,7 @@ pub fn check_object_in(
         settings,
         namespace: &namespace_settings,
         cluster,
+        claims,
     };
     let evaluated = evaluate_object(
         &evaluator,

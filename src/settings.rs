@@ -127,6 +127,10 @@ pub struct ImageRule {
 pub struct Config {
     /// Resource names that count as GPUs; `*` matches any run of characters.
     pub gpu_resources: Vec<String>,
+    /// Dynamic Resource Allocation device classes whose devices are GPUs:
+    /// a container that names a claim with a request for one of them is a
+    /// GPU container. Matched by exact name.
+    pub gpu_device_classes: Vec<String>,
     pub max_per_container: u64,
     pub max_per_pod: u64,
     /// The RuntimeClass injected into GPU pods that name none.
@@ -157,6 +161,13 @@ impl Default for Config {
                 "nvidia.com/gpu".to_owned(),
                 "nvidia.com/gpu.shared".to_owned(),
                 "nvidia.com/mig-*".to_owned(),
+            ],
+            // The NVIDIA DRA driver's classes. Its `compute-domain-*`
+            // classes hand out IMEX channels, not GPUs.
+            gpu_device_classes: vec![
+                "gpu.nvidia.com".to_owned(),
+                "mig.nvidia.com".to_owned(),
+                "vfio.gpu.nvidia.com".to_owned(),
             ],
             max_per_container: 8,
             max_per_pod: 8,
@@ -252,6 +263,13 @@ impl Settings {
         if config.gpu_resources.iter().any(|p| p.trim().is_empty()) {
             return invalid("gpuResources: empty pattern".into());
         }
+        if config
+            .gpu_device_classes
+            .iter()
+            .any(|c| c.trim().is_empty())
+        {
+            return invalid("gpuDeviceClasses: empty name".into());
+        }
         if config.visible_devices_pin.is_empty()
             || config.visible_devices_pin.eq_ignore_ascii_case("all")
         {
@@ -323,6 +341,11 @@ impl Settings {
 
     pub fn is_gpu_resource(&self, name: &str) -> bool {
         self.resource_patterns.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether a DRA device class hands out GPUs (by name).
+    pub fn is_gpu_device_class(&self, name: &str) -> bool {
+        self.config.gpu_device_classes.iter().any(|c| c == name)
     }
 
     /// The minimum compute capability the image implies, if any rule matches
@@ -480,6 +503,7 @@ mod tests {
         "pattern"
     )]
     #[case("gpuResources: ['']", "gpuResources")]
+    #[case("gpuDeviceClasses: [' ']", "gpuDeviceClasses")]
     fn invalid_configs_are_refused(#[case] yaml: &str, #[case] names: &str) {
         let text = refusal(yaml);
         assert!(text.contains(names), "{text}");

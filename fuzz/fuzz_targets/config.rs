@@ -111,6 +111,7 @@ fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings)
         settings,
         namespace,
         cluster: None,
+        claims: None,
     };
     let evaluate = |pod: &Value| {
         evaluate_object(

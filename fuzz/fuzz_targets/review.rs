@@ -84,6 +84,7 @@ fn serve(
         settings: &SETTINGS,
         namespace,
         cluster: None,
+        claims: None,
     };
     let (response, _) = review::respond(request, endpoint, &evaluator);
     let encoded = review::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));

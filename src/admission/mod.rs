@@ -16,6 +16,7 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::policy::claims::ClaimKind;
 use crate::policy::{
     self, ClusterFacts, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape,
     Target, allowlist,
@@ -146,6 +147,9 @@ impl Workload {
 pub enum ObjectKind {
     Pod,
     Workload(Workload),
+    /// A resource.k8s.io ResourceClaim or ResourceClaimTemplate: its GPU
+    /// requests are bounded (R2); never mutated.
+    Claim(ClaimKind),
     /// Anything else: allowed untouched and reported as ignored.
     Ignored,
 }
@@ -156,6 +160,11 @@ impl ObjectKind {
     pub fn of(group: &str, kind: &str) -> ObjectKind {
         if group.is_empty() && kind == "Pod" {
             return ObjectKind::Pod;
+        }
+        if group == "resource.k8s.io"
+            && let Some(claim) = ClaimKind::of_kind(kind)
+        {
+            return ObjectKind::Claim(claim);
         }
         Workload::ALL
             .into_iter()
@@ -206,7 +215,7 @@ impl<'a> Subject<'a> {
     pub fn target(&self) -> Option<Target<'a>> {
         let object = self.object;
         let (shape, identity, scope) = match self.kind {
-            ObjectKind::Ignored => return None,
+            ObjectKind::Ignored | ObjectKind::Claim(_) => return None,
             ObjectKind::Pod => {
                 let scope = match self.operation {
                     PodOperation::Create => Scope::Whole,
@@ -259,6 +268,11 @@ pub fn evaluate_object(
     evaluator: &Evaluator<'_>,
     subject: &Subject<'_>,
 ) -> Result<Option<Evaluation>, ObjectError> {
+    if let ObjectKind::Claim(kind) = subject.kind {
+        return evaluator
+            .evaluate_claim(subject.object, kind, subject.namespace)
+            .map(Some);
+    }
     subject
         .target()
         .map(|target| evaluator.evaluate(&target))

@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::{Mode, ObjectKind, Subject, evaluate_object, warning};
-use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
+use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
@@ -113,6 +113,7 @@ pub fn opt_in_warnings(
         settings,
         namespace: &namespace_settings,
         cluster,
+        claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
     };
     let mut violating = Vec::new();
     let mut losing_cards = Vec::new();

@@ -24,7 +24,7 @@ use super::{
     Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
+use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::Settings;
 
 /// An object exactly as the API server sent it.
@@ -283,6 +283,7 @@ pub fn answer(
         settings,
         namespace: &namespace_settings,
         cluster,
+        claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
     };
     respond(request, endpoint, &evaluator)
 }

@@ -17,6 +17,7 @@ fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
         settings: &settings,
         namespace: &namespace_settings,
         cluster: None,
+        claims: None,
     };
     match evaluate_object(&evaluator, &Subject::created(object, kind, "default")) {
         Ok(Some(evaluation)) => evaluation,
@@ -193,6 +194,7 @@ fn allowlisted_objects_are_recorded_for_audit() {
         settings: &settings,
         namespace: &ns,
         cluster: None,
+        claims: None,
     };
     let evaluated = evaluate_object(
         &evaluator,
@@ -268,6 +270,7 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
         settings: &settings,
         namespace: &ns,
         cluster: None,
+        claims: None,
     };
     let (response, _) = respond(&request, endpoint, &evaluator);
     let bytes = encode(response).unwrap_or_default();

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{CheckArgs, EXIT_BAD_INPUT, Output};
 use crate::admission::Mode;
 use crate::manifest;
-use crate::report::{ObjectReport, check_object, mutated};
+use crate::report::{ObjectReport, check_objects, mutated};
 use crate::settings::Settings;
 
 pub fn run(args: &CheckArgs) -> ExitCode {
@@ -32,13 +32,14 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
     let annotations: BTreeMap<String, String> =
         args.namespace_annotations.iter().cloned().collect();
     let mode = Mode::from(args.mode);
-    let reports: Vec<(ObjectReport, &manifest::Document)> = documents
-        .iter()
-        .map(|doc| {
-            let report = check_object(&doc.object, &args.namespace, mode, &settings, &annotations);
-            (report, doc)
-        })
-        .collect();
+    // The whole input is evaluated together: pods resolve their DRA claims
+    // from the claims and templates beside them.
+    let objects: Vec<&Value> = documents.iter().map(|doc| &doc.object).collect();
+    let reports: Vec<(ObjectReport, &manifest::Document)> =
+        check_objects(&objects, &args.namespace, mode, &settings, &annotations)
+            .into_iter()
+            .zip(&documents)
+            .collect();
 
     let mut out = std::io::stdout().lock();
     let written = match args.output {

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::admission::Workload;
 use crate::policy::ClusterFacts;
-use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
+use crate::policy::cluster::{ClaimFacts, ClusterSnapshot, NodeGpus, Resolved, RuntimeClassInfo};
 use crate::policy::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::policy::quantity::GpuCount;
 use crate::settings::{AllowlistEntry, ComputeCapability, MODE_LABEL, Settings};
@@ -218,6 +218,20 @@ impl ClusterCache {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .is_some_and(|settings| settings.is_gpu_resource(resource))
+    }
+}
+
+/// The caches do not watch ResourceClaims and ResourceClaimTemplates yet:
+/// every claim is unknown, so the webhook warns about a claimed pod and
+/// keeps its containers pinned (the DRA driver's CDI edit replaces the pin
+/// in the containers that really hold a device), never denying it.
+impl ClaimFacts for ClusterCache {
+    fn resource_claim_template(&self, _namespace: &str, _name: &str) -> Resolved {
+        Resolved::Unknown
+    }
+
+    fn resource_claim(&self, _namespace: &str, _name: &str) -> Resolved {
+        Resolved::Unknown
     }
 }
 

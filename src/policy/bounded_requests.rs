@@ -2,7 +2,8 @@
 //! of devices that some node can actually give.
 //!
 //! Reads: `resources.requests` and `resources.limits` of init, sidecar and
-//! regular containers, for the configured GPU resource names; the namespace's
+//! regular containers, for the configured GPU resource names; the GPU count
+//! of the pod's resolved DRA claims; the namespace's
 //! `maxPerPod` (cluster config, lowered by the namespace annotation).
 //!
 //! Denies, naming container and resource:
@@ -11,7 +12,9 @@
 //! - a value that is not a whole, non-negative Kubernetes quantity;
 //! - a container above `maxPerContainer`;
 //! - an effective pod count (Kubernetes' formula, sidecars included) above
-//!   `maxPerPod`;
+//!   `maxPerPod`. The GPUs of the resolved DRA claims the containers use are
+//!   added, each claim once: a claim is allocated for the pod's whole life,
+//!   whichever container (init, sidecar or regular) uses it;
 //! - with a cluster to read: an effective count above what the biggest node
 //!   can allocate (`status.allocatable`): such a pod can never be scheduled.
 //!
@@ -21,6 +24,7 @@
 
 use std::collections::BTreeMap;
 
+use super::claims::DraCount;
 use super::pod::GpuResource;
 use super::quantity::GpuCount;
 use super::{Findings, RuleInput, containers_phrase};
@@ -77,7 +81,18 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         findings.violations.push(message);
     }
     let max_per_pod = input.namespace.max_per_pod;
-    for resource in view.gpu_resource_names() {
+    let dra = view.dra_gpus;
+    let resources = view.gpu_resource_names();
+    if let Some(dra) = dra
+        && resources.is_empty()
+        && dra > DraCount::Exactly(max_per_pod)
+    {
+        findings.violations.push(format!(
+            "the pod's resource claims hold {dra} GPUs, above the maximum of \
+             {max_per_pod} per pod here; claim fewer devices"
+        ));
+    }
+    for resource in resources {
         let count = view.effective_count(resource);
         let largest = input.cluster.and_then(|c| c.largest_allocatable(resource));
         if let Some(largest) = largest
@@ -88,11 +103,19 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                  {largest}: it can never be scheduled"
             ));
         }
-        if count > max_per_pod {
-            findings.violations.push(format!(
+        match dra {
+            None if count > max_per_pod => findings.violations.push(format!(
                 "the pod needs {count} {resource} (init and sidecar \
                  containers included), above the maximum of {max_per_pod} per pod here"
-            ));
+            )),
+            Some(dra) if DraCount::Exactly(count).plus(dra) > DraCount::Exactly(max_per_pod) => {
+                findings.violations.push(format!(
+                    "the pod needs {count} {resource} (init and sidecar containers \
+                     included) and {dra} GPUs through resource claims, above the maximum \
+                     of {max_per_pod} per pod here"
+                ));
+            }
+            _ => {}
         }
     }
     findings

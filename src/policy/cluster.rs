@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::claims::ClaimSummary;
 use crate::settings::ComputeCapability;
 
 /// The parts of a RuntimeClass the built-in RuntimeClass admission plugin
@@ -23,8 +24,35 @@ pub struct RuntimeClassInfo {
     pub tolerations: Vec<Value>,
 }
 
+/// What is known of one ResourceClaim or ResourceClaimTemplate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// Found and read; its requests say whether (and how many) GPUs.
+    Known(ClaimSummary),
+    /// Not found (it may be created later).
+    Unknown,
+    /// Found, but its requests have the wrong shape: why, on one line.
+    Unreadable(String),
+}
+
+/// Where a pod's claims are resolved: the cluster, or the other objects of
+/// the input of `check`.
+pub trait ClaimFacts: Send + Sync {
+    /// The ResourceClaimTemplate `namespace/name`.
+    fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved;
+
+    /// The ResourceClaim `namespace/name`.
+    fn resource_claim(&self, namespace: &str, name: &str) -> Resolved;
+
+    /// Whether a DeviceClass known here hands out GPUs (beyond the names of
+    /// `gpuDeviceClasses`, which the policy checks itself).
+    fn is_gpu_device_class(&self, _class: &str) -> bool {
+        false
+    }
+}
+
 /// Questions the rules ask of the cluster.
-pub trait ClusterFacts: Send + Sync {
+pub trait ClusterFacts: ClaimFacts + Send + Sync {
     /// The RuntimeClass of that name, or None when it does not exist.
     fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo>;
 
@@ -69,6 +97,18 @@ impl ClusterSnapshot {
     /// The kept annotations of a namespace (empty when unknown).
     pub fn namespace_annotations_of(&self, namespace: &str) -> BTreeMap<String, String> {
         self.namespaces.get(namespace).cloned().unwrap_or_default()
+    }
+}
+
+/// A snapshot holds no claims yet: every claim is unknown, so claimed
+/// containers stay pinned and the pod is warned, never denied.
+impl ClaimFacts for ClusterSnapshot {
+    fn resource_claim_template(&self, _namespace: &str, _name: &str) -> Resolved {
+        Resolved::Unknown
+    }
+
+    fn resource_claim(&self, _namespace: &str, _name: &str) -> Resolved {
+        Resolved::Unknown
     }
 }
 

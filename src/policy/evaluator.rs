@@ -6,8 +6,8 @@ use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
 use super::{
-    Change, ClusterFacts, Evaluation, Identity, Message, ObjectError, PodView, RULES, RuleId,
-    RuleInput, Scope, Shape, Violation, add, allowlist,
+    Change, ClaimFacts, ClusterFacts, Evaluation, Identity, Message, ObjectError, PodView, RULES,
+    RuleId, RuleInput, Scope, Shape, Violation, add, allowlist, pod_claims,
 };
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 
@@ -20,6 +20,9 @@ pub struct Evaluator<'a> {
     /// What the namespace's annotations make of `settings`.
     pub namespace: &'a NamespaceSettings,
     pub cluster: Option<&'a dyn ClusterFacts>,
+    /// Where the pod's DRA claims are resolved: the cluster, or the other
+    /// objects of `check`'s input. None: no claim can be resolved.
+    pub claims: Option<&'a dyn ClaimFacts>,
 }
 
 /// The object under evaluation.
@@ -41,14 +44,21 @@ impl Evaluator<'_> {
             settings,
             namespace: namespace_settings,
             cluster,
+            claims,
         } = *self;
         let mut evaluation = Evaluation {
             notices: namespace_settings.notices.clone(),
             ..Evaluation::default()
         };
-        let Some(view) = PodView::parse(target.object, target.shape, settings)? else {
+        let Some(mut view) = PodView::parse(target.object, target.shape, settings)? else {
             return Ok(evaluation);
         };
+        // Only a whole pod gets GPUs: the ephemeral containers of an update
+        // never do.
+        if target.scope.is_whole() {
+            let unresolved = pod_claims::resolve(&mut view, claims, target.namespace);
+            evaluation.notices.extend(unresolved);
+        }
         let identity = target.identity;
         let mut allowlisted =
             allowlist::matching_entry(identity, target.namespace, &settings.config().allowlist);

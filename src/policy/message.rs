@@ -95,6 +95,9 @@ pub enum NoticeKind {
     MissingRuntimeClass,
     /// No node's GPUs meet the pod's minimum compute capability.
     UnmetComputeCapability,
+    /// A DRA claim a container uses cannot be resolved: its containers are
+    /// treated as holding no GPU.
+    UnresolvedClaim,
 }
 
 /// Something the policy ignored or could not do, for the person who

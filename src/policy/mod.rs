@@ -9,12 +9,16 @@
 
 pub mod allowlist;
 pub mod bounded_requests;
+pub mod claim_requests;
+pub mod claims;
 pub mod cluster;
 pub mod compute_affinity;
 pub mod device_paths;
 pub mod evaluator;
+pub mod input_claims;
 pub mod message;
 pub mod pod;
+pub mod pod_claims;
 pub mod quantity;
 pub mod registry;
 pub mod runtime_class;
@@ -31,7 +35,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::settings::AllowlistEntry;
-pub use cluster::ClusterFacts;
+pub use cluster::{ClaimFacts, ClusterFacts};
 pub use evaluator::{Evaluator, Target};
 pub use message::{Message, Notice, NoticeKind};
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};

@@ -11,6 +11,7 @@
 use json_patch::jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
+use super::claims::DraCount;
 use super::quantity::GpuCount;
 use crate::settings::Settings;
 
@@ -118,12 +119,54 @@ pub struct Container<'a> {
     pub env: Option<Vec<EnvEntry<'a>>>,
     pub gpu_resources: Vec<GpuResource<'a>>,
     pub mount_paths: Vec<&'a str>,
+    /// `resources.claims[]`: the pod claims the container uses.
+    pub claims: Vec<ClaimUse<'a>>,
+    /// The GPUs its resolved DRA claims give it (set by
+    /// [`super::pod_claims::resolve`]); None when no resolved claim it
+    /// uses holds a GPU request.
+    pub dra_gpus: Option<DraCount>,
+}
+
+/// One entry of a container's `resources.claims[]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimUse<'a> {
+    /// The name of an entry of the pod's `spec.resourceClaims[]`.
+    pub name: &'a str,
+    /// Narrows the use to one request of the claim (`request` or
+    /// `request/subrequest`).
+    pub request: Option<&'a str>,
+}
+
+/// Where a pod claim comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimSource<'a> {
+    /// `resourceClaimTemplateName`: a claim made for the pod from a template.
+    Template(&'a str),
+    /// `resourceClaimName`: an existing claim, possibly shared.
+    Claim(&'a str),
+    /// Neither (the API server refuses such a pod).
+    Missing,
+}
+
+/// One entry of the pod's `spec.resourceClaims[]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodClaim<'a> {
+    pub name: &'a str,
+    pub source: ClaimSource<'a>,
 }
 
 impl Container<'_> {
-    /// A GPU container: it asks for a GPU resource. Ephemeral containers
-    /// cannot have resources, so they never are.
+    /// A GPU container: it asks for a GPU resource, or uses a resolved DRA
+    /// claim that holds a GPU request. Ephemeral containers cannot have
+    /// resources, so they never are.
     pub fn is_gpu(&self) -> bool {
+        self.kind != ContainerKind::Ephemeral
+            && (self.dra_gpus.is_some() || self.gpu_resources.iter().any(GpuResource::asks))
+    }
+
+    /// A GPU container through the device plugin: a GPU resource in its
+    /// limits or requests.
+    pub fn is_device_plugin_gpu(&self) -> bool {
         self.kind != ContainerKind::Ephemeral && self.gpu_resources.iter().any(GpuResource::asks)
     }
 
@@ -168,6 +211,12 @@ pub struct PodView<'a> {
     pub runtime_class_name: Option<&'a str>,
     pub containers: Vec<Container<'a>>,
     pub volumes: Vec<Volume<'a>>,
+    /// `spec.resourceClaims[]`.
+    pub resource_claims: Vec<PodClaim<'a>>,
+    /// The GPUs of every resolved GPU claim (or claim request) its
+    /// containers use, each counted once: a claim is allocated for the
+    /// whole pod, whichever containers share it.
+    pub dra_gpus: Option<DraCount>,
 }
 
 impl<'a> PodView<'a> {
@@ -256,6 +305,24 @@ impl<'a> PodView<'a> {
                 volumes.push(Volume { name, host_path });
             }
         }
+        let mut resource_claims = Vec::new();
+        if let Some(list) = optional_array(spec, "resourceClaims", &spec_path)? {
+            let list_path = spec_path.key("resourceClaims");
+            for (index, raw) in list.iter().enumerate() {
+                let at = list_path.index(index);
+                let claim = as_object(raw, &at)?;
+                let name = optional_str(claim, "name", &at)?.unwrap_or("");
+                let source = match (
+                    optional_str(claim, "resourceClaimTemplateName", &at)?,
+                    optional_str(claim, "resourceClaimName", &at)?,
+                ) {
+                    (Some(template), _) => ClaimSource::Template(template),
+                    (None, Some(claim)) => ClaimSource::Claim(claim),
+                    (None, None) => ClaimSource::Missing,
+                };
+                resource_claims.push(PodClaim { name, source });
+            }
+        }
         Ok(Some(Self {
             shape,
             metadata_pointer,
@@ -266,6 +333,8 @@ impl<'a> PodView<'a> {
             runtime_class_name,
             containers,
             volumes,
+            resource_claims,
+            dra_gpus: None,
         }))
     }
 
@@ -276,6 +345,11 @@ impl<'a> PodView<'a> {
     /// A GPU pod: at least one GPU container.
     pub fn is_gpu_pod(&self) -> bool {
         self.containers.iter().any(Container::is_gpu)
+    }
+
+    /// A pod with at least one GPU container through the device plugin.
+    pub fn is_device_plugin_gpu_pod(&self) -> bool {
+        self.containers.iter().any(Container::is_device_plugin_gpu)
     }
 
     /// Names of the GPU resources any container mentions, in first-seen order.
@@ -353,8 +427,20 @@ impl<'a> Container<'a> {
             }
         };
         let mut gpu_resources: Vec<GpuResource> = Vec::new();
+        let mut claims = Vec::new();
         if let Some(resources) = optional_object(container, "resources", path)? {
             let at = path.key("resources");
+            if let Some(list) = optional_array(resources, "claims", &at)? {
+                let list_path = at.key("claims");
+                for (index, raw) in list.iter().enumerate() {
+                    let at = list_path.index(index);
+                    let entry = as_object(raw, &at)?;
+                    claims.push(ClaimUse {
+                        name: optional_str(entry, "name", &at)?.unwrap_or(""),
+                        request: optional_str(entry, "request", &at)?.filter(|r| !r.is_empty()),
+                    });
+                }
+            }
             for (field, is_limit) in [("requests", false), ("limits", true)] {
                 let Some(map) = optional_object(resources, field, &at)? else {
                     continue;
@@ -405,6 +491,8 @@ impl<'a> Container<'a> {
             env,
             gpu_resources,
             mount_paths,
+            claims,
+            dra_gpus: None,
         })
     }
 }
@@ -644,6 +732,9 @@ mod tests {
     #[case(json!({"spec": {"runtimeClassName": false}}), "spec.runtimeClassName: must be a string, not a boolean")]
     #[case(json!({"spec": {"volumes": [{"name": "v", "hostPath": {"path": 1}}]}}), "spec.volumes[0].hostPath.path: must be a string, not a number")]
     #[case(json!({"metadata": {"annotations": {"a": 1}}, "spec": {}}), "metadata.annotations.a: must be a string")]
+    #[case(json!({"spec": {"resourceClaims": {"gpu": "t"}}}), "spec.resourceClaims: must be a list, not an object")]
+    #[case(json!({"spec": {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": 1}]}}), "spec.resourceClaims[0].resourceClaimTemplateName: must be a string, not a number")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "resources": {"claims": [{"name": ["g"]}]}}]}}), "spec.containers[0].resources.claims[0].name: must be a string, not a list")]
     #[case(json!({"metadata": []}), "metadata: must be an object, not a list")]
     #[case(json!({"metadata": {}}), "spec: is missing")]
     #[case(json!([1]), "object: must be an object, not a list")]

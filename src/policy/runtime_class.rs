@@ -6,7 +6,11 @@
 //!
 //! Changes: a GPU pod without `runtimeClassName` gets the configured one.
 //! When the nvidia runtime is not containerd's default (the safer setup), a
-//! GPU pod without it would start under runc and see no card.
+//! GPU pod without it would start under runc and see no card. A pod whose
+//! only GPUs come through DRA claims gets none: the container runtime
+//! injects the claimed devices through CDI, with no help from the nvidia
+//! runtime, and that class would hand the pod's other containers whatever
+//! their image's `ENV` says.
 //!
 //! Denies:
 //! - a GPU pod whose runtime class is not one of `gpuRuntimeClasses`;
@@ -33,9 +37,12 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         .view
         .runtime_class_name
         .filter(|name| !name.is_empty());
+    // A pod with DRA GPUs is a GPU pod for the checks below, but only
+    // device-plugin GPUs need the nvidia runtime.
     let gpu_pod = input.view.is_gpu_pod();
+    let needs_runtime = input.view.is_device_plugin_gpu_pod();
     match class {
-        None if gpu_pod => {
+        None if needs_runtime => {
             let name = &config.runtime_class_name;
             let info = match input.cluster {
                 None => None,

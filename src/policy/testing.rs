@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::cluster::{ClusterFacts, ClusterSnapshot};
+use super::cluster::{ClaimFacts, ClusterFacts, ClusterSnapshot};
+use super::input_claims::InputClaims;
 use super::{
     Evaluation, Evaluator, Identity, RuleId, Scope, Shape, Target, allowlist, scope_for_update,
 };
@@ -23,12 +24,27 @@ fn run(
     settings: &Settings,
     annotations: &[(&str, &str)],
 ) -> Evaluation {
-    run_in(pod, scope, settings, annotations, None)
+    run_in(pod, scope, settings, annotations, None, None)
+}
+
+/// Evaluates a pod whose claims resolve from `objects` (ResourceClaims,
+/// ResourceClaimTemplates, DeviceClasses), as `check` resolves them.
+pub fn evaluate_with_claims(pod: &Value, objects: &[Value], settings: &Settings) -> Evaluation {
+    let refs: Vec<&Value> = objects.iter().collect();
+    let claims = InputClaims::collect(&refs, namespace_of(pod), settings);
+    run_in(pod, &Scope::Whole, settings, &[], None, Some(&claims))
 }
 
 /// Evaluates a pod with what a cluster snapshot knows.
 pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation {
-    run_in(pod, &Scope::Whole, &Settings::default(), &[], Some(cluster))
+    run_in(
+        pod,
+        &Scope::Whole,
+        &Settings::default(),
+        &[],
+        Some(cluster),
+        Some(cluster),
+    )
 }
 
 fn run_in(
@@ -37,6 +53,7 @@ fn run_in(
     settings: &Settings,
     annotations: &[(&str, &str)],
     cluster: Option<&dyn ClusterFacts>,
+    claims: Option<&dyn ClaimFacts>,
 ) -> Evaluation {
     let annotations: BTreeMap<String, String> = annotations
         .iter()
@@ -47,6 +64,7 @@ fn run_in(
         settings,
         namespace: &namespace_settings,
         cluster,
+        claims,
     };
     let target = Target {
         object: pod,

@@ -2,7 +2,8 @@
 //! `NVIDIA_VISIBLE_DEVICES` outside the device plugin's accounting.
 //!
 //! Reads: `env` of every init, sidecar, regular and (new) ephemeral
-//! container; whether the container requests a GPU resource.
+//! container; whether the container is a GPU container (a GPU resource, or
+//! a resolved DRA claim with a GPU request).
 //!
 //! Changes, in pods that are not allowlisted:
 //! - a container that is not a GPU container ends with exactly one
@@ -17,7 +18,9 @@
 //!
 //! This is per container: in a GPU pod, a sidecar without a GPU limit is
 //! pinned too, because the pod's runtime class would otherwise hand it every
-//! card through its image's `ENV`.
+//! card through its image's `ENV`. Likewise the containers of a pod with a
+//! GPU claim that do not name it: the DRA driver's CDI edit sets the
+//! variable only where the claim is used.
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, RemoveOperation};

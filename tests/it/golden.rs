@@ -3,7 +3,7 @@
 //!
 //! For each fixture `NN-name.yaml` and each of the modes `enforce` and
 //! `warn`, the objects are loaded with [`gpu_policy::manifest::load`] and
-//! evaluated with [`gpu_policy::report::check_object`] exactly as
+//! evaluated together with [`gpu_policy::report::check_objects`] exactly as
 //! `gpu-policy check -f FILE --mode MODE` does by default: the default
 //! [`Settings`], namespace `default` for objects that name none, no namespace
 //! annotations. The result is compared with `tests/golden/NN-name.MODE.json`,
@@ -42,9 +42,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use gpu_policy::admission::Mode;
-use gpu_policy::report::{ObjectReport, check_object, mutated};
+use gpu_policy::report::{ObjectReport, check_objects, mutated};
 use gpu_policy::settings::Settings;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -61,14 +62,38 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
+/// The ResourceClaims, ResourceClaimTemplates and DeviceClasses of every
+/// fixture: what `check -f tests/fixtures/` resolves DRA claims from.
+fn claim_objects() -> &'static [Value] {
+    static OBJECTS: OnceLock<Vec<Value>> = OnceLock::new();
+    OBJECTS.get_or_init(|| {
+        files()
+            .iter()
+            .flat_map(|path| load(path))
+            .map(|doc| doc.object)
+            .filter(|object| {
+                matches!(
+                    object["kind"].as_str(),
+                    Some("ResourceClaim" | "ResourceClaimTemplate" | "DeviceClass")
+                )
+            })
+            .collect()
+    })
+}
+
+/// One object evaluated as `check -f tests/fixtures/` evaluates it.
 fn check(object: &Value, mode: Mode) -> ObjectReport {
-    check_object(
-        object,
+    let mut objects: Vec<&Value> = claim_objects().iter().collect();
+    objects.push(object);
+    check_objects(
+        &objects,
         NAMESPACE,
         mode,
         &Settings::default(),
         &BTreeMap::new(),
     )
+    .pop()
+    .expect("one report per object")
 }
 
 /// One change as the golden file shows it.
@@ -117,7 +142,14 @@ impl<'a> GoldenEntry<'a> {
 /// where a `Value` would sort the keys).
 fn actual_golden(path: &Path, mode: Mode) -> (Value, String) {
     let documents = load(path);
-    let reports: Vec<ObjectReport> = documents.iter().map(|d| check(&d.object, mode)).collect();
+    let objects: Vec<&Value> = documents.iter().map(|d| &d.object).collect();
+    let reports = check_objects(
+        &objects,
+        NAMESPACE,
+        mode,
+        &Settings::default(),
+        &BTreeMap::new(),
+    );
     let entries: Vec<GoldenEntry<'_>> = documents
         .iter()
         .zip(&reports)
@@ -319,6 +351,29 @@ fn enforce_decisions_follow_the_spec() {
             "Deployment default/vllm-server: allowed violations=[] changes=[visible-devices] patch=0",
             "Deployment default/workload-1g-1: allowed violations=[] changes=[runtime-class] patch=0",
             "Pod default/train: allowed violations=[] changes=[runtime-class,compute-affinity] patch=3",
+            // DRA quickstart: the claims and templates ask for bounded GPUs
+            // (R2); the claimed containers hold a GPU (resolved from the
+            // templates and claims of the input), so they are not
+            // pinned; no runtime class (CDI injects the devices); ubuntu
+            // and CUDA 11.6 sample images imply no compute capability.
+            "Namespace default/gpu-test1: ignored violations=[] changes=[] patch=0",
+            "ResourceClaimTemplate gpu-test1/single-gpu: allowed violations=[] changes=[] patch=0",
+            "Pod gpu-test1/pod1: allowed violations=[] changes=[] patch=0",
+            "Pod gpu-test1/pod2: allowed violations=[] changes=[] patch=0",
+            "Namespace default/gpu-test2: ignored violations=[] changes=[] patch=0",
+            "ResourceClaimTemplate gpu-test2/single-gpu: allowed violations=[] changes=[] patch=0",
+            "Pod gpu-test2/pod: allowed violations=[] changes=[] patch=0",
+            "Namespace default/gpu-test3: ignored violations=[] changes=[] patch=0",
+            "ResourceClaim gpu-test3/single-gpu: allowed violations=[] changes=[] patch=0",
+            "Pod gpu-test3/pod1: allowed violations=[] changes=[] patch=0",
+            "Pod gpu-test3/pod2: allowed violations=[] changes=[] patch=0",
+            "Namespace default/gpu-test5: ignored violations=[] changes=[] patch=0",
+            "ResourceClaimTemplate gpu-test5/multiple-gpus: allowed violations=[] changes=[] patch=0",
+            "Pod gpu-test5/pod0: allowed violations=[] changes=[] patch=0",
+            // An nvidia.com/gpu limit served by DRA is a device-plugin GPU
+            // pod for the policy: it gets the runtime class.
+            "Namespace default/extended-resource-gpu-full: ignored violations=[] changes=[] patch=0",
+            "Pod extended-resource-gpu-full/gpu-full-pod: allowed violations=[] changes=[runtime-class] patch=2",
         ]
     );
 }
@@ -630,9 +685,9 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
         assert!(warn.patch.is_empty(), "{label}");
         assert_eq!(mutated(&pod, &warn).ok(), Some(pod.clone()), "{label}");
     }
-    // 05, 06, 11, and the templates of 02, 03, 07, 08, 09, 10 (00 and 01 are
-    // allowlisted, 04 is denied).
-    assert_eq!(mutated_pods, 9);
+    // 05, 06, 11, 24, and the templates of 02, 03, 07, 08, 09, 10 (00 and 01
+    // are allowlisted, 04 is denied, the DRA pods of 20 to 23 need nothing).
+    assert_eq!(mutated_pods, 10);
 }
 
 /// A workload's report describes the changes its pods will get: the pod
@@ -700,4 +755,69 @@ fn exporter_pod_in_kube_system_is_allowlisted_through_its_owner() {
     let report = check(&orphan, Mode::Enforce);
     assert!(!report.allowed);
     assert_eq!(report.violations[0].rule.as_str(), "runtime-class");
+}
+
+#[test]
+fn dra_quickstart_pods_keep_their_cards_and_get_no_runtime_class() {
+    for stem in ["20", "21", "22", "23"] {
+        let documents = objects_of(stem);
+        let objects: Vec<&Value> = documents.iter().collect();
+        for mode in MODES {
+            let reports = check_objects(
+                &objects,
+                NAMESPACE,
+                mode,
+                &Settings::default(),
+                &BTreeMap::new(),
+            );
+            for (object, report) in objects.iter().zip(&reports) {
+                if !is_pod(object) {
+                    continue;
+                }
+                assert!(report.allowed, "{stem} {mode}: {report:?}");
+                assert!(report.violations.is_empty(), "{stem} {mode}");
+                assert!(
+                    report.changes.is_empty(),
+                    "{stem} {mode}: {:?}",
+                    report.changes
+                );
+                assert!(
+                    report.warnings.is_empty(),
+                    "{stem} {mode}: {:?}",
+                    report.warnings
+                );
+                assert!(report.patch.is_empty(), "{stem} {mode}");
+            }
+        }
+        // The same pods without their claims' objects: unresolved, so
+        // warned and pinned, never denied.
+        for pod in objects.iter().filter(|o| is_pod(o)) {
+            let alone = check_objects(
+                &[pod],
+                NAMESPACE,
+                Mode::Enforce,
+                &Settings::default(),
+                &BTreeMap::new(),
+            );
+            let report = &alone[0];
+            assert!(report.allowed, "{stem}: {report:?}");
+            assert!(
+                report
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("cannot be resolved")),
+                "{stem}: {:?}",
+                report.warnings
+            );
+            assert!(
+                report
+                    .changes
+                    .iter()
+                    .all(|(rule, _)| rule.as_str() == "visible-devices"),
+                "{stem}: {:?}",
+                report.changes
+            );
+            assert!(!report.changes.is_empty(), "{stem}: pinned");
+        }
+    }
 }

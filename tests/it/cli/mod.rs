@@ -183,6 +183,74 @@ fn one_denied_object_makes_the_whole_run_exit_1() {
     assert_eq!(reports[1]["violations"][0]["rule"], "bounded-requests");
 }
 
+/// A template asking for every GPU of a node, and a pod using it: the
+/// template is denied (R2), the pod resolves its claim from it and is allowed
+/// without a pin; another pod naming a template missing from the input is
+/// warned and pinned, never denied.
+#[test]
+fn dra_claims_are_bounded_and_resolved_from_the_same_input() {
+    let input = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: every-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: user, namespace: ml}
+spec:
+  containers:
+  - name: ctr
+    image: ubuntu:22.04
+    resources:
+      claims: [{name: gpu}]
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: every-gpu}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: orphan, namespace: ml}
+spec:
+  containers:
+  - name: ctr
+    image: ubuntu:22.04
+    resources:
+      claims: [{name: gpu}]
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: elsewhere}
+"#;
+    let out = check_stdin(&["-o", "json"], input);
+    assert_eq!(out.code, 1, "{out:?}");
+    let reports = out.json();
+    assert_eq!(names(&reports), vec!["every-gpu", "user", "orphan"]);
+    assert_eq!(reports[0]["allowed"], false);
+    assert_eq!(reports[0]["violations"][0]["rule"], "bounded-requests");
+    assert_eq!(
+        reports[0]["violations"][0]["message"],
+        "gpu-policy: request \"gpu\" asks for every GPU of a node (allocationMode: All); \
+         use allocationMode: ExactCount with a count"
+    );
+    // The pod's count is unbounded too: above maxPerPod.
+    assert_eq!(reports[1]["allowed"], false);
+    assert_eq!(reports[1]["violations"][0]["rule"], "bounded-requests");
+    assert_eq!(reports[1]["patch"], serde_json::json!([]));
+    assert_eq!(reports[2]["allowed"], true);
+    assert_eq!(
+        reports[2]["warnings"][0],
+        "gpu-policy: claim \"gpu\" cannot be resolved, container \"ctr\" stays pinned: \
+         ResourceClaimTemplate \"elsewhere\" is unknown"
+    );
+    assert_eq!(
+        reports[2]["patch"][0]["value"],
+        serde_json::json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])
+    );
+}
+
 #[test]
 fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
     let dir = fixtures::dir().display().to_string();
@@ -190,7 +258,9 @@ fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(
         out.last_line(),
-        "13 objects (enforce mode): 11 allowed, 1 denied, 1 ignored"
+        // 13 objects of 00-11 and 16 of the DRA fixtures 20-24: their 7 pods
+        // and 4 claims and templates are allowed, their 5 Namespaces ignored.
+        "29 objects (enforce mode): 22 allowed, 1 denied, 6 ignored"
     );
     let denied: Vec<&str> = out
         .lines()
@@ -211,7 +281,7 @@ fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
     assert_eq!(warn.code, 0, "{warn:?}");
     assert_eq!(
         warn.last_line(),
-        "13 objects (warn mode): 12 allowed, 0 denied, 1 ignored"
+        "29 objects (warn mode): 23 allowed, 0 denied, 6 ignored"
     );
 }
 

@@ -11,7 +11,8 @@ fn json_output_has_the_documented_shape() {
     let out = check(&["-f", &dir, "-o", "json"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let reports = out.json();
-    assert_eq!(reports.len(), 13);
+    // 13 objects of fixtures 00-11, 16 of the DRA fixtures 20-24.
+    assert_eq!(reports.len(), 29);
     let expected_keys = [
         "allowed",
         "apiVersion",
@@ -340,7 +341,16 @@ fn text_output_blocks_and_summary() {
         "no colour when not a terminal"
     );
     let lines = out.lines();
-    let kinds = ["Pod ", "DaemonSet ", "Deployment ", "Job ", "Service "];
+    let kinds = [
+        "Pod ",
+        "DaemonSet ",
+        "Deployment ",
+        "Job ",
+        "Service ",
+        "Namespace ",
+        "ResourceClaimTemplate ",
+        "ResourceClaim ",
+    ];
     let mut blocks = 0;
     for line in &lines[..lines.len() - 1] {
         if line.starts_with("  ") {
@@ -353,10 +363,10 @@ fn text_output_blocks_and_summary() {
         );
         assert!(line.ends_with(".yaml)"), "and ends with its source: {line}");
     }
-    assert_eq!(blocks, 13);
+    assert_eq!(blocks, 29);
     assert_eq!(
         lines[lines.len() - 1],
-        "13 objects (enforce mode): 11 allowed, 1 denied, 1 ignored"
+        "29 objects (enforce mode): 22 allowed, 1 denied, 6 ignored"
     );
     // The Deployment's pods will be pinned: shown as a pod change.
     assert!(

@@ -134,6 +134,7 @@ fn evaluate_as(
         settings: &SETTINGS,
         namespace: &namespace_settings,
         cluster: None,
+        claims: None,
     };
     evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
 }

@@ -112,6 +112,7 @@ proptest! {
             settings: &SETTINGS,
             namespace: &namespace_settings,
             cluster: None,
+            claims: None,
         };
         let subject = Subject {
             object: pod,

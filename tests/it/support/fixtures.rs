@@ -26,7 +26,7 @@ pub fn files() -> Vec<PathBuf> {
         .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
-    assert_eq!(files.len(), 12, "the 12 shared fixtures: {files:?}");
+    assert_eq!(files.len(), 17, "the 17 shared fixtures: {files:?}");
     files
 }
 
@@ -125,6 +125,6 @@ pub fn pods(suffix: &str, owner_uid: &str) -> Vec<FixturePod> {
             });
         }
     }
-    assert_eq!(pods.len(), 12, "3 pods and 9 workload templates");
+    assert_eq!(pods.len(), 19, "10 pods and 9 workload templates");
     pods
 }

@@ -56,6 +56,7 @@ fn serve(
         settings: &SETTINGS,
         namespace: namespace_settings,
         cluster: None,
+        claims: None,
     };
     let (response, _) = review::respond(&request, endpoint, &evaluator);
     let encoded = match review::encode(response) {

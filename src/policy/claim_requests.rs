@@ -1,0 +1,251 @@
+//! R2 `bounded-requests` for Dynamic Resource Allocation objects: a
+//! ResourceClaim or ResourceClaimTemplate asks for a bounded number of GPUs.
+//!
+//! Reads: `metadata.annotations`, the device requests (see
+//! [`super::claims`]); `maxPerContainer`, the namespace's `maxPerPod`, the
+//! namespaces the allowlist names.
+//!
+//! Denies, naming the request and the fix:
+//! - a GPU request with `allocationMode: All` (every device of a node);
+//! - a GPU request whose count is above `maxPerContainer`;
+//! - a claim whose GPU requests together are above `maxPerPod`;
+//! - `adminAccess: true` on a GPU request, outside the namespaces an
+//!   allowlist entry names (monitoring lives there).
+//!
+//! Never denies a claim annotated
+//! `resource.kubernetes.io/extended-resource-claim: "true"`: the scheduler
+//! creates those for `nvidia.com/gpu` limits served by DRA, which were
+//! checked on the pod.
+
+use serde_json::Value;
+
+use super::claims::{ClaimKind, ClaimSummary, DraCount, parse_object};
+use super::{Evaluation, Evaluator, Message, ObjectError, RuleId, Violation};
+
+/// The annotation the scheduler sets on the claims it creates for extended
+/// resources served by DRA.
+pub const EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+
+impl Evaluator<'_> {
+    /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`.
+    pub fn evaluate_claim(
+        &self,
+        object: &Value,
+        kind: ClaimKind,
+        namespace: &str,
+    ) -> Result<Evaluation, ObjectError> {
+        let mut evaluation = Evaluation {
+            notices: self.namespace.notices.clone(),
+            ..Evaluation::default()
+        };
+        let generated = object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
+            .and_then(Value::as_str)
+            == Some("true");
+        if generated {
+            return Ok(evaluation);
+        }
+        let settings = self.settings;
+        let claims = self.claims;
+        let is_gpu_class = |class: &str| {
+            settings.is_gpu_device_class(class)
+                || claims.is_some_and(|c| c.is_gpu_device_class(class))
+        };
+        let summary = parse_object(object, kind, &is_gpu_class).map_err(|err| ObjectError {
+            field: err.field,
+            problem: err.problem,
+        })?;
+        let monitoring = settings
+            .config()
+            .allowlist
+            .iter()
+            .any(|entry| entry.namespace == namespace);
+        evaluation.violations = problems(
+            &summary,
+            settings.config().max_per_container,
+            self.namespace.max_per_pod,
+            monitoring,
+        )
+        .into_iter()
+        .map(|body| Violation {
+            rule: RuleId::BoundedRequests,
+            message: Message::new(body),
+        })
+        .collect();
+        Ok(evaluation)
+    }
+}
+
+/// The message bodies of what a claim must fix.
+fn problems(
+    summary: &ClaimSummary,
+    max_per_container: u64,
+    max_per_pod: u64,
+    admin_allowed: bool,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for request in &summary.requests {
+        let name = &request.name;
+        match request.gpu {
+            None => continue,
+            Some(DraCount::All) => found.push(format!(
+                "request {name:?} asks for every GPU of a node (allocationMode: All); \
+                 use allocationMode: ExactCount with a count"
+            )),
+            Some(DraCount::Exactly(count)) if count > max_per_container => found.push(format!(
+                "request {name:?} asks for {count} GPUs, above the maximum of \
+                 {max_per_container} per container; lower its count"
+            )),
+            Some(DraCount::Exactly(_)) => {}
+        }
+        if request.admin_access && !admin_allowed {
+            found.push(format!(
+                "request {name:?} sets adminAccess on a GPU class, allowed only in \
+                 namespaces the allowlist names; remove adminAccess"
+            ));
+        }
+    }
+    if let Some(DraCount::Exactly(total)) = summary.gpu_total()
+        && total > max_per_pod
+    {
+        found.push(format!(
+            "the claim's GPU requests total {total}, above the maximum of \
+             {max_per_pod} per pod here; split the claim or lower the counts"
+        ));
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rstest::rstest;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::policy::input_claims::InputClaims;
+    use crate::settings::Settings;
+
+    fn claim(namespace: &str, requests: Value) -> Value {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": "c", "namespace": namespace},
+               "spec": {"devices": {"requests": requests}}})
+    }
+
+    fn gpu(name: &str, extra: Value) -> Value {
+        let mut exactly = json!({"deviceClassName": "gpu.nvidia.com"});
+        if let (Some(into), Some(from)) = (exactly.as_object_mut(), extra.as_object()) {
+            into.extend(from.clone());
+        }
+        json!({"name": name, "exactly": exactly})
+    }
+
+    fn messages(object: &Value, annotations: &[(&str, &str)]) -> Result<Vec<String>, String> {
+        let settings = Settings::default();
+        let annotations: BTreeMap<String, String> = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let namespace_settings = settings.for_namespace(&annotations);
+        let input = InputClaims::collect(&[], "default", &settings);
+        let evaluator = Evaluator {
+            settings: &settings,
+            namespace: &namespace_settings,
+            cluster: None,
+            claims: Some(&input),
+        };
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let kind =
+            ClaimKind::of_kind(object["kind"].as_str().unwrap_or("")).unwrap_or(ClaimKind::Claim);
+        evaluator
+            .evaluate_claim(object, kind, namespace)
+            .map(|e| e.violations.iter().map(|v| v.message.to_string()).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    #[rstest]
+    // allowed: one, eight, two requests of four, a non-GPU class unbounded
+    #[case(claim("ml", json!([gpu("g", json!({}))])), vec![])]
+    #[case(claim("ml", json!([gpu("g", json!({"count": 8}))])), vec![])]
+    #[case(claim("ml", json!([gpu("a", json!({"count": 4})), gpu("b", json!({"count": 4}))])), vec![])]
+    #[case(claim("ml", json!([{"name": "nics", "exactly": {"deviceClassName": "rdma.example.com", "allocationMode": "All", "adminAccess": true}}])), vec![])]
+    // All on a GPU class
+    #[case(claim("ml", json!([gpu("g", json!({"allocationMode": "All"}))])),
+           vec!["gpu-policy: request \"g\" asks for every GPU of a node (allocationMode: All); use allocationMode: ExactCount with a count"])]
+    // All in a firstAvailable alternative
+    #[case(claim("ml", json!([{"name": "g", "firstAvailable": [
+            {"name": "one", "deviceClassName": "gpu.nvidia.com"},
+            {"name": "all", "deviceClassName": "mig.nvidia.com", "allocationMode": "All"}]}])),
+           vec!["gpu-policy: request \"g\" asks for every GPU of a node (allocationMode: All); use allocationMode: ExactCount with a count"])]
+    // count above maxPerContainer (and so the claim above maxPerPod)
+    #[case(claim("ml", json!([gpu("g", json!({"count": 9}))])),
+           vec!["gpu-policy: request \"g\" asks for 9 GPUs, above the maximum of 8 per container; lower its count",
+                "gpu-policy: the claim's GPU requests total 9, above the maximum of 8 per pod here; split the claim or lower the counts"])]
+    // a claim total above maxPerPod
+    #[case(claim("ml", json!([gpu("a", json!({"count": 6})), gpu("b", json!({"count": 4}))])),
+           vec!["gpu-policy: the claim's GPU requests total 10, above the maximum of 8 per pod here; split the claim or lower the counts"])]
+    // adminAccess outside the allowlist's namespaces, and inside
+    #[case(claim("ml", json!([gpu("g", json!({"adminAccess": true}))])),
+           vec!["gpu-policy: request \"g\" sets adminAccess on a GPU class, allowed only in namespaces the allowlist names; remove adminAccess"])]
+    #[case(claim("kube-system", json!([gpu("g", json!({"adminAccess": true}))])), vec![])]
+    fn claims_are_bounded(#[case] object: Value, #[case] expected: Vec<&str>) {
+        assert_eq!(
+            messages(&object, &[]),
+            Ok(expected.iter().map(|s| s.to_string()).collect())
+        );
+    }
+
+    #[test]
+    fn a_template_is_checked_like_a_claim() {
+        let template = json!({"apiVersion": "resource.k8s.io/v1beta2", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "t", "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [gpu("g", json!({"count": 16}))]}}}});
+        // Above both the container and the pod maximum.
+        assert_eq!(messages(&template, &[]).map(|m| m.len()), Ok(2));
+    }
+
+    #[test]
+    fn the_namespace_maximum_applies_to_the_claim_total() {
+        let object = claim(
+            "ml",
+            json!([gpu("a", json!({"count": 2})), gpu("b", json!({"count": 2}))]),
+        );
+        assert_eq!(messages(&object, &[]), Ok(vec![]));
+        assert_eq!(
+            messages(&object, &[("gpu-policy.io/max-gpus-per-pod", "2")]),
+            Ok(vec!["gpu-policy: the claim's GPU requests total 4, above the maximum of 2 per pod here; split the claim or lower the counts".to_owned()])
+        );
+    }
+
+    #[test]
+    fn scheduler_made_claims_are_never_denied() {
+        let mut object = claim(
+            "ml",
+            json!([gpu(
+                "container-0-request-0",
+                json!({"allocationMode": "All"})
+            )]),
+        );
+        object["metadata"]["annotations"] = json!({EXTENDED_RESOURCE_CLAIM: "true"});
+        assert_eq!(messages(&object, &[]), Ok(vec![]));
+        object["metadata"]["annotations"] = json!({EXTENDED_RESOURCE_CLAIM: "false"});
+        assert_eq!(messages(&object, &[]).map(|m| m.len()), Ok(1));
+    }
+
+    #[test]
+    fn malformed_claims_name_the_field() {
+        let object = claim("ml", json!([gpu("g", json!({"count": -3}))]));
+        assert_eq!(
+            messages(&object, &[]),
+            Err(
+                "spec.devices.requests[0].exactly.count: must be a whole number above 0, not -3"
+                    .to_owned()
+            )
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! The device requests of a Dynamic Resource Allocation claim, read from raw
+//! JSON: which requests ask for GPUs, how many, and with admin access.
+//!
+//! Reads `devices.requests[]` of a ResourceClaim's `spec` or a
+//! ResourceClaimTemplate's `spec.spec`, in the two shapes resource.k8s.io
+//! has used:
+//! - v1 and v1beta2: `requests[].exactly.{deviceClassName, allocationMode,
+//!   count, adminAccess}`, or `requests[].firstAvailable[]` subrequests;
+//! - v1beta1 (flat): `requests[].{deviceClassName, allocationMode, count,
+//!   adminAccess}`, or `requests[].firstAvailable[]`.
+//!
+//! A request's GPU count is `count` (default 1) with `allocationMode:
+//! ExactCount` (the default); `All` is every matching device of a node,
+//! unbounded. A `firstAvailable` request counts as its largest GPU
+//! alternative. Only the fields read here are checked for shape; a wrong
+//! shape is a [`ClaimError`] naming the field.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// How many GPUs a request (or a set of requests) may get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DraCount {
+    /// Exactly this many devices.
+    Exactly(u64),
+    /// `allocationMode: All`: every matching device of a node.
+    All,
+}
+
+impl DraCount {
+    /// The sum of two counts: `All` absorbs everything.
+    pub fn plus(self, other: DraCount) -> DraCount {
+        match (self, other) {
+            (DraCount::Exactly(a), DraCount::Exactly(b)) => DraCount::Exactly(a.saturating_add(b)),
+            _ => DraCount::All,
+        }
+    }
+}
+
+impl fmt::Display for DraCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DraCount::Exactly(n) => write!(f, "{n}"),
+            DraCount::All => f.write_str("all (allocationMode: All)"),
+        }
+    }
+}
+
+/// One entry of `devices.requests[]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub name: String,
+    /// The GPUs it asks for; None when no alternative names a GPU class.
+    pub gpu: Option<DraCount>,
+    /// `adminAccess: true` on a GPU alternative.
+    pub admin_access: bool,
+}
+
+/// What the policy knows of a claim or claim template.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimSummary {
+    pub requests: Vec<ClaimRequest>,
+}
+
+impl ClaimSummary {
+    /// Whether any request asks for a GPU.
+    pub fn is_gpu(&self) -> bool {
+        self.requests.iter().any(|r| r.gpu.is_some())
+    }
+
+    pub fn request(&self, name: &str) -> Option<&ClaimRequest> {
+        self.requests.iter().find(|r| r.name == name)
+    }
+
+    /// The GPUs of the whole claim: every request together.
+    pub fn gpu_total(&self) -> Option<DraCount> {
+        self.requests
+            .iter()
+            .filter_map(|r| r.gpu)
+            .reduce(DraCount::plus)
+    }
+}
+
+/// A field of a claim with the wrong shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ClaimError {
+    /// Dotted path from the object's root, e.g.
+    /// `spec.devices.requests[0].exactly.count`.
+    pub field: String,
+    pub problem: String,
+}
+
+/// Where the claim spec sits in the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimKind {
+    /// A ResourceClaim: `spec`.
+    Claim,
+    /// A ResourceClaimTemplate: `spec.spec`.
+    Template,
+}
+
+impl ClaimKind {
+    pub fn of_kind(kind: &str) -> Option<ClaimKind> {
+        match kind {
+            "ResourceClaim" => Some(ClaimKind::Claim),
+            "ResourceClaimTemplate" => Some(ClaimKind::Template),
+            _ => None,
+        }
+    }
+
+    fn spec_path(self) -> &'static str {
+        match self {
+            ClaimKind::Claim => "spec",
+            ClaimKind::Template => "spec.spec",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimKind::Claim => "ResourceClaim",
+            ClaimKind::Template => "ResourceClaimTemplate",
+        }
+    }
+}
+
+/// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
+/// object. `is_gpu_class` says which device classes hand out GPUs.
+pub fn parse_object(
+    object: &Value,
+    kind: ClaimKind,
+    is_gpu_class: &dyn Fn(&str) -> bool,
+) -> Result<ClaimSummary, ClaimError> {
+    let spec = match kind {
+        ClaimKind::Claim => object.get("spec"),
+        ClaimKind::Template => object.get("spec").and_then(|s| s.get("spec")),
+    };
+    match spec {
+        None | Some(Value::Null) => Err(error(kind.spec_path(), "is missing")),
+        Some(spec) => parse_spec(spec, kind.spec_path(), is_gpu_class),
+    }
+}
+
+/// Reads the requests of a claim spec (`devices.requests[]`); `at` is the
+/// spec's dotted path, for errors.
+pub fn parse_spec(
+    spec: &Value,
+    at: &str,
+    is_gpu_class: &dyn Fn(&str) -> bool,
+) -> Result<ClaimSummary, ClaimError> {
+    let spec = object(spec, at)?;
+    let devices_at = format!("{at}.devices");
+    let Some(devices) = optional(spec, "devices") else {
+        return Ok(ClaimSummary::default());
+    };
+    let devices = object(devices, &devices_at)?;
+    let requests_at = format!("{devices_at}.requests");
+    let Some(requests) = optional(devices, "requests") else {
+        return Ok(ClaimSummary::default());
+    };
+    let requests = requests
+        .as_array()
+        .ok_or_else(|| error(&requests_at, &must_be("a list", requests)))?;
+    let mut summary = ClaimSummary {
+        requests: Vec::with_capacity(requests.len()),
+    };
+    for (index, raw) in requests.iter().enumerate() {
+        let at = format!("{requests_at}[{index}]");
+        summary
+            .requests
+            .push(parse_request(raw, &at, is_gpu_class)?);
+    }
+    Ok(summary)
+}
+
+fn parse_request(
+    raw: &Value,
+    at: &str,
+    is_gpu_class: &dyn Fn(&str) -> bool,
+) -> Result<ClaimRequest, ClaimError> {
+    let request = object(raw, at)?;
+    let name = string(request, "name", at)?.unwrap_or("").to_owned();
+    let mut alternatives = Vec::new();
+    if let Some(exactly) = optional(request, "exactly") {
+        let exactly_at = format!("{at}.exactly");
+        alternatives.push(alternative(object(exactly, &exactly_at)?, &exactly_at)?);
+    } else if let Some(first) = optional(request, "firstAvailable") {
+        let first_at = format!("{at}.firstAvailable");
+        let list = first
+            .as_array()
+            .ok_or_else(|| error(&first_at, &must_be("a list", first)))?;
+        for (index, sub) in list.iter().enumerate() {
+            let sub_at = format!("{first_at}[{index}]");
+            alternatives.push(alternative(object(sub, &sub_at)?, &sub_at)?);
+        }
+    } else {
+        // v1beta1: the request itself names the class.
+        alternatives.push(alternative(request, at)?);
+    }
+    let gpu_alternatives = alternatives
+        .iter()
+        .filter(|a| a.class.is_some_and(is_gpu_class));
+    Ok(ClaimRequest {
+        name,
+        gpu: gpu_alternatives.clone().map(|a| a.count).max(),
+        admin_access: gpu_alternatives.clone().any(|a| a.admin_access),
+    })
+}
+
+struct Alternative<'a> {
+    class: Option<&'a str>,
+    count: DraCount,
+    admin_access: bool,
+}
+
+fn alternative<'a>(
+    fields: &'a Map<String, Value>,
+    at: &str,
+) -> Result<Alternative<'a>, ClaimError> {
+    let class = string(fields, "deviceClassName", at)?;
+    let mode = string(fields, "allocationMode", at)?;
+    let count = match optional(fields, "count") {
+        None => 1,
+        Some(value) => match value.as_u64() {
+            Some(n) if n > 0 => n,
+            _ => {
+                // Numbers are short; anything else is named by its type, so
+                // the message stays one short line.
+                let problem = match value {
+                    Value::Number(n) => format!("must be a whole number above 0, not {n}"),
+                    other => must_be("a whole number above 0", other),
+                };
+                return Err(error(&format!("{at}.count"), &problem));
+            }
+        },
+    };
+    let count = match mode {
+        None | Some("ExactCount") => DraCount::Exactly(count),
+        Some("All") => DraCount::All,
+        Some(other) => {
+            return Err(error(
+                &format!("{at}.allocationMode"),
+                &format!("must be ExactCount or All, not {other:?}"),
+            ));
+        }
+    };
+    let admin_access = match optional(fields, "adminAccess") {
+        None => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(value) => {
+            return Err(error(
+                &format!("{at}.adminAccess"),
+                &must_be("a boolean", value),
+            ));
+        }
+    };
+    Ok(Alternative {
+        class,
+        count,
+        admin_access,
+    })
+}
+
+fn error(field: &str, problem: &str) -> ClaimError {
+    ClaimError {
+        field: field.to_owned(),
+        problem: problem.to_owned(),
+    }
+}
+
+fn must_be(expected: &str, value: &Value) -> String {
+    let actual = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    };
+    format!("must be {expected}, not {actual}")
+}
+
+fn optional<'a>(fields: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    fields.get(key).filter(|value| !value.is_null())
+}
+
+fn object<'a>(value: &'a Value, at: &str) -> Result<&'a Map<String, Value>, ClaimError> {
+    value
+        .as_object()
+        .ok_or_else(|| error(at, &must_be("an object", value)))
+}
+
+fn string<'a>(
+    fields: &'a Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<&'a str>, ClaimError> {
+    match optional(fields, key) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(value) => Err(error(&format!("{at}.{key}"), &must_be("a string", value))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn summary(object: &Value, kind: ClaimKind) -> Result<ClaimSummary, String> {
+        let settings = Settings::default();
+        parse_object(object, kind, &|class| settings.is_gpu_device_class(class))
+            .map_err(|e| e.to_string())
+    }
+
+    fn claim(requests: Value) -> Value {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "spec": {"devices": {"requests": requests}}})
+    }
+
+    /// (name, gpu, admin) of every request.
+    fn requests(object: &Value) -> Vec<(String, Option<DraCount>, bool)> {
+        match summary(object, ClaimKind::Claim) {
+            Ok(s) => s
+                .requests
+                .into_iter()
+                .map(|r| (r.name, r.gpu, r.admin_access))
+                .collect(),
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    use DraCount::{All, Exactly};
+
+    #[rstest]
+    // v1 / v1beta2: `exactly`, count defaults to 1
+    #[case(json!([{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]), Some(Exactly(1)), false)]
+    #[case(json!([{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com", "allocationMode": "ExactCount", "count": 3}}]), Some(Exactly(3)), false)]
+    #[case(json!([{"name": "gpu", "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "allocationMode": "All"}}]), Some(All), false)]
+    #[case(json!([{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "adminAccess": true}}]), Some(Exactly(1)), true)]
+    // not GPU classes
+    #[case(json!([{"name": "cd", "exactly": {"deviceClassName": "compute-domain-daemon.nvidia.com"}}]), None, false)]
+    #[case(json!([{"name": "nic", "exactly": {"deviceClassName": "rdma.example.com", "count": 4, "adminAccess": true}}]), None, false)]
+    // firstAvailable: the largest GPU alternative
+    #[case(json!([{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 2},
+        {"name": "small", "deviceClassName": "mig.nvidia.com", "count": 4},
+        {"name": "cpu", "deviceClassName": "cpu.example.com", "count": 64}]}]), Some(Exactly(4)), false)]
+    #[case(json!([{"name": "gpu", "firstAvailable": [
+        {"name": "one", "deviceClassName": "gpu.nvidia.com"},
+        {"name": "all", "deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}]}]), Some(All), false)]
+    #[case(json!([{"name": "x", "firstAvailable": [{"name": "a", "deviceClassName": "other.example.com"}]}]), None, false)]
+    // v1beta1: flat
+    #[case(json!([{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 2}]), Some(Exactly(2)), false)]
+    #[case(json!([{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "allocationMode": "All", "adminAccess": true}]), Some(All), true)]
+    #[case(json!([{"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com", "count": 8}]}]), Some(Exactly(8)), false)]
+    // no class at all (the API server would refuse it): not a GPU
+    #[case(json!([{"name": "x"}]), None, false)]
+    fn requests_are_read_in_every_shape(
+        #[case] list: Value,
+        #[case] gpu: Option<DraCount>,
+        #[case] admin: bool,
+    ) {
+        let found = requests(&claim(list));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].1, found[0].2), (gpu, admin));
+    }
+
+    #[test]
+    fn a_template_reads_spec_spec_and_totals_its_requests() {
+        // Fixture 23's template: two GPU requests of one card each.
+        let template = json!({"kind": "ResourceClaimTemplate", "spec": {"spec": {"devices": {
+            "requests": [
+                {"name": "ts-gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+                {"name": "mps-gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+            ],
+            "config": [{"requests": ["ts-gpu"], "opaque": {"driver": "gpu.nvidia.com",
+                        "parameters": {"kind": "GpuConfig"}}}],
+        }}}});
+        let summary = summary(&template, ClaimKind::Template).unwrap_or_default();
+        assert!(summary.is_gpu());
+        assert_eq!(summary.gpu_total(), Some(Exactly(2)));
+        assert_eq!(
+            summary.request("mps-gpu").and_then(|r| r.gpu),
+            Some(Exactly(1))
+        );
+        assert_eq!(summary.request("other"), None);
+    }
+
+    #[test]
+    fn an_empty_claim_is_no_gpu_claim() {
+        let empty = json!({"spec": {}});
+        let summary = summary(&empty, ClaimKind::Claim).unwrap_or_default();
+        assert!(!summary.is_gpu());
+        assert_eq!(summary.gpu_total(), None);
+    }
+
+    #[test]
+    fn totals_saturate_and_all_absorbs() {
+        assert_eq!(Exactly(u64::MAX).plus(Exactly(1)), Exactly(u64::MAX));
+        assert_eq!(Exactly(1).plus(All), All);
+        assert!(All > Exactly(u64::MAX));
+    }
+
+    #[rstest]
+    #[case(json!({"kind": "ResourceClaim"}), ClaimKind::Claim, "spec: is missing")]
+    #[case(json!({"spec": {}}), ClaimKind::Template, "spec.spec: is missing")]
+    #[case(json!({"spec": []}), ClaimKind::Claim, "spec: must be an object, not a list")]
+    #[case(json!({"spec": {"devices": "gpu"}}), ClaimKind::Claim, "spec.devices: must be an object, not a string")]
+    #[case(json!({"spec": {"devices": {"requests": {}}}}), ClaimKind::Claim, "spec.devices.requests: must be a list, not an object")]
+    #[case(json!({"spec": {"spec": {"devices": {"requests": [7]}}}}), ClaimKind::Template, "spec.spec.devices.requests[0]: must be an object, not a number")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": 1}]}}}), ClaimKind::Claim, "spec.devices.requests[0].name: must be a string, not a number")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": "gpu"}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly: must be an object, not a string")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": 5}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.deviceClassName: must be a string, not a number")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"count": "2"}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.count: must be a whole number above 0, not a string")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"count": -1}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.count: must be a whole number above 0, not -1")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"count": 1.5}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.count: must be a whole number above 0, not 1.5")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"count": 0}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.count: must be a whole number above 0, not 0")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "count": 1e300}]}}}), ClaimKind::Claim, "spec.devices.requests[0].count: must be a whole number above 0, not 1e+300")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"allocationMode": "Some"}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.allocationMode: must be ExactCount or All, not \"Some\"")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "exactly": {"adminAccess": "yes"}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].exactly.adminAccess: must be a boolean, not a string")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "firstAvailable": {}}]}}}), ClaimKind::Claim, "spec.devices.requests[0].firstAvailable: must be a list, not an object")]
+    #[case(json!({"spec": {"devices": {"requests": [{"name": "g", "firstAvailable": [{"name": "a", "count": true}]}]}}}), ClaimKind::Claim, "spec.devices.requests[0].firstAvailable[0].count: must be a whole number above 0, not a boolean")]
+    fn wrong_shapes_name_the_field(
+        #[case] object: Value,
+        #[case] kind: ClaimKind,
+        #[case] message: &str,
+    ) {
+        assert_eq!(summary(&object, kind).err().as_deref(), Some(message));
+    }
+
+    #[test]
+    fn ten_thousand_requests_are_read() {
+        let list: Vec<Value> = (0..10_000)
+            .map(|i| json!({"name": format!("r{i}"), "exactly": {"deviceClassName": "gpu.nvidia.com", "count": u64::MAX}}))
+            .collect();
+        let summary = summary(&claim(Value::Array(list)), ClaimKind::Claim).unwrap_or_default();
+        assert_eq!(summary.requests.len(), 10_000);
+        assert_eq!(summary.gpu_total(), Some(Exactly(u64::MAX)));
+    }
+}

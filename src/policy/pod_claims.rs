@@ -1,0 +1,610 @@
+//! Which containers of a pod hold GPUs through Dynamic Resource Allocation.
+//!
+//! A container whose `resources.claims[]` names a pod claim
+//! (`spec.resourceClaims[]`, by `resourceClaimTemplateName` or
+//! `resourceClaimName`) that holds a request for a GPU device class is a GPU
+//! container; an entry's `request` narrows the use to that request. The
+//! claims are resolved through [`ClaimFacts`]: the cluster, or the other
+//! objects of `check`'s input.
+//!
+//! A claim that cannot be resolved never gets a pod denied: a notice says
+//! so, and the containers that use it are treated as holding no GPU (they
+//! stay pinned; the DRA driver's CDI edit replaces the pin where it really
+//! hands out a device). Ephemeral containers are never GPU containers.
+
+use std::collections::BTreeMap;
+
+use super::claims::{ClaimSummary, DraCount};
+use super::cluster::{ClaimFacts, Resolved};
+use super::message::{Notice, NoticeKind};
+use super::pod::{ClaimSource, ContainerKind, PodClaim, PodView};
+use super::quoted_list;
+
+/// Resolves the claims of the view's containers, setting each container's
+/// and the pod's `dra_gpus`. Returns one notice per claim that cannot be
+/// resolved.
+pub fn resolve(
+    view: &mut PodView<'_>,
+    claims: Option<&dyn ClaimFacts>,
+    namespace: &str,
+) -> Vec<Notice> {
+    // Pod claim name -> what is known of it; looked up once each.
+    let mut known: BTreeMap<&str, Result<ClaimSummary, String>> = BTreeMap::new();
+    // Pod claim name -> the containers left without their claim.
+    let mut unresolved: BTreeMap<&str, (String, Vec<&str>)> = BTreeMap::new();
+    // Pod claim name -> None (the whole claim is used) or the requests used.
+    let mut used: BTreeMap<&str, Option<Vec<&str>>> = BTreeMap::new();
+    let pod_claims = view.resource_claims.clone();
+
+    for container in &mut view.containers {
+        if container.kind == ContainerKind::Ephemeral {
+            continue;
+        }
+        let mut gpus: Option<DraCount> = None;
+        for claim_use in container.claims.clone() {
+            let summary = known.entry(claim_use.name).or_insert_with(|| {
+                lookup(
+                    pod_claims
+                        .iter()
+                        .find(|c| c.name == claim_use.name)
+                        .map(|c| c.source),
+                    claims,
+                    namespace,
+                )
+            });
+            let summary = match summary {
+                Ok(summary) => summary,
+                Err(reason) => {
+                    unresolved
+                        .entry(claim_use.name)
+                        .or_insert_with(|| (reason.clone(), Vec::new()))
+                        .1
+                        .push(container.name);
+                    continue;
+                }
+            };
+            let found = match claim_use.request {
+                None => Some(summary.gpu_total()),
+                // `request/subrequest` names a firstAvailable alternative:
+                // the request's count is that of its largest alternative.
+                Some(request) => {
+                    let base = request.split('/').next().unwrap_or(request);
+                    summary.request(base).map(|r| r.gpu)
+                }
+            };
+            let Some(count) = found else {
+                unresolved
+                    .entry(claim_use.name)
+                    .or_insert_with(|| {
+                        (
+                            format!(
+                                "{} has no request {:?}",
+                                source_name(&pod_claims, claim_use.name),
+                                claim_use.request.unwrap_or_default()
+                            ),
+                            Vec::new(),
+                        )
+                    })
+                    .1
+                    .push(container.name);
+                continue;
+            };
+            let Some(count) = count else {
+                continue;
+            };
+            gpus = Some(gpus.map_or(count, |g| g.plus(count)));
+            let entry = used
+                .entry(claim_use.name)
+                .or_insert_with(|| Some(Vec::new()));
+            match (claim_use.request, entry) {
+                (None, entry) => *entry = None,
+                (Some(request), Some(requests)) => {
+                    let base = request.split('/').next().unwrap_or(request);
+                    if !requests.contains(&base) {
+                        requests.push(base);
+                    }
+                }
+                (Some(_), None) => {}
+            }
+        }
+        container.dra_gpus = gpus;
+    }
+
+    let mut pod_total: Option<DraCount> = None;
+    for (name, requests) in &used {
+        let Some(Ok(summary)) = known.get(name) else {
+            continue;
+        };
+        let count = match requests {
+            None => summary.gpu_total(),
+            Some(requests) => requests
+                .iter()
+                .filter_map(|r| summary.request(r).and_then(|r| r.gpu))
+                .reduce(DraCount::plus),
+        };
+        if let Some(count) = count {
+            pod_total = Some(pod_total.map_or(count, |t| t.plus(count)));
+        }
+    }
+    view.dra_gpus = pod_total;
+
+    unresolved
+        .into_iter()
+        .map(|(claim, (reason, containers))| {
+            // Short enough for a kubectl warning: who stays pinned comes
+            // before the reason, which may be long.
+            let verb = if containers.len() == 1 {
+                "stays"
+            } else {
+                "stay"
+            };
+            let who = quoted_list("container", "containers", containers);
+            Notice::new(
+                NoticeKind::UnresolvedClaim,
+                format!("claim {claim:?} cannot be resolved, {who} {verb} pinned: {reason}"),
+            )
+        })
+        .collect()
+}
+
+/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"` of a pod claim.
+fn source_name(pod_claims: &[PodClaim<'_>], claim: &str) -> String {
+    match pod_claims
+        .iter()
+        .find(|c| c.name == claim)
+        .map(|c| c.source)
+    {
+        Some(ClaimSource::Template(name)) => format!("ResourceClaimTemplate {name:?}"),
+        Some(ClaimSource::Claim(name)) => format!("ResourceClaim {name:?}"),
+        _ => format!("claim {claim:?}"),
+    }
+}
+
+fn lookup(
+    source: Option<ClaimSource<'_>>,
+    claims: Option<&dyn ClaimFacts>,
+    namespace: &str,
+) -> Result<ClaimSummary, String> {
+    let what = match source {
+        None => return Err("no such entry in spec.resourceClaims".to_owned()),
+        Some(ClaimSource::Missing) => {
+            return Err("it names neither a template nor a claim".to_owned());
+        }
+        Some(ClaimSource::Template(name)) => format!("ResourceClaimTemplate {name:?}"),
+        Some(ClaimSource::Claim(name)) => format!("ResourceClaim {name:?}"),
+    };
+    let resolved = match (source, claims) {
+        (None | Some(ClaimSource::Missing), _) => Resolved::Unknown,
+        (Some(_), None) => Resolved::Unknown,
+        (Some(ClaimSource::Template(name)), Some(facts)) => {
+            facts.resource_claim_template(namespace, name)
+        }
+        (Some(ClaimSource::Claim(name)), Some(facts)) => facts.resource_claim(namespace, name),
+    };
+    match resolved {
+        Resolved::Known(summary) => Ok(summary),
+        Resolved::Unknown => Err(format!("{what} is unknown")),
+        Resolved::Unreadable(reason) => Err(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+    use serde_json::{Value, json};
+
+    use crate::policy::testing::{apply, evaluate_pod, evaluate_with_claims};
+    use crate::policy::{Evaluation, NoticeKind, RuleId};
+    use crate::settings::Settings;
+
+    /// A ResourceClaimTemplate in `default` with one request per (name,
+    /// class, count).
+    fn template(name: &str, requests: &[(&str, &str, Value)]) -> Value {
+        let requests: Vec<Value> = requests
+            .iter()
+            .map(|(request, class, count)| {
+                let mut exactly = json!({"deviceClassName": class});
+                match count {
+                    Value::String(mode) if mode == "All" => {
+                        exactly["allocationMode"] = json!("All");
+                    }
+                    count => exactly["count"] = count.clone(),
+                }
+                json!({"name": request, "exactly": exactly})
+            })
+            .collect();
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"spec": {"devices": {"requests": requests}}}})
+    }
+
+    fn one_gpu() -> Vec<Value> {
+        vec![template(
+            "single-gpu",
+            &[("gpu", "gpu.nvidia.com", json!(1))],
+        )]
+    }
+
+    fn uses(name: &str, claim: &str) -> Value {
+        json!({"name": name, "image": "nvidia/cuda:12.6.3-base-ubuntu24.04",
+               "resources": {"claims": [{"name": claim}]}})
+    }
+
+    fn plain(name: &str) -> Value {
+        json!({"name": name, "image": "busybox"})
+    }
+
+    fn pod(containers: Vec<Value>, claims: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "p", "namespace": "default"},
+               "spec": {"containers": containers, "resourceClaims": claims}})
+    }
+
+    fn template_claim(name: &str, template: &str) -> Value {
+        json!([{"name": name, "resourceClaimTemplateName": template}])
+    }
+
+    fn rules_changed(evaluation: &Evaluation) -> Vec<(RuleId, String)> {
+        evaluation
+            .changes
+            .iter()
+            .map(|c| (c.rule, c.summary.clone()))
+            .collect()
+    }
+
+    fn violations(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
+        evaluation
+            .violations
+            .iter()
+            .filter(|v| v.rule == rule)
+            .map(|v| v.message.to_string())
+            .collect()
+    }
+
+    fn unresolved(evaluation: &Evaluation) -> Vec<String> {
+        evaluation
+            .notices
+            .iter()
+            .filter(|n| n.kind == NoticeKind::UnresolvedClaim)
+            .map(|n| n.message.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_claimed_container_is_not_pinned_and_the_others_are() {
+        let pod = pod(
+            vec![uses("ctr", "gpu"), plain("sidecar")],
+            template_claim("gpu", "single-gpu"),
+        );
+        let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        assert_eq!(
+            rules_changed(&evaluation),
+            vec![
+                (
+                    RuleId::VisibleDevices,
+                    "pin NVIDIA_VISIBLE_DEVICES=void in container \"sidecar\" (no GPU limit)"
+                        .to_owned()
+                ),
+                (
+                    RuleId::ComputeAffinity,
+                    "require GPU compute capability >= 5.0 (image nvidia/cuda:12.6.3-base-ubuntu24.04)"
+                        .to_owned()
+                ),
+            ]
+        );
+        assert!(
+            evaluation.violations.is_empty(),
+            "{:?}",
+            evaluation.violations
+        );
+        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        // No runtime class: the runtime injects the claimed device via CDI.
+        let after = apply(&pod, &evaluation.patch);
+        assert_eq!(after["spec"].get("runtimeClassName"), None);
+    }
+
+    #[test]
+    fn author_written_visible_devices_is_removed_from_a_claimed_container() {
+        let mut ctr = uses("ctr", "gpu");
+        ctr["env"] = json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]);
+        let pod = pod(vec![ctr], template_claim("gpu", "single-gpu"));
+        let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        let after = apply(&pod, &evaluation.patch);
+        assert_eq!(after["spec"]["containers"][0]["env"], json!([]));
+    }
+
+    #[rstest]
+    // not in the input at all
+    #[case(vec![], "ResourceClaimTemplate \"single-gpu\" is unknown")]
+    // in another namespace
+    #[case(vec![{ let mut t = template("single-gpu", &[("gpu", "gpu.nvidia.com", json!(1))]); t["metadata"]["namespace"] = json!("other"); t }],
+           "ResourceClaimTemplate \"single-gpu\" is unknown")]
+    // unreadable
+    #[case(vec![template("single-gpu", &[("gpu", "gpu.nvidia.com", json!("two"))])],
+           "ResourceClaimTemplate \"single-gpu\": spec.spec.devices.requests[0].exactly.count: must be a whole number above 0, not a string")]
+    fn an_unresolvable_claim_warns_and_keeps_the_pin(
+        #[case] objects: Vec<Value>,
+        #[case] reason: &str,
+    ) {
+        let mut pod = pod(
+            vec![uses("ctr", "gpu")],
+            template_claim("gpu", "single-gpu"),
+        );
+        pod["spec"]["runtimeClassName"] = json!("nvidia");
+        let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
+        assert_eq!(
+            unresolved(&evaluation),
+            vec![format!(
+                "gpu-policy: claim \"gpu\" cannot be resolved, container \"ctr\" stays pinned: {reason}"
+            )]
+        );
+        assert_eq!(
+            rules_changed(&evaluation),
+            vec![(
+                RuleId::VisibleDevices,
+                "pin NVIDIA_VISIBLE_DEVICES=void in container \"ctr\" (no GPU limit)".to_owned()
+            )]
+        );
+        // Not a GPU pod as far as anyone can tell: the reserved class is
+        // still refused (the warning says why).
+        assert_eq!(violations(&evaluation, RuleId::RuntimeClass).len(), 1);
+    }
+
+    #[test]
+    fn without_any_claim_source_claims_are_unresolved_never_denied() {
+        let pod = pod(
+            vec![uses("ctr", "gpu")],
+            template_claim("gpu", "single-gpu"),
+        );
+        let evaluation = evaluate_pod(&pod);
+        assert!(
+            evaluation.violations.is_empty(),
+            "{:?}",
+            evaluation.violations
+        );
+        assert_eq!(unresolved(&evaluation).len(), 1);
+    }
+
+    #[test]
+    fn a_reserved_runtime_class_is_accepted_on_a_dra_pod() {
+        let mut pod = pod(
+            vec![uses("ctr", "gpu")],
+            template_claim("gpu", "single-gpu"),
+        );
+        pod["spec"]["runtimeClassName"] = json!("nvidia");
+        let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        assert!(
+            evaluation.violations.is_empty(),
+            "{:?}",
+            evaluation.violations
+        );
+        // A class outside the GPU set is still refused on a GPU pod.
+        pod["spec"]["runtimeClassName"] = json!("kata");
+        let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        assert_eq!(violations(&evaluation, RuleId::RuntimeClass).len(), 1);
+    }
+
+    #[test]
+    fn a_pod_with_device_plugin_gpus_too_still_gets_the_runtime_class() {
+        let mut both = uses("ctr", "gpu");
+        both["resources"]["limits"] = json!({"nvidia.com/gpu": 1});
+        let pod = pod(vec![both], template_claim("gpu", "single-gpu"));
+        let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        let after = apply(&pod, &evaluation.patch);
+        assert_eq!(after["spec"]["runtimeClassName"], "nvidia");
+    }
+
+    #[test]
+    fn a_non_gpu_claim_does_not_make_a_gpu_container() {
+        let objects = vec![template(
+            "imex",
+            &[(
+                "channel",
+                "compute-domain-default-channel.nvidia.com",
+                json!(1),
+            )],
+        )];
+        let pod = pod(vec![uses("ctr", "cd")], template_claim("cd", "imex"));
+        let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
+        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        assert_eq!(
+            rules_changed(&evaluation),
+            vec![(
+                RuleId::VisibleDevices,
+                "pin NVIDIA_VISIBLE_DEVICES=void in container \"ctr\" (no GPU limit)".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_request_narrows_the_use_to_one_request() {
+        let objects = vec![template(
+            "mixed",
+            &[
+                ("gpu", "gpu.nvidia.com", json!(1)),
+                ("nic", "rdma.example.com", json!(1)),
+            ],
+        )];
+        let mut gpu = uses("gpu-user", "c");
+        gpu["resources"]["claims"][0]["request"] = json!("gpu");
+        let mut nic = uses("nic-user", "c");
+        nic["resources"]["claims"][0]["request"] = json!("nic");
+        let mut missing = uses("typo", "c");
+        missing["resources"]["claims"][0]["request"] = json!("gpus");
+        let pod = pod(vec![gpu, nic, missing], template_claim("c", "mixed"));
+        let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
+        assert_eq!(
+            rules_changed(&evaluation)
+                .into_iter()
+                .filter(|(rule, _)| *rule == RuleId::VisibleDevices)
+                .map(|(_, summary)| summary)
+                .collect::<Vec<_>>(),
+            vec![
+                "pin NVIDIA_VISIBLE_DEVICES=void in containers \"nic-user\", \"typo\" (no GPU limit)"
+            ]
+        );
+        assert_eq!(
+            unresolved(&evaluation),
+            vec![
+                "gpu-policy: claim \"c\" cannot be resolved, container \"typo\" stays pinned: \
+                 ResourceClaimTemplate \"mixed\" has no request \"gpus\""
+            ]
+        );
+    }
+
+    #[test]
+    fn a_named_resource_claim_resolves_too() {
+        let objects = vec![
+            json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+            "metadata": {"name": "shared", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "mig.nvidia.com"}]}}}),
+        ];
+        let pod = pod(
+            vec![uses("ctr", "g")],
+            json!([{"name": "g", "resourceClaimName": "shared"}]),
+        );
+        let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
+        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        assert!(
+            rules_changed(&evaluation)
+                .iter()
+                .all(|(rule, _)| *rule != RuleId::VisibleDevices)
+        );
+    }
+
+    #[test]
+    fn an_ephemeral_container_naming_a_gpu_claim_is_still_pinned() {
+        let mut pod = pod(
+            vec![uses("ctr", "gpu")],
+            template_claim("gpu", "single-gpu"),
+        );
+        pod["spec"]["ephemeralContainers"] = json!([uses("debug", "gpu")]);
+        let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        assert!(rules_changed(&evaluation).contains(&(
+            RuleId::VisibleDevices,
+            "pin NVIDIA_VISIBLE_DEVICES=void in container \"debug\" (no GPU limit)".to_owned()
+        )));
+    }
+
+    #[test]
+    fn gpu_device_classes_are_configurable() {
+        let objects = vec![template("t", &[("g", "gpus.example.com", json!(1))])];
+        let pod = pod(vec![uses("ctr", "g")], template_claim("g", "t"));
+        let pinned = |settings: &Settings| {
+            rules_changed(&evaluate_with_claims(&pod, &objects, settings))
+                .iter()
+                .any(|(rule, _)| *rule == RuleId::VisibleDevices)
+        };
+        assert!(pinned(&Settings::default()));
+        let mut config = Settings::default().config().clone();
+        config.gpu_device_classes = vec!["gpus.example.com".to_owned()];
+        let settings = Settings::from_config(config).unwrap_or_default();
+        assert!(!pinned(&settings));
+    }
+
+    fn sidecar_uses(name: &str, claim: &str) -> Value {
+        let mut c = uses(name, claim);
+        c["restartPolicy"] = json!("Always");
+        c
+    }
+
+    fn with_limit(mut container: Value, count: u64) -> Value {
+        container["resources"]["limits"] = json!({"nvidia.com/gpu": count});
+        container
+    }
+
+    fn plugin(name: &str, count: u64) -> Value {
+        with_limit(plain(name), count)
+    }
+
+    /// (init containers, regular containers, pod claims) -> violations of
+    /// R2 with templates `six` (6 GPUs), `two` (2), `all` (All).
+    #[rstest]
+    // 6 claimed plus 4 through the device plugin is 10, above 8
+    #[case(vec![], vec![uses("a", "six"), plugin("b", 4)], true)]
+    // 6 claimed plus 2 is 8: allowed
+    #[case(vec![], vec![uses("a", "six"), plugin("b", 2)], false)]
+    // a claim used by two containers is allocated once: 6 + 2
+    #[case(vec![], vec![uses("a", "six"), uses("b", "six"), plugin("c", 2)], false)]
+    // a claim used only by a plain init container is held for the pod's
+    // whole life: 6 + 4 (not max(6, 4))
+    #[case(vec![uses("i", "six")], vec![plugin("a", 4)], true)]
+    // a sidecar's claim likewise: 6 + 2 + 1
+    #[case(vec![sidecar_uses("s", "six")], vec![plugin("a", 2), uses("b", "one")], true)]
+    // the device-plugin part keeps Kubernetes' formula: the init container's
+    // 3 is not added to the regular 2 (max 3), so 3 + 2 + 2 = 7
+    #[case(vec![plugin("i", 3)], vec![plugin("a", 2), uses("b", "two"), uses("c", "two")], false)]
+    // only DRA: two claims of 6 and 2 is 8, allowed; All is unbounded
+    #[case(vec![], vec![uses("a", "six"), uses("b", "two")], false)]
+    #[case(vec![], vec![uses("a", "six"), uses("b", "two"), uses("c", "one")], true)]
+    #[case(vec![], vec![uses("a", "all")], true)]
+    fn the_effective_count_adds_claimed_gpus(
+        #[case] init: Vec<Value>,
+        #[case] regular: Vec<Value>,
+        #[case] denied: bool,
+    ) {
+        let objects = vec![
+            template("six-gpus", &[("g", "gpu.nvidia.com", json!(6))]),
+            template(
+                "two-gpus",
+                &[
+                    ("g", "gpu.nvidia.com", json!(1)),
+                    ("h", "mig.nvidia.com", json!(1)),
+                ],
+            ),
+            template("one-gpu", &[("g", "gpu.nvidia.com", json!(1))]),
+            template("all-gpus", &[("g", "gpu.nvidia.com", json!("All"))]),
+        ];
+        let mut pod = pod(
+            regular,
+            json!([
+                {"name": "six", "resourceClaimTemplateName": "six-gpus"},
+                {"name": "two", "resourceClaimTemplateName": "two-gpus"},
+                {"name": "one", "resourceClaimTemplateName": "one-gpu"},
+                {"name": "all", "resourceClaimTemplateName": "all-gpus"},
+            ]),
+        );
+        pod["spec"]["initContainers"] = json!(init);
+        let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
+        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        let found = violations(&evaluation, RuleId::BoundedRequests);
+        assert_eq!(!found.is_empty(), denied, "{found:?}");
+        assert!(found.len() <= 1, "{found:?}");
+    }
+
+    #[test]
+    fn the_count_messages_name_both_parts() {
+        let objects = vec![
+            template("six-gpus", &[("g", "gpu.nvidia.com", json!(6))]),
+            template("all-gpus", &[("g", "gpu.nvidia.com", json!("All"))]),
+        ];
+        let both = pod(
+            vec![uses("a", "six"), plugin("b", 4)],
+            json!([{"name": "six", "resourceClaimTemplateName": "six-gpus"}]),
+        );
+        assert_eq!(
+            violations(
+                &evaluate_with_claims(&both, &objects, &Settings::default()),
+                RuleId::BoundedRequests
+            ),
+            vec![
+                "gpu-policy: the pod needs 4 nvidia.com/gpu (init and sidecar containers \
+                 included) and 6 GPUs through resource claims, above the maximum of 8 per pod here"
+            ]
+        );
+        let all = pod(
+            vec![uses("a", "all")],
+            json!([{"name": "all", "resourceClaimTemplateName": "all-gpus"}]),
+        );
+        assert_eq!(
+            violations(
+                &evaluate_with_claims(&all, &objects, &Settings::default()),
+                RuleId::BoundedRequests
+            ),
+            vec![
+                "gpu-policy: the pod's resource claims hold all (allocationMode: All) GPUs, \
+                 above the maximum of 8 per pod here; claim fewer devices"
+            ]
+        );
+    }
+}
