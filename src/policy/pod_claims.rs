@@ -141,7 +141,7 @@ pub fn resolve(
             let who = quoted_list("container", "containers", containers);
             Notice::new(
                 NoticeKind::UnresolvedClaim,
-                format!("claim {claim:?} cannot be resolved, {who} {verb} pinned: {reason}"),
+                format!("claim {claim:?} unresolved, {who} {verb} pinned: {reason}"),
             )
         })
         .collect()
@@ -183,7 +183,7 @@ fn lookup(
     };
     match resolved {
         Resolved::Known(summary) => Ok(summary),
-        Resolved::Unknown => Err(format!("{what} is unknown")),
+        Resolved::Unknown => Err(format!("{what} not found")),
         Resolved::Unreadable(reason) => Err(reason),
     }
 }
@@ -315,10 +315,10 @@ mod tests {
 
     #[rstest]
     // not in the input at all
-    #[case(vec![], "ResourceClaimTemplate \"single-gpu\" is unknown")]
+    #[case(vec![], "ResourceClaimTemplate \"single-gpu\" not found")]
     // in another namespace
     #[case(vec![{ let mut t = template("single-gpu", &[("gpu", "gpu.nvidia.com", json!(1))]); t["metadata"]["namespace"] = json!("other"); t }],
-           "ResourceClaimTemplate \"single-gpu\" is unknown")]
+           "ResourceClaimTemplate \"single-gpu\" not found")]
     // unreadable
     #[case(vec![template("single-gpu", &[("gpu", "gpu.nvidia.com", json!("two"))])],
            "ResourceClaimTemplate \"single-gpu\": spec.spec.devices.requests[0].exactly.count: must be a whole number above 0, not a string")]
@@ -335,7 +335,7 @@ mod tests {
         assert_eq!(
             unresolved(&evaluation),
             vec![format!(
-                "gpu-policy: claim \"gpu\" cannot be resolved, container \"ctr\" stays pinned: {reason}"
+                "gpu-policy: claim \"gpu\" unresolved, container \"ctr\" stays pinned: {reason}"
             )]
         );
         assert_eq!(
@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(
             unresolved(&evaluation),
             vec![
-                "gpu-policy: claim \"c\" cannot be resolved, container \"typo\" stays pinned: \
+                "gpu-policy: claim \"c\" unresolved, container \"typo\" stays pinned: \
                  ResourceClaimTemplate \"mixed\" has no request \"gpus\""
             ]
         );

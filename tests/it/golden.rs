@@ -802,10 +802,7 @@ fn dra_quickstart_pods_keep_their_cards_and_get_no_runtime_class() {
             let report = &alone[0];
             assert!(report.allowed, "{stem}: {report:?}");
             assert!(
-                report
-                    .warnings
-                    .iter()
-                    .any(|w| w.contains("cannot be resolved")),
+                report.warnings.iter().any(|w| w.contains("unresolved")),
                 "{stem}: {:?}",
                 report.warnings
             );

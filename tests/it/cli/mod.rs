@@ -242,8 +242,8 @@ spec:
     assert_eq!(reports[2]["allowed"], true);
     assert_eq!(
         reports[2]["warnings"][0],
-        "gpu-policy: claim \"gpu\" cannot be resolved, container \"ctr\" stays pinned: \
-         ResourceClaimTemplate \"elsewhere\" is unknown"
+        "gpu-policy: claim \"gpu\" unresolved, container \"ctr\" stays pinned: \
+         ResourceClaimTemplate \"elsewhere\" not found"
     );
     assert_eq!(
         reports[2]["patch"][0]["value"],
