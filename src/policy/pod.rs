@@ -118,6 +118,9 @@ pub struct Container<'a> {
     pub env: Option<Vec<EnvEntry<'a>>>,
     pub gpu_resources: Vec<GpuResource<'a>>,
     pub mount_paths: Vec<&'a str>,
+    /// `securityContext.privileged: true`: the container sees every device
+    /// of the node.
+    pub privileged: bool,
 }
 
 impl Container<'_> {
@@ -397,6 +400,13 @@ impl<'a> Container<'a> {
                 }
             }
         }
+        let privileged = match optional_object(container, "securityContext", path)? {
+            Some(context) => {
+                optional_bool(context, "privileged", &path.key("securityContext"))?
+                    .unwrap_or(false)
+            }
+            None => false,
+        };
         Ok(Self {
             name,
             kind,
@@ -405,6 +415,7 @@ impl<'a> Container<'a> {
             env,
             gpu_resources,
             mount_paths,
+            privileged,
         })
     }
 }
@@ -510,6 +521,20 @@ fn optional_array<'a>(
         Some(value) => Err(path
             .key(key)
             .error(&format!("must be a list, not {}", type_name(value)))),
+    }
+}
+
+fn optional_bool(
+    parent: &Map<String, Value>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<bool>, ObjectError> {
+    match parent.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(flag)) => Ok(Some(*flag)),
+        Some(value) => Err(path
+            .key(key)
+            .error(&format!("must be a boolean, not {}", type_name(value)))),
     }
 }
 
@@ -643,6 +668,8 @@ mod tests {
     #[case(json!({"spec": {"containers": [{"name": 7}]}}), "spec.containers[0].name: must be a string, not a number")]
     #[case(json!({"spec": {"runtimeClassName": false}}), "spec.runtimeClassName: must be a string, not a boolean")]
     #[case(json!({"spec": {"volumes": [{"name": "v", "hostPath": {"path": 1}}]}}), "spec.volumes[0].hostPath.path: must be a string, not a number")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "securityContext": true}]}}), "spec.containers[0].securityContext: must be an object, not a boolean")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "securityContext": {"privileged": "true"}}]}}), "spec.containers[0].securityContext.privileged: must be a boolean, not a string")]
     #[case(json!({"metadata": {"annotations": {"a": 1}}, "spec": {}}), "metadata.annotations.a: must be a string")]
     #[case(json!({"metadata": []}), "metadata: must be an object, not a list")]
     #[case(json!({"metadata": {}}), "spec: is missing")]

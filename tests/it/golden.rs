@@ -305,8 +305,10 @@ fn enforce_decisions_follow_the_spec() {
             // Allowlisted (R5): no pin, no violation.
             "DaemonSet kube-system/nvidia-gpu-exporter: allowed violations=[] changes=[] patch=0",
             "DaemonSet kube-system/nvidia-device-plugin-daemonset: allowed violations=[] changes=[] patch=0",
-            // Not in kube-system: not allowlisted, its pods get a void pin.
-            "DaemonSet default/gpu-feature-discovery: allowed violations=[] changes=[visible-devices] patch=0",
+            // Not in kube-system: not allowlisted. GFD runs privileged
+            // without a GPU request, which only the allowlist permits.
+            "DaemonSet default/gpu-feature-discovery: denied violations=[device-paths] changes=[visible-devices] patch=0",
+            // Not allowlisted either, but not privileged: its pods get a void pin.
             "DaemonSet default/dcgm-exporter: allowed violations=[] changes=[visible-devices] patch=0",
             "Service default/dcgm-exporter: ignored violations=[] changes=[] patch=0",
             // Reserved runtime class without a GPU request.
@@ -320,6 +322,36 @@ fn enforce_decisions_follow_the_spec() {
             "Deployment default/workload-1g-1: allowed violations=[] changes=[runtime-class] patch=0",
             "Pod default/train: allowed violations=[] changes=[runtime-class,compute-affinity] patch=3",
         ]
+    );
+}
+
+/// The privileged NVIDIA DaemonSet (GFD) stays allowed where the default
+/// allowlist names it, and so do the pods it owns.
+#[test]
+fn privileged_gfd_is_allowed_in_kube_system() {
+    let daemonset = &fixture("02");
+    let in_kube_system = |object: &Value| {
+        check_object(
+            object,
+            "kube-system",
+            Mode::Enforce,
+            &Settings::default(),
+            &BTreeMap::new(),
+        )
+    };
+    let report = in_kube_system(daemonset);
+    assert!(report.allowed, "{:?}", report.violations);
+    assert!(report.violations.is_empty() && report.warnings.is_empty());
+    let pod = pod_of_workload(daemonset, "x7k2p", OWNER_UID).expect("GFD has a template");
+    let report = in_kube_system(&pod);
+    assert!(report.allowed, "{:?}", report.violations);
+    assert!(report.violations.is_empty() && report.warnings.is_empty());
+    // The same pod outside kube-system is denied.
+    assert!(
+        check(&pod, Mode::Enforce)
+            .violations
+            .iter()
+            .any(|v| v.rule.to_string() == "device-paths")
     );
 }
 
@@ -630,9 +662,9 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
         assert!(warn.patch.is_empty(), "{label}");
         assert_eq!(mutated(&pod, &warn).ok(), Some(pod.clone()), "{label}");
     }
-    // 05, 06, 11, and the templates of 02, 03, 07, 08, 09, 10 (00 and 01 are
-    // allowlisted, 04 is denied).
-    assert_eq!(mutated_pods, 9);
+    // 05, 06, 11, and the templates of 03, 07, 08, 09, 10 (00 and 01 are
+    // allowlisted, 02 and 04 are denied).
+    assert_eq!(mutated_pods, 8);
 }
 
 /// A workload's report describes the changes its pods will get: the pod
