@@ -495,12 +495,42 @@ fn privileged_pod(gpu: bool) -> Value {
 #[rstest]
 // a privileged container without a GPU: the pod and the template are denied
 #[case(false, ObjectKind::Pod, Mode::Enforce, false, "must not be privileged")]
-#[case(false, ObjectKind::Workload(Workload::Deployment), Mode::Enforce, false, "must not be privileged")]
-#[case(false, ObjectKind::Workload(Workload::Deployment), Mode::Warn, true, "would deny: container \"app\" must not be privileged")]
+#[case(
+    false,
+    ObjectKind::Workload(Workload::Deployment),
+    Mode::Enforce,
+    false,
+    "must not be privileged"
+)]
+#[case(
+    false,
+    ObjectKind::Workload(Workload::Deployment),
+    Mode::Warn,
+    true,
+    "would deny: container \"app\" must not be privileged"
+)]
 // a privileged GPU container: allowed with a warning, pod and template alike
-#[case(true, ObjectKind::Pod, Mode::Enforce, true, "privileged container \"app\" sees every GPU")]
-#[case(true, ObjectKind::Workload(Workload::Deployment), Mode::Enforce, true, "privileged container \"app\" sees every GPU")]
-#[case(true, ObjectKind::Pod, Mode::Warn, true, "privileged container \"app\" sees every GPU")]
+#[case(
+    true,
+    ObjectKind::Pod,
+    Mode::Enforce,
+    true,
+    "privileged container \"app\" sees every GPU"
+)]
+#[case(
+    true,
+    ObjectKind::Workload(Workload::Deployment),
+    Mode::Enforce,
+    true,
+    "privileged container \"app\" sees every GPU"
+)]
+#[case(
+    true,
+    ObjectKind::Pod,
+    Mode::Warn,
+    true,
+    "privileged container \"app\" sees every GPU"
+)]
 fn privileged_containers_by_mode_and_kind(
     #[case] gpu: bool,
     #[case] kind: ObjectKind,

@@ -374,7 +374,8 @@ mod tests {
         #[case] containers: Vec<Value>,
         #[case] expected: Option<&str>,
     ) {
-        let evaluation = crate::policy::testing::evaluate_pod(&json!({"spec": {"containers": containers}}));
+        let evaluation =
+            crate::policy::testing::evaluate_pod(&json!({"spec": {"containers": containers}}));
         let notices: Vec<&str> = evaluation
             .notices
             .iter()
@@ -410,7 +411,10 @@ mod tests {
     // kubectl debug --profile=sysadmin: a new privileged ephemeral container
     #[case(true, true)]
     #[case(false, false)]
-    fn new_privileged_ephemeral_containers_are_denied(#[case] privileged: bool, #[case] denied: bool) {
+    fn new_privileged_ephemeral_containers_are_denied(
+        #[case] privileged: bool,
+        #[case] denied: bool,
+    ) {
         let old = json!({"spec": {"containers": [{"name": "app",
             "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
         let mut new = old.clone();
@@ -423,8 +427,10 @@ mod tests {
             .map(|v| v.message.into_string())
             .collect();
         let expected: Vec<&str> = if denied {
-            vec!["gpu-policy: ephemeral container \"debug\" must not be privileged: a privileged \
-                  container sees every GPU of the node; use a kubectl debug profile other than sysadmin"]
+            vec![
+                "gpu-policy: ephemeral container \"debug\" must not be privileged: a privileged \
+                  container sees every GPU of the node; use a kubectl debug profile other than sysadmin",
+            ]
         } else {
             vec![]
         };
@@ -438,7 +444,11 @@ mod tests {
         let mut new = old.clone();
         new["spec"]["ephemeralContainers"] = json!([privileged("old-debug"), {"name": "debug"}]);
         let evaluation = evaluate_pod_update(&new, &old);
-        assert!(evaluation.violations.iter().all(|v| v.rule != ID), "{:?}", evaluation.violations);
+        assert!(
+            evaluation.violations.iter().all(|v| v.rule != ID),
+            "{:?}",
+            evaluation.violations
+        );
     }
 
     #[rstest]

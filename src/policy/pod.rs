@@ -402,8 +402,7 @@ impl<'a> Container<'a> {
         }
         let privileged = match optional_object(container, "securityContext", path)? {
             Some(context) => {
-                optional_bool(context, "privileged", &path.key("securityContext"))?
-                    .unwrap_or(false)
+                optional_bool(context, "privileged", &path.key("securityContext"))?.unwrap_or(false)
             }
             None => false,
         };
