@@ -184,13 +184,13 @@ fn one_denied_object_makes_the_whole_run_exit_1() {
 }
 
 #[test]
-fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
+fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_denied() {
     let dir = fixtures::dir().display().to_string();
     let out = check(&["-f", &dir]);
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(
         out.last_line(),
-        "13 objects (enforce mode): 11 allowed, 1 denied, 1 ignored"
+        "13 objects (enforce mode): 10 allowed, 2 denied, 1 ignored"
     );
     let denied: Vec<&str> = out
         .lines()
@@ -199,10 +199,18 @@ fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
         .collect();
     assert_eq!(
         denied,
-        vec![format!(
-            "DaemonSet default/nvidia-gpu-exporter: DENIED  ({})",
-            fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml")
-        )]
+        vec![
+            // privileged without a GPU request
+            format!(
+                "DaemonSet default/gpu-feature-discovery: DENIED  ({})",
+                fixtures::path("02-gpu-feature-discovery-daemonset.yaml")
+            ),
+            // the reserved runtime class without a GPU request
+            format!(
+                "DaemonSet default/nvidia-gpu-exporter: DENIED  ({})",
+                fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml")
+            ),
+        ]
     );
     // README.md in the folder is not a manifest: not read (it would not parse).
     assert!(!out.stdout.contains("README"), "{}", out.stdout);

@@ -356,7 +356,7 @@ fn text_output_blocks_and_summary() {
     assert_eq!(blocks, 13);
     assert_eq!(
         lines[lines.len() - 1],
-        "13 objects (enforce mode): 11 allowed, 1 denied, 1 ignored"
+        "13 objects (enforce mode): 10 allowed, 2 denied, 1 ignored"
     );
     // The Deployment's pods will be pinned: shown as a pod change.
     assert!(
