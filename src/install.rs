@@ -63,6 +63,8 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
 /// Every object of the install, in apply order.
 pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, String> {
     let ns = options.namespace.as_str();
+    // The server refuses what its Roles could not grant by name.
+    config.verifiable_in_cluster().map_err(|e| e.to_string())?;
     let config_yaml = serde_saphyr::to_string(config).map_err(|e| e.to_string())?;
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(ns, None)}),

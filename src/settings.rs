@@ -16,6 +16,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::policy::{Notice, NoticeKind};
 
+mod allowlist;
+pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
+
 /// Namespace annotation that lowers `maxPerPod` for one namespace.
 pub const MAX_GPUS_PER_POD_ANNOTATION: &str = "gpu-policy.io/max-gpus-per-pod";
 /// Namespace and pod annotation that raises the minimum compute capability.
@@ -94,22 +97,6 @@ impl<'de> Deserialize<'de> for ComputeCapability {
     }
 }
 
-/// One entry of the allowlist: a workload that may see every card without
-/// requesting one (the GPU exporter, the device plugin, GFD).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AllowlistEntry {
-    pub namespace: String,
-    pub kind: String,
-    pub name: String,
-}
-
-impl fmt::Display for AllowlistEntry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.namespace, self.kind, self.name)
-    }
-}
-
 /// Maps container images to the minimum compute capability their CUDA
 /// build needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,17 +132,36 @@ pub struct Config {
     pub policy_admins: Vec<String>,
 }
 
+impl Config {
+    /// Refuses the allowlist entries the webhook cannot verify against the
+    /// cluster. It verifies a pod's owner by watching each allowlisted
+    /// workload by name, with a Role that grants exactly those names, so a
+    /// `namePrefix` entry, which names no workload, can only serve `check`,
+    /// `audit` (which lists the kind in the namespace) and `serve
+    /// --no-cluster`.
+    pub fn verifiable_in_cluster(&self) -> Result<(), ConfigError> {
+        match self
+            .allowlist
+            .iter()
+            .find(|entry| entry.name_prefix.is_some())
+        {
+            Some(entry) => Err(ConfigError::Invalid(format!(
+                "allowlist entry {entry}: a namePrefix entry cannot be verified in the cluster \
+                 (allowlisted workloads are watched by name); name each workload, or run \
+                 without a cluster (--no-cluster)"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         let image = |pattern: &str, major, minor| ImageRule {
             pattern: pattern.to_owned(),
             minimum: ComputeCapability::new(major, minor),
         };
-        let allow = |name: &str| AllowlistEntry {
-            namespace: "kube-system".to_owned(),
-            kind: "DaemonSet".to_owned(),
-            name: name.to_owned(),
-        };
+        let allow = |name: &str| AllowlistEntry::exact("kube-system", "DaemonSet", name);
         Self {
             gpu_resources: vec![
                 "nvidia.com/gpu".to_owned(),
@@ -290,6 +296,11 @@ impl Settings {
                 config.runtime_class_name
             ));
         }
+        for entry in &config.allowlist {
+            if let Some(problem) = entry.problem() {
+                return invalid(format!("allowlist entry {entry}: {problem}"));
+            }
+        }
         let mut image_rules = Vec::with_capacity(config.image_compute_capabilities.len());
         for rule in &config.image_compute_capabilities {
             match Regex::new(&rule.pattern) {
@@ -313,6 +324,11 @@ impl Settings {
             resource_patterns,
             image_rules,
         })
+    }
+
+    /// See [`Config::verifiable_in_cluster`].
+    pub fn verifiable_in_cluster(&self) -> Result<(), ConfigError> {
+        self.config.verifiable_in_cluster()
     }
 
     /// Parses a YAML (or JSON) config document.

@@ -484,3 +484,94 @@ fn raw_object_metadata_is_read_from_the_raw_json_when_asked() {
     let shapeless = super::review::RawObject::new(json!({"metadata": "x"}));
     assert_eq!(shapeless.meta().name, None);
 }
+
+fn privileged_pod(gpu: bool) -> Value {
+    let mut container = json!({"name": "app", "image": "registry.example/app:1",
+        "securityContext": {"privileged": true}});
+    if gpu {
+        container["resources"] = json!({"limits": {"nvidia.com/gpu": 1}});
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [container]}})
+}
+
+#[rstest]
+// a privileged container without a GPU: the pod and the template are denied
+#[case(false, ObjectKind::Pod, Mode::Enforce, false, "must not be privileged")]
+#[case(
+    false,
+    ObjectKind::Workload(Workload::Deployment),
+    Mode::Enforce,
+    false,
+    "must not be privileged"
+)]
+#[case(
+    false,
+    ObjectKind::Workload(Workload::Deployment),
+    Mode::Warn,
+    true,
+    "would deny: container \"app\" must not be privileged"
+)]
+// a privileged GPU container: allowed with a warning, pod and template alike
+#[case(
+    true,
+    ObjectKind::Pod,
+    Mode::Enforce,
+    true,
+    "privileged container \"app\" sees every GPU"
+)]
+#[case(
+    true,
+    ObjectKind::Workload(Workload::Deployment),
+    Mode::Enforce,
+    true,
+    "privileged container \"app\" sees every GPU"
+)]
+#[case(
+    true,
+    ObjectKind::Pod,
+    Mode::Warn,
+    true,
+    "privileged container \"app\" sees every GPU"
+)]
+fn privileged_containers_by_mode_and_kind(
+    #[case] gpu: bool,
+    #[case] kind: ObjectKind,
+    #[case] mode: Mode,
+    #[case] allowed: bool,
+    #[case] said: &str,
+) {
+    let pod = privileged_pod(gpu);
+    let object = match kind {
+        ObjectKind::Pod => pod,
+        _ => deployment(&pod),
+    };
+    let decision = decide(mode, kind, &evaluation(&object, kind));
+    assert_eq!(decision.allowed, allowed, "{decision:?}");
+    let text = decision
+        .denial
+        .iter()
+        .chain(&decision.warnings)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains(said), "{text}");
+    assert!(
+        decision
+            .warnings
+            .iter()
+            .all(|w| w.chars().count() <= MAX_WARNING_CHARS)
+    );
+}
+
+#[test]
+fn privileged_gpu_containers_are_quiet_in_audit_mode() {
+    let pod = privileged_pod(true);
+    let decision = decide(
+        Mode::Audit,
+        ObjectKind::Pod,
+        &evaluation(&pod, ObjectKind::Pod),
+    );
+    assert!(decision.allowed);
+    assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
+}

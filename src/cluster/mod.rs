@@ -436,7 +436,17 @@ pub async fn snapshot(
             &entry.namespace,
             &ApiResource::from_gvk(&gvk),
         );
-        if let Some(uid) = api.get_opt(&entry.name).await?.and_then(|o| o.uid()) {
+        if let Some(prefix) = &entry.name_prefix {
+            // One list of the kind in the namespace: the workloads whose
+            // generated names the prefix matches, each by its own name.
+            for object in api.list(&list).await? {
+                let name = object.name_any();
+                if let (true, Some(uid)) = (name.starts_with(prefix.as_str()), object.uid()) {
+                    let key = (entry.namespace.clone(), entry.kind.clone(), name);
+                    snapshot.workloads.insert(key, uid);
+                }
+            }
+        } else if let Some(uid) = api.get_opt(&entry.name).await?.and_then(|o| o.uid()) {
             snapshot.workloads.insert(workload_key(entry), uid);
         }
     }

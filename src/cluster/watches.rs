@@ -259,6 +259,14 @@ fn spawn_allowlisted(
     entry: &AllowlistEntry,
     cache: &Arc<ClusterCache>,
 ) -> Option<JoinHandle<()>> {
+    if entry.name_prefix.is_some() {
+        // The settings refuse these when the server reads the cluster.
+        tracing::warn!(
+            entry = %entry,
+            "a namePrefix allowlist entry cannot be watched by name; it exempts nothing"
+        );
+        return None;
+    }
     let Some(gvk) = workload_gvk(&entry.kind) else {
         tracing::warn!(
             entry = %entry,

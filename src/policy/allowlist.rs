@@ -8,8 +8,10 @@
 //!   `metadata.name`.
 //!
 //! Allows: an exemption when namespace, kind and name equal a configured
-//! `{namespace, kind, name}` entry. Labels never allowlist (anyone can set
-//! them), and the same name in another namespace does not match. Allowlisted
+//! `{namespace, kind, name}` entry, or namespace and kind equal and the name
+//! starts with a `{namespace, kind, namePrefix}` entry's prefix (for names
+//! with a generated suffix). Labels never allowlist (anyone can set them),
+//! and the same name in another namespace does not match. Allowlisted
 //! pods skip R1, R6 and the reserved-runtime-class check of R3; R2 still
 //! applies.
 
@@ -34,7 +36,7 @@ pub fn matching_entry<'e>(
     };
     entries
         .iter()
-        .find(|entry| entry.namespace == namespace && entry.kind == kind && entry.name == name)
+        .find(|entry| entry.matches(namespace, kind, name))
 }
 
 /// With a cluster to ask: the owner a pod names must exist in the pod's
@@ -45,11 +47,14 @@ pub fn verify_owner(
     owner: Owner<'_>,
     cluster: &dyn ClusterFacts,
 ) -> Result<(), Notice> {
-    let existing = cluster.workload_uid(&entry.namespace, &entry.kind, &entry.name);
+    // The owner's own name: for a name entry it is the entry's name, for a
+    // namePrefix entry the workload that matched it.
+    let existing = cluster.workload_uid(&entry.namespace, &entry.kind, owner.name);
+    let named = format!("{}/{}/{}", entry.namespace, entry.kind, owner.name);
     let reason = match (existing.as_deref(), owner.uid) {
         (Some(uid), Some(referenced)) if uid == referenced => return Ok(()),
-        (None, _) => format!("owner {entry} does not exist"),
-        _ => format!("owner UID is not that of {entry}"),
+        (None, _) => format!("owner {named} does not exist"),
+        _ => format!("owner UID is not that of {named}"),
     };
     Err(Notice::new(
         NoticeKind::UnverifiedOwner,
@@ -78,7 +83,7 @@ pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Config;
+    use crate::settings::{AllowlistEntry, Config};
     use rstest::rstest;
     use serde_json::json;
 
@@ -140,6 +145,124 @@ mod tests {
     ) {
         let identity = Identity::Workload { kind, name };
         assert_eq!(entry_name(identity, namespace).is_some(), allowed);
+    }
+
+    fn dra_driver_allowlist() -> Vec<AllowlistEntry> {
+        let prefix = |kind: &str| AllowlistEntry {
+            name: String::new(),
+            name_prefix: Some("mps-control-daemon-".into()),
+            ..AllowlistEntry::exact("nvidia-dra-driver-gpu", kind, "")
+        };
+        vec![
+            AllowlistEntry::exact(
+                "nvidia-dra-driver-gpu",
+                "DaemonSet",
+                "nvidia-dra-driver-gpu-kubelet-plugin",
+            ),
+            prefix("Deployment"),
+            prefix("ReplicaSet"),
+        ]
+    }
+
+    #[rstest]
+    // the kubelet plugin's pods, through their DaemonSet
+    #[case(
+        "DaemonSet",
+        "nvidia-dra-driver-gpu-kubelet-plugin",
+        "nvidia-dra-driver-gpu",
+        Some("nvidia-dra-driver-gpu/DaemonSet/nvidia-dra-driver-gpu-kubelet-plugin")
+    )]
+    // an MPS control daemon's pods, through the ReplicaSet of its Deployment
+    #[case(
+        "ReplicaSet",
+        "mps-control-daemon-8c1f0a2e-6d7f9c5b4",
+        "nvidia-dra-driver-gpu",
+        Some("nvidia-dra-driver-gpu/ReplicaSet/mps-control-daemon-*")
+    )]
+    // a prefix entry stays in its namespace and kind
+    #[case("ReplicaSet", "mps-control-daemon-8c1f0a2e-6d7f9c5b4", "ml", None)]
+    #[case(
+        "StatefulSet",
+        "mps-control-daemon-8c1f0a2e",
+        "nvidia-dra-driver-gpu",
+        None
+    )]
+    #[case(
+        "ReplicaSet",
+        "nvidia-dra-driver-gpu-controller-6d7f9c5b4",
+        "nvidia-dra-driver-gpu",
+        None
+    )]
+    fn dra_driver_pods_match_name_and_prefix_entries(
+        #[case] kind: &str,
+        #[case] name: &str,
+        #[case] namespace: &str,
+        #[case] expected: Option<&str>,
+    ) {
+        let entries = dra_driver_allowlist();
+        let owner = Owner {
+            kind,
+            name,
+            uid: Some("u-1"),
+        };
+        let found = matching_entry(Identity::Pod { owner: Some(owner) }, namespace, &entries);
+        assert_eq!(found.map(|e| e.to_string()).as_deref(), expected);
+    }
+
+    #[rstest]
+    #[case("mps-control-daemon-8c1f0a2e", true)]
+    #[case("mps-control-daemon", false)]
+    fn dra_driver_workloads_match_by_their_own_name(#[case] name: &str, #[case] allowed: bool) {
+        let entries = dra_driver_allowlist();
+        let identity = Identity::Workload {
+            kind: "Deployment",
+            name,
+        };
+        let found = matching_entry(identity, "nvidia-dra-driver-gpu", &entries);
+        assert_eq!(found.is_some(), allowed);
+    }
+
+    #[rstest]
+    // the ReplicaSet that matched the prefix exists with the referenced UID
+    #[case("mps-control-daemon-1-abc", Some("u-1"), None)]
+    #[case(
+        "mps-control-daemon-1-abc",
+        Some("u-2"),
+        Some("owner UID is not that of nvidia-dra-driver-gpu/ReplicaSet/mps-control-daemon-1-abc")
+    )]
+    #[case(
+        "mps-control-daemon-1-abc",
+        None,
+        Some("owner nvidia-dra-driver-gpu/ReplicaSet/mps-control-daemon-1-abc does not exist")
+    )]
+    fn prefix_entries_verify_the_owner_by_its_own_name(
+        #[case] name: &str,
+        #[case] uid: Option<&str>,
+        #[case] refused: Option<&str>,
+    ) {
+        use crate::policy::cluster::ClusterSnapshot;
+        let mut cluster = ClusterSnapshot::default();
+        if let Some(uid) = uid {
+            cluster.workloads.insert(
+                (
+                    "nvidia-dra-driver-gpu".into(),
+                    "ReplicaSet".into(),
+                    name.into(),
+                ),
+                uid.to_owned(),
+            );
+        }
+        let entries = dra_driver_allowlist();
+        let owner = Owner {
+            kind: "ReplicaSet",
+            name,
+            uid: Some("u-1"),
+        };
+        let result = verify_owner(&entries[2], owner, &cluster);
+        assert_eq!(
+            result.err().map(|n| n.message.body().to_owned()),
+            refused.map(|r| format!("allowlist: {r}; no exemption"))
+        );
     }
 
     #[test]

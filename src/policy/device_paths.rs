@@ -15,11 +15,19 @@
 //!   such a mount *is* a device request;
 //! - annotations whose key prefix is `cdi.k8s.io` or ends in `.cdi.k8s.io`
 //!   and whose value names an NVIDIA device (`nvidia.com/...`,
-//!   `management.nvidia.com/...`): a runtime with CDI enabled injects them.
+//!   `management.nvidia.com/...`): a runtime with CDI enabled injects them;
+//! - containers in scope with `securityContext.privileged: true` that are not
+//!   GPU containers (ephemeral ones included): a privileged container sees
+//!   every `/dev/nvidia*` of the node, whatever it requested.
 //!
-//! Allows every other hostPath, mount and annotation.
+//! Warns (a notice) about privileged GPU containers: they see every card of
+//! the node, not only their own.
+//!
+//! Allows every other hostPath, mount and annotation, and containers that
+//! are not privileged.
 
-use super::{Findings, RuleInput, containers_phrase, quoted_list};
+use super::message::{Notice, NoticeKind};
+use super::{ContainerKind, Findings, RuleInput, containers_phrase, quoted_list};
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
 
@@ -76,7 +84,53 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             containers_phrase(mounting)
         ));
     }
+    check_privileged(input, &mut findings);
     findings
+}
+
+/// Privileged containers: denied without a GPU, warned about with one.
+fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
+    let privileged = input
+        .view
+        .containers
+        .iter()
+        .filter(|c| input.scope.includes(c) && c.privileged);
+    let (mut gpu, mut ephemeral, mut plain) = (Vec::new(), Vec::new(), Vec::new());
+    for container in privileged {
+        if container.is_gpu() {
+            gpu.push(container.name);
+        } else if container.kind == ContainerKind::Ephemeral {
+            ephemeral.push(container.name);
+        } else {
+            plain.push(container.name);
+        }
+    }
+    let why = "a privileged container sees every GPU of the node";
+    if !plain.is_empty() {
+        findings.violations.push(format!(
+            "{} must not be privileged without a GPU: {why}; drop privileged, \
+             or request nvidia.com/gpu in limits",
+            containers_phrase(plain)
+        ));
+    }
+    if !ephemeral.is_empty() {
+        // Ephemeral containers cannot request a GPU: dropping privileged is
+        // the only fix (`kubectl debug --profile=sysadmin` sets it).
+        findings.violations.push(format!(
+            "{} must not be privileged: {why}; use a kubectl debug profile other than sysadmin",
+            quoted_list("ephemeral container", "ephemeral containers", ephemeral)
+        ));
+    }
+    if !gpu.is_empty() {
+        let verb = if gpu.len() == 1 { "sees" } else { "see" };
+        findings.notices.push(Notice::new(
+            NoticeKind::PrivilegedGpuContainer,
+            format!(
+                "privileged {} {verb} every GPU of the node, not only the ones requested",
+                containers_phrase(gpu)
+            ),
+        ));
+    }
 }
 
 /// Lexically normalises an absolute path: no empty or `.` segments, `..`
@@ -246,6 +300,154 @@ mod tests {
                 .violations
                 .iter()
                 .any(|v| v.rule == ID && v.message.contains("\"debug\""))
+        );
+    }
+
+    fn privileged(name: &str) -> Value {
+        json!({"name": name, "securityContext": {"privileged": true}})
+    }
+
+    fn privileged_gpu(name: &str) -> Value {
+        json!({"name": name, "securityContext": {"privileged": true},
+               "resources": {"limits": {"nvidia.com/gpu": 1}}})
+    }
+
+    #[rstest]
+    // regular, plain init and sidecar init containers: denied
+    #[case(json!({"containers": [privileged("a")]}), 1)]
+    #[case(json!({"initContainers": [privileged("i")], "containers": [{"name": "a"}]}), 1)]
+    #[case(json!({"initContainers": [{"name": "s", "restartPolicy": "Always",
+        "securityContext": {"privileged": true}}], "containers": [{"name": "a"}]}), 1)]
+    // a non-GPU container beside a GPU container is still denied
+    #[case(json!({"containers": [privileged("a"), {"name": "g",
+        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}), 1)]
+    // not privileged: allowed
+    #[case(json!({"containers": [{"name": "a", "securityContext": {"privileged": false}}]}), 0)]
+    #[case(json!({"containers": [{"name": "a", "securityContext": {"runAsUser": 0}}]}), 0)]
+    #[case(json!({"containers": [{"name": "a", "securityContext": {"privileged": null}}]}), 0)]
+    // privileged GPU containers (limit or request): warned, not denied
+    #[case(json!({"containers": [privileged_gpu("g")]}), 0)]
+    #[case(json!({"initContainers": [privileged_gpu("i")], "containers": [{"name": "a"}]}), 0)]
+    #[case(json!({"containers": [{"name": "g", "securityContext": {"privileged": true},
+        "resources": {"requests": {"nvidia.com/mig-1g.5gb": 1}}}]}), 0)]
+    // a zero GPU limit is no GPU request
+    #[case(json!({"containers": [{"name": "z", "securityContext": {"privileged": true},
+        "resources": {"limits": {"nvidia.com/gpu": 0}}}]}), 1)]
+    fn privileged_containers(#[case] spec: Value, #[case] denied: usize) {
+        let pod = json!({"spec": spec});
+        let found: Vec<String> = violations(&pod)
+            .into_iter()
+            .filter(|m| m.contains("privileged"))
+            .collect();
+        assert_eq!(found.len(), denied, "{found:?}");
+    }
+
+    #[test]
+    fn privileged_containers_without_a_gpu_are_named_together() {
+        let pod = json!({"spec": {"initContainers": [privileged("init")],
+            "containers": [privileged("a"), {"name": "b"}, privileged("c"), privileged_gpu("g")]}});
+        assert_eq!(
+            violations(&pod),
+            vec![
+                "gpu-policy: containers \"init\", \"a\", \"c\" must not be privileged without a GPU: \
+                 a privileged container sees every GPU of the node; drop privileged, or request \
+                 nvidia.com/gpu in limits"
+            ]
+        );
+        let one = json!({"spec": {"containers": [privileged("a")]}});
+        assert_eq!(
+            violations(&one),
+            vec![
+                "gpu-policy: container \"a\" must not be privileged without a GPU: a privileged \
+                 container sees every GPU of the node; drop privileged, or request nvidia.com/gpu \
+                 in limits"
+            ]
+        );
+    }
+
+    #[rstest]
+    #[case(vec![privileged_gpu("g")], Some("gpu-policy: privileged container \"g\" sees every GPU of the node, not only the ones requested"))]
+    #[case(vec![privileged_gpu("g"), privileged_gpu("h")], Some("gpu-policy: privileged containers \"g\", \"h\" see every GPU of the node, not only the ones requested"))]
+    #[case(vec![json!({"name": "g", "resources": {"limits": {"nvidia.com/gpu": 1}}})], None)]
+    #[case(vec![privileged("a")], None)]
+    fn privileged_gpu_containers_get_a_notice(
+        #[case] containers: Vec<Value>,
+        #[case] expected: Option<&str>,
+    ) {
+        let evaluation =
+            crate::policy::testing::evaluate_pod(&json!({"spec": {"containers": containers}}));
+        let notices: Vec<&str> = evaluation
+            .notices
+            .iter()
+            .filter(|n| n.kind == crate::policy::NoticeKind::PrivilegedGpuContainer)
+            .map(|n| n.message.as_str())
+            .collect();
+        assert_eq!(notices, expected.into_iter().collect::<Vec<_>>());
+        if expected.is_some() {
+            assert!(evaluation.violations.iter().all(|v| v.rule != ID));
+        }
+    }
+
+    #[rstest]
+    // the NVIDIA DaemonSets in the allowlist run privileged without a GPU
+    #[case("kube-system", true)]
+    #[case("default", false)]
+    fn allowlisted_pods_may_be_privileged(#[case] namespace: &str, #[case] exempt: bool) {
+        let pod = json!({"metadata": {"namespace": namespace, "ownerReferences": [
+                {"kind": "DaemonSet", "name": "gpu-feature-discovery", "controller": true}]},
+            "spec": {"containers": [privileged("gfd"), privileged_gpu("g")]}});
+        let evaluation = crate::policy::testing::evaluate_pod(&pod);
+        assert_eq!(evaluation.violations.iter().all(|v| v.rule != ID), exempt);
+        assert_eq!(
+            evaluation
+                .notices
+                .iter()
+                .all(|n| n.kind != crate::policy::NoticeKind::PrivilegedGpuContainer),
+            exempt
+        );
+    }
+
+    #[rstest]
+    // kubectl debug --profile=sysadmin: a new privileged ephemeral container
+    #[case(true, true)]
+    #[case(false, false)]
+    fn new_privileged_ephemeral_containers_are_denied(
+        #[case] privileged: bool,
+        #[case] denied: bool,
+    ) {
+        let old = json!({"spec": {"containers": [{"name": "app",
+            "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+        let mut new = old.clone();
+        new["spec"]["ephemeralContainers"] = json!([{"name": "debug",
+            "securityContext": {"privileged": privileged}}]);
+        let messages: Vec<String> = evaluate_pod_update(&new, &old)
+            .violations
+            .into_iter()
+            .filter(|v| v.rule == ID)
+            .map(|v| v.message.into_string())
+            .collect();
+        let expected: Vec<&str> = if denied {
+            vec![
+                "gpu-policy: ephemeral container \"debug\" must not be privileged: a privileged \
+                  container sees every GPU of the node; use a kubectl debug profile other than sysadmin",
+            ]
+        } else {
+            vec![]
+        };
+        assert_eq!(messages, expected);
+    }
+
+    #[test]
+    fn existing_privileged_containers_are_not_judged_again_on_an_ephemeral_update() {
+        let old = json!({"spec": {"containers": [privileged("app")],
+            "ephemeralContainers": [privileged("old-debug")]}});
+        let mut new = old.clone();
+        new["spec"]["ephemeralContainers"] = json!([privileged("old-debug"), {"name": "debug"}]);
+        let evaluation = evaluate_pod_update(&new, &old);
+        assert!(
+            evaluation.violations.iter().all(|v| v.rule != ID),
+            "{:?}",
+            evaluation.violations
         );
     }
 

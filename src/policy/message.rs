@@ -81,7 +81,8 @@ impl Serialize for Message {
     }
 }
 
-/// What kind of input the policy ignored, or what it could not do.
+/// What kind of input the policy ignored, what it could not do, or what it
+/// allows but a person should know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoticeKind {
@@ -98,6 +99,9 @@ pub enum NoticeKind {
     /// A DRA claim a container uses cannot be resolved: its containers are
     /// treated as holding no GPU.
     UnresolvedClaim,
+    /// A GPU container is privileged: it sees every card of the node, not
+    /// only the ones it was given.
+    PrivilegedGpuContainer,
 }
 
 /// Something the policy ignored or could not do, for the person who

@@ -125,6 +125,9 @@ pub struct Container<'a> {
     /// [`super::pod_claims::resolve`]); None when no resolved claim it
     /// uses holds a GPU request.
     pub dra_gpus: Option<DraCount>,
+    /// `securityContext.privileged: true`: the container sees every device
+    /// of the node.
+    pub privileged: bool,
 }
 
 /// One entry of a container's `resources.claims[]`.
@@ -483,6 +486,12 @@ impl<'a> Container<'a> {
                 }
             }
         }
+        let privileged = match optional_object(container, "securityContext", path)? {
+            Some(context) => {
+                optional_bool(context, "privileged", &path.key("securityContext"))?.unwrap_or(false)
+            }
+            None => false,
+        };
         Ok(Self {
             name,
             kind,
@@ -493,6 +502,7 @@ impl<'a> Container<'a> {
             mount_paths,
             claims,
             dra_gpus: None,
+            privileged,
         })
     }
 }
@@ -598,6 +608,20 @@ fn optional_array<'a>(
         Some(value) => Err(path
             .key(key)
             .error(&format!("must be a list, not {}", type_name(value)))),
+    }
+}
+
+fn optional_bool(
+    parent: &Map<String, Value>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<bool>, ObjectError> {
+    match parent.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(flag)) => Ok(Some(*flag)),
+        Some(value) => Err(path
+            .key(key)
+            .error(&format!("must be a boolean, not {}", type_name(value)))),
     }
 }
 
@@ -731,6 +755,8 @@ mod tests {
     #[case(json!({"spec": {"containers": [{"name": 7}]}}), "spec.containers[0].name: must be a string, not a number")]
     #[case(json!({"spec": {"runtimeClassName": false}}), "spec.runtimeClassName: must be a string, not a boolean")]
     #[case(json!({"spec": {"volumes": [{"name": "v", "hostPath": {"path": 1}}]}}), "spec.volumes[0].hostPath.path: must be a string, not a number")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "securityContext": true}]}}), "spec.containers[0].securityContext: must be an object, not a boolean")]
+    #[case(json!({"spec": {"containers": [{"name": "a", "securityContext": {"privileged": "true"}}]}}), "spec.containers[0].securityContext.privileged: must be a boolean, not a string")]
     #[case(json!({"metadata": {"annotations": {"a": 1}}, "spec": {}}), "metadata.annotations.a: must be a string")]
     #[case(json!({"spec": {"resourceClaims": {"gpu": "t"}}}), "spec.resourceClaims: must be a list, not an object")]
     #[case(json!({"spec": {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": 1}]}}), "spec.resourceClaims[0].resourceClaimTemplateName: must be a string, not a number")]

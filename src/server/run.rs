@@ -117,6 +117,9 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
         Some(path) => Settings::load(path)?,
         None => Settings::default(),
     };
+    if options.cluster != ClusterAccess::Disabled {
+        settings.verifiable_in_cluster()?;
+    }
     let state = Arc::new(AppState::new(settings));
     state.readiness.config_loaded.store(true, Ordering::Release);
     state.metrics.set_reload("config", true);
@@ -368,6 +371,11 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
             message: error.to_string(),
         }),
     };
+    // Reading the cluster, the server verifies allowlisted owners by name.
+    let parsed = parsed.and_then(|settings| match state.cluster.get() {
+        Some(_) => settings.verifiable_in_cluster().map(|()| settings),
+        None => Ok(settings),
+    });
     match parsed {
         Ok(settings) => {
             let settings = Arc::new(settings);
@@ -468,6 +476,47 @@ mod tests {
             assert_eq!(max_per_pod(), 3);
             assert!(reload_ok(0), "{}", state.metrics.encode());
         }
+    }
+
+    const PREFIX_CONFIG: &[u8] =
+        b"allowlist:\n- {namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}\n";
+
+    #[test]
+    fn name_prefix_entries_are_refused_at_reload_only_when_reading_the_cluster() {
+        let path = Path::new("config.yaml");
+        let without_cluster = AppState::new(Settings::default());
+        assert!(reload_config(&without_cluster, path, PREFIX_CONFIG).is_some());
+
+        let with_cluster = AppState::new(Settings::default());
+        let _ = with_cluster.cluster.set(Arc::new(ClusterCache::default()));
+        assert!(reload_config(&with_cluster, path, PREFIX_CONFIG).is_none());
+        assert_eq!(
+            with_cluster.settings.load().config(),
+            Settings::default().config()
+        );
+    }
+
+    #[tokio::test]
+    async fn name_prefix_entries_stop_the_start_when_reading_the_cluster() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, PREFIX_CONFIG).expect("config");
+        let mut options = options(
+            Certificates::SelfSigned {
+                dir: dir.path().join("certs"),
+                dns_names: vec!["localhost".into()],
+            },
+            ClusterAccess::Default,
+        );
+        options.config = Some(path);
+        let error = run(options).await.expect_err("refused");
+        assert!(
+            error.to_string().starts_with(
+                "config: allowlist entry ns/ReplicaSet/mps-control-daemon-*: a namePrefix entry \
+                 cannot be verified in the cluster"
+            ),
+            "{error}"
+        );
     }
 
     #[tokio::test]

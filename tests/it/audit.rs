@@ -134,3 +134,74 @@ async fn audit_without_a_cluster_exits_2() {
         "{output}"
     );
 }
+
+/// A `namePrefix` entry in `audit`: the kind is listed in the namespace, and
+/// a pod is exempt only when its owner is one of the listed workloads, with
+/// its UID.
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_verifies_name_prefix_owners_by_listing_the_kind() {
+    let api = FakeApi::start().await;
+    let ns = "nvidia-dra-driver-gpu";
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
+        "labels": {"gpu-policy.io/mode": "enforce"}}}),
+    );
+    let replica_set = api.insert(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "mps-control-daemon-5f2c-7d9f8b6c4", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "mps", "image": "ubuntu:22.04",
+                "securityContext": {"privileged": true}}]}}}}));
+    let uid = replica_set["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let pod = |name: &str, owner: &str, uid: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                "uid": uid, "controller": true}]},
+            "spec": {"containers": [{"name": "mps", "image": "ubuntu:22.04",
+                "securityContext": {"privileged": true}}]}})
+    };
+    api.insert(pod("mps-ok", "mps-control-daemon-5f2c-7d9f8b6c4", &uid));
+    api.insert(pod(
+        "mps-forged",
+        "mps-control-daemon-5f2c-7d9f8b6c4",
+        "not-the-uid",
+    ));
+    api.insert(pod("mps-missing", "mps-control-daemon-0000-1111", &uid));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "allowlist:\n- {{namespace: {ns}, kind: ReplicaSet, namePrefix: mps-control-daemon-}}\n"
+        ),
+    )
+    .expect("config");
+    let config = config.to_string_lossy().into_owned();
+
+    let (code, reports, output) = audit(&kubeconfig, &["--config", &config, "-o", "json"]).await;
+    assert_eq!(code, 1, "{output}");
+    let verdicts: Vec<(String, bool)> = reports
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["kind"] == "Pod")
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap_or("").to_owned(),
+                r["allowed"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            ("mps-forged".to_owned(), false),
+            ("mps-missing".to_owned(), false),
+            ("mps-ok".to_owned(), true),
+        ],
+        "{output}"
+    );
+}

@@ -281,11 +281,11 @@ fn settings_with(change: impl FnOnce(&mut Config)) -> Settings {
 }
 
 fn with_dcgm(config: &mut Config) {
-    config.allowlist.push(AllowlistEntry {
-        namespace: "gpu-ops".to_owned(),
-        kind: "DaemonSet".to_owned(),
-        name: "dcgm-exporter".to_owned(),
-    });
+    config.allowlist.push(AllowlistEntry::exact(
+        "gpu-ops",
+        "DaemonSet",
+        "dcgm-exporter",
+    ));
 }
 
 const DCGM_LIST: &str = "/apis/apps/v1/namespaces/gpu-ops/daemonsets";

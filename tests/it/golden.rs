@@ -45,7 +45,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gpu_policy::admission::Mode;
-use gpu_policy::report::{ObjectReport, check_objects, mutated};
+use gpu_policy::report::{ObjectReport, check_object, check_objects, mutated};
 use gpu_policy::settings::Settings;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -337,8 +337,10 @@ fn enforce_decisions_follow_the_spec() {
             // Allowlisted (R5): no pin, no violation.
             "DaemonSet kube-system/nvidia-gpu-exporter: allowed violations=[] changes=[] patch=0",
             "DaemonSet kube-system/nvidia-device-plugin-daemonset: allowed violations=[] changes=[] patch=0",
-            // Not in kube-system: not allowlisted, its pods get a void pin.
-            "DaemonSet default/gpu-feature-discovery: allowed violations=[] changes=[visible-devices] patch=0",
+            // Not in kube-system: not allowlisted. GFD runs privileged
+            // without a GPU request, which only the allowlist permits.
+            "DaemonSet default/gpu-feature-discovery: denied violations=[device-paths] changes=[visible-devices] patch=0",
+            // Not allowlisted either, but not privileged: its pods get a void pin.
             "DaemonSet default/dcgm-exporter: allowed violations=[] changes=[visible-devices] patch=0",
             "Service default/dcgm-exporter: ignored violations=[] changes=[] patch=0",
             // Reserved runtime class without a GPU request.
@@ -375,6 +377,36 @@ fn enforce_decisions_follow_the_spec() {
             "Namespace default/extended-resource-gpu-full: ignored violations=[] changes=[] patch=0",
             "Pod extended-resource-gpu-full/gpu-full-pod: allowed violations=[] changes=[runtime-class] patch=2",
         ]
+    );
+}
+
+/// The privileged NVIDIA DaemonSet (GFD) stays allowed where the default
+/// allowlist names it, and so do the pods it owns.
+#[test]
+fn privileged_gfd_is_allowed_in_kube_system() {
+    let daemonset = &fixture("02");
+    let in_kube_system = |object: &Value| {
+        check_object(
+            object,
+            "kube-system",
+            Mode::Enforce,
+            &Settings::default(),
+            &BTreeMap::new(),
+        )
+    };
+    let report = in_kube_system(daemonset);
+    assert!(report.allowed, "{:?}", report.violations);
+    assert!(report.violations.is_empty() && report.warnings.is_empty());
+    let pod = pod_of_workload(daemonset, "x7k2p", OWNER_UID).expect("GFD has a template");
+    let report = in_kube_system(&pod);
+    assert!(report.allowed, "{:?}", report.violations);
+    assert!(report.violations.is_empty() && report.warnings.is_empty());
+    // The same pod outside kube-system is denied.
+    assert!(
+        check(&pod, Mode::Enforce)
+            .violations
+            .iter()
+            .any(|v| v.rule.to_string() == "device-paths")
     );
 }
 
@@ -685,9 +717,10 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
         assert!(warn.patch.is_empty(), "{label}");
         assert_eq!(mutated(&pod, &warn).ok(), Some(pod.clone()), "{label}");
     }
-    // 05, 06, 11, 24, and the templates of 02, 03, 07, 08, 09, 10 (00 and 01
-    // are allowlisted, 04 is denied, the DRA pods of 20 to 23 need nothing).
-    assert_eq!(mutated_pods, 10);
+    // 05, 06, 11, 24, and the templates of 03, 07, 08, 09, 10 (00 and 01
+    // are allowlisted, 02 and 04 are denied, the DRA pods of 20 to 23 need
+    // nothing).
+    assert_eq!(mutated_pods, 9);
 }
 
 /// A workload's report describes the changes its pods will get: the pod

@@ -291,4 +291,23 @@ fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("config.yaml"), "{stderr}");
+
+    // A namePrefix entry names no workload a Role could grant by name.
+    std::fs::write(
+        &path,
+        "allowlist:\n  - {namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}\n",
+    )
+    .expect("write");
+    let prefix = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
+        .args(["manifests", "--config"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert_eq!(prefix.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&prefix.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("ns/ReplicaSet/mps-control-daemon-*: a namePrefix entry"),
+        "{stderr}"
+    );
 }

@@ -252,7 +252,7 @@ spec:
 }
 
 #[test]
-fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
+fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_denied() {
     let dir = fixtures::dir().display().to_string();
     let out = check(&["-f", &dir]);
     assert_eq!(out.code, 1, "{out:?}");
@@ -260,7 +260,7 @@ fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
         out.last_line(),
         // 13 objects of 00-11 and 16 of the DRA fixtures 20-24: their 7 pods
         // and 4 claims and templates are allowed, their 5 Namespaces ignored.
-        "29 objects (enforce mode): 22 allowed, 1 denied, 6 ignored"
+        "29 objects (enforce mode): 21 allowed, 2 denied, 6 ignored"
     );
     let denied: Vec<&str> = out
         .lines()
@@ -269,10 +269,18 @@ fn fixture_folder_exits_1_because_the_exporter_outside_kube_system_is_denied() {
         .collect();
     assert_eq!(
         denied,
-        vec![format!(
-            "DaemonSet default/nvidia-gpu-exporter: DENIED  ({})",
-            fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml")
-        )]
+        vec![
+            // privileged without a GPU request
+            format!(
+                "DaemonSet default/gpu-feature-discovery: DENIED  ({})",
+                fixtures::path("02-gpu-feature-discovery-daemonset.yaml")
+            ),
+            // the reserved runtime class without a GPU request
+            format!(
+                "DaemonSet default/nvidia-gpu-exporter: DENIED  ({})",
+                fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml")
+            ),
+        ]
     );
     // README.md in the folder is not a manifest: not read (it would not parse).
     assert!(!out.stdout.contains("README"), "{}", out.stdout);

@@ -366,7 +366,7 @@ fn text_output_blocks_and_summary() {
     assert_eq!(blocks, 29);
     assert_eq!(
         lines[lines.len() - 1],
-        "29 objects (enforce mode): 22 allowed, 1 denied, 6 ignored"
+        "29 objects (enforce mode): 21 allowed, 2 denied, 6 ignored"
     );
     // The Deployment's pods will be pinned: shown as a pod change.
     assert!(

@@ -116,6 +116,28 @@ async fn every_fixture_pod_is_mutated_idempotently_and_then_admitted() {
                 .expect("spec")
                 .remove("runtimeClassName");
         }
+        if label.starts_with("02") {
+            // GFD runs privileged without a GPU request; outside the
+            // allowlist (namespace ml) /validate/enforce denies it, and
+            // /mutate leaves it unpatched.
+            let mutated = connection.admit(MUTATE, &pod).await;
+            assert_eq!(mutated["allowed"], true, "{label}: {mutated}");
+            assert!(patch_of(&mutated).is_none(), "{mutated}");
+            let denied = connection.admit(ENFORCE, &pod).await;
+            assert_eq!(denied["allowed"], false, "{label}: {denied}");
+            let message = denied["status"]["message"].as_str().expect("message");
+            assert!(
+                message.contains(
+                    "[device-paths] container \"gpu-feature-discovery\" must not be privileged"
+                ),
+                "{message}"
+            );
+            // The author's fix: not privileged. Then only R1 applies.
+            pod["spec"]["containers"][0]
+                .as_object_mut()
+                .expect("container")
+                .remove("securityContext");
+        }
         let response = connection.admit(MUTATE, &pod).await;
         assert_eq!(response["allowed"], true, "{label}: {response}");
         let after = match (patch_of(&response), expected_mutations(&label)) {

@@ -390,11 +390,11 @@ async fn a_reloaded_config_reaches_the_cluster_watches() {
     let mut reloaded = defaults.clone();
     reloaded
         .allowlist
-        .push(gpu_policy::settings::AllowlistEntry {
-            namespace: "gpu-ops".to_owned(),
-            kind: "DaemonSet".to_owned(),
-            name: "dcgm-exporter".to_owned(),
-        });
+        .push(gpu_policy::settings::AllowlistEntry::exact(
+            "gpu-ops",
+            "DaemonSet",
+            "dcgm-exporter",
+        ));
     reloaded.gpu_resources.push("nvidia.com/vgpu".to_owned());
     write_config(&reloaded);
     server

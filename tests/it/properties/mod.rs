@@ -23,7 +23,7 @@ use crate::support::workloads::pod_of_workload;
 use gpu_policy::admission::{
     Mode, ObjectKind, PodOperation, Subject, Workload, decide, evaluate_object,
 };
-use gpu_policy::policy::{Evaluation, Evaluator, ObjectError};
+use gpu_policy::policy::{Evaluation, Evaluator, NoticeKind, ObjectError};
 use gpu_policy::settings::Settings;
 use json_patch::PatchOperation;
 use proptest::prelude::*;

@@ -215,6 +215,8 @@ proptest! {
             Some(value) => namespace_minimum.is_some_and(|n| value < n),
         });
         let gpu = pod_gpu(&case.pod);
+        let (_, privileged_gpu) = privileged_findings(&case.pod, &case.namespace);
+        notices += usize::from(privileged_gpu);
         if gpu == Some(true) {
             notices += usize::from(ignored);
             prop_assert_eq!(evaluation.notices.len(), notices, "notices: {:?}", evaluation.notices);
@@ -228,5 +230,26 @@ proptest! {
         for notice in &evaluation.notices {
             prop_assert!(notice.message.starts_with("gpu-policy:"), "{:?}", notice);
         }
+    }
+
+    /// R6 denies exactly the pods with a privileged container that is not a
+    /// GPU container, and warns (one notice) exactly about pods with a
+    /// privileged GPU container; allowlisted pods get neither.
+    #[test]
+    fn privileged_containers_are_denied_or_warned_as_the_rule_says(case in case()) {
+        let evaluation = evaluate_pod(&case.pod, &case)?;
+        let (denied, warned) = privileged_findings(&case.pod, &case.namespace);
+        let privileged_violations = evaluation
+            .violations
+            .iter()
+            .filter(|v| v.rule.to_string() == "device-paths" && v.message.contains("must not be privileged"))
+            .count();
+        prop_assert_eq!(privileged_violations > 0, denied, "{:?}", evaluation.violations);
+        let privileged_notices = evaluation
+            .notices
+            .iter()
+            .filter(|n| n.kind == NoticeKind::PrivilegedGpuContainer)
+            .count();
+        prop_assert_eq!(privileged_notices, usize::from(warned), "{:?}", evaluation.notices);
     }
 }

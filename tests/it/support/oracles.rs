@@ -107,6 +107,29 @@ pub fn pod_allowlisted(pod: &Value, namespace: &str) -> bool {
         })
 }
 
+/// R6 on privileged containers (`securityContext.privileged: true`) of a
+/// pod that is not allowlisted: `(denied, warned)`. A privileged container
+/// that is not a GPU container (ephemeral ones included) gets the pod
+/// denied; a privileged GPU container gets a warning. A container whose GPU
+/// value is invalid counts as asking for a card, as the GPU container
+/// definition says.
+pub fn privileged_findings(pod: &Value, namespace: &str) -> (bool, bool) {
+    if pod_allowlisted(pod, namespace) {
+        return (false, false);
+    }
+    let (mut denied, mut warned) = (false, false);
+    for (kind, c) in containers(pod) {
+        if c["securityContext"]["privileged"] != true {
+            continue;
+        }
+        match gpu_status(kind, c) {
+            Some(false) => denied = true,
+            _ => warned = true,
+        }
+    }
+    (denied, warned)
+}
+
 pub fn workload_allowlisted(kind: Workload, name: &str, namespace: &str) -> bool {
     namespace == "kube-system"
         && kind == Workload::DaemonSet

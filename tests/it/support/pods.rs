@@ -305,6 +305,21 @@ fn mounts(paths: Vec<&str>) -> Option<Value> {
     ))
 }
 
+/// A container's `securityContext`, sometimes privileged (as the NVIDIA
+/// DaemonSets and `kubectl debug --profile=sysadmin` are).
+fn security_context() -> impl Strategy<Value = Option<Value>> {
+    // Rare enough that most generated pods are still admitted and patched.
+    prop::option::weighted(
+        0.1,
+        prop_oneof![
+            2 => Just(json!({"privileged": true})),
+            1 => Just(json!({"privileged": false, "runAsUser": 0})),
+            1 => Just(json!({"privileged": null})),
+            1 => Just(json!({"runAsNonRoot": true})),
+        ],
+    )
+}
+
 /// An init (`init: true`) or regular container, without its name.
 fn container(pods: Pods, init: bool) -> impl Strategy<Value = Obj> {
     (
@@ -313,28 +328,34 @@ fn container(pods: Pods, init: bool) -> impl Strategy<Value = Obj> {
         env(pods),
         prop::bool::weighted(0.4),
         prop::collection::vec(mount_path(), 0..=2),
+        security_context(),
         unknown_fields(pods),
     )
-        .prop_map(move |(image, resources, env, sidecar, paths, extra)| {
-            let mut c = Obj::new();
-            if let Some((image, _)) = image {
-                c.insert("image".into(), json!(image));
-            }
-            if let Some(resources) = resources {
-                c.insert("resources".into(), resources);
-            }
-            if let Some(env) = env {
-                c.insert("env".into(), env);
-            }
-            if init && sidecar {
-                c.insert("restartPolicy".into(), json!("Always"));
-            }
-            if let Some(mounts) = mounts(paths) {
-                c.insert("volumeMounts".into(), mounts);
-            }
-            extend(&mut c, extra);
-            c
-        })
+        .prop_map(
+            move |(image, resources, env, sidecar, paths, security, extra)| {
+                let mut c = Obj::new();
+                if let Some(security) = security {
+                    c.insert("securityContext".into(), security);
+                }
+                if let Some((image, _)) = image {
+                    c.insert("image".into(), json!(image));
+                }
+                if let Some(resources) = resources {
+                    c.insert("resources".into(), resources);
+                }
+                if let Some(env) = env {
+                    c.insert("env".into(), env);
+                }
+                if init && sidecar {
+                    c.insert("restartPolicy".into(), json!("Always"));
+                }
+                if let Some(mounts) = mounts(paths) {
+                    c.insert("volumeMounts".into(), mounts);
+                }
+                extend(&mut c, extra);
+                c
+            },
+        )
 }
 
 fn ephemeral_container(pods: Pods) -> impl Strategy<Value = Obj> {
@@ -344,10 +365,14 @@ fn ephemeral_container(pods: Pods) -> impl Strategy<Value = Obj> {
         // Kubernetes rejects resources on ephemeral containers; the webhook
         // sees them before validation, so generate some.
         prop::option::weighted(0.15, resources(pods)),
+        security_context(),
         unknown_fields(pods),
     )
-        .prop_map(|((image, _), env, resources, extra)| {
+        .prop_map(|((image, _), env, resources, security, extra)| {
             let mut c = Obj::new();
+            if let Some(security) = security {
+                c.insert("securityContext".into(), security);
+            }
             c.insert("image".into(), json!(image));
             c.insert("targetContainerName".into(), json!("app-0"));
             if let Some(env) = env {
