@@ -11,6 +11,7 @@
 use serde_json::Value;
 
 use super::{Mode, ObjectKind, Subject, evaluate_object, warning};
+use crate::policy::claims::ClaimKind;
 use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::{MODE_LABEL, Settings};
 
@@ -100,11 +101,15 @@ const NAMED_PODS: usize = 5;
 /// Warnings for a namespace that is opted in (or tightened), about the pods
 /// already running there, like Pod Security Admission gives: the pods that
 /// would be denied, and the pods that would lose the cards they see today
-/// (GPU infrastructure that needs an allowlist entry first).
+/// (GPU infrastructure that needs an allowlist entry first). The pods'
+/// DRA claims resolve through the cluster view. `claims` are the
+/// ResourceClaims and ResourceClaimTemplates already there: those that
+/// would be denied are named too.
 pub fn opt_in_warnings(
     mode: Mode,
     namespace: &str,
     pods: &[Value],
+    claims: &[Value],
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
 ) -> Vec<String> {
@@ -155,7 +160,39 @@ pub fn opt_in_warnings(
             named(&losing_cards)
         ))));
     }
+    let violating_claims = violating_claims(&evaluator, namespace, claims);
+    if !violating_claims.is_empty() {
+        let names: Vec<&str> = violating_claims.iter().map(String::as_str).collect();
+        warnings.push(warning(&Message::new(format_args!(
+            "{} existing claim(s) in {namespace} violate {mode} mode: {}",
+            names.len(),
+            named(&names)
+        ))));
+    }
     warnings
+}
+
+/// `Kind/name` of each claim or claim template that the policy would deny
+/// (bounded-requests, or a malformed request).
+fn violating_claims(evaluator: &Evaluator<'_>, namespace: &str, claims: &[Value]) -> Vec<String> {
+    claims
+        .iter()
+        .filter_map(|object| {
+            let kind = object.get("kind").and_then(Value::as_str)?;
+            let claim_kind = ClaimKind::of_kind(kind)?;
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("(unnamed)");
+            let subject = Subject::created(object, ObjectKind::Claim(claim_kind), namespace);
+            let denied = match evaluate_object(evaluator, &subject) {
+                Ok(Some(evaluation)) => !evaluation.violations.is_empty(),
+                Ok(None) => false,
+                Err(_) => true,
+            };
+            denied.then(|| format!("{kind}/{name}"))
+        })
+        .collect()
 }
 
 fn named(pods: &[&str]) -> String {
@@ -317,7 +354,7 @@ mod tests {
             json!({"metadata": {"name": "my-exporter"}, "spec": {"containers": [
                 {"name": "c", "image": "example/exporter", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}),
         ];
-        let warnings = opt_in_warnings(Mode::Enforce, "ml", &pods, &Settings::default(), None);
+        let warnings = opt_in_warnings(Mode::Enforce, "ml", &pods, &[], &Settings::default(), None);
         assert_eq!(
             warnings,
             vec![
@@ -326,7 +363,78 @@ mod tests {
             ]
         );
         assert!(
-            opt_in_warnings(Mode::Enforce, "ml", &pods[..1], &Settings::default(), None).is_empty()
+            opt_in_warnings(
+                Mode::Enforce,
+                "ml",
+                &pods[..1],
+                &[],
+                &Settings::default(),
+                None
+            )
+            .is_empty()
+        );
+    }
+
+    /// A pod claiming 6 GPUs through a template with 4 more from the
+    /// device plugin, and the template itself.
+    fn six_and_four() -> (Value, Value) {
+        let pod = json!({"metadata": {"name": "ten-gpus"}, "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "six"}],
+            "containers": [{"name": "c", "resources": {
+                "claims": [{"name": "gpus"}], "limits": {"nvidia.com/gpu": "4"}}}]}});
+        let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "six", "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 6}}]}}}});
+        (pod, template)
+    }
+
+    #[test]
+    fn opting_in_resolves_pods_claims_from_the_cluster() {
+        use crate::policy::claims::ClaimKind;
+        use crate::policy::cluster::ClusterSnapshot;
+        use crate::policy::cluster_claims::KeptClaim;
+        let (pod, template) = six_and_four();
+        let settings = Settings::default();
+        let unresolved = opt_in_warnings(Mode::Enforce, "ml", &[pod.clone()], &[], &settings, None);
+        assert!(unresolved.is_empty(), "{unresolved:?}");
+        let mut cluster = ClusterSnapshot::default();
+        cluster.dra.templates.insert(
+            ("ml".to_owned(), "six".to_owned()),
+            KeptClaim::of("six", &template, ClaimKind::Template),
+        );
+        let resolved = opt_in_warnings(Mode::Enforce, "ml", &[pod], &[], &settings, Some(&cluster));
+        assert_eq!(
+            resolved,
+            vec!["gpu-policy: 1 existing pod(s) in ml violate enforce mode: ten-gpus"]
+        );
+    }
+
+    #[test]
+    fn opting_in_names_the_claims_that_would_be_denied() {
+        let (_, six) = six_and_four();
+        let mut all = six.clone();
+        all["metadata"]["name"] = json!("every-gpu");
+        all["spec"]["spec"]["devices"]["requests"][0]["exactly"] =
+            json!({"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"});
+        let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "huge", "namespace": "ml"},
+            "spec": {"devices": {"requests": [
+                {"name": "g", "exactly": {"deviceClassName": "mig.nvidia.com", "count": 9}}]}}});
+        let warnings = opt_in_warnings(
+            Mode::Warn,
+            "ml",
+            &[],
+            &[six, all, claim],
+            &Settings::default(),
+            None,
+        );
+        assert_eq!(
+            warnings,
+            vec![
+                "gpu-policy: 2 existing claim(s) in ml violate warn mode: \
+                 ResourceClaimTemplate/every-gpu, ResourceClaim/huge"
+            ]
         );
     }
 }

@@ -12,6 +12,7 @@ use super::{EXIT_BAD_INPUT, check::render_text};
 use crate::admission::{Mode, Workload};
 use crate::cluster::{self, Connection};
 use crate::manifest::Document;
+use crate::policy::claims::ClaimKind;
 use crate::report::{ObjectReport, check_object_in};
 use crate::settings::{MODE_LABEL, Settings};
 
@@ -66,13 +67,17 @@ pub fn run(args: &AuditArgs) -> ExitCode {
     }
 }
 
-/// The kinds audited in each namespace.
+/// The kinds audited in each namespace: pods, workloads, and the DRA
+/// claims and claim templates (bounded-requests).
 fn audited_kinds() -> Vec<GroupVersionKind> {
     let mut kinds = vec![GroupVersionKind::gvk("", "v1", "Pod")];
     kinds.extend(Workload::ALL.iter().map(|workload| {
         let version = "v1";
         GroupVersionKind::gvk(workload.group(), version, workload.kind())
     }));
+    kinds.extend(
+        [ClaimKind::Claim, ClaimKind::Template].map(|kind| cluster::dra_gvk(kind.as_str())),
+    );
     kinds
 }
 
@@ -117,9 +122,14 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     for (namespace, mode) in &targets {
         let annotations: BTreeMap<String, String> = snapshot.namespace_annotations_of(namespace);
         for gvk in audited_kinds() {
-            let objects = cluster::list_objects(&client, namespace, &gvk)
-                .await
-                .map_err(|e| format!("cannot list {} in {namespace}: {e}", gvk.kind))?;
+            let objects = match cluster::list_objects(&client, namespace, &gvk).await {
+                Ok(objects) => objects,
+                // A cluster without resource.k8s.io/v1 has no claims.
+                Err(e) if gvk.group == cluster::DRA_GROUP && cluster::is_not_served(&e) => {
+                    Vec::new()
+                }
+                Err(e) => return Err(format!("cannot list {} in {namespace}: {e}", gvk.kind)),
+            };
             for object in objects {
                 let report = check_object_in(
                     &object,

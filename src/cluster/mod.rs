@@ -4,8 +4,9 @@
 //! resourceVersion, relisting on 410 Gone) folded into a [`ClusterSnapshot`]
 //! that keeps only what a rule reads: a namespace's `gpu-policy.io/*`
 //! annotations, a node's GPU allocatable and GFD compute capability, a
-//! RuntimeClass's overhead and scheduling, an allowlisted workload's UID.
-//! managedFields and everything else are dropped on arrival, so 10,000
+//! RuntimeClass's overhead and scheduling, an allowlisted workload's UID,
+//! the requests of DRA claims and what makes a DeviceClass a GPU class
+//! (`claims.rs`). managedFields and everything else are dropped on arrival, so 10,000
 //! namespaces and 5,000 nodes stay small. [`Watches`] owns the watch tasks
 //! and follows a reloaded configuration.
 //!
@@ -13,6 +14,7 @@
 //! last known state keeps serving and the cache is marked stale (metric and
 //! one log line per transition).
 
+mod claims;
 mod watches;
 mod wire;
 
@@ -31,10 +33,11 @@ use serde_json::Value;
 
 use crate::admission::Workload;
 use crate::policy::ClusterFacts;
-use crate::policy::cluster::{ClaimFacts, ClusterSnapshot, NodeGpus, Resolved, RuntimeClassInfo};
+use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
 use crate::policy::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::policy::quantity::GpuCount;
 use crate::settings::{AllowlistEntry, ComputeCapability, MODE_LABEL, Settings};
+pub use claims::{DRA_GROUP, dra_gvk, is_not_served, list_claims};
 pub use watches::Watches;
 
 /// What a cache mirrors; also the `resource` label of the staleness metric.
@@ -44,14 +47,23 @@ pub enum Source {
     Nodes,
     RuntimeClasses,
     AllowlistedWorkloads,
+    ResourceClaims,
+    ResourceClaimTemplates,
+    DeviceClasses,
 }
 
+/// How many sources there are.
+const SOURCES: usize = 7;
+
 impl Source {
-    pub const ALL: [Source; 4] = [
+    pub const ALL: [Source; SOURCES] = [
         Source::Namespaces,
         Source::Nodes,
         Source::RuntimeClasses,
         Source::AllowlistedWorkloads,
+        Source::ResourceClaims,
+        Source::ResourceClaimTemplates,
+        Source::DeviceClasses,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +72,9 @@ impl Source {
             Source::Nodes => "nodes",
             Source::RuntimeClasses => "runtimeclasses",
             Source::AllowlistedWorkloads => "allowlisted-workloads",
+            Source::ResourceClaims => "resourceclaims",
+            Source::ResourceClaimTemplates => "resourceclaimtemplates",
+            Source::DeviceClasses => "deviceclasses",
         }
     }
 
@@ -69,6 +84,9 @@ impl Source {
             Source::Nodes => 1,
             Source::RuntimeClasses => 2,
             Source::AllowlistedWorkloads => 3,
+            Source::ResourceClaims => 4,
+            Source::ResourceClaimTemplates => 5,
+            Source::DeviceClasses => 6,
         }
     }
 }
@@ -84,12 +102,12 @@ impl Source {
 #[derive(Debug, Default)]
 pub struct ClusterCache {
     snapshot: RwLock<ClusterSnapshot>,
-    synced: [AtomicBool; 4],
-    stale: [AtomicBool; 4],
+    synced: [AtomicBool; SOURCES],
+    stale: [AtomicBool; SOURCES],
     /// Watches of each source that have not completed their first list.
-    pending: [AtomicUsize; 4],
+    pending: [AtomicUsize; SOURCES],
     /// When each watch last failed.
-    last_error: Mutex<[Option<Instant>; 4]>,
+    last_error: Mutex<[Option<Instant>; SOURCES]>,
     /// The settings whose GPU resource patterns the cached nodes were
     /// projected with (None before the first node list).
     node_projection: RwLock<Option<Arc<Settings>>>,
@@ -218,20 +236,6 @@ impl ClusterCache {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .is_some_and(|settings| settings.is_gpu_resource(resource))
-    }
-}
-
-/// The caches do not watch ResourceClaims and ResourceClaimTemplates yet:
-/// every claim is unknown, so the webhook warns about a claimed pod and
-/// keeps its containers pinned (the DRA driver's CDI edit replaces the pin
-/// in the containers that really hold a device), never denying it.
-impl ClaimFacts for ClusterCache {
-    fn resource_claim_template(&self, _namespace: &str, _name: &str) -> Resolved {
-        Resolved::Unknown
-    }
-
-    fn resource_claim(&self, _namespace: &str, _name: &str) -> Resolved {
-        Resolved::Unknown
     }
 }
 
@@ -450,6 +454,7 @@ pub async fn snapshot(
             snapshot.workloads.insert(workload_key(entry), uid);
         }
     }
+    claims::snapshot_into(client, settings, &mut snapshot).await?;
     Ok(snapshot)
 }
 

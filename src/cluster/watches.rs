@@ -72,6 +72,7 @@ impl Watches {
             || {},
         ));
         let nodes = spawn_nodes(&client, settings, &cache);
+        super::claims::spawn(&client, settings, &cache);
         let allowlisted = entries(settings)
             .into_iter()
             .map(|(key, entry)| (key, spawn_allowlisted(&client, entry, &cache)))
@@ -153,6 +154,7 @@ impl Watches {
                 "GPU resource patterns changed: listing the nodes again"
             );
         }
+        super::claims::follow_settings(&running.cache, settings);
         // A stopped watch that had not listed no longer holds its source.
         running.cache.settle(Source::AllowlistedWorkloads);
         running.cache.settle(Source::Nodes);
@@ -172,14 +174,14 @@ fn entries(settings: &Settings) -> BTreeMap<WorkloadKey, &AllowlistEntry> {
 /// Holds a source unsynced (at start) or stale (after a reload) until its
 /// watch has listed once. A watch stopped before that releases its hold
 /// without claiming the source current: [`Watches::apply`] settles it.
-struct FirstList {
+pub(super) struct FirstList {
     cache: Arc<ClusterCache>,
     source: Source,
     done: bool,
 }
 
 impl FirstList {
-    fn new(cache: &Arc<ClusterCache>, source: Source) -> Self {
+    pub(super) fn new(cache: &Arc<ClusterCache>, source: Source) -> Self {
         cache.watch_started(source);
         Self {
             cache: Arc::clone(cache),
@@ -188,7 +190,7 @@ impl FirstList {
         }
     }
 
-    fn done(&mut self) {
+    pub(super) fn done(&mut self) {
         if !std::mem::replace(&mut self.done, true) {
             self.cache.watch_listed(self.source);
         }
@@ -224,7 +226,7 @@ fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) 
 /// Folds one watcher into one table of the snapshot. A relist (Init ..
 /// InitDone) replaces the table whole, so objects deleted while the watch
 /// was down disappear.
-async fn mirror<K, V>(
+pub(super) async fn mirror<K, V>(
     api: Api<K>,
     cache: Arc<ClusterCache>,
     source: Source,
@@ -358,12 +360,12 @@ fn is_forbidden(error: &watcher::Error) -> bool {
 
 /// Which entries of a table a watch owns: all of it, or one key (the
 /// per-name watches of allowlisted workloads share one table).
-enum Owns<Key> {
+pub(super) enum Owns<Key> {
     Table,
     Key(Key),
 }
 
-async fn fold<K, Key, V>(
+pub(super) async fn fold<K, Key, V>(
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
     cache: &ClusterCache,
     source: Source,

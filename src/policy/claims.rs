@@ -125,6 +125,55 @@ impl ClaimKind {
     }
 }
 
+/// One device alternative of a request as written: the whole request
+/// (`exactly`, or the flat v1beta1 shape) or one `firstAvailable` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceAlternative {
+    pub class: Option<String>,
+    pub count: DraCount,
+    pub admin_access: bool,
+}
+
+/// One entry of `devices.requests[]` as written, before its device classes
+/// are judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestSpec {
+    pub name: String,
+    pub alternatives: Vec<DeviceAlternative>,
+}
+
+/// A claim's requests as written, whichever device classes hand out GPUs.
+/// The cluster caches keep this, so that which classes are GPU classes is
+/// decided when a claim is read: a DeviceClass that arrives after the claim
+/// still counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimSpec {
+    pub requests: Vec<RequestSpec>,
+}
+
+impl ClaimSpec {
+    /// What the policy knows of the claim, with `is_gpu_class` saying which
+    /// device classes hand out GPUs.
+    pub fn summary(&self, is_gpu_class: &dyn Fn(&str) -> bool) -> ClaimSummary {
+        let requests = self
+            .requests
+            .iter()
+            .map(|request| {
+                let gpu_alternatives = request
+                    .alternatives
+                    .iter()
+                    .filter(|a| a.class.as_deref().is_some_and(is_gpu_class));
+                ClaimRequest {
+                    name: request.name.clone(),
+                    gpu: gpu_alternatives.clone().map(|a| a.count).max(),
+                    admin_access: gpu_alternatives.clone().any(|a| a.admin_access),
+                }
+            })
+            .collect();
+        ClaimSummary { requests }
+    }
+}
+
 /// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
 /// object. `is_gpu_class` says which device classes hand out GPUs.
 pub fn parse_object(
@@ -132,14 +181,7 @@ pub fn parse_object(
     kind: ClaimKind,
     is_gpu_class: &dyn Fn(&str) -> bool,
 ) -> Result<ClaimSummary, ClaimError> {
-    let spec = match kind {
-        ClaimKind::Claim => object.get("spec"),
-        ClaimKind::Template => object.get("spec").and_then(|s| s.get("spec")),
-    };
-    match spec {
-        None | Some(Value::Null) => Err(error(kind.spec_path(), "is missing")),
-        Some(spec) => parse_spec(spec, kind.spec_path(), is_gpu_class),
-    }
+    Ok(read_object(object, kind)?.summary(is_gpu_class))
 }
 
 /// Reads the requests of a claim spec (`devices.requests[]`); `at` is the
@@ -149,36 +191,49 @@ pub fn parse_spec(
     at: &str,
     is_gpu_class: &dyn Fn(&str) -> bool,
 ) -> Result<ClaimSummary, ClaimError> {
+    Ok(read_spec(spec, at)?.summary(is_gpu_class))
+}
+
+/// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
+/// object as written.
+pub fn read_object(object: &Value, kind: ClaimKind) -> Result<ClaimSpec, ClaimError> {
+    let spec = match kind {
+        ClaimKind::Claim => object.get("spec"),
+        ClaimKind::Template => object.get("spec").and_then(|s| s.get("spec")),
+    };
+    match spec {
+        None | Some(Value::Null) => Err(error(kind.spec_path(), "is missing")),
+        Some(spec) => read_spec(spec, kind.spec_path()),
+    }
+}
+
+/// Reads the requests of a claim spec as written; `at` is the spec's
+/// dotted path, for errors.
+pub fn read_spec(spec: &Value, at: &str) -> Result<ClaimSpec, ClaimError> {
     let spec = object(spec, at)?;
     let devices_at = format!("{at}.devices");
     let Some(devices) = optional(spec, "devices") else {
-        return Ok(ClaimSummary::default());
+        return Ok(ClaimSpec::default());
     };
     let devices = object(devices, &devices_at)?;
     let requests_at = format!("{devices_at}.requests");
     let Some(requests) = optional(devices, "requests") else {
-        return Ok(ClaimSummary::default());
+        return Ok(ClaimSpec::default());
     };
     let requests = requests
         .as_array()
         .ok_or_else(|| error(&requests_at, &must_be("a list", requests)))?;
-    let mut summary = ClaimSummary {
+    let mut read = ClaimSpec {
         requests: Vec::with_capacity(requests.len()),
     };
     for (index, raw) in requests.iter().enumerate() {
         let at = format!("{requests_at}[{index}]");
-        summary
-            .requests
-            .push(parse_request(raw, &at, is_gpu_class)?);
+        read.requests.push(read_request(raw, &at)?);
     }
-    Ok(summary)
+    Ok(read)
 }
 
-fn parse_request(
-    raw: &Value,
-    at: &str,
-    is_gpu_class: &dyn Fn(&str) -> bool,
-) -> Result<ClaimRequest, ClaimError> {
+fn read_request(raw: &Value, at: &str) -> Result<RequestSpec, ClaimError> {
     let request = object(raw, at)?;
     let name = string(request, "name", at)?.unwrap_or("").to_owned();
     let mut alternatives = Vec::new();
@@ -198,27 +253,11 @@ fn parse_request(
         // v1beta1: the request itself names the class.
         alternatives.push(alternative(request, at)?);
     }
-    let gpu_alternatives = alternatives
-        .iter()
-        .filter(|a| a.class.is_some_and(is_gpu_class));
-    Ok(ClaimRequest {
-        name,
-        gpu: gpu_alternatives.clone().map(|a| a.count).max(),
-        admin_access: gpu_alternatives.clone().any(|a| a.admin_access),
-    })
+    Ok(RequestSpec { name, alternatives })
 }
 
-struct Alternative<'a> {
-    class: Option<&'a str>,
-    count: DraCount,
-    admin_access: bool,
-}
-
-fn alternative<'a>(
-    fields: &'a Map<String, Value>,
-    at: &str,
-) -> Result<Alternative<'a>, ClaimError> {
-    let class = string(fields, "deviceClassName", at)?;
+fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternative, ClaimError> {
+    let class = string(fields, "deviceClassName", at)?.map(str::to_owned);
     let mode = string(fields, "allocationMode", at)?;
     let count = match optional(fields, "count") {
         None => 1,
@@ -255,7 +294,7 @@ fn alternative<'a>(
             ));
         }
     };
-    Ok(Alternative {
+    Ok(DeviceAlternative {
         class,
         count,
         admin_access,

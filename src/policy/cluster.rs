@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::claims::ClaimSummary;
+use super::cluster_claims::ClaimTables;
 use crate::settings::ComputeCapability;
 
 /// The parts of a RuntimeClass the built-in RuntimeClass admission plugin
@@ -82,6 +83,8 @@ pub struct ClusterSnapshot {
     /// node name -> what the rules read of it.
     pub nodes: BTreeMap<String, NodeGpus>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// ResourceClaims, ResourceClaimTemplates and DeviceClasses, lean.
+    pub dra: ClaimTables,
 }
 
 /// What the rules read of a node.
@@ -100,15 +103,20 @@ impl ClusterSnapshot {
     }
 }
 
-/// A snapshot holds no claims yet: every claim is unknown, so claimed
-/// containers stay pinned and the pod is warned, never denied.
+/// Claims resolve from the snapshot's DRA tables; one it does not hold
+/// (none at all where the cluster serves no resource.k8s.io/v1) is unknown:
+/// its containers stay pinned and the pod is warned, never denied.
 impl ClaimFacts for ClusterSnapshot {
-    fn resource_claim_template(&self, _namespace: &str, _name: &str) -> Resolved {
-        Resolved::Unknown
+    fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
+        self.dra.resource_claim_template(namespace, name)
     }
 
-    fn resource_claim(&self, _namespace: &str, _name: &str) -> Resolved {
-        Resolved::Unknown
+    fn resource_claim(&self, namespace: &str, name: &str) -> Resolved {
+        self.dra.resource_claim(namespace, name)
+    }
+
+    fn is_gpu_device_class(&self, class: &str) -> bool {
+        self.dra.is_gpu_device_class(class)
     }
 }
 

@@ -6,7 +6,7 @@
 //! A device class hands out GPUs when its name is in `gpuDeviceClasses`,
 //! or, for a DeviceClass of the input, when its `extendedResourceName` is a
 //! GPU resource or one of its CEL selectors selects the driver
-//! `gpu.nvidia.com`.
+//! `gpu.nvidia.com` (judged by [`DeviceClassInfo`], as in the cluster).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,10 +14,8 @@ use serde_json::Value;
 
 use super::claims::{ClaimKind, parse_object};
 use super::cluster::{ClaimFacts, Resolved};
+use super::cluster_claims::DeviceClassInfo;
 use crate::settings::Settings;
-
-/// The NVIDIA DRA driver's name for its GPU devices.
-const GPU_DRIVER: &str = "gpu.nvidia.com";
 
 /// Claims and claim templates read from a set of objects.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,7 +34,7 @@ impl InputClaims {
         let gpu_classes: BTreeSet<&str> = objects
             .iter()
             .filter(|object| kind_of(object) == Some("DeviceClass"))
-            .filter(|object| selects_gpus(object, settings))
+            .filter(|object| DeviceClassInfo::of(object).hands_out_gpus(settings))
             .filter_map(|object| object.pointer("/metadata/name")?.as_str())
             .collect();
         let is_gpu_class =
@@ -91,32 +89,6 @@ impl ClaimFacts for InputClaims {
 
 fn kind_of(object: &Value) -> Option<&str> {
     object.get("kind")?.as_str()
-}
-
-/// Whether a DeviceClass hands out GPUs: its extended resource is a GPU
-/// resource, or a selector names the NVIDIA GPU driver.
-fn selects_gpus(class: &Value, settings: &Settings) -> bool {
-    if class
-        .pointer("/spec/extendedResourceName")
-        .and_then(Value::as_str)
-        .is_some_and(|name| settings.is_gpu_resource(name))
-    {
-        return true;
-    }
-    let wanted = [
-        format!("device.driver==\"{GPU_DRIVER}\""),
-        format!("device.driver=='{GPU_DRIVER}'"),
-    ];
-    class
-        .pointer("/spec/selectors")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|selector| selector.pointer("/cel/expression")?.as_str())
-        .any(|expression| {
-            let compact: String = expression.chars().filter(|c| !c.is_whitespace()).collect();
-            wanted.iter().any(|w| compact.contains(w.as_str()))
-        })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod bounded_requests;
 pub mod claim_requests;
 pub mod claims;
 pub mod cluster;
+pub mod cluster_claims;
 pub mod compute_affinity;
 pub mod device_paths;
 pub mod evaluator;

@@ -290,7 +290,8 @@ async fn answer(
 const POD_LIST_BUDGET: Duration = Duration::from_secs(2);
 
 /// When a namespace is opted in or tightened, warns about the pods already
-/// running there (Pod Security Admission does the same).
+/// running there (Pod Security Admission does the same), their claims
+/// resolved from the cache, and about the claims already there.
 async fn opt_in_warnings(
     state: &AppState,
     request: &kube::core::admission::AdmissionRequest<review::RawObject>,
@@ -310,11 +311,18 @@ async fn opt_in_warnings(
             return Vec::new();
         }
     };
+    let claims = match cluster::list_claims(client, namespace, POD_LIST_BUDGET).await {
+        Ok(claims) => claims,
+        Err(error) => {
+            tracing::warn!(%namespace, %error, "no opt-in warning about claims: not listed");
+            Vec::new()
+        }
+    };
     let cluster = state
         .cluster
         .get()
         .map(|cache| cache.as_ref() as &dyn ClusterFacts);
-    namespace_guard::opt_in_warnings(mode, namespace, &pods, settings, cluster)
+    namespace_guard::opt_in_warnings(mode, namespace, &pods, &claims, settings, cluster)
 }
 
 #[cfg(test)]

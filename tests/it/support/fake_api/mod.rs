@@ -192,6 +192,16 @@ impl FakeApi {
         store.kinds.push(kind);
     }
 
+    /// Stops serving every kind of `group`/`version` (e.g.
+    /// `resource.k8s.io/v1`, to play a cluster older than 1.34): its URLs
+    /// answer 404 like an API server that does not know them.
+    pub fn unregister_group_version(&self, group: &str, version: &str) {
+        let mut store = self.shared.store.lock().unwrap();
+        store
+            .kinds
+            .retain(|k| !(k.group == group && k.version == version));
+    }
+
     /// Creates or replaces an object given with `apiVersion`, `kind` and
     /// `metadata.name` (namespaced kinds default to namespace `default`).
     /// Open watches see ADDED or MODIFIED. Returns the stored object.

@@ -1,0 +1,252 @@
+//! The Dynamic Resource Allocation caches: ResourceClaims,
+//! ResourceClaimTemplates and DeviceClasses of `resource.k8s.io/v1`, kept
+//! lean in the snapshot's [`ClaimTables`] so the webhook resolves a pod's
+//! claims without an API call.
+//!
+//! Claims and templates are watched in every namespace, not only in the
+//! opted-in ones: a namespace opted in later already has its claims known
+//! (the namespace guard's warning and the first pod admitted there resolve
+//! them at once), and a kept claim is small (its requests' class names,
+//! counts and flags: about 250 bytes for a one-request claim, so 10,000
+//! claims stay within a few MB). Which device classes hand out GPUs is
+//! decided when a claim is read, with the settings in force.
+//!
+//! A cluster that does not serve `resource.k8s.io/v1` (Kubernetes before
+//! 1.34, or DRA switched off) answers the first list of DeviceClasses with
+//! 404: the three sources are then synced and empty, said once in an info
+//! line, and every claim stays unknown (the pod is warned, its claimed
+//! containers stay pinned, it is never denied for it). A restart finds DRA
+//! once it is served.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use super::watches::{FirstList, Owns, fold, mirror};
+use super::{ClusterCache, Source, list_objects};
+use crate::policy::claims::ClaimKind;
+use crate::policy::cluster::{ClaimFacts, ClusterSnapshot, Resolved};
+use crate::policy::cluster_claims::{ClaimKey, DeviceClassInfo, GpuSettings, KeptClaim};
+use crate::settings::Settings;
+
+/// The API group of Dynamic Resource Allocation.
+pub const DRA_GROUP: &str = "resource.k8s.io";
+/// The version the caches read (GA since Kubernetes 1.34).
+pub const DRA_VERSION: &str = "v1";
+
+/// The `resource.k8s.io/v1` kind `kind`.
+pub fn dra_gvk(kind: &str) -> GroupVersionKind {
+    GroupVersionKind::gvk(DRA_GROUP, DRA_VERSION, kind)
+}
+
+/// The API server does not serve the resource asked for.
+pub fn is_not_served(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// Claims resolve from the watched tables; one not (yet) seen is unknown.
+impl ClaimFacts for ClusterCache {
+    fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
+        self.read().dra.resource_claim_template(namespace, name)
+    }
+
+    fn resource_claim(&self, namespace: &str, name: &str) -> Resolved {
+        self.read().dra.resource_claim(namespace, name)
+    }
+
+    fn is_gpu_device_class(&self, class: &str) -> bool {
+        self.read().dra.is_gpu_device_class(class)
+    }
+}
+
+/// GPU classes are judged with `settings` from now on (at start and at
+/// every reload).
+pub(super) fn follow_settings(cache: &ClusterCache, settings: &Settings) {
+    cache.write().dra.settings = GpuSettings::new(Arc::new(settings.clone()));
+}
+
+/// Starts the DRA watches once the API server says it serves
+/// `resource.k8s.io/v1`. The three sources hold readiness until then, or
+/// until it says it does not.
+pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) {
+    follow_settings(cache, settings);
+    let holds = [
+        FirstList::new(cache, Source::DeviceClasses),
+        FirstList::new(cache, Source::ResourceClaims),
+        FirstList::new(cache, Source::ResourceClaimTemplates),
+    ];
+    let client = client.clone();
+    let cache = Arc::clone(cache);
+    tokio::spawn(async move {
+        if !served(&client).await {
+            tracing::info!(
+                api = %format!("{DRA_GROUP}/{DRA_VERSION}"),
+                "the API server does not serve Dynamic Resource Allocation \
+                 (Kubernetes before 1.34, or DRA off): pods' claims stay unresolved \
+                 (warned, pinned, never denied for it)"
+            );
+            for mut hold in holds {
+                hold.done();
+            }
+            return;
+        }
+        let [classes, claims, templates] = holds;
+        tokio::spawn(mirror(
+            Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass")),
+            Arc::clone(&cache),
+            Source::DeviceClasses,
+            |snapshot| &mut snapshot.dra.device_classes,
+            |class: &DynamicObject| Some(DeviceClassInfo::of(&class.data)),
+            classes,
+            || {},
+        ));
+        tokio::spawn(watch_claims(
+            client.clone(),
+            Arc::clone(&cache),
+            ClaimKind::Claim,
+            claims,
+        ));
+        tokio::spawn(watch_claims(client, cache, ClaimKind::Template, templates));
+    });
+}
+
+fn resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&dra_gvk(kind))
+}
+
+/// Whether the API server serves `resource.k8s.io/v1`: one list of
+/// DeviceClasses, asked again (1 s, doubling to 30 s) until it answers
+/// either way.
+async fn served(client: &Client) -> bool {
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass"));
+    let mut delay = Duration::from_secs(1);
+    let mut reported = false;
+    loop {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => return true,
+            Err(error) if is_not_served(&error) => return false,
+            Err(error) => {
+                if !std::mem::replace(&mut reported, true) {
+                    tracing::warn!(
+                        %error,
+                        "cannot tell whether the API server serves Dynamic Resource \
+                         Allocation; asking again"
+                    );
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+/// The table of ResourceClaims or ResourceClaimTemplates.
+fn table(
+    kind: ClaimKind,
+) -> fn(&mut ClusterSnapshot) -> &mut std::collections::BTreeMap<ClaimKey, KeptClaim> {
+    match kind {
+        ClaimKind::Claim => |snapshot| &mut snapshot.dra.claims,
+        ClaimKind::Template => |snapshot| &mut snapshot.dra.templates,
+    }
+}
+
+fn source(kind: ClaimKind) -> Source {
+    match kind {
+        ClaimKind::Claim => Source::ResourceClaims,
+        ClaimKind::Template => Source::ResourceClaimTemplates,
+    }
+}
+
+/// Watches the claims (or templates) of every namespace, keeping each one's
+/// requests as written.
+async fn watch_claims(
+    client: Client,
+    cache: Arc<ClusterCache>,
+    kind: ClaimKind,
+    mut first_list: FirstList,
+) {
+    let api = Api::<DynamicObject>::all_with(client, &resource(kind.as_str()));
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    fold(
+        events,
+        &cache,
+        source(kind),
+        table(kind),
+        Owns::Table,
+        |object: &DynamicObject| Some(kept(object, kind)),
+        || first_list.done(),
+    )
+    .await;
+}
+
+fn kept(object: &DynamicObject, kind: ClaimKind) -> (ClaimKey, KeptClaim) {
+    let name = object.name_any();
+    let namespace = object.namespace().unwrap_or_default();
+    let claim = KeptClaim::of(&name, &object.data, kind);
+    ((namespace, name), claim)
+}
+
+/// Lists the DRA objects for `audit`'s snapshot, cluster-wide: nothing when
+/// the API server does not serve them.
+pub(super) async fn snapshot_into(
+    client: &Client,
+    settings: &Settings,
+    snapshot: &mut ClusterSnapshot,
+) -> Result<(), kube::Error> {
+    snapshot.dra.settings = GpuSettings::new(Arc::new(settings.clone()));
+    let list = ListParams::default();
+    let classes = Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass"));
+    match classes.list(&list).await {
+        Ok(found) => {
+            for class in found {
+                snapshot
+                    .dra
+                    .device_classes
+                    .insert(class.name_any(), DeviceClassInfo::of(&class.data));
+            }
+        }
+        Err(error) if is_not_served(&error) => return Ok(()),
+        Err(error) => return Err(error),
+    }
+    for kind in [ClaimKind::Claim, ClaimKind::Template] {
+        let api = Api::<DynamicObject>::all_with(client.clone(), &resource(kind.as_str()));
+        for object in api.list(&list).await? {
+            let (key, claim) = kept(&object, kind);
+            table(kind)(snapshot).insert(key, claim);
+        }
+    }
+    Ok(())
+}
+
+/// The ResourceClaims and ResourceClaimTemplates of a namespace as raw
+/// JSON, listed within `budget` (the namespace guard's look at what is
+/// already there); none where DRA is not served.
+pub async fn list_claims(
+    client: &Client,
+    namespace: &str,
+    budget: Duration,
+) -> Result<Vec<Value>, String> {
+    let listing = async {
+        let mut objects = Vec::new();
+        for kind in [ClaimKind::Claim, ClaimKind::Template] {
+            match list_objects(client, namespace, &dra_gvk(kind.as_str())).await {
+                Ok(found) => objects.extend(found),
+                Err(error) if is_not_served(&error) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(objects)
+    };
+    match tokio::time::timeout(budget, listing).await {
+        Ok(Ok(objects)) => Ok(objects),
+        Ok(Err(error)) => Err(format!("cannot list the claims of {namespace}: {error}")),
+        Err(_) => Err(format!(
+            "listing the claims of {namespace} took more than {budget:?}"
+        )),
+    }
+}
