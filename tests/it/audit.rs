@@ -205,3 +205,82 @@ async fn audit_verifies_name_prefix_owners_by_listing_the_kind() {
         "{output}"
     );
 }
+
+/// DRA in `audit`: the claims and claim templates of audited namespaces
+/// are reported (bounded-requests), and pods resolve their claims from the
+/// cluster, DeviceClasses included. A cluster without resource.k8s.io/v1
+/// is audited as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_lists_claims_and_resolves_pods_claims() {
+    let api = FakeApi::start().await;
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
+        "labels": {"gpu-policy.io/mode": "enforce"}}}),
+    );
+    api.insert(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "big.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}),
+    );
+    api.insert(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "six", "namespace": "ml"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "g", "exactly": {"deviceClassName": "big.example.com", "count": 6}}]}}}}),
+    );
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "every-gpu", "namespace": "ml"},
+        "spec": {"devices": {"requests": [
+            {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}]}}}));
+    api.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ten", "namespace": "ml"},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "six"}],
+            "containers": [
+                {"name": "dra", "image": "x", "resources": {"claims": [{"name": "gpus"}]}},
+                {"name": "plugin", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(dir.path());
+
+    let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
+    assert_eq!(code, 1, "{output}");
+    assert_eq!(
+        names(&reports),
+        vec![
+            "Pod/ml/ten",
+            "ResourceClaim/ml/every-gpu",
+            "ResourceClaimTemplate/ml/six"
+        ],
+        "{output}"
+    );
+    let verdicts: Vec<(bool, String)> = reports
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["allowed"] == true,
+                r["violations"][0]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert!(!verdicts[0].0, "{output}");
+    assert!(
+        verdicts[0].1.contains("6 GPUs through resource claims"),
+        "{output}"
+    );
+    assert!(!verdicts[1].0, "{output}");
+    assert!(verdicts[1].1.contains("allocationMode: All"), "{output}");
+    assert!(verdicts[2].0, "{output}");
+
+    // Without resource.k8s.io/v1: the pod alone, its claim unresolved.
+    api.unregister_group_version("resource.k8s.io", "v1");
+    let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(names(&reports), vec!["Pod/ml/ten"], "{output}");
+    assert!(
+        reports[0]["warnings"].to_string().contains("unresolved"),
+        "{output}"
+    );
+}

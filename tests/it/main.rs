@@ -11,6 +11,7 @@ mod cert_secret;
 mod chart;
 mod cli;
 mod cluster;
+mod dra_cluster;
 mod e2e;
 mod fake_api;
 mod golden;

@@ -1,0 +1,249 @@
+//! Dynamic Resource Allocation in cluster mode, against the fake API
+//! server: pods' claims resolve from the watch caches of ResourceClaims,
+//! ResourceClaimTemplates and DeviceClasses, a DeviceClass counts by its
+//! selector, and a cluster without `resource.k8s.io/v1` is ready with every
+//! claim unknown.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
+use gpu_policy::admission::Mode;
+use gpu_policy::cluster::{ClusterCache, Source, Watches};
+use gpu_policy::policy::{ClaimFacts, ClusterFacts, RuleId};
+use gpu_policy::report::{ObjectReport, check_object_in, mutated};
+use gpu_policy::settings::Settings;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+const DRA_SOURCES: [Source; 3] = [
+    Source::ResourceClaims,
+    Source::ResourceClaimTemplates,
+    Source::DeviceClasses,
+];
+
+pub fn template(name: &str, class: &str, count: u64) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+           "metadata": {"name": name, "namespace": "ml"},
+           "spec": {"spec": {"devices": {"requests": [
+               {"name": "gpu", "exactly": {"deviceClassName": class, "count": count}}]}}}})
+}
+
+fn claim(name: &str, class: &str) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": name, "namespace": "ml"},
+           "spec": {"devices": {"requests": [
+               {"name": "gpu", "exactly": {"deviceClassName": class}}]}}})
+}
+
+/// A pod in `ml` whose container `ctr` uses the template `template`, next
+/// to a container `sidecar` that uses no claim.
+pub fn claimed_pod(name: &str, template: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ml"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                    "containers": [
+                        {"name": "ctr", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}},
+                        {"name": "sidecar", "image": "busybox"}]}})
+}
+
+fn seeded(api: &FakeApi) {
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}}));
+    api.insert(
+        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia"}, "handler": "nvidia"}),
+    );
+}
+
+async fn started(api: &FakeApi) -> Arc<ClusterCache> {
+    install_crypto_provider();
+    let cache = Arc::new(ClusterCache::default());
+    Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
+    eventually("the first full list", WAIT, || cache.is_synced()).await;
+    cache
+}
+
+/// The pod's report in enforce mode, its claims resolved by `cache`.
+fn admit(pod: &Value, cache: &ClusterCache) -> ObjectReport {
+    check_object_in(
+        pod,
+        "ml",
+        Mode::Enforce,
+        &Settings::default(),
+        &BTreeMap::new(),
+        Some(cache as &dyn ClusterFacts),
+    )
+}
+
+/// The containers that end up with `NVIDIA_VISIBLE_DEVICES=void`.
+pub fn pinned(pod: &Value, report: &ObjectReport) -> Vec<String> {
+    let after = mutated(pod, report).unwrap_or_else(|e| panic!("patch: {e}"));
+    after["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            c["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["name"] == "NVIDIA_VISIBLE_DEVICES" && e["value"] == "void")
+        })
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn unresolved(report: &ObjectReport) -> bool {
+    report.warnings.iter().any(|w| w.contains("unresolved"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_and_claims_resolve_from_the_caches() {
+    let api = FakeApi::start().await;
+    seeded(&api);
+    api.insert(template("one-gpu", "gpu.nvidia.com", 1));
+    api.insert(template("six-gpus", "gpu.nvidia.com", 6));
+    api.insert(claim("shared-mig", "mig.nvidia.com"));
+    let cache = started(&api).await;
+
+    // A template and a shared claim, the reserved runtime class named.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {"runtimeClassName": "nvidia",
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                                    {"name": "mig", "resourceClaimName": "shared-mig"}],
+                 "containers": [
+                     {"name": "ctr", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}},
+                     {"name": "mig-user", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "mig"}]}},
+                     {"name": "sidecar", "image": "busybox"}]}});
+    let report = admit(&pod, &cache);
+    assert!(report.allowed, "{report:#?}");
+    assert!(
+        !report
+            .violations
+            .iter()
+            .any(|v| v.rule == RuleId::RuntimeClass),
+        "{report:#?}"
+    );
+    assert!(!unresolved(&report), "{report:#?}");
+    assert_eq!(pinned(&pod, &report), vec!["sidecar"]);
+
+    // 6 GPUs claimed plus 4 from the device plugin: 10, above 8.
+    let ten = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ten", "namespace": "ml"},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "six-gpus"}],
+                 "containers": [
+                     {"name": "dra", "image": "x", "resources": {"claims": [{"name": "gpus"}]}},
+                     {"name": "plugin", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}});
+    let report = admit(&ten, &cache);
+    assert!(!report.allowed, "{report:#?}");
+    let messages: Vec<&str> = report
+        .violations
+        .iter()
+        .map(|v| v.message.as_str())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.contains("4 nvidia.com/gpu")
+            && m.contains("6 GPUs through resource claims")
+            && m.contains("maximum of 8 per pod")),
+        "{messages:#?}"
+    );
+
+    // What the caches keep, and their health.
+    let snapshot = cache.snapshot();
+    assert_eq!(snapshot.dra.templates.len(), 2);
+    assert_eq!(snapshot.dra.claims.len(), 1);
+    for source in DRA_SOURCES {
+        assert!(!cache.is_stale(source), "{}", source.as_str());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_follow_watch_events() {
+    let api = FakeApi::start().await;
+    seeded(&api);
+    let cache = started(&api).await;
+    let pod = claimed_pod("late", "one-gpu");
+    let first = admit(&pod, &cache);
+    assert!(first.allowed && unresolved(&first), "{first:#?}");
+    assert_eq!(pinned(&pod, &first), vec!["ctr", "sidecar"]);
+
+    api.insert(template("one-gpu", "gpu.nvidia.com", 1));
+    eventually("the new template", WAIT, || {
+        let report = admit(&pod, &cache);
+        !unresolved(&report) && pinned(&pod, &report) == ["sidecar"]
+    })
+    .await;
+
+    api.remove(
+        "resource.k8s.io/v1",
+        "ResourceClaimTemplate",
+        Some("ml"),
+        "one-gpu",
+    );
+    eventually("the template's deletion", WAIT, || {
+        unresolved(&admit(&pod, &cache))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_device_class_counts_by_its_selector_even_when_it_comes_later() {
+    let api = FakeApi::start().await;
+    seeded(&api);
+    api.insert(template("h100", "h100.example.com", 2));
+    let cache = started(&api).await;
+    let pod = claimed_pod("big", "h100");
+
+    // Known template, unknown class: no GPU claim, both containers pinned.
+    let before = admit(&pod, &cache);
+    assert!(!unresolved(&before), "{before:#?}");
+    assert_eq!(pinned(&pod, &before), vec!["ctr", "sidecar"]);
+
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "h100.example.com"},
+        "spec": {"selectors": [{"cel": {"expression":
+            "device.driver == \"gpu.nvidia.com\" && device.attributes[\"gpu.nvidia.com\"].productName.contains(\"H100\")"}}]}}));
+    eventually("the DeviceClass", WAIT, || {
+        pinned(&pod, &admit(&pod, &cache)) == ["sidecar"]
+    })
+    .await;
+    assert!(cache.is_gpu_device_class("h100.example.com"));
+
+    // A class whose selector names another driver hands out no GPU.
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "imex.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'compute-domain.nvidia.com'"}}]}}));
+    api.insert(template("imex", "imex.example.com", 1));
+    let imex = claimed_pod("imex", "imex");
+    eventually("the imex template", WAIT, || {
+        let report = admit(&imex, &cache);
+        !unresolved(&report) && pinned(&imex, &report) == ["ctr", "sidecar"]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_without_dra_is_ready_and_claims_stay_unknown() {
+    let api = FakeApi::start().await;
+    api.unregister_group_version("resource.k8s.io", "v1");
+    seeded(&api);
+    let cache = started(&api).await;
+    for source in DRA_SOURCES {
+        assert!(!cache.is_stale(source), "{}", source.as_str());
+    }
+    let pod = claimed_pod("dra", "one-gpu");
+    let report = admit(&pod, &cache);
+    assert!(report.allowed && unresolved(&report), "{report:#?}");
+    assert_eq!(pinned(&pod, &report), vec!["ctr", "sidecar"]);
+
+    // Asked once, not polled: no watch of resource.k8s.io is attempted.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let asked: Vec<String> = api
+        .requests()
+        .into_iter()
+        .map(|(_, path)| path)
+        .filter(|path| path.starts_with("/apis/resource.k8s.io"))
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+}
