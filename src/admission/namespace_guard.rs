@@ -396,7 +396,14 @@ mod tests {
         use crate::policy::cluster_claims::KeptClaim;
         let (pod, template) = six_and_four();
         let settings = Settings::default();
-        let unresolved = opt_in_warnings(Mode::Enforce, "ml", &[pod.clone()], &[], &settings, None);
+        let unresolved = opt_in_warnings(
+            Mode::Enforce,
+            "ml",
+            std::slice::from_ref(&pod),
+            &[],
+            &settings,
+            None,
+        );
         assert!(unresolved.is_empty(), "{unresolved:?}");
         let mut cluster = ClusterSnapshot::default();
         cluster.dra.templates.insert(

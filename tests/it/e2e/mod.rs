@@ -64,8 +64,9 @@ fn expected_mutations(label: &str) -> Option<&'static str> {
         // GPU pods whose image implies no minimum compute capability.
         "05" | "06" | "07" | "08" | "10" => Some("runtime-class"),
         "11" => Some("runtime-class,compute-affinity"),
-        // DRA quickstart pods: the webhook does not resolve claims yet, so
-        // their claimed containers stay pinned (and the pod is warned).
+        // DRA quickstart pods: without a cluster the webhook cannot resolve
+        // claims, so their claimed containers stay pinned (and the pod is
+        // warned).
         "20" | "21" | "22" | "23" => Some("visible-devices"),
         // An nvidia.com/gpu limit, served by DRA or not: a device-plugin GPU pod.
         "24" => Some("runtime-class"),
