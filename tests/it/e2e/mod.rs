@@ -21,6 +21,7 @@ use crate::support::server::{
 
 mod certificates;
 mod client_certificates;
+mod dra_driver;
 mod operations;
 mod shutdown;
 
