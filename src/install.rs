@@ -63,8 +63,6 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
 /// Every object of the install, in apply order.
 pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, String> {
     let ns = options.namespace.as_str();
-    // The server refuses what its Roles could not grant by name.
-    config.verifiable_in_cluster().map_err(|e| e.to_string())?;
     let config_yaml = serde_saphyr::to_string(config).map_err(|e| e.to_string())?;
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(ns, None)}),
@@ -126,8 +124,12 @@ fn cluster_role() -> Value {
     })
 }
 
-/// One Role per namespace of the allowlist: get/list/watch of exactly the
-/// allowlisted workloads, by name.
+/// One Role per namespace of the allowlist, one rule per kind: get/list/
+/// watch of exactly the allowlisted workloads, by name. RBAC cannot grant
+/// names by prefix, so a kind with a `namePrefix` entry in the namespace is
+/// granted without `resourceNames` (the watch keeps only the names with the
+/// prefix). A PodTemplate is never watched, so its `namePrefix` entries
+/// get no rule (and a namespace without any rule, no Role).
 fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
     let mut namespaces: Vec<&str> = config
         .allowlist
@@ -138,15 +140,28 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
     namespaces.dedup();
     namespaces
         .into_iter()
-        .map(|namespace| {
+        .filter_map(|namespace| {
             let mut rules: Vec<Value> = Vec::new();
             for workload in Workload::ALL {
-                let mut names: Vec<&str> = config
-                    .allowlist
-                    .iter()
-                    .filter(|e| e.namespace == namespace && e.kind == workload.kind())
+                let entries = || {
+                    config
+                        .allowlist
+                        .iter()
+                        .filter(|e| e.namespace == namespace && e.kind == workload.kind())
+                };
+                let by_prefix =
+                    workload != Workload::PodTemplate && entries().any(|e| e.name_prefix.is_some());
+                let mut names: Vec<&str> = entries()
+                    .filter(|e| e.name_prefix.is_none())
                     .map(|e| e.name.as_str())
                     .collect();
+                if by_prefix {
+                    rules.push(json!({
+                        "apiGroups": [workload.group()], "resources": [workload.resource()],
+                        "verbs": ["get", "list", "watch"],
+                    }));
+                    continue;
+                }
                 if names.is_empty() {
                     continue;
                 }
@@ -156,12 +171,15 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
                     "resourceNames": names, "verbs": ["get", "list", "watch"],
                 }));
             }
+            if rules.is_empty() {
+                return None;
+            }
             let role = json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                 "metadata": metadata(&format!("{NAME}-allowlist"), Some(namespace)),
                 "rules": rules,
             });
-            (namespace.to_owned(), role)
+            Some((namespace.to_owned(), role))
         })
         .collect()
 }

@@ -132,29 +132,6 @@ pub struct Config {
     pub policy_admins: Vec<String>,
 }
 
-impl Config {
-    /// Refuses the allowlist entries the webhook cannot verify against the
-    /// cluster. It verifies a pod's owner by watching each allowlisted
-    /// workload by name, with a Role that grants exactly those names, so a
-    /// `namePrefix` entry, which names no workload, can only serve `check`,
-    /// `audit` (which lists the kind in the namespace) and `serve
-    /// --no-cluster`.
-    pub fn verifiable_in_cluster(&self) -> Result<(), ConfigError> {
-        match self
-            .allowlist
-            .iter()
-            .find(|entry| entry.name_prefix.is_some())
-        {
-            Some(entry) => Err(ConfigError::Invalid(format!(
-                "allowlist entry {entry}: a namePrefix entry cannot be verified in the cluster \
-                 (allowlisted workloads are watched by name); name each workload, or run \
-                 without a cluster (--no-cluster)"
-            ))),
-            None => Ok(()),
-        }
-    }
-}
-
 impl Default for Config {
     fn default() -> Self {
         let image = |pattern: &str, major, minor| ImageRule {
@@ -324,11 +301,6 @@ impl Settings {
             resource_patterns,
             image_rules,
         })
-    }
-
-    /// See [`Config::verifiable_in_cluster`].
-    pub fn verifiable_in_cluster(&self) -> Result<(), ConfigError> {
-        self.config.verifiable_in_cluster()
     }
 
     /// Parses a YAML (or JSON) config document.

@@ -440,12 +440,13 @@ pub async fn snapshot(
             &entry.namespace,
             &ApiResource::from_gvk(&gvk),
         );
-        if let Some(prefix) = &entry.name_prefix {
+        if entry.name_prefix.is_some() {
             // One list of the kind in the namespace: the workloads whose
             // generated names the prefix matches, each by its own name.
             for object in api.list(&list).await? {
                 let name = object.name_any();
-                if let (true, Some(uid)) = (name.starts_with(prefix.as_str()), object.uid()) {
+                let matches = entry.matches(&entry.namespace, &entry.kind, &name);
+                if let (true, Some(uid)) = (matches, object.uid()) {
                     let key = (entry.namespace.clone(), entry.kind.clone(), name);
                     snapshot.workloads.insert(key, uid);
                 }

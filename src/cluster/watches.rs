@@ -17,12 +17,23 @@ use tokio::task::JoinHandle;
 
 use super::{
     ClusterCache, PROBE_INTERVAL, Source, lean_namespace, lean_node, lean_runtime_class, wire,
-    workload_gvk, workload_key,
+    workload_gvk,
 };
 use crate::policy::cluster::ClusterSnapshot;
 use crate::settings::{AllowlistEntry, Settings};
 
 type WorkloadKey = (String, String, String);
+
+/// An allowlist entry as [`Watches`] keys its watch: the entry as it is
+/// written (`ns/Kind/name`, or `ns/Kind/prefix*` for a `namePrefix` entry).
+type EntryKey = String;
+
+/// The watch of one allowlist entry.
+struct Allowlisted {
+    entry: AllowlistEntry,
+    /// None for an entry whose kind cannot be verified (it exempts nothing).
+    task: Option<JoinHandle<()>>,
+}
 
 /// The watch tasks of one cluster connection.
 ///
@@ -43,9 +54,8 @@ struct Running {
     /// The patterns the node watch projects with.
     gpu_resources: Vec<String>,
     nodes: JoinHandle<()>,
-    /// One watch per allowlist entry; None for an entry whose kind cannot
-    /// be verified (it exempts nothing).
-    allowlisted: BTreeMap<WorkloadKey, Option<JoinHandle<()>>>,
+    /// One watch per allowlist entry.
+    allowlisted: BTreeMap<EntryKey, Allowlisted>,
 }
 
 impl Watches {
@@ -75,7 +85,11 @@ impl Watches {
         super::claims::spawn(&client, settings, &cache);
         let allowlisted = entries(settings)
             .into_iter()
-            .map(|(key, entry)| (key, spawn_allowlisted(&client, entry, &cache)))
+            .map(|(key, entry)| {
+                let task = spawn_allowlisted(&client, entry, &cache);
+                let entry = entry.clone();
+                (key, Allowlisted { entry, task })
+            })
             .collect();
         for source in Source::ALL {
             cache.settle(source);
@@ -115,24 +129,34 @@ impl Watches {
         let mut running = self.running.lock().await;
         let running = &mut *running;
         let wanted = entries(settings);
-        let removed: Vec<WorkloadKey> = running
+        let removed: Vec<EntryKey> = running
             .allowlisted
             .keys()
             .filter(|key| !wanted.contains_key(*key))
             .cloned()
             .collect();
         for key in removed {
-            if let Some(Some(task)) = running.allowlisted.remove(&key) {
-                // Awaited, so the task writes nothing after its key is gone.
+            let Some(Allowlisted { entry, task }) = running.allowlisted.remove(&key) else {
+                continue;
+            };
+            if let Some(task) = task {
+                // Awaited, so the task writes nothing after its keys are gone.
                 task.abort();
                 let _ = task.await;
             }
-            running.cache.write().workloads.remove(&key);
-            let (namespace, kind, name) = &key;
-            tracing::info!(
-                entry = %format!("{namespace}/{kind}/{name}"),
-                "allowlist entry removed: its watch is stopped"
-            );
+            // Its workloads are forgotten, but for those another entry
+            // still names (that entry's watch keeps them).
+            running
+                .cache
+                .write()
+                .workloads
+                .retain(|(namespace, kind, name), _| {
+                    !entry.matches(namespace, kind, name)
+                        || wanted
+                            .values()
+                            .any(|kept| kept.matches(namespace, kind, name))
+                });
+            tracing::info!(entry = %entry, "allowlist entry removed: its watch is stopped");
         }
         for (key, entry) in wanted {
             if running.allowlisted.contains_key(&key) {
@@ -142,7 +166,8 @@ impl Watches {
             if task.is_some() {
                 tracing::info!(entry = %entry, "allowlist entry added: watching it");
             }
-            running.allowlisted.insert(key, task);
+            let entry = entry.clone();
+            running.allowlisted.insert(key, Allowlisted { entry, task });
         }
         if settings.config().gpu_resources != running.gpu_resources {
             running.nodes.abort();
@@ -162,12 +187,12 @@ impl Watches {
 }
 
 /// The allowlist entries by key (an entry written twice is watched once).
-fn entries(settings: &Settings) -> BTreeMap<WorkloadKey, &AllowlistEntry> {
+fn entries(settings: &Settings) -> BTreeMap<EntryKey, &AllowlistEntry> {
     settings
         .config()
         .allowlist
         .iter()
-        .map(|entry| (workload_key(entry), entry))
+        .map(|entry| (entry.to_string(), entry))
         .collect()
 }
 
@@ -254,21 +279,18 @@ pub(super) async fn mirror<K, V>(
     .await;
 }
 
-/// Watches one allowlisted workload (metadata only, by name), keeping its
-/// UID. None when the kind cannot be verified.
+/// Watches the workloads of one allowlist entry (metadata only), keeping
+/// their UIDs by name: the one workload an entry names (the watch selects
+/// it by name), or, for a `namePrefix` entry, those of its kind in its
+/// namespace whose names start with the prefix (Kubernetes selects no names
+/// by prefix: the kind is watched in the namespace and the other names are
+/// dropped on arrival). Workloads created or deleted later come and go with
+/// the watch's events. None when the kind cannot be verified.
 fn spawn_allowlisted(
     client: &Client,
     entry: &AllowlistEntry,
     cache: &Arc<ClusterCache>,
 ) -> Option<JoinHandle<()>> {
-    if entry.name_prefix.is_some() {
-        // The settings refuse these when the server reads the cluster.
-        tracing::warn!(
-            entry = %entry,
-            "a namePrefix allowlist entry cannot be watched by name; it exempts nothing"
-        );
-        return None;
-    }
     let Some(gvk) = workload_gvk(&entry.kind) else {
         tracing::warn!(
             entry = %entry,
@@ -281,20 +303,32 @@ fn spawn_allowlisted(
         &entry.namespace,
         &ApiResource::from_gvk(&gvk),
     );
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", entry.name));
+    let config = match entry.name_prefix {
+        Some(_) => watcher::Config::default(),
+        None => watcher::Config::default().fields(&format!("metadata.name={}", entry.name)),
+    };
     let events = report_forbidden(watcher::watcher(api, config).default_backoff(), entry, &gvk);
-    let key = workload_key(entry);
     let mut first_list = FirstList::new(cache, Source::AllowlistedWorkloads);
     let cache = Arc::clone(cache);
+    let owned = entry.clone();
+    let kept = entry.clone();
     Some(tokio::spawn(async move {
-        let entry_key = key.clone();
         fold(
             events,
             &cache,
             Source::AllowlistedWorkloads,
             |snapshot| &mut snapshot.workloads,
-            Owns::Key(key),
-            |object: &PartialObjectMeta<DynamicObject>| Some((entry_key.clone(), object.uid()?)),
+            Owns::Keys(Box::new(move |(namespace, kind, name): &WorkloadKey| {
+                owned.matches(namespace, kind, name)
+            })),
+            |object: &PartialObjectMeta<DynamicObject>| {
+                let name = object.name_any();
+                if !kept.matches(&kept.namespace, &kept.kind, &name) {
+                    return None;
+                }
+                let key = (kept.namespace.clone(), kept.kind.clone(), name);
+                Some((key, object.uid()?))
+            },
             || first_list.done(),
         )
         .await;
@@ -314,10 +348,16 @@ where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
 {
     let resource = ApiResource::from_gvk(gvk).plural;
+    // RBAC cannot grant names by prefix: a namePrefix entry needs the kind
+    // in its namespace.
+    let names = match entry.name_prefix {
+        Some(_) => String::new(),
+        None => format!("resourceNames [{}], ", entry.name),
+    };
     let rule = format!(
-        "Role in namespace {}: apiGroups [\"{}\"], resources [{resource}], resourceNames [{}], \
+        "Role in namespace {}: apiGroups [\"{}\"], resources [{resource}], {names}\
          verbs [get, list, watch]",
-        entry.namespace, gvk.group, entry.name
+        entry.namespace, gvk.group
     );
     let entry = entry.to_string();
     let mut reported = false;
@@ -358,11 +398,11 @@ fn is_forbidden(error: &watcher::Error) -> bool {
     }
 }
 
-/// Which entries of a table a watch owns: all of it, or one key (the
-/// per-name watches of allowlisted workloads share one table).
+/// Which entries of a table a watch owns: all of it, or the keys it
+/// matches (the watches of allowlist entries share one table).
 pub(super) enum Owns<Key> {
     Table,
-    Key(Key),
+    Keys(Box<dyn Fn(&Key) -> bool + Send + Sync>),
 }
 
 pub(super) async fn fold<K, Key, V>(
@@ -393,8 +433,8 @@ pub(super) async fn fold<K, Key, V>(
                     let table = table(&mut snapshot);
                     match &owns {
                         Owns::Table => *table = new,
-                        Owns::Key(key) => {
-                            table.remove(key);
+                        Owns::Keys(owned) => {
+                            table.retain(|key, _| !owned(key));
                             table.extend(new);
                         }
                     }

@@ -117,9 +117,6 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
         Some(path) => Settings::load(path)?,
         None => Settings::default(),
     };
-    if options.cluster != ClusterAccess::Disabled {
-        settings.verifiable_in_cluster()?;
-    }
     let state = Arc::new(AppState::new(settings));
     state.readiness.config_loaded.store(true, Ordering::Release);
     state.metrics.set_reload("config", true);
@@ -371,11 +368,6 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
             message: error.to_string(),
         }),
     };
-    // Reading the cluster, the server verifies allowlisted owners by name.
-    let parsed = parsed.and_then(|settings| match state.cluster.get() {
-        Some(_) => settings.verifiable_in_cluster().map(|()| settings),
-        None => Ok(settings),
-    });
     match parsed {
         Ok(settings) => {
             let settings = Arc::new(settings);
@@ -478,44 +470,18 @@ mod tests {
         }
     }
 
-    const PREFIX_CONFIG: &[u8] =
-        b"allowlist:\n- {namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}\n";
-
     #[test]
-    fn name_prefix_entries_are_refused_at_reload_only_when_reading_the_cluster() {
-        let path = Path::new("config.yaml");
-        let without_cluster = AppState::new(Settings::default());
-        assert!(reload_config(&without_cluster, path, PREFIX_CONFIG).is_some());
-
-        let with_cluster = AppState::new(Settings::default());
-        let _ = with_cluster.cluster.set(Arc::new(ClusterCache::default()));
-        assert!(reload_config(&with_cluster, path, PREFIX_CONFIG).is_none());
+    fn name_prefix_entries_are_reloaded_when_reading_the_cluster() {
+        let config =
+            b"allowlist:\n- {namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}\n";
+        let state = AppState::new(Settings::default());
+        let _ = state.cluster.set(Arc::new(ClusterCache::default()));
+        assert!(reload_config(&state, Path::new("config.yaml"), config).is_some());
+        let allowlist = state.settings.load().config().allowlist.clone();
+        assert_eq!(allowlist.len(), 1);
         assert_eq!(
-            with_cluster.settings.load().config(),
-            Settings::default().config()
-        );
-    }
-
-    #[tokio::test]
-    async fn name_prefix_entries_stop_the_start_when_reading_the_cluster() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("config.yaml");
-        std::fs::write(&path, PREFIX_CONFIG).expect("config");
-        let mut options = options(
-            Certificates::SelfSigned {
-                dir: dir.path().join("certs"),
-                dns_names: vec!["localhost".into()],
-            },
-            ClusterAccess::Default,
-        );
-        options.config = Some(path);
-        let error = run(options).await.expect_err("refused");
-        assert!(
-            error.to_string().starts_with(
-                "config: allowlist entry ns/ReplicaSet/mps-control-daemon-*: a namePrefix entry \
-                 cannot be verified in the cluster"
-            ),
-            "{error}"
+            allowlist[0].to_string(),
+            "ns/ReplicaSet/mps-control-daemon-*"
         );
     }
 

@@ -78,6 +78,13 @@ CUSTOM_ALLOWLIST = [
     {"namespace": "monitoring", "kind": "StatefulSet", "name": "smi-scraper"},
     {"namespace": "gpu-operator", "kind": "Job", "name": "nvidia-cuda-validator"},
     {"namespace": "kube-system", "kind": "PodTemplate", "name": "gpu-probe"},
+    # The NVIDIA DRA driver: its MPS control daemons by namePrefix, next to
+    # a name of the same kind (one rule without resourceNames grants both).
+    {"namespace": "nvidia-dra-driver-gpu", "kind": "DaemonSet", "name": "nvidia-dra-driver-gpu-kubelet-plugin"},
+    {"namespace": "nvidia-dra-driver-gpu", "kind": "ReplicaSet", "namePrefix": "mps-control-daemon-"},
+    {"namespace": "nvidia-dra-driver-gpu", "kind": "ReplicaSet", "name": "static-mps"},
+    # Never watched: no rule, and no Role in a namespace of its own.
+    {"namespace": "templates-only", "kind": "PodTemplate", "namePrefix": "gpu-probe-"},
 ]
 CLIENT_CA_SECRET = "apiserver-client-ca"
 CLIENT_NAMES = ["kube-apiserver", "gpu-policy.gpu-policy.svc"]
@@ -412,6 +419,15 @@ def schema_rejects_bad_values() -> None:
                                "/config/allowlist/0/kind"),
         "allowlist entry without name": ({"config": {"allowlist": [{"namespace": "a", "kind": "Job"}]}},
                                          "/config/allowlist/0"),
+        "allowlist entry with name and namePrefix": (
+            {"config": {"allowlist": [{"namespace": "a", "kind": "Job", "name": "b", "namePrefix": "batch-"}]}},
+            "/config/allowlist/0"),
+        "allowlist namePrefix too short": (
+            {"config": {"allowlist": [{"namespace": "a", "kind": "Job", "namePrefix": "abc-"}]}},
+            "/config/allowlist/0/namePrefix"),
+        "allowlist namePrefix without a trailing -": (
+            {"config": {"allowlist": [{"namespace": "a", "kind": "Job", "namePrefix": "batch"}]}},
+            "/config/allowlist/0/namePrefix"),
         "image rule minimum 8.x": ({"config": {"imageComputeCapabilities": [{"pattern": "x", "minimum": "8.x"}]}},
                                    "/config/imageComputeCapabilities/0/minimum"),
         "logFormat: xml": ({"logFormat": "xml"}, "/logFormat"),
@@ -549,16 +565,25 @@ def allowlist_roles_follow_install_rs() -> None:
     values = {"config": {"allowlist": CUSTOM_ALLOWLIST}}
     objects = render(values)
     # install::allowlist_roles: one Role per namespace (sorted), one rule per
-    # kind in Workload::ALL order, names sorted.
+    # kind in Workload::ALL order, names sorted; a kind with a namePrefix
+    # entry (PodTemplate aside: never watched) without resourceNames; no
+    # Role without a rule.
     expected_roles = {}
     for namespace in sorted({e["namespace"] for e in CUSTOM_ALLOWLIST}):
         rules = []
         for kind, group, resource in WORKLOADS:
-            names = sorted(e["name"] for e in CUSTOM_ALLOWLIST if e["namespace"] == namespace and e["kind"] == kind)
-            if names:
+            entries = [e for e in CUSTOM_ALLOWLIST if e["namespace"] == namespace and e["kind"] == kind]
+            names = sorted(e["name"] for e in entries if "name" in e)
+            if kind != "PodTemplate" and any("namePrefix" in e for e in entries):
+                rules.append({"apiGroups": [group], "resources": [resource], "verbs": ["get", "list", "watch"]})
+            elif names:
                 rules.append({"apiGroups": [group], "resources": [resource], "resourceNames": names,
                               "verbs": ["get", "list", "watch"]})
-        expected_roles[namespace] = rules
+        if rules:
+            expected_roles[namespace] = rules
+    check(expected_roles["nvidia-dra-driver-gpu"][0] == {
+        "apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get", "list", "watch"]},
+        f"the namePrefix rule: {expected_roles['nvidia-dra-driver-gpu']}")
     roles = {o["metadata"]["namespace"]: o for o in objects
              if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-policy-allowlist"}
     check(sorted(roles) == sorted(expected_roles), f"Roles in {sorted(roles)}, expected {sorted(expected_roles)}")

@@ -11,6 +11,8 @@ use gpu_policy::policy::ClusterFacts;
 use gpu_policy::settings::{AllowlistEntry, ComputeCapability, Config, Settings};
 use serde_json::{Value, json};
 
+mod name_prefix;
+
 const WAIT: Duration = Duration::from_secs(15);
 
 fn namespace(name: &str, annotations: Value, labels: Value) -> Value {

@@ -292,22 +292,48 @@ fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("config.yaml"), "{stderr}");
 
-    // A namePrefix entry names no workload a Role could grant by name.
+    // RBAC cannot grant names by prefix: a namePrefix entry's kind is
+    // granted in its one namespace without resourceNames, and only there.
     std::fs::write(
         &path,
-        "allowlist:\n  - {namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}\n",
+        "allowlist:\n\
+         - {namespace: dra, kind: ReplicaSet, namePrefix: mps-control-daemon-}\n\
+         - {namespace: dra, kind: ReplicaSet, name: static-mps}\n\
+         - {namespace: dra, kind: DaemonSet, name: kubelet-plugin}\n\
+         - {namespace: other, kind: ReplicaSet, name: mps-control-daemon-x}\n",
     )
     .expect("write");
-    let prefix = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
-        .args(["manifests", "--config"])
-        .arg(&path)
-        .output()
-        .expect("runs");
-    assert_eq!(prefix.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&prefix.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let (_, objects) = manifests(&["--config", path.to_str().expect("path")]);
+    let role = |namespace: &str| {
+        objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "Role"
+                    && o["metadata"]["name"] == "gpu-policy-allowlist"
+                    && o["metadata"]["namespace"] == namespace
+            })
+            .unwrap_or_else(|| panic!("no allowlist Role in {namespace}: {objects:#?}"))
+    };
+    assert_eq!(
+        role("dra")["rules"],
+        serde_json::json!([
+            {"apiGroups": ["apps"], "resources": ["replicasets"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["apps"], "resources": ["daemonsets"],
+             "resourceNames": ["kubelet-plugin"],
+             "verbs": ["get", "list", "watch"]},
+        ])
+    );
+    assert_eq!(
+        role("other")["rules"],
+        serde_json::json!([{"apiGroups": ["apps"], "resources": ["replicasets"],
+            "resourceNames": ["mps-control-daemon-x"], "verbs": ["get", "list", "watch"]}])
+    );
+    let carried = find(&objects, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml");
     assert!(
-        stderr.contains("ns/ReplicaSet/mps-control-daemon-*: a namePrefix entry"),
-        "{stderr}"
+        carried.contains("namePrefix: mps-control-daemon-"),
+        "{carried}"
     );
 }

@@ -22,6 +22,7 @@ use crate::support::server::{
 mod certificates;
 mod client_certificates;
 mod dra;
+mod dra_driver;
 mod operations;
 mod shutdown;
 
