@@ -12,6 +12,7 @@ mod chart;
 mod cli;
 mod cluster;
 mod e2e;
+mod examples;
 mod fake_api;
 mod golden;
 mod install;
