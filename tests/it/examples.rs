@@ -251,3 +251,28 @@ fn the_dra_examples_say_what_they_show() {
         assert_eq!(pinned(report, &manifest), *pins, "{object}");
     }
 }
+
+/// The README's DRA example is the program's own output: every
+/// `$ gpu-policy check ...` block of the README, run, prints what follows
+/// it.
+#[test]
+fn the_readme_shows_the_programs_real_output() {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let mut lines = readme.lines();
+    let mut checked = 0;
+    while let Some(line) = lines.next() {
+        let Some(args) = line.strip_prefix("$ gpu-policy check ") else {
+            continue;
+        };
+        let shown: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        let output = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
+            .arg("check")
+            .args(args.split_whitespace())
+            .output()
+            .expect("the binary runs");
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(printed.lines().collect::<Vec<_>>(), shown, "{line}");
+        checked += 1;
+    }
+    assert!(checked >= 1, "no `$ gpu-policy check` block in README.md");
+}
