@@ -8,11 +8,13 @@
 //!   server's side of the wire;
 //! - [`fake_api`]: an in-process Kubernetes API server;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
-//!   to them;
+//!   to them; [`claimed_pods`]: generated pods with DRA claims, the
+//!   objects they name, and how they resolve;
 //! - [`script`]: the Python checks;
 //! - [`x509`]: reading test certificates.
 
 pub mod bad_claims;
+pub mod claimed_pods;
 pub mod fake_api;
 pub mod fixtures;
 pub mod oracles;
