@@ -9,7 +9,12 @@
 //!   (fixture 09: a CUDA image, no GPU request) as a Pod, mutating webhook
 //!   (`NVIDIA_VISIBLE_DEVICES=void` pinned);
 //! - `validate-enforce/gpu-deployment`: the Deployment of fixture 07 itself,
-//!   validating webhook of an `enforce` namespace.
+//!   validating webhook of an `enforce` namespace;
+//! - `mutate/dra-pod`: the DRA quickstart pod of fixture 21 (two containers
+//!   sharing one claimed GPU) with a log shipper beside them
+//!   (`reviews/dra-pod.json`), mutating webhook, its claim resolved from the
+//!   fixture's ResourceClaimTemplate (the shipper is pinned, the claimed
+//!   containers are not).
 //!
 //! The review bodies are built once, outside the timed loop; so is the check
 //! that each case takes the path it is meant to measure.
@@ -28,7 +33,8 @@ use serde_json::{Value, json};
 
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::review::{Endpoint, decode, encode, respond};
-use gpu_policy::policy::Evaluator;
+use gpu_policy::policy::input_claims::InputClaims;
+use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
 // The review builder of the tests, of which the benchmarks use a part.
@@ -40,6 +46,10 @@ use review_builder::Review;
 const GPU_DEPLOYMENT: &str = include_str!("../tests/fixtures/07-vllm-mistral-7b-deployment.yaml");
 const CPU_DEPLOYMENT: &str =
     include_str!("../tests/fixtures/09-vllm-cpu-deployment-cuda-image-no-gpu.yaml");
+
+const DRA_QUICKSTART: &str =
+    include_str!("../tests/fixtures/21-dra-gpu-test2-two-containers-one-claim.yaml");
+const DRA_POD: &[u8] = include_bytes!("reviews/dra-pod.json");
 
 const NAMESPACE: &str = "ml";
 
@@ -87,13 +97,14 @@ fn admit(
     endpoint: Endpoint,
     settings: &Settings,
     namespace_settings: &NamespaceSettings,
+    claims: Option<&dyn ClaimFacts>,
 ) -> Vec<u8> {
     let request = decode(body).expect("review decodes");
     let evaluator = Evaluator {
         settings,
         namespace: namespace_settings,
         cluster: None,
-        claims: None,
+        claims,
     };
     let (response, _verdict) = respond(&request, endpoint, &evaluator);
     encode(response).expect("response encodes")
@@ -105,8 +116,9 @@ fn response_of(
     endpoint: Endpoint,
     settings: &Settings,
     namespace_settings: &NamespaceSettings,
+    claims: Option<&dyn ClaimFacts>,
 ) -> Value {
-    let out = admit(body, endpoint, settings, namespace_settings);
+    let out = admit(body, endpoint, settings, namespace_settings, claims);
     let review: Value = serde_json::from_slice(&out).expect("response is JSON");
     review["response"].clone()
 }
@@ -125,14 +137,26 @@ fn webhook(c: &mut Criterion) {
     let deployment = review(&in_namespace);
 
     // Outside the timed loop: each case really takes the path it measures.
-    let gpu = response_of(&gpu_pod, Endpoint::Mutate, &settings, &namespace_settings);
+    let gpu = response_of(
+        &gpu_pod,
+        Endpoint::Mutate,
+        &settings,
+        &namespace_settings,
+        None,
+    );
     assert_eq!(gpu["allowed"], json!(true), "{gpu}");
     assert_eq!(gpu["patchType"], json!("JSONPatch"), "{gpu}");
     assert!(
         gpu["patch"].as_str().is_some_and(|p| !p.is_empty()),
         "the GPU pod must be patched: {gpu}"
     );
-    let cpu = response_of(&cpu_pod, Endpoint::Mutate, &settings, &namespace_settings);
+    let cpu = response_of(
+        &cpu_pod,
+        Endpoint::Mutate,
+        &settings,
+        &namespace_settings,
+        None,
+    );
     assert!(
         cpu["allowed"] == json!(true) && cpu["patch"].is_string(),
         "the CUDA-image pod without a GPU must be pinned: {cpu}"
@@ -142,10 +166,41 @@ fn webhook(c: &mut Criterion) {
         Endpoint::Validate(Mode::Enforce),
         &settings,
         &namespace_settings,
+        None,
     );
     assert!(
         validated["allowed"] == json!(true) && validated.get("patch").is_none(),
         "the Deployment must be validated, not mutated: {validated}"
+    );
+
+    // The DRA pod's template, in the review's namespace, as `check` or the
+    // cluster cache would find it.
+    let mut template = serde_saphyr::from_multiple::<Value>(DRA_QUICKSTART)
+        .expect("fixture parses as YAML")
+        .into_iter()
+        .find(|o| o["kind"] == "ResourceClaimTemplate")
+        .expect("the fixture's template");
+    template["metadata"]["namespace"] = json!(NAMESPACE);
+    let input_claims = InputClaims::collect(&[&template], NAMESPACE, &settings);
+    let dra_claims: Option<&dyn ClaimFacts> = Some(&input_claims);
+    let dra = response_of(
+        DRA_POD,
+        Endpoint::Mutate,
+        &settings,
+        &namespace_settings,
+        dra_claims,
+    );
+    let patch = dra["patch"].as_str().unwrap_or_default();
+    let patch = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch).expect("base64"),
+    )
+    .expect("UTF-8");
+    assert!(
+        dra["allowed"] == json!(true)
+            && dra.get("warnings").is_none()
+            && patch.contains("/spec/containers/2/env")
+            && !patch.contains("/spec/containers/0/"),
+        "only the log shipper of the DRA pod must be pinned: {dra} {patch}"
     );
 
     let mut group = c.benchmark_group("webhook");
@@ -154,22 +209,25 @@ fn webhook(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(2))
         .sample_size(50);
     let cases = [
-        ("mutate/gpu-pod", &gpu_pod, Endpoint::Mutate),
-        ("mutate/cpu-pod", &cpu_pod, Endpoint::Mutate),
+        ("mutate/gpu-pod", gpu_pod.as_slice(), Endpoint::Mutate, None),
+        ("mutate/cpu-pod", cpu_pod.as_slice(), Endpoint::Mutate, None),
         (
             "validate-enforce/gpu-deployment",
-            &deployment,
+            deployment.as_slice(),
             Endpoint::Validate(Mode::Enforce),
+            None,
         ),
+        ("mutate/dra-pod", DRA_POD, Endpoint::Mutate, dra_claims),
     ];
-    for (name, body, endpoint) in cases {
+    for (name, body, endpoint, claims) in cases {
         group.bench_function(name, |b| {
             b.iter(|| {
                 admit(
-                    black_box(body.as_slice()),
+                    black_box(body),
                     endpoint,
                     &settings,
                     &namespace_settings,
+                    claims,
                 )
             })
         });

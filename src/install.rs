@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use crate::admission::Mode;
 use crate::admission::Workload;
 use crate::admission::review::Endpoint;
+use crate::policy::claims::{CLAIM_GROUP, ClaimKind};
 use crate::settings::{Config, MODE_LABEL};
 
 /// The name of every object of the install.
@@ -360,6 +361,15 @@ fn workload_rules() -> Vec<Value> {
         .collect()
 }
 
+/// ResourceClaims and ResourceClaimTemplates: validated, never mutated.
+/// Registered for v1 only: with `matchPolicy: Equivalent` the API server
+/// sends older versions converted to v1.
+fn claim_rules() -> Value {
+    let resources: Vec<&str> = ClaimKind::ALL.iter().map(|k| k.resource()).collect();
+    json!({"apiGroups": [CLAIM_GROUP], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+           "resources": resources, "scope": "Namespaced"})
+}
+
 fn mutating_configuration(options: &InstallOptions) -> Value {
     let mut webhook = common(options, Endpoint::Mutate, &options.failure_policy);
     webhook["rules"] = json!(pod_rules());
@@ -384,6 +394,7 @@ fn validating_configuration(options: &InstallOptions) -> Value {
         let mut webhook = common(options, Endpoint::Validate(mode), failure_policy);
         let mut rules = pod_rules();
         rules.extend(workload_rules());
+        rules.push(claim_rules());
         webhook["rules"] = json!(rules);
         webhook["namespaceSelector"] = namespace_selector(Some(mode), &options.namespace);
         webhooks.push(webhook);

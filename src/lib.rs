@@ -32,3 +32,8 @@ pub mod telemetry;
 #[allow(dead_code)]
 #[path = "../tests/it/support/review.rs"]
 mod review_builder;
+
+/// The bad-input catalog of DRA objects, shared with the integration tests.
+#[cfg(test)]
+#[path = "../tests/it/support/bad_claims.rs"]
+mod bad_claims;

@@ -16,7 +16,7 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::policy::claims::ClaimKind;
+use crate::policy::claims::{CLAIM_GROUP, ClaimKind};
 use crate::policy::{
     self, ClusterFacts, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape,
     Target, allowlist,
@@ -161,7 +161,7 @@ impl ObjectKind {
         if group.is_empty() && kind == "Pod" {
             return ObjectKind::Pod;
         }
-        if group == "resource.k8s.io"
+        if group == CLAIM_GROUP
             && let Some(claim) = ClaimKind::of_kind(kind)
         {
             return ObjectKind::Claim(claim);

@@ -319,6 +319,11 @@ pub fn respond(
         {
             PodOperation::Create
         }
+        (ObjectKind::Claim(_), Operation::Create | Operation::Update, Endpoint::Validate(_))
+            if request.sub_resource.is_none() && !spec_unchanged(request) =>
+        {
+            PodOperation::Create
+        }
         _ => return (response, ignored),
     };
     let Some(object) = request.object.as_ref() else {
@@ -356,6 +361,19 @@ pub fn respond(
         Err(error) => unreadable(&request.kind.kind, &error),
     };
     into_response(response, endpoint, decision, verdict)
+}
+
+/// An update that leaves the object's `spec` as it was: for a claim (whose
+/// spec is immutable) a change of labels, annotations or finalizers, which
+/// must go through so that a claim admitted earlier, under a looser
+/// configuration, can still be released and deleted.
+fn spec_unchanged(request: &AdmissionRequest<RawObject>) -> bool {
+    fn spec(object: Option<&RawObject>) -> Option<&Value> {
+        object.and_then(|o| o.raw.get("spec"))
+    }
+    request.operation == Operation::Update
+        && request.old_object.is_some()
+        && spec(request.object.as_ref()) == spec(request.old_object.as_ref())
 }
 
 fn guard_namespace(

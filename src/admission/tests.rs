@@ -575,3 +575,121 @@ fn privileged_gpu_containers_are_quiet_in_audit_mode() {
     assert!(decision.allowed);
     assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
 }
+
+/// A ResourceClaimTemplate of one GPU request with `exactly` fields.
+fn claim_template(exactly: Value, annotations: Value) -> Value {
+    let mut request = json!({"deviceClassName": "gpu.nvidia.com"});
+    if let (Some(into), Some(from)) = (request.as_object_mut(), exactly.as_object()) {
+        into.extend(from.clone());
+    }
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+           "metadata": {"name": "all-gpus", "annotations": annotations},
+           "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}})
+}
+
+#[rstest]
+#[case(
+    "resource.k8s.io/v1",
+    "ResourceClaim",
+    ObjectKind::Claim(ClaimKind::Claim)
+)]
+#[case(
+    "resource.k8s.io/v1beta1",
+    "ResourceClaimTemplate",
+    ObjectKind::Claim(ClaimKind::Template)
+)]
+#[case("resource.k8s.io/v1", "DeviceClass", ObjectKind::Ignored)]
+// The core group has no claims.
+#[case("v1", "ResourceClaim", ObjectKind::Ignored)]
+fn claim_kinds(#[case] api_version: &str, #[case] kind: &str, #[case] expected: ObjectKind) {
+    assert_eq!(ObjectKind::of_manifest(api_version, kind), expected);
+}
+
+/// The three validating endpoints decide a claim as the mode says; the
+/// mutating one never looks at it.
+#[test]
+fn claims_are_validated_per_mode_and_never_mutated() {
+    let all = claim_template(json!({"allocationMode": "All"}), json!({}));
+    let body = review(&all, "CREATE", json!({}));
+    let expected = "gpu-policy: [bounded-requests] request \"gpu\" asks for every GPU of a node \
+                    (allocationMode: All); use allocationMode: ExactCount with a count";
+
+    let enforce = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
+    assert_eq!(enforce["allowed"], false, "{enforce}");
+    assert_eq!(enforce["status"]["code"], 403, "{enforce}");
+    assert_eq!(enforce["status"]["message"], expected, "{enforce}");
+
+    let warn = &answer(&body, Endpoint::Validate(Mode::Warn))["response"];
+    assert_eq!(warn["allowed"], true, "{warn}");
+    assert_eq!(
+        warn["warnings"],
+        json!([warning(&expected.replace(
+            "[bounded-requests] ",
+            "[bounded-requests] would deny: "
+        ))]),
+        "{warn}"
+    );
+
+    let audit = &answer(&body, Endpoint::Validate(Mode::Audit))["response"];
+    assert_eq!(audit["allowed"], true, "{audit}");
+    assert!(audit.get("warnings").is_none_or(Value::is_null), "{audit}");
+    assert_eq!(
+        audit["auditAnnotations"]["violations"],
+        expected.trim_start_matches("gpu-policy: "),
+        "{audit}"
+    );
+
+    let mutate = &answer(&body, Endpoint::Mutate)["response"];
+    assert_eq!(mutate["allowed"], true, "{mutate}");
+    assert!(mutate.get("patch").is_none(), "{mutate}");
+
+    // A bounded template is allowed quietly.
+    let one = claim_template(json!({"count": 1}), json!({}));
+    let allowed = &answer(
+        &review(&one, "CREATE", json!({})),
+        Endpoint::Validate(Mode::Enforce),
+    )["response"];
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    assert!(allowed.get("warnings").is_none_or(Value::is_null));
+}
+
+#[test]
+fn scheduler_made_claims_are_never_denied_even_unreadable() {
+    let annotations = json!({"resource.kubernetes.io/extended-resource-claim": "true"});
+    for exactly in [json!({"allocationMode": "All"}), json!({"count": "lots"})] {
+        let mut claim = claim_template(exactly, annotations.clone());
+        claim["kind"] = json!("ResourceClaim");
+        claim["spec"] = claim["spec"]["spec"].clone();
+        let body = review(&claim, "CREATE", json!({}));
+        for mode in Mode::ALL {
+            let response = &answer(&body, Endpoint::Validate(mode))["response"];
+            assert_eq!(response["allowed"], true, "{mode}: {response}");
+            assert!(response.get("warnings").is_none_or(Value::is_null));
+            assert!(response.get("auditAnnotations").is_none_or(Value::is_null));
+        }
+    }
+}
+
+#[test]
+fn a_claim_update_that_keeps_the_spec_is_not_checked() {
+    let all = claim_template(json!({"allocationMode": "All"}), json!({}));
+    // A finalizer removed (the claim being deleted): the spec is unchanged.
+    let mut released = all.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    let body = review(&released, "UPDATE", json!({"oldObject": all}));
+    let response = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
+    assert_eq!(response["allowed"], true, "{response}");
+    // A changed spec (should the API ever allow it) is checked again.
+    let one = claim_template(json!({"count": 1}), json!({}));
+    let body = review(&all, "UPDATE", json!({"oldObject": one}));
+    let response = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
+    assert_eq!(response["allowed"], false, "{response}");
+    // Status is a subresource: not the claim's author's doing.
+    let body = review(
+        &all,
+        "UPDATE",
+        json!({"oldObject": one, "subResource": "status"}),
+    );
+    let response = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
+    assert_eq!(response["allowed"], true, "{response}");
+}

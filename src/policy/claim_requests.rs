@@ -77,6 +77,10 @@ impl Evaluator<'_> {
     }
 }
 
+/// How many problems of single requests a denial names; the rest are
+/// counted.
+const MAX_LISTED: usize = 3;
+
 /// The message bodies of what a claim must fix.
 fn problems(
     summary: &ClaimSummary,
@@ -105,6 +109,14 @@ fn problems(
                  namespaces the allowlist names; remove adminAccess"
             ));
         }
+    }
+    if found.len() > MAX_LISTED {
+        // One short line for a person, even for thousands of requests.
+        let more = found.len() - MAX_LISTED;
+        found.truncate(MAX_LISTED);
+        found.push(format!(
+            "and {more} more like these in the claim's other requests"
+        ));
     }
     if let Some(DraCount::Exactly(total)) = summary.gpu_total()
         && total > max_per_pod
@@ -197,6 +209,19 @@ mod tests {
         assert_eq!(
             messages(&object, &[]),
             Ok(expected.iter().map(|s| s.to_string()).collect())
+        );
+    }
+
+    #[test]
+    fn thousands_of_bad_requests_make_a_short_denial() {
+        let requests: Vec<Value> = (0..10_000)
+            .map(|i| gpu(&format!("r{i}"), json!({"allocationMode": "All"})))
+            .collect();
+        let found = messages(&claim("ml", Value::Array(requests)), &[]).unwrap_or_default();
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert_eq!(
+            found[3],
+            "gpu-policy: and 9997 more like these in the claim's other requests"
         );
     }
 

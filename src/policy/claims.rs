@@ -101,7 +101,12 @@ pub enum ClaimKind {
     Template,
 }
 
+/// The API group of ResourceClaims and ResourceClaimTemplates.
+pub const CLAIM_GROUP: &str = "resource.k8s.io";
+
 impl ClaimKind {
+    pub const ALL: [ClaimKind; 2] = [ClaimKind::Claim, ClaimKind::Template];
+
     pub fn of_kind(kind: &str) -> Option<ClaimKind> {
         match kind {
             "ResourceClaim" => Some(ClaimKind::Claim),
@@ -121,6 +126,14 @@ impl ClaimKind {
         match self {
             ClaimKind::Claim => "ResourceClaim",
             ClaimKind::Template => "ResourceClaimTemplate",
+        }
+    }
+
+    /// The plural resource name, as webhook rules and RBAC name it.
+    pub fn resource(self) -> &'static str {
+        match self {
+            ClaimKind::Claim => "resourceclaims",
+            ClaimKind::Template => "resourceclaimtemplates",
         }
     }
 }

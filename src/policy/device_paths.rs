@@ -388,6 +388,66 @@ mod tests {
         }
     }
 
+    /// A container with `securityContext.privileged: true` and the claims
+    /// `claims` of a pod whose claim `gpu` holds one GPU and `nic` none.
+    fn privileged_claiming(name: &str, claims: &[&str]) -> Value {
+        let uses: Vec<Value> = claims.iter().map(|c| json!({"name": c})).collect();
+        json!({"name": name, "securityContext": {"privileged": true},
+               "resources": {"claims": uses}})
+    }
+
+    #[rstest]
+    // a privileged container holding a GPU through a claim: warned only
+    #[case(vec![privileged_claiming("train", &["gpu"])], None,
+           Some("gpu-policy: privileged container \"train\" sees every GPU of the node, not only the ones requested"))]
+    // a privileged container beside the claimed one, naming no claim: denied
+    #[case(vec![privileged_claiming("train", &["gpu"]), privileged_claiming("helper", &[])],
+           Some("gpu-policy: container \"helper\" must not be privileged without a GPU: a privileged container sees every GPU of the node; drop privileged, or request nvidia.com/gpu in limits"),
+           Some("gpu-policy: privileged container \"train\" sees every GPU of the node, not only the ones requested"))]
+    // a claim of no GPU class does not make a GPU container: denied
+    #[case(vec![privileged_claiming("net", &["nic"])],
+           Some("gpu-policy: container \"net\" must not be privileged without a GPU: a privileged container sees every GPU of the node; drop privileged, or request nvidia.com/gpu in limits"),
+           None)]
+    fn privileged_containers_with_claims(
+        #[case] containers: Vec<Value>,
+        #[case] denied: Option<&str>,
+        #[case] warned: Option<&str>,
+    ) {
+        let template = |name: &str, class: &str| {
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"spec": {"devices": {"requests": [
+                       {"name": "r", "exactly": {"deviceClassName": class}}]}}}})
+        };
+        let objects = vec![
+            template("one-gpu", "gpu.nvidia.com"),
+            template("one-nic", "rdma.example.com"),
+        ];
+        let pod = json!({"metadata": {"namespace": "default"}, "spec": {
+            "containers": containers,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                               {"name": "nic", "resourceClaimTemplateName": "one-nic"}]}});
+        let evaluation = crate::policy::testing::evaluate_with_claims(
+            &pod,
+            &objects,
+            &crate::settings::Settings::default(),
+        );
+        let violations: Vec<&str> = evaluation
+            .violations
+            .iter()
+            .filter(|v| v.rule == ID)
+            .map(|v| v.message.as_str())
+            .collect();
+        assert_eq!(violations, denied.into_iter().collect::<Vec<_>>());
+        let notices: Vec<&str> = evaluation
+            .notices
+            .iter()
+            .filter(|n| n.kind != crate::policy::NoticeKind::UnresolvedClaim)
+            .map(|n| n.message.as_str())
+            .collect();
+        assert_eq!(notices, warned.into_iter().collect::<Vec<_>>());
+    }
+
     #[rstest]
     // the NVIDIA DaemonSets in the allowlist run privileged without a GPU
     #[case("kube-system", true)]

@@ -128,8 +128,10 @@ pub fn resolve(
     }
     view.dra_gpus = pod_total;
 
-    unresolved
+    let more = unresolved.len().saturating_sub(MAX_UNRESOLVED_NAMED);
+    let mut notices: Vec<Notice> = unresolved
         .into_iter()
+        .take(MAX_UNRESOLVED_NAMED)
         .map(|(claim, (reason, containers))| {
             // Short enough for a kubectl warning: who stays pinned comes
             // before the reason, which may be long.
@@ -144,8 +146,19 @@ pub fn resolve(
                 format!("claim {claim:?} unresolved, {who} {verb} pinned: {reason}"),
             )
         })
-        .collect()
+        .collect();
+    if more > 0 {
+        notices.push(Notice::new(
+            NoticeKind::UnresolvedClaim,
+            format!("{more} more claims unresolved; the containers that use them stay pinned"),
+        ));
+    }
+    notices
 }
+
+/// How many unresolved claims get a warning of their own; the rest share
+/// one, so that `kubectl` prints a few lines, not thousands.
+const MAX_UNRESOLVED_NAMED: usize = 3;
 
 /// `ResourceClaimTemplate "name"` or `ResourceClaim "name"` of a pod claim.
 fn source_name(pod_claims: &[PodClaim<'_>], claim: &str) -> String {
@@ -363,6 +376,28 @@ mod tests {
             evaluation.violations
         );
         assert_eq!(unresolved(&evaluation).len(), 1);
+    }
+
+    #[test]
+    fn many_unresolved_claims_share_one_warning() {
+        let names = ["a", "b", "c", "d", "e"];
+        let containers = names.iter().map(|n| uses(n, n)).collect();
+        let claims: Vec<Value> = names
+            .iter()
+            .map(|n| template_claim(n, n)[0].clone())
+            .collect();
+        let evaluation = evaluate_pod(&pod(containers, Value::Array(claims)));
+        assert!(evaluation.violations.is_empty());
+        let found = unresolved(&evaluation);
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(
+            found[2].starts_with("gpu-policy: claim \"c\" unresolved"),
+            "{found:?}"
+        );
+        assert_eq!(
+            found[3],
+            "gpu-policy: 2 more claims unresolved; the containers that use them stay pinned"
+        );
     }
 
     #[test]

@@ -221,6 +221,67 @@ mod tests {
         pod
     }
 
+    /// A pod in `default` whose container `c` uses claim `gpu` (template
+    /// `one-gpu`, one GPU) or `nic` (template `one-nic`, no GPU), with a
+    /// device-plugin limit of `gpus`.
+    fn dra_pod(claim: &str, runtime_class: Option<&str>, gpus: u64) -> Value {
+        let mut pod = pod(runtime_class, gpus);
+        pod["metadata"] = json!({"namespace": "default"});
+        pod["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": claim}]);
+        pod["spec"]["resourceClaims"] = json!([
+            {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+            {"name": "nic", "resourceClaimTemplateName": "one-nic"}]);
+        pod
+    }
+
+    /// R3 on DRA pods: (claim, runtime class, device-plugin GPUs) ->
+    /// (class after the patch, denied).
+    #[rstest]
+    // only DRA GPUs: no class injected, and the reserved class is accepted
+    #[case("gpu", None, 0, None, false)]
+    #[case("gpu", Some("nvidia"), 0, Some("nvidia"), false)]
+    // a GPU pod all the same: a class outside the GPU set is denied
+    #[case("gpu", Some("kata"), 0, Some("kata"), true)]
+    // device-plugin GPUs too: the class is injected as for any GPU pod
+    #[case("gpu", None, 1, Some("nvidia"), false)]
+    // a claim of no GPU class makes no GPU pod: the reserved class is denied
+    #[case("nic", None, 0, None, false)]
+    #[case("nic", Some("nvidia"), 0, Some("nvidia"), true)]
+    fn dra_pods(
+        #[case] claim: &str,
+        #[case] runtime_class: Option<&str>,
+        #[case] gpus: u64,
+        #[case] after: Option<&str>,
+        #[case] denied: bool,
+    ) {
+        let template = |name: &str, class: &str| {
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"spec": {"devices": {"requests": [
+                       {"name": "r", "exactly": {"deviceClassName": class}}]}}}})
+        };
+        let objects = vec![
+            template("one-gpu", "gpu.nvidia.com"),
+            template("one-nic", "rdma.example.com"),
+        ];
+        let pod = dra_pod(claim, runtime_class, gpus);
+        let evaluation =
+            crate::policy::testing::evaluate_with_claims(&pod, &objects, &Settings::default());
+        let patched = apply(&pod, &evaluation.patch);
+        assert_eq!(
+            patched["spec"]["runtimeClassName"].as_str(),
+            after,
+            "{:?}",
+            evaluation.changes
+        );
+        assert_eq!(
+            evaluation.violations.iter().any(|v| v.rule == ID),
+            denied,
+            "{:?}",
+            evaluation.violations
+        );
+    }
+
     #[rstest]
     // GPU pod without a class: injected
     #[case(pod(None, 1), Some("nvidia"), 0)]

@@ -157,6 +157,12 @@ fn cases() -> Vec<Case> {
         ("number out of range", "/mutate", json,
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{},"object":{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":1e400}}}]}}}}"#.to_vec(),
             Expect::Status(400)),
+        ("claim count an integer above u64", "/validate/enforce", json,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"resource.k8s.io","version":"v1","kind":"ResourceClaim"},"resource":{"group":"resource.k8s.io","version":"v1","resource":"resourceclaims"},"operation":"CREATE","userInfo":{},"object":{"spec":{"devices":{"requests":[{"name":"g","exactly":{"deviceClassName":"gpu.nvidia.com","count":18446744073709551616}}]}}}}}"#.to_vec(),
+            Expect::Denied("exactly.count: must be a whole number above 0, not 1.8446744073709552e+19")),
+        ("claim count 1e400", "/validate/enforce", json,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"resource.k8s.io","version":"v1","kind":"ResourceClaim"},"resource":{"group":"resource.k8s.io","version":"v1","resource":"resourceclaims"},"operation":"CREATE","userInfo":{},"object":{"spec":{"devices":{"requests":[{"name":"g","exactly":{"count":1e400}}]}}}}}"#.to_vec(),
+            Expect::Status(400)),
         ("containers a string", "/validate/enforce", json, bytes(&review_with(pod(json!({"containers": "app"})), "CREATE")),
             Expect::Denied("spec.containers: must be a list, not a string")),
         ("container a string", "/validate/enforce", json, bytes(&review_with(pod(json!({"containers": ["app"]})), "CREATE")),
@@ -294,6 +300,71 @@ async fn bad_input_never_gets_a_5xx_and_the_server_keeps_serving() {
     assert_eq!(status, StatusCode::OK);
     let reply: Value = serde_json::from_slice(&body).unwrap_or_default();
     assert_eq!(reply["response"]["patchType"], "JSONPatch");
+}
+
+/// Malformed DRA claims and pods: on every endpoint, never a 5xx; on the
+/// validating ones a denial naming the field on one line (or an answer
+/// allowing it), and the server keeps serving.
+#[tokio::test]
+async fn malformed_claims_get_a_one_line_denial() {
+    use crate::bad_claims::Expect as BadExpect;
+    let app = router(state());
+    let catalog: Vec<_> = crate::bad_claims::claims()
+        .into_iter()
+        .chain(crate::bad_claims::pods())
+        .collect();
+    assert!(catalog.len() >= 25, "only {} cases", catalog.len());
+    for (name, object, expected) in catalog {
+        let body = bytes(&Review::create(&object, "ml").json());
+        for path in [
+            "/mutate",
+            "/validate/enforce",
+            "/validate/warn",
+            "/validate/audit",
+        ] {
+            let (status, reply) = send(
+                &app,
+                Method::POST,
+                path,
+                Some("application/json"),
+                body.clone(),
+            )
+            .await;
+            let text = String::from_utf8_lossy(&reply);
+            assert_eq!(status, StatusCode::OK, "{name} {path}: {text}");
+            let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+            let response = &reply["response"];
+            let denied = match (path, expected) {
+                ("/mutate", _) | (_, BadExpect::Allowed) => None,
+                (_, BadExpect::Unreadable(message)) => Some(message),
+                ("/validate/enforce", BadExpect::Violates(message)) => Some(message),
+                (_, BadExpect::Violates(_)) => None,
+            };
+            assert_eq!(
+                response["allowed"],
+                denied.is_none(),
+                "{name} {path}: {text}"
+            );
+            if let Some(expected) = denied {
+                let message = response["status"]["message"].as_str().unwrap_or("");
+                assert!(message.contains(expected), "{name} {path}: {message}");
+                assert!(message.starts_with("gpu-policy: "), "{name}: {message}");
+                assert!(!message.contains('\n'), "{name}: {message}");
+                assert!(message.len() < 1_000, "{name}: {} bytes", message.len());
+            }
+            let warnings = response["warnings"].as_array().map_or(0, Vec::len);
+            assert!(warnings <= 5, "{name} {path}: {warnings} warnings");
+        }
+    }
+    let (status, _) = send(
+        &app,
+        Method::POST,
+        "/mutate",
+        Some("application/json"),
+        bytes(&review_with(gpu_pod(), "CREATE")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[rstest]

@@ -143,6 +143,26 @@ fn webhook_entries_follow_the_spec() {
     ] {
         assert!(validated.contains(&kind), "{kind} not validated");
     }
+    // Claims: on the three validating webhooks, v1 only (older versions
+    // arrive converted), never on the mutating one.
+    for webhook in validating.as_array().into_iter().flatten().take(3) {
+        let claims = webhook["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["apiGroups"] == serde_json::json!(["resource.k8s.io"]))
+            .unwrap_or_else(|| panic!("no claim rule: {webhook}"));
+        assert_eq!(
+            claims["resources"],
+            serde_json::json!(["resourceclaims", "resourceclaimtemplates"])
+        );
+        assert_eq!(claims["apiVersions"], serde_json::json!(["v1"]));
+        assert_eq!(
+            claims["operations"],
+            serde_json::json!(["CREATE", "UPDATE"])
+        );
+        assert_eq!(webhook["matchPolicy"], "Equivalent");
+    }
     let guard = &validating[3];
     assert_eq!(
         guard["objectSelector"]["matchExpressions"][0]["key"],

@@ -13,6 +13,7 @@ mod cli;
 mod cluster;
 mod dra_cluster;
 mod e2e;
+mod examples;
 mod fake_api;
 mod golden;
 mod install;

@@ -7,7 +7,9 @@
 //! pods of the property tests' generator (`tests/it/support/pods.rs`, fixed
 //! seed), schema-valid ones and adversarial ones with unknown fields, each
 //! created and, when it has ephemeral containers, given some of them by a
-//! `pods/ephemeralcontainers` update. Each request goes through what the
+//! `pods/ephemeralcontainers` update; and generated pods holding GPUs
+//! through DRA claims (`tests/it/support/claimed_pods.rs`), resolved from
+//! the generated templates and claims beside them. Each request goes through what the
 //! server does with a body: [`review::decode`], [`review::respond`] on
 //! [`Endpoint::Mutate`] and [`review::encode`]. The base64 patch of the
 //! encoded review, the bytes the API server would apply, goes into a JSON
@@ -27,14 +29,17 @@ use std::io::Write as _;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::support::claimed_pods::{ClaimedCase, claimed_case, claimed_gpu};
 use crate::support::fixtures;
+use crate::support::oracles::containers;
 use crate::support::pods::{Case, MIN_CC, Pods, case_of};
 use crate::support::review::Review;
 use crate::support::script::run_ok;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gpu_policy::admission::review::{self, Endpoint};
-use gpu_policy::policy::Evaluator;
+use gpu_policy::policy::input_claims::InputClaims;
+use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::Settings;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -45,6 +50,8 @@ use serde_json::{Value, json};
 /// build): these keep the check near 20 s on two cores.
 const SCHEMA_VALID_PODS: usize = 1500;
 const ADVERSARIAL_PODS: usize = 1000;
+/// Generated pods with DRA claims (adversarial, so not validated strictly).
+const CLAIMED_PODS: usize = 200;
 
 /// One request for the mutating webhook.
 struct Admission {
@@ -57,6 +64,9 @@ struct Admission {
     old_pod: Option<Value>,
     /// Whether the pod has only fields Kubernetes knows.
     strict: bool,
+    /// The ResourceClaimTemplates and ResourceClaims its claims resolve
+    /// from; empty: no claim source (claims are unresolved).
+    claim_objects: Vec<Value>,
 }
 
 /// What the file holds, as the summary of `check.py` must count it.
@@ -101,6 +111,7 @@ fn fixture_admissions() -> Vec<Admission> {
                 namespace_annotations: annotations,
                 old_pod: None,
                 strict,
+                claim_objects: Vec::new(),
             });
         }
         let mut debugged = pod.clone();
@@ -119,6 +130,7 @@ fn fixture_admissions() -> Vec<Admission> {
             namespace_annotations: BTreeMap::new(),
             old_pod: Some(pod),
             strict,
+            claim_objects: Vec::new(),
         });
     }
     admissions
@@ -164,6 +176,7 @@ fn generated_admissions(pods: Pods, count: usize) -> Vec<Admission> {
                 namespace_annotations: namespace_annotations.clone(),
                 old_pod: Some(old),
                 strict,
+                claim_objects: Vec::new(),
             });
         }
         admissions.push(Admission {
@@ -173,9 +186,39 @@ fn generated_admissions(pods: Pods, count: usize) -> Vec<Admission> {
             namespace_annotations,
             old_pod: None,
             strict,
+            claim_objects: Vec::new(),
         });
     }
     admissions
+}
+
+/// `count` generated pods with DRA claims, always the same ones, created.
+fn claimed_admissions(count: usize) -> Vec<Admission> {
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            rng_algorithm: RngAlgorithm::XorShift,
+            ..Config::default()
+        },
+        TestRng::deterministic_rng(RngAlgorithm::XorShift),
+    );
+    let strategy = claimed_case();
+    (0..count)
+        .map(|index| {
+            let ClaimedCase { case, objects } = strategy
+                .new_tree(&mut runner)
+                .expect("the pod generator never rejects")
+                .current();
+            Admission {
+                name: format!("claimed pod {index}"),
+                pod: case.pod,
+                namespace: case.namespace,
+                namespace_annotations: case.namespace_annotations,
+                old_pod: None,
+                strict: false,
+                claim_objects: objects,
+            }
+        })
+        .collect()
 }
 
 /// The AdmissionReview v1 the API server sends for the admission: a
@@ -201,11 +244,13 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
     let request = review::decode(&review_body(admission, uid))
         .unwrap_or_else(|err| panic!("{name}: the review does not decode: {err}"));
     let namespace_settings = settings.for_namespace(&admission.namespace_annotations);
+    let objects: Vec<&Value> = admission.claim_objects.iter().collect();
+    let input = InputClaims::collect(&objects, &admission.namespace, settings);
     let evaluator = Evaluator {
         settings,
         namespace: &namespace_settings,
         cluster: None,
-        claims: None,
+        claims: (!objects.is_empty()).then_some(&input as &dyn ClaimFacts),
     };
     let (response, _) = review::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =
@@ -272,6 +317,21 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
     let fixtures = admissions.len();
     admissions.extend(generated_admissions(Pods::SchemaValid, SCHEMA_VALID_PODS));
     admissions.extend(generated_admissions(Pods::Adversarial, ADVERSARIAL_PODS));
+    let claimed = claimed_admissions(CLAIMED_PODS);
+    // Not vacuous: many of them hold a GPU through a resolved claim.
+    let holding = claimed
+        .iter()
+        .filter(|a| {
+            containers(&a.pod)
+                .into_iter()
+                .any(|(kind, c)| claimed_gpu(&a.pod, &a.claim_objects, kind, c))
+        })
+        .count();
+    assert!(
+        holding * 4 >= CLAIMED_PODS,
+        "{holding} pods hold a claimed GPU"
+    );
+    admissions.extend(claimed);
 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("patches.jsonl");

@@ -13,6 +13,7 @@
 use hyper::Method;
 use serde_json::{Value, json};
 
+use crate::support::bad_claims;
 use crate::support::fixtures::{self, FixturePod};
 use crate::support::server::{
     AUDIT, ENFORCE, MUTATE, NAMESPACE, Options, Server, WARN, body_of, namespace_of, next_uid,
@@ -20,6 +21,7 @@ use crate::support::server::{
 };
 
 mod certificates;
+mod claims;
 mod client_certificates;
 mod dra;
 mod dra_driver;
@@ -405,6 +407,32 @@ async fn bad_input_gets_4xx_and_the_server_keeps_serving() {
         .await
         .expect("an answer to an oversized body");
     assert_eq!(too_large.status, 413, "{}", too_large.text());
+
+    // Malformed claims, and pods with malformed claims, on the keep-alive
+    // connection: a one-line denial naming the field, never a 5xx.
+    for (name, object, expect) in bad_claims::claims().into_iter().chain(bad_claims::pods()) {
+        let uid = next_uid();
+        let reply = connection
+            .post(ENFORCE, body_of(&review(&object, &uid, false)))
+            .await
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let response = reply.admission(&uid);
+        match expect {
+            bad_claims::Expect::Unreadable(expected) | bad_claims::Expect::Violates(expected) => {
+                assert_eq!(response["allowed"], false, "{name}: {response}");
+                let message = response["status"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    message.starts_with("gpu-policy: ")
+                        && message.contains(expected)
+                        && !message.contains('\n'),
+                    "{name}: {message}"
+                );
+            }
+            bad_claims::Expect::Allowed => {
+                assert_eq!(response["allowed"], true, "{name}: {response}");
+            }
+        }
+    }
 
     // A new connection is served normally.
     let mut after = server.connect().await;

@@ -30,6 +30,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
 
+mod claims;
 mod patches;
 mod review_fuzz;
 mod robustness;

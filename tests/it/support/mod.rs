@@ -3,14 +3,18 @@
 //! - [`fixtures`]: the manifests of `tests/fixtures/` and their pods;
 //! - [`workloads`]: the pod a workload's controller creates;
 //! - [`review`]: AdmissionReview requests;
+//! - [`bad_claims`]: malformed DRA claims and pods, the bad-input catalog;
 //! - [`server`] and [`tls`]: the built binary as a server, and the API
 //!   server's side of the wire;
 //! - [`fake_api`]: an in-process Kubernetes API server;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
-//!   to them;
+//!   to them; [`claimed_pods`]: generated pods with DRA claims, the
+//!   objects they name, and how they resolve;
 //! - [`script`]: the Python checks;
 //! - [`x509`]: reading test certificates.
 
+pub mod bad_claims;
+pub mod claimed_pods;
 pub mod fake_api;
 pub mod fixtures;
 pub mod oracles;
