@@ -97,7 +97,9 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
         .filter(|c| input.scope.includes(c) && c.privileged);
     let (mut gpu, mut ephemeral, mut plain) = (Vec::new(), Vec::new(), Vec::new());
     for container in privileged {
-        if container.is_gpu() {
+        // A container whose claim cannot be resolved may hold a GPU: it is
+        // warned about like a GPU container (and about the claim), not denied.
+        if container.is_gpu() || container.unresolved_claim {
             gpu.push(container.name);
         } else if container.kind == ContainerKind::Ephemeral {
             ephemeral.push(container.name);

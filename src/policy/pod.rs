@@ -125,6 +125,9 @@ pub struct Container<'a> {
     /// [`super::pod_claims::resolve`]); None when no resolved claim it
     /// uses holds a GPU request.
     pub dra_gpus: Option<DraCount>,
+    /// It uses a claim that cannot be resolved (set by `resolve`): it may
+    /// hold a GPU, so no check that needs it to hold none denies it.
+    pub unresolved_claim: bool,
     /// `securityContext.privileged: true`: the container sees every device
     /// of the node.
     pub privileged: bool,
@@ -350,6 +353,12 @@ impl<'a> PodView<'a> {
         self.containers.iter().any(Container::is_gpu)
     }
 
+    /// A container uses a claim that cannot be resolved: the pod may be a
+    /// GPU pod, so checks that need it to be none do not deny it.
+    pub fn may_hold_unresolved_gpus(&self) -> bool {
+        self.containers.iter().any(|c| c.unresolved_claim)
+    }
+
     /// A pod with at least one GPU container through the device plugin.
     pub fn is_device_plugin_gpu_pod(&self) -> bool {
         self.containers.iter().any(Container::is_device_plugin_gpu)
@@ -502,6 +511,7 @@ impl<'a> Container<'a> {
             mount_paths,
             claims,
             dra_gpus: None,
+            unresolved_claim: false,
             privileged,
         })
     }

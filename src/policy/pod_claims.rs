@@ -41,6 +41,7 @@ pub fn resolve(
             continue;
         }
         let mut gpus: Option<DraCount> = None;
+        let mut unresolved_use = false;
         for claim_use in container.claims.clone() {
             let summary = known.entry(claim_use.name).or_insert_with(|| {
                 lookup(
@@ -55,6 +56,7 @@ pub fn resolve(
             let summary = match summary {
                 Ok(summary) => summary,
                 Err(reason) => {
+                    unresolved_use = true;
                     unresolved
                         .entry(claim_use.name)
                         .or_insert_with(|| (reason.clone(), Vec::new()))
@@ -73,6 +75,7 @@ pub fn resolve(
                 }
             };
             let Some(count) = found else {
+                unresolved_use = true;
                 unresolved
                     .entry(claim_use.name)
                     .or_insert_with(|| {
@@ -108,6 +111,7 @@ pub fn resolve(
             }
         }
         container.dra_gpus = gpus;
+        container.unresolved_claim = unresolved_use;
     }
 
     let mut pod_total: Option<DraCount> = None;
@@ -358,9 +362,43 @@ mod tests {
                 "pin NVIDIA_VISIBLE_DEVICES=void in container \"ctr\" (no GPU limit)".to_owned()
             )]
         );
-        // Not a GPU pod as far as anyone can tell: the reserved class is
-        // still refused (the warning says why).
-        assert_eq!(violations(&evaluation, RuleId::RuntimeClass).len(), 1);
+        // The claim may hold a GPU: the reserved class is not refused.
+        assert!(violations(&evaluation, RuleId::RuntimeClass).is_empty());
+        assert!(
+            evaluation.violations.is_empty(),
+            "{:?}",
+            evaluation.violations
+        );
+    }
+
+    /// A privileged container whose claim cannot be resolved may hold a
+    /// GPU: warned about (as a privileged GPU container), never denied; a
+    /// privileged container beside it that uses no claim still is.
+    #[test]
+    fn a_privileged_container_with_an_unresolved_claim_is_warned_not_denied() {
+        let mut claimed = uses("ctr", "gpu");
+        claimed["securityContext"] = json!({"privileged": true});
+        let helper = json!({"name": "helper", "securityContext": {"privileged": true}});
+        let alone = pod(vec![claimed.clone()], template_claim("gpu", "single-gpu"));
+        let evaluation = evaluate_with_claims(&alone, &[], &Settings::default());
+        assert!(
+            evaluation.violations.is_empty(),
+            "{:?}",
+            evaluation.violations
+        );
+        assert!(
+            evaluation
+                .notices
+                .iter()
+                .any(|n| n.kind == NoticeKind::PrivilegedGpuContainer),
+            "{:?}",
+            evaluation.notices
+        );
+        let with_helper = pod(vec![claimed, helper], template_claim("gpu", "single-gpu"));
+        let evaluation = evaluate_with_claims(&with_helper, &[], &Settings::default());
+        let denied = violations(&evaluation, RuleId::DevicePaths);
+        assert_eq!(denied.len(), 1, "{denied:?}");
+        assert!(denied[0].contains("container \"helper\" must not be privileged"));
     }
 
     #[test]

@@ -101,8 +101,13 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 allowed.join(" or ")
             ));
         }
+        // A pod whose claim cannot be resolved yet may hold a GPU: the
+        // unresolved-claim warning says so, and nothing denies it.
         Some(class)
-            if !gpu_pod && input.allowlisted.is_none() && allowed.iter().any(|a| a == class) =>
+            if !gpu_pod
+                && !input.view.may_hold_unresolved_gpus()
+                && input.allowlisted.is_none()
+                && allowed.iter().any(|a| a == class) =>
         {
             findings.violations.push(format!(
                 "runtimeClassName {class:?} is reserved for pods that request \

@@ -104,16 +104,30 @@ proptest! {
         let evaluation = evaluate_claimed(pod, &claimed)?;
         let stripped = without_unresolved(pod, &claimed.objects);
         let reference = evaluate_claimed(&stripped, &claimed)?;
-        prop_assert_eq!(&evaluation.violations, &reference.violations);
+        // Unresolved claims never add a violation. The only ones they lift
+        // need a container to hold no GPU (the reserved runtime class, a
+        // privileged container), which an unresolved claim may well hold.
+        // (A device-paths message may name fewer containers.)
+        let lifting = |rule: String| rule == "runtime-class" || rule == "device-paths";
+        for violation in &evaluation.violations {
+            prop_assert!(
+                reference.violations.contains(violation)
+                    || (lifting(violation.rule.to_string())
+                        && reference.violations.iter().any(|v| v.rule == violation.rule)),
+                "{:?}", violation
+            );
+        }
+        for lifted in reference.violations.iter().filter(|v| !evaluation.violations.contains(v)) {
+            prop_assert!(lifting(lifted.rule.to_string()), "{:?}", lifted);
+        }
         prop_assert_eq!(&evaluation.patch, &reference.patch);
         let unresolved = unresolved_claims(pod, &claimed.objects).len();
         let expected = unresolved.min(3) + usize::from(unresolved > 3);
         prop_assert_eq!(unresolved_notices(&evaluation), expected, "{:?}", evaluation.notices);
         prop_assert_eq!(unresolved_notices(&reference), 0, "{:?}", reference.notices);
-        prop_assert_eq!(
-            evaluation.notices.len() - expected,
-            reference.notices.len(),
-            "{:?} vs {:?}", evaluation.notices, reference.notices
-        );
+        // Every other notice of the reference is still given.
+        for notice in &reference.notices {
+            prop_assert!(evaluation.notices.contains(notice), "{:?}", notice);
+        }
     }
 }
