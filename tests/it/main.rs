@@ -18,3 +18,4 @@ mod golden;
 mod install;
 mod patch_check;
 mod properties;
+mod registry;

@@ -6,12 +6,14 @@
 //! - [`server`] and [`tls`]: the built binary as a server, and the API
 //!   server's side of the wire;
 //! - [`fake_api`]: an in-process Kubernetes API server;
+//! - [`fake_registry`]: an in-process OCI image registry;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them;
 //! - [`script`]: the Python checks;
 //! - [`x509`]: reading test certificates.
 
 pub mod fake_api;
+pub mod fake_registry;
 pub mod fixtures;
 pub mod oracles;
 pub mod pods;
