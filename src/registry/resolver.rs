@@ -13,7 +13,7 @@ use std::time::Duration;
 use oci_client::Client;
 use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use super::cache::{Caches, LookupKey, TagState};
@@ -34,8 +34,12 @@ pub struct ResolverOptions {
     pub tag_ttl: Duration,
     /// How long a failed lookup is answered from the cache.
     pub negative_ttl: Duration,
-    /// The most a fetch may take, in the background, before it fails.
+    /// The most a fetch may take, in the background, before it fails
+    /// (waiting for its turn included).
     pub fetch_deadline: Duration,
+    /// Fetches running at once; more wait for a turn, so many new images
+    /// at once never become as many connections.
+    pub max_concurrent_fetches: usize,
     pub tag_capacity: usize,
     pub facts_capacity: usize,
 }
@@ -48,6 +52,7 @@ impl Default for ResolverOptions {
             tag_ttl: Duration::from_secs(5 * 60),
             negative_ttl: Duration::from_secs(30),
             fetch_deadline: Duration::from_secs(30),
+            max_concurrent_fetches: 32,
             tag_capacity: 1024,
             facts_capacity: 1024,
         }
@@ -79,6 +84,7 @@ pub(super) struct Inner {
     options: ResolverOptions,
     caches: Mutex<Caches>,
     in_flight: Mutex<HashMap<LookupKey, watch::Receiver<Answer>>>,
+    turns: Semaphore,
     metrics: Option<ResolverMetrics>,
 }
 
@@ -178,6 +184,7 @@ impl Resolver {
                     options.facts_capacity,
                 )),
                 in_flight: Mutex::new(HashMap::new()),
+                turns: Semaphore::new(options.max_concurrent_fetches.max(1)),
                 options,
                 metrics,
             }),
@@ -272,15 +279,19 @@ impl Resolver {
         tokio::spawn(async move {
             let started = Instant::now();
             let deadline = inner.options.fetch_deadline;
-            let answer =
-                match tokio::time::timeout(deadline, inner.fetch(&reference, &platform)).await {
-                    Ok(answer) => answer,
-                    Err(_) => Err(format!(
-                        "{}: no answer from the registry within {}s",
-                        key.0,
-                        deadline.as_secs()
-                    )),
-                };
+            let fetch = async {
+                // The semaphore is never closed: a turn always comes.
+                let _turn = inner.turns.acquire().await;
+                inner.fetch(&reference, &platform).await
+            };
+            let answer = match tokio::time::timeout(deadline, fetch).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!(
+                    "{}: no answer from the registry within {}s",
+                    key.0,
+                    deadline.as_secs()
+                )),
+            };
             if let Some(metrics) = &inner.metrics {
                 metrics
                     .fetch_duration

@@ -544,3 +544,36 @@ fn references_are_normalised_as_docker_does() {
         oci_client::secrets::RegistryAuth::Basic(user, _) if user == "hub"
     ));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fetches_beyond_the_limit_wait_for_a_turn() {
+    let registry = FakeRegistry::start(Auth::None).await;
+    // Different configs: the same content would share one digest, and its
+    // facts.
+    for (repository, version) in [("team/one", "12.8.1"), ("team/two", "12.9.0")] {
+        registry.push_image(repository, "1", &cuda_config(version, REQUIRE_12_8));
+        registry.set_delay(repository, Duration::from_millis(500));
+    }
+    let resolver = resolver(ResolverOptions {
+        max_concurrent_fetches: 1,
+        ..options(&registry)
+    });
+    let images = [
+        format!("{}/team/one:1", registry.host()),
+        format!("{}/team/two:1", registry.host()),
+    ];
+    let started = Instant::now();
+    let answers = resolver
+        .resolve_all(&images, &Platform::default(), Duration::from_secs(4))
+        .await;
+    // Each fetch makes at least two delayed requests (manifest, config):
+    // one after the other, they take at least 2 s in all.
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(2),
+        "took {elapsed:?}: not one at a time"
+    );
+    for (_, lookup) in answers {
+        found(lookup);
+    }
+}
