@@ -98,6 +98,10 @@ impl Caches {
     pub(super) fn forget_failure(&mut self, key: &LookupKey) {
         self.negative.pop(key);
     }
+
+    pub(super) fn forget_failures(&mut self) {
+        self.negative.clear();
+    }
 }
 
 #[cfg(test)]

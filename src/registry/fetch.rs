@@ -91,8 +91,9 @@ impl Inner {
         reference: &Reference,
         platform: &Platform,
     ) -> Result<ImageConfigFacts, String> {
-        let client: &Client = &self.client;
-        let auth = self.credentials.auth_for(reference.registry());
+        let session = self.session.load_full();
+        let client: &Client = &session.client;
+        let auth = session.credentials.auth_for(reference.registry());
         let whole = reference.whole();
         let name = whole.as_str();
 

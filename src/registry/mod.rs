@@ -9,7 +9,8 @@
 //! digest the reference names.
 //!
 //! - [`config`]: the `imageResolution` block of the configuration file;
-//! - [`Credentials`]: one dockerconfigjson file, never the pods' secrets;
+//! - [`Credentials`]: one dockerconfigjson file, never the pods' secrets
+//!   ([`Resolver::set_credentials`] when it changes);
 //! - [`Platform`]: the image index entry a pod runs (its node selector's
 //!   `kubernetes.io/arch`, else amd64);
 //! - [`Resolver`]: oci-client behind the caches (tag to digest with a TTL,

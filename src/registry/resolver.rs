@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use oci_client::Client;
 use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -78,9 +79,37 @@ impl ResolverOptions {
 
 type Answer = Option<Result<ImageConfigFacts, String>>;
 
-pub(super) struct Inner {
+pub(super) struct Session {
     pub(super) client: Client,
     pub(super) credentials: Credentials,
+}
+
+impl Session {
+    fn new(options: &ResolverOptions, credentials: Credentials) -> Result<Self, RegistryError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(options.insecure_registries.clone()),
+            // Index entries are chosen per pod (`Platform::choose`).
+            platform_resolver: None,
+            connect_timeout: Some(Duration::from_secs(5)),
+            read_timeout: Some(Duration::from_secs(10)),
+            user_agent: concat!("gpu-policy/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        let client = Client::try_from(config)
+            .map_err(|err| RegistryError::Client(one_line(&err.to_string())))?;
+        Ok(Self {
+            client,
+            credentials,
+        })
+    }
+}
+
+pub(super) struct Inner {
+    /// The client and the credentials it is given, swapped together by
+    /// [`Resolver::set_credentials`] (oci-client keeps the first
+    /// credentials it saw for a registry).
+    pub(super) session: ArcSwap<Session>,
     options: ResolverOptions,
     caches: Mutex<Caches>,
     in_flight: Mutex<HashMap<LookupKey, watch::Receiver<Answer>>>,
@@ -161,22 +190,10 @@ impl Resolver {
         options: ResolverOptions,
         metrics: Option<ResolverMetrics>,
     ) -> Result<Self, RegistryError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(options.insecure_registries.clone()),
-            // Index entries are chosen per pod (`Platform::choose`).
-            platform_resolver: None,
-            connect_timeout: Some(Duration::from_secs(5)),
-            read_timeout: Some(Duration::from_secs(10)),
-            user_agent: concat!("gpu-policy/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
-        let client = Client::try_from(config)
-            .map_err(|err| RegistryError::Client(one_line(&err.to_string())))?;
+        let session = Session::new(&options, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
-                credentials: options.credentials.clone(),
+                session: ArcSwap::from_pointee(session),
                 caches: Mutex::new(Caches::new(
                     options.tag_ttl,
                     options.negative_ttl,
@@ -189,6 +206,16 @@ impl Resolver {
                 metrics,
             }),
         })
+    }
+
+    /// Uses `credentials` from now on (the file was read again): a new
+    /// client, and the failures remembered so far forgotten. Fetches in
+    /// flight finish with the credentials they started with.
+    pub fn set_credentials(&self, credentials: Credentials) -> Result<(), RegistryError> {
+        let session = Session::new(&self.inner.options, credentials)?;
+        self.inner.session.store(Arc::new(session));
+        self.inner.caches().forget_failures();
+        Ok(())
     }
 
     /// Looks up every image of a pod, all within `budget` in total; each

@@ -577,3 +577,31 @@ async fn fetches_beyond_the_limit_wait_for_a_turn() {
         found(lookup);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn new_credentials_take_effect_and_clear_remembered_failures() {
+    let registry = FakeRegistry::start(Auth::Basic {
+        user: "robot".to_owned(),
+        password: "rotated".to_owned(),
+    })
+    .await;
+    registry.push_image("team/trainer", "2.0", &cuda_config("13.0.1", REQUIRE_13_1));
+    let image = format!("{}/team/trainer:2.0", registry.host());
+    let credentials = |password: &str| {
+        let auth = STANDARD.encode(format!("robot:{password}"));
+        let file = json!({"auths": {registry.host(): {"auth": auth}}});
+        Credentials::from_docker_config(file.to_string().as_bytes())
+            .unwrap_or_else(|err| panic!("{err}"))
+    };
+    let resolver = resolver(ResolverOptions {
+        credentials: credentials("old"),
+        ..options(&registry)
+    });
+    failed(resolver.resolve(&image, &Platform::default(), BUDGET).await);
+
+    if let Err(err) = resolver.set_credentials(credentials("rotated")) {
+        panic!("{err}");
+    }
+    let facts = found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
+    assert_eq!(facts.cuda_version.as_deref(), Some("13.0.1"));
+}
