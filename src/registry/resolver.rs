@@ -136,6 +136,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Now plus `budget`, or a year from now for a budget past any clock.
+fn deadline_after(budget: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(budget)
+        .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(now)
+}
+
 /// Where a lookup stands before anything is awaited.
 enum Start {
     Ready(Result<ImageConfigFacts, String>),
@@ -230,7 +238,7 @@ impl Resolver {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let deadline = Instant::now() + budget;
+        let deadline = deadline_after(budget);
         let mut unique: Vec<String> = Vec::new();
         for image in images {
             let image = image.as_ref();
@@ -247,7 +255,7 @@ impl Resolver {
 
     /// Looks up one image within `budget`.
     pub async fn resolve(&self, image: &str, platform: &Platform, budget: Duration) -> Lookup {
-        self.resolve_until(image, platform, Instant::now() + budget)
+        self.resolve_until(image, platform, deadline_after(budget))
             .await
     }
 
@@ -291,7 +299,12 @@ impl Resolver {
         }
         let mut in_flight = lock(&self.inner.in_flight);
         if let Some(answer) = in_flight.get(&key) {
-            return Start::Waiting(answer.clone());
+            // A fetch that ended without answering (its task panicked) is
+            // not joined: it would never answer.
+            if answer.has_changed().is_ok() {
+                return Start::Waiting(answer.clone());
+            }
+            in_flight.remove(&key);
         }
         // A fetch may have finished between the cache look and this lock.
         if let Some(answer) = self.inner.cached(&reference, &key) {

@@ -605,3 +605,22 @@ async fn new_credentials_take_effect_and_clear_remembered_failures() {
     let facts = found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     assert_eq!(facts.cuda_version.as_deref(), Some("13.0.1"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budget_past_any_clock_is_no_panic() {
+    let registry = FakeRegistry::start(Auth::None).await;
+    registry.push_image(
+        "nvidia/cuda",
+        "13.0.1-base",
+        &cuda_config("13.0.1", REQUIRE_13_1),
+    );
+    let resolver = resolver(options(&registry));
+    let image = format!("{}/nvidia/cuda:13.0.1-base", registry.host());
+    let answers = resolver
+        .resolve_all([image.as_str()], &Platform::default(), Duration::MAX)
+        .await;
+    assert_eq!(
+        found(answers[0].1.clone()).cuda_version.as_deref(),
+        Some("13.0.1")
+    );
+}
