@@ -8,6 +8,7 @@
 //! - [`server`]: the HTTPS webhook server (no policy logic);
 //! - [`certs`]: serving certificates, generated or loaded, reloaded;
 //! - [`poll`]: re-reading files and the certificate Secret on a timer;
+//! - [`registry`]: image configs from their registries (CUDA versions);
 //! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
 //! - [`install`]: the install manifests, from the program's constants;
 //! - [`cli`]: the command line.
@@ -21,6 +22,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod policy;
 pub mod poll;
+pub mod registry;
 pub mod report;
 pub mod server;
 pub mod settings;

@@ -19,3 +19,4 @@ mod golden;
 mod install;
 mod patch_check;
 mod properties;
+mod registry;

@@ -7,6 +7,7 @@
 //! - [`server`] and [`tls`]: the built binary as a server, and the API
 //!   server's side of the wire;
 //! - [`fake_api`]: an in-process Kubernetes API server;
+//! - [`fake_registry`]: an in-process OCI image registry;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
 //!   objects they name, and how they resolve;
@@ -16,6 +17,7 @@
 pub mod bad_claims;
 pub mod claimed_pods;
 pub mod fake_api;
+pub mod fake_registry;
 pub mod fixtures;
 pub mod oracles;
 pub mod pods;

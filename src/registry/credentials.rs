@@ -1,0 +1,222 @@
+//! Registry credentials from one dockerconfigjson file, the format of a
+//! `kubernetes.io/dockerconfigjson` Secret (`{"auths": {HOST: {...}}}`) and
+//! of `~/.docker/config.json`; the older `.dockercfg` form (the hosts at the
+//! top level) is read too. The chart mounts the file from a Secret the
+//! operator names: the pods' own pull secrets are never read.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use oci_client::secrets::RegistryAuth;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::manifest::one_line;
+
+/// Docker Hub under the name image references give it.
+const DOCKER_HUB: &str = "docker.io";
+
+/// Usernames and passwords by registry host. `Debug` shows the hosts only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    by_registry: BTreeMap<String, (String, String)>,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("registries", &self.by_registry.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+impl Credentials {
+    /// Anonymous pulls only.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Reads a dockerconfigjson file. The error is one line and names the
+    /// file; it never quotes the file's content.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|err| {
+            format!(
+                "cannot read {}: {}",
+                path.display(),
+                one_line(&err.to_string())
+            )
+        })?;
+        Self::from_docker_config(&bytes).map_err(|err| format!("{}: {err}", path.display()))
+    }
+
+    /// Parses the content of a dockerconfigjson (or `.dockercfg`) file.
+    pub fn from_docker_config(bytes: &[u8]) -> Result<Self, String> {
+        let document: Value = serde_json::from_slice(bytes)
+            .map_err(|err| format!("not JSON ({})", one_line(&err.to_string())))?;
+        let Value::Object(top) = document else {
+            return Err("not a JSON object".to_owned());
+        };
+        let auths = match top.get("auths") {
+            Some(Value::Object(auths)) => auths.clone(),
+            Some(_) => return Err("\"auths\" is not an object".to_owned()),
+            None => top,
+        };
+        let mut by_registry = BTreeMap::new();
+        for (host, entry) in auths {
+            let entry: Entry = serde_json::from_value(entry)
+                .map_err(|err| format!("registry {host:?}: {}", one_line(&err.to_string())))?;
+            let pair = match (entry.username, entry.password, entry.auth) {
+                (Some(user), Some(password), _) if !user.is_empty() => (user, password),
+                (_, _, Some(auth)) => decode_auth(&auth).ok_or_else(|| {
+                    format!("registry {host:?}: \"auth\" is not base64 of user:password")
+                })?,
+                // An identity token alone (an OAuth refresh token) cannot be
+                // used for pulls here: the host is left anonymous.
+                _ => continue,
+            };
+            by_registry.insert(normalize_host(&host), pair);
+        }
+        Ok(Self { by_registry })
+    }
+
+    /// The registry hosts that have credentials.
+    pub fn registries(&self) -> impl Iterator<Item = &str> {
+        self.by_registry.keys().map(String::as_str)
+    }
+
+    /// What oci-client sends to `registry` (a reference's registry, such as
+    /// `docker.io` or `registry.local:5000`).
+    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
+        match self.by_registry.get(&normalize_host(registry)) {
+            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+}
+
+fn decode_auth(auth: &str) -> Option<(String, String)> {
+    let bytes = STANDARD.decode(auth.trim()).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (user, password) = text.split_once(':')?;
+    (!user.is_empty()).then(|| (user.to_owned(), password.to_owned()))
+}
+
+/// A dockerconfigjson key as a registry host: no scheme, no path, lower
+/// case, and Docker Hub's many names as `docker.io`.
+fn normalize_host(key: &str) -> String {
+    let without_scheme = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    let host = without_scheme
+        .split('/')
+        .next()
+        .unwrap_or(without_scheme)
+        .to_ascii_lowercase();
+    match host.as_str() {
+        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
+            DOCKER_HUB.to_owned()
+        }
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basic(user: &str, password: &str) -> RegistryAuth {
+        RegistryAuth::Basic(user.to_owned(), password.to_owned())
+    }
+
+    fn same(a: &RegistryAuth, b: &RegistryAuth) -> bool {
+        match (a, b) {
+            (RegistryAuth::Anonymous, RegistryAuth::Anonymous) => true,
+            (RegistryAuth::Basic(u1, p1), RegistryAuth::Basic(u2, p2)) => u1 == u2 && p1 == p2,
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn reads_auth_and_username_password_entries() {
+        let auth = STANDARD.encode("robot:s3cret:with-colon");
+        let file = format!(
+            r#"{{"auths": {{
+                "registry.local:5000": {{"auth": "{auth}"}},
+                "https://index.docker.io/v1/": {{"username": "hub", "password": "pw"}},
+                "NVCR.io": {{"username": "$oauthtoken", "password": "key", "auth": "ignored"}},
+                "acr.example.com": {{"identitytoken": "refresh"}}
+            }}}}"#
+        );
+        let credentials = Credentials::from_docker_config(file.as_bytes());
+        let Ok(credentials) = credentials else {
+            panic!("{credentials:?}");
+        };
+        assert!(same(
+            &credentials.auth_for("registry.local:5000"),
+            &basic("robot", "s3cret:with-colon")
+        ));
+        assert!(same(
+            &credentials.auth_for("docker.io"),
+            &basic("hub", "pw")
+        ));
+        assert!(same(
+            &credentials.auth_for("nvcr.io"),
+            &basic("$oauthtoken", "key")
+        ));
+        assert!(same(
+            &credentials.auth_for("acr.example.com"),
+            &RegistryAuth::Anonymous
+        ));
+        assert!(same(
+            &credentials.auth_for("ghcr.io"),
+            &RegistryAuth::Anonymous
+        ));
+        let debug = format!("{credentials:?}");
+        assert!(
+            !debug.contains("s3cret") && !debug.contains("pw"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn reads_the_older_dockercfg_form() {
+        let file = br#"{"quay.io": {"username": "u", "password": "p"}}"#;
+        let credentials = Credentials::from_docker_config(file).unwrap_or_default();
+        assert_eq!(credentials.registries().collect::<Vec<_>>(), ["quay.io"]);
+    }
+
+    #[test]
+    fn bad_files_are_one_line_errors_without_their_content() {
+        for (file, expected) in [
+            (&b"{\"auths\": "[..], "not JSON"),
+            (&b"[]"[..], "not a JSON object"),
+            (&b"{\"auths\": []}"[..], "\"auths\" is not an object"),
+            (
+                &b"{\"auths\": {\"r.io\": {\"auth\": \"bm9jb2xvbg==\"}}}"[..],
+                "registry \"r.io\": \"auth\" is not base64 of user:password",
+            ),
+        ] {
+            let err = Credentials::from_docker_config(file).expect_err(expected);
+            assert!(err.contains(expected), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        let missing = Credentials::load(Path::new("/nonexistent/.dockerconfigjson"));
+        assert!(
+            missing.is_err_and(|err| err.starts_with("cannot read /nonexistent/.dockerconfigjson"))
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! The image registry client's metrics, registered into the server's
+//! registry by [`ResolverMetrics::register`].
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LookupLabels {
+    /// `found`, `failed` or `timed_out`.
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// `tag` (tag to digest), `config` (digest to what the image needs) or
+    /// `negative` (a recent failure).
+    pub cache: String,
+}
+
+/// Lookups by result, cache hits, and how long registry fetches take.
+#[derive(Debug, Clone)]
+pub struct ResolverMetrics {
+    pub lookups: Family<LookupLabels, Counter>,
+    pub cache_hits: Family<CacheLabels, Counter>,
+    /// One fetch from the registries (in the background when it outlives
+    /// the admission that started it), whatever its result.
+    pub fetch_duration: Histogram,
+}
+
+impl ResolverMetrics {
+    /// Registers the metrics (`image_lookups`, `image_cache_hits`,
+    /// `image_fetch_duration_seconds`, under the registry's prefix) and
+    /// returns the handles the resolver counts with.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            lookups: Family::default(),
+            cache_hits: Family::default(),
+            // 5 ms .. ~40 s: a warm registry answers in tens of
+            // milliseconds; a background fetch may run to its deadline.
+            fetch_duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+        };
+        registry.register(
+            "image_lookups",
+            "Image config lookups for admissions, by result (found, failed, timed_out)",
+            metrics.lookups.clone(),
+        );
+        registry.register(
+            "image_cache_hits",
+            "Image lookups answered from a cache, by cache (tag, config, negative)",
+            metrics.cache_hits.clone(),
+        );
+        registry.register(
+            "image_fetch_duration_seconds",
+            "Time one fetch of an image's manifest and config from its registry took",
+            metrics.fetch_duration.clone(),
+        );
+        metrics
+    }
+
+    pub(super) fn lookup(&self, result: &str) {
+        self.lookups
+            .get_or_create(&LookupLabels {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    pub(super) fn hit(&self, cache: &str) {
+        self.cache_hits
+            .get_or_create(&CacheLabels {
+                cache: cache.to_owned(),
+            })
+            .inc();
+    }
+}
