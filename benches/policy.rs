@@ -94,6 +94,7 @@ fn admit(
         namespace: namespace_settings,
         cluster: None,
         claims: None,
+        images: None,
     };
     let (response, _verdict) = respond(&request, endpoint, &evaluator);
     encode(response).expect("response encodes")

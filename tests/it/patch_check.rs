@@ -206,6 +206,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         namespace: &namespace_settings,
         cluster: None,
         claims: None,
+        images: None,
     };
     let (response, _) = review::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =
