@@ -455,6 +455,20 @@ mod tests {
         assert_eq!(settings.ok(), Some(Config::default()));
     }
 
+    /// The example lists every field at its default, so it must be the
+    /// defaults.
+    #[test]
+    fn the_example_config_is_the_defaults() {
+        let example = include_str!("../examples/config.yaml");
+        let settings = Settings::from_yaml(example, "examples/config.yaml");
+        assert_eq!(
+            settings
+                .map(|s| s.config().clone())
+                .map_err(|e| e.to_string()),
+            Ok(Config::default())
+        );
+    }
+
     #[test]
     fn empty_file_gives_defaults() {
         let settings = Settings::from_yaml("{}", "inline");
