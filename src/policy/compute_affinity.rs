@@ -76,24 +76,34 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             ));
         }
     }
-    let mut wants = Vec::new();
+    // One summary per part, so that each warning fits a kubectl line; the
+    // first carries the operation.
+    let mut summaries = Vec::new();
     let mut words = Vec::new();
     if let Some((minimum, source)) = &minimum {
-        wants.push(format!("GPU compute capability >= {minimum} ({source})"));
+        summaries.push(format!(
+            "require GPU compute capability >= {minimum} ({source})"
+        ));
         words.push(format!("compute capability >= {minimum}"));
     }
     if let Some((floor, source)) = &images.driver {
-        wants.push(format!("a driver for {floor} ({source})"));
+        let same = minimum.as_ref().is_some_and(|(_, s)| s == source);
+        let source = if same { "same image" } else { source.as_str() };
+        summaries.push(format!("require a driver for {floor} ({source})"));
         words.push(format!("driver for {floor}"));
     }
-    let wants = wants.join(" and ");
     let words = words.join(" and ");
     match constrain(input.view.spec, &input.view.spec_pointer, &alternatives) {
-        Ok(Some(operation)) => findings.changes.push(Mutation {
-            summary: format!("require {wants}"),
-            operations: vec![operation],
-            overrides_author: false,
-        }),
+        Ok(Some(operation)) => {
+            let mut operations = vec![operation];
+            for summary in summaries {
+                findings.changes.push(Mutation {
+                    summary,
+                    operations: std::mem::take(&mut operations),
+                    overrides_author: false,
+                });
+            }
+        }
         Ok(None) => {}
         Err(field) => findings.violations.push(format!(
             "{field} is malformed, so the {words} constraint cannot be added; fix the affinity"
@@ -636,16 +646,12 @@ mod tests {
         pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
             {"matchExpressions": [zone.clone()]}]}}});
         let evaluation = evaluate_pod(&pod);
-        let summary = evaluation
-            .changes
-            .iter()
-            .find(|c| c.rule == ID)
-            .map(|c| c.summary.clone());
         assert_eq!(
-            summary.as_deref(),
-            Some(
-                "require GPU compute capability >= 7.5 (image vllm/vllm-openai:v0.11.0-cu130) and a driver for CUDA 13.0 or driver branch 535, 550, 565, 570, 575 (image vllm/vllm-openai:v0.11.0-cu130)"
-            )
+            summaries(&evaluation),
+            vec![
+                "require GPU compute capability >= 7.5 (image vllm/vllm-openai:v0.11.0-cu130)",
+                "require a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 (same image)",
+            ]
         );
         let result = apply(&pod, &evaluation.patch);
         let branches = ["535", "550", "565", "570", "575"];
@@ -671,21 +677,28 @@ mod tests {
 
     #[rstest]
     // The container turns the toolkit's check off: no driver floor.
-    #[case(json!([{"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}]), "require GPU compute capability >= 5.0 (image vllm/vllm-openai:v0.10.2-cu128)")]
+    #[case(json!([{"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}]), &[])]
     // The container's own requirement replaces the image's.
-    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.9"}]), "require GPU compute capability >= 5.0 (image vllm/vllm-openai:v0.10.2-cu128) and a driver for CUDA 12.9 (image vllm/vllm-openai:v0.10.2-cu128)")]
-    // A value from a reference, or unreadable: the image's stands.
-    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda=>1"}]), "require GPU compute capability >= 5.0 (image vllm/vllm-openai:v0.10.2-cu128) and a driver for CUDA 12.8 or driver branch 470, 535, 550, 560, 565 (image vllm/vllm-openai:v0.10.2-cu128)")]
-    fn the_container_env_overrides_the_image(#[case] env: Value, #[case] summary: &str) {
+    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.9"}]), &["require a driver for CUDA 12.9 (same image)"])]
+    // Unreadable, or a value from a reference: the image's stands.
+    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda=>1"}]), &["require a driver for CUDA 12.8 or branch 470, 535, 550, 560, 565 (same image)"])]
+    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]), &["require a driver for CUDA 12.8 or branch 470, 535, 550, 560, 565 (same image)"])]
+    fn the_container_env_overrides_the_image(#[case] env: Value, #[case] driver: &[&str]) {
         let mut pod = gpu_pod("vllm/vllm-openai:v0.10.2-cu128");
         pod["spec"]["containers"][0]["env"] = env;
-        let evaluation = evaluate_pod(&pod);
-        let found = evaluation
+        let mut expected =
+            vec!["require GPU compute capability >= 5.0 (image vllm/vllm-openai:v0.10.2-cu128)"];
+        expected.extend(driver);
+        assert_eq!(summaries(&evaluate_pod(&pod)), expected);
+    }
+
+    fn summaries(evaluation: &crate::policy::Evaluation) -> Vec<&str> {
+        evaluation
             .changes
             .iter()
-            .find(|c| c.rule == ID)
-            .map(|c| c.summary.as_str());
-        assert_eq!(found, Some(summary));
+            .filter(|c| c.rule == ID)
+            .map(|c| c.summary.as_str())
+            .collect()
     }
 
     struct Resolved;
@@ -708,16 +721,12 @@ mod tests {
             {"name": "a", "image": "registry.example/in-house:1", "resources": {"limits": {"nvidia.com/gpu": 1}}},
             {"name": "b", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
         let evaluation = evaluate_with_images(&pod, &Resolved);
-        let found = evaluation
-            .changes
-            .iter()
-            .find(|c| c.rule == ID)
-            .map(|c| c.summary.as_str());
         assert_eq!(
-            found,
-            Some(
-                "require GPU compute capability >= 7.5 (image registry.example/in-house:1) and a driver for CUDA 13.1 (image registry.example/in-house:1)"
-            )
+            summaries(&evaluation),
+            vec![
+                "require GPU compute capability >= 7.5 (image registry.example/in-house:1)",
+                "require a driver for CUDA 13.1 (same image)",
+            ]
         );
         assert!(evaluate_pod(&pod).changes.iter().any(|c| c.summary
             == "require GPU compute capability >= 5.0 (image nvidia/cuda:12.6.3-base-ubuntu24.04)"));

@@ -465,7 +465,7 @@ impl Atom {
 }
 
 impl fmt::Display for DriverFloor {
-    /// `CUDA 13.0 or driver branch 535, 550`, for the change summary.
+    /// `CUDA 13.0 or branch 535, 550`, for the change summary.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = Vec::new();
         let mut branches: Vec<String> = Vec::new();
@@ -489,7 +489,7 @@ impl fmt::Display for DriverFloor {
             parts.push(words.join(" and "));
         }
         if !branches.is_empty() {
-            parts.push(format!("driver branch {}", branches.join(", ")));
+            parts.push(format!("branch {}", branches.join(", ")));
         }
         f.write_str(&parts.join(" or "))
     }

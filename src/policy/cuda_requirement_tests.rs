@@ -44,8 +44,8 @@ fn cuda_versions_parse(#[case] text: &str, #[case] expected: Option<(u32, u32)>)
 #[rstest]
 // The CUDA images: their own CUDA version, or the forward-compatible
 // branches their compat package supports (the brand is not checked).
-#[case(CUDA_13_0_2, "CUDA 13.0 or driver branch 535, 550, 565, 570, 575")]
-#[case(CUDA_12_8_1, "CUDA 12.8 or driver branch 470, 535, 550, 560, 565")]
+#[case(CUDA_13_0_2, "CUDA 13.0 or branch 535, 550, 565, 570, 575")]
+#[case(CUDA_12_8_1, "CUDA 12.8 or branch 470, 535, 550, 560, 565")]
 // The NGC framework images declare cuda>=9.0 (PyTorch 23.10, Triton 23.12):
 // every driver meets it, so there is no floor.
 #[case("cuda>=9.0", "")]
@@ -74,7 +74,7 @@ fn cuda_versions_parse(#[case] text: &str, #[case] expected: Option<(u32, u32)>)
 #[case("cuda>=13.0 brand=geforce,driver>=535,driver<536", "CUDA 13.0")]
 #[case(
     "cuda>=13.0 brand=titan,driver>=535,driver<536 brand=tesla,driver>=550,driver<551",
-    "CUDA 13.0 or driver branch 550"
+    "CUDA 13.0 or branch 550"
 )]
 // What labels cannot say drops its alternative; nothing left, no floor.
 #[case("cuda>=13.0 arch>=7.5,driver>=535", "CUDA 13.0")]
@@ -175,7 +175,7 @@ fn floors_of_two_images_meet_both() {
     assert_eq!(
         both.as_deref(),
         Some(
-            "CUDA 12.8 and driver >= 570.0 and driver < 571 or CUDA 12.8 and driver >= 575.0 and driver < 576 or CUDA 13.0 or driver branch 535, 550, 565"
+            "CUDA 12.8 and driver >= 570.0 and driver < 571 or CUDA 12.8 and driver >= 575.0 and driver < 576 or CUDA 13.0 or branch 535, 550, 565"
         )
     );
     assert_eq!(a.and(&a), Some(a.clone()));

@@ -202,7 +202,7 @@ mod tests {
     // nvcr.io/nvidia/tritonserver:23.12-py3
     #[case(&["NVIDIA_REQUIRE_CUDA=cuda>=9.0", "CUDA_VERSION=12.3.2.001", "NVIDIA_TRITON_SERVER_VERSION=23.12"], Some((12, 3)), Some((5, 0)), "")]
     // vllm/vllm-openai:v0.23.0, built on nvidia/cuda:13.0.2 (abridged to the tesla brand)
-    #[case(&["CUDA_VERSION=13.0.2", "NVIDIA_REQUIRE_CUDA=cuda>=13.0 brand=tesla,driver>=535,driver<536 brand=tesla,driver>=550,driver<551 brand=tesla,driver>=570,driver<571"], Some((13, 0)), Some((7, 5)), "CUDA 13.0 or driver branch 535, 550, 570")]
+    #[case(&["CUDA_VERSION=13.0.2", "NVIDIA_REQUIRE_CUDA=cuda>=13.0 brand=tesla,driver>=535,driver<536 brand=tesla,driver>=550,driver<551 brand=tesla,driver>=570,driver<571"], Some((13, 0)), Some((7, 5)), "CUDA 13.0 or branch 535, 550, 570")]
     // An image that declares its CUDA version only: it needs a driver for it.
     #[case(&["CUDA_VERSION=13.1.0"], Some((13, 1)), Some((7, 5)), "CUDA 13.1")]
     // Disabled requirements: the toolkit checks nothing.

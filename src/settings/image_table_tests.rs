@@ -52,8 +52,8 @@ fn table(settings: &Settings, image: &str) -> (Option<ComputeCapability>, String
 #[case("nvcr.io/nvidia/nemo:25.09", None, "")]
 #[case("registry.example/nvidia/pytorch:25.12-py3", None, "")]
 // vLLM's CUDA-tagged images: the requirement of their CUDA base image.
-#[case("vllm/vllm-openai:v0.11.0-cu130", Some((7, 5)), "CUDA 13.0 or driver branch 535, 550, 565, 570, 575")]
-#[case("vllm/vllm-openai:v0.10.2-cu128", Some((5, 0)), "CUDA 12.8 or driver branch 470, 535, 550, 560, 565")]
+#[case("vllm/vllm-openai:v0.11.0-cu130", Some((7, 5)), "CUDA 13.0 or branch 535, 550, 565, 570, 575")]
+#[case("vllm/vllm-openai:v0.10.2-cu128", Some((5, 0)), "CUDA 12.8 or branch 470, 535, 550, 560, 565")]
 #[case("vllm/vllm-openai:v0.11.0-cu129", Some((5, 0)), "")]
 #[case("vllm/vllm-openai:latest", None, "")]
 // Text Generation Inference: CUDA 12.2 drivers, as its documentation asks.
@@ -121,7 +121,7 @@ imageResolution:
         table(&settings, "registry.example/serve:1"),
         (
             Some(ComputeCapability::new(8, 0)),
-            "CUDA 13.0 or driver branch 570".to_owned()
+            "CUDA 13.0 or branch 570".to_owned()
         )
     );
     // The given table replaces the defaults.
