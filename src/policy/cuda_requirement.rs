@@ -41,7 +41,7 @@ pub const RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime-version.major";
 pub const RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime-version.minor";
 pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver-version.major";
 pub const DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver-version.minor";
-/// The same, as GFD before v0.15 names them.
+/// The same, as older GFD releases name them (current ones publish both).
 pub const OLD_RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime.major";
 pub const OLD_RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime.minor";
 pub const OLD_DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver.major";

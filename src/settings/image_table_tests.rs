@@ -56,7 +56,7 @@ fn table(settings: &Settings, image: &str) -> (Option<ComputeCapability>, String
 #[case("vllm/vllm-openai:v0.10.2-cu128", Some((5, 0)), "CUDA 12.8 or branch 470, 535, 550, 560, 565")]
 #[case("vllm/vllm-openai:v0.11.0-cu129", Some((5, 0)), "")]
 #[case("vllm/vllm-openai:latest", None, "")]
-// Text Generation Inference: CUDA 12.2 drivers, as its documentation asks.
+// Text Generation Inference: CUDA 12.2 drivers, as its README recommends.
 #[case("ghcr.io/huggingface/text-generation-inference:3.3.4", Some((5, 0)), "CUDA 12.2")]
 #[case("ghcr.io/huggingface/text-generation-inference:3.3.4-rocm", None, "")]
 // Ollama ships CUDA 12 and 13 runners and picks one at start: no entry.
