@@ -36,7 +36,9 @@ use serde_json::{Map, Value, json};
 use super::cuda_requirement::DriverFloor;
 use super::message::{Notice, NoticeKind};
 use super::{Findings, ImageNeeds, Mutation, RuleInput, add};
-use crate::settings::{ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
+use crate::settings::{
+    ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability,
+};
 
 pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
 pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
@@ -124,6 +126,12 @@ struct ImageFloors {
 fn image_floors(input: &RuleInput<'_, '_>) -> ImageFloors {
     let mut compute: Option<(ComputeCapability, String)> = None;
     let mut driver: Option<(DriverFloor, Vec<&str>)> = None;
+    if input.settings.config().image_resolution.mode == ResolutionMode::Off {
+        return ImageFloors {
+            compute: None,
+            driver: None,
+        };
+    }
     for container in input.view.containers.iter().filter(|c| c.is_gpu()) {
         let Some(image) = container.image else {
             continue;
@@ -350,6 +358,7 @@ mod tests {
     use super::*;
     use crate::policy::RuleId;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_in};
+    use crate::settings::Settings;
     use rstest::rstest;
 
     const ID: RuleId = RuleId::ComputeAffinity;
@@ -710,6 +719,25 @@ mod tests {
                 ImageNeeds::from_image_config(env, []).unwrap_or_default()
             })
         }
+    }
+
+    #[test]
+    fn mode_off_ignores_images_but_not_the_annotation() {
+        let settings = Settings::from_yaml("imageResolution: {mode: 'off'}", "c.yaml");
+        let settings = settings.unwrap_or_default();
+        let mut pod = gpu_pod("vllm/vllm-openai:v0.11.0-cu130");
+        assert!(
+            crate::policy::testing::evaluate_with(&pod, &settings)
+                .changes
+                .iter()
+                .all(|c| c.rule != ID)
+        );
+        pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: "8.0"}});
+        let evaluation = crate::policy::testing::evaluate_with(&pod, &settings);
+        assert_eq!(
+            summaries(&evaluation),
+            vec!["require GPU compute capability >= 8.0 (pod annotation)"]
+        );
     }
 
     /// An in-house image built FROM an NGC image: the registry answer
