@@ -184,3 +184,14 @@ fn floors_of_two_images_meet_both() {
         .map(|f| f.to_string());
     assert_eq!(only.as_deref(), Some("CUDA 13.1"));
 }
+
+#[test]
+fn floors_no_driver_can_meet_together() {
+    let (Some(a), Some(b)) = (
+        floor("driver>=535,driver<536"),
+        floor("driver>=550,driver<551"),
+    ) else {
+        panic!("no floors");
+    };
+    assert_eq!(a.and(&b), None);
+}
