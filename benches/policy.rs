@@ -105,6 +105,7 @@ fn admit(
         namespace: namespace_settings,
         cluster: None,
         claims,
+        images: None,
     };
     let (response, _verdict) = respond(&request, endpoint, &evaluator);
     encode(response).expect("response encodes")

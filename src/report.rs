@@ -150,6 +150,7 @@ fn evaluate_report(
         namespace: &namespace_settings,
         cluster,
         claims,
+        images: None,
     };
     let evaluated = evaluate_object(
         &evaluator,

@@ -11,13 +11,16 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use regex::Regex;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::policy::{Notice, NoticeKind};
 
 mod allowlist;
+mod image_table;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
+pub use image_table::{ImageEntry, ImageResolution, ImageTable, MAX_TIMEOUT, ResolutionMode};
+
+use crate::policy::image_needs::ImageNeeds;
 
 /// Namespace annotation that lowers `maxPerPod` for one namespace.
 pub const MAX_GPUS_PER_POD_ANNOTATION: &str = "gpu-policy.io/max-gpus-per-pod";
@@ -97,8 +100,9 @@ impl<'de> Deserialize<'de> for ComputeCapability {
     }
 }
 
-/// Maps container images to the minimum compute capability their CUDA
-/// build needs.
+/// An entry of the older `imageComputeCapabilities` list: an image pattern
+/// and the minimum compute capability it needs. Read as one more entry of
+/// the image table (`imageResolution.table`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageRule {
@@ -127,6 +131,9 @@ pub struct Config {
     /// The value pinned into `NVIDIA_VISIBLE_DEVICES` of non-GPU containers.
     pub visible_devices_pin: String,
     pub min_compute_capability: Option<ComputeCapability>,
+    /// Where R4 learns what images need, and the image table.
+    pub image_resolution: ImageResolution,
+    /// More image table entries, in the older `{pattern, minimum}` form.
     pub image_compute_capabilities: Vec<ImageRule>,
     pub allowlist: Vec<AllowlistEntry>,
     pub policy_admins: Vec<String>,
@@ -134,10 +141,6 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let image = |pattern: &str, major, minor| ImageRule {
-            pattern: pattern.to_owned(),
-            minimum: ComputeCapability::new(major, minor),
-        };
         let allow = |name: &str| AllowlistEntry::exact("kube-system", "DaemonSet", name);
         Self {
             gpu_resources: vec![
@@ -158,14 +161,8 @@ impl Default for Config {
             gpu_runtime_classes: vec!["nvidia".to_owned()],
             visible_devices_pin: "void".to_owned(),
             min_compute_capability: None,
-            image_compute_capabilities: vec![
-                image(r"^(nvcr\.io/)?nvidia/cuda:13\.", 7, 5),
-                image(r"^(nvcr\.io/)?nvidia/cuda:12\.", 5, 0),
-                image(r"^(nvcr\.io/)?nvidia/cuda:11\.", 3, 5),
-                image(r"^pytorch/pytorch:.*-cuda13\.\d+-", 7, 5),
-                image(r"^pytorch/pytorch:.*-cuda12\.[89]-", 7, 0),
-                image(r"^pytorch/pytorch:.*-cuda12\.[0-7]-", 5, 0),
-            ],
+            image_resolution: ImageResolution::default(),
+            image_compute_capabilities: Vec::new(),
             allowlist: vec![
                 allow("nvidia-gpu-exporter"),
                 allow("nvidia-device-plugin-daemonset"),
@@ -227,7 +224,8 @@ impl ResourcePattern {
 pub struct Settings {
     config: Config,
     resource_patterns: Vec<ResourcePattern>,
-    image_rules: Vec<(Regex, ComputeCapability)>,
+    image_table: ImageTable,
+    image_timeout: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -278,19 +276,9 @@ impl Settings {
                 return invalid(format!("allowlist entry {entry}: {problem}"));
             }
         }
-        let mut image_rules = Vec::with_capacity(config.image_compute_capabilities.len());
-        for rule in &config.image_compute_capabilities {
-            match Regex::new(&rule.pattern) {
-                Ok(regex) => image_rules.push((regex, rule.minimum)),
-                Err(err) => {
-                    return invalid(format!(
-                        "imageComputeCapabilities: pattern {:?}: {}",
-                        rule.pattern,
-                        crate::manifest::one_line(&err.to_string())
-                    ));
-                }
-            }
-        }
+        let (image_table, image_timeout) = config
+            .image_resolution
+            .compile(&config.image_compute_capabilities)?;
         let resource_patterns = config
             .gpu_resources
             .iter()
@@ -299,7 +287,8 @@ impl Settings {
         Ok(Self {
             config,
             resource_patterns,
-            image_rules,
+            image_table,
+            image_timeout,
         })
     }
 
@@ -336,15 +325,15 @@ impl Settings {
         self.config.gpu_device_classes.iter().any(|c| c == name)
     }
 
-    /// The minimum compute capability the image implies, if any rule matches
-    /// (the highest when several do).
-    pub fn image_minimum(&self, image: &str) -> Option<ComputeCapability> {
-        let image = normalize_image(image);
-        self.image_rules
-            .iter()
-            .filter(|(regex, _)| regex.is_match(image))
-            .map(|(_, minimum)| *minimum)
-            .max()
+    /// What the image table says the image needs: one value per matching
+    /// entry (none in `imageResolution.mode: off`).
+    pub fn image_needs(&self, image: &str) -> Vec<&ImageNeeds> {
+        self.image_table.lookup(normalize_image(image))
+    }
+
+    /// The most one admission waits for registries (`imageResolution.timeout`).
+    pub fn image_timeout(&self) -> std::time::Duration {
+        self.image_timeout
     }
 
     /// What a namespace's annotations make of the cluster settings.
@@ -436,6 +425,20 @@ mod tests {
     fn defaults_are_valid() {
         let settings = Settings::from_config(Config::default()).map(|s| s.config().clone());
         assert_eq!(settings.ok(), Some(Config::default()));
+    }
+
+    /// The example lists every field at its default, so it must be the
+    /// defaults.
+    #[test]
+    fn the_example_config_is_the_defaults() {
+        let example = include_str!("../examples/config.yaml");
+        let settings = Settings::from_yaml(example, "examples/config.yaml");
+        assert_eq!(
+            settings
+                .map(|s| s.config().clone())
+                .map_err(|e| e.to_string()),
+            Ok(Config::default())
+        );
     }
 
     #[test]
@@ -544,23 +547,6 @@ mod tests {
     #[case("exact", "exactly", false)]
     fn resource_patterns(#[case] pattern: &str, #[case] name: &str, #[case] expected: bool) {
         assert_eq!(ResourcePattern::new(pattern).matches(name), expected);
-    }
-
-    #[rstest]
-    #[case("nvidia/cuda:13.0.1-runtime-ubuntu24.04", Some((7, 5)))]
-    #[case("docker.io/nvidia/cuda:12.6.3-base-ubuntu24.04", Some((5, 0)))]
-    #[case("nvcr.io/nvidia/cuda:11.8.0-base-ubuntu22.04", Some((3, 5)))]
-    #[case("pytorch/pytorch:2.9.0-cuda13.0-cudnn9-runtime", Some((7, 5)))]
-    #[case("pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime", Some((7, 0)))]
-    #[case("docker.io/pytorch/pytorch:2.7.1-cuda12.9-cudnn9-devel", Some((7, 0)))]
-    #[case("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", Some((5, 0)))]
-    #[case("pytorch/pytorch:2.5.1-cuda11.8-cudnn9-runtime", None)]
-    #[case("example.com/nvidia/cuda:13.0.1", None)]
-    #[case("vllm/vllm-openai:latest", None)]
-    #[case("ubuntu:22.04", None)]
-    fn default_image_table(#[case] image: &str, #[case] expected: Option<(u32, u32)>) {
-        let expected = expected.map(|(a, b)| ComputeCapability::new(a, b));
-        assert_eq!(Settings::default().image_minimum(image), expected);
     }
 
     fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

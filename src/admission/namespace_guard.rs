@@ -119,6 +119,7 @@ pub fn opt_in_warnings(
         namespace: &namespace_settings,
         cluster,
         claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
+        images: None,
     };
     let mut violating = Vec::new();
     let mut losing_cards = Vec::new();

@@ -284,6 +284,7 @@ pub fn answer(
         namespace: &namespace_settings,
         cluster,
         claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
+        images: None,
     };
     respond(request, endpoint, &evaluator)
 }

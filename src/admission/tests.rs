@@ -18,6 +18,7 @@ fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
         namespace: &namespace_settings,
         cluster: None,
         claims: None,
+        images: None,
     };
     match evaluate_object(&evaluator, &Subject::created(object, kind, "default")) {
         Ok(Some(evaluation)) => evaluation,
@@ -195,6 +196,7 @@ fn allowlisted_objects_are_recorded_for_audit() {
         namespace: &ns,
         cluster: None,
         claims: None,
+        images: None,
     };
     let evaluated = evaluate_object(
         &evaluator,
@@ -271,6 +273,7 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
         namespace: &ns,
         cluster: None,
         claims: None,
+        images: None,
     };
     let (response, _) = respond(&request, endpoint, &evaluator);
     let bytes = encode(response).unwrap_or_default();

@@ -167,6 +167,7 @@ mod tests {
             namespace: &namespace_settings,
             cluster: None,
             claims: Some(&input),
+            images: None,
         };
         let namespace = object
             .pointer("/metadata/namespace")

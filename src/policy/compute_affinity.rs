@@ -1,35 +1,44 @@
 //! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA
-//! build can run on.
+//! build can run on, with a driver that can run it.
 //!
-//! Reads: whether the pod is a GPU pod; the images of its GPU containers;
-//! the pod annotation `gpu-policy.io/min-compute-capability`; the namespace's
+//! Reads: whether the pod is a GPU pod; the images of its GPU containers and
+//! what they need (`policy::image_needs`: resolved from the registry when
+//! the evaluator has [`super::ImageFacts`], else the image table), with the
+//! containers' own `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
+//! annotation `gpu-policy.io/min-compute-capability`; the namespace's
 //! minimum (cluster default raised by the namespace annotation);
 //! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
 //!
 //! Changes: the minimum `M.m` is the highest of those sources. The constraint
 //! on the GFD labels `nvidia.com/gpu.compute.major` / `.minor` is
 //! `major > M-1` when `m == 0`, else `(major > M) OR (major == M AND minor >
-//! m-1)`. Node selector terms are ORed and the expressions inside a term
-//! ANDed, so the constraint is ANDed into every existing term (multiplying
-//! the terms out when it has two alternatives); adding it as a term of its
-//! own would OR it away. A term that already carries one alternative is left
-//! as it is, so re-evaluating a mutated pod adds nothing. Preferred affinity
-//! and `nodeSelector` are never touched.
+//! m-1)`. The images' driver floor (`policy::cuda_requirement`: the CUDA
+//! version the driver supports, or a forward-compatible driver branch, on
+//! both generations of GFD's CUDA labels) is ANDed with it: each compute
+//! alternative with each driver alternative. Node selector terms are ORed and
+//! the expressions inside a term ANDed, so the constraint is ANDed into every
+//! existing term (multiplying the terms out); adding it as a term of its own
+//! would OR it away. A term that already carries one alternative is left as
+//! it is, so re-evaluating a mutated pod adds nothing. Preferred affinity and
+//! `nodeSelector` are never touched.
 //!
 //! With a cluster to read, a notice says so when no node's GFD labels meet
 //! the minimum (the pod would stay Pending).
 //!
-//! Without a minimum from any source nothing is injected. A pod annotation
-//! that is unreadable or lower than the namespace's minimum is ignored with a
-//! notice.
+//! Without a minimum or a driver floor from any source nothing is injected.
+//! A pod annotation that is unreadable or lower than the namespace's minimum
+//! is ignored with a notice.
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
+use super::cuda_requirement::DriverFloor;
 use super::message::{Notice, NoticeKind};
-use super::{Findings, Mutation, RuleInput, add};
-use crate::settings::{ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
+use super::{Findings, ImageNeeds, Mutation, RuleInput, add};
+use crate::settings::{
+    ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability,
+};
 
 pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
 pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
@@ -40,16 +49,24 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if !input.scope.is_whole() || !input.view.is_gpu_pod() {
         return findings;
     }
-    let Some((minimum, source)) = minimum(input, &mut findings.notices) else {
-        return findings;
-    };
-    let alternatives = alternatives(minimum);
+    let images = image_floors(input);
+    let minimum = minimum(input, images.compute, &mut findings.notices);
+    let compute = minimum
+        .as_ref()
+        .map(|(minimum, _)| alternatives(*minimum))
+        .unwrap_or_default();
+    let driver = images
+        .driver
+        .as_ref()
+        .map(|(floor, _)| floor.alternatives())
+        .unwrap_or_default();
+    let alternatives = product(&compute, &driver);
     if alternatives.is_empty() {
         return findings;
     }
-    if let Some(cluster) = input.cluster {
+    if let (Some(cluster), Some((minimum, _))) = (input.cluster, &minimum) {
         let present = cluster.compute_capabilities();
-        if !present.is_empty() && present.iter().all(|cc| *cc < minimum) {
+        if !present.is_empty() && present.iter().all(|cc| cc < minimum) {
             let listed: Vec<String> = present.iter().map(ToString::to_string).collect();
             findings.notices.push(Notice::new(
                 NoticeKind::UnmetComputeCapability,
@@ -61,25 +78,115 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             ));
         }
     }
+    // One summary per part, so that each warning fits a kubectl line; the
+    // first carries the operation.
+    let mut summaries = Vec::new();
+    let mut words = Vec::new();
+    if let Some((minimum, source)) = &minimum {
+        summaries.push(format!(
+            "require GPU compute capability >= {minimum} ({source})"
+        ));
+        words.push(format!("compute capability >= {minimum}"));
+    }
+    if let Some((floor, source)) = &images.driver {
+        let same = minimum.as_ref().is_some_and(|(_, s)| s == source);
+        let source = if same { "same image" } else { source.as_str() };
+        summaries.push(format!("require a driver for {floor} ({source})"));
+        words.push(format!("driver for {floor}"));
+    }
+    let words = words.join(" and ");
     match constrain(input.view.spec, &input.view.spec_pointer, &alternatives) {
-        Ok(Some(operation)) => findings.changes.push(Mutation {
-            summary: format!("require GPU compute capability >= {minimum} ({source})"),
-            operations: vec![operation],
-            overrides_author: false,
-        }),
+        Ok(Some(operation)) => {
+            let mut operations = vec![operation];
+            for summary in summaries {
+                findings.changes.push(Mutation {
+                    summary,
+                    operations: std::mem::take(&mut operations),
+                    overrides_author: false,
+                });
+            }
+        }
         Ok(None) => {}
         Err(field) => findings.violations.push(format!(
-            "{field} is malformed, so the compute capability >= {minimum} \
-             constraint cannot be added; fix the affinity"
+            "{field} is malformed, so the {words} constraint cannot be added; fix the affinity"
         )),
     }
     findings
 }
 
-/// The highest minimum of all sources, with a description of where it came
-/// from.
+/// What the images of the GPU containers need, with the images that need it.
+struct ImageFloors {
+    compute: Option<(ComputeCapability, String)>,
+    driver: Option<(DriverFloor, String)>,
+}
+
+/// Registry answers first, else the image table; the container's own env
+/// may override the image's requirement. The highest compute floor wins;
+/// a node must meet every image's driver floor.
+fn image_floors(input: &RuleInput<'_, '_>) -> ImageFloors {
+    let mut compute: Option<(ComputeCapability, String)> = None;
+    let mut driver: Option<(DriverFloor, Vec<&str>)> = None;
+    if input.settings.config().image_resolution.mode == ResolutionMode::Off {
+        return ImageFloors {
+            compute: None,
+            driver: None,
+        };
+    }
+    for container in input.view.containers.iter().filter(|c| c.is_gpu()) {
+        let Some(image) = container.image else {
+            continue;
+        };
+        let needs: Vec<ImageNeeds> = match input.images.and_then(|facts| facts.image_needs(image)) {
+            Some(resolved) => vec![resolved],
+            None => input
+                .settings
+                .image_needs(image)
+                .into_iter()
+                .cloned()
+                .collect(),
+        };
+        for need in needs {
+            let need = need.in_container(container);
+            if let Some(floor) = need.compute_floor()
+                && compute.as_ref().is_none_or(|(current, _)| floor > *current)
+            {
+                compute = Some((floor, format!("image {image}")));
+            }
+            let Some(floor) = need.driver_floor() else {
+                continue;
+            };
+            driver = match driver {
+                None => Some((floor, vec![image])),
+                Some((current, mut sources)) => match current.and(&floor) {
+                    Some(both) => {
+                        if !sources.contains(&image) {
+                            sources.push(image);
+                        }
+                        Some((both, sources))
+                    }
+                    // No driver meets both (only bounded driver ranges can
+                    // exclude each other): the first image's floor stands.
+                    None => Some((current, sources)),
+                },
+            };
+        }
+    }
+    let driver = driver.map(|(floor, sources)| {
+        let noun = if sources.len() == 1 {
+            "image"
+        } else {
+            "images"
+        };
+        (floor, format!("{noun} {}", sources.join(", ")))
+    });
+    ImageFloors { compute, driver }
+}
+
+/// The highest minimum of the namespace, the pod annotation and the images,
+/// with a description of where it came from.
 fn minimum(
     input: &RuleInput<'_, '_>,
+    images: Option<(ComputeCapability, String)>,
     notices: &mut Vec<Notice>,
 ) -> Option<(ComputeCapability, String)> {
     let mut best: Option<(ComputeCapability, String)> = input
@@ -105,14 +212,29 @@ fn minimum(
             )),
         }
     }
-    for container in input.view.containers.iter().filter(|c| c.is_gpu()) {
-        if let Some(image) = container.image
-            && let Some(value) = input.settings.image_minimum(image)
-        {
-            raise(value, format!("image {image}"));
-        }
+    if let Some((value, source)) = images {
+        raise(value, source);
     }
-    best
+    best.filter(|(minimum, _)| *minimum != ComputeCapability::new(0, 0))
+}
+
+/// Every compute alternative ANDed with every driver alternative (either
+/// side may be absent).
+fn product(compute: &[Vec<Value>], driver: &[Vec<Value>]) -> Vec<Vec<Value>> {
+    match (compute.is_empty(), driver.is_empty()) {
+        (_, true) => compute.to_vec(),
+        (true, false) => driver.to_vec(),
+        (false, false) => compute
+            .iter()
+            .flat_map(|c| {
+                driver.iter().map(move |d| {
+                    let mut both = c.clone();
+                    both.extend(d.iter().filter(|e| !c.contains(e)).cloned());
+                    both
+                })
+            })
+            .collect(),
+    }
 }
 
 /// The constraint as alternatives (ORed), each a list of expressions
@@ -236,6 +358,7 @@ mod tests {
     use super::*;
     use crate::policy::RuleId;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_in};
+    use crate::settings::Settings;
     use rstest::rstest;
 
     const ID: RuleId = RuleId::ComputeAffinity;
@@ -495,5 +618,145 @@ mod tests {
         }
         // The constraint is injected either way.
         assert!(evaluation.changes.iter().any(|c| c.rule == ID));
+    }
+
+    fn driver_gt(key: &str, value: &str) -> Value {
+        json!({"key": key, "operator": "Gt", "values": [value]})
+    }
+
+    #[test]
+    fn ngc_images_get_the_floor_of_their_cuda_version() {
+        let evaluation = evaluate_pod(&gpu_pod("nvcr.io/nvidia/pytorch:25.12-py3"));
+        let summaries: Vec<&str> = evaluation
+            .changes
+            .iter()
+            .filter(|c| c.rule == ID)
+            .map(|c| c.summary.as_str())
+            .collect();
+        assert_eq!(
+            summaries,
+            vec!["require GPU compute capability >= 7.5 (image nvcr.io/nvidia/pytorch:25.12-py3)"]
+        );
+        let pod = patched(&gpu_pod("nvcr.io/nvidia/pytorch:24.05-py3"));
+        assert_eq!(terms(&pod), json!([{"matchExpressions": [major_gt("4")]}]));
+    }
+
+    /// The CUDA 13.0 vLLM image: compute 7.5 (two alternatives) times its
+    /// driver floor (CUDA 13.0, or a forward-compatible branch, on both label
+    /// generations: four alternatives), ANDed into each existing term.
+    #[test]
+    fn the_driver_floor_multiplies_into_every_term() {
+        use crate::policy::cuda_requirement::{
+            DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL, OLD_RUNTIME_MAJOR_LABEL,
+            RUNTIME_MAJOR_LABEL,
+        };
+        let mut pod = gpu_pod("vllm/vllm-openai:v0.11.0-cu130");
+        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+            {"matchExpressions": [zone.clone()]}]}}});
+        let evaluation = evaluate_pod(&pod);
+        assert_eq!(
+            summaries(&evaluation),
+            vec![
+                "require GPU compute capability >= 7.5 (image vllm/vllm-openai:v0.11.0-cu130)",
+                "require a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 (same image)",
+            ]
+        );
+        let result = apply(&pod, &evaluation.patch);
+        let branches = ["535", "550", "565", "570", "575"];
+        let drivers = [
+            driver_gt(RUNTIME_MAJOR_LABEL, "12"),
+            json!({"key": DRIVER_MAJOR_LABEL, "operator": "In", "values": branches}),
+            driver_gt(OLD_RUNTIME_MAJOR_LABEL, "12"),
+            json!({"key": OLD_DRIVER_MAJOR_LABEL, "operator": "In", "values": branches}),
+        ];
+        let mut expected = Vec::new();
+        for compute in [vec![major_gt("7")], vec![major_in("7"), minor_gt("4")]] {
+            for driver in &drivers {
+                let mut expressions = vec![zone.clone()];
+                expressions.extend(compute.clone());
+                expressions.push(driver.clone());
+                expected.push(json!({"matchExpressions": expressions}));
+            }
+        }
+        assert_eq!(terms(&result), Value::Array(expected));
+        // Re-evaluating the result adds nothing.
+        assert!(evaluate_pod(&result).patch.is_empty());
+    }
+
+    #[rstest]
+    // The container turns the toolkit's check off: no driver floor.
+    #[case(json!([{"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}]), &[])]
+    // The container's own requirement replaces the image's.
+    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.9"}]), &["require a driver for CUDA 12.9 (same image)"])]
+    // Unreadable, or a value from a reference: the image's stands.
+    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda=>1"}]), &["require a driver for CUDA 12.8 or branch 470, 535, 550, 560, 565 (same image)"])]
+    #[case(json!([{"name": "NVIDIA_REQUIRE_CUDA", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]), &["require a driver for CUDA 12.8 or branch 470, 535, 550, 560, 565 (same image)"])]
+    fn the_container_env_overrides_the_image(#[case] env: Value, #[case] driver: &[&str]) {
+        let mut pod = gpu_pod("vllm/vllm-openai:v0.10.2-cu128");
+        pod["spec"]["containers"][0]["env"] = env;
+        let mut expected =
+            vec!["require GPU compute capability >= 5.0 (image vllm/vllm-openai:v0.10.2-cu128)"];
+        expected.extend(driver);
+        assert_eq!(summaries(&evaluate_pod(&pod)), expected);
+    }
+
+    fn summaries(evaluation: &crate::policy::Evaluation) -> Vec<&str> {
+        evaluation
+            .changes
+            .iter()
+            .filter(|c| c.rule == ID)
+            .map(|c| c.summary.as_str())
+            .collect()
+    }
+
+    struct Resolved;
+
+    impl crate::policy::ImageFacts for Resolved {
+        fn image_needs(&self, image: &str) -> Option<ImageNeeds> {
+            (image == "registry.example/in-house:1").then(|| {
+                let env = ["CUDA_VERSION=13.1.0", "NVIDIA_REQUIRE_CUDA=cuda>=13.1"];
+                ImageNeeds::from_image_config(env, []).unwrap_or_default()
+            })
+        }
+    }
+
+    #[test]
+    fn mode_off_ignores_images_but_not_the_annotation() {
+        let settings = Settings::from_yaml("imageResolution: {mode: 'off'}", "c.yaml");
+        let settings = settings.unwrap_or_default();
+        let mut pod = gpu_pod("vllm/vllm-openai:v0.11.0-cu130");
+        assert!(
+            crate::policy::testing::evaluate_with(&pod, &settings)
+                .changes
+                .iter()
+                .all(|c| c.rule != ID)
+        );
+        pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: "8.0"}});
+        let evaluation = crate::policy::testing::evaluate_with(&pod, &settings);
+        assert_eq!(
+            summaries(&evaluation),
+            vec!["require GPU compute capability >= 8.0 (pod annotation)"]
+        );
+    }
+
+    /// An in-house image built FROM an NGC image: the registry answer
+    /// applies; an image it does not know falls back to the table.
+    #[test]
+    fn resolved_images_come_before_the_table() {
+        use crate::policy::testing::evaluate_with_images;
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "image": "registry.example/in-house:1", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+            {"name": "b", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+        let evaluation = evaluate_with_images(&pod, &Resolved);
+        assert_eq!(
+            summaries(&evaluation),
+            vec![
+                "require GPU compute capability >= 7.5 (image registry.example/in-house:1)",
+                "require a driver for CUDA 13.1 (same image)",
+            ]
+        );
+        assert!(evaluate_pod(&pod).changes.iter().any(|c| c.summary
+            == "require GPU compute capability >= 5.0 (image nvidia/cuda:12.6.3-base-ubuntu24.04)"));
     }
 }

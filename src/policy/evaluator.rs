@@ -6,8 +6,8 @@ use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
 use super::{
-    Change, ClaimFacts, ClusterFacts, Evaluation, Identity, Message, ObjectError, PodView, RULES,
-    RuleId, RuleInput, Scope, Shape, Violation, add, allowlist, pod_claims,
+    Change, ClaimFacts, ClusterFacts, Evaluation, Identity, ImageFacts, Message, ObjectError,
+    PodView, RULES, RuleId, RuleInput, Scope, Shape, Violation, add, allowlist, pod_claims,
 };
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 
@@ -23,6 +23,9 @@ pub struct Evaluator<'a> {
     /// Where the pod's DRA claims are resolved: the cluster, or the other
     /// objects of `check`'s input. None: no claim can be resolved.
     pub claims: Option<&'a dyn ClaimFacts>,
+    /// What images need, as resolved from their registries. None: the image
+    /// table alone.
+    pub images: Option<&'a dyn ImageFacts>,
 }
 
 /// The object under evaluation.
@@ -45,6 +48,7 @@ impl Evaluator<'_> {
             namespace: namespace_settings,
             cluster,
             claims,
+            images,
         } = *self;
         let mut evaluation = Evaluation {
             notices: namespace_settings.notices.clone(),
@@ -76,6 +80,7 @@ impl Evaluator<'_> {
             scope: &target.scope,
             allowlisted,
             cluster,
+            images,
         };
         for rule in RULES {
             let findings = (rule.check)(&input);

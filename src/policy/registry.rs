@@ -9,8 +9,8 @@ use json_patch::PatchOperation;
 
 use super::message::Notice;
 use super::{
-    ClusterFacts, PodView, RuleId, Scope, bounded_requests, compute_affinity, device_paths,
-    runtime_class, visible_devices,
+    ClusterFacts, ImageFacts, PodView, RuleId, Scope, bounded_requests, compute_affinity,
+    device_paths, runtime_class, visible_devices,
 };
 use crate::settings::{AllowlistEntry, NamespaceSettings, Settings};
 
@@ -25,6 +25,8 @@ pub struct RuleInput<'a, 'v> {
     pub allowlisted: Option<&'a AllowlistEntry>,
     /// What the cluster knows, when the webhook can read it.
     pub cluster: Option<&'a dyn ClusterFacts>,
+    /// Images resolved from their registries; the table covers the rest.
+    pub images: Option<&'a dyn ImageFacts>,
 }
 
 /// A change a rule makes to the object.

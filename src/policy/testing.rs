@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::cluster::{ClaimFacts, ClusterFacts, ClusterSnapshot};
 use super::input_claims::InputClaims;
 use super::{
-    Evaluation, Evaluator, Identity, RuleId, Scope, Shape, Target, allowlist, scope_for_update,
+    Evaluation, Evaluator, Identity, ImageFacts, RuleId, Scope, Shape, Target, allowlist,
+    scope_for_update,
 };
 use crate::settings::Settings;
 
@@ -47,6 +48,30 @@ pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation
     )
 }
 
+/// Evaluates a pod whose images may have been resolved from registries.
+pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation {
+    let settings = Settings::default();
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+    let evaluator = Evaluator {
+        settings: &settings,
+        namespace: &namespace_settings,
+        cluster: None,
+        claims: None,
+        images: Some(images),
+    };
+    let target = Target {
+        object: pod,
+        shape: Shape::Pod,
+        identity: Identity::Pod { owner: None },
+        namespace: namespace_of(pod),
+        scope: Scope::Whole,
+    };
+    match evaluator.evaluate(&target) {
+        Ok(evaluation) => evaluation,
+        Err(err) => panic!("test pod does not parse: {err}"),
+    }
+}
+
 fn run_in(
     pod: &Value,
     scope: &Scope,
@@ -65,6 +90,7 @@ fn run_in(
         namespace: &namespace_settings,
         cluster,
         claims,
+        images: None,
     };
     let target = Target {
         object: pod,

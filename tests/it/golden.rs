@@ -353,6 +353,9 @@ fn enforce_decisions_follow_the_spec() {
             "Deployment default/vllm-server: allowed violations=[] changes=[visible-devices] patch=0",
             "Deployment default/workload-1g-1: allowed violations=[] changes=[runtime-class] patch=0",
             "Pod default/train: allowed violations=[] changes=[runtime-class,compute-affinity] patch=3",
+            "Pod default/ngc-train: allowed violations=[] changes=[runtime-class,compute-affinity] patch=3",
+            // Two changes of R4: the compute floor and the driver floor.
+            "Pod default/vllm-cu130: allowed violations=[] changes=[runtime-class,compute-affinity,compute-affinity] patch=3",
             // DRA quickstart: the claims and templates ask for bounded GPUs
             // (R2); the claimed containers hold a GPU (resolved from the
             // templates and claims of the input), so they are not
@@ -717,10 +720,10 @@ fn pod_patches_are_idempotent_and_keep_everything_else() {
         assert!(warn.patch.is_empty(), "{label}");
         assert_eq!(mutated(&pod, &warn).ok(), Some(pod.clone()), "{label}");
     }
-    // 05, 06, 11, 24, and the templates of 03, 07, 08, 09, 10 (00 and 01
-    // are allowlisted, 02 and 04 are denied, the DRA pods of 20 to 23 need
-    // nothing).
-    assert_eq!(mutated_pods, 9);
+    // 05, 06, 11, the two of 12, 24, and the templates of 03, 07, 08, 09,
+    // 10 (00 and 01 are allowlisted, 02 and 04 are denied, the DRA pods of
+    // 20 to 23 need nothing).
+    assert_eq!(mutated_pods, 11);
 }
 
 /// A workload's report describes the changes its pods will get: the pod

@@ -251,6 +251,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         namespace: &namespace_settings,
         cluster: None,
         claims: (!objects.is_empty()).then_some(&input as &dyn ClaimFacts),
+        images: None,
     };
     let (response, _) = review::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =
@@ -376,14 +377,14 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
     let written = started.elapsed();
 
     // Not vacuous: most pods are patched, by every mutating rule. Of the
-    // fixtures, 05, 06, 11 and the templates of 03, 07, 08, 09, 10 in
+    // fixtures, 05, 06, 11, the two pods of 12 and the templates of 03, 07, 08, 09, 10 in
     // both namespaces (00, 01 are allowlisted, 02 and 04 are denied), and the
     // debug containers of all but 00 and 01. The 7 DRA pods of 20-24 add 7 in
     // each namespace and 7 debug containers: with no claim source here their
     // claimed containers stay pinned, and 24 gets the runtime class.
     assert_eq!(
         patched_fixtures,
-        (8 + 7) + (8 + 7) + (10 + 7),
+        (10 + 7) + (10 + 7) + (12 + 7),
         "fixture admissions patched"
     );
     assert!(

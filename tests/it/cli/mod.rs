@@ -258,9 +258,9 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(
         out.last_line(),
-        // 13 objects of 00-11 and 16 of the DRA fixtures 20-24: their 7 pods
+        // 15 objects of 00-12 and 16 of the DRA fixtures 20-24: their 7 pods
         // and 4 claims and templates are allowed, their 5 Namespaces ignored.
-        "29 objects (enforce mode): 21 allowed, 2 denied, 6 ignored"
+        "31 objects (enforce mode): 23 allowed, 2 denied, 6 ignored"
     );
     let denied: Vec<&str> = out
         .lines()
@@ -289,7 +289,7 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
     assert_eq!(warn.code, 0, "{warn:?}");
     assert_eq!(
         warn.last_line(),
-        "29 objects (warn mode): 23 allowed, 0 denied, 6 ignored"
+        "31 objects (warn mode): 25 allowed, 0 denied, 6 ignored"
     );
 }
 

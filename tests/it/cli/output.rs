@@ -11,8 +11,8 @@ fn json_output_has_the_documented_shape() {
     let out = check(&["-f", &dir, "-o", "json"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let reports = out.json();
-    // 13 objects of fixtures 00-11, 16 of the DRA fixtures 20-24.
-    assert_eq!(reports.len(), 29);
+    // 15 objects of fixtures 00-12, 16 of the DRA fixtures 20-24.
+    assert_eq!(reports.len(), 31);
     let expected_keys = [
         "allowed",
         "apiVersion",
@@ -363,10 +363,10 @@ fn text_output_blocks_and_summary() {
         );
         assert!(line.ends_with(".yaml)"), "and ends with its source: {line}");
     }
-    assert_eq!(blocks, 29);
+    assert_eq!(blocks, 31);
     assert_eq!(
         lines[lines.len() - 1],
-        "29 objects (enforce mode): 21 allowed, 2 denied, 6 ignored"
+        "31 objects (enforce mode): 23 allowed, 2 denied, 6 ignored"
     );
     // The Deployment's pods will be pinned: shown as a pod change.
     assert!(

@@ -63,6 +63,7 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
         namespace: &namespace_settings,
         cluster: Some(cache),
         claims: None,
+        images: None,
     };
     let subject = Subject::created(pod, ObjectKind::Pod, namespace);
     let evaluation = admission::evaluate_object(&evaluator, &subject)

@@ -66,7 +66,9 @@ fn expected_mutations(label: &str) -> Option<&'static str> {
         "02" | "03" | "04" | "09" => Some("visible-devices"),
         // GPU pods whose image implies no minimum compute capability.
         "05" | "06" | "07" | "08" | "10" => Some("runtime-class"),
-        "11" => Some("runtime-class,compute-affinity"),
+        // The seed pods of 11 and 12: their images need a compute capability
+        // (and 12 has one with a driver floor).
+        "11" | "12" => Some("runtime-class,compute-affinity"),
         // DRA quickstart pods: without a cluster the webhook cannot resolve
         // claims, so their claimed containers stay pinned (and the pod is
         // warned).

@@ -22,6 +22,7 @@ fn evaluate_claimed(pod: &Value, claimed: &ClaimedCase) -> Result<Evaluation, Te
         namespace: &namespace_settings,
         cluster: None,
         claims: Some(&input),
+        images: None,
     };
     match evaluate_object(
         &evaluator,

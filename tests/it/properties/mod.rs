@@ -136,6 +136,7 @@ fn evaluate_as(
         namespace: &namespace_settings,
         cluster: None,
         claims: None,
+        images: None,
     };
     evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
 }

@@ -118,8 +118,12 @@ proptest! {
     /// already carries an alternative stays as it is, every other term
     /// becomes one term per alternative (the original expressions first, the
     /// rest of the term unchanged), so the count is the spec's sum; no term
-    /// is left without the constraint. Duplicate expressions are ignored
-    /// here (see `no_duplicate_expression_is_added`).
+    /// is left without the constraint. An alternative is a compute
+    /// alternative ANDed with a driver alternative when an image has a
+    /// driver floor, so the driver floor too is ANDed into every existing
+    /// term, never ORed beside it. Duplicate expressions are ignored here
+    /// (see `no_duplicate_expression_is_added`); that re-evaluating adds
+    /// nothing is `a_patched_pod_needs_no_further_change`.
     #[test]
     fn node_selector_terms_are_multiplied_out(case in case()) {
         let (_, patched) = patched(&case)?;
@@ -127,12 +131,20 @@ proptest! {
         if pod_gpu(original) != Some(true) || !fully_decided(original) {
             return Ok(());
         }
-        let Some(minimum) = expected_minimum(original, &case.namespace_annotations)
-            .filter(|m| *m != (0, 0))
-        else {
+        let alternatives = pod_alternatives(original, &case.namespace_annotations);
+        if alternatives.is_empty() {
             return Ok(());
-        };
-        let alternatives = alternatives(minimum);
+        }
+        if has_driver_floor(original) {
+            let drivers = driver_floor_alternatives();
+            for term in required_terms(&patched).into_iter().flatten() {
+                let e = match_expressions(term);
+                prop_assert!(
+                    drivers.iter().any(|d| d.iter().all(|x| e.contains(x))),
+                    "term {} has no driver floor", term
+                );
+            }
+        }
         let expected = expected_terms(original, &alternatives);
         let actual = required_terms(&patched).cloned().unwrap_or_default();
         let original_terms = required_terms(original).cloned().unwrap_or_default();

@@ -113,6 +113,7 @@ proptest! {
             namespace: &namespace_settings,
             cluster: None,
             claims: None,
+            images: None,
         };
         let subject = Subject {
             object: pod,

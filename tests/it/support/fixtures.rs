@@ -18,7 +18,7 @@ pub fn path(name: &str) -> String {
     dir().join(name).display().to_string()
 }
 
-/// The YAML fixtures, sorted by name: the 12 shared ones.
+/// The YAML fixtures, sorted by name: the 18 shared ones.
 pub fn files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir())
         .expect("tests/fixtures is readable")
@@ -26,7 +26,7 @@ pub fn files() -> Vec<PathBuf> {
         .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
-    assert_eq!(files.len(), 17, "the 17 shared fixtures: {files:?}");
+    assert_eq!(files.len(), 18, "the 18 shared fixtures: {files:?}");
     files
 }
 
@@ -125,6 +125,6 @@ pub fn pods(suffix: &str, owner_uid: &str) -> Vec<FixturePod> {
             });
         }
     }
-    assert_eq!(pods.len(), 19, "10 pods and 9 workload templates");
+    assert_eq!(pods.len(), 21, "12 pods and 9 workload templates");
     pods
 }

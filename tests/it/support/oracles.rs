@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::pods::{
-    GPU_RESOURCES, IMAGES, LISTS, MAJOR, MIN_CC, MINOR, MUTATIONS, NVD, Obj, REQUIRED,
-    UNKNOWN_KEYS, expression, known_count,
+    DRIVER_FLOOR_IMAGE, GPU_RESOURCES, IMAGES, LISTS, MAJOR, MIN_CC, MINOR, MUTATIONS, NVD, Obj,
+    REQUIRED, UNKNOWN_KEYS, expression, known_count,
 };
 
 pub const ALLOWLISTED_DAEMONSETS: [&str; 3] = [
@@ -195,6 +195,62 @@ pub fn expected_minimum(
         .filter(|(kind, c)| gpu_status(*kind, c) == Some(true))
         .filter_map(|(_, c)| c["image"].as_str().and_then(image_minimum));
     namespace.into_iter().chain(annotation).chain(images).max()
+}
+
+/// The driver floor of [`DRIVER_FLOOR_IMAGE`] as the spec writes it: the
+/// CUDA version the driver supports, or a forward-compatible branch, on the
+/// current GFD labels and on the older ones.
+pub fn driver_floor_alternatives() -> Vec<Vec<Value>> {
+    let branches = ["535", "550", "565", "570", "575"];
+    let mut out = Vec::new();
+    for (runtime, driver) in [
+        (
+            "nvidia.com/cuda.runtime-version.major",
+            "nvidia.com/cuda.driver-version.major",
+        ),
+        (
+            "nvidia.com/cuda.runtime.major",
+            "nvidia.com/cuda.driver.major",
+        ),
+    ] {
+        out.push(vec![expression(runtime, "Gt", &["12"])]);
+        out.push(vec![expression(driver, "In", &branches)]);
+    }
+    out
+}
+
+/// Whether a GPU container of the pod runs [`DRIVER_FLOOR_IMAGE`].
+pub fn has_driver_floor(pod: &Value) -> bool {
+    containers(pod).into_iter().any(|(kind, c)| {
+        gpu_status(kind, c) == Some(true) && c["image"].as_str() == Some(DRIVER_FLOOR_IMAGE)
+    })
+}
+
+/// The pod's whole constraint: each compute alternative ANDed with each
+/// driver alternative. Empty when nothing is required.
+pub fn pod_alternatives(
+    pod: &Value,
+    namespace_annotations: &BTreeMap<String, String>,
+) -> Vec<Vec<Value>> {
+    let compute = expected_minimum(pod, namespace_annotations)
+        .map(alternatives)
+        .unwrap_or_default();
+    if !has_driver_floor(pod) {
+        return compute;
+    }
+    let driver = driver_floor_alternatives();
+    if compute.is_empty() {
+        return driver;
+    }
+    let mut out = Vec::new();
+    for c in &compute {
+        for d in &driver {
+            let mut both = c.clone();
+            both.extend(d.iter().cloned());
+            out.push(both);
+        }
+    }
+    out
 }
 
 /// The spec's constraint as ORed alternatives of ANDed expressions.

@@ -43,8 +43,10 @@ pub const RESOURCES: [&str; 5] = [
 
 /// Images and the minimum compute capability the spec's image table gives
 /// them (`nvidia/cuda:13.*` 7.5, `12.*` 5.0, `11.*` 3.5, with `nvcr.io/`
-/// and Docker Hub prefixes; PyTorch CUDA 12.8 builds 7.0).
-pub const IMAGES: [(&str, Option<(u32, u32)>); 9] = [
+/// and Docker Hub prefixes; PyTorch CUDA 12.8 builds 7.0; the NGC framework
+/// images by the CUDA version of their release month; vLLM's CUDA 13.0
+/// image, which also carries a driver floor, see [`DRIVER_FLOOR_IMAGE`]).
+pub const IMAGES: [(&str, Option<(u32, u32)>); 12] = [
     ("nvidia/cuda:13.0.1-base-ubuntu24.04", Some((7, 5))),
     (
         "docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04",
@@ -61,7 +63,16 @@ pub const IMAGES: [(&str, Option<(u32, u32)>); 9] = [
     // Not the official image: the pattern is anchored.
     ("registry.example/nvidia/cuda:13.0.1", None),
     ("nvcr.io/nvidia/cuda:13.0.0-runtime", Some((7, 5))),
+    // NGC 25.12 is CUDA 13.1, 24.05 is CUDA 12.4; both declare cuda>=9.0.
+    ("nvcr.io/nvidia/pytorch:25.12-py3", Some((7, 5))),
+    ("nvcr.io/nvidia/tritonserver:24.05-py3", Some((5, 0))),
+    (DRIVER_FLOOR_IMAGE, Some((7, 5))),
 ];
+
+/// The one generated image with a driver floor: built on CUDA 13.0, it runs
+/// on a driver for CUDA 13.0 or on the forward-compatible branches 535, 550,
+/// 565, 570 and 575.
+pub const DRIVER_FLOOR_IMAGE: &str = "vllm/vllm-openai:v0.11.0-cu130";
 
 pub const MOUNT_PATHS: [&str; 4] = [
     "/data",

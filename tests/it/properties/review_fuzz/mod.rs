@@ -57,6 +57,7 @@ fn serve(
         namespace: namespace_settings,
         cluster: None,
         claims: None,
+        images: None,
     };
     let (response, _) = review::respond(&request, endpoint, &evaluator);
     let encoded = match review::encode(response) {

@@ -1,0 +1,593 @@
+//! CUDA versions and the NVIDIA Container Toolkit's requirement language
+//! (`NVIDIA_REQUIRE_CUDA`), and the driver floor a requirement puts on a
+//! node.
+//!
+//! The toolkit reads a requirement as alternatives separated by spaces
+//! (ORed), each a list of constraints separated by commas (ANDed), each
+//! `name op value` with the names `cuda` (the CUDA version the driver
+//! supports), `driver` (the driver version), `brand` and `arch`, and the
+//! operators `=`, `!=`, `<`, `<=`, `>`, `>=`. For example the CUDA 13.0
+//! images say `cuda>=13.0 brand=tesla,driver>=535,driver<536 ...`: a driver
+//! for CUDA 13.0, or a driver of branch 535 (and more) through the forward
+//! compatibility package the image carries.
+//!
+//! A node shows the scheduler what GFD labels: the CUDA version its driver
+//! supports (`nvidia.com/cuda.runtime-version.major` / `.minor`) and its
+//! driver version (`nvidia.com/cuda.driver-version.major` / `.minor`), or the
+//! older names `nvidia.com/cuda.runtime.*` and `nvidia.com/cuda.driver.*`.
+//! [`DriverFloor`] is what a requirement says in those terms:
+//!
+//! - `cuda` and `driver` bounds are expressed on the labels;
+//! - `brand` is not on any label: an alternative that names a brand is kept
+//!   with the brand unchecked, except `geforce` and `titan`, for which
+//!   forward compatibility never holds (those alternatives are dropped);
+//! - anything else (`arch`, `cuda=`, `driver!=`, ...) cannot be written as
+//!   node affinity: its alternative is dropped, which only ever excludes
+//!   more nodes, never fewer;
+//! - `cuda>=9.0` and lower floors are met by every driver the NVIDIA device
+//!   plugin runs with (it needs 384.81, the CUDA 9.0 driver), so they add
+//!   nothing: the NGC framework images declare `cuda>=9.0` and leave the
+//!   driver check to their entrypoint.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
+
+/// GFD's labels for the CUDA version the driver supports and the driver
+/// version, current names.
+pub const RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime-version.major";
+pub const RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime-version.minor";
+pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver-version.major";
+pub const DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver-version.minor";
+/// The same, as older GFD releases name them (current ones publish both).
+pub const OLD_RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime.major";
+pub const OLD_RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime.minor";
+pub const OLD_DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver.major";
+pub const OLD_DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver.minor";
+
+/// The highest CUDA floor every supported driver meets (see the module
+/// comment).
+const ALWAYS_MET: CudaVersion = CudaVersion::new(9, 0);
+
+/// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC images'
+/// `CUDA_VERSION=12.3.2.001`; the patch level never matters to a driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CudaVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl CudaVersion {
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+}
+
+impl fmt::Display for CudaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a CUDA version (expected MAJOR.MINOR, e.g. \"13.1\")")]
+pub struct CudaVersionError(String);
+
+/// Up to four dot-separated numbers; returns the first two (minor 0 when
+/// absent).
+fn numbers(text: &str, parts: usize) -> Option<(u32, u32, u32)> {
+    let mut fields = text.split('.');
+    let mut values = [0u32; 3];
+    let mut count = 0;
+    for field in fields.by_ref() {
+        if field.is_empty() || field.len() > 6 || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let value: u32 = field.parse().ok()?;
+        if count < 3 {
+            values[count] = value;
+        }
+        count += 1;
+        if count > parts {
+            return None;
+        }
+    }
+    (count > 0).then_some((values[0], values[1], values[2]))
+}
+
+impl FromStr for CudaVersion {
+    type Err = CudaVersionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let text = s.trim();
+        match numbers(text, 4) {
+            Some((major, minor, _)) => Ok(Self::new(major, minor)),
+            None => Err(CudaVersionError(s.to_owned())),
+        }
+    }
+}
+
+impl Serialize for CudaVersion {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CudaVersion {
+    /// Accepts `"13.1"` and an unquoted YAML number (`12.8`).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Integer(u64),
+            Float(f64),
+        }
+        let text = match Raw::deserialize(deserializer)? {
+            Raw::Text(text) => text,
+            Raw::Integer(n) => n.to_string(),
+            Raw::Float(f) => f.to_string(),
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A driver version `major.minor` (the revision is rounded into the bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct DriverVersion {
+    major: u32,
+    minor: u32,
+}
+
+/// One `name op value` constraint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Constraint {
+    /// `cuda>=X.Y` (or `>`): the driver supports at least this CUDA version.
+    CudaAtLeast(CudaVersion),
+    /// `driver>=A.B` (or `>`).
+    DriverAtLeast(DriverVersion),
+    /// `driver<A.B` (or `<=`): the first version that is too new.
+    DriverBelow(DriverVersion),
+    /// `brand=...` of a brand forward compatibility holds for; unchecked.
+    Brand,
+    /// Something node labels cannot say; its alternative is dropped.
+    Inexpressible,
+}
+
+/// An `NVIDIA_REQUIRE_CUDA` value, parsed. Alternatives are ORed, the
+/// constraints of one alternative ANDed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    text: String,
+    alternatives: Vec<Vec<Constraint>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("NVIDIA_REQUIRE_CUDA {text:?}: {reason}")]
+pub struct RequirementError {
+    text: String,
+    reason: String,
+}
+
+const OPERATORS: [&str; 6] = [">=", "<=", "!=", ">", "<", "="];
+
+impl FromStr for Requirement {
+    type Err = RequirementError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| RequirementError {
+            text: s.chars().take(200).collect(),
+            reason,
+        };
+        let mut alternatives = Vec::new();
+        for alternative in s.split_ascii_whitespace() {
+            let mut constraints = Vec::new();
+            for item in alternative.split(',') {
+                constraints.push(constraint(item).map_err(&err)?);
+            }
+            alternatives.push(constraints);
+        }
+        if alternatives.is_empty() {
+            return Err(err("empty".to_owned()));
+        }
+        Ok(Self {
+            text: s.trim().to_owned(),
+            alternatives,
+        })
+    }
+}
+
+fn constraint(item: &str) -> Result<Constraint, String> {
+    let name_end = item
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .ok_or_else(|| format!("{item:?} has no operator"))?;
+    let (name, rest) = item.split_at(name_end);
+    let operator = OPERATORS
+        .iter()
+        .find(|op| rest.starts_with(**op))
+        .ok_or_else(|| format!("{item:?} has no operator"))?;
+    let value = &rest[operator.len()..];
+    if value.is_empty() {
+        return Err(format!("{item:?} has no value"));
+    }
+    let version = |value: &str| {
+        numbers(value, 3).ok_or_else(|| format!("{item:?}: {value:?} is not a version"))
+    };
+    match (name.to_ascii_lowercase().as_str(), *operator) {
+        ("cuda", ">=") => {
+            let (major, minor, _) = version(value)?;
+            Ok(Constraint::CudaAtLeast(CudaVersion::new(major, minor)))
+        }
+        ("cuda", ">") => {
+            let (major, minor, _) = version(value)?;
+            Ok(Constraint::CudaAtLeast(CudaVersion::new(major, minor + 1)))
+        }
+        ("driver", ">=" | ">") => {
+            let (major, minor, revision) = version(value)?;
+            // A revision, or `>`, can only be met by a later minor on the
+            // labels (which carry no revision): round up.
+            let bump = u32::from(revision > 0 || *operator == ">");
+            Ok(Constraint::DriverAtLeast(DriverVersion {
+                major,
+                minor: minor + bump,
+            }))
+        }
+        ("driver", "<" | "<=") => {
+            let (major, minor, revision) = version(value)?;
+            // The labels carry no revision: `<=535.104.05` stays below 535.104
+            // (round down); `<=535.104` allows 535.104 itself.
+            let minor = if *operator == "<=" && revision == 0 {
+                minor + 1
+            } else {
+                minor
+            };
+            Ok(Constraint::DriverBelow(DriverVersion { major, minor }))
+        }
+        ("brand", _) if !value.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            Err(format!("{item:?}: {value:?} is not a brand"))
+        }
+        ("brand", "=") => {
+            let brand = value.to_ascii_lowercase();
+            if brand == "geforce" || brand == "titan" {
+                Ok(Constraint::Inexpressible)
+            } else {
+                Ok(Constraint::Brand)
+            }
+        }
+        ("brand", "!=") => Ok(Constraint::Brand),
+        ("cuda" | "driver" | "arch", _) => version(value).map(|_| Constraint::Inexpressible),
+        ("brand", _) => Ok(Constraint::Inexpressible),
+        (other, _) => Err(format!("unknown constraint {other:?}")),
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Requirement {
+    /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares
+    /// nothing else.
+    pub fn at_least(version: CudaVersion) -> Self {
+        Self {
+            text: format!("cuda>={version}"),
+            alternatives: vec![vec![Constraint::CudaAtLeast(version)]],
+        }
+    }
+
+    /// What the requirement asks of a node, in terms of its labels. None when
+    /// every node meets it, or when no alternative can be written as node
+    /// affinity (then nothing is required of the node here).
+    pub fn driver_floor(&self) -> Option<DriverFloor> {
+        let mut atoms = Vec::new();
+        for alternative in &self.alternatives {
+            let mut atom = Atom::default();
+            let mut expressible = true;
+            for constraint in alternative {
+                match *constraint {
+                    Constraint::CudaAtLeast(version) => {
+                        atom.cuda = atom.cuda.max(Some(version));
+                    }
+                    Constraint::DriverAtLeast(version) => {
+                        atom.driver_from = atom.driver_from.max(Some(version));
+                    }
+                    Constraint::DriverBelow(version) => {
+                        atom.driver_below = Some(match atom.driver_below {
+                            Some(current) => current.min(version),
+                            None => version,
+                        });
+                    }
+                    Constraint::Brand => {}
+                    Constraint::Inexpressible => expressible = false,
+                }
+            }
+            if expressible && let Some(atom) = atom.normalized() {
+                atoms.push(atom);
+            }
+        }
+        DriverFloor::from_atoms(atoms)
+    }
+}
+
+/// One alternative a node may meet: a CUDA floor and a driver range, ANDed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Atom {
+    cuda: Option<CudaVersion>,
+    driver_from: Option<DriverVersion>,
+    /// Exclusive; only the major counts on the labels (rounded down).
+    driver_below: Option<DriverVersion>,
+}
+
+impl Atom {
+    /// Drops floors every node meets; None when no driver can meet it.
+    fn normalized(mut self) -> Option<Self> {
+        if self.cuda.is_some_and(|cuda| cuda <= ALWAYS_MET) {
+            self.cuda = None;
+        }
+        // Bounds below the first major the labels can show are conservative:
+        // `driver<536.5` keeps branch 535 and earlier.
+        if let Some(below) = self.driver_below {
+            self.driver_below = Some(DriverVersion {
+                major: below.major,
+                minor: 0,
+            });
+            let lowest = self
+                .driver_from
+                .unwrap_or(DriverVersion { major: 0, minor: 0 });
+            if lowest.major >= below.major {
+                return None;
+            }
+        }
+        Some(self)
+    }
+
+    fn is_unconstrained(&self) -> bool {
+        self.cuda.is_none() && self.driver_from.is_none() && self.driver_below.is_none()
+    }
+
+    /// Both at once; None when no node can meet both.
+    fn and(&self, other: &Atom) -> Option<Atom> {
+        let below = match (self.driver_below, other.driver_below) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Atom {
+            cuda: self.cuda.max(other.cuda),
+            driver_from: self.driver_from.max(other.driver_from),
+            driver_below: below,
+        }
+        .normalized()
+    }
+
+    /// Every node that meets `other` meets `self`.
+    fn is_weaker_than(&self, other: &Atom) -> bool {
+        let cuda = self.cuda.is_none_or(|c| other.cuda.is_some_and(|o| o >= c));
+        let from = self
+            .driver_from
+            .is_none_or(|f| other.driver_from.is_some_and(|o| o >= f));
+        let below = self
+            .driver_below
+            .is_none_or(|b| other.driver_below.is_some_and(|o| o <= b));
+        cuda && from && below
+    }
+}
+
+/// What a pod's GPU images need of a node's driver: alternatives (ORed),
+/// each a CUDA floor and a driver range. Build it with
+/// [`Requirement::driver_floor`]; [`DriverFloor::and`] combines the floors of
+/// several images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverFloor {
+    atoms: Vec<Atom>,
+}
+
+impl DriverFloor {
+    fn from_atoms(atoms: Vec<Atom>) -> Option<Self> {
+        if atoms.is_empty() || atoms.iter().any(Atom::is_unconstrained) {
+            return None;
+        }
+        let mut kept: Vec<Atom> = Vec::new();
+        let mut sorted = atoms;
+        sorted.sort_unstable();
+        sorted.dedup();
+        for (index, atom) in sorted.iter().enumerate() {
+            let subsumed = sorted
+                .iter()
+                .enumerate()
+                .any(|(other, weaker)| other != index && weaker.is_weaker_than(atom));
+            if !subsumed {
+                kept.push(*atom);
+            }
+        }
+        Some(Self { atoms: kept })
+    }
+
+    /// A node must meet both. None when no node can (the images cannot run
+    /// together on any driver).
+    pub fn and(&self, other: &DriverFloor) -> Option<DriverFloor> {
+        let atoms: Vec<Atom> = self
+            .atoms
+            .iter()
+            .flat_map(|a| other.atoms.iter().filter_map(move |b| a.and(b)))
+            .collect();
+        if atoms.is_empty() {
+            return None;
+        }
+        Self::from_atoms(atoms)
+    }
+
+    /// The node affinity as alternatives (ORed), each a list of expressions
+    /// (ANDed), for both generations of GFD labels.
+    pub fn alternatives(&self) -> Vec<Vec<Value>> {
+        let mut out = Vec::new();
+        for labels in [Labels::CURRENT, Labels::OLD] {
+            // Alternatives that are exactly one driver branch become one `In`.
+            let mut branches: Vec<u32> = Vec::new();
+            for atom in &self.atoms {
+                if let Some(branch) = atom.single_branch() {
+                    branches.push(branch);
+                    continue;
+                }
+                for cuda in cuda_alternatives(atom.cuda, labels) {
+                    for driver in driver_alternatives(atom, labels) {
+                        let mut expressions = cuda.clone();
+                        expressions.extend(driver);
+                        out.push(expressions);
+                    }
+                }
+            }
+            if !branches.is_empty() {
+                branches.sort_unstable();
+                branches.dedup();
+                let values: Vec<String> = branches.iter().map(ToString::to_string).collect();
+                out.push(vec![
+                    json!({"key": labels.driver_major, "operator": "In", "values": values}),
+                ]);
+            }
+        }
+        out
+    }
+}
+
+impl Atom {
+    fn single_branch(&self) -> Option<u32> {
+        match (self.cuda, self.driver_from, self.driver_below) {
+            (None, Some(from), Some(below)) if from.minor == 0 && below.major == from.major + 1 => {
+                Some(from.major)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for DriverFloor {
+    /// `CUDA 13.0 or branch 535, 550`, for the change summary.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        let mut branches: Vec<String> = Vec::new();
+        let (with_cuda, without): (Vec<&Atom>, Vec<&Atom>) =
+            self.atoms.iter().partition(|atom| atom.cuda.is_some());
+        for atom in with_cuda.into_iter().chain(without) {
+            if let Some(branch) = atom.single_branch() {
+                branches.push(branch.to_string());
+                continue;
+            }
+            let mut words = Vec::new();
+            if let Some(cuda) = atom.cuda {
+                words.push(format!("CUDA {cuda}"));
+            }
+            if let Some(from) = atom.driver_from {
+                words.push(format!("driver >= {}.{}", from.major, from.minor));
+            }
+            if let Some(below) = atom.driver_below {
+                words.push(format!("driver < {}", below.major));
+            }
+            parts.push(words.join(" and "));
+        }
+        if !branches.is_empty() {
+            parts.push(format!("branch {}", branches.join(", ")));
+        }
+        f.write_str(&parts.join(" or "))
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Labels {
+    runtime_major: &'static str,
+    runtime_minor: &'static str,
+    driver_major: &'static str,
+    driver_minor: &'static str,
+}
+
+impl Labels {
+    const CURRENT: Labels = Labels {
+        runtime_major: RUNTIME_MAJOR_LABEL,
+        runtime_minor: RUNTIME_MINOR_LABEL,
+        driver_major: DRIVER_MAJOR_LABEL,
+        driver_minor: DRIVER_MINOR_LABEL,
+    };
+    const OLD: Labels = Labels {
+        runtime_major: OLD_RUNTIME_MAJOR_LABEL,
+        runtime_minor: OLD_RUNTIME_MINOR_LABEL,
+        driver_major: OLD_DRIVER_MAJOR_LABEL,
+        driver_minor: OLD_DRIVER_MINOR_LABEL,
+    };
+}
+
+fn expression(key: &str, operator: &str, values: &[u32]) -> Value {
+    let values: Vec<String> = values.iter().map(ToString::to_string).collect();
+    json!({"key": key, "operator": operator, "values": values})
+}
+
+/// `major.minor >= floor` on a pair of labels, as alternatives.
+fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec<Vec<Value>> {
+    if minor == 0 {
+        if major == 0 {
+            return vec![Vec::new()];
+        }
+        return vec![vec![expression(major_key, "Gt", &[major - 1])]];
+    }
+    vec![
+        vec![expression(major_key, "Gt", &[major])],
+        vec![
+            expression(major_key, "In", &[major]),
+            expression(minor_key, "Gt", &[minor - 1]),
+        ],
+    ]
+}
+
+fn cuda_alternatives(cuda: Option<CudaVersion>, labels: Labels) -> Vec<Vec<Value>> {
+    match cuda {
+        None => vec![Vec::new()],
+        Some(v) => at_least(labels.runtime_major, labels.runtime_minor, v.major, v.minor),
+    }
+}
+
+/// The driver range of an atom on the driver labels, as alternatives.
+fn driver_alternatives(atom: &Atom, labels: Labels) -> Vec<Vec<Value>> {
+    let major = labels.driver_major;
+    let from = atom.driver_from;
+    let Some(below) = atom.driver_below.map(|b| b.major) else {
+        return match from {
+            None => vec![Vec::new()],
+            Some(from) => at_least(major, labels.driver_minor, from.major, from.minor),
+        };
+    };
+    // Whole majors from `first` to `below - 1`.
+    let range = |first: u32| -> Option<Vec<Value>> {
+        if first >= below {
+            return None;
+        }
+        if first == 0 {
+            return Some(vec![expression(major, "Lt", &[below])]);
+        }
+        if below - first <= 16 {
+            let all: Vec<u32> = (first..below).collect();
+            return Some(vec![expression(major, "In", &all)]);
+        }
+        Some(vec![
+            expression(major, "Gt", &[first - 1]),
+            expression(major, "Lt", &[below]),
+        ])
+    };
+    match from {
+        None => range(0).into_iter().collect(),
+        Some(from) if from.minor == 0 => range(from.major).into_iter().collect(),
+        Some(from) => {
+            let mut out = vec![vec![
+                expression(major, "In", &[from.major]),
+                expression(labels.driver_minor, "Gt", &[from.minor - 1]),
+            ]];
+            out.extend(range(from.major + 1));
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "cuda_requirement_tests.rs"]
+mod tests;

@@ -1,0 +1,303 @@
+//! `imageResolution`: where R4 learns what an image needs (the mode, the
+//! registry budget and plain-HTTP registries), and the image table.
+//!
+//! A table entry maps a regular expression over the image reference (Docker
+//! Hub prefixes removed) to a CUDA version (`cudaVersion`), a minimum compute
+//! capability (`minimum`), or both, and may state the image's
+//! `NVIDIA_REQUIRE_CUDA` (`requireCuda`) where it differs from `cuda>=X.Y`.
+//! Every matching entry applies. The older `imageComputeCapabilities` list
+//! (`{pattern, minimum}`) is read as more entries of the same table.
+
+use std::time::Duration;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::{ComputeCapability, ConfigError, ImageRule};
+use crate::policy::cuda_requirement::{CudaVersion, Requirement};
+use crate::policy::image_needs::ImageNeeds;
+
+/// The longest registry budget: the API server waits 5 s for the webhook
+/// (the install's `timeoutSeconds`), and the rest of the admission needs
+/// some of it.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(4);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResolutionMode {
+    /// The image table only: needs no network, works air-gapped.
+    #[default]
+    Table,
+    /// The image's config from its registry, within `timeout`, else the table.
+    Registry,
+    /// No image implies anything; only the configured and annotated
+    /// minimums apply.
+    Off,
+}
+
+/// One entry of the image table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageEntry {
+    /// A regular expression matched against the image reference with the
+    /// Docker Hub prefixes removed (`docker.io/`, `library/`).
+    pub pattern: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<CudaVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<ComputeCapability>,
+    /// The image's `NVIDIA_REQUIRE_CUDA`, when it is not `cuda>=<cudaVersion>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_cuda: Option<String>,
+}
+
+/// The `imageResolution` block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ImageResolution {
+    pub mode: ResolutionMode,
+    /// The most one admission waits for registries, in total (`"1s"`,
+    /// `"500ms"`).
+    pub timeout: String,
+    /// `host:port`s spoken to over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    pub table: Vec<ImageEntry>,
+}
+
+impl Default for ImageResolution {
+    fn default() -> Self {
+        Self {
+            mode: ResolutionMode::Table,
+            timeout: "1s".to_owned(),
+            insecure_registries: Vec::new(),
+            table: default_table(),
+        }
+    }
+}
+
+/// The NGC framework images whose tags carry the release month.
+const NGC: &str = r"^nvcr\.io/nvidia/(pytorch|tensorflow|tritonserver|jax|tensorrt):";
+
+/// What the NGC framework images declare: the driver check is left to their
+/// entrypoint, which turns on forward compatibility on data center GPUs.
+const NGC_REQUIRE: &str = "cuda>=9.0";
+
+/// The forward-compatible branches of the `nvidia/cuda:12.8.1` and
+/// `13.0.2` images, abridged to one brand (the brand is not on any node
+/// label, so the others say nothing more to the scheduler).
+const CUDA_12_8_REQUIRE: &str = "cuda>=12.8 brand=tesla,driver>=470,driver<471 \
+    brand=tesla,driver>=535,driver<536 brand=tesla,driver>=550,driver<551 \
+    brand=tesla,driver>=560,driver<561 brand=tesla,driver>=565,driver<566";
+const CUDA_13_0_REQUIRE: &str = "cuda>=13.0 brand=tesla,driver>=535,driver<536 \
+    brand=tesla,driver>=550,driver<551 brand=tesla,driver>=565,driver<566 \
+    brand=tesla,driver>=570,driver<571 brand=tesla,driver>=575,driver<576";
+
+/// The built-in table; `examples/config.yaml` gives the source of each entry.
+pub fn default_table() -> Vec<ImageEntry> {
+    let minimum = |pattern: &str, major, minor| ImageEntry {
+        pattern: pattern.to_owned(),
+        cuda_version: None,
+        minimum: Some(ComputeCapability::new(major, minor)),
+        require_cuda: None,
+    };
+    let cuda = |pattern: String, major, minor, require: Option<&str>| ImageEntry {
+        pattern,
+        cuda_version: Some(CudaVersion::new(major, minor)),
+        minimum: None,
+        require_cuda: require.map(str::to_owned),
+    };
+    let ngc = |months: &str, major, minor| {
+        cuda(
+            format!("{NGC}{months}(-|$)"),
+            major,
+            minor,
+            Some(NGC_REQUIRE),
+        )
+    };
+    vec![
+        minimum(r"^(nvcr\.io/)?nvidia/cuda:13\.", 7, 5),
+        minimum(r"^(nvcr\.io/)?nvidia/cuda:12\.", 5, 0),
+        minimum(r"^(nvcr\.io/)?nvidia/cuda:11\.", 3, 5),
+        minimum(r"^pytorch/pytorch:.*-cuda13\.\d+-", 7, 5),
+        minimum(r"^pytorch/pytorch:.*-cuda12\.[89]-", 7, 0),
+        minimum(r"^pytorch/pytorch:.*-cuda12\.[0-7]-", 5, 0),
+        ngc(r"23\.0[12]", 12, 0),
+        ngc(r"23\.0[3-7]", 12, 1),
+        ngc(r"23\.(08|09|10)", 12, 2),
+        ngc(r"(23\.1[12]|24\.0[12])", 12, 3),
+        ngc(r"24\.0[3-5]", 12, 4),
+        ngc(r"24\.0[67]", 12, 5),
+        ngc(r"24\.(08|09|1[0-2])", 12, 6),
+        ngc(r"25\.0[1-3]", 12, 8),
+        ngc(r"25\.0[4-7]", 12, 9),
+        ngc(r"25\.(08|09|10|11)", 13, 0),
+        ngc(r"25\.12", 13, 1),
+        // Later releases: at least what 25.12 is built on.
+        ngc(r"(2[6-9]|[3-9]\d)\.\d\d", 13, 1),
+        cuda(
+            r"^vllm/vllm-openai:.*-cu130$".to_owned(),
+            13,
+            0,
+            Some(CUDA_13_0_REQUIRE),
+        ),
+        cuda(
+            r"^vllm/vllm-openai:.*-cu128$".to_owned(),
+            12,
+            8,
+            Some(CUDA_12_8_REQUIRE),
+        ),
+        minimum(r"^vllm/vllm-openai:.*-cu12\d$", 5, 0),
+        cuda(
+            r"^ghcr\.io/huggingface/text-generation-inference:(\d+\.\d+(\.\d+)?|latest)$"
+                .to_owned(),
+            12,
+            2,
+            None,
+        ),
+    ]
+}
+
+/// The table, compiled.
+#[derive(Debug, Clone, Default)]
+pub struct ImageTable {
+    entries: Vec<(Regex, ImageNeeds)>,
+}
+
+impl ImageTable {
+    /// The needs of every entry the image matches (already normalized).
+    pub fn lookup(&self, image: &str) -> Vec<&ImageNeeds> {
+        self.entries
+            .iter()
+            .filter(|(regex, _)| regex.is_match(image))
+            .map(|(_, needs)| needs)
+            .collect()
+    }
+}
+
+fn invalid<T>(message: String) -> Result<T, ConfigError> {
+    Err(ConfigError::Invalid(message))
+}
+
+fn compile(field: &str, pattern: &str) -> Result<Regex, ConfigError> {
+    Regex::new(pattern).or_else(|err| {
+        invalid(format!(
+            "{field}: pattern {pattern:?}: {}",
+            crate::manifest::one_line(&err.to_string())
+        ))
+    })
+}
+
+/// Parses a duration: a number of `s` or `ms` (`"1s"`, `"1.5s"`, `"500ms"`).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let (number, scale) = match text.strip_suffix("ms") {
+        Some(number) => (number, 0.001),
+        None => (text.strip_suffix('s')?, 1.0),
+    };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    Duration::try_from_secs_f64(value * scale).ok()
+}
+
+/// A `host` or `host:port`, as containerd's registry config names them.
+fn registry_problem(entry: &str) -> Option<&'static str> {
+    if entry.trim().is_empty() {
+        return Some("empty");
+    }
+    if entry.contains("://") {
+        return Some("a host[:port], without a scheme");
+    }
+    if entry.contains(|c: char| c == '/' || c.is_whitespace()) {
+        return Some("a host[:port], without a path or spaces");
+    }
+    if let Some((host, port)) = entry.rsplit_once(':')
+        && !host.ends_with(']')
+        && (host.is_empty() || port.parse::<u16>().is_err())
+    {
+        return Some("a host[:port] with a port number");
+    }
+    None
+}
+
+impl ImageResolution {
+    /// Checks the block and compiles the table, with the older
+    /// `imageComputeCapabilities` entries after its own.
+    pub fn compile(&self, legacy: &[ImageRule]) -> Result<(ImageTable, Duration), ConfigError> {
+        if self.mode == ResolutionMode::Registry {
+            return invalid(
+                "imageResolution.mode: registry is not available in this version (it has no \
+                 registry client yet); use table (the default) or off"
+                    .to_owned(),
+            );
+        }
+        let timeout = match parse_duration(&self.timeout) {
+            Some(timeout) if !timeout.is_zero() && timeout <= MAX_TIMEOUT => timeout,
+            _ => {
+                return invalid(format!(
+                    "imageResolution.timeout: {:?} is not a duration between 1ms and {}s \
+                     (e.g. \"1s\", \"500ms\")",
+                    self.timeout,
+                    MAX_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        for entry in &self.insecure_registries {
+            if let Some(problem) = registry_problem(entry) {
+                return invalid(format!(
+                    "imageResolution.insecureRegistries: {entry:?}: expected {problem}"
+                ));
+            }
+        }
+        let mut entries = Vec::with_capacity(self.table.len() + legacy.len());
+        for entry in &self.table {
+            let field = "imageResolution.table";
+            let regex = compile(field, &entry.pattern)?;
+            if entry.cuda_version.is_none() && entry.minimum.is_none() {
+                return invalid(format!(
+                    "{field}: pattern {:?}: give cudaVersion or minimum",
+                    entry.pattern
+                ));
+            }
+            if entry.require_cuda.is_some() && entry.cuda_version.is_none() {
+                return invalid(format!(
+                    "{field}: pattern {:?}: requireCuda needs cudaVersion",
+                    entry.pattern
+                ));
+            }
+            let require_cuda = match &entry.require_cuda {
+                None => None,
+                Some(text) => match text.parse::<Requirement>() {
+                    Ok(requirement) => Some(requirement),
+                    Err(err) => {
+                        return invalid(format!("{field}: pattern {:?}: {err}", entry.pattern));
+                    }
+                },
+            };
+            let needs = ImageNeeds {
+                cuda: entry.cuda_version,
+                require_cuda,
+                require_disabled: false,
+                minimum: entry.minimum,
+            };
+            entries.push((regex, needs));
+        }
+        for rule in legacy {
+            let regex = compile("imageComputeCapabilities", &rule.pattern)?;
+            let needs = ImageNeeds {
+                minimum: Some(rule.minimum),
+                ..ImageNeeds::default()
+            };
+            entries.push((regex, needs));
+        }
+        if self.mode == ResolutionMode::Off {
+            entries.clear();
+        }
+        Ok((ImageTable { entries }, timeout))
+    }
+}
+
+#[cfg(test)]
+#[path = "image_table_tests.rs"]
+mod tests;
