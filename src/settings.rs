@@ -74,6 +74,23 @@ impl FromStr for ComputeCapability {
     }
 }
 
+/// A version as text, written either as text (`"8.0"`) or as a YAML number
+/// (`7.5`, which YAML reads as a float).
+pub(crate) fn version_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Integer(u64),
+        Float(f64),
+    }
+    Ok(match Raw::deserialize(deserializer)? {
+        Raw::Text(text) => text,
+        Raw::Integer(n) => n.to_string(),
+        Raw::Float(f) => f.to_string(),
+    })
+}
+
 impl Serialize for ComputeCapability {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
@@ -84,19 +101,9 @@ impl<'de> Deserialize<'de> for ComputeCapability {
     /// Accepts `"8.0"` and also an unquoted YAML number (`7.5`), which YAML
     /// reads as a float.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Integer(u64),
-            Float(f64),
-        }
-        let text = match Raw::deserialize(deserializer)? {
-            Raw::Text(text) => text,
-            Raw::Integer(n) => n.to_string(),
-            Raw::Float(f) => f.to_string(),
-        };
-        text.parse().map_err(serde::de::Error::custom)
+        version_text(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -35,6 +35,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
+use crate::settings::version_text;
+
 /// GFD's labels for the CUDA version the driver supports and the driver
 /// version, current names.
 pub const RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime-version.major";
@@ -118,19 +120,9 @@ impl Serialize for CudaVersion {
 impl<'de> Deserialize<'de> for CudaVersion {
     /// Accepts `"13.1"` and an unquoted YAML number (`12.8`).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Integer(u64),
-            Float(f64),
-        }
-        let text = match Raw::deserialize(deserializer)? {
-            Raw::Text(text) => text,
-            Raw::Integer(n) => n.to_string(),
-            Raw::Float(f) => f.to_string(),
-        };
-        text.parse().map_err(serde::de::Error::custom)
+        version_text(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 

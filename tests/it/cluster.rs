@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider, watching};
 use gpu_policy::cluster::{self, ClusterCache, Source, Watches};
 use gpu_policy::policy::ClusterFacts;
 use gpu_policy::settings::{AllowlistEntry, ComputeCapability, Config, Settings};
@@ -47,11 +47,7 @@ fn exporter(uid: &str) -> Value {
 }
 
 async fn started(api: &FakeApi) -> Arc<ClusterCache> {
-    install_crypto_provider();
-    let cache = Arc::new(ClusterCache::default());
-    Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
-    eventually("the first full list", WAIT, || cache.is_synced()).await;
-    cache
+    watching(api, &Settings::default()).await.0
 }
 
 async fn seeded() -> FakeApi {

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
+use crate::support::fake_api::{FakeApi, eventually, watching};
 use gpu_policy::admission::Mode;
-use gpu_policy::cluster::{ClusterCache, Source, Watches};
+use gpu_policy::cluster::{ClusterCache, Source};
 use gpu_policy::policy::{ClaimFacts, ClusterFacts, RuleId};
 use gpu_policy::report::{ObjectReport, check_object_in, mutated};
 use gpu_policy::settings::Settings;
@@ -58,11 +58,7 @@ fn seeded(api: &FakeApi) {
 }
 
 async fn started(api: &FakeApi) -> Arc<ClusterCache> {
-    install_crypto_provider();
-    let cache = Arc::new(ClusterCache::default());
-    Watches::start(api.client(), &Settings::default(), Arc::clone(&cache));
-    eventually("the first full list", WAIT, || cache.is_synced()).await;
-    cache
+    watching(api, &Settings::default()).await.0
 }
 
 /// The pod's report in enforce mode, its claims resolved by `cache`.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{WAIT, seeded, settings_with};
-use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider};
+use crate::support::fake_api::{FakeApi, eventually, watching};
 use gpu_policy::admission::{self, ObjectKind, Subject};
 use gpu_policy::cluster::{ClusterCache, Source, Watches};
 use gpu_policy::policy::{ClusterFacts, Evaluator};
@@ -79,11 +79,7 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
 }
 
 async fn started(api: &FakeApi, settings: &Settings) -> (Arc<ClusterCache>, Watches) {
-    install_crypto_provider();
-    let cache = Arc::new(ClusterCache::default());
-    let watches = Watches::start(api.client(), settings, Arc::clone(&cache));
-    eventually("the first full list", WAIT, || cache.is_synced()).await;
-    (cache, watches)
+    watching(api, settings).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

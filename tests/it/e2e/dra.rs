@@ -11,8 +11,8 @@ use super::visible_devices;
 use crate::dra_cluster::{claimed_pod, template};
 use crate::support::fake_api::FakeApi;
 use crate::support::server::{
-    Connection, ENFORCE, MUTATE, Options, POLL, Server, body_of, next_uid, patch_of, patched,
-    review,
+    Connection, ENFORCE, MUTATE, Options, POLL, Server, body_of, next_uid, opt_in_review, patch_of,
+    patched,
 };
 
 const DRA_RESOURCES: [&str; 3] = ["resourceclaims", "resourceclaimtemplates", "deviceclasses"];
@@ -112,13 +112,7 @@ async fn opting_in_warns_about_claims_and_pods_that_claim_too_much() {
     let mut connection = server.connect().await;
 
     let uid = next_uid();
-    let old = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}});
-    let new = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab",
-        "labels": {"gpu-policy.io/mode": "enforce"}}});
-    let mut body = review(&new, &uid, true);
-    body["request"]["operation"] = json!("UPDATE");
-    body["request"]["name"] = json!("lab");
-    body["request"]["oldObject"] = old;
+    let body = opt_in_review("lab", "enforce", &uid);
     let reply = connection
         .post("/validate/namespace?timeout=10s", body_of(&body))
         .await

@@ -11,7 +11,7 @@ use crate::support::fake_api::FakeApi;
 use crate::support::fixtures::fixture;
 use crate::support::server::{
     AUDIT, ENFORCE, MUTATE, NAMESPACE, Options, POLL, Server, WARN, body_of, namespace_of,
-    next_uid, patch_of, pod_with_gpus, review, template_pod, write_atomically,
+    next_uid, opt_in_review, patch_of, pod_with_gpus, review, template_pod, write_atomically,
 };
 use crate::support::workloads::pod_of_workload;
 
@@ -289,13 +289,7 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
 
     // Opting a namespace in warns about the pods already running there.
     let uid = next_uid();
-    let old = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}});
-    let new = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab",
-        "labels": {"gpu-policy.io/mode": "enforce"}}});
-    let mut body = review(&new, &uid, true);
-    body["request"]["operation"] = json!("UPDATE");
-    body["request"]["name"] = json!("lab");
-    body["request"]["oldObject"] = old;
+    let body = opt_in_review("lab", "enforce", &uid);
     let reply = connection
         .post("/validate/namespace?timeout=10s", body_of(&body))
         .await

@@ -90,6 +90,19 @@ pub fn review(object: &Value, uid: &str, dry_run: bool) -> Value {
         .json()
 }
 
+/// The UPDATE AdmissionReview v1 that opts namespace `name` in (labels it
+/// `gpu-policy.io/mode: <mode>`), as the API server sends it.
+pub fn opt_in_review(name: &str, mode: &str, uid: &str) -> Value {
+    let old = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let new = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name,
+        "labels": {"gpu-policy.io/mode": mode}}});
+    let mut body = review(&new, uid, true);
+    body["request"]["operation"] = json!("UPDATE");
+    body["request"]["name"] = json!(name);
+    body["request"]["oldObject"] = old;
+    body
+}
+
 pub fn body_of(review: &Value) -> Vec<u8> {
     serde_json::to_vec(review).expect("a review serialises")
 }

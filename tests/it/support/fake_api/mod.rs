@@ -385,6 +385,25 @@ pub async fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut
     }
 }
 
+/// Starts the webhook's cluster watches against `api` with `settings`, and
+/// waits for their first full list.
+pub async fn watching(
+    api: &FakeApi,
+    settings: &gpu_policy::settings::Settings,
+) -> (
+    Arc<gpu_policy::cluster::ClusterCache>,
+    gpu_policy::cluster::Watches,
+) {
+    install_crypto_provider();
+    let cache = Arc::new(gpu_policy::cluster::ClusterCache::default());
+    let watches = gpu_policy::cluster::Watches::start(api.client(), settings, Arc::clone(&cache));
+    eventually("the first full list", Duration::from_secs(15), || {
+        cache.is_synced()
+    })
+    .await;
+    (cache, watches)
+}
+
 /// kube's rustls client needs a process-wide crypto provider.
 pub fn install_crypto_provider() {
     // Fails only when one is installed already, which is fine.
