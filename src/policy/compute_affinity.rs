@@ -172,9 +172,7 @@ fn image_floors(
                 {
                     notices.push(Notice::new(
                         NoticeKind::ImageTableFallback,
-                        format!(
-                            "compute-affinity: image {image}: {reason}; the image table applies"
-                        ),
+                        format!("compute-affinity: table used for {image}: {reason}"),
                     ));
                 }
                 input

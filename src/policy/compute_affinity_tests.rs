@@ -413,7 +413,7 @@ impl crate::policy::ImageFacts for Unanswered {
     }
 
     fn fallback(&self, image: &str) -> Option<&str> {
-        (image != "registry.example/in-house:1").then_some("no registry answer within 1s")
+        (image != "registry.example/in-house:1").then_some("no registry answer in 1s")
     }
 }
 
@@ -435,7 +435,7 @@ fn an_unanswered_lookup_falls_back_to_the_table_with_a_notice() {
     assert_eq!(
         fallbacks,
         vec![format!(
-            "compute-affinity: image {image}: no registry answer within 1s; the image table applies"
+            "compute-affinity: table used for {image}: no registry answer in 1s"
         )]
     );
     assert_eq!(

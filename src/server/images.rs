@@ -83,11 +83,11 @@ impl ResolvedImages {
                         resolved.needs.insert(image, needs);
                         continue;
                     }
-                    Err(err) => ("its image config is unreadable".to_owned(), err),
+                    Err(err) => ("unreadable image config".to_owned(), err),
                 },
-                Lookup::Failed(reason) => ("the registry lookup failed".to_owned(), reason),
+                Lookup::Failed(reason) => ("registry lookup failed".to_owned(), reason),
                 Lookup::TimedOut => {
-                    let short = format!("no registry answer within {budget:?}");
+                    let short = format!("no registry answer in {budget:?}");
                     (short.clone(), short)
                 }
             };
@@ -328,15 +328,9 @@ mod tests {
             assert_eq!(resolved.image_needs(table), None, "{table}");
         }
         assert_eq!(resolved.fallback("c"), None);
-        assert_eq!(
-            resolved.fallback("d"),
-            Some("its image config is unreadable")
-        );
-        assert_eq!(resolved.fallback("e"), Some("the registry lookup failed"));
-        assert_eq!(
-            resolved.fallback("f"),
-            Some("no registry answer within 500ms")
-        );
+        assert_eq!(resolved.fallback("d"), Some("unreadable image config"));
+        assert_eq!(resolved.fallback("e"), Some("registry lookup failed"));
+        assert_eq!(resolved.fallback("f"), Some("no registry answer in 500ms"));
         assert_eq!(details.len(), 3);
         assert!(details[1].contains("503"), "{details:?}");
     }
