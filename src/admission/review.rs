@@ -304,13 +304,15 @@ pub fn images_to_resolve(
     cluster: Option<&dyn ClusterFacts>,
 ) -> Option<(Vec<String>, Platform)> {
     let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
-    let evaluated = match (kind, &request.operation, endpoint) {
-        (ObjectKind::Pod, Operation::Create, _) => true,
-        (ObjectKind::Workload(_), Operation::Create | Operation::Update, Endpoint::Validate(_)) => {
-            true
-        }
-        _ => false,
-    };
+    let evaluated = matches!(
+        (kind, &request.operation, endpoint),
+        (ObjectKind::Pod, Operation::Create, _)
+            | (
+                ObjectKind::Workload(_),
+                Operation::Create | Operation::Update,
+                Endpoint::Validate(_)
+            )
+    );
     if !evaluated || request.sub_resource.is_some() {
         return None;
     }

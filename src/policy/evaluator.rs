@@ -28,6 +28,10 @@ pub struct Evaluator<'a> {
     pub images: Option<&'a dyn ImageFacts>,
 }
 
+/// The images of an object's GPU containers, each once, and the raw pod
+/// spec they run in.
+pub type GpuImages<'t> = (Vec<&'t str>, &'t Map<String, Value>);
+
 /// The object under evaluation.
 #[derive(Debug, Clone)]
 pub struct Target<'a> {
@@ -48,7 +52,7 @@ impl Evaluator<'_> {
     pub fn gpu_images<'t>(
         &self,
         target: &Target<'t>,
-    ) -> Result<Option<(Vec<&'t str>, &'t Map<String, Value>)>, ObjectError> {
+    ) -> Result<Option<GpuImages<'t>>, ObjectError> {
         if !target.scope.is_whole() {
             return Ok(None);
         }
