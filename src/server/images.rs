@@ -122,7 +122,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Reads the credentials file; an unreadable one is logged (never quoted)
-/// and leaves anonymous pulls.
+/// and gives no bytes: the caller keeps the credentials it has (none at
+/// start).
 fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Option<Vec<u8>>) {
     let Some(path) = path else {
         return (Credentials::none(), None);
