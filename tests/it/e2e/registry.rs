@@ -285,3 +285,93 @@ async fn a_registry_down_leaves_the_pod_to_the_table() {
         "{metrics}"
     );
 }
+
+/// Admits `pod` on the validating warn endpoint until `done` holds of the
+/// response, for at most 15 s.
+async fn warn_until(
+    server: &Server,
+    pod: &Value,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut connection = server.connect().await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let response = connection.admit(WARN, pod).await;
+        if done(&response) {
+            return response;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not within 15 s: {response}\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Registry mode turned on by a config reload, credentials from the
+/// dockerconfigjson file, and the file read again when it changes (as a
+/// mounted Secret is updated in place).
+#[tokio::test(flavor = "multi_thread")]
+async fn reload_turns_registry_mode_on_and_credentials_follow_their_file() {
+    use base64::Engine;
+    let auth = Auth::Bearer {
+        user: "robot".to_owned(),
+        password: "s3cret".to_owned(),
+    };
+    let registry = FakeRegistry::start(auth).await;
+    registry.push_image("team/private", "1", &cuda_13_config());
+    let image = format!("{}/team/private:1", registry.host());
+    let pod = gpu_pod(&image);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credentials = dir.path().join(".dockerconfigjson");
+    let write_credentials = |password: &str| {
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("robot:{password}"));
+        let file = json!({"auths": {registry.host(): {"auth": auth}}});
+        write_atomically(&credentials, file.to_string().as_bytes());
+    };
+    write_credentials("wrong");
+    let config = dir.path().join("config.yaml");
+    write_atomically(&config, b"imageResolution: {mode: table}\n");
+    let server = start(&config).await;
+
+    // Table mode: nobody asks the registry.
+    let table = server.connect().await.admit(WARN, &pod).await;
+    assert!(
+        !warnings(&table)
+            .iter()
+            .any(|w| w.contains(FALLBACK) || w.contains("compute capability")),
+        "{table}"
+    );
+    assert!(registry.requests().is_empty());
+
+    // Registry mode, the wrong password: the table, said so.
+    let extra = format!(
+        "  credentialsFile: {:?}\n",
+        credentials.display().to_string()
+    );
+    write_config(&config, &[registry.host()], "2s", &extra);
+    warn_until(&server, &pod, "registry mode after the reload", |r| {
+        warnings(r)
+            .iter()
+            .any(|w| w.contains("registry lookup failed") && w.contains(FALLBACK))
+    })
+    .await;
+
+    // The right password in the file: the registry's answer.
+    write_credentials("s3cret");
+    let found = warn_until(&server, &pod, "the new credentials", |r| {
+        warnings(r)
+            .iter()
+            .any(|w| w.contains("would require GPU compute capability >= 7.5"))
+    })
+    .await;
+    assert!(
+        found["auditAnnotations"]["image-resolution"].is_null(),
+        "{found}"
+    );
+    server
+        .wait_for_log("registry credentials reloaded", Duration::from_secs(5))
+        .await;
+}
