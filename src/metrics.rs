@@ -55,6 +55,8 @@ pub struct Metrics {
     pub reload_success: Family<ReloadLabels, Gauge>,
     /// 1 while a cluster cache cannot follow the API server.
     pub cache_stale: Family<CacheLabels, Gauge>,
+    /// The image registry lookups of `imageResolution.mode: registry`.
+    pub images: crate::registry::ResolverMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -112,8 +114,10 @@ impl Metrics {
             "1 while a cluster cache cannot follow the API server (decisions use the last known state)",
             cache_stale.clone(),
         );
+        let images = crate::registry::ResolverMetrics::register(&mut registry);
         Self {
             registry,
+            images,
             requests,
             findings,
             latency,

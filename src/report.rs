@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::admission::{Mode, ObjectKind, Subject, decide, evaluate_object, unreadable};
 use crate::policy::input_claims::InputClaims;
-use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, RuleId, Violation};
+use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, ImageFacts, RuleId, Violation};
+use crate::registry::Platform;
 use crate::settings::Settings;
 
 /// One element of `check -o json`.
@@ -58,8 +59,8 @@ pub fn check_object(
         mode,
         settings,
         namespace_annotations,
+        (None, Some(&claims)),
         None,
-        Some(&claims),
     )
 }
 
@@ -73,19 +74,73 @@ pub fn check_objects(
     settings: &Settings,
     namespace_annotations: &BTreeMap<String, String>,
 ) -> Vec<ObjectReport> {
+    check_objects_with_images(
+        objects,
+        default_namespace,
+        mode,
+        settings,
+        namespace_annotations,
+        &[],
+    )
+}
+
+/// [`check_objects`] with what registries said of each object's images
+/// (`images[i]` for `objects[i]`; missing entries: the table alone).
+pub fn check_objects_with_images(
+    objects: &[&Value],
+    default_namespace: &str,
+    mode: Mode,
+    settings: &Settings,
+    namespace_annotations: &BTreeMap<String, String>,
+    images: &[Option<&dyn ImageFacts>],
+) -> Vec<ObjectReport> {
     let claims = InputClaims::collect(objects, default_namespace, settings);
     objects
         .iter()
-        .map(|object| {
+        .enumerate()
+        .map(|(index, object)| {
             evaluate_report(
                 object,
                 default_namespace,
                 mode,
                 settings,
                 namespace_annotations,
-                None,
-                Some(&claims),
+                (None, Some(&claims)),
+                images.get(index).copied().flatten(),
             )
+        })
+        .collect()
+}
+
+/// The images of each object's GPU containers and the platform its pods
+/// run on, as the webhook looks them up (None: nothing to look up).
+pub fn images_to_resolve(
+    objects: &[&Value],
+    default_namespace: &str,
+    settings: &Settings,
+) -> Vec<Option<(Vec<String>, Platform)>> {
+    let claims = InputClaims::collect(objects, default_namespace, settings);
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster: None,
+        claims: Some(&claims),
+        images: None,
+    };
+    objects
+        .iter()
+        .map(|object| {
+            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+            let kind = ObjectKind::of_manifest(
+                text("/apiVersion").unwrap_or(""),
+                text("/kind").unwrap_or(""),
+            );
+            let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
+            let target = Subject::created(object, kind, namespace).target()?;
+            let (images, spec) = evaluator.gpu_images(&target).ok()??;
+            let images = images.into_iter().map(str::to_owned).collect();
+            Some((images, Platform::of_spec_fields(spec)))
         })
         .collect()
 }
@@ -105,8 +160,8 @@ pub fn check_object_in(
         mode,
         settings,
         namespace_annotations,
-        cluster,
-        cluster.map(|c| -> &dyn ClaimFacts { c }),
+        (cluster, cluster.map(|c| -> &dyn ClaimFacts { c })),
+        None,
     )
 }
 
@@ -116,8 +171,8 @@ fn evaluate_report(
     mode: Mode,
     settings: &Settings,
     namespace_annotations: &BTreeMap<String, String>,
-    cluster: Option<&dyn ClusterFacts>,
-    claims: Option<&dyn ClaimFacts>,
+    (cluster, claims): (Option<&dyn ClusterFacts>, Option<&dyn ClaimFacts>),
+    images: Option<&dyn ImageFacts>,
 ) -> ObjectReport {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
     let api_version = text("/apiVersion").unwrap_or("").to_owned();
@@ -150,7 +205,7 @@ fn evaluate_report(
         namespace: &namespace_settings,
         cluster,
         claims,
-        images: None,
+        images,
     };
     let evaluated = evaluate_object(
         &evaluator,

@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use crate::policy::claims::{CLAIM_GROUP, ClaimKind};
 use crate::policy::{
-    self, ClusterFacts, Evaluation, Evaluator, Identity, Message, ObjectError, Scope, Shape,
-    Target, allowlist,
+    self, ClusterFacts, Evaluation, Evaluator, Identity, Message, NoticeKind, ObjectError, Scope,
+    Shape, Target, allowlist,
 };
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -293,6 +293,10 @@ pub struct Decision {
     pub audit_annotations: BTreeMap<String, String>,
 }
 
+/// The audit annotation naming the images the table answered for because
+/// their registry did not.
+pub const IMAGE_RESOLUTION_ANNOTATION: &str = "image-resolution";
+
 /// Warnings longer than this are cut: kubectl prints them on one line, and
 /// the API server truncates long ones anyway.
 pub const MAX_WARNING_CHARS: usize = 119;
@@ -308,6 +312,19 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         decision
             .audit_annotations
             .insert("allowlisted".to_owned(), entry.to_string());
+    }
+    // In every mode: the audit log says where the table stood in for a
+    // registry.
+    let fallbacks: Vec<&str> = evaluation
+        .notices
+        .iter()
+        .filter(|n| n.kind == NoticeKind::ImageTableFallback)
+        .map(|n| n.message.body())
+        .collect();
+    if !fallbacks.is_empty() {
+        decision
+            .audit_annotations
+            .insert(IMAGE_RESOLUTION_ANNOTATION.to_owned(), fallbacks.join("; "));
     }
     match mode {
         Mode::Enforce => {

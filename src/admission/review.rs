@@ -24,7 +24,8 @@ use super::{
     Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, Message, RuleId};
+use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, RuleId};
+use crate::registry::Platform;
 use crate::settings::Settings;
 
 /// An object exactly as the API server sent it.
@@ -271,11 +272,14 @@ impl Verdict {
 /// Answers one admission request as the webhook does: with the settings in
 /// force in the request's namespace and what the webhook knows of the
 /// cluster, when it can read it.
+/// `images`: what the images of the object need, as resolved from their
+/// registries beforehand ([`images_to_resolve`]).
 pub fn answer(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
+    images: Option<&dyn ImageFacts>,
 ) -> (AdmissionResponse, Verdict) {
     let namespace_settings =
         super::namespace_settings(settings, cluster, request.namespace.as_deref());
@@ -284,9 +288,48 @@ pub fn answer(
         namespace: &namespace_settings,
         cluster,
         claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
-        images: None,
+        images,
     };
     respond(request, endpoint, &evaluator)
+}
+
+/// The images worth a registry lookup before [`answer`]: those of the GPU
+/// containers of a Pod being created or of a workload's pod template, and
+/// the platform the pod runs on. None for everything else, so that no
+/// other object waits on a registry.
+pub fn images_to_resolve(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+) -> Option<(Vec<String>, Platform)> {
+    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
+    let evaluated = matches!(
+        (kind, &request.operation, endpoint),
+        (ObjectKind::Pod, Operation::Create, _)
+            | (
+                ObjectKind::Workload(_),
+                Operation::Create | Operation::Update,
+                Endpoint::Validate(_)
+            )
+    );
+    if !evaluated || request.sub_resource.is_some() {
+        return None;
+    }
+    let object = &request.object.as_ref()?.raw;
+    let namespace = request.namespace.as_deref().unwrap_or("default");
+    let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster,
+        claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
+        images: None,
+    };
+    let target = Subject::created(object, kind, namespace).target()?;
+    let (images, spec) = evaluator.gpu_images(&target).ok()??;
+    let images = images.into_iter().map(str::to_owned).collect();
+    Some((images, Platform::of_spec_fields(spec)))
 }
 
 /// Answers one admission request with the evaluator given: tests and

@@ -696,3 +696,42 @@ fn a_claim_update_that_keeps_the_spec_is_not_checked() {
     let response = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
     assert_eq!(response["allowed"], true, "{response}");
 }
+
+/// Only the GPU containers of a Pod being created, or of a workload's pod
+/// template on a validating endpoint, are looked up in registries; the
+/// platform comes from the node selector.
+#[test]
+fn the_images_worth_a_registry_lookup() {
+    use crate::registry::Platform;
+    let settings = Settings::default();
+    let lookup = |body: Vec<u8>, endpoint: Endpoint| {
+        let request = decode(&body).unwrap_or_else(|err| panic!("{err}"));
+        super::review::images_to_resolve(&request, endpoint, &settings, None)
+    };
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "nodeSelector": {"kubernetes.io/arch": "arm64"},
+        "containers": [
+            {"name": "cpu", "image": "busybox"},
+            {"name": "a", "image": "train:1", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+            {"name": "b", "image": "train:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+    let expected = Some((vec!["train:1".to_owned()], Platform::linux("arm64")));
+    let create = Review::create(&pod, "default").body();
+    assert_eq!(lookup(create.clone(), Endpoint::Mutate), expected);
+    assert_eq!(lookup(create, Endpoint::Validate(Mode::Warn)), expected);
+    let workload = Review::create(&deployment(&pod), "default").body();
+    assert_eq!(
+        lookup(workload.clone(), Endpoint::Validate(Mode::Enforce)),
+        expected
+    );
+    assert_eq!(lookup(workload, Endpoint::Mutate), None);
+    let cpu = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "cpu", "image": "nvidia/cuda:13.0.2-base"}]}});
+    assert_eq!(
+        lookup(Review::create(&cpu, "default").body(), Endpoint::Mutate),
+        None
+    );
+    let ephemeral = Review::update(&pod, &pod, "default")
+        .sub_resource("ephemeralcontainers")
+        .body();
+    assert_eq!(lookup(ephemeral, Endpoint::Mutate), None);
+}

@@ -9,8 +9,50 @@ use serde_json::Value;
 use super::{CheckArgs, EXIT_BAD_INPUT, Output};
 use crate::admission::Mode;
 use crate::manifest;
-use crate::report::{ObjectReport, check_objects, mutated};
+use crate::policy::ImageFacts;
+use crate::report::{ObjectReport, check_objects_with_images, images_to_resolve, mutated};
+use crate::server::images::{ResolvedImages, resolved_for_check, resolver_for_check};
 use crate::settings::Settings;
+
+/// `--resolve-images`: each object's GPU images looked up in their
+/// registries, within the configured timeout per object. An image without
+/// an answer is left to the table, said on stderr (and in the warnings).
+fn resolve_images(
+    args: &CheckArgs,
+    objects: &[&Value],
+    settings: &Settings,
+) -> Result<Vec<Option<ResolvedImages>>, String> {
+    let mut config = settings.config().image_resolution.clone();
+    if let Some(path) = &args.registry_credentials {
+        config.credentials_file = Some(path.clone());
+    }
+    let budget = settings.image_timeout();
+    let wanted = images_to_resolve(objects, &args.namespace, settings);
+    if wanted.iter().all(Option::is_none) {
+        return Ok(Vec::new());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the registry client: {err}"))?;
+    runtime.block_on(async {
+        let resolver = resolver_for_check(&config)?;
+        let mut resolved = Vec::with_capacity(wanted.len());
+        for entry in wanted {
+            let Some((images, platform)) = entry else {
+                resolved.push(None);
+                continue;
+            };
+            let lookups = resolver.resolve_all(&images, &platform, budget).await;
+            let (facts, details) = resolved_for_check(lookups, budget);
+            for detail in details {
+                eprintln!("gpu-policy: {detail}; the image table applies");
+            }
+            resolved.push(Some(facts));
+        }
+        Ok(resolved)
+    })
+}
 
 pub fn run(args: &CheckArgs) -> ExitCode {
     match execute(args) {
@@ -35,11 +77,26 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
     // The whole input is evaluated together: pods resolve their DRA claims
     // from the claims and templates beside them.
     let objects: Vec<&Value> = documents.iter().map(|doc| &doc.object).collect();
-    let reports: Vec<(ObjectReport, &manifest::Document)> =
-        check_objects(&objects, &args.namespace, mode, &settings, &annotations)
-            .into_iter()
-            .zip(&documents)
-            .collect();
+    let resolved = if args.resolve_images {
+        resolve_images(args, &objects, &settings)?
+    } else {
+        Vec::new()
+    };
+    let images: Vec<Option<&dyn ImageFacts>> = resolved
+        .iter()
+        .map(|r| r.as_ref().map(|r| r as &dyn ImageFacts))
+        .collect();
+    let reports: Vec<(ObjectReport, &manifest::Document)> = check_objects_with_images(
+        &objects,
+        &args.namespace,
+        mode,
+        &settings,
+        &annotations,
+        &images,
+    )
+    .into_iter()
+    .zip(&documents)
+    .collect();
 
     let mut out = std::io::stdout().lock();
     let written = match args.output {

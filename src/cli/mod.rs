@@ -67,6 +67,16 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Read what GPU images need from their registries, as the webhook does
+    /// in imageResolution.mode registry (with the config's timeout per
+    /// object, its insecureRegistries and credentialsFile); the image table
+    /// answers for an image whose registry does not.
+    #[arg(long)]
+    pub resolve_images: bool,
+    /// A dockerconfigjson file with the registry credentials (instead of
+    /// the config's imageResolution.credentialsFile); needs --resolve-images.
+    #[arg(long, value_name = "FILE", requires = "resolve_images")]
+    pub registry_credentials: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

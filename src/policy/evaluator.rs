@@ -28,6 +28,10 @@ pub struct Evaluator<'a> {
     pub images: Option<&'a dyn ImageFacts>,
 }
 
+/// The images of an object's GPU containers, each once, and the raw pod
+/// spec they run in.
+pub type GpuImages<'t> = (Vec<&'t str>, &'t Map<String, Value>);
+
 /// The object under evaluation.
 #[derive(Debug, Clone)]
 pub struct Target<'a> {
@@ -41,6 +45,35 @@ pub struct Target<'a> {
 }
 
 impl Evaluator<'_> {
+    /// The images of the target's GPU containers, each once, and the pod
+    /// spec they run in: what is looked up in registries before the rules
+    /// run. None for an object without a GPU container (or a pod template),
+    /// and for an update of ephemeral containers (they never hold GPUs).
+    pub fn gpu_images<'t>(
+        &self,
+        target: &Target<'t>,
+    ) -> Result<Option<GpuImages<'t>>, ObjectError> {
+        if !target.scope.is_whole() {
+            return Ok(None);
+        }
+        let Some(mut view) = PodView::parse(target.object, target.shape, self.settings)? else {
+            return Ok(None);
+        };
+        let _unresolved = pod_claims::resolve(&mut view, self.claims, target.namespace);
+        let mut images: Vec<&'t str> = Vec::new();
+        for image in view
+            .containers
+            .iter()
+            .filter(|c| c.is_gpu())
+            .filter_map(|c| c.image)
+        {
+            if !images.contains(&image) {
+                images.push(image);
+            }
+        }
+        Ok((!images.is_empty()).then_some((images, view.spec)))
+    }
+
     /// Runs every rule over the target.
     pub fn evaluate(&self, target: &Target<'_>) -> Result<Evaluation, ObjectError> {
         let Evaluator {

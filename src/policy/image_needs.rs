@@ -54,6 +54,13 @@ pub trait ImageFacts: Send + Sync {
     /// What the image needs, when it has been resolved; None sends the rule
     /// to the table.
     fn image_needs(&self, image: &str) -> Option<ImageNeeds>;
+
+    /// Why the image could not be resolved, when a lookup was made and
+    /// gave no usable answer (one short line): the table applies, and the
+    /// rule says so.
+    fn fallback(&self, _image: &str) -> Option<&str> {
+        None
+    }
 }
 
 /// The compute capability a CUDA major version needs at least: CUDA 13

@@ -102,6 +102,9 @@ pub enum NoticeKind {
     /// A GPU container is privileged: it sees every card of the node, not
     /// only the ones it was given.
     PrivilegedGpuContainer,
+    /// An image's registry gave no usable answer in time (it failed, timed
+    /// out, or its config is unreadable): the image table applies to it.
+    ImageTableFallback,
 }
 
 /// Something the policy ignored or could not do, for the person who

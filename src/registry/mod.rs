@@ -8,7 +8,8 @@
 //! image config, as plain strings (the policy interprets them), and the
 //! digest the reference names.
 //!
-//! - [`config`]: the `imageResolution` block of the configuration file;
+//! - [`ResolverOptions::from_settings`]: the options of the
+//!   configuration's `imageResolution` block (`settings::ImageResolution`);
 //! - [`Credentials`]: one dockerconfigjson file, never the pods' secrets
 //!   ([`Resolver::set_credentials`] when it changes);
 //! - [`Platform`]: the image index entry a pod runs (its node selector's
@@ -24,14 +25,12 @@
 //! data and never waits on the network.
 
 mod cache;
-pub mod config;
 mod credentials;
 mod fetch;
 mod metrics;
 mod platform;
 mod resolver;
 
-pub use config::{ImageResolutionConfig, ResolutionMode};
 pub use credentials::Credentials;
 pub use fetch::{CUDA_LABEL, CUDA_VERSION_ENV, REQUIRE_CUDA_ENV, facts_of_config};
 pub use metrics::ResolverMetrics;
@@ -77,8 +76,6 @@ impl Lookup {
 /// Why a resolver cannot be built from its configuration. One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
-    #[error("{0}")]
-    Config(String),
     #[error("imageResolution.credentialsFile: {0}")]
     Credentials(String),
     #[error("image registry client: {0}")]

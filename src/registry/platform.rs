@@ -48,6 +48,12 @@ impl Platform {
     /// The platform of a pod spec (raw JSON): `kubernetes.io/arch` from its
     /// `nodeSelector`, else amd64. Linux either way.
     pub fn of_pod_spec(spec: &Value) -> Self {
+        spec.as_object()
+            .map_or_else(Self::default, Self::of_spec_fields)
+    }
+
+    /// [`Platform::of_pod_spec`] of a pod spec's fields.
+    pub fn of_spec_fields(spec: &serde_json::Map<String, Value>) -> Self {
         match spec
             .get("nodeSelector")
             .and_then(|selector| selector.get(ARCH_LABEL))

@@ -18,7 +18,6 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use super::cache::{Caches, LookupKey, TagState};
-use super::config::ImageResolutionConfig;
 use super::credentials::Credentials;
 use super::metrics::ResolverMetrics;
 use super::{ImageConfigFacts, Lookup, Platform, RegistryError};
@@ -61,10 +60,10 @@ impl Default for ResolverOptions {
 }
 
 impl ResolverOptions {
-    /// The options of an `imageResolution` block: its insecure registries
-    /// and the credentials read from its file, the rest defaults.
-    pub fn from_config(config: &ImageResolutionConfig) -> Result<Self, RegistryError> {
-        config.validate().map_err(RegistryError::Config)?;
+    /// The options of the configuration's `imageResolution` block (already
+    /// checked by `Settings`): its insecure registries and the credentials
+    /// read from its file, the rest defaults.
+    pub fn from_settings(config: &crate::settings::ImageResolution) -> Result<Self, RegistryError> {
         let credentials = match &config.credentials_file {
             Some(path) => Credentials::load(path).map_err(RegistryError::Credentials)?,
             None => Credentials::none(),

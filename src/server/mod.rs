@@ -2,6 +2,7 @@
 //! [`run`] puts the whole server together from its [`Options`].
 
 mod error;
+pub mod images;
 pub mod listener;
 mod record;
 mod run;
@@ -44,6 +45,8 @@ pub struct AppState {
     /// The client behind the caches, for the namespace guard's look at the
     /// pods already running.
     pub client: OnceLock<kube::Client>,
+    /// The registry resolver of `imageResolution.mode: registry`.
+    pub images: images::Images,
     /// The longest `?timeout=` the API server has sent, in milliseconds:
     /// how long it waits for an answer, so how long shutdown lets requests
     /// in flight finish.
@@ -56,12 +59,16 @@ const MAX_REQUEST_TIMEOUT_MS: u64 = 30_000;
 
 impl AppState {
     pub fn new(settings: Settings) -> Self {
+        let metrics = Metrics::new();
+        let images = images::Images::default();
+        images.apply(&settings, &metrics);
         Self {
             settings: ArcSwap::from_pointee(settings),
-            metrics: Metrics::new(),
+            metrics,
             readiness: Readiness::default(),
             cluster: OnceLock::new(),
             client: OnceLock::new(),
+            images,
             request_timeout_ms: AtomicU64::new(0),
         }
     }
@@ -272,7 +279,12 @@ async fn answer(
         .cluster
         .get()
         .map(|cache| cache.as_ref() as &dyn ClusterFacts);
-    let (mut response, verdict) = review::answer(request, endpoint, &settings, cluster);
+    let images = state
+        .images
+        .resolve(request, endpoint, &settings, cluster)
+        .await;
+    let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
+    let (mut response, verdict) = review::answer(request, endpoint, &settings, cluster, images);
     if endpoint == Endpoint::Namespace && response.allowed {
         let warnings = opt_in_warnings(state, request, &settings).await;
         if !warnings.is_empty() {

@@ -159,6 +159,7 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
             tokio::spawn(follow_settings(watches, settings));
         }
     }
+    tokio::spawn(poll_registry_credentials(Arc::clone(&state), every));
     if let Some(route) = secret_route {
         tokio::spawn(route.run(every));
     }
@@ -372,6 +373,7 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
         Ok(settings) => {
             let settings = Arc::new(settings);
             state.settings.store(Arc::clone(&settings));
+            state.images.apply(&settings, &state.metrics);
             state.metrics.set_reload("config", true);
             tracing::info!(path = %path.display(), "config reloaded");
             Some(settings)
@@ -381,6 +383,15 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
             tracing::error!(%error, "new config refused; the previous settings stay");
             None
         }
+    }
+}
+
+/// Reads the registry credentials file again when it changes on disk.
+async fn poll_registry_credentials(state: Arc<AppState>, every: Duration) {
+    let mut ticker = crate::poll::ticker(every);
+    loop {
+        ticker.tick().await;
+        state.images.poll_credentials(&state.metrics);
     }
 }
 

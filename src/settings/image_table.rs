@@ -8,6 +8,7 @@
 //! Every matching entry applies. The older `imageComputeCapabilities` list
 //! (`{pattern, minimum}`) is read as more entries of the same table.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use regex::Regex;
@@ -61,6 +62,11 @@ pub struct ImageResolution {
     pub timeout: String,
     /// `host:port`s spoken to over plain HTTP.
     pub insecure_registries: Vec<String>,
+    /// A dockerconfigjson file (`{"auths": {...}}`): the credentials for
+    /// private registries, read again at every reload. Absent: anonymous
+    /// pulls only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials_file: Option<PathBuf>,
     pub table: Vec<ImageEntry>,
 }
 
@@ -70,6 +76,7 @@ impl Default for ImageResolution {
             mode: ResolutionMode::Table,
             timeout: "1s".to_owned(),
             insecure_registries: Vec::new(),
+            credentials_file: None,
             table: default_table(),
         }
     }
@@ -225,13 +232,6 @@ impl ImageResolution {
     /// Checks the block and compiles the table, with the older
     /// `imageComputeCapabilities` entries after its own.
     pub fn compile(&self, legacy: &[ImageRule]) -> Result<(ImageTable, Duration), ConfigError> {
-        if self.mode == ResolutionMode::Registry {
-            return invalid(
-                "imageResolution.mode: registry is not available in this version (it has no \
-                 registry client yet); use table (the default) or off"
-                    .to_owned(),
-            );
-        }
         let timeout = match parse_duration(&self.timeout) {
             Some(timeout) if !timeout.is_zero() && timeout <= MAX_TIMEOUT => timeout,
             _ => {
@@ -249,6 +249,13 @@ impl ImageResolution {
                     "imageResolution.insecureRegistries: {entry:?}: expected {problem}"
                 ));
             }
+        }
+        if self
+            .credentials_file
+            .as_ref()
+            .is_some_and(|path| path.as_os_str().is_empty())
+        {
+            return invalid("imageResolution.credentialsFile: empty path".to_owned());
         }
         let mut entries = Vec::with_capacity(self.table.len() + legacy.len());
         for entry in &self.table {

@@ -141,8 +141,8 @@ fn refusal(yaml: &str) -> String {
 
 #[rstest]
 #[case(
-    "imageResolution: {mode: registry}",
-    "config: imageResolution.mode: registry is not available in this version (it has no registry client yet); use table (the default) or off"
+    "imageResolution: {credentialsFile: ''}",
+    "config: imageResolution.credentialsFile: empty path"
 )]
 #[case("imageResolution: {mode: cache}", "config file c.yaml: ")]
 #[case(
@@ -231,5 +231,27 @@ fn insecure_registries_accepted(#[case] entry: &str) {
     assert_eq!(
         settings.map(|s| s.image_timeout().as_millis()).ok(),
         Some(500)
+    );
+}
+
+#[test]
+fn registry_mode_with_its_credentials_file() {
+    let yaml = "imageResolution:\n  mode: registry\n  timeout: 750ms\n  \
+                credentialsFile: /etc/gpu-policy/registry/.dockerconfigjson\n";
+    let settings = Settings::from_yaml(yaml, "c.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let block = &settings.config().image_resolution;
+    assert_eq!(block.mode, ResolutionMode::Registry);
+    assert_eq!(
+        block.credentials_file.as_deref(),
+        Some(std::path::Path::new(
+            "/etc/gpu-policy/registry/.dockerconfigjson"
+        ))
+    );
+    assert_eq!(settings.image_timeout().as_millis(), 750);
+    // Registry mode keeps the table: it is the fallback.
+    assert!(
+        !settings
+            .image_needs("nvcr.io/nvidia/pytorch:25.12-py3")
+            .is_empty()
     );
 }

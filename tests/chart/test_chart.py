@@ -94,8 +94,14 @@ HARDENED = {
     "networkPolicy": {"enabled": True, "webhookFrom": WEBHOOK_FROM},
 }
 # The value sets every object of which is validated with kubernetes-validate.
+REGISTRY_PULL_SECRET = "registry-pull"
+REGISTRY = {
+    "config": {"imageResolution": {"mode": "registry", "insecureRegistries": ["127.0.0.1:9"]}},
+    "imageResolution": {"pullSecret": {"name": REGISTRY_PULL_SECRET}},
+}
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
+    "registry mode with a pull secret": REGISTRY,
     "cert-manager+monitoring": FULL,
     "client certificates+network policy": HARDENED,
     "cert-manager external issuer": {
@@ -884,6 +890,56 @@ def client_certificates() -> None:
                              capture_output=True, text=True, check=False, timeout=60)
         check(out.returncode != 0 and "--client-ca" in out.stderr,
               f"--client-name without --client-ca: exit {out.returncode}: {out.stderr}")
+
+
+@test
+def registry_credentials() -> None:
+    directory = "/var/run/gpu-policy/registry"
+    objects = render(REGISTRY)
+    main = container(objects)
+    mount = [m for m in main["volumeMounts"] if m["name"] == "registry-credentials"]
+    check(mount == [{"name": "registry-credentials", "mountPath": directory, "readOnly": True}], f"mount {mount}")
+    volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    volume = [v for v in volumes if v["name"] == "registry-credentials"]
+    expected = {"secretName": REGISTRY_PULL_SECRET,
+                "items": [{"key": ".dockerconfigjson", "path": ".dockerconfigjson"}]}
+    check(volume == [{"name": "registry-credentials", "secret": expected}], f"volume {volume}")
+    # A mounted directory, never subPath: a changed Secret reaches the pod.
+    check(all("subPath" not in m for m in main["volumeMounts"]), "subPath mount")
+    config = load_yaml(one(objects, "ConfigMap")["data"]["config.yaml"])
+    block = config["imageResolution"]
+    check(block.get("credentialsFile") == f"{directory}/.dockerconfigjson", f"credentialsFile in {block}")
+    check(block["mode"] == "registry" and block["table"], f"the rest of the block stays: {block}")
+
+    # No Secret named: nothing mounted, no credentialsFile.
+    for values in [{}, {"config": {"imageResolution": {"mode": "registry"}}}]:
+        objects = render(values)
+        check(not [m for m in container(objects)["volumeMounts"] if m["name"] == "registry-credentials"],
+              f"{values}: mounted")
+        config = load_yaml(one(objects, "ConfigMap")["data"]["config.yaml"])
+        check("credentialsFile" not in config["imageResolution"], f"{values}: {config['imageResolution']}")
+
+    # The server reads the mounted file: check --resolve-images with the
+    # rendered config and a dockerconfigjson where the chart puts it fails
+    # only on the path, and reads a file given instead.
+    with tempfile.TemporaryDirectory() as tmp:
+        config_file = Path(tmp) / "config.yaml"
+        config_file.write_text(one(render(REGISTRY), "ConfigMap")["data"]["config.yaml"])
+        pod_file = Path(tmp) / "pod.yaml"
+        pod_file.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "namespace": "ml"},
+            "spec": {"containers": [{"name": "t", "image": "127.0.0.1:9/t:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}))
+        out = run_binary("check", "--config", str(config_file), "-f", str(pod_file), "--resolve-images")
+        check(out.returncode == 2 and f"{directory}/.dockerconfigjson" in out.stderr,
+              f"the mounted path is read: exit {out.returncode}: {out.stderr}")
+        credentials = Path(tmp) / ".dockerconfigjson"
+        credentials.write_text(json.dumps({"auths": {"127.0.0.1:9": {"auth": "dTpw"}}}))
+        out = run_binary("check", "--config", str(config_file), "-f", str(pod_file), "--resolve-images",
+                         "--registry-credentials", str(credentials), "-o", "json")
+        check(out.returncode == 0, f"with the file: exit {out.returncode}: {out.stderr}")
+    message = schema_rejects({"imageResolution": {"pullSecret": {"name": "Bad_Name"}}})
+    check("/imageResolution/pullSecret/name" in message, message)
 
 
 @test

@@ -9,9 +9,9 @@ use axum::http::Method;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use gpu_policy::registry::{
-    Credentials, ImageConfigFacts, ImageResolutionConfig, Lookup, Platform, ResolutionMode,
-    Resolver, ResolverMetrics, ResolverOptions,
+    Credentials, ImageConfigFacts, Lookup, Platform, Resolver, ResolverMetrics, ResolverOptions,
 };
+use gpu_policy::settings::{ImageResolution, ResolutionMode};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
@@ -221,14 +221,14 @@ async fn private_registries_take_the_credentials_file() {
 
         // Wrong credentials: still a failure.
         let wrong = docker_config_file(&dir, &registry.host(), "robot", "wrong");
-        let config = ImageResolutionConfig {
+        let config = ImageResolution {
             mode: ResolutionMode::Registry,
             insecure_registries: vec![registry.host()],
             credentials_file: Some(wrong),
-            ..ImageResolutionConfig::default()
+            ..ImageResolution::default()
         };
         let with_wrong =
-            resolver(ResolverOptions::from_config(&config).unwrap_or_else(|err| panic!("{err}")));
+            resolver(ResolverOptions::from_settings(&config).unwrap_or_else(|err| panic!("{err}")));
         failed(
             with_wrong
                 .resolve(&image, &Platform::default(), BUDGET)
@@ -237,11 +237,11 @@ async fn private_registries_take_the_credentials_file() {
 
         // The file the chart mounts: found.
         let right = docker_config_file(&dir, &registry.host(), "robot", "s3cret");
-        let config = ImageResolutionConfig {
+        let config = ImageResolution {
             credentials_file: Some(right),
             ..config
         };
-        let options = ResolverOptions::from_config(&config).unwrap_or_else(|err| panic!("{err}"));
+        let options = ResolverOptions::from_settings(&config).unwrap_or_else(|err| panic!("{err}"));
         let registries: Vec<&str> = options.credentials.registries().collect();
         assert!(registries.contains(&"docker.io"), "{registries:?}");
         let facts = found(
@@ -252,11 +252,11 @@ async fn private_registries_take_the_credentials_file() {
         assert_eq!(facts.cuda_version.as_deref(), Some("12.8.1"), "{auth:?}");
     }
 
-    let missing = ImageResolutionConfig {
+    let missing = ImageResolution {
         credentials_file: Some(dir.path().join("absent.json")),
-        ..ImageResolutionConfig::default()
+        ..ImageResolution::default()
     };
-    let err = ResolverOptions::from_config(&missing)
+    let err = ResolverOptions::from_settings(&missing)
         .map(|_| ())
         .map_err(|err| err.to_string());
     assert!(

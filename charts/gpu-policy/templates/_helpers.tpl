@@ -64,3 +64,14 @@ bad policy fails at `helm install` instead of in a crash-looping pod.
 {{- fail "config.visibleDevicesPin: \"all\" would not hide the cards (use \"void\")" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Where the registry credentials Secret (imageResolution.pullSecret.name) is
+mounted, and its dockerconfigjson file.
+*/}}
+{{- define "gpu-policy.registryCredentialsDir" -}}
+/var/run/gpu-policy/registry
+{{- end -}}
+{{- define "gpu-policy.registryCredentialsFile" -}}
+{{ include "gpu-policy.registryCredentialsDir" . }}/.dockerconfigjson
+{{- end -}}

@@ -1,0 +1,338 @@
+//! Registry mode in the webhook (`imageResolution.mode: registry`): the
+//! resolver the server keeps, and the lookups made before an admission is
+//! evaluated.
+//!
+//! Only a Pod being created, or a workload's pod template, with at least
+//! one GPU container is looked up, and only its GPU containers' images
+//! ([`review::images_to_resolve`]): every other request never waits on a
+//! registry. The lookups of one admission share `imageResolution.timeout`;
+//! what they found enters the policy as data ([`ResolvedImages`], a
+//! `policy::ImageFacts`), and an image without a usable answer is left to
+//! the image table, which the rule then says (a warning and the
+//! `image-resolution` audit annotation) and this module logs, once per
+//! admission. A lookup that outlives the budget goes on in the background
+//! and fills the resolver's caches for the next admission.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use kube::core::admission::AdmissionRequest;
+
+use crate::admission::review::{self, Endpoint, RawObject};
+use crate::metrics::Metrics;
+use crate::policy::image_needs::CUDA_VERSION_LABEL;
+use crate::policy::{ClusterFacts, ImageFacts, ImageNeeds};
+use crate::registry::{
+    CUDA_VERSION_ENV, Credentials, ImageConfigFacts, Lookup, REQUIRE_CUDA_ENV, Resolver,
+    ResolverOptions,
+};
+use crate::settings::{ImageResolution, ResolutionMode, Settings};
+
+/// The resolver of registry mode, rebuilt when the registries it speaks to
+/// change and given new credentials when their file does.
+#[derive(Default)]
+pub struct Images {
+    current: ArcSwapOption<Built>,
+}
+
+struct Built {
+    resolver: Resolver,
+    insecure_registries: Vec<String>,
+    credentials_file: Option<PathBuf>,
+    /// The credentials file's bytes last given to the resolver.
+    credentials: Mutex<Option<Vec<u8>>>,
+}
+
+/// What a registry lookup of one admission found: the needs of the images
+/// it could read, and why the others are left to the table.
+#[derive(Debug, Default)]
+pub struct ResolvedImages {
+    needs: HashMap<String, ImageNeeds>,
+    fallbacks: HashMap<String, String>,
+}
+
+impl ImageFacts for ResolvedImages {
+    fn image_needs(&self, image: &str) -> Option<ImageNeeds> {
+        self.needs.get(image).cloned()
+    }
+
+    fn fallback(&self, image: &str) -> Option<&str> {
+        self.fallbacks.get(image).map(String::as_str)
+    }
+}
+
+impl ResolvedImages {
+    /// Reads the answers of one admission; `details` collects each
+    /// fallback's full reason, for the log.
+    fn of_lookups(
+        lookups: Vec<(String, Lookup)>,
+        budget: Duration,
+        details: &mut Vec<String>,
+    ) -> Self {
+        let mut resolved = Self::default();
+        for (image, lookup) in lookups {
+            let (short, detail) = match lookup {
+                Lookup::Found(facts) => match needs_of(&facts) {
+                    // An image whose config says nothing of CUDA is left
+                    // to the table, without a word: there was an answer.
+                    Ok(needs) if needs.is_empty() => continue,
+                    Ok(needs) => {
+                        resolved.needs.insert(image, needs);
+                        continue;
+                    }
+                    Err(err) => ("unreadable image config".to_owned(), err),
+                },
+                Lookup::Failed(reason) => ("registry lookup failed".to_owned(), reason),
+                Lookup::TimedOut => {
+                    let short = format!("no registry answer in {budget:?}");
+                    (short.clone(), short)
+                }
+            };
+            details.push(format!("{image}: {detail}"));
+            resolved.fallbacks.insert(image, short);
+        }
+        resolved
+    }
+}
+
+/// What an image config's CUDA envs and label mean, or why they cannot be
+/// read (one line).
+pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
+    let cuda = facts
+        .cuda_version
+        .as_ref()
+        .map(|v| format!("{CUDA_VERSION_ENV}={v}"));
+    let require = facts
+        .require_cuda
+        .as_ref()
+        .map(|v| format!("{REQUIRE_CUDA_ENV}={v}"));
+    let env = cuda.iter().chain(require.iter()).map(String::as_str);
+    let label = facts
+        .cuda_label
+        .as_deref()
+        .map(|value| (CUDA_VERSION_LABEL, value));
+    ImageNeeds::from_image_config(env, label).map_err(|err| err.to_string())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads the credentials file; an unreadable one is logged (never quoted)
+/// and gives no bytes: the caller keeps the credentials it has (none at
+/// start).
+fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Option<Vec<u8>>) {
+    let Some(path) = path else {
+        return (Credentials::none(), None);
+    };
+    let read = std::fs::read(path)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))
+        .and_then(|bytes| {
+            Credentials::from_docker_config(&bytes)
+                .map(|credentials| (credentials, bytes))
+                .map_err(|err| format!("{}: {err}", path.display()))
+        });
+    match read {
+        Ok((credentials, bytes)) => {
+            metrics.set_reload("registry-credentials", true);
+            (credentials, Some(bytes))
+        }
+        Err(error) => {
+            metrics.set_reload("registry-credentials", false);
+            tracing::error!(%error, "imageResolution.credentialsFile unreadable; anonymous pulls only");
+            (Credentials::none(), None)
+        }
+    }
+}
+
+impl Images {
+    /// Follows the settings: a resolver in registry mode (a new one when
+    /// the plain-HTTP registries change; otherwise the credentials are read
+    /// again), none in the other modes.
+    pub fn apply(&self, settings: &Settings, metrics: &Metrics) {
+        let config: &ImageResolution = &settings.config().image_resolution;
+        if config.mode != ResolutionMode::Registry {
+            self.current.store(None);
+            return;
+        }
+        let credentials_file = config.credentials_file.clone();
+        if let Some(built) = self.current.load_full()
+            && built.insecure_registries == config.insecure_registries
+        {
+            let (credentials, bytes) = read_credentials(credentials_file.as_deref(), metrics);
+            if bytes.is_some() || credentials_file.is_none() {
+                self.give_credentials(&built, credentials, bytes);
+            }
+            if built.credentials_file != credentials_file {
+                self.current.store(Some(Arc::new(Built {
+                    resolver: built.resolver.clone(),
+                    insecure_registries: built.insecure_registries.clone(),
+                    credentials_file,
+                    credentials: Mutex::new(lock(&built.credentials).clone()),
+                })));
+            }
+            return;
+        }
+        let (credentials, bytes) = read_credentials(credentials_file.as_deref(), metrics);
+        let options = ResolverOptions {
+            insecure_registries: config.insecure_registries.clone(),
+            credentials,
+            ..ResolverOptions::default()
+        };
+        match Resolver::new(options, Some(metrics.images.clone())) {
+            Ok(resolver) => {
+                tracing::info!(
+                    timeout = ?settings.image_timeout(),
+                    insecure_registries = ?config.insecure_registries,
+                    credentials_file = ?credentials_file,
+                    "image registry resolution on"
+                );
+                self.current.store(Some(Arc::new(Built {
+                    resolver,
+                    insecure_registries: config.insecure_registries.clone(),
+                    credentials_file,
+                    credentials: Mutex::new(bytes),
+                })));
+            }
+            Err(error) => {
+                tracing::error!(%error, "no image registry client; the image table applies");
+                self.current.store(None);
+            }
+        }
+    }
+
+    fn give_credentials(&self, built: &Built, credentials: Credentials, bytes: Option<Vec<u8>>) {
+        let mut last = lock(&built.credentials);
+        if *last == bytes {
+            return;
+        }
+        match built.resolver.set_credentials(credentials) {
+            Ok(()) => {
+                tracing::info!("registry credentials reloaded");
+                *last = bytes;
+            }
+            Err(error) => tracing::error!(%error, "registry credentials not applied"),
+        }
+    }
+
+    /// Reads the credentials file again when it changed on disk (a Secret
+    /// mounted as a volume is updated in place).
+    pub fn poll_credentials(&self, metrics: &Metrics) {
+        let Some(built) = self.current.load_full() else {
+            return;
+        };
+        let Some(path) = built.credentials_file.as_deref() else {
+            return;
+        };
+        let Ok(bytes) = std::fs::read(path) else {
+            return;
+        };
+        if lock(&built.credentials).as_deref() == Some(bytes.as_slice()) {
+            return;
+        }
+        let (credentials, bytes) = read_credentials(Some(path), metrics);
+        if bytes.is_some() {
+            self.give_credentials(&built, credentials, bytes);
+        }
+    }
+
+    /// Looks up the GPU images of the request within the configured budget.
+    /// None when registry mode is off or the request has nothing to look
+    /// up.
+    pub async fn resolve(
+        &self,
+        request: &AdmissionRequest<RawObject>,
+        endpoint: Endpoint,
+        settings: &Settings,
+        cluster: Option<&dyn ClusterFacts>,
+    ) -> Option<ResolvedImages> {
+        let built = self.current.load_full()?;
+        let (images, platform) = review::images_to_resolve(request, endpoint, settings, cluster)?;
+        let budget = settings.image_timeout();
+        let lookups = built.resolver.resolve_all(&images, &platform, budget).await;
+        let mut details = Vec::new();
+        let resolved = ResolvedImages::of_lookups(lookups, budget, &mut details);
+        if !details.is_empty() {
+            tracing::warn!(
+                uid = %request.uid,
+                namespace = request.namespace.as_deref().unwrap_or(""),
+                name = %request.name,
+                images = %details.join("; "),
+                "image registry gave no usable answer; the image table applies"
+            );
+        }
+        Some(resolved)
+    }
+}
+
+/// Resolves images for `check --resolve-images`: one resolver for the run.
+pub fn resolver_for_check(config: &ImageResolution) -> Result<Resolver, String> {
+    let options = ResolverOptions::from_settings(config).map_err(|err| err.to_string())?;
+    Resolver::new(options, None).map_err(|err| err.to_string())
+}
+
+/// The answers of one pod's lookups for `check`, its fallbacks' reasons
+/// returned for the report.
+pub fn resolved_for_check(
+    lookups: Vec<(String, Lookup)>,
+    budget: Duration,
+) -> (ResolvedImages, Vec<String>) {
+    let mut details = Vec::new();
+    let resolved = ResolvedImages::of_lookups(lookups, budget, &mut details);
+    (resolved, details)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(cuda: Option<&str>, require: Option<&str>, label: Option<&str>) -> ImageConfigFacts {
+        ImageConfigFacts {
+            cuda_version: cuda.map(str::to_owned),
+            require_cuda: require.map(str::to_owned),
+            cuda_label: label.map(str::to_owned),
+            digest: "sha256:00".to_owned(),
+        }
+    }
+
+    #[test]
+    fn answers_become_needs_or_fallbacks() {
+        let lookups = vec![
+            (
+                "a".to_owned(),
+                Lookup::Found(facts(Some("13.0.2"), Some("cuda>=13.0"), None)),
+            ),
+            (
+                "b".to_owned(),
+                Lookup::Found(facts(None, None, Some("12.8.1"))),
+            ),
+            ("c".to_owned(), Lookup::Found(facts(None, None, None))),
+            (
+                "d".to_owned(),
+                Lookup::Found(facts(Some("thirteen"), None, None)),
+            ),
+            (
+                "e".to_owned(),
+                Lookup::Failed("e: 503 from the registry".to_owned()),
+            ),
+            ("f".to_owned(), Lookup::TimedOut),
+        ];
+        let (resolved, details) = resolved_for_check(lookups, Duration::from_millis(500));
+        let a = resolved.image_needs("a").unwrap_or_default();
+        assert_eq!(a.cuda.map(|v| v.to_string()).as_deref(), Some("13.0"));
+        assert!(a.require_cuda.is_some());
+        assert!(resolved.image_needs("b").is_some_and(|b| b.cuda.is_some()));
+        for table in ["c", "d", "e", "f"] {
+            assert_eq!(resolved.image_needs(table), None, "{table}");
+        }
+        assert_eq!(resolved.fallback("c"), None);
+        assert_eq!(resolved.fallback("d"), Some("unreadable image config"));
+        assert_eq!(resolved.fallback("e"), Some("registry lookup failed"));
+        assert_eq!(resolved.fallback("f"), Some("no registry answer in 500ms"));
+        assert_eq!(details.len(), 3);
+        assert!(details[1].contains("503"), "{details:?}");
+    }
+}
