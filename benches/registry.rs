@@ -25,7 +25,6 @@ use gpu_policy::server::images::Images;
 use gpu_policy::settings::Settings;
 
 // The review builder and the fake registry of the tests.
-#[allow(dead_code)]
 #[path = "../tests/it/support/fake_registry.rs"]
 mod fake_registry;
 #[allow(dead_code)]

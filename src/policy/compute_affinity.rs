@@ -307,20 +307,25 @@ fn constrain(
         Value::Array(
             alternatives
                 .iter()
-                .map(|expressions| json!({"matchExpressions": expressions}))
+                // Built directly: `json!` would copy the expressions by
+                // serialising them.
+                .map(|expressions| object("matchExpressions", Value::Array(expressions.clone())))
                 .collect(),
         )
     };
     let mut path = spec_pointer.clone();
     path.push_back("affinity");
     let Some(affinity) = present(spec, "affinity") else {
-        let value = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": new_terms()}}});
+        let value = object(
+            "nodeAffinity",
+            object(REQUIRED, object("nodeSelectorTerms", new_terms())),
+        );
         return Ok(Some(add(path, value)));
     };
     let affinity = affinity.as_object().ok_or("spec.affinity")?;
     path.push_back("nodeAffinity");
     let Some(node_affinity) = present(affinity, "nodeAffinity") else {
-        let value = json!({REQUIRED: {"nodeSelectorTerms": new_terms()}});
+        let value = object(REQUIRED, object("nodeSelectorTerms", new_terms()));
         return Ok(Some(add(path, value)));
     };
     let node_affinity = node_affinity
@@ -328,7 +333,7 @@ fn constrain(
         .ok_or("spec.affinity.nodeAffinity")?;
     path.push_back(REQUIRED);
     let Some(required) = present(node_affinity, REQUIRED) else {
-        return Ok(Some(add(path, json!({"nodeSelectorTerms": new_terms()}))));
+        return Ok(Some(add(path, object("nodeSelectorTerms", new_terms()))));
     };
     let required = required
         .as_object()
@@ -385,6 +390,14 @@ fn constrain(
         path,
         value: Value::Array(terms),
     })))
+}
+
+/// `{key: value}`, built directly: `json!` would copy a `Value` by
+/// serialising it.
+fn object(key: &str, value: Value) -> Value {
+    let mut map = Map::with_capacity(1);
+    map.insert(key.to_owned(), value);
+    Value::Object(map)
 }
 
 fn present<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
