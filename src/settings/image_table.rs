@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
 use super::{ComputeCapability, ConfigError, ImageRule};
@@ -164,19 +164,38 @@ pub fn default_table() -> Vec<ImageEntry> {
     ]
 }
 
-/// The table, compiled.
-#[derive(Debug, Clone, Default)]
+/// The table, compiled: its patterns as one set, matched in one pass over
+/// the image (each pattern on its own costs a pass of its own, per GPU
+/// container).
+#[derive(Debug, Clone)]
 pub struct ImageTable {
-    entries: Vec<(Regex, ImageNeeds)>,
+    patterns: RegexSet,
+    needs: Vec<ImageNeeds>,
+}
+
+impl Default for ImageTable {
+    fn default() -> Self {
+        Self {
+            patterns: RegexSet::empty(),
+            needs: Vec::new(),
+        }
+    }
 }
 
 impl ImageTable {
-    /// The needs of every entry the image matches (already normalized).
+    fn new(entries: Vec<(Regex, ImageNeeds)>) -> Result<Self, regex::Error> {
+        let patterns = RegexSet::new(entries.iter().map(|(regex, _)| regex.as_str()))?;
+        let needs = entries.into_iter().map(|(_, needs)| needs).collect();
+        Ok(Self { patterns, needs })
+    }
+
+    /// The needs of every entry the image matches (already normalized), in
+    /// the order of the table.
     pub fn lookup(&self, image: &str) -> Vec<&ImageNeeds> {
-        self.entries
+        self.patterns
+            .matches(image)
             .iter()
-            .filter(|(regex, _)| regex.is_match(image))
-            .map(|(_, needs)| needs)
+            .filter_map(|index| self.needs.get(index))
             .collect()
     }
 }
@@ -301,7 +320,18 @@ impl ImageResolution {
         if self.mode == ResolutionMode::Off {
             entries.clear();
         }
-        Ok((ImageTable { entries }, timeout))
+        // Every pattern compiled on its own above; together they can only
+        // exceed the size limit of one compiled set.
+        let table = ImageTable::new(entries).map_err(|err| {
+            let first = err
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            ConfigError::Invalid(format!("imageResolution.table: {first}"))
+        })?;
+        Ok((table, timeout))
     }
 }
 
