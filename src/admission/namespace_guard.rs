@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{Mode, ObjectKind, Subject, evaluate_object, warning};
 use crate::policy::claims::ClaimKind;
-use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, Message, RuleId};
+use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
 use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
@@ -114,13 +114,7 @@ pub fn opt_in_warnings(
     cluster: Option<&dyn ClusterFacts>,
 ) -> Vec<String> {
     let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
-    let evaluator = Evaluator {
-        settings,
-        namespace: &namespace_settings,
-        cluster,
-        claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
-        images: None,
-    };
+    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
     let mut violating = Vec::new();
     let mut losing_cards = Vec::new();
     for pod in pods {

@@ -24,7 +24,7 @@ use super::{
     Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, RuleId};
+use crate::policy::{ClusterFacts, Evaluator, ImageFacts, Message, RuleId};
 use crate::registry::Platform;
 use crate::settings::Settings;
 
@@ -283,13 +283,7 @@ pub fn answer(
 ) -> (AdmissionResponse, Verdict) {
     let namespace_settings =
         super::namespace_settings(settings, cluster, request.namespace.as_deref());
-    let evaluator = Evaluator {
-        settings,
-        namespace: &namespace_settings,
-        cluster,
-        claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
-        images,
-    };
+    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, images);
     respond(request, endpoint, &evaluator)
 }
 
@@ -319,13 +313,7 @@ pub fn images_to_resolve(
     let object = &request.object.as_ref()?.raw;
     let namespace = request.namespace.as_deref().unwrap_or("default");
     let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
-    let evaluator = Evaluator {
-        settings,
-        namespace: &namespace_settings,
-        cluster,
-        claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
-        images: None,
-    };
+    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
     let target = Subject::created(object, kind, namespace).target()?;
     let (images, spec) = evaluator.gpu_images(&target).ok()??;
     let images = images.into_iter().map(str::to_owned).collect();

@@ -44,6 +44,25 @@ pub struct Target<'a> {
     pub scope: Scope,
 }
 
+impl<'a> Evaluator<'a> {
+    /// The webhook's evaluator: the cluster (when it can be read) answers
+    /// both the cluster questions and the claims; registry answers, if any.
+    pub fn of_cluster(
+        settings: &'a Settings,
+        namespace: &'a NamespaceSettings,
+        cluster: Option<&'a dyn ClusterFacts>,
+        images: Option<&'a dyn ImageFacts>,
+    ) -> Self {
+        Self {
+            settings,
+            namespace,
+            cluster,
+            claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
+            images,
+        }
+    }
+}
+
 impl Evaluator<'_> {
     /// The images of the target's GPU containers, each once, and the pod
     /// spec they run in: what is looked up in registries before the rules
