@@ -186,7 +186,7 @@ fn names_nvidia_device(value: &str) -> bool {
 mod tests {
     use super::*;
     use crate::policy::RuleId;
-    use crate::policy::testing::{evaluate_pod_update, violation_messages};
+    use crate::policy::testing::{claim_template, evaluate_pod_update, violation_messages};
     use rstest::rstest;
     use serde_json::{Value, json};
 
@@ -415,15 +415,9 @@ mod tests {
         #[case] denied: Option<&str>,
         #[case] warned: Option<&str>,
     ) {
-        let template = |name: &str, class: &str| {
-            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                   "metadata": {"name": name, "namespace": "default"},
-                   "spec": {"spec": {"devices": {"requests": [
-                       {"name": "r", "exactly": {"deviceClassName": class}}]}}}})
-        };
         let objects = vec![
-            template("one-gpu", "gpu.nvidia.com"),
-            template("one-nic", "rdma.example.com"),
+            claim_template("one-gpu", "gpu.nvidia.com"),
+            claim_template("one-nic", "rdma.example.com"),
         ];
         let pod = json!({"metadata": {"namespace": "default"}, "spec": {
             "containers": containers,

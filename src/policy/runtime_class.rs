@@ -210,7 +210,7 @@ fn same_toleration(a: &Value, b: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::policy::RuleId;
-    use crate::policy::testing::{apply, evaluate_pod, evaluate_with};
+    use crate::policy::testing::{apply, claim_template, evaluate_pod, evaluate_with};
     use crate::settings::Settings;
     use rstest::rstest;
     use serde_json::json;
@@ -259,15 +259,9 @@ mod tests {
         #[case] after: Option<&str>,
         #[case] denied: bool,
     ) {
-        let template = |name: &str, class: &str| {
-            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                   "metadata": {"name": name, "namespace": "default"},
-                   "spec": {"spec": {"devices": {"requests": [
-                       {"name": "r", "exactly": {"deviceClassName": class}}]}}}})
-        };
         let objects = vec![
-            template("one-gpu", "gpu.nvidia.com"),
-            template("one-nic", "rdma.example.com"),
+            claim_template("one-gpu", "gpu.nvidia.com"),
+            claim_template("one-nic", "rdma.example.com"),
         ];
         let pod = dra_pod(claim, runtime_class, gpus);
         let evaluation =

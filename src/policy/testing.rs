@@ -107,6 +107,15 @@ fn run_in(
     }
 }
 
+/// A ResourceClaimTemplate `default/<name>` with one request `r` of one
+/// device of `class`.
+pub fn claim_template(name: &str, class: &str) -> Value {
+    serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "r", "exactly": {"deviceClassName": class}}]}}}})
+}
+
 pub fn evaluate_pod(pod: &Value) -> Evaluation {
     run(pod, &Scope::Whole, &Settings::default(), &[])
 }
