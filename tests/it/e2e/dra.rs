@@ -11,8 +11,7 @@ use super::visible_devices;
 use crate::dra_cluster::{claimed_pod, template};
 use crate::support::fake_api::FakeApi;
 use crate::support::server::{
-    Connection, ENFORCE, MUTATE, Options, POLL, Server, body_of, next_uid, opt_in_review, patch_of,
-    patched,
+    Connection, ENFORCE, MUTATE, POLL, Server, body_of, next_uid, opt_in_review, patch_of, patched,
 };
 
 const DRA_RESOURCES: [&str; 3] = ["resourceclaims", "resourceclaimtemplates", "deviceclasses"];
@@ -20,17 +19,7 @@ const DRA_RESOURCES: [&str; 3] = ["resourceclaims", "resourceclaimtemplates", "d
 async fn serve(api: &FakeApi) -> (Server, tempfile::TempDir) {
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}}));
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = api.write_kubeconfig(scratch.path());
-    let server = Server::start(
-        Options {
-            kubeconfig: Some(kubeconfig),
-            ..Options::default()
-        },
-        None,
-    )
-    .await;
-    (server, scratch)
+    Server::start_in_cluster(api).await
 }
 
 /// The containers `/mutate` pins, and the warnings of

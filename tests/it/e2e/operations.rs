@@ -242,16 +242,7 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
     api.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "half-card", "namespace": "lab"},
         "spec": {"containers": [{"name": "c", "image": "x",
             "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}}));
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = api.write_kubeconfig(scratch.path());
-    let server = Server::start(
-        Options {
-            kubeconfig: Some(kubeconfig),
-            ..Options::default()
-        },
-        None,
-    )
-    .await;
+    let (server, _scratch) = Server::start_in_cluster(&api).await;
     let mut connection = server.connect().await;
 
     // The namespace annotation lowers the pod maximum to 1.

@@ -373,6 +373,20 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// The binary reading the cluster that `api` serves, through a
+    /// kubeconfig written in the returned scratch directory (keep it alive).
+    pub async fn start_in_cluster(
+        api: &crate::support::fake_api::FakeApi,
+    ) -> (Server, tempfile::TempDir) {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = api.write_kubeconfig(scratch.path());
+        let options = Options {
+            kubeconfig: Some(kubeconfig),
+            ..Options::default()
+        };
+        (Server::start(options, None).await, scratch)
+    }
+
     /// Starts the binary on free ports and waits for `/readyz`. Retries with
     /// other ports when one was taken in between. `ca_pem` is the CA the
     /// clients trust; `None` reads the generated `ca.crt`.
