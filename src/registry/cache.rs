@@ -3,15 +3,33 @@
 //! digest names fixed content), and recent failures (briefly).
 
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
+use oci_client::Reference;
 
 use super::{ImageConfigFacts, Platform};
 
 /// A lookup: the image reference as oci-client normalises it
 /// (`docker.io/library/ubuntu:latest`) and the platform.
 pub(super) type LookupKey = (String, Platform);
+
+/// An image reference as the pod spells it, parsed once: parsing takes
+/// longer than the whole cache hit that follows.
+#[derive(Debug)]
+pub(super) struct ParsedReference {
+    pub(super) reference: Reference,
+    /// As oci-client normalises it (`docker.io/library/ubuntu:latest`).
+    pub(super) whole: String,
+}
+
+impl ParsedReference {
+    pub(super) fn new(reference: Reference) -> Self {
+        let whole = reference.whole();
+        Self { reference, whole }
+    }
+}
 
 /// What the tag cache knows of a reference.
 pub(super) enum TagState {
@@ -26,8 +44,9 @@ pub(super) enum TagState {
 pub(super) struct Caches {
     tag_ttl: Duration,
     negative_ttl: Duration,
+    references: LruCache<String, Arc<ParsedReference>>,
     tags: LruCache<String, (String, Instant)>,
-    facts: LruCache<(String, Platform), ImageConfigFacts>,
+    facts: LruCache<(String, Platform), Arc<ImageConfigFacts>>,
     negative: LruCache<LookupKey, (String, Instant)>,
 }
 
@@ -45,11 +64,21 @@ impl Caches {
         Self {
             tag_ttl,
             negative_ttl,
+            references: LruCache::new(capacity(tag_capacity)),
             tags: LruCache::new(capacity(tag_capacity)),
             facts: LruCache::new(capacity(facts_capacity)),
             // Failures are few and short-lived; a quarter of the room.
             negative: LruCache::new(capacity(facts_capacity / 4)),
         }
+    }
+
+    /// The parsed form of an image reference seen before, as written.
+    pub(super) fn reference(&mut self, image: &str) -> Option<Arc<ParsedReference>> {
+        self.references.get(image).cloned()
+    }
+
+    pub(super) fn put_reference(&mut self, image: &str, parsed: Arc<ParsedReference>) {
+        self.references.put(image.to_owned(), parsed);
     }
 
     pub(super) fn tag(&mut self, reference: &str, now: Instant) -> TagState {
@@ -66,13 +95,15 @@ impl Caches {
         self.tags.put(reference, (digest, now));
     }
 
-    pub(super) fn facts(&mut self, digest: &str, platform: &Platform) -> Option<ImageConfigFacts> {
-        self.facts
-            .get(&(digest.to_owned(), platform.clone()))
-            .cloned()
+    pub(super) fn facts(
+        &mut self,
+        digest: String,
+        platform: &Platform,
+    ) -> Option<Arc<ImageConfigFacts>> {
+        self.facts.get(&(digest, platform.clone())).cloned()
     }
 
-    pub(super) fn put_facts(&mut self, platform: &Platform, facts: ImageConfigFacts) {
+    pub(super) fn put_facts(&mut self, platform: &Platform, facts: Arc<ImageConfigFacts>) {
         self.facts
             .put((facts.digest.clone(), platform.clone()), facts);
     }
@@ -108,13 +139,13 @@ impl Caches {
 mod tests {
     use super::*;
 
-    fn facts(digest: &str) -> ImageConfigFacts {
-        ImageConfigFacts {
+    fn facts(digest: &str) -> Arc<ImageConfigFacts> {
+        Arc::new(ImageConfigFacts {
             cuda_version: Some("13.0.1".to_owned()),
             require_cuda: None,
             cuda_label: None,
             digest: digest.to_owned(),
-        }
+        })
     }
 
     #[test]
@@ -133,10 +164,13 @@ mod tests {
             TagState::Stale
         ));
         assert_eq!(
-            caches.facts("sha256:a", &Platform::default()),
+            caches.facts("sha256:a".to_owned(), &Platform::default()),
             Some(facts("sha256:a"))
         );
-        assert_eq!(caches.facts("sha256:a", &Platform::linux("arm64")), None);
+        assert_eq!(
+            caches.facts("sha256:a".to_owned(), &Platform::linux("arm64")),
+            None
+        );
     }
 
     #[test]
@@ -145,11 +179,34 @@ mod tests {
         let platform = Platform::default();
         caches.put_facts(&platform, facts("sha256:1"));
         caches.put_facts(&platform, facts("sha256:2"));
-        assert!(caches.facts("sha256:1", &platform).is_some());
+        assert!(caches.facts("sha256:1".to_owned(), &platform).is_some());
         caches.put_facts(&platform, facts("sha256:3"));
-        assert!(caches.facts("sha256:2", &platform).is_none());
-        assert!(caches.facts("sha256:1", &platform).is_some());
-        assert!(caches.facts("sha256:3", &platform).is_some());
+        assert!(caches.facts("sha256:2".to_owned(), &platform).is_none());
+        assert!(caches.facts("sha256:1".to_owned(), &platform).is_some());
+        assert!(caches.facts("sha256:3".to_owned(), &platform).is_some());
+    }
+
+    #[test]
+    fn references_are_parsed_once_and_bounded() {
+        let mut caches = Caches::new(Duration::from_secs(60), Duration::from_secs(5), 1, 8);
+        let parse = |image: &str| match Reference::try_from(image) {
+            Ok(reference) => Arc::new(ParsedReference::new(reference)),
+            Err(err) => panic!("{image}: {err}"),
+        };
+        assert!(caches.reference("ubuntu").is_none());
+        caches.put_reference("ubuntu", parse("ubuntu"));
+        assert_eq!(
+            caches
+                .reference("ubuntu")
+                .map(|p| p.whole.clone())
+                .as_deref(),
+            Some("docker.io/library/ubuntu:latest")
+        );
+        caches.put_reference(
+            "nvcr.io/nvidia/pytorch:25.12-py3",
+            parse("nvcr.io/nvidia/pytorch:25.12-py3"),
+        );
+        assert!(caches.reference("ubuntu").is_none(), "one entry of room");
     }
 
     #[test]

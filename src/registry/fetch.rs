@@ -3,6 +3,7 @@
 //! what the config says of CUDA.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use oci_client::errors::OciDistributionError;
@@ -90,7 +91,7 @@ impl Inner {
         &self,
         reference: &Reference,
         platform: &Platform,
-    ) -> Result<ImageConfigFacts, String> {
+    ) -> Result<Arc<ImageConfigFacts>, String> {
         let session = self.session.load_full();
         let client: &Client = &session.client;
         let auth = session.credentials.auth_for(reference.registry());
@@ -122,7 +123,7 @@ impl Inner {
                 (digest, Some(manifest))
             }
         };
-        if let Some(facts) = self.caches().facts(&digest, platform) {
+        if let Some(facts) = self.caches().facts(digest.clone(), platform) {
             self.hit("config");
             return Ok(facts);
         }
@@ -172,7 +173,8 @@ impl Inner {
             .await
             .map_err(|err| describe(&format!("image config of {name}"), &err))?;
         let facts = facts_of_config(&blob, digest).map_err(|err| format!("{name}: {err}"))?;
-        self.caches().put_facts(platform, facts.clone());
+        let facts = Arc::new(facts);
+        self.caches().put_facts(platform, Arc::clone(&facts));
         Ok(facts)
     }
 }

@@ -24,6 +24,8 @@
 //! The registries are reached here only: the policy gets the facts as
 //! data and never waits on the network.
 
+use std::sync::Arc;
+
 mod cache;
 mod credentials;
 mod fetch;
@@ -54,7 +56,8 @@ pub struct ImageConfigFacts {
 /// The answer for one image of an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
-    Found(ImageConfigFacts),
+    /// Shared with the resolver's cache.
+    Found(Arc<ImageConfigFacts>),
     /// The registry answered with an error, or the reference is not one;
     /// the reason is one line.
     Failed(String),

@@ -17,7 +17,7 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::cache::{Caches, LookupKey, TagState};
+use super::cache::{Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
 use super::metrics::ResolverMetrics;
 use super::{ImageConfigFacts, Lookup, Platform, RegistryError};
@@ -76,7 +76,7 @@ impl ResolverOptions {
     }
 }
 
-type Answer = Option<Result<ImageConfigFacts, String>>;
+type Answer = Option<Result<Arc<ImageConfigFacts>, String>>;
 
 pub(super) struct Session {
     pub(super) client: Client,
@@ -145,7 +145,7 @@ fn deadline_after(budget: Duration) -> Instant {
 
 /// Where a lookup stands before anything is awaited.
 enum Start {
-    Ready(Result<ImageConfigFacts, String>),
+    Ready(Result<Arc<ImageConfigFacts>, String>),
     Waiting(watch::Receiver<Answer>),
 }
 
@@ -165,7 +165,7 @@ impl Inner {
         &self,
         reference: &Reference,
         key: &LookupKey,
-    ) -> Option<Result<ImageConfigFacts, String>> {
+    ) -> Option<Result<Arc<ImageConfigFacts>, String>> {
         let now = std::time::Instant::now();
         let mut caches = self.caches();
         if let Some(reason) = caches.failure(key, now) {
@@ -180,7 +180,7 @@ impl Inner {
                 TagState::Stale | TagState::Unknown => return None,
             },
         };
-        let facts = caches.facts(&digest, &key.1)?;
+        let facts = caches.facts(digest, &key.1)?;
         drop(caches);
         if from_tag {
             self.hit("tag");
@@ -259,11 +259,8 @@ impl Resolver {
     }
 
     async fn resolve_until(&self, image: &str, platform: &Platform, deadline: Instant) -> Lookup {
-        let lookup = match Reference::try_from(image) {
-            Err(err) => Lookup::Failed(format!(
-                "{image:?} is not an image reference: {}",
-                one_line(&err.to_string())
-            )),
+        let lookup = match self.parse(image) {
+            Err(reason) => Lookup::Failed(reason),
             Ok(reference) => match self.start(reference, platform) {
                 Start::Ready(answer) => answer.into(),
                 Start::Waiting(mut answer) => {
@@ -289,11 +286,30 @@ impl Resolver {
         lookup
     }
 
+    /// The image reference parsed, from the cache when it was seen before.
+    fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, String> {
+        if let Some(parsed) = self.inner.caches().reference(image) {
+            return Ok(parsed);
+        }
+        let reference = Reference::try_from(image).map_err(|err| {
+            format!(
+                "{image:?} is not an image reference: {}",
+                one_line(&err.to_string())
+            )
+        })?;
+        let parsed = Arc::new(ParsedReference::new(reference));
+        self.inner
+            .caches()
+            .put_reference(image, Arc::clone(&parsed));
+        Ok(parsed)
+    }
+
     /// Answers from the caches, or joins the fetch in flight for this
     /// lookup, or starts one.
-    fn start(&self, reference: Reference, platform: &Platform) -> Start {
-        let key: LookupKey = (reference.whole(), platform.clone());
-        if let Some(answer) = self.inner.cached(&reference, &key) {
+    fn start(&self, parsed: Arc<ParsedReference>, platform: &Platform) -> Start {
+        let reference = &parsed.reference;
+        let key: LookupKey = (parsed.whole.clone(), platform.clone());
+        if let Some(answer) = self.inner.cached(reference, &key) {
             return Start::Ready(answer);
         }
         let mut in_flight = lock(&self.inner.in_flight);
@@ -306,7 +322,7 @@ impl Resolver {
             in_flight.remove(&key);
         }
         // A fetch may have finished between the cache look and this lock.
-        if let Some(answer) = self.inner.cached(&reference, &key) {
+        if let Some(answer) = self.inner.cached(reference, &key) {
             return Start::Ready(answer);
         }
         let (sender, receiver) = watch::channel(None);
@@ -321,7 +337,7 @@ impl Resolver {
             let fetch = async {
                 // The semaphore is never closed: a turn always comes.
                 let _turn = inner.turns.acquire().await;
-                inner.fetch(&reference, &platform).await
+                inner.fetch(&parsed.reference, &platform).await
             };
             let answer = match tokio::time::timeout(deadline, fetch).await {
                 Ok(answer) => answer,
@@ -355,8 +371,8 @@ impl Resolver {
     }
 }
 
-impl From<Result<ImageConfigFacts, String>> for Lookup {
-    fn from(answer: Result<ImageConfigFacts, String>) -> Self {
+impl From<Result<Arc<ImageConfigFacts>, String>> for Lookup {
+    fn from(answer: Result<Arc<ImageConfigFacts>, String>) -> Self {
         match answer {
             Ok(facts) => Lookup::Found(facts),
             Err(reason) => Lookup::Failed(reason),

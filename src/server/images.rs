@@ -14,12 +14,14 @@
 //! and fills the resolver's caches for the next admission.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use kube::core::admission::AdmissionRequest;
+use lru::LruCache;
 
 use crate::admission::review::{self, Endpoint, RawObject};
 use crate::metrics::Metrics;
@@ -44,6 +46,32 @@ struct Built {
     credentials_file: Option<PathBuf>,
     /// The credentials file's bytes last given to the resolver.
     credentials: Mutex<Option<Vec<u8>>>,
+    /// What the image configs the resolver answers with mean, read once
+    /// per config.
+    needs: NeedsCache,
+}
+
+/// Image configs already interpreted: the resolver answers a cached image
+/// with the same facts every time, and reading its `NVIDIA_REQUIRE_CUDA`
+/// again would cost more than the cache hit itself.
+struct NeedsCache(Mutex<LruCache<Arc<ImageConfigFacts>, Result<ImageNeeds, String>>>);
+
+impl NeedsCache {
+    /// As many entries as the resolver keeps configs.
+    fn new() -> Self {
+        let capacity = NonZeroUsize::new(ResolverOptions::default().facts_capacity)
+            .unwrap_or(NonZeroUsize::MIN);
+        Self(Mutex::new(LruCache::new(capacity)))
+    }
+
+    fn needs_of(&self, facts: &Arc<ImageConfigFacts>) -> Result<ImageNeeds, String> {
+        if let Some(needs) = lock(&self.0).get(facts) {
+            return needs.clone();
+        }
+        let needs = needs_of(facts);
+        lock(&self.0).put(Arc::clone(facts), needs.clone());
+        needs
+    }
 }
 
 /// What a registry lookup of one admission found: the needs of the images
@@ -65,17 +93,19 @@ impl ImageFacts for ResolvedImages {
 }
 
 impl ResolvedImages {
-    /// Reads the answers of one admission; `details` collects each
-    /// fallback's full reason, for the log.
+    /// Reads the answers of one admission, each config through
+    /// `interpret`; `details` collects each fallback's full reason, for
+    /// the log.
     fn of_lookups(
         lookups: Vec<(String, Lookup)>,
         budget: Duration,
+        mut interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
         details: &mut Vec<String>,
     ) -> Self {
         let mut resolved = Self::default();
         for (image, lookup) in lookups {
             let (short, detail) = match lookup {
-                Lookup::Found(facts) => match needs_of(&facts) {
+                Lookup::Found(facts) => match interpret(&facts) {
                     // An image whose config says nothing of CUDA is left
                     // to the table, without a word: there was an answer.
                     Ok(needs) if needs.is_empty() => continue,
@@ -172,6 +202,7 @@ impl Images {
                     insecure_registries: built.insecure_registries.clone(),
                     credentials_file,
                     credentials: Mutex::new(lock(&built.credentials).clone()),
+                    needs: NeedsCache::new(),
                 })));
             }
             return;
@@ -195,6 +226,7 @@ impl Images {
                     insecure_registries: config.insecure_registries.clone(),
                     credentials_file,
                     credentials: Mutex::new(bytes),
+                    needs: NeedsCache::new(),
                 })));
             }
             Err(error) => {
@@ -254,7 +286,8 @@ impl Images {
         let budget = settings.image_timeout();
         let lookups = built.resolver.resolve_all(&images, &platform, budget).await;
         let mut details = Vec::new();
-        let resolved = ResolvedImages::of_lookups(lookups, budget, &mut details);
+        let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
+        let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
         if !details.is_empty() {
             tracing::warn!(
                 uid = %request.uid,
@@ -281,7 +314,8 @@ pub fn resolved_for_check(
     budget: Duration,
 ) -> (ResolvedImages, Vec<String>) {
     let mut details = Vec::new();
-    let resolved = ResolvedImages::of_lookups(lookups, budget, &mut details);
+    let interpret = |facts: &Arc<ImageConfigFacts>| needs_of(facts);
+    let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
     (resolved, details)
 }
 
@@ -289,13 +323,33 @@ pub fn resolved_for_check(
 mod tests {
     use super::*;
 
-    fn facts(cuda: Option<&str>, require: Option<&str>, label: Option<&str>) -> ImageConfigFacts {
-        ImageConfigFacts {
+    fn facts(
+        cuda: Option<&str>,
+        require: Option<&str>,
+        label: Option<&str>,
+    ) -> Arc<ImageConfigFacts> {
+        Arc::new(ImageConfigFacts {
             cuda_version: cuda.map(str::to_owned),
             require_cuda: require.map(str::to_owned),
             cuda_label: label.map(str::to_owned),
             digest: "sha256:00".to_owned(),
-        }
+        })
+    }
+
+    #[test]
+    fn a_config_is_interpreted_once_and_answered_the_same() {
+        let cache = NeedsCache::new();
+        let cuda13 = facts(Some("13.0.2"), Some("cuda>=13.0"), None);
+        let first = cache.needs_of(&cuda13);
+        assert_eq!(first, needs_of(&cuda13));
+        assert_eq!(lock(&cache.0).len(), 1);
+        // An equal config from another fetch is the same entry.
+        let again = facts(Some("13.0.2"), Some("cuda>=13.0"), None);
+        assert_eq!(cache.needs_of(&again), first);
+        assert_eq!(lock(&cache.0).len(), 1);
+        let unreadable = facts(Some("thirteen"), None, None);
+        assert!(cache.needs_of(&unreadable).is_err());
+        assert_eq!(lock(&cache.0).len(), 2);
     }
 
     #[test]

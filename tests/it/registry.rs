@@ -50,7 +50,7 @@ fn resolver(options: ResolverOptions) -> Resolver {
 
 fn found(lookup: Lookup) -> ImageConfigFacts {
     match lookup {
-        Lookup::Found(facts) => facts,
+        Lookup::Found(facts) => ImageConfigFacts::clone(&facts),
         other => panic!("expected Found, got {other:?}"),
     }
 }
