@@ -10,6 +10,9 @@
 //! - `registry/mutate/gpu-pod-table`: the same review in table mode, where
 //!   the image is found in the built-in table by a pattern of its own.
 //!
+//! The budget is the largest allowed, so the first lookup (outside the
+//! timed loop) completes under a slow profiler too.
+//!
 //! Both get the same compute-capability affinity and driver floor (checked
 //! outside the timed loop), so the difference is the lookup alone.
 
@@ -91,7 +94,7 @@ fn registry(c: &mut Criterion) {
 
     let registry_settings = Settings::from_yaml(
         &format!(
-            "imageResolution:\n  mode: registry\n  timeout: 1s\n  insecureRegistries: [{host:?}]\n"
+            "imageResolution:\n  mode: registry\n  timeout: 4s\n  insecureRegistries: [{host:?}]\n"
         ),
         "bench",
     )
