@@ -49,7 +49,7 @@ impl Default for InstallOptions {
     }
 }
 
-fn labels() -> Value {
+pub(crate) fn labels() -> Value {
     json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": NAME})
 }
 
@@ -336,14 +336,14 @@ fn common(options: &InstallOptions, endpoint: Endpoint, failure_policy: &str) ->
     })
 }
 
-fn pod_rules() -> Vec<Value> {
+pub(crate) fn pod_rules() -> Vec<Value> {
     vec![
         json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}),
         json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/ephemeralcontainers"], "scope": "Namespaced"}),
     ]
 }
 
-fn workload_rules() -> Vec<Value> {
+pub(crate) fn workload_rules() -> Vec<Value> {
     let mut groups: Vec<&str> = Workload::ALL.iter().map(|w| w.group()).collect();
     groups.sort_unstable();
     groups.dedup();
@@ -364,7 +364,7 @@ fn workload_rules() -> Vec<Value> {
 /// ResourceClaims and ResourceClaimTemplates: validated, never mutated.
 /// Registered for v1 only: with `matchPolicy: Equivalent` the API server
 /// sends older versions converted to v1.
-fn claim_rules() -> Value {
+pub(crate) fn claim_rules() -> Value {
     let resources: Vec<&str> = ClaimKind::ALL.iter().map(|k| k.resource()).collect();
     json!({"apiGroups": [CLAIM_GROUP], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
            "resources": resources, "scope": "Namespaced"})

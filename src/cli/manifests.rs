@@ -31,6 +31,11 @@ pub struct ManifestsArgs {
     /// again after changing the allowlist updates both.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Print the ValidatingAdmissionPolicies of the validating rules and
+    /// their bindings instead of the webhook: the policy evaluated by the
+    /// API server itself, from the same --config.
+    #[arg(long)]
+    pub admission_policies: bool,
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
@@ -52,6 +57,20 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
             }
         }
     }
+    if args.admission_policies {
+        let settings = match &args.config {
+            Some(path) => match Settings::load(path) {
+                Ok(settings) => settings,
+                Err(error) => {
+                    eprintln!("gpu-policy: {error}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            },
+            None => Settings::default(),
+        };
+        let objects = crate::admission_policy::manifests(&settings);
+        return print(serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
+    }
     let config = match &args.config {
         Some(path) => match Settings::load(path) {
             Ok(settings) => settings.config().clone(),
@@ -64,6 +83,10 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
     };
     let rendered = install::objects(&options, &config)
         .and_then(|objects| serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
+    print(rendered)
+}
+
+fn print(rendered: Result<String, String>) -> ExitCode {
     match rendered {
         Ok(yaml) => {
             let _ = std::io::stdout().lock().write_all(yaml.as_bytes());

@@ -1,0 +1,252 @@
+//! CEL text shared by the generated policies: literals, and the pieces of
+//! a pod spec every rule reads (which kind holds it where, its containers,
+//! their GPU resources as Kubernetes quantities, the allowlist).
+//!
+//! Everything here is a string of CEL, built from the settings at
+//! generation: the settings are baked into the expressions, so a policy is
+//! one self-contained object (see `mod.rs` for why).
+
+use crate::settings::{AllowlistEntry, Settings};
+
+/// A CEL string literal: single-quoted, with `\` and `'` escaped.
+pub fn string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A CEL list of string literals.
+pub fn string_list<'s>(items: impl IntoIterator<Item = &'s str>) -> String {
+    let items: Vec<String> = items.into_iter().map(string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The pod spec of each kind the webhook validates: a Pod's own, a
+/// workload's template (a CronJob's one level deeper, a PodTemplate's at
+/// `template`).
+pub const SPEC: &str = "object.kind == 'Pod' ? object.spec \
+     : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec \
+     : object.kind == 'PodTemplate' ? object.template.spec \
+     : object.spec.template.spec";
+
+/// The match condition that keeps objects without a pod spec (a workload
+/// without a template) out, as the webhook leaves them alone.
+pub const HAS_SPEC: &str = "object.kind == 'Pod' ? has(object.spec) \
+     : object.kind == 'CronJob' ? has(object.spec) && has(object.spec.jobTemplate) \
+         && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) \
+         && has(object.spec.jobTemplate.spec.template.spec) \
+     : object.kind == 'PodTemplate' ? has(object.template) && has(object.template.spec) \
+     : has(object.spec) && has(object.spec.template) && has(object.spec.template.spec)";
+
+/// The annotations of the pod or of the template.
+pub const ANNOTATIONS: &str = "object.kind == 'Pod' \
+     ? (has(object.metadata.annotations) ? object.metadata.annotations : {}) \
+     : object.kind == 'CronJob' \
+     ? (has(object.spec.jobTemplate.spec.template.metadata) \
+         && has(object.spec.jobTemplate.spec.template.metadata.annotations) \
+         ? object.spec.jobTemplate.spec.template.metadata.annotations : {}) \
+     : object.kind == 'PodTemplate' \
+     ? (has(object.template.metadata) && has(object.template.metadata.annotations) \
+         ? object.template.metadata.annotations : {}) \
+     : (has(object.spec.template.metadata) && has(object.spec.template.metadata.annotations) \
+         ? object.spec.template.metadata.annotations : {})";
+
+pub const INITS: &str =
+    "has(variables.spec.initContainers) ? variables.spec.initContainers : []";
+pub const REGULARS: &str = "has(variables.spec.containers) ? variables.spec.containers : []";
+/// Init (sidecars included) and regular containers: the ones that can
+/// hold a GPU. Ephemeral containers never can.
+pub const CONTAINERS: &str = "variables.inits + variables.regulars";
+pub const EPHEMERALS: &str =
+    "has(variables.spec.ephemeralContainers) ? variables.spec.ephemeralContainers : []";
+
+/// An init container that keeps running beside the others.
+pub fn sidecar(c: &str) -> String {
+    format!("(has({c}.restartPolicy) && {c}.restartPolicy == 'Always')")
+}
+
+/// The container's `resources.limits`, or an empty map.
+pub fn limits(c: &str) -> String {
+    format!("(has({c}.resources) && has({c}.resources.limits) ? {c}.resources.limits : {{}})")
+}
+
+/// The container's `resources.requests`, or an empty map.
+pub fn requests(c: &str) -> String {
+    format!("(has({c}.resources) && has({c}.resources.requests) ? {c}.resources.requests : {{}})")
+}
+
+/// The container names a DRA claim in `resources.claims`.
+pub fn uses_claims(c: &str) -> String {
+    format!("(has({c}.resources) && has({c}.resources.claims) && size({c}.resources.claims) > 0)")
+}
+
+/// Whether the resource name `k` is a GPU resource: each configured
+/// pattern, `*` matching any run of characters.
+pub fn gpu_resource(settings: &Settings, k: &str) -> String {
+    let tests: Vec<String> = settings
+        .config()
+        .gpu_resources
+        .iter()
+        .map(|pattern| match pattern.contains('*') {
+            false => format!("{k} == {}", string(pattern)),
+            true => {
+                let regex: Vec<String> = pattern.split('*').map(regex_literal).collect();
+                format!("{k}.matches({})", string(&format!("^{}$", regex.join(".*"))))
+            }
+        })
+        .collect();
+    match tests.len() {
+        0 => "false".to_owned(),
+        _ => format!("({})", tests.join(" || ")),
+    }
+}
+
+/// RE2 text matching `text` literally; special characters go in a
+/// character class, which needs no backslash inside a CEL string.
+fn regex_literal(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '.' | '+' | '?' | '(' | ')' | '|' | '{' | '}' | '$' | '^' | '*' => format!("[{c}]"),
+            '[' => "[\\[]".to_owned(),
+            ']' => "[\\]]".to_owned(),
+            '\\' => "[\\\\]".to_owned(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// A quantity usable as a GPU count: whole and not negative.
+pub fn whole(v: &str) -> String {
+    format!("(isQuantity({v}) && quantity({v}).isInteger() && quantity({v}).sign() >= 0)")
+}
+
+/// A value that asks for a device: anything but a zero quantity (an
+/// unreadable value counts as asking, as in the webhook).
+pub fn nonzero(v: &str) -> String {
+    format!("(!isQuantity({v}) || quantity({v}).sign() != 0)")
+}
+
+/// The container asks for a GPU through the device plugin.
+pub fn asks_gpu(settings: &Settings, c: &str) -> String {
+    let (lim, req) = (limits(c), requests(c));
+    let gpu = gpu_resource(settings, "k");
+    format!(
+        "({lim}.exists(k, {gpu} && {nl}) || {req}.exists(k, {gpu} && {nr}))",
+        nl = nonzero(&format!("{lim}[k]")),
+        nr = nonzero(&format!("{req}[k]")),
+    )
+}
+
+/// The count the device plugin allocates for resource `k`: the limit, else
+/// the request, when whole; else 0.
+pub fn count(c: &str, k: &str) -> String {
+    let (lim, req) = (limits(c), requests(c));
+    format!(
+        "({k} in {lim} ? ({wl} ? quantity({lim}[{k}]).asInteger() : 0) \
+         : ({k} in {req} && {wr} ? quantity({req}[{k}]).asInteger() : 0))",
+        wl = whole(&format!("{lim}[{k}]")),
+        wr = whole(&format!("{req}[{k}]")),
+    )
+}
+
+/// The `[Deny]`-worthy allowlist test: a Pod's controller owner reference,
+/// or a workload itself, names an entry, in the request's namespace.
+pub fn allowlisted(settings: &Settings) -> String {
+    let entries = &settings.config().allowlist;
+    let test = |kind: &str, name: &str| -> String {
+        let tests: Vec<String> = entries.iter().map(|e| entry_test(e, kind, name)).collect();
+        match tests.len() {
+            0 => "false".to_owned(),
+            _ => tests.join(" || "),
+        }
+    };
+    format!(
+        "object.kind == 'Pod' \
+         ? (size(variables.controller) > 0 && ({owner})) \
+         : ({workload})",
+        owner = test("variables.controller[0].kind", "variables.controller[0].name"),
+        workload = test("object.kind", "object.metadata.name"),
+    )
+}
+
+/// A Pod's owner references with `controller: true`.
+pub const CONTROLLER: &str = "object.kind == 'Pod' && has(object.metadata.ownerReferences) \
+     ? object.metadata.ownerReferences.filter(r, has(r.controller) && r.controller == true) \
+     : []";
+
+fn entry_test(entry: &AllowlistEntry, kind: &str, name: &str) -> String {
+    let names = match &entry.name_prefix {
+        Some(prefix) => format!(
+            "{name}.startsWith({p}) && size({name}) > {len}",
+            p = string(prefix),
+            len = prefix.chars().count()
+        ),
+        None => format!("{name} == {}", string(&entry.name)),
+    };
+    format!(
+        "(request.namespace == {ns} && {kind} == {k} && {names})",
+        ns = string(&entry.namespace),
+        k = string(&entry.kind)
+    )
+}
+
+/// The namespace's GPUs-per-pod maximum: the cluster's, lowered by the
+/// namespace annotation when that is a whole number no higher (as the
+/// webhook reads it; anything else is ignored).
+pub fn max_per_pod(settings: &Settings) -> String {
+    let max = settings.config().max_per_pod;
+    let annotation = string(crate::settings::MAX_GPUS_PER_POD_ANNOTATION);
+    format!(
+        "namespaceObject != null && has(namespaceObject.metadata.annotations) \
+         && {annotation} in namespaceObject.metadata.annotations \
+         && namespaceObject.metadata.annotations[{annotation}].trim().matches('^[+]?[0-9]{{1,18}}$') \
+         && int(namespaceObject.metadata.annotations[{annotation}].trim()) <= {max} \
+         ? int(namespaceObject.metadata.annotations[{annotation}].trim()) : {max}"
+    )
+}
+
+/// `'"a", "b"'`: the names of a list of containers, quoted, for messages.
+pub fn names(list: &str) -> String {
+    format!("{list}.map(c, '\"' + c.name + '\"').join(', ')")
+}
+
+/// `container "a"` or `containers "a", "b"`, for messages.
+pub fn containers_phrase(list: &str) -> String {
+    format!(
+        "(size({list}) == 1 ? 'container ' : 'containers ') + {}",
+        names(list)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_literals_escape_quotes_and_backslashes() {
+        assert_eq!(string("a'b\\c"), "'a\\'b\\\\c'");
+        assert_eq!(string_list(["x", "y"]), "['x', 'y']");
+    }
+
+    #[test]
+    fn resource_patterns_become_exact_names_or_anchored_regexes() {
+        let settings = Settings::default();
+        let test = gpu_resource(&settings, "k");
+        assert!(test.contains("k == 'nvidia.com/gpu'"), "{test}");
+        assert!(
+            test.contains("k.matches('^nvidia[.]com/mig-.*$')"),
+            "{test}"
+        );
+    }
+}

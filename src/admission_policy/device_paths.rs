@@ -1,0 +1,166 @@
+//! `gpu-policy-device-paths`: R6 in CEL.
+//!
+//! Reads `spec.volumes[].hostPath.path`, `volumeMounts[].mountPath` and
+//! `securityContext.privileged` of the containers in scope (every
+//! container of a new pod or template; on `pods/ephemeralcontainers`, the
+//! ephemeral containers the update adds), the annotations of the pod or
+//! template, and the allowlist.
+//!
+//! Denies, in objects that are not allowlisted: hostPath volumes at `/`,
+//! `/dev` or `/dev/nvidia*` (after dropping empty and `.` segments), mounts
+//! at or under `/var/run/nvidia-container-devices`, CDI annotations naming
+//! an NVIDIA device, and privileged containers that ask for no GPU
+//! (privileged ephemeral containers always).
+//!
+//! Not here: `..` segments are not resolved (the API server already
+//! rejects them in a hostPath; a mount path with `..` is read as written),
+//! and a privileged container naming a DRA claim is not denied (the claim
+//! may hold a GPU; the webhook resolves it). The warning about privileged
+//! GPU containers is the webhook's.
+
+use super::cel_text::{self as cel};
+use super::{Validation, Variable};
+use crate::policy::device_paths::DEVICE_LIST_MOUNT;
+use crate::settings::Settings;
+
+/// The path's segments without the empty and `.` ones.
+fn segments(path: &str) -> String {
+    format!("{path}.split('/').filter(s, s != '' && s != '.')")
+}
+
+pub fn variables(settings: &Settings) -> Vec<Variable> {
+    let device_list: Vec<&str> = DEVICE_LIST_MOUNT
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let under_device_list = device_list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("p[{i}] == {}", cel::string(s)))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let mounts = "has(c.volumeMounts) ? c.volumeMounts : []";
+    vec![
+        Variable::new(
+            "ephemeralUpdate",
+            "request.subResource == 'ephemeralcontainers'",
+        ),
+        Variable::new("ephemerals", cel::EPHEMERALS),
+        Variable::new(
+            "oldEphemeralNames",
+            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
+             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
+        ),
+        Variable::new(
+            "scopedContainers",
+            "variables.ephemeralUpdate ? [] : variables.containers",
+        ),
+        Variable::new(
+            "scopedEphemerals",
+            "variables.ephemeralUpdate \
+             ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
+             : variables.ephemerals",
+        ),
+        Variable::new("allowlisted", &cel::allowlisted(settings)),
+        Variable::new(
+            "hostPaths",
+            &format!(
+                "variables.ephemeralUpdate || !has(variables.spec.volumes) ? [] \
+                 : variables.spec.volumes.filter(v, has(v.hostPath) && has(v.hostPath.path) \
+                   && [{segs}].exists(p, size(p) == 0 \
+                      || (p[0] == 'dev' && (size(p) == 1 || p[1].startsWith('nvidia')))))",
+                segs = segments("v.hostPath.path"),
+            ),
+        ),
+        Variable::new(
+            "deviceListMounts",
+            &format!(
+                "(variables.scopedContainers + variables.scopedEphemerals).filter(c, \
+                 ({mounts}).exists(m, has(m.mountPath) && [{segs}].exists(p, \
+                   size(p) >= {n} && {under_device_list})))",
+                segs = segments("m.mountPath"),
+                n = device_list.len(),
+            ),
+        ),
+        Variable::new(
+            "cdiAnnotations",
+            &format!(
+                "variables.ephemeralUpdate ? [] : ({annotations}).filter(k, k.contains('/') \
+                 && (k.split('/')[0].lowerAscii() == 'cdi.k8s.io' \
+                     || k.split('/')[0].lowerAscii().endsWith('.cdi.k8s.io')) \
+                 && ({annotations})[k].split(',').exists(d, \
+                     d.trim().lowerAscii().startsWith('nvidia.com/') \
+                     || d.trim().lowerAscii().startsWith('management.nvidia.com/')))",
+                annotations = cel::ANNOTATIONS,
+            ),
+        ),
+        Variable::new(
+            "privileged",
+            &format!(
+                "variables.scopedContainers.filter(c, {privileged} && !{gpu} && !{claims})",
+                privileged = privileged("c"),
+                gpu = cel::asks_gpu(settings, "c"),
+                claims = cel::uses_claims("c"),
+            ),
+        ),
+        Variable::new(
+            "privilegedEphemerals",
+            &format!(
+                "variables.scopedEphemerals.filter(c, {})",
+                privileged("c")
+            ),
+        ),
+    ]
+}
+
+fn privileged(c: &str) -> String {
+    format!(
+        "(has({c}.securityContext) && has({c}.securityContext.privileged) \
+         && {c}.securityContext.privileged == true)"
+    )
+}
+
+pub fn validations() -> Vec<Validation> {
+    let fix = "request nvidia.com/gpu in limits instead";
+    let why = "a privileged container sees every GPU of the node";
+    vec![
+        Validation::new(
+            "variables.allowlisted || size(variables.hostPaths) == 0",
+            &format!(
+                "'gpu-policy: hostPath volumes ' + variables.hostPaths.map(v, '\"' + v.name + '\"')\
+                 .join(', ') + ' expose NVIDIA device files outside the device plugin; {fix}'"
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.deviceListMounts) == 0",
+            &format!(
+                "'gpu-policy: ' + {} + ' must not mount {DEVICE_LIST_MOUNT}: such a mount is a \
+                 device request; {fix}'",
+                cel::containers_phrase("variables.deviceListMounts")
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.cdiAnnotations) == 0",
+            &format!(
+                "'gpu-policy: annotations ' + variables.cdiAnnotations.map(k, '\"' + k + '\"')\
+                 .join(', ') + ' inject NVIDIA devices through CDI; {fix}'"
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.privileged) == 0",
+            &format!(
+                "'gpu-policy: ' + {} + ' must not be privileged without a GPU: {why}; drop \
+                 privileged, or request nvidia.com/gpu in limits'",
+                cel::containers_phrase("variables.privileged")
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.privilegedEphemerals) == 0",
+            &format!(
+                "'gpu-policy: ephemeral ' + {} + ' must not be privileged: {why}; use a kubectl \
+                 debug profile other than sysadmin'",
+                cel::containers_phrase("variables.privilegedEphemerals")
+            ),
+        ),
+    ]
+}

@@ -1,0 +1,222 @@
+//! The policy without the webhook: the validating rules generated as
+//! ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1), which
+//! the API server evaluates itself, in CEL, with no network hop.
+//!
+//! One policy per validating rule, named `gpu-policy-<rule id>` (R2 has a
+//! second one for DRA claims), and three bindings per policy selecting
+//! namespaces by `gpu-policy.io/mode`: `enforce` denies, `warn` warns,
+//! `audit` writes audit annotations.
+//!
+//! The settings are baked into the expressions at generation rather than
+//! passed as parameters: a parameter object is one more object whose
+//! loss or edit changes the policy (a missing param makes a binding deny
+//! or allow everything, by `parameterNotFoundAction`), and it would need
+//! its own CRD or a ConfigMap everyone with write access to that namespace
+//! can change. Generating from the same config file the webhook reads
+//! keeps one source of truth: change the file, apply the output again.
+//!
+//! The namespace annotation `gpu-policy.io/max-gpus-per-pod` is read at
+//! admission from `namespaceObject`, as the webhook reads it.
+
+mod bounded_requests;
+mod cel_text;
+mod claims;
+mod device_paths;
+mod runtime_class;
+
+use serde_json::{Value, json};
+
+use crate::install;
+use crate::policy::RuleId;
+use crate::settings::{MODE_LABEL, Settings};
+
+pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
+
+/// A named CEL expression: a variable or a match condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variable {
+    pub name: String,
+    pub expression: String,
+}
+
+impl Variable {
+    pub fn new(name: &str, expression: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            expression: expression.to_owned(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"name": self.name, "expression": self.expression})
+    }
+}
+
+/// One validation: an expression that must hold, and the message that
+/// names what does not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validation {
+    pub expression: String,
+    pub message_expression: String,
+}
+
+impl Validation {
+    pub fn new(expression: &str, message_expression: &str) -> Self {
+        Self {
+            expression: expression.to_owned(),
+            message_expression: message_expression.to_owned(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "expression": self.expression,
+            "messageExpression": self.message_expression,
+            "reason": "Forbidden",
+        })
+    }
+}
+
+/// A generated policy and the rule it stands for.
+#[derive(Debug, Clone)]
+pub struct GeneratedPolicy {
+    pub rule: RuleId,
+    pub name: String,
+    pub object: Value,
+}
+
+/// What each namespace mode does with a violation.
+pub const MODE_ACTIONS: [(&str, &str); 3] =
+    [("enforce", "Deny"), ("warn", "Warn"), ("audit", "Audit")];
+
+/// The pod-spec variables every pod policy starts with.
+fn pod_variables() -> Vec<Variable> {
+    vec![
+        Variable::new("spec", cel_text::SPEC),
+        Variable::new("inits", cel_text::INITS),
+        Variable::new("regulars", cel_text::REGULARS),
+        Variable::new("containers", cel_text::CONTAINERS),
+        Variable::new("controller", cel_text::CONTROLLER),
+    ]
+}
+
+fn policy(
+    name: &str,
+    rules: Vec<Value>,
+    match_conditions: Vec<Variable>,
+    variables: Vec<Variable>,
+    validations: Vec<Validation>,
+) -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": install::labels()},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"matchPolicy": "Equivalent", "resourceRules": rules},
+            "matchConditions": match_conditions.iter().map(Variable::to_json).collect::<Vec<_>>(),
+            "variables": variables.iter().map(Variable::to_json).collect::<Vec<_>>(),
+            "validations": validations.iter().map(Validation::to_json).collect::<Vec<_>>(),
+        }
+    })
+}
+
+fn pod_policy(
+    rule: RuleId,
+    with_ephemeral: bool,
+    variables: Vec<Variable>,
+    validations: Vec<Validation>,
+) -> GeneratedPolicy {
+    let name = format!("{}-{}", install::NAME, rule.as_str());
+    let mut rules = install::pod_rules();
+    if !with_ephemeral {
+        rules.retain(|r| r["resources"][0] == "pods");
+    }
+    rules.extend(install::workload_rules());
+    let mut all_variables = pod_variables();
+    all_variables.extend(variables);
+    let conditions = vec![Variable::new("has-pod-spec", cel_text::HAS_SPEC)];
+    GeneratedPolicy {
+        rule,
+        object: policy(&name, rules, conditions, all_variables, validations),
+        name,
+    }
+}
+
+/// The ValidatingAdmissionPolicies of the validating rules, built from the
+/// settings.
+pub fn validating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
+    let claims_name = format!("{}-{}-claims", install::NAME, RuleId::BoundedRequests.as_str());
+    vec![
+        pod_policy(
+            RuleId::BoundedRequests,
+            false,
+            bounded_requests::variables(settings),
+            bounded_requests::validations(settings),
+        ),
+        GeneratedPolicy {
+            rule: RuleId::BoundedRequests,
+            object: policy(
+                &claims_name,
+                vec![install::claim_rules()],
+                claims::match_conditions(),
+                claims::variables(settings),
+                claims::validations(settings),
+            ),
+            name: claims_name,
+        },
+        pod_policy(
+            RuleId::RuntimeClass,
+            false,
+            runtime_class::variables(settings),
+            runtime_class::validations(settings),
+        ),
+        pod_policy(
+            RuleId::DevicePaths,
+            true,
+            device_paths::variables(settings),
+            device_paths::validations(),
+        ),
+    ]
+}
+
+/// The three bindings of a policy: one per namespace mode.
+pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
+    let actions_field = match kind {
+        "MutatingAdmissionPolicyBinding" => None,
+        _ => Some("validationActions"),
+    };
+    MODE_ACTIONS
+        .iter()
+        .filter(|(mode, _)| actions_field.is_some() || *mode == "enforce")
+        .map(|(mode, action)| {
+            let mut spec = json!({
+                "policyName": policy_name,
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {MODE_LABEL: mode}}
+                },
+            });
+            if let Some(field) = actions_field {
+                spec[field] = json!([action]);
+            }
+            json!({
+                "apiVersion": API_VERSION,
+                "kind": kind,
+                "metadata": {"name": format!("{policy_name}-{mode}"), "labels": install::labels()},
+                "spec": spec,
+            })
+        })
+        .collect()
+}
+
+/// Every object `manifests --admission-policies` prints: the policies,
+/// each followed by its bindings.
+pub fn manifests(settings: &Settings) -> Vec<Value> {
+    let mut objects = Vec::new();
+    for policy in validating_policies(settings) {
+        let bindings = bindings("ValidatingAdmissionPolicyBinding", &policy.name);
+        objects.push(policy.object);
+        objects.extend(bindings);
+    }
+    objects
+}

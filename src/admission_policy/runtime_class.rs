@@ -1,0 +1,67 @@
+//! `gpu-policy-runtime-class`: the validating half of R3 in CEL.
+//!
+//! Reads `spec.runtimeClassName`, whether a container asks for a GPU
+//! resource, whether a container names a DRA claim, and the allowlist.
+//!
+//! Denies a GPU pod whose runtime class is not one of `gpuRuntimeClasses`,
+//! and a pod that asks for no GPU, names no claim and is not allowlisted
+//! but uses one of those classes (they are reserved for GPU pods).
+//!
+//! Not here: a pod whose GPUs come only through DRA claims (the policy
+//! cannot resolve a claim, so a pod naming one is never denied the reserved
+//! class, as the webhook does while a claim is unresolved), and whether the
+//! RuntimeClass exists.
+
+use super::cel_text::{self as cel};
+use super::{Validation, Variable};
+use crate::settings::Settings;
+
+pub fn variables(settings: &Settings) -> Vec<Variable> {
+    vec![
+        Variable::new(
+            "runtimeClass",
+            "has(variables.spec.runtimeClassName) ? variables.spec.runtimeClassName : ''",
+        ),
+        Variable::new(
+            "gpuPod",
+            &format!(
+                "variables.containers.exists(c, {})",
+                cel::asks_gpu(settings, "c")
+            ),
+        ),
+        Variable::new(
+            "namesClaims",
+            &format!(
+                "variables.containers.exists(c, {})",
+                cel::uses_claims("c")
+            ),
+        ),
+        Variable::new("allowlisted", &cel::allowlisted(settings)),
+    ]
+}
+
+pub fn validations(settings: &Settings) -> Vec<Validation> {
+    let allowed = &settings.config().gpu_runtime_classes;
+    let list = cel::string_list(allowed.iter().map(String::as_str));
+    let names = allowed.join(" or ");
+    vec![
+        Validation::new(
+            &format!(
+                "!(variables.runtimeClass != '' && variables.gpuPod \
+                 && !(variables.runtimeClass in {list}))"
+            ),
+            &format!(
+                "'gpu-policy: runtimeClassName \"' + variables.runtimeClass + '\" is not a GPU \
+                 runtime class; use {names} or remove the field'"
+            ),
+        ),
+        Validation::new(
+            &format!(
+                "!(variables.runtimeClass in {list} && !variables.gpuPod \
+                 && !variables.namesClaims && !variables.allowlisted)"
+            ),
+            "'gpu-policy: runtimeClassName \"' + variables.runtimeClass + '\" is reserved for \
+             pods that request a GPU; request nvidia.com/gpu in limits or remove the field'",
+        ),
+    ]
+}
