@@ -62,8 +62,7 @@ pub const ANNOTATIONS: &str = "object.kind == 'Pod' \
      : (has(object.spec.template.metadata) && has(object.spec.template.metadata.annotations) \
          ? object.spec.template.metadata.annotations : {})";
 
-pub const INITS: &str =
-    "has(variables.spec.initContainers) ? variables.spec.initContainers : []";
+pub const INITS: &str = "has(variables.spec.initContainers) ? variables.spec.initContainers : []";
 pub const REGULARS: &str = "has(variables.spec.containers) ? variables.spec.containers : []";
 /// Init (sidecars included) and regular containers: the ones that can
 /// hold a GPU. Ephemeral containers never can.
@@ -102,7 +101,10 @@ pub fn gpu_resource(settings: &Settings, k: &str) -> String {
             false => format!("{k} == {}", string(pattern)),
             true => {
                 let regex: Vec<String> = pattern.split('*').map(regex_literal).collect();
-                format!("{k}.matches({})", string(&format!("^{}$", regex.join(".*"))))
+                format!(
+                    "{k}.matches({})",
+                    string(&format!("^{}$", regex.join(".*")))
+                )
             }
         })
         .collect();
@@ -175,7 +177,10 @@ pub fn allowlisted(settings: &Settings) -> String {
         "object.kind == 'Pod' \
          ? (size(variables.controller) > 0 && ({owner})) \
          : ({workload})",
-        owner = test("variables.controller[0].kind", "variables.controller[0].name"),
+        owner = test(
+            "variables.controller[0].kind",
+            "variables.controller[0].name"
+        ),
         workload = test("object.kind", "object.metadata.name"),
     )
 }

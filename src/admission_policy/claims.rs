@@ -108,7 +108,9 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
 pub fn validations(settings: &Settings) -> Vec<Validation> {
     let max = settings.config().max_per_container;
     let requests = |list: &str| {
-        format!("(size({list}) == 1 ? 'request ' : 'requests ') + {list}.map(r, '\"' + r.name + '\"').join(', ')")
+        format!(
+            "(size({list}) == 1 ? 'request ' : 'requests ') + {list}.map(r, '\"' + r.name + '\"').join(', ')"
+        )
     };
     vec![
         Validation::new(

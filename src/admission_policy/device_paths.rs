@@ -105,10 +105,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         ),
         Variable::new(
             "privilegedEphemerals",
-            &format!(
-                "variables.scopedEphemerals.filter(c, {})",
-                privileged("c")
-            ),
+            &format!("variables.scopedEphemerals.filter(c, {})", privileged("c")),
         ),
     ]
 }

@@ -22,6 +22,7 @@ mod bounded_requests;
 mod cel_text;
 mod claims;
 mod device_paths;
+mod mutating;
 mod runtime_class;
 
 use serde_json::{Value, json};
@@ -146,7 +147,11 @@ fn pod_policy(
 /// The ValidatingAdmissionPolicies of the validating rules, built from the
 /// settings.
 pub fn validating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
-    let claims_name = format!("{}-{}-claims", install::NAME, RuleId::BoundedRequests.as_str());
+    let claims_name = format!(
+        "{}-{}-claims",
+        install::NAME,
+        RuleId::BoundedRequests.as_str()
+    );
     vec![
         pod_policy(
             RuleId::BoundedRequests,
@@ -209,14 +214,24 @@ pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
         .collect()
 }
 
+pub use mutating::mutating_policies;
+
 /// Every object `manifests --admission-policies` prints: the policies,
-/// each followed by its bindings.
-pub fn manifests(settings: &Settings) -> Vec<Value> {
+/// each followed by its bindings; with `mutating`, the
+/// MutatingAdmissionPolicies too (bound in enforce namespaces only).
+pub fn manifests(settings: &Settings, mutating: bool) -> Vec<Value> {
     let mut objects = Vec::new();
     for policy in validating_policies(settings) {
         let bindings = bindings("ValidatingAdmissionPolicyBinding", &policy.name);
         objects.push(policy.object);
         objects.extend(bindings);
+    }
+    if mutating {
+        for policy in mutating_policies(settings) {
+            let bindings = bindings("MutatingAdmissionPolicyBinding", &policy.name);
+            objects.push(policy.object);
+            objects.extend(bindings);
+        }
     }
     objects
 }

@@ -31,10 +31,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         ),
         Variable::new(
             "namesClaims",
-            &format!(
-                "variables.containers.exists(c, {})",
-                cel::uses_claims("c")
-            ),
+            &format!("variables.containers.exists(c, {})", cel::uses_claims("c")),
         ),
         Variable::new("allowlisted", &cel::allowlisted(settings)),
     ]

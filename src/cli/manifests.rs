@@ -36,6 +36,10 @@ pub struct ManifestsArgs {
     /// API server itself, from the same --config.
     #[arg(long)]
     pub admission_policies: bool,
+    /// With --admission-policies: also the MutatingAdmissionPolicies of the
+    /// NVIDIA_VISIBLE_DEVICES pin and the runtime class (Kubernetes 1.36+).
+    #[arg(long, requires = "admission_policies")]
+    pub mutating_policies: bool,
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
@@ -68,7 +72,7 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
             },
             None => Settings::default(),
         };
-        let objects = crate::admission_policy::manifests(&settings);
+        let objects = crate::admission_policy::manifests(&settings, args.mutating_policies);
         return print(serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
     }
     let config = match &args.config {

@@ -1,0 +1,166 @@
+//! The two mutations simple enough for the API server to make itself, as
+//! MutatingAdmissionPolicies (admissionregistration.k8s.io/v1, GA since
+//! Kubernetes 1.36), with JSON Patch mutations:
+//!
+//! - `gpu-policy-visible-devices` (R1): every init, sidecar, regular and
+//!   (new) ephemeral container that asks for no GPU ends with exactly one
+//!   `NVIDIA_VISIBLE_DEVICES` entry, the configured pin; a container that
+//!   asks for one loses the entries its author wrote. Allowlisted pods are
+//!   left alone.
+//! - `gpu-policy-runtime-class` (R3): a pod that asks for a GPU resource
+//!   and names no runtime class gets the configured one.
+//!
+//! Each container's `env` is replaced whole (filtered, pin appended), which
+//! leaves the object exactly as the webhook's removals and append do.
+//!
+//! Not here: a container whose GPUs come through a DRA claim is pinned
+//! like any other (the policy cannot resolve the claim; the webhook does),
+//! the RuntimeClass's existence, overhead and scheduling are not checked
+//! or applied, the compute-capability affinity (R4) stays the webhook's,
+//! and no `gpu-policy.io/mutations` annotation is written. Only enforce
+//! namespaces are bound: warn and audit namespaces get no change.
+
+use serde_json::{Value, json};
+
+use super::cel_text::{self as cel};
+use super::{API_VERSION, GeneratedPolicy, Variable};
+use crate::install;
+use crate::policy::RuleId;
+use crate::policy::visible_devices::VARIABLE;
+use crate::settings::Settings;
+
+fn policy(
+    name: &str,
+    rules: Vec<Value>,
+    match_conditions: Vec<Variable>,
+    variables: Vec<Variable>,
+    patch: &str,
+) -> Value {
+    let to_json = |v: &Variable| json!({"name": v.name, "expression": v.expression});
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": install::labels()},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"matchPolicy": "Equivalent", "resourceRules": rules},
+            "matchConditions": match_conditions.iter().map(to_json).collect::<Vec<_>>(),
+            "variables": variables.iter().map(to_json).collect::<Vec<_>>(),
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}],
+        }
+    })
+}
+
+/// The JSON Patch operations for the containers of one list (`field` of
+/// the pod spec), those in scope given by `scoped`.
+fn env_patches(settings: &Settings, field: &str, list: &str, scoped: &str) -> String {
+    let pin = cel::string(&settings.config().visible_devices_pin);
+    let name = cel::string(VARIABLE);
+    let env = "(has(c.env) ? c.env : [])";
+    let ours = format!("{env}.filter(e, has(e.name) && e.name == {name})");
+    let others = format!("{env}.filter(e, !has(e.name) || e.name != {name})");
+    let pinned = format!(
+        "(size({ours}) == 1 && !has({ours}[0].valueFrom) && has({ours}[0].value) \
+         && {ours}[0].value == {pin})"
+    );
+    let gpu = cel::asks_gpu(settings, "c");
+    format!(
+        "{scoped}.filter(c, {gpu} ? size({ours}) > 0 : !{pinned}).map(c, JSONPatch{{\
+            op: has(c.env) ? 'replace' : 'add', \
+            path: '/spec/{field}/' + string({list}.map(x, x.name).indexOf(c.name)) + '/env', \
+            value: {gpu} ? {others} : {others} + [{{'name': {name}, 'value': {pin}}}]}})"
+    )
+}
+
+pub fn visible_devices(settings: &Settings) -> GeneratedPolicy {
+    let name = format!("{}-{}", install::NAME, RuleId::VisibleDevices.as_str());
+    let mut variables = vec![
+        Variable::new("controller", cel::CONTROLLER),
+        Variable::new("spec", "object.spec"),
+        Variable::new("inits", cel::INITS),
+        Variable::new("regulars", cel::REGULARS),
+        Variable::new("ephemerals", cel::EPHEMERALS),
+        Variable::new(
+            "ephemeralUpdate",
+            "request.subResource == 'ephemeralcontainers'",
+        ),
+        Variable::new(
+            "oldEphemeralNames",
+            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
+             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
+        ),
+    ];
+    let patch = format!(
+        "variables.allowlisted ? [] \
+         : (variables.ephemeralUpdate ? [] : {inits} + {regulars}) + {ephemerals}",
+        inits = env_patches(
+            settings,
+            "initContainers",
+            "variables.inits",
+            "variables.inits"
+        ),
+        regulars = env_patches(
+            settings,
+            "containers",
+            "variables.regulars",
+            "variables.regulars"
+        ),
+        ephemerals = env_patches(
+            settings,
+            "ephemeralContainers",
+            "variables.ephemerals",
+            "(variables.ephemeralUpdate \
+              ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
+              : variables.ephemerals)"
+        ),
+    );
+    variables.push(Variable::new("allowlisted", &cel::allowlisted(settings)));
+    let conditions = vec![Variable::new("has-pod-spec", "has(object.spec)")];
+    GeneratedPolicy {
+        rule: RuleId::VisibleDevices,
+        object: policy(&name, install::pod_rules(), conditions, variables, &patch),
+        name,
+    }
+}
+
+pub fn runtime_class(settings: &Settings) -> GeneratedPolicy {
+    let name = format!("{}-{}", install::NAME, RuleId::RuntimeClass.as_str());
+    let class = cel::string(&settings.config().runtime_class_name);
+    let variables = vec![
+        Variable::new("spec", "object.spec"),
+        Variable::new("inits", cel::INITS),
+        Variable::new("regulars", cel::REGULARS),
+        Variable::new("containers", cel::CONTAINERS),
+        Variable::new(
+            "gpuPod",
+            &format!(
+                "variables.containers.exists(c, {})",
+                cel::asks_gpu(settings, "c")
+            ),
+        ),
+    ];
+    let conditions = vec![
+        Variable::new("has-pod-spec", "has(object.spec)"),
+        Variable::new(
+            "no-runtime-class",
+            "!has(object.spec.runtimeClassName) || object.spec.runtimeClassName == ''",
+        ),
+    ];
+    let patch = format!(
+        "variables.gpuPod \
+         ? [JSONPatch{{op: 'add', path: '/spec/runtimeClassName', value: {class}}}] : []"
+    );
+    let mut rules = install::pod_rules();
+    rules.retain(|r| r["resources"][0] == "pods");
+    GeneratedPolicy {
+        rule: RuleId::RuntimeClass,
+        object: policy(&name, rules, conditions, variables, &patch),
+        name,
+    }
+}
+
+/// The MutatingAdmissionPolicies, built from the settings.
+pub fn mutating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
+    vec![visible_devices(settings), runtime_class(settings)]
+}
