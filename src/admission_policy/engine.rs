@@ -1,0 +1,244 @@
+//! The generated policies evaluated offline: `check --engine cel`, and the
+//! equivalence tests that hold them to the webhook's rules.
+//!
+//! An object is first made what the API server would hand a policy
+//! ([`as_admitted`]): quantities written as JSON numbers become strings
+//! and `null` fields disappear, as decoding into the typed object and
+//! encoding it again does. Then every generated policy whose constraints
+//! match is evaluated; in enforce mode the mutating policies are applied
+//! first, in the order generated, as the API server runs mutating
+//! admission before validating admission.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{GeneratedPolicy, mutating_policies, validating_policies};
+use crate::admission::ObjectKind;
+use crate::kubernetes_cel::{
+    Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
+    PolicyError, ValidatingPolicy,
+};
+use crate::policy::RuleId;
+use crate::policy::claims::CLAIM_GROUP;
+use crate::settings::Settings;
+
+/// The generated policies, compiled once.
+pub struct PolicyEngine {
+    validating: Vec<(RuleId, ValidatingPolicy)>,
+    mutating: Vec<(RuleId, MutatingPolicy)>,
+}
+
+/// What the policies decided for one object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicyVerdict {
+    /// Each violation with the rule of the policy that found it, and the
+    /// policy's name.
+    pub violations: Vec<(RuleId, String, String)>,
+    /// The object after the mutating policies (enforce mode), if any
+    /// changed it.
+    pub mutated: Option<Value>,
+    /// The operations the mutating policies applied, by rule.
+    pub patches: Vec<(RuleId, json_patch::Patch)>,
+}
+
+impl PolicyEngine {
+    /// Generates the policies from the settings and compiles them.
+    pub fn new(settings: &Settings) -> Result<Self, PolicyError> {
+        let compile_v = |p: GeneratedPolicy| Ok((p.rule, ValidatingPolicy::from_object(&p.object)?));
+        let compile_m = |p: GeneratedPolicy| Ok((p.rule, MutatingPolicy::from_object(&p.object)?));
+        Ok(Self {
+            validating: validating_policies(settings)
+                .into_iter()
+                .map(compile_v)
+                .collect::<Result<_, PolicyError>>()?,
+            mutating: mutating_policies(settings)
+                .into_iter()
+                .map(compile_m)
+                .collect::<Result<_, PolicyError>>()?,
+        })
+    }
+
+    /// Validates the object as the policies would on its creation: its
+    /// violations, by rule.
+    pub fn validate(&self, attributes: &Attributes) -> Vec<(RuleId, String, String)> {
+        let mut violations = Vec::new();
+        for (rule, policy) in &self.validating {
+            for violation in policy.evaluate(attributes).violations() {
+                violations.push((*rule, policy.name().to_owned(), violation.message.clone()));
+            }
+        }
+        violations
+    }
+
+    /// Applies the mutating policies in order; each sees what the ones
+    /// before it left. A policy that fails is a violation.
+    pub fn mutate(&self, attributes: &Attributes) -> PolicyVerdict {
+        let mut verdict = PolicyVerdict::default();
+        let mut current = attributes.clone();
+        for (rule, policy) in &self.mutating {
+            match policy.mutate(&current) {
+                MutationOutcome::NotMatched => {}
+                MutationOutcome::Patched { object, patch } => {
+                    if !patch.0.is_empty() {
+                        verdict.patches.push((*rule, patch));
+                        verdict.mutated = Some(object.clone());
+                        current.object = Some(object);
+                    }
+                }
+                MutationOutcome::Failed(violation) => {
+                    verdict
+                        .violations
+                        .push((*rule, policy.name().to_owned(), violation.message));
+                }
+            }
+        }
+        verdict
+    }
+
+    /// The mutating policy of one rule alone, on `attributes`.
+    pub fn mutate_rule(&self, rule: RuleId, attributes: &Attributes) -> Option<MutationOutcome> {
+        self.mutating
+            .iter()
+            .find(|(r, _)| *r == rule)
+            .map(|(_, policy)| policy.mutate(attributes))
+    }
+
+    /// The validating policies' names, by rule.
+    pub fn validating_names(&self) -> impl Iterator<Item = (RuleId, &str)> {
+        self.validating.iter().map(|(rule, p)| (*rule, p.name()))
+    }
+}
+
+/// The object as the API server hands it to admission policies: decoded
+/// into its type and encoded again, which writes every quantity as a
+/// string and drops `null` fields.
+pub fn as_admitted(object: &Value) -> Value {
+    let mut object = object.clone();
+    drop_nulls(&mut object);
+    quantities_as_strings(&mut object);
+    object
+}
+
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// `resources.limits`/`requests` values written as JSON numbers, as
+/// strings (`1` is `"1"`, `1.5` is `"1.5"`), wherever a container sits.
+fn quantities_as_strings(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(resources)) = map.get_mut("resources") {
+                for field in ["limits", "requests"] {
+                    if let Some(Value::Object(values)) = resources.get_mut(field) {
+                        for v in values.values_mut() {
+                            if let Value::Number(n) = v {
+                                *v = Value::String(n.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+            map.values_mut().for_each(quantities_as_strings);
+        }
+        Value::Array(items) => items.iter_mut().for_each(quantities_as_strings),
+        _ => {}
+    }
+}
+
+/// The group, version and resource of a manifest's kind, for the kinds the
+/// policies match; None for the others.
+pub fn resource_of(kind: ObjectKind) -> Option<(GroupVersionKind, GroupVersionResource)> {
+    let (group, kind, resource): (&str, &str, &str) = match kind {
+        ObjectKind::Pod => ("", "Pod", "pods"),
+        ObjectKind::Workload(workload) => (workload.group(), workload.kind(), workload.resource()),
+        ObjectKind::Claim(claim) => (CLAIM_GROUP, claim.as_str(), claim.resource()),
+        _ => return None,
+    };
+    let version = "v1".to_owned();
+    Some((
+        GroupVersionKind {
+            group: group.to_owned(),
+            version: version.clone(),
+            kind: kind.to_owned(),
+        },
+        GroupVersionResource {
+            group: group.to_owned(),
+            version,
+            resource: resource.to_owned(),
+        },
+    ))
+}
+
+/// The attributes of a CREATE of `object` in `namespace`, whose Namespace
+/// carries `annotations` and the mode label; None for a kind the policies
+/// do not match.
+pub fn create_attributes(
+    object: &Value,
+    namespace: &str,
+    mode: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Option<Attributes> {
+    let api_version = object.get("apiVersion").and_then(Value::as_str)?;
+    let kind = object.get("kind").and_then(Value::as_str)?;
+    let (gvk, gvr) = resource_of(ObjectKind::of_manifest(api_version, kind))?;
+    let mut attributes = Attributes::create(as_admitted(object), gvk, gvr);
+    attributes.namespace = namespace.to_owned();
+    attributes.namespace_object = Some(namespace_object(namespace, mode, annotations));
+    attributes.user_info.username = "gpu-policy-check".to_owned();
+    Some(attributes)
+}
+
+/// A Namespace with the mode label and the given annotations.
+pub fn namespace_object(
+    namespace: &str,
+    mode: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Value {
+    let annotations: Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace,
+            "labels": {crate::settings::MODE_LABEL: mode},
+            "annotations": annotations,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_read_as_the_api_server_writes_them() {
+        let pod = json!({"spec": {"runtimeClassName": null, "containers": [{
+            "name": "a", "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": 1.5}}
+        }]}});
+        assert_eq!(
+            as_admitted(&pod),
+            json!({"spec": {"containers": [{
+                "name": "a", "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "1.5"}}
+            }]}})
+        );
+    }
+
+    #[test]
+    fn every_generated_policy_compiles() {
+        if let Err(err) = PolicyEngine::new(&Settings::default()) {
+            panic!("{err}");
+        }
+    }
+}
