@@ -19,7 +19,9 @@ use crate::kubernetes_cel::{
     Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
     PolicyError, ValidatingPolicy,
 };
-use crate::policy::RuleId;
+use crate::admission::Mode;
+use crate::policy::{Message, RuleId, Violation};
+use crate::report::ObjectReport;
 use crate::policy::claims::CLAIM_GROUP;
 use crate::settings::Settings;
 
@@ -108,6 +110,85 @@ impl PolicyEngine {
     pub fn validating_names(&self) -> impl Iterator<Item = (RuleId, &str)> {
         self.validating.iter().map(|(rule, p)| (*rule, p.name()))
     }
+
+    /// `check --engine cel`: what the policies alone decide for the
+    /// object's creation in a namespace of `mode`, in `check`'s report
+    /// shape. Enforce namespaces get the mutating policies' changes first,
+    /// then a denial for any violation; warn namespaces get the violations
+    /// as warnings; audit namespaces get nothing a person sees.
+    pub fn report(
+        &self,
+        object: &Value,
+        default_namespace: &str,
+        mode: Mode,
+        annotations: &BTreeMap<String, String>,
+    ) -> ObjectReport {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
+        let mut report = ObjectReport {
+            api_version: text("/apiVersion").unwrap_or("").to_owned(),
+            kind: text("/kind").unwrap_or("").to_owned(),
+            namespace: namespace.to_owned(),
+            name: text("/metadata/name")
+                .or_else(|| text("/metadata/generateName"))
+                .unwrap_or("")
+                .to_owned(),
+            allowed: true,
+            ignored: false,
+            violations: Vec::new(),
+            warnings: Vec::new(),
+            patch: Vec::new(),
+            error: None,
+            changes: Vec::new(),
+            denial: None,
+        };
+        let Some(mut attributes) = create_attributes(object, namespace, mode.as_str(), annotations)
+        else {
+            report.ignored = true;
+            return report;
+        };
+        let mut violations = Vec::new();
+        if mode == Mode::Enforce {
+            let verdict = self.mutate(&attributes);
+            for (rule, patch) in verdict.patches {
+                for operation in &patch.0 {
+                    report.changes.push((rule, describe(operation)));
+                }
+                report.patch.extend(patch.0);
+            }
+            violations.extend(verdict.violations);
+            if let Some(mutated) = verdict.mutated {
+                attributes.object = Some(mutated);
+            }
+        }
+        violations.extend(self.validate(&attributes));
+        let messages = violations.into_iter().map(|(rule, _, message)| Violation {
+            rule,
+            message: Message::new(message.strip_prefix(Message::PREFIX).unwrap_or(&message)),
+        });
+        report.violations = messages.collect();
+        match mode {
+            Mode::Enforce if !report.violations.is_empty() => {
+                report.allowed = false;
+                report.patch.clear();
+                let bodies: Vec<&str> = report.violations.iter().map(|v| v.message.body()).collect();
+                report.denial = Some(Message::new(bodies.join("; ")).into_string());
+            }
+            Mode::Warn => {
+                report.warnings = report.violations.iter().map(|v| v.message.to_string()).collect();
+            }
+            _ => {}
+        }
+        report
+    }
+}
+
+/// A JSON Patch operation for people: `add /spec/runtimeClassName`.
+fn describe(operation: &json_patch::PatchOperation) -> String {
+    let value = serde_json::to_value(operation).unwrap_or_default();
+    let op = value.get("op").and_then(Value::as_str).unwrap_or("");
+    let path = value.get("path").and_then(Value::as_str).unwrap_or("");
+    format!("{op} {path}")
 }
 
 /// The object as the API server hands it to admission policies: decoded

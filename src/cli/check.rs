@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::{CheckArgs, EXIT_BAD_INPUT, Output};
+use super::{CheckArgs, EXIT_BAD_INPUT, Engine, Output};
+use crate::admission_policy::engine::PolicyEngine;
 use crate::admission::Mode;
 use crate::manifest;
 use crate::policy::ImageFacts;
@@ -86,17 +87,26 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         .iter()
         .map(|r| r.as_ref().map(|r| r as &dyn ImageFacts))
         .collect();
-    let reports: Vec<(ObjectReport, &manifest::Document)> = check_objects_with_images(
-        &objects,
-        &args.namespace,
-        mode,
-        &settings,
-        &annotations,
-        &images,
-    )
-    .into_iter()
-    .zip(&documents)
-    .collect();
+    let reports = match args.engine {
+        Engine::Webhook => check_objects_with_images(
+            &objects,
+            &args.namespace,
+            mode,
+            &settings,
+            &annotations,
+            &images,
+        ),
+        Engine::Cel => {
+            let engine = PolicyEngine::new(&settings)
+                .map_err(|err| format!("internal error: a generated policy: {err}"))?;
+            objects
+                .iter()
+                .map(|object| engine.report(object, &args.namespace, mode, &annotations))
+                .collect()
+        }
+    };
+    let reports: Vec<(ObjectReport, &manifest::Document)> =
+        reports.into_iter().zip(&documents).collect();
 
     let mut out = std::io::stdout().lock();
     let written = match args.output {

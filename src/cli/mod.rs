@@ -77,6 +77,20 @@ pub struct CheckArgs {
     /// the config's imageResolution.credentialsFile); needs --resolve-images.
     #[arg(long, value_name = "FILE", requires = "resolve_images")]
     pub registry_credentials: Option<PathBuf>,
+    /// What decides: the webhook's rules, or the generated admission
+    /// policies (`manifests --admission-policies --mutating-policies`)
+    /// evaluated in CEL, as the API server would without the webhook.
+    #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with = "resolve_images")]
+    pub engine: Engine,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// The webhook's rules.
+    Webhook,
+    /// The generated ValidatingAdmissionPolicies and
+    /// MutatingAdmissionPolicies, in CEL.
+    Cel,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
