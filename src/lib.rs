@@ -21,6 +21,7 @@ pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod install;
+pub mod kubernetes_cel;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;

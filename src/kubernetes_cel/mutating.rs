@@ -1,0 +1,251 @@
+//! MutatingAdmissionPolicy (`admissionregistration.k8s.io/v1`) with
+//! `patchType: JSONPatch`, and its binding.
+//!
+//! Reads `spec.failurePolicy`, `spec.matchConstraints`, `spec.matchConditions`,
+//! `spec.variables`, `spec.reinvocationPolicy` (kept, not acted on) and
+//! `spec.mutations[]` of `patchType: JSONPatch` (`jsonPatch.expression`); on
+//! a binding `spec.policyName` and `spec.matchResources`. Allows the
+//! expression to return a list of `JSONPatch{op, path, from, value}`, built
+//! as in `k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch/
+//! json_patch.go`, applied in order with the `json-patch` crate.
+//! `ApplyConfiguration` mutations are refused when the policy is read.
+
+use super::activation::{self, Expression, SharedEnv, Variables, to_json};
+use super::library::JSON_PATCH_TYPE;
+use super::matching::MatchResources;
+use super::validating::{ConditionResult, MatchConditions};
+use super::{
+    Attributes, FailurePolicy, PolicyError, Violation, ViolationCause, field_error, list_field,
+    string_field,
+};
+use cel::{Context, Value};
+use serde_json::Value as Json;
+
+/// What a mutating policy did to one request's object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MutationOutcome {
+    /// The request is outside the policy's match constraints, or a match
+    /// condition is false.
+    NotMatched,
+    /// The policy applied: the object after its mutations, and the patch
+    /// operations applied (empty when none changed anything).
+    Patched {
+        /// The patched object.
+        object: Json,
+        /// Every operation applied, in order.
+        patch: json_patch::Patch,
+    },
+    /// A mutation failed under `failurePolicy: Fail`: the request is
+    /// rejected with this violation.
+    Failed(Violation),
+}
+
+/// A compiled MutatingAdmissionPolicy.
+#[derive(Debug)]
+pub struct MutatingPolicy {
+    name: String,
+    env: SharedEnv,
+    failure: FailurePolicy,
+    reinvocation: String,
+    constraints: MatchResources,
+    conditions: MatchConditions,
+    variables: Variables,
+    mutations: Vec<Expression>,
+}
+
+impl MutatingPolicy {
+    /// Reads and compiles a MutatingAdmissionPolicy object.
+    pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
+        let env = activation::environment()?;
+        let spec = object
+            .get("spec")
+            .ok_or_else(|| field_error("spec", "required"))?;
+        let mut mutations = Vec::new();
+        for (i, m) in list_field(spec, "mutations", "spec")?.iter().enumerate() {
+            let path = format!("spec.mutations[{i}]");
+            let patch_type = string_field(m, "patchType", &path)?;
+            if patch_type != "JSONPatch" {
+                return Err(field_error(
+                    &format!("{path}.patchType"),
+                    format!("{patch_type} is not supported, only JSONPatch"),
+                ));
+            }
+            let patch = m
+                .get("jsonPatch")
+                .ok_or_else(|| field_error(&format!("{path}.jsonPatch"), "required"))?;
+            let path = format!("{path}.jsonPatch");
+            let source = string_field(patch, "expression", &path)?;
+            mutations.push(Expression::compile(&env, &source, &format!("{path}.expression"))?);
+        }
+        Ok(MutatingPolicy {
+            name: object
+                .pointer("/metadata/name")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            failure: FailurePolicy::read(spec)?,
+            reinvocation: spec
+                .get("reinvocationPolicy")
+                .and_then(Json::as_str)
+                .unwrap_or("Never")
+                .to_owned(),
+            constraints: MatchResources::read(
+                spec.get("matchConstraints"),
+                "spec.matchConstraints",
+            )?
+            .require_rules("spec.matchConstraints")?,
+            conditions: MatchConditions::read(&env, spec)?,
+            variables: Variables::read(&env, spec)?,
+            mutations,
+            env,
+        })
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `spec.reinvocationPolicy` (`Never` when unset); read, not acted on.
+    pub fn reinvocation_policy(&self) -> &str {
+        &self.reinvocation
+    }
+
+    /// Applies the policy's mutations to the request's object, in order,
+    /// each seeing the object as the mutations before it left it. A
+    /// mutation that fails under `failurePolicy: Ignore` is skipped.
+    pub fn mutate(&self, attributes: &Attributes) -> MutationOutcome {
+        if !self.constraints.matches(attributes) {
+            return MutationOutcome::NotMatched;
+        }
+        let mut object = attributes.object.clone().unwrap_or(Json::Null);
+        let mut applied = Vec::new();
+        for (i, mutation) in self.mutations.iter().enumerate() {
+            let mut current = attributes.clone();
+            current.object = Some(object.clone());
+            let root = activation::request_context(&self.env, &current);
+            let mut context = root.new_inner_scope();
+            context.add_variable_from_value("variables", self.variables.evaluate(&root));
+            if i == 0 {
+                match self.conditions.evaluate(&context, self.failure) {
+                    ConditionResult::Matches => {}
+                    ConditionResult::NoMatch => return MutationOutcome::NotMatched,
+                    ConditionResult::Failed(message) => return self.failed(message),
+                }
+            }
+            match patch_of(mutation, &context) {
+                Ok(patch) => match json_patch::patch(&mut object, &patch) {
+                    Ok(()) => applied.extend(patch.0),
+                    Err(e) if self.failure == FailurePolicy::Fail => {
+                        return self.failed(format!("JSON Patch: {e}"));
+                    }
+                    Err(_) => {}
+                },
+                Err(message) if self.failure == FailurePolicy::Fail => return self.failed(message),
+                Err(_) => {}
+            }
+        }
+        MutationOutcome::Patched {
+            object,
+            patch: json_patch::Patch(applied),
+        }
+    }
+
+    /// As [`MutatingPolicy::mutate`], as `binding` binds the policy.
+    pub fn mutate_bound(
+        &self,
+        binding: &MutatingPolicyBinding,
+        attributes: &Attributes,
+    ) -> MutationOutcome {
+        if binding.policy_name != self.name || !binding.match_resources.matches(attributes) {
+            return MutationOutcome::NotMatched;
+        }
+        self.mutate(attributes)
+    }
+
+    fn failed(&self, message: String) -> MutationOutcome {
+        MutationOutcome::Failed(Violation {
+            message,
+            reason: "Invalid".to_owned(),
+            cause: ViolationCause::EvaluationError,
+        })
+    }
+}
+
+/// The JSON Patch a mutation's expression returns.
+fn patch_of(mutation: &Expression, context: &Context<'_, '_>) -> Result<json_patch::Patch, String> {
+    let result = mutation
+        .evaluate(context)
+        .map_err(|e| mutation.error_message(&e))?;
+    let Value::List(items) = result else {
+        return Err(format!(
+            "expression '{}' must return a list of JSONPatch, not {result:?}",
+            mutation.source
+        ));
+    };
+    let mut operations = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        operations.push(operation(item)?);
+    }
+    serde_json::from_value(Json::Array(operations)).map_err(|e| format!("invalid JSONPatch: {e}"))
+}
+
+/// One `JSONPatch` object as a JSON Patch operation.
+fn operation(item: &Value) -> Result<Json, String> {
+    let Value::Struct(patch) = item else {
+        return Err(format!("{item:?} is not a JSONPatch"));
+    };
+    if patch.name() != JSON_PATCH_TYPE.name() {
+        return Err(format!("{} is not a JSONPatch", patch.name()));
+    }
+    let mut operation = serde_json::Map::new();
+    for (field, value) in patch.field_values() {
+        let value = Value::try_from(&*value).map_err(|e| format!("JSONPatch.{field}: {e}"))?;
+        operation.insert(field, to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?);
+    }
+    Ok(Json::Object(operation))
+}
+
+/// A MutatingAdmissionPolicyBinding.
+#[derive(Debug, Clone)]
+pub struct MutatingPolicyBinding {
+    name: String,
+    policy_name: String,
+    match_resources: MatchResources,
+}
+
+impl MutatingPolicyBinding {
+    /// Reads a MutatingAdmissionPolicyBinding object.
+    pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
+        let spec = object
+            .get("spec")
+            .ok_or_else(|| field_error("spec", "required"))?;
+        Ok(MutatingPolicyBinding {
+            name: object
+                .pointer("/metadata/name")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            policy_name: string_field(spec, "policyName", "spec")?,
+            match_resources: MatchResources::read(
+                spec.get("matchResources"),
+                "spec.matchResources",
+            )?,
+        })
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `spec.policyName`.
+    pub fn policy_name(&self) -> &str {
+        &self.policy_name
+    }
+
+    /// Whether the binding's `matchResources` select the request.
+    pub fn matches(&self, attributes: &Attributes) -> bool {
+        self.match_resources.matches(attributes)
+    }
+}

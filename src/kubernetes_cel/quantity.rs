@@ -1,0 +1,472 @@
+//! Kubernetes `resource.Quantity` as the CEL library sees it.
+//!
+//! Follows `k8s.io/apimachinery/pkg/api/resource/quantity.go` and `amount.go`
+//! to the representation, not only to the value: upstream keeps a quantity
+//! either as an `int64Amount` (value × 10^scale) or as an `inf.Dec`, and the
+//! CEL functions expose that choice (`isInteger()` is false for any `inf.Dec`
+//! quantity, and for `2000m`, which parses to value 2000 at scale -3).
+//! `src/policy/quantity.rs` reads GPU counts only (non-negative whole `u64`),
+//! so it cannot answer these questions; this module is the faithful one.
+//!
+//! Reads: a quantity string. Allows: what `resource.ParseQuantity` allows,
+//! with its rounding (up to 10^-9) and its cap (2^63-1 for binary suffixes).
+
+use num_bigint::{BigInt, Sign};
+use num_traits::{ToPrimitive, Zero};
+use std::cmp::Ordering;
+
+/// The regular expression upstream names in its format error.
+const SPLIT_RE: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
+
+/// Decimal digits two operands may be apart before aligning them is refused:
+/// upstream would write the difference out in digits (unbounded work).
+const MAX_ALIGN_DIGITS: i64 = 4096;
+
+/// Why a string is not a quantity, worded as upstream's errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    /// `ErrFormatWrong`.
+    #[error("quantities must match the regular expression '{SPLIT_RE}'")]
+    FormatWrong,
+    /// `ErrNumeric`.
+    #[error("unable to parse numeric part of quantity")]
+    Numeric,
+    /// `ErrSuffix`.
+    #[error("unable to parse quantity's suffix")]
+    Suffix,
+    /// Two operands whose exponents are too far apart to align.
+    #[error("quantity exponents are too far apart to align")]
+    TooFarApart,
+}
+
+/// A quantity's amount, in upstream's two forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Amount {
+    /// `int64Amount`: `value × 10^scale`.
+    Int { value: i64, scale: i64 },
+    /// `inf.Dec`: `unscaled × 10^exponent` (exponent = -inf.Scale).
+    Dec { unscaled: BigInt, exponent: i64 },
+}
+
+/// A parsed Kubernetes quantity (`kubernetes.Quantity` in CEL).
+#[derive(Debug, Clone)]
+pub struct Quantity {
+    amount: Amount,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Decimal,
+    Binary,
+}
+
+impl Quantity {
+    /// `resource.ParseQuantity`.
+    pub fn parse(s: &str) -> Result<Quantity, QuantityError> {
+        if s.is_empty() {
+            return Err(QuantityError::FormatWrong);
+        }
+        if s == "0" {
+            return Ok(Quantity::int(0, 0));
+        }
+        let scanned = scan(s)?;
+        let (base2, exponent, format) = interpret(scanned.suffix).ok_or(QuantityError::Suffix)?;
+        let digits = i64::try_from(scanned.num.len() + scanned.denom.len()).unwrap_or(i64::MAX);
+        let denom_len = i64::try_from(scanned.denom.len()).unwrap_or(i64::MAX);
+        let (precision, mut scale, mantissa) = if format == Format::Binary {
+            if exponent >= 0 && scanned.denom.is_empty() {
+                let num_len = i64::try_from(scanned.num.len()).unwrap_or(i64::MAX);
+                // float32(exponent)*3/10 as upstream; exponents are 10..60.
+                let digits_of_suffix = exponent.saturating_mul(3) / 10;
+                let precision = 15i64
+                    .saturating_sub(num_len)
+                    .saturating_sub(digits_of_suffix)
+                    .saturating_sub(1);
+                (precision, 0i64, 1i64.checked_shl(exponent as u32).unwrap_or(0))
+            } else {
+                (-1, 0, 1)
+            }
+        } else {
+            (18i64.saturating_sub(digits), exponent, 1)
+        };
+        if precision >= 0 {
+            scale = scale.saturating_sub(denom_len);
+            if scale >= -9 {
+                let shifted = format!("{}{}", scanned.num, scanned.denom);
+                let value: i64 = shifted.parse().map_err(|_| QuantityError::Numeric)?;
+                if let Some(result) = value.checked_mul(mantissa) {
+                    let result = if scanned.positive { result } else { -result };
+                    return Ok(Quantity::int(result, scale));
+                }
+            }
+        }
+        parse_dec(scanned.value, base2, exponent, format)
+    }
+
+    fn int(value: i64, scale: i64) -> Quantity {
+        Quantity {
+            amount: Amount::Int { value, scale },
+        }
+    }
+
+    /// `NewQuantity(value, DecimalExponent)`, what `add(int)` and `sub(int)` add.
+    pub fn from_int(value: i64) -> Quantity {
+        Quantity::int(value, 0)
+    }
+
+    /// `Quantity.AsInt64`: the value as an int64 when the int64 form holds it
+    /// at scale >= 0 without overflow.
+    pub fn as_int64(&self) -> Option<i64> {
+        match &self.amount {
+            Amount::Int { value, scale } if *scale >= 0 => positive_scale(*value, *scale),
+            Amount::Int { .. } | Amount::Dec { .. } => None,
+        }
+    }
+
+    /// `Quantity.Sign`.
+    pub fn sign(&self) -> i64 {
+        match &self.amount {
+            Amount::Int { value, .. } => value.signum(),
+            Amount::Dec { unscaled, .. } => match unscaled.sign() {
+                Sign::Minus => -1,
+                Sign::NoSign => 0,
+                Sign::Plus => 1,
+            },
+        }
+    }
+
+    /// `Quantity.AsApproximateFloat64`: mantissa as float times `math.Pow10`.
+    pub fn as_approximate_float(&self) -> f64 {
+        let (base, exponent) = match &self.amount {
+            Amount::Int { value, scale } => (*value as f64, *scale),
+            Amount::Dec { unscaled, exponent } => (unscaled.to_f64().unwrap_or(f64::NAN), *exponent),
+        };
+        if exponent == 0 {
+            base
+        } else {
+            base * go_pow10(exponent)
+        }
+    }
+
+    /// `Quantity.Cmp`, exact; `None` only when the exponents are too far
+    /// apart to align and the magnitudes do not already decide.
+    pub fn compare(&self, other: &Quantity) -> Result<Ordering, QuantityError> {
+        let (a, ea) = self.as_dec();
+        let (b, eb) = other.as_dec();
+        let (sa, sb) = (a.sign(), b.sign());
+        if sa != sb {
+            return Ok(sign_rank(sa).cmp(&sign_rank(sb)));
+        }
+        if sa == Sign::NoSign {
+            return Ok(Ordering::Equal);
+        }
+        // Bounds on the decimal magnitude, as upstream's cmpDec.
+        let bounds = |x: &BigInt, e: i64| {
+            let n = i64::try_from(x.bits()).unwrap_or(i64::MAX);
+            (n / 4 + e, n / 3 + 1 + e)
+        };
+        let (alo, ahi) = bounds(&a, ea);
+        let (blo, bhi) = bounds(&b, eb);
+        let magnitude = if alo > bhi {
+            Some(Ordering::Greater)
+        } else if ahi < blo {
+            Some(Ordering::Less)
+        } else {
+            None
+        };
+        if let Some(m) = magnitude {
+            return Ok(if sa == Sign::Minus { m.reverse() } else { m });
+        }
+        let (a, b, _) = align(a, ea, b, eb)?;
+        Ok(a.cmp(&b))
+    }
+
+    /// `Quantity.Add`.
+    pub fn add(&self, other: &Quantity) -> Result<Quantity, QuantityError> {
+        if let (Amount::Int { value: a, scale: sa }, Amount::Int { value: b, scale: sb }) =
+            (&self.amount, &other.amount)
+            && let Some((value, scale)) = int_add(*a, *sa, *b, *sb)
+        {
+            return Ok(Quantity::int(value, scale));
+        }
+        self.dec_combine(other, |a, b| a + b)
+    }
+
+    /// `Quantity.Sub`.
+    pub fn sub(&self, other: &Quantity) -> Result<Quantity, QuantityError> {
+        if let (Amount::Int { value: a, scale: sa }, Amount::Int { value: b, scale: sb }) =
+            (&self.amount, &other.amount)
+            && let Some(neg) = b.checked_neg()
+            && let Some((value, scale)) = int_add(*a, *sa, neg, *sb)
+        {
+            return Ok(Quantity::int(value, scale));
+        }
+        self.dec_combine(other, |a, b| a - b)
+    }
+
+    fn dec_combine(
+        &self,
+        other: &Quantity,
+        op: fn(BigInt, BigInt) -> BigInt,
+    ) -> Result<Quantity, QuantityError> {
+        let (a, ea) = self.as_dec();
+        let (b, eb) = other.as_dec();
+        let (a, b, exponent) = align(a, ea, b, eb)?;
+        Ok(Quantity {
+            amount: Amount::Dec {
+                unscaled: op(a, b),
+                exponent,
+            },
+        })
+    }
+
+    fn as_dec(&self) -> (BigInt, i64) {
+        match &self.amount {
+            Amount::Int { value, scale } => (BigInt::from(*value), *scale),
+            Amount::Dec { unscaled, exponent } => (unscaled.clone(), *exponent),
+        }
+    }
+}
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Quantity) -> bool {
+        self.compare(other) == Ok(Ordering::Equal)
+    }
+}
+
+fn sign_rank(s: Sign) -> i8 {
+    match s {
+        Sign::Minus => -1,
+        Sign::NoSign => 0,
+        Sign::Plus => 1,
+    }
+}
+
+/// `int64Amount.Add`: `None` where upstream falls back to `inf.Dec`.
+fn int_add(a: i64, sa: i64, b: i64, sb: i64) -> Option<(i64, i64)> {
+    if b == 0 {
+        return Some((a, sa));
+    }
+    if a == 0 {
+        return Some((b, sb));
+    }
+    match sa.cmp(&sb) {
+        Ordering::Equal => a.checked_add(b).map(|v| (v, sa)),
+        Ordering::Greater => positive_scale(a, sa - sb)?.checked_add(b).map(|v| (v, sb)),
+        Ordering::Less => a.checked_add(positive_scale(b, sb - sa)?).map(|v| (v, sa)),
+    }
+}
+
+/// `positiveScaleInt64`: `base × 10^scale` unless it overflows.
+fn positive_scale(base: i64, scale: i64) -> Option<i64> {
+    if base == 0 {
+        return Some(0);
+    }
+    let scale = u32::try_from(scale).ok()?;
+    10i64.checked_pow(scale).and_then(|p| base.checked_mul(p))
+}
+
+/// Both operands at the smaller exponent, and that exponent.
+fn align(a: BigInt, ea: i64, b: BigInt, eb: i64) -> Result<(BigInt, BigInt, i64), QuantityError> {
+    let shift = |x: BigInt, by: i64| -> Result<BigInt, QuantityError> {
+        if by > MAX_ALIGN_DIGITS {
+            return Err(QuantityError::TooFarApart);
+        }
+        let by = u32::try_from(by).map_err(|_| QuantityError::TooFarApart)?;
+        Ok(x * BigInt::from(10u8).pow(by))
+    };
+    match ea.cmp(&eb) {
+        Ordering::Equal => Ok((a, b, ea)),
+        Ordering::Greater => Ok((shift(a, ea.saturating_sub(eb))?, b, eb)),
+        Ordering::Less => Ok((a, shift(b, eb.saturating_sub(ea))?, ea)),
+    }
+}
+
+struct Scanned<'a> {
+    positive: bool,
+    /// The signed number as written, for the `inf.Dec` path.
+    value: &'a str,
+    num: &'a str,
+    denom: &'a str,
+    suffix: &'a str,
+}
+
+/// `parseQuantityString`.
+fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
+    let bytes = s.as_bytes();
+    let end = bytes.len();
+    let mut pos = 0;
+    let mut positive = true;
+    match bytes.first() {
+        Some(b'-') => {
+            positive = false;
+            pos = 1;
+        }
+        Some(b'+') => pos = 1,
+        _ => {}
+    }
+    while pos < end && bytes[pos] == b'0' {
+        pos += 1;
+    }
+    if pos >= end {
+        return Ok(Scanned { positive, value: "0", num: "0", denom: "", suffix: "" });
+    }
+    let digits_from = |from: usize| {
+        bytes[from..].iter().position(|b| !b.is_ascii_digit()).map_or(end, |n| from + n)
+    };
+    let num_end = digits_from(pos);
+    let num = if num_end == pos { "0" } else { &s[pos..num_end] };
+    if num_end >= end {
+        return Ok(Scanned { positive, value: s, num, denom: "", suffix: "" });
+    }
+    pos = num_end;
+    let mut denom = "";
+    if bytes[pos] == b'.' {
+        pos += 1;
+        let denom_end = digits_from(pos);
+        denom = &s[pos..denom_end];
+        if denom_end >= end {
+            return Ok(Scanned { positive, value: s, num, denom, suffix: "" });
+        }
+        pos = denom_end;
+    }
+    let value = &s[..pos];
+    let suffix_start = pos;
+    let letters_end = bytes[pos..]
+        .iter()
+        .position(|b| !b"eEinumkKMGTP".contains(b))
+        .map_or(end, |n| pos + n);
+    pos = letters_end;
+    if pos < end && (bytes[pos] == b'-' || bytes[pos] == b'+') {
+        pos += 1;
+    }
+    if digits_from(pos) < end {
+        return Err(QuantityError::FormatWrong);
+    }
+    Ok(Scanned { positive, value, num, denom, suffix: &s[suffix_start..] })
+}
+
+/// `suffixHandler.interpret`: (binary?, exponent, format).
+fn interpret(suffix: &str) -> Option<(bool, i64, Format)> {
+    let decimal = match suffix {
+        "n" => Some(-9),
+        "u" => Some(-6),
+        "m" => Some(-3),
+        "" => Some(0),
+        "k" => Some(3),
+        "M" => Some(6),
+        "G" => Some(9),
+        "T" => Some(12),
+        "P" => Some(15),
+        "E" => Some(18),
+        _ => None,
+    };
+    if let Some(e) = decimal {
+        return Some((false, e, Format::Decimal));
+    }
+    let binary = match suffix {
+        "Ki" => Some(10),
+        "Mi" => Some(20),
+        "Gi" => Some(30),
+        "Ti" => Some(40),
+        "Pi" => Some(50),
+        "Ei" => Some(60),
+        _ => None,
+    };
+    if let Some(e) = binary {
+        return Some((true, e, Format::Binary));
+    }
+    let rest = suffix.strip_prefix(['e', 'E'])?;
+    if rest.is_empty() {
+        return None;
+    }
+    // strconv.ParseInt(.., 10, 64) then int32(): a wrapping conversion.
+    let parsed: i64 = rest.parse().ok()?;
+    Some((false, i64::from(parsed as i32), Format::Decimal))
+}
+
+/// The `inf.Dec` path of `ParseQuantity`.
+fn parse_dec(value: &str, base2: bool, exponent: i64, format: Format) -> Result<Quantity, QuantityError> {
+    let (negative, digits) = match value.as_bytes().first() {
+        Some(b'-') => (true, &value[1..]),
+        Some(b'+') => (false, &value[1..]),
+        _ => (false, value),
+    };
+    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return Err(QuantityError::Numeric);
+    }
+    let all: String = [int_part, frac_part].concat();
+    let mut unscaled: BigInt = all.parse().map_err(|_| QuantityError::Numeric)?;
+    let frac_len = i64::try_from(frac_part.len()).map_err(|_| QuantityError::Numeric)?;
+    let mut exp10 = -frac_len;
+    if base2 {
+        unscaled <<= usize::try_from(exponent).map_err(|_| QuantityError::Suffix)?;
+    } else {
+        exp10 = exp10.saturating_add(exponent);
+    }
+    // Round non-zero magnitudes up to 10^-9, landing on exponent -9.
+    if !unscaled.is_zero() {
+        unscaled = round_up_to_nano(unscaled, exp10)?;
+        exp10 = -9;
+    }
+    if format == Format::Binary {
+        let max = BigInt::from(i64::MAX) * BigInt::from(1_000_000_000u32);
+        if unscaled > max {
+            return Ok(Quantity {
+                amount: Amount::Dec {
+                    unscaled: BigInt::from(if negative { -i64::MAX } else { i64::MAX }),
+                    exponent: 0,
+                },
+            });
+        }
+    }
+    if negative {
+        unscaled = -unscaled;
+    }
+    Ok(Quantity {
+        amount: Amount::Dec {
+            unscaled,
+            exponent: exp10,
+        },
+    })
+}
+
+/// A non-negative `unscaled × 10^exp10` as a count of 10^-9, rounded up.
+fn round_up_to_nano(unscaled: BigInt, exp10: i64) -> Result<BigInt, QuantityError> {
+    let up = exp10.saturating_add(9);
+    if up >= 0 {
+        if up > MAX_ALIGN_DIGITS * 4 {
+            return Err(QuantityError::TooFarApart);
+        }
+        let by = u32::try_from(up).map_err(|_| QuantityError::TooFarApart)?;
+        return Ok(unscaled * BigInt::from(10u8).pow(by));
+    }
+    let down = up.unsigned_abs();
+    let digits = u64::try_from(unscaled.to_string().len()).unwrap_or(u64::MAX);
+    if down > digits {
+        return Ok(BigInt::from(1u8));
+    }
+    let divisor = BigInt::from(10u8).pow(u32::try_from(down).map_err(|_| QuantityError::TooFarApart)?);
+    let quotient = &unscaled / &divisor;
+    if (&quotient * &divisor) == unscaled {
+        Ok(quotient)
+    } else {
+        Ok(quotient + 1u8)
+    }
+}
+
+/// Go's `math.Pow10`: table products, not a correctly rounded power.
+fn go_pow10(n: i64) -> f64 {
+    let tab = |i: i64| -> f64 { format!("1e{i}").parse().unwrap_or(f64::NAN) };
+    if (0..=308).contains(&n) {
+        tab(n / 32 * 32) * tab(n % 32)
+    } else if (-323..0).contains(&n) {
+        let m = -n;
+        tab(-(m / 32 * 32)) / tab(m % 32)
+    } else if n > 0 {
+        f64::INFINITY
+    } else {
+        0.0
+    }
+}
