@@ -21,23 +21,23 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
     let max = settings.config().max_per_container;
     let (lim, req) = (limits("c"), requests("c"));
     let invalid = format!(
-        "variables.containers.filter(c, \
+        "variables.checked.filter(c, \
          {lim}.exists(k, {gpu} && !{wl}) || {req}.exists(k, {gpu} && !{wr}))",
         wl = whole(&format!("{lim}[k]")),
         wr = whole(&format!("{req}[k]")),
     );
     let without_limit = format!(
-        "variables.containers.filter(c, {req}.exists(k, {gpu} && {nr} && !(k in {lim})))",
+        "variables.checked.filter(c, {req}.exists(k, {gpu} && {nr} && !(k in {lim})))",
         nr = cel::nonzero(&format!("{req}[k]")),
     );
     let not_limit = format!(
-        "variables.containers.filter(c, {req}.exists(k, {gpu} && k in {lim} && {wr} && {wl} \
+        "variables.checked.filter(c, {req}.exists(k, {gpu} && k in {lim} && {wr} && {wl} \
          && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0))",
         wl = whole(&format!("{lim}[k]")),
         wr = whole(&format!("{req}[k]")),
     );
     let above_container = format!(
-        "variables.containers.filter(c, \
+        "variables.checked.filter(c, \
          {lim}.exists(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
          || {req}.exists(k, {gpu} && !(k in {lim} && {wl2}) && {wr} \
             && quantity({req}[k]).asInteger() > {max}))",
@@ -70,6 +70,12 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
          || {req}.exists(k, {gpu} && {over}))"
     );
     vec![
+        // Every container's values are checked, ephemeral ones too (the API
+        // server refuses resources on them; the webhook reads them anyway).
+        Variable::new(
+            "checked",
+            &format!("variables.containers + ({})", cel::EPHEMERALS),
+        ),
         Variable::new("initNames", "variables.inits.map(c, c.name)"),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
         Variable::new("invalidValue", &invalid),

@@ -51,7 +51,7 @@ pub const HAS_SPEC: &str = "object.kind == 'Pod' ? has(object.spec) \
 
 /// The annotations of the pod or of the template.
 pub const ANNOTATIONS: &str = "object.kind == 'Pod' \
-     ? (has(object.metadata.annotations) ? object.metadata.annotations : {}) \
+     ? (has(object.metadata) && has(object.metadata.annotations) ? object.metadata.annotations : {}) \
      : object.kind == 'CronJob' \
      ? (has(object.spec.jobTemplate.spec.template.metadata) \
          && has(object.spec.jobTemplate.spec.template.metadata.annotations) \
@@ -181,12 +181,15 @@ pub fn allowlisted(settings: &Settings) -> String {
             "variables.controller[0].kind",
             "variables.controller[0].name"
         ),
-        workload = test("object.kind", "object.metadata.name"),
+        workload = test(
+            "object.kind",
+            "(has(object.metadata) && has(object.metadata.name) ? object.metadata.name : '')"
+        ),
     )
 }
 
 /// A Pod's owner references with `controller: true`.
-pub const CONTROLLER: &str = "object.kind == 'Pod' && has(object.metadata.ownerReferences) \
+pub const CONTROLLER: &str = "object.kind == 'Pod' && has(object.metadata) && has(object.metadata.ownerReferences) \
      ? object.metadata.ownerReferences.filter(r, has(r.controller) && r.controller == true) \
      : []";
 

@@ -34,7 +34,7 @@ pub fn match_conditions() -> Vec<Variable> {
         Variable::new(
             "not-extended-resource-claim",
             &format!(
-                "!has(object.metadata.annotations) \
+                "!has(object.metadata) || !has(object.metadata.annotations) \
                  || !({k} in object.metadata.annotations) \
                  || object.metadata.annotations[{k}] != 'true'",
                 k = cel::string(EXTENDED_RESOURCE_CLAIM)

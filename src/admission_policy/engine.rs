@@ -14,15 +14,15 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::{GeneratedPolicy, mutating_policies, validating_policies};
+use crate::admission::Mode;
 use crate::admission::ObjectKind;
 use crate::kubernetes_cel::{
     Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
-    PolicyError, ValidatingPolicy,
+    PolicyError, Quantity, ValidatingPolicy,
 };
-use crate::admission::Mode;
+use crate::policy::claims::CLAIM_GROUP;
 use crate::policy::{Message, RuleId, Violation};
 use crate::report::ObjectReport;
-use crate::policy::claims::CLAIM_GROUP;
 use crate::settings::Settings;
 
 /// The generated policies, compiled once.
@@ -47,7 +47,8 @@ pub struct PolicyVerdict {
 impl PolicyEngine {
     /// Generates the policies from the settings and compiles them.
     pub fn new(settings: &Settings) -> Result<Self, PolicyError> {
-        let compile_v = |p: GeneratedPolicy| Ok((p.rule, ValidatingPolicy::from_object(&p.object)?));
+        let compile_v =
+            |p: GeneratedPolicy| Ok((p.rule, ValidatingPolicy::from_object(&p.object)?));
         let compile_m = |p: GeneratedPolicy| Ok((p.rule, MutatingPolicy::from_object(&p.object)?));
         Ok(Self {
             validating: validating_policies(settings)
@@ -171,11 +172,16 @@ impl PolicyEngine {
             Mode::Enforce if !report.violations.is_empty() => {
                 report.allowed = false;
                 report.patch.clear();
-                let bodies: Vec<&str> = report.violations.iter().map(|v| v.message.body()).collect();
+                let bodies: Vec<&str> =
+                    report.violations.iter().map(|v| v.message.body()).collect();
                 report.denial = Some(Message::new(bodies.join("; ")).into_string());
             }
             Mode::Warn => {
-                report.warnings = report.violations.iter().map(|v| v.message.to_string()).collect();
+                report.warnings = report
+                    .violations
+                    .iter()
+                    .map(|v| v.message.to_string())
+                    .collect();
             }
             _ => {}
         }
@@ -212,8 +218,10 @@ fn drop_nulls(value: &mut Value) {
     }
 }
 
-/// `resources.limits`/`requests` values written as JSON numbers, as
-/// strings (`1` is `"1"`, `1.5` is `"1.5"`), wherever a container sits.
+/// `resources.limits`/`requests` values as the API server writes them:
+/// strings (a JSON number `1` is `"1"`), and a whole value as the integer
+/// it is (`2000m` is `"2"`), wherever a container sits. Values that are no
+/// quantity stay as written (the API server would refuse the object).
 fn quantities_as_strings(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -223,6 +231,12 @@ fn quantities_as_strings(value: &mut Value) {
                         for v in values.values_mut() {
                             if let Value::Number(n) = v {
                                 *v = Value::String(n.to_string());
+                            }
+                            if let Value::String(text) = v
+                                && let Some(whole) =
+                                    Quantity::parse(text).ok().and_then(|q| q.whole_value())
+                            {
+                                *text = whole.to_string();
                             }
                         }
                     }

@@ -53,8 +53,15 @@ fn policy(
 }
 
 /// The JSON Patch operations for the containers of one list (`field` of
-/// the pod spec), those in scope given by `scoped`.
-fn env_patches(settings: &Settings, field: &str, list: &str, scoped: &str) -> String {
+/// the pod spec), those in scope given by `scoped`. Ephemeral containers
+/// (`can_hold_gpu` false) are pinned whatever they ask for.
+fn env_patches(
+    settings: &Settings,
+    field: &str,
+    list: &str,
+    scoped: &str,
+    can_hold_gpu: bool,
+) -> String {
     let pin = cel::string(&settings.config().visible_devices_pin);
     let name = cel::string(VARIABLE);
     let env = "(has(c.env) ? c.env : [])";
@@ -64,7 +71,10 @@ fn env_patches(settings: &Settings, field: &str, list: &str, scoped: &str) -> St
         "(size({ours}) == 1 && !has({ours}[0].valueFrom) && has({ours}[0].value) \
          && {ours}[0].value == {pin})"
     );
-    let gpu = cel::asks_gpu(settings, "c");
+    let gpu = match can_hold_gpu {
+        true => cel::asks_gpu(settings, "c"),
+        false => "false".to_owned(),
+    };
     format!(
         "{scoped}.filter(c, {gpu} ? size({ours}) > 0 : !{pinned}).map(c, JSONPatch{{\
             op: has(c.env) ? 'replace' : 'add', \
@@ -98,13 +108,15 @@ pub fn visible_devices(settings: &Settings) -> GeneratedPolicy {
             settings,
             "initContainers",
             "variables.inits",
-            "variables.inits"
+            "variables.inits",
+            true
         ),
         regulars = env_patches(
             settings,
             "containers",
             "variables.regulars",
-            "variables.regulars"
+            "variables.regulars",
+            true
         ),
         ephemerals = env_patches(
             settings,
@@ -112,7 +124,8 @@ pub fn visible_devices(settings: &Settings) -> GeneratedPolicy {
             "variables.ephemerals",
             "(variables.ephemeralUpdate \
               ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
-              : variables.ephemerals)"
+              : variables.ephemerals)",
+            false
         ),
     );
     variables.push(Variable::new("allowlisted", &cel::allowlisted(settings)));

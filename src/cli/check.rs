@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 use super::{CheckArgs, EXIT_BAD_INPUT, Engine, Output};
-use crate::admission_policy::engine::PolicyEngine;
 use crate::admission::Mode;
+use crate::admission_policy::engine::PolicyEngine;
 use crate::manifest;
 use crate::policy::ImageFacts;
 use crate::report::{ObjectReport, check_objects_with_images, images_to_resolve, mutated};

@@ -57,6 +57,7 @@ impl StaticVal for Quantity {}
 pub(crate) fn environment() -> Result<Env, DeclarationError> {
     let mut env = Env::stdlib();
     env.add_extension(cel::extensions::strings)?;
+    env.add_extension(super::lists::extension)?;
     env.add_type(QUANTITY_TYPE.to_owned())?;
     cel::add_overload!(env, fn quantity: (CelString) -> Result<Quantity>)?;
     cel::add_overload!(env, fn is_quantity: (CelString) -> CelBool)?;

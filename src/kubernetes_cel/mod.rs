@@ -16,6 +16,7 @@
 
 mod activation;
 mod library;
+mod lists;
 mod matching;
 mod mutating;
 mod quantity;

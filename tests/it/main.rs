@@ -6,6 +6,7 @@
 
 mod support;
 
+mod admission_policies;
 mod audit;
 mod cert_secret;
 mod chart;

@@ -137,7 +137,10 @@ fn generated_policies_decide_as_the_webhook_on_generated_pods() {
     let result = runner(total).run(&(case(), any::<bool>()), |(case, as_template)| {
         let (object, kind) = match as_template {
             false => (case.pod.clone(), ObjectKind::Pod),
-            true => (deployment_of(&case.pod), ObjectKind::Workload(Workload::Deployment)),
+            true => (
+                deployment_of(&case.pod),
+                ObjectKind::Workload(Workload::Deployment),
+            ),
         };
         if compare(&object, kind, &case.namespace, &case.namespace_annotations)? {
             compared.fetch_add(1, Ordering::Relaxed);

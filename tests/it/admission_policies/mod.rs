@@ -27,11 +27,10 @@ use serde_json::Value;
 
 pub static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::default);
 
-pub static ENGINE: LazyLock<PolicyEngine> =
-    LazyLock::new(|| match PolicyEngine::new(&SETTINGS) {
-        Ok(engine) => engine,
-        Err(err) => panic!("the generated policies must compile: {err}"),
-    });
+pub static ENGINE: LazyLock<PolicyEngine> = LazyLock::new(|| match PolicyEngine::new(&SETTINGS) {
+    Ok(engine) => engine,
+    Err(err) => panic!("the generated policies must compile: {err}"),
+});
 
 /// Why a case is left out of the comparison. Each is a documented limit of
 /// the policies or something the API server refuses before admission.
@@ -109,7 +108,12 @@ pub fn exception(object: &Value) -> Option<Exception> {
     let spec = pod_spec(object)?;
     let mut names = BTreeSet::new();
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for container in spec.get(list).and_then(Value::as_array).into_iter().flatten() {
+        for container in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let name = container.get("name").and_then(Value::as_str).unwrap_or("");
             if !names.insert(name.to_owned()) {
                 return Some(Exception::DuplicateContainerNames);
