@@ -11,9 +11,12 @@
 //! - [`registry`]: image configs from their registries (CUDA versions);
 //! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
 //! - [`install`]: the install manifests, from the program's constants;
+//! - [`admission_policy`]: ValidatingAdmissionPolicies and
+//!   MutatingAdmissionPolicies, and what their CEL costs Kubernetes;
 //! - [`cli`]: the command line.
 
 pub mod admission;
+pub mod admission_policy;
 pub mod certs;
 pub mod cli;
 pub mod cluster;
