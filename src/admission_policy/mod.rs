@@ -17,11 +17,15 @@
 //!
 //! The namespace annotation `gpu-policy.io/max-gpus-per-pod` is read at
 //! admission from `namespaceObject`, as the webhook reads it.
+//!
+//! [`cost`]: the worst-case cost of their CEL expressions, against the
+//! limits Kubernetes applies at run time.
 
 mod bounded_requests;
 mod cel_text;
 mod claims;
 mod device_paths;
+pub mod cost;
 pub mod engine;
 mod mutating;
 mod runtime_class;

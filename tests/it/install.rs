@@ -7,7 +7,10 @@ use clap::Parser;
 use gpu_policy::admission::review::Endpoint;
 use gpu_policy::cli::Cli;
 use gpu_policy::settings::{Config, Settings};
+use rstest::rstest;
 use serde_json::Value;
+
+use crate::support::kubernetes_validate::{Release, validate_strict};
 
 fn manifests(args: &[&str]) -> (String, Vec<Value>) {
     let output = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
@@ -58,6 +61,76 @@ fn checked_in_webhook_config_is_what_the_program_prints() {
         kustomization["resources"],
         serde_json::json!(["gpu-policy.yaml"])
     );
+}
+
+/// Every object `gpu-policy manifests` prints, with each set of arguments
+/// (one `#[case]` each), is valid against the strict schemas of the oldest
+/// supported Kubernetes release and of the newest one kubernetes-validate
+/// ships: no unknown field, no wrong type, no kind the release does not serve.
+#[rstest]
+#[case::install(&[])]
+#[case::admission_policies(&["--admission-policies"])]
+fn manifests_pass_strict_schema_validation(
+    #[case] args: &[&str],
+    #[values(Release::Oldest, Release::Newest)] release: Release,
+) {
+    let (yaml, objects) = manifests(args);
+    assert!(!objects.is_empty());
+    let version = release.version();
+    if let Err(problems) = validate_strict(&yaml, &version) {
+        panic!(
+            "`gpu-policy manifests {}` against Kubernetes {version}:\n{}",
+            args.join(" "),
+            problems.join("\n")
+        );
+    }
+}
+
+/// MutatingAdmissionPolicy v1 is served from Kubernetes 1.36: the output
+/// with the mutating policies is checked against the newest release.
+#[test]
+fn mutating_policies_pass_strict_schema_validation() {
+    let args = ["--admission-policies", "--mutating-policies"];
+    let (yaml, objects) = manifests(&args);
+    let kinds: Vec<&str> = objects
+        .iter()
+        .filter_map(|o| o.get("kind").and_then(serde_json::Value::as_str))
+        .collect();
+    assert!(kinds.contains(&"MutatingAdmissionPolicy"), "{kinds:?}");
+    let version = Release::Newest.version();
+    if let Err(problems) = validate_strict(&yaml, &version) {
+        panic!("{}", problems.join("\n"));
+    }
+}
+
+/// The schema check above can fail: an unknown field, a wrong type and a
+/// kind the release does not serve are each reported, the last although
+/// kubernetes-validate itself only warns about it.
+#[test]
+fn strict_schema_validation_rejects_what_kubernetes_would() {
+    let version = Release::Oldest.version();
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n";
+    assert_eq!(validate_strict(config_map, &version), Ok(()));
+    for (yaml, expected) in [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nsurprise: 1\n",
+            "'surprise' was unexpected",
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: 1}\n",
+            "data.a: 1 is not of type 'string'",
+        ),
+        // MutatingAdmissionPolicy v1 is GA in 1.36: 1.30 has no schema for it.
+        (
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\nmetadata: {name: x}\n",
+            "Couldn't find schema for kind MutatingAdmissionPolicy",
+        ),
+    ] {
+        let stream = format!("{config_map}---\n{yaml}");
+        let problems = validate_strict(&stream, &version).expect_err(yaml);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains(expected), "{problems:?}");
+    }
 }
 
 #[test]

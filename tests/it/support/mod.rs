@@ -11,7 +11,8 @@
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
 //!   objects they name, and how they resolve;
-//! - [`script`]: the Python checks;
+//! - [`script`]: the Python checks; [`kubernetes_validate`]: strict schema
+//!   validation of YAML streams;
 //! - [`x509`]: reading test certificates.
 
 pub mod bad_claims;
@@ -19,6 +20,7 @@ pub mod claimed_pods;
 pub mod fake_api;
 pub mod fake_registry;
 pub mod fixtures;
+pub mod kubernetes_validate;
 pub mod oracles;
 pub mod pods;
 pub mod review;

@@ -1,0 +1,763 @@
+//! Static worst-case cost of the CEL expressions of admission policies, in
+//! the cost units of Kubernetes.
+//!
+//! Reads an expression's text and a description of the variables it sees
+//! ([`Variables`]: each a [`Shape`] with the largest sizes its strings, lists
+//! and maps can have) and returns the range of cost the expression can
+//! reach ([`Bounds`]), to be compared with the limits Kubernetes applies
+//! when it runs admission policies ([`PER_CALL_LIMIT`],
+//! [`RUNTIME_COST_BUDGET`]).
+//!
+//! The model is cel-go's static estimator (`github.com/google/cel-go`
+//! `checker/cost.go`, constants in `common/cost.go`) with the Kubernetes
+//! function costs (`k8s.io/apiserver/pkg/cel/library/cost.go`) and the
+//! sizes Kubernetes derives from a schema without `maxItems` or `maxLength`
+//! (`k8s.io/apiserver/pkg/cel/common/schemas.go`). It runs over the AST of
+//! the `cel` crate's parser, whose macros (`all`, `exists`, `exists_one`,
+//! `map`, `filter`) expand to the same comprehensions as cel-go's.
+//!
+//! Reproduced exactly: the constants; identifiers, literals, list, map and
+//! struct literals; comprehensions (the per-iteration cost times the range's
+//! size); `&&`, `||` (the minimum is the left side alone) and `?:`; `==` and
+//! ordering of strings (the shorter side's length); `+` of strings and
+//! lists; `in` over a list; `size`; `startsWith`, `endsWith`, `contains`,
+//! `matches`; `lowerAscii`, `upperAscii`, `trim`; the quantity functions;
+//! `has()` at no cost (Kubernetes turns off cel-go's presence-test cost in
+//! `k8s.io/apiserver/pkg/cel/environment/base.go`).
+//!
+//! Approximate, where there is no type checker to lean on: a field selection
+//! costs 1 on an object, a map and a value of unknown shape ([`Shape::Dyn`];
+//! cel-go charges nothing on `dyn`, the runtime charges 1); a value of
+//! unknown shape has a size of 0 to `u64::MAX`, and `+` with one costs as
+//! for strings (cel-go takes the costliest of the candidate overloads, which
+//! is the string one); map keys are strings of up to the request size.
+//! Functions outside the list above are an error, not a guess.
+
+use std::collections::BTreeMap;
+
+use cel::IdedExpr;
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
+use cel::parser::Parser;
+
+/// The largest request the API server accepts, which bounds every list,
+/// map and string of a schema without `maxItems`, `maxProperties` or
+/// `maxLength` (`MaxRequestSizeBytes`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
+pub const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;
+/// The most one evaluation of one expression may cost before it is stopped
+/// (`PerCallLimit`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// What the validations and message expressions of one policy binding, or
+/// one mutation, may cost together on one request (`RuntimeCELCostBudget`).
+pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
+/// What the match conditions of one binding may cost together
+/// (`RuntimeCELCostBudgetMatchConditions`).
+pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
+
+/// The smallest JSON of a string (`""`), a boolean (`true`) and a number
+/// (`0`) (`k8s.io/apiserver/pkg/cel/limits.go`).
+pub const MIN_STRING_SIZE: u64 = 2;
+pub const MIN_BOOL_SIZE: u64 = 4;
+pub const MIN_NUMBER_SIZE: u64 = 1;
+
+// cel-go common/cost.go.
+const SELECT_AND_IDENT_COST: u64 = 1;
+const CONST_COST: u64 = 0;
+const LIST_CREATE_BASE_COST: u64 = 10;
+const MAP_CREATE_BASE_COST: u64 = 30;
+const STRUCT_CREATE_BASE_COST: u64 = 40;
+const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
+const REGEX_STRING_LENGTH_COST_FACTOR: f64 = 0.25;
+
+/// A range of sizes or of costs, with cel-go's arithmetic: saturating at
+/// `u64::MAX`, fractional factors rounded up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Bounds {
+    /// Nothing known: 0 to `u64::MAX` (cel-go's unknown size estimate).
+    pub const UNKNOWN: Bounds = Bounds {
+        min: 0,
+        max: u64::MAX,
+    };
+
+    pub const fn fixed(value: u64) -> Bounds {
+        Bounds {
+            min: value,
+            max: value,
+        }
+    }
+
+    pub const fn up_to(max: u64) -> Bounds {
+        Bounds { min: 0, max }
+    }
+
+    fn add(self, other: Bounds) -> Bounds {
+        Bounds {
+            min: self.min.saturating_add(other.min),
+            max: self.max.saturating_add(other.max),
+        }
+    }
+
+    fn multiply(self, other: Bounds) -> Bounds {
+        Bounds {
+            min: self.min.saturating_mul(other.min),
+            max: self.max.saturating_mul(other.max),
+        }
+    }
+
+    fn union(self, other: Bounds) -> Bounds {
+        Bounds {
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+        }
+    }
+
+    /// cel-go's `MultiplyByCostFactor`: each end times `factor`, rounded up.
+    fn times_factor(self, factor: f64) -> Bounds {
+        Bounds {
+            min: times_factor(self.min, factor),
+            max: times_factor(self.max, factor),
+        }
+    }
+
+    /// Whether the largest cost stays within `limit`.
+    pub fn within(self, limit: u64) -> bool {
+        self.max <= limit
+    }
+}
+
+/// `multiplyByCostFactor` of cel-go `checker/cost.go`, in the same float
+/// arithmetic so that the roundings agree.
+#[allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+fn times_factor(value: u64, factor: f64) -> u64 {
+    let product = (value as f64 * factor).ceil();
+    if product >= 18_446_744_073_709_551_616.0 {
+        u64::MAX
+    } else {
+        product as u64
+    }
+}
+
+/// What a value is, with the sizes that bound its worst case: the part of
+/// a Kubernetes `DeclType` the cost model reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// A boolean, number, duration or timestamp: size 1.
+    Scalar,
+    /// A string (or bytes) of a length in the bounds.
+    String(Bounds),
+    /// A list of a length in the bounds.
+    List { len: Bounds, item: Box<Shape> },
+    /// A map with string keys and a number of entries in the bounds.
+    Map { len: Bounds, value: Box<Shape> },
+    /// An object with these fields; a field not listed is [`Shape::Dyn`].
+    Object(BTreeMap<String, Shape>),
+    /// A Kubernetes quantity (`quantity(...)`): compared at cost 1.
+    Quantity,
+    /// Anything: size unknown.
+    Dyn,
+}
+
+impl Shape {
+    /// A string without `maxLength`: as long as a request can hold
+    /// (`estimateMaxStringLengthPerRequest`).
+    pub fn unbounded_string() -> Shape {
+        Shape::String(Bounds::up_to(MAX_REQUEST_SIZE_BYTES - 2))
+    }
+
+    /// A list without `maxItems` of items whose JSON is at least
+    /// `item_min_serialized_size` bytes (`estimateMaxArrayItemsFromMinSize`).
+    pub fn unbounded_list(item: Shape, item_min_serialized_size: u64) -> Shape {
+        Shape::List {
+            len: Bounds::up_to(max_list_items(item_min_serialized_size)),
+            item: Box::new(item),
+        }
+    }
+
+    /// A map without `maxProperties` of values whose JSON is at least
+    /// `value_min_serialized_size` bytes
+    /// (`estimateMaxAdditionalPropertiesFromMinSize`).
+    pub fn unbounded_map(value: Shape, value_min_serialized_size: u64) -> Shape {
+        Shape::Map {
+            len: Bounds::up_to(max_map_entries(value_min_serialized_size)),
+            value: Box::new(value),
+        }
+    }
+
+    pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, Shape)>) -> Shape {
+        Shape::Object(
+            fields
+                .into_iter()
+                .map(|(name, shape)| (name.to_owned(), shape))
+                .collect(),
+        )
+    }
+
+    /// cel-go's size of a value of this shape (`computeSize`).
+    fn size(&self) -> Bounds {
+        match self {
+            Shape::Scalar => Bounds::fixed(1),
+            Shape::String(len) | Shape::List { len, .. } | Shape::Map { len, .. } => *len,
+            Shape::Object(_) | Shape::Quantity | Shape::Dyn => Bounds::UNKNOWN,
+        }
+    }
+
+    /// The shape of a value that is one or the other.
+    fn union(self, other: Shape) -> Shape {
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Shape::String(a), Shape::String(b)) => Shape::String(a.union(b)),
+            (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => Shape::List {
+                len: a.union(b),
+                item: Box::new(union_items(a, *i, b, *j)),
+            },
+            _ => Shape::Dyn,
+        }
+    }
+}
+
+/// The item shape of two lists put together: an empty list's item shape
+/// says nothing.
+fn union_items(a_len: Bounds, a: Shape, b_len: Bounds, b: Shape) -> Shape {
+    if a_len.max == 0 {
+        b
+    } else if b_len.max == 0 {
+        a
+    } else {
+        a.union(b)
+    }
+}
+
+/// The most items of at least `item_min_serialized_size` bytes a request
+/// holds: `(MaxRequestSizeBytes - 2) / (minSize + 1)`, the brackets and a
+/// comma each (`estimateMaxArrayItemsFromMinSize`,
+/// `k8s.io/apiserver/pkg/cel/common/schemas.go`).
+pub fn max_list_items(item_min_serialized_size: u64) -> u64 {
+    (MAX_REQUEST_SIZE_BYTES - 2) / item_min_serialized_size.saturating_add(1)
+}
+
+/// The most map entries with values of at least `value_min_serialized_size`
+/// bytes a request holds: `(MaxRequestSizeBytes - 2) / (minSize + 6)`
+/// (`estimateMaxAdditionalPropertiesFromMinSize`).
+pub fn max_map_entries(value_min_serialized_size: u64) -> u64 {
+    (MAX_REQUEST_SIZE_BYTES - 2) / value_min_serialized_size.saturating_add(6)
+}
+
+/// The smallest JSON of an object with these required fields (name, the
+/// field's own smallest JSON): `{}` plus, per field, its quoted name, a
+/// colon, a comma and its value (`SchemaDeclType`).
+pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
+    required.iter().fold(2, |size, (name, value)| {
+        size.saturating_add(name.len() as u64)
+            .saturating_add(*value)
+            .saturating_add(4)
+    })
+}
+
+/// The variables an expression sees, by name.
+pub type Variables = BTreeMap<String, Shape>;
+
+/// The Pod, as `object` and `oldObject` of a policy on pods, with the
+/// fields the policies read and the sizes Kubernetes derives from the Pod
+/// schema (no `maxItems` or `maxLength` anywhere in it): every list as long
+/// as a 3 MiB request can hold items of its smallest JSON, every string as
+/// long as the request. Containers, environment variables, volumes and
+/// claims require only `name`, so their smallest JSON is `{"name":""}`.
+pub fn pod() -> Shape {
+    let named = object_min_serialized_size(&[("name", MIN_STRING_SIZE)]);
+    let string = Shape::unbounded_string;
+    let string_map = || Shape::unbounded_map(string(), MIN_STRING_SIZE);
+    let named_list =
+        |fields: Vec<(&str, Shape)>| Shape::unbounded_list(Shape::object(fields), named);
+    let container = Shape::object([
+        ("name", string()),
+        ("image", string()),
+        (
+            "env",
+            named_list(vec![("name", string()), ("value", string())]),
+        ),
+        (
+            "resources",
+            Shape::object([
+                // Quantities are read as strings (`quantity(...)`).
+                ("limits", string_map()),
+                ("requests", string_map()),
+                (
+                    "claims",
+                    named_list(vec![("name", string()), ("request", string())]),
+                ),
+            ]),
+        ),
+        (
+            "volumeMounts",
+            Shape::unbounded_list(
+                Shape::object([("name", string()), ("mountPath", string())]),
+                object_min_serialized_size(&[
+                    ("name", MIN_STRING_SIZE),
+                    ("mountPath", MIN_STRING_SIZE),
+                ]),
+            ),
+        ),
+    ]);
+    let containers = || Shape::unbounded_list(container.clone(), named);
+    Shape::object([
+        ("apiVersion", string()),
+        ("kind", string()),
+        (
+            "metadata",
+            Shape::object([
+                ("name", string()),
+                ("namespace", string()),
+                ("labels", string_map()),
+                ("annotations", string_map()),
+            ]),
+        ),
+        (
+            "spec",
+            Shape::object([
+                ("containers", containers()),
+                ("initContainers", containers()),
+                ("ephemeralContainers", containers()),
+                ("volumes", named_list(vec![("name", string())])),
+                (
+                    "resourceClaims",
+                    named_list(vec![
+                        ("name", string()),
+                        ("resourceClaimName", string()),
+                        ("resourceClaimTemplateName", string()),
+                    ]),
+                ),
+                ("runtimeClassName", string()),
+                ("nodeSelector", string_map()),
+            ]),
+        ),
+    ])
+}
+
+/// The variables of a policy on pods: `object` and `oldObject`.
+pub fn pod_policy_variables() -> Variables {
+    [("object", pod()), ("oldObject", pod())]
+        .into_iter()
+        .map(|(name, shape)| (name.to_owned(), shape))
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CostError {
+    #[error("the expression does not parse: {0}")]
+    Parse(String),
+    #[error("`{0}` is not a declared variable")]
+    UndeclaredVariable(String),
+    #[error("no field `{field}` on a value that is not an object or a map")]
+    NoField { field: String },
+    #[error("`{0}` with these arguments is not in the cost model")]
+    UnsupportedFunction(String),
+    #[error("{0} is not in the cost model")]
+    Unsupported(&'static str),
+}
+
+/// The cost range of `expression` over `variables`.
+pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostError> {
+    // Kubernetes enables optional types (`a.?b`) from 1.28 on
+    // (`k8s.io/apiserver/pkg/cel/environment/base.go`).
+    let ast = Parser::new()
+        .enable_optional_syntax(true)
+        .parse(expression)
+        .map_err(|errors| CostError::Parse(errors.to_string()))?;
+    let mut coster = Coster {
+        variables,
+        locals: Vec::new(),
+    };
+    Ok(coster.cost(&ast)?.cost)
+}
+
+/// The cost range of expressions that share one budget, such as the
+/// validations of a policy against [`RUNTIME_COST_BUDGET`].
+pub fn total(costs: &[Bounds]) -> Bounds {
+    costs
+        .iter()
+        .fold(Bounds::fixed(0), |sum, cost| sum.add(*cost))
+}
+
+/// An expression's cost and the shape of its value.
+struct Estimated {
+    cost: Bounds,
+    shape: Shape,
+}
+
+struct Coster<'v> {
+    variables: &'v Variables,
+    /// Iteration and accumulator variables, innermost last.
+    locals: Vec<(String, Shape)>,
+}
+
+impl Coster<'_> {
+    fn cost(&mut self, e: &IdedExpr) -> Result<Estimated, CostError> {
+        match &e.expr {
+            Expr::Literal(literal) => Ok(Estimated {
+                cost: Bounds::fixed(CONST_COST),
+                shape: literal_shape(literal),
+            }),
+            Expr::Ident(name) => {
+                let shape = self
+                    .locals
+                    .iter()
+                    .rev()
+                    .find(|(local, _)| local == name)
+                    .map(|(_, shape)| shape)
+                    .or_else(|| self.variables.get(name))
+                    .ok_or_else(|| CostError::UndeclaredVariable(name.clone()))?;
+                Ok(Estimated {
+                    cost: Bounds::fixed(SELECT_AND_IDENT_COST),
+                    shape: shape.clone(),
+                })
+            }
+            Expr::Select(select) => {
+                let operand = self.cost(&select.operand)?;
+                if select.test {
+                    // has(): no cost of its own in Kubernetes.
+                    return Ok(Estimated {
+                        cost: operand.cost,
+                        shape: Shape::Scalar,
+                    });
+                }
+                let shape = field(&operand.shape, &select.field)?;
+                Ok(Estimated {
+                    cost: operand.cost.add(Bounds::fixed(SELECT_AND_IDENT_COST)),
+                    shape,
+                })
+            }
+            Expr::Call(call) => self.call(call),
+            Expr::List(list) => {
+                let mut cost = Bounds::fixed(LIST_CREATE_BASE_COST);
+                let mut item: Option<Shape> = None;
+                for element in &list.elements {
+                    let element = self.cost(element)?;
+                    cost = cost.add(element.cost);
+                    item = Some(match item {
+                        None => element.shape,
+                        Some(item) => item.union(element.shape),
+                    });
+                }
+                let len = Bounds::fixed(list.elements.len() as u64);
+                let item = Box::new(item.unwrap_or(Shape::Dyn));
+                Ok(Estimated {
+                    cost,
+                    shape: Shape::List { len, item },
+                })
+            }
+            Expr::Map(map) => {
+                let mut cost = Bounds::fixed(MAP_CREATE_BASE_COST);
+                let mut value: Option<Shape> = None;
+                for entry in &map.entries {
+                    let EntryExpr::MapEntry(entry) = &entry.expr else {
+                        return Err(CostError::Unsupported("a struct field in a map literal"));
+                    };
+                    cost = cost.add(self.cost(&entry.key)?.cost);
+                    let entry_value = self.cost(&entry.value)?;
+                    cost = cost.add(entry_value.cost);
+                    value = Some(match value {
+                        None => entry_value.shape,
+                        Some(value) => value.union(entry_value.shape),
+                    });
+                }
+                let len = Bounds::fixed(map.entries.len() as u64);
+                let value = Box::new(value.unwrap_or(Shape::Dyn));
+                Ok(Estimated {
+                    cost,
+                    shape: Shape::Map { len, value },
+                })
+            }
+            Expr::Struct(object) => {
+                let mut cost = Bounds::fixed(STRUCT_CREATE_BASE_COST);
+                let mut fields = BTreeMap::new();
+                for entry in &object.entries {
+                    let EntryExpr::StructField(entry) = &entry.expr else {
+                        return Err(CostError::Unsupported("a map entry in a struct literal"));
+                    };
+                    let value = self.cost(&entry.value)?;
+                    cost = cost.add(value.cost);
+                    fields.insert(entry.field.clone(), value.shape);
+                }
+                Ok(Estimated {
+                    cost,
+                    shape: Shape::Object(fields),
+                })
+            }
+            Expr::Comprehension(comprehension) => self.comprehension(comprehension),
+            Expr::Unspecified => Err(CostError::Unsupported("an empty expression")),
+        }
+    }
+
+    /// cel-go `costComprehension`: the range, the accumulator's start and
+    /// the result once, the loop condition and step once per element.
+    fn comprehension(&mut self, c: &ComprehensionExpr) -> Result<Estimated, CostError> {
+        let range = self.cost(&c.iter_range)?;
+        let init = self.cost(&c.accu_init)?;
+        let (first, second) = match (&range.shape, &c.iter_var2) {
+            (Shape::List { item, .. }, None) => ((**item).clone(), None),
+            (Shape::List { item, .. }, Some(_)) => (Shape::Scalar, Some((**item).clone())),
+            (Shape::Map { value, .. }, second) => (
+                Shape::unbounded_string(),
+                second.as_ref().map(|_| (**value).clone()),
+            ),
+            (Shape::Dyn, second) => (Shape::Dyn, second.as_ref().map(|_| Shape::Dyn)),
+            _ => {
+                return Err(CostError::Unsupported(
+                    "a comprehension over a non-container",
+                ));
+            }
+        };
+        let accu_is_list = matches!(c.accu_init.expr, Expr::List(_));
+        self.locals.push((c.accu_var.clone(), init.shape));
+        self.locals.push((c.iter_var.clone(), first));
+        if let (Some(name), Some(shape)) = (&c.iter_var2, second) {
+            self.locals.push((name.clone(), shape));
+        }
+        let per_element = self.cost(&c.loop_cond).and_then(|condition| {
+            let step = self.cost(&c.loop_step)?;
+            Ok((condition.cost.add(step.cost), step.shape))
+        });
+        self.locals
+            .truncate(self.locals.len() - 1 - usize::from(c.iter_var2.is_some()));
+        let result = self.cost(&c.result);
+        self.locals.pop();
+        let ((per_element, step_shape), result) = (per_element?, result?);
+        let elements = range.shape.size();
+        let cost = range
+            .cost
+            .add(init.cost)
+            .add(result.cost)
+            .add(elements.multiply(per_element));
+        // A list built by the loop (map, filter) has at most as many
+        // elements as the range.
+        let shape = match step_shape {
+            Shape::List { item, .. } if accu_is_list => Shape::List {
+                len: elements,
+                item,
+            },
+            _ if accu_is_list => Shape::List {
+                len: elements,
+                item: Box::new(Shape::Dyn),
+            },
+            _ => result.shape,
+        };
+        Ok(Estimated { cost, shape })
+    }
+
+    fn call(&mut self, call: &CallExpr) -> Result<Estimated, CostError> {
+        let name = call.func_name.as_str();
+        let target = match &call.target {
+            Some(target) => Some(self.cost(target)?),
+            None => None,
+        };
+        let args = call
+            .args
+            .iter()
+            .map(|arg| self.cost(arg))
+            .collect::<Result<Vec<_>, _>>()?;
+        let args_cost = total(&args.iter().map(|a| a.cost).collect::<Vec<_>>());
+        let unsupported = || CostError::UnsupportedFunction(name.to_owned());
+        let scalar = |cost: Bounds| (cost, Shape::Scalar);
+        let (cost, shape) = match (name, &target, args.as_slice()) {
+            (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [lhs, rhs]) => scalar(Bounds {
+                min: lhs.cost.min,
+                max: lhs.cost.max.saturating_add(rhs.cost.max),
+            }),
+            (operators::CONDITIONAL, None, [condition, yes, no]) => (
+                condition.cost.add(yes.cost.union(no.cost)),
+                yes.shape.clone().union(no.shape.clone()),
+            ),
+            (
+                operators::LOGICAL_NOT | operators::NEGATE | operators::NOT_STRICTLY_FALSE,
+                None,
+                [_],
+            ) => scalar(Bounds::fixed(1).add(args_cost)),
+            ("dyn", None, [value]) => (Bounds::fixed(1).add(args_cost), value.shape.clone()),
+            (operators::EQUALS | operators::NOT_EQUALS, None, [lhs, rhs]) => {
+                if lhs.shape == Shape::Quantity && rhs.shape == Shape::Quantity {
+                    scalar(Bounds::fixed(1).add(args_cost))
+                } else {
+                    scalar(compare_sizes(&lhs.shape, &rhs.shape).add(args_cost))
+                }
+            }
+            (
+                operators::LESS
+                | operators::LESS_EQUALS
+                | operators::GREATER
+                | operators::GREATER_EQUALS,
+                None,
+                [lhs, rhs],
+            ) => match (&lhs.shape, &rhs.shape) {
+                (Shape::String(_), Shape::String(_)) => {
+                    scalar(compare_sizes(&lhs.shape, &rhs.shape).add(args_cost))
+                }
+                _ => scalar(Bounds::fixed(1).add(args_cost)),
+            },
+            (operators::ADD, None, [lhs, rhs]) => add(&lhs.shape, &rhs.shape, args_cost),
+            (
+                operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO,
+                None,
+                [_, _],
+            ) => scalar(Bounds::fixed(1).add(args_cost)),
+            (operators::INDEX, None, [container, key]) => {
+                let shape = match (&container.shape, &key.shape) {
+                    (Shape::List { item, .. }, _) => (**item).clone(),
+                    (Shape::Map { value, .. }, _) => (**value).clone(),
+                    (Shape::Object(_), _) => match &call.args[1].expr {
+                        Expr::Literal(LiteralValue::String(key)) => {
+                            field(&container.shape, key.inner())?
+                        }
+                        _ => Shape::Dyn,
+                    },
+                    (Shape::Dyn, _) => Shape::Dyn,
+                    _ => return Err(unsupported()),
+                };
+                (Bounds::fixed(1).add(args_cost), shape)
+            }
+            // a.?b, a[?b] and the optional's methods: O(1), of unknown shape.
+            (operators::OPT_SELECT | operators::OPT_INDEX, None, [_, _])
+            | ("hasValue" | "value" | "orValue" | "or", Some(_), _) => {
+                (Bounds::fixed(1).add(args_cost), Shape::Dyn)
+            }
+            (operators::IN, None, [_, container]) => match &container.shape {
+                Shape::Map { .. } | Shape::Object(_) => scalar(Bounds::fixed(1).add(args_cost)),
+                shape => scalar(shape.size().add(args_cost)),
+            },
+            ("size", None, [_]) | ("size", Some(_), []) => scalar(Bounds::fixed(1).add(args_cost)),
+            ("startsWith" | "endsWith", Some(_), [prefix]) => scalar(
+                prefix
+                    .shape
+                    .size()
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
+            ),
+            ("contains", Some(text), [part]) => scalar(
+                text.shape
+                    .size()
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .multiply(part.shape.size().times_factor(STRING_TRAVERSAL_COST_FACTOR))
+                    .add(args_cost),
+            ),
+            ("matches", Some(text), [regex]) => scalar(
+                text.shape
+                    .size()
+                    .add(Bounds::fixed(1))
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .multiply(
+                        regex
+                            .shape
+                            .size()
+                            .times_factor(REGEX_STRING_LENGTH_COST_FACTOR),
+                    )
+                    .add(args_cost),
+            ),
+            ("lowerAscii" | "upperAscii" | "trim", Some(text), []) => (
+                text.shape
+                    .size()
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
+                Shape::String(text.shape.size()),
+            ),
+            ("quantity" | "isQuantity", None, [text]) => (
+                text.shape
+                    .size()
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
+                if name == "quantity" {
+                    Shape::Quantity
+                } else {
+                    Shape::Scalar
+                },
+            ),
+            ("add" | "sub", Some(_), [_]) => (Bounds::fixed(1).add(args_cost), Shape::Quantity),
+            (
+                "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan"
+                | "isLessThan" | "compareTo",
+                Some(_),
+                _,
+            ) => scalar(Bounds::fixed(1).add(args_cost)),
+            ("int" | "uint" | "double" | "bool", None, [_]) => {
+                scalar(Bounds::fixed(1).add(args_cost))
+            }
+            ("string", None, [_]) => (
+                Bounds::fixed(1).add(args_cost),
+                Shape::String(Bounds::UNKNOWN),
+            ),
+            _ => return Err(unsupported()),
+        };
+        let target_cost = target.map_or(Bounds::fixed(0), |t| t.cost);
+        Ok(Estimated {
+            cost: target_cost.add(cost),
+            shape,
+        })
+    }
+}
+
+fn literal_shape(literal: &LiteralValue) -> Shape {
+    match literal {
+        LiteralValue::String(text) => {
+            Shape::String(Bounds::fixed(text.inner().chars().count() as u64))
+        }
+        LiteralValue::Bytes(bytes) => Shape::String(Bounds::fixed(bytes.inner().len() as u64)),
+        _ => Shape::Scalar,
+    }
+}
+
+/// The shape of `operand.name`.
+fn field(operand: &Shape, name: &str) -> Result<Shape, CostError> {
+    match operand {
+        Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(Shape::Dyn)),
+        Shape::Map { value, .. } => Ok((**value).clone()),
+        Shape::Dyn => Ok(Shape::Dyn),
+        _ => Err(CostError::NoField {
+            field: name.to_owned(),
+        }),
+    }
+}
+
+/// `==`, `!=` and string ordering: the length of the shorter side times the
+/// traversal factor, at least 1 when neither side can be empty of size
+/// (cel-go `functionCost`, `overloads.Equals`).
+fn compare_sizes(lhs: &Shape, rhs: &Shape) -> Bounds {
+    let smallest_max = lhs.size().max.min(rhs.size().max);
+    Bounds {
+        min: u64::from(smallest_max > 0),
+        max: smallest_max,
+    }
+    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+}
+
+/// `+`: strings are copied (their summed length times the traversal
+/// factor), lists are joined at 1, numbers add at 1.
+fn add(lhs: &Shape, rhs: &Shape, args_cost: Bounds) -> (Bounds, Shape) {
+    match (lhs, rhs) {
+        (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => (
+            Bounds::fixed(1).add(args_cost),
+            Shape::List {
+                len: a.add(*b),
+                item: Box::new(union_items(*a, (**i).clone(), *b, (**j).clone())),
+            },
+        ),
+        (Shape::String(_) | Shape::Dyn, Shape::String(_) | Shape::Dyn) => {
+            let len = lhs.size().add(rhs.size());
+            (
+                len.times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
+                Shape::String(len),
+            )
+        }
+        _ => (Bounds::fixed(1).add(args_cost), Shape::Scalar),
+    }
+}
+
+#[cfg(test)]
+#[path = "cost_tests.rs"]
+mod tests;
