@@ -24,8 +24,8 @@
 mod bounded_requests;
 mod cel_text;
 mod claims;
-mod device_paths;
 pub mod cost;
+mod device_paths;
 pub mod engine;
 mod mutating;
 mod runtime_class;

@@ -4,9 +4,7 @@
 //!   their workloads, each generated ValidatingAdmissionPolicy denies
 //!   exactly when the webhook's rule of the same id reports a violation,
 //!   and each MutatingAdmissionPolicy leaves the pod exactly as the
-//!   webhook's changes of its rule do;
-//! - [`manifests`]: the fixtures, golden cases and examples decided by
-//!   `check --engine cel` as by `check`, and the printed objects.
+//!   webhook's changes of its rule do.
 //!
 //! Where the policies cannot decide as the webhook does, the case is
 //! excluded by a named exception ([`Exception`]), each one listed in
@@ -14,7 +12,6 @@
 //! most cases shows.
 
 mod equivalence;
-mod manifests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -43,13 +40,12 @@ pub enum Exception {
     /// it, the policies read it as written (the API server rejects `..` in
     /// a hostPath).
     DotDotPath,
-    /// The webhook cannot read the object (a field of the wrong shape): the
-    /// API server's decoding rejects such objects before admission.
-    Unreadable,
 }
 
 /// The webhook's verdict on one object in a namespace with these
-/// annotations: its evaluation, without cluster or claims.
+/// annotations: its evaluation, without cluster or claims. None when it
+/// cannot read the object (a field of the wrong shape), which the API
+/// server's decoding rejects before admission: such cases are not compared.
 pub fn webhook(
     object: &Value,
     kind: ObjectKind,
