@@ -85,7 +85,10 @@ pub(crate) struct Variables {
 impl Variables {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
         let mut entries = Vec::new();
-        for (i, variable) in super::list_field(spec, "variables", "spec")?.iter().enumerate() {
+        for (i, variable) in super::list_field(spec, "variables", "spec")?
+            .iter()
+            .enumerate()
+        {
             let path = format!("spec.variables[{i}]");
             let name = super::string_field(variable, "name", &path)?;
             let source = super::string_field(variable, "expression", &path)?;
@@ -119,15 +122,15 @@ fn map_value(values: HashMap<Key, Value>) -> Value {
 }
 
 /// The root context of one request: every variable but `variables`.
-pub(crate) fn request_context(env: &SharedEnv, attributes: &Attributes) -> Context<'static, 'static> {
+pub(crate) fn request_context(
+    env: &SharedEnv,
+    attributes: &Attributes,
+) -> Context<'static, 'static> {
     let mut context = Context::with_env(env.0.clone());
     let object = |o: &Option<Json>| o.as_ref().map_or(Value::Null, from_json);
     context.add_variable_from_value("object", object(&attributes.object));
     context.add_variable_from_value("oldObject", object(&attributes.old_object));
-    context.add_variable_from_value(
-        "namespaceObject",
-        object(&attributes.namespace_object),
-    );
+    context.add_variable_from_value("namespaceObject", object(&attributes.namespace_object));
     context.add_variable_from_value("params", Value::Null);
     context.add_variable_from_value("request", request(attributes));
     context

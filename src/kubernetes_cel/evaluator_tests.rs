@@ -5,11 +5,19 @@ use super::*;
 use serde_json::json;
 
 fn pod_kind() -> GroupVersionKind {
-    GroupVersionKind { group: String::new(), version: "v1".into(), kind: "Pod".into() }
+    GroupVersionKind {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+    }
 }
 
 fn pods() -> GroupVersionResource {
-    GroupVersionResource { group: String::new(), version: "v1".into(), resource: "pods".into() }
+    GroupVersionResource {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "pods".into(),
+    }
 }
 
 fn pod(gpus: &str) -> Json {
@@ -25,7 +33,8 @@ fn pod(gpus: &str) -> Json {
 
 fn create(object: Json) -> Attributes {
     let mut a = Attributes::create(object, pod_kind(), pods());
-    a.namespace_object = Some(json!({"metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}}));
+    a.namespace_object =
+        Some(json!({"metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}}));
     a
 }
 
@@ -63,7 +72,10 @@ fn gpu_policy(failure: &str) -> ValidatingPolicy {
 #[test]
 fn a_pod_within_bounds_passes_and_one_beyond_is_denied_with_the_message_expression() {
     let policy = gpu_policy("Fail");
-    assert_eq!(policy.evaluate(&create(pod("2"))), PolicyOutcome::Evaluated { violations: vec![] });
+    assert_eq!(
+        policy.evaluate(&create(pod("2"))),
+        PolicyOutcome::Evaluated { violations: vec![] }
+    );
     assert_eq!(
         policy.evaluate(&create(pod("8"))).violations(),
         [Violation {
@@ -80,7 +92,10 @@ fn messages_fall_back_to_message_then_to_the_expression() {
     object["metadata"]["name"] = json!("forbidden");
     let outcome = gpu_policy("Fail").evaluate(&create(object));
     assert_eq!(outcome.violations().len(), 1);
-    assert_eq!(outcome.violations()[0].message, "failed expression: object.metadata.name != 'forbidden'");
+    assert_eq!(
+        outcome.violations()[0].message,
+        "failed expression: object.metadata.name != 'forbidden'"
+    );
     assert_eq!(outcome.violations()[0].reason, "Invalid");
 }
 
@@ -90,9 +105,19 @@ fn evaluation_errors_follow_the_failure_policy() {
     // validation errors; isQuantity() is false, so the second denies.
     let fail = gpu_policy("Fail").evaluate(&create(pod("lots")));
     let causes: Vec<_> = fail.violations().iter().map(|v| v.cause).collect();
-    assert_eq!(causes, [ViolationCause::EvaluationError, ViolationCause::Denied]);
-    assert!(fail.violations()[0].message.starts_with("expression 'size(variables.tooMany) == 0' resulted in error"));
-    assert_eq!(fail.violations()[1].message, "GPU limits must be quantities");
+    assert_eq!(
+        causes,
+        [ViolationCause::EvaluationError, ViolationCause::Denied]
+    );
+    assert!(
+        fail.violations()[0]
+            .message
+            .starts_with("expression 'size(variables.tooMany) == 0' resulted in error")
+    );
+    assert_eq!(
+        fail.violations()[1].message,
+        "GPU limits must be quantities"
+    );
     let ignore = gpu_policy("Ignore").evaluate(&create(pod("lots")));
     assert_eq!(ignore.violations().len(), 1);
     assert_eq!(ignore.violations()[0].cause, ViolationCause::Denied);
@@ -125,16 +150,44 @@ fn bindings_select_namespaces_by_labels() {
     };
     let enforce = binding(json!({"matchLabels": {"gpu-policy.io/mode": "enforce"}}));
     assert_eq!(enforce.validation_actions(), [ValidationAction::Deny]);
-    let warn = binding(json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "In", "values": ["warn"]}]}));
-    let not_audit = binding(json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "NotIn", "values": ["audit"]}]}));
-    let unlabelled = binding(json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "DoesNotExist"}]}));
-    let labelled = binding(json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "Exists"}]}));
+    let warn = binding(
+        json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "In", "values": ["warn"]}]}),
+    );
+    let not_audit = binding(
+        json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "NotIn", "values": ["audit"]}]}),
+    );
+    let unlabelled = binding(
+        json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "DoesNotExist"}]}),
+    );
+    let labelled =
+        binding(json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "Exists"}]}));
     let request = create(pod("8"));
-    assert_eq!(policy.evaluate_bound(&enforce, &request).violations().len(), 1);
-    assert_eq!(policy.evaluate_bound(&warn, &request), PolicyOutcome::NotMatched);
-    assert_eq!(policy.evaluate_bound(&not_audit, &request).violations().len(), 1);
-    assert_eq!(policy.evaluate_bound(&unlabelled, &request), PolicyOutcome::NotMatched);
-    assert_eq!(policy.evaluate_bound(&labelled, &request).violations().len(), 1);
+    assert_eq!(
+        policy.evaluate_bound(&enforce, &request).violations().len(),
+        1
+    );
+    assert_eq!(
+        policy.evaluate_bound(&warn, &request),
+        PolicyOutcome::NotMatched
+    );
+    assert_eq!(
+        policy
+            .evaluate_bound(&not_audit, &request)
+            .violations()
+            .len(),
+        1
+    );
+    assert_eq!(
+        policy.evaluate_bound(&unlabelled, &request),
+        PolicyOutcome::NotMatched
+    );
+    assert_eq!(
+        policy
+            .evaluate_bound(&labelled, &request)
+            .violations()
+            .len(),
+        1
+    );
     let mut bare = create(pod("8"));
     bare.namespace_object = Some(json!({"metadata": {"name": "ml"}}));
     assert!(not_audit.matches(&bare) && unlabelled.matches(&bare) && !labelled.matches(&bare));
@@ -145,9 +198,15 @@ fn policies_that_do_not_compile_or_lack_fields_are_refused() {
     let broken = json!({"metadata": {"name": "x"}, "spec": {
         "matchConstraints": {"resourceRules": []},
         "validations": [{"expression": "object.("}]}});
-    assert!(matches!(ValidatingPolicy::from_object(&broken), Err(PolicyError::Compile { .. })));
+    assert!(matches!(
+        ValidatingPolicy::from_object(&broken),
+        Err(PolicyError::Compile { .. })
+    ));
     let no_rules = json!({"metadata": {"name": "x"}, "spec": {"validations": []}});
-    assert!(matches!(ValidatingPolicy::from_object(&no_rules), Err(PolicyError::Field { .. })));
+    assert!(matches!(
+        ValidatingPolicy::from_object(&no_rules),
+        Err(PolicyError::Field { .. })
+    ));
 }
 
 fn runtime_policy() -> MutatingPolicy {
@@ -183,10 +242,16 @@ fn a_json_patch_mutation_sets_a_field_and_adds_an_env_var() {
         panic!("expected a patch");
     };
     assert_eq!(object["spec"]["runtimeClassName"], "nvidia");
-    assert_eq!(object["spec"]["containers"][0]["env"], json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]));
+    assert_eq!(
+        object["spec"]["containers"][0]["env"],
+        json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])
+    );
     assert_eq!(object["spec"]["containers"][1].get("env"), None);
     // Later mutations see the object as earlier ones left it.
-    assert_eq!(object["metadata"]["annotations"], json!({"gpu-policy.io/runtime": "nvidia"}));
+    assert_eq!(
+        object["metadata"]["annotations"],
+        json!({"gpu-policy.io/runtime": "nvidia"})
+    );
     assert_eq!(patch.0.len(), 4);
 }
 
@@ -196,7 +261,10 @@ fn a_failing_mutation_follows_the_failure_policy() {
     // fails (no such key).
     let mut no_gpu = pod("1");
     no_gpu["spec"]["containers"][0]["resources"] = json!({});
-    assert!(matches!(runtime_policy().mutate(&create(no_gpu)), MutationOutcome::Failed(_)));
+    assert!(matches!(
+        runtime_policy().mutate(&create(no_gpu)),
+        MutationOutcome::Failed(_)
+    ));
 }
 
 #[test]
@@ -206,8 +274,14 @@ fn mutating_bindings_select_by_policy_name_and_namespace() {
         "policyName": "gpu-policy-runtime-class",
         "matchResources": {"namespaceSelector": {"matchLabels": {"gpu-policy.io/mode": "warn"}}}}}))
     .expect("binding");
-    assert_eq!(policy.mutate_bound(&binding, &create(pod("1"))), MutationOutcome::NotMatched);
+    assert_eq!(
+        policy.mutate_bound(&binding, &create(pod("1"))),
+        MutationOutcome::NotMatched
+    );
     let mut warn = create(pod("1"));
     warn.namespace_object = Some(json!({"metadata": {"labels": {"gpu-policy.io/mode": "warn"}}}));
-    assert!(matches!(policy.mutate_bound(&binding, &warn), MutationOutcome::Patched { .. }));
+    assert!(matches!(
+        policy.mutate_bound(&binding, &warn),
+        MutationOutcome::Patched { .. }
+    ));
 }

@@ -41,34 +41,88 @@ fn quantity_upstream_table() {
         (r#"isQuantity("20Mo")"#, f.clone()),
         (r#"isQuantity("10Mm")"#, f.clone()),
         (r#"quantity("200M") == quantity("200M")"#, t.clone()),
-        (r#"quantity("200M") == quantity("0.2G") && quantity("0.2G") == quantity("200M")"#, t.clone()),
-        (r#"quantity("2M") == quantity("0.002G") && quantity("2000k") == quantity("2M") && quantity("0.002G") == quantity("2000k")"#, t.clone()),
+        (
+            r#"quantity("200M") == quantity("0.2G") && quantity("0.2G") == quantity("200M")"#,
+            t.clone(),
+        ),
+        (
+            r#"quantity("2M") == quantity("0.002G") && quantity("2000k") == quantity("2M") && quantity("0.002G") == quantity("2000k")"#,
+            t.clone(),
+        ),
         (r#"quantity("200M") == quantity("0.3G")"#, f.clone()),
         (r#"quantity("50M").isLessThan(quantity("50Mi"))"#, t.clone()),
         (r#"quantity("50M").isLessThan(quantity("100M"))"#, t.clone()),
         (r#"quantity("100M").isLessThan(quantity("50M"))"#, f.clone()),
-        (r#"quantity("50Mi").isGreaterThan(quantity("50M"))"#, t.clone()),
-        (r#"quantity("150Mi").isGreaterThan(quantity("100Mi"))"#, t.clone()),
-        (r#"quantity("50M").isGreaterThan(quantity("100M"))"#, f.clone()),
-        (r#"quantity("200M").compareTo(quantity("0.2G"))"#, Value::Int(0)),
-        (r#"quantity("50M").compareTo(quantity("50Mi"))"#, Value::Int(-1)),
-        (r#"quantity("50Mi").compareTo(quantity("50M"))"#, Value::Int(1)),
-        (r#"quantity("50k").add(quantity("20")) == quantity("50.02k")"#, t.clone()),
-        (r#"quantity("50k").add(20).isLessThan(quantity("50020"))"#, f.clone()),
-        (r#"quantity("50k").sub(quantity("20")) == quantity("49.98k")"#, t.clone()),
+        (
+            r#"quantity("50Mi").isGreaterThan(quantity("50M"))"#,
+            t.clone(),
+        ),
+        (
+            r#"quantity("150Mi").isGreaterThan(quantity("100Mi"))"#,
+            t.clone(),
+        ),
+        (
+            r#"quantity("50M").isGreaterThan(quantity("100M"))"#,
+            f.clone(),
+        ),
+        (
+            r#"quantity("200M").compareTo(quantity("0.2G"))"#,
+            Value::Int(0),
+        ),
+        (
+            r#"quantity("50M").compareTo(quantity("50Mi"))"#,
+            Value::Int(-1),
+        ),
+        (
+            r#"quantity("50Mi").compareTo(quantity("50M"))"#,
+            Value::Int(1),
+        ),
+        (
+            r#"quantity("50k").add(quantity("20")) == quantity("50.02k")"#,
+            t.clone(),
+        ),
+        (
+            r#"quantity("50k").add(20).isLessThan(quantity("50020"))"#,
+            f.clone(),
+        ),
+        (
+            r#"quantity("50k").sub(quantity("20")) == quantity("49.98k")"#,
+            t.clone(),
+        ),
         (r#"quantity("50k").sub(20) == quantity("49980")"#, t.clone()),
-        (r#"quantity("50k").add(20).sub(quantity("100k")).asInteger()"#, Value::Int(-49980)),
-        (r#"quantity("50k").add(20).sub(quantity("100k")).sub(-50000).asInteger()"#, Value::Int(20)),
+        (
+            r#"quantity("50k").add(20).sub(quantity("100k")).asInteger()"#,
+            Value::Int(-49980),
+        ),
+        (
+            r#"quantity("50k").add(20).sub(quantity("100k")).sub(-50000).asInteger()"#,
+            Value::Int(20),
+        ),
         (r#"quantity("50k").asInteger()"#, Value::Int(50000)),
-        (r#"quantity("9999999999999999999999999999999999999G").isInteger()"#, f.clone()),
+        (
+            r#"quantity("9999999999999999999999999999999999999G").isInteger()"#,
+            f.clone(),
+        ),
         (r#"quantity("50").isInteger()"#, t.clone()),
-        (r#"quantity("50.703k").asApproximateFloat()"#, Value::Float(50703.0)),
+        (
+            r#"quantity("50.703k").asApproximateFloat()"#,
+            Value::Float(50703.0),
+        ),
     ]);
     assert_errors(&[
-        (r#"quantity("10Mo")"#, "quantities must match the regular expression"),
+        (
+            r#"quantity("10Mo")"#,
+            "quantities must match the regular expression",
+        ),
         (r#"quantity("10Mm")"#, "unable to parse quantity's suffix"),
-        (r#"quantity("9999999999999999999999999999999999999G").asInteger()"#, "cannot convert value to integer"),
-        (r#"isQuantity([1, 2, 3])"#, "found no matching overload for 'isQuantity'"),
+        (
+            r#"quantity("9999999999999999999999999999999999999G").asInteger()"#,
+            "cannot convert value to integer",
+        ),
+        (
+            r#"isQuantity([1, 2, 3])"#,
+            "found no matching overload for 'isQuantity'",
+        ),
     ]);
 }
 
@@ -94,8 +148,14 @@ fn quantity_documented_examples_and_parsing() {
         (r#"isQuantity('1e')"#, f.clone()),
         (r#"quantity("50000000G").isInteger()"#, t.clone()),
         (r#"quantity("50k").isInteger()"#, t.clone()),
-        (r#"quantity("50k").sub(20000).asApproximateFloat() == 30000.0"#, t.clone()),
-        (r#"quantity("50k").add(20).sub(quantity("100k")).sub(-50000) == quantity("20")"#, t.clone()),
+        (
+            r#"quantity("50k").sub(20000).asApproximateFloat() == 30000.0"#,
+            t.clone(),
+        ),
+        (
+            r#"quantity("50k").add(20).sub(quantity("100k")).sub(-50000) == quantity("20")"#,
+            t.clone(),
+        ),
         (r#"quantity("2").asInteger()"#, Value::Int(2)),
         (r#"quantity("2e0").asInteger()"#, Value::Int(2)),
         (r#"quantity("2E3").asInteger()"#, Value::Int(2000)),
@@ -109,12 +169,24 @@ fn quantity_documented_examples_and_parsing() {
         (r#"quantity("-0.0000001m").sign()"#, Value::Int(-1)),
         (r#"quantity("0").sign()"#, Value::Int(0)),
         (r#"quantity("3").sign()"#, Value::Int(1)),
-        (r#"quantity("922337203685477580").asInteger()"#, Value::Int(922_337_203_685_477_580)),
+        (
+            r#"quantity("922337203685477580").asInteger()"#,
+            Value::Int(922_337_203_685_477_580),
+        ),
         // 19 digits exceed the 18 the int64 form takes when parsing.
         (r#"quantity("9223372036854775807").isInteger()"#, f.clone()),
-        (r#"quantity("900000000000000000").add(quantity("9E")).isInteger()"#, f.clone()),
-        (r#"quantity("16Ei") == quantity("9223372036854775807")"#, t.clone()),
-        (r#"quantity("1e999999999").isGreaterThan(quantity("1Ei"))"#, t.clone()),
+        (
+            r#"quantity("900000000000000000").add(quantity("9E")).isInteger()"#,
+            f.clone(),
+        ),
+        (
+            r#"quantity("16Ei") == quantity("9223372036854775807")"#,
+            t.clone(),
+        ),
+        (
+            r#"quantity("1e999999999").isGreaterThan(quantity("1Ei"))"#,
+            t.clone(),
+        ),
         (r#"quantity("1.5").asApproximateFloat()"#, Value::Float(1.5)),
     ]);
     assert_errors(&[(r#"quantity("Three")"#, "quantities must match")]);
@@ -126,7 +198,10 @@ fn quantity_documented_examples_and_parsing() {
 fn jsonpatch_escape_key() {
     let s = |v: &str| Value::String(v.to_owned().into());
     assert_cases(&[
-        (r#"jsonpatch.escapeKey("k8s.io/my~label")"#, s("k8s.io~1my~0label")),
+        (
+            r#"jsonpatch.escapeKey("k8s.io/my~label")"#,
+            s("k8s.io~1my~0label"),
+        ),
         (r#"jsonpatch.escapeKey("no-escaping")"#, s("no-escaping")),
         (r#"jsonpatch.escapeKey("~/~1")"#, s("~0~1~01")),
     ]);

@@ -48,7 +48,10 @@ impl LabelSelector {
             }
         }
         let mut expressions = Vec::new();
-        for (i, e) in list_field(json, "matchExpressions", path)?.iter().enumerate() {
+        for (i, e) in list_field(json, "matchExpressions", path)?
+            .iter()
+            .enumerate()
+        {
             let at = format!("{path}.matchExpressions[{i}]");
             let key = super::string_field(e, "key", &at)?;
             let values = list_field(e, "values", &at)?
@@ -176,7 +179,10 @@ impl MatchResources {
                 .collect()
         };
         Ok(MatchResources {
-            rules: json.get("resourceRules").map(|_| rules("resourceRules")).transpose()?,
+            rules: json
+                .get("resourceRules")
+                .map(|_| rules("resourceRules"))
+                .transpose()?,
             excluded: rules("excludeResourceRules")?,
             namespace_selector: LabelSelector::from_json(
                 json.get("namespaceSelector"),
@@ -194,8 +200,7 @@ impl MatchResources {
     pub fn matches(&self, a: &Attributes) -> bool {
         // The namespace selector: a Namespace matches on its own labels, a
         // cluster-scoped object always, a namespaced one on its namespace's.
-        let namespace_labels = if a.resource.resource == "namespaces" && a.sub_resource.is_empty()
-        {
+        let namespace_labels = if a.resource.resource == "namespaces" && a.sub_resource.is_empty() {
             Some(labels_of(a.object.as_ref().or(a.old_object.as_ref())))
         } else if a.namespace.is_empty() {
             None

@@ -75,7 +75,11 @@ impl MutatingPolicy {
                 .ok_or_else(|| field_error(&format!("{path}.jsonPatch"), "required"))?;
             let path = format!("{path}.jsonPatch");
             let source = string_field(patch, "expression", &path)?;
-            mutations.push(Expression::compile(&env, &source, &format!("{path}.expression"))?);
+            mutations.push(Expression::compile(
+                &env,
+                &source,
+                &format!("{path}.expression"),
+            )?);
         }
         Ok(MutatingPolicy {
             name: object
@@ -201,7 +205,10 @@ fn operation(item: &Value) -> Result<Json, String> {
     let mut operation = serde_json::Map::new();
     for (field, value) in patch.field_values() {
         let value = Value::try_from(&*value).map_err(|e| format!("JSONPatch.{field}: {e}"))?;
-        operation.insert(field, to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?);
+        operation.insert(
+            field,
+            to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?,
+        );
     }
     Ok(Json::Object(operation))
 }

@@ -82,7 +82,11 @@ impl Quantity {
                     .saturating_sub(num_len)
                     .saturating_sub(digits_of_suffix)
                     .saturating_sub(1);
-                (precision, 0i64, 1i64.checked_shl(exponent as u32).unwrap_or(0))
+                (
+                    precision,
+                    0i64,
+                    1i64.checked_shl(exponent as u32).unwrap_or(0),
+                )
             } else {
                 (-1, 0, 1)
             }
@@ -139,7 +143,9 @@ impl Quantity {
     pub fn as_approximate_float(&self) -> f64 {
         let (base, exponent) = match &self.amount {
             Amount::Int { value, scale } => (*value as f64, *scale),
-            Amount::Dec { unscaled, exponent } => (unscaled.to_f64().unwrap_or(f64::NAN), *exponent),
+            Amount::Dec { unscaled, exponent } => {
+                (unscaled.to_f64().unwrap_or(f64::NAN), *exponent)
+            }
         };
         if exponent == 0 {
             base
@@ -183,8 +189,16 @@ impl Quantity {
 
     /// `Quantity.Add`.
     pub fn add(&self, other: &Quantity) -> Result<Quantity, QuantityError> {
-        if let (Amount::Int { value: a, scale: sa }, Amount::Int { value: b, scale: sb }) =
-            (&self.amount, &other.amount)
+        if let (
+            Amount::Int {
+                value: a,
+                scale: sa,
+            },
+            Amount::Int {
+                value: b,
+                scale: sb,
+            },
+        ) = (&self.amount, &other.amount)
             && let Some((value, scale)) = int_add(*a, *sa, *b, *sb)
         {
             return Ok(Quantity::int(value, scale));
@@ -194,8 +208,16 @@ impl Quantity {
 
     /// `Quantity.Sub`.
     pub fn sub(&self, other: &Quantity) -> Result<Quantity, QuantityError> {
-        if let (Amount::Int { value: a, scale: sa }, Amount::Int { value: b, scale: sb }) =
-            (&self.amount, &other.amount)
+        if let (
+            Amount::Int {
+                value: a,
+                scale: sa,
+            },
+            Amount::Int {
+                value: b,
+                scale: sb,
+            },
+        ) = (&self.amount, &other.amount)
             && let Some(neg) = b.checked_neg()
             && let Some((value, scale)) = int_add(*a, *sa, neg, *sb)
         {
@@ -309,15 +331,34 @@ fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
         pos += 1;
     }
     if pos >= end {
-        return Ok(Scanned { positive, value: "0", num: "0", denom: "", suffix: "" });
+        return Ok(Scanned {
+            positive,
+            value: "0",
+            num: "0",
+            denom: "",
+            suffix: "",
+        });
     }
     let digits_from = |from: usize| {
-        bytes[from..].iter().position(|b| !b.is_ascii_digit()).map_or(end, |n| from + n)
+        bytes[from..]
+            .iter()
+            .position(|b| !b.is_ascii_digit())
+            .map_or(end, |n| from + n)
     };
     let num_end = digits_from(pos);
-    let num = if num_end == pos { "0" } else { &s[pos..num_end] };
+    let num = if num_end == pos {
+        "0"
+    } else {
+        &s[pos..num_end]
+    };
     if num_end >= end {
-        return Ok(Scanned { positive, value: s, num, denom: "", suffix: "" });
+        return Ok(Scanned {
+            positive,
+            value: s,
+            num,
+            denom: "",
+            suffix: "",
+        });
     }
     pos = num_end;
     let mut denom = "";
@@ -326,7 +367,13 @@ fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
         let denom_end = digits_from(pos);
         denom = &s[pos..denom_end];
         if denom_end >= end {
-            return Ok(Scanned { positive, value: s, num, denom, suffix: "" });
+            return Ok(Scanned {
+                positive,
+                value: s,
+                num,
+                denom,
+                suffix: "",
+            });
         }
         pos = denom_end;
     }
@@ -343,7 +390,13 @@ fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
     if digits_from(pos) < end {
         return Err(QuantityError::FormatWrong);
     }
-    Ok(Scanned { positive, value, num, denom, suffix: &s[suffix_start..] })
+    Ok(Scanned {
+        positive,
+        value,
+        num,
+        denom,
+        suffix: &s[suffix_start..],
+    })
 }
 
 /// `suffixHandler.interpret`: (binary?, exponent, format).
@@ -386,7 +439,12 @@ fn interpret(suffix: &str) -> Option<(bool, i64, Format)> {
 }
 
 /// The `inf.Dec` path of `ParseQuantity`.
-fn parse_dec(value: &str, base2: bool, exponent: i64, format: Format) -> Result<Quantity, QuantityError> {
+fn parse_dec(
+    value: &str,
+    base2: bool,
+    exponent: i64,
+    format: Format,
+) -> Result<Quantity, QuantityError> {
     let (negative, digits) = match value.as_bytes().first() {
         Some(b'-') => (true, &value[1..]),
         Some(b'+') => (false, &value[1..]),
@@ -447,7 +505,8 @@ fn round_up_to_nano(unscaled: BigInt, exp10: i64) -> Result<BigInt, QuantityErro
     if down > digits {
         return Ok(BigInt::from(1u8));
     }
-    let divisor = BigInt::from(10u8).pow(u32::try_from(down).map_err(|_| QuantityError::TooFarApart)?);
+    let divisor =
+        BigInt::from(10u8).pow(u32::try_from(down).map_err(|_| QuantityError::TooFarApart)?);
     let quotient = &unscaled / &divisor;
     if (&quotient * &divisor) == unscaled {
         Ok(quotient)

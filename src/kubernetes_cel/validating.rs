@@ -11,8 +11,8 @@
 use super::activation::{self, Expression, SharedEnv, Variables};
 use super::matching::MatchResources;
 use super::{
-    Attributes, FailurePolicy, PolicyError, PolicyOutcome, Violation, ViolationCause,
-    field_error, list_field, string_field,
+    Attributes, FailurePolicy, PolicyError, PolicyOutcome, Violation, ViolationCause, field_error,
+    list_field, string_field,
 };
 use cel::{Context, Env, Value};
 use serde_json::Value as Json;
@@ -47,11 +47,17 @@ pub(crate) enum ConditionResult {
 impl MatchConditions {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
         let mut conditions = Vec::new();
-        for (i, c) in list_field(spec, "matchConditions", "spec")?.iter().enumerate() {
+        for (i, c) in list_field(spec, "matchConditions", "spec")?
+            .iter()
+            .enumerate()
+        {
             let path = format!("spec.matchConditions[{i}]");
             let name = string_field(c, "name", &path)?;
             let source = string_field(c, "expression", &path)?;
-            conditions.push((name, Expression::compile(env, &source, &format!("{path}.expression"))?));
+            conditions.push((
+                name,
+                Expression::compile(env, &source, &format!("{path}.expression"))?,
+            ));
         }
         Ok(MatchConditions { conditions })
     }
@@ -265,7 +271,10 @@ impl ValidatingPolicyBinding {
                 Some("Deny") => Ok(ValidationAction::Deny),
                 Some("Warn") => Ok(ValidationAction::Warn),
                 Some("Audit") => Ok(ValidationAction::Audit),
-                _ => Err(field_error("spec.validationActions", format!("unsupported {a}"))),
+                _ => Err(field_error(
+                    "spec.validationActions",
+                    format!("unsupported {a}"),
+                )),
             })
             .collect::<Result<Vec<_>, _>>()?;
         if actions.is_empty() {
