@@ -127,9 +127,10 @@ impl MutatingPolicy {
         for (i, mutation) in self.mutations.iter().enumerate() {
             let mut current = attributes.clone();
             current.object = Some(object.clone());
+            let values = self.variables.slots();
             let root = activation::request_context(&self.env, &current);
             let mut context = root.new_inner_scope();
-            context.add_variable_from_value("variables", self.variables.evaluate(&root));
+            self.variables.bind(&root, &values, &mut context);
             if i == 0 {
                 match self.conditions.evaluate(&context, self.failure) {
                     ConditionResult::Matches => {}

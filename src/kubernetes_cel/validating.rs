@@ -150,9 +150,10 @@ impl ValidatingPolicy {
         if !self.constraints.matches(attributes) {
             return PolicyOutcome::NotMatched;
         }
+        let values = self.variables.slots();
         let root = activation::request_context(&self.env, attributes);
         let mut context = root.new_inner_scope();
-        context.add_variable_from_value("variables", self.variables.evaluate(&root));
+        self.variables.bind(&root, &values, &mut context);
         match self.conditions.evaluate(&context, self.failure) {
             ConditionResult::Matches => {}
             ConditionResult::NoMatch => return PolicyOutcome::NotMatched,
