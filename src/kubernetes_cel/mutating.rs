@@ -116,8 +116,11 @@ impl MutatingPolicy {
     }
 
     /// Applies the policy's mutations to the request's object, in order,
-    /// each seeing the object as the mutations before it left it. A
-    /// mutation that fails under `failurePolicy: Ignore` is skipped.
+    /// each seeing the object as the mutations before it left it, as
+    /// `mutating/dispatcher.go` does. A mutation that fails under
+    /// `failurePolicy: Ignore` is skipped and the next one runs; a patch
+    /// whose `test` operation fails changes nothing and is no error. The API
+    /// server's defaulting of the patched object is not reproduced.
     pub fn mutate(&self, attributes: &Attributes) -> MutationOutcome {
         if !self.constraints.matches(attributes) {
             return MutationOutcome::NotMatched;
@@ -139,10 +142,14 @@ impl MutatingPolicy {
                 }
             }
             match patch_of(mutation, &context) {
+                // json_patch::patch applies all operations or none.
                 Ok(patch) => match json_patch::patch(&mut object, &patch) {
                     Ok(()) => applied.extend(patch.0),
+                    // A failed `test` leaves the object as it was, without
+                    // an error (patch/json_patch.go).
+                    Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => {}
                     Err(e) if self.failure == FailurePolicy::Fail => {
-                        return self.failed(format!("JSON Patch: {e}"));
+                        return self.failed(format!("JSONPath: {e}"));
                     }
                     Err(_) => {}
                 },
@@ -206,6 +213,10 @@ fn operation(item: &Value) -> Result<Json, String> {
     let mut operation = serde_json::Map::new();
     for (field, value) in patch.field_values() {
         let value = Value::try_from(&*value).map_err(|e| format!("JSONPatch.{field}: {e}"))?;
+        // An empty `from` is left out, as upstream does.
+        if field == "from" && matches!(&value, Value::String(from) if from.is_empty()) {
+            continue;
+        }
         operation.insert(
             field,
             to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?,

@@ -80,7 +80,13 @@ impl MatchConditions {
         match (errors.is_empty(), failure) {
             (true, _) => ConditionResult::Matches,
             (false, FailurePolicy::Ignore) => ConditionResult::NoMatch,
-            (false, FailurePolicy::Fail) => ConditionResult::Failed(errors.join(", ")),
+            // utilerrors.NewAggregate's rendering: one error alone, or a list.
+            (false, FailurePolicy::Fail) if errors.len() == 1 => {
+                ConditionResult::Failed(errors.concat())
+            }
+            (false, FailurePolicy::Fail) => {
+                ConditionResult::Failed(format!("[{}]", errors.join(", ")))
+            }
         }
     }
 }
