@@ -144,12 +144,40 @@ impl Variables {
     }
 }
 
-/// An owned copy of a value that may borrow the request.
+/// An owned copy of a value that may borrow the request: one deep copy for
+/// lists, maps and strings; other values through `Value`.
 fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
+    if let Some(list) = value.downcast_ref::<CelList>() {
+        let items = list.inner().iter().map(|v| detach(v.as_ref()));
+        return Ok(Box::new(CelList::from(
+            items.collect::<Result<Vec<_>, _>>()?,
+        )));
+    }
+    if let Some(map) = value.downcast_ref::<CelMap>() {
+        let entries = map
+            .inner()
+            .iter()
+            .map(|(k, v)| Ok((detach_key(k), detach(v.as_ref())?)));
+        return Ok(Box::new(CelMap::from(
+            entries.collect::<Result<HashMap<_, _>, ExecutionError>>()?,
+        )));
+    }
+    if let Some(string) = value.downcast_ref::<CelString>() {
+        return Ok(Box::new(CelString::from(string.inner().to_owned())));
+    }
     if let Some(quantity) = value.downcast_ref::<Quantity>() {
         return Ok(Box::new(quantity.clone()));
     }
     Box::<dyn Val>::try_from(Value::try_from(value)?)
+}
+
+fn detach_key(key: &CelMapKey<'_>) -> CelMapKey<'static> {
+    match key {
+        CelMapKey::String(s) => CelMapKey::String(CelString::from(s.inner().to_owned())),
+        CelMapKey::Bool(b) => CelMapKey::Bool(*b),
+        CelMapKey::Int(i) => CelMapKey::Int(*i),
+        CelMapKey::UInt(u) => CelMapKey::UInt(*u),
+    }
 }
 
 /// The CEL type of `variables`.

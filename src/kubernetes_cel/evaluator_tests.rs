@@ -313,3 +313,27 @@ fn a_failed_test_operation_leaves_the_object_unchanged_without_error() {
     );
     assert_eq!(patch.0.len(), 1);
 }
+
+#[test]
+fn variables_hold_quantities_and_values_of_every_json_type() {
+    let policy = ValidatingPolicy::from_object(&json!({
+        "metadata": {"name": "kinds"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]
+            }]},
+            "variables": [
+                {"name": "limit", "expression": "quantity('4')"},
+                {"name": "first", "expression": "object.spec.containers[0]"},
+                {"name": "scalars", "expression": "[1, 2.5, true, null, 'x']"}
+            ],
+            "validations": [
+                {"expression": "quantity(variables.first.resources.limits['nvidia.com/gpu']).isLessThan(variables.limit)"},
+                {"expression": "variables.scalars == [1, 2.5, true, null, 'x'] && variables.first.name == 'main'"}
+            ]
+        }
+    }))
+    .expect("policy compiles");
+    assert_eq!(policy.evaluate(&create(pod("2"))).violations(), []);
+    assert_eq!(policy.evaluate(&create(pod("5"))).violations().len(), 1);
+}
