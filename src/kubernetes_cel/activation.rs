@@ -6,7 +6,13 @@
 //! (int64; larger numbers as doubles), doubles, booleans and null, as
 //! `k8s.io/apiserver/pkg/cel/common/values.go` exposes unstructured objects.
 
+use super::quantity::Quantity;
 use super::{Attributes, PolicyError, library};
+use cel::common::traits::Indexer;
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, Type,
+};
+use cel::common::value::{CowVal, Val};
 use cel::objects::{Key, Map};
 use cel::{Context, Env, ExecutionError, Program, Value};
 use serde_json::Value as Json;
@@ -82,6 +88,10 @@ pub(crate) struct Variables {
     entries: Vec<(String, Expression)>,
 }
 
+/// One request's variable values, each set once, in order. They own their
+/// data: a value borrowing the request would borrow these slots too.
+pub(crate) type VariableValues = Vec<OnceLock<Result<Box<dyn Val>, ExecutionError>>>;
+
 impl Variables {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
         let mut entries = Vec::new();
@@ -98,42 +108,164 @@ impl Variables {
         Ok(Variables { entries })
     }
 
-    /// The `variables` map: each variable evaluated in order, seeing those
-    /// before it. A variable that fails is left out, so an expression that
-    /// reads it fails too (upstream evaluates variables lazily, with the
-    /// same effect on the expressions that use them).
-    pub fn evaluate(&self, context: &Context<'_, '_>) -> Value {
-        let mut values: HashMap<Key, Value> = HashMap::with_capacity(self.entries.len());
-        for (name, expression) in &self.entries {
-            let mut scope = context.new_inner_scope();
-            scope.add_variable_from_value("variables", map_value(values.clone()));
-            if let Ok(value) = expression.evaluate(&scope) {
-                values.insert(Key::String(Arc::new(name.clone())), value);
+    /// Empty slots for one request's values.
+    pub fn slots(&self) -> VariableValues {
+        (0..self.entries.len()).map(|_| OnceLock::new()).collect()
+    }
+
+    /// Evaluates each variable in order, each seeing those before it, and
+    /// binds `variables` in `context`. A variable's error is kept and
+    /// surfaces in the expressions that read it, as with upstream's lazy
+    /// variables (`k8s.io/apiserver/pkg/cel/lazy`).
+    pub fn bind<'v>(
+        &'v self,
+        root: &Context<'_, 'v>,
+        values: &'v VariableValues,
+        context: &mut Context<'_, 'v>,
+    ) {
+        for (i, (_, expression)) in self.entries.iter().enumerate() {
+            let mut scope = root.new_inner_scope();
+            scope.add_variable_as_val("variables", Box::new(self.view(values)));
+            let value = Value::resolve_val(expression.program.expression(), &scope)
+                .and_then(|v| detach(v.as_ref()));
+            drop(scope);
+            if let Some(slot) = values.get(i) {
+                let _ = slot.set(value);
             }
         }
-        map_value(values)
+        context.add_variable_as_val("variables", Box::new(self.view(values)));
     }
+
+    fn view<'v>(&'v self, values: &'v VariableValues) -> VariablesView<'v> {
+        VariablesView {
+            entries: &self.entries,
+            values,
+        }
+    }
+}
+
+/// An owned copy of a value that may borrow the request: one deep copy for
+/// lists, maps and strings; other values through `Value`.
+fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
+    if let Some(list) = value.downcast_ref::<CelList>() {
+        let items = list.inner().iter().map(|v| detach(v.as_ref()));
+        return Ok(Box::new(CelList::from(
+            items.collect::<Result<Vec<_>, _>>()?,
+        )));
+    }
+    if let Some(map) = value.downcast_ref::<CelMap>() {
+        let entries = map
+            .inner()
+            .iter()
+            .map(|(k, v)| Ok((detach_key(k), detach(v.as_ref())?)));
+        return Ok(Box::new(CelMap::from(
+            entries.collect::<Result<HashMap<_, _>, ExecutionError>>()?,
+        )));
+    }
+    if let Some(string) = value.downcast_ref::<CelString>() {
+        return Ok(Box::new(CelString::from(string.inner().to_owned())));
+    }
+    if let Some(quantity) = value.downcast_ref::<Quantity>() {
+        return Ok(Box::new(quantity.clone()));
+    }
+    Box::<dyn Val>::try_from(Value::try_from(value)?)
+}
+
+fn detach_key(key: &CelMapKey<'_>) -> CelMapKey<'static> {
+    match key {
+        CelMapKey::String(s) => CelMapKey::String(CelString::from(s.inner().to_owned())),
+        CelMapKey::Bool(b) => CelMapKey::Bool(*b),
+        CelMapKey::Int(i) => CelMapKey::Int(*i),
+        CelMapKey::UInt(u) => CelMapKey::UInt(*u),
+    }
+}
+
+/// The CEL type of `variables`.
+static VARIABLES_TYPE: Type = Type::new_unspecified_type("kubernetes.variables");
+
+/// `variables`: a borrowed view of the values, so no expression copies them.
+#[derive(Debug)]
+struct VariablesView<'v> {
+    entries: &'v [(String, Expression)],
+    values: &'v VariableValues,
+}
+
+impl<'v> Val for VariablesView<'v> {
+    fn get_type(&self) -> &Type {
+        &VARIABLES_TYPE
+    }
+    fn cel_type() -> &'static Type {
+        &VARIABLES_TYPE
+    }
+    fn as_indexer<'b, 'w>(&'b self) -> Option<&'b (dyn Indexer + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+    fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
+    where
+        Self: 'w,
+    {
+        Box::new(VariablesView {
+            entries: self.entries,
+            values: self.values,
+        })
+    }
+}
+
+impl<'v> Indexer for VariablesView<'v> {
+    fn get<'b, 'w>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        let name = idx
+            .downcast_ref::<CelString>()
+            .map(|s| s.inner())
+            .ok_or_else(|| ExecutionError::UnexpectedType {
+                got: idx.get_type().name().to_owned(),
+                want: "string".to_owned(),
+            })?;
+        let position = self.entries.iter().position(|(n, _)| n == name);
+        match position
+            .and_then(|i| self.values.get(i))
+            .and_then(OnceLock::get)
+        {
+            Some(Ok(value)) => Ok(CowVal::Borrowed(value.as_ref())),
+            Some(Err(error)) => Err(error.clone()),
+            None => Err(ExecutionError::no_such_key(name)),
+        }
+    }
+
+    fn steal<'w>(self: Box<Self>, idx: &dyn Val) -> Result<Box<dyn Val + 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.get(idx).map(|v| v.as_ref().clone_as_boxed())
+    }
+}
+
+/// The root context of one request: every variable but `variables`.
+pub(crate) fn request_context<'v>(env: &SharedEnv, attributes: &'v Attributes) -> Context<'v, 'v> {
+    let mut context = Context::with_env(env.0.clone());
+    let object = |o: &'v Option<Json>| -> Box<dyn Val + 'v> {
+        match o {
+            Some(json) => json_val(json),
+            None => Box::new(CelNull),
+        }
+    };
+    context.add_variable_as_val("object", object(&attributes.object));
+    context.add_variable_as_val("oldObject", object(&attributes.old_object));
+    context.add_variable_as_val("namespaceObject", object(&attributes.namespace_object));
+    context.add_variable_from_value("params", Value::Null);
+    context.add_variable_from_value("request", request(attributes));
+    context
 }
 
 fn map_value(values: HashMap<Key, Value>) -> Value {
     Value::Map(Map {
         map: Arc::new(values),
     })
-}
-
-/// The root context of one request: every variable but `variables`.
-pub(crate) fn request_context(
-    env: &SharedEnv,
-    attributes: &Attributes,
-) -> Context<'static, 'static> {
-    let mut context = Context::with_env(env.0.clone());
-    let object = |o: &Option<Json>| o.as_ref().map_or(Value::Null, from_json);
-    context.add_variable_from_value("object", object(&attributes.object));
-    context.add_variable_from_value("oldObject", object(&attributes.old_object));
-    context.add_variable_from_value("namespaceObject", object(&attributes.namespace_object));
-    context.add_variable_from_value("params", Value::Null);
-    context.add_variable_from_value("request", request(attributes));
-    context
 }
 
 /// `request`: the AdmissionRequest fields policies read
@@ -180,23 +312,25 @@ fn request(a: &Attributes) -> Value {
     ])
 }
 
-/// JSON as a CEL value.
-pub(crate) fn from_json(json: &Json) -> Value {
+/// JSON as a CEL value that borrows the JSON's strings.
+pub(crate) fn json_val<'v>(json: &'v Json) -> Box<dyn Val + 'v> {
     match json {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
+        Json::Null => Box::new(CelNull),
+        Json::Bool(b) => Box::new(CelBool::from(*b)),
         Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            Some(i) => Box::new(CelInt::from(i)),
+            None => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
         },
-        Json::String(s) => Value::String(Arc::new(s.clone())),
-        Json::Array(items) => Value::List(Arc::new(items.iter().map(from_json).collect())),
-        Json::Object(fields) => map_value(
+        Json::String(s) => Box::new(CelString::from(s.as_str())),
+        Json::Array(items) => Box::new(CelList::from(
+            items.iter().map(json_val).collect::<Vec<_>>(),
+        )),
+        Json::Object(fields) => Box::new(CelMap::from(
             fields
                 .iter()
-                .map(|(k, v)| (Key::String(Arc::new(k.clone())), from_json(v)))
-                .collect(),
-        ),
+                .map(|(k, v)| (CelMapKey::String(CelString::from(k.as_str())), json_val(v)))
+                .collect::<HashMap<_, _>>(),
+        )),
     }
 }
 

@@ -285,3 +285,55 @@ fn mutating_bindings_select_by_policy_name_and_namespace() {
         MutationOutcome::Patched { .. }
     ));
 }
+
+#[test]
+fn a_failed_test_operation_leaves_the_object_unchanged_without_error() {
+    let policy = MutatingPolicy::from_object(&json!({
+        "metadata": {"name": "guarded"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]
+            }]},
+            "mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'test', path: '/metadata/name', value: 'other'}, JSONPatch{op: 'add', path: '/metadata/labels/x', value: 'y'}]"}},
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'copy', from: '/metadata/name', path: '/metadata/labels/copied'}]"}}
+            ]
+        }
+    }))
+    .expect("policy compiles");
+    let MutationOutcome::Patched { object, patch } = policy.mutate(&create(pod("1"))) else {
+        panic!("expected a patch");
+    };
+    assert_eq!(
+        object["metadata"]["labels"],
+        json!({"app": "train", "copied": "p"})
+    );
+    assert_eq!(patch.0.len(), 1);
+}
+
+#[test]
+fn variables_hold_quantities_and_values_of_every_json_type() {
+    let policy = ValidatingPolicy::from_object(&json!({
+        "metadata": {"name": "kinds"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]
+            }]},
+            "variables": [
+                {"name": "limit", "expression": "quantity('4')"},
+                {"name": "first", "expression": "object.spec.containers[0]"},
+                {"name": "scalars", "expression": "[1, 2.5, true, null, 'x']"}
+            ],
+            "validations": [
+                {"expression": "quantity(variables.first.resources.limits['nvidia.com/gpu']).isLessThan(variables.limit)"},
+                {"expression": "variables.scalars == [1, 2.5, true, null, 'x'] && variables.first.name == 'main'"}
+            ]
+        }
+    }))
+    .expect("policy compiles");
+    assert_eq!(policy.evaluate(&create(pod("2"))).violations(), []);
+    assert_eq!(policy.evaluate(&create(pod("5"))).violations().len(), 1);
+}

@@ -192,58 +192,124 @@ fn quantity_documented_examples_and_parsing() {
     assert_errors(&[(r#"quantity("Three")"#, "quantities must match")]);
 }
 
-/// `jsonpatch.escapeKey`, with the cases of
-/// `k8s.io/apiserver/pkg/cel/library/jsonpatch_test.go`.
+/// `jsonpatch.escapeKey`: the example of
+/// `k8s.io/apiserver/pkg/cel/library/jsonpatch.go`, and the replacer's
+/// single pass (`/` to `~1`, `~` to `~0`) on text holding both.
 #[test]
 fn jsonpatch_escape_key() {
     let s = |v: &str| Value::String(v.to_owned().into());
     assert_cases(&[
         (
-            r#"jsonpatch.escapeKey("k8s.io/my~label")"#,
-            s("k8s.io~1my~0label"),
+            r#""/metadata/labels/" + jsonpatch.escapeKey('k8s.io/my~label')"#,
+            s("/metadata/labels/k8s.io~1my~0label"),
         ),
         (r#"jsonpatch.escapeKey("no-escaping")"#, s("no-escaping")),
         (r#"jsonpatch.escapeKey("~/~1")"#, s("~0~1~01")),
     ]);
 }
 
-/// The string functions of cel-go's `ext.Strings`, which the Kubernetes
-/// environment includes, with cases of `github.com/google/cel-go/ext/strings_test.go`.
+/// cel-go's `ext.Strings`, which the Kubernetes environment includes: the
+/// `stringTests` table of `github.com/google/cel-go/ext/strings_test.go`
+/// (its parse-only no-overload cases aside), plus `lowerAscii`, `join` and
+/// the standard `startsWith`/`endsWith`/`contains`/`matches`.
 #[test]
 fn strings_extension() {
-    let t = Value::Bool(true);
-    let cases: Vec<(&str, Value)> = [
-        "'tacocat'.charAt(3) == 'o'",
-        "'tacocat'.indexOf('') == 0",
-        "'tacocat'.indexOf('ac') == 1",
-        "'tacocat'.indexOf('none') == -1",
-        "'tacocat'.indexOf('a', 3) == 5",
-        "'ta©o©αT'.indexOf('©') == 2",
-        "'tacocat'.lastIndexOf('at') == 5",
-        "'TacoCat'.lowerAscii() == 'tacocat'",
-        "'TacoCÆt Xii'.lowerAscii() == 'tacocÆt xii'",
-        "'{0} days {0} hours'.replace('{0}', '2') == '2 days 2 hours'",
-        "'{0} days {0} hours'.replace('{0}', '2', 1).replace('{0}', '23') == '2 days 23 hours'",
-        "'hello world'.split(' ') == ['hello', 'world']",
-        "'hello world events!'.split(' ', 0) == []",
-        "'hello world events!'.split(' ', 1) == ['hello world events!']",
-        "'o©o©o©o'.split('©', -1) == ['o', 'o', 'o', 'o']",
-        "'tacocat'.substring(4) == 'cat'",
-        "'tacocat'.substring(0, 4) == 'taco'",
-        "'ta©o©αT'.substring(2, 6) == '©o©α'",
-        "' \\f\\n\\r\\t\\vtext  '.trim() == 'text'",
-        "['x', 'y'].join() == 'xy'",
-        "['x', 'y'].join('-') == 'x-y'",
-        "'nvidia.com/gpu'.startsWith('nvidia.com/') && 'a.b'.endsWith('.b') && 'abc'.contains('b')",
-        "'nvidia.com/gpu'.matches('^nvidia\\\\.com/')",
-    ]
-    .into_iter()
-    .map(|e| (e, t.clone()))
-    .collect();
+    let holds = [
+        r#"'tacocat'.charAt(3) == 'o'"#,
+        r#"'tacocat'.charAt(7) == ''"#,
+        r#"'©αT'.charAt(0) == '©' && '©αT'.charAt(1) == 'α' && '©αT'.charAt(2) == 'T'"#,
+        r#"'tacocat'.indexOf('') == 0"#,
+        r#"'tacocat'.indexOf('ac') == 1"#,
+        r#"'tacocat'.indexOf('none') == -1"#,
+        r#"'tacocat'.indexOf('', 3) == 3"#,
+        r#"'tacocat'.indexOf('a', 3) == 5"#,
+        r#"'tacocat'.indexOf('at', 3) == 5"#,
+        r#"'ta©o©αT'.indexOf('©') == 2"#,
+        r#"'ta©o©αT'.indexOf('©', 3) == 4"#,
+        r#"'ta©o©αT'.indexOf('©αT', 3) == 4"#,
+        r#"'ta©o©αT'.indexOf('©α', 5) == -1"#,
+        r#"'ijk'.indexOf('k') == 2"#,
+        r#"'hello wello'.indexOf('hello wello') == 0"#,
+        r#"'hello wello'.indexOf('ello', 6) == 7"#,
+        r#"'hello wello'.indexOf('elbo room!!') == -1"#,
+        r#"'hello wello'.indexOf('elbo room!!!') == -1"#,
+        r#"'tacocat'.lastIndexOf('') == 7"#,
+        r#"'tacocat'.lastIndexOf('at') == 5"#,
+        r#"'tacocat'.lastIndexOf('none') == -1"#,
+        r#"'tacocat'.lastIndexOf('', 3) == 3"#,
+        r#"'tacocat'.lastIndexOf('a', 3) == 1"#,
+        r#"'ta©o©αT'.lastIndexOf('©') == 4"#,
+        r#"'ta©o©αT'.lastIndexOf('©', 3) == 2"#,
+        r#"'ta©o©αT'.lastIndexOf('©α', 4) == 4"#,
+        r#"'hello wello'.lastIndexOf('ello', 6) == 1"#,
+        r#"'hello wello'.lastIndexOf('low') == -1"#,
+        r#"'hello wello'.lastIndexOf('elbo room!!') == -1"#,
+        r#"'hello wello'.lastIndexOf('elbo room!!!') == -1"#,
+        r#"'hello wello'.lastIndexOf('hello wello') == 0"#,
+        r#"'bananananana'.lastIndexOf('nana', 8) == 8"#,
+        r#""12 days 12 hours".replace("{0}", "2") == "12 days 12 hours""#,
+        r#""{0} days {0} hours".replace("{0}", "2") == "2 days 2 hours""#,
+        r#""{0} days {0} hours".replace("{0}", "2", 1).replace("{0}", "23") == "2 days 23 hours""#,
+        r#""1 ©αT taco".replace("αT", "o©α") == "1 ©o©α taco""#,
+        r#""hello world".split(" ") == ["hello", "world"]"#,
+        r#""hello world events!".split(" ", 0) == []"#,
+        r#""hello world events!".split(" ", 1) == ["hello world events!"]"#,
+        r#""o©o©o©o".split("©", -1) == ["o", "o", "o", "o"]"#,
+        r#""tacocat".substring(4) == "cat""#,
+        r#""tacocat".substring(7) == """#,
+        r#""tacocat".substring(0, 4) == "taco""#,
+        r#""tacocat".substring(4, 4) == """#,
+        r#"'ta©o©αT'.substring(2, 6) == "©o©α""#,
+        r#"'ta©o©αT'.substring(7, 7) == """#,
+        r#"" \f\n\r\t\vtext  ".trim() == "text""#,
+        r#""\u0085\u00a0\u1680text".trim() == "text""#,
+        r#""text\u2000\u2001\u2002\u2003\u2004\u2004\u2006\u2007\u2008\u2009".trim() == "text""#,
+        r#""\u200atext\u2028\u2029\u202F\u205F\u3000".trim() == "text""#,
+        r#""\u180etext\u200b\u200c\u200d\u2060\ufeff".trim() == "\u180etext\u200b\u200c\u200d\u2060\ufeff""#,
+        r#"'TacoCat'.lowerAscii() == 'tacocat'"#,
+        r#"'TacoCÆt Xii'.lowerAscii() == 'tacocÆt xii'"#,
+        r#"['x', 'y'].join() == 'xy'"#,
+        r#"['x', 'y'].join('-') == 'x-y'"#,
+        r#"'nvidia.com/gpu'.startsWith('nvidia.com/') && 'a.b'.endsWith('.b') && 'abc'.contains('b')"#,
+        r#"'nvidia.com/gpu'.matches('^nvidia\\.com/')"#,
+    ];
+    let cases: Vec<(&str, Value)> = holds.into_iter().map(|e| (e, Value::Bool(true))).collect();
     assert_cases(&cases);
     assert_errors(&[
-        ("'tacocat'.charAt(30)", "index out of range: 30"),
-        ("'tacocat'.substring(40)", "index out of range: 40"),
+        (r#"'tacocat'.charAt(30) == ''"#, "index out of range: 30"),
+        (
+            r#"'tacocat'.indexOf('a', 30) == -1"#,
+            "index out of range: 30",
+        ),
+        (
+            r#"'tacocat'.lastIndexOf('a', -1) == -1"#,
+            "index out of range: -1",
+        ),
+        (
+            r#"'tacocat'.lastIndexOf('a', 30) == -1"#,
+            "index out of range: 30",
+        ),
+        (
+            r#""tacocat".substring(40) == "cat""#,
+            "index out of range: 40",
+        ),
+        (
+            r#""tacocat".substring(-1) == "cat""#,
+            "index out of range: -1",
+        ),
+        (
+            r#""tacocat".substring(1, 50) == "cat""#,
+            "index out of range: 50",
+        ),
+        (
+            r#""tacocat".substring(49, 50) == "cat""#,
+            "index out of range: 49",
+        ),
+        (
+            r#""tacocat".substring(4, 3) == """#,
+            "invalid substring range. start: 4, end: 3",
+        ),
+        (r#"42.charAt(2) == """#, "no matching overload"),
     ]);
 }
 

@@ -98,7 +98,8 @@ pub struct Attributes {
     /// The object before an UPDATE or DELETE.
     pub old_object: Option<Json>,
     /// The request's namespace, as a Namespace object; its labels are what
-    /// namespace selectors match.
+    /// namespace selectors match (none when absent: the API server would
+    /// look the namespace up, this evaluator cannot).
     pub namespace_object: Option<Json>,
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: String,

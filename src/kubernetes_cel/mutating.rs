@@ -116,8 +116,11 @@ impl MutatingPolicy {
     }
 
     /// Applies the policy's mutations to the request's object, in order,
-    /// each seeing the object as the mutations before it left it. A
-    /// mutation that fails under `failurePolicy: Ignore` is skipped.
+    /// each seeing the object as the mutations before it left it, as
+    /// `mutating/dispatcher.go` does. A mutation that fails under
+    /// `failurePolicy: Ignore` is skipped and the next one runs; a patch
+    /// whose `test` operation fails changes nothing and is no error. The API
+    /// server's defaulting of the patched object is not reproduced.
     pub fn mutate(&self, attributes: &Attributes) -> MutationOutcome {
         if !self.constraints.matches(attributes) {
             return MutationOutcome::NotMatched;
@@ -127,9 +130,10 @@ impl MutatingPolicy {
         for (i, mutation) in self.mutations.iter().enumerate() {
             let mut current = attributes.clone();
             current.object = Some(object.clone());
+            let values = self.variables.slots();
             let root = activation::request_context(&self.env, &current);
             let mut context = root.new_inner_scope();
-            context.add_variable_from_value("variables", self.variables.evaluate(&root));
+            self.variables.bind(&root, &values, &mut context);
             if i == 0 {
                 match self.conditions.evaluate(&context, self.failure) {
                     ConditionResult::Matches => {}
@@ -138,10 +142,14 @@ impl MutatingPolicy {
                 }
             }
             match patch_of(mutation, &context) {
+                // json_patch::patch applies all operations or none.
                 Ok(patch) => match json_patch::patch(&mut object, &patch) {
                     Ok(()) => applied.extend(patch.0),
+                    // A failed `test` leaves the object as it was, without
+                    // an error (patch/json_patch.go).
+                    Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => {}
                     Err(e) if self.failure == FailurePolicy::Fail => {
-                        return self.failed(format!("JSON Patch: {e}"));
+                        return self.failed(format!("JSONPath: {e}"));
                     }
                     Err(_) => {}
                 },
@@ -205,6 +213,10 @@ fn operation(item: &Value) -> Result<Json, String> {
     let mut operation = serde_json::Map::new();
     for (field, value) in patch.field_values() {
         let value = Value::try_from(&*value).map_err(|e| format!("JSONPatch.{field}: {e}"))?;
+        // An empty `from` is left out, as upstream does.
+        if field == "from" && matches!(&value, Value::String(from) if from.is_empty()) {
+            continue;
+        }
         operation.insert(
             field,
             to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?,

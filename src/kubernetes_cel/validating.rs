@@ -80,7 +80,13 @@ impl MatchConditions {
         match (errors.is_empty(), failure) {
             (true, _) => ConditionResult::Matches,
             (false, FailurePolicy::Ignore) => ConditionResult::NoMatch,
-            (false, FailurePolicy::Fail) => ConditionResult::Failed(errors.join(", ")),
+            // utilerrors.NewAggregate's rendering: one error alone, or a list.
+            (false, FailurePolicy::Fail) if errors.len() == 1 => {
+                ConditionResult::Failed(errors.concat())
+            }
+            (false, FailurePolicy::Fail) => {
+                ConditionResult::Failed(format!("[{}]", errors.join(", ")))
+            }
         }
     }
 }
@@ -150,9 +156,10 @@ impl ValidatingPolicy {
         if !self.constraints.matches(attributes) {
             return PolicyOutcome::NotMatched;
         }
+        let values = self.variables.slots();
         let root = activation::request_context(&self.env, attributes);
         let mut context = root.new_inner_scope();
-        context.add_variable_from_value("variables", self.variables.evaluate(&root));
+        self.variables.bind(&root, &values, &mut context);
         match self.conditions.evaluate(&context, self.failure) {
             ConditionResult::Matches => {}
             ConditionResult::NoMatch => return PolicyOutcome::NotMatched,
