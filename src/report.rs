@@ -42,6 +42,34 @@ pub struct ObjectReport {
     pub denial: Option<String>,
 }
 
+impl ObjectReport {
+    /// The report of an object nothing was found in yet: allowed, no
+    /// changes; its names read from the manifest (`default_namespace` when
+    /// it names none).
+    pub fn allowed(object: &Value, default_namespace: &str) -> Self {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        ObjectReport {
+            api_version: text("/apiVersion").unwrap_or("").to_owned(),
+            kind: text("/kind").unwrap_or("").to_owned(),
+            namespace: text("/metadata/namespace")
+                .unwrap_or(default_namespace)
+                .to_owned(),
+            name: text("/metadata/name")
+                .or_else(|| text("/metadata/generateName"))
+                .unwrap_or("")
+                .to_owned(),
+            allowed: true,
+            ignored: false,
+            violations: Vec::new(),
+            warnings: Vec::new(),
+            patch: Vec::new(),
+            error: None,
+            changes: Vec::new(),
+            denial: None,
+        }
+    }
+}
+
 /// Evaluates one manifest object as the webhook would admit its creation in
 /// a namespace of the given mode. The object is the whole input: the claims
 /// its pods use cannot be resolved unless it is one of them.
@@ -174,31 +202,8 @@ fn evaluate_report(
     (cluster, claims): (Option<&dyn ClusterFacts>, Option<&dyn ClaimFacts>),
     images: Option<&dyn ImageFacts>,
 ) -> ObjectReport {
-    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-    let api_version = text("/apiVersion").unwrap_or("").to_owned();
-    let kind_name = text("/kind").unwrap_or("").to_owned();
-    let namespace = text("/metadata/namespace")
-        .unwrap_or(default_namespace)
-        .to_owned();
-    let name = text("/metadata/name")
-        .or_else(|| text("/metadata/generateName"))
-        .unwrap_or("")
-        .to_owned();
-    let kind = ObjectKind::of_manifest(&api_version, &kind_name);
-    let mut report = ObjectReport {
-        api_version,
-        kind: kind_name,
-        namespace,
-        name,
-        allowed: true,
-        ignored: false,
-        violations: Vec::new(),
-        warnings: Vec::new(),
-        patch: Vec::new(),
-        error: None,
-        changes: Vec::new(),
-        denial: None,
-    };
+    let mut report = ObjectReport::allowed(object, default_namespace);
+    let kind = ObjectKind::of_manifest(&report.api_version, &report.kind);
     let namespace_settings = settings.for_namespace(namespace_annotations);
     let evaluator = Evaluator {
         settings,

@@ -124,26 +124,10 @@ impl PolicyEngine {
         mode: Mode,
         annotations: &BTreeMap<String, String>,
     ) -> ObjectReport {
-        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-        let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
-        let mut report = ObjectReport {
-            api_version: text("/apiVersion").unwrap_or("").to_owned(),
-            kind: text("/kind").unwrap_or("").to_owned(),
-            namespace: namespace.to_owned(),
-            name: text("/metadata/name")
-                .or_else(|| text("/metadata/generateName"))
-                .unwrap_or("")
-                .to_owned(),
-            allowed: true,
-            ignored: false,
-            violations: Vec::new(),
-            warnings: Vec::new(),
-            patch: Vec::new(),
-            error: None,
-            changes: Vec::new(),
-            denial: None,
-        };
-        let Some(mut attributes) = create_attributes(object, namespace, mode.as_str(), annotations)
+        let mut report = ObjectReport::allowed(object, default_namespace);
+        let namespace = report.namespace.clone();
+        let Some(mut attributes) =
+            create_attributes(object, &namespace, mode.as_str(), annotations)
         else {
             report.ignored = true;
             return report;

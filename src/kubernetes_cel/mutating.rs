@@ -10,10 +10,10 @@
 //! json_patch.go`, applied in order with the `json-patch` crate.
 //! `ApplyConfiguration` mutations are refused when the policy is read.
 
-use super::activation::{self, Expression, SharedEnv, Variables, to_json};
+use super::activation::{self, Expression, to_json};
 use super::library::JSON_PATCH_TYPE;
 use super::matching::MatchResources;
-use super::validating::{ConditionResult, MatchConditions};
+use super::validating::{ConditionResult, PolicyCore};
 use super::{
     Attributes, FailurePolicy, PolicyError, Violation, ViolationCause, field_error, list_field,
     string_field,
@@ -43,23 +43,16 @@ pub enum MutationOutcome {
 /// A compiled MutatingAdmissionPolicy.
 #[derive(Debug)]
 pub struct MutatingPolicy {
-    name: String,
-    env: SharedEnv,
-    failure: FailurePolicy,
+    core: PolicyCore,
     reinvocation: String,
-    constraints: MatchResources,
-    conditions: MatchConditions,
-    variables: Variables,
     mutations: Vec<Expression>,
 }
 
 impl MutatingPolicy {
     /// Reads and compiles a MutatingAdmissionPolicy object.
     pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
-        let env = activation::environment()?;
-        let spec = object
-            .get("spec")
-            .ok_or_else(|| field_error("spec", "required"))?;
+        let (core, spec) = PolicyCore::read(object)?;
+        let env = &core.env;
         let mut mutations = Vec::new();
         for (i, m) in list_field(spec, "mutations", "spec")?.iter().enumerate() {
             let path = format!("spec.mutations[{i}]");
@@ -76,38 +69,25 @@ impl MutatingPolicy {
             let path = format!("{path}.jsonPatch");
             let source = string_field(patch, "expression", &path)?;
             mutations.push(Expression::compile(
-                &env,
+                env,
                 &source,
                 &format!("{path}.expression"),
             )?);
         }
         Ok(MutatingPolicy {
-            name: object
-                .pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            failure: FailurePolicy::read(spec)?,
             reinvocation: spec
                 .get("reinvocationPolicy")
                 .and_then(Json::as_str)
                 .unwrap_or("Never")
                 .to_owned(),
-            constraints: MatchResources::read(
-                spec.get("matchConstraints"),
-                "spec.matchConstraints",
-            )?
-            .require_rules("spec.matchConstraints")?,
-            conditions: MatchConditions::read(&env, spec)?,
-            variables: Variables::read(&env, spec)?,
+            core,
             mutations,
-            env,
         })
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     /// `spec.reinvocationPolicy` (`Never` when unset); read, not acted on.
@@ -122,7 +102,7 @@ impl MutatingPolicy {
     /// whose `test` operation fails changes nothing and is no error. The API
     /// server's defaulting of the patched object is not reproduced.
     pub fn mutate(&self, attributes: &Attributes) -> MutationOutcome {
-        if !self.constraints.matches(attributes) {
+        if !self.core.constraints.matches(attributes) {
             return MutationOutcome::NotMatched;
         }
         let mut object = attributes.object.clone().unwrap_or(Json::Null);
@@ -130,12 +110,12 @@ impl MutatingPolicy {
         for (i, mutation) in self.mutations.iter().enumerate() {
             let mut current = attributes.clone();
             current.object = Some(object.clone());
-            let values = self.variables.slots();
-            let root = activation::request_context(&self.env, &current);
+            let values = self.core.variables.slots();
+            let root = activation::request_context(&self.core.env, &current);
             let mut context = root.new_inner_scope();
-            self.variables.bind(&root, &values, &mut context);
+            self.core.variables.bind(&root, &values, &mut context);
             if i == 0 {
-                match self.conditions.evaluate(&context, self.failure) {
+                match self.core.conditions.evaluate(&context, self.core.failure) {
                     ConditionResult::Matches => {}
                     ConditionResult::NoMatch => return MutationOutcome::NotMatched,
                     ConditionResult::Failed(message) => return self.failed(message),
@@ -148,12 +128,14 @@ impl MutatingPolicy {
                     // A failed `test` leaves the object as it was, without
                     // an error (patch/json_patch.go).
                     Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => {}
-                    Err(e) if self.failure == FailurePolicy::Fail => {
+                    Err(e) if self.core.failure == FailurePolicy::Fail => {
                         return self.failed(format!("JSONPath: {e}"));
                     }
                     Err(_) => {}
                 },
-                Err(message) if self.failure == FailurePolicy::Fail => return self.failed(message),
+                Err(message) if self.core.failure == FailurePolicy::Fail => {
+                    return self.failed(message);
+                }
                 Err(_) => {}
             }
         }
@@ -169,7 +151,7 @@ impl MutatingPolicy {
         binding: &MutatingPolicyBinding,
         attributes: &Attributes,
     ) -> MutationOutcome {
-        if binding.policy_name != self.name || !binding.match_resources.matches(attributes) {
+        if binding.policy_name != self.core.name || !binding.match_resources.matches(attributes) {
             return MutationOutcome::NotMatched;
         }
         self.mutate(attributes)

@@ -17,6 +17,46 @@ use super::{
 use cel::{Context, Env, Value};
 use serde_json::Value as Json;
 
+/// What both kinds of policy read alike: the name, the CEL environment,
+/// `failurePolicy`, `matchConstraints`, `matchConditions` and `variables`.
+#[derive(Debug)]
+pub(super) struct PolicyCore {
+    pub(super) name: String,
+    pub(super) env: SharedEnv,
+    pub(super) failure: FailurePolicy,
+    pub(super) constraints: MatchResources,
+    pub(super) conditions: MatchConditions,
+    pub(super) variables: Variables,
+}
+
+impl PolicyCore {
+    /// Reads the common part of a policy object, and returns its `spec`
+    /// for the rest.
+    pub(super) fn read(object: &Json) -> Result<(Self, &Json), PolicyError> {
+        let env = activation::environment()?;
+        let spec = object
+            .get("spec")
+            .ok_or_else(|| field_error("spec", "required"))?;
+        let core = PolicyCore {
+            name: object
+                .pointer("/metadata/name")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            failure: FailurePolicy::read(spec)?,
+            constraints: MatchResources::read(
+                spec.get("matchConstraints"),
+                "spec.matchConstraints",
+            )?
+            .require_rules("spec.matchConstraints")?,
+            conditions: MatchConditions::read(&env, spec)?,
+            variables: Variables::read(&env, spec)?,
+            env,
+        };
+        Ok((core, spec))
+    }
+}
+
 /// Longest message a `messageExpression` may produce
 /// (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
@@ -94,12 +134,7 @@ impl MatchConditions {
 /// A compiled ValidatingAdmissionPolicy.
 #[derive(Debug)]
 pub struct ValidatingPolicy {
-    name: String,
-    env: SharedEnv,
-    failure: FailurePolicy,
-    constraints: MatchResources,
-    conditions: MatchConditions,
-    variables: Variables,
+    core: PolicyCore,
     validations: Vec<Validation>,
 }
 
@@ -107,60 +142,41 @@ impl ValidatingPolicy {
     /// Reads and compiles a ValidatingAdmissionPolicy object: every
     /// expression is compiled here, once.
     pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
-        let env = activation::environment()?;
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Json::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let spec = object
-            .get("spec")
-            .ok_or_else(|| field_error("spec", "required"))?;
+        let (core, spec) = PolicyCore::read(object)?;
+        let env = &core.env;
         let mut validations = Vec::new();
         for (i, v) in list_field(spec, "validations", "spec")?.iter().enumerate() {
             let path = format!("spec.validations[{i}]");
             let source = string_field(v, "expression", &path)?;
             let text = |key: &str| v.get(key).and_then(Json::as_str).map(str::to_owned);
             let message_expression = text("messageExpression")
-                .map(|m| Expression::compile(&env, &m, &format!("{path}.messageExpression")))
+                .map(|m| Expression::compile(env, &m, &format!("{path}.messageExpression")))
                 .transpose()?;
             validations.push(Validation {
-                expression: Expression::compile(&env, &source, &format!("{path}.expression"))?,
+                expression: Expression::compile(env, &source, &format!("{path}.expression"))?,
                 message: text("message"),
                 message_expression,
                 reason: text("reason"),
             });
         }
-        Ok(ValidatingPolicy {
-            name,
-            failure: FailurePolicy::read(spec)?,
-            constraints: MatchResources::read(
-                spec.get("matchConstraints"),
-                "spec.matchConstraints",
-            )?
-            .require_rules("spec.matchConstraints")?,
-            conditions: MatchConditions::read(&env, spec)?,
-            variables: Variables::read(&env, spec)?,
-            validations,
-            env,
-        })
+        Ok(ValidatingPolicy { core, validations })
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     /// Evaluates the policy on one request, with no binding's narrowing.
     pub fn evaluate(&self, attributes: &Attributes) -> PolicyOutcome {
-        if !self.constraints.matches(attributes) {
+        if !self.core.constraints.matches(attributes) {
             return PolicyOutcome::NotMatched;
         }
-        let values = self.variables.slots();
-        let root = activation::request_context(&self.env, attributes);
+        let values = self.core.variables.slots();
+        let root = activation::request_context(&self.core.env, attributes);
         let mut context = root.new_inner_scope();
-        self.variables.bind(&root, &values, &mut context);
-        match self.conditions.evaluate(&context, self.failure) {
+        self.core.variables.bind(&root, &values, &mut context);
+        match self.core.conditions.evaluate(&context, self.core.failure) {
             ConditionResult::Matches => {}
             ConditionResult::NoMatch => return PolicyOutcome::NotMatched,
             ConditionResult::Failed(message) => {
@@ -184,7 +200,7 @@ impl ValidatingPolicy {
         binding: &ValidatingPolicyBinding,
         attributes: &Attributes,
     ) -> PolicyOutcome {
-        if binding.policy_name != self.name || !binding.match_resources.matches(attributes) {
+        if binding.policy_name != self.core.name || !binding.match_resources.matches(attributes) {
             return PolicyOutcome::NotMatched;
         }
         self.evaluate(attributes)
@@ -209,7 +225,7 @@ impl ValidatingPolicy {
     }
 
     fn error_violation(&self, message: String) -> Option<Violation> {
-        match self.failure {
+        match self.core.failure {
             FailurePolicy::Ignore => None,
             FailurePolicy::Fail => Some(self.failure_violation(message)),
         }

@@ -4,7 +4,9 @@
 //!   their workloads, each generated ValidatingAdmissionPolicy denies
 //!   exactly when the webhook's rule of the same id reports a violation,
 //!   and each MutatingAdmissionPolicy leaves the pod exactly as the
-//!   webhook's changes of its rule do.
+//!   webhook's changes of its rule do;
+//! - [`manifests`]: the fixtures (the golden files' inputs, in every mode)
+//!   and the examples decided by `check --engine cel` as by `check`.
 //!
 //! Where the policies cannot decide as the webhook does, the case is
 //! excluded by a named exception ([`Exception`]), each one listed in
@@ -12,6 +14,7 @@
 //! most cases shows.
 
 mod equivalence;
+mod manifests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;

@@ -1,0 +1,126 @@
+//! `check --engine cel` decides the fixtures (the golden files' inputs,
+//! in every mode) and the examples as `check` does.
+//!
+//! The one documented difference: a pod whose GPU count or GPU containers
+//! depend on a DRA claim that `check` resolves from the input. The policies
+//! cannot read other objects, so for such a pod the policies are compared
+//! with the webhook's rules without the input's claims.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use gpu_policy::admission::Mode;
+use gpu_policy::manifest;
+use gpu_policy::policy::RuleId;
+use gpu_policy::report::{ObjectReport, check_objects};
+use serde_json::Value;
+
+use super::{ENGINE, SETTINGS};
+use crate::support::fixtures;
+
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir("examples")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension().is_some_and(|e| e == "yaml")
+                && path.file_name().is_some_and(|n| n != "config.yaml")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn rules(report: &ObjectReport) -> BTreeSet<RuleId> {
+    report.violations.iter().map(|v| v.rule).collect()
+}
+
+/// Each object's webhook report with the input's claims, the same without
+/// them (each object alone), and the policies' report.
+fn compare(path: &PathBuf, mode: Mode) -> usize {
+    let documents = match manifest::load(std::slice::from_ref(path), &mut std::io::empty()) {
+        Ok(documents) => documents,
+        Err(err) => panic!("{}: {err}", path.display()),
+    };
+    let objects: Vec<&Value> = documents.iter().map(|d| &d.object).collect();
+    let annotations = BTreeMap::new();
+    let with_claims = check_objects(&objects, "default", mode, &SETTINGS, &annotations);
+    let mut compared = 0;
+    for (object, webhook) in objects.iter().zip(&with_claims) {
+        let alone = check_objects(&[*object], "default", mode, &SETTINGS, &annotations);
+        let policies = ENGINE.report(object, "default", mode, &annotations);
+        let expected = match alone.first() {
+            // Claims from the input changed the webhook's answer: the
+            // policies are held to the answer without them.
+            Some(alone) if alone.allowed != webhook.allowed || rules(alone) != rules(webhook) => {
+                alone
+            }
+            _ => webhook,
+        };
+        let name = format!(
+            "{} {} {}/{}",
+            path.display(),
+            mode,
+            webhook.kind,
+            webhook.name
+        );
+        assert_eq!(policies.ignored, expected.ignored, "{name}");
+        assert_eq!(
+            policies.allowed, expected.allowed,
+            "{name}: policies {:?}, webhook {:?}",
+            policies.violations, expected.violations
+        );
+        assert_eq!(rules(&policies), rules(expected), "{name}");
+        if mode == Mode::Warn {
+            assert_eq!(
+                policies.warnings.len(),
+                policies.violations.len(),
+                "{name}: every violation is a warning"
+            );
+        }
+        compared += 1;
+    }
+    compared
+}
+
+#[test]
+fn the_policies_decide_the_fixtures_as_check_does_in_every_mode() {
+    let mut compared = 0;
+    for path in fixtures::files() {
+        for mode in [Mode::Enforce, Mode::Warn, Mode::Audit] {
+            compared += compare(&path, mode);
+        }
+    }
+    assert!(
+        compared > 50,
+        "only {compared} fixture objects were compared"
+    );
+}
+
+#[test]
+fn the_policies_decide_the_examples_as_check_does() {
+    let files = examples();
+    assert!(files.len() > 10, "{files:?}");
+    let compared: usize = files.iter().map(|f| compare(f, Mode::Enforce)).sum();
+    assert!(
+        compared > 20,
+        "only {compared} example objects were compared"
+    );
+}
+
+#[test]
+fn an_enforce_check_with_the_policies_pins_and_sets_the_runtime_class() {
+    let pod = fixtures::fixture("05-");
+    let report = ENGINE.report(&pod, "default", Mode::Enforce, &BTreeMap::new());
+    assert!(report.allowed, "{:?}", report.violations);
+    let changed: BTreeSet<RuleId> = report.changes.iter().map(|(rule, _)| *rule).collect();
+    assert!(
+        changed.contains(&RuleId::RuntimeClass),
+        "{:?}",
+        report.changes
+    );
+    let audit = ENGINE.report(&pod, "default", Mode::Audit, &BTreeMap::new());
+    assert!(audit.patch.is_empty() && audit.warnings.is_empty());
+}
