@@ -7,6 +7,10 @@
 # venv, and PyPI). The binary is $GPU_POLICY_BIN when set (tests/it/chart.rs
 # passes the one cargo built: no nested cargo), else target/debug/gpu-policy,
 # built here (a no-op after `cargo test`).
+#
+# Arguments select tests by name; `--regenerate` instead writes the chart's
+# bundled admission policies (charts/gpu-policy/files/) for its default
+# config.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -8,6 +8,12 @@
 - with default values the chart must render the same objects as
   `gpu-policy manifests` (the binary is the reference; all but the Namespace,
   which `helm install --create-namespace` makes), compared field by field;
+- with admissionPolicies.enabled the chart renders its bundled admission
+  policies (charts/gpu-policy/files/), which must be the binary's
+  `manifests --admission-policies [--mutating-policies]` output for the
+  default config (`run.sh --regenerate` writes them); a config that changes a
+  setting they read must fail to render unless admissionPolicies.manifest is
+  given, and a given manifest is rendered;
 - every rendered object of every value set is validated with
   kubernetes-validate (strict) for Kubernetes 1.30 and the newest version the
   package ships; CRD kinds it has no schema for are checked for shape only.
@@ -93,6 +99,10 @@ HARDENED = {
     "clientAuth": {"enabled": True, "caSecret": CLIENT_CA_SECRET, "names": CLIENT_NAMES},
     "networkPolicy": {"enabled": True, "webhookFrom": WEBHOOK_FROM},
 }
+# The generated admission policies (bundled for the default config), beside
+# the webhook and alone.
+POLICIES = {"admissionPolicies": {"enabled": True}}
+POLICIES_ALONE = {"webhook": {"enabled": False}, "admissionPolicies": {"enabled": True}}
 # The value sets every object of which is validated with kubernetes-validate.
 REGISTRY_PULL_SECRET = "registry-pull"
 REGISTRY = {
@@ -110,6 +120,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
         }
     },
+    "admission policies beside the webhook": POLICIES,
+    "admission policies alone": POLICIES_ALONE,
     "everything set": {
         "fullnameOverride": "gpu-policy-b",
         "image": {"repository": "registry.example/gpu-policy", "tag": "1.2.3", "pullPolicy": "Always"},
@@ -136,6 +148,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
     },
 }
+# The value sets that render the webhook.
+WEBHOOK_VALUE_SETS = {label: values for label, values in VALUE_SETS.items()
+                      if values.get("webhook", {}).get("enabled", True)}
 
 TESTS: list[tuple[str, Callable[[], None]]] = []
 # libyaml when PyYAML has it: the pure-Python loader is most of the run time.
@@ -439,6 +454,10 @@ def schema_rejects_bad_values() -> None:
         "logFormat: xml": ({"logFormat": "xml"}, "/logFormat"),
         "replicas: 0": ({"replicas": 0}, "/replicas"),
         "unknown top-level key": ({"replicaCount": 3}, "additional properties"),
+        "webhook.enabled: a string": ({"webhook": {"enabled": "no"}}, "/webhook/enabled"),
+        "admissionPolicies typo": ({"admissionPolicies": {"manifests": "x"}}, "/admissionPolicies"),
+        "admissionPolicies.manifest: a list": ({"admissionPolicies": {"manifest": []}},
+                                               "/admissionPolicies/manifest"),
         "pullPolicy: Sometimes": ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         "whenUnsatisfiable: Maybe": ({"topologySpread": {"whenUnsatisfiable": "Maybe"}},
                                      "/topologySpread/whenUnsatisfiable"),
@@ -554,7 +573,7 @@ def rendered_config_is_accepted_by_the_server() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         pod_file = Path(tmp) / "pod.yaml"
         pod_file.write_text(yaml.safe_dump(pod))
-        for label, values in VALUE_SETS.items():
+        for label, values in WEBHOOK_VALUE_SETS.items():
             config_text = one(render(values), "ConfigMap")["data"]["config.yaml"]
             config_file = Path(tmp) / "config.yaml"
             config_file.write_text(config_text)
@@ -700,7 +719,7 @@ def cert_manager_external_issuer() -> None:
 @test
 def every_serve_flag_exists() -> None:
     flags = serve_flags()
-    for label, values in VALUE_SETS.items():
+    for label, values in WEBHOOK_VALUE_SETS.items():
         args = container(render(values))["args"]
         check(args[0] == "serve", f"{label}: {args}")
         unknown = [a for a in args if a.startswith("--") and a not in flags]
@@ -777,7 +796,7 @@ def prometheus_rule() -> None:
 
 @test
 def restricted_pod_security_in_every_value_set() -> None:
-    for label, values in VALUE_SETS.items():
+    for label, values in WEBHOOK_VALUE_SETS.items():
         pod = one(render(values), "Deployment")["spec"]["template"]["spec"]
         context = pod["securityContext"]
         check(context.get("runAsNonRoot") is True and context.get("runAsUser") == 65532
@@ -989,6 +1008,191 @@ def notes() -> None:
               "NOTES.txt: audit, then warn, then enforce")
 
 
+# --- admission policies ----------------------------------------------------
+
+POLICY_FILES = CHART / "files"
+GENERATED_FOR = POLICY_FILES / "admission-policies-config.yaml"
+REGENERATE = "run `bash tests/chart/run.sh --regenerate` to write them again"
+POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+# One change per Config field: (field, base overrides, changed overrides).
+# The generated policies must change with the fields GENERATED_FOR lists and
+# with no other.
+CONFIG_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("gpuResources", {}, {"gpuResources": ["nvidia.com/gpu"]}),
+    ("gpuDeviceClasses", {}, {"gpuDeviceClasses": ["gpu.nvidia.com"]}),
+    ("maxPerContainer", {}, {"maxPerContainer": 4}),
+    ("maxPerPod", {}, {"maxPerPod": 4}),
+    ("runtimeClassName", {"gpuRuntimeClasses": ["nvidia", "nvidia-cdi"]},
+     {"gpuRuntimeClasses": ["nvidia", "nvidia-cdi"], "runtimeClassName": "nvidia-cdi"}),
+    ("gpuRuntimeClasses", {}, {"gpuRuntimeClasses": ["nvidia", "nvidia-cdi"]}),
+    ("visibleDevicesPin", {}, {"visibleDevicesPin": "none"}),
+    ("minComputeCapability", {}, {"minComputeCapability": "9.0"}),
+    ("imageResolution", {}, {"imageResolution": {"mode": "off"}}),
+    ("imageComputeCapabilities", {}, {"imageComputeCapabilities": [{"pattern": "^example/", "minimum": "8.0"}]}),
+    ("allowlist", {}, {"allowlist": []}),
+    ("policyAdmins", {}, {"policyAdmins": ["platform-admins"]}),
+]
+
+
+def default_config() -> dict[str, Any]:
+    return load_yaml((CHART / "values.yaml").read_text())["config"]
+
+
+def generated_policies(config: dict[str, Any] | None = None) -> tuple[str, str]:
+    """`manifests --admission-policies` for `config` (default: values.yaml's),
+    and what `--mutating-policies` adds to it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config_file = Path(tmp) / "config.yaml"
+        config_file.write_text(yaml.safe_dump(default_config() if config is None else config))
+        outputs = []
+        for extra in ([], ["--mutating-policies"]):
+            out = run_binary("manifests", "--admission-policies", *extra, "--config", str(config_file))
+            check(out.returncode == 0, f"manifests --admission-policies {extra}: {out.stderr}")
+            outputs.append(out.stdout)
+    validating, both = outputs
+    check(both.startswith(validating), "--mutating-policies does not append to --admission-policies' output")
+    return validating, both[len(validating):]
+
+
+def objects_of(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.load_all(text, Loader=LOADER) if d is not None]
+
+
+def regenerate() -> None:
+    """Writes the bundled policies and the settings they are for."""
+    header = [line for line in GENERATED_FOR.read_text().splitlines() if line.startswith("#")]
+    config = default_config()
+    settings = {k: config[k] for k in load_yaml(GENERATED_FOR.read_text())}
+    GENERATED_FOR.write_text("\n".join(header) + "\n" + yaml.safe_dump(settings, sort_keys=False))
+    validating, mutating = generated_policies()
+    (POLICY_FILES / "admission-policies.yaml").write_text(validating)
+    (POLICY_FILES / "mutating-policies.yaml").write_text(mutating)
+    print(f"wrote {GENERATED_FOR.relative_to(ROOT)}, admission-policies.yaml and mutating-policies.yaml")
+
+
+@test
+def bundled_policies_are_the_generated_output() -> None:
+    config = default_config()
+    generated_for = load_yaml(GENERATED_FOR.read_text())
+    stale = [k for k, v in generated_for.items() if config.get(k) != v]
+    check(not stale, f"{GENERATED_FOR.name} differs from values.yaml config in {stale}: {REGENERATE}")
+    # The config the chart renders, not only the one values.yaml states.
+    rendered = load_yaml(one(render(), "ConfigMap")["data"]["config.yaml"])
+    for label, source in [("values.yaml", None), ("the rendered ConfigMap", rendered)]:
+        validating, mutating = generated_policies(source)
+        for name, expected in [("admission-policies.yaml", validating), ("mutating-policies.yaml", mutating)]:
+            check((POLICY_FILES / name).read_text() == expected,
+                  f"files/{name} is not `gpu-policy manifests` output for {label}'s config: {REGENERATE}")
+
+
+@test
+def policies_read_exactly_the_settings_the_guard_compares() -> None:
+    guarded = set(load_yaml(GENERATED_FOR.read_text()))
+    config = default_config()
+    check({field for field, _, _ in CONFIG_CHANGES} == set(config),
+          f"CONFIG_CHANGES covers {sorted(f for f, _, _ in CONFIG_CHANGES)}, Config has {sorted(config)}")
+    problems = []
+    for field, base, changed in CONFIG_CHANGES:
+        differs = generated_policies(merge(config, base)) != generated_policies(merge(config, changed))
+        if differs and field not in guarded:
+            problems.append(f"{field} changes the policies but {GENERATED_FOR.name} does not list it")
+        if not differs and field in guarded:
+            problems.append(f"{GENERATED_FOR.name} lists {field}, which does not change the policies")
+    check(not problems, "\n  ".join(problems))
+
+
+@test
+def policies_render_beside_the_webhook_and_alone() -> None:
+    validating = objects_of((POLICY_FILES / "admission-policies.yaml").read_text())
+    mutating = objects_of((POLICY_FILES / "mutating-policies.yaml").read_text())
+    mutating_kinds = {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+    check({o["kind"] for o in validating} == POLICY_KINDS - mutating_kinds
+          and {o["kind"] for o in mutating} == mutating_kinds, "the bundled files' kinds")
+    webhook = render()
+    check(not [o for o in webhook if o["kind"] in POLICY_KINDS], "policies rendered by default")
+    for values, expected_policies, expect_webhook in [
+        (POLICIES, validating, True),
+        (merge(POLICIES, {"admissionPolicies": {"mutating": True}}), validating + mutating, True),
+        (POLICIES_ALONE, validating, False),
+        (merge(POLICIES_ALONE, {"admissionPolicies": {"mutating": True}}), validating + mutating, False),
+    ]:
+        objects = render(values)
+        policies = [o for o in objects if o["kind"] in POLICY_KINDS]
+        check(policies == expected_policies, f"{values}: the policies rendered are not the bundled files")
+        others = sorted(key(o) for o in objects if o["kind"] not in POLICY_KINDS)
+        check(others == (sorted(key(o) for o in webhook) if expect_webhook else []),
+              f"{values}: besides the policies: {others}")
+        notes = next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
+        check("validatingadmissionpolicies" in notes and ("Check the webhook" in notes) == expect_webhook,
+              f"{values}: NOTES.txt:\n{notes}")
+    message = render_error({"webhook": {"enabled": False}})
+    check("nothing to install" in message, message)
+
+
+@test
+def changed_policy_settings_need_a_manifest() -> None:
+    for values, field, flags in [
+        (merge(POLICIES, {"config": {"maxPerPod": 4}}), "maxPerPod", "--admission-policies --config"),
+        (merge(POLICIES_ALONE, {"config": {"allowlist": CUSTOM_ALLOWLIST}}), "allowlist",
+         "--admission-policies --config"),
+        (merge(POLICIES, {"admissionPolicies": {"mutating": True}, "config": {"visibleDevicesPin": "none"}}),
+         "visibleDevicesPin", "--admission-policies --mutating-policies --config"),
+    ]:
+        message = render_error(values)
+        for part in [f"config.{field} differs", f"gpu-policy manifests {flags}",
+                     "--set-file admissionPolicies.manifest="]:
+            check(part in message, f"{values}: {part!r} not in {message!r}")
+        check("\n" not in message.strip(), f"not one line: {message!r}")
+    # The same values, or other settings changed: the bundled files render.
+    render(merge(POLICIES, {"config": {"maxPerPod": 8, "gpuRuntimeClasses": ["nvidia"]}}))
+    render(merge(POLICIES, {"config": {"minComputeCapability": "8.0", "policyAdmins": ["platform-admins"]}}))
+    # Without the policies, config is the webhook's alone.
+    render({"config": {"maxPerPod": 4}})
+
+
+@test
+def a_given_manifest_is_rendered() -> None:
+    config = merge(default_config(), {"maxPerPod": 4, "allowlist": CUSTOM_ALLOWLIST})
+    validating, mutating = generated_policies(config)
+    check("4" in validating and validating != (POLICY_FILES / "admission-policies.yaml").read_text(),
+          "the manifest for another config is the bundled one")
+    for values, expected in [
+        (merge(POLICIES, {"config": config, "admissionPolicies": {"manifest": validating}}), validating),
+        (merge(POLICIES_ALONE, {"config": config, "admissionPolicies": {"manifest": validating}}), validating),
+        (merge(POLICIES, {"config": config,
+                          "admissionPolicies": {"mutating": True, "manifest": validating + mutating}}),
+         validating + mutating),
+    ]:
+        policies = [o for o in render(values) if o["kind"] in POLICY_KINDS]
+        check(policies == objects_of(expected), f"{values['admissionPolicies']}: not the manifest given")
+    for values, part in [
+        (merge(POLICIES, {"admissionPolicies": {"mutating": True, "manifest": validating}}),
+         "holds no MutatingAdmissionPolicy"),
+        (merge(POLICIES, {"admissionPolicies": {"manifest": validating + mutating}}),
+         "admissionPolicies.mutating is false"),
+        (merge(POLICIES, {"admissionPolicies": {"manifest": yaml.safe_dump_all(manifests())}}),
+         "holds a Namespace, not only admission policies"),
+        (merge(POLICIES, {"admissionPolicies": {"manifest": "kind: [unclosed"}}), "is not YAML"),
+        ({"admissionPolicies": {"manifest": validating}}, "admissionPolicies.enabled is false"),
+    ]:
+        message = render_error(values)
+        check(part in message, f"{part!r} not in {message!r}")
+
+
+@test
+def mutating_policies_validate_on_the_newest_release() -> None:
+    # MutatingAdmissionPolicy v1 is served from Kubernetes 1.36; the
+    # validating ones are in VALUE_SETS (1.30 and the newest).
+    problems = []
+    for obj in render(merge(POLICIES_ALONE, {"admissionPolicies": {"mutating": True}})):
+        try:
+            kubernetes_validate.validate(obj, latest_version(), strict=True)
+        except kubernetes_validate.ValidationError as error:
+            problems.append(f"{obj['kind']} {obj['metadata']['name']}: {error.message}")
+    check(not problems, "\n  ".join(problems))
+
+
 # --- kubernetes-validate ---------------------------------------------------
 
 SKIPPED: set[tuple[str, str]] = set()
@@ -1055,6 +1259,9 @@ def main() -> int:
     print(f"helm-python-sdk {helm.__version__} (helm-c {helm.helm_c_version()}, Helm SDK {helm.helm_sdk_version()}), "
           f"kubernetes-validate {kubernetes_validate.version.__version__} (Kubernetes {', '.join(KUBE_VERSIONS)}), "
           f"binary {BINARY.relative_to(ROOT) if BINARY.is_relative_to(ROOT) else BINARY}")
+    if sys.argv[1:] == ["--regenerate"]:
+        regenerate()
+        return 0
     selected = sys.argv[1:]
     passed = failed = 0
     for name, fn in TESTS:

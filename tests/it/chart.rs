@@ -1,5 +1,7 @@
 //! The Helm chart renders the same objects as `gpu-policy manifests`, lints
-//! clean, and validates against the Kubernetes schemas. The checks are in
+//! clean, and validates against the Kubernetes schemas; its bundled
+//! admission policies are the output of `gpu-policy manifests
+//! --admission-policies` for its default config, and refused for another. The checks are in
 //! `tests/chart/test_chart.py` (Helm's own Go library through the Python
 //! package helm-python-sdk, and kubernetes-validate); `tests/chart/run.sh`
 //! runs them in the tests' virtualenv (`tests/python/venv.sh`).
