@@ -114,9 +114,19 @@ fn registry(c: &mut Criterion) {
     let no_images = Images::default();
     no_images.apply(&table_settings, &metrics);
 
-    // Outside the timed loop: the first lookup fills the caches, the second
-    // asks the registry nothing, and both modes patch the same.
-    let first = runtime.block_on(admit(&body, &registry_settings, &images));
+    // Outside the timed loop: the first lookup fills the caches (on a busy
+    // machine under a profiler it may outlive the budget and finish in the
+    // background, which runs only while the runtime does: it gets the time
+    // to), the next asks the registry nothing, and both modes patch the
+    // same.
+    let mut first = runtime.block_on(admit(&body, &registry_settings, &images));
+    for _ in 0..100 {
+        if patch_of(&first).contains("driver") {
+            break;
+        }
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+        first = runtime.block_on(admit(&body, &registry_settings, &images));
+    }
     let fetched = fake.requests().len();
     let cached = runtime.block_on(admit(&body, &registry_settings, &images));
     assert_eq!(

@@ -10,11 +10,19 @@
 #
 # The reviews (benches/reviews/) are the ones of `cargo bench`: the GPU pod
 # of fixture 07 and the CUDA-image pod of fixture 09 on /mutate, and the
-# Deployment of fixture 07 on /validate/enforce. The servers run on
-# loopback, pinned to SERVER_CPUS, the load tool to LOADGEN_CPUS, so the
-# two do not take each other's core. Every run's JSON goes to
-# $OUT/results.jsonl; the table of medians is printed and written to
-# $OUT/table.md.
+# Deployment of fixture 07 on /validate/enforce.
+#
+# Registry mode is measured the same way, against table mode instead of
+# the baseline: the GPU pod with its image moved to a static registry on
+# loopback (scripts/oci_registry.py; CUDA 12.8 on a forward-compatible
+# driver branch), sent to a server in registry mode that has the image
+# cached (looked up before the first run) and to one in table mode whose
+# table has an entry for it. Both must make the same patch.
+#
+# The servers run on loopback, pinned to SERVER_CPUS, the load tool to
+# LOADGEN_CPUS, so the two do not take each other's core. Every run's JSON
+# goes to $OUT/results.jsonl; the tables of medians are printed and
+# written to $OUT/table.md.
 #
 # Usage: scripts/bench.sh   (ROUNDS=3 DURATION=10s CONCURRENCY=16 by default)
 set -euo pipefail
@@ -33,10 +41,19 @@ LOADGEN_CPUS=${LOADGEN_CPUS:-$(($(nproc) >= 2 ? 1 : 0))}
 GPU_POLICY_PORT=18443
 METRICS_PORT=18080
 ECHO_PORT=18444
+REGISTRY_PORT=18445
+TABLE_MODE_PORT=18446
+TABLE_MODE_METRICS_PORT=18081
+REGISTRY_MODE_PORT=18447
+REGISTRY_MODE_METRICS_PORT=18082
 SNI=gpu-policy.gpu-policy.svc
+# The registry's image: CUDA 12.8 on a forward-compatible driver branch, so
+# that both modes add a compute capability and a driver floor.
+IMAGE="127.0.0.1:$REGISTRY_PORT/vllm/vllm-openai:v0.11.0"
+REQUIRE_CUDA="cuda>=12.8 brand=tesla,driver>=535,driver<536"
 
 cargo build --release --locked --bin gpu-policy --example loadgen --example echo_server
-bin=target/release
+bin=${CARGO_TARGET_DIR:-target}/release
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 work=$(mktemp -d)
@@ -60,11 +77,41 @@ taskset -c "$SERVER_CPUS" "$bin/examples/echo_server" \
 echo_pid=$!
 pids+=("$echo_pid")
 
-# name  path  body
+python3 scripts/oci_registry.py "$REGISTRY_PORT" vllm/vllm-openai v0.11.0 \
+    CUDA_VERSION=12.8.1 "NVIDIA_REQUIRE_CUDA=$REQUIRE_CUDA" 2> "$work/registry.log" &
+pids+=("$!")
+printf '%s\n' "imageResolution:" "  table:" \
+    "  - pattern: '^127\\.0\\.0\\.1:$REGISTRY_PORT/vllm/vllm-openai:'" \
+    "    cudaVersion: \"12.8\"" "    requireCuda: \"$REQUIRE_CUDA\"" > "$work/table-mode.yaml"
+printf '%s\n' "imageResolution:" "  mode: registry" \
+    "  insecureRegistries: [\"127.0.0.1:$REGISTRY_PORT\"]" > "$work/registry-mode.yaml"
+start_mode() { # mode port metrics_port: a server with $work/<mode>.yaml
+    taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --no-cluster --config "$work/$1.yaml" \
+        --listen "127.0.0.1:$2" --metrics-listen "127.0.0.1:$3" \
+        --certs-dir "$work/certs" > "$work/$1.log" 2>&1 &
+    pids+=("$!")
+    mode_pid=$!
+    wait_ready "$3" "$work/$1.log"
+}
+start_mode table-mode "$TABLE_MODE_PORT" "$TABLE_MODE_METRICS_PORT"
+table_mode_pid=$mode_pid
+start_mode registry-mode "$REGISTRY_MODE_PORT" "$REGISTRY_MODE_METRICS_PORT"
+registry_mode_pid=$mode_pid
+# The GPU pod of fixture 07, its image on the registry.
+python3 -c '
+import json, sys
+review = json.load(sys.stdin)
+review["request"]["object"]["spec"]["containers"][0]["image"] = sys.argv[1]
+json.dump(review, sys.stdout, separators=(",", ":"))' "$IMAGE" \
+    < benches/reviews/gpu-pod.json > "$work/cached-image-pod.json"
+
+# name  path  body  the two servers compared (half load: half of the
+# second one's median saturation throughput)
 cases=(
-    "gpu-pod /mutate benches/reviews/gpu-pod.json"
-    "cpu-pod /mutate benches/reviews/cpu-pod.json"
-    "gpu-deployment /validate/enforce benches/reviews/gpu-deployment.json"
+    "gpu-pod /mutate benches/reviews/gpu-pod.json baseline gpu-policy"
+    "cpu-pod /mutate benches/reviews/cpu-pod.json baseline gpu-policy"
+    "gpu-deployment /validate/enforce benches/reviews/gpu-deployment.json baseline gpu-policy"
+    "cached-image-pod /mutate $work/cached-image-pod.json table-mode registry-mode"
 )
 
 # Each review takes the path it is meant to measure.
@@ -79,10 +126,33 @@ answer "$GPU_POLICY_PORT" /mutate benches/reviews/cpu-pod.json | grep -q '"patch
     || { echo "the CPU pod got no patch"; exit 1; }
 answer "$GPU_POLICY_PORT" /validate/enforce benches/reviews/gpu-deployment.json \
     | grep -q '"allowed":true' || { echo "the Deployment was not allowed"; exit 1; }
+patch_of() { # port body: the JSON Patch of a /mutate answer, decoded
+    answer "$1" /mutate "$2" | python3 -c '
+import base64, json, sys
+print(base64.b64decode(json.load(sys.stdin)["response"].get("patch", "")).decode())'
+}
+# The first lookup may outlive the budget and finish in the background.
+for _ in $(seq 50); do
+    patch_of "$REGISTRY_MODE_PORT" "$work/cached-image-pod.json" | grep -q cuda.driver && break
+    sleep 0.2
+done
+registry_patch=$(patch_of "$REGISTRY_MODE_PORT" "$work/cached-image-pod.json")
+table_patch=$(patch_of "$TABLE_MODE_PORT" "$work/cached-image-pod.json")
+grep -q cuda.driver <<< "$registry_patch" \
+    || { echo "registry mode gave no driver floor: $registry_patch"; exit 1; }
+[ "$registry_patch" = "$table_patch" ] || {
+    printf 'registry and table mode patch differently:\n%s\n%s\n' "$registry_patch" "$table_patch"
+    exit 1
+}
+registry_requests=$(wc -l < "$work/registry.log")
 
 load() { # server case path body load [rate]
     local port=$GPU_POLICY_PORT pid=$gpu_policy_pid rate=()
-    if [ "$1" = baseline ]; then port=$ECHO_PORT pid=$echo_pid; fi
+    case $1 in
+        baseline) port=$ECHO_PORT pid=$echo_pid ;;
+        table-mode) port=$TABLE_MODE_PORT pid=$table_mode_pid ;;
+        registry-mode) port=$REGISTRY_MODE_PORT pid=$registry_mode_pid ;;
+    esac
     if [ -n "${6:-}" ]; then rate=(--rate "$6"); fi
     taskset -c "$LOADGEN_CPUS" "$bin/examples/loadgen" \
         --url "https://127.0.0.1:$port$3?timeout=10s" --ca "$work/certs/ca.crt" \
@@ -93,19 +163,21 @@ load() { # server case path body load [rate]
         | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-40s %8.0f req/s  p99 %6.0f µs  failed %d" % (r["label"], r["throughput_rps"], r["latency_us"]["p99"], r["failed"]))'
 }
 
-order() { # round -> the two servers, the first one alternating
-    if [ $(($1 % 2)) -eq 1 ]; then echo "baseline gpu-policy"; else echo "gpu-policy baseline"; fi
+order() { # round first second -> the two servers, the first one alternating
+    if [ $(($1 % 2)) -eq 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi
 }
 
 for round in $(seq "$ROUNDS"); do
     for case in "${cases[@]}"; do
-        read -r name path body <<< "$case"
-        for server in $(order "$round"); do load "$server" "$name" "$path" "$body" saturation; done
+        read -r name path body first second <<< "$case"
+        for server in $(order "$round" "$first" "$second"); do
+            load "$server" "$name" "$path" "$body" saturation
+        done
     done
 done
 for case in "${cases[@]}"; do
-    read -r name path body <<< "$case"
-    half=$(python3 - "$OUT/results.jsonl" "gpu-policy $name saturation" <<'EOF'
+    read -r name path body first second <<< "$case"
+    half=$(python3 - "$OUT/results.jsonl" "$second $name saturation" <<'EOF'
 import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 print(round(statistics.median(r["throughput_rps"] for r in runs if r["label"] == sys.argv[2]) / 2))
@@ -115,9 +187,9 @@ EOF
 done
 for round in $(seq "$ROUNDS"); do
     for case in "${cases[@]}"; do
-        read -r name path body <<< "$case"
+        read -r name path body first second <<< "$case"
         rate_var="half_${name//-/_}"
-        for server in $(order "$round"); do
+        for server in $(order "$round" "$first" "$second"); do
             load "$server" "$name" "$path" "$body" half "${!rate_var}"
         done
     done
@@ -125,4 +197,5 @@ done
 
 python3 scripts/bench_report.py "$OUT/results.jsonl" \
     --rounds "$ROUNDS" --duration "$DURATION" --concurrency "$CONCURRENCY" \
+    --registry-requests $(($(wc -l < "$work/registry.log") - registry_requests)) \
     | tee "$OUT/table.md"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The table of scripts/bench.sh: medians over the rounds of every
+"""The tables of scripts/bench.sh: medians over the rounds of every
 (review, load) for gpu-policy and the echo baseline, their ratio, and the
-goals. Reads the load tool's JSON lines; standard library only.
+goals; then registry mode (the image cached) against table mode. Reads the
+load tool's JSON lines; standard library only.
 
 Exits 1 when a run had failed requests or a goal is missed."""
 
@@ -20,6 +21,8 @@ MAX_PEAK_RSS_MIB = 30.0
 
 CASES = ["gpu-pod", "cpu-pod", "gpu-deployment"]
 LOADS = ["saturation", "half"]
+# Registry mode against table mode: (review, reference server, server).
+MODE_CASES = [("cached-image-pod", "table-mode", "registry-mode")]
 
 
 def main():
@@ -28,6 +31,8 @@ def main():
     parser.add_argument("--rounds", default="?")
     parser.add_argument("--duration", default="?")
     parser.add_argument("--concurrency", default="?")
+    parser.add_argument("--registry-requests", type=int,
+                        help="requests the registry got during the runs")
     args = parser.parse_args()
 
     runs = defaultdict(list)
@@ -118,6 +123,36 @@ def main():
     out.append("")
     for text, met in goals:
         out.append(f"- {'met' if met else 'MISSED'}: {text}")
+
+    for case, reference, server in MODE_CASES:
+        if not runs[(server, case, "saturation")]:
+            continue
+        out.append("")
+        out.append(f"{server} against {reference}, the same review and patch:")
+        out.append("")
+        out.append(
+            f"| review | load | {reference} req/s | {server} req/s | ratio "
+            f"| {reference} p50 / p99 µs | {server} p50 / p99 µs "
+            f"| server CPU µs/req {reference} / {server} |"
+        )
+        out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for load in LOADS:
+            base = median(reference, case, load, rate)
+            ours = median(server, case, load, rate)
+            out.append(
+                f"| {case} | {load} | {base:.0f} | {ours:.0f} "
+                f"| {ours / base if base else float('nan'):.2f} "
+                f"| {median(reference, case, load, p50):.0f} / "
+                f"{median(reference, case, load, p99):.0f} "
+                f"| {median(server, case, load, p50):.0f} / "
+                f"{median(server, case, load, p99):.0f} "
+                f"| {median(reference, case, load, cpu):.1f} / "
+                f"{median(server, case, load, cpu):.1f} |"
+            )
+    if args.registry_requests is not None:
+        out.append("")
+        out.append(f"- the registry was asked {args.registry_requests} times during the runs "
+                   "(a tag is checked again once its 5 min TTL ends)")
     print("\n".join(out))
     return 0 if all(met for _, met in goals) else 1
 

@@ -24,7 +24,9 @@ use super::{
     Decision, Mode, ObjectKind, PodOperation, Subject, decide, evaluate_object, namespace_guard,
     unreadable,
 };
-use crate::policy::{ClusterFacts, Evaluator, ImageFacts, Message, RuleId};
+use crate::policy::{
+    ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, RuleId, Shape, gpu_images,
+};
 use crate::registry::Platform;
 use crate::settings::Settings;
 
@@ -310,12 +312,17 @@ pub fn images_to_resolve(
     if !evaluated || request.sub_resource.is_some() {
         return None;
     }
+    let shape = match kind {
+        ObjectKind::Pod => Shape::Pod,
+        ObjectKind::Workload(workload) => workload.shape(),
+        ObjectKind::Claim(_) | ObjectKind::Ignored => return None,
+    };
     let object = &request.object.as_ref()?.raw;
     let namespace = request.namespace.as_deref().unwrap_or("default");
-    let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
-    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
-    let target = Subject::created(object, kind, namespace).target()?;
-    let (images, spec) = evaluator.gpu_images(&target).ok()??;
+    // The claims the rules will resolve, from the same cluster; nothing
+    // else of the evaluation is needed to know the GPU containers.
+    let claims = cluster.map(|c| -> &dyn ClaimFacts { c });
+    let (images, spec) = gpu_images::gpu_images(object, shape, namespace, settings, claims)?;
     let images = images.into_iter().map(str::to_owned).collect();
     Some((images, Platform::of_spec_fields(spec)))
 }

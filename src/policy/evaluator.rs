@@ -75,22 +75,13 @@ impl Evaluator<'_> {
         if !target.scope.is_whole() {
             return Ok(None);
         }
-        let Some(mut view) = PodView::parse(target.object, target.shape, self.settings)? else {
-            return Ok(None);
-        };
-        let _unresolved = pod_claims::resolve(&mut view, self.claims, target.namespace);
-        let mut images: Vec<&'t str> = Vec::new();
-        for image in view
-            .containers
-            .iter()
-            .filter(|c| c.is_gpu())
-            .filter_map(|c| c.image)
-        {
-            if !images.contains(&image) {
-                images.push(image);
-            }
-        }
-        Ok((!images.is_empty()).then_some((images, view.spec)))
+        view_gpu_images(
+            target.object,
+            target.shape,
+            target.namespace,
+            self.settings,
+            self.claims,
+        )
     }
 
     /// Runs every rule over the target.
@@ -167,6 +158,33 @@ impl Evaluator<'_> {
         }
         Ok(evaluation)
     }
+}
+
+/// [`Evaluator::gpu_images`] of an object being created, read through the
+/// whole [`PodView`] (its DRA claims resolved from `claims`).
+pub fn view_gpu_images<'t>(
+    object: &'t Value,
+    shape: Shape,
+    namespace: &str,
+    settings: &Settings,
+    claims: Option<&dyn ClaimFacts>,
+) -> Result<Option<GpuImages<'t>>, ObjectError> {
+    let Some(mut view) = PodView::parse(object, shape, settings)? else {
+        return Ok(None);
+    };
+    let _unresolved = pod_claims::resolve(&mut view, claims, namespace);
+    let mut images: Vec<&'t str> = Vec::new();
+    for image in view
+        .containers
+        .iter()
+        .filter(|c| c.is_gpu())
+        .filter_map(|c| c.image)
+    {
+        if !images.contains(&image) {
+            images.push(image);
+        }
+    }
+    Ok((!images.is_empty()).then_some((images, view.spec)))
 }
 
 /// The operation that records the changing rules in the

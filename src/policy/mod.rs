@@ -17,6 +17,7 @@ pub mod compute_affinity;
 pub mod cuda_requirement;
 pub mod device_paths;
 pub mod evaluator;
+pub mod gpu_images;
 pub mod image_needs;
 pub mod input_claims;
 pub mod message;

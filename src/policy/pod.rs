@@ -31,7 +31,7 @@ pub enum Shape {
 
 impl Shape {
     /// The path of the pod template (`metadata` + `spec`) inside the object.
-    fn template_path(self) -> &'static [&'static str] {
+    pub(super) fn template_path(self) -> &'static [&'static str] {
         match self {
             Shape::Pod => &[],
             Shape::Template => &["spec", "template"],
