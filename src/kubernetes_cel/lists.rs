@@ -5,7 +5,10 @@
 //! As upstream: `sum` of an empty list is `0`; `min` and `max` of an empty
 //! list are errors; an integer sum that overflows is an error; `indexOf`
 //! and `lastIndexOf` compare with CEL equality and answer `-1` when the
-//! element is absent. (`isSorted` is not offered: no policy uses it.)
+//! element is absent. Narrower than upstream: `sum`, `min` and `max` take
+//! lists of ints and doubles only (upstream also uints, durations, and for
+//! `min`/`max` every comparable type), and `isSorted` and `includes` are
+//! not offered; the generated policies use none of those.
 
 use cel::common::traits::Iterable;
 use cel::common::types::{CelDouble, CelInt, DYN_TYPE, LIST_TYPE};
