@@ -39,6 +39,13 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::Parser;
 
+#[path = "cost_shapes.rs"]
+mod shapes;
+pub use shapes::{
+    claim_or_template, claim_policy_variables, namespace, pod, pod_or_workload,
+    pod_policy_variables, request, workload_policy_variables,
+};
+
 /// The largest request the API server accepts, which bounds every list,
 /// map and string of a schema without `maxItems`, `maxProperties` or
 /// `maxLength` (`MaxRequestSizeBytes`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
@@ -58,6 +65,8 @@ pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
 pub const MIN_STRING_SIZE: u64 = 2;
 pub const MIN_BOOL_SIZE: u64 = 4;
 pub const MIN_NUMBER_SIZE: u64 = 1;
+/// The longest decimal text of a 64-bit integer (`-9223372036854775808`).
+const MAX_NUMBER_TEXT: u64 = 20;
 
 // cel-go common/cost.go.
 const SELECT_AND_IDENT_COST: u64 = 1;
@@ -163,6 +172,9 @@ pub enum Shape {
     Quantity,
     /// Anything: size unknown.
     Dyn,
+    /// A field the object does not have (with [`MissingFields::Absent`]):
+    /// what `has()` guards, never read.
+    Absent,
 }
 
 impl Shape {
@@ -205,7 +217,40 @@ impl Shape {
         match self {
             Shape::Scalar => Bounds::fixed(1),
             Shape::String(len) | Shape::List { len, .. } | Shape::Map { len, .. } => *len,
-            Shape::Object(_) | Shape::Quantity | Shape::Dyn => Bounds::UNKNOWN,
+            // At run time an object is a map, of as many entries as it has
+            // fields (cel-go `actualSize`); cel-go's estimator, without a
+            // schema here, would not know.
+            Shape::Object(fields) => Bounds::up_to(fields.len() as u64),
+            Shape::Quantity | Shape::Dyn => Bounds::UNKNOWN,
+            Shape::Absent => Bounds::fixed(0),
+        }
+    }
+
+    /// The shape of one value, with its own sizes: the estimate over it
+    /// bounds what evaluating the expression on it costs. A list's items
+    /// have the shape of all of them (its longest string, its largest
+    /// map), an object the fields it has.
+    pub fn of_value(value: &serde_json::Value) -> Shape {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => Shape::String(Bounds::fixed(text.chars().count() as u64)),
+            Value::Array(items) => Shape::List {
+                len: Bounds::fixed(items.len() as u64),
+                item: Box::new(
+                    items
+                        .iter()
+                        .map(Shape::of_value)
+                        .reduce(Shape::union)
+                        .unwrap_or(Shape::Dyn),
+                ),
+            },
+            Value::Object(fields) => Shape::Object(
+                fields
+                    .iter()
+                    .map(|(name, field)| (name.clone(), Shape::of_value(field)))
+                    .collect(),
+            ),
+            Value::Null | Value::Bool(_) | Value::Number(_) => Shape::Scalar,
         }
     }
 
@@ -213,13 +258,40 @@ impl Shape {
     fn union(self, other: Shape) -> Shape {
         match (self, other) {
             (a, b) if a == b => a,
+            (Shape::Absent, other) | (other, Shape::Absent) => other,
             (Shape::String(a), Shape::String(b)) => Shape::String(a.union(b)),
             (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => Shape::List {
                 len: a.union(b),
                 item: Box::new(union_items(a, *i, b, *j)),
             },
+            (Shape::Map { len: a, value: i }, Shape::Map { len: b, value: j }) => Shape::Map {
+                len: a.union(b),
+                value: Box::new(union_items(a, *i, b, *j)),
+            },
+            // The empty map literal of `has(x) ? x : {}` stands for an
+            // absent object: the object's shape, whose fields it lacks.
+            (Shape::Object(fields), empty) | (empty, Shape::Object(fields))
+                if empty.is_empty_literal() =>
+            {
+                Shape::Object(fields)
+            }
+            (Shape::Object(mut a), Shape::Object(b)) => {
+                for (name, shape) in b {
+                    let merged = match a.remove(&name) {
+                        Some(mine) => mine.union(shape),
+                        None => shape,
+                    };
+                    a.insert(name, merged);
+                }
+                Shape::Object(a)
+            }
             _ => Shape::Dyn,
         }
+    }
+
+    /// `{}` or `[]`: a container that holds nothing.
+    fn is_empty_literal(&self) -> bool {
+        matches!(self, Shape::Map { len, .. } | Shape::List { len, .. } if len.max == 0)
     }
 }
 
@@ -264,91 +336,6 @@ pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
 /// The variables an expression sees, by name.
 pub type Variables = BTreeMap<String, Shape>;
 
-/// The Pod, as `object` and `oldObject` of a policy on pods, with the
-/// fields the policies read and the sizes Kubernetes derives from the Pod
-/// schema (no `maxItems` or `maxLength` anywhere in it): every list as long
-/// as a 3 MiB request can hold items of its smallest JSON, every string as
-/// long as the request. Containers, environment variables, volumes and
-/// claims require only `name`, so their smallest JSON is `{"name":""}`.
-pub fn pod() -> Shape {
-    let named = object_min_serialized_size(&[("name", MIN_STRING_SIZE)]);
-    let string = Shape::unbounded_string;
-    let string_map = || Shape::unbounded_map(string(), MIN_STRING_SIZE);
-    let named_list =
-        |fields: Vec<(&str, Shape)>| Shape::unbounded_list(Shape::object(fields), named);
-    let container = Shape::object([
-        ("name", string()),
-        ("image", string()),
-        (
-            "env",
-            named_list(vec![("name", string()), ("value", string())]),
-        ),
-        (
-            "resources",
-            Shape::object([
-                // Quantities are read as strings (`quantity(...)`).
-                ("limits", string_map()),
-                ("requests", string_map()),
-                (
-                    "claims",
-                    named_list(vec![("name", string()), ("request", string())]),
-                ),
-            ]),
-        ),
-        (
-            "volumeMounts",
-            Shape::unbounded_list(
-                Shape::object([("name", string()), ("mountPath", string())]),
-                object_min_serialized_size(&[
-                    ("name", MIN_STRING_SIZE),
-                    ("mountPath", MIN_STRING_SIZE),
-                ]),
-            ),
-        ),
-    ]);
-    let containers = || Shape::unbounded_list(container.clone(), named);
-    Shape::object([
-        ("apiVersion", string()),
-        ("kind", string()),
-        (
-            "metadata",
-            Shape::object([
-                ("name", string()),
-                ("namespace", string()),
-                ("labels", string_map()),
-                ("annotations", string_map()),
-            ]),
-        ),
-        (
-            "spec",
-            Shape::object([
-                ("containers", containers()),
-                ("initContainers", containers()),
-                ("ephemeralContainers", containers()),
-                ("volumes", named_list(vec![("name", string())])),
-                (
-                    "resourceClaims",
-                    named_list(vec![
-                        ("name", string()),
-                        ("resourceClaimName", string()),
-                        ("resourceClaimTemplateName", string()),
-                    ]),
-                ),
-                ("runtimeClassName", string()),
-                ("nodeSelector", string_map()),
-            ]),
-        ),
-    ])
-}
-
-/// The variables of a policy on pods: `object` and `oldObject`.
-pub fn pod_policy_variables() -> Variables {
-    [("object", pod()), ("oldObject", pod())]
-        .into_iter()
-        .map(|(name, shape)| (name.to_owned(), shape))
-        .collect()
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CostError {
     #[error("the expression does not parse: {0}")]
@@ -363,8 +350,29 @@ pub enum CostError {
     Unsupported(&'static str),
 }
 
+/// What a field an object's shape does not list is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissingFields {
+    /// Of unknown shape: the object is a schema's, whose unlisted fields
+    /// can hold anything.
+    Unknown,
+    /// Absent: the object is one value's ([`Shape::of_value`]), which has
+    /// no such field.
+    Absent,
+}
+
 /// The cost range of `expression` over `variables`.
 pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostError> {
+    estimate_value(expression, variables, MissingFields::Unknown).map(|(cost, _)| cost)
+}
+
+/// The cost range of `expression` over `variables` and the shape of its
+/// value: what `variables.<name>` is to the expressions after it.
+pub fn estimate_value(
+    expression: &str,
+    variables: &Variables,
+    missing: MissingFields,
+) -> Result<(Bounds, Shape), CostError> {
     // Kubernetes enables optional types (`a.?b`) from 1.28 on
     // (`k8s.io/apiserver/pkg/cel/environment/base.go`).
     let ast = Parser::new()
@@ -374,8 +382,10 @@ pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostE
     let mut coster = Coster {
         variables,
         locals: Vec::new(),
+        missing,
     };
-    Ok(coster.cost(&ast)?.cost)
+    let estimated = coster.cost(&ast)?;
+    Ok((estimated.cost, estimated.shape))
 }
 
 /// The cost range of expressions that share one budget, such as the
@@ -394,6 +404,7 @@ struct Estimated {
 
 struct Coster<'v> {
     variables: &'v Variables,
+    missing: MissingFields,
     /// Iteration and accumulator variables, innermost last.
     locals: Vec<(String, Shape)>,
 }
@@ -428,7 +439,7 @@ impl Coster<'_> {
                         shape: Shape::Scalar,
                     });
                 }
-                let shape = field(&operand.shape, &select.field)?;
+                let shape = field(&operand.shape, &select.field, self.missing)?;
                 Ok(Estimated {
                     cost: operand.cost.add(Bounds::fixed(SELECT_AND_IDENT_COST)),
                     shape,
@@ -509,6 +520,25 @@ impl Coster<'_> {
                 second.as_ref().map(|_| (**value).clone()),
             ),
             (Shape::Dyn, second) => (Shape::Dyn, second.as_ref().map(|_| Shape::Dyn)),
+            // An object read as a map (one of [`Shape::of_value`]): its
+            // field names are the keys.
+            (Shape::Absent, second) => (Shape::Absent, second.as_ref().map(|_| Shape::Absent)),
+            (Shape::Object(fields), second) if self.missing == MissingFields::Absent => (
+                Shape::String(
+                    fields
+                        .keys()
+                        .map(|k| Bounds::fixed(k.chars().count() as u64))
+                        .reduce(Bounds::union)
+                        .unwrap_or(Bounds::fixed(0)),
+                ),
+                second.as_ref().map(|_| {
+                    fields
+                        .values()
+                        .cloned()
+                        .reduce(Shape::union)
+                        .unwrap_or(Shape::Dyn)
+                }),
+            ),
             _ => {
                 return Err(CostError::Unsupported(
                     "a comprehension over a non-container",
@@ -613,11 +643,19 @@ impl Coster<'_> {
                     (Shape::Map { value, .. }, _) => (**value).clone(),
                     (Shape::Object(_), _) => match &call.args[1].expr {
                         Expr::Literal(LiteralValue::String(key)) => {
-                            field(&container.shape, key.inner())?
+                            field(&container.shape, key.inner(), self.missing)?
                         }
-                        _ => Shape::Dyn,
+                        _ => match (self.missing, &container.shape) {
+                            (MissingFields::Absent, Shape::Object(fields)) => fields
+                                .values()
+                                .cloned()
+                                .reduce(Shape::union)
+                                .unwrap_or(Shape::Absent),
+                            _ => Shape::Dyn,
+                        },
                     },
                     (Shape::Dyn, _) => Shape::Dyn,
+                    (Shape::Absent, _) => Shape::Absent,
                     _ => return Err(unsupported()),
                 };
                 (Bounds::fixed(1).add(args_cost), shape)
@@ -687,9 +725,71 @@ impl Coster<'_> {
             ("int" | "uint" | "double" | "bool", None, [_]) => {
                 scalar(Bounds::fixed(1).add(args_cost))
             }
-            ("string", None, [_]) => (
+            // Conversions other than between strings and bytes are O(1)
+            // (cel-go `functionCost`). The decimal text of a number has
+            // at most 20 characters (cel-go leaves the size unknown).
+            ("string", None, [value]) => (
                 Bounds::fixed(1).add(args_cost),
-                Shape::String(Bounds::UNKNOWN),
+                match &value.shape {
+                    Shape::String(len) => Shape::String(*len),
+                    _ => Shape::String(Bounds::up_to(MAX_NUMBER_TEXT)),
+                },
+            ),
+            // Kubernetes' string library (`k8s.io/apiserver/pkg/cel/library/cost.go`):
+            // a traversal plus the building of the result, ⌈size × 0.2⌉;
+            // as many parts as characters at most (cel-go leaves the
+            // parts' size unknown: here no longer than the string).
+            ("split", Some(text), [_]) => (
+                text.shape
+                    .size()
+                    .times_factor(2.0 * STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
+                Shape::List {
+                    len: Bounds::up_to(text.shape.size().max),
+                    item: Box::new(Shape::String(Bounds::up_to(text.shape.size().max))),
+                },
+            ),
+            // join: the result's size (items × their size, plus the
+            // separators) times the traversal factor.
+            ("join", Some(list), separator) => {
+                let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
+                let mut size = len.multiply(item.size());
+                if let [separator] = separator {
+                    let separators = Bounds {
+                        min: len.min.saturating_sub(1),
+                        max: len.max.saturating_sub(1),
+                    };
+                    size = size.add(separator.shape.size().multiply(separators));
+                }
+                (
+                    size.times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                        .add(args_cost),
+                    Shape::String(size),
+                )
+            }
+            // The list library's one-pass functions: 1 per element, plus
+            // the traversal of each element that is a string.
+            ("indexOf" | "lastIndexOf" | "sum" | "max" | "min" | "isSorted", Some(list), _)
+                if list_parts(&list.shape).is_some() =>
+            {
+                let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
+                let per_item = match item {
+                    Shape::String(size) => {
+                        Bounds::fixed(1).add(size.times_factor(STRING_TRAVERSAL_COST_FACTOR))
+                    }
+                    _ => Bounds::fixed(1),
+                };
+                let shape = match name {
+                    "max" | "min" => item.clone(),
+                    _ => Shape::Scalar,
+                };
+                (len.multiply(per_item).add(args_cost), shape)
+            }
+            ("indexOf" | "lastIndexOf", Some(text), _) => scalar(
+                text.shape
+                    .size()
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
             ),
             _ => return Err(unsupported()),
         };
@@ -698,6 +798,16 @@ impl Coster<'_> {
             cost: target_cost.add(cost),
             shape,
         })
+    }
+}
+
+/// The length and item shape of a list; a value of unknown shape is a
+/// list of unknown length and items.
+fn list_parts(shape: &Shape) -> Option<(Bounds, &Shape)> {
+    match shape {
+        Shape::List { len, item } => Some((*len, item)),
+        Shape::Dyn => Some((Bounds::UNKNOWN, &Shape::Dyn)),
+        _ => None,
     }
 }
 
@@ -712,9 +822,13 @@ fn literal_shape(literal: &LiteralValue) -> Shape {
 }
 
 /// The shape of `operand.name`.
-fn field(operand: &Shape, name: &str) -> Result<Shape, CostError> {
+fn field(operand: &Shape, name: &str, missing: MissingFields) -> Result<Shape, CostError> {
     match operand {
-        Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(Shape::Dyn)),
+        Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(match missing {
+            MissingFields::Unknown => Shape::Dyn,
+            MissingFields::Absent => Shape::Absent,
+        })),
+        Shape::Absent => Ok(Shape::Absent),
         Shape::Map { value, .. } => Ok((**value).clone()),
         Shape::Dyn => Ok(Shape::Dyn),
         _ => Err(CostError::NoField {
