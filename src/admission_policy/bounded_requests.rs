@@ -54,15 +54,20 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         rc = count("c", "k"),
         sc = sidecar("c"),
     );
+    // Each init container with the sidecars started before it
+    // (`initPeaks`), paired once for every resource and container.
     let init_peak = format!(
-        "variables.inits.exists(i, !{si} && {ci} \
-         + variables.inits.filter(s, {ss} \
-             && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))\
-             .map(s, {cs}).sum() > variables.maxPerPod)",
+        "variables.initPeaks.exists(p, {ci} + p.sidecars.map(s, {cs}).sum() \
+         > variables.maxPerPod)",
+        ci = count("p.init", "k"),
+        cs = count("s", "k"),
+    );
+    let init_peaks = format!(
+        "variables.inits.filter(i, !{si}).map(i, {{'init': i, 'sidecars': \
+         variables.inits.filter(s, {ss} \
+             && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))}})",
         si = sidecar("i"),
         ss = sidecar("s"),
-        ci = count("i", "k"),
-        cs = count("s", "k"),
     );
     let over = format!("({steady} > variables.maxPerPod || {init_peak})");
     let above_pod = format!(
@@ -78,6 +83,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         ),
         Variable::new("initNames", "variables.inits.map(c, c.name)"),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
+        Variable::new("initPeaks", &init_peaks),
         Variable::new("invalidValue", &invalid),
         Variable::new("requestWithoutLimit", &without_limit),
         Variable::new("requestNotLimit", &not_limit),

@@ -172,8 +172,9 @@ pub enum Shape {
     Quantity,
     /// Anything: size unknown.
     Dyn,
-    /// A field the object does not have (with [`MissingFields::Absent`]):
-    /// what `has()` guards, never read.
+    /// A field the object does not have (with [`MissingFields::Absent`]),
+    /// which `has()` guards, or the item of an empty list or map: a value
+    /// never read.
     Absent,
 }
 
@@ -241,7 +242,7 @@ impl Shape {
                         .iter()
                         .map(Shape::of_value)
                         .reduce(Shape::union)
-                        .unwrap_or(Shape::Dyn),
+                        .unwrap_or(Shape::Absent),
                 ),
             },
             Value::Object(fields) => Shape::Object(
@@ -458,7 +459,7 @@ impl Coster<'_> {
                     });
                 }
                 let len = Bounds::fixed(list.elements.len() as u64);
-                let item = Box::new(item.unwrap_or(Shape::Dyn));
+                let item = Box::new(item.unwrap_or(Shape::Absent));
                 Ok(Estimated {
                     cost,
                     shape: Shape::List { len, item },
@@ -467,6 +468,10 @@ impl Coster<'_> {
             Expr::Map(map) => {
                 let mut cost = Bounds::fixed(MAP_CREATE_BASE_COST);
                 let mut value: Option<Shape> = None;
+                // Keys that are all string literals: each value keeps its
+                // own shape, as a field (cel-go's type checker would type
+                // the map `map(string, dyn)`).
+                let mut fields = Some(BTreeMap::new());
                 for entry in &map.entries {
                     let EntryExpr::MapEntry(entry) = &entry.expr else {
                         return Err(CostError::Unsupported("a struct field in a map literal"));
@@ -474,17 +479,25 @@ impl Coster<'_> {
                     cost = cost.add(self.cost(&entry.key)?.cost);
                     let entry_value = self.cost(&entry.value)?;
                     cost = cost.add(entry_value.cost);
+                    match (&mut fields, &entry.key.expr) {
+                        (Some(fields), Expr::Literal(LiteralValue::String(key))) => {
+                            fields.insert(key.inner().to_owned(), entry_value.shape.clone());
+                        }
+                        _ => fields = None,
+                    }
                     value = Some(match value {
                         None => entry_value.shape,
                         Some(value) => value.union(entry_value.shape),
                     });
                 }
-                let len = Bounds::fixed(map.entries.len() as u64);
-                let value = Box::new(value.unwrap_or(Shape::Dyn));
-                Ok(Estimated {
-                    cost,
-                    shape: Shape::Map { len, value },
-                })
+                let shape = match fields {
+                    Some(fields) if !fields.is_empty() => Shape::Object(fields),
+                    _ => Shape::Map {
+                        len: Bounds::fixed(map.entries.len() as u64),
+                        value: Box::new(value.unwrap_or(Shape::Absent)),
+                    },
+                };
+                Ok(Estimated { cost, shape })
             }
             Expr::Struct(object) => {
                 let mut cost = Bounds::fixed(STRUCT_CREATE_BASE_COST);
