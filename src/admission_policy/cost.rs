@@ -21,8 +21,10 @@
 //! size); `&&`, `||` (the minimum is the left side alone) and `?:`; `==` and
 //! ordering of strings (the shorter side's length); `+` of strings and
 //! lists; `in` over a list; `size`; `startsWith`, `endsWith`, `contains`,
-//! `matches`; `lowerAscii`, `upperAscii`, `trim`; the quantity functions;
-//! `has()` at no cost (Kubernetes turns off cel-go's presence-test cost in
+//! `matches`; `lowerAscii`, `upperAscii`, `trim`, `split`, `join`; the
+//! list library's `indexOf`, `sum`, `max`, `min`; the quantity functions;
+//! conversions (`int()`, `string()`) at 1; `has()` at no cost (Kubernetes
+//! turns off cel-go's presence-test cost in
 //! `k8s.io/apiserver/pkg/cel/environment/base.go`).
 //!
 //! Approximate, where there is no type checker to lean on: a field selection
@@ -31,7 +33,14 @@
 //! unknown shape has a size of 0 to `u64::MAX`, and `+` with one costs as
 //! for strings (cel-go takes the costliest of the candidate overloads, which
 //! is the string one); map keys are strings of up to the request size.
+//! Where cel-go knows no size, a bound that holds at run time: the parts
+//! of `split` no longer than the string, `string()` of a number at most
+//! 20 characters, an object the size of its fields (a map at run time), a
+//! map literal with literal keys an object of their values.
 //! Functions outside the list above are an error, not a guess.
+//!
+//! Over one request ([`Shape::of_value`], [`MissingFields::Absent`]) the
+//! same model gives an upper bound of what that request costs.
 
 use std::collections::BTreeMap;
 
@@ -41,9 +50,11 @@ use cel::parser::Parser;
 
 #[path = "cost_shapes.rs"]
 mod shapes;
+use shapes::union_items;
 pub use shapes::{
-    claim_or_template, claim_policy_variables, namespace, pod, pod_or_workload,
-    pod_policy_variables, request, workload_policy_variables,
+    Shape, claim_or_template, claim_policy_variables, max_list_items, max_map_entries, namespace,
+    object_min_serialized_size, pod, pod_or_workload, pod_policy_variables, request,
+    workload_policy_variables,
 };
 
 /// The largest request the API server accepts, which bounds every list,
@@ -152,186 +163,6 @@ fn times_factor(value: u64, factor: f64) -> u64 {
     } else {
         product as u64
     }
-}
-
-/// What a value is, with the sizes that bound its worst case: the part of
-/// a Kubernetes `DeclType` the cost model reads.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Shape {
-    /// A boolean, number, duration or timestamp: size 1.
-    Scalar,
-    /// A string (or bytes) of a length in the bounds.
-    String(Bounds),
-    /// A list of a length in the bounds.
-    List { len: Bounds, item: Box<Shape> },
-    /// A map with string keys and a number of entries in the bounds.
-    Map { len: Bounds, value: Box<Shape> },
-    /// An object with these fields; a field not listed is [`Shape::Dyn`].
-    Object(BTreeMap<String, Shape>),
-    /// A Kubernetes quantity (`quantity(...)`): compared at cost 1.
-    Quantity,
-    /// Anything: size unknown.
-    Dyn,
-    /// A field the object does not have (with [`MissingFields::Absent`]),
-    /// which `has()` guards, or the item of an empty list or map: a value
-    /// never read.
-    Absent,
-}
-
-impl Shape {
-    /// A string without `maxLength`: as long as a request can hold
-    /// (`estimateMaxStringLengthPerRequest`).
-    pub fn unbounded_string() -> Shape {
-        Shape::String(Bounds::up_to(MAX_REQUEST_SIZE_BYTES - 2))
-    }
-
-    /// A list without `maxItems` of items whose JSON is at least
-    /// `item_min_serialized_size` bytes (`estimateMaxArrayItemsFromMinSize`).
-    pub fn unbounded_list(item: Shape, item_min_serialized_size: u64) -> Shape {
-        Shape::List {
-            len: Bounds::up_to(max_list_items(item_min_serialized_size)),
-            item: Box::new(item),
-        }
-    }
-
-    /// A map without `maxProperties` of values whose JSON is at least
-    /// `value_min_serialized_size` bytes
-    /// (`estimateMaxAdditionalPropertiesFromMinSize`).
-    pub fn unbounded_map(value: Shape, value_min_serialized_size: u64) -> Shape {
-        Shape::Map {
-            len: Bounds::up_to(max_map_entries(value_min_serialized_size)),
-            value: Box::new(value),
-        }
-    }
-
-    pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, Shape)>) -> Shape {
-        Shape::Object(
-            fields
-                .into_iter()
-                .map(|(name, shape)| (name.to_owned(), shape))
-                .collect(),
-        )
-    }
-
-    /// cel-go's size of a value of this shape (`computeSize`).
-    fn size(&self) -> Bounds {
-        match self {
-            Shape::Scalar => Bounds::fixed(1),
-            Shape::String(len) | Shape::List { len, .. } | Shape::Map { len, .. } => *len,
-            // At run time an object is a map, of as many entries as it has
-            // fields (cel-go `actualSize`); cel-go's estimator, without a
-            // schema here, would not know.
-            Shape::Object(fields) => Bounds::up_to(fields.len() as u64),
-            Shape::Quantity | Shape::Dyn => Bounds::UNKNOWN,
-            Shape::Absent => Bounds::fixed(0),
-        }
-    }
-
-    /// The shape of one value, with its own sizes: the estimate over it
-    /// bounds what evaluating the expression on it costs. A list's items
-    /// have the shape of all of them (its longest string, its largest
-    /// map), an object the fields it has.
-    pub fn of_value(value: &serde_json::Value) -> Shape {
-        use serde_json::Value;
-        match value {
-            Value::String(text) => Shape::String(Bounds::fixed(text.chars().count() as u64)),
-            Value::Array(items) => Shape::List {
-                len: Bounds::fixed(items.len() as u64),
-                item: Box::new(
-                    items
-                        .iter()
-                        .map(Shape::of_value)
-                        .reduce(Shape::union)
-                        .unwrap_or(Shape::Absent),
-                ),
-            },
-            Value::Object(fields) => Shape::Object(
-                fields
-                    .iter()
-                    .map(|(name, field)| (name.clone(), Shape::of_value(field)))
-                    .collect(),
-            ),
-            Value::Null | Value::Bool(_) | Value::Number(_) => Shape::Scalar,
-        }
-    }
-
-    /// The shape of a value that is one or the other.
-    fn union(self, other: Shape) -> Shape {
-        match (self, other) {
-            (a, b) if a == b => a,
-            (Shape::Absent, other) | (other, Shape::Absent) => other,
-            (Shape::String(a), Shape::String(b)) => Shape::String(a.union(b)),
-            (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => Shape::List {
-                len: a.union(b),
-                item: Box::new(union_items(a, *i, b, *j)),
-            },
-            (Shape::Map { len: a, value: i }, Shape::Map { len: b, value: j }) => Shape::Map {
-                len: a.union(b),
-                value: Box::new(union_items(a, *i, b, *j)),
-            },
-            // The empty map literal of `has(x) ? x : {}` stands for an
-            // absent object: the object's shape, whose fields it lacks.
-            (Shape::Object(fields), empty) | (empty, Shape::Object(fields))
-                if empty.is_empty_literal() =>
-            {
-                Shape::Object(fields)
-            }
-            (Shape::Object(mut a), Shape::Object(b)) => {
-                for (name, shape) in b {
-                    let merged = match a.remove(&name) {
-                        Some(mine) => mine.union(shape),
-                        None => shape,
-                    };
-                    a.insert(name, merged);
-                }
-                Shape::Object(a)
-            }
-            _ => Shape::Dyn,
-        }
-    }
-
-    /// `{}` or `[]`: a container that holds nothing.
-    fn is_empty_literal(&self) -> bool {
-        matches!(self, Shape::Map { len, .. } | Shape::List { len, .. } if len.max == 0)
-    }
-}
-
-/// The item shape of two lists put together: an empty list's item shape
-/// says nothing.
-fn union_items(a_len: Bounds, a: Shape, b_len: Bounds, b: Shape) -> Shape {
-    if a_len.max == 0 {
-        b
-    } else if b_len.max == 0 {
-        a
-    } else {
-        a.union(b)
-    }
-}
-
-/// The most items of at least `item_min_serialized_size` bytes a request
-/// holds: `(MaxRequestSizeBytes - 2) / (minSize + 1)`, the brackets and a
-/// comma each (`estimateMaxArrayItemsFromMinSize`,
-/// `k8s.io/apiserver/pkg/cel/common/schemas.go`).
-pub fn max_list_items(item_min_serialized_size: u64) -> u64 {
-    (MAX_REQUEST_SIZE_BYTES - 2) / item_min_serialized_size.saturating_add(1)
-}
-
-/// The most map entries with values of at least `value_min_serialized_size`
-/// bytes a request holds: `(MaxRequestSizeBytes - 2) / (minSize + 6)`
-/// (`estimateMaxAdditionalPropertiesFromMinSize`).
-pub fn max_map_entries(value_min_serialized_size: u64) -> u64 {
-    (MAX_REQUEST_SIZE_BYTES - 2) / value_min_serialized_size.saturating_add(6)
-}
-
-/// The smallest JSON of an object with these required fields (name, the
-/// field's own smallest JSON): `{}` plus, per field, its quoted name, a
-/// colon, a comma and its value (`SchemaDeclType`).
-pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
-    required.iter().fold(2, |size, (name, value)| {
-        size.saturating_add(name.len() as u64)
-            .saturating_add(*value)
-            .saturating_add(4)
-    })
 }
 
 /// The variables an expression sees, by name.
