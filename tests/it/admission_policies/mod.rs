@@ -12,6 +12,7 @@
 //! most cases shows.
 
 mod equivalence;
+mod pod_counts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
