@@ -8,6 +8,12 @@
 //! above `maxPerContainer`, an effective pod count (Kubernetes' formula,
 //! sidecars included) above `maxPerPod`.
 //!
+//! The containers' GPU counts are read once per request (`regularGpus`,
+//! `initGpus`, `initPeaks`): the pod maximum, checked for each resource
+//! of each container, then compares names instead of parsing quantities
+//! again, which keeps a pod of tens of containers within the API server's
+//! cost limits (see docs/policy.md, "Admission policy cost").
+//!
 //! Not here: the GPUs of DRA claims (the policy cannot resolve a claim)
 //! and the largest node's capacity (it cannot list nodes); the webhook
 //! checks both.
@@ -45,30 +51,50 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         wl2 = whole(&format!("{lim}[k]")),
         wr = whole(&format!("{req}[k]")),
     );
+    // Each container's GPU resources, once per request: the names in
+    // its limits, then those only in its requests, each with the count
+    // the device plugin allocates. The pod checks below read these
+    // instead of the containers' quantities.
+    let gpus = |c: &str| {
+        let (lim, req) = (limits(c), requests(c));
+        let gpu = cel::gpu_resource(settings, "k");
+        format!(
+            "({lim}.filter(k, {gpu}).map(k, {{'k': k, 'n': {n}}}) \
+             + {req}.filter(k, {gpu} && !(k in {lim})).map(k, {{'k': k, 'n': {n}}}))",
+            n = count(c, "k"),
+        )
+    };
+    // The count of resource k in a list of containers' GPU lists.
+    let total =
+        |lists: &str| format!("{lists}.map(l, l.filter(e, e.k == k).map(e, e.n).sum()).sum()");
     // Kubernetes' effective count of resource k: the steady state (regular
     // containers and sidecars) or an init container with the sidecars
     // started before it, whichever is higher.
     let steady = format!(
-        "(variables.regulars.map(c, {rc}).sum() \
-         + variables.inits.filter(c, {sc}).map(c, {rc}).sum())",
-        rc = count("c", "k"),
-        sc = sidecar("c"),
+        "({} + {})",
+        total("variables.regularGpus"),
+        total("variables.initGpus.filter(i, i.sidecar).map(i, i.gpus)"),
     );
     let init_peak = format!(
-        "variables.inits.exists(i, !{si} && {ci} \
-         + variables.inits.filter(s, {ss} \
-             && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))\
-             .map(s, {cs}).sum() > variables.maxPerPod)",
-        si = sidecar("i"),
-        ss = sidecar("s"),
-        ci = count("i", "k"),
-        cs = count("s", "k"),
+        "variables.initPeaks.exists(p, {} + {} > variables.maxPerPod)",
+        total("[p.init]"),
+        total("p.sidecars"),
     );
     let over = format!("({steady} > variables.maxPerPod || {init_peak})");
     let above_pod = format!(
-        "variables.containers.exists(c, {lim}.exists(k, {gpu} && {over}) \
-         || {req}.exists(k, {gpu} && {over}))"
+        "(variables.regularGpus + variables.initGpus.map(i, i.gpus))\
+         .exists(l, l.exists(g, [g.k].exists(k, {over})))"
     );
+    let init_gpus = format!(
+        "variables.inits.map(c, {{'name': c.name, 'sidecar': {sc}, 'gpus': {g}}})",
+        sc = sidecar("c"),
+        g = gpus("c"),
+    );
+    // Each init container with the sidecars started before it.
+    let init_peaks = "variables.initGpus.filter(i, !i.sidecar).map(i, {'init': i.gpus, \
+         'sidecars': variables.initGpus.filter(s, s.sidecar \
+             && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))\
+             .map(s, s.gpus)})";
     vec![
         // Every container's values are checked, ephemeral ones too (the API
         // server refuses resources on them; the webhook reads them anyway).
@@ -78,6 +104,12 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         ),
         Variable::new("initNames", "variables.inits.map(c, c.name)"),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
+        Variable::new(
+            "regularGpus",
+            &format!("variables.regulars.map(c, {})", gpus("c")),
+        ),
+        Variable::new("initGpus", &init_gpus),
+        Variable::new("initPeaks", init_peaks),
         Variable::new("invalidValue", &invalid),
         Variable::new("requestWithoutLimit", &without_limit),
         Variable::new("requestNotLimit", &not_limit),

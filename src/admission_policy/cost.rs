@@ -21,8 +21,10 @@
 //! size); `&&`, `||` (the minimum is the left side alone) and `?:`; `==` and
 //! ordering of strings (the shorter side's length); `+` of strings and
 //! lists; `in` over a list; `size`; `startsWith`, `endsWith`, `contains`,
-//! `matches`; `lowerAscii`, `upperAscii`, `trim`; the quantity functions;
-//! `has()` at no cost (Kubernetes turns off cel-go's presence-test cost in
+//! `matches`; `lowerAscii`, `upperAscii`, `trim`, `split`, `join`; the
+//! list library's `indexOf`, `sum`, `max`, `min`; the quantity functions;
+//! conversions (`int()`, `string()`) at 1; `has()` at no cost (Kubernetes
+//! turns off cel-go's presence-test cost in
 //! `k8s.io/apiserver/pkg/cel/environment/base.go`).
 //!
 //! Approximate, where there is no type checker to lean on: a field selection
@@ -31,13 +33,29 @@
 //! unknown shape has a size of 0 to `u64::MAX`, and `+` with one costs as
 //! for strings (cel-go takes the costliest of the candidate overloads, which
 //! is the string one); map keys are strings of up to the request size.
+//! Where cel-go knows no size, a bound that holds at run time: the parts
+//! of `split` no longer than the string, `string()` of a number at most
+//! 20 characters, an object the size of its fields (a map at run time), a
+//! map literal with literal keys an object of their values.
 //! Functions outside the list above are an error, not a guess.
+//!
+//! Over one request ([`Shape::of_value`], [`MissingFields::Absent`]) the
+//! same model gives an upper bound of what that request costs.
 
 use std::collections::BTreeMap;
 
 use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::Parser;
+
+#[path = "cost_shapes.rs"]
+mod shapes;
+use shapes::union_items;
+pub use shapes::{
+    Shape, claim_or_template, claim_policy_variables, max_list_items, max_map_entries, namespace,
+    object_min_serialized_size, pod, pod_or_workload, pod_policy_variables, request,
+    workload_policy_variables,
+};
 
 /// The largest request the API server accepts, which bounds every list,
 /// map and string of a schema without `maxItems`, `maxProperties` or
@@ -58,6 +76,8 @@ pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
 pub const MIN_STRING_SIZE: u64 = 2;
 pub const MIN_BOOL_SIZE: u64 = 4;
 pub const MIN_NUMBER_SIZE: u64 = 1;
+/// The longest decimal text of a 64-bit integer (`-9223372036854775808`).
+const MAX_NUMBER_TEXT: u64 = 20;
 
 // cel-go common/cost.go.
 const SELECT_AND_IDENT_COST: u64 = 1;
@@ -145,209 +165,8 @@ fn times_factor(value: u64, factor: f64) -> u64 {
     }
 }
 
-/// What a value is, with the sizes that bound its worst case: the part of
-/// a Kubernetes `DeclType` the cost model reads.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Shape {
-    /// A boolean, number, duration or timestamp: size 1.
-    Scalar,
-    /// A string (or bytes) of a length in the bounds.
-    String(Bounds),
-    /// A list of a length in the bounds.
-    List { len: Bounds, item: Box<Shape> },
-    /// A map with string keys and a number of entries in the bounds.
-    Map { len: Bounds, value: Box<Shape> },
-    /// An object with these fields; a field not listed is [`Shape::Dyn`].
-    Object(BTreeMap<String, Shape>),
-    /// A Kubernetes quantity (`quantity(...)`): compared at cost 1.
-    Quantity,
-    /// Anything: size unknown.
-    Dyn,
-}
-
-impl Shape {
-    /// A string without `maxLength`: as long as a request can hold
-    /// (`estimateMaxStringLengthPerRequest`).
-    pub fn unbounded_string() -> Shape {
-        Shape::String(Bounds::up_to(MAX_REQUEST_SIZE_BYTES - 2))
-    }
-
-    /// A list without `maxItems` of items whose JSON is at least
-    /// `item_min_serialized_size` bytes (`estimateMaxArrayItemsFromMinSize`).
-    pub fn unbounded_list(item: Shape, item_min_serialized_size: u64) -> Shape {
-        Shape::List {
-            len: Bounds::up_to(max_list_items(item_min_serialized_size)),
-            item: Box::new(item),
-        }
-    }
-
-    /// A map without `maxProperties` of values whose JSON is at least
-    /// `value_min_serialized_size` bytes
-    /// (`estimateMaxAdditionalPropertiesFromMinSize`).
-    pub fn unbounded_map(value: Shape, value_min_serialized_size: u64) -> Shape {
-        Shape::Map {
-            len: Bounds::up_to(max_map_entries(value_min_serialized_size)),
-            value: Box::new(value),
-        }
-    }
-
-    pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, Shape)>) -> Shape {
-        Shape::Object(
-            fields
-                .into_iter()
-                .map(|(name, shape)| (name.to_owned(), shape))
-                .collect(),
-        )
-    }
-
-    /// cel-go's size of a value of this shape (`computeSize`).
-    fn size(&self) -> Bounds {
-        match self {
-            Shape::Scalar => Bounds::fixed(1),
-            Shape::String(len) | Shape::List { len, .. } | Shape::Map { len, .. } => *len,
-            Shape::Object(_) | Shape::Quantity | Shape::Dyn => Bounds::UNKNOWN,
-        }
-    }
-
-    /// The shape of a value that is one or the other.
-    fn union(self, other: Shape) -> Shape {
-        match (self, other) {
-            (a, b) if a == b => a,
-            (Shape::String(a), Shape::String(b)) => Shape::String(a.union(b)),
-            (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => Shape::List {
-                len: a.union(b),
-                item: Box::new(union_items(a, *i, b, *j)),
-            },
-            _ => Shape::Dyn,
-        }
-    }
-}
-
-/// The item shape of two lists put together: an empty list's item shape
-/// says nothing.
-fn union_items(a_len: Bounds, a: Shape, b_len: Bounds, b: Shape) -> Shape {
-    if a_len.max == 0 {
-        b
-    } else if b_len.max == 0 {
-        a
-    } else {
-        a.union(b)
-    }
-}
-
-/// The most items of at least `item_min_serialized_size` bytes a request
-/// holds: `(MaxRequestSizeBytes - 2) / (minSize + 1)`, the brackets and a
-/// comma each (`estimateMaxArrayItemsFromMinSize`,
-/// `k8s.io/apiserver/pkg/cel/common/schemas.go`).
-pub fn max_list_items(item_min_serialized_size: u64) -> u64 {
-    (MAX_REQUEST_SIZE_BYTES - 2) / item_min_serialized_size.saturating_add(1)
-}
-
-/// The most map entries with values of at least `value_min_serialized_size`
-/// bytes a request holds: `(MaxRequestSizeBytes - 2) / (minSize + 6)`
-/// (`estimateMaxAdditionalPropertiesFromMinSize`).
-pub fn max_map_entries(value_min_serialized_size: u64) -> u64 {
-    (MAX_REQUEST_SIZE_BYTES - 2) / value_min_serialized_size.saturating_add(6)
-}
-
-/// The smallest JSON of an object with these required fields (name, the
-/// field's own smallest JSON): `{}` plus, per field, its quoted name, a
-/// colon, a comma and its value (`SchemaDeclType`).
-pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
-    required.iter().fold(2, |size, (name, value)| {
-        size.saturating_add(name.len() as u64)
-            .saturating_add(*value)
-            .saturating_add(4)
-    })
-}
-
 /// The variables an expression sees, by name.
 pub type Variables = BTreeMap<String, Shape>;
-
-/// The Pod, as `object` and `oldObject` of a policy on pods, with the
-/// fields the policies read and the sizes Kubernetes derives from the Pod
-/// schema (no `maxItems` or `maxLength` anywhere in it): every list as long
-/// as a 3 MiB request can hold items of its smallest JSON, every string as
-/// long as the request. Containers, environment variables, volumes and
-/// claims require only `name`, so their smallest JSON is `{"name":""}`.
-pub fn pod() -> Shape {
-    let named = object_min_serialized_size(&[("name", MIN_STRING_SIZE)]);
-    let string = Shape::unbounded_string;
-    let string_map = || Shape::unbounded_map(string(), MIN_STRING_SIZE);
-    let named_list =
-        |fields: Vec<(&str, Shape)>| Shape::unbounded_list(Shape::object(fields), named);
-    let container = Shape::object([
-        ("name", string()),
-        ("image", string()),
-        (
-            "env",
-            named_list(vec![("name", string()), ("value", string())]),
-        ),
-        (
-            "resources",
-            Shape::object([
-                // Quantities are read as strings (`quantity(...)`).
-                ("limits", string_map()),
-                ("requests", string_map()),
-                (
-                    "claims",
-                    named_list(vec![("name", string()), ("request", string())]),
-                ),
-            ]),
-        ),
-        (
-            "volumeMounts",
-            Shape::unbounded_list(
-                Shape::object([("name", string()), ("mountPath", string())]),
-                object_min_serialized_size(&[
-                    ("name", MIN_STRING_SIZE),
-                    ("mountPath", MIN_STRING_SIZE),
-                ]),
-            ),
-        ),
-    ]);
-    let containers = || Shape::unbounded_list(container.clone(), named);
-    Shape::object([
-        ("apiVersion", string()),
-        ("kind", string()),
-        (
-            "metadata",
-            Shape::object([
-                ("name", string()),
-                ("namespace", string()),
-                ("labels", string_map()),
-                ("annotations", string_map()),
-            ]),
-        ),
-        (
-            "spec",
-            Shape::object([
-                ("containers", containers()),
-                ("initContainers", containers()),
-                ("ephemeralContainers", containers()),
-                ("volumes", named_list(vec![("name", string())])),
-                (
-                    "resourceClaims",
-                    named_list(vec![
-                        ("name", string()),
-                        ("resourceClaimName", string()),
-                        ("resourceClaimTemplateName", string()),
-                    ]),
-                ),
-                ("runtimeClassName", string()),
-                ("nodeSelector", string_map()),
-            ]),
-        ),
-    ])
-}
-
-/// The variables of a policy on pods: `object` and `oldObject`.
-pub fn pod_policy_variables() -> Variables {
-    [("object", pod()), ("oldObject", pod())]
-        .into_iter()
-        .map(|(name, shape)| (name.to_owned(), shape))
-        .collect()
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CostError {
@@ -363,8 +182,29 @@ pub enum CostError {
     Unsupported(&'static str),
 }
 
+/// What a field an object's shape does not list is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissingFields {
+    /// Of unknown shape: the object is a schema's, whose unlisted fields
+    /// can hold anything.
+    Unknown,
+    /// Absent: the object is one value's ([`Shape::of_value`]), which has
+    /// no such field.
+    Absent,
+}
+
 /// The cost range of `expression` over `variables`.
 pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostError> {
+    estimate_value(expression, variables, MissingFields::Unknown).map(|(cost, _)| cost)
+}
+
+/// The cost range of `expression` over `variables` and the shape of its
+/// value: what `variables.<name>` is to the expressions after it.
+pub fn estimate_value(
+    expression: &str,
+    variables: &Variables,
+    missing: MissingFields,
+) -> Result<(Bounds, Shape), CostError> {
     // Kubernetes enables optional types (`a.?b`) from 1.28 on
     // (`k8s.io/apiserver/pkg/cel/environment/base.go`).
     let ast = Parser::new()
@@ -374,8 +214,10 @@ pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostE
     let mut coster = Coster {
         variables,
         locals: Vec::new(),
+        missing,
     };
-    Ok(coster.cost(&ast)?.cost)
+    let estimated = coster.cost(&ast)?;
+    Ok((estimated.cost, estimated.shape))
 }
 
 /// The cost range of expressions that share one budget, such as the
@@ -394,6 +236,7 @@ struct Estimated {
 
 struct Coster<'v> {
     variables: &'v Variables,
+    missing: MissingFields,
     /// Iteration and accumulator variables, innermost last.
     locals: Vec<(String, Shape)>,
 }
@@ -428,7 +271,7 @@ impl Coster<'_> {
                         shape: Shape::Scalar,
                     });
                 }
-                let shape = field(&operand.shape, &select.field)?;
+                let shape = field(&operand.shape, &select.field, self.missing)?;
                 Ok(Estimated {
                     cost: operand.cost.add(Bounds::fixed(SELECT_AND_IDENT_COST)),
                     shape,
@@ -447,7 +290,7 @@ impl Coster<'_> {
                     });
                 }
                 let len = Bounds::fixed(list.elements.len() as u64);
-                let item = Box::new(item.unwrap_or(Shape::Dyn));
+                let item = Box::new(item.unwrap_or(Shape::Absent));
                 Ok(Estimated {
                     cost,
                     shape: Shape::List { len, item },
@@ -456,6 +299,10 @@ impl Coster<'_> {
             Expr::Map(map) => {
                 let mut cost = Bounds::fixed(MAP_CREATE_BASE_COST);
                 let mut value: Option<Shape> = None;
+                // Keys that are all string literals: each value keeps its
+                // own shape, as a field (cel-go's type checker would type
+                // the map `map(string, dyn)`).
+                let mut fields = Some(BTreeMap::new());
                 for entry in &map.entries {
                     let EntryExpr::MapEntry(entry) = &entry.expr else {
                         return Err(CostError::Unsupported("a struct field in a map literal"));
@@ -463,17 +310,25 @@ impl Coster<'_> {
                     cost = cost.add(self.cost(&entry.key)?.cost);
                     let entry_value = self.cost(&entry.value)?;
                     cost = cost.add(entry_value.cost);
+                    match (&mut fields, &entry.key.expr) {
+                        (Some(fields), Expr::Literal(LiteralValue::String(key))) => {
+                            fields.insert(key.inner().to_owned(), entry_value.shape.clone());
+                        }
+                        _ => fields = None,
+                    }
                     value = Some(match value {
                         None => entry_value.shape,
                         Some(value) => value.union(entry_value.shape),
                     });
                 }
-                let len = Bounds::fixed(map.entries.len() as u64);
-                let value = Box::new(value.unwrap_or(Shape::Dyn));
-                Ok(Estimated {
-                    cost,
-                    shape: Shape::Map { len, value },
-                })
+                let shape = match fields {
+                    Some(fields) if !fields.is_empty() => Shape::Object(fields),
+                    _ => Shape::Map {
+                        len: Bounds::fixed(map.entries.len() as u64),
+                        value: Box::new(value.unwrap_or(Shape::Absent)),
+                    },
+                };
+                Ok(Estimated { cost, shape })
             }
             Expr::Struct(object) => {
                 let mut cost = Bounds::fixed(STRUCT_CREATE_BASE_COST);
@@ -509,6 +364,25 @@ impl Coster<'_> {
                 second.as_ref().map(|_| (**value).clone()),
             ),
             (Shape::Dyn, second) => (Shape::Dyn, second.as_ref().map(|_| Shape::Dyn)),
+            // An object read as a map (one of [`Shape::of_value`]): its
+            // field names are the keys.
+            (Shape::Absent, second) => (Shape::Absent, second.as_ref().map(|_| Shape::Absent)),
+            (Shape::Object(fields), second) if self.missing == MissingFields::Absent => (
+                Shape::String(
+                    fields
+                        .keys()
+                        .map(|k| Bounds::fixed(k.chars().count() as u64))
+                        .reduce(Bounds::union)
+                        .unwrap_or(Bounds::fixed(0)),
+                ),
+                second.as_ref().map(|_| {
+                    fields
+                        .values()
+                        .cloned()
+                        .reduce(Shape::union)
+                        .unwrap_or(Shape::Dyn)
+                }),
+            ),
             _ => {
                 return Err(CostError::Unsupported(
                     "a comprehension over a non-container",
@@ -613,11 +487,19 @@ impl Coster<'_> {
                     (Shape::Map { value, .. }, _) => (**value).clone(),
                     (Shape::Object(_), _) => match &call.args[1].expr {
                         Expr::Literal(LiteralValue::String(key)) => {
-                            field(&container.shape, key.inner())?
+                            field(&container.shape, key.inner(), self.missing)?
                         }
-                        _ => Shape::Dyn,
+                        _ => match (self.missing, &container.shape) {
+                            (MissingFields::Absent, Shape::Object(fields)) => fields
+                                .values()
+                                .cloned()
+                                .reduce(Shape::union)
+                                .unwrap_or(Shape::Absent),
+                            _ => Shape::Dyn,
+                        },
                     },
                     (Shape::Dyn, _) => Shape::Dyn,
+                    (Shape::Absent, _) => Shape::Absent,
                     _ => return Err(unsupported()),
                 };
                 (Bounds::fixed(1).add(args_cost), shape)
@@ -687,9 +569,71 @@ impl Coster<'_> {
             ("int" | "uint" | "double" | "bool", None, [_]) => {
                 scalar(Bounds::fixed(1).add(args_cost))
             }
-            ("string", None, [_]) => (
+            // Conversions other than between strings and bytes are O(1)
+            // (cel-go `functionCost`). The decimal text of a number has
+            // at most 20 characters (cel-go leaves the size unknown).
+            ("string", None, [value]) => (
                 Bounds::fixed(1).add(args_cost),
-                Shape::String(Bounds::UNKNOWN),
+                match &value.shape {
+                    Shape::String(len) => Shape::String(*len),
+                    _ => Shape::String(Bounds::up_to(MAX_NUMBER_TEXT)),
+                },
+            ),
+            // Kubernetes' string library (`k8s.io/apiserver/pkg/cel/library/cost.go`):
+            // a traversal plus the building of the result, ⌈size × 0.2⌉;
+            // as many parts as characters at most (cel-go leaves the
+            // parts' size unknown: here no longer than the string).
+            ("split", Some(text), [_]) => (
+                text.shape
+                    .size()
+                    .times_factor(2.0 * STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
+                Shape::List {
+                    len: Bounds::up_to(text.shape.size().max),
+                    item: Box::new(Shape::String(Bounds::up_to(text.shape.size().max))),
+                },
+            ),
+            // join: the result's size (items × their size, plus the
+            // separators) times the traversal factor.
+            ("join", Some(list), separator) => {
+                let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
+                let mut size = len.multiply(item.size());
+                if let [separator] = separator {
+                    let separators = Bounds {
+                        min: len.min.saturating_sub(1),
+                        max: len.max.saturating_sub(1),
+                    };
+                    size = size.add(separator.shape.size().multiply(separators));
+                }
+                (
+                    size.times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                        .add(args_cost),
+                    Shape::String(size),
+                )
+            }
+            // The list library's one-pass functions: 1 per element, plus
+            // the traversal of each element that is a string.
+            ("indexOf" | "lastIndexOf" | "sum" | "max" | "min" | "isSorted", Some(list), _)
+                if list_parts(&list.shape).is_some() =>
+            {
+                let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
+                let per_item = match item {
+                    Shape::String(size) => {
+                        Bounds::fixed(1).add(size.times_factor(STRING_TRAVERSAL_COST_FACTOR))
+                    }
+                    _ => Bounds::fixed(1),
+                };
+                let shape = match name {
+                    "max" | "min" => item.clone(),
+                    _ => Shape::Scalar,
+                };
+                (len.multiply(per_item).add(args_cost), shape)
+            }
+            ("indexOf" | "lastIndexOf", Some(text), _) => scalar(
+                text.shape
+                    .size()
+                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+                    .add(args_cost),
             ),
             _ => return Err(unsupported()),
         };
@@ -698,6 +642,16 @@ impl Coster<'_> {
             cost: target_cost.add(cost),
             shape,
         })
+    }
+}
+
+/// The length and item shape of a list; a value of unknown shape is a
+/// list of unknown length and items.
+fn list_parts(shape: &Shape) -> Option<(Bounds, &Shape)> {
+    match shape {
+        Shape::List { len, item } => Some((*len, item)),
+        Shape::Dyn => Some((Bounds::UNKNOWN, &Shape::Dyn)),
+        _ => None,
     }
 }
 
@@ -712,9 +666,13 @@ fn literal_shape(literal: &LiteralValue) -> Shape {
 }
 
 /// The shape of `operand.name`.
-fn field(operand: &Shape, name: &str) -> Result<Shape, CostError> {
+fn field(operand: &Shape, name: &str, missing: MissingFields) -> Result<Shape, CostError> {
     match operand {
-        Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(Shape::Dyn)),
+        Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(match missing {
+            MissingFields::Unknown => Shape::Dyn,
+            MissingFields::Absent => Shape::Absent,
+        })),
+        Shape::Absent => Ok(Shape::Absent),
         Shape::Map { value, .. } => Ok((**value).clone()),
         Shape::Dyn => Ok(Shape::Dyn),
         _ => Err(CostError::NoField {

@@ -131,6 +131,68 @@ fn sizes_kubernetes_derives_for_unbounded_lists_maps_and_strings() {
     5,
     5 + 4 + N * 5
 )]
+// The functions of Kubernetes' libraries
+// (k8s.io/apiserver/pkg/cel/library/cost.go) and conversions.
+// split: the target 3 + ⌈[0, S] × 0.2⌉ = [0, 629,146].
+#[case::split("object.metadata.name.split('/')", 3, 629_149)]
+// The names: map over containers, range 3, start [] 10, result 1, per
+// container the step @result + [c.name] = 1 + (10 + 2) + 1 = 14:
+// [14, 14 + N × 14]. join: its size N × S + 2 × (N - 1) = 761,196,969,982
+// characters at most, × 0.1 = 76,119,696,999.
+#[case::join(
+    "object.spec.containers.map(c, c.name).join(', ')",
+    14,
+    14 + N * 14 + 76_119_696_999
+)]
+// indexOf on a list of strings: per name 1 + ⌈[0, S] × 0.1⌉ = [1, 314,574],
+// times [0, N] names, plus the names.
+#[case::index_of_a_name(
+    "object.spec.containers.map(c, c.name).indexOf('a')",
+    14,
+    14 + N * 14 + N * 314_574
+)]
+// sum over a list literal of 3 numbers: 10 + 3 × 1.
+#[case::sum("[1, 2, 3].sum()", 13, 13)]
+// max: 10 + 2 × 1; > of numbers: 1.
+#[case::max("[1, 2].max() > 1", 13, 13)]
+// string(int): 1 + size() (1 + 3), of at most 20 characters; + of
+// strings: ⌈[2, 22] × 0.1⌉ = [1, 3], plus 0 + 5.
+#[case::string_of_an_int("'n=' + string(size(object.spec.containers))", 6, 8)]
+// int(string), O(1): 1 + 3; == of numbers 1.
+#[case::int_of_a_string("int(object.metadata.name) == 1", 5, 5)]
+// trim, lowerAscii: ⌈[0, S] × 0.1⌉ each, the second over the first's
+// result; + 3; startsWith: ⌈7 × 0.1⌉ = 1.
+#[case::trim_lower_starts_with(
+    "object.metadata.name.trim().lowerAscii().startsWith('nvidia/')",
+    4,
+    3 + 314_573 * 2 + 1
+)]
+// The labels or an empty map: has() 2 + [3 (labels), 30 (the literal)];
+// exists over [0, M] keys: result 1, per key 3 + [1, 1 + (k 1 + ⌈1 ×
+// 0.1⌉ = 1)] = [4, 6].
+#[case::labels_or_an_empty_map(
+    "(has(object.metadata.labels) ? object.metadata.labels : {}).exists(k, k == 'a')",
+    6,
+    33 + 6 * M
+)]
+// A JSONPatch struct literal: 40 + its fields (0, 0, 3).
+#[case::json_patch(
+    "JSONPatch{op: 'add', path: '/x', value: object.metadata.name}",
+    43,
+    43
+)]
+// Objects compared: ⌈min(fields) × 0.1⌉ (an object of 7 fields is a map of
+// 7 entries at run time) = 1, + 2 + 2.
+#[case::objects_compared("object.spec != oldObject.spec", 5, 5)]
+// namespaceObject and request: a null test 1 + 1; annotations in a map 1 +
+// (namespaceObject.metadata.annotations 3); && at most both.
+#[case::namespace_annotation(
+    "namespaceObject != null && 'a' in namespaceObject.metadata.annotations",
+    2,
+    6
+)]
+// request.subResource 2; == of up to 19 characters: [⌈0.1⌉, ⌈1.9⌉] = [1, 2].
+#[case::request_field("request.subResource == 'ephemeralcontainers'", 3, 4)]
 fn estimates_match_the_upstream_rules(
     #[case] expression: &str,
     #[case] min: u64,
@@ -211,8 +273,8 @@ fn saturates_instead_of_overflowing() {
     CostError::NoField { field: "first".to_owned() }
 )]
 #[case::unknown_function(
-    "object.metadata.name.split('/')",
-    CostError::UnsupportedFunction("split".to_owned())
+    "object.metadata.name.reverse()",
+    CostError::UnsupportedFunction("reverse".to_owned())
 )]
 fn what_it_cannot_estimate_is_an_error(#[case] expression: &str, #[case] error: CostError) {
     assert_eq!(estimate(expression, &pod_policy_variables()), Err(error));

@@ -25,6 +25,7 @@ mod bounded_requests;
 mod cel_text;
 mod claims;
 pub mod cost;
+pub mod cost_report;
 mod device_paths;
 pub mod engine;
 mod mutating;

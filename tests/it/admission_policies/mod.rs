@@ -6,7 +6,9 @@
 //!   and each MutatingAdmissionPolicy leaves the pod exactly as the
 //!   webhook's changes of its rule do;
 //! - [`manifests`]: the fixtures (the golden files' inputs, in every mode)
-//!   and the examples decided by `check --engine cel` as by `check`.
+//!   and the examples decided by `check --engine cel` as by `check`;
+//! - [`pod_counts`]: R2's effective pod count, init containers and
+//!   sidecars in every order, policy against webhook case by case.
 //!
 //! Where the policies cannot decide as the webhook does, the case is
 //! excluded by a named exception ([`Exception`]), each one listed in
@@ -15,6 +17,7 @@
 
 mod equivalence;
 mod manifests;
+mod pod_counts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
