@@ -132,14 +132,8 @@ fn cluster_role() -> Value {
 /// prefix). A PodTemplate is never watched, so its `namePrefix` entries
 /// get no rule (and a namespace without any rule, no Role).
 fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
-    let mut namespaces: Vec<&str> = config
-        .allowlist
-        .iter()
-        .map(|e| e.namespace.as_str())
-        .collect();
-    namespaces.sort_unstable();
-    namespaces.dedup();
-    namespaces
+    config
+        .allowlist_namespaces()
         .into_iter()
         .filter_map(|namespace| {
             let mut rules: Vec<Value> = Vec::new();

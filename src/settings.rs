@@ -146,6 +146,20 @@ pub struct Config {
     pub policy_admins: Vec<String>,
 }
 
+impl Config {
+    /// The namespaces the allowlist names, sorted, each once.
+    pub fn allowlist_namespaces(&self) -> Vec<&str> {
+        let mut namespaces: Vec<&str> = self
+            .allowlist
+            .iter()
+            .map(|e| e.namespace.as_str())
+            .collect();
+        namespaces.sort_unstable();
+        namespaces.dedup();
+        namespaces
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         let allow = |name: &str| AllowlistEntry::exact("kube-system", "DaemonSet", name);

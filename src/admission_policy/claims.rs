@@ -46,13 +46,7 @@ pub fn match_conditions() -> Vec<Variable> {
 pub fn variables(settings: &Settings) -> Vec<Variable> {
     let config = settings.config();
     let classes = cel::string_list(config.gpu_device_classes.iter().map(String::as_str));
-    let mut namespaces: Vec<&str> = config
-        .allowlist
-        .iter()
-        .map(|e| e.namespace.as_str())
-        .collect();
-    namespaces.sort_unstable();
-    namespaces.dedup();
+    let namespaces = config.allowlist_namespaces();
     vec![
         Variable::new(
             "devices",

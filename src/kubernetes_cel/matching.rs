@@ -10,7 +10,7 @@
 //! `k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`
 //! and `k8s.io/apimachinery/pkg/labels/selector.go`.
 
-use super::{Attributes, PolicyError, field_error, list_field};
+use super::{Attributes, PolicyError, field_error, list_field, string_field};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -230,5 +230,42 @@ impl MatchResources {
             Some(_) => Ok(self),
             None => Err(field_error(&format!("{path}.resourceRules"), "required")),
         }
+    }
+}
+
+/// What both kinds of binding read alike: the name, `spec.policyName` and
+/// `spec.matchResources`.
+#[derive(Debug, Clone)]
+pub(super) struct BindingCore {
+    pub(super) name: String,
+    pub(super) policy_name: String,
+    pub(super) match_resources: MatchResources,
+}
+
+impl BindingCore {
+    /// Reads the common part of a binding object, and returns its `spec`
+    /// for the rest.
+    pub(super) fn read(object: &Json) -> Result<(Self, &Json), PolicyError> {
+        let spec = object
+            .get("spec")
+            .ok_or_else(|| field_error("spec", "required"))?;
+        let core = BindingCore {
+            name: object
+                .pointer("/metadata/name")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            policy_name: string_field(spec, "policyName", "spec")?,
+            match_resources: MatchResources::read(
+                spec.get("matchResources"),
+                "spec.matchResources",
+            )?,
+        };
+        Ok((core, spec))
+    }
+
+    /// Whether it binds the policy `policy` and selects the request.
+    pub(super) fn selects(&self, policy: &str, attributes: &Attributes) -> bool {
+        self.policy_name == policy && self.match_resources.matches(attributes)
     }
 }

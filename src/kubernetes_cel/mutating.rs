@@ -12,7 +12,7 @@
 
 use super::activation::{self, Expression, to_json};
 use super::library::JSON_PATCH_TYPE;
-use super::matching::MatchResources;
+use super::matching::BindingCore;
 use super::validating::{ConditionResult, PolicyCore};
 use super::{
     Attributes, FailurePolicy, PolicyError, Violation, ViolationCause, field_error, list_field,
@@ -151,7 +151,7 @@ impl MutatingPolicy {
         binding: &MutatingPolicyBinding,
         attributes: &Attributes,
     ) -> MutationOutcome {
-        if binding.policy_name != self.core.name || !binding.match_resources.matches(attributes) {
+        if !binding.core.selects(&self.core.name, attributes) {
             return MutationOutcome::NotMatched;
         }
         self.mutate(attributes)
@@ -210,43 +210,28 @@ fn operation(item: &Value) -> Result<Json, String> {
 /// A MutatingAdmissionPolicyBinding.
 #[derive(Debug, Clone)]
 pub struct MutatingPolicyBinding {
-    name: String,
-    policy_name: String,
-    match_resources: MatchResources,
+    core: BindingCore,
 }
 
 impl MutatingPolicyBinding {
     /// Reads a MutatingAdmissionPolicyBinding object.
     pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
-        let spec = object
-            .get("spec")
-            .ok_or_else(|| field_error("spec", "required"))?;
-        Ok(MutatingPolicyBinding {
-            name: object
-                .pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            policy_name: string_field(spec, "policyName", "spec")?,
-            match_resources: MatchResources::read(
-                spec.get("matchResources"),
-                "spec.matchResources",
-            )?,
-        })
+        let (core, _) = BindingCore::read(object)?;
+        Ok(MutatingPolicyBinding { core })
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     /// `spec.policyName`.
     pub fn policy_name(&self) -> &str {
-        &self.policy_name
+        &self.core.policy_name
     }
 
     /// Whether the binding's `matchResources` select the request.
     pub fn matches(&self, attributes: &Attributes) -> bool {
-        self.match_resources.matches(attributes)
+        self.core.match_resources.matches(attributes)
     }
 }

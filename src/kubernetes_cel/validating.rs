@@ -9,7 +9,7 @@
 //! auditAnnotations and authorizer checks.
 
 use super::activation::{self, Expression, SharedEnv, Variables};
-use super::matching::MatchResources;
+use super::matching::{BindingCore, MatchResources};
 use super::{
     Attributes, FailurePolicy, PolicyError, PolicyOutcome, Violation, ViolationCause, field_error,
     list_field, string_field,
@@ -200,7 +200,7 @@ impl ValidatingPolicy {
         binding: &ValidatingPolicyBinding,
         attributes: &Attributes,
     ) -> PolicyOutcome {
-        if binding.policy_name != self.core.name || !binding.match_resources.matches(attributes) {
+        if !binding.core.selects(&self.core.name, attributes) {
             return PolicyOutcome::NotMatched;
         }
         self.evaluate(attributes)
@@ -276,18 +276,14 @@ pub enum ValidationAction {
 /// A ValidatingAdmissionPolicyBinding.
 #[derive(Debug, Clone)]
 pub struct ValidatingPolicyBinding {
-    name: String,
-    policy_name: String,
+    core: BindingCore,
     actions: Vec<ValidationAction>,
-    match_resources: MatchResources,
 }
 
 impl ValidatingPolicyBinding {
     /// Reads a ValidatingAdmissionPolicyBinding object.
     pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
-        let spec = object
-            .get("spec")
-            .ok_or_else(|| field_error("spec", "required"))?;
+        let (core, spec) = BindingCore::read(object)?;
         let actions = list_field(spec, "validationActions", "spec")?
             .iter()
             .map(|a| match a.as_str() {
@@ -303,29 +299,17 @@ impl ValidatingPolicyBinding {
         if actions.is_empty() {
             return Err(field_error("spec.validationActions", "required"));
         }
-        Ok(ValidatingPolicyBinding {
-            name: object
-                .pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            policy_name: string_field(spec, "policyName", "spec")?,
-            actions,
-            match_resources: MatchResources::read(
-                spec.get("matchResources"),
-                "spec.matchResources",
-            )?,
-        })
+        Ok(ValidatingPolicyBinding { core, actions })
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     /// `spec.policyName`.
     pub fn policy_name(&self) -> &str {
-        &self.policy_name
+        &self.core.policy_name
     }
 
     /// `spec.validationActions`.
@@ -335,6 +319,6 @@ impl ValidatingPolicyBinding {
 
     /// Whether the binding's `matchResources` select the request.
     pub fn matches(&self, attributes: &Attributes) -> bool {
-        self.match_resources.matches(attributes)
+        self.core.match_resources.matches(attributes)
     }
 }

@@ -59,13 +59,7 @@ pub fn webhook(
     annotations: &BTreeMap<String, String>,
 ) -> Option<Evaluation> {
     let namespace_settings = SETTINGS.for_namespace(annotations);
-    let evaluator = Evaluator {
-        settings: &SETTINGS,
-        namespace: &namespace_settings,
-        cluster: None,
-        claims: None,
-        images: None,
-    };
+    let evaluator = Evaluator::of_cluster(&SETTINGS, &namespace_settings, None, None);
     evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
         .ok()
         .flatten()
