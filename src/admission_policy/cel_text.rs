@@ -35,7 +35,7 @@ pub fn string_list<'s>(items: impl IntoIterator<Item = &'s str>) -> String {
 /// The pod spec of each kind the webhook validates: a Pod's own, a
 /// workload's template (a CronJob's one level deeper, a PodTemplate's at
 /// `template`).
-pub const SPEC: &str = "object.kind == 'Pod' ? object.spec \
+pub const POD_SPEC: &str = "object.kind == 'Pod' ? object.spec \
      : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec \
      : object.kind == 'PodTemplate' ? object.template.spec \
      : object.spec.template.spec";

@@ -99,7 +99,7 @@ pub const MODE_ACTIONS: [(&str, &str); 3] =
 /// The pod-spec variables every pod policy starts with.
 fn pod_variables() -> Vec<Variable> {
     vec![
-        Variable::new("spec", cel_text::SPEC),
+        Variable::new("spec", cel_text::POD_SPEC),
         Variable::new("inits", cel_text::INITS),
         Variable::new("regulars", cel_text::REGULARS),
         Variable::new("containers", cel_text::CONTAINERS),
