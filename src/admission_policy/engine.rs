@@ -107,11 +107,6 @@ impl PolicyEngine {
             .map(|(_, policy)| policy.mutate(attributes))
     }
 
-    /// The validating policies' names, by rule.
-    pub fn validating_names(&self) -> impl Iterator<Item = (RuleId, &str)> {
-        self.validating.iter().map(|(rule, p)| (*rule, p.name()))
-    }
-
     /// `check --engine cel`: what the policies alone decide for the
     /// object's creation in a namespace of `mode`, in `check`'s report
     /// shape. Enforce namespaces get the mutating policies' changes first,
