@@ -203,25 +203,17 @@ impl Quantity {
 
     /// `Quantity.Add`.
     pub fn add(&self, other: &Quantity) -> Result<Quantity, QuantityError> {
-        if let (
-            Amount::Int {
-                value: a,
-                scale: sa,
-            },
-            Amount::Int {
-                value: b,
-                scale: sb,
-            },
-        ) = (&self.amount, &other.amount)
-            && let Some((value, scale)) = int_add(*a, *sa, *b, *sb)
-        {
-            return Ok(Quantity::int(value, scale));
-        }
-        self.dec_combine(other, |a, b| a + b)
+        self.plus(other, false)
     }
 
     /// `Quantity.Sub`.
     pub fn sub(&self, other: &Quantity) -> Result<Quantity, QuantityError> {
+        self.plus(other, true)
+    }
+
+    /// `self + other`, or `self - other` when `negate`: in the int64 form
+    /// when both are in it and the result fits, else in the decimal form.
+    fn plus(&self, other: &Quantity, negate: bool) -> Result<Quantity, QuantityError> {
         if let (
             Amount::Int {
                 value: a,
@@ -232,12 +224,16 @@ impl Quantity {
                 scale: sb,
             },
         ) = (&self.amount, &other.amount)
-            && let Some(neg) = b.checked_neg()
-            && let Some((value, scale)) = int_add(*a, *sa, neg, *sb)
+            && let Some(b) = if negate { b.checked_neg() } else { Some(*b) }
+            && let Some((value, scale)) = int_add(*a, *sa, b, *sb)
         {
             return Ok(Quantity::int(value, scale));
         }
-        self.dec_combine(other, |a, b| a - b)
+        if negate {
+            self.dec_combine(other, |a, b| a - b)
+        } else {
+            self.dec_combine(other, |a, b| a + b)
+        }
     }
 
     fn dec_combine(
