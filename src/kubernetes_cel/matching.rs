@@ -10,7 +10,7 @@
 //! `k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`
 //! and `k8s.io/apimachinery/pkg/labels/selector.go`.
 
-use super::{Attributes, PolicyError, field_error, list_field, string_field};
+use super::{Attributes, PolicyError, field_error, list_field, name_and_spec, string_field};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -246,15 +246,9 @@ impl BindingCore {
     /// Reads the common part of a binding object, and returns its `spec`
     /// for the rest.
     pub(super) fn read(object: &Json) -> Result<(Self, &Json), PolicyError> {
-        let spec = object
-            .get("spec")
-            .ok_or_else(|| field_error("spec", "required"))?;
+        let (name, spec) = name_and_spec(object)?;
         let core = BindingCore {
-            name: object
-                .pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            name,
             policy_name: string_field(spec, "policyName", "spec")?,
             match_resources: MatchResources::read(
                 spec.get("matchResources"),

@@ -234,3 +234,16 @@ fn list_field<'a>(object: &'a Json, key: &str, path: &str) -> Result<&'a [Json],
         Some(_) => Err(field_error(&format!("{path}.{key}"), "must be a list")),
     }
 }
+
+/// A policy or binding object's `metadata.name` and its required `spec`.
+fn name_and_spec(object: &Json) -> Result<(String, &Json), PolicyError> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let spec = object
+        .get("spec")
+        .ok_or_else(|| field_error("spec", "required"))?;
+    Ok((name, spec))
+}

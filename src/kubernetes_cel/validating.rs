@@ -12,7 +12,7 @@ use super::activation::{self, Expression, SharedEnv, Variables};
 use super::matching::{BindingCore, MatchResources};
 use super::{
     Attributes, FailurePolicy, PolicyError, PolicyOutcome, Violation, ViolationCause, field_error,
-    list_field, string_field,
+    list_field, name_and_spec, string_field,
 };
 use cel::{Context, Env, Value};
 use serde_json::Value as Json;
@@ -34,15 +34,9 @@ impl PolicyCore {
     /// for the rest.
     pub(super) fn read(object: &Json) -> Result<(Self, &Json), PolicyError> {
         let env = activation::environment()?;
-        let spec = object
-            .get("spec")
-            .ok_or_else(|| field_error("spec", "required"))?;
+        let (name, spec) = name_and_spec(object)?;
         let core = PolicyCore {
-            name: object
-                .pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            name,
             failure: FailurePolicy::read(spec)?,
             constraints: MatchResources::read(
                 spec.get("matchConstraints"),
