@@ -9,8 +9,8 @@
 #      throughput for that review, sent to both servers.
 #
 # The reviews (benches/reviews/) are the ones of `cargo bench`: the GPU pod
-# of fixture 07 and the CUDA-image pod of fixture 09 on /mutate, and the
-# Deployment of fixture 07 on /validate/enforce.
+# of fixture 07 and the CUDA-image pod of fixture 09 on /mutate, the
+# Deployment of fixture 07 on /validate/enforce, and the DRA pod on /mutate.
 #
 # Registry mode is measured the same way, against table mode instead of
 # the baseline: the GPU pod with its image moved to a static registry on
@@ -18,6 +18,12 @@
 # driver branch), sent to a server in registry mode that has the image
 # cached (looked up before the first run) and to one in table mode whose
 # table has an entry for it. Both must make the same patch.
+#
+# The DRA pod (fixture 21: two containers sharing one claimed GPU, and a
+# log shipper) needs its claim resolved: it goes to a third server, reading
+# a static API server on loopback (scripts/static_api.py) that has the
+# claim's ResourceClaimTemplate, the DeviceClass and the namespace, and is
+# measured against the baseline like the others.
 #
 # The servers run on loopback, pinned to SERVER_CPUS, the load tool to
 # LOADGEN_CPUS, so the two do not take each other's core. Every run's JSON
@@ -46,6 +52,9 @@ TABLE_MODE_PORT=18446
 TABLE_MODE_METRICS_PORT=18081
 REGISTRY_MODE_PORT=18447
 REGISTRY_MODE_METRICS_PORT=18082
+API_PORT=18448
+CLUSTER_PORT=18449
+CLUSTER_METRICS_PORT=18083
 SNI=gpu-policy.gpu-policy.svc
 # The registry's image: CUDA 12.8 on a forward-compatible driver branch, so
 # that both modes add a compute capability and a driver floor.
@@ -93,6 +102,23 @@ start_mode() { # mode port metrics_port: a server with $work/<mode>.yaml
     mode_pid=$!
     wait_ready "$3" "$work/$1.log"
 }
+# The DRA pod's server: the cluster is a static API server.
+python3 scripts/static_api.py "$API_PORT" ml 2> "$work/api.log" &
+pids+=("$!")
+printf '%s\n' "apiVersion: v1" "kind: Config" \
+    "clusters: [{name: bench, cluster: {server: 'http://127.0.0.1:$API_PORT'}}]" \
+    "users: [{name: bench, user: {token: bench}}]" \
+    "contexts: [{name: bench, context: {cluster: bench, user: bench}}]" \
+    "current-context: bench" > "$work/kubeconfig"
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$API_PORT/version" > /dev/null && break; sleep 0.1; done
+taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --kubeconfig "$work/kubeconfig" \
+    --listen "127.0.0.1:$CLUSTER_PORT" --metrics-listen "127.0.0.1:$CLUSTER_METRICS_PORT" \
+    --certs-dir "$work/certs" > "$work/gpu-policy-cluster.log" 2>&1 &
+cluster_pid=$!
+pids+=("$cluster_pid")
+wait_ready "$CLUSTER_METRICS_PORT" "$work/gpu-policy-cluster.log"
+grep -q "connected to the API server" "$work/gpu-policy-cluster.log" \
+    || { echo "the DRA pod's server is not reading the static API server"; exit 1; }
 start_mode table-mode "$TABLE_MODE_PORT" "$TABLE_MODE_METRICS_PORT"
 table_mode_pid=$mode_pid
 start_mode registry-mode "$REGISTRY_MODE_PORT" "$REGISTRY_MODE_METRICS_PORT"
@@ -111,6 +137,7 @@ cases=(
     "gpu-pod /mutate benches/reviews/gpu-pod.json baseline gpu-policy"
     "cpu-pod /mutate benches/reviews/cpu-pod.json baseline gpu-policy"
     "gpu-deployment /validate/enforce benches/reviews/gpu-deployment.json baseline gpu-policy"
+    "dra-pod /mutate benches/reviews/dra-pod.json baseline gpu-policy-cluster"
     "cached-image-pod /mutate $work/cached-image-pod.json table-mode registry-mode"
 )
 
@@ -126,6 +153,15 @@ answer "$GPU_POLICY_PORT" /mutate benches/reviews/cpu-pod.json | grep -q '"patch
     || { echo "the CPU pod got no patch"; exit 1; }
 answer "$GPU_POLICY_PORT" /validate/enforce benches/reviews/gpu-deployment.json \
     | grep -q '"allowed":true' || { echo "the Deployment was not allowed"; exit 1; }
+# Only the DRA pod's log shipper is pinned: the claim was resolved.
+dra_patch=$(answer "$CLUSTER_PORT" /mutate benches/reviews/dra-pod.json | python3 -c '
+import base64, json, sys
+response = json.load(sys.stdin)["response"]
+assert "warnings" not in response, response["warnings"]
+print(base64.b64decode(response["patch"]).decode())') \
+    || { echo "the DRA pod's claim was not resolved"; exit 1; }
+grep -q '/spec/containers/2/env' <<< "$dra_patch" && ! grep -q '/spec/containers/0/' <<< "$dra_patch" \
+    || { echo "the DRA pod got the wrong patch: $dra_patch"; exit 1; }
 patch_of() { # port body: the JSON Patch of a /mutate answer, decoded
     answer "$1" /mutate "$2" | python3 -c '
 import base64, json, sys
@@ -152,6 +188,7 @@ load() { # server case path body load [rate]
         baseline) port=$ECHO_PORT pid=$echo_pid ;;
         table-mode) port=$TABLE_MODE_PORT pid=$table_mode_pid ;;
         registry-mode) port=$REGISTRY_MODE_PORT pid=$registry_mode_pid ;;
+        gpu-policy-cluster) port=$CLUSTER_PORT pid=$cluster_pid ;;
     esac
     if [ -n "${6:-}" ]; then rate=(--rate "$6"); fi
     taskset -c "$LOADGEN_CPUS" "$bin/examples/loadgen" \

@@ -14,12 +14,18 @@ import statistics
 import sys
 from collections import defaultdict
 
-# The goals of docs/performance.md.
-MIN_THROUGHPUT_RATIO = 0.85
-MAX_HALF_LOAD_P99_US = 2000.0
+# The goals of docs/performance.md: gpu-policy's server CPU per request at
+# saturation within 1/0.70 of the baseline's (baseline / gpu-policy >= 0.70)
+# for the three reviews the goal names, p99 at half load, RSS under load.
+MIN_CPU_RATIO = 0.70
+CPU_GOAL_CASES = ["gpu-pod", "cpu-pod", "gpu-deployment"]
+MAX_HALF_LOAD_P99_US = 1000.0
 MAX_PEAK_RSS_MIB = 30.0
 
-CASES = ["gpu-pod", "cpu-pod", "gpu-deployment"]
+# (review, the gpu-policy server that answers it): the DRA pod goes to the
+# server that reads a cluster, so that its claim resolves.
+CASES = [("gpu-pod", "gpu-policy"), ("cpu-pod", "gpu-policy"),
+         ("gpu-deployment", "gpu-policy"), ("dra-pod", "gpu-policy-cluster")]
 LOADS = ["saturation", "half"]
 # Registry mode against table mode: (review, reference server, server).
 MODE_CASES = [("cached-image-pod", "table-mode", "registry-mode")]
@@ -85,38 +91,50 @@ def main():
     )
     out.append("")
     out.append(
-        "| review | load | baseline req/s | gpu-policy req/s | ratio "
-        "| baseline p50 / p99 µs | gpu-policy p50 / p99 / p99.9 µs "
-        "| server CPU µs/req baseline / gpu-policy | gpu-policy cores |"
+        "| review | load | server CPU µs/req baseline / gpu-policy | CPU ratio "
+        "| req/s baseline / gpu-policy | throughput ratio "
+        "| p50 / p99 µs baseline | p50 / p99 / p99.9 µs gpu-policy | gpu-policy cores |"
     )
     out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     goals = []
-    for case in CASES:
+    for case, server in CASES:
         for load in LOADS:
-            if not runs[("gpu-policy", case, load)]:
+            if not runs[(server, case, load)]:
                 continue
+            base_cpu = median("baseline", case, load, cpu)
+            ours_cpu = median(server, case, load, cpu)
+            cpu_ratio = base_cpu / ours_cpu if ours_cpu else float("nan")
             base = median("baseline", case, load, rate)
-            ours = median("gpu-policy", case, load, rate)
+            ours = median(server, case, load, rate)
             ratio = ours / base if base else float("nan")
             out.append(
-                f"| {case} | {load} | {base:.0f} | {ours:.0f} | {ratio:.2f} "
+                f"| {case} | {load} | {base_cpu:.1f} / {ours_cpu:.1f} | **{cpu_ratio:.2f}** "
+                f"| {base:.0f} / {ours:.0f} | {ratio:.2f} "
                 f"| {median('baseline', case, load, p50):.0f} / "
                 f"{median('baseline', case, load, p99):.0f} "
-                f"| {median('gpu-policy', case, load, p50):.0f} / "
-                f"{median('gpu-policy', case, load, p99):.0f} / "
-                f"{median('gpu-policy', case, load, p999):.0f} "
-                f"| {median('baseline', case, load, cpu):.1f} / "
-                f"{median('gpu-policy', case, load, cpu):.1f} "
-                f"| {median('gpu-policy', case, load, cores):.2f} |"
+                f"| {median(server, case, load, p50):.0f} / "
+                f"{median(server, case, load, p99):.0f} / "
+                f"{median(server, case, load, p999):.0f} "
+                f"| {median(server, case, load, cores):.2f} |"
             )
-            if load == "saturation":
-                goals.append((f"{case}: saturation throughput {ratio:.2f}x the baseline "
-                              f"(goal >= {MIN_THROUGHPUT_RATIO}x)", ratio >= MIN_THROUGHPUT_RATIO))
-            else:
-                ours_p99 = median("gpu-policy", case, load, p99)
+            if load == "saturation" and case in CPU_GOAL_CASES:
+                goals.append((f"{case}: CPU per request at saturation {cpu_ratio:.2f}x "
+                              f"the baseline's (goal >= {MIN_CPU_RATIO:.2f})",
+                              cpu_ratio >= MIN_CPU_RATIO))
+            elif load == "half":
+                ours_p99 = median(server, case, load, p99)
                 goals.append((f"{case}: p99 at half load {ours_p99:.0f} µs "
                               f"(goal <= {MAX_HALF_LOAD_P99_US:.0f} µs)",
                               ours_p99 <= MAX_HALF_LOAD_P99_US))
+    # How noisy the machine was: the baseline's code is the same in every
+    # round, so the spread of its CPU per request is the machine's.
+    spread = [cpu(run) for case, _ in CASES for run in runs[("baseline", case, "saturation")]]
+    if spread:
+        out.append("")
+        out.append(f"The baseline's CPU per request at saturation ranged from {min(spread):.1f} "
+                   f"to {max(spread):.1f} µs over the rounds (median "
+                   f"{statistics.median(spread):.1f}): the same code, so that is the "
+                   "machine's noise.")
     goals.append((f"gpu-policy peak RSS {peak_rss:.1f} MiB (goal <= {MAX_PEAK_RSS_MIB:.0f} MiB; "
                   f"baseline {baseline_rss:.1f} MiB)", peak_rss <= MAX_PEAK_RSS_MIB))
     goals.append((f"failed requests: {failed}", failed == 0))

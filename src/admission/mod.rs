@@ -6,6 +6,7 @@
 //! annotations). The offline `check` and the webhook both go through them.
 
 pub mod namespace_guard;
+pub mod object_tree;
 pub mod review;
 
 use std::collections::BTreeMap;
@@ -228,7 +229,8 @@ impl<'a> Subject<'a> {
             }
             ObjectKind::Workload(workload) => {
                 let name = object
-                    .pointer("/metadata/name")
+                    .get("metadata")
+                    .and_then(|metadata| metadata.get("name"))
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 let identity = Identity::Workload {

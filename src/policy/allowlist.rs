@@ -66,8 +66,11 @@ pub fn verify_owner(
 /// References of the wrong shape are skipped: the API server validates them,
 /// and a malformed one must never exempt anything.
 pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
+    // `get`, not `pointer`: a pointer is parsed, and each of its segments
+    // copied, on every call, and this runs for every pod.
     object
-        .pointer("/metadata/ownerReferences")?
+        .get("metadata")?
+        .get("ownerReferences")?
         .as_array()?
         .iter()
         .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))

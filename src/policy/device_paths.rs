@@ -26,6 +26,8 @@
 //! Allows every other hostPath, mount and annotation, and containers that
 //! are not privileged.
 
+use std::borrow::Cow;
+
 use super::message::{Notice, NoticeKind};
 use super::{ContainerKind, Findings, RuleInput, containers_phrase, quoted_list};
 
@@ -136,8 +138,16 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
 }
 
 /// Lexically normalises an absolute path: no empty or `.` segments, `..`
-/// resolved, no trailing `/`. The root is `/`.
-pub fn normalize(path: &str) -> String {
+/// resolved, no trailing `/`. The root is `/`. A path that is already
+/// normal, as nearly every mount path is, is returned as it is.
+pub fn normalize(path: &str) -> Cow<'_, str> {
+    let normal = path == "/"
+        || path
+            .strip_prefix('/')
+            .is_some_and(|rest| rest.split('/').all(|s| !matches!(s, "" | "." | "..")));
+    if normal {
+        return Cow::Borrowed(path);
+    }
     let mut segments: Vec<&str> = Vec::new();
     for segment in path.split('/') {
         match segment {
@@ -148,7 +158,7 @@ pub fn normalize(path: &str) -> String {
             other => segments.push(other),
         }
     }
-    format!("/{}", segments.join("/"))
+    Cow::Owned(format!("/{}", segments.join("/")))
 }
 
 /// `/`, `/dev`, or anything at `/dev/nvidia*`.
@@ -512,6 +522,11 @@ mod tests {
     #[case("", "/")]
     #[case("/a//b/./c/", "/a/b/c")]
     #[case("/a/../../b", "/b")]
+    #[case("dev/nvidia0", "/dev/nvidia0")]
+    #[case("/dev/nvidia0", "/dev/nvidia0")]
+    #[case("/root/.cache/..hidden", "/root/.cache/..hidden")]
+    #[case("/dev/.", "/dev")]
+    #[case("/dev/nvidia0/..", "/dev")]
     fn normalization(#[case] path: &str, #[case] expected: &str) {
         assert_eq!(normalize(path), expected);
     }

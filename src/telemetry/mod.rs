@@ -1,10 +1,15 @@
 //! Logging setup: one place for the filter, the output format and the
 //! writer.
 
+mod json_lines;
+
 use std::io::BufWriter;
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::JsonFields;
+
+pub use json_lines::JsonLines;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -38,7 +43,10 @@ pub fn init(format: LogFormat) -> Option<WorkerGuard> {
         .with_env_filter(filter)
         .with_writer(writer);
     let installed = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => builder
+            .fmt_fields(JsonFields::new())
+            .event_format(JsonLines::new())
+            .try_init(),
         LogFormat::Text => builder.try_init(),
     };
     // A second call keeps the first subscriber; its writer thread stops

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Counts the instructions `gpu-policy serve` and the echo baseline
+# (examples/echo_server.rs) spend per request, by phase, with valgrind's
+# callgrind. Instruction counts do not depend on what else the machine is
+# doing, so they tell apart changes of a few percent that load figures
+# (scripts/bench.sh) cannot.
+#
+# Each server runs under callgrind; once it is ready, its counters are
+# zeroed, the load tool sends one review on one kept-alive connection for
+# DURATION, and the counters are dumped. The cost of a phase is the
+# inclusive cost of its function (all threads, the log writer's included),
+# divided by the number of requests answered.
+#
+# Usage: scripts/callgrind.sh   (DURATION=20s by default; REVIEWS names
+# the reviews of benches/reviews/ to measure: gpu-pod cpu-pod gpu-deployment)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+DURATION=${DURATION:-20s}
+REVIEWS=${REVIEWS:-gpu-pod cpu-pod gpu-deployment}
+OUT=${OUT:-target/callgrind}
+GPU_POLICY_PORT=18543
+METRICS_PORT=18180
+ECHO_PORT=18544
+SNI=gpu-policy.gpu-policy.svc
+
+# Symbols and line tables, in a target directory of their own so that the
+# shipped release build stays as it is.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/profiling}
+CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
+    cargo build --release --locked --bin gpu-policy --example loadgen --example echo_server
+bin=$CARGO_TARGET_DIR/release
+mkdir -p "$OUT"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+endpoint_of() { # review -> path
+    case $1 in
+        *deployment*) echo /validate/enforce ;;
+        *) echo /mutate ;;
+    esac
+}
+
+# The phases of gpu-policy's request path, by the function that does each.
+phases=(
+    "decode|gpu_policy::admission::review::decode"
+    "policy|gpu_policy::admission::review::answer"
+    "encode|gpu_policy::admission::review::encode"
+    "record|gpu_policy::server::record::record"
+    "log writer|tracing_appender::worker::Worker<T>::work"
+    "free request|core::ptr::drop_in_place<kube_core::admission::AdmissionRequest<gpu_policy::admission::review::RawObject>>"
+)
+
+measure() { # server review -> one line of figures
+    local server=$1 review=$2 port out
+    out="$OUT/$server-$review.out"
+    rm -f "$out"
+    if [ "$server" = echo ]; then
+        port=$ECHO_PORT
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$bin/examples/echo_server" --listen "127.0.0.1:$port" \
+            --certs-dir "$work/certs" 2> "$work/$server.log" &
+    else
+        port=$GPU_POLICY_PORT
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$bin/gpu-policy" serve --no-cluster \
+            --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+            --certs-dir "$work/certs" > "$work/$server.log" 2>&1 &
+    fi
+    local pid=$!
+    pids+=("$pid")
+    local body=benches/reviews/$review.json path
+    path=$(endpoint_of "$review")
+    for _ in $(seq 600); do
+        curl -sf --cacert "$work/certs/ca.crt" --resolve "$SNI:$port:127.0.0.1" \
+            -H 'Content-Type: application/json' --data-binary "@$body" \
+            "https://$SNI:$port$path?timeout=10s" > /dev/null && break
+        sleep 0.2
+    done
+    callgrind_control --zero "$pid" > /dev/null 2>&1
+    local report
+    report=$("$bin/examples/loadgen" --url "https://127.0.0.1:$port$path?timeout=10s" \
+        --ca "$work/certs/ca.crt" --server-name "$SNI" --body "$body" \
+        --concurrency 1 --duration "$DURATION" --warmup 0s --timeout 60s --output json)
+    callgrind_control --dump "$pid" > /dev/null 2>&1
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    local requests
+    requests=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["failed"] == 0, r; print(r["requests"])' "$report")
+    # callgrind_control --dump writes <out>.<n>; the counts since the zeroing.
+    local dump
+    dump=$(ls "$out".* | sort -V | tail -1)
+    python3 - "$server" "$review" "$requests" "$dump" "${phases[@]}" <<'EOF'
+import subprocess, sys
+server, review, requests, dump, *phases = sys.argv[1:]
+requests = int(requests)
+text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
+                      capture_output=True, text=True, check=True).stdout
+total = None
+inclusive = {}
+for line in text.splitlines():
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].replace(",", "").isdigit():
+        continue
+    count = int(parts[0].replace(",", ""))
+    if "PROGRAM TOTALS" in line:
+        total = count
+        continue
+    name = parts[-1].split(" [", 1)[0]
+    if ":" in name and not name.startswith(("core", "gpu_policy", "tracing", "alloc")):
+        name = name.split(":", 1)[1] if name.split(":", 1)[0].startswith(("/", "?")) else name
+    inclusive[name] = max(count, inclusive.get(name, 0))
+row = {"server": server, "review": review, "requests": requests,
+       "total": round(total / requests)}
+for phase in phases:
+    label, function = phase.split("|", 1)
+    found = [count for name, count in inclusive.items() if name.endswith(function)]
+    row[label] = round(max(found) / requests) if found else 0
+import json
+print(json.dumps(row))
+EOF
+}
+
+: > "$OUT/results.jsonl"
+# gpu-policy writes the certificates, which the echo server reads.
+for review in $REVIEWS; do
+    for server in gpu-policy echo; do
+        measure "$server" "$review" | tee -a "$OUT/results.jsonl"
+    done
+done
+python3 - "$OUT/results.jsonl" "${phases[@]}" <<'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+labels = [p.split("|", 1)[0] for p in sys.argv[2:]]
+print("Instructions per request (callgrind, one connection):\n")
+print("| review | echo | gpu-policy | ratio | " + " | ".join(labels) + " | the rest |")
+print("| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in labels) + " | ---: |")
+for review in dict.fromkeys(r["review"] for r in rows):
+    echo = next(r for r in rows if r["review"] == review and r["server"] == "echo")
+    ours = next(r for r in rows if r["review"] == review and r["server"] == "gpu-policy")
+    phases = [ours[label] for label in labels]
+    rest = ours["total"] - sum(phases)
+    print(f"| {review} | {echo['total']:,} | {ours['total']:,} | {echo['total'] / ours['total']:.2f} | "
+          + " | ".join(f"{p:,}" for p in phases) + f" | {rest:,} |")
+EOF
