@@ -101,7 +101,8 @@ mod tests {
     fn node(gpus: &[(&str, u64)], capability: Option<(u32, u32)>) -> NodeGpus {
         NodeGpus {
             allocatable: gpus.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
-            compute_capability: capability.map(|(major, minor)| ComputeCapability::new(major, minor)),
+            compute_capability: capability
+                .map(|(major, minor)| ComputeCapability::new(major, minor)),
         }
     }
 
@@ -113,7 +114,13 @@ mod tests {
         assert_eq!(empty.compute_capabilities(), Vec::new());
         snapshot.nodes = [
             ("a", node(&[("nvidia.com/gpu", 8)], Some((8, 0)))),
-            ("b", node(&[("nvidia.com/gpu", 4), ("nvidia.com/mig-1g.5gb", 7)], Some((7, 5)))),
+            (
+                "b",
+                node(
+                    &[("nvidia.com/gpu", 4), ("nvidia.com/mig-1g.5gb", 7)],
+                    Some((7, 5)),
+                ),
+            ),
             ("c", node(&[("nvidia.com/gpu", 16)], Some((8, 0)))),
             ("cpu", node(&[], None)),
         ]
@@ -139,21 +146,36 @@ mod tests {
     #[test]
     fn every_write_makes_the_summary_again() {
         let cache = ClusterCache::default();
-        assert_eq!(cache.node_summary().largest_allocatable("nvidia.com/gpu"), None);
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            None
+        );
         cache
             .write()
             .nodes
             .insert("a".to_owned(), node(&[("nvidia.com/gpu", 8)], Some((8, 0))));
-        assert_eq!(cache.node_summary().largest_allocatable("nvidia.com/gpu"), Some(8));
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            Some(8)
+        );
         let first = cache.node_summary();
-        assert!(Arc::ptr_eq(&first, &cache.node_summary()), "made once per write");
-        cache
-            .write()
-            .nodes
-            .insert("b".to_owned(), node(&[("nvidia.com/gpu", 16)], Some((9, 0))));
-        assert_eq!(cache.node_summary().largest_allocatable("nvidia.com/gpu"), Some(16));
+        assert!(
+            Arc::ptr_eq(&first, &cache.node_summary()),
+            "made once per write"
+        );
+        cache.write().nodes.insert(
+            "b".to_owned(),
+            node(&[("nvidia.com/gpu", 16)], Some((9, 0))),
+        );
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            Some(16)
+        );
         assert_eq!(cache.node_summary().compute_capabilities().len(), 2);
         cache.write().nodes.clear();
-        assert_eq!(cache.node_summary().largest_allocatable("nvidia.com/gpu"), None);
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            None
+        );
     }
 }

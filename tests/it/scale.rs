@@ -45,9 +45,7 @@ use crate::support::fleet::{
     REVIEW_NAMESPACE, Shape, claim_template, fleet, team_max_gpus, team_mode, team_name,
 };
 use crate::support::oracles::{literal, visible_devices_entries};
-use crate::support::server::{
-    ENFORCE, MUTATE, Options, Server, patch_of, patched, pod_with_gpus,
-};
+use crate::support::server::{ENFORCE, MUTATE, Options, Server, patch_of, patched, pod_with_gpus};
 use crate::support::tls::SERVER_NAME;
 
 /// What the small cluster holds of each grown source.
@@ -87,9 +85,8 @@ fn knob<T: FromStr>(name: &str, default: T) -> T {
 
 impl Knobs {
     fn from_env() -> Self {
-        let loadgen = std::env::var("SCALE_LOADGEN").unwrap_or_else(|_| {
-            panic!("SCALE_LOADGEN names the load tool; run scripts/scale.sh")
-        });
+        let loadgen = std::env::var("SCALE_LOADGEN")
+            .unwrap_or_else(|_| panic!("SCALE_LOADGEN names the load tool; run scripts/scale.sh"));
         Knobs {
             fleet: Shape {
                 namespaces: knob("SCALE_NAMESPACES", 10_000),
@@ -227,13 +224,14 @@ async fn check_fleet_answers(server: &Server, shape: Shape) {
         .expect("a claim template in an enforce namespace");
     let mut pod = claimed_pod("far", template["metadata"]["name"].as_str().expect("name"));
     pod["metadata"]["namespace"] = template["metadata"]["namespace"].clone();
-    assert_eq!(pinned_by_mutate(server, &pod).await, ["sidecar"], "{template}");
+    assert_eq!(
+        pinned_by_mutate(server, &pod).await,
+        ["sidecar"],
+        "{template}"
+    );
     let mut unknown = claimed_pod("unknown", "no-such-template");
     unknown["metadata"]["namespace"] = template["metadata"]["namespace"].clone();
-    assert_eq!(
-        pinned_by_mutate(server, &unknown).await,
-        ["ctr", "sidecar"]
-    );
+    assert_eq!(pinned_by_mutate(server, &unknown).await, ["ctr", "sidecar"]);
 }
 
 /// One run of the load tool against `server`'s `/validate/enforce`; its

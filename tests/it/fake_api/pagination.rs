@@ -18,7 +18,13 @@ async fn limit_pages_a_list_and_continue_resumes_it() {
     for name in ["a", "b", "c", "d", "e", "f", "g"] {
         fake.insert(namespace(name));
     }
-    for (ns, name) in [("a", "p1"), ("b", "p1"), ("b", "p2"), ("b", "p3"), ("c", "p1")] {
+    for (ns, name) in [
+        ("a", "p1"),
+        ("b", "p1"),
+        ("b", "p2"),
+        ("b", "p3"),
+        ("c", "p1"),
+    ] {
         fake.insert(pod(ns, name));
     }
     let namespaces = Api::<Namespace>::all(fake.client());

@@ -45,7 +45,7 @@ pub fn team_mode(i: usize) -> &'static str {
 
 /// The team's `gpu-policy.io/max-gpus-per-pod`: every other team has one.
 pub fn team_max_gpus(i: usize) -> Option<u64> {
-    (i % 2 == 0).then(|| [1, 2, 4, 8][(i / 2) % 4])
+    i.is_multiple_of(2).then(|| [1, 2, 4, 8][(i / 2) % 4])
 }
 
 fn managed_fields(manager: &str, fields: Value) -> Value {
@@ -67,7 +67,7 @@ pub fn team_namespace(i: usize) -> Value {
     if let Some(max) = team_max_gpus(i) {
         annotations["gpu-policy.io/max-gpus-per-pod"] = json!(max.to_string());
     }
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         annotations["gpu-policy.io/min-compute-capability"] = json!("8.0");
     }
     json!({"apiVersion": "v1", "kind": "Namespace",
@@ -91,8 +91,11 @@ const PRODUCTS: [(&str, &str, u32, u32, u32, u32); 5] = [
     ("NVIDIA-A10G", "ampere", 8, 6, 23028, 1),
 ];
 
-/// (driver version, CUDA version the driver supports)
-const DRIVERS: [((u32, u32, u32), (u32, u32)); 3] = [
+/// A driver version (major, minor, revision) and the CUDA version it
+/// supports (major, minor).
+type Driver = ((u32, u32, u32), (u32, u32));
+
+const DRIVERS: [Driver; 3] = [
     ((535, 183, 1), (12, 2)),
     ((550, 90, 7), (12, 4)),
     ((570, 124, 6), (12, 8)),
@@ -239,7 +242,10 @@ pub fn device_classes() -> [Value; 2] {
                "spec": {"selectors": [{"cel": {"expression": format!(
                    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{kind}'")}}]}})
     };
-    [class("gpu.nvidia.com", "gpu"), class("mig.nvidia.com", "mig")]
+    [
+        class("gpu.nvidia.com", "gpu"),
+        class("mig.nvidia.com", "mig"),
+    ]
 }
 
 /// The GPU operator's RuntimeClass.

@@ -323,7 +323,11 @@ impl Store {
             .clone()
             .filter(|_| kind.namespaced)
             .unwrap_or_default();
-        let resource = (kind.group.clone(), kind.version.clone(), kind.plural.clone());
+        let resource = (
+            kind.group.clone(),
+            kind.version.clone(),
+            kind.plural.clone(),
+        );
         let first = (
             resource.0.clone(),
             resource.1.clone(),
