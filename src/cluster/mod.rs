@@ -15,12 +15,13 @@
 //! one log line per transition).
 
 mod claims;
+mod node_summary;
 mod watches;
 mod wire;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -111,6 +112,10 @@ pub struct ClusterCache {
     /// The settings whose GPU resource patterns the cached nodes were
     /// projected with (None before the first node list).
     node_projection: RwLock<Option<Arc<Settings>>>,
+    /// Bumped by every write of the snapshot, under its write lock.
+    generation: AtomicU64,
+    /// The nodes summarised for the rules, as of some generation.
+    summary: RwLock<Option<Arc<node_summary::NodeSummary>>>,
 }
 
 /// How often the API server is asked whether it answers, to tell when a
@@ -126,7 +131,10 @@ impl ClusterCache {
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, ClusterSnapshot> {
-        self.snapshot.write().unwrap_or_else(|e| e.into_inner())
+        let snapshot = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        // While no reader holds the snapshot: see `node_summary`.
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        snapshot
     }
 
     /// Every cache has completed its first full list.
@@ -255,11 +263,11 @@ impl ClusterFacts for ClusterCache {
         if !self.nodes_carry(resource) {
             return None;
         }
-        self.read().largest_allocatable(resource)
+        self.node_summary().largest_allocatable(resource)
     }
 
     fn compute_capabilities(&self) -> Vec<ComputeCapability> {
-        self.read().compute_capabilities()
+        self.node_summary().compute_capabilities()
     }
 
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {

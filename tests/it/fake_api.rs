@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+mod pagination;
+
 /// Every await that could hang is bounded by this.
 const LIMIT: Duration = Duration::from_secs(10);
 

@@ -21,3 +21,4 @@ mod install;
 mod patch_check;
 mod properties;
 mod registry;
+mod scale;

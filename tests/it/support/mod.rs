@@ -6,7 +6,8 @@
 //! - [`bad_claims`]: malformed DRA claims and pods, the bad-input catalog;
 //! - [`server`] and [`tls`]: the built binary as a server, and the API
 //!   server's side of the wire;
-//! - [`fake_api`]: an in-process Kubernetes API server;
+//! - [`fake_api`]: an in-process Kubernetes API server; [`fleet`]: a GPU
+//!   fleet for it, grown to any size;
 //! - [`fake_registry`]: an in-process OCI image registry;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
@@ -20,6 +21,7 @@ pub mod claimed_pods;
 pub mod fake_api;
 pub mod fake_registry;
 pub mod fixtures;
+pub mod fleet;
 pub mod kubernetes_validate;
 pub mod oracles;
 pub mod pods;

@@ -40,6 +40,8 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
 pub const IO_TIMEOUT: Duration = Duration::from_secs(15);
 /// Short pause between polls.
 pub const POLL: Duration = Duration::from_millis(50);
+/// Between polls of `/readyz` while a server starts.
+pub const READY_POLL: Duration = Duration::from_millis(10);
 /// The namespace of objects whose manifest names none.
 pub const NAMESPACE: &str = "ml";
 pub const MUTATE: &str = "/mutate?timeout=10s";
@@ -349,6 +351,10 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     /// `--client-ca` and a `--client-name` for each name.
     pub client_auth: Option<(PathBuf, Vec<String>)>,
+    /// The CPUs the process may run on (`taskset -c` syntax).
+    pub cpus: Option<String>,
+    /// How long it may take to become ready; [`READY_TIMEOUT`] when `None`.
+    pub ready_timeout: Option<Duration>,
 }
 
 /// A running `gpu-policy serve`, killed when dropped.
@@ -360,6 +366,10 @@ pub struct Server {
     pub ca_pem: Vec<u8>,
     pub log_path: PathBuf,
     pub certs_dir: PathBuf,
+    /// From the spawn of the process to the first 200 of `/readyz` (to
+    /// within one poll, 10 ms).
+    pub ready_after: Duration,
+    ready_timeout: Duration,
     _scratch: TempDir,
 }
 
@@ -378,11 +388,20 @@ impl Server {
     pub async fn start_in_cluster(
         api: &crate::support::fake_api::FakeApi,
     ) -> (Server, tempfile::TempDir) {
+        Self::start_in_cluster_with(api, Options::default()).await
+    }
+
+    /// [`Server::start_in_cluster`] with more options (`kubeconfig` is
+    /// replaced).
+    pub async fn start_in_cluster_with(
+        api: &crate::support::fake_api::FakeApi,
+        options: Options,
+    ) -> (Server, tempfile::TempDir) {
         let scratch = tempfile::tempdir().expect("tempdir");
         let kubeconfig = api.write_kubeconfig(scratch.path());
         let options = Options {
             kubeconfig: Some(kubeconfig),
-            ..Options::default()
+            ..options
         };
         (Server::start(options, None).await, scratch)
     }
@@ -405,7 +424,16 @@ impl Server {
             }
             let log_path = scratch.path().join("server.log");
             let log = std::fs::File::create(&log_path).expect("log file");
-            let mut command = Command::new(env!("CARGO_BIN_EXE_gpu-policy"));
+            let binary = env!("CARGO_BIN_EXE_gpu-policy");
+            // taskset execs the binary: the child's pid is the server's.
+            let mut command = match &options.cpus {
+                Some(cpus) => {
+                    let mut taskset = Command::new("taskset");
+                    taskset.args(["-c", cpus, binary]);
+                    taskset
+                }
+                None => Command::new(binary),
+            };
             command
                 .arg("serve")
                 .args(["--listen", &admission.to_string()])
@@ -433,6 +461,7 @@ impl Server {
                 Some(kubeconfig) => command.arg("--kubeconfig").arg(kubeconfig),
                 None => command.arg("--no-cluster"),
             };
+            let spawned = Instant::now();
             let child = command
                 // E2E_SERVER_LOG=hyper=trace,info shows the server's internals.
                 .env(
@@ -451,10 +480,13 @@ impl Server {
                 ca_pem: Vec::new(),
                 log_path,
                 certs_dir,
+                ready_after: Duration::ZERO,
+                ready_timeout: options.ready_timeout.unwrap_or(READY_TIMEOUT),
                 _scratch: scratch,
             };
             match server.wait_ready().await {
                 Ok(()) => {
+                    server.ready_after = spawned.elapsed();
                     server.ca_pem = match &ca_pem {
                         Some(pem) => pem.clone(),
                         None => std::fs::read(server.certs_dir.join("ca.crt"))
@@ -474,7 +506,7 @@ impl Server {
 
     /// Ok when `/readyz` answers 200; Err(log) when the process exited.
     pub async fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + READY_TIMEOUT;
+        let deadline = Instant::now() + self.ready_timeout;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 return Err(format!("exited with {status}\n{}", self.log()));
@@ -487,10 +519,11 @@ impl Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "/readyz not 200 within {READY_TIMEOUT:?}; log:\n{}",
+                "/readyz not 200 within {:?}; log:\n{}",
+                self.ready_timeout,
                 self.log()
             );
-            sleep(POLL).await;
+            sleep(READY_POLL).await;
         }
     }
 
@@ -553,6 +586,18 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in bytes.
+    pub fn memory(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_else(|err| panic!("/proc/{}/status: {err}", self.pid()));
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|value| value.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+            .unwrap_or_else(|| panic!("no {field} in /proc/{}/status", self.pid()))
     }
 
     pub fn terminate(&self) {

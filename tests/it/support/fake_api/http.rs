@@ -1,6 +1,9 @@
 //! HTTP handling: where a request points, and the verbs (list, get,
 //! create, replace, patch, delete).
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as BASE64_URL;
+
 use super::*;
 
 /// Where a request points.
@@ -189,8 +192,34 @@ pub fn list(
     meta_only: bool,
 ) -> ApiResult {
     let filter = Filter::from_query(target, query)?;
+    let limit = query
+        .get("limit")
+        .and_then(|limit| limit.parse::<usize>().ok())
+        .filter(|&limit| limit > 0);
     let store = shared.store.lock().unwrap();
-    let mut items = store.select(&filter);
+    let continued = match query.get("continue").filter(|token| !token.is_empty()) {
+        Some(token) => Some(ContinueToken::decode(token)?),
+        None => None,
+    };
+    if let Some(token) = &continued
+        && token.rv < store.floor
+    {
+        return Err(status(
+            410,
+            "Expired",
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter.",
+        ));
+    }
+    let (mut items, more) = store.select_page(&filter, continued.as_ref().map(|t| &t.after), limit);
+    // Every page reads as of the first one: a watch from there replays
+    // whatever changed while the client paged.
+    let rv = continued.as_ref().map_or(store.rv, |token| token.rv);
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if more && let Some(last) = items.last() {
+        let after = (meta_str(last, "namespace"), meta_str(last, "name"));
+        metadata["continue"] = ContinueToken { rv, after }.encode().into();
+    }
     if meta_only {
         items = items.iter().map(to_metadata).collect();
     }
@@ -210,10 +239,35 @@ pub fn list(
         json!({
             "apiVersion": api_version,
             "kind": kind,
-            "metadata": {"resourceVersion": store.rv.to_string()},
+            "metadata": metadata,
             "items": items,
         }),
     ))
+}
+
+/// Where the next page of a list starts: after (namespace, name), as of
+/// resourceVersion `rv`. Opaque to clients, like the real server's.
+pub struct ContinueToken {
+    pub rv: u64,
+    pub after: (String, String),
+}
+
+impl ContinueToken {
+    pub fn encode(&self) -> String {
+        let json = json!([self.rv, self.after.0, self.after.1]).to_string();
+        BASE64_URL.encode(json)
+    }
+
+    pub fn decode(token: &str) -> Result<Self, Value> {
+        let invalid = || status(400, "BadRequest", "continue key is not valid");
+        let json = BASE64_URL.decode(token).map_err(|_| invalid())?;
+        let (rv, namespace, name): (u64, String, String) =
+            serde_json::from_slice(&json).map_err(|_| invalid())?;
+        Ok(Self {
+            rv,
+            after: (namespace, name),
+        })
+    }
 }
 
 pub fn get_one(shared: &Shared, target: &Target) -> Result<Value, Value> {

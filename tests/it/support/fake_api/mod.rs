@@ -12,7 +12,10 @@
 //! * LIST with `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`,
 //!   `k in (a,b)`, `k notin (a,b)`) and `fieldSelector` (`path=v`,
 //!   `path!=v` on any dotted field such as `metadata.name`, `spec.nodeName`).
-//!   `limit`/`continue` are ignored: everything comes back in one page.
+//!   `limit` pages the list like the real server: a page of at most
+//!   `limit` objects and, when more follow, a `metadata.continue` token;
+//!   every page carries the resourceVersion of the first, and a token from
+//!   before the last [`FakeApi::compact`] is answered 410 `Expired`.
 //! * WATCH (`watch=true|1`): newline-delimited JSON events in a chunked 200
 //!   response. From `resourceVersion=N` the history after N is replayed, then
 //!   live events follow. `resourceVersion` unset or `0` starts with a
@@ -35,7 +38,7 @@
 //!   `PartialObjectMetadata[List]`.
 //! * Not modelled: discovery, authentication, admission, finalizers,
 //!   garbage collection, namespace existence checks, status protection on
-//!   the main resource, pagination.
+//!   the main resource, `remainingItemCount`.
 //!
 //! Faults: [`FakeApi::fail_next`], [`FakeApi::compact`],
 //! [`FakeApi::drop_watches`], [`FakeApi::stop`]/[`FakeApi::restart`].
@@ -50,6 +53,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -301,17 +301,62 @@ impl Store {
         Some(obj)
     }
 
+    /// The objects `filter` selects, in key order (namespace, then name).
     pub fn select(&self, filter: &Filter) -> Vec<Value> {
-        self.objects
-            .iter()
-            .filter(|((g, v, p, _, _), obj)| {
-                *g == filter.kind.group
-                    && *v == filter.kind.version
-                    && *p == filter.kind.plural
-                    && filter.matches(obj)
+        self.select_page(filter, None, None).0
+    }
+
+    /// One page of what `filter` selects: at most `limit` objects whose
+    /// (namespace, name) comes after `after`, and whether more follow.
+    /// Only the kind's range of the store is read (one namespace's range
+    /// when the filter names one), and only the page is cloned, so paging
+    /// through a large kind stays linear.
+    pub fn select_page(
+        &self,
+        filter: &Filter,
+        after: Option<&(String, String)>,
+        limit: Option<usize>,
+    ) -> (Vec<Value>, bool) {
+        let kind = &filter.kind;
+        let namespace = filter
+            .namespace
+            .clone()
+            .filter(|_| kind.namespaced)
+            .unwrap_or_default();
+        let resource = (
+            kind.group.clone(),
+            kind.version.clone(),
+            kind.plural.clone(),
+        );
+        let first = (
+            resource.0.clone(),
+            resource.1.clone(),
+            resource.2.clone(),
+            namespace.clone(),
+            String::new(),
+        );
+        let start = match after {
+            Some((after_namespace, after_name)) if *after_namespace >= namespace => {
+                Bound::Excluded(key_of(kind, after_namespace, after_name))
+            }
+            _ => Bound::Included(first),
+        };
+        let mut selected = self
+            .objects
+            .range((start, Bound::Unbounded))
+            .take_while(|((g, v, p, ns, _), _)| {
+                (g, v, p) == (&resource.0, &resource.1, &resource.2)
+                    && (namespace.is_empty() || *ns == namespace)
             })
+            .filter(|(_, obj)| filter.matches(obj));
+        let limit = limit.unwrap_or(usize::MAX);
+        let page: Vec<Value> = selected
+            .by_ref()
+            .take(limit)
             .map(|(_, obj)| obj.clone())
-            .collect()
+            .collect();
+        let more = selected.next().is_some();
+        (page, more)
     }
 }
 
