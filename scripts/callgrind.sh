@@ -55,7 +55,7 @@ phases=(
     "policy|gpu_policy::admission::review::answer"
     "encode|gpu_policy::admission::review::encode"
     "record|gpu_policy::server::record::record"
-    "log writer|tracing_appender::worker::Worker<T>::work"
+    "log writer|tracing_appender::worker::Worker<T>::worker_thread::{{closure}}"
     "free request|core::ptr::drop_in_place<kube_core::admission::AdmissionRequest<gpu_policy::admission::review::RawObject>>"
 )
 

@@ -100,6 +100,10 @@ const CUDA_13_0_REQUIRE: &str = "cuda>=13.0 brand=tesla,driver>=535,driver<536 \
     brand=tesla,driver>=570,driver<571 brand=tesla,driver>=575,driver<576";
 
 /// The built-in table; `examples/config.yaml` gives the source of each entry.
+///
+/// Digits are `[0-9]`, not `\d`: image references are ASCII, and `\d`
+/// stands for every Unicode digit, which made the compiled table several
+/// MiB larger in memory.
 pub fn default_table() -> Vec<ImageEntry> {
     let minimum = |pattern: &str, major, minor| ImageEntry {
         pattern: pattern.to_owned(),
@@ -125,7 +129,7 @@ pub fn default_table() -> Vec<ImageEntry> {
         minimum(r"^(nvcr\.io/)?nvidia/cuda:13\.", 7, 5),
         minimum(r"^(nvcr\.io/)?nvidia/cuda:12\.", 5, 0),
         minimum(r"^(nvcr\.io/)?nvidia/cuda:11\.", 3, 5),
-        minimum(r"^pytorch/pytorch:.*-cuda13\.\d+-", 7, 5),
+        minimum(r"^pytorch/pytorch:.*-cuda13\.[0-9]+-", 7, 5),
         minimum(r"^pytorch/pytorch:.*-cuda12\.[89]-", 7, 0),
         minimum(r"^pytorch/pytorch:.*-cuda12\.[0-7]-", 5, 0),
         ngc(r"23\.0[12]", 12, 0),
@@ -140,7 +144,7 @@ pub fn default_table() -> Vec<ImageEntry> {
         ngc(r"25\.(08|09|10|11)", 13, 0),
         ngc(r"25\.12", 13, 1),
         // Later releases: at least what 25.12 is built on.
-        ngc(r"(2[6-9]|[3-9]\d)\.\d\d", 13, 1),
+        ngc(r"(2[6-9]|[3-9][0-9])\.[0-9][0-9]", 13, 1),
         cuda(
             r"^vllm/vllm-openai:.*-cu130$".to_owned(),
             13,
@@ -153,9 +157,9 @@ pub fn default_table() -> Vec<ImageEntry> {
             8,
             Some(CUDA_12_8_REQUIRE),
         ),
-        minimum(r"^vllm/vllm-openai:.*-cu12\d$", 5, 0),
+        minimum(r"^vllm/vllm-openai:.*-cu12[0-9]$", 5, 0),
         cuda(
-            r"^ghcr\.io/huggingface/text-generation-inference:(\d+\.\d+(\.\d+)?|latest)$"
+            r"^ghcr\.io/huggingface/text-generation-inference:([0-9]+\.[0-9]+(\.[0-9]+)?|latest)$"
                 .to_owned(),
             12,
             2,

@@ -54,10 +54,6 @@ impl Captured {
 
 /// The events of the test, logged once under each formatter.
 fn log_everything() {
-    #[derive(Debug)]
-    struct Shape {
-        name: &'static str,
-    }
     let error = io::Error::other("refused: \"quoted\"\nsecond line");
     tracing::info!(
         uid = "6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11",
@@ -73,7 +69,7 @@ fn log_everything() {
         wide = 1u128 << 100,
         "admission decision"
     );
-    tracing::warn!(error = %error, shape = ?Shape { name: "pod\"x" }, "with {} arguments", 2);
+    tracing::warn!(error = %error, shape = ?Some(("pod\"x", 3)), "with {} arguments", 2);
     tracing::error!(target: "gpu_policy::server", endpoint = "/mutate", "a target of its own");
     tracing::info!(target: "hyper::proto", "a library's event");
     tracing::info!("");
