@@ -65,14 +65,7 @@ cargo build --release --locked --bin gpu-policy --example loadgen --example echo
 bin=${CARGO_TARGET_DIR:-target}/release
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+start_scratch
 
 taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --no-cluster \
     --listen "127.0.0.1:$GPU_POLICY_PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \

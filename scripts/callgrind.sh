@@ -33,14 +33,7 @@ CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
     cargo build --release --locked --bin gpu-policy --example loadgen --example echo_server
 bin=$CARGO_TARGET_DIR/release
 mkdir -p "$OUT"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+start_scratch
 
 endpoint_of() { # review -> path
     case $1 in
@@ -55,7 +48,7 @@ phases=(
     "policy|gpu_policy::admission::review::answer"
     "encode|gpu_policy::admission::review::encode"
     "record|gpu_policy::server::record::record"
-    "log writer|tracing_appender::worker::Worker<T>::worker_thread::{{closure}}"
+    "log writer|gpu_policy::telemetry::batch_writer::Shared::run"
     "free request|core::ptr::drop_in_place<kube_core::admission::AdmissionRequest<gpu_policy::admission::review::RawObject>>"
 )
 

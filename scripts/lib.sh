@@ -1,4 +1,4 @@
-# Shared by scripts/bench.sh and scripts/soak.sh (sourced, not run).
+# Shared by the scripts of scripts/ (sourced, not run).
 
 # wait_ready METRICS_PORT LOG: waits up to 10 s for `gpu-policy serve` to
 # answer /readyz on METRICS_PORT; otherwise prints its LOG and fails.
@@ -10,4 +10,18 @@ wait_ready() {
     echo "gpu-policy did not become ready:" >&2
     cat "$2" >&2
     return 1
+}
+
+# start_scratch: a scratch directory in $work, removed on exit together with
+# the processes whose pids are added to the array `pids`.
+start_scratch() {
+    work=$(mktemp -d)
+    pids=()
+    trap stop_scratch EXIT
+}
+
+stop_scratch() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
 }

@@ -112,6 +112,7 @@ fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings)
         namespace,
         cluster: None,
         claims: None,
+        images: None,
     };
     let evaluate = |pod: &Value| {
         evaluate_object(

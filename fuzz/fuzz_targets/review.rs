@@ -85,6 +85,7 @@ fn serve(
         namespace,
         cluster: None,
         claims: None,
+        images: None,
     };
     let (response, _) = review::respond(request, endpoint, &evaluator);
     let encoded = review::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));

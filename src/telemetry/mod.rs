@@ -3,6 +3,8 @@
 
 mod batch_writer;
 mod json_lines;
+#[cfg(test)]
+mod testing;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::JsonFields;

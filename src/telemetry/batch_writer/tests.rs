@@ -1,38 +1,9 @@
-use std::io::{self, Write};
-use std::sync::{Arc, Mutex};
+use std::io::Write;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::BatchWriter;
-
-/// An output that records what reaches it, and in how many writes.
-#[derive(Clone, Default)]
-struct Recorded {
-    bytes: Arc<Mutex<Vec<u8>>>,
-    writes: Arc<Mutex<usize>>,
-}
-
-impl Write for Recorded {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.bytes.lock().expect("lock").extend_from_slice(bytes);
-        *self.writes.lock().expect("lock") += 1;
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Recorded {
-    fn text(&self) -> String {
-        String::from_utf8(self.bytes.lock().expect("lock").clone()).expect("UTF-8")
-    }
-
-    fn writes(&self) -> usize {
-        *self.writes.lock().expect("lock")
-    }
-}
+use crate::telemetry::testing::Recorded;
 
 fn log(writer: &BatchWriter, line: &str) {
     writer

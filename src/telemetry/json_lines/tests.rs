@@ -3,53 +3,24 @@
 //! timestamp's instant.
 
 use std::io;
-use std::sync::{Arc, Mutex};
 
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::JsonFields;
 
 use super::JsonLines;
+use crate::telemetry::testing::Recorded;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| io::Error::other("poisoned"))?
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    /// The lines written, each with its timestamp's value blanked.
-    fn lines(&self) -> Vec<String> {
-        let bytes = self.0.lock().expect("lock").clone();
-        let text = String::from_utf8(bytes).expect("UTF-8");
-        text.lines()
-            .map(|line| {
-                let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-                assert!(value["timestamp"].is_string(), "{line}");
-                let start = line.find("\"timestamp\":\"").expect("timestamp") + 13;
-                let end = start + line[start..].find('"').expect("closing quote");
-                format!("{}{}", &line[..start], &line[end..])
-            })
-            .collect()
-    }
+/// The lines written, each with its timestamp's value blanked.
+fn lines_of(output: &Recorded) -> Vec<String> {
+    let text = output.text();
+    text.lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            assert!(value["timestamp"].is_string(), "{line}");
+            let start = line.find("\"timestamp\":\"").expect("timestamp") + 13;
+            let end = start + line[start..].find('"').expect("closing quote");
+            format!("{}{}", &line[..start], &line[end..])
+        })
+        .collect()
 }
 
 /// The events of the test, logged once under each formatter.
@@ -78,7 +49,7 @@ fn log_everything() {
 }
 
 fn lines_with(own: bool) -> Vec<String> {
-    let captured = Captured::default();
+    let captured = Recorded::default();
     let builder = tracing_subscriber::fmt()
         .with_writer(captured.clone())
         .with_max_level(tracing::Level::TRACE);
@@ -93,7 +64,7 @@ fn lines_with(own: bool) -> Vec<String> {
         tracing::Dispatch::new(builder.json().flatten_event(true).finish())
     };
     tracing::dispatcher::with_default(&dispatch, log_everything);
-    captured.lines()
+    lines_of(&captured)
 }
 
 #[test]
