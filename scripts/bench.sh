@@ -67,12 +67,19 @@ mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 start_scratch
 
-taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --no-cluster \
-    --listen "127.0.0.1:$GPU_POLICY_PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
-    --certs-dir "$work/certs" > "$work/gpu-policy.log" 2>&1 &
-gpu_policy_pid=$!
-pids+=("$gpu_policy_pid")
-wait_ready "$METRICS_PORT" "$work/gpu-policy.log"
+start_server() { # name port metrics_port serve-args...: sets server_pid
+    local name=$1 port=$2 metrics_port=$3
+    shift 3
+    taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve "$@" \
+        --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
+        --certs-dir "$work/certs" > "$work/$name.log" 2>&1 &
+    server_pid=$!
+    pids+=("$server_pid")
+    wait_ready "$metrics_port" "$work/$name.log"
+}
+
+start_server gpu-policy "$GPU_POLICY_PORT" "$METRICS_PORT" --no-cluster
+gpu_policy_pid=$server_pid
 # The same certificate directory: one CA verifies both servers.
 taskset -c "$SERVER_CPUS" "$bin/examples/echo_server" \
     --listen "127.0.0.1:$ECHO_PORT" --certs-dir "$work/certs" 2> "$work/echo.log" &
@@ -87,14 +94,6 @@ printf '%s\n' "imageResolution:" "  table:" \
     "    cudaVersion: \"12.8\"" "    requireCuda: \"$REQUIRE_CUDA\"" > "$work/table-mode.yaml"
 printf '%s\n' "imageResolution:" "  mode: registry" \
     "  insecureRegistries: [\"127.0.0.1:$REGISTRY_PORT\"]" > "$work/registry-mode.yaml"
-start_mode() { # mode port metrics_port: a server with $work/<mode>.yaml
-    taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --no-cluster --config "$work/$1.yaml" \
-        --listen "127.0.0.1:$2" --metrics-listen "127.0.0.1:$3" \
-        --certs-dir "$work/certs" > "$work/$1.log" 2>&1 &
-    pids+=("$!")
-    mode_pid=$!
-    wait_ready "$3" "$work/$1.log"
-}
 # The DRA pod's server: the cluster is a static API server.
 python3 scripts/static_api.py "$API_PORT" ml 2> "$work/api.log" &
 pids+=("$!")
@@ -104,18 +103,17 @@ printf '%s\n' "apiVersion: v1" "kind: Config" \
     "contexts: [{name: bench, context: {cluster: bench, user: bench}}]" \
     "current-context: bench" > "$work/kubeconfig"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$API_PORT/version" > /dev/null && break; sleep 0.1; done
-taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve --kubeconfig "$work/kubeconfig" \
-    --listen "127.0.0.1:$CLUSTER_PORT" --metrics-listen "127.0.0.1:$CLUSTER_METRICS_PORT" \
-    --certs-dir "$work/certs" > "$work/gpu-policy-cluster.log" 2>&1 &
-cluster_pid=$!
-pids+=("$cluster_pid")
-wait_ready "$CLUSTER_METRICS_PORT" "$work/gpu-policy-cluster.log"
+start_server gpu-policy-cluster "$CLUSTER_PORT" "$CLUSTER_METRICS_PORT" \
+    --kubeconfig "$work/kubeconfig"
+cluster_pid=$server_pid
 grep -q "connected to the API server" "$work/gpu-policy-cluster.log" \
     || { echo "the DRA pod's server is not reading the static API server"; exit 1; }
-start_mode table-mode "$TABLE_MODE_PORT" "$TABLE_MODE_METRICS_PORT"
-table_mode_pid=$mode_pid
-start_mode registry-mode "$REGISTRY_MODE_PORT" "$REGISTRY_MODE_METRICS_PORT"
-registry_mode_pid=$mode_pid
+start_server table-mode "$TABLE_MODE_PORT" "$TABLE_MODE_METRICS_PORT" \
+    --no-cluster --config "$work/table-mode.yaml"
+table_mode_pid=$server_pid
+start_server registry-mode "$REGISTRY_MODE_PORT" "$REGISTRY_MODE_METRICS_PORT" \
+    --no-cluster --config "$work/registry-mode.yaml"
+registry_mode_pid=$server_pid
 # The GPU pod of fixture 07, its image on the registry.
 python3 -c '
 import json, sys

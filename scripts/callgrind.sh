@@ -108,8 +108,6 @@ for line in text.splitlines():
         total = count
         continue
     name = parts[-1].split(" [", 1)[0]
-    if ":" in name and not name.startswith(("core", "gpu_policy", "tracing", "alloc")):
-        name = name.split(":", 1)[1] if name.split(":", 1)[0].startswith(("/", "?")) else name
     inclusive[name] = max(count, inclusive.get(name, 0))
 row = {"server": server, "review": review, "requests": requests,
        "total": round(total / requests)}

@@ -111,8 +111,7 @@ def handler(cluster):
                     "metadata": {"resourceVersion": "1"},
                     "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                "metadata": o["metadata"]} for o in items]})
-            kind = items[0]["kind"] if items else "List"
-            self.answer(200, {"kind": f"{kind}List" if items else "List",
+            self.answer(200, {"kind": f"{items[0]['kind']}List" if items else "List",
                               "apiVersion": version,
                               "metadata": {"resourceVersion": "1"}, "items": items})
 

@@ -9,8 +9,9 @@ mod testing;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::JsonFields;
 
-pub use batch_writer::{BatchWriter, FlushGuard};
-pub use json_lines::JsonLines;
+use batch_writer::BatchWriter;
+pub use batch_writer::FlushGuard;
+use json_lines::JsonLines;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
