@@ -193,12 +193,20 @@ impl ClusterCache {
         self.pending[source.index()].fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Marks `source` synced when it has no watch left to list (an empty
-    /// allowlist has none at all).
-    fn settle(&self, source: Source) {
-        if self.pending[source.index()].load(Ordering::Acquire) == 0 {
-            self.mark_synced(source);
-        }
+    /// The watches of `source` are being started or stopped: until
+    /// [`ClusterCache::release`], none of them makes the source synced or
+    /// current, whatever it lists. A source fed by several watches (one per
+    /// allowlist entry) would otherwise count as listed as soon as the
+    /// first one had listed, before the next one was even started.
+    fn hold(&self, source: Source) {
+        self.pending[source.index()].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The watches of `source` are in place: it is synced (and current)
+    /// once every one of them has listed, which may be now (an empty
+    /// allowlist has no watch at all).
+    fn release(&self, source: Source) {
+        self.watch_listed(source);
     }
 
     /// The API server answered: every watch that has not failed for a probe

@@ -61,6 +61,12 @@ struct Running {
 impl Watches {
     /// Starts the watches that fill `cache` for these settings.
     pub fn start(client: Client, settings: &Settings, cache: Arc<ClusterCache>) -> Watches {
+        // Each source is held until all its watches are started: a watch
+        // that lists at once must not make the source synced while the
+        // other watches of that source have not been started yet.
+        for source in Source::ALL {
+            cache.hold(source);
+        }
         let first_list = FirstList::new(&cache, Source::Namespaces);
         tokio::spawn(mirror(
             Api::<wire::Namespace>::all(client.clone()),
@@ -92,7 +98,7 @@ impl Watches {
             })
             .collect();
         for source in Source::ALL {
-            cache.settle(source);
+            cache.release(source);
         }
         let probe_client = client.clone();
         let probe_cache = Arc::clone(&cache);
@@ -128,6 +134,10 @@ impl Watches {
     pub async fn apply(&self, settings: &Settings) {
         let mut running = self.running.lock().await;
         let running = &mut *running;
+        // Until every added watch is started and every removed one stopped,
+        // no single watch speaks for its source (see `ClusterCache::hold`).
+        running.cache.hold(Source::AllowlistedWorkloads);
+        running.cache.hold(Source::Nodes);
         let wanted = entries(settings);
         let removed: Vec<EntryKey> = running
             .allowlisted
@@ -180,9 +190,10 @@ impl Watches {
             );
         }
         super::claims::follow_settings(&running.cache, settings);
-        // A stopped watch that had not listed no longer holds its source.
-        running.cache.settle(Source::AllowlistedWorkloads);
-        running.cache.settle(Source::Nodes);
+        // A stopped watch that had not listed no longer holds its source:
+        // current now if every remaining watch has listed.
+        running.cache.release(Source::AllowlistedWorkloads);
+        running.cache.release(Source::Nodes);
     }
 }
 
@@ -198,7 +209,8 @@ fn entries(settings: &Settings) -> BTreeMap<EntryKey, &AllowlistEntry> {
 
 /// Holds a source unsynced (at start) or stale (after a reload) until its
 /// watch has listed once. A watch stopped before that releases its hold
-/// without claiming the source current: [`Watches::apply`] settles it.
+/// without claiming the source current: [`Watches::apply`], which stops it,
+/// says so when it releases the source.
 pub(super) struct FirstList {
     cache: Arc<ClusterCache>,
     source: Source,
@@ -459,5 +471,80 @@ pub(super) async fn fold<K, Key, V>(
             }
             Err(error) => cache.mark_stale(source, &error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALLOWLISTED: Source = Source::AllowlistedWorkloads;
+
+    /// As `Watches::start` does it: every source held, the watches started
+    /// one after the other, the first one listing before the second is
+    /// started.
+    #[test]
+    fn a_source_is_synced_once_every_watch_it_started_with_has_listed() {
+        let cache = Arc::new(ClusterCache::default());
+        for source in Source::ALL {
+            cache.hold(source);
+        }
+        let mut first = FirstList::new(&cache, ALLOWLISTED);
+        first.done();
+        let mut second = FirstList::new(&cache, ALLOWLISTED);
+        for source in Source::ALL {
+            cache.release(source);
+        }
+        assert!(!cache.is_synced());
+        second.done();
+        assert!(cache.is_synced());
+        assert!(!cache.is_stale(ALLOWLISTED));
+    }
+
+    /// As `Watches::apply` does it: two entries added at reload, the first
+    /// one listing before the second is started; the source stays stale
+    /// until both have listed.
+    #[test]
+    fn a_source_is_current_again_once_every_watch_added_at_reload_has_listed() {
+        let cache = Arc::new(ClusterCache::default());
+        for source in Source::ALL {
+            cache.hold(source);
+            cache.release(source);
+        }
+        assert!(cache.is_synced() && !cache.is_stale(ALLOWLISTED));
+
+        cache.hold(ALLOWLISTED);
+        let mut first = FirstList::new(&cache, ALLOWLISTED);
+        assert!(cache.is_stale(ALLOWLISTED));
+        first.done();
+        assert!(cache.is_stale(ALLOWLISTED));
+        let mut second = FirstList::new(&cache, ALLOWLISTED);
+        cache.release(ALLOWLISTED);
+        assert!(cache.is_stale(ALLOWLISTED));
+        second.done();
+        assert!(!cache.is_stale(ALLOWLISTED));
+        assert!(cache.is_synced());
+    }
+
+    /// A watch stopped before it listed (its entry removed at reload) no
+    /// longer holds its source.
+    #[test]
+    fn a_watch_stopped_before_it_listed_holds_nothing() {
+        let cache = Arc::new(ClusterCache::default());
+        for source in Source::ALL {
+            cache.hold(source);
+        }
+        let forbidden = FirstList::new(&cache, ALLOWLISTED);
+        for source in Source::ALL {
+            cache.release(source);
+        }
+        assert!(!cache.is_synced());
+
+        cache.hold(ALLOWLISTED);
+        drop(forbidden);
+        assert!(!cache.is_synced());
+        cache.release(ALLOWLISTED);
+        assert!(cache.is_synced());
+        assert!(!cache.is_stale(ALLOWLISTED));
     }
 }
