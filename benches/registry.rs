@@ -28,7 +28,7 @@ use gpu_policy::server::images::Images;
 use gpu_policy::settings::Settings;
 
 // The review builder and the fake registry of the tests.
-#[path = "../tests/it/support/fake_registry.rs"]
+#[path = "../tests/it/support/fake_registry/mod.rs"]
 mod fake_registry;
 #[allow(dead_code)]
 #[path = "../tests/it/support/review.rs"]
@@ -94,7 +94,7 @@ fn registry(c: &mut Criterion) {
 
     let registry_settings = Settings::from_yaml(
         &format!(
-            "imageResolution:\n  mode: registry\n  timeout: 4s\n  insecureRegistries: [{host:?}]\n"
+            "imageResolution:\n  mode: registry\n  timeout: 4s\n  registries: [{host:?}]\n  insecureRegistries: [{host:?}]\n"
         ),
         "bench",
     )

@@ -93,6 +93,7 @@ printf '%s\n' "imageResolution:" "  table:" \
     "  - pattern: '^127\\.0\\.0\\.1:$REGISTRY_PORT/vllm/vllm-openai:'" \
     "    cudaVersion: \"12.8\"" "    requireCuda: \"$REQUIRE_CUDA\"" > "$work/table-mode.yaml"
 printf '%s\n' "imageResolution:" "  mode: registry" \
+    "  registries: [\"127.0.0.1:$REGISTRY_PORT\"]" \
     "  insecureRegistries: [\"127.0.0.1:$REGISTRY_PORT\"]" > "$work/registry-mode.yaml"
 # The DRA pod's server: the cluster is a static API server.
 python3 scripts/static_api.py "$API_PORT" ml 2> "$work/api.log" &

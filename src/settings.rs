@@ -17,8 +17,10 @@ use crate::policy::{Notice, NoticeKind};
 
 mod allowlist;
 mod image_table;
+mod registries;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
 pub use image_table::{ImageEntry, ImageResolution, ImageTable, MAX_TIMEOUT, ResolutionMode};
+pub use registries::{RegistryHosts, RegistryPattern, default_registries, split_authority};
 
 use crate::policy::image_needs::ImageNeeds;
 

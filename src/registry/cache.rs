@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lru::LruCache;
 use oci_client::Reference;
 
-use super::{ImageConfigFacts, Platform};
+use super::{Failure, ImageConfigFacts, Platform};
 
 /// A lookup: the image reference as oci-client normalises it
 /// (`docker.io/library/ubuntu:latest`) and the platform.
@@ -47,7 +47,7 @@ pub(super) struct Caches {
     references: LruCache<String, Arc<ParsedReference>>,
     tags: LruCache<String, (String, Instant)>,
     facts: LruCache<(String, Platform), Arc<ImageConfigFacts>>,
-    negative: LruCache<LookupKey, (String, Instant)>,
+    negative: LruCache<LookupKey, (Failure, Instant)>,
 }
 
 fn capacity(n: usize) -> NonZeroUsize {
@@ -109,10 +109,10 @@ impl Caches {
     }
 
     /// A failure of this lookup within the negative TTL, if any.
-    pub(super) fn failure(&mut self, key: &LookupKey, now: Instant) -> Option<String> {
+    pub(super) fn failure(&mut self, key: &LookupKey, now: Instant) -> Option<Failure> {
         match self.negative.get(key) {
-            Some((reason, at)) if now.saturating_duration_since(*at) < self.negative_ttl => {
-                Some(reason.clone())
+            Some((failure, at)) if now.saturating_duration_since(*at) < self.negative_ttl => {
+                Some(failure.clone())
             }
             Some(_) => {
                 self.negative.pop(key);
@@ -122,8 +122,8 @@ impl Caches {
         }
     }
 
-    pub(super) fn put_failure(&mut self, key: LookupKey, reason: String, now: Instant) {
-        self.negative.put(key, (reason, now));
+    pub(super) fn put_failure(&mut self, key: LookupKey, failure: Failure, now: Instant) {
+        self.negative.put(key, (failure, now));
     }
 
     pub(super) fn forget_failure(&mut self, key: &LookupKey) {
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn references_are_parsed_once_and_bounded() {
         let mut caches = Caches::new(Duration::from_secs(60), Duration::from_secs(5), 1, 8);
-        let parse = |image: &str| match Reference::try_from(image) {
+        let parse = |image: &str| match super::super::reference::parse_reference(image) {
             Ok(reference) => Arc::new(ParsedReference::new(reference)),
             Err(err) => panic!("{image}: {err}"),
         };
@@ -214,15 +214,17 @@ mod tests {
         let start = Instant::now();
         let mut caches = Caches::new(Duration::from_secs(60), Duration::from_secs(5), 8, 8);
         let key = ("r.io/x:1".to_owned(), Platform::default());
-        caches.put_failure(key.clone(), "manifest unknown".to_owned(), start);
+        caches.put_failure(
+            key.clone(),
+            Failure::too_large("manifest larger than 4 MiB"),
+            start,
+        );
         assert_eq!(
-            caches
-                .failure(&key, start + Duration::from_secs(4))
-                .as_deref(),
-            Some("manifest unknown")
+            caches.failure(&key, start + Duration::from_secs(4)),
+            Some(Failure::too_large("manifest larger than 4 MiB"))
         );
         assert_eq!(caches.failure(&key, start + Duration::from_secs(6)), None);
-        caches.put_failure(key.clone(), "again".to_owned(), start);
+        caches.put_failure(key.clone(), Failure::failed("again"), start);
         caches.forget_failure(&key);
         assert_eq!(caches.failure(&key, start), None);
     }

@@ -9,7 +9,7 @@ use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LookupLabels {
-    /// `found`, `failed` or `timed_out`.
+    /// `found`, `failed`, `too_large`, `refused` or `timed_out`.
     pub result: String,
 }
 
@@ -44,7 +44,7 @@ impl ResolverMetrics {
         };
         registry.register(
             "image_lookups",
-            "Image config lookups for admissions, by result (found, failed, timed_out)",
+            "Image config lookups for admissions, by result (found, failed, too_large, refused, timed_out)",
             metrics.lookups.clone(),
         );
         registry.register(

@@ -14,30 +14,52 @@
 //!   ([`Resolver::set_credentials`] when it changes);
 //! - [`Platform`]: the image index entry a pod runs (its node selector's
 //!   `kubernetes.io/arch`, else amd64);
-//! - [`Resolver`]: oci-client behind the caches (tag to digest with a TTL,
-//!   digest to facts without one, recent failures briefly; all bounded
-//!   LRU), one fetch per image however many wait for it, and a time budget
-//!   per admission ([`Resolver::resolve_all`]); a fetch that outlives the
-//!   budget finishes in the background and fills the caches;
+//! - [`Resolver`]: the fetches behind the caches (tag to digest with a
+//!   TTL, digest to facts without one, recent failures briefly; all
+//!   bounded LRU), one fetch per image however many wait for it, a bounded
+//!   number of lookups in flight, and a time budget per admission
+//!   ([`Resolver::resolve_all`]); a fetch that outlives the budget finishes
+//!   in the background and fills the caches;
 //! - [`ResolverMetrics`]: lookups by result, cache hits, fetch latency.
+//!
+//! Whoever may create a pod names the registry and so chooses what it
+//! answers: every registry is hostile input. Only the hosts of
+//! `imageResolution.registries` are contacted (`hosts.rs`), connections go
+//! only to the addresses checked when the name was resolved
+//! (`addresses.rs`), redirects are followed by hand and checked the same
+//! way, every body is read within a bound as it streams (`transport.rs`),
+//! and every manifest and config must hash to its digest (`digest.rs`).
+//! The documents are read by lean readers that keep only what is used
+//! (`documents.rs`).
 //!
 //! The registries are reached here only: the policy gets the facts as
 //! data and never waits on the network.
 
 use std::sync::Arc;
 
+mod addresses;
 mod cache;
 mod credentials;
+mod digest;
+mod documents;
 mod fetch;
+mod hosts;
 mod metrics;
 mod platform;
+mod reference;
 mod resolver;
+mod transport;
 
+pub use addresses::{AddressClass, classify};
 pub use credentials::Credentials;
-pub use fetch::{CUDA_LABEL, CUDA_VERSION_ENV, REQUIRE_CUDA_ENV, facts_of_config};
+pub use documents::{
+    CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, Manifest, REQUIRE_CUDA_ENV,
+    facts_of_config, read_manifest,
+};
 pub use metrics::ResolverMetrics;
 pub use platform::{ARCH_LABEL, Platform};
 pub use resolver::{Resolver, ResolverOptions};
+pub use transport::{MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES};
 
 /// What the policy reads of an image's config, as written there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -53,25 +75,104 @@ pub struct ImageConfigFacts {
     pub digest: String,
 }
 
-/// The answer for one image of an admission.
+/// The answer for one image of an admission. Every reason is one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// Shared with the resolver's cache.
     Found(Arc<ImageConfigFacts>),
-    /// The registry answered with an error, or the reference is not one;
-    /// the reason is one line.
+    /// The registry answered with an error, or with content that is not
+    /// what was asked for, or the reference is not one.
     Failed(String),
+    /// A document was larger than the webhook reads (`manifest larger than
+    /// 4 MiB`); the connection was dropped there.
+    TooLarge(String),
+    /// Nothing was contacted, or not where the answer pointed: the host is
+    /// not in `imageResolution.registries`, an address or a redirect is
+    /// one the webhook never contacts, or the lookup queue is full.
+    Refused(String),
     /// No answer within the budget; the fetch goes on in the background.
     TimedOut,
 }
 
 impl Lookup {
-    /// `found`, `failed` or `timed_out`: the metric label.
+    /// `found`, `failed`, `too_large`, `refused` or `timed_out`: the
+    /// metric label.
     pub fn result(&self) -> &'static str {
         match self {
             Lookup::Found(_) => "found",
             Lookup::Failed(_) => "failed",
+            Lookup::TooLarge(_) => "too_large",
+            Lookup::Refused(_) => "refused",
             Lookup::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// Why a fetch gave no facts: the kind decides the [`Lookup`] it becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub(crate) kind: FailureKind,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    Failed,
+    TooLarge,
+    Refused,
+}
+
+impl Failure {
+    pub(crate) fn failed(reason: impl Into<String>) -> Self {
+        Self {
+            kind: FailureKind::Failed,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn too_large(reason: impl Into<String>) -> Self {
+        Self {
+            kind: FailureKind::TooLarge,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn refused(reason: impl Into<String>) -> Self {
+        Self {
+            kind: FailureKind::Refused,
+            reason: reason.into(),
+        }
+    }
+
+    /// The same failure, a plain failure's reason after `context` (what
+    /// was fetched, for the log). Refusals and size bounds say all in
+    /// their own words, short enough for the warning a user reads.
+    pub(crate) fn within(self, context: &str) -> Self {
+        match self.kind {
+            FailureKind::Failed => Self {
+                kind: self.kind,
+                reason: format!("{context}: {}", self.reason),
+            },
+            FailureKind::TooLarge | FailureKind::Refused => self,
+        }
+    }
+}
+
+impl From<Failure> for Lookup {
+    fn from(failure: Failure) -> Self {
+        match failure.kind {
+            FailureKind::Failed => Lookup::Failed(failure.reason),
+            FailureKind::TooLarge => Lookup::TooLarge(failure.reason),
+            FailureKind::Refused => Lookup::Refused(failure.reason),
+        }
+    }
+}
+
+impl From<Result<Arc<ImageConfigFacts>, Failure>> for Lookup {
+    fn from(answer: Result<Arc<ImageConfigFacts>, Failure>) -> Self {
+        match answer {
+            Ok(facts) => Lookup::Found(facts),
+            Err(failure) => failure.into(),
         }
     }
 }
@@ -83,4 +184,6 @@ pub enum RegistryError {
     Credentials(String),
     #[error("image registry client: {0}")]
     Client(String),
+    #[error("{0}")]
+    Hosts(String),
 }

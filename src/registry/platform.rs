@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use oci_client::manifest::ImageIndexEntry;
+use super::IndexEntry;
 use serde_json::Value;
 
 /// The node label the scheduler matches a pod's architecture with.
@@ -68,11 +68,10 @@ impl Platform {
     /// The index entry for this platform: OS and architecture equal, the
     /// variant too when this platform names one. The first match wins, as
     /// with containerd.
-    pub fn choose<'a>(&self, entries: &'a [ImageIndexEntry]) -> Option<&'a ImageIndexEntry> {
+    pub fn choose<'a>(&self, entries: &'a [IndexEntry]) -> Option<&'a IndexEntry> {
         let mut candidates = entries.iter().filter(|entry| {
             entry.platform.as_ref().is_some_and(|platform| {
-                platform.os.to_string() == self.os
-                    && platform.architecture.to_string() == self.architecture
+                platform.os == self.os && platform.architecture == self.architecture
             })
         });
         match &self.variant {
@@ -93,9 +92,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn entries() -> Vec<ImageIndexEntry> {
+    fn entries() -> Vec<IndexEntry> {
         let entry = |digest: &str, os: &str, arch: &str, variant: Option<&str>| {
-            serde_json::from_value::<ImageIndexEntry>(json!({
+            serde_json::from_value::<IndexEntry>(json!({
                 "mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "digest": digest,
                 "size": 1,

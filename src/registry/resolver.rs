@@ -5,28 +5,40 @@
 //! its budget is spent and then goes on without it ([`Lookup::TimedOut`]);
 //! the fetch carries on (up to [`ResolverOptions::fetch_deadline`]) and
 //! fills the caches, so the next admission of that image finds it there.
+//!
+//! The work one pod author can cause is bounded: an image on a host that
+//! is not listed is refused before anything else; lookups in flight
+//! (running or waiting for a turn) are at most
+//! [`ResolverOptions::max_pending_lookups`] in all and
+//! [`ResolverOptions::max_lookups_per_registry`] per registry, and past
+//! either no new lookup starts; a failure is remembered for
+//! [`ResolverOptions::negative_ttl`], so a hostile image costs one fetch
+//! per period, not one per admission.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use oci_client::Client;
 use oci_client::Reference;
-use oci_client::client::{ClientConfig, ClientProtocol};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use super::cache::{Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
+use super::hosts::HostPolicy;
 use super::metrics::ResolverMetrics;
-use super::{ImageConfigFacts, Lookup, Platform, RegistryError};
-use crate::manifest::one_line;
+use super::reference::parse_reference;
+use super::transport::{Timeouts, Transport};
+use super::{Failure, ImageConfigFacts, Lookup, Platform, RegistryError};
 
 /// How the resolver reaches registries and how long it remembers.
 #[derive(Debug, Clone)]
 pub struct ResolverOptions {
-    /// `host[:port]`s spoken to over plain HTTP.
+    /// The registry hosts that may be contacted (`host`, `host:port`,
+    /// `*.suffix`): `imageResolution.registries`.
+    pub registries: Vec<String>,
+    /// Which of them are spoken to over plain HTTP.
     pub insecure_registries: Vec<String>,
     pub credentials: Credentials,
     /// How long a tag's digest is trusted before the registry is asked
@@ -38,8 +50,19 @@ pub struct ResolverOptions {
     /// (waiting for its turn included).
     pub fetch_deadline: Duration,
     /// Fetches running at once; more wait for a turn, so many new images
-    /// at once never become as many connections.
+    /// at once never become as many connections. Each holds at most one
+    /// document of 4 MiB: this many times that is the most registry
+    /// answers take in memory.
     pub max_concurrent_fetches: usize,
+    /// Lookups in flight, running or waiting for a turn; past it a new
+    /// image is left to the table ("the lookup queue is full").
+    pub max_pending_lookups: usize,
+    /// Lookups in flight on one registry, so that one registry that never
+    /// answers holds at most this many fetch turns, never all of them.
+    pub max_lookups_per_registry: usize,
+    /// How long to wait to connect, and between two reads of an answer.
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
     pub tag_capacity: usize,
     pub facts_capacity: usize,
 }
@@ -47,12 +70,17 @@ pub struct ResolverOptions {
 impl Default for ResolverOptions {
     fn default() -> Self {
         Self {
+            registries: crate::settings::default_registries(),
             insecure_registries: Vec::new(),
             credentials: Credentials::none(),
             tag_ttl: Duration::from_secs(5 * 60),
             negative_ttl: Duration::from_secs(30),
-            fetch_deadline: Duration::from_secs(30),
-            max_concurrent_fetches: 32,
+            fetch_deadline: Duration::from_secs(10),
+            max_concurrent_fetches: 8,
+            max_pending_lookups: 64,
+            max_lookups_per_registry: 4,
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(5),
             tag_capacity: 1024,
             facts_capacity: 1024,
         }
@@ -61,14 +89,15 @@ impl Default for ResolverOptions {
 
 impl ResolverOptions {
     /// The options of the configuration's `imageResolution` block (already
-    /// checked by `Settings`): its insecure registries and the credentials
-    /// read from its file, the rest defaults.
+    /// checked by `Settings`): its registries, its insecure registries and
+    /// the credentials read from its file, the rest defaults.
     pub fn from_settings(config: &crate::settings::ImageResolution) -> Result<Self, RegistryError> {
         let credentials = match &config.credentials_file {
             Some(path) => Credentials::load(path).map_err(RegistryError::Credentials)?,
             None => Credentials::none(),
         };
         Ok(Self {
+            registries: config.registries.clone(),
             insecure_registries: config.insecure_registries.clone(),
             credentials,
             ..Self::default()
@@ -76,42 +105,67 @@ impl ResolverOptions {
     }
 }
 
-type Answer = Option<Result<Arc<ImageConfigFacts>, String>>;
+type Answer = Option<Result<Arc<ImageConfigFacts>, Failure>>;
 
 pub(super) struct Session {
-    pub(super) client: Client,
-    pub(super) credentials: Credentials,
+    pub(super) transport: Transport,
 }
 
 impl Session {
-    fn new(options: &ResolverOptions, credentials: Credentials) -> Result<Self, RegistryError> {
+    fn new(
+        options: &ResolverOptions,
+        hosts: &Arc<HostPolicy>,
+        credentials: Credentials,
+    ) -> Result<Self, RegistryError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(options.insecure_registries.clone()),
-            // Index entries are chosen per pod (`Platform::choose`).
-            platform_resolver: None,
-            connect_timeout: Some(Duration::from_secs(5)),
-            read_timeout: Some(Duration::from_secs(10)),
-            user_agent: concat!("gpu-policy/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
+        let timeouts = Timeouts {
+            connect: options.connect_timeout,
+            read: options.read_timeout,
         };
-        let client = Client::try_from(config)
-            .map_err(|err| RegistryError::Client(one_line(&err.to_string())))?;
         Ok(Self {
-            client,
-            credentials,
+            transport: Transport::new(Arc::clone(hosts), credentials, timeouts)?,
         })
     }
 }
 
+/// The lookups in flight: each one's answer to come, and how many there
+/// are per registry.
+#[derive(Default)]
+struct InFlight {
+    lookups: HashMap<LookupKey, (String, watch::Receiver<Answer>)>,
+    per_registry: HashMap<String, usize>,
+}
+
+impl InFlight {
+    fn insert(&mut self, key: LookupKey, registry: String, answer: watch::Receiver<Answer>) {
+        *self.per_registry.entry(registry.clone()).or_default() += 1;
+        self.lookups.insert(key, (registry, answer));
+    }
+
+    fn remove(&mut self, key: &LookupKey) {
+        if let Some((registry, _)) = self.lookups.remove(key)
+            && let Some(count) = self.per_registry.get_mut(&registry)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.per_registry.remove(&registry);
+            }
+        }
+    }
+
+    fn on_registry(&self, registry: &str) -> usize {
+        self.per_registry.get(registry).copied().unwrap_or(0)
+    }
+}
+
 pub(super) struct Inner {
-    /// The client and the credentials it is given, swapped together by
-    /// [`Resolver::set_credentials`] (oci-client keeps the first
-    /// credentials it saw for a registry).
+    /// The client with the credentials it is given, swapped by
+    /// [`Resolver::set_credentials`] (tokens belong to credentials).
     pub(super) session: ArcSwap<Session>,
+    hosts: Arc<HostPolicy>,
     options: ResolverOptions,
     caches: Mutex<Caches>,
-    in_flight: Mutex<HashMap<LookupKey, watch::Receiver<Answer>>>,
+    in_flight: Mutex<InFlight>,
     turns: Semaphore,
     metrics: Option<ResolverMetrics>,
 }
@@ -145,7 +199,7 @@ fn deadline_after(budget: Duration) -> Instant {
 
 /// Where a lookup stands before anything is awaited.
 enum Start {
-    Ready(Result<Arc<ImageConfigFacts>, String>),
+    Ready(Result<Arc<ImageConfigFacts>, Failure>),
     Waiting(watch::Receiver<Answer>),
 }
 
@@ -165,13 +219,13 @@ impl Inner {
         &self,
         reference: &Reference,
         key: &LookupKey,
-    ) -> Option<Result<Arc<ImageConfigFacts>, String>> {
+    ) -> Option<Result<Arc<ImageConfigFacts>, Failure>> {
         let now = std::time::Instant::now();
         let mut caches = self.caches();
-        if let Some(reason) = caches.failure(key, now) {
+        if let Some(failure) = caches.failure(key, now) {
             drop(caches);
             self.hit("negative");
-            return Some(Err(reason));
+            return Some(Err(failure));
         }
         let (digest, from_tag) = match reference.digest() {
             Some(digest) => (digest.to_owned(), false),
@@ -197,17 +251,22 @@ impl Resolver {
         options: ResolverOptions,
         metrics: Option<ResolverMetrics>,
     ) -> Result<Self, RegistryError> {
-        let session = Session::new(&options, options.credentials.clone())?;
+        let hosts = Arc::new(
+            HostPolicy::new(&options.registries, &options.insecure_registries)
+                .map_err(RegistryError::Hosts)?,
+        );
+        let session = Session::new(&options, &hosts, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
                 session: ArcSwap::from_pointee(session),
+                hosts,
                 caches: Mutex::new(Caches::new(
                     options.tag_ttl,
                     options.negative_ttl,
                     options.tag_capacity,
                     options.facts_capacity,
                 )),
-                in_flight: Mutex::new(HashMap::new()),
+                in_flight: Mutex::new(InFlight::default()),
                 turns: Semaphore::new(options.max_concurrent_fetches.max(1)),
                 options,
                 metrics,
@@ -219,7 +278,7 @@ impl Resolver {
     /// client, and the failures remembered so far forgotten. Fetches in
     /// flight finish with the credentials they started with.
     pub fn set_credentials(&self, credentials: Credentials) -> Result<(), RegistryError> {
-        let session = Session::new(&self.inner.options, credentials)?;
+        let session = Session::new(&self.inner.options, &self.inner.hosts, credentials)?;
         self.inner.session.store(Arc::new(session));
         self.inner.caches().forget_failures();
         Ok(())
@@ -260,7 +319,7 @@ impl Resolver {
 
     async fn resolve_until(&self, image: &str, platform: &Platform, deadline: Instant) -> Lookup {
         let lookup = match self.parse(image) {
-            Err(reason) => Lookup::Failed(reason),
+            Err(failure) => failure.into(),
             Ok(reference) => match self.start(reference, platform) {
                 Start::Ready(answer) => answer.into(),
                 Start::Waiting(mut answer) => {
@@ -287,15 +346,13 @@ impl Resolver {
     }
 
     /// The image reference parsed, from the cache when it was seen before.
-    fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, String> {
+    fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, Failure> {
         if let Some(parsed) = self.inner.caches().reference(image) {
             return Ok(parsed);
         }
-        let reference = Reference::try_from(image).map_err(|err| {
-            format!(
-                "{image:?} is not an image reference: {}",
-                one_line(&err.to_string())
-            )
+        let reference = parse_reference(image).map_err(|reason| {
+            let shown: String = image.chars().take(200).collect();
+            Failure::failed(format!("{shown:?} is not an image reference: {reason}"))
         })?;
         let parsed = Arc::new(ParsedReference::new(reference));
         self.inner
@@ -304,16 +361,20 @@ impl Resolver {
         Ok(parsed)
     }
 
-    /// Answers from the caches, or joins the fetch in flight for this
-    /// lookup, or starts one.
+    /// Refuses an unlisted registry, answers from the caches, or joins the
+    /// fetch in flight for this lookup, or starts one if there is room.
     fn start(&self, parsed: Arc<ParsedReference>, platform: &Platform) -> Start {
         let reference = &parsed.reference;
+        let registry = reference.resolve_registry().to_owned();
+        if let Err(refusal) = self.inner.hosts.check_registry(reference.registry()) {
+            return Start::Ready(Err(refusal));
+        }
         let key: LookupKey = (parsed.whole.clone(), platform.clone());
         if let Some(answer) = self.inner.cached(reference, &key) {
             return Start::Ready(answer);
         }
         let mut in_flight = lock(&self.inner.in_flight);
-        if let Some(answer) = in_flight.get(&key) {
+        if let Some((_, answer)) = in_flight.lookups.get(&key) {
             // A fetch that ended without answering (its task panicked) is
             // not joined: it would never answer.
             if answer.has_changed().is_ok() {
@@ -325,8 +386,18 @@ impl Resolver {
         if let Some(answer) = self.inner.cached(reference, &key) {
             return Start::Ready(answer);
         }
+        let options = &self.inner.options;
+        if in_flight.lookups.len() >= options.max_pending_lookups.max(1) {
+            return Start::Ready(Err(Failure::refused("the lookup queue is full")));
+        }
+        if in_flight.on_registry(&registry) >= options.max_lookups_per_registry.max(1) {
+            return Start::Ready(Err(Failure::refused(format!(
+                "the lookup queue of registry {} is full",
+                reference.registry()
+            ))));
+        }
         let (sender, receiver) = watch::channel(None);
-        in_flight.insert(key.clone(), receiver.clone());
+        in_flight.insert(key.clone(), registry, receiver.clone());
         drop(in_flight);
 
         let inner = Arc::clone(&self.inner);
@@ -341,11 +412,11 @@ impl Resolver {
             };
             let answer = match tokio::time::timeout(deadline, fetch).await {
                 Ok(answer) => answer,
-                Err(_) => Err(format!(
+                Err(_) => Err(Failure::failed(format!(
                     "{}: no answer from the registry within {}s",
                     key.0,
                     deadline.as_secs()
-                )),
+                ))),
             };
             if let Some(metrics) = &inner.metrics {
                 metrics
@@ -354,11 +425,11 @@ impl Resolver {
             }
             match &answer {
                 Ok(_) => inner.caches().forget_failure(&key),
-                Err(reason) => {
-                    tracing::debug!(image = %key.0, platform = %key.1, reason = %reason, "image lookup failed");
+                Err(failure) => {
+                    tracing::debug!(image = %key.0, platform = %key.1, reason = %failure.reason, "image lookup failed");
                     inner.caches().put_failure(
                         key.clone(),
-                        reason.clone(),
+                        failure.clone(),
                         std::time::Instant::now(),
                     );
                 }
@@ -368,14 +439,5 @@ impl Resolver {
             let _ = sender.send(Some(answer));
         });
         Start::Waiting(receiver)
-    }
-}
-
-impl From<Result<Arc<ImageConfigFacts>, String>> for Lookup {
-    fn from(answer: Result<Arc<ImageConfigFacts>, String>) -> Self {
-        match answer {
-            Ok(facts) => Lookup::Found(facts),
-            Err(reason) => Lookup::Failed(reason),
-        }
     }
 }

@@ -42,7 +42,8 @@ pub struct Images {
 
 struct Built {
     resolver: Resolver,
-    insecure_registries: Vec<String>,
+    /// The `registries` and `insecureRegistries` it was built with.
+    hosts: (Vec<String>, Vec<String>),
     credentials_file: Option<PathBuf>,
     /// The credentials file's bytes last given to the resolver.
     credentials: Mutex<Option<Vec<u8>>>,
@@ -116,6 +117,8 @@ impl ResolvedImages {
                     Err(err) => ("unreadable image config".to_owned(), err),
                 },
                 Lookup::Failed(reason) => ("registry lookup failed".to_owned(), reason),
+                // Short, and the whole story: the user reads them.
+                Lookup::TooLarge(reason) | Lookup::Refused(reason) => (reason.clone(), reason),
                 Lookup::TimedOut => {
                     let short = format!("no registry answer in {budget:?}");
                     (short.clone(), short)
@@ -180,8 +183,8 @@ fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Opt
 
 impl Images {
     /// Follows the settings: a resolver in registry mode (a new one when
-    /// the plain-HTTP registries change; otherwise the credentials are read
-    /// again), none in the other modes.
+    /// the registries or the plain-HTTP ones change; otherwise the
+    /// credentials are read again), none in the other modes.
     pub fn apply(&self, settings: &Settings, metrics: &Metrics) {
         let config: &ImageResolution = &settings.config().image_resolution;
         if config.mode != ResolutionMode::Registry {
@@ -189,8 +192,12 @@ impl Images {
             return;
         }
         let credentials_file = config.credentials_file.clone();
+        let hosts = (
+            config.registries.clone(),
+            config.insecure_registries.clone(),
+        );
         if let Some(built) = self.current.load_full()
-            && built.insecure_registries == config.insecure_registries
+            && built.hosts == hosts
         {
             let (credentials, bytes) = read_credentials(credentials_file.as_deref(), metrics);
             if bytes.is_some() || credentials_file.is_none() {
@@ -199,7 +206,7 @@ impl Images {
             if built.credentials_file != credentials_file {
                 self.current.store(Some(Arc::new(Built {
                     resolver: built.resolver.clone(),
-                    insecure_registries: built.insecure_registries.clone(),
+                    hosts: built.hosts.clone(),
                     credentials_file,
                     credentials: Mutex::new(lock(&built.credentials).clone()),
                     needs: NeedsCache::new(),
@@ -209,6 +216,7 @@ impl Images {
         }
         let (credentials, bytes) = read_credentials(credentials_file.as_deref(), metrics);
         let options = ResolverOptions {
+            registries: config.registries.clone(),
             insecure_registries: config.insecure_registries.clone(),
             credentials,
             ..ResolverOptions::default()
@@ -217,13 +225,14 @@ impl Images {
             Ok(resolver) => {
                 tracing::info!(
                     timeout = ?settings.image_timeout(),
+                    registries = ?config.registries,
                     insecure_registries = ?config.insecure_registries,
                     credentials_file = ?credentials_file,
                     "image registry resolution on"
                 );
                 self.current.store(Some(Arc::new(Built {
                     resolver,
-                    insecure_registries: config.insecure_registries.clone(),
+                    hosts,
                     credentials_file,
                     credentials: Mutex::new(bytes),
                     needs: NeedsCache::new(),

@@ -14,6 +14,7 @@ use std::time::Duration;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
+use super::registries::{RegistryHosts, default_registries, split_authority};
 use super::{ComputeCapability, ConfigError, ImageRule};
 use crate::policy::cuda_requirement::{CudaVersion, Requirement};
 use crate::policy::image_needs::ImageNeeds;
@@ -60,7 +61,11 @@ pub struct ImageResolution {
     /// The most one admission waits for registries, in total (`"1s"`,
     /// `"500ms"`).
     pub timeout: String,
-    /// `host:port`s spoken to over plain HTTP.
+    /// The registry hosts registry mode may contact (`host`, `host:port`,
+    /// `*.suffix`); an image on any other host is left to the table
+    /// without a connection.
+    pub registries: Vec<String>,
+    /// Which of `registries` are spoken to over plain HTTP (`host:port`).
     pub insecure_registries: Vec<String>,
     /// A dockerconfigjson file (`{"auths": {...}}`): the credentials for
     /// private registries, read again at every reload. Absent: anonymous
@@ -75,6 +80,7 @@ impl Default for ImageResolution {
         Self {
             mode: ResolutionMode::Table,
             timeout: "1s".to_owned(),
+            registries: default_registries(),
             insecure_registries: Vec::new(),
             credentials_file: None,
             table: default_table(),
@@ -231,27 +237,31 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(value * scale).ok()
 }
 
-/// A `host` or `host:port`, as containerd's registry config names them.
-fn registry_problem(entry: &str) -> Option<&'static str> {
-    if entry.trim().is_empty() {
-        return Some("empty");
-    }
-    if entry.contains("://") {
-        return Some("a host[:port], without a scheme");
-    }
-    if entry.contains(|c: char| c == '/' || c.is_whitespace()) {
-        return Some("a host[:port], without a path or spaces");
-    }
-    if let Some((host, port)) = entry.rsplit_once(':')
-        && !host.ends_with(']')
-        && (host.is_empty() || port.parse::<u16>().is_err())
-    {
-        return Some("a host[:port] with a port number");
-    }
-    None
-}
-
 impl ImageResolution {
+    /// The `registries` and `insecureRegistries` lists, parsed; every
+    /// plain-HTTP registry must be one of `registries`.
+    pub fn registry_hosts(&self) -> Result<(RegistryHosts, RegistryHosts), ConfigError> {
+        let registries = RegistryHosts::parse("imageResolution.registries", &self.registries, true)
+            .map_err(ConfigError::Invalid)?;
+        let insecure = RegistryHosts::parse(
+            "imageResolution.insecureRegistries",
+            &self.insecure_registries,
+            false,
+        )
+        .map_err(ConfigError::Invalid)?;
+        for entry in &self.insecure_registries {
+            let permitted = split_authority(entry.trim())
+                .is_some_and(|(host, port)| registries.permits_host(&host, port));
+            if !permitted {
+                return invalid(format!(
+                    "imageResolution.insecureRegistries: {entry:?} is not in \
+                     imageResolution.registries; list it there too"
+                ));
+            }
+        }
+        Ok((registries, insecure))
+    }
+
     /// Checks the block and compiles the table, with the older
     /// `imageComputeCapabilities` entries after its own.
     pub fn compile(&self, legacy: &[ImageRule]) -> Result<(ImageTable, Duration), ConfigError> {
@@ -266,13 +276,7 @@ impl ImageResolution {
                 ));
             }
         };
-        for entry in &self.insecure_registries {
-            if let Some(problem) = registry_problem(entry) {
-                return invalid(format!(
-                    "imageResolution.insecureRegistries: {entry:?}: expected {problem}"
-                ));
-            }
-        }
+        self.registry_hosts()?;
         if self
             .credentials_file
             .as_ref()

@@ -178,6 +178,22 @@ fn refusal(yaml: &str) -> String {
     "config: imageResolution.insecureRegistries: "
 )]
 #[case(
+    "imageResolution: {insecureRegistries: ['registry.local:5000']}",
+    "config: imageResolution.insecureRegistries: \"registry.local:5000\" is not in imageResolution.registries; list it there too"
+)]
+#[case(
+    "imageResolution: {registries: ['*.corp.local'], insecureRegistries: ['a.corp.local:5000']}",
+    "config: imageResolution.insecureRegistries: \"a.corp.local:5000\" is not in imageResolution.registries"
+)]
+#[case(
+    "imageResolution: {registries: ['*.corp.local'], insecureRegistries: ['*.corp.local']}",
+    "config: imageResolution.insecureRegistries: \"*.corp.local\": expected a host[:port]; wildcards belong in imageResolution.registries"
+)]
+#[case(
+    "imageResolution: {registries: ['https://nvcr.io']}",
+    "config: imageResolution.registries: \"https://nvcr.io\": expected a host[:port], without a scheme"
+)]
+#[case(
     "imageResolution: {table: [{pattern: x}]}",
     "config: imageResolution.table: pattern \"x\": give cudaVersion or minimum"
 )]
@@ -226,7 +242,9 @@ fn durations(#[case] text: &str, #[case] millis: Option<u64>) {
 #[case("10.0.0.1:5000")]
 #[case("[::1]:5000")]
 fn insecure_registries_accepted(#[case] entry: &str) {
-    let yaml = format!("imageResolution: {{insecureRegistries: ['{entry}'], timeout: 500ms}}");
+    let yaml = format!(
+        "imageResolution: {{registries: ['{entry}'], insecureRegistries: ['{entry}'], timeout: 500ms}}"
+    );
     let settings = Settings::from_yaml(&yaml, "c.yaml");
     assert_eq!(
         settings.map(|s| s.image_timeout().as_millis()).ok(),

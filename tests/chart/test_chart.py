@@ -106,7 +106,7 @@ POLICIES_ALONE = {"webhook": {"enabled": False}, "admissionPolicies": {"enabled"
 # The value sets every object of which is validated with kubernetes-validate.
 REGISTRY_PULL_SECRET = "registry-pull"
 REGISTRY = {
-    "config": {"imageResolution": {"mode": "registry", "insecureRegistries": ["127.0.0.1:9"]}},
+    "config": {"imageResolution": {"mode": "registry", "registries": ["127.0.0.1:9"], "insecureRegistries": ["127.0.0.1:9"]}},
     "imageResolution": {"pullSecret": {"name": REGISTRY_PULL_SECRET}},
 }
 VALUE_SETS: dict[str, dict[str, Any]] = {

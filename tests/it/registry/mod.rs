@@ -58,14 +58,23 @@ fn found(lookup: Lookup) -> ImageConfigFacts {
     }
 }
 
-fn failed(lookup: Lookup) -> String {
+/// The reason of a lookup that ended as `result` (`failed`, `refused`,
+/// `too_large`): one line, as it goes into a warning.
+fn reason(lookup: Lookup, result: &str) -> String {
+    let label = lookup.result();
     match lookup {
-        Lookup::Failed(reason) => {
+        Lookup::Failed(reason) | Lookup::Refused(reason) | Lookup::TooLarge(reason)
+            if label == result =>
+        {
             assert!(!reason.contains('\n'), "not one line: {reason:?}");
             reason
         }
-        other => panic!("expected Failed, got {other:?}"),
+        other => panic!("expected {result}, got {other:?}"),
     }
+}
+
+fn failed(lookup: Lookup) -> String {
+    reason(lookup, "failed")
 }
 
 const BUDGET: Duration = Duration::from_secs(3);

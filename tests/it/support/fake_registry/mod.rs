@@ -243,9 +243,7 @@ impl FakeRegistry {
     /// names.
     pub fn config_digest(&self, repository: &str, tag: &str) -> Option<String> {
         let store = self.store();
-        let digest = store
-            .tags
-            .get(&(repository.to_owned(), tag.to_owned()))?;
+        let digest = store.tags.get(&(repository.to_owned(), tag.to_owned()))?;
         let (_, bytes) = store.content.get(digest)?;
         let manifest: Value = serde_json::from_slice(bytes).ok()?;
         manifest["config"]["digest"].as_str().map(str::to_owned)
@@ -394,11 +392,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     if let Some(Fault::RealmElsewhere(realm)) = &fault
         && authorization.is_none()
     {
-        let mut response = error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", "authentication required");
-        if let Ok(value) =
-            header::HeaderValue::from_str(&format!("Bearer realm=\"{realm}\",service=\"elsewhere\""))
-        {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        let mut response = error(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHORIZED",
+            "authentication required",
+        );
+        if let Ok(value) = header::HeaderValue::from_str(&format!(
+            "Bearer realm=\"{realm}\",service=\"elsewhere\""
+        )) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
         }
         return response;
     }
@@ -472,8 +476,15 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     drop(store);
     if let Some(fault) = &fault
         && let Some(digest) = &digest
-        && let Some(response) =
-            hostile::answer(fault, &method, kind, digest, &content_type, &bytes, &shared.streamed)
+        && let Some(response) = hostile::answer(
+            fault,
+            &method,
+            kind,
+            digest,
+            &content_type,
+            &bytes,
+            &shared.streamed,
+        )
     {
         return response;
     }

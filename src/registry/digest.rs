@@ -1,0 +1,137 @@
+//! Content digests (`sha256:<hex>`, `sha512:<hex>`): what a manifest or a
+//! config blob must hash to. A digest read from a registry's answer goes
+//! into the next URL, so it is accepted only in its exact form.
+
+use std::fmt;
+
+use sha2::{Digest as _, Sha256, Sha512};
+
+use super::Failure;
+
+/// The algorithms of the OCI image spec's registered digests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Algorithm {
+    Sha256,
+    Sha512,
+}
+
+/// A digest in its canonical form: a known algorithm and its lower-case
+/// hex of the right length.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Digest {
+    algorithm: Algorithm,
+    text: String,
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+fn lower_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+impl Digest {
+    /// Reads `sha256:` and 64 hex digits, or `sha512:` and 128; nothing
+    /// else (no other algorithm, no upper case, no other characters).
+    pub(super) fn parse(text: &str) -> Result<Self, Failure> {
+        let invalid = || {
+            let shown: String = text.chars().take(80).collect();
+            Failure::failed(format!(
+                "{shown:?} is not a sha256 or sha512 digest in lower-case hex"
+            ))
+        };
+        let (algorithm, hex) = text.split_once(':').ok_or_else(invalid)?;
+        let (algorithm, length) = match algorithm {
+            "sha256" => (Algorithm::Sha256, 64),
+            "sha512" => (Algorithm::Sha512, 128),
+            _ => return Err(invalid()),
+        };
+        let canonical = hex.len() == length
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !canonical {
+            return Err(invalid());
+        }
+        Ok(Self {
+            algorithm,
+            text: text.to_owned(),
+        })
+    }
+
+    /// The sha256 digest of `bytes`.
+    pub(super) fn sha256_of(bytes: &[u8]) -> Self {
+        Self {
+            algorithm: Algorithm::Sha256,
+            text: format!("sha256:{}", lower_hex(&Sha256::digest(bytes))),
+        }
+    }
+
+    /// Whether `bytes` hash to this digest; the failure names `what`.
+    pub(super) fn verify(&self, what: &str, bytes: &[u8]) -> Result<(), Failure> {
+        let actual = match self.algorithm {
+            Algorithm::Sha256 => Self::sha256_of(bytes),
+            Algorithm::Sha512 => Self {
+                algorithm: Algorithm::Sha512,
+                text: format!("sha512:{}", lower_hex(&Sha512::digest(bytes))),
+            },
+        };
+        if actual.text == self.text {
+            Ok(())
+        } else {
+            Err(Failure::failed(format!(
+                "{what} does not match its digest {} (it hashes to {})",
+                self.text, actual.text
+            )))
+        }
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    const HELLO_256: &str =
+        "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+    const HELLO_512: &str = "sha512:9b71d224bd62f3785d96d46ad3ea3d73319bfbc2890caadae2dff72519673ca72323c3d99ba5c11d7c7acc6e14b8c5da0c4663475c2e5c3adef46f73bcdec043";
+
+    #[test]
+    fn content_hashes_to_its_digest_or_fails() {
+        for text in [HELLO_256, HELLO_512] {
+            let digest = Digest::parse(text).unwrap_or_else(|err| panic!("{err:?}"));
+            assert_eq!(digest.verify("blob", b"hello"), Ok(()));
+            let err = digest.verify("blob", b"hello!");
+            assert!(
+                err.as_ref()
+                    .is_err_and(|f| f.reason.starts_with("blob does not match its digest")),
+                "{err:?}"
+            );
+        }
+        assert_eq!(Digest::sha256_of(b"hello").as_str(), HELLO_256);
+    }
+
+    #[rstest]
+    #[case("sha256:2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824")]
+    #[case("sha256:2cf24dba")]
+    #[case("sha256:../../v2/other/blobs/x")]
+    #[case("sha384:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")]
+    #[case("md5:5d41402abc4b2a76b9719d911017c592")]
+    #[case("2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")]
+    #[case("")]
+    fn only_canonical_digests_are_read(#[case] text: &str) {
+        let err = Digest::parse(text);
+        assert!(
+            err.as_ref()
+                .is_err_and(|f| f.reason.contains("is not a sha256 or sha512 digest")),
+            "{text}: {err:?}"
+        );
+    }
+}

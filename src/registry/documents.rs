@@ -1,0 +1,248 @@
+//! The readers of what a registry sends: an image manifest or index, and
+//! an image config. They keep only what the lookup uses and skip the rest
+//! without allocating it, so a document within the read bound costs about
+//! its own size in memory, however it is shaped (a config of a million
+//! tiny env entries, an index of annotations). Pure functions of bytes.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::ImageConfigFacts;
+use crate::manifest::one_line;
+
+/// The env of the CUDA version the image is built on.
+pub const CUDA_VERSION_ENV: &str = "CUDA_VERSION";
+/// The env the NVIDIA Container Toolkit checks the node's driver against.
+pub const REQUIRE_CUDA_ENV: &str = "NVIDIA_REQUIRE_CUDA";
+/// The label of the CUDA version, on NVIDIA's images.
+pub const CUDA_LABEL: &str = "com.nvidia.cuda.version";
+
+/// The media types of an image manifest (OCI, Docker v2) and of an index
+/// (OCI, Docker manifest list).
+const IMAGE_TYPES: [&str; 2] = [
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+];
+const INDEX_TYPES: [&str; 2] = [
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+
+/// The `Accept` of a manifest request: the four types above.
+pub(super) const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
+    application/vnd.docker.distribution.manifest.v2+json, \
+    application/vnd.oci.image.index.v1+json, \
+    application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// A content descriptor, as far as the lookup reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Descriptor {
+    pub digest: String,
+    /// The size the manifest declares; the read is bounded by it too.
+    pub size: i64,
+}
+
+/// The platform of an index entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct EntryPlatform {
+    #[serde(default)]
+    pub os: String,
+    #[serde(default)]
+    pub architecture: String,
+    #[serde(default)]
+    pub variant: Option<String>,
+}
+
+/// One entry of an image index.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct IndexEntry {
+    pub digest: String,
+    pub size: i64,
+    #[serde(default)]
+    pub platform: Option<EntryPlatform>,
+}
+
+/// An image manifest (its config's descriptor) or an image index (its
+/// entries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Manifest {
+    Image { config: Descriptor },
+    Index { manifests: Vec<IndexEntry> },
+}
+
+/// The fields of either document read; every other field is skipped.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ManifestDocument {
+    #[serde(default)]
+    schema_version: Option<i64>,
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    config: Option<Descriptor>,
+    #[serde(default)]
+    manifests: Option<Vec<IndexEntry>>,
+}
+
+/// Reads a manifest or an index (schema version 2). The error is one line.
+pub fn read_manifest(bytes: &[u8]) -> Result<Manifest, String> {
+    let document: ManifestDocument = serde_json::from_slice(bytes)
+        .map_err(|err| format!("not a manifest: {}", one_line(&err.to_string())))?;
+    match document.schema_version {
+        Some(2) => {}
+        Some(other) => return Err(format!("schema version {other} is not supported")),
+        None => return Err("not a manifest: no schemaVersion".to_owned()),
+    }
+    let media_type = document.media_type.as_deref();
+    let is_index = match media_type {
+        Some(kind) if INDEX_TYPES.contains(&kind) => true,
+        Some(kind) if IMAGE_TYPES.contains(&kind) => false,
+        Some(kind) => {
+            let kind: String = kind.chars().take(100).collect();
+            return Err(format!(
+                "media type {kind:?} is not an image manifest or index"
+            ));
+        }
+        // The OCI types may leave mediaType out: the fields tell.
+        None => document.manifests.is_some() && document.config.is_none(),
+    };
+    if is_index {
+        let manifests = document
+            .manifests
+            .ok_or("an image index without \"manifests\"")?;
+        Ok(Manifest::Index { manifests })
+    } else {
+        let config = document
+            .config
+            .ok_or("an image manifest without \"config\"")?;
+        Ok(Manifest::Image { config })
+    }
+}
+
+/// The parts of an image config (OCI image spec, `config` section) read.
+#[derive(Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    config: Option<ConfigSection>,
+}
+
+#[derive(Deserialize)]
+struct ConfigSection {
+    #[serde(rename = "Env", default)]
+    env: CudaEnv,
+    #[serde(rename = "Labels", default)]
+    labels: CudaLabel,
+}
+
+/// The two CUDA envs of an `Env` list, the last definition of each (as in
+/// the container); the other entries are read and dropped one by one.
+#[derive(Default)]
+struct CudaEnv {
+    cuda_version: Option<String>,
+    require_cuda: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for CudaEnv {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EnvVisitor;
+        impl<'de> Visitor<'de> for EnvVisitor {
+            type Value = CudaEnv;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of NAME=value strings, or null")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<CudaEnv, E> {
+                Ok(CudaEnv::default())
+            }
+
+            fn visit_none<E: de::Error>(self) -> Result<CudaEnv, E> {
+                Ok(CudaEnv::default())
+            }
+
+            fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<CudaEnv, D::Error> {
+                inner.deserialize_any(self)
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CudaEnv, A::Error> {
+                let mut env = CudaEnv::default();
+                while let Some(entry) = seq.next_element::<String>()? {
+                    let Some((name, value)) = entry.split_once('=') else {
+                        continue;
+                    };
+                    if name == CUDA_VERSION_ENV {
+                        env.cuda_version = Some(value.to_owned());
+                    } else if name == REQUIRE_CUDA_ENV {
+                        env.require_cuda = Some(value.to_owned());
+                    }
+                }
+                Ok(env)
+            }
+        }
+        deserializer.deserialize_option(EnvVisitor)
+    }
+}
+
+/// The CUDA label of a `Labels` map; the other labels are skipped.
+#[derive(Default)]
+struct CudaLabel(Option<String>);
+
+impl<'de> Deserialize<'de> for CudaLabel {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LabelsVisitor;
+        impl<'de> Visitor<'de> for LabelsVisitor {
+            type Value = CudaLabel;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of labels, or null")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<CudaLabel, E> {
+                Ok(CudaLabel(None))
+            }
+
+            fn visit_none<E: de::Error>(self) -> Result<CudaLabel, E> {
+                Ok(CudaLabel(None))
+            }
+
+            fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<CudaLabel, D::Error> {
+                inner.deserialize_any(self)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CudaLabel, A::Error> {
+                let mut label = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == CUDA_LABEL {
+                        label = Some(map.next_value::<String>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(CudaLabel(label))
+            }
+        }
+        deserializer.deserialize_option(LabelsVisitor)
+    }
+}
+
+/// What an image config says of CUDA; `digest` is the reference's.
+pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts, String> {
+    let config: ConfigFile = serde_json::from_slice(bytes)
+        .map_err(|err| format!("image config is not JSON: {}", one_line(&err.to_string())))?;
+    let (env, label) = match config.config {
+        Some(section) => (section.env, section.labels.0),
+        None => (CudaEnv::default(), None),
+    };
+    Ok(ImageConfigFacts {
+        cuda_version: env.cuda_version,
+        require_cuda: env.require_cuda,
+        cuda_label: label,
+        digest,
+    })
+}
+
+#[cfg(test)]
+#[path = "documents_tests.rs"]
+mod tests;

@@ -1,0 +1,318 @@
+//! Where the registry client may connect, decided twice: by the URL before
+//! a request is sent (the registry of an image, a redirect, a token
+//! realm), and by the addresses a name resolves to, at connect time
+//! ([`CheckedResolver`]: the client connects only to the addresses it
+//! returns, so a name that resolves differently the second time, DNS
+//! rebinding, gets nowhere).
+//!
+//! - The registry of an image must be an entry of
+//!   `imageResolution.registries`, else nothing is contacted.
+//! - A listed name may resolve to public or private addresses, never to
+//!   loopback, link-local, unspecified or multicast ones: those are
+//!   reached only through an entry that is that literal address.
+//! - A redirect or a token realm may lead to a listed host, or to a name
+//!   or address that is public; plain HTTP only to an entry of
+//!   `insecureRegistries`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use reqwest::Url;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use super::Failure;
+use super::addresses::{AddressClass, classify};
+use super::transport::AddressRefused;
+use crate::settings::RegistryHosts;
+
+/// The `registries` and `insecureRegistries` lists of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HostPolicy {
+    registries: RegistryHosts,
+    insecure: RegistryHosts,
+}
+
+/// A URL's host as the lists match it: lower case, an IPv6 address without
+/// brackets; and the address when it is one.
+fn host_of(url: &Url) -> Option<(String, Option<IpAddr>)> {
+    match url.host()? {
+        url::Host::Domain(name) => {
+            let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+            Some((name, None))
+        }
+        url::Host::Ipv4(v4) => Some((v4.to_string(), Some(IpAddr::V4(v4)))),
+        url::Host::Ipv6(v6) => Some((v6.to_string(), Some(IpAddr::V6(v6)))),
+    }
+}
+
+/// `scheme://host[:port]` of a URL: what a refusal names (never the path
+/// or the query, which may carry a token).
+pub(super) fn origin_of(url: &Url) -> String {
+    url.origin().ascii_serialization()
+}
+
+impl HostPolicy {
+    pub(super) fn new(registries: &[String], insecure: &[String]) -> Result<Self, String> {
+        Ok(Self {
+            registries: RegistryHosts::parse("imageResolution.registries", registries, true)?,
+            insecure: RegistryHosts::parse("imageResolution.insecureRegistries", insecure, false)?,
+        })
+    }
+
+    /// Whether an image's registry (`host[:port]`, as the reference names
+    /// it) may be contacted.
+    pub(super) fn check_registry(&self, registry: &str) -> Result<(), Failure> {
+        if self.registries.permits(registry) {
+            Ok(())
+        } else {
+            Err(Failure::refused(format!(
+                "registry {registry} is not in imageResolution.registries"
+            )))
+        }
+    }
+
+    /// The scheme a registry is spoken to with.
+    pub(super) fn scheme_for(&self, registry: &str) -> &'static str {
+        if self.insecure.permits(registry) {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
+    /// Whether `url` is on a listed host and port (credentials may go
+    /// there; a listed host is contacted on private addresses too).
+    pub(super) fn is_listed(&self, url: &Url) -> bool {
+        host_of(url).is_some_and(|(host, _)| self.registries.permits_host(&host, url.port()))
+    }
+
+    /// Whether a request may go to `url`: the registry's own, a redirect's
+    /// target, or a token realm. The reason names the origin only.
+    pub(super) fn check_url(&self, url: &Url) -> Result<(), Failure> {
+        let refuse = |why: String| Err(Failure::refused(format!("{}: {why}", origin_of(url))));
+        let Some((host, address)) = host_of(url) else {
+            return refuse("no host".to_owned());
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return refuse("a URL with credentials in it".to_owned());
+        }
+        let port = url.port();
+        match url.scheme() {
+            "https" => {}
+            "http" if self.insecure.permits_host(&host, port) => {}
+            "http" => return refuse("plain HTTP to a host not in insecureRegistries".to_owned()),
+            other => return refuse(format!("scheme {other} is not https")),
+        }
+        if self.registries.permits_host(&host, port) {
+            return Ok(());
+        }
+        match address {
+            Some(address) => match classify(address) {
+                AddressClass::Public => Ok(()),
+                class => refuse(format!(
+                    "{} address, not in imageResolution.registries",
+                    class.with_article()
+                )),
+            },
+            // A listed name on another port: the resolver would let it
+            // reach private addresses, which only its listed port may.
+            None if self.registries.names(&host) => refuse(
+                "a port of a listed host that imageResolution.registries does not list".to_owned(),
+            ),
+            // Any other name: the resolver lets it reach public addresses
+            // only.
+            None => Ok(()),
+        }
+    }
+
+    /// The resolver the HTTP client connects through.
+    pub(super) fn resolver(self: &Arc<Self>) -> CheckedResolver {
+        CheckedResolver {
+            policy: Arc::clone(self),
+        }
+    }
+
+    /// Which of `addresses` a connection to `name` may go to: for a listed
+    /// name, any but loopback, link-local, unspecified and multicast ones;
+    /// for any other name (a redirect's, a token realm's), public ones.
+    pub(super) fn admitted(
+        &self,
+        name: &str,
+        addresses: &[SocketAddr],
+    ) -> Result<Vec<SocketAddr>, String> {
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        let listed = self.registries.names(&name);
+        let admitted: Vec<SocketAddr> = addresses
+            .iter()
+            .copied()
+            .filter(|address| match classify(address.ip()) {
+                AddressClass::Public => true,
+                AddressClass::Private => listed,
+                AddressClass::Forbidden(_) => false,
+            })
+            .collect();
+        if admitted.is_empty() {
+            let seen: Vec<String> = addresses
+                .iter()
+                .take(4)
+                .map(|a| format!("{} ({})", a.ip(), classify(a.ip())))
+                .collect();
+            let allowed = if listed {
+                "which only a literal imageResolution.registries entry may reach"
+            } else {
+                "and it is not in imageResolution.registries"
+            };
+            return Err(if seen.is_empty() {
+                format!("{name} resolves to no address")
+            } else {
+                format!("{name} resolves to {}, {allowed}", seen.join(", "))
+            });
+        }
+        Ok(admitted)
+    }
+}
+
+/// The DNS resolver of the registry client: the system's resolver, and
+/// then [`HostPolicy::admitted`] on what it returned.
+pub(super) struct CheckedResolver {
+    policy: Arc<HostPolicy>,
+}
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = Arc::clone(&self.policy);
+        let name = name.as_str().to_owned();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let admitted = policy.admitted(&name, &found).map_err(AddressRefused)?;
+            let addresses: Addrs = Box::new(admitted.into_iter());
+            Ok(addresses)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn policy(registries: &[&str], insecure: &[&str]) -> HostPolicy {
+        let own = |list: &[&str]| list.iter().map(|e| (*e).to_owned()).collect::<Vec<_>>();
+        HostPolicy::new(&own(registries), &own(insecure)).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    fn url(text: &str) -> Url {
+        Url::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"))
+    }
+
+    #[rstest]
+    #[case("https://nvcr.io/v2/", None)]
+    #[case("https://registry.local:5000/v2/", None)]
+    #[case("http://127.0.0.1:5000/v2/", None)]
+    #[case("https://production.cloudflare.docker.com/blob", None)]
+    #[case("https://8.8.8.8/blob", None)]
+    #[case("https://[2606:4700::1111]/blob", None)]
+    #[case("http://127.0.0.1:5001/v2/", Some("plain HTTP"))]
+    #[case("https://127.0.0.1:5001/v2/", Some("a loopback address"))]
+    #[case(
+        "https://169.254.169.254/latest/meta-data",
+        Some("a link-local address")
+    )]
+    #[case("https://[::ffff:169.254.169.254]/", Some("a link-local address"))]
+    #[case("https://2130706433/", Some("a loopback address"))]
+    #[case("https://0x7f.1/", Some("a loopback address"))]
+    #[case("https://10.0.0.8/", Some("a private address"))]
+    #[case("https://[fd00::8]/", Some("a private address"))]
+    #[case("https://0.0.0.0/", Some("an unspecified address"))]
+    #[case("https://registry.local:22/", Some("a port of a listed host"))]
+    #[case("https://user:pw@cdn.example/", Some("credentials in it"))]
+    #[case("ftp://cdn.example/", Some("scheme ftp"))]
+    #[case("http://cdn.example/", Some("plain HTTP"))]
+    fn urls_are_checked_before_any_request(#[case] target: &str, #[case] refusal: Option<&str>) {
+        let policy = policy(
+            &["nvcr.io", "registry.local:5000", "127.0.0.1:5000"],
+            &["127.0.0.1:5000"],
+        );
+        let checked = policy.check_url(&url(target));
+        match refusal {
+            None => assert_eq!(checked, Ok(()), "{target}"),
+            Some(words) => assert!(
+                checked.as_ref().is_err_and(|f| f.reason.contains(words)
+                    && f.kind == super::super::FailureKind::Refused
+                    && !f.reason.contains("/v2")
+                    && !f.reason.contains("pw")),
+                "{target}: {checked:?}"
+            ),
+        }
+    }
+
+    #[test]
+    fn only_listed_registries_are_contacted() {
+        let policy = policy(&["nvcr.io", "*.pkg.dev"], &[]);
+        assert_eq!(policy.check_registry("nvcr.io"), Ok(()));
+        assert_eq!(policy.check_registry("us-docker.pkg.dev"), Ok(()));
+        let refused = policy.check_registry("169.254.169.254");
+        assert_eq!(
+            refused.map_err(|f| f.reason),
+            Err("registry 169.254.169.254 is not in imageResolution.registries".to_owned())
+        );
+        assert_eq!(policy.scheme_for("nvcr.io"), "https");
+    }
+
+    fn addresses(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter()
+            .map(|a| SocketAddr::new(a.parse().unwrap_or_else(|err| panic!("{a}: {err}")), 0))
+            .collect()
+    }
+
+    #[test]
+    fn a_listed_name_reaches_private_addresses_and_never_loopback() {
+        let policy = policy(&["registry.corp", "localhost:5000"], &[]);
+        assert_eq!(
+            policy.admitted(
+                "registry.corp",
+                &addresses(&["10.0.0.5", "127.0.0.1", "169.254.169.254"])
+            ),
+            Ok(addresses(&["10.0.0.5"]))
+        );
+        let loopback = policy.admitted("localhost", &addresses(&["127.0.0.1", "::1"]));
+        assert!(
+            loopback
+                .as_ref()
+                .is_err_and(|e| e.contains("127.0.0.1 (loopback)")
+                    && e.contains("literal imageResolution.registries entry")),
+            "{loopback:?}"
+        );
+    }
+
+    #[test]
+    fn any_other_name_reaches_public_addresses_only() {
+        let policy = policy(&["nvcr.io"], &[]);
+        assert_eq!(
+            policy.admitted("cdn.example.", &addresses(&["10.0.0.5", "151.101.1.1"])),
+            Ok(addresses(&["151.101.1.1"]))
+        );
+        let metadata = policy.admitted("metadata.evil.example", &addresses(&["169.254.169.254"]));
+        assert!(
+            metadata.as_ref().is_err_and(
+                |e| e.contains("link-local") && e.contains("not in imageResolution.registries")
+            ),
+            "{metadata:?}"
+        );
+        assert!(
+            policy
+                .admitted("nothing.example", &[])
+                .is_err_and(|e| e.contains("no address"))
+        );
+    }
+
+    #[test]
+    fn listed_urls_take_credentials() {
+        let policy = policy(&["registry.local:5000", "auth.docker.io"], &[]);
+        assert!(policy.is_listed(&url("https://registry.local:5000/token")));
+        assert!(policy.is_listed(&url("https://auth.docker.io/token?scope=x")));
+        assert!(!policy.is_listed(&url("https://registry.local/token")));
+        assert!(!policy.is_listed(&url("https://cdn.example/token")));
+    }
+}

@@ -1,0 +1,619 @@
+//! The HTTP side of the distribution protocol, for a registry that may be
+//! hostile: oci-client reads every body whole, follows redirects anywhere
+//! and connects wherever a name resolves, so the three requests a lookup
+//! makes (a manifest by tag or digest, its digest alone, a blob) go
+//! through this client instead. It is reqwest, as in oci-client, set up so
+//! that:
+//!
+//! - every body is read as it streams and dropped at its bound
+//!   ([`Bound`]: manifests and configs 4 MiB, a token answer 1 MiB, an
+//!   error 4 KiB), with the connection, whatever the registry declared;
+//! - connections go only where [`HostPolicy`] admits, to addresses it
+//!   checked (its resolver);
+//! - redirects are followed here, at most [`MAX_REDIRECTS`] times, each
+//!   target checked before it is contacted, and the registry's credentials
+//!   and tokens go to the registry's own origin only;
+//! - no proxy from the environment, no `Referer`, no decompression.
+//!
+//! The bearer-token handshake is the distribution spec's: a `401` with a
+//! `WWW-Authenticate: Bearer realm=...,service=...` challenge, a token
+//! from the realm (with the registry's basic credentials when the realm is
+//! a listed host), the request again with the token, which is kept a
+//! while for the repository.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use lru::LruCache;
+use oci_client::Reference;
+use oci_client::secrets::RegistryAuth;
+use reqwest::header::{ACCEPT, LOCATION, WWW_AUTHENTICATE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+use serde::Deserialize;
+
+use super::credentials::Credentials;
+use super::digest::Digest;
+use super::documents::MANIFEST_ACCEPT;
+use super::hosts::{HostPolicy, origin_of};
+use super::{Failure, RegistryError};
+use crate::manifest::one_line;
+
+/// The OCI distribution spec's limit for manifests and indexes.
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// Image configs are a few kilobytes; the same bound as manifests.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+/// A token answer is a few kilobytes of JSON.
+pub const MAX_TOKEN_BYTES: u64 = 1 << 20;
+/// What is read of an error answer, for its message.
+const MAX_ERROR_BYTES: usize = 4 << 10;
+/// Registries send blobs to a CDN once; more hops are not a registry's.
+pub(super) const MAX_REDIRECTS: usize = 3;
+/// Tokens kept, one per registry and repository.
+const TOKEN_CACHE_ENTRIES: usize = 256;
+/// A token that says nothing of its lifetime lasts 60 s (the token spec);
+/// none is kept longer than 5 minutes.
+const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(60);
+const MAX_TOKEN_TTL: Duration = Duration::from_secs(300);
+
+/// How much of one kind of document is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Bound {
+    what: &'static str,
+    bytes: u64,
+    /// The size the referring document declared, when it is the bound.
+    declared: bool,
+}
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+impl Bound {
+    pub(super) const MANIFEST: Bound = Bound::of("manifest", MAX_MANIFEST_BYTES);
+    pub(super) const CONFIG: Bound = Bound::of("image config", MAX_CONFIG_BYTES);
+    const TOKEN: Bound = Bound::of("token answer", MAX_TOKEN_BYTES);
+
+    const fn of(what: &'static str, bytes: u64) -> Self {
+        Self {
+            what,
+            bytes,
+            declared: false,
+        }
+    }
+
+    /// This bound, or the size a descriptor declares when it is smaller: a
+    /// document longer than declared is not the one described. A declared
+    /// size above the bound is refused before anything is read.
+    pub(super) fn declared(self, size: i64) -> Result<Self, Failure> {
+        let size = u64::try_from(size).unwrap_or(0);
+        if size > self.bytes {
+            return Err(Failure::too_large(format!(
+                "{} of {} declared, larger than {}",
+                self.what,
+                human(size),
+                human(self.bytes)
+            )));
+        }
+        Ok(Self {
+            bytes: size,
+            declared: true,
+            ..self
+        })
+    }
+
+    fn exceeded(&self) -> Failure {
+        Failure::too_large(if self.declared {
+            format!(
+                "{} larger than the {} its descriptor declares",
+                self.what,
+                human(self.bytes)
+            )
+        } else {
+            format!("{} larger than {}", self.what, human(self.bytes))
+        })
+    }
+}
+
+/// What a manifest request answered.
+pub(super) struct Fetched {
+    /// `Docker-Content-Digest`, as sent.
+    pub(super) digest_header: Option<String>,
+    pub(super) body: Vec<u8>,
+}
+
+/// How a request proves who it is.
+#[derive(Clone)]
+enum Authorization {
+    Bearer(String),
+    Basic(String, String),
+}
+
+impl Authorization {
+    fn apply(&self, request: RequestBuilder) -> RequestBuilder {
+        match self {
+            Self::Bearer(token) => request.bearer_auth(token),
+            Self::Basic(user, password) => request.basic_auth(user, Some(password)),
+        }
+    }
+}
+
+/// The token answer's fields (the token spec names the token either way).
+#[derive(Deserialize)]
+struct TokenAnswer {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    access_token: Option<String>,
+    #[serde(default)]
+    expires_in: Option<u64>,
+}
+
+/// The error a registry's answer body carries (`{"errors": [...]}`).
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    #[serde(default)]
+    errors: Vec<ErrorEntry>,
+}
+
+#[derive(Deserialize)]
+struct ErrorEntry {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// The resolver's refusal, told apart from other connection errors.
+#[derive(Debug)]
+pub(super) struct AddressRefused(pub(super) String);
+
+impl std::fmt::Display for AddressRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AddressRefused {}
+
+/// How long the client waits to connect and between two reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timeouts {
+    pub(super) connect: Duration,
+    pub(super) read: Duration,
+}
+
+type TokenKey = (String, String);
+
+/// The registry client of one set of credentials.
+pub(super) struct Transport {
+    http: reqwest::Client,
+    hosts: Arc<HostPolicy>,
+    credentials: Credentials,
+    tokens: Mutex<LruCache<TokenKey, (String, Instant)>>,
+}
+
+/// A reqwest error as one line, after the origin it was about; the
+/// resolver's refusal becomes a refusal.
+fn transport_failure(url: &Url, err: &reqwest::Error) -> Failure {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    let mut innermost = err.to_string();
+    while let Some(current) = source {
+        if let Some(refused) = current.downcast_ref::<AddressRefused>() {
+            return Failure::refused(refused.0.clone());
+        }
+        innermost = current.to_string();
+        source = current.source();
+    }
+    let origin = origin_of(url);
+    if err.is_timeout() {
+        Failure::failed(format!("no answer from {origin} in time"))
+    } else if err.is_connect() {
+        Failure::failed(format!(
+            "cannot connect to {origin}: {}",
+            one_line(&innermost)
+        ))
+    } else {
+        Failure::failed(format!("{origin}: {}", one_line(&innermost)))
+    }
+}
+
+/// Reads a body as it streams, at most `bound`; past it the response is
+/// dropped, and with it the connection.
+async fn read_bounded(mut response: Response, bound: Bound, url: &Url) -> Result<Vec<u8>, Failure> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > bound.bytes)
+    {
+        return Err(bound.exceeded());
+    }
+    let start = response.content_length().unwrap_or(0).min(64 << 10);
+    let mut body = Vec::with_capacity(usize::try_from(start).unwrap_or(0));
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|err| transport_failure(url, &err))?
+    {
+        if (body.len() + chunk.len()) as u64 > bound.bytes {
+            return Err(bound.exceeded());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// An answer that is not a success, as one line: the status and the
+/// registry's first error, read from at most 4 KiB of its body.
+async fn status_failure(mut response: Response) -> Failure {
+    let status = response.status();
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_ERROR_BYTES - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let detail = serde_json::from_slice::<ErrorAnswer>(&body)
+        .ok()
+        .and_then(|answer| answer.errors.into_iter().next())
+        .map(|entry| {
+            let text = one_line(&format!("{}: {}", entry.code, entry.message));
+            let short: String = text.chars().take(200).collect();
+            format!(" ({short})")
+        })
+        .unwrap_or_default();
+    Failure::failed(format!("{status}{detail}"))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Transport {
+    pub(super) fn new(
+        hosts: Arc<HostPolicy>,
+        credentials: Credentials,
+        timeouts: Timeouts,
+    ) -> Result<Self, RegistryError> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .referer(false)
+            .dns_resolver(hosts.resolver())
+            .connect_timeout(timeouts.connect)
+            .read_timeout(timeouts.read)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(2)
+            .user_agent(concat!("gpu-policy/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| RegistryError::Client(one_line(&err.to_string())))?;
+        let capacity = NonZeroUsize::new(TOKEN_CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN);
+        Ok(Self {
+            http,
+            hosts,
+            credentials,
+            tokens: Mutex::new(LruCache::new(capacity)),
+        })
+    }
+
+    /// GET of a manifest by tag or digest, within `bound`.
+    pub(super) async fn manifest(
+        &self,
+        reference: &Reference,
+        tag_or_digest: &str,
+        bound: Bound,
+    ) -> Result<Fetched, Failure> {
+        let path = format!("manifests/{tag_or_digest}");
+        let (response, url) = self
+            .send(reference, Method::GET, &path, Some(MANIFEST_ACCEPT))
+            .await?;
+        let digest_header = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let body = read_bounded(response, bound, &url).await?;
+        Ok(Fetched {
+            digest_header,
+            body,
+        })
+    }
+
+    /// HEAD of a manifest: the digest the tag names now, when the registry
+    /// says it.
+    pub(super) async fn manifest_digest(
+        &self,
+        reference: &Reference,
+        tag: &str,
+    ) -> Result<Option<String>, Failure> {
+        let path = format!("manifests/{tag}");
+        let (response, _) = self
+            .send(reference, Method::HEAD, &path, Some(MANIFEST_ACCEPT))
+            .await?;
+        Ok(response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned))
+    }
+
+    /// GET of a blob, within `bound`.
+    pub(super) async fn blob(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        bound: Bound,
+    ) -> Result<Vec<u8>, Failure> {
+        let path = format!("blobs/{}", digest.as_str());
+        let (response, url) = self.send(reference, Method::GET, &path, None).await?;
+        read_bounded(response, bound, &url).await
+    }
+
+    /// One request to the registry of `reference`, with the token or
+    /// credentials it asks for; a success, or the failure it was.
+    async fn send(
+        &self,
+        reference: &Reference,
+        method: Method,
+        path: &str,
+        accept: Option<&str>,
+    ) -> Result<(Response, Url), Failure> {
+        self.hosts.check_registry(reference.registry())?;
+        let registry = reference.resolve_registry();
+        let text = format!(
+            "{}://{registry}/v2/{}/{path}",
+            self.hosts.scheme_for(registry),
+            reference.repository()
+        );
+        let url = Url::parse(&text)
+            .map_err(|err| Failure::failed(format!("{text:?} is not a URL: {err}")))?;
+        self.hosts.check_url(&url)?;
+        let key: TokenKey = (registry.to_owned(), reference.repository().to_owned());
+        let mut authorization = self.cached_token(&key).map(Authorization::Bearer);
+        let mut challenged = false;
+        loop {
+            let response = self
+                .follow(method.clone(), &url, accept, authorization.as_ref())
+                .await?;
+            let status = response.status();
+            if status == StatusCode::UNAUTHORIZED && !challenged {
+                challenged = true;
+                authorization = Some(self.answer(&response, reference, &key).await?);
+                continue;
+            }
+            if !status.is_success() {
+                return Err(status_failure(response).await);
+            }
+            return Ok((response, url));
+        }
+    }
+
+    /// Sends `method` to `url` and follows its redirects, each target
+    /// checked first; `authorization` goes to `url`'s origin only.
+    async fn follow(
+        &self,
+        method: Method,
+        url: &Url,
+        accept: Option<&str>,
+        authorization: Option<&Authorization>,
+    ) -> Result<Response, Failure> {
+        let origin = url.origin();
+        let mut current = url.clone();
+        for hop in 0..=MAX_REDIRECTS {
+            let mut request = self.http.request(method.clone(), current.clone());
+            if let Some(accept) = accept {
+                request = request.header(ACCEPT, accept);
+            }
+            if let Some(authorization) = authorization
+                && current.origin() == origin
+            {
+                request = authorization.apply(request);
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|err| transport_failure(&current, &err))?;
+            let location = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|value| value.to_str().ok());
+            let Some(location) = location.filter(|_| response.status().is_redirection()) else {
+                return Ok(response);
+            };
+            if hop == MAX_REDIRECTS {
+                return Err(Failure::failed(format!(
+                    "more than {MAX_REDIRECTS} redirects from {}",
+                    origin_of(url)
+                )));
+            }
+            let next = current
+                .join(location)
+                .map_err(|_| Failure::failed("a redirect to something that is not a URL"))?;
+            self.hosts
+                .check_url(&next)
+                .map_err(|refusal| Failure::refused(format!("redirect to {}", refusal.reason)))?;
+            current = next;
+        }
+        Err(Failure::failed("too many redirects"))
+    }
+
+    fn cached_token(&self, key: &TokenKey) -> Option<String> {
+        let mut tokens = lock(&self.tokens);
+        match tokens.get(key) {
+            Some((token, until)) if Instant::now() < *until => Some(token.clone()),
+            Some(_) => {
+                tokens.pop(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Answers a `401`'s challenge: a bearer token from the realm, or the
+    /// registry's basic credentials.
+    async fn answer(
+        &self,
+        response: &Response,
+        reference: &Reference,
+        key: &TokenKey,
+    ) -> Result<Authorization, Failure> {
+        let basic = match self.credentials.auth_for(reference.registry()) {
+            RegistryAuth::Basic(user, password) => Some(Authorization::Basic(user, password)),
+            _ => None,
+        };
+        let mut bearer: Option<(String, Option<String>)> = None;
+        let mut wants_basic = false;
+        for header in response.headers().get_all(WWW_AUTHENTICATE) {
+            let Ok(text) = header.to_str() else { continue };
+            for challenge in http_auth::parser::ChallengeParser::new(text).flatten() {
+                let param = |name: &str| {
+                    challenge
+                        .params
+                        .iter()
+                        .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                        .map(|(_, value)| value.to_unescaped())
+                };
+                if challenge.scheme.eq_ignore_ascii_case("bearer") {
+                    if let Some(realm) = param("realm") {
+                        bearer.get_or_insert((realm, param("service")));
+                    }
+                } else if challenge.scheme.eq_ignore_ascii_case("basic") {
+                    wants_basic = true;
+                }
+            }
+        }
+        if let Some((realm, service)) = bearer {
+            let token = self
+                .token(&realm, service.as_deref(), reference, basic)
+                .await?;
+            return Ok(Authorization::Bearer(
+                token.cache(&self.tokens, key.clone()),
+            ));
+        }
+        match basic {
+            Some(basic) if wants_basic => Ok(basic),
+            _ => Err(Failure::failed(
+                "401 Unauthorized, and no credentials for this registry",
+            )),
+        }
+    }
+
+    /// A pull token for `reference`'s repository from `realm`.
+    async fn token(
+        &self,
+        realm: &str,
+        service: Option<&str>,
+        reference: &Reference,
+        basic: Option<Authorization>,
+    ) -> Result<Token, Failure> {
+        let mut url = Url::parse(realm).map_err(|_| {
+            let shown: String = realm.chars().take(100).collect();
+            Failure::failed(format!("token realm {shown:?} is not a URL"))
+        })?;
+        self.hosts
+            .check_url(&url)
+            .map_err(|refusal| Failure::refused(format!("token realm {}", refusal.reason)))?;
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair(
+                "scope",
+                &format!("repository:{}:pull", reference.repository()),
+            );
+            if let Some(service) = service {
+                query.append_pair("service", service);
+            }
+        }
+        // The registry's credentials go to a realm the operator listed.
+        let basic = basic.filter(|_| self.hosts.is_listed(&url));
+        let response = self.follow(Method::GET, &url, None, basic.as_ref()).await?;
+        if !response.status().is_success() {
+            let failure = status_failure(response).await;
+            return Err(Failure::failed(format!(
+                "token from {}: {}",
+                origin_of(&url),
+                failure.reason
+            )));
+        }
+        let body = read_bounded(response, Bound::TOKEN, &url).await?;
+        let answer: TokenAnswer = serde_json::from_slice(&body).map_err(|err| {
+            Failure::failed(format!(
+                "token from {}: not a token answer: {}",
+                origin_of(&url),
+                one_line(&err.to_string())
+            ))
+        })?;
+        let value = answer
+            .token
+            .or(answer.access_token)
+            .filter(|token| !token.is_empty())
+            .ok_or_else(|| {
+                Failure::failed(format!(
+                    "token from {}: no token in the answer",
+                    origin_of(&url)
+                ))
+            })?;
+        let lifetime = answer
+            .expires_in
+            .map_or(DEFAULT_TOKEN_TTL, Duration::from_secs)
+            .min(MAX_TOKEN_TTL);
+        Ok(Token { value, lifetime })
+    }
+}
+
+/// A token and how long to keep it.
+struct Token {
+    value: String,
+    lifetime: Duration,
+}
+
+impl Token {
+    /// Keeps the token for its repository; returns its value.
+    fn cache(self, tokens: &Mutex<LruCache<TokenKey, (String, Instant)>>, key: TokenKey) -> String {
+        if let Some(until) = Instant::now().checked_add(self.lifetime) {
+            lock(tokens).put(key, (self.value.clone(), until));
+        }
+        self.value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_say_what_and_how_much() {
+        assert_eq!(
+            Bound::MANIFEST.exceeded().reason,
+            "manifest larger than 4 MiB"
+        );
+        assert_eq!(
+            Bound::TOKEN.exceeded().reason,
+            "token answer larger than 1 MiB"
+        );
+        let declared = Bound::CONFIG.declared(213);
+        assert_eq!(
+            declared.map(|b| b.exceeded().reason),
+            Ok("image config larger than the 213 bytes its descriptor declares".to_owned())
+        );
+        assert_eq!(
+            Bound::CONFIG
+                .declared(5 << 20)
+                .map_err(|f| (f.kind, f.reason)),
+            Err((
+                super::super::FailureKind::TooLarge,
+                "image config of 5 MiB declared, larger than 4 MiB".to_owned()
+            ))
+        );
+        // A negative size declares nothing readable.
+        assert_eq!(Bound::CONFIG.declared(-1).map(|b| b.bytes), Ok(0));
+        assert_eq!(human(4 << 10), "4 KiB");
+        assert_eq!(human(1500), "1500 bytes");
+    }
+}
