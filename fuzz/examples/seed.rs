@@ -6,7 +6,12 @@
 //!   update of each pod, Namespace reviews, and `examples/review-gpu-pod.json`;
 //! - `corpus/config/`: `examples/config.yaml`, the `config.yaml` of the
 //!   ConfigMap `gpu-policy manifests` prints, the `config:` block of the
-//!   chart's values, and namespace annotation values.
+//!   chart's values, and namespace annotation values;
+//! - `corpus/registry/`: what a registry sends, as the tests' fake registry
+//!   (`tests/it/support/fake_registry/`) stores it: image configs with and
+//!   without the CUDA envs and label, OCI and Docker image manifests, an
+//!   OCI image index and a Docker manifest list with platform entries, and
+//!   an index written as JSON arrays (serde reads structs from arrays too).
 //!
 //! Run from anywhere: `cargo run --manifest-path fuzz/Cargo.toml --example seed`.
 
@@ -34,12 +39,16 @@ fn main() -> Result<(), String> {
     let root = fuzz.parent().ok_or("the fuzz crate has no parent folder")?;
     let reviews = seed_reviews(root)?;
     let configs = seed_configs(root)?;
+    let documents = seed_registry()?;
     write(&fuzz.join("corpus/review"), &reviews)?;
     write(&fuzz.join("corpus/config"), &configs)?;
+    write(&fuzz.join("corpus/registry"), &documents)?;
     println!(
-        "{} review bodies in fuzz/corpus/review, {} configs in fuzz/corpus/config",
+        "{} review bodies in fuzz/corpus/review, {} configs in fuzz/corpus/config, \
+         {} registry documents in fuzz/corpus/registry",
         reviews.len(),
-        configs.len()
+        configs.len(),
+        documents.len()
     );
     Ok(())
 }
@@ -189,4 +198,202 @@ fn seed_configs(root: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
         b"2\n8.0\n 16 \n7.5\n".to_vec(),
     ));
     Ok(files)
+}
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+const OCI_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+const DOCKER_LAYER: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+
+/// Image configs, manifests and indexes. Each descriptor has the size of
+/// the document it names; digests are stand-ins (the readers do not hash).
+fn seed_registry() -> Result<Vec<(String, Vec<u8>)>, String> {
+    const REQUIRE_13_0: &str = "cuda>=13.0 brand=unknown,driver>=535,driver<536 \
+        brand=grid,driver>=535,driver<536 brand=tesla,driver>=535,driver<536";
+    const REQUIRE_12_8: &str = "cuda>=12.8 brand=unknown,driver>=470,driver<471 \
+        brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536";
+    let cuda = |version: &str, require: &str, arch: &str| {
+        let nvarch = if arch == "arm64" { "sbsa" } else { "x86_64" };
+        image_config(
+            arch,
+            &[
+                "PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin",
+                &format!("NVARCH={nvarch}"),
+                &format!("NVIDIA_REQUIRE_CUDA={require}"),
+                &format!("CUDA_VERSION={version}"),
+                "LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+                "NVIDIA_VISIBLE_DEVICES=all",
+                "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            ],
+            &json!({"com.nvidia.cuda.version": version, "maintainer": "NVIDIA CORPORATION"}),
+        )
+    };
+    let configs = [
+        (
+            "config-cuda-13.0.1-amd64",
+            cuda("13.0.1", REQUIRE_13_0, "amd64"),
+        ),
+        (
+            "config-cuda-13.0.1-arm64",
+            cuda("13.0.1", REQUIRE_13_0, "arm64"),
+        ),
+        (
+            "config-cuda-12.8.1-amd64",
+            cuda("12.8.1", REQUIRE_12_8, "amd64"),
+        ),
+        // A framework image on a CUDA base: the label only, a later env.
+        (
+            "config-label-only",
+            image_config(
+                "amd64",
+                &["PATH=/opt/conda/bin:/usr/bin:/bin", "PYTORCH_VERSION=2.7.0"],
+                &json!({"com.nvidia.cuda.version": "12.6.3",
+                    "org.opencontainers.image.source": "https://github.com/pytorch/pytorch"}),
+            ),
+        ),
+        // No CUDA at all, and labels as Docker writes none.
+        (
+            "config-ubuntu",
+            image_config("amd64", &["PATH=/usr/bin:/bin"], &Value::Null),
+        ),
+        (
+            "config-attestation",
+            json!({"architecture": "unknown", "os": "unknown"}),
+        ),
+    ];
+    let mut files: Vec<(String, Vec<u8>)> = configs
+        .iter()
+        .map(|(name, config)| (format!("{name}.json"), to_json(config)))
+        .collect();
+
+    let mut images = Vec::new();
+    for (name, config) in &configs {
+        let config = to_json(config);
+        let manifest = json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": stand_in_digest(&config),
+                "size": config.len()},
+            "layers": [{"mediaType": OCI_LAYER, "digest": stand_in_digest(name.as_bytes()),
+                "size": 31_457_280}],
+        });
+        images.push((name.trim_start_matches("config-"), to_json(&manifest)));
+    }
+    // The same image as Docker v2 writes it, and as an OCI manifest that
+    // leaves `mediaType` out (the fields tell).
+    let config = &files[0].1;
+    let docker = json!({
+        "schemaVersion": 2,
+        "mediaType": DOCKER_MANIFEST,
+        "config": {"mediaType": DOCKER_CONFIG, "size": config.len(),
+            "digest": stand_in_digest(config)},
+        "layers": [
+            {"mediaType": DOCKER_LAYER, "size": 29_754_290, "digest": stand_in_digest(b"base")},
+            {"mediaType": DOCKER_LAYER, "size": 4_620_166, "digest": stand_in_digest(b"cuda")},
+        ],
+    });
+    let bare = json!({
+        "schemaVersion": 2,
+        "config": {"mediaType": OCI_CONFIG, "digest": stand_in_digest(config),
+            "size": config.len()},
+        "layers": [],
+        "annotations": {"org.opencontainers.image.created": "2025-09-01T00:00:00Z"},
+    });
+    files.push(("manifest-docker-v2.json".to_owned(), to_json(&docker)));
+    files.push(("manifest-oci-no-media-type.json".to_owned(), to_json(&bare)));
+
+    // An OCI index as buildx writes it (with an attestation entry) and a
+    // Docker manifest list.
+    let entry = |media_type: &str, image: &str, platform: Value| {
+        let (_, manifest) = images
+            .iter()
+            .find(|(name, _)| *name == image)
+            .ok_or(format!("no seed image {image}"))?;
+        Ok::<_, String>(
+            json!({"mediaType": media_type, "digest": stand_in_digest(manifest),
+            "size": manifest.len(), "platform": platform}),
+        )
+    };
+    let mut attestation = entry(
+        OCI_MANIFEST,
+        "attestation",
+        json!({"os": "unknown", "architecture": "unknown"}),
+    )?;
+    attestation["annotations"] = json!({
+        "vnd.docker.reference.digest": stand_in_digest(&images[0].1),
+        "vnd.docker.reference.type": "attestation-manifest",
+    });
+    let index = json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [
+            entry(OCI_MANIFEST, "cuda-13.0.1-amd64",
+                json!({"os": "linux", "architecture": "amd64"}))?,
+            entry(OCI_MANIFEST, "cuda-13.0.1-arm64",
+                json!({"os": "linux", "architecture": "arm64", "variant": "v8"}))?,
+            attestation,
+        ],
+    });
+    let list = json!({
+        "schemaVersion": 2,
+        "mediaType": DOCKER_LIST,
+        "manifests": [
+            entry(DOCKER_MANIFEST, "cuda-12.8.1-amd64",
+                json!({"os": "linux", "architecture": "amd64"}))?,
+            entry(DOCKER_MANIFEST, "cuda-13.0.1-arm64",
+                json!({"os": "linux", "architecture": "arm64", "variant": "v8"}))?,
+            entry(DOCKER_MANIFEST, "ubuntu",
+                json!({"os": "linux", "architecture": "ppc64le"}))?,
+        ],
+    });
+    files.push(("index-oci.json".to_owned(), to_json(&index)));
+    // serde reads a struct from a JSON array as well: the index as
+    // [schemaVersion, mediaType, config, manifests], its entries as
+    // [digest, size, platform], the shortest ones `["",0]`.
+    let mut entries = vec![json!(["", 0]); 16];
+    entries.push(json!([
+        stand_in_digest(b"arm64"),
+        406,
+        ["linux", "arm64", "v8"]
+    ]));
+    files.push((
+        "index-as-arrays.json".to_owned(),
+        to_json(&json!([2, OCI_INDEX, null, entries])),
+    ));
+    files.push(("index-docker-list.json".to_owned(), to_json(&list)));
+    for (name, manifest) in images {
+        files.push((format!("manifest-oci-{name}.json"), manifest));
+    }
+    Ok(files)
+}
+
+/// An image config (OCI image spec), as the fake registry's
+/// `image_config` builds it, for `architecture`.
+fn image_config(architecture: &str, env: &[&str], labels: &Value) -> Value {
+    json!({
+        "architecture": architecture,
+        "os": "linux",
+        "config": {"Env": env, "Cmd": ["/bin/bash"], "WorkingDir": "/", "Labels": labels},
+        "rootfs": {"type": "layers", "diff_ids": [stand_in_digest(architecture.as_bytes())]},
+        "history": [{"created": "2025-09-01T00:00:00Z", "created_by": "CMD [\"/bin/bash\"]"}],
+    })
+}
+
+/// `sha256:` and 64 hex digits that depend on `bytes` (FNV-1a, not sha256).
+fn stand_in_digest(bytes: &[u8]) -> String {
+    let hex: String = (0..4u64)
+        .map(|round| {
+            let hash = bytes
+                .iter()
+                .fold(0xcbf2_9ce4_8422_2325 ^ round, |hash, byte| {
+                    (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+                });
+            format!("{hash:016x}")
+        })
+        .collect();
+    format!("sha256:{hex}")
 }

@@ -82,8 +82,53 @@ struct ManifestDocument {
     media_type: Option<String>,
     #[serde(default)]
     config: Option<Descriptor>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded_entries")]
     manifests: Option<Vec<IndexEntry>>,
+}
+
+/// The most entries an image index may have. Real ones have a few dozen
+/// (platforms and attestations); the bound keeps a 4 MiB index of tiny
+/// entries (serde reads `["",0]` as an entry) from costing many times its
+/// size.
+pub const MAX_INDEX_ENTRIES: usize = 1024;
+
+fn bounded_entries<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<IndexEntry>>, D::Error> {
+    struct EntriesVisitor;
+    impl<'de> Visitor<'de> for EntriesVisitor {
+        type Value = Option<Vec<IndexEntry>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of index entries, or null")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+            inner.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::new();
+            while let Some(entry) = seq.next_element::<IndexEntry>()? {
+                if entries.len() == MAX_INDEX_ENTRIES {
+                    return Err(de::Error::custom(format!(
+                        "an image index of more than {MAX_INDEX_ENTRIES} entries"
+                    )));
+                }
+                entries.push(entry);
+            }
+            Ok(Some(entries))
+        }
+    }
+    deserializer.deserialize_option(EntriesVisitor)
 }
 
 /// Reads a manifest or an index (schema version 2). The error is one line.

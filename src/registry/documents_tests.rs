@@ -273,3 +273,28 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn an_index_of_too_many_entries_is_refused() {
+    let entry = json!({"digest": format!("sha256:{}", "a".repeat(64)), "size": 1});
+    let index = |n: usize| {
+        json!({"schemaVersion": 2, "mediaType": INDEX_TYPES[0], "manifests": vec![entry.clone(); n]})
+            .to_string()
+    };
+    match read_manifest(index(MAX_INDEX_ENTRIES).as_bytes()) {
+        Ok(Manifest::Index { manifests }) => assert_eq!(manifests.len(), MAX_INDEX_ENTRIES),
+        other => panic!("{other:?}"),
+    }
+    let refused = read_manifest(index(MAX_INDEX_ENTRIES + 1).as_bytes());
+    let reason = refused.expect_err("more than the bound");
+    assert!(
+        reason.contains("an image index of more than 1024 entries"),
+        "{reason}"
+    );
+    // The array form serde also reads is bounded the same way.
+    let tiny = format!(
+        "[2,null,null,[{}]]",
+        vec![r#"["",0]"#; MAX_INDEX_ENTRIES + 1].join(",")
+    );
+    assert!(read_manifest(tiny.as_bytes()).is_err());
+}

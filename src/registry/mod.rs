@@ -53,8 +53,8 @@ mod transport;
 pub use addresses::{AddressClass, classify};
 pub use credentials::Credentials;
 pub use documents::{
-    CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, Manifest, REQUIRE_CUDA_ENV,
-    facts_of_config, read_manifest,
+    CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, MAX_INDEX_ENTRIES, Manifest,
+    REQUIRE_CUDA_ENV, facts_of_config, read_manifest,
 };
 pub use metrics::ResolverMetrics;
 pub use platform::{ARCH_LABEL, Platform};
