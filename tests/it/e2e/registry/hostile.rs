@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{FALLBACK, cuda_13_config, gpu_pod, start, warnings, write_config};
+use super::{FALLBACK, check, cuda_13_config, gpu_pod, start, warnings, write_config};
 use crate::support::fake_registry::hostile::{Fault, Tarpit};
 use crate::support::fake_registry::{Auth, FakeRegistry};
 use crate::support::server::{ENFORCE, Server};
@@ -27,7 +27,8 @@ struct Case {
     registry: FakeRegistry,
     tarpit: Tarpit,
     server: Server,
-    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Case {
@@ -46,7 +47,8 @@ impl Case {
             registry,
             tarpit,
             server,
-            _dir: dir,
+            config,
+            dir,
         }
     }
 
@@ -235,4 +237,43 @@ async fn three_hundred_images_on_a_registry_that_never_answers() {
         "one request per lookup"
     );
     case.peak_within_bound("300 images on a registry that never answers");
+}
+
+/// `check --resolve-images` reads the same configuration and follows the
+/// same rules: the unlisted host is not contacted, the digest is checked,
+/// and the report says why the table answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_follows_the_same_rules() {
+    let case = Case::start(|_| Some(Fault::WrongContent)).await;
+    let unlisted = format!("{}/team/app:1", case.tarpit.host());
+    let config = case.config.to_string_lossy().into_owned();
+    for (image, reason) in [
+        (
+            unlisted,
+            format!(
+                "registry {} is not in imageResolution.registries",
+                case.tarpit.host()
+            ),
+        ),
+        (case.image(), "does not match its digest".to_owned()),
+    ] {
+        let (pod, dir, config) = (
+            gpu_pod(&image),
+            case.dir.path().to_path_buf(),
+            config.clone(),
+        );
+        let (report, stderr) = tokio::task::spawn_blocking(move || {
+            check(&dir, &pod, &["--config", &config, "--resolve-images"])
+        })
+        .await
+        .expect("check ran");
+        // The warning is cut at 119 characters; stderr has the whole reason.
+        assert!(report.to_string().contains(FALLBACK), "{image}: {report}");
+        assert!(stderr.contains(&reason), "{image}: {report}\n{stderr}");
+    }
+    assert_eq!(
+        case.tarpit.connections(),
+        0,
+        "check connected to the tarpit"
+    );
 }
