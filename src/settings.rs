@@ -18,9 +18,14 @@ use crate::policy::{Notice, NoticeKind};
 mod allowlist;
 mod image_table;
 mod registries;
+mod sharing;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
 pub use image_table::{ImageEntry, ImageResolution, ImageTable, MAX_TIMEOUT, ResolutionMode};
 pub use registries::{RegistryHosts, RegistryPattern, default_registries, split_authority};
+pub use sharing::{
+    GpuSharing, HAMI_CARDS, HAMI_CORES, HAMI_MEMORY, HAMI_MEMORY_PERCENTAGE, HAMI_RESOURCES, Hami,
+    KaiScheduler, PrivilegedGpu,
+};
 
 use crate::policy::image_needs::ImageNeeds;
 
@@ -133,7 +138,8 @@ pub struct Config {
     pub gpu_device_classes: Vec<String>,
     pub max_per_container: u64,
     pub max_per_pod: u64,
-    /// The RuntimeClass injected into GPU pods that name none.
+    /// The RuntimeClass injected into GPU pods that name none; empty:
+    /// inject none (CDI clusters, or `nvidia` the node's default runtime).
     pub runtime_class_name: String,
     /// RuntimeClasses a GPU pod may use; reserved for GPU pods.
     pub gpu_runtime_classes: Vec<String>,
@@ -146,6 +152,10 @@ pub struct Config {
     pub image_compute_capabilities: Vec<ImageRule>,
     pub allowlist: Vec<AllowlistEntry>,
     pub policy_admins: Vec<String>,
+    /// The GPU sharing schemes whose containers are GPU containers.
+    pub gpu_sharing: GpuSharing,
+    /// R6 on privileged GPU containers: warn (default) or deny.
+    pub privileged_gpu: PrivilegedGpu,
 }
 
 impl Config {
@@ -192,6 +202,8 @@ impl Default for Config {
                 allow("gpu-feature-discovery"),
             ],
             policy_admins: vec!["system:masters".to_owned()],
+            gpu_sharing: GpuSharing::default(),
+            privileged_gpu: PrivilegedGpu::Warn,
         }
     }
 }
@@ -282,17 +294,18 @@ impl Settings {
                 config.visible_devices_pin
             ));
         }
-        if config.runtime_class_name.is_empty() {
-            return invalid("runtimeClassName: must not be empty".into());
-        }
-        if !config
-            .gpu_runtime_classes
-            .contains(&config.runtime_class_name)
+        if !config.runtime_class_name.is_empty()
+            && !config
+                .gpu_runtime_classes
+                .contains(&config.runtime_class_name)
         {
             return invalid(format!(
                 "gpuRuntimeClasses must include runtimeClassName {:?}",
                 config.runtime_class_name
             ));
+        }
+        if let Some(problem) = config.gpu_sharing.problem() {
+            return invalid(problem);
         }
         for entry in &config.allowlist {
             if let Some(problem) = entry.problem() {
@@ -339,8 +352,16 @@ impl Settings {
         &self.config
     }
 
+    /// A resource counted in cards. HAMi's share values never are, even
+    /// when a pattern of `gpuResources` matches them.
     pub fn is_gpu_resource(&self, name: &str) -> bool {
-        self.resource_patterns.iter().any(|p| p.matches(name))
+        !self.config.gpu_sharing.is_share_resource(name)
+            && self.resource_patterns.iter().any(|p| p.matches(name))
+    }
+
+    /// A HAMi share resource (`nvidia.com/gpumem`, ...), when HAMi is on.
+    pub fn is_share_resource(&self, name: &str) -> bool {
+        self.config.gpu_sharing.is_share_resource(name)
     }
 
     /// Whether a DRA device class hands out GPUs (by name).
@@ -518,9 +539,54 @@ mod tests {
     )]
     #[case("gpuResources: ['']", "gpuResources")]
     #[case("gpuDeviceClasses: [' ']", "gpuDeviceClasses")]
+    #[case(
+        "gpuSharing: {kaiScheduler: {schedulerName: ''}}",
+        "gpuSharing.kaiScheduler.schedulerName"
+    )]
+    #[case("privilegedGpu: refuse", "privilegedGpu")]
     fn invalid_configs_are_refused(#[case] yaml: &str, #[case] names: &str) {
         let text = refusal(yaml);
         assert!(text.contains(names), "{text}");
+    }
+
+    /// `runtimeClassName: ""` injects nothing and needs no entry in
+    /// `gpuRuntimeClasses`, which stay reserved.
+    #[test]
+    fn an_empty_runtime_class_is_accepted() {
+        let settings = Settings::from_yaml("runtimeClassName: ''", "c.yaml");
+        let config = settings.map(|s| s.config().clone());
+        assert_eq!(
+            config
+                .as_ref()
+                .map(|c| (c.runtime_class_name.as_str(), c.gpu_runtime_classes.clone()))
+                .ok(),
+            Some(("", vec!["nvidia".to_owned()]))
+        );
+    }
+
+    /// HAMi's share values are never cards, even when a pattern names them.
+    #[test]
+    fn hami_share_resources_are_never_cards() {
+        let yaml = "gpuResources: ['nvidia.com/gpu*']";
+        let on = Settings::from_yaml(yaml, "c.yaml").map_err(|e| e.to_string());
+        let off = Settings::from_yaml(
+            &format!("{yaml}\ngpuSharing: {{hami: {{enabled: false}}}}"),
+            "c.yaml",
+        )
+        .map_err(|e| e.to_string());
+        for name in HAMI_RESOURCES {
+            assert_eq!(
+                on.as_ref()
+                    .map(|s| (s.is_gpu_resource(name), s.is_share_resource(name))),
+                Ok((false, true))
+            );
+            assert_eq!(
+                off.as_ref()
+                    .map(|s| (s.is_gpu_resource(name), s.is_share_resource(name))),
+                Ok((true, false))
+            );
+        }
+        assert_eq!(on.map(|s| s.is_gpu_resource("nvidia.com/gpu")), Ok(true));
     }
 
     #[test]

@@ -18,6 +18,11 @@
 //! - with a cluster to read: an effective count above what the biggest node
 //!   can allocate (`status.allocatable`): such a pod can never be scheduled.
 //!
+//! Sharing schemes (`sharing.rs`): a KAI fraction counts as the cards it
+//! shares (`gpu-fraction-num-devices`, default 1) and its annotations are
+//! checked as KAI reads them; a HAMi share without `nvidia.com/gpu` counts
+//! as 1 card, and its values are checked as shares, never as cards.
+//!
 //! Allows: limits only (Kubernetes sets the request to the limit for
 //! extended resources), request == limit, and a zero limit (not a request).
 //! Applies to allowlisted pods too.
@@ -80,6 +85,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         };
         findings.violations.push(message);
     }
+    findings
+        .violations
+        .extend(super::sharing::problems(view, input.settings));
     let max_per_pod = input.namespace.max_per_pod;
     let dra = view.dra_gpus;
     let resources = view.gpu_resource_names();

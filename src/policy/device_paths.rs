@@ -20,8 +20,8 @@
 //!   GPU containers (ephemeral ones included): a privileged container sees
 //!   every `/dev/nvidia*` of the node, whatever it requested.
 //!
-//! Warns (a notice) about privileged GPU containers: they see every card of
-//! the node, not only their own.
+//! Warns (a notice), or with `privilegedGpu: deny` denies, privileged GPU
+//! containers: they see every card of the node, not only their own.
 //!
 //! Allows every other hostPath, mount and annotation, and containers that
 //! are not privileged.
@@ -30,6 +30,7 @@ use std::borrow::Cow;
 
 use super::message::{Notice, NoticeKind};
 use super::{ContainerKind, Findings, RuleInput, containers_phrase, quoted_list};
+use crate::settings::PrivilegedGpu;
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
 
@@ -90,7 +91,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// Privileged containers: denied without a GPU, warned about with one.
+/// Privileged containers: denied without a GPU; with one, warned about
+/// or denied as `privilegedGpu` says.
 fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     let privileged = input
         .view
@@ -127,13 +129,18 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     }
     if !gpu.is_empty() {
         let verb = if gpu.len() == 1 { "sees" } else { "see" };
-        findings.notices.push(Notice::new(
-            NoticeKind::PrivilegedGpuContainer,
-            format!(
-                "privileged {} {verb} every GPU of the node, not only the ones requested",
-                containers_phrase(gpu)
-            ),
-        ));
+        let message = format!(
+            "privileged {} {verb} every GPU of the node, not only the ones requested",
+            containers_phrase(gpu)
+        );
+        match input.settings.config().privileged_gpu {
+            PrivilegedGpu::Warn => findings
+                .notices
+                .push(Notice::new(NoticeKind::PrivilegedGpuContainer, message)),
+            PrivilegedGpu::Deny => findings
+                .violations
+                .push(format!("{message}; drop privileged (privilegedGpu: deny)")),
+        }
     }
 }
 
@@ -398,6 +405,34 @@ mod tests {
         if expected.is_some() {
             assert!(evaluation.violations.iter().all(|v| v.rule != ID));
         }
+    }
+
+    #[test]
+    fn privileged_gpu_deny_denies_a_privileged_gpu_container() {
+        let settings = crate::settings::Settings::from_yaml("privilegedGpu: deny", "t")
+            .unwrap_or_else(|err| panic!("{err}"));
+        let pod = json!({"spec": {"containers": [privileged_gpu("g"), {"name": "ok",
+            "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+        let evaluation = crate::policy::testing::evaluate_with(&pod, &settings);
+        let denied: Vec<String> = evaluation
+            .violations
+            .iter()
+            .filter(|v| v.rule == ID)
+            .map(|v| v.message.to_string())
+            .collect();
+        assert_eq!(
+            denied,
+            [
+                "gpu-policy: privileged container \"g\" sees every GPU of the node, not only \
+              the ones requested; drop privileged (privilegedGpu: deny)"
+            ]
+        );
+        assert!(
+            evaluation
+                .notices
+                .iter()
+                .all(|n| n.kind != crate::policy::NoticeKind::PrivilegedGpuContainer)
+        );
     }
 
     /// A container with `securityContext.privileged: true` and the claims

@@ -5,6 +5,10 @@
 //! and `resources` and nothing else; it builds no [`PodView`](super::PodView), which
 //! would cost more than the cached lookup that follows.
 //!
+//! A HAMi share makes a GPU container here too; a pod with KAI's fraction
+//! annotations is read through the whole view, which knows the share
+//! container.
+//!
 //! A container that uses a DRA claim is a GPU container only when the
 //! claim resolves to a GPU request: such a pod is read through the whole
 //! view and its claims resolved ([`view_gpu_images`]). Ephemeral
@@ -21,6 +25,7 @@ use serde_json::{Map, Value};
 
 use super::evaluator::{GpuImages, view_gpu_images};
 use super::quantity::GpuCount;
+use super::sharing::{GPU_FRACTION, GPU_MEMORY};
 use super::{ClaimFacts, Shape};
 use crate::settings::Settings;
 
@@ -39,6 +44,18 @@ pub fn gpu_images<'t>(
         template = template.get(*key)?.as_object()?;
     }
     let spec = template.get("spec")?.as_object()?;
+    // Which container holds a KAI fraction takes the whole view to say.
+    let annotations = template
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object);
+    if settings.config().gpu_sharing.kai_scheduler.enabled
+        && annotations.is_some_and(|a| a.contains_key(GPU_FRACTION) || a.contains_key(GPU_MEMORY))
+    {
+        return view_gpu_images(object, shape, namespace, settings, claims)
+            .ok()
+            .flatten();
+    }
     let mut images: Vec<&'t str> = Vec::new();
     for field in ["initContainers", "containers"] {
         let Some(list) = present(spec, field) else {
@@ -85,7 +102,8 @@ fn asks_for_gpus(resources: &Map<String, Value>, settings: &Settings) -> Option<
             continue;
         };
         asks |= map.as_object()?.iter().any(|(resource, count)| {
-            settings.is_gpu_resource(resource) && !GpuCount::from_json(count).is_zero()
+            (settings.is_gpu_resource(resource) || settings.is_share_resource(resource))
+                && !GpuCount::from_json(count).is_zero()
         });
     }
     Some(asks)

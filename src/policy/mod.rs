@@ -26,6 +26,7 @@ pub mod pod_claims;
 pub mod quantity;
 pub mod registry;
 pub mod runtime_class;
+pub mod sharing;
 #[cfg(test)]
 pub mod testing;
 pub mod visible_devices;

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::claims::DraCount;
 use super::quantity::GpuCount;
-use crate::settings::Settings;
+use crate::settings::{HAMI_CARDS, Settings};
 
 /// Where the pod template sits inside an object, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +131,16 @@ pub struct Container<'a> {
     /// `securityContext.privileged: true`: the container sees every device
     /// of the node.
     pub privileged: bool,
+    /// HAMi's share values (`nvidia.com/gpumem`, ...), as written: values
+    /// of one card's share, never cards.
+    pub shares: Vec<GpuResource<'a>>,
+    /// The container holding a KAI-Scheduler fraction (set by
+    /// [`super::sharing::mark`]).
+    pub kai_share: bool,
+    /// Cards a sharing scheme gives it without a resource naming them,
+    /// counted as `nvidia.com/gpu` (set by `mark`): HAMi's implied 1, the
+    /// devices of a KAI fraction.
+    pub implied_cards: u64,
 }
 
 /// One entry of a container's `resources.claims[]`.
@@ -167,22 +177,32 @@ impl Container<'_> {
     /// resources, so they never are.
     pub fn is_gpu(&self) -> bool {
         self.kind != ContainerKind::Ephemeral
-            && (self.dra_gpus.is_some() || self.gpu_resources.iter().any(GpuResource::asks))
+            && (self.dra_gpus.is_some() || self.is_device_plugin_gpu())
     }
 
-    /// A GPU container through the device plugin: a GPU resource in its
-    /// limits or requests.
+    /// A GPU container whose cards the nvidia runtime hands it: a GPU
+    /// resource in its limits or requests, a HAMi share, or a KAI fraction
+    /// (its `NVIDIA_VISIBLE_DEVICES` from KAI's ConfigMap).
     pub fn is_device_plugin_gpu(&self) -> bool {
-        self.kind != ContainerKind::Ephemeral && self.gpu_resources.iter().any(GpuResource::asks)
+        self.kind != ContainerKind::Ephemeral
+            && (self.kai_share
+                || self.gpu_resources.iter().any(GpuResource::asks)
+                || self.shares.iter().any(GpuResource::asks))
     }
 
-    /// This container's count of one GPU resource.
+    /// This container's count of one GPU resource, with the cards a
+    /// sharing scheme implies under `nvidia.com/gpu`.
     pub fn count_of(&self, resource: &str) -> u64 {
+        let implied = if resource == HAMI_CARDS {
+            self.implied_cards
+        } else {
+            0
+        };
         self.gpu_resources
             .iter()
             .filter(|r| r.name == resource)
             .map(GpuResource::count)
-            .sum()
+            .fold(implied, u64::saturating_add)
     }
 }
 
@@ -215,6 +235,8 @@ pub struct PodView<'a> {
     /// The raw pod spec.
     pub spec: &'a Map<String, Value>,
     pub runtime_class_name: Option<&'a str>,
+    /// `spec.schedulerName`.
+    pub scheduler_name: Option<&'a str>,
     pub containers: Vec<Container<'a>>,
     pub volumes: Vec<Volume<'a>>,
     /// `spec.resourceClaims[]`.
@@ -274,6 +296,7 @@ impl<'a> PodView<'a> {
         spec_pointer.push_back("spec");
 
         let runtime_class_name = optional_str(spec, "runtimeClassName", &spec_path)?;
+        let scheduler_name = optional_str(spec, "schedulerName", &spec_path)?;
         let mut containers = Vec::new();
         for (field, default_kind) in [
             ("initContainers", ContainerKind::Init),
@@ -329,7 +352,7 @@ impl<'a> PodView<'a> {
                 resource_claims.push(PodClaim { name, source });
             }
         }
-        Ok(Some(Self {
+        let mut view = Self {
             shape,
             metadata_pointer,
             spec_pointer,
@@ -337,11 +360,14 @@ impl<'a> PodView<'a> {
             annotations,
             spec,
             runtime_class_name,
+            scheduler_name,
             containers,
             volumes,
             resource_claims,
             dra_gpus: None,
-        }))
+        };
+        super::sharing::mark(&mut view, settings);
+        Ok(Some(view))
     }
 
     pub fn annotation(&self, key: &str) -> Option<&'a str> {
@@ -364,12 +390,21 @@ impl<'a> PodView<'a> {
         self.containers.iter().any(Container::is_device_plugin_gpu)
     }
 
-    /// Names of the GPU resources any container mentions, in first-seen order.
+    /// Names of the GPU resources any container mentions (or a sharing
+    /// scheme implies), in first-seen order.
     pub fn gpu_resource_names(&self) -> Vec<&'a str> {
         let mut names: Vec<&str> = Vec::new();
-        for resource in self.containers.iter().flat_map(|c| &c.gpu_resources) {
-            if !names.contains(&resource.name) {
-                names.push(resource.name);
+        for container in &self.containers {
+            let implied = (container.implied_cards > 0).then_some(HAMI_CARDS);
+            for name in container
+                .gpu_resources
+                .iter()
+                .map(|r| r.name)
+                .chain(implied)
+            {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
             }
         }
         names
@@ -439,6 +474,7 @@ impl<'a> Container<'a> {
             }
         };
         let mut gpu_resources: Vec<GpuResource> = Vec::new();
+        let mut shares: Vec<GpuResource> = Vec::new();
         let mut claims = Vec::new();
         if let Some(resources) = optional_object(container, "resources", path)? {
             let at = path.key("resources");
@@ -458,19 +494,23 @@ impl<'a> Container<'a> {
                     continue;
                 };
                 for (resource, value) in map {
-                    if !settings.is_gpu_resource(resource) {
+                    let list = if settings.is_gpu_resource(resource) {
+                        &mut gpu_resources
+                    } else if settings.is_share_resource(resource) {
+                        &mut shares
+                    } else {
                         continue;
-                    }
+                    };
                     let count = GpuCount::from_json(value);
-                    let entry = match gpu_resources.iter_mut().find(|r| r.name == resource) {
-                        Some(entry) => entry,
+                    let entry = match list.iter().position(|r| r.name == resource) {
+                        Some(at) => &mut list[at],
                         None => {
-                            gpu_resources.push(GpuResource {
+                            list.push(GpuResource {
                                 name: resource,
                                 request: None,
                                 limit: None,
                             });
-                            match gpu_resources.last_mut() {
+                            match list.last_mut() {
                                 Some(entry) => entry,
                                 None => continue,
                             }
@@ -513,6 +553,9 @@ impl<'a> Container<'a> {
             dra_gpus: None,
             unresolved_claim: false,
             privileged,
+            shares,
+            kai_share: false,
+            implied_cards: 0,
         })
     }
 }
@@ -650,147 +693,5 @@ fn optional_str<'a>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rstest::rstest;
-    use serde_json::json;
-
-    fn view(object: &Value) -> PodView<'_> {
-        match PodView::parse(object, Shape::Pod, &Settings::default()) {
-            Ok(Some(view)) => view,
-            other => panic!("not a pod view: {other:?}"),
-        }
-    }
-
-    fn gpu(name: &str, count: u64) -> Value {
-        json!({"name": name, "resources": {"limits": {"nvidia.com/gpu": count}}})
-    }
-
-    fn sidecar(name: &str, count: u64) -> Value {
-        let mut c = gpu(name, count);
-        c["restartPolicy"] = json!("Always");
-        c
-    }
-
-    #[rstest]
-    // regular containers add up
-    #[case(vec![], vec![gpu("a", 1), gpu("b", 2)], 3)]
-    // a plain init container bigger than the steady state sets the count
-    #[case(vec![gpu("init", 4)], vec![gpu("a", 1)], 4)]
-    // plain init containers run one at a time: the max, not the sum
-    #[case(vec![gpu("i1", 2), gpu("i2", 3)], vec![gpu("a", 1)], 3)]
-    // a sidecar counts in the steady state
-    #[case(vec![sidecar("s", 1)], vec![gpu("a", 2)], 3)]
-    // a plain init container after a sidecar runs beside it
-    #[case(vec![sidecar("s", 2), gpu("i", 3)], vec![gpu("a", 1)], 5)]
-    // a plain init container before the sidecar does not
-    #[case(vec![gpu("i", 3), sidecar("s", 2)], vec![gpu("a", 1)], 3)]
-    #[case(vec![], vec![], 0)]
-    fn effective_count_follows_kubernetes(
-        #[case] init: Vec<Value>,
-        #[case] regular: Vec<Value>,
-        #[case] expected: u64,
-    ) {
-        let pod = json!({"spec": {"initContainers": init, "containers": regular}});
-        assert_eq!(view(&pod).effective_count("nvidia.com/gpu"), expected);
-    }
-
-    #[test]
-    fn containers_carry_kind_and_pointer() {
-        let pod = json!({"spec": {
-            "initContainers": [{"name": "i"}, {"name": "s", "restartPolicy": "Always"}],
-            "containers": [{"name": "c"}],
-            "ephemeralContainers": [{"name": "e"}],
-        }});
-        let view = view(&pod);
-        let seen: Vec<(&str, ContainerKind, String)> = view
-            .containers
-            .iter()
-            .map(|c| (c.name, c.kind, c.pointer.to_string()))
-            .collect();
-        assert_eq!(
-            seen,
-            vec![
-                (
-                    "i",
-                    ContainerKind::Init,
-                    "/spec/initContainers/0".to_owned()
-                ),
-                (
-                    "s",
-                    ContainerKind::Sidecar,
-                    "/spec/initContainers/1".to_owned()
-                ),
-                ("c", ContainerKind::Regular, "/spec/containers/0".to_owned()),
-                (
-                    "e",
-                    ContainerKind::Ephemeral,
-                    "/spec/ephemeralContainers/0".to_owned()
-                ),
-            ]
-        );
-    }
-
-    #[rstest]
-    #[case(Shape::Template, json!({"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}), "/spec/template/spec/containers/0")]
-    #[case(Shape::CronJob, json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}}}), "/spec/jobTemplate/spec/template/spec/containers/0")]
-    #[case(Shape::PodTemplate, json!({"template": {"spec": {"containers": [{"name": "c"}]}}}), "/template/spec/containers/0")]
-    fn templates_are_found_by_shape(
-        #[case] shape: Shape,
-        #[case] object: Value,
-        #[case] pointer: &str,
-    ) {
-        let view = PodView::parse(&object, shape, &Settings::default());
-        let found = view
-            .ok()
-            .flatten()
-            .map(|v| v.containers[0].pointer.to_string());
-        assert_eq!(found.as_deref(), Some(pointer));
-    }
-
-    #[test]
-    fn workload_without_template_has_no_view() {
-        let rc = json!({"spec": {"replicas": 1}});
-        assert!(matches!(
-            PodView::parse(&rc, Shape::Template, &Settings::default()),
-            Ok(None)
-        ));
-    }
-
-    #[rstest]
-    #[case(json!({"spec": {"containers": "app"}}), "spec.containers: must be a list, not a string")]
-    #[case(json!({"spec": {"containers": [{"name": "a", "resources": []}]}}), "spec.containers[0].resources: must be an object, not a list")]
-    #[case(json!({"spec": {"containers": [{"name": "a", "env": {"A": "1"}}]}}), "spec.containers[0].env: must be a list, not an object")]
-    #[case(json!({"spec": {"containers": [{"name": "a", "env": [7]}]}}), "spec.containers[0].env[0]: must be an object, not a number")]
-    #[case(json!({"spec": {"containers": [{"name": 7}]}}), "spec.containers[0].name: must be a string, not a number")]
-    #[case(json!({"spec": {"runtimeClassName": false}}), "spec.runtimeClassName: must be a string, not a boolean")]
-    #[case(json!({"spec": {"volumes": [{"name": "v", "hostPath": {"path": 1}}]}}), "spec.volumes[0].hostPath.path: must be a string, not a number")]
-    #[case(json!({"spec": {"containers": [{"name": "a", "securityContext": true}]}}), "spec.containers[0].securityContext: must be an object, not a boolean")]
-    #[case(json!({"spec": {"containers": [{"name": "a", "securityContext": {"privileged": "true"}}]}}), "spec.containers[0].securityContext.privileged: must be a boolean, not a string")]
-    #[case(json!({"metadata": {"annotations": {"a": 1}}, "spec": {}}), "metadata.annotations.a: must be a string")]
-    #[case(json!({"spec": {"resourceClaims": {"gpu": "t"}}}), "spec.resourceClaims: must be a list, not an object")]
-    #[case(json!({"spec": {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": 1}]}}), "spec.resourceClaims[0].resourceClaimTemplateName: must be a string, not a number")]
-    #[case(json!({"spec": {"containers": [{"name": "a", "resources": {"claims": [{"name": ["g"]}]}}]}}), "spec.containers[0].resources.claims[0].name: must be a string, not a list")]
-    #[case(json!({"metadata": []}), "metadata: must be an object, not a list")]
-    #[case(json!({"metadata": {}}), "spec: is missing")]
-    #[case(json!([1]), "object: must be an object, not a list")]
-    fn wrong_shapes_name_the_field(#[case] object: Value, #[case] message: &str) {
-        let err = PodView::parse(&object, Shape::Pod, &Settings::default()).err();
-        assert_eq!(err.map(|e| e.to_string()).as_deref(), Some(message));
-    }
-
-    #[test]
-    fn zero_limit_is_not_a_gpu_request_but_garbage_is() {
-        let pod = json!({"spec": {"containers": [
-            {"name": "zero", "resources": {"limits": {"nvidia.com/gpu": "0"}}},
-            {"name": "bad", "resources": {"limits": {"nvidia.com/gpu": "lots"}}},
-            {"name": "cpu", "resources": {"limits": {"cpu": "2"}}},
-        ]}});
-        let gpu: Vec<bool> = view(&pod)
-            .containers
-            .iter()
-            .map(Container::is_gpu)
-            .collect();
-        assert_eq!(gpu, vec![false, true, false]);
-    }
-}
+#[path = "pod_tests.rs"]
+mod tests;

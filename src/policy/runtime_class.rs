@@ -4,7 +4,8 @@
 //! Reads: `spec.runtimeClassName`; whether the pod is a GPU pod; the
 //! configured `runtimeClassName` (default `nvidia`) and `gpuRuntimeClasses`.
 //!
-//! Changes: a GPU pod without `runtimeClassName` gets the configured one.
+//! Changes: a GPU pod without `runtimeClassName` gets the configured one
+//! (none when it is `""`: CDI clusters, or `nvidia` the node's default).
 //! When the nvidia runtime is not containerd's default (the safer setup), a
 //! GPU pod without it would start under runc and see no card. A pod whose
 //! only GPUs come through DRA claims gets none: the container runtime
@@ -42,7 +43,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let gpu_pod = input.view.is_gpu_pod();
     let needs_runtime = input.view.is_device_plugin_gpu_pod();
     match class {
-        None if needs_runtime => {
+        None if needs_runtime && !config.runtime_class_name.is_empty() => {
             let name = &config.runtime_class_name;
             let info = match input.cluster {
                 None => None,
@@ -347,6 +348,45 @@ mod tests {
         let pod = pod(None, 2);
         let patched = apply(&pod, &evaluate_with(&pod, &settings).patch);
         assert_eq!(patched["spec"]["runtimeClassName"], json!("nvidia-cdi"));
+    }
+
+    /// `runtimeClassName: ""` injects nothing into a GPU pod, and the
+    /// classes of `gpuRuntimeClasses` stay reserved for GPU pods.
+    #[test]
+    fn an_empty_class_injects_nothing_and_still_reserves() {
+        let settings = Settings::from_yaml("runtimeClassName: ''", "t").unwrap_or_default();
+        assert_eq!(settings.config().runtime_class_name, "");
+        let gpu = pod(None, 1);
+        let evaluation = evaluate_with(&gpu, &settings);
+        assert!(
+            evaluation.changes.iter().all(|c| c.rule != ID),
+            "{evaluation:?}"
+        );
+        assert!(
+            apply(&gpu, &evaluation.patch)["spec"]
+                .get("runtimeClassName")
+                .is_none()
+        );
+        let cpu = pod(Some("nvidia"), 0);
+        let denied: Vec<String> = evaluate_with(&cpu, &settings)
+            .violations
+            .iter()
+            .filter(|v| v.rule == ID)
+            .map(|v| v.message.to_string())
+            .collect();
+        assert_eq!(
+            denied,
+            [
+                "gpu-policy: runtimeClassName \"nvidia\" is reserved for pods that request a GPU; \
+              remove it, or request nvidia.com/gpu in limits"
+            ]
+        );
+        // A GPU pod may still name it.
+        assert!(
+            evaluate_with(&pod(Some("nvidia"), 1), &settings)
+                .violations
+                .is_empty()
+        );
     }
 
     mod with_a_cluster {

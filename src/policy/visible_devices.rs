@@ -14,7 +14,13 @@
 //!   and `envFrom`, and `void` makes the nvidia runtime behave like runc: no
 //!   device, no driver library. (`none` would still mount the driver.)
 //! - a GPU container loses every `NVIDIA_VISIBLE_DEVICES` entry its author
-//!   wrote: the device plugin decides which cards it sees.
+//!   wrote: the device plugin decides which cards it sees. The container
+//!   holding a KAI-Scheduler fraction keeps the one KAI's webhook wrote
+//!   (from KAI's ConfigMap, `sharing::is_kai_visible_devices`): it carries
+//!   the share. A share container whose scheme's webhook has not acted yet
+//!   is pinned like a container without a GPU (`sharing::awaited_scheme`):
+//!   that webhook replaces the pin, or the reinvocation after it removes
+//!   it.
 //!
 //! This is per container: in a GPU pod, a sidecar without a GPU limit is
 //! pinned too, because the pod's runtime class would otherwise hand it every
@@ -27,6 +33,7 @@ use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value, json};
 
 use super::pod::{Container, EnvEntry};
+use super::sharing::{awaited_scheme, is_kai_visible_devices};
 use super::{Findings, Mutation, RuleInput, add, containers_phrase};
 
 pub const VARIABLE: &str = "NVIDIA_VISIBLE_DEVICES";
@@ -39,6 +46,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut pinned: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut replaced: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut cleared: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
+    let mut awaiting: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
+    let mut schemes: Vec<&str> = Vec::new();
     for container in input
         .view
         .containers
@@ -51,9 +60,16 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             .flatten()
             .filter(|entry| entry.name == VARIABLE)
             .collect();
-        if container.is_gpu() {
-            if !entries.is_empty() {
-                cleared.push((container, removals(container, &entries)));
+        let awaited = awaited_scheme(container, input.view);
+        if container.is_gpu() && awaited.is_none() {
+            // A KAI fraction's share arrives in the variable KAI wrote.
+            let authored: Vec<&EnvEntry<'_>> = entries
+                .iter()
+                .copied()
+                .filter(|e| !(container.kai_share && is_kai_visible_devices(e, input.view)))
+                .collect();
+            if !authored.is_empty() {
+                cleared.push((container, removals(container, &authored)));
             }
             continue;
         }
@@ -64,7 +80,12 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         }
         let mut operations = removals(container, &entries);
         operations.push(append_pin(container, pin));
-        if entries.iter().any(|entry| entry.literal() != Some(pin)) {
+        if let Some(scheme) = awaited {
+            if !schemes.contains(&scheme) {
+                schemes.push(scheme);
+            }
+            awaiting.push((container, operations));
+        } else if entries.iter().any(|entry| entry.literal() != Some(pin)) {
             replaced.push((container, operations));
         } else {
             pinned.push((container, operations));
@@ -90,6 +111,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     });
     push(replaced, true, &|names| {
         format!("replace {VARIABLE} with {pin} in {names} (no GPU limit)")
+    });
+    let schemes = schemes.join(" and ");
+    push(awaiting, false, &|names| {
+        format!("pin {VARIABLE}={pin} in {names} until {schemes} sets its GPU share")
     });
     push(cleared, true, &|names| {
         format!("remove {VARIABLE} from GPU {names} (the device plugin picks the cards)")

@@ -54,7 +54,7 @@ use crate::support::fixtures::{files, fixture, is_pod, load, objects_of, stem};
 use crate::support::{fixtures, workloads::pod_of_workload};
 
 const NAMESPACE: &str = "default";
-const MODES: [Mode; 2] = [Mode::Enforce, Mode::Warn];
+pub(crate) const MODES: [Mode; 2] = [Mode::Enforce, Mode::Warn];
 /// The uid of the workloads that own the pods made from their templates.
 const OWNER_UID: &str = "00000000-0000-0000-0000-000000000001";
 
@@ -161,8 +161,8 @@ fn actual_golden(path: &Path, mode: Mode) -> (Value, String) {
     (value, text)
 }
 
-fn golden_path(fixture: &Path, mode: Mode) -> PathBuf {
-    golden_dir().join(format!("{}.{mode}.json", stem(fixture)))
+fn golden_path(dir: &Path, fixture: &Path, mode: Mode) -> PathBuf {
+    dir.join(format!("{}.{mode}.json", stem(fixture)))
 }
 
 /// A line diff (longest common subsequence), `-` expected, `+` actual, with
@@ -220,16 +220,23 @@ fn updating() -> bool {
 
 #[test]
 fn fixtures_match_golden_files() {
+    compare_with_golden(&files(), &golden_dir());
+}
+
+/// Each fixture's golden entries in both modes against the files of
+/// `golden` (rewritten with `UPDATE_GOLDEN=1`), and no file there that no
+/// fixture produces.
+pub(crate) fn compare_with_golden(fixtures: &[PathBuf], golden: &Path) {
     let update = updating();
     let mut expected_files = Vec::new();
     let mut failures = Vec::new();
-    for fixture in files() {
+    for fixture in fixtures {
         for mode in MODES {
-            let path = golden_path(&fixture, mode);
+            let path = golden_path(golden, fixture, mode);
             expected_files.push(path.clone());
-            let (actual, actual_text) = actual_golden(&fixture, mode);
+            let (actual, actual_text) = actual_golden(fixture, mode);
             if update {
-                std::fs::create_dir_all(golden_dir()).expect("create tests/golden");
+                std::fs::create_dir_all(golden).expect("create the golden directory");
                 std::fs::write(&path, &actual_text)
                     .unwrap_or_else(|err| panic!("write {}: {err}", path.display()));
                 continue;
@@ -262,10 +269,11 @@ fn fixtures_match_golden_files() {
     }
     // No golden file without a fixture: a renamed fixture must not leave a
     // stale file behind.
-    let present: Vec<PathBuf> = std::fs::read_dir(golden_dir())
+    let present: Vec<PathBuf> = std::fs::read_dir(golden)
         .map(|entries| {
             entries
                 .map(|e| e.expect("directory entry").path())
+                .filter(|path| path.is_file())
                 .collect()
         })
         .unwrap_or_default();

@@ -22,3 +22,4 @@ mod patch_check;
 mod properties;
 mod registry;
 mod scale;
+mod sharing;

@@ -28,6 +28,7 @@ pub mod pods;
 pub mod review;
 pub mod script;
 pub mod server;
+pub mod sharing_webhooks;
 pub mod tls;
 pub mod workloads;
 pub mod x509;
