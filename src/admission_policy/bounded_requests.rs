@@ -8,6 +8,23 @@
 //! above `maxPerContainer`, an effective pod count (Kubernetes' formula,
 //! sidecars included) above `maxPerPod`.
 //!
+//! With `gpuSharing` (`sharing.rs`): the KAI holder counts the devices of
+//! its fraction (`gpu-fraction-num-devices`, default 1) and a HAMi share
+//! without `nvidia.com/gpu` counts 1, both under `nvidia.com/gpu` in the
+//! pod's count (`steadyImplied`, and each init container's `implied`);
+//! KAI's annotations are checked as KAI reads them (`kaiProblems`: both
+//! annotations, a fraction beside a whole-card limit, a fraction outside
+//! (0, 1), `gpu-memory` or the device count not a whole number above 0, a
+//! device count above `maxPerContainer`, a container name naming none), and
+//! HAMi's share values as shares, never as cards (`shareProblems`: whole
+//! and non-negative, the percentages at most 100, a request only beside an
+//! equal limit). Its message names the containers, not each share and
+//! problem as the webhook's messages do.
+//!
+//! Each container's limits and requests are read once per check
+//! (`cel_text::read_once`): reading `limits(c)` again builds an empty map
+//! each time the field is absent.
+//!
 //! The containers' GPU counts are read once per request (`regularGpus`,
 //! `initGpus`, `initPeaks`): the pod maximum, checked for each resource
 //! of each container, then compares names instead of parsing quantities
@@ -18,51 +35,56 @@
 //! and the largest node's capacity (it cannot list nodes); the webhook
 //! checks both.
 
-use super::cel_text::{self as cel, count, limits, requests, sidecar, whole};
-use super::{Validation, Variable};
-use crate::settings::Settings;
+use super::cel_text::{self as cel, count, read_once, sidecar, whole};
+use super::{Validation, Variable, sharing};
+use crate::settings::{HAMI_CARDS, Settings};
 
 pub fn variables(settings: &Settings) -> Vec<Variable> {
     let gpu = cel::gpu_resource(settings, "k");
     let max = settings.config().max_per_container;
-    let (lim, req) = (limits("c"), requests("c"));
+    // Each container's limits and requests are read once (`m.l`, `m.r`).
+    let once = read_once("c");
+    let (lim, req) = ("m.l", "m.r");
+    let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
     let invalid = format!(
-        "variables.checked.filter(c, \
-         {lim}.exists(k, {gpu} && !{wl}) || {req}.exists(k, {gpu} && !{wr}))",
-        wl = whole(&format!("{lim}[k]")),
-        wr = whole(&format!("{req}[k]")),
+        "variables.checked.filter(c, {once}.exists(m, \
+         {lim}.exists(k, {gpu} && !{wl}) || {req}.exists(k, {gpu} && !{wr})))",
     );
     let without_limit = format!(
-        "variables.checked.filter(c, {req}.exists(k, {gpu} && {nr} && !(k in {lim})))",
-        nr = cel::nonzero(&format!("{req}[k]")),
+        "variables.checked.filter(c, {once}.exists(m, \
+         {req}.exists(k, {gpu} && {nr} && !(k in {lim}))))",
+        nr = cel::nonzero("m.r[k]"),
     );
     let not_limit = format!(
-        "variables.checked.filter(c, {req}.exists(k, {gpu} && k in {lim} && {wr} && {wl} \
-         && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0))",
-        wl = whole(&format!("{lim}[k]")),
-        wr = whole(&format!("{req}[k]")),
+        "variables.checked.filter(c, {once}.exists(m, {req}.exists(k, {gpu} && k in {lim} \
+         && {wr} && {wl} && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0)))",
     );
     let above_container = format!(
-        "variables.checked.filter(c, \
+        "variables.checked.filter(c, {once}.exists(m, \
          {lim}.exists(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
-         || {req}.exists(k, {gpu} && !(k in {lim} && {wl2}) && {wr} \
-            && quantity({req}[k]).asInteger() > {max}))",
-        wl = whole(&format!("{lim}[k]")),
-        wl2 = whole(&format!("{lim}[k]")),
-        wr = whole(&format!("{req}[k]")),
+         || {req}.exists(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
+            && quantity({req}[k]).asInteger() > {max})))",
     );
     // Each container's GPU resources, once per request: the names in
     // its limits, then those only in its requests, each with the count
     // the device plugin allocates. The pod checks below read these
     // instead of the containers' quantities.
     let gpus = |c: &str| {
-        let (lim, req) = (limits(c), requests(c));
-        let gpu = cel::gpu_resource(settings, "k");
         format!(
-            "({lim}.filter(k, {gpu}).map(k, {{'k': k, 'n': {n}}}) \
-             + {req}.filter(k, {gpu} && !(k in {lim})).map(k, {{'k': k, 'n': {n}}}))",
-            n = count(c, "k"),
+            "{once}.map(m, {lim}.filter(k, {gpu}).map(k, {{'k': k, 'n': {n}}}) \
+             + {req}.filter(k, {gpu} && !(k in {lim})).map(k, {{'k': k, 'n': {n}}}))[0]",
+            once = read_once(c),
+            n = count(lim, req, "k"),
         )
+    };
+    // The cards a sharing scheme implies, under nvidia.com/gpu, are kept
+    // beside the lists, once per container: in the steady state
+    // (`steadyImplied`), in each init container's record and each peak.
+    let implied = sharing::implied_cards(settings, "c");
+    let cards = cel::string(HAMI_CARDS);
+    let plus_implied = |n: &str| match implied {
+        Some(_) => format!(" + (k == {cards} ? {n} : 0)"),
+        None => String::new(),
     };
     // The count of resource k in a list of containers' GPU lists.
     let total =
@@ -71,37 +93,58 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
     // containers and sidecars) or an init container with the sidecars
     // started before it, whichever is higher.
     let steady = format!(
-        "({} + {})",
+        "({} + {}{})",
         total("variables.regularGpus"),
         total("variables.initGpus.filter(i, i.sidecar).map(i, i.gpus)"),
+        plus_implied("variables.steadyImplied"),
     );
     let init_peak = format!(
-        "variables.initPeaks.exists(p, {} + {} > variables.maxPerPod)",
+        "variables.initPeaks.exists(p, {} + {}{} > variables.maxPerPod)",
         total("[p.init]"),
         total("p.sidecars"),
+        plus_implied("p.implied"),
     );
     let over = format!("({steady} > variables.maxPerPod || {init_peak})");
-    let above_pod = format!(
+    let mut above_pod = format!(
         "(variables.regularGpus + variables.initGpus.map(i, i.gpus))\
          .exists(l, l.exists(g, [g.k].exists(k, {over})))"
     );
+    if implied.is_some() {
+        // Cards only a sharing scheme implies name no resource to loop on.
+        above_pod = format!("{above_pod} || [{cards}].exists(k, {over})");
+    }
+    let implied_field = match &implied {
+        Some(n) => format!(", 'implied': {n}"),
+        None => String::new(),
+    };
     let init_gpus = format!(
-        "variables.inits.map(c, {{'name': c.name, 'sidecar': {sc}, 'gpus': {g}}})",
+        "variables.inits.map(c, {{'name': c.name, 'sidecar': {sc}, 'gpus': {g}{implied_field}}})",
         sc = sidecar("c"),
         g = gpus("c"),
     );
     // Each init container with the sidecars started before it.
-    let init_peaks = "variables.initGpus.filter(i, !i.sidecar).map(i, {'init': i.gpus, \
-         'sidecars': variables.initGpus.filter(s, s.sidecar \
-             && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))\
-             .map(s, s.gpus)})";
-    vec![
-        // Every container's values are checked, ephemeral ones too (the API
-        // server refuses resources on them; the webhook reads them anyway).
-        Variable::new(
-            "checked",
-            &format!("variables.containers + ({})", cel::EPHEMERALS),
+    let before = "variables.initGpus.filter(s, s.sidecar \
+         && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))";
+    let init_peaks = match implied {
+        None => format!(
+            "variables.initGpus.filter(i, !i.sidecar).map(i, {{'init': i.gpus, \
+             'sidecars': {before}.map(s, s.gpus)}})"
         ),
+        Some(_) => format!(
+            "variables.initGpus.filter(i, !i.sidecar).map(i, [{before}].map(ss, \
+             {{'init': i.gpus, 'sidecars': ss.map(s, s.gpus), \
+               'implied': i.implied + ss.map(s, s.implied).sum()}})[0])"
+        ),
+    };
+    let mut variables = sharing::variables(settings);
+    // Every container's values are checked, ephemeral ones too (the API
+    // server refuses resources on them; the webhook reads them anyway).
+    variables.push(Variable::new(
+        "checked",
+        &format!("variables.containers + ({})", cel::EPHEMERALS),
+    ));
+    variables.extend(sharing::bounded_variables(settings));
+    variables.extend([
         Variable::new("initNames", "variables.inits.map(c, c.name)"),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
         Variable::new(
@@ -109,19 +152,29 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             &format!("variables.regulars.map(c, {})", gpus("c")),
         ),
         Variable::new("initGpus", &init_gpus),
-        Variable::new("initPeaks", init_peaks),
+        Variable::new("initPeaks", &init_peaks),
         Variable::new("invalidValue", &invalid),
         Variable::new("requestWithoutLimit", &without_limit),
         Variable::new("requestNotLimit", &not_limit),
         Variable::new("aboveContainerMaximum", &above_container),
-        Variable::new("abovePodMaximum", &above_pod),
-    ]
+    ]);
+    if let Some(n) = &implied {
+        variables.push(Variable::new(
+            "steadyImplied",
+            &format!(
+                "variables.regulars.map(c, {n}).sum() \
+                 + variables.initGpus.filter(i, i.sidecar).map(i, i.implied).sum()"
+            ),
+        ));
+    }
+    variables.push(Variable::new("abovePodMaximum", &above_pod));
+    variables
 }
 
 pub fn validations(settings: &Settings) -> Vec<Validation> {
     let max = settings.config().max_per_container;
     let phrase = |list: &str| cel::containers_phrase(list);
-    vec![
+    let mut validations = vec![
         Validation::new(
             "size(variables.invalidValue) == 0",
             &format!(
@@ -160,5 +213,7 @@ pub fn validations(settings: &Settings) -> Vec<Validation> {
              the maximum of ' + string(variables.maxPerPod) + ' per pod here; \
              split the work or lower the limits'",
         ),
-    ]
+    ];
+    validations.extend(sharing::bounded_validations(settings));
+    validations
 }

@@ -6,7 +6,7 @@
 //! generation: the settings are baked into the expressions, so a policy is
 //! one self-contained object (see `mod.rs` for why).
 
-use crate::settings::{AllowlistEntry, Settings};
+use crate::settings::{AllowlistEntry, HAMI_RESOURCES, Settings};
 
 /// A CEL string literal: single-quoted, with `\` and `'` escaped.
 pub fn string(text: &str) -> String {
@@ -91,20 +91,38 @@ pub fn uses_claims(c: &str) -> String {
 }
 
 /// Whether the resource name `k` is a GPU resource: each configured
-/// pattern, `*` matching any run of characters.
+/// pattern, `*` matching any run of characters. HAMi's share resources
+/// never are while HAMi is on, even when a pattern matches them.
 pub fn gpu_resource(settings: &Settings, k: &str) -> String {
+    let shares: Vec<&str> = HAMI_RESOURCES
+        .into_iter()
+        .filter(|name| settings.is_share_resource(name))
+        .collect();
     let tests: Vec<String> = settings
         .config()
         .gpu_resources
         .iter()
-        .map(|pattern| match pattern.contains('*') {
-            false => format!("{k} == {}", string(pattern)),
-            true => {
-                let regex: Vec<String> = pattern.split('*').map(regex_literal).collect();
-                format!(
-                    "{k}.matches({})",
-                    string(&format!("^{}$", regex.join(".*")))
-                )
+        .filter_map(|pattern| {
+            let excluded: Vec<&str> = shares
+                .iter()
+                .copied()
+                .filter(|name| pattern_matches(pattern, name))
+                .collect();
+            match (pattern.contains('*'), excluded.is_empty()) {
+                (false, true) => Some(format!("{k} == {}", string(pattern))),
+                // The pattern is a share resource's name: it matches nothing.
+                (false, false) => None,
+                (true, _) => {
+                    let regex: Vec<String> = pattern.split('*').map(regex_literal).collect();
+                    let test = format!(
+                        "{k}.matches({})",
+                        string(&format!("^{}$", regex.join(".*")))
+                    );
+                    Some(match excluded.is_empty() {
+                        true => test,
+                        false => format!("({test} && !({k} in {}))", string_list(excluded)),
+                    })
+                }
             }
         })
         .collect();
@@ -112,6 +130,29 @@ pub fn gpu_resource(settings: &Settings, k: &str) -> String {
         0 => "false".to_owned(),
         _ => format!("({})", tests.join(" || ")),
     }
+}
+
+/// Whether the `gpuResources` pattern matches `name` (`*`: any run of
+/// characters), as the settings match it.
+fn pattern_matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let Some(first) = parts.next() else {
+        return false;
+    };
+    let Some(mut remaining) = name.strip_prefix(first) else {
+        return false;
+    };
+    let rest: Vec<&str> = parts.collect();
+    let Some((last, middle)) = rest.split_last() else {
+        return remaining.is_empty();
+    };
+    for part in middle {
+        match remaining.find(part) {
+            Some(at) => remaining = &remaining[at + part.len()..],
+            None => return false,
+        }
+    }
+    remaining.ends_with(last)
 }
 
 /// RE2 text matching `text` literally; special characters go in a
@@ -139,21 +180,38 @@ pub fn nonzero(v: &str) -> String {
     format!("(!isQuantity({v}) || quantity({v}).sign() != 0)")
 }
 
-/// The container asks for a GPU through the device plugin.
+/// The container is a GPU container the nvidia runtime serves: it asks
+/// for a GPU resource, or holds a share of a card (KAI's fraction, a HAMi
+/// share; see `sharing.rs`, whose variables the policy must declare).
 pub fn asks_gpu(settings: &Settings, c: &str) -> String {
     let (lim, req) = (limits(c), requests(c));
-    let gpu = gpu_resource(settings, "k");
+    let gpu = match super::sharing::share_resource(settings, "k") {
+        Some(share) => format!("({} || {share})", gpu_resource(settings, "k")),
+        None => gpu_resource(settings, "k"),
+    };
+    let holder = match super::sharing::holder(settings, c) {
+        Some(holder) => format!(" || {holder}"),
+        None => String::new(),
+    };
     format!(
-        "({lim}.exists(k, {gpu} && {nl}) || {req}.exists(k, {gpu} && {nr}))",
+        "({lim}.exists(k, {gpu} && {nl}) || {req}.exists(k, {gpu} && {nr}){holder})",
         nl = nonzero(&format!("{lim}[k]")),
         nr = nonzero(&format!("{req}[k]")),
     )
 }
 
-/// The count the device plugin allocates for resource `k`: the limit, else
-/// the request, when whole; else 0.
-pub fn count(c: &str, k: &str) -> String {
-    let (lim, req) = (limits(c), requests(c));
+/// The container's limits and requests, read once: a one-element list of
+/// `{'l': limits, 'r': requests}` for `exists` or `map` to bind (`m.l`,
+/// `m.r`). Each read of [`limits`] builds an empty map when the field is
+/// absent, which costs more than reading the bound value again.
+pub fn read_once(c: &str) -> String {
+    format!("[{{'l': {}, 'r': {}}}]", limits(c), requests(c))
+}
+
+/// The count the device plugin allocates for resource `k` of the limits
+/// `lim` and requests `req`: the limit, else the request, when whole;
+/// else 0.
+pub fn count(lim: &str, req: &str, k: &str) -> String {
     format!(
         "({k} in {lim} ? ({wl} ? quantity({lim}[{k}]).asInteger() : 0) \
          : ({k} in {req} && {wr} ? quantity({req}[{k}]).asInteger() : 0))",

@@ -36,6 +36,43 @@ fn every_expression_of_every_generated_policy_is_estimated() {
     }
 }
 
+/// The settings that change what the expressions say: each generates
+/// policies whose every expression is estimated.
+#[rstest::rstest]
+#[case("runtimeClassName: ''", 5)]
+#[case("privilegedGpu: deny", 6)]
+#[case(
+    "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}",
+    6
+)]
+#[case("gpuSharing: {kaiScheduler: {enabled: false}}", 6)]
+#[case("gpuSharing: {hami: {enabled: false}}", 6)]
+#[case(
+    "{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {kaiScheduler: {schedulerName: x}}}",
+    6
+)]
+fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case] policies: usize) {
+    let settings = Settings::from_yaml(yaml, "c.yaml").unwrap_or_else(|err| panic!("{err}"));
+    let generated: Vec<Value> = validating_policies(&settings)
+        .into_iter()
+        .chain(mutating_policies(&settings))
+        .map(|p| p.object)
+        .collect();
+    assert_eq!(generated.len(), policies);
+    for policy in &generated {
+        let cost = policy_cost(policy, &Inputs::worst_case(policy));
+        for e in &cost.expressions {
+            assert!(
+                e.cost.is_ok(),
+                "{yaml}: {} {}: {:?}",
+                cost.name,
+                e.name,
+                e.cost
+            );
+        }
+    }
+}
+
 #[test]
 fn docs_show_the_computed_worst_cases() {
     let docs = include_str!("../../docs/policy.md");

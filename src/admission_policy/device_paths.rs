@@ -9,19 +9,23 @@
 //! Denies, in objects that are not allowlisted: hostPath volumes at `/`,
 //! `/dev` or `/dev/nvidia*` (after dropping empty and `.` segments), mounts
 //! at or under `/var/run/nvidia-container-devices`, CDI annotations naming
-//! an NVIDIA device, and privileged containers that ask for no GPU
-//! (privileged ephemeral containers always).
+//! an NVIDIA device, and privileged containers that ask for no GPU and
+//! hold no share of one (`sharing.rs`; privileged ephemeral containers
+//! always). With `privilegedGpu: deny`, every privileged container in
+//! scope: the GPU containers too, and those naming a DRA claim (the webhook
+//! denies them whether the claim holds a GPU or not).
 //!
 //! Not here: `..` segments are not resolved (the API server already
 //! rejects them in a hostPath; a mount path with `..` is read as written),
-//! and a privileged container naming a DRA claim is not denied (the claim
-//! may hold a GPU; the webhook resolves it). The warning about privileged
-//! GPU containers is the webhook's.
+//! and with `privilegedGpu: warn` a privileged container naming a DRA claim
+//! is not denied (the claim may hold a GPU; the webhook resolves it). The
+//! warning about privileged GPU containers (`privilegedGpu: warn`) is the
+//! webhook's.
 
 use super::cel_text::{self as cel};
-use super::{Validation, Variable};
+use super::{Validation, Variable, sharing};
 use crate::policy::device_paths::DEVICE_LIST_MOUNT;
-use crate::settings::Settings;
+use crate::settings::{PrivilegedGpu, Settings};
 
 /// The path's segments without the empty and `.` ones.
 fn segments(path: &str) -> String {
@@ -40,7 +44,8 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         .collect::<Vec<_>>()
         .join(" && ");
     let mounts = "has(c.volumeMounts) ? c.volumeMounts : []";
-    vec![
+    let mut variables = sharing::variables(settings);
+    variables.extend([
         Variable::new(
             "ephemeralUpdate",
             "request.subResource == 'ephemeralcontainers'",
@@ -107,7 +112,19 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             "privilegedEphemerals",
             &format!("variables.scopedEphemerals.filter(c, {})", privileged("c")),
         ),
-    ]
+    ]);
+    if settings.config().privileged_gpu == PrivilegedGpu::Deny {
+        variables.push(Variable::new(
+            "privilegedGpus",
+            &format!(
+                "variables.scopedContainers.filter(c, {privileged} && ({gpu} || {claims}))",
+                privileged = privileged("c"),
+                gpu = cel::asks_gpu(settings, "c"),
+                claims = cel::uses_claims("c"),
+            ),
+        ));
+    }
+    variables
 }
 
 fn privileged(c: &str) -> String {
@@ -117,10 +134,10 @@ fn privileged(c: &str) -> String {
     )
 }
 
-pub fn validations() -> Vec<Validation> {
+pub fn validations(settings: &Settings) -> Vec<Validation> {
     let fix = "request nvidia.com/gpu in limits instead";
     let why = "a privileged container sees every GPU of the node";
-    vec![
+    let mut validations = vec![
         Validation::new(
             "variables.allowlisted || size(variables.hostPaths) == 0",
             &format!(
@@ -159,5 +176,17 @@ pub fn validations() -> Vec<Validation> {
                 cel::containers_phrase("variables.privilegedEphemerals")
             ),
         ),
-    ]
+    ];
+    if settings.config().privileged_gpu == PrivilegedGpu::Deny {
+        validations.push(Validation::new(
+            "variables.allowlisted || size(variables.privilegedGpus) == 0",
+            &format!(
+                "'gpu-policy: privileged ' + {} + (size(variables.privilegedGpus) == 1 \
+                 ? ' sees' : ' see') + ' every GPU of the node, not only the ones requested; \
+                 drop privileged (privilegedGpu: deny)'",
+                cel::containers_phrase("variables.privilegedGpus")
+            ),
+        ));
+    }
+    validations
 }

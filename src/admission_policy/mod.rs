@@ -30,6 +30,7 @@ mod device_paths;
 pub mod engine;
 mod mutating;
 mod runtime_class;
+mod sharing;
 
 use serde_json::{Value, json};
 
@@ -186,7 +187,7 @@ pub fn validating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
             RuleId::DevicePaths,
             true,
             device_paths::variables(settings),
-            device_paths::validations(),
+            device_paths::validations(settings),
         ),
     ]
 }

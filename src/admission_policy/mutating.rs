@@ -5,16 +5,23 @@
 //! - `gpu-policy-visible-devices` (R1): every init, sidecar, regular and
 //!   (new) ephemeral container that asks for no GPU ends with exactly one
 //!   `NVIDIA_VISIBLE_DEVICES` entry, the configured pin; a container that
-//!   asks for one loses the entries its author wrote. Allowlisted pods are
-//!   left alone.
+//!   asks for one loses the entries its author wrote. A container holding
+//!   a share of a card (`sharing.rs`) is a GPU container: the KAI holder
+//!   keeps the entry KAI's webhook wrote; until that entry is there, and
+//!   while a HAMi share names no `nvidia.com/gpu`, the scheme's webhook has
+//!   yet to act and the container is pinned like one without a GPU.
+//!   Allowlisted pods are left alone.
 //! - `gpu-policy-runtime-class` (R3): a pod that asks for a GPU resource
-//!   and names no runtime class gets the configured one.
+//!   or holds a share and names no runtime class gets the configured one;
+//!   with `runtimeClassName: ""` the policy is not generated (nothing is
+//!   injected).
 //!
 //! Each container's `env` is replaced whole (filtered, pin appended), which
 //! leaves the object exactly as the webhook's removals and append do.
 //!
 //! Not here: a container whose GPUs come through a DRA claim is pinned
-//! like any other (the policy cannot resolve the claim; the webhook does),
+//! like any other (the policy cannot resolve the claim; the webhook does;
+//! so a HAMi share beside a claim is taken as awaiting HAMi's webhook),
 //! the RuntimeClass's existence, overhead and scheduling are not checked
 //! or applied, the compute-capability affinity (R4) stays the webhook's,
 //! and no `gpu-policy.io/mutations` annotation is written. Only enforce
@@ -23,7 +30,7 @@
 use serde_json::{Value, json};
 
 use super::cel_text::{self as cel};
-use super::{API_VERSION, GeneratedPolicy, Variable};
+use super::{API_VERSION, GeneratedPolicy, Variable, sharing};
 use crate::install;
 use crate::policy::RuleId;
 use crate::policy::visible_devices::VARIABLE;
@@ -71,15 +78,29 @@ fn env_patches(
         "(size({ours}) == 1 && !has({ours}[0].valueFrom) && has({ours}[0].value) \
          && {ours}[0].value == {pin})"
     );
+    // A share whose scheme's webhook has not acted yet is pinned meanwhile.
     let gpu = match can_hold_gpu {
-        true => cel::asks_gpu(settings, "c"),
+        true => format!(
+            "({} && !{})",
+            cel::asks_gpu(settings, "c"),
+            sharing::awaited(settings, "c")
+        ),
         false => "false".to_owned(),
     };
+    // A GPU container keeps the entries its scheme wrote (KAI's in the
+    // holder of the fraction) and loses the others of that name.
+    let (authored, kept) = match sharing::keeps_entry(settings, "c", "e") {
+        Some(keeps) => (
+            format!("{env}.filter(e, has(e.name) && e.name == {name} && !{keeps})"),
+            format!("{env}.filter(e, !has(e.name) || e.name != {name} || {keeps})"),
+        ),
+        None => (ours.clone(), others.clone()),
+    };
     format!(
-        "{scoped}.filter(c, {gpu} ? size({ours}) > 0 : !{pinned}).map(c, JSONPatch{{\
+        "{scoped}.filter(c, {gpu} ? size({authored}) > 0 : !{pinned}).map(c, JSONPatch{{\
             op: has(c.env) ? 'replace' : 'add', \
             path: '/spec/{field}/' + string({list}.map(x, x.name).indexOf(c.name)) + '/env', \
-            value: {gpu} ? {others} : {others} + [{{'name': {name}, 'value': {pin}}}]}})"
+            value: {gpu} ? {kept} : {others} + [{{'name': {name}, 'value': {pin}}}]}})"
     )
 }
 
@@ -101,6 +122,8 @@ pub fn visible_devices(settings: &Settings) -> GeneratedPolicy {
              ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
         ),
     ];
+    variables.extend(sharing::variables(settings));
+    variables.extend(sharing::written_variables(settings));
     let patch = format!(
         "variables.allowlisted ? [] \
          : (variables.ephemeralUpdate ? [] : {inits} + {regulars}) + {ephemerals}",
@@ -137,22 +160,29 @@ pub fn visible_devices(settings: &Settings) -> GeneratedPolicy {
     }
 }
 
-pub fn runtime_class(settings: &Settings) -> GeneratedPolicy {
+/// The injection of `runtimeClassName`; none when it is `""` (nothing is
+/// injected).
+pub fn runtime_class(settings: &Settings) -> Option<GeneratedPolicy> {
     let name = format!("{}-{}", install::NAME, RuleId::RuntimeClass.as_str());
-    let class = cel::string(&settings.config().runtime_class_name);
-    let variables = vec![
+    let class = &settings.config().runtime_class_name;
+    if class.is_empty() {
+        return None;
+    }
+    let class = cel::string(class);
+    let mut variables = vec![
         Variable::new("spec", "object.spec"),
         Variable::new("inits", cel::INITS),
         Variable::new("regulars", cel::REGULARS),
         Variable::new("containers", cel::CONTAINERS),
-        Variable::new(
-            "gpuPod",
-            &format!(
-                "variables.containers.exists(c, {})",
-                cel::asks_gpu(settings, "c")
-            ),
-        ),
     ];
+    variables.extend(sharing::variables(settings));
+    variables.push(Variable::new(
+        "gpuPod",
+        &format!(
+            "variables.containers.exists(c, {})",
+            cel::asks_gpu(settings, "c")
+        ),
+    ));
     let conditions = vec![
         Variable::new("has-pod-spec", "has(object.spec)"),
         Variable::new(
@@ -166,14 +196,16 @@ pub fn runtime_class(settings: &Settings) -> GeneratedPolicy {
     );
     let mut rules = install::pod_rules();
     rules.retain(|r| r["resources"][0] == "pods");
-    GeneratedPolicy {
+    Some(GeneratedPolicy {
         rule: RuleId::RuntimeClass,
         object: policy(&name, rules, conditions, variables, &patch),
         name,
-    }
+    })
 }
 
 /// The MutatingAdmissionPolicies, built from the settings.
 pub fn mutating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
-    vec![visible_devices(settings), runtime_class(settings)]
+    let mut policies = vec![visible_devices(settings)];
+    policies.extend(runtime_class(settings));
+    policies
 }

@@ -1,11 +1,13 @@
 //! `gpu-policy-runtime-class`: the validating half of R3 in CEL.
 //!
 //! Reads `spec.runtimeClassName`, whether a container asks for a GPU
-//! resource, whether a container names a DRA claim, and the allowlist.
+//! resource or holds a share of a card (KAI's fraction, a HAMi share:
+//! `sharing.rs`), whether a container names a DRA claim, and the allowlist.
 //!
 //! Denies a GPU pod whose runtime class is not one of `gpuRuntimeClasses`,
-//! and a pod that asks for no GPU, names no claim and is not allowlisted
-//! but uses one of those classes (they are reserved for GPU pods).
+//! and a pod that asks for no GPU, holds no share, names no claim and is
+//! not allowlisted but uses one of those classes (they are reserved for GPU
+//! pods, also with `runtimeClassName: ""`, which only stops the injection).
 //!
 //! Not here: a pod whose GPUs come only through DRA claims (the policy
 //! cannot resolve a claim, so a pod naming one is never denied the reserved
@@ -13,11 +15,12 @@
 //! RuntimeClass exists.
 
 use super::cel_text::{self as cel};
-use super::{Validation, Variable};
+use super::{Validation, Variable, sharing};
 use crate::settings::Settings;
 
 pub fn variables(settings: &Settings) -> Vec<Variable> {
-    vec![
+    let mut variables = sharing::variables(settings);
+    variables.extend([
         Variable::new(
             "runtimeClass",
             "has(variables.spec.runtimeClassName) ? variables.spec.runtimeClassName : ''",
@@ -34,7 +37,8 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             &format!("variables.containers.exists(c, {})", cel::uses_claims("c")),
         ),
         Variable::new("allowlisted", &cel::allowlisted(settings)),
-    ]
+    ]);
+    variables
 }
 
 pub fn validations(settings: &Settings) -> Vec<Validation> {

@@ -143,7 +143,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "podAnnotations": {"example.com/team": "platform"},
         "podDisruptionBudget": {"minAvailable": "50%"},
         "topologySpread": {"whenUnsatisfiable": "DoNotSchedule"},
-        "config": {"minComputeCapability": "7.0", "allowlist": CUSTOM_ALLOWLIST},
+        "config": {"minComputeCapability": "7.0", "allowlist": CUSTOM_ALLOWLIST, "privilegedGpu": "deny",
+                   "gpuSharing": {"kaiScheduler": {"schedulerName": "kai"}, "hami": {"enabled": False}}},
         "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
         "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
     },
@@ -451,6 +452,12 @@ def schema_rejects_bad_values() -> None:
             "/config/allowlist/0/namePrefix"),
         "image rule minimum 8.x": ({"config": {"imageComputeCapabilities": [{"pattern": "x", "minimum": "8.x"}]}},
                                    "/config/imageComputeCapabilities/0/minimum"),
+        "privilegedGpu: refuse": ({"config": {"privilegedGpu": "refuse"}}, "/config/privilegedGpu"),
+        "gpuSharing typo": ({"config": {"gpuSharing": {"kai": {"enabled": False}}}}, "/config/gpuSharing"),
+        "gpuSharing.hami.enabled: a string": ({"config": {"gpuSharing": {"hami": {"enabled": "no"}}}},
+                                              "/config/gpuSharing/hami/enabled"),
+        "kaiScheduler.schedulerName: empty": ({"config": {"gpuSharing": {"kaiScheduler": {"schedulerName": ""}}}},
+                                              "/config/gpuSharing/kaiScheduler/schedulerName"),
         "logFormat: xml": ({"logFormat": "xml"}, "/logFormat"),
         "replicas: 0": ({"replicas": 0}, "/replicas"),
         "unknown top-level key": ({"replicaCount": 3}, "additional properties"),
@@ -494,6 +501,11 @@ def schema_accepts_good_values() -> None:
         {"config": {"minComputeCapability": 7.5}},
         {"config": {"minComputeCapability": None}},
         {"config": {"allowlist": []}},
+        {"config": {"privilegedGpu": "deny"}},
+        # runtimeClassName "" injects no class; the reserved classes stay.
+        {"config": {"runtimeClassName": ""}},
+        {"config": {"gpuSharing": {"kaiScheduler": {"enabled": False, "schedulerName": ""}}}},
+        {"config": {"gpuSharing": {"kaiScheduler": {"schedulerName": "kai"}, "hami": {"enabled": False}}}},
         {"podDisruptionBudget": {"minAvailable": "50%"}},
         *VALUE_SETS.values(),
     ]
@@ -846,6 +858,9 @@ def other_values_reach_the_objects() -> None:
     config = load_yaml(one(objects, "ConfigMap")["data"]["config.yaml"])
     check(config["minComputeCapability"] == "7.0", f"minComputeCapability {config['minComputeCapability']!r}")
     check(config["allowlist"] == CUSTOM_ALLOWLIST, "allowlist")
+    check(config["privilegedGpu"] == "deny", f"privilegedGpu {config['privilegedGpu']!r}")
+    sharing = {"kaiScheduler": {"enabled": True, "schedulerName": "kai"}, "hami": {"enabled": False}}
+    check(config["gpuSharing"] == sharing, f"gpuSharing {config['gpuSharing']}")
 
     off = render({"podDisruptionBudget": {"enabled": False}, "topologySpread": {"enabled": False}})
     check(not [o for o in off if o["kind"] == "PodDisruptionBudget"], "PDB disabled but rendered")
@@ -1032,6 +1047,8 @@ CONFIG_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("imageComputeCapabilities", {}, {"imageComputeCapabilities": [{"pattern": "^example/", "minimum": "8.0"}]}),
     ("allowlist", {}, {"allowlist": []}),
     ("policyAdmins", {}, {"policyAdmins": ["platform-admins"]}),
+    ("gpuSharing", {}, {"gpuSharing": {"kaiScheduler": {"enabled": False}, "hami": {"enabled": False}}}),
+    ("privilegedGpu", {}, {"privilegedGpu": "deny"}),
 ]
 
 

@@ -20,14 +20,7 @@ use crate::support::sharing_webhooks::{hami_mutate, kai_mutate};
 const PIN: &str = "NVIDIA_VISIBLE_DEVICES";
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sharing");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/fixtures/sharing is readable")
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
+    crate::support::fixtures::sharing_files()
 }
 
 fn fixture(prefix: &str) -> Value {

@@ -57,7 +57,7 @@ bad policy fails at `helm install` instead of in a crash-looping pod.
 */}}
 {{- define "gpu-policy.validate" -}}
 {{- $config := .Values.config -}}
-{{- if not (has $config.runtimeClassName $config.gpuRuntimeClasses) -}}
+{{- if and $config.runtimeClassName (not (has $config.runtimeClassName $config.gpuRuntimeClasses)) -}}
 {{- fail (printf "config.gpuRuntimeClasses must include config.runtimeClassName %q" $config.runtimeClassName) -}}
 {{- end -}}
 {{- if eq (lower $config.visibleDevicesPin) "all" -}}

@@ -1,8 +1,11 @@
 //! Each generated policy decides as the webhook's rule of the same id, on
-//! the property generator's pods (as Pods and as Deployment templates) and
-//! its DRA claims.
+//! the property generator's pods (as Pods and as Deployment templates),
+//! with the GPU sharing schemes laid over some of them
+//! ([`sharing_case`]), each under one of the [`VARIANTS`] of the
+//! settings, and on its DRA claims.
 //!
-//! `GPU_POLICY_EQUIVALENCE_CASES` sets the number of pods (default 10,000).
+//! `GPU_POLICY_EQUIVALENCE_CASES` sets the number of pods (default 10,000,
+//! spread over the variants).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,8 +19,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
 
-use super::{ENGINE, exception, policy_rules, webhook, webhook_rules};
-use crate::support::pods::{MAX_GPUS, case};
+use super::sharing_pods::sharing_case;
+use super::{VARIANTS, Variant, exception, policy_rules_of, webhook, webhook_rules, webhook_under};
+use crate::support::pods::MAX_GPUS;
 
 fn cases() -> u32 {
     std::env::var("GPU_POLICY_EQUIVALENCE_CASES")
@@ -49,6 +53,7 @@ fn deployment_of(pod: &Value) -> Value {
 }
 
 fn compare(
+    variant: &Variant,
     object: &Value,
     kind: ObjectKind,
     namespace: &str,
@@ -57,15 +62,17 @@ fn compare(
     if exception(object).is_some() {
         return Ok(false);
     }
-    let Some(evaluation) = webhook(object, kind, namespace, annotations) else {
+    let Some(evaluation) = webhook_under(&variant.settings, object, kind, namespace, annotations)
+    else {
         return Ok(false);
     };
     let expected = webhook_rules(&evaluation);
-    let (actual, messages) = policy_rules(object, namespace, annotations);
+    let (actual, messages) = policy_rules_of(&variant.engine, object, namespace, annotations);
     prop_assert_eq!(
         &actual,
         &expected,
-        "policies and webhook disagree\nobject: {}\nwebhook: {:?}\npolicies: {:?}",
+        "{}: policies and webhook disagree\nobject: {}\nwebhook: {:?}\npolicies: {:?}",
+        variant.name,
         object,
         evaluation
             .violations
@@ -86,6 +93,7 @@ fn webhook_mutated(pod: &Value, changes: &[json_patch::PatchOperation]) -> Optio
 }
 
 fn compare_mutations(
+    variant: &Variant,
     pod: &Value,
     namespace: &str,
     annotations: &BTreeMap<String, String>,
@@ -93,7 +101,13 @@ fn compare_mutations(
     if exception(pod).is_some() {
         return Ok(());
     }
-    let Some(evaluation) = webhook(pod, ObjectKind::Pod, namespace, annotations) else {
+    let Some(evaluation) = webhook_under(
+        &variant.settings,
+        pod,
+        ObjectKind::Pod,
+        namespace,
+        annotations,
+    ) else {
         return Ok(());
     };
     let Some(attributes) = create_attributes(pod, namespace, "enforce", annotations) else {
@@ -109,20 +123,21 @@ fn compare_mutations(
         let Some(expected) = webhook_mutated(pod, &operations) else {
             return Err(TestCaseError::fail("the webhook's patch must apply"));
         };
-        let actual = match ENGINE.mutate_rule(rule, &attributes) {
+        let actual = match variant.engine.mutate_rule(rule, &attributes) {
             Some(MutationOutcome::Patched { object, .. }) => object,
             Some(MutationOutcome::NotMatched) | None => as_admitted(pod),
             Some(MutationOutcome::Failed(violation)) => {
                 return Err(TestCaseError::fail(format!(
-                    "{rule:?}: the mutating policy failed: {}\npod: {pod}",
-                    violation.message
+                    "{}: {rule:?}: the mutating policy failed: {}\npod: {pod}",
+                    variant.name, violation.message
                 )));
             }
         };
         prop_assert_eq!(
             &actual,
             &expected,
-            "{:?}: the mutating policy and the webhook leave the pod differently\npod: {}",
+            "{}: {:?}: the mutating policy and the webhook leave the pod differently\npod: {}",
+            variant.name,
             rule,
             pod
         );
@@ -133,8 +148,11 @@ fn compare_mutations(
 #[test]
 fn generated_policies_decide_as_the_webhook_on_generated_pods() {
     let total = cases();
-    let compared = AtomicUsize::new(0);
-    let result = runner(total).run(&(case(), any::<bool>()), |(case, as_template)| {
+    let drawn: Vec<AtomicUsize> = VARIANTS.iter().map(|_| AtomicUsize::new(0)).collect();
+    let compared: Vec<AtomicUsize> = VARIANTS.iter().map(|_| AtomicUsize::new(0)).collect();
+    let strategy = (sharing_case(), any::<bool>(), 0..VARIANTS.len());
+    let result = runner(total).run(&strategy, |(case, as_template, at)| {
+        let variant = &VARIANTS[at];
         let (object, kind) = match as_template {
             false => (case.pod.clone(), ObjectKind::Pod),
             true => (
@@ -142,20 +160,33 @@ fn generated_policies_decide_as_the_webhook_on_generated_pods() {
                 ObjectKind::Workload(Workload::Deployment),
             ),
         };
-        if compare(&object, kind, &case.namespace, &case.namespace_annotations)? {
-            compared.fetch_add(1, Ordering::Relaxed);
+        drawn[at].fetch_add(1, Ordering::Relaxed);
+        let namespace = &case.namespace;
+        if compare(
+            variant,
+            &object,
+            kind,
+            namespace,
+            &case.namespace_annotations,
+        )? {
+            compared[at].fetch_add(1, Ordering::Relaxed);
         }
-        compare_mutations(&case.pod, &case.namespace, &case.namespace_annotations)
+        compare_mutations(variant, &case.pod, namespace, &case.namespace_annotations)
     });
     if let Err(err) = result {
         panic!("{err}");
     }
-    // The exceptions are edge cases of the generator, not most of it.
-    let compared = compared.into_inner();
-    assert!(
-        compared * 10 >= total as usize * 9,
-        "only {compared} of {total} cases were compared"
-    );
+    // The exceptions are edge cases of the generator, not most of it, and
+    // every variant gets its share of the cases.
+    for ((variant, drawn), compared) in VARIANTS.iter().zip(drawn).zip(compared) {
+        let (drawn, compared) = (drawn.into_inner(), compared.into_inner());
+        eprintln!("{}: {compared} of {drawn} cases compared", variant.name);
+        assert!(
+            compared * 10 >= drawn * 9 && drawn * VARIANTS.len() * 2 >= total as usize,
+            "{}: only {compared} of {drawn} cases were compared",
+            variant.name
+        );
+    }
 }
 
 /// One device request: exact or `firstAvailable`, GPU classes and not,
@@ -246,7 +277,14 @@ fn generated_claim_policy_decides_as_the_webhook_on_generated_claims() {
             if evaluation.is_some_and(|e| !e.violations.is_empty()) {
                 denied.fetch_add(1, Ordering::Relaxed);
             }
-            compare(&object, ObjectKind::Claim(kind), &namespace, &annotations)?;
+            let defaults = &VARIANTS[0];
+            compare(
+                defaults,
+                &object,
+                ObjectKind::Claim(kind),
+                &namespace,
+                &annotations,
+            )?;
             Ok(())
         },
     );

@@ -1,5 +1,6 @@
 //! `check --engine cel` decides the fixtures (the golden files' inputs,
-//! in every mode) and the examples as `check` does.
+//! in every mode; the sharing schemes' fixtures too) and the examples as
+//! `check` does.
 //!
 //! The one documented difference: a pod whose GPU count or GPU containers
 //! depend on a DRA claim that `check` resolves from the input. The policies
@@ -96,6 +97,23 @@ fn the_policies_decide_the_fixtures_as_check_does_in_every_mode() {
     assert!(
         compared > 50,
         "only {compared} fixture objects were compared"
+    );
+}
+
+/// The fixtures of the GPU sharing schemes (`tests/fixtures/sharing/`),
+/// in every mode.
+#[test]
+fn the_policies_decide_the_sharing_fixtures_as_check_does_in_every_mode() {
+    let files = fixtures::sharing_files();
+    let mut compared = 0;
+    for path in &files {
+        for mode in [Mode::Enforce, Mode::Warn, Mode::Audit] {
+            compared += compare(path, mode);
+        }
+    }
+    assert!(
+        compared >= files.len() * 3,
+        "only {compared} objects were compared"
     );
 }
 

@@ -5,10 +5,20 @@
 //!   exactly when the webhook's rule of the same id reports a violation,
 //!   and each MutatingAdmissionPolicy leaves the pod exactly as the
 //!   webhook's changes of its rule do;
-//! - [`manifests`]: the fixtures (the golden files' inputs, in every mode)
-//!   and the examples decided by `check --engine cel` as by `check`;
+//! - [`manifests`]: the fixtures (the golden files' inputs and the sharing
+//!   schemes' ones, in every mode) and the examples decided by `check
+//!   --engine cel` as by `check`;
 //! - [`pod_counts`]: R2's effective pod count, init containers and
-//!   sidecars in every order, policy against webhook case by case.
+//!   sidecars in every order, policy against webhook case by case;
+//! - [`sharing_cases`]: the GPU sharing schemes case by case: every KAI
+//!   annotation value the generator draws, and the cards shares add to the
+//!   pod's count.
+//!
+//! The equivalence runs on the generator's pods with the sharing schemes
+//! laid over some of them ([`sharing_pods`]), each under one of
+//! [`VARIANTS`]: the default settings and the settings that change what
+//! the policies say (no runtime class injected, privileged GPU containers
+//! denied, the sharing schemes off).
 //!
 //! Where the policies cannot decide as the webhook does, the case is
 //! excluded by a named exception ([`Exception`]), each one listed in
@@ -18,6 +28,8 @@
 mod equivalence;
 mod manifests;
 mod pod_counts;
+mod sharing_cases;
+mod sharing_pods;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -30,9 +42,49 @@ use serde_json::Value;
 
 pub static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::default);
 
-pub static ENGINE: LazyLock<PolicyEngine> = LazyLock::new(|| match PolicyEngine::new(&SETTINGS) {
-    Ok(engine) => engine,
-    Err(err) => panic!("the generated policies must compile: {err}"),
+pub static ENGINE: LazyLock<PolicyEngine> = LazyLock::new(|| engine(&SETTINGS));
+
+fn engine(settings: &Settings) -> PolicyEngine {
+    match PolicyEngine::new(settings) {
+        Ok(engine) => engine,
+        Err(err) => panic!("the generated policies must compile: {err}"),
+    }
+}
+
+/// Settings the policies and the webhook are compared under, and the
+/// policies generated from them.
+pub struct Variant {
+    pub name: &'static str,
+    pub settings: Settings,
+    pub engine: PolicyEngine,
+}
+
+/// The configurations of [`VARIANTS`], by name.
+const VARIANT_CONFIGS: [(&str, &str); 4] = [
+    ("defaults", "{}"),
+    ("runtimeClassName: \"\"", "runtimeClassName: ''"),
+    ("privilegedGpu: deny", "privilegedGpu: deny"),
+    (
+        "gpuSharing off",
+        "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}",
+    ),
+];
+
+pub static VARIANTS: LazyLock<Vec<Variant>> = LazyLock::new(|| {
+    VARIANT_CONFIGS
+        .iter()
+        .map(|(name, yaml)| {
+            let settings = match Settings::from_yaml(yaml, name) {
+                Ok(settings) => settings,
+                Err(err) => panic!("{name}: {err}"),
+            };
+            Variant {
+                name,
+                engine: engine(&settings),
+                settings,
+            }
+        })
+        .collect()
 });
 
 /// Why a case is left out of the comparison. Each is a documented limit of
@@ -58,8 +110,19 @@ pub fn webhook(
     namespace: &str,
     annotations: &BTreeMap<String, String>,
 ) -> Option<Evaluation> {
-    let namespace_settings = SETTINGS.for_namespace(annotations);
-    let evaluator = Evaluator::of_cluster(&SETTINGS, &namespace_settings, None, None);
+    webhook_under(&SETTINGS, object, kind, namespace, annotations)
+}
+
+/// [`webhook`] under other settings.
+pub fn webhook_under(
+    settings: &Settings,
+    object: &Value,
+    kind: ObjectKind,
+    namespace: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Option<Evaluation> {
+    let namespace_settings = settings.for_namespace(annotations);
+    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, None, None);
     evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
         .ok()
         .flatten()
@@ -77,10 +140,20 @@ pub fn policy_rules(
     namespace: &str,
     annotations: &BTreeMap<String, String>,
 ) -> (BTreeSet<RuleId>, Vec<String>) {
+    policy_rules_of(&ENGINE, object, namespace, annotations)
+}
+
+/// [`policy_rules`] of the policies of other settings.
+pub fn policy_rules_of(
+    engine: &PolicyEngine,
+    object: &Value,
+    namespace: &str,
+    annotations: &BTreeMap<String, String>,
+) -> (BTreeSet<RuleId>, Vec<String>) {
     let Some(attributes) = create_attributes(object, namespace, "enforce", annotations) else {
         return (BTreeSet::new(), Vec::new());
     };
-    let violations = ENGINE.validate(&attributes);
+    let violations = engine.validate(&attributes);
     let rules = violations.iter().map(|(rule, _, _)| *rule).collect();
     let messages = violations
         .into_iter()

@@ -5,67 +5,20 @@
 //! 1 when something is denied, 2 for bad input (unreadable path, YAML or
 //! JSON error, bad flags, bad config).
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::support::fixtures;
+use crate::support::process::{self, Run};
 
 mod input;
 mod modes;
 mod output;
 
-/// What one run of the binary gave.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Vec<Value> {
-        let value: Value = serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|err| panic!("stdout is not JSON ({err}):\n{}", self.stdout));
-        match value {
-            Value::Array(items) => items,
-            other => panic!("expected one JSON array, got {other}"),
-        }
-    }
-
-    fn lines(&self) -> Vec<&str> {
-        self.stdout.lines().collect()
-    }
-
-    fn last_line(&self) -> &str {
-        self.stdout.lines().last().unwrap_or("")
-    }
-}
-
 /// Runs the binary with `args`, feeding `stdin` (empty when `None`).
 fn run(args: &[&str], stdin: Option<&str>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
-        .args(args)
-        .env_remove("NO_COLOR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    {
-        let mut input = child.stdin.take().expect("stdin is piped");
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).expect("write stdin");
-        }
-    }
-    let output = child.wait_with_output().expect("the binary finishes");
-    Run {
-        code: output.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
-    }
+    process::gpu_policy(args, stdin)
 }
 
 fn check(args: &[&str]) -> Run {
@@ -259,8 +212,10 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
     assert_eq!(
         out.last_line(),
         // 15 objects of 00-12 and 16 of the DRA fixtures 20-24: their 7 pods
-        // and 4 claims and templates are allowed, their 5 Namespaces ignored.
-        "31 objects (enforce mode): 23 allowed, 2 denied, 6 ignored"
+        // and 4 claims and templates are allowed, their 5 Namespaces ignored;
+        // and the 20 of sharing/ (18 pods, a template, a Namespace), of which
+        // the 5 that KAI-Scheduler and HAMi refuse are denied.
+        "51 objects (enforce mode): 37 allowed, 7 denied, 7 ignored"
     );
     let denied: Vec<&str> = out
         .lines()
@@ -280,6 +235,27 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
                 "DaemonSet default/nvidia-gpu-exporter: DENIED  ({})",
                 fixtures::path("04-nvidia-gpu-exporter-daemonset.yaml")
             ),
+            // what KAI-Scheduler and HAMi refuse themselves
+            format!(
+                "Pod default/fraction-too-big: DENIED  ({})",
+                fixtures::path("sharing/34-kai-denied-fraction-above-one.yaml")
+            ),
+            format!(
+                "Pod default/fraction-and-memory: DENIED  ({})",
+                fixtures::path("sharing/35-kai-denied-fraction-and-memory.yaml")
+            ),
+            format!(
+                "Pod default/fraction-and-whole-gpu: DENIED  ({})",
+                fixtures::path("sharing/36-kai-denied-fraction-and-whole-gpu.yaml")
+            ),
+            format!(
+                "Pod default/gpumem-percentage-101: DENIED  ({})",
+                fixtures::path("sharing/47-hami-denied-gpumem-percentage-101.yaml")
+            ),
+            format!(
+                "Pod default/mixed-pod: DENIED  ({})",
+                fixtures::path("sharing/48-hami-denied-privileged-sidecar.yaml")
+            ),
         ]
     );
     // README.md in the folder is not a manifest: not read (it would not parse).
@@ -289,7 +265,7 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
     assert_eq!(warn.code, 0, "{warn:?}");
     assert_eq!(
         warn.last_line(),
-        "31 objects (warn mode): 25 allowed, 0 denied, 6 ignored"
+        "51 objects (warn mode): 44 allowed, 0 denied, 7 ignored"
     );
 }
 

@@ -11,8 +11,9 @@ fn json_output_has_the_documented_shape() {
     let out = check(&["-f", &dir, "-o", "json"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let reports = out.json();
-    // 15 objects of fixtures 00-12, 16 of the DRA fixtures 20-24.
-    assert_eq!(reports.len(), 31);
+    // 15 objects of fixtures 00-12, 16 of the DRA fixtures 20-24, 20 of
+    // sharing/.
+    assert_eq!(reports.len(), 51);
     let expected_keys = [
         "allowed",
         "apiVersion",
@@ -90,22 +91,14 @@ fn json_output_has_the_documented_shape() {
 #[test]
 fn json_output_matches_the_golden_reports() {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let mut stems: Vec<String> = std::fs::read_dir(fixtures::dir())
-        .expect("fixtures")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .map(|p| {
-            p.file_stem()
-                .and_then(|s| s.to_str())
-                .expect("stem")
-                .to_owned()
-        })
-        .collect();
-    stems.sort();
     for mode in ["enforce", "warn"] {
         let mut expected = Vec::new();
-        for stem in &stems {
-            let path = golden.join(format!("{stem}.{mode}.json"));
+        for fixture in fixtures::all_files() {
+            let relative = fixture
+                .strip_prefix(fixtures::dir())
+                .expect("under tests/fixtures")
+                .with_extension(format!("{mode}.json"));
+            let path = golden.join(relative);
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
             let entries: Vec<Value> = serde_json::from_str(&text).expect("golden JSON");
@@ -363,10 +356,10 @@ fn text_output_blocks_and_summary() {
         );
         assert!(line.ends_with(".yaml)"), "and ends with its source: {line}");
     }
-    assert_eq!(blocks, 31);
+    assert_eq!(blocks, 51);
     assert_eq!(
         lines[lines.len() - 1],
-        "31 objects (enforce mode): 23 allowed, 2 denied, 6 ignored"
+        "51 objects (enforce mode): 37 allowed, 7 denied, 7 ignored"
     );
     // The Deployment's pods will be pinned: shown as a pod change.
     assert!(

@@ -18,15 +18,37 @@ pub fn path(name: &str) -> String {
     dir().join(name).display().to_string()
 }
 
-/// The YAML fixtures, sorted by name: the 18 shared ones.
-pub fn files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir())
-        .expect("tests/fixtures is readable")
+/// The YAML files of one folder, sorted by name.
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|err| panic!("{}: {err}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
         .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
+    files
+}
+
+/// The YAML fixtures, sorted by name: the 18 shared ones.
+pub fn files() -> Vec<PathBuf> {
+    let files = yaml_files(&dir());
     assert_eq!(files.len(), 18, "the 18 shared fixtures: {files:?}");
+    files
+}
+
+/// The fixtures of the GPU sharing schemes (`tests/fixtures/sharing/`),
+/// sorted by name: the 18 of KAI-Scheduler, HAMi and the DRA driver's MPS demo.
+pub fn sharing_files() -> Vec<PathBuf> {
+    let files = yaml_files(&dir().join("sharing"));
+    assert_eq!(files.len(), 18, "the 18 sharing fixtures: {files:?}");
+    files
+}
+
+/// Every fixture in the order `check -f tests/fixtures` reads them: the
+/// shared ones, then `sharing/`.
+pub fn all_files() -> Vec<PathBuf> {
+    let mut files = files();
+    files.extend(sharing_files());
     files
 }
 

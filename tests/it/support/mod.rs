@@ -14,6 +14,7 @@
 //!   objects they name, and how they resolve;
 //! - [`script`]: the Python checks; [`kubernetes_validate`]: strict schema
 //!   validation of YAML streams;
+//! - [`process`]: running the binary or a tool to completion;
 //! - [`x509`]: reading test certificates.
 
 pub mod bad_claims;
@@ -25,6 +26,7 @@ pub mod fleet;
 pub mod kubernetes_validate;
 pub mod oracles;
 pub mod pods;
+pub mod process;
 pub mod review;
 pub mod script;
 pub mod server;

@@ -1,0 +1,389 @@
+//! CEL pieces of the GPU sharing schemes (`gpuSharing`), as
+//! `policy::sharing` decides them: which container holds a KAI-Scheduler
+//! fraction, HAMi's share resources, the cards each implies, whether the
+//! scheme's own webhook has yet to act (R1), and what R2 checks of their
+//! values. A scheme that is off contributes nothing: no variable, and
+//! `false` or no text where a piece would test it.
+//!
+//! - **KAI-Scheduler.** `kaiFraction`: the pod's `spec.schedulerName` is
+//!   `gpuSharing.kaiScheduler.schedulerName` and its annotations (the pod's
+//!   or the template's) have `gpu-fraction` or `gpu-memory`. `kaiShare`:
+//!   the name of the container holding the share, in a list of at most one
+//!   (the one `gpu-fraction-container-name` names, init containers
+//!   first, else the first regular container). Containers are found by
+//!   name: the API server refuses a pod with two containers of one name.
+//!   KAI's `NVIDIA_VISIBLE_DEVICES` ([`kai_entry`]): `configMapKeyRef`, key
+//!   `NVIDIA_VISIBLE_DEVICES`, no `value`, name `<prefix>-<digits>` or
+//!   `<prefix>-i<digits>` with `runai/shared-gpu-configmap` the prefix (not
+//!   empty); the suffix is the last `-` separated part of the name, and the
+//!   name must be the prefix, `-` and that suffix.
+//! - **HAMi.** `nvidia.com/gpucores`, `nvidia.com/gpumem` and
+//!   `nvidia.com/gpumem-percentage` with a value other than a zero
+//!   quantity (an unreadable value asks, as in the webhook) make a GPU
+//!   container, and one that names no `nvidia.com/gpu` counts 1 card.
+//!
+//! R2's checks read the annotations as KAI does (one validation,
+//! `kaiProblems`, whose message lists each problem as the webhook's do): `gpu-fraction` a decimal
+//! of at most 32 characters (Rust's and Go's float grammar, without `inf`
+//! and `nan`) strictly between 0 and 1 as a 64-bit float (`double()`, which
+//! rounds as the webhook's parser does); an exponent of 30 or more is
+//! decided without `double()` (the value is then 0 or at least 10, and
+//! `double()` would fail past the largest float). `gpu-memory` and
+//! `gpu-fraction-num-devices` are digits only, at most 19, not all zeros.
+//! A device count of 19 significant digits is taken as above
+//! `maxPerContainer` without being converted (it may not fit in an
+//! `int`), which is exact for any `maxPerContainer` below 10^18; such a
+//! count adds 1 card to the pod's count (the pod is denied either way).
+//! HAMi's values are checked in one pass (`shareProblems`, see
+//! [`share_ok`]); its message names the containers only.
+
+use super::cel_text::{
+    self as cel, limits, nonzero, read_once, requests, string, string_list, whole,
+};
+use super::{Validation, Variable};
+use crate::policy::sharing::{
+    FRACTION_CONTAINER, FRACTION_DEVICES, GPU_FRACTION, GPU_MEMORY, KAI_CONFIGMAP,
+};
+use crate::policy::visible_devices::VARIABLE;
+use crate::settings::{HAMI_CARDS, HAMI_CORES, HAMI_MEMORY_PERCENTAGE, HAMI_RESOURCES, Settings};
+
+fn kai_on(settings: &Settings) -> bool {
+    settings.config().gpu_sharing.kai_scheduler.enabled
+}
+
+fn hami_on(settings: &Settings) -> bool {
+    settings.config().gpu_sharing.hami.enabled
+}
+
+/// `variables.annotations[key]`, as CEL text.
+fn annotation(key: &str) -> String {
+    format!("variables.annotations[{}]", string(key))
+}
+
+/// `variables.annotations[key]` quoted in a message: `"value"`. `string()`
+/// changes nothing at run time; it keeps the value a string for the cost
+/// estimate of a request whose annotations lack the key (where the
+/// expression is never evaluated).
+fn quoted_annotation(key: &str) -> String {
+    format!("'\"' + string({}) + '\"'", annotation(key))
+}
+
+/// `key in variables.annotations`, as CEL text.
+fn annotated(key: &str) -> String {
+    format!("{} in variables.annotations", string(key))
+}
+
+/// The variables the pieces below read, after `spec`, `inits` and
+/// `regulars`: the pod's annotations, whether KAI holds a fraction in it,
+/// and the name of the container holding it. None when KAI is off.
+pub fn variables(settings: &Settings) -> Vec<Variable> {
+    if !kai_on(settings) {
+        return Vec::new();
+    }
+    let scheduler = string(&settings.config().gpu_sharing.kai_scheduler.scheduler_name);
+    let named = annotation(FRACTION_CONTAINER);
+    vec![
+        Variable::new("annotations", cel::ANNOTATIONS),
+        Variable::new(
+            "kaiFraction",
+            &format!(
+                "has(variables.spec.schedulerName) && variables.spec.schedulerName == {scheduler} \
+                 && ({} || {})",
+                annotated(GPU_FRACTION),
+                annotated(GPU_MEMORY)
+            ),
+        ),
+        Variable::new(
+            "kaiShare",
+            &format!(
+                "!variables.kaiFraction ? [] \
+                 : {} \
+                 ? ((variables.inits + variables.regulars).exists(x, x.name == {named}) \
+                    ? [{named}] : []) \
+                 : (size(variables.regulars) > 0 ? [variables.regulars[0].name] : [])",
+                annotated(FRACTION_CONTAINER)
+            ),
+        ),
+    ]
+}
+
+/// The container holds the pod's KAI fraction; None when KAI is off.
+pub fn holder(settings: &Settings, c: &str) -> Option<String> {
+    kai_on(settings).then(|| format!("({c}.name in variables.kaiShare)"))
+}
+
+/// The resource name `k` is one of HAMi's shares; None when HAMi is off.
+pub fn share_resource(settings: &Settings, k: &str) -> Option<String> {
+    hami_on(settings).then(|| format!("{k} in {}", string_list(HAMI_RESOURCES)))
+}
+
+/// The container asks for a HAMi share; None when HAMi is off. Its limits
+/// and requests are each read once (`q`).
+fn hami_asks(settings: &Settings, c: &str) -> Option<String> {
+    let share = share_resource(settings, "k")?;
+    Some(format!(
+        "[{}, {}].exists(q, q.exists(k, {share} && {}))",
+        limits(c),
+        requests(c),
+        nonzero("q[k]"),
+    ))
+}
+
+/// The container names a card count (`nvidia.com/gpu`, in its limits or
+/// requests, whatever the value), when that is a GPU resource.
+fn names_cards(settings: &Settings, c: &str) -> String {
+    if !settings.is_gpu_resource(HAMI_CARDS) {
+        return "false".to_owned();
+    }
+    let cards = string(HAMI_CARDS);
+    format!("({cards} in {} || {cards} in {})", limits(c), requests(c))
+}
+
+/// The cards a sharing scheme gives the container without a resource
+/// naming them, counted as `nvidia.com/gpu`: the devices of KAI's fraction
+/// (`variables.kaiDevices`), else HAMi's implied 1. None when both schemes
+/// are off.
+pub fn implied_cards(settings: &Settings, c: &str) -> Option<String> {
+    let hami = hami_asks(settings, c)
+        .map(|asks| format!("({asks} && !{} ? 1 : 0)", names_cards(settings, c)));
+    match (holder(settings, c), hami) {
+        (None, None) => None,
+        (Some(holder), None) => Some(format!("({holder} ? variables.kaiDevices : 0)")),
+        (None, Some(hami)) => Some(hami),
+        (Some(holder), Some(hami)) => Some(format!("({holder} ? variables.kaiDevices : {hami})")),
+    }
+}
+
+/// `env` entry `e` is the `NVIDIA_VISIBLE_DEVICES` KAI's webhook wrote.
+pub fn kai_entry(e: &str) -> String {
+    let variable = string(VARIABLE);
+    let prefix = annotation(KAI_CONFIGMAP);
+    let reference = format!("{e}.valueFrom.configMapKeyRef");
+    format!(
+        "(has({e}.name) && {e}.name == {variable} && !has({e}.value) && has({e}.valueFrom) \
+         && has({reference}) && has({reference}.key) && {reference}.key == {variable} \
+         && {annotated} && {prefix} != '' \
+         && [has({reference}.name) ? {reference}.name : ''].exists(n, [n.split('-')].exists(p, \
+             p[size(p) - 1].matches('^i?[0-9]+$') && n == {prefix} + '-' + p[size(p) - 1])))",
+        annotated = annotated(KAI_CONFIGMAP),
+    )
+}
+
+/// R1's variable, after [`variables`]: KAI's webhook has written its
+/// entry in the holder's `env`. None when KAI is off.
+pub fn written_variables(settings: &Settings) -> Vec<Variable> {
+    if !kai_on(settings) {
+        return Vec::new();
+    }
+    vec![Variable::new(
+        "kaiWritten",
+        &format!(
+            "(variables.inits + variables.regulars).exists(c, c.name in variables.kaiShare \
+             && (has(c.env) ? c.env : []).exists(e, {}))",
+            kai_entry("e")
+        ),
+    )]
+}
+
+/// The container holds a share whose scheme's webhook has not acted yet
+/// (R1 pins it meanwhile): the KAI holder without KAI's entry in its `env`
+/// (`variables.kaiWritten`), a HAMi share without `nvidia.com/gpu`.
+pub fn awaited(settings: &Settings, c: &str) -> String {
+    let hami = match hami_asks(settings, c) {
+        Some(asks) => format!("({asks} && !{})", names_cards(settings, c)),
+        None => "false".to_owned(),
+    };
+    match holder(settings, c) {
+        Some(holder) => format!("({holder} ? !variables.kaiWritten : {hami})"),
+        None => hami,
+    }
+}
+
+/// Whether `env` entry `e` of container `c` is kept in a GPU container:
+/// KAI's own entry in the KAI holder.
+pub fn keeps_entry(settings: &Settings, c: &str, e: &str) -> Option<String> {
+    holder(settings, c).map(|holder| format!("({holder} && {})", kai_entry(e)))
+}
+
+/// A whole number above zero, digits only, at most 19 of them.
+fn positive(v: &str) -> String {
+    format!("({v}.matches('^[0-9]{{1,19}}$') && !{v}.matches('^0+$'))")
+}
+
+/// A decimal strictly between 0 and 1, as the webhook reads `gpu-fraction`.
+fn fraction_below_one(v: &str) -> String {
+    format!(
+        "(size({v}) <= 32 \
+         && {v}.matches('^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$') \
+         && !{v}.matches('[eE][+]?0*([3-9][0-9]|[1-9][0-9][0-9]+)$') \
+         && double({v}) > 0.0 && double({v}) < 1.0)"
+    )
+}
+
+/// R2's variables for the sharing schemes, after `checked` (every
+/// container, ephemeral ones included) and [`variables`].
+pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
+    let mut out = Vec::new();
+    let max = settings.config().max_per_container;
+    if kai_on(settings) {
+        let devices = annotation(FRACTION_DEVICES);
+        out.push(Variable::new(
+            "kaiDevices",
+            &format!(
+                "{} && size({devices}) <= 19 && {devices}.matches('^0*[1-9][0-9]{{0,17}}$') \
+                 ? int({devices}) : 1",
+                annotated(FRACTION_DEVICES)
+            ),
+        ));
+        let cards = string(HAMI_CARDS);
+        let whole_cards = match settings.is_gpu_resource(HAMI_CARDS) {
+            true => format!(
+                "variables.checked.filter(c, [{lim}].exists(l, {cards} in l && {n}))",
+                lim = limits("c"),
+                n = nonzero(&format!("l[{cards}]")),
+            ),
+            false => "[]".to_owned(),
+        };
+        out.push(Variable::new("kaiWholeCards", &whole_cards));
+        let (fraction, memory) = (annotation(GPU_FRACTION), annotation(GPU_MEMORY));
+        let quoted_fraction = quoted_annotation(GPU_FRACTION);
+        let quoted_memory = quoted_annotation(GPU_MEMORY);
+        let quoted_devices = quoted_annotation(FRACTION_DEVICES);
+        let container = quoted_annotation(FRACTION_CONTAINER);
+        let asked = format!(
+            "({} ? '{GPU_FRACTION}' : '{GPU_MEMORY}')",
+            annotated(GPU_FRACTION)
+        );
+        let problems = [
+            (
+                format!("{} && {}", annotated(GPU_FRACTION), annotated(GPU_MEMORY)),
+                format!(
+                    "'pod annotations {GPU_FRACTION} and {GPU_MEMORY} cannot both be set \
+                     (KAI-Scheduler refuses the pod); keep one'"
+                ),
+            ),
+            (
+                "size(variables.kaiWholeCards) > 0".to_owned(),
+                format!(
+                    "'pod annotation ' + {asked} + ' asks for part of a card, so ' + {} + \
+                     ' must not also set limits.{HAMI_CARDS} (KAI-Scheduler refuses the pod); \
+                     keep one'",
+                    cel::containers_phrase("variables.kaiWholeCards")
+                ),
+            ),
+            (
+                format!(
+                    "{} && !{}",
+                    annotated(GPU_FRACTION),
+                    fraction_below_one(&fraction)
+                ),
+                format!(
+                    "'pod annotation {GPU_FRACTION}=' + {quoted_fraction} + ' must be a number \
+                     above 0 and below 1 (part of one card); for whole cards set \
+                     limits.{HAMI_CARDS}'"
+                ),
+            ),
+            (
+                format!("{} && !{}", annotated(GPU_MEMORY), positive(&memory)),
+                format!(
+                    "'pod annotation {GPU_MEMORY}=' + {quoted_memory} + ' must be a whole number \
+                     of MiB above 0'"
+                ),
+            ),
+            (
+                format!("{} && !{}", annotated(FRACTION_DEVICES), positive(&devices)),
+                format!(
+                    "'pod annotation {FRACTION_DEVICES}=' + {quoted_devices} + ' must be a whole \
+                     number above 0'"
+                ),
+            ),
+            (
+                format!(
+                    "{} && {} && ({devices}.matches('^0*[1-9][0-9]{{0,17}}$') \
+                     ? int({devices}) > {max} : true)",
+                    annotated(FRACTION_DEVICES),
+                    positive(&devices)
+                ),
+                format!(
+                    "'pod annotation {FRACTION_DEVICES}=' + {quoted_devices} + ' asks for a share \
+                     of more GPUs than the maximum of {max} per container'"
+                ),
+            ),
+            (
+                format!(
+                    "{} && size(variables.kaiShare) == 0",
+                    annotated(FRACTION_CONTAINER)
+                ),
+                format!(
+                    "'pod annotation {FRACTION_CONTAINER}=' + {container} + ' names no \
+                     container of the pod'"
+                ),
+            ),
+        ];
+        let listed: Vec<String> = problems
+            .iter()
+            .map(|(test, message)| format!("({test} ? [{message}] : [])"))
+            .collect();
+        out.push(Variable::new(
+            "kaiProblems",
+            &format!("!variables.kaiFraction ? [] : {}", listed.join(" + ")),
+        ));
+    }
+    if hami_on(settings) {
+        out.push(Variable::new(
+            "shareProblems",
+            &format!(
+                "variables.checked.filter(c, {}.exists(m, {}.exists(k, !{})))",
+                read_once("c"),
+                string_list(HAMI_RESOURCES),
+                share_ok("m", "k")
+            ),
+        ));
+    }
+    out
+}
+
+/// HAMi's share `k` is as R2 wants it in the container whose limits and
+/// requests `m` holds (`m.l`, `m.r`): each value a whole, non-negative
+/// number, the percentages at most 100, and a request (other than zero)
+/// only beside an equal limit.
+fn share_ok(m: &str, k: &str) -> String {
+    let (l, r) = (format!("{m}.l[{k}]"), format!("{m}.r[{k}]"));
+    let percent = string_list([HAMI_CORES, HAMI_MEMORY_PERCENTAGE]);
+    let within =
+        |q: &str| format!("!({k} in {percent} && quantity({q}).isGreaterThan(quantity('100')))");
+    format!(
+        "((!({k} in {m}.l) || ({wl} && {il})) \
+         && (!({k} in {m}.r) || ({wr} && {ir} && ({k} in {m}.l \
+             ? !{wl} || quantity({r}).compareTo(quantity({l})) == 0 \
+             : quantity({r}).sign() == 0))))",
+        wl = whole(&l),
+        wr = whole(&r),
+        il = within(&l),
+        ir = within(&r),
+    )
+}
+
+/// R2's validations for the sharing schemes, over [`bounded_variables`].
+pub fn bounded_validations(settings: &Settings) -> Vec<Validation> {
+    let mut out = Vec::new();
+    if kai_on(settings) {
+        out.push(Validation::new(
+            "size(variables.kaiProblems) == 0",
+            "'gpu-policy: ' + variables.kaiProblems.join('; ')",
+        ));
+    }
+    if hami_on(settings) {
+        out.push(Validation::new(
+            "size(variables.shareProblems) == 0",
+            &format!(
+                "'gpu-policy: ' + {} + ': a HAMi share (nvidia.com/gpucores, nvidia.com/gpumem, \
+                 nvidia.com/gpumem-percentage) is a whole number (MiB for gpumem, percent of a \
+                 card, at most 100, for gpucores and gpumem-percentage), and a request needs \
+                 an equal limit'",
+                cel::containers_phrase("variables.shareProblems")
+            ),
+        ));
+    }
+    out
+}
