@@ -99,6 +99,8 @@ Environment:
   CONTROL_PLANE_APISERVER_ARGS extra kube-apiserver flags (word-split),
                                e.g. "--feature-gates=Foo=true --v=4"
   CONTROL_PLANE_READY_TIMEOUT  seconds to wait for /readyz (default 60)
+  CONTROL_PLANE_STOP_TIMEOUT   seconds \`down\` waits after SIGTERM before
+                               SIGKILL (default 30)
 EOF
 }
 
@@ -275,19 +277,20 @@ pid_alive() {
         [[ $(basename "$(tr '\0' '\n' < "/proc/$pid/cmdline" 2> /dev/null | head -n1)") == "$2" ]]
 }
 
-# stop PIDFILE NAME: SIGTERM, wait up to 30 s for a clean shutdown, then
-# SIGKILL. The processes are not our children, so poll instead of `wait`.
+# stop PIDFILE NAME: SIGTERM, wait up to CONTROL_PLANE_STOP_TIMEOUT seconds
+# (30) for a clean shutdown, then SIGKILL. The processes are not our
+# children, so poll instead of `wait`.
 stop() {
-    local pid i
+    local pid i timeout=${CONTROL_PLANE_STOP_TIMEOUT:-30}
     if pid_alive "$1" "$2"; then
         pid=$(cat "$1")
         kill -TERM "$pid" 2> /dev/null || true
-        for ((i = 0; i < 300; i++)); do
+        for ((i = 0; i < timeout * 10; i++)); do
             kill -0 "$pid" 2> /dev/null || break
             sleep 0.1
         done
         if kill -0 "$pid" 2> /dev/null; then
-            note "$2 (pid $pid) did not stop on SIGTERM within 30 s; killing it"
+            note "$2 (pid $pid) did not stop on SIGTERM within $timeout s; killing it"
             kill -KILL "$pid" 2> /dev/null || true
         fi
         note "stopped $2 (pid $pid)"

@@ -32,6 +32,63 @@ pub struct InstallOptions {
     pub ca_bundle: Option<String>,
     /// `Fail` or `Ignore`, for the enforce entries.
     pub failure_policy: String,
+    /// Where the API server calls a webhook that runs outside the cluster:
+    /// its entries get `url` instead of the Service, and the objects that
+    /// run the server in the cluster are left out.
+    pub webhook_url: Option<WebhookUrl>,
+}
+
+/// The base URL of a webhook outside the cluster, checked as the API
+/// server checks `clientConfig.url` (Kubernetes' `ValidateWebhookURL`):
+/// https, a host, no user information, query or fragment. Kept without a
+/// trailing `/`, so that joining an endpoint's path never gives `//`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookUrl(String);
+
+impl WebhookUrl {
+    /// The reason is one line, for `gpu-policy: --webhook-url URL: <reason>`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        // The url crate drops these silently; Go's net/url, which the API
+        // server parses with, rejects them.
+        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("whitespace and control characters are not allowed".to_owned());
+        }
+        let url = url::Url::parse(text).map_err(|error| match error {
+            url::ParseError::EmptyHost => "a host is required".to_owned(),
+            other => other.to_string(),
+        })?;
+        if url.scheme() != "https" {
+            return Err(format!("the scheme must be https, not {}", url.scheme()));
+        }
+        // The url crate reads `https:host`, `https:/host` and `https:///host`
+        // as `https://host`; Go's net/url finds no host in them.
+        let authority = text
+            .get(url.scheme().len() + 1..)
+            .and_then(|rest| rest.strip_prefix("//"))
+            .unwrap_or("");
+        if authority.is_empty()
+            || authority.starts_with(['/', '\\'])
+            || url.host_str().is_none_or(str::is_empty)
+        {
+            return Err("a host is required".to_owned());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("user information is not allowed".to_owned());
+        }
+        if url.query().is_some() {
+            return Err("a query is not allowed".to_owned());
+        }
+        if url.fragment().is_some() {
+            return Err("a fragment is not allowed".to_owned());
+        }
+        Ok(Self(url.as_str().trim_end_matches('/').to_owned()))
+    }
+
+    /// The URL of one endpoint: the base, then the endpoint's path (which
+    /// starts with `/`).
+    fn join(&self, path: &str) -> String {
+        format!("{}{path}", self.0)
+    }
 }
 
 impl Default for InstallOptions {
@@ -45,6 +102,7 @@ impl Default for InstallOptions {
             replicas: 2,
             ca_bundle: None,
             failure_policy: "Fail".to_owned(),
+            webhook_url: None,
         }
     }
 }
@@ -82,28 +140,40 @@ pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, 
     }
     objects.push(secret_role(ns));
     objects.push(binding("RoleBinding", NAME, Some(ns), ns));
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(NAME, Some(ns)),
-        "data": {"config.yaml": config_yaml},
-    }));
-    objects.push(deployment(options));
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "Service", "metadata": metadata(NAME, Some(ns)),
-        "spec": {
-            "selector": labels(),
-            "ports": [
-                {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
-                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
-            ],
-        },
-    }));
-    objects.push(json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(NAME, Some(ns)),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels()}},
-    }));
+    // A webhook outside the cluster needs its identity and RBAC, not what
+    // runs it in the cluster.
+    if options.webhook_url.is_none() {
+        objects.extend(in_cluster_server(options, ns, config_yaml));
+    }
     objects.push(mutating_configuration(options));
     objects.push(validating_configuration(options));
     Ok(objects)
+}
+
+/// What runs the server in the cluster: its configuration, Deployment,
+/// Service and PodDisruptionBudget.
+fn in_cluster_server(options: &InstallOptions, ns: &str, config_yaml: String) -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(NAME, Some(ns)),
+            "data": {"config.yaml": config_yaml},
+        }),
+        deployment(options),
+        json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": metadata(NAME, Some(ns)),
+            "spec": {
+                "selector": labels(),
+                "ports": [
+                    {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+                    {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                ],
+            },
+        }),
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(NAME, Some(ns)),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels()}},
+        }),
+    ]
 }
 
 fn cluster_role() -> Value {
@@ -299,9 +369,12 @@ fn namespace_selector(mode: Option<Mode>, own_namespace: &str) -> Value {
 }
 
 fn client_config(options: &InstallOptions, endpoint: Endpoint) -> Value {
-    let mut config = json!({"service": {
-        "name": NAME, "namespace": options.namespace, "path": endpoint.path(), "port": 443,
-    }});
+    let mut config = match &options.webhook_url {
+        Some(url) => json!({"url": url.join(endpoint.path())}),
+        None => json!({"service": {
+            "name": NAME, "namespace": options.namespace, "path": endpoint.path(), "port": 443,
+        }}),
+    };
     if let Some(pem) = &options.ca_bundle {
         use base64::Engine as _;
         config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(pem));
@@ -406,4 +479,110 @@ fn validating_configuration(options: &InstallOptions) -> Value {
         "metadata": metadata(NAME, None),
         "webhooks": webhooks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn joined(base: &str, endpoint: Endpoint) -> String {
+        WebhookUrl::parse(base)
+            .unwrap_or_else(|reason| panic!("{base}: {reason}"))
+            .join(endpoint.path())
+    }
+
+    #[test]
+    fn webhook_url_joins_each_path_with_one_slash() {
+        for (base, expected) in [
+            ("https://127.0.0.1:8443", "https://127.0.0.1:8443/mutate"),
+            ("https://127.0.0.1:8443/", "https://127.0.0.1:8443/mutate"),
+            (
+                "https://host.docker.internal:8443//",
+                "https://host.docker.internal:8443/mutate",
+            ),
+            (
+                "https://example.com/hooks",
+                "https://example.com/hooks/mutate",
+            ),
+            (
+                "https://example.com/hooks/",
+                "https://example.com/hooks/mutate",
+            ),
+            ("https://[::1]:8443", "https://[::1]:8443/mutate"),
+            // As the API server compares it: scheme and host lowercased,
+            // the default port dropped.
+            ("HTTPS://Example.COM:443", "https://example.com/mutate"),
+        ] {
+            assert_eq!(joined(base, Endpoint::Mutate), expected, "{base}");
+        }
+        assert_eq!(
+            joined("https://127.0.0.1:8443/", Endpoint::Validate(Mode::Enforce)),
+            "https://127.0.0.1:8443/validate/enforce"
+        );
+    }
+
+    #[test]
+    fn webhook_url_is_refused_where_the_api_server_refuses_it() {
+        for (text, reason) in [
+            (
+                "http://127.0.0.1:8443",
+                "the scheme must be https, not http",
+            ),
+            ("ftp://example.com", "the scheme must be https, not ftp"),
+            ("https://", "a host is required"),
+            ("https:///mutate", "a host is required"),
+            ("https:example.com", "a host is required"),
+            ("https:/example.com", "a host is required"),
+            ("https:\\\\example.com", "a host is required"),
+            (
+                "https://user@example.com",
+                "user information is not allowed",
+            ),
+            (
+                "https://:secret@example.com",
+                "user information is not allowed",
+            ),
+            ("https://example.com/?a=b", "a query is not allowed"),
+            // Empty, but the paths would be joined after them.
+            ("https://example.com/?", "a query is not allowed"),
+            ("https://example.com/#top", "a fragment is not allowed"),
+            ("https://example.com#", "a fragment is not allowed"),
+            (
+                " https://example.com",
+                "whitespace and control characters are not allowed",
+            ),
+            (
+                "https://example.com\n",
+                "whitespace and control characters are not allowed",
+            ),
+            ("", "relative URL without a base"),
+            ("127.0.0.1:8443", "relative URL without a base"),
+            ("https://example.com:port", "invalid port number"),
+        ] {
+            assert_eq!(WebhookUrl::parse(text), Err(reason.to_owned()), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn client_config_is_the_url_or_the_service_with_the_same_ca_bundle() {
+        let service = InstallOptions {
+            ca_bundle: Some("PEM".to_owned()),
+            ..InstallOptions::default()
+        };
+        assert_eq!(
+            client_config(&service, Endpoint::Namespace),
+            json!({
+                "service": {"name": NAME, "namespace": NAME, "path": "/validate/namespace", "port": 443},
+                "caBundle": "UEVN",
+            })
+        );
+        let url = InstallOptions {
+            webhook_url: WebhookUrl::parse("https://127.0.0.1:8443").ok(),
+            ..service
+        };
+        assert_eq!(
+            client_config(&url, Endpoint::Namespace),
+            json!({"url": "https://127.0.0.1:8443/validate/namespace", "caBundle": "UEVN"})
+        );
+    }
 }

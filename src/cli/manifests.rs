@@ -14,10 +14,20 @@ pub struct ManifestsArgs {
     #[arg(long, default_value = install::NAME)]
     pub namespace: String,
     /// The container image.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "webhook_url")]
     pub image: Option<String>,
-    #[arg(long, default_value_t = 2)]
+    /// The Deployment's replicas.
+    #[arg(long, default_value_t = 2, conflicts_with = "webhook_url")]
     pub replicas: u32,
+    /// Register the webhook at this base URL (https://HOST[:PORT][/PATH])
+    /// instead of the in-cluster Service, for a server running outside the
+    /// cluster (a laptop against kind or k3d, a local API server): every
+    /// entry calls URL/mutate or URL/validate/..., and the ConfigMap,
+    /// Deployment, Service and PodDisruptionBudget are left out (so
+    /// --image and --replicas conflict with it); the Namespace,
+    /// ServiceAccount and RBAC the server runs with are kept.
+    #[arg(long, value_name = "URL", conflicts_with = "admission_policies")]
+    pub webhook_url: Option<String>,
     /// A PEM CA to put in every caBundle; without it the server fills
     /// caBundle itself (the Secret route).
     #[arg(long, value_name = "FILE")]
@@ -28,7 +38,8 @@ pub struct ManifestsArgs {
     /// The policy configuration the ConfigMap carries (default: the
     /// built-in one). The Roles that let the server watch the allowlisted
     /// workloads are derived from its allowlist, so applying the output
-    /// again after changing the allowlist updates both.
+    /// again after changing the allowlist updates both. With --webhook-url
+    /// there is no ConfigMap: give `serve --config` the same file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print the ValidatingAdmissionPolicies of the validating rules and
@@ -51,6 +62,16 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
     };
     if let Some(image) = &args.image {
         options.image = image.clone();
+    }
+    if let Some(url) = &args.webhook_url {
+        match install::WebhookUrl::parse(url) {
+            Ok(url) => options.webhook_url = Some(url),
+            Err(reason) => {
+                // Escaped: a newline in it must not split the one line.
+                eprintln!("gpu-policy: --webhook-url {}: {reason}", url.escape_debug());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
     }
     if let Some(path) = &args.ca_bundle_file {
         match std::fs::read_to_string(path) {

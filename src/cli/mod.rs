@@ -37,7 +37,9 @@ pub enum Command {
     /// the cluster cannot be read.
     Audit(audit::AuditArgs),
     /// Print the complete install (namespace, RBAC, Deployment, Service,
-    /// PodDisruptionBudget, ConfigMap, webhook configurations) as YAML.
+    /// PodDisruptionBudget, ConfigMap, webhook configurations) as YAML; with
+    /// --webhook-url, what a server outside the cluster needs; with
+    /// --admission-policies, the policies the API server evaluates itself.
     Manifests(manifests::ManifestsArgs),
     /// Serve the admission webhook over HTTPS.
     ///

@@ -291,8 +291,16 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
         }
         None => None,
     };
-    let request = read("requests", share.request);
     let limit = read("limits", share.limit);
+    // The API server defaults a missing request to its limit, so the
+    // webhook sees a `requests` the manifest never had: a request equal to
+    // its limit is judged once, as the limit, for `check` and the webhook
+    // to say the same.
+    let request = if share.request.is_some() && share.request == share.limit {
+        limit
+    } else {
+        read("requests", share.request)
+    };
     if share.limit.is_none() && share.request.is_some_and(|r| !r.is_zero()) {
         problems.push(ShareProblem::RequestWithoutLimit);
     }

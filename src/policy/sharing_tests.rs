@@ -324,6 +324,18 @@ fn hami_share_values_are_checked_as_shares(
     );
 }
 
+/// The API server defaults requests to limits: a share written in `limits`
+/// alone reaches the webhook in both, and is reported once, as written.
+#[rstest]
+#[case::percentage_above_100(json!({"nvidia.com/gpumem-percentage": 101}))]
+#[case::fractional(json!({"nvidia.com/gpumem": "1.5"}))]
+fn a_request_defaulted_from_its_limit_is_reported_once(#[case] limits: Value) {
+    let written = denials(&evaluate_pod(&hami_pod(limits.clone(), None)));
+    let defaulted = denials(&evaluate_pod(&hami_pod(limits.clone(), Some(limits))));
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(defaulted, written);
+}
+
 /// With HAMi off, its names are whatever `gpuResources` makes of them.
 #[test]
 fn with_hami_off_a_share_alone_is_no_gpu() {

@@ -11,21 +11,36 @@ use rstest::rstest;
 use serde_json::Value;
 
 use crate::support::kubernetes_validate::{Release, validate_strict};
+use crate::support::process::{self, Run};
 
+/// `gpu-policy manifests ARGS`, which must succeed: its YAML and objects.
 fn manifests(args: &[&str]) -> (String, Vec<Value>) {
-    let output = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
-        .arg("manifests")
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    let text = run_manifests(args).success().stdout;
     let objects: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML");
     (text, objects)
+}
+
+fn run_manifests(args: &[&str]) -> Run {
+    let args: Vec<&str> = std::iter::once("manifests")
+        .chain(args.iter().copied())
+        .collect();
+    process::gpu_policy(&args, None)
+}
+
+/// The clientConfig of every webhook entry, mutating first.
+fn client_configs(objects: &[Value]) -> Vec<&Value> {
+    [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ]
+    .into_iter()
+    .flat_map(|kind| {
+        find(objects, kind)["webhooks"]
+            .as_array()
+            .expect("webhooks")
+    })
+    .map(|webhook| &webhook["clientConfig"])
+    .collect()
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
@@ -70,6 +85,7 @@ fn checked_in_webhook_config_is_what_the_program_prints() {
 #[rstest]
 #[case::install(&[])]
 #[case::admission_policies(&["--admission-policies"])]
+#[case::webhook_url(&["--webhook-url", "https://127.0.0.1:8443"])]
 fn manifests_pass_strict_schema_validation(
     #[case] args: &[&str],
     #[values(Release::Oldest, Release::Newest)] release: Release,
@@ -285,6 +301,184 @@ fn flags_change_what_they_say() {
         .output()
         .expect("runs");
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// A server outside the cluster: every entry calls the URL, and what runs
+/// the server in the cluster is left out; its identity and RBAC are not.
+#[test]
+fn webhook_url_registers_every_entry_by_url_and_keeps_the_rbac() {
+    let (_, default) = manifests(&[]);
+    let (_, objects) = manifests(&["--webhook-url", "https://host.k3d.internal:9443/hooks/"]);
+    let kinds = |objects: &[Value]| -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| o["kind"].as_str().expect("kind").to_owned())
+            .collect()
+    };
+    let expected: Vec<String> = kinds(&default)
+        .into_iter()
+        .filter(|kind| {
+            !["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"].contains(&kind.as_str())
+        })
+        .collect();
+    assert_eq!(kinds(&objects), expected);
+    // Identity and RBAC exactly as in the cluster install.
+    for object in &objects {
+        if !object["kind"]
+            .as_str()
+            .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+        {
+            assert!(default.contains(object), "changed: {object}");
+        }
+    }
+    // The entries differ from the cluster install's in clientConfig only.
+    let without_client_config = |objects: &[Value]| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| {
+                o["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+            })
+            .map(|o| {
+                let mut o = o.clone();
+                for webhook in o["webhooks"].as_array_mut().expect("webhooks") {
+                    webhook
+                        .as_object_mut()
+                        .expect("entry")
+                        .remove("clientConfig");
+                }
+                o
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_client_config(&objects),
+        without_client_config(&default)
+    );
+    let mut urls = Vec::new();
+    for client_config in client_configs(&objects) {
+        let client_config = client_config.as_object().expect("clientConfig");
+        // No service, and no caBundle: the server's --cert-secret fills it.
+        assert_eq!(
+            client_config.keys().collect::<Vec<_>>(),
+            ["url"],
+            "{client_config:?}"
+        );
+        urls.push(client_config["url"].as_str().expect("url").to_owned());
+    }
+    let base = "https://host.k3d.internal:9443/hooks";
+    assert_eq!(
+        urls,
+        [
+            format!("{base}/mutate"),
+            format!("{base}/validate/enforce"),
+            format!("{base}/validate/warn"),
+            format!("{base}/validate/audit"),
+            format!("{base}/validate/namespace"),
+        ]
+    );
+}
+
+/// --ca-bundle-file and --namespace work with the URL form as without it;
+/// a trailing `/` on a bare host does not double the `/`.
+#[test]
+fn webhook_url_takes_the_ca_bundle_and_the_namespace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.crt");
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    std::fs::write(&ca, pem).expect("write");
+    let ca = ca.to_str().expect("path");
+    let url = ["--webhook-url", "https://host.docker.internal:8443/"];
+    let (_, with_url) = manifests(
+        &[
+            &url[..],
+            &["--namespace", "platform", "--ca-bundle-file", ca],
+        ]
+        .concat(),
+    );
+    let (_, with_service) = manifests(&["--namespace", "platform", "--ca-bundle-file", ca]);
+    let with_url_configs = client_configs(&with_url);
+    let with_service_configs = client_configs(&with_service);
+    assert_eq!(with_url_configs.len(), Endpoint::ALL.len());
+    for ((by_url, by_service), endpoint) in with_url_configs
+        .iter()
+        .zip(&with_service_configs)
+        .zip(Endpoint::ALL)
+    {
+        assert_eq!(
+            by_url["url"],
+            format!("https://host.docker.internal:8443{}", endpoint.path())
+        );
+        assert!(by_url.get("service").is_none(), "{by_url}");
+        assert!(by_url["caBundle"].is_string(), "{by_url}");
+        assert_eq!(by_url["caBundle"], by_service["caBundle"]);
+        assert_eq!(by_service["service"]["namespace"], "platform");
+    }
+    let subjects: Vec<&Value> = with_url
+        .iter()
+        .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+        .map(|o| &o["subjects"][0]["namespace"])
+        .collect();
+    assert!(!subjects.is_empty());
+    assert!(subjects.iter().all(|ns| *ns == "platform"), "{subjects:?}");
+    assert!(with_url.iter().all(|o| {
+        with_service.contains(o)
+            || o["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+    }));
+}
+
+#[rstest]
+#[case::http("http://127.0.0.1:8443", "the scheme must be https, not http")]
+#[case::no_host("https://", "a host is required")]
+#[case::no_authority("https:///mutate", "a host is required")]
+#[case::user_info("https://admin:secret@127.0.0.1", "user information is not allowed")]
+#[case::query("https://127.0.0.1/?x=1", "a query is not allowed")]
+#[case::fragment("https://127.0.0.1/#top", "a fragment is not allowed")]
+#[case::not_a_url("127.0.0.1:8443", "relative URL without a base")]
+#[case::whitespace(
+    " https://127.0.0.1:8443",
+    "whitespace and control characters are not allowed"
+)]
+fn webhook_url_is_checked_as_the_api_server_checks_it(#[case] url: &str, #[case] reason: &str) {
+    let run = run_manifests(&["--webhook-url", url]);
+    assert_eq!(run.code, 2);
+    assert!(run.stdout.is_empty());
+    assert_eq!(
+        run.stderr,
+        format!("gpu-policy: --webhook-url {url}: {reason}\n")
+    );
+}
+
+/// A newline in the URL is shown escaped: the error stays one line.
+#[test]
+fn webhook_url_error_is_one_line() {
+    let run = run_manifests(&["--webhook-url", "https://127.0.0.1:8443\n"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "gpu-policy: --webhook-url https://127.0.0.1:8443\\n: \
+         whitespace and control characters are not allowed\n"
+    );
+}
+
+/// What only shapes the objects the URL form leaves out, or another output
+/// altogether, is refused with it rather than ignored.
+#[rstest]
+#[case::image(&["--image", "registry.example/gpu-policy:1.2.3"], "--image")]
+#[case::replicas(&["--replicas", "3"], "--replicas")]
+#[case::admission_policies(&["--admission-policies"], "--admission-policies")]
+fn webhook_url_conflicts_with_the_in_cluster_flags(#[case] args: &[&str], #[case] flag: &str) {
+    let run = run_manifests(&[&["--webhook-url", "https://127.0.0.1:8443"], args].concat());
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr.contains("cannot be used with") && run.stderr.contains(flag),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -6,34 +6,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::ClientConfig;
-use serde_json::Value;
 use tokio::time::{Instant, sleep};
 
 use crate::support::server::{
-    Connection, IO_TIMEOUT, MUTATE, Options, POLL, READY_TIMEOUT, Server, body_of, next_uid,
-    pod_with_gpus, review, write_atomically,
+    IO_TIMEOUT, Options, POLL, READY_TIMEOUT, Server, admit_as, write_atomically,
 };
-use crate::support::tls::{client_config_as, distinguished_name, test_ca};
-
-/// A client certificate signed by `issuer` with subject CN `common_name`
-/// and DNS SANs `dns_names`: (cert PEM, key PEM).
-fn test_client(
-    issuer: &Issuer<'static, KeyPair>,
-    common_name: &str,
-    dns_names: &[&str],
-) -> (String, String) {
-    let names: Vec<String> = dns_names.iter().map(|n| (*n).to_owned()).collect();
-    let mut params = CertificateParams::new(names).expect("params");
-    params.distinguished_name = distinguished_name(common_name);
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let key = KeyPair::generate().expect("client key");
-    let cert = params.signed_by(&key, issuer).expect("client certificate");
-    (cert.pem(), key.serialize_pem())
-}
+use crate::support::tls::{client_config_as, test_ca, test_client};
 
 /// A client presenting `identity` (or none), trusting the server's CA.
 fn identity_config(server: &Server, identity: Option<&(String, String)>) -> Arc<ClientConfig> {
@@ -41,18 +20,6 @@ fn identity_config(server: &Server, identity: Option<&(String, String)>) -> Arc<
         &server.ca_pem,
         identity.map(|(cert, key)| (cert.as_str(), key.as_str())),
     )
-}
-
-/// One review of a GPU pod to `/mutate` on a fresh connection: the
-/// admission response, or why there is none (a refused client certificate
-/// fails the handshake, or, in TLS 1.3, the first read after it).
-async fn admit_as(server: &Server, config: Arc<ClientConfig>) -> Result<Value, String> {
-    let mut connection = Connection::tls(server.admission, config).await?;
-    let uid = next_uid();
-    let reply = connection
-        .post(MUTATE, body_of(&review(&pod_with_gpus(1), &uid, false)))
-        .await?;
-    Ok(reply.admission(&uid))
 }
 
 /// The sum of every `gpu_policy_admission_requests_total` sample: requests

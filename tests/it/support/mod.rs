@@ -15,10 +15,14 @@
 //! - [`script`]: the Python checks; [`kubernetes_validate`]: strict schema
 //!   validation of YAML streams;
 //! - [`process`]: running the binary or a tool to completion;
+//!   [`control_plane`]: a real etcd and kube-apiserver, and kubectl;
 //! - [`x509`]: reading test certificates.
 
 pub mod bad_claims;
 pub mod claimed_pods;
+// Used by the `apiserver` suite (tests/apiserver), which shares this room.
+#[allow(dead_code)]
+pub mod control_plane;
 pub mod fake_api;
 pub mod fake_registry;
 pub mod fixtures;

@@ -329,6 +329,18 @@ pub fn patched(object: &Value, patch: &json_patch::Patch) -> Value {
     result
 }
 
+/// One review of a GPU pod to `/mutate` on a fresh connection: the
+/// admission response, or why there is none (a refused client certificate
+/// fails the handshake, or, in TLS 1.3, the first read after it).
+pub async fn admit_as(server: &Server, config: Arc<ClientConfig>) -> Result<Value, String> {
+    let mut connection = Connection::tls(server.admission, config).await?;
+    let uid = next_uid();
+    let reply = connection
+        .post(MUTATE, body_of(&review(&pod_with_gpus(1), &uid, false)))
+        .await?;
+    Ok(reply.admission(&uid))
+}
+
 // ---------------------------------------------------------------------------
 // The server process.
 
@@ -355,6 +367,11 @@ pub struct Options {
     pub cpus: Option<String>,
     /// How long it may take to become ready; [`READY_TIMEOUT`] when `None`.
     pub ready_timeout: Option<Duration>,
+    /// The admission port (`--listen 127.0.0.1:PORT`), for a caller that
+    /// named it elsewhere already (a webhook URL); a free one when `None`.
+    pub admission_port: Option<u16>,
+    /// More flags of `serve`, after the others.
+    pub extra_args: Vec<String>,
 }
 
 /// A running `gpu-policy serve`, killed when dropped.
@@ -417,7 +434,8 @@ impl Server {
                 .certs_dir
                 .clone()
                 .unwrap_or_else(|| scratch.path().join("certs"));
-            let admission = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let admission_port = options.admission_port.unwrap_or_else(free_port);
+            let admission = SocketAddr::from(([127, 0, 0, 1], admission_port));
             let mut operations = SocketAddr::from(([127, 0, 0, 1], free_port()));
             while operations.port() == admission.port() {
                 operations.set_port(free_port());
@@ -461,6 +479,7 @@ impl Server {
                 Some(kubeconfig) => command.arg("--kubeconfig").arg(kubeconfig),
                 None => command.arg("--no-cluster"),
             };
+            command.args(&options.extra_args);
             let spawned = Instant::now();
             let child = command
                 // E2E_SERVER_LOG=hyper=trace,info shows the server's internals.

@@ -89,3 +89,21 @@ pub fn test_leaf(issuer: &Issuer<'static, KeyPair>, serial: u64) -> (String, Str
     let cert = params.signed_by(&key, issuer).expect("leaf certificate");
     (cert.pem(), key.serialize_pem(), cert.der().to_vec())
 }
+
+/// A client certificate signed by `issuer` with subject CN `common_name`
+/// and DNS SANs `dns_names`: (cert PEM, key PEM).
+pub fn test_client(
+    issuer: &Issuer<'static, KeyPair>,
+    common_name: &str,
+    dns_names: &[&str],
+) -> (String, String) {
+    let names: Vec<String> = dns_names.iter().map(|n| (*n).to_owned()).collect();
+    let mut params = CertificateParams::new(names).expect("params");
+    params.distinguished_name = distinguished_name(common_name);
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate().expect("client key");
+    let cert = params.signed_by(&key, issuer).expect("client certificate");
+    (cert.pem(), key.serialize_pem())
+}

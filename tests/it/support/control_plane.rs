@@ -1,0 +1,539 @@
+//! A real Kubernetes control plane for the `apiserver` suite: etcd and
+//! kube-apiserver as `scripts/control-plane.sh up` starts them (one per
+//! test, in a temporary directory, stopped when dropped), `kubectl` as users
+//! run it, and the webhook installed the way `docs/local-cluster.md` tells
+//! users to: `manifests --webhook-url`, a TokenRequest token of its
+//! ServiceAccount, `serve --kubeconfig` with the Secret route.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::process::{self, Run};
+use super::server::{Options, Server, free_port};
+
+/// Set to `1` (as `.ci/run` does after building the control plane) to make
+/// a missing control plane a failure instead of a skip.
+pub const REQUIRE: &str = "GPU_POLICY_REQUIRE_CONTROL_PLANE";
+/// The webhook's namespace and the name of everything it installs.
+pub const NAME: &str = "gpu-policy";
+/// The mode label that opts a namespace in.
+pub const MODE_LABEL: &str = "gpu-policy.io/mode";
+/// How long anything the API server does in the background (a webhook
+/// configuration taking effect, the caBundle being filled) may take.
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn script() -> PathBuf {
+    root().join("scripts/control-plane.sh")
+}
+
+/// Where `scripts/control-plane.sh build` puts the binaries.
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("CONTROL_PLANE_OUT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/control-plane"))
+        .join("bin")
+}
+
+fn built() -> bool {
+    ["kube-apiserver", "kubectl", "etcd"]
+        .iter()
+        .all(|name| bin_dir().join(name).is_file())
+}
+
+/// A running etcd and kube-apiserver, stopped (`control-plane.sh down`) when
+/// dropped; their state lives in a temporary directory.
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub api_url: String,
+    pub ca_file: PathBuf,
+    _scratch: TempDir,
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // The state is thrown away: no need to wait for a clean shutdown.
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("down")
+            .arg(&self.dir)
+            .env("CONTROL_PLANE_STOP_TIMEOUT", "2")
+            .output();
+    }
+}
+
+impl ControlPlane {
+    /// Starts one, or returns `None` after printing (once) how to build it
+    /// when its binaries are missing, unless [`REQUIRE`] is `1`.
+    pub fn start() -> Option<Self> {
+        Self::start_with("")
+    }
+
+    /// [`ControlPlane::start`] with more kube-apiserver flags.
+    pub fn start_with(apiserver_args: &str) -> Option<Self> {
+        if !built() {
+            let required = std::env::var(REQUIRE).is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "{REQUIRE}=1 but {} has no control plane: run scripts/control-plane.sh build",
+                bin_dir().display()
+            );
+            static SKIPPED: Once = Once::new();
+            SKIPPED.call_once(|| {
+                println!(
+                    "skipped: no control plane in {}; build it with `scripts/control-plane.sh build`",
+                    bin_dir().display()
+                );
+            });
+            return None;
+        }
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let dir = scratch.path().join("cluster");
+        let mut command = Command::new("bash");
+        command
+            .arg(script())
+            .arg("up")
+            .arg(&dir)
+            .env("CONTROL_PLANE_APISERVER_ARGS", apiserver_args);
+        let up = process::run_command(command, None);
+        assert_eq!(up.code, 0, "control-plane.sh up failed:\n{}", up.stderr);
+        let port = std::fs::read_to_string(dir.join("apiserver.port")).expect("apiserver.port");
+        Some(Self {
+            kubeconfig: dir.join("admin.kubeconfig"),
+            api_url: format!("https://127.0.0.1:{}", port.trim()),
+            ca_file: dir.join("pki/ca.crt"),
+            dir,
+            _scratch: scratch,
+        })
+    }
+
+    /// `kubectl ARGS` as the cluster admin.
+    pub fn kubectl(&self, args: &[&str]) -> Run {
+        self.kubectl_stdin(args, None)
+    }
+
+    /// `kubectl ARGS` as the cluster admin, with `stdin`.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        self.kubectl_as(&self.kubeconfig, args, stdin)
+    }
+
+    /// `kubectl ARGS` with another kubeconfig.
+    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut command = Command::new(bin_dir().join("kubectl"));
+        command
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--request-timeout=30s")
+            .args(args)
+            .env_remove("KUBECONFIG");
+        process::run_command(command, stdin)
+    }
+
+    /// `kubectl apply --server-side -f -` of a YAML stream; must succeed.
+    #[track_caller]
+    pub fn apply(&self, yaml: &str) -> Run {
+        self.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(yaml))
+            .success()
+    }
+
+    /// `kubectl apply --dry-run=server -o json -f -`: the object as it would
+    /// be stored, or the refusal on stderr.
+    pub fn dry_run(&self, yaml: &str) -> Run {
+        self.kubectl_stdin(
+            &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
+            Some(yaml),
+        )
+    }
+
+    /// `kubectl create -f -` (a real write, unlike [`Self::dry_run`]).
+    pub fn create(&self, yaml: &str) -> Run {
+        self.kubectl_stdin(&["create", "-o", "json", "-f", "-"], Some(yaml))
+    }
+
+    /// `kubectl get -o json` of one object.
+    #[track_caller]
+    pub fn get(&self, args: &[&str]) -> Value {
+        let mut all = vec!["get", "-o", "json"];
+        all.extend_from_slice(args);
+        self.kubectl(&all).success().value()
+    }
+
+    /// A namespace with the mode label (none: not opted in) and the
+    /// `default` ServiceAccount that the controller manager would create
+    /// (without it the ServiceAccount admission plugin refuses every pod).
+    #[track_caller]
+    pub fn namespace(&self, name: &str, mode: Option<&str>) {
+        let labels = mode
+            .map(|mode| format!("\n  labels:\n    {MODE_LABEL}: {mode}"))
+            .unwrap_or_default();
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}{labels}\n---\n\
+             apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: default\n  namespace: {name}\n"
+        ));
+    }
+
+    /// A kubeconfig in `dir` that authenticates as ServiceAccount
+    /// `namespace/name` with a TokenRequest token (`kubectl create token`).
+    pub fn service_account_kubeconfig(&self, dir: &Path, namespace: &str, name: &str) -> PathBuf {
+        let token = self
+            .kubectl(&["create", "token", name, "-n", namespace, "--duration=2h"])
+            .success()
+            .stdout;
+        let path = dir.join(format!("{namespace}-{name}.kubeconfig"));
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: control-plane\n  cluster:\n    \
+             server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    \
+             token: {}\ncontexts:\n- name: {name}\n  context:\n    cluster: control-plane\n    \
+             user: {name}\ncurrent-context: {name}\n",
+            self.api_url,
+            self.ca_file.display(),
+            token.trim()
+        );
+        std::fs::write(&path, config).expect("write kubeconfig");
+        path
+    }
+
+    /// The API server's audit log, one event per line.
+    pub fn audit_events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Polls `condition` until it holds, for up to [`SETTLE`].
+    #[track_caller]
+    pub fn eventually(&self, what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + SETTLE;
+        while !condition() {
+            assert!(Instant::now() < deadline, "not within {SETTLE:?}: {what}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The RuntimeClass of the NVIDIA container runtime.
+pub const NVIDIA_RUNTIME_CLASS: &str =
+    "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: nvidia\nhandler: nvidia\n";
+
+/// A pod with one container asking for one GPU.
+pub fn gpu_pod(name: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  \
+         containers:\n  - name: app\n    image: nvidia/cuda:12.6.3-base-ubuntu24.04\n    \
+         resources:\n      limits:\n        nvidia.com/gpu: 1\n"
+    )
+}
+
+/// How [`Webhook::install`] runs the server.
+#[derive(Debug, Default)]
+pub struct WebhookOptions {
+    /// `manifests --config` and `serve --config`.
+    pub config: Option<PathBuf>,
+    /// `serve --client-ca` with the cluster's CA and `--client-name` of the
+    /// API server's webhook client certificate.
+    pub client_auth: bool,
+}
+
+/// gpu-policy installed into a [`ControlPlane`]: the rendered namespace,
+/// RBAC and webhook configurations (`manifests --webhook-url`) applied, the
+/// real binary serving with its ServiceAccount's token.
+pub struct Webhook {
+    pub server: Server,
+    pub url: String,
+    /// What `manifests` rendered and was applied.
+    pub manifests: String,
+    options: WebhookOptions,
+    kubeconfig: PathBuf,
+    _scratch: TempDir,
+}
+
+impl Webhook {
+    /// The `manifests` flags of this install, after `--webhook-url`.
+    fn manifest_args(url: &str, options: &WebhookOptions) -> Vec<String> {
+        let mut args = vec![
+            "manifests".to_owned(),
+            "--webhook-url".to_owned(),
+            url.to_owned(),
+        ];
+        if let Some(config) = &options.config {
+            args.push("--config".to_owned());
+            args.push(config.display().to_string());
+        }
+        args
+    }
+
+    /// Renders, applies and starts; returns once the server is ready (its
+    /// watches listed) and the API server trusts it (caBundle filled).
+    pub async fn install(cluster: &ControlPlane, options: WebhookOptions) -> Self {
+        let port = free_port();
+        let url = format!("https://127.0.0.1:{port}");
+        let manifests = process::gpu_policy(&Self::manifest_args(&url, &options), None)
+            .success()
+            .stdout;
+        cluster.apply(&manifests);
+        // What the GPU Operator creates: without it the webhook does not
+        // inject the runtime class (a pod naming a missing class would
+        // never start) and warns instead.
+        cluster.apply(NVIDIA_RUNTIME_CLASS);
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = cluster.service_account_kubeconfig(scratch.path(), NAME, NAME);
+        let server = Self::serve(cluster, &kubeconfig, port, &options).await;
+        let webhook = Self {
+            server,
+            url,
+            manifests,
+            options,
+            kubeconfig,
+            _scratch: scratch,
+        };
+        webhook.wait_for_ca_bundles(cluster);
+        webhook
+    }
+
+    async fn serve(
+        cluster: &ControlPlane,
+        kubeconfig: &Path,
+        port: u16,
+        options: &WebhookOptions,
+    ) -> Server {
+        let mut extra_args: Vec<String> = [
+            "--cert-secret",
+            "gpu-policy/gpu-policy-tls",
+            "--webhook-config",
+            NAME,
+            "--dns-name",
+            "127.0.0.1",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        if options.client_auth {
+            extra_args.push("--client-ca".to_owned());
+            extra_args.push(cluster.ca_file.display().to_string());
+            extra_args.push("--client-name".to_owned());
+            extra_args.push("kube-apiserver-webhook-client".to_owned());
+        }
+        Server::start(
+            Options {
+                kubeconfig: Some(kubeconfig.to_path_buf()),
+                config: options.config.clone(),
+                admission_port: Some(port),
+                extra_args,
+                ready_timeout: Some(Duration::from_secs(60)),
+                ..Options::default()
+            },
+            Some(Vec::new()),
+        )
+        .await
+    }
+
+    /// Stops the server (the webhook configurations stay).
+    pub fn stop(&mut self) {
+        self.server.terminate();
+    }
+
+    /// Starts it again on the same port, with the same token.
+    pub async fn restart(&mut self, cluster: &ControlPlane) {
+        let port = self.server.admission.port();
+        self.server = Self::serve(cluster, &self.kubeconfig, port, &self.options).await;
+    }
+
+    /// The CA the server's Secret holds, once it is in both webhook
+    /// configurations' every caBundle.
+    fn wait_for_ca_bundles(&self, cluster: &ControlPlane) {
+        cluster.eventually("the server fills caBundle of every webhook", || {
+            let Some(ca) = cluster
+                .kubectl(&["get", "secret", "-n", NAME, "gpu-policy-tls", "-o", "json"])
+                .stdout
+                .parse::<Value>()
+                .ok()
+                .and_then(|s| s["data"]["ca.crt"].as_str().map(str::to_owned))
+            else {
+                return false;
+            };
+            [
+                "mutatingwebhookconfiguration",
+                "validatingwebhookconfiguration",
+            ]
+            .iter()
+            .all(|kind| {
+                let config = cluster.kubectl(&["get", kind, NAME, "-o", "json"]);
+                let Ok(config) = config.stdout.parse::<Value>() else {
+                    return false;
+                };
+                config["webhooks"].as_array().is_some_and(|hooks| {
+                    hooks
+                        .iter()
+                        .all(|hook| hook["clientConfig"]["caBundle"].as_str() == Some(&ca))
+                })
+            })
+        });
+    }
+
+    /// Waits until the API server calls the webhook for pods of the
+    /// `enforce` namespace `namespace` (a configuration takes effect a moment
+    /// after it is written): a dry-run GPU pod comes back mutated.
+    pub fn wait_effective(&self, cluster: &ControlPlane, namespace: &str) {
+        let pod = gpu_pod("probe", namespace);
+        cluster.eventually("the webhook acts on a dry run", || {
+            let run = cluster.dry_run(&pod);
+            run.code == 0 && run.value()["spec"]["runtimeClassName"] == "nvidia"
+        });
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        self.server.log()
+    }
+}
+
+/// The ValidatingAdmissionPolicy status controller of kube-controller-manager
+/// (`--controllers=validatingadmissionpolicy-status-controller`), alone: it
+/// type-checks each policy against the API server's schemas and writes
+/// `status.typeChecking`, which nothing in a bare control plane fills.
+/// Built by [`ControlPlane::start_policy_status_controller`] from the same
+/// Go modules as the control plane; stopped when dropped.
+const POLICY_STATUS_CONTROLLER_GO: &str = r#"package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	apiextensionsscheme "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/scheme"
+	validating "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/cel/openapi/resolver"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	k8sscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/kubernetes/pkg/controller/validatingadmissionpolicystatus"
+	"k8s.io/kubernetes/pkg/generated/openapi"
+)
+
+// As cmd/kube-controller-manager/app/validatingadmissionpolicystatus.go.
+func main() {
+	config, err := clientcmd.BuildConfigFromFlags("", os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	client := kubernetes.NewForConfigOrDie(config)
+	disco := discovery.NewDiscoveryClientForConfigOrDie(config)
+	schemas := resolver.NewDefinitionsSchemaResolver(openapi.GetOpenAPIDefinitions, k8sscheme.Scheme, apiextensionsscheme.Scheme).
+		Combine(&resolver.ClientDiscoveryResolver{Discovery: disco})
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	controller, err := validatingadmissionpolicystatus.NewController(
+		factory.Admissionregistration().V1().ValidatingAdmissionPolicies(),
+		client.AdmissionregistrationV1().ValidatingAdmissionPolicies(),
+		&validating.TypeChecker{SchemaResolver: schemas, RestMapper: mapper},
+	)
+	if err != nil {
+		panic(err)
+	}
+	factory.Start(context.Background().Done())
+	controller.Run(context.Background(), 1)
+}
+"#;
+
+/// A running [`POLICY_STATUS_CONTROLLER_GO`], killed when dropped.
+pub struct PolicyStatusController {
+    child: std::process::Child,
+}
+
+impl Drop for PolicyStatusController {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ControlPlane {
+    /// Starts the policy status controller against this control plane (its
+    /// log in `dir`). The first call builds it with `go` (minutes cold; the
+    /// control plane's module and build caches make it shorter), into
+    /// [`bin_dir`]. None, said once, without `go`, unless [`REQUIRE`] is `1`.
+    pub fn start_policy_status_controller(&self) -> Option<PolicyStatusController> {
+        let binary = policy_status_controller()?;
+        let log = std::fs::File::create(self.dir.join("policy-status-controller.log"))
+            .expect("policy-status-controller.log");
+        let child = Command::new(binary)
+            .arg(&self.kubeconfig)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("the policy status controller starts");
+        Some(PolicyStatusController { child })
+    }
+}
+
+/// The built [`POLICY_STATUS_CONTROLLER_GO`], named by a hash of its source
+/// and of the control plane's go.mod and go.sum; built once.
+fn policy_status_controller() -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = BUILD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let modules = root().join("tests/control-plane");
+    let read = |name: &str| std::fs::read_to_string(modules.join(name)).expect(name);
+    let (go_mod, go_sum) = (read("go.mod"), read("go.sum"));
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (POLICY_STATUS_CONTROLLER_GO, &go_mod, &go_sum).hash(&mut hasher);
+    let binary = bin_dir().join(format!("policy-status-controller-{:016x}", hasher.finish()));
+    if binary.is_file() {
+        return Some(binary);
+    }
+    if Command::new("go").arg("version").output().is_err() {
+        let required = std::env::var(REQUIRE).is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{REQUIRE}=1 but `go` is missing: the policy status controller needs it"
+        );
+        println!("skipped: no `go` to build the policy status controller");
+        return None;
+    }
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let go_mod = go_mod.replacen(
+        "module gpu-policy/tests/control-plane",
+        "module policy-status-controller",
+        1,
+    );
+    std::fs::write(scratch.path().join("go.mod"), go_mod).expect("go.mod");
+    std::fs::write(scratch.path().join("go.sum"), go_sum).expect("go.sum");
+    std::fs::write(scratch.path().join("main.go"), POLICY_STATUS_CONTROLLER_GO).expect("main.go");
+    let partial = scratch.path().join("policy-status-controller");
+    let mut command = Command::new("go");
+    command
+        .args(["build", "-o"])
+        .arg(&partial)
+        .arg(".")
+        .current_dir(scratch.path())
+        .env("GOWORK", "off")
+        .env("GOFLAGS", "-mod=mod")
+        .env("CGO_ENABLED", "0");
+    let built = process::run_command(command, None);
+    assert_eq!(
+        built.code, 0,
+        "building the policy status controller:\n{}",
+        built.stderr
+    );
+    std::fs::create_dir_all(bin_dir()).expect("bin dir");
+    let staged = binary.with_extension("partial");
+    std::fs::copy(&partial, &staged).expect("copy the policy status controller");
+    std::fs::rename(&staged, &binary).expect("install the policy status controller");
+    Some(binary)
+}
