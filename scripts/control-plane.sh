@@ -31,6 +31,10 @@ STAMP=$BIN_DIR/.stamp
 # Packages built, and the binary name each gets in $BIN_DIR.
 KUBE_PKGS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
 ETCD_PKG=go.etcd.io/etcd/server/v3 # the etcd server's `package main`
+# Ours, in tests/control-plane/: kube-controller-manager's
+# ValidatingAdmissionPolicy status controller alone (it fills
+# status.typeChecking), for the tests of the generated policies.
+OWN_PKGS=(./policy-status-controller)
 
 # The Service CIDR of the cluster. No kube-proxy runs, so nothing routes to
 # it; the apiserver only needs it to allocate ClusterIPs (and its own
@@ -47,7 +51,8 @@ source with Go, on 127.0.0.1, with no container runtime.
 Pinned: Kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION.
 
 Commands:
-  build [--force]  Build kube-apiserver, kubectl and etcd into
+  build [--force]  Build kube-apiserver, kubectl, etcd (and the policy
+                   status controller of tests/control-plane/) into
                    ${BIN_DIR#"$ROOT"/}/ from the Go module in
                    tests/control-plane/. Skipped when the binaries of the
                    pinned versions are already there (--force rebuilds).
@@ -189,11 +194,13 @@ cmd_gomod() {
 # What the binaries were built from; a change to any of it rebuilds.
 stamp_content() {
     echo "kubernetes=$KUBERNETES_VERSION etcd=$ETCD_VERSION"
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" | sha256sum | cut -d' ' -f1
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR"/policy-status-controller/*.go |
+        sha256sum | cut -d' ' -f1
 }
 
 is_built() {
-    [[ -x $BIN_DIR/kube-apiserver && -x $BIN_DIR/kubectl && -x $BIN_DIR/etcd && -f $STAMP ]] &&
+    [[ -x $BIN_DIR/kube-apiserver && -x $BIN_DIR/kubectl && -x $BIN_DIR/etcd &&
+        -x $BIN_DIR/policy-status-controller && -f $STAMP ]] &&
         [[ $(cat "$STAMP") == "$(stamp_content)" ]]
 }
 
@@ -253,11 +260,11 @@ cmd_build() {
     # One `go build` for all three so the shared dependencies compile once and
     # in parallel. -o DIR names a binary after its package; the etcd main
     # package is go.etcd.io/etcd/server/v3, which comes out as "server".
-    run_go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${KUBE_PKGS[@]}" "$ETCD_PKG" ||
+    run_go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${KUBE_PKGS[@]}" "$ETCD_PKG" "${OWN_PKGS[@]}" ||
         die "go build failed (see above)"
     mv "$tmp/server" "$tmp/etcd"
     mkdir -p "$BIN_DIR"
-    mv -f "$tmp/kube-apiserver" "$tmp/kubectl" "$tmp/etcd" "$BIN_DIR/"
+    mv -f "$tmp/kube-apiserver" "$tmp/kubectl" "$tmp/etcd" "$tmp/policy-status-controller" "$BIN_DIR/"
     stamp_content > "$STAMP"
     rm -rf "$tmp"
     trap - EXIT

@@ -17,9 +17,17 @@
 //! (0, 1), `gpu-memory` or the device count not a whole number above 0, a
 //! device count above `maxPerContainer`, a container name naming none), and
 //! HAMi's share values as shares, never as cards (`shareProblems`: whole
-//! and non-negative, the percentages at most 100, a request only beside an
-//! equal limit). Its message names the containers, not each share and
-//! problem as the webhook's messages do.
+//! and non-negative, a request only beside an equal limit, with a message
+//! naming the containers only; `percentProblems`: the percentages at most
+//! 100, with the webhook's messages).
+//!
+//! The messages are the webhook's: one per resource (per value, for an
+//! invalid one), naming its containers, and the pod's count of each
+//! resource above the maximum. A validation has one message, so where the
+//! webhook reports several violations of one kind (two resources above
+//! the container maximum) the policy joins their messages with `; `. The
+//! variables only messages read (`...Keys`, `podCounts`) are evaluated
+//! only for a validation that fails.
 //!
 //! Each container's limits and requests are read once per check
 //! (`cel_text::read_once`): reading `limits(c)` again builds an empty map
@@ -65,14 +73,62 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
          || {req}.exists(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
             && quantity({req}[k]).asInteger() > {max})))",
     );
+    // For the messages, each container of a problem with the resources
+    // (or, for values, `<field>.<resource> <reason>`) it has it for, as
+    // the webhook names them: `{'name', 'ks'}`. Read only by the messages.
+    let keys = |list: &str, ks: &str| {
+        format!(
+            "variables.{list}.map(c, {{'name': dyn(c.name), 'ks': dyn({once}.map(m, {ks})[0])}})"
+        )
+    };
+    let reason = |v: &str| {
+        format!(
+            "(!isQuantity({v}) ? ' is not a Kubernetes quantity' \
+             : {} < 0 ? ' is negative' \
+             : quantity({v}).isGreaterThan(quantity('18446744073709551615')) ? ' is too large' \
+             : ' is not a whole number')",
+            cel::zero_compared(v)
+        )
+    };
+    let invalid_keys = keys(
+        "invalidValue",
+        &format!(
+            "{lim}.filter(k, {gpu} && !{wl}).map(k, 'limits.' + k + {rl}) \
+             + {req}.filter(k, {gpu} && !{wr}).map(k, 'requests.' + k + {rr})",
+            rl = reason("m.l[k]"),
+            rr = reason("m.r[k]"),
+        ),
+    );
+    let without_limit_keys = keys(
+        "requestWithoutLimit",
+        &format!(
+            "{req}.filter(k, {gpu} && {nr} && !(k in {lim}))",
+            nr = cel::nonzero("m.r[k]")
+        ),
+    );
+    let not_limit_keys = keys(
+        "requestNotLimit",
+        &format!(
+            "{req}.filter(k, {gpu} && k in {lim} && {wr} && {wl} \
+             && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0)"
+        ),
+    );
+    let above_container_keys = keys(
+        "aboveContainerMaximum",
+        &format!(
+            "{lim}.filter(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
+             + {req}.filter(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
+                && quantity({req}[k]).asInteger() > {max})"
+        ),
+    );
     // Each container's GPU resources, once per request: the names in
     // its limits, then those only in its requests, each with the count
     // the device plugin allocates. The pod checks below read these
     // instead of the containers' quantities.
     let gpus = |c: &str| {
         format!(
-            "{once}.map(m, {lim}.filter(k, {gpu}).map(k, {{'k': k, 'n': {n}}}) \
-             + {req}.filter(k, {gpu} && !(k in {lim})).map(k, {{'k': k, 'n': {n}}}))[0]",
+            "{once}.map(m, {lim}.filter(k, {gpu}).map(k, {{'k': dyn(k), 'n': dyn({n})}}) \
+             + {req}.filter(k, {gpu} && !(k in {lim})).map(k, {{'k': dyn(k), 'n': dyn({n})}}))[0]",
             once = read_once(c),
             n = count(lim, req, "k"),
         )
@@ -98,13 +154,16 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         total("variables.initGpus.filter(i, i.sidecar).map(i, i.gpus)"),
         plus_implied("variables.steadyImplied"),
     );
-    let init_peak = format!(
-        "variables.initPeaks.exists(p, {} + {}{} > variables.maxPerPod)",
+    let peak = format!(
+        "{} + {}{}",
         total("[p.init]"),
         total("p.sidecars"),
         plus_implied("p.implied"),
     );
+    let init_peak = format!("variables.initPeaks.exists(p, {peak} > variables.maxPerPod)");
     let over = format!("({steady} > variables.maxPerPod || {init_peak})");
+    // The effective count of resource k, for the message.
+    let effective = format!("([{steady}] + variables.initPeaks.map(p, {peak})).max()");
     let mut above_pod = format!(
         "(variables.regularGpus + variables.initGpus.map(i, i.gpus))\
          .exists(l, l.exists(g, [g.k].exists(k, {over})))"
@@ -114,11 +173,11 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         above_pod = format!("{above_pod} || [{cards}].exists(k, {over})");
     }
     let implied_field = match &implied {
-        Some(n) => format!(", 'implied': {n}"),
+        Some(n) => format!(", 'implied': dyn({n})"),
         None => String::new(),
     };
     let init_gpus = format!(
-        "variables.inits.map(c, {{'name': c.name, 'sidecar': {sc}, 'gpus': {g}{implied_field}}})",
+        "variables.inits.map(c, {{'name': dyn(c.name), 'sidecar': dyn({sc}), 'gpus': dyn({g}){implied_field}}})",
         sc = sidecar("c"),
         g = gpus("c"),
     );
@@ -127,13 +186,13 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
          && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))";
     let init_peaks = match implied {
         None => format!(
-            "variables.initGpus.filter(i, !i.sidecar).map(i, {{'init': i.gpus, \
-             'sidecars': {before}.map(s, s.gpus)}})"
+            "variables.initGpus.filter(i, !i.sidecar).map(i, {{'init': dyn(i.gpus), \
+             'sidecars': dyn({before}.map(s, s.gpus))}})"
         ),
         Some(_) => format!(
             "variables.initGpus.filter(i, !i.sidecar).map(i, [{before}].map(ss, \
-             {{'init': i.gpus, 'sidecars': ss.map(s, s.gpus), \
-               'implied': i.implied + ss.map(s, s.implied).sum()}})[0])"
+             {{'init': dyn(i.gpus), 'sidecars': dyn(ss.map(s, s.gpus)), \
+               'implied': dyn(i.implied + ss.map(s, s.implied).sum())}})[0])"
         ),
     };
     let mut variables = sharing::variables(settings);
@@ -157,6 +216,10 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         Variable::new("requestWithoutLimit", &without_limit),
         Variable::new("requestNotLimit", &not_limit),
         Variable::new("aboveContainerMaximum", &above_container),
+        Variable::new("invalidValueKeys", &invalid_keys),
+        Variable::new("requestWithoutLimitKeys", &without_limit_keys),
+        Variable::new("requestNotLimitKeys", &not_limit_keys),
+        Variable::new("aboveContainerMaximumKeys", &above_container_keys),
     ]);
     if let Some(n) = &implied {
         variables.push(Variable::new(
@@ -167,51 +230,71 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             ),
         ));
     }
+    // The resources each init and regular container names (and, with a
+    // sharing scheme, the cards it implies), for the pod maximum's message.
+    let mut pod_keys = "(variables.initGpus.map(i, {'name': dyn(i.name), 'ks': dyn(i.gpus.map(g, g.k))}) \
+         + variables.regulars.map(c, c.name).map(n, {'name': dyn(n), \
+           'ks': dyn(variables.regularGpus[variables.regulars.map(c, c.name).indexOf(n)].map(g, g.k))}))"
+        .to_owned();
+    if implied.is_some() {
+        pod_keys = format!("({pod_keys} + [{{'name': dyn(''), 'ks': dyn([{cards}])}}])");
+    }
+    variables.push(Variable::new("podResourceKeys", &pod_keys));
+    variables.push(Variable::new(
+        "podCounts",
+        &cel::each_first(
+            "variables.podResourceKeys",
+            &format!(
+                "[{effective}].map(n, n > variables.maxPerPod ? 'the pod needs ' + string(n) + ' ' \
+                 + k + ' (init and sidecar containers included), above the maximum of ' \
+                 + string(variables.maxPerPod) + ' per pod here' : '')[0]"
+            ),
+        ),
+    ));
     variables.push(Variable::new("abovePodMaximum", &above_pod));
     variables
 }
 
 pub fn validations(settings: &Settings) -> Vec<Validation> {
     let max = settings.config().max_per_container;
-    let phrase = |list: &str| cel::containers_phrase(list);
+    let grouped =
+        |list: &str, text: &str| cel::grouped_messages(&format!("variables.{list}Keys"), text);
     let mut validations = vec![
         Validation::new(
             "size(variables.invalidValue) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ': a GPU request or limit is not a whole, non-negative \
-                 number; GPUs are whole devices: use an integer such as \"1\"'",
-                phrase("variables.invalidValue")
+            &grouped(
+                "invalidValue",
+                "': ' + k + '; GPUs are whole devices: use an integer such as \"1\"'",
             ),
         ),
         Validation::new(
             "size(variables.requestWithoutLimit) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ' must set a limit for each GPU request: a GPU request \
-                 needs an equal limit'",
-                phrase("variables.requestWithoutLimit")
+            &grouped(
+                "requestWithoutLimit",
+                "' must set limits.' + k + ': a GPU request needs an equal limit'",
             ),
         ),
         Validation::new(
             "size(variables.requestNotLimit) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ': a GPU request differs from its limit; GPUs cannot \
-                 be overcommitted, set them equal'",
-                phrase("variables.requestNotLimit")
+            &grouped(
+                "requestNotLimit",
+                "': requests.' + k + ' differs from limits.' + k \
+                 + '; GPUs cannot be overcommitted, set them equal'",
             ),
         ),
         Validation::new(
             "size(variables.aboveContainerMaximum) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ' must not ask for more than {max} GPUs per container; \
-                 split the work or lower the limit'",
-                phrase("variables.aboveContainerMaximum")
+            &grouped(
+                "aboveContainerMaximum",
+                &format!(
+                    "' must not ask for more than {max} ' + k \
+                     + ' per container; split the work or lower the limit'"
+                ),
             ),
         ),
         Validation::new(
             "!variables.abovePodMaximum",
-            "'gpu-policy: the pod needs more GPUs (init and sidecar containers included) than \
-             the maximum of ' + string(variables.maxPerPod) + ' per pod here; \
-             split the work or lower the limits'",
+            "'gpu-policy: ' + variables.podCounts",
         ),
     ];
     validations.extend(sharing::bounded_validations(settings));

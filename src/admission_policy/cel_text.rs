@@ -67,6 +67,11 @@ pub const REGULARS: &str = "has(variables.spec.containers) ? variables.spec.cont
 /// Init (sidecars included) and regular containers: the ones that can
 /// hold a GPU. Ephemeral containers never can.
 pub const CONTAINERS: &str = "variables.inits + variables.regulars";
+/// The request is an update of `pods/ephemeralcontainers`. The API server
+/// leaves `subResource` out of `request` when there is none (it is
+/// `omitempty` in the AdmissionRequest it converts), so it is tested first.
+pub const EPHEMERAL_UPDATE: &str =
+    "has(request.subResource) && request.subResource == 'ephemeralcontainers'";
 pub const EPHEMERALS: &str =
     "has(variables.spec.ephemeralContainers) ? variables.spec.ephemeralContainers : []";
 
@@ -171,13 +176,24 @@ fn regex_literal(text: &str) -> String {
 
 /// A quantity usable as a GPU count: whole and not negative.
 pub fn whole(v: &str) -> String {
-    format!("(isQuantity({v}) && quantity({v}).isInteger() && quantity({v}).sign() >= 0)")
+    format!("(isQuantity({v}) && quantity({v}).isInteger() && quantity({v}).asInteger() >= 0)")
 }
 
 /// A value that asks for a device: anything but a zero quantity (an
 /// unreadable value counts as asking, as in the webhook).
+///
+/// Not `sign()`: the API server declares it as a global function
+/// (`sign(<Quantity>)`, `k8s.io/apiserver/pkg/cel/library/quantity.go`)
+/// although its documentation shows a method, and refuses
+/// `quantity(v).sign()` when the policy is created; a comparison with
+/// zero reads the same everywhere.
 pub fn nonzero(v: &str) -> String {
-    format!("(!isQuantity({v}) || quantity({v}).sign() != 0)")
+    format!("(!isQuantity({v}) || {} != 0)", zero_compared(v))
+}
+
+/// `quantity(v)` compared with zero: -1, 0 or 1, as `sign` would give.
+pub fn zero_compared(v: &str) -> String {
+    format!("quantity({v}).compareTo(quantity('0'))")
 }
 
 /// The container is a GPU container the nvidia runtime serves: it asks
@@ -279,6 +295,33 @@ pub fn max_per_pod(settings: &Settings) -> String {
          && namespaceObject.metadata.annotations[{annotation}].trim().matches('^[+]?[0-9]{{1,18}}$') \
          && int(namespaceObject.metadata.annotations[{annotation}].trim()) <= {max} \
          ? int(namespaceObject.metadata.annotations[{annotation}].trim()) : {max}"
+    )
+}
+
+/// One text per string of the lists `ks` of the records `recs` (a CEL
+/// list of `{'name', 'ks'}`, the names unique): `text` of each string `k`
+/// the first time a record holds it, in the records' order (one record's
+/// strings in the order its map's keys come), joined with `; `. `text`
+/// may read `rs`, all the records. Lists cannot be flattened in the CEL
+/// of Kubernetes 1.30, so the texts are joined at each level.
+pub fn each_first(recs: &str, text: &str) -> String {
+    format!(
+        "[{recs}].map(rs, [rs.map(y, y.name)].map(ns, rs.map(r, r.ks.filter(k, \
+         !rs.exists(x, ns.indexOf(x.name) < ns.indexOf(r.name) && k in x.ks))\
+         .map(k, {text}).filter(t, t != '').join('; ')).filter(t, t != '').join('; '))[0])[0]"
+    )
+}
+
+/// The webhook's messages of one problem: one per string of the records'
+/// `ks` (see [`each_first`]), naming the records (containers) that hold
+/// it, with `text` (which reads the string as `k`) after their names.
+pub fn grouped_messages(recs: &str, text: &str) -> String {
+    format!(
+        "'gpu-policy: ' + {}",
+        each_first(
+            recs,
+            &format!("{} + {text}", containers_phrase("rs.filter(x, k in x.ks)"))
+        )
     )
 }
 

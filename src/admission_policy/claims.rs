@@ -64,10 +64,10 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         Variable::new(
             "gpuRequests",
             &format!(
-                "variables.requests.map(r, {{'name': r.name, 'alternatives': \
-                 ((has(r.exactly) ? [r.exactly] : []) \
+                "variables.requests.map(r, {{'name': dyn(r.name), 'alternatives': \
+                 dyn(((has(r.exactly) ? [r.exactly] : []) \
                   + (has(r.firstAvailable) ? r.firstAvailable : []))\
-                 .filter(a, has(a.deviceClassName) && a.deviceClassName in {classes})}})\
+                 .filter(a, has(a.deviceClassName) && a.deviceClassName in {classes}))}})\
                  .filter(r, size(r.alternatives) > 0)"
             ),
         ),
@@ -80,8 +80,8 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             "counts",
             "variables.gpuRequests.filter(r, !r.alternatives.exists(a, \
              has(a.allocationMode) && a.allocationMode == 'All'))\
-             .map(r, {'name': r.name, 'count': \
-                r.alternatives.map(a, has(a.count) ? a.count : 1).max()})",
+             .map(r, {'name': dyn(r.name), 'count': \
+                dyn(r.alternatives.map(a, has(a.count) ? a.count : 1).max())})",
         ),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
         Variable::new(
@@ -101,34 +101,33 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
 
 pub fn validations(settings: &Settings) -> Vec<Validation> {
     let max = settings.config().max_per_container;
-    let requests = |list: &str| {
-        format!(
-            "(size({list}) == 1 ? 'request ' : 'requests ') + {list}.map(r, '\"' + r.name + '\"').join(', ')"
-        )
+    // One message per request, as the webhook's, joined.
+    let each = |list: &str, text: &str| {
+        format!("'gpu-policy: ' + {list}.map(r, 'request \"' + r.name + '\" {text}').join('; ')")
     };
     vec![
         Validation::new(
             "size(variables.allDevices) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ' asks for every GPU of a node (allocationMode: All); \
-                 use allocationMode: ExactCount with a count'",
-                requests("variables.allDevices")
+            &each(
+                "variables.allDevices",
+                "asks for every GPU of a node (allocationMode: All); \
+                 use allocationMode: ExactCount with a count",
             ),
         ),
         Validation::new(
             &format!("!variables.counts.exists(r, r.count > {max})"),
             &format!(
-                "'gpu-policy: ' + {} + ' asks for more than {max} GPUs, the maximum per \
-                 container; lower its count'",
-                requests(&format!("variables.counts.filter(r, r.count > {max})"))
+                "'gpu-policy: ' + variables.counts.filter(r, r.count > {max}).map(r, 'request \"' \
+                 + r.name + '\" asks for ' + string(r.count) + ' GPUs, above the maximum of {max} \
+                 per container; lower its count').join('; ')"
             ),
         ),
         Validation::new(
             "variables.adminAllowed || size(variables.adminAccess) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ' sets adminAccess on a GPU class, allowed only in \
-                 namespaces the allowlist names; remove adminAccess'",
-                requests("variables.adminAccess")
+            &each(
+                "variables.adminAccess",
+                "sets adminAccess on a GPU class, allowed only in namespaces the allowlist \
+                 names; remove adminAccess",
             ),
         ),
         Validation::new(

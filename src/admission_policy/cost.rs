@@ -426,11 +426,32 @@ impl Coster<'_> {
         Ok(Estimated { cost, shape })
     }
 
+    /// The length bounds of `x` when `arg` is `size(x)` or `x.size()`.
+    fn size_argument(&mut self, arg: &IdedExpr) -> Result<Option<Bounds>, CostError> {
+        let Expr::Call(call) = &arg.expr else {
+            return Ok(None);
+        };
+        let sized = match (call.func_name.as_str(), &call.target, call.args.as_slice()) {
+            ("size", None, [x]) => x,
+            ("size", Some(x), []) => x.as_ref(),
+            _ => return Ok(None),
+        };
+        Ok(Some(self.cost(sized)?.shape.size()))
+    }
+
     fn call(&mut self, call: &CallExpr) -> Result<Estimated, CostError> {
-        let name = call.func_name.as_str();
+        // The parser reads `lists.range(n)` as a method of an identifier
+        // `lists`: it is the namespaced function.
+        let namespaced = match &call.target {
+            Some(target) if matches!(&target.expr, Expr::Ident(ns) if ns == "lists") => {
+                Some(format!("lists.{}", call.func_name))
+            }
+            _ => None,
+        };
+        let name = namespaced.as_deref().unwrap_or(call.func_name.as_str());
         let target = match &call.target {
-            Some(target) => Some(self.cost(target)?),
-            None => None,
+            Some(target) if namespaced.is_none() => Some(self.cost(target)?),
+            _ => None,
         };
         let args = call
             .args
@@ -438,6 +459,12 @@ impl Coster<'_> {
             .map(|arg| self.cost(arg))
             .collect::<Result<Vec<_>, _>>()?;
         let args_cost = total(&args.iter().map(|a| a.cost).collect::<Vec<_>>());
+        // `lists.range(size(x))`: as long as `x` (cel-go knows no length
+        // of a computed int, and takes the largest).
+        let range_len = match (name, call.args.as_slice()) {
+            ("lists.range", [arg]) => self.size_argument(arg)?,
+            _ => None,
+        };
         let unsupported = || CostError::UnsupportedFunction(name.to_owned());
         let scalar = |cost: Bounds| (cost, Shape::Scalar);
         let (cost, shape) = match (name, &target, args.as_slice()) {
@@ -561,11 +588,13 @@ impl Coster<'_> {
             ),
             ("add" | "sub", Some(_), [_]) => (Bounds::fixed(1).add(args_cost), Shape::Quantity),
             (
-                "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan"
-                | "isLessThan" | "compareTo",
+                "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan" | "isLessThan"
+                | "compareTo",
                 Some(_),
                 _,
             ) => scalar(Bounds::fixed(1).add(args_cost)),
+            // A function upstream, not a method (see `kubernetes_cel::library`).
+            ("sign", None, [_]) => scalar(Bounds::fixed(1).add(args_cost)),
             ("int" | "uint" | "double" | "bool", None, [_]) => {
                 scalar(Bounds::fixed(1).add(args_cost))
             }
@@ -628,6 +657,32 @@ impl Coster<'_> {
                     _ => Shape::Scalar,
                 };
                 (len.multiply(per_item).add(args_cost), shape)
+            }
+            // cel-go's ext.Lists (`ext/lists.go`): an allocating call of
+            // cost factor 1 over the list (flatten: the outer one), plus 1.
+            ("flatten", Some(list), []) => {
+                let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
+                let shape = match item {
+                    Shape::List {
+                        len: inner,
+                        item: inner_item,
+                    } => Shape::List {
+                        len: len.multiply(*inner),
+                        item: inner_item.clone(),
+                    },
+                    _ => list.shape.clone(),
+                };
+                (len.add(Bounds::fixed(1)).add(args_cost), shape)
+            }
+            ("lists.range", None, [_]) => {
+                let len = range_len.unwrap_or(Bounds::UNKNOWN);
+                (
+                    len.add(Bounds::fixed(1)).add(args_cost),
+                    Shape::List {
+                        len,
+                        item: Box::new(Shape::Scalar),
+                    },
+                )
             }
             ("indexOf" | "lastIndexOf", Some(text), _) => scalar(
                 text.shape

@@ -371,8 +371,10 @@ fn real_objects_cost_little() {
         // containers are reported as they come.
         if !object.starts_with("a Pod of") {
             assert!(cost.within_limits(), "{object} {}", cost.name);
+            // Most of the bound is the messages, which the API server
+            // evaluates only for a validation that fails.
             assert!(
-                cost.runtime().is_ok_and(|c| c.max < 10_000),
+                cost.runtime().is_ok_and(|c| c.max < 50_000),
                 "{object} {}",
                 cost.name
             );

@@ -46,10 +46,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
     let mounts = "has(c.volumeMounts) ? c.volumeMounts : []";
     let mut variables = sharing::variables(settings);
     variables.extend([
-        Variable::new(
-            "ephemeralUpdate",
-            "request.subResource == 'ephemeralcontainers'",
-        ),
+        Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
         Variable::new("ephemerals", cel::EPHEMERALS),
         Variable::new(
             "oldEphemeralNames",
@@ -141,23 +138,28 @@ pub fn validations(settings: &Settings) -> Vec<Validation> {
         Validation::new(
             "variables.allowlisted || size(variables.hostPaths) == 0",
             &format!(
-                "'gpu-policy: hostPath volumes ' + variables.hostPaths.map(v, '\"' + v.name + '\"')\
-                 .join(', ') + ' expose NVIDIA device files outside the device plugin; {fix}'"
+                "'gpu-policy: hostPath ' + (size(variables.hostPaths) == 1 ? 'volume ' : 'volumes ') \
+                 + variables.hostPaths.map(v, '\"' + v.name + '\"').join(', ') \
+                 + ' must not mount a host path that exposes /dev/nvidia*; {fix}'"
             ),
         ),
         Validation::new(
             "variables.allowlisted || size(variables.deviceListMounts) == 0",
             &format!(
-                "'gpu-policy: ' + {} + ' must not mount {DEVICE_LIST_MOUNT}: such a mount is a \
-                 device request; {fix}'",
+                "'gpu-policy: ' + {} + ' must not mount {DEVICE_LIST_MOUNT}, a device request to \
+                 the NVIDIA runtime; {fix}'",
                 cel::containers_phrase("variables.deviceListMounts")
             ),
         ),
         Validation::new(
             "variables.allowlisted || size(variables.cdiAnnotations) == 0",
+            // The keys sorted, as the webhook names them (a map's keys come
+            // in any order).
             &format!(
-                "'gpu-policy: annotations ' + variables.cdiAnnotations.map(k, '\"' + k + '\"')\
-                 .join(', ') + ' inject NVIDIA devices through CDI; {fix}'"
+                "'gpu-policy: ' + (size(variables.cdiAnnotations) == 1 ? 'annotation ' \
+                 : 'annotations ') + [variables.cdiAnnotations].map(d, d.map(i, d.filter(k, \
+                 size(d.filter(x, x < k)) == d.indexOf(i))[0]))[0].map(k, '\"' + k + '\"')\
+                 .join(', ') + ' must not inject NVIDIA devices through CDI; {fix}'"
             ),
         ),
         Validation::new(

@@ -16,8 +16,9 @@
 //!   with `runtimeClassName: ""` the policy is not generated (nothing is
 //!   injected).
 //!
-//! Each container's `env` is replaced whole (filtered, pin appended), which
-//! leaves the object exactly as the webhook's removals and append do.
+//! Each container's entries are removed by index and the pin appended, as
+//! the webhook's own patch does (see [`env_patches`] for why the env is
+//! never written whole).
 //!
 //! Not here: a container whose GPUs come through a DRA claim is pinned
 //! like any other (the policy cannot resolve the claim; the webhook does;
@@ -62,6 +63,13 @@ fn policy(
 /// The JSON Patch operations for the containers of one list (`field` of
 /// the pod spec), those in scope given by `scoped`. Ephemeral containers
 /// (`can_hold_gpu` false) are pinned whatever they ask for.
+///
+/// Entries are removed one by one, from the last back so that each index
+/// holds, and the pin is appended: the env is never written whole,
+/// because the API server cannot turn the entries it reads back into JSON
+/// (`JSONPath valueExpression evaluated to a type that could not marshal
+/// to JSON`). This takes `lists.range` and `flatten`, cel-go's `ext.Lists`,
+/// in every API server that serves MutatingAdmissionPolicy (1.34+).
 fn env_patches(
     settings: &Settings,
     field: &str,
@@ -72,11 +80,11 @@ fn env_patches(
     let pin = cel::string(&settings.config().visible_devices_pin);
     let name = cel::string(VARIABLE);
     let env = "(has(c.env) ? c.env : [])";
-    let ours = format!("{env}.filter(e, has(e.name) && e.name == {name})");
-    let others = format!("{env}.filter(e, !has(e.name) || e.name != {name})");
+    let ours = |e: &str| format!("(has({e}.name) && {e}.name == {name})");
     let pinned = format!(
-        "(size({ours}) == 1 && !has({ours}[0].valueFrom) && has({ours}[0].value) \
-         && {ours}[0].value == {pin})"
+        "[{env}.filter(e, {})].exists(o, size(o) == 1 && !has(o[0].valueFrom) \
+         && has(o[0].value) && o[0].value == {pin})",
+        ours("e")
     );
     // A share whose scheme's webhook has not acted yet is pinned meanwhile.
     let gpu = match can_hold_gpu {
@@ -89,18 +97,28 @@ fn env_patches(
     };
     // A GPU container keeps the entries its scheme wrote (KAI's in the
     // holder of the fraction) and loses the others of that name.
-    let (authored, kept) = match sharing::keeps_entry(settings, "c", "e") {
-        Some(keeps) => (
-            format!("{env}.filter(e, has(e.name) && e.name == {name} && !{keeps})"),
-            format!("{env}.filter(e, !has(e.name) || e.name != {name} || {keeps})"),
-        ),
-        None => (ours.clone(), others.clone()),
+    let authored = |e: &str| match sharing::keeps_entry(settings, "c", e) {
+        Some(keeps) => format!("({} && !{keeps})", ours(e)),
+        None => ours(e),
     };
+    let path = format!("'/spec/{field}/' + string({list}.map(x, x.name).indexOf(c.name)) + '/env'");
+    let removals = |test: &str| {
+        format!(
+            "[{env}].map(v, lists.range(size(v)).map(j, size(v) - 1 - j).filter(i, {test})\
+             .map(i, JSONPatch{{op: 'remove', path: {path} + '/' + string(i)}}))[0]"
+        )
+    };
+    let append = format!(
+        "[has(c.env) \
+         ? JSONPatch{{op: 'add', path: {path} + '/-', value: {{'name': {name}, 'value': {pin}}}}} \
+         : JSONPatch{{op: 'add', path: {path}, value: [{{'name': {name}, 'value': {pin}}}]}}]"
+    );
     format!(
-        "{scoped}.filter(c, {gpu} ? size({authored}) > 0 : !{pinned}).map(c, JSONPatch{{\
-            op: has(c.env) ? 'replace' : 'add', \
-            path: '/spec/{field}/' + string({list}.map(x, x.name).indexOf(c.name)) + '/env', \
-            value: {gpu} ? {kept} : {others} + [{{'name': {name}, 'value': {pin}}}]}})"
+        "{scoped}.filter(c, {gpu} ? {env}.exists(e, {authored_e}) : !{pinned})\
+         .map(c, {gpu} ? {gpu_removals} : {removals} + {append}).flatten()",
+        authored_e = authored("e"),
+        gpu_removals = removals(&authored("v[i]")),
+        removals = removals(&ours("v[i]")),
     )
 }
 
@@ -112,10 +130,7 @@ pub fn visible_devices(settings: &Settings) -> GeneratedPolicy {
         Variable::new("inits", cel::INITS),
         Variable::new("regulars", cel::REGULARS),
         Variable::new("ephemerals", cel::EPHEMERALS),
-        Variable::new(
-            "ephemeralUpdate",
-            "request.subResource == 'ephemeralcontainers'",
-        ),
+        Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
         Variable::new(
             "oldEphemeralNames",
             "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \

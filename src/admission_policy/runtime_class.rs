@@ -62,7 +62,7 @@ pub fn validations(settings: &Settings) -> Vec<Validation> {
                  && !variables.namesClaims && !variables.allowlisted)"
             ),
             "'gpu-policy: runtimeClassName \"' + variables.runtimeClass + '\" is reserved for \
-             pods that request a GPU; request nvidia.com/gpu in limits or remove the field'",
+             pods that request a GPU; remove it, or request nvidia.com/gpu in limits'",
         ),
     ]
 }

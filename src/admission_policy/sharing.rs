@@ -35,7 +35,10 @@
 //! `int`), which is exact for any `maxPerContainer` below 10^18; such a
 //! count adds 1 card to the pod's count (the pod is denied either way).
 //! HAMi's values are checked in one pass (`shareProblems`, see
-//! [`share_ok`]); its message names the containers only.
+//! [`share_ok`]), whose message names the containers only (the API server
+//! refuses such values in a pod before admission policies run); a
+//! percentage above 100, which reaches them, gets the webhook's message
+//! ([`percent_problems`]).
 
 use super::cel_text::{
     self as cel, limits, nonzero, read_once, requests, string, string_list, whole,
@@ -339,28 +342,93 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                 share_ok("m", "k")
             ),
         ));
+        out.push(Variable::new("percentProblems", &percent_problems()));
     }
     out
 }
 
+/// The resources and fields of [`percent_problems`], in the webhook's order.
+fn percent_fields() -> [(&'static str, &'static str); 4] {
+    [
+        (HAMI_CORES, "limits"),
+        (HAMI_CORES, "requests"),
+        (HAMI_MEMORY_PERCENTAGE, "limits"),
+        (HAMI_MEMORY_PERCENTAGE, "requests"),
+    ]
+}
+
+/// For each of [`percent_fields`], the containers whose value there is a
+/// percentage above 100, with the value (`{'name', 'v'}`). A request equal
+/// to its limit is judged once, as the limit: the API server defaults a
+/// missing request to the limit, and the webhook reports it once.
+fn percent_problems() -> String {
+    let lists: Vec<String> = percent_fields()
+        .into_iter()
+        .map(|(k, field)| {
+            let key = string(k);
+            let (own, other) = match field {
+                "limits" => ("m.l", "m.r"),
+                _ => ("m.r", "m.l"),
+            };
+            let value = format!("{own}[{key}]");
+            let mut above = format!(
+                "{key} in {own} && {} && quantity({value}).isGreaterThan(quantity('100'))",
+                whole(&value)
+            );
+            if field == "requests" {
+                let limit = format!("{other}[{key}]");
+                above = format!(
+                    "{above} && !({key} in {other} && {} \
+                     && quantity({limit}).compareTo(quantity({value})) == 0)",
+                    whole(&limit)
+                );
+            }
+            format!(
+                "variables.checked.map(c, {once}.map(m, {above} \
+                 ? [{{'name': dyn(c.name), 'v': dyn(quantity({value}).asInteger())}}] : [])[0])\
+                 .filter(l, size(l) > 0).map(l, l[0])",
+                once = read_once("c"),
+            )
+        })
+        .collect();
+    format!("[{}]", lists.join(", "))
+}
+
+/// The message of [`percent_problems`]: the webhook's, one per value of a
+/// resource's field, the containers of that value named together, in the
+/// order they come.
+fn percent_message() -> String {
+    let groups: Vec<String> = percent_fields()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (k, field))| {
+            format!(
+                "[variables.percentProblems[{i}]].map(f, \
+                 f.filter(r, f.map(x, x.v).indexOf(r.v) == f.map(x, x.name).indexOf(r.name))\
+                 .map(r, {phrase} + ': {field}.{k} is ' + string(r.v) \
+                   + ', above 100 percent of a card'))[0]",
+                phrase = cel::containers_phrase("f.filter(x, x.v == r.v)"),
+            )
+        })
+        .collect();
+    format!("'gpu-policy: ' + ({}).join('; ')", groups.join(" + "))
+}
+
 /// HAMi's share `k` is as R2 wants it in the container whose limits and
 /// requests `m` holds (`m.l`, `m.r`): each value a whole, non-negative
-/// number, the percentages at most 100, and a request (other than zero)
-/// only beside an equal limit.
+/// number, and a request (other than zero) only beside an equal limit.
+/// Percentages above 100 have messages of their own
+/// ([`percent_problems`]).
 fn share_ok(m: &str, k: &str) -> String {
     let (l, r) = (format!("{m}.l[{k}]"), format!("{m}.r[{k}]"));
-    let percent = string_list([HAMI_CORES, HAMI_MEMORY_PERCENTAGE]);
-    let within =
-        |q: &str| format!("!({k} in {percent} && quantity({q}).isGreaterThan(quantity('100')))");
     format!(
-        "((!({k} in {m}.l) || ({wl} && {il})) \
-         && (!({k} in {m}.r) || ({wr} && {ir} && ({k} in {m}.l \
+        "((!({k} in {m}.l) || {wl}) \
+         && (!({k} in {m}.r) || ({wr} && ({k} in {m}.l \
              ? !{wl} || quantity({r}).compareTo(quantity({l})) == 0 \
-             : quantity({r}).sign() == 0))))",
+             : {rz} == 0))))",
         wl = whole(&l),
         wr = whole(&r),
-        il = within(&l),
-        ir = within(&r),
+        rz = cel::zero_compared(&r),
     )
 }
 
@@ -379,10 +447,13 @@ pub fn bounded_validations(settings: &Settings) -> Vec<Validation> {
             &format!(
                 "'gpu-policy: ' + {} + ': a HAMi share (nvidia.com/gpucores, nvidia.com/gpumem, \
                  nvidia.com/gpumem-percentage) is a whole number (MiB for gpumem, percent of a \
-                 card, at most 100, for gpucores and gpumem-percentage), and a request needs \
-                 an equal limit'",
+                 card for gpucores and gpumem-percentage), and a request needs an equal limit'",
                 cel::containers_phrase("variables.shareProblems")
             ),
+        ));
+        out.push(Validation::new(
+            "variables.percentProblems.all(l, size(l) == 0)",
+            &percent_message(),
         ));
     }
     out

@@ -269,7 +269,11 @@ fn map_value(values: HashMap<Key, Value>) -> Value {
 }
 
 /// `request`: the AdmissionRequest fields policies read
-/// (`k8s.io/apiserver/pkg/admission/plugin/cel/activation.go`).
+/// (`k8s.io/apiserver/pkg/admission/plugin/cel/condition.go`,
+/// `CreateAdmissionRequest`), converted as the API server converts it:
+/// through its JSON, so the `omitempty` fields (`subResource`,
+/// `requestSubResource`, `name`, `namespace`, the user's `username` and
+/// `groups`) are absent when empty, and reading one is an error.
 fn request(a: &Attributes) -> Value {
     let s = |v: &str| Value::String(Arc::new(v.to_owned()));
     let map = |entries: Vec<(&str, Value)>| {
@@ -290,26 +294,32 @@ fn request(a: &Attributes) -> Value {
         ("version", s(&a.resource.version)),
         ("resource", s(&a.resource.resource)),
     ]);
-    let groups = a.user_info.groups.iter().map(|g| s(g)).collect::<Vec<_>>();
-    map(vec![
+    let omit_empty = |entries: &mut Vec<(&str, Value)>, key: &'static str, value: &str| {
+        if !value.is_empty() {
+            entries.push((key, s(value)));
+        }
+    };
+    let mut user = Vec::new();
+    omit_empty(&mut user, "username", &a.user_info.username);
+    if !a.user_info.groups.is_empty() {
+        let groups = a.user_info.groups.iter().map(|g| s(g)).collect::<Vec<_>>();
+        user.push(("groups", Value::List(Arc::new(groups))));
+    }
+    let mut entries = vec![
+        ("uid", s("")),
         ("kind", kind.clone()),
         ("resource", resource.clone()),
-        ("subResource", s(&a.sub_resource)),
         ("requestKind", kind),
         ("requestResource", resource),
-        ("requestSubResource", s(&a.sub_resource)),
-        ("name", s(&a.name)),
-        ("namespace", s(&a.namespace)),
         ("operation", s(&a.operation)),
-        (
-            "userInfo",
-            map(vec![
-                ("username", s(&a.user_info.username)),
-                ("groups", Value::List(Arc::new(groups))),
-            ]),
-        ),
+        ("userInfo", map(user)),
         ("dryRun", Value::Bool(false)),
-    ])
+    ];
+    omit_empty(&mut entries, "subResource", &a.sub_resource);
+    omit_empty(&mut entries, "requestSubResource", &a.sub_resource);
+    omit_empty(&mut entries, "name", &a.name);
+    omit_empty(&mut entries, "namespace", &a.namespace);
+    map(entries)
 }
 
 /// JSON as a CEL value that borrows the JSON's strings.

@@ -11,7 +11,8 @@
 //!   environment includes (`k8s.io/apiserver/pkg/cel/environment/base.go`)
 //!   and the `cel` crate ships as `cel::extensions::strings`;
 //! - the quantity library (`k8s.io/apiserver/pkg/cel/library/quantity.go`):
-//!   `quantity`, `isQuantity`, `sign`, `isGreaterThan`, `isLessThan`,
+//!   `quantity`, `isQuantity`, `sign` (a function, not a method, as
+//!   upstream declares it), `isGreaterThan`, `isLessThan`,
 //!   `compareTo`, `add`, `sub`, `asInteger`, `isInteger`,
 //!   `asApproximateFloat`;
 //! - `jsonpatch.escapeKey` (`k8s.io/apiserver/pkg/cel/library/jsonpatch.go`);
@@ -61,7 +62,10 @@ pub(crate) fn environment() -> Result<Env, DeclarationError> {
     env.add_type(QUANTITY_TYPE.to_owned())?;
     cel::add_overload!(env, fn quantity: (CelString) -> Result<Quantity>)?;
     cel::add_overload!(env, fn is_quantity: (CelString) -> CelBool)?;
-    cel::add_member_overload!(env, fn sign: (Quantity) -> CelInt)?;
+    // A global function, as upstream declares it (`cel.Overload`, not
+    // `cel.MemberOverload`), although its documentation shows a method:
+    // the API server refuses `quantity(x).sign()`.
+    cel::add_overload!(env, fn sign: (Quantity) -> CelInt)?;
     cel::add_member_overload!(env, fn is_greater_than: (Quantity, Quantity) -> Result<CelBool>)?;
     cel::add_member_overload!(env, fn is_less_than: (Quantity, Quantity) -> Result<CelBool>)?;
     cel::add_member_overload!(env, fn compare_to: (Quantity, Quantity) -> Result<CelInt>)?;
@@ -91,7 +95,7 @@ fn is_quantity(s: &CelString<'_>) -> CelBool {
     Quantity::parse(s.inner()).is_ok().into()
 }
 
-/// `<Quantity>.sign()`: -1, 0 or 1.
+/// `sign(<Quantity>)`: -1, 0 or 1.
 fn sign(q: &Quantity) -> CelInt {
     q.sign().into()
 }

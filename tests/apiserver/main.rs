@@ -10,6 +10,7 @@
 #[allow(dead_code, unused_imports)]
 mod support;
 
+mod admission_policies;
 mod audit_command;
 mod client_certificates;
 mod failure_policy;

@@ -44,9 +44,14 @@ pub fn bin_dir() -> PathBuf {
 }
 
 fn built() -> bool {
-    ["kube-apiserver", "kubectl", "etcd"]
-        .iter()
-        .all(|name| bin_dir().join(name).is_file())
+    [
+        "kube-apiserver",
+        "kubectl",
+        "etcd",
+        "policy-status-controller",
+    ]
+    .iter()
+    .all(|name| bin_dir().join(name).is_file())
 }
 
 /// A running etcd and kube-apiserver, stopped (`control-plane.sh down`) when
@@ -397,59 +402,7 @@ impl Webhook {
     }
 }
 
-/// The ValidatingAdmissionPolicy status controller of kube-controller-manager
-/// (`--controllers=validatingadmissionpolicy-status-controller`), alone: it
-/// type-checks each policy against the API server's schemas and writes
-/// `status.typeChecking`, which nothing in a bare control plane fills.
-/// Built by [`ControlPlane::start_policy_status_controller`] from the same
-/// Go modules as the control plane; stopped when dropped.
-const POLICY_STATUS_CONTROLLER_GO: &str = r#"package main
-
-import (
-	"context"
-	"os"
-	"time"
-
-	apiextensionsscheme "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/scheme"
-	validating "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/apiserver/pkg/cel/openapi/resolver"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	k8sscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/kubernetes/pkg/controller/validatingadmissionpolicystatus"
-	"k8s.io/kubernetes/pkg/generated/openapi"
-)
-
-// As cmd/kube-controller-manager/app/validatingadmissionpolicystatus.go.
-func main() {
-	config, err := clientcmd.BuildConfigFromFlags("", os.Args[1])
-	if err != nil {
-		panic(err)
-	}
-	client := kubernetes.NewForConfigOrDie(config)
-	disco := discovery.NewDiscoveryClientForConfigOrDie(config)
-	schemas := resolver.NewDefinitionsSchemaResolver(openapi.GetOpenAPIDefinitions, k8sscheme.Scheme, apiextensionsscheme.Scheme).
-		Combine(&resolver.ClientDiscoveryResolver{Discovery: disco})
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
-	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
-	controller, err := validatingadmissionpolicystatus.NewController(
-		factory.Admissionregistration().V1().ValidatingAdmissionPolicies(),
-		client.AdmissionregistrationV1().ValidatingAdmissionPolicies(),
-		&validating.TypeChecker{SchemaResolver: schemas, RestMapper: mapper},
-	)
-	if err != nil {
-		panic(err)
-	}
-	factory.Start(context.Background().Done())
-	controller.Run(context.Background(), 1)
-}
-"#;
-
-/// A running [`POLICY_STATUS_CONTROLLER_GO`], killed when dropped.
+/// A running policy status controller, killed when dropped.
 pub struct PolicyStatusController {
     child: std::process::Child,
 }
@@ -462,12 +415,11 @@ impl Drop for PolicyStatusController {
 }
 
 impl ControlPlane {
-    /// Starts the policy status controller against this control plane (its
-    /// log in `dir`). The first call builds it with `go` (minutes cold; the
-    /// control plane's module and build caches make it shorter), into
-    /// [`bin_dir`]. None, said once, without `go`, unless [`REQUIRE`] is `1`.
-    pub fn start_policy_status_controller(&self) -> Option<PolicyStatusController> {
-        let binary = policy_status_controller()?;
+    /// Starts the ValidatingAdmissionPolicy status controller (built with
+    /// the control plane from tests/control-plane/policy-status-controller/)
+    /// against this control plane, its log in `dir`.
+    pub fn start_policy_status_controller(&self) -> PolicyStatusController {
+        let binary = bin_dir().join("policy-status-controller");
         let log = std::fs::File::create(self.dir.join("policy-status-controller.log"))
             .expect("policy-status-controller.log");
         let child = Command::new(binary)
@@ -476,64 +428,6 @@ impl ControlPlane {
             .stderr(log)
             .spawn()
             .expect("the policy status controller starts");
-        Some(PolicyStatusController { child })
+        PolicyStatusController { child }
     }
-}
-
-/// The built [`POLICY_STATUS_CONTROLLER_GO`], named by a hash of its source
-/// and of the control plane's go.mod and go.sum; built once.
-fn policy_status_controller() -> Option<PathBuf> {
-    use std::hash::{Hash, Hasher};
-    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = BUILD
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let modules = root().join("tests/control-plane");
-    let read = |name: &str| std::fs::read_to_string(modules.join(name)).expect(name);
-    let (go_mod, go_sum) = (read("go.mod"), read("go.sum"));
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (POLICY_STATUS_CONTROLLER_GO, &go_mod, &go_sum).hash(&mut hasher);
-    let binary = bin_dir().join(format!("policy-status-controller-{:016x}", hasher.finish()));
-    if binary.is_file() {
-        return Some(binary);
-    }
-    if Command::new("go").arg("version").output().is_err() {
-        let required = std::env::var(REQUIRE).is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{REQUIRE}=1 but `go` is missing: the policy status controller needs it"
-        );
-        println!("skipped: no `go` to build the policy status controller");
-        return None;
-    }
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let go_mod = go_mod.replacen(
-        "module gpu-policy/tests/control-plane",
-        "module policy-status-controller",
-        1,
-    );
-    std::fs::write(scratch.path().join("go.mod"), go_mod).expect("go.mod");
-    std::fs::write(scratch.path().join("go.sum"), go_sum).expect("go.sum");
-    std::fs::write(scratch.path().join("main.go"), POLICY_STATUS_CONTROLLER_GO).expect("main.go");
-    let partial = scratch.path().join("policy-status-controller");
-    let mut command = Command::new("go");
-    command
-        .args(["build", "-o"])
-        .arg(&partial)
-        .arg(".")
-        .current_dir(scratch.path())
-        .env("GOWORK", "off")
-        .env("GOFLAGS", "-mod=mod")
-        .env("CGO_ENABLED", "0");
-    let built = process::run_command(command, None);
-    assert_eq!(
-        built.code, 0,
-        "building the policy status controller:\n{}",
-        built.stderr
-    );
-    std::fs::create_dir_all(bin_dir()).expect("bin dir");
-    let staged = binary.with_extension("partial");
-    std::fs::copy(&partial, &staged).expect("copy the policy status controller");
-    std::fs::rename(&staged, &binary).expect("install the policy status controller");
-    Some(binary)
 }
