@@ -29,9 +29,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gpu_policy::manifest::{self, Document};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::support::control_plane::{ControlPlane, NVIDIA_RUNTIME_CLASS};
+use crate::support::control_plane::{ControlPlane, NVIDIA_RUNTIME_CLASS, policy_fields};
 use crate::support::{fixtures, process};
 
 /// A violation: the rule of the policy that found it, and its message.
@@ -212,7 +212,7 @@ impl Cluster {
         if self.mode == "enforce" {
             let acted = |probe: &Value, field: &str| {
                 let stored = self.admit(probe).stored.unwrap_or_default();
-                acted_on(&stored)[field].clone()
+                policy_fields(&stored)[field].clone()
             };
             self.plane.eventually("the mutating policies act", || {
                 acted(&probes[4], "env")["containers/app"][0]["value"] == "void"
@@ -253,39 +253,6 @@ fn install_policies(plane: &ControlPlane) {
     .success()
     .stdout;
     plane.apply(&manifests);
-}
-
-/// What the policies may change, of a pod or of a workload's pod template:
-/// each container's env, runtimeClassName, affinity, and the annotations
-/// (without kubectl's own); null for other kinds.
-fn acted_on(object: &Value) -> Value {
-    let template = match object["kind"].as_str().unwrap_or_default() {
-        "Pod" => Some(object),
-        "CronJob" => object.pointer("/spec/jobTemplate/spec/template"),
-        "PodTemplate" => object.get("template"),
-        "ResourceClaim" | "ResourceClaimTemplate" | "Service" => None,
-        _ => object.pointer("/spec/template"),
-    };
-    let Some(template) = template else {
-        return Value::Null;
-    };
-    let spec = &template["spec"];
-    let mut env = Map::new();
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec[list].as_array().into_iter().flatten() {
-            let name = c["name"].as_str().unwrap_or_default();
-            env.insert(format!("{list}/{name}"), c["env"].clone());
-        }
-    }
-    let mut annotations = template["metadata"]["annotations"].clone();
-    if let Some(map) = annotations.as_object_mut() {
-        map.remove("kubectl.kubernetes.io/last-applied-configuration");
-        if map.is_empty() {
-            annotations = Value::Null;
-        }
-    }
-    json!({"env": env, "runtimeClassName": spec["runtimeClassName"],
-           "affinity": spec["affinity"], "annotations": annotations})
 }
 
 /// `gpu-policy check [--engine cel] --mode MODE -o json` and `-o yaml` on
@@ -487,7 +454,7 @@ fn fixtures_in(mode: &'static str) {
             }
             if server.allowed {
                 let [stored, by_cel, by_webhook] = [&server.stored, &cel.stored, &webhook.stored]
-                    .map(|o| acted_on(o.as_ref().expect("allowed")));
+                    .map(|o| policy_fields(o.as_ref().expect("allowed")));
                 assert_eq!(
                     stored, by_cel,
                     "{label}: stored (left), check --engine cel -o yaml (right)"
@@ -498,7 +465,7 @@ fn fixtures_in(mode: &'static str) {
                         "{label}: {field}: stored (left), check -o yaml (right)"
                     );
                 }
-                changed += usize::from(stored != acted_on(object));
+                changed += usize::from(stored != policy_fields(object));
             }
             if matches!(
                 object["kind"].as_str(),

@@ -14,7 +14,7 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
     cluster.namespace("lenient", Some("warn"));
     webhook.wait_effective(&cluster, "strict");
 
-    webhook.stop();
+    webhook.stop().await;
     let refused = cluster.create(&gpu_pod("while-down", "strict"));
     assert_ne!(refused.code, 0, "{refused:?}");
     assert!(

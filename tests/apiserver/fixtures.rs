@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
-use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions};
+use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions, pod_of, policy_fields};
 use crate::support::fixtures::{all_files, dir, load, stem};
 use crate::support::process::{self, Run};
 
@@ -219,43 +219,6 @@ fn check(mode: &str) -> Vec<Case> {
         .collect()
 }
 
-/// The pod spec of an object: a pod's, or its pod template's.
-fn pod_of(object: &Value) -> Option<&Value> {
-    match object["kind"].as_str()? {
-        "Pod" => Some(object),
-        "CronJob" => object.pointer("/spec/jobTemplate/spec/template"),
-        _ => object.pointer("/spec/template"),
-    }
-}
-
-/// The fields of an object the policy acts on; `null` for objects without
-/// a pod.
-fn policy_view(object: &Value) -> Value {
-    let Some(pod) = pod_of(object) else {
-        return Value::Null;
-    };
-    let annotations: BTreeMap<&String, &Value> = pod["metadata"]["annotations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
-        .collect();
-    let containers = |list: &str| -> Vec<Value> {
-        let items = pod["spec"][list].as_array().cloned().unwrap_or_default();
-        items
-            .iter()
-            .map(|c| json!({"name": c["name"], "env": c["env"]}))
-            .collect()
-    };
-    json!({
-        "annotations": annotations,
-        "runtimeClassName": pod["spec"]["runtimeClassName"],
-        "affinity": pod["spec"]["affinity"],
-        "containers": containers("containers"),
-        "initContainers": containers("initContainers"),
-    })
-}
-
 /// The gpu-policy warnings kubectl printed (`Warning: gpu-policy: ...`).
 fn warnings_of(stderr: &str) -> BTreeSet<String> {
     stderr
@@ -362,7 +325,7 @@ fn apply_all<'a>(cluster: &ControlPlane, cases: &'a [Case], watched: bool) -> Ve
                                  {"name": "b", "resourceClaimName": "probe-claim"}]}});
         cluster.eventually("the webhook's watches hold the claims", || {
             let run = cluster.dry_run(&pod.to_string());
-            run.code == 0 && policy_view(&run.value()) == policy_view(&pod)
+            run.code == 0 && policy_fields(&run.value()) == policy_fields(&pod)
         });
     }
     for case in cases.iter().filter(|c| !c.is_claim() && !c.is_namespace()) {
@@ -385,8 +348,8 @@ fn differences_from_check(case: &Case, run: &Run) -> Vec<String> {
     }
     match (case.allowed(), run.code == 0) {
         (true, true) => {
-            let stored = policy_view(&run.value());
-            let checked = policy_view(&case.checked);
+            let stored = policy_fields(&run.value());
+            let checked = policy_fields(&case.checked);
             if stored != checked {
                 found.push(format!(
                     "where the policy acts, the API server gave\n{stored:#}\ncheck -o yaml gives\n{checked:#}"
@@ -425,7 +388,7 @@ fn differences_from_sent(case: &Case, run: &Run) -> Vec<String> {
     if run.stderr.contains("gpu-policy") {
         found.push(format!("gpu-policy spoke:\n{}", run.stderr));
     }
-    let (stored, sent) = (policy_view(&run.value()), policy_view(&case.object));
+    let (stored, sent) = (policy_fields(&run.value()), policy_fields(&case.object));
     if stored != sent {
         found.push(format!(
             "changed: the API server gave\n{stored:#}\nsent was\n{sent:#}"
@@ -517,7 +480,7 @@ async fn enforce_gives_what_check_gives_for_every_fixture() {
     let denied = runs.iter().filter(|(_, run)| run.code != 0).count();
     let mutated = cases
         .iter()
-        .filter(|c| policy_view(&c.checked) != policy_view(&c.object));
+        .filter(|c| policy_fields(&c.checked) != policy_fields(&c.object));
     assert!(denied >= 5 && mutated.count() >= 10, "{denied} denied");
 }
 
@@ -541,7 +504,7 @@ async fn warn_admits_every_fixture_with_checks_warnings() {
 #[track_caller]
 fn assert_changes_nothing(cases: &[Case]) {
     for case in cases {
-        let (checked, sent) = (policy_view(&case.checked), policy_view(&case.object));
+        let (checked, sent) = (policy_fields(&case.checked), policy_fields(&case.object));
         assert_eq!(checked, sent, "{}: check changed it", case.label);
     }
 }
@@ -602,6 +565,6 @@ async fn unlabelled_namespaces_get_every_fixture_as_sent() {
     // In enforce mode the same objects would have been refused or changed.
     let acted = cases
         .iter()
-        .filter(|c| !c.allowed() || policy_view(&c.checked) != policy_view(&c.object));
+        .filter(|c| !c.allowed() || policy_fields(&c.checked) != policy_fields(&c.object));
     assert!(acted.count() >= 15);
 }

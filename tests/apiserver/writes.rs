@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::control_plane::{
-    ControlPlane, MODE_LABEL, SETTLE, Webhook, WebhookOptions, gpu_pod,
+    ControlPlane, MODE_LABEL, SETTLE, Webhook, WebhookOptions, gpu_pod, policy_fields,
 };
 use crate::support::fixtures::objects_of;
 use crate::support::process::{self, Run};
@@ -41,22 +41,6 @@ struct Outcome {
     warnings: Vec<String>,
     /// [`written`] of the stored pod; null for other kinds.
     written: Value,
-}
-
-/// The fields of a pod that gpu-policy writes.
-fn written(pod: &Value) -> Value {
-    let env = |list: &str| -> Value {
-        let containers = pod["spec"][list].as_array().into_iter().flatten();
-        containers.map(|c| json!([c["name"], c["env"]])).collect()
-    };
-    json!({
-        "mutations": pod["metadata"]["annotations"]["gpu-policy.io/mutations"],
-        "runtimeClassName": pod["spec"]["runtimeClassName"],
-        "affinity": pod["spec"]["affinity"],
-        "initContainers": env("initContainers"),
-        "containers": env("containers"),
-        "ephemeralContainers": env("ephemeralContainers"),
-    })
 }
 
 fn label(object: &Value) -> String {
@@ -104,7 +88,7 @@ fn check(input: &[Value], mode: &str) -> Vec<Outcome> {
             let warnings = report["warnings"].as_array().expect("warnings");
             let written = if object["kind"] == "Pod" && denial.is_none() {
                 let patch = serde_json::from_value(report["patch"].clone()).expect("JSON Patch");
-                written(&patched(object, &patch))
+                policy_fields(&patched(object, &patch))
             } else {
                 Value::Null
             };
@@ -129,7 +113,7 @@ fn outcome(run: &Run) -> Outcome {
         (
             None,
             if stored["kind"] == "Pod" {
-                written(&stored)
+                policy_fields(&stored)
             } else {
                 Value::Null
             },
@@ -267,7 +251,7 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
         let stored = get(name);
         let expected = check(&documents(manifest), "enforce");
         let differ = format!("{name}: stored (left) and check (right) differ");
-        assert_eq!(written(&stored), expected[0].written, "{differ}");
+        assert_eq!(policy_fields(&stored), expected[0].written, "{differ}");
         let mutations = &stored["metadata"]["annotations"]["gpu-policy.io/mutations"];
         if name.starts_with("preprocess") {
             // The CUDA container without a GPU is pinned to void.
@@ -354,7 +338,7 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
     assert_eq!(again[0].denial, None);
     assert_eq!(
         again[0].written,
-        written(&stored),
+        policy_fields(&stored),
         "check would change the stored pod"
     );
 

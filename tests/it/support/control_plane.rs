@@ -227,6 +227,49 @@ impl ControlPlane {
     }
 }
 
+/// The pod of an object: itself, or a workload's pod template.
+pub fn pod_of(object: &Value) -> Option<&Value> {
+    match object["kind"].as_str()? {
+        "Pod" => Some(object),
+        "CronJob" => object.pointer("/spec/jobTemplate/spec/template"),
+        "PodTemplate" => object.get("template"),
+        _ => object.pointer("/spec/template"),
+    }
+}
+
+/// The fields of an object's pod that gpu-policy writes, to compare what the
+/// API server stored with what `check` printed: every container's `env`
+/// (keyed `list/name`), `runtimeClassName`, `affinity` and the
+/// `gpu-policy.io/` annotations; null for an object without a pod. What
+/// the API server adds itself (defaults, a RuntimeClass's overhead) is left
+/// out.
+pub fn policy_fields(object: &Value) -> Value {
+    let Some(pod) = pod_of(object) else {
+        return Value::Null;
+    };
+    let spec = &pod["spec"];
+    let mut env = serde_json::Map::new();
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for container in spec[list].as_array().into_iter().flatten() {
+            let name = container["name"].as_str().unwrap_or_default();
+            env.insert(format!("{list}/{name}"), container["env"].clone());
+        }
+    }
+    let annotations: serde_json::Map<String, Value> = pod["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    serde_json::json!({
+        "env": env,
+        "runtimeClassName": spec["runtimeClassName"],
+        "affinity": spec["affinity"],
+        "annotations": annotations,
+    })
+}
+
 /// The RuntimeClass of the NVIDIA container runtime.
 pub const NVIDIA_RUNTIME_CLASS: &str =
     "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: nvidia\nhandler: nvidia\n";
@@ -342,9 +385,11 @@ impl Webhook {
         .await
     }
 
-    /// Stops the server (the webhook configurations stay).
-    pub fn stop(&mut self) {
+    /// Stops the server and waits until it has exited, so that nothing
+    /// answers on its port any more (the webhook configurations stay).
+    pub async fn stop(&mut self) {
         self.server.terminate();
+        self.server.wait_exit(Duration::from_secs(30)).await;
     }
 
     /// Starts it again on the same port, with the same token.
