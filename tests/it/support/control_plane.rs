@@ -80,11 +80,6 @@ impl ControlPlane {
     /// Starts one, or returns `None` after printing (once) how to build it
     /// when its binaries are missing, unless [`REQUIRE`] is `1`.
     pub fn start() -> Option<Self> {
-        Self::start_with("")
-    }
-
-    /// [`ControlPlane::start`] with more kube-apiserver flags.
-    pub fn start_with(apiserver_args: &str) -> Option<Self> {
         if !built() {
             let required = std::env::var(REQUIRE).is_ok_and(|v| v == "1");
             assert!(
@@ -104,11 +99,7 @@ impl ControlPlane {
         let scratch = tempfile::tempdir().expect("tempdir");
         let dir = scratch.path().join("cluster");
         let mut command = Command::new("bash");
-        command
-            .arg(script())
-            .arg("up")
-            .arg(&dir)
-            .env("CONTROL_PLANE_APISERVER_ARGS", apiserver_args);
+        command.arg(script()).arg("up").arg(&dir);
         let up = process::run_command(command, None);
         assert_eq!(up.code, 0, "control-plane.sh up failed:\n{}", up.stderr);
         let port = std::fs::read_to_string(dir.join("apiserver.port")).expect("apiserver.port");
@@ -128,15 +119,10 @@ impl ControlPlane {
 
     /// `kubectl ARGS` as the cluster admin, with `stdin`.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
-        self.kubectl_as(&self.kubeconfig, args, stdin)
-    }
-
-    /// `kubectl ARGS` with another kubeconfig.
-    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Run {
         let mut command = Command::new(bin_dir().join("kubectl"));
         command
             .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .arg(&self.kubeconfig)
             .arg("--request-timeout=30s")
             .args(args)
             .env_remove("KUBECONFIG");
@@ -214,6 +200,22 @@ impl ControlPlane {
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect()
+    }
+
+    /// Starts the ValidatingAdmissionPolicy status controller (built with
+    /// the control plane from tests/control-plane/policy-status-controller/)
+    /// against this control plane, its log in `dir`.
+    pub fn start_policy_status_controller(&self) -> PolicyStatusController {
+        let binary = bin_dir().join("policy-status-controller");
+        let log = std::fs::File::create(self.dir.join("policy-status-controller.log"))
+            .expect("policy-status-controller.log");
+        let child = Command::new(binary)
+            .arg(&self.kubeconfig)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("the policy status controller starts");
+        PolicyStatusController { child }
     }
 
     /// Polls `condition` until it holds, for up to [`SETTLE`].
@@ -456,23 +458,5 @@ impl Drop for PolicyStatusController {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-impl ControlPlane {
-    /// Starts the ValidatingAdmissionPolicy status controller (built with
-    /// the control plane from tests/control-plane/policy-status-controller/)
-    /// against this control plane, its log in `dir`.
-    pub fn start_policy_status_controller(&self) -> PolicyStatusController {
-        let binary = bin_dir().join("policy-status-controller");
-        let log = std::fs::File::create(self.dir.join("policy-status-controller.log"))
-            .expect("policy-status-controller.log");
-        let child = Command::new(binary)
-            .arg(&self.kubeconfig)
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("the policy status controller starts");
-        PolicyStatusController { child }
     }
 }
