@@ -18,10 +18,9 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
     let refused = cluster.create(&gpu_pod("while-down", "strict"));
     assert_ne!(refused.code, 0, "{refused:?}");
     assert!(
-        refused.stderr.contains("failed calling webhook")
-            && refused
-                .stderr
-                .contains(".gpu-policy.io\": failed to call webhook")
+        refused
+            .stderr
+            .contains("failed calling webhook \"mutate.gpu-policy.io\": failed to call webhook")
             && refused.stderr.contains("connection refused"),
         "the API server's own error: {}",
         refused.stderr
