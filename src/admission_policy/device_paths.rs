@@ -44,6 +44,14 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         .collect::<Vec<_>>()
         .join(" && ");
     let mounts = "has(c.volumeMounts) ? c.volumeMounts : []";
+    let (gpu, claims) = (cel::asks_gpu(settings, "c"), cel::uses_claims("c"));
+    // The privileged regular and init containers that also match `condition`.
+    let privileged_containers = |condition: &str| {
+        format!(
+            "variables.scopedContainers.filter(c, {} && {condition})",
+            privileged("c")
+        )
+    };
     let mut variables = sharing::variables(settings);
     variables.extend([
         Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
@@ -98,12 +106,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         ),
         Variable::new(
             "privileged",
-            &format!(
-                "variables.scopedContainers.filter(c, {privileged} && !{gpu} && !{claims})",
-                privileged = privileged("c"),
-                gpu = cel::asks_gpu(settings, "c"),
-                claims = cel::uses_claims("c"),
-            ),
+            &privileged_containers(&format!("!{gpu} && !{claims}")),
         ),
         Variable::new(
             "privilegedEphemerals",
@@ -113,12 +116,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
     if settings.config().privileged_gpu == PrivilegedGpu::Deny {
         variables.push(Variable::new(
             "privilegedGpus",
-            &format!(
-                "variables.scopedContainers.filter(c, {privileged} && ({gpu} || {claims}))",
-                privileged = privileged("c"),
-                gpu = cel::asks_gpu(settings, "c"),
-                claims = cel::uses_claims("c"),
-            ),
+            &privileged_containers(&format!("({gpu} || {claims})")),
         ));
     }
     variables

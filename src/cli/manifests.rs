@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use super::EXIT_BAD_INPUT;
 use crate::install::{self, InstallOptions};
-use crate::settings::{Config, Settings};
+use crate::settings::Settings;
 
 #[derive(Debug, clap::Args)]
 pub struct ManifestsArgs {
@@ -54,6 +54,27 @@ pub struct ManifestsArgs {
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
+    let (options, settings) = match read_inputs(args) {
+        Ok(inputs) => inputs,
+        Err(message) => {
+            eprintln!("gpu-policy: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let rendered = if args.admission_policies {
+        let objects = crate::admission_policy::manifests(&settings, args.mutating_policies);
+        serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string())
+    } else {
+        install::objects(&options, settings.config()).and_then(|objects| {
+            serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string())
+        })
+    };
+    print(rendered)
+}
+
+/// The install options and the policy settings the flags name, or the
+/// one-line reason they cannot be read.
+fn read_inputs(args: &ManifestsArgs) -> Result<(InstallOptions, Settings), String> {
     let mut options = InstallOptions {
         namespace: args.namespace.clone(),
         replicas: args.replicas,
@@ -64,51 +85,21 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
         options.image = image.clone();
     }
     if let Some(url) = &args.webhook_url {
-        match install::WebhookUrl::parse(url) {
-            Ok(url) => options.webhook_url = Some(url),
-            Err(reason) => {
-                // Escaped: a newline in it must not split the one line.
-                eprintln!("gpu-policy: --webhook-url {}: {reason}", url.escape_debug());
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
+        // Escaped: a newline in it must not split the one line.
+        let parsed = install::WebhookUrl::parse(url)
+            .map_err(|reason| format!("--webhook-url {}: {reason}", url.escape_debug()))?;
+        options.webhook_url = Some(parsed);
     }
     if let Some(path) = &args.ca_bundle_file {
-        match std::fs::read_to_string(path) {
-            Ok(pem) => options.ca_bundle = Some(pem),
-            Err(error) => {
-                eprintln!("gpu-policy: cannot read {}: {error}", path.display());
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
+        let pem = std::fs::read_to_string(path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        options.ca_bundle = Some(pem);
     }
-    if args.admission_policies {
-        let settings = match &args.config {
-            Some(path) => match Settings::load(path) {
-                Ok(settings) => settings,
-                Err(error) => {
-                    eprintln!("gpu-policy: {error}");
-                    return ExitCode::from(EXIT_BAD_INPUT);
-                }
-            },
-            None => Settings::default(),
-        };
-        let objects = crate::admission_policy::manifests(&settings, args.mutating_policies);
-        return print(serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
-    }
-    let config = match &args.config {
-        Some(path) => match Settings::load(path) {
-            Ok(settings) => settings.config().clone(),
-            Err(error) => {
-                eprintln!("gpu-policy: {error}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        },
-        None => Config::default(),
+    let settings = match &args.config {
+        Some(path) => Settings::load(path).map_err(|error| error.to_string())?,
+        None => Settings::default(),
     };
-    let rendered = install::objects(&options, &config)
-        .and_then(|objects| serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string()));
-    print(rendered)
+    Ok((options, settings))
 }
 
 fn print(rendered: Result<String, String>) -> ExitCode {

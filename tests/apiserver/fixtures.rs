@@ -21,7 +21,7 @@ use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
 use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions, pod_of, policy_fields};
-use crate::support::fixtures::{all_files, dir, load, stem};
+use crate::support::fixtures::{all_objects, dir};
 use crate::support::process::{self, Run};
 
 /// The namespace of objects that name none, for kubectl and check alike.
@@ -172,15 +172,7 @@ fn check(mode: &str) -> Vec<Case> {
     let checked = gpu_policy::manifest::load(&["-".into()], &mut yaml.as_bytes())
         .unwrap_or_else(|err| panic!("check -o yaml is YAML: {err}\n{yaml}"));
     let changes = changes_of(&run("text").stdout);
-    let documents: Vec<(String, Value)> = all_files()
-        .iter()
-        .flat_map(|path| {
-            let stem = stem(path);
-            load(path)
-                .into_iter()
-                .map(move |d| (stem.clone(), d.object))
-        })
-        .collect();
+    let documents = all_objects();
     assert_eq!(reports.len(), documents.len(), "one report per object");
     assert_eq!(
         checked.len(),

@@ -14,6 +14,11 @@ fn json_output_has_the_documented_shape() {
     // 15 objects of fixtures 00-12, 16 of the DRA fixtures 20-24, 20 of
     // sharing/.
     assert_eq!(reports.len(), 51);
+    // One report per object, in the order of the files and the documents.
+    let kinds: Vec<&Value> = reports.iter().map(|r| &r["kind"]).collect();
+    let objects = fixtures::all_objects();
+    let expected: Vec<&Value> = objects.iter().map(|(_, o)| &o["kind"]).collect();
+    assert_eq!(kinds, expected);
     let expected_keys = [
         "allowed",
         "apiVersion",

@@ -67,9 +67,19 @@ pub fn load(path: &Path) -> Vec<Document> {
         .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
-/// Every object of every fixture, with the stem of its file.
+/// Every object of the shared fixtures, with the stem of its file.
 pub fn objects() -> Vec<(String, Value)> {
-    files()
+    objects_in(&files())
+}
+
+/// Every object of every fixture, `sharing/` included, in the order
+/// `check -f tests/fixtures` reads them, with the stem of its file.
+pub fn all_objects() -> Vec<(String, Value)> {
+    objects_in(&all_files())
+}
+
+fn objects_in(files: &[PathBuf]) -> Vec<(String, Value)> {
+    files
         .iter()
         .flat_map(|path| {
             let stem = stem(path);
