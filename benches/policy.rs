@@ -32,8 +32,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
 use gpu_policy::admission::Mode;
-use gpu_policy::admission::review::{Endpoint, decode, encode, respond};
-use gpu_policy::policy::input_claims::InputClaims;
+use gpu_policy::admission::{Endpoint, decode, encode, respond};
+use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 

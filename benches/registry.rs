@@ -22,7 +22,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
-use gpu_policy::admission::review::{Endpoint, decode, encode};
+use gpu_policy::admission::{Endpoint, decode, encode};
 use gpu_policy::metrics::Metrics;
 use gpu_policy::server::images::Images;
 use gpu_policy::settings::Settings;
@@ -61,7 +61,7 @@ async fn admit(body: &[u8], settings: &Settings, images: &Images) -> Vec<u8> {
         .as_ref()
         .map(|r| r as &dyn gpu_policy::policy::ImageFacts);
     let (response, _verdict) =
-        gpu_policy::admission::review::answer(&request, Endpoint::Mutate, settings, None, facts);
+        gpu_policy::admission::answer(&request, Endpoint::Mutate, settings, None, facts);
     encode(response).expect("response encodes")
 }
 

@@ -42,8 +42,6 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
-use gpu_policy::server::parse_go_duration;
-
 #[derive(Debug, Parser)]
 #[command(about = "HTTPS load for an admission webhook, as the API server sends it")]
 struct Args {
@@ -95,7 +93,8 @@ enum Output {
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
-    parse_go_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 10s or 500ms"))
+    gpu_policy::duration::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a duration like 10s or 500ms"))
 }
 
 fn rate(text: &str) -> Result<f64, String> {

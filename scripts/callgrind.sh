@@ -44,12 +44,12 @@ endpoint_of() { # review -> path
 
 # The phases of gpu-policy's request path, by the function that does each.
 phases=(
-    "decode|gpu_policy::admission::review::decode"
-    "policy|gpu_policy::admission::review::answer"
-    "encode|gpu_policy::admission::review::encode"
+    "decode|gpu_policy::admission::wire::decode"
+    "policy|gpu_policy::admission::respond::answer"
+    "encode|gpu_policy::admission::wire::encode"
     "record|gpu_policy::server::record::record"
     "log writer|gpu_policy::telemetry::batch_writer::Shared::run"
-    "free request|core::ptr::drop_in_place<kube_core::admission::AdmissionRequest<gpu_policy::admission::review::RawObject>>"
+    "free request|core::ptr::drop_in_place<kube_core::admission::AdmissionRequest<gpu_policy::admission::wire::RawObject>>"
 )
 
 measure() { # server review -> one line of figures

@@ -5,10 +5,10 @@
 
 use serde_json::{Value, json};
 
+use crate::admission::Endpoint;
 use crate::admission::Mode;
 use crate::admission::Workload;
-use crate::admission::review::Endpoint;
-use crate::policy::claims::{CLAIM_GROUP, ClaimKind};
+use crate::policy::dra::claims::{CLAIM_GROUP, ClaimKind};
 use crate::settings::{Config, MODE_LABEL};
 
 /// The name of every object of the install.

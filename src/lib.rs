@@ -3,11 +3,13 @@
 //!
 //! - [`policy`]: the six rules, pure functions over raw pod JSON;
 //! - [`settings`]: the cluster configuration and namespace settings;
-//! - [`admission`]: objects and AdmissionReviews in, decisions out;
+//! - [`admission`]: objects and AdmissionReviews in, decisions out; the
+//!   offline `check` and `audit` of manifests ([`admission::Checker`]);
 //! - [`manifest`]: reading Kubernetes manifests for the offline `check`;
 //! - [`server`]: the HTTPS webhook server (no policy logic);
 //! - [`certs`]: serving certificates, generated or loaded, reloaded;
 //! - [`poll`]: re-reading files and the certificate Secret on a timer;
+//! - [`quantity`], [`duration`]: the one reader of each of these texts;
 //! - [`registry`]: image configs from their registries (CUDA versions);
 //! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
 //! - [`install`]: the install manifests, from the program's constants;
@@ -20,14 +22,16 @@ pub mod admission_policy;
 pub mod certs;
 pub mod cli;
 pub mod cluster;
+pub mod cuda;
+pub mod duration;
 pub mod install;
 pub mod kubernetes_cel;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;
 pub mod poll;
+pub mod quantity;
 pub mod registry;
-pub mod report;
 pub mod server;
 pub mod settings;
 pub mod telemetry;

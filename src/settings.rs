@@ -7,27 +7,27 @@
 //! not be able to break admission for their own namespace by a typo.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize};
-
-use crate::policy::{Notice, NoticeKind};
+use serde::{Deserialize, Serialize};
 
 mod allowlist;
+mod error;
 mod image_table;
 mod registries;
 mod sharing;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
-pub use image_table::{ImageEntry, ImageResolution, ImageTable, MAX_TIMEOUT, ResolutionMode};
+pub use error::ConfigError;
+pub use image_table::{
+    ImageEntry, ImageResolution, ImageRule, ImageTable, MAX_TIMEOUT, ResolutionMode,
+};
 pub use registries::{RegistryHosts, RegistryPattern, default_registries, split_authority};
 pub use sharing::{
     GpuSharing, HAMI_CARDS, HAMI_CORES, HAMI_MEMORY, HAMI_MEMORY_PERCENTAGE, HAMI_RESOURCES, Hami,
     KaiScheduler, PrivilegedGpu,
 };
 
-use crate::policy::image_needs::ImageNeeds;
+use crate::cuda::{ComputeCapability, ImageNeeds};
 
 /// Namespace annotation that lowers `maxPerPod` for one namespace.
 pub const MAX_GPUS_PER_POD_ANNOTATION: &str = "gpu-policy.io/max-gpus-per-pod";
@@ -37,94 +37,6 @@ pub const MIN_COMPUTE_CAPABILITY_ANNOTATION: &str = "gpu-policy.io/min-compute-c
 pub const MUTATIONS_ANNOTATION: &str = "gpu-policy.io/mutations";
 /// Namespace label that opts a namespace in and selects its mode.
 pub const MODE_LABEL: &str = "gpu-policy.io/mode";
-
-/// A CUDA compute capability `major.minor`, as GFD publishes it in the
-/// `nvidia.com/gpu.compute.major` / `.minor` node labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ComputeCapability {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl ComputeCapability {
-    pub const fn new(major: u32, minor: u32) -> Self {
-        Self { major, minor }
-    }
-}
-
-impl fmt::Display for ComputeCapability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a compute capability (expected MAJOR.MINOR, e.g. \"8.0\")")]
-pub struct ComputeCapabilityError(String);
-
-impl FromStr for ComputeCapability {
-    type Err = ComputeCapabilityError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ComputeCapabilityError(s.to_owned());
-        let (major, minor) = match s.split_once('.') {
-            Some((major, minor)) => (major, minor),
-            None => (s, "0"),
-        };
-        let number = |part: &str| -> Result<u32, ComputeCapabilityError> {
-            if part.is_empty() || part.len() > 3 || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err());
-            }
-            part.parse().map_err(|_| err())
-        };
-        Ok(Self::new(number(major)?, number(minor)?))
-    }
-}
-
-/// A version as text, written either as text (`"8.0"`) or as a YAML number
-/// (`7.5`, which YAML reads as a float).
-pub(crate) fn version_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Integer(u64),
-        Float(f64),
-    }
-    Ok(match Raw::deserialize(deserializer)? {
-        Raw::Text(text) => text,
-        Raw::Integer(n) => n.to_string(),
-        Raw::Float(f) => f.to_string(),
-    })
-}
-
-impl Serialize for ComputeCapability {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ComputeCapability {
-    /// Accepts `"8.0"` and also an unquoted YAML number (`7.5`), which YAML
-    /// reads as a float.
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        version_text(deserializer)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-/// An entry of the older `imageComputeCapabilities` list: an image pattern
-/// and the minimum compute capability it needs. Read as one more entry of
-/// the image table (`imageResolution.table`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImageRule {
-    /// A regular expression matched against the image reference with the
-    /// Docker Hub prefixes removed (`docker.io/`, `library/`).
-    pub pattern: String,
-    pub minimum: ComputeCapability,
-}
 
 /// The configuration file, exactly as written. See `examples/config.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,19 +118,6 @@ impl Default for Config {
             privileged_gpu: PrivilegedGpu::Warn,
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("config file {path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("config: {0}")]
-    Invalid(String),
 }
 
 /// A resource-name pattern with `*` wildcards.
@@ -382,45 +281,41 @@ impl Settings {
 
     /// What a namespace's annotations make of the cluster settings.
     pub fn for_namespace(&self, annotations: &BTreeMap<String, String>) -> NamespaceSettings {
-        let mut notices = Vec::new();
+        let mut ignored = Vec::new();
         let mut max_per_pod = self.config.max_per_pod;
         if let Some(raw) = annotations.get(MAX_GPUS_PER_POD_ANNOTATION) {
             match raw.trim().parse::<u64>() {
                 Ok(value) if value <= self.config.max_per_pod => max_per_pod = value,
-                Ok(value) => notices.push(Notice::new(
-                    NoticeKind::IgnoredAnnotation,
-                    format!(
-                        "namespace annotation {MAX_GPUS_PER_POD_ANNOTATION}={value} \
-                         ignored: it may only lower the cluster maximum {}",
+                Ok(value) => ignored.push(IgnoredAnnotation {
+                    key: MAX_GPUS_PER_POD_ANNOTATION,
+                    value: value.to_string(),
+                    reason: format!(
+                        "it may only lower the cluster maximum {}",
                         self.config.max_per_pod
                     ),
-                )),
-                Err(_) => notices.push(Notice::new(
-                    NoticeKind::IgnoredAnnotation,
-                    format!(
-                        "namespace annotation {MAX_GPUS_PER_POD_ANNOTATION}={raw:?} \
-                         ignored: not a whole number"
-                    ),
-                )),
+                }),
+                Err(_) => ignored.push(IgnoredAnnotation {
+                    key: MAX_GPUS_PER_POD_ANNOTATION,
+                    value: format!("{raw:?}"),
+                    reason: "not a whole number".to_owned(),
+                }),
             }
         }
         let mut min_compute_capability = self.config.min_compute_capability;
         if let Some(raw) = annotations.get(MIN_COMPUTE_CAPABILITY_ANNOTATION) {
             match tighter_capability(raw, min_compute_capability) {
                 Ok(value) => min_compute_capability = Some(value),
-                Err(reason) => notices.push(Notice::new(
-                    NoticeKind::IgnoredAnnotation,
-                    format!(
-                        "namespace annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} \
-                         ignored: {reason}"
-                    ),
-                )),
+                Err(reason) => ignored.push(IgnoredAnnotation {
+                    key: MIN_COMPUTE_CAPABILITY_ANNOTATION,
+                    value: format!("{raw:?}"),
+                    reason,
+                }),
             }
         }
         NamespaceSettings {
             max_per_pod,
             min_compute_capability,
-            notices,
+            ignored,
         }
     }
 }
@@ -456,8 +351,25 @@ fn normalize_image(image: &str) -> &str {
 pub struct NamespaceSettings {
     pub max_per_pod: u64,
     pub min_compute_capability: Option<ComputeCapability>,
-    /// Annotations that were ignored, and why.
-    pub notices: Vec<Notice>,
+    /// Annotations that were ignored, and why: the evaluation turns each
+    /// into a notice for the person who submitted the object.
+    pub ignored: Vec<IgnoredAnnotation>,
+}
+
+/// A namespace annotation that could not tighten the policy, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredAnnotation {
+    pub key: &'static str,
+    /// The value as the message shows it.
+    pub value: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for IgnoredAnnotation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let IgnoredAnnotation { key, value, reason } = self;
+        write!(f, "namespace annotation {key}={value} ignored: {reason}")
+    }
 }
 
 #[cfg(test)]
@@ -666,11 +578,11 @@ mod tests {
             ns.min_compute_capability,
             min.map(|(a, b)| ComputeCapability::new(a, b))
         );
-        assert_eq!(ns.notices.len(), notices, "{:?}", ns.notices);
+        assert_eq!(ns.ignored.len(), notices, "{:?}", ns.ignored);
         assert!(
-            ns.notices
+            ns.ignored
                 .iter()
-                .all(|n| n.message.starts_with("gpu-policy: "))
+                .all(|n| n.to_string().starts_with("namespace annotation "))
         );
     }
 
@@ -684,6 +596,6 @@ mod tests {
             ns.min_compute_capability,
             Some(ComputeCapability::new(7, 0))
         );
-        assert_eq!(ns.notices.len(), 1);
+        assert_eq!(ns.ignored.len(), 1);
     }
 }

@@ -16,8 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use gpu_policy::admission::{ObjectKind, Subject, evaluate_object};
-use gpu_policy::policy::Evaluator;
+use gpu_policy::policy::{Evaluator, Scope, Subject};
 use gpu_policy::settings::{
     MAX_GPUS_PER_POD_ANNOTATION, MIN_COMPUTE_CAPABILITY_ANNOTATION, NamespaceSettings, Settings,
 };
@@ -96,8 +95,9 @@ fn only_tightens(settings: &Settings, namespace: &NamespaceSettings, value: &str
             namespace.min_compute_capability
         );
     }
-    assert!(namespace.notices.len() <= 2, "{:?}", namespace.notices);
-    for notice in &namespace.notices {
+    let notices = gpu_policy::policy::Notice::of_ignored(namespace);
+    assert!(notices.len() <= 2, "{notices:?}");
+    for notice in &notices {
         assert!(notice.message.starts_with("gpu-policy: "), "{notice:?}");
         assert!(
             !notice.message.contains('\n'),
@@ -115,12 +115,9 @@ fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings)
         images: None,
     };
     let evaluate = |pod: &Value| {
-        evaluate_object(
-            &evaluator,
-            &Subject::created(pod, ObjectKind::Pod, "default"),
-        )
-        .unwrap_or_else(|err| panic!("a well-formed pod is unreadable: {err}"))
-        .unwrap_or_else(|| panic!("a pod is ignored"))
+        evaluator
+            .evaluate(&Subject::pod(pod, "default", Scope::Whole))
+            .unwrap_or_else(|err| panic!("a well-formed pod is unreadable: {err}"))
     };
     let evaluation = evaluate(pod);
     let mut patched = pod.clone();

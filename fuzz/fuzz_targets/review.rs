@@ -1,5 +1,5 @@
-//! The server's request path without HTTP: a body through `review::decode`,
-//! `review::respond` on every endpoint and `review::encode`, judged as the
+//! The server's request path without HTTP: a body through `admission::decode`,
+//! `admission::respond` on every endpoint and `admission::encode`, judged as the
 //! API server would judge the answer (see `review_bodies_never_fail_the_server`
 //! in `tests/it/properties/review_fuzz/`, the bounded version of this target).
 //!
@@ -19,8 +19,7 @@ use std::sync::LazyLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use gpu_policy::admission::MAX_WARNING_CHARS;
-use gpu_policy::admission::review::{self, Endpoint, RawObject};
+use gpu_policy::admission::{self, Endpoint, MAX_WARNING_CHARS, RawObject};
 use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::{
     MAX_GPUS_PER_POD_ANNOTATION, MIN_COMPUTE_CAPABILITY_ANNOTATION, NamespaceSettings, Settings,
@@ -48,11 +47,14 @@ static NAMESPACES: LazyLock<Vec<NamespaceSettings>> = LazyLock::new(|| {
 });
 
 fuzz_target!(|body: &[u8]| {
-    let request = match review::decode(body) {
+    let request = match admission::decode(body) {
         Ok(request) => request,
         Err(err) => {
             let reason = err.to_string();
-            assert!(!reason.contains(['\n', '\r']), "a 400 reason spans lines: {reason}");
+            assert!(
+                !reason.contains(['\n', '\r']),
+                "a 400 reason spans lines: {reason}"
+            );
             return;
         }
     };
@@ -87,8 +89,8 @@ fn serve(
         claims: None,
         images: None,
     };
-    let (response, _) = review::respond(request, endpoint, &evaluator);
-    let encoded = review::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));
+    let (response, _) = admission::respond(request, endpoint, &evaluator);
+    let encoded = admission::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));
     serde_json::from_slice(&encoded).unwrap_or_else(|err| panic!("the answer is not JSON: {err}"))
 }
 

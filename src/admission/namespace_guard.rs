@@ -10,9 +10,9 @@
 
 use serde_json::Value;
 
-use super::{Mode, ObjectKind, Subject, evaluate_object, warning};
-use crate::policy::claims::ClaimKind;
-use crate::policy::{ClusterFacts, Evaluator, Message, RuleId};
+use super::decision::{Mode, namespace_settings, warning};
+use crate::policy::dra::claims::ClaimKind;
+use crate::policy::{ClusterFacts, Evaluator, Message, RuleId, Scope, Subject};
 use crate::settings::{MODE_LABEL, Settings};
 
 /// How strict a label value is: higher is stricter. An absent or unknown
@@ -113,7 +113,7 @@ pub fn opt_in_warnings(
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
 ) -> Vec<String> {
-    let namespace_settings = super::namespace_settings(settings, cluster, Some(namespace));
+    let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
     let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
     let mut violating = Vec::new();
     let mut losing_cards = Vec::new();
@@ -122,11 +122,8 @@ pub fn opt_in_warnings(
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        let evaluated = evaluate_object(
-            &evaluator,
-            &Subject::created(pod, ObjectKind::Pod, namespace),
-        );
-        let Ok(Some(evaluation)) = evaluated else {
+        let evaluated = evaluator.evaluate(&Subject::pod(pod, namespace, Scope::Whole));
+        let Ok(evaluation) = evaluated else {
             continue;
         };
         if !evaluation.violations.is_empty() {
@@ -179,10 +176,9 @@ fn violating_claims(evaluator: &Evaluator<'_>, namespace: &str, claims: &[Value]
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("(unnamed)");
-            let subject = Subject::created(object, ObjectKind::Claim(claim_kind), namespace);
-            let denied = match evaluate_object(evaluator, &subject) {
-                Ok(Some(evaluation)) => !evaluation.violations.is_empty(),
-                Ok(None) => false,
+            let subject = Subject::claim(object, claim_kind, namespace);
+            let denied = match evaluator.evaluate(&subject) {
+                Ok(evaluation) => !evaluation.violations.is_empty(),
                 Err(_) => true,
             };
             denied.then(|| format!("{kind}/{name}"))
@@ -386,9 +382,9 @@ mod tests {
 
     #[test]
     fn opting_in_resolves_pods_claims_from_the_cluster() {
-        use crate::policy::claims::ClaimKind;
         use crate::policy::cluster::ClusterSnapshot;
-        use crate::policy::cluster_claims::KeptClaim;
+        use crate::policy::dra::claims::ClaimKind;
+        use crate::policy::dra::tables::KeptClaim;
         let (pod, template) = six_and_four();
         let settings = Settings::default();
         let unresolved = opt_in_warnings(

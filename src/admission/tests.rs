@@ -4,9 +4,9 @@ use kube::core::admission::AdmissionResponse;
 use rstest::rstest;
 use serde_json::{Value, json};
 
-use super::review::{Endpoint, ReviewError, decode, encode, respond};
 use super::*;
-use crate::policy::Evaluator;
+use crate::policy::dra::claims::ClaimKind;
+use crate::policy::{Evaluation, Evaluator};
 use crate::review_builder::Review;
 use crate::settings::Settings;
 
@@ -20,7 +20,11 @@ fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
         claims: None,
         images: None,
     };
-    match evaluate_object(&evaluator, &Subject::created(object, kind, "default")) {
+    let evaluated = kind
+        .created(object, "default")
+        .map(|subject| evaluator.evaluate(&subject))
+        .transpose();
+    match evaluated {
         Ok(Some(evaluation)) => evaluation,
         other => panic!("not evaluated: {other:?}"),
     }
@@ -198,10 +202,10 @@ fn allowlisted_objects_are_recorded_for_audit() {
         claims: None,
         images: None,
     };
-    let evaluated = evaluate_object(
-        &evaluator,
-        &Subject::created(&exporter, kind, "kube-system"),
-    );
+    let evaluated = kind
+        .created(&exporter, "kube-system")
+        .map(|subject| evaluator.evaluate(&subject))
+        .transpose();
     let Ok(Some(evaluation)) = evaluated else {
         panic!("not evaluated");
     };
@@ -476,15 +480,14 @@ fn encoding_is_one_byte_sequence_per_answer() {
 #[test]
 fn raw_object_metadata_is_read_from_the_raw_json_when_asked() {
     use kube::core::Resource;
-    let mut object = super::review::RawObject::new(
-        json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}}),
-    );
+    let mut object =
+        RawObject::new(json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}}));
     assert_eq!(object.meta().name.as_deref(), Some("p"));
     object.meta_mut().name = Some("q".to_owned());
     assert_eq!(object.meta().name.as_deref(), Some("q"));
-    let mut unread = super::review::RawObject::new(json!({"metadata": {"name": "r"}}));
+    let mut unread = RawObject::new(json!({"metadata": {"name": "r"}}));
     assert_eq!(unread.meta_mut().name.as_deref(), Some("r"));
-    let shapeless = super::review::RawObject::new(json!({"metadata": "x"}));
+    let shapeless = RawObject::new(json!({"metadata": "x"}));
     assert_eq!(shapeless.meta().name, None);
 }
 
@@ -706,7 +709,7 @@ fn the_images_worth_a_registry_lookup() {
     let settings = Settings::default();
     let lookup = |body: Vec<u8>, endpoint: Endpoint| {
         let request = decode(&body).unwrap_or_else(|err| panic!("{err}"));
-        super::review::images_to_resolve(&request, endpoint, &settings, None)
+        images_to_resolve(&request, endpoint, &settings, None)
     };
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
         "nodeSelector": {"kubernetes.io/arch": "arm64"},

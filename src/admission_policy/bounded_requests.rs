@@ -17,17 +17,18 @@
 //! (0, 1), `gpu-memory` or the device count not a whole number above 0, a
 //! device count above `maxPerContainer`, a container name naming none), and
 //! HAMi's share values as shares, never as cards (`shareProblems`: whole
-//! and non-negative, a request only beside an equal limit, with a message
-//! naming the containers only; `percentProblems`: the percentages at most
-//! 100, with the webhook's messages).
+//! and non-negative, a request only beside an equal limit;
+//! `percentProblems`: the percentages at most 100).
 //!
-//! The messages are the webhook's: one per resource (per value, for an
-//! invalid one), naming its containers, and the pod's count of each
-//! resource above the maximum. A validation has one message, so where the
-//! webhook reports several violations of one kind (two resources above
-//! the container maximum) the policy joins their messages with `; `. The
-//! variables only messages read (`...Keys`, `podCounts`) are evaluated
-//! only for a validation that fails.
+//! The messages are the webhook's, from the rule's own templates
+//! (`policy::rules::bounded_requests`, `policy::rules::sharing`): one per
+//! resource (per value, for an invalid one), naming its containers, and
+//! the pod's count of each resource above the maximum. A validation has
+//! one message, so where the webhook reports several violations of one
+//! kind (two resources above the container maximum) the policy joins their
+//! messages with `policy::message::SEPARATOR`. The variables only messages
+//! read (`...Keys`, `podCounts`) are evaluated only for a validation that
+//! fails.
 //!
 //! Each container's limits and requests are read once per check
 //! (`cel_text::read_once`): reading `limits(c)` again builds an empty map
@@ -43,9 +44,31 @@
 //! and the largest node's capacity (it cannot list nodes); the webhook
 //! checks both.
 
-use super::cel_text::{self as cel, count, read_once, sidecar, whole};
+use super::cel_text::{self as cel, Fill, count, read_once, sidecar, whole};
 use super::{Validation, Variable, sharing};
+use crate::policy::quantity::QuantityError;
+use crate::policy::rules::bounded_requests::{
+    ABOVE_CONTAINER_MAXIMUM, ABOVE_POD_MAXIMUM, INVALID_VALUE, REQUEST_NOT_LIMIT,
+    REQUEST_WITHOUT_LIMIT,
+};
 use crate::settings::{HAMI_CARDS, Settings};
+
+/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it
+/// (`v` is known not to be whole).
+pub fn invalid_reason(v: &str) -> String {
+    let says = |error: QuantityError| cel::string(&error.to_string());
+    format!(
+        "(!isQuantity({v}) ? {malformed} \
+         : {} < 0 ? {negative} \
+         : quantity({v}).isGreaterThan(quantity('18446744073709551615')) ? {large} \
+         : {fractional})",
+        cel::zero_compared(v),
+        malformed = says(QuantityError::Malformed),
+        negative = says(QuantityError::Negative),
+        large = says(QuantityError::TooLarge),
+        fractional = says(QuantityError::Fractional),
+    )
+}
 
 pub fn variables(settings: &Settings) -> Vec<Variable> {
     let gpu = cel::gpu_resource(settings, "k");
@@ -81,22 +104,14 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             "variables.{list}.map(c, {{'name': dyn(c.name), 'ks': dyn({once}.map(m, {ks})[0])}})"
         )
     };
-    let reason = |v: &str| {
-        format!(
-            "(!isQuantity({v}) ? ' is not a Kubernetes quantity' \
-             : {} < 0 ? ' is negative' \
-             : quantity({v}).isGreaterThan(quantity('18446744073709551615')) ? ' is too large' \
-             : ' is not a whole number')",
-            cel::zero_compared(v)
-        )
-    };
+    // `[field, resource, reason]`, the slots of the message.
     let invalid_keys = keys(
         "invalidValue",
         &format!(
-            "{lim}.filter(k, {gpu} && !{wl}).map(k, 'limits.' + k + {rl}) \
-             + {req}.filter(k, {gpu} && !{wr}).map(k, 'requests.' + k + {rr})",
-            rl = reason("m.l[k]"),
-            rr = reason("m.r[k]"),
+            "{lim}.filter(k, {gpu} && !{wl}).map(k, ['limits', k, {rl}]) \
+             + {req}.filter(k, {gpu} && !{wr}).map(k, ['requests', k, {rr}])",
+            rl = invalid_reason("m.l[k]"),
+            rr = invalid_reason("m.r[k]"),
         ),
     );
     let without_limit_keys = keys(
@@ -245,9 +260,15 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         &cel::each_first(
             "variables.podResourceKeys",
             &format!(
-                "[{effective}].map(n, n > variables.maxPerPod ? 'the pod needs ' + string(n) + ' ' \
-                 + k + ' (init and sidecar containers included), above the maximum of ' \
-                 + string(variables.maxPerPod) + ' per pod here' : '')[0]"
+                "[{effective}].map(n, n > variables.maxPerPod ? {message} : '')[0]",
+                message = cel::message(
+                    ABOVE_POD_MAXIMUM,
+                    &[
+                        ("count", Fill::cel("string(n)")),
+                        ("resource", Fill::cel("k")),
+                        ("maximum", Fill::cel("string(variables.maxPerPod)")),
+                    ]
+                ),
             ),
         ),
     ));
@@ -257,39 +278,37 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
 
 pub fn validations(settings: &Settings) -> Vec<Validation> {
     let max = settings.config().max_per_container;
-    let grouped =
-        |list: &str, text: &str| cel::grouped_messages(&format!("variables.{list}Keys"), text);
+    let grouped = |list: &str, template, slots: &[(&str, Fill)]| {
+        cel::grouped_messages(&format!("variables.{list}Keys"), template, slots)
+    };
+    let resource = || ("resource", Fill::cel("k"));
     let mut validations = vec![
         Validation::new(
             "size(variables.invalidValue) == 0",
             &grouped(
                 "invalidValue",
-                "': ' + k + '; GPUs are whole devices: use an integer such as \"1\"'",
+                INVALID_VALUE,
+                &[
+                    ("field", Fill::cel("k[0]")),
+                    ("resource", Fill::cel("k[1]")),
+                    ("reason", Fill::cel("k[2]")),
+                ],
             ),
         ),
         Validation::new(
             "size(variables.requestWithoutLimit) == 0",
-            &grouped(
-                "requestWithoutLimit",
-                "' must set limits.' + k + ': a GPU request needs an equal limit'",
-            ),
+            &grouped("requestWithoutLimit", REQUEST_WITHOUT_LIMIT, &[resource()]),
         ),
         Validation::new(
             "size(variables.requestNotLimit) == 0",
-            &grouped(
-                "requestNotLimit",
-                "': requests.' + k + ' differs from limits.' + k \
-                 + '; GPUs cannot be overcommitted, set them equal'",
-            ),
+            &grouped("requestNotLimit", REQUEST_NOT_LIMIT, &[resource()]),
         ),
         Validation::new(
             "size(variables.aboveContainerMaximum) == 0",
             &grouped(
                 "aboveContainerMaximum",
-                &format!(
-                    "' must not ask for more than {max} ' + k \
-                     + ' per container; split the work or lower the limit'"
-                ),
+                ABOVE_CONTAINER_MAXIMUM,
+                &[("maximum", Fill::words(max)), resource()],
             ),
         ),
         Validation::new(

@@ -6,6 +6,9 @@
 //! generation: the settings are baked into the expressions, so a policy is
 //! one self-contained object (see `mod.rs` for why).
 
+use crate::policy::message::{
+    CONTAINER, LIST_SEPARATOR, Message, MessageTemplate, Noun, Piece, SEPARATOR,
+};
 use crate::settings::{AllowlistEntry, HAMI_RESOURCES, Settings};
 
 /// A CEL string literal: single-quoted, with `\` and `'` escaped.
@@ -308,34 +311,135 @@ pub fn each_first(recs: &str, text: &str) -> String {
     format!(
         "[{recs}].map(rs, [rs.map(y, y.name)].map(ns, rs.map(r, r.ks.filter(k, \
          !rs.exists(x, ns.indexOf(x.name) < ns.indexOf(r.name) && k in x.ks))\
-         .map(k, {text}).filter(t, t != '').join('; ')).filter(t, t != '').join('; '))[0])[0]"
+         .map(k, {text}).filter(t, t != '').join({sep})).filter(t, t != '').join({sep}))[0])[0]",
+        sep = string(SEPARATOR)
     )
+}
+
+/// What fills a slot of a [`MessageTemplate`] in CEL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fill {
+    /// A CEL expression of type string.
+    Cel(String),
+    /// Words known when the policy is generated (a setting).
+    Words(String),
+}
+
+impl Fill {
+    pub fn cel(expression: impl Into<String>) -> Self {
+        Fill::Cel(expression.into())
+    }
+
+    pub fn words(words: impl ToString) -> Self {
+        Fill::Words(words.to_string())
+    }
+}
+
+/// The CEL string expression of `template`: its words as string literals,
+/// each slot filled as `slots` says, concatenated with `+`. A slot
+/// `slots` does not fill stays in the words (`{name}`), for a test to see.
+pub fn message(template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
+    message_after("", template, slots)
+}
+
+/// [`message`] after the `gpu-policy: ` prefix: a whole `messageExpression`.
+pub fn full_message(template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
+    message_after(Message::PREFIX, template, slots)
+}
+
+fn message_after(prefix: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut words = prefix.to_owned();
+    for piece in template.pieces() {
+        let fill = match piece {
+            Piece::Words(text) => {
+                words.push_str(text);
+                continue;
+            }
+            Piece::Slot(name) => slots.iter().find(|(slot, _)| *slot == name),
+        };
+        match fill {
+            Some((_, Fill::Words(text))) => words.push_str(text),
+            Some((_, Fill::Cel(expression))) => {
+                if !words.is_empty() {
+                    parts.push(string(&words));
+                    words.clear();
+                }
+                parts.push(operand(expression));
+            }
+            None => {
+                if let Piece::Slot(name) = piece {
+                    words.push_str(&format!("{{{name}}}"));
+                }
+            }
+        }
+    }
+    if !words.is_empty() || parts.is_empty() {
+        parts.push(string(&words));
+    }
+    parts.join(" + ")
+}
+
+/// An expression as an operand of `+`: parenthesised unless it is one
+/// name, call or index.
+fn operand(expression: &str) -> String {
+    let simple = !expression.contains([' ', '?', '+', '|', '&', '=', '<', '>', '!']);
+    match simple {
+        true => expression.to_owned(),
+        false => format!("({expression})"),
+    }
 }
 
 /// The webhook's messages of one problem: one per string of the records'
 /// `ks` (see [`each_first`]), naming the records (containers) that hold
-/// it, with `text` (which reads the string as `k`) after their names.
-pub fn grouped_messages(recs: &str, text: &str) -> String {
+/// it in the slot `{containers}`; `slots` fill the others, reading the
+/// string as `k`. After the prefix: a whole `messageExpression`.
+pub fn grouped_messages(recs: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
     format!(
-        "'gpu-policy: ' + {}",
-        each_first(
-            recs,
-            &format!("{} + {text}", containers_phrase("rs.filter(x, k in x.ks)"))
-        )
+        "{} + {}",
+        string(Message::PREFIX),
+        grouped(recs, template, slots)
     )
+}
+
+/// [`grouped_messages`] without the prefix: `''` when the records hold
+/// nothing.
+pub fn grouped(recs: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
+    let mut all = vec![(
+        "containers",
+        Fill::cel(quoted_list(CONTAINER, "rs.filter(x, k in x.ks)")),
+    )];
+    all.extend(slots.iter().cloned());
+    each_first(recs, &message(template, &all))
 }
 
 /// `'"a", "b"'`: the names of a list of containers, quoted, for messages.
 pub fn names(list: &str) -> String {
-    format!("{list}.map(c, '\"' + c.name + '\"').join(', ')")
+    format!(
+        "{list}.map(c, '\"' + c.name + '\"').join({})",
+        string(LIST_SEPARATOR)
+    )
 }
 
-/// `container "a"` or `containers "a", "b"`, for messages.
-pub fn containers_phrase(list: &str) -> String {
+/// [`Noun::list`] of a list of records with a `name` (containers,
+/// volumes): `container "a"` or `containers "a", "b"`.
+pub fn quoted_list(noun: Noun, list: &str) -> String {
     format!(
-        "(size({list}) == 1 ? 'container ' : 'containers ') + {}",
+        "(size({list}) == 1 ? {} : {}) + {}",
+        string(&format!("{} ", noun.one)),
+        string(&format!("{} ", noun.many)),
         names(list)
     )
+}
+
+/// A string quoted as the webhook's messages quote it (Rust's `{:?}`),
+/// without escapes: the same for every name the API server accepts (DNS
+/// labels and subdomains) and every value without `"`, `\` or control
+/// characters, which Rust escapes. Escaping them here would take `split`
+/// and `join` over values as long as an annotation may be: measured, that
+/// multiplied the worst case of `kaiProblems` by more than 1,000.
+pub fn quoted_name(name: &str) -> String {
+    format!("'\"' + {name} + '\"'")
 }
 
 #[cfg(test)]
@@ -346,6 +450,24 @@ mod tests {
     fn string_literals_escape_quotes_and_backslashes() {
         assert_eq!(string("a'b\\c"), "'a\\'b\\\\c'");
         assert_eq!(string_list(["x", "y"]), "['x', 'y']");
+    }
+
+    #[test]
+    fn messages_are_the_templates_words_around_the_slots() {
+        let template =
+            MessageTemplate::new("{containers} must not ask for more than {maximum} {resource}");
+        assert_eq!(
+            full_message(
+                template,
+                &[
+                    ("containers", Fill::cel("variables.who")),
+                    ("maximum", Fill::words(8)),
+                    ("resource", Fill::cel("k + 's'")),
+                ]
+            ),
+            "'gpu-policy: ' + variables.who + ' must not ask for more than 8 ' + (k + 's')"
+        );
+        assert_eq!(message(template, &[]), format!("'{}'", template.text()));
     }
 
     #[test]

@@ -17,9 +17,13 @@
 //! `gpuDeviceClasses` only (the webhook also reads the DeviceClasses of
 //! the cluster: their selectors and extended resource names).
 
-use super::cel_text::{self as cel};
+use super::cel_text::{self as cel, Fill};
 use super::{Validation, Variable};
-use crate::policy::claim_requests::EXTENDED_RESOURCE_CLAIM;
+use crate::policy::message::{Message, SEPARATOR};
+use crate::policy::rules::claim_requests::{
+    ABOVE_CONTAINER_MAXIMUM, ABOVE_POD_MAXIMUM, ADMIN_ACCESS, ALL_DEVICES, EXTENDED_RESOURCE_CLAIM,
+    MAX_LISTED, MORE,
+};
 use crate::settings::Settings;
 
 /// The match conditions: an update that leaves the spec alone, and the
@@ -91,51 +95,81 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
                 cel::string_list(namespaces.iter().copied())
             ),
         ),
-        Variable::new(
-            "adminAccess",
-            "variables.gpuRequests.filter(r, r.alternatives.exists(a, \
-             has(a.adminAccess) && a.adminAccess == true))",
-        ),
+        Variable::new("requestProblems", &request_problems(settings)),
     ]
 }
 
-pub fn validations(settings: &Settings) -> Vec<Validation> {
+/// Each GPU request with a problem, in order, and the webhook's message of
+/// each of its problems (`{'name', 'ps'}`): `allocationMode: All` or a
+/// count above `maxPerContainer`, then `adminAccess`.
+fn request_problems(settings: &Settings) -> String {
     let max = settings.config().max_per_container;
-    // One message per request, as the webhook's, joined.
-    let each = |list: &str, text: &str| {
-        format!("'gpu-policy: ' + {list}.map(r, 'request \"' + r.name + '\" {text}').join('; ')")
-    };
+    let request = || ("request", Fill::cel(cel::quoted_name("r.name")));
+    let all = cel::message(ALL_DEVICES, &[request()]);
+    let above = cel::message(
+        ABOVE_CONTAINER_MAXIMUM,
+        &[
+            request(),
+            ("count", Fill::cel("string(n)")),
+            ("maximum", Fill::words(max)),
+        ],
+    );
+    let admin = cel::message(ADMIN_ACCESS, &[request()]);
+    format!(
+        "variables.gpuRequests.map(r, {{'name': dyn(r.name), 'ps': dyn(\
+         (r.alternatives.exists(a, has(a.allocationMode) && a.allocationMode == 'All') ? [{all}] \
+          : [r.alternatives.map(a, has(a.count) ? a.count : 1).max()]\
+            .filter(n, n > {max}).map(n, {above})) \
+         + (!variables.adminAllowed && r.alternatives.exists(a, \
+            has(a.adminAccess) && a.adminAccess == true) ? [{admin}] : []))}})\
+         .filter(x, size(x.ps) > 0)"
+    )
+}
+
+/// The message of `requestProblems`: the first [`MAX_LISTED`] problems in
+/// order, then how many more, as the webhook lists them. (No `flatten` in
+/// the CEL of Kubernetes 1.30: a problem is listed when fewer than
+/// `MAX_LISTED` come before it, its request's earlier ones included.)
+fn request_problems_message() -> String {
+    let separator = cel::string(SEPARATOR);
+    let more = cel::message(
+        MORE,
+        &[(
+            "more",
+            Fill::cel(format!(
+                "string(ps.map(x, size(x.ps)).sum() - {MAX_LISTED})"
+            )),
+        )],
+    );
+    format!(
+        "{prefix} + [variables.requestProblems].map(ps, [ps.map(x, x.name)].map(ns, \
+         ps.map(x, x.ps.filter(p, ps.filter(y, ns.indexOf(y.name) < ns.indexOf(x.name))\
+         .map(y, size(y.ps)).sum() + x.ps.indexOf(p) < {MAX_LISTED}))\
+         .filter(l, size(l) > 0).map(l, l.join({separator})).join({separator}))[0] \
+         + (ps.map(x, size(x.ps)).sum() > {MAX_LISTED} ? {separator} + {more} : ''))[0]",
+        prefix = cel::string(Message::PREFIX),
+    )
+}
+
+pub fn validations(_settings: &Settings) -> Vec<Validation> {
     vec![
         Validation::new(
-            "size(variables.allDevices) == 0",
-            &each(
-                "variables.allDevices",
-                "asks for every GPU of a node (allocationMode: All); \
-                 use allocationMode: ExactCount with a count",
-            ),
-        ),
-        Validation::new(
-            &format!("!variables.counts.exists(r, r.count > {max})"),
-            &format!(
-                "'gpu-policy: ' + variables.counts.filter(r, r.count > {max}).map(r, 'request \"' \
-                 + r.name + '\" asks for ' + string(r.count) + ' GPUs, above the maximum of {max} \
-                 per container; lower its count').join('; ')"
-            ),
-        ),
-        Validation::new(
-            "variables.adminAllowed || size(variables.adminAccess) == 0",
-            &each(
-                "variables.adminAccess",
-                "sets adminAccess on a GPU class, allowed only in namespaces the allowlist \
-                 names; remove adminAccess",
-            ),
+            "size(variables.requestProblems) == 0",
+            &request_problems_message(),
         ),
         Validation::new(
             "size(variables.allDevices) > 0 \
              || variables.counts.map(r, r.count).sum() <= variables.maxPerPod",
-            "'gpu-policy: the claim\\'s GPU requests total ' \
-             + string(variables.counts.map(r, r.count).sum()) + ', above the maximum of ' \
-             + string(variables.maxPerPod) + ' per pod here; split the claim or lower the counts'",
+            &cel::full_message(
+                ABOVE_POD_MAXIMUM,
+                &[
+                    (
+                        "total",
+                        Fill::cel("string(variables.counts.map(r, r.count).sum())"),
+                    ),
+                    ("maximum", Fill::cel("string(variables.maxPerPod)")),
+                ],
+            ),
         ),
     ]
 }

@@ -262,65 +262,6 @@ pub fn figure(value: u64) -> String {
     out
 }
 
-fn worst(cost: &Result<Bounds, CostError>) -> String {
-    match cost {
-        Ok(bounds) => figure(bounds.max),
-        Err(error) => format!("not estimated: {error}"),
-    }
-}
-
-fn verdict(cost: &Result<Bounds, CostError>, limit: u64) -> &'static str {
-    match cost {
-        Ok(bounds) if bounds.within(limit) => "within",
-        Ok(_) => "**over**",
-        Err(_) => "unknown",
-    }
-}
-
-/// The Markdown table of a policy: each expression's worst case against
-/// the per-call limit, then the totals against their budgets.
-pub fn markdown(policy: &PolicyCost) -> String {
-    let mut out = format!(
-        "`{}` ({})\n\n| Expression | Worst case | Limit | |\n|---|---:|---:|---|\n",
-        policy.name, policy.kind
-    );
-    let limit = figure(PER_CALL_LIMIT);
-    for e in &policy.expressions {
-        let role = match e.role {
-            Role::MatchCondition => "match condition ",
-            Role::Variable => "variable ",
-            _ => "",
-        };
-        out.push_str(&format!(
-            "| {role}`{}` | {} | {limit} | {} |\n",
-            e.name,
-            worst(&e.cost),
-            verdict(&e.cost, PER_CALL_LIMIT)
-        ));
-    }
-    if policy
-        .expressions
-        .iter()
-        .any(|e| e.role == Role::MatchCondition)
-    {
-        let sum = policy.match_conditions();
-        out.push_str(&format!(
-            "| match conditions together | {} | {} | {} |\n",
-            worst(&sum),
-            figure(MATCH_CONDITIONS_COST_BUDGET),
-            verdict(&sum, MATCH_CONDITIONS_COST_BUDGET)
-        ));
-    }
-    let sum = policy.runtime();
-    out.push_str(&format!(
-        "| the rest together | {} | {} | {} |\n",
-        worst(&sum),
-        figure(RUNTIME_COST_BUDGET),
-        verdict(&sum, RUNTIME_COST_BUDGET)
-    ));
-    out
-}
-
 #[cfg(test)]
 #[path = "cost_report_tests.rs"]
 mod tests;

@@ -22,9 +22,14 @@
 //! warning about privileged GPU containers (`privilegedGpu: warn`) is the
 //! webhook's.
 
-use super::cel_text::{self as cel};
+use super::cel_text::{self as cel, Fill};
 use super::{Validation, Variable, sharing};
-use crate::policy::device_paths::DEVICE_LIST_MOUNT;
+use crate::policy::message::{CONTAINER, Noun};
+use crate::policy::rules::device_paths::{
+    ANNOTATION, CDI_ANNOTATIONS, DEVICE_LIST, DEVICE_LIST_MOUNT, EPHEMERAL_CONTAINER, HOST_PATH,
+    HOST_PATH_VOLUME, PRIVILEGED, PRIVILEGED_EPHEMERAL, PRIVILEGED_GPU, PRIVILEGED_GPU_DENIED,
+    SEES,
+};
 use crate::settings::{PrivilegedGpu, Settings};
 
 /// The path's segments without the empty and `.` ones.
@@ -129,63 +134,87 @@ fn privileged(c: &str) -> String {
     )
 }
 
+/// `noun` agreeing with the size of `list`, in CEL.
+fn agreeing(noun: Noun, list: &str) -> String {
+    format!(
+        "(size({list}) == 1 ? {} : {})",
+        cel::string(noun.one),
+        cel::string(noun.many)
+    )
+}
+
 pub fn validations(settings: &Settings) -> Vec<Validation> {
-    let fix = "request nvidia.com/gpu in limits instead";
-    let why = "a privileged container sees every GPU of the node";
+    let listed = |slot: &'static str, noun: Noun, list: &str| {
+        (slot, Fill::cel(cel::quoted_list(noun, list)))
+    };
+    // The keys sorted, as the webhook names them (a map's keys come in any
+    // order), each as a record with a `name`.
+    let sorted_keys = "[variables.cdiAnnotations].map(d, d.map(i, d.filter(k, \
+         size(d.filter(x, x < k)) == d.indexOf(i))[0]))[0].map(k, {'name': k})";
     let mut validations = vec![
         Validation::new(
             "variables.allowlisted || size(variables.hostPaths) == 0",
-            &format!(
-                "'gpu-policy: hostPath ' + (size(variables.hostPaths) == 1 ? 'volume ' : 'volumes ') \
-                 + variables.hostPaths.map(v, '\"' + v.name + '\"').join(', ') \
-                 + ' must not mount a host path that exposes /dev/nvidia*; {fix}'"
+            &cel::full_message(
+                HOST_PATH,
+                &[listed("volumes", HOST_PATH_VOLUME, "variables.hostPaths")],
             ),
         ),
         Validation::new(
             "variables.allowlisted || size(variables.deviceListMounts) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ' must not mount {DEVICE_LIST_MOUNT}, a device request to \
-                 the NVIDIA runtime; {fix}'",
-                cel::containers_phrase("variables.deviceListMounts")
+            &cel::full_message(
+                DEVICE_LIST,
+                &[
+                    listed("containers", CONTAINER, "variables.deviceListMounts"),
+                    ("mount", Fill::words(DEVICE_LIST_MOUNT)),
+                ],
             ),
         ),
         Validation::new(
             "variables.allowlisted || size(variables.cdiAnnotations) == 0",
-            // The keys sorted, as the webhook names them (a map's keys come
-            // in any order).
-            &format!(
-                "'gpu-policy: ' + (size(variables.cdiAnnotations) == 1 ? 'annotation ' \
-                 : 'annotations ') + [variables.cdiAnnotations].map(d, d.map(i, d.filter(k, \
-                 size(d.filter(x, x < k)) == d.indexOf(i))[0]))[0].map(k, '\"' + k + '\"')\
-                 .join(', ') + ' must not inject NVIDIA devices through CDI; {fix}'"
+            &cel::full_message(
+                CDI_ANNOTATIONS,
+                &[(
+                    "annotations",
+                    Fill::cel(format!(
+                        "[{sorted_keys}].map(l, {})[0]",
+                        cel::quoted_list(ANNOTATION, "l")
+                    )),
+                )],
             ),
         ),
         Validation::new(
             "variables.allowlisted || size(variables.privileged) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ' must not be privileged without a GPU: {why}; drop \
-                 privileged, or request nvidia.com/gpu in limits'",
-                cel::containers_phrase("variables.privileged")
+            &cel::full_message(
+                PRIVILEGED,
+                &[listed("containers", CONTAINER, "variables.privileged")],
             ),
         ),
         Validation::new(
             "variables.allowlisted || size(variables.privilegedEphemerals) == 0",
-            &format!(
-                "'gpu-policy: ephemeral ' + {} + ' must not be privileged: {why}; use a kubectl \
-                 debug profile other than sysadmin'",
-                cel::containers_phrase("variables.privilegedEphemerals")
+            &cel::full_message(
+                PRIVILEGED_EPHEMERAL,
+                &[listed(
+                    "containers",
+                    EPHEMERAL_CONTAINER,
+                    "variables.privilegedEphemerals",
+                )],
             ),
         ),
     ];
     if settings.config().privileged_gpu == PrivilegedGpu::Deny {
+        let notice = cel::message(
+            PRIVILEGED_GPU,
+            &[
+                listed("containers", CONTAINER, "variables.privilegedGpus"),
+                (
+                    "sees",
+                    Fill::cel(agreeing(SEES, "variables.privilegedGpus")),
+                ),
+            ],
+        );
         validations.push(Validation::new(
             "variables.allowlisted || size(variables.privilegedGpus) == 0",
-            &format!(
-                "'gpu-policy: privileged ' + {} + (size(variables.privilegedGpus) == 1 \
-                 ? ' sees' : ' see') + ' every GPU of the node, not only the ones requested; \
-                 drop privileged (privilegedGpu: deny)'",
-                cel::containers_phrase("variables.privilegedGpus")
-            ),
+            &cel::full_message(PRIVILEGED_GPU_DENIED, &[("notice", Fill::cel(notice))]),
         ));
     }
     validations

@@ -16,13 +16,13 @@ use serde_json::{Map, Value, json};
 use super::{GeneratedPolicy, mutating_policies, validating_policies};
 use crate::admission::Mode;
 use crate::admission::ObjectKind;
+use crate::admission::ObjectReport;
 use crate::kubernetes_cel::{
     Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
     PolicyError, Quantity, ValidatingPolicy,
 };
-use crate::policy::claims::CLAIM_GROUP;
+use crate::policy::dra::claims::CLAIM_GROUP;
 use crate::policy::{Message, RuleId, Violation};
-use crate::report::ObjectReport;
 use crate::settings::Settings;
 
 /// The generated policies, compiled once.

@@ -2,10 +2,15 @@
 //! ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1), which
 //! the API server evaluates itself, in CEL, with no network hop.
 //!
-//! One policy per validating rule, named `gpu-policy-<rule id>` (R2 has a
-//! second one for DRA claims), and three bindings per policy selecting
-//! namespaces by `gpu-policy.io/mode`: `enforce` denies, `warn` warns,
-//! `audit` writes audit annotations.
+//! The policies come from iterating the rule registry
+//! (`policy::rules::RULES`): each entry says what the API server does of
+//! it, and [`generated`] makes that entry's policies. One policy per
+//! validating rule, named `gpu-policy-<rule id>` (R2 has a second one for
+//! DRA claims), and three bindings per policy selecting namespaces by
+//! `gpu-policy.io/mode`: `enforce` denies, `warn` warns, `audit` writes
+//! audit annotations. Their messages are the rules' own
+//! `MessageTemplate`s, turned into CEL by `cel_text::message`, so the
+//! policies and the webhook say a violation in the same words.
 //!
 //! The settings are baked into the expressions at generation rather than
 //! passed as parameters: a parameter object is one more object whose
@@ -19,13 +24,16 @@
 //! admission from `namespaceObject`, as the webhook reads it.
 //!
 //! [`cost`]: the worst-case cost of their CEL expressions, against the
-//! limits Kubernetes applies at run time.
+//! limits Kubernetes applies at run time; [`cost_check`]: the table
+//! `manifests --admission-policies --cost` prints.
 
 mod bounded_requests;
 mod cel_text;
 mod claims;
 pub mod cost;
+pub mod cost_check;
 pub mod cost_report;
+pub mod coverage;
 mod device_paths;
 pub mod engine;
 mod mutating;
@@ -36,6 +44,7 @@ use serde_json::{Value, json};
 
 use crate::install;
 use crate::policy::RuleId;
+use crate::policy::rules::{Check, RULES, Rule};
 use crate::settings::{MODE_LABEL, Settings};
 
 pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
@@ -151,45 +160,91 @@ fn pod_policy(
     }
 }
 
-/// The ValidatingAdmissionPolicies of the validating rules, built from the
-/// settings.
-pub fn validating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
-    let claims_name = format!(
-        "{}-{}-claims",
-        install::NAME,
-        RuleId::BoundedRequests.as_str()
-    );
-    vec![
-        pod_policy(
-            RuleId::BoundedRequests,
-            false,
-            bounded_requests::variables(settings),
-            bounded_requests::validations(settings),
-        ),
-        GeneratedPolicy {
-            rule: RuleId::BoundedRequests,
-            object: policy(
-                &claims_name,
-                vec![install::claim_rules()],
-                claims::match_conditions(),
-                claims::variables(settings),
-                claims::validations(settings),
-            ),
-            name: claims_name,
+/// The admission policies generated for one entry of the registry.
+#[derive(Debug, Default)]
+pub struct Generated {
+    pub validating: Vec<GeneratedPolicy>,
+    pub mutating: Vec<GeneratedPolicy>,
+}
+
+/// The policies of one registry entry, as its `api_server` declares them
+/// (a test holds the two together). The match names every rule, so a new
+/// rule does not compile until its CEL side is decided.
+pub fn generated(rule: &Rule, settings: &Settings) -> Generated {
+    let validating = |policy| Generated {
+        validating: vec![policy],
+        mutating: Vec::new(),
+    };
+    match rule.id {
+        RuleId::VisibleDevices => Generated {
+            validating: Vec::new(),
+            mutating: vec![mutating::visible_devices(settings)],
         },
-        pod_policy(
-            RuleId::RuntimeClass,
-            false,
-            runtime_class::variables(settings),
-            runtime_class::validations(settings),
-        ),
-        pod_policy(
+        RuleId::BoundedRequests => match rule.check {
+            Check::Claim(_) => {
+                let name = format!(
+                    "{}-{}-claims",
+                    install::NAME,
+                    RuleId::BoundedRequests.as_str()
+                );
+                validating(GeneratedPolicy {
+                    rule: RuleId::BoundedRequests,
+                    object: policy(
+                        &name,
+                        vec![install::claim_rules()],
+                        claims::match_conditions(),
+                        claims::variables(settings),
+                        claims::validations(settings),
+                    ),
+                    name,
+                })
+            }
+            Check::Pod(_) | Check::Allowlist(_) => validating(pod_policy(
+                RuleId::BoundedRequests,
+                false,
+                bounded_requests::variables(settings),
+                bounded_requests::validations(settings),
+            )),
+        },
+        RuleId::RuntimeClass => Generated {
+            validating: vec![pod_policy(
+                RuleId::RuntimeClass,
+                false,
+                runtime_class::variables(settings),
+                runtime_class::validations(settings),
+            )],
+            // None with `runtimeClassName: ""`: nothing to inject.
+            mutating: mutating::runtime_class(settings).into_iter().collect(),
+        },
+        // Webhook only: see its `API_SERVER`.
+        RuleId::ComputeAffinity => Generated::default(),
+        // In the other policies' CEL (`cel_text::allowlisted`).
+        RuleId::Allowlist => Generated::default(),
+        RuleId::DevicePaths => validating(pod_policy(
             RuleId::DevicePaths,
             true,
             device_paths::variables(settings),
             device_paths::validations(settings),
-        ),
-    ]
+        )),
+    }
+}
+
+/// The ValidatingAdmissionPolicies of the registry's rules, in its order,
+/// built from the settings.
+pub fn validating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
+    RULES
+        .iter()
+        .flat_map(|rule| generated(rule, settings).validating)
+        .collect()
+}
+
+/// The MutatingAdmissionPolicies of the registry's rules, in its order,
+/// built from the settings.
+pub fn mutating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
+    RULES
+        .iter()
+        .flat_map(|rule| generated(rule, settings).mutating)
+        .collect()
 }
 
 /// The three bindings of a policy: one per namespace mode.
@@ -221,8 +276,6 @@ pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
         .collect()
 }
 
-pub use mutating::mutating_policies;
-
 /// Every object `manifests --admission-policies` prints: the policies,
 /// each followed by its bindings; with `mutating`, the
 /// MutatingAdmissionPolicies too (bound in enforce namespaces only).
@@ -241,4 +294,53 @@ pub fn manifests(settings: &Settings, mutating: bool) -> Vec<Value> {
         }
     }
     objects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rule declared validating (mutating) in the registry has a
+    /// validating (mutating) policy, and only then.
+    #[test]
+    fn the_generated_policies_are_the_ones_the_registry_declares() {
+        let settings = Settings::default();
+        for rule in RULES {
+            let policies = generated(rule, &settings);
+            let name = format!("{} ({})", rule.id, rule.check.target());
+            assert_eq!(
+                !policies.validating.is_empty(),
+                rule.api_server.validating(),
+                "{name}"
+            );
+            assert_eq!(
+                !policies.mutating.is_empty(),
+                rule.api_server.mutating(),
+                "{name}"
+            );
+            let all = policies.validating.iter().chain(&policies.mutating);
+            assert!(all.clone().all(|p| p.rule == rule.id), "{name}");
+            assert!(all.clone().count() <= 2, "{name}");
+        }
+    }
+
+    /// Settings may leave a declared mutation out (`runtimeClassName: ""`),
+    /// never add an undeclared policy.
+    #[test]
+    fn settings_never_add_an_undeclared_policy() {
+        let settings = match Settings::from_yaml("runtimeClassName: ''", "test") {
+            Ok(settings) => settings,
+            Err(err) => panic!("{err}"),
+        };
+        for rule in RULES {
+            let policies = generated(rule, &settings);
+            assert!(policies.validating.is_empty() || rule.api_server.validating());
+            assert!(policies.mutating.is_empty() || rule.api_server.mutating());
+        }
+        assert!(
+            mutating_policies(&settings)
+                .iter()
+                .all(|p| p.rule != RuleId::RuntimeClass)
+        );
+    }
 }

@@ -34,7 +34,7 @@ use super::cel_text::{self as cel};
 use super::{API_VERSION, GeneratedPolicy, Variable, sharing};
 use crate::install;
 use crate::policy::RuleId;
-use crate::policy::visible_devices::VARIABLE;
+use crate::policy::rules::visible_devices::VARIABLE;
 use crate::settings::Settings;
 
 fn policy(
@@ -216,11 +216,4 @@ pub fn runtime_class(settings: &Settings) -> Option<GeneratedPolicy> {
         object: policy(&name, rules, conditions, variables, &patch),
         name,
     })
-}
-
-/// The MutatingAdmissionPolicies, built from the settings.
-pub fn mutating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
-    let mut policies = vec![visible_devices(settings)];
-    policies.extend(runtime_class(settings));
-    policies
 }

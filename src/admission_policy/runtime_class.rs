@@ -14,8 +14,9 @@
 //! class, as the webhook does while a claim is unresolved), and whether the
 //! RuntimeClass exists.
 
-use super::cel_text::{self as cel};
+use super::cel_text::{self as cel, Fill};
 use super::{Validation, Variable, sharing};
+use crate::policy::rules::runtime_class::{NOT_GPU_CLASS, RESERVED_CLASS, allowed_phrase};
 use crate::settings::Settings;
 
 pub fn variables(settings: &Settings) -> Vec<Variable> {
@@ -44,16 +45,21 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
 pub fn validations(settings: &Settings) -> Vec<Validation> {
     let allowed = &settings.config().gpu_runtime_classes;
     let list = cel::string_list(allowed.iter().map(String::as_str));
-    let names = allowed.join(" or ");
+    let class = || {
+        (
+            "class",
+            Fill::cel(cel::quoted_name("variables.runtimeClass")),
+        )
+    };
     vec![
         Validation::new(
             &format!(
                 "!(variables.runtimeClass != '' && variables.gpuPod \
                  && !(variables.runtimeClass in {list}))"
             ),
-            &format!(
-                "'gpu-policy: runtimeClassName \"' + variables.runtimeClass + '\" is not a GPU \
-                 runtime class; use {names} or remove the field'"
+            &cel::full_message(
+                NOT_GPU_CLASS,
+                &[class(), ("allowed", Fill::words(allowed_phrase(allowed)))],
             ),
         ),
         Validation::new(
@@ -61,8 +67,7 @@ pub fn validations(settings: &Settings) -> Vec<Validation> {
                 "!(variables.runtimeClass in {list} && !variables.gpuPod \
                  && !variables.namesClaims && !variables.allowlisted)"
             ),
-            "'gpu-policy: runtimeClassName \"' + variables.runtimeClass + '\" is reserved for \
-             pods that request a GPU; remove it, or request nvidia.com/gpu in limits'",
+            &cel::full_message(RESERVED_CLASS, &[class()]),
         ),
     ]
 }

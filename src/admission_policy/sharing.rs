@@ -1,5 +1,5 @@
 //! CEL pieces of the GPU sharing schemes (`gpuSharing`), as
-//! `policy::sharing` decides them: which container holds a KAI-Scheduler
+//! `policy::rules::sharing` decides them: which container holds a KAI-Scheduler
 //! fraction, HAMi's share resources, the cards each implies, whether the
 //! scheme's own webhook has yet to act (R1), and what R2 checks of their
 //! values. A scheme that is off contributes nothing: no variable, and
@@ -35,19 +35,25 @@
 //! `int`), which is exact for any `maxPerContainer` below 10^18; such a
 //! count adds 1 card to the pod's count (the pod is denied either way).
 //! HAMi's values are checked in one pass (`shareProblems`, see
-//! [`share_ok`]), whose message names the containers only (the API server
-//! refuses such values in a pod before admission policies run); a
-//! percentage above 100, which reaches them, gets the webhook's message
-//! ([`percent_problems`]).
+//! [`share_ok`]), whose message is the webhook's, one per problem and
+//! resource ([`share_keys`]; the API server refuses such values in a pod
+//! before admission policies run, but `check --engine cel` reads them); a
+//! percentage above 100, which reaches them, has its own
+//! ([`percent_problems`]). Every message is a template of
+//! `policy::rules::sharing`.
 
+use super::bounded_requests::invalid_reason;
 use super::cel_text::{
-    self as cel, limits, nonzero, read_once, requests, string, string_list, whole,
+    self as cel, Fill, limits, nonzero, read_once, requests, string, string_list, whole,
 };
 use super::{Validation, Variable};
-use crate::policy::sharing::{
-    FRACTION_CONTAINER, FRACTION_DEVICES, GPU_FRACTION, GPU_MEMORY, KAI_CONFIGMAP,
+use crate::policy::message::{CONTAINER, Message, SEPARATOR};
+use crate::policy::rules::sharing::{
+    FRACTION_CONTAINER, FRACTION_DEVICES, GPU_FRACTION, GPU_MEMORY, KAI_BESIDE_CARDS, KAI_BOTH,
+    KAI_CONFIGMAP, KAI_CONTAINER, KAI_DEVICES, KAI_DEVICES_ABOVE_MAXIMUM, KAI_FRACTION, KAI_MEMORY,
+    SHARE_ABOVE_PERCENT, SHARE_INVALID, SHARE_NOT_LIMIT, SHARE_WITHOUT_LIMIT,
 };
-use crate::policy::visible_devices::VARIABLE;
+use crate::policy::rules::visible_devices::VARIABLE;
 use crate::settings::{HAMI_CARDS, HAMI_CORES, HAMI_MEMORY_PERCENTAGE, HAMI_RESOURCES, Settings};
 
 fn kai_on(settings: &Settings) -> bool {
@@ -63,12 +69,12 @@ fn annotation(key: &str) -> String {
     format!("variables.annotations[{}]", string(key))
 }
 
-/// `variables.annotations[key]` quoted in a message: `"value"`. `string()`
-/// changes nothing at run time; it keeps the value a string for the cost
-/// estimate of a request whose annotations lack the key (where the
-/// expression is never evaluated).
-fn quoted_annotation(key: &str) -> String {
-    format!("'\"' + string({}) + '\"'", annotation(key))
+/// `variables.annotations[key]` quoted in a message as the webhook quotes
+/// it (`{:?}`). `string()` changes nothing at run time; it keeps the value
+/// a string for the cost estimate of a request whose annotations lack the
+/// key (where the expression is never evaluated).
+fn quoted_annotation(key: &str) -> Fill {
+    Fill::cel(cel::quoted_name(&format!("string({})", annotation(key))))
 }
 
 /// `key in variables.annotations`, as CEL text.
@@ -249,29 +255,32 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
         };
         out.push(Variable::new("kaiWholeCards", &whole_cards));
         let (fraction, memory) = (annotation(GPU_FRACTION), annotation(GPU_MEMORY));
-        let quoted_fraction = quoted_annotation(GPU_FRACTION);
-        let quoted_memory = quoted_annotation(GPU_MEMORY);
-        let quoted_devices = quoted_annotation(FRACTION_DEVICES);
-        let container = quoted_annotation(FRACTION_CONTAINER);
         let asked = format!(
             "({} ? '{GPU_FRACTION}' : '{GPU_MEMORY}')",
             annotated(GPU_FRACTION)
         );
+        let value = |key: &str| [("value", quoted_annotation(key))];
+        // The count as the webhook reads it: leading zeros dropped, and 19
+        // significant digits (too many for `int()`) as written.
+        let count = format!(
+            "{devices}.matches('^0*[1-9][0-9]{{0,17}}$') ? string(int({devices})) : {devices}"
+        );
         let problems = [
             (
                 format!("{} && {}", annotated(GPU_FRACTION), annotated(GPU_MEMORY)),
-                format!(
-                    "'pod annotations {GPU_FRACTION} and {GPU_MEMORY} cannot both be set \
-                     (KAI-Scheduler refuses the pod); keep one'"
-                ),
+                cel::message(KAI_BOTH, &[]),
             ),
             (
                 "size(variables.kaiWholeCards) > 0".to_owned(),
-                format!(
-                    "'pod annotation ' + {asked} + ' asks for part of a card, so ' + {} + \
-                     ' must not also set limits.{HAMI_CARDS} (KAI-Scheduler refuses the pod); \
-                     keep one'",
-                    cel::containers_phrase("variables.kaiWholeCards")
+                cel::message(
+                    KAI_BESIDE_CARDS,
+                    &[
+                        ("annotation", Fill::cel(asked)),
+                        (
+                            "containers",
+                            Fill::cel(cel::quoted_list(CONTAINER, "variables.kaiWholeCards")),
+                        ),
+                    ],
                 ),
             ),
             (
@@ -280,25 +289,15 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                     annotated(GPU_FRACTION),
                     fraction_below_one(&fraction)
                 ),
-                format!(
-                    "'pod annotation {GPU_FRACTION}=' + {quoted_fraction} + ' must be a number \
-                     above 0 and below 1 (part of one card); for whole cards set \
-                     limits.{HAMI_CARDS}'"
-                ),
+                cel::message(KAI_FRACTION, &value(GPU_FRACTION)),
             ),
             (
                 format!("{} && !{}", annotated(GPU_MEMORY), positive(&memory)),
-                format!(
-                    "'pod annotation {GPU_MEMORY}=' + {quoted_memory} + ' must be a whole number \
-                     of MiB above 0'"
-                ),
+                cel::message(KAI_MEMORY, &value(GPU_MEMORY)),
             ),
             (
                 format!("{} && !{}", annotated(FRACTION_DEVICES), positive(&devices)),
-                format!(
-                    "'pod annotation {FRACTION_DEVICES}=' + {quoted_devices} + ' must be a whole \
-                     number above 0'"
-                ),
+                cel::message(KAI_DEVICES, &value(FRACTION_DEVICES)),
             ),
             (
                 format!(
@@ -307,9 +306,13 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                     annotated(FRACTION_DEVICES),
                     positive(&devices)
                 ),
-                format!(
-                    "'pod annotation {FRACTION_DEVICES}=' + {quoted_devices} + ' asks for a share \
-                     of more GPUs than the maximum of {max} per container'"
+                cel::message(
+                    KAI_DEVICES_ABOVE_MAXIMUM,
+                    &[
+                        ("value", quoted_annotation(FRACTION_DEVICES)),
+                        ("count", Fill::cel(count)),
+                        ("maximum", Fill::words(max)),
+                    ],
                 ),
             ),
             (
@@ -317,10 +320,7 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                     "{} && size(variables.kaiShare) == 0",
                     annotated(FRACTION_CONTAINER)
                 ),
-                format!(
-                    "'pod annotation {FRACTION_CONTAINER}=' + {container} + ' names no \
-                     container of the pod'"
-                ),
+                cel::message(KAI_CONTAINER, &value(FRACTION_CONTAINER)),
             ),
         ];
         let listed: Vec<String> = problems
@@ -342,9 +342,96 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                 share_ok("m", "k")
             ),
         ));
+        out.extend(share_keys());
         out.push(Variable::new("percentProblems", &percent_problems()));
     }
     out
+}
+
+/// For the message of `shareProblems`, the webhook's problems of each
+/// container there, as `{'name', 'ks'}` records (see
+/// `cel_text::grouped_messages`): the values that are no whole number
+/// (`[field, resource, reason]`; a request the same as its limit is
+/// judged once, as the limit), the requests without a limit, and those
+/// that differ from it (the resource). Read only by the message.
+fn share_keys() -> Vec<Variable> {
+    let shares = string_list(HAMI_RESOURCES);
+    let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
+    let differ = "quantity(m.r[k]).compareTo(quantity(m.l[k])) != 0";
+    // The request reads as its limit does: the same count, or no count
+    // for the same reason.
+    let same = format!(
+        "k in m.l && ({wl} ? {wr} && !({differ}) \
+         : !{wr} && {} == {})",
+        invalid_reason("m.l[k]"),
+        invalid_reason("m.r[k]"),
+    );
+    let keys = |name: &str, ks: &str| {
+        Variable::new(
+            name,
+            &format!(
+                "variables.shareProblems.map(c, {{'name': dyn(c.name), \
+                 'ks': dyn({}.map(m, {ks})[0])}})",
+                read_once("c")
+            ),
+        )
+    };
+    vec![
+        keys(
+            "shareInvalidKeys",
+            &format!(
+                "m.l.filter(k, k in {shares} && !{wl}).map(k, ['limits', k, {rl}]) \
+                 + m.r.filter(k, k in {shares} && !({same}) && !{wr})\
+                 .map(k, ['requests', k, {rr}])",
+                rl = invalid_reason("m.l[k]"),
+                rr = invalid_reason("m.r[k]"),
+            ),
+        ),
+        keys(
+            "shareWithoutLimitKeys",
+            &format!(
+                "m.r.filter(k, k in {shares} && !(k in m.l) && {})",
+                nonzero("m.r[k]")
+            ),
+        ),
+        keys(
+            "shareNotLimitKeys",
+            &format!("m.r.filter(k, k in {shares} && k in m.l && {wl} && {wr} && {differ})"),
+        ),
+    ]
+}
+
+/// The message of `shareProblems`: the webhook's, one per problem and
+/// resource, naming its containers.
+fn share_message() -> String {
+    let resource = || ("resource", Fill::cel("k"));
+    let groups = [
+        cel::grouped(
+            "variables.shareInvalidKeys",
+            SHARE_INVALID,
+            &[
+                ("field", Fill::cel("k[0]")),
+                ("resource", Fill::cel("k[1]")),
+                ("reason", Fill::cel("k[2]")),
+            ],
+        ),
+        cel::grouped(
+            "variables.shareWithoutLimitKeys",
+            SHARE_WITHOUT_LIMIT,
+            &[resource()],
+        ),
+        cel::grouped(
+            "variables.shareNotLimitKeys",
+            SHARE_NOT_LIMIT,
+            &[resource()],
+        ),
+    ];
+    format!(
+        "{} + [{}].filter(t, t != '').join({})",
+        string(Message::PREFIX),
+        groups.join(", "),
+        string(SEPARATOR)
+    )
 }
 
 /// The resources and fields of [`percent_problems`], in the webhook's order.
@@ -405,13 +492,28 @@ fn percent_message() -> String {
             format!(
                 "[variables.percentProblems[{i}]].map(f, \
                  f.filter(r, f.map(x, x.v).indexOf(r.v) == f.map(x, x.name).indexOf(r.name))\
-                 .map(r, {phrase} + ': {field}.{k} is ' + string(r.v) \
-                   + ', above 100 percent of a card'))[0]",
-                phrase = cel::containers_phrase("f.filter(x, x.v == r.v)"),
+                 .map(r, {message}))[0]",
+                message = cel::message(
+                    SHARE_ABOVE_PERCENT,
+                    &[
+                        (
+                            "containers",
+                            Fill::cel(cel::quoted_list(CONTAINER, "f.filter(x, x.v == r.v)")),
+                        ),
+                        ("field", Fill::words(field)),
+                        ("resource", Fill::words(k)),
+                        ("value", Fill::cel("string(r.v)")),
+                    ],
+                ),
             )
         })
         .collect();
-    format!("'gpu-policy: ' + ({}).join('; ')", groups.join(" + "))
+    format!(
+        "{} + ({}).join({})",
+        string(Message::PREFIX),
+        groups.join(" + "),
+        string(SEPARATOR)
+    )
 }
 
 /// HAMi's share `k` is as R2 wants it in the container whose limits and
@@ -438,18 +540,17 @@ pub fn bounded_validations(settings: &Settings) -> Vec<Validation> {
     if kai_on(settings) {
         out.push(Validation::new(
             "size(variables.kaiProblems) == 0",
-            "'gpu-policy: ' + variables.kaiProblems.join('; ')",
+            &format!(
+                "{} + variables.kaiProblems.join({})",
+                string(Message::PREFIX),
+                string(SEPARATOR)
+            ),
         ));
     }
     if hami_on(settings) {
         out.push(Validation::new(
             "size(variables.shareProblems) == 0",
-            &format!(
-                "'gpu-policy: ' + {} + ': a HAMi share (nvidia.com/gpucores, nvidia.com/gpumem, \
-                 nvidia.com/gpumem-percentage) is a whole number (MiB for gpumem, percent of a \
-                 card for gpucores and gpumem-percentage), and a request needs an equal limit'",
-                cel::containers_phrase("variables.shareProblems")
-            ),
+            &share_message(),
         ));
         out.push(Validation::new(
             "variables.percentProblems.all(l, size(l) == 0)",

@@ -29,7 +29,7 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
 use super::{CertError, ParseError, Reload};
-use crate::certs::tls::provider;
+use crate::certs::pki::provider;
 use crate::poll::{Polled, poll_bytes};
 
 /// The client-certificate check of the HTTPS server: the CAs of a file,
@@ -84,15 +84,14 @@ impl ClientAuth {
         self.chain.load().cas
     }
 
-    /// Re-reads the CA file and swaps in its CAs if its bytes changed. A
-    /// file that cannot be read or parsed keeps the previous CAs and is
-    /// reported on every call until it is fixed; a file put back as it was
-    /// after a refusal is reported as reloaded (nothing to swap, but the
-    /// file is good again).
-    pub fn reload_if_changed(&self) -> Reload {
-        match read(&self.ca_path) {
-            Ok(bytes) => self.load_if_changed(bytes),
-            Err(err) => self.failed(err),
+    /// What one poll of the CA file comes to: new bytes swap in their CAs,
+    /// a file that cannot be read or parsed keeps the previous CAs and is
+    /// reported, a file put back as it was after a refusal is reported as
+    /// reloaded (nothing to swap, but the file is good again).
+    fn apply(&self, polled: Polled<'_, Vec<u8>, CertError>) -> Reload {
+        match polled {
+            Polled::Changed(bytes) => self.load_if_changed(bytes.clone()),
+            Polled::Failed(err) => self.failed(err),
         }
     }
 
@@ -130,8 +129,9 @@ impl ClientAuth {
         Reload::Failed(err)
     }
 
-    /// Calls [`reload_if_changed`](Self::reload_if_changed) every `every`
-    /// (at least 10 ms) and hands `on_reload` each `Reloaded` or `Failed`.
+    /// Polls the CA file every `every` (at least 10 ms), as
+    /// [`poll_bytes`] does, and hands `on_reload` each `Reloaded` or
+    /// `Failed` (see [`apply`](Self::apply)).
     pub fn spawn_poller(
         self: Arc<Self>,
         every: Duration,
@@ -149,10 +149,7 @@ impl ClientAuth {
             Some(loaded),
             move || read(&path),
             move |polled| {
-                let reload = match polled {
-                    Polled::Changed(bytes) => self.load_if_changed(bytes.clone()),
-                    Polled::Failed(err) => self.failed(err),
-                };
+                let reload = self.apply(polled);
                 if !matches!(reload, Reload::Unchanged) {
                     on_reload(&reload);
                 }
@@ -519,47 +516,85 @@ mod tests {
         assert!(err.to_string().contains("must not be blank"), "{err}");
     }
 
-    #[test]
-    fn reload_swaps_the_ca_and_keeps_it_on_a_broken_file() {
+    /// The reports of a poller of `auth`'s file every 20 ms, one word each
+    /// (`parse` with the file's path).
+    fn spawn_reports(
+        auth: &Arc<ClientAuth>,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let poller = Arc::clone(auth).spawn_poller(Duration::from_millis(20), move |reload| {
+            let _ = tx.send(match reload {
+                Reload::Unchanged => "unchanged".to_owned(),
+                Reload::Reloaded => "reloaded".to_owned(),
+                Reload::Failed(CertError::Parse { path, .. }) => {
+                    format!("parse {}", path.display())
+                }
+                Reload::Failed(CertError::Read { .. }) => "read".to_owned(),
+                Reload::Failed(other) => format!("{other}"),
+            });
+        });
+        (poller, rx)
+    }
+
+    async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a report within 10 s")
+            .expect("the poller runs")
+    }
+
+    /// Renamed into place: the poller never reads half a file.
+    fn replace(dir: &Path, text: &str) {
+        let next = write(dir, "next.crt", text);
+        fs::rename(&next, dir.join("ca.crt")).expect("rename");
+    }
+
+    #[tokio::test]
+    async fn reload_swaps_the_ca_and_keeps_it_on_a_broken_file() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let (old, new) = (ca(), ca());
         let path = write(tmp.path(), "ca.crt", &old.pem);
-        let auth = ClientAuth::load(&path, &names(&["apiserver"])).expect("load");
+        let auth = Arc::new(ClientAuth::load(&path, &names(&["apiserver"])).expect("load"));
         let (old_client, new_client) = (
             client(&old, "apiserver", &[]),
             client(&new, "apiserver", &[]),
         );
-        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
+        let (poller, mut rx) = spawn_reports(&auth);
 
-        write(tmp.path(), "ca.crt", &new.pem);
-        assert!(matches!(auth.reload_if_changed(), Reload::Reloaded));
+        replace(tmp.path(), &new.pem);
+        assert_eq!(next(&mut rx).await, "reloaded");
         verify(&auth, &new_client).expect("new CA in force");
         assert!(
             verify(&auth, &old_client).is_err(),
             "old CA no longer trusted"
         );
-        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
 
-        write(tmp.path(), "ca.crt", "garbage\n");
-        match auth.reload_if_changed() {
-            Reload::Failed(CertError::Parse { path: failed, .. }) => assert_eq!(failed, path),
-            other => panic!("expected a parse failure, got {other:?}"),
-        }
+        replace(tmp.path(), "garbage\n");
+        assert_eq!(next(&mut rx).await, format!("parse {}", path.display()));
         verify(&auth, &new_client).expect("the previous CA stays");
-        // Still broken: reported again rather than taken as unchanged.
-        assert!(matches!(auth.reload_if_changed(), Reload::Failed(_)));
-
+        // Still broken: reported once (the same bytes give the same
+        // answer), so the next report is the file's removal.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         fs::remove_file(&path).expect("remove");
-        assert!(matches!(
-            auth.reload_if_changed(),
-            Reload::Failed(CertError::Read { .. })
-        ));
+        // A file that cannot be read: reported on every poll.
+        assert_eq!(next(&mut rx).await, "read");
+        assert_eq!(next(&mut rx).await, "read");
         verify(&auth, &new_client).expect("the previous CA stays");
 
-        // The file put back as it was: good again, reported once.
-        write(tmp.path(), "ca.crt", &new.pem);
-        assert!(matches!(auth.reload_if_changed(), Reload::Reloaded));
-        assert!(matches!(auth.reload_if_changed(), Reload::Unchanged));
+        // The file put back as it was: good again, reported once, and
+        // nothing after (unchanged is not reported).
+        replace(tmp.path(), &new.pem);
+        let mut report = next(&mut rx).await;
+        while report == "read" {
+            report = next(&mut rx).await;
+        }
+        assert_eq!(report, "reloaded");
+        let quiet = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await;
+        assert!(quiet.is_err(), "{quiet:?}");
+        poller.abort();
         verify(&auth, &new_client).expect("the CA in force");
     }
 

@@ -1,5 +1,7 @@
 //! The PKI: a CA, the serving certificates it issues, and the checks a
-//! client makes of them (chain, names, validity). No files, no network.
+//! client makes of them (chain, names, validity), with the one rustls
+//! crypto provider every configuration of `certs` uses ([`provider`]). No
+//! files, no network.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -13,6 +15,7 @@ use rcgen::{
 };
 use rustls::RootCertStore;
 use rustls::client::verify_server_cert_signed_by_trust_anchor;
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::ParsedCertificate;
@@ -21,7 +24,7 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 use x509_parser::time::ASN1Time;
 
-use super::{CertError, ParseError};
+use super::{CertError, ParseError, PkiError};
 
 /// DNS names a serving certificate always covers: local runs and the
 /// in-cluster Service `gpu-policy` in namespace `gpu-policy`.
@@ -44,19 +47,6 @@ pub(super) const SERVING_VALIDITY_DAYS: i64 = 365;
 const MIN_REMAINING_DAYS: i64 = 30;
 /// Backdating `notBefore` tolerates clocks of clients slightly behind ours.
 const BACKDATE_SECS: i64 = 60 * 60;
-
-/// Why a certificate could not be generated or issued.
-#[derive(Debug, thiserror::Error)]
-pub enum PkiError {
-    #[error(transparent)]
-    Rcgen(#[from] rcgen::Error),
-    #[error("CA key: {0}")]
-    CaKey(#[source] rcgen::Error),
-    #[error("CA certificate: {0}")]
-    CaCertificate(#[source] rcgen::Error),
-    #[error("validity of {days} days from {now} is out of range")]
-    Validity { days: i64, now: i64 },
-}
 
 /// Why a chain does not verify against a CA.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +120,12 @@ pub fn issue(
         cert: cert.pem(),
         key: key.serialize_pem(),
     })
+}
+
+/// Always the explicit ring provider: nothing in `certs` relies on a process-wide
+/// default being installed.
+pub fn provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
 }
 
 fn common_name(cn: &str) -> DistinguishedName {
@@ -225,7 +221,7 @@ pub(super) fn verify_chain(
     let mut roots = RootCertStore::empty();
     roots.add(ca).map_err(ChainError::Ca)?;
     let parsed = ParsedCertificate::try_from(leaf)?;
-    let provider = super::tls::provider();
+    let provider = provider();
     let unix_now = UnixTime::since_unix_epoch(Duration::from_secs(u64::try_from(now).unwrap_or(0)));
     verify_server_cert_signed_by_trust_anchor(
         &parsed,

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::pki::SERVING_COMMON_NAME;
-use super::tls::provider;
+use super::pki::provider;
 use super::{SelfSigned, ensure_self_signed};
 
 /// The integration tests' certificate reader, so that there is one.

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use rustls::crypto::CryptoProvider;
 use rustls::server::NoServerSessionStorage;
 use rustls::server::danger::ClientCertVerifier;
 
+use super::pki::provider;
 use super::{CertError, CertificateResolver};
 
 /// The rustls server configuration: TLS 1.3 and 1.2 with ring, the
@@ -34,12 +34,6 @@ pub fn server_config(
     }
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// Always the explicit ring provider: nothing here relies on a process-wide
-/// default being installed.
-pub fn provider() -> CryptoProvider {
-    rustls::crypto::ring::default_provider()
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use kube::api::GroupVersionKind;
 
 use super::{EXIT_BAD_INPUT, check::render_text};
+use crate::admission::checker::{Checker, ObjectReport};
 use crate::admission::{Mode, Workload};
 use crate::cluster::{self, Connection};
 use crate::manifest::Document;
-use crate::policy::claims::ClaimKind;
-use crate::report::{ObjectReport, check_object_in};
+use crate::policy::dra::claims::ClaimKind;
 use crate::settings::{MODE_LABEL, Settings};
 
 #[derive(Debug, clap::Args)]
@@ -121,6 +121,9 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     let mut reports = Vec::new();
     for (namespace, mode) in &targets {
         let annotations: BTreeMap<String, String> = snapshot.namespace_annotations_of(namespace);
+        let checker = Checker::new(&settings, *mode, namespace)
+            .with_annotations(&annotations)
+            .with_cluster(&snapshot);
         for gvk in audited_kinds() {
             let objects = match cluster::list_objects(&client, namespace, &gvk).await {
                 Ok(objects) => objects,
@@ -131,15 +134,7 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
                 Err(e) => return Err(format!("cannot list {} in {namespace}: {e}", gvk.kind)),
             };
             for object in objects {
-                let report = check_object_in(
-                    &object,
-                    namespace,
-                    *mode,
-                    &settings,
-                    &annotations,
-                    Some(&snapshot),
-                );
-                reports.push(report);
+                reports.push(checker.check(&object));
                 documents.push(Document {
                     source: format!("{namespace}, {mode} mode"),
                     object,

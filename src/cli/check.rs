@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use super::{CheckArgs, EXIT_BAD_INPUT, Engine, Output};
 use crate::admission::Mode;
+use crate::admission::checker::{Checker, ObjectReport, mutated};
+use crate::admission::images::{self, ResolvedImages, needs_of, offline_resolver};
 use crate::admission_policy::engine::PolicyEngine;
 use crate::manifest;
 use crate::policy::ImageFacts;
-use crate::report::{ObjectReport, check_objects_with_images, images_to_resolve, mutated};
-use crate::server::images::{ResolvedImages, resolved_for_check, resolver_for_check};
 use crate::settings::Settings;
 
 /// `--resolve-images`: each object's GPU images looked up in their
@@ -20,6 +20,7 @@ use crate::settings::Settings;
 /// an answer is left to the table, said on stderr (and in the warnings).
 fn resolve_images(
     args: &CheckArgs,
+    checker: &Checker<'_>,
     objects: &[&Value],
     settings: &Settings,
 ) -> Result<Vec<Option<ResolvedImages>>, String> {
@@ -28,7 +29,7 @@ fn resolve_images(
         config.credentials_file = Some(path.clone());
     }
     let budget = settings.image_timeout();
-    let wanted = images_to_resolve(objects, &args.namespace, settings);
+    let wanted = checker.images(objects);
     if wanted.iter().all(Option::is_none) {
         return Ok(Vec::new());
     }
@@ -37,15 +38,15 @@ fn resolve_images(
         .build()
         .map_err(|err| format!("cannot start the registry client: {err}"))?;
     runtime.block_on(async {
-        let resolver = resolver_for_check(&config)?;
+        let resolver = offline_resolver(&config)?;
         let mut resolved = Vec::with_capacity(wanted.len());
         for entry in wanted {
-            let Some((images, platform)) = entry else {
+            let Some(entry) = entry else {
                 resolved.push(None);
                 continue;
             };
-            let lookups = resolver.resolve_all(&images, &platform, budget).await;
-            let (facts, details) = resolved_for_check(lookups, budget);
+            let (facts, details) =
+                images::resolve(&resolver, &entry, budget, |facts| needs_of(facts)).await;
             for detail in details {
                 eprintln!("gpu-policy: {detail}; the image table applies");
             }
@@ -78,8 +79,11 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
     // The whole input is evaluated together: pods resolve their DRA claims
     // from the claims and templates beside them.
     let objects: Vec<&Value> = documents.iter().map(|doc| &doc.object).collect();
+    let checker = Checker::new(&settings, mode, &args.namespace)
+        .with_annotations(&annotations)
+        .with_input(&objects);
     let resolved = if args.resolve_images {
-        resolve_images(args, &objects, &settings)?
+        resolve_images(args, &checker, &objects, &settings)?
     } else {
         Vec::new()
     };
@@ -87,15 +91,14 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         .iter()
         .map(|r| r.as_ref().map(|r| r as &dyn ImageFacts))
         .collect();
-    let reports = match args.engine {
-        Engine::Webhook => check_objects_with_images(
-            &objects,
-            &args.namespace,
-            mode,
-            &settings,
-            &annotations,
-            &images,
-        ),
+    let reports: Vec<ObjectReport> = match args.engine {
+        Engine::Webhook => objects
+            .iter()
+            .enumerate()
+            .map(|(index, object)| {
+                checker.check_resolved(object, images.get(index).copied().flatten())
+            })
+            .collect(),
         Engine::Cel => {
             let engine = PolicyEngine::new(&settings)
                 .map_err(|err| format!("internal error: a generated policy: {err}"))?;

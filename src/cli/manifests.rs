@@ -1,10 +1,12 @@
-//! `gpu-policy manifests`: the complete install as YAML.
+//! `gpu-policy manifests`: the complete install as YAML; with
+//! `--admission-policies --cost`, the CEL cost of the policies instead.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::EXIT_BAD_INPUT;
+use crate::admission_policy::cost_check;
 use crate::install::{self, InstallOptions};
 use crate::settings::Settings;
 
@@ -51,6 +53,14 @@ pub struct ManifestsArgs {
     /// NVIDIA_VISIBLE_DEVICES pin and the runtime class (Kubernetes 1.36+).
     #[arg(long, requires = "admission_policies")]
     pub mutating_policies: bool,
+    /// With --admission-policies: instead of the manifests, the CEL cost
+    /// of every expression of those policies (Markdown tables): its worst
+    /// case, and its cost on a reference object (a Pod of 10 sidecars and
+    /// 10 containers, a ResourceClaim of 10 requests) held against the API
+    /// server's per-expression and per-request limits. Exit status 1 when
+    /// one is over a limit or cannot be estimated.
+    #[arg(long, requires = "admission_policies")]
+    pub cost: bool,
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
@@ -61,6 +71,9 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    if args.cost {
+        return print_cost(&settings, args.mutating_policies);
+    }
     let rendered = if args.admission_policies {
         let objects = crate::admission_policy::manifests(&settings, args.mutating_policies);
         serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string())
@@ -100,6 +113,29 @@ fn read_inputs(args: &ManifestsArgs) -> Result<(InstallOptions, Settings), Strin
         None => Settings::default(),
     };
     Ok((options, settings))
+}
+
+/// The cost tables; exit status 1 when a policy is over a limit on its
+/// reference object.
+fn print_cost(settings: &Settings, mutating: bool) -> ExitCode {
+    let checks = cost_check::check(settings, mutating);
+    let _ = std::io::stdout()
+        .lock()
+        .write_all(cost_check::report(&checks).as_bytes());
+    let over: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.within_limits())
+        .map(|c| format!("{} ({})", c.reference.name, c.reference.kind))
+        .collect();
+    if over.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "gpu-policy: over the API server's cost limits on the reference object: {}",
+            over.join(", ")
+        );
+        ExitCode::FAILURE
+    }
 }
 
 fn print(rendered: Result<String, String>) -> ExitCode {

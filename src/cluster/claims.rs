@@ -1,7 +1,9 @@
 //! The Dynamic Resource Allocation caches: ResourceClaims,
 //! ResourceClaimTemplates and DeviceClasses of `resource.k8s.io/v1`, kept
-//! lean in the snapshot's [`ClaimTables`] so the webhook resolves a pod's
-//! claims without an API call.
+//! lean in the snapshot's
+//! [`ClaimTables`](crate::policy::dra::tables::ClaimTables) so the webhook
+//! resolves a pod's claims without an API call (the cache answers
+//! `ClaimFacts` from them: `cache.rs`).
 //!
 //! Claims and templates are watched in every namespace, not only in the
 //! opted-in ones: a namespace opted in later already has its claims known
@@ -27,11 +29,12 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use super::watches::{FirstList, Owns, fold, mirror};
-use super::{ClusterCache, Source, list_objects};
-use crate::policy::claims::ClaimKind;
-use crate::policy::cluster::{ClaimFacts, ClusterSnapshot, Resolved};
-use crate::policy::cluster_claims::{ClaimKey, DeviceClassInfo, GpuSettings, KeptClaim};
+use super::cache::{ClusterCache, Source};
+use super::list::list_objects;
+use super::watch::{FirstList, Owns, fold, mirror};
+use crate::policy::cluster::ClusterSnapshot;
+use crate::policy::dra::claims::ClaimKind;
+use crate::policy::dra::tables::{ClaimKey, DeviceClassInfo, GpuSettings, KeptClaim};
 use crate::settings::Settings;
 
 /// The API group of Dynamic Resource Allocation.
@@ -47,21 +50,6 @@ pub fn dra_gvk(kind: &str) -> GroupVersionKind {
 /// The API server does not serve the resource asked for.
 pub fn is_not_served(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-/// Claims resolve from the watched tables; one not (yet) seen is unknown.
-impl ClaimFacts for ClusterCache {
-    fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
-        self.read().dra.resource_claim_template(namespace, name)
-    }
-
-    fn resource_claim(&self, namespace: &str, name: &str) -> Resolved {
-        self.read().dra.resource_claim(namespace, name)
-    }
-
-    fn is_gpu_device_class(&self, class: &str) -> bool {
-        self.read().dra.is_gpu_device_class(class)
-    }
 }
 
 /// GPU classes are judged with `settings` from now on (at start and at

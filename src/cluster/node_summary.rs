@@ -5,15 +5,13 @@
 //! rest of the admission (`scripts/scale.sh`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use super::ClusterCache;
+use crate::cuda::ComputeCapability;
 use crate::policy::cluster::NodeGpus;
-use crate::settings::ComputeCapability;
 
 /// The nodes' table reduced to the answers the rules need, as of one
-/// generation of the snapshot.
+/// generation of the snapshot (the cache makes it again when that
+/// generation is past).
 #[derive(Debug)]
 pub(super) struct NodeSummary {
     generation: u64,
@@ -25,7 +23,7 @@ pub(super) struct NodeSummary {
 }
 
 impl NodeSummary {
-    fn of(nodes: &BTreeMap<String, NodeGpus>, generation: u64) -> Self {
+    pub(super) fn of(nodes: &BTreeMap<String, NodeGpus>, generation: u64) -> Self {
         let mut largest: BTreeMap<String, u64> = BTreeMap::new();
         let mut compute_capabilities = Vec::new();
         for node in nodes.values() {
@@ -50,6 +48,11 @@ impl NodeSummary {
 
     /// As [`crate::policy::ClusterFacts::largest_allocatable`]: Some(0)
     /// when nodes are known and none offers the resource.
+    /// The generation of the snapshot whose nodes were summarised.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub(super) fn largest_allocatable(&self, resource: &str) -> Option<u64> {
         let largest = self.largest.as_ref()?;
         Some(largest.get(resource).copied().unwrap_or(0))
@@ -57,38 +60,6 @@ impl NodeSummary {
 
     pub(super) fn compute_capabilities(&self) -> Vec<ComputeCapability> {
         self.compute_capabilities.clone()
-    }
-}
-
-impl ClusterCache {
-    /// The summary of the nodes as cached now, made again after any write.
-    ///
-    /// Writers bump the generation while they hold the snapshot's write
-    /// lock; the generation read here under the read lock is that of the
-    /// data summarised, so a summary made from older data is never taken
-    /// for a newer one.
-    pub(super) fn node_summary(&self) -> Arc<NodeSummary> {
-        let snapshot = self.read();
-        let generation = self.generation.load(Ordering::Acquire);
-        let current = |summary: &Option<Arc<NodeSummary>>| {
-            summary
-                .as_ref()
-                .filter(|summary| summary.generation == generation)
-                .map(Arc::clone)
-        };
-        let cached = self.summary.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(summary) = current(&cached) {
-            return summary;
-        }
-        drop(cached);
-        let mut cached = self.summary.write().unwrap_or_else(|e| e.into_inner());
-        // Another reader may have made it meanwhile.
-        if let Some(summary) = current(&cached) {
-            return summary;
-        }
-        let summary = Arc::new(NodeSummary::of(&snapshot.nodes, generation));
-        *cached = Some(Arc::clone(&summary));
-        summary
     }
 }
 
@@ -141,41 +112,5 @@ mod tests {
             snapshot.compute_capabilities()
         );
         assert_eq!(summary.compute_capabilities().len(), 2);
-    }
-
-    #[test]
-    fn every_write_makes_the_summary_again() {
-        let cache = ClusterCache::default();
-        assert_eq!(
-            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
-            None
-        );
-        cache
-            .write()
-            .nodes
-            .insert("a".to_owned(), node(&[("nvidia.com/gpu", 8)], Some((8, 0))));
-        assert_eq!(
-            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
-            Some(8)
-        );
-        let first = cache.node_summary();
-        assert!(
-            Arc::ptr_eq(&first, &cache.node_summary()),
-            "made once per write"
-        );
-        cache.write().nodes.insert(
-            "b".to_owned(),
-            node(&[("nvidia.com/gpu", 16)], Some((9, 0))),
-        );
-        assert_eq!(
-            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
-            Some(16)
-        );
-        assert_eq!(cache.node_summary().compute_capabilities().len(), 2);
-        cache.write().nodes.clear();
-        assert_eq!(
-            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
-            None
-        );
     }
 }

@@ -1,8 +1,9 @@
-//! The watch tasks that fill a [`ClusterCache`], and [`Watches`], their one
-//! owner, which starts and stops them as the configuration changes.
+//! [`Watches`], the one owner of the watch tasks that fill a
+//! [`ClusterCache`], which starts them and stops them as the configuration
+//! changes: namespaces, RuntimeClasses, nodes, one watch per allowlist
+//! entry, and (through `claims.rs`) the DRA objects.
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
@@ -11,15 +12,14 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::{Client, ResourceExt};
 use tokio::task::JoinHandle;
 
-use super::{
-    ClusterCache, PROBE_INTERVAL, Source, lean_namespace, lean_node, lean_runtime_class, wire,
-    workload_gvk,
-};
-use crate::policy::cluster::ClusterSnapshot;
+use super::cache::{ClusterCache, PROBE_INTERVAL, Source};
+use super::claims;
+use super::lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk};
+use super::watch::{FirstList, Owns, fold, mirror};
+use super::wire;
 use crate::settings::{AllowlistEntry, Settings};
 
 type WorkloadKey = (String, String, String);
@@ -88,7 +88,7 @@ impl Watches {
             || {},
         ));
         let nodes = spawn_nodes(&client, settings, &cache);
-        super::claims::spawn(&client, settings, &cache);
+        claims::spawn(&client, settings, &cache);
         let allowlisted = entries(settings)
             .into_iter()
             .map(|(key, entry)| {
@@ -189,7 +189,7 @@ impl Watches {
                 "GPU resource patterns changed: listing the nodes again"
             );
         }
-        super::claims::follow_settings(&running.cache, settings);
+        claims::follow_settings(&running.cache, settings);
         // A stopped watch that had not listed no longer holds its source:
         // current now if every remaining watch has listed.
         running.cache.release(Source::AllowlistedWorkloads);
@@ -205,41 +205,6 @@ fn entries(settings: &Settings) -> BTreeMap<EntryKey, &AllowlistEntry> {
         .iter()
         .map(|entry| (entry.to_string(), entry))
         .collect()
-}
-
-/// Holds a source unsynced (at start) or stale (after a reload) until its
-/// watch has listed once. A watch stopped before that releases its hold
-/// without claiming the source current: [`Watches::apply`], which stops it,
-/// says so when it releases the source.
-pub(super) struct FirstList {
-    cache: Arc<ClusterCache>,
-    source: Source,
-    done: bool,
-}
-
-impl FirstList {
-    pub(super) fn new(cache: &Arc<ClusterCache>, source: Source) -> Self {
-        cache.watch_started(source);
-        Self {
-            cache: Arc::clone(cache),
-            source,
-            done: false,
-        }
-    }
-
-    pub(super) fn done(&mut self) {
-        if !std::mem::replace(&mut self.done, true) {
-            self.cache.watch_listed(self.source);
-        }
-    }
-}
-
-impl Drop for FirstList {
-    fn drop(&mut self) {
-        if !self.done {
-            self.cache.watch_stopped(self.source);
-        }
-    }
 }
 
 /// The node watch, projecting with the GPU resource patterns of `settings`.
@@ -258,37 +223,6 @@ fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) 
         // these patterns.
         move || listed_cache.nodes_projected_with(Arc::clone(&projection)),
     ))
-}
-
-/// Folds one watcher into one table of the snapshot. A relist (Init ..
-/// InitDone) replaces the table whole, so objects deleted while the watch
-/// was down disappear.
-pub(super) async fn mirror<K, V>(
-    api: Api<K>,
-    cache: Arc<ClusterCache>,
-    source: Source,
-    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<String, V>,
-    lean: impl Fn(&K) -> Option<V> + Send + 'static,
-    mut first_list: FirstList,
-    on_first_list: impl Fn() + Send + 'static,
-) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    V: Send + 'static,
-{
-    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    fold(
-        events,
-        &cache,
-        source,
-        table,
-        Owns::Table,
-        |object: &K| Some((object.name_any(), lean(object)?)),
-        || {
-            on_first_list();
-            first_list.done();
-        },
-    )
-    .await;
 }
 
 /// Watches the workloads of one allowlist entry (metadata only), keeping
@@ -407,144 +341,5 @@ fn is_forbidden(error: &watcher::Error) -> bool {
         }
         watcher::Error::WatchError(status) => status.code == 403,
         watcher::Error::NoResourceVersion => false,
-    }
-}
-
-/// Which entries of a table a watch owns: all of it, or the keys it
-/// matches (the watches of allowlist entries share one table).
-pub(super) enum Owns<Key> {
-    Table,
-    Keys(Box<dyn Fn(&Key) -> bool + Send + Sync>),
-}
-
-pub(super) async fn fold<K, Key, V>(
-    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
-    cache: &ClusterCache,
-    source: Source,
-    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<Key, V>,
-    owns: Owns<Key>,
-    entry: impl Fn(&K) -> Option<(Key, V)>,
-    mut on_first_sync: impl FnMut(),
-) where
-    Key: Ord,
-{
-    let mut events = std::pin::pin!(events);
-    let mut relisted: Option<BTreeMap<Key, V>> = None;
-    let mut synced = false;
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Init) => relisted = Some(BTreeMap::new()),
-            Ok(Event::InitApply(object)) => {
-                if let (Some(new), Some((key, value))) = (relisted.as_mut(), entry(&object)) {
-                    new.insert(key, value);
-                }
-            }
-            Ok(Event::InitDone) => {
-                if let Some(new) = relisted.take() {
-                    let mut snapshot = cache.write();
-                    let table = table(&mut snapshot);
-                    match &owns {
-                        Owns::Table => *table = new,
-                        Owns::Keys(owned) => {
-                            table.retain(|key, _| !owned(key));
-                            table.extend(new);
-                        }
-                    }
-                }
-                if !synced {
-                    synced = true;
-                    on_first_sync();
-                }
-                cache.mark_fresh(source);
-            }
-            Ok(Event::Apply(object)) => {
-                if let Some((key, value)) = entry(&object) {
-                    table(&mut cache.write()).insert(key, value);
-                }
-                cache.mark_fresh(source);
-            }
-            Ok(Event::Delete(object)) => {
-                if let Some((key, _)) = entry(&object) {
-                    table(&mut cache.write()).remove(&key);
-                }
-                cache.mark_fresh(source);
-            }
-            Err(error) => cache.mark_stale(source, &error),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ALLOWLISTED: Source = Source::AllowlistedWorkloads;
-
-    /// As `Watches::start` does it: every source held, the watches started
-    /// one after the other, the first one listing before the second is
-    /// started.
-    #[test]
-    fn a_source_is_synced_once_every_watch_it_started_with_has_listed() {
-        let cache = Arc::new(ClusterCache::default());
-        for source in Source::ALL {
-            cache.hold(source);
-        }
-        let mut first = FirstList::new(&cache, ALLOWLISTED);
-        first.done();
-        let mut second = FirstList::new(&cache, ALLOWLISTED);
-        for source in Source::ALL {
-            cache.release(source);
-        }
-        assert!(!cache.is_synced());
-        second.done();
-        assert!(cache.is_synced());
-        assert!(!cache.is_stale(ALLOWLISTED));
-    }
-
-    /// As `Watches::apply` does it: two entries added at reload, the first
-    /// one listing before the second is started; the source stays stale
-    /// until both have listed.
-    #[test]
-    fn a_source_is_current_again_once_every_watch_added_at_reload_has_listed() {
-        let cache = Arc::new(ClusterCache::default());
-        for source in Source::ALL {
-            cache.hold(source);
-            cache.release(source);
-        }
-        assert!(cache.is_synced() && !cache.is_stale(ALLOWLISTED));
-
-        cache.hold(ALLOWLISTED);
-        let mut first = FirstList::new(&cache, ALLOWLISTED);
-        assert!(cache.is_stale(ALLOWLISTED));
-        first.done();
-        assert!(cache.is_stale(ALLOWLISTED));
-        let mut second = FirstList::new(&cache, ALLOWLISTED);
-        cache.release(ALLOWLISTED);
-        assert!(cache.is_stale(ALLOWLISTED));
-        second.done();
-        assert!(!cache.is_stale(ALLOWLISTED));
-        assert!(cache.is_synced());
-    }
-
-    /// A watch stopped before it listed (its entry removed at reload) no
-    /// longer holds its source.
-    #[test]
-    fn a_watch_stopped_before_it_listed_holds_nothing() {
-        let cache = Arc::new(ClusterCache::default());
-        for source in Source::ALL {
-            cache.hold(source);
-        }
-        let forbidden = FirstList::new(&cache, ALLOWLISTED);
-        for source in Source::ALL {
-            cache.release(source);
-        }
-        assert!(!cache.is_synced());
-
-        cache.hold(ALLOWLISTED);
-        drop(forbidden);
-        assert!(!cache.is_synced());
-        cache.release(ALLOWLISTED);
-        assert!(cache.is_synced());
-        assert!(!cache.is_stale(ALLOWLISTED));
     }
 }

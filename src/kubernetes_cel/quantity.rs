@@ -7,10 +7,12 @@
 //! quantity, and for `2000m`, which parses to value 2000 at scale -3).
 //! `src/policy/quantity.rs` reads GPU counts only (non-negative whole `u64`),
 //! so it cannot answer these questions; this module is the faithful one.
+//! Both read the text with [`crate::quantity::split`].
 //!
 //! Reads: a quantity string. Allows: what `resource.ParseQuantity` allows,
 //! with its rounding (up to 10^-9) and its cap (2^63-1 for binary suffixes).
 
+use crate::quantity::{self, Suffix, SyntaxError};
 use num_bigint::{BigInt, Sign};
 use num_traits::{ToPrimitive, Zero};
 use std::cmp::Ordering;
@@ -70,7 +72,7 @@ impl Quantity {
             return Ok(Quantity::int(0, 0));
         }
         let scanned = scan(s)?;
-        let (base2, exponent, format) = interpret(scanned.suffix).ok_or(QuantityError::Suffix)?;
+        let (base2, exponent, format) = interpret(scanned.suffix)?;
         let digits = i64::try_from(scanned.num.len() + scanned.denom.len()).unwrap_or(i64::MAX);
         let denom_len = i64::try_from(scanned.denom.len()).unwrap_or(i64::MAX);
         let (precision, mut scale, mantissa) = if format == Format::Binary {
@@ -318,134 +320,39 @@ struct Scanned<'a> {
     positive: bool,
     /// The signed number as written, for the `inf.Dec` path.
     value: &'a str,
+    /// The integer digits without leading zeros (`0` when none are left).
     num: &'a str,
     denom: &'a str,
-    suffix: &'a str,
+    suffix: Suffix<'a>,
 }
 
-/// `parseQuantityString`.
+/// `parseQuantityString`, on the shared reader of quantities.
 fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
-    let bytes = s.as_bytes();
-    let end = bytes.len();
-    let mut pos = 0;
-    let mut positive = true;
-    match bytes.first() {
-        Some(b'-') => {
-            positive = false;
-            pos = 1;
-        }
-        Some(b'+') => pos = 1,
-        _ => {}
-    }
-    while pos < end && bytes[pos] == b'0' {
-        pos += 1;
-    }
-    if pos >= end {
-        return Ok(Scanned {
-            positive,
-            value: "0",
-            num: "0",
-            denom: "",
-            suffix: "",
-        });
-    }
-    let digits_from = |from: usize| {
-        bytes[from..]
-            .iter()
-            .position(|b| !b.is_ascii_digit())
-            .map_or(end, |n| from + n)
-    };
-    let num_end = digits_from(pos);
-    let num = if num_end == pos {
-        "0"
-    } else {
-        &s[pos..num_end]
-    };
-    if num_end >= end {
-        return Ok(Scanned {
-            positive,
-            value: s,
-            num,
-            denom: "",
-            suffix: "",
-        });
-    }
-    pos = num_end;
-    let mut denom = "";
-    if bytes[pos] == b'.' {
-        pos += 1;
-        let denom_end = digits_from(pos);
-        denom = &s[pos..denom_end];
-        if denom_end >= end {
-            return Ok(Scanned {
-                positive,
-                value: s,
-                num,
-                denom,
-                suffix: "",
-            });
-        }
-        pos = denom_end;
-    }
-    let value = &s[..pos];
-    let suffix_start = pos;
-    let letters_end = bytes[pos..]
-        .iter()
-        .position(|b| !b"eEinumkKMGTP".contains(b))
-        .map_or(end, |n| pos + n);
-    pos = letters_end;
-    if pos < end && (bytes[pos] == b'-' || bytes[pos] == b'+') {
-        pos += 1;
-    }
-    if digits_from(pos) < end {
-        return Err(QuantityError::FormatWrong);
-    }
+    let parts = quantity::split(s).map_err(|error| match error {
+        SyntaxError::Format => QuantityError::FormatWrong,
+        SyntaxError::Suffix => QuantityError::Suffix,
+    })?;
+    let num = parts.integer.trim_start_matches('0');
     Ok(Scanned {
-        positive,
-        value,
-        num,
-        denom,
-        suffix: &s[suffix_start..],
+        positive: !parts.negative,
+        value: parts.number,
+        num: if num.is_empty() { "0" } else { num },
+        denom: parts.fraction.unwrap_or_default(),
+        suffix: parts.suffix,
     })
 }
 
 /// `suffixHandler.interpret`: (binary?, exponent, format).
-fn interpret(suffix: &str) -> Option<(bool, i64, Format)> {
-    let decimal = match suffix {
-        "n" => Some(-9),
-        "u" => Some(-6),
-        "m" => Some(-3),
-        "" => Some(0),
-        "k" => Some(3),
-        "M" => Some(6),
-        "G" => Some(9),
-        "T" => Some(12),
-        "P" => Some(15),
-        "E" => Some(18),
-        _ => None,
-    };
-    if let Some(e) = decimal {
-        return Some((false, e, Format::Decimal));
+fn interpret(suffix: Suffix<'_>) -> Result<(bool, i64, Format), QuantityError> {
+    match suffix {
+        Suffix::Decimal(e) => Ok((false, e, Format::Decimal)),
+        Suffix::Binary(e) => Ok((true, i64::from(e), Format::Binary)),
+        Suffix::Exponent(signed) => {
+            // strconv.ParseInt(.., 10, 64) then int32(): a wrapping conversion.
+            let parsed: i64 = signed.parse().map_err(|_| QuantityError::Suffix)?;
+            Ok((false, i64::from(parsed as i32), Format::Decimal))
+        }
     }
-    let binary = match suffix {
-        "Ki" => Some(10),
-        "Mi" => Some(20),
-        "Gi" => Some(30),
-        "Ti" => Some(40),
-        "Pi" => Some(50),
-        "Ei" => Some(60),
-        _ => None,
-    };
-    if let Some(e) = binary {
-        return Some((true, e, Format::Binary));
-    }
-    let rest = suffix.strip_prefix(['e', 'E'])?;
-    if rest.is_empty() {
-        return None;
-    }
-    // strconv.ParseInt(.., 10, 64) then int32(): a wrapping conversion.
-    let parsed: i64 = rest.parse().ok()?;
-    Some((false, i64::from(parsed as i32), Format::Decimal))
 }
 
 /// The `inf.Dec` path of `ParseQuantity`.

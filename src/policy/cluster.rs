@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::claims::ClaimSummary;
-use super::cluster_claims::ClaimTables;
-use crate::settings::ComputeCapability;
+use super::dra::tables::ClaimTables;
+use super::dra::{ClaimFacts, Resolved};
+use crate::cuda::ComputeCapability;
 
 /// The parts of a RuntimeClass the built-in RuntimeClass admission plugin
 /// applies to pods that name it.
@@ -23,33 +23,6 @@ pub struct RuntimeClassInfo {
     pub node_selector: Map<String, Value>,
     /// `scheduling.tolerations`.
     pub tolerations: Vec<Value>,
-}
-
-/// What is known of one ResourceClaim or ResourceClaimTemplate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolved {
-    /// Found and read; its requests say whether (and how many) GPUs.
-    Known(ClaimSummary),
-    /// Not found (it may be created later).
-    Unknown,
-    /// Found, but its requests have the wrong shape: why, on one line.
-    Unreadable(String),
-}
-
-/// Where a pod's claims are resolved: the cluster, or the other objects of
-/// the input of `check`.
-pub trait ClaimFacts: Send + Sync {
-    /// The ResourceClaimTemplate `namespace/name`.
-    fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved;
-
-    /// The ResourceClaim `namespace/name`.
-    fn resource_claim(&self, namespace: &str, name: &str) -> Resolved;
-
-    /// Whether a DeviceClass known here hands out GPUs (beyond the names of
-    /// `gpuDeviceClasses`, which the policy checks itself).
-    fn is_gpu_device_class(&self, _class: &str) -> bool {
-        false
-    }
 }
 
 /// Questions the rules ask of the cluster.

@@ -5,9 +5,12 @@ use std::collections::BTreeSet;
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
+use super::dra::claims::ClaimKind;
+use super::dra::resolution as pod_claims;
+use super::rules::{Check, allowlist};
 use super::{
     Change, ClaimFacts, ClusterFacts, Evaluation, Identity, ImageFacts, Message, ObjectError,
-    PodView, RULES, RuleId, RuleInput, Scope, Shape, Violation, add, allowlist, pod_claims,
+    PodView, RULES, RuleId, RuleInput, Scope, Shape, Violation, add,
 };
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 
@@ -28,20 +31,82 @@ pub struct Evaluator<'a> {
     pub images: Option<&'a dyn ImageFacts>,
 }
 
-/// The images of an object's GPU containers, each once, and the raw pod
-/// spec they run in.
-pub type GpuImages<'t> = (Vec<&'t str>, &'t Map<String, Value>);
-
-/// The object under evaluation.
+/// The object under evaluation, built once for it by the admission layer
+/// (from a review, or from a manifest for `check` and `audit`) and taken by
+/// [`Evaluator::evaluate`].
+///
+/// `object` is read by [`PodView`] (a pod or pod template) or by the claim
+/// reader, and by nothing else past the constructors, which read who the
+/// object is for the allowlist.
 #[derive(Debug, Clone)]
-pub struct Target<'a> {
-    /// A Pod or a workload, as `shape` says.
+pub struct Subject<'a> {
+    /// The object as it was sent, raw.
     pub object: &'a Value,
-    pub shape: Shape,
-    pub identity: Identity<'a>,
+    pub form: Form<'a>,
     /// The namespace the object lives in.
     pub namespace: &'a str,
-    pub scope: Scope,
+}
+
+/// What the evaluator reads an object as.
+#[derive(Debug, Clone)]
+pub enum Form<'a> {
+    /// A Pod, or the pod template of a workload (where it sits: `shape`):
+    /// read through [`PodView`] and run through [`RULES`].
+    Pod {
+        shape: Shape,
+        /// Who the object is, for the allowlist.
+        identity: Identity<'a>,
+        /// Which containers the rules look at.
+        scope: Scope,
+    },
+    /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are
+    /// bounded (R2).
+    Claim(ClaimKind),
+}
+
+impl<'a> Subject<'a> {
+    /// A Pod: being created (`Scope::Whole`), or an update of its
+    /// ephemeral containers ([`super::scope_for_update`]).
+    pub fn pod(object: &'a Value, namespace: &'a str, scope: Scope) -> Self {
+        let owner = allowlist::controller_owner(object);
+        Self {
+            object,
+            form: Form::Pod {
+                shape: Shape::Pod,
+                identity: Identity::Pod { owner },
+                scope,
+            },
+            namespace,
+        }
+    }
+
+    /// The pod template of a workload of `kind` (`Deployment`, ...), at
+    /// `shape` in the object.
+    pub fn template(object: &'a Value, shape: Shape, kind: &'a str, namespace: &'a str) -> Self {
+        let name = object
+            .get("metadata")
+            .and_then(|metadata| metadata.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        Self {
+            object,
+            form: Form::Pod {
+                shape,
+                identity: Identity::Workload { kind, name },
+                scope: Scope::Whole,
+            },
+            namespace,
+        }
+    }
+
+    /// A ResourceClaim or ResourceClaimTemplate.
+    pub fn claim(object: &'a Value, kind: ClaimKind, namespace: &'a str) -> Self {
+        Self {
+            object,
+            form: Form::Claim(kind),
+            namespace,
+        }
+    }
 }
 
 impl<'a> Evaluator<'a> {
@@ -64,28 +129,19 @@ impl<'a> Evaluator<'a> {
 }
 
 impl Evaluator<'_> {
-    /// The images of the target's GPU containers, each once, and the pod
-    /// spec they run in: what is looked up in registries before the rules
-    /// run. None for an object without a GPU container (or a pod template),
-    /// and for an update of ephemeral containers (they never hold GPUs).
-    pub fn gpu_images<'t>(
-        &self,
-        target: &Target<'t>,
-    ) -> Result<Option<GpuImages<'t>>, ObjectError> {
-        if !target.scope.is_whole() {
-            return Ok(None);
-        }
-        view_gpu_images(
-            target.object,
-            target.shape,
-            target.namespace,
-            self.settings,
-            self.claims,
-        )
-    }
-
-    /// Runs every rule over the target.
-    pub fn evaluate(&self, target: &Target<'_>) -> Result<Evaluation, ObjectError> {
+    /// Runs every rule over the subject: the pod rules over a pod or pod
+    /// template, R2 over a claim.
+    pub fn evaluate(&self, subject: &Subject<'_>) -> Result<Evaluation, ObjectError> {
+        let (shape, identity, scope) = match &subject.form {
+            Form::Pod {
+                shape,
+                identity,
+                scope,
+            } => (*shape, *identity, scope),
+            Form::Claim(kind) => {
+                return self.evaluate_claim(subject.object, *kind, subject.namespace);
+            }
+        };
         let Evaluator {
             settings,
             namespace: namespace_settings,
@@ -94,39 +150,46 @@ impl Evaluator<'_> {
             images,
         } = *self;
         let mut evaluation = Evaluation {
-            notices: namespace_settings.notices.clone(),
+            notices: super::Notice::of_ignored(namespace_settings),
             ..Evaluation::default()
         };
-        let Some(mut view) = PodView::parse(target.object, target.shape, settings)? else {
+        let Some(mut view) = PodView::parse(subject.object, shape, settings)? else {
             return Ok(evaluation);
         };
         // Only a whole pod gets GPUs: the ephemeral containers of an update
         // never do.
-        if target.scope.is_whole() {
-            let unresolved = pod_claims::resolve(&mut view, claims, target.namespace);
+        if scope.is_whole() {
+            let unresolved = pod_claims::resolve(&mut view, claims, subject.namespace);
             evaluation.notices.extend(unresolved);
         }
-        let identity = target.identity;
-        let mut allowlisted =
-            allowlist::matching_entry(identity, target.namespace, &settings.config().allowlist);
-        if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =
-            (allowlisted, identity, cluster)
-            && let Err(notice) = allowlist::verify_owner(entry, owner, cluster)
-        {
-            evaluation.notices.push(notice);
-            allowlisted = None;
+        // The allowlist stage runs first: the rules read whom it exempts.
+        let mut allowlisted = None;
+        for rule in RULES {
+            if let Check::Allowlist(exempt) = rule.check {
+                let exemption = exempt(&allowlist::AllowlistInput {
+                    identity,
+                    namespace: subject.namespace,
+                    settings,
+                    cluster,
+                });
+                evaluation.notices.extend(exemption.notices);
+                allowlisted = exemption.entry;
+            }
         }
         let input = RuleInput {
             view: &view,
             settings,
             namespace: namespace_settings,
-            scope: &target.scope,
+            scope,
             allowlisted,
             cluster,
             images,
         };
         for rule in RULES {
-            let findings = (rule.check)(&input);
+            let Check::Pod(check) = rule.check else {
+                continue;
+            };
+            let findings = check(&input);
             evaluation.changes.extend(
                 findings
                     .changes
@@ -150,7 +213,7 @@ impl Evaluator<'_> {
                 .collect();
             // The ephemeralcontainers subresource takes only the ephemeral
             // containers from the object; metadata is recorded at creation.
-            if target.scope.is_whole() {
+            if scope.is_whole() {
                 evaluation
                     .patch
                     .extend(record_mutations(&view, &evaluation.changed_rules()));
@@ -158,33 +221,6 @@ impl Evaluator<'_> {
         }
         Ok(evaluation)
     }
-}
-
-/// [`Evaluator::gpu_images`] of an object being created, read through the
-/// whole [`PodView`] (its DRA claims resolved from `claims`).
-pub fn view_gpu_images<'t>(
-    object: &'t Value,
-    shape: Shape,
-    namespace: &str,
-    settings: &Settings,
-    claims: Option<&dyn ClaimFacts>,
-) -> Result<Option<GpuImages<'t>>, ObjectError> {
-    let Some(mut view) = PodView::parse(object, shape, settings)? else {
-        return Ok(None);
-    };
-    let _unresolved = pod_claims::resolve(&mut view, claims, namespace);
-    let mut images: Vec<&'t str> = Vec::new();
-    for image in view
-        .containers
-        .iter()
-        .filter(|c| c.is_gpu())
-        .filter_map(|c| c.image)
-    {
-        if !images.contains(&image) {
-            images.push(image);
-        }
-    }
-    Ok((!images.is_empty()).then_some((images, view.spec)))
 }
 
 /// The operation that records the changing rules in the
@@ -213,7 +249,7 @@ fn record_mutations(view: &PodView<'_>, rules: &BTreeSet<RuleId>) -> Option<Patc
         return None;
     }
     let mut path = view.metadata_pointer.clone();
-    let operation = if view.annotations.is_some() {
+    let operation = if view.has_annotations() {
         path.push_back("annotations");
         path.push_back(MUTATIONS_ANNOTATION);
         add(path, Value::String(value))
@@ -221,7 +257,7 @@ fn record_mutations(view: &PodView<'_>, rules: &BTreeSet<RuleId>) -> Option<Patc
         let mut annotations = Map::new();
         annotations.insert(MUTATIONS_ANNOTATION.to_owned(), Value::String(value));
         let mut annotations = Value::Object(annotations);
-        if view.metadata.is_some() {
+        if view.has_metadata() {
             path.push_back("annotations");
         } else {
             let mut metadata = Map::new();
@@ -237,10 +273,10 @@ fn record_mutations(view: &PodView<'_>, rules: &BTreeSet<RuleId>) -> Option<Patc
 mod tests {
     use serde_json::json;
 
+    use crate::cuda::ComputeCapability;
     use crate::policy::NoticeKind;
     use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
     use crate::policy::testing::evaluate_in_cluster;
-    use crate::settings::ComputeCapability;
 
     #[test]
     fn notices_keep_their_kind_and_the_order_the_rules_run_in() {

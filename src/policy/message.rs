@@ -9,6 +9,8 @@ use std::ops::Deref;
 
 use serde::{Serialize, Serializer};
 
+use crate::settings::NamespaceSettings;
+
 /// A message for people: `gpu-policy: ` followed by a body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message(String);
@@ -81,6 +83,141 @@ impl Serialize for Message {
     }
 }
 
+/// The words of one message, written once for both backends, with named
+/// slots: `{containers} must set limits.{resource}: a GPU request needs an
+/// equal limit`. A rule fills the slots with values ([`Self::format`]); the
+/// generator of the admission policies fills them with CEL expressions and
+/// writes the words as CEL string literals
+/// (`admission_policy::cel_text::message`). So the webhook and the policies
+/// say the same violation in the same words, and a change of the words is
+/// one change. A slot is `{name}`, the name lowercase letters and `_`; the
+/// words hold no other braces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageTemplate(&'static str);
+
+/// A run of a [`MessageTemplate`]: words, or the name of a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    Words(&'static str),
+    Slot(&'static str),
+}
+
+impl MessageTemplate {
+    pub const fn new(text: &'static str) -> Self {
+        MessageTemplate(text)
+    }
+
+    /// The template as written, slots and all.
+    pub fn text(&self) -> &'static str {
+        self.0
+    }
+
+    /// The words and slots, in order.
+    pub fn pieces(&self) -> Vec<Piece> {
+        let text = self.0;
+        let mut pieces = Vec::new();
+        // `start`: the first byte not yet in a piece; `at`: where to look
+        // for the next `{`.
+        let (mut start, mut at) = (0, 0);
+        while let Some(open) = text[at..].find('{').map(|i| at + i) {
+            let name = text[open + 1..]
+                .find('}')
+                .map(|len| &text[open + 1..open + 1 + len])
+                .filter(|name| {
+                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                });
+            match name {
+                Some(name) => {
+                    if open > start {
+                        pieces.push(Piece::Words(&text[start..open]));
+                    }
+                    pieces.push(Piece::Slot(name));
+                    start = open + name.len() + 2;
+                    at = start;
+                }
+                None => at = open + 1,
+            }
+        }
+        if start < text.len() {
+            pieces.push(Piece::Words(&text[start..]));
+        }
+        pieces
+    }
+
+    /// The names of the slots, each once, in order.
+    pub fn slots(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        for piece in self.pieces() {
+            if let Piece::Slot(name) = piece
+                && !names.contains(&name)
+            {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// The message body with each slot filled by its value in `values`. A
+    /// slot without a value stays as written (`{name}`), for a test to see.
+    pub fn format(&self, values: &[(&str, &dyn fmt::Display)]) -> String {
+        let mut out = String::with_capacity(self.0.len() + 32);
+        for piece in self.pieces() {
+            match piece {
+                Piece::Words(words) => out.push_str(words),
+                Piece::Slot(name) => match values.iter().find(|(slot, _)| *slot == name) {
+                    Some((_, value)) => {
+                        use fmt::Write;
+                        let _ = write!(out, "{value}");
+                    }
+                    None => {
+                        out.push('{');
+                        out.push_str(name);
+                        out.push('}');
+                    }
+                },
+            }
+        }
+        out
+    }
+}
+
+/// Where several messages are one: a generated policy's validation has one
+/// message, so the violations of one kind that the webhook reports apart
+/// (two resources above the container maximum) are its messages joined
+/// with this, in any order.
+pub const SEPARATOR: &str = "; ";
+
+/// A word that agrees with a count: `container` or `containers`, and
+/// verbs too (`sees`, `see`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Noun {
+    pub one: &'static str,
+    pub many: &'static str,
+}
+
+/// Between the quoted names of a [`Noun::list`].
+pub const LIST_SEPARATOR: &str = ", ";
+
+/// `container "a"`, `containers "a", "b"`: how messages name containers.
+pub const CONTAINER: Noun = Noun::new("container", "containers");
+
+impl Noun {
+    pub const fn new(one: &'static str, many: &'static str) -> Self {
+        Noun { one, many }
+    }
+
+    /// The word for `count` things.
+    pub fn of(&self, count: usize) -> &'static str {
+        if count == 1 { self.one } else { self.many }
+    }
+
+    /// The word and the names, quoted: `containers "a", "b"`.
+    pub fn list<'s>(&self, names: impl IntoIterator<Item = &'s str>) -> String {
+        let names: Vec<String> = names.into_iter().map(|n| format!("{n:?}")).collect();
+        format!("{} {}", self.of(names.len()), names.join(LIST_SEPARATOR))
+    }
+}
+
 /// What kind of input the policy ignored, what it could not do, or what it
 /// allows but a person should know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -124,6 +261,17 @@ impl Notice {
     }
 }
 
+impl Notice {
+    /// The namespace annotations the settings ignored, as notices.
+    pub fn of_ignored(namespace: &NamespaceSettings) -> Vec<Notice> {
+        namespace
+            .ignored
+            .iter()
+            .map(|ignored| Notice::new(NoticeKind::IgnoredAnnotation, ignored))
+            .collect()
+    }
+}
+
 impl fmt::Display for Notice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.message.fmt(f)
@@ -133,6 +281,38 @@ impl fmt::Display for Notice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn templates_fill_their_slots_and_keep_their_words() {
+        let template = MessageTemplate::new(
+            "{containers}: requests.{resource} differs from limits.{resource}",
+        );
+        assert_eq!(template.slots(), ["containers", "resource"]);
+        assert_eq!(
+            template.format(&[
+                ("containers", &"container \"a\""),
+                ("resource", &"nvidia.com/gpu")
+            ]),
+            "container \"a\": requests.nvidia.com/gpu differs from limits.nvidia.com/gpu"
+        );
+        // A slot left unfilled shows; braces that name no slot are words.
+        assert_eq!(template.format(&[]), template.text());
+        let odd = MessageTemplate::new("a {B} {} {x} {");
+        assert_eq!(
+            odd.pieces(),
+            [
+                Piece::Words("a {B} {} "),
+                Piece::Slot("x"),
+                Piece::Words(" {")
+            ]
+        );
+    }
+
+    #[test]
+    fn nouns_agree_with_the_count() {
+        assert_eq!(CONTAINER.list(["a"]), "container \"a\"");
+        assert_eq!(CONTAINER.list(["a", "b"]), "containers \"a\", \"b\"");
+    }
 
     #[test]
     fn the_prefix_is_added_once_and_the_body_kept() {

@@ -7,29 +7,16 @@
 //! [`RuleId`]. Nothing here logs, reads a clock or touches the network, so
 //! the offline `check`, the webhook and the audit give the same answers.
 
-pub mod allowlist;
-pub mod bounded_requests;
-pub mod claim_requests;
-pub mod claims;
 pub mod cluster;
-pub mod cluster_claims;
-pub mod compute_affinity;
-pub mod cuda_requirement;
-pub mod device_paths;
+pub mod dra;
 pub mod evaluator;
-pub mod gpu_images;
-pub mod image_needs;
-pub mod input_claims;
+pub mod images;
 pub mod message;
 pub mod pod;
-pub mod pod_claims;
 pub mod quantity;
-pub mod registry;
-pub mod runtime_class;
-pub mod sharing;
+pub mod rules;
 #[cfg(test)]
 pub mod testing;
-pub mod visible_devices;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -39,13 +26,15 @@ use json_patch::{AddOperation, PatchOperation};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+pub use crate::cuda::ImageNeeds;
 use crate::settings::AllowlistEntry;
-pub use cluster::{ClaimFacts, ClusterFacts};
-pub use evaluator::{Evaluator, Target};
-pub use image_needs::{ImageFacts, ImageNeeds};
+pub use cluster::ClusterFacts;
+pub use dra::ClaimFacts;
+pub use evaluator::{Evaluator, Form, Subject};
+pub use images::ImageFacts;
 pub use message::{Message, Notice, NoticeKind};
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};
-pub use registry::{Findings, Mutation, RULES, Rule, RuleInput};
+pub use rules::{Findings, Mutation, RULES, Rule, RuleInput};
 
 /// Declares [`RuleId`]: each variant with the name output, metrics, logs and
 /// the `gpu-policy.io/mutations` annotation show.

@@ -7,11 +7,32 @@
 //! it, including fields this program does not know. Only the fields the rules
 //! read are checked for shape; a wrong shape there is an [`ObjectError`] that
 //! names the field.
+//!
+//! It is the one parsed view of a [`Subject`](super::Subject) under
+//! evaluation: the rules, the mutations record and the registry lookups
+//! read the object through it, and patches are addressed by the JSON
+//! pointers it reports (`metadata_pointer`, `spec_pointer`, each
+//! container's `pointer`, an env entry's `index`), not by the subtrees it
+//! read them from.
+//!
+//! # Its backing
+//!
+//! Today the view borrows a `serde_json::Value` tree, the largest cost of
+//! a request (docs/performance.md). To read a borrowed document lazily
+//! instead, only [`PodView::parse`] and [`Container::parse`] change: what
+//! they hand out is strings, counts and pointers, never a `Value`, except
+//! where a rule still reads a raw map: `spec` (R3's `overhead`,
+//! `nodeSelector`, `tolerations`; R4's affinity; the pod's platform for a
+//! registry lookup), `metadata` and `annotations` (asked through
+//! [`PodView::annotation`], [`PodView::has_metadata`] and
+//! [`PodView::has_annotations`] outside the rules), and an env entry's
+//! `raw` (the sharing schemes). Those few become methods of the view as
+//! their rules move to them.
 
 use json_patch::jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
-use super::claims::DraCount;
+use super::dra::claims::DraCount;
 use super::quantity::GpuCount;
 use crate::settings::{HAMI_CARDS, Settings};
 
@@ -122,7 +143,7 @@ pub struct Container<'a> {
     /// `resources.claims[]`: the pod claims the container uses.
     pub claims: Vec<ClaimUse<'a>>,
     /// The GPUs its resolved DRA claims give it (set by
-    /// [`super::pod_claims::resolve`]); None when no resolved claim it
+    /// [`super::dra::resolution::resolve`]); None when no resolved claim it
     /// uses holds a GPU request.
     pub dra_gpus: Option<DraCount>,
     /// It uses a claim that cannot be resolved (set by `resolve`): it may
@@ -135,7 +156,7 @@ pub struct Container<'a> {
     /// of one card's share, never cards.
     pub shares: Vec<GpuResource<'a>>,
     /// The container holding a KAI-Scheduler fraction (set by
-    /// [`super::sharing::mark`]).
+    /// [`super::rules::sharing::mark`]).
     pub kai_share: bool,
     /// Cards a sharing scheme gives it without a resource naming them,
     /// counted as `nvidia.com/gpu` (set by `mark`): HAMi's implied 1, the
@@ -366,12 +387,22 @@ impl<'a> PodView<'a> {
             resource_claims,
             dra_gpus: None,
         };
-        super::sharing::mark(&mut view, settings);
+        super::rules::sharing::mark(&mut view, settings);
         Ok(Some(view))
     }
 
     pub fn annotation(&self, key: &str) -> Option<&'a str> {
         self.annotations?.get(key)?.as_str()
+    }
+
+    /// The pod template has `metadata` (not null).
+    pub fn has_metadata(&self) -> bool {
+        self.metadata.is_some()
+    }
+
+    /// The pod template has `metadata.annotations` (not null).
+    pub fn has_annotations(&self) -> bool {
+        self.annotations.is_some()
     }
 
     /// A GPU pod: at least one GPU container.

@@ -7,7 +7,8 @@
 //! valid spellings of whole numbers). This module therefore follows the
 //! grammar of `k8s.io/apimachinery/pkg/api/resource` to the letter and
 //! evaluates the value exactly, using integer arithmetic only, so that the
-//! policy sees exactly the number the API server would see.
+//! policy sees exactly the number the API server would see. The text is
+//! split by [`crate::quantity`], the reader the CEL library shares.
 //!
 //! Nothing in here panics on any input: every operation whose result depends
 //! on the input is checked or saturating (enforced by the lint below).
@@ -15,6 +16,8 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use serde_json::Value;
+
+use crate::quantity::{self, Suffix};
 
 /// Longest string accepted as a quantity. Kubernetes rejects quantities far
 /// shorter than this; the cap bounds the work done on hostile input.
@@ -152,105 +155,54 @@ struct Parsed<'a> {
 }
 
 fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
-    let parsed = split(s.as_bytes()).ok_or(QuantityError::Malformed)?;
+    let parsed = split(s).ok_or(QuantityError::Malformed)?;
     evaluate(&parsed)
 }
 
-/// Applies the grammar; `None` when the string is not a quantity.
-fn split(bytes: &[u8]) -> Option<Parsed<'_>> {
-    if bytes.is_empty() || bytes.len() > MAX_QUANTITY_LEN {
+/// Applies the grammar ([`crate::quantity::split`]), and asks more of it:
+/// at most 256 bytes, and at least one digit (upstream's scanner reads `+`
+/// or `Ki` as zero). `None` when the string is not a quantity.
+fn split(s: &str) -> Option<Parsed<'_>> {
+    if s.is_empty() || s.len() > MAX_QUANTITY_LEN {
         return None;
     }
-
-    // <signedNumber>
-    let (negative, rest) = match bytes.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, bytes),
-    };
-
-    // <number>
-    let int_len = count_digits(rest);
-    let (int_digits, rest) = rest.split_at_checked(int_len)?;
-    let (frac_digits, rest) = match rest.split_first() {
-        Some((b'.', after_dot)) => {
-            let frac_len = count_digits(after_dot);
-            after_dot.split_at_checked(frac_len)?
-        }
-        _ => (&[][..], rest),
-    };
-    if int_digits.is_empty() && frac_digits.is_empty() {
+    let parts = quantity::split(s).ok()?;
+    if !parts.has_digits() {
         // Covers "", "+", ".", "Ki", ...
         return None;
     }
-
-    // <suffix>
-    let (exp10, exp2) = suffix(rest)?;
-
+    let (exp10, exp2) = match parts.suffix {
+        Suffix::Decimal(exp10) => (exp10, 0),
+        Suffix::Binary(exp2) => (0, exp2),
+        Suffix::Exponent(signed) => (exponent(signed), 0),
+    };
     Some(Parsed {
-        negative,
-        int_digits,
-        frac_digits,
+        negative: parts.negative,
+        int_digits: parts.integer.as_bytes(),
+        frac_digits: parts.fraction.unwrap_or_default().as_bytes(),
         exp10,
         exp2,
     })
 }
 
-/// Number of leading ASCII digits.
-fn count_digits(bytes: &[u8]) -> usize {
-    bytes.iter().take_while(|b| b.is_ascii_digit()).count()
-}
-
-/// Interprets a suffix as (decimal exponent, binary exponent).
-fn suffix(s: &[u8]) -> Option<(i64, u32)> {
-    let known = match s {
-        b"" => Some((0, 0)),
-        b"n" => Some((-9, 0)),
-        b"u" => Some((-6, 0)),
-        b"m" => Some((-3, 0)),
-        b"k" => Some((3, 0)),
-        b"M" => Some((6, 0)),
-        b"G" => Some((9, 0)),
-        b"T" => Some((12, 0)),
-        b"P" => Some((15, 0)),
-        b"E" => Some((18, 0)),
-        b"Ki" => Some((0, 10)),
-        b"Mi" => Some((0, 20)),
-        b"Gi" => Some((0, 30)),
-        b"Ti" => Some((0, 40)),
-        b"Pi" => Some((0, 50)),
-        b"Ei" => Some((0, 60)),
-        _ => None,
-    };
-    if known.is_some() {
-        return known;
-    }
-
-    // e<signedInt> | E<signedInt>
-    let signed_int = match s.split_first() {
-        Some((b'e' | b'E', rest)) => rest,
-        _ => return None,
-    };
-    let (negative, digits) = match signed_int.split_first() {
+/// The signed integer of an `e`/`E` suffix (`[+-]?[0-9]+`), saturated.
+fn exponent(signed: &str) -> i64 {
+    let (negative, digits) = match signed.as_bytes().split_first() {
         Some((b'-', rest)) => (true, rest),
         Some((b'+', rest)) => (false, rest),
-        _ => (false, signed_int),
+        _ => (false, signed.as_bytes()),
     };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
     // Saturating is exact enough: with at most 256 mantissa digits, any
     // exponent beyond a few hundred in magnitude already decides the outcome.
     let magnitude = digits.iter().fold(0i64, |acc, &d| {
         acc.saturating_mul(10)
             .saturating_add(i64::from(d.wrapping_sub(b'0')))
     });
-    let exp = if negative {
+    if negative {
         magnitude.saturating_neg()
     } else {
         magnitude
-    };
-    Some((exp, 0))
+    }
 }
 
 /// Evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::cluster::{ClaimFacts, ClusterFacts, ClusterSnapshot};
-use super::input_claims::InputClaims;
+use super::cluster::{ClusterFacts, ClusterSnapshot};
+use super::dra::ClaimFacts;
+use super::dra::input::InputClaims;
 use super::{
-    Evaluation, Evaluator, Identity, ImageFacts, RuleId, Scope, Shape, Target, allowlist,
+    Evaluation, Evaluator, Form, Identity, ImageFacts, RuleId, Scope, Shape, Subject,
     scope_for_update,
 };
 use crate::settings::Settings;
@@ -59,14 +60,17 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
         claims: None,
         images: Some(images),
     };
-    let target = Target {
+    // Without an owner: no allowlist entry applies.
+    let subject = Subject {
         object: pod,
-        shape: Shape::Pod,
-        identity: Identity::Pod { owner: None },
+        form: Form::Pod {
+            shape: Shape::Pod,
+            identity: Identity::Pod { owner: None },
+            scope: Scope::Whole,
+        },
         namespace: namespace_of(pod),
-        scope: Scope::Whole,
     };
-    match evaluator.evaluate(&target) {
+    match evaluator.evaluate(&subject) {
         Ok(evaluation) => evaluation,
         Err(err) => panic!("test pod does not parse: {err}"),
     }
@@ -92,16 +96,8 @@ fn run_in(
         claims,
         images: None,
     };
-    let target = Target {
-        object: pod,
-        shape: Shape::Pod,
-        identity: Identity::Pod {
-            owner: allowlist::controller_owner(pod),
-        },
-        namespace: namespace_of(pod),
-        scope: scope.clone(),
-    };
-    match evaluator.evaluate(&target) {
+    let subject = Subject::pod(pod, namespace_of(pod), scope.clone());
+    match evaluator.evaluate(&subject) {
         Ok(evaluation) => evaluation,
         Err(err) => panic!("test pod does not parse: {err}"),
     }

@@ -22,7 +22,6 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::Failure;
 use super::addresses::{AddressClass, classify};
-use super::transport::AddressRefused;
 use crate::settings::RegistryHosts;
 
 /// The `registries` and `insecureRegistries` lists of the configuration.
@@ -191,6 +190,19 @@ impl Resolve for CheckedResolver {
         })
     }
 }
+
+/// The refusal of [`CheckedResolver`], told apart from other connection
+/// errors by the transport.
+#[derive(Debug)]
+pub(super) struct AddressRefused(pub(super) String);
+
+impl std::fmt::Display for AddressRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AddressRefused {}
 
 #[cfg(test)]
 mod tests {

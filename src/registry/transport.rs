@@ -35,7 +35,7 @@ use serde::Deserialize;
 use super::credentials::Credentials;
 use super::digest::Digest;
 use super::documents::MANIFEST_ACCEPT;
-use super::hosts::{HostPolicy, origin_of};
+use super::hosts::{AddressRefused, HostPolicy, origin_of};
 use super::{Failure, RegistryError};
 use crate::manifest::one_line;
 
@@ -167,18 +167,6 @@ struct ErrorEntry {
     #[serde(default)]
     message: String,
 }
-
-/// The resolver's refusal, told apart from other connection errors.
-#[derive(Debug)]
-pub(super) struct AddressRefused(pub(super) String);
-
-impl std::fmt::Display for AddressRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for AddressRefused {}
 
 /// How long the client waits to connect and between two reads.
 #[derive(Debug, Clone, Copy)]

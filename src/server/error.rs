@@ -3,7 +3,7 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::admission::review::ReviewError;
+use crate::admission::ReviewError;
 
 /// A request the webhook cannot answer with an AdmissionReview. The API
 /// server treats these as webhook failures (and applies the failurePolicy);

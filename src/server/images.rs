@@ -1,36 +1,30 @@
 //! Registry mode in the webhook (`imageResolution.mode: registry`): the
-//! resolver the server keeps, and the lookups made before an admission is
-//! evaluated.
+//! resolver the server keeps across reloads, its credentials, and the
+//! lookups made before an admission is evaluated.
 //!
-//! Only a Pod being created, or a workload's pod template, with at least
-//! one GPU container is looked up, and only its GPU containers' images
-//! ([`review::images_to_resolve`]): every other request never waits on a
-//! registry. The lookups of one admission share `imageResolution.timeout`;
-//! what they found enters the policy as data ([`ResolvedImages`], a
-//! `policy::ImageFacts`), and an image without a usable answer is left to
-//! the image table, which the rule then says (a warning and the
-//! `image-resolution` audit annotation) and this module logs, once per
-//! admission. A lookup that outlives the budget goes on in the background
-//! and fills the resolver's caches for the next admission.
+//! Which images are looked up, and how one batch of answers becomes the
+//! `policy::ImageFacts` of an admission, is the admission layer's
+//! ([`respond::images_to_resolve`], [`crate::admission::images`]), shared with
+//! `check --resolve-images`. The lookups of one admission share
+//! `imageResolution.timeout`; an image without a usable answer is left to
+//! the image table, and this module logs it, once per admission. A lookup
+//! that outlives the budget goes on in the background and fills the
+//! resolver's caches for the next admission.
 
-use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use kube::core::admission::AdmissionRequest;
 use lru::LruCache;
 
-use crate::admission::review::{self, Endpoint, RawObject};
+use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
+use crate::admission::respond::{self, Endpoint};
+use crate::admission::wire::RawObject;
 use crate::metrics::Metrics;
-use crate::policy::image_needs::CUDA_VERSION_LABEL;
-use crate::policy::{ClusterFacts, ImageFacts, ImageNeeds};
-use crate::registry::{
-    CUDA_VERSION_ENV, Credentials, ImageConfigFacts, Lookup, REQUIRE_CUDA_ENV, Resolver,
-    ResolverOptions,
-};
+use crate::policy::{ClusterFacts, ImageNeeds};
+use crate::registry::{Credentials, ImageConfigFacts, Resolver, ResolverOptions};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 
 /// The resolver of registry mode, rebuilt when the registries it speaks to
@@ -73,81 +67,6 @@ impl NeedsCache {
         lock(&self.0).put(Arc::clone(facts), needs.clone());
         needs
     }
-}
-
-/// What a registry lookup of one admission found: the needs of the images
-/// it could read, and why the others are left to the table.
-#[derive(Debug, Default)]
-pub struct ResolvedImages {
-    needs: HashMap<String, ImageNeeds>,
-    fallbacks: HashMap<String, String>,
-}
-
-impl ImageFacts for ResolvedImages {
-    fn image_needs(&self, image: &str) -> Option<ImageNeeds> {
-        self.needs.get(image).cloned()
-    }
-
-    fn fallback(&self, image: &str) -> Option<&str> {
-        self.fallbacks.get(image).map(String::as_str)
-    }
-}
-
-impl ResolvedImages {
-    /// Reads the answers of one admission, each config through
-    /// `interpret`; `details` collects each fallback's full reason, for
-    /// the log.
-    fn of_lookups(
-        lookups: Vec<(String, Lookup)>,
-        budget: Duration,
-        mut interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
-        details: &mut Vec<String>,
-    ) -> Self {
-        let mut resolved = Self::default();
-        for (image, lookup) in lookups {
-            let (short, detail) = match lookup {
-                Lookup::Found(facts) => match interpret(&facts) {
-                    // An image whose config says nothing of CUDA is left
-                    // to the table, without a word: there was an answer.
-                    Ok(needs) if needs.is_empty() => continue,
-                    Ok(needs) => {
-                        resolved.needs.insert(image, needs);
-                        continue;
-                    }
-                    Err(err) => ("unreadable image config".to_owned(), err),
-                },
-                Lookup::Failed(reason) => ("registry lookup failed".to_owned(), reason),
-                // Short, and the whole story: the user reads them.
-                Lookup::TooLarge(reason) | Lookup::Refused(reason) => (reason.clone(), reason),
-                Lookup::TimedOut => {
-                    let short = format!("no registry answer in {budget:?}");
-                    (short.clone(), short)
-                }
-            };
-            details.push(format!("{image}: {detail}"));
-            resolved.fallbacks.insert(image, short);
-        }
-        resolved
-    }
-}
-
-/// What an image config's CUDA envs and label mean, or why they cannot be
-/// read (one line).
-pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
-    let cuda = facts
-        .cuda_version
-        .as_ref()
-        .map(|v| format!("{CUDA_VERSION_ENV}={v}"));
-    let require = facts
-        .require_cuda
-        .as_ref()
-        .map(|v| format!("{REQUIRE_CUDA_ENV}={v}"));
-    let env = cuda.iter().chain(require.iter()).map(String::as_str);
-    let label = facts
-        .cuda_label
-        .as_deref()
-        .map(|value| (CUDA_VERSION_LABEL, value));
-    ImageNeeds::from_image_config(env, label).map_err(|err| err.to_string())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -291,12 +210,11 @@ impl Images {
         cluster: Option<&dyn ClusterFacts>,
     ) -> Option<ResolvedImages> {
         let built = self.current.load_full()?;
-        let (images, platform) = review::images_to_resolve(request, endpoint, settings, cluster)?;
+        let wanted = respond::images_to_resolve(request, endpoint, settings, cluster)?;
         let budget = settings.image_timeout();
-        let lookups = built.resolver.resolve_all(&images, &platform, budget).await;
-        let mut details = Vec::new();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
-        let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
+        let (resolved, details) =
+            lookups::resolve(&built.resolver, &wanted, budget, interpret).await;
         if !details.is_empty() {
             tracing::warn!(
                 uid = %request.uid,
@@ -308,24 +226,6 @@ impl Images {
         }
         Some(resolved)
     }
-}
-
-/// Resolves images for `check --resolve-images`: one resolver for the run.
-pub fn resolver_for_check(config: &ImageResolution) -> Result<Resolver, String> {
-    let options = ResolverOptions::from_settings(config).map_err(|err| err.to_string())?;
-    Resolver::new(options, None).map_err(|err| err.to_string())
-}
-
-/// The answers of one pod's lookups for `check`, its fallbacks' reasons
-/// returned for the report.
-pub fn resolved_for_check(
-    lookups: Vec<(String, Lookup)>,
-    budget: Duration,
-) -> (ResolvedImages, Vec<String>) {
-    let mut details = Vec::new();
-    let interpret = |facts: &Arc<ImageConfigFacts>| needs_of(facts);
-    let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
-    (resolved, details)
 }
 
 #[cfg(test)]
@@ -359,43 +259,5 @@ mod tests {
         let unreadable = facts(Some("thirteen"), None, None);
         assert!(cache.needs_of(&unreadable).is_err());
         assert_eq!(lock(&cache.0).len(), 2);
-    }
-
-    #[test]
-    fn answers_become_needs_or_fallbacks() {
-        let lookups = vec![
-            (
-                "a".to_owned(),
-                Lookup::Found(facts(Some("13.0.2"), Some("cuda>=13.0"), None)),
-            ),
-            (
-                "b".to_owned(),
-                Lookup::Found(facts(None, None, Some("12.8.1"))),
-            ),
-            ("c".to_owned(), Lookup::Found(facts(None, None, None))),
-            (
-                "d".to_owned(),
-                Lookup::Found(facts(Some("thirteen"), None, None)),
-            ),
-            (
-                "e".to_owned(),
-                Lookup::Failed("e: 503 from the registry".to_owned()),
-            ),
-            ("f".to_owned(), Lookup::TimedOut),
-        ];
-        let (resolved, details) = resolved_for_check(lookups, Duration::from_millis(500));
-        let a = resolved.image_needs("a").unwrap_or_default();
-        assert_eq!(a.cuda.map(|v| v.to_string()).as_deref(), Some("13.0"));
-        assert!(a.require_cuda.is_some());
-        assert!(resolved.image_needs("b").is_some_and(|b| b.cuda.is_some()));
-        for table in ["c", "d", "e", "f"] {
-            assert_eq!(resolved.image_needs(table), None, "{table}");
-        }
-        assert_eq!(resolved.fallback("c"), None);
-        assert_eq!(resolved.fallback("d"), Some("unreadable image config"));
-        assert_eq!(resolved.fallback("e"), Some("registry lookup failed"));
-        assert_eq!(resolved.fallback("f"), Some("no registry answer in 500ms"));
-        assert_eq!(details.len(), 3);
-        assert!(details[1].contains("503"), "{details:?}");
     }
 }

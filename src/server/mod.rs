@@ -21,7 +21,7 @@ use axum::routing::{get, post};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 
 use crate::admission::namespace_guard;
-use crate::admission::review::{self, Endpoint, RawObject, Verdict};
+use crate::admission::{self, Endpoint, RawObject, Verdict};
 use crate::cluster::{self, ClusterCache};
 use crate::metrics::Metrics;
 use crate::policy::ClusterFacts;
@@ -86,38 +86,6 @@ impl AppState {
         self.request_timeout_ms
             .fetch_max(ms.min(MAX_REQUEST_TIMEOUT_MS), Ordering::Relaxed);
     }
-}
-
-/// Reads the API server's `timeout` query parameter, a Go duration
-/// (`10s`, `500ms`, `1m30s`).
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .filter(|&end| end > 0)?;
-        let value: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_end] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += Duration::try_from_secs_f64(value * seconds).ok()?;
-        rest = &rest[unit_end..];
-    }
-    Some(total)
 }
 
 /// `/readyz` is true once the listener is bound and the config and the
@@ -209,7 +177,11 @@ async fn admit(
         .as_deref()
         .into_iter()
         .flat_map(|q| q.split('&'))
-        .find_map(|pair| pair.strip_prefix("timeout=").and_then(parse_go_duration));
+        .find_map(|pair| {
+            // A Go duration (`10s`, `500ms`, `1m30s`).
+            pair.strip_prefix("timeout=")
+                .and_then(crate::duration::parse)
+        });
     if let Some(timeout) = timeout {
         state.saw_timeout(timeout);
     }
@@ -227,7 +199,7 @@ async fn admit(
     };
     let (response, verdict) = answer(&state, endpoint, &request).await;
     let took = received.elapsed();
-    let encoded = review::encode(response).map_err(RequestError::Encode);
+    let encoded = admission::encode(response).map_err(RequestError::Encode);
     let result = match &encoded {
         Ok(_) => Ok(Decided {
             request: &request,
@@ -264,7 +236,7 @@ fn read_review(
     if body.is_empty() {
         return Err(RequestError::EmptyBody);
     }
-    Ok(review::decode(body)?)
+    Ok(admission::decode(body)?)
 }
 
 /// The admission layer's answer, with the opt-in warnings of the namespace
@@ -284,7 +256,7 @@ async fn answer(
         .resolve(request, endpoint, &settings, cluster)
         .await;
     let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
-    let (mut response, verdict) = review::answer(request, endpoint, &settings, cluster, images);
+    let (mut response, verdict) = admission::answer(request, endpoint, &settings, cluster, images);
     if endpoint == Endpoint::Namespace && response.allowed {
         let warnings = opt_in_warnings(state, request, &settings).await;
         if !warnings.is_empty() {
@@ -306,7 +278,7 @@ const POD_LIST_BUDGET: Duration = Duration::from_secs(2);
 /// resolved from the cache, and about the claims already there.
 async fn opt_in_warnings(
     state: &AppState,
-    request: &kube::core::admission::AdmissionRequest<review::RawObject>,
+    request: &AdmissionRequest<RawObject>,
     settings: &Settings,
 ) -> Vec<String> {
     let old = request.old_object.as_ref().map(|o| &o.raw);

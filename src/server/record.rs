@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::core::admission::{AdmissionRequest, Operation};
 
 use super::RequestError;
-use crate::admission::review::{DecisionKind, Endpoint, RawObject, Verdict};
+use crate::admission::{DecisionKind, Endpoint, RawObject, Verdict};
 use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
 
 /// The target of the log lines: the HTTP layer's module, which log filters

@@ -525,19 +525,3 @@ async fn operations_endpoints() {
     }
     assert_eq!(state.drain_timeout(), Duration::from_secs(7));
 }
-
-#[rstest]
-#[case("10s", Some(10_000))]
-#[case("500ms", Some(500))]
-#[case("1m30s", Some(90_000))]
-#[case("1.5s", Some(1_500))]
-#[case("", None)]
-#[case("10", None)]
-#[case("s", None)]
-#[case("10x", None)]
-fn go_durations(#[case] text: &str, #[case] millis: Option<u64>) {
-    assert_eq!(
-        parse_go_duration(text).map(|d| d.as_millis() as u64),
-        millis
-    );
-}

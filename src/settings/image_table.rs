@@ -14,10 +14,11 @@ use std::time::Duration;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
+use super::error::ConfigError;
 use super::registries::{RegistryHosts, default_registries, split_authority};
-use super::{ComputeCapability, ConfigError, ImageRule};
-use crate::policy::cuda_requirement::{CudaVersion, Requirement};
-use crate::policy::image_needs::ImageNeeds;
+use crate::cuda::ComputeCapability;
+use crate::cuda::needs::ImageNeeds;
+use crate::cuda::requirement::{CudaVersion, Requirement};
 
 /// The longest registry budget: the API server waits 5 s for the webhook
 /// (the install's `timeoutSeconds`), and the rest of the admission needs
@@ -51,6 +52,18 @@ pub struct ImageEntry {
     /// The image's `NVIDIA_REQUIRE_CUDA`, when it is not `cuda>=<cudaVersion>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_cuda: Option<String>,
+}
+
+/// An entry of the older `imageComputeCapabilities` list: an image pattern
+/// and the minimum compute capability it needs. Read as one more entry of
+/// the image table (`imageResolution.table`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRule {
+    /// A regular expression matched against the image reference with the
+    /// Docker Hub prefixes removed (`docker.io/`, `library/`).
+    pub pattern: String,
+    pub minimum: ComputeCapability,
 }
 
 /// The `imageResolution` block.
@@ -223,20 +236,6 @@ fn compile(field: &str, pattern: &str) -> Result<Regex, ConfigError> {
     })
 }
 
-/// Parses a duration: a number of `s` or `ms` (`"1s"`, `"1.5s"`, `"500ms"`).
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let (number, scale) = match text.strip_suffix("ms") {
-        Some(number) => (number, 0.001),
-        None => (text.strip_suffix('s')?, 1.0),
-    };
-    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return None;
-    }
-    let value: f64 = number.parse().ok()?;
-    Duration::try_from_secs_f64(value * scale).ok()
-}
-
 impl ImageResolution {
     /// The `registries` and `insecureRegistries` lists, parsed; every
     /// plain-HTTP registry must be one of `registries`.
@@ -265,7 +264,7 @@ impl ImageResolution {
     /// Checks the block and compiles the table, with the older
     /// `imageComputeCapabilities` entries after its own.
     pub fn compile(&self, legacy: &[ImageRule]) -> Result<(ImageTable, Duration), ConfigError> {
-        let timeout = match parse_duration(&self.timeout) {
+        let timeout = match crate::duration::parse_seconds(&self.timeout) {
             Some(timeout) if !timeout.is_zero() && timeout <= MAX_TIMEOUT => timeout,
             _ => {
                 return invalid(format!(

@@ -224,19 +224,6 @@ fn invalid_blocks_are_refused_on_one_line(#[case] yaml: &str, #[case] start: &st
 }
 
 #[rstest]
-#[case("1s", Some(1000))]
-#[case("500ms", Some(500))]
-#[case("1.5s", Some(1500))]
-#[case(" 2s ", Some(2000))]
-#[case("1", None)]
-#[case("s", None)]
-#[case("1m", None)]
-#[case("1e3ms", None)]
-fn durations(#[case] text: &str, #[case] millis: Option<u64>) {
-    assert_eq!(parse_duration(text).map(|d| d.as_millis() as u64), millis);
-}
-
-#[rstest]
 #[case("registry.local:5000")]
 #[case("registry.local")]
 #[case("10.0.0.1:5000")]

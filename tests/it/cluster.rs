@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider, watching};
 use gpu_policy::cluster::{self, ClusterCache, Source, Watches};
+use gpu_policy::cuda::ComputeCapability;
 use gpu_policy::policy::ClusterFacts;
-use gpu_policy::settings::{AllowlistEntry, ComputeCapability, Config, Settings};
+use gpu_policy::settings::{AllowlistEntry, Config, Settings};
 use serde_json::{Value, json};
 
 mod name_prefix;

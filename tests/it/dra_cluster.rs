@@ -4,15 +4,14 @@
 //! selector, and a cluster without `resource.k8s.io/v1` is ready with every
 //! claim unknown.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::fake_api::{FakeApi, eventually, watching};
 use gpu_policy::admission::Mode;
+use gpu_policy::admission::checker::{Checker, ObjectReport, mutated};
 use gpu_policy::cluster::{ClusterCache, Source};
 use gpu_policy::policy::{ClaimFacts, ClusterFacts, RuleId};
-use gpu_policy::report::{ObjectReport, check_object_in, mutated};
 use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
@@ -63,14 +62,9 @@ async fn started(api: &FakeApi) -> Arc<ClusterCache> {
 
 /// The pod's report in enforce mode, its claims resolved by `cache`.
 fn admit(pod: &Value, cache: &ClusterCache) -> ObjectReport {
-    check_object_in(
-        pod,
-        "ml",
-        Mode::Enforce,
-        &Settings::default(),
-        &BTreeMap::new(),
-        Some(cache as &dyn ClusterFacts),
-    )
+    Checker::new(&Settings::default(), Mode::Enforce, "ml")
+        .with_cluster(cache as &dyn ClusterFacts)
+        .check(pod)
 }
 
 /// The containers that end up with `NVIDIA_VISIBLE_DEVICES=void`.

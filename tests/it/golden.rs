@@ -3,7 +3,7 @@
 //!
 //! For each fixture `NN-name.yaml` and each of the modes `enforce` and
 //! `warn`, the objects are loaded with [`gpu_policy::manifest::load`] and
-//! evaluated together with [`gpu_policy::report::check_objects`] exactly as
+//! evaluated together by one [`gpu_policy::admission::Checker`] exactly as
 //! `gpu-policy check -f FILE --mode MODE` does by default: the default
 //! [`Settings`], namespace `default` for objects that name none, no namespace
 //! annotations. The result is compared with `tests/golden/NN-name.MODE.json`,
@@ -39,13 +39,12 @@
 //! patch is idempotent (re-evaluating the mutated pod yields no patch) and
 //! that it keeps every field of the original outside the paths it touches.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gpu_policy::admission::Mode;
-use gpu_policy::report::{ObjectReport, check_object, check_objects, mutated};
+use gpu_policy::admission::checker::{Checker, ObjectReport, mutated};
 use gpu_policy::settings::Settings;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -85,15 +84,11 @@ fn claim_objects() -> &'static [Value] {
 fn check(object: &Value, mode: Mode) -> ObjectReport {
     let mut objects: Vec<&Value> = claim_objects().iter().collect();
     objects.push(object);
-    check_objects(
-        &objects,
-        NAMESPACE,
-        mode,
-        &Settings::default(),
-        &BTreeMap::new(),
-    )
-    .pop()
-    .expect("one report per object")
+    Checker::new(&Settings::default(), mode, NAMESPACE)
+        .with_input(&objects)
+        .check_all(&objects)
+        .pop()
+        .expect("one report per object")
 }
 
 /// One change as the golden file shows it.
@@ -143,13 +138,9 @@ impl<'a> GoldenEntry<'a> {
 fn actual_golden(path: &Path, mode: Mode) -> (Value, String) {
     let documents = load(path);
     let objects: Vec<&Value> = documents.iter().map(|d| &d.object).collect();
-    let reports = check_objects(
-        &objects,
-        NAMESPACE,
-        mode,
-        &Settings::default(),
-        &BTreeMap::new(),
-    );
+    let reports = Checker::new(&Settings::default(), mode, NAMESPACE)
+        .with_input(&objects)
+        .check_all(&objects);
     let entries: Vec<GoldenEntry<'_>> = documents
         .iter()
         .zip(&reports)
@@ -397,13 +388,7 @@ fn enforce_decisions_follow_the_spec() {
 fn privileged_gfd_is_allowed_in_kube_system() {
     let daemonset = &fixture("02");
     let in_kube_system = |object: &Value| {
-        check_object(
-            object,
-            "kube-system",
-            Mode::Enforce,
-            &Settings::default(),
-            &BTreeMap::new(),
-        )
+        Checker::new(&Settings::default(), Mode::Enforce, "kube-system").check(object)
     };
     let report = in_kube_system(daemonset);
     assert!(report.allowed, "{:?}", report.violations);
@@ -807,13 +792,9 @@ fn dra_quickstart_pods_keep_their_cards_and_get_no_runtime_class() {
         let documents = objects_of(stem);
         let objects: Vec<&Value> = documents.iter().collect();
         for mode in MODES {
-            let reports = check_objects(
-                &objects,
-                NAMESPACE,
-                mode,
-                &Settings::default(),
-                &BTreeMap::new(),
-            );
+            let reports = Checker::new(&Settings::default(), mode, NAMESPACE)
+                .with_input(&objects)
+                .check_all(&objects);
             for (object, report) in objects.iter().zip(&reports) {
                 if !is_pod(object) {
                     continue;
@@ -836,13 +817,9 @@ fn dra_quickstart_pods_keep_their_cards_and_get_no_runtime_class() {
         // The same pods without their claims' objects: unresolved, so
         // warned and pinned, never denied.
         for pod in objects.iter().filter(|o| is_pod(o)) {
-            let alone = check_objects(
-                &[pod],
-                NAMESPACE,
-                Mode::Enforce,
-                &Settings::default(),
-                &BTreeMap::new(),
-            );
+            let alone = Checker::new(&Settings::default(), Mode::Enforce, NAMESPACE)
+                .with_input(&[pod])
+                .check_all(&[pod]);
             let report = &alone[0];
             assert!(report.allowed, "{stem}: {report:?}");
             assert!(

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use clap::Parser;
-use gpu_policy::admission::review::Endpoint;
+use gpu_policy::admission::Endpoint;
 use gpu_policy::cli::Cli;
 use gpu_policy::settings::{Config, Settings};
 use rstest::rstest;

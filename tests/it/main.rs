@@ -7,6 +7,7 @@
 mod support;
 
 mod admission_policies;
+mod architecture;
 mod audit;
 mod cert_secret;
 mod chart;

@@ -10,8 +10,8 @@
 //! `pods/ephemeralcontainers` update; and generated pods holding GPUs
 //! through DRA claims (`tests/it/support/claimed_pods.rs`), resolved from
 //! the generated templates and claims beside them. Each request goes through what the
-//! server does with a body: [`review::decode`], [`review::respond`] on
-//! [`Endpoint::Mutate`] and [`review::encode`]. The base64 patch of the
+//! server does with a body: [`admission::decode`], [`admission::respond`] on
+//! [`Endpoint::Mutate`] and [`admission::encode`]. The base64 patch of the
 //! encoded review, the bytes the API server would apply, goes into a JSON
 //! Lines file with the object and the object as `json_patch` patches it.
 //!
@@ -37,8 +37,8 @@ use crate::support::review::Review;
 use crate::support::script::run_ok;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use gpu_policy::admission::review::{self, Endpoint};
-use gpu_policy::policy::input_claims::InputClaims;
+use gpu_policy::admission::{self, Endpoint};
+use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::Settings;
 use proptest::strategy::{Strategy, ValueTree};
@@ -241,7 +241,7 @@ fn review_body(admission: &Admission, uid: &str) -> Vec<u8> {
 /// the encoded response (None: no patch).
 fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u8>> {
     let name = &admission.name;
-    let request = review::decode(&review_body(admission, uid))
+    let request = admission::decode(&review_body(admission, uid))
         .unwrap_or_else(|err| panic!("{name}: the review does not decode: {err}"));
     let namespace_settings = settings.for_namespace(&admission.namespace_annotations);
     let objects: Vec<&Value> = admission.claim_objects.iter().collect();
@@ -253,9 +253,9 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         claims: (!objects.is_empty()).then_some(&input as &dyn ClaimFacts),
         images: None,
     };
-    let (response, _) = review::respond(&request, Endpoint::Mutate, &evaluator);
+    let (response, _) = admission::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =
-        review::encode(response).unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
+        admission::encode(response).unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
     let review: Value = serde_json::from_slice(&encoded).expect("the response is JSON");
     let response = &review["response"];
     assert_eq!(response["uid"], uid, "{name}: {review}");

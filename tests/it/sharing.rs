@@ -5,11 +5,10 @@
 //! with gpu-policy reinvoked after the scheme as `reinvocationPolicy:
 //! IfNeeded` makes the API server do.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use gpu_policy::admission::Mode;
-use gpu_policy::report::{ObjectReport, check_object, mutated};
+use gpu_policy::admission::checker::{Checker, ObjectReport, mutated};
 use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
@@ -39,13 +38,7 @@ fn fixture(prefix: &str) -> Value {
 }
 
 fn check(pod: &Value) -> ObjectReport {
-    check_object(
-        pod,
-        "default",
-        Mode::Enforce,
-        &Settings::default(),
-        &BTreeMap::new(),
-    )
+    Checker::new(&Settings::default(), Mode::Enforce, "default").check(pod)
 }
 
 /// gpu-policy's mutating webhook: the pod it returns.

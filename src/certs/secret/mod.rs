@@ -32,193 +32,32 @@
 //! Steps 1 and 2 decide in `verdict` (pure: may the route manage this
 //! Secret, what does its pair need) and act in `store` (the Secret's reads
 //! and writes), which also does step 3; step 4 is `ca_bundle`.
+//! What a route manages is in `config`, why a pass fails in `error`.
 
 mod ca_bundle;
+mod config;
+mod error;
 mod store;
 mod verdict;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use kube::Client;
 
-use super::pki::{PkiError, unix_now, wanted_names};
-use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE};
+use super::pki::unix_now;
+use super::{CA_FILE, CERT_FILE, KEY_FILE};
 use crate::poll;
 pub use ca_bundle::{WebhookKind, WebhookOutcome, WebhookStatus};
+pub use config::{DEFAULT_SERVICE, DEFAULT_SERVICE_NAMESPACE, RouteConfig, SecretRef};
+pub use error::SecretError;
 
 /// The Secret type the route reads and writes.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 /// Data key of the CA's private key (the other keys are [`CA_FILE`],
 /// [`CERT_FILE`] and [`KEY_FILE`]).
 pub const CA_KEY: &str = "ca.key";
-/// Default Service name and namespace: `gpu-policy.gpu-policy.svc`.
-pub const DEFAULT_SERVICE: &str = "gpu-policy";
-pub const DEFAULT_SERVICE_NAMESPACE: &str = "gpu-policy";
-
-/// `NAMESPACE/NAME` of a Secret, as given to `--cert-secret`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl FromStr for SecretRef {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        let Some((namespace, name)) = value.split_once('/') else {
-            return Err(format!("{value:?}: expected NAMESPACE/NAME"));
-        };
-        let valid = |part: &str, max: usize| {
-            !part.is_empty()
-                && part.len() <= max
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-                && part.starts_with(|c: char| c.is_ascii_alphanumeric())
-                && part.ends_with(|c: char| c.is_ascii_alphanumeric())
-        };
-        if !valid(namespace, 63) || namespace.contains('.') {
-            return Err(format!("{value:?}: {namespace:?} is not a namespace name"));
-        }
-        if !valid(name, 253) {
-            return Err(format!("{value:?}: {name:?} is not a Secret name"));
-        }
-        Ok(Self {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        })
-    }
-}
-
-impl fmt::Display for SecretRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// What a [`SecretRoute`] manages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteConfig {
-    /// The Secret holding the shared pair.
-    pub secret: SecretRef,
-    /// Where `tls.crt`, `tls.key` and `ca.crt` are written.
-    pub certs_dir: PathBuf,
-    /// Names wanted besides [`DEFAULT_DNS_NAMES`](super::DEFAULT_DNS_NAMES),
-    /// `127.0.0.1` and `<service>.<service_namespace>.svc` (an entry that
-    /// parses as an IP address becomes an IP SAN).
-    pub dns_names: Vec<String>,
-    pub service: String,
-    pub service_namespace: String,
-    /// Mutating and/or ValidatingWebhookConfiguration names whose `caBundle`
-    /// is kept equal to the CA.
-    pub webhook_configs: Vec<String>,
-}
-
-impl RouteConfig {
-    /// The defaults: Service `gpu-policy/gpu-policy`, no extra names, no
-    /// webhook configuration.
-    pub fn new(secret: SecretRef, certs_dir: impl Into<PathBuf>) -> Self {
-        Self {
-            secret,
-            certs_dir: certs_dir.into(),
-            dns_names: Vec::new(),
-            service: DEFAULT_SERVICE.to_owned(),
-            service_namespace: DEFAULT_SERVICE_NAMESPACE.to_owned(),
-            webhook_configs: Vec::new(),
-        }
-    }
-
-    /// Every name the serving certificate must cover.
-    pub fn wanted_names(&self) -> Vec<String> {
-        let mut extra = self.dns_names.clone();
-        let (service, namespace) = (self.service.trim(), self.service_namespace.trim());
-        if !service.is_empty() && !namespace.is_empty() {
-            extra.push(format!("{service}.{namespace}.svc"));
-        }
-        wanted_names(&extra)
-    }
-}
-
-/// Why a pass failed. The files on disk were not changed.
-///
-/// The message ends with the cause's own text, so it reads whole on one
-/// line; the cause is also kept as the error's source.
-#[derive(Debug, thiserror::Error)]
-pub enum SecretError {
-    /// The API server refused or did not answer.
-    #[error("cannot {verb} {what}: {}", api_reason(verb, scope, source))]
-    Api {
-        verb: &'static str,
-        what: String,
-        /// What `verb` is needed on, named when RBAC refuses it.
-        scope: String,
-        // Boxed: kube's error is large, and every pass returns this type.
-        #[source]
-        source: Box<kube::Error>,
-    },
-    /// The Secret exists but is not one this route may manage or serve.
-    #[error("Secret {secret} cannot be used: {reason}")]
-    Unusable { secret: SecretRef, reason: String },
-    /// The serving pair in the Secret does not load.
-    #[error("Secret {secret} cannot be used: its serving pair does not load: {source}")]
-    UnloadablePair {
-        secret: SecretRef,
-        #[source]
-        source: Box<CertError>,
-    },
-    /// The CA certificate in the Secret is not PEM.
-    #[error("Secret {secret} cannot be used: {CA_FILE}: {source}")]
-    UnreadableCa {
-        secret: SecretRef,
-        #[source]
-        source: rustls::pki_types::pem::Error,
-    },
-    #[error("cannot generate certificates for Secret {secret}: {source}")]
-    Generate {
-        secret: SecretRef,
-        #[source]
-        source: PkiError,
-    },
-    #[error(transparent)]
-    Files(#[from] CertError),
-}
-
-impl SecretError {
-    /// HTTP status of the API server's answer, `None` when there was none.
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Self::Api { source, .. } => match source.as_ref() {
-                kube::Error::Api(status) => Some(status.code),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// Whether RBAC refused the request (HTTP 403).
-    pub fn is_forbidden(&self) -> bool {
-        self.code() == Some(403)
-    }
-}
-
-/// A readable reason for an API error; a 403 names RBAC and the missing
-/// permission.
-fn api_reason(verb: &str, scope: &str, error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if status.code == 403 => format!(
-            "forbidden by RBAC: the service account needs `{verb}` on {scope}: {}",
-            status.message
-        ),
-        kube::Error::Api(status) => {
-            format!("{} {}: {}", status.code, status.reason, status.message)
-        }
-        other => format!("the API server did not answer: {other}"),
-    }
-}
 
 /// What a pass did with the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -406,40 +245,5 @@ impl SecretRoute {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secret_ref_parses_namespace_slash_name() {
-        let parsed: SecretRef = "gpu-policy/gpu-policy-tls".parse().expect("parse");
-        assert_eq!(parsed.namespace, "gpu-policy");
-        assert_eq!(parsed.name, "gpu-policy-tls");
-        assert_eq!(parsed.to_string(), "gpu-policy/gpu-policy-tls");
-        for bad in [
-            "name", "/name", "ns/", "ns/a/b", "NS/name", "ns/Name", "a.b/name",
-        ] {
-            assert!(bad.parse::<SecretRef>().is_err(), "{bad} accepted");
-        }
-    }
-
-    #[test]
-    fn wanted_names_add_the_service() {
-        let secret: SecretRef = "ns/tls".parse().expect("parse");
-        let config = RouteConfig {
-            service: "hook".to_owned(),
-            service_namespace: "ops".to_owned(),
-            dns_names: vec!["extra.example.com".to_owned()],
-            ..RouteConfig::new(secret, "dir")
-        };
-        let names = config.wanted_names();
-        for name in ["localhost", "gpu-policy.gpu-policy.svc", "127.0.0.1"] {
-            assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
-        }
-        assert!(names.iter().any(|n| n == "extra.example.com"));
-        assert!(names.iter().any(|n| n == "hook.ops.svc"));
     }
 }

@@ -13,10 +13,9 @@ use rustls::pki_types::pem::PemObject;
 
 use super::verdict::{self, TlsData, Verdict, evaluate, renewal_names};
 use super::{SecretAction, SecretError, SecretRoute, TLS_SECRET_TYPE};
+use crate::certs::PkiError;
 use crate::certs::files::{create_dir, write_atomically};
-use crate::certs::pki::{
-    CA_VALIDITY_DAYS, PkiError, SERVING_VALIDITY_DAYS, generate_ca, issue, parse_pair,
-};
+use crate::certs::pki::{CA_VALIDITY_DAYS, SERVING_VALIDITY_DAYS, generate_ca, issue, parse_pair};
 
 const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 const MANAGED_BY: &str = "gpu-policy";

@@ -1,8 +1,13 @@
-//! Each generated policy decides as the webhook's rule of the same id, on
-//! the property generator's pods (as Pods and as Deployment templates),
-//! with the GPU sharing schemes laid over some of them
-//! ([`sharing_case`]), each under one of the [`VARIANTS`] of the
-//! settings, and on its DRA claims.
+//! Each generated policy decides as the webhook's rule of the same id, in
+//! the same words, on the property generator's pods (as Pods and as
+//! Deployment templates), with the GPU sharing schemes and the variants'
+//! names laid over some of them ([`variant_case`]), each under one of the
+//! [`VARIANTS`] of the settings, and on its DRA claims.
+//!
+//! Each variant also counts its relevant cases: those where its settings
+//! change the webhook's answer (violations, changes, notices) from the
+//! default settings' answer. A variant whose names the generator seldom
+//! draws would otherwise pass without testing anything.
 //!
 //! `GPU_POLICY_EQUIVALENCE_CASES` sets the number of pods (default 10,000,
 //! spread over the variants).
@@ -14,13 +19,15 @@ use gpu_policy::admission::{ObjectKind, Workload};
 use gpu_policy::admission_policy::engine::{as_admitted, create_attributes};
 use gpu_policy::kubernetes_cel::MutationOutcome;
 use gpu_policy::policy::RuleId;
-use gpu_policy::policy::claims::ClaimKind;
+use gpu_policy::policy::dra::claims::ClaimKind;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
 
-use super::sharing_pods::sharing_case;
-use super::{VARIANTS, Variant, exception, policy_rules_of, webhook, webhook_rules, webhook_under};
+use super::variant_pods::variant_case;
+use super::{
+    VARIANTS, Variant, exception, messages_agree, policy_messages, webhook_rules, webhook_under,
+};
 use crate::support::pods::MAX_GPUS;
 
 fn cases() -> u32 {
@@ -47,9 +54,22 @@ fn deployment_of(pod: &Value) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "generated", "namespace": pod.pointer("/metadata/namespace")},
+        "metadata": {
+            "name": pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("generated"),
+            "namespace": pod.pointer("/metadata/namespace"),
+        },
         "spec": {"selector": {"matchLabels": {"app": "generated"}}, "template": template},
     })
+}
+
+/// What [`compare`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compared {
+    /// Left out: an exception, or an object the webhook cannot read.
+    No,
+    /// Compared; `relevant` when the variant's settings change the
+    /// webhook's answer from the defaults'.
+    Yes { relevant: bool },
 }
 
 fn compare(
@@ -58,16 +78,17 @@ fn compare(
     kind: ObjectKind,
     namespace: &str,
     annotations: &BTreeMap<String, String>,
-) -> Result<bool, TestCaseError> {
+) -> Result<Compared, TestCaseError> {
     if exception(object).is_some() {
-        return Ok(false);
+        return Ok(Compared::No);
     }
     let Some(evaluation) = webhook_under(&variant.settings, object, kind, namespace, annotations)
     else {
-        return Ok(false);
+        return Ok(Compared::No);
     };
     let expected = webhook_rules(&evaluation);
-    let (actual, messages) = policy_rules_of(&variant.engine, object, namespace, annotations);
+    let messages = policy_messages(&variant.engine, object, namespace, annotations);
+    let actual: std::collections::BTreeSet<RuleId> = messages.keys().copied().collect();
     prop_assert_eq!(
         &actual,
         &expected,
@@ -81,7 +102,36 @@ fn compare(
             .collect::<Vec<_>>(),
         messages
     );
-    Ok(true)
+    if let Err(difference) = messages_agree(object, &evaluation, messages) {
+        return Err(TestCaseError::fail(format!(
+            "{}: policies and webhook say it differently\nobject: {object}\n{difference}",
+            variant.name
+        )));
+    }
+    let defaults = &VARIANTS[0].settings;
+    let relevant = webhook_under(defaults, object, kind, namespace, annotations)
+        .is_none_or(|default| answer(&default) != answer(&evaluation));
+    Ok(Compared::Yes { relevant })
+}
+
+/// What a person sees of an evaluation: the messages and the changes.
+fn answer(evaluation: &gpu_policy::policy::Evaluation) -> Vec<String> {
+    let violations = evaluation.violations.iter().map(|v| v.message.to_string());
+    let notices = evaluation.notices.iter().map(|n| n.message.to_string());
+    let changes = evaluation.changes.iter().map(|c| c.summary.clone());
+    violations.chain(notices).chain(changes).collect()
+}
+
+/// How many of its cases each variant must find relevant, in percent:
+/// the variants of pod settings on pods, of claim settings on claims.
+fn least_relevant(variant: &Variant, claims: bool) -> usize {
+    match (variant.name, claims) {
+        ("defaults", _) => 0,
+        ("gpuDeviceClasses: extra", false) => 0,
+        ("gpuDeviceClasses: extra" | "maxPerContainer: 2, maxPerPod: 3", true) => 10,
+        (_, true) => 0,
+        (_, false) => 5,
+    }
 }
 
 /// The pod after the webhook's changes of one rule alone, as the API
@@ -145,12 +195,56 @@ fn compare_mutations(
     Ok(())
 }
 
+/// Per variant: cases drawn, compared, relevant.
+struct Counts(Vec<[AtomicUsize; 3]>);
+
+impl Counts {
+    fn new() -> Self {
+        Counts(VARIANTS.iter().map(|_| Default::default()).collect())
+    }
+
+    fn add(&self, at: usize, compared: Compared) {
+        self.0[at][0].fetch_add(1, Ordering::Relaxed);
+        if let Compared::Yes { relevant } = compared {
+            self.0[at][1].fetch_add(1, Ordering::Relaxed);
+            if relevant {
+                self.0[at][2].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Every variant got its share of the cases, compared most of them,
+    /// and found enough of them relevant.
+    fn check(self, what: &str, total: usize, claims: bool) {
+        for (variant, [drawn, compared, relevant]) in VARIANTS.iter().zip(self.0) {
+            let (drawn, compared, relevant) = (
+                drawn.into_inner(),
+                compared.into_inner(),
+                relevant.into_inner(),
+            );
+            eprintln!(
+                "{}: {compared} of {drawn} {what} compared, {relevant} relevant",
+                variant.name
+            );
+            assert!(
+                compared * 10 >= drawn * 9 && drawn * VARIANTS.len() * 2 >= total,
+                "{}: only {compared} of {drawn} {what} were compared",
+                variant.name
+            );
+            assert!(
+                relevant * 100 >= compared * least_relevant(variant, claims),
+                "{}: only {relevant} of {compared} {what} were relevant",
+                variant.name
+            );
+        }
+    }
+}
+
 #[test]
 fn generated_policies_decide_as_the_webhook_on_generated_pods() {
     let total = cases();
-    let drawn: Vec<AtomicUsize> = VARIANTS.iter().map(|_| AtomicUsize::new(0)).collect();
-    let compared: Vec<AtomicUsize> = VARIANTS.iter().map(|_| AtomicUsize::new(0)).collect();
-    let strategy = (sharing_case(), any::<bool>(), 0..VARIANTS.len());
+    let counts = Counts::new();
+    let strategy = (variant_case(), any::<bool>(), 0..VARIANTS.len());
     let result = runner(total).run(&strategy, |(case, as_template, at)| {
         let variant = &VARIANTS[at];
         let (object, kind) = match as_template {
@@ -160,40 +254,33 @@ fn generated_policies_decide_as_the_webhook_on_generated_pods() {
                 ObjectKind::Workload(Workload::Deployment),
             ),
         };
-        drawn[at].fetch_add(1, Ordering::Relaxed);
         let namespace = &case.namespace;
-        if compare(
+        let compared = compare(
             variant,
             &object,
             kind,
             namespace,
             &case.namespace_annotations,
-        )? {
-            compared[at].fetch_add(1, Ordering::Relaxed);
-        }
+        )?;
+        counts.add(at, compared);
         compare_mutations(variant, &case.pod, namespace, &case.namespace_annotations)
     });
     if let Err(err) = result {
         panic!("{err}");
     }
-    // The exceptions are edge cases of the generator, not most of it, and
-    // every variant gets its share of the cases.
-    for ((variant, drawn), compared) in VARIANTS.iter().zip(drawn).zip(compared) {
-        let (drawn, compared) = (drawn.into_inner(), compared.into_inner());
-        eprintln!("{}: {compared} of {drawn} cases compared", variant.name);
-        assert!(
-            compared * 10 >= drawn * 9 && drawn * VARIANTS.len() * 2 >= total as usize,
-            "{}: only {compared} of {drawn} cases were compared",
-            variant.name
-        );
-    }
+    counts.check("cases", total as usize, false);
 }
 
 /// One device request: exact or `firstAvailable`, GPU classes and not,
 /// every allocation mode, counts around the maximum, admin access.
 fn device_request() -> impl Strategy<Value = Value> {
     let alternative = (
-        prop::sample::select(vec!["gpu.nvidia.com", "mig.nvidia.com", "rdma.example.com"]),
+        prop::sample::select(vec![
+            "gpu.nvidia.com",
+            "mig.nvidia.com",
+            "rdma.example.com",
+            "gpu.example.com",
+        ]),
         prop::option::of(prop::sample::select(vec!["ExactCount", "All"])),
         prop::option::of(1..12i64),
         prop::option::of(any::<bool>()),
@@ -228,13 +315,14 @@ fn device_request() -> impl Strategy<Value = Value> {
     })
 }
 
-/// A v1 ResourceClaim or ResourceClaimTemplate in `default` or
-/// `kube-system` (an allowlisted namespace), sometimes one the scheduler
-/// made for an extended resource.
+/// A v1 ResourceClaim or ResourceClaimTemplate in `default`,
+/// `kube-system` (an allowlisted namespace) or `gpu-team` (one with
+/// `namePrefix` entries), sometimes one the scheduler made for an extended
+/// resource.
 fn claim_object() -> impl Strategy<Value = (Value, ClaimKind, String)> {
     (
         prop::sample::select(ClaimKind::ALL.to_vec()),
-        prop::sample::select(vec!["default", "kube-system"]),
+        prop::sample::select(vec!["default", "kube-system", "gpu-team"]),
         prop::collection::vec(device_request(), 0..=4),
         prop::sample::select(vec![None, Some("true"), Some("false")]),
     )
@@ -266,25 +354,25 @@ fn claim_object() -> impl Strategy<Value = (Value, ClaimKind, String)> {
 #[test]
 fn generated_claim_policy_decides_as_the_webhook_on_generated_claims() {
     let denied = AtomicUsize::new(0);
+    let counts = Counts::new();
     let annotations = prop::sample::select(vec![
         BTreeMap::new(),
         BTreeMap::from([(MAX_GPUS.to_owned(), "4".to_owned())]),
+        BTreeMap::from([(MAX_GPUS.to_owned(), "2".to_owned())]),
     ]);
-    let result = runner(cases() / 5).run(
-        &(claim_object(), annotations),
-        |((object, kind, namespace), annotations)| {
-            let evaluation = webhook(&object, ObjectKind::Claim(kind), &namespace, &annotations);
+    let total = cases() / 5;
+    let result = runner(total).run(
+        &(claim_object(), annotations, 0..VARIANTS.len()),
+        |((object, kind, namespace), annotations, at)| {
+            let variant = &VARIANTS[at];
+            let kind = ObjectKind::Claim(kind);
+            let evaluation =
+                webhook_under(&variant.settings, &object, kind, &namespace, &annotations);
             if evaluation.is_some_and(|e| !e.violations.is_empty()) {
                 denied.fetch_add(1, Ordering::Relaxed);
             }
-            let defaults = &VARIANTS[0];
-            compare(
-                defaults,
-                &object,
-                ObjectKind::Claim(kind),
-                &namespace,
-                &annotations,
-            )?;
+            let compared = compare(variant, &object, kind, &namespace, &annotations)?;
+            counts.add(at, compared);
             Ok(())
         },
     );
@@ -292,4 +380,5 @@ fn generated_claim_policy_decides_as_the_webhook_on_generated_claims() {
         panic!("{err}");
     }
     assert!(denied.into_inner() > 0, "no generated claim was denied");
+    counts.check("claims", total as usize, true);
 }

@@ -2,6 +2,10 @@
 //! in every mode; the sharing schemes' fixtures too) and the examples as
 //! `check` does.
 //!
+//! The violations are compared message for message (see
+//! [`super::same_messages`]: a policy's message may be several of the
+//! webhook's, joined).
+//!
 //! The one documented difference: a pod whose GPU count or GPU containers
 //! depend on a DRA claim that `check` resolves from the input. The policies
 //! cannot read other objects, so for such a pod the policies are compared
@@ -11,12 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use gpu_policy::admission::Mode;
+use gpu_policy::admission::checker::{Checker, ObjectReport};
 use gpu_policy::manifest;
 use gpu_policy::policy::RuleId;
-use gpu_policy::report::{ObjectReport, check_objects};
 use serde_json::Value;
 
-use super::{ENGINE, SETTINGS};
+use super::{ENGINE, Messages, SETTINGS, same_messages};
 use crate::support::fixtures;
 
 fn examples() -> Vec<PathBuf> {
@@ -38,6 +42,18 @@ fn rules(report: &ObjectReport) -> BTreeSet<RuleId> {
     report.violations.iter().map(|v| v.rule).collect()
 }
 
+/// The report's violation messages, by rule, as `check` prints them.
+fn messages(report: &ObjectReport) -> Messages {
+    let mut messages = Messages::new();
+    for violation in &report.violations {
+        messages
+            .entry(violation.rule)
+            .or_default()
+            .push(violation.message.body().to_owned());
+    }
+    messages
+}
+
 /// Each object's webhook report with the input's claims, the same without
 /// them (each object alone), and the policies' report.
 fn compare(path: &PathBuf, mode: Mode) -> usize {
@@ -47,10 +63,16 @@ fn compare(path: &PathBuf, mode: Mode) -> usize {
     };
     let objects: Vec<&Value> = documents.iter().map(|d| &d.object).collect();
     let annotations = BTreeMap::new();
-    let with_claims = check_objects(&objects, "default", mode, &SETTINGS, &annotations);
+    let with_claims = Checker::new(&SETTINGS, mode, "default")
+        .with_annotations(&annotations)
+        .with_input(&objects)
+        .check_all(&objects);
     let mut compared = 0;
     for (object, webhook) in objects.iter().zip(&with_claims) {
-        let alone = check_objects(&[*object], "default", mode, &SETTINGS, &annotations);
+        let alone = Checker::new(&SETTINGS, mode, "default")
+            .with_annotations(&annotations)
+            .with_input(&[*object])
+            .check_all(&[*object]);
         let policies = ENGINE.report(object, "default", mode, &annotations);
         let expected = match alone.first() {
             // Claims from the input changed the webhook's answer: the
@@ -74,6 +96,9 @@ fn compare(path: &PathBuf, mode: Mode) -> usize {
             policies.violations, expected.violations
         );
         assert_eq!(rules(&policies), rules(expected), "{name}");
+        if let Err(difference) = same_messages(&messages(expected), &messages(&policies)) {
+            panic!("{name}: {difference}");
+        }
         if mode == Mode::Warn {
             assert_eq!(
                 policies.warnings.len(),

@@ -5,6 +5,8 @@
 //!   exactly when the webhook's rule of the same id reports a violation,
 //!   and each MutatingAdmissionPolicy leaves the pod exactly as the
 //!   webhook's changes of its rule do;
+//! - [`cost`]: `manifests --cost`, whose output docs/policy.md's cost
+//!   tables are;
 //! - [`manifests`]: the fixtures (the golden files' inputs and the sharing
 //!   schemes' ones, in every mode) and the examples decided by `check
 //!   --engine cel` as by `check`;
@@ -15,27 +17,44 @@
 //!   pod's count.
 //!
 //! The equivalence runs on the generator's pods with the sharing schemes
-//! laid over some of them ([`sharing_pods`]), each under one of
-//! [`VARIANTS`]: the default settings and the settings that change what
-//! the policies say (no runtime class injected, privileged GPU containers
-//! denied, the sharing schemes off).
+//! laid over some of them ([`sharing_pods`]) and the names other settings
+//! care about ([`variant_pods`]), each under one of [`VARIANTS`]: the
+//! default settings and the settings that change what the policies say (no
+//! runtime class injected, privileged GPU containers denied, the sharing
+//! schemes off, extra and wildcard GPU resources, lower maximums, extra
+//! DRA device classes, another runtime class and pin, `namePrefix`
+//! allowlist entries).
+//!
+//! **Messages.** Every comparison holds the words too ([`same_messages`]):
+//! per rule, the violation messages `check` prints against those `check
+//! --engine cel` prints. One validation of a policy has one message, so
+//! where the webhook reports several violations of one kind (two resources
+//! above the container maximum) the policy's message is theirs joined with
+//! `policy::message::SEPARATOR` (`; `), in any order (a map's keys come in
+//! any order). The comparison takes each policy message apart into the
+//! webhook's messages and needs all of them used, each once.
 //!
 //! Where the policies cannot decide as the webhook does, the case is
 //! excluded by a named exception ([`Exception`]), each one listed in
 //! docs/policy.md; the test counts them, so an exception that swallows
 //! most cases shows.
 
+mod cost;
+mod coverage;
 mod equivalence;
 mod manifests;
 mod pod_counts;
 mod sharing_cases;
 mod sharing_pods;
+mod variant_pods;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
-use gpu_policy::admission::{ObjectKind, Subject, evaluate_object};
+use gpu_policy::admission::ObjectKind;
 use gpu_policy::admission_policy::engine::{PolicyEngine, create_attributes};
+use gpu_policy::policy::message::{Message, Piece, SEPARATOR};
+use gpu_policy::policy::rules::bounded_requests::ABOVE_POD_MAXIMUM;
 use gpu_policy::policy::{Evaluation, Evaluator, RuleId};
 use gpu_policy::settings::Settings;
 use serde_json::Value;
@@ -59,14 +78,40 @@ pub struct Variant {
     pub engine: PolicyEngine,
 }
 
-/// The configurations of [`VARIANTS`], by name.
-const VARIANT_CONFIGS: [(&str, &str); 4] = [
+/// The configurations of [`VARIANTS`], by name. The names the others
+/// read are drawn by [`variant_pods`] (resources, runtime classes, owners)
+/// and the claim generator (device classes).
+const VARIANT_CONFIGS: [(&str, &str); 9] = [
     ("defaults", "{}"),
     ("runtimeClassName: \"\"", "runtimeClassName: ''"),
     ("privilegedGpu: deny", "privilegedGpu: deny"),
     (
         "gpuSharing off",
         "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}",
+    ),
+    (
+        "gpuResources: extra and wildcard",
+        "gpuResources: ['nvidia.com/gpu', 'nvidia.com/mig-*', 'example.com/gpu', \
+         'example.com/*-accel']",
+    ),
+    (
+        "maxPerContainer: 2, maxPerPod: 3",
+        "{maxPerContainer: 2, maxPerPod: 3}",
+    ),
+    (
+        "gpuDeviceClasses: extra",
+        "gpuDeviceClasses: ['gpu.nvidia.com', 'gpu.example.com', 'vfio.gpu.nvidia.com']",
+    ),
+    (
+        "runtimeClassName: nvidia-cdi, pin none",
+        "{runtimeClassName: nvidia-cdi, gpuRuntimeClasses: [nvidia, nvidia-cdi], \
+         visibleDevicesPin: none}",
+    ),
+    (
+        "allowlist: namePrefix entries",
+        "allowlist: [{namespace: kube-system, kind: DaemonSet, namePrefix: nvidia-}, \
+         {namespace: gpu-team, kind: ReplicaSet, namePrefix: dcgm-exporter-}, \
+         {namespace: gpu-team, kind: Deployment, namePrefix: generated-}]",
     ),
 ];
 
@@ -123,14 +168,105 @@ pub fn webhook_under(
 ) -> Option<Evaluation> {
     let namespace_settings = settings.for_namespace(annotations);
     let evaluator = Evaluator::of_cluster(settings, &namespace_settings, None, None);
-    evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
-        .ok()
-        .flatten()
+    let subject = kind.created(object, namespace)?;
+    evaluator.evaluate(&subject).ok()
 }
 
 /// The rules the webhook reports violations of.
 pub fn webhook_rules(evaluation: &Evaluation) -> BTreeSet<RuleId> {
     evaluation.violations.iter().map(|v| v.rule).collect()
+}
+
+/// The violation messages of each rule, as `check` prints them (without
+/// the `gpu-policy: ` prefix).
+pub type Messages = BTreeMap<RuleId, Vec<String>>;
+
+/// The webhook's messages, by rule.
+pub fn webhook_messages(evaluation: &Evaluation) -> Messages {
+    let mut messages = Messages::new();
+    for violation in &evaluation.violations {
+        messages
+            .entry(violation.rule)
+            .or_default()
+            .push(violation.message.body().to_owned());
+    }
+    messages
+}
+
+/// The messages of the generated policies that deny the object's creation,
+/// by rule; none for an object they do not match.
+pub fn policy_messages(
+    engine: &PolicyEngine,
+    object: &Value,
+    namespace: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Messages {
+    let mut messages = Messages::new();
+    let Some(attributes) = create_attributes(object, namespace, "enforce", annotations) else {
+        return messages;
+    };
+    for (rule, _, message) in engine.validate(&attributes) {
+        let body = message.strip_prefix(Message::PREFIX).unwrap_or(&message);
+        messages.entry(rule).or_default().push(body.to_owned());
+    }
+    messages
+}
+
+/// Whether the policies' messages are the webhook's: each policy message
+/// is one or more of the webhook's messages of its rule joined with
+/// [`SEPARATOR`], in any order, and every webhook message is used once.
+/// `Err` says which are not.
+pub fn same_messages(webhook: &Messages, policies: &Messages) -> Result<(), String> {
+    let rules: BTreeSet<RuleId> = webhook.keys().chain(policies.keys()).copied().collect();
+    let mut problems = Vec::new();
+    for rule in rules {
+        let mut left: Vec<&str> = webhook
+            .get(&rule)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        for message in policies.get(&rule).into_iter().flatten() {
+            if !take_apart(message, &mut left) {
+                problems.push(format!("{rule}: the policies say {message:?}"));
+            }
+        }
+        for message in left {
+            problems.push(format!("{rule}: only the webhook says {message:?}"));
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{}\nwebhook: {webhook:#?}\npolicies: {policies:#?}",
+            problems.join("\n")
+        )),
+    }
+}
+
+/// Takes `message` apart into messages of `left` joined with
+/// [`SEPARATOR`], removing them from `left`; false (and `left` as it was)
+/// when it cannot.
+fn take_apart(message: &str, left: &mut Vec<&str>) -> bool {
+    for at in 0..left.len() {
+        let part = left[at];
+        let Some(rest) = message.strip_prefix(part) else {
+            continue;
+        };
+        let rest = match rest.is_empty() {
+            true => Some(""),
+            false => rest.strip_prefix(SEPARATOR).filter(|r| !r.is_empty()),
+        };
+        let Some(rest) = rest else {
+            continue;
+        };
+        left.remove(at);
+        if rest.is_empty() || take_apart(rest, left) {
+            return true;
+        }
+        left.insert(at, part);
+    }
+    false
 }
 
 /// The rules whose generated policies deny the object's creation, with
@@ -214,4 +350,63 @@ pub fn exception(object: &Value) -> Option<Exception> {
 
 fn has_dot_dot(path: &str) -> bool {
     path.split('/').any(|segment| segment == "..")
+}
+
+/// A KAI device count of more significant digits than `int()` holds: the
+/// policy counts such a share as 1 card in the pod's count (the pod is
+/// denied for the count itself either way), so the pod-count messages
+/// differ and are left out of the comparison.
+fn beyond_int_devices(object: &Value) -> bool {
+    let annotations = match object.get("kind").and_then(Value::as_str) {
+        Some("Pod") => object.pointer("/metadata/annotations"),
+        _ => object.pointer("/spec/template/metadata/annotations"),
+    };
+    annotations
+        .and_then(|a| a.get("gpu-fraction-num-devices"))
+        .and_then(Value::as_str)
+        .is_some_and(|v| {
+            v.bytes().all(|b| b.is_ascii_digit()) && v.trim_start_matches('0').len() > 18
+        })
+}
+
+/// [`same_messages`] of the webhook's evaluation of `object` and the
+/// policies' messages, but for what [`beyond_int_devices`] leaves out.
+pub fn messages_agree(
+    object: &Value,
+    evaluation: &Evaluation,
+    mut policies: Messages,
+) -> Result<(), String> {
+    let mut webhook = webhook_messages(evaluation);
+    if beyond_int_devices(object) {
+        let counts = match ABOVE_POD_MAXIMUM.pieces().first() {
+            Some(Piece::Words(words)) => *words,
+            _ => "the pod needs ",
+        };
+        for messages in [&mut webhook, &mut policies] {
+            if let Some(list) = messages.get_mut(&RuleId::BoundedRequests) {
+                list.retain(|m| !m.starts_with(counts));
+            }
+        }
+    }
+    same_messages(&webhook, &policies)
+}
+
+#[test]
+fn policy_messages_are_taken_apart_into_the_webhooks() {
+    let messages = |list: &[&str]| -> Messages {
+        BTreeMap::from([(
+            RuleId::BoundedRequests,
+            list.iter().map(|m| m.to_string()).collect(),
+        )])
+    };
+    let webhook = messages(&["a; with a separator", "b", "c"]);
+    assert_eq!(
+        same_messages(&webhook, &messages(&["b; a; with a separator", "c"])),
+        Ok(())
+    );
+    // A word changed, a message left over, one used twice.
+    assert!(same_messages(&webhook, &messages(&["b; a; with a separator", "C"])).is_err());
+    assert!(same_messages(&webhook, &messages(&["b; a; with a separator"])).is_err());
+    assert!(same_messages(&webhook, &messages(&["b; b", "a; with a separator", "c"])).is_err());
+    assert!(same_messages(&messages(&[]), &Messages::new()).is_ok());
 }

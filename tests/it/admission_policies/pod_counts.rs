@@ -10,7 +10,7 @@ use gpu_policy::policy::RuleId;
 use rstest::rstest;
 use serde_json::{Value, json};
 
-use super::{policy_rules, webhook, webhook_rules};
+use super::{ENGINE, messages_agree, policy_messages, policy_rules, webhook, webhook_rules};
 
 /// A container asking for `gpus` of `resource` (limit and request), a
 /// sidecar when `sidecar`.
@@ -116,4 +116,8 @@ fn pod_counts_decide_as_the_webhook(
     );
     let (actual, messages) = policy_rules(&pod, "gpu", &annotations);
     assert_eq!(actual, expected, "{messages:?}");
+    let policies = policy_messages(&ENGINE, &pod, "gpu", &annotations);
+    if let Err(difference) = messages_agree(&pod, &evaluation, policies) {
+        panic!("{difference}");
+    }
 }

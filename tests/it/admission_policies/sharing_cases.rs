@@ -12,7 +12,10 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::sharing_pods::{BAD_DEVICES, BAD_FRACTIONS, BAD_MEMORIES, DEVICES, FRACTIONS, MEMORIES};
-use super::{policy_rules, policy_rules_of, webhook, webhook_rules, webhook_under};
+use super::{
+    ENGINE, messages_agree, policy_messages, policy_rules, policy_rules_of, webhook, webhook_rules,
+    webhook_under,
+};
 
 /// A pod in namespace `gpu` with these annotations and containers; its
 /// scheduler `scheduler` when given.
@@ -69,6 +72,10 @@ fn bounded_denies(pod: &Value, annotations: &BTreeMap<String, String>) -> bool {
         "{pod}\nwebhook: {:?}\npolicies: {messages:?}",
         evaluation.violations
     );
+    let policies = policy_messages(&ENGINE, pod, "gpu", annotations);
+    if let Err(difference) = messages_agree(pod, &evaluation, policies) {
+        panic!("{pod}\n{difference}");
+    }
     expected.contains(&RuleId::BoundedRequests)
 }
 
@@ -209,6 +216,10 @@ fn bounded_denies_under(yaml: &str, pod: &Value) -> bool {
         "{yaml}: {pod}\nwebhook: {:?}\npolicies: {messages:?}",
         evaluation.violations
     );
+    let policies = policy_messages(&engine, pod, "gpu", &none);
+    if let Err(difference) = messages_agree(pod, &evaluation, policies) {
+        panic!("{yaml}: {pod}\n{difference}");
+    }
     expected.contains(&RuleId::BoundedRequests)
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{WAIT, seeded, settings_with};
 use crate::support::fake_api::{FakeApi, eventually, watching};
-use gpu_policy::admission::{self, ObjectKind, Subject};
+use gpu_policy::admission::ObjectKind;
 use gpu_policy::cluster::{ClusterCache, Source, Watches};
 use gpu_policy::policy::{ClusterFacts, Evaluator};
 use gpu_policy::settings::{AllowlistEntry, Config, Settings};
@@ -65,10 +65,12 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
         claims: None,
         images: None,
     };
-    let subject = Subject::created(pod, ObjectKind::Pod, namespace);
-    let evaluation = admission::evaluate_object(&evaluator, &subject)
-        .unwrap_or_else(|error| panic!("{error}"))
+    let subject = ObjectKind::Pod
+        .created(pod, namespace)
         .unwrap_or_else(|| panic!("not evaluated: {pod}"));
+    let evaluation = evaluator
+        .evaluate(&subject)
+        .unwrap_or_else(|error| panic!("{error}"));
     let exempt = evaluation.allowlisted.is_some();
     assert_eq!(
         exempt,

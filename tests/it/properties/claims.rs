@@ -5,7 +5,8 @@
 //! others are; a claim that does not resolve adds a warning and nothing
 //! else.
 
-use gpu_policy::policy::input_claims::InputClaims;
+use gpu_policy::policy::dra::input::InputClaims;
+use gpu_policy::policy::{Scope, Subject};
 
 use super::*;
 use crate::support::claimed_pods::{
@@ -24,11 +25,8 @@ fn evaluate_claimed(pod: &Value, claimed: &ClaimedCase) -> Result<Evaluation, Te
         claims: Some(&input),
         images: None,
     };
-    match evaluate_object(
-        &evaluator,
-        &Subject::created(pod, ObjectKind::Pod, &case.namespace),
-    ) {
-        Ok(Some(evaluation)) => Ok(evaluation),
+    match evaluator.evaluate(&Subject::pod(pod, &case.namespace, Scope::Whole)) {
+        Ok(evaluation) => Ok(evaluation),
         other => Err(TestCaseError::fail(format!(
             "a well-formed pod with claims was not evaluated: {other:?}"
         ))),

@@ -20,9 +20,7 @@ use crate::support::pods::{
     pick,
 };
 use crate::support::workloads::pod_of_workload;
-use gpu_policy::admission::{
-    Mode, ObjectKind, PodOperation, Subject, Workload, decide, evaluate_object,
-};
+use gpu_policy::admission::{Mode, ObjectKind, Workload, decide};
 use gpu_policy::policy::{Evaluation, Evaluator, NoticeKind, ObjectError};
 use gpu_policy::settings::Settings;
 use json_patch::PatchOperation;
@@ -138,7 +136,9 @@ fn evaluate_as(
         claims: None,
         images: None,
     };
-    evaluate_object(&evaluator, &Subject::created(object, kind, namespace))
+    kind.created(object, namespace)
+        .map(|subject| evaluator.evaluate(&subject))
+        .transpose()
 }
 
 /// Evaluates a generated pod, which is well-formed, so it must be read.

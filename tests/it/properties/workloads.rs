@@ -1,5 +1,7 @@
 //! Workload templates and modes, and updates that add ephemeral containers.
 
+use gpu_policy::policy::{Subject, scope_for_update};
+
 use super::*;
 
 proptest! {
@@ -115,14 +117,9 @@ proptest! {
             claims: None,
             images: None,
         };
-        let subject = Subject {
-            object: pod,
-            kind: ObjectKind::Pod,
-            namespace: &case.namespace,
-            operation: PodOperation::EphemeralContainers { old_object: &old },
-        };
-        let evaluation = match evaluate_object(&evaluator, &subject) {
-            Ok(Some(evaluation)) => evaluation,
+        let subject = Subject::pod(pod, &case.namespace, scope_for_update(&old));
+        let evaluation = match evaluator.evaluate(&subject) {
+            Ok(evaluation) => evaluation,
             other => return Err(TestCaseError::fail(format!("not evaluated: {other:?}"))),
         };
         for operation in &evaluation.patch {

@@ -1,6 +1,6 @@
 //! Bounded fuzzing on the stable toolchain of what the server does with a
-//! request body: [`review::decode`], [`review::respond`] on every endpoint
-//! and [`review::encode`]. The bodies are AdmissionReviews around the
+//! request body: [`admission::decode`], [`admission::respond`] on every endpoint
+//! and [`admission::encode`]. The bodies are AdmissionReviews around the
 //! fixtures of `tests/fixtures/` (and pods made from their templates),
 //! generated pods and workloads, and namespaces, damaged by structure-aware
 //! mutations (a subtree replaced or removed, a field added, an env entry
@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use gpu_policy::admission::review::{self, Endpoint};
+use gpu_policy::admission::{self, Endpoint};
 use gpu_policy::settings::{MODE_LABEL, NamespaceSettings};
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -44,7 +44,7 @@ fn serve(
     endpoint: Endpoint,
     namespace_settings: &NamespaceSettings,
 ) -> Result<(), TestCaseError> {
-    let decoded = review::decode(body);
+    let decoded = admission::decode(body);
     let request = match decoded {
         Ok(request) => request,
         Err(err) => {
@@ -59,8 +59,8 @@ fn serve(
         claims: None,
         images: None,
     };
-    let (response, _) = review::respond(&request, endpoint, &evaluator);
-    let encoded = match review::encode(response) {
+    let (response, _) = admission::respond(&request, endpoint, &evaluator);
+    let encoded = match admission::encode(response) {
         Ok(encoded) => encoded,
         Err(err) => return Err(TestCaseError::fail(format!("encode failed: {err}"))),
     };

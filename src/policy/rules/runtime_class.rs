@@ -22,10 +22,34 @@
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::cluster::RuntimeClassInfo;
-use super::message::{Notice, NoticeKind};
-use super::pod::PodView;
-use super::{Findings, Mutation, RuleInput, add};
+use super::{ApiServer, Coverage};
+use crate::policy::cluster::RuntimeClassInfo;
+use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
+use crate::policy::pod::PodView;
+use crate::policy::{Findings, Mutation, RuleInput, add};
+
+pub const API_SERVER: ApiServer = ApiServer::ValidatingAndMutating(Coverage {
+    enforced: "a GPU pod with a class outside `gpuRuntimeClasses`; the reserved class on a pod \
+        that asks for no GPU, names no claim and is not allowlisted; the injection of \
+        `runtimeClassName` (mutating policy; none is generated when it is `\"\"`)",
+    webhook_only: "a pod whose GPUs come only through a claim (a pod naming a claim is never \
+        denied the reserved class, as the webhook does while a claim is unresolved); whether \
+        the RuntimeClass exists; its overhead and scheduling (other objects)",
+});
+
+/// `{class}`: the class, quoted; `{allowed}`: [`allowed_phrase`].
+pub const NOT_GPU_CLASS: MessageTemplate = MessageTemplate::new(
+    "runtimeClassName {class} is not a GPU runtime class; use {allowed} or remove the field",
+);
+pub const RESERVED_CLASS: MessageTemplate = MessageTemplate::new(
+    "runtimeClassName {class} is reserved for pods that request a GPU; \
+     remove it, or request nvidia.com/gpu in limits",
+);
+
+/// `gpuRuntimeClasses` in a message: `nvidia or nvidia-cdi`.
+pub fn allowed_phrase(allowed: &[String]) -> String {
+    allowed.join(" or ")
+}
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut findings = Findings::default();
@@ -96,11 +120,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         }
         None => {}
         Some(class) if gpu_pod && !allowed.iter().any(|a| a == class) => {
-            findings.violations.push(format!(
-                "runtimeClassName {class:?} is not a GPU runtime class; \
-                 use {} or remove the field",
-                allowed.join(" or ")
-            ));
+            findings.violations.push(NOT_GPU_CLASS.format(&[
+                ("class", &format!("{class:?}")),
+                ("allowed", &allowed_phrase(allowed)),
+            ]));
         }
         // A pod whose claim cannot be resolved yet may hold a GPU: the
         // unresolved-claim warning says so, and nothing denies it.
@@ -110,10 +133,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 && input.allowlisted.is_none()
                 && allowed.iter().any(|a| a == class) =>
         {
-            findings.violations.push(format!(
-                "runtimeClassName {class:?} is reserved for pods that request \
-                 a GPU; remove it, or request nvidia.com/gpu in limits"
-            ));
+            findings
+                .violations
+                .push(RESERVED_CLASS.format(&[("class", &format!("{class:?}"))]));
         }
         Some(_) => {}
     }

@@ -28,11 +28,61 @@
 
 use std::borrow::Cow;
 
-use super::message::{Notice, NoticeKind};
-use super::{ContainerKind, Findings, RuleInput, containers_phrase, quoted_list};
+use super::{ApiServer, Coverage};
+use crate::policy::message::{CONTAINER, MessageTemplate, Notice, NoticeKind, Noun};
+use crate::policy::{ContainerKind, Findings, RuleInput};
 use crate::settings::PrivilegedGpu;
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
+
+pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
+    enforced: "hostPath volumes at `/`, `/dev`, `/dev/nvidia*`; mounts at \
+        `/var/run/nvidia-container-devices`; CDI annotations naming NVIDIA devices; privileged \
+        containers without a GPU; privileged ephemeral containers; with `privilegedGpu: deny`, \
+        privileged GPU containers (a container naming a claim included)",
+    webhook_only: "`..` in a mount path is not resolved (the API server already rejects it in a \
+        hostPath); a privileged container naming a DRA claim is not denied (the claim may hold \
+        a GPU); the warning about privileged GPU containers (a policy warns only what it \
+        would deny)",
+});
+
+pub const HOST_PATH_VOLUME: Noun = Noun::new("hostPath volume", "hostPath volumes");
+pub const ANNOTATION: Noun = Noun::new("annotation", "annotations");
+pub const EPHEMERAL_CONTAINER: Noun = Noun::new("ephemeral container", "ephemeral containers");
+/// The verb of [`PRIVILEGED_GPU`], agreeing with its containers.
+pub const SEES: Noun = Noun::new("sees", "see");
+
+/// `{volumes}`: [`HOST_PATH_VOLUME`]'s list.
+pub const HOST_PATH: MessageTemplate = MessageTemplate::new(
+    "{volumes} must not mount a host path that exposes /dev/nvidia*; \
+     request nvidia.com/gpu in limits instead",
+);
+/// `{mount}`: [`DEVICE_LIST_MOUNT`].
+pub const DEVICE_LIST: MessageTemplate = MessageTemplate::new(
+    "{containers} must not mount {mount}, a device request to the NVIDIA runtime; \
+     request nvidia.com/gpu in limits instead",
+);
+/// `{annotations}`: [`ANNOTATION`]'s list of the keys, sorted.
+pub const CDI_ANNOTATIONS: MessageTemplate = MessageTemplate::new(
+    "{annotations} must not inject NVIDIA devices through CDI; \
+     request nvidia.com/gpu in limits instead",
+);
+pub const PRIVILEGED: MessageTemplate = MessageTemplate::new(
+    "{containers} must not be privileged without a GPU: a privileged container sees \
+     every GPU of the node; drop privileged, or request nvidia.com/gpu in limits",
+);
+/// `{containers}`: [`EPHEMERAL_CONTAINER`]'s list.
+pub const PRIVILEGED_EPHEMERAL: MessageTemplate = MessageTemplate::new(
+    "{containers} must not be privileged: a privileged container sees every GPU of \
+     the node; use a kubectl debug profile other than sysadmin",
+);
+/// A notice with `privilegedGpu: warn`; `{sees}`: [`SEES`].
+pub const PRIVILEGED_GPU: MessageTemplate = MessageTemplate::new(
+    "privileged {containers} {sees} every GPU of the node, not only the ones requested",
+);
+/// With `privilegedGpu: deny`: `{notice}` is [`PRIVILEGED_GPU`]'s.
+pub const PRIVILEGED_GPU_DENIED: MessageTemplate =
+    MessageTemplate::new("{notice}; drop privileged (privilegedGpu: deny)");
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut findings = Findings::default();
@@ -40,7 +90,6 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         return findings;
     }
     let view = input.view;
-    let fix = "request nvidia.com/gpu in limits instead";
     if input.scope.is_whole() {
         let host_paths: Vec<&str> = view
             .volumes
@@ -49,10 +98,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             .map(|volume| volume.name)
             .collect();
         if !host_paths.is_empty() {
-            findings.violations.push(format!(
-                "{} must not mount a host path that exposes /dev/nvidia*; {fix}",
-                quoted_list("hostPath volume", "hostPath volumes", host_paths)
-            ));
+            findings
+                .violations
+                .push(HOST_PATH.format(&[("volumes", &HOST_PATH_VOLUME.list(host_paths))]));
         }
         let mut annotations: Vec<(&str, &str)> = view
             .annotations
@@ -63,14 +111,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             .collect();
         annotations.sort_unstable();
         if !annotations.is_empty() {
-            findings.violations.push(format!(
-                "{} must not inject NVIDIA devices through CDI; {fix}",
-                quoted_list(
-                    "annotation",
-                    "annotations",
-                    annotations.iter().map(|(k, _)| *k)
-                )
-            ));
+            let keys = ANNOTATION.list(annotations.iter().map(|(k, _)| *k));
+            findings
+                .violations
+                .push(CDI_ANNOTATIONS.format(&[("annotations", &keys)]));
         }
     }
     let mounting: Vec<&str> = view
@@ -81,11 +125,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         .map(|c| c.name)
         .collect();
     if !mounting.is_empty() {
-        findings.violations.push(format!(
-            "{} must not mount {DEVICE_LIST_MOUNT}, a device request to \
-             the NVIDIA runtime; {fix}",
-            containers_phrase(mounting)
-        ));
+        findings.violations.push(DEVICE_LIST.format(&[
+            ("containers", &CONTAINER.list(mounting)),
+            ("mount", &DEVICE_LIST_MOUNT),
+        ]));
     }
     check_privileged(input, &mut findings);
     findings
@@ -111,35 +154,30 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
             plain.push(container.name);
         }
     }
-    let why = "a privileged container sees every GPU of the node";
     if !plain.is_empty() {
-        findings.violations.push(format!(
-            "{} must not be privileged without a GPU: {why}; drop privileged, \
-             or request nvidia.com/gpu in limits",
-            containers_phrase(plain)
-        ));
+        findings
+            .violations
+            .push(PRIVILEGED.format(&[("containers", &CONTAINER.list(plain))]));
     }
     if !ephemeral.is_empty() {
         // Ephemeral containers cannot request a GPU: dropping privileged is
         // the only fix (`kubectl debug --profile=sysadmin` sets it).
-        findings.violations.push(format!(
-            "{} must not be privileged: {why}; use a kubectl debug profile other than sysadmin",
-            quoted_list("ephemeral container", "ephemeral containers", ephemeral)
-        ));
+        findings.violations.push(
+            PRIVILEGED_EPHEMERAL.format(&[("containers", &EPHEMERAL_CONTAINER.list(ephemeral))]),
+        );
     }
     if !gpu.is_empty() {
-        let verb = if gpu.len() == 1 { "sees" } else { "see" };
-        let message = format!(
-            "privileged {} {verb} every GPU of the node, not only the ones requested",
-            containers_phrase(gpu)
-        );
+        let message = PRIVILEGED_GPU.format(&[
+            ("sees", &SEES.of(gpu.len())),
+            ("containers", &CONTAINER.list(gpu)),
+        ]);
         match input.settings.config().privileged_gpu {
             PrivilegedGpu::Warn => findings
                 .notices
                 .push(Notice::new(NoticeKind::PrivilegedGpuContainer, message)),
             PrivilegedGpu::Deny => findings
                 .violations
-                .push(format!("{message}; drop privileged (privilegedGpu: deny)")),
+                .push(PRIVILEGED_GPU_DENIED.format(&[("notice", &message)])),
         }
     }
 }

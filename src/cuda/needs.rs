@@ -13,12 +13,10 @@
 //! raised by an explicit minimum; and a driver floor, from the declared
 //! requirement, else `cuda>=X.Y` for an image built on CUDA X.Y.
 //!
-//! Where registry answers enter: [`ImageFacts`], given to the evaluator;
-//! an image it does not know falls back to the table.
+//! Where registry answers enter the policy: `policy::images::ImageFacts`.
 
-use super::cuda_requirement::{CudaVersion, DriverFloor, Requirement, RequirementError};
-use super::pod::Container;
-use crate::settings::ComputeCapability;
+use super::ComputeCapability;
+use super::requirement::{CudaVersion, DriverFloor, Requirement, RequirementError};
 
 pub const CUDA_VERSION_ENV: &str = "CUDA_VERSION";
 pub const REQUIRE_CUDA_ENV: &str = "NVIDIA_REQUIRE_CUDA";
@@ -46,21 +44,6 @@ pub enum ImageConfigError {
     CudaVersion { name: &'static str, value: String },
     #[error(transparent)]
     Requirement(#[from] RequirementError),
-}
-
-/// Where resolved images are looked up before the table: the registry
-/// half's cache. Pure: answers from memory, never waits.
-pub trait ImageFacts: Send + Sync {
-    /// What the image needs, when it has been resolved; None sends the rule
-    /// to the table.
-    fn image_needs(&self, image: &str) -> Option<ImageNeeds>;
-
-    /// Why the image could not be resolved, when a lookup was made and
-    /// gave no usable answer (one short line): the table applies, and the
-    /// rule says so.
-    fn fallback(&self, _image: &str) -> Option<&str> {
-        None
-    }
 }
 
 /// The compute capability a CUDA major version needs at least: CUDA 13
@@ -165,12 +148,13 @@ impl ImageNeeds {
     /// container starts: a literal `NVIDIA_REQUIRE_CUDA` replaces the
     /// declared requirement, `NVIDIA_DISABLE_REQUIRE` turns it off. An
     /// unreadable requirement in the pod leaves the image's in force.
-    pub fn in_container(mut self, container: &Container<'_>) -> Self {
-        for entry in container.env.iter().flatten() {
-            let Some(value) = entry.literal() else {
-                continue;
-            };
-            match entry.name {
+    /// `env` is the container's literal entries, name and value.
+    pub fn with_container_env<'a>(
+        mut self,
+        env: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
+        for (name, value) in env {
+            match name {
                 REQUIRE_CUDA_ENV => {
                     if let Ok(requirement) = value.parse() {
                         self.require_cuda = Some(requirement);

@@ -35,7 +35,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use crate::settings::version_text;
+use crate::cuda::version_text;
 
 /// GFD's labels for the CUDA version the driver supports and the driver
 /// version, current names.
@@ -581,5 +581,5 @@ fn driver_alternatives(atom: &Atom, labels: Labels) -> Vec<Vec<Value>> {
 }
 
 #[cfg(test)]
-#[path = "cuda_requirement_tests.rs"]
+#[path = "requirement_tests.rs"]
 mod tests;

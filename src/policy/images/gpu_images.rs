@@ -2,7 +2,7 @@
 //! straight from its pod template: what the webhook looks up in
 //! registries before the rules run, on every GPU admission in registry
 //! mode. It reads the pod spec, its init and regular containers' `image`
-//! and `resources` and nothing else; it builds no [`PodView`](super::PodView), which
+//! and `resources` and nothing else; it builds no [`PodView`](crate::policy::PodView), which
 //! would cost more than the cached lookup that follows.
 //!
 //! A HAMi share makes a GPU container here too; a pod with KAI's fraction
@@ -23,11 +23,62 @@
 
 use serde_json::{Map, Value};
 
-use super::evaluator::{GpuImages, view_gpu_images};
-use super::quantity::GpuCount;
-use super::sharing::{GPU_FRACTION, GPU_MEMORY};
-use super::{ClaimFacts, Shape};
+use crate::policy::dra::resolution as pod_claims;
+use crate::policy::quantity::GpuCount;
+use crate::policy::rules::sharing::{GPU_FRACTION, GPU_MEMORY};
+use crate::policy::{ClaimFacts, Form, ObjectError, PodView, Shape, Subject};
 use crate::settings::Settings;
+
+/// The images of an object's GPU containers, each once, and the raw pod
+/// spec they run in.
+pub type GpuImages<'t> = (Vec<&'t str>, &'t Map<String, Value>);
+
+impl<'a> Subject<'a> {
+    /// The images of the subject's GPU containers, each once, and the pod
+    /// spec they run in: what is looked up in registries before the rules
+    /// run ([`gpu_images`]). None for a claim, for an update of ephemeral
+    /// containers (they never hold GPUs), and for an object without a GPU
+    /// container or a readable pod template.
+    pub fn gpu_images(
+        &self,
+        settings: &Settings,
+        claims: Option<&dyn ClaimFacts>,
+    ) -> Option<GpuImages<'a>> {
+        match &self.form {
+            Form::Pod { shape, scope, .. } if scope.is_whole() => {
+                gpu_images(self.object, *shape, self.namespace, settings, claims)
+            }
+            Form::Pod { .. } | Form::Claim(_) => None,
+        }
+    }
+}
+
+/// [`gpu_images`] read through the whole [`PodView`], its DRA claims
+/// resolved from `claims`, as the rules read the object.
+pub fn view_gpu_images<'t>(
+    object: &'t Value,
+    shape: Shape,
+    namespace: &str,
+    settings: &Settings,
+    claims: Option<&dyn ClaimFacts>,
+) -> Result<Option<GpuImages<'t>>, ObjectError> {
+    let Some(mut view) = PodView::parse(object, shape, settings)? else {
+        return Ok(None);
+    };
+    let _unresolved = pod_claims::resolve(&mut view, claims, namespace);
+    let mut images: Vec<&'t str> = Vec::new();
+    for image in view
+        .containers
+        .iter()
+        .filter(|c| c.is_gpu())
+        .filter_map(|c| c.image)
+    {
+        if !images.contains(&image) {
+            images.push(image);
+        }
+    }
+    Ok((!images.is_empty()).then_some((images, view.spec)))
+}
 
 /// The images of the object's GPU containers, each once in order, and the
 /// raw pod spec they run in. None without a GPU container, a pod template
@@ -112,7 +163,7 @@ fn asks_for_gpus(resources: &Map<String, Value>, settings: &Settings) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::input_claims::InputClaims;
+    use crate::policy::dra::input::InputClaims;
     use crate::policy::testing::claim_template;
     use rstest::rstest;
     use serde_json::json;

@@ -290,7 +290,7 @@ fn ngc_images_get_the_floor_of_their_cuda_version() {
 /// generations: four alternatives), ANDed into each existing term.
 #[test]
 fn the_driver_floor_multiplies_into_every_term() {
-    use crate::policy::cuda_requirement::{
+    use crate::cuda::requirement::{
         DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL, OLD_RUNTIME_MAJOR_LABEL, RUNTIME_MAJOR_LABEL,
     };
     let mut pod = gpu_pod("vllm/vllm-openai:v0.11.0-cu130");

@@ -29,10 +29,61 @@
 
 use std::collections::BTreeMap;
 
-use super::claims::DraCount;
-use super::pod::GpuResource;
-use super::quantity::GpuCount;
-use super::{Findings, RuleInput, containers_phrase};
+use super::{ApiServer, Coverage};
+use crate::policy::dra::claims::DraCount;
+use crate::policy::message::{CONTAINER, MessageTemplate};
+use crate::policy::pod::GpuResource;
+use crate::policy::quantity::GpuCount;
+use crate::policy::{Findings, RuleInput};
+
+/// The pod half; the claims' is [`super::claim_requests::API_SERVER`].
+pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
+    enforced: "request without limit, request ≠ limit, values that are not whole non-negative \
+        quantities, `maxPerContainer`, the effective pod count against `maxPerPod` (Kubernetes' \
+        formula with sidecars), the namespace annotation; KAI fraction annotations and HAMi \
+        share values, and the cards they imply",
+    webhook_only: "the GPUs of a pod's DRA claims added to its count (claims are other \
+        objects); the largest node's allocatable GPUs (nodes are other objects)",
+});
+
+/// A value that is no GPU count: `{field}` is `limits` or `requests`,
+/// `{reason}` a [`crate::policy::quantity::QuantityError`].
+pub const INVALID_VALUE: MessageTemplate = MessageTemplate::new(
+    "{containers}: {field}.{resource} {reason}; \
+     GPUs are whole devices: use an integer such as \"1\"",
+);
+pub const REQUEST_WITHOUT_LIMIT: MessageTemplate = MessageTemplate::new(
+    "{containers} must set limits.{resource}: a GPU request needs an equal limit",
+);
+pub const REQUEST_NOT_LIMIT: MessageTemplate = MessageTemplate::new(
+    "{containers}: requests.{resource} differs from limits.{resource}; \
+     GPUs cannot be overcommitted, set them equal",
+);
+pub const ABOVE_CONTAINER_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "{containers} must not ask for more than {maximum} {resource} \
+     per container; split the work or lower the limit",
+);
+/// The effective pod count of one resource above `maxPerPod`.
+pub const ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "the pod needs {count} {resource} (init and sidecar containers included), \
+     above the maximum of {maximum} per pod here",
+);
+/// Webhook only: the policies cannot resolve a claim.
+pub const CLAIMS_ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "the pod's resource claims hold {count} GPUs, above the maximum of \
+     {maximum} per pod here; claim fewer devices",
+);
+/// Webhook only, as [`CLAIMS_ABOVE_POD_MAXIMUM`].
+pub const WITH_CLAIMS_ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "the pod needs {count} {resource} (init and sidecar containers included) \
+     and {claimed} GPUs through resource claims, above the maximum of \
+     {maximum} per pod here",
+);
+/// Webhook only: the policies cannot list nodes.
+pub const ABOVE_LARGEST_NODE: MessageTemplate = MessageTemplate::new(
+    "the pod needs {count} {resource} but the biggest node offers \
+     {largest}: it can never be scheduled",
+);
 
 /// One kind of problem with one resource; containers sharing it are named
 /// in one message.
@@ -64,30 +115,33 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         }
     }
     for ((resource, problem), names) in problems {
-        let who = containers_phrase(names);
+        let containers = CONTAINER.list(names);
         let message = match problem {
-            Problem::InvalidValue { field, reason } => format!(
-                "{who}: {field}.{resource} {reason}; \
-                 GPUs are whole devices: use an integer such as \"1\""
-            ),
-            Problem::RequestWithoutLimit => format!(
-                "{who} must set limits.{resource}: a GPU request \
-                 needs an equal limit"
-            ),
-            Problem::RequestNotLimit => format!(
-                "{who}: requests.{resource} differs from limits.{resource}; \
-                 GPUs cannot be overcommitted, set them equal"
-            ),
-            Problem::AboveContainerMaximum { maximum } => format!(
-                "{who} must not ask for more than {maximum} {resource} \
-                 per container; split the work or lower the limit"
-            ),
+            Problem::InvalidValue { field, reason } => INVALID_VALUE.format(&[
+                ("containers", &containers),
+                ("field", &field),
+                ("resource", &resource),
+                ("reason", &reason),
+            ]),
+            Problem::RequestWithoutLimit => REQUEST_WITHOUT_LIMIT
+                .format(&[("containers", &containers), ("resource", &resource)]),
+            Problem::RequestNotLimit => {
+                REQUEST_NOT_LIMIT.format(&[("containers", &containers), ("resource", &resource)])
+            }
+            Problem::AboveContainerMaximum { maximum } => ABOVE_CONTAINER_MAXIMUM.format(&[
+                ("containers", &containers),
+                ("maximum", &maximum),
+                ("resource", &resource),
+            ]),
         };
         findings.violations.push(message);
     }
     findings
         .violations
-        .extend(super::sharing::problems(view, input.settings));
+        .extend(crate::policy::rules::sharing::problems(
+            view,
+            input.settings,
+        ));
     let max_per_pod = input.namespace.max_per_pod;
     let dra = view.dra_gpus;
     let resources = view.gpu_resource_names();
@@ -95,10 +149,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         && resources.is_empty()
         && dra > DraCount::Exactly(max_per_pod)
     {
-        findings.violations.push(format!(
-            "the pod's resource claims hold {dra} GPUs, above the maximum of \
-             {max_per_pod} per pod here; claim fewer devices"
-        ));
+        findings
+            .violations
+            .push(CLAIMS_ABOVE_POD_MAXIMUM.format(&[("count", &dra), ("maximum", &max_per_pod)]));
     }
     for resource in resources {
         let count = view.effective_count(resource);
@@ -106,22 +159,27 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         if let Some(largest) = largest
             && count > largest
         {
-            findings.violations.push(format!(
-                "the pod needs {count} {resource} but the biggest node offers \
-                 {largest}: it can never be scheduled"
-            ));
+            findings.violations.push(ABOVE_LARGEST_NODE.format(&[
+                ("count", &count),
+                ("resource", &resource),
+                ("largest", &largest),
+            ]));
         }
         match dra {
-            None if count > max_per_pod => findings.violations.push(format!(
-                "the pod needs {count} {resource} (init and sidecar \
-                 containers included), above the maximum of {max_per_pod} per pod here"
-            )),
+            None if count > max_per_pod => findings.violations.push(ABOVE_POD_MAXIMUM.format(&[
+                ("count", &count),
+                ("resource", &resource),
+                ("maximum", &max_per_pod),
+            ])),
             Some(dra) if DraCount::Exactly(count).plus(dra) > DraCount::Exactly(max_per_pod) => {
-                findings.violations.push(format!(
-                    "the pod needs {count} {resource} (init and sidecar containers \
-                     included) and {dra} GPUs through resource claims, above the maximum \
-                     of {max_per_pod} per pod here"
-                ));
+                findings
+                    .violations
+                    .push(WITH_CLAIMS_ABOVE_POD_MAXIMUM.format(&[
+                        ("count", &count),
+                        ("resource", &resource),
+                        ("claimed", &dra),
+                        ("maximum", &max_per_pod),
+                    ]));
             }
             _ => {}
         }

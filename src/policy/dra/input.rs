@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::claims::{ClaimKind, parse_object};
-use super::cluster::{ClaimFacts, Resolved};
-use super::cluster_claims::DeviceClassInfo;
+use super::{ClaimFacts, Resolved};
+use crate::policy::dra::claims::{ClaimKind, parse_object};
+use crate::policy::dra::tables::DeviceClassInfo;
 use crate::settings::Settings;
 
 /// Claims and claim templates read from a set of objects.
@@ -94,7 +94,7 @@ fn kind_of(object: &Value) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::claims::DraCount;
+    use crate::policy::dra::claims::DraCount;
     use serde_json::json;
 
     fn template(namespace: Option<&str>, name: &str, class: &str) -> Value {

@@ -14,11 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use super::claims::{ClaimSummary, DraCount};
-use super::cluster::{ClaimFacts, Resolved};
-use super::message::{Notice, NoticeKind};
-use super::pod::{ClaimSource, ContainerKind, PodClaim, PodView};
-use super::quoted_list;
+use super::{ClaimFacts, Resolved};
+use crate::policy::dra::claims::{ClaimSummary, DraCount};
+use crate::policy::message::{Notice, NoticeKind};
+use crate::policy::pod::{ClaimSource, ContainerKind, PodClaim, PodView};
+use crate::policy::quoted_list;
 
 /// Resolves the claims of the view's containers, setting each container's
 /// and the pod's `dra_gpus`. Returns one notice per claim that cannot be

@@ -197,16 +197,6 @@ pub fn parse_object(
     Ok(read_object(object, kind)?.summary(is_gpu_class))
 }
 
-/// Reads the requests of a claim spec (`devices.requests[]`); `at` is the
-/// spec's dotted path, for errors.
-pub fn parse_spec(
-    spec: &Value,
-    at: &str,
-    is_gpu_class: &dyn Fn(&str) -> bool,
-) -> Result<ClaimSummary, ClaimError> {
-    Ok(read_spec(spec, at)?.summary(is_gpu_class))
-}
-
 /// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
 /// object as written.
 pub fn read_object(object: &Value, kind: ClaimKind) -> Result<ClaimSpec, ClaimError> {

@@ -32,11 +32,21 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value, json};
 
-use super::pod::{Container, EnvEntry};
-use super::sharing::{awaited_scheme, is_kai_visible_devices};
-use super::{Findings, Mutation, RuleInput, add, containers_phrase};
+use super::{ApiServer, Coverage};
+use crate::policy::pod::{Container, EnvEntry};
+use crate::policy::rules::sharing::{awaited_scheme, is_kai_visible_devices};
+use crate::policy::{Findings, Mutation, RuleInput, add, containers_phrase};
 
 pub const VARIABLE: &str = "NVIDIA_VISIBLE_DEVICES";
+
+pub const API_SERVER: ApiServer = ApiServer::Mutating(Coverage {
+    enforced: "the pin in every container that asks for no GPU resource, and removal of \
+        hand-written entries in those that do; the [GPU sharing](#gpu-sharing) schemes as the \
+        webhook reads them (KAI's entry kept, a share pinned until its scheme has acted)",
+    webhook_only: "containers whose GPUs come through a DRA claim are pinned by the policy (it \
+        cannot resolve the claim); the `gpu-policy.io/mutations` annotation; warnings in warn \
+        mode",
+});
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.allowlisted.is_some() {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::claims::{ClaimKind, ClaimSpec, read_object};
-use super::cluster::{ClaimFacts, Resolved};
+use super::{ClaimFacts, Resolved};
+use crate::policy::dra::claims::{ClaimKind, ClaimSpec, read_object};
 use crate::settings::Settings;
 
 /// The NVIDIA DRA driver's name for its GPU devices.
@@ -174,7 +174,7 @@ impl ClaimFacts for ClaimTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::claims::DraCount;
+    use crate::policy::dra::claims::DraCount;
     use crate::settings::Config;
     use serde_json::json;
 

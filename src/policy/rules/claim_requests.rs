@@ -2,7 +2,7 @@
 //! ResourceClaim or ResourceClaimTemplate asks for a bounded number of GPUs.
 //!
 //! Reads: `metadata.annotations`, the device requests (see
-//! [`super::claims`]); `maxPerContainer`, the namespace's `maxPerPod`, the
+//! [`crate::policy::dra::claims`]); `maxPerContainer`, the namespace's `maxPerPod`, the
 //! namespaces the allowlist names.
 //!
 //! Denies, naming the request and the fix:
@@ -19,15 +19,58 @@
 
 use serde_json::Value;
 
-use super::claims::{ClaimKind, ClaimSummary, DraCount, parse_object};
-use super::{Evaluation, Evaluator, Message, ObjectError, RuleId, Violation};
+use super::{ApiServer, Check, Coverage, Findings, RULES};
+use crate::policy::dra::claims::{ClaimKind, ClaimSummary, DraCount, parse_object};
+use crate::policy::message::MessageTemplate;
+use crate::policy::{Evaluation, Evaluator, Message, ObjectError, Violation};
+use crate::settings::{NamespaceSettings, Settings};
 
 /// The annotation the scheduler sets on the claims it creates for extended
 /// resources served by DRA.
 pub const EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
 
+pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
+    enforced: "`allocationMode: All`, counts above `maxPerContainer`, the claim total against \
+        `maxPerPod` and the namespace annotation, `adminAccess` outside the allowlist's \
+        namespaces",
+    webhook_only: "DeviceClasses that hand out GPUs by selector or extended resource name (the \
+        policy knows `gpuDeviceClasses` by name only; DeviceClasses are other objects)",
+});
+
+/// `{request}`: the request's name, quoted.
+pub const ALL_DEVICES: MessageTemplate = MessageTemplate::new(
+    "request {request} asks for every GPU of a node (allocationMode: All); \
+     use allocationMode: ExactCount with a count",
+);
+pub const ABOVE_CONTAINER_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "request {request} asks for {count} GPUs, above the maximum of {maximum} per container; \
+     lower its count",
+);
+pub const ADMIN_ACCESS: MessageTemplate = MessageTemplate::new(
+    "request {request} sets adminAccess on a GPU class, allowed only in namespaces the \
+     allowlist names; remove adminAccess",
+);
+/// After [`MAX_LISTED`] problems of single requests.
+pub const MORE: MessageTemplate =
+    MessageTemplate::new("and {more} more like these in the claim's other requests");
+pub const ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "the claim's GPU requests total {total}, above the maximum of {maximum} per pod here; \
+     split the claim or lower the counts",
+);
+
+/// What the claim rule reads.
+#[derive(Clone, Copy)]
+pub struct ClaimInput<'a> {
+    pub summary: &'a ClaimSummary,
+    pub settings: &'a Settings,
+    pub namespace: &'a NamespaceSettings,
+    /// The namespace the claim lives in.
+    pub namespace_name: &'a str,
+}
+
 impl Evaluator<'_> {
-    /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`.
+    /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`:
+    /// the claim entries of [`RULES`].
     pub fn evaluate_claim(
         &self,
         object: &Value,
@@ -35,16 +78,49 @@ impl Evaluator<'_> {
         namespace: &str,
     ) -> Result<Evaluation, ObjectError> {
         let mut evaluation = Evaluation {
-            notices: self.namespace.notices.clone(),
+            notices: crate::policy::Notice::of_ignored(self.namespace),
             ..Evaluation::default()
         };
+        let Some(summary) = self.read_claim(object, kind)? else {
+            return Ok(evaluation);
+        };
+        let input = ClaimInput {
+            summary: &summary,
+            settings: self.settings,
+            namespace: self.namespace,
+            namespace_name: namespace,
+        };
+        for rule in RULES {
+            let Check::Claim(check) = rule.check else {
+                continue;
+            };
+            let findings = check(&input);
+            evaluation
+                .violations
+                .extend(findings.violations.into_iter().map(|body| Violation {
+                    rule: rule.id,
+                    message: Message::new(body),
+                }));
+            evaluation.notices.extend(findings.notices);
+        }
+        Ok(evaluation)
+    }
+
+    /// The claim's requests, GPU or not; None for a claim the scheduler
+    /// made for an extended resource, which no rule judges (its pod was
+    /// checked).
+    fn read_claim(
+        &self,
+        object: &Value,
+        kind: ClaimKind,
+    ) -> Result<Option<ClaimSummary>, ObjectError> {
         let generated = object
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
             .and_then(Value::as_str)
             == Some("true");
         if generated {
-            return Ok(evaluation);
+            return Ok(None);
         }
         let settings = self.settings;
         let claims = self.claims;
@@ -52,34 +128,37 @@ impl Evaluator<'_> {
             settings.is_gpu_device_class(class)
                 || claims.is_some_and(|c| c.is_gpu_device_class(class))
         };
-        let summary = parse_object(object, kind, &is_gpu_class).map_err(|err| ObjectError {
-            field: err.field,
-            problem: err.problem,
-        })?;
-        let monitoring = settings
-            .config()
-            .allowlist
-            .iter()
-            .any(|entry| entry.namespace == namespace);
-        evaluation.violations = problems(
-            &summary,
-            settings.config().max_per_container,
-            self.namespace.max_per_pod,
+        parse_object(object, kind, &is_gpu_class)
+            .map(Some)
+            .map_err(|err| ObjectError {
+                field: err.field,
+                problem: err.problem,
+            })
+    }
+}
+
+/// R2 on a claim: its requests, and their total.
+pub fn check(input: &ClaimInput<'_>) -> Findings {
+    let monitoring = input
+        .settings
+        .config()
+        .allowlist
+        .iter()
+        .any(|entry| entry.namespace == input.namespace_name);
+    Findings {
+        violations: problems(
+            input.summary,
+            input.settings.config().max_per_container,
+            input.namespace.max_per_pod,
             monitoring,
-        )
-        .into_iter()
-        .map(|body| Violation {
-            rule: RuleId::BoundedRequests,
-            message: Message::new(body),
-        })
-        .collect();
-        Ok(evaluation)
+        ),
+        ..Findings::default()
     }
 }
 
 /// How many problems of single requests a denial names; the rest are
-/// counted.
-const MAX_LISTED: usize = 3;
+/// counted ([`MORE`]).
+pub const MAX_LISTED: usize = 3;
 
 /// The message bodies of what a claim must fix.
 fn problems(
@@ -90,41 +169,33 @@ fn problems(
 ) -> Vec<String> {
     let mut found = Vec::new();
     for request in &summary.requests {
-        let name = &request.name;
+        let name = format!("{:?}", request.name);
         match request.gpu {
             None => continue,
-            Some(DraCount::All) => found.push(format!(
-                "request {name:?} asks for every GPU of a node (allocationMode: All); \
-                 use allocationMode: ExactCount with a count"
-            )),
-            Some(DraCount::Exactly(count)) if count > max_per_container => found.push(format!(
-                "request {name:?} asks for {count} GPUs, above the maximum of \
-                 {max_per_container} per container; lower its count"
-            )),
+            Some(DraCount::All) => found.push(ALL_DEVICES.format(&[("request", &name)])),
+            Some(DraCount::Exactly(count)) if count > max_per_container => {
+                found.push(ABOVE_CONTAINER_MAXIMUM.format(&[
+                    ("request", &name),
+                    ("count", &count),
+                    ("maximum", &max_per_container),
+                ]));
+            }
             Some(DraCount::Exactly(_)) => {}
         }
         if request.admin_access && !admin_allowed {
-            found.push(format!(
-                "request {name:?} sets adminAccess on a GPU class, allowed only in \
-                 namespaces the allowlist names; remove adminAccess"
-            ));
+            found.push(ADMIN_ACCESS.format(&[("request", &name)]));
         }
     }
     if found.len() > MAX_LISTED {
         // One short line for a person, even for thousands of requests.
         let more = found.len() - MAX_LISTED;
         found.truncate(MAX_LISTED);
-        found.push(format!(
-            "and {more} more like these in the claim's other requests"
-        ));
+        found.push(MORE.format(&[("more", &more)]));
     }
     if let Some(DraCount::Exactly(total)) = summary.gpu_total()
         && total > max_per_pod
     {
-        found.push(format!(
-            "the claim's GPU requests total {total}, above the maximum of \
-             {max_per_pod} per pod here; split the claim or lower the counts"
-        ));
+        found.push(ABOVE_POD_MAXIMUM.format(&[("total", &total), ("maximum", &max_per_pod)]));
     }
     found
 }
@@ -137,7 +208,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::policy::input_claims::InputClaims;
+    use crate::policy::dra::input::InputClaims;
     use crate::settings::Settings;
 
     fn claim(namespace: &str, requests: Value) -> Value {

@@ -17,11 +17,66 @@
 
 use serde_json::Value;
 
-use super::Identity;
-use super::cluster::ClusterFacts;
-use super::message::{Notice, NoticeKind};
-use super::pod::Owner;
-use crate::settings::AllowlistEntry;
+use super::{ApiServer, Coverage};
+use crate::policy::Identity;
+use crate::policy::cluster::ClusterFacts;
+use crate::policy::message::{Notice, NoticeKind};
+use crate::policy::pod::Owner;
+use crate::settings::{AllowlistEntry, Settings};
+
+/// No policy of its own: the policies of the rules it exempts from test
+/// the allowlist in their CEL (`admission_policy::cel_text::allowlisted`).
+pub const API_SERVER: ApiServer = ApiServer::InOtherPolicies(Coverage {
+    enforced: "by the controller owner reference's kind and name, and the workload's own \
+        kind and name (or `namePrefix`), in the entry's namespace: in the policies of R1, the \
+        reserved class of R3, and R6",
+    webhook_only: "owner UID verification: the policy cannot read the owner, so anyone who \
+        can create pods in an allowlisted namespace can write an owner reference to the \
+        exporter and get its exemption. Keep allowlisted namespaces (by default \
+        `kube-system`) closed to ordinary users, or run the webhook beside the policies",
+});
+
+/// What the allowlist stage reads: who the object is, where, and (when the
+/// webhook can read it) the cluster, to verify a pod's owner.
+#[derive(Clone, Copy)]
+pub struct AllowlistInput<'a> {
+    pub identity: Identity<'a>,
+    pub namespace: &'a str,
+    pub settings: &'a Settings,
+    pub cluster: Option<&'a dyn ClusterFacts>,
+}
+
+/// What the allowlist stage decides: the entry that exempts the object, if
+/// any, and why a matching entry does not.
+#[derive(Debug, Default)]
+pub struct Exemption<'a> {
+    pub entry: Option<&'a AllowlistEntry>,
+    pub notices: Vec<Notice>,
+}
+
+/// The allowlist stage: the entry that exempts the object. With a cluster
+/// to read, a pod's owner must be the one the entry names
+/// ([`verify_owner`]).
+pub fn exempt<'a>(input: &AllowlistInput<'a>) -> Exemption<'a> {
+    let entry = matching_entry(
+        input.identity,
+        input.namespace,
+        &input.settings.config().allowlist,
+    );
+    if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =
+        (entry, input.identity, input.cluster)
+        && let Err(notice) = verify_owner(entry, owner, cluster)
+    {
+        return Exemption {
+            entry: None,
+            notices: vec![notice],
+        };
+    }
+    Exemption {
+        entry,
+        notices: Vec::new(),
+    }
+}
 
 /// The configured entry that exempts this object, if any.
 pub fn matching_entry<'e>(

@@ -3,7 +3,7 @@
 //!
 //! Reads: whether the pod is a GPU pod; the images of its GPU containers and
 //! what they need (`policy::image_needs`: resolved from the registry when
-//! the evaluator has [`super::ImageFacts`], else the image table), with the
+//! the evaluator has [`crate::policy::ImageFacts`], else the image table), with the
 //! containers' own `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
 //! annotation `gpu-policy.io/min-compute-capability`; the namespace's
 //! minimum (cluster default raised by the namespace annotation);
@@ -33,11 +33,17 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
-use super::cuda_requirement::DriverFloor;
-use super::message::{Notice, NoticeKind};
-use super::{Findings, ImageNeeds, Mutation, RuleInput, add};
-use crate::settings::{
-    ComputeCapability, MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability,
+use super::ApiServer;
+use crate::cuda::ComputeCapability;
+use crate::cuda::requirement::DriverFloor;
+use crate::policy::message::{Notice, NoticeKind};
+use crate::policy::{Findings, ImageNeeds, Mutation, RuleInput, add};
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability};
+
+pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
+    reason: "all of it: what an image needs comes from its registry (registry mode) or \
+        the image table, with driver floors, and whether any node meets the minimum from the \
+        cluster's nodes; a policy can read neither registries nor other objects",
 };
 
 pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
@@ -184,7 +190,13 @@ fn image_floors(
             }
         };
         for need in needs {
-            let need = need.in_container(container);
+            let need = need.with_container_env(
+                container
+                    .env
+                    .iter()
+                    .flatten()
+                    .filter_map(|entry| Some((entry.name, entry.literal()?))),
+            );
             if let Some(floor) = need.compute_floor()
                 && compute.as_ref().is_none_or(|(current, _)| floor > *current)
             {

@@ -383,3 +383,23 @@ fn a_time_sliced_replica_is_a_gpu_request() {
         "{messages:?}"
     );
 }
+
+/// The templates spell the annotations and the card resource out; they
+/// must be the names the rule reads.
+#[test]
+fn the_templates_name_what_the_rule_reads() {
+    let named = [
+        (KAI_BOTH, vec![GPU_FRACTION, GPU_MEMORY]),
+        (KAI_BESIDE_CARDS, vec![HAMI_CARDS]),
+        (KAI_FRACTION, vec![GPU_FRACTION, HAMI_CARDS]),
+        (KAI_MEMORY, vec![GPU_MEMORY]),
+        (KAI_DEVICES, vec![FRACTION_DEVICES]),
+        (KAI_DEVICES_ABOVE_MAXIMUM, vec![FRACTION_DEVICES]),
+        (KAI_CONTAINER, vec![FRACTION_CONTAINER]),
+    ];
+    for (template, names) in named {
+        for name in names {
+            assert!(template.text().contains(name), "{template:?} {name}");
+        }
+    }
+}

@@ -26,10 +26,10 @@
 
 use std::collections::BTreeMap;
 
-use super::containers_phrase;
-use super::pod::{Container, ContainerKind, EnvEntry, GpuResource, PodView};
-use super::quantity::GpuCount;
-use super::visible_devices::VARIABLE;
+use crate::policy::message::{CONTAINER, MessageTemplate};
+use crate::policy::pod::{Container, ContainerKind, EnvEntry, GpuResource, PodView};
+use crate::policy::quantity::GpuCount;
+use crate::policy::rules::visible_devices::VARIABLE;
 use crate::settings::{HAMI_CARDS, HAMI_CORES, HAMI_MEMORY_PERCENTAGE, Settings};
 
 pub const GPU_FRACTION: &str = "gpu-fraction";
@@ -38,6 +38,50 @@ pub const FRACTION_DEVICES: &str = "gpu-fraction-num-devices";
 pub const FRACTION_CONTAINER: &str = "gpu-fraction-container-name";
 /// Written by KAI's webhook: the prefix of the ConfigMaps its binder fills.
 pub const KAI_CONFIGMAP: &str = "runai/shared-gpu-configmap";
+
+/// Both KAI annotations.
+pub const KAI_BOTH: MessageTemplate = MessageTemplate::new(
+    "pod annotations gpu-fraction and gpu-memory cannot both be set \
+     (KAI-Scheduler refuses the pod); keep one",
+);
+/// A KAI fraction beside whole cards: `{annotation}` is `gpu-fraction` or
+/// `gpu-memory`.
+pub const KAI_BESIDE_CARDS: MessageTemplate = MessageTemplate::new(
+    "pod annotation {annotation} asks for part of a card, so {containers} must not \
+     also set limits.nvidia.com/gpu (KAI-Scheduler refuses the pod); keep one",
+);
+/// `{value}`: the annotation's value, quoted (`{:?}`).
+pub const KAI_FRACTION: MessageTemplate = MessageTemplate::new(
+    "pod annotation gpu-fraction={value} must be a number above 0 and below 1 \
+     (part of one card); for whole cards set limits.nvidia.com/gpu",
+);
+pub const KAI_MEMORY: MessageTemplate =
+    MessageTemplate::new("pod annotation gpu-memory={value} must be a whole number of MiB above 0");
+pub const KAI_DEVICES: MessageTemplate = MessageTemplate::new(
+    "pod annotation gpu-fraction-num-devices={value} must be a whole number above 0",
+);
+pub const KAI_DEVICES_ABOVE_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "pod annotation gpu-fraction-num-devices={value} asks for a share of {count} GPUs, \
+     above the maximum of {maximum} per container",
+);
+pub const KAI_CONTAINER: MessageTemplate = MessageTemplate::new(
+    "pod annotation gpu-fraction-container-name={value} names no container of the pod",
+);
+/// A HAMi share value that is no whole number: as
+/// [`super::bounded_requests::INVALID_VALUE`].
+pub const SHARE_INVALID: MessageTemplate = MessageTemplate::new(
+    "{containers}: {field}.{resource} {reason}; a HAMi share is a whole number \
+     (MiB for gpumem, percent for gpucores and gpumem-percentage)",
+);
+pub const SHARE_WITHOUT_LIMIT: MessageTemplate = MessageTemplate::new(
+    "{containers} must set limits.{resource}: a HAMi share needs an equal limit",
+);
+pub const SHARE_NOT_LIMIT: MessageTemplate = MessageTemplate::new(
+    "{containers}: requests.{resource} differs from limits.{resource}; set them equal",
+);
+pub const SHARE_ABOVE_PERCENT: MessageTemplate = MessageTemplate::new(
+    "{containers}: {field}.{resource} is {value}, above 100 percent of a card",
+);
 
 /// A KAI-Scheduler fraction request, as the pod's annotations spell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,50 +225,41 @@ fn kai_problems(
         GPU_MEMORY
     };
     if fraction.fraction.is_some() && fraction.memory.is_some() {
-        found.push(format!(
-            "pod annotations {GPU_FRACTION} and {GPU_MEMORY} cannot both be set \
-             (KAI-Scheduler refuses the pod); keep one"
-        ));
+        found.push(KAI_BOTH.format(&[]));
     }
     if !whole.is_empty() {
-        found.push(format!(
-            "pod annotation {annotation} asks for part of a card, so {} must not \
-             also set limits.{HAMI_CARDS} (KAI-Scheduler refuses the pod); keep one",
-            containers_phrase(whole)
-        ));
+        found.push(KAI_BESIDE_CARDS.format(&[
+            ("annotation", &annotation),
+            ("containers", &CONTAINER.list(whole)),
+        ]));
     }
+    let quoted = |raw: &str| format!("{raw:?}");
     if let Some(raw) = fraction.fraction
         && !fraction_below_one(raw)
     {
-        found.push(format!(
-            "pod annotation {GPU_FRACTION}={raw:?} must be a number above 0 and below 1 \
-             (part of one card); for whole cards set limits.{HAMI_CARDS}"
-        ));
+        found.push(KAI_FRACTION.format(&[("value", &quoted(raw))]));
     }
     if let Some(raw) = fraction.memory
         && positive_integer(raw).is_none()
     {
-        found.push(format!(
-            "pod annotation {GPU_MEMORY}={raw:?} must be a whole number of MiB above 0"
-        ));
+        found.push(KAI_MEMORY.format(&[("value", &quoted(raw))]));
     }
     let max_per_container = settings.config().max_per_container;
     match fraction.devices.map(|raw| (raw, positive_integer(raw))) {
-        Some((raw, None)) => found.push(format!(
-            "pod annotation {FRACTION_DEVICES}={raw:?} must be a whole number above 0"
-        )),
-        Some((raw, Some(n))) if n > max_per_container => found.push(format!(
-            "pod annotation {FRACTION_DEVICES}={raw:?} asks for a share of {n} GPUs, \
-             above the maximum of {max_per_container} per container"
-        )),
+        Some((raw, None)) => found.push(KAI_DEVICES.format(&[("value", &quoted(raw))])),
+        Some((raw, Some(n))) if n > max_per_container => {
+            found.push(KAI_DEVICES_ABOVE_MAXIMUM.format(&[
+                ("value", &quoted(raw)),
+                ("count", &n),
+                ("maximum", &max_per_container),
+            ]));
+        }
         _ => {}
     }
     if let Some(name) = fraction.container
         && !view.containers.iter().any(|c| c.kai_share)
     {
-        found.push(format!(
-            "pod annotation {FRACTION_CONTAINER}={name:?} names no container of the pod"
-        ));
+        found.push(KAI_CONTAINER.format(&[("value", &quoted(name))]));
     }
 }
 
@@ -252,21 +287,21 @@ fn hami_problems(view: &PodView<'_>) -> Vec<String> {
     problems
         .into_iter()
         .map(|((resource, problem), names)| {
-            let who = containers_phrase(names);
+            let containers = CONTAINER.list(names);
+            let who: [(&str, &dyn std::fmt::Display); 2] =
+                [("containers", &containers), ("resource", &resource)];
             match problem {
-                ShareProblem::Invalid { field, reason } => format!(
-                    "{who}: {field}.{resource} {reason}; a HAMi share is a whole number \
-                     (MiB for gpumem, percent for gpucores and gpumem-percentage)"
-                ),
-                ShareProblem::RequestWithoutLimit => {
-                    format!("{who} must set limits.{resource}: a HAMi share needs an equal limit")
+                ShareProblem::Invalid { field, reason } => {
+                    SHARE_INVALID.format(&[who[0], who[1], ("field", &field), ("reason", &reason)])
                 }
-                ShareProblem::RequestNotLimit => format!(
-                    "{who}: requests.{resource} differs from limits.{resource}; set them equal"
-                ),
-                ShareProblem::AbovePercent { field, value } => {
-                    format!("{who}: {field}.{resource} is {value}, above 100 percent of a card")
-                }
+                ShareProblem::RequestWithoutLimit => SHARE_WITHOUT_LIMIT.format(&who),
+                ShareProblem::RequestNotLimit => SHARE_NOT_LIMIT.format(&who),
+                ShareProblem::AbovePercent { field, value } => SHARE_ABOVE_PERCENT.format(&[
+                    who[0],
+                    who[1],
+                    ("field", &field),
+                    ("value", &value),
+                ]),
             }
         })
         .collect()

@@ -1,0 +1,246 @@
+//! The offline evaluation of manifests, for `check` and `audit`: each
+//! object evaluated as the webhook would admit its creation, and an
+//! [`ObjectReport`] of it (decision, violations, changes, warnings, the
+//! patch).
+//!
+//! A [`Checker`] is built once for a run (or, in `audit`, once per
+//! namespace) with everything the objects are evaluated under, and then
+//! asked about each object.
+
+use std::collections::BTreeMap;
+
+use json_patch::PatchOperation;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::decision::{Mode, decide, unreadable};
+use super::images;
+use super::kinds::ObjectKind;
+use crate::policy::dra::input::InputClaims;
+use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, ImageFacts, RuleId, Subject, Violation};
+use crate::registry::Platform;
+use crate::settings::{NamespaceSettings, Settings};
+
+/// One element of `check -o json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    /// `metadata.name`, else `metadata.generateName`.
+    pub name: String,
+    pub allowed: bool,
+    /// Not a kind the policy looks at.
+    pub ignored: bool,
+    pub violations: Vec<Violation>,
+    pub warnings: Vec<String>,
+    /// RFC 6902 operations the webhook would return.
+    pub patch: Vec<PatchOperation>,
+    /// Why the object could not be read (a field of the wrong shape); only
+    /// present then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For people: the changes, each with its rule. For a workload these
+    /// are the changes its pods will get when they are created.
+    #[serde(skip)]
+    pub changes: Vec<(RuleId, String)>,
+    /// The denial message, when denied.
+    #[serde(skip)]
+    pub denial: Option<String>,
+}
+
+impl ObjectReport {
+    /// The report of an object nothing was found in yet: allowed, no
+    /// changes; its names read from the manifest (`default_namespace` when
+    /// it names none).
+    pub fn allowed(object: &Value, default_namespace: &str) -> Self {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        ObjectReport {
+            api_version: text("/apiVersion").unwrap_or("").to_owned(),
+            kind: text("/kind").unwrap_or("").to_owned(),
+            namespace: text("/metadata/namespace")
+                .unwrap_or(default_namespace)
+                .to_owned(),
+            name: text("/metadata/name")
+                .or_else(|| text("/metadata/generateName"))
+                .unwrap_or("")
+                .to_owned(),
+            allowed: true,
+            ignored: false,
+            violations: Vec::new(),
+            warnings: Vec::new(),
+            patch: Vec::new(),
+            error: None,
+            changes: Vec::new(),
+            denial: None,
+        }
+    }
+}
+
+/// Evaluates manifest objects as the webhook would admit their creation in
+/// a namespace of one mode.
+///
+/// ```no_run
+/// # use gpu_policy::admission::{Checker, Mode};
+/// # let (settings, objects) = (gpu_policy::settings::Settings::default(), Vec::new());
+/// let checker = Checker::new(&settings, Mode::Enforce, "default").with_input(&objects);
+/// let reports = checker.check_all(&objects);
+/// ```
+pub struct Checker<'a> {
+    settings: &'a Settings,
+    mode: Mode,
+    /// The namespace of the objects that name none.
+    namespace: &'a str,
+    /// What the namespace's annotations make of `settings`.
+    namespace_settings: NamespaceSettings,
+    claims: Claims<'a>,
+}
+
+/// Where the DRA claims of the objects' pods resolve.
+enum Claims<'a> {
+    /// In the object itself: each object is the whole input, so the claims
+    /// its pods use resolve only if it is one of them.
+    Alone,
+    /// In the objects of one input: the ResourceClaimTemplates,
+    /// ResourceClaims and DeviceClasses among them (`check -f`).
+    Input(InputClaims),
+    /// In the cluster, which also answers the rules' other questions
+    /// (`audit`).
+    Cluster(&'a dyn ClusterFacts),
+}
+
+impl<'a> Checker<'a> {
+    /// Objects that name no namespace are in `namespace`, a namespace
+    /// without annotations; each object is evaluated alone, without a
+    /// cluster or registry answers.
+    pub fn new(settings: &'a Settings, mode: Mode, namespace: &'a str) -> Self {
+        Self {
+            settings,
+            mode,
+            namespace,
+            namespace_settings: settings.for_namespace(&BTreeMap::new()),
+            claims: Claims::Alone,
+        }
+    }
+
+    /// The namespace's annotations, which tighten the settings.
+    pub fn with_annotations(mut self, annotations: &BTreeMap<String, String>) -> Self {
+        self.namespace_settings = self.settings.for_namespace(annotations);
+        self
+    }
+
+    /// The objects of one input, evaluated together: their pods' DRA claims
+    /// resolve from the claims, templates and DeviceClasses among them.
+    pub fn with_input(mut self, objects: &[&Value]) -> Self {
+        self.claims = Claims::Input(InputClaims::collect(objects, self.namespace, self.settings));
+        self
+    }
+
+    /// What the cluster knows (`audit`): its claims, nodes, runtime
+    /// classes and workloads.
+    pub fn with_cluster(mut self, cluster: &'a dyn ClusterFacts) -> Self {
+        self.claims = Claims::Cluster(cluster);
+        self
+    }
+
+    /// The report of one object.
+    pub fn check(&self, object: &Value) -> ObjectReport {
+        self.check_resolved(object, None)
+    }
+
+    /// The reports of the objects, in order.
+    pub fn check_all(&self, objects: &[&Value]) -> Vec<ObjectReport> {
+        objects.iter().map(|object| self.check(object)).collect()
+    }
+
+    /// The report of one object with what registries said of its images
+    /// (`images` from [`Checker::images`]; None: the table alone).
+    pub fn check_resolved(&self, object: &Value, images: Option<&dyn ImageFacts>) -> ObjectReport {
+        let mut report = ObjectReport::allowed(object, self.namespace);
+        let Some((kind, subject)) = self.subject(object) else {
+            report.ignored = true;
+            return report;
+        };
+        let alone;
+        let (cluster, claims): (Option<&dyn ClusterFacts>, Option<&dyn ClaimFacts>) =
+            match &self.claims {
+                Claims::Alone => {
+                    alone = InputClaims::collect(&[object], self.namespace, self.settings);
+                    (None, Some(&alone))
+                }
+                Claims::Input(input) => (None, Some(input)),
+                Claims::Cluster(cluster) => (Some(*cluster), Some(*cluster)),
+            };
+        let evaluator = Evaluator {
+            settings: self.settings,
+            namespace: &self.namespace_settings,
+            cluster,
+            claims,
+            images,
+        };
+        let decision = match evaluator.evaluate(&subject) {
+            Ok(evaluation) => {
+                let decision = decide(self.mode, kind, &evaluation);
+                report.violations = evaluation.violations;
+                report.changes = evaluation
+                    .changes
+                    .into_iter()
+                    .map(|change| (change.rule, change.summary))
+                    .collect();
+                decision
+            }
+            Err(error) => {
+                let decision = unreadable(&report.kind, &error);
+                report.error = decision.denial.clone();
+                decision
+            }
+        };
+        report.allowed = decision.allowed;
+        report.denial = decision.denial;
+        report.warnings = decision.warnings;
+        report.patch = decision.patch;
+        report
+    }
+
+    /// The images of each object's GPU containers and the platform its
+    /// pods run on, as the webhook looks them up (None: nothing to look
+    /// up); `images[i]` is for `objects[i]`.
+    pub fn images(&self, objects: &[&Value]) -> Vec<Option<(Vec<String>, Platform)>> {
+        objects
+            .iter()
+            .map(|object| {
+                let (_, subject) = self.subject(object)?;
+                let alone;
+                let claims: &dyn ClaimFacts = match &self.claims {
+                    Claims::Alone => {
+                        alone = InputClaims::collect(&[object], self.namespace, self.settings);
+                        &alone
+                    }
+                    Claims::Input(input) => input,
+                    Claims::Cluster(cluster) => *cluster,
+                };
+                images::wanted(&subject, self.settings, Some(claims))
+            })
+            .collect()
+    }
+
+    /// What an object is evaluated as: created, in the namespace it names
+    /// (else the checker's). None for the kinds the policy ignores.
+    fn subject<'o>(&'o self, object: &'o Value) -> Option<(ObjectKind, Subject<'o>)> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        let kind = ObjectKind::of_manifest(
+            text("/apiVersion").unwrap_or(""),
+            text("/kind").unwrap_or(""),
+        );
+        let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
+        Some((kind, kind.created(object, namespace)?))
+    }
+}
+
+/// The object after the report's patch, as the API server would store it.
+pub fn mutated(object: &Value, report: &ObjectReport) -> Result<Value, json_patch::PatchError> {
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &report.patch)?;
+    Ok(patched)
+}

@@ -1,0 +1,196 @@
+//! Registry mode's lookups, for the webhook and `check --resolve-images`
+//! alike: which images of what gets evaluated are looked up ([`wanted`]),
+//! and one batch of lookups, within its budget, read into
+//! [`ResolvedImages`], the `policy::ImageFacts` the rules are given.
+//!
+//! Only the GPU containers' images of a Pod being created, or of a
+//! workload's pod template, are looked up: every other object never waits
+//! on a registry. An image without a usable answer is left to the image
+//! table, which the rule then says (a warning and the `image-resolution`
+//! audit annotation). The resolver itself, and what it keeps between
+//! requests, belong to its caller (`server::images` keeps one across
+//! reloads; `check` builds one per run with [`offline_resolver`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cuda::needs::CUDA_VERSION_LABEL;
+use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
+use crate::registry::{
+    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, Platform, REQUIRE_CUDA_ENV, Resolver,
+    ResolverOptions,
+};
+use crate::settings::{ImageResolution, Settings};
+
+/// The images of the subject's GPU containers, each once, and the platform
+/// its pods run on: what is looked up before the subject is evaluated.
+/// None when there is nothing to look up (`Subject::gpu_images`).
+pub fn wanted(
+    subject: &Subject<'_>,
+    settings: &Settings,
+    claims: Option<&dyn ClaimFacts>,
+) -> Option<(Vec<String>, Platform)> {
+    let (images, spec) = subject.gpu_images(settings, claims)?;
+    let images = images.into_iter().map(str::to_owned).collect();
+    Some((images, Platform::of_spec_fields(spec)))
+}
+
+/// Looks up one object's images within `budget`, each config read through
+/// `interpret`; the fallbacks' full reasons are returned beside, for the
+/// caller to log or print.
+pub async fn resolve(
+    resolver: &Resolver,
+    (images, platform): &(Vec<String>, Platform),
+    budget: Duration,
+    interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
+) -> (ResolvedImages, Vec<String>) {
+    let lookups = resolver.resolve_all(images, platform, budget).await;
+    let mut details = Vec::new();
+    let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
+    (resolved, details)
+}
+
+/// A resolver for one offline run (`check --resolve-images`): no metrics,
+/// nothing kept past it.
+pub fn offline_resolver(config: &ImageResolution) -> Result<Resolver, String> {
+    let options = ResolverOptions::from_settings(config).map_err(|err| err.to_string())?;
+    Resolver::new(options, None).map_err(|err| err.to_string())
+}
+
+/// What a registry lookup of one admission found: the needs of the images
+/// it could read, and why the others are left to the table.
+#[derive(Debug, Default)]
+pub struct ResolvedImages {
+    needs: HashMap<String, ImageNeeds>,
+    fallbacks: HashMap<String, String>,
+}
+
+impl ImageFacts for ResolvedImages {
+    fn image_needs(&self, image: &str) -> Option<ImageNeeds> {
+        self.needs.get(image).cloned()
+    }
+
+    fn fallback(&self, image: &str) -> Option<&str> {
+        self.fallbacks.get(image).map(String::as_str)
+    }
+}
+
+impl ResolvedImages {
+    /// Reads the answers of one admission, each config through
+    /// `interpret`; `details` collects each fallback's full reason, for
+    /// the log.
+    pub fn of_lookups(
+        lookups: Vec<(String, Lookup)>,
+        budget: Duration,
+        mut interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
+        details: &mut Vec<String>,
+    ) -> Self {
+        let mut resolved = Self::default();
+        for (image, lookup) in lookups {
+            let (short, detail) = match lookup {
+                Lookup::Found(facts) => match interpret(&facts) {
+                    // An image whose config says nothing of CUDA is left
+                    // to the table, without a word: there was an answer.
+                    Ok(needs) if needs.is_empty() => continue,
+                    Ok(needs) => {
+                        resolved.needs.insert(image, needs);
+                        continue;
+                    }
+                    Err(err) => ("unreadable image config".to_owned(), err),
+                },
+                Lookup::Failed(reason) => ("registry lookup failed".to_owned(), reason),
+                // Short, and the whole story: the user reads them.
+                Lookup::TooLarge(reason) | Lookup::Refused(reason) => (reason.clone(), reason),
+                Lookup::TimedOut => {
+                    let short = format!("no registry answer in {budget:?}");
+                    (short.clone(), short)
+                }
+            };
+            details.push(format!("{image}: {detail}"));
+            resolved.fallbacks.insert(image, short);
+        }
+        resolved
+    }
+}
+
+/// What an image config's CUDA envs and label mean, or why they cannot be
+/// read (one line).
+pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
+    let cuda = facts
+        .cuda_version
+        .as_ref()
+        .map(|v| format!("{CUDA_VERSION_ENV}={v}"));
+    let require = facts
+        .require_cuda
+        .as_ref()
+        .map(|v| format!("{REQUIRE_CUDA_ENV}={v}"));
+    let env = cuda.iter().chain(require.iter()).map(String::as_str);
+    let label = facts
+        .cuda_label
+        .as_deref()
+        .map(|value| (CUDA_VERSION_LABEL, value));
+    ImageNeeds::from_image_config(env, label).map_err(|err| err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(
+        cuda: Option<&str>,
+        require: Option<&str>,
+        label: Option<&str>,
+    ) -> Arc<ImageConfigFacts> {
+        Arc::new(ImageConfigFacts {
+            cuda_version: cuda.map(str::to_owned),
+            require_cuda: require.map(str::to_owned),
+            cuda_label: label.map(str::to_owned),
+            digest: "sha256:00".to_owned(),
+        })
+    }
+
+    #[test]
+    fn answers_become_needs_or_fallbacks() {
+        let lookups = vec![
+            (
+                "a".to_owned(),
+                Lookup::Found(facts(Some("13.0.2"), Some("cuda>=13.0"), None)),
+            ),
+            (
+                "b".to_owned(),
+                Lookup::Found(facts(None, None, Some("12.8.1"))),
+            ),
+            ("c".to_owned(), Lookup::Found(facts(None, None, None))),
+            (
+                "d".to_owned(),
+                Lookup::Found(facts(Some("thirteen"), None, None)),
+            ),
+            (
+                "e".to_owned(),
+                Lookup::Failed("e: 503 from the registry".to_owned()),
+            ),
+            ("f".to_owned(), Lookup::TimedOut),
+        ];
+        let mut details = Vec::new();
+        let resolved = ResolvedImages::of_lookups(
+            lookups,
+            Duration::from_millis(500),
+            |facts| needs_of(facts),
+            &mut details,
+        );
+        let a = resolved.image_needs("a").unwrap_or_default();
+        assert_eq!(a.cuda.map(|v| v.to_string()).as_deref(), Some("13.0"));
+        assert!(a.require_cuda.is_some());
+        assert!(resolved.image_needs("b").is_some_and(|b| b.cuda.is_some()));
+        for table in ["c", "d", "e", "f"] {
+            assert_eq!(resolved.image_needs(table), None, "{table}");
+        }
+        assert_eq!(resolved.fallback("c"), None);
+        assert_eq!(resolved.fallback("d"), Some("unreadable image config"));
+        assert_eq!(resolved.fallback("e"), Some("registry lookup failed"));
+        assert_eq!(resolved.fallback("f"), Some("no registry answer in 500ms"));
+        assert_eq!(details.len(), 3);
+        assert!(details[1].contains("503"), "{details:?}");
+    }
+}

@@ -1,0 +1,136 @@
+//! What the policy makes of an object's kind: a Pod, a workload whose pod
+//! template is validated, a DRA claim, or something it ignores; and the
+//! [`Subject`] each is evaluated as.
+
+use serde_json::Value;
+
+use crate::policy::dra::claims::{CLAIM_GROUP, ClaimKind};
+use crate::policy::{Scope, Shape, Subject};
+
+/// The workload kinds whose pod template is validated (never mutated: the
+/// pods they create are, so GitOps tools see no drift).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Workload {
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    DaemonSet,
+    Job,
+    CronJob,
+    ReplicationController,
+    PodTemplate,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 8] = [
+        Workload::Deployment,
+        Workload::ReplicaSet,
+        Workload::StatefulSet,
+        Workload::DaemonSet,
+        Workload::Job,
+        Workload::CronJob,
+        Workload::ReplicationController,
+        Workload::PodTemplate,
+    ];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            Workload::Deployment => "Deployment",
+            Workload::ReplicaSet => "ReplicaSet",
+            Workload::StatefulSet => "StatefulSet",
+            Workload::DaemonSet => "DaemonSet",
+            Workload::Job => "Job",
+            Workload::CronJob => "CronJob",
+            Workload::ReplicationController => "ReplicationController",
+            Workload::PodTemplate => "PodTemplate",
+        }
+    }
+
+    /// The API group (`""` is the core group).
+    pub fn group(self) -> &'static str {
+        match self {
+            Workload::Deployment
+            | Workload::ReplicaSet
+            | Workload::StatefulSet
+            | Workload::DaemonSet => "apps",
+            Workload::Job | Workload::CronJob => "batch",
+            Workload::ReplicationController | Workload::PodTemplate => "",
+        }
+    }
+
+    /// The plural resource name, as webhook rules and RBAC name it.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Workload::Deployment => "deployments",
+            Workload::ReplicaSet => "replicasets",
+            Workload::StatefulSet => "statefulsets",
+            Workload::DaemonSet => "daemonsets",
+            Workload::Job => "jobs",
+            Workload::CronJob => "cronjobs",
+            Workload::ReplicationController => "replicationcontrollers",
+            Workload::PodTemplate => "podtemplates",
+        }
+    }
+
+    /// Where its pod template sits.
+    pub fn shape(self) -> Shape {
+        match self {
+            Workload::CronJob => Shape::CronJob,
+            Workload::PodTemplate => Shape::PodTemplate,
+            _ => Shape::Template,
+        }
+    }
+}
+
+/// What the policy makes of an object's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Pod,
+    Workload(Workload),
+    /// A resource.k8s.io ResourceClaim or ResourceClaimTemplate: its GPU
+    /// requests are bounded (R2); never mutated.
+    Claim(ClaimKind),
+    /// Anything else: allowed untouched and reported as ignored.
+    Ignored,
+}
+
+impl ObjectKind {
+    /// Classifies by API group and kind (`apiVersion` `apps/v1` has group
+    /// `apps`; `v1` the core group).
+    pub fn of(group: &str, kind: &str) -> ObjectKind {
+        if group.is_empty() && kind == "Pod" {
+            return ObjectKind::Pod;
+        }
+        if group == CLAIM_GROUP
+            && let Some(claim) = ClaimKind::of_kind(kind)
+        {
+            return ObjectKind::Claim(claim);
+        }
+        Workload::ALL
+            .into_iter()
+            .find(|w| w.group() == group && w.kind() == kind)
+            .map_or(ObjectKind::Ignored, ObjectKind::Workload)
+    }
+
+    /// Classifies by `apiVersion` and `kind` as written in a manifest.
+    pub fn of_manifest(api_version: &str, kind: &str) -> ObjectKind {
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        Self::of(group, kind)
+    }
+
+    /// The object of this kind, being created in `namespace`, as the
+    /// evaluator takes it. None for the kinds the policy ignores.
+    pub fn created<'a>(self, object: &'a Value, namespace: &'a str) -> Option<Subject<'a>> {
+        match self {
+            ObjectKind::Pod => Some(Subject::pod(object, namespace, Scope::Whole)),
+            ObjectKind::Workload(workload) => Some(Subject::template(
+                object,
+                workload.shape(),
+                workload.kind(),
+                namespace,
+            )),
+            ObjectKind::Claim(kind) => Some(Subject::claim(object, kind, namespace)),
+            ObjectKind::Ignored => None,
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! One admission request, orchestrated: what it puts under evaluation
+//! ([`evaluated`]), the registry lookups that evaluation waits on
+//! ([`images_to_resolve`]), the rules run on it and the mode's decision
+//! turned into an `AdmissionResponse` ([`answer`], [`respond`]).
+//!
+//! It reads the request decoded by [`super::wire`] and decides through
+//! [`super::decision`]; neither knows of it.
+
+use kube::core::Status;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use serde_json::Value;
+
+use super::decision::{
+    Decision, DecisionKind, Mode, Verdict, decide, namespace_settings, unreadable,
+};
+use super::images;
+use super::kinds::ObjectKind;
+use super::namespace_guard;
+use super::wire::RawObject;
+use crate::policy::{
+    ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, Subject, scope_for_update,
+};
+use crate::registry::Platform;
+use crate::settings::Settings;
+
+/// Which webhook is asking: the mutating one (enforce namespaces) or a
+/// validating one, whose path tells the namespace's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Mutate,
+    Validate(Mode),
+    /// The namespace guard on the `gpu-policy.io/mode` label.
+    Namespace,
+}
+
+impl Endpoint {
+    /// The HTTP path the API server calls.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Mutate => "/mutate",
+            Endpoint::Validate(Mode::Enforce) => "/validate/enforce",
+            Endpoint::Validate(Mode::Warn) => "/validate/warn",
+            Endpoint::Validate(Mode::Audit) => "/validate/audit",
+            Endpoint::Namespace => "/validate/namespace",
+        }
+    }
+
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::Mutate,
+        Endpoint::Validate(Mode::Enforce),
+        Endpoint::Validate(Mode::Warn),
+        Endpoint::Validate(Mode::Audit),
+        Endpoint::Namespace,
+    ];
+}
+
+/// Answers one admission request as the webhook does: with the settings in
+/// force in the request's namespace and what the webhook knows of the
+/// cluster, when it can read it.
+/// `images`: what the images of the object need, as resolved from their
+/// registries beforehand ([`images_to_resolve`]).
+pub fn answer(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+    images: Option<&dyn ImageFacts>,
+) -> (AdmissionResponse, Verdict) {
+    let namespace_settings = namespace_settings(settings, cluster, request.namespace.as_deref());
+    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, images);
+    respond(request, endpoint, &evaluator)
+}
+
+/// What a request puts under evaluation: the object as the evaluator
+/// takes it, what kind it is and the mode the endpoint stands for.
+#[derive(Debug, Clone)]
+pub struct Evaluated<'r> {
+    pub kind: ObjectKind,
+    /// The object, its namespace, and the operation as a scope: a whole
+    /// object being created (or a workload or claim being updated), or the
+    /// new ephemeral containers of a Pod.
+    pub subject: Subject<'r>,
+    /// The namespace's mode: the mutating webhook is called in enforce
+    /// namespaces, each validating one in the mode its path names.
+    pub mode: Mode,
+}
+
+/// What gets evaluated for a request, the one table of it:
+/// - a Pod being created, on any admission endpoint;
+/// - the new ephemeral containers of a Pod (`pods/ephemeralcontainers`);
+/// - a workload's pod template being created or updated, on a validating
+///   endpoint (pods are mutated, templates never);
+/// - a claim or claim template being created, or updated with a changed
+///   spec, on a validating endpoint.
+///
+/// `Ok(None)` for everything else (allowed untouched, reported as
+/// ignored); `Err` with a denial's body when the review lacks what the
+/// evaluation needs.
+pub fn evaluated(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+) -> Result<Option<Evaluated<'_>>, &'static str> {
+    let mode = match endpoint {
+        Endpoint::Namespace => return Ok(None),
+        Endpoint::Mutate => Mode::Enforce,
+        Endpoint::Validate(mode) => mode,
+    };
+    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
+    let main = request.sub_resource.is_none();
+    let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
+    let validating = matches!(endpoint, Endpoint::Validate(_));
+    let written = matches!(request.operation, Operation::Create | Operation::Update);
+    // Some(scope) for an update of a Pod's ephemeral containers; None for
+    // an object evaluated as created.
+    let update_scope = match (kind, &request.operation) {
+        (ObjectKind::Pod, Operation::Create) if main => None,
+        (ObjectKind::Pod, Operation::Update) if ephemeral => match request.old_object.as_ref() {
+            Some(old) => Some(scope_for_update(&old.raw)),
+            None => return Err("the review carries no oldObject"),
+        },
+        (ObjectKind::Workload(_), _) if main && validating && written => None,
+        (ObjectKind::Claim(_), _) if main && validating && written && !spec_unchanged(request) => {
+            None
+        }
+        _ => return Ok(None),
+    };
+    let Some(object) = request.object.as_ref() else {
+        return Err("the review carries no object");
+    };
+    let namespace = request
+        .namespace
+        .as_deref()
+        .or_else(|| {
+            object
+                .raw
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("default");
+    let subject = match update_scope {
+        Some(scope) => Some(Subject::pod(&object.raw, namespace, scope)),
+        None => kind.created(&object.raw, namespace),
+    };
+    Ok(subject.map(|subject| Evaluated {
+        kind,
+        subject,
+        mode,
+    }))
+}
+
+/// The images worth a registry lookup before [`answer`], and the platform
+/// the pod runs on: those of the GPU containers of what the request puts
+/// under evaluation ([`evaluated`], [`images::wanted`]). None for
+/// everything else, so that no other object waits on a registry.
+pub fn images_to_resolve(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+) -> Option<(Vec<String>, Platform)> {
+    let evaluated = evaluated(request, endpoint).ok()??;
+    // The claims the rules will resolve, from the same cluster; nothing
+    // else of the evaluation is needed to know the GPU containers.
+    let claims = cluster.map(|c| -> &dyn ClaimFacts { c });
+    images::wanted(&evaluated.subject, settings, claims)
+}
+
+/// Answers one admission request with the evaluator given: tests and
+/// benchmarks choose the namespace's settings themselves.
+pub fn respond(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+    evaluator: &Evaluator<'_>,
+) -> (AdmissionResponse, Verdict) {
+    let response = AdmissionResponse::from(request);
+    if endpoint == Endpoint::Namespace {
+        return guard_namespace(request, response, evaluator.settings);
+    }
+    let evaluated = match evaluated(request, endpoint) {
+        Ok(Some(evaluated)) => evaluated,
+        Ok(None) => return (response, Verdict::new(DecisionKind::Ignored)),
+        Err(missing) => return deny(response, missing),
+    };
+    let mut verdict = Verdict::new(DecisionKind::Allowed);
+    let decision = match evaluator.evaluate(&evaluated.subject) {
+        Ok(evaluation) => {
+            verdict.changes = evaluation.changed_rules();
+            verdict.violations = evaluation.violations.iter().map(|v| v.rule).collect();
+            decide(evaluated.mode, evaluated.kind, &evaluation)
+        }
+        Err(error) => unreadable(&request.kind.kind, &error),
+    };
+    into_response(response, endpoint, decision, verdict)
+}
+
+/// An update that leaves the object's `spec` as it was: for a claim (whose
+/// spec is immutable) a change of labels, annotations or finalizers, which
+/// must go through so that a claim admitted earlier, under a looser
+/// configuration, can still be released and deleted.
+fn spec_unchanged(request: &AdmissionRequest<RawObject>) -> bool {
+    fn spec(object: Option<&RawObject>) -> Option<&Value> {
+        object.and_then(|o| o.raw.get("spec"))
+    }
+    request.operation == Operation::Update
+        && request.old_object.is_some()
+        && spec(request.object.as_ref()) == spec(request.old_object.as_ref())
+}
+
+fn guard_namespace(
+    request: &AdmissionRequest<RawObject>,
+    response: AdmissionResponse,
+    settings: &Settings,
+) -> (AdmissionResponse, Verdict) {
+    if ObjectKind::of(&request.kind.group, &request.kind.kind) != ObjectKind::Ignored
+        || request.kind.kind != "Namespace"
+    {
+        return (response, Verdict::new(DecisionKind::Ignored));
+    }
+    let groups = request.user_info.groups.as_deref().unwrap_or_default();
+    let requester = namespace_guard::Requester {
+        username: request.user_info.username.as_deref().unwrap_or(""),
+        groups,
+    };
+    let old = request.old_object.as_ref().map(|o| &o.raw);
+    let new = request.object.as_ref().map(|o| &o.raw);
+    match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
+        Ok(()) => (response, Verdict::new(DecisionKind::Allowed)),
+        Err(message) => (
+            forbidden(response, &message),
+            Verdict::new(DecisionKind::Denied),
+        ),
+    }
+}
+
+/// Denies with a message body of the admission layer's own.
+fn deny(response: AdmissionResponse, body: &str) -> (AdmissionResponse, Verdict) {
+    let message = Message::new(body);
+    (
+        forbidden(response, &message),
+        Verdict::new(DecisionKind::Denied),
+    )
+}
+
+fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
+    response.allowed = false;
+    response.result = Status::failure(message, "Forbidden").with_code(403);
+    response
+}
+
+fn into_response(
+    mut response: AdmissionResponse,
+    endpoint: Endpoint,
+    decision: Decision,
+    mut verdict: Verdict,
+) -> (AdmissionResponse, Verdict) {
+    // The mutating webhook only mutates: denials and warnings come from the
+    // validating webhook, which sees the mutated object (and later mutating
+    // webhooks get their chance to change it first). A pod that will be
+    // denied gets no patch: `decide` returns none with violations.
+    if !decision.allowed && endpoint != Endpoint::Mutate {
+        let message = decision
+            .denial
+            .unwrap_or_else(|| Message::new("denied").into_string());
+        let mut response = forbidden(response, &message);
+        if !decision.warnings.is_empty() {
+            response.warnings = Some(decision.warnings);
+        }
+        verdict.decision = DecisionKind::Denied;
+        return (response, verdict);
+    }
+    match endpoint {
+        Endpoint::Mutate => {
+            if !decision.patch.is_empty() {
+                match response
+                    .clone()
+                    .with_patch(json_patch::Patch(decision.patch))
+                {
+                    Ok(patched) => {
+                        response = patched;
+                        verdict.decision = DecisionKind::Mutated;
+                    }
+                    Err(err) => {
+                        let body = format!("cannot encode the patch: {err}");
+                        return deny(response, &body);
+                    }
+                }
+            }
+        }
+        Endpoint::Validate(_) | Endpoint::Namespace => {
+            if !decision.warnings.is_empty() {
+                verdict.decision = DecisionKind::Warned;
+                response.warnings = Some(decision.warnings);
+            }
+            response.audit_annotations = decision.audit_annotations.into_iter().collect();
+        }
+    }
+    (response, verdict)
+}

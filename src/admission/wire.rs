@@ -1,0 +1,203 @@
+//! The AdmissionReview v1 wire format: the request body in
+//! ([`decode`]), the response body out ([`encode`]). Nothing here knows
+//! what the policy decides.
+//!
+//! The object stays raw JSON from request to patch ([`RawObject`]): typed
+//! decoding would drop fields this program does not know, and a patch
+//! computed on a re-encoded object would address the wrong thing.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, META_API_VERSION_V1, META_KIND};
+use kube::core::{ApiResource, DynamicResourceScope, Resource, TypeMeta};
+use serde::de::DeserializeSeed;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::object_tree::ObjectTree;
+
+/// An object as the API server sent it, less the fields no rule reads
+/// ([`ObjectTree`]: probes, commands, ports, `managedFields`, `status`).
+///
+/// `metadata` is decoded from `raw` only if something asks for it through
+/// [`Resource`] (nothing on the admission path does); the policy reads only
+/// `raw`.
+#[derive(Debug, Clone)]
+pub struct RawObject {
+    pub raw: Value,
+    metadata: OnceLock<ObjectMeta>,
+}
+
+impl RawObject {
+    pub fn new(raw: Value) -> Self {
+        Self {
+            raw,
+            metadata: OnceLock::new(),
+        }
+    }
+
+    fn decoded_metadata(&self) -> ObjectMeta {
+        self.raw
+            .get("metadata")
+            .and_then(|meta| ObjectMeta::deserialize(meta).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl PartialEq for RawObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+/// Read without the fields no rule reads ([`ObjectTree`]).
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        ObjectTree::object()
+            .deserialize(deserializer)
+            .map(RawObject::new)
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl Resource for RawObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        self.metadata.get_or_init(|| self.decoded_metadata())
+    }
+
+    /// Not on the admission path: nothing changes metadata this way, and
+    /// a change here would not reach `raw`.
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        if self.metadata.get().is_none() {
+            self.metadata = OnceLock::from(self.decoded_metadata());
+        }
+        match self.metadata.get_mut() {
+            Some(metadata) => metadata,
+            // `OnceLock::get_mut_or_init` is not stable; the lock was filled above.
+            None => unreachable!("metadata was set above"),
+        }
+    }
+}
+
+/// A review body that is not an AdmissionReview v1 request. The server
+/// answers these with HTTP 400.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("body is not an AdmissionReview: {}", crate::manifest::one_line(&.0.to_string()))]
+    Malformed(#[from] serde_json::Error),
+    #[error("body is not an AdmissionReview: not UTF-8 ({0})")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error("unsupported apiVersion {0:?}: only admission.k8s.io/v1 is served")]
+    Version(String),
+    #[error("kind is {0:?}, expected AdmissionReview")]
+    Kind(String),
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+}
+
+/// Decodes an AdmissionReview v1 request body.
+pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
+    // One pass over the whole body: decoding from bytes would check every
+    // string on its own, which costs more than the rest of the decoding.
+    let text = std::str::from_utf8(body)?;
+    let review: ReviewBody = serde_json::from_str(text)?;
+    if review.api_version != META_API_VERSION_V1 {
+        return Err(ReviewError::Version(review.api_version));
+    }
+    if review.kind != META_KIND {
+        return Err(ReviewError::Kind(review.kind));
+    }
+    let mut request = review.request.ok_or(ReviewError::MissingRequest)?;
+    request.types = TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    };
+    Ok(request)
+}
+
+/// The AdmissionReview as the API server sends it, read in one pass.
+///
+/// kube's `AdmissionReview` flattens its `TypeMeta`, and serde reads a
+/// struct with a flattened field by first buffering the whole body into
+/// its own content tree and then reading that again (about 1,000
+/// instructions per review here). The fields are the same, and equally
+/// required.
+#[derive(Deserialize)]
+struct ReviewBody {
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    request: Option<AdmissionRequest<RawObject>>,
+}
+
+/// Encodes the response as an AdmissionReview v1.
+///
+/// `response.patch` is a Go `[]byte`, which the API documents (and every
+/// client expects) as a base64 string; kube-core 5 writes it as an array of
+/// numbers, so the patch is written here in its place. Audit annotations
+/// are written in key order, so that equal answers are equal bytes.
+pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
+    #[derive(Serialize)]
+    struct Review<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'a str,
+        kind: &'a str,
+        response: Response<'a>,
+    }
+    #[derive(Serialize)]
+    struct Response<'a> {
+        #[serde(flatten)]
+        response: &'a AdmissionResponse,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+        #[serde(
+            rename = "auditAnnotations",
+            skip_serializing_if = "BTreeMap::is_empty"
+        )]
+        audit_annotations: BTreeMap<String, String>,
+    }
+    let patch = response.patch.take().map(|patch| BASE64.encode(patch));
+    let audit_annotations = std::mem::take(&mut response.audit_annotations)
+        .into_iter()
+        .collect();
+    serde_json::to_vec(&Review {
+        api_version: META_API_VERSION_V1,
+        kind: META_KIND,
+        response: Response {
+            response: &response,
+            patch,
+            audit_annotations,
+        },
+    })
+}

@@ -1,0 +1,79 @@
+//! docs/policy.md's table of what the admission policies cover, rule by
+//! rule: printed from the registry (`policy::rules::RULES`), each entry's
+//! generated policies and its [`ApiServer`] reasons. A test holds the docs
+//! to it.
+
+use super::{GeneratedPolicy, generated};
+use crate::policy::rules::{ApiServer, Check, RULES, Rule};
+use crate::settings::Settings;
+
+/// The markdown table: one row per registry entry, by rule number.
+pub fn coverage_table(settings: &Settings) -> String {
+    let mut rules: Vec<&Rule> = RULES.iter().collect();
+    rules.sort_by_key(|rule| rule.id);
+    let mut out = String::from(
+        "| rule | admission policies | enforced by the policies | webhook only |\n\
+         | --- | --- | --- | --- |\n",
+    );
+    for rule in rules {
+        let coverage = rule.api_server.coverage();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            rule_name(rule),
+            policies(rule, settings),
+            coverage.enforced,
+            coverage.webhook_only
+        ));
+    }
+    out
+}
+
+/// `R2 bounded-requests`, with what the entry runs on when the rule has
+/// more than one entry (`(claims)`).
+fn rule_name(rule: &Rule) -> String {
+    let number = crate::policy::RuleId::ALL
+        .iter()
+        .position(|id| *id == rule.id)
+        .map_or(0, |at| at + 1);
+    let entries = RULES.iter().filter(|other| other.id == rule.id).count();
+    let name = format!("R{number} {}", rule.id);
+    match (entries, rule.check) {
+        (1, _) => name,
+        (_, Check::Claim(_)) => format!("{name} (claims)"),
+        (_, Check::Pod(_)) => format!("{name} (pods)"),
+        (_, Check::Allowlist(_)) => name,
+    }
+}
+
+/// The policies generated for the entry, or why there are none.
+fn policies(rule: &Rule, settings: &Settings) -> String {
+    let policies = generated(rule, settings);
+    let named = |list: &[GeneratedPolicy], kind: &str| -> Vec<String> {
+        list.iter()
+            .map(|policy| format!("`{}` ({kind})", policy.name))
+            .collect()
+    };
+    let mut all = named(&policies.validating, "validating");
+    all.extend(named(&policies.mutating, "mutating"));
+    match rule.api_server {
+        ApiServer::InOtherPolicies(_) => "none of its own: in the others' CEL".to_owned(),
+        ApiServer::WebhookOnly { .. } => "none".to_owned(),
+        _ => all.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_has_a_row() {
+        let table = coverage_table(&Settings::default());
+        assert_eq!(table.lines().count(), RULES.len() + 2, "{table}");
+        assert!(table.contains("| R2 bounded-requests (claims) | `gpu-policy-bounded-requests-claims` (validating) |"), "{table}");
+        assert!(
+            table.contains("| R4 compute-affinity | none | nothing |"),
+            "{table}"
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! Why a pass of the route failed.
+
+use super::SecretRef;
+use crate::certs::{CA_FILE, CertError, PkiError};
+
+/// Why a pass failed. The files on disk were not changed.
+///
+/// The message ends with the cause's own text, so it reads whole on one
+/// line; the cause is also kept as the error's source.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The API server refused or did not answer.
+    #[error("cannot {verb} {what}: {}", api_reason(verb, scope, source))]
+    Api {
+        verb: &'static str,
+        what: String,
+        /// What `verb` is needed on, named when RBAC refuses it.
+        scope: String,
+        // Boxed: kube's error is large, and every pass returns this type.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The Secret exists but is not one this route may manage or serve.
+    #[error("Secret {secret} cannot be used: {reason}")]
+    Unusable { secret: SecretRef, reason: String },
+    /// The serving pair in the Secret does not load.
+    #[error("Secret {secret} cannot be used: its serving pair does not load: {source}")]
+    UnloadablePair {
+        secret: SecretRef,
+        #[source]
+        source: Box<CertError>,
+    },
+    /// The CA certificate in the Secret is not PEM.
+    #[error("Secret {secret} cannot be used: {CA_FILE}: {source}")]
+    UnreadableCa {
+        secret: SecretRef,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("cannot generate certificates for Secret {secret}: {source}")]
+    Generate {
+        secret: SecretRef,
+        #[source]
+        source: PkiError,
+    },
+    #[error(transparent)]
+    Files(#[from] CertError),
+}
+
+impl SecretError {
+    /// HTTP status of the API server's answer, `None` when there was none.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Self::Api { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether RBAC refused the request (HTTP 403).
+    pub fn is_forbidden(&self) -> bool {
+        self.code() == Some(403)
+    }
+}
+
+/// A readable reason for an API error; a 403 names RBAC and the missing
+/// permission.
+fn api_reason(verb: &str, scope: &str, error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => format!(
+            "forbidden by RBAC: the service account needs `{verb}` on {scope}: {}",
+            status.message
+        ),
+        kube::Error::Api(status) => {
+            format!("{} {}: {}", status.code, status.reason, status.message)
+        }
+        other => format!("the API server did not answer: {other}"),
+    }
+}

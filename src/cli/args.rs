@@ -1,0 +1,91 @@
+//! The flags `check` and `audit` share, and the exit status for bad input.
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+
+use crate::admission::Mode;
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A file, a folder (recursive: *.yaml, *.yml, *.json) or - for stdin.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The namespace's mode.
+    #[arg(long, value_enum, default_value_t = ModeArg::Enforce)]
+    pub mode: ModeArg,
+    /// The namespace of objects that name none.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// A namespace annotation to simulate (repeatable), e.g.
+    /// gpu-policy.io/max-gpus-per-pod=2.
+    #[arg(long = "namespace-annotation", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub namespace_annotations: Vec<(String, String)>,
+    /// The policy configuration file (YAML); defaults apply without one.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Read what GPU images need from their registries, as the webhook does
+    /// in imageResolution.mode registry (with the config's timeout per
+    /// object, its insecureRegistries and credentialsFile); the image table
+    /// answers for an image whose registry does not.
+    #[arg(long)]
+    pub resolve_images: bool,
+    /// A dockerconfigjson file with the registry credentials (instead of
+    /// the config's imageResolution.credentialsFile); needs --resolve-images.
+    #[arg(long, value_name = "FILE", requires = "resolve_images")]
+    pub registry_credentials: Option<PathBuf>,
+    /// What decides: the webhook's rules, or the generated admission
+    /// policies (`manifests --admission-policies --mutating-policies`)
+    /// evaluated in CEL, as the API server would without the webhook.
+    #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with = "resolve_images")]
+    pub engine: Engine,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// The webhook's rules.
+    Webhook,
+    /// The generated ValidatingAdmissionPolicies and
+    /// MutatingAdmissionPolicies, in CEL.
+    Cel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Enforce,
+    Warn,
+    Audit,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Enforce => Mode::Enforce,
+            ModeArg::Warn => Mode::Warn,
+            ModeArg::Audit => Mode::Audit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// One block per object, for people.
+    Text,
+    /// One JSON array, one element per object.
+    Json,
+    /// Every object after mutation, as multi-document YAML.
+    Yaml,
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+/// Exit status for bad input (unreadable path, YAML/JSON error, bad flags).
+pub const EXIT_BAD_INPUT: u8 = 2;

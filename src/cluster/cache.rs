@@ -1,0 +1,355 @@
+//! [`ClusterCache`]: the lean snapshot the watch tasks write and the
+//! handlers read, with what tells whether each [`Source`] has been listed
+//! and is current. The rules read it through [`ClusterFacts`] and
+//! [`ClaimFacts`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use kube::runtime::watcher;
+
+use super::node_summary::NodeSummary;
+use crate::cuda::ComputeCapability;
+use crate::policy::ClusterFacts;
+use crate::policy::cluster::{ClusterSnapshot, RuntimeClassInfo};
+use crate::policy::dra::{ClaimFacts, Resolved};
+use crate::settings::Settings;
+
+/// What a cache mirrors; also the `resource` label of the staleness metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Namespaces,
+    Nodes,
+    RuntimeClasses,
+    AllowlistedWorkloads,
+    ResourceClaims,
+    ResourceClaimTemplates,
+    DeviceClasses,
+}
+
+/// How many sources there are.
+const SOURCES: usize = 7;
+
+impl Source {
+    pub const ALL: [Source; SOURCES] = [
+        Source::Namespaces,
+        Source::Nodes,
+        Source::RuntimeClasses,
+        Source::AllowlistedWorkloads,
+        Source::ResourceClaims,
+        Source::ResourceClaimTemplates,
+        Source::DeviceClasses,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Namespaces => "namespaces",
+            Source::Nodes => "nodes",
+            Source::RuntimeClasses => "runtimeclasses",
+            Source::AllowlistedWorkloads => "allowlisted-workloads",
+            Source::ResourceClaims => "resourceclaims",
+            Source::ResourceClaimTemplates => "resourceclaimtemplates",
+            Source::DeviceClasses => "deviceclasses",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Source::Namespaces => 0,
+            Source::Nodes => 1,
+            Source::RuntimeClasses => 2,
+            Source::AllowlistedWorkloads => 3,
+            Source::ResourceClaims => 4,
+            Source::ResourceClaimTemplates => 5,
+            Source::DeviceClasses => 6,
+        }
+    }
+}
+
+/// The caches, shared by the watch tasks (writers) and the handlers
+/// (readers).
+///
+/// A source is *synced* once every watch it started with has listed:
+/// readiness waits for that, once. A watch started later (a reload added an
+/// allowlist entry, or changed the GPU resource patterns) marks its source
+/// *stale* until it has listed, without taking the server out of service:
+/// meanwhile the rules read what was known before the reload.
+#[derive(Debug, Default)]
+pub struct ClusterCache {
+    snapshot: RwLock<ClusterSnapshot>,
+    synced: [AtomicBool; SOURCES],
+    stale: [AtomicBool; SOURCES],
+    /// Watches of each source that have not completed their first list.
+    pending: [AtomicUsize; SOURCES],
+    /// When each watch last failed.
+    last_error: Mutex<[Option<Instant>; SOURCES]>,
+    /// The settings whose GPU resource patterns the cached nodes were
+    /// projected with (None before the first node list).
+    node_projection: RwLock<Option<Arc<Settings>>>,
+    /// Bumped by every write of the snapshot, under its write lock.
+    generation: AtomicU64,
+    /// The nodes summarised for the rules, as of some generation.
+    summary: RwLock<Option<Arc<NodeSummary>>>,
+}
+
+/// How often the API server is asked whether it answers, to tell when a
+/// stale cache is current again: a resumed watch brings no event when
+/// nothing changed meanwhile.
+pub(super) const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+
+impl ClusterCache {
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, ClusterSnapshot> {
+        // A writer panicking mid-update is impossible here (plain map
+        // operations); recover the data rather than propagate poison.
+        self.snapshot.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, ClusterSnapshot> {
+        let snapshot = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        // While no reader holds the snapshot: see `ClusterCache::node_summary`.
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        snapshot
+    }
+
+    /// Every cache has completed its first full list.
+    pub fn is_synced(&self) -> bool {
+        self.synced.iter().all(|s| s.load(Ordering::Acquire))
+    }
+
+    /// The source's watches failed lately, or one of them has not listed
+    /// yet: decisions use what was known before.
+    pub fn is_stale(&self, source: Source) -> bool {
+        self.stale[source.index()].load(Ordering::Acquire)
+    }
+
+    /// A copy of what is cached (for `audit` and tests).
+    pub fn snapshot(&self) -> ClusterSnapshot {
+        self.read().clone()
+    }
+
+    fn mark_synced(&self, source: Source) {
+        self.synced[source.index()].store(true, Ordering::Release);
+        self.mark_fresh(source);
+    }
+
+    pub(super) fn mark_fresh(&self, source: Source) {
+        if self.pending[source.index()].load(Ordering::Acquire) > 0 {
+            return;
+        }
+        if self.stale[source.index()].swap(false, Ordering::AcqRel) {
+            tracing::info!(resource = source.as_str(), "cluster cache is current again");
+        }
+    }
+
+    /// A watch of `source` starts; it has to list before the source is
+    /// synced (at start) or current (after a reload).
+    pub(super) fn watch_started(&self, source: Source) {
+        self.pending[source.index()].fetch_add(1, Ordering::AcqRel);
+        if self.synced[source.index()].load(Ordering::Acquire)
+            && !self.stale[source.index()].swap(true, Ordering::AcqRel)
+        {
+            tracing::info!(
+                resource = source.as_str(),
+                "cluster cache is catching up with the reloaded configuration"
+            );
+        }
+    }
+
+    /// A watch of `source` listed for the first time.
+    pub(super) fn watch_listed(&self, source: Source) {
+        if self.pending[source.index()].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.mark_synced(source);
+        }
+    }
+
+    /// A watch of `source` stopped before it listed.
+    pub(super) fn watch_stopped(&self, source: Source) {
+        self.pending[source.index()].fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The watches of `source` are being started or stopped: until
+    /// [`ClusterCache::release`], none of them makes the source synced or
+    /// current, whatever it lists. A source fed by several watches (one per
+    /// allowlist entry) would otherwise count as listed as soon as the
+    /// first one had listed, before the next one was even started.
+    pub(super) fn hold(&self, source: Source) {
+        self.pending[source.index()].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The watches of `source` are in place: it is synced (and current)
+    /// once every one of them has listed, which may be now (an empty
+    /// allowlist has no watch at all).
+    pub(super) fn release(&self, source: Source) {
+        self.watch_listed(source);
+    }
+
+    /// The API server answered: every watch that has not failed for a probe
+    /// interval has reconnected (kube-runtime retries within its backoff).
+    pub(super) fn api_answered(&self) {
+        let now = Instant::now();
+        let last_error = *self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        for source in Source::ALL {
+            let quiet = last_error[source.index()]
+                .is_none_or(|at| now.duration_since(at) >= PROBE_INTERVAL);
+            if quiet && self.synced[source.index()].load(Ordering::Acquire) {
+                self.mark_fresh(source);
+            }
+        }
+    }
+
+    pub(super) fn mark_stale(&self, source: Source, error: &watcher::Error) {
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner())[source.index()] =
+            Some(Instant::now());
+        if !self.stale[source.index()].swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                resource = source.as_str(),
+                %error,
+                "cluster cache is stale: decisions use the last known state"
+            );
+        }
+    }
+
+    /// The node table now holds projections made with `settings`' GPU
+    /// resource patterns.
+    pub(super) fn nodes_projected_with(&self, settings: Arc<Settings>) {
+        *self
+            .node_projection
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(settings);
+    }
+
+    /// Whether the cached nodes carry `resource` (a GPU resource of the
+    /// settings they were projected with).
+    fn nodes_carry(&self, resource: &str) -> bool {
+        self.node_projection
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|settings| settings.is_gpu_resource(resource))
+    }
+
+    /// The summary of the nodes as cached now, made again after any write.
+    ///
+    /// Writers bump the generation while they hold the snapshot's write
+    /// lock; the generation read here under the read lock is that of the
+    /// data summarised, so a summary made from older data is never taken
+    /// for a newer one.
+    fn node_summary(&self) -> Arc<NodeSummary> {
+        let snapshot = self.read();
+        let generation = self.generation.load(Ordering::Acquire);
+        let current = |summary: &Option<Arc<NodeSummary>>| {
+            summary
+                .as_ref()
+                .filter(|summary| summary.generation() == generation)
+                .map(Arc::clone)
+        };
+        let cached = self.summary.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(summary) = current(&cached) {
+            return summary;
+        }
+        drop(cached);
+        let mut cached = self.summary.write().unwrap_or_else(|e| e.into_inner());
+        // Another reader may have made it meanwhile.
+        if let Some(summary) = current(&cached) {
+            return summary;
+        }
+        let summary = Arc::new(NodeSummary::of(&snapshot.nodes, generation));
+        *cached = Some(Arc::clone(&summary));
+        summary
+    }
+}
+
+impl ClusterFacts for ClusterCache {
+    fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo> {
+        self.read().runtime_class(name)
+    }
+
+    fn workload_uid(&self, namespace: &str, kind: &str, name: &str) -> Option<String> {
+        self.read().workload_uid(namespace, kind, name)
+    }
+
+    /// None ("nothing can be concluded") for a resource the cached nodes
+    /// were not projected with: a pattern added at reload until the nodes
+    /// are listed again.
+    fn largest_allocatable(&self, resource: &str) -> Option<u64> {
+        if !self.nodes_carry(resource) {
+            return None;
+        }
+        self.node_summary().largest_allocatable(resource)
+    }
+
+    fn compute_capabilities(&self) -> Vec<ComputeCapability> {
+        self.node_summary().compute_capabilities()
+    }
+
+    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.read().namespace_annotations(namespace)
+    }
+}
+
+/// Claims resolve from the watched tables; one not (yet) seen is unknown.
+impl ClaimFacts for ClusterCache {
+    fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
+        self.read().dra.resource_claim_template(namespace, name)
+    }
+
+    fn resource_claim(&self, namespace: &str, name: &str) -> Resolved {
+        self.read().dra.resource_claim(namespace, name)
+    }
+
+    fn is_gpu_device_class(&self, class: &str) -> bool {
+        self.read().dra.is_gpu_device_class(class)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::cluster::NodeGpus;
+
+    fn node(gpus: &[(&str, u64)], capability: Option<(u32, u32)>) -> NodeGpus {
+        NodeGpus {
+            allocatable: gpus.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
+            compute_capability: capability
+                .map(|(major, minor)| ComputeCapability::new(major, minor)),
+        }
+    }
+
+    #[test]
+    fn every_write_makes_the_summary_again() {
+        let cache = ClusterCache::default();
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            None
+        );
+        cache
+            .write()
+            .nodes
+            .insert("a".to_owned(), node(&[("nvidia.com/gpu", 8)], Some((8, 0))));
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            Some(8)
+        );
+        let first = cache.node_summary();
+        assert!(
+            Arc::ptr_eq(&first, &cache.node_summary()),
+            "made once per write"
+        );
+        cache.write().nodes.insert(
+            "b".to_owned(),
+            node(&[("nvidia.com/gpu", 16)], Some((9, 0))),
+        );
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            Some(16)
+        );
+        assert_eq!(cache.node_summary().compute_capabilities().len(), 2);
+        cache.write().nodes.clear();
+        assert_eq!(
+            cache.node_summary().largest_allocatable("nvidia.com/gpu"),
+            None
+        );
+    }
+}
