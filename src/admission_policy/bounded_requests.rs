@@ -44,31 +44,14 @@
 //! and the largest node's capacity (it cannot list nodes); the webhook
 //! checks both.
 
-use super::cel_text::{self as cel, Fill, count, read_once, sidecar, whole};
-use super::{Validation, Variable, sharing};
-use crate::policy::quantity::QuantityError;
+use super::cel_text::{self as cel, Fill, count, invalid_reason, read_once, sidecar, whole};
+use super::object::{Validation, Variable};
+use super::sharing;
 use crate::policy::rules::bounded_requests::{
     ABOVE_CONTAINER_MAXIMUM, ABOVE_POD_MAXIMUM, INVALID_VALUE, REQUEST_NOT_LIMIT,
     REQUEST_WITHOUT_LIMIT,
 };
 use crate::settings::{HAMI_CARDS, Settings};
-
-/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it
-/// (`v` is known not to be whole).
-pub fn invalid_reason(v: &str) -> String {
-    let says = |error: QuantityError| cel::string(&error.to_string());
-    format!(
-        "(!isQuantity({v}) ? {malformed} \
-         : {} < 0 ? {negative} \
-         : quantity({v}).isGreaterThan(quantity('18446744073709551615')) ? {large} \
-         : {fractional})",
-        cel::zero_compared(v),
-        malformed = says(QuantityError::Malformed),
-        negative = says(QuantityError::Negative),
-        large = says(QuantityError::TooLarge),
-        fractional = says(QuantityError::Fractional),
-    )
-}
 
 pub fn variables(settings: &Settings) -> Vec<Variable> {
     let gpu = cel::gpu_resource(settings, "k");
@@ -108,8 +91,8 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
     let invalid_keys = keys(
         "invalidValue",
         &format!(
-            "{lim}.filter(k, {gpu} && !{wl}).map(k, ['limits', k, {rl}]) \
-             + {req}.filter(k, {gpu} && !{wr}).map(k, ['requests', k, {rr}])",
+            "{lim}.filter(k, {gpu} && !{wl}).map(k, ['limits', string(k), {rl}]) \
+             + {req}.filter(k, {gpu} && !{wr}).map(k, ['requests', string(k), {rr}])",
             rl = invalid_reason("m.l[k]"),
             rr = invalid_reason("m.r[k]"),
         ),

@@ -9,6 +9,7 @@
 use crate::policy::message::{
     CONTAINER, LIST_SEPARATOR, Message, MessageTemplate, Noun, Piece, SEPARATOR,
 };
+use crate::policy::quantity::QuantityError;
 use crate::settings::{AllowlistEntry, HAMI_RESOURCES, Settings};
 
 /// A CEL string literal: single-quoted, with `\` and `'` escaped.
@@ -199,23 +200,20 @@ pub fn zero_compared(v: &str) -> String {
     format!("quantity({v}).compareTo(quantity('0'))")
 }
 
-/// The container is a GPU container the nvidia runtime serves: it asks
-/// for a GPU resource, or holds a share of a card (KAI's fraction, a HAMi
-/// share; see `sharing.rs`, whose variables the policy must declare).
-pub fn asks_gpu(settings: &Settings, c: &str) -> String {
-    let (lim, req) = (limits(c), requests(c));
-    let gpu = match super::sharing::share_resource(settings, "k") {
-        Some(share) => format!("({} || {share})", gpu_resource(settings, "k")),
-        None => gpu_resource(settings, "k"),
-    };
-    let holder = match super::sharing::holder(settings, c) {
-        Some(holder) => format!(" || {holder}"),
-        None => String::new(),
-    };
+/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it
+/// (`v` is known not to be whole).
+pub fn invalid_reason(v: &str) -> String {
+    let says = |error: QuantityError| string(&error.to_string());
     format!(
-        "({lim}.exists(k, {gpu} && {nl}) || {req}.exists(k, {gpu} && {nr}){holder})",
-        nl = nonzero(&format!("{lim}[k]")),
-        nr = nonzero(&format!("{req}[k]")),
+        "(!isQuantity({v}) ? {malformed} \
+         : {} < 0 ? {negative} \
+         : quantity({v}).isGreaterThan(quantity('18446744073709551615')) ? {large} \
+         : {fractional})",
+        zero_compared(v),
+        malformed = says(QuantityError::Malformed),
+        negative = says(QuantityError::Negative),
+        large = says(QuantityError::TooLarge),
+        fractional = says(QuantityError::Fractional),
     )
 }
 

@@ -18,7 +18,7 @@
 //! the cluster: their selectors and extended resource names).
 
 use super::cel_text::{self as cel, Fill};
-use super::{Validation, Variable};
+use super::object::{Validation, Variable};
 use crate::policy::message::{Message, SEPARATOR};
 use crate::policy::rules::claim_requests::{
     ABOVE_CONTAINER_MAXIMUM, ABOVE_POD_MAXIMUM, ADMIN_ACCESS, ALL_DEVICES, EXTENDED_RESOURCE_CLAIM,

@@ -41,6 +41,10 @@
 //!
 //! Over one request ([`Shape::of_value`], [`MissingFields::Absent`]) the
 //! same model gives an upper bound of what that request costs.
+//!
+//! The Kubernetes sizes and limits and [`Bounds`] are in `cost_bounds.rs`,
+//! the shapes and [`Variables`] in `cost_shapes.rs` (which reads
+//! `cost_bounds.rs`, never this file); both are re-exported here.
 
 use std::collections::BTreeMap;
 
@@ -48,34 +52,21 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::Parser;
 
+#[path = "cost_bounds.rs"]
+mod bounds;
 #[path = "cost_shapes.rs"]
 mod shapes;
+pub use bounds::{
+    Bounds, MATCH_CONDITIONS_COST_BUDGET, MAX_REQUEST_SIZE_BYTES, MIN_BOOL_SIZE, MIN_NUMBER_SIZE,
+    MIN_STRING_SIZE, PER_CALL_LIMIT, RUNTIME_COST_BUDGET,
+};
 use shapes::union_items;
 pub use shapes::{
-    Shape, claim_or_template, claim_policy_variables, max_list_items, max_map_entries, namespace,
-    object_min_serialized_size, pod, pod_or_workload, pod_policy_variables, request,
+    Shape, Variables, claim_or_template, claim_policy_variables, max_list_items, max_map_entries,
+    namespace, object_min_serialized_size, pod, pod_or_workload, pod_policy_variables, request,
     workload_policy_variables,
 };
 
-/// The largest request the API server accepts, which bounds every list,
-/// map and string of a schema without `maxItems`, `maxProperties` or
-/// `maxLength` (`MaxRequestSizeBytes`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
-pub const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;
-/// The most one evaluation of one expression may cost before it is stopped
-/// (`PerCallLimit`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
-/// What the validations and message expressions of one policy binding, or
-/// one mutation, may cost together on one request (`RuntimeCELCostBudget`).
-pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
-/// What the match conditions of one binding may cost together
-/// (`RuntimeCELCostBudgetMatchConditions`).
-pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
-
-/// The smallest JSON of a string (`""`), a boolean (`true`) and a number
-/// (`0`) (`k8s.io/apiserver/pkg/cel/limits.go`).
-pub const MIN_STRING_SIZE: u64 = 2;
-pub const MIN_BOOL_SIZE: u64 = 4;
-pub const MIN_NUMBER_SIZE: u64 = 1;
 /// The longest decimal text of a 64-bit integer (`-9223372036854775808`).
 const MAX_NUMBER_TEXT: u64 = 20;
 
@@ -87,86 +78,6 @@ const MAP_CREATE_BASE_COST: u64 = 30;
 const STRUCT_CREATE_BASE_COST: u64 = 40;
 const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
 const REGEX_STRING_LENGTH_COST_FACTOR: f64 = 0.25;
-
-/// A range of sizes or of costs, with cel-go's arithmetic: saturating at
-/// `u64::MAX`, fractional factors rounded up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bounds {
-    pub min: u64,
-    pub max: u64,
-}
-
-impl Bounds {
-    /// Nothing known: 0 to `u64::MAX` (cel-go's unknown size estimate).
-    pub const UNKNOWN: Bounds = Bounds {
-        min: 0,
-        max: u64::MAX,
-    };
-
-    pub const fn fixed(value: u64) -> Bounds {
-        Bounds {
-            min: value,
-            max: value,
-        }
-    }
-
-    pub const fn up_to(max: u64) -> Bounds {
-        Bounds { min: 0, max }
-    }
-
-    fn add(self, other: Bounds) -> Bounds {
-        Bounds {
-            min: self.min.saturating_add(other.min),
-            max: self.max.saturating_add(other.max),
-        }
-    }
-
-    fn multiply(self, other: Bounds) -> Bounds {
-        Bounds {
-            min: self.min.saturating_mul(other.min),
-            max: self.max.saturating_mul(other.max),
-        }
-    }
-
-    fn union(self, other: Bounds) -> Bounds {
-        Bounds {
-            min: self.min.min(other.min),
-            max: self.max.max(other.max),
-        }
-    }
-
-    /// cel-go's `MultiplyByCostFactor`: each end times `factor`, rounded up.
-    fn times_factor(self, factor: f64) -> Bounds {
-        Bounds {
-            min: times_factor(self.min, factor),
-            max: times_factor(self.max, factor),
-        }
-    }
-
-    /// Whether the largest cost stays within `limit`.
-    pub fn within(self, limit: u64) -> bool {
-        self.max <= limit
-    }
-}
-
-/// `multiplyByCostFactor` of cel-go `checker/cost.go`, in the same float
-/// arithmetic so that the roundings agree.
-#[allow(
-    clippy::cast_precision_loss,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss
-)]
-fn times_factor(value: u64, factor: f64) -> u64 {
-    let product = (value as f64 * factor).ceil();
-    if product >= 18_446_744_073_709_551_616.0 {
-        u64::MAX
-    } else {
-        product as u64
-    }
-}
-
-/// The variables an expression sees, by name.
-pub type Variables = BTreeMap<String, Shape>;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CostError {

@@ -13,7 +13,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{Bounds, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE, Variables};
+use super::bounds::{Bounds, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE};
+
+/// The variables an expression sees, by name.
+pub type Variables = BTreeMap<String, Shape>;
 
 /// What a value is, with the sizes that bound its worst case: the part of
 /// a Kubernetes `DeclType` the cost model reads.

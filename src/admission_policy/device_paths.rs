@@ -23,7 +23,8 @@
 //! webhook's.
 
 use super::cel_text::{self as cel, Fill};
-use super::{Validation, Variable, sharing};
+use super::object::{Validation, Variable};
+use super::sharing;
 use crate::policy::message::{CONTAINER, Noun};
 use crate::policy::rules::device_paths::{
     ANNOTATION, CDI_ANNOTATIONS, DEVICE_LIST, DEVICE_LIST_MOUNT, EPHEMERAL_CONTAINER, HOST_PATH,
@@ -49,7 +50,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
         .collect::<Vec<_>>()
         .join(" && ");
     let mounts = "has(c.volumeMounts) ? c.volumeMounts : []";
-    let (gpu, claims) = (cel::asks_gpu(settings, "c"), cel::uses_claims("c"));
+    let (gpu, claims) = (sharing::asks_gpu(settings, "c"), cel::uses_claims("c"));
     // The privileged regular and init containers that also match `condition`.
     let privileged_containers = |condition: &str| {
         format!(

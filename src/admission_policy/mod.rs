@@ -23,6 +23,12 @@
 //! The namespace annotation `gpu-policy.io/max-gpus-per-pod` is read at
 //! admission from `namespaceObject`, as the webhook reads it.
 //!
+//! The objects' vocabulary ([`Variable`], [`Validation`],
+//! [`GeneratedPolicy`], [`API_VERSION`], [`MODE_ACTIONS`]) is in
+//! `object.rs`, the CEL text the generators share in `cel_text.rs`; this
+//! file builds the policies and bindings from the generators and defines
+//! nothing they use.
+//!
 //! [`cost`]: the worst-case cost of their CEL expressions, against the
 //! limits Kubernetes applies at run time; [`cost_check`]: the table
 //! `manifests --admission-policies --cost` prints.
@@ -37,6 +43,7 @@ pub mod coverage;
 mod device_paths;
 pub mod engine;
 mod mutating;
+mod object;
 mod runtime_class;
 mod sharing;
 
@@ -47,64 +54,7 @@ use crate::policy::RuleId;
 use crate::policy::rules::{Check, RULES, Rule};
 use crate::settings::{MODE_LABEL, Settings};
 
-pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
-
-/// A named CEL expression: a variable or a match condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variable {
-    pub name: String,
-    pub expression: String,
-}
-
-impl Variable {
-    pub fn new(name: &str, expression: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            expression: expression.to_owned(),
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        json!({"name": self.name, "expression": self.expression})
-    }
-}
-
-/// One validation: an expression that must hold, and the message that
-/// names what does not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Validation {
-    pub expression: String,
-    pub message_expression: String,
-}
-
-impl Validation {
-    pub fn new(expression: &str, message_expression: &str) -> Self {
-        Self {
-            expression: expression.to_owned(),
-            message_expression: message_expression.to_owned(),
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        json!({
-            "expression": self.expression,
-            "messageExpression": self.message_expression,
-            "reason": "Forbidden",
-        })
-    }
-}
-
-/// A generated policy and the rule it stands for.
-#[derive(Debug, Clone)]
-pub struct GeneratedPolicy {
-    pub rule: RuleId,
-    pub name: String,
-    pub object: Value,
-}
-
-/// What each namespace mode does with a violation.
-pub const MODE_ACTIONS: [(&str, &str); 3] =
-    [("enforce", "Deny"), ("warn", "Warn"), ("audit", "Audit")];
+pub use object::{API_VERSION, GeneratedPolicy, MODE_ACTIONS, Validation, Variable};
 
 /// The pod-spec variables every pod policy starts with.
 fn pod_variables() -> Vec<Variable> {

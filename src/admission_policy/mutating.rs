@@ -31,7 +31,8 @@
 use serde_json::{Value, json};
 
 use super::cel_text::{self as cel};
-use super::{API_VERSION, GeneratedPolicy, Variable, sharing};
+use super::object::{API_VERSION, GeneratedPolicy, Variable};
+use super::sharing;
 use crate::install;
 use crate::policy::RuleId;
 use crate::policy::rules::visible_devices::VARIABLE;
@@ -90,7 +91,7 @@ fn env_patches(
     let gpu = match can_hold_gpu {
         true => format!(
             "({} && !{})",
-            cel::asks_gpu(settings, "c"),
+            sharing::asks_gpu(settings, "c"),
             sharing::awaited(settings, "c")
         ),
         false => "false".to_owned(),
@@ -195,7 +196,7 @@ pub fn runtime_class(settings: &Settings) -> Option<GeneratedPolicy> {
         "gpuPod",
         &format!(
             "variables.containers.exists(c, {})",
-            cel::asks_gpu(settings, "c")
+            sharing::asks_gpu(settings, "c")
         ),
     ));
     let conditions = vec![

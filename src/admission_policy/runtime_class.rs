@@ -15,7 +15,8 @@
 //! RuntimeClass exists.
 
 use super::cel_text::{self as cel, Fill};
-use super::{Validation, Variable, sharing};
+use super::object::{Validation, Variable};
+use super::sharing;
 use crate::policy::rules::runtime_class::{NOT_GPU_CLASS, RESERVED_CLASS, allowed_phrase};
 use crate::settings::Settings;
 
@@ -30,7 +31,7 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             "gpuPod",
             &format!(
                 "variables.containers.exists(c, {})",
-                cel::asks_gpu(settings, "c")
+                sharing::asks_gpu(settings, "c")
             ),
         ),
         Variable::new(

@@ -3,7 +3,9 @@
 //! fraction, HAMi's share resources, the cards each implies, whether the
 //! scheme's own webhook has yet to act (R1), and what R2 checks of their
 //! values. A scheme that is off contributes nothing: no variable, and
-//! `false` or no text where a piece would test it.
+//! `false` or no text where a piece would test it. With them, the test
+//! every rule makes of a GPU container ([`asks_gpu`]): a GPU resource, or
+//! a share of a card.
 //!
 //! - **KAI-Scheduler.** `kaiFraction`: the pod's `spec.schedulerName` is
 //!   `gpuSharing.kaiScheduler.schedulerName` and its annotations (the pod's
@@ -42,11 +44,11 @@
 //! ([`percent_problems`]). Every message is a template of
 //! `policy::rules::sharing`.
 
-use super::bounded_requests::invalid_reason;
 use super::cel_text::{
-    self as cel, Fill, limits, nonzero, read_once, requests, string, string_list, whole,
+    self as cel, Fill, invalid_reason, limits, nonzero, read_once, requests, string, string_list,
+    whole,
 };
-use super::{Validation, Variable};
+use super::object::{Validation, Variable};
 use crate::policy::message::{CONTAINER, Message, SEPARATOR};
 use crate::policy::rules::sharing::{
     FRACTION_CONTAINER, FRACTION_DEVICES, GPU_FRACTION, GPU_MEMORY, KAI_BESIDE_CARDS, KAI_BOTH,
@@ -124,6 +126,26 @@ pub fn holder(settings: &Settings, c: &str) -> Option<String> {
 /// The resource name `k` is one of HAMi's shares; None when HAMi is off.
 pub fn share_resource(settings: &Settings, k: &str) -> Option<String> {
     hami_on(settings).then(|| format!("{k} in {}", string_list(HAMI_RESOURCES)))
+}
+
+/// The container is a GPU container the nvidia runtime serves: it asks
+/// for a GPU resource, or holds a share of a card (KAI's fraction, a HAMi
+/// share; the policy must declare [`variables`]).
+pub fn asks_gpu(settings: &Settings, c: &str) -> String {
+    let (lim, req) = (limits(c), requests(c));
+    let gpu = match share_resource(settings, "k") {
+        Some(share) => format!("({} || {share})", cel::gpu_resource(settings, "k")),
+        None => cel::gpu_resource(settings, "k"),
+    };
+    let holder = match holder(settings, c) {
+        Some(holder) => format!(" || {holder}"),
+        None => String::new(),
+    };
+    format!(
+        "({lim}.exists(k, {gpu} && {nl}) || {req}.exists(k, {gpu} && {nr}){holder})",
+        nl = nonzero(&format!("{lim}[k]")),
+        nr = nonzero(&format!("{req}[k]")),
+    )
 }
 
 /// The container asks for a HAMi share; None when HAMi is off. Its limits
@@ -380,9 +402,9 @@ fn share_keys() -> Vec<Variable> {
         keys(
             "shareInvalidKeys",
             &format!(
-                "m.l.filter(k, k in {shares} && !{wl}).map(k, ['limits', k, {rl}]) \
+                "m.l.filter(k, k in {shares} && !{wl}).map(k, ['limits', string(k), {rl}]) \
                  + m.r.filter(k, k in {shares} && !({same}) && !{wr})\
-                 .map(k, ['requests', k, {rr}])",
+                 .map(k, ['requests', string(k), {rr}])",
                 rl = invalid_reason("m.l[k]"),
                 rr = invalid_reason("m.r[k]"),
             ),

@@ -1,4 +1,4 @@
-//! The flags `check` and `audit` share, and the exit status for bad input.
+//! The flags of `check`, and the exit status for bad input every command uses.
 
 use std::path::PathBuf;
 

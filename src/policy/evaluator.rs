@@ -1,17 +1,26 @@
-//! Runs the registered rules over one object and assembles the result.
+//! Runs the registered rules over one object and assembles the result:
+//! the pod entries of [`RULES`] over a pod or pod template, the claim
+//! entries over a ResourceClaim or ResourceClaimTemplate.
 
 use std::collections::BTreeSet;
 
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
-use super::dra::claims::ClaimKind;
+use super::cluster::ClusterFacts;
+use super::dra::ClaimFacts;
+use super::dra::claims::{ClaimKind, ClaimSummary, parse_object};
 use super::dra::resolution as pod_claims;
-use super::rules::{Check, allowlist};
-use super::{
-    Change, ClaimFacts, ClusterFacts, Evaluation, Identity, ImageFacts, Message, ObjectError,
-    PodView, RULES, RuleId, RuleInput, Scope, Shape, Violation, add,
-};
+use super::evaluation::{Change, Evaluation, Violation};
+use super::images::ImageFacts;
+use super::message::{Message, Notice};
+use super::patch::add;
+use super::pod::{ObjectError, PodView};
+use super::rule_id::RuleId;
+use super::rules::RULES;
+use super::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
+use super::rules::rule::{AllowlistInput, Check, ClaimInput, RuleInput};
+use super::subject::{Form, Subject};
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 
 /// What the rules are run with: the settings in force in the object's
@@ -29,84 +38,6 @@ pub struct Evaluator<'a> {
     /// What images need, as resolved from their registries. None: the image
     /// table alone.
     pub images: Option<&'a dyn ImageFacts>,
-}
-
-/// The object under evaluation, built once for it by the admission layer
-/// (from a review, or from a manifest for `check` and `audit`) and taken by
-/// [`Evaluator::evaluate`].
-///
-/// `object` is read by [`PodView`] (a pod or pod template) or by the claim
-/// reader, and by nothing else past the constructors, which read who the
-/// object is for the allowlist.
-#[derive(Debug, Clone)]
-pub struct Subject<'a> {
-    /// The object as it was sent, raw.
-    pub object: &'a Value,
-    pub form: Form<'a>,
-    /// The namespace the object lives in.
-    pub namespace: &'a str,
-}
-
-/// What the evaluator reads an object as.
-#[derive(Debug, Clone)]
-pub enum Form<'a> {
-    /// A Pod, or the pod template of a workload (where it sits: `shape`):
-    /// read through [`PodView`] and run through [`RULES`].
-    Pod {
-        shape: Shape,
-        /// Who the object is, for the allowlist.
-        identity: Identity<'a>,
-        /// Which containers the rules look at.
-        scope: Scope,
-    },
-    /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are
-    /// bounded (R2).
-    Claim(ClaimKind),
-}
-
-impl<'a> Subject<'a> {
-    /// A Pod: being created (`Scope::Whole`), or an update of its
-    /// ephemeral containers ([`super::scope_for_update`]).
-    pub fn pod(object: &'a Value, namespace: &'a str, scope: Scope) -> Self {
-        let owner = allowlist::controller_owner(object);
-        Self {
-            object,
-            form: Form::Pod {
-                shape: Shape::Pod,
-                identity: Identity::Pod { owner },
-                scope,
-            },
-            namespace,
-        }
-    }
-
-    /// The pod template of a workload of `kind` (`Deployment`, ...), at
-    /// `shape` in the object.
-    pub fn template(object: &'a Value, shape: Shape, kind: &'a str, namespace: &'a str) -> Self {
-        let name = object
-            .get("metadata")
-            .and_then(|metadata| metadata.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        Self {
-            object,
-            form: Form::Pod {
-                shape,
-                identity: Identity::Workload { kind, name },
-                scope: Scope::Whole,
-            },
-            namespace,
-        }
-    }
-
-    /// A ResourceClaim or ResourceClaimTemplate.
-    pub fn claim(object: &'a Value, kind: ClaimKind, namespace: &'a str) -> Self {
-        Self {
-            object,
-            form: Form::Claim(kind),
-            namespace,
-        }
-    }
 }
 
 impl<'a> Evaluator<'a> {
@@ -150,7 +81,7 @@ impl Evaluator<'_> {
             images,
         } = *self;
         let mut evaluation = Evaluation {
-            notices: super::Notice::of_ignored(namespace_settings),
+            notices: Notice::of_ignored(namespace_settings),
             ..Evaluation::default()
         };
         let Some(mut view) = PodView::parse(subject.object, shape, settings)? else {
@@ -166,7 +97,7 @@ impl Evaluator<'_> {
         let mut allowlisted = None;
         for rule in RULES {
             if let Check::Allowlist(exempt) = rule.check {
-                let exemption = exempt(&allowlist::AllowlistInput {
+                let exemption = exempt(&AllowlistInput {
                     identity,
                     namespace: subject.namespace,
                     settings,
@@ -220,6 +151,76 @@ impl Evaluator<'_> {
             }
         }
         Ok(evaluation)
+    }
+}
+
+impl Evaluator<'_> {
+    /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`:
+    /// the claim entries of [`RULES`] (R2's
+    /// [`claim_requests::check`](super::rules::claim_requests::check)).
+    pub fn evaluate_claim(
+        &self,
+        object: &Value,
+        kind: ClaimKind,
+        namespace: &str,
+    ) -> Result<Evaluation, ObjectError> {
+        let mut evaluation = Evaluation {
+            notices: Notice::of_ignored(self.namespace),
+            ..Evaluation::default()
+        };
+        let Some(summary) = self.read_claim(object, kind)? else {
+            return Ok(evaluation);
+        };
+        let input = ClaimInput {
+            summary: &summary,
+            settings: self.settings,
+            namespace: self.namespace,
+            namespace_name: namespace,
+        };
+        for rule in RULES {
+            let Check::Claim(check) = rule.check else {
+                continue;
+            };
+            let findings = check(&input);
+            evaluation
+                .violations
+                .extend(findings.violations.into_iter().map(|body| Violation {
+                    rule: rule.id,
+                    message: Message::new(body),
+                }));
+            evaluation.notices.extend(findings.notices);
+        }
+        Ok(evaluation)
+    }
+
+    /// The claim's requests, GPU or not; None for a claim the scheduler
+    /// made for an extended resource, which no rule judges (its pod was
+    /// checked).
+    fn read_claim(
+        &self,
+        object: &Value,
+        kind: ClaimKind,
+    ) -> Result<Option<ClaimSummary>, ObjectError> {
+        let generated = object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
+            .and_then(Value::as_str)
+            == Some("true");
+        if generated {
+            return Ok(None);
+        }
+        let settings = self.settings;
+        let claims = self.claims;
+        let is_gpu_class = |class: &str| {
+            settings.is_gpu_device_class(class)
+                || claims.is_some_and(|c| c.is_gpu_device_class(class))
+        };
+        parse_object(object, kind, &is_gpu_class)
+            .map(Some)
+            .map_err(|err| ObjectError {
+                field: err.field,
+                problem: err.problem,
+            })
     }
 }
 

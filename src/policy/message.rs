@@ -278,6 +278,22 @@ impl fmt::Display for Notice {
     }
 }
 
+/// `container "a"` or `containers "a", "b"`: PSA-style aggregation.
+pub fn containers_phrase<'s>(names: impl IntoIterator<Item = &'s str>) -> String {
+    quoted_list("container", "containers", names)
+}
+
+/// `<singular> "a"` or `<plural> "a", "b"`.
+pub fn quoted_list<'s>(
+    singular: &str,
+    plural: &str,
+    names: impl IntoIterator<Item = &'s str>,
+) -> String {
+    let names: Vec<String> = names.into_iter().map(|n| format!("{n:?}")).collect();
+    let noun = if names.len() == 1 { singular } else { plural };
+    format!("{noun} {}", names.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

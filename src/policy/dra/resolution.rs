@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 
 use super::{ClaimFacts, Resolved};
+use crate::policy::container::ContainerKind;
 use crate::policy::dra::claims::{ClaimSummary, DraCount};
-use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::pod::{ClaimSource, ContainerKind, PodClaim, PodView};
-use crate::policy::quoted_list;
+use crate::policy::message::{Notice, NoticeKind, quoted_list};
+use crate::policy::pod::{ClaimSource, PodClaim, PodView};
 
 /// Resolves the claims of the view's containers, setting each container's
 /// and the pod's `dra_gpus`. Returns one notice per claim that cannot be

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 
 use crate::policy::dra::resolution as pod_claims;
 use crate::policy::quantity::GpuCount;
-use crate::policy::rules::sharing::{GPU_FRACTION, GPU_MEMORY};
+use crate::policy::sharing::{GPU_FRACTION, GPU_MEMORY};
 use crate::policy::{ClaimFacts, Form, ObjectError, PodView, Shape, Subject};
 use crate::settings::Settings;
 

@@ -15,14 +15,12 @@
 //! pods skip R1, R6 and the reserved-runtime-class check of R3; R2 still
 //! applies.
 
-use serde_json::Value;
-
-use super::{ApiServer, Coverage};
-use crate::policy::Identity;
+pub use super::rule::{AllowlistInput, Exemption};
+use super::rule::{ApiServer, Coverage};
 use crate::policy::cluster::ClusterFacts;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::pod::Owner;
-use crate::settings::{AllowlistEntry, Settings};
+use crate::policy::subject::{Identity, Owner};
+use crate::settings::AllowlistEntry;
 
 /// No policy of its own: the policies of the rules it exempts from test
 /// the allowlist in their CEL (`admission_policy::cel_text::allowlisted`).
@@ -35,24 +33,6 @@ pub const API_SERVER: ApiServer = ApiServer::InOtherPolicies(Coverage {
         exporter and get its exemption. Keep allowlisted namespaces (by default \
         `kube-system`) closed to ordinary users, or run the webhook beside the policies",
 });
-
-/// What the allowlist stage reads: who the object is, where, and (when the
-/// webhook can read it) the cluster, to verify a pod's owner.
-#[derive(Clone, Copy)]
-pub struct AllowlistInput<'a> {
-    pub identity: Identity<'a>,
-    pub namespace: &'a str,
-    pub settings: &'a Settings,
-    pub cluster: Option<&'a dyn ClusterFacts>,
-}
-
-/// What the allowlist stage decides: the entry that exempts the object, if
-/// any, and why a matching entry does not.
-#[derive(Debug, Default)]
-pub struct Exemption<'a> {
-    pub entry: Option<&'a AllowlistEntry>,
-    pub notices: Vec<Notice>,
-}
 
 /// The allowlist stage: the entry that exempts the object. With a cluster
 /// to read, a pod's owner must be the one the entry names
@@ -117,33 +97,13 @@ pub fn verify_owner(
     ))
 }
 
-/// The controller owner reference of an object, read from raw JSON.
-/// References of the wrong shape are skipped: the API server validates them,
-/// and a malformed one must never exempt anything.
-pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
-    // `get`, not `pointer`: a pointer is parsed, and each of its segments
-    // copied, on every call, and this runs for every pod.
-    object
-        .get("metadata")?
-        .get("ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))
-        .and_then(|reference| {
-            Some(Owner {
-                kind: reference.get("kind")?.as_str()?,
-                name: reference.get("name")?.as_str()?,
-                uid: reference.get("uid").and_then(Value::as_str),
-            })
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::subject::controller_owner;
     use crate::settings::{AllowlistEntry, Config};
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn exporter_pod(namespace_of_owner: &str, controller: bool) -> Value {
         json!({"metadata": {
@@ -321,15 +281,6 @@ mod tests {
             result.err().map(|n| n.message.body().to_owned()),
             refused.map(|r| format!("allowlist: {r}; no exemption"))
         );
-    }
-
-    #[test]
-    fn malformed_owner_references_are_skipped() {
-        let pod = json!({"metadata": {"ownerReferences": [
-            {"controller": true, "kind": 3, "name": "nvidia-gpu-exporter"},
-            "garbage"
-        ]}});
-        assert_eq!(controller_owner(&pod), None);
     }
 
     #[rstest]

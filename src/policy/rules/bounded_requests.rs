@@ -29,12 +29,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{ApiServer, Coverage};
+use super::rule::{ApiServer, Coverage, Findings, RuleInput};
+use crate::policy::container::GpuResource;
 use crate::policy::dra::claims::DraCount;
 use crate::policy::message::{CONTAINER, MessageTemplate};
-use crate::policy::pod::GpuResource;
 use crate::policy::quantity::GpuCount;
-use crate::policy::{Findings, RuleInput};
 
 /// The pod half; the claims' is [`super::claim_requests::API_SERVER`].
 pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {

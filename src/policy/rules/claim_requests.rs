@@ -17,13 +17,10 @@
 //! creates those for `nvidia.com/gpu` limits served by DRA, which were
 //! checked on the pod.
 
-use serde_json::Value;
-
-use super::{ApiServer, Check, Coverage, Findings, RULES};
-use crate::policy::dra::claims::{ClaimKind, ClaimSummary, DraCount, parse_object};
+pub use super::rule::ClaimInput;
+use super::rule::{ApiServer, Coverage, Findings};
+use crate::policy::dra::claims::{ClaimSummary, DraCount};
 use crate::policy::message::MessageTemplate;
-use crate::policy::{Evaluation, Evaluator, Message, ObjectError, Violation};
-use crate::settings::{NamespaceSettings, Settings};
 
 /// The annotation the scheduler sets on the claims it creates for extended
 /// resources served by DRA.
@@ -57,85 +54,6 @@ pub const ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
     "the claim's GPU requests total {total}, above the maximum of {maximum} per pod here; \
      split the claim or lower the counts",
 );
-
-/// What the claim rule reads.
-#[derive(Clone, Copy)]
-pub struct ClaimInput<'a> {
-    pub summary: &'a ClaimSummary,
-    pub settings: &'a Settings,
-    pub namespace: &'a NamespaceSettings,
-    /// The namespace the claim lives in.
-    pub namespace_name: &'a str,
-}
-
-impl Evaluator<'_> {
-    /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`:
-    /// the claim entries of [`RULES`].
-    pub fn evaluate_claim(
-        &self,
-        object: &Value,
-        kind: ClaimKind,
-        namespace: &str,
-    ) -> Result<Evaluation, ObjectError> {
-        let mut evaluation = Evaluation {
-            notices: crate::policy::Notice::of_ignored(self.namespace),
-            ..Evaluation::default()
-        };
-        let Some(summary) = self.read_claim(object, kind)? else {
-            return Ok(evaluation);
-        };
-        let input = ClaimInput {
-            summary: &summary,
-            settings: self.settings,
-            namespace: self.namespace,
-            namespace_name: namespace,
-        };
-        for rule in RULES {
-            let Check::Claim(check) = rule.check else {
-                continue;
-            };
-            let findings = check(&input);
-            evaluation
-                .violations
-                .extend(findings.violations.into_iter().map(|body| Violation {
-                    rule: rule.id,
-                    message: Message::new(body),
-                }));
-            evaluation.notices.extend(findings.notices);
-        }
-        Ok(evaluation)
-    }
-
-    /// The claim's requests, GPU or not; None for a claim the scheduler
-    /// made for an extended resource, which no rule judges (its pod was
-    /// checked).
-    fn read_claim(
-        &self,
-        object: &Value,
-        kind: ClaimKind,
-    ) -> Result<Option<ClaimSummary>, ObjectError> {
-        let generated = object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
-            .and_then(Value::as_str)
-            == Some("true");
-        if generated {
-            return Ok(None);
-        }
-        let settings = self.settings;
-        let claims = self.claims;
-        let is_gpu_class = |class: &str| {
-            settings.is_gpu_device_class(class)
-                || claims.is_some_and(|c| c.is_gpu_device_class(class))
-        };
-        parse_object(object, kind, &is_gpu_class)
-            .map(Some)
-            .map_err(|err| ObjectError {
-                field: err.field,
-                problem: err.problem,
-            })
-    }
-}
 
 /// R2 on a claim: its requests, and their total.
 pub fn check(input: &ClaimInput<'_>) -> Findings {
@@ -208,6 +126,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::policy::Evaluator;
+    use crate::policy::dra::claims::ClaimKind;
     use crate::policy::dra::input::InputClaims;
     use crate::settings::Settings;
 

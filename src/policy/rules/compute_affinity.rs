@@ -33,11 +33,11 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
-use super::ApiServer;
-use crate::cuda::ComputeCapability;
+use super::rule::{ApiServer, Findings, Mutation, RuleInput};
 use crate::cuda::requirement::DriverFloor;
+use crate::cuda::{ComputeCapability, ImageNeeds};
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::{Findings, ImageNeeds, Mutation, RuleInput, add};
+use crate::policy::patch::add;
 use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability};
 
 pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {

@@ -28,9 +28,9 @@
 
 use std::borrow::Cow;
 
-use super::{ApiServer, Coverage};
+use super::rule::{ApiServer, Coverage, Findings, RuleInput};
+use crate::policy::container::ContainerKind;
 use crate::policy::message::{CONTAINER, MessageTemplate, Notice, NoticeKind, Noun};
-use crate::policy::{ContainerKind, Findings, RuleInput};
 use crate::settings::PrivilegedGpu;
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";

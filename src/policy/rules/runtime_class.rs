@@ -22,11 +22,11 @@
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::{ApiServer, Coverage};
+use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
 use crate::policy::cluster::RuntimeClassInfo;
 use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
+use crate::policy::patch::add;
 use crate::policy::pod::PodView;
-use crate::policy::{Findings, Mutation, RuleInput, add};
 
 pub const API_SERVER: ApiServer = ApiServer::ValidatingAndMutating(Coverage {
     enforced: "a GPU pod with a class outside `gpuRuntimeClasses`; the reserved class on a pod \

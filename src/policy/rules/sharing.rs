@@ -1,5 +1,7 @@
-//! GPU sharing schemes: containers that hold part of a card without
-//! asking for a whole one, and what R2 checks of their share values.
+//! R2 on the GPU sharing schemes: what it checks of the share values of
+//! containers that hold part of a card without asking for a whole one.
+//! Which container holds a share, and what the view marks on it, is the
+//! sharing model ([`crate::policy::sharing`]); this file adds R2's checks.
 //!
 //! Reads: the pod's annotations `gpu-fraction`, `gpu-memory`,
 //! `gpu-fraction-num-devices`, `gpu-fraction-container-name` and
@@ -13,11 +15,12 @@
 //!   one `gpu-fraction-container-name` names (init containers first), else
 //!   the first regular container. That container is a GPU container; its
 //!   `NVIDIA_VISIBLE_DEVICES` from KAI's ConfigMap stays
-//!   ([`is_kai_visible_devices`]), and until KAI's webhook has written it
-//!   the container is pinned ([`awaited_scheme`]). Only KAI binds such a pod, and KAI's
-//!   binder writes that ConfigMap: the scheduler name is what makes the
-//!   annotation trustworthy. The share counts as `gpu-fraction-num-devices`
-//!   cards (default 1) against the maximums.
+//!   ([`is_kai_visible_devices`](crate::policy::sharing::is_kai_visible_devices)),
+//!   and until KAI's webhook has written it the container is pinned
+//!   ([`awaited_scheme`](crate::policy::sharing::awaited_scheme)). Only KAI
+//!   binds such a pod, and KAI's binder writes that ConfigMap: the scheduler
+//!   name is what makes the annotation trustworthy. The share counts as
+//!   `gpu-fraction-num-devices` cards (default 1) against the maximums.
 //! - **HAMi vGPU.** A container with a share value above zero is a GPU
 //!   container. HAMi gives it `nvidia.com/gpu: 1` when it names no card
 //!   count, so it counts as one card (and is pinned until HAMi has); the share values are checked for what
@@ -26,18 +29,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::policy::container::GpuResource;
 use crate::policy::message::{CONTAINER, MessageTemplate};
-use crate::policy::pod::{Container, ContainerKind, EnvEntry, GpuResource, PodView};
+use crate::policy::pod::PodView;
 use crate::policy::quantity::GpuCount;
-use crate::policy::rules::visible_devices::VARIABLE;
+use crate::policy::sharing::positive_integer;
+pub use crate::policy::sharing::{
+    FRACTION_CONTAINER, FRACTION_DEVICES, GPU_FRACTION, GPU_MEMORY, KAI_CONFIGMAP, KaiFraction,
+};
 use crate::settings::{HAMI_CARDS, HAMI_CORES, HAMI_MEMORY_PERCENTAGE, Settings};
-
-pub const GPU_FRACTION: &str = "gpu-fraction";
-pub const GPU_MEMORY: &str = "gpu-memory";
-pub const FRACTION_DEVICES: &str = "gpu-fraction-num-devices";
-pub const FRACTION_CONTAINER: &str = "gpu-fraction-container-name";
-/// Written by KAI's webhook: the prefix of the ConfigMaps its binder fills.
-pub const KAI_CONFIGMAP: &str = "runai/shared-gpu-configmap";
 
 /// Both KAI annotations.
 pub const KAI_BOTH: MessageTemplate = MessageTemplate::new(
@@ -83,120 +83,11 @@ pub const SHARE_ABOVE_PERCENT: MessageTemplate = MessageTemplate::new(
     "{containers}: {field}.{resource} is {value}, above 100 percent of a card",
 );
 
-/// A KAI-Scheduler fraction request, as the pod's annotations spell it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KaiFraction<'a> {
-    pub fraction: Option<&'a str>,
-    pub memory: Option<&'a str>,
-    pub devices: Option<&'a str>,
-    pub container: Option<&'a str>,
-}
-
-/// The pod's KAI fraction request, when KAI sharing is on and KAI
-/// schedules the pod.
-pub fn kai_fraction<'a>(view: &PodView<'a>, settings: &Settings) -> Option<KaiFraction<'a>> {
-    let kai = &settings.config().gpu_sharing.kai_scheduler;
-    if !kai.enabled || view.scheduler_name != Some(kai.scheduler_name.as_str()) {
-        return None;
-    }
-    let fraction = KaiFraction {
-        fraction: view.annotation(GPU_FRACTION),
-        memory: view.annotation(GPU_MEMORY),
-        devices: view.annotation(FRACTION_DEVICES),
-        container: view.annotation(FRACTION_CONTAINER),
-    };
-    (fraction.fraction.is_some() || fraction.memory.is_some()).then_some(fraction)
-}
-
-/// Marks the containers that hold a share, and the cards each implies.
-pub fn mark(view: &mut PodView<'_>, settings: &Settings) {
-    if let Some(fraction) = kai_fraction(view, settings) {
-        let devices = fraction.devices.map_or(Some(1), positive_integer);
-        let holder = match fraction.container {
-            // KAI looks among the init containers first.
-            Some(name) => {
-                let named = |kinds: &[ContainerKind]| {
-                    view.containers
-                        .iter()
-                        .position(|c| kinds.contains(&c.kind) && c.name == name)
-                };
-                named(&[ContainerKind::Init, ContainerKind::Sidecar])
-                    .or_else(|| named(&[ContainerKind::Regular]))
-            }
-            None => view
-                .containers
-                .iter()
-                .position(|c| c.kind == ContainerKind::Regular),
-        };
-        if let Some(container) = holder.and_then(|at| view.containers.get_mut(at)) {
-            container.kai_share = true;
-            container.implied_cards = devices.unwrap_or(1);
-        }
-    }
-    for container in &mut view.containers {
-        let names_cards = container.gpu_resources.iter().any(|r| r.name == HAMI_CARDS);
-        if !names_cards && container.shares.iter().any(GpuResource::asks) {
-            container.implied_cards = container.implied_cards.max(1);
-        }
-    }
-}
-
-/// The scheme whose webhook has yet to act on a share container: KAI's
-/// writes the share's `NVIDIA_VISIBLE_DEVICES` (replacing an entry of that
-/// name), HAMi's the card count `nvidia.com/gpu`. Until then R1 pins the
-/// container, so a pod no such webhook acts on (the scheme not installed,
-/// a pod bound by `nodeName`) sees no card through its image's `ENV`; the
-/// scheme's webhook replaces the pin (KAI), or the reinvocation after it
-/// removes it (HAMi).
-pub fn awaited_scheme(container: &Container<'_>, view: &PodView<'_>) -> Option<&'static str> {
-    if container.kai_share {
-        let written = container
-            .env
-            .iter()
-            .flatten()
-            .any(|entry| is_kai_visible_devices(entry, view));
-        return (!written).then_some("KAI-Scheduler");
-    }
-    let share_only = container.dra_gpus.is_none()
-        && container.shares.iter().any(GpuResource::asks)
-        && !container.gpu_resources.iter().any(|r| r.name == HAMI_CARDS);
-    share_only.then_some("HAMi")
-}
-
-/// Whether `entry` of the KAI share container is the variable KAI's
-/// webhook wrote: from the ConfigMap `<prefix>-<n>` (`<prefix>-i<n>` for an
-/// init container) that `runai/shared-gpu-configmap` names, key
-/// `NVIDIA_VISIBLE_DEVICES`. Any other spelling is the author's.
-pub fn is_kai_visible_devices(entry: &EnvEntry<'_>, view: &PodView<'_>) -> bool {
-    let Some(prefix) = view.annotation(KAI_CONFIGMAP).filter(|p| !p.is_empty()) else {
-        return false;
-    };
-    if entry.name != VARIABLE || entry.raw.contains_key("value") {
-        return false;
-    }
-    let Some(reference) = entry
-        .raw
-        .get("valueFrom")
-        .and_then(|from| from.get("configMapKeyRef"))
-        .and_then(|r| r.as_object())
-    else {
-        return false;
-    };
-    let name = reference.get("name").and_then(|n| n.as_str()).unwrap_or("");
-    let key = reference.get("key").and_then(|k| k.as_str());
-    let index = name
-        .strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix('-'))
-        .map(|rest| rest.strip_prefix('i').unwrap_or(rest));
-    key == Some(VARIABLE)
-        && index.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// R2 on the pod's share requests: KAI's fraction annotations as KAI
 /// reads them, and HAMi's share values.
 pub fn problems(view: &PodView<'_>, settings: &Settings) -> Vec<String> {
     let mut found = Vec::new();
-    if let Some(fraction) = kai_fraction(view, settings) {
+    if let Some(fraction) = view.kai_fraction(settings) {
         kai_problems(view, &fraction, settings, &mut found);
     }
     found.extend(hami_problems(view));
@@ -346,14 +237,6 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
     }
     problems.dedup();
     problems
-}
-
-/// A whole number above zero, as KAI reads counts and MiB (digits only).
-fn positive_integer(raw: &str) -> Option<u64> {
-    if raw.is_empty() || raw.len() > 19 || !raw.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    raw.parse().ok().filter(|n| *n > 0)
 }
 
 /// A decimal number strictly between 0 and 1 (`0.5`, `.25`, `5e-1`), as

@@ -32,12 +32,14 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value, json};
 
-use super::{ApiServer, Coverage};
-use crate::policy::pod::{Container, EnvEntry};
-use crate::policy::rules::sharing::{awaited_scheme, is_kai_visible_devices};
-use crate::policy::{Findings, Mutation, RuleInput, add, containers_phrase};
+use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
+use crate::policy::container::{Container, EnvEntry};
+use crate::policy::message::containers_phrase;
+use crate::policy::patch::add;
+use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devices};
 
-pub const VARIABLE: &str = "NVIDIA_VISIBLE_DEVICES";
+/// `NVIDIA_VISIBLE_DEVICES`.
+pub use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
 
 pub const API_SERVER: ApiServer = ApiServer::Mutating(Coverage {
     enforced: "the pin in every container that asks for no GPU resource, and removal of \
@@ -58,6 +60,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut cleared: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut awaiting: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut schemes: Vec<&str> = Vec::new();
+    let kai_configmap = input.view.annotation(KAI_CONFIGMAP);
     for container in input
         .view
         .containers
@@ -70,13 +73,13 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             .flatten()
             .filter(|entry| entry.name == VARIABLE)
             .collect();
-        let awaited = awaited_scheme(container, input.view);
+        let awaited = awaited_scheme(container, kai_configmap);
         if container.is_gpu() && awaited.is_none() {
             // A KAI fraction's share arrives in the variable KAI wrote.
             let authored: Vec<&EnvEntry<'_>> = entries
                 .iter()
                 .copied()
-                .filter(|e| !(container.kai_share && is_kai_visible_devices(e, input.view)))
+                .filter(|e| !(container.kai_share && is_kai_visible_devices(e, kai_configmap)))
                 .collect();
             if !authored.is_empty() {
                 cleared.push((container, removals(container, &authored)));

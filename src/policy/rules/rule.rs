@@ -1,0 +1,180 @@
+//! What a rule is: what it reads ([`RuleInput`], [`AllowlistInput`],
+//! [`ClaimInput`]), what it returns ([`Findings`], [`Mutation`],
+//! [`Exemption`]), its registry entry ([`Rule`], [`Check`]) and how the API
+//! server evaluates it without the webhook ([`ApiServer`], [`Coverage`]).
+//! The rule files and the registry ([`super::RULES`]) use these.
+
+use json_patch::PatchOperation;
+
+use crate::policy::cluster::ClusterFacts;
+use crate::policy::dra::claims::ClaimSummary;
+use crate::policy::images::ImageFacts;
+use crate::policy::message::Notice;
+use crate::policy::pod::PodView;
+use crate::policy::rule_id::RuleId;
+use crate::policy::subject::{Identity, Scope};
+use crate::settings::{AllowlistEntry, NamespaceSettings, Settings};
+
+/// What every rule gets.
+#[derive(Clone, Copy)]
+pub struct RuleInput<'a, 'v> {
+    pub view: &'a PodView<'v>,
+    pub settings: &'a Settings,
+    pub namespace: &'a NamespaceSettings,
+    pub scope: &'a Scope,
+    /// Set when rule 5 matched: the entry that exempts the pod.
+    pub allowlisted: Option<&'a AllowlistEntry>,
+    /// What the cluster knows, when the webhook can read it.
+    pub cluster: Option<&'a dyn ClusterFacts>,
+    /// Images resolved from their registries; the table covers the rest.
+    pub images: Option<&'a dyn ImageFacts>,
+}
+
+/// A change a rule makes to the object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mutation {
+    /// What the change does, for people (`pin NVIDIA_VISIBLE_DEVICES=void in
+    /// container "app"`).
+    pub summary: String,
+    pub operations: Vec<PatchOperation>,
+    /// The change removes or replaces something the author wrote (as opposed
+    /// to adding what they did not write). Templates are warned about these.
+    pub overrides_author: bool,
+}
+
+/// What a rule returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Findings {
+    pub changes: Vec<Mutation>,
+    /// What the object must fix, as message bodies: name the containers or
+    /// fields and say how to fix them.
+    pub violations: Vec<String>,
+    /// Inputs the rule ignored, and why (an unreadable annotation, say).
+    pub notices: Vec<Notice>,
+}
+
+/// One entry of the registry: a rule's Rust evaluation, and how the API
+/// server evaluates it without the webhook.
+#[derive(Clone, Copy)]
+pub struct Rule {
+    pub id: RuleId,
+    /// What the rule runs on, and the function that evaluates it.
+    pub check: Check,
+    /// The admission policies generated for it
+    /// (`admission_policy::validating_policies`, `mutating_policies`), or
+    /// why there are none.
+    pub api_server: ApiServer,
+}
+
+/// What a registry entry runs on, with its Rust evaluation.
+#[derive(Clone, Copy)]
+pub enum Check {
+    /// Runs first on a pod or pod template: the allowlist entry that
+    /// exempts it, which the [`Check::Pod`] rules read
+    /// ([`RuleInput::allowlisted`]).
+    Allowlist(for<'a> fn(&AllowlistInput<'a>) -> Exemption<'a>),
+    /// A pod or pod template, through its [`PodView`].
+    Pod(fn(&RuleInput<'_, '_>) -> Findings),
+    /// A ResourceClaim or ResourceClaimTemplate.
+    Claim(fn(&ClaimInput<'_>) -> Findings),
+}
+
+impl Check {
+    /// What it runs on, for people: `pods`, `claims`, `allowlist`.
+    pub fn target(&self) -> &'static str {
+        match self {
+            Check::Allowlist(_) => "allowlist",
+            Check::Pod(_) => "pods",
+            Check::Claim(_) => "claims",
+        }
+    }
+}
+
+/// How the API server evaluates a rule with no webhook: the admission
+/// policies generated for it, what they cover and what only the webhook
+/// does (docs/policy.md's coverage table prints these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiServer {
+    /// A ValidatingAdmissionPolicy.
+    Validating(Coverage),
+    /// A MutatingAdmissionPolicy.
+    Mutating(Coverage),
+    /// One of each.
+    ValidatingAndMutating(Coverage),
+    /// No policy of its own: the policies of other rules test it in their
+    /// CEL.
+    InOtherPolicies(Coverage),
+    /// No admission policy at all, and why.
+    WebhookOnly { reason: &'static str },
+}
+
+/// What the generated policies do of a rule, and what stays the webhook's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coverage {
+    /// What the policies enforce.
+    pub enforced: &'static str,
+    /// What only the webhook does, and why.
+    pub webhook_only: &'static str,
+}
+
+impl ApiServer {
+    /// A ValidatingAdmissionPolicy is generated for the entry.
+    pub fn validating(&self) -> bool {
+        matches!(
+            self,
+            ApiServer::Validating(_) | ApiServer::ValidatingAndMutating(_)
+        )
+    }
+
+    /// A MutatingAdmissionPolicy is generated for the entry (unless the
+    /// settings leave nothing to mutate: R3 with `runtimeClassName: ""`).
+    pub fn mutating(&self) -> bool {
+        matches!(
+            self,
+            ApiServer::Mutating(_) | ApiServer::ValidatingAndMutating(_)
+        )
+    }
+
+    /// What the policies enforce (`nothing` without any) and what stays
+    /// the webhook's.
+    pub fn coverage(&self) -> Coverage {
+        match *self {
+            ApiServer::Validating(coverage)
+            | ApiServer::Mutating(coverage)
+            | ApiServer::ValidatingAndMutating(coverage)
+            | ApiServer::InOtherPolicies(coverage) => coverage,
+            ApiServer::WebhookOnly { reason } => Coverage {
+                enforced: "nothing",
+                webhook_only: reason,
+            },
+        }
+    }
+}
+
+/// What the allowlist stage reads: who the object is, where, and (when the
+/// webhook can read it) the cluster, to verify a pod's owner.
+#[derive(Clone, Copy)]
+pub struct AllowlistInput<'a> {
+    pub identity: Identity<'a>,
+    pub namespace: &'a str,
+    pub settings: &'a Settings,
+    pub cluster: Option<&'a dyn ClusterFacts>,
+}
+
+/// What the allowlist stage decides: the entry that exempts the object, if
+/// any, and why a matching entry does not.
+#[derive(Debug, Default)]
+pub struct Exemption<'a> {
+    pub entry: Option<&'a AllowlistEntry>,
+    pub notices: Vec<Notice>,
+}
+
+/// What the claim rule reads.
+#[derive(Clone, Copy)]
+pub struct ClaimInput<'a> {
+    pub summary: &'a ClaimSummary,
+    pub settings: &'a Settings,
+    pub namespace: &'a NamespaceSettings,
+    /// The namespace the claim lives in.
+    pub namespace_name: &'a str,
+}

@@ -1,0 +1,187 @@
+//! The object under evaluation: what it is read as ([`Form`]), who it is
+//! for the allowlist ([`Identity`], its controller [`Owner`]) and which of
+//! its containers the rules look at ([`Scope`]).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::container::{Container, ContainerKind};
+use super::dra::claims::ClaimKind;
+use super::pod::Shape;
+
+/// The object under evaluation, built once for it by the admission layer
+/// (from a review, or from a manifest for `check` and `audit`) and taken by
+/// [`Evaluator::evaluate`](super::Evaluator::evaluate).
+///
+/// `object` is read by [`PodView`](super::PodView) (a pod or pod
+/// template) or by the claim reader, and by nothing else past the
+/// constructors, which read who the object is for the allowlist.
+#[derive(Debug, Clone)]
+pub struct Subject<'a> {
+    /// The object as it was sent, raw.
+    pub object: &'a Value,
+    pub form: Form<'a>,
+    /// The namespace the object lives in.
+    pub namespace: &'a str,
+}
+
+/// What the evaluator reads an object as.
+#[derive(Debug, Clone)]
+pub enum Form<'a> {
+    /// A Pod, or the pod template of a workload (where it sits: `shape`):
+    /// read through [`PodView`](super::PodView) and run through
+    /// [`RULES`](super::RULES).
+    Pod {
+        shape: Shape,
+        /// Who the object is, for the allowlist.
+        identity: Identity<'a>,
+        /// Which containers the rules look at.
+        scope: Scope,
+    },
+    /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are
+    /// bounded (R2).
+    Claim(ClaimKind),
+}
+
+impl<'a> Subject<'a> {
+    /// A Pod: being created (`Scope::Whole`), or an update of its
+    /// ephemeral containers ([`scope_for_update`]).
+    pub fn pod(object: &'a Value, namespace: &'a str, scope: Scope) -> Self {
+        let owner = controller_owner(object);
+        Self {
+            object,
+            form: Form::Pod {
+                shape: Shape::Pod,
+                identity: Identity::Pod { owner },
+                scope,
+            },
+            namespace,
+        }
+    }
+
+    /// The pod template of a workload of `kind` (`Deployment`, ...), at
+    /// `shape` in the object.
+    pub fn template(object: &'a Value, shape: Shape, kind: &'a str, namespace: &'a str) -> Self {
+        let name = object
+            .get("metadata")
+            .and_then(|metadata| metadata.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        Self {
+            object,
+            form: Form::Pod {
+                shape,
+                identity: Identity::Workload { kind, name },
+                scope: Scope::Whole,
+            },
+            namespace,
+        }
+    }
+
+    /// A ResourceClaim or ResourceClaimTemplate.
+    pub fn claim(object: &'a Value, kind: ClaimKind, namespace: &'a str) -> Self {
+        Self {
+            object,
+            form: Form::Claim(kind),
+            namespace,
+        }
+    }
+}
+
+/// Which containers a rule looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// The whole pod: a pod being created, or a workload template.
+    Whole,
+    /// An update of the `pods/ephemeralcontainers` subresource: only the
+    /// ephemeral containers whose names are not in the old object. The rest
+    /// of the pod is immutable and was admitted when it was created.
+    NewEphemeralContainers(BTreeSet<String>),
+}
+
+impl Scope {
+    /// Whether a rule should look at this container.
+    pub fn includes(&self, container: &Container<'_>) -> bool {
+        match self {
+            Scope::Whole => true,
+            Scope::NewEphemeralContainers(old_names) => {
+                container.kind == ContainerKind::Ephemeral && !old_names.contains(container.name)
+            }
+        }
+    }
+
+    /// Whether pod-level rules (requests, runtime class, affinity, volumes,
+    /// annotations) apply.
+    pub fn is_whole(&self) -> bool {
+        matches!(self, Scope::Whole)
+    }
+}
+
+/// The scope of an update of the `pods/ephemeralcontainers` subresource:
+/// the ephemeral containers that the old object does not have yet.
+pub fn scope_for_update(old_object: &Value) -> Scope {
+    let names = old_object
+        .pointer("/spec/ephemeralContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|container| container.get("name")?.as_str())
+        .map(str::to_owned)
+        .collect();
+    Scope::NewEphemeralContainers(names)
+}
+
+/// What the identity of the object is, for the allowlist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity<'a> {
+    /// A pod: allowlisted through its controller owner reference.
+    Pod { owner: Option<Owner<'a>> },
+    /// A workload: allowlisted by its own kind and name.
+    Workload { kind: &'a str, name: &'a str },
+}
+
+/// The controller owner reference of an object (`controller: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner<'a> {
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub uid: Option<&'a str>,
+}
+
+/// The controller owner reference of an object, read from raw JSON.
+/// References of the wrong shape are skipped: the API server validates them,
+/// and a malformed one must never exempt anything.
+pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
+    // `get`, not `pointer`: a pointer is parsed, and each of its segments
+    // copied, on every call, and this runs for every pod.
+    object
+        .get("metadata")?
+        .get("ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))
+        .and_then(|reference| {
+            Some(Owner {
+                kind: reference.get("kind")?.as_str()?,
+                name: reference.get("name")?.as_str()?,
+                uid: reference.get("uid").and_then(Value::as_str),
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn malformed_owner_references_are_skipped() {
+        let pod = json!({"metadata": {"ownerReferences": [
+            {"controller": true, "kind": 3, "name": "nvidia-gpu-exporter"},
+            "garbage"
+        ]}});
+        assert_eq!(controller_owner(&pod), None);
+    }
+}
