@@ -1,20 +1,32 @@
 //! gpu-policy: a Kubernetes admission webhook that enforces NVIDIA GPU
 //! policy.
 //!
-//! - [`policy`]: the six rules, pure functions over raw pod JSON;
-//! - [`settings`]: the cluster configuration and namespace settings;
-//! - [`admission`]: objects and AdmissionReviews in, decisions out; the
-//!   offline `check` and `audit` of manifests ([`admission::Checker`]);
-//! - [`manifest`]: reading Kubernetes manifests for the offline `check`;
-//! - [`server`]: the HTTPS webhook server (no policy logic);
-//! - [`certs`]: serving certificates, generated or loaded, reloaded;
-//! - [`poll`]: re-reading files and the certificate Secret on a timer;
+//! From the bottom of the layering up: each module uses only modules
+//! listed before it, and no file of `src/` imports one that imports it
+//! back (`tests/it/architecture.rs` holds the code to that).
+//!
 //! - [`quantity`], [`duration`]: the one reader of each of these texts;
+//! - [`manifest`]: reading Kubernetes manifests (YAML, JSON, Lists);
+//! - [`cuda`]: compute capabilities, CUDA versions and requirements, what
+//!   an image needs, as values;
+//! - [`settings`]: the cluster configuration and namespace settings;
+//! - [`policy`]: the rules, pure functions over raw pod JSON, with their
+//!   registry, the DRA claim model and the images the rules read;
 //! - [`registry`]: image configs from their registries (CUDA versions);
-//! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
+//! - [`admission`]: AdmissionReviews in, decisions out; the offline `check`
+//!   and `audit` of manifests ([`admission::Checker`]);
+//! - [`cluster`]: lean, watch-backed caches of what the rules read of the
+//!   cluster; listing for `audit`;
 //! - [`install`]: the install manifests, from the program's constants;
-//! - [`admission_policy`]: the validating rules as generated
-//!   ValidatingAdmissionPolicies (CEL, evaluated by the API server);
+//! - [`kubernetes_cel`]: admission policies evaluated offline, as the API
+//!   server would;
+//! - [`admission_policy`]: the rules as generated ValidatingAdmissionPolicies
+//!   and MutatingAdmissionPolicies (CEL, evaluated by the API server),
+//!   iterating the rules' registry; their CEL cost;
+//! - [`poll`]: re-reading files and the certificate Secret on a timer;
+//! - [`certs`]: serving certificates, generated or loaded, reloaded;
+//! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
+//! - [`server`]: the HTTPS webhook server (no policy logic);
 //! - [`cli`]: the command line.
 
 pub mod admission;

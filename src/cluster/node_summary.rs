@@ -70,11 +70,7 @@ mod tests {
     use crate::policy::cluster::ClusterSnapshot;
 
     fn node(gpus: &[(&str, u64)], capability: Option<(u32, u32)>) -> NodeGpus {
-        NodeGpus {
-            allocatable: gpus.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
-            compute_capability: capability
-                .map(|(major, minor)| ComputeCapability::new(major, minor)),
-        }
+        NodeGpus::of(gpus, capability)
     }
 
     #[test]

@@ -69,6 +69,18 @@ pub struct NodeGpus {
     pub compute_capability: Option<ComputeCapability>,
 }
 
+#[cfg(test)]
+impl NodeGpus {
+    /// A node for tests: its GPU allocatable and compute capability.
+    pub fn of(gpus: &[(&str, u64)], capability: Option<(u32, u32)>) -> Self {
+        NodeGpus {
+            allocatable: gpus.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
+            compute_capability: capability
+                .map(|(major, minor)| ComputeCapability::new(major, minor)),
+        }
+    }
+}
+
 impl ClusterSnapshot {
     /// The kept annotations of a namespace (empty when unknown).
     pub fn namespace_annotations_of(&self, namespace: &str) -> BTreeMap<String, String> {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::message::{Message, Notice};
 use super::rule_id::RuleId;
-use super::rules::rule::Mutation;
+use super::rules::rule::{Findings, Mutation};
 use crate::settings::AllowlistEntry;
 
 /// Something the policy does not accept. The message names the containers
@@ -62,6 +62,27 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// Adds what one rule found, stamped with its id and each message with
+    /// the `gpu-policy:` prefix.
+    pub(super) fn record(&mut self, rule: RuleId, findings: Findings) {
+        let Findings {
+            changes,
+            violations,
+            notices,
+        } = findings;
+        self.changes.extend(
+            changes
+                .into_iter()
+                .map(|mutation| Change::new(rule, mutation)),
+        );
+        self.violations
+            .extend(violations.into_iter().map(|body| Violation {
+                rule,
+                message: Message::new(body),
+            }));
+        self.notices.extend(notices);
+    }
+
     pub fn changed_rules(&self) -> BTreeSet<RuleId> {
         self.changes.iter().map(|c| c.rule).collect()
     }

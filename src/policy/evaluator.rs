@@ -11,9 +11,9 @@ use super::cluster::ClusterFacts;
 use super::dra::ClaimFacts;
 use super::dra::claims::{ClaimKind, ClaimSummary, parse_object};
 use super::dra::resolution as pod_claims;
-use super::evaluation::{Change, Evaluation, Violation};
+use super::evaluation::Evaluation;
 use super::images::ImageFacts;
-use super::message::{Message, Notice};
+use super::message::Notice;
 use super::patch::add;
 use super::pod::{ObjectError, PodView};
 use super::rule_id::RuleId;
@@ -120,20 +120,7 @@ impl Evaluator<'_> {
             let Check::Pod(check) = rule.check else {
                 continue;
             };
-            let findings = check(&input);
-            evaluation.changes.extend(
-                findings
-                    .changes
-                    .into_iter()
-                    .map(|mutation| Change::new(rule.id, mutation)),
-            );
-            evaluation
-                .violations
-                .extend(findings.violations.into_iter().map(|body| Violation {
-                    rule: rule.id,
-                    message: Message::new(body),
-                }));
-            evaluation.notices.extend(findings.notices);
+            evaluation.record(rule.id, check(&input));
         }
         evaluation.allowlisted = allowlisted.cloned();
         if !evaluation.changes.is_empty() {
@@ -181,14 +168,7 @@ impl Evaluator<'_> {
             let Check::Claim(check) = rule.check else {
                 continue;
             };
-            let findings = check(&input);
-            evaluation
-                .violations
-                .extend(findings.violations.into_iter().map(|body| Violation {
-                    rule: rule.id,
-                    message: Message::new(body),
-                }));
-            evaluation.notices.extend(findings.notices);
+            evaluation.record(rule.id, check(&input));
         }
         Ok(evaluation)
     }

@@ -50,6 +50,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::support::fixtures::{files, fixture, is_pod, load, objects_of, stem};
+use crate::support::generated_docs::updating;
 use crate::support::{fixtures, workloads::pod_of_workload};
 
 const NAMESPACE: &str = "default";
@@ -203,10 +204,6 @@ fn line_diff(expected: &str, actual: &str) -> String {
         }
     }
     out
-}
-
-fn updating() -> bool {
-    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
 }
 
 #[test]

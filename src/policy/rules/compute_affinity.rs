@@ -2,7 +2,7 @@
 //! build can run on, with a driver that can run it.
 //!
 //! Reads: whether the pod is a GPU pod; the images of its GPU containers and
-//! what they need (`policy::image_needs`: resolved from the registry when
+//! what they need (`crate::cuda::needs`: resolved from the registry when
 //! the evaluator has [`crate::policy::ImageFacts`], else the image table), with the
 //! containers' own `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
 //! annotation `gpu-policy.io/min-compute-capability`; the namespace's
@@ -12,7 +12,7 @@
 //! Changes: the minimum `M.m` is the highest of those sources. The constraint
 //! on the GFD labels `nvidia.com/gpu.compute.major` / `.minor` is
 //! `major > M-1` when `m == 0`, else `(major > M) OR (major == M AND minor >
-//! m-1)`. The images' driver floor (`policy::cuda_requirement`: the CUDA
+//! m-1)`. The images' driver floor (`crate::cuda::requirement`: the CUDA
 //! version the driver supports, or a forward-compatible driver branch, on
 //! both generations of GFD's CUDA labels) is ANDed with it: each compute
 //! alternative with each driver alternative. Node selector terms are ORed and

@@ -32,27 +32,8 @@ use crate::policy::rule_id::RuleId;
 /// then the pod rules; R2's entry for DRA claims sits beside its pod entry
 /// (the order of the generated policies).
 ///
-/// To add a rule:
-/// 1. write `src/policy/rules/<name>.rs`: a header comment saying what it
-///    reads, changes and denies; one [`MessageTemplate`] const per message
-///    (`crate::policy::message`); `pub fn check(input: &RuleInput) ->
-///    Findings`; its `API_SERVER`; and its table tests (`policy::testing`);
-/// 2. declare the module above, add its id and name to `rule_ids!` in
-///    `src/policy/rule_id.rs` (the name is what output, metrics, logs and the
-///    mutations annotation show), and add its entry below;
-/// 3. decide its CEL side: `admission_policy::generated` matches on every
-///    rule id and will not compile until the new one has its arm (a
-///    generator under `src/admission_policy/` whose messages are the
-///    templates', or none, as `API_SERVER` says);
-/// 4. describe it in docs/policy.md ("Rules"), add an example under
-///    `examples/` and a golden fixture (`tests/fixtures/`, regenerated into
-///    `tests/golden/`); regenerate the docs' coverage table
-///    (`UPDATE_GOLDEN=1 cargo test --test it admission_policies::coverage`)
-///    and, when a policy changed, the docs' cost tables (the same with
-///    `admission_policies::cost`) and the chart's bundled policies
-///    (`bash tests/chart/run.sh --regenerate`).
-///
-/// [`MessageTemplate`]: crate::policy::message::MessageTemplate
+/// How to add a rule, the CEL side included: docs/architecture.md, "How
+/// to add a rule".
 pub static RULES: &[Rule] = &[
     Rule {
         id: RuleId::Allowlist,

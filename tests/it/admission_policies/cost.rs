@@ -12,16 +12,11 @@
 //! git diff docs/policy.md
 //! ```
 
-use std::path::Path;
-
+use crate::support::generated_docs::assert_section;
 use crate::support::process::gpu_policy;
 
 const BEGIN: &str = "<!-- cost-table:begin: gpu-policy manifests --admission-policies --mutating-policies --cost -->\n";
 const END: &str = "<!-- cost-table:end -->\n";
-
-fn update() -> bool {
-    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
-}
 
 #[test]
 fn the_docs_cost_tables_are_the_commands_output() {
@@ -35,28 +30,12 @@ fn the_docs_cost_tables_are_the_commands_output() {
         None,
     )
     .success();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policy.md");
-    let docs = std::fs::read_to_string(&path).expect("docs/policy.md reads");
-    let start = docs
-        .find(BEGIN)
-        .expect("docs/policy.md has the begin marker")
-        + BEGIN.len();
-    let end = start
-        + docs[start..]
-            .find(END)
-            .expect("docs/policy.md has the end marker");
-    let expected = format!("\n{}\n", run.stdout);
-    if update() {
-        let updated = format!("{}{expected}{}", &docs[..start], &docs[end..]);
-        std::fs::write(&path, updated).expect("docs/policy.md writes");
-        return;
-    }
-    assert!(
-        docs[start..end] == expected,
-        "docs/policy.md's cost tables differ from the command's output; run \
-         `UPDATE_GOLDEN=1 cargo test --test it admission_policies::cost` and review \
-         `git diff docs/policy.md`\n\n{}",
-        run.stdout
+    assert_section(
+        "docs/policy.md",
+        BEGIN,
+        END,
+        &run.stdout,
+        "admission_policies::cost",
     );
 }
 

@@ -16,7 +16,8 @@
 //!   validation of YAML streams;
 //! - [`process`]: running the binary or a tool to completion;
 //!   [`control_plane`]: a real etcd and kube-apiserver, and kubectl;
-//! - [`x509`]: reading test certificates.
+//! - [`x509`]: reading test certificates; [`generated_docs`]: the docs'
+//!   sections the program prints, and `UPDATE_GOLDEN`.
 
 pub mod bad_claims;
 pub mod claimed_pods;
@@ -27,6 +28,7 @@ pub mod fake_api;
 pub mod fake_registry;
 pub mod fixtures;
 pub mod fleet;
+pub mod generated_docs;
 pub mod kubernetes_validate;
 pub mod oracles;
 pub mod pods;
