@@ -137,34 +137,28 @@ pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
 mod tests {
     use super::*;
 
-    fn facts(
-        cuda: Option<&str>,
-        require: Option<&str>,
-        label: Option<&str>,
-    ) -> Arc<ImageConfigFacts> {
-        Arc::new(ImageConfigFacts {
-            cuda_version: cuda.map(str::to_owned),
-            require_cuda: require.map(str::to_owned),
-            cuda_label: label.map(str::to_owned),
-            digest: "sha256:00".to_owned(),
-        })
-    }
-
     #[test]
     fn answers_become_needs_or_fallbacks() {
         let lookups = vec![
             (
                 "a".to_owned(),
-                Lookup::Found(facts(Some("13.0.2"), Some("cuda>=13.0"), None)),
+                Lookup::Found(ImageConfigFacts::of(
+                    Some("13.0.2"),
+                    Some("cuda>=13.0"),
+                    None,
+                )),
             ),
             (
                 "b".to_owned(),
-                Lookup::Found(facts(None, None, Some("12.8.1"))),
+                Lookup::Found(ImageConfigFacts::of(None, None, Some("12.8.1"))),
             ),
-            ("c".to_owned(), Lookup::Found(facts(None, None, None))),
+            (
+                "c".to_owned(),
+                Lookup::Found(ImageConfigFacts::of(None, None, None)),
+            ),
             (
                 "d".to_owned(),
-                Lookup::Found(facts(Some("thirteen"), None, None)),
+                Lookup::Found(ImageConfigFacts::of(Some("thirteen"), None, None)),
             ),
             (
                 "e".to_owned(),

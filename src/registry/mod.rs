@@ -75,6 +75,23 @@ pub struct ImageConfigFacts {
     pub digest: String,
 }
 
+#[cfg(test)]
+impl ImageConfigFacts {
+    /// An image config for tests: its CUDA env, requirement and label.
+    pub fn of(
+        cuda: Option<&str>,
+        require: Option<&str>,
+        label: Option<&str>,
+    ) -> std::sync::Arc<ImageConfigFacts> {
+        std::sync::Arc::new(ImageConfigFacts {
+            cuda_version: cuda.map(str::to_owned),
+            require_cuda: require.map(str::to_owned),
+            cuda_label: label.map(str::to_owned),
+            digest: "sha256:00".to_owned(),
+        })
+    }
+}
+
 /// The answer for one image of an admission. Every reason is one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {

@@ -232,31 +232,18 @@ impl Images {
 mod tests {
     use super::*;
 
-    fn facts(
-        cuda: Option<&str>,
-        require: Option<&str>,
-        label: Option<&str>,
-    ) -> Arc<ImageConfigFacts> {
-        Arc::new(ImageConfigFacts {
-            cuda_version: cuda.map(str::to_owned),
-            require_cuda: require.map(str::to_owned),
-            cuda_label: label.map(str::to_owned),
-            digest: "sha256:00".to_owned(),
-        })
-    }
-
     #[test]
     fn a_config_is_interpreted_once_and_answered_the_same() {
         let cache = NeedsCache::new();
-        let cuda13 = facts(Some("13.0.2"), Some("cuda>=13.0"), None);
+        let cuda13 = ImageConfigFacts::of(Some("13.0.2"), Some("cuda>=13.0"), None);
         let first = cache.needs_of(&cuda13);
         assert_eq!(first, needs_of(&cuda13));
         assert_eq!(lock(&cache.0).len(), 1);
         // An equal config from another fetch is the same entry.
-        let again = facts(Some("13.0.2"), Some("cuda>=13.0"), None);
+        let again = ImageConfigFacts::of(Some("13.0.2"), Some("cuda>=13.0"), None);
         assert_eq!(cache.needs_of(&again), first);
         assert_eq!(lock(&cache.0).len(), 1);
-        let unreadable = facts(Some("thirteen"), None, None);
+        let unreadable = ImageConfigFacts::of(Some("thirteen"), None, None);
         assert!(cache.needs_of(&unreadable).is_err());
         assert_eq!(lock(&cache.0).len(), 2);
     }
