@@ -135,11 +135,16 @@ pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
 
 /// The messages of one rule's violations for a pod.
 pub fn violation_messages(pod: &Value, rule: RuleId) -> Vec<String> {
-    evaluate_pod(pod)
+    messages_of(&evaluate_pod(pod), rule)
+}
+
+/// The messages of one rule's violations in an evaluation.
+pub fn messages_of(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
+    evaluation
         .violations
-        .into_iter()
+        .iter()
         .filter(|v| v.rule == rule)
-        .map(|v| v.message.into_string())
+        .map(|v| v.message.to_string())
         .collect()
 }
 

@@ -452,12 +452,7 @@ mod tests {
         let pod = json!({"spec": {"containers": [privileged_gpu("g"), {"name": "ok",
             "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
         let evaluation = crate::policy::testing::evaluate_with(&pod, &settings);
-        let denied: Vec<String> = evaluation
-            .violations
-            .iter()
-            .filter(|v| v.rule == ID)
-            .map(|v| v.message.to_string())
-            .collect();
+        let denied = crate::policy::testing::messages_of(&evaluation, ID);
         assert_eq!(
             denied,
             [

@@ -390,12 +390,7 @@ mod tests {
                 .is_none()
         );
         let cpu = pod(Some("nvidia"), 0);
-        let denied: Vec<String> = evaluate_with(&cpu, &settings)
-            .violations
-            .iter()
-            .filter(|v| v.rule == ID)
-            .map(|v| v.message.to_string())
-            .collect();
+        let denied = crate::policy::testing::messages_of(&evaluate_with(&cpu, &settings), ID);
         assert_eq!(
             denied,
             [
