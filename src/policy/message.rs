@@ -15,6 +15,19 @@ use crate::settings::NamespaceSettings;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message(String);
 
+/// What kind of JSON value this is, for messages about a field of the
+/// wrong type (`must be a list, not a string`).
+pub fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 impl Message {
     /// What every message starts with.
     pub const PREFIX: &str = "gpu-policy: ";

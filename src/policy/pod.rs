@@ -33,6 +33,7 @@
 //! `raw` (the sharing schemes). Those few become methods of the view as
 //! their rules move to them.
 
+use super::message::json_type;
 use json_patch::jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
@@ -517,24 +518,13 @@ impl FieldPath<'_> {
     }
 }
 
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn as_object<'a>(
     value: &'a Value,
     path: &FieldPath<'_>,
 ) -> Result<&'a Map<String, Value>, ObjectError> {
     value
         .as_object()
-        .ok_or_else(|| path.error(&format!("must be an object, not {}", type_name(value))))
+        .ok_or_else(|| path.error(&format!("must be an object, not {}", json_type(value))))
 }
 
 fn optional_object<'a>(
@@ -558,7 +548,7 @@ fn optional_array<'a>(
         Some(Value::Array(list)) => Ok(Some(list)),
         Some(value) => Err(path
             .key(key)
-            .error(&format!("must be a list, not {}", type_name(value)))),
+            .error(&format!("must be a list, not {}", json_type(value)))),
     }
 }
 
@@ -572,7 +562,7 @@ fn optional_bool(
         Some(Value::Bool(flag)) => Ok(Some(*flag)),
         Some(value) => Err(path
             .key(key)
-            .error(&format!("must be a boolean, not {}", type_name(value)))),
+            .error(&format!("must be a boolean, not {}", json_type(value)))),
     }
 }
 
@@ -586,7 +576,7 @@ fn optional_str<'a>(
         Some(Value::String(text)) => Ok(Some(text)),
         Some(value) => Err(path
             .key(key)
-            .error(&format!("must be a string, not {}", type_name(value)))),
+            .error(&format!("must be a string, not {}", json_type(value)))),
     }
 }
 

@@ -15,6 +15,7 @@
 //! alternative. Only the fields read here are checked for shape; a wrong
 //! shape is a [`ClaimError`] naming the field.
 
+use crate::policy::message::json_type;
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -312,15 +313,7 @@ fn error(field: &str, problem: &str) -> ClaimError {
 }
 
 fn must_be(expected: &str, value: &Value) -> String {
-    let actual = match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    };
-    format!("must be {expected}, not {actual}")
+    format!("must be {expected}, not {}", json_type(value))
 }
 
 fn optional<'a>(fields: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {

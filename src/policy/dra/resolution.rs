@@ -210,7 +210,7 @@ mod tests {
     use rstest::rstest;
     use serde_json::{Value, json};
 
-    use crate::policy::testing::{apply, evaluate_pod, evaluate_with_claims};
+    use crate::policy::testing::{apply, evaluate_pod, evaluate_with_claims, messages_of};
     use crate::policy::{Evaluation, NoticeKind, RuleId};
     use crate::settings::Settings;
 
@@ -266,15 +266,6 @@ mod tests {
             .changes
             .iter()
             .map(|c| (c.rule, c.summary.clone()))
-            .collect()
-    }
-
-    fn violations(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
-        evaluation
-            .violations
-            .iter()
-            .filter(|v| v.rule == rule)
-            .map(|v| v.message.to_string())
             .collect()
     }
 
@@ -363,7 +354,7 @@ mod tests {
             )]
         );
         // The claim may hold a GPU: the reserved class is not refused.
-        assert!(violations(&evaluation, RuleId::RuntimeClass).is_empty());
+        assert!(messages_of(&evaluation, RuleId::RuntimeClass).is_empty());
         assert!(
             evaluation.violations.is_empty(),
             "{:?}",
@@ -396,7 +387,7 @@ mod tests {
         );
         let with_helper = pod(vec![claimed, helper], template_claim("gpu", "single-gpu"));
         let evaluation = evaluate_with_claims(&with_helper, &[], &Settings::default());
-        let denied = violations(&evaluation, RuleId::DevicePaths);
+        let denied = messages_of(&evaluation, RuleId::DevicePaths);
         assert_eq!(denied.len(), 1, "{denied:?}");
         assert!(denied[0].contains("container \"helper\" must not be privileged"));
     }
@@ -454,7 +445,7 @@ mod tests {
         // A class outside the GPU set is still refused on a GPU pod.
         pod["spec"]["runtimeClassName"] = json!("kata");
         let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
-        assert_eq!(violations(&evaluation, RuleId::RuntimeClass).len(), 1);
+        assert_eq!(messages_of(&evaluation, RuleId::RuntimeClass).len(), 1);
     }
 
     #[test]
@@ -640,7 +631,7 @@ mod tests {
         pod["spec"]["initContainers"] = json!(init);
         let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
         assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
-        let found = violations(&evaluation, RuleId::BoundedRequests);
+        let found = messages_of(&evaluation, RuleId::BoundedRequests);
         assert_eq!(!found.is_empty(), denied, "{found:?}");
         assert!(found.len() <= 1, "{found:?}");
     }
@@ -656,7 +647,7 @@ mod tests {
             json!([{"name": "six", "resourceClaimTemplateName": "six-gpus"}]),
         );
         assert_eq!(
-            violations(
+            messages_of(
                 &evaluate_with_claims(&both, &objects, &Settings::default()),
                 RuleId::BoundedRequests
             ),
@@ -670,7 +661,7 @@ mod tests {
             json!([{"name": "all", "resourceClaimTemplateName": "all-gpus"}]),
         );
         assert_eq!(
-            violations(
+            messages_of(
                 &evaluate_with_claims(&all, &objects, &Settings::default()),
                 RuleId::BoundedRequests
             ),
