@@ -1,7 +1,8 @@
-//! docs/policy.md's table of what the admission policies cover, rule by
-//! rule: printed from the registry (`policy::rules::RULES`), each entry's
-//! generated policies and its [`ApiServer`] reasons. A test holds the docs
-//! to it.
+//! `gpu-policy manifests --admission-policies --coverage`: what the
+//! admission policies cover, rule by rule, printed from the registry
+//! (`policy::rules::RULES`): each entry's generated policies under the
+//! settings and its [`ApiServer`] reasons. docs/policy.md's coverage table
+//! is its output on the default settings, and a test holds it to that.
 
 use super::{GeneratedPolicy, generated};
 use crate::policy::rules::{ApiServer, Check, RULES, Rule};

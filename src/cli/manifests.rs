@@ -1,12 +1,13 @@
 //! `gpu-policy manifests`: the complete install as YAML; with
-//! `--admission-policies --cost`, the CEL cost of the policies instead.
+//! `--admission-policies --cost`, the CEL cost of the policies instead;
+//! with `--admission-policies --coverage`, what they cover of each rule.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::EXIT_BAD_INPUT;
-use crate::admission_policy::cost_check;
+use crate::admission_policy::{cost_check, coverage};
 use crate::install::{self, InstallOptions};
 use crate::settings::Settings;
 
@@ -61,6 +62,11 @@ pub struct ManifestsArgs {
     /// one is over a limit or cannot be estimated.
     #[arg(long, requires = "admission_policies")]
     pub cost: bool,
+    /// With --admission-policies: instead of the manifests, a Markdown
+    /// table of what the policies generated from --config enforce of each
+    /// rule, and what only the webhook does.
+    #[arg(long, requires = "admission_policies", conflicts_with = "cost")]
+    pub coverage: bool,
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
@@ -73,6 +79,9 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
     };
     if args.cost {
         return print_cost(&settings, args.mutating_policies);
+    }
+    if args.coverage {
+        return print(Ok(coverage::coverage_table(&settings)));
     }
     let rendered = if args.admission_policies {
         let objects = crate::admission_policy::manifests(&settings, args.mutating_policies);

@@ -1,7 +1,8 @@
-//! docs/policy.md's table of what the admission policies cover, rule by
-//! rule, is `admission_policy::coverage::coverage_table`: printed from the
-//! rule registry, each entry's generated policies and the reasons its
-//! `ApiServer` gives.
+//! `gpu-policy manifests --admission-policies --coverage`: what the
+//! admission policies cover, rule by rule, printed from the rule registry
+//! (each entry's generated policies and the reasons its `ApiServer`
+//! gives). docs/policy.md's coverage table is its output on the default
+//! settings.
 //!
 //! # Updating the docs
 //!
@@ -13,23 +14,52 @@
 //! git diff docs/policy.md
 //! ```
 
-use gpu_policy::admission_policy::coverage::coverage_table;
-use gpu_policy::settings::Settings;
-
 use crate::support::generated_docs::assert_section;
+use crate::support::process::gpu_policy;
 
 const BEGIN: &str =
     "<!-- coverage-table:begin: printed from the rule registry (src/policy/rules/mod.rs) -->\n";
 const END: &str = "<!-- coverage-table:end -->\n";
 
 #[test]
-fn the_docs_coverage_table_is_the_registrys() {
-    let table = coverage_table(&Settings::default());
+fn the_docs_coverage_table_is_the_commands_output() {
+    let run = gpu_policy(&["manifests", "--admission-policies", "--coverage"], None).success();
     assert_section(
         "docs/policy.md",
         BEGIN,
         END,
-        &table,
+        &run.stdout,
         "admission_policies::coverage",
     );
+}
+
+/// The table follows the configuration: without a runtime class to
+/// inject, R3 has no mutating policy.
+#[test]
+fn the_table_follows_the_config() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "runtimeClassName: ''\n").expect("config writes");
+    let config = config.to_str().expect("a UTF-8 path");
+    let run = gpu_policy(
+        &[
+            "manifests",
+            "--admission-policies",
+            "--coverage",
+            "--config",
+            config,
+        ],
+        None,
+    )
+    .success();
+    let r3 = run
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("| R3 "))
+        .expect("a row for R3");
+    assert!(
+        r3.contains("`gpu-policy-runtime-class` (validating) |"),
+        "{r3}"
+    );
+    assert!(!r3.contains("(mutating)"), "{r3}");
 }
