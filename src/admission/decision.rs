@@ -110,12 +110,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
     }
     // In every mode: the audit log says where the table stood in for a
     // registry.
-    let fallbacks: Vec<&str> = evaluation
-        .notices
-        .iter()
-        .filter(|n| n.kind == NoticeKind::ImageTableFallback)
-        .map(|n| n.message.body())
-        .collect();
+    let fallbacks = evaluation.notice_bodies(NoticeKind::ImageTableFallback);
     if !fallbacks.is_empty() {
         decision
             .audit_annotations

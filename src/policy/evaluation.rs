@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use json_patch::PatchOperation;
 use serde::Serialize;
 
-use super::message::{Message, Notice};
+use super::message::{Message, Notice, NoticeKind};
 use super::rule_id::RuleId;
 use super::rules::rule::{Findings, Mutation};
 use crate::settings::AllowlistEntry;
@@ -62,6 +62,15 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// The bodies of the notices of one kind, in order.
+    pub fn notice_bodies(&self, kind: NoticeKind) -> Vec<&str> {
+        self.notices
+            .iter()
+            .filter(|notice| notice.kind == kind)
+            .map(|notice| notice.message.body())
+            .collect()
+    }
+
     /// Adds what one rule found, stamped with its id and each message with
     /// the `gpu-policy:` prefix.
     pub(super) fn record(&mut self, rule: RuleId, findings: Findings) {

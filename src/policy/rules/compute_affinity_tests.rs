@@ -426,12 +426,7 @@ fn an_unanswered_lookup_falls_back_to_the_table_with_a_notice() {
         {"name": "b", "image": image, "resources": {"limits": {"nvidia.com/gpu": 1}}},
         {"name": "c", "image": "registry.example/in-house:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
     let evaluation = evaluate_with_images(&pod, &Unanswered);
-    let fallbacks: Vec<&str> = evaluation
-        .notices
-        .iter()
-        .filter(|n| n.kind == NoticeKind::ImageTableFallback)
-        .map(|n| n.message.body())
-        .collect();
+    let fallbacks = evaluation.notice_bodies(NoticeKind::ImageTableFallback);
     assert_eq!(
         fallbacks,
         vec![format!(
