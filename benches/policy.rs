@@ -106,6 +106,7 @@ fn admit(
         cluster: None,
         claims,
         images: None,
+        claim_owner: None,
     };
     let (response, _verdict) = respond(&request, endpoint, &evaluator);
     encode(response).expect("response encodes")

@@ -61,7 +61,7 @@ async fn admit(body: &[u8], settings: &Settings, images: &Images) -> Vec<u8> {
         .as_ref()
         .map(|r| r as &dyn gpu_policy::policy::ImageFacts);
     let (response, _verdict) =
-        gpu_policy::admission::answer(&request, Endpoint::Mutate, settings, None, facts);
+        gpu_policy::admission::answer(&request, Endpoint::Mutate, settings, None, facts, None);
     encode(response).expect("response encodes")
 }
 

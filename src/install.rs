@@ -183,10 +183,12 @@ fn cluster_role() -> Value {
         "rules": [
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            // list: the namespace guard; get: the metadata of the pod a
+            // ResourceClaim is made for, when it is created.
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
             {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list", "watch"]},
             {"apiGroups": ["resource.k8s.io"],
-             "resources": ["resourceclaims", "resourceclaimtemplates", "deviceclasses"],
+             "resources": ["resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"],
              "verbs": ["list", "watch"]},
             {"apiGroups": ["admissionregistration.k8s.io"],
              "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
@@ -428,18 +430,28 @@ pub(crate) fn workload_rules() -> Vec<Value> {
         .collect()
 }
 
-/// ResourceClaims and ResourceClaimTemplates: validated, never mutated.
-/// Registered for v1 only: with `matchPolicy: Equivalent` the API server
-/// sends older versions converted to v1.
+/// ResourceClaims and ResourceClaimTemplates, validated on CREATE and
+/// UPDATE. Registered for v1 only: with `matchPolicy: Equivalent` the API
+/// server sends older versions converted to v1.
 pub(crate) fn claim_rules() -> Value {
     let resources: Vec<&str> = ClaimKind::ALL.iter().map(|k| k.resource()).collect();
     json!({"apiGroups": [CLAIM_GROUP], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
            "resources": resources, "scope": "Namespaced"})
 }
 
+/// ResourceClaims on CREATE, mutated: a claim the resource claim
+/// controller makes for a pod gets gpu-policy's selector. Only the claim's
+/// creation (its spec is immutable after it); v1 only, as for validation.
+fn claim_mutation_rule() -> Value {
+    json!({"apiGroups": [CLAIM_GROUP], "apiVersions": ["v1"], "operations": ["CREATE"],
+           "resources": [ClaimKind::Claim.resource()], "scope": "Namespaced"})
+}
+
 fn mutating_configuration(options: &InstallOptions) -> Value {
     let mut webhook = common(options, Endpoint::Mutate, &options.failure_policy);
-    webhook["rules"] = json!(pod_rules());
+    let mut rules = pod_rules();
+    rules.push(claim_mutation_rule());
+    webhook["rules"] = json!(rules);
     webhook["namespaceSelector"] = namespace_selector(Some(Mode::Enforce), &options.namespace);
     // Later webhooks (a sidecar injector) may add containers: run again.
     webhook["reinvocationPolicy"] = json!("IfNeeded");

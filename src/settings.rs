@@ -35,6 +35,9 @@ pub const MAX_GPUS_PER_POD_ANNOTATION: &str = "gpu-policy.io/max-gpus-per-pod";
 pub const MIN_COMPUTE_CAPABILITY_ANNOTATION: &str = "gpu-policy.io/min-compute-capability";
 /// Pod annotation written by the webhook: the rules that changed the pod.
 pub const MUTATIONS_ANNOTATION: &str = "gpu-policy.io/mutations";
+/// Pod annotation written by the webhook: what the pod's DRA GPU containers
+/// need of a device, read back when a claim is made for the pod.
+pub const GPU_NEEDS_ANNOTATION: &str = "gpu-policy.io/gpu-needs";
 /// Namespace label that opts a namespace in and selects its mode.
 pub const MODE_LABEL: &str = "gpu-policy.io/mode";
 
@@ -68,6 +71,42 @@ pub struct Config {
     pub gpu_sharing: GpuSharing,
     /// R6 on privileged GPU containers: warn (default) or deny.
     pub privileged_gpu: PrivilegedGpu,
+    /// R4 for GPUs that come through DRA claims: floors written into the
+    /// claims (default), onto node labels, or both.
+    pub dra_compute_affinity: DraComputeAffinity,
+}
+
+/// Where R4 puts the compute and driver floors of GPU containers whose GPUs
+/// come only through Dynamic Resource Allocation claims. Device-plugin GPU
+/// containers always get node affinity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DraComputeAffinity {
+    /// A selector in every GPU request of the claims made for the pod: the
+    /// device the claim gets meets the floor, on nodes with or without GPU
+    /// Feature Discovery's labels.
+    #[default]
+    Claims,
+    /// Node affinity on GPU Feature Discovery's labels, as for device-plugin
+    /// GPUs (nodes without those labels never run the pod).
+    NodeLabels,
+    /// Both.
+    Both,
+}
+
+impl DraComputeAffinity {
+    /// The floors go into the claims made for the pod.
+    pub fn claims(self) -> bool {
+        matches!(self, DraComputeAffinity::Claims | DraComputeAffinity::Both)
+    }
+
+    /// The floors go onto node labels.
+    pub fn node_labels(self) -> bool {
+        matches!(
+            self,
+            DraComputeAffinity::NodeLabels | DraComputeAffinity::Both
+        )
+    }
 }
 
 impl Config {
@@ -115,6 +154,7 @@ impl Default for Config {
             ],
             policy_admins: vec!["system:masters".to_owned()],
             gpu_sharing: GpuSharing::default(),
+            dra_compute_affinity: DraComputeAffinity::default(),
             privileged_gpu: PrivilegedGpu::Warn,
         }
     }

@@ -113,6 +113,7 @@ fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings)
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let evaluate = |pod: &Value| {
         evaluator

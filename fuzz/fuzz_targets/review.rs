@@ -88,6 +88,7 @@ fn serve(
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let (response, _) = admission::respond(request, endpoint, &evaluator);
     let encoded = admission::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));

@@ -48,6 +48,9 @@ pub struct ObjectReport {
     /// The denial message, when denied.
     #[serde(skip)]
     pub denial: Option<String>,
+    /// `warnings`, not cut to a kubectl line (the text output prints these).
+    #[serde(skip)]
+    pub warnings_in_full: Vec<String>,
 }
 
 impl ObjectReport {
@@ -74,6 +77,7 @@ impl ObjectReport {
             error: None,
             changes: Vec::new(),
             denial: None,
+            warnings_in_full: Vec::new(),
         }
     }
 }
@@ -178,6 +182,7 @@ impl<'a> Checker<'a> {
             cluster,
             claims,
             images,
+            claim_owner: None,
         };
         let decision = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
@@ -199,6 +204,7 @@ impl<'a> Checker<'a> {
         report.allowed = decision.allowed;
         report.denial = decision.denial;
         report.warnings = decision.warnings;
+        report.warnings_in_full = decision.warnings_in_full;
         report.patch = decision.patch;
         report
     }

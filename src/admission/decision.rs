@@ -11,6 +11,7 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 
 use super::kinds::ObjectKind;
+use crate::policy::dra::claims::ClaimKind;
 use crate::policy::{ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleId};
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -80,10 +81,12 @@ pub struct Decision {
     pub allowed: bool,
     /// Why the object is denied, for the response's `status.message`.
     pub denial: Option<String>,
-    /// Operations to apply (enforce mode, pods only).
+    /// Operations to apply (enforce mode, pods and claims only).
     pub patch: Vec<PatchOperation>,
     /// Warnings for `kubectl`, each under 120 characters.
     pub warnings: Vec<String>,
+    /// The same warnings, not cut (`check` prints these).
+    pub warnings_in_full: Vec<String>,
     /// Keys are prefixed with the webhook's name by the API server.
     pub audit_annotations: BTreeMap<String, String>,
 }
@@ -99,6 +102,8 @@ pub const MAX_WARNING_CHARS: usize = 119;
 /// The mode's verdict on an evaluation.
 pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision {
     let is_pod = kind == ObjectKind::Pod;
+    // Pods are mutated, and the claims made for them (R4's selector).
+    let mutated = is_pod || kind == ObjectKind::Claim(ClaimKind::Claim);
     let mut decision = Decision {
         allowed: true,
         ..Decision::default()
@@ -120,14 +125,14 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         Mode::Enforce => {
             decision
                 .warnings
-                .extend(evaluation.notices.iter().map(|n| warning(&n.message)));
+                .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
             if !is_pod {
                 decision
                     .warnings
                     .extend(template_override_warnings(evaluation));
             }
             if evaluation.violations.is_empty() {
-                if is_pod {
+                if mutated {
                     decision.patch = evaluation.patch.clone();
                 }
             } else {
@@ -138,20 +143,23 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
         Mode::Warn => {
             decision
                 .warnings
-                .extend(evaluation.notices.iter().map(|n| warning(&n.message)));
+                .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
             for violation in &evaluation.violations {
-                decision.warnings.push(warning(&Message::new(format_args!(
-                    "[{}] would deny: {}",
-                    violation.rule,
-                    violation.message.body()
-                ))));
+                decision.warnings.push(
+                    Message::new(format_args!(
+                        "[{}] would deny: {}",
+                        violation.rule,
+                        violation.message.body()
+                    ))
+                    .into_string(),
+                );
             }
             if is_pod {
                 for change in &evaluation.changes {
-                    decision.warnings.push(warning(&Message::new(format_args!(
-                        "[{}] would {}",
-                        change.rule, change.summary
-                    ))));
+                    decision.warnings.push(
+                        Message::new(format_args!("[{}] would {}", change.rule, change.summary))
+                            .into_string(),
+                    );
                 }
             } else {
                 decision
@@ -183,6 +191,14 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
             }
         }
     }
+    // kubectl prints each warning on one line: cut them, keeping the whole
+    // text for `check`.
+    decision.warnings_in_full = std::mem::take(&mut decision.warnings);
+    decision.warnings = decision
+        .warnings_in_full
+        .iter()
+        .map(|text| warning(text))
+        .collect();
     decision
 }
 
@@ -204,10 +220,11 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         .iter()
         .filter(|change| change.overrides_author)
         .map(|change| {
-            warning(&Message::new(format_args!(
+            Message::new(format_args!(
                 "[{}] pods will {}",
                 change.rule, change.summary
-            )))
+            ))
+            .into_string()
         })
 }
 

@@ -88,7 +88,8 @@ pub enum ObjectKind {
     Pod,
     Workload(Workload),
     /// A resource.k8s.io ResourceClaim or ResourceClaimTemplate: its GPU
-    /// requests are bounded (R2); never mutated.
+    /// requests are bounded (R2); a claim made for a pod gets the pod's
+    /// floors (R4, on the mutating webhook).
     Claim(ClaimKind),
     /// Anything else: allowed untouched and reported as ignored.
     Ignored,

@@ -36,7 +36,9 @@ pub use decision::{
     Verdict, decide, namespace_settings, unreadable, warning,
 };
 pub use kinds::{ObjectKind, Workload};
-pub use respond::{Endpoint, Evaluated, answer, evaluated, images_to_resolve, respond};
+pub use respond::{
+    Endpoint, Evaluated, answer, claim_owner_to_read, evaluated, images_to_resolve, respond,
+};
 pub use wire::{RawObject, ReviewError, decode, encode};
 
 #[cfg(test)]

@@ -11,14 +11,16 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use super::decision::{
-    Decision, DecisionKind, Mode, Verdict, decide, namespace_settings, unreadable,
+    Decision, DecisionKind, Mode, Verdict, decide, namespace_settings, unreadable, warning,
 };
 use super::images;
 use super::kinds::ObjectKind;
 use super::namespace_guard;
 use super::wire::RawObject;
+use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
+use crate::policy::dra::claims::ClaimKind;
 use crate::policy::{
-    ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, Subject, scope_for_update,
+    ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Subject, scope_for_update,
 };
 use crate::registry::Platform;
 use crate::settings::Settings;
@@ -59,16 +61,38 @@ impl Endpoint {
 /// cluster, when it can read it.
 /// `images`: what the images of the object need, as resolved from their
 /// registries beforehand ([`images_to_resolve`]).
+/// `claim_owner`: for a ResourceClaim made for a pod, the pod as read
+/// beforehand ([`claim_owner_to_read`]).
 pub fn answer(
     request: &AdmissionRequest<RawObject>,
     endpoint: Endpoint,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
     images: Option<&dyn ImageFacts>,
+    claim_owner: Option<&OwnerPod>,
 ) -> (AdmissionResponse, Verdict) {
     let namespace_settings = namespace_settings(settings, cluster, request.namespace.as_deref());
-    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, images);
+    let evaluator = Evaluator {
+        claim_owner,
+        ..Evaluator::of_cluster(settings, &namespace_settings, cluster, images)
+    };
     respond(request, endpoint, &evaluator)
+}
+
+/// The pod to read before [`answer`]: for a ResourceClaim being created on
+/// the mutating webhook, its controller owner of kind Pod (its namespace,
+/// and the pod's name and UID as the claim names them). R4 writes the
+/// floors the pod recorded into the claim.
+pub fn claim_owner_to_read(
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+) -> Option<(String, MadeFor)> {
+    let evaluated = evaluated(request, endpoint).ok()??;
+    if endpoint != Endpoint::Mutate || evaluated.kind != ObjectKind::Claim(ClaimKind::Claim) {
+        return None;
+    }
+    let made_for = read_made_for(evaluated.subject.object)?;
+    Some((evaluated.subject.namespace.to_owned(), made_for))
 }
 
 /// What a request puts under evaluation: the object as the evaluator
@@ -91,7 +115,9 @@ pub struct Evaluated<'r> {
 /// - a workload's pod template being created or updated, on a validating
 ///   endpoint (pods are mutated, templates never);
 /// - a claim or claim template being created, or updated with a changed
-///   spec, on a validating endpoint.
+///   spec, on a validating endpoint;
+/// - a claim being created, on the mutating endpoint (a claim made for a
+///   pod gets the pod's floors, R4).
 ///
 /// `Ok(None)` for everything else (allowed untouched, reported as
 /// ignored); `Err` with a denial's body when the review lacks what the
@@ -122,6 +148,7 @@ pub fn evaluated(
         (ObjectKind::Claim(_), _) if main && validating && written && !spec_unchanged(request) => {
             None
         }
+        (ObjectKind::Claim(ClaimKind::Claim), Operation::Create) if main && !validating => None,
         _ => return Ok(None),
     };
     let Some(object) = request.object.as_ref() else {
@@ -186,7 +213,17 @@ pub fn respond(
         Ok(evaluation) => {
             verdict.changes = evaluation.changed_rules();
             verdict.violations = evaluation.violations.iter().map(|v| v.rule).collect();
-            decide(evaluated.mode, evaluated.kind, &evaluation)
+            let mut decision = decide(evaluated.mode, evaluated.kind, &evaluation);
+            if endpoint == Endpoint::Mutate && matches!(evaluated.kind, ObjectKind::Claim(_)) {
+                // Only this webhook reads the claim's pod: what it could not
+                // read is said here (the validating webhooks say the rest).
+                decision.warnings = evaluation
+                    .notice_bodies(NoticeKind::UnreadClaimOwner)
+                    .into_iter()
+                    .map(|body| warning(&Message::new(body)))
+                    .collect();
+            }
+            decision
         }
         Err(error) => unreadable(&request.kind.kind, &error),
     };
@@ -270,6 +307,10 @@ fn into_response(
     }
     match endpoint {
         Endpoint::Mutate => {
+            if !decision.warnings.is_empty() {
+                verdict.decision = DecisionKind::Warned;
+                response.warnings = Some(decision.warnings);
+            }
             if !decision.patch.is_empty() {
                 match response
                     .clone()

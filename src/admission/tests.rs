@@ -19,6 +19,7 @@ fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let evaluated = kind
         .created(object, "default")
@@ -201,6 +202,7 @@ fn allowlisted_objects_are_recorded_for_audit() {
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let evaluated = kind
         .created(&exporter, "kube-system")
@@ -278,6 +280,7 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let (response, _) = respond(&request, endpoint, &evaluator);
     let bytes = encode(response).unwrap_or_default();

@@ -73,7 +73,7 @@ mod tests {
         assert_eq!(table.lines().count(), RULES.len() + 2, "{table}");
         assert!(table.contains("| R2 bounded-requests (claims) | `gpu-policy-bounded-requests-claims` (validating) |"), "{table}");
         assert!(
-            table.contains("| R4 compute-affinity | none | nothing |"),
+            table.contains("| R4 compute-affinity (claims) | none | nothing |"),
             "{table}"
         );
     }

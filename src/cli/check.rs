@@ -242,7 +242,7 @@ pub fn render_text(
                 palette.paint("36", change_label)
             ));
         }
-        for warning in &report.warnings {
+        for warning in &report.warnings_in_full {
             text.push_str(&format!(
                 "  {} {warning}\n",
                 palette.paint("33", "warning   ")

@@ -14,6 +14,7 @@ use super::node_summary::NodeSummary;
 use crate::cuda::ComputeCapability;
 use crate::policy::ClusterFacts;
 use crate::policy::cluster::{ClusterSnapshot, RuntimeClassInfo};
+use crate::policy::dra::allocation::{AllocatedDevice, DeviceVersions};
 use crate::policy::dra::{ClaimFacts, Resolved};
 use crate::settings::Settings;
 
@@ -27,10 +28,11 @@ pub enum Source {
     ResourceClaims,
     ResourceClaimTemplates,
     DeviceClasses,
+    ResourceSlices,
 }
 
 /// How many sources there are.
-const SOURCES: usize = 7;
+const SOURCES: usize = 8;
 
 impl Source {
     pub const ALL: [Source; SOURCES] = [
@@ -41,6 +43,7 @@ impl Source {
         Source::ResourceClaims,
         Source::ResourceClaimTemplates,
         Source::DeviceClasses,
+        Source::ResourceSlices,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +55,7 @@ impl Source {
             Source::ResourceClaims => "resourceclaims",
             Source::ResourceClaimTemplates => "resourceclaimtemplates",
             Source::DeviceClasses => "deviceclasses",
+            Source::ResourceSlices => "resourceslices",
         }
     }
 
@@ -64,6 +68,7 @@ impl Source {
             Source::ResourceClaims => 4,
             Source::ResourceClaimTemplates => 5,
             Source::DeviceClasses => 6,
+            Source::ResourceSlices => 7,
         }
     }
 }
@@ -301,6 +306,24 @@ impl ClaimFacts for ClusterCache {
 
     fn is_gpu_device_class(&self, class: &str) -> bool {
         self.read().dra.is_gpu_device_class(class)
+    }
+
+    fn allocation(&self, namespace: &str, name: &str) -> Option<Vec<AllocatedDevice>> {
+        self.read().dra.allocation(namespace, name)
+    }
+
+    fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
+        self.read().dra.device_versions(driver, pool, device)
+    }
+
+    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
+        self.read()
+            .dra
+            .claim_made_for(namespace, pod_uid, pod_claim)
+    }
+
+    fn serves_extended_resource(&self, resource: &str) -> bool {
+        self.read().dra.serves_extended_resource(resource)
     }
 }
 

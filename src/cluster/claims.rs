@@ -1,21 +1,29 @@
 //! The Dynamic Resource Allocation caches: ResourceClaims,
-//! ResourceClaimTemplates and DeviceClasses of `resource.k8s.io/v1`, kept
-//! lean in the snapshot's
+//! ResourceClaimTemplates, DeviceClasses and ResourceSlices of
+//! `resource.k8s.io/v1`, kept lean in the snapshot's
 //! [`ClaimTables`](crate::policy::dra::tables::ClaimTables) so the webhook
-//! resolves a pod's claims without an API call (the cache answers
-//! `ClaimFacts` from them: `cache.rs`).
+//! resolves a pod's claims, and judges the devices allocated to them,
+//! without an API call (the cache answers `ClaimFacts` from them:
+//! `cache.rs`).
 //!
 //! Claims and templates are watched in every namespace, not only in the
 //! opted-in ones: a namespace opted in later already has its claims known
 //! (the namespace guard's warning and the first pod admitted there resolve
 //! them at once), and a kept claim is small (its requests' class names,
-//! counts and flags: about 250 bytes for a one-request claim, so 10,000
-//! claims stay within a few MB). Which device classes hand out GPUs is
-//! decided when a claim is read, with the settings in force.
+//! counts, flags and selectors, and for a ResourceClaim the Pod it was made
+//! for and the devices allocated to it: about 350 bytes for a one-request
+//! claim, 700 once made for a pod and allocated, so 10,000 claims stay
+//! within a few MB). Which device classes hand out GPUs is decided when a
+//! claim is read, with the settings in force.
+//!
+//! A claim's `status` comes with the watch's objects: the allocation is
+//! known once the scheduler writes it. ResourceSlices are watched for the
+//! version attributes of the devices of `gpu.nvidia.com` (one slice per
+//! node, usually); the slices of other drivers are dropped on arrival.
 //!
 //! A cluster that does not serve `resource.k8s.io/v1` (Kubernetes before
 //! 1.34, or DRA switched off) answers the first list of DeviceClasses with
-//! 404: the three sources are then synced and empty, said once in an info
+//! 404: the four sources are then synced and empty, said once in an info
 //! line, and every claim stays unknown (the pod is warned, its claimed
 //! containers stay pinned, it is never denied for it). A restart finds DRA
 //! once it is served.
@@ -27,12 +35,13 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::cache::{ClusterCache, Source};
 use super::list::list_objects;
 use super::watch::{FirstList, Owns, fold, mirror};
 use crate::policy::cluster::ClusterSnapshot;
+use crate::policy::dra::allocation::{POD_CLAIM_NAME_ANNOTATION, read_made_for, read_slice};
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::dra::tables::{ClaimKey, DeviceClassInfo, GpuSettings, KeptClaim};
 use crate::settings::Settings;
@@ -59,7 +68,7 @@ pub(super) fn follow_settings(cache: &ClusterCache, settings: &Settings) {
 }
 
 /// Starts the DRA watches once the API server says it serves
-/// `resource.k8s.io/v1`. The three sources hold readiness until then, or
+/// `resource.k8s.io/v1`. The four sources hold readiness until then, or
 /// until it says it does not.
 pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) {
     follow_settings(cache, settings);
@@ -67,6 +76,7 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         FirstList::new(cache, Source::DeviceClasses),
         FirstList::new(cache, Source::ResourceClaims),
         FirstList::new(cache, Source::ResourceClaimTemplates),
+        FirstList::new(cache, Source::ResourceSlices),
     ];
     let client = client.clone();
     let cache = Arc::clone(cache);
@@ -83,7 +93,7 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
             }
             return;
         }
-        let [classes, claims, templates] = holds;
+        let [classes, claims, templates, slices] = holds;
         tokio::spawn(mirror(
             Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass")),
             Arc::clone(&cache),
@@ -91,6 +101,16 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
             |snapshot| &mut snapshot.dra.device_classes,
             |class: &DynamicObject| Some(DeviceClassInfo::of(&class.data)),
             classes,
+            || {},
+        ));
+        // Only the slices of gpu.nvidia.com are kept (`read_slice`).
+        tokio::spawn(mirror(
+            Api::<DynamicObject>::all_with(client.clone(), &resource("ResourceSlice")),
+            Arc::clone(&cache),
+            Source::ResourceSlices,
+            |snapshot| &mut snapshot.dra.slices,
+            |slice: &DynamicObject| read_slice(&slice.data),
+            slices,
             || {},
         ));
         tokio::spawn(watch_claims(
@@ -175,12 +195,29 @@ async fn watch_claims(
 fn kept(object: &DynamicObject, kind: ClaimKind) -> (ClaimKey, KeptClaim) {
     let name = object.name_any();
     let namespace = object.namespace().unwrap_or_default();
-    let claim = KeptClaim::of(&name, &object.data, kind);
+    // `data` is the object but its metadata (spec and status, as the watch
+    // gives them); who the claim was made for is read from the metadata.
+    let mut claim = KeptClaim::of(&name, &object.data, kind);
+    if let ClaimKind::Claim = kind {
+        claim.made_for = read_made_for(&owners(object));
+    }
     ((namespace, name), claim)
 }
 
-/// Lists the DRA objects for `audit`'s snapshot, cluster-wide: nothing when
-/// the API server does not serve them.
+/// What `read_made_for` reads of a claim's metadata: its owner references
+/// and the pod claim annotation, nothing else copied.
+fn owners(object: &DynamicObject) -> Value {
+    let references = serde_json::to_value(&object.metadata.owner_references).unwrap_or(Value::Null);
+    let pod_claim = object.annotations().get(POD_CLAIM_NAME_ANNOTATION);
+    json!({"metadata": {
+        "ownerReferences": references,
+        "annotations": {POD_CLAIM_NAME_ANNOTATION: pod_claim},
+    }})
+}
+
+/// Lists the DRA objects for `audit`'s snapshot, cluster-wide (the
+/// ResourceSlices of `gpu.nvidia.com` among them): nothing when the API
+/// server does not serve them.
 pub(super) async fn snapshot_into(
     client: &Client,
     settings: &Settings,
@@ -200,6 +237,12 @@ pub(super) async fn snapshot_into(
         }
         Err(error) if is_not_served(&error) => return Ok(()),
         Err(error) => return Err(error),
+    }
+    let slices = Api::<DynamicObject>::all_with(client.clone(), &resource("ResourceSlice"));
+    for slice in slices.list(&list).await? {
+        if let Some(kept) = read_slice(&slice.data) {
+            snapshot.dra.slices.insert(slice.name_any(), kept);
+        }
     }
     for kind in [ClaimKind::Claim, ClaimKind::Template] {
         let api = Api::<DynamicObject>::all_with(client.clone(), &resource(kind.as_str()));

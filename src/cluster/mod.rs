@@ -5,7 +5,10 @@
 //! that keeps only what a rule reads: a namespace's `gpu-policy.io/*`
 //! annotations, a node's GPU allocatable and GFD compute capability, a
 //! RuntimeClass's overhead and scheduling, an allowlisted workload's UID,
-//! the requests of DRA claims and what makes a DeviceClass a GPU class.
+//! the requests of DRA claims (and, of a ResourceClaim, the devices
+//! allocated to it and the Pod it was made for), what makes a DeviceClass
+//! a GPU class, and the version attributes of the devices the ResourceSlices
+//! of `gpu.nvidia.com` publish.
 //! managedFields and everything else are dropped on arrival, so 10,000
 //! namespaces and 5,000 nodes stay small. [`Watches`] owns the watch tasks
 //! and follows a reloaded configuration.
@@ -24,9 +27,12 @@
 //! - `cache.rs`: [`ClusterCache`], its [`Source`]s and their sync and
 //!   staleness, and the facts the rules read from it;
 //! - `list.rs`: one-shot lists of a namespace's objects;
+//! - `pods.rs`: one Pod's metadata, read once (the mutating webhook on a
+//!   ResourceClaim's creation);
 //! - `watch.rs`: the machinery shared by the watches, folding a watcher
 //!   into one table of the cache;
-//! - `claims.rs`: the DRA watches, lists and the `resource.k8s.io/v1` probe;
+//! - `claims.rs`: the DRA watches (ResourceSlices among them), lists and
+//!   the `resource.k8s.io/v1` probe;
 //! - `watches.rs`: [`Watches`], which starts and stops every watch.
 //!
 //! This file connects to the API server ([`connect`]) and lists everything
@@ -37,6 +43,7 @@ mod claims;
 mod lean;
 mod list;
 mod node_summary;
+mod pods;
 mod watch;
 mod watches;
 mod wire;
@@ -56,6 +63,7 @@ use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload
 pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, dra_gvk, is_not_served, list_claims};
 pub use list::{PodListError, list_objects, list_pods};
+pub use pods::{PodMetadata, pod_metadata};
 pub use watches::Watches;
 
 /// How `serve` finds the API server.

@@ -368,6 +368,16 @@ impl Atom {
     }
 }
 
+/// One alternative of a [`DriverFloor`]: the CUDA version the driver must
+/// support, and the range its version must be in (`driver_from` inclusive,
+/// as major and minor; `driver_below` exclusive, a major).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverAlternative {
+    pub cuda: Option<CudaVersion>,
+    pub driver_from: Option<(u32, u32)>,
+    pub driver_below: Option<u32>,
+}
+
 /// What a pod's GPU images need of a node's driver: alternatives (ORed),
 /// each a CUDA floor and a driver range. Build it with
 /// [`Requirement::driver_floor`]; [`DriverFloor::and`] combines the floors of
@@ -410,6 +420,58 @@ impl DriverFloor {
             return None;
         }
         Self::from_atoms(atoms)
+    }
+
+    /// The floor's alternatives (ORed), each a CUDA floor and a driver
+    /// range (ANDed), for other places to write them (DRA selectors).
+    /// Those with a CUDA floor come first, as the images write them.
+    pub fn driver_alternatives(&self) -> Vec<DriverAlternative> {
+        let mut alternatives: Vec<DriverAlternative> = self
+            .atoms
+            .iter()
+            .map(|atom| DriverAlternative {
+                cuda: atom.cuda,
+                driver_from: atom.driver_from.map(|v| (v.major, v.minor)),
+                driver_below: atom.driver_below.map(|v| v.major),
+            })
+            .collect();
+        alternatives.sort_by_key(|alternative| alternative.cuda.is_none());
+        alternatives
+    }
+
+    /// The floor in the toolkit's requirement language (`cuda>=13.1
+    /// driver>=535.0,driver<536.0`), which [`Requirement`] reads back into
+    /// the same floor.
+    pub fn requirement_text(&self) -> String {
+        self.driver_alternatives()
+            .iter()
+            .map(|alternative| {
+                let mut constraints = Vec::new();
+                if let Some(cuda) = alternative.cuda {
+                    constraints.push(format!("cuda>={cuda}"));
+                }
+                if let Some((major, minor)) = alternative.driver_from {
+                    constraints.push(format!("driver>={major}.{minor}"));
+                }
+                if let Some(major) = alternative.driver_below {
+                    constraints.push(format!("driver<{major}.0"));
+                }
+                constraints.join(",")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Whether a driver that supports CUDA `cuda` and has the version
+    /// `driver` (major, minor) meets the floor.
+    pub fn met_by(&self, cuda: CudaVersion, driver: (u32, u32)) -> bool {
+        self.driver_alternatives().iter().any(|alternative| {
+            alternative.cuda.is_none_or(|floor| cuda >= floor)
+                && alternative.driver_from.is_none_or(|floor| driver >= floor)
+                && alternative
+                    .driver_below
+                    .is_none_or(|below| driver.0 < below)
+        })
     }
 
     /// The node affinity as alternatives (ORed), each a list of expressions

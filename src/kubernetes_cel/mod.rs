@@ -15,11 +15,13 @@
 //! `k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`.
 
 mod activation;
+pub mod device;
 mod library;
 mod lists;
 mod matching;
 mod mutating;
 mod quantity;
+mod semver;
 mod validating;
 
 #[cfg(test)]
@@ -27,9 +29,11 @@ mod evaluator_tests;
 #[cfg(test)]
 mod library_tests;
 
+pub use device::{AttributeValue, Device, DeviceSelector};
 pub use matching::LabelSelector;
 pub use mutating::{MutatingPolicy, MutatingPolicyBinding, MutationOutcome};
 pub use quantity::{Quantity, QuantityError};
+pub use semver::{Semver, SemverError};
 pub use validating::{ValidatingPolicy, ValidatingPolicyBinding, ValidationAction};
 
 use serde_json::Value as Json;

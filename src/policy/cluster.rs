@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::dra::allocation::{AllocatedDevice, DeviceVersions};
 use super::dra::tables::ClaimTables;
 use super::dra::{ClaimFacts, Resolved};
 use crate::cuda::ComputeCapability;
@@ -56,7 +57,8 @@ pub struct ClusterSnapshot {
     /// node name -> what the rules read of it.
     pub nodes: BTreeMap<String, NodeGpus>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// ResourceClaims, ResourceClaimTemplates and DeviceClasses, lean.
+    /// ResourceClaims, ResourceClaimTemplates, DeviceClasses and the
+    /// ResourceSlices of `gpu.nvidia.com`, lean.
     pub dra: ClaimTables,
 }
 
@@ -102,6 +104,22 @@ impl ClaimFacts for ClusterSnapshot {
 
     fn is_gpu_device_class(&self, class: &str) -> bool {
         self.dra.is_gpu_device_class(class)
+    }
+
+    fn allocation(&self, namespace: &str, name: &str) -> Option<Vec<AllocatedDevice>> {
+        self.dra.allocation(namespace, name)
+    }
+
+    fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
+        self.dra.device_versions(driver, pool, device)
+    }
+
+    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
+        self.dra.claim_made_for(namespace, pod_uid, pod_claim)
+    }
+
+    fn serves_extended_resource(&self, resource: &str) -> bool {
+        self.dra.serves_extended_resource(resource)
     }
 }
 

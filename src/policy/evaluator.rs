@@ -5,16 +5,17 @@
 use std::collections::BTreeSet;
 
 use json_patch::PatchOperation;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::cluster::ClusterFacts;
 use super::dra::ClaimFacts;
-use super::dra::claims::{ClaimKind, ClaimSummary, parse_object};
+use super::dra::allocation::OwnerPod;
+use super::dra::claims::{ClaimKind, parse_object};
 use super::dra::resolution as pod_claims;
 use super::evaluation::Evaluation;
 use super::images::ImageFacts;
 use super::message::Notice;
-use super::patch::add;
+use super::patch::{AnnotationsAt, adds_annotations, set_annotation};
 use super::pod::{ObjectError, PodView};
 use super::rule_id::RuleId;
 use super::rules::RULES;
@@ -38,6 +39,9 @@ pub struct Evaluator<'a> {
     /// What images need, as resolved from their registries. None: the image
     /// table alone.
     pub images: Option<&'a dyn ImageFacts>,
+    /// For a ResourceClaim made for a pod: that pod, as read from the API
+    /// server. None: not read (no cluster, or not a claim made for a pod).
+    pub claim_owner: Option<&'a OwnerPod>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -55,6 +59,7 @@ impl<'a> Evaluator<'a> {
             cluster,
             claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
             images,
+            claim_owner: None,
         }
     }
 }
@@ -79,6 +84,7 @@ impl Evaluator<'_> {
             cluster,
             claims,
             images,
+            claim_owner: _,
         } = *self;
         let mut evaluation = Evaluation {
             notices: Notice::of_ignored(namespace_settings),
@@ -115,6 +121,8 @@ impl Evaluator<'_> {
             allowlisted,
             cluster,
             images,
+            claims,
+            namespace_name: subject.namespace,
         };
         for rule in RULES {
             let Check::Pod(check) = rule.check else {
@@ -132,9 +140,10 @@ impl Evaluator<'_> {
             // The ephemeralcontainers subresource takes only the ephemeral
             // containers from the object; metadata is recorded at creation.
             if scope.is_whole() {
+                let made = adds_annotations(&evaluation.patch, &view.metadata_pointer);
                 evaluation
                     .patch
-                    .extend(record_mutations(&view, &evaluation.changed_rules()));
+                    .extend(record_mutations(&view, &evaluation.changed_rules(), made));
             }
         }
         Ok(evaluation)
@@ -144,7 +153,9 @@ impl Evaluator<'_> {
 impl Evaluator<'_> {
     /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`:
     /// the claim entries of [`RULES`] (R2's
-    /// [`claim_requests::check`](super::rules::claim_requests::check)).
+    /// [`claim_requests::check`](super::rules::claim_requests::check), and
+    /// R4's [`claim_floors::check`](super::rules::claim_floors::check) on a
+    /// claim made for a pod whose needs the webhook read).
     pub fn evaluate_claim(
         &self,
         object: &Value,
@@ -155,12 +166,37 @@ impl Evaluator<'_> {
             notices: Notice::of_ignored(self.namespace),
             ..Evaluation::default()
         };
-        let Some(summary) = self.read_claim(object, kind)? else {
-            return Ok(evaluation);
+        let settings = self.settings;
+        let claims = self.claims;
+        let is_gpu_class = |class: &str| {
+            settings.is_gpu_device_class(class)
+                || claims.is_some_and(|c| c.is_gpu_device_class(class))
+        };
+        let extended_resource = object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
+            .and_then(Value::as_str)
+            == Some("true");
+        let summary = match parse_object(object, kind, &is_gpu_class) {
+            Ok(summary) => summary,
+            // The scheduler's own claims are never denied (their pod was
+            // checked).
+            Err(_) if extended_resource => return Ok(evaluation),
+            Err(err) => {
+                return Err(ObjectError {
+                    field: err.field,
+                    problem: err.problem,
+                });
+            }
         };
         let input = ClaimInput {
+            object,
+            kind,
             summary: &summary,
-            settings: self.settings,
+            is_gpu_class: &is_gpu_class,
+            extended_resource,
+            claim_owner: self.claim_owner,
+            settings,
             namespace: self.namespace,
             namespace_name: namespace,
         };
@@ -170,44 +206,25 @@ impl Evaluator<'_> {
             };
             evaluation.record(rule.id, check(&input));
         }
+        evaluation.patch = evaluation
+            .changes
+            .iter()
+            .flat_map(|change| change.operations.iter().cloned())
+            .collect();
         Ok(evaluation)
-    }
-
-    /// The claim's requests, GPU or not; None for a claim the scheduler
-    /// made for an extended resource, which no rule judges (its pod was
-    /// checked).
-    fn read_claim(
-        &self,
-        object: &Value,
-        kind: ClaimKind,
-    ) -> Result<Option<ClaimSummary>, ObjectError> {
-        let generated = object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
-            .and_then(Value::as_str)
-            == Some("true");
-        if generated {
-            return Ok(None);
-        }
-        let settings = self.settings;
-        let claims = self.claims;
-        let is_gpu_class = |class: &str| {
-            settings.is_gpu_device_class(class)
-                || claims.is_some_and(|c| c.is_gpu_device_class(class))
-        };
-        parse_object(object, kind, &is_gpu_class)
-            .map(Some)
-            .map_err(|err| ObjectError {
-                field: err.field,
-                problem: err.problem,
-            })
     }
 }
 
 /// The operation that records the changing rules in the
 /// `gpu-policy.io/mutations` annotation, merged with what an earlier
 /// invocation recorded. None when the annotation already says it all.
-fn record_mutations(view: &PodView<'_>, rules: &BTreeSet<RuleId>) -> Option<PatchOperation> {
+/// `made_annotations`: an earlier operation of the patch made
+/// `metadata.annotations`.
+fn record_mutations(
+    view: &PodView<'_>,
+    rules: &BTreeSet<RuleId>,
+    made_annotations: bool,
+) -> Option<PatchOperation> {
     let existing = view.annotation(MUTATIONS_ANNOTATION);
     let mut all: BTreeSet<RuleId> = rules.clone();
     let mut unknown: Vec<&str> = Vec::new();
@@ -229,24 +246,12 @@ fn record_mutations(view: &PodView<'_>, rules: &BTreeSet<RuleId>) -> Option<Patc
     if existing == Some(value.as_str()) {
         return None;
     }
-    let mut path = view.metadata_pointer.clone();
-    let operation = if view.has_annotations() {
-        path.push_back("annotations");
-        path.push_back(MUTATIONS_ANNOTATION);
-        add(path, Value::String(value))
-    } else {
-        let mut annotations = Map::new();
-        annotations.insert(MUTATIONS_ANNOTATION.to_owned(), Value::String(value));
-        let mut annotations = Value::Object(annotations);
-        if view.has_metadata() {
-            path.push_back("annotations");
-        } else {
-            let mut metadata = Map::new();
-            metadata.insert("annotations".to_owned(), annotations);
-            annotations = Value::Object(metadata);
-        }
-        add(path, annotations)
+    let at = AnnotationsAt {
+        metadata: &view.metadata_pointer,
+        has_metadata: view.has_metadata() || made_annotations,
+        has_annotations: view.has_annotations() || made_annotations,
     };
+    let operation = set_annotation(at, MUTATIONS_ANNOTATION, value);
     Some(operation)
 }
 

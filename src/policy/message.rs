@@ -255,6 +255,12 @@ pub enum NoticeKind {
     /// An image's registry gave no usable answer in time (it failed, timed
     /// out, or its config is unreadable): the image table applies to it.
     ImageTableFallback,
+    /// A claim the pod only references does not guarantee, by its
+    /// selectors, the compute and driver floors the pod's images need.
+    UnguaranteedClaimFloor,
+    /// The pod a ResourceClaim is made for could not be read, or holds no
+    /// needs gpu-policy can read: the claim is admitted unchanged.
+    UnreadClaimOwner,
 }
 
 /// Something the policy ignored or could not do, for the person who

@@ -59,6 +59,7 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
         cluster: None,
         claims: None,
         images: Some(images),
+        claim_owner: None,
     };
     // Without an owner: no allowlist entry applies.
     let subject = Subject {
@@ -95,6 +96,7 @@ fn run_in(
         cluster,
         claims,
         images: None,
+        claim_owner: None,
     };
     let subject = Subject::pod(pod, namespace_of(pod), scope.clone());
     match evaluator.evaluate(&subject) {

@@ -1,6 +1,7 @@
 //! The HTTP layer: decode, call the admission layer, encode. No policy here.
 //! [`run`] puts the whole server together from its [`Options`].
 
+mod claim_owner;
 mod error;
 pub mod images;
 pub mod listener;
@@ -256,7 +257,15 @@ async fn answer(
         .resolve(request, endpoint, &settings, cluster)
         .await;
     let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
-    let (mut response, verdict) = admission::answer(request, endpoint, &settings, cluster, images);
+    let owner = claim_owner::read(state.client.get(), request, endpoint).await;
+    let (mut response, verdict) = admission::answer(
+        request,
+        endpoint,
+        &settings,
+        cluster,
+        images,
+        owner.as_ref(),
+    );
     if endpoint == Endpoint::Namespace && response.allowed {
         let warnings = opt_in_warnings(state, request, &settings).await;
         if !warnings.is_empty() {

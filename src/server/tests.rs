@@ -525,3 +525,49 @@ async fn operations_endpoints() {
     }
     assert_eq!(state.drain_timeout(), Duration::from_secs(7));
 }
+
+/// A claim made for a pod, on `/mutate` without a cluster connection: the
+/// pod cannot be read, so the claim is admitted unchanged with a warning.
+#[tokio::test]
+async fn a_claim_whose_pod_cannot_be_read_is_admitted_unchanged_with_a_warning() {
+    let app = router(state());
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "pod1-gpu-x7k2p", "namespace": "ml",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "pod1",
+                "uid": "uid-1", "controller": true}]},
+        "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}});
+    let (status, reply) = send(
+        &app,
+        Method::POST,
+        "/mutate",
+        Some("application/json"),
+        bytes(&Review::create(&claim, "ml").json()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+    let response = &reply["response"];
+    assert_eq!(response["allowed"], true, "{reply}");
+    assert_eq!(response.get("patch"), None, "{reply}");
+    assert_eq!(
+        response["warnings"],
+        json!([
+            "gpu-policy: compute-affinity: claim unchanged: cannot read its pod \
+                \"pod1\": no cluster connection (--no-cluster)"
+        ])
+    );
+    // The same claim on a validating endpoint: the pod is not read there,
+    // and nothing is said of it.
+    let (_, reply) = send(
+        &app,
+        Method::POST,
+        "/validate/enforce",
+        Some("application/json"),
+        bytes(&Review::create(&claim, "ml").json()),
+    )
+    .await;
+    let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+    assert_eq!(reply["response"]["allowed"], true, "{reply}");
+    assert_eq!(reply["response"].get("warnings"), None, "{reply}");
+}

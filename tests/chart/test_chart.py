@@ -1049,6 +1049,7 @@ CONFIG_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("policyAdmins", {}, {"policyAdmins": ["platform-admins"]}),
     ("gpuSharing", {}, {"gpuSharing": {"kaiScheduler": {"enabled": False}, "hami": {"enabled": False}}}),
     ("privilegedGpu", {}, {"privilegedGpu": "deny"}),
+    ("draComputeAffinity", {}, {"draComputeAffinity": "nodeLabels"}),
 ]
 
 

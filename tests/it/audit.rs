@@ -3,7 +3,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::support::fake_api::FakeApi;
+use crate::support::fake_api::dra::{
+    NVIDIA_DRIVER, allocated, claim_for_pod, gpu, p100_and_a100_slices, resource_slice, vfio,
+};
+use crate::support::fake_api::{FakeApi, install_crypto_provider};
+use gpu_policy::policy::ClaimFacts;
+use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
 fn seed(api: &FakeApi) {
@@ -283,4 +288,121 @@ async fn audit_lists_claims_and_resolves_pods_claims() {
         reports[0]["warnings"].to_string().contains("unresolved"),
         "{output}"
     );
+}
+
+/// `audit`'s snapshot, listed once, holds what the caches hold: the
+/// ResourceSlices of the NVIDIA driver (not those of other drivers), and a
+/// claim's allocation and the pod it was made for.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_snapshot_has_the_slices_and_the_allocations() {
+    install_crypto_provider();
+    let api = FakeApi::start().await;
+    api.insert(resource_slice(
+        "node-1-gpu",
+        NVIDIA_DRIVER,
+        "node-1",
+        &[gpu("gpu-0", "9.0.0", "12.8.0", "570.124.6"), vfio("gpu-1")],
+    ));
+    api.insert(resource_slice(
+        "node-1-rdma",
+        "rdma.example.com",
+        "node-1",
+        &[gpu("nic-0", "9.0.0", "12.8.0", "570.124.6")],
+    ));
+    let claim = claim_for_pod("ml", "trainer-gpu-x7k2p", "trainer", "uid-trainer", "gpu");
+    api.insert(allocated(claim, &[("node-1", "gpu-0")]));
+
+    let snapshot = gpu_policy::cluster::snapshot(&api.client(), &Settings::default())
+        .await
+        .expect("the snapshot");
+    assert_eq!(
+        snapshot.dra.slices.keys().collect::<Vec<_>>(),
+        ["node-1-gpu"]
+    );
+    let versions = snapshot.device_versions(NVIDIA_DRIVER, "node-1", "gpu-0");
+    assert_eq!(
+        versions.and_then(|v| v.driver_version).as_deref(),
+        Some("570.124.6")
+    );
+    assert_eq!(
+        snapshot
+            .claim_made_for("ml", "uid-trainer", "gpu")
+            .as_deref(),
+        Some("trainer-gpu-x7k2p")
+    );
+    let devices = snapshot.allocation("ml", "trainer-gpu-x7k2p");
+    assert_eq!(
+        devices.as_deref().map(|d| d[0].device.as_str()),
+        Some("gpu-0"),
+        "{devices:?}"
+    );
+}
+
+/// R4 in `audit`: a running pod whose claim, made for it from its template
+/// (found by the pod's UID and the pod claim's name), was allocated a device
+/// below what its image needs is reported; on a device that meets it, it is
+/// not.
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_reports_a_running_pod_whose_claim_got_a_device_below_its_needs() {
+    let api = FakeApi::start().await;
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
+        "labels": {"gpu-policy.io/mode": "enforce"}}}),
+    );
+    api.insert(crate::dra_cluster::template("single-gpu", NVIDIA_DRIVER, 1));
+    for slice in p100_and_a100_slices() {
+        api.insert(slice);
+    }
+    // Running: the API server gave it its UID, the kubelet its status.
+    api.insert(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": "ml", "uid": "uid-trainer"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+            "nodeName": "node-1",
+            "containers": [{"name": "ctr", "image": "nvcr.io/nvidia/pytorch:25.12-py3",
+                "resources": {"claims": [{"name": "gpu"}]}}]},
+        "status": {"phase": "Running"}}));
+    let claim = claim_for_pod("ml", "trainer-gpu-x7k2p", "trainer", "uid-trainer", "gpu");
+    api.insert(allocated(claim.clone(), &[("node-1", "gpu-0")]));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let trainer = |reports: &Value| {
+        reports
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["kind"] == "Pod" && r["name"] == "trainer")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let compute_affinity = |report: &Value| -> Vec<String> {
+        report["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["rule"] == "compute-affinity")
+            .map(|v| v["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+
+    let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
+    assert_eq!(code, 1, "{output}");
+    let report = trainer(&reports);
+    assert_eq!(report["allowed"], false, "{output}");
+    assert_eq!(
+        compute_affinity(&report),
+        [
+            "gpu-policy: container \"ctr\" uses ResourceClaim \"trainer-gpu-x7k2p\", allocated a \
+          device below what its image needs (compute capability >= 7.5): gpu-0 of pool node-1 has compute \
+          capability 6.0; use a claim whose devices meet it"
+        ],
+        "{output}"
+    );
+
+    // The same pod on the A100.
+    api.insert(allocated(claim, &[("node-2", "gpu-0")]));
+    let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
+    let report = trainer(&reports);
+    assert_eq!(report["allowed"], true, "{output}");
+    assert!(compute_affinity(&report).is_empty(), "{output}");
+    assert_eq!(code, 0, "{output}");
 }

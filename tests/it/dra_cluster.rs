@@ -1,26 +1,32 @@
 //! Dynamic Resource Allocation in cluster mode, against the fake API
 //! server: pods' claims resolve from the watch caches of ResourceClaims,
 //! ResourceClaimTemplates and DeviceClasses, a DeviceClass counts by its
-//! selector, and a cluster without `resource.k8s.io/v1` is ready with every
-//! claim unknown.
+//! selector, a claim's allocation and owner and the NVIDIA ResourceSlices
+//! are kept and followed, one Pod's metadata is read within a budget, and
+//! a cluster without `resource.k8s.io/v1` is ready with every claim
+//! unknown.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::fake_api::{FakeApi, eventually, watching};
+use crate::support::fake_api::dra::{
+    NVIDIA_DRIVER, allocated, claim_for_pod, gpu, mig, resource_slice, vfio,
+};
+use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider, watching};
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::checker::{Checker, ObjectReport, mutated};
-use gpu_policy::cluster::{ClusterCache, Source};
+use gpu_policy::cluster::{ClusterCache, PodMetadata, Source, pod_metadata};
 use gpu_policy::policy::{ClaimFacts, ClusterFacts, RuleId};
 use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(15);
 
-const DRA_SOURCES: [Source; 3] = [
+const DRA_SOURCES: [Source; 4] = [
     Source::ResourceClaims,
     Source::ResourceClaimTemplates,
     Source::DeviceClasses,
+    Source::ResourceSlices,
 ];
 
 pub fn template(name: &str, class: &str, count: u64) -> Value {
@@ -236,4 +242,190 @@ async fn a_cluster_without_dra_is_ready_and_claims_stay_unknown() {
         .filter(|path| path.starts_with("/apis/resource.k8s.io"))
         .collect();
     assert_eq!(asked.len(), 1, "{asked:#?}");
+}
+
+/// The compute capability a device publishes, as the cache says it.
+fn capability(cache: &ClusterCache, pool: &str, device: &str) -> Option<String> {
+    cache
+        .device_versions(NVIDIA_DRIVER, pool, device)?
+        .compute_capability
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slices_and_allocated_claims_follow_watch_events() {
+    let api = FakeApi::start().await;
+    seeded(&api);
+    api.insert(resource_slice(
+        "node-1-gpu.nvidia.com-abcde",
+        NVIDIA_DRIVER,
+        "node-1",
+        &[
+            gpu("gpu-0", "9.0.0", "12.8.0", "570.124.6"),
+            mig("gpu-1-mig-1g10gb-0", "8.0.0", "12.8.0", "570.124.6"),
+            vfio("gpu-2"),
+        ],
+    ));
+    api.insert(resource_slice(
+        "node-1-rdma",
+        "rdma.example.com",
+        "node-1",
+        &[gpu("gpu-9", "9.0.0", "12.8.0", "570.124.6")],
+    ));
+    let made = claim_for_pod("ml", "trainer-gpu-x7k2p", "trainer", "uid-trainer", "gpu");
+    api.insert(made.clone());
+    let cache = started(&api).await;
+    for source in DRA_SOURCES {
+        assert!(!cache.is_stale(source), "{}", source.as_str());
+    }
+
+    // The slices: only the NVIDIA driver's is kept.
+    let snapshot = cache.snapshot();
+    assert_eq!(
+        snapshot.dra.slices.keys().collect::<Vec<_>>(),
+        ["node-1-gpu.nvidia.com-abcde"]
+    );
+    assert_eq!(
+        capability(&cache, "node-1", "gpu-0").as_deref(),
+        Some("9.0.0")
+    );
+    assert_eq!(
+        capability(&cache, "node-1", "gpu-1-mig-1g10gb-0").as_deref(),
+        Some("8.0.0")
+    );
+    assert_eq!(
+        cache.device_versions(NVIDIA_DRIVER, "node-1", "gpu-2"),
+        Some(Default::default()),
+        "a VFIO device publishes no versions"
+    );
+    assert_eq!(
+        cache.device_versions("rdma.example.com", "node-1", "gpu-9"),
+        None
+    );
+
+    // The claim: made for its pod, not allocated yet.
+    assert_eq!(
+        cache.claim_made_for("ml", "uid-trainer", "gpu").as_deref(),
+        Some("trainer-gpu-x7k2p")
+    );
+    assert_eq!(cache.claim_made_for("ml", "uid-other", "gpu"), None);
+    assert_eq!(cache.allocation("ml", "trainer-gpu-x7k2p"), None);
+
+    // The scheduler writes its status: the allocation follows.
+    api.insert(allocated(made, &[("node-1", "gpu-1-mig-1g10gb-0")]));
+    eventually("the claim's allocation", WAIT, || {
+        cache
+            .allocation("ml", "trainer-gpu-x7k2p")
+            .is_some_and(|devices| {
+                devices.len() == 1
+                    && devices[0].pool == "node-1"
+                    && devices[0].device == "gpu-1-mig-1g10gb-0"
+            })
+    })
+    .await;
+
+    // The driver is upgraded: the slice follows.
+    api.insert(resource_slice(
+        "node-1-gpu.nvidia.com-abcde",
+        NVIDIA_DRIVER,
+        "node-1",
+        &[gpu("gpu-0", "9.0.0", "13.0.0", "580.126.20")],
+    ));
+    eventually("the slice's new versions", WAIT, || {
+        cache
+            .device_versions(NVIDIA_DRIVER, "node-1", "gpu-0")
+            .and_then(|v| v.cuda_driver_version)
+            .as_deref()
+            == Some("13.0.0")
+            && capability(&cache, "node-1", "gpu-1-mig-1g10gb-0").is_none()
+    })
+    .await;
+
+    // Deleted: forgotten.
+    api.remove(
+        "resource.k8s.io/v1",
+        "ResourceClaim",
+        Some("ml"),
+        "trainer-gpu-x7k2p",
+    );
+    api.remove(
+        "resource.k8s.io/v1",
+        "ResourceSlice",
+        None,
+        "node-1-gpu.nvidia.com-abcde",
+    );
+    eventually("the deletions", WAIT, || {
+        cache.allocation("ml", "trainer-gpu-x7k2p").is_none()
+            && cache.claim_made_for("ml", "uid-trainer", "gpu").is_none()
+            && cache.snapshot().dra.slices.is_empty()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_device_class_serves_its_extended_resource() {
+    let api = FakeApi::start().await;
+    seeded(&api);
+    let cache = started(&api).await;
+    assert!(!cache.serves_extended_resource("example.com/accel"));
+    api.insert(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "accel.example.com"},
+        "spec": {"extendedResourceName": "example.com/accel"}}),
+    );
+    eventually("the DeviceClass", WAIT, || {
+        cache.serves_extended_resource("example.com/accel")
+    })
+    .await;
+}
+
+const BUDGET: Duration = Duration::from_millis(500);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_metadata_is_read_once_within_its_budget() {
+    install_crypto_provider();
+    let api = FakeApi::start().await;
+    api.insert(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": "ml", "uid": "uid-trainer",
+            "annotations": {"example.com/floor": "12.8"}},
+        "spec": {"containers": [{"name": "ctr", "image": "ubuntu:22.04"}]}}));
+    let client = api.client();
+
+    let found = pod_metadata(&client, "ml", "trainer", BUDGET).await;
+    let expected = PodMetadata {
+        uid: "uid-trainer".to_owned(),
+        annotations: [("example.com/floor".to_owned(), "12.8".to_owned())].into(),
+    };
+    assert_eq!(found, Ok(Some(expected)));
+    assert_eq!(api.pod_gets("ml", "trainer"), 1);
+    // Metadata only: the pod's spec is never transferred.
+    assert_eq!(
+        api.metadata_requests(),
+        [(
+            "GET".to_owned(),
+            "/api/v1/namespaces/ml/pods/trainer".to_owned()
+        )]
+    );
+
+    assert_eq!(pod_metadata(&client, "ml", "gone", BUDGET).await, Ok(None));
+
+    api.fail_pod_get("ml", "trainer", 500, 1);
+    let failed = pod_metadata(&client, "ml", "trainer", BUDGET).await;
+    let reason = failed.expect_err("a 500 is an error");
+    assert!(
+        reason.starts_with("the API server answered 500 "),
+        "{reason}"
+    );
+    assert!(!reason.contains('\n'), "{reason}");
+
+    api.hang_pod_get("ml", "trainer", 1);
+    let hung = pod_metadata(&client, "ml", "trainer", BUDGET).await;
+    let reason = hung.expect_err("no answer within the budget is an error");
+    assert_eq!(reason, format!("no answer within {BUDGET:?}"));
+    api.release_hangs();
+
+    // The faults are spent: the pod is read again.
+    assert!(matches!(
+        pod_metadata(&client, "ml", "trainer", BUDGET).await,
+        Ok(Some(_))
+    ));
 }

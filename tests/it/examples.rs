@@ -90,6 +90,15 @@ type DraCase = (
 
 const DRA: &[DraCase] = &[
     (
+        "dra-compute-floors",
+        "Pod default/on-a-p100",
+        &[
+            "gpu-policy: container \"train\" uses ResourceClaim \"shared-p100\", allocated a device below what its image needs (compute capability >= 7.5): gpu-0 of pool node-1 has compute capability 6.0; use a claim whose devices meet it",
+        ],
+        &[],
+        &[],
+    ),
+    (
         "dra-claimed-gpu",
         "Pod default/dra-trainer",
         &[],

@@ -171,6 +171,44 @@ fn the_install_has_every_object() {
     }
 }
 
+/// What the server reads cluster-wide, and nothing it does not: the DRA
+/// caches list and watch (ResourceSlices among them), pods are listed (the
+/// namespace guard) and read one at a time (a claim made for a pod).
+#[test]
+fn the_cluster_role_grants_what_the_server_reads() {
+    let (_, objects) = manifests(&[]);
+    let rules = find(&objects, "ClusterRole")["rules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let verbs = |group: &str, resource: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| r["apiGroups"] == serde_json::json!([group]))
+            .filter(|r| {
+                r["resources"]
+                    .as_array()
+                    .is_some_and(|list| list.iter().any(|x| x == resource))
+            })
+            .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(verbs("", "pods"), ["get", "list"]);
+    for resource in [
+        "resourceclaims",
+        "resourceclaimtemplates",
+        "deviceclasses",
+        "resourceslices",
+    ] {
+        assert_eq!(
+            verbs("resource.k8s.io", resource),
+            ["list", "watch"],
+            "{resource}"
+        );
+    }
+}
+
 #[test]
 fn webhook_entries_follow_the_spec() {
     let (_, objects) = manifests(&[]);
@@ -216,7 +254,14 @@ fn webhook_entries_follow_the_spec() {
     assert_eq!(mutating[0]["reinvocationPolicy"], "IfNeeded");
     assert_eq!(
         rule_resources(&mutating[0]),
-        vec!["pods", "pods/ephemeralcontainers"]
+        vec!["pods", "pods/ephemeralcontainers", "resourceclaims"]
+    );
+    // A claim made for a pod gets gpu-policy's selector at its creation:
+    // v1 only, CREATE only, where pods are mutated.
+    assert_eq!(
+        mutating[0]["rules"][2],
+        serde_json::json!({"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"],
+            "operations": ["CREATE"], "resources": ["resourceclaims"], "scope": "Namespaced"})
     );
     let validated = rule_resources(&validating[0]);
     for kind in [
@@ -232,8 +277,8 @@ fn webhook_entries_follow_the_spec() {
     ] {
         assert!(validated.contains(&kind), "{kind} not validated");
     }
-    // Claims: on the three validating webhooks, v1 only (older versions
-    // arrive converted), never on the mutating one.
+    // Claims and templates: on the three validating webhooks, v1 only
+    // (older versions arrive converted).
     for webhook in validating.as_array().into_iter().flatten().take(3) {
         let claims = webhook["rules"]
             .as_array()

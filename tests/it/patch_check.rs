@@ -252,6 +252,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         cluster: None,
         claims: (!objects.is_empty()).then_some(&input as &dyn ClaimFacts),
         images: None,
+        claim_owner: None,
     };
     let (response, _) = admission::respond(&request, Endpoint::Mutate, &evaluator);
     let encoded =

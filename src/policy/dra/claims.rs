@@ -14,6 +14,22 @@
 //! unbounded. A `firstAvailable` request counts as its largest GPU
 //! alternative. Only the fields read here are checked for shape; a wrong
 //! shape is a [`ClaimError`] naming the field.
+//!
+//! Counts are never wrapped. `count` is a JSON integer from 1 to u64::MAX.
+//! The API server keeps it in an int64, so a claim the webhook sees stays
+//! below 2^63; `check` reads raw files, where 2^63 to 2^64-1 are read as
+//! written and are far above any maximum. From 2^64 on, serde_json reads
+//! the number as a float; a float (even `2.0`, `1e300`), a negative number,
+//! 0 and a string are refused on one line (`must be a whole number above
+//! 0, not 1.8446744073709552e+19`). An explicit 0 or an empty
+//! `allocationMode`, which the API server defaults, can only come from
+//! `check`'s input and are refused too. With `allocationMode: All` the
+//! count is checked but not counted. Totals ([`DraCount::plus`]) saturate
+//! at u64::MAX and `All` absorbs everything. Consumable capacity
+//! (`capacity.requests`, on devices that `allowMultipleAllocations` share
+//! between claims) is not read: a request takes `count` devices, shared or
+//! not, whatever it asks of each, so no capacity, however large or
+//! malformed, is an error here (the API server validates it).
 
 use crate::policy::message::json_type;
 use std::fmt;
@@ -56,12 +72,18 @@ pub struct ClaimRequest {
     pub gpu: Option<DraCount>,
     /// `adminAccess: true` on a GPU alternative.
     pub admin_access: bool,
+    /// The CEL selectors of each GPU alternative (the request itself, or
+    /// each GPU `firstAvailable` subrequest), as written.
+    pub gpu_selectors: Vec<Vec<String>>,
 }
 
 /// What the policy knows of a claim or claim template.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSummary {
     pub requests: Vec<ClaimRequest>,
+    /// The selectors were past [`MAX_KEPT_SELECTOR_BYTES`] and none were
+    /// kept: nothing can be said of what they guarantee.
+    pub selectors_dropped: bool,
 }
 
 impl ClaimSummary {
@@ -146,6 +168,8 @@ pub struct DeviceAlternative {
     pub class: Option<String>,
     pub count: DraCount,
     pub admin_access: bool,
+    /// `selectors[].cel.expression`, as written.
+    pub selectors: Vec<String>,
 }
 
 /// One entry of `devices.requests[]` as written, before its device classes
@@ -163,7 +187,16 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSpec {
     pub requests: Vec<RequestSpec>,
+    /// The selectors together were past [`MAX_KEPT_SELECTOR_BYTES`]: none
+    /// are kept.
+    pub selectors_dropped: bool,
 }
+
+/// The most bytes of CEL selectors kept of one claim. The API server allows
+/// 32 requests of 32 selectors of 10 KiB each; a cache keeps every claim of
+/// the cluster, and what the policy asks of selectors (whether they
+/// guarantee a pod's floor) fits well within this.
+pub const MAX_KEPT_SELECTOR_BYTES: usize = 16 * 1024;
 
 impl ClaimSpec {
     /// What the policy knows of the claim, with `is_gpu_class` saying which
@@ -181,10 +214,14 @@ impl ClaimSpec {
                     name: request.name.clone(),
                     gpu: gpu_alternatives.clone().map(|a| a.count).max(),
                     admin_access: gpu_alternatives.clone().any(|a| a.admin_access),
+                    gpu_selectors: gpu_alternatives.map(|a| a.selectors.clone()).collect(),
                 }
             })
             .collect();
-        ClaimSummary { requests }
+        ClaimSummary {
+            requests,
+            selectors_dropped: self.selectors_dropped,
+        }
     }
 }
 
@@ -229,10 +266,24 @@ pub fn read_spec(spec: &Value, at: &str) -> Result<ClaimSpec, ClaimError> {
         .ok_or_else(|| error(&requests_at, &must_be("a list", requests)))?;
     let mut read = ClaimSpec {
         requests: Vec::with_capacity(requests.len()),
+        selectors_dropped: false,
     };
     for (index, raw) in requests.iter().enumerate() {
         let at = format!("{requests_at}[{index}]");
         read.requests.push(read_request(raw, &at)?);
+    }
+    let kept: usize = read
+        .requests
+        .iter()
+        .flat_map(|r| &r.alternatives)
+        .flat_map(|a| &a.selectors)
+        .map(String::len)
+        .fold(0, usize::saturating_add);
+    if kept > MAX_KEPT_SELECTOR_BYTES {
+        for alternative in read.requests.iter_mut().flat_map(|r| &mut r.alternatives) {
+            alternative.selectors = Vec::new();
+        }
+        read.selectors_dropped = true;
     }
     Ok(read)
 }
@@ -265,6 +316,9 @@ fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternativ
     let mode = string(fields, "allocationMode", at)?;
     let count = match optional(fields, "count") {
         None => 1,
+        // An integer up to u64::MAX, past the API server's int64: `check`
+        // reads raw files, and such a count is simply above any maximum.
+        // serde_json reads larger integers as floats, refused below.
         Some(value) => match value.as_u64() {
             Some(n) if n > 0 => n,
             _ => {
@@ -282,9 +336,15 @@ fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternativ
         None | Some("ExactCount") => DraCount::Exactly(count),
         Some("All") => DraCount::All,
         Some(other) => {
+            // Echoed in a denial: a long mode is cut, so the line stays short.
+            const MAX_ECHOED_MODE_CHARS: usize = 32;
+            let mut chars = other.chars();
+            let head: String = chars.by_ref().take(MAX_ECHOED_MODE_CHARS).collect();
+            let cut = if chars.next().is_some() { "…" } else { "" };
+            let shown = format!("{head:?}{cut}");
             return Err(error(
                 &format!("{at}.allocationMode"),
-                &format!("must be ExactCount or All, not {other:?}"),
+                &format!("must be ExactCount or All, not {shown}"),
             ));
         }
     };
@@ -302,7 +362,33 @@ fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternativ
         class,
         count,
         admin_access,
+        selectors: selectors(fields, at)?,
     })
+}
+
+/// `selectors[].cel.expression`: a selector of another kind (none exists
+/// yet) is skipped.
+fn selectors(fields: &Map<String, Value>, at: &str) -> Result<Vec<String>, ClaimError> {
+    let Some(list) = optional(fields, "selectors") else {
+        return Ok(Vec::new());
+    };
+    let selectors_at = format!("{at}.selectors");
+    let list = list
+        .as_array()
+        .ok_or_else(|| error(&selectors_at, &must_be("a list", list)))?;
+    let mut expressions = Vec::new();
+    for (index, selector) in list.iter().enumerate() {
+        let selector_at = format!("{selectors_at}[{index}]");
+        let selector = object(selector, &selector_at)?;
+        let Some(cel) = optional(selector, "cel") else {
+            continue;
+        };
+        let cel_at = format!("{selector_at}.cel");
+        if let Some(expression) = string(object(cel, &cel_at)?, "expression", &cel_at)? {
+            expressions.push(expression.to_owned());
+        }
+    }
+    Ok(expressions)
 }
 
 fn error(field: &str, problem: &str) -> ClaimError {
@@ -475,5 +561,81 @@ mod tests {
         let summary = summary(&claim(Value::Array(list)), ClaimKind::Claim).unwrap_or_default();
         assert_eq!(summary.requests.len(), 10_000);
         assert_eq!(summary.gpu_total(), Some(Exactly(u64::MAX)));
+    }
+
+    /// Counts at the ends of i64 and u64, from JSON text as the webhook and
+    /// `check` read it: integers as written up to u64::MAX; past it
+    /// serde_json has a float, refused like every float.
+    #[rstest]
+    #[case("9223372036854775807", Ok(Exactly(9_223_372_036_854_775_807)))]
+    #[case("9223372036854775808", Ok(Exactly(9_223_372_036_854_775_808)))]
+    #[case("18446744073709551615", Ok(Exactly(u64::MAX)))]
+    #[case("18446744073709551616", Err("1.8446744073709552e+19"))]
+    #[case("99999999999999999999999", Err("1e+23"))]
+    #[case("-9223372036854775808", Err("-9223372036854775808"))]
+    #[case("2.0", Err("2.0"))]
+    #[case("1e300", Err("1e+300"))]
+    fn counts_at_the_ends_of_64_bits(#[case] count: &str, #[case] read: Result<DraCount, &str>) {
+        let text = format!(
+            r#"{{"spec": {{"devices": {{"requests": [{{"name": "g",
+                "exactly": {{"deviceClassName": "gpu.nvidia.com", "count": {count}}}}}]}}}}}}"#
+        );
+        let object: Value = serde_json::from_str(&text).unwrap_or_default();
+        let found = summary(&object, ClaimKind::Claim).map(|s| s.gpu_total());
+        let wanted = match read {
+            Ok(count) => Ok(Some(count)),
+            Err(shown) => Err(format!(
+                "spec.devices.requests[0].exactly.count: must be a whole number above 0, not {shown}"
+            )),
+        };
+        assert_eq!(found, wanted);
+    }
+
+    /// Consumable capacity does not change how many devices a request
+    /// takes, and no capacity, however large or malformed, is an error.
+    #[rstest]
+    #[case(json!({"requests": {"memory": "10Gi"}}))]
+    #[case(json!({"requests": {"memory": "9999999999999999999999Ei", "cores": "-1", "bw": "1e400"}}))]
+    #[case(json!({"requests": {"memory": 1e300, "cores": -1}}))]
+    #[case(json!({"requests": "10Gi"}))]
+    #[case(json!([{"requests": {"memory": "1Gi"}}]))]
+    #[case(json!("lots"))]
+    fn capacity_requests_do_not_change_the_count(#[case] capacity: Value) {
+        let list = json!([
+            {"name": "exact", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2,
+                                          "capacity": capacity}},
+            {"name": "first", "firstAvailable": [
+                {"name": "a", "deviceClassName": "mig.nvidia.com", "count": 3, "capacity": capacity},
+                {"name": "b", "deviceClassName": "gpu.nvidia.com", "capacity": capacity}]},
+            {"name": "every", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                          "allocationMode": "All", "capacity": capacity}},
+            {"name": "flat", "deviceClassName": "gpu.nvidia.com", "count": 4, "capacity": capacity},
+        ]);
+        let gpus: Vec<Option<DraCount>> = requests(&claim(list))
+            .into_iter()
+            .map(|(_, gpu, _)| gpu)
+            .collect();
+        assert_eq!(
+            gpus,
+            vec![
+                Some(Exactly(2)),
+                Some(Exactly(3)),
+                Some(All),
+                Some(Exactly(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_allocation_mode_is_cut_in_the_message() {
+        let object =
+            claim(json!([{"name": "g", "exactly": {"allocationMode": "é".repeat(1 << 20)}}]));
+        assert_eq!(
+            summary(&object, ClaimKind::Claim).err(),
+            Some(format!(
+                "spec.devices.requests[0].exactly.allocationMode: must be ExactCount or All, not \"{}\"…",
+                "é".repeat(32)
+            ))
+        );
     }
 }

@@ -7,40 +7,77 @@
 //! or, for a DeviceClass of the input, when its `extendedResourceName` is a
 //! GPU resource or one of its CEL selectors selects the driver
 //! `gpu.nvidia.com` (judged by [`DeviceClassInfo`], as in the cluster).
+//!
+//! What the cluster writes is read too when the input holds it (objects
+//! saved with `kubectl get -o yaml`): a ResourceClaim's allocation and the
+//! Pod it was made for, the ResourceSlices of `gpu.nvidia.com` and the
+//! extended resources DeviceClasses serve, by the readers the cluster view
+//! uses, so `check` on a claim and its slice judges as the webhook does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use super::allocation::{
+    AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for, read_slice,
+};
 use super::{ClaimFacts, Resolved};
 use crate::policy::dra::claims::{ClaimKind, parse_object};
-use crate::policy::dra::tables::DeviceClassInfo;
+use crate::policy::dra::tables::{DeviceClassInfo, find_device_versions, is_made_for};
 use crate::settings::Settings;
+
+/// (namespace, name)
+type Key = (String, String);
 
 /// Claims and claim templates read from a set of objects.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InputClaims {
     /// The DeviceClasses of the input that hand out GPUs.
     gpu_classes: BTreeSet<String>,
+    /// The `extendedResourceName`s of the input's DeviceClasses.
+    extended_resources: BTreeSet<String>,
     /// (namespace, name) -> what was read.
-    templates: BTreeMap<(String, String), Resolved>,
-    claims: BTreeMap<(String, String), Resolved>,
+    templates: BTreeMap<Key, Resolved>,
+    claims: BTreeMap<Key, Resolved>,
+    /// The ResourceClaims' `status.allocation`, where written.
+    allocations: BTreeMap<Key, Vec<AllocatedDevice>>,
+    /// The Pods the ResourceClaims were made for, where they say so.
+    made_for: BTreeMap<Key, MadeFor>,
+    /// The ResourceSlices of `gpu.nvidia.com`.
+    slices: Vec<KeptSlice>,
 }
 
 impl InputClaims {
-    /// Reads every ResourceClaimTemplate, ResourceClaim and DeviceClass of
-    /// `objects`; objects that name no namespace are in `default_namespace`.
+    /// Reads every ResourceClaimTemplate, ResourceClaim, DeviceClass and
+    /// ResourceSlice of `objects`; objects that name no namespace are in
+    /// `default_namespace`.
     pub fn collect(objects: &[&Value], default_namespace: &str, settings: &Settings) -> Self {
-        let gpu_classes: BTreeSet<&str> = objects
+        let classes: Vec<(Option<&str>, DeviceClassInfo)> = objects
             .iter()
             .filter(|object| kind_of(object) == Some("DeviceClass"))
-            .filter(|object| DeviceClassInfo::of(object).hands_out_gpus(settings))
-            .filter_map(|object| object.pointer("/metadata/name")?.as_str())
+            .map(|object| {
+                let name = object.pointer("/metadata/name").and_then(Value::as_str);
+                (name, DeviceClassInfo::of(object))
+            })
+            .collect();
+        let gpu_classes: BTreeSet<&str> = classes
+            .iter()
+            .filter(|(_, info)| info.hands_out_gpus(settings))
+            .filter_map(|(name, _)| *name)
             .collect();
         let is_gpu_class =
             |class: &str| settings.is_gpu_device_class(class) || gpu_classes.contains(class);
         let mut found = InputClaims {
             gpu_classes: gpu_classes.iter().map(|c| (*c).to_owned()).collect(),
+            extended_resources: classes
+                .iter()
+                .filter_map(|(_, info)| info.extended_resource_name.clone())
+                .collect(),
+            slices: objects
+                .iter()
+                .filter(|object| kind_of(object) == Some("ResourceSlice"))
+                .filter_map(|object| read_slice(object))
+                .collect(),
             ..InputClaims::default()
         };
         for object in objects {
@@ -52,20 +89,29 @@ impl InputClaims {
                 continue;
             };
             let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
+            let key = (namespace.to_owned(), name.to_owned());
             let resolved = match parse_object(object, kind, &is_gpu_class) {
                 Ok(summary) => Resolved::Known(summary),
                 Err(err) => Resolved::Unreadable(format!("{} {name:?}: {err}", kind.as_str())),
             };
             let table = match kind {
                 ClaimKind::Template => &mut found.templates,
-                ClaimKind::Claim => &mut found.claims,
+                ClaimKind::Claim => {
+                    if let Some(devices) = read_allocation(object) {
+                        found.allocations.insert(key.clone(), devices);
+                    }
+                    if let Some(made_for) = read_made_for(object) {
+                        found.made_for.insert(key.clone(), made_for);
+                    }
+                    &mut found.claims
+                }
             };
-            table.insert((namespace.to_owned(), name.to_owned()), resolved);
+            table.insert(key, resolved);
         }
         found
     }
 
-    fn get(table: &BTreeMap<(String, String), Resolved>, namespace: &str, name: &str) -> Resolved {
+    fn get(table: &BTreeMap<Key, Resolved>, namespace: &str, name: &str) -> Resolved {
         table
             .get(&(namespace.to_owned(), name.to_owned()))
             .cloned()
@@ -84,6 +130,28 @@ impl ClaimFacts for InputClaims {
 
     fn is_gpu_device_class(&self, class: &str) -> bool {
         self.gpu_classes.contains(class)
+    }
+
+    fn allocation(&self, namespace: &str, name: &str) -> Option<Vec<AllocatedDevice>> {
+        self.allocations
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
+        find_device_versions(&self.slices, driver, pool, device)
+    }
+
+    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
+        self.made_for
+            .range((namespace.to_owned(), String::new())..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .find(|(_, made_for)| is_made_for(Some(made_for), pod_uid, pod_claim))
+            .map(|((_, name), _)| name.clone())
+    }
+
+    fn serves_extended_resource(&self, resource: &str) -> bool {
+        self.extended_resources.contains(resource)
     }
 }
 
@@ -164,6 +232,90 @@ mod tests {
         assert_eq!(gpus("by-selector"), Some(DraCount::Exactly(2)));
         assert_eq!(gpus("by-resource"), Some(DraCount::Exactly(2)));
         assert_eq!(gpus("imex"), None);
+    }
+
+    /// A claim of `ml` made from the pod claim `gpu` of the pod `uid`,
+    /// allocated `device` of the pool `node-1`.
+    fn allocated_claim(name: &str, uid: &str, device: &str) -> Value {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ml",
+                "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "trainer",
+                                     "uid": uid, "controller": true}]},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-1", "device": device}]}}}})
+    }
+
+    fn slice(name: &str, driver: &str) -> Value {
+        let versions = json!({
+            "cudaComputeCapability": {"version": "8.0.0"},
+            "cudaDriverVersion": {"version": "13.0.0"},
+            "driverVersion": {"version": "580.126.20"}});
+        let mut mig = versions.clone();
+        mig["type"] = json!({"string": "mig"});
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": "node-1", "pool": {"name": "node-1"},
+                "devices": [
+                    {"name": "gpu-0", "attributes": versions},
+                    {"name": "gpu-1-mig-1g10gb-0", "attributes": mig},
+                    {"name": "gpu-2", "attributes": {"type": {"string": "vfio"}}}]}})
+    }
+
+    #[test]
+    fn what_the_cluster_wrote_is_read_from_the_input() {
+        let objects = [
+            allocated_claim("trainer-gpu-abcde", "uid-1", "gpu-1-mig-1g10gb-0"),
+            allocated_claim("other-gpu-fghij", "uid-2", "gpu-2"),
+            slice("node-1-gpu", "gpu.nvidia.com"),
+            slice("node-1-rdma", "rdma.example.com"),
+            json!({"kind": "DeviceClass", "metadata": {"name": "ext.example.com"},
+                   "spec": {"extendedResourceName": "example.com/accel"}}),
+        ];
+        let refs: Vec<&Value> = objects.iter().collect();
+        let input = InputClaims::collect(&refs, "default", &Settings::default());
+
+        let devices = input.allocation("ml", "trainer-gpu-abcde");
+        assert_eq!(
+            devices.as_deref().map(|d| d[0].device.as_str()),
+            Some("gpu-1-mig-1g10gb-0"),
+            "{devices:?}"
+        );
+        assert_eq!(input.allocation("ml", "missing"), None);
+
+        assert_eq!(
+            input.claim_made_for("ml", "uid-1", "gpu").as_deref(),
+            Some("trainer-gpu-abcde")
+        );
+        assert_eq!(input.claim_made_for("ml", "uid-3", "gpu"), None);
+        assert_eq!(input.claim_made_for("ml", "uid-1", "other"), None);
+        assert_eq!(input.claim_made_for("default", "uid-1", "gpu"), None);
+
+        let mig = input.device_versions("gpu.nvidia.com", "node-1", "gpu-1-mig-1g10gb-0");
+        assert_eq!(
+            mig.as_ref().and_then(|v| v.cuda_driver_version.as_deref()),
+            Some("13.0.0")
+        );
+        assert_eq!(
+            input.device_versions("gpu.nvidia.com", "node-1", "gpu-2"),
+            Some(DeviceVersions::default()),
+            "a VFIO device publishes no versions"
+        );
+        assert_eq!(
+            input.device_versions("rdma.example.com", "node-1", "gpu-0"),
+            None,
+            "the slice of another driver is ignored"
+        );
+        assert_eq!(
+            input.device_versions("gpu.nvidia.com", "node-2", "gpu-0"),
+            None
+        );
+
+        // Not a GPU resource by default, still served by the class.
+        assert!(input.serves_extended_resource("example.com/accel"));
+        assert!(!input.is_gpu_device_class("ext.example.com"));
+        assert!(!input.serves_extended_resource("nvidia.com/gpu"));
     }
 
     #[test]

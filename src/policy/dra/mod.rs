@@ -1,13 +1,18 @@
 //! Dynamic Resource Allocation, as the policy reads it: the device requests
 //! of a claim ([`claims`]), the claims and device classes a cluster view
 //! keeps ([`tables`]), which containers of a pod hold GPUs through their
-//! claims ([`resolution`]), and the claims of `check`'s input ([`input`]).
+//! claims ([`resolution`]), the claims of `check`'s input ([`input`]), and
+//! what a claim was allocated and for whom ([`allocation`]), and what a
+//! pod's DRA GPUs need of a device, as a claim selector ([`floor`]).
 
+pub mod allocation;
 pub mod claims;
+pub mod floor;
 pub mod input;
 pub mod resolution;
 pub mod tables;
 
+use allocation::{AllocatedDevice, DeviceVersions};
 use claims::ClaimSummary;
 
 /// What is known of one ResourceClaim or ResourceClaimTemplate.
@@ -33,6 +38,32 @@ pub trait ClaimFacts: Send + Sync {
     /// Whether a DeviceClass known here hands out GPUs (beyond the names of
     /// `gpuDeviceClasses`, which the policy checks itself).
     fn is_gpu_device_class(&self, _class: &str) -> bool {
+        false
+    }
+
+    /// The devices allocated to the ResourceClaim `namespace/name`; None
+    /// when it is not allocated, or not known.
+    fn allocation(&self, _namespace: &str, _name: &str) -> Option<Vec<AllocatedDevice>> {
+        None
+    }
+
+    /// What the ResourceSlices say of a device of the driver
+    /// `gpu.nvidia.com`; None when no slice known here publishes it.
+    fn device_versions(&self, _driver: &str, _pool: &str, _device: &str) -> Option<DeviceVersions> {
+        None
+    }
+
+    /// The name of the ResourceClaim made for the pod whose UID is
+    /// `pod_uid` from its pod claim `pod_claim` (the claims of a running
+    /// pod made from templates).
+    fn claim_made_for(&self, _namespace: &str, _pod_uid: &str, _pod_claim: &str) -> Option<String> {
+        None
+    }
+
+    /// Whether a DeviceClass known here serves the extended resource
+    /// `resource` (`spec.extendedResourceName`): a container's limit of it
+    /// may be met by a claim the scheduler makes.
+    fn serves_extended_resource(&self, _resource: &str) -> bool {
         false
     }
 }

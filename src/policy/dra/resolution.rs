@@ -12,7 +12,7 @@
 //! stay pinned; the DRA driver's CDI edit replaces the pin where it really
 //! hands out a device). Ephemeral containers are never GPU containers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ClaimFacts, Resolved};
 use crate::policy::container::ContainerKind;
@@ -32,15 +32,17 @@ pub fn resolve(
     let mut known: BTreeMap<&str, Result<ClaimSummary, String>> = BTreeMap::new();
     // Pod claim name -> the containers left without their claim.
     let mut unresolved: BTreeMap<&str, (String, Vec<&str>)> = BTreeMap::new();
-    // Pod claim name -> None (the whole claim is used) or the requests used.
-    let mut used: BTreeMap<&str, Option<Vec<&str>>> = BTreeMap::new();
+    // What the pod's (not ephemeral) containers use, together.
+    let mut used = Uses::new();
     let pod_claims = view.resource_claims.clone();
 
     for container in &mut view.containers {
         if container.kind == ContainerKind::Ephemeral {
             continue;
         }
-        let mut gpus: Option<DraCount> = None;
+        // What this container uses: a request it names twice (through two
+        // of its subrequests, or beside the whole claim) is one allocation.
+        let mut mine = Uses::new();
         let mut unresolved_use = false;
         for claim_use in container.claims.clone() {
             let summary = known.entry(claim_use.name).or_insert_with(|| {
@@ -92,45 +94,16 @@ pub fn resolve(
                     .push(container.name);
                 continue;
             };
-            let Some(count) = count else {
+            if count.is_none() {
                 continue;
-            };
-            gpus = Some(gpus.map_or(count, |g| g.plus(count)));
-            let entry = used
-                .entry(claim_use.name)
-                .or_insert_with(|| Some(Vec::new()));
-            match (claim_use.request, entry) {
-                (None, entry) => *entry = None,
-                (Some(request), Some(requests)) => {
-                    let base = request.split('/').next().unwrap_or(request);
-                    if !requests.contains(&base) {
-                        requests.push(base);
-                    }
-                }
-                (Some(_), None) => {}
             }
+            record_use(&mut mine, claim_use.name, claim_use.request);
+            record_use(&mut used, claim_use.name, claim_use.request);
         }
-        container.dra_gpus = gpus;
+        container.dra_gpus = held(&known, &mine);
         container.unresolved_claim = unresolved_use;
     }
-
-    let mut pod_total: Option<DraCount> = None;
-    for (name, requests) in &used {
-        let Some(Ok(summary)) = known.get(name) else {
-            continue;
-        };
-        let count = match requests {
-            None => summary.gpu_total(),
-            Some(requests) => requests
-                .iter()
-                .filter_map(|r| summary.request(r).and_then(|r| r.gpu))
-                .reduce(DraCount::plus),
-        };
-        if let Some(count) = count {
-            pod_total = Some(pod_total.map_or(count, |t| t.plus(count)));
-        }
-    }
-    view.dra_gpus = pod_total;
+    view.dra_gpus = held(&known, &used);
 
     let more = unresolved.len().saturating_sub(MAX_UNRESOLVED_NAMED);
     let mut notices: Vec<Notice> = unresolved
@@ -158,6 +131,45 @@ pub fn resolve(
         ));
     }
     notices
+}
+
+/// Pod claim name -> None (the whole claim is used) or the names of the
+/// requests used.
+type Uses<'a> = BTreeMap<&'a str, Option<BTreeSet<&'a str>>>;
+
+/// Records a use of the pod claim `claim`, narrowed to `request` (or
+/// `request/subrequest`) if given: the whole claim takes in its requests,
+/// and a request is one entry whichever of its subrequests is named (only
+/// one of them is allocated).
+fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>) {
+    let entry = uses.entry(claim).or_insert_with(|| Some(BTreeSet::new()));
+    match (request, entry) {
+        (None, entry) => *entry = None,
+        (Some(request), Some(requests)) => {
+            requests.insert(request.split('/').next().unwrap_or(request));
+        }
+        (Some(_), None) => {}
+    }
+}
+
+/// The GPUs the uses hold: each claim (or request) once, however many
+/// uses name it. The sums saturate and `All` absorbs, so no number of
+/// claims overflows.
+fn held(known: &BTreeMap<&str, Result<ClaimSummary, String>>, uses: &Uses<'_>) -> Option<DraCount> {
+    uses.iter()
+        .filter_map(|(name, requests)| {
+            let Some(Ok(summary)) = known.get(name) else {
+                return None;
+            };
+            match requests {
+                None => summary.gpu_total(),
+                Some(requests) => requests
+                    .iter()
+                    .filter_map(|r| summary.request(r).and_then(|r| r.gpu))
+                    .reduce(DraCount::plus),
+            }
+        })
+        .reduce(DraCount::plus)
 }
 
 /// How many unresolved claims get a warning of their own; the rest share
@@ -210,8 +222,10 @@ mod tests {
     use rstest::rstest;
     use serde_json::{Value, json};
 
+    use crate::policy::dra::claims::DraCount::{self, All, Exactly};
+    use crate::policy::dra::input::InputClaims;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_with_claims, messages_of};
-    use crate::policy::{Evaluation, NoticeKind, RuleId};
+    use crate::policy::{Evaluation, NoticeKind, PodView, RuleId, Shape};
     use crate::settings::Settings;
 
     /// A ResourceClaimTemplate in `default` with one request per (name,
@@ -285,8 +299,15 @@ mod tests {
             template_claim("gpu", "single-gpu"),
         );
         let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
+        let mut changed = rules_changed(&evaluation);
+        // The last: the selector the claim made from the template gets.
+        assert!(
+            changed
+                .pop()
+                .is_some_and(|(_, s)| s.starts_with("give the claims made for p from single-gpu"))
+        );
         assert_eq!(
-            rules_changed(&evaluation),
+            changed,
             vec![
                 (
                     RuleId::VisibleDevices,
@@ -295,7 +316,8 @@ mod tests {
                 ),
                 (
                     RuleId::ComputeAffinity,
-                    "require GPU compute capability >= 5.0 (image nvidia/cuda:12.6.3-base-ubuntu24.04)"
+                    "require compute capability >= 5.0 of the GPUs of the claims made for the pod \
+                     (image nvidia/cuda:12.6.3-base-ubuntu24.04), recorded in gpu-policy.io/gpu-needs"
                         .to_owned()
                 ),
             ]
@@ -470,7 +492,11 @@ mod tests {
         )];
         let pod = pod(vec![uses("ctr", "cd")], template_claim("cd", "imex"));
         let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
-        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        assert!(
+            unresolved(&evaluation).is_empty(),
+            "{:?}",
+            evaluation.notices
+        );
         assert_eq!(
             rules_changed(&evaluation),
             vec![(
@@ -528,7 +554,11 @@ mod tests {
             json!([{"name": "g", "resourceClaimName": "shared"}]),
         );
         let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
-        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        assert!(
+            unresolved(&evaluation).is_empty(),
+            "{:?}",
+            evaluation.notices
+        );
         assert!(
             rules_changed(&evaluation)
                 .iter()
@@ -630,7 +660,11 @@ mod tests {
         );
         pod["spec"]["initContainers"] = json!(init);
         let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
-        assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+        assert!(
+            unresolved(&evaluation).is_empty(),
+            "{:?}",
+            evaluation.notices
+        );
         let found = messages_of(&evaluation, RuleId::BoundedRequests);
         assert_eq!(!found.is_empty(), denied, "{found:?}");
         assert!(found.len() <= 1, "{found:?}");
@@ -670,5 +704,67 @@ mod tests {
                  above the maximum of 8 per pod here; claim fewer devices"
             ]
         );
+    }
+
+    /// Containers using request `gpu` (4 GPUs at most, through either of
+    /// its subrequests) and request `max` (u64::MAX) of pod claim `c`, and
+    /// `all` (allocationMode: All): (container name, its uses) -> what each
+    /// container holds, and the pod.
+    #[rstest]
+    // Two subrequests of one request: one of them is allocated.
+    #[case(vec![("a", vec!["c/gpu/big", "c/gpu/small"])], vec![Exactly(4)], Exactly(4))]
+    #[case(vec![("a", vec!["c/gpu", "c/gpu/small"])], vec![Exactly(4)], Exactly(4))]
+    // Shared by two containers: held by each, counted once for the pod.
+    #[case(vec![("a", vec!["c/gpu"]), ("b", vec!["c/gpu/big"])], vec![Exactly(4), Exactly(4)], Exactly(4))]
+    // Past u64::MAX the sums saturate; All absorbs.
+    #[case(vec![("a", vec!["c/gpu"]), ("b", vec!["c/max"])], vec![Exactly(4), Exactly(u64::MAX)], Exactly(u64::MAX))]
+    #[case(vec![("a", vec!["c", "c/max"])], vec![Exactly(u64::MAX)], Exactly(u64::MAX))]
+    #[case(vec![("a", vec!["c/max", "all"])], vec![All], All)]
+    fn each_request_counts_once_however_it_is_named(
+        #[case] containers: Vec<(&str, Vec<&str>)>,
+        #[case] each: Vec<DraCount>,
+        #[case] pod_total: DraCount,
+    ) {
+        let objects: Vec<Value> = vec![
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                   "metadata": {"name": "either", "namespace": "default"},
+                   "spec": {"spec": {"devices": {"requests": [
+                       {"name": "gpu", "firstAvailable": [
+                           {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+                           {"name": "small", "deviceClassName": "mig.nvidia.com", "count": 2}]},
+                       {"name": "max", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                   "count": u64::MAX}}]}}}}),
+            template("all-gpus", &[("g", "gpu.nvidia.com", json!("All"))]),
+        ];
+        let containers = containers
+            .iter()
+            .map(|(name, uses)| {
+                let uses: Vec<Value> = uses
+                    .iter()
+                    .map(|u| match u.split_once('/') {
+                        Some((claim, request)) => json!({"name": claim, "request": request}),
+                        None => json!({"name": u}),
+                    })
+                    .collect();
+                json!({"name": name, "resources": {"claims": uses}})
+            })
+            .collect();
+        let pod = pod(
+            containers,
+            json!([{"name": "c", "resourceClaimTemplateName": "either"},
+                   {"name": "all", "resourceClaimTemplateName": "all-gpus"}]),
+        );
+        let settings = Settings::default();
+        let refs: Vec<&Value> = objects.iter().collect();
+        let input = InputClaims::collect(&refs, "default", &settings);
+        let Ok(Some(mut view)) = PodView::parse(&pod, Shape::Pod, &settings) else {
+            panic!("the pod is not read");
+        };
+        let notices = super::resolve(&mut view, Some(&input), "default");
+        assert!(notices.is_empty(), "{notices:?}");
+        let held: Vec<Option<DraCount>> = view.containers.iter().map(|c| c.dra_gpus).collect();
+        let each: Vec<Option<DraCount>> = each.into_iter().map(Some).collect();
+        assert_eq!(held, each);
+        assert_eq!(view.dra_gpus, Some(pod_total));
     }
 }

@@ -12,18 +12,27 @@
 //! when its `extendedResourceName` is a GPU resource, or when one of its CEL
 //! selectors selects the driver `gpu.nvidia.com` ([`DeviceClassInfo`]; the
 //! DeviceClasses of `check`'s input are judged by the same code).
+//!
+//! Of a ResourceClaim it also keeps what the cluster wrote on it: the
+//! devices allocated (`status.allocation`) and the Pod it was made for (its
+//! controller owner and `resource.kubernetes.io/pod-claim-name`), read by
+//! [`allocation`](super::allocation); and, of the ResourceSlices of the
+//! NVIDIA DRA driver, each device's version attributes, so a claim's
+//! devices can be judged against a pod's CUDA floors.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::allocation::{
+    AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for,
+};
 use super::{ClaimFacts, Resolved};
 use crate::policy::dra::claims::{ClaimKind, ClaimSpec, read_object};
 use crate::settings::Settings;
 
-/// The NVIDIA DRA driver's name for its GPU devices.
-pub const GPU_DRIVER: &str = "gpu.nvidia.com";
+pub use super::allocation::GPU_DRIVER;
 
 /// What decides whether a DeviceClass hands out GPUs, whatever the
 /// settings.
@@ -73,22 +82,44 @@ impl DeviceClassInfo {
     }
 }
 
-/// A ResourceClaim or ResourceClaimTemplate as kept.
+/// The requests of a ResourceClaim or ResourceClaimTemplate as kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeptClaim {
+pub enum KeptSpec {
     /// Its requests as written.
     Read(ClaimSpec),
     /// Its requests have the wrong shape: why, on one line.
     Unreadable(String),
 }
 
+/// A ResourceClaim or ResourceClaimTemplate as kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptClaim {
+    pub spec: KeptSpec,
+    /// The Pod a ResourceClaim was made for (None for templates, and for
+    /// claims no Pod controls).
+    pub made_for: Option<MadeFor>,
+    /// The devices allocated to a ResourceClaim (None for templates, and
+    /// until the scheduler allocates it).
+    pub allocation: Option<Vec<AllocatedDevice>>,
+}
+
 impl KeptClaim {
-    /// Reads the ResourceClaim or ResourceClaimTemplate `name` (the object,
-    /// or at least its `spec`).
+    /// Reads the ResourceClaim or ResourceClaimTemplate `name`: the whole
+    /// object (at least its `spec`; for a claim, with its `metadata` and
+    /// `status` when they are to be known).
     pub fn of(name: &str, object: &Value, kind: ClaimKind) -> Self {
-        match read_object(object, kind) {
-            Ok(spec) => KeptClaim::Read(spec),
-            Err(err) => KeptClaim::Unreadable(format!("{} {name:?}: {err}", kind.as_str())),
+        let spec = match read_object(object, kind) {
+            Ok(spec) => KeptSpec::Read(spec),
+            Err(err) => KeptSpec::Unreadable(format!("{} {name:?}: {err}", kind.as_str())),
+        };
+        let (made_for, allocation) = match kind {
+            ClaimKind::Claim => (read_made_for(object), read_allocation(object)),
+            ClaimKind::Template => (None, None),
+        };
+        KeptClaim {
+            spec,
+            made_for,
+            allocation,
         }
     }
 }
@@ -114,17 +145,28 @@ impl PartialEq for GpuSettings {
 /// (namespace, name)
 pub type ClaimKey = (String, String);
 
-/// The claims, claim templates and device classes a cluster view holds.
+/// The claims, claim templates, device classes and NVIDIA ResourceSlices a
+/// cluster view holds.
 ///
 /// Memory: a claim or template costs its namespace and name plus, per
-/// request, its name and per alternative its class name, a count and a
-/// flag: about 250 bytes for a one-request claim. A DeviceClass costs its
-/// name, a flag and its extended resource name.
+/// request, its name and per alternative its class name, a count, a flag
+/// and its CEL selectors (at most 16 KiB a claim, none in most): about 350
+/// bytes for a one-request claim without selectors. A ResourceClaim made
+/// for a pod adds its pod's name and UID and the pod claim's name (about
+/// 150 bytes), and once allocated, per device, its request, driver, pool
+/// and device names (about 200 bytes; at most 32 devices). A DeviceClass
+/// costs its name, a flag and its extended resource name. A ResourceSlice
+/// of `gpu.nvidia.com` (one per node, usually) costs its name, its pool and
+/// per device its name and three version texts: about 200 bytes a device
+/// (at most 128 a slice), so 1,000 nodes of 8 GPUs keep about 1.6 MB;
+/// slices of other drivers are not kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClaimTables {
     pub templates: BTreeMap<ClaimKey, KeptClaim>,
     pub claims: BTreeMap<ClaimKey, KeptClaim>,
     pub device_classes: BTreeMap<String, DeviceClassInfo>,
+    /// The ResourceSlices of `gpu.nvidia.com`, by slice name.
+    pub slices: BTreeMap<String, KeptSlice>,
     /// What GPU classes are judged with when a claim is read.
     pub settings: GpuSettings,
 }
@@ -149,12 +191,54 @@ impl ClaimTables {
     ) -> Resolved {
         match table.get(&(namespace.to_owned(), name.to_owned())) {
             None => Resolved::Unknown,
-            Some(KeptClaim::Unreadable(reason)) => Resolved::Unreadable(reason.clone()),
-            Some(KeptClaim::Read(spec)) => {
-                Resolved::Known(spec.summary(&|class| self.is_gpu_class(class)))
-            }
+            Some(kept) => match &kept.spec {
+                KeptSpec::Unreadable(reason) => Resolved::Unreadable(reason.clone()),
+                KeptSpec::Read(spec) => {
+                    Resolved::Known(spec.summary(&|class| self.is_gpu_class(class)))
+                }
+            },
         }
     }
+
+    /// The ResourceClaims of `namespace`, in name order: one range of the
+    /// table, whose keys sort by namespace first.
+    fn claims_in<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a KeptClaim)> + 'a {
+        self.claims
+            .range((namespace.to_owned(), String::new())..)
+            .take_while(move |((ns, _), _)| ns == namespace)
+            .map(|((_, name), claim)| (name.as_str(), claim))
+    }
+}
+
+/// What a ResourceSlice says of a device: found by driver, pool and device
+/// name across the kept slices (only `gpu.nvidia.com` is kept). A pool may
+/// span several slices, so every slice of the pool is looked at.
+pub fn find_device_versions<'a>(
+    slices: impl IntoIterator<Item = &'a KeptSlice>,
+    driver: &str,
+    pool: &str,
+    device: &str,
+) -> Option<DeviceVersions> {
+    if driver != GPU_DRIVER {
+        return None;
+    }
+    slices
+        .into_iter()
+        .filter(|slice| slice.pool == pool)
+        .flat_map(|slice| &slice.devices)
+        .find(|kept| kept.name == device)
+        .map(|kept| kept.versions.clone())
+}
+
+/// Whether `made_for` is the pod `pod_uid`'s claim made from its pod claim
+/// `pod_claim`.
+pub fn is_made_for(made_for: Option<&MadeFor>, pod_uid: &str, pod_claim: &str) -> bool {
+    made_for.is_some_and(|made_for| {
+        made_for.pod_uid == pod_uid && made_for.pod_claim.as_deref() == Some(pod_claim)
+    })
 }
 
 impl ClaimFacts for ClaimTables {
@@ -169,11 +253,37 @@ impl ClaimFacts for ClaimTables {
     fn is_gpu_device_class(&self, class: &str) -> bool {
         self.is_gpu_class(class)
     }
+
+    fn allocation(&self, namespace: &str, name: &str) -> Option<Vec<AllocatedDevice>> {
+        self.claims
+            .get(&(namespace.to_owned(), name.to_owned()))?
+            .allocation
+            .clone()
+    }
+
+    fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
+        find_device_versions(self.slices.values(), driver, pool, device)
+    }
+
+    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
+        self.claims_in(namespace)
+            .find(|(_, claim)| is_made_for(claim.made_for.as_ref(), pod_uid, pod_claim))
+            .map(|(name, _)| name.to_owned())
+    }
+
+    /// Whatever the settings say of the class: a container's limit of the
+    /// resource may be met by a claim of it.
+    fn serves_extended_resource(&self, resource: &str) -> bool {
+        self.device_classes
+            .values()
+            .any(|class| class.extended_resource_name.as_deref() == Some(resource))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::dra::allocation::{POD_CLAIM_NAME_ANNOTATION, read_slice};
     use crate::policy::dra::claims::DraCount;
     use crate::settings::Config;
     use serde_json::json;
@@ -263,6 +373,148 @@ mod tests {
                     .to_owned()
             )
         );
+    }
+
+    /// A ResourceClaim made from the pod claim `gpu` of the pod with UID
+    /// `uid`, allocated `gpu-0` of the pool `node-1`.
+    fn allocated_claim(name: &str, uid: &str) -> Value {
+        json!({"kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ml",
+                "annotations": {POD_CLAIM_NAME_ANNOTATION: "gpu"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "trainer",
+                                     "uid": uid, "controller": true}]},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-1", "device": "gpu-0"}]}}}})
+    }
+
+    /// The slice of `node-1`: a full GPU, a MIG device and a VFIO device
+    /// (which publishes no versions).
+    fn node_slice() -> Value {
+        let versions = json!({
+            "cudaComputeCapability": {"version": "9.0.0"},
+            "cudaDriverVersion": {"version": "12.8.0"},
+            "driverVersion": {"version": "570.124.6"}});
+        let mut mig = versions.clone();
+        mig["type"] = json!({"string": "mig"});
+        json!({"kind": "ResourceSlice", "metadata": {"name": "node-1-gpu.nvidia.com-x7k2p"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "node-1",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": "gpu-0", "attributes": versions},
+                    {"name": "gpu-1-mig-1g10gb-0", "attributes": mig},
+                    {"name": "gpu-2", "attributes": {"type": {"string": "vfio"}}}]}})
+    }
+
+    fn with_slice(tables: &mut ClaimTables, slice: &Value) {
+        let name = slice["metadata"]["name"].as_str().unwrap_or_default();
+        if let Some(kept) = read_slice(slice) {
+            tables.slices.insert(name.to_owned(), kept);
+        }
+    }
+
+    #[test]
+    fn an_allocated_claim_says_its_devices_and_its_pod() {
+        let mut tables = ClaimTables::default();
+        for (name, uid) in [("trainer-gpu-abcde", "uid-1"), ("other-gpu-fghij", "uid-2")] {
+            let claim = allocated_claim(name, uid);
+            tables.claims.insert(
+                key("ml", name),
+                KeptClaim::of(name, &claim, ClaimKind::Claim),
+            );
+        }
+        let mut pending = allocated_claim("pending", "uid-3");
+        pending["status"] = json!({});
+        tables.claims.insert(
+            key("ml", "pending"),
+            KeptClaim::of("pending", &pending, ClaimKind::Claim),
+        );
+        let devices = tables.allocation("ml", "trainer-gpu-abcde");
+        assert_eq!(
+            devices.as_deref().map(|d| d[0].device.as_str()),
+            Some("gpu-0"),
+            "{devices:?}"
+        );
+        assert_eq!(tables.allocation("ml", "pending"), None);
+        assert_eq!(tables.allocation("ml", "missing"), None);
+        assert_eq!(tables.allocation("other", "trainer-gpu-abcde"), None);
+
+        assert_eq!(
+            tables.claim_made_for("ml", "uid-1", "gpu").as_deref(),
+            Some("trainer-gpu-abcde")
+        );
+        assert_eq!(
+            tables.claim_made_for("ml", "uid-2", "gpu").as_deref(),
+            Some("other-gpu-fghij")
+        );
+        // Another pod's UID, another pod claim, another namespace.
+        assert_eq!(tables.claim_made_for("ml", "uid-9", "gpu"), None);
+        assert_eq!(tables.claim_made_for("ml", "uid-1", "mig"), None);
+        assert_eq!(tables.claim_made_for("m", "uid-1", "gpu"), None);
+        assert_eq!(tables.claim_made_for("mlx", "uid-1", "gpu"), None);
+    }
+
+    #[test]
+    fn templates_keep_no_owner_or_allocation() {
+        let mut object = template("gpu.nvidia.com", 1);
+        object["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod",
+            "name": "p", "uid": "u", "controller": true}]);
+        let kept = KeptClaim::of("t", &object, ClaimKind::Template);
+        assert_eq!((kept.made_for, kept.allocation), (None, None));
+    }
+
+    #[test]
+    fn device_versions_come_from_the_nvidia_slices() {
+        let mut tables = ClaimTables::default();
+        with_slice(&mut tables, &node_slice());
+        let mut other = node_slice();
+        other["metadata"]["name"] = json!("node-1-rdma");
+        other["spec"]["driver"] = json!("rdma.example.com");
+        with_slice(&mut tables, &other);
+        assert_eq!(
+            tables.slices.len(),
+            1,
+            "the slice of another driver is not kept"
+        );
+
+        let full = tables.device_versions(GPU_DRIVER, "node-1", "gpu-0");
+        assert_eq!(
+            full.as_ref().and_then(|v| v.compute_capability.as_deref()),
+            Some("9.0.0")
+        );
+        assert_eq!(
+            full.as_ref().and_then(|v| v.driver_version.as_deref()),
+            Some("570.124.6")
+        );
+        let mig = tables.device_versions(GPU_DRIVER, "node-1", "gpu-1-mig-1g10gb-0");
+        assert_eq!(mig, full, "a MIG device publishes its GPU's versions");
+        assert_eq!(
+            tables.device_versions(GPU_DRIVER, "node-1", "gpu-2"),
+            Some(DeviceVersions::default()),
+            "a VFIO device is known and publishes none"
+        );
+        assert_eq!(tables.device_versions(GPU_DRIVER, "node-2", "gpu-0"), None);
+        assert_eq!(tables.device_versions(GPU_DRIVER, "node-1", "gpu-7"), None);
+        assert_eq!(
+            tables.device_versions("rdma.example.com", "node-1", "gpu-0"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_device_class_serves_its_extended_resource_whatever_its_name() {
+        let mut tables = ClaimTables::default();
+        tables.device_classes.insert(
+            "ext.example.com".to_owned(),
+            DeviceClassInfo::of(&json!({"spec": {"extendedResourceName": "nvidia.com/gpu"}})),
+        );
+        tables.device_classes.insert(
+            "plain.example.com".to_owned(),
+            DeviceClassInfo::of(&json!({"spec": {}})),
+        );
+        assert!(tables.serves_extended_resource("nvidia.com/gpu"));
+        assert!(!tables.serves_extended_resource("example.com/accel"));
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub const ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
 
 /// R2 on a claim: its requests, and their total.
 pub fn check(input: &ClaimInput<'_>) -> Findings {
+    if input.extended_resource {
+        return Findings::default();
+    }
     let monitoring = input
         .settings
         .config()
@@ -159,6 +162,7 @@ mod tests {
             cluster: None,
             claims: Some(&input),
             images: None,
+            claim_owner: None,
         };
         let namespace = object
             .pointer("/metadata/namespace")

@@ -33,12 +33,14 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
+use super::dra_floors;
+use super::image_floors::{Containers, image_floors, raise};
 use super::rule::{ApiServer, Findings, Mutation, RuleInput};
-use crate::cuda::requirement::DriverFloor;
-use crate::cuda::{ComputeCapability, ImageNeeds};
+use crate::cuda::ComputeCapability;
+use crate::policy::container::Container;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::add;
-use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability};
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
 
 pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
     reason: "all of it: what an image needs comes from its registry (registry mode) or \
@@ -55,8 +57,28 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if !input.scope.is_whole() || !input.view.is_gpu_pod() {
         return findings;
     }
-    let images = image_floors(input, true, &mut findings.notices);
-    let minimum = minimum(input, images.compute, &mut findings.notices);
+    let mode = input.settings.config().dra_compute_affinity;
+    let base = base_minimum(input, &mut findings.notices);
+    let on_nodes =
+        |c: &Container<'_>| c.is_gpu() && (c.is_device_plugin_gpu() || mode.node_labels());
+    if input.view.containers.iter().any(on_nodes) {
+        node_affinity(input, base.clone(), &on_nodes, &mut findings);
+    }
+    if mode.claims() {
+        dra_floors::check(input, base, &mut findings);
+    }
+    findings
+}
+
+/// The floors of the `which` containers, as node affinity.
+fn node_affinity(
+    input: &RuleInput<'_, '_>,
+    base: Option<(ComputeCapability, String)>,
+    which: Containers<'_>,
+    findings: &mut Findings,
+) {
+    let images = image_floors(input, true, which, &mut findings.notices);
+    let minimum = raise(base.clone(), images.compute);
     let compute = minimum
         .as_ref()
         .map(|(minimum, _)| alternatives(*minimum))
@@ -68,7 +90,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         .unwrap_or_default();
     let alternatives = product(&compute, &driver);
     if alternatives.is_empty() {
-        return findings;
+        return;
     }
     if let (Some(cluster), Some((minimum, _))) = (input.cluster, &minimum) {
         let present = cluster.compute_capabilities();
@@ -119,7 +141,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             );
             // A denial never depends on a registry answer: only what the
             // table and the annotations ask for may deny.
-            if input.images.is_some() && !needs_constraint_without_registry(input) {
+            if input.images.is_some() && !needs_constraint_without_registry(input, base, which) {
                 findings.notices.push(Notice::new(
                     NoticeKind::ImageTableFallback,
                     format!("compute-affinity: {message}"),
@@ -129,143 +151,52 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             }
         }
     }
-    findings
 }
 
-/// Whether the pod needs a constraint from the table and the minimums
-/// alone, registry answers left out.
-fn needs_constraint_without_registry(input: &RuleInput<'_, '_>) -> bool {
+/// Whether the `which` containers need a constraint from the table and the
+/// minimums alone, registry answers left out.
+fn needs_constraint_without_registry(
+    input: &RuleInput<'_, '_>,
+    base: Option<(ComputeCapability, String)>,
+    which: Containers<'_>,
+) -> bool {
     let mut ignored = Vec::new();
-    let images = image_floors(input, false, &mut ignored);
-    images.driver.is_some() || minimum(input, images.compute, &mut ignored).is_some()
+    let images = image_floors(input, false, which, &mut ignored);
+    images.driver.is_some() || raise(base, images.compute).is_some()
 }
 
-/// What the images of the GPU containers need, with the images that need it.
-struct ImageFloors {
-    compute: Option<(ComputeCapability, String)>,
-    driver: Option<(DriverFloor, String)>,
-}
-
-/// Registry answers first (when `resolved`), else the image table, with a
-/// notice for an image whose lookup gave no usable answer; the container's
-/// own env may override the image's requirement. The highest compute floor
-/// wins; a node must meet every image's driver floor.
-fn image_floors(
+/// The higher of the namespace's minimum and the pod annotation's, with
+/// where it came from; the images' floors are raised onto it ([`raise`]).
+fn base_minimum(
     input: &RuleInput<'_, '_>,
-    resolved: bool,
-    notices: &mut Vec<Notice>,
-) -> ImageFloors {
-    let mut compute: Option<(ComputeCapability, String)> = None;
-    let mut driver: Option<(DriverFloor, Vec<&str>)> = None;
-    if input.settings.config().image_resolution.mode == ResolutionMode::Off {
-        return ImageFloors {
-            compute: None,
-            driver: None,
-        };
-    }
-    for container in input.view.containers.iter().filter(|c| c.is_gpu()) {
-        let Some(image) = container.image else {
-            continue;
-        };
-        let facts = input.images.filter(|_| resolved);
-        let needs: Vec<ImageNeeds> = match facts.and_then(|facts| facts.image_needs(image)) {
-            Some(resolved) => vec![resolved],
-            None => {
-                if let Some(reason) = facts.and_then(|facts| facts.fallback(image))
-                    && !notices.iter().any(|n| {
-                        n.kind == NoticeKind::ImageTableFallback && n.message.body().contains(image)
-                    })
-                {
-                    notices.push(Notice::new(
-                        NoticeKind::ImageTableFallback,
-                        format!("compute-affinity: table used for {image}: {reason}"),
-                    ));
-                }
-                input
-                    .settings
-                    .image_needs(image)
-                    .into_iter()
-                    .cloned()
-                    .collect()
-            }
-        };
-        for need in needs {
-            let need = need.with_container_env(
-                container
-                    .env
-                    .iter()
-                    .flatten()
-                    .filter_map(|entry| Some((entry.name, entry.literal()?))),
-            );
-            if let Some(floor) = need.compute_floor()
-                && compute.as_ref().is_none_or(|(current, _)| floor > *current)
-            {
-                compute = Some((floor, format!("image {image}")));
-            }
-            let Some(floor) = need.driver_floor() else {
-                continue;
-            };
-            driver = match driver {
-                None => Some((floor, vec![image])),
-                Some((current, mut sources)) => match current.and(&floor) {
-                    Some(both) => {
-                        if !sources.contains(&image) {
-                            sources.push(image);
-                        }
-                        Some((both, sources))
-                    }
-                    // No driver meets both (only bounded driver ranges can
-                    // exclude each other): the first image's floor stands.
-                    None => Some((current, sources)),
-                },
-            };
-        }
-    }
-    let driver = driver.map(|(floor, sources)| {
-        let noun = if sources.len() == 1 {
-            "image"
-        } else {
-            "images"
-        };
-        (floor, format!("{noun} {}", sources.join(", ")))
-    });
-    ImageFloors { compute, driver }
-}
-
-/// The highest minimum of the namespace, the pod annotation and the images,
-/// with a description of where it came from.
-fn minimum(
-    input: &RuleInput<'_, '_>,
-    images: Option<(ComputeCapability, String)>,
     notices: &mut Vec<Notice>,
 ) -> Option<(ComputeCapability, String)> {
-    let mut best: Option<(ComputeCapability, String)> = input
+    let namespace = input
         .namespace
         .min_compute_capability
         .map(|m| (m, "namespace or cluster minimum".to_owned()));
-    let mut raise = |candidate: ComputeCapability, source: String| {
-        if best
-            .as_ref()
-            .is_none_or(|(current, _)| candidate > *current)
-        {
-            best = Some((candidate, source));
-        }
+    let Some(raw) = input.view.annotation(MIN_COMPUTE_CAPABILITY_ANNOTATION) else {
+        return namespace;
     };
-    if let Some(raw) = input.view.annotation(MIN_COMPUTE_CAPABILITY_ANNOTATION) {
-        match tighter_capability(raw, input.namespace.min_compute_capability) {
-            Ok(value) => raise(value, "pod annotation".to_owned()),
-            Err(reason) => notices.push(Notice::new(
+    match tighter_capability(raw, input.namespace.min_compute_capability) {
+        Ok(value)
+            if namespace
+                .as_ref()
+                .is_none_or(|(current, _)| value > *current) =>
+        {
+            Some((value, "pod annotation".to_owned()))
+        }
+        Ok(_) => namespace,
+        Err(reason) => {
+            notices.push(Notice::new(
                 NoticeKind::IgnoredAnnotation,
                 format!(
                     "pod annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} ignored: {reason}"
                 ),
-            )),
+            ));
+            namespace
         }
     }
-    if let Some((value, source)) = images {
-        raise(value, source);
-    }
-    best.filter(|(minimum, _)| *minimum != ComputeCapability::new(0, 0))
 }
 
 /// Every compute alternative ANDed with every driver alternative (either

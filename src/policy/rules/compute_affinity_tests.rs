@@ -1,6 +1,7 @@
 //! R4's table tests.
 
 use super::*;
+use crate::cuda::ImageNeeds;
 use crate::policy::RuleId;
 use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_in};
 use crate::settings::Settings;

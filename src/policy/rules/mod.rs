@@ -12,9 +12,12 @@
 
 pub mod allowlist;
 pub mod bounded_requests;
+pub mod claim_floors;
 pub mod claim_requests;
 pub mod compute_affinity;
 pub mod device_paths;
+mod dra_floors;
+mod image_floors;
 pub mod rule;
 pub mod runtime_class;
 pub mod sharing;
@@ -29,8 +32,8 @@ use crate::policy::rule_id::RuleId;
 
 /// Every rule, once per kind of object it runs on, in the order they run:
 /// the allowlist stage (R5) first, as it decides whom the others exempt,
-/// then the pod rules; R2's entry for DRA claims sits beside its pod entry
-/// (the order of the generated policies).
+/// then the pod rules; R2's and R4's entries for DRA claims sit beside
+/// their pod entries (the order of the generated policies).
 ///
 /// How to add a rule, the CEL side included: docs/architecture.md, "How
 /// to add a rule".
@@ -64,6 +67,11 @@ pub static RULES: &[Rule] = &[
         id: RuleId::ComputeAffinity,
         check: Check::Pod(compute_affinity::check),
         api_server: compute_affinity::API_SERVER,
+    },
+    Rule {
+        id: RuleId::ComputeAffinity,
+        check: Check::Claim(claim_floors::check),
+        api_server: claim_floors::API_SERVER,
     },
     Rule {
         id: RuleId::DevicePaths,

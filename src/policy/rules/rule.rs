@@ -7,7 +7,11 @@
 use json_patch::PatchOperation;
 
 use crate::policy::cluster::ClusterFacts;
-use crate::policy::dra::claims::ClaimSummary;
+use serde_json::Value;
+
+use crate::policy::dra::ClaimFacts;
+use crate::policy::dra::allocation::OwnerPod;
+use crate::policy::dra::claims::{ClaimKind, ClaimSummary};
 use crate::policy::images::ImageFacts;
 use crate::policy::message::Notice;
 use crate::policy::pod::PodView;
@@ -28,6 +32,11 @@ pub struct RuleInput<'a, 'v> {
     pub cluster: Option<&'a dyn ClusterFacts>,
     /// Images resolved from their registries; the table covers the rest.
     pub images: Option<&'a dyn ImageFacts>,
+    /// Where the pod's DRA claims are known: the cluster, or `check`'s
+    /// input.
+    pub claims: Option<&'a dyn ClaimFacts>,
+    /// The namespace the object lives in.
+    pub namespace_name: &'a str,
 }
 
 /// A change a rule makes to the object.
@@ -169,10 +178,21 @@ pub struct Exemption<'a> {
     pub notices: Vec<Notice>,
 }
 
-/// What the claim rule reads.
+/// What the claim rules read.
 #[derive(Clone, Copy)]
 pub struct ClaimInput<'a> {
+    /// The claim or claim template as sent, raw: what a patch is built on.
+    pub object: &'a Value,
+    pub kind: ClaimKind,
     pub summary: &'a ClaimSummary,
+    /// Whether a device class hands out GPUs (`gpuDeviceClasses`, and the
+    /// DeviceClasses known here).
+    pub is_gpu_class: &'a dyn Fn(&str) -> bool,
+    /// The claim is one the scheduler made for a pod's extended resource
+    /// (`resource.kubernetes.io/extended-resource-claim: "true"`).
+    pub extended_resource: bool,
+    /// The pod the claim is made for, when the webhook read it.
+    pub claim_owner: Option<&'a OwnerPod>,
     pub settings: &'a Settings,
     pub namespace: &'a NamespaceSettings,
     /// The namespace the claim lives in.

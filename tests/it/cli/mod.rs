@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::support::fixtures;
 use crate::support::process::{self, Run};
 
+mod dra_floors;
 mod input;
 mod modes;
 mod output;

@@ -64,6 +64,7 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
         cluster: Some(cache),
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let subject = ObjectKind::Pod
         .created(pod, namespace)

@@ -14,7 +14,12 @@ use crate::support::server::{
     Connection, ENFORCE, MUTATE, POLL, Server, body_of, next_uid, opt_in_review, patch_of, patched,
 };
 
-const DRA_RESOURCES: [&str; 3] = ["resourceclaims", "resourceclaimtemplates", "deviceclasses"];
+const DRA_RESOURCES: [&str; 4] = [
+    "resourceclaims",
+    "resourceclaimtemplates",
+    "deviceclasses",
+    "resourceslices",
+];
 
 async fn serve(api: &FakeApi) -> (Server, tempfile::TempDir) {
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",

@@ -25,6 +25,7 @@ mod claims;
 mod client_certificates;
 mod dra;
 mod dra_driver;
+mod dra_floors;
 mod operations;
 mod registry;
 mod shutdown;

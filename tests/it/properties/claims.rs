@@ -5,27 +5,19 @@
 //! others are; a claim that does not resolve adds a warning and nothing
 //! else.
 
-use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{Scope, Subject};
 
 use super::*;
 use crate::support::claimed_pods::{
     ClaimedCase, claimed_case, claimed_gpu, unresolved_claims, without_unresolved,
 };
+use crate::support::counted_claims::pods::evaluate;
 
 fn evaluate_claimed(pod: &Value, claimed: &ClaimedCase) -> Result<Evaluation, TestCaseError> {
     let case = &claimed.case;
-    let objects: Vec<&Value> = claimed.objects.iter().collect();
-    let input = InputClaims::collect(&objects, &case.namespace, &SETTINGS);
     let namespace_settings = SETTINGS.for_namespace(&case.namespace_annotations);
-    let evaluator = Evaluator {
-        settings: &SETTINGS,
-        namespace: &namespace_settings,
-        cluster: None,
-        claims: Some(&input),
-        images: None,
-    };
-    match evaluator.evaluate(&Subject::pod(pod, &case.namespace, Scope::Whole)) {
+    let subject = Subject::pod(pod, &case.namespace, Scope::Whole);
+    match evaluate(&subject, &claimed.objects, &SETTINGS, &namespace_settings) {
         Ok(evaluation) => Ok(evaluation),
         other => Err(TestCaseError::fail(format!(
             "a well-formed pod with claims was not evaluated: {other:?}"

@@ -28,6 +28,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
 
+mod claim_counts;
 mod claims;
 mod patches;
 mod review_fuzz;
@@ -135,6 +136,7 @@ fn evaluate_as(
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     kind.created(object, namespace)
         .map(|subject| evaluator.evaluate(&subject))

@@ -116,6 +116,7 @@ proptest! {
             cluster: None,
             claims: None,
             images: None,
+            claim_owner: None,
         };
         let subject = Subject::pod(pod, &case.namespace, scope_for_update(&old));
         let evaluation = match evaluator.evaluate(&subject) {

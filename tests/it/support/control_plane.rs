@@ -229,6 +229,16 @@ impl ControlPlane {
     }
 }
 
+/// The message of the admission webhook that refused a kubectl write (what
+/// follows `denied the request: ` on its line); None when none did.
+pub fn denial(run: &Run) -> Option<&str> {
+    let refused = run.stderr.lines().find_map(|line| {
+        let (_, message) = line.split_once(" denied the request: ")?;
+        Some(message.trim_end())
+    });
+    refused.filter(|_| run.code != 0)
+}
+
 /// The pod of an object: itself, or a workload's pod template.
 pub fn pod_of(object: &Value) -> Option<&Value> {
     match object["kind"].as_str()? {

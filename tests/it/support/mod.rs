@@ -2,7 +2,8 @@
 //!
 //! - [`fixtures`]: the manifests of `tests/fixtures/` and their pods;
 //! - [`workloads`]: the pod a workload's controller creates;
-//! - [`review`]: AdmissionReview requests;
+//! - [`review`]: AdmissionReview requests; [`router`]: the admission
+//!   router in process;
 //! - [`bad_claims`]: malformed DRA claims and pods, the bad-input catalog;
 //! - [`server`] and [`tls`]: the built binary as a server, and the API
 //!   server's side of the wire;
@@ -11,7 +12,8 @@
 //! - [`fake_registry`]: an in-process OCI image registry;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
-//!   objects they name, and how they resolve;
+//!   objects they name, and how they resolve; [`counted_claims`]: claims
+//!   whose counts reach past u64, the pods that use them, and their totals;
 //! - [`script`]: the Python checks; [`kubernetes_validate`]: strict schema
 //!   validation of YAML streams;
 //! - [`process`]: running the binary or a tool to completion;
@@ -21,6 +23,7 @@
 
 pub mod bad_claims;
 pub mod claimed_pods;
+pub mod counted_claims;
 // Used by the `apiserver` suite (tests/apiserver), which shares this room.
 #[allow(dead_code)]
 pub mod control_plane;
@@ -34,6 +37,7 @@ pub mod oracles;
 pub mod pods;
 pub mod process;
 pub mod review;
+pub mod router;
 pub mod script;
 pub mod server;
 pub mod sharing_webhooks;

@@ -603,6 +603,29 @@ impl Server {
         }
     }
 
+    /// The log lines of the admission request `uid`, parsed, once its
+    /// decision line (the request's last) is written; bounded by
+    /// [`IO_TIMEOUT`].
+    pub async fn request_log(&self, uid: &str) -> Vec<Value> {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let log = self.log();
+            let lines: Vec<Value> = log
+                .lines()
+                .filter(|line| line.contains(uid))
+                .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+                .collect();
+            if lines.iter().any(|l| l["message"] == "admission decision") {
+                return lines;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no decision line of {uid} within {IO_TIMEOUT:?}:\n{log}"
+            );
+            sleep(POLL).await;
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

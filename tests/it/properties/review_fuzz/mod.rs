@@ -58,6 +58,7 @@ fn serve(
         cluster: None,
         claims: None,
         images: None,
+        claim_owner: None,
     };
     let (response, _) = admission::respond(&request, endpoint, &evaluator);
     let encoded = match admission::encode(response) {

@@ -66,13 +66,29 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
         .lock()
         .unwrap()
         .push((method.to_string(), path_and_query.clone()));
+    let meta_only = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("as=PartialObjectMetadata"));
+    if meta_only {
+        shared
+            .metadata_requests
+            .lock()
+            .unwrap()
+            .push((method.to_string(), path_and_query.clone()));
+    }
 
-    if let Some(code) = shared.take_fault(method.as_str(), &path, &path_and_query) {
-        return status_response(&status(
-            code,
-            reason_for(code),
-            format!("injected by FakeApi::fail_next: {method} {path_and_query}"),
-        ));
+    match shared.take_fault(method.as_str(), &path, &path_and_query) {
+        Some(FaultAnswer::Status(code)) => {
+            return status_response(&status(
+                code,
+                reason_for(code),
+                format!("injected by FakeApi::fail_next: {method} {path_and_query}"),
+            ));
+        }
+        Some(FaultAnswer::Hang) => hang(&shared).await,
+        None => {}
     }
 
     let query: HashMap<String, String> = Query::try_from_uri(&uri).map(|q| q.0).unwrap_or_default();
@@ -109,10 +125,6 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
             "the server could not find the requested resource",
         ));
     };
-    let meta_only = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("as=PartialObjectMetadata"));
     let dry_run = query.contains_key("dryRun");
     let is_watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
 
@@ -153,6 +165,12 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
         Ok((code, obj)) => json_response(code, &obj),
         Err(status) => status_response(&status),
     }
+}
+
+/// Waits for `FakeApi::release_hangs`, at most `HANG_LIMIT`.
+async fn hang(shared: &Shared) {
+    let mut release = shared.release.subscribe();
+    let _ = tokio::time::timeout(HANG_LIMIT, release.changed()).await;
 }
 
 pub type ApiResult = Result<(u16, Value), Value>;

@@ -40,9 +40,13 @@
 //!   garbage collection, namespace existence checks, status protection on
 //!   the main resource, `remainingItemCount`.
 //!
-//! Faults: [`FakeApi::fail_next`], [`FakeApi::compact`],
+//! Faults: [`FakeApi::fail_next`], [`FakeApi::hang_next`] (no answer until
+//! [`FakeApi::release_hangs`]), for one Pod's GET [`FakeApi::fail_pod_get`]
+//! and [`FakeApi::hang_pod_get`], [`FakeApi::compact`],
 //! [`FakeApi::drop_watches`], [`FakeApi::stop`]/[`FakeApi::restart`].
-//! Every request is recorded, see [`FakeApi::requests`].
+//! Every request is recorded, see [`FakeApi::requests`] (and
+//! [`FakeApi::metadata_requests`], those that asked for metadata only, and
+//! [`FakeApi::pod_gets`]).
 //!
 //! Note that kube's client retries 429, 503 and 504 answers by itself (up to
 //! 15 times), so a `fail_next` with one of those codes is invisible to the
@@ -70,6 +74,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, Interval};
 use tower::ServiceExt;
 
+pub mod dra;
 mod http;
 mod responses;
 mod selectors;
@@ -84,10 +89,26 @@ use watches::*;
 pub use store::KindInfo;
 use store::*;
 
+/// What a faulty request gets instead of its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAnswer {
+    /// A Status of this code.
+    Status(u16),
+    /// Nothing until [`FakeApi::release_hangs`] (or [`HANG_LIMIT`], or the
+    /// server stops); then the usual answer.
+    Hang,
+}
+
+/// The longest a hung request waits for [`FakeApi::release_hangs`].
+pub const HANG_LIMIT: Duration = Duration::from_secs(60);
+
 pub struct Fault {
     pub method: String,
+    /// The path (or path and query) starts with this; with `exact`, the
+    /// path is this.
     pub path_prefix: String,
-    pub status: u16,
+    pub exact: bool,
+    pub answer: FaultAnswer,
     pub remaining: usize,
 }
 
@@ -96,26 +117,50 @@ pub struct Shared {
     pub changes: broadcast::Sender<Arc<Change>>,
     /// Bumped by `drop_watches`; every open watch ends abruptly.
     pub kill: watch::Sender<u64>,
+    /// Bumped by `release_hangs`; every hung request is answered.
+    pub release: watch::Sender<u64>,
     pub faults: Mutex<Vec<Fault>>,
     pub requests: Mutex<Vec<(String, String)>>,
+    /// The requests that asked for `PartialObjectMetadata`.
+    pub metadata_requests: Mutex<Vec<(String, String)>>,
     pub bookmark_interval: Mutex<Duration>,
 }
 
 impl Shared {
-    pub fn take_fault(&self, method: &str, path: &str, path_and_query: &str) -> Option<u16> {
+    pub fn take_fault(
+        &self,
+        method: &str,
+        path: &str,
+        path_and_query: &str,
+    ) -> Option<FaultAnswer> {
         let mut faults = self.faults.lock().unwrap();
         let index = faults.iter().position(|f| {
             f.method.eq_ignore_ascii_case(method)
-                && (path.starts_with(&f.path_prefix) || path_and_query.starts_with(&f.path_prefix))
+                && if f.exact {
+                    path == f.path_prefix
+                } else {
+                    path.starts_with(&f.path_prefix) || path_and_query.starts_with(&f.path_prefix)
+                }
         })?;
         let fault = &mut faults[index];
-        let status = fault.status;
+        let answer = fault.answer;
         fault.remaining -= 1;
         if fault.remaining == 0 {
             faults.remove(index);
         }
-        Some(status)
+        Some(answer)
     }
+
+    fn add_fault(&self, fault: Fault) {
+        if fault.remaining > 0 {
+            self.faults.lock().unwrap().push(fault);
+        }
+    }
+}
+
+/// The path of one Pod: `/api/v1/namespaces/{namespace}/pods/{name}`.
+pub fn pod_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/pods/{name}")
 }
 
 /// The fake API server. Dropping it shuts the server down.
@@ -135,12 +180,15 @@ impl FakeApi {
     pub async fn start() -> FakeApi {
         let (changes, _) = broadcast::channel(16 * 1024);
         let (kill, _) = watch::channel(0);
+        let (release, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new()),
             changes,
             kill,
+            release,
             faults: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
+            metadata_requests: Mutex::new(Vec::new()),
             bookmark_interval: Mutex::new(Duration::from_secs(1)),
         });
         let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind 127.0.0.1:0");
@@ -284,15 +332,73 @@ impl FakeApi {
     /// of that code (`403` → `Forbidden`, `409` → `Conflict`, `500` →
     /// `InternalError`, ...). Faults are checked in the order they were added.
     pub fn fail_next(&self, method: &str, path_prefix: &str, status: u16, times: usize) {
-        if times == 0 {
-            return;
-        }
-        self.shared.faults.lock().unwrap().push(Fault {
+        self.shared.add_fault(Fault {
             method: method.to_owned(),
             path_prefix: path_prefix.to_owned(),
-            status,
+            exact: false,
+            answer: FaultAnswer::Status(status),
             remaining: times,
         });
+    }
+
+    /// The next `times` requests whose method is `method` and whose path (or
+    /// path and query) starts with `path_prefix` get no answer until
+    /// [`FakeApi::release_hangs`] ([`HANG_LIMIT`] at most), then their usual
+    /// one: a client that gives up first sees a server that does not answer.
+    pub fn hang_next(&self, method: &str, path_prefix: &str, times: usize) {
+        self.shared.add_fault(Fault {
+            method: method.to_owned(),
+            path_prefix: path_prefix.to_owned(),
+            exact: false,
+            answer: FaultAnswer::Hang,
+            remaining: times,
+        });
+    }
+
+    /// Answers every request hung by [`FakeApi::hang_next`] or
+    /// [`FakeApi::hang_pod_get`] so far.
+    pub fn release_hangs(&self) {
+        self.shared
+            .release
+            .send_modify(|generation| *generation += 1);
+    }
+
+    /// The next `times` GETs of the Pod `namespace/name` (that one path,
+    /// full or metadata-only) are answered with a Status of that code, as
+    /// [`FakeApi::fail_next`]. kube retries 429, 503 and 504 by itself.
+    pub fn fail_pod_get(&self, namespace: &str, name: &str, status: u16, times: usize) {
+        self.shared.add_fault(Fault {
+            method: "GET".to_owned(),
+            path_prefix: pod_path(namespace, name),
+            exact: true,
+            answer: FaultAnswer::Status(status),
+            remaining: times,
+        });
+    }
+
+    /// The next `times` GETs of the Pod `namespace/name` hang, as
+    /// [`FakeApi::hang_next`].
+    pub fn hang_pod_get(&self, namespace: &str, name: &str, times: usize) {
+        self.shared.add_fault(Fault {
+            method: "GET".to_owned(),
+            path_prefix: pod_path(namespace, name),
+            exact: true,
+            answer: FaultAnswer::Hang,
+            remaining: times,
+        });
+    }
+
+    /// How many GETs of the Pod `namespace/name` were received (watches
+    /// excluded, faulty ones included).
+    pub fn pod_gets(&self, namespace: &str, name: &str) -> usize {
+        let path = pod_path(namespace, name);
+        self.requests()
+            .iter()
+            .filter(|(method, sent)| {
+                method == "GET" && sent.split('?').next() == Some(path.as_str())
+            })
+            .filter(|(_, sent)| !sent.contains("watch="))
+            .count()
     }
 
     /// Forgets the change history, like an etcd compaction. The compaction
@@ -352,6 +458,13 @@ impl FakeApi {
         self.shared.requests.lock().unwrap().clone()
     }
 
+    /// The requests so far that asked for metadata only (`Accept:
+    /// application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`, or
+    /// the List form): (method, path and query as sent).
+    pub fn metadata_requests(&self) -> Vec<(String, String)> {
+        self.shared.metadata_requests.lock().unwrap().clone()
+    }
+
     /// How many recorded requests have this method and a path (and query)
     /// containing all of `parts`.
     pub fn count_requests(&self, method: &str, parts: &[&str]) -> usize {
@@ -366,6 +479,7 @@ impl FakeApi {
 
     pub fn clear_requests(&self) {
         self.shared.requests.lock().unwrap().clear();
+        self.shared.metadata_requests.lock().unwrap().clear();
     }
 }
 

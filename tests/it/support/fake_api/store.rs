@@ -78,6 +78,13 @@ pub const KINDS: &[(&str, &str, &str, &str, bool)] = &[
         "deviceclasses",
         false,
     ),
+    (
+        "ResourceSlice",
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        false,
+    ),
     ("DaemonSet", "apps", "v1", "daemonsets", true),
     ("Deployment", "apps", "v1", "deployments", true),
     ("ReplicaSet", "apps", "v1", "replicasets", true),

@@ -1,0 +1,261 @@
+//! What the cluster says a claim got: the devices allocated to a
+//! ResourceClaim (`status.allocation.devices.results[]`), who the claim was
+//! made for (its Pod owner and `resource.kubernetes.io/pod-claim-name`),
+//! and what the ResourceSlices of the NVIDIA DRA driver say of a device's
+//! CUDA versions.
+//!
+//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (`kind: Pod`,
+//! `apiVersion: v1`, `controller: true`: its `name` and `uid`),
+//! `metadata.annotations["resource.kubernetes.io/pod-claim-name"]`,
+//! `status.allocation.devices.results[].{request, driver, pool, device}`.
+//! Of a ResourceSlice (resource.k8s.io/v1) of the driver `gpu.nvidia.com`:
+//! `spec.driver`, `spec.pool.name`, `spec.devices[].name` and the version
+//! attributes `cudaComputeCapability`, `cudaDriverVersion` and
+//! `driverVersion` (`{version: "8.0.0"}`). Slices of other drivers are not
+//! kept: no floor is judged on their devices.
+//!
+//! Everything here is bounded: at most [`MAX_RESULTS`] results of a claim
+//! and [`MAX_SLICE_DEVICES`] devices of a slice are kept (the API server
+//! allows 32 and 128), and names longer than the API allows are dropped.
+
+use serde_json::Value;
+
+/// The NVIDIA DRA driver's name for its GPU devices (and the domain of
+/// their attributes).
+pub const GPU_DRIVER: &str = "gpu.nvidia.com";
+
+/// The annotation the resource claim controller puts on a claim it makes
+/// from a pod's ResourceClaimTemplate: the pod claim's name.
+pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
+
+/// The most allocation results kept of one claim.
+pub const MAX_RESULTS: usize = 32;
+/// The most devices kept of one ResourceSlice.
+pub const MAX_SLICE_DEVICES: usize = 128;
+/// Longer names are not names the API server accepts: not kept.
+const MAX_NAME_BYTES: usize = 253;
+/// Longer version texts are not versions: not kept.
+const MAX_VERSION_BYTES: usize = 64;
+
+/// One device allocated to a claim.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AllocatedDevice {
+    /// The request it was allocated for (`request` or `request/subrequest`).
+    pub request: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+/// The Pod a claim was made for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeFor {
+    /// The owner Pod's name and UID.
+    pub pod: String,
+    pub pod_uid: String,
+    /// The pod claim (`spec.resourceClaims[].name`) it was made from, when
+    /// the resource claim controller says so.
+    pub pod_claim: Option<String>,
+}
+
+/// The Pod a claim is made for, as the webhook read it from the API server
+/// before evaluating the claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerPod {
+    /// Read: its UID and its annotations.
+    Read {
+        uid: String,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
+    /// The API server has no such pod.
+    Missing,
+    /// It could not be read: why, on one line.
+    Unreadable(String),
+}
+
+/// What the NVIDIA DRA driver publishes of a device's CUDA versions, as
+/// written (semantic versions: `8.0.0`, `13.0.0`, `580.126.20`). None: the
+/// device does not publish it (VFIO passthrough devices publish none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceVersions {
+    pub compute_capability: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    pub driver_version: Option<String>,
+}
+
+/// One device of a kept ResourceSlice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceDevice {
+    pub name: String,
+    pub versions: DeviceVersions,
+}
+
+/// A ResourceSlice of the driver `gpu.nvidia.com`, as kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSlice {
+    pub pool: String,
+    pub devices: Vec<SliceDevice>,
+}
+
+/// The devices allocated to a ResourceClaim; None when it is not allocated.
+pub fn read_allocation(claim: &Value) -> Option<Vec<AllocatedDevice>> {
+    let results = claim
+        .pointer("/status/allocation/devices/results")?
+        .as_array()?;
+    let devices = results
+        .iter()
+        .filter_map(|result| {
+            let text = |key: &str| name(result.get(key)?);
+            Some(AllocatedDevice {
+                request: text("request")?,
+                driver: text("driver")?,
+                pool: text("pool")?,
+                device: text("device")?,
+            })
+        })
+        .take(MAX_RESULTS)
+        .collect();
+    Some(devices)
+}
+
+/// The Pod a ResourceClaim was made for: its controller owner of kind Pod.
+pub fn read_made_for(claim: &Value) -> Option<MadeFor> {
+    let owner = claim
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|owner| {
+            owner.get("kind").and_then(Value::as_str) == Some("Pod")
+                && owner.get("apiVersion").and_then(Value::as_str) == Some("v1")
+                && owner.get("controller").and_then(Value::as_bool) == Some(true)
+        })?;
+    let pod_claim = claim
+        .pointer("/metadata/annotations")
+        .and_then(|annotations| annotations.get(POD_CLAIM_NAME_ANNOTATION))
+        .and_then(name);
+    Some(MadeFor {
+        pod: name(owner.get("name")?)?,
+        pod_uid: name(owner.get("uid")?)?,
+        pod_claim,
+    })
+}
+
+/// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers
+/// and for slices without a pool.
+pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
+    let spec = slice.get("spec")?;
+    if spec.get("driver").and_then(Value::as_str) != Some(GPU_DRIVER) {
+        return None;
+    }
+    let pool = name(spec.pointer("/pool/name")?)?;
+    let devices = spec
+        .get("devices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|device| {
+            let attributes = device.get("attributes");
+            let version = |attribute: &str| {
+                let text = attributes?.get(attribute)?.get("version")?.as_str()?;
+                (text.len() <= MAX_VERSION_BYTES).then(|| text.to_owned())
+            };
+            Some(SliceDevice {
+                name: name(device.get("name")?)?,
+                versions: DeviceVersions {
+                    compute_capability: version("cudaComputeCapability"),
+                    cuda_driver_version: version("cudaDriverVersion"),
+                    driver_version: version("driverVersion"),
+                },
+            })
+        })
+        .take(MAX_SLICE_DEVICES)
+        .collect();
+    Some(KeptSlice { pool, devices })
+}
+
+fn name(value: &Value) -> Option<String> {
+    let text = value.as_str()?;
+    (!text.is_empty() && text.len() <= MAX_NAME_BYTES).then(|| text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_allocated_claim_names_its_devices() {
+        let claim = json!({"status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-1", "device": "gpu-0"},
+            {"request": "broken", "driver": 7},
+        ]}}}});
+        assert_eq!(
+            read_allocation(&claim),
+            Some(vec![AllocatedDevice {
+                request: "gpu".to_owned(),
+                driver: "gpu.nvidia.com".to_owned(),
+                pool: "node-1".to_owned(),
+                device: "gpu-0".to_owned(),
+            }])
+        );
+        assert_eq!(read_allocation(&json!({"status": {}})), None);
+        let many: Vec<Value> = (0..1000)
+            .map(|i| json!({"request": "r", "driver": "d", "pool": "p", "device": format!("d{i}")}))
+            .collect();
+        let claim = json!({"status": {"allocation": {"devices": {"results": many}}}});
+        assert_eq!(read_allocation(&claim).map(|d| d.len()), Some(MAX_RESULTS));
+    }
+
+    #[test]
+    fn a_claim_made_for_a_pod_names_it() {
+        let claim = json!({"metadata": {
+        "annotations": {POD_CLAIM_NAME_ANNOTATION: "single-gpu"},
+        "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-0", "controller": true},
+            {"apiVersion": "v1", "kind": "Pod", "name": "pod1", "uid": "u-1", "controller": true},
+        ]}});
+        assert_eq!(
+            read_made_for(&claim),
+            Some(MadeFor {
+                pod: "pod1".to_owned(),
+                pod_uid: "u-1".to_owned(),
+                pod_claim: Some("single-gpu".to_owned()),
+            })
+        );
+        let not_controller = json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "pod1", "uid": "u-1"}]}});
+        assert_eq!(read_made_for(&not_controller), None);
+    }
+
+    #[test]
+    fn only_slices_of_the_nvidia_driver_are_kept() {
+        let slice = json!({"spec": {"driver": "gpu.nvidia.com", "pool": {"name": "node-1"},
+        "devices": [
+            {"name": "gpu-0", "attributes": {
+                "cudaComputeCapability": {"version": "8.0.0"},
+                "cudaDriverVersion": {"version": "13.0.0"},
+                "driverVersion": {"version": "580.126.20"},
+                "type": {"string": "gpu"}}},
+            {"name": "gpu-1", "attributes": {"type": {"string": "vfio"}}},
+        ]}});
+        let kept = read_slice(&slice);
+        assert_eq!(
+            kept.as_ref().map(|s| s.pool.as_str()),
+            Some("node-1"),
+            "{kept:?}"
+        );
+        let devices = kept.map(|s| s.devices).unwrap_or_default();
+        assert_eq!(
+            devices[0].versions,
+            DeviceVersions {
+                compute_capability: Some("8.0.0".to_owned()),
+                cuda_driver_version: Some("13.0.0".to_owned()),
+                driver_version: Some("580.126.20".to_owned()),
+            }
+        );
+        assert_eq!(devices[1].versions, DeviceVersions::default());
+        let other =
+            json!({"spec": {"driver": "rdma.example.com", "pool": {"name": "n"}, "devices": []}});
+        assert_eq!(read_slice(&other), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! R4 `compute-affinity` for a ResourceClaim made for a pod (mutating): the
+//! device the claim gets meets what the pod's images need.
+//!
+//! Reads: the claim's controller owner of kind Pod
+//! (`metadata.ownerReferences`; the resource claim controller sets it on
+//! the claims it makes from a pod's templates, and the scheduler on the
+//! claims it makes for extended resources); the pod as the webhook read it
+//! (one GET, on `/mutate` only: [`ClaimInput::claim_owner`]), its UID and
+//! its annotation `gpu-policy.io/gpu-needs`, which R4 wrote when the pod was
+//! admitted (see [`super::dra_floors`]); the claim's device requests
+//! (`spec.devices.requests[]`: `exactly`, each `firstAvailable` subrequest,
+//! or the flat v1beta1 request) and their `deviceClassName`.
+//!
+//! Changes: adds one selector, [`GpuNeeds::selector`], to every request of
+//! a GPU device class; requests of other classes are untouched. A request
+//! that already carries it gets nothing (re-invocation).
+//!
+//! Never denies. A claim whose pod cannot be read (missing, an API error,
+//! no cluster connection, another pod of the same name), or whose
+//! annotation gpu-policy cannot read, is admitted unchanged with a notice.
+
+use json_patch::PatchOperation;
+use json_patch::jsonptr::PointerBuf;
+use serde_json::{Value, json};
+
+use super::rule::{ApiServer, ClaimInput, Findings, Mutation};
+use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
+use crate::policy::dra::claims::ClaimKind;
+use crate::policy::dra::floor::GpuNeeds;
+use crate::policy::message::{Notice, NoticeKind, quoted_list};
+use crate::policy::patch::add;
+use crate::settings::GPU_NEEDS_ANNOTATION;
+
+pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
+    reason: "what a claim's pod needs is recorded on the pod, another object, which a policy \
+        on the claim cannot read",
+};
+
+pub fn check(input: &ClaimInput<'_>) -> Findings {
+    let mut findings = Findings::default();
+    let (Some(owner), ClaimKind::Claim) = (input.claim_owner, input.kind) else {
+        return findings;
+    };
+    let Some(made_for) = read_made_for(input.object) else {
+        return findings;
+    };
+    let needs = match needs_of(owner, &made_for) {
+        Ok(Some(needs)) => needs,
+        Ok(None) => return findings,
+        Err(why) => {
+            findings.notices.push(Notice::new(
+                NoticeKind::UnreadClaimOwner,
+                format!("compute-affinity: claim unchanged: {why}"),
+            ));
+            return findings;
+        }
+    };
+    let selector = needs.selector();
+    let mut operations = Vec::new();
+    let mut requests = Vec::new();
+    let listed = input
+        .object
+        .pointer("/spec/devices/requests")
+        .and_then(Value::as_array);
+    for (index, request) in listed.into_iter().flatten().enumerate() {
+        let name = request.get("name").and_then(Value::as_str).unwrap_or("");
+        let base = format!("/spec/devices/requests/{index}");
+        let mut places: Vec<(String, &Value)> = Vec::new();
+        if let Some(exactly) = request.get("exactly").filter(|v| v.is_object()) {
+            places.push((format!("{base}/exactly"), exactly));
+        } else if let Some(first) = request.get("firstAvailable").and_then(Value::as_array) {
+            for (sub, alternative) in first.iter().enumerate() {
+                places.push((format!("{base}/firstAvailable/{sub}"), alternative));
+            }
+        } else {
+            places.push((base, request));
+        }
+        let mut changed = false;
+        for (at, alternative) in places {
+            let class = alternative.get("deviceClassName").and_then(Value::as_str);
+            if !class.is_some_and(|c| (input.is_gpu_class)(c)) {
+                continue;
+            }
+            if let Some(operation) = add_selector(&at, alternative, &selector) {
+                operations.push(operation);
+                changed = true;
+            }
+        }
+        if changed {
+            requests.push(name);
+        }
+    }
+    if operations.is_empty() {
+        return findings;
+    }
+    findings.changes.push(Mutation {
+        summary: format!(
+            "require {needs} of the devices of {} (pod {}: {})",
+            quoted_list("request", "requests", requests),
+            made_for.pod,
+            needs.images.join(", ")
+        ),
+        operations,
+        overrides_author: false,
+    });
+    findings
+}
+
+/// What the owner pod recorded; None when it needs nothing; Err when it
+/// cannot be told.
+fn needs_of(owner: &OwnerPod, made_for: &MadeFor) -> Result<Option<GpuNeeds>, String> {
+    let pod = &made_for.pod;
+    match owner {
+        OwnerPod::Missing => Err(format!("its pod {pod:?} was not found")),
+        OwnerPod::Unreadable(why) => Err(format!("cannot read its pod {pod:?}: {why}")),
+        // Both UIDs are in the server's log line; a warning has room for
+        // neither.
+        OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => Err(format!(
+            "pod {pod:?} is another pod than the one it was made for (UID differs)"
+        )),
+        OwnerPod::Read { annotations, .. } => match annotations.get(GPU_NEEDS_ANNOTATION) {
+            None => Ok(None),
+            Some(text) => GpuNeeds::from_annotation(text).map(Some).map_err(|why| {
+                format!("pod {pod:?} annotation {GPU_NEEDS_ANNOTATION} is unreadable: {why}")
+            }),
+        },
+    }
+}
+
+/// The operation adding `selector` to the alternative at `at` (a JSON
+/// pointer), or None when it carries it already.
+fn add_selector(at: &str, alternative: &Value, selector: &str) -> Option<PatchOperation> {
+    let entry = json!({"cel": {"expression": selector}});
+    let path = |suffix: &str| PointerBuf::parse(format!("{at}/{suffix}")).ok();
+    match alternative.get("selectors") {
+        Some(Value::Array(existing)) => {
+            let carried = existing
+                .iter()
+                .any(|s| s.pointer("/cel/expression").and_then(Value::as_str) == Some(selector));
+            if carried {
+                return None;
+            }
+            path("selectors/-").map(|p| add(p, entry))
+        }
+        _ => {
+            let list = vec![entry];
+            path("selectors").map(|p| add(p, Value::Array(list)))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "claim_floors_tests.rs"]
+mod tests;

@@ -1,0 +1,321 @@
+//! R4 `compute-affinity` for GPU containers whose GPUs come through Dynamic
+//! Resource Allocation claims (`draComputeAffinity: claims`, the default,
+//! or `both`): the floors go into the claims, not onto node labels. This is
+//! the pod's half; [`super::claim_floors`] writes the selector into the
+//! claims made for the pod.
+//!
+//! Reads: the GPU containers that hold GPUs through resolved claims and no
+//! device-plugin resource, and those whose GPU resource a DeviceClass serves
+//! (`spec.extendedResourceName`: the scheduler makes a claim for it); what
+//! their images need (as R4 reads it for node affinity), raised to the
+//! namespace's and the pod annotation's minimum; the pod annotation
+//! `gpu-policy.io/gpu-needs`; the pod's `spec.resourceClaims`; from the
+//! cluster (or `check`'s input), the claims and templates they name, the
+//! devices a claim was allocated and their ResourceSlice attributes.
+//!
+//! Changes: writes the needs into `gpu-policy.io/gpu-needs`
+//! ([`GpuNeeds::annotation_value`]); a value there that differs (a user
+//! wrote it, or the images changed) is overwritten, and one on a pod that
+//! needs nothing is removed: the claim webhook trusts only what gpu-policy
+//! wrote. A summary names the selector each template's claims will get.
+//!
+//! Checks the claims the pod only references (`resourceClaimName`): one
+//! already allocated a device below the needs is a violation (the pod would
+//! crash on start; `audit` finds running pods so, through the claims made
+//! for them); one not yet allocated whose selectors do not guarantee the
+//! needs ([`GpuNeeds::guaranteed_by`]) gets a notice naming the selector to
+//! add.
+
+use json_patch::{PatchOperation, RemoveOperation};
+use serde_json::Value;
+
+use super::image_floors::{Containers, image_floors, raise};
+use super::rule::{Findings, Mutation, RuleInput};
+use crate::cuda::ComputeCapability;
+use crate::policy::container::Container;
+use crate::policy::dra::Resolved;
+use crate::policy::dra::claims::ClaimSummary;
+use crate::policy::dra::floor::GpuNeeds;
+use crate::policy::dra::tables::GPU_DRIVER;
+use crate::policy::message::{Notice, NoticeKind, quoted_list};
+use crate::policy::patch::{AnnotationsAt, set_annotation};
+use crate::policy::pod::ClaimSource;
+use crate::settings::GPU_NEEDS_ANNOTATION;
+
+/// How many short devices a violation names.
+const MAX_DEVICES_NAMED: usize = 3;
+
+/// R4's DRA half, after the node affinity half.
+pub(super) fn check(
+    input: &RuleInput<'_, '_>,
+    base: Option<(ComputeCapability, String)>,
+    findings: &mut Findings,
+) {
+    let serves_extended = |container: &Container<'_>| {
+        input.claims.is_some_and(|claims| {
+            container
+                .gpu_resources
+                .iter()
+                .any(|r| r.asks() && claims.serves_extended_resource(r.name))
+        })
+    };
+    let in_claims =
+        |c: &Container<'_>| c.is_gpu() && (!c.is_device_plugin_gpu() || serves_extended(c));
+    let needs = if input.view.containers.iter().any(in_claims) {
+        let images = image_floors(input, true, &in_claims, &mut findings.notices);
+        let compute = raise(base, images.compute.clone());
+        let driver = images.driver.clone().map(|(floor, _)| floor);
+        let sources = images.images.iter().map(|i| (*i).to_owned()).collect();
+        GpuNeeds::new(compute.as_ref().map(|(m, _)| *m), driver, sources).map(|needs| {
+            (
+                needs,
+                compute.map(|(_, s)| s),
+                images.driver.map(|(_, s)| s),
+            )
+        })
+    } else {
+        None
+    };
+    record(input, needs.as_ref(), findings);
+    if let Some((needs, _, _)) = &needs {
+        referenced_claims(input, needs, &in_claims, findings);
+    }
+}
+
+/// The annotation operation and its summaries: the needs, then the selector
+/// each template's claims get.
+fn record(
+    input: &RuleInput<'_, '_>,
+    needs: Option<&(GpuNeeds, Option<String>, Option<String>)>,
+    findings: &mut Findings,
+) {
+    let view = input.view;
+    let written = view.annotation(GPU_NEEDS_ANNOTATION);
+    let Some((needs, compute_source, driver_source)) = needs else {
+        if written.is_some() {
+            let mut path = view.metadata_pointer.clone();
+            path.push_back("annotations");
+            path.push_back(GPU_NEEDS_ANNOTATION);
+            findings.changes.push(Mutation {
+                summary: format!(
+                    "remove {GPU_NEEDS_ANNOTATION}: only gpu-policy writes it, and the pod's \
+                     claims need nothing"
+                ),
+                operations: vec![PatchOperation::Remove(RemoveOperation { path })],
+                overrides_author: true,
+            });
+        }
+        return;
+    };
+    let value = needs.annotation_value();
+    if written == Some(value.as_str()) {
+        return;
+    }
+    let at = AnnotationsAt {
+        metadata: &view.metadata_pointer,
+        has_metadata: view.has_metadata(),
+        has_annotations: view.has_annotations(),
+    };
+    let sources: Vec<&str> = [compute_source, driver_source]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let mut sources_text = sources.first().copied().unwrap_or("").to_owned();
+    if let Some(second) = sources.get(1).filter(|s| **s != sources[0]) {
+        sources_text = format!("{sources_text}; {second}");
+    }
+    findings.changes.push(Mutation {
+        summary: format!(
+            "require {needs} of the GPUs of the claims made for the pod ({sources_text}), \
+             recorded in {GPU_NEEDS_ANNOTATION}"
+        ),
+        operations: vec![set_annotation(at, GPU_NEEDS_ANNOTATION, value)],
+        overrides_author: written.is_some(),
+    });
+    let Some(claims) = input.claims else {
+        return;
+    };
+    let pod = pod_name(input);
+    let mut reported = Vec::new();
+    for pod_claim in &view.resource_claims {
+        let ClaimSource::Template(template) = pod_claim.source else {
+            continue;
+        };
+        if reported.contains(&template) {
+            continue;
+        }
+        reported.push(template);
+        let Resolved::Known(summary) =
+            claims.resource_claim_template(input.namespace_name, template)
+        else {
+            continue;
+        };
+        let requests = gpu_request_names(&summary);
+        if requests.is_empty() {
+            continue;
+        }
+        findings.changes.push(Mutation {
+            summary: format!(
+                "give the claims made for {pod} from {template}: {} the selector {}",
+                quoted_list("request", "requests", requests),
+                needs.selector()
+            ),
+            operations: Vec::new(),
+            overrides_author: false,
+        });
+    }
+}
+
+/// The claims the pod only references, against the needs; for a pod that
+/// already exists (`audit`), the claims made for it from templates too.
+fn referenced_claims(
+    input: &RuleInput<'_, '_>,
+    needs: &GpuNeeds,
+    in_claims: Containers<'_>,
+    findings: &mut Findings,
+) {
+    let Some(claims) = input.claims else {
+        return;
+    };
+    let view = input.view;
+    let uid = view
+        .metadata
+        .and_then(|m| m.get("uid"))
+        .and_then(Value::as_str);
+    for pod_claim in &view.resource_claims {
+        let users: Vec<&str> = view
+            .containers
+            .iter()
+            .filter(|c| in_claims(c) && c.claims.iter().any(|u| u.name == pod_claim.name))
+            .map(|c| c.name)
+            .collect();
+        if users.is_empty() {
+            continue;
+        }
+        let (name, referenced) = match pod_claim.source {
+            ClaimSource::Claim(name) => (name.to_owned(), true),
+            ClaimSource::Template(_) => {
+                let made = uid.and_then(|uid| {
+                    claims.claim_made_for(input.namespace_name, uid, pod_claim.name)
+                });
+                match made {
+                    Some(name) => (name, false),
+                    None => continue,
+                }
+            }
+            ClaimSource::Missing => continue,
+        };
+        let summary = match claims.resource_claim(input.namespace_name, &name) {
+            Resolved::Known(summary) => summary,
+            _ => continue,
+        };
+        let gpu_requests = gpu_request_names(&summary);
+        let users_text = quoted_list("container", "containers", users.iter().copied());
+        match claims.allocation(input.namespace_name, &name) {
+            Some(devices) => {
+                let short: Vec<String> = devices
+                    .iter()
+                    .filter(|d| d.driver == GPU_DRIVER)
+                    .filter(|d| {
+                        let base = d.request.split('/').next().unwrap_or(&d.request);
+                        gpu_requests.contains(&base)
+                    })
+                    .filter_map(|d| {
+                        let versions = claims.device_versions(&d.driver, &d.pool, &d.device)?;
+                        let lacks = needs.shortfall(&versions)?;
+                        Some(format!("{} of pool {} has {lacks}", d.device, d.pool))
+                    })
+                    .collect();
+                if short.is_empty() {
+                    continue;
+                }
+                let more = short.len().saturating_sub(MAX_DEVICES_NAMED);
+                let mut named = short
+                    .into_iter()
+                    .take(MAX_DEVICES_NAMED)
+                    .collect::<Vec<_>>();
+                if more > 0 {
+                    named.push(format!("{more} more"));
+                }
+                let (verb, whose) = if users.len() == 1 {
+                    ("uses", "its image needs")
+                } else {
+                    ("use", "their images need")
+                };
+                findings.violations.push(format!(
+                    "{users_text} {verb} ResourceClaim {name:?}, allocated a device below what \
+                     {whose} ({needs}): {}; use a claim whose devices meet it",
+                    named.join(", ")
+                ));
+            }
+            None if referenced => {
+                if guaranteed(&summary, needs) {
+                    continue;
+                }
+                findings.notices.push(Notice::new(
+                    NoticeKind::UnguaranteedClaimFloor,
+                    format!(
+                        "ResourceClaim {name:?} ({users_text}) may get a GPU below {needs}: add \
+                         to its GPU requests the selector {}",
+                        needs.selector()
+                    ),
+                ));
+            }
+            None => {}
+        }
+    }
+}
+
+/// The most selectors of one claim compiled and run to tell whether they
+/// guarantee the needs: each is compiled and run on a few dozen probe
+/// devices, on the request path, and a claim's author chooses how many
+/// there are. Real claims carry a handful; past this the claim is taken not
+/// to guarantee them (a warning, never a denial).
+const MAX_SELECTORS_JUDGED: usize = 32;
+
+/// Every GPU alternative of every GPU request of the claim refuses the
+/// devices below the needs.
+fn guaranteed(summary: &ClaimSummary, needs: &GpuNeeds) -> bool {
+    let alternatives = || {
+        summary
+            .requests
+            .iter()
+            .filter(|r| r.gpu.is_some())
+            .flat_map(|r| &r.gpu_selectors)
+    };
+    let judged: usize = alternatives().map(Vec::len).sum();
+    !summary.selectors_dropped
+        && judged <= MAX_SELECTORS_JUDGED
+        && alternatives().all(|selectors| needs.guaranteed_by(selectors))
+}
+
+fn gpu_request_names(summary: &ClaimSummary) -> Vec<&str> {
+    summary
+        .requests
+        .iter()
+        .filter(|r| r.gpu.is_some())
+        .map(|r| r.name.as_str())
+        .collect()
+}
+
+/// `pod1`, `web-7d4-*` for a generated name, or `the pod`.
+fn pod_name(input: &RuleInput<'_, '_>) -> String {
+    let text = |key: &str| {
+        input
+            .view
+            .metadata
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    match (text("name"), text("generateName")) {
+        (Some(name), _) => name.to_owned(),
+        (None, Some(prefix)) => format!("{prefix}*"),
+        (None, None) => "the pod".to_owned(),
+    }
+}
+
+#[cfg(test)]
+#[path = "dra_floors_tests.rs"]
+mod tests;

@@ -1,0 +1,59 @@
+//! R4 in the server: the one GET of the pod a ResourceClaim is made for,
+//! before the claim is evaluated (`admission::claim_owner_to_read` names
+//! it), so the rule reads the floors the pod recorded without touching the
+//! network.
+//!
+//! A pod that cannot be read never gets its claim denied: the claim is
+//! admitted unchanged, with a warning (the rule's notice) and this log line.
+
+use std::time::Duration;
+
+use kube::core::admission::AdmissionRequest;
+
+use crate::admission::{Endpoint, RawObject, claim_owner_to_read};
+use crate::cluster::pod_metadata;
+use crate::policy::dra::allocation::OwnerPod;
+
+/// How long the read may take: well within the API server's webhook
+/// timeout (10 s by default), and a claim is admitted unchanged past it.
+pub const OWNER_READ_BUDGET: Duration = Duration::from_secs(2);
+
+/// The pod the claim in `request` is made for, as read; None when the
+/// request is not a claim made for a pod on the mutating webhook.
+/// `client`: None with `--no-cluster`.
+pub async fn read(
+    client: Option<&kube::Client>,
+    request: &AdmissionRequest<RawObject>,
+    endpoint: Endpoint,
+) -> Option<OwnerPod> {
+    let (namespace, made_for) = claim_owner_to_read(request, endpoint)?;
+    let pod = made_for.pod.as_str();
+    let read = match client {
+        None => OwnerPod::Unreadable("no cluster connection (--no-cluster)".to_owned()),
+        Some(client) => match pod_metadata(client, &namespace, pod, OWNER_READ_BUDGET).await {
+            Ok(Some(metadata)) => OwnerPod::Read {
+                uid: metadata.uid,
+                annotations: metadata.annotations,
+            },
+            Ok(None) => OwnerPod::Missing,
+            Err(error) => OwnerPod::Unreadable(error),
+        },
+    };
+    match &read {
+        OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => tracing::warn!(
+            namespace, pod, uid = %request.uid, pod_uid = %uid, claim_pod_uid = %made_for.pod_uid,
+            "the pod of that name is not the one the ResourceClaim was made for; the claim is \
+             admitted unchanged"
+        ),
+        OwnerPod::Read { .. } => {}
+        OwnerPod::Missing => tracing::warn!(
+            namespace, pod, uid = %request.uid,
+            "the pod a ResourceClaim is made for was not found; the claim is admitted unchanged"
+        ),
+        OwnerPod::Unreadable(error) => tracing::warn!(
+            namespace, pod, uid = %request.uid, %error,
+            "cannot read the pod a ResourceClaim is made for; the claim is admitted unchanged"
+        ),
+    }
+    Some(read)
+}
