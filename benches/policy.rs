@@ -16,6 +16,16 @@
 //!   fixture's ResourceClaimTemplate (the shipper is pinned, the claimed
 //!   containers are not).
 //!
+//!
+//! The `dra-floors` group measures R4's DRA half:
+//! - `mutate/claim-made-for-pod`: the ResourceClaim the resource claim
+//!   controller makes for the quickstart's pod, its pod already read (the
+//!   GET is not timed): the selector is added to its GPU request;
+//! - `validate-enforce/pod-on-shared-claim`: a CUDA 13 pod on a shared
+//!   claim not yet allocated whose three hand-written selectors do not
+//!   guarantee the floor: the selectors are compiled and run on the probe
+//!   devices, and the pod is warned.
+//!
 //! The review bodies are built once, outside the timed loop; so is the check
 //! that each case takes the path it is meant to measure.
 //!
@@ -33,6 +43,7 @@ use serde_json::{Value, json};
 
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::{Endpoint, decode, encode, respond};
+use gpu_policy::policy::dra::allocation::OwnerPod;
 use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
@@ -255,5 +266,93 @@ fn webhook(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, webhook);
+/// A claim made for pod `pod1` (UID `uid-1`) from its template.
+fn claim_made_for_pod1() -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "pod1-gpu-x7k2p", "namespace": NAMESPACE,
+            "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "pod1",
+                "uid": "uid-1", "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}})
+}
+
+/// A shared claim, not allocated, whose selectors leave the floor open.
+fn shared_claim() -> Value {
+    let selectors: Vec<Value> = [
+        "device.attributes[\"gpu.nvidia.com\"].productName.startsWith(\"NVIDIA\")",
+        "device.capacity[\"gpu.nvidia.com\"].memory.isGreaterThan(quantity(\"15Gi\"))",
+        "device.attributes[\"gpu.nvidia.com\"].cudaComputeCapability.isGreaterThan(semver(\"5.9.9\"))",
+    ]
+    .iter()
+    .map(|expression| json!({"cel": {"expression": expression}}))
+    .collect();
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "shared-gpu", "namespace": NAMESPACE},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "selectors": selectors}}]}}})
+}
+
+fn dra_floors(c: &mut Criterion) {
+    let settings = Settings::default();
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+    let claim = review(&claim_made_for_pod1());
+    let owner = OwnerPod::Read {
+        uid: "uid-1".to_owned(),
+        annotations: [(
+            "gpu-policy.io/gpu-needs".to_owned(),
+            "{\"computeCapability\":\"7.5\",\"images\":[\"nvcr.io/nvidia/pytorch:25.12-py3\"]}"
+                .to_owned(),
+        )]
+        .into(),
+    };
+    let pod = review(&json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "on-shared", "namespace": NAMESPACE},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
+            "containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.12-py3",
+                "resources": {"claims": [{"name": "gpu"}]}}]}}));
+    let shared = shared_claim();
+    let input_claims = InputClaims::collect(&[&shared], NAMESPACE, &settings);
+
+    let run = |body: &[u8], endpoint: Endpoint, owner: Option<&OwnerPod>| -> Vec<u8> {
+        let request = decode(body).expect("review decodes");
+        let evaluator = Evaluator {
+            settings: &settings,
+            namespace: &namespace_settings,
+            cluster: None,
+            claims: Some(&input_claims),
+            images: None,
+            claim_owner: owner,
+        };
+        let (response, _verdict) = respond(&request, endpoint, &evaluator);
+        encode(response).expect("response encodes")
+    };
+    // Outside the timed loop: each case takes the path it measures.
+    let response = |out: Vec<u8>| -> Value {
+        serde_json::from_slice::<Value>(&out).expect("response is JSON")["response"].clone()
+    };
+    let mutated = response(run(&claim, Endpoint::Mutate, Some(&owner)));
+    assert_eq!(mutated["patchType"], json!("JSONPatch"), "{mutated}");
+    let warned = response(run(&pod, Endpoint::Validate(Mode::Enforce), None));
+    assert!(
+        warned["allowed"] == json!(true)
+            && warned["warnings"].to_string().contains("may get a GPU below"),
+        "{warned}"
+    );
+
+    let mut group = c.benchmark_group("dra-floors");
+    group
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(2))
+        .sample_size(50);
+    group.bench_function("mutate/claim-made-for-pod", |b| {
+        b.iter(|| run(black_box(&claim), Endpoint::Mutate, Some(&owner)))
+    });
+    group.bench_function("validate-enforce/pod-on-shared-claim", |b| {
+        b.iter(|| run(black_box(&pod), Endpoint::Validate(Mode::Enforce), None))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, webhook, dra_floors);
 criterion_main!(benches);

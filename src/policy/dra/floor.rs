@@ -30,7 +30,7 @@ use super::allocation::DeviceVersions;
 use super::tables::GPU_DRIVER;
 use crate::cuda::requirement::DriverFloor;
 use crate::cuda::{ComputeCapability, CudaVersion, Requirement};
-use crate::kubernetes_cel::device::{AttributeValue, Device, DeviceSelector};
+use crate::kubernetes_cel::{AttributeValue, Device, DeviceSelector, Quantity};
 
 /// The longest annotation value read back: it is the webhook's own writing,
 /// a few hundred bytes; anything longer was written by someone else.
@@ -178,7 +178,8 @@ impl GpuNeeds {
     /// the NVIDIA driver could publish below these needs: a compute
     /// capability below the floor with a driver that meets it, and a driver
     /// below the floor on a card that meets it. A selector this evaluator
-    /// cannot compile guarantees nothing.
+    /// cannot compile guarantees nothing; one that fails on a device
+    /// refuses it (the scheduler aborts the allocation).
     pub fn guaranteed_by(&self, selectors: &[String]) -> bool {
         let mut compiled = Vec::with_capacity(selectors.len());
         for selector in selectors {
@@ -280,29 +281,42 @@ const DRIVERS: &[(CudaVersion, (u32, u32))] = &[
     (CudaVersion::new(13, 1), (590, 44)),
 ];
 
+/// A full GPU of the NVIDIA driver as its ResourceSlice publishes one, so
+/// that a selector reading its other attributes (`productName`, `memory`)
+/// judges it as it would a real card.
 fn probe(card: ComputeCapability, cuda: CudaVersion, driver: (u32, u32)) -> Device {
     let version = |text: String| AttributeValue::Version(text);
+    let text = |text: &str| AttributeValue::String(text.to_owned());
     let attributes = [
         (
-            COMPUTE_ATTRIBUTE.to_owned(),
+            COMPUTE_ATTRIBUTE,
             version(format!("{}.{}.0", card.major, card.minor)),
         ),
         (
-            CUDA_DRIVER_ATTRIBUTE.to_owned(),
+            CUDA_DRIVER_ATTRIBUTE,
             version(format!("{}.{}.0", cuda.major, cuda.minor)),
         ),
         (
-            DRIVER_ATTRIBUTE.to_owned(),
+            DRIVER_ATTRIBUTE,
             version(format!("{}.{}.0", driver.0, driver.1)),
         ),
-        ("type".to_owned(), AttributeValue::String("gpu".to_owned())),
+        ("architecture", text("probe")),
+        ("brand", text("Nvidia")),
+        ("productName", text("NVIDIA probe")),
+        ("type", text("gpu")),
+        ("uuid", text("GPU-probe")),
     ]
     .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
     .collect();
+    let memory = Quantity::parse("80Gi")
+        .into_iter()
+        .map(|q| ("memory".to_owned(), q))
+        .collect();
     Device {
         driver: GPU_DRIVER.to_owned(),
         attributes: [(GPU_DRIVER.to_owned(), attributes)].into_iter().collect(),
-        capacity: Default::default(),
+        capacity: [(GPU_DRIVER.to_owned(), memory)].into_iter().collect(),
         allow_multiple_allocations: false,
     }
 }

@@ -283,3 +283,16 @@ fn the_reference_shows_the_selectors_exactly() {
         "{\"computeCapability\":\"7.5\",\"driverVersion\":\"cuda>=13.0 driver>=535.0,driver<536.0\""
     ));
 }
+
+#[test]
+fn selectors_on_other_attributes_are_judged_on_a_real_looking_card() {
+    let needs = compute_only(7, 5);
+    // These hold for every card the driver publishes: they guarantee nothing.
+    for selector in [
+        "device.attributes[\"gpu.nvidia.com\"].productName.startsWith(\"NVIDIA\")",
+        "device.capacity[\"gpu.nvidia.com\"].memory.isGreaterThan(quantity(\"15Gi\"))",
+        "device.attributes[\"gpu.nvidia.com\"].type == \"gpu\"",
+    ] {
+        assert!(!needs.guaranteed_by(&[selector.to_owned()]), "{selector}");
+    }
+}
