@@ -184,15 +184,6 @@ fn referenced_claims(
         .and_then(|m| m.get("uid"))
         .and_then(Value::as_str);
     for pod_claim in &view.resource_claims {
-        let users: Vec<&str> = view
-            .containers
-            .iter()
-            .filter(|c| in_claims(c) && c.claims.iter().any(|u| u.name == pod_claim.name))
-            .map(|c| c.name)
-            .collect();
-        if users.is_empty() {
-            continue;
-        }
         let (name, referenced) = match pod_claim.source {
             ClaimSource::Claim(name) => (name.to_owned(), true),
             ClaimSource::Template(_) => {
@@ -211,6 +202,25 @@ fn referenced_claims(
             _ => continue,
         };
         let gpu_requests = gpu_request_names(&summary);
+        // The containers that hold the claim's GPUs: a use narrowed to a
+        // request that is not a GPU one (or not there) holds none of them.
+        let holds = |request: Option<&str>| {
+            request.is_none_or(|r| gpu_requests.contains(&r.split('/').next().unwrap_or(r)))
+        };
+        let users: Vec<&str> = view
+            .containers
+            .iter()
+            .filter(|c| in_claims(c))
+            .filter(|c| {
+                c.claims
+                    .iter()
+                    .any(|u| u.name == pod_claim.name && holds(u.request))
+            })
+            .map(|c| c.name)
+            .collect();
+        if users.is_empty() {
+            continue;
+        }
         let users_text = quoted_list("container", "containers", users.iter().copied());
         match claims.allocation(input.namespace_name, &name) {
             Some(devices) => {

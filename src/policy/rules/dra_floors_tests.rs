@@ -314,3 +314,27 @@ fn a_claim_with_more_selectors_than_are_judged_guarantees_nothing() {
         evaluation.notices
     );
 }
+
+#[test]
+fn a_container_narrowed_to_no_gpu_request_of_the_claim_is_not_named() {
+    let mut pod = on_shared_claim();
+    // A second container uses the shared claim only through a request it
+    // does not have: it holds none of its GPUs.
+    pod["spec"]["containers"]
+        .as_array_mut()
+        .into_iter()
+        .for_each(|containers| {
+            containers.push(json!({"name": "other", "image": PYTORCH,
+                "resources": {"claims": [{"name": "gpu", "request": "nic"}]}}))
+        });
+    let evaluation =
+        evaluate_with_claims(&pod, &shared_claim(None, json!([])), &Settings::default());
+    let notices: Vec<String> = evaluation
+        .notices
+        .iter()
+        .filter(|n| n.kind == crate::policy::NoticeKind::UnguaranteedClaimFloor)
+        .map(|n| n.message.to_string())
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("(container \"ctr\")"), "{}", notices[0]);
+}
