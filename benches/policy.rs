@@ -336,7 +336,9 @@ fn dra_floors(c: &mut Criterion) {
     let warned = response(run(&pod, Endpoint::Validate(Mode::Enforce), None));
     assert!(
         warned["allowed"] == json!(true)
-            && warned["warnings"].to_string().contains("may get a GPU below"),
+            && warned["warnings"]
+                .to_string()
+                .contains("may get a GPU below"),
         "{warned}"
     );
 

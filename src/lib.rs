@@ -15,8 +15,10 @@
 //! - [`registry`]: image configs from their registries (CUDA versions);
 //! - [`admission`]: AdmissionReviews in, decisions out; the offline `check`
 //!   and `audit` of manifests ([`admission::Checker`]);
+//! - [`reports`]: `audit`'s findings as PolicyReports and OpenReports
+//!   (pure: built, not written);
 //! - [`cluster`]: lean, watch-backed caches of what the rules read of the
-//!   cluster; listing for `audit`;
+//!   cluster; listing for `audit`, and writing its reports;
 //! - [`install`]: the install manifests, from the program's constants;
 //! - [`kubernetes_cel`]: admission policies evaluated offline, as the API
 //!   server would;
@@ -44,6 +46,7 @@ pub mod policy;
 pub mod poll;
 pub mod quantity;
 pub mod registry;
+pub mod reports;
 pub mod server;
 pub mod settings;
 pub mod telemetry;

@@ -1,7 +1,7 @@
 //! The offline evaluation of manifests, for `check` and `audit`: each
 //! object evaluated as the webhook would admit its creation, and an
 //! [`ObjectReport`] of it (decision, violations, changes, warnings, the
-//! patch).
+//! patch, and the [`ObjectFacts`] `audit`'s policy reports show).
 //!
 //! A [`Checker`] is built once for a run (or, in `audit`, once per
 //! namespace) with everything the objects are evaluated under, and then
@@ -17,9 +17,13 @@ use super::decision::{Mode, decide, unreadable};
 use super::images;
 use super::kinds::ObjectKind;
 use crate::policy::dra::input::InputClaims;
-use crate::policy::{ClaimFacts, ClusterFacts, Evaluator, ImageFacts, RuleId, Subject, Violation};
+use crate::policy::pod::ClaimSource;
+use crate::policy::{
+    ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, Notice, PodView, RuleId,
+    Subject, Violation,
+};
 use crate::registry::Platform;
-use crate::settings::{NamespaceSettings, Settings};
+use crate::settings::{AllowlistEntry, GPU_NEEDS_ANNOTATION, NamespaceSettings, Settings};
 
 /// One element of `check -o json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,6 +55,33 @@ pub struct ObjectReport {
     /// `warnings`, not cut to a kubectl line (the text output prints these).
     #[serde(skip)]
     pub warnings_in_full: Vec<String>,
+    /// What `audit`'s policy reports show beside the findings: its
+    /// `metadata.uid`, its exemption, its notices in every mode, and of a
+    /// pod or pod template its GPU images, DRA claims and recorded needs.
+    #[serde(skip)]
+    pub facts: ObjectFacts,
+}
+
+/// What [`ObjectReport`] tells `audit`'s policy reports (`crate::reports`)
+/// beyond `check -o json`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectFacts {
+    /// `metadata.uid` (objects read from a cluster have one).
+    pub uid: Option<String>,
+    /// The allowlist entry that exempts the object.
+    pub allowlisted: Option<AllowlistEntry>,
+    /// The notices, typed: `warnings` hold them only where the mode warns.
+    pub notices: Vec<Notice>,
+    /// The images of the GPU containers, each once.
+    pub gpu_images: Vec<String>,
+    /// `gpu-policy.io/gpu-needs` as the pod (template) holds it after the
+    /// changes: what R4 records of its DRA GPUs.
+    pub gpu_needs: Option<String>,
+    /// The ResourceClaims the pod spec names (and, of a Pod, those its
+    /// status says were made from templates for it).
+    pub resource_claims: Vec<String>,
+    /// The ResourceClaimTemplates the pod spec names.
+    pub claim_templates: Vec<String>,
 }
 
 impl ObjectReport {
@@ -78,6 +109,10 @@ impl ObjectReport {
             changes: Vec::new(),
             denial: None,
             warnings_in_full: Vec::new(),
+            facts: ObjectFacts {
+                uid: text("/metadata/uid").map(str::to_owned),
+                ..ObjectFacts::default()
+            },
         }
     }
 }
@@ -187,6 +222,7 @@ impl<'a> Checker<'a> {
         let decision = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
                 let decision = decide(self.mode, kind, &evaluation);
+                self.describe(&mut report.facts, &subject, &evaluation, claims);
                 report.violations = evaluation.violations;
                 report.changes = evaluation
                     .changes
@@ -241,6 +277,61 @@ impl<'a> Checker<'a> {
         );
         let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
         Some((kind, kind.created(object, namespace)?))
+    }
+}
+
+impl Checker<'_> {
+    /// The facts of an evaluated object ([`ObjectFacts`]): the pod or pod
+    /// template is read after the evaluation's patch, as it would be
+    /// stored.
+    fn describe(
+        &self,
+        facts: &mut ObjectFacts,
+        subject: &Subject<'_>,
+        evaluation: &Evaluation,
+        claims: Option<&dyn ClaimFacts>,
+    ) {
+        facts.allowlisted = evaluation.allowlisted.clone();
+        facts.notices = evaluation.notices.clone();
+        let Form::Pod { shape, .. } = subject.form else {
+            return;
+        };
+        if let Some((images, _)) = subject.gpu_images(self.settings, claims) {
+            facts.gpu_images = images.into_iter().map(str::to_owned).collect();
+        }
+        let mut patched = None;
+        if !evaluation.patch.is_empty() {
+            let mut after = subject.object.clone();
+            if json_patch::patch(&mut after, &evaluation.patch).is_ok() {
+                patched = Some(after);
+            }
+        }
+        let after = patched.as_ref().unwrap_or(subject.object);
+        let Ok(Some(view)) = PodView::parse(after, shape, self.settings) else {
+            return;
+        };
+        facts.gpu_needs = view.annotation(GPU_NEEDS_ANNOTATION).map(str::to_owned);
+        // Of a Pod, the claims made from templates, by the pod claim's name.
+        let made = after
+            .pointer("/status/resourceClaimStatuses")
+            .and_then(Value::as_array);
+        for claim in &view.resource_claims {
+            match claim.source {
+                ClaimSource::Claim(name) => facts.resource_claims.push(name.to_owned()),
+                ClaimSource::Template(template) => {
+                    facts.claim_templates.push(template.to_owned());
+                    let generated = made
+                        .into_iter()
+                        .flatten()
+                        .filter(|status| {
+                            status.get("name").and_then(Value::as_str) == Some(claim.name)
+                        })
+                        .find_map(|status| status.get("resourceClaimName").and_then(Value::as_str));
+                    facts.resource_claims.extend(generated.map(str::to_owned));
+                }
+                ClaimSource::Missing => {}
+            }
+        }
     }
 }
 

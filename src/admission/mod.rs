@@ -30,7 +30,7 @@ pub mod object_tree;
 pub mod respond;
 pub mod wire;
 
-pub use checker::{Checker, ObjectReport};
+pub use checker::{Checker, ObjectFacts, ObjectReport};
 pub use decision::{
     Decision, DecisionKind, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode, UnknownMode,
     Verdict, decide, namespace_settings, unreadable, warning,

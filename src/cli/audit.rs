@@ -1,19 +1,35 @@
 //! `gpu-policy audit`: what the policy would change or deny for what is
-//! already running. Read-only.
+//! already running. Read-only, unless `--write-reports` is given: then it
+//! writes its findings into the cluster as policy reports (one per
+//! namespace, `crate::reports`), through `cluster::write_reports`, and
+//! touches nothing else.
+//!
+//! Output: text, JSON (the element shape of `check -o json`), or the
+//! reports as multi-document YAML (`-o policyreport`, `-o openreports`).
+//! With `--write-reports` and no `-o`, one line per report written or
+//! deleted on stdout; with `-o` too, those lines go to stderr so that
+//! stdout stays the output asked for.
+//!
+//! Exit status: 0 when nothing violates, 1 when something does, 2 when the
+//! cluster cannot be read (or the reports cannot be written). With
+//! `--write-reports` the findings are in the reports: 0 once they are
+//! written, whatever they say.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::SystemTime;
 
 use kube::api::GroupVersionKind;
 
 use super::{EXIT_BAD_INPUT, check::render_text};
 use crate::admission::checker::{Checker, ObjectReport};
 use crate::admission::{Mode, Workload};
-use crate::cluster::{self, Connection};
+use crate::cluster::{self, Cleanup, Connection};
 use crate::manifest::Document;
 use crate::policy::dra::claims::ClaimKind;
+use crate::reports::{self, ReportApi, Timestamp};
 use crate::settings::{MODE_LABEL, Settings};
 
 #[derive(Debug, clap::Args)]
@@ -35,15 +51,53 @@ pub struct AuditArgs {
     /// The policy configuration file (YAML).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Output format: text, or json (the element shape of `check -o json`).
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = AuditOutput::Text)]
-    pub output: AuditOutput,
+    /// Output format (default: text; with --write-reports, only the lines
+    /// of the reports written).
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<AuditOutput>,
+    /// Write the findings into the cluster as policy reports (server-side
+    /// apply, field manager gpu-policy-audit), one per namespace, and
+    /// delete those written before for namespaces that have none now.
+    #[arg(long)]
+    pub write_reports: bool,
+    /// The report API to write: wgpolicyk8s.io/v1alpha2 PolicyReports,
+    /// openreports.io/v1alpha1 Reports, or whichever the cluster serves
+    /// (OpenReports first).
+    #[arg(long, value_enum, default_value_t = ReportApiArg::Auto, requires = "write_reports")]
+    pub report_api: ReportApiArg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AuditOutput {
+    /// One block per object, for people.
     Text,
+    /// One JSON array: the element shape of `check -o json`.
     Json,
+    /// The findings as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML).
+    Policyreport,
+    /// The findings as openreports.io/v1alpha1 Reports (YAML).
+    Openreports,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportApiArg {
+    /// wgpolicyk8s.io/v1alpha2 PolicyReport.
+    Wgpolicyk8s,
+    /// openreports.io/v1alpha1 Report.
+    Openreports,
+    /// OpenReports if the cluster serves it, else PolicyReport.
+    Auto,
+}
+
+impl ReportApiArg {
+    /// None: ask the cluster.
+    fn chosen(self) -> Option<ReportApi> {
+        match self {
+            ReportApiArg::Wgpolicyk8s => Some(ReportApi::PolicyReport),
+            ReportApiArg::Openreports => Some(ReportApi::OpenReports),
+            ReportApiArg::Auto => None,
+        }
+    }
 }
 
 pub fn run(args: &AuditArgs) -> ExitCode {
@@ -93,6 +147,18 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     let client = cluster::connect(connection)
         .await?
         .ok_or("no reachable cluster: pass --kubeconfig or set KUBECONFIG")?;
+    // Before anything is read: a cluster that serves no report API fails
+    // fast.
+    let write_api = if args.write_reports {
+        let chosen = args.report_api.chosen();
+        Some(
+            cluster::report_api(&client, chosen)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+    } else {
+        None
+    };
     let snapshot = cluster::snapshot(&client, &settings)
         .await
         .map_err(|e| format!("cannot read the cluster: {e}"))?;
@@ -145,14 +211,28 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     let violating = reports
         .iter()
         .any(|r| !r.violations.is_empty() || r.error.is_some());
+    // One time for every result of the run.
+    let now = Timestamp::of(SystemTime::now());
+    let output = match (args.output, write_api) {
+        (Some(output), _) => Some(output),
+        (None, None) => Some(AuditOutput::Text),
+        (None, Some(_)) => None,
+    };
     let mut out = std::io::stdout().lock();
-    let written = match args.output {
-        AuditOutput::Json => serde_json::to_string_pretty(&reports)
+    let printed = match output {
+        None => Ok(()),
+        Some(AuditOutput::Json) => serde_json::to_string_pretty(&reports)
             .map_err(|e| e.to_string())
             .and_then(|text| writeln!(out, "{text}").map_err(|e| e.to_string())),
-        AuditOutput::Text => {
+        Some(AuditOutput::Policyreport) => {
+            print_reports(&mut out, &reports, ReportApi::PolicyReport, now)
+        }
+        Some(AuditOutput::Openreports) => {
+            print_reports(&mut out, &reports, ReportApi::OpenReports, now)
+        }
+        Some(AuditOutput::Text) => {
             let pairs: Vec<(ObjectReport, &Document)> =
-                reports.into_iter().zip(documents.iter()).collect();
+                reports.iter().cloned().zip(documents.iter()).collect();
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             write!(
                 out,
@@ -162,10 +242,40 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
             .map_err(|e| e.to_string())
         }
     };
-    written?;
-    Ok(if violating {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    printed?;
+    let Some(api) = write_api else {
+        return Ok(if violating {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    };
+    let cleanup = match &args.namespace {
+        Some(namespace) => Cleanup::Namespace(namespace),
+        None => Cleanup::Everywhere,
+    };
+    let built = reports::build(&reports, api, now);
+    let written = cluster::write_reports(&client, api, &built, cleanup)
+        .await
+        .map_err(|e| e.to_string())?;
+    for line in written {
+        let shown = match output {
+            None => writeln!(out, "{line}"),
+            Some(_) => writeln!(std::io::stderr(), "{line}"),
+        };
+        shown.map_err(|e| e.to_string())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The reports of the audited objects in `api`, as multi-document YAML.
+fn print_reports(
+    out: &mut impl Write,
+    objects: &[ObjectReport],
+    api: ReportApi,
+    now: Timestamp,
+) -> Result<(), String> {
+    let built = reports::build(objects, api, now);
+    let text = serde_saphyr::to_string_multiple(&built).map_err(|e| e.to_string())?;
+    write!(out, "{text}").map_err(|e| e.to_string())
 }

@@ -71,8 +71,11 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
         None => Settings::default(),
     };
-    let documents =
+    let mut documents =
         manifest::load(&args.files, &mut std::io::stdin().lock()).map_err(|e| e.to_string())?;
+    // `gpu-policy test` files sit beside the manifests they test (as in
+    // examples/): they are not objects of a cluster.
+    documents.retain(|doc| !super::test::is_test_file(&doc.object));
     let annotations: BTreeMap<String, String> =
         args.namespace_annotations.iter().cloned().collect();
     let mode = Mode::from(args.mode);

@@ -5,6 +5,7 @@ mod audit;
 mod check;
 mod manifests;
 mod serve;
+mod test;
 
 use std::process::ExitCode;
 
@@ -31,10 +32,12 @@ pub enum Command {
     /// denied, 2 for bad input.
     Check(CheckArgs),
     /// Report what the policy would change or deny for what already runs
-    /// in opted-in namespaces (read-only).
+    /// in opted-in namespaces (read-only, unless --write-reports writes the
+    /// findings as policy reports).
     ///
     /// Exit status: 0 when nothing violates, 1 when something does, 2 when
-    /// the cluster cannot be read.
+    /// the cluster cannot be read. With --write-reports: 0 once the reports
+    /// are written.
     Audit(audit::AuditArgs),
     /// Print the complete install (namespace, RBAC, Deployment, Service,
     /// PodDisruptionBudget, ConfigMap, webhook configurations) as YAML; with
@@ -49,6 +52,13 @@ pub enum Command {
     /// Without --tls-cert, a CA and a serving certificate are generated into
     /// --certs-dir (and reused while valid).
     Serve(serve::ServeArgs),
+    /// Run test files: what a policy configuration must decide for given
+    /// objects (allowed, rules violated, messages, warnings, the patched
+    /// object), as `check` decides it.
+    ///
+    /// Exit status: 0 when every case passes, 1 when one fails, 2 for bad
+    /// input.
+    Test(test::TestArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -70,5 +80,6 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Manifests(args) => manifests::run(&args),
+        Command::Test(args) => test::run(&args),
     }
 }

@@ -33,7 +33,9 @@
 //!   into one table of the cache;
 //! - `claims.rs`: the DRA watches (ResourceSlices among them), lists and
 //!   the `resource.k8s.io/v1` probe;
-//! - `watches.rs`: [`Watches`], which starts and stops every watch.
+//! - `watches.rs`: [`Watches`], which starts and stops every watch;
+//! - `reports.rs`: `audit --write-reports`: the report API served, the
+//!   reports applied, the stale ones deleted.
 //!
 //! This file connects to the API server ([`connect`]) and lists everything
 //! once for `audit` ([`snapshot`]); no child uses it.
@@ -44,6 +46,7 @@ mod lean;
 mod list;
 mod node_summary;
 mod pods;
+mod reports;
 mod watch;
 mod watches;
 mod wire;
@@ -64,6 +67,7 @@ pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, dra_gvk, is_not_served, list_claims};
 pub use list::{PodListError, list_objects, list_pods};
 pub use pods::{PodMetadata, pod_metadata};
+pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 
 /// How `serve` finds the API server.

@@ -17,4 +17,5 @@ mod dra_floors;
 mod failure_policy;
 mod fixtures;
 mod install;
+mod reports;
 mod writes;

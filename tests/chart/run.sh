@@ -10,7 +10,8 @@
 #
 # Arguments select tests by name; `--regenerate` instead writes the chart's
 # bundled admission policies (charts/gpu-policy/files/) for its default
-# config.
+# config; `--render VALUES_JSON` prints the objects rendered for those values
+# as one JSON list.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -19,7 +19,8 @@
   package ships; CRD kinds it has no schema for are checked for shape only.
 
 Run by tests/chart/run.sh. Prints one line per test and `N passed, M failed`;
-exits 1 on any failure.
+exits 1 on any failure. `--render VALUES_JSON` instead prints the objects
+rendered for those values as one JSON list.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     },
     "admission policies beside the webhook": POLICIES,
     "admission policies alone": POLICIES_ALONE,
+    "reports": {"reports": {"enabled": True}},
+    "reports beside the admission policies alone": {**POLICIES_ALONE, "reports": {"enabled": True}},
     "everything set": {
         "fullnameOverride": "gpu-policy-b",
         "image": {"repository": "registry.example/gpu-policy", "tag": "1.2.3", "pullPolicy": "Always"},
@@ -474,6 +477,21 @@ def schema_rejects_bad_values() -> None:
                                                  "/networkPolicy/webhookFrom/0"),
         "networkPolicy.metricsNamespace: Monitoring": ({"networkPolicy": {"metricsNamespace": "Monitoring"}},
                                                        "/networkPolicy/metricsNamespace"),
+        "dashboard.enabled: a string": ({"dashboard": {"enabled": "yes"}}, "/dashboard/enabled"),
+        "dashboard typo": ({"dashboard": {"label_value": "1"}}, "/dashboard"),
+        "dashboard.label with a space": ({"dashboard": {"label": "grafana dashboard"}}, "/dashboard/label"),
+        "dashboard.labelValue: a number": ({"dashboard": {"labelValue": 1}}, "/dashboard/labelValue"),
+        "dashboard.labelValue with a space": ({"dashboard": {"labelValue": "a b"}}, "/dashboard/labelValue"),
+        "dashboard.labels: a number": ({"dashboard": {"labels": {"team": 1}}}, "/dashboard/labels/team"),
+        "dashboard.namespace: Monitoring": ({"dashboard": {"namespace": "Monitoring"}}, "/dashboard/namespace"),
+        "reports.api: kyverno": ({"reports": {"api": "kyverno"}}, "/reports/api"),
+        "reports.schedule: four fields": ({"reports": {"schedule": "0 * * *"}}, "/reports/schedule"),
+        "reports.schedule with CRON_TZ": ({"reports": {"schedule": "CRON_TZ=UTC 0 * * * *"}}, "/reports/schedule"),
+        "reports.schedule: @often": ({"reports": {"schedule": "@often"}}, "/reports/schedule"),
+        "reports.resources typo": ({"reports": {"resources": {"limit": {"memory": "1Gi"}}}}, "/reports/resources"),
+        "reports.resources: not a quantity": ({"reports": {"resources": {"limits": {"memory": "lots"}}}},
+                                              "/reports/resources/limits/memory"),
+        "reports typo": ({"reports": {"enable": True}}, "/reports"),
     }
     problems = []
     for label, (values, where) in cases.items():
@@ -507,6 +525,9 @@ def schema_accepts_good_values() -> None:
         {"config": {"gpuSharing": {"kaiScheduler": {"enabled": False, "schedulerName": ""}}}},
         {"config": {"gpuSharing": {"kaiScheduler": {"schedulerName": "kai"}, "hami": {"enabled": False}}}},
         {"podDisruptionBudget": {"minAvailable": "50%"}},
+        {"dashboard": {"enabled": True, "label": "example.com/dashboard", "labelValue": "gpu"}},
+        {"reports": {"enabled": True, "schedule": "@hourly"}},
+        {"reports": {"enabled": True, "schedule": "0 */6 * * 1-5", "api": "openreports"}},
         *VALUE_SETS.values(),
     ]
     problems = []
@@ -749,6 +770,10 @@ def service_monitor() -> None:
     endpoints = monitor["spec"]["endpoints"]
     check(endpoints and all(e["port"] in ports and e.get("path") == "/metrics" for e in endpoints),
           f"endpoints {endpoints}")
+    # The server's `endpoint` label, not prometheus-operator's target label of
+    # that name (which would rename it exported_endpoint): the alerts and the
+    # dashboard group by it.
+    check(all(e.get("honorLabels") is True for e in endpoints), f"honorLabels: {endpoints}")
     labelled = one(render(VALUE_SETS["everything set"]), "ServiceMonitor")
     check(labelled["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels")
 
@@ -1023,6 +1048,230 @@ def notes() -> None:
               "NOTES.txt: audit, then warn, then enforce")
 
 
+# --- the Grafana dashboard --------------------------------------------------
+
+DASHBOARD_FILE = CHART / "dashboards" / "gpu-policy.json"
+DASHBOARD = {"dashboard": {"enabled": True}}
+
+
+def validate_strictly(objects: list[dict[str, Any]]) -> list[str]:
+    """kubernetes-validate's complaints about `objects`, for every KUBE_VERSIONS."""
+    problems = []
+    for obj in objects:
+        for kube in KUBE_VERSIONS:
+            try:
+                kubernetes_validate.validate(obj, kube, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                path = ".".join(str(p) for p in error.path)
+                problems.append(f"{obj['kind']} {obj['metadata']['name']} ({kube}): {path}: {error.message}")
+    return problems
+
+
+def dashboard_maps(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+
+
+@test
+def dashboard_config_map() -> None:
+    text = DASHBOARD_FILE.read_text()
+    check(json.loads(text)["uid"] == "gpu-policy", "dashboards/gpu-policy.json")
+    for values in [{}, merge(POLICIES_ALONE, DASHBOARD)]:
+        check(not dashboard_maps(render(values)), f"{values}: a dashboard ConfigMap")
+    objects = render(DASHBOARD)
+    config_map = one(dashboard_maps(objects), "ConfigMap")
+    metadata = config_map["metadata"]
+    check(metadata["name"] == "gpu-policy-dashboard" and metadata["namespace"] == NAMESPACE, f"{metadata}")
+    check(metadata["labels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-policy",
+                                 "grafana_dashboard": "1"}, f"labels {metadata['labels']}")
+    check("annotations" not in metadata, f"annotations {metadata}")
+    # The file byte for byte, and nothing else.
+    check(config_map["data"] == {"gpu-policy.json": text}, "the ConfigMap does not hold dashboards/gpu-policy.json")
+    # Beside everything else the chart renders, not instead of it.
+    others = sorted(key(o) for o in objects if o is not config_map and o["metadata"]["name"] != "gpu-policy-dashboard")
+    check(others == sorted(key(o) for o in render()), f"besides the dashboard: {others}")
+
+    custom = one(dashboard_maps(render({"dashboard": {
+        "enabled": True, "label": "example.com/dashboard", "labelValue": "gpu",
+        # The sidecar's label is not overridden by an extra label of the same key.
+        "labels": {"team": "gpu", "example.com/dashboard": "other"},
+        "annotations": {"grafana_folder": "GPU"}, "namespace": "monitoring"}})), "ConfigMap")
+    metadata = custom["metadata"]
+    check(metadata["namespace"] == "monitoring", f"namespace {metadata['namespace']}")
+    check(metadata["labels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-policy",
+                                 "example.com/dashboard": "gpu", "team": "gpu"}, f"labels {metadata['labels']}")
+    check(metadata["annotations"] == {"grafana_folder": "GPU"}, f"annotations {metadata.get('annotations')}")
+    check(custom["data"] == {"gpu-policy.json": text}, "custom values change the dashboard")
+    problems = validate_strictly([config_map, custom])
+    check(not problems, "\n  ".join(problems))
+
+
+# --- the reports CronJob ---------------------------------------------------
+
+REPORTS = {"reports": {"enabled": True}}
+REPORTS_NAME = "gpu-policy-reports"
+# What audit calls (cluster::snapshot, audit's kinds): lists, and a get of
+# an allowlisted workload by name.
+AUDIT_READS = [
+    {"apiGroups": [""], "resources": ["namespaces", "nodes", "pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": [r for _, g, r in WORKLOADS if g == ""], "verbs": ["get", "list"]},
+    {"apiGroups": ["apps"], "resources": [r for _, g, r in WORKLOADS if g == "apps"], "verbs": ["get", "list"]},
+    {"apiGroups": ["batch"], "resources": [r for _, g, r in WORKLOADS if g == "batch"], "verbs": ["get", "list"]},
+    {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list"]},
+    {"apiGroups": ["resource.k8s.io"],
+     "resources": ["resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"],
+     "verbs": ["list"]},
+]
+REPORT_WRITES = {
+    "wgpolicyk8s": {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports", "clusterpolicyreports"],
+                    "verbs": ["list", "create", "patch", "delete"]},
+    "openreports": {"apiGroups": ["openreports.io"], "resources": ["reports", "clusterreports"],
+                    "verbs": ["list", "create", "patch", "delete"]},
+}
+
+
+def reports_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o["metadata"]["name"] == REPORTS_NAME]
+
+
+@test
+def reports_cronjob_is_off_by_default() -> None:
+    for values in [{}, FULL, POLICIES_ALONE, {"reports": {"api": "openreports"}}]:
+        objects = render(values)
+        check(not reports_objects(objects) and not [o for o in objects if o["kind"] == "CronJob"],
+              f"{values}: reports objects rendered")
+
+
+@test
+def reports_cronjob() -> None:
+    objects = render(REPORTS)
+    deployment = one(objects, "Deployment")
+    cron = one(objects, "CronJob", REPORTS_NAME)
+    check(cron["metadata"]["namespace"] == NAMESPACE, "namespace")
+    spec = cron["spec"]
+    check(spec["schedule"] == "*/30 * * * *", f"schedule {spec['schedule']}")
+    check(spec["concurrencyPolicy"] == "Forbid", f"concurrencyPolicy {spec.get('concurrencyPolicy')}")
+    job = spec["jobTemplate"]["spec"]
+    pod = job["template"]["spec"]
+    # A failed run (exit 2) is tried again a bounded number of times, in a
+    # new pod each time.
+    check(pod["restartPolicy"] == "Never" and job["backoffLimit"] == 2,
+          f"restartPolicy {pod['restartPolicy']}, backoffLimit {job.get('backoffLimit')}")
+    check(len(pod["containers"]) == 1, "one container")
+    main = pod["containers"][0]
+    check(main["args"] == ["audit", "--all-namespaces", "--write-reports", "--report-api", "auto",
+                           "--config", "/etc/gpu-policy/config.yaml"], f"args {main['args']}")
+    check(main["image"] == deployment["spec"]["template"]["spec"]["containers"][0]["image"], "image")
+    check(main["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+          f"resources {main['resources']}")
+    # The config as the Deployment mounts it: the same ConfigMap, the same path.
+    check(main["volumeMounts"] == [{"name": "config", "mountPath": "/etc/gpu-policy", "readOnly": True}],
+          f"volumeMounts {main['volumeMounts']}")
+    config_map = one(objects, "ConfigMap", "gpu-policy")
+    check(pod["volumes"] == [{"name": "config", "configMap": {"name": config_map["metadata"]["name"]}}],
+          f"volumes {pod['volumes']}")
+    deployment_volume = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "config"]
+    check(deployment_volume == pod["volumes"], f"the Deployment's config volume {deployment_volume}")
+    # Restricted pod security, as the webhook's.
+    check(pod["securityContext"] == deployment["spec"]["template"]["spec"]["securityContext"],
+          f"pod securityContext {pod['securityContext']}")
+    check(main["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                      "capabilities": {"drop": ["ALL"]}}, f"securityContext {main['securityContext']}")
+    # Its pods are not the webhook's: neither the Service nor the PDB selects them.
+    labels = job["template"]["metadata"]["labels"]
+    for selector in [one(objects, "Service")["spec"]["selector"],
+                     one(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]]:
+        check(not selector.items() <= labels.items(), f"{selector} selects the CronJob's pods {labels}")
+
+    # A ServiceAccount of its own, bound to its ClusterRole and nothing else.
+    check(pod["serviceAccountName"] == REPORTS_NAME and pod["automountServiceAccountToken"] is True,
+          f"serviceAccountName {pod.get('serviceAccountName')}")
+    one(objects, "ServiceAccount", REPORTS_NAME)
+    binding = one(objects, "ClusterRoleBinding", REPORTS_NAME)
+    check(binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                 "name": REPORTS_NAME}, f"roleRef {binding['roleRef']}")
+    check(binding["subjects"] == [{"kind": "ServiceAccount", "name": REPORTS_NAME, "namespace": NAMESPACE}],
+          f"subjects {binding['subjects']}")
+    bound = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+             and any(s["name"] == REPORTS_NAME for s in o["subjects"])]
+    check(bound == [binding], f"bindings of {REPORTS_NAME}: {[key(o) for o in bound]}")
+    check(sorted(key(o) for o in reports_objects(objects))
+          == sorted([("ServiceAccount", NAMESPACE, REPORTS_NAME), ("ClusterRole", "", REPORTS_NAME),
+                     ("ClusterRoleBinding", "", REPORTS_NAME), ("CronJob", NAMESPACE, REPORTS_NAME)]),
+          f"reports objects {[key(o) for o in reports_objects(objects)]}")
+    # Beside everything else the chart renders.
+    others = sorted(key(o) for o in objects if o["metadata"]["name"] != REPORTS_NAME)
+    check(others == sorted(key(o) for o in render()), f"besides the reports: {others}")
+
+    # The rules, exactly, for each API.
+    problems = []
+    for api, writes in [("auto", [REPORT_WRITES["wgpolicyk8s"], REPORT_WRITES["openreports"]]),
+                        ("wgpolicyk8s", [REPORT_WRITES["wgpolicyk8s"]]),
+                        ("openreports", [REPORT_WRITES["openreports"]])]:
+        chosen = render({"reports": {"enabled": True, "api": api}})
+        rules = one(chosen, "ClusterRole", REPORTS_NAME)["rules"]
+        problems += [f"{api}: {p}" for p in jsondiff.diff(AUDIT_READS + writes, rules, "rules", ("expected", "chart"))]
+        args = one(chosen, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        if args[args.index("--report-api") + 1] != api:
+            problems.append(f"{api}: args {args}")
+    check(not problems, "\n  ".join(problems))
+
+    # Other values reach it.
+    values = {"fullnameOverride": "gpu-policy-b", "image": {"repository": "registry.example/gpu-policy",
+              "tag": "1.2.3", "pullPolicy": "Always"}, "imagePullSecrets": [{"name": "regcred"}],
+              "nodeSelector": {"kubernetes.io/os": "linux"},
+              "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+              "reports": {"enabled": True, "schedule": "@daily", "api": "wgpolicyk8s",
+                          "resources": {"limits": {"memory": "2Gi"}}}}
+    other = render(values, name="other-release")
+    cron = one(other, "CronJob", "gpu-policy-b-reports")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    main = pod["containers"][0]
+    check(cron["spec"]["schedule"] == "@daily", "schedule")
+    check(main["image"] == "registry.example/gpu-policy:1.2.3" and main["imagePullPolicy"] == "Always", "image")
+    # Merged over the defaults, as Helm merges values.
+    check(main["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "2Gi"}},
+          f"resources {main['resources']}")
+    check(pod["imagePullSecrets"] == [{"name": "regcred"}], "imagePullSecrets")
+    check(pod["nodeSelector"] == values["nodeSelector"] and pod["tolerations"] == values["tolerations"],
+          "nodeSelector, tolerations")
+    check(pod["volumes"][0]["configMap"]["name"] == "gpu-policy-b" and pod["serviceAccountName"] == "gpu-policy-b-reports",
+          f"names {pod}")
+    check(cron["metadata"]["labels"] == {"app.kubernetes.io/instance": "other-release",
+                                         "app.kubernetes.io/name": "gpu-policy-b-reports"},
+          f"labels {cron['metadata']['labels']}")
+    # A Job is named after the CronJob and 11 characters: at most 63.
+    long_name = one(render({"fullnameOverride": "g" * 52, **REPORTS}), "CronJob")["metadata"]["name"]
+    check(len(long_name) <= 52 and long_name.endswith("-reports"), f"name {long_name}")
+
+    # Without the webhook (the admission policies alone) the config still comes.
+    alone = render(merge(POLICIES_ALONE, REPORTS))
+    check(one(alone, "ConfigMap")["metadata"]["name"] == "gpu-policy", "the config without the webhook")
+    check(not [o for o in alone if o["kind"] == "Deployment"], "a Deployment without the webhook")
+    check(len(reports_objects(alone)) == 4, f"reports objects {[key(o) for o in reports_objects(alone)]}")
+
+    notes = next(t for p, t in render_files(REPORTS).items() if p.endswith("NOTES.txt"))
+    for line in [f"kubectl -n {NAMESPACE} create job --from=cronjob/{REPORTS_NAME}",
+                 "kubectl get reports.openreports.io -A", "kubectl get policyreports.wgpolicyk8s.io -A"]:
+        check(line in notes, f"NOTES.txt lacks {line!r}")
+
+
+@test
+def reports_cronjob_runs_flags_audit_takes() -> None:
+    out = run_binary("audit", "--help")
+    check(out.returncode == 0, f"gpu-policy audit --help: {out.stderr}")
+    flags = set(re.findall(r"(--[a-z][a-z-]+)", out.stdout))
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    for api in schema["properties"]["reports"]["properties"]["api"]["enum"]:
+        args = one(render({"reports": {"enabled": True, "api": api}}), "CronJob")[
+            "spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        check(args[0] == "audit", f"args {args}")
+        unknown = [a for a in args if a.startswith("--") and a not in flags]
+        check(not unknown, f"`gpu-policy audit` has no {unknown}")
+        # The value is one --report-api takes.
+        check(re.search(rf"\b{api}\b", out.stdout.split("--report-api", 1)[-1]) is not None,
+              f"--report-api does not list {api}:\n{out.stdout}")
+
+
 # --- admission policies ----------------------------------------------------
 
 POLICY_FILES = CHART / "files"
@@ -1274,6 +1523,11 @@ for _kube in KUBE_VERSIONS:
 
 
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--render":
+        # The objects rendered for the values given as JSON, as one JSON
+        # list on stdout, for the Rust tests (tests/it/support/chart.rs).
+        print(json.dumps(render(json.loads(sys.argv[2]))))
+        return 0
     print(f"helm-python-sdk {helm.__version__} (helm-c {helm.helm_c_version()}, Helm SDK {helm.helm_sdk_version()}), "
           f"kubernetes-validate {kubernetes_validate.version.__version__} (Kubernetes {', '.join(KUBE_VERSIONS)}), "
           f"binary {BINARY.relative_to(ROOT) if BINARY.is_relative_to(ROOT) else BINARY}")

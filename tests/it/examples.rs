@@ -8,17 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The example manifests: every `*.yaml` but the configuration file.
-fn examples() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir("examples")
-        .expect("examples/")
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .filter(|path| path.file_name().is_some_and(|n| n != "config.yaml"))
-        .collect();
-    files.sort();
-    files
-}
+use crate::support::fixtures;
 
 /// `gpu-policy check -o json -f file` (enforce mode): one report per object.
 fn check(file: &Path) -> Vec<Value> {
@@ -68,7 +58,7 @@ fn label(report: &Value) -> String {
 
 #[test]
 fn every_example_is_decided_as_its_header_says() {
-    let files = examples();
+    let files = fixtures::example_manifests();
     assert!(files.len() >= 14, "{files:?}");
     for file in files {
         let found: Vec<(String, bool)> = check(&file)

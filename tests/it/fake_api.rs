@@ -650,12 +650,12 @@ async fn merge_and_json_patch_a_webhook_configuration() {
     .await;
     assert_eq!(api_error(rejected).0, 422);
 
-    let apply = Patch::Apply(
-        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration"}),
-    );
+    // Server-side apply is served (tests/it/reports.rs); strategic merge
+    // is not.
+    let strategic = Patch::Strategic(json!({"metadata": {"labels": {"a": "b"}}}));
     let unsupported = within(
-        "apply patch",
-        api.patch("gpu-policy", &PatchParams::apply("test"), &apply),
+        "strategic merge patch",
+        api.patch("gpu-policy", &params, &strategic),
     )
     .await;
     assert_eq!(api_error(unsupported), (415, "UnsupportedMediaType".into()));

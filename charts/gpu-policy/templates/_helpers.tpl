@@ -75,3 +75,11 @@ mounted, and its dockerconfigjson file.
 {{- define "gpu-policy.registryCredentialsFile" -}}
 {{ include "gpu-policy.registryCredentialsDir" . }}/.dockerconfigjson
 {{- end -}}
+
+{{/*
+The name of the reports CronJob and of its ServiceAccount and RBAC: a Job's
+name is the CronJob's and 11 characters, at most 63.
+*/}}
+{{- define "gpu-policy.reportsName" -}}
+{{- printf "%s-reports" (include "gpu-policy.fullname" . | trunc 44 | trimSuffix "-") -}}
+{{- end -}}

@@ -52,6 +52,19 @@ pub fn all_files() -> Vec<PathBuf> {
     files
 }
 
+/// The example manifests: every `examples/*.yaml` but the configuration
+/// file, sorted.
+pub fn example_manifests() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir("examples")
+        .expect("examples/")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .filter(|path| path.file_name().is_some_and(|n| n != "config.yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// The file name of a fixture without its extension, e.g.
 /// `07-vllm-mistral-7b-deployment`.
 pub fn stem(path: &Path) -> String {
@@ -76,6 +89,28 @@ pub fn objects() -> Vec<(String, Value)> {
 /// `check -f tests/fixtures` reads them, with the stem of its file.
 pub fn all_objects() -> Vec<(String, Value)> {
     objects_in(&all_files())
+}
+
+/// Every object of every fixture, `sharing/` included, as `audit` reads it
+/// from a cluster, with the stem of its file: in the namespace it names,
+/// else in `fixture-NN` (NN: the file's number), and with a
+/// `metadata.uid`. Namespace objects stay cluster-scoped.
+pub fn audited_objects() -> Vec<(String, Value)> {
+    let mut objects = all_objects();
+    for (index, (stem, object)) in objects.iter_mut().enumerate() {
+        let namespaced = object["kind"] != "Namespace";
+        let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if namespaced && !metadata.contains_key("namespace") {
+            let number = stem.get(..2).unwrap_or("00");
+            metadata.insert("namespace".into(), format!("fixture-{number}").into());
+        }
+        metadata
+            .entry("uid")
+            .or_insert_with(|| format!("00000000-0000-4000-8000-{index:012}").into());
+    }
+    objects
 }
 
 fn objects_in(files: &[PathBuf]) -> Vec<(String, Value)> {

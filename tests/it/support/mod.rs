@@ -15,13 +15,18 @@
 //!   objects they name, and how they resolve; [`counted_claims`]: claims
 //!   whose counts reach past u64, the pods that use them, and their totals;
 //! - [`script`]: the Python checks; [`kubernetes_validate`]: strict schema
-//!   validation of YAML streams;
+//!   validation of YAML streams; [`report_crds`]: the policy report CRDs
+//!   and validation against their schemas; [`chart`]: the Helm chart
+//!   rendered;
+//! - [`promql`]: the metric names PromQL selects, and the series an
+//!   exposition offers;
 //! - [`process`]: running the binary or a tool to completion;
 //!   [`control_plane`]: a real etcd and kube-apiserver, and kubectl;
 //! - [`x509`]: reading test certificates; [`generated_docs`]: the docs'
 //!   sections the program prints, and `UPDATE_GOLDEN`.
 
 pub mod bad_claims;
+pub mod chart;
 pub mod claimed_pods;
 pub mod counted_claims;
 // Used by the `apiserver` suite (tests/apiserver), which shares this room.
@@ -36,6 +41,8 @@ pub mod kubernetes_validate;
 pub mod oracles;
 pub mod pods;
 pub mod process;
+pub mod promql;
+pub mod report_crds;
 pub mod review;
 pub mod router;
 pub mod script;

@@ -146,6 +146,9 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
             create(&shared, &target, &body, dry_run)
         }
         (&Method::PUT, true) => replace(&shared, &target, &body, dry_run),
+        (&Method::PATCH, true) if target.subresource.is_none() && apply::is_apply(&headers) => {
+            apply::apply(&shared, &target, &query, &body, dry_run)
+        }
         (&Method::PATCH, true) => patch(&shared, &target, &headers, &body, dry_run),
         (&Method::DELETE, true) if target.subresource.is_none() => {
             delete(&shared, &target, &body, dry_run)

@@ -29,9 +29,9 @@
 //!   moves an object in or out of the selection into ADDED/DELETED.
 //! * GET / POST (201; 409 `AlreadyExists`) / PUT (409 `Conflict` on a stale
 //!   `metadata.resourceVersion`) / PATCH (`application/merge-patch+json`,
-//!   `application/json-patch+json`; strategic merge and server-side apply are
-//!   answered 415) / DELETE (returns the deleted object; honours
-//!   `preconditions`) / DELETE on a collection. The `status` subresource
+//!   `application/json-patch+json`, and server-side apply as one field
+//!   manager sees it, `apply.rs`; strategic merge is answered 415) /
+//!   DELETE (returns the deleted object; honours `preconditions`) / DELETE on a collection. The `status` subresource
 //!   exists (GET, and PUT/PATCH that change only `.status`). `dryRun` is
 //!   honoured. Metadata-only requests
 //!   (`Accept: application/json;as=PartialObjectMetadata...`) get
@@ -74,8 +74,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, Interval};
 use tower::ServiceExt;
 
+mod apply;
 pub mod dra;
 mod http;
+pub mod reports;
 mod responses;
 mod selectors;
 mod store;

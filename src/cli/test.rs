@@ -1,0 +1,137 @@
+//! `gpu-policy test PATH...`: pins what a policy configuration must decide.
+//!
+//! A test file (`*.gpu-policy-test.yaml`, `apiVersion:
+//! gpu-policy.io/v1alpha1`, `kind: Test`; the schema is in docs/policy.md,
+//! "Testing a configuration") names a configuration, a namespace, the
+//! resources and, per object, what must come of it: allowed or not, the
+//! rules violated, the messages, the warnings, the object after the patch.
+//! The objects are evaluated as `check` evaluates them, by the webhook's
+//! rules or (`--engine cel`) by the generated admission policies.
+//!
+//! The parts: [`file`] reads the test files (strictly, through
+//! [`fields`]); [`run`] evaluates the cases; [`table`] and [`junit`] write
+//! the outcomes.
+//!
+//! Exit status: 0 every case passed (or was skipped), 1 a case failed, 2
+//! bad input (an unreadable or invalid test file, configuration or
+//! resource; one line each on stderr).
+
+mod fields;
+mod file;
+mod junit;
+mod run;
+mod table;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+use super::{EXIT_BAD_INPUT, Engine};
+use run::Outcome;
+
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Test files, or folders searched recursively for
+    /// *.gpu-policy-test.yaml (and .yml).
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// What decides: the webhook's rules, or the generated admission
+    /// policies in CEL (as `check --engine cel`); cases whose `engines`
+    /// leave it out are skipped.
+    #[arg(long, value_enum, default_value_t = Engine::Webhook)]
+    pub engine: Engine,
+    /// Output format on stdout.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = TestOutput::Text)]
+    pub output: TestOutput,
+    /// Also write the JUnit XML report to FILE (whatever -o prints).
+    #[arg(long, value_name = "FILE")]
+    pub junit_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TestOutput {
+    /// A table of the cases, each failure's differences, a summary.
+    Text,
+    /// JUnit XML: a testsuite per test, a testcase per case.
+    Junit,
+}
+
+pub fn run(args: &TestArgs) -> ExitCode {
+    match execute(args) {
+        Ok(code) => code,
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("gpu-policy: {problem}");
+            }
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// Reads every test file first (all their problems reported together),
+/// then runs them.
+fn execute(args: &TestArgs) -> Result<ExitCode, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for path in &args.paths {
+        match file::find(path) {
+            Ok(found) => {
+                for path in found {
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+            }
+            Err(err) => problems.push(err.to_string()),
+        }
+    }
+    let mut tests = Vec::new();
+    for path in &paths {
+        match file::load(path) {
+            Ok(found) => tests.extend(found),
+            Err(errors) => problems.extend(errors.iter().map(ToString::to_string)),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let runs = tests
+        .iter()
+        .map(|test| run::run(test, args.engine))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| vec![err.to_string()])?;
+
+    if let Some(path) = &args.junit_file {
+        std::fs::write(path, junit::render(&runs, args.engine))
+            .map_err(|err| vec![format!("cannot write {}: {err}", path.display())])?;
+    }
+    let text = match args.output {
+        TestOutput::Text => table::render(&runs, args.engine),
+        TestOutput::Junit => junit::render(&runs, args.engine),
+    };
+    let written = std::io::stdout().lock().write_all(text.as_bytes());
+    // A closed pipe (`| head`) is not an error of the input.
+    if let Err(err) = written
+        && err.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(vec![format!("cannot write the output: {err}")]);
+    }
+    let failed = runs
+        .iter()
+        .flat_map(|run| &run.outcomes)
+        .any(|outcome| matches!(outcome, Outcome::Failed(_)));
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A document of a `gpu-policy test` file (`apiVersion:
+/// gpu-policy.io/v1alpha1`, `kind: Test`), which `check` skips.
+pub(super) fn is_test_file(object: &serde_json::Value) -> bool {
+    object.get("apiVersion").and_then(serde_json::Value::as_str) == Some(file::API_VERSION)
+        && object.get("kind").and_then(serde_json::Value::as_str) == Some(file::KIND)
+}

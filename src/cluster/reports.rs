@@ -1,0 +1,270 @@
+//! Writing `audit`'s policy reports into the cluster (`audit
+//! --write-reports`): which report API the cluster serves, a server-side
+//! apply of each report, and the deletion of the reports gpu-policy wrote
+//! before that this run no longer has.
+//!
+//! Reads and writes only the report kinds of one API
+//! (`crate::reports::ReportApi`): a list of the namespaced kind to tell
+//! whether the API is served (404: its CRD is not installed, as
+//! `claims.rs` probes `resource.k8s.io/v1`), then `PATCH` with
+//! `application/apply-patch+yaml` (field manager
+//! [`FIELD_MANAGER`], forced: gpu-policy owns its reports whole, so a
+//! report is rewritten whole and the results of objects that are gone
+//! disappear), then a list of the reports labelled
+//! `app.kubernetes.io/managed-by=gpu-policy` and a `DELETE` of each one
+//! not written this run. The RBAC it needs: `get`, `list`, `create`,
+//! `patch` and `delete` on the API's two report kinds.
+//!
+//! What is deleted stays within what was audited: with one namespace
+//! ([`Cleanup::Namespace`]) that namespace's report only; otherwise
+//! ([`Cleanup::Everywhere`]) every managed report of the API, the
+//! cluster-scoped one included (its kind is skipped when not served).
+//! Reports written in the other API are never touched.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+
+use super::claims::is_not_served;
+use crate::reports::{
+    FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Report, ReportApi, ReportScope, Summary,
+};
+
+/// Why the reports could not be written; each says it on one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportsError {
+    #[error(
+        "the cluster serves neither {} Reports nor {} PolicyReports: install the CRDs of one",
+        ReportApi::OpenReports.api_version(),
+        ReportApi::PolicyReport.api_version()
+    )]
+    NeitherServed,
+    #[error("the cluster does not serve {api_version} {kind}s: install its CRDs")]
+    NotServed {
+        api_version: String,
+        kind: &'static str,
+    },
+    #[error("cannot {action} {kind} {name}: {source}")]
+    Api {
+        action: &'static str,
+        kind: &'static str,
+        /// `namespace/name`, `name`, or what was listed.
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot encode {kind} {name}: {source}")]
+    Encode {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Which of the reports gpu-policy wrote before may be deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup<'a> {
+    /// One namespace was audited (`-n`): only its report.
+    Namespace(&'a str),
+    /// Every managed report of the API.
+    Everywhere,
+}
+
+/// One report written or deleted, printed as one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    Applied {
+        kind: &'static str,
+        name: String,
+        summary: Summary,
+    },
+    Deleted {
+        kind: &'static str,
+        name: String,
+    },
+}
+
+impl fmt::Display for Written {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Written::Applied {
+                kind,
+                name,
+                summary,
+            } => write!(
+                f,
+                "wrote {kind} {name}: {} fail, {} warn, {} error, {} skip, {} pass",
+                summary.fail, summary.warn, summary.error, summary.skip, summary.pass
+            ),
+            Written::Deleted { kind, name } => {
+                write!(f, "deleted {kind} {name}: no audited object left")
+            }
+        }
+    }
+}
+
+/// The report API to write in: `choice`, or with None the one the cluster
+/// serves, OpenReports first. An API that is not served is an error.
+pub async fn report_api(
+    client: &Client,
+    choice: Option<ReportApi>,
+) -> Result<ReportApi, ReportsError> {
+    let candidates = match choice {
+        Some(api) => vec![api],
+        None => ReportApi::ALL.to_vec(),
+    };
+    for api in &candidates {
+        if served(client, *api, ReportScope::Namespaced).await? {
+            return Ok(*api);
+        }
+    }
+    Err(match choice {
+        Some(api) => ReportsError::NotServed {
+            api_version: api.api_version(),
+            kind: api.kind(ReportScope::Namespaced),
+        },
+        None => ReportsError::NeitherServed,
+    })
+}
+
+/// Applies every report (all of `api`), then deletes the managed reports
+/// of `api` within `cleanup` that were not among them.
+pub async fn write_reports(
+    client: &Client,
+    api: ReportApi,
+    reports: &[Report],
+    cleanup: Cleanup<'_>,
+) -> Result<Vec<Written>, ReportsError> {
+    let mut written = Vec::new();
+    let mut kept = BTreeSet::new();
+    for report in reports {
+        let scope = report.report_scope;
+        let kind = api.kind(scope);
+        let name = report.display_name();
+        let body = serde_json::to_value(report).map_err(|source| ReportsError::Encode {
+            kind,
+            name: name.clone(),
+            source,
+        })?;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        handle(client, api, scope, report.metadata.namespace.as_deref())
+            .patch(&report.metadata.name, &params, &Patch::Apply(&body))
+            .await
+            .map_err(|source| ReportsError::Api {
+                action: "apply",
+                kind,
+                name: name.clone(),
+                source,
+            })?;
+        kept.insert((
+            scope,
+            report.metadata.namespace.clone(),
+            report.metadata.name.clone(),
+        ));
+        written.push(Written::Applied {
+            kind,
+            name,
+            summary: report.summary,
+        });
+    }
+    let scopes: &[ReportScope] = match cleanup {
+        Cleanup::Namespace(_) => &[ReportScope::Namespaced],
+        Cleanup::Everywhere => &[ReportScope::Namespaced, ReportScope::Cluster],
+    };
+    let namespace = match cleanup {
+        Cleanup::Namespace(namespace) => Some(namespace),
+        Cleanup::Everywhere => None,
+    };
+    for &scope in scopes {
+        let kind = api.kind(scope);
+        let listed = handle(client, api, scope, namespace)
+            .list_metadata(
+                &ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")),
+            )
+            .await;
+        let stale = match listed {
+            Ok(list) => list.items,
+            // The cluster-scoped kind's CRD may not be installed.
+            Err(error) if scope == ReportScope::Cluster && is_not_served(&error) => Vec::new(),
+            Err(source) => {
+                return Err(ReportsError::Api {
+                    action: "list",
+                    kind,
+                    name: format!("reports labelled {MANAGED_BY_LABEL}={MANAGED_BY}"),
+                    source,
+                });
+            }
+        };
+        for object in stale {
+            let (Some(name), object_namespace) = (object.metadata.name, object.metadata.namespace)
+            else {
+                continue;
+            };
+            if kept.contains(&(scope, object_namespace.clone(), name.clone())) {
+                continue;
+            }
+            let shown = match &object_namespace {
+                Some(namespace) => format!("{namespace}/{name}"),
+                None => name.clone(),
+            };
+            match handle(client, api, scope, object_namespace.as_deref())
+                .delete(&name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                // Gone already: what was wanted.
+                Err(error) if is_not_served(&error) => {}
+                Err(source) => {
+                    return Err(ReportsError::Api {
+                        action: "delete",
+                        kind,
+                        name: shown,
+                        source,
+                    });
+                }
+            }
+            written.push(Written::Deleted { kind, name: shown });
+        }
+    }
+    Ok(written)
+}
+
+/// Whether the cluster serves the API's kind of `scope`: one list of at
+/// most one object; 404 says it does not.
+async fn served(client: &Client, api: ReportApi, scope: ReportScope) -> Result<bool, ReportsError> {
+    match handle(client, api, scope, None)
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(error) if is_not_served(&error) => Ok(false),
+        Err(source) => Err(ReportsError::Api {
+            action: "list",
+            kind: api.kind(scope),
+            name: format!("{} (to tell whether it is served)", api.api_version()),
+            source,
+        }),
+    }
+}
+
+/// The API of one report kind: in `namespace`, or across the cluster.
+fn handle(
+    client: &Client,
+    api: ReportApi,
+    scope: ReportScope,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(api.group(), api.version(), api.kind(scope));
+    let resource = ApiResource::from_gvk_with_plural(&gvk, api.plural(scope));
+    match namespace {
+        Some(namespace) if scope == ReportScope::Namespaced => {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        }
+        _ => Api::all_with(client.clone(), &resource),
+    }
+}

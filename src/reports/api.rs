@@ -1,0 +1,107 @@
+//! The two report APIs gpu-policy writes, and the names its reports take.
+//!
+//! Both APIs carry the same report: results, summary, scope. They differ in
+//! group, version and kinds, and OpenReports adds a report-level `source`:
+//!
+//! | API | group/version | namespaced | cluster-scoped |
+//! | --- | --- | --- | --- |
+//! | [`ReportApi::PolicyReport`] | `wgpolicyk8s.io/v1alpha2` | `PolicyReport` | `ClusterPolicyReport` |
+//! | [`ReportApi::OpenReports`] | `openreports.io/v1alpha1` | `Report` | `ClusterReport` |
+//!
+//! (the CRDs of kubernetes-sigs/wg-policy-prototypes and
+//! openreports/reports-api, copied in `tests/fixtures/crds/`).
+
+use std::fmt;
+
+/// The field manager of `audit --write-reports`' server-side applies.
+pub const FIELD_MANAGER: &str = "gpu-policy-audit";
+/// The name of every report gpu-policy writes: one per namespace, and the
+/// cluster-scoped one, so a name never needs the namespace in it.
+pub const REPORT_NAME: &str = "gpu-policy";
+/// The label every report gpu-policy writes carries, and its value: what
+/// `--write-reports` lists to find the reports it wrote before.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "gpu-policy";
+
+/// Which report API a report is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReportApi {
+    /// `wgpolicyk8s.io/v1alpha2` PolicyReport and ClusterPolicyReport (the
+    /// Kubernetes policy working group's, as Kyverno and Policy Reporter
+    /// install them).
+    PolicyReport,
+    /// `openreports.io/v1alpha1` Report and ClusterReport (OpenReports, the
+    /// working group API's successor).
+    OpenReports,
+}
+
+/// Whether a report holds the results of one namespace's objects or of
+/// cluster-scoped ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReportScope {
+    Namespaced,
+    Cluster,
+}
+
+impl ReportApi {
+    /// Both, in the order `--report-api auto` prefers them.
+    pub const ALL: [ReportApi; 2] = [ReportApi::OpenReports, ReportApi::PolicyReport];
+
+    pub fn group(self) -> &'static str {
+        match self {
+            ReportApi::PolicyReport => "wgpolicyk8s.io",
+            ReportApi::OpenReports => "openreports.io",
+        }
+    }
+
+    pub fn version(self) -> &'static str {
+        match self {
+            ReportApi::PolicyReport => "v1alpha2",
+            ReportApi::OpenReports => "v1alpha1",
+        }
+    }
+
+    /// `group/version`.
+    pub fn api_version(self) -> String {
+        format!("{}/{}", self.group(), self.version())
+    }
+
+    pub fn kind(self, scope: ReportScope) -> &'static str {
+        match (self, scope) {
+            (ReportApi::PolicyReport, ReportScope::Namespaced) => "PolicyReport",
+            (ReportApi::PolicyReport, ReportScope::Cluster) => "ClusterPolicyReport",
+            (ReportApi::OpenReports, ReportScope::Namespaced) => "Report",
+            (ReportApi::OpenReports, ReportScope::Cluster) => "ClusterReport",
+        }
+    }
+
+    /// The resource's plural name, as URLs and RBAC rules name it.
+    pub fn plural(self, scope: ReportScope) -> &'static str {
+        match (self, scope) {
+            (ReportApi::PolicyReport, ReportScope::Namespaced) => "policyreports",
+            (ReportApi::PolicyReport, ReportScope::Cluster) => "clusterpolicyreports",
+            (ReportApi::OpenReports, ReportScope::Namespaced) => "reports",
+            (ReportApi::OpenReports, ReportScope::Cluster) => "clusterreports",
+        }
+    }
+
+    /// Whether the schema has a report-level `source` (OpenReports does;
+    /// the working group's PolicyReport has `source` on results only).
+    pub fn has_report_source(self) -> bool {
+        matches!(self, ReportApi::OpenReports)
+    }
+
+    /// The name `--report-api` and `-o` give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportApi::PolicyReport => "wgpolicyk8s",
+            ReportApi::OpenReports => "openreports",
+        }
+    }
+}
+
+impl fmt::Display for ReportApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

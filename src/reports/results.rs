@@ -1,0 +1,364 @@
+//! The results of one audited object ([`results_of`]), as both report APIs
+//! write a result: `source` and `policy` `gpu-policy`, the `rule` id, the
+//! `result`, a `severity`, `category` `GPU`, the message, the object as a
+//! `resources` reference, `properties` and the `timestamp`.
+//!
+//! Read from the object's [`ObjectReport`]: its violations, its changes,
+//! its notices (typed, so the namespace's mode does not change the
+//! results), its allowlist entry, its error, and the facts the checker
+//! records for reports ([`ObjectFacts`]). An object of a kind the policy
+//! ignores has no results.
+//!
+//! | what the policy found | result | rule | severity |
+//! | --- | --- | --- | --- |
+//! | a violation | `fail` | its rule | [`rule_severity`]: `high` for the rules that keep a container from cards it was not given (`visible-devices`, `device-paths`, `allowlist`), `medium` for the others |
+//! | a change the webhook would make | `warn` | its rule | one step below the rule's: `medium`, `low` |
+//! | a notice (a warning) | `warn` | the rule that says it ([`notice_row`]) | `medium` when a card or the pod's scheduling is at stake, else `low` |
+//! | the object is allowlisted | `skip` | `allowlist` | none |
+//! | the object cannot be read | `error` | none (no rule ran) | `medium` |
+//! | nothing at all | `pass`, once per object | none: every rule passed, as Kyverno names no rule when it reports a whole policy | none |
+//!
+//! Severity says how much a finding weighs, so results that are not
+//! findings (`pass`, `skip`) carry none; the schemas allow its absence.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::admission::checker::{ObjectFacts, ObjectReport};
+use crate::policy::dra::floor::GpuNeeds;
+use crate::policy::{Message, NoticeKind, RuleId};
+
+/// `source` and `policy` of every result.
+pub const SOURCE: &str = "gpu-policy";
+pub const POLICY: &str = "gpu-policy";
+/// `category` of every result.
+pub const CATEGORY: &str = "GPU";
+
+/// `result`: what became of one rule (or of the whole policy) on one
+/// object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    Warn,
+    Error,
+    Skip,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Pass,
+        Outcome::Fail,
+        Outcome::Warn,
+        Outcome::Error,
+        Outcome::Skip,
+    ];
+}
+
+/// `severity`, of the schemas' `critical`, `high`, `medium`, `low`,
+/// `info` (gpu-policy uses the middle three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    High,
+    Medium,
+    Low,
+}
+
+impl Severity {
+    /// One step lower (`low` stays `low`).
+    pub fn lower(self) -> Severity {
+        match self {
+            Severity::High => Severity::Medium,
+            Severity::Medium | Severity::Low => Severity::Low,
+        }
+    }
+}
+
+/// The severity of a rule's violation.
+pub fn rule_severity(rule: RuleId) -> Severity {
+    match rule {
+        // A container that sees, or reaches, cards it was not given.
+        RuleId::VisibleDevices | RuleId::DevicePaths | RuleId::Allowlist => Severity::High,
+        // Fair shares, the runtime, scheduling.
+        RuleId::BoundedRequests | RuleId::RuntimeClass | RuleId::ComputeAffinity => {
+            Severity::Medium
+        }
+    }
+}
+
+/// What the reports say of a notice: its name (the `notice` property), the
+/// rule that says it (None: the namespace's own annotations), and its
+/// severity.
+pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) {
+    match kind {
+        NoticeKind::IgnoredAnnotation => ("ignored-annotation", None, Severity::Low),
+        // An exemption asked for that the cluster does not confirm.
+        NoticeKind::UnverifiedOwner => (
+            "unverified-owner",
+            Some(RuleId::Allowlist),
+            Severity::Medium,
+        ),
+        NoticeKind::MissingRuntimeClass => (
+            "missing-runtime-class",
+            Some(RuleId::RuntimeClass),
+            Severity::Low,
+        ),
+        // No node can run the pod.
+        NoticeKind::UnmetComputeCapability => (
+            "unmet-compute-capability",
+            Some(RuleId::ComputeAffinity),
+            Severity::Medium,
+        ),
+        // The containers stay pinned to no card.
+        NoticeKind::UnresolvedClaim => (
+            "unresolved-claim",
+            Some(RuleId::VisibleDevices),
+            Severity::Low,
+        ),
+        // It sees every card of its node.
+        NoticeKind::PrivilegedGpuContainer => (
+            "privileged-gpu-container",
+            Some(RuleId::DevicePaths),
+            Severity::Medium,
+        ),
+        NoticeKind::ImageTableFallback => (
+            "image-table-fallback",
+            Some(RuleId::ComputeAffinity),
+            Severity::Low,
+        ),
+        // The claim may get a device the images cannot use.
+        NoticeKind::UnguaranteedClaimFloor => (
+            "unguaranteed-claim-floor",
+            Some(RuleId::ComputeAffinity),
+            Severity::Medium,
+        ),
+        NoticeKind::UnreadClaimOwner => (
+            "unread-claim-owner",
+            Some(RuleId::ComputeAffinity),
+            Severity::Low,
+        ),
+    }
+}
+
+/// The severity of an object that cannot be read: the webhook would deny
+/// its creation in every mode, and nothing else is known of it.
+pub const ERROR_SEVERITY: Severity = Severity::Medium;
+
+/// `timestamp`: seconds and nanoseconds since the Unix epoch, as the
+/// schemas' `metav1.Timestamp` wants them. The reports have no clock: the
+/// caller says when the audit ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Timestamp {
+    pub seconds: i64,
+    pub nanos: i32,
+}
+
+impl Timestamp {
+    /// `time` as a timestamp (the epoch for a time before it).
+    pub fn of(time: SystemTime) -> Self {
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Timestamp {
+            seconds: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+            // Below 10^9, so it fits.
+            nanos: i32::try_from(since.subsec_nanos()).unwrap_or(0),
+        }
+    }
+}
+
+/// `resources[]` and `scope`: an ObjectReference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+impl ObjectRef {
+    /// The audited object (no namespace for a cluster-scoped one).
+    pub fn of(report: &ObjectReport) -> Self {
+        ObjectRef {
+            api_version: report.api_version.clone(),
+            kind: report.kind.clone(),
+            namespace: Some(report.namespace.clone()).filter(|ns| !ns.is_empty()),
+            name: report.name.clone(),
+            uid: report.facts.uid.clone(),
+        }
+    }
+}
+
+/// One entry of `results`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportResult {
+    pub source: &'static str,
+    pub policy: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<RuleId>,
+    pub result: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    pub category: &'static str,
+    pub message: String,
+    pub resources: Vec<ObjectRef>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
+    pub timestamp: Timestamp,
+}
+
+/// The property keys (all values are strings, as the schemas want).
+pub mod property {
+    /// What the result reports: `violation`, `change`, `notice`,
+    /// `allowlisted`, `unreadable` (none on `pass`).
+    pub const FINDING: &str = "finding";
+    /// The notice's kind, as [`super::notice_row`] names it.
+    pub const NOTICE: &str = "notice";
+    /// The allowlist entry that exempts the object.
+    pub const ALLOWLIST_ENTRY: &str = "allowlistEntry";
+    /// The images of the GPU containers, comma-separated.
+    pub const IMAGES: &str = "images";
+    /// From `gpu-policy.io/gpu-needs`: the compute capability its DRA GPUs
+    /// must have (`8.0`) and the driver they must run (`cuda>=12.4`).
+    pub const COMPUTE_FLOOR: &str = "computeCapabilityFloor";
+    pub const DRIVER_FLOOR: &str = "driverFloor";
+    /// The ResourceClaims and ResourceClaimTemplates the pod spec names,
+    /// comma-separated.
+    pub const RESOURCE_CLAIMS: &str = "resourceClaims";
+    pub const CLAIM_TEMPLATES: &str = "resourceClaimTemplates";
+}
+
+/// Between the names of a list property.
+const LIST_SEPARATOR: &str = ",";
+
+/// The properties every result of the object carries: what it runs on
+/// GPUs, and what its DRA GPUs need.
+fn object_properties(facts: &ObjectFacts) -> BTreeMap<String, String> {
+    let mut properties = BTreeMap::new();
+    let mut list = |key: &str, names: &[String]| {
+        if !names.is_empty() {
+            properties.insert(key.to_owned(), names.join(LIST_SEPARATOR));
+        }
+    };
+    list(property::IMAGES, &facts.gpu_images);
+    list(property::RESOURCE_CLAIMS, &facts.resource_claims);
+    list(property::CLAIM_TEMPLATES, &facts.claim_templates);
+    // The webhook writes it; one that does not read is left out.
+    if let Some(needs) = facts
+        .gpu_needs
+        .as_deref()
+        .and_then(|text| GpuNeeds::from_annotation(text).ok())
+    {
+        if let Some(floor) = needs.compute_capability {
+            properties.insert(property::COMPUTE_FLOOR.to_owned(), floor.to_string());
+        }
+        if let Some(floor) = &needs.driver {
+            properties.insert(property::DRIVER_FLOOR.to_owned(), floor.requirement_text());
+        }
+    }
+    properties
+}
+
+/// A message without the `gpu-policy: ` prefix: `source` says who speaks.
+fn body(text: &str) -> &str {
+    text.strip_prefix(Message::PREFIX).unwrap_or(text)
+}
+
+/// The results of one audited object, in this order: its error; or its
+/// violations, changes, notices and exemption; or its one `pass`.
+pub fn results_of(report: &ObjectReport, timestamp: Timestamp) -> Vec<ReportResult> {
+    if report.ignored {
+        return Vec::new();
+    }
+    let properties = object_properties(&report.facts);
+    let result = |outcome, rule, severity, message: String, extra: &[(&str, &str)]| {
+        let mut properties = properties.clone();
+        for (key, value) in extra {
+            properties.insert((*key).to_owned(), (*value).to_owned());
+        }
+        ReportResult {
+            source: SOURCE,
+            policy: POLICY,
+            rule,
+            result: outcome,
+            severity,
+            category: CATEGORY,
+            message,
+            resources: vec![ObjectRef::of(report)],
+            properties,
+            timestamp,
+        }
+    };
+    if let Some(error) = &report.error {
+        return vec![result(
+            Outcome::Error,
+            None,
+            Some(ERROR_SEVERITY),
+            body(error).to_owned(),
+            &[(property::FINDING, "unreadable")],
+        )];
+    }
+    let mut results = Vec::new();
+    for violation in &report.violations {
+        results.push(result(
+            Outcome::Fail,
+            Some(violation.rule),
+            Some(rule_severity(violation.rule)),
+            violation.message.body().to_owned(),
+            &[(property::FINDING, "violation")],
+        ));
+    }
+    // A Pod (or a claim) is changed itself; a workload's pods will be.
+    let changed = match report.kind.as_str() {
+        "Pod" | "ResourceClaim" => "would",
+        _ => "its pods would",
+    };
+    for (rule, summary) in &report.changes {
+        results.push(result(
+            Outcome::Warn,
+            Some(*rule),
+            Some(rule_severity(*rule).lower()),
+            format!("{changed} {summary}"),
+            &[(property::FINDING, "change")],
+        ));
+    }
+    for notice in &report.facts.notices {
+        let (name, rule, severity) = notice_row(notice.kind);
+        results.push(result(
+            Outcome::Warn,
+            rule,
+            Some(severity),
+            notice.message.body().to_owned(),
+            &[(property::FINDING, "notice"), (property::NOTICE, name)],
+        ));
+    }
+    if let Some(entry) = &report.facts.allowlisted {
+        let entry = entry.to_string();
+        results.push(result(
+            Outcome::Skip,
+            Some(RuleId::Allowlist),
+            None,
+            format!("exempt: allowlist entry {entry}"),
+            &[
+                (property::FINDING, "allowlisted"),
+                (property::ALLOWLIST_ENTRY, &entry),
+            ],
+        ));
+    }
+    if results.is_empty() {
+        results.push(result(
+            Outcome::Pass,
+            None,
+            None,
+            "every rule passes".to_owned(),
+            &[],
+        ));
+    }
+    results
+}
