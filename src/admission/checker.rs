@@ -299,13 +299,9 @@ impl Checker<'_> {
         if let Some((images, _)) = subject.gpu_images(self.settings, claims) {
             facts.gpu_images = images.into_iter().map(str::to_owned).collect();
         }
-        let mut patched = None;
-        if !evaluation.patch.is_empty() {
-            let mut after = subject.object.clone();
-            if json_patch::patch(&mut after, &evaluation.patch).is_ok() {
-                patched = Some(after);
-            }
-        }
+        let patched = (!evaluation.patch.is_empty())
+            .then(|| patched(subject.object, &evaluation.patch).ok())
+            .flatten();
         let after = patched.as_ref().unwrap_or(subject.object);
         let Ok(Some(view)) = PodView::parse(after, shape, self.settings) else {
             return;
@@ -337,7 +333,14 @@ impl Checker<'_> {
 
 /// The object after the report's patch, as the API server would store it.
 pub fn mutated(object: &Value, report: &ObjectReport) -> Result<Value, json_patch::PatchError> {
-    let mut patched = object.clone();
-    json_patch::patch(&mut patched, &report.patch)?;
-    Ok(patched)
+    patched(object, &report.patch)
+}
+
+fn patched(
+    object: &Value,
+    patch: &[json_patch::PatchOperation],
+) -> Result<Value, json_patch::PatchError> {
+    let mut after = object.clone();
+    json_patch::patch(&mut after, patch)?;
+    Ok(after)
 }

@@ -16,6 +16,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 
+// An API server's message may span lines; a log or a warning takes one.
+use crate::manifest::one_line;
+
 /// What is read of a Pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodMetadata {
@@ -46,11 +49,6 @@ pub async fn pod_metadata(
         Ok(Err(error)) => Err(one_line(&error.to_string())),
         Err(_) => Err(format!("no answer within {budget:?}")),
     }
-}
-
-/// An API server's message may span lines; a log or a warning takes one.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -62,6 +62,15 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// Every change's operations, in order: the patch before anything the
+    /// evaluator adds of its own.
+    pub(super) fn operations_of_changes(&self) -> Vec<PatchOperation> {
+        self.changes
+            .iter()
+            .flat_map(|change| change.operations.iter().cloned())
+            .collect()
+    }
+
     /// The bodies of the notices of one kind, in order.
     pub fn notice_bodies(&self, kind: NoticeKind) -> Vec<&str> {
         self.notices

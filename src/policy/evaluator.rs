@@ -132,11 +132,7 @@ impl Evaluator<'_> {
         }
         evaluation.allowlisted = allowlisted.cloned();
         if !evaluation.changes.is_empty() {
-            evaluation.patch = evaluation
-                .changes
-                .iter()
-                .flat_map(|change| change.operations.iter().cloned())
-                .collect();
+            evaluation.patch = evaluation.operations_of_changes();
             // The ephemeralcontainers subresource takes only the ephemeral
             // containers from the object; metadata is recorded at creation.
             if scope.is_whole() {
@@ -206,11 +202,7 @@ impl Evaluator<'_> {
             };
             evaluation.record(rule.id, check(&input));
         }
-        evaluation.patch = evaluation
-            .changes
-            .iter()
-            .flat_map(|change| change.operations.iter().cloned())
-            .collect();
+        evaluation.patch = evaluation.operations_of_changes();
         Ok(evaluation)
     }
 }

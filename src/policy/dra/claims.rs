@@ -161,6 +161,13 @@ impl ClaimKind {
     }
 }
 
+/// The request of `request` or `request/subrequest` (a `firstAvailable`
+/// alternative), as a container's claim use and an allocation result name
+/// it.
+pub fn base_request(request: &str) -> &str {
+    request.split('/').next().unwrap_or(request)
+}
+
 /// One device alternative of a request as written: the whole request
 /// (`exactly`, or the flat v1beta1 shape) or one `firstAvailable` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use super::allocation::DeviceVersions;
 use super::tables::GPU_DRIVER;
 use crate::cuda::requirement::DriverFloor;
 use crate::cuda::{ComputeCapability, CudaVersion, Requirement};
-use crate::kubernetes_cel::{AttributeValue, Device, DeviceSelector, Quantity};
+use crate::kubernetes_cel::{AttributeValue, Device, DeviceSelector, Quantity, Semver};
 
 /// The longest annotation value read back: it is the webhook's own writing,
 /// a few hundred bytes; anything longer was written by someone else.
@@ -373,12 +373,14 @@ fn driver_part(floor: &DriverFloor) -> String {
     )
 }
 
-/// `8.0.0` -> (8, 0); the first two numbers of a version.
+/// `8.0.0` -> (8, 0): the major and minor of a version attribute, read as
+/// the selector's `semver()` reads it; None for one it would refuse.
 fn numbers(text: &str) -> Option<(u32, u32)> {
-    let mut parts = text.trim_start_matches('v').split(['.', '-', '+']);
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next().map_or(Some(0), |p| p.parse().ok())?;
-    Some((major, minor))
+    let version = Semver::parse(text).ok()?;
+    Some((
+        u32::try_from(version.major()).ok()?,
+        u32::try_from(version.minor()).ok()?,
+    ))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ClaimFacts, Resolved};
 use crate::policy::container::ContainerKind;
-use crate::policy::dra::claims::{ClaimSummary, DraCount};
+use crate::policy::dra::claims::{ClaimSummary, DraCount, base_request};
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::pod::{ClaimSource, PodClaim, PodView};
 
@@ -72,7 +72,7 @@ pub fn resolve(
                 // `request/subrequest` names a firstAvailable alternative:
                 // the request's count is that of its largest alternative.
                 Some(request) => {
-                    let base = request.split('/').next().unwrap_or(request);
+                    let base = base_request(request);
                     summary.request(base).map(|r| r.gpu)
                 }
             };
@@ -146,7 +146,7 @@ fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>)
     match (request, entry) {
         (None, entry) => *entry = None,
         (Some(request), Some(requests)) => {
-            requests.insert(request.split('/').next().unwrap_or(request));
+            requests.insert(base_request(request));
         }
         (Some(_), None) => {}
     }

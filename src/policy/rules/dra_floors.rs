@@ -34,7 +34,7 @@ use super::rule::{Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::policy::container::Container;
 use crate::policy::dra::Resolved;
-use crate::policy::dra::claims::ClaimSummary;
+use crate::policy::dra::claims::{ClaimSummary, base_request};
 use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::dra::tables::GPU_DRIVER;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
@@ -204,9 +204,8 @@ fn referenced_claims(
         let gpu_requests = gpu_request_names(&summary);
         // The containers that hold the claim's GPUs: a use narrowed to a
         // request that is not a GPU one (or not there) holds none of them.
-        let holds = |request: Option<&str>| {
-            request.is_none_or(|r| gpu_requests.contains(&r.split('/').next().unwrap_or(r)))
-        };
+        let holds =
+            |request: Option<&str>| request.is_none_or(|r| gpu_requests.contains(&base_request(r)));
         let users: Vec<&str> = view
             .containers
             .iter()
@@ -227,10 +226,7 @@ fn referenced_claims(
                 let short: Vec<String> = devices
                     .iter()
                     .filter(|d| d.driver == GPU_DRIVER)
-                    .filter(|d| {
-                        let base = d.request.split('/').next().unwrap_or(&d.request);
-                        gpu_requests.contains(&base)
-                    })
+                    .filter(|d| gpu_requests.contains(&base_request(&d.request)))
                     .filter_map(|d| {
                         let versions = claims.device_versions(&d.driver, &d.pool, &d.device)?;
                         let lacks = needs.shortfall(&versions)?;
