@@ -96,14 +96,7 @@ printf '%s\n' "imageResolution:" "  mode: registry" \
     "  registries: [\"127.0.0.1:$REGISTRY_PORT\"]" \
     "  insecureRegistries: [\"127.0.0.1:$REGISTRY_PORT\"]" > "$work/registry-mode.yaml"
 # The DRA pod's server: the cluster is a static API server.
-python3 scripts/static_api.py "$API_PORT" ml 2> "$work/api.log" &
-pids+=("$!")
-printf '%s\n' "apiVersion: v1" "kind: Config" \
-    "clusters: [{name: bench, cluster: {server: 'http://127.0.0.1:$API_PORT'}}]" \
-    "users: [{name: bench, user: {token: bench}}]" \
-    "contexts: [{name: bench, context: {cluster: bench, user: bench}}]" \
-    "current-context: bench" > "$work/kubeconfig"
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$API_PORT/version" > /dev/null && break; sleep 0.1; done
+static_api_cluster "$API_PORT" "$work/kubeconfig"
 start_server gpu-policy-cluster "$CLUSTER_PORT" "$CLUSTER_METRICS_PORT" \
     --kubeconfig "$work/kubeconfig"
 cluster_pid=$server_pid

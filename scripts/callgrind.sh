@@ -11,19 +11,25 @@
 # inclusive cost of its function (all threads, the log writer's included),
 # divided by the number of requests answered.
 #
+# The DRA pod's claim names a ResourceClaimTemplate: its server reads a
+# static API server on loopback (scripts/static_api.py), as in
+# scripts/bench.sh, so that the claim resolves.
+#
 # Usage: scripts/callgrind.sh   (DURATION=20s by default; REVIEWS names
-# the reviews of benches/reviews/ to measure: gpu-pod cpu-pod gpu-deployment)
+# the reviews of benches/reviews/ to measure: gpu-pod cpu-pod
+# gpu-deployment dra-pod)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
 DURATION=${DURATION:-20s}
-REVIEWS=${REVIEWS:-gpu-pod cpu-pod gpu-deployment}
+REVIEWS=${REVIEWS:-gpu-pod cpu-pod gpu-deployment dra-pod}
 OUT=${OUT:-target/callgrind}
 GPU_POLICY_PORT=18543
 METRICS_PORT=18180
 ECHO_PORT=18544
+API_PORT=18548
 SNI=gpu-policy.gpu-policy.svc
 
 # Symbols and line tables, in a target directory of their own so that the
@@ -34,11 +40,19 @@ CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
 bin=$CARGO_TARGET_DIR/release
 mkdir -p "$OUT"
 start_scratch
+static_api_cluster "$API_PORT" "$work/kubeconfig"
 
 endpoint_of() { # review -> path
     case $1 in
         *deployment*) echo /validate/enforce ;;
         *) echo /mutate ;;
+    esac
+}
+
+cluster_of() { # review -> the serve flag of its cluster
+    case $1 in
+        dra-*) echo "--kubeconfig $work/kubeconfig" ;;
+        *) echo --no-cluster ;;
     esac
 }
 
@@ -49,7 +63,7 @@ phases=(
     "encode|gpu_policy::admission::wire::encode"
     "record|gpu_policy::server::record::record"
     "log writer|gpu_policy::telemetry::batch_writer::Shared::run"
-    "free request|core::ptr::drop_in_place<kube_core::admission::AdmissionRequest<gpu_policy::admission::wire::RawObject>>"
+    "free request|core::ptr::drop_in_place<gpu_policy::admission::wire::AdmissionRequest>"
 )
 
 measure() { # server review -> one line of figures
@@ -64,7 +78,7 @@ measure() { # server review -> one line of figures
     else
         port=$GPU_POLICY_PORT
         valgrind --tool=callgrind --callgrind-out-file="$out" \
-            "$bin/gpu-policy" serve --no-cluster \
+            "$bin/gpu-policy" serve $(cluster_of "$review") \
             --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$METRICS_PORT" \
             --certs-dir "$work/certs" > "$work/$server.log" 2>&1 &
     fi
@@ -72,6 +86,13 @@ measure() { # server review -> one line of figures
     pids+=("$pid")
     local body=benches/reviews/$review.json path
     path=$(endpoint_of "$review")
+    if [ "$server" != echo ]; then
+        # Ready: the cluster's caches (if any) are filled.
+        for _ in $(seq 600); do
+            curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" > /dev/null && break
+            sleep 0.2
+        done
+    fi
     for _ in $(seq 600); do
         curl -sf --cacert "$work/certs/ca.crt" --resolve "$SNI:$port:127.0.0.1" \
             -H 'Content-Type: application/json' --data-binary "@$body" \

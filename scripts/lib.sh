@@ -25,3 +25,18 @@ stop_scratch() {
     wait 2>/dev/null || true
     rm -rf "$work"
 }
+
+# static_api_cluster PORT KUBECONFIG: starts scripts/static_api.py on PORT
+# (the namespace `ml`, a ResourceClaimTemplate, the DeviceClass, the
+# RuntimeClass and a GPU node; watches that never send an event), adds its
+# pid to `pids`, and writes a kubeconfig for it to KUBECONFIG.
+static_api_cluster() {
+    python3 scripts/static_api.py "$1" ml 2> "$work/api.log" &
+    pids+=("$!")
+    printf '%s\n' "apiVersion: v1" "kind: Config" \
+        "clusters: [{name: static, cluster: {server: 'http://127.0.0.1:$1'}}]" \
+        "users: [{name: static, user: {token: static}}]" \
+        "contexts: [{name: static, context: {cluster: static, user: static}}]" \
+        "current-context: static" > "$2"
+    for _ in $(seq 50); do curl -sf "http://127.0.0.1:$1/version" > /dev/null && break; sleep 0.1; done
+}

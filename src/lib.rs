@@ -37,6 +37,7 @@ pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod cuda;
+pub mod document;
 pub mod duration;
 pub mod install;
 pub mod kubernetes_cel;

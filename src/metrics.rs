@@ -1,35 +1,17 @@
-//! Prometheus metrics. Every metric name appears here once, with typed
-//! label sets.
+//! Prometheus metrics. Every metric name appears once, with typed label
+//! sets: here, in `metrics/admission.rs` (those every request writes) and
+//! in the registry room's `ResolverMetrics`.
+
+mod admission;
+
+pub use admission::{AdmissionMetrics, Finding, operation_name};
 
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeLabelSet, text::encode};
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    pub endpoint: String,
-    pub kind: String,
-    pub operation: String,
-    /// `allowed`, `mutated`, `warned`, `denied`, `ignored`, or `bad_request`.
-    pub decision: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RuleLabels {
-    pub rule: String,
-    /// `change` or `violation`.
-    pub finding: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EndpointLabels {
-    pub endpoint: String,
-}
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
@@ -46,9 +28,8 @@ pub struct CacheLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    pub requests: Family<RequestLabels, Counter>,
-    pub findings: Family<RuleLabels, Counter>,
-    pub latency: Family<EndpointLabels, Histogram>,
+    /// The request counter, the rule findings and the latency histogram.
+    pub admission: AdmissionMetrics,
     /// Unix time at which the serving certificate expires.
     pub certificate_expiry: Gauge<f64, AtomicU64>,
     /// 1 when the last reload of the source succeeded, 0 when it failed.
@@ -57,14 +38,6 @@ pub struct Metrics {
     pub cache_stale: Family<CacheLabels, Gauge>,
     /// The image registry lookups of `imageResolution.mode: registry`.
     pub images: crate::registry::ResolverMetrics,
-}
-
-fn latency_histogram() -> Histogram {
-    // 50 µs .. ~0.8 s: admission decisions are micro-seconds; the tail
-    // shows queueing.
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-        0.000_05, 2.0, 15,
-    ))
 }
 
 impl Default for Metrics {
@@ -76,26 +49,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("gpu_policy");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "admission_requests",
-            "Admission requests by endpoint, kind, operation and decision",
-            requests.clone(),
-        );
-        let findings = Family::<RuleLabels, Counter>::default();
-        registry.register(
-            "rule_findings",
-            "Changes and violations found, by rule",
-            findings.clone(),
-        );
-        let latency = Family::<EndpointLabels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
-        registry.register(
-            "admission_duration_seconds",
-            "Time from request body received to response encoded",
-            latency.clone(),
-        );
+        let admission = AdmissionMetrics::register(&mut registry);
         let certificate_expiry = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "certificate_expiry_timestamp_seconds",
@@ -118,9 +72,7 @@ impl Metrics {
         Self {
             registry,
             images,
-            requests,
-            findings,
-            latency,
+            admission,
             certificate_expiry,
             reload_success,
             cache_stale,

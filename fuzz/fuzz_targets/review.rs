@@ -20,11 +20,12 @@ use std::sync::LazyLock;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gpu_policy::admission::{self, Endpoint, MAX_WARNING_CHARS, RawObject};
+use gpu_policy::document::Document;
 use gpu_policy::policy::Evaluator;
 use gpu_policy::settings::{
     MAX_GPUS_PER_POD_ANNOTATION, MIN_COMPUTE_CAPABILITY_ANNOTATION, NamespaceSettings, Settings,
 };
-use kube::core::admission::AdmissionRequest;
+use crate::admission::AdmissionRequest;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -58,19 +59,25 @@ fuzz_target!(|body: &[u8]| {
             return;
         }
     };
+    // The object as the API server sent it, every field in it: what a
+    // patch is applied to.
+    let sent = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|review| review.pointer("/request/object").cloned());
     for namespace in NAMESPACES.iter() {
         for endpoint in Endpoint::ALL {
             let reply = serve(&request, endpoint, namespace);
-            let Some(patched) = check(&request, endpoint, &reply) else {
+            let Some(patched) = check(&request, sent.as_ref(), endpoint, &reply) else {
                 continue;
             };
+            let document = Document::from_value(&patched);
             let mut again = request.clone();
-            again.object = Some(RawObject::new(patched));
+            again.object = Some(RawObject::new(document));
             let reply = serve(&again, endpoint, namespace);
             assert!(
-                check(&again, endpoint, &reply).is_none(),
+                check(&again, Some(&patched), endpoint, &reply).is_none(),
                 "not idempotent: the patched object is patched again\nanswer: {reply}\nobject: {}",
-                again.object.map_or(Value::Null, |o| o.raw)
+                patched
             );
         }
     }
@@ -78,7 +85,7 @@ fuzz_target!(|body: &[u8]| {
 
 /// What the server answers to `request` on `endpoint`, as JSON.
 fn serve(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
     namespace: &NamespaceSettings,
 ) -> Value {
@@ -97,7 +104,8 @@ fn serve(
 
 /// Checks an answer; returns the patched object when there is a patch.
 fn check(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
+    sent: Option<&Value>,
     endpoint: Endpoint,
     reply: &Value,
 ) -> Option<Value> {
@@ -106,7 +114,7 @@ fn check(
     let response = &reply["response"];
     assert_eq!(
         response["uid"].as_str(),
-        Some(request.uid.as_str()),
+        Some(&*request.uid),
         "uid not echoed: {reply}"
     );
     let allowed = response["allowed"]
@@ -141,7 +149,8 @@ fn check(
     let mut object = request
         .object
         .as_ref()
-        .map(|o| o.raw.clone())
+        .and(sent)
+        .cloned()
         .unwrap_or_else(|| panic!("a patch without an object: {reply}"));
     if let Err(err) = json_patch::patch(&mut object, &operations) {
         panic!("the patch does not apply: {err}\npatch: {operations:?}\nobject: {object}");

@@ -13,6 +13,8 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::document::{Document, Json};
+
 use super::decision::{Mode, decide, unreadable};
 use super::images;
 use super::kinds::ObjectKind;
@@ -197,7 +199,8 @@ impl<'a> Checker<'a> {
     /// (`images` from [`Checker::images`]; None: the table alone).
     pub fn check_resolved(&self, object: &Value, images: Option<&dyn ImageFacts>) -> ObjectReport {
         let mut report = ObjectReport::allowed(object, self.namespace);
-        let Some((kind, subject)) = self.subject(object) else {
+        let document = Document::from_value(object);
+        let Some((kind, subject)) = self.subject(document.root()) else {
             report.ignored = true;
             return report;
         };
@@ -222,7 +225,7 @@ impl<'a> Checker<'a> {
         let decision = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
                 let decision = decide(self.mode, kind, &evaluation);
-                self.describe(&mut report.facts, &subject, &evaluation, claims);
+                self.describe(&mut report.facts, object, &subject, &evaluation, claims);
                 report.violations = evaluation.violations;
                 report.changes = evaluation
                     .changes
@@ -252,7 +255,8 @@ impl<'a> Checker<'a> {
         objects
             .iter()
             .map(|object| {
-                let (_, subject) = self.subject(object)?;
+                let document = Document::from_value(object);
+                let (_, subject) = self.subject(document.root())?;
                 let alone;
                 let claims: &dyn ClaimFacts = match &self.claims {
                     Claims::Alone => {
@@ -269,8 +273,8 @@ impl<'a> Checker<'a> {
 
     /// What an object is evaluated as: created, in the namespace it names
     /// (else the checker's). None for the kinds the policy ignores.
-    fn subject<'o>(&'o self, object: &'o Value) -> Option<(ObjectKind, Subject<'o>)> {
-        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    fn subject<'o>(&'o self, object: Json<'o>) -> Option<(ObjectKind, Subject<'o>)> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Json::as_str);
         let kind = ObjectKind::of_manifest(
             text("/apiVersion").unwrap_or(""),
             text("/kind").unwrap_or(""),
@@ -287,6 +291,7 @@ impl Checker<'_> {
     fn describe(
         &self,
         facts: &mut ObjectFacts,
+        object: &Value,
         subject: &Subject<'_>,
         evaluation: &Evaluation,
         claims: Option<&dyn ClaimFacts>,
@@ -300,10 +305,11 @@ impl Checker<'_> {
             facts.gpu_images = images.into_iter().map(str::to_owned).collect();
         }
         let patched = (!evaluation.patch.is_empty())
-            .then(|| patched(subject.object, &evaluation.patch).ok())
+            .then(|| patched(object, &evaluation.patch).ok())
             .flatten();
-        let after = patched.as_ref().unwrap_or(subject.object);
-        let Ok(Some(view)) = PodView::parse(after, shape, self.settings) else {
+        let after = patched.as_ref().unwrap_or(object);
+        let document = Document::from_value(after);
+        let Ok(Some(view)) = PodView::parse(document.root(), shape, self.settings) else {
             return;
         };
         facts.gpu_needs = view.annotation(GPU_NEEDS_ANNOTATION).map(str::to_owned);

@@ -2,7 +2,7 @@
 //! template is validated, a DRA claim, or something it ignores; and the
 //! [`Subject`] each is evaluated as.
 
-use serde_json::Value;
+use crate::document::Json;
 
 use crate::policy::dra::claims::{CLAIM_GROUP, ClaimKind};
 use crate::policy::{Scope, Shape, Subject};
@@ -121,7 +121,7 @@ impl ObjectKind {
 
     /// The object of this kind, being created in `namespace`, as the
     /// evaluator takes it. None for the kinds the policy ignores.
-    pub fn created<'a>(self, object: &'a Value, namespace: &'a str) -> Option<Subject<'a>> {
+    pub fn created<'a>(self, object: Json<'a>, namespace: &'a str) -> Option<Subject<'a>> {
         match self {
             ObjectKind::Pod => Some(Subject::pod(object, namespace, Scope::Whole)),
             ObjectKind::Workload(workload) => Some(Subject::template(

@@ -39,7 +39,9 @@ pub use kinds::{ObjectKind, Workload};
 pub use respond::{
     Endpoint, Evaluated, answer, claim_owner_to_read, evaluated, images_to_resolve, respond,
 };
-pub use wire::{RawObject, ReviewError, decode, encode};
+pub use wire::{
+    AdmissionRequest, GroupVersionKind, RawObject, ReviewError, UserInfo, decode, encode,
+};
 
 #[cfg(test)]
 mod tests;

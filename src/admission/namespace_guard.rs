@@ -8,7 +8,11 @@
 //! not a mode (it would silently switch the policy off). Tightening is open
 //! to anyone, as is deleting the namespace.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
+
+use crate::document::{Document, Json};
 
 use super::decision::{Mode, namespace_settings, warning};
 use crate::policy::dra::claims::ClaimKind;
@@ -26,9 +30,10 @@ fn strictness(mode: Option<Mode>) -> u8 {
     }
 }
 
-fn label(namespace: Option<&Value>) -> Option<&str> {
+fn label(namespace: Option<Json<'_>>) -> Option<&str> {
     namespace?
-        .pointer("/metadata/labels")?
+        .get("metadata")?
+        .get("labels")?
         .get(MODE_LABEL)?
         .as_str()
 }
@@ -41,13 +46,13 @@ fn describe(value: Option<&str>) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct Requester<'a> {
     pub username: &'a str,
-    pub groups: &'a [String],
+    pub groups: &'a [Cow<'a, str>],
 }
 
 /// `Err` carries the denial message.
 pub fn check(
-    old: Option<&Value>,
-    new: Option<&Value>,
+    old: Option<Json<'_>>,
+    new: Option<Json<'_>>,
     requester: Requester<'_>,
     policy_admins: &[String],
 ) -> Result<(), String> {
@@ -72,9 +77,9 @@ pub fn check(
     if strictness(after_mode) >= strictness(before_mode) {
         return Ok(());
     }
-    let is_admin = policy_admins
-        .iter()
-        .any(|admin| admin == requester.username || requester.groups.contains(admin));
+    let is_admin = policy_admins.iter().any(|admin| {
+        admin == requester.username || requester.groups.iter().any(|g| **g == **admin)
+    });
     if is_admin {
         return Ok(());
     }
@@ -89,7 +94,7 @@ pub fn check(
 
 /// The mode a namespace moves to when the label change tightens the
 /// policy (absent -> audit -> warn -> enforce); None otherwise.
-pub fn tightened_to(old: Option<&Value>, new: Option<&Value>) -> Option<Mode> {
+pub fn tightened_to(old: Option<Json<'_>>, new: Option<Json<'_>>) -> Option<Mode> {
     let after = label(new)?.parse::<Mode>().ok()?;
     let before = label(old).and_then(|value| value.parse::<Mode>().ok());
     (strictness(Some(after)) > strictness(before)).then_some(after)
@@ -122,7 +127,8 @@ pub fn opt_in_warnings(
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        let evaluated = evaluator.evaluate(&Subject::pod(pod, namespace, Scope::Whole));
+        let document = Document::from_value(pod);
+        let evaluated = evaluator.evaluate(&Subject::pod(document.root(), namespace, Scope::Whole));
         let Ok(evaluation) = evaluated else {
             continue;
         };
@@ -176,7 +182,8 @@ fn violating_claims(evaluator: &Evaluator<'_>, namespace: &str, claims: &[Value]
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("(unnamed)");
-            let subject = Subject::claim(object, claim_kind, namespace);
+            let document = Document::from_value(object);
+            let subject = Subject::claim(document.root(), claim_kind, namespace);
             let denied = match evaluator.evaluate(&subject) {
                 Ok(evaluation) => !evaluation.violations.is_empty(),
                 Err(_) => true,
@@ -231,6 +238,7 @@ fn sees_cards_today(pod: &Value, settings: &Settings) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::leaked;
     use rstest::rstest;
     use serde_json::json;
 
@@ -244,15 +252,16 @@ mod tests {
     }
 
     fn run(old: Option<&str>, new: Option<&str>, groups: &[&str]) -> Result<(), String> {
-        let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        let groups: Vec<Cow<'_, str>> = groups.iter().map(|g| Cow::Borrowed(*g)).collect();
         let requester = Requester {
             username: "alice",
             groups: &groups,
         };
         let (old, new) = (namespace(old), namespace(new));
+        let (old, new) = (Document::from_value(&old), Document::from_value(&new));
         check(
-            Some(&old),
-            Some(&new),
+            Some(old.root()),
+            Some(new.root()),
             requester,
             &["system:masters".to_owned()],
         )
@@ -291,8 +300,8 @@ mod tests {
         let (old, new) = (namespace(Some("enforce")), namespace(Some("audit")));
         assert!(
             check(
-                Some(&old),
-                Some(&new),
+                Some(leaked(&old)),
+                Some(leaked(&new)),
                 requester,
                 &["root-admin".to_owned()]
             )
@@ -315,7 +324,7 @@ mod tests {
             username: "alice",
             groups: &[],
         };
-        assert!(check(Some(&old), None, requester, &[]).is_ok());
+        assert!(check(Some(leaked(&old)), None, requester, &[]).is_ok());
     }
 
     #[rstest]
@@ -331,7 +340,10 @@ mod tests {
         #[case] expected: Option<Mode>,
     ) {
         let (old, new) = (namespace(old), namespace(new));
-        assert_eq!(tightened_to(Some(&old), Some(&new)), expected);
+        assert_eq!(
+            tightened_to(Some(leaked(&old)), Some(leaked(&new))),
+            expected
+        );
     }
 
     #[test]

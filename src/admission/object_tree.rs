@@ -1,13 +1,12 @@
-//! The object of a review as a JSON tree, built in the same pass that
-//! parses the body, without the fields that no rule reads.
+//! The object of a review as a [`Document`] that borrows the body, read in
+//! the same pass that parses the body, without the fields that no rule
+//! reads.
 //!
-//! Building the tree is most of what an admission costs, and a pod's
-//! containers carry much that no rule looks at: probes, commands and
-//! arguments, ports. Those subtrees are parsed (the body must be valid
-//! JSON) but not built. Everything else is built exactly as
-//! `serde_json::Value` builds it.
+//! A pod's containers carry much that no rule looks at: probes, commands
+//! and arguments, ports. Those subtrees are parsed (the body must be valid
+//! JSON) but not kept. Everything else is kept as the body has it.
 //!
-//! Leaving fields out of the tree cannot change a patch: the tree is never
+//! Leaving fields out of the document cannot change a patch: it is never
 //! encoded again, a patch addresses the object as the API server sent it
 //! by the keys and indexes of the fields it changes, and no skipped field is
 //! read or changed by a rule. The tests check that no source file of the
@@ -19,10 +18,10 @@
 //! - in every `metadata`: `managedFields`;
 //! - at the top of the object: `status`.
 
-use std::fmt;
+use serde::de::Deserializer;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value};
+use crate::document::{self, Document, Json, Unread};
+use crate::policy::READ_ENV_NAMES;
 
 /// Container fields no rule reads.
 pub const UNREAD_CONTAINER_FIELDS: &[&str] = &[
@@ -53,7 +52,7 @@ pub const UNREAD_OBJECT_FIELDS: &[&str] = &["status"];
 /// Where in the object a value sits, as far as skipping goes: named by the
 /// key of the map it is the value of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
+pub enum Place {
     /// The object itself.
     Root,
     /// The value of a `metadata` key.
@@ -63,6 +62,10 @@ enum Place {
     ContainerList,
     /// An element of a container list.
     Container,
+    /// A container's `env`.
+    EnvList,
+    /// An element of a container's `env`.
+    EnvEntry,
     Other,
 }
 
@@ -80,98 +83,50 @@ impl Place {
             Place::Root => UNREAD_OBJECT_FIELDS,
             Place::Metadata => UNREAD_METADATA_FIELDS,
             Place::Container => UNREAD_CONTAINER_FIELDS,
-            Place::ContainerList | Place::Other => return false,
+            Place::ContainerList | Place::EnvList | Place::EnvEntry | Place::Other => {
+                return false;
+            }
         };
         unread.contains(&key)
     }
 }
 
-/// Reads an object into its tree, without the fields no rule reads.
-#[derive(Debug, Clone, Copy)]
-pub struct ObjectTree(Place);
-
-impl ObjectTree {
-    /// The seed of a whole object (a review's `object` or `oldObject`).
-    pub fn object() -> Self {
-        ObjectTree(Place::Root)
-    }
+/// Reads an object into its document, without the fields no rule reads.
+pub fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Document<'de>, D::Error> {
+    document::read(deserializer, Place::Root)
 }
 
-impl<'de> DeserializeSeed<'de> for ObjectTree {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-/// As serde_json's own `Value` visitor, but for the map and list places.
-impl<'de> Visitor<'de> for ObjectTree {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any valid JSON value")
+impl Unread for Place {
+    fn member(self, key: &str) -> Place {
+        match (self, key) {
+            (Place::Container, "env") => Place::EnvList,
+            _ => Place::of_key(key),
+        }
     }
 
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
-    }
-
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
-    }
-
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let element = match self.0 {
+    fn element(self) -> Place {
+        match self {
             Place::ContainerList => Place::Container,
+            Place::EnvList => Place::EnvEntry,
             _ => Place::Other,
-        };
-        let mut values = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(value) = seq.next_element_seed(ObjectTree(element))? {
-            values.push(value);
         }
-        Ok(Value::Array(values))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut values = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if self.0.skips(&key) {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            let value = map.next_value_seed(ObjectTree(Place::of_key(&key)))?;
-            values.insert(key, value);
+    /// An env entry is kept when it names a variable a rule reads
+    /// ([`READ_ENV_NAMES`]), or is not a well-formed entry (the rules
+    /// report it): a container may carry hundreds of others.
+    fn keeps(self, element: Json<'_>) -> bool {
+        if self != Place::EnvEntry {
+            return true;
         }
-        Ok(Value::Object(values))
+        match element.get("name").and_then(Json::as_str) {
+            Some(name) if element.is_object() => READ_ENV_NAMES.contains(&name),
+            _ => true,
+        }
+    }
+
+    fn skips(self, key: &str) -> bool {
+        Place::skips(self, key)
     }
 }
 

@@ -6,9 +6,9 @@
 //! It reads the request decoded by [`super::wire`] and decides through
 //! [`super::decision`]; neither knows of it.
 
+use crate::document::Json;
 use kube::core::Status;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use serde_json::Value;
+use kube::core::admission::{AdmissionResponse, Operation};
 
 use super::decision::{
     Decision, DecisionKind, Mode, Verdict, decide, namespace_settings, unreadable, warning,
@@ -16,7 +16,7 @@ use super::decision::{
 use super::images;
 use super::kinds::ObjectKind;
 use super::namespace_guard;
-use super::wire::RawObject;
+use super::wire::{AdmissionRequest, RawObject};
 use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::{
@@ -64,7 +64,7 @@ impl Endpoint {
 /// `claim_owner`: for a ResourceClaim made for a pod, the pod as read
 /// beforehand ([`claim_owner_to_read`]).
 pub fn answer(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
@@ -84,7 +84,7 @@ pub fn answer(
 /// and the pod's name and UID as the claim names them). R4 writes the
 /// floors the pod recorded into the claim.
 pub fn claim_owner_to_read(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
 ) -> Option<(String, MadeFor)> {
     let evaluated = evaluated(request, endpoint).ok()??;
@@ -122,10 +122,10 @@ pub struct Evaluated<'r> {
 /// `Ok(None)` for everything else (allowed untouched, reported as
 /// ignored); `Err` with a denial's body when the review lacks what the
 /// evaluation needs.
-pub fn evaluated(
-    request: &AdmissionRequest<RawObject>,
+pub fn evaluated<'r>(
+    request: &'r AdmissionRequest<'_>,
     endpoint: Endpoint,
-) -> Result<Option<Evaluated<'_>>, &'static str> {
+) -> Result<Option<Evaluated<'r>>, &'static str> {
     let mode = match endpoint {
         Endpoint::Namespace => return Ok(None),
         Endpoint::Mutate => Mode::Enforce,
@@ -141,7 +141,7 @@ pub fn evaluated(
     let update_scope = match (kind, &request.operation) {
         (ObjectKind::Pod, Operation::Create) if main => None,
         (ObjectKind::Pod, Operation::Update) if ephemeral => match request.old_object.as_ref() {
-            Some(old) => Some(scope_for_update(&old.raw)),
+            Some(old) => Some(scope_for_update(old.json())),
             None => return Err("the review carries no oldObject"),
         },
         (ObjectKind::Workload(_), _) if main && validating && written => None,
@@ -159,14 +159,15 @@ pub fn evaluated(
         .as_deref()
         .or_else(|| {
             object
-                .raw
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
+                .json()
+                .get("metadata")
+                .and_then(|metadata| metadata.get("namespace"))
+                .and_then(Json::as_str)
         })
         .unwrap_or("default");
     let subject = match update_scope {
-        Some(scope) => Some(Subject::pod(&object.raw, namespace, scope)),
-        None => kind.created(&object.raw, namespace),
+        Some(scope) => Some(Subject::pod(object.json(), namespace, scope)),
+        None => kind.created(object.json(), namespace),
     };
     Ok(subject.map(|subject| Evaluated {
         kind,
@@ -180,7 +181,7 @@ pub fn evaluated(
 /// under evaluation ([`evaluated`], [`images::wanted`]). None for
 /// everything else, so that no other object waits on a registry.
 pub fn images_to_resolve(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
@@ -195,11 +196,11 @@ pub fn images_to_resolve(
 /// Answers one admission request with the evaluator given: tests and
 /// benchmarks choose the namespace's settings themselves.
 pub fn respond(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
     evaluator: &Evaluator<'_>,
 ) -> (AdmissionResponse, Verdict) {
-    let response = AdmissionResponse::from(request);
+    let response = request.allowed();
     if endpoint == Endpoint::Namespace {
         return guard_namespace(request, response, evaluator.settings);
     }
@@ -234,9 +235,9 @@ pub fn respond(
 /// spec is immutable) a change of labels, annotations or finalizers, which
 /// must go through so that a claim admitted earlier, under a looser
 /// configuration, can still be released and deleted.
-fn spec_unchanged(request: &AdmissionRequest<RawObject>) -> bool {
-    fn spec(object: Option<&RawObject>) -> Option<&Value> {
-        object.and_then(|o| o.raw.get("spec"))
+fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
+    fn spec<'o>(object: Option<&'o RawObject<'_>>) -> Option<Json<'o>> {
+        object.and_then(|o| o.json().get("spec"))
     }
     request.operation == Operation::Update
         && request.old_object.is_some()
@@ -244,7 +245,7 @@ fn spec_unchanged(request: &AdmissionRequest<RawObject>) -> bool {
 }
 
 fn guard_namespace(
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     response: AdmissionResponse,
     settings: &Settings,
 ) -> (AdmissionResponse, Verdict) {
@@ -258,8 +259,8 @@ fn guard_namespace(
         username: request.user_info.username.as_deref().unwrap_or(""),
         groups,
     };
-    let old = request.old_object.as_ref().map(|o| &o.raw);
-    let new = request.object.as_ref().map(|o| &o.raw);
+    let old = request.old_object.as_ref().map(RawObject::json);
+    let new = request.object.as_ref().map(RawObject::json);
     match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
         Ok(()) => (response, Verdict::new(DecisionKind::Allowed)),
         Err(message) => (
@@ -312,12 +313,18 @@ fn into_response(
                 response.warnings = Some(decision.warnings);
             }
             if !decision.patch.is_empty() {
-                match response
-                    .clone()
-                    .with_patch(json_patch::Patch(decision.patch))
-                {
-                    Ok(patched) => {
-                        response = patched;
+                // Encoded first, so that a patch that cannot be encoded
+                // leaves the response to deny.
+                match serde_json::to_vec(&decision.patch) {
+                    Ok(encoded) => {
+                        // `with_patch` also sets the patch type; an empty
+                        // patch costs nothing to encode twice.
+                        response = match response.with_patch(json_patch::Patch(Vec::new())) {
+                            Ok(patched) => patched,
+                            // "[]" always encodes.
+                            Err(err) => return (AdmissionResponse::invalid(err), verdict),
+                        };
+                        response.patch = Some(encoded);
                         verdict.decision = DecisionKind::Mutated;
                     }
                     Err(err) => {

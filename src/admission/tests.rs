@@ -5,7 +5,9 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::document::Document;
 use crate::policy::dra::claims::ClaimKind;
+use crate::policy::testing::leaked;
 use crate::policy::{Evaluation, Evaluator};
 use crate::review_builder::Review;
 use crate::settings::Settings;
@@ -22,7 +24,7 @@ fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
         claim_owner: None,
     };
     let evaluated = kind
-        .created(object, "default")
+        .created(leaked(object), "default")
         .map(|subject| evaluator.evaluate(&subject))
         .transpose();
     match evaluated {
@@ -205,7 +207,7 @@ fn allowlisted_objects_are_recorded_for_audit() {
         claim_owner: None,
     };
     let evaluated = kind
-        .created(&exporter, "kube-system")
+        .created(leaked(&exporter), "kube-system")
         .map(|subject| evaluator.evaluate(&subject))
         .transpose();
     let Ok(Some(evaluation)) = evaluated else {
@@ -480,17 +482,23 @@ fn encoding_is_one_byte_sequence_per_answer() {
     }
 }
 
+fn parsed(text: &str) -> Document<'_> {
+    Document::parse(text).unwrap_or_else(|err| panic!("{err}: {text}"))
+}
+
 #[test]
 fn raw_object_metadata_is_read_from_the_raw_json_when_asked() {
     use kube::core::Resource;
-    let mut object =
-        RawObject::new(json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}}));
+    let text = json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}}).to_string();
+    let mut object = RawObject::new(parsed(&text));
     assert_eq!(object.meta().name.as_deref(), Some("p"));
     object.meta_mut().name = Some("q".to_owned());
     assert_eq!(object.meta().name.as_deref(), Some("q"));
-    let mut unread = RawObject::new(json!({"metadata": {"name": "r"}}));
+    let text = json!({"metadata": {"name": "r"}}).to_string();
+    let mut unread = RawObject::new(parsed(&text));
     assert_eq!(unread.meta_mut().name.as_deref(), Some("r"));
-    let shapeless = RawObject::new(json!({"metadata": "x"}));
+    let text = json!({"metadata": "x"}).to_string();
+    let shapeless = RawObject::new(parsed(&text));
     assert_eq!(shapeless.meta().name, None);
 }
 

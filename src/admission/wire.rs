@@ -14,64 +14,67 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, META_API_VERSION_V1, META_KIND};
-use kube::core::{ApiResource, DynamicResourceScope, Resource, TypeMeta};
-use serde::de::DeserializeSeed;
+use kube::core::admission::{AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation};
+use kube::core::{ApiResource, DynamicResourceScope, Resource, Status};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
 
-use super::object_tree::ObjectTree;
+use super::object_tree;
+use crate::document::{Document, Json};
 
-/// An object as the API server sent it, less the fields no rule reads
-/// ([`ObjectTree`]: probes, commands, ports, `managedFields`, `status`).
+/// An object as the API server sent it, a [`Document`] that borrows the
+/// request body, less the fields no rule reads ([`object_tree`]: probes,
+/// commands, ports, `managedFields`, `status`).
 ///
-/// `metadata` is decoded from `raw` only if something asks for it through
-/// [`Resource`] (nothing on the admission path does); the policy reads only
-/// `raw`.
+/// `metadata` is decoded only if something asks for it through
+/// [`Resource`] (nothing on the admission path does); the policy reads
+/// [`RawObject::json`].
 #[derive(Debug, Clone)]
-pub struct RawObject {
-    pub raw: Value,
+pub struct RawObject<'a> {
+    document: Document<'a>,
     metadata: OnceLock<ObjectMeta>,
 }
 
-impl RawObject {
-    pub fn new(raw: Value) -> Self {
+impl<'a> RawObject<'a> {
+    pub fn new(document: Document<'a>) -> Self {
         Self {
-            raw,
+            document,
             metadata: OnceLock::new(),
         }
     }
 
+    /// The object.
+    pub fn json(&self) -> Json<'_> {
+        self.document.root()
+    }
+
     fn decoded_metadata(&self) -> ObjectMeta {
-        self.raw
+        self.json()
             .get("metadata")
-            .and_then(|meta| ObjectMeta::deserialize(meta).ok())
+            .and_then(|meta| ObjectMeta::deserialize(meta.to_value()).ok())
             .unwrap_or_default()
     }
 }
 
-impl PartialEq for RawObject {
+impl PartialEq for RawObject<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.raw == other.raw
+        self.json() == other.json()
     }
 }
 
-/// Read without the fields no rule reads ([`ObjectTree`]).
-impl<'de> Deserialize<'de> for RawObject {
+/// Read without the fields no rule reads ([`object_tree`]).
+impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        ObjectTree::object()
-            .deserialize(deserializer)
-            .map(RawObject::new)
+        object_tree::read(deserializer).map(RawObject::new)
     }
 }
 
-impl Serialize for RawObject {
+impl Serialize for RawObject<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.raw.serialize(serializer)
+        self.json().serialize(serializer)
     }
 }
 
-impl Resource for RawObject {
+impl Resource for RawObject<'_> {
     type DynamicType = ApiResource;
     type Scope = DynamicResourceScope;
 
@@ -125,24 +128,84 @@ pub enum ReviewError {
     MissingRequest,
 }
 
+/// An AdmissionReview v1 request, read from the body it borrows: the
+/// fields gpu-policy reads, with strings that point into the body.
+///
+/// kube's `AdmissionRequest` owns every string of the request and its
+/// `options` as a JSON tree; the fields read here are the same and as
+/// required (`uid`, `kind`, `resource`, `operation`, `userInfo`), the rest
+/// (`requestKind`, `requestResource`, `options`, ...) is parsed and left.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest<'a> {
+    #[serde(borrow)]
+    pub uid: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: GroupVersionKind<'a>,
+    /// Required as the API server always sends it; not read.
+    #[serde(rename = "resource")]
+    _resource: serde::de::IgnoredAny,
+    #[serde(default, borrow)]
+    pub sub_resource: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub namespace: Option<Cow<'a, str>>,
+    pub operation: Operation,
+    #[serde(borrow)]
+    pub user_info: UserInfo<'a>,
+    #[serde(borrow)]
+    pub object: Option<RawObject<'a>>,
+    #[serde(borrow)]
+    pub old_object: Option<RawObject<'a>>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// The kind of the object of a request.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GroupVersionKind<'a> {
+    #[serde(default, borrow)]
+    pub group: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub kind: Cow<'a, str>,
+}
+
+/// Who sent the request.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct UserInfo<'a> {
+    #[serde(default, borrow)]
+    pub username: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub groups: Option<Vec<Cow<'a, str>>>,
+}
+
+impl AdmissionRequest<'_> {
+    /// The response that allows the request: `allowed: true` for its uid.
+    pub fn allowed(&self) -> AdmissionResponse {
+        let mut response = AdmissionResponse::invalid("");
+        response.uid = self.uid.clone().into_owned();
+        response.allowed = true;
+        response.result = Status::default();
+        response
+    }
+}
+
 /// Decodes an AdmissionReview v1 request body.
-pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
+pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
     // One pass over the whole body: decoding from bytes would check every
     // string on its own, which costs more than the rest of the decoding.
     let text = std::str::from_utf8(body)?;
     let review: ReviewBody = serde_json::from_str(text)?;
     if review.api_version != META_API_VERSION_V1 {
-        return Err(ReviewError::Version(review.api_version));
+        return Err(ReviewError::Version(review.api_version.into_owned()));
     }
     if review.kind != META_KIND {
-        return Err(ReviewError::Kind(review.kind));
+        return Err(ReviewError::Kind(review.kind.into_owned()));
     }
-    let mut request = review.request.ok_or(ReviewError::MissingRequest)?;
-    request.types = TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    };
-    Ok(request)
+    review.request.ok_or(ReviewError::MissingRequest)
 }
 
 /// The AdmissionReview as the API server sends it, read in one pass.
@@ -153,12 +216,13 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<RawObject>, ReviewError> {
 /// instructions per review here). The fields are the same, and equally
 /// required.
 #[derive(Deserialize)]
-struct ReviewBody {
-    #[serde(rename = "apiVersion")]
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    request: Option<AdmissionRequest<RawObject>>,
+struct ReviewBody<'a> {
+    #[serde(rename = "apiVersion", borrow)]
+    api_version: Cow<'a, str>,
+    #[serde(borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    request: Option<AdmissionRequest<'a>>,
 }
 
 /// Encodes the response as an AdmissionReview v1.

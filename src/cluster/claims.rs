@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use super::cache::{ClusterCache, Source};
 use super::list::list_objects;
 use super::watch::{FirstList, Owns, fold, mirror};
+use crate::document::Document;
 use crate::policy::cluster::ClusterSnapshot;
 use crate::policy::dra::allocation::{POD_CLAIM_NAME_ANNOTATION, read_made_for, read_slice};
 use crate::policy::dra::claims::ClaimKind;
@@ -199,7 +200,8 @@ fn kept(object: &DynamicObject, kind: ClaimKind) -> (ClaimKey, KeptClaim) {
     // gives them); who the claim was made for is read from the metadata.
     let mut claim = KeptClaim::of(&name, &object.data, kind);
     if let ClaimKind::Claim = kind {
-        claim.made_for = read_made_for(&owners(object));
+        let owners = owners(object);
+        claim.made_for = read_made_for(Document::from_value(&owners).root());
     }
     ((namespace, name), claim)
 }

@@ -60,7 +60,7 @@ pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
         .iter()
         .filter(|(name, _)| settings.is_gpu_resource(name))
         .filter_map(|(name, quantity)| {
-            let count = GpuCount::from_json(quantity).whole()?;
+            let count = GpuCount::from_value(quantity).whole()?;
             Some((name.clone(), count))
         })
         .collect();

@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-pub use needs::ImageNeeds;
+pub use needs::{DISABLE_REQUIRE_ENV, ImageNeeds, REQUIRE_CUDA_ENV};
 pub use requirement::{CudaVersion, DriverFloor, Requirement};
 
 /// A CUDA compute capability `major.minor`, as GFD publishes it in the

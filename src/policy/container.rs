@@ -2,8 +2,9 @@
 //! resources, DRA claim uses, and what the sharing schemes and the claim
 //! resolution set on it. [`super::pod::PodView::parse`] reads them.
 
+use crate::cuda::{DISABLE_REQUIRE_ENV, REQUIRE_CUDA_ENV};
+use crate::document::{Json, Object};
 use json_patch::jsonptr::PointerBuf;
-use serde_json::{Map, Value};
 
 use super::dra::claims::DraCount;
 use super::quantity::GpuCount;
@@ -49,12 +50,21 @@ impl GpuResource<'_> {
     }
 }
 
+/// The variable the nvidia runtime reads to pick the cards a container
+/// sees (R1's subject; KAI's webhook writes it for a share).
+pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
+
+/// The only variables of a container's `env` that any rule reads: the
+/// devices the runtime hands it, and the CUDA requirement (and its switch)
+/// its image floors read. The server's decoding leaves the others out.
+pub const READ_ENV_NAMES: [&str; 3] = [VISIBLE_DEVICES, REQUIRE_CUDA_ENV, DISABLE_REQUIRE_ENV];
+
 /// An `env` entry, with its index in the container's `env` list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvEntry<'a> {
     pub index: usize,
     pub name: &'a str,
-    pub raw: &'a Map<String, Value>,
+    pub raw: Object<'a>,
 }
 
 impl EnvEntry<'_> {
@@ -63,7 +73,7 @@ impl EnvEntry<'_> {
         if self.raw.contains_key("valueFrom") {
             return None;
         }
-        self.raw.get("value").and_then(Value::as_str)
+        self.raw.get("value").and_then(Json::as_str)
     }
 }
 
@@ -71,8 +81,11 @@ impl EnvEntry<'_> {
 pub struct Container<'a> {
     pub name: &'a str,
     pub kind: ContainerKind,
-    /// JSON pointer of the container in the object.
-    pub pointer: PointerBuf,
+    /// The list of the pod spec it is in (`containers`, `initContainers`,
+    /// `ephemeralContainers`) and its index there: where it is, spelled as
+    /// a pointer ([`Container::pointer`]) only for a patch.
+    pub list: &'static str,
+    pub index: usize,
     pub image: Option<&'a str>,
     /// `None` when the container has no `env` field.
     pub env: Option<Vec<EnvEntry<'a>>>,
@@ -113,6 +126,15 @@ pub struct ClaimUse<'a> {
 }
 
 impl Container<'_> {
+    /// The JSON pointer of the container in the object, under the pod
+    /// spec at `spec`.
+    pub fn pointer(&self, spec: &PointerBuf) -> PointerBuf {
+        let mut pointer = spec.clone();
+        pointer.push_back(self.list);
+        pointer.push_back(self.index.to_string());
+        pointer
+    }
+
     /// A GPU container: it asks for a GPU resource, or uses a resolved DRA
     /// claim that holds a GPU request. Ephemeral containers cannot have
     /// resources, so they never are.

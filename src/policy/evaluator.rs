@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::document::Json;
 use json_patch::PatchOperation;
-use serde_json::Value;
 
 use super::cluster::ClusterFacts;
 use super::dra::ClaimFacts;
@@ -154,7 +154,7 @@ impl Evaluator<'_> {
     /// claim made for a pod whose needs the webhook read).
     pub fn evaluate_claim(
         &self,
-        object: &Value,
+        object: Json<'_>,
         kind: ClaimKind,
         namespace: &str,
     ) -> Result<Evaluation, ObjectError> {
@@ -169,9 +169,10 @@ impl Evaluator<'_> {
                 || claims.is_some_and(|c| c.is_gpu_device_class(class))
         };
         let extended_resource = object
-            .pointer("/metadata/annotations")
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             == Some("true");
         let summary = match parse_object(object, kind, &is_gpu_class) {
             Ok(summary) => summary,

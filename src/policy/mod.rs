@@ -34,6 +34,7 @@ pub mod testing;
 
 pub use crate::cuda::ImageNeeds;
 pub use cluster::ClusterFacts;
+pub use container::READ_ENV_NAMES;
 pub use dra::ClaimFacts;
 pub use evaluation::{Change, Evaluation, Violation};
 pub use evaluator::Evaluator;

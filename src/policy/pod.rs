@@ -33,9 +33,8 @@
 //! `raw` (the sharing schemes). Those few become methods of the view as
 //! their rules move to them.
 
-use super::message::json_type;
+use crate::document::{Array, Json, Object};
 use json_patch::jsonptr::PointerBuf;
-use serde_json::{Map, Value};
 
 pub use super::container::{ClaimUse, Container, ContainerKind, EnvEntry, GpuResource};
 use super::dra::claims::DraCount;
@@ -111,11 +110,11 @@ pub struct PodView<'a> {
     /// JSON pointer of the pod spec (for a Pod, `/spec`).
     pub spec_pointer: PointerBuf,
     /// The pod template's `metadata` (raw), when present.
-    pub metadata: Option<&'a Map<String, Value>>,
+    pub metadata: Option<Object<'a>>,
     /// The pod template's `metadata.annotations` (raw).
-    pub annotations: Option<&'a Map<String, Value>>,
+    pub annotations: Option<Object<'a>>,
     /// The raw pod spec.
-    pub spec: &'a Map<String, Value>,
+    pub spec: Object<'a>,
     pub runtime_class_name: Option<&'a str>,
     /// `spec.schedulerName`.
     pub scheduler_name: Option<&'a str>,
@@ -133,7 +132,7 @@ impl<'a> PodView<'a> {
     /// Reads the view. Returns `Ok(None)` for a workload without a pod
     /// template (a ReplicationController may omit it).
     pub fn parse(
-        object: &'a Value,
+        object: Json<'a>,
         shape: Shape,
         settings: &Settings,
     ) -> Result<Option<Self>, ObjectError> {
@@ -142,8 +141,8 @@ impl<'a> PodView<'a> {
         let mut pointer = PointerBuf::root();
         for (depth, key) in template_path.iter().enumerate() {
             pointer.push_back(*key);
-            match template.get(*key) {
-                None | Some(Value::Null) => return Ok(None),
+            match template.get(key).filter(|value| !value.is_null()) {
+                None => return Ok(None),
                 Some(value) => {
                     template = as_object(value, &FieldPath::Keys(&template_path[..=depth]))?;
                 }
@@ -165,11 +164,9 @@ impl<'a> PodView<'a> {
             }
         }
         let spec_path = path.key("spec");
-        let spec = match template.get("spec") {
-            None | Some(Value::Null) if shape == Shape::Pod => {
-                return Err(spec_path.error("is missing"));
-            }
-            None | Some(Value::Null) => return Ok(None),
+        let spec = match template.get("spec").filter(|value| !value.is_null()) {
+            None if shape == Shape::Pod => return Err(spec_path.error("is missing")),
+            None => return Ok(None),
             Some(value) => as_object(value, &spec_path)?,
         };
         let mut metadata_pointer = pointer.clone();
@@ -177,33 +174,55 @@ impl<'a> PodView<'a> {
         let mut spec_pointer = pointer;
         spec_pointer.push_back("spec");
 
-        let runtime_class_name = optional_str(spec, "runtimeClassName", &spec_path)?;
-        let scheduler_name = optional_str(spec, "schedulerName", &spec_path)?;
+        // Read in one pass over the spec's fields.
+        let [
+            runtime_class_name,
+            scheduler_name,
+            init_containers,
+            regular_containers,
+            ephemeral_containers,
+            volume_list,
+            claim_list,
+        ] = fields(
+            spec,
+            [
+                "runtimeClassName",
+                "schedulerName",
+                "initContainers",
+                "containers",
+                "ephemeralContainers",
+                "volumes",
+                "resourceClaims",
+            ],
+        );
+        let runtime_class_name = str_field(runtime_class_name, "runtimeClassName", &spec_path)?;
+        let scheduler_name = str_field(scheduler_name, "schedulerName", &spec_path)?;
         let mut containers = Vec::new();
-        for (field, default_kind) in [
-            ("initContainers", ContainerKind::Init),
-            ("containers", ContainerKind::Regular),
-            ("ephemeralContainers", ContainerKind::Ephemeral),
+        for (field, list, default_kind) in [
+            ("initContainers", init_containers, ContainerKind::Init),
+            ("containers", regular_containers, ContainerKind::Regular),
+            (
+                "ephemeralContainers",
+                ephemeral_containers,
+                ContainerKind::Ephemeral,
+            ),
         ] {
             let list_path = spec_path.key(field);
-            let Some(list) = optional_array(spec, field, &spec_path)? else {
+            let Some(list) = array_field(list, field, &spec_path)? else {
                 continue;
             };
             for (index, raw) in list.iter().enumerate() {
-                let mut container_pointer = spec_pointer.clone();
-                container_pointer.push_back(field);
-                container_pointer.push_back(index.to_string());
                 containers.push(Container::parse(
                     raw,
                     default_kind,
-                    container_pointer,
+                    (field, index),
                     &list_path.index(index),
                     settings,
                 )?);
             }
         }
         let mut volumes = Vec::new();
-        if let Some(list) = optional_array(spec, "volumes", &spec_path)? {
+        if let Some(list) = array_field(volume_list, "volumes", &spec_path)? {
             let list_path = spec_path.key("volumes");
             for (index, raw) in list.iter().enumerate() {
                 let at = list_path.index(index);
@@ -217,7 +236,7 @@ impl<'a> PodView<'a> {
             }
         }
         let mut resource_claims = Vec::new();
-        if let Some(list) = optional_array(spec, "resourceClaims", &spec_path)? {
+        if let Some(list) = array_field(claim_list, "resourceClaims", &spec_path)? {
             let list_path = spec_path.key("resourceClaims");
             for (index, raw) in list.iter().enumerate() {
                 let at = list_path.index(index);
@@ -338,28 +357,52 @@ impl<'a> PodView<'a> {
 
 impl<'a> Container<'a> {
     fn parse(
-        raw: &'a Value,
+        raw: Json<'a>,
         default_kind: ContainerKind,
-        pointer: PointerBuf,
+        place: (&'static str, usize),
         path: &FieldPath<'_>,
         settings: &Settings,
     ) -> Result<Self, ObjectError> {
         let container = as_object(raw, path)?;
-        let name = optional_str(container, "name", path)?.unwrap_or("");
+        // Read in one pass over the container's fields.
+        let [
+            name,
+            restart_policy,
+            image,
+            env,
+            resources,
+            mounts,
+            security,
+        ] = fields(
+            container,
+            [
+                "name",
+                "restartPolicy",
+                "image",
+                "env",
+                "resources",
+                "volumeMounts",
+                "securityContext",
+            ],
+        );
+        let name = str_field(name, "name", path)?.unwrap_or("");
         let kind = match (
             default_kind,
-            optional_str(container, "restartPolicy", path)?,
+            str_field(restart_policy, "restartPolicy", path)?,
         ) {
             (ContainerKind::Init, Some("Always")) => ContainerKind::Sidecar,
             (kind, _) => kind,
         };
-        let image = optional_str(container, "image", path)?;
-        let env = match optional_array(container, "env", path)? {
+        let image = str_field(image, "image", path)?;
+        let env = match array_field(env, "env", path)? {
             None => None,
             Some(list) => {
                 let list_path = path.key("env");
                 let mut entries = Vec::with_capacity(list.len());
                 for (index, raw) in list.iter().enumerate() {
+                    if raw.is_left_out() {
+                        continue;
+                    }
                     let at = list_path.index(index);
                     let entry = as_object(raw, &at)?;
                     let name = optional_str(entry, "name", &at)?.unwrap_or("");
@@ -375,11 +418,14 @@ impl<'a> Container<'a> {
         let mut gpu_resources: Vec<GpuResource> = Vec::new();
         let mut shares: Vec<GpuResource> = Vec::new();
         let mut claims = Vec::new();
-        if let Some(resources) = optional_object(container, "resources", path)? {
+        if let Some(resources) = object_field(resources, "resources", path)? {
             let at = path.key("resources");
             if let Some(list) = optional_array(resources, "claims", &at)? {
                 let list_path = at.key("claims");
                 for (index, raw) in list.iter().enumerate() {
+                    if raw.is_left_out() {
+                        continue;
+                    }
                     let at = list_path.index(index);
                     let entry = as_object(raw, &at)?;
                     claims.push(ClaimUse {
@@ -424,7 +470,7 @@ impl<'a> Container<'a> {
             }
         }
         let mut mount_paths = Vec::new();
-        if let Some(list) = optional_array(container, "volumeMounts", path)? {
+        if let Some(list) = array_field(mounts, "volumeMounts", path)? {
             let list_path = path.key("volumeMounts");
             for (index, raw) in list.iter().enumerate() {
                 let at = list_path.index(index);
@@ -434,7 +480,7 @@ impl<'a> Container<'a> {
                 }
             }
         }
-        let privileged = match optional_object(container, "securityContext", path)? {
+        let privileged = match object_field(security, "securityContext", path)? {
             Some(context) => {
                 optional_bool(context, "privileged", &path.key("securityContext"))?.unwrap_or(false)
             }
@@ -443,7 +489,8 @@ impl<'a> Container<'a> {
         Ok(Self {
             name,
             kind,
-            pointer,
+            list: place.0,
+            index: place.1,
             image,
             env,
             gpu_resources,
@@ -518,65 +565,106 @@ impl FieldPath<'_> {
     }
 }
 
-fn as_object<'a>(
-    value: &'a Value,
-    path: &FieldPath<'_>,
-) -> Result<&'a Map<String, Value>, ObjectError> {
+fn as_object<'a>(value: Json<'a>, path: &FieldPath<'_>) -> Result<Object<'a>, ObjectError> {
     value
         .as_object()
-        .ok_or_else(|| path.error(&format!("must be an object, not {}", json_type(value))))
+        .ok_or_else(|| path.error(&format!("must be an object, not {}", value.type_name())))
+}
+
+/// The member `key` of `parent`, unless it is missing or null.
+fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
+    parent.get(key).filter(|value| !value.is_null())
+}
+
+/// The members `keys` of `object`, in one pass over its members: of a
+/// repeated key the last, and null as missing.
+fn fields<'a, const N: usize>(object: Object<'a>, keys: [&str; N]) -> [Option<Json<'a>>; N] {
+    let mut found = [None; N];
+    for (key, value) in object {
+        if let Some(at) = keys.iter().position(|wanted| *wanted == key) {
+            found[at] = (!value.is_null()).then_some(value);
+        }
+    }
+    found
 }
 
 fn optional_object<'a>(
-    parent: &'a Map<String, Value>,
+    parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
-) -> Result<Option<&'a Map<String, Value>>, ObjectError> {
-    match parent.get(key) {
-        None | Some(Value::Null) => Ok(None),
+) -> Result<Option<Object<'a>>, ObjectError> {
+    object_field(member(parent, key), key, path)
+}
+
+/// The field `key` (read with [`fields`]) as an object.
+fn object_field<'a>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<Object<'a>>, ObjectError> {
+    match field {
+        None => Ok(None),
         Some(value) => as_object(value, &path.key(key)).map(Some),
     }
 }
 
 fn optional_array<'a>(
-    parent: &'a Map<String, Value>,
+    parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
-) -> Result<Option<&'a Vec<Value>>, ObjectError> {
-    match parent.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(list)) => Ok(Some(list)),
-        Some(value) => Err(path
-            .key(key)
-            .error(&format!("must be a list, not {}", json_type(value)))),
+) -> Result<Option<Array<'a>>, ObjectError> {
+    array_field(member(parent, key), key, path)
+}
+
+/// The field `key` (read with [`fields`]) as a list.
+fn array_field<'a>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<Array<'a>>, ObjectError> {
+    match field {
+        None => Ok(None),
+        Some(value) => value.as_array().map(Some).ok_or_else(|| {
+            path.key(key)
+                .error(&format!("must be a list, not {}", value.type_name()))
+        }),
     }
 }
 
 fn optional_bool(
-    parent: &Map<String, Value>,
+    parent: Object<'_>,
     key: &str,
     path: &FieldPath<'_>,
 ) -> Result<Option<bool>, ObjectError> {
-    match parent.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(flag)) => Ok(Some(*flag)),
-        Some(value) => Err(path
-            .key(key)
-            .error(&format!("must be a boolean, not {}", json_type(value)))),
+    match member(parent, key) {
+        None => Ok(None),
+        Some(value) => value.as_bool().map(Some).ok_or_else(|| {
+            path.key(key)
+                .error(&format!("must be a boolean, not {}", value.type_name()))
+        }),
     }
 }
 
 fn optional_str<'a>(
-    parent: &'a Map<String, Value>,
+    parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
 ) -> Result<Option<&'a str>, ObjectError> {
-    match parent.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(value) => Err(path
-            .key(key)
-            .error(&format!("must be a string, not {}", json_type(value)))),
+    str_field(member(parent, key), key, path)
+}
+
+/// The field `key` (read with [`fields`]) as a string.
+fn str_field<'a>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<&'a str>, ObjectError> {
+    match field {
+        None => Ok(None),
+        Some(value) => value.as_str().map(Some).ok_or_else(|| {
+            path.key(key)
+                .error(&format!("must be a string, not {}", value.type_name()))
+        }),
     }
 }
 

@@ -1,9 +1,10 @@
 use super::*;
+use crate::policy::testing::leaked;
 use rstest::rstest;
-use serde_json::json;
+use serde_json::{Value, json};
 
-fn view(object: &Value) -> PodView<'_> {
-    match PodView::parse(object, Shape::Pod, &Settings::default()) {
+fn view(object: &Value) -> PodView<'static> {
+    match PodView::parse(leaked(object), Shape::Pod, &Settings::default()) {
         Ok(Some(view)) => view,
         other => panic!("not a pod view: {other:?}"),
     }
@@ -53,7 +54,7 @@ fn containers_carry_kind_and_pointer() {
     let seen: Vec<(&str, ContainerKind, String)> = view
         .containers
         .iter()
-        .map(|c| (c.name, c.kind, c.pointer.to_string()))
+        .map(|c| (c.name, c.kind, c.pointer(&view.spec_pointer).to_string()))
         .collect();
     assert_eq!(
         seen,
@@ -87,11 +88,11 @@ fn templates_are_found_by_shape(
     #[case] object: Value,
     #[case] pointer: &str,
 ) {
-    let view = PodView::parse(&object, shape, &Settings::default());
+    let view = PodView::parse(leaked(&object), shape, &Settings::default());
     let found = view
         .ok()
         .flatten()
-        .map(|v| v.containers[0].pointer.to_string());
+        .map(|v| v.containers[0].pointer(&v.spec_pointer).to_string());
     assert_eq!(found.as_deref(), Some(pointer));
 }
 
@@ -99,7 +100,7 @@ fn templates_are_found_by_shape(
 fn workload_without_template_has_no_view() {
     let rc = json!({"spec": {"replicas": 1}});
     assert!(matches!(
-        PodView::parse(&rc, Shape::Template, &Settings::default()),
+        PodView::parse(leaked(&rc), Shape::Template, &Settings::default()),
         Ok(None)
     ));
 }
@@ -122,7 +123,7 @@ fn workload_without_template_has_no_view() {
 #[case(json!({"metadata": {}}), "spec: is missing")]
 #[case(json!([1]), "object: must be an object, not a list")]
 fn wrong_shapes_name_the_field(#[case] object: Value, #[case] message: &str) {
-    let err = PodView::parse(&object, Shape::Pod, &Settings::default()).err();
+    let err = PodView::parse(leaked(&object), Shape::Pod, &Settings::default()).err();
     assert_eq!(err.map(|e| e.to_string()).as_deref(), Some(message));
 }
 

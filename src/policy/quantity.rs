@@ -15,7 +15,7 @@
 
 #![deny(clippy::arithmetic_side_effects)]
 
-use serde_json::Value;
+use crate::document::Json;
 
 use crate::quantity::{self, Suffix};
 
@@ -66,10 +66,22 @@ impl GpuCount {
     /// are whole only when they have no fractional part and fit in a `u64`
     /// (a negative float is Negative, an integral float above `u64::MAX` is
     /// TooLarge, anything else Fractional; `-0.0` is zero).
-    pub fn from_json(value: &Value) -> GpuCount {
-        match value {
-            Value::String(s) => GpuCount::parse(s),
-            Value::Number(n) => {
+    pub fn from_json(value: Json<'_>) -> GpuCount {
+        Self::from_text_or_number(value.as_str(), value.as_number())
+    }
+
+    /// [`GpuCount::from_json`] of a `serde_json::Value` (the cluster's
+    /// objects).
+    pub fn from_value(value: &serde_json::Value) -> GpuCount {
+        Self::from_text_or_number(value.as_str(), value.as_number())
+    }
+
+    fn from_text_or_number(text: Option<&str>, number: Option<&serde_json::Number>) -> GpuCount {
+        if let Some(text) = text {
+            return GpuCount::parse(text);
+        }
+        match number {
+            Some(n) => {
                 if let Some(u) = n.as_u64() {
                     GpuCount::Whole(u)
                 } else if let Some(i) = n.as_i64() {
@@ -84,9 +96,7 @@ impl GpuCount {
                     GpuCount::Invalid(QuantityError::Malformed)
                 }
             }
-            Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_) => {
-                GpuCount::Invalid(QuantityError::Malformed)
-            }
+            None => GpuCount::Invalid(QuantityError::Malformed),
         }
     }
 
@@ -307,7 +317,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    use crate::document::Document;
 
     use GpuCount::{Invalid, Whole};
     use QuantityError::{Fractional, Malformed, Negative, TooLarge};
@@ -498,14 +510,18 @@ mod tests {
     #[case(json!([]), Invalid(Malformed))]
     #[case(json!([1]), Invalid(Malformed))]
     fn from_json(#[case] value: Value, #[case] expected: GpuCount) {
-        assert_eq!(GpuCount::from_json(&value), expected, "value {value}");
+        assert_eq!(
+            GpuCount::from_json(Document::from_value(&value).root()),
+            expected,
+            "value {value}"
+        );
     }
 
     #[test]
     fn from_json_raw_text() {
         let parse = |text: &str| {
             let value: Value = serde_json::from_str(text).expect("test JSON is valid");
-            GpuCount::from_json(&value)
+            GpuCount::from_json(Document::from_value(&value).root())
         };
         assert_eq!(parse("1"), Whole(1));
         assert_eq!(parse("-0"), Whole(0));
@@ -543,9 +559,9 @@ mod tests {
 
     #[test]
     fn zero_json_is_zero() {
-        assert!(GpuCount::from_json(&json!(0)).is_zero());
-        assert!(!GpuCount::from_json(&json!(1)).is_zero());
-        assert!(!GpuCount::from_json(&json!("500m")).is_zero());
+        assert!(GpuCount::from_json(Document::from_value(&json!(0)).root()).is_zero());
+        assert!(!GpuCount::from_json(Document::from_value(&json!(1)).root()).is_zero());
+        assert!(!GpuCount::from_json(Document::from_value(&json!("500m")).root()).is_zero());
     }
 
     #[test]
@@ -560,8 +576,8 @@ mod tests {
         #[test]
         fn any_u64_round_trips(n: u64) {
             prop_assert_eq!(GpuCount::parse(&n.to_string()), Whole(n));
-            prop_assert_eq!(GpuCount::from_json(&json!(n)), Whole(n));
-            prop_assert_eq!(GpuCount::from_json(&json!(n.to_string())), Whole(n));
+            prop_assert_eq!(GpuCount::from_json(Document::from_value(&json!(n)).root()), Whole(n));
+            prop_assert_eq!(GpuCount::from_json(Document::from_value(&json!(n.to_string())).root()), Whole(n));
         }
 
         #[test]

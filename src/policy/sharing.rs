@@ -7,9 +7,7 @@
 use super::container::{Container, ContainerKind, EnvEntry, GpuResource};
 use crate::settings::{HAMI_CARDS, Settings};
 
-/// The variable the nvidia runtime reads to pick the cards a container
-/// sees (R1's subject; KAI's webhook writes it for a share).
-pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
+pub use super::container::VISIBLE_DEVICES;
 
 pub const GPU_FRACTION: &str = "gpu-fraction";
 pub const GPU_MEMORY: &str = "gpu-memory";

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use crate::document::Json;
 
 use super::container::{Container, ContainerKind};
 use super::dra::claims::ClaimKind;
@@ -20,7 +20,7 @@ use super::pod::Shape;
 #[derive(Debug, Clone)]
 pub struct Subject<'a> {
     /// The object as it was sent, raw.
-    pub object: &'a Value,
+    pub object: Json<'a>,
     pub form: Form<'a>,
     /// The namespace the object lives in.
     pub namespace: &'a str,
@@ -47,7 +47,7 @@ pub enum Form<'a> {
 impl<'a> Subject<'a> {
     /// A Pod: being created (`Scope::Whole`), or an update of its
     /// ephemeral containers ([`scope_for_update`]).
-    pub fn pod(object: &'a Value, namespace: &'a str, scope: Scope) -> Self {
+    pub fn pod(object: Json<'a>, namespace: &'a str, scope: Scope) -> Self {
         let owner = controller_owner(object);
         Self {
             object,
@@ -62,11 +62,11 @@ impl<'a> Subject<'a> {
 
     /// The pod template of a workload of `kind` (`Deployment`, ...), at
     /// `shape` in the object.
-    pub fn template(object: &'a Value, shape: Shape, kind: &'a str, namespace: &'a str) -> Self {
+    pub fn template(object: Json<'a>, shape: Shape, kind: &'a str, namespace: &'a str) -> Self {
         let name = object
             .get("metadata")
             .and_then(|metadata| metadata.get("name"))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .unwrap_or("");
         Self {
             object,
@@ -80,7 +80,7 @@ impl<'a> Subject<'a> {
     }
 
     /// A ResourceClaim or ResourceClaimTemplate.
-    pub fn claim(object: &'a Value, kind: ClaimKind, namespace: &'a str) -> Self {
+    pub fn claim(object: Json<'a>, kind: ClaimKind, namespace: &'a str) -> Self {
         Self {
             object,
             form: Form::Claim(kind),
@@ -120,10 +120,10 @@ impl Scope {
 
 /// The scope of an update of the `pods/ephemeralcontainers` subresource:
 /// the ephemeral containers that the old object does not have yet.
-pub fn scope_for_update(old_object: &Value) -> Scope {
+pub fn scope_for_update(old_object: Json<'_>) -> Scope {
     let names = old_object
         .pointer("/spec/ephemeralContainers")
-        .and_then(Value::as_array)
+        .and_then(Json::as_array)
         .into_iter()
         .flatten()
         .filter_map(|container| container.get("name")?.as_str())
@@ -152,7 +152,7 @@ pub struct Owner<'a> {
 /// The controller owner reference of an object, read from raw JSON.
 /// References of the wrong shape are skipped: the API server validates them,
 /// and a malformed one must never exempt anything.
-pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
+pub fn controller_owner(object: Json<'_>) -> Option<Owner<'_>> {
     // `get`, not `pointer`: a pointer is parsed, and each of its segments
     // copied, on every call, and this runs for every pod.
     object
@@ -160,12 +160,12 @@ pub fn controller_owner(object: &Value) -> Option<Owner<'_>> {
         .get("ownerReferences")?
         .as_array()?
         .iter()
-        .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))
+        .find(|reference| reference.get("controller").and_then(Json::as_bool) == Some(true))
         .and_then(|reference| {
             Some(Owner {
                 kind: reference.get("kind")?.as_str()?,
                 name: reference.get("name")?.as_str()?,
-                uid: reference.get("uid").and_then(Value::as_str),
+                uid: reference.get("uid").and_then(Json::as_str),
             })
         })
 }
@@ -182,6 +182,7 @@ mod tests {
             {"controller": true, "kind": 3, "name": "nvidia-gpu-exporter"},
             "garbage"
         ]}});
-        assert_eq!(controller_owner(&pod), None);
+        let pod = crate::document::Document::from_value(&pod);
+        assert_eq!(controller_owner(pod.root()), None);
     }
 }

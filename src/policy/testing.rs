@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
+use crate::document::{Document, Json};
+
 use super::cluster::{ClusterFacts, ClusterSnapshot};
 use super::dra::ClaimFacts;
 use super::dra::input::InputClaims;
@@ -62,8 +64,9 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
         claim_owner: None,
     };
     // Without an owner: no allowlist entry applies.
+    let document = Document::from_value(pod);
     let subject = Subject {
-        object: pod,
+        object: document.root(),
         form: Form::Pod {
             shape: Shape::Pod,
             identity: Identity::Pod { owner: None },
@@ -98,11 +101,19 @@ fn run_in(
         images: None,
         claim_owner: None,
     };
-    let subject = Subject::pod(pod, namespace_of(pod), scope.clone());
+    let document = Document::from_value(pod);
+    let subject = Subject::pod(document.root(), namespace_of(pod), scope.clone());
     match evaluator.evaluate(&subject) {
         Ok(evaluation) => evaluation,
         Err(err) => panic!("test pod does not parse: {err}"),
     }
+}
+
+/// `value` as a document that lives as long as the test: what a view read
+/// from it borrows (a test's few values are leaked).
+pub fn leaked(value: &Value) -> Json<'static> {
+    let value: &'static Value = Box::leak(Box::new(value.clone()));
+    Box::leak(Box::new(Document::from_value(value))).root()
 }
 
 /// A ResourceClaimTemplate `default/<name>` with one request `r` of one
@@ -132,7 +143,13 @@ pub fn evaluate_with(pod: &Value, settings: &Settings) -> Evaluation {
 }
 
 pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
-    run(new, &scope_for_update(old), &Settings::default(), &[])
+    let old = Document::from_value(old);
+    run(
+        new,
+        &scope_for_update(old.root()),
+        &Settings::default(),
+        &[],
+    )
 }
 
 /// The messages of one rule's violations for a pod.

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::IndexEntry;
-use serde_json::Value;
+use crate::document::{Json, Object};
 
 /// The node label the scheduler matches a pod's architecture with.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
@@ -47,17 +47,17 @@ impl Platform {
 
     /// The platform of a pod spec (raw JSON): `kubernetes.io/arch` from its
     /// `nodeSelector`, else amd64. Linux either way.
-    pub fn of_pod_spec(spec: &Value) -> Self {
+    pub fn of_pod_spec(spec: Json<'_>) -> Self {
         spec.as_object()
             .map_or_else(Self::default, Self::of_spec_fields)
     }
 
     /// [`Platform::of_pod_spec`] of a pod spec's fields.
-    pub fn of_spec_fields(spec: &serde_json::Map<String, Value>) -> Self {
+    pub fn of_spec_fields(spec: Object<'_>) -> Self {
         match spec
             .get("nodeSelector")
             .and_then(|selector| selector.get(ARCH_LABEL))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .map(str::trim)
         {
             Some(arch) if !arch.is_empty() => Self::linux(arch),
@@ -90,6 +90,7 @@ impl Platform {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::Document;
     use serde_json::json;
 
     fn entries() -> Vec<IndexEntry> {
@@ -121,7 +122,8 @@ mod tests {
     #[test]
     fn the_pods_node_selector_names_the_architecture() {
         assert_eq!(entries().len(), 4);
-        let arm = Platform::of_pod_spec(&json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}));
+        let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
+        let arm = Platform::of_pod_spec(Document::from_value(&arm).root());
         assert_eq!(arm, Platform::linux("arm64"));
         assert_eq!(arm.to_string(), "linux/arm64");
         assert_eq!(chosen(&arm).as_deref(), Some("sha256:arm-v8"));
@@ -130,7 +132,8 @@ mod tests {
             json!({"nodeSelector": {"kubernetes.io/arch": ""}}),
             json!({"nodeSelector": {"zone": "a"}}),
         ] {
-            assert_eq!(Platform::of_pod_spec(&spec), Platform::default());
+            let spec = Document::from_value(&spec);
+            assert_eq!(Platform::of_pod_spec(spec.root()), Platform::default());
         }
         assert_eq!(chosen(&Platform::default()).as_deref(), Some("sha256:amd"));
     }

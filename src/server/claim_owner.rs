@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use kube::core::admission::AdmissionRequest;
+use crate::admission::AdmissionRequest;
 
-use crate::admission::{Endpoint, RawObject, claim_owner_to_read};
+use crate::admission::{Endpoint, claim_owner_to_read};
 use crate::cluster::pod_metadata;
 use crate::policy::dra::allocation::OwnerPod;
 
@@ -23,7 +23,7 @@ pub const OWNER_READ_BUDGET: Duration = Duration::from_secs(2);
 /// `client`: None with `--no-cluster`.
 pub async fn read(
     client: Option<&kube::Client>,
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
 ) -> Option<OwnerPod> {
     let (namespace, made_for) = claim_owner_to_read(request, endpoint)?;

@@ -14,6 +14,10 @@ pub enum RequestError {
     ContentType(String),
     #[error("empty body: expected an AdmissionReview")]
     EmptyBody,
+    #[error("body is larger than {} MiB", .limit / (1024 * 1024))]
+    TooLarge { limit: usize },
+    #[error("cannot read the body: {0}")]
+    Body(String),
     #[error(transparent)]
     Review(#[from] ReviewError),
     #[error("cannot encode the response: {0}")]
@@ -24,7 +28,10 @@ impl RequestError {
     pub fn status(&self) -> StatusCode {
         match self {
             RequestError::ContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            RequestError::EmptyBody | RequestError::Review(_) => StatusCode::BAD_REQUEST,
+            RequestError::EmptyBody | RequestError::Body(_) | RequestError::Review(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            RequestError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RequestError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

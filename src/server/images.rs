@@ -15,13 +15,12 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::admission::AdmissionRequest;
 use arc_swap::ArcSwapOption;
-use kube::core::admission::AdmissionRequest;
 use lru::LruCache;
 
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::admission::respond::{self, Endpoint};
-use crate::admission::wire::RawObject;
 use crate::metrics::Metrics;
 use crate::policy::{ClusterFacts, ImageNeeds};
 use crate::registry::{Credentials, ImageConfigFacts, Resolver, ResolverOptions};
@@ -204,7 +203,7 @@ impl Images {
     /// up.
     pub async fn resolve(
         &self,
-        request: &AdmissionRequest<RawObject>,
+        request: &AdmissionRequest<'_>,
         endpoint: Endpoint,
         settings: &Settings,
         cluster: Option<&dyn ClusterFacts>,

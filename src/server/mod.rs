@@ -1,6 +1,7 @@
 //! The HTTP layer: decode, call the admission layer, encode. No policy here.
 //! [`run`] puts the whole server together from its [`Options`].
 
+mod body;
 mod claim_owner;
 mod error;
 pub mod images;
@@ -14,15 +15,15 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use body::ReviewBody;
+use kube::core::admission::AdmissionResponse;
 
 use crate::admission::namespace_guard;
-use crate::admission::{self, Endpoint, RawObject, Verdict};
+use crate::admission::{self, AdmissionRequest, Endpoint, RawObject, Verdict};
 use crate::cluster::{self, ClusterCache};
 use crate::metrics::Metrics;
 use crate::policy::ClusterFacts;
@@ -31,9 +32,7 @@ pub use error::RequestError;
 use record::{Decided, Outcome, record};
 pub use run::{Certificates, ClientAuthOptions, ClusterAccess, Options, ServeError, run};
 
-/// Bodies above this are refused with 413. The API server caps objects at
-/// 3 MiB (etcd's limit), and a review carries the object and the old one.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+pub use body::MAX_BODY_BYTES;
 
 /// What the handlers share.
 pub struct AppState {
@@ -116,7 +115,9 @@ pub fn router(state: Arc<AppState>) -> Router {
                 move |state: State<Arc<AppState>>,
                       query: RawQuery,
                       headers: HeaderMap,
-                      body: Bytes| { admit(state, endpoint, query, headers, body) },
+                      body: ReviewBody| {
+                    admit(state, endpoint, query, headers, body.0)
+                },
             ),
         );
     }
@@ -171,7 +172,7 @@ async fn admit(
     endpoint: Endpoint,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Vec<u8>,
 ) -> Response {
     let received = Instant::now();
     let timeout = query
@@ -222,10 +223,10 @@ async fn admit(
 }
 
 /// Reads the body as an AdmissionReview request.
-fn read_review(
+fn read_review<'b>(
     headers: &HeaderMap,
-    body: &[u8],
-) -> Result<AdmissionRequest<RawObject>, RequestError> {
+    body: &'b [u8],
+) -> Result<AdmissionRequest<'b>, RequestError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -245,7 +246,7 @@ fn read_review(
 async fn answer(
     state: &AppState,
     endpoint: Endpoint,
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
 ) -> (AdmissionResponse, Verdict) {
     let settings = state.settings.load();
     let cluster = state
@@ -287,16 +288,16 @@ const POD_LIST_BUDGET: Duration = Duration::from_secs(2);
 /// resolved from the cache, and about the claims already there.
 async fn opt_in_warnings(
     state: &AppState,
-    request: &AdmissionRequest<RawObject>,
+    request: &AdmissionRequest<'_>,
     settings: &Settings,
 ) -> Vec<String> {
-    let old = request.old_object.as_ref().map(|o| &o.raw);
-    let new = request.object.as_ref().map(|o| &o.raw);
+    let old = request.old_object.as_ref().map(RawObject::json);
+    let new = request.object.as_ref().map(RawObject::json);
     let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), state.client.get())
     else {
         return Vec::new();
     };
-    let namespace = request.name.as_str();
+    let namespace = &*request.name;
     let pods = match cluster::list_pods(client, namespace, POD_LIST_BUDGET).await {
         Ok(pods) => pods,
         Err(error) => {

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use kube::core::admission::{AdmissionRequest, Operation};
+use tracing::Level;
 
 use super::RequestError;
-use crate::admission::{DecisionKind, Endpoint, RawObject, Verdict};
-use crate::metrics::{EndpointLabels, Metrics, RequestLabels, RuleLabels};
+use crate::admission::{AdmissionRequest, DecisionKind, Endpoint, Verdict};
+use crate::metrics::{AdmissionMetrics, Finding, Metrics, operation_name};
+use crate::telemetry::{self, LineFields};
 
 /// The target of the log lines: the HTTP layer's module, which log filters
 /// name (`RUST_LOG=gpu_policy::server=warn`).
@@ -24,7 +25,7 @@ pub struct Outcome<'a> {
 
 /// A request that was read and decided.
 pub struct Decided<'a> {
-    pub request: &'a AdmissionRequest<RawObject>,
+    pub request: &'a AdmissionRequest<'a>,
     pub verdict: &'a Verdict,
     /// From the request's arrival to the decision.
     pub took: Duration,
@@ -33,102 +34,327 @@ pub struct Decided<'a> {
 /// Counts the request and its findings, observes its latency and writes
 /// its log line.
 pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
-    let endpoint = outcome.endpoint.path();
+    let metrics = &metrics.admission;
     match &outcome.result {
-        Ok(decided) => record_decision(metrics, endpoint, decided),
+        Ok(decided) => record_decision(metrics, outcome.endpoint, decided),
         Err(error) => {
-            count(metrics, endpoint, "", "", DecisionKind::BadRequest);
+            metrics.count_request(outcome.endpoint, "", None, DecisionKind::BadRequest);
+            let endpoint = outcome.endpoint.path();
             tracing::warn!(target: LOG_TARGET, endpoint, error = %error, "bad admission request");
         }
     }
-    metrics
-        .latency
-        .get_or_create(&EndpointLabels {
-            endpoint: endpoint.to_owned(),
-        })
-        .observe(outcome.latency.as_secs_f64());
+    metrics.observe_latency(outcome.endpoint, outcome.latency.as_secs_f64());
 }
 
-fn record_decision(metrics: &Metrics, endpoint: &str, decided: &Decided<'_>) {
+fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Decided<'_>) {
     let Decided {
         request, verdict, ..
     } = decided;
-    let operation = operation_name(&request.operation);
-    count(
-        metrics,
+    metrics.count_request(
         endpoint,
         &request.kind.kind,
-        operation,
+        Some(&request.operation),
         verdict.decision,
     );
     for (rules, finding) in [
-        (&verdict.changes, "change"),
-        (&verdict.violations, "violation"),
+        (&verdict.changes, Finding::Change),
+        (&verdict.violations, Finding::Violation),
     ] {
-        for rule in rules {
-            metrics
-                .findings
-                .get_or_create(&RuleLabels {
-                    rule: rule.as_str().to_owned(),
-                    finding: finding.to_owned(),
-                })
-                .inc();
+        for &rule in rules {
+            metrics.count_finding(rule, finding);
         }
     }
-    let rules = verdict
-        .changes
-        .iter()
-        .chain(&verdict.violations)
-        .map(|r| r.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
     // Pods created by controllers have no name yet, only generateName.
-    let name = Some(request.name.as_str())
+    let name = Some(&*request.name)
         .filter(|name| !name.is_empty())
         .or_else(|| {
-            let metadata = request.object.as_ref()?.raw.get("metadata")?;
+            let metadata = request.object.as_ref()?.json().get("metadata")?;
             metadata
                 .get("name")
                 .or_else(|| metadata.get("generateName"))?
                 .as_str()
         })
         .unwrap_or("");
-    // Plain `&str` fields: the JSON formatter writes them as they are,
-    // where `%` fields would be formatted into a string first.
-    tracing::info!(
-        target: LOG_TARGET,
-        uid = request.uid.as_str(),
-        namespace = request.namespace.as_deref().unwrap_or(""),
-        kind = request.kind.kind.as_str(),
+    let line = DecisionLine {
+        uid: &request.uid,
+        namespace: request.namespace.as_deref().unwrap_or(""),
+        kind: &request.kind.kind,
         name,
-        operation,
-        endpoint,
-        dry_run = request.dry_run,
-        decision = verdict.decision.as_str(),
-        rules = rules.as_str(),
-        duration_us = decided.took.as_micros() as u64,
-        "admission decision"
-    );
+        operation: operation_name(&request.operation),
+        endpoint: endpoint.path(),
+        dry_run: request.dry_run,
+        decision: verdict.decision.as_str(),
+        rules: RuleList::of(verdict),
+        duration_us: decided.took.as_micros() as u64,
+    };
+    line.log();
 }
 
-fn count(metrics: &Metrics, endpoint: &str, kind: &str, operation: &str, decision: DecisionKind) {
-    metrics
-        .requests
-        .get_or_create(&RequestLabels {
-            endpoint: endpoint.to_owned(),
-            kind: kind.to_owned(),
-            operation: operation.to_owned(),
-            decision: decision.as_str().to_owned(),
-        })
-        .inc();
+/// The fields of the decision's log line, in their order.
+struct DecisionLine<'a> {
+    uid: &'a str,
+    namespace: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    operation: &'static str,
+    endpoint: &'static str,
+    dry_run: bool,
+    decision: &'static str,
+    rules: RuleList,
+    duration_us: u64,
 }
 
-/// The operation as the API server spells it.
-fn operation_name(operation: &Operation) -> &'static str {
-    match operation {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-        Operation::Connect => "CONNECT",
+impl DecisionLine<'_> {
+    /// Writes the line straight into the JSON log when that is where lines
+    /// go (see `telemetry::write_json_line`), and logs it through `tracing`
+    /// otherwise: the same line either way (a test holds the two to the
+    /// same bytes).
+    fn log(&self) {
+        let enabled = tracing::enabled!(
+            kind: tracing::metadata::Kind::EVENT,
+            target: LOG_TARGET,
+            Level::INFO,
+            {
+                message, uid, namespace, kind, name, operation, endpoint, dry_run, decision,
+                rules, duration_us
+            }
+        );
+        if !(enabled
+            && telemetry::write_json_line(&Level::INFO, LOG_TARGET, |line| self.json_fields(line)))
+        {
+            self.log_through_tracing();
+        }
+    }
+
+    fn json_fields(&self, line: &mut LineFields<'_>) {
+        line.str(r#","message":"#, "admission decision")
+            .str(r#","uid":"#, self.uid)
+            .str(r#","namespace":"#, self.namespace)
+            .str(r#","kind":"#, self.kind)
+            .str(r#","name":"#, self.name)
+            .str(r#","operation":"#, self.operation)
+            .str(r#","endpoint":"#, self.endpoint)
+            .bool(r#","dry_run":"#, self.dry_run)
+            .str(r#","decision":"#, self.decision)
+            .str(r#","rules":"#, self.rules.as_str())
+            .u64(r#","duration_us":"#, self.duration_us);
+    }
+
+    fn log_through_tracing(&self) {
+        // Plain `&str` fields: the JSON formatter writes them as they are,
+        // where `%` fields would be formatted into a string first. The
+        // message too: a `&str` field named `message`, first as the macro
+        // would put a format string, makes the same line (and the same text
+        // line) without formatting it through `fmt::Arguments`.
+        tracing::info!(
+            target: LOG_TARGET,
+            message = "admission decision",
+            uid = self.uid,
+            namespace = self.namespace,
+            kind = self.kind,
+            name = self.name,
+            operation = self.operation,
+            endpoint = self.endpoint,
+            dry_run = self.dry_run,
+            decision = self.decision,
+            rules = self.rules.as_str(),
+            duration_us = self.duration_us,
+        );
+    }
+}
+
+/// Room for every rule id twice (a change and a violation), with commas.
+const RULE_LIST_BYTES: usize = 256;
+
+/// The log line's `rules`: the ids of the changes, then of the violations,
+/// comma-separated. No rule or one is a static string; more are written on
+/// the stack rather than collected into a `Vec` and joined into a `String`
+/// on every request.
+// It lives on the stack of one call; boxing the large variant would be the
+// allocation it is there to save.
+#[allow(clippy::large_enum_variant)]
+enum RuleList {
+    Static(&'static str),
+    Joined {
+        text: [u8; RULE_LIST_BYTES],
+        len: usize,
+    },
+}
+
+impl RuleList {
+    fn of(verdict: &Verdict) -> Self {
+        let mut rules = verdict.changes.iter().chain(&verdict.violations);
+        match (rules.next(), rules.next()) {
+            (None, _) => RuleList::Static(""),
+            (Some(only), None) => RuleList::Static(only.as_str()),
+            (Some(first), Some(second)) => {
+                let mut text = [0; RULE_LIST_BYTES];
+                let mut len = 0;
+                for (at, rule) in [first, second].into_iter().chain(rules).enumerate() {
+                    for piece in [if at > 0 { "," } else { "" }, rule.as_str()] {
+                        let end = len + piece.len();
+                        // Every list fits (a test holds it to that).
+                        if let Some(slot) = text.get_mut(len..end) {
+                            slot.copy_from_slice(piece.as_bytes());
+                            len = end;
+                        }
+                    }
+                }
+                RuleList::Joined { text, len }
+            }
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            RuleList::Static(text) => text,
+            RuleList::Joined { text, len } => text
+                .get(..*len)
+                .and_then(|text| std::str::from_utf8(text).ok())
+                .unwrap_or(""),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::policy::RuleId;
+    use crate::review_builder::Review;
+    use crate::telemetry::testing::{JsonFormatter, Recorded, json_lines};
+
+    /// Records a decision of a pod that has only a generated name.
+    fn record_a_decision() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": "train-\"quoted\"-"}, "spec": {}});
+        let body = Review::create(&pod, "ml")
+            .uid("6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11")
+            .dry_run(true)
+            .body();
+        let request = crate::admission::decode(&body).expect("a review");
+        let mut verdict = Verdict::new(DecisionKind::Mutated);
+        verdict.changes.insert(RuleId::RuntimeClass);
+        verdict.violations.insert(RuleId::DevicePaths);
+        let outcome = Outcome {
+            endpoint: Endpoint::Mutate,
+            latency: Duration::from_micros(80),
+            result: Ok(Decided {
+                request: &request,
+                verdict: &verdict,
+                took: Duration::from_micros(42),
+            }),
+        };
+        record(&Metrics::new(), &outcome);
+    }
+
+    /// The same decision's line as it was logged before: the message as
+    /// the macro's format string.
+    fn log_as_before() {
+        tracing::info!(
+            target: LOG_TARGET,
+            uid = "6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11",
+            namespace = "ml",
+            kind = "Pod",
+            name = "train-\"quoted\"-",
+            operation = "CREATE",
+            endpoint = "/mutate",
+            dry_run = true,
+            decision = "mutated",
+            rules = "runtime-class,device-paths",
+            duration_us = 42u64,
+            "admission decision"
+        );
+    }
+
+    /// The decision's line, and the line logged as before.
+    fn decision_lines(formatter: JsonFormatter) -> (Vec<String>, Vec<String>) {
+        (
+            json_lines(formatter, record_a_decision),
+            json_lines(formatter, log_as_before),
+        )
+    }
+
+    #[test]
+    fn the_decision_line_is_the_one_of_the_format_string_message() {
+        for formatter in [
+            JsonFormatter::Installed { filter: "info" },
+            JsonFormatter::Ours,
+            JsonFormatter::TracingSubscriber,
+        ] {
+            let (recorded, as_before) = decision_lines(formatter);
+            assert_eq!(recorded, as_before, "{formatter:?}");
+            assert_eq!(
+                recorded,
+                [concat!(
+                    r#"{"timestamp":"","level":"INFO","message":"admission decision","#,
+                    r#""uid":"6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11","namespace":"ml","#,
+                    r#""kind":"Pod","name":"train-\"quoted\"-","operation":"CREATE","#,
+                    r#""endpoint":"/mutate","dry_run":true,"decision":"mutated","#,
+                    r#""rules":"runtime-class,device-paths","duration_us":42,"#,
+                    r#""target":"gpu_policy::server"}"#
+                )],
+                "{formatter:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_text_line_is_the_one_of_the_format_string_message() {
+        let text_of = |log: fn()| {
+            let captured = Recorded::default();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(captured.clone())
+                .with_ansi(false)
+                .without_time()
+                .finish();
+            tracing::subscriber::with_default(subscriber, log);
+            captured.text()
+        };
+        let recorded = text_of(record_a_decision);
+        assert_eq!(recorded, text_of(log_as_before));
+        assert!(
+            recorded.starts_with(
+                " INFO gpu_policy::server: admission decision \
+                 uid=\"6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11\""
+            ),
+            "{recorded}"
+        );
+    }
+
+    /// `RUST_LOG=gpu_policy::server=warn` turns the decision line off, on
+    /// the line written straight as on the event.
+    #[test]
+    fn a_filter_turns_the_decision_line_off() {
+        let filter = "info,gpu_policy::server=warn";
+        let (recorded, as_before) = decision_lines(JsonFormatter::Installed { filter });
+        assert_eq!(recorded, as_before);
+        assert!(recorded.is_empty(), "{recorded:#?}");
+    }
+
+    #[test]
+    fn rules_are_listed_changes_first_and_all_fit() {
+        let mut verdict = Verdict::new(DecisionKind::Denied);
+        assert_eq!(RuleList::of(&verdict).as_str(), "");
+        verdict.violations.insert(RuleId::BoundedRequests);
+        assert_eq!(RuleList::of(&verdict).as_str(), "bounded-requests");
+        verdict.changes.insert(RuleId::RuntimeClass);
+        verdict.changes.insert(RuleId::VisibleDevices);
+        verdict.violations.insert(RuleId::BoundedRequests);
+        assert_eq!(
+            RuleList::of(&verdict).as_str(),
+            "visible-devices,runtime-class,bounded-requests"
+        );
+        verdict.changes.extend(RuleId::ALL);
+        verdict.violations.extend(RuleId::ALL);
+        let everything = verdict
+            .changes
+            .iter()
+            .chain(&verdict.violations)
+            .map(|rule| rule.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(RuleList::of(&verdict).as_str(), everything);
     }
 }

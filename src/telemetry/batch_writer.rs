@@ -41,9 +41,20 @@ struct Shared {
     wake: Condvar,
     /// Held while a batch is taken and written, so that batches reach the
     /// output in order.
-    output: Mutex<Box<dyn Write + Send>>,
+    output: Mutex<Output>,
     max_pending: usize,
 }
+
+struct Output {
+    sink: Box<dyn Write + Send>,
+    /// The buffer of the batch before, emptied: it takes the place of the
+    /// batch being written, so that lines are appended to a buffer that
+    /// has its room already rather than one grown again from nothing.
+    spare: Vec<u8>,
+}
+
+/// A spare buffer larger than this (a burst's) is let go.
+const MAX_SPARE_BYTES: usize = 64 * 1024;
 
 /// A lock whose holder panicked still guards consistent bytes: a line is
 /// appended whole or not at all.
@@ -56,10 +67,15 @@ impl Shared {
     /// a logger cannot report them anywhere else.
     fn flush(&self) {
         let mut output = lock(&self.output);
-        let batch = std::mem::take(&mut lock(&self.pending).lines);
+        let mut batch = std::mem::take(&mut output.spare);
+        std::mem::swap(&mut lock(&self.pending).lines, &mut batch);
         if !batch.is_empty() {
-            let _ = output.write_all(&batch);
-            let _ = output.flush();
+            let _ = output.sink.write_all(&batch);
+            let _ = output.sink.flush();
+        }
+        if batch.capacity() <= MAX_SPARE_BYTES {
+            batch.clear();
+            output.spare = batch;
         }
     }
 
@@ -130,7 +146,10 @@ impl BatchWriter {
                 stopping: false,
             }),
             wake: Condvar::new(),
-            output: Mutex::new(Box::new(output)),
+            output: Mutex::new(Output {
+                sink: Box::new(output),
+                spare: Vec::new(),
+            }),
             max_pending,
         });
         let worker = shared.clone();
@@ -146,6 +165,13 @@ impl BatchWriter {
             thread,
         };
         (Self { shared }, guard)
+    }
+}
+
+impl BatchWriter {
+    /// Appends one whole line.
+    pub fn append(&self, line: &[u8]) {
+        self.shared.append(line);
     }
 }
 

@@ -4,14 +4,19 @@
 mod batch_writer;
 mod json_lines;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
 
+use tracing::Level;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::JsonFields;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use batch_writer::BatchWriter;
 pub use batch_writer::FlushGuard;
 use json_lines::JsonLines;
+pub use json_lines::LineFields;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -19,6 +24,21 @@ pub enum LogFormat {
     Json,
     /// Human-readable lines.
     Text,
+}
+
+/// The subscriber of the JSON format. [`write_json_line`] writes straight
+/// into its writer, and only when the subscriber is this one: any other
+/// (the text format, a test's, one with a layer more) gets the event.
+type JsonSubscriber =
+    tracing_subscriber::fmt::Subscriber<JsonFields, JsonLines, EnvFilter, BatchWriter>;
+
+fn json_subscriber(filter: EnvFilter, writer: BatchWriter) -> JsonSubscriber {
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .fmt_fields(JsonFields::new())
+        .event_format(JsonLines::new())
+        .finish()
 }
 
 /// Installs the global subscriber. The filter comes from `RUST_LOG`
@@ -31,17 +51,43 @@ pub enum LogFormat {
 pub fn init(format: LogFormat) -> Option<FlushGuard> {
     let (writer, guard) = BatchWriter::new(std::io::stderr());
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer);
     let installed = match format {
-        LogFormat::Json => builder
-            .fmt_fields(JsonFields::new())
-            .event_format(JsonLines::new())
-            .try_init(),
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => json_subscriber(filter, writer).try_init().is_ok(),
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(writer)
+            .try_init()
+            .is_ok(),
     };
     // A second call keeps the first subscriber; its writer thread stops
     // with the unused guard.
-    installed.ok().map(|()| guard)
+    installed.then_some(guard)
+}
+
+/// Writes a line of gpu-policy's at `level` of `target`, whose fields
+/// `fields` appends, straight into the JSON format's line buffer: the line
+/// the subscriber would write for the same event, without tracing's
+/// dispatch and its visit of each field. For the line every admission
+/// request logs.
+///
+/// Returns false, having written nothing, unless the current subscriber is
+/// the JSON format's and no span is entered: the caller logs the event
+/// through `tracing` then. The caller checks that the event is enabled
+/// (`tracing::enabled!`) first.
+pub fn write_json_line(
+    level: &Level,
+    target: &str,
+    fields: impl FnOnce(&mut LineFields<'_>),
+) -> bool {
+    let mut fields = Some(fields);
+    tracing::dispatcher::get_default(|dispatch| {
+        if !dispatch.is::<JsonSubscriber>() || dispatch.current_span().id().is_some() {
+            return false;
+        }
+        let (Some(writer), Some(fields)) = (dispatch.downcast_ref::<BatchWriter>(), fields.take())
+        else {
+            return false;
+        };
+        json_lines::write_line(level, target, fields, |line| writer.append(line.as_bytes())).is_ok()
+    })
 }

@@ -1,10 +1,15 @@
-//! The test helper of the logging room: an output that records what
-//! reaches it.
+//! The test helpers of the logging room: an output that records what
+//! reaches it, and the JSON lines some code logs.
 
 use std::io;
 use std::sync::{Arc, Mutex};
 
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::format::JsonFields;
+
+use super::batch_writer::BatchWriter;
+use super::json_lines::JsonLines;
+use tracing_subscriber::EnvFilter;
 
 /// Records the bytes written to it, and in how many writes.
 #[derive(Clone, Default)]
@@ -41,4 +46,58 @@ impl Recorded {
     pub fn writes(&self) -> usize {
         *self.writes.lock().expect("lock")
     }
+}
+
+/// The JSON formatter of a test's lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonFormatter {
+    /// The subscriber `init` installs for the JSON format, with this
+    /// filter, into a [`BatchWriter`]: the one
+    /// `telemetry::write_json_line` writes through.
+    Installed { filter: &'static str },
+    /// gpu-policy's formatter ([`JsonLines`]) in a subscriber of the
+    /// test's.
+    Ours,
+    /// tracing-subscriber's, `json().flatten_event(true)`.
+    TracingSubscriber,
+}
+
+/// The lines `log` writes through `formatter`, each with its timestamp's
+/// value blanked.
+pub fn json_lines(formatter: JsonFormatter, log: impl FnOnce()) -> Vec<String> {
+    let captured = Recorded::default();
+    let builder = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_max_level(tracing::Level::TRACE);
+    match formatter {
+        JsonFormatter::Installed { filter } => {
+            let (writer, guard) = BatchWriter::new(captured.clone());
+            let subscriber = super::json_subscriber(EnvFilter::new(filter), writer);
+            tracing::dispatcher::with_default(&tracing::Dispatch::new(subscriber), log);
+            // Writes out what is pending.
+            drop(guard);
+        }
+        JsonFormatter::Ours => {
+            let subscriber = builder
+                .fmt_fields(JsonFields::new())
+                .event_format(JsonLines::new())
+                .finish();
+            tracing::dispatcher::with_default(&tracing::Dispatch::new(subscriber), log);
+        }
+        JsonFormatter::TracingSubscriber => {
+            let subscriber = builder.json().flatten_event(true).finish();
+            tracing::dispatcher::with_default(&tracing::Dispatch::new(subscriber), log);
+        }
+    }
+    captured
+        .text()
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            assert!(value["timestamp"].is_string(), "{line}");
+            let start = line.find("\"timestamp\":\"").expect("timestamp") + 13;
+            let end = start + line[start..].find('"').expect("closing quote");
+            format!("{}{}", &line[..start], &line[end..])
+        })
+        .collect()
 }

@@ -810,12 +810,13 @@ def prometheus_rule() -> None:
         if alert["expr"].count("(") != alert["expr"].count(")"):
             problems.append(f"{name}: unbalanced parentheses in {alert['expr']}")
     check(alerts["GpuPolicyClusterCacheStale"]["for"] == "10m", "stale cache: for 10m")
-    # Metric names the server really exports (src/metrics.rs).
-    metrics = (ROOT / "src" / "metrics.rs").read_text()
+    # Metric names the server really exports (src/metrics.rs and its room).
+    metrics = "".join(path.read_text() for path in
+                      [ROOT / "src" / "metrics.rs", *sorted((ROOT / "src" / "metrics").rglob("*.rs"))])
     for name in ["admission_requests", "admission_duration_seconds", "certificate_expiry_timestamp_seconds",
                  "reload_success", "cluster_cache_stale"]:
         if f'"{name}"' not in metrics:
-            problems.append(f"src/metrics.rs no longer registers {name}")
+            problems.append(f"src/metrics no longer registers {name}")
     # Prometheus' own templates survive helm: {{ $labels.x }} and {{ $value }}.
     descriptions = " ".join(a["annotations"].get("description", "") for a in alerts.values())
     if "{{ $labels.endpoint }}" not in descriptions or "{{ $value" not in descriptions:

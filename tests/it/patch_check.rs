@@ -241,7 +241,8 @@ fn review_body(admission: &Admission, uid: &str) -> Vec<u8> {
 /// the encoded response (None: no patch).
 fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u8>> {
     let name = &admission.name;
-    let request = admission::decode(&review_body(admission, uid))
+    let body = review_body(admission, uid);
+    let request = admission::decode(&body)
         .unwrap_or_else(|err| panic!("{name}: the review does not decode: {err}"));
     let namespace_settings = settings.for_namespace(&admission.namespace_annotations);
     let objects: Vec<&Value> = admission.claim_objects.iter().collect();

@@ -1,14 +1,16 @@
 use proptest::prelude::*;
-use serde::de::DeserializeSeed;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::document::Json;
+use crate::policy::READ_ENV_NAMES;
 
 fn tree(text: &str) -> Value {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    ObjectTree::object()
-        .deserialize(&mut deserializer)
+    read(&mut deserializer)
         .unwrap_or_else(|err| panic!("{err}: {text}"))
+        .root()
+        .to_value()
 }
 
 /// Every skipped field, with a value of some size.
@@ -31,7 +33,7 @@ fn with_unread_fields(container: Value) -> Value {
 #[test]
 fn a_pod_keeps_what_the_rules_read_and_nothing_else() {
     let kept = json!({"name": "app", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
-        "env": [{"name": "A", "value": "1"}],
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "1"}],
         "resources": {"limits": {"nvidia.com/gpu": "1"}},
         "volumeMounts": [{"name": "dev", "mountPath": "/dev/nvidia0"}],
         "securityContext": {"privileged": true}, "restartPolicy": "Always"});
@@ -79,7 +81,8 @@ fn the_same_names_elsewhere_are_kept() {
         "status": {"x": 1},
         "managedFields": [1],
         "containers": {"args": ["kept: not a list element"]},
-        "initContainers": [{"name": "i", "env": [{"name": "args", "value": "command"}]}]}});
+        "initContainers": [{"name": "i",
+            "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "command", "args": 1}]}]}});
     assert_eq!(tree(&object.to_string()), object);
 }
 
@@ -95,7 +98,7 @@ fn numbers_and_escapes_read_as_serde_json_reads_them() {
 fn invalid_json_is_an_error_even_in_a_skipped_field() {
     let text = r#"{"spec": {"containers": [{"args": [1,]}]}}"#;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    assert!(ObjectTree::object().deserialize(&mut deserializer).is_err());
+    assert!(read(&mut deserializer).is_err());
 }
 
 /// The reference: the whole tree, then the skipped fields taken out.
@@ -104,7 +107,11 @@ fn pruned(value: &Value, place: &str) -> Value {
         Value::Array(items) => Value::Array(
             items
                 .iter()
-                .map(|item| pruned(item, if place == "list" { "container" } else { "" }))
+                .map(|item| match place {
+                    "list" => pruned(item, "container"),
+                    "env" => left_out_or_kept(item),
+                    _ => pruned(item, ""),
+                })
                 .collect(),
         ),
         Value::Object(map) => Value::Object(
@@ -120,6 +127,7 @@ fn pruned(value: &Value, place: &str) -> Value {
                 })
                 .map(|(key, value)| {
                     let child = match key.as_str() {
+                        "env" if place == "container" => "env",
                         "metadata" => "metadata",
                         "containers" | "initContainers" | "ephemeralContainers" => "list",
                         _ => "",
@@ -166,6 +174,51 @@ fn json_value() -> impl Strategy<Value = Value> {
             )),
         ]
     })
+}
+
+/// An env entry as the reading keeps it: null when it is an object whose
+/// name is a string no rule reads.
+fn left_out_or_kept(entry: &Value) -> Value {
+    match entry.get("name").and_then(Value::as_str) {
+        Some(name) if entry.is_object() && !READ_ENV_NAMES.contains(&name) => Value::Null,
+        _ => pruned(entry, ""),
+    }
+}
+
+#[test]
+fn env_entries_no_rule_reads_are_left_out_in_their_place() {
+    let pod = json!({"spec": {"containers": [{"name": "c", "env": [
+        {"name": "A", "value": "1"},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
+        {"name": 3},
+        "not an entry",
+        {"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.0"}]}]}});
+    let text = pod.to_string();
+    let mut deserializer = serde_json::Deserializer::from_str(&text);
+    let document = read(&mut deserializer).expect("JSON");
+    let env = document
+        .root()
+        .pointer("/spec/containers/0/env")
+        .expect("env");
+    let left_out: Vec<bool> = env
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(Json::is_left_out)
+        .collect();
+    assert_eq!(left_out, [true, false, true, false, false, false]);
+    assert_eq!(
+        env.pointer("/5/value").and_then(Json::as_str),
+        Some("cuda>=12.0")
+    );
+    // A left-out entry keeps its place: what follows keeps its index.
+    let view = crate::policy::PodView::parse(
+        document.root(),
+        crate::policy::Shape::Pod,
+        &crate::settings::Settings::default(),
+    );
+    assert!(view.is_err(), "the malformed entries are still reported");
 }
 
 proptest! {

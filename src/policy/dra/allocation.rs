@@ -20,6 +20,8 @@
 
 use serde_json::Value;
 
+use crate::document::Json;
+
 /// The NVIDIA DRA driver's name for its GPU devices (and the domain of
 /// their attributes).
 pub const GPU_DRIVER: &str = "gpu.nvidia.com";
@@ -119,18 +121,23 @@ pub fn read_allocation(claim: &Value) -> Option<Vec<AllocatedDevice>> {
 }
 
 /// The Pod a ResourceClaim was made for: its controller owner of kind Pod.
-pub fn read_made_for(claim: &Value) -> Option<MadeFor> {
-    let owner = claim
-        .pointer("/metadata/ownerReferences")?
+pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
+    let metadata = claim.get("metadata")?;
+    let owner = metadata
+        .get("ownerReferences")?
         .as_array()?
         .iter()
         .find(|owner| {
-            owner.get("kind").and_then(Value::as_str) == Some("Pod")
-                && owner.get("apiVersion").and_then(Value::as_str) == Some("v1")
-                && owner.get("controller").and_then(Value::as_bool) == Some(true)
+            owner.get("kind").and_then(Json::as_str) == Some("Pod")
+                && owner.get("apiVersion").and_then(Json::as_str) == Some("v1")
+                && owner.get("controller").and_then(Json::as_bool) == Some(true)
         })?;
-    let pod_claim = claim
-        .pointer("/metadata/annotations")
+    let name = |value: Json<'_>| {
+        let text = value.as_str()?;
+        (!text.is_empty() && text.len() <= MAX_NAME_BYTES).then(|| text.to_owned())
+    };
+    let pod_claim = metadata
+        .get("annotations")
         .and_then(|annotations| annotations.get(POD_CLAIM_NAME_ANNOTATION))
         .and_then(name);
     Some(MadeFor {
@@ -181,6 +188,7 @@ fn name(value: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::leaked;
     use serde_json::json;
 
     #[test]
@@ -215,7 +223,7 @@ mod tests {
             {"apiVersion": "v1", "kind": "Pod", "name": "pod1", "uid": "u-1", "controller": true},
         ]}});
         assert_eq!(
-            read_made_for(&claim),
+            read_made_for(leaked(&claim)),
             Some(MadeFor {
                 pod: "pod1".to_owned(),
                 pod_uid: "u-1".to_owned(),
@@ -224,7 +232,7 @@ mod tests {
         );
         let not_controller = json!({"metadata": {"ownerReferences": [
             {"apiVersion": "v1", "kind": "Pod", "name": "pod1", "uid": "u-1"}]}});
-        assert_eq!(read_made_for(&not_controller), None);
+        assert_eq!(read_made_for(leaked(&not_controller)), None);
     }
 
     #[test]

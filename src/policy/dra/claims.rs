@@ -31,10 +31,9 @@
 //! not, whatever it asks of each, so no capacity, however large or
 //! malformed, is an error here (the API server validates it).
 
-use crate::policy::message::json_type;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use crate::document::{Json, Object};
 
 /// How many GPUs a request (or a set of requests) may get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -235,7 +234,7 @@ impl ClaimSpec {
 /// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
 /// object. `is_gpu_class` says which device classes hand out GPUs.
 pub fn parse_object(
-    object: &Value,
+    object: Json<'_>,
     kind: ClaimKind,
     is_gpu_class: &dyn Fn(&str) -> bool,
 ) -> Result<ClaimSummary, ClaimError> {
@@ -244,20 +243,20 @@ pub fn parse_object(
 
 /// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
 /// object as written.
-pub fn read_object(object: &Value, kind: ClaimKind) -> Result<ClaimSpec, ClaimError> {
+pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ClaimError> {
     let spec = match kind {
         ClaimKind::Claim => object.get("spec"),
         ClaimKind::Template => object.get("spec").and_then(|s| s.get("spec")),
     };
-    match spec {
-        None | Some(Value::Null) => Err(error(kind.spec_path(), "is missing")),
+    match spec.filter(|spec| !spec.is_null()) {
+        None => Err(error(kind.spec_path(), "is missing")),
         Some(spec) => read_spec(spec, kind.spec_path()),
     }
 }
 
 /// Reads the requests of a claim spec as written; `at` is the spec's
 /// dotted path, for errors.
-pub fn read_spec(spec: &Value, at: &str) -> Result<ClaimSpec, ClaimError> {
+pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ClaimError> {
     let spec = object(spec, at)?;
     let devices_at = format!("{at}.devices");
     let Some(devices) = optional(spec, "devices") else {
@@ -295,7 +294,7 @@ pub fn read_spec(spec: &Value, at: &str) -> Result<ClaimSpec, ClaimError> {
     Ok(read)
 }
 
-fn read_request(raw: &Value, at: &str) -> Result<RequestSpec, ClaimError> {
+fn read_request(raw: Json<'_>, at: &str) -> Result<RequestSpec, ClaimError> {
     let request = object(raw, at)?;
     let name = string(request, "name", at)?.unwrap_or("").to_owned();
     let mut alternatives = Vec::new();
@@ -318,7 +317,7 @@ fn read_request(raw: &Value, at: &str) -> Result<RequestSpec, ClaimError> {
     Ok(RequestSpec { name, alternatives })
 }
 
-fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternative, ClaimError> {
+fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimError> {
     let class = string(fields, "deviceClassName", at)?.map(str::to_owned);
     let mode = string(fields, "allocationMode", at)?;
     let count = match optional(fields, "count") {
@@ -331,9 +330,9 @@ fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternativ
             _ => {
                 // Numbers are short; anything else is named by its type, so
                 // the message stays one short line.
-                let problem = match value {
-                    Value::Number(n) => format!("must be a whole number above 0, not {n}"),
-                    other => must_be("a whole number above 0", other),
+                let problem = match value.as_number() {
+                    Some(n) => format!("must be a whole number above 0, not {n}"),
+                    None => must_be("a whole number above 0", value),
                 };
                 return Err(error(&format!("{at}.count"), &problem));
             }
@@ -357,7 +356,7 @@ fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternativ
     };
     let admin_access = match optional(fields, "adminAccess") {
         None => false,
-        Some(Value::Bool(flag)) => *flag,
+        Some(value) if value.as_bool().is_some() => value.as_bool().unwrap_or_default(),
         Some(value) => {
             return Err(error(
                 &format!("{at}.adminAccess"),
@@ -375,7 +374,7 @@ fn alternative(fields: &Map<String, Value>, at: &str) -> Result<DeviceAlternativ
 
 /// `selectors[].cel.expression`: a selector of another kind (none exists
 /// yet) is skipped.
-fn selectors(fields: &Map<String, Value>, at: &str) -> Result<Vec<String>, ClaimError> {
+fn selectors(fields: Object<'_>, at: &str) -> Result<Vec<String>, ClaimError> {
     let Some(list) = optional(fields, "selectors") else {
         return Ok(Vec::new());
     };
@@ -405,43 +404,45 @@ fn error(field: &str, problem: &str) -> ClaimError {
     }
 }
 
-fn must_be(expected: &str, value: &Value) -> String {
-    format!("must be {expected}, not {}", json_type(value))
+fn must_be(expected: &str, value: Json<'_>) -> String {
+    format!("must be {expected}, not {}", value.type_name())
 }
 
-fn optional<'a>(fields: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+fn optional<'a>(fields: Object<'a>, key: &str) -> Option<Json<'a>> {
     fields.get(key).filter(|value| !value.is_null())
 }
 
-fn object<'a>(value: &'a Value, at: &str) -> Result<&'a Map<String, Value>, ClaimError> {
+fn object<'a>(value: Json<'a>, at: &str) -> Result<Object<'a>, ClaimError> {
     value
         .as_object()
         .ok_or_else(|| error(at, &must_be("an object", value)))
 }
 
-fn string<'a>(
-    fields: &'a Map<String, Value>,
-    key: &str,
-    at: &str,
-) -> Result<Option<&'a str>, ClaimError> {
+fn string<'a>(fields: Object<'a>, key: &str, at: &str) -> Result<Option<&'a str>, ClaimError> {
     match optional(fields, key) {
         None => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(value) => Err(error(&format!("{at}.{key}"), &must_be("a string", value))),
+        Some(value) => match value.as_str() {
+            Some(text) => Ok(Some(text)),
+            None => Err(error(&format!("{at}.{key}"), &must_be("a string", value))),
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::Document;
     use crate::settings::Settings;
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn summary(object: &Value, kind: ClaimKind) -> Result<ClaimSummary, String> {
         let settings = Settings::default();
-        parse_object(object, kind, &|class| settings.is_gpu_device_class(class))
-            .map_err(|e| e.to_string())
+        let object = Document::from_value(object);
+        parse_object(object.root(), kind, &|class| {
+            settings.is_gpu_device_class(class)
+        })
+        .map_err(|e| e.to_string())
     }
 
     fn claim(requests: Value) -> Value {

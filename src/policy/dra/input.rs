@@ -22,6 +22,7 @@ use super::allocation::{
     AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for, read_slice,
 };
 use super::{ClaimFacts, Resolved};
+use crate::document::Document;
 use crate::policy::dra::claims::{ClaimKind, parse_object};
 use crate::policy::dra::tables::{DeviceClassInfo, find_device_versions, is_made_for};
 use crate::settings::Settings;
@@ -90,7 +91,8 @@ impl InputClaims {
             };
             let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
             let key = (namespace.to_owned(), name.to_owned());
-            let resolved = match parse_object(object, kind, &is_gpu_class) {
+            let document = Document::from_value(object);
+            let resolved = match parse_object(document.root(), kind, &is_gpu_class) {
                 Ok(summary) => Resolved::Known(summary),
                 Err(err) => Resolved::Unreadable(format!("{} {name:?}: {err}", kind.as_str())),
             };
@@ -100,7 +102,7 @@ impl InputClaims {
                     if let Some(devices) = read_allocation(object) {
                         found.allocations.insert(key.clone(), devices);
                     }
-                    if let Some(made_for) = read_made_for(object) {
+                    if let Some(made_for) = read_made_for(document.root()) {
                         found.made_for.insert(key.clone(), made_for);
                     }
                     &mut found.claims

@@ -224,6 +224,7 @@ mod tests {
 
     use crate::policy::dra::claims::DraCount::{self, All, Exactly};
     use crate::policy::dra::input::InputClaims;
+    use crate::policy::testing::leaked;
     use crate::policy::testing::{apply, evaluate_pod, evaluate_with_claims, messages_of};
     use crate::policy::{Evaluation, NoticeKind, PodView, RuleId, Shape};
     use crate::settings::Settings;
@@ -757,7 +758,7 @@ mod tests {
         let settings = Settings::default();
         let refs: Vec<&Value> = objects.iter().collect();
         let input = InputClaims::collect(&refs, "default", &settings);
-        let Ok(Some(mut view)) = PodView::parse(&pod, Shape::Pod, &settings) else {
+        let Ok(Some(mut view)) = PodView::parse(leaked(&pod), Shape::Pod, &settings) else {
             panic!("the pod is not read");
         };
         let notices = super::resolve(&mut view, Some(&input), "default");

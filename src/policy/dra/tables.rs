@@ -29,6 +29,7 @@ use super::allocation::{
     AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for,
 };
 use super::{ClaimFacts, Resolved};
+use crate::document::Document;
 use crate::policy::dra::claims::{ClaimKind, ClaimSpec, read_object};
 use crate::settings::Settings;
 
@@ -108,12 +109,13 @@ impl KeptClaim {
     /// object (at least its `spec`; for a claim, with its `metadata` and
     /// `status` when they are to be known).
     pub fn of(name: &str, object: &Value, kind: ClaimKind) -> Self {
-        let spec = match read_object(object, kind) {
+        let document = Document::from_value(object);
+        let spec = match read_object(document.root(), kind) {
             Ok(spec) => KeptSpec::Read(spec),
             Err(err) => KeptSpec::Unreadable(format!("{} {name:?}: {err}", kind.as_str())),
         };
         let (made_for, allocation) = match kind {
-            ClaimKind::Claim => (read_made_for(object), read_allocation(object)),
+            ClaimKind::Claim => (read_made_for(document.root()), read_allocation(object)),
             ClaimKind::Template => (None, None),
         };
         KeptClaim {

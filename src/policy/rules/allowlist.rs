@@ -101,6 +101,7 @@ pub fn verify_owner(
 mod tests {
     use super::*;
     use crate::policy::subject::controller_owner;
+    use crate::policy::testing::leaked;
     use crate::settings::{AllowlistEntry, Config};
     use rstest::rstest;
     use serde_json::{Value, json};
@@ -133,7 +134,7 @@ mod tests {
     ) {
         let pod = exporter_pod(namespace, controller);
         let identity = Identity::Pod {
-            owner: controller_owner(&pod),
+            owner: controller_owner(leaked(&pod)),
         };
         assert_eq!(entry_name(identity, namespace).as_deref(), expected);
     }
@@ -143,7 +144,7 @@ mod tests {
         let pod = json!({"metadata": {"name": "nvidia-gpu-exporter",
             "labels": {"app": "nvidia-gpu-exporter", "app.kubernetes.io/name": "nvidia-gpu-exporter"}}});
         let identity = Identity::Pod {
-            owner: controller_owner(&pod),
+            owner: controller_owner(leaked(&pod)),
         };
         assert_eq!(entry_name(identity, "kube-system"), None);
     }

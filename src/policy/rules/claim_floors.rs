@@ -23,6 +23,8 @@ use json_patch::PatchOperation;
 use json_patch::jsonptr::PointerBuf;
 use serde_json::{Value, json};
 
+use crate::document::Json;
+
 use super::rule::{ApiServer, ClaimInput, Findings, Mutation};
 use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
 use crate::policy::dra::claims::ClaimKind;
@@ -61,14 +63,14 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
     let listed = input
         .object
         .pointer("/spec/devices/requests")
-        .and_then(Value::as_array);
+        .and_then(Json::as_array);
     for (index, request) in listed.into_iter().flatten().enumerate() {
-        let name = request.get("name").and_then(Value::as_str).unwrap_or("");
+        let name = request.get("name").and_then(Json::as_str).unwrap_or("");
         let base = format!("/spec/devices/requests/{index}");
-        let mut places: Vec<(String, &Value)> = Vec::new();
+        let mut places: Vec<(String, Json<'_>)> = Vec::new();
         if let Some(exactly) = request.get("exactly").filter(|v| v.is_object()) {
             places.push((format!("{base}/exactly"), exactly));
-        } else if let Some(first) = request.get("firstAvailable").and_then(Value::as_array) {
+        } else if let Some(first) = request.get("firstAvailable").and_then(Json::as_array) {
             for (sub, alternative) in first.iter().enumerate() {
                 places.push((format!("{base}/firstAvailable/{sub}"), alternative));
             }
@@ -77,7 +79,7 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
         }
         let mut changed = false;
         for (at, alternative) in places {
-            let class = alternative.get("deviceClassName").and_then(Value::as_str);
+            let class = alternative.get("deviceClassName").and_then(Json::as_str);
             if !class.is_some_and(|c| (input.is_gpu_class)(c)) {
                 continue;
             }
@@ -129,14 +131,14 @@ fn needs_of(owner: &OwnerPod, made_for: &MadeFor) -> Result<Option<GpuNeeds>, St
 
 /// The operation adding `selector` to the alternative at `at` (a JSON
 /// pointer), or None when it carries it already.
-fn add_selector(at: &str, alternative: &Value, selector: &str) -> Option<PatchOperation> {
+fn add_selector(at: &str, alternative: Json<'_>, selector: &str) -> Option<PatchOperation> {
     let entry = json!({"cel": {"expression": selector}});
     let path = |suffix: &str| PointerBuf::parse(format!("{at}/{suffix}")).ok();
-    match alternative.get("selectors") {
-        Some(Value::Array(existing)) => {
+    match alternative.get("selectors").and_then(Json::as_array) {
+        Some(existing) => {
             let carried = existing
                 .iter()
-                .any(|s| s.pointer("/cel/expression").and_then(Value::as_str) == Some(selector));
+                .any(|s| s.pointer("/cel/expression").and_then(Json::as_str) == Some(selector));
             if carried {
                 return None;
             }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::policy::dra::allocation::OwnerPod;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::dra::floor::GpuNeeds;
-use crate::policy::testing::apply;
+use crate::policy::testing::{apply, leaked};
 use crate::policy::{Evaluation, Evaluator, NoticeKind};
 use crate::settings::{GPU_NEEDS_ANNOTATION, Settings};
 
@@ -51,7 +51,7 @@ fn evaluate(object: &Value, owner: Option<&OwnerPod>) -> Evaluation {
         claim_owner: owner,
     };
     evaluator
-        .evaluate_claim(object, ClaimKind::Claim, "gpu-test1")
+        .evaluate_claim(leaked(object), ClaimKind::Claim, "gpu-test1")
         .unwrap_or_else(|e| panic!("{e}"))
 }
 

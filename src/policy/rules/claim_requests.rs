@@ -132,6 +132,7 @@ mod tests {
     use crate::policy::Evaluator;
     use crate::policy::dra::claims::ClaimKind;
     use crate::policy::dra::input::InputClaims;
+    use crate::policy::testing::leaked;
     use crate::settings::Settings;
 
     fn claim(namespace: &str, requests: Value) -> Value {
@@ -171,7 +172,7 @@ mod tests {
         let kind =
             ClaimKind::of_kind(object["kind"].as_str().unwrap_or("")).unwrap_or(ClaimKind::Claim);
         evaluator
-            .evaluate_claim(object, kind, namespace)
+            .evaluate_claim(leaked(object), kind, namespace)
             .map(|e| e.violations.iter().map(|v| v.message.to_string()).collect())
             .map_err(|e| e.to_string())
     }

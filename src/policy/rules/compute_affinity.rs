@@ -33,6 +33,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
+use crate::document::{Json, Object};
+
 use super::dra_floors;
 use super::image_floors::{Containers, image_floors, raise};
 use super::rule::{ApiServer, Findings, Mutation, RuleInput};
@@ -242,7 +244,7 @@ pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
 /// selector term, or None when every term already carries one. `Err` names
 /// a field of the wrong shape.
 fn constrain(
-    spec: &Map<String, Value>,
+    spec: Object<'_>,
     spec_pointer: &PointerBuf,
     alternatives: &[Vec<Value>],
 ) -> Result<Option<PatchOperation>, String> {
@@ -282,13 +284,14 @@ fn constrain(
         .as_object()
         .ok_or("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")?;
     path.push_back("nodeSelectorTerms");
-    let existing = match present(required, "nodeSelectorTerms") {
+    // The terms are copied into the patch: read as values.
+    let existing: Vec<Value> = match present(required, "nodeSelectorTerms").map(Json::as_array) {
         None => return Ok(Some(add(path, new_terms()))),
-        Some(Value::Array(terms)) if terms.is_empty() => {
+        Some(Some(terms)) if terms.is_empty() => {
             return Ok(Some(add(path, new_terms())));
         }
-        Some(Value::Array(terms)) => terms,
-        Some(_) => {
+        Some(Some(terms)) => terms.iter().map(Json::to_value).collect(),
+        Some(None) => {
             return Err(format!(
                 "{}.nodeSelectorTerms",
                 "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
@@ -300,7 +303,7 @@ fn constrain(
     for (index, term) in existing.iter().enumerate() {
         let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
         let object = term.as_object().ok_or_else(field)?;
-        let expressions: &[Value] = match present(object, "matchExpressions") {
+        let expressions: &[Value] = match object.get("matchExpressions").filter(|v| !v.is_null()) {
             None => &[],
             Some(Value::Array(list)) => list,
             Some(_) => return Err(format!("{}.matchExpressions", field())),
@@ -343,7 +346,7 @@ fn object(key: &str, value: Value) -> Value {
     Value::Object(map)
 }
 
-fn present<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+fn present<'a>(map: Object<'a>, key: &str) -> Option<Json<'a>> {
     map.get(key).filter(|value| !value.is_null())
 }
 

@@ -106,7 +106,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
             .annotations
             .into_iter()
             .flatten()
-            .filter_map(|(key, value)| Some((key.as_str(), value.as_str()?)))
+            .filter_map(|(key, value)| Some((key, value.as_str()?)))
             .filter(|(key, value)| is_cdi_key(key) && names_nvidia_device(value))
             .collect();
         annotations.sort_unstable();

@@ -26,8 +26,8 @@
 //! needs ([`GpuNeeds::guaranteed_by`]) gets a notice naming the selector to
 //! add.
 
+use crate::document::Json;
 use json_patch::{PatchOperation, RemoveOperation};
-use serde_json::Value;
 
 use super::image_floors::{Containers, image_floors, raise};
 use super::rule::{Findings, Mutation, RuleInput};
@@ -182,7 +182,7 @@ fn referenced_claims(
     let uid = view
         .metadata
         .and_then(|m| m.get("uid"))
-        .and_then(Value::as_str);
+        .and_then(Json::as_str);
     for pod_claim in &view.resource_claims {
         let (name, referenced) = match pod_claim.source {
             ClaimSource::Claim(name) => (name.to_owned(), true),
@@ -312,7 +312,7 @@ fn pod_name(input: &RuleInput<'_, '_>) -> String {
             .view
             .metadata
             .and_then(|m| m.get(key))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .filter(|s| !s.is_empty())
     };
     match (text("name"), text("generateName")) {

@@ -6,8 +6,8 @@
 
 use json_patch::PatchOperation;
 
+use crate::document::Json;
 use crate::policy::cluster::ClusterFacts;
-use serde_json::Value;
 
 use crate::policy::dra::ClaimFacts;
 use crate::policy::dra::allocation::OwnerPod;
@@ -182,7 +182,7 @@ pub struct Exemption<'a> {
 #[derive(Clone, Copy)]
 pub struct ClaimInput<'a> {
     /// The claim or claim template as sent, raw: what a patch is built on.
-    pub object: &'a Value,
+    pub object: Json<'a>,
     pub kind: ClaimKind,
     pub summary: &'a ClaimSummary,
     /// Whether a device class hands out GPUs (`gpuDeviceClasses`, and the

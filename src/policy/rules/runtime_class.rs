@@ -157,7 +157,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     if let Some(overhead) = &class.pod_fixed_overhead {
         match view.spec.get("overhead").filter(|v| !v.is_null()) {
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
-            Some(Value::Object(existing)) if existing == overhead => {}
+            Some(existing) if existing.to_value() == Value::Object(overhead.clone()) => {}
             Some(_) => {
                 return Err("spec.overhead differs from the overhead of the \
                      RuntimeClass it would get; remove spec.overhead"
@@ -171,7 +171,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                 at("nodeSelector"),
                 Value::Object(class.node_selector.clone()),
             )),
-            Some(Value::Object(existing)) => {
+            Some(existing) if existing.is_object() => {
                 for (key, value) in &class.node_selector {
                     match existing.get(key) {
                         None => {
@@ -179,7 +179,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                             path.push_back(key.as_str());
                             operations.push(add(path, value.clone()));
                         }
-                        Some(current) if current == value => {}
+                        Some(current) if current.to_value() == *value => {}
                         Some(current) => {
                             return Err(format!(
                                 "spec.nodeSelector {key}={current} conflicts with \
@@ -198,7 +198,13 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                 at("tolerations"),
                 Value::Array(class.tolerations.clone()),
             )),
-            Some(Value::Array(existing)) => {
+            Some(existing) if existing.is_array() => {
+                let existing: Vec<Value> = existing
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| t.to_value())
+                    .collect();
                 for toleration in &class.tolerations {
                     if !existing.iter().any(|t| same_toleration(t, toleration)) {
                         let mut path = at("tolerations");

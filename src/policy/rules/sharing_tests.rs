@@ -65,10 +65,14 @@ fn kai_picks_the_share_container(
         containers.into_iter().map(container).collect(),
     );
     let settings = Settings::default();
-    let view = PodView::parse(&pod, crate::policy::Shape::Pod, &settings)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("a view"));
+    let view = PodView::parse(
+        crate::policy::testing::leaked(&pod),
+        crate::policy::Shape::Pod,
+        &settings,
+    )
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| panic!("a view"));
     let shares: Vec<&str> = view
         .containers
         .iter()

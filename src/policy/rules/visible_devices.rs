@@ -61,6 +61,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut awaiting: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut schemes: Vec<&str> = Vec::new();
     let kai_configmap = input.view.annotation(KAI_CONFIGMAP);
+    let spec = &input.view.spec_pointer;
     for container in input
         .view
         .containers
@@ -82,7 +83,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 .filter(|e| !(container.kai_share && is_kai_visible_devices(e, kai_configmap)))
                 .collect();
             if !authored.is_empty() {
-                cleared.push((container, removals(container, &authored)));
+                cleared.push((container, removals(spec, container, &authored)));
             }
             continue;
         }
@@ -91,8 +92,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         {
             continue;
         }
-        let mut operations = removals(container, &entries);
-        operations.push(append_pin(container, pin));
+        let mut operations = removals(spec, container, &entries);
+        operations.push(append_pin(spec, container, pin));
         if let Some(scheme) = awaited {
             if !schemes.contains(&scheme) {
                 schemes.push(scheme);
@@ -136,23 +137,27 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 }
 
 /// Removes the given entries, last first, so earlier indices stay valid.
-fn removals(container: &Container<'_>, entries: &[&EnvEntry<'_>]) -> Vec<PatchOperation> {
+fn removals(
+    spec: &PointerBuf,
+    container: &Container<'_>,
+    entries: &[&EnvEntry<'_>],
+) -> Vec<PatchOperation> {
     entries
         .iter()
         .rev()
         .map(|entry| {
-            let mut path = env_pointer(container);
+            let mut path = env_pointer(spec, container);
             path.push_back(entry.index.to_string());
             PatchOperation::Remove(RemoveOperation { path })
         })
         .collect()
 }
 
-fn append_pin(container: &Container<'_>, pin: &str) -> PatchOperation {
+fn append_pin(spec: &PointerBuf, container: &Container<'_>, pin: &str) -> PatchOperation {
     let mut entry = Map::new();
     entry.insert("name".to_owned(), Value::String(VARIABLE.to_owned()));
     entry.insert("value".to_owned(), Value::String(pin.to_owned()));
-    let mut path = env_pointer(container);
+    let mut path = env_pointer(spec, container);
     if container.env.is_some() {
         path.push_back("-");
         add(path, Value::Object(entry))
@@ -161,8 +166,8 @@ fn append_pin(container: &Container<'_>, pin: &str) -> PatchOperation {
     }
 }
 
-fn env_pointer(container: &Container<'_>) -> PointerBuf {
-    let mut path = container.pointer.clone();
+fn env_pointer(spec: &PointerBuf, container: &Container<'_>) -> PointerBuf {
+    let mut path = container.pointer(spec);
     path.push_back("env");
     path
 }

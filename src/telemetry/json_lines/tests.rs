@@ -1,27 +1,11 @@
-//! The lines of [`JsonLines`] are those of tracing-subscriber's JSON
+//! The lines of `JsonLines` are those of tracing-subscriber's JSON
 //! formatter (`json().flatten_event(true)`), byte for byte but for the
 //! timestamp's instant.
 
 use std::io;
 
-use tracing_subscriber::fmt::format::JsonFields;
-
-use super::JsonLines;
-use crate::telemetry::testing::Recorded;
-
-/// The lines written, each with its timestamp's value blanked.
-fn lines_of(output: &Recorded) -> Vec<String> {
-    let text = output.text();
-    text.lines()
-        .map(|line| {
-            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-            assert!(value["timestamp"].is_string(), "{line}");
-            let start = line.find("\"timestamp\":\"").expect("timestamp") + 13;
-            let end = start + line[start..].find('"').expect("closing quote");
-            format!("{}{}", &line[..start], &line[end..])
-        })
-        .collect()
-}
+use super::needs_escaping;
+use crate::telemetry::testing::{JsonFormatter, json_lines};
 
 /// The events of the test, logged once under each formatter.
 fn log_everything() {
@@ -33,6 +17,9 @@ fn log_everything() {
         dry_run = true,
         duration_us = 42u64,
         offset = -7i64,
+        zero = 0u64,
+        biggest = u64::MAX,
+        smallest = i64::MIN,
         ratio = 0.1f64,
         not_a_number = f64::NAN,
         infinite = f64::INFINITY,
@@ -49,22 +36,12 @@ fn log_everything() {
 }
 
 fn lines_with(own: bool) -> Vec<String> {
-    let captured = Recorded::default();
-    let builder = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_max_level(tracing::Level::TRACE);
-    let dispatch = if own {
-        tracing::Dispatch::new(
-            builder
-                .fmt_fields(JsonFields::new())
-                .event_format(JsonLines::new())
-                .finish(),
-        )
+    let formatter = if own {
+        JsonFormatter::Ours
     } else {
-        tracing::Dispatch::new(builder.json().flatten_event(true).finish())
+        JsonFormatter::TracingSubscriber
     };
-    tracing::dispatcher::with_default(&dispatch, log_everything);
-    lines_of(&captured)
+    json_lines(formatter, log_everything)
 }
 
 #[test]
@@ -97,4 +74,33 @@ fn the_decision_line_keeps_its_fields_in_order() {
             .unwrap_or_else(|| panic!("{key} after byte {at} in {first}"));
         at += found + key.len();
     }
+}
+
+/// Whatever its place in an eight-byte word or in the tail, every byte JSON
+/// escapes is found, and no other.
+#[test]
+fn every_byte_json_escapes_is_found_wherever_it_is() {
+    let escaped = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+    for len in 1..20 {
+        for at in 0..len {
+            for byte in 0..=u8::MAX {
+                let mut text = vec![b'a'; len];
+                text[at] = byte;
+                assert_eq!(
+                    needs_escaping(&text),
+                    escaped(byte),
+                    "{byte:#x} at {at} of {len}"
+                );
+                // Next to bytes of UTF-8 sequences, which are 0x80 and above.
+                let mut text = vec![0xe6; len];
+                text[at] = byte;
+                assert_eq!(
+                    needs_escaping(&text),
+                    escaped(byte),
+                    "{byte:#x} at {at} of {len}"
+                );
+            }
+        }
+    }
+    assert!(!needs_escaping(b""));
 }

@@ -53,6 +53,7 @@ use std::sync::LazyLock;
 
 use gpu_policy::admission::ObjectKind;
 use gpu_policy::admission_policy::engine::{PolicyEngine, create_attributes};
+use gpu_policy::document::Document;
 use gpu_policy::policy::message::{Message, Piece, SEPARATOR};
 use gpu_policy::policy::rules::bounded_requests::ABOVE_POD_MAXIMUM;
 use gpu_policy::policy::{Evaluation, Evaluator, RuleId};
@@ -168,7 +169,8 @@ pub fn webhook_under(
 ) -> Option<Evaluation> {
     let namespace_settings = settings.for_namespace(annotations);
     let evaluator = Evaluator::of_cluster(settings, &namespace_settings, None, None);
-    let subject = kind.created(object, namespace)?;
+    let document = Document::from_value(object);
+    let subject = kind.created(document.root(), namespace)?;
     evaluator.evaluate(&subject).ok()
 }
 

@@ -10,6 +10,7 @@ use super::{WAIT, seeded, settings_with};
 use crate::support::fake_api::{FakeApi, eventually, watching};
 use gpu_policy::admission::ObjectKind;
 use gpu_policy::cluster::{ClusterCache, Source, Watches};
+use gpu_policy::document::Document;
 use gpu_policy::policy::{ClusterFacts, Evaluator};
 use gpu_policy::settings::{AllowlistEntry, Config, Settings};
 use serde_json::{Value, json};
@@ -66,8 +67,9 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
         images: None,
         claim_owner: None,
     };
+    let document = Document::from_value(pod);
     let subject = ObjectKind::Pod
-        .created(pod, namespace)
+        .created(document.root(), namespace)
         .unwrap_or_else(|| panic!("not evaluated: {pod}"));
     let evaluation = evaluator
         .evaluate(&subject)

@@ -12,6 +12,7 @@
 use std::sync::LazyLock;
 
 use gpu_policy::admission::Endpoint;
+use gpu_policy::document::Document;
 use gpu_policy::policy::dra::claims::{ClaimKind, DraCount, parse_object};
 use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::dra::resolution::resolve;
@@ -72,7 +73,8 @@ proptest! {
     ) {
         let object = claim.object(kind, "counted", NAMESPACE);
         let expected = claim.expected(kind);
-        let read = parse_object(&object, claim_kind(kind)?, &|c| SETTINGS.is_gpu_device_class(c));
+        let document = Document::from_value(&object);
+        let read = parse_object(document.root(), claim_kind(kind)?, &|c| SETTINGS.is_gpu_device_class(c));
         match (&expected, read) {
             (Expected::Read(requests), Ok(summary)) => {
                 let found: Vec<_> =
@@ -92,7 +94,7 @@ proptest! {
             }
         }
         let namespace = SETTINGS.for_namespace(&BTreeMap::new());
-        let subject = Subject::claim(&object, claim_kind(kind)?, NAMESPACE);
+        let subject = Subject::claim(document.root(), claim_kind(kind)?, NAMESPACE);
         match (evaluate(&subject, &[], &SETTINGS, &namespace), &expected) {
             (Ok(evaluation), Expected::Read(_)) => {
                 let config = SETTINGS.config();
@@ -128,7 +130,8 @@ proptest! {
         let objects = case.objects();
         let refs: Vec<&Value> = objects.iter().collect();
         let input = InputClaims::collect(&refs, NAMESPACE, &SETTINGS);
-        let mut view = match PodView::parse(&pod, Shape::Pod, &SETTINGS) {
+        let document = Document::from_value(&pod);
+        let mut view = match PodView::parse(document.root(), Shape::Pod, &SETTINGS) {
             Ok(Some(view)) => view,
             other => return Err(TestCaseError::fail(format!("the pod is not read: {other:?}"))),
         };
@@ -151,7 +154,7 @@ proptest! {
             BTreeMap::from([(MAX_GPUS_PER_POD_ANNOTATION.to_owned(), case.max_per_pod.to_string())]);
         let namespace = UNBOUNDED.for_namespace(&annotations);
         prop_assert_eq!(namespace.max_per_pod, case.max_per_pod);
-        let subject = Subject::pod(&pod, NAMESPACE, Scope::Whole);
+        let subject = Subject::pod(document.root(), NAMESPACE, Scope::Whole);
         let evaluation = evaluate(&subject, &objects, &UNBOUNDED, &namespace)
             .map_err(|err| TestCaseError::fail(format!("the pod is not evaluated: {err}")))?;
         let denied = bounded_requests(&evaluation);

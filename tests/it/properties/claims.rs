@@ -5,6 +5,7 @@
 //! others are; a claim that does not resolve adds a warning and nothing
 //! else.
 
+use gpu_policy::document::Document;
 use gpu_policy::policy::{Scope, Subject};
 
 use super::*;
@@ -16,7 +17,8 @@ use crate::support::counted_claims::pods::evaluate;
 fn evaluate_claimed(pod: &Value, claimed: &ClaimedCase) -> Result<Evaluation, TestCaseError> {
     let case = &claimed.case;
     let namespace_settings = SETTINGS.for_namespace(&case.namespace_annotations);
-    let subject = Subject::pod(pod, &case.namespace, Scope::Whole);
+    let document = Document::from_value(pod);
+    let subject = Subject::pod(document.root(), &case.namespace, Scope::Whole);
     match evaluate(&subject, &claimed.objects, &SETTINGS, &namespace_settings) {
         Ok(evaluation) => Ok(evaluation),
         other => Err(TestCaseError::fail(format!(

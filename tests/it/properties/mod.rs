@@ -21,6 +21,7 @@ use crate::support::pods::{
 };
 use crate::support::workloads::pod_of_workload;
 use gpu_policy::admission::{Mode, ObjectKind, Workload, decide};
+use gpu_policy::document::Document;
 use gpu_policy::policy::{Evaluation, Evaluator, NoticeKind, ObjectError};
 use gpu_policy::settings::Settings;
 use json_patch::PatchOperation;
@@ -138,7 +139,8 @@ fn evaluate_as(
         images: None,
         claim_owner: None,
     };
-    kind.created(object, namespace)
+    let document = Document::from_value(object);
+    kind.created(document.root(), namespace)
         .map(|subject| evaluator.evaluate(&subject))
         .transpose()
 }

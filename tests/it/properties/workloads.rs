@@ -1,5 +1,6 @@
 //! Workload templates and modes, and updates that add ephemeral containers.
 
+use gpu_policy::document::Document;
 use gpu_policy::policy::{Subject, scope_for_update};
 
 use super::*;
@@ -118,7 +119,8 @@ proptest! {
             images: None,
             claim_owner: None,
         };
-        let subject = Subject::pod(pod, &case.namespace, scope_for_update(&old));
+        let (document, old) = (Document::from_value(pod), Document::from_value(&old));
+        let subject = Subject::pod(document.root(), &case.namespace, scope_for_update(old.root()));
         let evaluation = match evaluator.evaluate(&subject) {
             Ok(evaluation) => evaluation,
             other => return Err(TestCaseError::fail(format!("not evaluated: {other:?}"))),

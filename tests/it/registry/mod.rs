@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use axum::http::Method;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use gpu_policy::document::Document;
 use gpu_policy::registry::{
     Credentials, ImageConfigFacts, Lookup, Platform, Resolver, ResolverMetrics, ResolverOptions,
 };
@@ -141,14 +142,22 @@ async fn an_index_gives_the_pods_platform() {
     let arm_pod = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}, "containers": []});
     let arm = found(
         resolver
-            .resolve(&image, &Platform::of_pod_spec(&arm_pod), BUDGET)
+            .resolve(
+                &image,
+                &Platform::of_pod_spec(Document::from_value(&arm_pod).root()),
+                BUDGET,
+            )
             .await,
     );
     assert_eq!(arm.cuda_version.as_deref(), Some("13.0.1"));
     let plain_pod = json!({"containers": []});
     let amd = found(
         resolver
-            .resolve(&image, &Platform::of_pod_spec(&plain_pod), BUDGET)
+            .resolve(
+                &image,
+                &Platform::of_pod_spec(Document::from_value(&plain_pod).root()),
+                BUDGET,
+            )
             .await,
     );
     assert_eq!(amd.cuda_version.as_deref(), Some("12.8.1"));

@@ -10,6 +10,7 @@
 //! - [`fake_api`]: an in-process Kubernetes API server; [`fleet`]: a GPU
 //!   fleet for it, grown to any size;
 //! - [`fake_registry`]: an in-process OCI image registry;
+//! - [`large_pods`]: pods as large as a review may be, sized to a body;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
 //!   objects they name, and how they resolve; [`counted_claims`]: claims
@@ -38,6 +39,7 @@ pub mod fixtures;
 pub mod fleet;
 pub mod generated_docs;
 pub mod kubernetes_validate;
+pub mod large_pods;
 pub mod oracles;
 pub mod pods;
 pub mod process;

@@ -72,7 +72,7 @@ fn serve(
     let response = &reply["response"];
     prop_assert_eq!(
         response["uid"].as_str(),
-        Some(request.uid.as_str()),
+        Some(&*request.uid),
         "uid not echoed"
     );
     prop_assert!(response["allowed"].is_boolean(), "no allowed: {}", response);
@@ -91,8 +91,12 @@ fn serve(
         .ok_or_else(|| TestCaseError::fail(format!("patch is not base64: {patch}")))?;
     let operations: json_patch::Patch = serde_json::from_slice(&decoded)
         .map_err(|err| TestCaseError::fail(format!("patch is not a JSON patch: {err}")))?;
-    let Some(mut object) = request.object.map(|o| o.raw) else {
-        return Err(TestCaseError::fail("a patch without an object"));
+    // The object as the API server sent it, every field in it.
+    let sent: Value = serde_json::from_slice(body)
+        .map_err(|err| TestCaseError::fail(format!("a decoded body is not JSON: {err}")))?;
+    let mut object = match (&request.object, sent.pointer("/request/object")) {
+        (Some(_), Some(object)) => object.clone(),
+        _ => return Err(TestCaseError::fail("a patch without an object")),
     };
     json_patch::patch(&mut object, &operations)
         .map_err(|err| TestCaseError::fail(format!("the patch does not apply: {err}")))?;

@@ -1,0 +1,254 @@
+//! The metrics every admission request writes: the request counter, the
+//! rule findings and the latency histogram.
+//!
+//! A lookup in a `Family` hashes the whole label set and takes the
+//! family's lock; with owned label values it also allocated each of them,
+//! on every request. Here each series is looked up once, on its first
+//! request, and its handle kept in a table indexed by what names it. The
+//! label values are static strings, but for the object's kind: it comes
+//! from the request, so only the kinds the webhooks are registered for are
+//! static and kept; any other kind is counted under its own value, through
+//! the family, as before.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use kube::core::admission::Operation;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::admission::{DecisionKind, Endpoint, Mode};
+use crate::policy::RuleId;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub endpoint: &'static str,
+    pub kind: Cow<'static, str>,
+    pub operation: &'static str,
+    /// `allowed`, `mutated`, `warned`, `denied`, `ignored`, or `bad_request`.
+    pub decision: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    pub rule: &'static str,
+    /// `change` or `violation`.
+    pub finding: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub endpoint: &'static str,
+}
+
+/// What a rule found in an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finding {
+    Change,
+    Violation,
+}
+
+impl Finding {
+    fn as_str(self) -> &'static str {
+        match self {
+            Finding::Change => "change",
+            Finding::Violation => "violation",
+        }
+    }
+}
+
+/// The kinds whose series are kept: those the webhooks are registered for
+/// (a pod, the workloads, the DRA claims, a namespace), and none (a request
+/// that could not be read).
+const KEPT_KINDS: [&str; 13] = [
+    "",
+    "Pod",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicationController",
+    "PodTemplate",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "Namespace",
+];
+
+const ENDPOINTS: usize = Endpoint::ALL.len();
+/// None (a request that could not be read) and the four operations.
+const OPERATIONS: usize = 5;
+const DECISIONS: usize = 6;
+const REQUEST_SERIES: usize = ENDPOINTS * KEPT_KINDS.len() * OPERATIONS * DECISIONS;
+
+/// The admission metrics, their series kept as they are first written.
+#[derive(Debug)]
+pub struct AdmissionMetrics {
+    requests: Family<RequestLabels, Counter>,
+    findings: Family<RuleLabels, Counter>,
+    latency: Family<EndpointLabels, Histogram>,
+    /// By endpoint, kept kind, operation and decision.
+    request_series: Box<[OnceLock<Counter>]>,
+    /// By rule and finding.
+    finding_series: [[OnceLock<Counter>; 2]; RuleId::ALL.len()],
+    latency_series: [OnceLock<Histogram>; ENDPOINTS],
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. ~0.8 s: admission decisions are micro-seconds; the tail
+    // shows queueing.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 15))
+}
+
+impl AdmissionMetrics {
+    /// Registers the admission metrics under `registry`'s prefix.
+    pub fn register(registry: &mut Registry) -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "admission_requests",
+            "Admission requests by endpoint, kind, operation and decision",
+            requests.clone(),
+        );
+        let findings = Family::<RuleLabels, Counter>::default();
+        registry.register(
+            "rule_findings",
+            "Changes and violations found, by rule",
+            findings.clone(),
+        );
+        let latency = Family::<EndpointLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "admission_duration_seconds",
+            "Time from request body received to response encoded",
+            latency.clone(),
+        );
+        Self {
+            requests,
+            findings,
+            latency,
+            request_series: (0..REQUEST_SERIES).map(|_| OnceLock::new()).collect(),
+            finding_series: [const { [const { OnceLock::new() }; 2] }; RuleId::ALL.len()],
+            latency_series: [const { OnceLock::new() }; ENDPOINTS],
+        }
+    }
+
+    /// Counts one request. `operation` and `kind` are those of the review,
+    /// `None` and `""` when it could not be read.
+    pub fn count_request(
+        &self,
+        endpoint: Endpoint,
+        kind: &str,
+        operation: Option<&Operation>,
+        decision: DecisionKind,
+    ) {
+        let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
+        let labels = |kind| RequestLabels {
+            endpoint: endpoint.path(),
+            kind,
+            operation: operation.map_or("", operation_name),
+            decision: decision.as_str(),
+        };
+        let kept = KEPT_KINDS
+            .iter()
+            .enumerate()
+            .find(|(_, kept)| **kept == kind)
+            .and_then(|(kind_at, &kind)| {
+                let at = ((endpoint_index(endpoint) * KEPT_KINDS.len() + kind_at) * OPERATIONS
+                    + operation_at)
+                    * DECISIONS
+                    + decision_index(decision);
+                Some((self.request_series.get(at)?, kind))
+            });
+        match kept {
+            Some((series, kind)) => series
+                .get_or_init(|| {
+                    self.requests
+                        .get_or_create_owned(&labels(Cow::Borrowed(kind)))
+                })
+                .inc(),
+            None => self
+                .requests
+                .get_or_create(&labels(Cow::Owned(kind.to_owned())))
+                .inc(),
+        };
+    }
+
+    /// Counts what `rule` found in one object.
+    pub fn count_finding(&self, rule: RuleId, finding: Finding) {
+        let labels = || RuleLabels {
+            rule: rule.as_str(),
+            finding: finding.as_str(),
+        };
+        let series = self
+            .finding_series
+            .get(rule as usize)
+            .and_then(|by_finding| by_finding.get(finding as usize));
+        match series {
+            Some(series) => series
+                .get_or_init(|| self.findings.get_or_create_owned(&labels()))
+                .inc(),
+            None => self.findings.get_or_create(&labels()).inc(),
+        };
+    }
+
+    /// Observes how long a request on `endpoint` took.
+    pub fn observe_latency(&self, endpoint: Endpoint, seconds: f64) {
+        let labels = EndpointLabels {
+            endpoint: endpoint.path(),
+        };
+        match self.latency_series.get(endpoint_index(endpoint)) {
+            Some(series) => series
+                .get_or_init(|| self.latency.get_or_create_owned(&labels))
+                .observe(seconds),
+            None => self.latency.get_or_create(&labels).observe(seconds),
+        }
+    }
+}
+
+/// The operation as the API server spells it.
+pub fn operation_name(operation: &Operation) -> &'static str {
+    match operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+fn operation_index(operation: &Operation) -> usize {
+    match operation {
+        Operation::Create => 0,
+        Operation::Update => 1,
+        Operation::Delete => 2,
+        Operation::Connect => 3,
+    }
+}
+
+fn endpoint_index(endpoint: Endpoint) -> usize {
+    match endpoint {
+        Endpoint::Mutate => 0,
+        Endpoint::Validate(Mode::Enforce) => 1,
+        Endpoint::Validate(Mode::Warn) => 2,
+        Endpoint::Validate(Mode::Audit) => 3,
+        Endpoint::Namespace => 4,
+    }
+}
+
+fn decision_index(decision: DecisionKind) -> usize {
+    match decision {
+        DecisionKind::Allowed => 0,
+        DecisionKind::Mutated => 1,
+        DecisionKind::Denied => 2,
+        DecisionKind::Warned => 3,
+        DecisionKind::Ignored => 4,
+        DecisionKind::BadRequest => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests;

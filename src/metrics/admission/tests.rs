@@ -1,0 +1,176 @@
+//! The kept series are the family's own: what a request counts is what
+//! `/metrics` shows, under the same names and label values as a lookup in
+//! the family would give.
+
+use kube::core::admission::Operation;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+
+use super::*;
+use crate::admission::Workload;
+use crate::policy::dra::claims::ClaimKind;
+
+fn exposition(registry: &Registry) -> String {
+    let mut text = String::new();
+    encode(&mut text, registry).expect("encoded");
+    text
+}
+
+fn metrics() -> (Registry, AdmissionMetrics) {
+    let mut registry = Registry::with_prefix("gpu_policy");
+    let metrics = AdmissionMetrics::register(&mut registry);
+    (registry, metrics)
+}
+
+#[test]
+fn kept_series_are_the_families_series() {
+    let (registry, metrics) = metrics();
+    for _ in 0..3 {
+        metrics.count_request(
+            Endpoint::Mutate,
+            "Pod",
+            Some(&Operation::Create),
+            DecisionKind::Mutated,
+        );
+    }
+    metrics.count_request(
+        Endpoint::Validate(Mode::Enforce),
+        "DaemonSet",
+        Some(&Operation::Update),
+        DecisionKind::Denied,
+    );
+    metrics.count_request(Endpoint::Namespace, "", None, DecisionKind::BadRequest);
+    metrics.count_finding(RuleId::RuntimeClass, Finding::Change);
+    metrics.count_finding(RuleId::RuntimeClass, Finding::Change);
+    metrics.count_finding(RuleId::DevicePaths, Finding::Violation);
+    metrics.observe_latency(Endpoint::Mutate, 0.000_2);
+    metrics.observe_latency(Endpoint::Mutate, 0.3);
+    let text = exposition(&registry);
+    for line in [
+        r#"gpu_policy_admission_requests_total{endpoint="/mutate",kind="Pod",operation="CREATE",decision="mutated"} 3"#,
+        r#"gpu_policy_admission_requests_total{endpoint="/validate/enforce",kind="DaemonSet",operation="UPDATE",decision="denied"} 1"#,
+        r#"gpu_policy_admission_requests_total{endpoint="/validate/namespace",kind="",operation="",decision="bad_request"} 1"#,
+        r#"gpu_policy_rule_findings_total{rule="runtime-class",finding="change"} 2"#,
+        r#"gpu_policy_rule_findings_total{rule="device-paths",finding="violation"} 1"#,
+        r#"gpu_policy_admission_duration_seconds_count{endpoint="/mutate"} 2"#,
+        r#"gpu_policy_admission_duration_seconds_bucket{le="0.0002",endpoint="/mutate"} 1"#,
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+    // Only what was written is shown: no series is made ahead of its
+    // first request.
+    assert_eq!(
+        text.matches("gpu_policy_admission_requests_total{").count(),
+        3,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("gpu_policy_rule_findings_total{").count(),
+        2,
+        "{text}"
+    );
+}
+
+#[test]
+fn a_kind_outside_the_kept_ones_is_counted_under_its_own_value() {
+    let (registry, metrics) = metrics();
+    for kind in ["Widget", "Widget", "pod", "Pod\"}"] {
+        metrics.count_request(
+            Endpoint::Validate(Mode::Warn),
+            kind,
+            Some(&Operation::Delete),
+            DecisionKind::Ignored,
+        );
+    }
+    metrics.count_request(
+        Endpoint::Validate(Mode::Warn),
+        "Pod",
+        Some(&Operation::Delete),
+        DecisionKind::Ignored,
+    );
+    let text = exposition(&registry);
+    for (kind, count) in [("Widget", 2), ("pod", 1), ("Pod", 1)] {
+        let line = format!(
+            "gpu_policy_admission_requests_total{{endpoint=\"/validate/warn\",kind=\"{kind}\",operation=\"DELETE\",decision=\"ignored\"}} {count}"
+        );
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+    assert_eq!(
+        text.matches("gpu_policy_admission_requests_total{").count(),
+        4,
+        "{text}"
+    );
+}
+
+/// Every combination has a series of its own: no two share a slot of the
+/// table, and each counts under its own labels.
+#[test]
+fn every_kept_series_has_its_own_slot() {
+    let (registry, metrics) = metrics();
+    let operations = [
+        None,
+        Some(Operation::Create),
+        Some(Operation::Update),
+        Some(Operation::Delete),
+        Some(Operation::Connect),
+    ];
+    let decisions = [
+        DecisionKind::Allowed,
+        DecisionKind::Mutated,
+        DecisionKind::Denied,
+        DecisionKind::Warned,
+        DecisionKind::Ignored,
+        DecisionKind::BadRequest,
+    ];
+    assert_eq!(operations.len(), OPERATIONS);
+    assert_eq!(decisions.len(), DECISIONS);
+    for endpoint in Endpoint::ALL {
+        for kind in KEPT_KINDS {
+            for operation in &operations {
+                for decision in decisions {
+                    metrics.count_request(endpoint, kind, operation.as_ref(), decision);
+                }
+            }
+        }
+        metrics.observe_latency(endpoint, 0.001);
+    }
+    for &rule in RuleId::ALL {
+        metrics.count_finding(rule, Finding::Change);
+        metrics.count_finding(rule, Finding::Violation);
+    }
+    assert!(
+        metrics
+            .request_series
+            .iter()
+            .all(|series| series.get().is_some())
+    );
+    let text = exposition(&registry);
+    let ones = |prefix: &str| {
+        text.lines()
+            .filter(|line| line.starts_with(prefix))
+            .inspect(|line| assert!(line.ends_with("} 1"), "{line}"))
+            .count()
+    };
+    assert_eq!(ones("gpu_policy_admission_requests_total{"), REQUEST_SERIES);
+    assert_eq!(
+        ones("gpu_policy_rule_findings_total{"),
+        RuleId::ALL.len() * 2
+    );
+    assert_eq!(
+        ones("gpu_policy_admission_duration_seconds_count{"),
+        ENDPOINTS
+    );
+}
+
+/// The kinds the webhooks are registered for are all kept.
+#[test]
+fn the_webhooks_kinds_are_kept() {
+    let kinds = Workload::ALL
+        .iter()
+        .map(|workload| workload.kind())
+        .chain(ClaimKind::ALL.iter().map(|claim| claim.as_str()))
+        .chain(["Pod", "Namespace"]);
+    for kind in kinds {
+        assert!(KEPT_KINDS.contains(&kind), "{kind}");
+    }
+}

@@ -1,0 +1,71 @@
+//! The request body, read once into a buffer of its announced size.
+//!
+//! axum's `Bytes` gathers the frames hyper reads and then copies them into
+//! one buffer: a large review (the API server sends up to 3 MiB, an
+//! UPDATE two objects in it) is held twice while it is read. Here the
+//! buffer is made once, of the `Content-Length` (never above the body
+//! limit, which still applies), and each frame is copied into it as it
+//! arrives.
+
+use axum::RequestExt;
+use axum::body::HttpBody;
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use super::error::RequestError;
+
+/// Bodies above this are refused with 413. The API server caps objects at
+/// 3 MiB (etcd's limit), and a review carries the object and the old one.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The whole body of an admission request.
+pub struct ReviewBody(pub Vec<u8>);
+
+impl<S: Send + Sync> FromRequest<S> for ReviewBody {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Response> {
+        let announced = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|length| length.to_str().ok())
+            .and_then(|length| length.parse::<usize>().ok())
+            .unwrap_or(0);
+        // The router's body limit applies here as it does to `Bytes`: a
+        // body over it is read up to the limit and then refused, as before
+        // (refused at once, a client still writing it would see the
+        // connection closed rather than the 413).
+        let mut body = request.into_limited_body();
+        let mut buffer = Vec::with_capacity(announced.min(MAX_BODY_BYTES));
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|error| rejected(&error).into_response())?;
+            if let Ok(data) = frame.into_data() {
+                if buffer.len() + data.len() > MAX_BODY_BYTES {
+                    return Err(RequestError::TooLarge {
+                        limit: MAX_BODY_BYTES,
+                    }
+                    .into_response());
+                }
+                buffer.extend_from_slice(&data);
+            }
+        }
+        Ok(ReviewBody(buffer))
+    }
+}
+
+/// A body that could not be read: over the limit, or cut short.
+fn rejected(error: &axum::Error) -> RequestError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        if cause.is::<http_body_util::LengthLimitError>() {
+            return RequestError::TooLarge {
+                limit: MAX_BODY_BYTES,
+            };
+        }
+        source = cause.source();
+    }
+    RequestError::Body(crate::manifest::one_line(&error.to_string()))
+}
