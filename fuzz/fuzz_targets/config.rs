@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
+use gpu_policy::document::Document;
 use gpu_policy::policy::{Evaluator, Scope, Subject};
 use gpu_policy::settings::{
     MAX_GPUS_PER_POD_ANNOTATION, MIN_COMPUTE_CAPABILITY_ANNOTATION, NamespaceSettings, Settings,
@@ -116,8 +117,9 @@ fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings)
         claim_owner: None,
     };
     let evaluate = |pod: &Value| {
+        let document = Document::from_value(pod);
         evaluator
-            .evaluate(&Subject::pod(pod, "default", Scope::Whole))
+            .evaluate(&Subject::pod(document.root(), "default", Scope::Whole))
             .unwrap_or_else(|err| panic!("a well-formed pod is unreadable: {err}"))
     };
     let evaluation = evaluate(pod);
