@@ -92,7 +92,7 @@ pub fn gpu_images<'t>(
 ) -> Option<GpuImages<'t>> {
     let mut template = object.as_object()?;
     for key in shape.template_path() {
-        template = template.get(*key)?.as_object()?;
+        template = template.get(key)?.as_object()?;
     }
     let spec = template.get("spec")?.as_object()?;
     // Which container holds a KAI fraction takes the whole view to say.
