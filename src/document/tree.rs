@@ -43,12 +43,6 @@ impl<'a> Document<'a> {
         Json { doc: self, at: 0 }
     }
 
-    /// How many values it holds (keys included): its size in memory is
-    /// this many nodes.
-    pub fn node_count(&self) -> usize {
-        self.nodes.len()
-    }
-
     pub(super) fn node(&self, at: usize) -> &Node<'a> {
         // The handles only ever point at nodes that exist; a document
         // that is empty (only while it is being read) reads as null.
