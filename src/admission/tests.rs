@@ -5,7 +5,6 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::document::Document;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::testing::leaked;
 use crate::policy::{Evaluation, Evaluator};
@@ -480,26 +479,6 @@ fn encoding_is_one_byte_sequence_per_answer() {
             .collect();
         assert_eq!(encode(again).unwrap_or_default(), first);
     }
-}
-
-fn parsed(text: &str) -> Document<'_> {
-    Document::parse(text).unwrap_or_else(|err| panic!("{err}: {text}"))
-}
-
-#[test]
-fn raw_object_metadata_is_read_from_the_raw_json_when_asked() {
-    use kube::core::Resource;
-    let text = json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}}).to_string();
-    let mut object = RawObject::new(parsed(&text));
-    assert_eq!(object.meta().name.as_deref(), Some("p"));
-    object.meta_mut().name = Some("q".to_owned());
-    assert_eq!(object.meta().name.as_deref(), Some("q"));
-    let text = json!({"metadata": {"name": "r"}}).to_string();
-    let mut unread = RawObject::new(parsed(&text));
-    assert_eq!(unread.meta_mut().name.as_deref(), Some("r"));
-    let text = json!({"metadata": "x"}).to_string();
-    let shapeless = RawObject::new(parsed(&text));
-    assert_eq!(shapeless.meta().name, None);
 }
 
 fn privileged_pod(gpu: bool) -> Value {

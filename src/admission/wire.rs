@@ -8,56 +8,34 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation};
-use kube::core::{ApiResource, DynamicResourceScope, Resource, Status};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::object_tree;
 use crate::document::{Document, Json};
 
 /// An object as the API server sent it, a [`Document`] that borrows the
 /// request body, less the fields no rule reads ([`object_tree`]: probes,
-/// commands, ports, `managedFields`, `status`).
-///
-/// `metadata` is decoded only if something asks for it through
-/// [`Resource`] (nothing on the admission path does); the policy reads
-/// [`RawObject::json`].
+/// commands, ports, `managedFields`, `status`, env entries of other
+/// names). The policy reads [`RawObject::json`].
 #[derive(Debug, Clone)]
 pub struct RawObject<'a> {
     document: Document<'a>,
-    metadata: OnceLock<ObjectMeta>,
 }
 
 impl<'a> RawObject<'a> {
     pub fn new(document: Document<'a>) -> Self {
-        Self {
-            document,
-            metadata: OnceLock::new(),
-        }
+        Self { document }
     }
 
     /// The object.
     pub fn json(&self) -> Json<'_> {
         self.document.root()
-    }
-
-    fn decoded_metadata(&self) -> ObjectMeta {
-        self.json()
-            .get("metadata")
-            .and_then(|meta| ObjectMeta::deserialize(meta.to_value()).ok())
-            .unwrap_or_default()
-    }
-}
-
-impl PartialEq for RawObject<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.json() == other.json()
     }
 }
 
@@ -65,50 +43,6 @@ impl PartialEq for RawObject<'_> {
 impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         object_tree::read(deserializer).map(RawObject::new)
-    }
-}
-
-impl Serialize for RawObject<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.json().serialize(serializer)
-    }
-}
-
-impl Resource for RawObject<'_> {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        self.metadata.get_or_init(|| self.decoded_metadata())
-    }
-
-    /// Not on the admission path: nothing changes metadata this way, and
-    /// a change here would not reach `raw`.
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        if self.metadata.get().is_none() {
-            self.metadata = OnceLock::from(self.decoded_metadata());
-        }
-        match self.metadata.get_mut() {
-            Some(metadata) => metadata,
-            // `OnceLock::get_mut_or_init` is not stable; the lock was filled above.
-            None => unreachable!("metadata was set above"),
-        }
     }
 }
 

@@ -105,7 +105,11 @@ impl<'de, P> Builder<'_, 'de, P> {
 
 /// A node index or count as a document keeps it.
 fn index<E: de::Error>(at: usize) -> Result<u32, E> {
-    u32::try_from(at).map_err(|_| E::custom("the document has too many values"))
+    u32::try_from(at).map_err(|_| too_many())
+}
+
+fn too_many<E: de::Error>() -> E {
+    E::custom("the document has too many values")
 }
 
 impl<'de, P: Unread> DeserializeSeed<'de> for Builder<'_, 'de, P> {
@@ -191,12 +195,7 @@ impl<'de, P: Unread> Visitor<'de> for Builder<'_, 'de, P> {
             }
             len += 1;
         }
-        let end = index(self.doc.nodes.len())?;
-        self.doc.nodes[at] = Node::Array {
-            len: index(len)?,
-            end,
-        };
-        Ok(())
+        self.doc.close(at, len).ok_or_else(too_many)
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
@@ -216,12 +215,7 @@ impl<'de, P: Unread> Visitor<'de> for Builder<'_, 'de, P> {
             })?;
             len += 1;
         }
-        let end = index(self.doc.nodes.len())?;
-        self.doc.nodes[at] = Node::Object {
-            len: index(len)?,
-            end,
-        };
-        Ok(())
+        self.doc.close(at, len).ok_or_else(too_many)
     }
 }
 

@@ -43,6 +43,20 @@ impl<'a> Document<'a> {
         Json { doc: self, at: 0 }
     }
 
+    /// Sets the length and end (the node count now) of the array or
+    /// object at `at`, the two building ways (text, value) share. None
+    /// when they do not fit a node: 2^32 values or more.
+    pub(super) fn close(&mut self, at: usize, len: usize) -> Option<()> {
+        let len = u32::try_from(len).ok()?;
+        let end = u32::try_from(self.nodes.len()).ok()?;
+        let node = self.nodes.get_mut(at)?;
+        *node = match node {
+            Node::Array { .. } => Node::Array { len, end },
+            _ => Node::Object { len, end },
+        };
+        Some(())
+    }
+
     pub(super) fn node(&self, at: usize) -> &Node<'a> {
         // The handles only ever point at nodes that exist; a document
         // that is empty (only while it is being read) reads as null.

@@ -27,7 +27,8 @@ impl<'a> Document<'a> {
             Value::Array(list) => {
                 let at = self.open(Node::Array { len: 0, end: 0 });
                 list.iter().for_each(|element| self.push_value(element));
-                self.close(at, list.len());
+                // A value held in memory has fewer than 2^32 nodes.
+                let _ = self.close(at, list.len());
             }
             Value::Object(map) => {
                 let at = self.open(Node::Object { len: 0, end: 0 });
@@ -35,7 +36,7 @@ impl<'a> Document<'a> {
                     self.nodes.push(Node::Str(key));
                     self.push_value(member);
                 }
-                self.close(at, map.len());
+                let _ = self.close(at, map.len());
             }
         }
     }
@@ -43,19 +44,6 @@ impl<'a> Document<'a> {
     fn open(&mut self, node: Node<'a>) -> usize {
         self.nodes.push(node);
         self.nodes.len() - 1
-    }
-
-    /// Sets the length and end of the array or object at `at`. A value
-    /// held in memory has fewer than 2^32 nodes; more would saturate.
-    fn close(&mut self, at: usize, len: usize) {
-        let len = u32::try_from(len).unwrap_or(u32::MAX);
-        let end = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
-        if let Some(node) = self.nodes.get_mut(at) {
-            *node = match node {
-                Node::Array { .. } => Node::Array { len, end },
-                _ => Node::Object { len, end },
-            };
-        }
     }
 }
 

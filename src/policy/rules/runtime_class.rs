@@ -157,7 +157,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     if let Some(overhead) = &class.pod_fixed_overhead {
         match view.spec.get("overhead").filter(|v| !v.is_null()) {
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
-            Some(existing) if existing.to_value() == Value::Object(overhead.clone()) => {}
+            Some(existing) if existing.to_value().as_object() == Some(overhead) => {}
             Some(_) => {
                 return Err("spec.overhead differs from the overhead of the \
                      RuntimeClass it would get; remove spec.overhead"

@@ -49,6 +49,13 @@ const WARM_UP_SHAPE: Shape = Shape {
     env_per_container: 3,
 };
 
+/// The large pod whose review under `uid` is `size` bytes.
+fn pod_of_review_size(size: usize, uid: &str) -> Value {
+    pod_sized_to("large", SHAPE, size, |pod| {
+        body_of(&review(pod, uid, false)).len()
+    })
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a measurement: the server's peak is above these bounds today \
             (docs/performance.md, memory of large objects); run with --ignored"]
@@ -57,9 +64,7 @@ async fn one_review_near_the_body_limit_peaks_within_four_bodies_of_the_base() {
     let base = warmed_up_base(&server).await;
 
     let uid = next_uid();
-    let pod = pod_sized_to("large", SHAPE, LARGE_BODY, |pod| {
-        body_of(&review(pod, &uid, false)).len()
-    });
+    let pod = pod_of_review_size(LARGE_BODY, &uid);
     let body = body_of(&review(&pod, &uid, false));
     let body_len = body.len();
     let mut connection = server.connect().await;
@@ -100,9 +105,7 @@ async fn sixteen_concurrent_reviews_of_2_3_mb_peak_under_100_mib() {
     let base = warmed_up_base(&server).await;
 
     let sizing_uid = next_uid();
-    let pod = pod_sized_to("large", SHAPE, CONCURRENT_BODY, |pod| {
-        body_of(&review(pod, &sizing_uid, false)).len()
-    });
+    let pod = pod_of_review_size(CONCURRENT_BODY, &sizing_uid);
     // Every body is built, and every connection open, before the first
     // byte is sent, so that the reviews reach the server together. The
     // reviews differ in their uid alone.
