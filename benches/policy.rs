@@ -48,6 +48,11 @@ use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
+/// The server's allocator (src/main.rs), so that the path allocates here
+/// as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 // The review builder of the tests, of which the benchmarks use a part.
 #[allow(dead_code)]
 #[path = "../tests/it/support/review.rs"]

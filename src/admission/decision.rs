@@ -101,9 +101,33 @@ pub const MAX_WARNING_CHARS: usize = 119;
 
 /// The mode's verdict on an evaluation.
 pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision {
+    let mut decision = decide_all_but_the_patch(mode, kind, evaluation);
+    if carries_patch(mode, kind, evaluation) {
+        decision.patch = evaluation.patch.clone();
+    }
+    decision
+}
+
+/// [`decide`], with the patch moved out of `evaluation` rather than
+/// copied: for the webhook, which answers once and drops the evaluation.
+pub fn decide_taking_patch(mode: Mode, kind: ObjectKind, evaluation: &mut Evaluation) -> Decision {
+    let mut decision = decide_all_but_the_patch(mode, kind, evaluation);
+    if carries_patch(mode, kind, evaluation) {
+        decision.patch = std::mem::take(&mut evaluation.patch);
+    }
+    decision
+}
+
+/// Whether the decision carries the evaluation's patch: in enforce mode,
+/// when nothing is denied, for pods and the claims made for them (R4's
+/// selector).
+fn carries_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> bool {
+    let mutated = kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim);
+    mode == Mode::Enforce && mutated && evaluation.violations.is_empty()
+}
+
+fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision {
     let is_pod = kind == ObjectKind::Pod;
-    // Pods are mutated, and the claims made for them (R4's selector).
-    let mutated = is_pod || kind == ObjectKind::Claim(ClaimKind::Claim);
     let mut decision = Decision {
         allowed: true,
         ..Decision::default()
@@ -131,11 +155,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
                     .warnings
                     .extend(template_override_warnings(evaluation));
             }
-            if evaluation.violations.is_empty() {
-                if mutated {
-                    decision.patch = evaluation.patch.clone();
-                }
-            } else {
+            if !evaluation.violations.is_empty() {
                 decision.allowed = false;
                 decision.denial = Some(denial_message(evaluation));
             }

@@ -33,7 +33,7 @@ pub mod wire;
 pub use checker::{Checker, ObjectFacts, ObjectReport};
 pub use decision::{
     Decision, DecisionKind, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode, UnknownMode,
-    Verdict, decide, namespace_settings, unreadable, warning,
+    Verdict, decide, decide_taking_patch, namespace_settings, unreadable, warning,
 };
 pub use kinds::{ObjectKind, Workload};
 pub use respond::{

@@ -11,7 +11,8 @@ use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, Operation};
 
 use super::decision::{
-    Decision, DecisionKind, Mode, Verdict, decide, namespace_settings, unreadable, warning,
+    Decision, DecisionKind, Mode, Verdict, decide_taking_patch, namespace_settings, unreadable,
+    warning,
 };
 use super::images;
 use super::kinds::ObjectKind;
@@ -211,10 +212,10 @@ pub fn respond(
     };
     let mut verdict = Verdict::new(DecisionKind::Allowed);
     let decision = match evaluator.evaluate(&evaluated.subject) {
-        Ok(evaluation) => {
+        Ok(mut evaluation) => {
             verdict.changes = evaluation.changed_rules();
             verdict.violations = evaluation.violations.iter().map(|v| v.rule).collect();
-            let mut decision = decide(evaluated.mode, evaluated.kind, &evaluation);
+            let mut decision = decide_taking_patch(evaluated.mode, evaluated.kind, &mut evaluation);
             if endpoint == Endpoint::Mutate && matches!(evaluated.kind, ObjectKind::Claim(_)) {
                 // Only this webhook reads the claim's pod: what it could not
                 // read is said here (the validating webhooks say the rest).

@@ -52,6 +52,38 @@ fn deployment(pod: &Value) -> Value {
            "spec": {"template": {"metadata": pod["metadata"].clone(), "spec": pod["spec"].clone()}}})
 }
 
+/// The webhook's decision, which takes the patch out of the evaluation,
+/// is the one `check` and the tests read, which copies it.
+#[test]
+fn taking_the_patch_decides_as_copying_it() {
+    let mutated_pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}]},
+    });
+    let objects = [
+        (mutated_pod.clone(), ObjectKind::Pod),
+        (pod_with_change_and_violation(), ObjectKind::Pod),
+        (clean_gpu_pod(), ObjectKind::Pod),
+        (
+            deployment(&mutated_pod),
+            ObjectKind::of("apps", "Deployment"),
+        ),
+    ];
+    let mut carried = 0;
+    for (object, kind) in &objects {
+        for mode in [Mode::Enforce, Mode::Warn, Mode::Audit] {
+            let copied = decide(mode, *kind, &evaluation(object, *kind));
+            let taken = decide_taking_patch(mode, *kind, &mut evaluation(object, *kind));
+            assert_eq!(taken, copied, "{mode:?} {kind:?}");
+            carried += usize::from(!taken.patch.is_empty());
+        }
+    }
+    assert_eq!(
+        carried, 2,
+        "enforce mode patches the mutated pod and the clean GPU pod"
+    );
+}
+
 #[rstest]
 #[case(Mode::Enforce, false, false, 0, false)]
 #[case(Mode::Warn, true, false, 3, false)]
@@ -479,6 +511,72 @@ fn encoding_is_one_byte_sequence_per_answer() {
             .collect();
         assert_eq!(encode(again).unwrap_or_default(), first);
     }
+}
+
+/// The answer is kube's `AdmissionResponse` as kube writes it, in its
+/// order, but for the patch (base64 rather than an array of numbers) and
+/// the audit annotations (after it, in key order).
+#[test]
+fn encoding_writes_kubes_fields_in_kubes_order_with_a_base64_patch() {
+    let patch = json_patch::Patch(vec![json_patch::PatchOperation::Remove(
+        json_patch::RemoveOperation {
+            path: json_patch::jsonptr::PointerBuf::parse("/a").unwrap_or_default(),
+        },
+    )]);
+    let patched = AdmissionResponse::invalid("x").with_patch(patch);
+    let Ok(mut response) = patched else {
+        panic!("a patch of one operation encodes");
+    };
+    response.uid = "u".to_owned();
+    response.allowed = true;
+    response.warnings = Some(vec!["w1".to_owned(), "w \"2\"".to_owned()]);
+    response
+        .audit_annotations
+        .insert("k".to_owned(), "v".to_owned());
+    let denied = {
+        let mut denied = AdmissionResponse::invalid("no \"x\"");
+        denied.uid = "d".to_owned();
+        denied
+    };
+    for response in [response, denied] {
+        let kubes = serde_json::to_string(&response).unwrap_or_default();
+        let mut expected: Vec<(String, Value)> = members(&kubes, "")
+            .into_iter()
+            .filter(|(key, _)| key != "patch" && key != "auditAnnotations")
+            .collect();
+        if let Some(patch) = &response.patch {
+            expected.push((
+                "patch".into(),
+                json!(base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    patch
+                )),
+            ));
+        }
+        if !response.audit_annotations.is_empty() {
+            expected.push(("auditAnnotations".into(), json!(response.audit_annotations)));
+        }
+        let bytes = encode(response).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        let review: Vec<String> = members(&text, "").into_iter().map(|(key, _)| key).collect();
+        assert_eq!(review, ["apiVersion", "kind", "response"]);
+        assert_eq!(members(&text, "/response"), expected, "{text}");
+    }
+}
+
+/// The members of the object at `pointer` in `text`, in the order of the
+/// text.
+fn members(text: &str, pointer: &str) -> Vec<(String, Value)> {
+    let document = crate::document::Document::parse(text).unwrap_or_else(|err| panic!("{err}"));
+    let object = document
+        .root()
+        .pointer(pointer)
+        .and_then(|at| at.as_object());
+    let object = object.unwrap_or_else(|| panic!("no object at {pointer:?}: {text}"));
+    object
+        .iter()
+        .map(|(key, value)| (key.to_owned(), value.to_value()))
+        .collect()
 }
 
 fn privileged_pod(gpu: bool) -> Value {

@@ -15,6 +15,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation};
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 
 use super::object_tree;
 use crate::document::{Document, Json};
@@ -161,11 +162,19 @@ struct ReviewBody<'a> {
 
 /// Encodes the response as an AdmissionReview v1.
 ///
-/// `response.patch` is a Go `[]byte`, which the API documents (and every
-/// client expects) as a base64 string; kube-core 5 writes it as an array of
-/// numbers, so the patch is written here in its place. Audit annotations
-/// are written in key order, so that equal answers are equal bytes.
-pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
+/// The fields are kube's `AdmissionResponse`'s, in its order, written
+/// from borrowed fields rather than through `#[serde(flatten)]`, which
+/// writes each one through a map adapter. Two differ:
+/// - `patch` is a Go `[]byte`, which the API documents (and every client
+///   expects) as a base64 string; kube-core 5 writes it as an array of
+///   numbers, so it is written here as base64, after the fields kube
+///   writes.
+/// - Audit annotations are written last and in key order, so that equal
+///   answers are equal bytes.
+///
+/// `patchType` is private to kube's type, and set by `with_patch` with the
+/// patch: it is written as `JSONPatch` whenever there is a patch.
+pub fn encode(response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
     #[derive(Serialize)]
     struct Review<'a> {
         #[serde(rename = "apiVersion")]
@@ -175,27 +184,71 @@ pub fn encode(mut response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Er
     }
     #[derive(Serialize)]
     struct Response<'a> {
-        #[serde(flatten)]
-        response: &'a AdmissionResponse,
+        uid: &'a str,
+        allowed: bool,
+        status: &'a Status,
+        #[serde(rename = "patchType", skip_serializing_if = "Option::is_none")]
+        patch_type: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        patch: Option<String>,
+        warnings: Option<&'a [String]>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<Box<RawValue>>,
         #[serde(
             rename = "auditAnnotations",
             skip_serializing_if = "BTreeMap::is_empty"
         )]
-        audit_annotations: BTreeMap<String, String>,
+        audit_annotations: BTreeMap<&'a str, &'a str>,
     }
-    let patch = response.patch.take().map(|patch| BASE64.encode(patch));
-    let audit_annotations = std::mem::take(&mut response.audit_annotations)
-        .into_iter()
-        .collect();
-    serde_json::to_vec(&Review {
+    let patch = match response.patch.as_deref() {
+        Some(patch) => Some(base64_string(patch)?),
+        None => None,
+    };
+    let review = Review {
         api_version: META_API_VERSION_V1,
         kind: META_KIND,
         response: Response {
-            response: &response,
+            uid: &response.uid,
+            allowed: response.allowed,
+            status: &response.result,
+            patch_type: patch.as_ref().map(|_| JSON_PATCH),
+            warnings: response.warnings.as_deref(),
+            audit_annotations: response
+                .audit_annotations
+                .iter()
+                .map(|(key, value)| (key.as_str(), value.as_str()))
+                .collect(),
             patch,
-            audit_annotations,
         },
-    })
+    };
+    // Room for the envelope, the status and the patch, so that the buffer
+    // is not grown as it is written.
+    let patch_len = review.response.patch.as_ref().map_or(0, |p| p.get().len());
+    let mut body = Vec::with_capacity(ENVELOPE_BYTES + response.uid.len() + patch_len);
+    serde_json::to_writer(&mut body, &review)?;
+    Ok(body)
 }
+
+/// `bytes` in base64, as a JSON string. The base64 alphabet needs no
+/// escapes, so the string is written as it is rather than scanned for
+/// them byte by byte (a patch's base64 is most of an answer).
+fn base64_string(bytes: &[u8]) -> Result<Box<RawValue>, serde_json::Error> {
+    // Encoded into a buffer of its final size: the engine's slice encoder
+    // is several times cheaper than its `String` one, which goes through
+    // `fmt`.
+    let encoded_len = bytes.len().div_ceil(3) * 4;
+    let mut quoted = vec![b'"'; encoded_len + 2];
+    let written = BASE64
+        .encode_slice(bytes, &mut quoted[1..=encoded_len])
+        .map_err(serde::ser::Error::custom)?;
+    quoted.truncate(written + 1);
+    quoted.push(b'"');
+    let quoted = String::from_utf8(quoted).map_err(serde::ser::Error::custom)?;
+    RawValue::from_string(quoted)
+}
+
+/// The `patchType` kube's `with_patch` sets.
+const JSON_PATCH: &str = "JSONPatch";
+
+/// An answer's bytes besides its uid and patch: the envelope, `allowed`,
+/// a short status and a warning or two.
+const ENVELOPE_BYTES: usize = 512;

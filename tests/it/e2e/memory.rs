@@ -57,8 +57,6 @@ fn pod_of_review_size(size: usize, uid: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "a measurement: the server's peak is above these bounds today \
-            (docs/performance.md, memory of large objects); run with --ignored"]
 async fn one_review_near_the_body_limit_peaks_within_four_bodies_of_the_base() {
     let server = Server::start(Options::default(), None).await;
     let base = warmed_up_base(&server).await;
@@ -98,8 +96,6 @@ async fn one_review_near_the_body_limit_peaks_within_four_bodies_of_the_base() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "a measurement: the server's peak is above these bounds today \
-            (docs/performance.md, memory of large objects); run with --ignored"]
 async fn sixteen_concurrent_reviews_of_2_3_mb_peak_under_100_mib() {
     let server = Server::start(Options::default(), None).await;
     let base = warmed_up_base(&server).await;
