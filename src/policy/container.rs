@@ -6,6 +6,8 @@ use crate::cuda::{DISABLE_REQUIRE_ENV, REQUIRE_CUDA_ENV};
 use crate::document::{Json, Object};
 use json_patch::jsonptr::PointerBuf;
 
+use super::patch::{Step, pointer_below};
+
 use super::dra::claims::DraCount;
 use super::quantity::GpuCount;
 use crate::settings::HAMI_CARDS;
@@ -129,10 +131,13 @@ impl Container<'_> {
     /// The JSON pointer of the container in the object, under the pod
     /// spec at `spec`.
     pub fn pointer(&self, spec: &PointerBuf) -> PointerBuf {
-        let mut pointer = spec.clone();
-        pointer.push_back(self.list);
-        pointer.push_back(self.index.to_string());
-        pointer
+        self.pointer_to(spec, &[])
+    }
+
+    /// The JSON pointer of `steps` below the container.
+    pub fn pointer_to(&self, spec: &PointerBuf, steps: &[Step<'_>]) -> PointerBuf {
+        let container = [Step::Key(self.list), Step::Index(self.index)];
+        pointer_below(spec, container.into_iter().chain(steps.iter().copied()))
     }
 
     /// A GPU container: it asks for a GPU resource, or uses a resolved DRA

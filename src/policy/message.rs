@@ -4,7 +4,7 @@
 //! one place that puts `gpu-policy:` in front of it, so that every line a
 //! user reads says where it comes from.
 
-use std::fmt;
+use std::fmt::{self, Write};
 use std::ops::Deref;
 
 use serde::{Serialize, Serializer};
@@ -308,9 +308,22 @@ pub fn quoted_list<'s>(
     plural: &str,
     names: impl IntoIterator<Item = &'s str>,
 ) -> String {
-    let names: Vec<String> = names.into_iter().map(|n| format!("{n:?}")).collect();
+    // Written into one string: the phrase is made for every change of
+    // every request.
+    let names: Vec<&str> = names.into_iter().collect();
     let noun = if names.len() == 1 { singular } else { plural };
-    format!("{noun} {}", names.join(", "))
+    let room = names.iter().map(|name| name.len() + 4).sum::<usize>();
+    let mut phrase = String::with_capacity(noun.len() + room);
+    phrase.push_str(noun);
+    if names.is_empty() {
+        phrase.push(' ');
+    }
+    for (at, name) in names.iter().enumerate() {
+        phrase.push_str(if at == 0 { " " } else { ", " });
+        // Writing into a String cannot fail.
+        let _ = write!(phrase, "{name:?}");
+    }
+    phrase
 }
 
 #[cfg(test)]

@@ -1,12 +1,66 @@
 //! JSON Patch operations the rules build.
 
-use json_patch::jsonptr::PointerBuf;
+use std::fmt::Write;
+
+use json_patch::jsonptr::{Pointer, PointerBuf, Token};
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::{Map, Value};
 
 /// An `add` operation.
 pub fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
+}
+
+/// One step of a path below a pointer: a member's key or an element's
+/// index.
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// `base` followed by `steps`, written into one string of its final size:
+/// `PointerBuf::push_back` grows its string for every token, and a patch
+/// path is built for every operation of every request.
+pub fn pointer_below<'s, I>(base: &Pointer, steps: I) -> PointerBuf
+where
+    I: IntoIterator<Item = Step<'s>>,
+    I::IntoIter: Clone,
+{
+    let steps = steps.into_iter();
+    // An index takes at most 20 digits; a key at most twice its length
+    // once `~` and `/` are escaped.
+    let room: usize = steps
+        .clone()
+        .map(|step| match step {
+            Step::Key(key) => 1 + 2 * key.len(),
+            Step::Index(_) => 21,
+        })
+        .sum();
+    let mut text = String::with_capacity(base.as_str().len() + room);
+    text.push_str(base.as_str());
+    for step in steps.clone() {
+        text.push('/');
+        match step {
+            Step::Key(key) => text.push_str(Token::new(key).encoded()),
+            // Writing into a String cannot fail.
+            Step::Index(index) => {
+                let _ = write!(text, "{index}");
+            }
+        }
+    }
+    // Every token above is encoded, so the text parses; were it not to,
+    // the same pointer is built token by token.
+    PointerBuf::parse(text).unwrap_or_else(|_| {
+        let mut pointer = base.to_buf();
+        for step in steps {
+            match step {
+                Step::Key(key) => pointer.push_back(key),
+                Step::Index(index) => pointer.push_back(index),
+            }
+        }
+        pointer
+    })
 }
 
 /// Where an object's annotations stand, for [`set_annotation`]: its
@@ -22,12 +76,11 @@ pub struct AnnotationsAt<'a> {
 /// The operation that sets the annotation `key` to `value`, creating
 /// `metadata.annotations` (and `metadata`) when they are missing.
 pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchOperation {
-    let mut path = at.metadata.clone();
     if at.has_annotations {
-        path.push_back("annotations");
-        path.push_back(key);
+        let path = pointer_below(at.metadata, [Step::Key("annotations"), Step::Key(key)]);
         return add(path, Value::String(value));
     }
+    let mut path = at.metadata.clone();
     let mut annotations = Map::new();
     annotations.insert(key.to_owned(), Value::String(value));
     let mut annotations = Value::Object(annotations);
@@ -44,9 +97,50 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
 /// Whether one of `operations` adds the whole `metadata.annotations` map
 /// (or `metadata`) of the object whose metadata is at `metadata`.
 pub fn adds_annotations(operations: &[PatchOperation], metadata: &PointerBuf) -> bool {
-    let mut annotations = metadata.clone();
-    annotations.push_back("annotations");
+    let annotations = pointer_below(metadata, [Step::Key("annotations")]);
     operations.iter().any(|operation| {
         matches!(operation, PatchOperation::Add(op) if op.path == annotations || op.path == *metadata)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pointer is the one `push_back` builds token by token, escapes
+    /// included.
+    #[test]
+    fn a_pointer_below_is_the_pointer_pushed_token_by_token() {
+        let bases = [
+            PointerBuf::root(),
+            PointerBuf::from_tokens(["spec", "template"]),
+        ];
+        let steps: [&[Step<'_>]; 5] = [
+            &[],
+            &[Step::Key("containers"), Step::Index(0)],
+            &[Step::Key("env"), Step::Key("-")],
+            &[Step::Key("a/b~c"), Step::Index(usize::MAX), Step::Key("")],
+            &[
+                Step::Key("annotations"),
+                Step::Key("gpu-policy.io/mutations"),
+            ],
+        ];
+        for base in &bases {
+            for steps in steps {
+                let mut pushed = base.clone();
+                for step in steps {
+                    match step {
+                        Step::Key(key) => pushed.push_back(*key),
+                        Step::Index(index) => pushed.push_back(*index),
+                    }
+                }
+                let below = pointer_below(base, steps.iter().copied());
+                assert_eq!(below, pushed, "{base} {steps:?}");
+            }
+        }
+        assert_eq!(
+            pointer_below(&bases[1], [Step::Key("a/b~c"), Step::Index(7)]).as_str(),
+            "/spec/template/a~1b~0c/7"
+        );
+    }
 }

@@ -38,6 +38,7 @@ use json_patch::jsonptr::PointerBuf;
 
 pub use super::container::{ClaimUse, Container, ContainerKind, EnvEntry, GpuResource};
 use super::dra::claims::DraCount;
+use super::patch::{Step, pointer_below};
 use super::quantity::GpuCount;
 use super::sharing::{self, KaiFraction};
 use crate::settings::{HAMI_CARDS, Settings};
@@ -169,10 +170,8 @@ impl<'a> PodView<'a> {
             None => return Ok(None),
             Some(value) => as_object(value, &spec_path)?,
         };
-        let mut metadata_pointer = pointer.clone();
-        metadata_pointer.push_back("metadata");
-        let mut spec_pointer = pointer;
-        spec_pointer.push_back("spec");
+        let metadata_pointer = pointer_below(&pointer, [Step::Key("metadata")]);
+        let spec_pointer = pointer_below(&pointer, [Step::Key("spec")]);
 
         // Read in one pass over the spec's fields.
         let [

@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
 use crate::policy::container::{Container, EnvEntry};
 use crate::policy::message::containers_phrase;
-use crate::policy::patch::add;
+use crate::policy::patch::{Step, add};
 use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devices};
 
 /// `NVIDIA_VISIBLE_DEVICES`.
@@ -146,8 +146,7 @@ fn removals(
         .iter()
         .rev()
         .map(|entry| {
-            let mut path = env_pointer(spec, container);
-            path.push_back(entry.index.to_string());
+            let path = container.pointer_to(spec, &[Step::Key("env"), Step::Index(entry.index)]);
             PatchOperation::Remove(RemoveOperation { path })
         })
         .collect()
@@ -157,19 +156,13 @@ fn append_pin(spec: &PointerBuf, container: &Container<'_>, pin: &str) -> PatchO
     let mut entry = Map::new();
     entry.insert("name".to_owned(), Value::String(VARIABLE.to_owned()));
     entry.insert("value".to_owned(), Value::String(pin.to_owned()));
-    let mut path = env_pointer(spec, container);
     if container.env.is_some() {
-        path.push_back("-");
+        let path = container.pointer_to(spec, &[Step::Key("env"), Step::Key("-")]);
         add(path, Value::Object(entry))
     } else {
+        let path = container.pointer_to(spec, &[Step::Key("env")]);
         add(path, json!([entry]))
     }
-}
-
-fn env_pointer(spec: &PointerBuf, container: &Container<'_>) -> PointerBuf {
-    let mut path = container.pointer(spec);
-    path.push_back("env");
-    path
 }
 
 #[cfg(test)]
