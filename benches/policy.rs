@@ -51,7 +51,7 @@ use gpu_policy::settings::{NamespaceSettings, Settings};
 /// The server's allocator (src/main.rs), so that the path allocates here
 /// as it does there.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
 
 // The review builder of the tests, of which the benchmarks use a part.
 #[allow(dead_code)]

@@ -29,10 +29,12 @@
 //! - [`certs`]: serving certificates, generated or loaded, reloaded;
 //! - [`metrics`], [`telemetry`]: Prometheus metrics and logs;
 //! - [`server`]: the HTTPS webhook server (no policy logic);
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line;
+//! - [`allocator`]: the allocator the binary installs.
 
 pub mod admission;
 pub mod admission_policy;
+pub mod allocator;
 pub mod certs;
 pub mod cli;
 pub mod cluster;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 /// 14,000 fewer instructions per GPU-pod review than the system allocator
 /// (docs/performance.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
 
 fn main() -> ExitCode {
     gpu_policy::cli::main()

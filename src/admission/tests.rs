@@ -1,6 +1,5 @@
 use std::collections::BTreeMap;
 
-use kube::core::admission::AdmissionResponse;
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -482,101 +481,6 @@ fn mutate_never_denies_and_does_not_patch_a_pod_that_will_be_denied() {
         Endpoint::Validate(Mode::Enforce),
     );
     assert_eq!(reply["response"]["allowed"], false);
-}
-
-#[test]
-fn encoding_is_one_byte_sequence_per_answer() {
-    let mut response = AdmissionResponse::invalid("x");
-    response.allowed = true;
-    response.result = Default::default();
-    response.uid = "u".to_owned();
-    for key in ["violations", "mutations", "allowlisted", "a", "z"] {
-        response
-            .audit_annotations
-            .insert(key.to_owned(), format!("{key} value"));
-    }
-    let first = encode(response.clone()).unwrap_or_default();
-    let text = String::from_utf8_lossy(&first).into_owned();
-    assert_eq!(
-        text,
-        r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u","allowed":true,"status":{},"auditAnnotations":{"a":"a value","allowlisted":"allowlisted value","mutations":"mutations value","violations":"violations value","z":"z value"}}}"#
-    );
-    // A HashMap's order changes from one map to the next; the bytes do not.
-    for _ in 0..20 {
-        let mut again = response.clone();
-        again.audit_annotations = response
-            .audit_annotations
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        assert_eq!(encode(again).unwrap_or_default(), first);
-    }
-}
-
-/// The answer is kube's `AdmissionResponse` as kube writes it, in its
-/// order, but for the patch (base64 rather than an array of numbers) and
-/// the audit annotations (after it, in key order).
-#[test]
-fn encoding_writes_kubes_fields_in_kubes_order_with_a_base64_patch() {
-    let patch = json_patch::Patch(vec![json_patch::PatchOperation::Remove(
-        json_patch::RemoveOperation {
-            path: json_patch::jsonptr::PointerBuf::parse("/a").unwrap_or_default(),
-        },
-    )]);
-    let patched = AdmissionResponse::invalid("x").with_patch(patch);
-    let Ok(mut response) = patched else {
-        panic!("a patch of one operation encodes");
-    };
-    response.uid = "u".to_owned();
-    response.allowed = true;
-    response.warnings = Some(vec!["w1".to_owned(), "w \"2\"".to_owned()]);
-    response
-        .audit_annotations
-        .insert("k".to_owned(), "v".to_owned());
-    let denied = {
-        let mut denied = AdmissionResponse::invalid("no \"x\"");
-        denied.uid = "d".to_owned();
-        denied
-    };
-    for response in [response, denied] {
-        let kubes = serde_json::to_string(&response).unwrap_or_default();
-        let mut expected: Vec<(String, Value)> = members(&kubes, "")
-            .into_iter()
-            .filter(|(key, _)| key != "patch" && key != "auditAnnotations")
-            .collect();
-        if let Some(patch) = &response.patch {
-            expected.push((
-                "patch".into(),
-                json!(base64::Engine::encode(
-                    &base64::engine::general_purpose::STANDARD,
-                    patch
-                )),
-            ));
-        }
-        if !response.audit_annotations.is_empty() {
-            expected.push(("auditAnnotations".into(), json!(response.audit_annotations)));
-        }
-        let bytes = encode(response).unwrap_or_default();
-        let text = String::from_utf8_lossy(&bytes);
-        let review: Vec<String> = members(&text, "").into_iter().map(|(key, _)| key).collect();
-        assert_eq!(review, ["apiVersion", "kind", "response"]);
-        assert_eq!(members(&text, "/response"), expected, "{text}");
-    }
-}
-
-/// The members of the object at `pointer` in `text`, in the order of the
-/// text.
-fn members(text: &str, pointer: &str) -> Vec<(String, Value)> {
-    let document = crate::document::Document::parse(text).unwrap_or_else(|err| panic!("{err}"));
-    let object = document
-        .root()
-        .pointer(pointer)
-        .and_then(|at| at.as_object());
-    let object = object.unwrap_or_else(|| panic!("no object at {pointer:?}: {text}"));
-    object
-        .iter()
-        .map(|(key, value)| (key.to_owned(), value.to_value()))
-        .collect()
 }
 
 fn privileged_pod(gpu: bool) -> Value {

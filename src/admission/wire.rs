@@ -113,8 +113,20 @@ pub struct GroupVersionKind<'a> {
 pub struct UserInfo<'a> {
     #[serde(default, borrow)]
     pub username: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed_strs")]
     pub groups: Option<Vec<Cow<'a, str>>>,
+}
+
+/// A list of strings that point into the body (unless they have escapes):
+/// serde borrows a `Cow<str>` field marked `borrow`, but copies the
+/// elements of a list of them.
+fn borrowed_strs<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<Cow<'a, str>>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+    let list: Option<Vec<Borrowed<'a>>> = Option::deserialize(deserializer)?;
+    Ok(list.map(|list| list.into_iter().map(|Borrowed(text)| text).collect()))
 }
 
 impl AdmissionRequest<'_> {
@@ -252,3 +264,7 @@ const JSON_PATCH: &str = "JSONPatch";
 /// An answer's bytes besides its uid and patch: the envelope, `allowed`,
 /// a short status and a warning or two.
 const ENVELOPE_BYTES: usize = 512;
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;
