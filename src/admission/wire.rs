@@ -8,12 +8,13 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation};
+use kube::core::{Status, TypeMeta};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
@@ -132,13 +133,22 @@ fn borrowed_strs<'de: 'a, 'a, D: Deserializer<'de>>(
 impl AdmissionRequest<'_> {
     /// The response that allows the request: `allowed: true` for its uid.
     pub fn allowed(&self) -> AdmissionResponse {
-        let mut response = AdmissionResponse::invalid("");
+        let mut response = ALLOWED.clone();
         response.uid = self.uid.clone().into_owned();
-        response.allowed = true;
-        response.result = Status::default();
         response
     }
 }
+
+/// The allowed response, less its uid. kube's type has no other public
+/// constructor than `invalid`, which allocates a type meta (not written
+/// on the wire) and a reason: cloning this one allocates nothing.
+static ALLOWED: LazyLock<AdmissionResponse> = LazyLock::new(|| {
+    let mut response = AdmissionResponse::invalid("");
+    response.types = TypeMeta::default();
+    response.allowed = true;
+    response.result = Status::default();
+    response
+});
 
 /// Decodes an AdmissionReview v1 request body.
 pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {

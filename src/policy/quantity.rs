@@ -165,6 +165,11 @@ struct Parsed<'a> {
 }
 
 fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
+    // The usual spelling, a plain count ("1", "8"): up to 19 digits always
+    // fit a u64, so it is read without the general path's digit buffer.
+    if (1..=19).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map_err(|_| QuantityError::Malformed);
+    }
     let parsed = split(s).ok_or(QuantityError::Malformed)?;
     evaluate(&parsed)
 }
@@ -607,6 +612,14 @@ mod tests {
         #[test]
         fn negative_nonzero_is_negative(n in 1u64..) {
             prop_assert_eq!(GpuCount::parse(&format!("-{n}")), Invalid(Negative));
+        }
+
+        /// The plain count's shortcut reads what the grammar reads,
+        /// leading zeros and 20-digit counts included.
+        #[test]
+        fn plain_counts_read_as_the_grammar_reads_them(s in "[0-9]{1,25}") {
+            let general = split(&s).ok_or(Malformed).and_then(|parsed| evaluate(&parsed));
+            prop_assert_eq!(parse_quantity(&s), general);
         }
 
         #[test]
