@@ -41,7 +41,7 @@ use super::rule::{ApiServer, Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::policy::container::Container;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::patch::add;
+use crate::policy::patch::{Step, add, pointer_below};
 use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
 
 pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
@@ -258,8 +258,7 @@ fn constrain(
                 .collect(),
         )
     };
-    let mut path = spec_pointer.clone();
-    path.push_back("affinity");
+    let mut path = pointer_below(spec_pointer, [Step::Key("affinity")]);
     let Some(affinity) = present(spec, "affinity") else {
         let value = object(
             "nodeAffinity",

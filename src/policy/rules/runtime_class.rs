@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
 use crate::policy::cluster::RuntimeClassInfo;
 use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
-use crate::policy::patch::add;
+use crate::policy::patch::{Step, add, pointer_below};
 use crate::policy::pod::PodView;
 
 pub const API_SERVER: ApiServer = ApiServer::ValidatingAndMutating(Coverage {
@@ -88,8 +88,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                     }
                 },
             };
-            let mut path = input.view.spec_pointer.clone();
-            path.push_back("runtimeClassName");
+            let path = pointer_below(&input.view.spec_pointer, [Step::Key("runtimeClassName")]);
             let mut operations = vec![add(path, Value::String(name.clone()))];
             if let Some(info) = info {
                 match scheduling(input.view, &info) {
@@ -149,11 +148,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 /// rejection.
 fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
     let mut operations = Vec::new();
-    let at = |key: &str| {
-        let mut path = view.spec_pointer.clone();
-        path.push_back(key);
-        path
-    };
+    let at = |key: &str| pointer_below(&view.spec_pointer, [Step::Key(key)]);
     if let Some(overhead) = &class.pod_fixed_overhead {
         match view.spec.get("overhead").filter(|v| !v.is_null()) {
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
@@ -175,8 +170,10 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                 for (key, value) in &class.node_selector {
                     match existing.get(key) {
                         None => {
-                            let mut path = at("nodeSelector");
-                            path.push_back(key.as_str());
+                            let path = pointer_below(
+                                &view.spec_pointer,
+                                [Step::Key("nodeSelector"), Step::Key(key.as_str())],
+                            );
                             operations.push(add(path, value.clone()));
                         }
                         Some(current) if current.to_value() == *value => {}
@@ -207,8 +204,10 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                     .collect();
                 for toleration in &class.tolerations {
                     if !existing.iter().any(|t| same_toleration(t, toleration)) {
-                        let mut path = at("tolerations");
-                        path.push_back("-");
+                        let path = pointer_below(
+                            &view.spec_pointer,
+                            [Step::Key("tolerations"), Step::Key("-")],
+                        );
                         operations.push(add(path, toleration.clone()));
                     }
                 }
