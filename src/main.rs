@@ -20,8 +20,9 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Run by the loader before anything allocates: the runtime allocates
 /// before `main`, and mimalloc reads the arena option when it makes its
-/// first arena. Set this early, the options also win over
-/// `MIMALLOC_ARENA_EAGER_COMMIT` and `MIMALLOC_PURGE_DELAY`.
+/// first arena. Set this early, they also win over
+/// `MIMALLOC_ARENA_EAGER_COMMIT` and `MIMALLOC_PURGE_DELAY` in the
+/// environment.
 #[cfg(target_os = "linux")]
 #[used]
 #[unsafe(link_section = ".init_array")]
@@ -32,8 +33,8 @@ static RETURN_FREED_MEMORY_PROMPTLY: extern "C" fn() = return_freed_memory_promp
 /// server's resident set 7.5 bodies above where it was, and 16 such
 /// reviews at once took it past 100 MiB. With arenas committed as pages
 /// are used and freed pages returned at once, one review peaks under two
-/// bodies and the 16 under half that (tests/it/e2e/memory.rs), for a
-/// handful more instructions per request (docs/performance.md).
+/// bodies above the base and the 16 at 38 MiB (tests/it/e2e/memory.rs),
+/// at no measurable cost in instructions (docs/performance.md).
 #[cfg(target_os = "linux")]
 extern "C" fn return_freed_memory_promptly() {
     // SAFETY: mi_option_set is not thread safe; the loader runs this
