@@ -48,8 +48,8 @@ use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
-/// The server's allocator (src/main.rs), so that the path allocates here
-/// as it does there.
+/// The server's allocator (`gpu_policy::allocator`, as src/main.rs
+/// installs it), so that the path allocates here as it does there.
 #[global_allocator]
 static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
 

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! respond.rs -> wire.rs        AdmissionReview bytes <-> request, response
-//!            -> decision.rs    Mode, decide: (mode, kind, evaluation) -> Decision
+//!            -> decision.rs    Mode, decide (and decide_taking_patch, for the
+//!                              webhook): (mode, kind, evaluation) -> Decision
 //!            -> kinds.rs       ObjectKind, Workload; the policy::Subject of each
 //!            -> images.rs      registry lookups -> policy::ImageFacts
 //!            -> namespace_guard.rs -> decision.rs

@@ -318,13 +318,7 @@ fn into_response(
                 // leaves the response to deny.
                 match serde_json::to_vec(&decision.patch) {
                     Ok(encoded) => {
-                        // `with_patch` also sets the patch type; an empty
-                        // patch costs nothing to encode twice.
-                        response = match response.with_patch(json_patch::Patch(Vec::new())) {
-                            Ok(patched) => patched,
-                            // "[]" always encodes.
-                            Err(err) => return (AdmissionResponse::invalid(err), verdict),
-                        };
+                        // `encode` writes the patch type with the patch.
                         response.patch = Some(encoded);
                         verdict.decision = DecisionKind::Mutated;
                     }

@@ -194,8 +194,8 @@ struct ReviewBody<'a> {
 /// - Audit annotations are written last and in key order, so that equal
 ///   answers are equal bytes.
 ///
-/// `patchType` is private to kube's type, and set by `with_patch` with the
-/// patch: it is written as `JSONPatch` whenever there is a patch.
+/// `patchType` (private to kube's type) is written as `JSONPatch`, the
+/// only type there is, whenever there is a patch.
 pub fn encode(response: AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
     #[derive(Serialize)]
     struct Review<'a> {
@@ -268,7 +268,7 @@ fn base64_string(bytes: &[u8]) -> Result<Box<RawValue>, serde_json::Error> {
     RawValue::from_string(quoted)
 }
 
-/// The `patchType` kube's `with_patch` sets.
+/// The patch type of every patch.
 const JSON_PATCH: &str = "JSONPatch";
 
 /// An answer's bytes besides its uid and patch: the envelope, `allowed`,

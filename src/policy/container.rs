@@ -85,7 +85,7 @@ pub struct Container<'a> {
     pub kind: ContainerKind,
     /// The list of the pod spec it is in (`containers`, `initContainers`,
     /// `ephemeralContainers`) and its index there: where it is, spelled as
-    /// a pointer ([`Container::pointer`]) only for a patch.
+    /// a pointer ([`Container::pointer_to`]) only for a patch.
     pub list: &'static str,
     pub index: usize,
     pub image: Option<&'a str>,
@@ -128,13 +128,8 @@ pub struct ClaimUse<'a> {
 }
 
 impl Container<'_> {
-    /// The JSON pointer of the container in the object, under the pod
-    /// spec at `spec`.
-    pub fn pointer(&self, spec: &PointerBuf) -> PointerBuf {
-        self.pointer_to(spec, &[])
-    }
-
-    /// The JSON pointer of `steps` below the container.
+    /// The JSON pointer of `steps` below the container, under the pod
+    /// spec at `spec` (none: the container's own).
     pub fn pointer_to(&self, spec: &PointerBuf, steps: &[Step<'_>]) -> PointerBuf {
         let container = [Step::Key(self.list), Step::Index(self.index)];
         pointer_below(spec, container.into_iter().chain(steps.iter().copied()))
