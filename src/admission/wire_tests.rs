@@ -122,3 +122,78 @@ fn members(text: &str, pointer: &str) -> Vec<(String, Value)> {
         .map(|(key, value)| (key.to_owned(), value.to_value()))
         .collect()
 }
+
+/// A body the reader refuses is named by the position, on one line, and
+/// without the excerpt of the body the reader's own message carries.
+#[test]
+fn a_refused_body_is_named_by_its_position_alone() {
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u" secret-token}}"#;
+    let text = decode(body)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("body is not an AdmissionReview: "),
+        "{text}"
+    );
+    assert!(text.ends_with(" at line 1 column 83"), "{text}");
+    assert!(!text.contains("secret"), "{text}");
+    assert!(!text.contains(['\n', '\t']), "{text:?}");
+}
+
+/// What no one reads is skipped without recursion, however deep; what is
+/// read into the document is refused past the reader's nesting limit, not
+/// read into a stack overflow.
+#[test]
+fn nesting_is_bounded_where_it_is_read_and_free_where_it_is_skipped() {
+    let nested = "[".repeat(100_000) + &"]".repeat(100_000);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+    let body = String::from_utf8(Review::create(&pod, "ml").body()).unwrap_or_default();
+
+    let in_options = body.replacen(
+        "\"request\":{",
+        &format!("\"request\":{{\"options\":{nested},"),
+        1,
+    );
+    assert_ne!(in_options, body);
+    assert!(decode(in_options.as_bytes()).is_ok());
+
+    let in_spec = body.replacen("\"spec\":{}", &format!("\"spec\":{{\"x\":{nested}}}"), 1);
+    assert_ne!(in_spec, body);
+    let text = decode(in_spec.as_bytes())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(text.contains("nesting"), "{text}");
+}
+
+/// A `\u` escape without four hex digits makes the body not JSON, in what
+/// the reader skips as in what it reads; an escaped backslash before a
+/// `u` is no such escape. (Found by the `review` fuzz target: the reader
+/// steps over the four characters in what it skips.)
+#[rstest::rstest]
+#[case(
+    r#""options":{"x":"a\u00ne"},"#,
+    Some("invalid \\u escape at line 1 column ")
+)]
+#[case(r#""options":{"x":"\u12"},"#, Some("invalid \\u escape"))]
+#[case(r#""options":{"x":"a\\u00ne \u00e9 \"\\"},"#, None)]
+fn unicode_escapes_are_checked_where_they_are_skipped(
+    #[case] options: &str,
+    #[case] refused: Option<&str>,
+) {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+    let body = String::from_utf8(Review::create(&pod, "ml").body()).unwrap_or_default();
+    let body = body.replacen("\"request\":{", &format!("\"request\":{{{options}"), 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).is_err(),
+        refused.is_some(),
+        "serde_json and decode must agree: {body}"
+    );
+    match (decode(body.as_bytes()), refused) {
+        (Ok(_), None) => {}
+        (Err(err), Some(message)) => assert!(err.to_string().contains(message), "{err}"),
+        (Ok(_), Some(_)) => panic!("decoded: {body}"),
+        (Err(err), None) => panic!("{err}: {body}"),
+    }
+}
