@@ -88,8 +88,16 @@ pub fn claim_owner_to_read(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
 ) -> Option<(String, MadeFor)> {
+    // Only a claim on the mutating endpoint: told from the request's kind
+    // before the subject is built, as this is asked of every request.
+    let claim = ObjectKind::Claim(ClaimKind::Claim);
+    if endpoint != Endpoint::Mutate
+        || ObjectKind::of(&request.kind.group, &request.kind.kind) != claim
+    {
+        return None;
+    }
     let evaluated = evaluated(request, endpoint).ok()??;
-    if endpoint != Endpoint::Mutate || evaluated.kind != ObjectKind::Claim(ClaimKind::Claim) {
+    if evaluated.kind != claim {
         return None;
     }
     let made_for = read_made_for(evaluated.subject.object)?;

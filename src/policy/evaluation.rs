@@ -2,6 +2,7 @@
 //! each rule, tagged with its [`RuleId`], and the whole [`Evaluation`].
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use json_patch::PatchOperation;
 use serde::Serialize;
@@ -26,26 +27,13 @@ pub struct Change {
     /// What the change does, for people (`pin NVIDIA_VISIBLE_DEVICES=void in
     /// container "app"`).
     pub summary: String,
-    pub operations: Vec<PatchOperation>,
+    /// Where its operations are in [`Evaluation::patch`]
+    /// ([`Evaluation::operations`]): written there once, not copied from
+    /// here.
+    pub operations: Range<usize>,
     /// The change removes or replaces something the author wrote (as opposed
     /// to adding what they did not write). Templates are warned about these.
     pub overrides_author: bool,
-}
-
-impl Change {
-    pub(super) fn new(rule: RuleId, mutation: Mutation) -> Self {
-        let Mutation {
-            summary,
-            operations,
-            overrides_author,
-        } = mutation;
-        Change {
-            rule,
-            summary,
-            operations,
-            overrides_author,
-        }
-    }
 }
 
 /// The result of running every rule on one object.
@@ -62,13 +50,11 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// Every change's operations, in order: the patch before anything the
-    /// evaluator adds of its own.
-    pub(super) fn operations_of_changes(&self) -> Vec<PatchOperation> {
-        self.changes
-            .iter()
-            .flat_map(|change| change.operations.iter().cloned())
-            .collect()
+    /// The operations of one of this evaluation's changes.
+    pub fn operations(&self, change: &Change) -> &[PatchOperation] {
+        self.patch
+            .get(change.operations.clone())
+            .unwrap_or_default()
     }
 
     /// The bodies of the notices of one kind, in order.
@@ -81,18 +67,30 @@ impl Evaluation {
     }
 
     /// Adds what one rule found, stamped with its id and each message with
-    /// the `gpu-policy:` prefix.
+    /// the `gpu-policy:` prefix. A change's operations go to the end of the
+    /// patch, so that the patch is every change's operations in order,
+    /// before anything the evaluator adds of its own.
     pub(super) fn record(&mut self, rule: RuleId, findings: Findings) {
         let Findings {
             changes,
             violations,
             notices,
         } = findings;
-        self.changes.extend(
-            changes
-                .into_iter()
-                .map(|mutation| Change::new(rule, mutation)),
-        );
+        for Mutation {
+            summary,
+            operations,
+            overrides_author,
+        } in changes
+        {
+            let start = self.patch.len();
+            self.patch.extend(operations);
+            self.changes.push(Change {
+                rule,
+                summary,
+                operations: start..self.patch.len(),
+                overrides_author,
+            });
+        }
         self.violations
             .extend(violations.into_iter().map(|body| Violation {
                 rule,

@@ -132,7 +132,6 @@ impl Evaluator<'_> {
         }
         evaluation.allowlisted = allowlisted.cloned();
         if !evaluation.changes.is_empty() {
-            evaluation.patch = evaluation.operations_of_changes();
             // The ephemeralcontainers subresource takes only the ephemeral
             // containers from the object; metadata is recorded at creation.
             if scope.is_whole() {
@@ -203,7 +202,6 @@ impl Evaluator<'_> {
             };
             evaluation.record(rule.id, check(&input));
         }
-        evaluation.patch = evaluation.operations_of_changes();
         Ok(evaluation)
     }
 }

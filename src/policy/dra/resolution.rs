@@ -194,25 +194,25 @@ fn lookup(
     claims: Option<&dyn ClaimFacts>,
     namespace: &str,
 ) -> Result<ClaimSummary, String> {
-    let what = match source {
-        None => return Err("no such entry in spec.resourceClaims".to_owned()),
-        Some(ClaimSource::Missing) => {
+    let (resolved, what) = match (source, claims) {
+        (None, _) => return Err("no such entry in spec.resourceClaims".to_owned()),
+        (Some(ClaimSource::Missing), _) => {
             return Err("it names neither a template nor a claim".to_owned());
         }
-        Some(ClaimSource::Template(name)) => format!("ResourceClaimTemplate {name:?}"),
-        Some(ClaimSource::Claim(name)) => format!("ResourceClaim {name:?}"),
-    };
-    let resolved = match (source, claims) {
-        (None | Some(ClaimSource::Missing), _) => Resolved::Unknown,
-        (Some(_), None) => Resolved::Unknown,
-        (Some(ClaimSource::Template(name)), Some(facts)) => {
-            facts.resource_claim_template(namespace, name)
-        }
-        (Some(ClaimSource::Claim(name)), Some(facts)) => facts.resource_claim(namespace, name),
+        (Some(ClaimSource::Template(name)), facts) => (
+            facts.map_or(Resolved::Unknown, |f| {
+                f.resource_claim_template(namespace, name)
+            }),
+            ("ResourceClaimTemplate", name),
+        ),
+        (Some(ClaimSource::Claim(name)), facts) => (
+            facts.map_or(Resolved::Unknown, |f| f.resource_claim(namespace, name)),
+            ("ResourceClaim", name),
+        ),
     };
     match resolved {
         Resolved::Known(summary) => Ok(summary),
-        Resolved::Unknown => Err(format!("{what} not found")),
+        Resolved::Unknown => Err(format!("{} {:?} not found", what.0, what.1)),
         Resolved::Unreadable(reason) => Err(reason),
     }
 }

@@ -168,7 +168,7 @@ fn compare_mutations(
             .changes
             .iter()
             .filter(|c| c.rule == rule)
-            .flat_map(|c| c.operations.clone())
+            .flat_map(|c| evaluation.operations(c).to_vec())
             .collect();
         let Some(expected) = webhook_mutated(pod, &operations) else {
             return Err(TestCaseError::fail("the webhook's patch must apply"));
