@@ -90,16 +90,11 @@ pub fn claim_owner_to_read(
 ) -> Option<(String, MadeFor)> {
     // Only a claim on the mutating endpoint: told from the request's kind
     // before the subject is built, as this is asked of every request.
-    let claim = ObjectKind::Claim(ClaimKind::Claim);
-    if endpoint != Endpoint::Mutate
-        || ObjectKind::of(&request.kind.group, &request.kind.kind) != claim
-    {
+    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
+    if endpoint != Endpoint::Mutate || kind != ObjectKind::Claim(ClaimKind::Claim) {
         return None;
     }
     let evaluated = evaluated(request, endpoint).ok()??;
-    if evaluated.kind != claim {
-        return None;
-    }
     let made_for = read_made_for(evaluated.subject.object)?;
     Some((evaluated.subject.namespace.to_owned(), made_for))
 }

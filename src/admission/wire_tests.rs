@@ -128,10 +128,7 @@ fn members(text: &str, pointer: &str) -> Vec<(String, Value)> {
 #[test]
 fn a_refused_body_is_named_by_its_position_alone() {
     let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u" secret-token}}"#;
-    let text = decode(body)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let text = refusal_of(body);
     assert!(
         text.starts_with("body is not an AdmissionReview: "),
         "{text}"
@@ -147,8 +144,7 @@ fn a_refused_body_is_named_by_its_position_alone() {
 #[test]
 fn nesting_is_bounded_where_it_is_read_and_free_where_it_is_skipped() {
     let nested = "[".repeat(100_000) + &"]".repeat(100_000);
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
-    let body = String::from_utf8(Review::create(&pod, "ml").body()).unwrap_or_default();
+    let body = pod_review_text();
 
     let in_options = body.replacen(
         "\"request\":{",
@@ -160,10 +156,7 @@ fn nesting_is_bounded_where_it_is_read_and_free_where_it_is_skipped() {
 
     let in_spec = body.replacen("\"spec\":{}", &format!("\"spec\":{{\"x\":{nested}}}"), 1);
     assert_ne!(in_spec, body);
-    let text = decode(in_spec.as_bytes())
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let text = refusal_of(in_spec.as_bytes());
     assert!(text.contains("nesting"), "{text}");
 }
 
@@ -182,9 +175,7 @@ fn unicode_escapes_are_checked_where_they_are_skipped(
     #[case] options: &str,
     #[case] refused: Option<&str>,
 ) {
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
-    let body = String::from_utf8(Review::create(&pod, "ml").body()).unwrap_or_default();
-    let body = body.replacen("\"request\":{", &format!("\"request\":{{{options}"), 1);
+    let body = pod_review_text().replacen("\"request\":{", &format!("\"request\":{{{options}"), 1);
     assert_eq!(
         serde_json::from_str::<Value>(&body).is_err(),
         refused.is_some(),
@@ -196,4 +187,18 @@ fn unicode_escapes_are_checked_where_they_are_skipped(
         (Ok(_), Some(_)) => panic!("decoded: {body}"),
         (Err(err), None) => panic!("{err}: {body}"),
     }
+}
+
+/// Why `decode` refused `body`; empty when it did not.
+fn refusal_of(body: &[u8]) -> String {
+    decode(body)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+/// The review of a small pod's creation, as text to edit.
+fn pod_review_text() -> String {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+    String::from_utf8(Review::create(&pod, "ml").body()).unwrap_or_default()
 }

@@ -178,14 +178,20 @@ const MAX_UNRESOLVED_NAMED: usize = 3;
 
 /// `ResourceClaimTemplate "name"` or `ResourceClaim "name"` of a pod claim.
 fn source_name(pod_claims: &[PodClaim<'_>], claim: &str) -> String {
-    match pod_claims
+    pod_claims
         .iter()
         .find(|c| c.name == claim)
-        .map(|c| c.source)
-    {
-        Some(ClaimSource::Template(name)) => format!("ResourceClaimTemplate {name:?}"),
-        Some(ClaimSource::Claim(name)) => format!("ResourceClaim {name:?}"),
-        _ => format!("claim {claim:?}"),
+        .and_then(|c| source_phrase(c.source))
+        .unwrap_or_else(|| format!("claim {claim:?}"))
+}
+
+/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"`; None for a pod
+/// claim that names neither.
+fn source_phrase(source: ClaimSource<'_>) -> Option<String> {
+    match source {
+        ClaimSource::Template(name) => Some(format!("ResourceClaimTemplate {name:?}")),
+        ClaimSource::Claim(name) => Some(format!("ResourceClaim {name:?}")),
+        ClaimSource::Missing => None,
     }
 }
 
@@ -194,25 +200,24 @@ fn lookup(
     claims: Option<&dyn ClaimFacts>,
     namespace: &str,
 ) -> Result<ClaimSummary, String> {
-    let (resolved, what) = match (source, claims) {
+    let resolved = match (source, claims) {
         (None, _) => return Err("no such entry in spec.resourceClaims".to_owned()),
         (Some(ClaimSource::Missing), _) => {
             return Err("it names neither a template nor a claim".to_owned());
         }
-        (Some(ClaimSource::Template(name)), facts) => (
-            facts.map_or(Resolved::Unknown, |f| {
-                f.resource_claim_template(namespace, name)
-            }),
-            ("ResourceClaimTemplate", name),
-        ),
-        (Some(ClaimSource::Claim(name)), facts) => (
-            facts.map_or(Resolved::Unknown, |f| f.resource_claim(namespace, name)),
-            ("ResourceClaim", name),
-        ),
+        (Some(_), None) => Resolved::Unknown,
+        (Some(ClaimSource::Template(name)), Some(facts)) => {
+            facts.resource_claim_template(namespace, name)
+        }
+        (Some(ClaimSource::Claim(name)), Some(facts)) => facts.resource_claim(namespace, name),
     };
     match resolved {
         Resolved::Known(summary) => Ok(summary),
-        Resolved::Unknown => Err(format!("{} {:?} not found", what.0, what.1)),
+        // Named only when it is needed: most claims resolve.
+        Resolved::Unknown => Err(format!(
+            "{} not found",
+            source.and_then(source_phrase).unwrap_or_default()
+        )),
         Resolved::Unreadable(reason) => Err(reason),
     }
 }
