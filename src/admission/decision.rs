@@ -3,7 +3,7 @@
 //! warnings, audit annotations). The webhook and the offline `check` and
 //! `audit` both go through it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::kinds::ObjectKind;
 use crate::policy::dra::claims::ClaimKind;
-use crate::policy::{ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleId};
+use crate::policy::{ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleSet};
 use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
@@ -307,17 +307,17 @@ impl fmt::Display for DecisionKind {
 pub struct Verdict {
     pub decision: DecisionKind,
     /// Rules that changed (or would change) the object.
-    pub changes: BTreeSet<RuleId>,
+    pub changes: RuleSet,
     /// Rules the object violates.
-    pub violations: BTreeSet<RuleId>,
+    pub violations: RuleSet,
 }
 
 impl Verdict {
     pub fn new(decision: DecisionKind) -> Self {
         Self {
             decision,
-            changes: BTreeSet::new(),
-            violations: BTreeSet::new(),
+            changes: RuleSet::new(),
+            violations: RuleSet::new(),
         }
     }
 }

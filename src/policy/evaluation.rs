@@ -1,14 +1,13 @@
 //! What evaluating one object gives: the [`Change`]s and [`Violation`]s of
 //! each rule, tagged with its [`RuleId`], and the whole [`Evaluation`].
 
-use std::collections::BTreeSet;
 use std::ops::Range;
 
 use json_patch::PatchOperation;
 use serde::Serialize;
 
 use super::message::{Message, Notice, NoticeKind};
-use super::rule_id::RuleId;
+use super::rule_id::{RuleId, RuleSet};
 use super::rules::rule::{Findings, Mutation};
 use crate::settings::AllowlistEntry;
 
@@ -99,7 +98,7 @@ impl Evaluation {
         self.notices.extend(notices);
     }
 
-    pub fn changed_rules(&self) -> BTreeSet<RuleId> {
+    pub fn changed_rules(&self) -> RuleSet {
         self.changes.iter().map(|c| c.rule).collect()
     }
 }

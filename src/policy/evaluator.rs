@@ -2,8 +2,6 @@
 //! the pod entries of [`RULES`] over a pod or pod template, the claim
 //! entries over a ResourceClaim or ResourceClaimTemplate.
 
-use std::collections::BTreeSet;
-
 use crate::document::Json;
 use json_patch::PatchOperation;
 
@@ -17,7 +15,7 @@ use super::images::ImageFacts;
 use super::message::Notice;
 use super::patch::{AnnotationsAt, adds_annotations, set_annotation};
 use super::pod::{ObjectError, PodView};
-use super::rule_id::RuleId;
+use super::rule_id::{RuleId, RuleSet};
 use super::rules::RULES;
 use super::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
 use super::rules::rule::{AllowlistInput, Check, ClaimInput, RuleInput};
@@ -138,7 +136,7 @@ impl Evaluator<'_> {
                 let made = adds_annotations(&evaluation.patch, &view.metadata_pointer);
                 evaluation
                     .patch
-                    .extend(record_mutations(&view, &evaluation.changed_rules(), made));
+                    .extend(record_mutations(&view, evaluation.changed_rules(), made));
             }
         }
         Ok(evaluation)
@@ -213,11 +211,11 @@ impl Evaluator<'_> {
 /// `metadata.annotations`.
 fn record_mutations(
     view: &PodView<'_>,
-    rules: &BTreeSet<RuleId>,
+    rules: RuleSet,
     made_annotations: bool,
 ) -> Option<PatchOperation> {
     let existing = view.annotation(MUTATIONS_ANNOTATION);
-    let mut all: BTreeSet<RuleId> = rules.clone();
+    let mut all = rules;
     let mut unknown: Vec<&str> = Vec::new();
     for item in existing.unwrap_or("").split(',').map(str::trim) {
         match RuleId::parse(item) {

@@ -42,6 +42,6 @@ pub use images::ImageFacts;
 pub use message::{Message, Notice, NoticeKind, containers_phrase, quoted_list};
 pub use patch::add;
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};
-pub use rule_id::RuleId;
+pub use rule_id::{RuleId, RuleSet};
 pub use rules::{Findings, Mutation, RULES, Rule, RuleInput};
 pub use subject::{Form, Identity, Scope, Subject, scope_for_update};

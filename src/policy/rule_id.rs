@@ -54,3 +54,133 @@ impl Serialize for RuleId {
         serializer.serialize_str(self.as_str())
     }
 }
+
+/// A set of rules that iterates in the order of [`RuleId::ALL`], as a
+/// `BTreeSet<RuleId>` would, in one word: the rules that changed or
+/// were violated are gathered on every request, and a `BTreeSet` cost an
+/// allocation for each of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RuleSet(u32);
+
+// One bit per rule.
+const _: () = assert!(RuleId::ALL.len() <= u32::BITS as usize);
+
+impl RuleSet {
+    pub const fn new() -> Self {
+        Self(0)
+    }
+
+    fn bit(rule: RuleId) -> u32 {
+        1 << rule as u32
+    }
+
+    /// Adds `rule`; whether it was not there.
+    pub fn insert(&mut self, rule: RuleId) -> bool {
+        let absent = !self.contains(rule);
+        self.0 |= Self::bit(rule);
+        absent
+    }
+
+    pub fn contains(&self, rule: RuleId) -> bool {
+        self.0 & Self::bit(rule) != 0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// The rules, in the order of [`RuleId::ALL`].
+    pub fn iter(&self) -> Rules {
+        Rules {
+            set: *self,
+            next: 0,
+        }
+    }
+}
+
+/// The rules of a [`RuleSet`], in the order of [`RuleId::ALL`].
+#[derive(Debug, Clone)]
+pub struct Rules {
+    set: RuleSet,
+    next: usize,
+}
+
+impl Iterator for Rules {
+    type Item = RuleId;
+
+    fn next(&mut self) -> Option<RuleId> {
+        while let Some(&rule) = RuleId::ALL.get(self.next) {
+            self.next += 1;
+            if self.set.contains(rule) {
+                return Some(rule);
+            }
+        }
+        None
+    }
+}
+
+impl IntoIterator for &RuleSet {
+    type Item = RuleId;
+    type IntoIter = Rules;
+
+    fn into_iter(self) -> Rules {
+        self.iter()
+    }
+}
+
+impl FromIterator<RuleId> for RuleSet {
+    fn from_iter<I: IntoIterator<Item = RuleId>>(rules: I) -> Self {
+        let mut set = Self::new();
+        set.extend(rules);
+        set
+    }
+}
+
+impl Extend<RuleId> for RuleSet {
+    fn extend<I: IntoIterator<Item = RuleId>>(&mut self, rules: I) {
+        for rule in rules {
+            self.insert(rule);
+        }
+    }
+}
+
+impl<'a> Extend<&'a RuleId> for RuleSet {
+    fn extend<I: IntoIterator<Item = &'a RuleId>>(&mut self, rules: I) {
+        self.extend(rules.into_iter().copied());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::{RuleId, RuleSet};
+
+    fn any_rules() -> impl Strategy<Value = Vec<RuleId>> {
+        proptest::collection::vec(proptest::sample::select(RuleId::ALL), 0..12)
+    }
+
+    proptest! {
+        /// A rule set holds and lists what a `BTreeSet` of the same
+        /// rules does, in the same order.
+        #[test]
+        fn a_rule_set_is_a_btree_set_of_rules(rules in any_rules(), probe in proptest::sample::select(RuleId::ALL)) {
+            let mut set = RuleSet::new();
+            let mut expected = BTreeSet::new();
+            for &rule in &rules {
+                prop_assert_eq!(set.insert(rule), expected.insert(rule));
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), expected.iter().copied().collect::<Vec<_>>());
+            prop_assert_eq!(set.len(), expected.len());
+            prop_assert_eq!(set.is_empty(), expected.is_empty());
+            prop_assert_eq!(set.contains(probe), expected.contains(&probe));
+            prop_assert_eq!(rules.iter().copied().collect::<RuleSet>(), set);
+        }
+    }
+}

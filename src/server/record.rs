@@ -60,7 +60,7 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Dec
         (&verdict.changes, Finding::Change),
         (&verdict.violations, Finding::Violation),
     ] {
-        for &rule in rules {
+        for rule in rules {
             metrics.count_finding(rule, finding);
         }
     }
