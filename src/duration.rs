@@ -6,23 +6,27 @@
 
 use std::time::Duration;
 
-/// Every unit, in seconds.
-const UNITS: [(&str, f64); 7] = [
-    ("h", 3600.0),
-    ("m", 60.0),
-    ("s", 1.0),
-    ("ms", 1e-3),
-    ("us", 1e-6),
-    ("µs", 1e-6),
-    ("ns", 1e-9),
+/// Every unit, in nanoseconds.
+const UNITS: [(&str, u64); 7] = [
+    ("h", 3_600_000_000_000),
+    ("m", 60_000_000_000),
+    ("s", 1_000_000_000),
+    ("ms", 1_000_000),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("ns", 1),
 ];
 
 /// A Go duration: `None` when it is not one, or does not fit.
 pub fn parse(text: &str) -> Option<Duration> {
+    if text.is_empty() {
+        return None;
+    }
     let mut total = Duration::ZERO;
-    for (value, seconds, _) in components(text)? {
+    let mut rest = text;
+    while !rest.is_empty() {
         // Checked: a sum past `Duration::MAX` is not a duration.
-        total = total.checked_add(Duration::try_from_secs_f64(value * seconds).ok()?)?;
+        total = total.checked_add(next_component(&mut rest)?.duration()?)?;
     }
     Some(total)
 }
@@ -30,34 +34,60 @@ pub fn parse(text: &str) -> Option<Duration> {
 /// One number of seconds or milliseconds (`"1s"`, `"1.5s"`, `"500ms"`),
 /// blanks around it ignored: the config file's durations.
 pub fn parse_seconds(text: &str) -> Option<Duration> {
-    match components(text.trim())?.as_slice() {
-        [(value, seconds, "s" | "ms")] => Duration::try_from_secs_f64(value * seconds).ok(),
+    let mut rest = text.trim();
+    let component = next_component(&mut rest)?;
+    match component.unit {
+        "s" | "ms" if rest.is_empty() => component.duration(),
         _ => None,
     }
 }
 
-/// The `<number><unit>` of a Go duration: the number, the unit in
-/// seconds, the unit; `None` when the text is empty or not a duration.
-fn components(text: &str) -> Option<Vec<(f64, f64, &str)>> {
-    if text.is_empty() {
-        return None;
+/// One `<number><unit>` of a Go duration.
+struct Component<'a> {
+    number: &'a str,
+    unit: &'static str,
+    /// The unit, in nanoseconds.
+    nanos: u64,
+}
+
+/// The `<number><unit>` at the start of `rest`, which is moved past it;
+/// `None` when there is none.
+fn next_component<'a>(rest: &mut &'a str) -> Option<Component<'a>> {
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .filter(|&end| end > 0)?;
+    let (number, after) = rest.split_at(digits);
+    let unit_end = after
+        .find(|c: char| c.is_ascii_digit() || c == '.')
+        .unwrap_or(after.len());
+    let (unit, nanos) = UNITS.iter().find(|(unit, _)| *unit == &after[..unit_end])?;
+    *rest = &after[unit_end..];
+    Some(Component {
+        number,
+        unit,
+        nanos: *nanos,
+    })
+}
+
+impl Component<'_> {
+    fn duration(&self) -> Option<Duration> {
+        match self.number.parse::<u64>() {
+            // A whole number, as the API server writes its timeouts (on
+            // every request): exact, and without parsing a float.
+            Ok(whole) => {
+                let nanos = u128::from(whole) * u128::from(self.nanos);
+                let seconds = u64::try_from(nanos / 1_000_000_000).ok()?;
+                let below = u32::try_from(nanos % 1_000_000_000).ok()?;
+                Some(Duration::new(seconds, below))
+            }
+            Err(_) => {
+                let value: f64 = self.number.parse().ok()?;
+                #[allow(clippy::cast_precision_loss)]
+                let unit = self.nanos as f64;
+                Duration::try_from_secs_f64(value * unit / 1e9).ok()
+            }
+        }
     }
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .filter(|&end| end > 0)?;
-        let value: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let (unit, seconds) = UNITS.iter().find(|(unit, _)| *unit == &rest[..unit_end])?;
-        parts.push((value, *seconds, *unit));
-        rest = &rest[unit_end..];
-    }
-    Some(parts)
 }
 
 #[cfg(test)]
@@ -81,6 +111,13 @@ mod tests {
     #[case("10", None)]
     #[case("s", None)]
     #[case("10x", None)]
+    #[case("2h45m", Some(9_900_000))]
+    #[case("1.5m", Some(90_000))]
+    #[case("0.1s", Some(100))]
+    #[case("250us", Some(0))]
+    #[case("1.2.3s", None)]
+    #[case("1e3ms", None)]
+    #[case(".", None)]
     fn go_durations(#[case] text: &str, #[case] expected: Option<u64>) {
         assert_eq!(millis(parse(text)), expected);
     }
@@ -99,6 +136,17 @@ mod tests {
     #[case("5us", None)]
     fn durations(#[case] text: &str, #[case] expected: Option<u64>) {
         assert_eq!(millis(parse_seconds(text)), expected);
+    }
+
+    /// Whole numbers are read exactly, to the nanosecond, where a float
+    /// would round; a number as large as a `u64` still reads.
+    #[rstest]
+    #[case("1500ns", Duration::from_nanos(1500))]
+    #[case("3µs", Duration::from_micros(3))]
+    #[case("18446744073709551615s", Duration::from_secs(u64::MAX))]
+    #[case("1h1ns", Duration::new(3600, 1))]
+    fn whole_numbers_are_exact(#[case] text: &str, #[case] expected: Duration) {
+        assert_eq!(parse(text), Some(expected));
     }
 
     #[test]
