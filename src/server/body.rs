@@ -9,9 +9,8 @@
 
 use axum::RequestExt;
 use axum::body::HttpBody;
-use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::request::Parts;
-use axum::http::{HeaderValue, header};
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::error::RequestError;
@@ -54,19 +53,6 @@ impl<S: Send + Sync> FromRequest<S> for ReviewBody {
             }
         }
         Ok(ReviewBody(buffer))
-    }
-}
-
-/// The request's `Content-Type`, the one header an admission request is
-/// read by. axum's `HeaderMap` extractor would clone every header of
-/// every request to hand over this one.
-pub struct ContentType(pub Option<HeaderValue>);
-
-impl<S: Send + Sync> FromRequestParts<S> for ContentType {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(parts.headers.get(header::CONTENT_TYPE).cloned()))
     }
 }
 

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use body::{ContentType, ReviewBody};
+use body::ReviewBody;
 use kube::core::admission::AdmissionResponse;
 
 use crate::admission::namespace_guard;
@@ -114,9 +114,9 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(
                 move |state: State<Arc<AppState>>,
                       query: RawQuery,
-                      content_type: ContentType,
+                      headers: HeaderMap,
                       body: ReviewBody| {
-                    admit(state, endpoint, query, content_type, body.0)
+                    admit(state, endpoint, query, headers, body.0)
                 },
             ),
         );
@@ -171,7 +171,7 @@ async fn admit(
     State(state): State<Arc<AppState>>,
     endpoint: Endpoint,
     RawQuery(query): RawQuery,
-    ContentType(content_type): ContentType,
+    headers: HeaderMap,
     body: Vec<u8>,
 ) -> Response {
     let received = Instant::now();
@@ -187,7 +187,7 @@ async fn admit(
     if let Some(timeout) = timeout {
         state.saw_timeout(timeout);
     }
-    let request = match read_review(content_type.as_ref(), &body) {
+    let request = match read_review(&headers, &body) {
         Ok(request) => request,
         Err(error) => {
             let outcome = Outcome {
@@ -224,10 +224,13 @@ async fn admit(
 
 /// Reads the body as an AdmissionReview request.
 fn read_review<'b>(
-    content_type: Option<&HeaderValue>,
+    headers: &HeaderMap,
     body: &'b [u8],
 ) -> Result<AdmissionRequest<'b>, RequestError> {
-    let content_type = content_type.and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("application/json") {
         return Err(RequestError::ContentType(content_type.to_owned()));
