@@ -29,7 +29,8 @@ static COMMIT_ARENAS_AS_USED: extern "C" fn() = commit_arenas_as_used;
 /// 3 MiB limit then left the server's resident set 7.5 bodies above where
 /// it was, and 16 such reviews at once took it past 100 MiB. With arenas
 /// committed as pages are used, one review peaks under three bodies above
-/// the base and the 16 at about 50 MiB (tests/it/e2e/memory.rs).
+/// the base and the 16 at about 52 MiB in a release build, 66 MiB in the
+/// debug build the tests run (tests/it/e2e/memory.rs).
 ///
 /// Freed pages go back to the OS after mimalloc's own delay (10 ms).
 /// Returning them at once lowered those peaks by half a body and 3 MiB,
