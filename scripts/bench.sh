@@ -61,8 +61,24 @@ SNI=gpu-policy.gpu-policy.svc
 IMAGE="127.0.0.1:$REGISTRY_PORT/vllm/vllm-openai:v0.11.0"
 REQUIRE_CUDA="cuda>=12.8 brand=tesla,driver>=535,driver<536"
 
-cargo build --release --locked --bin gpu-policy --example loadgen --example echo_server
-bin=${CARGO_TARGET_DIR:-target}/release
+# The servers as the image ships them: built with a profile of their own
+# serving (scripts/release-build.sh), the echo trained and built the same
+# way, so that the two are compared built alike. PGO=0 measures the plain
+# release build of both instead.
+PGO=${PGO:-1}
+cargo build --release --locked --example loadgen
+loadgen=${CARGO_TARGET_DIR:-target}/release/examples/loadgen
+if [ "$PGO" = 1 ]; then
+    scripts/release-build.sh --echo
+    gpu_policy_bin=target/pgo/bin/gpu-policy
+    echo_bin=target/pgo/bin/echo_server
+    build="profile-guided (scripts/release-build.sh)"
+else
+    cargo build --release --locked --bin gpu-policy --example echo_server
+    gpu_policy_bin=${CARGO_TARGET_DIR:-target}/release/gpu-policy
+    echo_bin=${CARGO_TARGET_DIR:-target}/release/examples/echo_server
+    build="plain release (cargo build --release)"
+fi
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 start_scratch
@@ -70,7 +86,7 @@ start_scratch
 start_server() { # name port metrics_port serve-args...: sets server_pid
     local name=$1 port=$2 metrics_port=$3
     shift 3
-    taskset -c "$SERVER_CPUS" "$bin/gpu-policy" serve "$@" \
+    taskset -c "$SERVER_CPUS" "$gpu_policy_bin" serve "$@" \
         --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
         --certs-dir "$work/certs" > "$work/$name.log" 2>&1 &
     server_pid=$!
@@ -81,7 +97,7 @@ start_server() { # name port metrics_port serve-args...: sets server_pid
 start_server gpu-policy "$GPU_POLICY_PORT" "$METRICS_PORT" --no-cluster
 gpu_policy_pid=$server_pid
 # The same certificate directory: one CA verifies both servers.
-taskset -c "$SERVER_CPUS" "$bin/examples/echo_server" \
+taskset -c "$SERVER_CPUS" "$echo_bin" \
     --listen "127.0.0.1:$ECHO_PORT" --certs-dir "$work/certs" 2> "$work/echo.log" &
 echo_pid=$!
 pids+=("$echo_pid")
@@ -176,7 +192,7 @@ load() { # server case path body load [rate]
         gpu-policy-cluster) port=$CLUSTER_PORT pid=$cluster_pid ;;
     esac
     if [ -n "${6:-}" ]; then rate=(--rate "$6"); fi
-    taskset -c "$LOADGEN_CPUS" "$bin/examples/loadgen" \
+    taskset -c "$LOADGEN_CPUS" "$loadgen" \
         --url "https://127.0.0.1:$port$3?timeout=10s" --ca "$work/certs/ca.crt" \
         --server-name "$SNI" --body "$4" --concurrency "$CONCURRENCY" \
         --duration "$DURATION" --warmup "$WARMUP" "${rate[@]}" \
@@ -218,6 +234,6 @@ for round in $(seq "$ROUNDS"); do
 done
 
 python3 scripts/bench_report.py "$OUT/results.jsonl" \
-    --rounds "$ROUNDS" --duration "$DURATION" --concurrency "$CONCURRENCY" \
+    --rounds "$ROUNDS" --duration "$DURATION" --concurrency "$CONCURRENCY" --build "$build" \
     --registry-requests $(($(wc -l < "$work/registry.log") - registry_requests)) \
     | tee "$OUT/table.md"

@@ -37,6 +37,7 @@ def main():
     parser.add_argument("--rounds", default="?")
     parser.add_argument("--duration", default="?")
     parser.add_argument("--concurrency", default="?")
+    parser.add_argument("--build", default="?", help="how both servers were built")
     parser.add_argument("--registry-requests", type=int,
                         help="requests the registry got during the runs")
     args = parser.parse_args()
@@ -87,7 +88,7 @@ def main():
         f"Medians of {args.rounds} rounds of {args.duration} per cell, "
         f"{args.concurrency} keep-alive TLS connections, "
         f"{platform.machine()} with {os.cpu_count()} cores; the servers on one "
-        "core, the load tool on another."
+        f"core, the load tool on another; both servers built {args.build}."
     )
     out.append("")
     out.append(

@@ -554,13 +554,28 @@ fn the_deployment_runs_the_server_with_valid_flags_and_config() {
 fn the_dockerfile_builds_what_ci_builds() {
     let dockerfile = std::fs::read_to_string("Dockerfile").expect("Dockerfile");
     let ci = std::fs::read_to_string(".ci/run").expect(".ci/run");
-    // The build stage's command, and the same release build in CI.
-    let build = "cargo build --release --locked --bin gpu-policy";
+    // The build stage's command, and the same release build in CI: the
+    // profile-guided one, whose binary the runtime stage copies.
+    let build = "bash scripts/release-build.sh";
     assert!(
         dockerfile.contains(&format!("RUN {build}")),
         "Dockerfile does not run `{build}`"
     );
     assert!(ci.contains(build), ".ci/run does not run `{build}`");
+    assert!(
+        dockerfile.contains("COPY --from=build /src/target/pgo/bin/gpu-policy /gpu-policy"),
+        "the image does not ship the binary scripts/release-build.sh makes"
+    );
+    let script = std::fs::read_to_string("scripts/release-build.sh").expect("release-build.sh");
+    assert!(script.contains("--release --locked"));
+    assert!(script.contains("cp \"$optimised/gpu-policy\" target/pgo/bin/gpu-policy"));
+    // Everything the script reads is copied into the build stage.
+    for dir in ["src", "benches", "examples", "scripts"] {
+        assert!(
+            dockerfile.contains(&format!("COPY {dir} ./{dir}")),
+            "the build stage does not copy {dir}/"
+        );
+    }
     assert!(dockerfile.contains("ENTRYPOINT [\"/gpu-policy\"]"));
     assert!(dockerfile.contains("CMD [\"serve\"]"));
     let user = dockerfile
