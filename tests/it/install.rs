@@ -569,6 +569,11 @@ fn the_dockerfile_builds_what_ci_builds() {
     let script = std::fs::read_to_string("scripts/release-build.sh").expect("release-build.sh");
     assert!(script.contains("--release --locked"));
     assert!(script.contains("cp \"$optimised/gpu-policy\" target/pgo/bin/gpu-policy"));
+    // The optimised build names the load tool as the instrumented one does:
+    // otherwise the dependencies' features, and so their symbols, differ
+    // from the profile's.
+    assert!(script.contains("examples=(--example loadgen)"));
+    assert!(script.contains("optimise gpu-policy target/pgo --bin gpu-policy --example loadgen"));
     // Everything the script reads is copied into the build stage.
     for dir in ["src", "benches", "examples", "scripts"] {
         assert!(
