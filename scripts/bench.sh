@@ -147,7 +147,7 @@ answer() { # port path body
     curl -sf --cacert "$work/certs/ca.crt" --resolve "$SNI:$1:127.0.0.1" \
         -H 'Content-Type: application/json' --data-binary "@$3" "https://$SNI:$1$2?timeout=10s"
 }
-for _ in $(seq 50); do answer "$ECHO_PORT" /mutate benches/reviews/gpu-pod.json > /dev/null && break; sleep 0.1; done
+wait_tls "$ECHO_PORT" "$work/certs/ca.crt"
 answer "$GPU_POLICY_PORT" /mutate benches/reviews/gpu-pod.json | grep -q '"patch"' \
     || { echo "the GPU pod got no patch"; exit 1; }
 answer "$GPU_POLICY_PORT" /mutate benches/reviews/cpu-pod.json | grep -q '"patch"' \

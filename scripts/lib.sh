@@ -12,6 +12,20 @@ wait_ready() {
     return 1
 }
 
+# wait_tls PORT CA: waits up to 5 s for a server on PORT to answer HTTPS as
+# gpu-policy.gpu-policy.svc with a certificate CA verifies (any status: the
+# echo baseline has no health endpoint); otherwise fails.
+wait_tls() {
+    local sni=gpu-policy.gpu-policy.svc
+    for _ in $(seq 50); do
+        curl -so /dev/null --cacert "$2" --resolve "$sni:$1:127.0.0.1" "https://$sni:$1/" \
+            && return 0
+        sleep 0.1
+    done
+    echo "nothing answered HTTPS on port $1" >&2
+    return 1
+}
+
 # start_scratch: a scratch directory in $work, removed on exit together with
 # the processes whose pids are added to the array `pids`.
 start_scratch() {

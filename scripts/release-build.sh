@@ -78,11 +78,7 @@ train() {
             --listen "127.0.0.1:$TRAIN_PORT" --certs-dir "$work/certs" 2> "$work/$kind.log" &
         server=$!
         pids+=("$server")
-        for _ in $(seq 50); do
-            curl -so /dev/null --cacert "$work/certs/ca.crt" --resolve "$SNI:$TRAIN_PORT:127.0.0.1" \
-                "https://$SNI:$TRAIN_PORT/healthz" && break
-            sleep 0.1
-        done
+        wait_tls "$TRAIN_PORT" "$work/certs/ca.crt"
     fi
     for review in benches/reviews/*.json; do
         for path in /mutate /validate/enforce; do
