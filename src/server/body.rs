@@ -1,16 +1,22 @@
-//! The request body, read once into a buffer of its announced size.
+//! An admission POST as the handler reads it ([`ReviewPost`]): the body,
+//! read once into a buffer of its announced size, its content type and the
+//! API server's `?timeout=`.
 //!
 //! axum's `Bytes` gathers the frames hyper reads and then copies them into
 //! one buffer: a large review (the API server sends up to 3 MiB, an
 //! UPDATE two objects in it) is held twice while it is read. Here the
 //! buffer is made once, of the `Content-Length` (never above the body
 //! limit, which still applies), and each frame is copied into it as it
-//! arrives.
+//! arrives. The content type and the timeout are read from the request
+//! where they are: axum's `HeaderMap` and `RawQuery` extractors would copy
+//! the whole header map and the query out of it on every request.
+
+use std::time::Duration;
 
 use axum::RequestExt;
 use axum::body::HttpBody;
 use axum::extract::{FromRequest, Request};
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::RequestError;
@@ -19,13 +25,22 @@ use super::error::RequestError;
 /// 3 MiB (etcd's limit), and a review carries the object and the old one.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// The whole body of an admission request.
-pub struct ReviewBody(pub Vec<u8>);
+/// What the handler reads of an admission request.
+pub struct ReviewPost {
+    /// The `Content-Type` header, if there is one.
+    pub content_type: Option<HeaderValue>,
+    /// The API server's `?timeout=`: how long it waits for the answer.
+    pub timeout: Option<Duration>,
+    /// The whole body.
+    pub body: Vec<u8>,
+}
 
-impl<S: Send + Sync> FromRequest<S> for ReviewBody {
+impl<S: Send + Sync> FromRequest<S> for ReviewPost {
     type Rejection = Response;
 
-    async fn from_request(request: Request, _: &S) -> Result<Self, Response> {
+    async fn from_request(mut request: Request, _: &S) -> Result<Self, Response> {
+        let content_type = request.headers_mut().remove(header::CONTENT_TYPE);
+        let timeout = request.uri().query().and_then(timeout);
         let announced = request
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -52,8 +67,21 @@ impl<S: Send + Sync> FromRequest<S> for ReviewBody {
                 buffer.extend_from_slice(&data);
             }
         }
-        Ok(ReviewBody(buffer))
+        Ok(ReviewPost {
+            content_type,
+            timeout,
+            body: buffer,
+        })
     }
+}
+
+/// The `timeout` parameter of a query, a Go duration (`10s`, `500ms`,
+/// `1m30s`), as the API server writes it.
+fn timeout(query: &str) -> Option<Duration> {
+    query.split('&').find_map(|pair| {
+        pair.strip_prefix("timeout=")
+            .and_then(crate::duration::parse)
+    })
 }
 
 /// A body that could not be read: over the limit, or cut short.

@@ -30,14 +30,19 @@ pub async fn read(
     let pod = made_for.pod.as_str();
     let read = match client {
         None => OwnerPod::Unreadable("no cluster connection (--no-cluster)".to_owned()),
-        Some(client) => match pod_metadata(client, &namespace, pod, OWNER_READ_BUDGET).await {
-            Ok(Some(metadata)) => OwnerPod::Read {
-                uid: metadata.uid,
-                annotations: metadata.annotations,
-            },
-            Ok(None) => OwnerPod::Missing,
-            Err(error) => OwnerPod::Unreadable(error),
-        },
+        // Boxed: the client's request is a future of some 2 KiB, which
+        // would otherwise sit in (and be moved with) the future of every
+        // request the webhook answers, claim or not.
+        Some(client) => {
+            match Box::pin(pod_metadata(client, &namespace, pod, OWNER_READ_BUDGET)).await {
+                Ok(Some(metadata)) => OwnerPod::Read {
+                    uid: metadata.uid,
+                    annotations: metadata.annotations,
+                },
+                Ok(None) => OwnerPod::Missing,
+                Err(error) => OwnerPod::Unreadable(error),
+            }
+        }
     };
     match &read {
         OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => tracing::warn!(

@@ -212,8 +212,15 @@ impl Images {
         let wanted = respond::images_to_resolve(request, endpoint, settings, cluster)?;
         let budget = settings.image_timeout();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
-        let (resolved, details) =
-            lookups::resolve(&built.resolver, &wanted, budget, interpret).await;
+        // Boxed: only registry mode waits on it, and inline its state would
+        // be moved with the future of every request.
+        let (resolved, details) = Box::pin(lookups::resolve(
+            &built.resolver,
+            &wanted,
+            budget,
+            interpret,
+        ))
+        .await;
         if !details.is_empty() {
             tracing::warn!(
                 uid = %request.uid,
