@@ -111,7 +111,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     for endpoint in Endpoint::ALL {
         router = router.route(
             endpoint.path(),
-            post(move |state: State<Arc<AppState>>, post: ReviewPost| admit(state, endpoint, post)),
+            post(move |state: State<Arc<AppState>>, review: ReviewPost| {
+                admit(state, endpoint, review)
+            }),
         );
     }
     router
@@ -163,13 +165,13 @@ pub fn operations_router(state: Arc<AppState>) -> Router {
 async fn admit(
     State(state): State<Arc<AppState>>,
     endpoint: Endpoint,
-    post: ReviewPost,
+    review: ReviewPost,
 ) -> Response {
     let received = Instant::now();
-    if let Some(timeout) = post.timeout {
+    if let Some(timeout) = review.timeout {
         state.saw_timeout(timeout);
     }
-    let request = match read_review(post.content_type.as_ref(), &post.body) {
+    let request = match read_review(review.content_type.as_ref(), &review.body) {
         Ok(request) => request,
         Err(error) => {
             let outcome = Outcome {
