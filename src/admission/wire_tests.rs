@@ -2,7 +2,12 @@
 
 use std::borrow::Cow;
 
+use std::collections::BTreeMap;
+
+use kube::core::Status;
 use kube::core::admission::AdmissionResponse;
+use proptest::prelude::*;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::*;
@@ -105,6 +110,93 @@ fn encoding_writes_kubes_fields_in_kubes_order_with_a_base64_patch() {
         let review: Vec<String> = members(&text, "").into_iter().map(|(key, _)| key).collect();
         assert_eq!(review, ["apiVersion", "kind", "response"]);
         assert_eq!(members(&text, "/response"), expected, "{text}");
+    }
+}
+
+/// The answer as a serde struct of the same fields writes it: the oracle
+/// of `encode`, which writes the keys and constants as they are.
+fn encoded_by_serde(response: &AdmissionResponse) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Review<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'a str,
+        kind: &'a str,
+        response: Response<'a>,
+    }
+    #[derive(Serialize)]
+    struct Response<'a> {
+        uid: &'a str,
+        allowed: bool,
+        status: &'a Status,
+        #[serde(rename = "patchType", skip_serializing_if = "Option::is_none")]
+        patch_type: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        warnings: Option<&'a [String]>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+        #[serde(
+            rename = "auditAnnotations",
+            skip_serializing_if = "BTreeMap::is_empty"
+        )]
+        audit_annotations: BTreeMap<&'a str, &'a str>,
+    }
+    let patch = response
+        .patch
+        .as_ref()
+        .map(|patch| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, patch));
+    let review = Review {
+        api_version: kube::core::admission::META_API_VERSION_V1,
+        kind: kube::core::admission::META_KIND,
+        response: Response {
+            uid: &response.uid,
+            allowed: response.allowed,
+            status: &response.result,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            warnings: response.warnings.as_deref(),
+            audit_annotations: response
+                .audit_annotations
+                .iter()
+                .map(|(key, value)| (key.as_str(), value.as_str()))
+                .collect(),
+            patch,
+        },
+    };
+    serde_json::to_vec(&review).unwrap_or_default()
+}
+
+proptest! {
+    /// Whatever the response holds (strings that need escapes, a denial's
+    /// status, any patch bytes), `encode` writes the bytes serde writes.
+    #[test]
+    fn an_answer_is_the_bytes_serde_writes(
+        uid in "(?s).{0,12}",
+        allowed in any::<bool>(),
+        message in proptest::option::of("(?s).{0,12}"),
+        code in proptest::option::of(100u16..600),
+        warnings in proptest::option::of(prop::collection::vec("(?s).{0,8}", 0..3)),
+        patch in proptest::option::of(prop::collection::vec(any::<u8>(), 0..64)),
+        annotations in prop::collection::vec(("(?s).{0,6}", "(?s).{0,6}"), 0..4),
+    ) {
+        let mut response = match &message {
+            Some(message) => AdmissionResponse::invalid(message),
+            None => AdmissionResponse::invalid(""),
+        };
+        response.result = match (message, code) {
+            (None, None) => Status::default(),
+            (message, code) => {
+                let mut status = Status::failure(&message.unwrap_or_default(), "Invalid");
+                status.code = code.unwrap_or_default();
+                status
+            }
+        };
+        response.uid = uid;
+        response.allowed = allowed;
+        response.warnings = warnings;
+        response.patch = patch;
+        response.audit_annotations = annotations.into_iter().collect();
+        let expected = encoded_by_serde(&response);
+        let bytes = encode(response).unwrap_or_default();
+        prop_assert_eq!(String::from_utf8_lossy(&bytes), String::from_utf8_lossy(&expected));
     }
 }
 

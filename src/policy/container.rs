@@ -4,7 +4,7 @@
 
 use crate::cuda::{DISABLE_REQUIRE_ENV, REQUIRE_CUDA_ENV};
 use crate::document::{Json, Object};
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{Pointer, PointerBuf};
 
 use super::patch::{Step, pointer_below};
 
@@ -130,7 +130,7 @@ pub struct ClaimUse<'a> {
 impl Container<'_> {
     /// The JSON pointer of `steps` below the container, under the pod
     /// spec at `spec` (none: the container's own).
-    pub fn pointer_to(&self, spec: &PointerBuf, steps: &[Step<'_>]) -> PointerBuf {
+    pub fn pointer_to(&self, spec: &Pointer, steps: &[Step<'_>]) -> PointerBuf {
         let container = [Step::Key(self.list), Step::Index(self.index)];
         pointer_below(spec, container.into_iter().chain(steps.iter().copied()))
     }

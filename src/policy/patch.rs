@@ -68,7 +68,7 @@ where
 /// exist (in the object, or made by an earlier operation of the patch).
 #[derive(Debug, Clone, Copy)]
 pub struct AnnotationsAt<'a> {
-    pub metadata: &'a PointerBuf,
+    pub metadata: &'a Pointer,
     pub has_metadata: bool,
     pub has_annotations: bool,
 }
@@ -80,7 +80,7 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
         let path = pointer_below(at.metadata, [Step::Key("annotations"), Step::Key(key)]);
         return add(path, Value::String(value));
     }
-    let mut path = at.metadata.clone();
+    let mut path = at.metadata.to_buf();
     let mut annotations = Map::new();
     annotations.insert(key.to_owned(), Value::String(value));
     let mut annotations = Value::Object(annotations);
@@ -96,10 +96,12 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
 
 /// Whether one of `operations` adds the whole `metadata.annotations` map
 /// (or `metadata`) of the object whose metadata is at `metadata`.
-pub fn adds_annotations(operations: &[PatchOperation], metadata: &PointerBuf) -> bool {
-    let annotations = pointer_below(metadata, [Step::Key("annotations")]);
+pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bool {
+    // Compared as text, without building the annotations' pointer.
     operations.iter().any(|operation| {
-        matches!(operation, PatchOperation::Add(op) if op.path == annotations || op.path == *metadata)
+        matches!(operation, PatchOperation::Add(op)
+            if op.path.as_str().strip_prefix(metadata.as_str())
+                .is_some_and(|below| below.is_empty() || below == "/annotations"))
     })
 }
 
@@ -142,5 +144,32 @@ mod tests {
             pointer_below(&bases[1], [Step::Key("a/b~c"), Step::Index(7)]).as_str(),
             "/spec/template/a~1b~0c/7"
         );
+    }
+
+    /// Only an `add` of the metadata itself or of its whole annotations
+    /// map adds the annotations; a key inside them, a sibling whose name
+    /// starts the same, or another operation does not.
+    #[test]
+    fn only_adding_the_metadata_or_the_whole_annotations_adds_annotations() {
+        let metadata = Pointer::from_static("/spec/template/metadata");
+        let cases = [
+            ("/spec/template/metadata", true),
+            ("/spec/template/metadata/annotations", true),
+            ("/spec/template/metadata/annotations/a", false),
+            ("/spec/template/metadata/annotationsX", false),
+            ("/spec/template/metadataX", false),
+            ("/spec/template/metadata/labels", false),
+            ("/metadata/annotations", false),
+        ];
+        for (path, adds) in cases {
+            let path = PointerBuf::parse(path).unwrap_or_default();
+            let added = add(path.clone(), Value::Null);
+            assert_eq!(adds_annotations(&[added], metadata), adds, "{path}");
+        }
+        let replaced = PatchOperation::Replace(json_patch::ReplaceOperation {
+            path: metadata.to_buf(),
+            value: Value::Null,
+        });
+        assert!(!adds_annotations(&[replaced], metadata));
     }
 }

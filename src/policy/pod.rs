@@ -21,24 +21,23 @@
 //!
 //! # Its backing
 //!
-//! Today the view borrows a `serde_json::Value` tree, the largest cost of
-//! a request (docs/performance.md). To read a borrowed document lazily
-//! instead, only [`PodView::parse`] and [`Container::parse`] change: what
-//! they hand out is strings, counts and pointers, never a `Value`, except
-//! where a rule still reads a raw map: `spec` (R3's `overhead`,
-//! `nodeSelector`, `tolerations`; R4's affinity; the pod's platform for a
-//! registry lookup), `metadata` and `annotations` (asked through
-//! [`PodView::annotation`], [`PodView::has_metadata`] and
+//! The view reads a [`Document`](crate::document::Document): on the
+//! request path, the one that borrows the request body
+//! (`admission::wire`); in `check` and `audit`, one made from the
+//! file's `serde_json::Value`. What it hands out is strings, counts and
+//! pointers, except where a rule still reads a raw map: `spec` (R3's
+//! `overhead`, `nodeSelector`, `tolerations`; R4's affinity; the pod's
+//! platform for a registry lookup), `metadata` and `annotations` (asked
+//! through [`PodView::annotation`], [`PodView::has_metadata`] and
 //! [`PodView::has_annotations`] outside the rules), and an env entry's
-//! `raw` (the sharing schemes). Those few become methods of the view as
-//! their rules move to them.
+//! `raw` (the sharing schemes). The pointers of the template's
+//! `metadata` and `spec` are constants of its [`Shape`].
 
 use crate::document::{Array, Json, Object};
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::Pointer;
 
 pub use super::container::{ClaimUse, Container, ContainerKind, EnvEntry, GpuResource};
 use super::dra::claims::DraCount;
-use super::patch::{Step, pointer_below};
 use super::quantity::GpuCount;
 use super::sharing::{self, KaiFraction};
 use crate::settings::{HAMI_CARDS, Settings};
@@ -65,6 +64,29 @@ impl Shape {
             Shape::Template => &["spec", "template"],
             Shape::CronJob => &["spec", "jobTemplate", "spec", "template"],
             Shape::PodTemplate => &["template"],
+        }
+    }
+
+    /// The JSON pointers of the template's `metadata` and `spec`: the
+    /// template path's keys (which need no escaping) under a slash each.
+    fn pointers(self) -> (&'static Pointer, &'static Pointer) {
+        match self {
+            Shape::Pod => (
+                Pointer::from_static("/metadata"),
+                Pointer::from_static("/spec"),
+            ),
+            Shape::Template => (
+                Pointer::from_static("/spec/template/metadata"),
+                Pointer::from_static("/spec/template/spec"),
+            ),
+            Shape::CronJob => (
+                Pointer::from_static("/spec/jobTemplate/spec/template/metadata"),
+                Pointer::from_static("/spec/jobTemplate/spec/template/spec"),
+            ),
+            Shape::PodTemplate => (
+                Pointer::from_static("/template/metadata"),
+                Pointer::from_static("/template/spec"),
+            ),
         }
     }
 }
@@ -107,9 +129,9 @@ pub struct Volume<'a> {
 pub struct PodView<'a> {
     pub shape: Shape,
     /// JSON pointer of the pod template's `metadata` (for a Pod, `/metadata`).
-    pub metadata_pointer: PointerBuf,
+    pub metadata_pointer: &'static Pointer,
     /// JSON pointer of the pod spec (for a Pod, `/spec`).
-    pub spec_pointer: PointerBuf,
+    pub spec_pointer: &'static Pointer,
     /// The pod template's `metadata` (raw), when present.
     pub metadata: Option<Object<'a>>,
     /// The pod template's `metadata.annotations` (raw).
@@ -139,9 +161,7 @@ impl<'a> PodView<'a> {
     ) -> Result<Option<Self>, ObjectError> {
         let template_path = shape.template_path();
         let mut template = as_object(object, &FieldPath::root())?;
-        let mut pointer = PointerBuf::root();
         for (depth, key) in template_path.iter().enumerate() {
-            pointer.push_back(*key);
             match template.get(key).filter(|value| !value.is_null()) {
                 None => return Ok(None),
                 Some(value) => {
@@ -170,8 +190,7 @@ impl<'a> PodView<'a> {
             None => return Ok(None),
             Some(value) => as_object(value, &spec_path)?,
         };
-        let metadata_pointer = pointer_below(&pointer, [Step::Key("metadata")]);
-        let spec_pointer = pointer_below(&pointer, [Step::Key("spec")]);
+        let (metadata_pointer, spec_pointer) = shape.pointers();
 
         // Read in one pass over the spec's fields.
         let [

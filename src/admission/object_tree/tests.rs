@@ -254,6 +254,9 @@ fn no_code_on_the_request_path_reads_a_skipped_field() {
         let text = std::fs::read_to_string(&file).expect("readable source");
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
         for field in &skipped {
+            // A key inside JSON text being written (`"status":`, the
+            // answer's own status in admission/wire.rs) reads nothing.
+            let code = code.replace(&format!("\"{field}\":"), "");
             assert!(
                 !code.contains(&format!("\"{field}\"")),
                 "{} names {field:?}, which the review decoder skips (src/admission/object_tree.rs)",

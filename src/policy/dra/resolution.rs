@@ -28,6 +28,17 @@ pub fn resolve(
     claims: Option<&dyn ClaimFacts>,
     namespace: &str,
 ) -> Vec<Notice> {
+    if view.containers.iter().all(|c| c.claims.is_empty()) {
+        // Nearly every pod: what the loop below leaves, without its maps.
+        for container in &mut view.containers {
+            if container.kind != ContainerKind::Ephemeral {
+                container.dra_gpus = None;
+                container.unresolved_claim = false;
+            }
+        }
+        view.dra_gpus = None;
+        return Vec::new();
+    }
     // Pod claim name -> what is known of it; looked up once each.
     let mut known: BTreeMap<&str, Result<ClaimSummary, String>> = BTreeMap::new();
     // Pod claim name -> the containers left without their claim.

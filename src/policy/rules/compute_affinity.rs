@@ -29,7 +29,7 @@
 //! A pod annotation that is unreadable or lower than the namespace's minimum
 //! is ignored with a notice.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::{Map, Value, json};
 
@@ -125,7 +125,7 @@ fn node_affinity(
         words.push(format!("driver for {floor}"));
     }
     let words = words.join(" and ");
-    match constrain(input.view.spec, &input.view.spec_pointer, &alternatives) {
+    match constrain(input.view.spec, input.view.spec_pointer, &alternatives) {
         Ok(Some(operation)) => {
             let mut operations = vec![operation];
             for summary in summaries {
@@ -245,7 +245,7 @@ pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
 /// a field of the wrong shape.
 fn constrain(
     spec: Object<'_>,
-    spec_pointer: &PointerBuf,
+    spec_pointer: &Pointer,
     alternatives: &[Vec<Value>],
 ) -> Result<Option<PatchOperation>, String> {
     let new_terms = || -> Value {

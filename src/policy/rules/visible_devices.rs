@@ -28,7 +28,7 @@
 //! GPU claim that do not name it: the DRA driver's CDI edit sets the
 //! variable only where the claim is used.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
@@ -61,7 +61,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut awaiting: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut schemes: Vec<&str> = Vec::new();
     let kai_configmap = input.view.annotation(KAI_CONFIGMAP);
-    let spec = &input.view.spec_pointer;
+    let spec = input.view.spec_pointer;
     for container in input
         .view
         .containers
@@ -140,7 +140,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 
 /// Removes the given entries, last first, so earlier indices stay valid.
 fn removals(
-    spec: &PointerBuf,
+    spec: &Pointer,
     container: &Container<'_>,
     entries: &[&EnvEntry<'_>],
 ) -> Vec<PatchOperation> {
@@ -154,7 +154,7 @@ fn removals(
         .collect()
 }
 
-fn append_pin(spec: &PointerBuf, container: &Container<'_>, pin: &str) -> PatchOperation {
+fn append_pin(spec: &Pointer, container: &Container<'_>, pin: &str) -> PatchOperation {
     let mut entry = Map::new();
     entry.insert("name".to_owned(), Value::String(VARIABLE.to_owned()));
     entry.insert("value".to_owned(), Value::String(pin.to_owned()));
