@@ -76,6 +76,12 @@ struct Args {
     /// Threads of the tool's runtime.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Never sleep: a task that only yields keeps the tool's thread
+    /// running, so that an answer never has to wake it. On loopback the
+    /// server's kernel time pays for waking the tool, which over a network
+    /// it does not.
+    #[arg(long)]
+    busy_poll: bool,
     /// Process id of the server: its CPU time and peak RSS are reported.
     #[arg(long, value_name = "PID")]
     server_pid: Option<u32>,
@@ -628,6 +634,21 @@ fn print_text(report: &Report) {
     }
 }
 
+/// Keeps the runtime's threads from sleeping (`--busy-poll`): a task that
+/// only yields, so that a worker polls for I/O without waiting. Returns how
+/// many times it has run.
+fn keep_busy(runtime: &tokio::runtime::Runtime) -> Arc<AtomicU64> {
+    let spins = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&spins);
+    runtime.spawn(async move {
+        loop {
+            counted.fetch_add(1, Ordering::Relaxed);
+            tokio::task::yield_now().await;
+        }
+    });
+    spins
+}
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -641,6 +662,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if args.busy_poll {
+        keep_busy(&runtime);
+    }
     match runtime.block_on(run(&args)) {
         Ok(report) => {
             match args.output {
@@ -703,6 +727,18 @@ mod tests {
             assert!(sends.iter().all(|at| *at < end), "{:?}", sends.last());
             assert!(Instant::now() >= end);
         });
+    }
+
+    /// While the runtime waits on a timer, the busy task keeps running
+    /// (a runtime left alone would sleep until the timer fires), and the
+    /// runtime still ends.
+    #[test]
+    fn a_busy_runtime_keeps_running_while_it_waits() {
+        let runtime = runtime();
+        let spins = keep_busy(&runtime);
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        assert!(spins.load(Ordering::Relaxed) > 100, "{spins:?}");
+        drop(runtime);
     }
 
     #[test]

@@ -30,6 +30,12 @@
 # goes to $OUT/results.jsonl; the tables of medians are printed and
 # written to $OUT/table.md.
 #
+# BUSY_POLL=1 runs the load tool with --busy-poll: it never sleeps, so
+# that an answer never has to wake it. On loopback the server's kernel
+# time pays for waking the tool, and pays more the slower the server is
+# (the tool waits, and sleeps, more often); over a network the client's
+# wake-up is the client's own (docs/performance.md).
+#
 # Usage: scripts/bench.sh   (ROUNDS=3 DURATION=10s CONCURRENCY=16 by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +84,11 @@ else
     gpu_policy_bin=${CARGO_TARGET_DIR:-target}/release/gpu-policy
     echo_bin=${CARGO_TARGET_DIR:-target}/release/examples/echo_server
     build="plain release (cargo build --release)"
+fi
+busy_poll=()
+if [ "${BUSY_POLL:-0}" = 1 ]; then
+    busy_poll=(--busy-poll)
+    build="$build; the load tool never sleeping (--busy-poll)"
 fi
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
@@ -195,7 +206,7 @@ load() { # server case path body load [rate]
     taskset -c "$LOADGEN_CPUS" "$loadgen" \
         --url "https://127.0.0.1:$port$3?timeout=10s" --ca "$work/certs/ca.crt" \
         --server-name "$SNI" --body "$4" --concurrency "$CONCURRENCY" \
-        --duration "$DURATION" --warmup "$WARMUP" "${rate[@]}" \
+        --duration "$DURATION" --warmup "$WARMUP" "${rate[@]}" "${busy_poll[@]}" \
         --server-pid "$pid" --label "$1 $2 $5" --output json \
         | tee -a "$OUT/results.jsonl" \
         | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-40s %8.0f req/s  p99 %6.0f µs  failed %d" % (r["label"], r["throughput_rps"], r["latency_us"]["p99"], r["failed"]))'
