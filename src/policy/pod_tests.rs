@@ -1,5 +1,6 @@
 use super::*;
 use crate::policy::testing::leaked;
+use json_patch::jsonptr::PointerBuf;
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -146,4 +147,25 @@ fn zero_limit_is_not_a_gpu_request_but_garbage_is() {
         .map(Container::is_gpu)
         .collect();
     assert_eq!(gpu, vec![false, true, false]);
+}
+
+/// The constant pointers of each shape are its template path's, with
+/// `metadata` and `spec` below it.
+#[test]
+fn each_shapes_pointers_are_its_template_paths() {
+    for shape in [
+        Shape::Pod,
+        Shape::Template,
+        Shape::CronJob,
+        Shape::PodTemplate,
+    ] {
+        let template = PointerBuf::from_tokens(shape.template_path().iter().copied());
+        let (metadata, spec) = shape.pointers();
+        let mut expected = template.clone();
+        expected.push_back("metadata");
+        assert_eq!(metadata, &*expected, "{shape:?}");
+        let mut expected = template;
+        expected.push_back("spec");
+        assert_eq!(spec, &*expected, "{shape:?}");
+    }
 }
