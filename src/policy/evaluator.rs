@@ -133,7 +133,7 @@ impl Evaluator<'_> {
             // The ephemeralcontainers subresource takes only the ephemeral
             // containers from the object; metadata is recorded at creation.
             if scope.is_whole() {
-                let made = adds_annotations(&evaluation.patch, view.metadata_pointer);
+                let made = adds_annotations(&evaluation.patch, view.metadata_pointer());
                 evaluation
                     .patch
                     .extend(record_mutations(&view, evaluation.changed_rules(), made));
@@ -236,7 +236,7 @@ fn record_mutations(
         return None;
     }
     let at = AnnotationsAt {
-        metadata: view.metadata_pointer,
+        metadata: view.metadata_pointer(),
         has_metadata: view.has_metadata() || made_annotations,
         has_annotations: view.has_annotations() || made_annotations,
     };

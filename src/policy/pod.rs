@@ -128,10 +128,6 @@ pub struct Volume<'a> {
 #[derive(Debug, Clone)]
 pub struct PodView<'a> {
     pub shape: Shape,
-    /// JSON pointer of the pod template's `metadata` (for a Pod, `/metadata`).
-    pub metadata_pointer: &'static Pointer,
-    /// JSON pointer of the pod spec (for a Pod, `/spec`).
-    pub spec_pointer: &'static Pointer,
     /// The pod template's `metadata` (raw), when present.
     pub metadata: Option<Object<'a>>,
     /// The pod template's `metadata.annotations` (raw).
@@ -190,7 +186,6 @@ impl<'a> PodView<'a> {
             None => return Ok(None),
             Some(value) => as_object(value, &spec_path)?,
         };
-        let (metadata_pointer, spec_pointer) = shape.pointers();
 
         // Read in one pass over the spec's fields.
         let [
@@ -273,8 +268,6 @@ impl<'a> PodView<'a> {
         }
         let mut view = Self {
             shape,
-            metadata_pointer,
-            spec_pointer,
             metadata,
             annotations,
             spec,
@@ -294,6 +287,16 @@ impl<'a> PodView<'a> {
     /// KAI schedules the pod ([`sharing::kai_fraction`]).
     pub fn kai_fraction(&self, settings: &Settings) -> Option<KaiFraction<'a>> {
         sharing::kai_fraction(|key| self.annotation(key), self.scheduler_name, settings)
+    }
+
+    /// JSON pointer of the pod template's `metadata` (for a Pod, `/metadata`).
+    pub fn metadata_pointer(&self) -> &'static Pointer {
+        self.shape.pointers().0
+    }
+
+    /// JSON pointer of the pod spec (for a Pod, `/spec`).
+    pub fn spec_pointer(&self) -> &'static Pointer {
+        self.shape.pointers().1
     }
 
     pub fn annotation(&self, key: &str) -> Option<&'a str> {

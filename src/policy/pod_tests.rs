@@ -59,7 +59,7 @@ fn containers_carry_kind_and_pointer() {
             (
                 c.name,
                 c.kind,
-                c.pointer_to(view.spec_pointer, &[]).to_string(),
+                c.pointer_to(view.spec_pointer(), &[]).to_string(),
             )
         })
         .collect();
@@ -96,10 +96,11 @@ fn templates_are_found_by_shape(
     #[case] pointer: &str,
 ) {
     let view = PodView::parse(leaked(&object), shape, &Settings::default());
-    let found = view
-        .ok()
-        .flatten()
-        .map(|v| v.containers[0].pointer_to(v.spec_pointer, &[]).to_string());
+    let found = view.ok().flatten().map(|v| {
+        v.containers[0]
+            .pointer_to(v.spec_pointer(), &[])
+            .to_string()
+    });
     assert_eq!(found.as_deref(), Some(pointer));
 }
 

@@ -125,7 +125,7 @@ fn node_affinity(
         words.push(format!("driver for {floor}"));
     }
     let words = words.join(" and ");
-    match constrain(input.view.spec, input.view.spec_pointer, &alternatives) {
+    match constrain(input.view.spec, input.view.spec_pointer(), &alternatives) {
         Ok(Some(operation)) => {
             let mut operations = vec![operation];
             for summary in summaries {

@@ -93,7 +93,7 @@ fn record(
     let written = view.annotation(GPU_NEEDS_ANNOTATION);
     let Some((needs, compute_source, driver_source)) = needs else {
         if written.is_some() {
-            let mut path = view.metadata_pointer.to_buf();
+            let mut path = view.metadata_pointer().to_buf();
             path.push_back("annotations");
             path.push_back(GPU_NEEDS_ANNOTATION);
             findings.changes.push(Mutation {
@@ -112,7 +112,7 @@ fn record(
         return;
     }
     let at = AnnotationsAt {
-        metadata: view.metadata_pointer,
+        metadata: view.metadata_pointer(),
         has_metadata: view.has_metadata(),
         has_annotations: view.has_annotations(),
     };

@@ -88,7 +88,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                     }
                 },
             };
-            let path = pointer_below(input.view.spec_pointer, [Step::Key("runtimeClassName")]);
+            let path = pointer_below(input.view.spec_pointer(), [Step::Key("runtimeClassName")]);
             let mut operations = vec![add(path, Value::String(name.clone()))];
             if let Some(info) = info {
                 match scheduling(input.view, &info) {
@@ -148,7 +148,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 /// rejection.
 fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
     let mut operations = Vec::new();
-    let at = |key: &str| pointer_below(view.spec_pointer, [Step::Key(key)]);
+    let at = |key: &str| pointer_below(view.spec_pointer(), [Step::Key(key)]);
     if let Some(overhead) = &class.pod_fixed_overhead {
         match view.spec.get("overhead").filter(|v| !v.is_null()) {
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
@@ -171,7 +171,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                     match existing.get(key) {
                         None => {
                             let path = pointer_below(
-                                view.spec_pointer,
+                                view.spec_pointer(),
                                 [Step::Key("nodeSelector"), Step::Key(key.as_str())],
                             );
                             operations.push(add(path, value.clone()));
@@ -205,7 +205,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                 for toleration in &class.tolerations {
                     if !existing.iter().any(|t| same_toleration(t, toleration)) {
                         let path = pointer_below(
-                            view.spec_pointer,
+                            view.spec_pointer(),
                             [Step::Key("tolerations"), Step::Key("-")],
                         );
                         operations.push(add(path, toleration.clone()));

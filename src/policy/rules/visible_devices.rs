@@ -61,7 +61,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut awaiting: Vec<(&Container<'_>, Vec<PatchOperation>)> = Vec::new();
     let mut schemes: Vec<&str> = Vec::new();
     let kai_configmap = input.view.annotation(KAI_CONFIGMAP);
-    let spec = input.view.spec_pointer;
+    let spec = input.view.spec_pointer();
     for container in input
         .view
         .containers
