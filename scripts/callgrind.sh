@@ -15,6 +15,17 @@
 # static API server on loopback (scripts/static_api.py), as in
 # scripts/bench.sh, so that the claim resolves.
 #
+# CACHE_SIM=1 also simulates the caches (valgrind's model of this
+# machine's): beside the instructions, the misses of the first-level
+# instruction cache per request, by phase. Code that runs once per request
+# and does not fit that cache is fetched again on every request, a cost
+# the instruction count does not show (docs/performance.md).
+#
+# BINARIES=pgo measures the profile-guided builds that the image ships and
+# the load runs compare (target/pgo/bin, from scripts/release-build.sh
+# --echo) instead of building with symbols: without symbols there are no
+# phases, only the totals.
+#
 # Usage: scripts/callgrind.sh   (DURATION=20s by default; REVIEWS names
 # the reviews of benches/reviews/ to measure: gpu-pod cpu-pod
 # gpu-deployment dra-pod)
@@ -26,18 +37,37 @@ source scripts/lib.sh
 DURATION=${DURATION:-20s}
 REVIEWS=${REVIEWS:-gpu-pod cpu-pod gpu-deployment dra-pod}
 OUT=${OUT:-target/callgrind}
+CACHE_SIM=${CACHE_SIM:-0}
+valgrind_args=(--tool=callgrind)
+events=Ir
+if [ "$CACHE_SIM" = 1 ]; then
+    valgrind_args+=(--cache-sim=yes)
+    events=Ir,I1mr
+fi
 GPU_POLICY_PORT=18543
 METRICS_PORT=18180
 ECHO_PORT=18544
 API_PORT=18548
 SNI=gpu-policy.gpu-policy.svc
 
-# Symbols and line tables, in a target directory of their own so that the
-# shipped release build stays as it is.
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/profiling}
-CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
-    cargo build --release --locked --bin gpu-policy --example loadgen --example echo_server
-bin=$CARGO_TARGET_DIR/release
+if [ "${BINARIES:-profiling}" = pgo ]; then
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    gpu_policy_bin=target/pgo/bin/gpu-policy
+    echo_bin=target/pgo/bin/echo_server
+    loadgen_bin=target/pgo/$host/release/examples/loadgen
+    for file in "$gpu_policy_bin" "$echo_bin" "$loadgen_bin"; do
+        [ -x "$file" ] || { echo "no $file: run scripts/release-build.sh --echo first" >&2; exit 1; }
+    done
+else
+    # Symbols and line tables, in a target directory of their own so that
+    # the shipped release build stays as it is.
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/profiling}
+    CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
+        cargo build --release --locked --bin gpu-policy --example loadgen --example echo_server
+    gpu_policy_bin=$CARGO_TARGET_DIR/release/gpu-policy
+    echo_bin=$CARGO_TARGET_DIR/release/examples/echo_server
+    loadgen_bin=$CARGO_TARGET_DIR/release/examples/loadgen
+fi
 mkdir -p "$OUT"
 start_scratch
 static_api_cluster "$API_PORT" "$work/kubeconfig"
@@ -72,13 +102,13 @@ measure() { # server review -> one line of figures
     rm -f "$out"
     if [ "$server" = echo ]; then
         port=$ECHO_PORT
-        valgrind --tool=callgrind --callgrind-out-file="$out" \
-            "$bin/examples/echo_server" --listen "127.0.0.1:$port" \
+        valgrind "${valgrind_args[@]}" --callgrind-out-file="$out" \
+            "$echo_bin" --listen "127.0.0.1:$port" \
             --certs-dir "$work/certs" 2> "$work/$server.log" &
     else
         port=$GPU_POLICY_PORT
-        valgrind --tool=callgrind --callgrind-out-file="$out" \
-            "$bin/gpu-policy" serve $(cluster_of "$review") \
+        valgrind "${valgrind_args[@]}" --callgrind-out-file="$out" \
+            "$gpu_policy_bin" serve $(cluster_of "$review") \
             --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$METRICS_PORT" \
             --certs-dir "$work/certs" > "$work/$server.log" 2>&1 &
     fi
@@ -101,7 +131,7 @@ measure() { # server review -> one line of figures
     done
     callgrind_control --zero "$pid" > /dev/null 2>&1
     local report
-    report=$("$bin/examples/loadgen" --url "https://127.0.0.1:$port$path?timeout=10s" \
+    report=$("$loadgen_bin" --url "https://127.0.0.1:$port$path?timeout=10s" \
         --ca "$work/certs/ca.crt" --server-name "$SNI" --body "$body" \
         --concurrency 1 --duration "$DURATION" --warmup 0s --timeout 60s --output json)
     callgrind_control --dump "$pid" > /dev/null 2>&1
@@ -112,31 +142,42 @@ measure() { # server review -> one line of figures
     # callgrind_control --dump writes <out>.<n>; the counts since the zeroing.
     local dump
     dump=$(ls "$out".* | sort -V | tail -1)
-    python3 - "$server" "$review" "$requests" "$dump" "${phases[@]}" <<'EOF'
-import subprocess, sys
-server, review, requests, dump, *phases = sys.argv[1:]
+    python3 - "$server" "$review" "$requests" "$dump" "$events" "${phases[@]}" <<'EOF'
+import json, re, subprocess, sys
+server, review, requests, dump, events, *phases = sys.argv[1:]
 requests = int(requests)
-text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
+events = events.split(",")
+text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100",
+                       "--show=" + ",".join(events), dump],
                       capture_output=True, text=True, check=True).stdout
-total = None
+# A line: one count per event, each with its share in parentheses, then
+# the function.
+line_re = re.compile(r"^\s*" + r"\s+".join([r"([\d,]+)(?:\s+\([^)]*\))?"] * len(events))
+                     + r"\s+(.*)$")
+totals = None
 inclusive = {}
 for line in text.splitlines():
-    parts = line.split(None, 2)
-    if len(parts) < 2 or not parts[0].replace(",", "").isdigit():
+    found = line_re.match(line)
+    if not found:
         continue
-    count = int(parts[0].replace(",", ""))
+    counts = [int(c.replace(",", "")) for c in found.groups()[:-1]]
     if "PROGRAM TOTALS" in line:
-        total = count
+        totals = counts
         continue
-    name = parts[-1].split(" [", 1)[0]
-    inclusive[name] = max(count, inclusive.get(name, 0))
+    name = found.group(len(events) + 1).split(" [", 1)[0]
+    inclusive[name] = max(counts, inclusive.get(name, counts))
 row = {"server": server, "review": review, "requests": requests,
-       "total": round(total / requests)}
+       "total": round(totals[0] / requests)}
+misses = {"total": round(totals[1] / requests)} if len(events) > 1 else None
 for phase in phases:
     label, function = phase.split("|", 1)
-    found = [count for name, count in inclusive.items() if name.endswith(function)]
-    row[label] = round(max(found) / requests) if found else 0
-import json
+    found = [counts for name, counts in inclusive.items() if name.endswith(function)]
+    best = max(found) if found else [0] * len(events)
+    row[label] = round(best[0] / requests)
+    if misses is not None:
+        misses[label] = round(best[1] / requests)
+if misses is not None:
+    row["i1 misses"] = misses
 print(json.dumps(row))
 EOF
 }
@@ -148,18 +189,31 @@ for review in $REVIEWS; do
         measure "$server" "$review" | tee -a "$OUT/results.jsonl"
     done
 done
-python3 - "$OUT/results.jsonl" "${phases[@]}" <<'EOF'
+python3 - "$OUT/results.jsonl" "${BINARIES:-profiling}" "${phases[@]}" <<'EOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-labels = [p.split("|", 1)[0] for p in sys.argv[2:]]
-print("Instructions per request (callgrind, one connection):\n")
-print("| review | echo | gpu-policy | ratio | " + " | ".join(labels) + " | the rest |")
-print("| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in labels) + " | ---: |")
-for review in dict.fromkeys(r["review"] for r in rows):
-    echo = next(r for r in rows if r["review"] == review and r["server"] == "echo")
-    ours = next(r for r in rows if r["review"] == review and r["server"] == "gpu-policy")
-    phases = [ours[label] for label in labels]
-    rest = ours["total"] - sum(phases)
-    print(f"| {review} | {echo['total']:,} | {ours['total']:,} | {echo['total'] / ours['total']:.2f} | "
-          + " | ".join(f"{p:,}" for p in phases) + f" | {rest:,} |")
+# Without symbols (BINARIES=pgo) there are no phases to show.
+labels = [p.split("|", 1)[0] for p in sys.argv[3:]] if sys.argv[2] != "pgo" else []
+rest_column = " | the rest |" if labels else " |"
+rest_rule = " | ---: |" if labels else " |"
+
+
+def table(title, count):
+    print(title + "\n")
+    print("| review | echo | gpu-policy | ratio" + "".join(f" | {label}" for label in labels) + rest_column)
+    print("| --- | ---: | ---: | ---:" + " | ---:" * len(labels) + rest_rule)
+    for review in dict.fromkeys(r["review"] for r in rows):
+        echo = count(next(r for r in rows if r["review"] == review and r["server"] == "echo"))
+        ours = count(next(r for r in rows if r["review"] == review and r["server"] == "gpu-policy"))
+        phases = [ours[label] for label in labels]
+        rest = f" | {ours['total'] - sum(phases):,}" if labels else ""
+        print(f"| {review} | {echo['total']:,} | {ours['total']:,} | {echo['total'] / ours['total']:.2f}"
+              + "".join(f" | {p:,}" for p in phases) + rest + " |")
+
+
+table("Instructions per request (callgrind, one connection):", lambda row: row)
+if all("i1 misses" in r for r in rows):
+    print()
+    table("First-level instruction-cache misses per request (callgrind's cache simulation):",
+          lambda row: row["i1 misses"])
 EOF
