@@ -92,7 +92,9 @@ phases=(
     "policy|gpu_policy::admission::respond::answer"
     "encode|gpu_policy::admission::wire::encode"
     "record|gpu_policy::server::record::record"
-    "log writer|gpu_policy::telemetry::batch_writer::Shared::run"
+    # The writer thread's loop is inlined into the thread's entry, which
+    # callgrind names after the file it was inlined from.
+    "log writer|telemetry/batch_writer.rs:std::sys::backtrace::__rust_begin_short_backtrace"
     "free request|core::ptr::drop_in_place<gpu_policy::admission::wire::AdmissionRequest>"
 )
 
@@ -150,9 +152,9 @@ events = events.split(",")
 text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100",
                        "--show=" + ",".join(events), dump],
                       capture_output=True, text=True, check=True).stdout
-# A line: one count per event, each with its share in parentheses, then
-# the function.
-line_re = re.compile(r"^\s*" + r"\s+".join([r"([\d,]+)(?:\s+\([^)]*\))?"] * len(events))
+# A line: one count per event, each with its share in parentheses (a zero
+# is a lone "."), then the function.
+line_re = re.compile(r"^\s*" + r"\s+".join([r"([\d,]+|\.)(?:\s+\([^)]*\))?"] * len(events))
                      + r"\s+(.*)$")
 totals = None
 inclusive = {}
@@ -160,7 +162,7 @@ for line in text.splitlines():
     found = line_re.match(line)
     if not found:
         continue
-    counts = [int(c.replace(",", "")) for c in found.groups()[:-1]]
+    counts = [int(c.replace(",", "").replace(".", "0")) for c in found.groups()[:-1]]
     if "PROGRAM TOTALS" in line:
         totals = counts
         continue
