@@ -51,13 +51,14 @@ API_PORT=18548
 SNI=gpu-policy.gpu-policy.svc
 
 if [ "${BINARIES:-profiling}" = pgo ]; then
-    host=$(rustc -vV | sed -n 's/^host: //p')
     gpu_policy_bin=target/pgo/bin/gpu-policy
     echo_bin=target/pgo/bin/echo_server
-    loadgen_bin=target/pgo/$host/release/examples/loadgen
-    for file in "$gpu_policy_bin" "$echo_bin" "$loadgen_bin"; do
+    for file in "$gpu_policy_bin" "$echo_bin"; do
         [ -x "$file" ] || { echo "no $file: run scripts/release-build.sh --echo first" >&2; exit 1; }
     done
+    # The client is not measured: the plain build, as scripts/bench.sh's.
+    cargo build --release --locked --example loadgen
+    loadgen_bin=${CARGO_TARGET_DIR:-target}/release/examples/loadgen
 else
     # Symbols and line tables, in a target directory of their own so that
     # the shipped release build stays as it is.
@@ -97,6 +98,10 @@ phases=(
     "log writer|telemetry/batch_writer.rs:std::sys::backtrace::__rust_begin_short_backtrace"
     "free request|core::ptr::drop_in_place<gpu_policy::admission::wire::AdmissionRequest>"
 )
+# Without symbols there are no phases to find.
+if [ "${BINARIES:-profiling}" = pgo ]; then
+    phases=()
+fi
 
 measure() { # server review -> one line of figures
     local server=$1 review=$2 port out
@@ -191,11 +196,10 @@ for review in $REVIEWS; do
         measure "$server" "$review" | tee -a "$OUT/results.jsonl"
     done
 done
-python3 - "$OUT/results.jsonl" "${BINARIES:-profiling}" "${phases[@]}" <<'EOF'
+python3 - "$OUT/results.jsonl" "${phases[@]}" <<'EOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-# Without symbols (BINARIES=pgo) there are no phases to show.
-labels = [p.split("|", 1)[0] for p in sys.argv[3:]] if sys.argv[2] != "pgo" else []
+labels = [p.split("|", 1)[0] for p in sys.argv[2:]]
 rest_column = " | the rest |" if labels else " |"
 rest_rule = " | ---: |" if labels else " |"
 
