@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::testing::leaked;
-use crate::policy::{Evaluation, Evaluator};
+use crate::policy::{Evaluation, Evaluator, Shape};
 use crate::review_builder::Review;
 use crate::settings::Settings;
 
@@ -269,6 +269,26 @@ fn allowlisted_objects_are_recorded_for_audit() {
 #[case("apps/v1", "Pod", ObjectKind::Ignored)]
 fn kinds(#[case] api_version: &str, #[case] kind: &str, #[case] expected: ObjectKind) {
     assert_eq!(ObjectKind::of_manifest(api_version, kind), expected);
+}
+
+/// `Shape::ALL` lists the shapes of the kinds admitted (a pod's and each
+/// workload's), each once and nothing else: a shape for a new workload
+/// fails here until it is listed, and the tests that go over every shape
+/// cover it.
+#[test]
+fn every_shape_admitted_is_listed() {
+    let mut admitted: Vec<Shape> = Workload::ALL.iter().map(|w| w.shape()).collect();
+    admitted.push(Shape::Pod);
+    for shape in &admitted {
+        assert!(Shape::ALL.contains(shape), "{shape:?} is not in Shape::ALL");
+    }
+    for (at, shape) in Shape::ALL.iter().enumerate() {
+        assert!(admitted.contains(shape), "no kind has the shape {shape:?}");
+        assert!(
+            !Shape::ALL[..at].contains(shape),
+            "{shape:?} is listed twice"
+        );
+    }
 }
 
 /// A review of `object` as these tests send it: kind and resource of a

@@ -57,6 +57,15 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// Every shape (a test holds it to the shapes of the kinds admitted,
+    /// `admission::tests`).
+    pub const ALL: [Shape; 4] = [
+        Shape::Pod,
+        Shape::Template,
+        Shape::CronJob,
+        Shape::PodTemplate,
+    ];
+
     /// The path of the pod template (`metadata` + `spec`) inside the object.
     pub(super) fn template_path(self) -> &'static [&'static str] {
         match self {

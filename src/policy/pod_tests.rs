@@ -154,12 +154,7 @@ fn zero_limit_is_not_a_gpu_request_but_garbage_is() {
 /// `metadata` and `spec` below it.
 #[test]
 fn each_shapes_pointers_are_its_template_paths() {
-    for shape in [
-        Shape::Pod,
-        Shape::Template,
-        Shape::CronJob,
-        Shape::PodTemplate,
-    ] {
+    for shape in Shape::ALL {
         let template = PointerBuf::from_tokens(shape.template_path().iter().copied());
         let (metadata, spec) = shape.pointers();
         let mut expected = template.clone();
