@@ -8,6 +8,7 @@ mod support;
 
 mod admission_policies;
 mod architecture;
+mod attack;
 mod audit;
 mod cert_secret;
 mod chart;

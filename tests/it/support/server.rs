@@ -372,7 +372,14 @@ pub struct Options {
     pub admission_port: Option<u16>,
     /// More flags of `serve`, after the others.
     pub extra_args: Vec<String>,
+    /// Runs the release binary named by [`RELEASE_BINARY_VAR`] when it is
+    /// set (`.ci/run` sets it to the profile-guided build the image ships),
+    /// else the test build: the attack suite judges what users run.
+    pub release: bool,
 }
+
+/// The variable naming the release binary for [`Options::release`].
+pub const RELEASE_BINARY_VAR: &str = "GPU_POLICY_RELEASE_BINARY";
 
 /// A running `gpu-policy serve`, killed when dropped.
 pub struct Server {
@@ -442,7 +449,13 @@ impl Server {
             }
             let log_path = scratch.path().join("server.log");
             let log = std::fs::File::create(&log_path).expect("log file");
-            let binary = env!("CARGO_BIN_EXE_gpu-policy");
+            let release = options
+                .release
+                .then(|| std::env::var(RELEASE_BINARY_VAR).ok())
+                .flatten();
+            let binary = release
+                .as_deref()
+                .unwrap_or(env!("CARGO_BIN_EXE_gpu-policy"));
             // taskset execs the binary: the child's pid is the server's.
             let mut command = match &options.cpus {
                 Some(cpus) => {
