@@ -147,7 +147,8 @@ impl Connection {
         let activity = Arc::new(Activity::default());
         let seen = Arc::clone(&activity);
         let app = self.app;
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            request.extensions_mut().insert(Peer(peer));
             seen.in_flight.fetch_add(1, Ordering::AcqRel);
             seen.request_started.notify_waiters();
             let app = app.clone();
@@ -189,6 +190,11 @@ impl Connection {
         log_end(peer, connection.await);
     }
 }
+
+/// The address a request came from, in the request's extensions: the
+/// budgets and rate limits that are shared per caller key on its IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub std::net::SocketAddr);
 
 /// Requests of one connection: how many are in flight (the service was
 /// called, the response is not ready yet), and a signal when one starts.
