@@ -27,6 +27,7 @@ use serde::Deserialize;
 use tokio::net::TcpListener;
 
 use gpu_policy::certs::{self, CertificateResolver};
+use gpu_policy::server::budget::{Budget, Limits};
 use gpu_policy::server::{MAX_BODY_BYTES, listener};
 
 #[derive(Debug, Parser)]
@@ -79,9 +80,16 @@ async fn run(args: Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     eprintln!("echo_server listening on {}", args.listen);
-    listener::serve_tls(tcp, tls, app, listener::shutdown_signal(), || {
-        Duration::from_secs(10)
-    })
+    listener::serve_tls(
+        tcp,
+        tls,
+        app,
+        // The same budget as `gpu-policy serve`'s defaults, so the two
+        // stacks are compared doing the same bookkeeping.
+        Budget::new(Limits::DEFAULT),
+        listener::shutdown_signal(),
+        || Duration::from_secs(10),
+    )
     .await;
     Ok(())
 }

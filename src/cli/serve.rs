@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::certs::secret::{self, RouteConfig, SecretRef};
+use crate::server::budget::Limits;
 use crate::server::{self, Certificates, ClientAuthOptions, ClusterAccess};
 use crate::telemetry::{self, LogFormat};
 
@@ -64,6 +65,60 @@ pub struct ServeArgs {
     /// with what is loaded.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub reload_interval: u64,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+}
+
+/// The admission port's budget (docs/operations.md, "The admission port's
+/// budget"). Shares are per peer IP address.
+#[derive(Debug, clap::Args)]
+pub struct BudgetArgs {
+    /// Open connections on the admission port, all peers together; past
+    /// it a new connection is closed at once, unless its peer is under
+    /// its fair share, in which case a connection of the peer holding the
+    /// most is closed for it.
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT.connections,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// Open connections of one peer address; past it a new connection is
+    /// closed at once.
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT.connections_per_peer,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections_per_peer: u64,
+    /// Request body bytes in flight (being received or decided), all peers
+    /// together, in MiB; at least the 3 MiB a single review may have.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::DEFAULT.body_bytes >> 20,
+          value_parser = clap::value_parser!(u64).range(3..=65536))]
+    pub max_inflight_mib: u64,
+    /// Request body bytes in flight of one peer address, in MiB; a request
+    /// past it is answered 429 with Retry-After.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::DEFAULT.body_bytes_per_peer >> 20,
+          value_parser = clap::value_parser!(u64).range(3..=65536))]
+    pub max_inflight_mib_per_peer: u64,
+    /// From the first byte of a request to the last byte of its body; a
+    /// request still arriving then has its connection closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = Limits::DEFAULT.request_deadline.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub request_deadline: u64,
+    /// How long a kept-alive connection may wait for its next request
+    /// before it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = Limits::DEFAULT.idle_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub idle_timeout: u64,
+}
+
+impl BudgetArgs {
+    /// The limits the flags ask for.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            connections: self.max_connections,
+            connections_per_peer: self.max_connections_per_peer,
+            body_bytes: self.max_inflight_mib << 20,
+            body_bytes_per_peer: self.max_inflight_mib_per_peer << 20,
+            request_deadline: Duration::from_secs(self.request_deadline),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+        }
+    }
 }
 
 /// The --cert-secret route (boxed in [`ServeArgs`] to keep the command
@@ -126,6 +181,7 @@ impl ServeArgs {
                 names: self.client_names.clone(),
             }),
             reload_interval: Duration::from_secs(self.reload_interval),
+            budget: self.budget.limits(),
         }
     }
 }
@@ -182,6 +238,7 @@ mod tests {
         assert_eq!(options.config, None);
         assert_eq!(options.reload_interval, Duration::from_secs(5));
         assert_eq!(options.client_auth, None);
+        assert_eq!(options.budget, Limits::DEFAULT);
         assert_eq!(options.listen, SocketAddr::from(([0, 0, 0, 0], 8443)));
         assert_eq!(
             options.metrics_listen,
@@ -255,5 +312,42 @@ mod tests {
         );
         let without_ca = Cli::try_parse_from(["gpu-policy", "serve", "--client-name", "x"]);
         assert!(without_ca.is_err(), "--client-name needs --client-ca");
+    }
+
+    #[test]
+    fn budget_flags_set_the_limits() {
+        let options = options(&[
+            "--max-connections",
+            "100",
+            "--max-connections-per-peer",
+            "10",
+            "--max-inflight-mib",
+            "40",
+            "--max-inflight-mib-per-peer",
+            "8",
+            "--request-deadline",
+            "5",
+            "--idle-timeout",
+            "60",
+        ]);
+        assert_eq!(
+            options.budget,
+            Limits {
+                connections: 100,
+                connections_per_peer: 10,
+                body_bytes: 40 << 20,
+                body_bytes_per_peer: 8 << 20,
+                request_deadline: Duration::from_secs(5),
+                idle_timeout: Duration::from_secs(60),
+            }
+        );
+        for refused in [
+            ["--max-inflight-mib-per-peer", "2"],
+            ["--max-connections", "0"],
+            ["--request-deadline", "0"],
+        ] {
+            let args = ["gpu-policy", "serve"].into_iter().chain(refused);
+            assert!(Cli::try_parse_from(args).is_err(), "{refused:?}");
+        }
     }
 }

@@ -19,6 +19,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use super::budget::charged::BodyCut;
 use super::error::RequestError;
 
 /// Bodies above this are refused with 413. The API server caps objects at
@@ -47,10 +48,16 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
             .and_then(|length| length.to_str().ok())
             .and_then(|length| length.parse::<usize>().ok())
             .unwrap_or(0);
-        // The router's body limit applies here as it does to `Bytes`: a
-        // body over it is read up to the limit and then refused, as before
-        // (refused at once, a client still writing it would see the
-        // connection closed rather than the 413).
+        // A body announced over the limit is refused before it is read;
+        // one that grows past it (chunked, or longer than announced) is
+        // refused when it does. The router's body limit applies as it does
+        // to `Bytes`.
+        if announced > MAX_BODY_BYTES {
+            return Err(RequestError::TooLarge {
+                limit: MAX_BODY_BYTES,
+            }
+            .into_response());
+        }
         let mut body = request.into_limited_body();
         let mut buffer = Vec::with_capacity(announced.min(MAX_BODY_BYTES));
         while let Some(frame) =
@@ -84,7 +91,8 @@ fn timeout(query: &str) -> Option<Duration> {
     })
 }
 
-/// A body that could not be read: over the limit, or cut short.
+/// A body that could not be read: over the limit, over the caller's share
+/// of the budget, or cut short.
 fn rejected(error: &axum::Error) -> RequestError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(cause) = source {
@@ -92,6 +100,9 @@ fn rejected(error: &axum::Error) -> RequestError {
             return RequestError::TooLarge {
                 limit: MAX_BODY_BYTES,
             };
+        }
+        if let Some(cut) = cause.downcast_ref::<BodyCut>() {
+            return (*cut).into();
         }
         source = cause.source();
     }

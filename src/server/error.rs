@@ -1,8 +1,10 @@
 //! Request errors and the one place they become status codes.
 
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::budget::Refusal;
+use super::budget::charged::BodyCut;
 use crate::admission::ReviewError;
 
 /// A request the webhook cannot answer with an AdmissionReview. The API
@@ -22,6 +24,37 @@ pub enum RequestError {
     Review(#[from] ReviewError),
     #[error("cannot encode the response: {0}")]
     Encode(serde_json::Error),
+    /// The caller holds more than its share of the server (its own cap,
+    /// or its fair share while the server is full).
+    #[error("this caller is over its share of the server; retry later")]
+    OverShare,
+    /// The server is full with requests being decided.
+    #[error("the server is busy; retry later")]
+    Busy,
+}
+
+/// What a caller turned away by the budget is told to wait: long enough
+/// for the bodies in flight to be decided or cut, short enough that the
+/// API server, which retries an answer carrying `Retry-After` while its
+/// webhook timeout lasts, tries again within it.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+impl From<Refusal> for RequestError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::OverShare => RequestError::OverShare,
+            Refusal::Full => RequestError::Busy,
+        }
+    }
+}
+
+impl From<BodyCut> for RequestError {
+    fn from(cut: BodyCut) -> Self {
+        match cut {
+            BodyCut::Refused(refusal) => refusal.into(),
+            BodyCut::Shed => RequestError::OverShare,
+        }
+    }
 }
 
 impl RequestError {
@@ -33,6 +66,8 @@ impl RequestError {
             }
             RequestError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RequestError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            RequestError::OverShare => StatusCode::TOO_MANY_REQUESTS,
+            RequestError::Busy => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -40,11 +75,17 @@ impl RequestError {
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
         let reason = crate::manifest::one_line(&self.to_string());
-        (
+        let mut response = (
             self.status(),
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!("gpu-policy: {reason}\n"),
         )
-            .into_response()
+            .into_response();
+        if matches!(self, RequestError::OverShare | RequestError::Busy) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
     }
 }

@@ -1,5 +1,7 @@
 //! Serving a router over TLS, with graceful shutdown: stop accepting, let
-//! requests in flight finish (bounded), then return.
+//! requests in flight finish (bounded), then return. Every connection and
+//! request body is held to the port's [`Budget`], and every request to its
+//! deadline, here where the bytes arrive.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -8,13 +10,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use hyper::body::Incoming;
+use axum::http::header;
+use axum::response::IntoResponse;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
+
+use super::MAX_BODY_BYTES;
+use super::budget::charged::Charged;
+use super::budget::deadline::{Deadlined, RequestPhase};
+use super::budget::{Budget, ConnectionPermit};
+use super::error::RequestError;
 
 /// A TLS handshake that takes longer than this is dropped, so a slow or
 /// silent client cannot hold a task.
@@ -28,22 +38,34 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// resend a POST that was written.
 const IDLE_GRACE: Duration = Duration::from_secs(2);
 
+/// hyper's read buffer of one connection, which holds a request's headers
+/// whole: the API server's are under 1 KiB, and a TLS record carries at
+/// most 16 KiB, so a body is not read slower through it. hyper's default
+/// (~400 KB) would let each open connection hold that much.
+const READ_BUFFER_BYTES: usize = 32 * 1024;
+
 /// Accepts TLS connections on `listener` and serves `app` over HTTP/1.1
-/// (keep-alive, like the API server) until `shutdown` completes; then waits
-/// at most `drain()` for open connections to finish their requests.
+/// (keep-alive, like the API server) within `budget` until `shutdown`
+/// completes; then waits at most `drain()` for open connections to finish
+/// their requests.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
+    budget: Arc<Budget>,
     shutdown: impl Future<Output = ()>,
     drain: impl Fn() -> Duration,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
+    // hyper starts its header timeout when it begins waiting for a
+    // request, so it is the idle timeout of a kept-alive connection; the
+    // request's own deadline runs from its first byte (`Deadlined`).
     http.timer(TokioTimer::new())
         .keep_alive(true)
-        .header_read_timeout(Duration::from_secs(30));
+        .max_buf_size(READ_BUFFER_BYTES)
+        .header_read_timeout(budget.limits().idle_timeout);
     let http = Arc::new(http);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -60,6 +82,15 @@ pub async fn serve_tls(
                         continue;
                     }
                 };
+                let permit = match budget.connect(peer.ip()) {
+                    Ok(permit) => permit,
+                    Err(refusal) => {
+                        // Closed at once, before the handshake costs
+                        // anything: the peer is over its share.
+                        tracing::debug!(%peer, ?refusal, "connection refused by the budget");
+                        continue;
+                    }
+                };
                 // Answers are small and must leave at once: Nagle's
                 // algorithm would hold the tail of one back for the
                 // client's delayed ACK.
@@ -70,9 +101,10 @@ pub async fn serve_tls(
                     acceptor: acceptor.clone(),
                     app: app.clone(),
                     http: Arc::clone(&http),
+                    budget: Arc::clone(&budget),
                     stop: stop_rx.clone(),
                 };
-                connections.spawn(connection.serve(tcp, peer));
+                connections.spawn(connection.serve(tcp, peer, permit));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             () = &mut shutdown => break,
@@ -128,11 +160,28 @@ struct Connection {
     acceptor: TlsAcceptor,
     app: Router,
     http: Arc<hyper::server::conn::http1::Builder>,
+    budget: Arc<Budget>,
     stop: watch::Receiver<bool>,
 }
 
 impl Connection {
-    async fn serve(mut self, tcp: tokio::net::TcpStream, peer: std::net::SocketAddr) {
+    /// Serves the connection until it ends, or until `permit` is shed for a
+    /// peer under its fair share.
+    async fn serve(
+        self,
+        tcp: tokio::net::TcpStream,
+        peer: std::net::SocketAddr,
+        permit: ConnectionPermit,
+    ) {
+        tokio::select! {
+            () = self.serve_within(tcp, peer) => {}
+            () = permit.shed() => {
+                tracing::debug!(%peer, "connection closed for a peer under its fair share");
+            }
+        }
+    }
+
+    async fn serve_within(mut self, tcp: tokio::net::TcpStream, peer: std::net::SocketAddr) {
         let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(error)) => {
@@ -147,22 +196,31 @@ impl Connection {
         let activity = Arc::new(Activity::default());
         let seen = Arc::clone(&activity);
         let app = self.app;
+        let budget = self.budget;
+        let phase = Arc::new(RequestPhase::default());
+        let io = Deadlined::new(tls, Arc::clone(&phase), budget.limits().request_deadline);
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(Peer(peer));
             seen.in_flight.fetch_add(1, Ordering::AcqRel);
             seen.request_started.notify_waiters();
             let app = app.clone();
             let seen = Arc::clone(&seen);
+            let phase = Arc::clone(&phase);
+            let charged = charge_body(&budget, peer, request, &phase);
             async move {
-                let response = match app.oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
+                let response = match charged {
+                    Ok((request, _charge)) => match app.oneshot(request).await {
+                        Ok(response) => response,
+                        Err(never) => match never {},
+                    },
+                    Err(refused) => refused.into_response(),
                 };
+                phase.answered();
                 seen.in_flight.fetch_sub(1, Ordering::AcqRel);
                 Ok::<_, Infallible>(response)
             }
         });
-        let connection = self.http.serve_connection(TokioIo::new(tls), service);
+        let connection = self.http.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
         tokio::select! {
             result = connection.as_mut() => {
@@ -189,6 +247,35 @@ impl Connection {
         connection.as_mut().graceful_shutdown();
         log_end(peer, connection.await);
     }
+}
+
+/// The request with its body charged to the peer's share of the budget,
+/// its `Content-Length` (at most the body limit) reserved before a byte of
+/// it is read; the charge is held until the request is answered. Or the
+/// answer of a request the budget has no room for.
+fn charge_body(
+    budget: &Arc<Budget>,
+    peer: std::net::SocketAddr,
+    request: hyper::Request<Incoming>,
+    phase: &Arc<RequestPhase>,
+) -> Result<(axum::extract::Request, Arc<super::budget::BodyCharge>), RequestError> {
+    if request.body().is_end_stream() {
+        phase.arrived();
+    }
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok())
+        .and_then(|length| length.parse::<u64>().ok())
+        .unwrap_or(0)
+        .min(u64::try_from(MAX_BODY_BYTES).unwrap_or(u64::MAX));
+    let charge = Arc::new(budget.body(peer.ip(), announced).inspect_err(|refusal| {
+        tracing::debug!(%peer, ?refusal, announced, "request body refused by the budget");
+    })?);
+    let request = request.map(|body| {
+        axum::body::Body::new(Charged::new(body, Arc::clone(&charge), Arc::clone(phase)))
+    });
+    Ok((request, charge))
 }
 
 /// The address a request came from, in the request's extensions: the

@@ -2,6 +2,7 @@
 //! [`run`] puts the whole server together from its [`Options`].
 
 mod body;
+pub mod budget;
 mod claim_owner;
 mod error;
 pub mod images;

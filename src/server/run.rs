@@ -14,7 +14,7 @@ use rustls::server::danger::ClientCertVerifier;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::{AppState, listener, operations_router, router};
+use super::{AppState, budget, listener, operations_router, router};
 use crate::certs::client_auth::ClientAuth;
 use crate::certs::secret::{RouteConfig, SecretError, SecretRef, SecretRoute};
 use crate::certs::{self, CertError, CertificateResolver, Reload};
@@ -41,6 +41,8 @@ pub struct Options {
     /// How often the certificate files, the config file and the
     /// certificate Secret are compared with what is loaded.
     pub reload_interval: Duration,
+    /// What the admission port may hold at once, and for how long.
+    pub budget: budget::Limits,
 }
 
 /// Where the serving certificate comes from.
@@ -175,7 +177,8 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
         metrics_listen = %operations.local_addr().map_or(options.metrics_listen, |a| a),
         "gpu-policy serving"
     );
-    serve_until_signal(state, admission, operations, tls).await;
+    tracing::info!(limits = ?options.budget, "admission port budget");
+    serve_until_signal(state, admission, operations, tls, options.budget).await;
     tracing::info!("gpu-policy stopped");
     Ok(())
 }
@@ -409,6 +412,7 @@ async fn serve_until_signal(
     admission: TcpListener,
     operations: TcpListener,
     tls: Arc<rustls::ServerConfig>,
+    limits: budget::Limits,
 ) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let operations_app = operations_router(Arc::clone(&state));
@@ -426,6 +430,7 @@ async fn serve_until_signal(
         admission,
         tls,
         router(Arc::clone(&state)),
+        budget::Budget::new(limits),
         async move {
             let _ = admission_stop.wait_for(|stop| *stop).await;
         },
@@ -456,6 +461,7 @@ mod tests {
             cluster,
             client_auth: None,
             reload_interval: Duration::from_secs(1),
+            budget: budget::Limits::DEFAULT,
         }
     }
 

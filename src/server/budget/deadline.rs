@@ -1,0 +1,206 @@
+//! The request deadline, kept by the connection's reader: from the first
+//! byte of a request to the last byte of its body. A client that stalls in
+//! its headers or in its body has its connection cut when it passes, so
+//! the buffer its body was read into is freed (the read fails and the
+//! request is dropped).
+//!
+//! hyper's own header timeout starts when it begins waiting for a request,
+//! so it bounds how long a kept-alive connection stays idle; it cannot
+//! bound a body.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// Where a connection is in its current request, shared by its reader
+/// (which starts the clock) and its service (which stops it).
+#[derive(Debug, Default)]
+pub struct RequestPhase(AtomicU8);
+
+const IDLE: u8 = 0;
+const ARRIVING: u8 = 1;
+const ARRIVED: u8 = 2;
+
+impl RequestPhase {
+    /// The request's body has arrived whole (or it has none): the clock
+    /// stops while it is decided.
+    pub fn arrived(&self) {
+        let _ = self
+            .0
+            .compare_exchange(ARRIVING, ARRIVED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The request is answered: the next byte starts the next one.
+    pub fn answered(&self) {
+        self.0.store(IDLE, Ordering::Release);
+    }
+
+    fn is_arriving(&self) -> bool {
+        self.0.load(Ordering::Acquire) == ARRIVING
+    }
+
+    /// Moves from idle to arriving; true when it did.
+    fn begin(&self) -> bool {
+        self.0
+            .compare_exchange(IDLE, ARRIVING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+/// A connection's byte stream that fails its reads once the request being
+/// received is older than its deadline.
+pub struct Deadlined<T> {
+    inner: T,
+    phase: Arc<RequestPhase>,
+    deadline: Duration,
+    /// Set while a request is arriving; reused from one request to the
+    /// next.
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+}
+
+impl<T> Deadlined<T> {
+    pub fn new(inner: T, phase: Arc<RequestPhase>, deadline: Duration) -> Self {
+        Self {
+            inner,
+            phase,
+            deadline,
+            timer: None,
+            armed: false,
+        }
+    }
+
+    fn arm(&mut self) {
+        let Some(at) = Instant::now().checked_add(self.deadline) else {
+            return;
+        };
+        match &mut self.timer {
+            Some(timer) => timer.as_mut().reset(at),
+            None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+        }
+        self.armed = true;
+    }
+
+    /// Whether the request being received has passed its deadline; the
+    /// timer wakes the reader when it does.
+    fn passed(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.phase.is_arriving() {
+            self.armed = false;
+        }
+        match (&mut self.timer, self.armed) {
+            (Some(timer), true) => timer.as_mut().poll(cx).is_ready(),
+            _ => false,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Deadlined<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.passed(cx) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the request did not arrive within its deadline",
+            )));
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        if buf.filled().len() > before && this.phase.begin() {
+            this.arm();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Deadlined<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    const DEADLINE: Duration = Duration::from_millis(100);
+    /// Bounds each read, so a reader that is never cut fails the test
+    /// rather than hanging it.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    async fn read(reader: &mut Deadlined<tokio::io::DuplexStream>) -> io::Result<usize> {
+        let mut buf = [0u8; 16];
+        tokio::time::timeout(PATIENCE, reader.read(&mut buf))
+            .await
+            .expect("the read ends")
+    }
+
+    #[tokio::test]
+    async fn a_request_that_stalls_is_cut_at_its_deadline() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let phase = Arc::new(RequestPhase::default());
+        let mut reader = Deadlined::new(server, Arc::clone(&phase), DEADLINE);
+        let started = Instant::now();
+        client.write_all(b"POST").await.expect("write");
+        assert_eq!(read(&mut reader).await.expect("first bytes"), 4);
+        let error = read(&mut reader).await.expect_err("cut");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= DEADLINE);
+    }
+
+    #[tokio::test]
+    async fn an_idle_or_arrived_connection_is_not_cut_and_the_next_request_starts_the_clock_again()
+    {
+        let (mut client, server) = tokio::io::duplex(64);
+        let phase = Arc::new(RequestPhase::default());
+        let mut reader = Deadlined::new(server, Arc::clone(&phase), DEADLINE);
+        let mut buf = [0u8; 16];
+        client.write_all(b"one").await.expect("write");
+        assert_eq!(read(&mut reader).await.expect("read"), 3);
+        phase.arrived();
+        let waited = tokio::time::timeout(DEADLINE * 3, reader.read(&mut buf)).await;
+        assert!(waited.is_err(), "a request being decided is not cut");
+        phase.answered();
+        tokio::time::sleep(DEADLINE * 3).await;
+        client.write_all(b"two").await.expect("write");
+        let started = Instant::now();
+        assert_eq!(read(&mut reader).await.expect("idle is no fault"), 3);
+        let error = read(&mut reader).await.expect_err("cut");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= DEADLINE, "counted from its first byte");
+    }
+}

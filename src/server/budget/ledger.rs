@@ -1,0 +1,328 @@
+//! The accounts of one shared resource (open connections, or request body
+//! bytes in flight): what each peer holds, in claims, against a cap per
+//! peer and a cap for all.
+//!
+//! Pure: no clock, no I/O, no locking (the [`super::Budget`] holds the
+//! ledger under its mutex). A claim that is shed is told through its
+//! [`ShedSignal`] and leaves the accounts at once: its owner drops what it
+//! holds when it next runs, which for a stalled reader is at once, as the
+//! signal wakes it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use super::ShedSignal;
+
+/// Why a claim was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The peer would hold more than its share: its own cap, or, while the
+    /// pool is full, its fair share of the pool. Answered 429.
+    OverShare,
+    /// The pool is full and nothing held over a fair share can be shed
+    /// (bodies already read, being decided). Answered 503.
+    Full,
+}
+
+/// One claim on the pool: an amount held for one connection or one
+/// request body.
+#[derive(Debug)]
+struct Claim {
+    id: u64,
+    amount: u64,
+    /// Whether shedding it frees what it holds: a body still arriving can
+    /// be cut, a body already read is being decided and ends soon anyway.
+    sheddable: bool,
+    signal: Arc<ShedSignal>,
+}
+
+/// What one peer holds.
+#[derive(Debug, Default)]
+struct Holding {
+    held: u64,
+    /// One per connection or request of the peer: bounded by the peer's
+    /// connection cap, so scanning it is cheap.
+    claims: Vec<Claim>,
+}
+
+/// One shared resource and its accounts.
+#[derive(Debug)]
+pub struct Pool {
+    cap: u64,
+    peer_cap: u64,
+    held: u64,
+    /// Only peers that hold something: an entry leaves with its last
+    /// claim, so the map is bounded by the connection cap.
+    peers: HashMap<IpAddr, Holding>,
+}
+
+impl Pool {
+    /// A pool of `cap` units in all, of which one peer may hold at most
+    /// `peer_cap`.
+    pub fn new(cap: u64, peer_cap: u64) -> Self {
+        Self {
+            cap,
+            peer_cap: peer_cap.min(cap),
+            held: 0,
+            peers: HashMap::new(),
+        }
+    }
+
+    /// What is held in all.
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// What `peer` holds.
+    pub fn held_by(&self, peer: IpAddr) -> u64 {
+        self.peers.get(&peer).map_or(0, |holding| holding.held)
+    }
+
+    /// How many peers hold something.
+    pub fn peers(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Adds `amount` to claim `id` of `peer` (a new claim when it has none
+    /// yet). Within the caps it is granted. Past the pool's cap, a peer
+    /// that stays within its fair share (the pool divided among `sharers`
+    /// peers, at least one) is granted by shedding claims of the peers
+    /// that hold the most above that share (max-min fairness), largest
+    /// first; otherwise refused, and nothing changes.
+    pub fn take(
+        &mut self,
+        peer: IpAddr,
+        id: u64,
+        amount: u64,
+        sheddable: bool,
+        signal: &Arc<ShedSignal>,
+        sharers: usize,
+    ) -> Result<(), Refusal> {
+        let before = self.held_by(peer);
+        let after = before.saturating_add(amount);
+        if after > self.peer_cap {
+            return Err(Refusal::OverShare);
+        }
+        let total = self.held.saturating_add(amount);
+        if total > self.cap {
+            let fair = self.cap / u64::try_from(sharers.max(1)).unwrap_or(u64::MAX);
+            if after > fair {
+                return Err(Refusal::OverShare);
+            }
+            self.shed_down_to(total.saturating_sub(self.cap), peer, fair)?;
+        }
+        let holding = self.peers.entry(peer).or_default();
+        holding.held = after;
+        self.held = self.held.saturating_add(amount);
+        match holding.claims.iter_mut().find(|claim| claim.id == id) {
+            Some(claim) => claim.amount = claim.amount.saturating_add(amount),
+            None => holding.claims.push(Claim {
+                id,
+                amount,
+                sheddable,
+                signal: Arc::clone(signal),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Claim `id` of `peer` can no longer be shed (its body is read).
+    pub fn settle(&mut self, peer: IpAddr, id: u64) {
+        if let Some(claim) = self
+            .peers
+            .get_mut(&peer)
+            .and_then(|holding| holding.claims.iter_mut().find(|claim| claim.id == id))
+        {
+            claim.sheddable = false;
+        }
+    }
+
+    /// Gives back all of claim `id` of `peer`; nothing when it was shed.
+    pub fn release(&mut self, peer: IpAddr, id: u64) {
+        let Some(holding) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        if let Some(index) = holding.claims.iter().position(|claim| claim.id == id) {
+            let claim = holding.claims.swap_remove(index);
+            holding.held = holding.held.saturating_sub(claim.amount);
+            self.held = self.held.saturating_sub(claim.amount);
+        }
+        if holding.claims.is_empty() {
+            self.peers.remove(&peer);
+        }
+    }
+
+    /// Sheds claims of peers other than `taker` that hold more than `fair`
+    /// until `needed` units are freed, or refuses without shedding any when
+    /// they cannot free that much.
+    fn shed_down_to(&mut self, needed: u64, taker: IpAddr, fair: u64) -> Result<(), Refusal> {
+        let sheddable: u64 = self
+            .peers
+            .iter()
+            .filter(|(peer, holding)| **peer != taker && holding.held > fair)
+            .flat_map(|(_, holding)| holding.claims.iter())
+            .filter(|claim| claim.sheddable)
+            .map(|claim| claim.amount)
+            .sum();
+        if sheddable < needed {
+            return Err(Refusal::Full);
+        }
+        let mut freed = 0u64;
+        while freed < needed {
+            let Some(victim) = self.largest_holder_over(fair, taker) else {
+                return Err(Refusal::Full);
+            };
+            let Some(holding) = self.peers.get_mut(&victim) else {
+                return Err(Refusal::Full);
+            };
+            let Some(index) = holding
+                .claims
+                .iter()
+                .enumerate()
+                .filter(|(_, claim)| claim.sheddable)
+                .max_by_key(|(_, claim)| claim.amount)
+                .map(|(index, _)| index)
+            else {
+                return Err(Refusal::Full);
+            };
+            let claim = holding.claims.swap_remove(index);
+            claim.signal.shed();
+            holding.held = holding.held.saturating_sub(claim.amount);
+            self.held = self.held.saturating_sub(claim.amount);
+            freed = freed.saturating_add(claim.amount);
+            if holding.claims.is_empty() {
+                self.peers.remove(&victim);
+            }
+        }
+        Ok(())
+    }
+
+    /// The peer other than `taker` that holds the most above `fair` and
+    /// has something to shed.
+    fn largest_holder_over(&self, fair: u64, taker: IpAddr) -> Option<IpAddr> {
+        self.peers
+            .iter()
+            .filter(|(peer, holding)| {
+                **peer != taker
+                    && holding.held > fair
+                    && holding.claims.iter().any(|claim| claim.sheddable)
+            })
+            .max_by_key(|(_, holding)| holding.held)
+            .map(|(peer, _)| *peer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    fn signal() -> Arc<ShedSignal> {
+        Arc::new(ShedSignal::default())
+    }
+
+    #[test]
+    fn a_peer_is_held_to_its_cap_and_gets_its_units_back() {
+        let mut pool = Pool::new(100, 30);
+        let s = signal();
+        assert_eq!(pool.take(ip(1), 1, 20, true, &s, 1), Ok(()));
+        assert_eq!(
+            pool.take(ip(1), 2, 11, true, &s, 1),
+            Err(Refusal::OverShare)
+        );
+        assert_eq!(
+            pool.take(ip(1), 1, 10, true, &s, 1),
+            Ok(()),
+            "a claim grows"
+        );
+        assert_eq!(pool.held_by(ip(1)), 30);
+        assert_eq!(pool.take(ip(2), 3, 30, true, &s, 2), Ok(()), "another peer");
+        pool.release(ip(1), 1);
+        assert_eq!((pool.held(), pool.held_by(ip(1)), pool.peers()), (30, 0, 1));
+        pool.release(ip(2), 3);
+        assert_eq!((pool.held(), pool.peers()), (0, 0));
+        assert!(!s.is_shed());
+    }
+
+    #[test]
+    fn a_full_pool_sheds_the_largest_holder_for_a_peer_under_its_fair_share() {
+        let mut pool = Pool::new(100, 60);
+        let (big, small, quiet) = (signal(), signal(), signal());
+        pool.take(ip(1), 1, 30, true, &big, 1).expect("first");
+        pool.take(ip(1), 2, 25, true, &small, 1).expect("second");
+        pool.take(ip(2), 3, 40, true, &quiet, 2)
+            .expect("another peer");
+        // 95 of 100 held; a third peer's 20 fits its share of 33.
+        assert_eq!(pool.take(ip(3), 4, 20, true, &signal(), 3), Ok(()));
+        assert!(big.is_shed(), "the largest claim of the largest holder");
+        assert!(!small.is_shed() && !quiet.is_shed());
+        assert_eq!(pool.held(), 85);
+        assert_eq!(pool.held_by(ip(1)), 25);
+        // The shed claim is gone: its release gives nothing back twice.
+        pool.release(ip(1), 1);
+        assert_eq!(pool.held(), 85);
+    }
+
+    #[test]
+    fn past_the_pool_a_peer_over_its_fair_share_is_refused_and_nobody_is_shed() {
+        let mut pool = Pool::new(100, 80);
+        let held = signal();
+        pool.take(ip(1), 1, 80, true, &held, 1).expect("first");
+        pool.take(ip(2), 2, 10, true, &signal(), 2).expect("second");
+        assert_eq!(
+            pool.take(ip(2), 2, 45, true, &signal(), 2),
+            Err(Refusal::OverShare),
+            "55 is over the fair share of 50"
+        );
+        assert!(!held.is_shed());
+        assert_eq!(pool.held(), 90);
+    }
+
+    #[test]
+    fn bodies_being_decided_are_not_shed_and_the_pool_answers_full() {
+        let mut pool = Pool::new(100, 100);
+        let settled = signal();
+        pool.take(ip(1), 1, 90, true, &settled, 1).expect("first");
+        pool.settle(ip(1), 1);
+        assert_eq!(
+            pool.take(ip(2), 2, 20, true, &signal(), 2),
+            Err(Refusal::Full)
+        );
+        assert!(!settled.is_shed());
+        assert_eq!(pool.held_by(ip(2)), 0);
+        assert_eq!(pool.peers(), 1);
+    }
+
+    #[test]
+    fn shedding_that_cannot_free_enough_sheds_nothing() {
+        let mut pool = Pool::new(100, 100);
+        let (open, settled) = (signal(), signal());
+        pool.take(ip(1), 1, 10, true, &open, 1).expect("sheddable");
+        pool.take(ip(1), 2, 85, true, &settled, 1).expect("settled");
+        pool.settle(ip(1), 2);
+        assert_eq!(
+            pool.take(ip(2), 3, 30, true, &signal(), 2),
+            Err(Refusal::Full)
+        );
+        assert!(!open.is_shed());
+    }
+
+    #[test]
+    fn many_peers_each_within_the_fair_share_leave_the_newcomer_its_share() {
+        // Ten peers fill the pool evenly; an eleventh peer's fair share is
+        // 100 / 11 = 9, and everyone else holds 10: one claim is shed.
+        let mut pool = Pool::new(100, 100);
+        let signals: Vec<_> = (0..10).map(|_| signal()).collect();
+        for (n, s) in (1..=10u8).zip(&signals) {
+            pool.take(ip(n), u64::from(n), 10, true, s, usize::from(n))
+                .expect("within the pool");
+        }
+        assert_eq!(pool.take(ip(11), 11, 5, true, &signal(), 11), Ok(()));
+        assert_eq!(signals.iter().filter(|s| s.is_shed()).count(), 1);
+        assert_eq!(pool.held(), 95);
+    }
+}

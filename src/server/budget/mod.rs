@@ -1,0 +1,368 @@
+//! The budget of the admission port: what all callers together, and each
+//! peer address, may hold at once (open connections, request body bytes in
+//! flight), and how long one request may take to arrive.
+//!
+//! Nothing authenticates a caller by default, so the only name a caller has
+//! is its IP address. Shares are kept per address: a peer may hold at most
+//! its own cap, and while a pool is full a peer under its fair share (the
+//! pool divided among the peers that have a connection open) takes from
+//! the peer that holds the most above it (max-min fairness). One pod, or a
+//! few, cannot take the API server's share. Many addresses can: with more
+//! attacking addresses than the pool has shares, the API server's share is
+//! small, and only client certificates or the NetworkPolicy can tell it
+//! apart (docs/operations.md, "The admission port's budget").
+//!
+//! Where each is enforced:
+//! - connections: when accepted, before the TLS handshake ([`Budget::connect`]);
+//! - body bytes: the `Content-Length` is reserved before the body is read,
+//!   and each frame is charged as it arrives ([`charged::Charged`]);
+//! - time: from the first byte of a request to the last byte of its body
+//!   ([`deadline::Deadlined`]).
+
+pub mod charged;
+pub mod deadline;
+mod ledger;
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::task::AtomicWaker;
+
+use ledger::Pool;
+pub use ledger::Refusal;
+
+/// What the admission port may hold at once, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Open connections, all peers together.
+    pub connections: u64,
+    /// Open connections of one peer address.
+    pub connections_per_peer: u64,
+    /// Request body bytes being received or decided, all peers together.
+    pub body_bytes: u64,
+    /// Request body bytes of one peer address.
+    pub body_bytes_per_peer: u64,
+    /// From the first byte of a request to the last byte of its body.
+    pub request_deadline: Duration,
+    /// How long a kept-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+}
+
+impl Limits {
+    /// Defaults for one replica of 2 cores and 256Mi (docs/operations.md
+    /// gives the reckoning).
+    pub const DEFAULT: Limits = Limits {
+        connections: 256,
+        connections_per_peer: 64,
+        body_bytes: 24 << 20,
+        body_bytes_per_peer: 12 << 20,
+        request_deadline: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(30),
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The accounts of the admission port, shared by its connections.
+#[derive(Debug)]
+pub struct Budget {
+    limits: Limits,
+    ledger: Mutex<Ledger>,
+    next_claim: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Ledger {
+    connections: Pool,
+    bytes: Pool,
+}
+
+impl Budget {
+    pub fn new(limits: Limits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            ledger: Mutex::new(Ledger {
+                connections: Pool::new(limits.connections, limits.connections_per_peer),
+                bytes: Pool::new(limits.body_bytes, limits.body_bytes_per_peer),
+            }),
+            next_claim: AtomicU64::new(1),
+        })
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// A connection from `peer`, counted until the permit is dropped; or
+    /// why it is refused (the caller closes it at once).
+    pub fn connect(self: &Arc<Self>, peer: IpAddr) -> Result<ConnectionPermit, Refusal> {
+        let peer = peer.to_canonical();
+        let id = self.next_claim.fetch_add(1, Ordering::Relaxed);
+        let signal = Arc::new(ShedSignal::default());
+        let mut ledger = self.ledger();
+        let sharers = ledger
+            .connections
+            .peers()
+            .saturating_add(usize::from(ledger.connections.held_by(peer) == 0));
+        ledger
+            .connections
+            .take(peer, id, 1, true, &signal, sharers)?;
+        Ok(ConnectionPermit {
+            budget: Arc::clone(self),
+            peer,
+            id,
+            signal,
+        })
+    }
+
+    /// A claim on body bytes for one request of `peer`, `announced` of
+    /// them reserved at once (its `Content-Length`); or why it is refused.
+    pub fn body(self: &Arc<Self>, peer: IpAddr, announced: u64) -> Result<BodyCharge, Refusal> {
+        let peer = peer.to_canonical();
+        let charge = BodyCharge {
+            budget: Arc::clone(self),
+            peer,
+            id: self.next_claim.fetch_add(1, Ordering::Relaxed),
+            signal: Arc::new(ShedSignal::default()),
+            reserved: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        };
+        charge.reserve(announced)?;
+        Ok(charge)
+    }
+
+    /// Open connections and body bytes held, all peers together.
+    pub fn in_use(&self) -> (u64, u64) {
+        let ledger = self.ledger();
+        (ledger.connections.held(), ledger.bytes.held())
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        // The ledger is consistent after every call (no call panics while
+        // holding it), so a poisoned lock is still a good ledger.
+        self.ledger
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Tells the holder of a claim that it was shed to make room for a peer
+/// under its fair share, and wakes it.
+#[derive(Debug, Default)]
+pub struct ShedSignal {
+    shed: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl ShedSignal {
+    fn shed(&self) {
+        self.shed.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    pub fn is_shed(&self) -> bool {
+        self.shed.load(Ordering::Acquire)
+    }
+
+    /// Ready once the claim is shed.
+    pub fn poll_shed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_shed() {
+            return Poll::Ready(());
+        }
+        self.waker.register(cx.waker());
+        if self.is_shed() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Completes once the claim is shed.
+    pub async fn wait(&self) {
+        std::future::poll_fn(|cx| self.poll_shed(cx)).await;
+    }
+}
+
+/// One open connection of a peer, counted until dropped.
+#[derive(Debug)]
+pub struct ConnectionPermit {
+    budget: Arc<Budget>,
+    peer: IpAddr,
+    id: u64,
+    signal: Arc<ShedSignal>,
+}
+
+impl ConnectionPermit {
+    /// Completes when the connection is shed for a peer under its fair
+    /// share: the connection is then closed.
+    pub async fn shed(&self) {
+        self.signal.wait().await;
+    }
+}
+
+impl Drop for ConnectionPermit {
+    fn drop(&mut self) {
+        self.budget.ledger().connections.release(self.peer, self.id);
+    }
+}
+
+/// The body bytes one request holds: reserved for its `Content-Length`,
+/// grown as frames beyond it arrive, given back when dropped (the request
+/// answered, or its connection gone).
+#[derive(Debug)]
+pub struct BodyCharge {
+    budget: Arc<Budget>,
+    peer: IpAddr,
+    id: u64,
+    signal: Arc<ShedSignal>,
+    reserved: AtomicU64,
+    received: AtomicU64,
+}
+
+impl BodyCharge {
+    /// Charges `bytes` more received; past the reservation, the pool is
+    /// asked for the difference.
+    pub fn receive(&self, bytes: u64) -> Result<(), Refusal> {
+        let received = self
+            .received
+            .fetch_add(bytes, Ordering::AcqRel)
+            .saturating_add(bytes);
+        let reserved = self.reserved.load(Ordering::Acquire);
+        if received > reserved {
+            self.reserve(received.saturating_sub(reserved))?;
+        }
+        Ok(())
+    }
+
+    /// The whole body has arrived: it is decided now, and shedding it
+    /// would no longer free anything soon.
+    pub fn settle(&self) {
+        self.budget.ledger().bytes.settle(self.peer, self.id);
+    }
+
+    /// Whether the claim was shed for a peer under its fair share.
+    pub fn poll_shed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.signal.poll_shed(cx)
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<(), Refusal> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut ledger = self.budget.ledger();
+        let sharers = ledger.connections.peers();
+        ledger
+            .bytes
+            .take(self.peer, self.id, bytes, true, &self.signal, sharers)?;
+        self.reserved.fetch_add(bytes, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+impl Drop for BodyCharge {
+    fn drop(&mut self) {
+        self.budget.ledger().bytes.release(self.peer, self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        connections: 4,
+        connections_per_peer: 2,
+        body_bytes: 100,
+        body_bytes_per_peer: 60,
+        request_deadline: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
+    };
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    #[test]
+    fn connections_are_capped_per_peer_and_counted_until_dropped() {
+        let budget = Budget::new(LIMITS);
+        let first = budget.connect(ip(1)).expect("first");
+        let _second = budget.connect(ip(1)).expect("second");
+        assert_eq!(budget.connect(ip(1)).err(), Some(Refusal::OverShare));
+        drop(first);
+        let _third = budget
+            .connect(ip(1))
+            .expect("a closed connection frees its place");
+        assert_eq!(budget.in_use().0, 2);
+    }
+
+    #[test]
+    fn a_full_port_sheds_a_connection_of_the_peer_holding_the_most() {
+        let limits = Limits {
+            connections_per_peer: 4,
+            ..LIMITS
+        };
+        let budget = Budget::new(limits);
+        let flood: Vec<_> = (0..4)
+            .map(|_| budget.connect(ip(1)).expect("within the caps"))
+            .collect();
+        let api_server = budget
+            .connect(ip(2))
+            .expect("a new peer is under its share");
+        assert_eq!(
+            flood.iter().filter(|p| p.signal.is_shed()).count(),
+            1,
+            "one of the flood is closed for it"
+        );
+        assert!(!api_server.signal.is_shed());
+        assert_eq!(budget.in_use().0, 4);
+    }
+
+    #[test]
+    fn an_ipv4_peer_seen_through_ipv6_is_the_same_peer() {
+        let budget = Budget::new(LIMITS);
+        let _v4 = budget.connect(ip(1)).expect("v4");
+        let _mapped = budget
+            .connect(IpAddr::from(
+                std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped(),
+            ))
+            .expect("mapped");
+        assert_eq!(budget.connect(ip(1)).err(), Some(Refusal::OverShare));
+    }
+
+    #[test]
+    fn a_body_reserves_its_length_grows_past_it_and_is_given_back_when_dropped() {
+        let budget = Budget::new(LIMITS);
+        let _connection = budget.connect(ip(1)).expect("connection");
+        let body = budget.body(ip(1), 40).expect("within the share");
+        body.receive(30).expect("within the reservation");
+        assert_eq!(budget.in_use().1, 40);
+        body.receive(15).expect("grows to 45");
+        assert_eq!(budget.in_use().1, 45);
+        assert_eq!(body.receive(20), Err(Refusal::OverShare), "65 is over 60");
+        assert_eq!(budget.body(ip(1), 20).err(), Some(Refusal::OverShare));
+        drop(body);
+        assert_eq!(budget.in_use().1, 0);
+    }
+
+    #[test]
+    fn a_stalled_body_is_shed_for_a_peer_under_its_share() {
+        let budget = Budget::new(LIMITS);
+        let _attacker = budget.connect(ip(1)).expect("connection");
+        let _other = budget.connect(ip(3)).expect("connection");
+        let stalled = budget.body(ip(1), 60).expect("its cap");
+        let also = budget.body(ip(3), 35).expect("another");
+        let _api_server = budget.connect(ip(2)).expect("connection");
+        let review = budget.body(ip(2), 20).expect("shed the largest for it");
+        assert!(stalled.signal.is_shed() && !also.signal.is_shed());
+        assert_eq!(budget.in_use().1, 55);
+        drop((stalled, review));
+        assert_eq!(budget.in_use().1, 35);
+    }
+}
