@@ -56,9 +56,9 @@ impl Limits {
     /// gives the reckoning).
     pub const DEFAULT: Limits = Limits {
         connections: 256,
-        connections_per_peer: 64,
-        body_bytes: 24 << 20,
-        body_bytes_per_peer: 12 << 20,
+        connections_per_peer: 128,
+        body_bytes: 48 << 20,
+        body_bytes_per_peer: 40 << 20,
         request_deadline: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(30),
     };

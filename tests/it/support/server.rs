@@ -5,7 +5,7 @@
 //! over TLS verified against the server's CA ([`super::tls`]), AdmissionReview
 //! v1 bodies POSTed as `application/json`.
 
-use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener as StdTcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{Instant, sleep, timeout};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -152,10 +152,33 @@ pub async fn handshake(
     addr: SocketAddr,
     config: Arc<ClientConfig>,
 ) -> Result<TlsStream<TcpStream>, String> {
+    handshake_from(None, addr, config).await
+}
+
+/// [`handshake`] from the local address `source` when given (a loopback
+/// address other than 127.0.0.1 is another peer to the server's per-peer
+/// budget), else from any.
+pub async fn handshake_from(
+    source: Option<IpAddr>,
+    addr: SocketAddr,
+    config: Arc<ClientConfig>,
+) -> Result<TlsStream<TcpStream>, String> {
     let handshake = async {
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
+        let tcp = match source {
+            None => TcpStream::connect(addr).await,
+            Some(source) => {
+                let socket = match source {
+                    IpAddr::V4(_) => TcpSocket::new_v4(),
+                    IpAddr::V6(_) => TcpSocket::new_v6(),
+                }
+                .map_err(|e| format!("socket: {e}"))?;
+                socket
+                    .bind(SocketAddr::new(source, 0))
+                    .map_err(|e| format!("bind {source}: {e}"))?;
+                socket.connect(addr).await
+            }
+        }
+        .map_err(|e| format!("connect: {e}"))?;
         let name = ServerName::try_from(SERVER_NAME).expect("valid DNS name");
         TlsConnector::from(config)
             .connect(name, tcp)
