@@ -132,6 +132,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "replicas": 3,
         "failurePolicy": "Ignore",
         "logFormat": "text",
+        "budget": {"maxConnections": 300, "maxConnectionsPerPeer": 100, "maxInflightMiB": 64,
+                   "maxInflightMiBPerPeer": 32, "requestDeadlineSeconds": 5, "idleTimeoutSeconds": 60},
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
         "affinity": {
@@ -389,6 +391,37 @@ def values_config_mirrors_config_default() -> None:
     check(not uncommented, f"config fields without a comment: {uncommented}")
 
 
+# The budget's values and the `serve` flags they set (templates/deployment.yaml).
+BUDGET_FLAGS = {
+    "maxConnections": "--max-connections",
+    "maxConnectionsPerPeer": "--max-connections-per-peer",
+    "maxInflightMiB": "--max-inflight-mib",
+    "maxInflightMiBPerPeer": "--max-inflight-mib-per-peer",
+    "requestDeadlineSeconds": "--request-deadline",
+    "idleTimeoutSeconds": "--idle-timeout",
+}
+
+
+@test
+def budget_values_leave_the_server_defaults_and_their_comments_state_them() -> None:
+    """values.yaml sets no budget (the server's defaults hold) and gives each
+    default in a comment, `# key: default`; those must be `serve --help`'s."""
+    check(load_yaml((CHART / "values.yaml").read_text())["budget"] == {}, "budget is set in values.yaml")
+    defaults: dict[str, str] = {}
+    flag = None
+    for line in run_binary("serve", "--help").stdout.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("--"):
+            flag = stripped.split()[0]
+        match = re.search(r"\[default: ([^\]]+)\]", stripped)
+        if match and flag:
+            defaults[flag] = match.group(1)
+    commented = dict(re.findall(r"^  # ([A-Za-z]+): (\d+)$", (CHART / "values.yaml").read_text(), re.M))
+    for key, flag in BUDGET_FLAGS.items():
+        check(commented.get(key) == defaults.get(flag),
+              f"values.yaml gives {key}: {commented.get(key)}, `serve --help` {flag}: {defaults.get(flag)}")
+
+
 @test
 def schema_is_draft07_and_covers_every_value() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
@@ -462,6 +495,9 @@ def schema_rejects_bad_values() -> None:
         "kaiScheduler.schedulerName: empty": ({"config": {"gpuSharing": {"kaiScheduler": {"schedulerName": ""}}}},
                                               "/config/gpuSharing/kaiScheduler/schedulerName"),
         "logFormat: xml": ({"logFormat": "xml"}, "/logFormat"),
+        "budget.maxInflightMiBPerPeer under a review": ({"budget": {"maxInflightMiBPerPeer": 2}},
+                                                        "/budget/maxInflightMiBPerPeer"),
+        "budget typo": ({"budget": {"maxConnection": 10}}, "/budget"),
         "replicas: 0": ({"replicas": 0}, "/replicas"),
         "unknown top-level key": ({"replicaCount": 3}, "additional properties"),
         "webhook.enabled: a string": ({"webhook": {"enabled": "no"}}, "/webhook/enabled"),
@@ -870,7 +906,10 @@ def other_values_reach_the_objects() -> None:
     args = main["args"]
     for flag, value in [("--cert-secret", "gpu-policy/gpu-policy-b-tls"), ("--webhook-config", "gpu-policy-b"),
                         ("--service-namespace", NAMESPACE), ("--service-name", "gpu-policy-b"),
-                        ("--log-format", "text")]:
+                        ("--log-format", "text"), ("--max-connections", "300"),
+                        ("--max-connections-per-peer", "100"), ("--max-inflight-mib", "64"),
+                        ("--max-inflight-mib-per-peer", "32"), ("--request-deadline", "5"),
+                        ("--idle-timeout", "60")]:
         check(flag in args and args[args.index(flag) + 1] == value, f"{flag} {value} not in {args}")
     rules = one(objects, "ClusterRole")["rules"]
     check(rules[-1]["resourceNames"] == ["gpu-policy-b"], f"ClusterRole {rules[-1]}")
