@@ -130,14 +130,12 @@ mod tests {
         IpAddr::from([10, 0, 0, last])
     }
 
-    type Frames = Vec<Result<Frame<Bytes>, std::convert::Infallible>>;
+    /// One frame of a body that cannot fail.
+    type Framed = Result<Frame<Bytes>, std::convert::Infallible>;
 
-    fn frames(
-        sizes: &[usize],
-    ) -> StreamBody<
-        futures::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::convert::Infallible>>>,
-    > {
-        let frames: Frames = sizes
+    /// A body of data frames of these sizes, all ready.
+    fn frames(sizes: &[usize]) -> StreamBody<futures::stream::Iter<std::vec::IntoIter<Framed>>> {
+        let frames: Vec<Framed> = sizes
             .iter()
             .map(|size| Ok(Frame::data(Bytes::from(vec![b' '; *size]))))
             .collect();
