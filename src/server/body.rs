@@ -48,16 +48,11 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
             .and_then(|length| length.to_str().ok())
             .and_then(|length| length.parse::<usize>().ok())
             .unwrap_or(0);
-        // A body announced over the limit is refused before it is read;
-        // one that grows past it (chunked, or longer than announced) is
-        // refused when it does. The router's body limit applies as it does
-        // to `Bytes`.
-        if announced > MAX_BODY_BYTES {
-            return Err(RequestError::TooLarge {
-                limit: MAX_BODY_BYTES,
-            }
-            .into_response());
-        }
+        // The router's body limit applies here as it does to `Bytes`: a
+        // body over it is read up to the limit and then refused (refused
+        // at once, a client still writing it would see the connection
+        // closed rather than the 413). What is read is charged to the
+        // caller's budget like any body.
         let mut body = request.into_limited_body();
         let mut buffer = Vec::with_capacity(announced.min(MAX_BODY_BYTES));
         while let Some(frame) =

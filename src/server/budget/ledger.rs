@@ -11,8 +11,10 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
-use super::ShedSignal;
+use futures::task::AtomicWaker;
 
 /// Why a claim was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +212,43 @@ impl Pool {
             })
             .max_by_key(|(_, holding)| holding.held)
             .map(|(peer, _)| *peer)
+    }
+}
+
+/// Tells the holder of a claim that it was shed to make room for a peer
+/// under its fair share, and wakes it.
+#[derive(Debug, Default)]
+pub struct ShedSignal {
+    shed: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl ShedSignal {
+    pub(super) fn shed(&self) {
+        self.shed.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    pub fn is_shed(&self) -> bool {
+        self.shed.load(Ordering::Acquire)
+    }
+
+    /// Ready once the claim is shed.
+    pub fn poll_shed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_shed() {
+            return Poll::Ready(());
+        }
+        self.waker.register(cx.waker());
+        if self.is_shed() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Completes once the claim is shed.
+    pub async fn wait(&self) {
+        std::future::poll_fn(|cx| self.poll_shed(cx)).await;
     }
 }
 

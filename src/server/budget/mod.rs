@@ -24,15 +24,13 @@ pub mod deadline;
 mod ledger;
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::task::AtomicWaker;
-
 use ledger::Pool;
-pub use ledger::Refusal;
+pub use ledger::{Refusal, ShedSignal};
 
 /// What the admission port may hold at once, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,43 +148,6 @@ impl Budget {
         self.ledger
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// Tells the holder of a claim that it was shed to make room for a peer
-/// under its fair share, and wakes it.
-#[derive(Debug, Default)]
-pub struct ShedSignal {
-    shed: AtomicBool,
-    waker: AtomicWaker,
-}
-
-impl ShedSignal {
-    fn shed(&self) {
-        self.shed.store(true, Ordering::Release);
-        self.waker.wake();
-    }
-
-    pub fn is_shed(&self) -> bool {
-        self.shed.load(Ordering::Acquire)
-    }
-
-    /// Ready once the claim is shed.
-    pub fn poll_shed(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.is_shed() {
-            return Poll::Ready(());
-        }
-        self.waker.register(cx.waker());
-        if self.is_shed() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-
-    /// Completes once the claim is shed.
-    pub async fn wait(&self) {
-        std::future::poll_fn(|cx| self.poll_shed(cx)).await;
     }
 }
 
