@@ -1,7 +1,6 @@
-//! One-shot lists of a namespace's objects as raw JSON, for `audit` and
-//! the namespace guard.
-
-use std::time::Duration;
+//! Lists of a namespace's objects as raw JSON: whole for `audit`, a
+//! bounded number of pages for the namespace guard (which anyone may make
+//! list any namespace, by forging a review).
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -28,36 +27,81 @@ pub async fn list_objects(
     Ok(objects)
 }
 
-/// Why the pods of a namespace could not be listed.
-#[derive(Debug, thiserror::Error)]
-pub enum PodListError {
-    #[error("cannot list the pods of {namespace}: {source}")]
-    Api {
-        namespace: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("listing the pods of {namespace} took more than {budget:?}")]
-    TimedOut { namespace: String, budget: Duration },
+/// How much of a namespace a paged list reads: `size` objects per request,
+/// `max` requests at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pages {
+    pub size: u32,
+    pub max: usize,
 }
 
-/// The pods of a namespace as raw JSON, listed within `budget` (the
-/// namespace guard's look at what already runs there).
-pub async fn list_pods(
+/// How a paged list ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paged {
+    /// Every object was listed.
+    Complete,
+    /// The namespace holds more than `size * max` objects of the kind:
+    /// the rest were not listed.
+    Truncated,
+}
+
+impl Paged {
+    /// Truncated when either is.
+    pub fn and(self, other: Paged) -> Paged {
+        match (self, other) {
+            (Paged::Complete, Paged::Complete) => Paged::Complete,
+            _ => Paged::Truncated,
+        }
+    }
+}
+
+/// Lists the objects of one kind in a namespace, a page at a time (limit
+/// and continue, as kubectl pages): each page is handed to `on_page` as raw
+/// JSON and dropped before the next is asked for, so one page is held at a
+/// time and at most `pages.max` requests are made.
+pub async fn list_pages(
     client: &Client,
     namespace: &str,
-    budget: Duration,
-) -> Result<Vec<Value>, PodListError> {
-    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
-    match tokio::time::timeout(budget, list_objects(client, namespace, &gvk)).await {
-        Ok(Ok(pods)) => Ok(pods),
-        Ok(Err(source)) => Err(PodListError::Api {
-            namespace: namespace.to_owned(),
-            source,
-        }),
-        Err(_) => Err(PodListError::TimedOut {
-            namespace: namespace.to_owned(),
-            budget,
-        }),
+    gvk: &GroupVersionKind,
+    pages: Pages,
+    mut on_page: impl FnMut(Vec<Value>),
+) -> Result<Paged, kube::Error> {
+    let resource = ApiResource::from_gvk(gvk);
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+    let mut params = ListParams::default().limit(pages.size);
+    for _ in 0..pages.max {
+        let list = api.list(&params).await?;
+        let next = list.metadata.continue_.filter(|token| !token.is_empty());
+        let page = list
+            .items
+            .into_iter()
+            .map(|mut object| {
+                // List items carry no apiVersion/kind.
+                object.types = Some(kube::core::TypeMeta {
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                });
+                object.metadata.managed_fields = None;
+                serde_json::to_value(&object).unwrap_or(Value::Null)
+            })
+            .collect();
+        on_page(page);
+        match next {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(Paged::Complete),
+        }
     }
+    Ok(Paged::Truncated)
+}
+
+/// The pods of a namespace, a page at a time ([`list_pages`]): the
+/// namespace guard's look at what already runs there.
+pub async fn pods_in_pages(
+    client: &Client,
+    namespace: &str,
+    pages: Pages,
+    on_page: impl FnMut(Vec<Value>),
+) -> Result<Paged, kube::Error> {
+    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+    list_pages(client, namespace, &gvk, pages, on_page).await
 }

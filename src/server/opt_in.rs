@@ -1,0 +1,103 @@
+//! The namespace guard's look at a namespace being opted in (or
+//! tightened): its pods and claims, listed a page at a time within a
+//! budget, each page evaluated and dropped, then the warnings
+//! (`admission::namespace_guard::OptInFindings`).
+//!
+//! A Namespace review can be forged by anyone who reaches the port, naming
+//! any namespace: the look is taken from the caller's allowance
+//! ([`ClusterReads`](super::cluster_reads::ClusterReads)), reads at most
+//! [`NAMESPACE_PAGES`] pages of each kind, and names the objects only when
+//! client certificates are required.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::admission::namespace_guard::{self, Disclosure, OptInFindings};
+use crate::admission::{AdmissionRequest, RawObject};
+use crate::cluster::{self, Paged, Pages};
+use crate::policy::ClusterFacts;
+use crate::settings::Settings;
+
+use super::AppState;
+use super::cluster_reads::{Caller, NAMESPACE_PAGE, NAMESPACE_PAGES};
+
+/// How long the look may take, pods and claims together; past it the
+/// change is admitted without the warnings.
+const LOOK_BUDGET: Duration = Duration::from_secs(2);
+
+/// The pages of each kind a look reads.
+const PAGES: Pages = Pages {
+    size: NAMESPACE_PAGE,
+    max: NAMESPACE_PAGES,
+};
+
+/// When a namespace is opted in or tightened, warns about the pods already
+/// running there (Pod Security Admission does the same), their claims
+/// resolved from the cache, and about the claims already there.
+pub async fn opt_in_warnings(
+    state: &AppState,
+    caller: Caller,
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+) -> Vec<String> {
+    let old = request.old_object.as_ref().map(RawObject::json);
+    let new = request.object.as_ref().map(RawObject::json);
+    let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), state.client.get())
+    else {
+        return Vec::new();
+    };
+    let namespace = &*request.name;
+    let _look = match state.cluster_reads.namespace_look(caller) {
+        Ok(permit) => permit,
+        Err(refused) => {
+            tracing::info!(%namespace, caller = %caller.0, ?refused, "no opt-in look");
+            return vec![namespace_guard::look_skipped(namespace)];
+        }
+    };
+    let cluster = state
+        .cluster
+        .get()
+        .map(|cache| cache.as_ref() as &dyn ClusterFacts);
+    let deadline = tokio::time::Instant::now() + LOOK_BUDGET;
+    let mut findings = OptInFindings::default();
+    let pods = cluster::pods_in_pages(client, namespace, PAGES, |page| {
+        findings.add_pods(&page, namespace, settings, cluster);
+    });
+    let pods = match tokio::time::timeout_at(deadline, pods).await {
+        Ok(Ok(paged)) => paged,
+        Ok(Err(error)) => {
+            tracing::warn!(%namespace, %error, "no opt-in warning: the pods were not listed");
+            return Vec::new();
+        }
+        Err(_) => {
+            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning: listing the pods took too long");
+            return Vec::new();
+        }
+    };
+    let claims = cluster::claims_in_pages(client, namespace, PAGES, |page| {
+        findings.add_claims(&page, namespace, settings, cluster);
+    });
+    let claims = match tokio::time::timeout_at(deadline, claims).await {
+        Ok(Ok(paged)) => paged,
+        Ok(Err(error)) => {
+            tracing::warn!(%namespace, %error, "no opt-in warning about claims: not listed");
+            Paged::Complete
+        }
+        Err(_) => {
+            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning about claims: listing them took too long");
+            Paged::Complete
+        }
+    };
+    if pods.and(claims) == Paged::Truncated {
+        let read = usize::try_from(PAGES.size)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(PAGES.max);
+        findings.read_only(read);
+    }
+    let disclosure = if state.client_certificates_required.load(Ordering::Acquire) {
+        Disclosure::Names
+    } else {
+        Disclosure::Counts
+    };
+    findings.warnings(mode, namespace, disclosure)
+}
