@@ -267,7 +267,10 @@ mod tests {
         let now = Instant::now();
         assert!(limit.take(caller(1), now) && limit.take(caller(1), now));
         assert!(!limit.take(caller(1), now));
-        assert!(limit.take(caller(2), now), "another caller still has its own");
+        assert!(
+            limit.take(caller(2), now),
+            "another caller still has its own"
+        );
     }
 
     #[test]
@@ -305,7 +308,9 @@ mod tests {
     fn looks_are_limited_per_caller_and_in_number() {
         let reads = ClusterReads::default();
         let first = reads.namespace_look(caller(1)).expect("a first look");
-        let second = reads.namespace_look(caller(2)).expect("another caller's look");
+        let second = reads
+            .namespace_look(caller(2))
+            .expect("another caller's look");
         assert_eq!(
             reads.namespace_look(caller(3)).err(),
             Some(LookRefused::Busy)
