@@ -25,6 +25,7 @@ use body::ReviewPost;
 use cluster_reads::{Caller, ClusterReads};
 use kube::core::admission::AdmissionResponse;
 
+use crate::admission::namespace_guard::Disclosure;
 use crate::admission::{self, AdmissionRequest, Endpoint, Verdict};
 use crate::cluster::{self, ClusterCache};
 use crate::metrics::Metrics;
@@ -271,7 +272,17 @@ async fn answer(
     if endpoint == Endpoint::Namespace && response.allowed {
         // Boxed, as the claim owner's read is: the two lists' futures would
         // otherwise make the future of every request larger by 2 KiB.
-        let warnings = Box::pin(opt_in::opt_in_warnings(state, caller, request, &settings)).await;
+        let look = opt_in::NamespaceLook {
+            client: state.client.get(),
+            cluster,
+            reads: &state.cluster_reads,
+            disclosure: if state.client_certificates_required.load(Ordering::Acquire) {
+                Disclosure::Names
+            } else {
+                Disclosure::Counts
+            },
+        };
+        let warnings = Box::pin(opt_in::opt_in_warnings(look, caller, request, &settings)).await;
         if !warnings.is_empty() {
             response
                 .warnings

@@ -9,7 +9,6 @@
 //! [`NAMESPACE_PAGES`] pages of each kind, and names the objects only when
 //! client certificates are required.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::admission::namespace_guard::{self, Disclosure, OptInFindings};
@@ -18,8 +17,7 @@ use crate::cluster::{self, Paged, Pages};
 use crate::policy::ClusterFacts;
 use crate::settings::Settings;
 
-use super::AppState;
-use super::cluster_reads::{Caller, NAMESPACE_PAGE, NAMESPACE_PAGES};
+use super::cluster_reads::{Caller, ClusterReads, NAMESPACE_PAGE, NAMESPACE_PAGES};
 
 /// How long the look may take, pods and claims together; past it the
 /// change is admitted without the warnings.
@@ -31,33 +29,40 @@ const PAGES: Pages = Pages {
     max: NAMESPACE_PAGES,
 };
 
+/// What a look at a namespace uses of the server.
+pub struct NamespaceLook<'a> {
+    /// None with `--no-cluster`: no look.
+    pub client: Option<&'a kube::Client>,
+    /// The caches the pods' claims resolve through.
+    pub cluster: Option<&'a dyn ClusterFacts>,
+    pub reads: &'a ClusterReads,
+    /// Names only when client certificates are required.
+    pub disclosure: Disclosure,
+}
+
 /// When a namespace is opted in or tightened, warns about the pods already
 /// running there (Pod Security Admission does the same), their claims
 /// resolved from the cache, and about the claims already there.
 pub async fn opt_in_warnings(
-    state: &AppState,
+    look: NamespaceLook<'_>,
     caller: Caller,
     request: &AdmissionRequest<'_>,
     settings: &Settings,
 ) -> Vec<String> {
     let old = request.old_object.as_ref().map(RawObject::json);
     let new = request.object.as_ref().map(RawObject::json);
-    let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), state.client.get())
-    else {
+    let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), look.client) else {
         return Vec::new();
     };
     let namespace = &*request.name;
-    let _look = match state.cluster_reads.namespace_look(caller) {
+    let _look = match look.reads.namespace_look(caller) {
         Ok(permit) => permit,
         Err(refused) => {
             tracing::info!(%namespace, caller = %caller.0, ?refused, "no opt-in look");
             return vec![namespace_guard::look_skipped(namespace)];
         }
     };
-    let cluster = state
-        .cluster
-        .get()
-        .map(|cache| cache.as_ref() as &dyn ClusterFacts);
+    let cluster = look.cluster;
     let deadline = tokio::time::Instant::now() + LOOK_BUDGET;
     let mut findings = OptInFindings::default();
     let pods = cluster::pods_in_pages(client, namespace, PAGES, |page| {
@@ -94,10 +99,5 @@ pub async fn opt_in_warnings(
             .saturating_mul(PAGES.max);
         findings.read_only(read);
     }
-    let disclosure = if state.client_certificates_required.load(Ordering::Acquire) {
-        Disclosure::Names
-    } else {
-        Disclosure::Counts
-    };
-    findings.warnings(mode, namespace, disclosure)
+    findings.warnings(mode, namespace, look.disclosure)
 }
