@@ -7,6 +7,11 @@
 //! user or one of their groups is a policy admin, and denies a value that is
 //! not a mode (it would silently switch the policy off). Tightening is open
 //! to anyone, as is deleting the namespace.
+//!
+//! Warns, when a namespace is opted in or tightened, about what already
+//! runs there ([`OptInFindings`], fed a page of objects at a time): by
+//! count, or by name when every caller is authenticated ([`Disclosure`]),
+//! since anyone may forge a Namespace review naming any namespace.
 
 use std::borrow::Cow;
 
