@@ -657,11 +657,11 @@ mod tests {
     #[test]
     fn a_look_that_did_not_read_everything_says_so() {
         let mut findings = OptInFindings::default();
-        findings.read_only(500);
+        findings.read_only(200);
         assert_eq!(
             findings.warnings(Mode::Enforce, "ml", Disclosure::Counts),
             vec![
-                "gpu-policy: only the first 500 objects of each kind in ml were checked; \
+                "gpu-policy: only the first 200 objects of each kind in ml were checked; \
                  run `gpu-policy audit -n ml`"
             ]
         );

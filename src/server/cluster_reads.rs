@@ -140,12 +140,15 @@ impl PerCaller {
     }
 }
 
-/// Every opt-in look at a namespace lists at most this many of its objects
-/// of each kind ([`NAMESPACE_PAGE`] at a time).
-pub const NAMESPACE_PAGES: usize = 10;
-/// Objects per page of such a list: a page of pods is held in memory while
-/// it is evaluated (a pod is 1.5 MiB at most, some KiB as a rule).
-pub const NAMESPACE_PAGE: u32 = 50;
+/// Every opt-in look at a namespace lists at most this many pages of its
+/// objects of each kind: 200 objects, 60 requests at most (pods, claims,
+/// claim templates); `gpu-policy audit -n` reads them all.
+pub const NAMESPACE_PAGES: usize = 20;
+/// Objects per page of such a list. A page is held in memory while it is
+/// evaluated: a pod is some KiB as a rule, but etcd lets one be 1.5 MiB,
+/// and the namespace's users write them, so 10 such pods (15 MiB of JSON,
+/// a few times that decoded) is what one look may hold at worst.
+pub const NAMESPACE_PAGE: u32 = 10;
 
 /// The cluster reads reviews cause, and their limits.
 #[derive(Debug)]
@@ -154,7 +157,8 @@ pub struct ClusterReads {
     /// opt-in is rare; a GitOps tool labelling many namespaces at once
     /// gets the first ones checked and the others told to run `audit`.
     pub namespace_looks: PerCaller,
-    /// How many looks run at once, whoever asks: each holds a page of pods.
+    /// How many looks run at once, whoever asks: each holds a page of pods
+    /// ([`NAMESPACE_PAGE`]).
     pub looks_at_once: Semaphore,
     /// Reads of a claim's owner pod (ResourceClaim reviews). The resource
     /// claim controller creates claims at the controller manager's client
@@ -168,8 +172,9 @@ pub const NAMESPACE_LOOKS: RateLimit = RateLimit {
     burst: 3,
     interval: Duration::from_secs(10),
 };
-/// Looks running at once, for all callers together.
-pub const LOOKS_AT_ONCE: usize = 2;
+/// Looks running at once, for all callers together: one, so that one
+/// page of pods at most is held, whatever the callers do.
+pub const LOOKS_AT_ONCE: usize = 1;
 /// A caller's reads of pods: 50 at once, then 25 per second.
 pub const POD_READS: RateLimit = RateLimit {
     burst: 50,
@@ -308,14 +313,11 @@ mod tests {
     fn looks_are_limited_per_caller_and_in_number() {
         let reads = ClusterReads::default();
         let first = reads.namespace_look(caller(1)).expect("a first look");
-        let second = reads
-            .namespace_look(caller(2))
-            .expect("another caller's look");
         assert_eq!(
             reads.namespace_look(caller(3)).err(),
             Some(LookRefused::Busy)
         );
-        drop((first, second));
+        drop(first);
         for _ in 1..NAMESPACE_LOOKS.burst {
             drop(reads.namespace_look(caller(1)).expect("within the burst"));
         }

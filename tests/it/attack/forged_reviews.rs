@@ -235,7 +235,7 @@ async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_list
 }
 
 /// A namespace holding more pods than a look reads: the look pages
-/// through at most 10 pages of 50, and says that it stopped.
+/// through at most 20 pages of 10, and says that it stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_look_at_a_crowded_namespace_reads_a_bounded_number_of_pages() {
     let api = FakeApi::start().await;
@@ -262,14 +262,14 @@ async fn a_look_at_a_crowded_namespace_reads_a_bounded_number_of_pages() {
         "{} requests for the pods of a namespace of 602",
         pages.len()
     );
-    assert_eq!(pages.len(), 10, "{pages:?}");
+    assert_eq!(pages.len(), 20, "{pages:?}");
     assert!(
-        pages.iter().all(|path| path.contains("limit=50")),
+        pages.iter().all(|path| path.contains("limit=10")),
         "{pages:?}"
     );
     assert!(
         warnings.contains(&format!(
-            "only the first 500 objects of each kind in {NAMESPACE} were checked"
+            "only the first 200 objects of each kind in {NAMESPACE} were checked"
         )),
         "{warnings}"
     );
