@@ -9,15 +9,13 @@
 //! to anyone, as is deleting the namespace.
 //!
 //! Warns, when a namespace is opted in or tightened, about what already
-//! runs there ([`OptInFindings`], fed a page of objects at a time): by
+//! runs there ([`OptInFindings`], fed one object at a time): by
 //! count, or by name when every caller is authenticated ([`Disclosure`]),
 //! since anyone may forge a Namespace review naming any namespace.
 
 use std::borrow::Cow;
 
-use serde_json::Value;
-
-use crate::document::{Document, Json};
+use crate::document::Json;
 
 use super::decision::{Mode, namespace_settings, warning};
 use crate::policy::dra::claims::ClaimKind;
@@ -152,7 +150,7 @@ impl Tally {
 /// Pod Security Admission's warnings: the pods that would be denied, the
 /// pods that would lose the cards they see today (GPU infrastructure that
 /// needs an allowlist entry first), and the ResourceClaims and
-/// ResourceClaimTemplates that would be denied. Fed a page of objects at a
+/// ResourceClaimTemplates that would be denied. Fed one object at a
 /// time; holds counts and a few names, whatever the namespace holds.
 #[derive(Debug, Default)]
 pub struct OptInFindings {
@@ -165,74 +163,62 @@ pub struct OptInFindings {
 }
 
 impl OptInFindings {
-    /// Evaluates a page of the namespace's pods; their DRA claims resolve
+    /// Evaluates one of the namespace's pods; its DRA claims resolve
     /// through the cluster view.
-    pub fn add_pods(
+    pub fn add_pod(
         &mut self,
-        pods: &[Value],
+        pod: Json<'_>,
         namespace: &str,
         settings: &Settings,
         cluster: Option<&dyn ClusterFacts>,
     ) {
         let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
         let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
-        for pod in pods {
-            let name = pod
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("(unnamed)");
-            let document = Document::from_value(pod);
-            let evaluated =
-                evaluator.evaluate(&Subject::pod(document.root(), namespace, Scope::Whole));
-            let Ok(evaluation) = evaluated else {
-                continue;
-            };
-            if !evaluation.violations.is_empty() {
-                self.violating_pods.add(name);
-            }
-            // Pins and replacements cut a container off; removals from GPU
-            // containers do not (the device plugin still gives them cards).
-            let pinned = evaluation.changes.iter().any(|change| {
-                change.rule == RuleId::VisibleDevices && !change.summary.starts_with("remove")
-            });
-            if pinned && sees_cards_today(pod, settings) {
-                self.losing_cards.add(name);
-            }
+        let name = pod
+            .pointer("/metadata/name")
+            .and_then(Json::as_str)
+            .unwrap_or("(unnamed)");
+        let evaluated = evaluator.evaluate(&Subject::pod(pod, namespace, Scope::Whole));
+        let Ok(evaluation) = evaluated else {
+            return;
+        };
+        if !evaluation.violations.is_empty() {
+            self.violating_pods.add(name);
+        }
+        // Pins and replacements cut a container off; removals from GPU
+        // containers do not (the device plugin still gives them cards).
+        let pinned = evaluation.changes.iter().any(|change| {
+            change.rule == RuleId::VisibleDevices && !change.summary.starts_with("remove")
+        });
+        if pinned && sees_cards_today(pod, settings) {
+            self.losing_cards.add(name);
         }
     }
 
-    /// Evaluates a page of the namespace's ResourceClaims and
-    /// ResourceClaimTemplates: those the policy would deny
-    /// (bounded-requests, or a malformed request) are counted.
-    pub fn add_claims(
+    /// Evaluates one of the namespace's ResourceClaims or
+    /// ResourceClaimTemplates: one the policy would deny (bounded-requests,
+    /// or a malformed request) is counted.
+    pub fn add_claim(
         &mut self,
-        claims: &[Value],
+        kind: ClaimKind,
+        claim: Json<'_>,
         namespace: &str,
         settings: &Settings,
         cluster: Option<&dyn ClusterFacts>,
     ) {
         let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
         let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
-        for object in claims {
-            let Some(kind) = object.get("kind").and_then(Value::as_str) else {
-                continue;
-            };
-            let Some(claim_kind) = ClaimKind::of_kind(kind) else {
-                continue;
-            };
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("(unnamed)");
-            let document = Document::from_value(object);
-            let subject = Subject::claim(document.root(), claim_kind, namespace);
-            let denied = match evaluator.evaluate(&subject) {
-                Ok(evaluation) => !evaluation.violations.is_empty(),
-                Err(_) => true,
-            };
-            if denied {
-                self.violating_claims.add(&format!("{kind}/{name}"));
-            }
+        let name = claim
+            .pointer("/metadata/name")
+            .and_then(Json::as_str)
+            .unwrap_or("(unnamed)");
+        let denied = match evaluator.evaluate(&Subject::claim(claim, kind, namespace)) {
+            Ok(evaluation) => !evaluation.violations.is_empty(),
+            Err(_) => true,
+        };
+        if denied {
+            self.violating_claims
+                .add(&format!("{}/{name}", kind.as_str()));
         }
     }
 
@@ -318,31 +304,32 @@ pub fn look_skipped(namespace: &str) -> String {
 /// A pod that requests no GPU but evidently uses one today: it names a GPU
 /// runtime class, writes `NVIDIA_VISIBLE_DEVICES` other than the pin, or
 /// runs an NVIDIA image (the exporters, GFD, the device plugin).
-fn sees_cards_today(pod: &Value, settings: &Settings) -> bool {
+fn sees_cards_today(pod: Json<'_>, settings: &Settings) -> bool {
     let config = settings.config();
-    let runtime_class = pod
-        .pointer("/spec/runtimeClassName")
-        .and_then(Value::as_str);
+    let spec = pod.get("spec");
+    let runtime_class = spec
+        .and_then(|spec| spec.get("runtimeClassName"))
+        .and_then(Json::as_str);
     if runtime_class.is_some_and(|class| config.gpu_runtime_classes.iter().any(|c| c == class)) {
         return true;
     }
     ["initContainers", "containers"]
         .iter()
-        .filter_map(|field| pod.pointer(&format!("/spec/{field}"))?.as_array())
-        .flatten()
+        .filter_map(|field| spec?.get(field)?.as_array())
+        .flat_map(|containers| containers.iter())
         .any(|container| {
-            let image = container.get("image").and_then(Value::as_str).unwrap_or("");
+            let image = container.get("image").and_then(Json::as_str).unwrap_or("");
             let nvidia_image = image.starts_with("nvcr.io/nvidia/")
                 || image.contains("nvidia/")
                 || image.contains("nvidia_");
             let writes_devices = container
                 .get("env")
-                .and_then(Value::as_array)
+                .and_then(Json::as_array)
                 .into_iter()
-                .flatten()
+                .flat_map(|env| env.iter())
                 .any(|entry| {
-                    entry.get("name").and_then(Value::as_str) == Some("NVIDIA_VISIBLE_DEVICES")
-                        && entry.get("value").and_then(Value::as_str)
+                    entry.get("name").and_then(Json::as_str) == Some("NVIDIA_VISIBLE_DEVICES")
+                        && entry.get("value").and_then(Json::as_str)
                             != Some(config.visible_devices_pin.as_str())
                 });
             nvidia_image || writes_devices
@@ -352,8 +339,10 @@ fn sees_cards_today(pod: &Value, settings: &Settings) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::Document;
     use crate::policy::testing::leaked;
     use rstest::rstest;
+    use serde_json::Value;
     use serde_json::json;
 
     fn namespace(mode: Option<&str>) -> Value {
@@ -460,6 +449,26 @@ mod tests {
         );
     }
 
+    /// Adds `pods` and `claims` (of their `kind`) in `ml` to `findings`.
+    fn add(
+        findings: &mut OptInFindings,
+        pods: &[Value],
+        claims: &[Value],
+        settings: &Settings,
+        cluster: Option<&dyn ClusterFacts>,
+    ) {
+        for pod in pods {
+            let document = Document::from_value(pod);
+            findings.add_pod(document.root(), "ml", settings, cluster);
+        }
+        for claim in claims {
+            let kind = claim["kind"].as_str().and_then(ClaimKind::of_kind);
+            let kind = kind.expect("a claim kind");
+            let document = Document::from_value(claim);
+            findings.add_claim(kind, document.root(), "ml", settings, cluster);
+        }
+    }
+
     /// The warnings of a look that read `pods` and `claims` in one page
     /// each, naming them (client certificates required).
     fn opt_in_warnings(
@@ -471,8 +480,7 @@ mod tests {
         cluster: Option<&dyn ClusterFacts>,
     ) -> Vec<String> {
         let mut findings = OptInFindings::default();
-        findings.add_pods(pods, namespace, settings, cluster);
-        findings.add_claims(claims, namespace, settings, cluster);
+        add(&mut findings, pods, claims, settings, cluster);
         findings.warnings(mode, namespace, Disclosure::Names)
     }
 
@@ -599,8 +607,7 @@ mod tests {
         let (pods, claim) = pods_and_claim_to_warn_about();
         let settings = Settings::default();
         let mut findings = OptInFindings::default();
-        findings.add_pods(&pods, "ml", &settings, None);
-        findings.add_claims(&[claim], "ml", &settings, None);
+        add(&mut findings, &pods, &[claim], &settings, None);
         assert_eq!(
             findings.warnings(Mode::Enforce, "ml", Disclosure::Counts),
             vec![
@@ -635,7 +642,7 @@ mod tests {
                         {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}})
                 })
                 .collect();
-            findings.add_pods(&pods, "ml", &settings, None);
+            add(&mut findings, &pods, &[], &settings, None);
         }
         assert_eq!(
             findings.warnings(Mode::Warn, "ml", Disclosure::Names),

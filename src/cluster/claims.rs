@@ -256,20 +256,22 @@ pub(super) async fn snapshot_into(
     Ok(())
 }
 
-/// The ResourceClaims and ResourceClaimTemplates of a namespace as raw
-/// JSON, a page at a time ([`list_pages`], `pages` of each kind): the
+/// The ResourceClaims and ResourceClaimTemplates of a namespace, each
+/// object's JSON text with its kind, a page at a time ([`list_pages`],
+/// `pages` of each kind): the
 /// namespace guard's look at what is already there; none where DRA is not
 /// served.
 pub async fn claims_in_pages(
     client: &Client,
     namespace: &str,
     pages: Pages,
-    mut on_page: impl FnMut(Vec<Value>),
+    mut on_claim: impl FnMut(ClaimKind, &str),
 ) -> Result<Paged, kube::Error> {
     let mut paged = Paged::Complete;
     for kind in [ClaimKind::Claim, ClaimKind::Template] {
         let gvk = dra_gvk(kind.as_str());
-        match list_pages(client, namespace, &gvk, pages, &mut on_page).await {
+        let on_item = |text: &str| on_claim(kind, text);
+        match list_pages(client, namespace, &gvk, pages, on_item).await {
             Ok(this) => paged = paged.and(this),
             Err(error) if is_not_served(&error) => {}
             Err(error) => return Err(error),

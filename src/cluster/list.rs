@@ -5,6 +5,7 @@
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
+use sonic_rs::JsonValueTrait;
 
 /// Lists the objects of one kind in a namespace as raw JSON.
 pub async fn list_objects(
@@ -56,36 +57,40 @@ impl Paged {
 }
 
 /// Lists the objects of one kind in a namespace, a page at a time (limit
-/// and continue, as kubectl pages): each page is handed to `on_page` as raw
-/// JSON and dropped before the next is asked for, so one page is held at a
-/// time and at most `pages.max` requests are made.
+/// and continue, as kubectl pages), and hands each object's JSON text to
+/// `on_item`, as the API server sent it (list items carry no apiVersion
+/// and kind). A page is kept as its text only and read one item at a time,
+/// so what is held at once is one page's text and whatever `on_item` makes
+/// of one object, never a decoded page; at most `pages.max` requests are
+/// made.
 pub async fn list_pages(
     client: &Client,
     namespace: &str,
     gvk: &GroupVersionKind,
     pages: Pages,
-    mut on_page: impl FnMut(Vec<Value>),
+    mut on_item: impl FnMut(&str),
 ) -> Result<Paged, kube::Error> {
     let resource = ApiResource::from_gvk(gvk);
-    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+    let url = <DynamicObject as kube::Resource>::url_path(&resource, Some(namespace));
     let mut params = ListParams::default().limit(pages.size);
     for _ in 0..pages.max {
-        let list = api.list(&params).await?;
-        let next = list.metadata.continue_.filter(|token| !token.is_empty());
-        let page = list
-            .items
-            .into_iter()
-            .map(|mut object| {
-                // List items carry no apiVersion/kind.
-                object.types = Some(kube::core::TypeMeta {
-                    api_version: resource.api_version.clone(),
-                    kind: resource.kind.clone(),
-                });
-                object.metadata.managed_fields = None;
-                serde_json::to_value(&object).unwrap_or(Value::Null)
-            })
-            .collect();
-        on_page(page);
+        let request = kube::core::Request::new(&url)
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)?;
+        let text = client.request_text(request).await?;
+        let unreadable = |error: sonic_rs::Error| {
+            kube::Error::Service(format!("a list of {} is not JSON: {error}", gvk.kind).into())
+        };
+        // An empty list may come without items.
+        if let Ok(items) = sonic_rs::get(text.as_str(), ["items"]) {
+            for item in sonic_rs::to_array_iter(items.as_raw_str()) {
+                on_item(item.map_err(unreadable)?.as_raw_str());
+            }
+        }
+        let next = sonic_rs::get(text.as_str(), ["metadata", "continue"])
+            .ok()
+            .and_then(|token| token.as_str().map(str::to_owned))
+            .filter(|token| !token.is_empty());
         match next {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(Paged::Complete),
@@ -100,8 +105,8 @@ pub async fn pods_in_pages(
     client: &Client,
     namespace: &str,
     pages: Pages,
-    on_page: impl FnMut(Vec<Value>),
+    on_pod: impl FnMut(&str),
 ) -> Result<Paged, kube::Error> {
     let gvk = GroupVersionKind::gvk("", "v1", "Pod");
-    list_pages(client, namespace, &gvk, pages, on_page).await
+    list_pages(client, namespace, &gvk, pages, on_pod).await
 }

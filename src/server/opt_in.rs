@@ -1,6 +1,7 @@
 //! The namespace guard's look at a namespace being opted in (or
 //! tightened): its pods and claims, listed a page at a time within a
-//! budget, each page evaluated and dropped, then the warnings
+//! budget, each object read from the page's text and evaluated on its own
+//! (one object's document at a time), then the warnings
 //! (`admission::namespace_guard::OptInFindings`).
 //!
 //! A Namespace review can be forged by anyone who reaches the port, naming
@@ -14,6 +15,7 @@ use std::time::Duration;
 use crate::admission::namespace_guard::{self, Disclosure, OptInFindings};
 use crate::admission::{AdmissionRequest, RawObject};
 use crate::cluster::{self, Paged, Pages};
+use crate::document::Document;
 use crate::policy::ClusterFacts;
 use crate::settings::Settings;
 
@@ -65,10 +67,22 @@ pub async fn opt_in_warnings(
     let cluster = look.cluster;
     let deadline = tokio::time::Instant::now() + LOOK_BUDGET;
     let mut findings = OptInFindings::default();
-    let pods = cluster::pods_in_pages(client, namespace, PAGES, |page| {
-        findings.add_pods(&page, namespace, settings, cluster);
+    // A page is read without an await: past the budget, its remaining
+    // objects are skipped, and the look ends at the next request.
+    let within_budget = || tokio::time::Instant::now() < deadline;
+    let pods = cluster::pods_in_pages(client, namespace, PAGES, |text| {
+        if !within_budget() {
+            return;
+        }
+        if let Ok(pod) = Document::parse(text) {
+            findings.add_pod(pod.root(), namespace, settings, cluster);
+        }
     });
     let pods = match tokio::time::timeout_at(deadline, pods).await {
+        Ok(Ok(_)) if !within_budget() => {
+            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning: reading the pods took too long");
+            return Vec::new();
+        }
         Ok(Ok(paged)) => paged,
         Ok(Err(error)) => {
             tracing::warn!(%namespace, %error, "no opt-in warning: the pods were not listed");
@@ -79,8 +93,13 @@ pub async fn opt_in_warnings(
             return Vec::new();
         }
     };
-    let claims = cluster::claims_in_pages(client, namespace, PAGES, |page| {
-        findings.add_claims(&page, namespace, settings, cluster);
+    let claims = cluster::claims_in_pages(client, namespace, PAGES, |kind, text| {
+        if !within_budget() {
+            return;
+        }
+        if let Ok(claim) = Document::parse(text) {
+            findings.add_claim(kind, claim.root(), namespace, settings, cluster);
+        }
     });
     let claims = match tokio::time::timeout_at(deadline, claims).await {
         Ok(Ok(paged)) => paged,
