@@ -258,9 +258,8 @@ pub(super) async fn snapshot_into(
 
 /// The ResourceClaims and ResourceClaimTemplates of a namespace, each
 /// object's JSON text with its kind, a page at a time ([`list_pages`],
-/// `pages` of each kind): the
-/// namespace guard's look at what is already there; none where DRA is not
-/// served.
+/// `pages` of each kind): the namespace guard's look at what is already
+/// there; none where DRA is not served.
 pub async fn claims_in_pages(
     client: &Client,
     namespace: &str,

@@ -27,7 +27,7 @@ pub const OWNER_READ_BUDGET: Duration = Duration::from_secs(2);
 
 /// Why a caller's claim was admitted without reading its pod: its
 /// allowance of reads is spent.
-const NO_ALLOWANCE: &str = "too many reads for one caller; the next claims are read again";
+const NO_ALLOWANCE: &str = "too many claims from this caller at once";
 
 /// The pod the claim in `request` is made for, as read; None when the
 /// request is not a claim made for a pod on the mutating webhook.
