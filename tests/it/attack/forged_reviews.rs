@@ -6,8 +6,14 @@
 //! whether a pod exists, and a flood of such reviews from one caller costs
 //! the API server a bounded number of requests.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpSocket;
+use tokio_rustls::TlsConnector;
 
 use rustls::ClientConfig;
 use serde_json::{Value, json};
@@ -18,7 +24,7 @@ use crate::support::fake_api::dra::claim_for_pod;
 use crate::support::server::{
     Connection, MUTATE, Options, Server, body_of, next_uid, opt_in_review, review, write_atomically,
 };
-use crate::support::tls::{client_config_as, test_ca, test_client};
+use crate::support::tls::{SERVER_NAME, client_config, client_config_as, test_ca, test_client};
 
 /// The namespace the forged reviews name.
 const NAMESPACE: &str = "lab";
@@ -234,6 +240,53 @@ async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_list
     );
 }
 
+/// A connection to `server` from the loopback address `from` (any
+/// 127.0.0.0/8 address is the machine's own): another caller.
+async fn connect_from(server: &Server, from: Ipv4Addr) -> Connection {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(SocketAddr::from((from, 0)))
+        .expect("bind a loopback address");
+    let tcp = socket.connect(server.admission).await.expect("connect");
+    let name = ServerName::try_from(SERVER_NAME).expect("a DNS name");
+    let tls = TlsConnector::from(client_config(&server.ca_pem))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    Connection::http(TokioIo::new(tls))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
+/// Callers do not share an allowance: once one has spent its looks, a
+/// review from another address (the API server's, in a cluster) is still
+/// looked at.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_that_spent_its_looks_leaves_others_theirs() {
+    let api = FakeApi::start().await;
+    populate(&api);
+    let (server, _scratch) = serve(&api, None).await;
+    let mut attacker = connect_from(&server, Ipv4Addr::new(127, 0, 0, 1)).await;
+    for _ in 0..LOOK_BURST {
+        let (warnings, _) = forge_opt_in(&mut attacker).await;
+        assert!(warnings.contains("existing pod(s)"), "{warnings}");
+    }
+    let (refused, _) = forge_opt_in(&mut attacker).await;
+    assert!(
+        refused.contains("were not checked (too many namespace reviews)"),
+        "{refused}"
+    );
+
+    let mut other = connect_from(&server, Ipv4Addr::new(127, 0, 0, 2)).await;
+    let (warnings, _) = forge_opt_in(&mut other).await;
+    assert!(
+        warnings.contains(&format!(
+            "1 existing pod(s) in {NAMESPACE} violate enforce mode"
+        )),
+        "{warnings}"
+    );
+}
+
 /// A namespace holding more pods than a look reads: the look pages
 /// through at most 20 pages of 10, and says that it stopped.
 #[tokio::test(flavor = "multi_thread")]
@@ -340,11 +393,18 @@ async fn a_flood_of_forged_claims_costs_the_api_server_a_bounded_number_of_reads
 
     let started = Instant::now();
     let mut slowest = Duration::ZERO;
+    let mut refused = 0;
     for _ in 0..FLOOD {
         let sent = Instant::now();
         let response = forge_claim(&mut connection).await;
         slowest = slowest.max(sent.elapsed());
         assert_eq!(response["allowed"], true, "{response}");
+        if response["warnings"]
+            .to_string()
+            .contains("too many claims from this caller at once")
+        {
+            refused += 1;
+        }
     }
     let elapsed = started.elapsed();
     let reads = api.pod_gets(NAMESPACE, POD);
@@ -354,6 +414,11 @@ async fn a_flood_of_forged_claims_costs_the_api_server_a_bounded_number_of_reads
     );
     assert!(reads <= allowed, "{reads} reads, at most {allowed} allowed");
     assert!(reads < FLOOD, "{reads} reads for {FLOOD} reviews");
+    assert_eq!(
+        refused,
+        FLOOD - reads,
+        "every review past the allowance says so"
+    );
     assert!(
         slowest < ANSWER_BOUND,
         "the slowest answer took {slowest:?}"
