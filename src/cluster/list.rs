@@ -7,6 +7,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 use sonic_rs::JsonValueTrait;
 
+use super::names::is_dns_label;
+
 /// Lists the objects of one kind in a namespace as raw JSON.
 pub async fn list_objects(
     client: &Client,
@@ -70,6 +72,10 @@ pub async fn list_pages(
     pages: Pages,
     mut on_item: impl FnMut(&str),
 ) -> Result<Paged, kube::Error> {
+    if !is_dns_label(namespace) {
+        // No namespace has that name (and it would change the path).
+        return Ok(Paged::Complete);
+    }
     let resource = ApiResource::from_gvk(gvk);
     let url = <DynamicObject as kube::Resource>::url_path(&resource, Some(namespace));
     let mut params = ListParams::default().limit(pages.size);

@@ -26,6 +26,8 @@
 //!   them at once;
 //! - `cache.rs`: [`ClusterCache`], its [`Source`]s and their sync and
 //!   staleness, and the facts the rules read from it;
+//! - `names.rs`: the names an object may have, checked before a name from
+//!   a review goes into a request's path;
 //! - `list.rs`: lists of a namespace's objects, whole (audit) or a
 //!   bounded number of pages (the namespace guard);
 //! - `pods.rs`: one Pod's metadata, read once (the mutating webhook on a
@@ -45,6 +47,7 @@ mod cache;
 mod claims;
 mod lean;
 mod list;
+mod names;
 mod node_summary;
 mod pods;
 mod reports;

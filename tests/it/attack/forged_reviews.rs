@@ -380,6 +380,38 @@ async fn a_forged_claim_cannot_tell_a_missing_pod_from_another_one() {
         .await;
 }
 
+/// A forged claim whose pod's name is a path: kube puts a name into the
+/// request's path as it is, so the read would ask the API server for
+/// another resource (and say something of it). No pod can have that name:
+/// no request leaves the webhook, and the claim gets a not-found's answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_pod_name_that_is_a_path_is_never_sent() {
+    let api = FakeApi::start().await;
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": {"gpu-policy.io/mode": "enforce"}}}));
+    let (server, _scratch) = serve(&api, None).await;
+    let mut connection = server.connect().await;
+    api.clear_requests();
+
+    // .../namespaces/lab/pods/x/../../secrets/token: a Secret of lab.
+    let name = "x/../../secrets/token";
+    let claim = claim_for_pod(NAMESPACE, CLAIM, name, CLAIM_POD_UID, "gpu");
+    let response = connection.admit(MUTATE, &claim).await;
+    let sent: Vec<(String, String)> = api
+        .requests()
+        .into_iter()
+        .filter(|(_, path)| !path.contains("watch="))
+        .collect();
+    eprintln!("requests for a pod named {name:?}: {sent:?}");
+    assert!(sent.is_empty(), "{sent:?}");
+    assert_eq!(response["allowed"], true, "{response}");
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains("was not found with the UID"),
+        "{warnings}"
+    );
+}
+
 /// A flood of forged claims from one caller: the API server gets the burst
 /// of pod reads and the rate, not one read per review.
 #[tokio::test(flavor = "multi_thread")]
