@@ -7,12 +7,15 @@
 //! user or one of their groups is a policy admin, and denies a value that is
 //! not a mode (it would silently switch the policy off). Tightening is open
 //! to anyone, as is deleting the namespace.
+//!
+//! Warns, when a namespace is opted in or tightened, about what already
+//! runs there ([`OptInFindings`], fed one object at a time): by
+//! count, or by name when every caller is authenticated ([`Disclosure`]),
+//! since anyone may forge a Namespace review naming any namespace.
 
 use std::borrow::Cow;
 
-use serde_json::Value;
-
-use crate::document::{Document, Json};
+use crate::document::Json;
 
 use super::decision::{Mode, namespace_settings, warning};
 use crate::policy::dra::claims::ClaimKind;
@@ -100,40 +103,87 @@ pub fn tightened_to(old: Option<Json<'_>>, new: Option<Json<'_>>) -> Option<Mode
     (strictness(Some(after)) > strictness(before)).then_some(after)
 }
 
-/// How many pods shown by name before "and N more".
-const NAMED_PODS: usize = 5;
+/// How many objects are shown by name before "and N more".
+const NAMED: usize = 5;
 
-/// Warnings for a namespace that is opted in (or tightened), about the pods
-/// already running there, like Pod Security Admission gives: the pods that
-/// would be denied, and the pods that would lose the cards they see today
-/// (GPU infrastructure that needs an allowlist entry first). The pods'
-/// DRA claims resolve through the cluster view. `claims` are the
-/// ResourceClaims and ResourceClaimTemplates already there: those that
-/// would be denied are named too.
-pub fn opt_in_warnings(
-    mode: Mode,
-    namespace: &str,
-    pods: &[Value],
-    claims: &[Value],
-    settings: &Settings,
-    cluster: Option<&dyn ClusterFacts>,
-) -> Vec<String> {
-    let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
-    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
-    let mut violating = Vec::new();
-    let mut losing_cards = Vec::new();
-    for pod in pods {
+/// Whether the opt-in warnings may name the namespace's objects.
+///
+/// Anyone who reaches the webhook may forge a Namespace review naming any
+/// namespace; only when every caller must present a client certificate is
+/// the answer known to go to the API server (which shows it to whoever
+/// changed the label, and only if they may change it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disclosure {
+    /// Client certificates are required: the objects are named.
+    Names,
+    /// Counts, and the command that names them with the rights of whoever
+    /// runs it.
+    Counts,
+}
+
+/// How many objects of one finding there are, and the first [`NAMED`]
+/// names: bounded however many the namespace holds.
+#[derive(Debug, Default)]
+struct Tally {
+    count: usize,
+    names: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, name: &str) {
+        self.count = self.count.saturating_add(1);
+        if self.names.len() < NAMED {
+            self.names.push(name.to_owned());
+        }
+    }
+
+    fn named(&self) -> String {
+        let shown = self.names.join(", ");
+        match self.count.saturating_sub(self.names.len()) {
+            0 => shown,
+            more => format!("{shown} and {more} more"),
+        }
+    }
+}
+
+/// What a look at a namespace being opted in (or tightened) found, like
+/// Pod Security Admission's warnings: the pods that would be denied, the
+/// pods that would lose the cards they see today (GPU infrastructure that
+/// needs an allowlist entry first), and the ResourceClaims and
+/// ResourceClaimTemplates that would be denied. Fed one object at a
+/// time; holds counts and a few names, whatever the namespace holds.
+#[derive(Debug, Default)]
+pub struct OptInFindings {
+    violating_pods: Tally,
+    losing_cards: Tally,
+    violating_claims: Tally,
+    /// Set when the namespace holds more objects than were read: how many
+    /// of each kind were.
+    read_only: Option<usize>,
+}
+
+impl OptInFindings {
+    /// Evaluates one of the namespace's pods; its DRA claims resolve
+    /// through the cluster view.
+    pub fn add_pod(
+        &mut self,
+        pod: Json<'_>,
+        namespace: &str,
+        settings: &Settings,
+        cluster: Option<&dyn ClusterFacts>,
+    ) {
+        let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
+        let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
         let name = pod
             .pointer("/metadata/name")
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .unwrap_or("(unnamed)");
-        let document = Document::from_value(pod);
-        let evaluated = evaluator.evaluate(&Subject::pod(document.root(), namespace, Scope::Whole));
+        let evaluated = evaluator.evaluate(&Subject::pod(pod, namespace, Scope::Whole));
         let Ok(evaluation) = evaluated else {
-            continue;
+            return;
         };
         if !evaluation.violations.is_empty() {
-            violating.push(name);
+            self.violating_pods.add(name);
         }
         // Pins and replacements cut a container off; removals from GPU
         // containers do not (the device plugin still gives them cards).
@@ -141,94 +191,145 @@ pub fn opt_in_warnings(
             change.rule == RuleId::VisibleDevices && !change.summary.starts_with("remove")
         });
         if pinned && sees_cards_today(pod, settings) {
-            losing_cards.push(name);
+            self.losing_cards.add(name);
         }
     }
-    let mut warnings = Vec::new();
-    if !violating.is_empty() {
-        warnings.push(warning(&Message::new(format_args!(
-            "{} existing pod(s) in {namespace} violate {mode} mode: {}",
-            violating.len(),
-            named(&violating)
-        ))));
+
+    /// Evaluates one of the namespace's ResourceClaims or
+    /// ResourceClaimTemplates: one the policy would deny (bounded-requests,
+    /// or a malformed request) is counted.
+    pub fn add_claim(
+        &mut self,
+        kind: ClaimKind,
+        claim: Json<'_>,
+        namespace: &str,
+        settings: &Settings,
+        cluster: Option<&dyn ClusterFacts>,
+    ) {
+        let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
+        let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
+        let name = claim
+            .pointer("/metadata/name")
+            .and_then(Json::as_str)
+            .unwrap_or("(unnamed)");
+        let denied = match evaluator.evaluate(&Subject::claim(claim, kind, namespace)) {
+            Ok(evaluation) => !evaluation.violations.is_empty(),
+            Err(_) => true,
+        };
+        if denied {
+            self.violating_claims
+                .add(&format!("{}/{name}", kind.as_str()));
+        }
     }
-    if !losing_cards.is_empty() {
-        warnings.push(warning(&Message::new(format_args!(
-            "new pods like {} would lose their GPUs (void pin); allowlist them first",
-            named(&losing_cards)
-        ))));
+
+    /// The namespace holds more objects than were read: `read` of each
+    /// kind were.
+    pub fn read_only(&mut self, read: usize) {
+        self.read_only = Some(read);
     }
-    let violating_claims = violating_claims(&evaluator, namespace, claims);
-    if !violating_claims.is_empty() {
-        let names: Vec<&str> = violating_claims.iter().map(String::as_str).collect();
-        warnings.push(warning(&Message::new(format_args!(
-            "{} existing claim(s) in {namespace} violate {mode} mode: {}",
-            names.len(),
-            named(&names)
-        ))));
+
+    /// The warnings for the namespace moving to `mode`, naming the
+    /// objects only as `disclosure` allows.
+    pub fn warnings(&self, mode: Mode, namespace: &str, disclosure: Disclosure) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let audit = format!("`gpu-policy audit -n {namespace}` names them");
+        let mut say = |text: std::fmt::Arguments<'_>| {
+            warnings.push(warning(Message::new(text).as_str()));
+        };
+        let pods = &self.violating_pods;
+        if pods.count > 0 {
+            match disclosure {
+                Disclosure::Names => say(format_args!(
+                    "{} existing pod(s) in {namespace} violate {mode} mode: {}",
+                    pods.count,
+                    pods.named()
+                )),
+                Disclosure::Counts => say(format_args!(
+                    "{} existing pod(s) in {namespace} violate {mode} mode; {audit}",
+                    pods.count
+                )),
+            }
+        }
+        let losing = &self.losing_cards;
+        if losing.count > 0 {
+            match disclosure {
+                Disclosure::Names => say(format_args!(
+                    "new pods like {} would lose their GPUs (void pin); allowlist them first",
+                    losing.named()
+                )),
+                Disclosure::Counts => say(format_args!(
+                    "{} pod(s) in {namespace} would lose their GPUs (void pin); allowlist them \
+                     first; see `gpu-policy audit -n {namespace}`",
+                    losing.count
+                )),
+            }
+        }
+        let claims = &self.violating_claims;
+        if claims.count > 0 {
+            match disclosure {
+                Disclosure::Names => say(format_args!(
+                    "{} existing claim(s) in {namespace} violate {mode} mode: {}",
+                    claims.count,
+                    claims.named()
+                )),
+                Disclosure::Counts => say(format_args!(
+                    "{} existing claim(s) in {namespace} violate {mode} mode; {audit}",
+                    claims.count
+                )),
+            }
+        }
+        if let Some(read) = self.read_only {
+            say(format_args!(
+                "only the first {read} objects of each kind in {namespace} were checked; \
+                 run `gpu-policy audit -n {namespace}`"
+            ));
+        }
+        warnings
     }
-    warnings
 }
 
-/// `Kind/name` of each claim or claim template that the policy would deny
-/// (bounded-requests, or a malformed request).
-fn violating_claims(evaluator: &Evaluator<'_>, namespace: &str, claims: &[Value]) -> Vec<String> {
-    claims
-        .iter()
-        .filter_map(|object| {
-            let kind = object.get("kind").and_then(Value::as_str)?;
-            let claim_kind = ClaimKind::of_kind(kind)?;
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("(unnamed)");
-            let document = Document::from_value(object);
-            let subject = Subject::claim(document.root(), claim_kind, namespace);
-            let denied = match evaluator.evaluate(&subject) {
-                Ok(evaluation) => !evaluation.violations.is_empty(),
-                Err(_) => true,
-            };
-            denied.then(|| format!("{kind}/{name}"))
-        })
-        .collect()
-}
-
-fn named(pods: &[&str]) -> String {
-    let shown: Vec<&str> = pods.iter().take(NAMED_PODS).copied().collect();
-    match pods.len().saturating_sub(NAMED_PODS) {
-        0 => shown.join(", "),
-        more => format!("{} and {more} more", shown.join(", ")),
-    }
+/// The warning when the objects already in `namespace` were not looked
+/// at: the caller has made too many such looks lately, or others are
+/// running.
+pub fn look_skipped(namespace: &str) -> String {
+    warning(
+        Message::new(format_args!(
+            "the pods and claims in {namespace} were not checked (too many namespace reviews); \
+             run `gpu-policy audit -n {namespace}`"
+        ))
+        .as_str(),
+    )
 }
 
 /// A pod that requests no GPU but evidently uses one today: it names a GPU
 /// runtime class, writes `NVIDIA_VISIBLE_DEVICES` other than the pin, or
 /// runs an NVIDIA image (the exporters, GFD, the device plugin).
-fn sees_cards_today(pod: &Value, settings: &Settings) -> bool {
+fn sees_cards_today(pod: Json<'_>, settings: &Settings) -> bool {
     let config = settings.config();
-    let runtime_class = pod
-        .pointer("/spec/runtimeClassName")
-        .and_then(Value::as_str);
+    let spec = pod.get("spec");
+    let runtime_class = spec
+        .and_then(|spec| spec.get("runtimeClassName"))
+        .and_then(Json::as_str);
     if runtime_class.is_some_and(|class| config.gpu_runtime_classes.iter().any(|c| c == class)) {
         return true;
     }
     ["initContainers", "containers"]
         .iter()
-        .filter_map(|field| pod.pointer(&format!("/spec/{field}"))?.as_array())
-        .flatten()
+        .filter_map(|field| spec?.get(field)?.as_array())
+        .flat_map(|containers| containers.iter())
         .any(|container| {
-            let image = container.get("image").and_then(Value::as_str).unwrap_or("");
+            let image = container.get("image").and_then(Json::as_str).unwrap_or("");
             let nvidia_image = image.starts_with("nvcr.io/nvidia/")
                 || image.contains("nvidia/")
                 || image.contains("nvidia_");
             let writes_devices = container
                 .get("env")
-                .and_then(Value::as_array)
+                .and_then(Json::as_array)
                 .into_iter()
-                .flatten()
+                .flat_map(|env| env.iter())
                 .any(|entry| {
-                    entry.get("name").and_then(Value::as_str) == Some("NVIDIA_VISIBLE_DEVICES")
-                        && entry.get("value").and_then(Value::as_str)
+                    entry.get("name").and_then(Json::as_str) == Some("NVIDIA_VISIBLE_DEVICES")
+                        && entry.get("value").and_then(Json::as_str)
                             != Some(config.visible_devices_pin.as_str())
                 });
             nvidia_image || writes_devices
@@ -238,8 +339,10 @@ fn sees_cards_today(pod: &Value, settings: &Settings) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::Document;
     use crate::policy::testing::leaked;
     use rstest::rstest;
+    use serde_json::Value;
     use serde_json::json;
 
     fn namespace(mode: Option<&str>) -> Value {
@@ -346,6 +449,41 @@ mod tests {
         );
     }
 
+    /// Adds `pods` and `claims` (of their `kind`) in `ml` to `findings`.
+    fn add(
+        findings: &mut OptInFindings,
+        pods: &[Value],
+        claims: &[Value],
+        settings: &Settings,
+        cluster: Option<&dyn ClusterFacts>,
+    ) {
+        for pod in pods {
+            let document = Document::from_value(pod);
+            findings.add_pod(document.root(), "ml", settings, cluster);
+        }
+        for claim in claims {
+            let kind = claim["kind"].as_str().and_then(ClaimKind::of_kind);
+            let kind = kind.expect("a claim kind");
+            let document = Document::from_value(claim);
+            findings.add_claim(kind, document.root(), "ml", settings, cluster);
+        }
+    }
+
+    /// The warnings of a look that read `pods` and `claims` in one page
+    /// each, naming them (client certificates required).
+    fn opt_in_warnings(
+        mode: Mode,
+        namespace: &str,
+        pods: &[Value],
+        claims: &[Value],
+        settings: &Settings,
+        cluster: Option<&dyn ClusterFacts>,
+    ) -> Vec<String> {
+        let mut findings = OptInFindings::default();
+        add(&mut findings, pods, claims, settings, cluster);
+        findings.warnings(mode, namespace, Disclosure::Names)
+    }
+
     #[test]
     fn opting_in_lists_violating_pods_and_pods_that_would_lose_cards() {
         let pods = vec![
@@ -445,6 +583,99 @@ mod tests {
                 "gpu-policy: 2 existing claim(s) in ml violate warn mode: \
                  ResourceClaimTemplate/every-gpu, ResourceClaim/huge"
             ]
+        );
+    }
+
+    /// The pods of `opting_in_lists_violating_pods...`, and a claim that
+    /// would be denied.
+    fn pods_and_claim_to_warn_about() -> (Vec<Value>, Value) {
+        let pods = vec![
+            json!({"metadata": {"name": "half-gpu"}, "spec": {"containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}}),
+            json!({"metadata": {"name": "dcgm-exporter-x7"}, "spec": {"containers": [
+                {"name": "c", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:2.2.9"}]}}),
+        ];
+        let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "huge", "namespace": "ml"},
+            "spec": {"devices": {"requests": [
+                {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 9}}]}}});
+        (pods, claim)
+    }
+
+    #[test]
+    fn without_client_certificates_the_warnings_count_and_name_the_command() {
+        let (pods, claim) = pods_and_claim_to_warn_about();
+        let settings = Settings::default();
+        let mut findings = OptInFindings::default();
+        add(&mut findings, &pods, &[claim], &settings, None);
+        assert_eq!(
+            findings.warnings(Mode::Enforce, "ml", Disclosure::Counts),
+            vec![
+                "gpu-policy: 1 existing pod(s) in ml violate enforce mode; \
+                 `gpu-policy audit -n ml` names them",
+                "gpu-policy: 1 pod(s) in ml would lose their GPUs (void pin); allowlist them first; \
+                 see `gpu-policy audit -n ml`",
+                "gpu-policy: 1 existing claim(s) in ml violate enforce mode; \
+                 `gpu-policy audit -n ml` names them",
+            ]
+        );
+        let named = findings.warnings(Mode::Enforce, "ml", Disclosure::Names);
+        assert_eq!(
+            named,
+            vec![
+                "gpu-policy: 1 existing pod(s) in ml violate enforce mode: half-gpu",
+                "gpu-policy: new pods like dcgm-exporter-x7 would lose their GPUs (void pin); \
+                 allowlist them first",
+                "gpu-policy: 1 existing claim(s) in ml violate enforce mode: ResourceClaim/huge",
+            ]
+        );
+    }
+
+    #[test]
+    fn counts_add_up_over_pages_and_names_stay_few() {
+        let settings = Settings::default();
+        let mut findings = OptInFindings::default();
+        for page in 0..3 {
+            let pods: Vec<Value> = (0..4)
+                .map(|n| {
+                    json!({"metadata": {"name": format!("half-{page}-{n}")}, "spec": {"containers": [
+                        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "500m"}}}]}})
+                })
+                .collect();
+            add(&mut findings, &pods, &[], &settings, None);
+        }
+        assert_eq!(
+            findings.warnings(Mode::Warn, "ml", Disclosure::Names),
+            vec![
+                "gpu-policy: 12 existing pod(s) in ml violate warn mode: half-0-0, half-0-1, \
+                 half-0-2, half-0-3, half-1-0 and 7 more"
+            ]
+        );
+        assert_eq!(findings.violating_pods.names.len(), NAMED);
+        assert_eq!(
+            findings.warnings(Mode::Warn, "ml", Disclosure::Counts),
+            vec![
+                "gpu-policy: 12 existing pod(s) in ml violate warn mode; \
+                 `gpu-policy audit -n ml` names them"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_look_that_did_not_read_everything_says_so() {
+        let mut findings = OptInFindings::default();
+        findings.read_only(200);
+        assert_eq!(
+            findings.warnings(Mode::Enforce, "ml", Disclosure::Counts),
+            vec![
+                "gpu-policy: only the first 200 objects of each kind in ml were checked; \
+                 run `gpu-policy audit -n ml`"
+            ]
+        );
+        assert_eq!(
+            look_skipped("ml"),
+            "gpu-policy: the pods and claims in ml were not checked (too many namespace \
+             reviews); run `gpu-policy audit -n ml`"
         );
     }
 }

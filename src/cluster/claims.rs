@@ -38,7 +38,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::cache::{ClusterCache, Source};
-use super::list::list_objects;
+use super::list::{Paged, Pages, list_pages};
 use super::watch::{FirstList, Owns, fold, mirror};
 use crate::document::Document;
 use crate::policy::cluster::ClusterSnapshot;
@@ -256,30 +256,25 @@ pub(super) async fn snapshot_into(
     Ok(())
 }
 
-/// The ResourceClaims and ResourceClaimTemplates of a namespace as raw
-/// JSON, listed within `budget` (the namespace guard's look at what is
-/// already there); none where DRA is not served.
-pub async fn list_claims(
+/// The ResourceClaims and ResourceClaimTemplates of a namespace, each
+/// object's JSON text with its kind, a page at a time ([`list_pages`],
+/// `pages` of each kind): the namespace guard's look at what is already
+/// there; none where DRA is not served.
+pub async fn claims_in_pages(
     client: &Client,
     namespace: &str,
-    budget: Duration,
-) -> Result<Vec<Value>, String> {
-    let listing = async {
-        let mut objects = Vec::new();
-        for kind in [ClaimKind::Claim, ClaimKind::Template] {
-            match list_objects(client, namespace, &dra_gvk(kind.as_str())).await {
-                Ok(found) => objects.extend(found),
-                Err(error) if is_not_served(&error) => {}
-                Err(error) => return Err(error),
-            }
+    pages: Pages,
+    mut on_claim: impl FnMut(ClaimKind, &str),
+) -> Result<Paged, kube::Error> {
+    let mut paged = Paged::Complete;
+    for kind in [ClaimKind::Claim, ClaimKind::Template] {
+        let gvk = dra_gvk(kind.as_str());
+        let on_item = |text: &str| on_claim(kind, text);
+        match list_pages(client, namespace, &gvk, pages, on_item).await {
+            Ok(this) => paged = paged.and(this),
+            Err(error) if is_not_served(&error) => {}
+            Err(error) => return Err(error),
         }
-        Ok(objects)
-    };
-    match tokio::time::timeout(budget, listing).await {
-        Ok(Ok(objects)) => Ok(objects),
-        Ok(Err(error)) => Err(format!("cannot list the claims of {namespace}: {error}")),
-        Err(_) => Err(format!(
-            "listing the claims of {namespace} took more than {budget:?}"
-        )),
     }
+    Ok(paged)
 }

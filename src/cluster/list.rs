@@ -1,11 +1,13 @@
-//! One-shot lists of a namespace's objects as raw JSON, for `audit` and
-//! the namespace guard.
-
-use std::time::Duration;
+//! Lists of a namespace's objects as raw JSON: whole for `audit`, a
+//! bounded number of pages for the namespace guard (which anyone may make
+//! list any namespace, by forging a review).
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
+use sonic_rs::JsonValueTrait;
+
+use super::names::is_dns_label;
 
 /// Lists the objects of one kind in a namespace as raw JSON.
 pub async fn list_objects(
@@ -28,36 +30,89 @@ pub async fn list_objects(
     Ok(objects)
 }
 
-/// Why the pods of a namespace could not be listed.
-#[derive(Debug, thiserror::Error)]
-pub enum PodListError {
-    #[error("cannot list the pods of {namespace}: {source}")]
-    Api {
-        namespace: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("listing the pods of {namespace} took more than {budget:?}")]
-    TimedOut { namespace: String, budget: Duration },
+/// How much of a namespace a paged list reads: `size` objects per request,
+/// `max` requests at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pages {
+    pub size: u32,
+    pub max: usize,
 }
 
-/// The pods of a namespace as raw JSON, listed within `budget` (the
-/// namespace guard's look at what already runs there).
-pub async fn list_pods(
+/// How a paged list ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paged {
+    /// Every object was listed.
+    Complete,
+    /// The namespace holds more than `size * max` objects of the kind:
+    /// the rest were not listed.
+    Truncated,
+}
+
+impl Paged {
+    /// Truncated when either is.
+    pub fn and(self, other: Paged) -> Paged {
+        match (self, other) {
+            (Paged::Complete, Paged::Complete) => Paged::Complete,
+            _ => Paged::Truncated,
+        }
+    }
+}
+
+/// Lists the objects of one kind in a namespace, a page at a time (limit
+/// and continue, as kubectl pages), and hands each object's JSON text to
+/// `on_item`, as the API server sent it (list items carry no apiVersion
+/// and kind). A page is kept as its text only and read one item at a time,
+/// so what is held at once is one page's text and whatever `on_item` makes
+/// of one object, never a decoded page; at most `pages.max` requests are
+/// made.
+pub async fn list_pages(
     client: &Client,
     namespace: &str,
-    budget: Duration,
-) -> Result<Vec<Value>, PodListError> {
-    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
-    match tokio::time::timeout(budget, list_objects(client, namespace, &gvk)).await {
-        Ok(Ok(pods)) => Ok(pods),
-        Ok(Err(source)) => Err(PodListError::Api {
-            namespace: namespace.to_owned(),
-            source,
-        }),
-        Err(_) => Err(PodListError::TimedOut {
-            namespace: namespace.to_owned(),
-            budget,
-        }),
+    gvk: &GroupVersionKind,
+    pages: Pages,
+    mut on_item: impl FnMut(&str),
+) -> Result<Paged, kube::Error> {
+    if !is_dns_label(namespace) {
+        // No namespace has that name (and it would change the path).
+        return Ok(Paged::Complete);
     }
+    let resource = ApiResource::from_gvk(gvk);
+    let url = <DynamicObject as kube::Resource>::url_path(&resource, Some(namespace));
+    let mut params = ListParams::default().limit(pages.size);
+    for _ in 0..pages.max {
+        let request = kube::core::Request::new(&url)
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)?;
+        let text = client.request_text(request).await?;
+        let unreadable = |error: sonic_rs::Error| {
+            kube::Error::Service(format!("a list of {} is not JSON: {error}", gvk.kind).into())
+        };
+        // An empty list may come without items.
+        if let Ok(items) = sonic_rs::get(text.as_str(), ["items"]) {
+            for item in sonic_rs::to_array_iter(items.as_raw_str()) {
+                on_item(item.map_err(unreadable)?.as_raw_str());
+            }
+        }
+        let next = sonic_rs::get(text.as_str(), ["metadata", "continue"])
+            .ok()
+            .and_then(|token| token.as_str().map(str::to_owned))
+            .filter(|token| !token.is_empty());
+        match next {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(Paged::Complete),
+        }
+    }
+    Ok(Paged::Truncated)
+}
+
+/// The pods of a namespace, a page at a time ([`list_pages`]): the
+/// namespace guard's look at what already runs there.
+pub async fn pods_in_pages(
+    client: &Client,
+    namespace: &str,
+    pages: Pages,
+    on_pod: impl FnMut(&str),
+) -> Result<Paged, kube::Error> {
+    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+    list_pages(client, namespace, &gvk, pages, on_pod).await
 }

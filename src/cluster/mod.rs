@@ -26,7 +26,10 @@
 //!   them at once;
 //! - `cache.rs`: [`ClusterCache`], its [`Source`]s and their sync and
 //!   staleness, and the facts the rules read from it;
-//! - `list.rs`: one-shot lists of a namespace's objects;
+//! - `names.rs`: the names an object may have, checked before a name from
+//!   a review goes into a request's path;
+//! - `list.rs`: lists of a namespace's objects, whole (audit) or a
+//!   bounded number of pages (the namespace guard);
 //! - `pods.rs`: one Pod's metadata, read once (the mutating webhook on a
 //!   ResourceClaim's creation);
 //! - `watch.rs`: the machinery shared by the watches, folding a watcher
@@ -44,6 +47,7 @@ mod cache;
 mod claims;
 mod lean;
 mod list;
+mod names;
 mod node_summary;
 mod pods;
 mod reports;
@@ -64,8 +68,8 @@ use crate::settings::Settings;
 use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload_key};
 
 pub use cache::{ClusterCache, Source};
-pub use claims::{DRA_GROUP, dra_gvk, is_not_served, list_claims};
-pub use list::{PodListError, list_objects, list_pods};
+pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
+pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
 pub use pods::{PodMetadata, pod_metadata};
 pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;

@@ -19,6 +19,8 @@ use kube::{Client, ResourceExt};
 // An API server's message may span lines; a log or a warning takes one.
 use crate::manifest::one_line;
 
+use super::names::{is_dns_label, is_dns_subdomain};
+
 /// What is read of a Pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodMetadata {
@@ -27,7 +29,7 @@ pub struct PodMetadata {
 }
 
 /// The metadata of the Pod `namespace/name`, within `budget`: None when it
-/// does not exist (404); the reason on one line on any other error, or when
+/// does not exist (404), or cannot (a name no pod may have: no request); the reason on one line on any other error, or when
 /// the budget runs out (short: a warning carries it, after the pod's name).
 pub async fn pod_metadata(
     client: &Client,
@@ -35,6 +37,10 @@ pub async fn pod_metadata(
     name: &str,
     budget: Duration,
 ) -> Result<Option<PodMetadata>, String> {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
+        // No pod has that name (and it would change the path).
+        return Ok(None);
+    }
     let api = Api::<Pod>::namespaced(client.clone(), namespace);
     match tokio::time::timeout(budget, api.get_metadata_opt(name)).await {
         Ok(Ok(None)) => Ok(None),

@@ -4,9 +4,11 @@
 mod body;
 pub mod budget;
 mod claim_owner;
+pub mod cluster_reads;
 mod error;
 pub mod images;
 pub mod listener;
+mod opt_in;
 mod record;
 mod run;
 
@@ -21,10 +23,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use body::ReviewPost;
+use cluster_reads::{Caller, ClusterReads};
 use kube::core::admission::AdmissionResponse;
 
-use crate::admission::namespace_guard;
-use crate::admission::{self, AdmissionRequest, Endpoint, RawObject, Verdict};
+use crate::admission::namespace_guard::Disclosure;
+use crate::admission::{self, AdmissionRequest, Endpoint, Verdict};
 use crate::cluster::{self, ClusterCache};
 use crate::metrics::Metrics;
 use crate::policy::ClusterFacts;
@@ -48,6 +51,11 @@ pub struct AppState {
     pub client: OnceLock<kube::Client>,
     /// The registry resolver of `imageResolution.mode: registry`.
     pub images: images::Images,
+    /// The cluster reads reviews cause, limited per caller.
+    pub cluster_reads: ClusterReads,
+    /// Every caller must present a client certificate (`--client-ca`):
+    /// only then may an answer name objects the review did not carry.
+    pub client_certificates_required: AtomicBool,
     /// The longest `?timeout=` the API server has sent, in milliseconds:
     /// how long it waits for an answer, so how long shutdown lets requests
     /// in flight finish.
@@ -70,6 +78,8 @@ impl AppState {
             cluster: OnceLock::new(),
             client: OnceLock::new(),
             images,
+            cluster_reads: ClusterReads::default(),
+            client_certificates_required: AtomicBool::new(false),
             request_timeout_ms: AtomicU64::new(0),
         }
     }
@@ -112,9 +122,11 @@ pub fn router(state: Arc<AppState>) -> Router {
     for endpoint in Endpoint::ALL {
         router = router.route(
             endpoint.path(),
-            post(move |state: State<Arc<AppState>>, review: ReviewPost| {
-                admit(state, endpoint, review)
-            }),
+            post(
+                move |state: State<Arc<AppState>>, caller: Caller, review: ReviewPost| {
+                    admit(state, endpoint, caller, review)
+                },
+            ),
         );
     }
     router
@@ -166,6 +178,7 @@ pub fn operations_router(state: Arc<AppState>) -> Router {
 async fn admit(
     State(state): State<Arc<AppState>>,
     endpoint: Endpoint,
+    caller: Caller,
     review: ReviewPost,
 ) -> Response {
     let received = Instant::now();
@@ -184,7 +197,7 @@ async fn admit(
             return error.into_response();
         }
     };
-    let (response, verdict) = answer(&state, endpoint, &request).await;
+    let (response, verdict) = answer(&state, endpoint, caller, &request).await;
     let took = received.elapsed();
     let encoded = admission::encode(response).map_err(RequestError::Encode);
     let result = match &encoded {
@@ -228,6 +241,7 @@ fn read_review<'b>(
 async fn answer(
     state: &AppState,
     endpoint: Endpoint,
+    caller: Caller,
     request: &AdmissionRequest<'_>,
 ) -> (AdmissionResponse, Verdict) {
     let settings = state.settings.load();
@@ -240,7 +254,14 @@ async fn answer(
         .resolve(request, endpoint, &settings, cluster)
         .await;
     let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
-    let owner = claim_owner::read(state.client.get(), request, endpoint).await;
+    let owner = claim_owner::read(
+        state.client.get(),
+        &state.cluster_reads,
+        caller,
+        request,
+        endpoint,
+    )
+    .await;
     let (mut response, verdict) = admission::answer(
         request,
         endpoint,
@@ -252,7 +273,17 @@ async fn answer(
     if endpoint == Endpoint::Namespace && response.allowed {
         // Boxed, as the claim owner's read is: the two lists' futures would
         // otherwise make the future of every request larger by 2 KiB.
-        let warnings = Box::pin(opt_in_warnings(state, request, &settings)).await;
+        let look = opt_in::NamespaceLook {
+            client: state.client.get(),
+            cluster,
+            reads: &state.cluster_reads,
+            disclosure: if state.client_certificates_required.load(Ordering::Acquire) {
+                Disclosure::Names
+            } else {
+                Disclosure::Counts
+            },
+        };
+        let warnings = Box::pin(opt_in::opt_in_warnings(look, caller, request, &settings)).await;
         if !warnings.is_empty() {
             response
                 .warnings
@@ -261,46 +292,6 @@ async fn answer(
         }
     }
     (response, verdict)
-}
-
-/// How long the namespace guard may spend listing the pods of a namespace
-/// being opted in; past it the change is admitted without the warning.
-const POD_LIST_BUDGET: Duration = Duration::from_secs(2);
-
-/// When a namespace is opted in or tightened, warns about the pods already
-/// running there (Pod Security Admission does the same), their claims
-/// resolved from the cache, and about the claims already there.
-async fn opt_in_warnings(
-    state: &AppState,
-    request: &AdmissionRequest<'_>,
-    settings: &Settings,
-) -> Vec<String> {
-    let old = request.old_object.as_ref().map(RawObject::json);
-    let new = request.object.as_ref().map(RawObject::json);
-    let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), state.client.get())
-    else {
-        return Vec::new();
-    };
-    let namespace = &*request.name;
-    let pods = match cluster::list_pods(client, namespace, POD_LIST_BUDGET).await {
-        Ok(pods) => pods,
-        Err(error) => {
-            tracing::warn!(%namespace, %error, "no opt-in warning: the pods were not listed");
-            return Vec::new();
-        }
-    };
-    let claims = match cluster::list_claims(client, namespace, POD_LIST_BUDGET).await {
-        Ok(claims) => claims,
-        Err(error) => {
-            tracing::warn!(%namespace, %error, "no opt-in warning about claims: not listed");
-            Vec::new()
-        }
-    };
-    let cluster = state
-        .cluster
-        .get()
-        .map(|cache| cache.as_ref() as &dyn ClusterFacts);
-    namespace_guard::opt_in_warnings(mode, namespace, &pods, &claims, settings, cluster)
 }
 
 #[cfg(test)]

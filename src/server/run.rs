@@ -314,6 +314,9 @@ fn require_client_certificates(
 ) -> Result<Arc<dyn ClientCertVerifier>, CertError> {
     let auth = Arc::new(ClientAuth::load(&options.ca, &options.names)?);
     state.metrics.set_reload("client_ca", true);
+    state
+        .client_certificates_required
+        .store(true, std::sync::atomic::Ordering::Release);
     tracing::info!(
         ca = %options.ca.display(),
         cas = auth.ca_count(),

@@ -583,7 +583,8 @@ fn the_future_of_a_request_leaves_out_the_rare_waits() {
         timeout: None,
         body: Vec::new(),
     };
-    let future = admit(State(state()), Endpoint::Mutate, post);
+    let caller = Caller(std::net::Ipv4Addr::LOCALHOST.into());
+    let future = admit(State(state()), Endpoint::Mutate, caller, post);
     let size = std::mem::size_of_val(&future);
     assert!(size <= 2048, "the future of admit is {size} bytes");
 }

@@ -69,8 +69,12 @@ pub enum OwnerPod {
         uid: String,
         annotations: std::collections::BTreeMap<String, String>,
     },
-    /// The API server has no such pod.
-    Missing,
+    /// No pod of that name has the UID the claim was made for: there is
+    /// none of that name, or another one (deleted and created again). One
+    /// answer for both, because anyone who reaches the webhook can forge a
+    /// claim's review: what it is told must not say whether a pod of some
+    /// name exists in some namespace.
+    NotFound,
     /// It could not be read: why, on one line.
     Unreadable(String),
 }

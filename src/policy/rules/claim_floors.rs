@@ -17,7 +17,9 @@
 //!
 //! Never denies. A claim whose pod cannot be read (missing, an API error,
 //! no cluster connection, another pod of the same name), or whose
-//! annotation gpu-policy cannot read, is admitted unchanged with a notice.
+//! annotation gpu-policy cannot read, is admitted unchanged with a notice;
+//! a missing pod and another pod of the same name get the same notice, so
+//! that a forged review cannot tell whether a pod exists.
 
 use json_patch::PatchOperation;
 use json_patch::jsonptr::PointerBuf;
@@ -113,13 +115,12 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
 fn needs_of(owner: &OwnerPod, made_for: &MadeFor) -> Result<Option<GpuNeeds>, String> {
     let pod = &made_for.pod;
     match owner {
-        OwnerPod::Missing => Err(format!("its pod {pod:?} was not found")),
+        // Another pod of the same name gets the answer of none at all
+        // (OwnerPod::NotFound says why); the server's log line tells them
+        // apart, with both UIDs.
+        OwnerPod::NotFound => Err(not_found(pod)),
+        OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => Err(not_found(pod)),
         OwnerPod::Unreadable(why) => Err(format!("cannot read its pod {pod:?}: {why}")),
-        // Both UIDs are in the server's log line; a warning has room for
-        // neither.
-        OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => Err(format!(
-            "pod {pod:?} is another pod than the one it was made for (UID differs)"
-        )),
         OwnerPod::Read { annotations, .. } => match annotations.get(GPU_NEEDS_ANNOTATION) {
             None => Ok(None),
             Some(text) => GpuNeeds::from_annotation(text).map(Some).map_err(|why| {
@@ -127,6 +128,12 @@ fn needs_of(owner: &OwnerPod, made_for: &MadeFor) -> Result<Option<GpuNeeds>, St
             }),
         },
     }
+}
+
+/// Why a claim whose pod is gone, or is another pod of the same name, is
+/// left unchanged.
+fn not_found(pod: &str) -> String {
+    format!("its pod {pod:?} was not found with the UID it was made for")
 }
 
 /// The operation adding `selector` to the alternative at `at` (a JSON

@@ -124,11 +124,13 @@ fn the_schedulers_extended_resource_claim_gets_it() {
 #[case::no_needs_recorded(Some(owner(None)), None)]
 #[case::not_read_on_this_endpoint(None, None)]
 #[case::pod_missing(
-    Some(OwnerPod::Missing),
-    Some("compute-affinity: claim unchanged: its pod \"pod1\" was not found")
+    Some(OwnerPod::NotFound),
+    Some(
+        "compute-affinity: claim unchanged: its pod \"pod1\" was not found with the UID it was made for"
+    )
 )]
 #[case::api_error(Some(OwnerPod::Unreadable("pods \"pod1\" is forbidden".to_owned())), Some("compute-affinity: claim unchanged: cannot read its pod \"pod1\": pods \"pod1\" is forbidden"))]
-#[case::another_pod(Some(OwnerPod::Read { uid: "uid-2".to_owned(), annotations: BTreeMap::new() }), Some("compute-affinity: claim unchanged: pod \"pod1\" is another pod than the one it was made for (UID differs)"))]
+#[case::another_pod(Some(OwnerPod::Read { uid: "uid-2".to_owned(), annotations: BTreeMap::new() }), Some("compute-affinity: claim unchanged: its pod \"pod1\" was not found with the UID it was made for"))]
 #[case::foreign_annotation(
     Some(owner(Some("{\"computeCapability\":\"junk\"}"))),
     Some(

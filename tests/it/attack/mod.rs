@@ -15,3 +15,4 @@
 /// 256Mi; SPEC section 6).
 pub const PEAK_RSS: u64 = 128 << 20;
 mod connections;
+mod forged_reviews;

@@ -278,7 +278,8 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
     let warnings = warned["warnings"].to_string();
     assert!(warnings.contains("no exemption"), "{warnings}");
 
-    // Opting a namespace in warns about the pods already running there.
+    // Opting a namespace in warns about the pods already running there:
+    // how many, not which (no client certificate is required).
     let uid = next_uid();
     let body = opt_in_review("lab", "enforce", &uid);
     let reply = connection
@@ -288,7 +289,13 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
     let response = reply.admission(&uid);
     assert_eq!(response["allowed"], true, "{response}");
     let warnings = response["warnings"].to_string();
-    assert!(warnings.contains("half-card"), "{warnings}");
+    assert!(
+        warnings.contains(
+            "1 existing pod(s) in lab violate enforce mode; `gpu-policy audit -n lab` names them"
+        ),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("half-card"), "{warnings}");
 
     let metrics = server.metrics().await;
     for resource in [

@@ -1,0 +1,122 @@
+//! The namespace guard's look at a namespace being opted in (or
+//! tightened): its pods and claims, listed a page at a time within a
+//! budget, each object read from the page's text and evaluated on its own
+//! (one object's document at a time), then the warnings
+//! (`admission::namespace_guard::OptInFindings`).
+//!
+//! A Namespace review can be forged by anyone who reaches the port, naming
+//! any namespace: the look is taken from the caller's allowance
+//! ([`ClusterReads`](super::cluster_reads::ClusterReads)), reads at most
+//! [`NAMESPACE_PAGES`] pages of each kind, and names the objects only when
+//! client certificates are required.
+
+use std::time::Duration;
+
+use crate::admission::namespace_guard::{self, Disclosure, OptInFindings};
+use crate::admission::{AdmissionRequest, RawObject};
+use crate::cluster::{self, Paged, Pages};
+use crate::document::Document;
+use crate::policy::ClusterFacts;
+use crate::settings::Settings;
+
+use super::cluster_reads::{Caller, ClusterReads, NAMESPACE_PAGE, NAMESPACE_PAGES};
+
+/// How long the look may take, pods and claims together; past it the
+/// change is admitted without the warnings.
+const LOOK_BUDGET: Duration = Duration::from_secs(2);
+
+/// The pages of each kind a look reads.
+const PAGES: Pages = Pages {
+    size: NAMESPACE_PAGE,
+    max: NAMESPACE_PAGES,
+};
+
+/// What a look at a namespace uses of the server.
+pub struct NamespaceLook<'a> {
+    /// None with `--no-cluster`: no look.
+    pub client: Option<&'a kube::Client>,
+    /// The caches the pods' claims resolve through.
+    pub cluster: Option<&'a dyn ClusterFacts>,
+    pub reads: &'a ClusterReads,
+    /// Names only when client certificates are required.
+    pub disclosure: Disclosure,
+}
+
+/// When a namespace is opted in or tightened, warns about the pods already
+/// running there (Pod Security Admission does the same), their claims
+/// resolved from the cache, and about the claims already there.
+pub async fn opt_in_warnings(
+    look: NamespaceLook<'_>,
+    caller: Caller,
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+) -> Vec<String> {
+    let old = request.old_object.as_ref().map(RawObject::json);
+    let new = request.object.as_ref().map(RawObject::json);
+    let (Some(mode), Some(client)) = (namespace_guard::tightened_to(old, new), look.client) else {
+        return Vec::new();
+    };
+    let namespace = &*request.name;
+    let _look = match look.reads.namespace_look(caller) {
+        Ok(permit) => permit,
+        Err(refused) => {
+            tracing::info!(%namespace, caller = %caller.0, ?refused, "no opt-in look");
+            return vec![namespace_guard::look_skipped(namespace)];
+        }
+    };
+    let cluster = look.cluster;
+    let deadline = tokio::time::Instant::now() + LOOK_BUDGET;
+    let mut findings = OptInFindings::default();
+    // A page is read without an await: past the budget, its remaining
+    // objects are skipped, and the look ends at the next request.
+    let within_budget = || tokio::time::Instant::now() < deadline;
+    let pods = cluster::pods_in_pages(client, namespace, PAGES, |text| {
+        if !within_budget() {
+            return;
+        }
+        if let Ok(pod) = Document::parse(text) {
+            findings.add_pod(pod.root(), namespace, settings, cluster);
+        }
+    });
+    let pods = match tokio::time::timeout_at(deadline, pods).await {
+        Ok(Ok(_)) if !within_budget() => {
+            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning: reading the pods took too long");
+            return Vec::new();
+        }
+        Ok(Ok(paged)) => paged,
+        Ok(Err(error)) => {
+            tracing::warn!(%namespace, %error, "no opt-in warning: the pods were not listed");
+            return Vec::new();
+        }
+        Err(_) => {
+            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning: listing the pods took too long");
+            return Vec::new();
+        }
+    };
+    let claims = cluster::claims_in_pages(client, namespace, PAGES, |kind, text| {
+        if !within_budget() {
+            return;
+        }
+        if let Ok(claim) = Document::parse(text) {
+            findings.add_claim(kind, claim.root(), namespace, settings, cluster);
+        }
+    });
+    let claims = match tokio::time::timeout_at(deadline, claims).await {
+        Ok(Ok(paged)) => paged,
+        Ok(Err(error)) => {
+            tracing::warn!(%namespace, %error, "no opt-in warning about claims: not listed");
+            Paged::Complete
+        }
+        Err(_) => {
+            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning about claims: listing them took too long");
+            Paged::Complete
+        }
+    };
+    if pods.and(claims) == Paged::Truncated {
+        let read = usize::try_from(PAGES.size)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(PAGES.max);
+        findings.read_only(read);
+    }
+    findings.warnings(mode, namespace, look.disclosure)
+}
