@@ -6,14 +6,9 @@
 //! whether a pod exists, and a flood of such reviews from one caller costs
 //! the API server a bounded number of requests.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
-
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
-use tokio::net::TcpSocket;
-use tokio_rustls::TlsConnector;
 
 use rustls::ClientConfig;
 use serde_json::{Value, json};
@@ -24,7 +19,7 @@ use crate::support::fake_api::dra::claim_for_pod;
 use crate::support::server::{
     Connection, MUTATE, Options, Server, body_of, next_uid, opt_in_review, review, write_atomically,
 };
-use crate::support::tls::{SERVER_NAME, client_config, client_config_as, test_ca, test_client};
+use crate::support::tls::{client_config_as, test_ca, test_client};
 
 /// The namespace the forged reviews name.
 const NAMESPACE: &str = "lab";
@@ -240,24 +235,6 @@ async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_list
     );
 }
 
-/// A connection to `server` from the loopback address `from` (any
-/// 127.0.0.0/8 address is the machine's own): another caller.
-async fn connect_from(server: &Server, from: Ipv4Addr) -> Connection {
-    let socket = TcpSocket::new_v4().expect("a socket");
-    socket
-        .bind(SocketAddr::from((from, 0)))
-        .expect("bind a loopback address");
-    let tcp = socket.connect(server.admission).await.expect("connect");
-    let name = ServerName::try_from(SERVER_NAME).expect("a DNS name");
-    let tls = TlsConnector::from(client_config(&server.ca_pem))
-        .connect(name, tcp)
-        .await
-        .expect("TLS handshake");
-    Connection::http(TokioIo::new(tls))
-        .await
-        .unwrap_or_else(|err| panic!("{err}"))
-}
-
 /// Callers do not share an allowance: once one has spent its looks, a
 /// review from another address (the API server's, in a cluster) is still
 /// looked at.
@@ -266,7 +243,9 @@ async fn a_caller_that_spent_its_looks_leaves_others_theirs() {
     let api = FakeApi::start().await;
     populate(&api);
     let (server, _scratch) = serve(&api, None).await;
-    let mut attacker = connect_from(&server, Ipv4Addr::new(127, 0, 0, 1)).await;
+    let mut attacker = server
+        .connect_from(Ipv4Addr::new(127, 0, 0, 1).into())
+        .await;
     for _ in 0..LOOK_BURST {
         let (warnings, _) = forge_opt_in(&mut attacker).await;
         assert!(warnings.contains("existing pod(s)"), "{warnings}");
@@ -277,7 +256,9 @@ async fn a_caller_that_spent_its_looks_leaves_others_theirs() {
         "{refused}"
     );
 
-    let mut other = connect_from(&server, Ipv4Addr::new(127, 0, 0, 2)).await;
+    let mut other = server
+        .connect_from(Ipv4Addr::new(127, 0, 0, 2).into())
+        .await;
     let (warnings, _) = forge_opt_in(&mut other).await;
     assert!(
         warnings.contains(&format!(

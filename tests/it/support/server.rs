@@ -193,7 +193,18 @@ pub async fn handshake_from(
 impl Connection {
     /// TCP to `addr`, TLS with SNI [`SERVER_NAME`], then HTTP/1.1.
     pub async fn tls(addr: SocketAddr, config: Arc<ClientConfig>) -> Result<Self, String> {
-        let tls = handshake(addr, config).await?;
+        Self::tls_from(None, addr, config).await
+    }
+
+    /// [`Connection::tls`] from the local address `source` when given: a
+    /// loopback address other than 127.0.0.1 is another caller to the
+    /// server's per-caller budgets and limits.
+    pub async fn tls_from(
+        source: Option<IpAddr>,
+        addr: SocketAddr,
+        config: Arc<ClientConfig>,
+    ) -> Result<Self, String> {
+        let tls = handshake_from(source, addr, config).await?;
         let (_, session) = tls.get_ref();
         if session.alpn_protocol() != Some(b"http/1.1") {
             return Err(format!(
@@ -592,6 +603,14 @@ impl Server {
 
     pub async fn connect(&self) -> Connection {
         Connection::tls(self.admission, self.client_config())
+            .await
+            .unwrap_or_else(|err| panic!("{err}; log:\n{}", self.log()))
+    }
+
+    /// [`Server::connect`] from the loopback address `source`: another
+    /// caller to the server's per-caller budgets and limits.
+    pub async fn connect_from(&self, source: IpAddr) -> Connection {
+        Connection::tls_from(Some(source), self.admission, self.client_config())
             .await
             .unwrap_or_else(|err| panic!("{err}; log:\n{}", self.log()))
     }
