@@ -105,6 +105,35 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
     })
 }
 
+/// The size of `operations` encoded as JSON, when it is at most `budget`
+/// bytes; `None` past it. Counted as they are written, without keeping
+/// the bytes: the count of a patch far over its budget stops there.
+pub fn encoded_len_within(operations: &[PatchOperation], budget: usize) -> Option<usize> {
+    let mut counter = ByteCounter { count: 0, budget };
+    serde_json::to_writer(&mut counter, operations).ok()?;
+    Some(counter.count)
+}
+
+/// A writer that counts bytes, and fails once they pass `budget`.
+struct ByteCounter {
+    count: usize,
+    budget: usize,
+}
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.count = self.count.saturating_add(bytes.len());
+        if self.count > self.budget {
+            return Err(std::io::Error::other("over the budget"));
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,5 +200,24 @@ mod tests {
             value: Value::Null,
         });
         assert!(!adds_annotations(&[replaced], metadata));
+    }
+
+    /// The count is the encoded length, up to the budget and not past it.
+    #[test]
+    fn a_patch_is_counted_as_encoded_up_to_its_budget() {
+        let operations: Vec<PatchOperation> = (0..100)
+            .map(|at| {
+                let path = pointer_below(
+                    Pointer::root(),
+                    [Step::Key("spec"), Step::Key("containers"), Step::Index(at)],
+                );
+                add(path, Value::String("void".to_owned()))
+            })
+            .collect();
+        let encoded = serde_json::to_vec(&operations).unwrap_or_default().len();
+        assert_eq!(encoded_len_within(&operations, encoded), Some(encoded));
+        assert_eq!(encoded_len_within(&operations, usize::MAX), Some(encoded));
+        assert_eq!(encoded_len_within(&operations, encoded - 1), None);
+        assert_eq!(encoded_len_within(&[], 2), Some(2));
     }
 }
