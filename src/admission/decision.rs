@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::kinds::ObjectKind;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::message::{and_more, prefix_within, thousands};
-use crate::policy::patch::encoded_len_within;
+use crate::policy::patch::encoded_within;
 use crate::policy::{ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleSet};
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -95,6 +95,9 @@ pub struct Decision {
     /// [`MAX_PATCH_BYTES`]: the mutating webhook denies it too (fail
     /// closed), rather than let it through unchanged.
     pub over_patch_budget: bool,
+    /// [`Self::patch`] encoded as JSON, when it is carried: what the
+    /// webhook answers with, encoded once, while its size was measured.
+    pub encoded_patch: Vec<u8>,
 }
 
 /// The audit annotation naming the images the table answered for because
@@ -172,23 +175,30 @@ fn is_patched(kind: ObjectKind) -> bool {
     kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim)
 }
 
-/// Why the evaluation's patch cannot be carried, when it is over
-/// [`MAX_PATCH_BYTES`] (and would be carried were it not: nothing else
-/// denies the object).
-fn patch_over_budget(kind: ObjectKind, evaluation: &Evaluation) -> Option<String> {
-    if !is_patched(kind)
-        || evaluation.patch.is_empty()
-        || !evaluation.violations.is_empty()
-        || encoded_len_within(&evaluation.patch, MAX_PATCH_BYTES).is_some()
-    {
-        return None;
+/// What becomes of the evaluation's patch, by its size.
+enum PatchBudget {
+    /// No patch would be carried: nothing to change, a kind never patched,
+    /// or violations that deny the object.
+    Nothing,
+    /// The patch, encoded, within [`MAX_PATCH_BYTES`].
+    Within(Vec<u8>),
+    /// Over [`MAX_PATCH_BYTES`]: why it cannot be carried, in one line.
+    Over(String),
+}
+
+fn patch_budget(kind: ObjectKind, evaluation: &Evaluation) -> PatchBudget {
+    if !is_patched(kind) || evaluation.patch.is_empty() || !evaluation.violations.is_empty() {
+        return PatchBudget::Nothing;
+    }
+    if let Some(encoded) = encoded_within(&evaluation.patch, MAX_PATCH_BYTES) {
+        return PatchBudget::Within(encoded);
     }
     let object = if kind == ObjectKind::Pod {
         "pod"
     } else {
         "claim"
     };
-    Some(format!(
+    PatchBudget::Over(format!(
         "the changes this {object} needs are a patch of {} operations, more than the {} KiB \
          one answer carries: make them in the manifest (gpu-policy check -o yaml prints it \
          changed), or split the {object}",
@@ -203,7 +213,17 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
         allowed: true,
         ..Decision::default()
     };
-    let over_patch_budget = patch_over_budget(kind, evaluation);
+    let over_patch_budget = match patch_budget(kind, evaluation) {
+        PatchBudget::Nothing => None,
+        PatchBudget::Within(encoded) => {
+            // Carried in enforce mode only (`carries_patch`).
+            if mode == Mode::Enforce {
+                decision.encoded_patch = encoded;
+            }
+            None
+        }
+        PatchBudget::Over(reason) => Some(reason),
+    };
     if let Some(entry) = &evaluation.allowlisted {
         let entry = entry.to_string();
         decision.audit_annotations.insert(

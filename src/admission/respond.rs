@@ -330,8 +330,14 @@ fn into_response(
             }
             if !decision.patch.is_empty() {
                 // Encoded first, so that a patch that cannot be encoded
-                // leaves the response to deny.
-                match serde_json::to_vec(&decision.patch) {
+                // leaves the response to deny. `decide` encoded it when it
+                // measured it against its budget.
+                let encoded = if decision.encoded_patch.is_empty() {
+                    serde_json::to_vec(&decision.patch)
+                } else {
+                    Ok(decision.encoded_patch)
+                };
+                match encoded {
                     Ok(encoded) => {
                         // `encode` writes the patch type with the patch.
                         response.patch = Some(encoded);

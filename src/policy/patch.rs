@@ -105,27 +105,30 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
     })
 }
 
-/// The size of `operations` encoded as JSON, when it is at most `budget`
-/// bytes; `None` past it. Counted as they are written, without keeping
-/// the bytes: the count of a patch far over its budget stops there.
-pub fn encoded_len_within(operations: &[PatchOperation], budget: usize) -> Option<usize> {
-    let mut counter = ByteCounter { count: 0, budget };
-    serde_json::to_writer(&mut counter, operations).ok()?;
-    Some(counter.count)
+/// `operations` encoded as JSON, when that is at most `budget` bytes;
+/// `None` past it. The encoding stops at the budget: a patch far over it
+/// costs the budget, not its size.
+pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
+    let mut out = BudgetedBytes {
+        bytes: Vec::new(),
+        budget,
+    };
+    serde_json::to_writer(&mut out, operations).ok()?;
+    Some(out.bytes)
 }
 
-/// A writer that counts bytes, and fails once they pass `budget`.
-struct ByteCounter {
-    count: usize,
+/// Bytes that refuse to grow past `budget`.
+struct BudgetedBytes {
+    bytes: Vec<u8>,
     budget: usize,
 }
 
-impl std::io::Write for ByteCounter {
+impl std::io::Write for BudgetedBytes {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.count = self.count.saturating_add(bytes.len());
-        if self.count > self.budget {
+        if self.bytes.len().saturating_add(bytes.len()) > self.budget {
             return Err(std::io::Error::other("over the budget"));
         }
+        self.bytes.extend_from_slice(bytes);
         Ok(bytes.len())
     }
 
@@ -202,9 +205,9 @@ mod tests {
         assert!(!adds_annotations(&[replaced], metadata));
     }
 
-    /// The count is the encoded length, up to the budget and not past it.
+    /// The bytes are the patch encoded, up to the budget and not past it.
     #[test]
-    fn a_patch_is_counted_as_encoded_up_to_its_budget() {
+    fn a_patch_is_encoded_up_to_its_budget() {
         let operations: Vec<PatchOperation> = (0..100)
             .map(|at| {
                 let path = pointer_below(
@@ -214,10 +217,11 @@ mod tests {
                 add(path, Value::String("void".to_owned()))
             })
             .collect();
-        let encoded = serde_json::to_vec(&operations).unwrap_or_default().len();
-        assert_eq!(encoded_len_within(&operations, encoded), Some(encoded));
-        assert_eq!(encoded_len_within(&operations, usize::MAX), Some(encoded));
-        assert_eq!(encoded_len_within(&operations, encoded - 1), None);
-        assert_eq!(encoded_len_within(&[], 2), Some(2));
+        let encoded = serde_json::to_vec(&operations).unwrap_or_default();
+        let budget = encoded.len();
+        assert_eq!(encoded_within(&operations, budget).as_ref(), Some(&encoded));
+        assert_eq!(encoded_within(&operations, usize::MAX).as_ref(), Some(&encoded));
+        assert_eq!(encoded_within(&operations, budget - 1), None);
+        assert_eq!(encoded_within(&[], 2), Some(b"[]".to_vec()));
     }
 }
