@@ -26,9 +26,8 @@ pub struct ReloadLabels {
 }
 
 /// What is reloaded: the values of `reload_success`'s `source`.
-pub const RELOAD_SOURCES: [&str; 4] = ["config", "certificate", "client_ca", "registry-credentials"];
-
-
+pub const RELOAD_SOURCES: [&str; 4] =
+    ["config", "certificate", "client_ca", "registry-credentials"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {

@@ -11,8 +11,8 @@ use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, Operation};
 
 use super::decision::{
-    Decision, DecisionKind, MAX_DENIAL_BYTES, Mode, Verdict, bounded_warnings,
-    decide_taking_patch, namespace_settings, unreadable,
+    Decision, DecisionKind, MAX_DENIAL_BYTES, Mode, Verdict, bounded_warnings, decide_taking_patch,
+    namespace_settings, unreadable,
 };
 use super::images;
 use super::kinds::ObjectKind;

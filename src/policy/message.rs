@@ -476,15 +476,29 @@ mod tests {
             "containers \"c0\", \"c1\", \"c2\", \"c3\", \"c4\", \"c5\", \"c6\", \"c7\", \
              \"c8\", \"c9\" and 99,990 more"
         );
-        let eleven = quoted_list("request", "requests", names.iter().take(11).map(String::as_str));
+        let eleven = quoted_list(
+            "request",
+            "requests",
+            names.iter().take(11).map(String::as_str),
+        );
         assert!(eleven.ends_with("\"c9\" and 1 more"), "{eleven}");
-        let ten = quoted_list("request", "requests", names.iter().take(10).map(String::as_str));
+        let ten = quoted_list(
+            "request",
+            "requests",
+            names.iter().take(10).map(String::as_str),
+        );
         assert!(ten.ends_with("\"c8\", \"c9\""), "{ten}");
         let long = "é".repeat(1 << 19);
         let cut = containers_phrase([long.as_str()]);
-        assert_eq!(cut, format!("container {:?}", ["é".repeat(31), "…".to_owned()].concat()));
+        assert_eq!(
+            cut,
+            format!("container {:?}", ["é".repeat(31), "…".to_owned()].concat())
+        );
         let exact = "a".repeat(MAX_LISTED_NAME_BYTES);
-        assert_eq!(containers_phrase([exact.as_str()]), format!("container {exact:?}"));
+        assert_eq!(
+            containers_phrase([exact.as_str()]),
+            format!("container {exact:?}")
+        );
     }
 
     /// A body longer than a message keeps is cut and marked, at a
@@ -494,7 +508,10 @@ mod tests {
         let long = "é".repeat(1 << 20);
         let message = Message::new(format_args!("runtimeClassName {long:?} is not allowed"));
         assert!(message.as_str().len() <= Message::PREFIX.len() + Message::MAX_BODY_BYTES + 3);
-        assert!(message.starts_with("gpu-policy: runtimeClassName \"éé"), "{message}");
+        assert!(
+            message.starts_with("gpu-policy: runtimeClassName \"éé"),
+            "{message}"
+        );
         assert!(message.ends_with("é…"), "{message}");
         let short = "x".repeat(Message::MAX_BODY_BYTES);
         assert_eq!(Message::new(&short).body(), short);

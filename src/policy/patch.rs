@@ -220,7 +220,10 @@ mod tests {
         let encoded = serde_json::to_vec(&operations).unwrap_or_default();
         let budget = encoded.len();
         assert_eq!(encoded_within(&operations, budget).as_ref(), Some(&encoded));
-        assert_eq!(encoded_within(&operations, usize::MAX).as_ref(), Some(&encoded));
+        assert_eq!(
+            encoded_within(&operations, usize::MAX).as_ref(),
+            Some(&encoded)
+        );
         assert_eq!(encoded_within(&operations, budget - 1), None);
         assert_eq!(encoded_within(&[], 2), Some(b"[]".to_vec()));
     }

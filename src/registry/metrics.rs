@@ -122,6 +122,9 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
-        assert!(!text.contains("evil") && !text.contains("pytorch"), "{text}");
+        assert!(
+            !text.contains("evil") && !text.contains("pytorch"),
+            "{text}"
+        );
     }
 }

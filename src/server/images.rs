@@ -19,14 +19,14 @@ use crate::admission::AdmissionRequest;
 use arc_swap::ArcSwapOption;
 use lru::LruCache;
 
+use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::admission::respond::{self, Endpoint};
-use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::metrics::Metrics;
 use crate::policy::{ClusterFacts, ImageNeeds};
-use crate::telemetry::bounded_field;
 use crate::registry::{Credentials, ImageConfigFacts, Resolver, ResolverOptions};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
+use crate::telemetry::bounded_field;
 
 /// The resolver of registry mode, rebuilt when the registries it speaks to
 /// change and given new credentials when their file does.

@@ -360,9 +360,7 @@ mod tests {
         let long = |letter: &str| letter.repeat(1 << 20);
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": long("n")}, "spec": {}});
-        let mut review = Review::create(&pod, &long("s"))
-            .uid(&long("u"))
-            .json();
+        let mut review = Review::create(&pod, &long("s")).uid(&long("u")).json();
         review["request"]["kind"]["kind"] = json!(long("k"));
         let body = serde_json::to_vec(&review).expect("a review");
         let request = crate::admission::decode(&body).expect("a review");
@@ -384,14 +382,20 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(line).expect("JSON");
         assert_eq!(line["kind"], "other");
         let more = (1 << 20) - UID_BYTES;
-        assert_eq!(line["uid"], format!("{}… ({more} bytes more)", "u".repeat(UID_BYTES)));
+        assert_eq!(
+            line["uid"],
+            format!("{}… ({more} bytes more)", "u".repeat(UID_BYTES))
+        );
         let more = (1 << 20) - NAMESPACE_BYTES;
         assert_eq!(
             line["namespace"],
             format!("{}… ({more} bytes more)", "s".repeat(NAMESPACE_BYTES))
         );
         let more = (1 << 20) - NAME_BYTES;
-        assert_eq!(line["name"], format!("{}… ({more} bytes more)", "n".repeat(NAME_BYTES)));
+        assert_eq!(
+            line["name"],
+            format!("{}… ({more} bytes more)", "n".repeat(NAME_BYTES))
+        );
     }
 
     #[test]

@@ -111,7 +111,12 @@ fn warnings_are_capped_in_count_and_characters() {
     );
     // Long ones: the characters bind before the count.
     let long: Vec<String> = (0..3_000)
-        .map(|at| format!("gpu-policy: [bounded-requests] would deny: {at} {}", "x".repeat(300)))
+        .map(|at| {
+            format!(
+                "gpu-policy: [bounded-requests] would deny: {at} {}",
+                "x".repeat(300)
+            )
+        })
         .collect();
     let kept = bounded_warnings(&long);
     let chars: usize = kept.iter().map(|w| w.chars().count()).sum();
@@ -160,7 +165,9 @@ fn audit_annotations_are_capped_with_a_count_of_the_rest() {
     );
     let few = decide(Mode::Audit, ObjectKind::Pod, &with_violations(2));
     assert_eq!(
-        few.audit_annotations.get("violations").map(|v| v.matches("; ").count()),
+        few.audit_annotations
+            .get("violations")
+            .map(|v| v.matches("; ").count()),
         Some(1)
     );
 }
@@ -202,13 +209,22 @@ fn a_patch_over_its_budget_denies_in_enforce_mode() {
     assert!(warned.allowed && warned.patch.is_empty());
     assert_eq!(
         warned.warnings_in_full.first().map(String::as_str),
-        Some(format!("gpu-policy: would deny: {}", &denial["gpu-policy: ".len()..]).as_str())
+        Some(
+            format!(
+                "gpu-policy: would deny: {}",
+                &denial["gpu-policy: ".len()..]
+            )
+            .as_str()
+        )
     );
 
     let audited = decide(Mode::Audit, ObjectKind::Pod, &over);
     assert!(audited.allowed && audited.warnings.is_empty());
     assert_eq!(
-        audited.audit_annotations.get(PATCH_ANNOTATION).map(String::as_str),
+        audited
+            .audit_annotations
+            .get(PATCH_ANNOTATION)
+            .map(String::as_str),
         denial.strip_prefix("gpu-policy: ")
     );
 

@@ -103,7 +103,10 @@ fn a_kind_outside_the_webhooks_kinds_is_counted_as_other() {
         2,
         "{text}"
     );
-    assert!(!text.contains("Widget") && !text.contains("pod\""), "{text}");
+    assert!(
+        !text.contains("Widget") && !text.contains("pod\""),
+        "{text}"
+    );
     assert_eq!(kind_label(&long), OTHER_KIND);
     assert_eq!(kind_label("Deployment"), "Deployment");
 }

@@ -154,15 +154,19 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
         .iter()
         .filter(|line| {
             ["namespace", "name", "uid"].iter().any(|field| {
-                line[field]
-                    .as_str()
-                    .is_some_and(|value| value.contains("attacker") && value.contains("bytes more)"))
+                line[field].as_str().is_some_and(|value| {
+                    value.contains("attacker") && value.contains("bytes more)")
+                })
             })
         })
         .count();
     assert_eq!(cut, BURST * 3 / 5, "{decisions:#?}");
     let peak = server.memory("VmHWM");
-    assert!(peak <= PEAK_RSS, "peak RSS {:.1} MiB", peak as f64 / MIB as f64);
+    assert!(
+        peak <= PEAK_RSS,
+        "peak RSS {:.1} MiB",
+        peak as f64 / MIB as f64
+    );
 }
 
 /// The resident set once the allocator has given back what the burst
@@ -181,7 +185,9 @@ async fn settled_rss(server: &Server, base: u64) -> u64 {
 /// A CPU-only pod of `count` containers, each of which `/mutate` pins to
 /// `void`: a patch of some 100 bytes per container.
 fn pod_of_many_containers(count: usize) -> Value {
-    let containers: Vec<Value> = (0..count).map(|at| json!({"name": format!("c{at}")})).collect();
+    let containers: Vec<Value> = (0..count)
+        .map(|at| json!({"name": format!("c{at}")}))
+        .collect();
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "many", "namespace": "ml"},
         "spec": {"containers": containers}})
@@ -200,9 +206,10 @@ fn pod_of_many_violations(resources: usize, privileged: usize) -> Value {
     let containers = pod["spec"]["containers"]
         .as_array_mut()
         .expect("the fixture's containers");
-    containers.extend((0..privileged).map(|at| {
-        json!({"name": format!("p{at}"), "securityContext": {"privileged": true}})
-    }));
+    containers.extend(
+        (0..privileged)
+            .map(|at| json!({"name": format!("p{at}"), "securityContext": {"privileged": true}})),
+    );
     pod
 }
 
@@ -281,7 +288,9 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     assert_eq!(response["allowed"], true);
     assert_warnings_bounded(WARN, &warnings);
     assert!(
-        warnings.iter().any(|w| w.contains("would deny") && w.contains("patch")),
+        warnings
+            .iter()
+            .any(|w| w.contains("would deny") && w.contains("patch")),
         "{warnings:#?}"
     );
 
@@ -294,7 +303,10 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
         "3,000 violations, /validate/enforce: {size} bytes, message {} bytes",
         message.len()
     );
-    assert!(size <= ANSWER_BYTES, "/validate/enforce answered {size} bytes");
+    assert!(
+        size <= ANSWER_BYTES,
+        "/validate/enforce answered {size} bytes"
+    );
     assert_eq!(response["allowed"], false);
     assert!(message.len() <= 4096, "{} bytes", message.len());
     assert!(message.contains("; and 2,"), "{message}");
@@ -321,7 +333,10 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
         .max()
         .unwrap_or(0);
     eprintln!("/validate/audit: {size} bytes, longest annotation {longest} bytes");
-    assert!(size <= ANSWER_BYTES, "/validate/audit answered {size} bytes");
+    assert!(
+        size <= ANSWER_BYTES,
+        "/validate/audit answered {size} bytes"
+    );
     assert!(longest <= 4096, "an audit annotation of {longest} bytes");
     let violations = annotations["violations"].as_str().unwrap_or_default();
     assert!(violations.contains(" more"), "{violations:.300}");
@@ -334,7 +349,10 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
         "20,000 privileged containers, /validate/enforce: {size} bytes, message {} bytes",
         message.len()
     );
-    assert!(size <= ANSWER_BYTES, "/validate/enforce answered {size} bytes");
+    assert!(
+        size <= ANSWER_BYTES,
+        "/validate/enforce answered {size} bytes"
+    );
     assert!(message.contains("and 19,99"), "{message:.4096}");
     // What evaluating the pods costs is the business of the memory
     // budget's tests (the document, the view and the rules' changes); this
