@@ -28,7 +28,7 @@ use crate::policy::RuleId;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub endpoint: &'static str,
-    /// One of [`KINDS`]: a kind the webhooks are registered for, `` (a
+    /// One of [`KINDS`]: a kind the webhooks are registered for, `""` (a
     /// request that could not be read) or `other`.
     pub kind: &'static str,
     pub operation: &'static str,
