@@ -1,10 +1,16 @@
 //! Prometheus metrics. Every metric name appears once, with typed label
 //! sets: here, in `metrics/admission.rs` (those every request writes) and
 //! in the registry room's `ResolverMetrics`.
+//!
+//! Every label value is one of a closed list the server writes itself
+//! ([`closed_label`], [`kind_label`]): a series lives as long as the
+//! process and is written at every scrape, so none may come from a request.
 
 mod admission;
+mod labels;
 
-pub use admission::{AdmissionMetrics, Finding, operation_name};
+pub use admission::{AdmissionMetrics, Finding, KINDS, OTHER_KIND, kind_label, operation_name};
+pub use labels::{OTHER, closed_label};
 
 use std::sync::atomic::AtomicU64;
 
@@ -15,9 +21,13 @@ use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
-    /// `config` or `certificate`.
-    pub source: String,
+    /// One of [`RELOAD_SOURCES`], or `other`.
+    pub source: &'static str,
 }
+
+/// What is reloaded: the values of `reload_success`'s `source`.
+pub const RELOAD_SOURCES: [&str; 4] =
+    ["config", "certificate", "client_ca", "registry-credentials"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {
@@ -82,7 +92,7 @@ impl Metrics {
     pub fn set_reload(&self, source: &str, ok: bool) {
         self.reload_success
             .get_or_create(&ReloadLabels {
-                source: source.to_owned(),
+                source: closed_label(source, &RELOAD_SOURCES),
             })
             .set(i64::from(ok));
     }
@@ -94,5 +104,31 @@ impl Metrics {
             text.clear();
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A word outside a label's list is `other`; the list's own are kept.
+    #[test]
+    fn closed_labels_fold_every_other_word_to_other() {
+        assert_eq!(closed_label("config", &RELOAD_SOURCES), "config");
+        assert_eq!(closed_label("client_ca", &RELOAD_SOURCES), "client_ca");
+        assert_eq!(closed_label("Config", &RELOAD_SOURCES), "other");
+        assert_eq!(closed_label(&"x".repeat(1 << 16), &RELOAD_SOURCES), "other");
+        let metrics = Metrics::new();
+        metrics.set_reload("config", true);
+        metrics.set_reload("something else", false);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"gpu_policy_reload_success{source="config"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"gpu_policy_reload_success{source="other"} 0"#),
+            "{text}"
+        );
     }
 }

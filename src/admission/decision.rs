@@ -4,7 +4,7 @@
 //! `audit` both go through it.
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
 use json_patch::PatchOperation;
@@ -12,6 +12,8 @@ use serde::Serialize;
 
 use super::kinds::ObjectKind;
 use crate::policy::dra::claims::ClaimKind;
+use crate::policy::message::{and_more, prefix_within, thousands};
+use crate::policy::patch::encoded_within;
 use crate::policy::{ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleSet};
 use crate::settings::{NamespaceSettings, Settings};
 
@@ -89,6 +91,13 @@ pub struct Decision {
     pub warnings_in_full: Vec<String>,
     /// Keys are prefixed with the webhook's name by the API server.
     pub audit_annotations: BTreeMap<String, String>,
+    /// Denied because the changes the object needs are a patch over
+    /// [`MAX_PATCH_BYTES`]: the mutating webhook denies it too (fail
+    /// closed), rather than let it through unchanged.
+    pub over_patch_budget: bool,
+    /// [`Self::patch`] encoded as JSON, when it is carried: what the
+    /// webhook answers with, encoded once, while its size was measured.
+    pub encoded_patch: Vec<u8>,
 }
 
 /// The audit annotation naming the images the table answered for because
@@ -99,10 +108,38 @@ pub const IMAGE_RESOLUTION_ANNOTATION: &str = "image-resolution";
 /// the API server truncates long ones anyway.
 pub const MAX_WARNING_CHARS: usize = 119;
 
+/// The most warnings one answer carries, the last of them saying how many
+/// more there are, and their characters in all. k8s.io/apiserver passes on
+/// 4,096 characters of warnings per request from every webhook together
+/// and drops the rest (cutting each to 256 once over): half of it leaves
+/// the other webhooks theirs.
+pub const MAX_WARNINGS: usize = 16;
+pub const MAX_WARNINGS_CHARS: usize = 2048;
+
+/// The longest denial message, in bytes: kubectl prints it, and a
+/// controller that cannot create its pods copies it into an event.
+pub const MAX_DENIAL_BYTES: usize = 4096;
+
+/// The longest value of an audit annotation, in bytes. The API server's
+/// audit backends drop an event over `--audit-log-truncate-max-event-size`
+/// (100 KiB by default) when truncation is on, and a
+/// ValidatingAdmissionPolicy's audit annotation is cut at 10 KiB.
+pub const MAX_AUDIT_ANNOTATION_BYTES: usize = 4096;
+
+/// The largest patch one answer carries, encoded as JSON. A pin is some
+/// 100 bytes of patch, so this is room for some 2,500 containers' pins;
+/// a pod needing more is denied in enforce mode (the server would
+/// otherwise answer megabytes, base64-encoded, for the API server to apply
+/// to an object it then cannot store).
+pub const MAX_PATCH_BYTES: usize = 256 << 10;
+
+/// The audit annotation saying the changes are over [`MAX_PATCH_BYTES`].
+pub const PATCH_ANNOTATION: &str = "patch";
+
 /// The mode's verdict on an evaluation.
 pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision {
     let mut decision = decide_all_but_the_patch(mode, kind, evaluation);
-    if carries_patch(mode, kind, evaluation) {
+    if carries_patch(mode, kind, evaluation, &decision) {
         decision.patch = evaluation.patch.clone();
     }
     decision
@@ -112,18 +149,62 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision
 /// copied: for the webhook, which answers once and drops the evaluation.
 pub fn decide_taking_patch(mode: Mode, kind: ObjectKind, evaluation: &mut Evaluation) -> Decision {
     let mut decision = decide_all_but_the_patch(mode, kind, evaluation);
-    if carries_patch(mode, kind, evaluation) {
+    if carries_patch(mode, kind, evaluation, &decision) {
         decision.patch = std::mem::take(&mut evaluation.patch);
     }
     decision
 }
 
 /// Whether the decision carries the evaluation's patch: in enforce mode,
-/// when nothing is denied, for pods and the claims made for them (R4's
-/// selector).
-fn carries_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> bool {
-    let mutated = kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim);
-    mode == Mode::Enforce && mutated && evaluation.violations.is_empty()
+/// when nothing is denied and the patch is within its budget, for pods and
+/// the claims made for them (R4's selector).
+fn carries_patch(
+    mode: Mode,
+    kind: ObjectKind,
+    evaluation: &Evaluation,
+    decision: &Decision,
+) -> bool {
+    mode == Mode::Enforce
+        && is_patched(kind)
+        && evaluation.violations.is_empty()
+        && !decision.over_patch_budget
+}
+
+/// The kinds the mutating webhook patches.
+fn is_patched(kind: ObjectKind) -> bool {
+    kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim)
+}
+
+/// What becomes of the evaluation's patch, by its size.
+enum PatchBudget {
+    /// No patch would be carried: nothing to change, a kind never patched,
+    /// or violations that deny the object.
+    Nothing,
+    /// The patch, encoded, within [`MAX_PATCH_BYTES`].
+    Within(Vec<u8>),
+    /// Over [`MAX_PATCH_BYTES`]: why it cannot be carried, in one line.
+    Over(String),
+}
+
+fn patch_budget(kind: ObjectKind, evaluation: &Evaluation) -> PatchBudget {
+    if !is_patched(kind) || evaluation.patch.is_empty() || !evaluation.violations.is_empty() {
+        return PatchBudget::Nothing;
+    }
+    if let Some(encoded) = encoded_within(&evaluation.patch, MAX_PATCH_BYTES) {
+        return PatchBudget::Within(encoded);
+    }
+    let object = if kind == ObjectKind::Pod {
+        "pod"
+    } else {
+        "claim"
+    };
+    PatchBudget::Over(format!(
+        "the changes this {object} needs are a patch of {} operations, more than the {} KiB \
+         one answer carries: make them in the manifest (gpu-policy check -o yaml prints it \
+         changed), or split the {object}",
+        thousands(evaluation.patch.len()),
+        MAX_PATCH_BYTES >> 10,
+    ))
 }
 
 fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Decision {
@@ -132,18 +213,32 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
         allowed: true,
         ..Decision::default()
     };
+    let over_patch_budget = match patch_budget(kind, evaluation) {
+        PatchBudget::Nothing => None,
+        PatchBudget::Within(encoded) => {
+            // Carried in enforce mode only (`carries_patch`).
+            if mode == Mode::Enforce {
+                decision.encoded_patch = encoded;
+            }
+            None
+        }
+        PatchBudget::Over(reason) => Some(reason),
+    };
     if let Some(entry) = &evaluation.allowlisted {
-        decision
-            .audit_annotations
-            .insert("allowlisted".to_owned(), entry.to_string());
+        let entry = entry.to_string();
+        decision.audit_annotations.insert(
+            "allowlisted".to_owned(),
+            prefix_within(&entry, MAX_AUDIT_ANNOTATION_BYTES).to_owned(),
+        );
     }
     // In every mode: the audit log says where the table stood in for a
     // registry.
     let fallbacks = evaluation.notice_bodies(NoticeKind::ImageTableFallback);
     if !fallbacks.is_empty() {
-        decision
-            .audit_annotations
-            .insert(IMAGE_RESOLUTION_ANNOTATION.to_owned(), fallbacks.join("; "));
+        decision.audit_annotations.insert(
+            IMAGE_RESOLUTION_ANNOTATION.to_owned(),
+            joined_within(&fallbacks, |body, out| out.push_str(body), ANNOTATION_ROOM),
+        );
     }
     match mode {
         Mode::Enforce => {
@@ -158,6 +253,10 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
             if !evaluation.violations.is_empty() {
                 decision.allowed = false;
                 decision.denial = Some(denial_message(evaluation));
+            } else if let Some(reason) = &over_patch_budget {
+                decision.allowed = false;
+                decision.over_patch_budget = true;
+                decision.denial = Some(Message::new(reason).into_string());
             }
         }
         Mode::Warn => {
@@ -174,6 +273,11 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
                     .into_string(),
                 );
             }
+            if let Some(reason) = &over_patch_budget {
+                decision
+                    .warnings
+                    .push(Message::new(format_args!("would deny: {reason}")).into_string());
+            }
             if is_pod {
                 for change in &evaluation.changes {
                     decision.warnings.push(
@@ -188,38 +292,119 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
             }
         }
         Mode::Audit => {
-            let join = |items: Vec<String>| items.join("; ");
             if !evaluation.violations.is_empty() {
-                let items = evaluation
-                    .violations
-                    .iter()
-                    .map(|v| format!("[{}] {}", v.rule, v.message.body()))
-                    .collect();
+                let violations =
+                    joined_within(&evaluation.violations, tagged_violation, ANNOTATION_ROOM);
                 decision
                     .audit_annotations
-                    .insert("violations".to_owned(), join(items));
+                    .insert("violations".to_owned(), violations);
             }
             if is_pod && !evaluation.changes.is_empty() {
-                let items = evaluation
-                    .changes
-                    .iter()
-                    .map(|c| format!("[{}] {}", c.rule, c.summary))
-                    .collect();
+                let changes = joined_within(
+                    &evaluation.changes,
+                    |c, out| {
+                        let _ = write!(out, "[{}] {}", c.rule, c.summary);
+                    },
+                    ANNOTATION_ROOM,
+                );
                 decision
                     .audit_annotations
-                    .insert("mutations".to_owned(), join(items));
+                    .insert("mutations".to_owned(), changes);
+            }
+            if let Some(reason) = over_patch_budget {
+                let reason = prefix_within(&reason, MAX_AUDIT_ANNOTATION_BYTES).to_owned();
+                decision
+                    .audit_annotations
+                    .insert(PATCH_ANNOTATION.to_owned(), reason);
             }
         }
     }
-    // kubectl prints each warning on one line: cut them, keeping the whole
-    // text for `check`.
+    // kubectl prints each warning on one line: cut them, and keep to the
+    // API server's budget, keeping the whole text for `check`.
     decision.warnings_in_full = std::mem::take(&mut decision.warnings);
-    decision.warnings = decision
-        .warnings_in_full
+    decision.warnings = bounded_warnings(&decision.warnings_in_full);
+    decision
+}
+
+/// An audit annotation's value is at most this, and so is what
+/// [`joined_within`] makes for one.
+const ANNOTATION_ROOM: usize = MAX_AUDIT_ANNOTATION_BYTES;
+
+/// Between the items of a denial or an annotation.
+const ITEM_SEPARATOR: &str = "; ";
+
+/// `[rule] message`, as a denial and the audit annotation list violations.
+fn tagged_violation(violation: &crate::policy::Violation, out: &mut String) {
+    let _ = write!(out, "[{}] {}", violation.rule, violation.message.body());
+}
+
+/// `items` written by `show`, separated by `; `, in at most `room` bytes:
+/// those that fit, then `; and 1,234 more` for the rest. Items past the
+/// room are counted, not written.
+fn joined_within<T>(items: &[T], show: impl Fn(&T, &mut String), room: usize) -> String {
+    // The longest `; and N more` there is.
+    const SUMMARY_ROOM: usize = 40;
+    let mut out = String::new();
+    let mut item = String::new();
+    for (at, value) in items.iter().enumerate() {
+        item.clear();
+        show(value, &mut item);
+        let separator = if at == 0 { "" } else { ITEM_SEPARATOR };
+        let rest = items.len() - at - 1;
+        let reserve = if rest == 0 { 0 } else { SUMMARY_ROOM };
+        let fits = out.len() + separator.len() + item.len() + reserve <= room;
+        if !fits {
+            if at == 0 {
+                // One item longer than the room: what fits of it.
+                let kept = room.saturating_sub(SUMMARY_ROOM + '…'.len_utf8());
+                out.push_str(prefix_within(&item, kept));
+                out.push('…');
+            }
+            let rest = if at == 0 { rest } else { rest + 1 };
+            if rest > 0 {
+                out.push_str(if out.is_empty() { "" } else { ITEM_SEPARATOR });
+                out.push_str(&and_more(rest));
+            }
+            return out;
+        }
+        out.push_str(separator);
+        out.push_str(&item);
+    }
+    out
+}
+
+/// The warnings an answer carries: each cut to [`MAX_WARNING_CHARS`], at
+/// most [`MAX_WARNINGS`] of them and [`MAX_WARNINGS_CHARS`] in all, the
+/// last saying how many more `check` prints when some are left out.
+pub fn bounded_warnings(full: &[String]) -> Vec<String> {
+    let cut: Vec<String> = full
         .iter()
+        .take(MAX_WARNINGS)
         .map(|text| warning(text))
         .collect();
-    decision
+    let chars = |warnings: &[String]| warnings.iter().map(|w| w.chars().count()).sum::<usize>();
+    if full.len() <= MAX_WARNINGS && chars(&cut) <= MAX_WARNINGS_CHARS {
+        return cut;
+    }
+    let mut kept = Vec::with_capacity(MAX_WARNINGS);
+    let mut total = 0;
+    for warning in cut.into_iter().take(MAX_WARNINGS - 1) {
+        let length = warning.chars().count();
+        if total + length > MAX_WARNINGS_CHARS - MAX_WARNING_CHARS {
+            break;
+        }
+        total += length;
+        kept.push(warning);
+    }
+    let more = full.len() - kept.len();
+    kept.push(
+        Message::new(format_args!(
+            "{} warnings (gpu-policy check prints them all)",
+            and_more(more)
+        ))
+        .into_string(),
+    );
+    kept
 }
 
 /// The denial for an object whose fields have the wrong shape.
@@ -248,13 +433,12 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         })
 }
 
+/// `gpu-policy: [rule] message; [rule] message; and 1,234 more`, within
+/// [`MAX_DENIAL_BYTES`].
 fn denial_message(evaluation: &Evaluation) -> String {
-    let parts: Vec<String> = evaluation
-        .violations
-        .iter()
-        .map(|v| format!("[{}] {}", v.rule, v.message.body()))
-        .collect();
-    Message::new(parts.join("; ")).into_string()
+    let room = MAX_DENIAL_BYTES - Message::PREFIX.len();
+    let violations = joined_within(&evaluation.violations, tagged_violation, room);
+    [Message::PREFIX, &violations].concat()
 }
 
 /// Cuts a warning to [`MAX_WARNING_CHARS`] characters.
@@ -321,3 +505,6 @@ impl Verdict {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

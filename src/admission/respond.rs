@@ -11,8 +11,8 @@ use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, Operation};
 
 use super::decision::{
-    Decision, DecisionKind, Mode, Verdict, decide_taking_patch, namespace_settings, unreadable,
-    warning,
+    Decision, DecisionKind, MAX_DENIAL_BYTES, Mode, Verdict, bounded_warnings, decide_taking_patch,
+    namespace_settings, unreadable,
 };
 use super::images;
 use super::kinds::ObjectKind;
@@ -20,6 +20,7 @@ use super::namespace_guard;
 use super::wire::{AdmissionRequest, RawObject};
 use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
 use crate::policy::dra::claims::ClaimKind;
+use crate::policy::message::prefix_within;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Subject, scope_for_update,
 };
@@ -222,11 +223,12 @@ pub fn respond(
             if endpoint == Endpoint::Mutate && matches!(evaluated.kind, ObjectKind::Claim(_)) {
                 // Only this webhook reads the claim's pod: what it could not
                 // read is said here (the validating webhooks say the rest).
-                decision.warnings = evaluation
+                let notices: Vec<String> = evaluation
                     .notice_bodies(NoticeKind::UnreadClaimOwner)
                     .into_iter()
-                    .map(|body| warning(&Message::new(body)))
+                    .map(|body| Message::new(body).into_string())
                     .collect();
+                decision.warnings = bounded_warnings(&notices);
             }
             decision
         }
@@ -283,9 +285,17 @@ fn deny(response: AdmissionResponse, body: &str) -> (AdmissionResponse, Verdict)
     )
 }
 
+/// Denies with `message`, cut to [`MAX_DENIAL_BYTES`] (and `…`) should a
+/// message ever come here longer: every denial passes this way.
 fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
     response.allowed = false;
-    response.result = Status::failure(message, "Forbidden").with_code(403);
+    let kept = prefix_within(message, MAX_DENIAL_BYTES);
+    let message = if kept.len() < message.len() {
+        std::borrow::Cow::Owned([kept, "…"].concat())
+    } else {
+        std::borrow::Cow::Borrowed(message)
+    };
+    response.result = Status::failure(&message, "Forbidden").with_code(403);
     response
 }
 
@@ -298,8 +308,10 @@ fn into_response(
     // The mutating webhook only mutates: denials and warnings come from the
     // validating webhook, which sees the mutated object (and later mutating
     // webhooks get their chance to change it first). A pod that will be
-    // denied gets no patch: `decide` returns none with violations.
-    if !decision.allowed && endpoint != Endpoint::Mutate {
+    // denied gets no patch: `decide` returns none with violations. A patch
+    // over its budget is the exception: the mutating webhook cannot make
+    // the changes, so it denies rather than let the pod through unchanged.
+    if !decision.allowed && (endpoint != Endpoint::Mutate || decision.over_patch_budget) {
         let message = decision
             .denial
             .unwrap_or_else(|| Message::new("denied").into_string());
@@ -318,8 +330,14 @@ fn into_response(
             }
             if !decision.patch.is_empty() {
                 // Encoded first, so that a patch that cannot be encoded
-                // leaves the response to deny.
-                match serde_json::to_vec(&decision.patch) {
+                // leaves the response to deny. `decide` encoded it when it
+                // measured it against its budget.
+                let encoded = if decision.encoded_patch.is_empty() {
+                    serde_json::to_vec(&decision.patch)
+                } else {
+                    Ok(decision.encoded_patch)
+                };
+                match encoded {
                     Ok(encoded) => {
                         // `encode` writes the patch type with the patch.
                         response.patch = Some(encoded);

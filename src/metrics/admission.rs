@@ -4,13 +4,15 @@
 //! A lookup in a `Family` hashes the whole label set and takes the
 //! family's lock; with owned label values it also allocated each of them,
 //! on every request. Here each series is looked up once, on its first
-//! request, and its handle kept in a table indexed by what names it. The
-//! label values are static strings, but for the object's kind: it comes
-//! from the request, so only the kinds the webhooks are registered for are
-//! static and kept; any other kind is counted under its own value, through
-//! the family, as before.
+//! request, and its handle kept in a table indexed by what names it.
+//!
+//! Every label value comes from a closed list, so no request can make a
+//! series: the endpoint, operation, decision, rule and finding are the
+//! server's own words, and the object's kind, which a request writes, is
+//! one of the kinds the webhooks are registered for or `other`. A series
+//! holds its label values for the life of the process, and `/metrics`
+//! writes every one at every scrape.
 
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use kube::core::admission::Operation;
@@ -26,7 +28,9 @@ use crate::policy::RuleId;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub endpoint: &'static str,
-    pub kind: Cow<'static, str>,
+    /// One of [`KINDS`]: a kind the webhooks are registered for, `""` (a
+    /// request that could not be read) or `other`.
+    pub kind: &'static str,
     pub operation: &'static str,
     /// `allowed`, `mutated`, `warned`, `denied`, `ignored`, or `bad_request`.
     pub decision: &'static str,
@@ -60,10 +64,13 @@ impl Finding {
     }
 }
 
-/// The kinds whose series are kept: those the webhooks are registered for
-/// (a pod, the workloads, the DRA claims, a namespace), and none (a request
-/// that could not be read).
-const KEPT_KINDS: [&str; 13] = [
+/// What every kind outside [`KINDS`] is counted as.
+pub const OTHER_KIND: &str = super::labels::OTHER;
+
+/// The values of the `kind` label: the kinds the webhooks are registered
+/// for (a pod, the workloads, the DRA claims, a namespace), none (a request
+/// that could not be read), and [`OTHER_KIND`] for any other.
+pub const KINDS: [&str; 14] = [
     "",
     "Pod",
     "Deployment",
@@ -77,13 +84,28 @@ const KEPT_KINDS: [&str; 13] = [
     "ResourceClaim",
     "ResourceClaimTemplate",
     "Namespace",
+    OTHER_KIND,
 ];
+
+/// The `kind` label of an object's kind: itself when it is one of
+/// [`KINDS`], else [`OTHER_KIND`]. The decision log names kinds the same
+/// way.
+pub fn kind_label(kind: &str) -> &'static str {
+    kind_index(kind)
+        .and_then(|at| KINDS.get(at))
+        .copied()
+        .unwrap_or(OTHER_KIND)
+}
+
+fn kind_index(kind: &str) -> Option<usize> {
+    KINDS.iter().position(|known| *known == kind)
+}
 
 const ENDPOINTS: usize = Endpoint::ALL.len();
 /// None (a request that could not be read) and the four operations.
 const OPERATIONS: usize = 5;
 const DECISIONS: usize = 6;
-const REQUEST_SERIES: usize = ENDPOINTS * KEPT_KINDS.len() * OPERATIONS * DECISIONS;
+const REQUEST_SERIES: usize = ENDPOINTS * KINDS.len() * OPERATIONS * DECISIONS;
 
 /// The admission metrics, their series kept as they are first written.
 #[derive(Debug)]
@@ -91,7 +113,7 @@ pub struct AdmissionMetrics {
     requests: Family<RequestLabels, Counter>,
     findings: Family<RuleLabels, Counter>,
     latency: Family<EndpointLabels, Histogram>,
-    /// By endpoint, kept kind, operation and decision.
+    /// By endpoint, kind, operation and decision.
     request_series: Box<[OnceLock<Counter>]>,
     /// By rule and finding.
     finding_series: [[OnceLock<Counter>; 2]; RuleId::ALL.len()],
@@ -138,7 +160,8 @@ impl AdmissionMetrics {
     }
 
     /// Counts one request. `operation` and `kind` are those of the review,
-    /// `None` and `""` when it could not be read.
+    /// `None` and `""` when it could not be read; a kind outside [`KINDS`]
+    /// is counted as [`OTHER_KIND`].
     pub fn count_request(
         &self,
         endpoint: Endpoint,
@@ -146,35 +169,24 @@ impl AdmissionMetrics {
         operation: Option<&Operation>,
         decision: DecisionKind,
     ) {
-        let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
-        let labels = |kind| RequestLabels {
+        let kind_at = kind_index(kind)
+            .or_else(|| kind_index(OTHER_KIND))
+            .unwrap_or(0);
+        let labels = || RequestLabels {
             endpoint: endpoint.path(),
-            kind,
+            kind: KINDS.get(kind_at).copied().unwrap_or(OTHER_KIND),
             operation: operation.map_or("", operation_name),
             decision: decision.as_str(),
         };
-        let kept = KEPT_KINDS
-            .iter()
-            .enumerate()
-            .find(|(_, kept)| **kept == kind)
-            .and_then(|(kind_at, &kind)| {
-                let at = ((endpoint_index(endpoint) * KEPT_KINDS.len() + kind_at) * OPERATIONS
-                    + operation_at)
-                    * DECISIONS
-                    + decision_index(decision);
-                Some((self.request_series.get(at)?, kind))
-            });
-        match kept {
-            Some((series, kind)) => series
-                .get_or_init(|| {
-                    self.requests
-                        .get_or_create_owned(&labels(Cow::Borrowed(kind)))
-                })
+        let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
+        let at = ((endpoint_index(endpoint) * KINDS.len() + kind_at) * OPERATIONS + operation_at)
+            * DECISIONS
+            + decision_index(decision);
+        match self.request_series.get(at) {
+            Some(series) => series
+                .get_or_init(|| self.requests.get_or_create_owned(&labels()))
                 .inc(),
-            None => self
-                .requests
-                .get_or_create(&labels(Cow::Owned(kind.to_owned())))
-                .inc(),
+            None => self.requests.get_or_create(&labels()).inc(),
         };
     }
 

@@ -32,8 +32,19 @@ impl Message {
     /// What every message starts with.
     pub const PREFIX: &str = "gpu-policy: ";
 
+    /// The longest body a message keeps, in bytes; a longer one is cut at
+    /// a character boundary and ends with `…`. Lists are already short
+    /// ([`quoted_list`]), so only values a request wrote at length in a
+    /// slot (a resource name, a path, a class name) reach it; the longest
+    /// message of the golden files is some 200 bytes.
+    pub const MAX_BODY_BYTES: usize = 1024;
+
     pub fn new(body: impl fmt::Display) -> Self {
-        Message(format!("{}{body}", Self::PREFIX))
+        let mut text = Bounded::new(Self::PREFIX.len() + Self::MAX_BODY_BYTES);
+        // A `Bounded` never fails a write: past its room it drops the rest.
+        let _ = text.write_str(Self::PREFIX);
+        let _ = write!(text, "{body}");
+        Message(text.finish())
     }
 
     /// The whole message, prefix included.
@@ -224,10 +235,10 @@ impl Noun {
         if count == 1 { self.one } else { self.many }
     }
 
-    /// The word and the names, quoted: `containers "a", "b"`.
+    /// The word and the names, quoted: `containers "a", "b"`, at most
+    /// [`LISTED_NAMES`] of them ([`quoted_list`]).
     pub fn list<'s>(&self, names: impl IntoIterator<Item = &'s str>) -> String {
-        let names: Vec<String> = names.into_iter().map(|n| format!("{n:?}")).collect();
-        format!("{} {}", self.of(names.len()), names.join(LIST_SEPARATOR))
+        quoted_list(self.one, self.many, names)
     }
 }
 
@@ -302,7 +313,19 @@ pub fn containers_phrase<'s>(names: impl IntoIterator<Item = &'s str>) -> String
     quoted_list("container", "containers", names)
 }
 
-/// `<singular> "a"` or `<plural> "a", "b"`.
+/// How many names a list of a message names; the rest are counted
+/// (`containers "c0", ..., "c9" and 99,990 more`). Ten names are one line
+/// of a terminal, and a person fixes the first ten before reading on.
+pub const LISTED_NAMES: usize = 10;
+
+/// The longest name a list quotes, in bytes: a container's name is a DNS
+/// label of at most 63 characters, so only a name the API server would
+/// refuse is cut (with `…`).
+pub const MAX_LISTED_NAME_BYTES: usize = 63;
+
+/// `<singular> "a"` or `<plural> "a", "b"`: at most [`LISTED_NAMES`]
+/// names, each cut to [`MAX_LISTED_NAME_BYTES`], then how many more there
+/// are (`and 1,234 more`). The noun agrees with the whole count.
 pub fn quoted_list<'s>(
     singular: &str,
     plural: &str,
@@ -310,20 +333,106 @@ pub fn quoted_list<'s>(
 ) -> String {
     // Written into one string: the phrase is made for every change of
     // every request.
-    let names: Vec<&str> = names.into_iter().collect();
-    let noun = if names.len() == 1 { singular } else { plural };
-    let room = names.iter().map(|name| name.len() + 4).sum::<usize>();
+    let mut names = names.into_iter();
+    let listed: Vec<&str> = names.by_ref().take(LISTED_NAMES).collect();
+    let more = names.count();
+    let noun = if listed.len() + more == 1 {
+        singular
+    } else {
+        plural
+    };
+    let room = listed
+        .iter()
+        .map(|name| name.len().min(MAX_LISTED_NAME_BYTES + 3) + 4)
+        .sum::<usize>();
     let mut phrase = String::with_capacity(noun.len() + room);
     phrase.push_str(noun);
-    if names.is_empty() {
+    if listed.is_empty() {
         phrase.push(' ');
     }
-    for (at, name) in names.iter().enumerate() {
-        phrase.push_str(if at == 0 { " " } else { ", " });
+    for (at, name) in listed.iter().enumerate() {
+        phrase.push_str(if at == 0 { " " } else { LIST_SEPARATOR });
+        let kept = prefix_within(name, MAX_LISTED_NAME_BYTES);
         // Writing into a String cannot fail.
-        let _ = write!(phrase, "{name:?}");
+        if kept.len() < name.len() {
+            let _ = write!(phrase, "{:?}", [kept, "…"].concat());
+        } else {
+            let _ = write!(phrase, "{name:?}");
+        }
+    }
+    if more > 0 {
+        phrase.push(' ');
+        phrase.push_str(&and_more(more));
     }
     phrase
+}
+
+/// `and 1,234 more`: what a cut list or text says of the rest.
+pub fn and_more(count: usize) -> String {
+    format!("and {} more", thousands(count))
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(count: usize) -> String {
+    let digits = count.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a
+/// character boundary.
+pub fn prefix_within(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&end| text.is_char_boundary(end))
+        .unwrap_or(0);
+    text.get(..end).unwrap_or_default()
+}
+
+/// A string written through `fmt::Write` that keeps at most `room` bytes
+/// (and `…` in place of the rest): a message whose slot holds a megabyte
+/// costs its room, not the megabyte.
+pub struct Bounded {
+    text: String,
+    room: usize,
+    cut: bool,
+}
+
+impl Bounded {
+    pub fn new(room: usize) -> Self {
+        Bounded {
+            text: String::new(),
+            room,
+            cut: false,
+        }
+    }
+
+    /// The text kept, with `…` when some was left out.
+    pub fn finish(mut self) -> String {
+        if self.cut {
+            self.text.push('…');
+        }
+        self.text
+    }
+}
+
+impl Write for Bounded {
+    fn write_str(&mut self, piece: &str) -> fmt::Result {
+        let left = self.room.saturating_sub(self.text.len());
+        let kept = prefix_within(piece, left);
+        self.text.push_str(kept);
+        self.cut |= kept.len() < piece.len();
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -354,6 +463,77 @@ mod tests {
                 Piece::Words(" {")
             ]
         );
+    }
+
+    /// A list names its first ten, each cut to a DNS label's length, and
+    /// counts the rest; the noun agrees with the whole count.
+    #[test]
+    fn lists_name_ten_and_count_the_rest() {
+        let names: Vec<String> = (0..100_000).map(|at| format!("c{at}")).collect();
+        let list = CONTAINER.list(names.iter().map(String::as_str));
+        assert_eq!(
+            list,
+            "containers \"c0\", \"c1\", \"c2\", \"c3\", \"c4\", \"c5\", \"c6\", \"c7\", \
+             \"c8\", \"c9\" and 99,990 more"
+        );
+        let eleven = quoted_list(
+            "request",
+            "requests",
+            names.iter().take(11).map(String::as_str),
+        );
+        assert!(eleven.ends_with("\"c9\" and 1 more"), "{eleven}");
+        let ten = quoted_list(
+            "request",
+            "requests",
+            names.iter().take(10).map(String::as_str),
+        );
+        assert!(ten.ends_with("\"c8\", \"c9\""), "{ten}");
+        let long = "é".repeat(1 << 19);
+        let cut = containers_phrase([long.as_str()]);
+        assert_eq!(
+            cut,
+            format!("container {:?}", ["é".repeat(31), "…".to_owned()].concat())
+        );
+        let exact = "a".repeat(MAX_LISTED_NAME_BYTES);
+        assert_eq!(
+            containers_phrase([exact.as_str()]),
+            format!("container {exact:?}")
+        );
+    }
+
+    /// A body longer than a message keeps is cut and marked, at a
+    /// character boundary; the prefix is always whole.
+    #[test]
+    fn a_message_keeps_at_most_its_room() {
+        let long = "é".repeat(1 << 20);
+        let message = Message::new(format_args!("runtimeClassName {long:?} is not allowed"));
+        assert!(message.as_str().len() <= Message::PREFIX.len() + Message::MAX_BODY_BYTES + 3);
+        assert!(
+            message.starts_with("gpu-policy: runtimeClassName \"éé"),
+            "{message}"
+        );
+        assert!(message.ends_with("é…"), "{message}");
+        let short = "x".repeat(Message::MAX_BODY_BYTES);
+        assert_eq!(Message::new(&short).body(), short);
+    }
+
+    #[test]
+    fn counts_are_written_with_thousands_separators() {
+        let cases = [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1,000"),
+            (1_234, "1,234"),
+            (99_990, "99,990"),
+            (1_234_567, "1,234,567"),
+        ];
+        for (count, text) in cases {
+            assert_eq!(thousands(count), text);
+        }
+        assert_eq!(and_more(1_234), "and 1,234 more");
+        assert_eq!(prefix_within("aé", 2), "a");
+        assert_eq!(prefix_within("aé", 3), "aé");
+        assert_eq!(prefix_within("", 0), "");
     }
 
     #[test]

@@ -105,6 +105,38 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
     })
 }
 
+/// `operations` encoded as JSON, when that is at most `budget` bytes;
+/// `None` past it. The encoding stops at the budget: a patch far over it
+/// costs the budget, not its size.
+pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
+    let mut out = BudgetedBytes {
+        bytes: Vec::new(),
+        budget,
+    };
+    serde_json::to_writer(&mut out, operations).ok()?;
+    Some(out.bytes)
+}
+
+/// Bytes that refuse to grow past `budget`.
+struct BudgetedBytes {
+    bytes: Vec<u8>,
+    budget: usize,
+}
+
+impl std::io::Write for BudgetedBytes {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len().saturating_add(bytes.len()) > self.budget {
+            return Err(std::io::Error::other("over the budget"));
+        }
+        self.bytes.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,5 +203,28 @@ mod tests {
             value: Value::Null,
         });
         assert!(!adds_annotations(&[replaced], metadata));
+    }
+
+    /// The bytes are the patch encoded, up to the budget and not past it.
+    #[test]
+    fn a_patch_is_encoded_up_to_its_budget() {
+        let operations: Vec<PatchOperation> = (0..100)
+            .map(|at| {
+                let path = pointer_below(
+                    Pointer::root(),
+                    [Step::Key("spec"), Step::Key("containers"), Step::Index(at)],
+                );
+                add(path, Value::String("void".to_owned()))
+            })
+            .collect();
+        let encoded = serde_json::to_vec(&operations).unwrap_or_default();
+        let budget = encoded.len();
+        assert_eq!(encoded_within(&operations, budget).as_ref(), Some(&encoded));
+        assert_eq!(
+            encoded_within(&operations, usize::MAX).as_ref(),
+            Some(&encoded)
+        );
+        assert_eq!(encoded_within(&operations, budget - 1), None);
+        assert_eq!(encoded_within(&[], 2), Some(b"[]".to_vec()));
     }
 }

@@ -1,5 +1,7 @@
 //! The image registry client's metrics, registered into the server's
-//! registry by [`ResolverMetrics::register`].
+//! registry by [`ResolverMetrics::register`]. Their label values are the
+//! closed lists below: a lookup's result and a cache's name are the
+//! client's own words, never an image's.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,18 +9,27 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::metrics::closed_label;
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LookupLabels {
-    /// `found`, `failed`, `too_large`, `refused` or `timed_out`.
-    pub result: String,
+    /// One of [`LOOKUP_RESULTS`], or `other`.
+    pub result: &'static str,
 }
+
+/// The values of `image_lookups`' `result`.
+pub const LOOKUP_RESULTS: [&str; 5] = ["found", "failed", "too_large", "refused", "timed_out"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {
-    /// `tag` (tag to digest), `config` (digest to what the image needs) or
-    /// `negative` (a recent failure).
-    pub cache: String,
+    /// One of [`CACHES`], or `other`.
+    pub cache: &'static str,
 }
+
+/// The values of `image_cache_hits`' `cache`: `tag` (tag to digest),
+/// `config` (digest to what the image needs) or `negative` (a recent
+/// failure).
+pub const CACHES: [&str; 3] = ["tag", "config", "negative"];
 
 /// Lookups by result, cache hits, and how long registry fetches take.
 #[derive(Debug, Clone)]
@@ -63,7 +74,7 @@ impl ResolverMetrics {
     pub(super) fn lookup(&self, result: &str) {
         self.lookups
             .get_or_create(&LookupLabels {
-                result: result.to_owned(),
+                result: closed_label(result, &LOOKUP_RESULTS),
             })
             .inc();
     }
@@ -71,8 +82,49 @@ impl ResolverMetrics {
     pub(super) fn hit(&self, cache: &str) {
         self.cache_hits
             .get_or_create(&CacheLabels {
-                cache: cache.to_owned(),
+                cache: closed_label(cache, &CACHES),
             })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Lookup;
+
+    /// Every result a lookup reports is one of the label's values, and a
+    /// word outside the lists is counted as `other`.
+    #[test]
+    fn lookups_and_hits_are_counted_under_closed_values() {
+        let results = [
+            Lookup::Failed(String::new()),
+            Lookup::TooLarge(String::new()),
+            Lookup::Refused(String::new()),
+            Lookup::TimedOut,
+        ];
+        for lookup in &results {
+            assert!(LOOKUP_RESULTS.contains(&lookup.result()), "{lookup:?}");
+        }
+        let mut registry = Registry::default();
+        let metrics = ResolverMetrics::register(&mut registry);
+        metrics.lookup("timed_out");
+        metrics.lookup("registry.example/evil");
+        metrics.hit("tag");
+        metrics.hit("nvcr.io/nvidia/pytorch:25.01-py3");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap_or_default();
+        for line in [
+            r#"image_lookups_total{result="timed_out"} 1"#,
+            r#"image_lookups_total{result="other"} 1"#,
+            r#"image_cache_hits_total{cache="tag"} 1"#,
+            r#"image_cache_hits_total{cache="other"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert!(
+            !text.contains("evil") && !text.contains("pytorch"),
+            "{text}"
+        );
     }
 }

@@ -19,12 +19,14 @@ use crate::admission::AdmissionRequest;
 use arc_swap::ArcSwapOption;
 use lru::LruCache;
 
+use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::admission::respond::{self, Endpoint};
 use crate::metrics::Metrics;
 use crate::policy::{ClusterFacts, ImageNeeds};
 use crate::registry::{Credentials, ImageConfigFacts, Resolver, ResolverOptions};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
+use crate::telemetry::bounded_field;
 
 /// The resolver of registry mode, rebuilt when the registries it speaks to
 /// change and given new credentials when their file does.
@@ -222,17 +224,24 @@ impl Images {
         ))
         .await;
         if !details.is_empty() {
+            // The request's strings, cut as on its decision line.
+            let images = details.join("; ");
             tracing::warn!(
-                uid = %request.uid,
-                namespace = request.namespace.as_deref().unwrap_or(""),
-                name = %request.name,
-                images = %details.join("; "),
+                uid = &*bounded_field(&request.uid, UID_BYTES),
+                namespace =
+                    &*bounded_field(request.namespace.as_deref().unwrap_or(""), NAMESPACE_BYTES),
+                name = &*bounded_field(&request.name, NAME_BYTES),
+                images = &*bounded_field(&images, IMAGES_LOG_BYTES),
                 "image registry gave no usable answer; the image table applies"
             );
         }
         Some(resolved)
     }
 }
+
+/// The longest list of images (with why each got no answer) logged for
+/// one request.
+const IMAGES_LOG_BYTES: usize = 2048;
 
 #[cfg(test)]
 mod tests {

@@ -1,18 +1,36 @@
 //! The one place an admission request is recorded: the request counter, the
 //! rule findings, the latency histogram and the decision log line.
+//!
+//! A request writes most of what is recorded of it, so nothing it writes
+//! is recorded as it is: the metrics' labels come from closed lists (the
+//! kind is one the webhooks are registered for, else `other`), and the log
+//! line's kind too; its other strings are cut to the longest value the API
+//! server itself accepts ([`UID_BYTES`], [`NAMESPACE_BYTES`],
+//! [`NAME_BYTES`]), saying how much was left out.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tracing::Level;
 
 use super::RequestError;
 use crate::admission::{AdmissionRequest, DecisionKind, Endpoint, Verdict};
-use crate::metrics::{AdmissionMetrics, Finding, Metrics, operation_name};
-use crate::telemetry::{self, LineFields};
+use crate::metrics::{AdmissionMetrics, Finding, Metrics, kind_label, operation_name};
+use crate::telemetry::{self, LineFields, bounded_field};
 
 /// The target of the log lines: the HTTP layer's module, which log filters
 /// name (`RUST_LOG=gpu_policy::server=warn`).
 const LOG_TARGET: &str = "gpu_policy::server";
+
+/// The longest uid logged: the API server's are UUIDs, 36 bytes.
+pub const UID_BYTES: usize = 128;
+/// The longest namespace logged: a DNS label, 63 bytes.
+pub const NAMESPACE_BYTES: usize = 63;
+/// The longest name logged: a DNS subdomain, 253 bytes.
+pub const NAME_BYTES: usize = 253;
+/// The longest reason logged for a request refused as malformed: the
+/// reason may quote what the request sent (its apiVersion, its kind).
+pub const ERROR_BYTES: usize = 512;
 
 /// What became of one request on one endpoint.
 pub struct Outcome<'a> {
@@ -40,7 +58,9 @@ pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
         Err(error) => {
             metrics.count_request(outcome.endpoint, "", None, DecisionKind::BadRequest);
             let endpoint = outcome.endpoint.path();
-            tracing::warn!(target: LOG_TARGET, endpoint, error = %error, "bad admission request");
+            let error = error.to_string();
+            let error = bounded_field(&error, ERROR_BYTES);
+            tracing::warn!(target: LOG_TARGET, endpoint, error = &*error, "bad admission request");
         }
     }
     metrics.observe_latency(outcome.endpoint, outcome.latency.as_secs_f64());
@@ -76,10 +96,10 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Dec
         })
         .unwrap_or("");
     let line = DecisionLine {
-        uid: &request.uid,
-        namespace: request.namespace.as_deref().unwrap_or(""),
-        kind: &request.kind.kind,
-        name,
+        uid: bounded_field(&request.uid, UID_BYTES),
+        namespace: bounded_field(request.namespace.as_deref().unwrap_or(""), NAMESPACE_BYTES),
+        kind: kind_label(&request.kind.kind),
+        name: bounded_field(name, NAME_BYTES),
         operation: operation_name(&request.operation),
         endpoint: endpoint.path(),
         dry_run: request.dry_run,
@@ -92,10 +112,10 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Dec
 
 /// The fields of the decision's log line, in their order.
 struct DecisionLine<'a> {
-    uid: &'a str,
-    namespace: &'a str,
-    kind: &'a str,
-    name: &'a str,
+    uid: Cow<'a, str>,
+    namespace: Cow<'a, str>,
+    kind: &'static str,
+    name: Cow<'a, str>,
     operation: &'static str,
     endpoint: &'static str,
     dry_run: bool,
@@ -128,10 +148,10 @@ impl DecisionLine<'_> {
 
     fn json_fields(&self, line: &mut LineFields<'_>) {
         line.str(r#","message":"#, "admission decision")
-            .str(r#","uid":"#, self.uid)
-            .str(r#","namespace":"#, self.namespace)
+            .str(r#","uid":"#, &self.uid)
+            .str(r#","namespace":"#, &self.namespace)
             .str(r#","kind":"#, self.kind)
-            .str(r#","name":"#, self.name)
+            .str(r#","name":"#, &self.name)
             .str(r#","operation":"#, self.operation)
             .str(r#","endpoint":"#, self.endpoint)
             .bool(r#","dry_run":"#, self.dry_run)
@@ -149,10 +169,10 @@ impl DecisionLine<'_> {
         tracing::info!(
             target: LOG_TARGET,
             message = "admission decision",
-            uid = self.uid,
-            namespace = self.namespace,
+            uid = &*self.uid,
+            namespace = &*self.namespace,
             kind = self.kind,
-            name = self.name,
+            name = &*self.name,
             operation = self.operation,
             endpoint = self.endpoint,
             dry_run = self.dry_run,
@@ -331,6 +351,51 @@ mod tests {
         let (recorded, as_before) = decision_lines(JsonFormatter::Installed { filter });
         assert_eq!(recorded, as_before);
         assert!(recorded.is_empty(), "{recorded:#?}");
+    }
+
+    /// What a request writes at length is cut in its decision line, and
+    /// its kind is one of the metrics' kinds.
+    #[test]
+    fn the_decision_line_of_megabyte_strings_is_short() {
+        let long = |letter: &str| letter.repeat(1 << 20);
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": long("n")}, "spec": {}});
+        let mut review = Review::create(&pod, &long("s")).uid(&long("u")).json();
+        review["request"]["kind"]["kind"] = json!(long("k"));
+        let body = serde_json::to_vec(&review).expect("a review");
+        let request = crate::admission::decode(&body).expect("a review");
+        let verdict = Verdict::new(DecisionKind::Ignored);
+        let outcome = Outcome {
+            endpoint: Endpoint::Validate(crate::admission::Mode::Audit),
+            latency: Duration::from_micros(80),
+            result: Ok(Decided {
+                request: &request,
+                verdict: &verdict,
+                took: Duration::from_micros(42),
+            }),
+        };
+        let lines = json_lines(JsonFormatter::Ours, || record(&Metrics::new(), &outcome));
+        let [line] = lines.as_slice() else {
+            panic!("{lines:?}")
+        };
+        assert!(line.len() < 1024, "{} bytes", line.len());
+        let line: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(line["kind"], "other");
+        let more = (1 << 20) - UID_BYTES;
+        assert_eq!(
+            line["uid"],
+            format!("{}… ({more} bytes more)", "u".repeat(UID_BYTES))
+        );
+        let more = (1 << 20) - NAMESPACE_BYTES;
+        assert_eq!(
+            line["namespace"],
+            format!("{}… ({more} bytes more)", "s".repeat(NAMESPACE_BYTES))
+        );
+        let more = (1 << 20) - NAME_BYTES;
+        assert_eq!(
+            line["name"],
+            format!("{}… ({more} bytes more)", "n".repeat(NAME_BYTES))
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
+
 use tracing::Level;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::JsonFields;
@@ -62,6 +64,23 @@ pub fn init(format: LogFormat) -> Option<FlushGuard> {
     // A second call keeps the first subscriber; its writer thread stops
     // with the unused guard.
     installed.then_some(guard)
+}
+
+/// `text` as a log field of at most `max` bytes: itself when it fits, else
+/// its first bytes (to a character boundary) and how many were left out,
+/// `… (1048576 bytes more)`. Log collectors index fields, and some refuse
+/// or drop a line with a long one; a request writes most of what is
+/// logged of it.
+pub fn bounded_field(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&end| text.is_char_boundary(end))
+        .unwrap_or(0);
+    let kept = text.get(..end).unwrap_or_default();
+    Cow::Owned(format!("{kept}… ({} bytes more)", text.len() - end))
 }
 
 /// Writes a line of gpu-policy's at `level` of `target`, whose fields

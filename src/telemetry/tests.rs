@@ -82,3 +82,16 @@ fn inside_a_span_the_event_goes_through_tracing() {
     );
     assert_eq!(lines[1], LINE);
 }
+
+/// A field that fits is kept as it is; a longer one is cut on a character
+/// boundary and says how much was left out.
+#[test]
+fn a_long_field_is_cut_and_says_how_much_is_left_out() {
+    assert_eq!(super::bounded_field("train", 63), "train");
+    assert_eq!(super::bounded_field("", 0), "");
+    let long = "x".repeat(1 << 20);
+    let cut = super::bounded_field(&long, 63);
+    assert_eq!(cut, format!("{}… (1048513 bytes more)", "x".repeat(63)));
+    // `é` is two bytes: the cut does not split it.
+    assert_eq!(super::bounded_field("aé", 2), "a… (2 bytes more)");
+}

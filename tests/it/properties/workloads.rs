@@ -1,5 +1,6 @@
 //! Workload templates and modes, and updates that add ephemeral containers.
 
+use gpu_policy::admission::decision::bounded_warnings;
 use gpu_policy::document::Document;
 use gpu_policy::policy::{Subject, scope_for_update};
 
@@ -10,8 +11,9 @@ proptest! {
 
     /// Workload templates are validated, never mutated; modes: enforce
     /// allows exactly when there is no violation, warn allows with one
-    /// warning per notice, violation and (pods) change, audit is silent;
-    /// warnings start with `gpu-policy:` and fit in 119 characters. A
+    /// warning per notice, violation and (pods) change (the answer carries
+    /// what fits its warning budget), audit is silent; warnings start with
+    /// `gpu-policy:` and fit in 119 characters. A
     /// template gets the same violations as the pod and an override warning
     /// exactly when an author-written `NVIDIA_VISIBLE_DEVICES` will go.
     #[test]
@@ -24,11 +26,12 @@ proptest! {
         let warn = decide(Mode::Warn, ObjectKind::Pod, &pod_evaluation);
         prop_assert!(warn.allowed && warn.patch.is_empty() && warn.denial.is_none());
         prop_assert_eq!(
-            warn.warnings.len(),
+            warn.warnings_in_full.len(),
             pod_evaluation.notices.len()
                 + pod_evaluation.violations.len()
                 + pod_evaluation.changes.len()
         );
+        prop_assert_eq!(&warn.warnings, &bounded_warnings(&warn.warnings_in_full));
         check_warnings(&warn.warnings)?;
         let audit = decide(Mode::Audit, ObjectKind::Pod, &pod_evaluation);
         prop_assert!(audit.allowed && audit.patch.is_empty() && audit.warnings.is_empty());
@@ -56,15 +59,17 @@ proptest! {
         prop_assert!(enforce.patch.is_empty(), "{:?} got a patch: {:?}", kind, enforce.patch);
         prop_assert_eq!(enforce.allowed, evaluation.violations.is_empty());
         prop_assert_eq!(enforce.denial.is_some(), !enforce.allowed);
-        prop_assert_eq!(enforce.warnings.len(), evaluation.notices.len() + overrides);
+        prop_assert_eq!(enforce.warnings_in_full.len(), evaluation.notices.len() + overrides);
+        prop_assert_eq!(&enforce.warnings, &bounded_warnings(&enforce.warnings_in_full));
         check_warnings(&enforce.warnings)?;
 
         let warn = decide(Mode::Warn, object_kind, &evaluation);
         prop_assert!(warn.allowed && warn.patch.is_empty());
         prop_assert_eq!(
-            warn.warnings.len(),
+            warn.warnings_in_full.len(),
             evaluation.notices.len() + evaluation.violations.len() + overrides
         );
+        prop_assert_eq!(&warn.warnings, &bounded_warnings(&warn.warnings_in_full));
         check_warnings(&warn.warnings)?;
 
         let audit = decide(Mode::Audit, object_kind, &evaluation);
