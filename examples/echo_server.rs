@@ -86,7 +86,7 @@ async fn run(args: Args) -> Result<(), String> {
         app,
         // The same budget as `gpu-policy serve`'s defaults, so the two
         // stacks are compared doing the same bookkeeping.
-        Budget::new(Limits::DEFAULT),
+        Budget::new(Limits::DEFAULT, Default::default()),
         listener::shutdown_signal(),
         || Duration::from_secs(10),
     )

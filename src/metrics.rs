@@ -15,6 +15,7 @@ pub use labels::{OTHER, closed_label};
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeLabelSet, text::encode};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -35,6 +36,28 @@ pub struct CacheLabels {
     pub resource: String,
 }
 
+/// What the admission port's budget refused: `resource` is
+/// [`RefusedLabels::CONNECTIONS`] (a connection closed at once) or
+/// [`RefusedLabels::BODY_BYTES`] (a request answered 429 or 503), `reason`
+/// [`RefusedLabels::OVER_SHARE`] (the caller past its share) or
+/// [`RefusedLabels::FULL`] (the pool full of what cannot be cut).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    pub resource: &'static str,
+    pub reason: &'static str,
+}
+
+impl RefusedLabels {
+    pub const CONNECTIONS: &str = "connections";
+    pub const BODY_BYTES: &str = "body_bytes";
+    pub const OVER_SHARE: &str = "over_share";
+    pub const FULL: &str = "full";
+}
+
+/// `gpu_policy_admission_refused_total`, shared by the metrics and the
+/// budget that counts into it.
+pub type BudgetRefusals = Family<RefusedLabels, Counter>;
+
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -48,6 +71,8 @@ pub struct Metrics {
     pub cache_stale: Family<CacheLabels, Gauge>,
     /// The image registry lookups of `imageResolution.mode: registry`.
     pub images: crate::registry::ResolverMetrics,
+    /// What the admission port's budget refused.
+    pub refused: BudgetRefusals,
 }
 
 impl Default for Metrics {
@@ -79,7 +104,14 @@ impl Metrics {
             cache_stale.clone(),
         );
         let images = crate::registry::ResolverMetrics::register(&mut registry);
+        let refused = BudgetRefusals::default();
+        registry.register(
+            "admission_refused",
+            "Connections closed at once and requests answered 429 or 503 by the admission port's budget",
+            refused.clone(),
+        );
         Self {
+            refused,
             registry,
             images,
             admission,

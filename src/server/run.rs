@@ -433,7 +433,7 @@ async fn serve_until_signal(
         admission,
         tls,
         router(Arc::clone(&state)),
-        budget::Budget::new(limits),
+        budget::Budget::new(limits, state.metrics.refused.clone()),
         async move {
             let _ = admission_stop.wait_for(|stop| *stop).await;
         },

@@ -144,7 +144,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_chunked_body_is_charged_as_it_arrives_and_refused_past_the_share() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, crate::metrics::BudgetRefusals::default());
         let _connection = budget.connect(ip(1)).expect("connection");
         let charge = Arc::new(budget.body(ip(1), 0).expect("nothing announced"));
         let phase = Arc::new(RequestPhase::default());
@@ -173,7 +173,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stalled_body_is_woken_and_cut_when_shed() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, crate::metrics::BudgetRefusals::default());
         let _attacker = budget.connect(ip(1)).expect("connection");
         let charge = Arc::new(budget.body(ip(1), 60).expect("its share"));
         let stalled = StreamBody::new(futures::stream::pending::<
@@ -204,7 +204,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_whole_body_stops_the_clock_and_can_no_longer_be_shed() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, crate::metrics::BudgetRefusals::default());
         let _connection = budget.connect(ip(1)).expect("connection");
         let charge = Arc::new(budget.body(ip(1), 60).expect("its share"));
         let phase = Arc::new(RequestPhase::default());
@@ -218,7 +218,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_share_is_answered_429_with_retry_after() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, crate::metrics::BudgetRefusals::default());
         let _connection = budget.connect(ip(1)).expect("connection");
         let charge = Arc::new(budget.body(ip(1), 0).expect("nothing announced"));
         let body = Charged::new(frames(&[40, 40]), charge, Arc::new(RequestPhase::default()));

@@ -32,6 +32,8 @@ use std::time::Duration;
 use ledger::Pool;
 pub use ledger::{Refusal, ShedSignal};
 
+use crate::metrics::{BudgetRefusals, RefusedLabels};
+
 /// What the admission port may hold at once, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -74,6 +76,8 @@ pub struct Budget {
     limits: Limits,
     ledger: Mutex<Ledger>,
     next_claim: AtomicU64,
+    /// What was refused, by what and why: `gpu_policy_admission_refused_total`.
+    refused: BudgetRefusals,
 }
 
 #[derive(Debug)]
@@ -83,9 +87,12 @@ struct Ledger {
 }
 
 impl Budget {
-    pub fn new(limits: Limits) -> Arc<Self> {
+    /// The accounts for `limits`, counting what they refuse in `refused`
+    /// (the server passes its metric; tests a family of their own).
+    pub fn new(limits: Limits, refused: BudgetRefusals) -> Arc<Self> {
         Arc::new(Self {
             limits,
+            refused,
             ledger: Mutex::new(Ledger {
                 connections: Pool::new(limits.connections, limits.connections_per_peer),
                 bytes: Pool::new(limits.body_bytes, limits.body_bytes_per_peer),
@@ -111,7 +118,8 @@ impl Budget {
             .saturating_add(usize::from(ledger.connections.held_by(peer) == 0));
         ledger
             .connections
-            .take(peer, id, 1, true, &signal, sharers)?;
+            .take(peer, id, 1, true, &signal, sharers)
+            .inspect_err(|refusal| self.count(RefusedLabels::CONNECTIONS, *refusal))?;
         Ok(ConnectionPermit {
             budget: Arc::clone(self),
             peer,
@@ -140,6 +148,16 @@ impl Budget {
     pub fn in_use(&self) -> (u64, u64) {
         let ledger = self.ledger();
         (ledger.connections.held(), ledger.bytes.held())
+    }
+
+    fn count(&self, resource: &'static str, refusal: Refusal) {
+        let reason = match refusal {
+            Refusal::OverShare => RefusedLabels::OVER_SHARE,
+            Refusal::Full => RefusedLabels::FULL,
+        };
+        self.refused
+            .get_or_create(&RefusedLabels { resource, reason })
+            .inc();
     }
 
     fn ledger(&self) -> MutexGuard<'_, Ledger> {
@@ -221,7 +239,8 @@ impl BodyCharge {
         let sharers = ledger.connections.peers();
         ledger
             .bytes
-            .take(self.peer, self.id, bytes, true, &self.signal, sharers)?;
+            .take(self.peer, self.id, bytes, true, &self.signal, sharers)
+            .inspect_err(|refusal| self.budget.count(RefusedLabels::BODY_BYTES, *refusal))?;
         self.reserved.fetch_add(bytes, Ordering::AcqRel);
         Ok(())
     }
@@ -252,7 +271,7 @@ mod tests {
 
     #[test]
     fn connections_are_capped_per_peer_and_counted_until_dropped() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, BudgetRefusals::default());
         let first = budget.connect(ip(1)).expect("first");
         let _second = budget.connect(ip(1)).expect("second");
         assert_eq!(budget.connect(ip(1)).err(), Some(Refusal::OverShare));
@@ -269,7 +288,7 @@ mod tests {
             connections_per_peer: 4,
             ..LIMITS
         };
-        let budget = Budget::new(limits);
+        let budget = Budget::new(limits, BudgetRefusals::default());
         let flood: Vec<_> = (0..4)
             .map(|_| budget.connect(ip(1)).expect("within the caps"))
             .collect();
@@ -287,7 +306,7 @@ mod tests {
 
     #[test]
     fn an_ipv4_peer_seen_through_ipv6_is_the_same_peer() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, BudgetRefusals::default());
         let _v4 = budget.connect(ip(1)).expect("v4");
         let _mapped = budget
             .connect(IpAddr::from(
@@ -299,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_body_reserves_its_length_grows_past_it_and_is_given_back_when_dropped() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, BudgetRefusals::default());
         let _connection = budget.connect(ip(1)).expect("connection");
         let body = budget.body(ip(1), 40).expect("within the share");
         body.receive(30).expect("within the reservation");
@@ -314,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_stalled_body_is_shed_for_a_peer_under_its_share() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, BudgetRefusals::default());
         let _attacker = budget.connect(ip(1)).expect("connection");
         let _other = budget.connect(ip(3)).expect("connection");
         let stalled = budget.body(ip(1), 60).expect("its cap");

@@ -259,7 +259,26 @@ async fn a_connection_flood_from_one_peer_is_held_to_its_share() {
         answered_in <= ANSWERED_WITHIN,
         "a legitimate review took {answered_in:?}"
     );
+    let refused = refused_count(&server, "connections", "over_share").await;
+    assert_eq!(
+        refused,
+        FLOOD - flood.len(),
+        "every connection closed at once is counted"
+    );
     drop(flood);
+}
+
+/// `gpu_policy_admission_refused_total` of `resource` and `reason`, 0 when
+/// the series is not written yet.
+async fn refused_count(server: &Server, resource: &str, reason: &str) -> usize {
+    let series = format!(
+        "gpu_policy_admission_refused_total{{resource=\"{resource}\",reason=\"{reason}\"}} "
+    );
+    let metrics = server.metrics().await;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map_or(0, |value| value.trim().parse().expect("a count"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,6 +320,11 @@ async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
          {answered_in:?}"
     );
     assert_eq!((waiting, refused), (fits, REQUESTS - fits), "{fates:?}");
+    assert_eq!(
+        refused_count(&server, "body_bytes", "over_share").await,
+        refused,
+        "every 429 is counted"
+    );
     assert!(
         answered_in <= ANSWERED_WITHIN,
         "a legitimate review took {answered_in:?}"
