@@ -18,13 +18,13 @@ use super::{ClaimFacts, Resolved};
 use crate::policy::container::ContainerKind;
 use crate::policy::dra::claims::{ClaimSummary, DraCount, base_request};
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
-use crate::policy::pod::{ClaimSource, PodClaim, PodView};
+use crate::policy::pod::{ClaimSource, PodView};
 
 /// Resolves the claims of the view's containers, setting each container's
 /// and the pod's `dra_gpus`. Returns one notice per claim that cannot be
 /// resolved.
-pub fn resolve(
-    view: &mut PodView<'_>,
+pub fn resolve<'a>(
+    view: &mut PodView<'a>,
     claims: Option<&dyn ClaimFacts>,
     namespace: &str,
 ) -> Vec<Notice> {
@@ -45,7 +45,12 @@ pub fn resolve(
     let mut unresolved: BTreeMap<&str, (String, Vec<&str>)> = BTreeMap::new();
     // What the pod's (not ephemeral) containers use, together.
     let mut used = Uses::new();
-    let pod_claims = view.resource_claims.clone();
+    // Pod claim name -> where it comes from: of two entries with one name,
+    // the first (the API server refuses a pod that has both).
+    let mut pod_claims: BTreeMap<&'a str, ClaimSource<'a>> = BTreeMap::new();
+    for claim in &view.resource_claims {
+        pod_claims.entry(claim.name).or_insert(claim.source);
+    }
 
     for container in &mut view.containers {
         if container.kind == ContainerKind::Ephemeral {
@@ -57,14 +62,7 @@ pub fn resolve(
         let mut unresolved_use = false;
         for claim_use in container.claims.clone() {
             let summary = known.entry(claim_use.name).or_insert_with(|| {
-                lookup(
-                    pod_claims
-                        .iter()
-                        .find(|c| c.name == claim_use.name)
-                        .map(|c| c.source),
-                    claims,
-                    namespace,
-                )
+                lookup(pod_claims.get(claim_use.name).copied(), claims, namespace)
             });
             let summary = match summary {
                 Ok(summary) => summary,
@@ -188,11 +186,10 @@ fn held(known: &BTreeMap<&str, Result<ClaimSummary, String>>, uses: &Uses<'_>) -
 const MAX_UNRESOLVED_NAMED: usize = 3;
 
 /// `ResourceClaimTemplate "name"` or `ResourceClaim "name"` of a pod claim.
-fn source_name(pod_claims: &[PodClaim<'_>], claim: &str) -> String {
+fn source_name(pod_claims: &BTreeMap<&str, ClaimSource<'_>>, claim: &str) -> String {
     pod_claims
-        .iter()
-        .find(|c| c.name == claim)
-        .and_then(|c| source_phrase(c.source))
+        .get(claim)
+        .and_then(|source| source_phrase(*source))
         .unwrap_or_else(|| format!("claim {claim:?}"))
 }
 
