@@ -112,7 +112,7 @@ pub struct ObjectError {
 }
 
 /// Where a pod claim comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClaimSource<'a> {
     /// `resourceClaimTemplateName`: a claim made for the pod from a template.
     Template(&'a str),

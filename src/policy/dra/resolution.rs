@@ -39,8 +39,13 @@ pub fn resolve<'a>(
         view.dra_gpus = None;
         return Vec::new();
     }
-    // Pod claim name -> what is known of it; looked up once each.
-    let mut known: BTreeMap<&str, Result<ClaimSummary, String>> = BTreeMap::new();
+    // What is known of each claim or template the pod names, looked up
+    // once each: pod claims made from one template share its summary, so
+    // a pod naming one template thousands of times reads it once.
+    let mut summaries: Vec<Result<ClaimSummary, String>> = Vec::new();
+    let mut by_source: BTreeMap<Option<ClaimSource<'a>>, usize> = BTreeMap::new();
+    // Pod claim name -> its entry of `summaries`.
+    let mut known: BTreeMap<&str, usize> = BTreeMap::new();
     // Pod claim name -> the containers left without their claim.
     let mut unresolved: BTreeMap<&str, (String, Vec<&str>)> = BTreeMap::new();
     // What the pod's (not ephemeral) containers use, together.
@@ -61,9 +66,16 @@ pub fn resolve<'a>(
         let mut mine = Uses::new();
         let mut unresolved_use = false;
         for claim_use in container.claims.clone() {
-            let summary = known.entry(claim_use.name).or_insert_with(|| {
-                lookup(pod_claims.get(claim_use.name).copied(), claims, namespace)
+            let at = *known.entry(claim_use.name).or_insert_with(|| {
+                let source = pod_claims.get(claim_use.name).copied();
+                *by_source.entry(source).or_insert_with(|| {
+                    summaries.push(lookup(source, claims, namespace));
+                    summaries.len() - 1
+                })
             });
+            let Some(summary) = summaries.get(at) else {
+                continue;
+            };
             let summary = match summary {
                 Ok(summary) => summary,
                 Err(reason) => {
@@ -109,10 +121,10 @@ pub fn resolve<'a>(
             record_use(&mut mine, claim_use.name, claim_use.request);
             record_use(&mut used, claim_use.name, claim_use.request);
         }
-        container.dra_gpus = held(&known, &mine);
+        container.dra_gpus = held(&known, &summaries, &mine);
         container.unresolved_claim = unresolved_use;
     }
-    view.dra_gpus = held(&known, &used);
+    view.dra_gpus = held(&known, &summaries, &used);
 
     let more = unresolved.len().saturating_sub(MAX_UNRESOLVED_NAMED);
     let mut notices: Vec<Notice> = unresolved
@@ -164,10 +176,14 @@ fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>)
 /// The GPUs the uses hold: each claim (or request) once, however many
 /// uses name it. The sums saturate and `All` absorbs, so no number of
 /// claims overflows.
-fn held(known: &BTreeMap<&str, Result<ClaimSummary, String>>, uses: &Uses<'_>) -> Option<DraCount> {
+fn held(
+    known: &BTreeMap<&str, usize>,
+    summaries: &[Result<ClaimSummary, String>],
+    uses: &Uses<'_>,
+) -> Option<DraCount> {
     uses.iter()
         .filter_map(|(name, requests)| {
-            let Some(Ok(summary)) = known.get(name) else {
+            let Some(Ok(summary)) = known.get(name).and_then(|at| summaries.get(*at)) else {
                 return None;
             };
             match requests {
