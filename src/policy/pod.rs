@@ -378,7 +378,7 @@ impl<'a> PodView<'a> {
             for (name, count) in named.chain(implied) {
                 let index = *at.entry(name).or_insert_with(|| {
                     tallies.push((name, Tally::default()));
-                    tallies.len() - 1
+                    tallies.len().saturating_sub(1)
                 });
                 let sum = counts.entry(index).or_insert(0);
                 *sum = sum.saturating_add(count);
@@ -532,7 +532,7 @@ impl<'a> Container<'a> {
                             request: None,
                             limit: None,
                         });
-                        list.len() - 1
+                        list.len().saturating_sub(1)
                     });
                     let Some(entry) = list.get_mut(at) else {
                         continue;

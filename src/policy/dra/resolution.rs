@@ -70,7 +70,7 @@ pub fn resolve<'a>(
                 let source = pod_claims.get(claim_use.name).copied();
                 *by_source.entry(source).or_insert_with(|| {
                     summaries.push(lookup(source, claims, namespace));
-                    summaries.len() - 1
+                    summaries.len().saturating_sub(1)
                 })
             });
             let Some(summary) = summaries.get(at) else {
