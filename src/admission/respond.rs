@@ -6,7 +6,9 @@
 //! It reads the request decoded by [`super::wire`] and decides through
 //! [`super::decision`]; neither knows of it.
 
-use crate::document::Json;
+use std::collections::BTreeMap;
+
+use crate::document::{Json, Object};
 use kube::core::Status;
 use kube::core::admission::{AdmissionResponse, Operation};
 
@@ -247,7 +249,49 @@ fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
     }
     request.operation == Operation::Update
         && request.old_object.is_some()
-        && spec(request.object.as_ref()) == spec(request.old_object.as_ref())
+        && match (
+            spec(request.object.as_ref()),
+            spec(request.old_object.as_ref()),
+        ) {
+            (Some(new), Some(old)) => same_json(new, old),
+            (new, old) => new.is_none() && old.is_none(),
+        }
+}
+
+/// The members of `object` by key: of a repeated key the last, as the
+/// members are inserted in order.
+fn members<'a>(object: Object<'a>) -> BTreeMap<&'a str, Json<'a>> {
+    let mut members = BTreeMap::new();
+    for (key, value) in object {
+        members.insert(key, value);
+    }
+    members
+}
+
+/// Equal as JSON values are (as `Json`'s `==`: objects as maps, of a
+/// repeated key the last), in O(n log n): each object's members are sorted
+/// by key once, where looking every key up in the other object would take
+/// time quadratic in the members of an object of the request's.
+fn same_json(left: Json<'_>, right: Json<'_>) -> bool {
+    match (left.as_object(), right.as_object()) {
+        (Some(left), Some(right)) => {
+            let (left, right) = (members(left), members(right));
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .zip(right.iter())
+                    .all(|((lk, lv), (rk, rv))| lk == rk && same_json(*lv, *rv))
+        }
+        (None, None) => match (left.as_array(), right.as_array()) {
+            (Some(left), Some(right)) => {
+                left.len() == right.len()
+                    && left.iter().zip(right.iter()).all(|(l, r)| same_json(l, r))
+            }
+            (None, None) => left == right,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 fn guard_namespace(
@@ -359,4 +403,46 @@ fn into_response(
         }
     }
     (response, verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_json;
+    use crate::document::Document;
+
+    /// `same_json` says what `Json`'s `==` says: objects as maps whatever
+    /// the order of their members, the last of a repeated key, arrays in
+    /// order, numbers as `serde_json` compares them.
+    #[test]
+    fn same_json_is_json_equality() {
+        let texts = [
+            r#"{"a": 1, "b": [1, {"c": null}]}"#,
+            r#"{"b": [1, {"c": null}], "a": 1}"#,
+            r#"{"a": 2, "b": [1, {"c": null}], "a": 1}"#,
+            r#"{"a": 1, "b": [{"c": null}, 1]}"#,
+            r#"{"a": 1.0, "b": [1, {"c": null}]}"#,
+            r#"{"a": 1, "b": [1, {"c": null}], "d": {}}"#,
+            r#"{"a": 1, "b": [1, {}]}"#,
+            r#"[1, 2]"#,
+            r#""a""#,
+            r#"null"#,
+        ];
+        let documents: Vec<Document<'_>> = texts
+            .iter()
+            .map(|text| Document::parse(text).expect("JSON"))
+            .collect();
+        for left in &documents {
+            for right in &documents {
+                assert_eq!(
+                    same_json(left.root(), right.root()),
+                    left.root() == right.root(),
+                    "{left:?} {right:?}"
+                );
+            }
+        }
+        let equal = [(0, 1), (0, 2)];
+        for (left, right) in equal {
+            assert!(same_json(documents[left].root(), documents[right].root()));
+        }
+    }
 }

@@ -322,6 +322,10 @@ impl ClaimFacts for ClusterCache {
             .claim_made_for(namespace, pod_uid, pod_claim)
     }
 
+    fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
+        self.read().dra.claims_made_for(namespace, pod_uid)
+    }
+
     fn serves_extended_resource(&self, resource: &str) -> bool {
         self.read().dra.serves_extended_resource(resource)
     }

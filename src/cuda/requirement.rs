@@ -29,6 +29,7 @@
 //!   nothing: the NGC framework images declare `cuda>=9.0` and leave the
 //!   driver check to their entrypoint.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -305,6 +306,17 @@ impl Requirement {
     }
 }
 
+/// An atom's upper driver bound as [`Atom::weakness`] orders it.
+type Upper = Option<std::cmp::Reverse<DriverVersion>>;
+
+/// The most alternatives a [`DriverFloor`] keeps. Images declare a handful
+/// (a CUDA floor and a few driver branches); a pod's `NVIDIA_REQUIRE_CUDA`
+/// may declare any number, the floors of several images combine pairwise,
+/// and R4 multiplies every required node selector term by the
+/// alternatives. Past this the first (in the atoms' order) are kept: fewer
+/// alternatives only ever exclude more nodes, never fewer.
+pub const MAX_ATOMS: usize = 16;
+
 /// One alternative a node may meet: a CUDA floor and a driver range, ANDed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Atom {
@@ -355,7 +367,21 @@ impl Atom {
         .normalized()
     }
 
+    /// The atom's bounds as an order in which `self` is weaker than
+    /// `other` ([`Self::is_weaker_than`]) exactly when each of its three
+    /// parts is at most `other`'s: no CUDA floor and no lower driver bound
+    /// come first, and a higher upper driver bound before a lower one, no
+    /// upper bound first of all.
+    fn weakness(&self) -> (Option<CudaVersion>, Option<DriverVersion>, Upper) {
+        (
+            self.cuda,
+            self.driver_from,
+            self.driver_below.map(std::cmp::Reverse),
+        )
+    }
+
     /// Every node that meets `other` meets `self`.
+    #[cfg(test)]
     fn is_weaker_than(&self, other: &Atom) -> bool {
         let cuda = self.cuda.is_none_or(|c| other.cuda.is_some_and(|o| o >= c));
         let from = self
@@ -388,29 +414,56 @@ pub struct DriverFloor {
 }
 
 impl DriverFloor {
+    /// The atoms no other atom is weaker than ([`Atom::is_weaker_than`]),
+    /// in their order, at most [`MAX_ATOMS`] of them.
+    ///
+    /// Found in one sweep, in O(n log n): in the order of
+    /// [`Atom::weakness`], an atom comes after every atom weaker than it,
+    /// so it is subsumed when one of those kept before it has a driver
+    /// range at least as wide; the kept ones' ranges are held as a
+    /// staircase (`driver_from` -> the widest `driver_below` up to it).
     fn from_atoms(atoms: Vec<Atom>) -> Option<Self> {
         if atoms.is_empty() || atoms.iter().any(Atom::is_unconstrained) {
             return None;
         }
-        let mut kept: Vec<Atom> = Vec::new();
         let mut sorted = atoms;
-        sorted.sort_unstable();
+        sorted.sort_unstable_by_key(Atom::weakness);
         sorted.dedup();
-        for (index, atom) in sorted.iter().enumerate() {
-            let subsumed = sorted
-                .iter()
-                .enumerate()
-                .any(|(other, weaker)| other != index && weaker.is_weaker_than(atom));
-            if !subsumed {
-                kept.push(*atom);
+        let mut kept: Vec<Atom> = Vec::new();
+        let mut staircase: BTreeMap<Option<DriverVersion>, Upper> = BTreeMap::new();
+        for atom in sorted {
+            let (_, from, below) = atom.weakness();
+            let subsumed = staircase
+                .range(..=from)
+                .next_back()
+                .is_some_and(|(_, widest)| *widest <= below);
+            if subsumed {
+                continue;
             }
+            // The entries from `from` on whose ranges are no wider are
+            // subsumed by this one for every atom still to come.
+            while let Some((&key, &upper)) = staircase.range(from..).next() {
+                if upper < below {
+                    break;
+                }
+                staircase.remove(&key);
+            }
+            staircase.insert(from, below);
+            kept.push(atom);
         }
+        kept.sort_unstable();
+        kept.truncate(MAX_ATOMS);
         Some(Self { atoms: kept })
     }
 
     /// A node must meet both. None when no node can (the images cannot run
     /// together on any driver).
     pub fn and(&self, other: &DriverFloor) -> Option<DriverFloor> {
+        // A floor and itself: every pair of its atoms is subsumed by one of
+        // them (most pods run one image in all their GPU containers).
+        if self == other {
+            return Some(self.clone());
+        }
         let atoms: Vec<Atom> = self
             .atoms
             .iter()

@@ -195,3 +195,71 @@ fn floors_no_driver_can_meet_together() {
     };
     assert_eq!(a.and(&b), None);
 }
+
+/// The atoms of `atoms` no other is weaker than, by the definition: each
+/// against every other, in their order.
+fn minimal_pairwise(atoms: &[Atom]) -> Vec<Atom> {
+    let mut sorted = atoms.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    sorted
+        .iter()
+        .enumerate()
+        .filter(|(index, atom)| {
+            !sorted
+                .iter()
+                .enumerate()
+                .any(|(other, weaker)| other != *index && weaker.is_weaker_than(atom))
+        })
+        .map(|(_, atom)| *atom)
+        .collect()
+}
+
+proptest::proptest! {
+    /// The sweep keeps exactly the atoms the pairwise definition keeps, in
+    /// the same order (up to [`MAX_ATOMS`]).
+    #[test]
+    fn the_sweep_keeps_the_atoms_no_other_is_weaker_than(
+        parts in proptest::collection::vec(
+            (proptest::option::of(10u32..14), proptest::option::of(500u32..506),
+             proptest::option::of(500u32..508)),
+            1..40,
+        )
+    ) {
+        let atoms: Vec<Atom> = parts
+            .iter()
+            .filter_map(|(cuda, from, below)| {
+                Atom {
+                    cuda: cuda.map(|minor| CudaVersion::new(12, minor)),
+                    driver_from: from.map(|major| DriverVersion { major, minor: 0 }),
+                    driver_below: below.map(|major| DriverVersion { major, minor: 0 }),
+                }
+                .normalized()
+            })
+            .filter(|atom| !atom.is_unconstrained())
+            .collect();
+        proptest::prop_assume!(!atoms.is_empty());
+        let mut expected = minimal_pairwise(&atoms);
+        expected.truncate(MAX_ATOMS);
+        let kept = DriverFloor::from_atoms(atoms).map(|floor| floor.atoms);
+        proptest::prop_assert_eq!(kept, Some(expected));
+    }
+}
+
+/// A requirement of many disjoint driver ranges keeps the first
+/// [`MAX_ATOMS`] of them, read in time linear in their number.
+#[test]
+fn a_requirement_of_thousands_of_alternatives_keeps_the_first_few() {
+    let text: Vec<String> = (0..20_000)
+        .map(|i| format!("driver>={}.{},driver<{}.0", 100 + i, i % 7, 101 + i))
+        .collect();
+    let floor = floor(&text.join(" ")).expect("a floor");
+    assert_eq!(floor.atoms.len(), MAX_ATOMS);
+    assert_eq!(
+        floor.atoms.first().and_then(|atom| atom.driver_from),
+        Some(DriverVersion {
+            major: 100,
+            minor: 0
+        })
+    );
+}

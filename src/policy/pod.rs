@@ -33,6 +33,8 @@
 //! `raw` (the sharing schemes). The pointers of the template's
 //! `metadata` and `spec` are constants of its [`Shape`].
 
+use std::collections::BTreeMap;
+
 use crate::document::{Array, Json, Object};
 use json_patch::jsonptr::Pointer;
 
@@ -110,7 +112,7 @@ pub struct ObjectError {
 }
 
 /// Where a pod claim comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClaimSource<'a> {
     /// `resourceClaimTemplateName`: a claim made for the pod from a template.
     Template(&'a str),
@@ -341,21 +343,10 @@ impl<'a> PodView<'a> {
     /// Names of the GPU resources any container mentions (or a sharing
     /// scheme implies), in first-seen order.
     pub fn gpu_resource_names(&self) -> Vec<&'a str> {
-        let mut names: Vec<&str> = Vec::new();
-        for container in &self.containers {
-            let implied = (container.implied_cards > 0).then_some(HAMI_CARDS);
-            for name in container
-                .gpu_resources
-                .iter()
-                .map(|r| r.name)
-                .chain(implied)
-            {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-        }
-        names
+        self.effective_counts()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
     }
 
     /// The pod's effective count of one resource, by Kubernetes' own formula:
@@ -363,25 +354,79 @@ impl<'a> PodView<'a> {
     /// init containers) and the peak during initialisation (each plain init
     /// container plus the sidecars started before it).
     pub fn effective_count(&self, resource: &str) -> u64 {
-        let mut steady = 0u64;
-        let mut sidecars_so_far = 0u64;
-        let mut init_peak = 0u64;
+        let mut tally = Tally::default();
         for container in &self.containers {
-            let count = container.count_of(resource);
-            match container.kind {
-                ContainerKind::Regular => steady = steady.saturating_add(count),
-                ContainerKind::Sidecar => {
-                    steady = steady.saturating_add(count);
-                    sidecars_so_far = sidecars_so_far.saturating_add(count);
-                    init_peak = init_peak.max(sidecars_so_far);
+            tally.add(container.kind, container.count_of(resource));
+        }
+        tally.count()
+    }
+
+    /// The effective count ([`Self::effective_count`]) of each GPU resource
+    /// any container mentions (or a sharing scheme implies), in first-seen
+    /// order: one pass over the containers' resources, however many names
+    /// they list. A container that does not mention a resource leaves its
+    /// tally as a count of 0 would.
+    pub fn effective_counts(&self) -> Vec<(&'a str, u64)> {
+        let mut at: BTreeMap<&'a str, usize> = BTreeMap::new();
+        let mut tallies: Vec<(&'a str, Tally)> = Vec::new();
+        for container in &self.containers {
+            // The container's count of each resource it names, by tally.
+            let mut counts: BTreeMap<usize, u64> = BTreeMap::new();
+            let implied =
+                (container.implied_cards > 0).then_some((HAMI_CARDS, container.implied_cards));
+            let named = container.gpu_resources.iter().map(|r| (r.name, r.count()));
+            for (name, count) in named.chain(implied) {
+                let index = *at.entry(name).or_insert_with(|| {
+                    tallies.push((name, Tally::default()));
+                    tallies.len().saturating_sub(1)
+                });
+                let sum = counts.entry(index).or_insert(0);
+                *sum = sum.saturating_add(count);
+            }
+            for (index, count) in counts {
+                if let Some((_, tally)) = tallies.get_mut(index) {
+                    tally.add(container.kind, count);
                 }
-                ContainerKind::Init => {
-                    init_peak = init_peak.max(count.saturating_add(sidecars_so_far));
-                }
-                ContainerKind::Ephemeral => {}
             }
         }
-        steady.max(init_peak)
+        tallies
+            .into_iter()
+            .map(|(name, tally)| (name, tally.count()))
+            .collect()
+    }
+}
+
+/// One resource's running count over the containers, in their order
+/// ([`PodView::effective_count`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    /// Regular containers and sidecars, side by side.
+    steady: u64,
+    sidecars_so_far: u64,
+    /// The peak while the init containers run.
+    init_peak: u64,
+}
+
+impl Tally {
+    fn add(&mut self, kind: ContainerKind, count: u64) {
+        match kind {
+            ContainerKind::Regular => self.steady = self.steady.saturating_add(count),
+            ContainerKind::Sidecar => {
+                self.steady = self.steady.saturating_add(count);
+                self.sidecars_so_far = self.sidecars_so_far.saturating_add(count);
+                self.init_peak = self.init_peak.max(self.sidecars_so_far);
+            }
+            ContainerKind::Init => {
+                self.init_peak = self
+                    .init_peak
+                    .max(count.saturating_add(self.sidecars_so_far));
+            }
+            ContainerKind::Ephemeral => {}
+        }
+    }
+
+    fn count(self) -> u64 {
+        self.steady.max(self.init_peak)
     }
 }
 
@@ -447,6 +492,10 @@ impl<'a> Container<'a> {
         };
         let mut gpu_resources: Vec<GpuResource> = Vec::new();
         let mut shares: Vec<GpuResource> = Vec::new();
+        // Resource name -> its entry in `gpu_resources` or `shares` (a name
+        // is in one of them, whichever map names it): found by name in
+        // logarithmic time, however many names a container lists.
+        let mut entries: BTreeMap<&str, usize> = BTreeMap::new();
         let mut claims = Vec::new();
         if let Some(resources) = object_field(resources, "resources", path)? {
             let at = path.key("resources");
@@ -477,19 +526,16 @@ impl<'a> Container<'a> {
                         continue;
                     };
                     let count = GpuCount::from_json(value);
-                    let entry = match list.iter().position(|r| r.name == resource) {
-                        Some(at) => &mut list[at],
-                        None => {
-                            list.push(GpuResource {
-                                name: resource,
-                                request: None,
-                                limit: None,
-                            });
-                            match list.last_mut() {
-                                Some(entry) => entry,
-                                None => continue,
-                            }
-                        }
+                    let at = *entries.entry(resource).or_insert_with(|| {
+                        list.push(GpuResource {
+                            name: resource,
+                            request: None,
+                            limit: None,
+                        });
+                        list.len().saturating_sub(1)
+                    });
+                    let Some(entry) = list.get_mut(at) else {
+                        continue;
                     };
                     if is_limit {
                         entry.limit = Some(count);

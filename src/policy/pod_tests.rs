@@ -165,3 +165,48 @@ fn each_shapes_pointers_are_its_template_paths() {
         assert_eq!(spec, &*expected, "{shape:?}");
     }
 }
+
+/// The effective counts of all resources at once are each resource's
+/// effective count, in first-seen order, sidecars and init containers
+/// included, however many names the containers list.
+#[test]
+fn effective_counts_are_the_effective_count_of_each_resource() {
+    let names: Vec<String> = (0..300)
+        .map(|i| format!("nvidia.com/mig-{i}g.5gb"))
+        .collect();
+    let limits = |from: usize, count: u64| -> Value {
+        let map: serde_json::Map<String, Value> = names
+            .iter()
+            .skip(from)
+            .step_by(3)
+            .map(|name| (name.clone(), json!(count)))
+            .collect();
+        json!({"limits": map})
+    };
+    let pod = json!({"spec": {
+        "initContainers": [
+            {"name": "i1", "resources": limits(0, 3)},
+            {"name": "s", "restartPolicy": "Always", "resources": limits(1, 2)},
+            {"name": "i2", "resources": limits(2, 4)},
+        ],
+        "containers": [
+            {"name": "a", "resources": limits(0, 1)},
+            {"name": "b", "resources": limits(1, 1)},
+        ],
+        "ephemeralContainers": [{"name": "e", "resources": limits(2, 5)}],
+    }});
+    let view = view(&pod);
+    let each: Vec<(&str, u64)> = view
+        .gpu_resource_names()
+        .into_iter()
+        .map(|name| (name, view.effective_count(name)))
+        .collect();
+    assert_eq!(each.len(), 300);
+    assert_eq!(view.effective_counts(), each);
+    // mig-0g: 3 in init container i1, 1 in container a.
+    assert_eq!(each.first(), Some(&("nvidia.com/mig-0g.5gb", 3)));
+    // mig-1g: 2 in sidecar s beside 1 in b.
+    assert!(each.contains(&("nvidia.com/mig-1g.5gb", 3)), "{each:?}");
+    // mig-2g: 4 in init container i2 after sidecar s (which has none of it).
+    assert!(each.contains(&("nvidia.com/mig-2g.5gb", 4)), "{each:?}");
+}

@@ -24,7 +24,9 @@ use super::allocation::{
 use super::{ClaimFacts, Resolved};
 use crate::document::Document;
 use crate::policy::dra::claims::{ClaimKind, parse_object};
-use crate::policy::dra::tables::{DeviceClassInfo, find_device_versions, is_made_for};
+use crate::policy::dra::tables::{
+    DeviceClassInfo, find_device_versions, is_made_for, made_for_pod,
+};
 use crate::settings::Settings;
 
 /// (namespace, name)
@@ -150,6 +152,16 @@ impl ClaimFacts for InputClaims {
             .take_while(|((ns, _), _)| ns == namespace)
             .find(|(_, made_for)| is_made_for(Some(made_for), pod_uid, pod_claim))
             .map(|((_, name), _)| name.clone())
+    }
+
+    fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
+        Some(made_for_pod(
+            self.made_for
+                .range((namespace.to_owned(), String::new())..)
+                .take_while(|((ns, _), _)| ns == namespace)
+                .map(|((_, name), made_for)| (name.as_str(), made_for)),
+            pod_uid,
+        ))
     }
 
     fn serves_extended_resource(&self, resource: &str) -> bool {

@@ -12,6 +12,8 @@ pub mod input;
 pub mod resolution;
 pub mod tables;
 
+use std::collections::BTreeMap;
+
 use allocation::{AllocatedDevice, DeviceVersions};
 use claims::ClaimSummary;
 
@@ -57,6 +59,19 @@ pub trait ClaimFacts: Send + Sync {
     /// `pod_uid` from its pod claim `pod_claim` (the claims of a running
     /// pod made from templates).
     fn claim_made_for(&self, _namespace: &str, _pod_uid: &str, _pod_claim: &str) -> Option<String> {
+        None
+    }
+
+    /// [`Self::claim_made_for`] of every pod claim of the pod whose UID is
+    /// `pod_uid` at once, in one pass over the namespace's claims: pod
+    /// claim -> the name of the claim made from it (of two, the first by
+    /// name, as `claim_made_for` finds it). None where only
+    /// `claim_made_for` can tell.
+    fn claims_made_for(
+        &self,
+        _namespace: &str,
+        _pod_uid: &str,
+    ) -> Option<BTreeMap<String, String>> {
         None
     }
 

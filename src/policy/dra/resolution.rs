@@ -18,13 +18,13 @@ use super::{ClaimFacts, Resolved};
 use crate::policy::container::ContainerKind;
 use crate::policy::dra::claims::{ClaimSummary, DraCount, base_request};
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
-use crate::policy::pod::{ClaimSource, PodClaim, PodView};
+use crate::policy::pod::{ClaimSource, PodView};
 
 /// Resolves the claims of the view's containers, setting each container's
 /// and the pod's `dra_gpus`. Returns one notice per claim that cannot be
 /// resolved.
-pub fn resolve(
-    view: &mut PodView<'_>,
+pub fn resolve<'a>(
+    view: &mut PodView<'a>,
     claims: Option<&dyn ClaimFacts>,
     namespace: &str,
 ) -> Vec<Notice> {
@@ -39,13 +39,23 @@ pub fn resolve(
         view.dra_gpus = None;
         return Vec::new();
     }
-    // Pod claim name -> what is known of it; looked up once each.
-    let mut known: BTreeMap<&str, Result<ClaimSummary, String>> = BTreeMap::new();
+    // What is known of each claim or template the pod names, looked up
+    // once each: pod claims made from one template share its summary, so
+    // a pod naming one template thousands of times reads it once.
+    let mut summaries: Vec<Result<ClaimSummary, String>> = Vec::new();
+    let mut by_source: BTreeMap<Option<ClaimSource<'a>>, usize> = BTreeMap::new();
+    // Pod claim name -> its entry of `summaries`.
+    let mut known: BTreeMap<&str, usize> = BTreeMap::new();
     // Pod claim name -> the containers left without their claim.
     let mut unresolved: BTreeMap<&str, (String, Vec<&str>)> = BTreeMap::new();
     // What the pod's (not ephemeral) containers use, together.
     let mut used = Uses::new();
-    let pod_claims = view.resource_claims.clone();
+    // Pod claim name -> where it comes from: of two entries with one name,
+    // the first (the API server refuses a pod that has both).
+    let mut pod_claims: BTreeMap<&'a str, ClaimSource<'a>> = BTreeMap::new();
+    for claim in &view.resource_claims {
+        pod_claims.entry(claim.name).or_insert(claim.source);
+    }
 
     for container in &mut view.containers {
         if container.kind == ContainerKind::Ephemeral {
@@ -56,16 +66,16 @@ pub fn resolve(
         let mut mine = Uses::new();
         let mut unresolved_use = false;
         for claim_use in container.claims.clone() {
-            let summary = known.entry(claim_use.name).or_insert_with(|| {
-                lookup(
-                    pod_claims
-                        .iter()
-                        .find(|c| c.name == claim_use.name)
-                        .map(|c| c.source),
-                    claims,
-                    namespace,
-                )
+            let at = *known.entry(claim_use.name).or_insert_with(|| {
+                let source = pod_claims.get(claim_use.name).copied();
+                *by_source.entry(source).or_insert_with(|| {
+                    summaries.push(lookup(source, claims, namespace));
+                    summaries.len().saturating_sub(1)
+                })
             });
+            let Some(summary) = summaries.get(at) else {
+                continue;
+            };
             let summary = match summary {
                 Ok(summary) => summary,
                 Err(reason) => {
@@ -111,10 +121,10 @@ pub fn resolve(
             record_use(&mut mine, claim_use.name, claim_use.request);
             record_use(&mut used, claim_use.name, claim_use.request);
         }
-        container.dra_gpus = held(&known, &mine);
+        container.dra_gpus = held(&known, &summaries, &mine);
         container.unresolved_claim = unresolved_use;
     }
-    view.dra_gpus = held(&known, &used);
+    view.dra_gpus = held(&known, &summaries, &used);
 
     let more = unresolved.len().saturating_sub(MAX_UNRESOLVED_NAMED);
     let mut notices: Vec<Notice> = unresolved
@@ -166,10 +176,14 @@ fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>)
 /// The GPUs the uses hold: each claim (or request) once, however many
 /// uses name it. The sums saturate and `All` absorbs, so no number of
 /// claims overflows.
-fn held(known: &BTreeMap<&str, Result<ClaimSummary, String>>, uses: &Uses<'_>) -> Option<DraCount> {
+fn held(
+    known: &BTreeMap<&str, usize>,
+    summaries: &[Result<ClaimSummary, String>],
+    uses: &Uses<'_>,
+) -> Option<DraCount> {
     uses.iter()
         .filter_map(|(name, requests)| {
-            let Some(Ok(summary)) = known.get(name) else {
+            let Some(Ok(summary)) = known.get(name).and_then(|at| summaries.get(*at)) else {
                 return None;
             };
             match requests {
@@ -188,11 +202,10 @@ fn held(known: &BTreeMap<&str, Result<ClaimSummary, String>>, uses: &Uses<'_>) -
 const MAX_UNRESOLVED_NAMED: usize = 3;
 
 /// `ResourceClaimTemplate "name"` or `ResourceClaim "name"` of a pod claim.
-fn source_name(pod_claims: &[PodClaim<'_>], claim: &str) -> String {
+fn source_name(pod_claims: &BTreeMap<&str, ClaimSource<'_>>, claim: &str) -> String {
     pod_claims
-        .iter()
-        .find(|c| c.name == claim)
-        .and_then(|c| source_phrase(c.source))
+        .get(claim)
+        .and_then(|source| source_phrase(*source))
         .unwrap_or_else(|| format!("claim {claim:?}"))
 }
 

@@ -235,6 +235,26 @@ pub fn find_device_versions<'a>(
         .map(|kept| kept.versions.clone())
 }
 
+/// Pod claim -> claim name, of the claims (in name order, with the pod
+/// each was made for) made for the pod `pod_uid`: of two made from one pod
+/// claim, the first.
+pub fn made_for_pod<'a>(
+    claims: impl IntoIterator<Item = (&'a str, &'a MadeFor)>,
+    pod_uid: &str,
+) -> BTreeMap<String, String> {
+    let mut made = BTreeMap::new();
+    for (name, made_for) in claims {
+        if made_for.pod_uid != pod_uid {
+            continue;
+        }
+        if let Some(pod_claim) = &made_for.pod_claim {
+            made.entry(pod_claim.clone())
+                .or_insert_with(|| name.to_owned());
+        }
+    }
+    made
+}
+
 /// Whether `made_for` is the pod `pod_uid`'s claim made from its pod claim
 /// `pod_claim`.
 pub fn is_made_for(made_for: Option<&MadeFor>, pod_uid: &str, pod_claim: &str) -> bool {
@@ -271,6 +291,14 @@ impl ClaimFacts for ClaimTables {
         self.claims_in(namespace)
             .find(|(_, claim)| is_made_for(claim.made_for.as_ref(), pod_uid, pod_claim))
             .map(|(name, _)| name.to_owned())
+    }
+
+    fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
+        Some(made_for_pod(
+            self.claims_in(namespace)
+                .filter_map(|(name, claim)| Some((name, claim.made_for.as_ref()?))),
+            pod_uid,
+        ))
     }
 
     /// Whatever the settings say of the class: a container's limit of the
@@ -455,6 +483,22 @@ mod tests {
         assert_eq!(tables.claim_made_for("ml", "uid-1", "mig"), None);
         assert_eq!(tables.claim_made_for("m", "uid-1", "gpu"), None);
         assert_eq!(tables.claim_made_for("mlx", "uid-1", "gpu"), None);
+        // All of a pod's at once: what each pod claim would find.
+        for (namespace, uid) in [
+            ("ml", "uid-1"),
+            ("ml", "uid-2"),
+            ("ml", "uid-9"),
+            ("m", "uid-1"),
+        ] {
+            let each: BTreeMap<String, String> = ["gpu", "mig"]
+                .into_iter()
+                .filter_map(|claim| {
+                    let name = tables.claim_made_for(namespace, uid, claim)?;
+                    Some((claim.to_owned(), name))
+                })
+                .collect();
+            assert_eq!(tables.claims_made_for(namespace, uid), Some(each), "{uid}");
+        }
     }
 
     #[test]

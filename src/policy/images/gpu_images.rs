@@ -21,6 +21,8 @@
 //! changes (an API server never sends such an object: it decodes every
 //! Pod before admission).
 
+use std::collections::BTreeSet;
+
 use crate::document::{Json, Object};
 
 use crate::policy::dra::resolution as pod_claims;
@@ -67,13 +69,14 @@ pub fn view_gpu_images<'t>(
     };
     let _unresolved = pod_claims::resolve(&mut view, claims, namespace);
     let mut images: Vec<&'t str> = Vec::new();
+    let mut seen = BTreeSet::new();
     for image in view
         .containers
         .iter()
         .filter(|c| c.is_gpu())
         .filter_map(|c| c.image)
     {
-        if !images.contains(&image) {
+        if seen.insert(image) {
             images.push(image);
         }
     }
@@ -108,6 +111,8 @@ pub fn gpu_images<'t>(
             .flatten();
     }
     let mut images: Vec<&'t str> = Vec::new();
+    // Each image once, found in logarithmic time however many there are.
+    let mut seen = BTreeSet::new();
     for field in ["initContainers", "containers"] {
         let Some(list) = present(spec, field) else {
             continue;
@@ -129,7 +134,7 @@ pub fn gpu_images<'t>(
             }
             if asks_for_gpus(resources, settings)?
                 && let Some(image) = image
-                && !images.contains(&image)
+                && seen.insert(image)
             {
                 images.push(image);
             }

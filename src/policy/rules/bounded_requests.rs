@@ -143,17 +143,16 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         ));
     let max_per_pod = input.namespace.max_per_pod;
     let dra = view.dra_gpus;
-    let resources = view.gpu_resource_names();
+    let counts = view.effective_counts();
     if let Some(dra) = dra
-        && resources.is_empty()
+        && counts.is_empty()
         && dra > DraCount::Exactly(max_per_pod)
     {
         findings
             .violations
             .push(CLAIMS_ABOVE_POD_MAXIMUM.format(&[("count", &dra), ("maximum", &max_per_pod)]));
     }
-    for resource in resources {
-        let count = view.effective_count(resource);
+    for (resource, count) in counts {
         let largest = input.cluster.and_then(|c| c.largest_allocatable(resource));
         if let Some(largest) = largest
             && count > largest

@@ -137,10 +137,21 @@ fn node_affinity(
             }
         }
         Ok(None) => {}
-        Err(field) => {
-            let message = format!(
-                "{field} is malformed, so the {words} constraint cannot be added; fix the affinity"
-            );
+        Err(why) => {
+            let message = match why {
+                Unconstrained::Malformed(field) => format!(
+                    "{field} is malformed, so the {words} constraint cannot be added; fix the \
+                     affinity"
+                ),
+                Unconstrained::TooLarge {
+                    terms,
+                    alternatives,
+                } => format!(
+                    "the {terms} required node selector terms, each multiplied by the \
+                     {alternatives} alternatives of the {words} constraint, would be more \
+                     than a pod can hold; merge the terms"
+                ),
+            };
             // A denial never depends on a registry answer: only what the
             // table and the annotations ask for may deny.
             if input.images.is_some() && !needs_constraint_without_registry(input, base, which) {
@@ -247,7 +258,7 @@ fn constrain(
     spec: Object<'_>,
     spec_pointer: &Pointer,
     alternatives: &[Vec<Value>],
-) -> Result<Option<PatchOperation>, String> {
+) -> Result<Option<PatchOperation>, Unconstrained> {
     let new_terms = || -> Value {
         Value::Array(
             alternatives
@@ -266,7 +277,9 @@ fn constrain(
         );
         return Ok(Some(add(path, value)));
     };
-    let affinity = affinity.as_object().ok_or("spec.affinity")?;
+    let affinity = affinity
+        .as_object()
+        .ok_or_else(|| malformed("spec.affinity"))?;
     path.push_back("nodeAffinity");
     let Some(node_affinity) = present(affinity, "nodeAffinity") else {
         let value = object(REQUIRED, object("nodeSelectorTerms", new_terms()));
@@ -274,14 +287,14 @@ fn constrain(
     };
     let node_affinity = node_affinity
         .as_object()
-        .ok_or("spec.affinity.nodeAffinity")?;
+        .ok_or_else(|| malformed("spec.affinity.nodeAffinity"))?;
     path.push_back(REQUIRED);
     let Some(required) = present(node_affinity, REQUIRED) else {
         return Ok(Some(add(path, object("nodeSelectorTerms", new_terms()))));
     };
-    let required = required
-        .as_object()
-        .ok_or("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")?;
+    let required = required.as_object().ok_or_else(|| {
+        malformed("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    })?;
     path.push_back("nodeSelectorTerms");
     // The terms are copied into the patch: read as values.
     let existing: Vec<Value> = match present(required, "nodeSelectorTerms").map(Json::as_array) {
@@ -291,25 +304,43 @@ fn constrain(
         }
         Some(Some(terms)) => terms.iter().map(Json::to_value).collect(),
         Some(None) => {
-            return Err(format!(
+            return Err(Unconstrained::Malformed(format!(
                 "{}.nodeSelectorTerms",
                 "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            ));
+            )));
         }
     };
     let mut changed = false;
-    let mut terms = Vec::with_capacity(existing.len() * alternatives.len());
+    let mut terms = Vec::with_capacity(existing.len().saturating_mul(alternatives.len()));
+    // What the terms written so far take as JSON: each term the
+    // constraint is ANDed into is written once per alternative.
+    let mut written = 0usize;
     for (index, term) in existing.iter().enumerate() {
         let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
-        let object = term.as_object().ok_or_else(field)?;
+        let object = term
+            .as_object()
+            .ok_or_else(|| Unconstrained::Malformed(field()))?;
         let expressions: &[Value] = match object.get("matchExpressions").filter(|v| !v.is_null()) {
             None => &[],
             Some(Value::Array(list)) => list,
-            Some(_) => return Err(format!("{}.matchExpressions", field())),
+            Some(_) => {
+                return Err(Unconstrained::Malformed(format!(
+                    "{}.matchExpressions",
+                    field()
+                )));
+            }
         };
         let carried = alternatives
             .iter()
             .any(|alternative| alternative.iter().all(|e| expressions.contains(e)));
+        let copies = if carried { 1 } else { alternatives.len() };
+        written = written.saturating_add(json_len(term).saturating_mul(copies));
+        if written > MAX_WRITTEN_TERMS_BYTES {
+            return Err(Unconstrained::TooLarge {
+                terms: existing.len(),
+                alternatives: alternatives.len(),
+            });
+        }
         if carried {
             terms.push(term.clone());
             continue;
@@ -335,6 +366,44 @@ fn constrain(
         path,
         value: Value::Array(terms),
     })))
+}
+
+/// The most bytes of required node selector terms R4 writes: the API
+/// server keeps no object above 1.5 MiB (etcd's request limit), so terms
+/// multiplied past it make a pod that can never be stored. It bounds the
+/// patch by a constant, whatever the number of terms and of alternatives.
+pub const MAX_WRITTEN_TERMS_BYTES: usize = 1536 * 1024;
+
+/// Why the constraint cannot be ANDed into the required terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unconstrained {
+    /// The field named has the wrong shape.
+    Malformed(String),
+    /// The terms multiplied by the alternatives would be larger than
+    /// [`MAX_WRITTEN_TERMS_BYTES`].
+    TooLarge { terms: usize, alternatives: usize },
+}
+
+fn malformed(field: &str) -> Unconstrained {
+    Unconstrained::Malformed(field.to_owned())
+}
+
+/// The length of `value` as JSON text, counted without keeping the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a value into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// `{key: value}`, built directly: `json!` would copy a `Value` by

@@ -466,3 +466,47 @@ fn a_registry_answer_never_denies() {
         1
     );
 }
+
+/// The terms, each multiplied by the constraint's alternatives, are bounded
+/// in bytes: terms that would pass [`MAX_WRITTEN_TERMS_BYTES`] deny the pod
+/// (it could never be stored) rather than make a patch that large; a pod
+/// just below is constrained.
+#[rstest]
+#[case(10, true)]
+#[case(-10, false)]
+fn terms_multiplied_past_what_a_pod_holds_are_a_violation(
+    #[case] beyond: isize,
+    #[case] denied: bool,
+) {
+    // CUDA 13: two alternatives, so each term is written twice.
+    let term = json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]});
+    let fit = MAX_WRITTEN_TERMS_BYTES / (2 * json_len(&term));
+    let count = fit.saturating_add_signed(beyond);
+    let mut pod = gpu_pod("nvidia/cuda:13.0.0-runtime-ubuntu24.04");
+    pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {
+        "nodeSelectorTerms": vec![term; count]}}});
+    let evaluation = evaluate_pod(&pod);
+    let violations: Vec<String> = evaluation
+        .violations
+        .iter()
+        .filter(|v| v.rule == ID)
+        .map(|v| v.message.to_string())
+        .collect();
+    if denied {
+        assert_eq!(
+            violations,
+            vec![format!(
+                "gpu-policy: the {count} required node selector terms, each multiplied by the 2 \
+                 alternatives of the compute capability >= 7.5 constraint, would be more than a \
+                 pod can hold; merge the terms"
+            )]
+        );
+        assert!(!evaluation.changes.iter().any(|c| c.rule == ID));
+    } else {
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(
+            terms(&patched(&pod)).as_array().map(Vec::len),
+            Some(2 * count)
+        );
+    }
+}

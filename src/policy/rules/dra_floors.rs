@@ -26,6 +26,8 @@
 //! needs ([`GpuNeeds::guaranteed_by`]) gets a notice naming the selector to
 //! add.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::document::Json;
 use json_patch::{PatchOperation, RemoveOperation};
 
@@ -137,15 +139,14 @@ fn record(
         return;
     };
     let pod = pod_name(input);
-    let mut reported = Vec::new();
+    let mut reported = BTreeSet::new();
     for pod_claim in &view.resource_claims {
         let ClaimSource::Template(template) = pod_claim.source else {
             continue;
         };
-        if reported.contains(&template) {
+        if !reported.insert(template) {
             continue;
         }
-        reported.push(template);
         let Resolved::Known(summary) =
             claims.resource_claim_template(input.namespace_name, template)
         else {
@@ -183,12 +184,40 @@ fn referenced_claims(
         .metadata
         .and_then(|m| m.get("uid"))
         .and_then(Json::as_str);
+    // Pod claim name -> the uses of it by the containers in claims, in the
+    // containers' order: each pod claim finds its users without a pass over
+    // every container.
+    let mut uses: BTreeMap<&str, Vec<(usize, Option<&str>)>> = BTreeMap::new();
+    for (at, container) in view.containers.iter().enumerate() {
+        if !in_claims(container) {
+            continue;
+        }
+        for claim_use in &container.claims {
+            uses.entry(claim_use.name)
+                .or_default()
+                .push((at, claim_use.request));
+        }
+    }
+    // The claims made for the pod from its templates, read once: asking
+    // for each pod claim would go over the namespace's claims each time.
+    let mut made_for: Option<Option<BTreeMap<String, String>>> = None;
+    // A pod claim's name is its key (the API server refuses a pod that
+    // names two alike, and the containers' uses resolve to the first).
+    let mut seen = BTreeSet::new();
     for pod_claim in &view.resource_claims {
+        if !seen.insert(pod_claim.name) {
+            continue;
+        }
         let (name, referenced) = match pod_claim.source {
             ClaimSource::Claim(name) => (name.to_owned(), true),
             ClaimSource::Template(_) => {
                 let made = uid.and_then(|uid| {
-                    claims.claim_made_for(input.namespace_name, uid, pod_claim.name)
+                    let all = made_for
+                        .get_or_insert_with(|| claims.claims_made_for(input.namespace_name, uid));
+                    match all {
+                        Some(all) => all.get(pod_claim.name).cloned(),
+                        None => claims.claim_made_for(input.namespace_name, uid, pod_claim.name),
+                    }
                 });
                 match made {
                     Some(name) => (name, false),
@@ -206,17 +235,18 @@ fn referenced_claims(
         // request that is not a GPU one (or not there) holds none of them.
         let holds =
             |request: Option<&str>| request.is_none_or(|r| gpu_requests.contains(&base_request(r)));
-        let users: Vec<&str> = view
-            .containers
-            .iter()
-            .filter(|c| in_claims(c))
-            .filter(|c| {
-                c.claims
-                    .iter()
-                    .any(|u| u.name == pod_claim.name && holds(u.request))
-            })
-            .map(|c| c.name)
-            .collect();
+        let mut users: Vec<&str> = Vec::new();
+        // The uses come in the containers' order; a container is named once.
+        let mut named = None;
+        for &(at, request) in uses.get(pod_claim.name).into_iter().flatten() {
+            if named != Some(at)
+                && holds(request)
+                && let Some(container) = view.containers.get(at)
+            {
+                users.push(container.name);
+                named = Some(at);
+            }
+        }
         if users.is_empty() {
             continue;
         }

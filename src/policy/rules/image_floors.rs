@@ -6,6 +6,8 @@
 //! `NVIDIA_DISABLE_REQUIRE` env; what the registry said of an image (when the
 //! evaluator has [`crate::policy::ImageFacts`]), else the image table.
 
+use std::collections::BTreeSet;
+
 use super::rule::RuleInput;
 use crate::cuda::requirement::DriverFloor;
 use crate::cuda::{ComputeCapability, ImageNeeds};
@@ -38,6 +40,10 @@ pub(super) fn image_floors<'v>(
     let mut compute: Option<(ComputeCapability, String)> = None;
     let mut driver: Option<(DriverFloor, Vec<&str>)> = None;
     let mut images: Vec<&'v str> = Vec::new();
+    // `images` and the driver floor's sources as sets: each image is
+    // looked for in logarithmic time, however many containers name one.
+    let mut in_images = BTreeSet::new();
+    let mut in_sources = BTreeSet::new();
     if input.settings.config().image_resolution.mode == ResolutionMode::Off {
         return ImageFloors {
             compute: None,
@@ -81,7 +87,7 @@ pub(super) fn image_floors<'v>(
             );
             let compute_floor = need.compute_floor();
             let driver_floor = need.driver_floor();
-            if (compute_floor.is_some() || driver_floor.is_some()) && !images.contains(&image) {
+            if (compute_floor.is_some() || driver_floor.is_some()) && in_images.insert(image) {
                 images.push(image);
             }
             if let Some(floor) = compute_floor
@@ -93,10 +99,13 @@ pub(super) fn image_floors<'v>(
                 continue;
             };
             driver = match driver {
-                None => Some((floor, vec![image])),
+                None => {
+                    in_sources.insert(image);
+                    Some((floor, vec![image]))
+                }
                 Some((current, mut sources)) => match current.and(&floor) {
                     Some(both) => {
-                        if !sources.contains(&image) {
+                        if in_sources.insert(image) {
                             sources.push(image);
                         }
                         Some((both, sources))

@@ -17,3 +17,5 @@ pub const PEAK_RSS: u64 = 128 << 20;
 mod connections;
 mod forged_reviews;
 mod labels_and_output;
+
+mod cpu_shapes;
