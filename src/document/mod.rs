@@ -24,7 +24,7 @@ mod read;
 mod tree;
 mod value;
 
-pub use read::{Everything, Unread, read};
+pub use read::{Budget, Everything, Unread, read};
 pub use tree::{Array, Document, Elements, Json, Kind, Members, Object};
 
 #[cfg(test)]
