@@ -14,3 +14,4 @@
 /// One replica's peak resident set under any attack (the chart's limit is
 /// 256Mi; SPEC section 6).
 pub const PEAK_RSS: u64 = 128 << 20;
+mod memory_shapes;
