@@ -390,6 +390,21 @@ fn every_key_the_request_path_reads_is_kept() {
     assert!(seen > 50, "the patterns found only {seen} keys read");
 }
 
+#[test]
+fn each_place_keeps_its_row_of_the_allowlist() {
+    for (place, keys) in KEPT {
+        assert_eq!(place.kept(), Some(*keys), "{place:?}");
+    }
+    for place in [
+        Place::Whole,
+        Place::EnvEntry,
+        Place::Resources,
+        Place::ContainerList,
+    ] {
+        assert_eq!(place.kept(), None, "{place:?}");
+    }
+}
+
 /// Every workload kind's template, the claim kinds and the Namespace are
 /// reached by the places: their read paths are kept.
 #[test]
@@ -463,6 +478,65 @@ fn collect_sources(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
             collect_sources(&path, files);
         } else if path.extension().is_some_and(|e| e == "rs") {
             files.push(path);
+        }
+    }
+}
+
+/// An object denser than the budget of its body allows is read to the
+/// end, kept as nothing, and denied on one line, on the pod endpoints and
+/// on the namespace guard alike; a body of the same size with room is read.
+#[test]
+fn an_object_over_the_budget_is_denied_unread() {
+    use crate::admission::respond::UNREAD;
+    use crate::admission::{Endpoint, Mode, decode, respond};
+    use crate::policy::Evaluator;
+    use crate::review_builder::Review;
+    use crate::settings::Settings;
+
+    let settings = Settings::default();
+    let namespace_settings = crate::admission::namespace_settings(&settings, None, Some("ml"));
+    let evaluator = Evaluator::of_cluster(&settings, &namespace_settings, None, None);
+    let pod = |tolerations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], "tolerations": tolerations}})
+    };
+    // 3 bytes a node: past 1.25 bodies and 1 MiB from about 800 KB on.
+    let dense = pod(Value::Array(vec![json!({}); 400_000]));
+    // As many bytes, in one string a node.
+    let sparse = pod(json!([{"key": "k".repeat(1_200_000)}]));
+    let namespace = |labels: serde_json::Map<String, Value>| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": labels}});
+    // A forged namespace: its labels are read whole.
+    let labels = [("l".to_owned(), Value::Array(vec![json!({}); 400_000]))];
+    let dense_namespace = namespace(labels.into_iter().collect());
+
+    for (object, endpoints, dense) in [
+        (
+            &dense,
+            &[Endpoint::Mutate, Endpoint::Validate(Mode::Enforce)][..],
+            true,
+        ),
+        (
+            &sparse,
+            &[Endpoint::Mutate, Endpoint::Validate(Mode::Enforce)][..],
+            false,
+        ),
+        (&dense_namespace, &[Endpoint::Namespace][..], true),
+    ] {
+        let body = Review::create(object, "ml").body();
+        let request = decode(&body).expect("a review");
+        let read = request.object.as_ref().expect("an object");
+        assert_eq!(read.exceeds_budget(), dense, "{} bytes", body.len());
+        assert_eq!(read.json().is_null(), dense);
+        for endpoint in endpoints {
+            let response = respond(&request, *endpoint, &evaluator).0;
+            let message = &response.result.message;
+            if dense {
+                assert!(!response.allowed, "{endpoint:?}");
+                assert!(message.contains(UNREAD), "{endpoint:?}: {message}");
+                assert!(!message.contains('\n'), "{message}");
+            } else {
+                assert!(!message.contains(UNREAD), "{endpoint:?}: {message}");
+            }
         }
     }
 }
