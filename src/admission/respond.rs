@@ -244,7 +244,7 @@ pub fn respond(
 /// The denial of an object that was not read: it holds more values than
 /// the body's memory budget allows (`admission::object_tree::budget`).
 pub const UNREAD: &str = "the object is not read: it holds more values (containers, entries, \
-    list elements) than a review of its size may hold in memory, about one for every four bytes";
+    list elements) than the webhook holds in memory for a review of its size";
 
 /// Whether the object or the old object of `request` exceeded the budget
 /// of its body, and so holds nothing to read.

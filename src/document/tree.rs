@@ -225,6 +225,22 @@ impl<'a> Document<'a> {
         }
     }
 
+    /// Whether the string at `at` is `key`: compared as bytes, without
+    /// making a `&str` of the text first (asked of every member of an
+    /// object a field is looked up in).
+    fn is_key(&self, at: usize, key: &str) -> bool {
+        match self.node(at) {
+            Unpacked::Str { at, len } => {
+                len as usize == key.len() && {
+                    let start = at as usize;
+                    self.text.as_bytes().get(start..start + key.len()) == Some(key.as_bytes())
+                }
+            }
+            Unpacked::Text(index) => self.strings.get(index as usize).is_some_and(|s| s == key),
+            _ => false,
+        }
+    }
+
     /// The node after the value at `at` and everything inside it.
     fn after(&self, at: usize) -> usize {
         match self.node(at) {
@@ -421,7 +437,7 @@ impl<'a> Object<'a> {
         let mut at = self.0.at + 1;
         let mut found = None;
         while at < end {
-            if doc.str_at(at) == Some(key) {
+            if doc.is_key(at, key) {
                 found = Some(at + 1);
             }
             at = doc.after(at + 1);
