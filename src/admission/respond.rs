@@ -143,6 +143,7 @@ pub fn evaluated<'r>(
     let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
     let validating = matches!(endpoint, Endpoint::Validate(_));
     let written = matches!(request.operation, Operation::Create | Operation::Update);
+    let unread = exceeds_budget(request);
     // Some(scope) for an update of a Pod's ephemeral containers; None for
     // an object evaluated as created.
     let update_scope = match (kind, &request.operation) {
@@ -152,7 +153,9 @@ pub fn evaluated<'r>(
             None => return Err("the review carries no oldObject"),
         },
         (ObjectKind::Workload(_), _) if main && validating && written => None,
-        (ObjectKind::Claim(_), _) if main && validating && written && !spec_unchanged(request) => {
+        (ObjectKind::Claim(_), _)
+            if main && validating && written && (unread || !spec_unchanged(request)) =>
+        {
             None
         }
         (ObjectKind::Claim(ClaimKind::Claim), Operation::Create) if main && !validating => None,
@@ -161,6 +164,9 @@ pub fn evaluated<'r>(
     let Some(object) = request.object.as_ref() else {
         return Err("the review carries no object");
     };
+    if unread {
+        return Err(UNREAD);
+    }
     let namespace = request
         .namespace
         .as_deref()
@@ -239,6 +245,19 @@ pub fn respond(
     into_response(response, endpoint, decision, verdict)
 }
 
+/// The denial of an object that was not read: it holds more values than
+/// the body's memory budget allows (`admission::object_tree::budget`).
+pub const UNREAD: &str = "the object is not read: it holds more values (containers, entries, \
+    list elements) than the webhook holds in memory for a review of its size";
+
+/// Whether the object or the old object of `request` exceeded the budget
+/// of its body, and so holds nothing to read.
+fn exceeds_budget(request: &AdmissionRequest<'_>) -> bool {
+    [&request.object, &request.old_object]
+        .into_iter()
+        .any(|object| object.as_ref().is_some_and(RawObject::exceeds_budget))
+}
+
 /// An update that leaves the object's `spec` as it was: for a claim (whose
 /// spec is immutable) a change of labels, annotations or finalizers, which
 /// must go through so that a claim admitted earlier, under a looser
@@ -303,6 +322,9 @@ fn guard_namespace(
         || request.kind.kind != "Namespace"
     {
         return (response, Verdict::new(DecisionKind::Ignored));
+    }
+    if exceeds_budget(request) {
+        return deny(response, UNREAD);
     }
     let groups = request.user_info.groups.as_deref().unwrap_or_default();
     let requester = namespace_guard::Requester {

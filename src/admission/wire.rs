@@ -12,15 +12,15 @@ use std::sync::LazyLock;
 
 use kube::core::admission::{AdmissionResponse, META_API_VERSION_V1, META_KIND, Operation};
 use kube::core::{Status, TypeMeta};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::object_tree;
-use crate::document::{Document, Json};
+use crate::document::{Budget, Document, Json};
 
 /// An object as the API server sent it, a [`Document`] that borrows the
-/// request body, less the fields no rule reads ([`object_tree`]: probes,
-/// commands, ports, `managedFields`, `status`, env entries of other
-/// names). The policy reads [`RawObject::json`].
+/// request body, with only the fields some rule reads ([`object_tree`]).
+/// The policy reads [`RawObject::json`].
 #[derive(Debug, Clone)]
 pub struct RawObject<'a> {
     document: Document<'a>,
@@ -31,16 +31,16 @@ impl<'a> RawObject<'a> {
         Self { document }
     }
 
-    /// The object.
+    /// The object; null when it [`RawObject::exceeds_budget`].
     pub fn json(&self) -> Json<'_> {
         self.document.root()
     }
-}
 
-/// Read without the fields no rule reads ([`object_tree`]).
-impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        object_tree::read(deserializer).map(RawObject::new)
+    /// Whether the object holds more values than the body's memory budget
+    /// allows ([`object_tree::budget`]): then nothing of it was kept, and
+    /// a review that would read it is denied.
+    pub fn exceeds_budget(&self) -> bool {
+        self.document.exceeded_budget()
     }
 }
 
@@ -69,30 +69,21 @@ pub enum ReviewError {
 /// `options` as a JSON tree; the fields read here are the same and as
 /// required (`uid`, `kind`, `resource`, `operation`, `userInfo`), the rest
 /// (`requestKind`, `requestResource`, `options`, ...) is parsed and left.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// Read by hand ([`RequestSeed`]) rather than derived, so that the reader
+/// of `object` and `oldObject` knows the body their strings point into,
+/// and the budget the two share.
+#[derive(Debug, Clone)]
 pub struct AdmissionRequest<'a> {
-    #[serde(borrow)]
     pub uid: Cow<'a, str>,
-    #[serde(borrow)]
     pub kind: GroupVersionKind<'a>,
-    /// Required as the API server always sends it; not read.
-    #[serde(rename = "resource")]
-    _resource: serde::de::IgnoredAny,
-    #[serde(default, borrow)]
     pub sub_resource: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
     pub name: Cow<'a, str>,
-    #[serde(default, borrow)]
     pub namespace: Option<Cow<'a, str>>,
     pub operation: Operation,
-    #[serde(borrow)]
     pub user_info: UserInfo<'a>,
-    #[serde(borrow)]
     pub object: Option<RawObject<'a>>,
-    #[serde(borrow)]
     pub old_object: Option<RawObject<'a>>,
-    #[serde(default)]
     pub dry_run: bool,
 }
 
@@ -122,8 +113,6 @@ pub struct UserInfo<'a> {
 fn borrowed_strs<'de: 'a, 'a, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Vec<Cow<'a, str>>>, D::Error> {
-    #[derive(Deserialize)]
-    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
     let list: Option<Vec<Borrowed<'a>>> = Option::deserialize(deserializer)?;
     Ok(list.map(|list| list.into_iter().map(|Borrowed(text)| text).collect()))
 }
@@ -212,7 +201,14 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
         Err(_) => std::str::from_utf8(body)?,
     };
     check_unicode_escapes(text)?;
-    let review: ReviewBody = sonic_rs::from_str(text)?;
+    let budget = Budget::new(object_tree::budget(text.len()));
+    let mut deserializer = sonic_rs::Deserializer::from_str(text);
+    let review = ReviewSeed {
+        text,
+        budget: &budget,
+    }
+    .deserialize(&mut deserializer)?;
+    deserializer.end()?;
     if review.api_version != META_API_VERSION_V1 {
         return Err(ReviewError::Version(review.api_version.into_owned()));
     }
@@ -229,14 +225,208 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
 /// its own content tree and then reading that again (about 1,000
 /// instructions per review here). The fields are the same, and equally
 /// required.
-#[derive(Deserialize)]
 struct ReviewBody<'a> {
-    #[serde(rename = "apiVersion", borrow)]
     api_version: Cow<'a, str>,
-    #[serde(borrow)]
     kind: Cow<'a, str>,
-    #[serde(default, borrow)]
     request: Option<AdmissionRequest<'a>>,
+}
+
+/// Reads a [`ReviewBody`] of `text`, whose objects share `budget`. The
+/// fields are read as serde's derive reads them: each required one must
+/// be there, none twice, and other keys are skipped.
+struct ReviewSeed<'t, 'b> {
+    text: &'t str,
+    budget: &'b Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for ReviewSeed<'de, '_> {
+    type Value = ReviewBody<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ReviewSeed<'de, '_> {
+    type Value = ReviewBody<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("an AdmissionReview")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut api_version, mut kind, mut request) = (None, None, None);
+        while let Some(Borrowed(key)) = map.next_key()? {
+            match &*key {
+                "apiVersion" => once(
+                    &mut api_version,
+                    "apiVersion",
+                    map.next_value::<Borrowed>()?,
+                )?,
+                "kind" => once(&mut kind, "kind", map.next_value::<Borrowed>()?)?,
+                "request" => {
+                    let seed = Nullable(RequestSeed {
+                        text: self.text,
+                        budget: self.budget,
+                    });
+                    once(&mut request, "request", map.next_value_seed(seed)?)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(ReviewBody {
+            api_version: required(api_version, "apiVersion")?.0,
+            kind: required(kind, "kind")?.0,
+            request: request.flatten(),
+        })
+    }
+}
+
+/// Reads an [`AdmissionRequest`]; its `object` and `oldObject` with
+/// [`object_tree::read`].
+struct RequestSeed<'t, 'b> {
+    text: &'t str,
+    budget: &'b Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for RequestSeed<'de, '_> {
+    type Value = AdmissionRequest<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed<'de, '_> {
+    type Value = AdmissionRequest<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("an AdmissionRequest")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut uid = None;
+        let mut kind = None;
+        let mut resource = None;
+        let mut sub_resource = None;
+        let mut name = None;
+        let mut namespace = None;
+        let mut operation = None;
+        let mut user_info = None;
+        let mut object = None;
+        let mut old_object = None;
+        let mut dry_run = None;
+        let object_seed = || {
+            Nullable(ObjectSeed {
+                text: self.text,
+                budget: self.budget,
+            })
+        };
+        while let Some(Borrowed(key)) = map.next_key()? {
+            match &*key {
+                "uid" => once(&mut uid, "uid", map.next_value::<Borrowed>()?.0)?,
+                "kind" => once(&mut kind, "kind", map.next_value()?)?,
+                "resource" => once(&mut resource, "resource", map.next_value::<IgnoredAny>()?)?,
+                "subResource" => {
+                    let value = map.next_value::<Option<Borrowed>>()?;
+                    once(&mut sub_resource, "subResource", value.map(|b| b.0))?;
+                }
+                "name" => once(&mut name, "name", map.next_value::<Borrowed>()?.0)?,
+                "namespace" => {
+                    let value = map.next_value::<Option<Borrowed>>()?;
+                    once(&mut namespace, "namespace", value.map(|b| b.0))?;
+                }
+                "operation" => once(&mut operation, "operation", map.next_value()?)?,
+                "userInfo" => once(&mut user_info, "userInfo", map.next_value()?)?,
+                "object" => once(&mut object, "object", map.next_value_seed(object_seed())?)?,
+                "oldObject" => {
+                    let value = map.next_value_seed(object_seed())?;
+                    once(&mut old_object, "oldObject", value)?;
+                }
+                "dryRun" => once(&mut dry_run, "dryRun", map.next_value()?)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        required(resource, "resource")?;
+        Ok(AdmissionRequest {
+            uid: required(uid, "uid")?,
+            kind: required(kind, "kind")?,
+            sub_resource: sub_resource.flatten(),
+            name: name.unwrap_or_default(),
+            namespace: namespace.flatten(),
+            operation: required(operation, "operation")?,
+            user_info: required(user_info, "userInfo")?,
+            object: object.flatten(),
+            old_object: old_object.flatten(),
+            dry_run: dry_run.unwrap_or_default(),
+        })
+    }
+}
+
+/// Reads an object of the request into its document.
+struct ObjectSeed<'t, 'b> {
+    text: &'t str,
+    budget: &'b Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'de, '_> {
+    type Value = RawObject<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        object_tree::read(self.text, deserializer, self.budget).map(RawObject::new)
+    }
+}
+
+/// A value read with the seed inside, or null: as serde reads an `Option`.
+struct Nullable<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Nullable<S> {
+    type Value = Option<S::Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Nullable<S> {
+    type Value = Option<S::Value>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a value or null")
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(deserializer).map(Some)
+    }
+}
+
+/// A string that points into the body, unless it has escapes.
+#[derive(Deserialize)]
+struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// Sets a field read from the body, which must not have it twice.
+fn once<T, E: de::Error>(slot: &mut Option<T>, field: &'static str, value: T) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::duplicate_field(field));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+fn required<T, E: de::Error>(slot: Option<T>, field: &'static str) -> Result<T, E> {
+    slot.ok_or_else(|| E::missing_field(field))
 }
 
 /// Encodes the response as an AdmissionReview v1.

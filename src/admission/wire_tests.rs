@@ -246,7 +246,15 @@ fn nesting_is_bounded_where_it_is_read_and_free_where_it_is_skipped() {
     assert_ne!(in_options, body);
     assert!(decode(in_options.as_bytes()).is_ok());
 
-    let in_spec = body.replacen("\"spec\":{}", &format!("\"spec\":{{\"x\":{nested}}}"), 1);
+    let unread = body.replacen("\"spec\":{}", &format!("\"spec\":{{\"x\":{nested}}}"), 1);
+    assert_ne!(unread, body);
+    assert!(decode(unread.as_bytes()).is_ok());
+
+    let in_spec = body.replacen(
+        "\"spec\":{}",
+        &format!("\"spec\":{{\"affinity\":{nested}}}"),
+        1,
+    );
     assert_ne!(in_spec, body);
     let text = refusal_of(in_spec.as_bytes());
     assert!(text.contains("nesting"), "{text}");

@@ -1,12 +1,14 @@
 //! A JSON document that borrows the text it was read from: the object of
 //! an admission request as the request body holds it.
 //!
-//! Every value is one node of a flat list, in the order of the text; a
-//! string without escapes is a slice of the text, not a copy; an array or
-//! an object knows where its last node ends, so that reading a field steps
-//! over its siblings without reading them. Reading a document costs one
-//! allocation for its nodes (and one per string with escapes), and freeing
-//! it one; a `serde_json::Value` costs one per string and per map entry.
+//! Every value is one node of a flat list, in the order of the text, and a
+//! node is one word (8 bytes); a string without escapes is its place in the
+//! text, not a copy; an array or an object knows where its last node ends,
+//! so that reading a field steps over its siblings without reading them.
+//! Reading a document costs one allocation for its nodes (and one per
+//! string with escapes), and freeing it one; a `serde_json::Value` costs
+//! one per string and per map entry. What reading may take is bounded by a
+//! [`Budget`].
 //!
 //! [`Json`] is a handle on one value, `Copy`, with the accessors of
 //! `serde_json::Value` that the policy reads (`get`, `as_str`, `as_array`,
@@ -24,7 +26,7 @@ mod read;
 mod tree;
 mod value;
 
-pub use read::{Everything, Unread, read};
+pub use read::{Budget, Everything, Unread, read};
 pub use tree::{Array, Document, Elements, Json, Kind, Members, Object};
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ fn strings_without_escapes_are_borrowed_from_the_text() {
     let plain = document.root().get("name").and_then(Json::as_str).unwrap();
     let range = text.as_ptr() as usize..text.as_ptr() as usize + text.len();
     assert!(range.contains(&(plain.as_ptr() as usize)));
-    assert_eq!(document.unescaped.len(), 1);
+    assert_eq!(document.strings.len(), 1);
     assert_eq!(
         document.root().get("quoted").and_then(Json::as_str),
         Some("a\nb")
@@ -98,6 +98,122 @@ fn a_text_that_is_not_json_is_refused() {
     for text in ["{", "[1,]", r#"{"a" 1}"#, "1 2", "\"\\x\""] {
         assert!(Document::parse(text).is_err(), "{text}");
     }
+}
+
+#[test]
+fn a_node_is_one_word() {
+    assert_eq!(size_of::<tree::Node>(), 8);
+}
+
+#[test]
+fn integers_past_a_node_are_kept_aside_and_read_alike() {
+    let text = format!(
+        "[{}, {}, {}, {}, {}, {}, 0, -1, 1.5]",
+        (1i64 << 59) - 1,
+        1i64 << 59,
+        -(1i64 << 59),
+        -(1i64 << 59) - 1,
+        u64::MAX,
+        i64::MIN
+    );
+    let document = parsed(&text);
+    let expected: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(document.root().to_value(), expected);
+    // The three past 60 bits, and the float.
+    assert_eq!(document.numbers.len(), 5);
+    for (ours, theirs) in document
+        .root()
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(expected.as_array().unwrap())
+    {
+        assert_eq!(ours.as_u64(), theirs.as_u64());
+        assert_eq!(ours.as_i64(), theirs.as_i64());
+        assert_eq!(ours.as_f64(), theirs.as_f64());
+        assert_eq!(ours.as_number().as_ref(), theirs.as_number());
+    }
+}
+
+#[test]
+fn strings_of_the_text_take_no_side_table() {
+    let text = r#"{"a": "x", "bb": ["", "yz"]}"#;
+    let document = parsed(text);
+    assert!(document.strings.is_empty() && document.numbers.is_empty());
+    assert_eq!(document.node_count(), 7);
+    assert_eq!(
+        document.root().pointer("/bb/1").and_then(Json::as_str),
+        Some("yz")
+    );
+}
+
+/// Leaves out the elements of the lists of `drop` that are not `"keep"`.
+#[derive(Clone, Copy)]
+struct InDrop(bool);
+
+impl Unread for InDrop {
+    fn member(self, key: &str) -> Self {
+        InDrop(key == "drop")
+    }
+    fn element(self) -> Self {
+        self
+    }
+    fn skips(self, _: &str) -> bool {
+        false
+    }
+    fn keeps(self, element: Json<'_>) -> bool {
+        !self.0 || element.as_str() == Some("keep")
+    }
+}
+
+#[test]
+fn a_run_of_left_out_elements_is_one_node_that_keeps_their_indexes() {
+    let text = r#"{"drop": [1, [2, 3], {"a": 4}, "keep", 5, 6, "keep", 7], "other": [1, 2]}"#;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let document = read(text, &mut deserializer, InDrop(false), &Budget::unlimited()).unwrap();
+    let list = document
+        .root()
+        .get("drop")
+        .and_then(Json::as_array)
+        .unwrap();
+    assert_eq!(list.len(), 8);
+    assert_eq!(list.iter().len(), 8);
+    let left: Vec<bool> = list.iter().map(Json::is_left_out).collect();
+    assert_eq!(left, [true, true, true, false, true, true, false, true]);
+    assert_eq!(list.get(3).and_then(Json::as_str), Some("keep"));
+    assert_eq!(list.get(6).and_then(Json::as_str), Some("keep"));
+    assert_eq!(
+        document.root().pointer("/drop/6").and_then(Json::as_str),
+        Some("keep")
+    );
+    assert!(list.get(8).is_none());
+    assert_eq!(
+        document.root().pointer("/other/1").and_then(Json::as_u64),
+        Some(2)
+    );
+    // The object, its two keys, two lists, three runs, two kept, two numbers.
+    assert_eq!(document.node_count(), 12);
+}
+
+#[test]
+fn a_document_past_its_budget_is_empty_and_its_text_still_checked() {
+    let text = r#"{"a": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "b": {"c": "d"}}"#;
+    let budget = Budget::new(8 * 5);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let document = read(text, &mut deserializer, Everything, &budget).unwrap();
+    assert!(document.exceeded_budget());
+    assert!(document.root().is_null());
+    assert_eq!(document.node_count(), 1);
+
+    let within = Budget::new(8 * 20);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let document = read(text, &mut deserializer, Everything, &within).unwrap();
+    assert!(!document.exceeded_budget());
+    assert_eq!(document.node_count(), 17);
+
+    let broken = r#"{"a": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "b": {"c" "d"}}"#;
+    let mut deserializer = serde_json::Deserializer::from_str(broken);
+    assert!(read(broken, &mut deserializer, Everything, &Budget::new(40)).is_err());
 }
 
 fn json_value() -> impl Strategy<Value = Value> {

@@ -8,6 +8,8 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use std::borrow::Cow;
+
 use super::tree::{Array, Document, Json, Kind, Node, Object};
 
 impl<'a> Document<'a> {
@@ -20,20 +22,26 @@ impl<'a> Document<'a> {
 
     fn push_value(&mut self, value: &'a Value) {
         match value {
-            Value::Null => self.nodes.push(Node::Null),
-            Value::Bool(flag) => self.nodes.push(Node::Bool(*flag)),
-            Value::Number(number) => self.nodes.push(Node::Number(number.clone())),
-            Value::String(text) => self.nodes.push(Node::Str(text)),
+            Value::Null => self.nodes.push(Node::NULL),
+            Value::Bool(flag) => self.nodes.push(Node::bool(*flag)),
+            Value::Number(number) => {
+                let node = number.as_i64().and_then(Node::int).unwrap_or_else(|| {
+                    self.numbers.push(number.clone());
+                    Node::number(last_index(&self.numbers))
+                });
+                self.nodes.push(node);
+            }
+            Value::String(text) => self.push_borrowed(text),
             Value::Array(list) => {
-                let at = self.open(Node::Array { len: 0, end: 0 });
+                let at = self.open(Node::array());
                 list.iter().for_each(|element| self.push_value(element));
-                // A value held in memory has fewer than 2^32 nodes.
+                // A value held in memory has fewer than 2^30 nodes.
                 let _ = self.close(at, list.len());
             }
             Value::Object(map) => {
-                let at = self.open(Node::Object { len: 0, end: 0 });
+                let at = self.open(Node::object());
                 for (key, member) in map {
-                    self.nodes.push(Node::Str(key));
+                    self.push_borrowed(key);
                     self.push_value(member);
                 }
                 let _ = self.close(at, map.len());
@@ -41,10 +49,21 @@ impl<'a> Document<'a> {
         }
     }
 
-    fn open(&mut self, node: Node<'a>) -> usize {
+    fn push_borrowed(&mut self, text: &'a str) {
+        self.strings.push(Cow::Borrowed(text));
+        self.nodes.push(Node::text(last_index(&self.strings)));
+    }
+
+    fn open(&mut self, node: Node) -> usize {
         self.nodes.push(node);
         self.nodes.len() - 1
     }
+}
+
+/// The index of the last element of `list`, as a node holds it: a value
+/// held in memory has fewer than 2^30 strings or numbers.
+fn last_index<T>(list: &[T]) -> u32 {
+    u32::try_from(list.len().saturating_sub(1)).unwrap_or(u32::MAX)
 }
 
 impl Json<'_> {
@@ -53,9 +72,7 @@ impl Json<'_> {
         match self.kind() {
             Kind::Null => Value::Null,
             Kind::Bool => Value::Bool(self.as_bool().unwrap_or_default()),
-            Kind::Number => self
-                .as_number()
-                .map_or(Value::Null, |number| Value::Number(number.clone())),
+            Kind::Number => self.as_number().map_or(Value::Null, Value::Number),
             Kind::String => Value::String(self.as_str().unwrap_or_default().to_owned()),
             Kind::Array => Value::Array(
                 self.as_array()

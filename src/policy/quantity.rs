@@ -67,7 +67,7 @@ impl GpuCount {
     /// (a negative float is Negative, an integral float above `u64::MAX` is
     /// TooLarge, anything else Fractional; `-0.0` is zero).
     pub fn from_json(value: Json<'_>) -> GpuCount {
-        Self::from_text_or_number(value.as_str(), value.as_number())
+        Self::from_text_or_number(value.as_str(), value.as_number().as_ref())
     }
 
     /// [`GpuCount::from_json`] of a `serde_json::Value` (the cluster's

@@ -19,3 +19,4 @@ mod forged_reviews;
 mod labels_and_output;
 
 mod cpu_shapes;
+mod memory_shapes;

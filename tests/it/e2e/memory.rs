@@ -13,7 +13,7 @@ use gpu_policy::server::MAX_BODY_BYTES;
 use json_patch::Patch;
 use serde_json::{Value, json};
 
-use crate::support::large_pods::{Shape, large_pod, pod_sized_to};
+use crate::support::large_pods::{Shape, pod_sized_to, warmed_up_base};
 use crate::support::pods::{MUTATIONS, NVD};
 use crate::support::server::{
     Connection, MUTATE, Options, Reply, Server, body_of, next_uid, patch_of, patched, review,
@@ -39,15 +39,6 @@ const BODY_FACTOR: u64 = 4;
 const CONCURRENT: usize = 16;
 const CONCURRENT_BODY: usize = 2_300_000;
 const CONCURRENT_PEAK: u64 = 100 << 20;
-
-/// Small reviews answered before the base is read, so that the base holds
-/// what the first requests allocate for good (TLS sessions, the runtime's
-/// buffers, the metrics' label sets).
-const WARM_UP_REVIEWS: usize = 5;
-const WARM_UP_SHAPE: Shape = Shape {
-    containers: 2,
-    env_per_container: 3,
-};
 
 /// The large pod whose review under `uid` is `size` bytes.
 fn pod_of_review_size(size: usize, uid: &str) -> Value {
@@ -167,21 +158,6 @@ async fn sixteen_concurrent_reviews_of_2_3_mb_peak_under_100_mib() {
         base as f64 / MIB,
         above as f64 / CONCURRENT_BODY as f64,
     );
-}
-
-/// The server's `VmRSS` after it has answered [`WARM_UP_REVIEWS`] small
-/// reviews of the path the large ones take.
-async fn warmed_up_base(server: &Server) -> u64 {
-    let mut connection = server.connect().await;
-    let small = large_pod("small", WARM_UP_SHAPE, 8, 0);
-    for _ in 0..WARM_UP_REVIEWS {
-        let pinned = connection.mutated(&small).await;
-        assert_eq!(
-            pinned["metadata"]["annotations"][MUTATIONS],
-            "visible-devices"
-        );
-    }
-    server.memory("VmRSS")
 }
 
 /// The patch of `reply`, which answers review `uid` with HTTP 200 and
