@@ -152,7 +152,7 @@ fn cases() -> Vec<Case> {
         ("body over 3 MiB", "/mutate", json, oversized, Expect::Status(413)),
         ("invalid UTF-8", "/mutate", json, invalid_utf8, Expect::Status(400)),
         ("nesting deeper than the parser allows", "/mutate", json,
-            bytes(&review_with(pod(json!({"containers": [{"name": "c"}], "future": deep_nesting(300)})), "CREATE")),
+            bytes(&review_with(pod(json!({"containers": [{"name": "c"}], "affinity": deep_nesting(300)})), "CREATE")),
             Expect::Status(400)),
         ("number out of range", "/mutate", json,
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{},"object":{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":1e400}}}]}}}}"#.to_vec(),
