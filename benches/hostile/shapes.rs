@@ -5,7 +5,7 @@
 //! other object: the webhook must answer each in time linear in its size.
 //!
 //! The `hostile` benchmark measures the whole answer to each shape
-//! (decode, evaluate, encode); the attack test `attack::cpu_shapes` sends
+//! (decode, evaluate, encode); the attack test `cpu_shapes` (tests/attack/) sends
 //! each to the release binary and reads the CPU time it took. Both build
 //! the objects here, so that they measure the same shapes.
 //!

@@ -225,7 +225,7 @@ const PATCH_BYTES_PER_CONTAINER: usize = 512;
 /// most of its fields are left out. A dense object that spends a budget of
 /// twice its body, and is then denied, took its review 3.8 bodies above
 /// the server's base (the body and the rest of the review included, in
-/// the debug build; tests/it/attack/memory_shapes.rs).
+/// the debug build; tests/attack/memory_shapes.rs).
 pub fn budget(body_len: usize) -> usize {
     body_len
         .saturating_add(body_len / 4)

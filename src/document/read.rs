@@ -151,7 +151,7 @@ const LARGE_TEXT: usize = 1 << 20;
 /// only after a delay. Measured on a review near the 3 MiB limit whose
 /// object is 300,000 annotations of one character, growing took the peak
 /// 5.5 bodies above the base, against about 3 with the room reserved
-/// (tests/it/attack/memory_shapes.rs). A small text gets room for one
+/// (tests/attack/memory_shapes.rs). A small text gets room for one
 /// node for each 8 of its bytes, about what a pod has.
 fn reserved_nodes(len: usize, budget: &Budget) -> usize {
     let allowed = budget.left.get() / NODE_BYTES;

@@ -8,7 +8,6 @@ mod support;
 
 mod admission_policies;
 mod architecture;
-mod attack;
 mod audit;
 mod cert_secret;
 mod chart;

@@ -608,7 +608,9 @@ impl Server {
     }
 
     /// [`Server::connect`] from the loopback address `source`: another
-    /// caller to the server's per-caller budgets and limits.
+    /// caller to the server's per-caller budgets and limits. Used by the
+    /// attack suite (tests/attack/), which shares this module.
+    #[allow(dead_code)]
     pub async fn connect_from(&self, source: IpAddr) -> Connection {
         Connection::tls_from(Some(source), self.admission, self.client_config())
             .await

@@ -117,6 +117,7 @@ fn assert_no_names(warnings: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forged_opt_in_gets_counts_not_names() {
+    let _alone = crate::alone();
     let api = FakeApi::start().await;
     populate(&api);
     let (server, _scratch) = serve(&api, None).await;
@@ -145,6 +146,7 @@ async fn a_forged_opt_in_gets_counts_not_names() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_client_certificates_required_an_opt_in_names_the_objects() {
+    let _alone = crate::alone();
     let dir = tempfile::tempdir().expect("tempdir");
     let (issuer, ca_pem) = test_ca();
     let ca_path = dir.path().join("client-ca.crt");
@@ -182,6 +184,7 @@ async fn with_client_certificates_required_an_opt_in_names_the_objects() {
 /// answer comes within the liveness bound.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_lists() {
+    let _alone = crate::alone();
     const FLOOD: usize = 60;
     let api = FakeApi::start().await;
     populate(&api);
@@ -240,6 +243,7 @@ async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_list
 /// looked at.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_caller_that_spent_its_looks_leaves_others_theirs() {
+    let _alone = crate::alone();
     let api = FakeApi::start().await;
     populate(&api);
     let (server, _scratch) = serve(&api, None).await;
@@ -272,6 +276,7 @@ async fn a_caller_that_spent_its_looks_leaves_others_theirs() {
 /// through at most 20 pages of 10, and says that it stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_look_at_a_crowded_namespace_reads_a_bounded_number_of_pages() {
+    let _alone = crate::alone();
     let api = FakeApi::start().await;
     populate(&api);
     for n in 0..600 {
@@ -333,6 +338,7 @@ async fn forge_claim(connection: &mut Connection) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forged_claim_cannot_tell_a_missing_pod_from_another_one() {
+    let _alone = crate::alone();
     let api = FakeApi::start().await;
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": NAMESPACE, "labels": {"gpu-policy.io/mode": "enforce"}}}));
@@ -367,6 +373,7 @@ async fn a_forged_claim_cannot_tell_a_missing_pod_from_another_one() {
 /// no request leaves the webhook, and the claim gets a not-found's answer.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forged_pod_name_that_is_a_path_is_never_sent() {
+    let _alone = crate::alone();
     let api = FakeApi::start().await;
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": NAMESPACE, "labels": {"gpu-policy.io/mode": "enforce"}}}));
@@ -397,6 +404,7 @@ async fn a_forged_pod_name_that_is_a_path_is_never_sent() {
 /// of pod reads and the rate, not one read per review.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_forged_claims_costs_the_api_server_a_bounded_number_of_reads() {
+    let _alone = crate::alone();
     const FLOOD: usize = 400;
     let api = FakeApi::start().await;
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",

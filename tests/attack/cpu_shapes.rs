@@ -22,7 +22,7 @@ use crate::support::server::{
 };
 
 #[allow(dead_code)]
-#[path = "../../../benches/hostile/shapes.rs"]
+#[path = "../../benches/hostile/shapes.rs"]
 mod shapes;
 use shapes::{HostileShape, SHAPES, Webhook};
 
@@ -118,6 +118,7 @@ async fn attack(server: &Server, shape: &HostileShape) -> Cost {
 /// [`LEGITIMATE_ANSWER`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_hostile_shape_costs_a_fraction_of_a_second_and_blocks_no_one() {
+    let _alone = crate::alone();
     let server = Server::start(
         Options {
             release: true,

@@ -14,7 +14,7 @@
 use gpu_policy::server::MAX_BODY_BYTES;
 use serde_json::{Value, json};
 
-use super::PEAK_RSS;
+use crate::PEAK_RSS;
 use crate::support::large_pods::warmed_up_base;
 use crate::support::server::{
     Connection, MUTATE, Options, Reply, Server, body_of, next_uid, review,
@@ -141,6 +141,7 @@ fn answered(reply: &Reply, uid: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_review_of_any_shape_near_the_body_limit_peaks_within_four_bodies() {
+    let _alone = crate::alone();
     let mut failures = Vec::new();
     for shape in Shape::ALL {
         let server = Server::start(
@@ -187,6 +188,7 @@ async fn one_review_of_any_shape_near_the_body_limit_peaks_within_four_bodies() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sixteen_concurrent_pods_of_small_numbers_stay_under_the_peak() {
+    let _alone = crate::alone();
     let server = Server::start(
         Options {
             release: true,

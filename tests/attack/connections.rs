@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_rustls::client::TlsStream;
 
-use super::PEAK_RSS;
+use crate::PEAK_RSS;
 use crate::support::server::{
     MUTATE, Options, Server, body_of, handshake_from, next_uid, pod_with_gpus, review,
 };
@@ -148,6 +148,7 @@ fn open_sockets(server: &Server) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_stall_are_cut_at_the_deadline_and_cost_little() {
+    let _alone = crate::alone();
     const STALLED: usize = 150;
     const SENT: usize = 2_900_000;
     let server = start().await;
@@ -222,6 +223,7 @@ async fn bodies_that_stall_are_cut_at_the_deadline_and_cost_little() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_from_one_peer_is_held_to_its_share() {
+    let _alone = crate::alone();
     const FLOOD: usize = 400;
     let server = start().await;
     let before = open_sockets(&server);
@@ -283,6 +285,7 @@ async fn refused_count(server: &Server, resource: &str, reason: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
+    let _alone = crate::alone();
     const REQUESTS: usize = 16;
     let server = start().await;
     let config = server.client_config();
@@ -333,6 +336,7 @@ async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_pool_sheds_the_largest_holder_for_the_api_server() {
+    let _alone = crate::alone();
     let server = start().await;
     let config = server.client_config();
     let limits = Limits::DEFAULT;

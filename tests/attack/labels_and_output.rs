@@ -14,7 +14,7 @@
 
 use serde_json::{Value, json};
 
-use super::PEAK_RSS;
+use crate::PEAK_RSS;
 use crate::support::fixtures::fixture;
 use crate::support::server::{
     AUDIT, Connection, ENFORCE, MUTATE, Options, Server, WARN, body_of, next_uid, pod_with_gpus,
@@ -68,6 +68,7 @@ fn long_review(marker: &str, field: usize, uid: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
+    let _alone = crate::alone();
     let server = Server::start(server_options(), None).await;
     let mut connection = server.connect().await;
     // Every endpoint answers ordinary reviews, and reviews as large as the
@@ -258,6 +259,7 @@ fn assert_warnings_bounded(path: &str, warnings: &[String]) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
+    let _alone = crate::alone();
     let server = Server::start(server_options(), None).await;
     let mut connection = server.connect().await;
 
