@@ -21,7 +21,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::PEAK_RSS;
 use crate::support::server::{
-    MUTATE, Options, Server, body_of, handshake_from, next_uid, pod_with_gpus, review,
+    MUTATE, Server, body_of, handshake_from, next_uid, pod_with_gpus, review,
 };
 use crate::support::tls::SERVER_NAME;
 
@@ -38,17 +38,6 @@ const CLOSE_MARGIN: Duration = Duration::from_secs(5);
 const ANNOUNCED: usize = 3_000_000;
 
 const MIB: f64 = (1 << 20) as f64;
-
-async fn start() -> Server {
-    Server::start(
-        Options {
-            release: true,
-            ..Default::default()
-        },
-        None,
-    )
-    .await
-}
 
 /// A TLS connection from `source` on which a POST announcing
 /// [`ANNOUNCED`] body bytes is written with the first `sent` of them; the
@@ -151,7 +140,7 @@ async fn bodies_that_stall_are_cut_at_the_deadline_and_cost_little() {
     let _alone = crate::alone();
     const STALLED: usize = 150;
     const SENT: usize = 2_900_000;
-    let server = start().await;
+    let server = Server::start_release().await;
     let deadline = Limits::DEFAULT.request_deadline;
     let (addr, config) = (server.admission, server.client_config());
     // The attacker has a thread of its own, as it would a machine: its
@@ -225,7 +214,7 @@ async fn bodies_that_stall_are_cut_at_the_deadline_and_cost_little() {
 async fn a_connection_flood_from_one_peer_is_held_to_its_share() {
     let _alone = crate::alone();
     const FLOOD: usize = 400;
-    let server = start().await;
+    let server = Server::start_release().await;
     let before = open_sockets(&server);
     let config = server.client_config();
     let handshakes =
@@ -287,7 +276,7 @@ async fn refused_count(server: &Server, resource: &str, reason: &str) -> usize {
 async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
     let _alone = crate::alone();
     const REQUESTS: usize = 16;
-    let server = start().await;
+    let server = Server::start_release().await;
     let config = server.client_config();
     let fits = usize::try_from(Limits::DEFAULT.body_bytes_per_peer).expect("small") / ANNOUNCED;
     assert!(fits < REQUESTS, "the test must go over the share");
@@ -337,7 +326,7 @@ async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_pool_sheds_the_largest_holder_for_the_api_server() {
     let _alone = crate::alone();
-    let server = start().await;
+    let server = Server::start_release().await;
     let config = server.client_config();
     let limits = Limits::DEFAULT;
     let pool = usize::try_from(limits.body_bytes).expect("small");

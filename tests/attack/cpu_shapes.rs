@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::server::{
-    ENFORCE, MUTATE, Options, Server, body_of, next_uid, pod_with_gpus, review,
-};
+use crate::support::server::{ENFORCE, MUTATE, Server, body_of, next_uid, pod_with_gpus, review};
 
 #[allow(dead_code)]
 #[path = "../../benches/hostile/shapes.rs"]
@@ -119,14 +117,7 @@ async fn attack(server: &Server, shape: &HostileShape) -> Cost {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_hostile_shape_costs_a_fraction_of_a_second_and_blocks_no_one() {
     let _alone = crate::alone();
-    let server = Server::start(
-        Options {
-            release: true,
-            ..Default::default()
-        },
-        None,
-    )
-    .await;
+    let server = Server::start_release().await;
     let mut failures = Vec::new();
     for shape in SHAPES {
         let cost = attack(&server, shape).await;

@@ -6,8 +6,8 @@
 //!   metric series and leave no memory behind: `/metrics` stays small and
 //!   names none of them, the resident set comes back to where it was, and
 //!   every log line stays short.
-//! - A pod whose findings would fill megabytes (100,000 containers to pin,
-//!   thousands of violations, a list of 20,000 containers) gets an answer
+//! - A pod whose findings would fill megabytes (3,000 containers to pin,
+//!   thousands of violations, a list of 1,000 containers) gets an answer
 //!   of a few kilobytes on every endpoint: the denial, the warnings and the
 //!   audit annotations are cut with a count of the rest, and a patch over
 //!   its budget is refused (enforce) or warned about (warn).
@@ -17,8 +17,7 @@ use serde_json::{Value, json};
 use crate::PEAK_RSS;
 use crate::support::fixtures::fixture;
 use crate::support::server::{
-    AUDIT, Connection, ENFORCE, MUTATE, Options, Server, WARN, body_of, next_uid, pod_with_gpus,
-    review,
+    AUDIT, Connection, ENFORCE, MUTATE, Server, WARN, body_of, next_uid, pod_with_gpus, review,
 };
 
 const MIB: u64 = 1 << 20;
@@ -36,18 +35,13 @@ const METRICS_BYTES: usize = 64 << 10;
 const LOG_LINE_BYTES: usize = 4 << 10;
 /// The answer to any review, whatever its findings.
 const ANSWER_BYTES: usize = 16 << 10;
+/// Containers whose pins are a patch over its 256 KiB budget.
+const PATCH_CONTAINERS: usize = 3_000;
 /// What the API server passes on of warnings (k8s.io/apiserver's warning
 /// recorder: 4,096 characters in all, from every webhook), and what one
 /// warning may be before it cuts it (256).
 const API_SERVER_WARNING_CHARS: usize = 4096;
 const API_SERVER_WARNING_ITEM_CHARS: usize = 256;
-
-fn server_options() -> Options {
-    Options {
-        release: true,
-        ..Default::default()
-    }
-}
 
 /// A review of a GPU pod on `path` whose field at `field` is a megabyte
 /// long, starting with `marker`.
@@ -69,7 +63,7 @@ fn long_review(marker: &str, field: usize, uid: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
     let _alone = crate::alone();
-    let server = Server::start(server_options(), None).await;
+    let server = Server::start_release().await;
     let mut connection = server.connect().await;
     // Every endpoint answers ordinary reviews, and reviews as large as the
     // burst's (a long annotation), so that the base holds the series and
@@ -186,10 +180,16 @@ async fn settled_rss(server: &Server, base: u64) -> u64 {
 }
 
 /// A CPU-only pod of `count` containers, each of which `/mutate` pins to
-/// `void`: a patch of some 100 bytes per container.
-fn pod_of_many_containers(count: usize) -> Value {
+/// `void`: a patch of some 100 bytes per container. Each container has
+/// an argument of `argument_bytes` (a field no rule reads, which makes the
+/// review larger and so the memory it may take).
+fn pod_of_many_containers(count: usize, argument_bytes: usize) -> Value {
+    let argument = "a".repeat(argument_bytes);
     let containers: Vec<Value> = (0..count)
-        .map(|at| json!({"name": format!("c{at}")}))
+        .map(|at| match argument_bytes {
+            0 => json!({"name": format!("c{at}")}),
+            _ => json!({"name": format!("c{at}"), "args": [argument]}),
+        })
         .collect();
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "many", "namespace": "ml"},
@@ -260,16 +260,28 @@ fn assert_warnings_bounded(path: &str, warnings: &[String]) {
 #[tokio::test(flavor = "multi_thread")]
 async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     let _alone = crate::alone();
-    let server = Server::start(server_options(), None).await;
+    let server = Server::start_release().await;
     let mut connection = server.connect().await;
 
-    // A patch over its budget: the pod is denied in enforce mode, fail
-    // closed, with one line saying why.
-    let many = pod_of_many_containers(100_000);
+    // More containers than a review of its size may hold in memory: denied
+    // unread, with one line.
+    let many = pod_of_many_containers(100_000, 0);
+    let (response, size) = answer(&mut connection, MUTATE, &many).await;
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    eprintln!("100,000 empty containers, /mutate: {size} bytes: {message}");
+    assert!(size <= ANSWER_BYTES, "/mutate answered {size} bytes");
+    assert_eq!(response["allowed"], false, "{:.500}", response.to_string());
+    assert!(!message.contains('\n'), "{message}");
+    assert!(message.contains("is not read"), "{message}");
+
+    // A patch over its budget (containers whose unread arguments make the
+    // review large enough to be read): the pod is denied in enforce mode,
+    // fail closed, with one line saying why.
+    let many = pod_of_many_containers(PATCH_CONTAINERS, 400);
     let (response, size) = answer(&mut connection, MUTATE, &many).await;
     let message = response["status"]["message"].as_str().unwrap_or_default();
     eprintln!(
-        "100,000 containers to pin, /mutate: {size} bytes, allowed {}, patch {} bytes, \
+        "{PATCH_CONTAINERS} containers to pin, /mutate: {size} bytes, allowed {}, patch {} bytes, \
          message {} bytes",
         response["allowed"],
         response["patch"].as_str().map_or(0, str::len),
@@ -280,7 +292,7 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     assert!(response.get("patch").is_none_or(Value::is_null));
     assert!(!message.contains('\n'), "{message}");
     assert!(
-        message.contains("patch") && message.contains("100,001 operations"),
+        message.contains("patch") && message.contains("3,001 operations"),
         "{message}"
     );
 
@@ -300,7 +312,7 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
 
     // Thousands of violations: the denial, the warnings and the audit
     // annotation each hold what fits and count the rest.
-    let pod = pod_of_many_violations(3_000, 20_000);
+    let pod = pod_of_many_violations(3_000, 1_000);
     let (response, size) = answer(&mut connection, ENFORCE, &pod).await;
     let message = response["status"]["message"].as_str().unwrap_or_default();
     eprintln!(
@@ -345,19 +357,19 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     let violations = annotations["violations"].as_str().unwrap_or_default();
     assert!(violations.contains(" more"), "{violations:.300}");
 
-    // A list of 20,000 containers names a few and counts the rest.
-    let pod = pod_of_many_violations(0, 20_000);
+    // A list of 1,000 containers names a few and counts the rest.
+    let pod = pod_of_many_violations(0, 1_000);
     let (response, size) = answer(&mut connection, ENFORCE, &pod).await;
     let message = response["status"]["message"].as_str().unwrap_or_default();
     eprintln!(
-        "20,000 privileged containers, /validate/enforce: {size} bytes, message {} bytes",
+        "1,000 privileged containers, /validate/enforce: {size} bytes, message {} bytes",
         message.len()
     );
     assert!(
         size <= ANSWER_BYTES,
         "/validate/enforce answered {size} bytes"
     );
-    assert!(message.contains("and 19,99"), "{message:.4096}");
+    assert!(message.contains("and 990 more"), "{message:.4096}");
     // What evaluating the pods costs is the business of the memory
     // budget's tests (the document, the view and the rules' changes); this
     // one judges the answers.

@@ -106,7 +106,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use axum::extract::FromRequest as _;
@@ -117,18 +116,16 @@ mod tests {
     use crate::server::body::ReviewPost;
     use crate::server::budget::{Budget, Limits};
 
+    use crate::server::budget::testing::ip;
+
+    /// The shared limits, with room for every peer's connection and time
+    /// for a body that is not meant to stall.
     const LIMITS: Limits = Limits {
-        connections: 4,
         connections_per_peer: 4,
-        body_bytes: 100,
-        body_bytes_per_peer: 60,
         request_deadline: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(10),
+        ..crate::server::budget::testing::LIMITS
     };
-
-    fn ip(last: u8) -> IpAddr {
-        IpAddr::from([10, 0, 0, last])
-    }
 
     /// One frame of a body that cannot fail.
     type Framed = Result<Frame<Bytes>, std::convert::Infallible>;

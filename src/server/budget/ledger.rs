@@ -255,10 +255,7 @@ impl ShedSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ip(last: u8) -> IpAddr {
-        IpAddr::from([10, 0, 0, last])
-    }
+    use crate::server::budget::testing::ip;
 
     fn signal() -> Arc<ShedSignal> {
         Arc::new(ShedSignal::default())

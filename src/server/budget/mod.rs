@@ -252,11 +252,16 @@ impl Drop for BodyCharge {
     }
 }
 
+/// What the budget's tests share: small limits, and peers by number.
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod testing {
+    use std::net::IpAddr;
+    use std::time::Duration;
 
-    const LIMITS: Limits = Limits {
+    use super::Limits;
+
+    /// Two connections a peer, four in all; 60 bytes a peer, 100 in all.
+    pub const LIMITS: Limits = Limits {
         connections: 4,
         connections_per_peer: 2,
         body_bytes: 100,
@@ -265,9 +270,16 @@ mod tests {
         idle_timeout: Duration::from_secs(1),
     };
 
-    fn ip(last: u8) -> IpAddr {
+    /// The peer `10.0.0.<last>`.
+    pub fn ip(last: u8) -> IpAddr {
         IpAddr::from([10, 0, 0, last])
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{LIMITS, ip};
+    use super::*;
 
     #[test]
     fn connections_are_capped_per_peer_and_counted_until_dropped() {

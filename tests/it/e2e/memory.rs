@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::support::large_pods::{Shape, pod_sized_to, warmed_up_base};
 use crate::support::pods::{MUTATIONS, NVD};
 use crate::support::server::{
-    Connection, MUTATE, Options, Reply, Server, body_of, next_uid, patch_of, patched, review,
+    MUTATE, Options, Reply, Server, body_of, next_uid, patch_of, patched, review,
 };
 
 const MIB: f64 = (1 << 20) as f64;
@@ -106,23 +106,7 @@ async fn sixteen_concurrent_reviews_of_2_3_mb_peak_under_100_mib() {
             (uid, body)
         })
         .collect();
-    let mut connections: Vec<Connection> = Vec::with_capacity(CONCURRENT);
-    for _ in 0..CONCURRENT {
-        connections.push(server.connect().await);
-    }
-    let exchanges: Vec<_> = connections
-        .into_iter()
-        .zip(requests)
-        .map(|(mut connection, (uid, body))| {
-            tokio::spawn(async move { (uid, connection.post(MUTATE, body).await) })
-        })
-        .collect();
-    let mut replies = Vec::with_capacity(CONCURRENT);
-    for exchange in exchanges {
-        let (uid, reply) = exchange.await.expect("the exchange's task completes");
-        let reply = reply.unwrap_or_else(|err| panic!("{uid}: {err}; log:\n{}", server.log()));
-        replies.push((uid, reply));
-    }
+    let replies = server.post_together(MUTATE, requests, &[]).await;
     let peak = server.memory("VmHWM");
     // One pod, one answer: the first patch is applied and checked, and
     // every other answer must carry the same.

@@ -464,6 +464,54 @@ impl Server {
         (Server::start(options, None).await, scratch)
     }
 
+    /// [`Server::start`] of the release binary ([`Options::release`]) with
+    /// the other options at their defaults: the attack suite's server.
+    #[allow(dead_code)]
+    pub async fn start_release() -> Server {
+        let options = Options {
+            release: true,
+            ..Default::default()
+        };
+        Self::start(options, None).await
+    }
+
+    /// POSTs each `(uid, body)` to `path` on a connection of its own, all
+    /// connections open and every body built before the first byte is
+    /// sent, so that the reviews reach the server together; the replies in
+    /// the order of `requests`. The connections come from the loopback
+    /// addresses of `from` in turn (none: from any), each of which is a
+    /// caller with its own share of the server's budget. A request that
+    /// got no reply panics with its uid and the server's log.
+    pub async fn post_together(
+        &self,
+        path: &'static str,
+        requests: Vec<(String, Vec<u8>)>,
+        from: &[IpAddr],
+    ) -> Vec<(String, Reply)> {
+        let mut connections: Vec<Connection> = Vec::with_capacity(requests.len());
+        for at in 0..requests.len() {
+            let source = from.get(at.checked_rem(from.len()).unwrap_or(0)).copied();
+            let connection = Connection::tls_from(source, self.admission, self.client_config())
+                .await
+                .unwrap_or_else(|err| panic!("{err}; log:\n{}", self.log()));
+            connections.push(connection);
+        }
+        let exchanges: Vec<_> = connections
+            .into_iter()
+            .zip(requests)
+            .map(|(mut connection, (uid, body))| {
+                tokio::spawn(async move { (uid, connection.post(path, body).await) })
+            })
+            .collect();
+        let mut replies = Vec::with_capacity(exchanges.len());
+        for exchange in exchanges {
+            let (uid, reply) = exchange.await.expect("the exchange's task completes");
+            let reply = reply.unwrap_or_else(|err| panic!("{uid}: {err}; log:\n{}", self.log()));
+            replies.push((uid, reply));
+        }
+        replies
+    }
+
     /// Starts the binary on free ports and waits for `/readyz`. Retries with
     /// other ports when one was taken in between. `ca_pem` is the CA the
     /// clients trust; `None` reads the generated `ca.crt`.
