@@ -18,8 +18,10 @@ use crate::admission::AdmissionRequest;
 use crate::admission::{Endpoint, claim_owner_to_read};
 use crate::cluster::pod_metadata;
 use crate::policy::dra::allocation::OwnerPod;
+use crate::telemetry::bounded_field;
 
 use super::cluster_reads::{Caller, ClusterReads};
+use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 
 /// How long the read may take: well within the API server's webhook
 /// timeout (10 s by default), and a claim is admitted unchanged past it.
@@ -58,11 +60,15 @@ pub async fn read(
             }
         }
     };
+    // The names and UIDs come from the review: cut as on the decision line.
+    let namespace = &*bounded_field(&namespace, NAMESPACE_BYTES);
+    let pod = &*bounded_field(pod, NAME_BYTES);
+    let claim_pod_uid = &*bounded_field(&made_for.pod_uid, UID_BYTES);
+    let request_uid = &*bounded_field(&request.uid, UID_BYTES);
     match &read {
         OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => {
             tracing::warn!(
-                namespace, pod, uid = %request.uid, pod_uid = %uid,
-                claim_pod_uid = %made_for.pod_uid,
+                namespace, pod, uid = request_uid, pod_uid = %uid, claim_pod_uid,
                 "the pod of that name is not the one the ResourceClaim was made for; the claim \
                  is admitted unchanged"
             );
@@ -71,11 +77,13 @@ pub async fn read(
         }
         OwnerPod::Read { .. } => {}
         OwnerPod::NotFound => tracing::warn!(
-            namespace, pod, uid = %request.uid,
+            namespace,
+            pod,
+            uid = request_uid,
             "the pod a ResourceClaim is made for was not found; the claim is admitted unchanged"
         ),
         OwnerPod::Unreadable(error) => tracing::warn!(
-            namespace, pod, uid = %request.uid, %error,
+            namespace, pod, uid = request_uid, %error,
             "cannot read the pod a ResourceClaim is made for; the claim is admitted unchanged"
         ),
     }

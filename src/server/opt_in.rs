@@ -19,7 +19,10 @@ use crate::document::Document;
 use crate::policy::ClusterFacts;
 use crate::settings::Settings;
 
+use crate::telemetry::bounded_field;
+
 use super::cluster_reads::{Caller, ClusterReads, NAMESPACE_PAGE, NAMESPACE_PAGES};
+use super::record::NAMESPACE_BYTES;
 
 /// How long the look may take, pods and claims together; past it the
 /// change is admitted without the warnings.
@@ -57,10 +60,12 @@ pub async fn opt_in_warnings(
         return Vec::new();
     };
     let namespace = &*request.name;
+    // The name comes from the review: cut in log lines as on the decision line.
+    let logged = &*bounded_field(namespace, NAMESPACE_BYTES);
     let _look = match look.reads.namespace_look(caller) {
         Ok(permit) => permit,
         Err(refused) => {
-            tracing::info!(%namespace, caller = %caller.0, ?refused, "no opt-in look");
+            tracing::info!(namespace = logged, caller = %caller.0, ?refused, "no opt-in look");
             return vec![namespace_guard::look_skipped(namespace)];
         }
     };
@@ -80,16 +85,16 @@ pub async fn opt_in_warnings(
     });
     let pods = match tokio::time::timeout_at(deadline, pods).await {
         Ok(Ok(_)) if !within_budget() => {
-            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning: reading the pods took too long");
+            tracing::warn!(namespace = logged, budget = ?LOOK_BUDGET, "no opt-in warning: reading the pods took too long");
             return Vec::new();
         }
         Ok(Ok(paged)) => paged,
         Ok(Err(error)) => {
-            tracing::warn!(%namespace, %error, "no opt-in warning: the pods were not listed");
+            tracing::warn!(namespace = logged, %error, "no opt-in warning: the pods were not listed");
             return Vec::new();
         }
         Err(_) => {
-            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning: listing the pods took too long");
+            tracing::warn!(namespace = logged, budget = ?LOOK_BUDGET, "no opt-in warning: listing the pods took too long");
             return Vec::new();
         }
     };
@@ -104,11 +109,11 @@ pub async fn opt_in_warnings(
     let claims = match tokio::time::timeout_at(deadline, claims).await {
         Ok(Ok(paged)) => paged,
         Ok(Err(error)) => {
-            tracing::warn!(%namespace, %error, "no opt-in warning about claims: not listed");
+            tracing::warn!(namespace = logged, %error, "no opt-in warning about claims: not listed");
             Paged::Complete
         }
         Err(_) => {
-            tracing::warn!(%namespace, budget = ?LOOK_BUDGET, "no opt-in warning about claims: listing them took too long");
+            tracing::warn!(namespace = logged, budget = ?LOOK_BUDGET, "no opt-in warning about claims: listing them took too long");
             Paged::Complete
         }
     };
