@@ -76,6 +76,16 @@ async fn serve(
     Server::start_in_cluster_with(api, options).await
 }
 
+/// Each of `expected` is a line of `warnings`.
+fn assert_lines(warnings: &str, expected: [String; 3]) {
+    for line in expected {
+        assert!(
+            warnings.lines().any(|warning| warning == line),
+            "{line} missing: {warnings}"
+        );
+    }
+}
+
 /// A forged review opting `lab` in: its `warnings`, joined, and how long
 /// the answer took.
 async fn forge_opt_in(connection: &mut Connection) -> (String, Duration) {
@@ -126,22 +136,20 @@ async fn a_forged_opt_in_gets_counts_not_names() {
     let (warnings, _) = forge_opt_in(&mut connection).await;
     assert_no_names(&warnings);
     let audit = format!("`gpu-policy audit -n {NAMESPACE}`");
-    for expected in [
-        format!(
-            "gpu-policy: 1 existing pod(s) in {NAMESPACE} violate enforce mode; {audit} names them"
-        ),
-        format!(
-            "gpu-policy: 1 pod(s) in {NAMESPACE} would lose their GPUs (void pin); allowlist them first; see {audit}"
-        ),
-        format!(
-            "gpu-policy: 1 existing claim(s) in {NAMESPACE} violate enforce mode; {audit} names them"
-        ),
-    ] {
-        assert!(
-            warnings.lines().any(|line| line == expected),
-            "{expected} missing: {warnings}"
-        );
-    }
+    assert_lines(
+        &warnings,
+        [
+            format!(
+                "gpu-policy: 1 existing pod(s) in {NAMESPACE} violate enforce mode; {audit} names them"
+            ),
+            format!(
+                "gpu-policy: 1 pod(s) in {NAMESPACE} would lose their GPUs (void pin); allowlist them first; see {audit}"
+            ),
+            format!(
+                "gpu-policy: 1 existing claim(s) in {NAMESPACE} violate enforce mode; {audit} names them"
+            ),
+        ],
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -161,22 +169,20 @@ async fn with_client_certificates_required_an_opt_in_names_the_objects() {
         .unwrap_or_else(|err| panic!("{err}"));
 
     let (warnings, _) = forge_opt_in(&mut connection).await;
-    for expected in [
-        format!(
-            "gpu-policy: 1 existing pod(s) in {NAMESPACE} violate enforce mode: {VIOLATING_POD}"
-        ),
-        format!(
-            "gpu-policy: new pods like {EXPORTER_POD} would lose their GPUs (void pin); allowlist them first"
-        ),
-        format!(
-            "gpu-policy: 1 existing claim(s) in {NAMESPACE} violate enforce mode: ResourceClaim/{VIOLATING_CLAIM}"
-        ),
-    ] {
-        assert!(
-            warnings.lines().any(|line| line == expected),
-            "{expected} missing: {warnings}"
-        );
-    }
+    assert_lines(
+        &warnings,
+        [
+            format!(
+                "gpu-policy: 1 existing pod(s) in {NAMESPACE} violate enforce mode: {VIOLATING_POD}"
+            ),
+            format!(
+                "gpu-policy: new pods like {EXPORTER_POD} would lose their GPUs (void pin); allowlist them first"
+            ),
+            format!(
+                "gpu-policy: 1 existing claim(s) in {NAMESPACE} violate enforce mode: ResourceClaim/{VIOLATING_CLAIM}"
+            ),
+        ],
+    );
 }
 
 /// A flood of forged opt-ins from one caller: the API server is asked for
