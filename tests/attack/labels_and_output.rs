@@ -99,6 +99,15 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
 
     let metrics = server.metrics().await;
     let rss = settled_rss(&server, base).await;
+    // Each review that was read has its decision line once the log's
+    // thread has written them.
+    server
+        .wait_for_log_lines(
+            "admission decision",
+            BURST - BURST / 5,
+            std::time::Duration::from_secs(10),
+        )
+        .await;
     let log = server.log();
     let longest_line = log.lines().map(str::len).max().unwrap_or(0);
     eprintln!(

@@ -708,6 +708,26 @@ impl Server {
         }
     }
 
+    /// Waits until at least `count` lines of the log contain `text` (the
+    /// log is written by a thread of its own, a few milliseconds after the
+    /// answers); panics with the log past `limit`.
+    #[allow(dead_code)]
+    pub async fn wait_for_log_lines(&self, text: &str, count: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let log = self.log();
+            let seen = log.lines().filter(|line| line.contains(text)).count();
+            if seen >= count {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{seen} of {count} lines with {text:?} in the log within {limit:?}:\n{log}"
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The log lines of the admission request `uid`, parsed, once its
     /// decision line (the request's last) is written; bounded by
     /// [`IO_TIMEOUT`].
