@@ -99,16 +99,15 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
 
     let metrics = server.metrics().await;
     let rss = settled_rss(&server, base).await;
-    // Each review that was read has its decision line once the log's
-    // thread has written them.
-    server
-        .wait_for_log_lines(
-            "admission decision",
+    // Each review that was read has its decision line, of kind `other`,
+    // once the log's thread has written them.
+    let log = server
+        .log_with_lines(
             BURST - BURST / 5,
             std::time::Duration::from_secs(10),
+            is_decision_of_other,
         )
         .await;
-    let log = server.log();
     let longest_line = log.lines().map(str::len).max().unwrap_or(0);
     eprintln!(
         "after {BURST} reviews of 1 MiB strings: RSS {:.1} MiB over a base of {:.1} MiB; \
@@ -151,9 +150,8 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
     // and its long field cut, saying how much was left out.
     let decisions: Vec<Value> = log
         .lines()
-        .filter(|line| line.contains("admission decision"))
+        .filter(|line| is_decision_of_other(line))
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
-        .filter(|line| line["kind"] == "other")
         .collect();
     assert_eq!(decisions.len(), BURST - BURST / 5, "one decision line each");
     let cut = decisions
@@ -186,6 +184,13 @@ async fn settled_rss(server: &Server, base: u64) -> u64 {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// Whether a log line is the decision line of a review of a kind outside
+/// the webhooks' (the metrics' and the log's `other`).
+fn is_decision_of_other(line: &str) -> bool {
+    line.contains("admission decision")
+        && serde_json::from_str::<Value>(line).is_ok_and(|line| line["kind"] == "other")
 }
 
 /// A CPU-only pod of `count` containers, each of which `/mutate` pins to

@@ -708,21 +708,26 @@ impl Server {
         }
     }
 
-    /// Waits until at least `count` lines of the log contain `text` (the
-    /// log is written by a thread of its own, a few milliseconds after the
+    /// The log once at least `count` of its lines are `wanted` (the log is
+    /// written by a thread of its own, a few milliseconds after the
     /// answers); panics with the log past `limit`.
     #[allow(dead_code)]
-    pub async fn wait_for_log_lines(&self, text: &str, count: usize, limit: Duration) {
+    pub async fn log_with_lines(
+        &self,
+        count: usize,
+        limit: Duration,
+        wanted: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + limit;
         loop {
             let log = self.log();
-            let seen = log.lines().filter(|line| line.contains(text)).count();
+            let seen = log.lines().filter(|line| wanted(line)).count();
             if seen >= count {
-                return;
+                return log;
             }
             assert!(
                 Instant::now() < deadline,
-                "{seen} of {count} lines with {text:?} in the log within {limit:?}:\n{log}"
+                "{seen} of {count} lines wanted in the log within {limit:?}:\n{log}"
             );
             sleep(Duration::from_millis(20)).await;
         }
