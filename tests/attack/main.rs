@@ -25,7 +25,7 @@ mod labels_and_output;
 mod memory_shapes;
 
 /// One replica's peak resident set under any attack (the chart's limit is
-/// 256Mi; SPEC section 6).
+/// 256Mi; docs/security.md).
 pub const PEAK_RSS: u64 = 128 << 20;
 
 /// Held for the whole of each test: the tests of this binary run one at a
