@@ -42,19 +42,14 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
     async fn from_request(mut request: Request, _: &S) -> Result<Self, Response> {
         let content_type = request.headers_mut().remove(header::CONTENT_TYPE);
         let timeout = request.uri().query().and_then(timeout);
-        let announced = request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|length| length.to_str().ok())
-            .and_then(|length| length.parse::<usize>().ok())
-            .unwrap_or(0);
+        let announced = announced_length(request.headers());
         // The router's body limit applies here as it does to `Bytes`: a
         // body over it is read up to the limit and then refused (refused
         // at once, a client still writing it would see the connection
         // closed rather than the 413). What is read is charged to the
         // caller's budget like any body.
         let mut body = request.into_limited_body();
-        let mut buffer = Vec::with_capacity(announced.min(MAX_BODY_BYTES));
+        let mut buffer = Vec::with_capacity(announced);
         while let Some(frame) =
             std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
         {
@@ -75,6 +70,18 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
             body: buffer,
         })
     }
+}
+
+/// The body length a request's `Content-Length` announces, at most
+/// [`MAX_BODY_BYTES`] (a longer body is refused when it passes that); 0
+/// when there is none or it is not a number.
+pub fn announced_length(headers: &axum::http::HeaderMap) -> usize {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok())
+        .and_then(|length| length.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(MAX_BODY_BYTES)
 }
 
 /// The `timeout` parameter of a query, a Go duration (`10s`, `500ms`,

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::header;
 use axum::response::IntoResponse;
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -20,7 +19,6 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use super::MAX_BODY_BYTES;
 use super::budget::charged::Charged;
 use super::budget::deadline::{Deadlined, RequestPhase};
 use super::budget::{Budget, ConnectionPermit};
@@ -262,13 +260,8 @@ fn charge_body(
     if request.body().is_end_stream() {
         phase.arrived();
     }
-    let announced = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|length| length.to_str().ok())
-        .and_then(|length| length.parse::<u64>().ok())
-        .unwrap_or(0)
-        .min(u64::try_from(MAX_BODY_BYTES).unwrap_or(u64::MAX));
+    let announced =
+        u64::try_from(super::body::announced_length(request.headers())).unwrap_or(u64::MAX);
     let charge = Arc::new(budget.body(peer.ip(), announced).inspect_err(|refusal| {
         tracing::debug!(%peer, ?refusal, announced, "request body refused by the budget");
     })?);
