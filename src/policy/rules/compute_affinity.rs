@@ -296,13 +296,12 @@ fn constrain(
         malformed("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
     })?;
     path.push_back("nodeSelectorTerms");
-    // The terms are copied into the patch: read as values.
-    let existing: Vec<Value> = match present(required, "nodeSelectorTerms").map(Json::as_array) {
+    let existing = match present(required, "nodeSelectorTerms").map(Json::as_array) {
         None => return Ok(Some(add(path, new_terms()))),
         Some(Some(terms)) if terms.is_empty() => {
             return Ok(Some(add(path, new_terms())));
         }
-        Some(Some(terms)) => terms.iter().map(Json::to_value).collect(),
+        Some(Some(terms)) => terms,
         Some(None) => {
             return Err(Unconstrained::Malformed(format!(
                 "{}.nodeSelectorTerms",
@@ -311,11 +310,16 @@ fn constrain(
         }
     };
     let mut changed = false;
-    let mut terms = Vec::with_capacity(existing.len().saturating_mul(alternatives.len()));
+    // Grown as terms are written, which stops at the bound below: a
+    // reservation for every term times every alternative would be taken
+    // before the bound is checked.
+    let mut terms = Vec::new();
     // What the terms written so far take as JSON: each term the
     // constraint is ANDed into is written once per alternative.
     let mut written = 0usize;
     for (index, term) in existing.iter().enumerate() {
+        // Copied into the patch: read as a value, one term at a time.
+        let term = term.to_value();
         let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
         let object = term
             .as_object()
@@ -334,7 +338,7 @@ fn constrain(
             .iter()
             .any(|alternative| alternative.iter().all(|e| expressions.contains(e)));
         let copies = if carried { 1 } else { alternatives.len() };
-        written = written.saturating_add(json_len(term).saturating_mul(copies));
+        written = written.saturating_add(json_len(&term).saturating_mul(copies));
         if written > MAX_WRITTEN_TERMS_BYTES {
             return Err(Unconstrained::TooLarge {
                 terms: existing.len(),
@@ -342,7 +346,7 @@ fn constrain(
             });
         }
         if carried {
-            terms.push(term.clone());
+            terms.push(term);
             continue;
         }
         changed = true;
