@@ -91,10 +91,7 @@ pub const KINDS: [&str; 14] = [
 /// [`KINDS`], else [`OTHER_KIND`]. The decision log names kinds the same
 /// way.
 pub fn kind_label(kind: &str) -> &'static str {
-    kind_index(kind)
-        .and_then(|at| KINDS.get(at))
-        .copied()
-        .unwrap_or(OTHER_KIND)
+    super::closed_label(kind, &KINDS)
 }
 
 fn kind_index(kind: &str) -> Option<usize> {

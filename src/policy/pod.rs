@@ -341,7 +341,9 @@ impl<'a> PodView<'a> {
     }
 
     /// Names of the GPU resources any container mentions (or a sharing
-    /// scheme implies), in first-seen order.
+    /// scheme implies), in first-seen order. The tests' view of
+    /// [`PodView::effective_counts`].
+    #[cfg(test)]
     pub fn gpu_resource_names(&self) -> Vec<&'a str> {
         self.effective_counts()
             .into_iter()
@@ -350,9 +352,12 @@ impl<'a> PodView<'a> {
     }
 
     /// The pod's effective count of one resource, by Kubernetes' own formula:
+    /// the tests' check of [`PodView::effective_counts`], one resource at a
+    /// time.
     /// the larger of what runs side by side (regular containers plus sidecar
     /// init containers) and the peak during initialisation (each plain init
     /// container plus the sidecars started before it).
+    #[cfg(test)]
     pub fn effective_count(&self, resource: &str) -> u64 {
         let mut tally = Tally::default();
         for container in &self.containers {

@@ -39,12 +39,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         // A router called in-process (tests) has no connection: all such
         // requests are one caller.
-        let ip = parts
-            .extensions
-            .get::<Peer>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Peer(address)| {
-                address.ip()
-            });
+        let ip = parts.extensions.get::<Peer>().map_or(
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            |Peer(address)| {
+                // As the budget keys callers: an IPv4 caller seen on a
+                // dual-stack socket is the same caller.
+                address.ip().to_canonical()
+            },
+        );
         Ok(Caller(ip))
     }
 }
