@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{FALLBACK, check, cuda_13_config, gpu_pod, start, warnings, write_config};
+use super::{FALLBACK, check, cuda_13_config, gpu_pod, start, warnings};
 use crate::support::fake_registry::hostile::{Fault, Tarpit};
-use crate::support::fake_registry::{Auth, FakeRegistry};
-use crate::support::server::{ENFORCE, Server};
+use crate::support::fake_registry::{Auth, FakeRegistry, registry_config};
+use crate::support::server::{ENFORCE, Server, write_atomically};
 
 /// The most the webhook may hold, whatever a registry does.
 const PEAK_RSS: u64 = 100 << 20;
@@ -41,7 +41,10 @@ impl Case {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("config.yaml");
-        write_config(&config, &[registry.host()], BUDGET, "");
+        write_atomically(
+            &config,
+            registry_config(&[registry.host()], BUDGET, "").as_bytes(),
+        );
         let server = start(&config).await;
         Case {
             registry,

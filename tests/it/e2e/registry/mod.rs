@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::fake_registry::{Auth, FakeRegistry, image_config};
+use crate::support::fake_registry::{Auth, FakeRegistry, image_config, registry_config};
 use crate::support::server::{
     ENFORCE, MUTATE, Options, Server, WARN, free_port, patch_of, patched, write_atomically,
 };
@@ -46,17 +46,6 @@ fn gpu_pod(image: &str) -> Value {
             "resources": {"limits": {"nvidia.com/gpu": 1}}
         }]}
     })
-}
-
-/// Registry mode speaking plain HTTP to `hosts`, with `extra` YAML lines
-/// of the block.
-fn write_config(path: &Path, hosts: &[String], timeout: &str, extra: &str) {
-    let hosts: Vec<String> = hosts.iter().map(|h| format!("{h:?}")).collect();
-    let yaml = format!(
-        "imageResolution:\n  mode: registry\n  timeout: {timeout}\n  registries: [{list}]\n  insecureRegistries: [{list}]\n{extra}",
-        list = hosts.join(", ")
-    );
-    write_atomically(path, yaml.as_bytes());
 }
 
 async fn start(config: &Path) -> Server {
@@ -122,7 +111,10 @@ async fn an_image_config_gives_the_affinity_and_check_agrees() {
     let image = format!("{}/team/trainer:2026.1", registry.host());
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    write_config(&config, &[registry.host()], "2s", "");
+    write_atomically(
+        &config,
+        registry_config(&[registry.host()], "2s", "").as_bytes(),
+    );
     let server = start(&config).await;
     let mut connection = server.connect().await;
 
@@ -178,7 +170,10 @@ async fn a_slow_registry_costs_the_budget_and_answers_the_next_admission() {
     let image = format!("{}/team/slow:1", registry.host());
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    write_config(&config, &[registry.host()], "1s", "");
+    write_atomically(
+        &config,
+        registry_config(&[registry.host()], "1s", "").as_bytes(),
+    );
     let server = start(&config).await;
     let mut connection = server.connect().await;
     let pod = gpu_pod(&image);
@@ -252,7 +247,7 @@ async fn a_registry_down_leaves_the_pod_to_the_table() {
     let config = dir.path().join("config.yaml");
     let table = "  table:\n    - pattern: '^127\\.0\\.0\\.1:\\d+/team/trainer:12\\.8$'\n      \
                  cudaVersion: '12.8'\n";
-    write_config(&config, &[down], "1s", table);
+    write_atomically(&config, registry_config(&[down], "1s", table).as_bytes());
     let server = start(&config).await;
     let mut connection = server.connect().await;
     let pod = gpu_pod(&image);
@@ -353,7 +348,10 @@ async fn reload_turns_registry_mode_on_and_credentials_follow_their_file() {
         "  credentialsFile: {:?}\n",
         credentials.display().to_string()
     );
-    write_config(&config, &[registry.host()], "2s", &extra);
+    write_atomically(
+        &config,
+        registry_config(&[registry.host()], "2s", &extra).as_bytes(),
+    );
     warn_until(&server, &pod, "registry mode after the reload", |r| {
         warnings(r)
             .iter()

@@ -24,6 +24,8 @@
 //!   connections made where none may be.
 //!
 //! Every request is recorded ([`FakeRegistry::requests`]).
+//! [`registry_config`] is the configuration of a server that speaks to
+//! fake registries.
 
 #![allow(dead_code)]
 
@@ -130,6 +132,17 @@ pub fn image_config(env: &[&str], labels: &[(&str, &str)]) -> Value {
         "config": {"Env": env, "Labels": labels},
         "rootfs": {"type": "layers", "diff_ids": []},
     })
+}
+
+/// The configuration (YAML) of registry mode speaking plain HTTP to
+/// `hosts` (fake registries), within `timeout` per admission, with `extra`
+/// YAML lines of the `imageResolution` block.
+pub fn registry_config(hosts: &[String], timeout: &str, extra: &str) -> String {
+    let hosts: Vec<String> = hosts.iter().map(|h| format!("{h:?}")).collect();
+    format!(
+        "imageResolution:\n  mode: registry\n  timeout: {timeout}\n  registries: [{list}]\n  insecureRegistries: [{list}]\n{extra}",
+        list = hosts.join(", ")
+    )
 }
 
 impl FakeRegistry {
