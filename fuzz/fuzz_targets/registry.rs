@@ -6,11 +6,13 @@
 //!   index has no more entries than the bytes can hold;
 //! - `facts_of_config` returns the CUDA facts or a one-line reason, and no
 //!   fact is longer than the input (nothing is invented: JSON escapes only
-//!   shorten what they spell).
+//!   shorten what they spell) nor than `MAX_VALUE_BYTES`.
 
 #![no_main]
 
-use gpu_policy::registry::{MAX_INDEX_ENTRIES, Manifest, facts_of_config, read_manifest};
+use gpu_policy::registry::{
+    MAX_INDEX_ENTRIES, MAX_VALUE_BYTES, Manifest, facts_of_config, read_manifest,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -34,8 +36,8 @@ fuzz_target!(|data: &[u8]| {
                 .flatten()
             {
                 assert!(
-                    fact.len() <= data.len(),
-                    "{fact:?} is longer than the input"
+                    fact.len() <= data.len() && fact.len() <= MAX_VALUE_BYTES,
+                    "{fact:?} is longer than the input or the bound"
                 );
             }
         }

@@ -24,7 +24,6 @@ use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, Notice, PodView, RuleId,
     Subject, Violation,
 };
-use crate::registry::Platform;
 use crate::settings::{AllowlistEntry, GPU_NEEDS_ANNOTATION, NamespaceSettings, Settings};
 
 /// One element of `check -o json`.
@@ -248,10 +247,10 @@ impl<'a> Checker<'a> {
         report
     }
 
-    /// The images of each object's GPU containers and the platform its
-    /// pods run on, as the webhook looks them up (None: nothing to look
-    /// up); `images[i]` is for `objects[i]`.
-    pub fn images(&self, objects: &[&Value]) -> Vec<Option<(Vec<String>, Platform)>> {
+    /// The images of each object's GPU containers, the platform its pods
+    /// run on and its namespace (else the checker's), as the webhook looks
+    /// them up (None: nothing to look up); `images[i]` is for `objects[i]`.
+    pub fn images(&self, objects: &[&Value]) -> Vec<Option<images::Wanted>> {
         objects
             .iter()
             .map(|object| {

@@ -1,5 +1,6 @@
 //! Registry mode's lookups, for the webhook and `check --resolve-images`
-//! alike: which images of what gets evaluated are looked up ([`wanted`]),
+//! alike: which images of what gets evaluated are looked up, on which
+//! platform, and in whose name ([`wanted`], [`Wanted`]),
 //! and one batch of lookups, within its budget, read into
 //! [`ResolvedImages`], the `policy::ImageFacts` the rules are given.
 //!
@@ -18,22 +19,39 @@ use std::time::Duration;
 use crate::cuda::needs::CUDA_VERSION_LABEL;
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
-    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, Platform, REQUIRE_CUDA_ENV, Resolver,
-    ResolverOptions,
+    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REASON_BYTES, Platform, REQUIRE_CUDA_ENV,
+    Resolver, ResolverOptions,
 };
 use crate::settings::{ImageResolution, Settings};
+use crate::telemetry::bounded_field;
 
-/// The images of the subject's GPU containers, each once, and the platform
-/// its pods run on: what is looked up before the subject is evaluated.
-/// None when there is nothing to look up (`Subject::gpu_images`).
+/// What is looked up before one object is evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    /// The images of its GPU containers, each once.
+    pub images: Vec<String>,
+    /// The platform its pods run on.
+    pub platform: Platform,
+    /// The namespace it lives in: the lookups it starts take that
+    /// namespace's share of the resolver's queue.
+    pub namespace: String,
+}
+
+/// The images of the subject's GPU containers, each once, the platform its
+/// pods run on and its namespace: what is looked up before the subject is
+/// evaluated. None when there is nothing to look up
+/// (`Subject::gpu_images`).
 pub fn wanted(
     subject: &Subject<'_>,
     settings: &Settings,
     claims: Option<&dyn ClaimFacts>,
-) -> Option<(Vec<String>, Platform)> {
+) -> Option<Wanted> {
     let (images, spec) = subject.gpu_images(settings, claims)?;
-    let images = images.into_iter().map(str::to_owned).collect();
-    Some((images, Platform::of_spec_fields(spec)))
+    Some(Wanted {
+        images: images.into_iter().map(str::to_owned).collect(),
+        platform: Platform::of_spec_fields(spec),
+        namespace: subject.namespace.to_owned(),
+    })
 }
 
 /// Looks up one object's images within `budget`, each config read through
@@ -41,11 +59,13 @@ pub fn wanted(
 /// caller to log or print.
 pub async fn resolve(
     resolver: &Resolver,
-    (images, platform): &(Vec<String>, Platform),
+    wanted: &Wanted,
     budget: Duration,
     interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
 ) -> (ResolvedImages, Vec<String>) {
-    let lookups = resolver.resolve_all(images, platform, budget).await;
+    let lookups = resolver
+        .resolve_all(&wanted.namespace, &wanted.images, &wanted.platform, budget)
+        .await;
     let mut details = Vec::new();
     let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
     (resolved, details)
@@ -115,8 +135,12 @@ impl ResolvedImages {
 }
 
 /// What an image config's CUDA envs and label mean, or why they cannot be
-/// read (one line).
+/// read (one line, at most [`MAX_REASON_BYTES`]: it is cached with the
+/// config). A value too long to be kept makes the config unreadable.
 pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
+    if let Some(oversized) = &facts.oversized {
+        return Err(oversized.to_string());
+    }
     let cuda = facts
         .cuda_version
         .as_ref()
@@ -130,7 +154,8 @@ pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
         .cuda_label
         .as_deref()
         .map(|value| (CUDA_VERSION_LABEL, value));
-    ImageNeeds::from_image_config(env, label).map_err(|err| err.to_string())
+    ImageNeeds::from_image_config(env, label)
+        .map_err(|err| bounded_field(&err.to_string(), MAX_REASON_BYTES).into_owned())
 }
 
 #[cfg(test)]
@@ -186,5 +211,35 @@ mod tests {
         assert_eq!(resolved.fallback("f"), Some("no registry answer in 500ms"));
         assert_eq!(details.len(), 3);
         assert!(details[1].contains("503"), "{details:?}");
+    }
+
+    /// A config whose value was too long to keep is unreadable, and says
+    /// which value and how long; a requirement quoted in a reason is cut.
+    #[test]
+    fn an_oversized_value_or_a_long_quote_is_a_short_reason() {
+        let mut facts = ImageConfigFacts::of(Some("13.0.2"), None, None);
+        if let Some(facts) = Arc::get_mut(&mut facts) {
+            facts.oversized = Some(crate::registry::OversizedValue {
+                name: REQUIRE_CUDA_ENV,
+                bytes: 1_200_000,
+            });
+        }
+        assert_eq!(
+            needs_of(&facts),
+            Err(
+                "NVIDIA_REQUIRE_CUDA is 1,200,000 bytes long, more than the 4 KiB an image \
+                 config value may be"
+                    .to_owned()
+            )
+        );
+        let quoted = format!("cuda>=13.0 {}", "\u{1}".repeat(4000));
+        let unreadable = ImageConfigFacts::of(Some("13.0.2"), Some(&quoted), None);
+        let reason = needs_of(&unreadable).err().unwrap_or_default();
+        assert!(
+            reason.starts_with("NVIDIA_REQUIRE_CUDA \"cuda>=13.0 ")
+                && reason.len() < MAX_REASON_BYTES + 32,
+            "{} bytes: {reason:.200}",
+            reason.len()
+        );
     }
 }

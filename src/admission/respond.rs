@@ -26,7 +26,6 @@ use crate::policy::message::prefix_within;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Subject, scope_for_update,
 };
-use crate::registry::Platform;
 use crate::settings::Settings;
 
 /// Which webhook is asking: the mutating one (enforce namespaces) or a
@@ -189,16 +188,17 @@ pub fn evaluated<'r>(
     }))
 }
 
-/// The images worth a registry lookup before [`answer`], and the platform
-/// the pod runs on: those of the GPU containers of what the request puts
-/// under evaluation ([`evaluated`], [`images::wanted`]). None for
-/// everything else, so that no other object waits on a registry.
+/// The images worth a registry lookup before [`answer`], the platform the
+/// pod runs on and the namespace the lookups are made for: those of the
+/// GPU containers of what the request puts under evaluation
+/// ([`evaluated`], [`images::wanted`]). None for everything else, so that
+/// no other object waits on a registry.
 pub fn images_to_resolve(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
-) -> Option<(Vec<String>, Platform)> {
+) -> Option<images::Wanted> {
     let evaluated = evaluated(request, endpoint).ok()??;
     // The claims the rules will resolve, from the same cluster; nothing
     // else of the evaluation is needed to know the GPU containers.

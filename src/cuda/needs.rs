@@ -118,6 +118,14 @@ impl ImageNeeds {
         })
     }
 
+    /// What it holds on the heap (its requirement's text and
+    /// alternatives), for caches that count what they keep.
+    pub fn heap_bytes(&self) -> usize {
+        self.require_cuda
+            .as_ref()
+            .map_or(0, Requirement::heap_bytes)
+    }
+
     /// Nothing known: the image adds no constraint.
     pub fn is_empty(&self) -> bool {
         self.cuda.is_none() && self.require_cuda.is_none() && self.minimum.is_none()

@@ -263,6 +263,27 @@ impl fmt::Display for Requirement {
 }
 
 impl Requirement {
+    /// What it holds on the heap: its text and its alternatives, each an
+    /// allocation of its own (charged 16 bytes more, the allocator's
+    /// rounding of a small one), for caches that count what they keep.
+    pub fn heap_bytes(&self) -> usize {
+        const ROUNDING: usize = 16;
+        let alternatives = self.alternatives.iter().fold(
+            self.alternatives
+                .capacity()
+                .saturating_mul(std::mem::size_of::<Vec<Constraint>>()),
+            |sum, alternative| {
+                sum.saturating_add(
+                    alternative
+                        .capacity()
+                        .saturating_mul(std::mem::size_of::<Constraint>())
+                        .saturating_add(ROUNDING),
+                )
+            },
+        );
+        self.text.capacity().saturating_add(alternatives)
+    }
+
     /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares
     /// nothing else.
     pub fn at_least(version: CudaVersion) -> Self {

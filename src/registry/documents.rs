@@ -2,15 +2,16 @@
 //! an image config. They keep only what the lookup uses and skip the rest
 //! without allocating it, so a document within the read bound costs about
 //! its own size in memory, however it is shaped (a config of a million
-//! tiny env entries, an index of annotations). Pure functions of bytes.
+//! tiny env entries, an index of annotations). What they keep is bounded
+//! too: a CUDA value longer than [`MAX_VALUE_BYTES`] is kept as its
+//! length only. Pure functions of bytes.
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::ImageConfigFacts;
-use crate::manifest::one_line;
+use super::{ImageConfigFacts, OversizedValue, error_text};
 
 /// The env of the CUDA version the image is built on.
 pub const CUDA_VERSION_ENV: &str = "CUDA_VERSION";
@@ -18,6 +19,40 @@ pub const CUDA_VERSION_ENV: &str = "CUDA_VERSION";
 pub const REQUIRE_CUDA_ENV: &str = "NVIDIA_REQUIRE_CUDA";
 /// The label of the CUDA version, on NVIDIA's images.
 pub const CUDA_LABEL: &str = "com.nvidia.cuda.version";
+
+/// The longest CUDA env value or label kept from an image config, in
+/// bytes. The longest real one is `NVIDIA_REQUIRE_CUDA`: some 1 KB on the
+/// `nvidia/cuda` images (ten brands for each of three driver branches).
+/// Past it the value is not kept: anyone may push an image whose config
+/// carries megabytes there, and the caches keep what configs say.
+pub const MAX_VALUE_BYTES: usize = 4 << 10;
+
+/// A value of an image config as kept: its text, or its length alone when
+/// it is longer than [`MAX_VALUE_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kept {
+    Text(String),
+    TooLong(usize),
+}
+
+impl Kept {
+    fn of(value: &str) -> Self {
+        if value.len() > MAX_VALUE_BYTES {
+            Kept::TooLong(value.len())
+        } else {
+            Kept::Text(value.to_owned())
+        }
+    }
+
+    /// The text, or the [`OversizedValue`] of `name`.
+    fn text(kept: Option<Kept>, name: &'static str) -> Result<Option<String>, OversizedValue> {
+        match kept {
+            None => Ok(None),
+            Some(Kept::Text(text)) => Ok(Some(text)),
+            Some(Kept::TooLong(bytes)) => Err(OversizedValue { name, bytes }),
+        }
+    }
+}
 
 /// The media types of an image manifest (OCI, Docker v2) and of an index
 /// (OCI, Docker manifest list).
@@ -134,7 +169,7 @@ fn bounded_entries<'de, D: Deserializer<'de>>(
 /// Reads a manifest or an index (schema version 2). The error is one line.
 pub fn read_manifest(bytes: &[u8]) -> Result<Manifest, String> {
     let document: ManifestDocument = serde_json::from_slice(bytes)
-        .map_err(|err| format!("not a manifest: {}", one_line(&err.to_string())))?;
+        .map_err(|err| format!("not a manifest: {}", error_text(&err)))?;
     match document.schema_version {
         Some(2) => {}
         Some(other) => return Err(format!("schema version {other} is not supported")),
@@ -185,8 +220,8 @@ struct ConfigSection {
 /// the container); the other entries are read and dropped one by one.
 #[derive(Default)]
 struct CudaEnv {
-    cuda_version: Option<String>,
-    require_cuda: Option<String>,
+    cuda_version: Option<Kept>,
+    require_cuda: Option<Kept>,
 }
 
 impl<'de> Deserialize<'de> for CudaEnv {
@@ -218,9 +253,9 @@ impl<'de> Deserialize<'de> for CudaEnv {
                         continue;
                     };
                     if name == CUDA_VERSION_ENV {
-                        env.cuda_version = Some(value.to_owned());
+                        env.cuda_version = Some(Kept::of(value));
                     } else if name == REQUIRE_CUDA_ENV {
-                        env.require_cuda = Some(value.to_owned());
+                        env.require_cuda = Some(Kept::of(value));
                     }
                 }
                 Ok(env)
@@ -232,7 +267,7 @@ impl<'de> Deserialize<'de> for CudaEnv {
 
 /// The CUDA label of a `Labels` map; the other labels are skipped.
 #[derive(Default)]
-struct CudaLabel(Option<String>);
+struct CudaLabel(Option<Kept>);
 
 impl<'de> Deserialize<'de> for CudaLabel {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -260,7 +295,7 @@ impl<'de> Deserialize<'de> for CudaLabel {
                 let mut label = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == CUDA_LABEL {
-                        label = Some(map.next_value::<String>()?);
+                        label = Some(Kept::of(&map.next_value::<String>()?));
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -272,19 +307,35 @@ impl<'de> Deserialize<'de> for CudaLabel {
     }
 }
 
-/// What an image config says of CUDA; `digest` is the reference's.
+/// What an image config says of CUDA; `digest` is the reference's. A
+/// value too long to keep leaves the three unknown, and says which it was.
 pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts, String> {
     let config: ConfigFile = serde_json::from_slice(bytes)
-        .map_err(|err| format!("image config is not JSON: {}", one_line(&err.to_string())))?;
+        .map_err(|err| format!("image config is not JSON: {}", error_text(&err)))?;
     let (env, label) = match config.config {
         Some(section) => (section.env, section.labels.0),
         None => (CudaEnv::default(), None),
     };
-    Ok(ImageConfigFacts {
-        cuda_version: env.cuda_version,
-        require_cuda: env.require_cuda,
-        cuda_label: label,
-        digest,
+    let values = Kept::text(env.cuda_version, CUDA_VERSION_ENV).and_then(|cuda_version| {
+        let require_cuda = Kept::text(env.require_cuda, REQUIRE_CUDA_ENV)?;
+        let cuda_label = Kept::text(label, CUDA_LABEL)?;
+        Ok((cuda_version, require_cuda, cuda_label))
+    });
+    Ok(match values {
+        Ok((cuda_version, require_cuda, cuda_label)) => ImageConfigFacts {
+            cuda_version,
+            require_cuda,
+            cuda_label,
+            digest,
+            oversized: None,
+        },
+        Err(oversized) => ImageConfigFacts {
+            cuda_version: None,
+            require_cuda: None,
+            cuda_label: None,
+            digest,
+            oversized: Some(oversized),
+        },
     })
 }
 

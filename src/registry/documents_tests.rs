@@ -28,6 +28,7 @@ fn reads_cuda_from_env_and_label() {
             ),
             cuda_label: Some("12.8.1".to_owned()),
             digest: "sha256:abc".to_owned(),
+            oversized: None,
         })
     );
 }
@@ -54,11 +55,89 @@ fn the_last_definition_wins_and_absent_is_none() {
                 cuda_version: None,
                 require_cuda: None,
                 cuda_label: None,
-                digest: "sha256:e".to_owned()
+                digest: "sha256:e".to_owned(),
+                oversized: None,
             }),
             "{bare}"
         );
     }
+}
+
+/// A value past [`MAX_VALUE_BYTES`] is not kept, nor are the others: the
+/// facts say which was too long, and how long. One at the bound is kept
+/// whole; an over-long definition that a later one replaces is no matter.
+#[test]
+fn a_value_longer_than_the_bound_is_kept_as_its_length_only() {
+    let at_bound = "1".repeat(MAX_VALUE_BYTES);
+    let over = format!("cuda>=12.8 {}", "x".repeat(MAX_VALUE_BYTES));
+    let config = json!({"config": {
+        "Env": ["CUDA_VERSION=13.0.2", format!("NVIDIA_REQUIRE_CUDA={over}"), format!("LONG={over}{over}")],
+        "Labels": {"com.nvidia.cuda.version": at_bound},
+    }});
+    let facts = facts_of_config(config.to_string().as_bytes(), "sha256:g".to_owned());
+    assert_eq!(
+        facts,
+        Ok(ImageConfigFacts {
+            cuda_version: None,
+            require_cuda: None,
+            cuda_label: None,
+            digest: "sha256:g".to_owned(),
+            oversized: Some(OversizedValue {
+                name: REQUIRE_CUDA_ENV,
+                bytes: over.len()
+            }),
+        })
+    );
+    assert_eq!(
+        facts.ok().and_then(|f| f.oversized).map(|o| o.to_string()),
+        Some(
+            "NVIDIA_REQUIRE_CUDA is 4,107 bytes long, more than the 4 KiB an image config value \
+             may be"
+                .to_owned()
+        )
+    );
+
+    let label = json!({"config": {"Env": ["CUDA_VERSION=13.0.2"], "Labels": {CUDA_LABEL: over}}});
+    let facts = facts_of_config(label.to_string().as_bytes(), "sha256:h".to_owned());
+    assert_eq!(
+        facts.map(|f| (f.cuda_version, f.oversized.map(|o| o.name))),
+        Ok((None, Some(CUDA_LABEL)))
+    );
+
+    let replaced = json!({"config": {"Env": [format!("CUDA_VERSION={over}"), format!("CUDA_VERSION={at_bound}")]}});
+    let facts = facts_of_config(replaced.to_string().as_bytes(), "sha256:i".to_owned());
+    assert_eq!(
+        facts.map(|f| (f.cuda_version.map(|v| v.len()), f.oversized)),
+        Ok((Some(MAX_VALUE_BYTES), None))
+    );
+}
+
+/// The JSON reader's error quotes the value it could not read, whole:
+/// the reason keeps [`super::super::MAX_REASON_BYTES`] of it, and so does
+/// the failure that says what was fetched before it.
+#[test]
+fn a_reason_that_quotes_a_long_value_is_cut() {
+    let config = json!({"config": "c".repeat(1 << 20)});
+    let reason = facts_of_config(config.to_string().as_bytes(), "sha256:j".to_owned())
+        .err()
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("image config is not JSON: invalid type: string \"ccc")
+            && reason.ends_with("c…")
+            && reason.len() < super::super::MAX_REASON_BYTES + 32,
+        "{} bytes: {:.200}",
+        reason.len(),
+        reason
+    );
+    let failure = super::super::Failure::failed(reason).within(&"x".repeat(2000));
+    assert!(
+        failure.reason.starts_with("xxx")
+            && failure.reason.ends_with(" bytes more)")
+            && failure.reason.len() < super::super::MAX_REASON_BYTES + 32,
+        "{} bytes: {:.200}",
+        failure.reason.len(),
+        failure.reason
+    );
 }
 
 #[test]

@@ -22,7 +22,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::Failure;
 use super::addresses::{AddressClass, classify};
-use crate::settings::RegistryHosts;
+use crate::settings::{RegistryHosts, RegistryPattern};
 
 /// The `registries` and `insecureRegistries` lists of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,13 +61,21 @@ impl HostPolicy {
     /// Whether an image's registry (`host[:port]`, as the reference names
     /// it) may be contacted.
     pub(super) fn check_registry(&self, registry: &str) -> Result<(), Failure> {
-        if self.registries.permits(registry) {
-            Ok(())
-        } else {
-            Err(Failure::refused(format!(
+        self.registry_entry(registry).map(|_| ())
+    }
+
+    /// The entry of `imageResolution.registries` that lists an image's
+    /// registry, and its place in the list: the key of the registry's
+    /// lookup slots. A refusal when none does.
+    pub(super) fn registry_entry(
+        &self,
+        registry: &str,
+    ) -> Result<(usize, &RegistryPattern), Failure> {
+        self.registries.entry_of(registry).ok_or_else(|| {
+            Failure::refused(format!(
                 "registry {registry} is not in imageResolution.registries"
-            )))
-        }
+            ))
+        })
     }
 
     /// The scheme a registry is spoken to with.

@@ -16,8 +16,10 @@
 //!   `kubernetes.io/arch`, else amd64);
 //! - [`Resolver`]: the fetches behind the caches (tag to digest with a
 //!   TTL, digest to facts without one, recent failures briefly; all
-//!   bounded LRU), one fetch per image however many wait for it, a bounded
-//!   number of lookups in flight, and a time budget per admission
+//!   LRU, bounded in entries and in bytes: [`BoundedLru`], [`CacheBytes`]),
+//!   one fetch per image however many wait for it, a bounded number of
+//!   lookups in flight, shared fairly among namespaces and registries
+//!   (`in_flight.rs`), and a time budget per admission
 //!   ([`Resolver::resolve_all`]); a fetch that outlives the budget finishes
 //!   in the background and fills the caches;
 //! - [`ResolverMetrics`]: lookups by result, cache hits, fetch latency.
@@ -30,12 +32,21 @@
 //! way, every body is read within a bound as it streams (`transport.rs`),
 //! and every manifest and config must hash to its digest (`digest.rs`).
 //! The documents are read by lean readers that keep only what is used
-//! (`documents.rs`).
+//! (`documents.rs`), and a value longer than [`MAX_VALUE_BYTES`] is not
+//! kept at all: the image's facts say it was too long
+//! ([`OversizedValue`]), which leaves the image to the table. Every
+//! failure's reason is cut at [`MAX_REASON_BYTES`], whatever it quotes.
 //!
 //! The registries are reached here only: the policy gets the facts as
 //! data and never waits on the network.
 
+use std::borrow::Cow;
+use std::fmt;
 use std::sync::Arc;
+
+use crate::manifest::one_line;
+use crate::policy::message::{Bounded, thousands};
+use crate::telemetry::bounded_field;
 
 mod addresses;
 mod cache;
@@ -44,6 +55,7 @@ mod digest;
 mod documents;
 mod fetch;
 mod hosts;
+mod in_flight;
 mod metrics;
 mod platform;
 mod reference;
@@ -51,10 +63,11 @@ mod resolver;
 mod transport;
 
 pub use addresses::{AddressClass, classify};
+pub use cache::{BoundedLru, CacheBytes};
 pub use credentials::Credentials;
 pub use documents::{
-    CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, MAX_INDEX_ENTRIES, Manifest,
-    REQUIRE_CUDA_ENV, facts_of_config, read_manifest,
+    CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, MAX_INDEX_ENTRIES, MAX_VALUE_BYTES,
+    Manifest, REQUIRE_CUDA_ENV, facts_of_config, read_manifest,
 };
 pub use metrics::ResolverMetrics;
 pub use platform::{ARCH_LABEL, Platform};
@@ -73,6 +86,31 @@ pub struct ImageConfigFacts {
     /// The digest the reference names: the image index's when the tag
     /// names an index, else the image manifest's.
     pub digest: String,
+    /// A value longer than [`MAX_VALUE_BYTES`], not kept: the config's
+    /// CUDA values cannot be used (cut, a requirement would say something
+    /// else).
+    pub oversized: Option<OversizedValue>,
+}
+
+/// A CUDA env or label of an image config longer than a value may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OversizedValue {
+    /// The env or label (`NVIDIA_REQUIRE_CUDA`).
+    pub name: &'static str,
+    /// Its length, in bytes.
+    pub bytes: usize,
+}
+
+impl fmt::Display for OversizedValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is {} bytes long, more than the {} KiB an image config value may be",
+            self.name,
+            thousands(self.bytes),
+            MAX_VALUE_BYTES >> 10
+        )
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +126,7 @@ impl ImageConfigFacts {
             require_cuda: require.map(str::to_owned),
             cuda_label: label.map(str::to_owned),
             digest: "sha256:00".to_owned(),
+            oversized: None,
         })
     }
 }
@@ -125,7 +164,32 @@ impl Lookup {
     }
 }
 
+/// The longest reason a failure keeps, in bytes: a reason may quote what
+/// a registry sent (the JSON reader's errors quote the value they could
+/// not read), and it is cached, logged and shown.
+pub const MAX_REASON_BYTES: usize = 1 << 10;
+
+/// `reason`, cut at [`MAX_REASON_BYTES`] (and saying so).
+fn bounded_reason(reason: String) -> String {
+    match bounded_field(&reason, MAX_REASON_BYTES) {
+        Cow::Borrowed(_) => reason,
+        Cow::Owned(cut) => cut,
+    }
+}
+
+/// What `err` says, on one line, within [`MAX_REASON_BYTES`]: written
+/// through a bounded writer, so an error that quotes megabytes of what a
+/// registry sent (the JSON reader's do) is never megabytes here.
+pub(crate) fn error_text(err: &dyn fmt::Display) -> String {
+    let mut text = Bounded::new(MAX_REASON_BYTES);
+    // A `Bounded` never fails a write: past its room it drops the rest.
+    let _ = fmt::Write::write_fmt(&mut text, format_args!("{err}"));
+    one_line(&text.finish())
+}
+
 /// Why a fetch gave no facts: the kind decides the [`Lookup`] it becomes.
+/// The reason is one line, at most [`MAX_REASON_BYTES`] (and a few for
+/// the mark of the cut).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Failure {
     pub(crate) kind: FailureKind,
@@ -143,21 +207,21 @@ impl Failure {
     pub(crate) fn failed(reason: impl Into<String>) -> Self {
         Self {
             kind: FailureKind::Failed,
-            reason: reason.into(),
+            reason: bounded_reason(reason.into()),
         }
     }
 
     pub(crate) fn too_large(reason: impl Into<String>) -> Self {
         Self {
             kind: FailureKind::TooLarge,
-            reason: reason.into(),
+            reason: bounded_reason(reason.into()),
         }
     }
 
     pub(crate) fn refused(reason: impl Into<String>) -> Self {
         Self {
             kind: FailureKind::Refused,
-            reason: reason.into(),
+            reason: bounded_reason(reason.into()),
         }
     }
 
@@ -168,7 +232,7 @@ impl Failure {
         match self.kind {
             FailureKind::Failed => Self {
                 kind: self.kind,
-                reason: format!("{context}: {}", self.reason),
+                reason: bounded_reason(format!("{context}: {}", self.reason)),
             },
             FailureKind::TooLarge | FailureKind::Refused => self,
         }

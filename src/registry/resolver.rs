@@ -9,13 +9,14 @@
 //! The work one pod author can cause is bounded: an image on a host that
 //! is not listed is refused before anything else; lookups in flight
 //! (running or waiting for a turn) are at most
-//! [`ResolverOptions::max_pending_lookups`] in all and
-//! [`ResolverOptions::max_lookups_per_registry`] per registry, and past
-//! either no new lookup starts; a failure is remembered for
+//! [`ResolverOptions::max_pending_lookups`] in all,
+//! [`ResolverOptions::max_lookups_per_namespace`] per namespace and
+//! [`ResolverOptions::max_lookups_per_registry`] per entry of the
+//! registries list, and past any of them no new lookup starts
+//! (`in_flight.rs`); a failure is remembered for
 //! [`ResolverOptions::negative_ttl`], so a hostile image costs one fetch
 //! per period, not one per admission.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -24,9 +25,10 @@ use oci_client::Reference;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::cache::{Caches, LookupKey, ParsedReference, TagState};
+use super::cache::{CacheBytes, Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
 use super::hosts::HostPolicy;
+use super::in_flight::{Answer, InFlight, Places};
 use super::metrics::ResolverMetrics;
 use super::reference::parse_reference;
 use super::transport::{Timeouts, Transport};
@@ -57,14 +59,22 @@ pub struct ResolverOptions {
     /// Lookups in flight, running or waiting for a turn; past it a new
     /// image is left to the table ("the lookup queue is full").
     pub max_pending_lookups: usize,
+    /// Lookups in flight started by the admissions of one namespace (the
+    /// caller's namespace), so that one namespace never fills the queue:
+    /// past it "the lookup queue's share of namespace X is full".
+    pub max_lookups_per_namespace: usize,
     /// Lookups in flight on one registry, so that one registry that never
-    /// answers holds at most this many fetch turns, never all of them.
+    /// answers holds at most this many fetch turns, never all of them. A
+    /// registry is an entry of `registries`: all the hosts under
+    /// `*.pkg.dev` together.
     pub max_lookups_per_registry: usize,
     /// How long to wait to connect, and between two reads of an answer.
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub tag_capacity: usize,
     pub facts_capacity: usize,
+    /// What each cache may hold in bytes, besides its entries.
+    pub cache_bytes: CacheBytes,
 }
 
 impl Default for ResolverOptions {
@@ -78,11 +88,13 @@ impl Default for ResolverOptions {
             fetch_deadline: Duration::from_secs(10),
             max_concurrent_fetches: 8,
             max_pending_lookups: 64,
+            max_lookups_per_namespace: 16,
             max_lookups_per_registry: 4,
             connect_timeout: Duration::from_secs(3),
             read_timeout: Duration::from_secs(5),
             tag_capacity: 1024,
             facts_capacity: 1024,
+            cache_bytes: CacheBytes::DEFAULT,
         }
     }
 }
@@ -105,8 +117,6 @@ impl ResolverOptions {
     }
 }
 
-type Answer = Option<Result<Arc<ImageConfigFacts>, Failure>>;
-
 pub(super) struct Session {
     pub(super) transport: Transport,
 }
@@ -125,36 +135,6 @@ impl Session {
         Ok(Self {
             transport: Transport::new(Arc::clone(hosts), credentials, timeouts)?,
         })
-    }
-}
-
-/// The lookups in flight: each one's answer to come, and how many there
-/// are per registry.
-#[derive(Default)]
-struct InFlight {
-    lookups: HashMap<LookupKey, (String, watch::Receiver<Answer>)>,
-    per_registry: HashMap<String, usize>,
-}
-
-impl InFlight {
-    fn insert(&mut self, key: LookupKey, registry: String, answer: watch::Receiver<Answer>) {
-        *self.per_registry.entry(registry.clone()).or_default() += 1;
-        self.lookups.insert(key, (registry, answer));
-    }
-
-    fn remove(&mut self, key: &LookupKey) {
-        if let Some((registry, _)) = self.lookups.remove(key)
-            && let Some(count) = self.per_registry.get_mut(&registry)
-        {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                self.per_registry.remove(&registry);
-            }
-        }
-    }
-
-    fn on_registry(&self, registry: &str) -> usize {
-        self.per_registry.get(registry).copied().unwrap_or(0)
     }
 }
 
@@ -265,6 +245,7 @@ impl Resolver {
                     options.negative_ttl,
                     options.tag_capacity,
                     options.facts_capacity,
+                    options.cache_bytes,
                 )),
                 in_flight: Mutex::new(InFlight::default()),
                 turns: Semaphore::new(options.max_concurrent_fetches.max(1)),
@@ -285,9 +266,12 @@ impl Resolver {
     }
 
     /// Looks up every image of a pod, all within `budget` in total; each
-    /// image once, answers in the order the images first appear.
+    /// image once, answers in the order the images first appear. The
+    /// lookups it starts take `namespace`'s share of the queue (the
+    /// admission's namespace, or the object's for `check`).
     pub async fn resolve_all<I, S>(
         &self,
+        namespace: &str,
         images: I,
         platform: &Platform,
         budget: Duration,
@@ -306,21 +290,28 @@ impl Resolver {
         }
         let lookups = unique
             .iter()
-            .map(|image| self.resolve_until(image, platform, deadline));
+            .map(|image| self.resolve_until(namespace, image, platform, deadline));
         let answers = futures::future::join_all(lookups).await;
         unique.into_iter().zip(answers).collect()
     }
 
-    /// Looks up one image within `budget`.
+    /// Looks up one image within `budget`, a lookup of no admission: it
+    /// takes the share of the namespace named `""`.
     pub async fn resolve(&self, image: &str, platform: &Platform, budget: Duration) -> Lookup {
-        self.resolve_until(image, platform, deadline_after(budget))
+        self.resolve_until("", image, platform, deadline_after(budget))
             .await
     }
 
-    async fn resolve_until(&self, image: &str, platform: &Platform, deadline: Instant) -> Lookup {
+    async fn resolve_until(
+        &self,
+        namespace: &str,
+        image: &str,
+        platform: &Platform,
+        deadline: Instant,
+    ) -> Lookup {
         let lookup = match self.parse(image) {
             Err(failure) => failure.into(),
-            Ok(reference) => match self.start(reference, platform) {
+            Ok(reference) => match self.start(namespace, reference, platform) {
                 Start::Ready(answer) => answer.into(),
                 Start::Waiting(mut answer) => {
                     let wait = answer.wait_for(Option::is_some);
@@ -362,42 +353,37 @@ impl Resolver {
     }
 
     /// Refuses an unlisted registry, answers from the caches, or joins the
-    /// fetch in flight for this lookup, or starts one if there is room.
-    fn start(&self, parsed: Arc<ParsedReference>, platform: &Platform) -> Start {
+    /// fetch in flight for this lookup, or starts one if `namespace` and
+    /// the registry's entry have room in the queue.
+    fn start(&self, namespace: &str, parsed: Arc<ParsedReference>, platform: &Platform) -> Start {
         let reference = &parsed.reference;
-        let registry = reference.resolve_registry().to_owned();
-        if let Err(refusal) = self.inner.hosts.check_registry(reference.registry()) {
-            return Start::Ready(Err(refusal));
-        }
+        let (entry, entry_name) = match self.inner.hosts.registry_entry(reference.registry()) {
+            Ok(entry) => entry,
+            Err(refusal) => return Start::Ready(Err(refusal)),
+        };
         let key: LookupKey = (parsed.whole.clone(), platform.clone());
         if let Some(answer) = self.inner.cached(reference, &key) {
             return Start::Ready(answer);
         }
         let mut in_flight = lock(&self.inner.in_flight);
-        if let Some((_, answer)) = in_flight.lookups.get(&key) {
-            // A fetch that ended without answering (its task panicked) is
-            // not joined: it would never answer.
-            if answer.has_changed().is_ok() {
-                return Start::Waiting(answer.clone());
-            }
-            in_flight.remove(&key);
+        if let Some(answer) = in_flight.joinable(&key) {
+            return Start::Waiting(answer);
         }
         // A fetch may have finished between the cache look and this lock.
         if let Some(answer) = self.inner.cached(reference, &key) {
             return Start::Ready(answer);
         }
         let options = &self.inner.options;
-        if in_flight.lookups.len() >= options.max_pending_lookups.max(1) {
-            return Start::Ready(Err(Failure::refused("the lookup queue is full")));
-        }
-        if in_flight.on_registry(&registry) >= options.max_lookups_per_registry.max(1) {
-            return Start::Ready(Err(Failure::refused(format!(
-                "the lookup queue of registry {} is full",
-                reference.registry()
-            ))));
+        let places = Places {
+            queue: options.max_pending_lookups,
+            per_namespace: options.max_lookups_per_namespace,
+            per_registry: options.max_lookups_per_registry,
+        };
+        if let Err(refusal) = in_flight.admit(namespace, entry, entry_name, places) {
+            return Start::Ready(Err(refusal));
         }
         let (sender, receiver) = watch::channel(None);
-        in_flight.insert(key.clone(), registry, receiver.clone());
+        in_flight.insert(key.clone(), namespace, entry, receiver.clone());
         drop(in_flight);
 
         let inner = Arc::clone(&self.inner);

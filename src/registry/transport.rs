@@ -6,7 +6,7 @@
 //! that:
 //!
 //! - every body is read as it streams and dropped at its bound
-//!   ([`Bound`]: manifests and configs 4 MiB, a token answer 1 MiB, an
+//!   ([`Bound`]: manifests and configs 4 MiB, a token answer 16 KiB, an
 //!   error 4 KiB), with the connection, whatever the registry declared;
 //! - connections go only where [`HostPolicy`] admits, to addresses it
 //!   checked (its resolver);
@@ -21,36 +21,41 @@
 //! a listed host), the request again with the token, which is kept a
 //! while for the repository.
 
-use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use lru::LruCache;
 use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;
 use reqwest::header::{ACCEPT, LOCATION, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde::Deserialize;
 
+use super::cache::{BoundedLru, string_bytes};
 use super::credentials::Credentials;
 use super::digest::Digest;
 use super::documents::MANIFEST_ACCEPT;
 use super::hosts::{AddressRefused, HostPolicy, origin_of};
-use super::{Failure, RegistryError};
+use super::{Failure, RegistryError, error_text};
 use crate::manifest::one_line;
 
 /// The OCI distribution spec's limit for manifests and indexes.
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 /// Image configs are a few kilobytes; the same bound as manifests.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
-/// A token answer is a few kilobytes of JSON.
-pub const MAX_TOKEN_BYTES: u64 = 1 << 20;
+/// A token answer is a few kilobytes of JSON: a registry's bearer token
+/// is a JWT of one to a few KB (Docker Hub's, some 1.5 KB, is sent twice,
+/// as `token` and `access_token`). The token kept is at most this long.
+pub const MAX_TOKEN_BYTES: u64 = 16 << 10;
 /// What is read of an error answer, for its message.
 const MAX_ERROR_BYTES: usize = 4 << 10;
 /// Registries send blobs to a CDN once; more hops are not a registry's.
 pub(super) const MAX_REDIRECTS: usize = 3;
 /// Tokens kept, one per registry and repository.
 const TOKEN_CACHE_ENTRIES: usize = 256;
+/// The bytes the kept tokens may take: the entries' keys and tokens, as
+/// [`BoundedLru`] charges them. Ordinary tokens (~2 KB with their key)
+/// fill the entries first; tokens of [`MAX_TOKEN_BYTES`] fill it at some 60.
+const TOKEN_CACHE_BYTES: usize = 1 << 20;
 /// A token that says nothing of its lifetime lasts 60 s (the token spec);
 /// none is kept longer than 5 minutes.
 const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(60);
@@ -177,12 +182,27 @@ pub(super) struct Timeouts {
 
 type TokenKey = (String, String);
 
+/// Tokens by registry and repository, with the instant they expire.
+type Tokens = BoundedLru<TokenKey, (String, Instant)>;
+
 /// The registry client of one set of credentials.
 pub(super) struct Transport {
     http: reqwest::Client,
     hosts: Arc<HostPolicy>,
     credentials: Credentials,
-    tokens: Mutex<LruCache<TokenKey, (String, Instant)>>,
+    tokens: Mutex<Tokens>,
+}
+
+fn token_cache() -> Tokens {
+    BoundedLru::new(
+        TOKEN_CACHE_ENTRIES,
+        TOKEN_CACHE_BYTES,
+        |(registry, repository), (token, _)| {
+            string_bytes(registry)
+                .saturating_add(string_bytes(repository))
+                .saturating_add(string_bytes(token))
+        },
+    )
 }
 
 /// A reqwest error as one line, after the origin it was about; the
@@ -282,12 +302,11 @@ impl Transport {
             .user_agent(concat!("gpu-policy/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| RegistryError::Client(one_line(&err.to_string())))?;
-        let capacity = NonZeroUsize::new(TOKEN_CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN);
         Ok(Self {
             http,
             hosts,
             credentials,
-            tokens: Mutex::new(LruCache::new(capacity)),
+            tokens: Mutex::new(token_cache()),
         })
     }
 
@@ -534,7 +553,7 @@ impl Transport {
             Failure::failed(format!(
                 "token from {}: not a token answer: {}",
                 origin_of(&url),
-                one_line(&err.to_string())
+                error_text(&err)
             ))
         })?;
         let value = answer
@@ -563,7 +582,7 @@ struct Token {
 
 impl Token {
     /// Keeps the token for its repository; returns its value.
-    fn cache(self, tokens: &Mutex<LruCache<TokenKey, (String, Instant)>>, key: TokenKey) -> String {
+    fn cache(self, tokens: &Mutex<Tokens>, key: TokenKey) -> String {
         if let Some(until) = Instant::now().checked_add(self.lifetime) {
             lock(tokens).put(key, (self.value.clone(), until));
         }
@@ -583,7 +602,7 @@ mod tests {
         );
         assert_eq!(
             Bound::TOKEN.exceeded().reason,
-            "token answer larger than 1 MiB"
+            "token answer larger than 16 KiB"
         );
         let declared = Bound::CONFIG.declared(213);
         assert_eq!(
@@ -603,5 +622,30 @@ mod tests {
         assert_eq!(Bound::CONFIG.declared(-1).map(|b| b.bytes), Ok(0));
         assert_eq!(human(4 << 10), "4 KiB");
         assert_eq!(human(1500), "1500 bytes");
+    }
+
+    /// Tokens as long as a token answer allows fill the cache's bytes
+    /// before its entries; ordinary ones fill its entries first.
+    #[test]
+    fn the_token_cache_is_bounded_in_bytes() {
+        let mut tokens = token_cache();
+        let far = Instant::now() + Duration::from_secs(60);
+        let longest = "t".repeat(MAX_TOKEN_BYTES as usize);
+        for n in 0..TOKEN_CACHE_ENTRIES {
+            let key = ("registry.example".to_owned(), format!("team/image{n}"));
+            tokens.put(key, (longest.clone(), far));
+        }
+        assert!(tokens.bytes() <= TOKEN_CACHE_BYTES, "{}", tokens.bytes());
+        let kept = tokens.len();
+        assert!((60..64).contains(&kept), "{kept} tokens of 16 KiB in 1 MiB");
+        let ordinary = "t".repeat(1500);
+        for n in 0..TOKEN_CACHE_ENTRIES {
+            let key = (
+                "registry-1.docker.io".to_owned(),
+                format!("library/image{n}"),
+            );
+            tokens.put(key, (ordinary.clone(), far));
+        }
+        assert_eq!(tokens.len(), TOKEN_CACHE_ENTRIES);
     }
 }

@@ -11,20 +11,18 @@
 //! that outlives the budget goes on in the background and fills the
 //! resolver's caches for the next admission.
 
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::admission::AdmissionRequest;
 use arc_swap::ArcSwapOption;
-use lru::LruCache;
 
 use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::admission::respond::{self, Endpoint};
 use crate::metrics::Metrics;
 use crate::policy::{ClusterFacts, ImageNeeds};
-use crate::registry::{Credentials, ImageConfigFacts, Resolver, ResolverOptions};
+use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 use crate::telemetry::bounded_field;
 
@@ -49,15 +47,34 @@ struct Built {
 
 /// Image configs already interpreted: the resolver answers a cached image
 /// with the same facts every time, and reading its `NVIDIA_REQUIRE_CUDA`
-/// again would cost more than the cache hit itself.
-struct NeedsCache(Mutex<LruCache<Arc<ImageConfigFacts>, Result<ImageNeeds, String>>>);
+/// again would cost more than the cache hit itself. Bounded in entries (as
+/// many as the resolver keeps configs) and in [`NEEDS_CACHE_BYTES`].
+struct NeedsCache(Mutex<BoundedLru<Arc<ImageConfigFacts>, Result<ImageNeeds, String>>>);
+
+/// The bytes the cache of interpreted configs may hold. An entry is
+/// charged its config whole (the resolver's cache may have let it go) and
+/// what the config means: ~4.8 KB for a CUDA image, whose requirement of
+/// ~1 KB is parsed into 30 alternatives; at most ~39 KiB (three values of
+/// 4 KiB, the requirement in hundreds of alternatives). A full cache of
+/// ordinary entries fits (the tests measure both).
+const NEEDS_CACHE_BYTES: usize = 8 << 20;
+
+/// The heap bytes of one interpreted config, its key's included.
+fn needs_heap(facts: &Arc<ImageConfigFacts>, needs: &Result<ImageNeeds, String>) -> usize {
+    let meaning = match needs {
+        Ok(needs) => needs.heap_bytes(),
+        Err(reason) => reason.len(),
+    };
+    facts.heap_bytes().saturating_add(meaning)
+}
 
 impl NeedsCache {
-    /// As many entries as the resolver keeps configs.
     fn new() -> Self {
-        let capacity = NonZeroUsize::new(ResolverOptions::default().facts_capacity)
-            .unwrap_or(NonZeroUsize::MIN);
-        Self(Mutex::new(LruCache::new(capacity)))
+        Self(Mutex::new(BoundedLru::new(
+            ResolverOptions::default().facts_capacity,
+            NEEDS_CACHE_BYTES,
+            needs_heap,
+        )))
     }
 
     fn needs_of(&self, facts: &Arc<ImageConfigFacts>) -> Result<ImageNeeds, String> {
@@ -246,6 +263,66 @@ const IMAGES_LOG_BYTES: usize = 2048;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Interpreted configs of requirements as long as a value may be fill
+    /// the cache's bytes, not its entries; ordinary ones its entries.
+    #[test]
+    fn the_interpreted_configs_are_bounded_in_bytes() {
+        let cache = NeedsCache::new();
+        let entries = ResolverOptions::default().facts_capacity;
+        let mut longest = "cuda>=13.0".to_owned();
+        while longest.len() + 7 <= crate::registry::MAX_VALUE_BYTES {
+            longest.push_str(" cuda>1");
+        }
+        for n in 0..entries {
+            let version = format!("13.{n}");
+            let facts = ImageConfigFacts::of(Some(&version), Some(&longest), None);
+            assert!(cache.needs_of(&facts).is_ok());
+        }
+        let (kept, bytes) = {
+            let needs = lock(&cache.0);
+            (needs.len(), needs.bytes())
+        };
+        assert!(bytes <= NEEDS_CACHE_BYTES, "{bytes}");
+        assert!(
+            kept < entries / 2,
+            "{kept} entries of the longest requirement"
+        );
+        eprintln!("{kept} interpreted configs of the longest requirement in {bytes} bytes");
+
+        let ordinary = NeedsCache::new();
+        let mut require = "cuda>=12.8".to_owned();
+        for driver in [470, 535, 550] {
+            for brand in [
+                "unknown",
+                "grid",
+                "tesla",
+                "nvidia",
+                "quadro",
+                "quadrortx",
+                "nvidiartx",
+                "vapps",
+                "vpc",
+                "vcs",
+            ] {
+                require.push_str(&format!(
+                    " brand={brand},driver>={driver},driver<{}",
+                    driver + 1
+                ));
+            }
+        }
+        for n in 0..entries {
+            let version = format!("12.{n}");
+            let facts = ImageConfigFacts::of(Some(&version), Some(&require), Some(&version));
+            assert!(ordinary.needs_of(&facts).is_ok());
+        }
+        let needs = lock(&ordinary.0);
+        assert_eq!(needs.len(), entries, "{} bytes", needs.bytes());
+        eprintln!(
+            "{entries} ordinary interpreted configs in {} bytes",
+            needs.bytes()
+        );
+    }
 
     #[test]
     fn a_config_is_interpreted_once_and_answered_the_same() {

@@ -8,6 +8,7 @@
 //! `registry.local:5000`) is what is matched: a port counts only where the
 //! entry names one, so `registry.local` does not open `registry.local:22`.
 
+use std::fmt;
 use std::net::IpAddr;
 
 /// The public registries CUDA images live on: NVIDIA's, Docker Hub under
@@ -136,6 +137,27 @@ impl RegistryPattern {
     }
 }
 
+impl fmt::Display for RegistryPattern {
+    /// The entry as the list may spell it: `host`, `host:port`,
+    /// `[v6]:port`, `*.suffix`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Host { host, port } => {
+                if host.contains(':') {
+                    write!(f, "[{host}]")?;
+                } else {
+                    f.write_str(host)?;
+                }
+                match port {
+                    Some(port) => write!(f, ":{port}"),
+                    None => Ok(()),
+                }
+            }
+            Self::Suffix(suffix) => write!(f, "*{suffix}"),
+        }
+    }
+}
+
 /// A list of entries, parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RegistryHosts {
@@ -159,6 +181,16 @@ impl RegistryHosts {
     /// Whether `authority` (`host`, `host:port`, `[v6]:port`) is an entry.
     pub fn permits(&self, authority: &str) -> bool {
         split_authority(authority).is_some_and(|(host, port)| self.permits_host(&host, port))
+    }
+
+    /// The first entry that permits `authority`, and its place in the
+    /// list: every host under `*.pkg.dev` is the one entry.
+    pub fn entry_of(&self, authority: &str) -> Option<(usize, &RegistryPattern)> {
+        let (host, port) = split_authority(authority)?;
+        self.patterns
+            .iter()
+            .enumerate()
+            .find(|(_, pattern)| pattern.matches(&host, port))
     }
 
     /// [`RegistryHosts::permits`] of a host already split and lower-cased.
@@ -245,6 +277,28 @@ mod tests {
     fn wildcards_only_where_allowed() {
         let err = RegistryHosts::parse("insecureRegistries", &["*.corp.local".to_owned()], false);
         assert!(err.is_err_and(|err| err.starts_with("insecureRegistries: \"*.corp.local\"")));
+    }
+
+    #[test]
+    fn hosts_under_a_wildcard_are_one_entry() {
+        let list = hosts(&["nvcr.io", "*.pkg.dev", "registry.local:5000", "[::1]:5000"]);
+        let entry = |authority: &str| list.entry_of(authority).map(|(i, p)| (i, p.to_string()));
+        assert_eq!(
+            entry("us-docker.pkg.dev"),
+            Some((1, "*.pkg.dev".to_owned()))
+        );
+        assert_eq!(
+            entry("EUROPE-docker.pkg.dev"),
+            Some((1, "*.pkg.dev".to_owned()))
+        );
+        assert_eq!(entry("nvcr.io"), Some((0, "nvcr.io".to_owned())));
+        assert_eq!(
+            entry("registry.local:5000"),
+            Some((2, "registry.local:5000".to_owned()))
+        );
+        assert_eq!(entry("[::1]:5000"), Some((3, "[::1]:5000".to_owned())));
+        assert_eq!(entry("pkg.dev"), None);
+        assert_eq!(entry("us-docker.pkg.dev:8443"), None);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod cpu_shapes;
 mod forged_reviews;
 mod labels_and_output;
 mod memory_shapes;
+mod registry_values;
 
 /// One replica's peak resident set under any attack (the chart's limit is
 /// 256Mi; docs/security.md).

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::support::fake_registry::{Auth, FakeRegistry, image_config};
 
 mod hostile;
+mod queue;
 
 const REQUIRE_13_1: &str = "cuda>=13.1 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536 brand=quadro,driver>=535,driver<536";
 const REQUIRE_12_8: &str = "cuda>=12.8 brand=unknown,driver>=470,driver<471 brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536";
@@ -104,6 +105,7 @@ async fn resolves_what_the_image_config_says_of_cuda() {
             require_cuda: Some(REQUIRE_13_1.to_owned()),
             cuda_label: Some("13.1.0".to_owned()),
             digest: digest.clone(),
+            oversized: None,
         }
     );
 
@@ -302,6 +304,7 @@ async fn a_slow_registry_costs_an_admission_its_budget_only() {
     let started = Instant::now();
     let answers = resolver
         .resolve_all(
+            "ml",
             [slow.as_str(), fast.as_str(), slow.as_str()],
             &Platform::default(),
             budget,
@@ -586,7 +589,7 @@ async fn fetches_beyond_the_limit_wait_for_a_turn() {
     ];
     let started = Instant::now();
     let answers = resolver
-        .resolve_all(&images, &Platform::default(), Duration::from_secs(4))
+        .resolve_all("ml", &images, &Platform::default(), Duration::from_secs(4))
         .await;
     // Each fetch makes at least two delayed requests (manifest, config):
     // one after the other, they take at least 2 s in all.
@@ -639,7 +642,7 @@ async fn a_budget_past_any_clock_is_no_panic() {
     let resolver = resolver(options(&registry));
     let image = format!("{}/nvidia/cuda:13.0.1-base", registry.host());
     let answers = resolver
-        .resolve_all([image.as_str()], &Platform::default(), Duration::MAX)
+        .resolve_all("ml", [image.as_str()], &Platform::default(), Duration::MAX)
         .await;
     assert_eq!(
         found(answers[0].1.clone()).cuda_version.as_deref(),
