@@ -134,6 +134,8 @@ impl HostPolicy {
     /// Which of `addresses` a connection to `name` may go to: for a listed
     /// name, any but loopback, link-local, unspecified and multicast ones;
     /// for any other name (a redirect's, a token realm's), public ones.
+    /// A refusal names the host and the classes of its addresses, never
+    /// the addresses: it becomes the warning a pod's author reads.
     pub(super) fn admitted(
         &self,
         name: &str,
@@ -141,33 +143,46 @@ impl HostPolicy {
     ) -> Result<Vec<SocketAddr>, String> {
         let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
         let listed = self.registries.names(&name);
-        let admitted: Vec<SocketAddr> = addresses
-            .iter()
-            .copied()
-            .filter(|address| match classify(address.ip()) {
+        let mut admitted = Vec::new();
+        let mut refused: Vec<AddressClass> = Vec::new();
+        for address in addresses {
+            let class = classify(address.ip());
+            let allowed = match class {
                 AddressClass::Public => true,
                 AddressClass::Private => listed,
                 AddressClass::Forbidden(_) => false,
-            })
-            .collect();
-        if admitted.is_empty() {
-            let seen: Vec<String> = addresses
-                .iter()
-                .take(4)
-                .map(|a| format!("{} ({})", a.ip(), classify(a.ip())))
-                .collect();
-            let allowed = if listed {
-                "which only a literal imageResolution.registries entry may reach"
-            } else {
-                "and it is not in imageResolution.registries"
             };
-            return Err(if seen.is_empty() {
-                format!("{name} resolves to no address")
-            } else {
-                format!("{name} resolves to {}, {allowed}", seen.join(", "))
-            });
+            if allowed {
+                admitted.push(*address);
+            } else if !refused.contains(&class) {
+                refused.push(class);
+            }
         }
-        Ok(admitted)
+        if !admitted.is_empty() {
+            return Ok(admitted);
+        }
+        if refused.is_empty() {
+            return Err(format!("{name} resolves to no address"));
+        }
+        let allowed = if listed {
+            "which only a literal imageResolution.registries entry may reach"
+        } else {
+            "and it is not in imageResolution.registries"
+        };
+        Err(format!(
+            "{name} resolves only to {} addresses, {allowed}",
+            in_words(&refused)
+        ))
+    }
+}
+
+/// `private`, `private and loopback`, `private, loopback and link-local`.
+fn in_words(classes: &[AddressClass]) -> String {
+    let words: Vec<String> = classes.iter().map(ToString::to_string).collect();
+    match words.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -288,13 +303,13 @@ mod tests {
             ),
             Ok(addresses(&["10.0.0.5"]))
         );
-        let loopback = policy.admitted("localhost", &addresses(&["127.0.0.1", "::1"]));
-        assert!(
-            loopback
-                .as_ref()
-                .is_err_and(|e| e.contains("127.0.0.1 (loopback)")
-                    && e.contains("literal imageResolution.registries entry")),
-            "{loopback:?}"
+        assert_eq!(
+            policy.admitted("localhost", &addresses(&["127.0.0.1", "::1"])),
+            Err(
+                "localhost resolves only to loopback addresses, which only a literal \
+                 imageResolution.registries entry may reach"
+                    .to_owned()
+            )
         );
     }
 
@@ -305,18 +320,47 @@ mod tests {
             policy.admitted("cdn.example.", &addresses(&["10.0.0.5", "151.101.1.1"])),
             Ok(addresses(&["151.101.1.1"]))
         );
-        let metadata = policy.admitted("metadata.evil.example", &addresses(&["169.254.169.254"]));
-        assert!(
-            metadata.as_ref().is_err_and(
-                |e| e.contains("link-local") && e.contains("not in imageResolution.registries")
-            ),
-            "{metadata:?}"
+        assert_eq!(
+            policy.admitted("metadata.evil.example", &addresses(&["169.254.169.254"])),
+            Err(
+                "metadata.evil.example resolves only to link-local addresses, and it is \
+                 not in imageResolution.registries"
+                    .to_owned()
+            )
         );
-        assert!(
-            policy
-                .admitted("nothing.example", &[])
-                .is_err_and(|e| e.contains("no address"))
+        assert_eq!(
+            policy.admitted("nothing.example", &[]),
+            Err("nothing.example resolves to no address".to_owned())
         );
+    }
+
+    /// The refusal becomes the warning a pod's author reads: the classes
+    /// of the addresses, each once, and never an address.
+    #[test]
+    fn a_refusal_names_the_host_and_the_classes_only() {
+        let policy = policy(&["nvcr.io"], &[]);
+        let found = addresses(&[
+            "10.0.0.5",
+            "127.0.0.1",
+            "10.0.0.6",
+            "fd00::8",
+            "169.254.169.254",
+            "::1",
+        ]);
+        let refusal = policy.admitted("CDN.Example", &found);
+        assert_eq!(
+            refusal,
+            Err(
+                "cdn.example resolves only to private, loopback and link-local addresses, \
+                 and it is not in imageResolution.registries"
+                    .to_owned()
+            )
+        );
+        let text = refusal.err().unwrap_or_default();
+        for address in &found {
+            assert!(!text.contains(&address.ip().to_string()), "{text}");
+        }
+        assert!(!text.contains("10.0") && !text.contains("::"), "{text}");
     }
 
     #[test]
