@@ -7,6 +7,8 @@
 //!
 //! - The registry of an image must be an entry of
 //!   `imageResolution.registries`, else nothing is contacted.
+//! - Every name is asked of DNS as an absolute name (`dns.rs`), never
+//!   under the pod's search list.
 //! - A listed name may resolve to public or private addresses, never to
 //!   loopback, link-local, unspecified or multicast ones: those are
 //!   reached only through an entry that is that literal address.
@@ -22,6 +24,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::Failure;
 use super::addresses::{AddressClass, classify};
+use super::dns::Dns;
 use crate::settings::RegistryHosts;
 
 /// The `registries` and `insecureRegistries` lists of the configuration.
@@ -124,10 +127,12 @@ impl HostPolicy {
         }
     }
 
-    /// The resolver the HTTP client connects through.
-    pub(super) fn resolver(self: &Arc<Self>) -> CheckedResolver {
+    /// The resolver the HTTP client connects through: `dns`, and then
+    /// [`HostPolicy::admitted`] on what it found.
+    pub(super) fn resolver(self: &Arc<Self>, dns: &Dns) -> CheckedResolver {
         CheckedResolver {
             policy: Arc::clone(self),
+            dns: dns.clone(),
         }
     }
 
@@ -186,19 +191,25 @@ fn in_words(classes: &[AddressClass]) -> String {
     }
 }
 
-/// The DNS resolver of the registry client: the system's resolver, and
-/// then [`HostPolicy::admitted`] on what it returned.
+/// The DNS resolver of the registry client: [`Dns`], names asked as
+/// absolute names, and then [`HostPolicy::admitted`] on what it returned.
 pub(super) struct CheckedResolver {
     policy: Arc<HostPolicy>,
+    dns: Dns,
 }
 
 impl Resolve for CheckedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = Arc::clone(&self.policy);
+        let dns = self.dns.clone();
         let name = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let found: Vec<SocketAddr> = dns
+                .addresses(&name)
+                .await?
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, 0))
+                .collect();
             let admitted = policy.admitted(&name, &found).map_err(AddressRefused)?;
             let addresses: Addrs = Box::new(admitted.into_iter());
             Ok(addresses)

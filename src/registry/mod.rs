@@ -41,6 +41,7 @@ mod addresses;
 mod cache;
 mod credentials;
 mod digest;
+mod dns;
 mod documents;
 mod fetch;
 mod hosts;
@@ -52,6 +53,7 @@ mod transport;
 
 pub use addresses::{AddressClass, classify};
 pub use credentials::Credentials;
+pub use dns::DnsOptions;
 pub use documents::{
     CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, MAX_INDEX_ENTRIES, Manifest,
     REQUIRE_CUDA_ENV, facts_of_config, read_manifest,

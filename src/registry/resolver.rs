@@ -26,6 +26,7 @@ use tokio::time::Instant;
 
 use super::cache::{Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
+use super::dns::{Dns, DnsOptions};
 use super::hosts::HostPolicy;
 use super::metrics::ResolverMetrics;
 use super::reference::parse_reference;
@@ -65,6 +66,10 @@ pub struct ResolverOptions {
     pub read_timeout: Duration,
     pub tag_capacity: usize,
     pub facts_capacity: usize,
+    /// Where DNS questions go: `/etc/resolv.conf`'s name servers unless a
+    /// library user or a test says otherwise; the configuration file does
+    /// not set it.
+    pub dns: DnsOptions,
 }
 
 impl Default for ResolverOptions {
@@ -83,6 +88,7 @@ impl Default for ResolverOptions {
             read_timeout: Duration::from_secs(5),
             tag_capacity: 1024,
             facts_capacity: 1024,
+            dns: DnsOptions::default(),
         }
     }
 }
@@ -115,6 +121,7 @@ impl Session {
     fn new(
         options: &ResolverOptions,
         hosts: &Arc<HostPolicy>,
+        dns: &Dns,
         credentials: Credentials,
     ) -> Result<Self, RegistryError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -123,7 +130,7 @@ impl Session {
             read: options.read_timeout,
         };
         Ok(Self {
-            transport: Transport::new(Arc::clone(hosts), credentials, timeouts)?,
+            transport: Transport::new(Arc::clone(hosts), dns, credentials, timeouts)?,
         })
     }
 }
@@ -163,6 +170,8 @@ pub(super) struct Inner {
     /// [`Resolver::set_credentials`] (tokens belong to credentials).
     pub(super) session: ArcSwap<Session>,
     hosts: Arc<HostPolicy>,
+    /// Shared by every session: the name servers and their cache.
+    dns: Dns,
     options: ResolverOptions,
     caches: Mutex<Caches>,
     in_flight: Mutex<InFlight>,
@@ -255,11 +264,13 @@ impl Resolver {
             HostPolicy::new(&options.registries, &options.insecure_registries)
                 .map_err(RegistryError::Hosts)?,
         );
-        let session = Session::new(&options, &hosts, options.credentials.clone())?;
+        let dns = Dns::new(&options.dns).map_err(RegistryError::Client)?;
+        let session = Session::new(&options, &hosts, &dns, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
                 session: ArcSwap::from_pointee(session),
                 hosts,
+                dns,
                 caches: Mutex::new(Caches::new(
                     options.tag_ttl,
                     options.negative_ttl,
@@ -278,7 +289,12 @@ impl Resolver {
     /// client, and the failures remembered so far forgotten. Fetches in
     /// flight finish with the credentials they started with.
     pub fn set_credentials(&self, credentials: Credentials) -> Result<(), RegistryError> {
-        let session = Session::new(&self.inner.options, &self.inner.hosts, credentials)?;
+        let session = Session::new(
+            &self.inner.options,
+            &self.inner.hosts,
+            &self.inner.dns,
+            credentials,
+        )?;
         self.inner.session.store(Arc::new(session));
         self.inner.caches().forget_failures();
         Ok(())

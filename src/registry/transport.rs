@@ -34,6 +34,7 @@ use serde::Deserialize;
 
 use super::credentials::Credentials;
 use super::digest::Digest;
+use super::dns::Dns;
 use super::documents::MANIFEST_ACCEPT;
 use super::hosts::{AddressRefused, HostPolicy, origin_of};
 use super::{Failure, RegistryError};
@@ -267,6 +268,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Transport {
     pub(super) fn new(
         hosts: Arc<HostPolicy>,
+        dns: &Dns,
         credentials: Credentials,
         timeouts: Timeouts,
     ) -> Result<Self, RegistryError> {
@@ -274,7 +276,7 @@ impl Transport {
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .referer(false)
-            .dns_resolver(hosts.resolver())
+            .dns_resolver(hosts.resolver(dns))
             .connect_timeout(timeouts.connect)
             .read_timeout(timeouts.read)
             .pool_idle_timeout(Duration::from_secs(30))

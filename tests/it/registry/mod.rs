@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::fake_registry::{Auth, FakeRegistry, image_config};
 
+mod dns;
 mod hostile;
 
 const REQUIRE_13_1: &str = "cuda>=13.1 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536 brand=quadro,driver>=535,driver<536";
