@@ -24,7 +24,6 @@ use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, Notice, PodView, RuleId,
     Subject, Violation,
 };
-use crate::registry::Platform;
 use crate::settings::{AllowlistEntry, GPU_NEEDS_ANNOTATION, NamespaceSettings, Settings};
 
 /// One element of `check -o json`.
@@ -251,7 +250,7 @@ impl<'a> Checker<'a> {
     /// The images of each object's GPU containers and the platform its
     /// pods run on, as the webhook looks them up (None: nothing to look
     /// up); `images[i]` is for `objects[i]`.
-    pub fn images(&self, objects: &[&Value]) -> Vec<Option<(Vec<String>, Platform)>> {
+    pub fn images(&self, objects: &[&Value]) -> Vec<Option<images::Wanted>> {
         objects
             .iter()
             .map(|object| {

@@ -18,19 +18,26 @@ use std::time::Duration;
 use crate::cuda::needs::CUDA_VERSION_LABEL;
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
-    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, Platform, REQUIRE_CUDA_ENV, Resolver,
-    ResolverOptions,
+    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REFERENCE_LEN, Platform, REQUIRE_CUDA_ENV,
+    Resolver, ResolverOptions, shown,
 };
 use crate::settings::{ImageResolution, Settings};
 
-/// The images of the subject's GPU containers, each once, and the platform
-/// its pods run on: what is looked up before the subject is evaluated.
-/// None when there is nothing to look up (`Subject::gpu_images`).
+/// The images of a subject's GPU containers, each once, and the platform
+/// its pods run on, or why the pod names none that may be looked up (its
+/// node selector's `kubernetes.io/arch` is no label value): then every
+/// image is refused with that reason, and nothing is looked up.
+pub type Wanted = (Vec<String>, Result<Platform, String>);
+
+/// The images of the subject's GPU containers and the platform its pods
+/// run on: what is looked up before the subject is evaluated, by the
+/// webhook and `check --resolve-images` alike. None when there is nothing
+/// to look up (`Subject::gpu_images`).
 pub fn wanted(
     subject: &Subject<'_>,
     settings: &Settings,
     claims: Option<&dyn ClaimFacts>,
-) -> Option<(Vec<String>, Platform)> {
+) -> Option<Wanted> {
     let (images, spec) = subject.gpu_images(settings, claims)?;
     let images = images.into_iter().map(str::to_owned).collect();
     Some((images, Platform::of_spec_fields(spec)))
@@ -41,11 +48,14 @@ pub fn wanted(
 /// caller to log or print.
 pub async fn resolve(
     resolver: &Resolver,
-    (images, platform): &(Vec<String>, Platform),
+    (images, platform): &Wanted,
     budget: Duration,
     interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
 ) -> (ResolvedImages, Vec<String>) {
-    let lookups = resolver.resolve_all(images, platform, budget).await;
+    let lookups = match platform {
+        Ok(platform) => resolver.resolve_all(images, platform, budget).await,
+        Err(refusal) => resolver.refuse_all(images, refusal),
+    };
     let mut details = Vec::new();
     let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
     (resolved, details)
@@ -107,10 +117,20 @@ impl ResolvedImages {
                     (short.clone(), short)
                 }
             };
-            details.push(format!("{image}: {detail}"));
+            details.push(format!("{}: {detail}", shown_image(&image)));
             resolved.fallbacks.insert(image, short);
         }
         resolved
+    }
+}
+
+/// An image for a log line or stderr: whole when it may be a reference,
+/// else a quoted prefix (a pod's image may be megabytes long).
+fn shown_image(image: &str) -> std::borrow::Cow<'_, str> {
+    if image.len() <= MAX_REFERENCE_LEN {
+        std::borrow::Cow::Borrowed(image)
+    } else {
+        std::borrow::Cow::Owned(shown(image))
     }
 }
 

@@ -26,7 +26,6 @@ use crate::policy::message::prefix_within;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Subject, scope_for_update,
 };
-use crate::registry::Platform;
 use crate::settings::Settings;
 
 /// Which webhook is asking: the mutating one (enforce namespaces) or a
@@ -198,7 +197,7 @@ pub fn images_to_resolve(
     endpoint: Endpoint,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
-) -> Option<(Vec<String>, Platform)> {
+) -> Option<images::Wanted> {
     let evaluated = evaluated(request, endpoint).ok()??;
     // The claims the rules will resolve, from the same cluster; nothing
     // else of the evaluation is needed to know the GPU containers.

@@ -729,7 +729,7 @@ fn the_images_worth_a_registry_lookup() {
             {"name": "cpu", "image": "busybox"},
             {"name": "a", "image": "train:1", "resources": {"limits": {"nvidia.com/gpu": 1}}},
             {"name": "b", "image": "train:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
-    let expected = Some((vec!["train:1".to_owned()], Platform::linux("arm64")));
+    let expected = Some((vec!["train:1".to_owned()], Ok(Platform::linux("arm64"))));
     let create = Review::create(&pod, "default").body();
     assert_eq!(lookup(create.clone(), Endpoint::Mutate), expected);
     assert_eq!(lookup(create, Endpoint::Validate(Mode::Warn)), expected);

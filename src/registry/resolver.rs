@@ -29,7 +29,8 @@ use super::credentials::Credentials;
 use super::dns::{Dns, DnsOptions};
 use super::hosts::HostPolicy;
 use super::metrics::ResolverMetrics;
-use super::reference::parse_reference;
+use super::pod_strings::shown;
+use super::reference::{MAX_REFERENCE_LEN, TOO_LONG, parse_reference};
 use super::transport::{Timeouts, Transport};
 use super::{Failure, ImageConfigFacts, Lookup, Platform, RegistryError};
 
@@ -206,6 +207,22 @@ fn deadline_after(budget: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// The images, each once, in the order they first appear.
+fn each_once<I, S>(images: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut unique: Vec<String> = Vec::new();
+    for image in images {
+        let image = image.as_ref();
+        if !unique.iter().any(|seen| seen == image) {
+            unique.push(image.to_owned());
+        }
+    }
+    unique
+}
+
 /// Where a lookup stands before anything is awaited.
 enum Start {
     Ready(Result<Arc<ImageConfigFacts>, Failure>),
@@ -313,18 +330,33 @@ impl Resolver {
         S: AsRef<str>,
     {
         let deadline = deadline_after(budget);
-        let mut unique: Vec<String> = Vec::new();
-        for image in images {
-            let image = image.as_ref();
-            if !unique.iter().any(|seen| seen == image) {
-                unique.push(image.to_owned());
-            }
-        }
+        let unique = each_once(images);
         let lookups = unique
             .iter()
             .map(|image| self.resolve_until(image, platform, deadline));
         let answers = futures::future::join_all(lookups).await;
         unique.into_iter().zip(answers).collect()
+    }
+
+    /// Every image of a pod refused for `reason` before any lookup (the
+    /// pod names no platform the resolver may look up, [`Platform::of_pod_spec`]),
+    /// as [`Resolver::resolve_all`] answers: each image once, counted as a
+    /// refused lookup.
+    pub fn refuse_all<I, S>(&self, images: I, reason: &str) -> Vec<(String, Lookup)>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        each_once(images)
+            .into_iter()
+            .map(|image| {
+                let lookup = Lookup::Refused(reason.to_owned());
+                if let Some(metrics) = &self.inner.metrics {
+                    metrics.lookup(lookup.result());
+                }
+                (image, lookup)
+            })
+            .collect()
     }
 
     /// Looks up one image within `budget`.
@@ -334,7 +366,8 @@ impl Resolver {
     }
 
     async fn resolve_until(&self, image: &str, platform: &Platform, deadline: Instant) -> Lookup {
-        let lookup = match self.parse(image) {
+        let checked = platform.check().map_err(Failure::refused);
+        let lookup = match checked.and_then(|()| self.parse(image)) {
             Err(failure) => failure.into(),
             Ok(reference) => match self.start(reference, platform) {
                 Start::Ready(answer) => answer.into(),
@@ -362,14 +395,22 @@ impl Resolver {
     }
 
     /// The image reference parsed, from the cache when it was seen before.
+    /// A string that is not a reference is refused, quoted by a prefix;
+    /// one longer than any reference before the cache is asked.
     fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, Failure> {
+        let refuse = |reason: &str| {
+            Failure::refused(format!(
+                "{} is not an image reference: {reason}",
+                shown(image)
+            ))
+        };
+        if image.len() > MAX_REFERENCE_LEN {
+            return Err(refuse(TOO_LONG));
+        }
         if let Some(parsed) = self.inner.caches().reference(image) {
             return Ok(parsed);
         }
-        let reference = parse_reference(image).map_err(|reason| {
-            let shown: String = image.chars().take(200).collect();
-            Failure::failed(format!("{shown:?} is not an image reference: {reason}"))
-        })?;
+        let reference = parse_reference(image).map_err(refuse)?;
         let parsed = Arc::new(ParsedReference::new(reference));
         self.inner
             .caches()
