@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::cuda::needs::CUDA_VERSION_LABEL;
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
-    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REASON_BYTES, Platform, REQUIRE_CUDA_ENV,
-    Resolver, ResolverOptions,
+    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REASON_BYTES, MAX_REFERENCE_LEN, Platform,
+    REQUIRE_CUDA_ENV, Resolver, ResolverOptions, shown,
 };
 use crate::settings::{ImageResolution, Settings};
 use crate::telemetry::bounded_field;
@@ -30,8 +30,11 @@ use crate::telemetry::bounded_field;
 pub struct Wanted {
     /// The images of its GPU containers, each once.
     pub images: Vec<String>,
-    /// The platform its pods run on.
-    pub platform: Platform,
+    /// The platform its pods run on, or why the pod names none that may be
+    /// looked up (its node selector's `kubernetes.io/arch` is no label
+    /// value): then every image is refused with that reason, and nothing is
+    /// looked up.
+    pub platform: Result<Platform, String>,
     /// The namespace it lives in: the lookups it starts take that
     /// namespace's share of the resolver's queue.
     pub namespace: String,
@@ -39,8 +42,8 @@ pub struct Wanted {
 
 /// The images of the subject's GPU containers, each once, the platform its
 /// pods run on and its namespace: what is looked up before the subject is
-/// evaluated. None when there is nothing to look up
-/// (`Subject::gpu_images`).
+/// evaluated, by the webhook and `check --resolve-images` alike. None when
+/// there is nothing to look up (`Subject::gpu_images`).
 pub fn wanted(
     subject: &Subject<'_>,
     settings: &Settings,
@@ -63,9 +66,14 @@ pub async fn resolve(
     budget: Duration,
     interpret: impl FnMut(&Arc<ImageConfigFacts>) -> Result<ImageNeeds, String>,
 ) -> (ResolvedImages, Vec<String>) {
-    let lookups = resolver
-        .resolve_all(&wanted.namespace, &wanted.images, &wanted.platform, budget)
-        .await;
+    let lookups = match &wanted.platform {
+        Ok(platform) => {
+            resolver
+                .resolve_all(&wanted.namespace, &wanted.images, platform, budget)
+                .await
+        }
+        Err(refusal) => resolver.refuse_all(&wanted.images, refusal),
+    };
     let mut details = Vec::new();
     let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);
     (resolved, details)
@@ -127,10 +135,20 @@ impl ResolvedImages {
                     (short.clone(), short)
                 }
             };
-            details.push(format!("{image}: {detail}"));
+            details.push(format!("{}: {detail}", shown_image(&image)));
             resolved.fallbacks.insert(image, short);
         }
         resolved
+    }
+}
+
+/// An image for a log line or stderr: whole when it may be a reference,
+/// else a quoted prefix (a pod's image may be megabytes long).
+fn shown_image(image: &str) -> std::borrow::Cow<'_, str> {
+    if image.len() <= MAX_REFERENCE_LEN {
+        std::borrow::Cow::Borrowed(image)
+    } else {
+        std::borrow::Cow::Owned(shown(image))
     }
 }
 

@@ -731,7 +731,7 @@ fn the_images_worth_a_registry_lookup() {
             {"name": "b", "image": "train:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
     let expected = Some(crate::admission::images::Wanted {
         images: vec!["train:1".to_owned()],
-        platform: Platform::linux("arm64"),
+        platform: Ok(Platform::linux("arm64")),
         namespace: "default".to_owned(),
     });
     let create = Review::create(&pod, "default").body();

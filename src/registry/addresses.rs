@@ -12,9 +12,10 @@ pub enum AddressClass {
     /// Routed on the internet.
     Public,
     /// A private or otherwise non-global range (10/8, 172.16/12,
-    /// 192.168/16, 100.64/10, fc00::/7, documentation and benchmarking
-    /// ranges): in-house registries live here, so a listed name may
-    /// resolve to one, but a redirect may not lead there.
+    /// 192.168/16, 100.64/10, fc00::/7, the documentation, benchmarking,
+    /// protocol and reserved ranges that are not globally reachable, IPv6
+    /// outside 2000::/3): in-house registries live here, so a listed name
+    /// may resolve to one, but a redirect may not lead there.
     Private,
     /// Loopback, link-local (the metadata address 169.254.169.254),
     /// unspecified, multicast or broadcast: only ever contacted when a
@@ -46,7 +47,8 @@ impl AddressClass {
 }
 
 /// The class of `address`. An IPv4 address inside IPv6 (mapped,
-/// compatible, NAT64 or 6to4) is judged by the IPv4 address it carries.
+/// compatible, NAT64's well-known prefix or 6to4) is judged by the IPv4
+/// address it carries.
 pub fn classify(address: IpAddr) -> AddressClass {
     match address {
         IpAddr::V4(v4) => classify_v4(v4),
@@ -57,57 +59,124 @@ pub fn classify(address: IpAddr) -> AddressClass {
     }
 }
 
+const LOOPBACK: AddressClass = AddressClass::Forbidden("loopback");
+const LINK_LOCAL: AddressClass = AddressClass::Forbidden("link-local");
+const UNSPECIFIED: AddressClass = AddressClass::Forbidden("unspecified");
+const MULTICAST: AddressClass = AddressClass::Forbidden("multicast");
+const BROADCAST: AddressClass = AddressClass::Forbidden("broadcast");
+const PRIVATE: AddressClass = AddressClass::Private;
+const PUBLIC: AddressClass = AddressClass::Public;
+
+/// The IPv4 ranges that are not public: every entry of IANA's IPv4
+/// Special-Purpose Address Registry whose "Globally Reachable" is not
+/// True, and multicast. The first range that holds an address decides, so
+/// the globally reachable addresses inside a larger range come before it.
+/// An address in none is public (among them the registry's globally
+/// reachable 192.31.196.0/24, 192.52.193.0/24 and 192.175.48.0/24).
+const V4_RANGES: [(u32, u8, AddressClass); 18] = [
+    // Port Control Protocol Anycast (RFC 7723) and Traversal Using Relays
+    // around NAT Anycast (RFC 8155): globally reachable, in 192.0.0.0/24.
+    (0xc000_0009, 32, PUBLIC),
+    (0xc000_000a, 32, PUBLIC),
+    // "This network" (RFC 791); 0.0.0.0/32 is "this host" (RFC 1122).
+    (0x0000_0000, 8, UNSPECIFIED),
+    (0x0a00_0000, 8, PRIVATE),     // Private-Use (RFC 1918)
+    (0x6440_0000, 10, PRIVATE),    // Shared Address Space (RFC 6598)
+    (0x7f00_0000, 8, LOOPBACK),    // Loopback (RFC 1122)
+    (0xa9fe_0000, 16, LINK_LOCAL), // Link Local (RFC 3927)
+    (0xac10_0000, 12, PRIVATE),    // Private-Use (RFC 1918)
+    // IETF Protocol Assignments (RFC 6890): the IPv4 Service Continuity
+    // Prefix 192.0.0.0/29 (RFC 7335), the dummy address 192.0.0.8/32
+    // (RFC 7600), NAT64/DNS64 discovery 192.0.0.170-171/32 (RFC 8880).
+    (0xc000_0000, 24, PRIVATE),
+    (0xc000_0200, 24, PRIVATE), // Documentation, TEST-NET-1 (RFC 5737)
+    // Deprecated 6to4 Relay Anycast (RFC 7526), 6a44 relay (RFC 6751).
+    (0xc058_6300, 24, PRIVATE),
+    (0xc0a8_0000, 16, PRIVATE),   // Private-Use (RFC 1918)
+    (0xc612_0000, 15, PRIVATE),   // Benchmarking (RFC 2544)
+    (0xc633_6400, 24, PRIVATE),   // Documentation, TEST-NET-2 (RFC 5737)
+    (0xcb00_7100, 24, PRIVATE),   // Documentation, TEST-NET-3 (RFC 5737)
+    (0xe000_0000, 4, MULTICAST),  // Multicast (RFC 5771)
+    (0xffff_ffff, 32, BROADCAST), // Limited Broadcast (RFC 919, RFC 8190)
+    (0xf000_0000, 4, PRIVATE),    // Reserved (RFC 1112)
+];
+
+/// The IPv6 ranges that are not public, as [`V4_RANGES`]: the entries of
+/// IANA's IPv6 Special-Purpose Address Registry whose "Globally
+/// Reachable" is not True (those that carry an IPv4 address are judged by
+/// it, [`embedded_v4`]), multicast and the deprecated site-local range.
+/// Outside these, only the global unicast range 2000::/3 is public: the
+/// rest of the address space is reserved by the IETF (RFC 4291) and
+/// routed nowhere.
+const V6_RANGES: [(u128, u8, AddressClass); 20] = [
+    (0, 128, UNSPECIFIED), // Unspecified Address (RFC 4291)
+    (1, 128, LOOPBACK),    // Loopback Address (RFC 4291)
+    // IPv4-IPv6 Translation, local use (RFC 8215).
+    (0x0064_ff9b_0001 << 80, 48, PRIVATE),
+    (0x0100 << 112, 64, PRIVATE), // Discard-Only Address Block (RFC 6666)
+    (0x0100_0000_0000_0001 << 64, 64, PRIVATE), // Dummy IPv6 Prefix (RFC 9780)
+    // Globally reachable inside IETF Protocol Assignments 2001::/23: Port
+    // Control Protocol Anycast (RFC 7723), TURN Anycast (RFC 8155), DNS-SD
+    // Service Registration Protocol Anycast (RFC 9665), AMT (RFC 7450),
+    // AS112-v6 (RFC 7535), ORCHIDv2 (RFC 7343), Drone Remote ID Protocol
+    // Entity Tags (RFC 9374).
+    ((0x2001_0001 << 96) | 1, 128, PUBLIC),
+    ((0x2001_0001 << 96) | 2, 128, PUBLIC),
+    ((0x2001_0001 << 96) | 3, 128, PUBLIC),
+    (0x2001_0003 << 96, 32, PUBLIC),
+    (0x2001_0004_0112 << 80, 48, PUBLIC),
+    (0x2001_0020 << 96, 28, PUBLIC),
+    (0x2001_0030 << 96, 28, PUBLIC),
+    // IETF Protocol Assignments (RFC 2928): TEREDO 2001::/32 (RFC 4380),
+    // Benchmarking 2001:2::/48 (RFC 5180), the deprecated ORCHID
+    // 2001:10::/28 (RFC 4843), and what is not assigned yet.
+    (0x2001 << 112, 23, PRIVATE),
+    (0x2001_0db8 << 96, 32, PRIVATE), // Documentation (RFC 3849)
+    (0x3fff << 112, 20, PRIVATE),     // Documentation (RFC 9637)
+    (0x5f00 << 112, 16, PRIVATE),     // Segment Routing (SRv6) SIDs (RFC 9602)
+    (0xfc00 << 112, 7, PRIVATE),      // Unique-Local (RFC 4193)
+    (0xfe80 << 112, 10, LINK_LOCAL),  // Link-Local Unicast (RFC 4291)
+    (0xfec0 << 112, 10, PRIVATE),     // Site-Local, deprecated (RFC 3879)
+    (0xff00 << 112, 8, MULTICAST),    // Multicast (RFC 4291)
+];
+
 fn classify_v4(address: Ipv4Addr) -> AddressClass {
-    let [a, b, c, _] = address.octets();
-    if address.is_loopback() {
-        AddressClass::Forbidden("loopback")
-    } else if address.is_link_local() {
-        AddressClass::Forbidden("link-local")
-    } else if address.is_unspecified() || a == 0 {
-        AddressClass::Forbidden("unspecified")
-    } else if address.is_multicast() {
-        AddressClass::Forbidden("multicast")
-    } else if address.is_broadcast() {
-        AddressClass::Forbidden("broadcast")
-    } else if address.is_private()
-        // Carrier-grade NAT, IETF protocol assignments, documentation,
-        // benchmarking, and the reserved 240/4.
-        || (a == 100 && (64..128).contains(&b))
-        || (a == 192 && b == 0 && (c == 0 || c == 2))
-        || (a == 198 && (b == 18 || b == 19))
-        || (a == 198 && b == 51 && c == 100)
-        || (a == 203 && b == 0 && c == 113)
-        || a >= 240
-    {
-        AddressClass::Private
-    } else {
-        AddressClass::Public
-    }
+    let bits = address.to_bits();
+    V4_RANGES
+        .iter()
+        .find(|(first, prefix, _)| bits & mask_v4(*prefix) == *first)
+        .map_or(PUBLIC, |(_, _, class)| *class)
 }
 
 fn classify_v6(address: Ipv6Addr) -> AddressClass {
-    let first = address.segments()[0];
-    if address.is_loopback() {
-        AddressClass::Forbidden("loopback")
-    } else if address.is_unspecified() {
-        AddressClass::Forbidden("unspecified")
-    } else if address.is_multicast() {
-        AddressClass::Forbidden("multicast")
-    } else if first & 0xffc0 == 0xfe80 {
-        AddressClass::Forbidden("link-local")
-    } else if first & 0xfe00 == 0xfc00
-        // Site-local (deprecated, still not global) and documentation.
-        || first & 0xffc0 == 0xfec0
-        || (first == 0x2001 && address.segments()[1] == 0x0db8)
-    {
-        AddressClass::Private
-    } else {
-        AddressClass::Public
-    }
+    let bits = address.to_bits();
+    let global_unicast = bits >> 125 == 0b001;
+    V6_RANGES
+        .iter()
+        .find(|(first, prefix, _)| bits & mask_v6(*prefix) == *first)
+        .map_or(
+            if global_unicast { PUBLIC } else { PRIVATE },
+            |(_, _, class)| *class,
+        )
 }
 
-/// The IPv4 address an IPv6 address carries: `::ffff:a.b.c.d`,
-/// `::a.b.c.d`, NAT64's `64:ff9b::a.b.c.d`, 6to4's `2002:AABB:CCDD::`.
+/// The mask of a prefix of `prefix` bits (at most 32).
+fn mask_v4(prefix: u8) -> u32 {
+    u32::MAX
+        .checked_shl(32 - u32::from(prefix.min(32)))
+        .unwrap_or(0)
+}
+
+/// The mask of a prefix of `prefix` bits (at most 128).
+fn mask_v6(prefix: u8) -> u128 {
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix.min(128)))
+        .unwrap_or(0)
+}
+
+/// The IPv4 address an IPv6 address carries: `::ffff:a.b.c.d` (mapped),
+/// `::a.b.c.d` (compatible, deprecated), NAT64's well-known prefix
+/// `64:ff9b::a.b.c.d` (RFC 6052), 6to4's `2002:AABB:CCDD::/48` (RFC 3056).
 fn embedded_v4(address: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = address.to_ipv4_mapped() {
         return Some(v4);
@@ -135,41 +204,130 @@ mod tests {
     use super::*;
     use rstest::rstest;
 
+    /// One address of each range of the IANA IPv4 and IPv6 Special-Purpose
+    /// Address Registries (their "Globally Reachable" column decides
+    /// public or not), of multicast, of the reserved IPv6 space, and of
+    /// IPv4 carried in IPv6.
     #[rstest]
+    // IPv4 Special-Purpose Address Registry.
+    #[case("0.0.0.0", "unspecified")] // 0.0.0.0/32 "This host on this network", RFC 1122: False
+    #[case("0.1.2.3", "unspecified")] // 0.0.0.0/8 "This network", RFC 791: False
+    #[case("10.1.2.3", "private")] // 10.0.0.0/8 Private-Use, RFC 1918: False
+    #[case("100.64.0.1", "private")] // 100.64.0.0/10 Shared Address Space, RFC 6598: False
+    #[case("100.127.255.254", "private")] // (its last address)
+    #[case("127.0.0.1", "loopback")] // 127.0.0.0/8 Loopback, RFC 1122: False
+    #[case("127.9.9.9", "loopback")]
+    #[case("169.254.169.254", "link-local")] // 169.254.0.0/16 Link Local, RFC 3927: False
+    #[case("172.16.0.1", "private")] // 172.16.0.0/12 Private-Use, RFC 1918: False
+    #[case("172.31.255.254", "private")]
+    #[case("192.0.0.77", "private")] // 192.0.0.0/24 IETF Protocol Assignments, RFC 6890: False
+    #[case("192.0.0.1", "private")] // 192.0.0.0/29 IPv4 Service Continuity Prefix, RFC 7335: False
+    #[case("192.0.0.8", "private")] // 192.0.0.8/32 IPv4 dummy address, RFC 7600: False
+    #[case("192.0.0.9", "public")] // 192.0.0.9/32 Port Control Protocol Anycast, RFC 7723: True
+    #[case("192.0.0.10", "public")] // 192.0.0.10/32 TURN Anycast, RFC 8155: True
+    #[case("192.0.0.170", "private")] // 192.0.0.170/32 NAT64/DNS64 Discovery, RFC 8880: False
+    #[case("192.0.0.171", "private")] // 192.0.0.171/32 NAT64/DNS64 Discovery, RFC 8880: False
+    #[case("192.0.2.1", "private")] // 192.0.2.0/24 Documentation (TEST-NET-1), RFC 5737: False
+    #[case("192.31.196.1", "public")] // 192.31.196.0/24 AS112-v4, RFC 7535: True
+    #[case("192.52.193.1", "public")] // 192.52.193.0/24 AMT, RFC 7450: True
+    #[case("192.88.99.1", "private")] // 192.88.99.0/24 Deprecated (6to4 Relay Anycast), RFC 7526
+    #[case("192.88.99.2", "private")] // 192.88.99.2/32 6a44-relay anycast address, RFC 6751
+    #[case("192.168.1.1", "private")] // 192.168.0.0/16 Private-Use, RFC 1918: False
+    #[case("192.175.48.1", "public")] // 192.175.48.0/24 Direct Delegation AS112 Service, RFC 7534: True
+    #[case("198.18.0.1", "private")] // 198.18.0.0/15 Benchmarking, RFC 2544: False
+    #[case("198.19.255.254", "private")]
+    #[case("198.51.100.7", "private")] // 198.51.100.0/24 Documentation (TEST-NET-2), RFC 5737: False
+    #[case("203.0.113.7", "private")] // 203.0.113.0/24 Documentation (TEST-NET-3), RFC 5737: False
+    #[case("240.0.0.1", "private")] // 240.0.0.0/4 Reserved, RFC 1112: False
+    #[case("255.255.255.255", "broadcast")]
+    // 255.255.255.255/32 Limited Broadcast, RFC 919: False
+    // IPv4 Multicast Address Space Registry, 224.0.0.0/4 (RFC 5771).
+    #[case("224.0.0.1", "multicast")]
+    #[case("239.255.255.250", "multicast")]
+    // Neighbours of the ranges, and ordinary public addresses.
     #[case("8.8.8.8", "public")]
     #[case("151.101.1.1", "public")]
-    #[case("127.0.0.1", "loopback")]
-    #[case("127.9.9.9", "loopback")]
-    #[case("169.254.169.254", "link-local")]
-    #[case("0.0.0.0", "unspecified")]
-    #[case("0.1.2.3", "unspecified")]
-    #[case("224.0.0.1", "multicast")]
-    #[case("255.255.255.255", "broadcast")]
-    #[case("10.1.2.3", "private")]
-    #[case("172.16.0.1", "private")]
-    #[case("172.32.0.1", "public")]
-    #[case("192.168.1.1", "private")]
-    #[case("100.64.0.1", "private")]
+    #[case("1.0.0.0", "public")]
+    #[case("100.63.255.255", "public")]
     #[case("100.128.0.1", "public")]
-    #[case("198.18.0.1", "private")]
-    #[case("240.0.0.1", "private")]
-    #[case("::1", "loopback")]
-    #[case("::", "unspecified")]
-    #[case("fe80::1", "link-local")]
-    #[case("ff02::1", "multicast")]
-    #[case("fd00::1", "private")]
-    #[case("2001:db8::1", "private")]
-    #[case("2606:4700::1111", "public")]
-    #[case("::ffff:127.0.0.1", "loopback")]
+    #[case("126.255.255.255", "public")]
+    #[case("172.32.0.1", "public")]
+    #[case("192.0.1.1", "public")]
+    #[case("198.20.0.1", "public")]
+    #[case("223.255.255.255", "public")]
+    // IPv6 Special-Purpose Address Registry.
+    #[case("::1", "loopback")] // ::1/128 Loopback Address, RFC 4291: False
+    #[case("::", "unspecified")] // ::/128 Unspecified Address, RFC 4291: False
+    #[case("::ffff:127.0.0.1", "loopback")] // ::ffff:0:0/96 IPv4-mapped Address, RFC 4291: its IPv4
     #[case("::ffff:169.254.169.254", "link-local")]
-    #[case("::127.0.0.1", "loopback")]
-    #[case("64:ff9b::a9fe:a9fe", "link-local")]
-    #[case("2002:7f00:1::", "loopback")]
+    #[case("::ffff:10.0.0.1", "private")]
     #[case("::ffff:8.8.8.8", "public")]
+    #[case("64:ff9b::a9fe:a9fe", "link-local")] // 64:ff9b::/96 IPv4-IPv6 Translat., RFC 6052: its IPv4
+    #[case("64:ff9b::808:808", "public")]
+    #[case("64:ff9b:1::808:808", "private")] // 64:ff9b:1::/48 IPv4-IPv6 Translat. (local use), RFC 8215: False
+    #[case("100::1", "private")] // 100::/64 Discard-Only Address Block, RFC 6666: False
+    #[case("100:0:0:1::1", "private")] // 100:0:0:1::/64 Dummy IPv6 Prefix, RFC 9780: False
+    #[case("2001:1ff::1", "private")] // 2001::/23 IETF Protocol Assignments, RFC 2928: False
+    #[case("2001::1", "private")] // 2001::/32 TEREDO, RFC 4380: N/A
+    #[case("2001:1::1", "public")] // 2001:1::1/128 Port Control Protocol Anycast, RFC 7723: True
+    #[case("2001:1::2", "public")] // 2001:1::2/128 TURN Anycast, RFC 8155: True
+    #[case("2001:1::3", "public")] // 2001:1::3/128 DNS-SD SRP Anycast, RFC 9665: True
+    #[case("2001:1::4", "private")] // (unassigned, in 2001::/23)
+    #[case("2001:2::1", "private")] // 2001:2::/48 Benchmarking, RFC 5180: False
+    #[case("2001:3::1", "public")] // 2001:3::/32 AMT, RFC 7450: True
+    #[case("2001:4:112::1", "public")] // 2001:4:112::/48 AS112-v6, RFC 7535: True
+    #[case("2001:10::1", "private")] // 2001:10::/28 Deprecated (previously ORCHID), RFC 4843: N/A
+    #[case("2001:20::1", "public")] // 2001:20::/28 ORCHIDv2, RFC 7343: True
+    #[case("2001:30::1", "public")] // 2001:30::/28 Drone Remote ID Protocol Entity Tags, RFC 9374: True
+    #[case("2001:db8::1", "private")] // 2001:db8::/32 Documentation, RFC 3849: False
+    #[case("2002:7f00:1::", "loopback")] // 2002::/16 6to4, RFC 3056: its IPv4
+    #[case("2002:808:808::1", "public")]
+    #[case("2620:4f:8000::1", "public")] // 2620:4f:8000::/48 Direct Delegation AS112 Service, RFC 7534: True
+    #[case("3fff::1", "private")] // 3fff::/20 Documentation, RFC 9637: False
+    #[case("3fff:fff::1", "private")]
+    #[case("5f00::1", "private")] // 5f00::/16 Segment Routing (SRv6) SIDs, RFC 9602: False
+    #[case("fd00::1", "private")] // fc00::/7 Unique-Local, RFC 4193: False
+    #[case("fc00::1", "private")]
+    #[case("fe80::1", "link-local")]
+    // fe80::/10 Link-Local Unicast, RFC 4291: False
+    // IPv6 Address Space Registry: deprecated site-local (RFC 3879),
+    // multicast (RFC 4291), and space reserved by the IETF.
+    #[case("fec0::1", "private")]
+    #[case("ff02::1", "multicast")]
+    #[case("ff0e::1", "multicast")]
+    #[case("::127.0.0.1", "loopback")] // ::/96 IPv4-compatible (deprecated, RFC 4291): its IPv4
+    #[case("::ffff:0:808:808", "private")] // ::ffff:0:0:0/96 IPv4-translated (RFC 2765): reserved
+    #[case("4000::1", "private")]
+    #[case("1000::1", "private")]
+    // Global unicast 2000::/3 outside the ranges above.
+    #[case("2606:4700::1111", "public")]
+    #[case("2001:200::1", "public")]
+    #[case("3ffe::1", "public")]
+    #[case("3fff:1000::1", "public")]
     fn addresses_are_classified(#[case] address: &str, #[case] class: &str) {
         let address: IpAddr = address
             .parse()
             .unwrap_or_else(|err| panic!("{address}: {err}"));
         assert_eq!(classify(address).to_string(), class, "{address}");
+    }
+
+    #[test]
+    fn every_range_starts_on_its_prefix() {
+        for (first, prefix, _) in V4_RANGES {
+            assert_eq!(
+                first & !mask_v4(prefix),
+                0,
+                "{}",
+                Ipv4Addr::from_bits(first)
+            );
+        }
+        for (first, prefix, _) in V6_RANGES {
+            assert_eq!(
+                first & !mask_v6(prefix),
+                0,
+                "{}",
+                Ipv6Addr::from_bits(first)
+            );
+        }
     }
 }

@@ -7,6 +7,8 @@
 //!
 //! - The registry of an image must be an entry of
 //!   `imageResolution.registries`, else nothing is contacted.
+//! - Every name is asked of DNS as an absolute name (`dns.rs`), never
+//!   under the pod's search list.
 //! - A listed name may resolve to public or private addresses, never to
 //!   loopback, link-local, unspecified or multicast ones: those are
 //!   reached only through an entry that is that literal address.
@@ -22,6 +24,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::Failure;
 use super::addresses::{AddressClass, classify};
+use super::dns::Dns;
 use crate::settings::{RegistryHosts, RegistryPattern};
 
 /// The `registries` and `insecureRegistries` lists of the configuration.
@@ -132,16 +135,20 @@ impl HostPolicy {
         }
     }
 
-    /// The resolver the HTTP client connects through.
-    pub(super) fn resolver(self: &Arc<Self>) -> CheckedResolver {
+    /// The resolver the HTTP client connects through: `dns`, and then
+    /// [`HostPolicy::admitted`] on what it found.
+    pub(super) fn resolver(self: &Arc<Self>, dns: &Dns) -> CheckedResolver {
         CheckedResolver {
             policy: Arc::clone(self),
+            dns: dns.clone(),
         }
     }
 
     /// Which of `addresses` a connection to `name` may go to: for a listed
     /// name, any but loopback, link-local, unspecified and multicast ones;
     /// for any other name (a redirect's, a token realm's), public ones.
+    /// A refusal names the host and the classes of its addresses, never
+    /// the addresses: it becomes the warning a pod's author reads.
     pub(super) fn admitted(
         &self,
         name: &str,
@@ -149,49 +156,68 @@ impl HostPolicy {
     ) -> Result<Vec<SocketAddr>, String> {
         let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
         let listed = self.registries.names(&name);
-        let admitted: Vec<SocketAddr> = addresses
-            .iter()
-            .copied()
-            .filter(|address| match classify(address.ip()) {
+        let mut admitted = Vec::new();
+        let mut refused: Vec<AddressClass> = Vec::new();
+        for address in addresses {
+            let class = classify(address.ip());
+            let allowed = match class {
                 AddressClass::Public => true,
                 AddressClass::Private => listed,
                 AddressClass::Forbidden(_) => false,
-            })
-            .collect();
-        if admitted.is_empty() {
-            let seen: Vec<String> = addresses
-                .iter()
-                .take(4)
-                .map(|a| format!("{} ({})", a.ip(), classify(a.ip())))
-                .collect();
-            let allowed = if listed {
-                "which only a literal imageResolution.registries entry may reach"
-            } else {
-                "and it is not in imageResolution.registries"
             };
-            return Err(if seen.is_empty() {
-                format!("{name} resolves to no address")
-            } else {
-                format!("{name} resolves to {}, {allowed}", seen.join(", "))
-            });
+            if allowed {
+                admitted.push(*address);
+            } else if !refused.contains(&class) {
+                refused.push(class);
+            }
         }
-        Ok(admitted)
+        if !admitted.is_empty() {
+            return Ok(admitted);
+        }
+        if refused.is_empty() {
+            return Err(format!("{name} resolves to no address"));
+        }
+        let allowed = if listed {
+            "which only a literal imageResolution.registries entry may reach"
+        } else {
+            "and it is not in imageResolution.registries"
+        };
+        Err(format!(
+            "{name} resolves only to {} addresses, {allowed}",
+            in_words(&refused)
+        ))
     }
 }
 
-/// The DNS resolver of the registry client: the system's resolver, and
-/// then [`HostPolicy::admitted`] on what it returned.
+/// `private`, `private and loopback`, `private, loopback and link-local`.
+fn in_words(classes: &[AddressClass]) -> String {
+    let words: Vec<String> = classes.iter().map(ToString::to_string).collect();
+    match words.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The DNS resolver of the registry client: [`Dns`], names asked as
+/// absolute names, and then [`HostPolicy::admitted`] on what it returned.
 pub(super) struct CheckedResolver {
     policy: Arc<HostPolicy>,
+    dns: Dns,
 }
 
 impl Resolve for CheckedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = Arc::clone(&self.policy);
+        let dns = self.dns.clone();
         let name = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let found: Vec<SocketAddr> = dns
+                .addresses(&name)
+                .await?
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, 0))
+                .collect();
             let admitted = policy.admitted(&name, &found).map_err(AddressRefused)?;
             let addresses: Addrs = Box::new(admitted.into_iter());
             Ok(addresses)
@@ -296,13 +322,13 @@ mod tests {
             ),
             Ok(addresses(&["10.0.0.5"]))
         );
-        let loopback = policy.admitted("localhost", &addresses(&["127.0.0.1", "::1"]));
-        assert!(
-            loopback
-                .as_ref()
-                .is_err_and(|e| e.contains("127.0.0.1 (loopback)")
-                    && e.contains("literal imageResolution.registries entry")),
-            "{loopback:?}"
+        assert_eq!(
+            policy.admitted("localhost", &addresses(&["127.0.0.1", "::1"])),
+            Err(
+                "localhost resolves only to loopback addresses, which only a literal \
+                 imageResolution.registries entry may reach"
+                    .to_owned()
+            )
         );
     }
 
@@ -313,18 +339,47 @@ mod tests {
             policy.admitted("cdn.example.", &addresses(&["10.0.0.5", "151.101.1.1"])),
             Ok(addresses(&["151.101.1.1"]))
         );
-        let metadata = policy.admitted("metadata.evil.example", &addresses(&["169.254.169.254"]));
-        assert!(
-            metadata.as_ref().is_err_and(
-                |e| e.contains("link-local") && e.contains("not in imageResolution.registries")
-            ),
-            "{metadata:?}"
+        assert_eq!(
+            policy.admitted("metadata.evil.example", &addresses(&["169.254.169.254"])),
+            Err(
+                "metadata.evil.example resolves only to link-local addresses, and it is \
+                 not in imageResolution.registries"
+                    .to_owned()
+            )
         );
-        assert!(
-            policy
-                .admitted("nothing.example", &[])
-                .is_err_and(|e| e.contains("no address"))
+        assert_eq!(
+            policy.admitted("nothing.example", &[]),
+            Err("nothing.example resolves to no address".to_owned())
         );
+    }
+
+    /// The refusal becomes the warning a pod's author reads: the classes
+    /// of the addresses, each once, and never an address.
+    #[test]
+    fn a_refusal_names_the_host_and_the_classes_only() {
+        let policy = policy(&["nvcr.io"], &[]);
+        let found = addresses(&[
+            "10.0.0.5",
+            "127.0.0.1",
+            "10.0.0.6",
+            "fd00::8",
+            "169.254.169.254",
+            "::1",
+        ]);
+        let refusal = policy.admitted("CDN.Example", &found);
+        assert_eq!(
+            refusal,
+            Err(
+                "cdn.example resolves only to private, loopback and link-local addresses, \
+                 and it is not in imageResolution.registries"
+                    .to_owned()
+            )
+        );
+        let text = refusal.err().unwrap_or_default();
+        for address in &found {
+            assert!(!text.contains(&address.ip().to_string()), "{text}");
+        }
+        assert!(!text.contains("10.0") && !text.contains("::"), "{text}");
     }
 
     #[test]

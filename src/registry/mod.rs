@@ -25,12 +25,16 @@
 //! - [`ResolverMetrics`]: lookups by result, cache hits, fetch latency.
 //!
 //! Whoever may create a pod names the registry and so chooses what it
-//! answers: every registry is hostile input. Only the hosts of
-//! `imageResolution.registries` are contacted (`hosts.rs`), connections go
-//! only to the addresses checked when the name was resolved
-//! (`addresses.rs`), redirects are followed by hand and checked the same
-//! way, every body is read within a bound as it streams (`transport.rs`),
-//! and every manifest and config must hash to its digest (`digest.rs`).
+//! answers: every registry is hostile input. The pod's architecture and
+//! image references are held to Kubernetes' limits before anything is
+//! looked up (`pod_strings.rs`, `reference.rs`). Only the hosts of
+//! `imageResolution.registries` are contacted (`hosts.rs`), names are
+//! asked of DNS as absolute names, never under the pod's search list
+//! (`dns.rs`), connections go only to the addresses checked when the name
+//! was resolved (`addresses.rs`), redirects are followed by hand and
+//! checked the same way, every body is read within a bound as it streams
+//! (`transport.rs`), and every manifest and config must hash to its
+//! digest (`digest.rs`).
 //! The documents are read by lean readers that keep only what is used
 //! (`documents.rs`), and a value longer than [`MAX_VALUE_BYTES`] is not
 //! kept at all: the image's facts say it was too long
@@ -52,12 +56,14 @@ mod addresses;
 mod cache;
 mod credentials;
 mod digest;
+mod dns;
 mod documents;
 mod fetch;
 mod hosts;
 mod in_flight;
 mod metrics;
 mod platform;
+mod pod_strings;
 mod reference;
 mod resolver;
 mod transport;
@@ -65,12 +71,15 @@ mod transport;
 pub use addresses::{AddressClass, classify};
 pub use cache::{BoundedLru, CacheBytes};
 pub use credentials::Credentials;
+pub use dns::DnsOptions;
 pub use documents::{
     CUDA_LABEL, CUDA_VERSION_ENV, Descriptor, IndexEntry, MAX_INDEX_ENTRIES, MAX_VALUE_BYTES,
     Manifest, REQUIRE_CUDA_ENV, facts_of_config, read_manifest,
 };
 pub use metrics::ResolverMetrics;
 pub use platform::{ARCH_LABEL, Platform};
+pub use pod_strings::shown;
+pub use reference::MAX_REFERENCE_LEN;
 pub use resolver::{Resolver, ResolverOptions};
 pub use transport::{MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES};
 
@@ -137,14 +146,15 @@ pub enum Lookup {
     /// Shared with the resolver's cache.
     Found(Arc<ImageConfigFacts>),
     /// The registry answered with an error, or with content that is not
-    /// what was asked for, or the reference is not one.
+    /// what was asked for, or a name gave no address.
     Failed(String),
     /// A document was larger than the webhook reads (`manifest larger than
     /// 4 MiB`); the connection was dropped there.
     TooLarge(String),
-    /// Nothing was contacted, or not where the answer pointed: the host is
-    /// not in `imageResolution.registries`, an address or a redirect is
-    /// one the webhook never contacts, or the lookup queue is full.
+    /// Nothing was contacted, or not where the answer pointed: the image
+    /// is not a reference or the platform no label value, the host is not
+    /// in `imageResolution.registries`, an address or a redirect is one
+    /// the webhook never contacts, or the lookup queue is full.
     Refused(String),
     /// No answer within the budget; the fetch goes on in the background.
     TimedOut,

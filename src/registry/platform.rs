@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::IndexEntry;
+use super::pod_strings::check_label_value;
 use crate::document::{Json, Object};
 
 /// The node label the scheduler matches a pod's architecture with.
@@ -46,22 +47,38 @@ impl Platform {
     }
 
     /// The platform of a pod spec (raw JSON): `kubernetes.io/arch` from its
-    /// `nodeSelector`, else amd64. Linux either way.
-    pub fn of_pod_spec(spec: Json<'_>) -> Self {
+    /// `nodeSelector`, else amd64. Linux either way. A value that is not a
+    /// label value Kubernetes accepts is refused (one line, quoting a
+    /// prefix of it) before anything is copied from it.
+    pub fn of_pod_spec(spec: Json<'_>) -> Result<Self, String> {
         spec.as_object()
-            .map_or_else(Self::default, Self::of_spec_fields)
+            .map_or_else(|| Ok(Self::default()), Self::of_spec_fields)
     }
 
     /// [`Platform::of_pod_spec`] of a pod spec's fields.
-    pub fn of_spec_fields(spec: Object<'_>) -> Self {
+    pub fn of_spec_fields(spec: Object<'_>) -> Result<Self, String> {
         match spec
             .get("nodeSelector")
             .and_then(|selector| selector.get(ARCH_LABEL))
             .and_then(Json::as_str)
-            .map(str::trim)
         {
-            Some(arch) if !arch.is_empty() => Self::linux(arch),
-            _ => Self::default(),
+            None | Some("") => Ok(Self::default()),
+            Some(arch) => {
+                check_label_value(&format!("nodeSelector {ARCH_LABEL}"), arch)?;
+                Ok(Self::linux(arch))
+            }
+        }
+    }
+
+    /// Whether the OS, the architecture and the variant are label values
+    /// Kubernetes accepts, as a pod's node selector must give them: the
+    /// resolver looks up no platform that is not.
+    pub fn check(&self) -> Result<(), String> {
+        check_label_value("platform OS", &self.os)?;
+        check_label_value("platform architecture", &self.architecture)?;
+        match &self.variant {
+            Some(variant) => check_label_value("platform variant", variant),
+            None => Ok(()),
         }
     }
 
@@ -119,12 +136,16 @@ mod tests {
             .map(|entry| entry.digest.clone())
     }
 
+    fn of_spec(spec: &serde_json::Value) -> Result<Platform, String> {
+        Platform::of_pod_spec(Document::from_value(spec).root())
+    }
+
     #[test]
     fn the_pods_node_selector_names_the_architecture() {
         assert_eq!(entries().len(), 4);
-        let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
-        let arm = Platform::of_pod_spec(Document::from_value(&arm).root());
-        assert_eq!(arm, Platform::linux("arm64"));
+        let arm = of_spec(&json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}));
+        assert_eq!(arm, Ok(Platform::linux("arm64")));
+        let arm = arm.unwrap_or_default();
         assert_eq!(arm.to_string(), "linux/arm64");
         assert_eq!(chosen(&arm).as_deref(), Some("sha256:arm-v8"));
         for spec in [
@@ -132,10 +153,65 @@ mod tests {
             json!({"nodeSelector": {"kubernetes.io/arch": ""}}),
             json!({"nodeSelector": {"zone": "a"}}),
         ] {
-            let spec = Document::from_value(&spec);
-            assert_eq!(Platform::of_pod_spec(spec.root()), Platform::default());
+            assert_eq!(of_spec(&spec), Ok(Platform::default()), "{spec}");
         }
         assert_eq!(chosen(&Platform::default()).as_deref(), Some("sha256:amd"));
+    }
+
+    #[test]
+    fn an_architecture_that_is_no_label_value_is_refused_with_a_prefix() {
+        let huge = "a".repeat(1_400_000);
+        let refused = of_spec(&json!({"nodeSelector": {"kubernetes.io/arch": huge}}));
+        let reason = refused.err().unwrap_or_default();
+        assert!(
+            reason.starts_with("nodeSelector kubernetes.io/arch \"aaaa")
+                && reason.contains("(1400000 bytes)")
+                && reason.ends_with("at most 63 characters"),
+            "{reason}"
+        );
+        assert!(reason.len() < 200, "{} bytes", reason.len());
+        let spaced = of_spec(&json!({"nodeSelector": {"kubernetes.io/arch": " arm64"}}));
+        assert_eq!(
+            spaced,
+            Err(
+                "nodeSelector kubernetes.io/arch \" arm64\" is not a label value: letters, \
+                 digits, '-', '_' and '.', starting and ending with a letter or digit"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn a_platform_is_checked_field_by_field() {
+        assert_eq!(Platform::default().check(), Ok(()));
+        let v8 = Platform {
+            variant: Some("v8".to_owned()),
+            ..Platform::linux("arm64")
+        };
+        assert_eq!(v8.check(), Ok(()));
+        let long = Platform::linux(&"a".repeat(64));
+        assert!(
+            long.check()
+                .is_err_and(|e| e.starts_with("platform architecture "))
+        );
+        let slashed = Platform {
+            os: "linux/x".to_owned(),
+            ..Platform::default()
+        };
+        assert!(
+            slashed
+                .check()
+                .is_err_and(|e| e.starts_with("platform OS "))
+        );
+        let bad_variant = Platform {
+            variant: Some("v8 ".to_owned()),
+            ..Platform::default()
+        };
+        assert!(
+            bad_variant
+                .check()
+                .is_err_and(|e| e.starts_with("platform variant "))
+        );
     }
 
     #[test]

@@ -15,8 +15,19 @@ use std::sync::OnceLock;
 use oci_client::Reference;
 use regex::{Regex, RegexBuilder};
 
-/// The longest repository name a registry accepts.
-const MAX_REPOSITORY_LEN: usize = 255;
+/// The longest name (registry and repository, as written or normalised)
+/// the distribution grammar accepts.
+const MAX_NAME_LEN: usize = 255;
+/// The longest tag the grammar accepts (its pattern's bound).
+const MAX_TAG_LEN: usize = 128;
+/// The longest digest this client reads: `sha512:` and 128 hex digits.
+const MAX_DIGEST_LEN: usize = 135;
+/// The longest image reference: a name, a tag and a digest, each at its
+/// longest. Anything longer is refused before it is matched, hashed or
+/// kept.
+pub const MAX_REFERENCE_LEN: usize = MAX_NAME_LEN + 1 + MAX_TAG_LEN + 1 + MAX_DIGEST_LEN;
+/// Why a string longer than [`MAX_REFERENCE_LEN`] is no reference.
+pub(super) const TOO_LONG: &str = "longer than the 520 characters of the longest image reference";
 
 /// The reference grammar of the distribution project, with its `\w`
 /// spelled as the ASCII class it means there; groups: name, tag, digest.
@@ -47,15 +58,21 @@ pub(super) fn parse_reference(image: &str) -> Result<Reference, &'static str> {
     if image.is_empty() {
         return Err("repository name must have at least one component");
     }
+    if image.len() > MAX_REFERENCE_LEN {
+        return Err(TOO_LONG);
+    }
     let captures = reference_pattern()
         .ok_or("the reference pattern did not compile")?
         .captures(image)
         .ok_or("invalid reference format")?;
     let name = captures.get(1).map_or("", |m| m.as_str());
+    if name.len() > MAX_NAME_LEN {
+        return Err("repository name must not be more than 255 characters");
+    }
     let tag = captures.get(2).map(|m| m.as_str().to_owned());
     let digest = captures.get(3).map(|m| m.as_str().to_owned());
     let (registry, repository) = split_domain(name);
-    if repository.len() > MAX_REPOSITORY_LEN {
+    if repository.len() > MAX_NAME_LEN {
         return Err("repository name must not be more than 255 characters");
     }
     if let Some(digest) = &digest {
@@ -174,5 +191,32 @@ mod tests {
         let tag = "t".repeat(129);
         assert!(parse_reference(&format!("ubuntu:{tag}")).is_err());
         assert!(parse_reference(&format!("ubuntu:{}", &tag[1..])).is_ok());
+    }
+
+    /// A name of 255 characters with the longest tag and digest is the
+    /// longest reference; one character more in the name, or past that
+    /// length at all, is refused.
+    #[test]
+    fn references_are_bounded_by_the_grammars_lengths() {
+        assert_eq!(MAX_REFERENCE_LEN, 520);
+        let name = format!("registry.example/{}", "n".repeat(255 - 17));
+        let tag = "t".repeat(MAX_TAG_LEN);
+        let digest = format!("sha512:{}", "a".repeat(128));
+        let longest = format!("{name}:{tag}@{digest}");
+        assert_eq!(longest.len(), MAX_REFERENCE_LEN);
+        assert!(parse_reference(&longest).is_ok());
+        assert_eq!(
+            parse_reference(&format!("{name}n:{tag}")).err(),
+            Some("repository name must not be more than 255 characters")
+        );
+        assert_eq!(
+            parse_reference(&format!("{longest}a")).err(),
+            Some(TOO_LONG)
+        );
+        assert_eq!(
+            parse_reference(&"a".repeat(1_400_000)).err(),
+            Some(TOO_LONG)
+        );
+        assert!(TOO_LONG.contains(&MAX_REFERENCE_LEN.to_string()));
     }
 }

@@ -27,10 +27,12 @@ use tokio::time::Instant;
 
 use super::cache::{CacheBytes, Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
+use super::dns::{Dns, DnsOptions};
 use super::hosts::HostPolicy;
 use super::in_flight::{Answer, InFlight, Places};
 use super::metrics::ResolverMetrics;
-use super::reference::parse_reference;
+use super::pod_strings::shown;
+use super::reference::{MAX_REFERENCE_LEN, TOO_LONG, parse_reference};
 use super::transport::{Timeouts, Transport};
 use super::{Failure, ImageConfigFacts, Lookup, Platform, RegistryError};
 
@@ -75,6 +77,10 @@ pub struct ResolverOptions {
     pub facts_capacity: usize,
     /// What each cache may hold in bytes, besides its entries.
     pub cache_bytes: CacheBytes,
+    /// Where DNS questions go: `/etc/resolv.conf`'s name servers unless a
+    /// library user or a test says otherwise; the configuration file does
+    /// not set it.
+    pub dns: DnsOptions,
 }
 
 impl Default for ResolverOptions {
@@ -95,6 +101,7 @@ impl Default for ResolverOptions {
             tag_capacity: 1024,
             facts_capacity: 1024,
             cache_bytes: CacheBytes::DEFAULT,
+            dns: DnsOptions::default(),
         }
     }
 }
@@ -125,6 +132,7 @@ impl Session {
     fn new(
         options: &ResolverOptions,
         hosts: &Arc<HostPolicy>,
+        dns: &Dns,
         credentials: Credentials,
     ) -> Result<Self, RegistryError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -133,7 +141,7 @@ impl Session {
             read: options.read_timeout,
         };
         Ok(Self {
-            transport: Transport::new(Arc::clone(hosts), credentials, timeouts)?,
+            transport: Transport::new(Arc::clone(hosts), dns, credentials, timeouts)?,
         })
     }
 }
@@ -143,6 +151,8 @@ pub(super) struct Inner {
     /// [`Resolver::set_credentials`] (tokens belong to credentials).
     pub(super) session: ArcSwap<Session>,
     hosts: Arc<HostPolicy>,
+    /// Shared by every session: the name servers and their cache.
+    dns: Dns,
     options: ResolverOptions,
     caches: Mutex<Caches>,
     in_flight: Mutex<InFlight>,
@@ -175,6 +185,22 @@ fn deadline_after(budget: Duration) -> Instant {
     now.checked_add(budget)
         .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
         .unwrap_or(now)
+}
+
+/// The images, each once, in the order they first appear.
+fn each_once<I, S>(images: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut unique: Vec<String> = Vec::new();
+    for image in images {
+        let image = image.as_ref();
+        if !unique.iter().any(|seen| seen == image) {
+            unique.push(image.to_owned());
+        }
+    }
+    unique
 }
 
 /// Where a lookup stands before anything is awaited.
@@ -235,11 +261,13 @@ impl Resolver {
             HostPolicy::new(&options.registries, &options.insecure_registries)
                 .map_err(RegistryError::Hosts)?,
         );
-        let session = Session::new(&options, &hosts, options.credentials.clone())?;
+        let dns = Dns::new(&options.dns).map_err(RegistryError::Client)?;
+        let session = Session::new(&options, &hosts, &dns, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
                 session: ArcSwap::from_pointee(session),
                 hosts,
+                dns,
                 caches: Mutex::new(Caches::new(
                     options.tag_ttl,
                     options.negative_ttl,
@@ -259,7 +287,12 @@ impl Resolver {
     /// client, and the failures remembered so far forgotten. Fetches in
     /// flight finish with the credentials they started with.
     pub fn set_credentials(&self, credentials: Credentials) -> Result<(), RegistryError> {
-        let session = Session::new(&self.inner.options, &self.inner.hosts, credentials)?;
+        let session = Session::new(
+            &self.inner.options,
+            &self.inner.hosts,
+            &self.inner.dns,
+            credentials,
+        )?;
         self.inner.session.store(Arc::new(session));
         self.inner.caches().forget_failures();
         Ok(())
@@ -281,18 +314,33 @@ impl Resolver {
         S: AsRef<str>,
     {
         let deadline = deadline_after(budget);
-        let mut unique: Vec<String> = Vec::new();
-        for image in images {
-            let image = image.as_ref();
-            if !unique.iter().any(|seen| seen == image) {
-                unique.push(image.to_owned());
-            }
-        }
+        let unique = each_once(images);
         let lookups = unique
             .iter()
             .map(|image| self.resolve_until(namespace, image, platform, deadline));
         let answers = futures::future::join_all(lookups).await;
         unique.into_iter().zip(answers).collect()
+    }
+
+    /// Every image of a pod refused for `reason` before any lookup (the
+    /// pod names no platform the resolver may look up, [`Platform::of_pod_spec`]),
+    /// as [`Resolver::resolve_all`] answers: each image once, counted as a
+    /// refused lookup.
+    pub fn refuse_all<I, S>(&self, images: I, reason: &str) -> Vec<(String, Lookup)>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        each_once(images)
+            .into_iter()
+            .map(|image| {
+                let lookup = Lookup::Refused(reason.to_owned());
+                if let Some(metrics) = &self.inner.metrics {
+                    metrics.lookup(lookup.result());
+                }
+                (image, lookup)
+            })
+            .collect()
     }
 
     /// Looks up one image within `budget`, a lookup of no admission: it
@@ -309,7 +357,8 @@ impl Resolver {
         platform: &Platform,
         deadline: Instant,
     ) -> Lookup {
-        let lookup = match self.parse(image) {
+        let checked = platform.check().map_err(Failure::refused);
+        let lookup = match checked.and_then(|()| self.parse(image)) {
             Err(failure) => failure.into(),
             Ok(reference) => match self.start(namespace, reference, platform) {
                 Start::Ready(answer) => answer.into(),
@@ -337,14 +386,22 @@ impl Resolver {
     }
 
     /// The image reference parsed, from the cache when it was seen before.
+    /// A string that is not a reference is refused, quoted by a prefix;
+    /// one longer than any reference before the cache is asked.
     fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, Failure> {
+        let refuse = |reason: &str| {
+            Failure::refused(format!(
+                "{} is not an image reference: {reason}",
+                shown(image)
+            ))
+        };
+        if image.len() > MAX_REFERENCE_LEN {
+            return Err(refuse(TOO_LONG));
+        }
         if let Some(parsed) = self.inner.caches().reference(image) {
             return Ok(parsed);
         }
-        let reference = parse_reference(image).map_err(|reason| {
-            let shown: String = image.chars().take(200).collect();
-            Failure::failed(format!("{shown:?} is not an image reference: {reason}"))
-        })?;
+        let reference = parse_reference(image).map_err(refuse)?;
         let parsed = Arc::new(ParsedReference::new(reference));
         self.inner
             .caches()

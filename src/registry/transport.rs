@@ -33,6 +33,7 @@ use serde::Deserialize;
 use super::cache::{BoundedLru, string_bytes};
 use super::credentials::Credentials;
 use super::digest::Digest;
+use super::dns::Dns;
 use super::documents::MANIFEST_ACCEPT;
 use super::hosts::{AddressRefused, HostPolicy, origin_of};
 use super::{Failure, RegistryError, error_text};
@@ -287,6 +288,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Transport {
     pub(super) fn new(
         hosts: Arc<HostPolicy>,
+        dns: &Dns,
         credentials: Credentials,
         timeouts: Timeouts,
     ) -> Result<Self, RegistryError> {
@@ -294,7 +296,7 @@ impl Transport {
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .referer(false)
-            .dns_resolver(hosts.resolver())
+            .dns_resolver(hosts.resolver(dns))
             .connect_timeout(timeouts.connect)
             .read_timeout(timeouts.read)
             .pool_idle_timeout(Duration::from_secs(30))

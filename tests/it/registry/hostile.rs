@@ -303,11 +303,10 @@ async fn a_listed_name_that_resolves_to_loopback_is_not_contacted() {
     });
     let image = format!("{named}/team/named:1");
     let reason = refused(resolver.resolve(&image, &Platform::default(), BUDGET).await);
-    assert!(
-        reason.starts_with("localhost resolves to ")
-            && reason.contains("(loopback)")
-            && reason.ends_with("which only a literal imageResolution.registries entry may reach"),
-        "{reason}"
+    assert_eq!(
+        reason,
+        "localhost resolves only to loopback addresses, which only a literal \
+         imageResolution.registries entry may reach"
     );
     assert!(registry.requests().is_empty(), "{:?}", registry.requests());
 }
@@ -393,4 +392,43 @@ async fn past_the_lookups_in_flight_no_new_lookup_starts() {
     let last = format!("{}/team/silent:9", hosts[2]);
     let reason = refused(resolver.resolve(&last, &Platform::default(), BUDGET).await);
     assert_eq!(reason, "the lookup queue is full");
+}
+
+/// A pod's strings are checked before anything is looked up: a platform
+/// that is no label value and an image that is no reference are refused
+/// with a reason that quotes a prefix of them, and the registry hears
+/// nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn pod_strings_past_kubernetes_limits_are_refused_before_any_request() {
+    let (registry, image) = pushed("team/strings").await;
+    let resolver = resolver(options(&registry));
+    let huge = "a".repeat(1_400_000);
+
+    let platform = Platform::linux(&huge);
+    let reason = refused(resolver.resolve(&image, &platform, BUDGET).await);
+    assert!(
+        reason.starts_with("platform architecture \"aaaa")
+            && reason.contains("(1400000 bytes)")
+            && reason.ends_with("a label value has at most 63 characters"),
+        "{reason}"
+    );
+    assert!(reason.len() < 200, "{} bytes", reason.len());
+    let answers = resolver.refuse_all([&image, &image], &reason);
+    assert_eq!(answers, [(image.clone(), Lookup::Refused(reason.clone()))]);
+
+    let long_image = format!("{}/team/strings:1{huge}", registry.host());
+    let reason = refused(
+        resolver
+            .resolve(&long_image, &Platform::default(), BUDGET)
+            .await,
+    );
+    assert!(
+        reason.ends_with(
+            " bytes) is not an image reference: longer than the 520 characters of the \
+             longest image reference"
+        ),
+        "{reason}"
+    );
+    assert!(reason.len() < 200, "{} bytes", reason.len());
+    assert!(registry.requests().is_empty(), "{:?}", registry.requests());
 }

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::fake_registry::{Auth, FakeRegistry, image_config};
 
+mod dns;
 mod hostile;
 mod queue;
 
@@ -146,7 +147,8 @@ async fn an_index_gives_the_pods_platform() {
         resolver
             .resolve(
                 &image,
-                &Platform::of_pod_spec(Document::from_value(&arm_pod).root()),
+                &Platform::of_pod_spec(Document::from_value(&arm_pod).root())
+                    .unwrap_or_else(|err| panic!("{err}")),
                 BUDGET,
             )
             .await,
@@ -157,7 +159,8 @@ async fn an_index_gives_the_pods_platform() {
         resolver
             .resolve(
                 &image,
-                &Platform::of_pod_spec(Document::from_value(&plain_pod).root()),
+                &Platform::of_pod_spec(Document::from_value(&plain_pod).root())
+                    .unwrap_or_else(|err| panic!("{err}")),
                 BUDGET,
             )
             .await,
@@ -507,12 +510,16 @@ async fn failures_are_one_line_and_remembered_briefly() {
     assert_eq!(facts.cuda_version.as_deref(), Some("12.8.1"));
     assert_eq!(registry.manifest_gets("broken/image"), gets + 1);
 
-    let bad = failed(
+    let bad = self::reason(
         resolver
             .resolve("Not A Reference", &Platform::default(), BUDGET)
             .await,
+        "refused",
     );
-    assert!(bad.contains("is not an image reference"), "{bad}");
+    assert_eq!(
+        bad,
+        "\"Not A Reference\" is not an image reference: invalid reference format"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -530,10 +537,11 @@ async fn lookups_and_cache_hits_are_counted() {
     let image = format!("{}/nvidia/cuda:13.0.1-base", registry.host());
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
-    failed(
+    reason(
         resolver
             .resolve("Not A Reference", &Platform::default(), BUDGET)
             .await,
+        "refused",
     );
 
     let mut text = String::new();
@@ -542,7 +550,7 @@ async fn lookups_and_cache_hits_are_counted() {
     }
     for line in [
         "gpu_policy_image_lookups_total{result=\"found\"} 2",
-        "gpu_policy_image_lookups_total{result=\"failed\"} 1",
+        "gpu_policy_image_lookups_total{result=\"refused\"} 1",
         "gpu_policy_image_cache_hits_total{cache=\"tag\"} 1",
         "gpu_policy_image_cache_hits_total{cache=\"config\"} 1",
         "gpu_policy_image_fetch_duration_seconds_count 1",

@@ -9,7 +9,8 @@
 //!   server's side of the wire;
 //! - [`fake_api`]: an in-process Kubernetes API server; [`fleet`]: a GPU
 //!   fleet for it, grown to any size;
-//! - [`fake_registry`]: an in-process OCI image registry;
+//! - [`fake_registry`]: an in-process OCI image registry; [`fake_dns`]: an
+//!   in-process DNS server that records every question;
 //! - [`large_pods`]: pods as large as a review may be, sized to a body;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
@@ -34,6 +35,7 @@ pub mod counted_claims;
 #[allow(dead_code)]
 pub mod control_plane;
 pub mod fake_api;
+pub mod fake_dns;
 pub mod fake_registry;
 pub mod fixtures;
 pub mod fleet;

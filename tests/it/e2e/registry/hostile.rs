@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{FALLBACK, check, cuda_13_config, gpu_pod, start, warnings};
 use crate::support::fake_registry::hostile::{Fault, Tarpit};
@@ -63,9 +63,14 @@ impl Case {
     /// the table's fallback warned and the full reason in the audit
     /// annotation. Returns the annotation.
     async fn admitted(&self, image: &str) -> String {
+        self.admitted_pod(&gpu_pod(image), image).await
+    }
+
+    /// [`Case::admitted`] of `pod`, a GPU pod of `image`.
+    async fn admitted_pod(&self, pod: &Value, image: &str) -> String {
         let mut connection = self.server.connect().await;
         let started = Instant::now();
-        let response: Value = connection.admit(ENFORCE, &gpu_pod(image)).await;
+        let response: Value = connection.admit(ENFORCE, pod).await;
         eprintln!("{image}: answered in {:?}", started.elapsed());
         assert_eq!(response["allowed"], true, "{response}");
         assert!(
@@ -278,5 +283,50 @@ async fn check_follows_the_same_rules() {
         case.tarpit.connections(),
         0,
         "check connected to the tarpit"
+    );
+}
+
+/// A pod whose `kubernetes.io/arch` node selector is 1.4 MB long names no
+/// platform (a label value has at most 63 characters): its image is left
+/// to the table with a reason that quotes a prefix of the value, and
+/// nothing is asked of the registry, by the webhook or by `check
+/// --resolve-images`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_selector_of_megabytes_is_refused_before_any_lookup() {
+    let case = Case::start(|_| None).await;
+    let mut pod = gpu_pod(&case.image());
+    pod["spec"]["nodeSelector"] = json!({"kubernetes.io/arch": "a".repeat(1_400_000)});
+    let refusal = "(1400000 bytes) is not a label value: a label value has at most 63 characters";
+
+    let annotation = case.admitted_pod(&pod, &case.image()).await;
+    assert!(
+        annotation.contains("nodeSelector kubernetes.io/arch \"aaaa")
+            && annotation.contains(refusal),
+        "{annotation}"
+    );
+    assert!(annotation.len() < 512, "{} bytes", annotation.len());
+    let metrics = case.server.metrics().await;
+    assert!(
+        metrics.contains(r#"gpu_policy_image_lookups_total{result="refused"} 1"#),
+        "{metrics}"
+    );
+    case.peak_within_bound("node selector of 1.4 MB");
+
+    let (dir, config) = (
+        case.dir.path().to_path_buf(),
+        case.config.to_string_lossy().into_owned(),
+    );
+    let (report, stderr) = tokio::task::spawn_blocking(move || {
+        check(&dir, &pod, &["--config", &config, "--resolve-images"])
+    })
+    .await
+    .expect("check ran");
+    assert!(report.to_string().contains(FALLBACK), "{report}");
+    assert!(stderr.contains(refusal), "{stderr}");
+    assert!(stderr.len() < 1024, "{} bytes on stderr", stderr.len());
+    assert!(
+        case.registry.requests().is_empty(),
+        "{:?}",
+        case.registry.requests()
     );
 }

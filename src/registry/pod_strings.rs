@@ -1,0 +1,119 @@
+//! The strings of a pod that reach the resolver (the node selector's
+//! architecture, the image references) are checked against Kubernetes'
+//! own limits first: a pod under admission has not been validated yet, and
+//! a value of megabytes must not be copied, hashed, spawned with, cached
+//! or keyed by. A refusal quotes a short prefix of the value, never all
+//! of it.
+
+/// The longest label value Kubernetes accepts.
+pub const MAX_LABEL_VALUE: usize = 63;
+
+/// The characters of a value a refusal quotes.
+const SHOWN_CHARS: usize = 48;
+
+/// `value` quoted for a one-line message: its first characters, escaped,
+/// and its length when that is not all of it (`"amd64…" (1400000
+/// bytes)`).
+pub fn shown(value: &str) -> String {
+    match value.char_indices().nth(SHOWN_CHARS) {
+        None => format!("{value:?}"),
+        Some((end, _)) => {
+            let prefix = value.get(..end).unwrap_or_default();
+            format!("{:?} ({} bytes)", format!("{prefix}…"), value.len())
+        }
+    }
+}
+
+/// Whether `value` is a label value Kubernetes accepts: at most 63
+/// characters of `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?`. The
+/// refusal names `field` and quotes a prefix of the value.
+pub fn check_label_value(field: &str, value: &str) -> Result<(), String> {
+    let bytes = value.as_bytes();
+    if bytes.len() > MAX_LABEL_VALUE {
+        return Err(format!(
+            "{field} {} is not a label value: a label value has at most \
+             {MAX_LABEL_VALUE} characters",
+            shown(value)
+        ));
+    }
+    let inner = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    let well_formed = match bytes {
+        [] => true,
+        [only] => only.is_ascii_alphanumeric(),
+        [first, middle @ .., last] => {
+            first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && middle.iter().all(inner)
+        }
+    };
+    if well_formed {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {} is not a label value: letters, digits, '-', '_' and '.', \
+             starting and ending with a letter or digit",
+            shown(value)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("", true)]
+    #[case("a", true)]
+    #[case("7", true)]
+    #[case("arm64", true)]
+    #[case("x86_64", true)]
+    #[case("a-b.c_d", true)]
+    #[case("v8.2", true)]
+    #[case("-arm64", false)]
+    #[case("arm64-", false)]
+    #[case("_", false)]
+    #[case(".", false)]
+    #[case("arm 64", false)]
+    #[case(" arm64", false)]
+    #[case("arm64\n", false)]
+    #[case("arm/64", false)]
+    #[case("\u{e9}", false)]
+    #[case("a\u{e9}b", false)]
+    fn label_values_follow_the_kubernetes_grammar(#[case] value: &str, #[case] valid: bool) {
+        assert_eq!(check_label_value("f", value).is_ok(), valid, "{value:?}");
+    }
+
+    #[test]
+    fn a_label_value_has_at_most_63_characters() {
+        let longest = "a".repeat(MAX_LABEL_VALUE);
+        assert_eq!(check_label_value("f", &longest), Ok(()));
+        let refused = check_label_value("f", &format!("{longest}a"));
+        assert_eq!(
+            refused,
+            Err(format!(
+                "f \"{}…\" (64 bytes) is not a label value: a label value has at most 63 \
+                 characters",
+                "a".repeat(48)
+            ))
+        );
+    }
+
+    #[test]
+    fn a_refusal_quotes_a_short_prefix_on_one_line() {
+        let huge = format!("arm64\n{}", "x".repeat(1_400_000));
+        let refused = check_label_value("nodeSelector kubernetes.io/arch", &huge)
+            .err()
+            .unwrap_or_default();
+        assert!(refused.len() < 200, "{} bytes", refused.len());
+        assert!(!refused.contains('\n'), "{refused}");
+        assert!(refused.contains("\"arm64\\nxxx"), "{refused}");
+        assert!(refused.contains("(1400006 bytes)"), "{refused}");
+        // Characters, not bytes, are cut: never inside one.
+        assert_eq!(
+            shown(&"\u{e9}".repeat(60)),
+            format!("\"{}…\" (120 bytes)", "\u{e9}".repeat(48))
+        );
+        assert_eq!(shown("amd64"), "\"amd64\"");
+    }
+}
