@@ -603,9 +603,9 @@ def _manifests_test(kind: str) -> None:
     TESTS.append((run.__name__, run))
 
 
-for _kind in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-              "Deployment", "Service", "PodDisruptionBudget", "MutatingWebhookConfiguration",
-              "ValidatingWebhookConfiguration"]:
+for _kind in ["ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole",
+              "ClusterRoleBinding", "Role", "RoleBinding", "Secret", "ConfigMap", "Deployment", "Service",
+              "PodDisruptionBudget", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]:
     _manifests_test(_kind)
 
 
@@ -669,14 +669,14 @@ def allowlist_roles_follow_install_rs() -> None:
             entries = [e for e in CUSTOM_ALLOWLIST if e["namespace"] == namespace and e["kind"] == kind]
             names = sorted(e["name"] for e in entries if "name" in e)
             if kind != "PodTemplate" and any("namePrefix" in e for e in entries):
-                rules.append({"apiGroups": [group], "resources": [resource], "verbs": ["get", "list", "watch"]})
+                rules.append({"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]})
             elif names:
                 rules.append({"apiGroups": [group], "resources": [resource], "resourceNames": names,
-                              "verbs": ["get", "list", "watch"]})
+                              "verbs": ["list", "watch"]})
         if rules:
             expected_roles[namespace] = rules
     check(expected_roles["nvidia-dra-driver-gpu"][0] == {
-        "apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get", "list", "watch"]},
+        "apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["list", "watch"]},
         f"the namePrefix rule: {expected_roles['nvidia-dra-driver-gpu']}")
     roles = {o["metadata"]["namespace"]: o for o in objects
              if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-policy-allowlist"}
@@ -760,12 +760,14 @@ def cert_manager_mode() -> None:
     certs = [v for v in volumes if v["name"] == mount[0]["name"]]
     check(certs and certs[0].get("secret", {}).get("secretName") == "gpu-policy-tls",
           f"certs volume {certs}")
-    # No Secret route, so no Secret RBAC and no webhook patching.
+    # No Secret route: cert-manager writes the Secret, so the chart renders
+    # none, and no Secret RBAC and no webhook updates.
+    check(not [o for o in objects if o["kind"] == "Secret"], "a Secret rendered in cert-manager mode")
     check(not [o for o in objects if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["name"] == "gpu-policy"],
           "the Secret Role/RoleBinding is rendered in cert-manager mode")
     rules = one(objects, "ClusterRole")["rules"]
     check(not [r for r in rules if "admissionregistration.k8s.io" in r["apiGroups"]],
-          "the ClusterRole may patch the webhook configurations in cert-manager mode")
+          "the ClusterRole may update the webhook configurations in cert-manager mode")
 
     # Self mode: none of that.
     default = render()
@@ -886,7 +888,8 @@ def other_values_reach_the_objects() -> None:
     values = VALUE_SETS["everything set"]
     objects = render(values, name="other-release")
     names = {o["metadata"]["name"] for o in objects}
-    check(names <= {"gpu-policy-b", "gpu-policy-b-allowlist"}, f"names {names}")
+    check(names <= {"gpu-policy-b", "gpu-policy-b-allowlist", "gpu-policy-b-tls", "gpu-policy-b-webhook-configurations",
+                    "gpu-policy-b-service-account-tokens"}, f"names {names}")
     deployment = one(objects, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     main = pod["containers"][0]
@@ -1319,6 +1322,13 @@ GENERATED_FOR = POLICY_FILES / "admission-policies-config.yaml"
 REGENERATE = "run `bash tests/chart/run.sh --regenerate` to write them again"
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                 "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+# The guard policies (templates/guard-policies.yaml), rendered with the
+# webhook whatever admissionPolicies says; not generated from the config.
+GUARD_POLICIES = {"gpu-policy-webhook-configurations", "gpu-policy-service-account-tokens"}
+
+
+def generated_policy(obj: dict[str, Any]) -> bool:
+    return obj["kind"] in POLICY_KINDS and obj["metadata"]["name"] not in GUARD_POLICIES
 # One change per Config field: (field, base overrides, changed overrides).
 # The generated policies must change with the fields GENERATED_FOR lists and
 # with no other.
@@ -1417,7 +1427,7 @@ def policies_render_beside_the_webhook_and_alone() -> None:
     check({o["kind"] for o in validating} == POLICY_KINDS - mutating_kinds
           and {o["kind"] for o in mutating} == mutating_kinds, "the bundled files' kinds")
     webhook = render()
-    check(not [o for o in webhook if o["kind"] in POLICY_KINDS], "policies rendered by default")
+    check(not [o for o in webhook if generated_policy(o)], "policies rendered by default")
     for values, expected_policies, expect_webhook in [
         (POLICIES, validating, True),
         (merge(POLICIES, {"admissionPolicies": {"mutating": True}}), validating + mutating, True),
@@ -1425,9 +1435,9 @@ def policies_render_beside_the_webhook_and_alone() -> None:
         (merge(POLICIES_ALONE, {"admissionPolicies": {"mutating": True}}), validating + mutating, False),
     ]:
         objects = render(values)
-        policies = [o for o in objects if o["kind"] in POLICY_KINDS]
+        policies = [o for o in objects if generated_policy(o)]
         check(policies == expected_policies, f"{values}: the policies rendered are not the bundled files")
-        others = sorted(key(o) for o in objects if o["kind"] not in POLICY_KINDS)
+        others = sorted(key(o) for o in objects if not generated_policy(o))
         check(others == (sorted(key(o) for o in webhook) if expect_webhook else []),
               f"{values}: besides the policies: {others}")
         notes = next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
@@ -1471,7 +1481,7 @@ def a_given_manifest_is_rendered() -> None:
                           "admissionPolicies": {"mutating": True, "manifest": validating + mutating}}),
          validating + mutating),
     ]:
-        policies = [o for o in render(values) if o["kind"] in POLICY_KINDS]
+        policies = [o for o in render(values) if generated_policy(o)]
         check(policies == objects_of(expected), f"{values['admissionPolicies']}: not the manifest given")
     for values, part in [
         (merge(POLICIES, {"admissionPolicies": {"mutating": True, "manifest": validating}}),
