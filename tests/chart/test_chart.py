@@ -714,6 +714,141 @@ def custom_config_matches_manifests_of_the_same_config() -> None:
     check(not problems, f"{len(problems)} differences:\n  " + "\n  ".join(problems))
 
 
+# --- the permissions docs/security.md lists --------------------------------
+
+SECURITY_DOC = ROOT / "docs" / "security.md"
+PERMISSIONS_HEADING = "## What the install's ServiceAccounts may do"
+# One granted verb: (ServiceAccount, where, API group, resource, name, verb);
+# name "*" for every name. The allowlist Roles, whose kinds and names come
+# from config.allowlist, are one placeholder where/resource/name.
+Grant = tuple[str, str, str, str, str, str]
+ALLOWLISTED = "(allowlisted)"
+
+
+def documented_permissions() -> set[Grant]:
+    """The rows of the table under PERMISSIONS_HEADING, one grant per verb."""
+    text = SECURITY_DOC.read_text()
+    check(PERMISSIONS_HEADING in text, f"{SECURITY_DOC.name} has no {PERMISSIONS_HEADING!r}")
+    section = text.split(PERMISSIONS_HEADING, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    check(rows, "the permissions table has no rows")
+    ticked = re.compile(r"`([^`]*)`")
+    grants: set[Grant] = set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+        check(len(cells) == 6, f"not 6 cells: {row}")
+        account, where, resources, names, verbs, _why = cells
+        (account,) = ticked.findall(account)
+        if where == "cluster":
+            scope = "cluster"
+        elif where.startswith("namespace "):
+            scope = ticked.findall(where)[0]
+        else:
+            check(where == "each namespace of `allowlist`", f"where: {where!r}")
+            scope = ALLOWLISTED
+        if scope == ALLOWLISTED:
+            check(resources == "the allowlisted kinds" and names == "the allowlisted names", row)
+            kinds = [("", ALLOWLISTED)]
+            granted_names = [ALLOWLISTED]
+        else:
+            kinds = [tuple(reversed(r.split(".", 1))) if "." in r else ("", r)
+                     for r in ticked.findall(resources)]
+            granted_names = ["*"] if names == "all" else ticked.findall(names)
+        check(kinds and granted_names and ticked.findall(verbs), f"empty cell: {row}")
+        for group, resource in kinds:
+            for name in granted_names:
+                for verb in ticked.findall(verbs):
+                    grants.add((account, scope, group, resource, name, verb))
+    return grants
+
+
+def rendered_permissions(objects: list[dict[str, Any]]) -> set[Grant]:
+    """What the objects' RBAC grants the ServiceAccounts they bind."""
+    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+             for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    grants: set[Grant] = set()
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        namespace = binding["metadata"].get("namespace", "")
+        ref = binding["roleRef"]
+        role = roles.get((ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"]))
+        check(role is not None, f"{key(binding)} binds {ref}, which is not rendered")
+        allowlist = ref["name"].endswith("-allowlist")
+        scope = ALLOWLISTED if allowlist else ("cluster" if binding["kind"] == "ClusterRoleBinding" else namespace)
+        for subject in binding["subjects"]:
+            check(subject["kind"] == "ServiceAccount" and subject["namespace"] == NAMESPACE,
+                  f"{key(binding)} binds {subject}")
+            for rule in role["rules"]:
+                check(set(rule) <= {"apiGroups", "resources", "resourceNames", "verbs"}, f"rule {rule}")
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for name in rule.get("resourceNames", ["*"]):
+                            for verb in rule["verbs"]:
+                                if allowlist:
+                                    group, resource, name = "", ALLOWLISTED, ALLOWLISTED
+                                grants.add((subject["name"], scope, group, resource, name, verb))
+    return grants
+
+
+@test
+def permissions_are_the_documented_table() -> None:
+    documented = documented_permissions()
+    problems = []
+    for label, objects, accounts in [
+        ("the chart with the reports CronJob", render(REPORTS), {RELEASE, REPORTS_NAME}),
+        ("gpu-policy manifests", manifests(), {RELEASE}),
+    ]:
+        expected = {g for g in documented if g[0] in accounts}
+        granted = rendered_permissions(objects)
+        problems += [f"{label} grants, the table does not list: {g}" for g in sorted(granted - expected)]
+        problems += [f"{label} lacks what the table lists: {g}" for g in sorted(expected - granted)]
+        rendered_accounts = {o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"}
+        if rendered_accounts != accounts:
+            problems.append(f"{label}: ServiceAccounts {sorted(rendered_accounts)}")
+    check(not problems, "\n  ".join(problems))
+    # The table's own check can fail: a verb more is seen.
+    objects = render(REPORTS)
+    one(objects, "ClusterRole", RELEASE)["rules"][0]["verbs"].append("get")
+    check(("gpu-policy", "cluster", "", "namespaces", "*", "get") in rendered_permissions(objects) - documented,
+          "an added verb goes unseen")
+
+
+@test
+def guard_policies_name_the_install_service_accounts() -> None:
+    def token_accounts(objects: list[dict[str, Any]]) -> str | None:
+        policies = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"
+                    and o["metadata"]["name"].endswith("-service-account-tokens")]
+        if not policies:
+            return None
+        (variable,) = [v for v in policies[0]["spec"]["variables"] if v["name"] == "serviceAccounts"]
+        return variable["expression"]
+
+    def webhook_guard(objects: list[dict[str, Any]]) -> bool:
+        return any(o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("-webhook-configurations")
+                   for o in objects)
+
+    for values, accounts, guard in [
+        ({}, "['gpu-policy']", True),
+        (REPORTS, "['gpu-policy', 'gpu-policy-reports']", True),
+        (FULL, "['gpu-policy']", True),
+        (merge(POLICIES_ALONE, REPORTS), "['gpu-policy-reports']", False),
+        (POLICIES_ALONE, None, False),
+    ]:
+        objects = render(values)
+        check(token_accounts(objects) == accounts, f"{values}: {token_accounts(objects)}")
+        check(webhook_guard(objects) == guard, f"{values}: webhook configuration guard")
+    other = render({"fullnameOverride": "gpu-policy-b", **REPORTS}, namespace="gpu-system")
+    policy = one(other, "ValidatingAdmissionPolicy", "gpu-policy-b-webhook-configurations")
+    check(policy["spec"]["matchConditions"][0]["expression"]
+          == "request.userInfo.username == 'system:serviceaccount:gpu-system:gpu-policy-b'",
+          f"matchConditions {policy['spec']['matchConditions']}")
+    check(token_accounts(other) == "['gpu-policy-b', 'gpu-policy-b-reports']", f"{token_accounts(other)}")
+    binding = one(other, "ValidatingAdmissionPolicyBinding", "gpu-policy-b-service-account-tokens")
+    check(binding["spec"] == {"policyName": "gpu-policy-b-service-account-tokens", "validationActions": ["Deny"]},
+          f"binding {binding['spec']}")
+
+
 # --- cert-manager, monitoring, other values --------------------------------
 
 
