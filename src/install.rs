@@ -3,6 +3,8 @@
 //! opts a namespace in. `gpu-policy manifests` prints it; `webhook-config/`
 //! and the Helm chart are tested against it, so they cannot drift.
 
+mod guards;
+
 use serde_json::{Value, json};
 
 use crate::admission::Endpoint;
@@ -126,9 +128,23 @@ pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, 
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(ns, None)}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(NAME, Some(ns))}),
-        cluster_role(),
-        binding("ClusterRoleBinding", NAME, None, ns),
     ];
+    // Before the RBAC they bound.
+    objects.extend(guards::webhook_configuration_guard(
+        NAME,
+        &labels(),
+        ns,
+        NAME,
+        NAME,
+    ));
+    objects.extend(guards::service_account_token_guard(
+        NAME,
+        &labels(),
+        ns,
+        &[NAME],
+    ));
+    objects.push(cluster_role());
+    objects.push(binding("ClusterRoleBinding", NAME, None, ns));
     for (namespace, role) in allowlist_roles(config) {
         objects.push(role);
         objects.push(binding(
@@ -138,6 +154,7 @@ pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, 
             ns,
         ));
     }
+    objects.push(certificate_secret(ns));
     objects.push(secret_role(ns));
     objects.push(binding("RoleBinding", NAME, Some(ns), ns));
     // A webhook outside the cluster needs its identity and RBAC, not what
@@ -181,7 +198,8 @@ fn cluster_role() -> Value {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": metadata(NAME, None),
         "rules": [
-            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+            // The mode label and annotations of every namespace, watched.
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
             // list: the namespace guard; get: the metadata of the pod a
             // ResourceClaim is made for, when it is created.
@@ -190,15 +208,18 @@ fn cluster_role() -> Value {
             {"apiGroups": ["resource.k8s.io"],
              "resources": ["resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"],
              "verbs": ["list", "watch"]},
+            // caBundle kept equal to the CA: a read, and an update that
+            // the webhook configuration guard holds to caBundle alone.
             {"apiGroups": ["admissionregistration.k8s.io"],
              "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-             "resourceNames": [NAME], "verbs": ["get", "patch"]},
+             "resourceNames": [NAME], "verbs": ["get", "update"]},
         ],
     })
 }
 
-/// One Role per namespace of the allowlist, one rule per kind: get/list/
-/// watch of exactly the allowlisted workloads, by name. RBAC cannot grant
+/// One Role per namespace of the allowlist, one rule per kind: list and
+/// watch (the watch of each entry, by name) of exactly the allowlisted
+/// workloads. RBAC cannot grant
 /// names by prefix, so a kind with a `namePrefix` entry in the namespace is
 /// granted without `resourceNames` (the watch keeps only the names with the
 /// prefix). A PodTemplate is never watched, so its `namePrefix` entries
@@ -225,7 +246,7 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
                 if by_prefix {
                     rules.push(json!({
                         "apiGroups": [workload.group()], "resources": [workload.resource()],
-                        "verbs": ["get", "list", "watch"],
+                        "verbs": ["list", "watch"],
                     }));
                     continue;
                 }
@@ -235,7 +256,7 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
                 names.sort_unstable();
                 rules.push(json!({
                     "apiGroups": [workload.group()], "resources": [workload.resource()],
-                    "resourceNames": names, "verbs": ["get", "list", "watch"],
+                    "resourceNames": names, "verbs": ["list", "watch"],
                 }));
             }
             if rules.is_empty() {
@@ -251,14 +272,24 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The certificate Secret, empty: the server fills it, so it needs `get`
+/// and `update` of this one name and no `create` (which RBAC cannot limit
+/// by name). `Opaque` with no data: applying the install again leaves the
+/// server's data alone (a `kubernetes.io/tls` Secret would have to carry
+/// empty `tls.crt` and `tls.key`, and applying them would empty the pair).
+fn certificate_secret(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": metadata(CERT_SECRET, Some(namespace)),
+        "type": "Opaque",
+    })
+}
+
 fn secret_role(namespace: &str) -> Value {
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": metadata(NAME, Some(namespace)),
         "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
-            // Kubernetes cannot limit create by name.
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
         ],
     })
 }

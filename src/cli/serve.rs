@@ -126,10 +126,11 @@ impl BudgetArgs {
 #[derive(Debug, clap::Args)]
 pub struct CertSecretArgs {
     /// Share one CA and serving certificate between all replicas through
-    /// this Secret (type kubernetes.io/tls: ca.crt, ca.key, tls.crt,
-    /// tls.key): created when absent, the serving certificate renewed in
-    /// place, re-read every --reload-interval and served from --certs-dir.
-    /// Needs the cluster.
+    /// this Secret (ca.crt, ca.key, tls.crt, tls.key; type Opaque or
+    /// kubernetes.io/tls), which must exist: the install creates it empty
+    /// and the server fills it (get and update, never create), renews the
+    /// serving certificate in place, re-reads it every --reload-interval
+    /// and serves it from --certs-dir. Needs the cluster.
     #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "no_cluster")]
     pub cert_secret: Option<SecretRef>,
     /// A MutatingWebhookConfiguration and/or ValidatingWebhookConfiguration

@@ -302,7 +302,7 @@ where
     };
     let rule = format!(
         "Role in namespace {}: apiGroups [\"{}\"], resources [{resource}], {names}\
-         verbs [get, list, watch]",
+         verbs [list, watch]",
         entry.namespace, gvk.group
     );
     let entry = entry.to_string();

@@ -13,10 +13,19 @@ async fn the_rendered_install_applies_and_its_rbac_is_enough() {
     // Ready means every watch has listed; a missing verb shows as forbidden.
     let log = webhook.log();
     assert!(!log.to_lowercase().contains("forbidden"), "{log}");
-    // The Secret route created its Secret in the webhook's namespace (and
-    // filled every caBundle from it: `install` waits for that).
+    // The Secret route filled the Secret the install made empty in the
+    // webhook's namespace (and every caBundle from it: `install` waits for
+    // that).
     let secret = cluster.get(&["secret", "-n", NAME, "gpu-policy-tls"]);
-    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(secret["type"], "Opaque");
+    let mut keys: Vec<&String> = secret["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
     // The API server's calls succeed: a GPU pod in an enforce namespace is
     // mutated on a server-side dry run.
     cluster.namespace("ml", Some("enforce"));

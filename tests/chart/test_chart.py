@@ -603,9 +603,9 @@ def _manifests_test(kind: str) -> None:
     TESTS.append((run.__name__, run))
 
 
-for _kind in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-              "Deployment", "Service", "PodDisruptionBudget", "MutatingWebhookConfiguration",
-              "ValidatingWebhookConfiguration"]:
+for _kind in ["ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole",
+              "ClusterRoleBinding", "Role", "RoleBinding", "Secret", "ConfigMap", "Deployment", "Service",
+              "PodDisruptionBudget", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]:
     _manifests_test(_kind)
 
 
@@ -669,14 +669,14 @@ def allowlist_roles_follow_install_rs() -> None:
             entries = [e for e in CUSTOM_ALLOWLIST if e["namespace"] == namespace and e["kind"] == kind]
             names = sorted(e["name"] for e in entries if "name" in e)
             if kind != "PodTemplate" and any("namePrefix" in e for e in entries):
-                rules.append({"apiGroups": [group], "resources": [resource], "verbs": ["get", "list", "watch"]})
+                rules.append({"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]})
             elif names:
                 rules.append({"apiGroups": [group], "resources": [resource], "resourceNames": names,
-                              "verbs": ["get", "list", "watch"]})
+                              "verbs": ["list", "watch"]})
         if rules:
             expected_roles[namespace] = rules
     check(expected_roles["nvidia-dra-driver-gpu"][0] == {
-        "apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get", "list", "watch"]},
+        "apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["list", "watch"]},
         f"the namePrefix rule: {expected_roles['nvidia-dra-driver-gpu']}")
     roles = {o["metadata"]["namespace"]: o for o in objects
              if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-policy-allowlist"}
@@ -712,6 +712,141 @@ def custom_config_matches_manifests_of_the_same_config() -> None:
         reference = manifests("--config", str(config_file))
     problems = compare_with_manifests(objects, reference)
     check(not problems, f"{len(problems)} differences:\n  " + "\n  ".join(problems))
+
+
+# --- the permissions docs/security.md lists --------------------------------
+
+SECURITY_DOC = ROOT / "docs" / "security.md"
+PERMISSIONS_HEADING = "## What the install's ServiceAccounts may do"
+# One granted verb: (ServiceAccount, where, API group, resource, name, verb);
+# name "*" for every name. The allowlist Roles, whose kinds and names come
+# from config.allowlist, are one placeholder where/resource/name.
+Grant = tuple[str, str, str, str, str, str]
+ALLOWLISTED = "(allowlisted)"
+
+
+def documented_permissions() -> set[Grant]:
+    """The rows of the table under PERMISSIONS_HEADING, one grant per verb."""
+    text = SECURITY_DOC.read_text()
+    check(PERMISSIONS_HEADING in text, f"{SECURITY_DOC.name} has no {PERMISSIONS_HEADING!r}")
+    section = text.split(PERMISSIONS_HEADING, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    check(rows, "the permissions table has no rows")
+    ticked = re.compile(r"`([^`]*)`")
+    grants: set[Grant] = set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+        check(len(cells) == 6, f"not 6 cells: {row}")
+        account, where, resources, names, verbs, _why = cells
+        (account,) = ticked.findall(account)
+        if where == "cluster":
+            scope = "cluster"
+        elif where.startswith("namespace "):
+            scope = ticked.findall(where)[0]
+        else:
+            check(where == "each namespace of `allowlist`", f"where: {where!r}")
+            scope = ALLOWLISTED
+        if scope == ALLOWLISTED:
+            check(resources == "the allowlisted kinds" and names == "the allowlisted names", row)
+            kinds = [("", ALLOWLISTED)]
+            granted_names = [ALLOWLISTED]
+        else:
+            kinds = [tuple(reversed(r.split(".", 1))) if "." in r else ("", r)
+                     for r in ticked.findall(resources)]
+            granted_names = ["*"] if names == "all" else ticked.findall(names)
+        check(kinds and granted_names and ticked.findall(verbs), f"empty cell: {row}")
+        for group, resource in kinds:
+            for name in granted_names:
+                for verb in ticked.findall(verbs):
+                    grants.add((account, scope, group, resource, name, verb))
+    return grants
+
+
+def rendered_permissions(objects: list[dict[str, Any]]) -> set[Grant]:
+    """What the objects' RBAC grants the ServiceAccounts they bind."""
+    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+             for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    grants: set[Grant] = set()
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        namespace = binding["metadata"].get("namespace", "")
+        ref = binding["roleRef"]
+        role = roles.get((ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"]))
+        check(role is not None, f"{key(binding)} binds {ref}, which is not rendered")
+        allowlist = ref["name"].endswith("-allowlist")
+        scope = ALLOWLISTED if allowlist else ("cluster" if binding["kind"] == "ClusterRoleBinding" else namespace)
+        for subject in binding["subjects"]:
+            check(subject["kind"] == "ServiceAccount" and subject["namespace"] == NAMESPACE,
+                  f"{key(binding)} binds {subject}")
+            for rule in role["rules"]:
+                check(set(rule) <= {"apiGroups", "resources", "resourceNames", "verbs"}, f"rule {rule}")
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for name in rule.get("resourceNames", ["*"]):
+                            for verb in rule["verbs"]:
+                                if allowlist:
+                                    group, resource, name = "", ALLOWLISTED, ALLOWLISTED
+                                grants.add((subject["name"], scope, group, resource, name, verb))
+    return grants
+
+
+@test
+def permissions_are_the_documented_table() -> None:
+    documented = documented_permissions()
+    problems = []
+    for label, objects, accounts in [
+        ("the chart with the reports CronJob", render(REPORTS), {RELEASE, REPORTS_NAME}),
+        ("gpu-policy manifests", manifests(), {RELEASE}),
+    ]:
+        expected = {g for g in documented if g[0] in accounts}
+        granted = rendered_permissions(objects)
+        problems += [f"{label} grants, the table does not list: {g}" for g in sorted(granted - expected)]
+        problems += [f"{label} lacks what the table lists: {g}" for g in sorted(expected - granted)]
+        rendered_accounts = {o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"}
+        if rendered_accounts != accounts:
+            problems.append(f"{label}: ServiceAccounts {sorted(rendered_accounts)}")
+    check(not problems, "\n  ".join(problems))
+    # The table's own check can fail: a verb more is seen.
+    objects = render(REPORTS)
+    one(objects, "ClusterRole", RELEASE)["rules"][0]["verbs"].append("get")
+    check(("gpu-policy", "cluster", "", "namespaces", "*", "get") in rendered_permissions(objects) - documented,
+          "an added verb goes unseen")
+
+
+@test
+def guard_policies_name_the_install_service_accounts() -> None:
+    def token_accounts(objects: list[dict[str, Any]]) -> str | None:
+        policies = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"
+                    and o["metadata"]["name"].endswith("-service-account-tokens")]
+        if not policies:
+            return None
+        (variable,) = [v for v in policies[0]["spec"]["variables"] if v["name"] == "serviceAccounts"]
+        return variable["expression"]
+
+    def webhook_guard(objects: list[dict[str, Any]]) -> bool:
+        return any(o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("-webhook-configurations")
+                   for o in objects)
+
+    for values, accounts, guard in [
+        ({}, "['gpu-policy']", True),
+        (REPORTS, "['gpu-policy', 'gpu-policy-reports']", True),
+        (FULL, "['gpu-policy']", True),
+        (merge(POLICIES_ALONE, REPORTS), "['gpu-policy-reports']", False),
+        (POLICIES_ALONE, None, False),
+    ]:
+        objects = render(values)
+        check(token_accounts(objects) == accounts, f"{values}: {token_accounts(objects)}")
+        check(webhook_guard(objects) == guard, f"{values}: webhook configuration guard")
+    other = render({"fullnameOverride": "gpu-policy-b", **REPORTS}, namespace="gpu-system")
+    policy = one(other, "ValidatingAdmissionPolicy", "gpu-policy-b-webhook-configurations")
+    check(policy["spec"]["matchConditions"][0]["expression"]
+          == "request.userInfo.username == 'system:serviceaccount:gpu-system:gpu-policy-b'",
+          f"matchConditions {policy['spec']['matchConditions']}")
+    check(token_accounts(other) == "['gpu-policy-b', 'gpu-policy-b-reports']", f"{token_accounts(other)}")
+    binding = one(other, "ValidatingAdmissionPolicyBinding", "gpu-policy-b-service-account-tokens")
+    check(binding["spec"] == {"policyName": "gpu-policy-b-service-account-tokens", "validationActions": ["Deny"]},
+          f"binding {binding['spec']}")
 
 
 # --- cert-manager, monitoring, other values --------------------------------
@@ -760,12 +895,14 @@ def cert_manager_mode() -> None:
     certs = [v for v in volumes if v["name"] == mount[0]["name"]]
     check(certs and certs[0].get("secret", {}).get("secretName") == "gpu-policy-tls",
           f"certs volume {certs}")
-    # No Secret route, so no Secret RBAC and no webhook patching.
+    # No Secret route: cert-manager writes the Secret, so the chart renders
+    # none, and no Secret RBAC and no webhook updates.
+    check(not [o for o in objects if o["kind"] == "Secret"], "a Secret rendered in cert-manager mode")
     check(not [o for o in objects if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["name"] == "gpu-policy"],
           "the Secret Role/RoleBinding is rendered in cert-manager mode")
     rules = one(objects, "ClusterRole")["rules"]
     check(not [r for r in rules if "admissionregistration.k8s.io" in r["apiGroups"]],
-          "the ClusterRole may patch the webhook configurations in cert-manager mode")
+          "the ClusterRole may update the webhook configurations in cert-manager mode")
 
     # Self mode: none of that.
     default = render()
@@ -886,7 +1023,8 @@ def other_values_reach_the_objects() -> None:
     values = VALUE_SETS["everything set"]
     objects = render(values, name="other-release")
     names = {o["metadata"]["name"] for o in objects}
-    check(names <= {"gpu-policy-b", "gpu-policy-b-allowlist"}, f"names {names}")
+    check(names <= {"gpu-policy-b", "gpu-policy-b-allowlist", "gpu-policy-b-tls", "gpu-policy-b-webhook-configurations",
+                    "gpu-policy-b-service-account-tokens"}, f"names {names}")
     deployment = one(objects, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     main = pod["containers"][0]
@@ -1319,6 +1457,13 @@ GENERATED_FOR = POLICY_FILES / "admission-policies-config.yaml"
 REGENERATE = "run `bash tests/chart/run.sh --regenerate` to write them again"
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                 "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+# The guard policies (templates/guard-policies.yaml), rendered with the
+# webhook whatever admissionPolicies says; not generated from the config.
+GUARD_POLICIES = {"gpu-policy-webhook-configurations", "gpu-policy-service-account-tokens"}
+
+
+def generated_policy(obj: dict[str, Any]) -> bool:
+    return obj["kind"] in POLICY_KINDS and obj["metadata"]["name"] not in GUARD_POLICIES
 # One change per Config field: (field, base overrides, changed overrides).
 # The generated policies must change with the fields GENERATED_FOR lists and
 # with no other.
@@ -1417,7 +1562,7 @@ def policies_render_beside_the_webhook_and_alone() -> None:
     check({o["kind"] for o in validating} == POLICY_KINDS - mutating_kinds
           and {o["kind"] for o in mutating} == mutating_kinds, "the bundled files' kinds")
     webhook = render()
-    check(not [o for o in webhook if o["kind"] in POLICY_KINDS], "policies rendered by default")
+    check(not [o for o in webhook if generated_policy(o)], "policies rendered by default")
     for values, expected_policies, expect_webhook in [
         (POLICIES, validating, True),
         (merge(POLICIES, {"admissionPolicies": {"mutating": True}}), validating + mutating, True),
@@ -1425,9 +1570,9 @@ def policies_render_beside_the_webhook_and_alone() -> None:
         (merge(POLICIES_ALONE, {"admissionPolicies": {"mutating": True}}), validating + mutating, False),
     ]:
         objects = render(values)
-        policies = [o for o in objects if o["kind"] in POLICY_KINDS]
+        policies = [o for o in objects if generated_policy(o)]
         check(policies == expected_policies, f"{values}: the policies rendered are not the bundled files")
-        others = sorted(key(o) for o in objects if o["kind"] not in POLICY_KINDS)
+        others = sorted(key(o) for o in objects if not generated_policy(o))
         check(others == (sorted(key(o) for o in webhook) if expect_webhook else []),
               f"{values}: besides the policies: {others}")
         notes = next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
@@ -1471,7 +1616,7 @@ def a_given_manifest_is_rendered() -> None:
                           "admissionPolicies": {"mutating": True, "manifest": validating + mutating}}),
          validating + mutating),
     ]:
-        policies = [o for o in render(values) if o["kind"] in POLICY_KINDS]
+        policies = [o for o in render(values) if generated_policy(o)]
         check(policies == objects_of(expected), f"{values['admissionPolicies']}: not the manifest given")
     for values, part in [
         (merge(POLICIES, {"admissionPolicies": {"mutating": True, "manifest": validating}}),

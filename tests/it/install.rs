@@ -156,6 +156,9 @@ fn the_install_has_every_object() {
     for kind in [
         "Namespace",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "Secret",
         "ClusterRole",
         "ClusterRoleBinding",
         "Role",
@@ -462,11 +465,30 @@ fn webhook_url_takes_the_ca_bundle_and_the_namespace() {
     }
     let subjects: Vec<&Value> = with_url
         .iter()
-        .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+        .filter(|o| {
+            o["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("RoleBinding"))
+        })
         .map(|o| &o["subjects"][0]["namespace"])
         .collect();
     assert!(!subjects.is_empty());
     assert!(subjects.iter().all(|ns| *ns == "platform"), "{subjects:?}");
+    // The guard policies name the ServiceAccount of that namespace.
+    let policy = |name: &str| {
+        with_url
+            .iter()
+            .find(|o| o["kind"] == "ValidatingAdmissionPolicy" && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no policy {name}"))
+    };
+    assert_eq!(
+        policy("gpu-policy-webhook-configurations")["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:platform:gpu-policy'"
+    );
+    assert_eq!(
+        policy("gpu-policy-service-account-tokens")["spec"]["matchConstraints"]["namespaceSelector"],
+        serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": "platform"}})
+    );
     assert!(with_url.iter().all(|o| {
         with_service.contains(o)
             || o["kind"]
@@ -625,7 +647,7 @@ fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
     assert_eq!(
         roles[0]["rules"],
         serde_json::json!([{"apiGroups": ["apps"], "resources": ["daemonsets"],
-            "resourceNames": ["dcgm-exporter"], "verbs": ["get", "list", "watch"]}])
+            "resourceNames": ["dcgm-exporter"], "verbs": ["list", "watch"]}])
     );
     let binding = objects
         .iter()
@@ -670,16 +692,16 @@ fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
         role("dra")["rules"],
         serde_json::json!([
             {"apiGroups": ["apps"], "resources": ["replicasets"],
-             "verbs": ["get", "list", "watch"]},
+             "verbs": ["list", "watch"]},
             {"apiGroups": ["apps"], "resources": ["daemonsets"],
              "resourceNames": ["kubelet-plugin"],
-             "verbs": ["get", "list", "watch"]},
+             "verbs": ["list", "watch"]},
         ])
     );
     assert_eq!(
         role("other")["rules"],
         serde_json::json!([{"apiGroups": ["apps"], "resources": ["replicasets"],
-            "resourceNames": ["mps-control-daemon-x"], "verbs": ["get", "list", "watch"]}])
+            "resourceNames": ["mps-control-daemon-x"], "verbs": ["list", "watch"]}])
     );
     let carried = find(&objects, "ConfigMap")["data"]["config.yaml"]
         .as_str()

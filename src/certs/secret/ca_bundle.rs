@@ -1,20 +1,19 @@
 //! Keeping `clientConfig.caBundle` of the named Mutating and
-//! ValidatingWebhookConfigurations equal to the Secret's CA: one JSON Patch
-//! per configuration, guarded by a `test` of its resourceVersion, and no
-//! request at all when every entry already carries the CA.
-
-use std::fmt;
+//! ValidatingWebhookConfigurations equal to the Secret's CA: per
+//! configuration, an update of the object as read (as JSON, so that fields
+//! this build does not know are sent back unchanged) with only its
+//! `caBundle`s changed, carrying the resourceVersion that was read, and no
+//! request at all when every entry already carries the CA. The install's
+//! ValidatingAdmissionPolicy refuses the server's ServiceAccount any other
+//! change.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, TestOperation};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::Value;
 
 use super::SecretError;
@@ -33,6 +32,13 @@ impl WebhookKind {
             Self::Validating => "ValidatingWebhookConfiguration",
         }
     }
+
+    fn api_resource(self) -> ApiResource {
+        match self {
+            Self::Mutating => ApiResource::erase::<MutatingWebhookConfiguration>(&()),
+            Self::Validating => ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+        }
+    }
 }
 
 /// What happened to the `caBundle`s of one webhook configuration.
@@ -40,9 +46,9 @@ impl WebhookKind {
 pub enum WebhookStatus {
     /// Every entry already carries the CA; nothing was sent.
     UpToDate,
-    /// `entries` entries were patched.
-    Patched { entries: usize },
-    /// The object changed between read and patch; the next pass retries.
+    /// The `caBundle`s of `entries` entries were updated.
+    Updated { entries: usize },
+    /// The object changed between read and update; the next pass retries.
     Raced { reason: String },
     /// The name is neither a Mutating nor a ValidatingWebhookConfiguration.
     Missing,
@@ -65,10 +71,11 @@ pub(super) async fn sync_webhooks(
     names: &[String],
     ca: &[u8],
 ) -> Vec<WebhookOutcome> {
+    let encoded = STANDARD.encode(ca);
     let mut outcomes = Vec::new();
     for name in names {
-        let mutating = sync_one::<MutatingWebhookConfiguration>(client, name, ca).await;
-        let validating = sync_one::<ValidatingWebhookConfiguration>(client, name, ca).await;
+        let mutating = sync_one(client, WebhookKind::Mutating, name, &encoded).await;
+        let validating = sync_one(client, WebhookKind::Validating, name, &encoded).await;
         if mutating.is_none() && validating.is_none() {
             outcomes.push(WebhookOutcome {
                 name: name.clone(),
@@ -82,132 +89,79 @@ pub(super) async fn sync_webhooks(
     outcomes
 }
 
-/// `None` when there is no such object of kind `K`.
-async fn sync_one<K: WebhookConfig>(
+/// `None` when there is no such object of kind `kind`.
+async fn sync_one(
     client: &Client,
+    kind: WebhookKind,
     name: &str,
-    ca: &[u8],
+    encoded: &str,
 ) -> Option<WebhookOutcome> {
     let outcome = |status| {
         Some(WebhookOutcome {
             name: name.to_owned(),
-            kind: Some(K::KIND),
+            kind: Some(kind),
             status,
         })
     };
-    let what = format!("{} {name}", K::KIND.as_str());
-    let plural = K::plural(&()).into_owned();
+    let resource = kind.api_resource();
     let failed = |verb, error| {
         let error = SecretError::Api {
             verb,
-            what: what.clone(),
-            scope: format!("{plural}.admissionregistration.k8s.io"),
+            what: format!("{} {name}", kind.as_str()),
+            scope: format!("{}.{} {name}", resource.plural, resource.group),
             source: Box::new(error),
         };
-        let reason = error.to_string();
-        WebhookStatus::Failed { reason }
+        WebhookStatus::Failed {
+            reason: error.to_string(),
+        }
     };
-    let api = Api::<K>::all(client.clone());
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
     let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => return None,
         Err(error) => return outcome(failed("get", error)),
     };
-    let ops = ca_bundle_patch(
-        &object.ca_bundles(),
-        ca,
-        object.meta().resource_version.as_deref(),
-    );
-    let Some(ops) = ops else {
+    let Some((updated, entries)) = with_ca_bundle(object, encoded) else {
         return outcome(WebhookStatus::UpToDate);
     };
-    let entries = ops
-        .0
-        .iter()
-        .filter(|op| matches!(op, PatchOperation::Add(_)))
-        .count();
-    match api
-        .patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
-        .await
-    {
-        Ok(_) => outcome(WebhookStatus::Patched { entries }),
-        // 409, or 422 from the failed `test` of resourceVersion.
-        Err(kube::Error::Api(status)) if matches!(status.code, 409 | 422) => {
-            outcome(WebhookStatus::Raced {
-                reason: status.message.clone(),
-            })
-        }
-        Err(error) => outcome(failed("patch", error)),
+    // metadata.resourceVersion is the one read: a concurrent writer makes
+    // this a 409, never a lost update.
+    match api.replace(name, &PostParams::default(), &updated).await {
+        Ok(_) => outcome(WebhookStatus::Updated { entries }),
+        Err(kube::Error::Api(status)) if status.code == 409 => outcome(WebhookStatus::Raced {
+            reason: status.message.clone(),
+        }),
+        Err(error) => outcome(failed("update", error)),
     }
 }
 
-/// The JSON Patch that sets every entry's `caBundle` to `ca`, preceded by a
-/// `test` of the resourceVersion it was computed from; `None` when every
-/// entry already carries it.
-fn ca_bundle_patch(
-    bundles: &[Option<&[u8]>],
-    ca: &[u8],
-    resource_version: Option<&str>,
-) -> Option<json_patch::Patch> {
-    let encoded = Value::String(STANDARD.encode(ca));
-    // The `test` makes the patch fail (422) if the object changed since it
-    // was read, so entries are never patched by index into a new list.
-    let mut ops: Vec<PatchOperation> = resource_version
-        .map(|rv| {
-            PatchOperation::Test(TestOperation {
-                path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-                value: Value::String(rv.to_owned()),
-            })
-        })
+/// `object` with every entry's `caBundle` set to `encoded` (base64) and
+/// nothing else changed, and how many entries that changed; `None` when
+/// every entry already carries it.
+fn with_ca_bundle(mut object: DynamicObject, encoded: &str) -> Option<(DynamicObject, usize)> {
+    let mut entries = 0;
+    let webhooks = object
+        .data
+        .get_mut("webhooks")
+        .and_then(Value::as_array_mut)
         .into_iter()
-        .collect();
-    let guard = ops.len();
-    for (index, bundle) in bundles.iter().enumerate() {
-        if *bundle != Some(ca) {
-            // `add` replaces a member that exists and creates one that does not.
-            ops.push(PatchOperation::Add(AddOperation {
-                path: PointerBuf::from_tokens([
-                    "webhooks".to_owned(),
-                    index.to_string(),
-                    "clientConfig".to_owned(),
-                    "caBundle".to_owned(),
-                ]),
-                value: encoded.clone(),
-            }));
+        .flatten();
+    for webhook in webhooks {
+        // clientConfig is required: an entry without one is not sent to.
+        let Some(client_config) = webhook
+            .get_mut("clientConfig")
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        if client_config.get("caBundle").and_then(Value::as_str) != Some(encoded) {
+            client_config.insert("caBundle".to_owned(), Value::String(encoded.to_owned()));
+            entries += 1;
         }
     }
-    (ops.len() > guard).then_some(json_patch::Patch(ops))
-}
-
-/// Mutating and ValidatingWebhookConfiguration, as far as `caBundle` goes.
-trait WebhookConfig:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
-{
-    const KIND: WebhookKind;
-    /// `clientConfig.caBundle` of each entry, in order.
-    fn ca_bundles(&self) -> Vec<Option<&[u8]>>;
-}
-
-impl WebhookConfig for MutatingWebhookConfiguration {
-    const KIND: WebhookKind = WebhookKind::Mutating;
-    fn ca_bundles(&self) -> Vec<Option<&[u8]>> {
-        self.webhooks
-            .iter()
-            .flatten()
-            .map(|webhook| webhook.client_config.ca_bundle.as_ref().map(|b| &b.0[..]))
-            .collect()
-    }
-}
-
-impl WebhookConfig for ValidatingWebhookConfiguration {
-    const KIND: WebhookKind = WebhookKind::Validating;
-    fn ca_bundles(&self) -> Vec<Option<&[u8]>> {
-        self.webhooks
-            .iter()
-            .flatten()
-            .map(|webhook| webhook.client_config.ca_bundle.as_ref().map(|b| &b.0[..]))
-            .collect()
-    }
+    // The API server keeps the managed fields of an update that sends none.
+    object.metadata.managed_fields = None;
+    (entries > 0).then_some((object, entries))
 }
 
 #[cfg(test)]
@@ -216,22 +170,44 @@ mod tests {
 
     use super::*;
 
+    fn configuration(webhooks: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "gpu-policy", "resourceVersion": "42", "labels": {"a": "b"}},
+            "webhooks": webhooks,
+        }))
+        .unwrap_or_else(|error| panic!("{error}"))
+    }
+
     #[test]
-    fn ca_bundle_patch_sets_only_differing_entries() {
-        let ca = b"CA PEM";
-        let old = b"OLD".as_slice();
-        let bundles = [Some(ca.as_slice()), None, Some(old)];
-        let ops = ca_bundle_patch(&bundles, ca, Some("42")).expect("a patch");
-        let encoded = STANDARD.encode(ca);
-        assert_eq!(
-            serde_json::to_value(&ops).expect("serialises"),
-            json!([
-                json!({"op": "test", "path": "/metadata/resourceVersion", "value": "42"}),
-                json!({"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": encoded}),
-                json!({"op": "add", "path": "/webhooks/2/clientConfig/caBundle", "value": encoded}),
-            ])
-        );
-        assert_eq!(ca_bundle_patch(&[Some(ca.as_slice())], ca, Some("1")), None);
-        assert_eq!(ca_bundle_patch(&[], ca, None), None);
+    fn with_ca_bundle_sets_only_the_differing_entries_and_keeps_the_rest() {
+        let encoded = STANDARD.encode(b"CA PEM");
+        let object = configuration(json!([
+            {"name": "a.io", "clientConfig": {"url": "https://a", "caBundle": encoded}, "futureField": 1},
+            {"name": "b.io", "clientConfig": {"url": "https://b"}, "rules": [{"operations": ["CREATE"]}]},
+            {"name": "c.io", "clientConfig": {"service": {"name": "s"}, "caBundle": "T0xE"}},
+        ]));
+        let mut expected = object.clone();
+        let Some((updated, entries)) = with_ca_bundle(object, &encoded) else {
+            panic!("two entries differ");
+        };
+        assert_eq!(entries, 2);
+        expected.data["webhooks"][1]["clientConfig"]["caBundle"] = json!(encoded);
+        expected.data["webhooks"][2]["clientConfig"]["caBundle"] = json!(encoded);
+        // Everything else as read: the resourceVersion, the labels, a field
+        // this build does not know.
+        assert_eq!(updated, expected);
+        assert_eq!(updated.metadata.resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn with_ca_bundle_sends_nothing_when_every_entry_is_current() {
+        let encoded = STANDARD.encode(b"CA PEM");
+        let current = configuration(json!([
+            {"name": "a.io", "clientConfig": {"url": "https://a", "caBundle": encoded}},
+        ]));
+        assert_eq!(with_ca_bundle(current, &encoded), None);
+        assert_eq!(with_ca_bundle(configuration(json!([])), &encoded), None);
     }
 }

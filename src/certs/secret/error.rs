@@ -20,6 +20,15 @@ pub enum SecretError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The Secret does not exist. The install creates it, empty: the
+    /// server may get and update it, never create it.
+    #[error(
+        "Secret {secret} does not exist: the install creates it empty for the server to fill; \
+         apply the install again or run `kubectl -n {ns} create secret generic {name}`",
+        ns = secret.namespace,
+        name = secret.name
+    )]
+    Missing { secret: SecretRef },
     /// The Secret exists but is not one this route may manage or serve.
     #[error("Secret {secret} cannot be used: {reason}")]
     Unusable { secret: SecretRef, reason: String },

@@ -4,10 +4,12 @@
 //! `gpu-policy serve --cert-secret NS/NAME [--webhook-config NAME]...` runs a
 //! [`SecretRoute`]. Each pass ([`SecretRoute::ensure_once`]):
 //!
-//! 1. reads the Secret; when absent, creates it with a new CA (10 years) and
-//!    a serving certificate (1 year) in `ca.crt`, `ca.key`, `tls.crt`,
-//!    `tls.key`. A create that loses the race (409 `AlreadyExists`) adopts
-//!    the winner's pair, so all replicas serve the same one;
+//! 1. reads the Secret, which the install creates empty (the server may
+//!    get and update it, never create it: a missing Secret is an error that
+//!    says so); when empty, fills it with a new CA (10 years) and a serving
+//!    certificate (1 year) in `ca.crt`, `ca.key`, `tls.crt`, `tls.key`. A
+//!    fill that loses the race (409 `Conflict`) adopts the winner's pair, so
+//!    all replicas serve the same one;
 //! 2. re-issues the serving certificate from the Secret's CA when less than
 //!    a third of its life remains, when it does not cover the wanted names,
 //!    or when it does not verify against the CA; regenerates everything
@@ -20,9 +22,11 @@
 //!    [`CertificateResolver`](super::CertificateResolver) file poller picks
 //!    them up;
 //! 4. keeps `clientConfig.caBundle` of every entry of the named
-//!    Mutating/ValidatingWebhookConfigurations equal to `ca.crt`, with a
-//!    JSON Patch guarded by a `test` of `metadata.resourceVersion`, and no
-//!    request at all when they already are.
+//!    Mutating/ValidatingWebhookConfigurations equal to `ca.crt`: an update
+//!    of the object as read with only its `caBundle`s changed, carrying the
+//!    resourceVersion that was read, and no request at all when they
+//!    already are. The install's ValidatingAdmissionPolicy refuses any
+//!    other change from the server's ServiceAccount.
 //!
 //! [`SecretRoute::run`] repeats that every interval, so drift in the Secret
 //! or in a `caBundle` is repaired. Errors (RBAC, API server down) are
@@ -53,7 +57,9 @@ pub use ca_bundle::{WebhookKind, WebhookOutcome, WebhookStatus};
 pub use config::{DEFAULT_SERVICE, DEFAULT_SERVICE_NAMESPACE, RouteConfig, SecretRef};
 pub use error::SecretError;
 
-/// The Secret type the route reads and writes.
+/// The Secret types the route fills: `Opaque`, as the install creates the
+/// Secret, and `kubernetes.io/tls`.
+pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 /// Data key of the CA's private key (the other keys are [`CA_FILE`],
 /// [`CERT_FILE`] and [`KEY_FILE`]).
@@ -62,10 +68,9 @@ pub const CA_KEY: &str = "ca.key";
 /// What a pass did with the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretAction {
-    /// The Secret did not exist; this replica created it.
-    Created,
-    /// Another replica created it first (409 AlreadyExists); its pair is used.
-    AdoptedCreated,
+    /// The Secret was empty, as the install creates it; this replica filled
+    /// it with a new CA and serving certificate.
+    Filled,
     /// The Secret holds a good pair; nothing was written.
     Kept,
     /// A new serving certificate was issued from the Secret's CA.
@@ -91,13 +96,9 @@ impl Outcome {
     pub fn log(&self, secret: &SecretRef) {
         let secret = secret.to_string();
         match &self.action {
-            SecretAction::Created => {
-                tracing::info!(%secret, "created the certificate Secret with a new CA");
+            SecretAction::Filled => {
+                tracing::info!(%secret, "filled the empty certificate Secret with a new CA");
             }
-            SecretAction::AdoptedCreated => tracing::info!(
-                %secret,
-                "another replica created the certificate Secret first; using its pair"
-            ),
             SecretAction::Kept => tracing::debug!(%secret, "certificate Secret is current"),
             SecretAction::Renewed { reason } => tracing::info!(
                 %secret,
@@ -124,14 +125,14 @@ impl Outcome {
             let name = webhook.name.as_str();
             match &webhook.status {
                 WebhookStatus::UpToDate => tracing::debug!(kind, name, "caBundle is current"),
-                WebhookStatus::Patched { entries } => {
+                WebhookStatus::Updated { entries } => {
                     tracing::info!(kind, name, entries, "caBundle set to the Secret's CA");
                 }
                 WebhookStatus::Raced { reason } => tracing::info!(
                     kind,
                     name,
                     %reason,
-                    "changed while patching caBundle; retrying on the next pass"
+                    "changed while updating caBundle; retrying on the next pass"
                 ),
                 WebhookStatus::Missing => tracing::error!(
                     name,
@@ -200,7 +201,7 @@ impl SecretRoute {
 
     /// One pass: Secret, files, then `caBundle`s. An error leaves the files
     /// as they were and skips the `caBundle`s; a webhook configuration that
-    /// cannot be read or patched is reported in [`Outcome::webhooks`].
+    /// cannot be read or updated is reported in [`Outcome::webhooks`].
     pub async fn ensure_once(&self) -> Result<Outcome, SecretError> {
         let (action, data) = self.ensure_secret(unix_now()).await?;
         let files_written = self.write_files(&data)?;

@@ -1,24 +1,21 @@
-//! The Secret I/O of the route: reading, creating and replacing the
-//! Secret (adopting the pair of a replica that wrote first), and writing its
-//! pair into the certificates directory.
+//! The Secret I/O of the route: reading and replacing the Secret (adopting
+//! the pair of a replica that wrote first), and writing its pair into the
+//! certificates directory.
 
 use std::collections::BTreeMap;
 use std::fs;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use super::verdict::{self, TlsData, Verdict, evaluate, renewal_names};
-use super::{SecretAction, SecretError, SecretRoute, TLS_SECRET_TYPE};
+use super::{SecretAction, SecretError, SecretRoute};
 use crate::certs::PkiError;
 use crate::certs::files::{create_dir, write_atomically};
 use crate::certs::pki::{CA_VALIDITY_DAYS, SERVING_VALIDITY_DAYS, generate_ca, issue, parse_pair};
-
-const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-const MANAGED_BY: &str = "gpu-policy";
 
 impl SecretRoute {
     fn secrets(&self) -> Api<Secret> {
@@ -45,7 +42,16 @@ impl SecretRoute {
         }
     }
 
-    /// The pair to serve, creating, renewing or adopting it as needed.
+    /// The Secret does not exist: the install creates it, empty, and the
+    /// server has no right to create Secrets.
+    fn missing(&self) -> SecretError {
+        SecretError::Missing {
+            secret: self.config.secret.clone(),
+        }
+    }
+
+    /// The pair to serve: the Secret's, filled, renewed or adopted as
+    /// needed.
     pub(super) async fn ensure_secret(
         &self,
         now: i64,
@@ -55,24 +61,12 @@ impl SecretRoute {
         let existing = api
             .get_opt(name)
             .await
-            .map_err(|error| self.secret_error("get", error))?;
-        let Some(existing) = existing else {
-            let fresh = self.generate_all(now)?;
-            return match api
-                .create(&PostParams::default(), &self.new_secret(&fresh))
-                .await
-            {
-                Ok(_) => Ok((SecretAction::Created, fresh)),
-                Err(kube::Error::Api(status)) if status.code == 409 => {
-                    let winner = self.reread(&api).await?;
-                    Ok((SecretAction::AdoptedCreated, winner))
-                }
-                Err(error) => Err(self.secret_error("create", error)),
-            };
-        };
+            .map_err(|error| self.secret_error("get", error))?
+            .ok_or_else(|| self.missing())?;
         let data = self.read_data(&existing)?;
         let (action, updated) = match evaluate(&data, &self.names, now) {
             Verdict::Good => return Ok((SecretAction::Kept, data)),
+            Verdict::Empty => (SecretAction::Filled, self.generate_all(now)?),
             Verdict::RenewLeaf(reason) => {
                 let names = renewal_names(&self.names, &data);
                 let leaf = issue(
@@ -144,28 +138,6 @@ impl SecretRoute {
             tls_crt: leaf.cert.into_bytes(),
             tls_key: leaf.key.into_bytes(),
         })
-    }
-
-    fn new_secret(&self, data: &TlsData) -> Secret {
-        Secret {
-            metadata: ObjectMeta {
-                name: Some(self.config.secret.name.clone()),
-                namespace: Some(self.config.secret.namespace.clone()),
-                labels: Some(BTreeMap::from([(
-                    MANAGED_BY_LABEL.to_owned(),
-                    MANAGED_BY.to_owned(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            type_: Some(TLS_SECRET_TYPE.to_owned()),
-            data: Some(
-                data.entries()
-                    .into_iter()
-                    .map(|(key, value)| (key.to_owned(), ByteString(value.to_vec())))
-                    .collect(),
-            ),
-            ..Secret::default()
-        }
     }
 
     /// Writes the files whose bytes differ, key first. Refuses a pair that

@@ -10,7 +10,7 @@ use rcgen::{KeyPair, PublicKeyData as _};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::{CA_KEY, TLS_SECRET_TYPE};
+use super::{CA_KEY, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
 use crate::certs::pki::{
     DAY, SERVING_VALIDITY_DAYS, check_names, dedup_names, parse_pair, san_strings, verify_chain,
 };
@@ -35,6 +35,11 @@ impl fmt::Debug for TlsData {
 }
 
 impl TlsData {
+    /// Every entry empty: the Secret as the install creates it.
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries().iter().all(|(_, value)| value.is_empty())
+    }
+
     pub(super) fn entries(&self) -> [(&'static str, &[u8]); 4] {
         [
             (CA_FILE, &self.ca_crt),
@@ -49,16 +54,35 @@ impl TlsData {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
     Good,
+    /// Nothing in it yet: a new CA and serving certificate fill it.
+    Empty,
     RenewLeaf(String),
     RegenerateAll(String),
 }
 
-/// The Secret's data, if this route may manage it.
+/// The data keys the route writes; a Secret with any other is not its own.
+const KEYS: [&str; 4] = [CA_FILE, CA_KEY, CERT_FILE, KEY_FILE];
+
+/// The Secret's data, if this route may manage it: of type `Opaque` (as
+/// the install creates it) or `kubernetes.io/tls`, with no key but the
+/// route's own.
 pub(super) fn read_data(secret: &Secret) -> Result<TlsData, String> {
-    let type_ = secret.type_.as_deref().unwrap_or("Opaque");
-    if type_ != TLS_SECRET_TYPE {
+    let type_ = secret.type_.as_deref().unwrap_or(OPAQUE_SECRET_TYPE);
+    if type_ != OPAQUE_SECRET_TYPE && type_ != TLS_SECRET_TYPE {
         return Err(format!(
-            "its type is {type_}, not {TLS_SECRET_TYPE}; delete it or name another Secret"
+            "its type is {type_}, not {OPAQUE_SECRET_TYPE} or {TLS_SECRET_TYPE}; delete it or name \
+             another Secret"
+        ));
+    }
+    let foreign = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(key, _)| key.as_str())
+        .find(|key| !KEYS.contains(key));
+    if let Some(key) = foreign {
+        return Err(format!(
+            "it holds {key}, which gpu-policy never writes; name another Secret"
         ));
     }
     let get = |key: &str| {
@@ -86,6 +110,9 @@ pub(super) fn read_data(secret: &Secret) -> Result<TlsData, String> {
 
 /// What the pair in `data` needs to serve `names` at `now`.
 pub(super) fn evaluate(data: &TlsData, names: &[String], now: i64) -> Verdict {
+    if data.is_empty() {
+        return Verdict::Empty;
+    }
     if data.ca_crt.is_empty() && data.ca_key.is_empty() {
         return Verdict::RegenerateAll("the Secret holds no CA".to_owned());
     }
@@ -273,17 +300,15 @@ mod tests {
             tls_crt: leaf.cert.into_bytes(),
             tls_key: leaf.key.into_bytes(),
         };
-        let empty = TlsData {
-            ca_crt: Vec::new(),
-            ca_key: Vec::new(),
-            tls_crt: Vec::new(),
-            tls_key: Vec::new(),
-        };
+        let mut leaf_key_only = fresh(now, 365);
+        leaf_key_only.ca_crt.clear();
+        leaf_key_only.ca_key.clear();
+        leaf_key_only.tls_crt.clear();
         for (data, expected) in [
             (mismatched, "does not match"),
             (garbage, "ca.crt"),
             (expiring, "expires in"),
-            (empty, "no CA"),
+            (leaf_key_only, "no CA"),
         ] {
             match evaluate(&data, &names(), now) {
                 Verdict::RegenerateAll(reason) => assert!(reason.contains(expected), "{reason}"),
@@ -293,11 +318,43 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_secret_is_filled() {
+        let empty = TlsData {
+            ca_crt: Vec::new(),
+            ca_key: Vec::new(),
+            tls_crt: Vec::new(),
+            tls_key: Vec::new(),
+        };
+        assert_eq!(evaluate(&empty, &names(), unix_now()), Verdict::Empty);
+        // As the install creates it: Opaque, no data at all.
+        let installed = Secret {
+            type_: Some(OPAQUE_SECRET_TYPE.to_owned()),
+            ..Secret::default()
+        };
+        assert_eq!(read_data(&installed), Ok(empty));
+    }
+
+    #[test]
     fn foreign_secrets_are_refused() {
         let now = unix_now();
         let mut opaque = tls_secret(&fresh(now, 365));
-        opaque.type_ = Some("Opaque".to_owned());
-        assert!(read_data(&opaque).expect_err("opaque").contains("Opaque"));
+        opaque.type_ = Some(OPAQUE_SECRET_TYPE.to_owned());
+        assert!(read_data(&opaque).is_ok());
+        let mut docker = tls_secret(&fresh(now, 365));
+        docker.type_ = Some("kubernetes.io/dockerconfigjson".to_owned());
+        assert_eq!(
+            read_data(&docker).expect_err("another type"),
+            "its type is kubernetes.io/dockerconfigjson, not Opaque or kubernetes.io/tls; delete \
+             it or name another Secret"
+        );
+        let mut password = tls_secret(&fresh(now, 365));
+        if let Some(data) = password.data.as_mut() {
+            data.insert("password".to_owned(), ByteString(b"hunter2".to_vec()));
+        }
+        assert_eq!(
+            read_data(&password).expect_err("a key of its own"),
+            "it holds password, which gpu-policy never writes; name another Secret"
+        );
 
         let mut cert_manager = tls_secret(&fresh(now, 365));
         if let Some(data) = cert_manager.data.as_mut() {

@@ -3,8 +3,9 @@
 use super::*;
 
 #[tokio::test]
-async fn ca_bundle_is_patched_once_then_left_alone_then_repaired() {
+async fn ca_bundle_is_updated_once_then_left_alone_then_repaired() {
     let api = FakeApi::start().await;
+    api.insert(installed_secret());
     let dir = tempfile::tempdir().expect("tempdir");
     let stale = STANDARD.encode("-----BEGIN CERTIFICATE-----\nstale\n");
     api.insert(webhook_config(
@@ -28,15 +29,15 @@ async fn ca_bundle_is_patched_once_then_left_alone_then_repaired() {
     let ca = STANDARD.encode(stored_tls(&api).ca_crt);
     assert_eq!(
         webhook(&outcome, "gpu-policy", Some(WebhookKind::Mutating)),
-        WebhookStatus::Patched { entries: 2 }
+        WebhookStatus::Updated { entries: 2 }
     );
     assert_eq!(
         webhook(&outcome, "gpu-policy", Some(WebhookKind::Validating)),
-        WebhookStatus::Patched { entries: 2 }
+        WebhookStatus::Updated { entries: 2 }
     );
     assert_eq!(
         webhook(&outcome, "gpu-policy-guard", Some(WebhookKind::Validating)),
-        WebhookStatus::Patched { entries: 2 }
+        WebhookStatus::Updated { entries: 2 }
     );
     assert_eq!(
         outcome
@@ -68,9 +69,10 @@ async fn ca_bundle_is_patched_once_then_left_alone_then_repaired() {
             "/hook1"
         );
     }
-    assert_eq!(api.count_requests("PATCH", &["webhookconfigurations"]), 3);
+    assert_eq!(api.count_requests("PUT", &["webhookconfigurations"]), 3);
+    assert_eq!(api.count_requests("PATCH", &["webhookconfigurations"]), 0);
 
-    // Second pass: everything is current, no PATCH at all.
+    // Second pass: everything is current, no write at all.
     api.clear_requests();
     let outcome = once(&route).await;
     for kind in [WebhookKind::Mutating, WebhookKind::Validating] {
@@ -91,7 +93,7 @@ async fn ca_bundle_is_patched_once_then_left_alone_then_repaired() {
     let outcome = once(&route).await;
     assert_eq!(
         webhook(&outcome, "gpu-policy", Some(WebhookKind::Validating)),
-        WebhookStatus::Patched { entries: 1 }
+        WebhookStatus::Updated { entries: 1 }
     );
     assert_eq!(
         webhook(&outcome, "gpu-policy", Some(WebhookKind::Mutating)),
@@ -104,7 +106,7 @@ async fn ca_bundle_is_patched_once_then_left_alone_then_repaired() {
     assert_eq!(writes(&api).len(), 1, "{:?}", writes(&api));
     assert_eq!(
         api.count_requests(
-            "PATCH",
+            "PUT",
             &["/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/gpu-policy"]
         ),
         1
@@ -112,14 +114,15 @@ async fn ca_bundle_is_patched_once_then_left_alone_then_repaired() {
 }
 
 #[tokio::test]
-async fn ca_bundle_patch_that_races_is_retried_next_pass() {
+async fn ca_bundle_update_that_races_is_retried_next_pass() {
     let api = FakeApi::start().await;
+    api.insert(installed_secret());
     let dir = tempfile::tempdir().expect("tempdir");
     api.insert(webhook_config(MUTATING, "gpu-policy", [None, None]));
     let route = route(api.client(), dir.path(), &["gpu-policy"]);
-    // The resourceVersion `test` fails as when another writer got there
-    // between our read and our patch.
-    api.fail_next("PATCH", "/apis/admissionregistration.k8s.io", 422, 1);
+    // The resourceVersion read is stale, as when another writer got there
+    // between our read and our update.
+    api.fail_next("PUT", "/apis/admissionregistration.k8s.io", 409, 1);
     let outcome = once(&route).await;
     assert!(
         matches!(
@@ -131,18 +134,19 @@ async fn ca_bundle_patch_that_races_is_retried_next_pass() {
     let outcome = once(&route).await;
     assert_eq!(
         webhook(&outcome, "gpu-policy", Some(WebhookKind::Mutating)),
-        WebhookStatus::Patched { entries: 2 }
+        WebhookStatus::Updated { entries: 2 }
     );
 }
 
 #[tokio::test]
-async fn forbidden_patch_is_reported_per_configuration() {
+async fn forbidden_update_is_reported_per_configuration() {
     let api = FakeApi::start().await;
+    api.insert(installed_secret());
     let dir = tempfile::tempdir().expect("tempdir");
     api.insert(webhook_config(VALIDATING, "gpu-policy", [None, None]));
     let route = route(api.client(), dir.path(), &["gpu-policy"]);
     api.fail_next(
-        "PATCH",
+        "PUT",
         "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/gpu-policy",
         403,
         1,
@@ -156,8 +160,7 @@ async fn forbidden_patch_is_reported_per_configuration() {
     };
     assert!(
         reason.contains("RBAC")
-            && reason.contains("patch")
-            && reason.contains("validatingwebhookconfigurations"),
+            && reason.contains("`update` on validatingwebhookconfigurations.admissionregistration.k8s.io gpu-policy"),
         "{reason}"
     );
 }

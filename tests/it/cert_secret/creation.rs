@@ -1,25 +1,24 @@
-//! The first start: the Secret created, reused, or adopted from the replica
-//! that won the race.
+//! The first start: the Secret the install created empty filled, reused, or
+//! adopted from the replica that won the race; a missing one is an error.
 
 use super::*;
 
 #[tokio::test]
-async fn creates_the_secret_when_absent_and_serves_it() {
+async fn fills_the_empty_secret_of_the_install_and_serves_it() {
     let api = FakeApi::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let route = route(api.client(), dir.path(), &[]);
+    api.insert(installed_secret());
 
     let outcome = once(&route).await;
-    assert_eq!(outcome.action, SecretAction::Created);
+    assert_eq!(outcome.action, SecretAction::Filled);
     assert!(outcome.files_written);
-    assert_eq!(api.count_requests("POST", &[SECRETS_PATH]), 1);
+    // An update of the Secret as read: never a create.
+    assert_eq!(writes(&api).len(), 1, "{:?}", writes(&api));
+    assert_eq!(api.count_requests("PUT", &[SECRET_PATH]), 1);
 
     let secret = stored_secret(&api);
-    assert_eq!(secret["type"], "kubernetes.io/tls");
-    assert_eq!(
-        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "gpu-policy"
-    );
+    assert_eq!(secret["type"], "Opaque");
     let mut keys: Vec<&str> = secret["data"]
         .as_object()
         .expect("data")
@@ -102,26 +101,62 @@ async fn reuses_a_present_secret_without_writing() {
 }
 
 #[tokio::test]
-async fn losing_the_create_race_adopts_the_winner() {
+async fn a_missing_secret_is_an_error_that_says_how_to_make_it() {
     let api = FakeApi::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let route = route(api.client(), dir.path(), &[]);
-    // The winner's Secret is there, but this replica's GET came before it:
-    // its create gets the real 409 AlreadyExists.
-    let winner = Tls::fresh(route.names(), 0, 365);
-    let inserted = api.insert(winner.secret_json());
-    api.fail_next("GET", SECRET_PATH, 404, 1);
+    let error = once_err(&route).await;
+    assert!(matches!(error, SecretError::Missing { .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "Secret gpu-policy/gpu-policy-tls does not exist: the install creates it empty for the \
+         server to fill; apply the install again or run `kubectl -n gpu-policy create secret \
+         generic gpu-policy-tls`"
+    );
+    assert_eq!(writes(&api), Vec::<(String, String)>::new());
+    assert!(!route.cert_path().exists());
+    // Made as the message says (`kubectl create secret generic`: Opaque,
+    // no data), it is filled.
+    api.insert(installed_secret());
+    assert_eq!(once(&route).await.action, SecretAction::Filled);
+    assert_eq!(api.count_requests("POST", &[SECRETS_PATH]), 0);
+}
+
+#[tokio::test]
+async fn losing_the_fill_race_adopts_the_winner() {
+    let api = Arc::new(FakeApi::start().await);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names = route(api.client(), dir.path(), &[]).names().to_vec();
+    api.insert(installed_secret());
+    // Another replica fills the Secret between this one's read and its
+    // write: the replace carries the stale resourceVersion, a real 409.
+    let winner = Tls::fresh(&names, 0, 365);
+    let hook = {
+        let api = Arc::clone(&api);
+        let mut filled = winner.secret_json();
+        filled["type"] = json!("Opaque");
+        Box::new(move || {
+            api.insert(filled);
+        })
+    };
+    let proxy = hook_proxy(
+        api.addr(),
+        "PUT /api/v1/namespaces/gpu-policy/secrets/",
+        hook,
+    )
+    .await;
+    let route = route(client_via(proxy), dir.path(), &[]);
 
     let outcome = once(&route).await;
-    assert_eq!(outcome.action, SecretAction::AdoptedCreated);
-    assert_eq!(api.count_requests("POST", &[SECRETS_PATH]), 1);
-    assert_eq!(api.count_requests("PUT", &[SECRET_PATH]), 0);
-    assert_eq!(stored_tls(&api), winner);
+    assert_eq!(outcome.action, SecretAction::AdoptedConflict);
+    assert_eq!(api.count_requests("PUT", &[SECRET_PATH]), 1);
     assert_eq!(
-        resource_version(&stored_secret(&api)),
-        resource_version(&inserted)
+        stored_tls(&api),
+        winner,
+        "the winner's pair is not overwritten"
     );
     assert_eq!(Tls::from_dir(dir.path()), winner.files());
+    assert_eq!(once(&route).await.action, SecretAction::Kept);
 }
 
 #[tokio::test]
@@ -134,6 +169,7 @@ async fn replicas_starting_together_share_one_pair() {
         .iter()
         .map(|dir| route(api.client(), dir.path(), &[]))
         .collect();
+    api.insert(installed_secret());
     let outcomes = within(
         "replicas",
         futures::future::join_all(routes.iter().map(SecretRoute::ensure_once)),
@@ -143,12 +179,20 @@ async fn replicas_starting_together_share_one_pair() {
         .into_iter()
         .map(|o| o.expect("ensure_once").action)
         .collect();
+    // One fills it; the others lose the race, or read it filled.
     assert_eq!(
         actions
             .iter()
-            .filter(|a| **a == SecretAction::Created)
+            .filter(|a| **a == SecretAction::Filled)
             .count(),
         1,
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().all(|a| matches!(
+            a,
+            SecretAction::Filled | SecretAction::AdoptedConflict | SecretAction::Kept
+        )),
         "{actions:?}"
     );
     let stored = stored_tls(&api);

@@ -45,6 +45,16 @@ const ADMISSION: &str = "admissionregistration.k8s.io/v1";
 const MUTATING: &str = "MutatingWebhookConfiguration";
 const VALIDATING: &str = "ValidatingWebhookConfiguration";
 
+/// The Secret as the install creates it: Opaque, no data.
+fn installed_secret() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": NAME, "namespace": NS},
+        "type": "Opaque",
+    })
+}
+
 fn secret_ref() -> SecretRef {
     format!("{NS}/{NAME}").parse().expect("secret ref")
 }
@@ -290,4 +300,64 @@ fn not_after(ca_pem: &str) -> i64 {
     let der = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("pem");
     let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
     cert.validity().not_after.timestamp()
+}
+
+/// A TCP proxy in front of `target` that runs `hook` once, just before it
+/// forwards the first request containing `needle`.
+async fn hook_proxy(
+    target: SocketAddr,
+    needle: &'static str,
+    hook: Box<dyn FnOnce() + Send>,
+) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let hook = Arc::new(Mutex::new(Some(hook)));
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let hook = Arc::clone(&hook);
+            tokio::spawn(async move {
+                let Ok(outbound) = TcpStream::connect(target).await else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = inbound.into_split();
+                let (mut from_server, mut to_server) = outbound.into_split();
+                let upstream = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut window: Vec<u8> = Vec::new();
+                    loop {
+                        let n = match from_client.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        window.extend_from_slice(&buf[..n]);
+                        if window.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                            let hook = hook.lock().expect("hook lock").take();
+                            if let Some(hook) = hook {
+                                hook();
+                            }
+                        }
+                        let keep = window.len().saturating_sub(needle.len());
+                        window.drain(..keep);
+                        if to_server.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_server.shutdown().await;
+                };
+                let downstream = async move {
+                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                    let _ = to_client.shutdown().await;
+                };
+                tokio::join!(upstream, downstream);
+            });
+        }
+    });
+    addr
+}
+
+fn client_via(addr: SocketAddr) -> kube::Client {
+    install_crypto_provider();
+    let mut config = kube::Config::new(format!("http://{addr}").parse().expect("url"));
+    config.default_namespace = "default".into();
+    kube::Client::try_from(config).expect("client")
 }

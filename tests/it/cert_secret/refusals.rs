@@ -6,6 +6,7 @@ use super::*;
 #[tokio::test]
 async fn forbidden_or_unreachable_api_leaves_the_files_alone() {
     let api = FakeApi::start().await;
+    api.insert(installed_secret());
     let dir = tempfile::tempdir().expect("tempdir");
     api.insert(webhook_config(MUTATING, "gpu-policy", [None, None]));
     let route = route(api.client(), dir.path(), &["gpu-policy"]);

@@ -76,66 +76,6 @@ async fn reissues_when_the_names_are_not_covered() {
     assert_eq!(writes(&api), Vec::<(String, String)>::new());
 }
 
-/// A TCP proxy in front of `target` that runs `hook` once, just before it
-/// forwards the first request containing `needle`.
-async fn hook_proxy(
-    target: SocketAddr,
-    needle: &'static str,
-    hook: Box<dyn FnOnce() + Send>,
-) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let hook = Arc::new(Mutex::new(Some(hook)));
-    tokio::spawn(async move {
-        while let Ok((inbound, _)) = listener.accept().await {
-            let hook = Arc::clone(&hook);
-            tokio::spawn(async move {
-                let Ok(outbound) = TcpStream::connect(target).await else {
-                    return;
-                };
-                let (mut from_client, mut to_client) = inbound.into_split();
-                let (mut from_server, mut to_server) = outbound.into_split();
-                let upstream = async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    let mut window: Vec<u8> = Vec::new();
-                    loop {
-                        let n = match from_client.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        window.extend_from_slice(&buf[..n]);
-                        if window.windows(needle.len()).any(|w| w == needle.as_bytes()) {
-                            let hook = hook.lock().expect("hook lock").take();
-                            if let Some(hook) = hook {
-                                hook();
-                            }
-                        }
-                        let keep = window.len().saturating_sub(needle.len());
-                        window.drain(..keep);
-                        if to_server.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = to_server.shutdown().await;
-                };
-                let downstream = async move {
-                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
-                    let _ = to_client.shutdown().await;
-                };
-                tokio::join!(upstream, downstream);
-            });
-        }
-    });
-    addr
-}
-
-fn client_via(addr: SocketAddr) -> kube::Client {
-    install_crypto_provider();
-    let mut config = kube::Config::new(format!("http://{addr}").parse().expect("url"));
-    config.default_namespace = "default".into();
-    kube::Client::try_from(config).expect("client")
-}
-
 #[tokio::test]
 async fn renewal_conflict_adopts_the_other_writers_pair() {
     let api = Arc::new(FakeApi::start().await);

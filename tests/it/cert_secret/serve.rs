@@ -1,10 +1,12 @@
 //! `run` following the Secret, and `serve --cert-secret` as a process.
 
 use super::*;
+use crate::support::process;
 
 #[tokio::test]
 async fn run_follows_secret_changes_and_repairs_drift() {
     let api = FakeApi::start().await;
+    api.insert(installed_secret());
     let dir = tempfile::tempdir().expect("tempdir");
     api.insert(webhook_config(MUTATING, "gpu-policy", [None, None]));
     let route = route(api.client(), dir.path(), &["gpu-policy"]);
@@ -96,8 +98,9 @@ fn cert_secret_with_no_cluster_is_a_usage_error() {
 }
 
 #[tokio::test]
-async fn serve_with_cert_secret_creates_serves_and_injects() {
+async fn serve_with_cert_secret_fills_serves_and_injects() {
     let api = FakeApi::start().await;
+    api.insert(installed_secret());
     api.insert(webhook_config(MUTATING, "gpu-policy", [None, None]));
     api.insert(webhook_config(VALIDATING, "gpu-policy", [None, None]));
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -119,7 +122,8 @@ async fn serve_with_cert_secret_creates_serves_and_injects() {
             .expect("start gpu-policy serve"),
     );
     eventually("the Secret and caBundles", STEP, || {
-        api.get("v1", "Secret", Some(NS), NAME).is_some()
+        api.get("v1", "Secret", Some(NS), NAME)
+            .is_some_and(|s| s["data"]["ca.crt"].is_string())
             && bundles(&api, VALIDATING, "gpu-policy")
                 .iter()
                 .all(Option::is_some)
@@ -163,4 +167,38 @@ async fn serve_with_cert_secret_creates_serves_and_injects() {
         }
     }
     assert_eq!(presented, Some(der(&tls.tls_crt)));
+}
+
+#[tokio::test]
+async fn serve_without_its_secret_does_not_start_and_says_why() {
+    let api = FakeApi::start().await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(tmp.path());
+    let args: Vec<String> = [
+        "serve",
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "--cert-secret",
+        "gpu-policy/gpu-policy-tls",
+        "--certs-dir",
+        &tmp.path().join("certs").display().to_string(),
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let run = within("serve exits", process::gpu_policy_beside(args)).await;
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains(
+            "Secret gpu-policy/gpu-policy-tls does not exist: the install creates it empty for \
+             the server to fill; apply the install again or run `kubectl -n gpu-policy create \
+             secret generic gpu-policy-tls`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(api.count_requests("POST", &[SECRETS_PATH]), 0);
 }

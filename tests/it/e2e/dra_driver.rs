@@ -73,7 +73,7 @@ async fn mps_control_daemons_allowlisted_by_name_prefix_keep_their_cards() {
     assert!(
         line.contains(
             "Role in namespace nvidia-dra-driver-gpu: apiGroups [\\\"apps\\\"], \
-             resources [replicasets], verbs [get, list, watch]"
+             resources [replicasets], verbs [list, watch]"
         ),
         "{line}"
     );
