@@ -8,7 +8,8 @@
 //!
 //! The answers are given with a cluster to read, so that the paths that
 //! read it are timed too: the `nvidia` RuntimeClass (with a node selector,
-//! an overhead and tolerations), a node of 8 GPUs, and eight
+//! an overhead and tolerations), a node of 8 GPUs labelled by GPU Feature
+//! Discovery (so that R4 writes its affinity), and eight
 //! ResourceClaimTemplates `t0`..`t7` of 32 GPU requests `r0`..`r31` each.
 //! A ResourceClaim made for a pod is answered with that pod read, as the
 //! server reads it, its `gpu-policy.io/gpu-needs` recorded.
@@ -69,7 +70,8 @@ fn cluster(settings: &Settings) -> ClusterSnapshot {
         "node-0".to_owned(),
         NodeGpus {
             allocatable: [("nvidia.com/gpu".to_owned(), 8)].into_iter().collect(),
-            compute_capability: None,
+            compute_capability: Some(gpu_policy::cuda::ComputeCapability::new(8, 0)),
+            driver_labels: true,
         },
     );
     snapshot.dra.settings =

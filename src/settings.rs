@@ -12,11 +12,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 mod allowlist;
+mod compute_affinity;
 mod error;
 mod image_table;
 mod registries;
 mod sharing;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
+pub use compute_affinity::{ComputeAffinity, WhenNodesUnlabelled};
 pub use error::ConfigError;
 pub use image_table::{
     ImageEntry, ImageResolution, ImageRule, ImageTable, MAX_TIMEOUT, ResolutionMode,
@@ -74,6 +76,8 @@ pub struct Config {
     /// R4 for GPUs that come through DRA claims: floors written into the
     /// claims (default), onto node labels, or both.
     pub dra_compute_affinity: DraComputeAffinity,
+    /// R4 when no GPU node carries the labels its node affinity names.
+    pub compute_affinity: ComputeAffinity,
 }
 
 /// Where R4 puts the compute and driver floors of GPU containers whose GPUs
@@ -155,6 +159,7 @@ impl Default for Config {
             policy_admins: vec!["system:masters".to_owned()],
             gpu_sharing: GpuSharing::default(),
             dra_compute_affinity: DraComputeAffinity::default(),
+            compute_affinity: ComputeAffinity::default(),
             privileged_gpu: PrivilegedGpu::Warn,
         }
     }
@@ -496,9 +501,28 @@ mod tests {
         "gpuSharing.kaiScheduler.schedulerName"
     )]
     #[case("privilegedGpu: refuse", "privilegedGpu")]
+    #[case("computeAffinity: {whenNodesUnlabelled: never}", "never")]
+    #[case("computeAffinity: {whenNodesUnlabeled: skip}", "whenNodesUnlabeled")]
     fn invalid_configs_are_refused(#[case] yaml: &str, #[case] names: &str) {
         let text = refusal(yaml);
         assert!(text.contains(names), "{text}");
+    }
+
+    #[rstest]
+    #[case("{}", WhenNodesUnlabelled::Skip)]
+    #[case("computeAffinity: {}", WhenNodesUnlabelled::Skip)]
+    #[case(
+        "computeAffinity: {whenNodesUnlabelled: skip}",
+        WhenNodesUnlabelled::Skip
+    )]
+    #[case(
+        "computeAffinity: {whenNodesUnlabelled: require}",
+        WhenNodesUnlabelled::Require
+    )]
+    fn when_nodes_unlabelled_is_read(#[case] yaml: &str, #[case] expected: WhenNodesUnlabelled) {
+        let settings = Settings::from_yaml(yaml, "c.yaml");
+        let read = settings.map(|s| s.config().compute_affinity.when_nodes_unlabelled);
+        assert_eq!(read.map_err(|e| e.to_string()), Ok(expected));
     }
 
     /// `runtimeClassName: ""` injects nothing and needs no entry in

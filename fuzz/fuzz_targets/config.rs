@@ -112,6 +112,7 @@ fn mutates_once(pod: &Value, settings: &Settings, namespace: &NamespaceSettings)
         settings,
         namespace,
         cluster: None,
+        nodes: None,
         claims: None,
         images: None,
         claim_owner: None,

@@ -93,6 +93,7 @@ fn serve(
         settings: &SETTINGS,
         namespace,
         cluster: None,
+        nodes: None,
         claims: None,
         images: None,
         claim_owner: None,

@@ -21,8 +21,8 @@ use super::kinds::ObjectKind;
 use crate::policy::dra::input::InputClaims;
 use crate::policy::pod::ClaimSource;
 use crate::policy::{
-    ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, Notice, PodView, RuleId,
-    Subject, Violation,
+    ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, NodeFacts, Notice, PodView,
+    RuleId, Subject, Violation,
 };
 use crate::settings::{AllowlistEntry, GPU_NEEDS_ANNOTATION, NamespaceSettings, Settings};
 
@@ -135,6 +135,9 @@ pub struct Checker<'a> {
     /// What the namespace's annotations make of `settings`.
     namespace_settings: NamespaceSettings,
     claims: Claims<'a>,
+    /// What the nodes carry, when told (`check --nodes`) rather than read
+    /// from the cluster.
+    nodes: Option<&'a dyn NodeFacts>,
 }
 
 /// Where the DRA claims of the objects' pods resolve.
@@ -161,6 +164,7 @@ impl<'a> Checker<'a> {
             namespace,
             namespace_settings: settings.for_namespace(&BTreeMap::new()),
             claims: Claims::Alone,
+            nodes: None,
         }
     }
 
@@ -174,6 +178,13 @@ impl<'a> Checker<'a> {
     /// resolve from the claims, templates and DeviceClasses among them.
     pub fn with_input(mut self, objects: &[&Value]) -> Self {
         self.claims = Claims::Input(InputClaims::collect(objects, self.namespace, self.settings));
+        self
+    }
+
+    /// What the nodes carry (`check --nodes`): R4 reads them as the
+    /// webhook reads the cluster's.
+    pub fn with_nodes(mut self, nodes: &'a dyn NodeFacts) -> Self {
+        self.nodes = Some(nodes);
         self
     }
 
@@ -217,6 +228,7 @@ impl<'a> Checker<'a> {
             settings: self.settings,
             namespace: &self.namespace_settings,
             cluster,
+            nodes: self.nodes,
             claims,
             images,
             claim_owner: None,

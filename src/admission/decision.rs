@@ -104,6 +104,10 @@ pub struct Decision {
 /// their registry did not.
 pub const IMAGE_RESOLUTION_ANNOTATION: &str = "image-resolution";
 
+/// The audit annotation naming the floors R4 did not write because no GPU
+/// node carries the labels they would be on.
+pub const UNENFORCED_FLOOR_ANNOTATION: &str = "unenforced-floor";
+
 /// Warnings longer than this are cut: kubectl prints them on one line, and
 /// the API server truncates long ones anyway.
 pub const MAX_WARNING_CHARS: usize = 119;
@@ -238,6 +242,15 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
         decision.audit_annotations.insert(
             IMAGE_RESOLUTION_ANNOTATION.to_owned(),
             joined_within(&fallbacks, |body, out| out.push_str(body), ANNOTATION_ROOM),
+        );
+    }
+    // In every mode: the audit log says which pods were admitted without a
+    // floor they need.
+    let unenforced = evaluation.notice_bodies(NoticeKind::UnenforcedFloor);
+    if !unenforced.is_empty() {
+        decision.audit_annotations.insert(
+            UNENFORCED_FLOOR_ANNOTATION.to_owned(),
+            joined_within(&unenforced, |body, out| out.push_str(body), ANNOTATION_ROOM),
         );
     }
     match mode {

@@ -33,8 +33,9 @@ pub mod wire;
 
 pub use checker::{Checker, ObjectFacts, ObjectReport};
 pub use decision::{
-    Decision, DecisionKind, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode, UnknownMode,
-    Verdict, decide, decide_taking_patch, namespace_settings, unreadable, warning,
+    Decision, DecisionKind, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode,
+    UNENFORCED_FLOOR_ANNOTATION, UnknownMode, Verdict, decide, decide_taking_patch,
+    namespace_settings, unreadable, warning,
 };
 pub use kinds::{ObjectKind, Workload};
 pub use respond::{

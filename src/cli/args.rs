@@ -37,10 +37,17 @@ pub struct CheckArgs {
     /// the config's imageResolution.credentialsFile); needs --resolve-images.
     #[arg(long, value_name = "FILE", requires = "resolve_images")]
     pub registry_credentials: Option<PathBuf>,
+    /// What the cluster's nodes carry: a YAML or JSON file of Node objects
+    /// or a List of them (`kubectl get nodes -o yaml`). R4 then leaves out
+    /// the floors whose GPU Feature Discovery labels no GPU node carries,
+    /// and warns when no node meets a minimum, as the webhook does; without
+    /// it every floor is written.
+    #[arg(long, value_name = "FILE")]
+    pub nodes: Option<PathBuf>,
     /// What decides: the webhook's rules, or the generated admission
     /// policies (`manifests --admission-policies --mutating-policies`)
     /// evaluated in CEL, as the API server would without the webhook.
-    #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with = "resolve_images")]
+    #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with_all = ["resolve_images", "nodes"])]
     pub engine: Engine,
 }
 

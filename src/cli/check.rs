@@ -11,9 +11,32 @@ use crate::admission::Mode;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission::images::{self, ResolvedImages, needs_of, offline_resolver};
 use crate::admission_policy::engine::PolicyEngine;
+use crate::cluster::lean_node_of_manifest;
 use crate::manifest;
 use crate::policy::ImageFacts;
+use crate::policy::cluster::ClusterSnapshot;
 use crate::settings::Settings;
+
+/// `--nodes FILE`: the Nodes read through the manifest reader of `-f`
+/// (YAML or JSON, Lists split), each kept as the webhook's cache keeps it.
+fn read_nodes(args: &CheckArgs, settings: &Settings) -> Result<Option<ClusterSnapshot>, String> {
+    let Some(path) = &args.nodes else {
+        return Ok(None);
+    };
+    let stdin = std::path::Path::new(manifest::STDIN);
+    if path == stdin && args.files.iter().any(|file| file == stdin) {
+        return Err("--nodes and -f cannot both read stdin (-)".to_owned());
+    }
+    let documents = manifest::load(std::slice::from_ref(path), &mut std::io::stdin().lock())
+        .map_err(|e| format!("--nodes: {e}"))?;
+    let mut snapshot = ClusterSnapshot::default();
+    for (index, document) in documents.iter().enumerate() {
+        let (name, node) = lean_node_of_manifest(&document.object, settings)
+            .map_err(|why| format!("--nodes {}: object {}: {why}", document.source, index + 1))?;
+        snapshot.nodes.insert(name, node);
+    }
+    Ok(Some(snapshot))
+}
 
 /// `--resolve-images`: each object's GPU images looked up in their
 /// registries, within the configured timeout per object. An image without
@@ -71,6 +94,7 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
         None => Settings::default(),
     };
+    let nodes = read_nodes(args, &settings)?;
     let mut documents =
         manifest::load(&args.files, &mut std::io::stdin().lock()).map_err(|e| e.to_string())?;
     // `gpu-policy test` files sit beside the manifests they test (as in
@@ -82,9 +106,12 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
     // The whole input is evaluated together: pods resolve their DRA claims
     // from the claims and templates beside them.
     let objects: Vec<&Value> = documents.iter().map(|doc| &doc.object).collect();
-    let checker = Checker::new(&settings, mode, &args.namespace)
+    let mut checker = Checker::new(&settings, mode, &args.namespace)
         .with_annotations(&annotations)
         .with_input(&objects);
+    if let Some(nodes) = &nodes {
+        checker = checker.with_nodes(nodes);
+    }
     let resolved = if args.resolve_images {
         resolve_images(args, &checker, &objects, &settings)?
     } else {

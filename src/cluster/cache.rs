@@ -12,10 +12,10 @@ use kube::runtime::watcher;
 
 use super::node_summary::NodeSummary;
 use crate::cuda::ComputeCapability;
-use crate::policy::ClusterFacts;
-use crate::policy::cluster::{ClusterSnapshot, RuntimeClassInfo};
+use crate::policy::cluster::{ClusterSnapshot, GpuNodeLabels, RuntimeClassInfo};
 use crate::policy::dra::allocation::{AllocatedDevice, DeviceVersions};
 use crate::policy::dra::{ClaimFacts, Resolved};
+use crate::policy::{ClusterFacts, NodeFacts};
 use crate::settings::Settings;
 
 /// What a cache mirrors; also the `resource` label of the staleness metric.
@@ -285,12 +285,20 @@ impl ClusterFacts for ClusterCache {
         self.node_summary().largest_allocatable(resource)
     }
 
+    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.read().namespace_annotations(namespace)
+    }
+}
+
+/// From the summary of the nodes, made once per change of the caches: a
+/// node labelled or unlabelled is seen at the next admission.
+impl NodeFacts for ClusterCache {
     fn compute_capabilities(&self) -> Vec<ComputeCapability> {
         self.node_summary().compute_capabilities()
     }
 
-    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.read().namespace_annotations(namespace)
+    fn gpu_node_labels(&self) -> GpuNodeLabels {
+        self.node_summary().gpu_node_labels()
     }
 }
 
@@ -369,6 +377,12 @@ mod tests {
             Some(16)
         );
         assert_eq!(cache.node_summary().compute_capabilities().len(), 2);
+        assert_eq!(cache.gpu_node_labels().with_driver, 0);
+        cache.write().nodes.insert(
+            "b".to_owned(),
+            node(&[("nvidia.com/gpu", 16)], Some((9, 0))).with_driver_labels(),
+        );
+        assert_eq!(cache.gpu_node_labels().with_driver, 1);
         cache.write().nodes.clear();
         assert_eq!(
             cache.node_summary().largest_allocatable("nvidia.com/gpu"),

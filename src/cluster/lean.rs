@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::ResourceExt;
 use kube::api::GroupVersionKind;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::wire::{Namespace, Node};
 use crate::admission::Workload;
 use crate::cuda::ComputeCapability;
+use crate::cuda::requirement::{DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL};
 use crate::policy::cluster::{NodeGpus, RuntimeClassInfo};
 use crate::policy::quantity::GpuCount;
 use crate::policy::rules::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
@@ -51,8 +53,9 @@ pub(super) fn lean_namespace(namespace: &Namespace) -> BTreeMap<String, String> 
     kept
 }
 
-/// A node as the rules read it: allocatable GPU resources and the GFD
-/// compute capability labels.
+/// A node as the rules read it: allocatable GPU resources, the GFD
+/// compute capability labels, and whether it carries GFD's driver version
+/// labels.
 pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
     let allocatable = node
         .status
@@ -69,10 +72,36 @@ pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
         (Some(major), minor) => Some(ComputeCapability::new(major, minor.unwrap_or(0))),
         (None, _) => None,
     };
+    // The driver floor's expressions compare these as numbers, on either
+    // generation's names.
+    let driver_labels = [DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL]
+        .iter()
+        .any(|key| label(key).is_some());
     NodeGpus {
         allocatable,
         compute_capability,
+        driver_labels,
     }
+}
+
+/// A Node of a manifest (`kubectl get nodes -o yaml`, for `check --nodes`)
+/// as the caches keep it: its name and [`lean_node`]. Err says why it is
+/// not a Node.
+pub fn lean_node_of_manifest(
+    object: &Value,
+    settings: &Settings,
+) -> Result<(String, NodeGpus), String> {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != "Node" {
+        let kind = if kind.is_empty() { "no kind" } else { kind };
+        return Err(format!("not a Node ({kind})"));
+    }
+    let node = Node::deserialize(object).map_err(|err| format!("not a readable Node: {err}"))?;
+    let name = node.name_any();
+    if name.is_empty() {
+        return Err("a Node without metadata.name".to_owned());
+    }
+    Ok((name, lean_node(&node, settings)))
 }
 
 /// A RuntimeClass as the RuntimeClass admission plugin applies it.
@@ -103,5 +132,47 @@ pub(super) fn lean_runtime_class(class: &RuntimeClass) -> RuntimeClassInfo {
         pod_fixed_overhead,
         node_selector,
         tolerations,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(labels: Value, allocatable: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "gpu-1", "labels": labels},
+               "status": {"allocatable": allocatable, "capacity": allocatable}})
+    }
+
+    #[test]
+    fn a_manifest_node_is_read_as_the_caches_read_it() {
+        let settings = Settings::default();
+        let read = |object: &Value| lean_node_of_manifest(object, &settings);
+        let gpus = json!({"cpu": "8", "nvidia.com/gpu": "4"});
+        let (name, bare) = read(&node(json!({}), gpus.clone())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(name, "gpu-1");
+        assert_eq!(bare, NodeGpus::of(&[("nvidia.com/gpu", 4)], None));
+        let gfd = json!({MAJOR_LABEL: "8", MINOR_LABEL: "6", DRIVER_MAJOR_LABEL: "580"});
+        let labelled = read(&node(gfd, gpus.clone())).map(|(_, n)| n);
+        assert_eq!(
+            labelled,
+            Ok(NodeGpus::of(&[("nvidia.com/gpu", 4)], Some((8, 6))).with_driver_labels())
+        );
+        // Older GFD releases name the driver labels differently.
+        let old = read(&node(json!({OLD_DRIVER_MAJOR_LABEL: "535"}), gpus.clone()));
+        assert_eq!(old.map(|(_, n)| n.driver_labels), Ok(true));
+        // A label the scheduler cannot compare as a number does not count.
+        let junk = json!({MAJOR_LABEL: "ampere", DRIVER_MAJOR_LABEL: "r580"});
+        let junk = read(&node(junk, gpus)).map(|(_, n)| (n.compute_capability, n.driver_labels));
+        assert_eq!(junk, Ok((None, false)));
+        let pod = json!({"kind": "Pod", "metadata": {"name": "p"}});
+        assert_eq!(read(&pod).err().as_deref(), Some("not a Node (Pod)"));
+        let nameless = json!({"kind": "Node", "metadata": {}});
+        assert!(read(&nameless).is_err());
+        let unreadable =
+            json!({"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": 3}});
+        assert!(read(&unreadable).is_err());
     }
 }

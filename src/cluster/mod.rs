@@ -20,8 +20,9 @@
 //! The children, each depending only on those listed before it:
 //!
 //! - `wire.rs`: the few fields decoded from Namespaces and Nodes;
-//! - `lean.rs`: what the rules read of a Namespace, a Node, a RuntimeClass,
-//!   and the workload kinds an allowlist entry may name;
+//! - `lean.rs`: what the rules read of a Namespace, a Node (also of a Node
+//!   in a manifest, for `check --nodes`), a RuntimeClass, and the workload
+//!   kinds an allowlist entry may name;
 //! - `node_summary.rs`: the nodes reduced to what the rules ask of all of
 //!   them at once;
 //! - `cache.rs`: [`ClusterCache`], its [`Source`]s and their sync and
@@ -69,6 +70,7 @@ use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload
 
 pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
+pub use lean::lean_node_of_manifest;
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
 pub use pods::{PodMetadata, pod_metadata};
 pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};

@@ -1,5 +1,6 @@
 //! What the rules ask of all nodes at once: the most one node can allocate
-//! of a GPU resource, and the compute capabilities present. Read on every
+//! of a GPU resource, the compute capabilities present, and how many GPU
+//! nodes carry GFD's labels. Read on every
 //! admission of a GPU workload, computed once per change of the caches:
 //! scanning 5,000 nodes per request cost about 90 µs of CPU, more than the
 //! rest of the admission (`scripts/scale.sh`).
@@ -7,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::cuda::ComputeCapability;
-use crate::policy::cluster::NodeGpus;
+use crate::policy::cluster::{GpuNodeLabels, NodeGpus};
 
 /// The nodes' table reduced to the answers the rules need, as of one
 /// generation of the snapshot (the cache makes it again when that
@@ -20,6 +21,7 @@ pub(super) struct NodeSummary {
     largest: Option<BTreeMap<String, u64>>,
     /// Sorted, without duplicates.
     compute_capabilities: Vec<ComputeCapability>,
+    labels: GpuNodeLabels,
 }
 
 impl NodeSummary {
@@ -43,16 +45,17 @@ impl NodeSummary {
             generation,
             largest: (!nodes.is_empty()).then_some(largest),
             compute_capabilities,
+            labels: GpuNodeLabels::of(nodes.values()),
         }
     }
 
-    /// As [`crate::policy::ClusterFacts::largest_allocatable`]: Some(0)
-    /// when nodes are known and none offers the resource.
     /// The generation of the snapshot whose nodes were summarised.
     pub(super) fn generation(&self) -> u64 {
         self.generation
     }
 
+    /// As [`crate::policy::ClusterFacts::largest_allocatable`]: Some(0)
+    /// when nodes are known and none offers the resource.
     pub(super) fn largest_allocatable(&self, resource: &str) -> Option<u64> {
         let largest = self.largest.as_ref()?;
         Some(largest.get(resource).copied().unwrap_or(0))
@@ -61,13 +64,17 @@ impl NodeSummary {
     pub(super) fn compute_capabilities(&self) -> Vec<ComputeCapability> {
         self.compute_capabilities.clone()
     }
+
+    pub(super) fn gpu_node_labels(&self) -> GpuNodeLabels {
+        self.labels
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::ClusterFacts;
     use crate::policy::cluster::ClusterSnapshot;
+    use crate::policy::{ClusterFacts, NodeFacts};
 
     fn node(gpus: &[(&str, u64)], capability: Option<(u32, u32)>) -> NodeGpus {
         NodeGpus::of(gpus, capability)
@@ -108,5 +115,49 @@ mod tests {
             snapshot.compute_capabilities()
         );
         assert_eq!(summary.compute_capabilities().len(), 2);
+        assert_eq!(summary.gpu_node_labels(), snapshot.gpu_node_labels());
+    }
+
+    /// GPU nodes are those that offer a GPU resource; the labels are
+    /// counted among them only.
+    #[test]
+    fn the_summary_counts_the_gpu_nodes_and_their_labels() {
+        let labels = |nodes: Vec<NodeGpus>| {
+            let nodes: BTreeMap<String, NodeGpus> = nodes
+                .into_iter()
+                .enumerate()
+                .map(|(i, node)| (format!("node-{i}"), node))
+                .collect();
+            NodeSummary::of(&nodes, 0).gpu_node_labels()
+        };
+        let gpus = [("nvidia.com/gpu", 4)];
+        let counts = |gpu_nodes, with_compute, with_driver| GpuNodeLabels {
+            gpu_nodes,
+            with_compute,
+            with_driver,
+        };
+        assert_eq!(labels(vec![]), counts(0, 0, 0));
+        // GFD not deployed: GPU nodes, no labels.
+        let unlabelled = labels(vec![node(&gpus, None), node(&[], None)]);
+        assert_eq!(unlabelled, counts(1, 0, 0));
+        assert!(unlabelled.compute_unlabelled() && unlabelled.driver_unlabelled());
+        // Labels on a node without GPUs, or with none allocatable, do not count.
+        let elsewhere = labels(vec![
+            node(&gpus, None),
+            node(&[], Some((8, 0))).with_driver_labels(),
+            node(&[("nvidia.com/gpu", 0)], Some((8, 0))).with_driver_labels(),
+        ]);
+        assert_eq!(elsewhere, counts(1, 0, 0));
+        // A mixed fleet: some GPU nodes labelled.
+        let mixed = labels(vec![
+            node(&gpus, None),
+            node(&gpus, Some((8, 0))).with_driver_labels(),
+            node(&[("nvidia.com/mig-1g.5gb", 7)], Some((8, 0))),
+        ]);
+        assert_eq!(mixed, counts(3, 2, 1));
+        assert!(!mixed.compute_unlabelled() && !mixed.driver_unlabelled());
+        // Compute labels set by hand, no driver labels.
+        let compute_only = labels(vec![node(&gpus, Some((7, 5)))]);
+        assert!(!compute_only.compute_unlabelled() && compute_only.driver_unlabelled());
     }
 }

@@ -26,8 +26,19 @@ pub struct RuntimeClassInfo {
     pub tolerations: Vec<Value>,
 }
 
+/// Questions R4 asks of the nodes: the webhook's cluster answers them, and
+/// so does the file of Nodes `check --nodes` reads.
+pub trait NodeFacts: Send + Sync {
+    /// The compute capabilities of the GPU nodes, from the GFD labels.
+    fn compute_capabilities(&self) -> Vec<ComputeCapability>;
+
+    /// How many nodes offer a GPU resource, and how many of those carry
+    /// GFD's labels.
+    fn gpu_node_labels(&self) -> GpuNodeLabels;
+}
+
 /// Questions the rules ask of the cluster.
-pub trait ClusterFacts: ClaimFacts + Send + Sync {
+pub trait ClusterFacts: ClaimFacts + NodeFacts + Send + Sync {
     /// The RuntimeClass of that name, or None when it does not exist.
     fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo>;
 
@@ -39,9 +50,6 @@ pub trait ClusterFacts: ClaimFacts + Send + Sync {
     /// node is known yet (nothing can be concluded), Some(0) when nodes are
     /// known and none offers it.
     fn largest_allocatable(&self, resource: &str) -> Option<u64>;
-
-    /// The compute capabilities of the GPU nodes, from the GFD labels.
-    fn compute_capabilities(&self) -> Vec<ComputeCapability>;
 
     /// The annotations of a namespace (empty when unknown).
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String>;
@@ -69,6 +77,52 @@ pub struct NodeGpus {
     pub allocatable: BTreeMap<String, u64>,
     /// From `nvidia.com/gpu.compute.major` / `.minor`.
     pub compute_capability: Option<ComputeCapability>,
+    /// Carries GFD's driver version label, of either generation
+    /// (`nvidia.com/cuda.driver-version.major`, `nvidia.com/cuda.driver.major`).
+    pub driver_labels: bool,
+}
+
+impl NodeGpus {
+    /// Offers some GPU resource: a configured one, allocatable above 0.
+    pub fn offers_gpus(&self) -> bool {
+        self.allocatable.values().any(|&count| count > 0)
+    }
+}
+
+/// The nodes that offer a GPU resource, and how many of them carry the
+/// labels R4's node affinity names. When GPU nodes are known and none
+/// carries a label, no node can ever meet an affinity on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpuNodeLabels {
+    /// Nodes that offer a GPU resource ([`NodeGpus::offers_gpus`]).
+    pub gpu_nodes: u64,
+    /// Of those, the ones with GFD's compute capability labels.
+    pub with_compute: u64,
+    /// Of those, the ones with GFD's driver version labels.
+    pub with_driver: u64,
+}
+
+impl GpuNodeLabels {
+    /// The counts of `nodes`.
+    pub fn of<'a>(nodes: impl IntoIterator<Item = &'a NodeGpus>) -> Self {
+        let mut counts = Self::default();
+        for node in nodes.into_iter().filter(|node| node.offers_gpus()) {
+            counts.gpu_nodes += 1;
+            counts.with_compute += u64::from(node.compute_capability.is_some());
+            counts.with_driver += u64::from(node.driver_labels);
+        }
+        counts
+    }
+
+    /// GPU nodes are known and none carries the compute capability labels.
+    pub fn compute_unlabelled(&self) -> bool {
+        self.gpu_nodes > 0 && self.with_compute == 0
+    }
+
+    /// GPU nodes are known and none carries the driver version labels.
+    pub fn driver_unlabelled(&self) -> bool {
+        self.gpu_nodes > 0 && self.with_driver == 0
+    }
 }
 
 #[cfg(test)]
@@ -79,7 +133,14 @@ impl NodeGpus {
             allocatable: gpus.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
             compute_capability: capability
                 .map(|(major, minor)| ComputeCapability::new(major, minor)),
+            driver_labels: false,
         }
+    }
+
+    /// The same node, with GFD's driver version labels.
+    pub fn with_driver_labels(mut self) -> Self {
+        self.driver_labels = true;
+        self
     }
 }
 
@@ -148,6 +209,12 @@ impl ClusterFacts for ClusterSnapshot {
             .max()
     }
 
+    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.namespace_annotations_of(namespace)
+    }
+}
+
+impl NodeFacts for ClusterSnapshot {
     fn compute_capabilities(&self) -> Vec<ComputeCapability> {
         let mut found: Vec<ComputeCapability> = self
             .nodes
@@ -159,7 +226,7 @@ impl ClusterFacts for ClusterSnapshot {
         found
     }
 
-    fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespace_annotations_of(namespace)
+    fn gpu_node_labels(&self) -> GpuNodeLabels {
+        GpuNodeLabels::of(self.nodes.values())
     }
 }

@@ -5,7 +5,7 @@
 use crate::document::Json;
 use json_patch::PatchOperation;
 
-use super::cluster::ClusterFacts;
+use super::cluster::{ClusterFacts, NodeFacts};
 use super::dra::ClaimFacts;
 use super::dra::allocation::OwnerPod;
 use super::dra::claims::{ClaimKind, parse_object};
@@ -31,6 +31,9 @@ pub struct Evaluator<'a> {
     /// What the namespace's annotations make of `settings`.
     pub namespace: &'a NamespaceSettings,
     pub cluster: Option<&'a dyn ClusterFacts>,
+    /// What the nodes carry when no cluster is read: the Nodes given to
+    /// `check --nodes`. With a cluster, the cluster's nodes answer instead.
+    pub nodes: Option<&'a dyn NodeFacts>,
     /// Where the pod's DRA claims are resolved: the cluster, or the other
     /// objects of `check`'s input. None: no claim can be resolved.
     pub claims: Option<&'a dyn ClaimFacts>,
@@ -55,6 +58,7 @@ impl<'a> Evaluator<'a> {
             settings,
             namespace,
             cluster,
+            nodes: None,
             claims: cluster.map(|c| -> &dyn ClaimFacts { c }),
             images,
             claim_owner: None,
@@ -80,10 +84,12 @@ impl Evaluator<'_> {
             settings,
             namespace: namespace_settings,
             cluster,
+            nodes,
             claims,
             images,
             claim_owner: _,
         } = *self;
+        let nodes = cluster.map(|c| -> &dyn NodeFacts { c }).or(nodes);
         let mut evaluation = Evaluation {
             notices: Notice::of_ignored(namespace_settings),
             ..Evaluation::default()
@@ -118,6 +124,7 @@ impl Evaluator<'_> {
             scope,
             allowlisted,
             cluster,
+            nodes,
             images,
             claims,
             namespace_name: subject.namespace,
@@ -258,6 +265,7 @@ mod tests {
         let node = NodeGpus {
             allocatable: [("nvidia.com/gpu".to_owned(), 8)].into_iter().collect(),
             compute_capability: Some(ComputeCapability::new(6, 1)),
+            driver_labels: true,
         };
         let cluster = ClusterSnapshot {
             nodes: [("node-0".to_owned(), node)].into_iter().collect(),

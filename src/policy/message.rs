@@ -255,8 +255,13 @@ pub enum NoticeKind {
     UnverifiedOwner,
     /// The RuntimeClass to set does not exist in the cluster, so none is set.
     MissingRuntimeClass,
-    /// No node's GPUs meet the pod's minimum compute capability.
+    /// No node's GPUs meet the pod's minimum compute capability, or no GPU
+    /// node carries the labels a floor R4 writes is on.
     UnmetComputeCapability,
+    /// A floor of R4 is not written because no GPU node carries the labels
+    /// it would be on (GPU Feature Discovery not deployed): the pod may land
+    /// on a card or driver it cannot use.
+    UnenforcedFloor,
     /// A DRA claim a container uses cannot be resolved: its containers are
     /// treated as holding no GPU.
     UnresolvedClaim,

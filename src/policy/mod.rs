@@ -33,7 +33,7 @@ pub mod subject;
 pub mod testing;
 
 pub use crate::cuda::ImageNeeds;
-pub use cluster::ClusterFacts;
+pub use cluster::{ClusterFacts, NodeFacts};
 pub use container::READ_ENV_NAMES;
 pub use dra::ClaimFacts;
 pub use evaluation::{Change, Evaluation, Violation};

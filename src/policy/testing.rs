@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::document::{Document, Json};
 
-use super::cluster::{ClusterFacts, ClusterSnapshot};
+use super::cluster::{ClusterFacts, ClusterSnapshot, NodeFacts};
 use super::dra::ClaimFacts;
 use super::dra::input::InputClaims;
 use super::{
@@ -28,7 +28,7 @@ fn run(
     settings: &Settings,
     annotations: &[(&str, &str)],
 ) -> Evaluation {
-    run_in(pod, scope, settings, annotations, None, None)
+    run_in(pod, scope, settings, annotations, None, None, None)
 }
 
 /// Evaluates a pod whose claims resolve from `objects` (ResourceClaims,
@@ -36,7 +36,7 @@ fn run(
 pub fn evaluate_with_claims(pod: &Value, objects: &[Value], settings: &Settings) -> Evaluation {
     let refs: Vec<&Value> = objects.iter().collect();
     let claims = InputClaims::collect(&refs, namespace_of(pod), settings);
-    run_in(pod, &Scope::Whole, settings, &[], None, Some(&claims))
+    run_in(pod, &Scope::Whole, settings, &[], None, None, Some(&claims))
 }
 
 /// Evaluates a pod with what a cluster snapshot knows.
@@ -47,8 +47,15 @@ pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation
         &Settings::default(),
         &[],
         Some(cluster),
+        None,
         Some(cluster),
     )
+}
+
+/// Evaluates a pod without a cluster, with what the nodes carry, as
+/// `check --nodes` does.
+pub fn evaluate_on_nodes(pod: &Value, nodes: &dyn NodeFacts, settings: &Settings) -> Evaluation {
+    run_in(pod, &Scope::Whole, settings, &[], None, Some(nodes), None)
 }
 
 /// Evaluates a pod whose images may have been resolved from registries.
@@ -59,6 +66,7 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
         settings: &settings,
         namespace: &namespace_settings,
         cluster: None,
+        nodes: None,
         claims: None,
         images: Some(images),
         claim_owner: None,
@@ -86,6 +94,7 @@ fn run_in(
     settings: &Settings,
     annotations: &[(&str, &str)],
     cluster: Option<&dyn ClusterFacts>,
+    nodes: Option<&dyn NodeFacts>,
     claims: Option<&dyn ClaimFacts>,
 ) -> Evaluation {
     let annotations: BTreeMap<String, String> = annotations
@@ -97,6 +106,7 @@ fn run_in(
         settings,
         namespace: &namespace_settings,
         cluster,
+        nodes,
         claims,
         images: None,
         claim_owner: None,

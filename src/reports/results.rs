@@ -125,6 +125,12 @@ pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) 
             Some(RuleId::DevicePaths),
             Severity::Medium,
         ),
+        // The pod may land on a card or driver it cannot use.
+        NoticeKind::UnenforcedFloor => (
+            "unenforced-floor",
+            Some(RuleId::ComputeAffinity),
+            Severity::Medium,
+        ),
         NoticeKind::ImageTableFallback => (
             "image-table-fallback",
             Some(RuleId::ComputeAffinity),

@@ -182,6 +182,7 @@ fn severities_follow_the_rule_and_changes_weigh_less() {
     for (kind, severity) in [
         (NoticeKind::PrivilegedGpuContainer, Severity::Medium),
         (NoticeKind::UnmetComputeCapability, Severity::Medium),
+        (NoticeKind::UnenforcedFloor, Severity::Medium),
         (NoticeKind::UnverifiedOwner, Severity::Medium),
         (NoticeKind::UnguaranteedClaimFloor, Severity::Medium),
         (NoticeKind::IgnoredAnnotation, Severity::Low),

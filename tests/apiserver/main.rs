@@ -16,6 +16,7 @@ mod client_certificates;
 mod dra_floors;
 mod failure_policy;
 mod fixtures;
+mod gfd_labels;
 mod install;
 mod least_privilege;
 mod reports;

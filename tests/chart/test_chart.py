@@ -489,6 +489,9 @@ def schema_rejects_bad_values() -> None:
         "image rule minimum 8.x": ({"config": {"imageComputeCapabilities": [{"pattern": "x", "minimum": "8.x"}]}},
                                    "/config/imageComputeCapabilities/0/minimum"),
         "privilegedGpu: refuse": ({"config": {"privilegedGpu": "refuse"}}, "/config/privilegedGpu"),
+        "computeAffinity.whenNodesUnlabelled: never": (
+            {"config": {"computeAffinity": {"whenNodesUnlabelled": "never"}}},
+            "/config/computeAffinity/whenNodesUnlabelled"),
         "gpuSharing typo": ({"config": {"gpuSharing": {"kai": {"enabled": False}}}}, "/config/gpuSharing"),
         "gpuSharing.hami.enabled: a string": ({"config": {"gpuSharing": {"hami": {"enabled": "no"}}}},
                                               "/config/gpuSharing/hami/enabled"),
@@ -556,6 +559,7 @@ def schema_accepts_good_values() -> None:
         {"config": {"minComputeCapability": None}},
         {"config": {"allowlist": []}},
         {"config": {"privilegedGpu": "deny"}},
+        {"config": {"computeAffinity": {"whenNodesUnlabelled": "require"}}},
         # runtimeClassName "" injects no class; the reserved classes stay.
         {"config": {"runtimeClassName": ""}},
         {"config": {"gpuSharing": {"kaiScheduler": {"enabled": False, "schedulerName": ""}}}},
@@ -1484,6 +1488,7 @@ CONFIG_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("gpuSharing", {}, {"gpuSharing": {"kaiScheduler": {"enabled": False}, "hami": {"enabled": False}}}),
     ("privilegedGpu", {}, {"privilegedGpu": "deny"}),
     ("draComputeAffinity", {}, {"draComputeAffinity": "nodeLabels"}),
+    ("computeAffinity", {}, {"computeAffinity": {"whenNodesUnlabelled": "require"}}),
 ]
 
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider, watching};
 use gpu_policy::cluster::{self, ClusterCache, Source, Watches};
 use gpu_policy::cuda::ComputeCapability;
-use gpu_policy::policy::ClusterFacts;
+use gpu_policy::policy::cluster::GpuNodeLabels;
+use gpu_policy::policy::{ClusterFacts, NodeFacts};
 use gpu_policy::settings::{AllowlistEntry, Config, Settings};
 use serde_json::{Value, json};
 
@@ -86,6 +87,14 @@ async fn caches_hold_what_the_rules_read_and_nothing_else() {
         cache.compute_capabilities(),
         vec![ComputeCapability::new(7, 5), ComputeCapability::new(8, 0)]
     );
+    // The CPU node offers no GPU and is not counted; the GPU nodes carry
+    // GFD's compute labels, not its driver labels.
+    let labels = |gpu_nodes, with_compute| GpuNodeLabels {
+        gpu_nodes,
+        with_compute,
+        with_driver: 0,
+    };
+    assert_eq!(cache.gpu_node_labels(), labels(2, 2));
     let class = cache.runtime_class("nvidia").unwrap_or_default();
     assert_eq!(
         class.pod_fixed_overhead,
@@ -205,6 +214,8 @@ async fn a_410_relist_drops_what_was_deleted_meanwhile() {
         cache.compute_capabilities(),
         vec![ComputeCapability::new(7, 5)]
     );
+    let labels = cache.gpu_node_labels();
+    assert_eq!((labels.gpu_nodes, labels.with_compute), (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread")]

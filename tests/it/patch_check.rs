@@ -251,6 +251,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         settings,
         namespace: &namespace_settings,
         cluster: None,
+        nodes: None,
         claims: (!objects.is_empty()).then_some(&input as &dyn ClaimFacts),
         images: None,
         claim_owner: None,

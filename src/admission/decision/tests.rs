@@ -244,3 +244,113 @@ fn a_patch_over_its_budget_is_left_in_the_evaluation() {
     let value: Value = serde_json::to_value(&decision.patch).unwrap_or_default();
     assert_eq!(value, Value::Array(Vec::new()));
 }
+
+/// A GPU pod on a fleet whose GPU nodes carry no GPU Feature Discovery
+/// labels: in every mode the audit log records the floors R4 left out, and
+/// nothing claims them (warn mode's would-change lines, audit mode's
+/// mutations). A labelled fleet gets no such annotation.
+#[test]
+fn floors_left_out_are_recorded_in_every_mode() {
+    use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
+    use crate::policy::testing::evaluate_on_nodes;
+    let pod = serde_json::json!({"spec": {"containers": [{"name": "c",
+        "image": "vllm/vllm-openai:v0.11.0-cu130",
+        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+    let on = |node: NodeGpus| {
+        let fleet = ClusterSnapshot {
+            nodes: [("gpu-1".to_owned(), node)].into_iter().collect(),
+            ..ClusterSnapshot::default()
+        };
+        evaluate_on_nodes(&pod, &fleet, &Settings::default())
+    };
+    let gpus = [("nvidia.com/gpu", 4)];
+    let unlabelled = on(NodeGpus::of(&gpus, None));
+    let expected = "compute-affinity: no GPU node carries GPU Feature Discovery's labels, so \
+        compute capability >= 7.5 and a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 \
+        are not required; deploy GPU Feature Discovery, or set nvidia.com/gpu.compute.* and \
+        nvidia.com/cuda.* on the GPU nodes";
+    for mode in Mode::ALL {
+        let decision = decide(mode, ObjectKind::Pod, &unlabelled);
+        assert_eq!(
+            decision
+                .audit_annotations
+                .get(UNENFORCED_FLOOR_ANNOTATION)
+                .map(String::as_str),
+            Some(expected),
+            "{mode}"
+        );
+        let claims_a_floor = |text: &String| text.contains("compute capability >=");
+        let said: Vec<&String> = decision
+            .warnings_in_full
+            .iter()
+            .chain(decision.audit_annotations.get("mutations"))
+            .filter(|text| claims_a_floor(text) && !text.contains("not required"))
+            .collect();
+        assert!(said.is_empty(), "{mode}: {said:?}");
+        assert!(
+            !decision
+                .patch
+                .iter()
+                .any(|op| op.path().to_string().contains("affinity")),
+            "{mode}"
+        );
+    }
+    // The warning, cut to a kubectl line, still names the cause.
+    let enforce = decide(Mode::Enforce, ObjectKind::Pod, &unlabelled);
+    assert!(
+        enforce
+            .warnings
+            .iter()
+            .any(|w| w.contains("GPU Feature Discovery")),
+        "{:?}",
+        enforce.warnings
+    );
+    let labelled = on(NodeGpus::of(&gpus, Some((8, 0))).with_driver_labels());
+    for mode in Mode::ALL {
+        let decision = decide(mode, ObjectKind::Pod, &labelled);
+        assert!(
+            !decision
+                .audit_annotations
+                .contains_key(UNENFORCED_FLOOR_ANNOTATION),
+            "{mode}"
+        );
+    }
+    let warned = decide(Mode::Warn, ObjectKind::Pod, &labelled);
+    assert!(
+        warned
+            .warnings_in_full
+            .iter()
+            .any(|w| w.contains("would require GPU compute capability >= 7.5")),
+        "{:?}",
+        warned.warnings_in_full
+    );
+}
+
+/// The annotation is bounded as every audit annotation is.
+#[test]
+fn the_unenforced_floor_annotation_is_bounded() {
+    use crate::policy::Notice;
+    let evaluation = Evaluation {
+        notices: (0..100)
+            .map(|at| {
+                Notice::new(
+                    NoticeKind::UnenforcedFloor,
+                    format!("{at} {}", "x".repeat(900)),
+                )
+            })
+            .collect(),
+        ..Evaluation::default()
+    };
+    let decision = decide(Mode::Audit, ObjectKind::Pod, &evaluation);
+    let annotation = decision
+        .audit_annotations
+        .get(UNENFORCED_FLOOR_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        annotation.len() <= MAX_AUDIT_ANNOTATION_BYTES,
+        "{}",
+        annotation.len()
+    );
+    assert!(annotation.ends_with(" more"), "{annotation}");
+}

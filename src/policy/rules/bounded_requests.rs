@@ -359,6 +359,7 @@ mod tests {
                         NodeGpus {
                             allocatable: [("nvidia.com/gpu".to_owned(), *n)].into_iter().collect(),
                             compute_capability: None,
+                            driver_labels: false,
                         },
                     )
                 })

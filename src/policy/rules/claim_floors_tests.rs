@@ -46,6 +46,7 @@ fn evaluate(object: &Value, owner: Option<&OwnerPod>) -> Evaluation {
         settings: &settings,
         namespace: &namespace,
         cluster: None,
+        nodes: None,
         claims: None,
         images: None,
         claim_owner: owner,

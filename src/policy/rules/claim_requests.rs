@@ -161,6 +161,7 @@ mod tests {
             settings: &settings,
             namespace: &namespace_settings,
             cluster: None,
+            nodes: None,
             claims: Some(&input),
             images: None,
             claim_owner: None,

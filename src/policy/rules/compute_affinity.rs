@@ -22,8 +22,14 @@
 //! it is, so re-evaluating a mutated pod adds nothing. Preferred affinity and
 //! `nodeSelector` are never touched.
 //!
-//! With a cluster to read, a notice says so when no node's GFD labels meet
-//! the minimum (the pod would stay Pending).
+//! With the nodes known (the cluster's, or `check --nodes`), a notice says
+//! so when no node's GFD labels meet the minimum (the pod would stay
+//! Pending). When nodes offer GPU resources and none of them carries GFD's
+//! compute labels, or none its driver labels, an affinity on them is one no
+//! node can meet: that part is left out, with a notice
+//! (`computeAffinity.whenNodesUnlabelled: skip`), or written with a notice
+//! that no node meets it (`require`). Reads, of the nodes, their GPU
+//! allocatable and whether they carry those labels (`NodeFacts`).
 //!
 //! Without a minimum or a driver floor from any source nothing is injected.
 //! A pod annotation that is unreadable or lower than the namespace's minimum
@@ -39,10 +45,11 @@ use super::dra_floors;
 use super::image_floors::{Containers, image_floors, raise};
 use super::rule::{ApiServer, Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
+use crate::cuda::requirement::DriverFloor;
 use crate::policy::container::Container;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
-use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, WhenNodesUnlabelled, tighter_capability};
 
 pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
     reason: "all of it: what an image needs comes from its registry (registry mode) or \
@@ -52,6 +59,11 @@ pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
 
 pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
 pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
+/// What the compute labels' names start with, for messages.
+const COMPUTE_LABELS: &str = "nvidia.com/gpu.compute";
+/// What the names of the labels the driver floor is on start with (the
+/// runtime and driver versions, either generation), for messages.
+const CUDA_LABELS: &str = "nvidia.com/cuda";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
@@ -80,13 +92,35 @@ fn node_affinity(
     findings: &mut Findings,
 ) {
     let images = image_floors(input, true, which, &mut findings.notices);
-    let minimum = raise(base.clone(), images.compute);
+    let mut minimum = raise(base.clone(), images.compute);
+    let mut driver_floor = images.driver;
+    let unlabelled = unlabelled_parts(input, minimum.as_ref(), driver_floor.as_ref());
+    if !unlabelled.is_empty() {
+        let when = input
+            .settings
+            .config()
+            .compute_affinity
+            .when_nodes_unlabelled;
+        findings.notices.push(unlabelled_notice(
+            &unlabelled,
+            minimum.as_ref(),
+            driver_floor.as_ref(),
+            when,
+        ));
+        if when == WhenNodesUnlabelled::Skip {
+            if unlabelled.compute {
+                minimum = None;
+            }
+            if unlabelled.driver {
+                driver_floor = None;
+            }
+        }
+    }
     let compute = minimum
         .as_ref()
         .map(|(minimum, _)| alternatives(*minimum))
         .unwrap_or_default();
-    let driver = images
-        .driver
+    let driver = driver_floor
         .as_ref()
         .map(|(floor, _)| floor.alternatives())
         .unwrap_or_default();
@@ -94,8 +128,8 @@ fn node_affinity(
     if alternatives.is_empty() {
         return;
     }
-    if let (Some(cluster), Some((minimum, _))) = (input.cluster, &minimum) {
-        let present = cluster.compute_capabilities();
+    if let (Some(nodes), Some((minimum, _))) = (input.nodes, &minimum) {
+        let present = nodes.compute_capabilities();
         if !present.is_empty() && present.iter().all(|cc| cc < minimum) {
             let listed: Vec<String> = present.iter().map(ToString::to_string).collect();
             findings.notices.push(Notice::new(
@@ -118,7 +152,7 @@ fn node_affinity(
         ));
         words.push(format!("compute capability >= {minimum}"));
     }
-    if let Some((floor, source)) = &images.driver {
+    if let Some((floor, source)) = &driver_floor {
         let same = minimum.as_ref().is_some_and(|(_, s)| s == source);
         let source = if same { "same image" } else { source.as_str() };
         summaries.push(format!("require a driver for {floor} ({source})"));
@@ -154,7 +188,13 @@ fn node_affinity(
             };
             // A denial never depends on a registry answer: only what the
             // table and the annotations ask for may deny.
-            if input.images.is_some() && !needs_constraint_without_registry(input, base, which) {
+            let kept = Kept {
+                compute: minimum.is_some(),
+                driver: driver_floor.is_some(),
+            };
+            if input.images.is_some()
+                && !needs_constraint_without_registry(input, base, which, kept)
+            {
                 findings.notices.push(Notice::new(
                     NoticeKind::ImageTableFallback,
                     format!("compute-affinity: {message}"),
@@ -166,16 +206,101 @@ fn node_affinity(
     }
 }
 
+/// The parts of the constraint whose labels no GPU node carries.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unlabelled {
+    compute: bool,
+    driver: bool,
+}
+
+impl Unlabelled {
+    fn is_empty(self) -> bool {
+        !self.compute && !self.driver
+    }
+}
+
+/// The parts the constraint is written with.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    compute: bool,
+    driver: bool,
+}
+
+/// The parts of the constraint (a compute floor above 0.0, a driver floor)
+/// whose labels none of the nodes that offer GPUs carries: an affinity on
+/// them is one no node can meet. When no node offers a GPU resource (none
+/// known yet, or all scaled to zero, or GPUs only through DRA) nothing can
+/// be concluded of the nodes that will come, and no part is.
+fn unlabelled_parts(
+    input: &RuleInput<'_, '_>,
+    minimum: Option<&(ComputeCapability, String)>,
+    driver: Option<&(DriverFloor, String)>,
+) -> Unlabelled {
+    let Some(nodes) = input.nodes else {
+        return Unlabelled::default();
+    };
+    let labels = nodes.gpu_node_labels();
+    Unlabelled {
+        compute: minimum.is_some_and(|(minimum, _)| !alternatives(*minimum).is_empty())
+            && labels.compute_unlabelled(),
+        driver: driver.is_some() && labels.driver_unlabelled(),
+    }
+}
+
+/// The one warning of a pod whose floors are on labels no GPU node has.
+fn unlabelled_notice(
+    unlabelled: &Unlabelled,
+    minimum: Option<&(ComputeCapability, String)>,
+    driver: Option<&(DriverFloor, String)>,
+    when: WhenNodesUnlabelled,
+) -> Notice {
+    let mut parts = Vec::new();
+    let mut labels = Vec::new();
+    if let (true, Some((minimum, _))) = (unlabelled.compute, minimum) {
+        parts.push(format!("compute capability >= {minimum}"));
+        labels.push(format!("{COMPUTE_LABELS}.*"));
+    }
+    if let (true, Some((floor, _))) = (unlabelled.driver, driver) {
+        parts.push(format!("a driver for {floor}"));
+        labels.push(format!("{CUDA_LABELS}.*"));
+    }
+    let (parts, labels) = (parts.join(" and "), labels.join(" and "));
+    let cause = "compute-affinity: no GPU node carries GPU Feature Discovery's labels";
+    let remedy = format!("deploy GPU Feature Discovery, or set {labels} on the GPU nodes");
+    match when {
+        WhenNodesUnlabelled::Skip => {
+            let verb = if unlabelled.compute && unlabelled.driver {
+                "are"
+            } else {
+                "is"
+            };
+            Notice::new(
+                NoticeKind::UnenforcedFloor,
+                format!("{cause}, so {parts} {verb} not required; {remedy}"),
+            )
+        }
+        WhenNodesUnlabelled::Require => Notice::new(
+            NoticeKind::UnmetComputeCapability,
+            format!(
+                "{cause}, so no node meets {parts} (computeAffinity.whenNodesUnlabelled: \
+                 require) and the pod will stay Pending; {remedy}"
+            ),
+        ),
+    }
+}
+
 /// Whether the `which` containers need a constraint from the table and the
-/// minimums alone, registry answers left out.
+/// minimums alone, registry answers left out, in the parts `kept`.
 fn needs_constraint_without_registry(
     input: &RuleInput<'_, '_>,
     base: Option<(ComputeCapability, String)>,
     which: Containers<'_>,
+    kept: Kept,
 ) -> bool {
     let mut ignored = Vec::new();
     let images = image_floors(input, false, which, &mut ignored);
-    images.driver.is_some() || raise(base, images.compute).is_some()
+    (kept.driver && images.driver.is_some())
+        || (kept.compute && raise(base, images.compute).is_some())
 }
 
 /// The higher of the namespace's minimum and the pod annotation's, with

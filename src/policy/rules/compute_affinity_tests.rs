@@ -3,7 +3,8 @@
 use super::*;
 use crate::cuda::ImageNeeds;
 use crate::policy::RuleId;
-use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_in};
+use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
+use crate::policy::testing::{apply, evaluate_on_nodes, evaluate_pod, evaluate_pod_in};
 use crate::settings::Settings;
 use rstest::rstest;
 
@@ -229,7 +230,6 @@ fn malformed_affinity_is_a_violation(#[case] affinity: Value) {
 #[case(&[(6, 1), (8, 0)], false)]
 #[case(&[], false)]
 fn warns_when_no_node_meets_the_minimum(#[case] nodes: &[(u32, u32)], #[case] warned: bool) {
-    use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
     let cluster = ClusterSnapshot {
         nodes: nodes
             .iter()
@@ -240,6 +240,7 @@ fn warns_when_no_node_meets_the_minimum(#[case] nodes: &[(u32, u32)], #[case] wa
                     NodeGpus {
                         allocatable: [("nvidia.com/gpu".to_owned(), 1)].into_iter().collect(),
                         compute_capability: Some(ComputeCapability::new(*major, *minor)),
+                        driver_labels: true,
                     },
                 )
             })
@@ -509,4 +510,194 @@ fn terms_multiplied_past_what_a_pod_holds_are_a_violation(
             Some(2 * count)
         );
     }
+}
+
+/// A fleet of nodes, named by their place.
+fn fleet(nodes: Vec<NodeGpus>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        nodes: nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, node)| (format!("node-{i}"), node))
+            .collect(),
+        ..ClusterSnapshot::default()
+    }
+}
+
+const GPUS: &[(&str, u64)] = &[("nvidia.com/gpu", 4)];
+
+/// A GPU node as GFD labels it, or as it is without GFD.
+fn gfd() -> NodeGpus {
+    NodeGpus::of(GPUS, Some((8, 0))).with_driver_labels()
+}
+
+fn bare() -> NodeGpus {
+    NodeGpus::of(GPUS, None)
+}
+
+/// The CUDA 13.0 vLLM image: a compute floor (7.5) and a driver floor.
+const VLLM: &str = "vllm/vllm-openai:v0.11.0-cu130";
+const VLLM_COMPUTE: &str =
+    "require GPU compute capability >= 7.5 (image vllm/vllm-openai:v0.11.0-cu130)";
+const VLLM_DRIVER: &str =
+    "require a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 (same image)";
+const VLLM_DRIVER_ALONE: &str = "require a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 \
+     (image vllm/vllm-openai:v0.11.0-cu130)";
+
+fn unenforced(evaluation: &crate::policy::Evaluation) -> Vec<&str> {
+    evaluation.notice_bodies(NoticeKind::UnenforcedFloor)
+}
+
+/// Which parts of the affinity each fleet gets. A part is left out only
+/// when nodes offer GPUs and none of them carries its labels: no GPU node
+/// known (none yet, scaled to zero) concludes nothing.
+#[rstest]
+#[case::gfd_everywhere(vec![gfd(), gfd()], &[VLLM_COMPUTE, VLLM_DRIVER])]
+#[case::gfd_nowhere(vec![bare(), bare()], &[])]
+#[case::mixed(vec![bare(), gfd()], &[VLLM_COMPUTE, VLLM_DRIVER])]
+#[case::no_nodes(vec![], &[VLLM_COMPUTE, VLLM_DRIVER])]
+#[case::no_gpu_nodes(vec![NodeGpus::of(&[], None)], &[VLLM_COMPUTE, VLLM_DRIVER])]
+#[case::none_allocatable(vec![NodeGpus::of(&[("nvidia.com/gpu", 0)], None)], &[VLLM_COMPUTE, VLLM_DRIVER])]
+#[case::labels_off_the_gpu_nodes(vec![bare(), NodeGpus::of(&[], Some((8, 0))).with_driver_labels()], &[])]
+#[case::compute_labels_only(vec![NodeGpus::of(GPUS, Some((8, 0)))], &[VLLM_COMPUTE])]
+#[case::driver_labels_only(vec![bare().with_driver_labels()], &[VLLM_DRIVER_ALONE])]
+#[case::mig_nodes(vec![NodeGpus::of(&[("nvidia.com/mig-1g.5gb", 7)], None)], &[])]
+fn parts_follow_the_labels_of_the_gpu_nodes(
+    #[case] nodes: Vec<NodeGpus>,
+    #[case] expected: &[&str],
+) {
+    let cluster = fleet(nodes);
+    let pod = gpu_pod(VLLM);
+    let evaluation = evaluate_on_nodes(&pod, &cluster, &Settings::default());
+    assert_eq!(summaries(&evaluation), expected);
+    // The webhook's path (the cluster answers) says the same.
+    let in_cluster = crate::policy::testing::evaluate_in_cluster(&pod, &cluster);
+    assert_eq!(summaries(&in_cluster), expected);
+    assert_eq!(unenforced(&in_cluster), unenforced(&evaluation));
+    let result = apply(&pod, &evaluation.patch);
+    let written = terms(&result);
+    let keys: Vec<&str> = written
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|term| term["matchExpressions"].as_array().into_iter().flatten())
+        .filter_map(|e| e["key"].as_str())
+        .collect();
+    let compute = expected.contains(&VLLM_COMPUTE);
+    let driver = expected.iter().any(|s| s.starts_with("require a driver"));
+    assert_eq!(keys.contains(&MAJOR_LABEL), compute, "{keys:?}");
+    assert_eq!(
+        keys.iter().any(|k| k.starts_with("nvidia.com/cuda.")),
+        driver,
+        "{keys:?}"
+    );
+    if expected.is_empty() {
+        assert!(result["spec"]["affinity"].is_null(), "{result}");
+    }
+    // One warning for what was left out, none when nothing was.
+    let left_out = usize::from(!compute) + usize::from(!driver);
+    assert_eq!(
+        unenforced(&evaluation).len(),
+        usize::from(left_out > 0),
+        "{:?}",
+        evaluation.notices
+    );
+    // Re-evaluating the result adds nothing.
+    assert!(
+        evaluate_on_nodes(&result, &cluster, &Settings::default())
+            .patch
+            .is_empty()
+    );
+}
+
+#[rstest]
+#[case(vec![bare()], "compute capability >= 7.5 and a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 are not required; deploy GPU Feature Discovery, or set nvidia.com/gpu.compute.* and nvidia.com/cuda.* on the GPU nodes")]
+#[case(vec![NodeGpus::of(GPUS, Some((8, 0)))], "a driver for CUDA 13.0 or branch 535, 550, 565, 570, 575 is not required; deploy GPU Feature Discovery, or set nvidia.com/cuda.* on the GPU nodes")]
+#[case(vec![bare().with_driver_labels()], "compute capability >= 7.5 is not required; deploy GPU Feature Discovery, or set nvidia.com/gpu.compute.* on the GPU nodes")]
+fn the_warning_names_the_floors_left_out_and_the_remedy(
+    #[case] nodes: Vec<NodeGpus>,
+    #[case] rest: &str,
+) {
+    let evaluation = evaluate_on_nodes(&gpu_pod(VLLM), &fleet(nodes), &Settings::default());
+    assert_eq!(
+        unenforced(&evaluation),
+        vec![format!(
+            "compute-affinity: no GPU node carries GPU Feature Discovery's labels, so {rest}"
+        )]
+    );
+}
+
+/// Many GPU containers, each with its floors: one warning for the pod.
+#[test]
+fn one_warning_per_pod() {
+    let pod = json!({"spec": {"containers": [
+        {"name": "a", "image": VLLM, "resources": {"limits": {"nvidia.com/gpu": 1}}},
+        {"name": "b", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+        {"name": "c", "image": VLLM, "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
+    let evaluation = evaluate_on_nodes(&pod, &fleet(vec![bare()]), &Settings::default());
+    assert_eq!(unenforced(&evaluation).len(), 1, "{:?}", evaluation.notices);
+    assert!(
+        evaluation
+            .patch
+            .iter()
+            .all(|op| !op.path().to_string().contains("affinity"))
+    );
+}
+
+/// The author's own required terms are left as they are.
+#[test]
+fn the_authors_terms_are_kept_when_nothing_is_added() {
+    let mut pod = gpu_pod(VLLM);
+    let zone = json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]});
+    pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [zone]}}});
+    let evaluation = evaluate_on_nodes(&pod, &fleet(vec![bare()]), &Settings::default());
+    assert_eq!(terms(&apply(&pod, &evaluation.patch)), json!([zone]));
+}
+
+/// A pod constrained while the nodes were labelled keeps its constraint
+/// when evaluated again on an unlabelled fleet: nothing is removed.
+#[test]
+fn a_constrained_pod_is_left_as_it_is() {
+    let pod = gpu_pod(VLLM);
+    let labelled = evaluate_on_nodes(&pod, &fleet(vec![gfd()]), &Settings::default());
+    let constrained = apply(&pod, &labelled.patch);
+    let again = evaluate_on_nodes(&constrained, &fleet(vec![bare()]), &Settings::default());
+    assert!(again.patch.is_empty(), "{:?}", again.patch);
+}
+
+/// `computeAffinity.whenNodesUnlabelled: require`: the constraint as on a
+/// labelled fleet, and a warning that no node meets it.
+#[test]
+fn require_writes_the_floors_and_says_no_node_meets_them() {
+    let settings = Settings::from_yaml("computeAffinity: {whenNodesUnlabelled: require}", "c.yaml")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pod = gpu_pod(VLLM);
+    let evaluation = evaluate_on_nodes(&pod, &fleet(vec![bare()]), &settings);
+    let labelled = evaluate_on_nodes(&pod, &fleet(vec![gfd()]), &settings);
+    assert_eq!(evaluation.patch, labelled.patch);
+    assert_eq!(summaries(&evaluation), vec![VLLM_COMPUTE, VLLM_DRIVER]);
+    assert!(unenforced(&evaluation).is_empty());
+    assert_eq!(
+        evaluation.notice_bodies(NoticeKind::UnmetComputeCapability),
+        vec![
+            "compute-affinity: no GPU node carries GPU Feature Discovery's labels, so no node \
+             meets compute capability >= 7.5 and a driver for CUDA 13.0 or branch 535, 550, \
+             565, 570, 575 (computeAffinity.whenNodesUnlabelled: require) and the pod will stay \
+             Pending; deploy GPU Feature Discovery, or set nvidia.com/gpu.compute.* and \
+             nvidia.com/cuda.* on the GPU nodes"
+        ]
+    );
+}
+
+/// A minimum of 0.0 and no driver floor ask nothing of the labels: no
+/// warning.
+#[test]
+fn nothing_asked_nothing_said() {
+    let evaluation = evaluate_on_nodes(
+        &gpu_pod("registry.example/in-house:1"),
+        &fleet(vec![bare()]),
+        &Settings::default(),
+    );
+    assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
+    assert!(evaluation.changes.iter().all(|c| c.rule != ID));
 }

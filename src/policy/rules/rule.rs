@@ -7,8 +7,7 @@
 use json_patch::PatchOperation;
 
 use crate::document::Json;
-use crate::policy::cluster::ClusterFacts;
-
+use crate::policy::cluster::{ClusterFacts, NodeFacts};
 use crate::policy::dra::ClaimFacts;
 use crate::policy::dra::allocation::OwnerPod;
 use crate::policy::dra::claims::{ClaimKind, ClaimSummary};
@@ -30,6 +29,9 @@ pub struct RuleInput<'a, 'v> {
     pub allowlisted: Option<&'a AllowlistEntry>,
     /// What the cluster knows, when the webhook can read it.
     pub cluster: Option<&'a dyn ClusterFacts>,
+    /// What the nodes carry: the cluster's, or the Nodes `check --nodes`
+    /// was given.
+    pub nodes: Option<&'a dyn NodeFacts>,
     /// Images resolved from their registries; the table covers the rest.
     pub images: Option<&'a dyn ImageFacts>,
     /// Where the pod's DRA claims are known: the cluster, or `check`'s

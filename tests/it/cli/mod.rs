@@ -15,6 +15,7 @@ use crate::support::process::{self, Run};
 mod dra_floors;
 mod input;
 mod modes;
+mod nodes;
 mod output;
 
 /// Runs the binary with `args`, feeding `stdin` (empty when `None`).

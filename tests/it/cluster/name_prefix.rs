@@ -63,6 +63,7 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
         settings,
         namespace: &namespace_settings,
         cluster: Some(cache),
+        nodes: None,
         claims: None,
         images: None,
         claim_owner: None,

@@ -135,6 +135,7 @@ fn evaluate_as(
         settings: &SETTINGS,
         namespace: &namespace_settings,
         cluster: None,
+        nodes: None,
         claims: None,
         images: None,
         claim_owner: None,

@@ -120,6 +120,7 @@ proptest! {
             settings: &SETTINGS,
             namespace: &namespace_settings,
             cluster: None,
+            nodes: None,
             claims: None,
             images: None,
             claim_owner: None,

@@ -56,6 +56,7 @@ fn serve(
         settings: &SETTINGS,
         namespace: namespace_settings,
         cluster: None,
+        nodes: None,
         claims: None,
         images: None,
         claim_owner: None,

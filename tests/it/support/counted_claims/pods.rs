@@ -292,6 +292,7 @@ pub fn evaluate(
         settings,
         namespace,
         cluster: None,
+        nodes: None,
         claims: Some(&input),
         images: None,
         claim_owner: None,
