@@ -380,13 +380,14 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
             let settings = Arc::new(settings);
             state.settings.store(Arc::clone(&settings));
             state.images.apply(&settings, &state.metrics);
-            state.metrics.set_reload("config", true);
+            // The log line first: whoever watches the metric then finds it.
             tracing::info!(path = %path.display(), "config reloaded");
+            state.metrics.set_reload("config", true);
             Some(settings)
         }
         Err(error) => {
-            state.metrics.set_reload("config", false);
             tracing::error!(%error, "new config refused; the previous settings stay");
+            state.metrics.set_reload("config", false);
             None
         }
     }
