@@ -17,5 +17,6 @@ mod dra_floors;
 mod failure_policy;
 mod fixtures;
 mod install;
+mod pod_claims;
 mod reports;
 mod writes;
