@@ -10,6 +10,8 @@
 //! beside it is kept as its requests only ([`ClaimSpec`]), as the caches
 //! keep one.
 
+use std::collections::BTreeSet;
+
 use serde::Deserialize;
 
 use super::object_tree;
@@ -21,7 +23,8 @@ use crate::policy::dra::claims::{ClaimKind, read_object};
 use crate::policy::dra::owner::{
     Fetched, GeneratedClaim, OwnerPod, ReadClaim, ReadPod, pod_claim_origins, to_read,
 };
-use crate::policy::{PodView, Shape};
+use crate::policy::{ContainerKind, PodView, Shape};
+use crate::registry::Platform;
 use crate::settings::Settings;
 
 /// What the server read of the pod a claim is made for.
@@ -189,4 +192,32 @@ pub fn read_claim(
         },
     };
     ReadClaim { kind, name, read }
+}
+
+/// The images of the pod read worth a registry lookup before its claim is
+/// evaluated (registry mode), and the platform it runs on: those of its
+/// containers that use a claim or ask for a GPU resource, each once. Which
+/// of them hold GPUs is known once its claims are resolved, with the
+/// lookups' answers; a container whose claims hold none costs one lookup
+/// more, from the resolver's caches when the pod's admission made it.
+pub fn images_to_resolve(
+    owner: &OwnerRead,
+    settings: &Settings,
+) -> Option<(Vec<String>, Platform)> {
+    let OwnerRead::Read { text, .. } = owner else {
+        return None;
+    };
+    let document = pod_document(text).ok()?;
+    let view = PodView::parse(document.root(), Shape::Pod, settings).ok()??;
+    let mut images: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let wanted = view.containers.iter().filter(|c| {
+        c.kind != ContainerKind::Ephemeral && (!c.claims.is_empty() || c.is_device_plugin_gpu())
+    });
+    for image in wanted.filter_map(|c| c.image) {
+        if seen.insert(image) {
+            images.push(image.to_owned());
+        }
+    }
+    (!images.is_empty()).then(|| (images, Platform::of_spec_fields(view.spec)))
 }

@@ -253,7 +253,6 @@ async fn answer(
         .images
         .resolve(request, endpoint, &settings, cluster)
         .await;
-    let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
     let reads = claim_owner::ReadContext {
         client: state.client.get(),
         reads: &state.cluster_reads,
@@ -261,6 +260,15 @@ async fn answer(
         claims: cluster.map(|c| -> &dyn crate::policy::ClaimFacts { c }),
     };
     let owner = claim_owner::read(reads, caller, request, endpoint).await;
+    // A claim made for a pod gets the floors of the pod's images: in
+    // registry mode, as their registries say (a claim has none of its own).
+    let images = match (images, &owner) {
+        (None, Some(owner)) => {
+            Box::pin(state.images.resolve_owner(request, &owner.read, &settings)).await
+        }
+        (images, _) => images,
+    };
+    let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
     let (mut response, verdict) = admission::answer(
         request,
         endpoint,

@@ -82,11 +82,7 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
     // templates.yaml; Helm installs every Pod before any template): its
     // templates do not exist, so it is admitted, with a warning.
     let created = cluster.create(&pod("trainer"));
-    assert!(
-        created.stderr.contains("unresolved"),
-        "{}",
-        created.stderr
-    );
+    assert!(created.stderr.contains("unresolved"), "{}", created.stderr);
     let stored = created.success().value();
     let uid = stored["metadata"]["uid"].as_str().expect("uid").to_owned();
     // Nothing about its claims was known: nothing recorded. Its author then
