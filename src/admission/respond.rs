@@ -108,6 +108,8 @@ pub fn claim_owner_to_read(
         return None;
     }
     let validating = match endpoint {
+        // With `draComputeAffinity: nodeLabels` claims get no floors.
+        Endpoint::Mutate if !settings.config().dra_compute_affinity.claims() => return None,
         Endpoint::Mutate => false,
         Endpoint::Validate(_) => true,
         Endpoint::Namespace => return None,

@@ -170,7 +170,11 @@ async fn read_pod(
         claims_to_read(&text, made_for, namespace, context.settings, context.claims);
     let mut claims = Vec::with_capacity(to_read.len());
     for (kind, name) in to_read {
-        let text = if context.reads.pod_read(caller) {
+        // Past the deadline nothing more is sent, nor taken from the
+        // allowance.
+        let text = if Instant::now() >= deadline {
+            Err(format!("no answer within {OWNER_READ_BUDGET:?}"))
+        } else if context.reads.pod_read(caller) {
             claim_text(client, namespace, kind, &name, deadline, OWNER_READ_BUDGET).await
         } else {
             Err(NO_ALLOWANCE.to_owned())

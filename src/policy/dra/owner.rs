@@ -124,6 +124,12 @@ pub fn pod_claim_origins<'a>(
     generated: &'a [GeneratedClaim],
     under_review: Option<&str>,
 ) -> Result<Vec<PodClaimEntry<'a>>, usize> {
+    // Pod claim -> what the controller made for it: of two, the first.
+    let mut made: BTreeMap<&str, Option<&'a str>> = BTreeMap::new();
+    for status in generated {
+        made.entry(status.pod_claim.as_str())
+            .or_insert(status.claim.as_deref());
+    }
     let mut seen = BTreeSet::new();
     let mut entries = Vec::new();
     for claim in resource_claims {
@@ -138,21 +144,17 @@ pub fn pod_claim_origins<'a>(
             ClaimSource::Template(_) if under_review == Some(claim.name) => {
                 ClaimOrigin::UnderReview
             }
-            ClaimSource::Template(template) => {
-                match generated.iter().find(|g| g.pod_claim == claim.name) {
-                    Some(GeneratedClaim { claim: None, .. }) => ClaimOrigin::Nothing,
-                    Some(GeneratedClaim {
-                        claim: Some(name), ..
-                    }) => ClaimOrigin::Template {
-                        template,
-                        generated: Some(name.as_str()),
-                    },
-                    None => ClaimOrigin::Template {
-                        template,
-                        generated: None,
-                    },
-                }
-            }
+            ClaimSource::Template(template) => match made.get(claim.name) {
+                Some(None) => ClaimOrigin::Nothing,
+                Some(Some(name)) => ClaimOrigin::Template {
+                    template,
+                    generated: Some(name),
+                },
+                None => ClaimOrigin::Template {
+                    template,
+                    generated: None,
+                },
+            },
             ClaimSource::Claim(name) => ClaimOrigin::Claim(name),
             ClaimSource::Missing => ClaimOrigin::Nothing,
         };
@@ -174,8 +176,9 @@ pub fn to_read<'a>(
     known: impl Fn(ClaimKind, &str) -> bool,
 ) -> Vec<(ClaimKind, &'a str)> {
     let mut reads: Vec<(ClaimKind, &'a str)> = Vec::new();
+    let mut seen = BTreeSet::new();
     let mut push = |kind: ClaimKind, name: &'a str| {
-        if !reads.iter().any(|(k, n)| *k == kind && *n == name) {
+        if seen.insert((kind.as_str(), name)) {
             reads.push((kind, name));
         }
     };

@@ -64,16 +64,9 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
     let pod = &made_for.pod;
     let owner = match owner {
         ClaimOwner::Read(owner) => owner,
-        ClaimOwner::NotFound | ClaimOwner::Unreadable(_) => {
-            let why = match owner {
-                ClaimOwner::Unreadable(why) => format!("cannot read its pod {pod:?}: {why}"),
-                _ => not_found(pod),
-            };
-            findings.notices.push(Notice::new(
-                NoticeKind::UnreadClaimOwner,
-                format!("compute-affinity: claim unchanged: {why}"),
-            ));
-            return findings;
+        ClaimOwner::NotFound => return unchanged(findings, &not_found(pod)),
+        ClaimOwner::Unreadable(why) => {
+            return unchanged(findings, &format!("cannot read its pod {pod:?}: {why}"));
         }
     };
     // What the pod's admission would say of its annotations and images is
@@ -131,6 +124,15 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
         operations,
         overrides_author: false,
     });
+    findings
+}
+
+/// The claim left as it is, and why.
+fn unchanged(mut findings: Findings, why: &str) -> Findings {
+    findings.notices.push(Notice::new(
+        NoticeKind::UnreadClaimOwner,
+        format!("compute-affinity: claim unchanged: {why}"),
+    ));
     findings
 }
 
