@@ -24,10 +24,10 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
+use gpu_policy::admission::OwnerRead;
 use gpu_policy::admission::{Endpoint, Mode, answer, claim_owner_to_read, decode, encode};
 use gpu_policy::policy::ClusterFacts;
 use gpu_policy::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
-use gpu_policy::policy::dra::allocation::OwnerPod;
 use gpu_policy::policy::dra::claims::ClaimKind;
 use gpu_policy::policy::dra::tables::KeptClaim;
 use gpu_policy::server::MAX_BODY_BYTES;
@@ -93,15 +93,16 @@ fn cluster(settings: &Settings) -> ClusterSnapshot {
 }
 
 /// The pod the claims of the shapes are made for, as the server reads it.
-fn owner() -> OwnerPod {
-    OwnerPod::Read {
-        uid: "uid-owner".to_owned(),
-        annotations: [(
-            "gpu-policy.io/gpu-needs".to_owned(),
-            "{\"computeCapability\":\"7.5\",\"images\":[\"nvcr.io/nvidia/pytorch:25.12-py3\"]}"
-                .to_owned(),
-        )]
-        .into(),
+fn owner() -> OwnerRead {
+    OwnerRead::Read {
+        text: json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "owner", "namespace": NAMESPACE, "uid": "uid-owner"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+                "containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.12-py3",
+                    "resources": {"claims": [{"name": "gpu"}]}}]}})
+        .to_string(),
+        generated: Vec::new(),
+        claims: Vec::new(),
     }
 }
 
@@ -118,10 +119,10 @@ fn admit(
     endpoint: Endpoint,
     settings: &Settings,
     cluster: &dyn ClusterFacts,
-    owner: &OwnerPod,
+    owner: &OwnerRead,
 ) -> Vec<u8> {
     let request = decode(body).expect("review decodes");
-    let owner = claim_owner_to_read(&request, endpoint).map(|_| owner);
+    let owner = claim_owner_to_read(&request, endpoint, settings, Some(cluster)).map(|_| owner);
     let (response, _verdict) = answer(&request, endpoint, settings, Some(cluster), None, owner);
     encode(response).expect("response encodes")
 }

@@ -42,8 +42,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
 use gpu_policy::admission::Mode;
+use gpu_policy::admission::owner::{OwnerDocument, OwnerRead};
 use gpu_policy::admission::{Endpoint, decode, encode, respond};
-use gpu_policy::policy::dra::allocation::OwnerPod;
 use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
@@ -303,14 +303,16 @@ fn dra_floors(c: &mut Criterion) {
     let settings = Settings::default();
     let namespace_settings = settings.for_namespace(&BTreeMap::new());
     let claim = review(&claim_made_for_pod1());
-    let owner = OwnerPod::Read {
-        uid: "uid-1".to_owned(),
-        annotations: [(
-            "gpu-policy.io/gpu-needs".to_owned(),
-            "{\"computeCapability\":\"7.5\",\"images\":[\"nvcr.io/nvidia/pytorch:25.12-py3\"]}"
-                .to_owned(),
-        )]
-        .into(),
+    // pod1 as the API server sends it: what R4 reads of it is its spec.
+    let owner = OwnerRead::Read {
+        text: json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "pod1", "namespace": NAMESPACE, "uid": "uid-1"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                "containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.12-py3",
+                    "resources": {"claims": [{"name": "gpu"}]}}]}})
+        .to_string(),
+        generated: Vec::new(),
+        claims: Vec::new(),
     };
     let pod = review(&json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "on-shared", "namespace": NAMESPACE},
@@ -320,8 +322,11 @@ fn dra_floors(c: &mut Criterion) {
     let shared = shared_claim();
     let input_claims = InputClaims::collect(&[&shared], NAMESPACE, &settings);
 
-    let run = |body: &[u8], endpoint: Endpoint, owner: Option<&OwnerPod>| -> Vec<u8> {
+    let run = |body: &[u8], endpoint: Endpoint, owner: Option<&OwnerRead>| -> Vec<u8> {
         let request = decode(body).expect("review decodes");
+        // Read as the webhook reads the owner of each claim it answers.
+        let document = owner.map(OwnerRead::document);
+        let owner = document.as_ref().map(OwnerDocument::owner_pod);
         let evaluator = Evaluator {
             settings: &settings,
             namespace: &namespace_settings,
@@ -329,7 +334,7 @@ fn dra_floors(c: &mut Criterion) {
             nodes: None,
             claims: Some(&input_claims),
             images: None,
-            claim_owner: owner,
+            claim_owner: owner.as_ref(),
         };
         let (response, _verdict) = respond(&request, endpoint, &evaluator);
         encode(response).expect("response encodes")

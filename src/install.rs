@@ -201,12 +201,17 @@ fn cluster_role() -> Value {
             // The mode label and annotations of every namespace, watched.
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
-            // list: the namespace guard; get: the metadata of the pod a
-            // ResourceClaim is made for, when it is created.
+            // list: the namespace guard; get: the pod a ResourceClaim is
+            // made for, when it is created.
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
             {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list", "watch"]},
+            // get: that pod's claims and templates the caches do not know
+            // yet, read while its claim's review waits.
             {"apiGroups": ["resource.k8s.io"],
-             "resources": ["resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"],
+             "resources": ["resourceclaims", "resourceclaimtemplates"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["resource.k8s.io"],
+             "resources": ["deviceclasses", "resourceslices"],
              "verbs": ["list", "watch"]},
             // caBundle kept equal to the CA: a read, and an update that
             // the webhook configuration guard holds to caBundle alone.

@@ -10,6 +10,8 @@
 //!                              webhook): (mode, kind, evaluation) -> Decision
 //!            -> kinds.rs       ObjectKind, Workload; the policy::Subject of each
 //!            -> images.rs      registry lookups -> policy::ImageFacts
+//!            -> owner.rs       the pod a claim is made for, as read
+//!                              -> policy::dra::owner::OwnerPod
 //!            -> namespace_guard.rs -> decision.rs
 //! checker.rs -> decision.rs, kinds.rs, images.rs
 //! decision.rs -> kinds.rs
@@ -28,6 +30,7 @@ pub mod images;
 pub mod kinds;
 pub mod namespace_guard;
 pub mod object_tree;
+pub mod owner;
 pub mod respond;
 pub mod wire;
 
@@ -38,6 +41,7 @@ pub use decision::{
     namespace_settings, unreadable, warning,
 };
 pub use kinds::{ObjectKind, Workload};
+pub use owner::OwnerRead;
 pub use respond::{
     Endpoint, Evaluated, answer, claim_owner_to_read, evaluated, images_to_resolve, respond,
 };

@@ -19,10 +19,12 @@ use super::decision::{
 use super::images;
 use super::kinds::ObjectKind;
 use super::namespace_guard;
+use super::owner::{OwnerDocument, OwnerRead};
 use super::wire::{AdmissionRequest, RawObject};
-use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
-use crate::policy::dra::claims::ClaimKind;
+use crate::policy::dra::allocation::{MadeFor, read_made_for};
+use crate::policy::dra::claims::{ClaimKind, parse_object};
 use crate::policy::message::prefix_within;
+use crate::policy::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Subject, scope_for_update,
 };
@@ -72,32 +74,67 @@ pub fn answer(
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
     images: Option<&dyn ImageFacts>,
-    claim_owner: Option<&OwnerPod>,
+    claim_owner: Option<&OwnerRead>,
 ) -> (AdmissionResponse, Verdict) {
     let namespace_settings = namespace_settings(settings, cluster, request.namespace.as_deref());
+    let owner_document = claim_owner.map(OwnerRead::document);
+    let owner = owner_document.as_ref().map(OwnerDocument::owner_pod);
     let evaluator = Evaluator {
-        claim_owner,
+        claim_owner: owner.as_ref(),
         ..Evaluator::of_cluster(settings, &namespace_settings, cluster, images)
     };
     respond(request, endpoint, &evaluator)
 }
 
-/// The pod to read before [`answer`]: for a ResourceClaim being created on
-/// the mutating webhook, its controller owner of kind Pod (its namespace,
-/// and the pod's name and UID as the claim names them). R4 writes the
-/// floors the pod recorded into the claim.
+/// The pod to read before [`answer`], for a ResourceClaim being created
+/// with GPU requests: its controller owner of kind Pod (its namespace, and
+/// the pod's name and UID as the claim names them). On the mutating
+/// webhook R4 gives the claim the floors of the pod's images; on a
+/// validating one R2 counts it with the pod's other claims, for a claim
+/// made from one of the pod's templates (`resource.kubernetes.io/pod-claim-name`;
+/// not the scheduler's claims of extended resources, never denied).
+/// `claims`: the caches, which say which DeviceClasses hand out GPUs.
 pub fn claim_owner_to_read(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
+    settings: &Settings,
+    claims: Option<&dyn ClaimFacts>,
 ) -> Option<(String, MadeFor)> {
-    // Only a claim on the mutating endpoint: told from the request's kind
-    // before the subject is built, as this is asked of every request.
+    // Only a claim's creation: told from the request's kind before the
+    // subject is built, as this is asked of every request.
     let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
-    if endpoint != Endpoint::Mutate || kind != ObjectKind::Claim(ClaimKind::Claim) {
+    if kind != ObjectKind::Claim(ClaimKind::Claim) || request.operation != Operation::Create {
         return None;
     }
+    let validating = match endpoint {
+        // With `draComputeAffinity: nodeLabels` claims get no floors.
+        Endpoint::Mutate if !settings.config().dra_compute_affinity.claims() => return None,
+        Endpoint::Mutate => false,
+        Endpoint::Validate(_) => true,
+        Endpoint::Namespace => return None,
+    };
     let evaluated = evaluated(request, endpoint).ok()??;
-    let made_for = read_made_for(evaluated.subject.object)?;
+    let object = evaluated.subject.object;
+    let made_for = read_made_for(object)?;
+    let is_gpu_class = |class: &str| {
+        settings.is_gpu_device_class(class) || claims.is_some_and(|c| c.is_gpu_device_class(class))
+    };
+    // Floors go into GPU requests, and only GPUs are counted.
+    let summary = parse_object(object, ClaimKind::Claim, &is_gpu_class).ok()?;
+    if !summary.is_gpu() {
+        return None;
+    }
+    if validating {
+        let extended = object
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
+            .and_then(Json::as_str)
+            == Some("true");
+        if made_for.pod_claim.is_none() || extended {
+            return None;
+        }
+    }
     Some((evaluated.subject.namespace.to_owned(), made_for))
 }
 
@@ -227,8 +264,16 @@ pub fn respond(
         Ok(mut evaluation) => {
             verdict.changes = evaluation.changed_rules();
             verdict.violations = evaluation.violations.iter().map(|v| v.rule).collect();
+            let claim = matches!(evaluated.kind, ObjectKind::Claim(_));
+            if claim && endpoint != Endpoint::Mutate {
+                // What R4 could not do to the claim is the mutating
+                // webhook's to say.
+                evaluation
+                    .notices
+                    .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
+            }
             let mut decision = decide_taking_patch(evaluated.mode, evaluated.kind, &mut evaluation);
-            if endpoint == Endpoint::Mutate && matches!(evaluated.kind, ObjectKind::Claim(_)) {
+            if endpoint == Endpoint::Mutate && claim {
                 // Only this webhook reads the claim's pod: what it could not
                 // read is said here (the validating webhooks say the rest).
                 let notices: Vec<String> = evaluation

@@ -31,12 +31,12 @@
 //!   a review goes into a request's path;
 //! - `list.rs`: lists of a namespace's objects, whole (audit) or a
 //!   bounded number of pages (the namespace guard);
-//! - `pods.rs`: one Pod's metadata, read once (the mutating webhook on a
-//!   ResourceClaim's creation);
 //! - `watch.rs`: the machinery shared by the watches, folding a watcher
 //!   into one table of the cache;
 //! - `claims.rs`: the DRA watches (ResourceSlices among them), lists and
 //!   the `resource.k8s.io/v1` probe;
+//! - `objects.rs`: one object read by name, as text: the Pod a
+//!   ResourceClaim is made for, and the claims and templates it names;
 //! - `watches.rs`: [`Watches`], which starts and stops every watch;
 //! - `reports.rs`: `audit --write-reports`: the report API served, the
 //!   reports applied, the stale ones deleted.
@@ -50,7 +50,7 @@ mod lean;
 mod list;
 mod names;
 mod node_summary;
-mod pods;
+mod objects;
 mod reports;
 mod watch;
 mod watches;
@@ -72,7 +72,7 @@ pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
 pub use lean::lean_node_of_manifest;
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
-pub use pods::{PodMetadata, pod_metadata};
+pub use objects::{MAX_OBJECT_BYTES, claim_text, pod_text};
 pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 

@@ -5,10 +5,12 @@
 use crate::document::Json;
 use json_patch::PatchOperation;
 
+use super::claim_owner::{Context, PreparedOwner};
 use super::cluster::{ClusterFacts, NodeFacts};
 use super::dra::ClaimFacts;
-use super::dra::allocation::OwnerPod;
+use super::dra::allocation::read_made_for;
 use super::dra::claims::{ClaimKind, parse_object};
+use super::dra::owner::OwnerPod;
 use super::dra::resolution as pod_claims;
 use super::evaluation::Evaluation;
 use super::images::ImageFacts;
@@ -42,7 +44,7 @@ pub struct Evaluator<'a> {
     pub images: Option<&'a dyn ImageFacts>,
     /// For a ResourceClaim made for a pod: that pod, as read from the API
     /// server. None: not read (no cluster, or not a claim made for a pod).
-    pub claim_owner: Option<&'a OwnerPod>,
+    pub claim_owner: Option<&'a OwnerPod<'a>>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -153,9 +155,10 @@ impl Evaluator<'_> {
 impl Evaluator<'_> {
     /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`:
     /// the claim entries of [`RULES`] (R2's
-    /// [`claim_requests::check`](super::rules::claim_requests::check), and
-    /// R4's [`claim_floors::check`](super::rules::claim_floors::check) on a
-    /// claim made for a pod whose needs the webhook read).
+    /// [`claim_requests::check`](super::rules::claim_requests::check), with
+    /// the pod's other claims on a claim made for a pod the webhook read,
+    /// and R4's [`claim_floors::check`](super::rules::claim_floors::check)
+    /// on such a claim).
     pub fn evaluate_claim(
         &self,
         object: Json<'_>,
@@ -190,13 +193,33 @@ impl Evaluator<'_> {
                 });
             }
         };
+        let context = Context {
+            settings,
+            namespace: self.namespace,
+            cluster: self.cluster,
+            images: self.images,
+            cache: claims,
+            namespace_name: namespace,
+        };
+        let made_for = read_made_for(object);
+        let prepared = match (self.claim_owner, &made_for) {
+            (Some(owner), Some(made_for)) => Some(PreparedOwner::new(
+                owner,
+                made_for,
+                &summary,
+                &context,
+                &is_gpu_class,
+            )),
+            _ => None,
+        };
+        let owner = prepared.as_ref().map(|prepared| prepared.input(&context));
         let input = ClaimInput {
             object,
             kind,
             summary: &summary,
             is_gpu_class: &is_gpu_class,
             extended_resource,
-            claim_owner: self.claim_owner,
+            owner: owner.as_ref(),
             settings,
             namespace: self.namespace,
             namespace_name: namespace,

@@ -274,9 +274,13 @@ pub enum NoticeKind {
     /// A claim the pod only references does not guarantee, by its
     /// selectors, the compute and driver floors the pod's images need.
     UnguaranteedClaimFloor,
-    /// The pod a ResourceClaim is made for could not be read, or holds no
-    /// needs gpu-policy can read: the claim is admitted unchanged.
+    /// The pod a ResourceClaim is made for could not be read: the claim is
+    /// admitted without the floors of the pod's images.
     UnreadClaimOwner,
+    /// Some claims of the pod a ResourceClaim is made for could not be
+    /// counted with it against `maxPerPod` (not found yet, not readable),
+    /// or the pod itself could not be read.
+    UncountedPodClaims,
 }
 
 /// Something the policy ignored or could not do, for the person who

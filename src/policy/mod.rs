@@ -15,6 +15,7 @@
 //! rules and their registry ([`rules`]), and on top the [`evaluation`] the
 //! [`evaluator`] assembles.
 
+pub mod claim_owner;
 pub mod cluster;
 pub mod container;
 pub mod dra;

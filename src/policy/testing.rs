@@ -9,7 +9,9 @@ use crate::document::{Document, Json};
 
 use super::cluster::{ClusterFacts, ClusterSnapshot, NodeFacts};
 use super::dra::ClaimFacts;
+use super::dra::claims::ClaimKind;
 use super::dra::input::InputClaims;
+use super::dra::owner::{GeneratedClaim, OwnerPod, ReadClaim, ReadPod};
 use super::{
     Evaluation, Evaluator, Form, Identity, ImageFacts, RuleId, Scope, Shape, Subject,
     scope_for_update,
@@ -184,4 +186,53 @@ pub fn apply(object: &Value, patch: &[PatchOperation]) -> Value {
         panic!("patch does not apply: {err}\npatch: {patch:?}\nobject: {object}");
     }
     patched
+}
+
+/// The pod `pod` as the webhook read it for a claim made for it: `claims`
+/// read beside it, its status naming `generated` (leaked, as
+/// [`leaked`]).
+pub fn owner_read(
+    pod: &Value,
+    generated: Vec<GeneratedClaim>,
+    claims: Vec<ReadClaim>,
+) -> OwnerPod<'static> {
+    OwnerPod::Read(ReadPod {
+        pod: leaked(pod),
+        generated: Box::leak(generated.into_boxed_slice()),
+        claims: Box::leak(claims.into_boxed_slice()),
+    })
+}
+
+/// Evaluates a ResourceClaim as the webhook does once it read the pod the
+/// claim is made for (`owner`); the claims, templates and DeviceClasses of
+/// `objects` stand for the cluster's caches, `namespace_annotations` for
+/// its namespace's.
+pub fn evaluate_claim_for(
+    claim: &Value,
+    owner: Option<&OwnerPod<'_>>,
+    objects: &[Value],
+    namespace_annotations: &[(&str, &str)],
+    settings: &Settings,
+) -> Evaluation {
+    let namespace = namespace_of(claim);
+    let refs: Vec<&Value> = objects.iter().collect();
+    let claims = InputClaims::collect(&refs, namespace, settings);
+    let annotations: BTreeMap<String, String> = namespace_annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let namespace_settings = settings.for_namespace(&annotations);
+    let evaluator = Evaluator {
+        settings,
+        namespace: &namespace_settings,
+        cluster: None,
+        nodes: None,
+        claims: Some(&claims),
+        images: None,
+        claim_owner: owner,
+    };
+    let document = Document::from_value(claim);
+    evaluator
+        .evaluate_claim(document.root(), ClaimKind::Claim, namespace)
+        .unwrap_or_else(|e| panic!("test claim does not parse: {e}"))
 }

@@ -147,6 +147,12 @@ pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) 
             Some(RuleId::ComputeAffinity),
             Severity::Low,
         ),
+        // The pod may get more GPUs than maxPerPod until the claim is known.
+        NoticeKind::UncountedPodClaims => (
+            "uncounted-pod-claims",
+            Some(RuleId::BoundedRequests),
+            Severity::Low,
+        ),
     }
 }
 

@@ -1,91 +1,189 @@
-//! R4 in the server: the one GET of the pod a ResourceClaim is made for,
-//! before the claim is evaluated (`admission::claim_owner_to_read` names
-//! it), so the rule reads the floors the pod recorded without touching the
-//! network.
+//! The reads of a ResourceClaim's review, before the claim is evaluated
+//! (`admission::claim_owner_to_read` says which reviews make them): one
+//! GET of the pod the claim is made for, then one of each of the pod's
+//! claims and templates that the caches do not know
+//! (`admission::owner::claims_to_read`), so that the rules judge the claim
+//! with the whole pod without touching the network.
 //!
 //! A pod that cannot be read never gets its claim denied: the claim is
-//! admitted unchanged, with a warning (the rule's notice) and this log line.
+//! admitted unchanged, with a warning (the rules' notices) and this log
+//! line. A claim or template that cannot be read is left uncounted (a
+//! warning says so).
 //!
-//! Anyone may forge a claim's review naming any pod: the read is taken
-//! from the caller's allowance (`ClusterReads::pod_read`), and the answer
-//! is the same whether no pod of that name exists or another one does
-//! ([`OwnerPod::NotFound`]); only the log line tells them apart.
+//! Anyone may forge a claim's review naming any pod: every read is taken
+//! from the caller's allowance (`ClusterReads::pod_read`), all of them
+//! share [`OWNER_READ_BUDGET`], and the answer is the same whether no pod
+//! of that name exists or another one does ([`OwnerRead::NotFound`]);
+//! only the log line tells them apart. At most
+//! [`OWNERS_AT_ONCE`](super::cluster_reads::OWNERS_AT_ONCE) pods are held
+//! at once ([`OwnerReading`] keeps its turn until the claim is answered).
 
 use std::time::Duration;
 
-use crate::admission::AdmissionRequest;
+use tokio::sync::SemaphorePermit;
+use tokio::time::Instant;
 
-use crate::admission::{Endpoint, claim_owner_to_read};
-use crate::cluster::pod_metadata;
-use crate::policy::dra::allocation::OwnerPod;
+use crate::admission::owner::{OwnerRead, claims_to_read, pod_uid, read_claim};
+use crate::admission::{AdmissionRequest, Endpoint, claim_owner_to_read};
+use crate::cluster::{claim_text, pod_text};
+use crate::policy::ClaimFacts;
+use crate::policy::dra::allocation::MadeFor;
+use crate::settings::Settings;
 use crate::telemetry::bounded_field;
 
 use super::cluster_reads::{Caller, ClusterReads};
 use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 
-/// How long the read may take: well within the API server's webhook
-/// timeout (10 s by default), and a claim is admitted unchanged past it.
+/// How long the reads of one claim may take, the pod's and its claims'
+/// together: well within the API server's webhook timeout (10 s by
+/// default). Past it the claim is judged with what was read.
 pub const OWNER_READ_BUDGET: Duration = Duration::from_secs(2);
 
-/// Why a caller's claim was admitted without reading its pod: its
-/// allowance of reads is spent.
+/// Why a caller's claim was admitted without reading its pod, or a claim
+/// of the pod was left unread: its allowance of reads is spent.
 const NO_ALLOWANCE: &str = "too many claims from this caller at once";
 
-/// The pod the claim in `request` is made for, as read; None when the
-/// request is not a claim made for a pod on the mutating webhook.
-/// `client`: None with `--no-cluster`.
-pub async fn read(
-    client: Option<&kube::Client>,
-    reads: &ClusterReads,
+/// Why a claim was admitted without reading its pod: other claims' pods
+/// held the turns until the budget ran out.
+const NO_TURN: &str = "too many claims' pods being read at once";
+
+/// Why a claim was admitted without reading its pod, or a claim of the pod
+/// left unread.
+fn unreadable(why: &str) -> OwnerRead {
+    OwnerRead::Unreadable(why.to_owned())
+}
+
+/// What was read for one claim, and its turn among the pods held at once.
+pub struct OwnerReading<'s> {
+    pub read: OwnerRead,
+    _turn: Option<SemaphorePermit<'s>>,
+}
+
+/// What the context of the reads gives.
+pub struct ReadContext<'s> {
+    /// None with `--no-cluster`.
+    pub client: Option<&'s kube::Client>,
+    pub reads: &'s ClusterReads,
+    pub settings: &'s Settings,
+    /// The caches: which claims and templates need no read.
+    pub claims: Option<&'s dyn ClaimFacts>,
+}
+
+/// The pod the claim in `request` is made for, as read, with the pod's
+/// claims and templates the caches do not know; None when the request
+/// reads no pod.
+pub async fn read<'s>(
+    context: ReadContext<'s>,
     caller: Caller,
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
-) -> Option<OwnerPod> {
-    let (namespace, made_for) = claim_owner_to_read(request, endpoint)?;
-    let pod = made_for.pod.as_str();
-    let read = match client {
-        None => OwnerPod::Unreadable("no cluster connection (--no-cluster)".to_owned()),
-        Some(_) if !reads.pod_read(caller) => OwnerPod::Unreadable(NO_ALLOWANCE.to_owned()),
-        // Boxed: the client's request is a future of some 2 KiB, which
-        // would otherwise sit in (and be moved with) the future of every
-        // request the webhook answers, claim or not.
+) -> Option<OwnerReading<'s>> {
+    let (namespace, made_for) =
+        claim_owner_to_read(request, endpoint, context.settings, context.claims)?;
+    let deadline = Instant::now() + OWNER_READ_BUDGET;
+    let reads = context.reads;
+    // Err: the pod of that name is another one, whose UID this is.
+    let (read, turn) = match context.client {
+        None => (Ok(unreadable("no cluster connection (--no-cluster)")), None),
         Some(client) => {
-            match Box::pin(pod_metadata(client, &namespace, pod, OWNER_READ_BUDGET)).await {
-                Ok(Some(metadata)) => OwnerPod::Read {
-                    uid: metadata.uid,
-                    annotations: metadata.annotations,
-                },
-                Ok(None) => OwnerPod::NotFound,
-                Err(error) => OwnerPod::Unreadable(error),
+            match tokio::time::timeout_at(deadline, reads.owners_at_once.acquire()).await {
+                Ok(Ok(turn)) if reads.pod_read(caller) => {
+                    // Boxed: the client's requests are futures of some KiB,
+                    // which would otherwise sit in (and be moved with) the
+                    // future of every request the webhook answers, claim or not.
+                    let read = Box::pin(read_pod(
+                        client, &context, caller, &namespace, &made_for, deadline,
+                    ));
+                    (read.await, Some(turn))
+                }
+                Ok(Ok(_)) => (Ok(unreadable(NO_ALLOWANCE)), None),
+                _ => (Ok(unreadable(NO_TURN)), None),
             }
         }
     };
     // The names and UIDs come from the review: cut as on the decision line.
     let namespace = &*bounded_field(&namespace, NAMESPACE_BYTES);
-    let pod = &*bounded_field(pod, NAME_BYTES);
-    let claim_pod_uid = &*bounded_field(&made_for.pod_uid, UID_BYTES);
+    let pod = &*bounded_field(&made_for.pod, NAME_BYTES);
     let request_uid = &*bounded_field(&request.uid, UID_BYTES);
-    match &read {
-        OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => {
+    let read = match read {
+        Ok(read) => read,
+        Err(other_uid) => {
+            let claim_pod_uid = &*bounded_field(&made_for.pod_uid, UID_BYTES);
             tracing::warn!(
-                namespace, pod, uid = request_uid, pod_uid = %uid, claim_pod_uid,
+                namespace, pod, uid = request_uid, pod_uid = %other_uid, claim_pod_uid,
                 "the pod of that name is not the one the ResourceClaim was made for; the claim \
                  is admitted unchanged"
             );
-            // The answer of a pod not found: see OwnerPod::NotFound.
-            return Some(OwnerPod::NotFound);
+            // The answer of a pod not found: see OwnerRead::NotFound.
+            return Some(OwnerReading {
+                read: OwnerRead::NotFound,
+                _turn: turn,
+            });
         }
-        OwnerPod::Read { .. } => {}
-        OwnerPod::NotFound => tracing::warn!(
+    };
+    match &read {
+        OwnerRead::Read { .. } => {}
+        OwnerRead::NotFound => tracing::warn!(
             namespace,
             pod,
             uid = request_uid,
             "the pod a ResourceClaim is made for was not found; the claim is admitted unchanged"
         ),
-        OwnerPod::Unreadable(error) => tracing::warn!(
+        OwnerRead::Unreadable(error) => tracing::warn!(
             namespace, pod, uid = request_uid, %error,
             "cannot read the pod a ResourceClaim is made for; the claim is admitted unchanged"
         ),
     }
-    Some(read)
+    let reading = OwnerReading { read, _turn: turn };
+    Some(reading)
+}
+
+/// The pod `namespace/made_for.pod` and what is read beside it, by
+/// `deadline`; Err with its UID when the pod of that name is another one.
+async fn read_pod(
+    client: &kube::Client,
+    context: &ReadContext<'_>,
+    caller: Caller,
+    namespace: &str,
+    made_for: &MadeFor,
+    deadline: Instant,
+) -> Result<OwnerRead, String> {
+    let text = match pod_text(
+        client,
+        namespace,
+        &made_for.pod,
+        deadline,
+        OWNER_READ_BUDGET,
+    )
+    .await
+    {
+        Ok(Some(text)) => text,
+        Ok(None) => return Ok(OwnerRead::NotFound),
+        Err(error) => return Ok(OwnerRead::Unreadable(error)),
+    };
+    if let Some(uid) = pod_uid(&text)
+        && uid != made_for.pod_uid
+    {
+        return Err(uid);
+    }
+    let (generated, to_read) =
+        claims_to_read(&text, made_for, namespace, context.settings, context.claims);
+    let mut claims = Vec::with_capacity(to_read.len());
+    for (kind, name) in to_read {
+        // Past the deadline nothing more is sent, nor taken from the
+        // allowance.
+        let text = if Instant::now() >= deadline {
+            Err(format!("no answer within {OWNER_READ_BUDGET:?}"))
+        } else if context.reads.pod_read(caller) {
+            claim_text(client, namespace, kind, &name, deadline, OWNER_READ_BUDGET).await
+        } else {
+            Err(NO_ALLOWANCE.to_owned())
+        };
+        claims.push(read_claim(kind, name, text));
+    }
+    Ok(OwnerRead::Read {
+        text,
+        generated,
+        claims,
+    })
 }

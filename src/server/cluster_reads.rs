@@ -4,8 +4,9 @@
 //! Anyone who reaches the port may forge a review (no client certificate is
 //! required by default), and two kinds of review make the webhook read the
 //! cluster: a Namespace being opted in (its pods and claims are listed, a
-//! few pages at most) and a ResourceClaim made for a pod (the pod's
-//! metadata is read). Each read is taken from a [`RateLimit`] kept per
+//! few pages at most) and a ResourceClaim made for a pod (the pod is read,
+//! and those of its claims and templates the caches do not know). Each
+//! read is taken from a [`RateLimit`] kept per
 //! caller IP ([`Caller`]), so a flood of forged reviews from one pod costs
 //! the API server a bounded number of requests, and the API server's own
 //! reviews, which come from its own address, keep their share. Past the
@@ -162,11 +163,17 @@ pub struct ClusterReads {
     /// How many looks run at once, whoever asks: each holds a page of pods
     /// ([`NAMESPACE_PAGE`]).
     pub looks_at_once: Semaphore,
-    /// Reads of a claim's owner pod (ResourceClaim reviews). The resource
-    /// claim controller creates claims at the controller manager's client
-    /// rate (20 per second, bursts of 30, by default), all through the API
-    /// server's address: this leaves it room.
+    /// Reads of a claim's owner pod, and of the pod's claims and templates
+    /// the caches do not know (ResourceClaim reviews): one each. The
+    /// resource claim controller creates claims at the controller
+    /// manager's client rate (20 per second, bursts of 30, by default),
+    /// all through the API server's address: this leaves it room.
     pub pod_reads: PerCaller,
+    /// How many claims' pods are held at once, read and evaluated, whoever
+    /// asks: a pod is some KiB as a rule, but
+    /// [`MAX_OBJECT_BYTES`](crate::cluster::MAX_OBJECT_BYTES) at
+    /// most, and a review waits for its turn within its read budget.
+    pub owners_at_once: Semaphore,
 }
 
 /// A caller's looks at namespaces: 3 at once, then one every 10 s.
@@ -177,6 +184,9 @@ pub const NAMESPACE_LOOKS: RateLimit = RateLimit {
 /// Looks running at once, for all callers together: one, so that one
 /// page of pods at most is held, whatever the callers do.
 pub const LOOKS_AT_ONCE: usize = 1;
+/// Claims' pods held at once, for all callers together: with the document
+/// the rules read of each, some 20 MiB at most.
+pub const OWNERS_AT_ONCE: usize = 2;
 /// A caller's reads of pods: 50 at once, then 25 per second.
 pub const POD_READS: RateLimit = RateLimit {
     burst: 50,
@@ -189,6 +199,7 @@ impl Default for ClusterReads {
             namespace_looks: PerCaller::new(NAMESPACE_LOOKS),
             looks_at_once: Semaphore::new(LOOKS_AT_ONCE),
             pod_reads: PerCaller::new(POD_READS),
+            owners_at_once: Semaphore::new(OWNERS_AT_ONCE),
         }
     }
 }

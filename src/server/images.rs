@@ -19,6 +19,7 @@ use arc_swap::ArcSwapOption;
 
 use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
+use crate::admission::owner::{self, OwnerRead};
 use crate::admission::respond::{self, Endpoint};
 use crate::metrics::Metrics;
 use crate::policy::{ClusterFacts, ImageNeeds};
@@ -229,17 +230,40 @@ impl Images {
     ) -> Option<ResolvedImages> {
         let built = self.current.load_full()?;
         let wanted = respond::images_to_resolve(request, endpoint, settings, cluster)?;
+        Some(Box::pin(self.look_up(&built, request, &wanted, settings)).await)
+    }
+
+    /// Looks up the images of the pod a claim is made for, as read
+    /// ([`owner::images_to_resolve`]): the floors the claim gets are those
+    /// of the pod's admission, in registry mode too. None when registry
+    /// mode is off or the pod has nothing to look up.
+    pub async fn resolve_owner(
+        &self,
+        request: &AdmissionRequest<'_>,
+        owner: &OwnerRead,
+        settings: &Settings,
+    ) -> Option<ResolvedImages> {
+        let built = self.current.load_full()?;
+        let namespace = request.namespace.as_deref().unwrap_or_default();
+        let wanted = owner::images_to_resolve(owner, settings, namespace)?;
+        Some(Box::pin(self.look_up(&built, request, &wanted, settings)).await)
+    }
+
+    /// One batch of lookups for `request`, within the configured budget;
+    /// the images without a usable answer logged once.
+    async fn look_up(
+        &self,
+        built: &Built,
+        request: &AdmissionRequest<'_>,
+        wanted: &lookups::Wanted,
+        settings: &Settings,
+    ) -> ResolvedImages {
         let budget = settings.image_timeout();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
         // Boxed: only registry mode waits on it, and inline its state would
         // be moved with the future of every request.
-        let (resolved, details) = Box::pin(lookups::resolve(
-            &built.resolver,
-            &wanted,
-            budget,
-            interpret,
-        ))
-        .await;
+        let (resolved, details) =
+            Box::pin(lookups::resolve(&built.resolver, wanted, budget, interpret)).await;
         if !details.is_empty() {
             // The request's strings, cut as on its decision line.
             let images = details.join("; ");
@@ -252,7 +276,7 @@ impl Images {
                 "image registry gave no usable answer; the image table applies"
             );
         }
-        Some(resolved)
+        resolved
     }
 }
 

@@ -253,23 +253,32 @@ async fn answer(
         .images
         .resolve(request, endpoint, &settings, cluster)
         .await;
+    let reads = claim_owner::ReadContext {
+        client: state.client.get(),
+        reads: &state.cluster_reads,
+        settings: &settings,
+        claims: cluster.map(|c| -> &dyn crate::policy::ClaimFacts { c }),
+    };
+    let owner = claim_owner::read(reads, caller, request, endpoint).await;
+    // A claim made for a pod gets the floors of the pod's images: in
+    // registry mode, as their registries say (a claim has none of its own).
+    let images = match (images, &owner) {
+        (None, Some(owner)) => {
+            Box::pin(state.images.resolve_owner(request, &owner.read, &settings)).await
+        }
+        (images, _) => images,
+    };
     let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
-    let owner = claim_owner::read(
-        state.client.get(),
-        &state.cluster_reads,
-        caller,
-        request,
-        endpoint,
-    )
-    .await;
     let (mut response, verdict) = admission::answer(
         request,
         endpoint,
         &settings,
         cluster,
         images,
-        owner.as_ref(),
+        owner.as_ref().map(|owner| &owner.read),
     );
+    // The owner's turn among the pods held at once ends with its answer.
+    drop(owner);
     if endpoint == Endpoint::Namespace && response.allowed {
         // Boxed, as the claim owner's read is: the two lists' futures would
         // otherwise make the future of every request larger by 2 KiB.

@@ -19,5 +19,6 @@ mod fixtures;
 mod gfd_labels;
 mod install;
 mod least_privilege;
+mod pod_claims;
 mod reports;
 mod writes;

@@ -12,10 +12,10 @@ use std::time::Duration;
 use crate::support::fake_api::dra::{
     NVIDIA_DRIVER, allocated, claim_for_pod, gpu, mig, resource_slice, vfio,
 };
-use crate::support::fake_api::{FakeApi, eventually, install_crypto_provider, watching};
+use crate::support::fake_api::{FakeApi, eventually, watching};
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::checker::{Checker, ObjectReport, mutated};
-use gpu_policy::cluster::{ClusterCache, PodMetadata, Source, pod_metadata};
+use gpu_policy::cluster::{ClusterCache, Source};
 use gpu_policy::policy::{ClaimFacts, ClusterFacts, RuleId};
 use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
@@ -376,56 +376,4 @@ async fn a_device_class_serves_its_extended_resource() {
         cache.serves_extended_resource("example.com/accel")
     })
     .await;
-}
-
-const BUDGET: Duration = Duration::from_millis(500);
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_pods_metadata_is_read_once_within_its_budget() {
-    install_crypto_provider();
-    let api = FakeApi::start().await;
-    api.insert(json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": "ml", "uid": "uid-trainer",
-            "annotations": {"example.com/floor": "12.8"}},
-        "spec": {"containers": [{"name": "ctr", "image": "ubuntu:22.04"}]}}));
-    let client = api.client();
-
-    let found = pod_metadata(&client, "ml", "trainer", BUDGET).await;
-    let expected = PodMetadata {
-        uid: "uid-trainer".to_owned(),
-        annotations: [("example.com/floor".to_owned(), "12.8".to_owned())].into(),
-    };
-    assert_eq!(found, Ok(Some(expected)));
-    assert_eq!(api.pod_gets("ml", "trainer"), 1);
-    // Metadata only: the pod's spec is never transferred.
-    assert_eq!(
-        api.metadata_requests(),
-        [(
-            "GET".to_owned(),
-            "/api/v1/namespaces/ml/pods/trainer".to_owned()
-        )]
-    );
-
-    assert_eq!(pod_metadata(&client, "ml", "gone", BUDGET).await, Ok(None));
-
-    api.fail_pod_get("ml", "trainer", 500, 1);
-    let failed = pod_metadata(&client, "ml", "trainer", BUDGET).await;
-    let reason = failed.expect_err("a 500 is an error");
-    assert!(
-        reason.starts_with("the API server answered 500 "),
-        "{reason}"
-    );
-    assert!(!reason.contains('\n'), "{reason}");
-
-    api.hang_pod_get("ml", "trainer", 1);
-    let hung = pod_metadata(&client, "ml", "trainer", BUDGET).await;
-    let reason = hung.expect_err("no answer within the budget is an error");
-    assert_eq!(reason, format!("no answer within {BUDGET:?}"));
-    api.release_hangs();
-
-    // The faults are spent: the pod is read again.
-    assert!(matches!(
-        pod_metadata(&client, "ml", "trainer", BUDGET).await,
-        Ok(Some(_))
-    ));
 }

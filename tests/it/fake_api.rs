@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+mod object_reads;
 mod pagination;
 
 /// Every await that could hang is bounded by this.

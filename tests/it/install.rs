@@ -198,12 +198,14 @@ fn the_cluster_role_grants_what_the_server_reads() {
             .collect()
     };
     assert_eq!(verbs("", "pods"), ["get", "list"]);
-    for resource in [
-        "resourceclaims",
-        "resourceclaimtemplates",
-        "deviceclasses",
-        "resourceslices",
-    ] {
+    for resource in ["resourceclaims", "resourceclaimtemplates"] {
+        assert_eq!(
+            verbs("resource.k8s.io", resource),
+            ["get", "list", "watch"],
+            "{resource}"
+        );
+    }
+    for resource in ["deviceclasses", "resourceslices"] {
         assert_eq!(
             verbs("resource.k8s.io", resource),
             ["list", "watch"],

@@ -60,25 +60,6 @@ pub struct MadeFor {
     pub pod_claim: Option<String>,
 }
 
-/// The Pod a claim is made for, as the webhook read it from the API server
-/// before evaluating the claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OwnerPod {
-    /// Read: its UID and its annotations.
-    Read {
-        uid: String,
-        annotations: std::collections::BTreeMap<String, String>,
-    },
-    /// No pod of that name has the UID the claim was made for: there is
-    /// none of that name, or another one (deleted and created again). One
-    /// answer for both, because anyone who reaches the webhook can forge a
-    /// claim's review: what it is told must not say whether a pod of some
-    /// name exists in some namespace.
-    NotFound,
-    /// It could not be read: why, on one line.
-    Unreadable(String),
-}
-
 /// What the NVIDIA DRA driver publishes of a device's CUDA versions, as
 /// written (semantic versions: `8.0.0`, `13.0.0`, `580.126.20`). None: the
 /// device does not publish it (VFIO passthrough devices publish none).

@@ -2,13 +2,16 @@
 //! of a claim ([`claims`]), the claims and device classes a cluster view
 //! keeps ([`tables`]), which containers of a pod hold GPUs through their
 //! claims ([`resolution`]), the claims of `check`'s input ([`input`]), and
-//! what a claim was allocated and for whom ([`allocation`]), and what a
-//! pod's DRA GPUs need of a device, as a claim selector ([`floor`]).
+//! what a claim was allocated and for whom ([`allocation`]), what a
+//! pod's DRA GPUs need of a device, as a claim selector ([`floor`]), and
+//! the pod a claim is made for, with where its claims resolve
+//! ([`owner`]).
 
 pub mod allocation;
 pub mod claims;
 pub mod floor;
 pub mod input;
+pub mod owner;
 pub mod resolution;
 pub mod tables;
 

@@ -5,21 +5,31 @@
 //! (`metadata.ownerReferences`; the resource claim controller sets it on
 //! the claims it makes from a pod's templates, and the scheduler on the
 //! claims it makes for extended resources); the pod as the webhook read it
-//! (one GET, on `/mutate` only: [`ClaimInput::claim_owner`]), its UID and
-//! its annotation `gpu-policy.io/gpu-needs`, which R4 wrote when the pod was
-//! admitted (see [`super::dra_floors`]); the claim's device requests
-//! (`spec.devices.requests[]`: `exactly`, each `firstAvailable` subrequest,
-//! or the flat v1beta1 request) and their `deviceClassName`.
+//! ([`ClaimInput::owner`]: one GET, with the pod's claims and templates
+//! the caches did not know), its UID and what R4 reads of it at its
+//! admission ([`super::dra_floors`]): the images of the containers whose
+//! GPUs come through claims (the image table, or registry answers where
+//! the webhook has them), their `NVIDIA_REQUIRE_CUDA`, the namespace's and
+//! the pod annotation's minimum compute capability; the claim's device
+//! requests (`spec.devices.requests[]`: `exactly`, each `firstAvailable`
+//! subrequest, or the flat v1beta1 request) and their `deviceClassName`.
 //!
-//! Changes: adds one selector, [`GpuNeeds::selector`], to every request of
+//! The needs are worked out from the pod's spec, never read from its
+//! `gpu-policy.io/gpu-needs` annotation: the pod's author may edit an
+//! annotation after admission (no webhook sees a pod's metadata update),
+//! and a pod admitted before its templates existed recorded nothing. So
+//! the claims of a pod get the same floors whichever came first.
+//!
+//! Changes: adds one selector, [`GpuNeeds::selector`](crate::policy::dra::floor::GpuNeeds::selector), to every request of
 //! a GPU device class; requests of other classes are untouched. A request
-//! that already carries it gets nothing (re-invocation).
+//! that already carries it gets nothing (re-invocation). Nothing with
+//! `draComputeAffinity: nodeLabels`.
 //!
 //! Never denies. A claim whose pod cannot be read (missing, an API error,
-//! no cluster connection, another pod of the same name), or whose
-//! annotation gpu-policy cannot read, is admitted unchanged with a notice;
-//! a missing pod and another pod of the same name get the same notice, so
-//! that a forged review cannot tell whether a pod exists.
+//! no cluster connection, another pod of the same name) is admitted
+//! unchanged with a notice; a missing pod and another pod of the same name
+//! get the same notice, so that a forged review cannot tell whether a pod
+//! exists.
 
 use json_patch::PatchOperation;
 use json_patch::jsonptr::PointerBuf;
@@ -27,37 +37,44 @@ use serde_json::{Value, json};
 
 use crate::document::Json;
 
-use super::rule::{ApiServer, ClaimInput, Findings, Mutation};
-use crate::policy::dra::allocation::{MadeFor, OwnerPod, read_made_for};
+use super::compute_affinity::base_minimum;
+use super::dra_floors::pod_needs;
+use super::rule::{ApiServer, ClaimInput, ClaimOwner, Findings, Mutation};
+use crate::policy::dra::allocation::read_made_for;
 use crate::policy::dra::claims::ClaimKind;
-use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::patch::add;
-use crate::settings::GPU_NEEDS_ANNOTATION;
 
 pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
-    reason: "what a claim's pod needs is recorded on the pod, another object, which a policy \
-        on the claim cannot read",
+    reason: "what a claim's pod needs comes from the pod's images, another object, which a \
+        policy on the claim cannot read",
 };
 
 pub fn check(input: &ClaimInput<'_>) -> Findings {
     let mut findings = Findings::default();
-    let (Some(owner), ClaimKind::Claim) = (input.claim_owner, input.kind) else {
+    let (Some(owner), ClaimKind::Claim) = (input.owner, input.kind) else {
         return findings;
     };
     let Some(made_for) = read_made_for(input.object) else {
         return findings;
     };
-    let needs = match needs_of(owner, &made_for) {
-        Ok(Some(needs)) => needs,
-        Ok(None) => return findings,
-        Err(why) => {
-            findings.notices.push(Notice::new(
-                NoticeKind::UnreadClaimOwner,
-                format!("compute-affinity: claim unchanged: {why}"),
-            ));
-            return findings;
+    if !input.settings.config().dra_compute_affinity.claims() {
+        return findings;
+    }
+    let pod = &made_for.pod;
+    let owner = match owner {
+        ClaimOwner::Read(owner) => owner,
+        ClaimOwner::NotFound => return unchanged(findings, &not_found(pod)),
+        ClaimOwner::Unreadable(why) => {
+            return unchanged(findings, &format!("cannot read its pod {pod:?}: {why}"));
         }
+    };
+    // What the pod's admission would say of its annotations and images is
+    // said there, not on its claims.
+    let mut ignored = Vec::new();
+    let base = base_minimum(&owner.pod, &mut ignored);
+    let Some((needs, _, _)) = pod_needs(&owner.pod, base, &mut ignored) else {
+        return findings;
     };
     let selector = needs.selector();
     let mut operations = Vec::new();
@@ -110,24 +127,13 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
     findings
 }
 
-/// What the owner pod recorded; None when it needs nothing; Err when it
-/// cannot be told.
-fn needs_of(owner: &OwnerPod, made_for: &MadeFor) -> Result<Option<GpuNeeds>, String> {
-    let pod = &made_for.pod;
-    match owner {
-        // Another pod of the same name gets the answer of none at all
-        // (OwnerPod::NotFound says why); the server's log line tells them
-        // apart, with both UIDs.
-        OwnerPod::NotFound => Err(not_found(pod)),
-        OwnerPod::Read { uid, .. } if *uid != made_for.pod_uid => Err(not_found(pod)),
-        OwnerPod::Unreadable(why) => Err(format!("cannot read its pod {pod:?}: {why}")),
-        OwnerPod::Read { annotations, .. } => match annotations.get(GPU_NEEDS_ANNOTATION) {
-            None => Ok(None),
-            Some(text) => GpuNeeds::from_annotation(text).map(Some).map_err(|why| {
-                format!("pod {pod:?} annotation {GPU_NEEDS_ANNOTATION} is unreadable: {why}")
-            }),
-        },
-    }
+/// The claim left as it is, and why.
+fn unchanged(mut findings: Findings, why: &str) -> Findings {
+    findings.notices.push(Notice::new(
+        NoticeKind::UnreadClaimOwner,
+        format!("compute-affinity: claim unchanged: {why}"),
+    ));
+    findings
 }
 
 /// Why a claim whose pod is gone, or is another pod of the same name, is

@@ -10,13 +10,16 @@
 //! - a GPU request whose count is above `maxPerContainer`;
 //! - a claim whose GPU requests together are above `maxPerPod`;
 //! - `adminAccess: true` on a GPU request, outside the namespaces an
-//!   allowlist entry names (monitoring lives there).
+//!   allowlist entry names (monitoring lives there);
+//! - a claim made for a pod whose claims together are above `maxPerPod`
+//!   ([`super::claim_pod_total`]).
 //!
 //! Never denies a claim annotated
 //! `resource.kubernetes.io/extended-resource-claim: "true"`: the scheduler
 //! creates those for `nvidia.com/gpu` limits served by DRA, which were
 //! checked on the pod.
 
+use super::claim_pod_total;
 pub use super::rule::ClaimInput;
 use super::rule::{ApiServer, Coverage, Findings};
 use crate::policy::dra::claims::{ClaimSummary, DraCount};
@@ -31,7 +34,9 @@ pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
         `maxPerPod` and the namespace annotation, `adminAccess` outside the allowlist's \
         namespaces",
     webhook_only: "DeviceClasses that hand out GPUs by selector or extended resource name (the \
-        policy knows `gpuDeviceClasses` by name only; DeviceClasses are other objects)",
+        policy knows `gpuDeviceClasses` by name only; DeviceClasses are other objects); a claim \
+        made for a pod counted with the pod's other claims against `maxPerPod` (the pod and \
+        its claims are other objects)",
 });
 
 /// `{request}`: the request's name, quoted.
@@ -66,7 +71,7 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
         .allowlist
         .iter()
         .any(|entry| entry.namespace == input.namespace_name);
-    Findings {
+    let mut findings = Findings {
         violations: problems(
             input.summary,
             input.settings.config().max_per_container,
@@ -74,7 +79,9 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
             monitoring,
         ),
         ..Findings::default()
-    }
+    };
+    claim_pod_total::check(input, &mut findings);
+    findings
 }
 
 /// How many problems of single requests a denial names; the rest are

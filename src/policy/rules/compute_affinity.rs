@@ -305,7 +305,7 @@ fn needs_constraint_without_registry(
 
 /// The higher of the namespace's minimum and the pod annotation's, with
 /// where it came from; the images' floors are raised onto it ([`raise`]).
-fn base_minimum(
+pub(super) fn base_minimum(
     input: &RuleInput<'_, '_>,
     notices: &mut Vec<Notice>,
 ) -> Option<(ComputeCapability, String)> {

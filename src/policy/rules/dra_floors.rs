@@ -53,7 +53,47 @@ pub(super) fn check(
     base: Option<(ComputeCapability, String)>,
     findings: &mut Findings,
 ) {
-    let serves_extended = |container: &Container<'_>| {
+    let needs = pod_needs(input, base, &mut findings.notices);
+    record(input, needs.as_ref(), findings);
+    if let Some((needs, _, _)) = &needs {
+        let in_claims = |c: &Container<'_>| holds_claimed_gpus(input, c);
+        referenced_claims(input, needs, &in_claims, findings);
+    }
+}
+
+/// What the GPUs that come through claims need of a device: those of the
+/// containers that hold them ([`holds_claimed_gpus`]), their images' floors
+/// raised to `base`, with where the compute and the driver floors come
+/// from; None when they need nothing. The claims made for the pod get it
+/// ([`super::claim_floors`]).
+pub(super) fn pod_needs(
+    input: &RuleInput<'_, '_>,
+    base: Option<(ComputeCapability, String)>,
+    notices: &mut Vec<Notice>,
+) -> Option<(GpuNeeds, Option<String>, Option<String>)> {
+    let in_claims = |c: &Container<'_>| holds_claimed_gpus(input, c);
+    if !input.view.containers.iter().any(in_claims) {
+        return None;
+    }
+    let images = image_floors(input, true, &in_claims, notices);
+    let compute = raise(base, images.compute.clone());
+    let driver = images.driver.clone().map(|(floor, _)| floor);
+    let sources = images.images.iter().map(|i| (*i).to_owned()).collect();
+    GpuNeeds::new(compute.as_ref().map(|(m, _)| *m), driver, sources).map(|needs| {
+        (
+            needs,
+            compute.map(|(_, s)| s),
+            images.driver.map(|(_, s)| s),
+        )
+    })
+}
+
+/// A GPU container whose GPUs come through claims: it holds them through
+/// resolved claims and no device-plugin resource, or a DeviceClass serves
+/// its GPU resource (`spec.extendedResourceName`: the scheduler makes a
+/// claim for it).
+fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Container<'_>) -> bool {
+    let serves_extended = || {
         input.claims.is_some_and(|claims| {
             container
                 .gpu_resources
@@ -61,27 +101,7 @@ pub(super) fn check(
                 .any(|r| r.asks() && claims.serves_extended_resource(r.name))
         })
     };
-    let in_claims =
-        |c: &Container<'_>| c.is_gpu() && (!c.is_device_plugin_gpu() || serves_extended(c));
-    let needs = if input.view.containers.iter().any(in_claims) {
-        let images = image_floors(input, true, &in_claims, &mut findings.notices);
-        let compute = raise(base, images.compute.clone());
-        let driver = images.driver.clone().map(|(floor, _)| floor);
-        let sources = images.images.iter().map(|i| (*i).to_owned()).collect();
-        GpuNeeds::new(compute.as_ref().map(|(m, _)| *m), driver, sources).map(|needs| {
-            (
-                needs,
-                compute.map(|(_, s)| s),
-                images.driver.map(|(_, s)| s),
-            )
-        })
-    } else {
-        None
-    };
-    record(input, needs.as_ref(), findings);
-    if let Some((needs, _, _)) = &needs {
-        referenced_claims(input, needs, &in_claims, findings);
-    }
+    container.is_gpu() && (!container.is_device_plugin_gpu() || serves_extended())
 }
 
 /// The annotation operation and its summaries: the needs, then the selector

@@ -13,6 +13,7 @@
 pub mod allowlist;
 pub mod bounded_requests;
 pub mod claim_floors;
+mod claim_pod_total;
 pub mod claim_requests;
 pub mod compute_affinity;
 pub mod device_paths;
@@ -24,8 +25,8 @@ pub mod sharing;
 pub mod visible_devices;
 
 pub use rule::{
-    AllowlistInput, ApiServer, Check, ClaimInput, Coverage, Exemption, Findings, Mutation, Rule,
-    RuleInput,
+    AllowlistInput, ApiServer, Check, ClaimInput, ClaimOwner, Coverage, Exemption, Findings,
+    Mutation, OwnerInput, Rule, RuleInput,
 };
 
 use crate::policy::rule_id::RuleId;

@@ -9,8 +9,8 @@ use json_patch::PatchOperation;
 use crate::document::Json;
 use crate::policy::cluster::{ClusterFacts, NodeFacts};
 use crate::policy::dra::ClaimFacts;
-use crate::policy::dra::allocation::OwnerPod;
 use crate::policy::dra::claims::{ClaimKind, ClaimSummary};
+use crate::policy::dra::owner::PodClaimEntry;
 use crate::policy::images::ImageFacts;
 use crate::policy::message::Notice;
 use crate::policy::pod::PodView;
@@ -194,9 +194,37 @@ pub struct ClaimInput<'a> {
     /// (`resource.kubernetes.io/extended-resource-claim: "true"`).
     pub extended_resource: bool,
     /// The pod the claim is made for, when the webhook read it.
-    pub claim_owner: Option<&'a OwnerPod>,
+    pub owner: Option<&'a ClaimOwner<'a>>,
     pub settings: &'a Settings,
     pub namespace: &'a NamespaceSettings,
     /// The namespace the claim lives in.
     pub namespace_name: &'a str,
+}
+
+/// The pod a claim is made for, as the claim rules read it.
+#[derive(Clone, Copy)]
+pub enum ClaimOwner<'a> {
+    /// Read, with the UID the claim names.
+    Read(OwnerInput<'a>),
+    /// Not found with the UID the claim was made for: missing, or another
+    /// pod of that name (one answer for both, see
+    /// [`OwnerPod::NotFound`](crate::policy::dra::owner::OwnerPod::NotFound)).
+    NotFound,
+    /// Not read, or not readable as a pod: why, on one line.
+    Unreadable(&'a str),
+}
+
+/// The pod a claim is made for, read.
+#[derive(Clone, Copy)]
+pub struct OwnerInput<'a> {
+    /// The pod as the pod rules read it, its claims resolved through
+    /// `claims`.
+    pub pod: RuleInput<'a, 'a>,
+    /// Its `spec.resourceClaims`, each with where it gets its devices; Err
+    /// with their number past
+    /// [`MAX_POD_CLAIMS`](crate::policy::dra::owner::MAX_POD_CLAIMS).
+    pub entries: &'a Result<Vec<PodClaimEntry<'a>>, usize>,
+    /// Where its claims resolve: the claim under review, what was read
+    /// beside the pod, the cluster's caches.
+    pub claims: &'a dyn ClaimFacts,
 }

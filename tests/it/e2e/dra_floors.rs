@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 
+use crate::support::fake_api::FakeApi;
 use crate::support::fake_api::dra::{allocated, claim_for_pod, p100_and_a100_slices, shared_claim};
-use crate::support::fake_api::{FakeApi, pod_path};
 use crate::support::fixtures;
 use crate::support::server::{
     Connection, ENFORCE, MUTATE, POLL, Server, body_of, next_uid, patch_of, patched, review,
@@ -169,15 +169,25 @@ async fn a_template_pods_needs_are_recorded_and_go_into_the_claim_made_for_it() 
     assert_eq!(api.pod_gets(NAMESPACE, "pod1"), 0);
     let claim = claim_for_pod1(&template, POD_UID);
     let with_selector = assert_gets_the_selector(&mut connection, &claim).await;
-    // One GET of the pod, for its metadata only.
+    // One GET of the pod, whole (its images give the floors); nothing else:
+    // the caches know its template.
     assert_eq!(api.pod_gets(NAMESPACE, "pod1"), 1);
-    let path = pod_path(NAMESPACE, "pod1");
-    let metadata_gets = api
-        .metadata_requests()
+    let path = crate::support::fake_api::pod_path(NAMESPACE, "pod1");
+    assert!(
+        !api.metadata_requests()
+            .iter()
+            .any(|(_, sent)| sent.starts_with(&path)),
+        "{:?}",
+        api.metadata_requests()
+    );
+    let named_gets = api
+        .requests()
         .into_iter()
-        .filter(|(method, sent)| method == "GET" && sent.split('?').next() == Some(&path))
+        .filter(|(method, sent)| {
+            method == "GET" && sent.contains("/namespaces/gpu-test1/resourceclaim")
+        })
         .count();
-    assert_eq!(metadata_gets, 1, "{:?}", api.metadata_requests());
+    assert_eq!(named_gets, 0, "{:?}", api.requests());
 
     // Re-invocation: the selector is there already.
     let again = connection.admit(MUTATE, &with_selector).await;

@@ -28,6 +28,7 @@ mod dra_driver;
 mod dra_floors;
 mod memory;
 mod operations;
+mod pod_claims;
 mod registry;
 mod shutdown;
 

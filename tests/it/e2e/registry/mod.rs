@@ -20,6 +20,7 @@ const REQUIRE_13_0: &str = "cuda>=13.0 brand=unknown,driver>=535,driver<536 \
     brand=grid,driver>=535,driver<536 brand=tesla,driver>=535,driver<536 \
     brand=nvidia,driver>=535,driver<536 brand=quadro,driver>=535,driver<536";
 
+mod claims;
 mod hostile;
 
 const FALLBACK: &str = "table used for";

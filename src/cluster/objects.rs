@@ -1,0 +1,134 @@
+//! One object read by name, as the API server sends it: the Pod a
+//! ResourceClaim is made for, and the claims and templates that pod names,
+//! read while the claim's review waits (`server::claim_owner`).
+//!
+//! Pods are not watched (a cache of every pod of the cluster would cost far
+//! more than one GET per claim made), and a claim or template that the
+//! caches do not know yet (created a moment ago) is read too. So these are
+//! API calls on the request path: each within the caller's allowance and
+//! the review's deadline, its body read to at most [`MAX_OBJECT_BYTES`],
+//! and every failure one line for the caller to decide on.
+
+use std::time::Duration;
+
+use axum::http::{Request, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use kube::Client;
+use kube::core::Status;
+use tokio::time::Instant;
+
+// An API server's message may span lines; a log or a warning takes one.
+use crate::manifest::one_line;
+use crate::policy::dra::claims::ClaimKind;
+
+use super::claims::{DRA_GROUP, DRA_VERSION};
+use super::names::{is_dns_label, is_dns_subdomain};
+
+/// The most bytes of one object read. etcd stores an object of at most
+/// 1.5 MiB (its `--max-request-bytes`), managedFields included; the same
+/// object as JSON, with the defaults the API server fills in, stays well
+/// within this. A larger answer is not read to its end.
+pub const MAX_OBJECT_BYTES: usize = 8 << 20;
+
+/// The Pod `namespace/name` as JSON text, by `deadline`: None when it does
+/// not exist (404), or cannot (a name no pod may have: no request); the
+/// reason on one line on any other error, or when the deadline passes
+/// (`budget`: the whole time the reads of the review were given, which
+/// the reason names).
+pub async fn pod_text(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    deadline: Instant,
+    budget: Duration,
+) -> Result<Option<String>, String> {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
+        // No pod has that name (and it would change the path).
+        return Ok(None);
+    }
+    let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+    object_text(client, path, deadline, budget).await
+}
+
+/// The `resource.k8s.io/v1` ResourceClaim or ResourceClaimTemplate
+/// `namespace/name` as JSON text, as [`pod_text`] reads a pod.
+pub async fn claim_text(
+    client: &Client,
+    namespace: &str,
+    kind: ClaimKind,
+    name: &str,
+    deadline: Instant,
+    budget: Duration,
+) -> Result<Option<String>, String> {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
+        return Ok(None);
+    }
+    let resource = kind.resource();
+    let path = format!("/apis/{DRA_GROUP}/{DRA_VERSION}/namespaces/{namespace}/{resource}/{name}");
+    object_text(client, path, deadline, budget).await
+}
+
+async fn object_text(
+    client: &Client,
+    path: String,
+    deadline: Instant,
+    budget: Duration,
+) -> Result<Option<String>, String> {
+    let request = Request::get(path)
+        .header(header::ACCEPT, "application/json")
+        .body(kube::client::Body::empty())
+        .map_err(|error| one_line(&error.to_string()))?;
+    let read = async {
+        let response = client
+            .send(request)
+            .await
+            .map_err(|error| one_line(&error.to_string()))?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), MAX_OBJECT_BYTES)
+            .collect()
+            .await
+            .map_err(
+                |error| match error.downcast::<http_body_util::LengthLimitError>() {
+                    Ok(_) => format!(
+                        "the API server's answer is over {} MiB",
+                        MAX_OBJECT_BYTES >> 20
+                    ),
+                    Err(error) => one_line(&error.to_string()),
+                },
+            )?
+            .to_bytes();
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let said = match serde_json::from_slice::<Status>(&body) {
+                Ok(status) => format!("{}: {}", status.reason, status.message),
+                Err(_) => format!(": {}", String::from_utf8_lossy(&body)),
+            };
+            return Err(one_line(&format!(
+                "the API server answered {} {said}",
+                status.as_u16()
+            )));
+        }
+        String::from_utf8(body.to_vec())
+            .map(Some)
+            .map_err(|_| "the API server's answer is not UTF-8".to_owned())
+    };
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(read) => read,
+        Err(_) => Err(format!("no answer within {budget:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_one_line() {
+        assert_eq!(
+            one_line("cannot read: boom\n  at line 2\r\n"),
+            "cannot read: boom at line 2"
+        );
+    }
+}
