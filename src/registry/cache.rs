@@ -515,26 +515,7 @@ mod tests {
     /// `nvidia/cuda:12.8.1`, whose requirement lists 30 brand and driver
     /// alternatives (some 1 KB).
     fn cuda_facts(digest: &str) -> Arc<ImageConfigFacts> {
-        let mut require = "cuda>=12.8".to_owned();
-        for driver in [470, 535, 550] {
-            for brand in [
-                "unknown",
-                "grid",
-                "tesla",
-                "nvidia",
-                "quadro",
-                "quadrortx",
-                "nvidiartx",
-                "vapps",
-                "vpc",
-                "vcs",
-            ] {
-                require.push_str(&format!(
-                    " brand={brand},driver>={driver},driver<{}",
-                    driver + 1
-                ));
-            }
-        }
+        let require = ImageConfigFacts::cuda_12_8_requirement();
         Arc::new(ImageConfigFacts {
             cuda_version: Some("12.8.1".to_owned()),
             require_cuda: Some(require),

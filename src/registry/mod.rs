@@ -138,6 +138,32 @@ impl ImageConfigFacts {
             oversized: None,
         })
     }
+
+    /// The `NVIDIA_REQUIRE_CUDA` of `nvidia/cuda:12.8.1`'s config: 30 brand
+    /// and driver alternatives, some 1 KB, an ordinary long requirement.
+    pub fn cuda_12_8_requirement() -> String {
+        let mut require = "cuda>=12.8".to_owned();
+        for driver in [470, 535, 550] {
+            for brand in [
+                "unknown",
+                "grid",
+                "tesla",
+                "nvidia",
+                "quadro",
+                "quadrortx",
+                "nvidiartx",
+                "vapps",
+                "vpc",
+                "vcs",
+            ] {
+                require.push_str(&format!(
+                    " brand={brand},driver>={driver},driver<{}",
+                    driver + 1
+                ));
+            }
+        }
+        require
+    }
 }
 
 /// The answer for one image of an admission. Every reason is one line.

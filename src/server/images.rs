@@ -315,26 +315,7 @@ mod tests {
         eprintln!("{kept} interpreted configs of the longest requirement in {bytes} bytes");
 
         let ordinary = NeedsCache::new();
-        let mut require = "cuda>=12.8".to_owned();
-        for driver in [470, 535, 550] {
-            for brand in [
-                "unknown",
-                "grid",
-                "tesla",
-                "nvidia",
-                "quadro",
-                "quadrortx",
-                "nvidiartx",
-                "vapps",
-                "vpc",
-                "vcs",
-            ] {
-                require.push_str(&format!(
-                    " brand={brand},driver>={driver},driver<{}",
-                    driver + 1
-                ));
-            }
-        }
+        let require = ImageConfigFacts::cuda_12_8_requirement();
         for n in 0..entries {
             let version = format!("12.{n}");
             let facts = ImageConfigFacts::of(Some(&version), Some(&require), Some(&version));

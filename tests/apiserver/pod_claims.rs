@@ -13,9 +13,10 @@
 //! and the templates its caches do not know yet, with its own
 //! ServiceAccount's RBAC.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions, denial};
+use crate::support::fake_api::dra::{eight_gpu_template, eight_gpus};
 
 const NAMESPACE: &str = "ml";
 /// NGC PyTorch 25.12: CUDA 13.1, compute capability 7.5.
@@ -31,17 +32,6 @@ const DENIAL: &str = "gpu-policy: [bounded-requests] pod \"trainer\" would get 1
                       pod here; lower the claims' counts or split the pod";
 const POD_DENIAL: &str = "gpu-policy: [bounded-requests] the pod's resource claims hold 16 GPUs, \
                           above the maximum of 8 per pod here; claim fewer devices";
-
-fn eight_gpus() -> Value {
-    json!({"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}]}})
-}
-
-fn template(name: &str) -> String {
-    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"spec": eight_gpus()}})
-    .to_string()
-}
 
 /// A pod whose one container holds two claims, each from a template of 8
 /// GPUs.
@@ -98,7 +88,7 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
     // The first template (within the maxima on its own), and the claim the
     // controller makes from it: the floors of the pod's image, and a
     // warning that the second pod claim is not counted yet.
-    cluster.create(&template("eight-a")).success();
+    cluster.create(&eight_gpu_template(NAMESPACE, "eight-a").to_string()).success();
     let first = cluster.create(&made_for_trainer(&uid, "first"));
     assert!(
         first.stderr.contains(
@@ -116,7 +106,7 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
         "{first}"
     );
 
-    cluster.create(&template("eight-b")).success();
+    cluster.create(&eight_gpu_template(NAMESPACE, "eight-b").to_string()).success();
     // The second: 16 GPUs with the first, denied.
     let second = cluster.create(&made_for_trainer(&uid, "second"));
     assert_eq!(denial(&second), Some(DENIAL), "{second:?}");

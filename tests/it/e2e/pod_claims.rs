@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::support::fake_api::FakeApi;
-use crate::support::fake_api::dra::claim_for_pod;
+use crate::support::fake_api::dra::{claim_for_pod, eight_gpu_template, eight_gpus};
 use crate::support::server::{ENFORCE, MUTATE, Server, WARN, patch_of, patched};
 
 const NAMESPACE: &str = "ml";
@@ -20,16 +20,6 @@ const SELECTOR: &str = r#"device.driver != "gpu.nvidia.com" || ((!("cudaComputeC
 const DENIAL: &str = "gpu-policy: [bounded-requests] pod \"trainer\" would get 16 GPUs from its \
                       claims \"second\" 8 (this claim), \"first\" 8, above the maximum of 8 per \
                       pod here; lower the claims' counts or split the pod";
-
-fn eight_gpus() -> Value {
-    json!({"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}]}})
-}
-
-fn template(name: &str) -> Value {
-    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"spec": eight_gpus()}})
-}
 
 /// The pod `trainer` as stored, admitted before its templates existed
 /// (nothing recorded), its annotation since written by its author.
@@ -78,7 +68,7 @@ async fn claims_made_after_the_pod_are_counted_together_and_get_the_pods_floors(
     let mut connection = server.connect().await;
 
     // The first template is created; the controller makes its claim.
-    api.insert(template("eight-a"));
+    api.insert(eight_gpu_template(NAMESPACE, "eight-a"));
     let first = made_for_trainer("first");
     let response = connection.admit(MUTATE, &first).await;
     assert_eq!(response["allowed"], true, "{response}");
@@ -105,7 +95,7 @@ async fn claims_made_after_the_pod_are_counted_together_and_get_the_pods_floors(
     api.insert(first);
 
     // The second template, then its claim: 16 GPUs in all, denied.
-    api.insert(template("eight-b"));
+    api.insert(eight_gpu_template(NAMESPACE, "eight-b"));
     let second = connection.mutated(&made_for_trainer("second")).await;
     let denied = connection.admit(ENFORCE, &second).await;
     assert_eq!(denied["allowed"], false, "{denied}");

@@ -62,6 +62,19 @@ pub fn shared_claim(namespace: &str, name: &str) -> Value {
 /// `pod_uid`) from its pod claim `pod_claim`: owned by the pod, annotated
 /// with the pod claim's name, one request `gpu` of `gpu.nvidia.com`; not
 /// allocated yet.
+/// A claim's spec of 8 GPUs of the `gpu.nvidia.com` class: a pod's
+/// `maxPerPod` (8) in one claim.
+pub fn eight_gpus() -> Value {
+    json!({"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}]}})
+}
+
+/// A ResourceClaimTemplate of [`eight_gpus`].
+pub fn eight_gpu_template(namespace: &str, name: &str) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace}, "spec": {"spec": eight_gpus()}})
+}
+
 pub fn claim_for_pod(
     namespace: &str,
     name: &str,
