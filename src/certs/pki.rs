@@ -233,6 +233,32 @@ pub(super) fn verify_chain(
     Ok(())
 }
 
+/// Whether a client that trusts the certificates of `bundle` (PEM, as a
+/// webhook's `caBundle` holds them) accepts the serving chain `chain_pem`
+/// (leaf first) at `now`: Ok when one of them verifies it, else why not,
+/// on one line.
+pub fn bundle_trusts(bundle: &[u8], chain_pem: &[u8], now: i64) -> Result<(), String> {
+    let cas = CertificateDer::pem_slice_iter(bundle)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("caBundle is not PEM: {error}"))?;
+    if cas.is_empty() {
+        return Err("caBundle holds no certificate".to_owned());
+    }
+    let chain = CertificateDer::pem_slice_iter(chain_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("the serving certificate is not PEM: {error}"))?;
+    let mut last = String::new();
+    for ca in cas {
+        match verify_chain(ca, &chain, now) {
+            Ok(()) => return Ok(()),
+            Err(error) => last = error.to_string(),
+        }
+    }
+    Err(format!(
+        "no certificate of caBundle verifies the serving certificate: {last}"
+    ))
+}
+
 /// Ok when `cert` is valid at `now` and stays valid at least 30 more days,
 /// else why not.
 pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(), String> {

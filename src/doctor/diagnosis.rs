@@ -138,6 +138,14 @@ fn unread(inventory: &Inventory) -> Vec<Note> {
             "the check of an allowlist entry",
         ));
     }
+    if let ConfigSource::Invalid { config_map, error } = &inventory.config.source {
+        part(Some((
+            "config",
+            format!(
+                "ConfigMap {config_map} does not load ({error}): the checks use the default configuration, and the server refuses it too"
+            ),
+        )));
+    }
     if inventory.config.source == ConfigSource::Defaults {
         part(Some((
             "config",

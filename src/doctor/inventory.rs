@@ -279,6 +279,9 @@ pub enum ConfigSource {
     ConfigMap(String),
     /// Neither: the defaults.
     Defaults,
+    /// The install's ConfigMap (`namespace/name`) does not load (`error`):
+    /// the defaults.
+    Invalid { config_map: String, error: String },
 }
 
 /// What the findings read of the policy configuration.

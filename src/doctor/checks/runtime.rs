@@ -155,6 +155,6 @@ pub fn config_source(inventory: &Inventory) -> String {
     match &inventory.config.source {
         ConfigSource::File(path) => format!("config {path}"),
         ConfigSource::ConfigMap(key) => format!("ConfigMap {key}"),
-        ConfigSource::Defaults => "the default".to_owned(),
+        ConfigSource::Defaults | ConfigSource::Invalid { .. } => "the default".to_owned(),
     }
 }
