@@ -209,6 +209,7 @@ async fn read_allowlist(
     const RBAC: &str = "get and list daemonsets.apps in the allowlist's namespaces";
     let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
     let mut targets = Vec::new();
+    let defaults = crate::settings::Config::default().allowlist;
     for entry in &settings.config().allowlist {
         if entry.kind != "DaemonSet" || !is_dns_label(&entry.namespace) {
             continue;
@@ -255,6 +256,7 @@ async fn read_allowlist(
                 .clone()
                 .unwrap_or_else(|| entry.name.clone()),
             by_prefix: entry.name_prefix.is_some(),
+            default_entry: defaults.contains(entry),
             exists,
         });
     }

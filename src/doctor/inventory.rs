@@ -266,6 +266,9 @@ pub struct AllowlistTarget {
     /// The name, or with `by_prefix` the prefix, it names.
     pub name: String,
     pub by_prefix: bool,
+    /// One of the entries gpu-policy ships by default: guesses at where
+    /// NVIDIA's DaemonSets run, which a cluster need not have.
+    pub default_entry: bool,
     /// Whether a DaemonSet it matches exists.
     pub exists: Seen<bool>,
 }

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use super::gpu_nodes::{
     GPU_RESOURCE, gpu_signs, has_dra_slices, has_gpu_capacity, mig_capacity, nodes, pods_on,
 };
-use crate::doctor::finding::{Finding, FindingId, Severity, Subject, count};
+use crate::doctor::finding::{Finding, FindingId, Severity, Subject};
 use crate::doctor::inventory::{Component, ComponentPod, Inventory};
 
 /// Why a GPU node advertises no GPU, in the order they are told apart.
@@ -194,11 +194,11 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
     by_cause
         .into_iter()
         .map(|(cause, (subjects, evidence))| {
-            let summary = format!(
-                "{} like GPU nodes but advertise no {GPU_RESOURCE}: {}",
-                count(subjects.len(), "node looks", "nodes look"),
-                cause.likely()
-            );
+            let looks = match subjects.len() {
+                1 => "1 node looks like a GPU node but advertises".to_owned(),
+                n => format!("{n} nodes look like GPU nodes but advertise"),
+            };
+            let summary = format!("{looks} no {GPU_RESOURCE}: {}", cause.likely());
             // MIG devices are GPUs still, requested by their own names.
             let severity = match cause {
                 Cause::MigStrategy => Severity::Warning,

@@ -22,7 +22,7 @@ pub const DEPLOY_DEVICE_PLUGIN_LABEL: &str = "nvidia.com/gpu.deploy.device-plugi
 const NFD_PCI_PREFIX: &str = "feature.node.kubernetes.io/pci-";
 const NVIDIA_PCI_VENDOR: &str = "10de";
 
-/// Why a node looks like a GPU node: the labels that say so, and the
+/// Why a node looks like a GPU node: the labels that say so, else the
 /// device plugin's pod on it; empty when nothing does.
 pub fn gpu_signs(node: &Node, pods: &[&ComponentPod]) -> Vec<String> {
     let mut signs: Vec<String> = node
@@ -40,6 +40,9 @@ pub fn gpu_signs(node: &Node, pods: &[&ComponentPod]) -> Vec<String> {
         })
         .map(|(key, value)| format!("label {key}={value}"))
         .collect();
+    if !signs.is_empty() {
+        return signs;
+    }
     signs.extend(
         pods.iter()
             .filter(|pod| pod.component == Component::DevicePlugin)

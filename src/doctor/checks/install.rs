@@ -3,7 +3,8 @@
 //! `webhook-not-ready`.
 //!
 //! Reads the allowlist's DaemonSet entries and whether each names a
-//! DaemonSet that exists; the namespaces' `gpu-policy.io/mode` labels; the
+//! DaemonSet that exists (the entries shipped by default are guesses at
+//! where NVIDIA's DaemonSets run, and are not judged); the namespaces' `gpu-policy.io/mode` labels; the
 //! webhooks of the `gpu-policy` Mutating and ValidatingWebhookConfigurations
 //! (whether their `caBundle` trusts the serving certificate of the
 //! certificate Secret, and whether they call a Service or a URL); the
@@ -30,7 +31,7 @@ fn allowlist(inventory: &Inventory) -> Vec<Finding> {
         .install
         .allowlist
         .iter()
-        .filter(|target| target.exists == Seen::Complete(false))
+        .filter(|target| !target.default_entry && target.exists == Seen::Complete(false))
         .collect();
     if missing.is_empty() {
         return Vec::new();

@@ -587,6 +587,7 @@ fn gpu_policy_itself() {
         namespace: "nvidia".to_owned(),
         name: name.to_owned(),
         by_prefix: false,
+        default_entry: false,
         exists: Seen::Complete(exists),
     };
     let trusted = || Some(Ok(()));
@@ -594,6 +595,10 @@ fn gpu_policy_itself() {
     allowlisted.install.allowlist = vec![
         target("nvidia-device-plugin-daemonset", true),
         target("nvidia-gpu-exporter", false),
+        AllowlistTarget {
+            default_entry: true,
+            ..target("gpu-feature-discovery", false)
+        },
     ];
     let mut nobody = installed(vec![webhook(WebhookKind::Mutating, trusted(), false)], None);
     nobody.namespaces = Seen::Complete(vec![OptedIn {
