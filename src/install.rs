@@ -187,6 +187,10 @@ fn cluster_role() -> Value {
             // ResourceClaim is made for, when it is created.
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
             {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list", "watch"]},
+            // `doctor` in the server's pod: the device plugin's and GPU
+            // Feature Discovery's DaemonSets, wherever they run (the pods
+            // they make are listable already).
+            {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
             {"apiGroups": ["resource.k8s.io"],
              "resources": ["resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"],
              "verbs": ["list", "watch"]},
@@ -259,6 +263,10 @@ fn secret_role(namespace: &str) -> Value {
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
             // Kubernetes cannot limit create by name.
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            // `doctor` in the server's pod: the install's configuration
+            // and its replicas.
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [NAME], "verbs": ["get"]},
         ],
     })
 }

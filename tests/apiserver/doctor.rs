@@ -400,3 +400,30 @@ fn doctor_writes_its_report_beside_audits() {
         ])
         .success();
 }
+
+#[test]
+fn doctor_reads_everything_it_checks_as_the_webhooks_service_account() {
+    let Some(fleet) = Fleet::start() else {
+        return;
+    };
+    let cluster = &fleet.cluster;
+    let manifests = process::gpu_policy(&["manifests", "--webhook-url", "https://127.0.0.1:9"], None)
+        .success()
+        .stdout;
+    cluster.apply(&manifests);
+    cluster.apply(NVIDIA_RUNTIME_CLASS);
+    fleet
+        .components(1)
+        .node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = cluster.service_account_kubeconfig(dir.path(), "gpu-policy", "gpu-policy");
+
+    let run = process::gpu_policy(
+        &["doctor", "--kubeconfig", &kubeconfig.display().to_string(), "-o", "json"],
+        None,
+    );
+    let value = run.value();
+    assert_eq!(value["notes"], serde_json::json!([]), "{value}");
+    assert_eq!(value["findings"], serde_json::json!([]), "{value}");
+    assert_eq!(run.code, 0, "{run:?}");
+}
