@@ -166,11 +166,11 @@ fn seen_note<T>(seen: &Seen<T>, what: &str, skipped: &str) -> Option<(&'static s
         Seen::Complete(_) | Seen::NotServed => None,
         Seen::Truncated(_) => Some((
             "truncated",
-            format!("only the first pages of {what} were read: {skipped} saw part of the cluster"),
+            format!("only the first pages of {what} were read; saw part of the cluster: {skipped}"),
         )),
         Seen::Forbidden { rbac } => Some((
             "forbidden",
-            format!("cannot read {what} (forbidden): {skipped} were skipped; grant {rbac}"),
+            format!("cannot read {what} (forbidden); skipped: {skipped}; grant {rbac}"),
         )),
     }
 }

@@ -407,9 +407,10 @@ fn doctor_reads_everything_it_checks_as_the_webhooks_service_account() {
         return;
     };
     let cluster = &fleet.cluster;
-    let manifests = process::gpu_policy(&["manifests", "--webhook-url", "https://127.0.0.1:9"], None)
-        .success()
-        .stdout;
+    let manifests =
+        process::gpu_policy(&["manifests", "--webhook-url", "https://127.0.0.1:9"], None)
+            .success()
+            .stdout;
     cluster.apply(&manifests);
     cluster.apply(NVIDIA_RUNTIME_CLASS);
     fleet
@@ -419,7 +420,13 @@ fn doctor_reads_everything_it_checks_as_the_webhooks_service_account() {
     let kubeconfig = cluster.service_account_kubeconfig(dir.path(), "gpu-policy", "gpu-policy");
 
     let run = process::gpu_policy(
-        &["doctor", "--kubeconfig", &kubeconfig.display().to_string(), "-o", "json"],
+        &[
+            "doctor",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "-o",
+            "json",
+        ],
         None,
     );
     let value = run.value();

@@ -802,3 +802,12 @@ fn daemon_sets_are_known_by_name_or_label() {
         assert_eq!(Component::of_daemon_set(name, &labels), expected, "{name}");
     }
 }
+
+#[test]
+fn every_finding_id_is_in_the_operations_table() {
+    let docs = include_str!("../../../docs/operations.md");
+    for id in crate::doctor::FindingId::ALL {
+        let row = format!("| `{id}` |");
+        assert!(docs.contains(&row), "docs/operations.md has no row {row}");
+    }
+}
