@@ -20,7 +20,7 @@ use kube::api::{Api, GroupVersionKind, ListParams};
 use kube::core::PartialObjectMeta;
 use serde::Deserialize;
 
-use super::inventory::{LISTS, list, seen};
+use super::inventory_lists::{LISTS, list, seen};
 use super::names::is_dns_label;
 use crate::certs::pki::bundle_trusts;
 use crate::certs::{CA_FILE, CERT_FILE};

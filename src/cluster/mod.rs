@@ -39,9 +39,10 @@
 //! - `watches.rs`: [`Watches`], which starts and stops every watch;
 //! - `reports.rs`: `audit --write-reports` and `doctor --write-report`:
 //!   the report API served, the reports applied, the stale ones deleted;
-//! - `inventory.rs`, `install_read.rs`: `doctor`'s one read of the
-//!   cluster, into a `doctor::Inventory` (the GPU stack, then
-//!   gpu-policy's install), every list paged and bounded.
+//! - `inventory_lists.rs`, `install_read.rs`, `inventory.rs`: `doctor`'s
+//!   one read of the cluster, into a `doctor::Inventory` (the bounded
+//!   lists; gpu-policy's install; the GPU stack, then the install), every
+//!   list paged and bounded.
 //!
 //! This file connects to the API server ([`connect`]) and lists everything
 //! once for `audit` ([`snapshot`]); no child uses it.
@@ -50,6 +51,7 @@ mod cache;
 mod claims;
 mod install_read;
 mod inventory;
+mod inventory_lists;
 mod lean;
 mod list;
 mod names;
@@ -75,7 +77,8 @@ use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload
 pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
 pub use install_read::{CONFIG_KEY, install_config};
-pub use inventory::{InventoryOptions, LISTS, Lists, read_inventory};
+pub use inventory::{InventoryOptions, read_inventory};
+pub use inventory_lists::{LISTS, Lists};
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
 pub use pods::{PodMetadata, pod_metadata};
 pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};

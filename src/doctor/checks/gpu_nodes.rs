@@ -30,8 +30,7 @@ pub fn gpu_signs(node: &Node, pods: &[&ComponentPod]) -> Vec<String> {
         .iter()
         .filter(|(key, value)| {
             let is_true = value.as_str() == "true";
-            (key.as_str() == GPU_PRESENT_LABEL && is_true)
-                || (key.as_str() == DEPLOY_DEVICE_PLUGIN_LABEL && is_true)
+            ([GPU_PRESENT_LABEL, DEPLOY_DEVICE_PLUGIN_LABEL].contains(&key.as_str()) && is_true)
                 || key.as_str() == GPU_COUNT_LABEL
                 || (key.starts_with(NFD_PCI_PREFIX)
                     && key.contains(NVIDIA_PCI_VENDOR)

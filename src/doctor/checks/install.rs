@@ -117,7 +117,7 @@ fn namespaces(inventory: &Inventory) -> Vec<Finding> {
         findings.push(Finding::new(
             FindingId::NoNamespaceOptedIn,
             Severity::Warning,
-            format!("no namespace is opted in: gpu-policy is installed but checks no pod"),
+            "no namespace is opted in: gpu-policy is installed but checks no pod".to_owned(),
             Vec::new(),
             vec![format!(
                 "no namespace has the label {MODE_LABEL} with a mode"
