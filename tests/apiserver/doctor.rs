@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::support::control_plane::{ControlPlane, NVIDIA_RUNTIME_CLASS};
+use crate::support::control_plane::{ControlPlane, NVIDIA_RUNTIME_CLASS, Webhook, WebhookOptions};
 use crate::support::generated_docs::assert_section;
 use crate::support::process::{self, Run};
 use crate::support::report_crds;
@@ -433,4 +433,59 @@ fn doctor_reads_everything_it_checks_as_the_webhooks_service_account() {
     assert_eq!(value["notes"], serde_json::json!([]), "{value}");
     assert_eq!(value["findings"], serde_json::json!([]), "{value}");
     assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// The installed webhook's caBundle, trusted while the server keeps it,
+/// then replaced by another CA's while the server is stopped.
+#[tokio::test]
+async fn doctor_checks_the_webhooks_ca_bundle() {
+    let Some(fleet) = Fleet::start() else {
+        return;
+    };
+    let cluster = &fleet.cluster;
+    let mut webhook = Webhook::install(cluster, WebhookOptions::default()).await;
+    fleet
+        .components(1)
+        .node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
+    let doctor = |fleet: &Fleet| {
+        let kubeconfig = fleet.cluster.kubeconfig.display().to_string();
+        process::gpu_policy_beside(
+            ["doctor", "--kubeconfig", &kubeconfig, "-o", "json"]
+                .map(str::to_owned)
+                .to_vec(),
+        )
+    };
+    let trusted = doctor(&fleet).await;
+    assert_eq!(trusted.code, 0, "{trusted:?}");
+
+    webhook.stop().await;
+    let other = gpu_policy::certs::generate_ca(0, 36_500).unwrap_or_else(|e| panic!("{e}"));
+    let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &other.cert);
+    let patch = serde_json::json!([
+        {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}
+    ])
+    .to_string();
+    cluster
+        .kubectl(&[
+            "patch",
+            "mutatingwebhookconfiguration",
+            "gpu-policy",
+            "--type=json",
+            "-p",
+            &patch,
+        ])
+        .success();
+    let mismatch = doctor(&fleet).await;
+    assert_eq!(mismatch.code, 1, "{mismatch:?}");
+    let value = mismatch.value();
+    assert_eq!(
+        findings(&mismatch),
+        [finding("ca-bundle-mismatch", "", &["gpu-policy"])],
+        "{value}"
+    );
+    let evidence = value["findings"][0]["evidence"].to_string();
+    assert!(
+        evidence.contains("MutatingWebhookConfiguration") && !evidence.contains("Validating"),
+        "{evidence}"
+    );
 }
