@@ -27,6 +27,7 @@ use super::claims::{DRA_GROUP, dra_gvk};
 use super::install_read::read_install;
 use super::inventory_lists::{LISTS, list, seen};
 use super::list::Paged;
+use crate::doctor::checks::gpu_nodes::is_read_label;
 use crate::doctor::inventory::{
     Component, ComponentPod, DaemonSet, Dra, Inventory, Node, OptedIn, PolicyConfig, RuntimeClass,
     Seen, Slice,
@@ -111,9 +112,7 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
             .metadata
             .labels
             .into_iter()
-            .filter(|(key, _)| {
-                key.starts_with("nvidia.com/") || key.starts_with("feature.node.kubernetes.io/pci-")
-            })
+            .filter(|(key, _)| is_read_label(key))
             .collect();
         let capacity = node
             .status

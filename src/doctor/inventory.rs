@@ -47,8 +47,9 @@ impl<T: Default> Default for Seen<T> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
-    /// Its labels under `nvidia.com/` and NFD's PCI labels
-    /// (`feature.node.kubernetes.io/pci-…`); the others are not kept.
+    /// The labels the checks read (`checks::gpu_nodes::is_read_label`:
+    /// GFD's, the GPU Operator's, NFD's NVIDIA PCI labels); the others are
+    /// not kept.
     pub labels: BTreeMap<String, String>,
     /// `status.capacity` of the resources under `nvidia.com/`, as whole
     /// counts (a count that is not whole is left out).

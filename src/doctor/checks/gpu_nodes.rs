@@ -15,12 +15,31 @@ pub const MIG_RESOURCE_PREFIX: &str = "nvidia.com/mig-";
 pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 /// GFD's count of the node's GPUs.
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// The GPU Operator's label of a node whose runtime it configures.
+pub const DEPLOY_TOOLKIT_LABEL: &str = "nvidia.com/gpu.deploy.container-toolkit";
 /// The GPU Operator's label of a node it deploys the device plugin to.
 pub const DEPLOY_DEVICE_PLUGIN_LABEL: &str = "nvidia.com/gpu.deploy.device-plugin";
 /// Node Feature Discovery's PCI labels: `feature.node.kubernetes.io/pci-10de.present`
 /// or, with the device class, `pci-0302_10de.present` (0x10de: NVIDIA).
 const NFD_PCI_PREFIX: &str = "feature.node.kubernetes.io/pci-";
 const NVIDIA_PCI_VENDOR: &str = "10de";
+
+/// Whether a check reads the node label `key`: the reader keeps only
+/// these (a GFD-labelled node has some thirty `nvidia.com/` labels, six of
+/// which are read).
+pub fn is_read_label(key: &str) -> bool {
+    [
+        GPU_PRESENT_LABEL,
+        GPU_COUNT_LABEL,
+        DEPLOY_DEVICE_PLUGIN_LABEL,
+        DEPLOY_TOOLKIT_LABEL,
+        MAJOR_LABEL,
+        DRIVER_MAJOR_LABEL,
+        OLD_DRIVER_MAJOR_LABEL,
+    ]
+    .contains(&key)
+        || (key.starts_with(NFD_PCI_PREFIX) && key.contains(NVIDIA_PCI_VENDOR))
+}
 
 /// Why a node looks like a GPU node: the labels that say so, else the
 /// device plugin's pod on it; empty when nothing does.

@@ -16,12 +16,11 @@
 //!   their handlers do not report its `handler`: pods with the class fail
 //!   to start there. Nodes that report no handlers are not judged.
 
-use super::gpu_nodes::{gpu_signs, has_any_gpu_capacity, has_dra_slices, nodes, pods_on};
+use super::gpu_nodes::{
+    DEPLOY_TOOLKIT_LABEL, gpu_signs, has_any_gpu_capacity, has_dra_slices, nodes, pods_on,
+};
 use crate::doctor::finding::{Finding, FindingId, Note, Severity, Subject, count};
 use crate::doctor::inventory::{Inventory, Node};
-
-/// The GPU Operator's label of a node whose runtime it configures.
-pub const DEPLOY_TOOLKIT_LABEL: &str = "nvidia.com/gpu.deploy.container-toolkit";
 
 /// The nodes that have, or look like they have, GPUs.
 fn gpu_nodes(inventory: &Inventory) -> Vec<&Node> {
