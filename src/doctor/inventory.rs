@@ -315,7 +315,7 @@ pub struct Inventory {
     pub nodes: Seen<Vec<Node>>,
     pub runtime_classes: Seen<Vec<RuntimeClass>>,
     pub daemon_sets: Seen<Vec<DaemonSet>>,
-    /// The pods of the device plugin's DaemonSets.
+    /// The pods of the device plugin's and GFD's DaemonSets.
     pub component_pods: Seen<Vec<ComponentPod>>,
     pub dra: Seen<Dra>,
     pub namespaces: Seen<Vec<OptedIn>>,

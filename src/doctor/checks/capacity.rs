@@ -22,7 +22,7 @@
 //! | `device-plugin-not-ready` | its pod on the node is not Ready | runtime default (pod without RuntimeClass), its log |
 //! | `runtime-not-default` | its pod is Ready, runs without a RuntimeClass | `nvidia-ctk runtime configure --set-as-default` |
 //! | `device-plugin-finds-no-gpu` | its pod is Ready with a RuntimeClass | its log, the driver |
-//! | `device-plugin-unread` | the DaemonSets could not be listed | the three above |
+//! | `device-plugin-unread` | the DaemonSets or their pods could not be listed | the three above |
 //!
 //! A Ready plugin with no RuntimeClass that advertises nothing is what an
 //! old plugin (`--fail-on-init-error=false`) does when its container does
@@ -69,7 +69,7 @@ impl Cause {
             }
             Cause::DevicePluginMissing => "no NVIDIA device plugin is deployed",
             Cause::DevicePluginUnread => {
-                "the device plugin's DaemonSets could not be read, so the cause is not known"
+                "the device plugin's DaemonSets or pods could not be read, so the cause is not known"
             }
             Cause::DevicePluginNotOnNode => "no device-plugin pod runs on the node",
             Cause::DevicePluginNotReady => "the device-plugin pod on the node is not ready",
@@ -89,7 +89,7 @@ impl Cause {
                 "install the device plugin (helm install nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace) or the GPU Operator"
             }
             Cause::DevicePluginUnread => {
-                "grant list on daemonsets.apps and run doctor again, or check the device-plugin pod on the node and containerd's default runtime"
+                "grant list on daemonsets.apps and pods and run doctor again, or check the device-plugin pod on the node and containerd's default runtime"
             }
             Cause::DevicePluginNotOnNode => {
                 "make the device plugin's DaemonSet select the node: its nodeSelector and affinity must match the node's labels and its tolerations the node's taints"
@@ -115,7 +115,12 @@ fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (C
             vec![format!("capacity {}", mig.join(", "))],
         );
     }
-    let Some(daemon_sets) = inventory.daemon_sets.items() else {
+    // Without the DaemonSets, or their pods, what runs on the node is not
+    // known.
+    let (Some(daemon_sets), Some(_)) = (
+        inventory.daemon_sets.items(),
+        inventory.component_pods.items(),
+    ) else {
         return (Cause::DevicePluginUnread, Vec::new());
     };
     let plugins: Vec<String> = daemon_sets

@@ -112,7 +112,7 @@ fn namespaces(inventory: &Inventory) -> Vec<Finding> {
         .webhooks
         .items()
         .is_some_and(|hooks| !hooks.is_empty());
-    let opted_in = namespaces.len() - invalid.len();
+    let opted_in = namespaces.len().saturating_sub(invalid.len());
     if installed && opted_in == 0 && matches!(inventory.namespaces, Seen::Complete(_)) {
         findings.push(Finding::new(
             FindingId::NoNamespaceOptedIn,

@@ -245,6 +245,19 @@ fn no_gpu_capacity_names_the_likely_cause() {
             ],
         ),
         (
+            "the DaemonSets read, their pods not",
+            Inventory {
+                nodes: Seen::Complete(vec![bare("gpu-1")]),
+                component_pods: Seen::Forbidden { rbac: "list pods" },
+                ..healthy()
+            },
+            vec![(
+                "no-gpu-capacity",
+                Some("device-plugin-unread"),
+                names(&["gpu-1"]),
+            )],
+        ),
+        (
             "a node whose GPUs the DRA driver publishes needs no capacity",
             Inventory {
                 nodes: Seen::Complete(vec![bare("gpu-1"), labelled("gpu-2")]),
