@@ -205,6 +205,10 @@ fn cluster_role() -> Value {
             // made for, when it is created.
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
             {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list", "watch"]},
+            // `doctor` in the server's pod: the device plugin's and GPU
+            // Feature Discovery's DaemonSets, wherever they run (the pods
+            // they make are listable already).
+            {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
             // get: that pod's claims and templates the caches do not know
             // yet, read while its claim's review waits.
             {"apiGroups": ["resource.k8s.io"],
@@ -295,6 +299,10 @@ fn secret_role(namespace: &str) -> Value {
         "metadata": metadata(NAME, Some(namespace)),
         "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
+            // `doctor` in the server's pod: the install's configuration
+            // and its replicas.
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [NAME], "verbs": ["get"]},
         ],
     })
 }

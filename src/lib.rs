@@ -15,7 +15,9 @@
 //! - [`registry`]: image configs from their registries (CUDA versions);
 //! - [`admission`]: AdmissionReviews in, decisions out; the offline `check`
 //!   and `audit` of manifests ([`admission::Checker`]);
-//! - [`reports`]: `audit`'s findings as PolicyReports and OpenReports
+//! - [`doctor`]: what keeps GPUs from showing up, as findings over a
+//!   plain inventory of the cluster (pure: read by [`cluster`]);
+//! - [`reports`]: `audit`'s and `doctor`'s findings as PolicyReports and OpenReports
 //!   (pure: built, not written);
 //! - [`cluster`]: lean, watch-backed caches of what the rules read of the
 //!   cluster; listing for `audit`, and writing its reports;
@@ -39,6 +41,7 @@ pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod cuda;
+pub mod doctor;
 pub mod document;
 pub mod duration;
 pub mod install;

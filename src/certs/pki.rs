@@ -233,6 +233,32 @@ pub(super) fn verify_chain(
     Ok(())
 }
 
+/// Whether a client that trusts the certificates of `bundle` (PEM, as a
+/// webhook's `caBundle` holds them) accepts the serving chain `chain_pem`
+/// (leaf first) at `now`: Ok when one of them verifies it, else why not,
+/// on one line.
+pub fn bundle_trusts(bundle: &[u8], chain_pem: &[u8], now: i64) -> Result<(), String> {
+    let cas = CertificateDer::pem_slice_iter(bundle)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("caBundle is not PEM: {error}"))?;
+    if cas.is_empty() {
+        return Err("caBundle holds no certificate".to_owned());
+    }
+    let chain = CertificateDer::pem_slice_iter(chain_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("the serving certificate is not PEM: {error}"))?;
+    let mut last = String::new();
+    for ca in cas {
+        match verify_chain(ca, &chain, now) {
+            Ok(()) => return Ok(()),
+            Err(error) => last = error.to_string(),
+        }
+    }
+    Err(format!(
+        "no certificate of caBundle verifies the serving certificate: {last}"
+    ))
+}
+
 /// Ok when `cert` is valid at `now` and stays valid at least 30 more days,
 /// else why not.
 pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(), String> {
@@ -340,4 +366,51 @@ pub(super) fn unix_now() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|since| i64::try_from(since.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod bundle_tests {
+    use super::*;
+
+    const NOW: i64 = 1_767_225_600;
+
+    fn pair(ca: &PemPair) -> PemPair {
+        issue(
+            &ca.cert,
+            &ca.key,
+            &["gpu-policy.gpu-policy.svc".to_owned()],
+            NOW,
+            30,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_bundle_trusts_the_chains_its_cas_signed() {
+        let ca = generate_ca(NOW, 365).unwrap_or_else(|e| panic!("{e}"));
+        let other = generate_ca(NOW, 365).unwrap_or_else(|e| panic!("{e}"));
+        let leaf = pair(&ca);
+        let both = format!("{}{}", other.cert, ca.cert);
+        assert_eq!(
+            bundle_trusts(ca.cert.as_bytes(), leaf.cert.as_bytes(), NOW),
+            Ok(())
+        );
+        assert_eq!(
+            bundle_trusts(both.as_bytes(), leaf.cert.as_bytes(), NOW),
+            Ok(())
+        );
+        let refused = bundle_trusts(other.cert.as_bytes(), leaf.cert.as_bytes(), NOW);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|why| why.contains("no certificate of caBundle")),
+            "{refused:?}"
+        );
+        let expired = bundle_trusts(ca.cert.as_bytes(), leaf.cert.as_bytes(), NOW + 40 * DAY);
+        assert!(expired.is_err(), "{expired:?}");
+        assert_eq!(
+            bundle_trusts(b"", leaf.cert.as_bytes(), NOW),
+            Err("caBundle holds no certificate".to_owned())
+        );
+    }
 }

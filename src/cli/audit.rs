@@ -29,7 +29,7 @@ use crate::admission::{Mode, Workload};
 use crate::cluster::{self, Cleanup, Connection};
 use crate::manifest::Document;
 use crate::policy::dra::claims::ClaimKind;
-use crate::reports::{self, ReportApi, Timestamp};
+use crate::reports::{self, ReportApi, ReportScope, Timestamp};
 use crate::settings::{MODE_LABEL, Settings};
 
 #[derive(Debug, clap::Args)]
@@ -91,7 +91,7 @@ pub enum ReportApiArg {
 
 impl ReportApiArg {
     /// None: ask the cluster.
-    fn chosen(self) -> Option<ReportApi> {
+    pub(super) fn chosen(self) -> Option<ReportApi> {
         match self {
             ReportApiArg::Wgpolicyk8s => Some(ReportApi::PolicyReport),
             ReportApiArg::Openreports => Some(ReportApi::OpenReports),
@@ -152,7 +152,7 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     let write_api = if args.write_reports {
         let chosen = args.report_api.chosen();
         Some(
-            cluster::report_api(&client, chosen)
+            cluster::report_api(&client, chosen, ReportScope::Namespaced)
                 .await
                 .map_err(|e| e.to_string())?,
         )

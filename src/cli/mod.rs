@@ -3,6 +3,7 @@
 mod args;
 mod audit;
 mod check;
+mod doctor;
 mod manifests;
 mod serve;
 mod test;
@@ -39,6 +40,15 @@ pub enum Command {
     /// the cluster cannot be read. With --write-reports: 0 once the reports
     /// are written.
     Audit(audit::AuditArgs),
+    /// Find what keeps GPUs from showing up (capacity, GPU Feature
+    /// Discovery's labels, the RuntimeClass, the device plugin, DRA) and
+    /// what keeps gpu-policy from working, from one read of the cluster;
+    /// print each finding with its evidence and fix.
+    ///
+    /// Exit status: 0 when nothing is found, 1 with findings, 2 when the
+    /// cluster cannot be read. With --write-report: 0 once the report is
+    /// written.
+    Doctor(doctor::DoctorArgs),
     /// Print the complete install (namespace, RBAC, Deployment, Service,
     /// PodDisruptionBudget, ConfigMap, webhook configurations) as YAML; with
     /// --webhook-url, what a server outside the cluster needs; with
@@ -79,6 +89,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Audit(args) => audit::run(&args),
+        Command::Doctor(args) => doctor::run(&args),
         Command::Manifests(args) => manifests::run(&args),
         Command::Test(args) => test::run(&args),
     }

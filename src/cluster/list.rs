@@ -70,7 +70,7 @@ pub async fn list_pages(
     namespace: &str,
     gvk: &GroupVersionKind,
     pages: Pages,
-    mut on_item: impl FnMut(&str),
+    on_item: impl FnMut(&str),
 ) -> Result<Paged, kube::Error> {
     if !is_dns_label(namespace) {
         // No namespace has that name (and it would change the path).
@@ -78,14 +78,29 @@ pub async fn list_pages(
     }
     let resource = ApiResource::from_gvk(gvk);
     let url = <DynamicObject as kube::Resource>::url_path(&resource, Some(namespace));
-    let mut params = ListParams::default().limit(pages.size);
-    for _ in 0..pages.max {
-        let request = kube::core::Request::new(&url)
+    let params = ListParams::default().limit(pages.size);
+    list_url_pages(client, &url, params, &gvk.kind, pages.max, on_item).await
+}
+
+/// [`list_pages`] of any list URL (a namespace's, all namespaces', a
+/// cluster-scoped kind's) with `params` (its selectors and page size):
+/// each item's text to `on_item`, at most `max` requests; `kind` names
+/// the kind in errors.
+pub(super) async fn list_url_pages(
+    client: &Client,
+    url: &str,
+    mut params: ListParams,
+    kind: &str,
+    max: usize,
+    mut on_item: impl FnMut(&str),
+) -> Result<Paged, kube::Error> {
+    for _ in 0..max {
+        let request = kube::core::Request::new(url)
             .list(&params)
             .map_err(kube::Error::BuildRequest)?;
         let text = client.request_text(request).await?;
         let unreadable = |error: sonic_rs::Error| {
-            kube::Error::Service(format!("a list of {} is not JSON: {error}", gvk.kind).into())
+            kube::Error::Service(format!("a list of {kind} is not JSON: {error}").into())
         };
         // An empty list may come without items.
         if let Ok(items) = sonic_rs::get(text.as_str(), ["items"]) {

@@ -38,14 +38,21 @@
 //! - `objects.rs`: one object read by name, as text: the Pod a
 //!   ResourceClaim is made for, and the claims and templates it names;
 //! - `watches.rs`: [`Watches`], which starts and stops every watch;
-//! - `reports.rs`: `audit --write-reports`: the report API served, the
-//!   reports applied, the stale ones deleted.
+//! - `reports.rs`: `audit --write-reports` and `doctor --write-report`:
+//!   the report API served, the reports applied, the stale ones deleted;
+//! - `inventory_lists.rs`, `install_read.rs`, `inventory.rs`: `doctor`'s
+//!   one read of the cluster, into a `doctor::Inventory` (the bounded
+//!   lists; gpu-policy's install; the GPU stack, then the install), every
+//!   list paged and bounded.
 //!
 //! This file connects to the API server ([`connect`]) and lists everything
 //! once for `audit` ([`snapshot`]); no child uses it.
 
 mod cache;
 mod claims;
+mod install_read;
+mod inventory;
+mod inventory_lists;
 mod lean;
 mod list;
 mod names;
@@ -71,6 +78,9 @@ use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload
 pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
 pub use lean::lean_node_of_manifest;
+pub use install_read::{CONFIG_KEY, install_config};
+pub use inventory::{InventoryOptions, read_inventory};
+pub use inventory_lists::{LISTS, Lists};
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
 pub use objects::{MAX_OBJECT_BYTES, claim_text, pod_text};
 pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};

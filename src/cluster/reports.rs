@@ -31,7 +31,8 @@ use kube::api::{
 
 use super::claims::is_not_served;
 use crate::reports::{
-    FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Report, ReportApi, ReportScope, Summary,
+    FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, REPORT_NAME, Report, ReportApi, ReportScope,
+    Summary,
 };
 
 /// Why the reports could not be written; each says it on one line.
@@ -66,13 +67,16 @@ pub enum ReportsError {
     },
 }
 
-/// Which of the reports gpu-policy wrote before may be deleted.
+/// Which of the reports `audit` wrote before may be deleted (those named
+/// [`REPORT_NAME`]; `doctor`'s has a name of its own and is never stale).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cleanup<'a> {
     /// One namespace was audited (`-n`): only its report.
     Namespace(&'a str),
     /// Every managed report of the API.
     Everywhere,
+    /// None: the reports written are all there is (`doctor`'s one).
+    Nothing,
 }
 
 /// One report written or deleted, printed as one line.
@@ -108,25 +112,27 @@ impl fmt::Display for Written {
     }
 }
 
-/// The report API to write in: `choice`, or with None the one the cluster
-/// serves, OpenReports first. An API that is not served is an error.
+/// The report API to write reports of `scope` in: `choice`, or with None
+/// the one the cluster serves, OpenReports first. An API that is not
+/// served is an error.
 pub async fn report_api(
     client: &Client,
     choice: Option<ReportApi>,
+    scope: ReportScope,
 ) -> Result<ReportApi, ReportsError> {
     let candidates = match choice {
         Some(api) => vec![api],
         None => ReportApi::ALL.to_vec(),
     };
     for api in &candidates {
-        if served(client, *api, ReportScope::Namespaced).await? {
+        if served(client, *api, scope).await? {
             return Ok(*api);
         }
     }
     Err(match choice {
         Some(api) => ReportsError::NotServed {
             api_version: api.api_version(),
-            kind: api.kind(ReportScope::Namespaced),
+            kind: api.kind(scope),
         },
         None => ReportsError::NeitherServed,
     })
@@ -175,10 +181,11 @@ pub async fn write_reports(
     let scopes: &[ReportScope] = match cleanup {
         Cleanup::Namespace(_) => &[ReportScope::Namespaced],
         Cleanup::Everywhere => &[ReportScope::Namespaced, ReportScope::Cluster],
+        Cleanup::Nothing => &[],
     };
     let namespace = match cleanup {
         Cleanup::Namespace(namespace) => Some(namespace),
-        Cleanup::Everywhere => None,
+        Cleanup::Everywhere | Cleanup::Nothing => None,
     };
     for &scope in scopes {
         let kind = api.kind(scope);
@@ -205,7 +212,9 @@ pub async fn write_reports(
             else {
                 continue;
             };
-            if kept.contains(&(scope, object_namespace.clone(), name.clone())) {
+            if name != REPORT_NAME
+                || kept.contains(&(scope, object_namespace.clone(), name.clone()))
+            {
                 continue;
             }
             let shown = match &object_namespace {

@@ -1,4 +1,4 @@
-//! Policy reports: what `gpu-policy audit` found in the cluster, as the
+//! Policy reports: what `gpu-policy audit` (and `doctor`) found in the cluster, as the
 //! `wgpolicyk8s.io` PolicyReports and the `openreports.io` Reports that
 //! operators already collect (Policy Reporter, Kyverno's tooling, OpenReports
 //! consumers).
@@ -17,19 +17,23 @@
 //!   rule, severity, message, resource reference and properties of each
 //!   finding, and the tables that choose them;
 //! - `build.rs`: the reports of one audit ([`build`]), one per namespace,
-//!   with their [`Summary`].
+//!   with their [`Summary`];
+//! - `doctor.rs`: `doctor`'s diagnosis as one cluster-scoped report
+//!   ([`doctor_report`]).
 //!
 //! [`ObjectReport`]: crate::admission::ObjectReport
 
 mod api;
 mod build;
+mod doctor;
 mod results;
 #[cfg(test)]
 mod tests;
 
 pub use api::{FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, REPORT_NAME, ReportApi, ReportScope};
 pub use build::{Report, ReportMetadata, Summary, build};
+pub use doctor::{DOCTOR_POLICY, DOCTOR_REPORT_NAME, doctor_report, doctor_results};
 pub use results::{
-    CATEGORY, ERROR_SEVERITY, ObjectRef, Outcome, POLICY, ReportResult, SOURCE, Severity,
-    Timestamp, notice_row, property, results_of, rule_severity,
+    CATEGORY, ERROR_SEVERITY, ObjectRef, Outcome, POLICY, ReportResult, ReportRule, SOURCE,
+    Severity, Timestamp, notice_row, property, results_of, rule_severity,
 };

@@ -27,6 +27,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::admission::checker::{ObjectFacts, ObjectReport};
+use crate::doctor::FindingId;
 use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::{Message, NoticeKind, RuleId};
 
@@ -207,13 +208,32 @@ impl ObjectRef {
     }
 }
 
+/// `rule`: a rule of the policy (`audit`), or the id of a finding of
+/// `doctor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ReportRule {
+    Policy(RuleId),
+    Doctor(FindingId),
+}
+
+impl ReportRule {
+    /// The policy's rule, if it is one.
+    pub fn policy(self) -> Option<RuleId> {
+        match self {
+            ReportRule::Policy(rule) => Some(rule),
+            ReportRule::Doctor(_) => None,
+        }
+    }
+}
+
 /// One entry of `results`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReportResult {
     pub source: &'static str,
     pub policy: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rule: Option<RuleId>,
+    pub rule: Option<ReportRule>,
     pub result: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
@@ -289,24 +309,25 @@ pub fn results_of(report: &ObjectReport, timestamp: Timestamp) -> Vec<ReportResu
         return Vec::new();
     }
     let properties = object_properties(&report.facts);
-    let result = |outcome, rule, severity, message: String, extra: &[(&str, &str)]| {
-        let mut properties = properties.clone();
-        for (key, value) in extra {
-            properties.insert((*key).to_owned(), (*value).to_owned());
-        }
-        ReportResult {
-            source: SOURCE,
-            policy: POLICY,
-            rule,
-            result: outcome,
-            severity,
-            category: CATEGORY,
-            message,
-            resources: vec![ObjectRef::of(report)],
-            properties,
-            timestamp,
-        }
-    };
+    let result =
+        |outcome, rule: Option<RuleId>, severity, message: String, extra: &[(&str, &str)]| {
+            let mut properties = properties.clone();
+            for (key, value) in extra {
+                properties.insert((*key).to_owned(), (*value).to_owned());
+            }
+            ReportResult {
+                source: SOURCE,
+                policy: POLICY,
+                rule: rule.map(ReportRule::Policy),
+                result: outcome,
+                severity,
+                category: CATEGORY,
+                message,
+                resources: vec![ObjectRef::of(report)],
+                properties,
+                timestamp,
+            }
+        };
     if let Some(error) = &report.error {
         return vec![result(
             Outcome::Error,

@@ -35,7 +35,7 @@ type Row = (Outcome, Option<RuleId>, Option<Severity>);
 fn rows(report: &ObjectReport) -> Vec<Row> {
     results_of(report, AT)
         .iter()
-        .map(|r| (r.result, r.rule, r.severity))
+        .map(|r| (r.result, r.rule.and_then(ReportRule::policy), r.severity))
         .collect()
 }
 

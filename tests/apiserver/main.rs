@@ -13,6 +13,7 @@ mod support;
 mod admission_policies;
 mod audit_command;
 mod client_certificates;
+mod doctor;
 mod dra_floors;
 mod failure_policy;
 mod fixtures;

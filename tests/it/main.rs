@@ -14,6 +14,7 @@ mod chart;
 mod cli;
 mod cluster;
 mod dashboard;
+mod doctor;
 mod dra_cluster;
 mod e2e;
 mod examples;

@@ -35,7 +35,7 @@ fn the_docs_cost_tables_are_the_commands_output() {
         BEGIN,
         END,
         &run.stdout,
-        "admission_policies::cost",
+        "--test it admission_policies::cost",
     );
 }
 

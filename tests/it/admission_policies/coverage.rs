@@ -29,7 +29,7 @@ fn the_docs_coverage_table_is_the_commands_output() {
         BEGIN,
         END,
         &run.stdout,
-        "admission_policies::coverage",
+        "--test it admission_policies::coverage",
     );
 }
 

@@ -11,8 +11,9 @@ pub fn updating() -> bool {
 }
 
 /// The section of `file` (relative to the repository) between `begin` and
-/// `end` is `printed`; `test` is the test's path, for the message that
-/// says how to update it.
+/// `end` is `printed`; `test` is the arguments of `cargo test` that run the
+/// test (`--test it cli::output`), for the message that says how to update
+/// it.
 pub fn assert_section(file: &str, begin: &str, end: &str, printed: &str, test: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     let docs = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{file}: {err}"));
@@ -31,6 +32,6 @@ pub fn assert_section(file: &str, begin: &str, end: &str, printed: &str, test: &
     assert!(
         docs[start..end] == expected,
         "{file} differs from what the program prints; run \
-         `UPDATE_GOLDEN=1 cargo test --test it {test}` and review `git diff {file}`\n\n{printed}"
+         `UPDATE_GOLDEN=1 cargo test {test}` and review `git diff {file}`\n\n{printed}"
     );
 }

@@ -1,0 +1,264 @@
+//! `doctor`'s read of gpu-policy's own install (`inventory.rs` reads the
+//! GPU stack): the webhooks of the `gpu-policy` Mutating and
+//! ValidatingWebhookConfigurations, each `caBundle` verified against the
+//! serving chain of the certificate Secret `gpu-policy-tls`; the
+//! Deployment; whether the allowlist's DaemonSets exist; the ConfigMap's
+//! configuration. Each is one GET (an allowlist entry by prefix, one paged
+//! list of its namespace's DaemonSets' metadata).
+//!
+//! The Secret is read for its certificates only: its key is in the answer
+//! but no field here keeps it.
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::apps::v1::Deployment as WireDeployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, GroupVersionKind, ListParams};
+use kube::core::PartialObjectMeta;
+use serde::Deserialize;
+
+use super::inventory_lists::{LISTS, list, seen};
+use super::names::is_dns_label;
+use crate::certs::pki::bundle_trusts;
+use crate::certs::{CA_FILE, CERT_FILE};
+use crate::doctor::inventory::{AllowlistTarget, Deployment, Install, Seen, Webhook, WebhookKind};
+use crate::install::{CERT_SECRET, NAME};
+use crate::settings::Settings;
+
+/// The key of the configuration in the install's ConfigMap.
+pub const CONFIG_KEY: &str = "config.yaml";
+
+/// One GET: Some, None on 404, or the error.
+async fn get<K>(api: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await
+}
+
+/// A GET's outcome as a part of the inventory (403 a state).
+fn seen_get<T>(got: Result<T, kube::Error>, rbac: &'static str) -> Result<Seen<T>, kube::Error> {
+    match got {
+        Ok(value) => Ok(Seen::Complete(value)),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Seen::Forbidden { rbac }),
+        Err(error) => Err(error),
+    }
+}
+
+/// The configuration text of the install's ConfigMap (`namespace/gpu-policy`,
+/// key `config.yaml`); None when it is not there or not readable.
+pub async fn install_config(
+    client: &Client,
+    namespace: &str,
+) -> Result<Option<String>, kube::Error> {
+    if !is_dns_label(namespace) {
+        return Ok(None);
+    }
+    let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    match get(&api, NAME).await {
+        Ok(map) => Ok(map.and_then(|map| map.data?.remove(CONFIG_KEY))),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+pub(super) async fn read_install(
+    client: &Client,
+    namespace: &str,
+    settings: &Settings,
+    now: i64,
+) -> Result<Install, kube::Error> {
+    let namespaced = is_dns_label(namespace);
+    let chain = match namespaced {
+        true => serving_chain(client, namespace).await?,
+        false => None,
+    };
+    let webhooks = read_webhooks(client, chain.as_ref(), now).await?;
+    let deployment = match namespaced {
+        true => {
+            let api = Api::<WireDeployment>::namespaced(client.clone(), namespace);
+            let got = get(&api, NAME).await.map(|found| {
+                found.map(|deployment| Deployment {
+                    namespace: namespace.to_owned(),
+                    name: NAME.to_owned(),
+                    replicas: i64::from(deployment.spec.and_then(|s| s.replicas).unwrap_or(1)),
+                    ready: i64::from(
+                        deployment
+                            .status
+                            .and_then(|s| s.ready_replicas)
+                            .unwrap_or(0),
+                    ),
+                })
+            });
+            seen_get(got, "get deployments.apps")?
+        }
+        false => Seen::Complete(None),
+    };
+    let allowlist = read_allowlist(client, settings).await?;
+    Ok(Install {
+        namespace: namespace.to_owned(),
+        webhooks,
+        deployment,
+        allowlist,
+    })
+}
+
+/// The Secret's `tls.crt` (and `ca.crt` after it, for a chain the leaf's
+/// issuer completes); None when there is no readable Secret.
+async fn serving_chain(client: &Client, namespace: &str) -> Result<Option<Vec<u8>>, kube::Error> {
+    let api = Api::<Secret>::namespaced(client.clone(), namespace);
+    let secret = match get(&api, CERT_SECRET).await {
+        Ok(secret) => secret,
+        Err(kube::Error::Api(status)) if status.code == 403 => None,
+        Err(error) => return Err(error),
+    };
+    let Some(mut data) = secret.and_then(|secret| secret.data) else {
+        return Ok(None);
+    };
+    let Some(ByteString(mut chain)) = data.remove(CERT_FILE) else {
+        return Ok(None);
+    };
+    if let Some(ByteString(ca)) = data.remove(CA_FILE) {
+        chain.push(b'\n');
+        chain.extend(ca);
+    }
+    Ok(Some(chain))
+}
+
+fn webhook(
+    configuration: WebhookKind,
+    name: String,
+    client_config: WebhookClientConfig,
+    chain: Option<&Vec<u8>>,
+    now: i64,
+) -> Webhook {
+    let trusts_serving_certificate = chain.map(|chain| match &client_config.ca_bundle {
+        Some(ByteString(bundle)) if !bundle.is_empty() => bundle_trusts(bundle, chain, now),
+        _ => Err("caBundle is empty".to_owned()),
+    });
+    Webhook {
+        configuration,
+        name,
+        trusts_serving_certificate,
+        service: client_config
+            .service
+            .map(|service| format!("{}/{}", service.namespace, service.name)),
+    }
+}
+
+async fn read_webhooks(
+    client: &Client,
+    chain: Option<&Vec<u8>>,
+    now: i64,
+) -> Result<Seen<Vec<Webhook>>, kube::Error> {
+    const RBAC: &str =
+        "get mutatingwebhookconfigurations and validatingwebhookconfigurations named gpu-policy";
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    let (mutating, validating) = match (get(&mutating, NAME).await, get(&validating, NAME).await) {
+        (Ok(m), Ok(v)) => (m, v),
+        (Err(kube::Error::Api(status)), _) | (_, Err(kube::Error::Api(status)))
+            if status.code == 403 =>
+        {
+            return Ok(Seen::Forbidden { rbac: RBAC });
+        }
+        (Err(error), _) | (_, Err(error)) => return Err(error),
+    };
+    if mutating.is_none() && validating.is_none() {
+        return Ok(Seen::NotServed);
+    }
+    let mut webhooks = Vec::new();
+    for hook in mutating.and_then(|m| m.webhooks).into_iter().flatten() {
+        webhooks.push(webhook(
+            WebhookKind::Mutating,
+            hook.name,
+            hook.client_config,
+            chain,
+            now,
+        ));
+    }
+    for hook in validating.and_then(|v| v.webhooks).into_iter().flatten() {
+        webhooks.push(webhook(
+            WebhookKind::Validating,
+            hook.name,
+            hook.client_config,
+            chain,
+            now,
+        ));
+    }
+    Ok(Seen::Complete(webhooks))
+}
+
+/// Whether each DaemonSet entry of the allowlist names one that exists.
+async fn read_allowlist(
+    client: &Client,
+    settings: &Settings,
+) -> Result<Vec<AllowlistTarget>, kube::Error> {
+    #[derive(Deserialize)]
+    struct Wire {
+        metadata: Meta,
+    }
+    #[derive(Deserialize, Default)]
+    struct Meta {
+        #[serde(default)]
+        name: String,
+    }
+    const RBAC: &str = "get and list daemonsets.apps in the allowlist's namespaces";
+    let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
+    let mut targets = Vec::new();
+    let defaults = crate::settings::Config::default().allowlist;
+    for entry in &settings.config().allowlist {
+        if entry.kind != "DaemonSet" || !is_dns_label(&entry.namespace) {
+            continue;
+        }
+        let exists = match &entry.name_prefix {
+            Some(prefix) => {
+                let listed = list(
+                    client,
+                    &gvk,
+                    Some(&entry.namespace),
+                    ListParams::default(),
+                    LISTS.daemon_sets,
+                    |text| {
+                        let wire: Wire = serde_json::from_str(text).ok()?;
+                        wire.metadata
+                            .name
+                            .starts_with(prefix.as_str())
+                            .then_some(())
+                    },
+                )
+                .await;
+                match seen(listed, RBAC)? {
+                    Seen::Complete(found) => Seen::Complete(!found.is_empty()),
+                    Seen::Truncated(found) => Seen::Truncated(!found.is_empty()),
+                    Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
+                    Seen::NotServed => Seen::NotServed,
+                }
+            }
+            None => {
+                let api =
+                    Api::<PartialObjectMeta<k8s_openapi::api::apps::v1::DaemonSet>>::namespaced(
+                        client.clone(),
+                        &entry.namespace,
+                    );
+                let got = api.get_metadata_opt(&entry.name).await.map(|o| o.is_some());
+                seen_get(got, RBAC)?
+            }
+        };
+        targets.push(AllowlistTarget {
+            entry: entry.to_string(),
+            namespace: entry.namespace.clone(),
+            name: entry
+                .name_prefix
+                .clone()
+                .unwrap_or_else(|| entry.name.clone()),
+            by_prefix: entry.name_prefix.is_some(),
+            default_entry: defaults.contains(entry),
+            exists,
+        });
+    }
+    Ok(targets)
+}

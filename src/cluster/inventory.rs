@@ -1,0 +1,424 @@
+//! `gpu-policy doctor`'s one read of the cluster, into a
+//! [`doctor::Inventory`](Inventory) of plain values: the GPU stack here,
+//! gpu-policy's own install in `install.rs`.
+//!
+//! Every list is paged (`inventory_lists::list`, each page held as its text
+//! and read an item at a time into the few fields kept) and bounded by a
+//! number of pages (`LISTS`): a cluster with more objects of a kind is
+//! read in part, and the inventory says so ([`Seen::Truncated`]). A kind
+//! the caller may not read (403) is [`Seen::Forbidden`] with the RBAC to
+//! grant; one the API server does not serve (404) is [`Seen::NotServed`].
+//! Any other error fails the read: the cluster cannot be read.
+//!
+//! What it reads, in this order: Nodes; RuntimeClasses; DaemonSets (all
+//! namespaces), then the pods of those of the device plugin and GPU
+//! Feature Discovery (by their selectors); DeviceClasses and the
+//! ResourceSlices of `gpu.nvidia.com` (a field selector); the Namespaces
+//! labelled `gpu-policy.io/mode` (a label selector); then the install.
+
+use std::collections::BTreeMap;
+
+use kube::Client;
+use kube::api::{GroupVersionKind, ListParams};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::claims::{DRA_GROUP, dra_gvk};
+use super::install_read::read_install;
+use super::inventory_lists::{LISTS, list, seen};
+use super::list::Paged;
+use crate::doctor::checks::gpu_nodes::is_read_label;
+use crate::doctor::inventory::{
+    Component, ComponentPod, DaemonSet, Dra, Inventory, Node, OptedIn, PolicyConfig, RuntimeClass,
+    Seen, Slice,
+};
+use crate::policy::dra::allocation::GPU_DRIVER;
+use crate::policy::quantity::GpuCount;
+use crate::settings::{MODE_LABEL, Settings};
+
+/// The most DaemonSets of one component whose pods are listed.
+const MAX_COMPONENT_DAEMON_SETS: usize = 10;
+
+/// What the read needs besides the client.
+#[derive(Debug, Clone)]
+pub struct InventoryOptions<'a> {
+    /// The namespace gpu-policy is installed in.
+    pub namespace: &'a str,
+    pub settings: &'a Settings,
+    pub config: PolicyConfig,
+    /// Unix seconds: the serving certificate is verified at this time.
+    pub now: i64,
+}
+
+/// The one read of the cluster.
+pub async fn read_inventory(
+    client: &Client,
+    options: InventoryOptions<'_>,
+) -> Result<Inventory, kube::Error> {
+    let nodes = read_nodes(client).await?;
+    let runtime_classes = read_runtime_classes(client).await?;
+    let (daemon_sets, selectors) = read_daemon_sets(client).await?;
+    let component_pods = read_component_pods(client, &selectors).await?;
+    let dra = read_dra(client, options.settings).await?;
+    let namespaces = read_namespaces(client).await?;
+    let install = read_install(client, options.namespace, options.settings, options.now).await?;
+    Ok(Inventory {
+        nodes,
+        runtime_classes,
+        daemon_sets,
+        component_pods,
+        dra,
+        namespaces,
+        install,
+        config: options.config,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Handler {
+        #[serde(default)]
+        name: String,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Status {
+        #[serde(default)]
+        capacity: BTreeMap<String, Value>,
+        runtime_handlers: Option<Vec<Handler>>,
+    }
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(default)]
+        metadata: Meta,
+        #[serde(default)]
+        status: Status,
+    }
+    let keep = |text: &str| {
+        let node: Wire = serde_json::from_str(text).ok()?;
+        let labels = node
+            .metadata
+            .labels
+            .into_iter()
+            .filter(|(key, _)| is_read_label(key))
+            .collect();
+        let capacity = node
+            .status
+            .capacity
+            .iter()
+            .filter(|(name, _)| name.starts_with("nvidia.com/"))
+            .filter_map(|(name, quantity)| match GpuCount::from_value(quantity) {
+                GpuCount::Whole(n) => Some((name.clone(), n)),
+                GpuCount::Invalid(_) => None,
+            })
+            .collect();
+        let runtime_handlers = node
+            .status
+            .runtime_handlers
+            .map(|handlers| handlers.into_iter().map(|h| h.name).collect());
+        Some(Node {
+            name: node.metadata.name,
+            labels,
+            capacity,
+            runtime_handlers,
+        })
+    };
+    let gvk = GroupVersionKind::gvk("", "v1", "Node");
+    let listed = list(client, &gvk, None, ListParams::default(), LISTS.nodes, keep).await;
+    seen(listed, "list nodes")
+}
+
+async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>, kube::Error> {
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(default)]
+        metadata: Meta,
+        #[serde(default)]
+        handler: String,
+    }
+    let gvk = GroupVersionKind::gvk("node.k8s.io", "v1", "RuntimeClass");
+    let keep = |text: &str| {
+        let class: Wire = serde_json::from_str(text).ok()?;
+        Some(RuntimeClass {
+            name: class.metadata.name,
+            handler: class.handler,
+        })
+    };
+    let listed = list(client, &gvk, None, ListParams::default(), LISTS.small, keep).await;
+    seen(listed, "list runtimeclasses.node.k8s.io")
+}
+
+/// A component DaemonSet's pod selector, to list its pods.
+pub(super) struct PodSelector {
+    namespace: String,
+    component: Component,
+    labels: String,
+}
+
+async fn read_daemon_sets(
+    client: &Client,
+) -> Result<(Seen<Vec<DaemonSet>>, Vec<PodSelector>), kube::Error> {
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Selector {
+        #[serde(default)]
+        match_labels: BTreeMap<String, String>,
+    }
+    #[derive(Deserialize, Default)]
+    struct Spec {
+        #[serde(default)]
+        selector: Selector,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Status {
+        #[serde(default)]
+        desired_number_scheduled: i64,
+        #[serde(default)]
+        number_ready: i64,
+    }
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(default)]
+        metadata: Meta,
+        #[serde(default)]
+        spec: Spec,
+        #[serde(default)]
+        status: Status,
+    }
+    let mut selectors = Vec::new();
+    let keep = |text: &str| {
+        let wire: Wire = serde_json::from_str(text).ok()?;
+        let component = Component::of_daemon_set(&wire.metadata.name, &wire.metadata.labels)?;
+        let labels: Vec<String> = wire
+            .spec
+            .selector
+            .match_labels
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect();
+        let listed = selectors
+            .iter()
+            .filter(|s: &&PodSelector| s.component == component)
+            .count();
+        if !labels.is_empty() && listed < MAX_COMPONENT_DAEMON_SETS {
+            selectors.push(PodSelector {
+                namespace: wire.metadata.namespace.clone(),
+                component,
+                labels: labels.join(","),
+            });
+        }
+        Some(DaemonSet {
+            namespace: wire.metadata.namespace,
+            name: wire.metadata.name,
+            component,
+            desired: wire.status.desired_number_scheduled,
+            ready: wire.status.number_ready,
+        })
+    };
+    let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
+    let listed = list(
+        client,
+        &gvk,
+        None,
+        ListParams::default(),
+        LISTS.daemon_sets,
+        keep,
+    )
+    .await;
+    let daemon_sets = seen(listed, "list daemonsets.apps")?;
+    Ok((daemon_sets, selectors))
+}
+
+async fn read_component_pods(
+    client: &Client,
+    selectors: &[PodSelector],
+) -> Result<Seen<Vec<ComponentPod>>, kube::Error> {
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        node_name: Option<String>,
+        runtime_class_name: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Condition {
+        #[serde(rename = "type", default)]
+        kind: String,
+        #[serde(default)]
+        status: String,
+    }
+    #[derive(Deserialize, Default)]
+    struct Status {
+        #[serde(default)]
+        conditions: Vec<Condition>,
+    }
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(default)]
+        metadata: Meta,
+        #[serde(default)]
+        spec: Spec,
+        #[serde(default)]
+        status: Status,
+    }
+    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+    let mut pods = Vec::new();
+    let mut paged = Paged::Complete;
+    for selector in selectors {
+        let keep = |text: &str| {
+            let pod: Wire = serde_json::from_str(text).ok()?;
+            let ready = pod
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.kind == "Ready" && c.status == "True");
+            Some(ComponentPod {
+                namespace: pod.metadata.namespace,
+                name: pod.metadata.name,
+                component: selector.component,
+                node: pod.spec.node_name,
+                ready,
+                runtime_class: pod.spec.runtime_class_name,
+            })
+        };
+        let params = ListParams::default().labels(&selector.labels);
+        let listed = list(
+            client,
+            &gvk,
+            Some(&selector.namespace),
+            params,
+            LISTS.pods,
+            keep,
+        )
+        .await;
+        match seen(listed, "list pods")? {
+            Seen::Complete(more) => pods.extend(more),
+            Seen::Truncated(more) => {
+                pods.extend(more);
+                paged = Paged::Truncated;
+            }
+            other @ (Seen::Forbidden { .. } | Seen::NotServed) => return Ok(other),
+        }
+    }
+    Ok(match paged {
+        Paged::Complete => Seen::Complete(pods),
+        Paged::Truncated => Seen::Truncated(pods),
+    })
+}
+
+/// The attribute names the floors read, as a slice may write them:
+/// unqualified, or qualified by the driver's domain.
+fn has_attribute(attributes: Option<&Value>, name: &str) -> bool {
+    attributes.is_some_and(|attributes| {
+        attributes.get(name).is_some() || attributes.get(format!("{GPU_DRIVER}/{name}")).is_some()
+    })
+}
+
+async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kube::Error> {
+    #[derive(Deserialize)]
+    struct Class {
+        #[serde(default)]
+        metadata: Meta,
+    }
+    let wanted = &settings.config().gpu_device_classes;
+    let keep = |text: &str| {
+        let class: Class = serde_json::from_str(text).ok()?;
+        wanted
+            .contains(&class.metadata.name)
+            .then_some(class.metadata.name)
+    };
+    let listed = list(
+        client,
+        &dra_gvk("DeviceClass"),
+        None,
+        ListParams::default(),
+        LISTS.small,
+        keep,
+    )
+    .await;
+    let classes = match seen(listed, "list deviceclasses.resource.k8s.io")? {
+        Seen::Complete(classes) | Seen::Truncated(classes) => classes,
+        Seen::Forbidden { rbac } => return Ok(Seen::Forbidden { rbac }),
+        Seen::NotServed => return Ok(Seen::NotServed),
+    };
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        node_name: Option<String>,
+        #[serde(default)]
+        devices: Vec<Value>,
+    }
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(default)]
+        metadata: Meta,
+        #[serde(default)]
+        spec: Spec,
+    }
+    let keep = |text: &str| {
+        let slice: Wire = serde_json::from_str(text).ok()?;
+        let mut kept = Slice {
+            name: slice.metadata.name,
+            node: slice.spec.node_name,
+            ..Slice::default()
+        };
+        for device in &slice.spec.devices {
+            let attributes = device.get("attributes");
+            kept.devices += 1;
+            if !has_attribute(attributes, "cudaComputeCapability") {
+                kept.without_compute_capability += 1;
+            }
+            if !has_attribute(attributes, "cudaDriverVersion") {
+                kept.without_driver_version += 1;
+            }
+        }
+        Some(kept)
+    };
+    let params = ListParams::default().fields(&format!("spec.driver={GPU_DRIVER}"));
+    let gvk = GroupVersionKind::gvk(DRA_GROUP, "v1", "ResourceSlice");
+    let listed = list(client, &gvk, None, params, LISTS.slices, keep).await;
+    Ok(match seen(listed, "list resourceslices.resource.k8s.io")? {
+        Seen::Complete(slices) => Seen::Complete(Dra {
+            gpu_device_classes: classes,
+            slices,
+        }),
+        Seen::Truncated(slices) => Seen::Truncated(Dra {
+            gpu_device_classes: classes,
+            slices,
+        }),
+        Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
+        Seen::NotServed => Seen::NotServed,
+    })
+}
+
+async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Error> {
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(default)]
+        metadata: Meta,
+    }
+    let keep = |text: &str| {
+        let namespace: Wire = serde_json::from_str(text).ok()?;
+        let mode = namespace.metadata.labels.get(MODE_LABEL)?.clone();
+        Some(OptedIn {
+            namespace: namespace.metadata.name,
+            mode,
+        })
+    };
+    let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
+    let params = ListParams::default().labels(MODE_LABEL);
+    let listed = list(client, &gvk, None, params, LISTS.namespaces, keep).await;
+    seen(listed, "list namespaces")
+}

@@ -1,0 +1,223 @@
+//! `no-gpu-capacity`: a node that looks like a GPU node advertises no
+//! `nvidia.com/gpu`. The most common trouble on GPU clusters: the driver is
+//! installed and the device plugin deployed, yet `kubectl describe node`
+//! shows no `nvidia.com/gpu` in Capacity, and GPU pods stay Pending.
+//!
+//! Reads, of each node: the labels that make it look like a GPU node
+//! (GFD's `nvidia.com/gpu.present=true` and `nvidia.com/gpu.count`, the GPU
+//! Operator's `nvidia.com/gpu.deploy.device-plugin=true`, NFD's
+//! `feature.node.kubernetes.io/pci-…10de….present=true`) or a device-plugin
+//! pod on it; its capacity of `nvidia.com/gpu`, `nvidia.com/gpu.shared`
+//! and `nvidia.com/mig-*`. A node whose GPUs the NVIDIA DRA driver
+//! publishes in ResourceSlices is not expected to advertise capacity.
+//!
+//! The cause, from what is seen, first match wins (one finding per cause,
+//! naming its nodes):
+//!
+//! | cause | seen | fix |
+//! | --- | --- | --- |
+//! | `mig-strategy` | `nvidia.com/mig-*` capacity | request the MIG resource, or the `single` strategy |
+//! | `device-plugin-missing` | no device-plugin DaemonSet | install the device plugin |
+//! | `device-plugin-not-on-node` | DaemonSets, but no pod on the node | the DaemonSet's nodeSelector, affinity, tolerations |
+//! | `device-plugin-not-ready` | its pod on the node is not Ready | runtime default (pod without RuntimeClass), its log |
+//! | `runtime-not-default` | its pod is Ready, runs without a RuntimeClass | `nvidia-ctk runtime configure --set-as-default` |
+//! | `device-plugin-finds-no-gpu` | its pod is Ready with a RuntimeClass | its log, the driver |
+//! | `device-plugin-unread` | the DaemonSets or their pods could not be listed | the three above |
+//!
+//! A Ready plugin with no RuntimeClass that advertises nothing is what an
+//! old plugin (`--fail-on-init-error=false`) does when its container does
+//! not run under the NVIDIA runtime: it finds no GPU and says so in its log.
+
+use std::collections::BTreeMap;
+
+use super::gpu_nodes::{
+    GPU_RESOURCE, gpu_signs, has_dra_slices, has_gpu_capacity, mig_capacity, nodes, pods_on,
+};
+use crate::doctor::finding::{Finding, FindingId, Severity, Subject};
+use crate::doctor::inventory::{Component, ComponentPod, Inventory};
+
+/// Why a GPU node advertises no GPU, in the order they are told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cause {
+    MigStrategy,
+    DevicePluginMissing,
+    DevicePluginUnread,
+    DevicePluginNotOnNode,
+    DevicePluginNotReady,
+    RuntimeNotDefault,
+    DevicePluginFindsNoGpu,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::MigStrategy => "mig-strategy",
+            Cause::DevicePluginMissing => "device-plugin-missing",
+            Cause::DevicePluginUnread => "device-plugin-unread",
+            Cause::DevicePluginNotOnNode => "device-plugin-not-on-node",
+            Cause::DevicePluginNotReady => "device-plugin-not-ready",
+            Cause::RuntimeNotDefault => "runtime-not-default",
+            Cause::DevicePluginFindsNoGpu => "device-plugin-finds-no-gpu",
+        }
+    }
+
+    /// The likely cause, in words.
+    fn likely(self) -> &'static str {
+        match self {
+            Cause::MigStrategy => {
+                "the GPUs are in MIG mode and the device plugin's mixed strategy advertises them as nvidia.com/mig-* instead"
+            }
+            Cause::DevicePluginMissing => "no NVIDIA device plugin is deployed",
+            Cause::DevicePluginUnread => {
+                "the device plugin's DaemonSets or pods could not be read, so the cause is not known"
+            }
+            Cause::DevicePluginNotOnNode => "no device-plugin pod runs on the node",
+            Cause::DevicePluginNotReady => "the device-plugin pod on the node is not ready",
+            Cause::RuntimeNotDefault => {
+                "nvidia is not the container runtime's default and the device plugin uses no RuntimeClass, so it sees no GPU"
+            }
+            Cause::DevicePluginFindsNoGpu => "the device plugin runs but finds no GPU",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            Cause::MigStrategy => {
+                "request the MIG resource (nvidia.com/mig-<profile>), or set the device plugin's MIG strategy to single to advertise nvidia.com/gpu"
+            }
+            Cause::DevicePluginMissing => {
+                "install the device plugin (helm install nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace) or the GPU Operator"
+            }
+            Cause::DevicePluginUnread => {
+                "grant list on daemonsets.apps and pods and run doctor again, or check the device-plugin pod on the node and containerd's default runtime"
+            }
+            Cause::DevicePluginNotOnNode => {
+                "make the device plugin's DaemonSet select the node: its nodeSelector and affinity must match the node's labels and its tolerations the node's taints"
+            }
+            Cause::DevicePluginNotReady => {
+                "read the pod's log (kubectl logs -n NS POD); if it cannot load NVML, run nvidia-ctk runtime configure --runtime=containerd --set-as-default on the node and restart containerd, or set runtimeClassName: nvidia on the device plugin's DaemonSet"
+            }
+            Cause::RuntimeNotDefault => {
+                "on the node, run nvidia-ctk runtime configure --runtime=containerd --set-as-default and restart containerd, or set runtimeClassName: nvidia on the device plugin's DaemonSet"
+            }
+            Cause::DevicePluginFindsNoGpu => {
+                "read the device-plugin pod's log (kubectl logs -n NS POD) and check the driver on the node (nvidia-smi)"
+            }
+        }
+    }
+}
+
+/// The cause of one node, and the facts that show it.
+fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (Cause, Vec<String>) {
+    if !mig.is_empty() {
+        return (
+            Cause::MigStrategy,
+            vec![format!("capacity {}", mig.join(", "))],
+        );
+    }
+    // Without the DaemonSets, or their pods, what runs on the node is not
+    // known.
+    let (Some(daemon_sets), Some(_)) = (
+        inventory.daemon_sets.items(),
+        inventory.component_pods.items(),
+    ) else {
+        return (Cause::DevicePluginUnread, Vec::new());
+    };
+    let plugins: Vec<String> = daemon_sets
+        .iter()
+        .filter(|ds| ds.component == Component::DevicePlugin)
+        .map(|ds| ds.key())
+        .collect();
+    if plugins.is_empty() {
+        return (
+            Cause::DevicePluginMissing,
+            vec![format!(
+                "no DaemonSet {}",
+                Component::DevicePlugin.looked_for()
+            )],
+        );
+    }
+    let Some(pod) = pods
+        .iter()
+        .find(|pod| pod.component == Component::DevicePlugin)
+    else {
+        return (
+            Cause::DevicePluginNotOnNode,
+            vec![format!("no pod of DaemonSet {} on it", plugins.join(", "))],
+        );
+    };
+    let runtime = match &pod.runtime_class {
+        Some(class) => format!("with RuntimeClass {class}"),
+        None => "without a RuntimeClass".to_owned(),
+    };
+    let pod_name = format!("{}/{}", pod.namespace, pod.name);
+    if !pod.ready {
+        return (
+            Cause::DevicePluginNotReady,
+            vec![format!(
+                "device-plugin pod {pod_name} is not ready, runs {runtime}"
+            )],
+        );
+    }
+    let seen = vec![format!(
+        "device-plugin pod {pod_name} is ready, runs {runtime}"
+    )];
+    match pod.runtime_class {
+        None => (Cause::RuntimeNotDefault, seen),
+        Some(_) => (Cause::DevicePluginFindsNoGpu, seen),
+    }
+}
+
+/// One finding per cause, naming the nodes it explains.
+pub fn check(inventory: &Inventory) -> Vec<Finding> {
+    // Cause -> (nodes, evidence lines).
+    let mut by_cause: BTreeMap<Cause, (Vec<Subject>, Vec<String>)> = BTreeMap::new();
+    for node in nodes(inventory) {
+        if has_gpu_capacity(node) || has_dra_slices(inventory, &node.name) {
+            continue;
+        }
+        let pods = pods_on(inventory, &node.name);
+        let signs = gpu_signs(node, &pods);
+        if signs.is_empty() {
+            continue;
+        }
+        let mig = mig_capacity(node);
+        let (cause, facts) = cause_of(inventory, &pods, &mig);
+        let (subjects, evidence) = by_cause.entry(cause).or_default();
+        subjects.push(Subject::node(&node.name));
+        let mut line = format!(
+            "{}: {}; no {GPU_RESOURCE} in capacity",
+            node.name,
+            signs.join(", ")
+        );
+        for fact in facts {
+            line.push_str("; ");
+            line.push_str(&fact);
+        }
+        evidence.push(line);
+    }
+    by_cause
+        .into_iter()
+        .map(|(cause, (subjects, evidence))| {
+            let looks = match subjects.len() {
+                1 => "1 node looks like a GPU node but advertises".to_owned(),
+                n => format!("{n} nodes look like GPU nodes but advertise"),
+            };
+            let summary = format!("{looks} no {GPU_RESOURCE}: {}", cause.likely());
+            // MIG devices are GPUs still, requested by their own names.
+            let severity = match cause {
+                Cause::MigStrategy => Severity::Warning,
+                _ => Severity::Error,
+            };
+            Finding::new(
+                FindingId::NoGpuCapacity,
+                severity,
+                summary,
+                subjects,
+                evidence,
+                cause.fix().to_owned(),
+            )
+            .with_cause(cause.as_str())
+        })
+        .collect()
+}

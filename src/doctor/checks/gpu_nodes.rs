@@ -1,0 +1,131 @@
+//! What makes a node a GPU node, read from its labels, capacity and the
+//! pods and slices on it; shared by the checks of nodes.
+
+use crate::cuda::requirement::{DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL};
+use crate::doctor::inventory::{Component, ComponentPod, Inventory, Node};
+use crate::policy::rules::compute_affinity::MAJOR_LABEL;
+
+/// The resource the device plugin advertises whole GPUs as.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// What it advertises shared GPUs as with `renameByDefault`.
+pub const SHARED_GPU_RESOURCE: &str = "nvidia.com/gpu.shared";
+/// MIG devices under the `mixed` strategy: `nvidia.com/mig-1g.5gb`.
+pub const MIG_RESOURCE_PREFIX: &str = "nvidia.com/mig-";
+/// GFD's (and the GPU Operator's) label of a node with a GPU.
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
+/// GFD's count of the node's GPUs.
+pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// The GPU Operator's label of a node whose runtime it configures.
+pub const DEPLOY_TOOLKIT_LABEL: &str = "nvidia.com/gpu.deploy.container-toolkit";
+/// The GPU Operator's label of a node it deploys the device plugin to.
+pub const DEPLOY_DEVICE_PLUGIN_LABEL: &str = "nvidia.com/gpu.deploy.device-plugin";
+/// Node Feature Discovery's PCI labels: `feature.node.kubernetes.io/pci-10de.present`
+/// or, with the device class, `pci-0302_10de.present` (0x10de: NVIDIA).
+const NFD_PCI_PREFIX: &str = "feature.node.kubernetes.io/pci-";
+const NVIDIA_PCI_VENDOR: &str = "10de";
+
+/// Whether a check reads the node label `key`: the reader keeps only
+/// these (a GFD-labelled node has some thirty `nvidia.com/` labels, six of
+/// which are read).
+pub fn is_read_label(key: &str) -> bool {
+    [
+        GPU_PRESENT_LABEL,
+        GPU_COUNT_LABEL,
+        DEPLOY_DEVICE_PLUGIN_LABEL,
+        DEPLOY_TOOLKIT_LABEL,
+        MAJOR_LABEL,
+        DRIVER_MAJOR_LABEL,
+        OLD_DRIVER_MAJOR_LABEL,
+    ]
+    .contains(&key)
+        || (key.starts_with(NFD_PCI_PREFIX) && key.contains(NVIDIA_PCI_VENDOR))
+}
+
+/// Why a node looks like a GPU node: the labels that say so, else the
+/// device plugin's pod on it; empty when nothing does.
+pub fn gpu_signs(node: &Node, pods: &[&ComponentPod]) -> Vec<String> {
+    let mut signs: Vec<String> = node
+        .labels
+        .iter()
+        .filter(|(key, value)| {
+            let is_true = value.as_str() == "true";
+            ([GPU_PRESENT_LABEL, DEPLOY_DEVICE_PLUGIN_LABEL].contains(&key.as_str()) && is_true)
+                || key.as_str() == GPU_COUNT_LABEL
+                || (key.starts_with(NFD_PCI_PREFIX)
+                    && key.contains(NVIDIA_PCI_VENDOR)
+                    && key.ends_with(".present")
+                    && is_true)
+        })
+        .map(|(key, value)| format!("label {key}={value}"))
+        .collect();
+    if !signs.is_empty() {
+        return signs;
+    }
+    signs.extend(
+        pods.iter()
+            .filter(|pod| pod.component == Component::DevicePlugin)
+            .map(|pod| format!("device-plugin pod {}/{}", pod.namespace, pod.name)),
+    );
+    signs
+}
+
+/// Whether the node advertises whole or shared GPUs.
+pub fn has_gpu_capacity(node: &Node) -> bool {
+    [GPU_RESOURCE, SHARED_GPU_RESOURCE]
+        .iter()
+        .any(|resource| node.capacity.get(*resource).is_some_and(|n| *n > 0))
+}
+
+/// The MIG resources the node advertises (`nvidia.com/mig-1g.5gb=7`).
+pub fn mig_capacity(node: &Node) -> Vec<String> {
+    node.capacity
+        .iter()
+        .filter(|(name, n)| name.starts_with(MIG_RESOURCE_PREFIX) && **n > 0)
+        .map(|(name, n)| format!("{name}={n}"))
+        .collect()
+}
+
+/// Whether the node advertises GPUs of any kind: whole, shared or MIG.
+pub fn has_any_gpu_capacity(node: &Node) -> bool {
+    has_gpu_capacity(node) || !mig_capacity(node).is_empty()
+}
+
+/// The GFD labels R4's floors select on that the node lacks: the compute
+/// capability and the driver's CUDA version (either of its two names).
+pub fn missing_gfd_labels(node: &Node) -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    if !node.labels.contains_key(MAJOR_LABEL) {
+        missing.push(MAJOR_LABEL);
+    }
+    if !node.labels.contains_key(DRIVER_MAJOR_LABEL)
+        && !node.labels.contains_key(OLD_DRIVER_MAJOR_LABEL)
+    {
+        missing.push(DRIVER_MAJOR_LABEL);
+    }
+    missing
+}
+
+/// The pods of components on `node`.
+pub fn pods_on<'i>(inventory: &'i Inventory, node: &str) -> Vec<&'i ComponentPod> {
+    inventory
+        .component_pods
+        .items()
+        .into_iter()
+        .flatten()
+        .filter(|pod| pod.node.as_deref() == Some(node))
+        .collect()
+}
+
+/// Whether the NVIDIA DRA driver publishes a slice for `node`: its GPUs
+/// come through claims, not capacity.
+pub fn has_dra_slices(inventory: &Inventory, node: &str) -> bool {
+    inventory
+        .dra
+        .items()
+        .is_some_and(|dra| dra.slices.iter().any(|s| s.node.as_deref() == Some(node)))
+}
+
+/// The nodes read.
+pub fn nodes(inventory: &Inventory) -> &[Node] {
+    inventory.nodes.items().map(Vec::as_slice).unwrap_or(&[])
+}

@@ -1,0 +1,202 @@
+//! The outputs of `doctor`: text for people ([`text`]) and JSON for
+//! scripts ([`json`], its schema in docs/operations.md, versioned by
+//! [`JSON_SCHEMA_VERSION`]).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::diagnosis::{Diagnosis, Summary};
+use super::finding::{Finding, Note, count};
+use crate::admission::Mode;
+
+/// The version of the JSON output's schema: raised when a field changes
+/// meaning or goes; new fields may come without it.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Output<'d> {
+    schema_version: u32,
+    healthy: bool,
+    summary: &'d Summary,
+    findings: &'d [Finding],
+    notes: &'d [Note],
+}
+
+/// The diagnosis as one pretty JSON document.
+pub fn json(diagnosis: &Diagnosis) -> Result<String, serde_json::Error> {
+    serde_json::to_string_pretty(&Output {
+        schema_version: JSON_SCHEMA_VERSION,
+        healthy: diagnosis.healthy(),
+        summary: &diagnosis.summary,
+        findings: &diagnosis.findings,
+        notes: &diagnosis.notes,
+    })
+}
+
+/// The diagnosis for people: a summary line, each finding with its
+/// objects, evidence and fix, the notes, the opted-in namespaces.
+pub fn text(diagnosis: &Diagnosis) -> String {
+    let summary = &diagnosis.summary;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "gpu-policy doctor: {}, {} with GPUs; {}",
+        count(summary.nodes, "node", "nodes"),
+        summary.gpu_nodes,
+        match diagnosis.findings.len() {
+            0 => "healthy".to_owned(),
+            n => count(n, "finding", "findings"),
+        }
+    );
+    for finding in &diagnosis.findings {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "[{}] {}: {}",
+            finding.severity.as_str(),
+            finding.id,
+            finding.summary
+        );
+        if !finding.subjects.is_empty() {
+            let _ = writeln!(out, "  objects: {}", objects(finding));
+        }
+        if let Some(cause) = finding.cause {
+            let _ = writeln!(out, "  cause: {cause}");
+        }
+        if !finding.evidence.is_empty() {
+            let _ = writeln!(out, "  evidence:");
+            for line in &finding.evidence {
+                let _ = writeln!(out, "    - {line}");
+            }
+        }
+        let _ = writeln!(out, "  fix: {}", finding.fix);
+    }
+    if !diagnosis.notes.is_empty() {
+        out.push('\n');
+        for note in &diagnosis.notes {
+            let _ = writeln!(out, "note ({}): {}", note.kind, note.message);
+        }
+    }
+    out.push('\n');
+    let modes: Vec<String> = Mode::ALL
+        .iter()
+        .map(|mode| {
+            let names = summary.opted_in.get(mode.as_str()).map(Vec::as_slice);
+            match names {
+                Some(names) if !names.is_empty() => {
+                    format!("{mode} {}", super::finding::named(names))
+                }
+                _ => format!("{mode} none"),
+            }
+        })
+        .collect();
+    let _ = writeln!(out, "opted in: {}", modes.join("; "));
+    out
+}
+
+/// `Node gpu-1, gpu-2 and 3 more`: the subjects by kind, in order.
+fn objects(finding: &Finding) -> String {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for subject in &finding.subjects {
+        match groups.iter_mut().find(|(kind, _)| *kind == subject.kind) {
+            Some((_, keys)) => keys.push(subject.key()),
+            None => groups.push((subject.kind, vec![subject.key()])),
+        }
+    }
+    let mut text: Vec<String> = groups
+        .into_iter()
+        .map(|(kind, keys)| format!("{kind} {}", keys.join(", ")))
+        .collect();
+    if finding.more_subjects > 0 {
+        text.push(format!("and {} more", finding.more_subjects));
+    }
+    text.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::diagnose;
+    use crate::doctor::inventory::{Inventory, Node, Seen};
+
+    /// One node that looks like a GPU node and advertises nothing, with no
+    /// device plugin and no RuntimeClass: two findings.
+    fn one_finding() -> Diagnosis {
+        let node = Node {
+            name: "gpu-1".to_owned(),
+            labels: [("nvidia.com/gpu.present".to_owned(), "true".to_owned())].into(),
+            ..Node::default()
+        };
+        diagnose(&Inventory {
+            nodes: Seen::Complete(vec![node]),
+            runtime_classes: Seen::Complete(Vec::new()),
+            ..Inventory::default()
+        })
+    }
+
+    #[test]
+    fn the_json_schema_is_stable() {
+        let value: serde_json::Value =
+            serde_json::from_str(&json(&one_finding()).unwrap_or_else(|e| panic!("{e}")))
+                .unwrap_or_else(|e| panic!("{e}"));
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            keys(&value),
+            ["findings", "healthy", "notes", "schemaVersion", "summary"]
+        );
+        assert_eq!(value["schemaVersion"], 1);
+        assert_eq!(value["healthy"], false);
+        assert_eq!(keys(&value["summary"]), ["gpuNodes", "nodes", "optedIn"]);
+        assert_eq!(
+            keys(&value["summary"]["optedIn"]),
+            ["audit", "enforce", "warn"]
+        );
+        let finding = &value["findings"][0];
+        assert_eq!(
+            keys(finding),
+            [
+                "cause",
+                "evidence",
+                "fix",
+                "id",
+                "moreSubjects",
+                "severity",
+                "subjects",
+                "summary"
+            ]
+        );
+        assert_eq!(finding["id"], "no-gpu-capacity");
+        assert_eq!(finding["severity"], "error");
+        assert_eq!(finding["cause"], "device-plugin-missing");
+        assert_eq!(
+            finding["subjects"][0],
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "gpu-1"})
+        );
+        assert_eq!(keys(&value["notes"][0]), ["kind", "message"]);
+    }
+
+    #[test]
+    fn the_text_gives_each_finding_its_evidence_and_fix() {
+        let text = text(&one_finding());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines.first().copied(),
+            Some("gpu-policy doctor: 1 node, 1 with GPUs; 2 findings")
+        );
+        assert!(
+            lines.contains(&"  objects: Node gpu-1")
+                && lines.contains(&"  cause: device-plugin-missing")
+                && lines
+                    .iter()
+                    .any(|l| l.starts_with("  fix: install the device plugin"))
+                && lines.last() == Some(&"opted in: enforce none; warn none; audit none"),
+            "{text}"
+        );
+    }
+}
