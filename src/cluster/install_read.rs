@@ -3,8 +3,9 @@
 //! ValidatingWebhookConfigurations, each `caBundle` verified against the
 //! serving chain of the certificate Secret `gpu-policy-tls`; the
 //! Deployment; whether the allowlist's DaemonSets exist; the ConfigMap's
-//! configuration. Each is one GET (an allowlist entry by prefix, one paged
-//! list of its namespace's DaemonSets' metadata).
+//! configuration. Each is one GET, but an allowlist entry: a list by its
+//! name (the webhook's RBAC grants list and watch of those names, no get),
+//! or by prefix, one paged list of its namespace's DaemonSets' metadata.
 //!
 //! The Secret is read for its certificates only: its key is in the answer
 //! but no field here keeps it.
@@ -17,7 +18,6 @@ use k8s_openapi::api::apps::v1::Deployment as WireDeployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, GroupVersionKind, ListParams};
-use kube::core::PartialObjectMeta;
 use serde::Deserialize;
 
 use super::inventory_lists::{LISTS, list, seen};
@@ -192,6 +192,16 @@ async fn read_webhooks(
     Ok(Seen::Complete(webhooks))
 }
 
+/// Whether a name can go into a field selector as it is: a DNS subdomain
+/// (what Kubernetes names a DaemonSet), so no `,` or `=` in it.
+fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 /// Whether each DaemonSet entry of the allowlist names one that exists.
 async fn read_allowlist(
     client: &Client,
@@ -206,7 +216,7 @@ async fn read_allowlist(
         #[serde(default)]
         name: String,
     }
-    const RBAC: &str = "get and list daemonsets.apps in the allowlist's namespaces";
+    const RBAC: &str = "list and watch daemonsets.apps in the allowlist's namespaces";
     let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
     let mut targets = Vec::new();
     let defaults = crate::settings::Config::default().allowlist;
@@ -238,15 +248,27 @@ async fn read_allowlist(
                     Seen::NotServed => Seen::NotServed,
                 }
             }
-            None => {
-                let api =
-                    Api::<PartialObjectMeta<k8s_openapi::api::apps::v1::DaemonSet>>::namespaced(
-                        client.clone(),
-                        &entry.namespace,
-                    );
-                let got = api.get_metadata_opt(&entry.name).await.map(|o| o.is_some());
-                seen_get(got, RBAC)?
+            // A list by name, as the webhook's watch reads it: RBAC grants
+            // the webhook list and watch on these names, and no get.
+            None if is_object_name(&entry.name) => {
+                let by_name = ListParams::default().fields(&format!("metadata.name={}", entry.name));
+                let listed = list(
+                    client,
+                    &gvk,
+                    Some(&entry.namespace),
+                    by_name,
+                    LISTS.daemon_sets,
+                    |_| Some(()),
+                )
+                .await;
+                match seen(listed, RBAC)? {
+                    Seen::Complete(found) => Seen::Complete(!found.is_empty()),
+                    Seen::Truncated(found) => Seen::Truncated(!found.is_empty()),
+                    Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
+                    Seen::NotServed => Seen::NotServed,
+                }
             }
+            None => continue,
         };
         targets.push(AllowlistTarget {
             entry: entry.to_string(),
