@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::images::Wanted;
 use super::object_tree;
 use crate::document::{Budget, Document};
 use crate::policy::dra::ClaimFacts;
@@ -24,7 +25,6 @@ use crate::policy::dra::owner::{
     Fetched, GeneratedClaim, OwnerPod, ReadClaim, ReadPod, pod_claim_origins, to_read,
 };
 use crate::policy::{ContainerKind, PodView, Shape};
-use super::images::Wanted;
 use crate::registry::Platform;
 use crate::settings::Settings;
 

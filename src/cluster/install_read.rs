@@ -251,7 +251,8 @@ async fn read_allowlist(
             // A list by name, as the webhook's watch reads it: RBAC grants
             // the webhook list and watch on these names, and no get.
             None if is_object_name(&entry.name) => {
-                let by_name = ListParams::default().fields(&format!("metadata.name={}", entry.name));
+                let by_name =
+                    ListParams::default().fields(&format!("metadata.name={}", entry.name));
                 let listed = list(
                     client,
                     &gvk,

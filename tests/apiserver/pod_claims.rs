@@ -88,7 +88,9 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
     // The first template (within the maxima on its own), and the claim the
     // controller makes from it: the floors of the pod's image, and a
     // warning that the second pod claim is not counted yet.
-    cluster.create(&eight_gpu_template(NAMESPACE, "eight-a").to_string()).success();
+    cluster
+        .create(&eight_gpu_template(NAMESPACE, "eight-a").to_string())
+        .success();
     let first = cluster.create(&made_for_trainer(&uid, "first"));
     assert!(
         first.stderr.contains(
@@ -106,7 +108,9 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
         "{first}"
     );
 
-    cluster.create(&eight_gpu_template(NAMESPACE, "eight-b").to_string()).success();
+    cluster
+        .create(&eight_gpu_template(NAMESPACE, "eight-b").to_string())
+        .success();
     // The second: 16 GPUs with the first, denied.
     let second = cluster.create(&made_for_trainer(&uid, "second"));
     assert_eq!(denial(&second), Some(DENIAL), "{second:?}");

@@ -28,7 +28,10 @@ async fn a_claim_gets_the_floors_the_registry_gives_its_pods_image() {
                 "resources": {"claims": [{"name": "gpu"}]}}]}}));
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    write_atomically(&config, registry_config(&[registry.host()], "2s", "").as_bytes());
+    write_atomically(
+        &config,
+        registry_config(&[registry.host()], "2s", "").as_bytes(),
+    );
     let options = Options {
         config: Some(config),
         ..Options::default()
