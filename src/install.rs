@@ -456,6 +456,58 @@ pub(crate) fn pod_rules() -> Vec<Value> {
     ]
 }
 
+/// Updates of Pods themselves, sent to the webhooks only when
+/// [`POD_UPDATE_CONDITION`] holds.
+pub(crate) fn pod_update_rule() -> Value {
+    json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"], "scope": "Namespaced"})
+}
+
+/// The name of the match condition that narrows a Pod's updates to those
+/// the policy governs.
+pub const POD_UPDATE_CONDITION_NAME: &str = "pod-updates-gpu-policy-governs";
+
+/// Every request but a Pod's update passes; a Pod's update passes when it
+/// changes what gpu-policy governs in it: a container's image or env (what
+/// a re-apply of the manifest sends back), `runtimeClassName`, the
+/// affinity, or a `gpu-policy.io/` annotation. The updates controllers
+/// make all the time (labels, other annotations, finalizers, owner
+/// references; status is a subresource) never reach the webhook, so that
+/// a webhook that is down blocks none of them. Every field is tested with
+/// `has` first: an expression that errs would fall to the failure policy.
+pub const POD_UPDATE_CONDITION: &str = concat!(
+    "request.operation != 'UPDATE' || request.resource.resource != 'pods' || ",
+    "(has(request.subResource) && request.subResource != '') || ",
+    "!has(object.spec) || !has(oldObject.spec) || ",
+    "object.spec.containers.map(c, has(c.image) ? c.image : '') != ",
+    "oldObject.spec.containers.map(c, has(c.image) ? c.image : '') || ",
+    "object.spec.containers.map(c, has(c.env) ? c.env : []) != ",
+    "oldObject.spec.containers.map(c, has(c.env) ? c.env : []) || ",
+    "(has(object.spec.initContainers) ? object.spec.initContainers : [])",
+    ".map(c, has(c.image) ? c.image : '') != ",
+    "(has(oldObject.spec.initContainers) ? oldObject.spec.initContainers : [])",
+    ".map(c, has(c.image) ? c.image : '') || ",
+    "(has(object.spec.initContainers) ? object.spec.initContainers : [])",
+    ".map(c, has(c.env) ? c.env : []) != ",
+    "(has(oldObject.spec.initContainers) ? oldObject.spec.initContainers : [])",
+    ".map(c, has(c.env) ? c.env : []) || ",
+    "(has(object.spec.runtimeClassName) ? object.spec.runtimeClassName : '') != ",
+    "(has(oldObject.spec.runtimeClassName) ? oldObject.spec.runtimeClassName : '') || ",
+    "(has(object.spec.affinity) ? object.spec.affinity : {}) != ",
+    "(has(oldObject.spec.affinity) ? oldObject.spec.affinity : {}) || ",
+    "(has(object.metadata.annotations) ? object.metadata.annotations : {})",
+    ".exists(k, k.startsWith('gpu-policy.io/') && !(has(oldObject.metadata.annotations) ",
+    "&& k in oldObject.metadata.annotations ",
+    "&& oldObject.metadata.annotations[k] == object.metadata.annotations[k])) || ",
+    "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {})",
+    ".exists(k, k.startsWith('gpu-policy.io/') && !(has(object.metadata.annotations) ",
+    "&& k in object.metadata.annotations))",
+);
+
+/// The match conditions of every webhook that takes Pods.
+pub(crate) fn pod_match_conditions() -> Value {
+    json!([{"name": POD_UPDATE_CONDITION_NAME, "expression": POD_UPDATE_CONDITION}])
+}
+
 pub(crate) fn workload_rules() -> Vec<Value> {
     let mut groups: Vec<&str> = Workload::ALL.iter().map(|w| w.group()).collect();
     groups.sort_unstable();
@@ -494,8 +546,10 @@ fn claim_mutation_rule() -> Value {
 fn mutating_configuration(options: &InstallOptions) -> Value {
     let mut webhook = common(options, Endpoint::Mutate, &options.failure_policy);
     let mut rules = pod_rules();
+    rules.push(pod_update_rule());
     rules.push(claim_mutation_rule());
     webhook["rules"] = json!(rules);
+    webhook["matchConditions"] = pod_match_conditions();
     webhook["namespaceSelector"] = namespace_selector(Some(Mode::Enforce), &options.namespace);
     // Later webhooks (a sidecar injector) may add containers: run again.
     webhook["reinvocationPolicy"] = json!("IfNeeded");
@@ -516,9 +570,11 @@ fn validating_configuration(options: &InstallOptions) -> Value {
         };
         let mut webhook = common(options, Endpoint::Validate(mode), failure_policy);
         let mut rules = pod_rules();
+        rules.push(pod_update_rule());
         rules.extend(workload_rules());
         rules.push(claim_rules());
         webhook["rules"] = json!(rules);
+        webhook["matchConditions"] = pod_match_conditions();
         webhook["namespaceSelector"] = namespace_selector(Some(mode), &options.namespace);
         webhooks.push(webhook);
     }

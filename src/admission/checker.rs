@@ -138,6 +138,9 @@ pub struct Checker<'a> {
     /// What the nodes carry, when told (`check --nodes`) rather than read
     /// from the cluster.
     nodes: Option<&'a dyn NodeFacts>,
+    /// The pods as stored before an update (`check --old`), by namespace
+    /// and name: a Pod of the input found here is evaluated as its update.
+    old_pods: BTreeMap<(String, String), &'a Value>,
 }
 
 /// Where the DRA claims of the objects' pods resolve.
@@ -165,7 +168,30 @@ impl<'a> Checker<'a> {
             namespace_settings: settings.for_namespace(&BTreeMap::new()),
             claims: Claims::Alone,
             nodes: None,
+            old_pods: BTreeMap::new(),
         }
+    }
+
+    /// The pods as they are before an update (`check --old`): a Pod of the
+    /// input with the namespace and name of one of them is evaluated as
+    /// the update from it, as the webhook judges a second `kubectl apply`
+    /// or an image changed in place. Objects of other kinds are ignored.
+    pub fn with_old(mut self, objects: &[&'a Value]) -> Self {
+        for object in objects {
+            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+            let kind = ObjectKind::of_manifest(
+                text("/apiVersion").unwrap_or(""),
+                text("/kind").unwrap_or(""),
+            );
+            if kind != ObjectKind::Pod {
+                continue;
+            }
+            let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
+            let name = text("/metadata/name").unwrap_or("");
+            self.old_pods
+                .insert((namespace.to_owned(), name.to_owned()), object);
+        }
+        self
     }
 
     /// The namespace's annotations, which tighten the settings.
@@ -210,7 +236,9 @@ impl<'a> Checker<'a> {
     pub fn check_resolved(&self, object: &Value, images: Option<&dyn ImageFacts>) -> ObjectReport {
         let mut report = ObjectReport::allowed(object, self.namespace);
         let document = Document::from_value(object);
-        let Some((kind, subject)) = self.subject(document.root()) else {
+        let old = self.old_of(object).map(Document::from_value);
+        let old = old.as_ref().map(Document::root);
+        let Some((kind, subject)) = self.subject(document.root(), old) else {
             report.ignored = true;
             return report;
         };
@@ -267,7 +295,9 @@ impl<'a> Checker<'a> {
             .iter()
             .map(|object| {
                 let document = Document::from_value(object);
-                let (_, subject) = self.subject(document.root())?;
+                let old = self.old_of(object).map(Document::from_value);
+                let (_, subject) =
+                    self.subject(document.root(), old.as_ref().map(Document::root))?;
                 let alone;
                 let claims: &dyn ClaimFacts = match &self.claims {
                     Claims::Alone => {
@@ -282,16 +312,36 @@ impl<'a> Checker<'a> {
             .collect()
     }
 
+    /// The pod `object` is an update of (`with_old`), if any.
+    pub fn old_of(&self, object: &Value) -> Option<&'a Value> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
+        let name = text("/metadata/name")?;
+        self.old_pods
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .copied()
+    }
+
     /// What an object is evaluated as: created, in the namespace it names
-    /// (else the checker's). None for the kinds the policy ignores.
-    fn subject<'o>(&'o self, object: Json<'o>) -> Option<(ObjectKind, Subject<'o>)> {
+    /// (else the checker's), or a Pod as an update from `old`. None for the
+    /// kinds the policy ignores.
+    fn subject<'o>(
+        &'o self,
+        object: Json<'o>,
+        old: Option<Json<'o>>,
+    ) -> Option<(ObjectKind, Subject<'o>)> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Json::as_str);
         let kind = ObjectKind::of_manifest(
             text("/apiVersion").unwrap_or(""),
             text("/kind").unwrap_or(""),
         );
         let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
-        Some((kind, kind.created(object, namespace)?))
+        match old {
+            Some(old) if kind == ObjectKind::Pod => {
+                Some((kind, Subject::pod_update(object, old, namespace)))
+            }
+            _ => Some((kind, kind.created(object, namespace)?)),
+        }
     }
 }
 

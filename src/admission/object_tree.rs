@@ -100,11 +100,13 @@ pub const KEPT: &[(Place, &[&str])] = &[
             "containers",
             "ephemeralContainers",
             "initContainers",
+            "nodeName",
             "nodeSelector",
             "overhead",
             "resourceClaims",
             "runtimeClassName",
             "schedulerName",
+            "schedulingGates",
             "tolerations",
             "volumes",
             // A workload's.
@@ -168,11 +170,13 @@ impl Place {
                     | "containers"
                     | "ephemeralContainers"
                     | "initContainers"
+                    | "nodeName"
                     | "nodeSelector"
                     | "overhead"
                     | "resourceClaims"
                     | "runtimeClassName"
                     | "schedulerName"
+                    | "schedulingGates"
                     | "tolerations"
                     | "volumes"
                     | "jobTemplate"

@@ -26,7 +26,8 @@ use crate::policy::dra::claims::{ClaimKind, parse_object};
 use crate::policy::message::prefix_within;
 use crate::policy::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
 use crate::policy::{
-    ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Subject, scope_for_update,
+    ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Scope, Subject,
+    scope_for_update,
 };
 use crate::settings::Settings;
 
@@ -155,6 +156,9 @@ pub struct Evaluated<'r> {
 /// What gets evaluated for a request, the one table of it:
 /// - a Pod being created, on any admission endpoint;
 /// - the new ephemeral containers of a Pod (`pods/ephemeralcontainers`);
+/// - an update of a Pod itself, judged against the old pod (what the
+///   webhook wrote at creation kept, its annotations, the images changed
+///   in place): on any admission endpoint;
 /// - a workload's pod template being created or updated, on a validating
 ///   endpoint (pods are mutated, templates never);
 /// - a claim or claim template being created, or updated with a changed
@@ -180,21 +184,27 @@ pub fn evaluated<'r>(
     let validating = matches!(endpoint, Endpoint::Validate(_));
     let written = matches!(request.operation, Operation::Create | Operation::Update);
     let unread = exceeds_budget(request);
-    // Some(scope) for an update of a Pod's ephemeral containers; None for
-    // an object evaluated as created.
+    // How the object is read: as created, as an update of a Pod's
+    // ephemeral containers, or as an update of a Pod itself.
     let update_scope = match (kind, &request.operation) {
-        (ObjectKind::Pod, Operation::Create) if main => None,
+        (ObjectKind::Pod, Operation::Create) if main => Read::Created,
         (ObjectKind::Pod, Operation::Update) if ephemeral => match request.old_object.as_ref() {
-            Some(old) => Some(scope_for_update(old.json())),
+            Some(old) => Read::Ephemeral(scope_for_update(old.json())),
             None => return Err("the review carries no oldObject"),
         },
-        (ObjectKind::Workload(_), _) if main && validating && written => None,
+        (ObjectKind::Pod, Operation::Update) if main => match request.old_object.as_ref() {
+            Some(old) => Read::Updated(old.json()),
+            None => return Err("the review carries no oldObject"),
+        },
+        (ObjectKind::Workload(_), _) if main && validating && written => Read::Created,
         (ObjectKind::Claim(_), _)
             if main && validating && written && (unread || !spec_unchanged(request)) =>
         {
-            None
+            Read::Created
         }
-        (ObjectKind::Claim(ClaimKind::Claim), Operation::Create) if main && !validating => None,
+        (ObjectKind::Claim(ClaimKind::Claim), Operation::Create) if main && !validating => {
+            Read::Created
+        }
         _ => return Ok(None),
     };
     let Some(object) = request.object.as_ref() else {
@@ -215,14 +225,25 @@ pub fn evaluated<'r>(
         })
         .unwrap_or("default");
     let subject = match update_scope {
-        Some(scope) => Some(Subject::pod(object.json(), namespace, scope)),
-        None => kind.created(object.json(), namespace),
+        Read::Ephemeral(scope) => Some(Subject::pod(object.json(), namespace, scope)),
+        Read::Updated(old) => Some(Subject::pod_update(object.json(), old, namespace)),
+        Read::Created => kind.created(object.json(), namespace),
     };
     Ok(subject.map(|subject| Evaluated {
         kind,
         subject,
         mode,
     }))
+}
+
+/// How [`evaluated`] reads a request's object.
+enum Read<'r> {
+    /// As created: the whole object.
+    Created,
+    /// The new ephemeral containers of a Pod.
+    Ephemeral(Scope),
+    /// An update of a Pod itself, beside the old pod.
+    Updated(Json<'r>),
 }
 
 /// The images worth a registry lookup before [`answer`], the platform the
@@ -273,6 +294,13 @@ pub fn respond(
                     .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
             }
             let mut decision = decide_taking_patch(evaluated.mode, evaluated.kind, &mut evaluation);
+            if evaluated.mode == Mode::Enforce {
+                let new_changes = new_template_changes(request, &evaluated, &evaluation, evaluator);
+                if !new_changes.is_empty() {
+                    decision.warnings_in_full.extend(new_changes);
+                    decision.warnings = bounded_warnings(&decision.warnings_in_full);
+                }
+            }
             if endpoint == Endpoint::Mutate && claim {
                 // Only this webhook reads the claim's pod: what it could not
                 // read is said here (the validating webhooks say the rest).
@@ -288,6 +316,57 @@ pub fn respond(
         Err(error) => unreadable(&request.kind.kind, &error),
     };
     into_response(response, endpoint, decision, verdict)
+}
+
+/// On a workload's update in an enforce namespace, what its new pods will
+/// get that the old template's pods did not (an image that needs a higher
+/// compute capability: `[compute-affinity] pods will require GPU compute
+/// capability >= 7.5 (image ...)`), beside what `decide` warns of every
+/// template (the changes that override the author). The old template is
+/// evaluated as the new one is.
+fn new_template_changes(
+    request: &AdmissionRequest<'_>,
+    evaluated: &Evaluated<'_>,
+    evaluation: &crate::policy::Evaluation,
+    evaluator: &Evaluator<'_>,
+) -> Vec<String> {
+    let ObjectKind::Workload(_) = evaluated.kind else {
+        return Vec::new();
+    };
+    let Some(old) = request
+        .old_object
+        .as_ref()
+        .filter(|_| request.operation == Operation::Update)
+    else {
+        return Vec::new();
+    };
+    let Some(subject) = evaluated
+        .kind
+        .created(old.json(), evaluated.subject.namespace)
+    else {
+        return Vec::new();
+    };
+    let Ok(before) = evaluator.evaluate(&subject) else {
+        return Vec::new();
+    };
+    let had: std::collections::BTreeSet<(crate::policy::RuleId, &str)> = before
+        .changes
+        .iter()
+        .map(|change| (change.rule, change.summary.as_str()))
+        .collect();
+    evaluation
+        .changes
+        .iter()
+        .filter(|change| !change.overrides_author)
+        .filter(|change| !had.contains(&(change.rule, change.summary.as_str())))
+        .map(|change| {
+            Message::new(format_args!(
+                "[{}] pods will {}",
+                change.rule, change.summary
+            ))
+            .into_string()
+        })
+        .collect()
 }
 
 /// The denial of an object that was not read: it holds more values than

@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn the_default_policies_are_within_the_limits_on_their_reference_objects() {
         let checks = check(&Settings::default(), true);
-        assert_eq!(checks.len(), 6);
+        assert_eq!(checks.len(), 7);
         for c in &checks {
             assert!(c.within_limits(), "{}", markdown(c));
             assert_eq!(c.worst.expressions.len(), c.reference.expressions.len());

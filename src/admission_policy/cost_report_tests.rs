@@ -30,7 +30,7 @@ fn worst_cases() -> Vec<PolicyCost> {
 #[test]
 fn every_expression_of_every_generated_policy_is_estimated() {
     let costs = worst_cases();
-    assert_eq!(costs.len(), 6);
+    assert_eq!(costs.len(), 7);
     for policy in &costs {
         assert!(!policy.expressions.is_empty(), "{}", policy.name);
         for e in &policy.expressions {
@@ -42,17 +42,17 @@ fn every_expression_of_every_generated_policy_is_estimated() {
 /// The settings that change what the expressions say: each generates
 /// policies whose every expression is estimated.
 #[rstest::rstest]
-#[case("runtimeClassName: ''", 5)]
-#[case("privilegedGpu: deny", 6)]
+#[case("runtimeClassName: ''", 6)]
+#[case("privilegedGpu: deny", 7)]
 #[case(
     "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}",
-    6
+    7
 )]
-#[case("gpuSharing: {kaiScheduler: {enabled: false}}", 6)]
-#[case("gpuSharing: {hami: {enabled: false}}", 6)]
+#[case("gpuSharing: {kaiScheduler: {enabled: false}}", 7)]
+#[case("gpuSharing: {hami: {enabled: false}}", 7)]
 #[case(
     "{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {kaiScheduler: {schedulerName: x}}}",
-    6
+    7
 )]
 fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case] policies: usize) {
     let settings = Settings::from_yaml(yaml, "c.yaml").unwrap_or_else(|err| panic!("{err}"));

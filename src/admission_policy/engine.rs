@@ -108,13 +108,15 @@ impl PolicyEngine {
     }
 
     /// `check --engine cel`: what the policies alone decide for the
-    /// object's creation in a namespace of `mode`, in `check`'s report
+    /// object's creation (or update) in a namespace of `mode`, in `check`'s report
     /// shape. Enforce namespaces get the mutating policies' changes first,
     /// then a denial for any violation; warn namespaces get the violations
     /// as warnings; audit namespaces get nothing a person sees.
+    /// With `old`, the object's update from it.
     pub fn report(
         &self,
         object: &Value,
+        old: Option<&Value>,
         default_namespace: &str,
         mode: Mode,
         annotations: &BTreeMap<String, String>,
@@ -127,6 +129,10 @@ impl PolicyEngine {
             report.ignored = true;
             return report;
         };
+        if let Some(old) = old {
+            attributes.operation = "UPDATE".to_owned();
+            attributes.old_object = Some(as_admitted(old));
+        }
         let mut violations = Vec::new();
         if mode == Mode::Enforce {
             let verdict = self.mutate(&attributes);

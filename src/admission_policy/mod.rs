@@ -170,6 +170,10 @@ pub fn generated(rule: &Rule, settings: &Settings) -> Generated {
         RuleId::ComputeAffinity => Generated::default(),
         // In the other policies' CEL (`cel_text::allowlisted`).
         RuleId::Allowlist => Generated::default(),
+        RuleId::WebhookAnnotations => Generated {
+            validating: Vec::new(),
+            mutating: vec![mutating::webhook_annotations()],
+        },
         RuleId::DevicePaths => validating(pod_policy(
             RuleId::DevicePaths,
             true,

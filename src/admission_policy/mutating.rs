@@ -1,4 +1,4 @@
-//! The two mutations simple enough for the API server to make itself, as
+//! The mutations simple enough for the API server to make itself, as
 //! MutatingAdmissionPolicies (admissionregistration.k8s.io/v1, GA since
 //! Kubernetes 1.36), with JSON Patch mutations:
 //!
@@ -15,6 +15,10 @@
 //!   or holds a share and names no runtime class gets the configured one;
 //!   with `runtimeClassName: ""` the policy is not generated (nothing is
 //!   injected).
+//!
+//! - `gpu-policy-webhook-annotations` (R7): on a Pod's update, the
+//!   annotations only gpu-policy writes (`gpu-policy.io/mutations`,
+//!   `gpu-policy.io/gpu-needs`) put back as the old pod has them.
 //!
 //! Each container's entries are removed by index and the pin appended, as
 //! the webhook's own patch does (see [`env_patches`] for why the env is
@@ -36,6 +40,7 @@ use super::sharing;
 use crate::install;
 use crate::policy::RuleId;
 use crate::policy::rules::visible_devices::VARIABLE;
+use crate::policy::rules::webhook_annotations::OWNED;
 use crate::settings::Settings;
 
 fn policy(
@@ -217,4 +222,64 @@ pub fn runtime_class(settings: &Settings) -> Option<GeneratedPolicy> {
         object: policy(&name, rules, conditions, variables, &patch),
         name,
     })
+}
+
+/// `gpu-policy-webhook-annotations` (R7): on a Pod's update, the
+/// annotations only gpu-policy writes put back as the old pod has them:
+/// set again where the update changed or removed one, removed where it
+/// added one. `metadata.annotations` is made first when the update left
+/// none and one is to be set.
+pub fn webhook_annotations() -> GeneratedPolicy {
+    let name = format!("{}-{}", install::NAME, RuleId::WebhookAnnotations.as_str());
+    let mut variables = vec![
+        Variable::new(
+            "before",
+            "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}",
+        ),
+        Variable::new(
+            "after",
+            "has(object.metadata.annotations) ? object.metadata.annotations : {}",
+        ),
+    ];
+    let mut sets = Vec::new();
+    let mut patches = Vec::new();
+    for (index, key) in OWNED.iter().enumerate() {
+        let quoted = cel::string(key);
+        let path = cel::string(&format!("/metadata/annotations/{}", key.replace('/', "~1")));
+        let differs = format!("differs{index}");
+        variables.push(Variable::new(
+            &differs,
+            &format!(
+                "({quoted} in variables.before) != ({quoted} in variables.after) \
+                 || ({quoted} in variables.before \
+                     && variables.before[{quoted}] != variables.after[{quoted}])"
+            ),
+        ));
+        sets.push(format!(
+            "(variables.{differs} && {quoted} in variables.before)"
+        ));
+        patches.push(format!(
+            "(variables.{differs} \
+              ? ({quoted} in variables.before \
+                 ? [JSONPatch{{op: 'add', path: {path}, value: variables.before[{quoted}]}}] \
+                 : [JSONPatch{{op: 'remove', path: {path}}}]) \
+              : [])"
+        ));
+    }
+    let patch = format!(
+        "(!has(object.metadata.annotations) && ({sets}) \
+          ? [JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{}}}}] : []) + {patches}",
+        sets = sets.join(" || "),
+        patches = patches.join(" + "),
+    );
+    let conditions = vec![Variable::new(
+        "pod-update",
+        "request.operation == 'UPDATE' && oldObject != null && has(object.metadata)",
+    )];
+    let rules = vec![install::pod_update_rule()];
+    GeneratedPolicy {
+        rule: RuleId::WebhookAnnotations,
+        object: policy(&name, rules, conditions, variables, &patch),
+        name,
+    }
 }

@@ -44,6 +44,13 @@ pub struct CheckArgs {
     /// it every floor is written.
     #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
+    /// The pods as they are now (`kubectl get pod -o yaml`): a Pod of -f
+    /// with the namespace and name of one of them is checked as the update
+    /// from it, as the webhook judges a second `kubectl apply` or
+    /// `kubectl set image` (its answer to `--dry-run=server`). Repeatable;
+    /// a file, a folder or - for stdin, as -f.
+    #[arg(long = "old", value_name = "PATH")]
+    pub old: Vec<PathBuf>,
     /// What decides: the webhook's rules, or the generated admission
     /// policies (`manifests --admission-policies --mutating-policies`)
     /// evaluated in CEL, as the API server would without the webhook.

@@ -38,6 +38,18 @@ fn read_nodes(args: &CheckArgs, settings: &Settings) -> Result<Option<ClusterSna
     Ok(Some(snapshot))
 }
 
+/// `--old PATH`: the pods before the update, read as -f is.
+fn read_old(args: &CheckArgs) -> Result<Vec<manifest::Document>, String> {
+    if args.old.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stdin = std::path::Path::new(manifest::STDIN);
+    if args.old.iter().any(|path| path == stdin) && args.files.iter().any(|file| file == stdin) {
+        return Err("--old and -f cannot both read stdin (-)".to_owned());
+    }
+    manifest::load(&args.old, &mut std::io::stdin().lock()).map_err(|e| format!("--old: {e}"))
+}
+
 /// `--resolve-images`: each object's GPU images looked up in their
 /// registries, within the configured timeout per object. An image without
 /// an answer is left to the table, said on stderr (and in the warnings).
@@ -95,6 +107,7 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         None => Settings::default(),
     };
     let nodes = read_nodes(args, &settings)?;
+    let old_documents = read_old(args)?;
     let mut documents =
         manifest::load(&args.files, &mut std::io::stdin().lock()).map_err(|e| e.to_string())?;
     // `gpu-policy test` files sit beside the manifests they test (as in
@@ -106,9 +119,11 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
     // The whole input is evaluated together: pods resolve their DRA claims
     // from the claims and templates beside them.
     let objects: Vec<&Value> = documents.iter().map(|doc| &doc.object).collect();
+    let old_objects: Vec<&Value> = old_documents.iter().map(|doc| &doc.object).collect();
     let mut checker = Checker::new(&settings, mode, &args.namespace)
         .with_annotations(&annotations)
-        .with_input(&objects);
+        .with_input(&objects)
+        .with_old(&old_objects);
     if let Some(nodes) = &nodes {
         checker = checker.with_nodes(nodes);
     }
@@ -134,7 +149,10 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
                 .map_err(|err| format!("internal error: a generated policy: {err}"))?;
             objects
                 .iter()
-                .map(|object| engine.report(object, &args.namespace, mode, &annotations))
+                .map(|object| {
+                    let old = checker.old_of(object);
+                    engine.report(object, old, &args.namespace, mode, &annotations)
+                })
                 .collect()
         }
     };

@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 
 use super::node_summary::NodeSummary;
 use crate::cuda::ComputeCapability;
-use crate::policy::cluster::{ClusterSnapshot, GpuNodeLabels, RuntimeClassInfo};
+use crate::policy::cluster::{ClusterSnapshot, GpuNodeLabels, NodeGpus, RuntimeClassInfo};
 use crate::policy::dra::allocation::{AllocatedDevice, DeviceVersions};
 use crate::policy::dra::{ClaimFacts, Resolved};
 use crate::policy::{ClusterFacts, NodeFacts};
@@ -299,6 +299,10 @@ impl NodeFacts for ClusterCache {
 
     fn gpu_node_labels(&self) -> GpuNodeLabels {
         self.node_summary().gpu_node_labels()
+    }
+
+    fn node(&self, name: &str) -> Option<NodeGpus> {
+        self.read().nodes.get(name).cloned()
     }
 }
 

@@ -115,6 +115,7 @@ impl<'a> PreparedOwner<'a> {
                     settings: context.settings,
                     namespace: context.namespace,
                     scope: &WHOLE,
+                    old: None,
                     allowlisted: None,
                     cluster: context.cluster,
                     nodes: context.cluster.map(|c| -> &dyn NodeFacts { c }),

@@ -35,6 +35,10 @@ pub trait NodeFacts: Send + Sync {
     /// How many nodes offer a GPU resource, and how many of those carry
     /// GFD's labels.
     fn gpu_node_labels(&self) -> GpuNodeLabels;
+
+    /// What the rules read of the node of that name; None when it is not
+    /// known.
+    fn node(&self, name: &str) -> Option<NodeGpus>;
 }
 
 /// Questions the rules ask of the cluster.
@@ -228,5 +232,9 @@ impl NodeFacts for ClusterSnapshot {
 
     fn gpu_node_labels(&self) -> GpuNodeLabels {
         GpuNodeLabels::of(self.nodes.values())
+    }
+
+    fn node(&self, name: &str) -> Option<NodeGpus> {
+        self.nodes.get(name).cloned()
     }
 }

@@ -21,7 +21,7 @@ use super::rule_id::{RuleId, RuleSet};
 use super::rules::RULES;
 use super::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
 use super::rules::rule::{AllowlistInput, Check, ClaimInput, RuleInput};
-use super::subject::{Form, Subject};
+use super::subject::{Form, Scope, Subject};
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 
 /// What the rules are run with: the settings in force in the object's
@@ -100,11 +100,24 @@ impl Evaluator<'_> {
             return Ok(evaluation);
         };
         // Only a whole pod gets GPUs: the ephemeral containers of an update
-        // never do.
-        if scope.is_whole() {
+        // never do. An updated pod's claims are resolved as at creation: its
+        // containers' GPUs tell which of them R1 pins.
+        if scope.is_whole() || scope.is_update() {
             let unresolved = pod_claims::resolve(&mut view, claims, subject.namespace);
-            evaluation.notices.extend(unresolved);
+            if scope.is_whole() {
+                evaluation.notices.extend(unresolved);
+            }
         }
+        let old_view = match (scope, subject.old) {
+            (Scope::Update, Some(old)) => {
+                let view = PodView::parse(old, shape, settings)?;
+                view.map(|mut view| {
+                    let _unresolved = pod_claims::resolve(&mut view, claims, subject.namespace);
+                    view
+                })
+            }
+            _ => None,
+        };
         // The allowlist stage runs first: the rules read whom it exempts.
         let mut allowlisted = None;
         for rule in RULES {
@@ -124,6 +137,7 @@ impl Evaluator<'_> {
             settings,
             namespace: namespace_settings,
             scope,
+            old: old_view.as_ref(),
             allowlisted,
             cluster,
             nodes,

@@ -35,6 +35,7 @@ rule_ids! {
     ComputeAffinity => "compute-affinity",
     Allowlist => "allowlist",
     DevicePaths => "device-paths",
+    WebhookAnnotations => "webhook-annotations",
 }
 
 impl RuleId {

@@ -24,6 +24,9 @@ pub struct Subject<'a> {
     pub form: Form<'a>,
     /// The namespace the object lives in.
     pub namespace: &'a str,
+    /// The pod before an update ([`Scope::Update`]): what the update is
+    /// judged against.
+    pub old: Option<Json<'a>>,
 }
 
 /// What the evaluator reads an object as.
@@ -57,6 +60,16 @@ impl<'a> Subject<'a> {
                 scope,
             },
             namespace,
+            old: None,
+        }
+    }
+
+    /// An update of a Pod (the main resource, not a subresource): `object`
+    /// as sent, `old` as stored.
+    pub fn pod_update(object: Json<'a>, old: Json<'a>, namespace: &'a str) -> Self {
+        Self {
+            old: Some(old),
+            ..Self::pod(object, namespace, Scope::Update)
         }
     }
 
@@ -76,6 +89,7 @@ impl<'a> Subject<'a> {
                 scope: Scope::Whole,
             },
             namespace,
+            old: None,
         }
     }
 
@@ -85,6 +99,7 @@ impl<'a> Subject<'a> {
             object,
             form: Form::Claim(kind),
             namespace,
+            old: None,
         }
     }
 }
@@ -98,6 +113,15 @@ pub enum Scope {
     /// ephemeral containers whose names are not in the old object. The rest
     /// of the pod is immutable and was admitted when it was created.
     NewEphemeralContainers(BTreeSet<String>),
+    /// An update of the Pod itself. Only an image can change in place
+    /// (the rest of a pod's spec is immutable, or only tightened while it
+    /// is scheduling-gated); the rules see the old pod beside the new
+    /// ([`RuleInput::old`](super::rules::RuleInput::old)) and look at
+    /// what the update changes: what gpu-policy wrote at creation put back
+    /// where a re-apply undid it, the webhook's annotations, the new
+    /// images' floors. No container is in scope for the creation-time
+    /// checks.
+    Update,
 }
 
 impl Scope {
@@ -108,6 +132,7 @@ impl Scope {
             Scope::NewEphemeralContainers(old_names) => {
                 container.kind == ContainerKind::Ephemeral && !old_names.contains(container.name)
             }
+            Scope::Update => false,
         }
     }
 
@@ -115,6 +140,11 @@ impl Scope {
     /// annotations) apply.
     pub fn is_whole(&self) -> bool {
         matches!(self, Scope::Whole)
+    }
+
+    /// Whether this is an update of the Pod itself ([`Scope::Update`]).
+    pub fn is_update(&self) -> bool {
+        matches!(self, Scope::Update)
     }
 }
 

@@ -83,6 +83,7 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
             scope: Scope::Whole,
         },
         namespace: namespace_of(pod),
+        old: None,
     };
     match evaluator.evaluate(&subject) {
         Ok(evaluation) => evaluation,
@@ -162,6 +163,29 @@ pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
         &Settings::default(),
         &[],
     )
+}
+
+/// An update of a Pod itself ([`Scope::Update`]): `new` judged against
+/// `old`, with the default settings.
+pub fn evaluate_update(new: &Value, old: &Value) -> Evaluation {
+    evaluate_update_in(new, old, &Settings::default(), None)
+}
+
+/// [`evaluate_update`] with `settings` and what the cluster knows.
+pub fn evaluate_update_in(
+    new: &Value,
+    old: &Value,
+    settings: &Settings,
+    cluster: Option<&dyn ClusterFacts>,
+) -> Evaluation {
+    let namespace_settings = settings.for_namespace(&BTreeMap::new());
+    let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
+    let (new_document, old_document) = (Document::from_value(new), Document::from_value(old));
+    let subject = Subject::pod_update(new_document.root(), old_document.root(), namespace_of(new));
+    match evaluator.evaluate(&subject) {
+        Ok(evaluation) => evaluation,
+        Err(err) => panic!("test pod does not parse: {err}"),
+    }
 }
 
 /// The messages of one rule's violations for a pod.

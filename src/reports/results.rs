@@ -84,10 +84,12 @@ pub fn rule_severity(rule: RuleId) -> Severity {
     match rule {
         // A container that sees, or reaches, cards it was not given.
         RuleId::VisibleDevices | RuleId::DevicePaths | RuleId::Allowlist => Severity::High,
-        // Fair shares, the runtime, scheduling.
-        RuleId::BoundedRequests | RuleId::RuntimeClass | RuleId::ComputeAffinity => {
-            Severity::Medium
-        }
+        // Fair shares, the runtime, scheduling; the record of what the
+        // webhook changed, which an edit would hide.
+        RuleId::BoundedRequests
+        | RuleId::RuntimeClass
+        | RuleId::ComputeAffinity
+        | RuleId::WebhookAnnotations => Severity::Medium,
     }
 }
 

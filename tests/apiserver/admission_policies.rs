@@ -582,3 +582,50 @@ async fn the_policies_type_check_against_the_api_servers_schemas() {
         assert!(warnings.as_array().is_none_or(Vec::is_empty), "{policy}");
     }
 }
+
+/// Without the webhook, `gpu-policy-webhook-annotations` puts the
+/// webhook's annotations back on a pod's update, in the API server's own
+/// CEL: an overwrite and a removal change nothing, other annotations do.
+#[tokio::test]
+async fn the_annotation_policy_keeps_the_webhooks_record_on_update() {
+    let Some(cluster) = Cluster::start("enforce", &[], &[]) else {
+        return;
+    };
+    let plane = &cluster.plane;
+    plane
+        .create(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: recorded\n  namespace: probe\n  \
+             annotations:\n    gpu-policy.io/mutations: visible-devices\n    \
+             gpu-policy.io/gpu-needs: '{\"computeCapability\":\"7.5\"}'\nspec:\n  containers:\n  \
+             - name: app\n    image: x\n",
+        )
+        .success();
+    let annotations =
+        || plane.get(&["pod", "-n", "probe", "recorded"])["metadata"]["annotations"].clone();
+    let before = annotations();
+    plane
+        .kubectl(&[
+            "annotate",
+            "--overwrite",
+            "-n",
+            "probe",
+            "pod/recorded",
+            "gpu-policy.io/mutations=",
+        ])
+        .success();
+    plane
+        .kubectl(&[
+            "annotate",
+            "-n",
+            "probe",
+            "pod/recorded",
+            "gpu-policy.io/gpu-needs-",
+            "team=vision",
+        ])
+        .success();
+    let after = annotations();
+    for key in ["gpu-policy.io/mutations", "gpu-policy.io/gpu-needs"] {
+        assert_eq!(after[key], before[key], "{key}: {after}");
+    }
+    assert_eq!(after["team"], "vision", "{after}");
+}

@@ -21,5 +21,6 @@ mod gfd_labels;
 mod install;
 mod least_privilege;
 mod pod_claims;
+mod pod_updates;
 mod reports;
 mod writes;

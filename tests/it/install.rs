@@ -257,14 +257,28 @@ fn webhook_entries_follow_the_spec() {
         .collect();
     assert_eq!(policies, vec!["Fail", "Fail", "Ignore", "Ignore", "Fail"]);
     assert_eq!(mutating[0]["reinvocationPolicy"], "IfNeeded");
+    // A pod's own updates, narrowed by the match condition every webhook
+    // that takes pods carries.
+    for webhook in all.iter().filter(|w| rule_resources(w).contains(&"pods")) {
+        assert_eq!(
+            webhook["matchConditions"][0]["name"],
+            gpu_policy::install::POD_UPDATE_CONDITION_NAME,
+            "{webhook}"
+        );
+    }
     assert_eq!(
         rule_resources(&mutating[0]),
-        vec!["pods", "pods/ephemeralcontainers", "resourceclaims"]
+        vec!["pods", "pods/ephemeralcontainers", "pods", "resourceclaims"]
+    );
+    assert_eq!(
+        mutating[0]["rules"][2],
+        serde_json::json!({"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["UPDATE"], "resources": ["pods"], "scope": "Namespaced"})
     );
     // A claim made for a pod gets gpu-policy's selector at its creation:
     // v1 only, CREATE only, where pods are mutated.
     assert_eq!(
-        mutating[0]["rules"][2],
+        mutating[0]["rules"][3],
         serde_json::json!({"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"],
             "operations": ["CREATE"], "resources": ["resourceclaims"], "scope": "Namespaced"})
     );

@@ -35,6 +35,23 @@ timeoutSeconds: 5
   operations: [UPDATE]
   resources: [pods/ephemeralcontainers]
   scope: Namespaced
+{{- /* A Pod's own updates, narrowed by gpu-policy.podMatchConditions. */}}
+- apiGroups: [""]
+  apiVersions: [v1]
+  operations: [UPDATE]
+  resources: [pods]
+  scope: Namespaced
+{{- end -}}
+{{- /*
+Every request but a Pod's update passes; a Pod's update passes when it changes
+a container's image or env, runtimeClassName, the affinity or a gpu-policy.io/
+annotation (install::POD_UPDATE_CONDITION): the updates controllers make all
+the time never reach the webhook.
+*/ -}}
+{{- define "gpu-policy.podMatchConditions" -}}
+- name: pod-updates-gpu-policy-governs
+  expression: >-
+    request.operation != 'UPDATE' || request.resource.resource != 'pods' || (has(request.subResource) && request.subResource != '') || !has(object.spec) || !has(oldObject.spec) || object.spec.containers.map(c, has(c.image) ? c.image : '') != oldObject.spec.containers.map(c, has(c.image) ? c.image : '') || object.spec.containers.map(c, has(c.env) ? c.env : []) != oldObject.spec.containers.map(c, has(c.env) ? c.env : []) || (has(object.spec.initContainers) ? object.spec.initContainers : []).map(c, has(c.image) ? c.image : '') != (has(oldObject.spec.initContainers) ? oldObject.spec.initContainers : []).map(c, has(c.image) ? c.image : '') || (has(object.spec.initContainers) ? object.spec.initContainers : []).map(c, has(c.env) ? c.env : []) != (has(oldObject.spec.initContainers) ? oldObject.spec.initContainers : []).map(c, has(c.env) ? c.env : []) || (has(object.spec.runtimeClassName) ? object.spec.runtimeClassName : '') != (has(oldObject.spec.runtimeClassName) ? oldObject.spec.runtimeClassName : '') || (has(object.spec.affinity) ? object.spec.affinity : {}) != (has(oldObject.spec.affinity) ? oldObject.spec.affinity : {}) || (has(object.metadata.annotations) ? object.metadata.annotations : {}).exists(k, k.startsWith('gpu-policy.io/') && !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) || (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).exists(k, k.startsWith('gpu-policy.io/') && !(has(object.metadata.annotations) && k in object.metadata.annotations))
 {{- end -}}
 {{- /*
 Never call the webhook for its own namespace: a broken webhook must not block

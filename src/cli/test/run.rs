@@ -91,7 +91,7 @@ pub fn run(test: &Test, engine: Engine) -> Result<TestRun<'_>, RunError> {
             objects
                 .iter()
                 .map(|object| {
-                    policies.report(object, &test.namespace, test.mode, &test.annotations)
+                    policies.report(object, None, &test.namespace, test.mode, &test.annotations)
                 })
                 .collect()
         }

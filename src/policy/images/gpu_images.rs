@@ -38,7 +38,8 @@ pub type GpuImages<'t> = (Vec<&'t str>, Object<'t>);
 impl<'a> Subject<'a> {
     /// The images of the subject's GPU containers, each once, and the pod
     /// spec they run in: what is looked up in registries before the rules
-    /// run ([`gpu_images`]). None for a claim, for an update of ephemeral
+    /// run ([`gpu_images`]); of an update of a pod, those of them the old
+    /// pod does not run. None for a claim, for an update of ephemeral
     /// containers (they never hold GPUs), and for an object without a GPU
     /// container or a readable pod template.
     pub fn gpu_images(
@@ -50,9 +51,31 @@ impl<'a> Subject<'a> {
             Form::Pod { shape, scope, .. } if scope.is_whole() => {
                 gpu_images(self.object, *shape, self.namespace, settings, claims)
             }
+            // An update: the images no container of the old pod runs.
+            Form::Pod { shape, scope, .. } if scope.is_update() => {
+                let (images, spec) =
+                    gpu_images(self.object, *shape, self.namespace, settings, claims)?;
+                let before = images_of(self.old?);
+                let changed: Vec<&'a str> = images
+                    .into_iter()
+                    .filter(|image| !before.contains(image))
+                    .collect();
+                (!changed.is_empty()).then_some((changed, spec))
+            }
             Form::Pod { .. } | Form::Claim(_) => None,
         }
     }
+}
+
+/// Every image an old pod's init and regular containers run.
+fn images_of(pod: Json<'_>) -> BTreeSet<&str> {
+    let spec = pod.get("spec").and_then(Json::as_object);
+    ["initContainers", "containers"]
+        .into_iter()
+        .filter_map(|field| spec?.get(field)?.as_array())
+        .flatten()
+        .filter_map(|container| container.get("image")?.as_str())
+        .collect()
 }
 
 /// [`gpu_images`] read through the whole [`PodView`], its DRA claims

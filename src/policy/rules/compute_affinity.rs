@@ -31,6 +31,11 @@
 //! that no node meets it (`require`). Reads, of the nodes, their GPU
 //! allocatable and whether they carry those labels (`NodeFacts`).
 //!
+//! On an update of the pod (`compute_affinity_update.rs`) the floors are
+//! not computed again: the terms written at creation are put back where a
+//! re-apply dropped them, and an image changed in place is checked against
+//! the GPUs the pod has.
+//!
 //! Without a minimum or a driver floor from any source nothing is injected.
 //! A pod annotation that is unreadable or lower than the namespace's minimum
 //! is ignored with a notice.
@@ -41,7 +46,9 @@ use serde_json::{Map, Value, json};
 
 use crate::document::{Json, Object};
 
+use super::compute_affinity_update;
 use super::dra_floors;
+use super::gfd_labels::CUDA_LABELS;
 use super::image_floors::{Containers, image_floors, raise};
 use super::rule::{ApiServer, Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
@@ -57,16 +64,15 @@ pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
         cluster's nodes; a policy can read neither registries nor other objects",
 };
 
-pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";
-pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
+pub use super::gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
 /// What the compute labels' names start with, for messages.
 const COMPUTE_LABELS: &str = "nvidia.com/gpu.compute";
-/// What the names of the labels the driver floor is on start with (the
-/// runtime and driver versions, either generation), for messages.
-const CUDA_LABELS: &str = "nvidia.com/cuda";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    if input.scope.is_update() {
+        return compute_affinity_update::check(input);
+    }
     let mut findings = Findings::default();
     if !input.scope.is_whole() || !input.view.is_gpu_pod() {
         return findings;

@@ -61,6 +61,27 @@ pub(super) fn check(
     }
 }
 
+/// On a pod's update: the `which` containers whose GPUs come through
+/// claims, their images' floors against the devices already allocated to
+/// their claims (those made from templates included).
+pub(super) fn allocated_below(
+    input: &RuleInput<'_, '_>,
+    which: Containers<'_>,
+    findings: &mut Findings,
+) {
+    let in_claims = |c: &Container<'_>| which(c) && holds_claimed_gpus(input, c);
+    if !input.view.containers.iter().any(in_claims) {
+        return;
+    }
+    let images = image_floors(input, true, &in_claims, &mut findings.notices);
+    let compute = images.compute.map(|(floor, _)| floor);
+    let driver = images.driver.map(|(floor, _)| floor);
+    let sources = images.images.iter().map(|i| (*i).to_owned()).collect();
+    if let Some(needs) = GpuNeeds::new(compute, driver, sources) {
+        referenced_claims(input, &needs, &in_claims, findings);
+    }
+}
+
 /// What the GPUs that come through claims need of a device: those of the
 /// containers that hold them ([`holds_claimed_gpus`]), their images' floors
 /// raised to `base`, with where the compute and the driver floors come
@@ -92,7 +113,7 @@ pub(super) fn pod_needs(
 /// resolved claims and no device-plugin resource, or a DeviceClass serves
 /// its GPU resource (`spec.extendedResourceName`: the scheduler makes a
 /// claim for it).
-fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Container<'_>) -> bool {
+pub(super) fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Container<'_>) -> bool {
     let serves_extended = || {
         input.claims.is_some_and(|claims| {
             container

@@ -16,13 +16,17 @@ pub mod claim_floors;
 mod claim_pod_total;
 pub mod claim_requests;
 pub mod compute_affinity;
+mod compute_affinity_update;
 pub mod device_paths;
 mod dra_floors;
+mod gfd_labels;
 mod image_floors;
+mod reapply;
 pub mod rule;
 pub mod runtime_class;
 pub mod sharing;
 pub mod visible_devices;
+pub mod webhook_annotations;
 
 pub use rule::{
     AllowlistInput, ApiServer, Check, ClaimInput, ClaimOwner, Coverage, Exemption, Findings,
@@ -78,6 +82,11 @@ pub static RULES: &[Rule] = &[
         id: RuleId::DevicePaths,
         check: Check::Pod(device_paths::check),
         api_server: device_paths::API_SERVER,
+    },
+    Rule {
+        id: RuleId::WebhookAnnotations,
+        check: Check::Pod(webhook_annotations::check),
+        api_server: webhook_annotations::API_SERVER,
     },
 ];
 

@@ -25,6 +25,9 @@ pub struct RuleInput<'a, 'v> {
     pub settings: &'a Settings,
     pub namespace: &'a NamespaceSettings,
     pub scope: &'a Scope,
+    /// The pod before the update, read as the new one is, its claims
+    /// resolved: set only with [`Scope::Update`].
+    pub old: Option<&'a PodView<'v>>,
     /// Set when rule 5 matched: the entry that exempts the pod.
     pub allowlisted: Option<&'a AllowlistEntry>,
     /// What the cluster knows, when the webhook can read it.

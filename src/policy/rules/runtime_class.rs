@@ -22,6 +22,7 @@
 use json_patch::PatchOperation;
 use serde_json::Value;
 
+use super::reapply;
 use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
 use crate::policy::cluster::RuntimeClassInfo;
 use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
@@ -52,6 +53,11 @@ pub fn allowed_phrase(allowed: &[String]) -> String {
 }
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    if input.scope.is_update() {
+        // What this rule wrote at creation, put back where the update
+        // undid it (a second `kubectl apply`).
+        return reapply::made_again(input, check);
+    }
     let mut findings = Findings::default();
     if !input.scope.is_whole() {
         return findings;

@@ -32,6 +32,7 @@ use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
+use super::reapply;
 use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
 use crate::policy::container::{Container, EnvEntry};
 use crate::policy::message::containers_phrase;
@@ -51,6 +52,11 @@ pub const API_SERVER: ApiServer = ApiServer::Mutating(Coverage {
 });
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
+    if input.scope.is_update() {
+        // What this rule wrote at creation, put back where the update
+        // undid it (a second `kubectl apply`).
+        return reapply::made_again(input, check);
+    }
     if input.allowlisted.is_some() {
         return Findings::default();
     }

@@ -73,7 +73,7 @@ fn compare(path: &PathBuf, mode: Mode) -> usize {
             .with_annotations(&annotations)
             .with_input(&[*object])
             .check_all(&[*object]);
-        let policies = ENGINE.report(object, "default", mode, &annotations);
+        let policies = ENGINE.report(object, None, "default", mode, &annotations);
         let expected = match alone.first() {
             // Claims from the input changed the webhook's answer: the
             // policies are held to the answer without them.
@@ -156,7 +156,7 @@ fn the_policies_decide_the_examples_as_check_does() {
 #[test]
 fn an_enforce_check_with_the_policies_pins_and_sets_the_runtime_class() {
     let pod = fixtures::fixture("05-");
-    let report = ENGINE.report(&pod, "default", Mode::Enforce, &BTreeMap::new());
+    let report = ENGINE.report(&pod, None, "default", Mode::Enforce, &BTreeMap::new());
     assert!(report.allowed, "{:?}", report.violations);
     let changed: BTreeSet<RuleId> = report.changes.iter().map(|(rule, _)| *rule).collect();
     assert!(
@@ -164,6 +164,6 @@ fn an_enforce_check_with_the_policies_pins_and_sets_the_runtime_class() {
         "{:?}",
         report.changes
     );
-    let audit = ENGINE.report(&pod, "default", Mode::Audit, &BTreeMap::new());
+    let audit = ENGINE.report(&pod, None, "default", Mode::Audit, &BTreeMap::new());
     assert!(audit.patch.is_empty() && audit.warnings.is_empty());
 }

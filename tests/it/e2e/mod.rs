@@ -29,6 +29,7 @@ mod dra_floors;
 mod memory;
 mod operations;
 mod pod_claims;
+mod pod_updates;
 mod registry;
 mod shutdown;
 

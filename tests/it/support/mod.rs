@@ -12,6 +12,8 @@
 //! - [`fake_registry`]: an in-process OCI image registry; [`fake_dns`]: an
 //!   in-process DNS server that records every question;
 //! - [`large_pods`]: pods as large as a review may be, sized to a body;
+//! - [`late_webhook`]: a sidecar injector's webhook, called after
+//!   gpu-policy's, for the real control plane;
 //! - [`pods`] and [`oracles`]: generated pods, and what the policy must do
 //!   to them; [`claimed_pods`]: generated pods with DRA claims, the
 //!   objects they name, and how they resolve; [`counted_claims`]: claims
@@ -42,6 +44,9 @@ pub mod fleet;
 pub mod generated_docs;
 pub mod kubernetes_validate;
 pub mod large_pods;
+// Used by the `apiserver` suite (tests/apiserver), which shares this room.
+#[allow(dead_code)]
+pub mod late_webhook;
 pub mod oracles;
 pub mod pods;
 pub mod process;

@@ -1,0 +1,347 @@
+//! R4 `compute-affinity` on an update of a pod ([`Scope::Update`]): the
+//! floors written at creation kept, and the images changed in place
+//! checked against where the pod runs.
+//!
+//! Reads: the old and the new pod's
+//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`
+//! and `spec.schedulingGates`; the `image` of every GPU container in both;
+//! what the new images need ([`image_floors`]: the registry's answer or the
+//! image table, with the container's own `NVIDIA_REQUIRE_CUDA`);
+//! `spec.nodeName` and that node's GFD compute capability labels; the
+//! devices allocated to the claims of a GPU container (their
+//! `cudaComputeCapability` and driver versions, as
+//! [`dra_floors`] checks a shared claim at creation).
+//!
+//! Changes: a re-apply of the manifest replaces the required node selector
+//! terms with the author's, without the expressions R4 ANDed into them;
+//! when that is all the update changes there, the old terms are put back
+//! (the terms of a pod that is not scheduling-gated cannot change). The
+//! floors are not computed again: they were fixed when the pod was created.
+//!
+//! Denies: a GPU container whose image changed to one that needs a higher
+//! compute capability than the pod's GPUs have: the node's (bound pods),
+//! the devices allocated to its claims, or, for a pod not yet bound, the
+//! lowest its required node affinity admits. Only what the image table and
+//! the container's env ask for denies; a floor only the registry gives is
+//! a warning, as at creation. Nothing is concluded where the node carries
+//! no GFD labels, or, for an unbound pod, where no GPU node carries them
+//! (`computeAffinity.whenNodesUnlabelled: skip`).
+
+use std::collections::BTreeSet;
+
+use json_patch::PatchOperation;
+use serde_json::{Map, Value};
+
+use super::dra_floors;
+use super::gfd_labels::{CUDA_LABELS, MAJOR_LABEL, MINOR_LABEL};
+use super::image_floors::image_floors;
+use super::rule::{Findings, Mutation, RuleInput};
+use crate::cuda::ComputeCapability;
+use crate::document::{Json, Object};
+use crate::policy::container::{Container, ContainerKind};
+use crate::policy::message::{Notice, NoticeKind, containers_phrase};
+use crate::policy::patch::{Step, add, pointer_below};
+use crate::policy::pod::PodView;
+use crate::settings::WhenNodesUnlabelled;
+
+const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+
+pub(super) fn check(input: &RuleInput<'_, '_>) -> Findings {
+    let mut findings = Findings::default();
+    let Some(old) = input.old else {
+        return findings;
+    };
+    if let Some(change) = restored_terms(input.view, old) {
+        findings.changes.push(change);
+    }
+    if input.allowlisted.is_none() {
+        updated_images(input, old, &mut findings);
+    }
+    findings
+}
+
+/// The required node affinity's terms, as JSON, when present.
+fn required_terms(view: &PodView<'_>) -> Option<Value> {
+    view.spec
+        .get("affinity")?
+        .get("nodeAffinity")?
+        .get(REQUIRED)
+        .filter(|required| !required.is_null())
+        .map(|required| required.to_value())
+}
+
+/// Whether R4 writes expressions on this label.
+fn written_by_r4(key: &str) -> bool {
+    key == MAJOR_LABEL
+        || key == MINOR_LABEL
+        || key
+            .strip_prefix(CUDA_LABELS)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// The terms without R4's expressions, each once, as canonical JSON text:
+/// R4 multiplies an author's term by its alternatives, so one author term
+/// is several stored ones. A term left with nothing is no term.
+fn authored_terms(required: Option<&Value>) -> BTreeSet<String> {
+    let terms = required
+        .and_then(|required| required.get("nodeSelectorTerms"))
+        .and_then(Value::as_array);
+    let mut authored = BTreeSet::new();
+    for term in terms.into_iter().flatten() {
+        let Some(term) = term.as_object() else {
+            authored.insert(term.to_string());
+            continue;
+        };
+        let mut kept = Map::new();
+        for (key, value) in term {
+            if key == "matchExpressions"
+                && let Some(expressions) = value.as_array()
+            {
+                let own: Vec<Value> = expressions
+                    .iter()
+                    .filter(|e| {
+                        !e.get("key")
+                            .and_then(Value::as_str)
+                            .is_some_and(written_by_r4)
+                    })
+                    .cloned()
+                    .collect();
+                if !own.is_empty() {
+                    kept.insert(key.clone(), Value::Array(own));
+                }
+                continue;
+            }
+            if !value.is_null() {
+                kept.insert(key.clone(), value.clone());
+            }
+        }
+        if !kept.is_empty() {
+            authored.insert(Value::Object(kept).to_string());
+        }
+    }
+    authored
+}
+
+/// Whether a term of `required` carries an expression R4 writes.
+fn carries_r4(required: &Value) -> bool {
+    required
+        .get("nodeSelectorTerms")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|term| term.get("matchExpressions")?.as_array())
+        .flatten()
+        .any(|e| {
+            e.get("key")
+                .and_then(Value::as_str)
+                .is_some_and(written_by_r4)
+        })
+}
+
+/// The old required terms put back into the new pod, when they carry R4's
+/// expressions and the update changed nothing else of them.
+fn restored_terms(new: &PodView<'_>, old: &PodView<'_>) -> Option<Mutation> {
+    let before = required_terms(old)?;
+    let after = required_terms(new);
+    if after.as_ref() == Some(&before) || !carries_r4(&before) {
+        return None;
+    }
+    // A gated pod may still have terms added: they are the author's.
+    let gated = |view: &PodView<'_>| {
+        view.spec
+            .get("schedulingGates")
+            .and_then(Json::as_array)
+            .is_some_and(|gates| !gates.is_empty())
+    };
+    if gated(old) || authored_terms(after.as_ref()) != authored_terms(Some(&before)) {
+        return None;
+    }
+    Some(Mutation {
+        summary: "keep the node affinity on GPU compute capability written when the pod was \
+            created"
+            .to_owned(),
+        operations: vec![put(new.spec, new.spec_pointer(), before)],
+        overrides_author: true,
+    })
+}
+
+/// The operation that sets the required node affinity to `required`,
+/// making `affinity` and `nodeAffinity` where the new pod has none.
+fn put(
+    spec: Object<'_>,
+    spec_pointer: &json_patch::jsonptr::Pointer,
+    required: Value,
+) -> PatchOperation {
+    let wrap = |key: &str, value: Value| {
+        let mut map = Map::with_capacity(1);
+        map.insert(key.to_owned(), value);
+        Value::Object(map)
+    };
+    let affinity = spec.get("affinity").and_then(Json::as_object);
+    let node_affinity = affinity
+        .and_then(|a| a.get("nodeAffinity"))
+        .and_then(Json::as_object);
+    match (affinity, node_affinity) {
+        (Some(_), Some(_)) => add(
+            pointer_below(
+                spec_pointer,
+                [
+                    Step::Key("affinity"),
+                    Step::Key("nodeAffinity"),
+                    Step::Key(REQUIRED),
+                ],
+            ),
+            required,
+        ),
+        (Some(_), None) => add(
+            pointer_below(
+                spec_pointer,
+                [Step::Key("affinity"), Step::Key("nodeAffinity")],
+            ),
+            wrap(REQUIRED, required),
+        ),
+        (None, _) => add(
+            pointer_below(spec_pointer, [Step::Key("affinity")]),
+            wrap("nodeAffinity", wrap(REQUIRED, required)),
+        ),
+    }
+}
+
+/// Whether `container`'s image differs from that of the container of the
+/// same name in `old` (a container's name and list cannot change).
+fn image_changed(container: &Container<'_>, old: &PodView<'_>) -> bool {
+    old.containers
+        .iter()
+        .find(|o| o.kind == container.kind && o.name == container.name)
+        .is_some_and(|o| o.image != container.image)
+}
+
+/// The GPU containers whose image changed, checked against what the pod's
+/// GPUs are: the devices allocated to their claims (as R4 checks a shared
+/// claim at creation), else the node's or what the affinity admits.
+fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut Findings) {
+    let changed: BTreeSet<(ContainerKind, &str)> = input
+        .view
+        .containers
+        .iter()
+        .filter(|c| c.is_gpu() && image_changed(c, old))
+        .map(|c| (c.kind, c.name))
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    let changed_in = |c: &Container<'_>| changed.contains(&(c.kind, c.name));
+    dra_floors::allocated_below(input, &changed_in, findings);
+    let which = |c: &Container<'_>| changed_in(c) && !dra_floors::holds_claimed_gpus(input, c);
+    if !input.view.containers.iter().any(which) {
+        return;
+    }
+    let from_table = image_floors(input, false, &which, &mut Vec::new())
+        .compute
+        .map(|(floor, _)| floor);
+    let floors = image_floors(input, true, &which, &mut findings.notices);
+    let Some((needed, source)) = floors.compute else {
+        return;
+    };
+    let Some((offered, place)) = offered(input) else {
+        return;
+    };
+    if offered >= needed {
+        return;
+    }
+    let names = containers_phrase(
+        input
+            .view
+            .containers
+            .iter()
+            .filter(|c| which(c))
+            .map(|c| c.name),
+    );
+    let body = format!(
+        "{names}: {source} needs GPU compute capability >= {needed}, but {place} has \
+         {offered}; run the image in a new pod, which gets a node that has it"
+    );
+    // A denial never rests on a registry answer alone.
+    if from_table.is_some_and(|floor| floor > offered) {
+        findings.violations.push(body);
+    } else {
+        findings.notices.push(Notice::new(
+            NoticeKind::UnmetComputeCapability,
+            format!("compute-affinity: {body}"),
+        ));
+    }
+}
+
+/// The lowest compute capability the node's GPUs can have, and where that
+/// is said: the bound node's labels, else the pod's required node
+/// affinity. None when nothing can be concluded.
+fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
+    let nodes = input.nodes?;
+    let node = input.view.spec.get("nodeName").and_then(Json::as_str);
+    if let Some(node) = node.filter(|name| !name.is_empty()) {
+        let capability = nodes.node(node)?.compute_capability?;
+        return Some((capability, format!("node {node}")));
+    }
+    let when = input
+        .settings
+        .config()
+        .compute_affinity
+        .when_nodes_unlabelled;
+    if nodes.gpu_node_labels().compute_unlabelled() && when == WhenNodesUnlabelled::Skip {
+        return None;
+    }
+    let lowest = admitted(input.view)?;
+    Some((
+        lowest,
+        "the lowest GPU the pod's required node affinity admits".to_owned(),
+    ))
+}
+
+/// The lowest compute capability the required node affinity admits, from
+/// the expressions R4 writes on GFD's labels (`major Gt M-1`, or `major In
+/// M` with `minor Gt m-1`): the lowest over the terms, as the terms are
+/// ORed. None when some term leaves the capability open, or there is no
+/// required affinity: then any GPU may be chosen.
+fn admitted(view: &PodView<'_>) -> Option<ComputeCapability> {
+    let required = required_terms(view)?;
+    let terms = required.get("nodeSelectorTerms")?.as_array()?;
+    let mut lowest: Option<ComputeCapability> = None;
+    for term in terms {
+        let floor = term_floor(term)?;
+        if lowest.is_none_or(|low| floor < low) {
+            lowest = Some(floor);
+        }
+    }
+    lowest
+}
+
+/// What one term admits, from its expressions on the compute labels; None
+/// when it admits any capability.
+fn term_floor(term: &Value) -> Option<ComputeCapability> {
+    let expressions = term.get("matchExpressions")?.as_array()?;
+    let number = |e: &Value| -> Option<u32> {
+        match e.get("values")?.as_array()?.as_slice() {
+            [only] => only.as_str()?.parse().ok(),
+            _ => None,
+        }
+    };
+    let on = |label: &str, operator: &str| {
+        expressions.iter().find(|e| {
+            e.get("key").and_then(Value::as_str) == Some(label)
+                && e.get("operator").and_then(Value::as_str) == Some(operator)
+        })
+    };
+    if let Some(major) = on(MAJOR_LABEL, "Gt").and_then(number) {
+        return Some(ComputeCapability::new(major.checked_add(1)?, 0));
+    }
+    let major = on(MAJOR_LABEL, "In").and_then(number)?;
+    let minor = on(MINOR_LABEL, "Gt")
+        .and_then(number)
+        .and_then(|m| m.checked_add(1))
+        .unwrap_or(0);
+    Some(ComputeCapability::new(major, minor))
+}
+
+#[cfg(test)]
+#[path = "compute_affinity_update_tests.rs"]
+mod tests;
