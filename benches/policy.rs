@@ -8,6 +8,9 @@
 //! - `mutate/cpu-pod`: the pod template of the vLLM CPU Deployment
 //!   (fixture 09: a CUDA image, no GPU request) as a Pod, mutating webhook
 //!   (`NVIDIA_VISIBLE_DEVICES=void` pinned);
+//! - `mutate/cpu-pod-reapply`: that pod as stored, UPDATEd by a second
+//!   `kubectl apply` that sends the author's `NVIDIA_VISIBLE_DEVICES=all`
+//!   back: the old and the new pod both read, the pin made again;
 //! - `validate-enforce/gpu-deployment`: the Deployment of fixture 07 itself,
 //!   validating webhook of an `enforce` namespace;
 //! - `mutate/dra-pod`: the DRA quickstart pod of fixture 21 (two containers
@@ -180,6 +183,43 @@ fn webhook(c: &mut Criterion) {
         cpu["allowed"] == json!(true) && cpu["patch"].is_string(),
         "the CUDA-image pod without a GPU must be pinned: {cpu}"
     );
+    // The CPU pod as stored, and the second `kubectl apply` of its
+    // manifest: the author's `all` sent back where the pin is.
+    let cpu_value = pod_of(&cpu_deployment, "vllm-server-5b7f9c6d48-qk8zt");
+    let cpu_patch: json_patch::Patch = serde_json::from_slice(
+        &base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            cpu["patch"].as_str().unwrap_or_default(),
+        )
+        .expect("base64"),
+    )
+    .expect("a JSON Patch");
+    let mut stored = cpu_value.clone();
+    json_patch::patch(&mut stored, &cpu_patch).expect("the patch applies");
+    let mut reapplied = stored.clone();
+    for container in reapplied["spec"]["containers"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        for entry in container["env"].as_array_mut().into_iter().flatten() {
+            if entry["name"] == "NVIDIA_VISIBLE_DEVICES" {
+                entry["value"] = json!("all");
+            }
+        }
+    }
+    let reapply = Review::update(&reapplied, &stored, NAMESPACE).body();
+    let again = response_of(
+        &reapply,
+        Endpoint::Mutate,
+        &settings,
+        &namespace_settings,
+        None,
+    );
+    assert!(
+        again["allowed"] == json!(true) && again["patch"].is_string(),
+        "the re-apply must get the pin back: {again}"
+    );
     let validated = response_of(
         &deployment,
         Endpoint::Validate(Mode::Enforce),
@@ -230,6 +270,12 @@ fn webhook(c: &mut Criterion) {
     let cases = [
         ("mutate/gpu-pod", gpu_pod.as_slice(), Endpoint::Mutate, None),
         ("mutate/cpu-pod", cpu_pod.as_slice(), Endpoint::Mutate, None),
+        (
+            "mutate/cpu-pod-reapply",
+            reapply.as_slice(),
+            Endpoint::Mutate,
+            None,
+        ),
         (
             "validate-enforce/gpu-deployment",
             deployment.as_slice(),

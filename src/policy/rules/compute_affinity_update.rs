@@ -21,11 +21,11 @@
 //! Denies: a GPU container whose image changed to one that needs a higher
 //! compute capability than the pod's GPUs have: the node's (bound pods),
 //! the devices allocated to its claims, or, for a pod not yet bound, the
-//! lowest its required node affinity admits. Only what the image table and
-//! the container's env ask for denies; a floor only the registry gives is
-//! a warning, as at creation. Nothing is concluded where the node carries
-//! no GFD labels, or, for an unbound pod, where no GPU node carries them
-//! (`computeAffinity.whenNodesUnlabelled: skip`).
+//! lowest of the labelled GPU nodes its required node affinity admits. Only
+//! what the image table and the container's env ask for denies; a floor
+//! only the registry gives is a warning, as at creation. Nothing is
+//! concluded where the node carries no GFD labels, or, for an unbound pod,
+//! where no GPU node carries them.
 
 use std::collections::BTreeSet;
 
@@ -42,7 +42,6 @@ use crate::policy::container::{Container, ContainerKind};
 use crate::policy::message::{Notice, NoticeKind, containers_phrase};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::policy::pod::PodView;
-use crate::settings::WhenNodesUnlabelled;
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
@@ -272,9 +271,10 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
     }
 }
 
-/// The lowest compute capability the node's GPUs can have, and where that
-/// is said: the bound node's labels, else the pod's required node
-/// affinity. None when nothing can be concluded.
+/// The lowest compute capability the pod's GPUs can have, and where that
+/// is said: the bound node's labels; for a pod not yet bound, the lowest
+/// of the labelled GPU nodes its required node affinity admits. None when
+/// nothing can be concluded.
 fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
     let nodes = input.nodes?;
     let node = input.view.spec.get("nodeName").and_then(Json::as_str);
@@ -282,18 +282,15 @@ fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
         let capability = nodes.node(node)?.compute_capability?;
         return Some((capability, format!("node {node}")));
     }
-    let when = input
-        .settings
-        .config()
-        .compute_affinity
-        .when_nodes_unlabelled;
-    if nodes.gpu_node_labels().compute_unlabelled() && when == WhenNodesUnlabelled::Skip {
-        return None;
-    }
-    let lowest = admitted(input.view)?;
+    let floor = admitted(input.view);
+    let lowest = nodes
+        .compute_capabilities()
+        .into_iter()
+        .filter(|cc| floor.is_none_or(|floor| *cc >= floor))
+        .min()?;
     Some((
         lowest,
-        "the lowest GPU the pod's required node affinity admits".to_owned(),
+        "the lowest GPU node the pod's required node affinity admits".to_owned(),
     ))
 }
 

@@ -186,20 +186,29 @@ fn an_image_changed_in_place_is_held_to_the_bound_nodes_gpus(
     }
 }
 
-/// An unbound pod carries the affinity written for its old image: the new
-/// image needs more than its terms admit.
+/// An unbound pod carries the affinity written for its old image (>= 5.0):
+/// it may land on the 6.0 node, where the new image cannot run; on a fleet
+/// of 8.0 nodes alone it can.
 #[test]
-fn an_image_changed_in_place_is_held_to_the_unbound_pods_affinity() {
-    let cluster = cluster((8, 0));
+fn an_image_changed_in_place_is_held_to_the_nodes_the_unbound_pods_affinity_admits() {
+    let mut cluster = cluster((8, 0));
+    cluster.nodes.insert(
+        "old-node".to_owned(),
+        NodeGpus::of(&[("nvidia.com/gpu", 4)], Some((6, 0))).with_driver_labels(),
+    );
     let stored = created(&authored(CUDA_12), &cluster);
     let evaluation = update(&with_image(&stored, CUDA_13), &stored, &cluster);
     let messages = messages_of(&evaluation, RuleId::ComputeAffinity);
     assert_eq!(messages.len(), 1, "{messages:?}");
     assert!(
-        messages[0].contains("node affinity admits") && messages[0].contains("5.0"),
+        messages[0].contains("node affinity admits has 6.0"),
         "{}",
         messages[0]
     );
+    let new_fleet = self::cluster((8, 0));
+    let stored = created(&authored(CUDA_12), &new_fleet);
+    let evaluation = update(&with_image(&stored, CUDA_13), &stored, &new_fleet);
+    assert!(messages_of(&evaluation, RuleId::ComputeAffinity).is_empty());
     // A CUDA 12 image the terms admit passes.
     let same_floor = with_image(&stored, "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04");
     assert!(

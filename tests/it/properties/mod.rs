@@ -22,7 +22,7 @@ use crate::support::pods::{
 use crate::support::workloads::pod_of_workload;
 use gpu_policy::admission::{Mode, ObjectKind, Workload, decide};
 use gpu_policy::document::Document;
-use gpu_policy::policy::{Evaluation, Evaluator, NoticeKind, ObjectError};
+use gpu_policy::policy::{Evaluation, Evaluator, NoticeKind, ObjectError, Subject};
 use gpu_policy::settings::Settings;
 use json_patch::PatchOperation;
 use proptest::prelude::*;
@@ -144,6 +144,28 @@ fn evaluate_as(
     kind.created(document.root(), namespace)
         .map(|subject| evaluator.evaluate(&subject))
         .transpose()
+}
+
+/// Evaluates `new` as an update of the pod `old`.
+fn evaluate_update(new: &Value, old: &Value, case: &Case) -> Result<Evaluation, TestCaseError> {
+    let namespace_settings = SETTINGS.for_namespace(&case.namespace_annotations);
+    let evaluator = Evaluator {
+        settings: &SETTINGS,
+        namespace: &namespace_settings,
+        cluster: None,
+        nodes: None,
+        claims: None,
+        images: None,
+        claim_owner: None,
+    };
+    let (new, old) = (Document::from_value(new), Document::from_value(old));
+    evaluator
+        .evaluate(&Subject::pod_update(
+            new.root(),
+            old.root(),
+            &case.namespace,
+        ))
+        .map_err(|err| TestCaseError::fail(format!("an update was rejected as unreadable: {err}")))
 }
 
 /// Evaluates a generated pod, which is well-formed, so it must be read.
