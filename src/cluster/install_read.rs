@@ -241,12 +241,7 @@ async fn read_allowlist(
                     },
                 )
                 .await;
-                match seen(listed, RBAC)? {
-                    Seen::Complete(found) => Seen::Complete(!found.is_empty()),
-                    Seen::Truncated(found) => Seen::Truncated(!found.is_empty()),
-                    Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
-                    Seen::NotServed => Seen::NotServed,
-                }
+                seen(listed, RBAC)?.map(|found| !found.is_empty())
             }
             // A list by name, as the webhook's watch reads it: RBAC grants
             // the webhook list and watch on these names, and no get.
@@ -262,12 +257,7 @@ async fn read_allowlist(
                     |_| Some(()),
                 )
                 .await;
-                match seen(listed, RBAC)? {
-                    Seen::Complete(found) => Seen::Complete(!found.is_empty()),
-                    Seen::Truncated(found) => Seen::Truncated(!found.is_empty()),
-                    Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
-                    Seen::NotServed => Seen::NotServed,
-                }
+                seen(listed, RBAC)?.map(|found| !found.is_empty())
             }
             None => continue,
         };

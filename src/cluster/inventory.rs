@@ -389,18 +389,12 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
     let params = ListParams::default().fields(&format!("spec.driver={GPU_DRIVER}"));
     let gvk = GroupVersionKind::gvk(DRA_GROUP, "v1", "ResourceSlice");
     let listed = list(client, &gvk, None, params, LISTS.slices, keep).await;
-    Ok(match seen(listed, "list resourceslices.resource.k8s.io")? {
-        Seen::Complete(slices) => Seen::Complete(Dra {
+    Ok(
+        seen(listed, "list resourceslices.resource.k8s.io")?.map(|slices| Dra {
             gpu_device_classes: classes,
             slices,
         }),
-        Seen::Truncated(slices) => Seen::Truncated(Dra {
-            gpu_device_classes: classes,
-            slices,
-        }),
-        Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
-        Seen::NotServed => Seen::NotServed,
-    })
+    )
 }
 
 async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Error> {

@@ -35,6 +35,16 @@ impl<T> Seen<T> {
             Seen::Forbidden { .. } | Seen::NotServed => None,
         }
     }
+
+    /// What was read made into something else, the state kept.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Seen<U> {
+        match self {
+            Seen::Complete(items) => Seen::Complete(f(items)),
+            Seen::Truncated(items) => Seen::Truncated(f(items)),
+            Seen::Forbidden { rbac } => Seen::Forbidden { rbac },
+            Seen::NotServed => Seen::NotServed,
+        }
+    }
 }
 
 impl<T: Default> Default for Seen<T> {

@@ -130,42 +130,40 @@ fn evaluate_as(
     namespace: &str,
     namespace_annotations: &BTreeMap<String, String>,
 ) -> Result<Option<Evaluation>, ObjectError> {
-    let namespace_settings = SETTINGS.for_namespace(namespace_annotations);
-    let evaluator = Evaluator {
-        settings: &SETTINGS,
-        namespace: &namespace_settings,
-        cluster: None,
-        nodes: None,
-        claims: None,
-        images: None,
-        claim_owner: None,
-    };
     let document = Document::from_value(object);
-    kind.created(document.root(), namespace)
-        .map(|subject| evaluator.evaluate(&subject))
-        .transpose()
+    with_evaluator(namespace_annotations, |evaluator| {
+        kind.created(document.root(), namespace)
+            .map(|subject| evaluator.evaluate(&subject))
+            .transpose()
+    })
+}
+
+/// `f` with the evaluator of the default settings in a namespace with
+/// `namespace_annotations`, nothing of a cluster known.
+fn with_evaluator<R>(
+    namespace_annotations: &BTreeMap<String, String>,
+    f: impl FnOnce(&Evaluator<'_>) -> R,
+) -> R {
+    let namespace_settings = SETTINGS.for_namespace(namespace_annotations);
+    f(&Evaluator::of_cluster(
+        &SETTINGS,
+        &namespace_settings,
+        None,
+        None,
+    ))
 }
 
 /// Evaluates `new` as an update of the pod `old`.
 fn evaluate_update(new: &Value, old: &Value, case: &Case) -> Result<Evaluation, TestCaseError> {
-    let namespace_settings = SETTINGS.for_namespace(&case.namespace_annotations);
-    let evaluator = Evaluator {
-        settings: &SETTINGS,
-        namespace: &namespace_settings,
-        cluster: None,
-        nodes: None,
-        claims: None,
-        images: None,
-        claim_owner: None,
-    };
     let (new, old) = (Document::from_value(new), Document::from_value(old));
-    evaluator
-        .evaluate(&Subject::pod_update(
+    with_evaluator(&case.namespace_annotations, |evaluator| {
+        evaluator.evaluate(&Subject::pod_update(
             new.root(),
             old.root(),
             &case.namespace,
         ))
-        .map_err(|err| TestCaseError::fail(format!("an update was rejected as unreadable: {err}")))
+    })
+    .map_err(|err| TestCaseError::fail(format!("an update was rejected as unreadable: {err}")))
 }
 
 /// Evaluates a generated pod, which is well-formed, so it must be read.
