@@ -27,7 +27,7 @@
 //! concluded where the node carries no GFD labels, or, for an unbound pod,
 //! where no GPU node carries them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
@@ -206,24 +206,31 @@ fn put(
     }
 }
 
-/// Whether `container`'s image differs from that of the container of the
-/// same name in `old` (a container's name and list cannot change).
-fn image_changed(container: &Container<'_>, old: &PodView<'_>) -> bool {
+/// The image of each of the old pod's containers, by list and name (a
+/// container's name and list cannot change): each new container finds its
+/// old self in logarithmic time, however many there are.
+fn old_images<'v>(old: &PodView<'v>) -> BTreeMap<(ContainerKind, &'v str), Option<&'v str>> {
     old.containers
         .iter()
-        .find(|o| o.kind == container.kind && o.name == container.name)
-        .is_some_and(|o| o.image != container.image)
+        .map(|container| ((container.kind, container.name), container.image))
+        .collect()
 }
 
 /// The GPU containers whose image changed, checked against what the pod's
 /// GPUs are: the devices allocated to their claims (as R4 checks a shared
 /// claim at creation), else the node's or what the affinity admits.
 fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut Findings) {
+    let before = old_images(old);
     let changed: BTreeSet<(ContainerKind, &str)> = input
         .view
         .containers
         .iter()
-        .filter(|c| c.is_gpu() && image_changed(c, old))
+        .filter(|c| {
+            c.is_gpu()
+                && before
+                    .get(&(c.kind, c.name))
+                    .is_some_and(|image| *image != c.image)
+        })
         .map(|c| (c.kind, c.name))
         .collect();
     if changed.is_empty() {
