@@ -11,13 +11,17 @@
 //! benchmark's target is 100 ms on one core; the bound here is a generous
 //! [`CPU_PER_REVIEW`], read from `/proc/<pid>/stat`), and a legitimate
 //! review sent while a hostile one is answered is answered within
-//! [`LEGITIMATE_ANSWER`].
+//! [`LEGITIMATE_ANSWER`]. The shapes a pod's update reads twice (old and
+//! new containers, env, affinity terms) are sent as updates too.
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::support::server::{ENFORCE, MUTATE, Server, body_of, next_uid, pod_with_gpus, review};
+use crate::support::review::Review;
+use crate::support::server::{
+    ENFORCE, MUTATE, Server, body_of, namespace_of, next_uid, pod_with_gpus, review,
+};
 
 #[allow(dead_code)]
 #[path = "../../benches/hostile/shapes.rs"]
@@ -67,6 +71,28 @@ fn body(object: &Value, uid: &str) -> Vec<u8> {
     body_of(&review(object, uid, false))
 }
 
+/// The shapes also sent as a pod's UPDATE of itself, every container's
+/// image changed (the rules then read the old pod beside the new one, and
+/// hold each new image to the old container's).
+const UPDATED: [&str; 3] = ["containers", "env", "affinity-terms"];
+
+/// The UPDATE review of `object` from the same pod on a CUDA 12 image.
+fn update_body(object: &Value, uid: &str) -> Vec<u8> {
+    let mut old = object.clone();
+    for container in old["spec"]["containers"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        container["image"] = json!("nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04");
+    }
+    body_of(
+        &Review::update(object, &old, &namespace_of(object))
+            .uid(uid)
+            .json(),
+    )
+}
+
 /// What one hostile review cost: the server's CPU time for it, and how
 /// long a legitimate review sent meanwhile waited.
 struct Cost {
@@ -78,7 +104,7 @@ struct Cost {
 
 /// Sends `shape` at the body limit, and a legitimate review while it is
 /// answered; both answers are checked.
-async fn attack(server: &Server, shape: &HostileShape) -> Cost {
+async fn attack(server: &Server, shape: &HostileShape, body: fn(&Value, &str) -> Vec<u8>) -> Cost {
     let uid = next_uid();
     let (count, object) = shapes::largest_within(shape, BODY_LIMIT, |o| body(o, &uid).len());
     let hostile_body = body(&object, &uid);
@@ -119,15 +145,22 @@ async fn each_hostile_shape_costs_a_fraction_of_a_second_and_blocks_no_one() {
     let _alone = crate::alone();
     let server = Server::start_release().await;
     let mut failures = Vec::new();
-    for shape in SHAPES {
-        let cost = attack(&server, shape).await;
+    let updates = SHAPES
+        .iter()
+        .filter(|shape| UPDATED.contains(&shape.name))
+        .map(|shape| (shape, "update", update_body as fn(&Value, &str) -> Vec<u8>));
+    let creations = SHAPES
+        .iter()
+        .map(|shape| (shape, "create", body as fn(&Value, &str) -> Vec<u8>));
+    for (shape, operation, body) in creations.chain(updates) {
+        let cost = attack(&server, shape, body).await;
         eprintln!(
-            "{}: {} items, {} bytes: {:?} of CPU; a legitimate review answered in {:?}",
+            "{} ({operation}): {} items, {} bytes: {:?} of CPU; a legitimate review answered in {:?}",
             shape.name, cost.count, cost.body_bytes, cost.cpu, cost.legitimate
         );
         if cost.cpu > CPU_PER_REVIEW || cost.legitimate > LEGITIMATE_ANSWER {
             failures.push(format!(
-                "{} ({}): {:?} of CPU, a legitimate review answered in {:?}",
+                "{} ({}, {operation}): {:?} of CPU, a legitimate review answered in {:?}",
                 shape.name, shape.grows, cost.cpu, cost.legitimate
             ));
         }
