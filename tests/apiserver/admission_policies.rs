@@ -576,7 +576,7 @@ async fn the_policies_type_check_against_the_api_servers_schemas() {
     // MutatingAdmissionPolicy (v1.37) has no status; should it get a type
     // check, it must be as quiet.
     let mutating = plane.get(&["mutatingadmissionpolicies"])["items"].clone();
-    assert_eq!(mutating.as_array().map(Vec::len), Some(2), "{mutating}");
+    assert_eq!(mutating.as_array().map(Vec::len), Some(3), "{mutating}");
     for policy in mutating.as_array().into_iter().flatten() {
         let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
         assert!(warnings.as_array().is_none_or(Vec::is_empty), "{policy}");
