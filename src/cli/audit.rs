@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use kube::api::GroupVersionKind;
 
-use super::{EXIT_BAD_INPUT, check::render_text};
+use super::check::render_text;
 use crate::admission::checker::{Checker, ObjectReport};
 use crate::admission::{Mode, Workload};
 use crate::cluster::{self, Cleanup, Connection};
@@ -101,24 +101,7 @@ impl ReportApiArg {
 }
 
 pub fn run(args: &AuditArgs) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("gpu-policy: cannot start the runtime: {error}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    match runtime.block_on(audit(args)) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("gpu-policy: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    super::run_in_runtime(audit(args))
 }
 
 /// The kinds audited in each namespace: pods, workloads, and the DRA

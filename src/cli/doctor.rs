@@ -19,7 +19,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::EXIT_BAD_INPUT;
 use super::audit::ReportApiArg;
 use crate::cluster::{self, Cleanup, Connection, InventoryOptions};
 use crate::doctor::inventory::{ConfigSource, PolicyConfig};
@@ -67,24 +66,7 @@ pub enum DoctorOutput {
 }
 
 pub fn run(args: &DoctorArgs) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("gpu-policy: cannot start the runtime: {error}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    match runtime.block_on(doctor(args)) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("gpu-policy: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    super::run_in_runtime(doctor(args))
 }
 
 /// The settings the checks use, and where they came from.
