@@ -101,7 +101,7 @@ impl ReportApiArg {
 }
 
 pub fn run(args: &AuditArgs) -> ExitCode {
-    super::run_in_runtime(audit(args))
+    super::runtime::run_in_runtime(audit(args))
 }
 
 /// The kinds audited in each namespace: pods, workloads, and the DRA

@@ -66,7 +66,7 @@ pub enum DoctorOutput {
 }
 
 pub fn run(args: &DoctorArgs) -> ExitCode {
-    super::run_in_runtime(doctor(args))
+    super::runtime::run_in_runtime(doctor(args))
 }
 
 /// The settings the checks use, and where they came from.

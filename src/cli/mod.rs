@@ -5,6 +5,7 @@ mod audit;
 mod check;
 mod doctor;
 mod manifests;
+mod runtime;
 mod serve;
 mod test;
 
@@ -92,32 +93,5 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args),
         Command::Manifests(args) => manifests::run(&args),
         Command::Test(args) => test::run(&args),
-    }
-}
-
-/// Runs a command that talks to the cluster (`audit`, `doctor`) on a
-/// runtime of its own, with rustls' ring provider installed (kube's client
-/// cannot choose one itself); its error, and a runtime that cannot start,
-/// are one line on stderr and exit 2.
-fn run_in_runtime(
-    command: impl std::future::Future<Output = Result<ExitCode, String>>,
-) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("gpu-policy: cannot start the runtime: {error}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    match runtime.block_on(command) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("gpu-policy: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
     }
 }
