@@ -228,7 +228,7 @@ pub struct OptedIn {
     pub mode: String,
 }
 
-/// Which kind a webhook configuration is.
+/// Which kind a webhook configuration is (the two the install makes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum WebhookKind {
     Mutating,

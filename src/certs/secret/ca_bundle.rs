@@ -18,26 +18,15 @@ use serde_json::Value;
 
 use super::SecretError;
 
-/// Which kind a webhook configuration name was found as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WebhookKind {
-    Mutating,
-    Validating,
-}
+/// Which kind a webhook configuration name was found as (doctor reads the
+/// same two kinds).
+pub use crate::doctor::inventory::WebhookKind;
 
-impl WebhookKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mutating => "MutatingWebhookConfiguration",
-            Self::Validating => "ValidatingWebhookConfiguration",
-        }
-    }
-
-    fn api_resource(self) -> ApiResource {
-        match self {
-            Self::Mutating => ApiResource::erase::<MutatingWebhookConfiguration>(&()),
-            Self::Validating => ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
-        }
+/// The API resource of a kind of webhook configuration.
+fn api_resource(kind: WebhookKind) -> ApiResource {
+    match kind {
+        WebhookKind::Mutating => ApiResource::erase::<MutatingWebhookConfiguration>(&()),
+        WebhookKind::Validating => ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
     }
 }
 
@@ -103,7 +92,7 @@ async fn sync_one(
             status,
         })
     };
-    let resource = kind.api_resource();
+    let resource = api_resource(kind);
     let failed = |verb, error| {
         let error = SecretError::Api {
             verb,
