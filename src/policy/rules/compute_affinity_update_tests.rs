@@ -10,7 +10,7 @@ use super::REQUIRED;
 use crate::policy::RuleId;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
 use crate::policy::rules::gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
-use crate::policy::testing::{apply, evaluate_update_in, messages_of};
+use crate::policy::testing::{apply, evaluate_in_cluster, evaluate_update_in, messages_of};
 use crate::policy::{ClusterFacts, Evaluation};
 use crate::settings::Settings;
 
@@ -52,16 +52,8 @@ fn cluster(cc: (u32, u32)) -> ClusterSnapshot {
 }
 
 /// The pod as the webhook stored it at creation.
-fn created(pod: &Value, cluster: &dyn ClusterFacts) -> Value {
-    let settings = Settings::default();
-    let namespace = settings.for_namespace(&Default::default());
-    let evaluator =
-        crate::policy::Evaluator::of_cluster(&settings, &namespace, Some(cluster), None);
-    let document = crate::document::Document::from_value(pod);
-    let subject = crate::policy::Subject::pod(document.root(), "ml", crate::policy::Scope::Whole);
-    let evaluation = evaluator
-        .evaluate(&subject)
-        .unwrap_or_else(|err| panic!("the pod reads: {err}"));
+fn created(pod: &Value, cluster: &ClusterSnapshot) -> Value {
+    let evaluation = evaluate_in_cluster(pod, cluster);
     assert!(
         !evaluation.patch.is_empty(),
         "the pod is mutated at creation"

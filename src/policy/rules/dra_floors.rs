@@ -70,14 +70,7 @@ pub(super) fn allocated_below(
     findings: &mut Findings,
 ) {
     let in_claims = |c: &Container<'_>| which(c) && holds_claimed_gpus(input, c);
-    if !input.view.containers.iter().any(in_claims) {
-        return;
-    }
-    let images = image_floors(input, true, &in_claims, &mut findings.notices);
-    let compute = images.compute.map(|(floor, _)| floor);
-    let driver = images.driver.map(|(floor, _)| floor);
-    let sources = images.images.iter().map(|i| (*i).to_owned()).collect();
-    if let Some(needs) = GpuNeeds::new(compute, driver, sources) {
+    if let Some((needs, _, _)) = needs_of(input, None, &in_claims, &mut findings.notices) {
         referenced_claims(input, &needs, &in_claims, findings);
     }
 }
@@ -93,10 +86,20 @@ pub(super) fn pod_needs(
     notices: &mut Vec<Notice>,
 ) -> Option<(GpuNeeds, Option<String>, Option<String>)> {
     let in_claims = |c: &Container<'_>| holds_claimed_gpus(input, c);
+    needs_of(input, base, &in_claims, notices)
+}
+
+/// [`pod_needs`] of the `in_claims` containers.
+fn needs_of(
+    input: &RuleInput<'_, '_>,
+    base: Option<(ComputeCapability, String)>,
+    in_claims: Containers<'_>,
+    notices: &mut Vec<Notice>,
+) -> Option<(GpuNeeds, Option<String>, Option<String>)> {
     if !input.view.containers.iter().any(in_claims) {
         return None;
     }
-    let images = image_floors(input, true, &in_claims, notices);
+    let images = image_floors(input, true, in_claims, notices);
     let compute = raise(base, images.compute.clone());
     let driver = images.driver.clone().map(|(floor, _)| floor);
     let sources = images.images.iter().map(|i| (*i).to_owned()).collect();

@@ -79,12 +79,11 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 
 #[cfg(test)]
 mod tests {
-    use json_patch::Patch;
     use rstest::rstest;
     use serde_json::{Value, json};
 
     use crate::policy::RuleId;
-    use crate::policy::testing::evaluate_update;
+    use crate::policy::testing::{apply, evaluate_update};
 
     fn pod(annotations: Option<Value>) -> Value {
         let mut pod = json!({
@@ -95,13 +94,6 @@ mod tests {
         if let Some(annotations) = annotations {
             pod["metadata"]["annotations"] = annotations;
         }
-        pod
-    }
-
-    fn applied(pod: &Value, patch: &[json_patch::PatchOperation]) -> Value {
-        let mut pod = pod.clone();
-        json_patch::patch(&mut pod, &Patch(patch.to_vec()))
-            .unwrap_or_else(|err| panic!("the patch applies: {err}"));
         pod
     }
 
@@ -135,7 +127,7 @@ mod tests {
             evaluation.changed_rules().iter().collect::<Vec<_>>(),
             [RuleId::WebhookAnnotations]
         );
-        let restored = applied(&new, &evaluation.patch);
+        let restored = apply(&new, &evaluation.patch);
         let owned =
             |pod: &Value| super::OWNED.map(|key| pod["metadata"]["annotations"].get(key).cloned());
         assert_eq!(owned(&restored), owned(&old), "{restored}");
