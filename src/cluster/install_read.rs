@@ -21,7 +21,7 @@ use kube::api::{Api, GroupVersionKind, ListParams};
 use serde::Deserialize;
 
 use super::inventory_lists::{LISTS, list, seen};
-use super::names::is_dns_label;
+use super::names::{is_dns_label, is_dns_subdomain};
 use crate::certs::pki::bundle_trusts;
 use crate::certs::{CA_FILE, CERT_FILE};
 use crate::doctor::inventory::{AllowlistTarget, Deployment, Install, Seen, Webhook, WebhookKind};
@@ -192,16 +192,6 @@ async fn read_webhooks(
     Ok(Seen::Complete(webhooks))
 }
 
-/// Whether a name can go into a field selector as it is: a DNS subdomain
-/// (what Kubernetes names a DaemonSet), so no `,` or `=` in it.
-fn is_object_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-}
-
 /// Whether each DaemonSet entry of the allowlist names one that exists.
 async fn read_allowlist(
     client: &Client,
@@ -245,7 +235,9 @@ async fn read_allowlist(
             }
             // A list by name, as the webhook's watch reads it: RBAC grants
             // the webhook list and watch on these names, and no get.
-            None if is_object_name(&entry.name) => {
+            // A DNS subdomain (what Kubernetes names a DaemonSet) has no `,` or
+            // `=` to break the selector.
+            None if is_dns_subdomain(&entry.name) => {
                 let by_name =
                     ListParams::default().fields(&format!("metadata.name={}", entry.name));
                 let listed = list(

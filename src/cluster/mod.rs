@@ -79,7 +79,6 @@ pub use cache::{ClusterCache, Source};
 pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
 pub use install_read::{CONFIG_KEY, install_config};
 pub use inventory::{InventoryOptions, read_inventory};
-pub use inventory_lists::{LISTS, Lists};
 pub use lean::lean_node_of_manifest;
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
 pub use objects::{MAX_OBJECT_BYTES, claim_text, pod_text};

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::checks::gpu_nodes::{gpu_signs, has_any_gpu_capacity, pods_on};
+use super::checks::gpu_nodes::{OnNodes, gpu_signs, has_any_gpu_capacity};
 use super::checks::{check_notes, findings};
 use super::finding::{Finding, Note};
 use super::inventory::{ConfigSource, Inventory, Seen};
@@ -43,11 +43,11 @@ pub struct Summary {
 
 pub fn diagnose(inventory: &Inventory) -> Diagnosis {
     let nodes = inventory.nodes.items().map(Vec::as_slice).unwrap_or(&[]);
+    let on_nodes = OnNodes::of(inventory);
     let gpu_nodes = nodes
         .iter()
         .filter(|node| {
-            has_any_gpu_capacity(node)
-                || !gpu_signs(node, &pods_on(inventory, &node.name)).is_empty()
+            has_any_gpu_capacity(node) || !gpu_signs(node, on_nodes.pods(&node.name)).is_empty()
         })
         .count();
     let mut opted_in: BTreeMap<&'static str, Vec<String>> = Mode::ALL

@@ -87,8 +87,6 @@ pub enum Component {
 }
 
 impl Component {
-    pub const ALL: [Component; 2] = [Component::DevicePlugin, Component::FeatureDiscovery];
-
     /// How people call it.
     pub fn title(self) -> &'static str {
         match self {

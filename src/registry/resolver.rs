@@ -193,10 +193,13 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
+    // A set beside the list: each image is looked for in logarithmic
+    // time, however many a pod names.
+    let mut seen = std::collections::BTreeSet::new();
     let mut unique: Vec<String> = Vec::new();
     for image in images {
         let image = image.as_ref();
-        if !unique.iter().any(|seen| seen == image) {
+        if seen.insert(image.to_owned()) {
             unique.push(image.to_owned());
         }
     }

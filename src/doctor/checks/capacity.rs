@@ -30,9 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use super::gpu_nodes::{
-    GPU_RESOURCE, gpu_signs, has_dra_slices, has_gpu_capacity, mig_capacity, nodes, pods_on,
-};
+use super::gpu_nodes::{GPU_RESOURCE, OnNodes, gpu_signs, has_gpu_capacity, mig_capacity, nodes};
 use crate::doctor::finding::{Finding, FindingId, Severity, Subject};
 use crate::doctor::inventory::{Component, ComponentPod, Inventory};
 
@@ -172,17 +170,18 @@ fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (C
 pub fn check(inventory: &Inventory) -> Vec<Finding> {
     // Cause -> (nodes, evidence lines).
     let mut by_cause: BTreeMap<Cause, (Vec<Subject>, Vec<String>)> = BTreeMap::new();
+    let on_nodes = OnNodes::of(inventory);
     for node in nodes(inventory) {
-        if has_gpu_capacity(node) || has_dra_slices(inventory, &node.name) {
+        if has_gpu_capacity(node) || on_nodes.has_dra_slices(&node.name) {
             continue;
         }
-        let pods = pods_on(inventory, &node.name);
-        let signs = gpu_signs(node, &pods);
+        let pods = on_nodes.pods(&node.name);
+        let signs = gpu_signs(node, pods);
         if signs.is_empty() {
             continue;
         }
         let mig = mig_capacity(node);
-        let (cause, facts) = cause_of(inventory, &pods, &mig);
+        let (cause, facts) = cause_of(inventory, pods, &mig);
         let (subjects, evidence) = by_cause.entry(cause).or_default();
         subjects.push(Subject::node(&node.name));
         let mut line = format!(

@@ -7,12 +7,25 @@
 //! `no-gpu-capacity` (cause `device-plugin-missing`) and `gfd-missing`.
 
 use crate::doctor::finding::{Finding, FindingId, Severity, Subject};
-use crate::doctor::inventory::{Component, Inventory};
+use std::collections::BTreeMap;
+
+use crate::doctor::inventory::{Component, ComponentPod, Inventory};
 
 pub fn check(inventory: &Inventory) -> Vec<Finding> {
     let Some(sets) = inventory.daemon_sets.items() else {
         return Vec::new();
     };
+    // The pods that are not ready, by namespace and component, gathered
+    // once rather than searched for each DaemonSet.
+    let mut not_ready: BTreeMap<(&str, Component), Vec<&ComponentPod>> = BTreeMap::new();
+    for pod in inventory.component_pods.items().into_iter().flatten() {
+        if !pod.ready {
+            not_ready
+                .entry((pod.namespace.as_str(), pod.component))
+                .or_default()
+                .push(pod);
+        }
+    }
     sets.iter()
         .filter(|ds| ds.ready < ds.desired)
         .map(|ds| {
@@ -26,13 +39,10 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
                     "the GPU labels of the nodes of the missing pods are not kept up to date",
                 ),
             };
-            let pods: Vec<String> = inventory
-                .component_pods
-                .items()
+            let pods: Vec<String> = not_ready
+                .get(&(ds.namespace.as_str(), ds.component))
                 .into_iter()
                 .flatten()
-                .filter(|pod| pod.namespace == ds.namespace && !pod.ready)
-                .filter(|pod| pod.component == ds.component)
                 .map(|pod| match &pod.node {
                     Some(node) => format!("pod {}/{} on {node} is not ready", pod.namespace, pod.name),
                     None => format!("pod {}/{} is not scheduled", pod.namespace, pod.name),

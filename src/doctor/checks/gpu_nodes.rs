@@ -1,6 +1,8 @@
 //! What makes a node a GPU node, read from its labels, capacity and the
 //! pods and slices on it; shared by the checks of nodes.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::cuda::requirement::{DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL};
 use crate::doctor::inventory::{Component, ComponentPod, Inventory, Node};
 use crate::policy::rules::compute_affinity::MAJOR_LABEL;
@@ -105,24 +107,42 @@ pub fn missing_gfd_labels(node: &Node) -> Vec<&'static str> {
     missing
 }
 
-/// The pods of components on `node`.
-pub fn pods_on<'i>(inventory: &'i Inventory, node: &str) -> Vec<&'i ComponentPod> {
-    inventory
-        .component_pods
-        .items()
-        .into_iter()
-        .flatten()
-        .filter(|pod| pod.node.as_deref() == Some(node))
-        .collect()
+/// The component pods and the NVIDIA DRA slices of an inventory by node,
+/// gathered once: asking each node's of the whole lists would take time
+/// quadratic in the fleet.
+pub struct OnNodes<'i> {
+    pods: BTreeMap<&'i str, Vec<&'i ComponentPod>>,
+    sliced: BTreeSet<&'i str>,
 }
 
-/// Whether the NVIDIA DRA driver publishes a slice for `node`: its GPUs
-/// come through claims, not capacity.
-pub fn has_dra_slices(inventory: &Inventory, node: &str) -> bool {
-    inventory
-        .dra
-        .items()
-        .is_some_and(|dra| dra.slices.iter().any(|s| s.node.as_deref() == Some(node)))
+impl<'i> OnNodes<'i> {
+    pub fn of(inventory: &'i Inventory) -> Self {
+        let mut pods: BTreeMap<&'i str, Vec<&'i ComponentPod>> = BTreeMap::new();
+        for pod in inventory.component_pods.items().into_iter().flatten() {
+            if let Some(node) = pod.node.as_deref() {
+                pods.entry(node).or_default().push(pod);
+            }
+        }
+        let sliced = inventory
+            .dra
+            .items()
+            .into_iter()
+            .flat_map(|dra| dra.slices.iter())
+            .filter_map(|slice| slice.node.as_deref())
+            .collect();
+        Self { pods, sliced }
+    }
+
+    /// The component pods on `node`.
+    pub fn pods(&self, node: &str) -> &[&'i ComponentPod] {
+        self.pods.get(node).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Whether the NVIDIA DRA driver publishes a slice for `node`: its
+    /// GPUs come through claims, not capacity.
+    pub fn has_dra_slices(&self, node: &str) -> bool {
+        self.sliced.contains(node)
+    }
 }
 
 /// The nodes read.

@@ -16,25 +16,22 @@
 //!   their handlers do not report its `handler`: pods with the class fail
 //!   to start there. Nodes that report no handlers are not judged.
 
-use super::gpu_nodes::{
-    DEPLOY_TOOLKIT_LABEL, gpu_signs, has_any_gpu_capacity, has_dra_slices, nodes, pods_on,
-};
+use super::gpu_nodes::{DEPLOY_TOOLKIT_LABEL, OnNodes, gpu_signs, has_any_gpu_capacity, nodes};
 use crate::doctor::finding::{Finding, FindingId, Note, Severity, Subject, count};
 use crate::doctor::inventory::{Inventory, Node};
 
 /// The nodes that have, or look like they have, GPUs.
-fn gpu_nodes(inventory: &Inventory) -> Vec<&Node> {
+fn gpu_nodes<'i>(inventory: &'i Inventory, on_nodes: &OnNodes<'_>) -> Vec<&'i Node> {
     nodes(inventory)
         .iter()
         .filter(|node| {
-            has_any_gpu_capacity(node)
-                || !gpu_signs(node, &pods_on(inventory, &node.name)).is_empty()
+            has_any_gpu_capacity(node) || !gpu_signs(node, on_nodes.pods(&node.name)).is_empty()
         })
         .collect()
 }
 
 /// Why no RuntimeClass is needed, if a node says so.
-fn another_way(inventory: &Inventory, gpu_nodes: &[&Node]) -> Option<String> {
+fn another_way(on_nodes: &OnNodes<'_>, gpu_nodes: &[&Node]) -> Option<String> {
     if let Some(node) = gpu_nodes
         .iter()
         .find(|node| node.labels.get(DEPLOY_TOOLKIT_LABEL).map(String::as_str) == Some("true"))
@@ -46,7 +43,7 @@ fn another_way(inventory: &Inventory, gpu_nodes: &[&Node]) -> Option<String> {
     }
     gpu_nodes
         .iter()
-        .all(|node| has_dra_slices(inventory, &node.name))
+        .all(|node| on_nodes.has_dra_slices(&node.name))
         .then(|| "every GPU node's GPUs are published by the NVIDIA DRA driver, which injects them through CDI".to_owned())
 }
 
@@ -55,12 +52,13 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
     let Some(classes) = inventory.runtime_classes.items() else {
         return Vec::new();
     };
-    let gpu_nodes = gpu_nodes(inventory);
+    let on_nodes = OnNodes::of(inventory);
+    let gpu_nodes = gpu_nodes(inventory, &on_nodes);
     if wanted.is_empty() || gpu_nodes.is_empty() {
         return Vec::new();
     }
     let Some(class) = classes.iter().find(|class| class.name == wanted) else {
-        if another_way(inventory, &gpu_nodes).is_some() {
+        if another_way(&on_nodes, &gpu_nodes).is_some() {
             return Vec::new();
         }
         let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
@@ -133,11 +131,12 @@ pub fn notes(inventory: &Inventory) -> Vec<Note> {
     let Some(classes) = inventory.runtime_classes.items() else {
         return Vec::new();
     };
-    let gpu_nodes = gpu_nodes(inventory);
+    let on_nodes = OnNodes::of(inventory);
+    let gpu_nodes = gpu_nodes(inventory, &on_nodes);
     if wanted.is_empty() || gpu_nodes.is_empty() || classes.iter().any(|c| c.name == wanted) {
         return Vec::new();
     }
-    another_way(inventory, &gpu_nodes)
+    another_way(&on_nodes, &gpu_nodes)
         .map(|why| Note {
             kind: "runtime",
             message: format!(
