@@ -289,6 +289,7 @@ async fn reinvocation_leaves_nothing_duplicated() {
         .unwrap_or("");
     let mut rules: Vec<&str> = mutations.split(',').collect();
     let listed = rules.len();
+    rules.sort_unstable();
     rules.dedup();
     assert_eq!(rules.len(), listed, "{mutations}");
     assert!(mutations.contains("visible-devices"), "{mutations}");

@@ -145,9 +145,17 @@ async fn each_hostile_shape_costs_a_fraction_of_a_second_and_blocks_no_one() {
     let _alone = crate::alone();
     let server = Server::start_release().await;
     let mut failures = Vec::new();
-    let updates = SHAPES
+    let updated: Vec<&HostileShape> = SHAPES
         .iter()
         .filter(|shape| UPDATED.contains(&shape.name))
+        .collect();
+    assert_eq!(
+        updated.len(),
+        UPDATED.len(),
+        "a shape of {UPDATED:?} is gone"
+    );
+    let updates = updated
+        .into_iter()
         .map(|shape| (shape, "update", update_body as fn(&Value, &str) -> Vec<u8>));
     let creations = SHAPES
         .iter()

@@ -59,10 +59,13 @@ fn a_reapply_checked_offline_is_the_stored_pod() {
         "{}",
         text.stdout
     );
-    // Without --old the same pod is a creation: nothing is judged as an
-    // update (its annotation is left as it is).
+    // Without --old the same pod is a creation, pinned as one.
     let created = check(&["-f", &new, "-o", "yaml"]);
     assert_eq!(created.code, 0, "{}", created.stderr);
+    assert_eq!(
+        printed(&created)[0]["spec"]["containers"][1]["env"],
+        stored["spec"]["containers"][1]["env"]
+    );
 
     // The CEL engine puts the webhook's annotation back too.
     let mut annotated = stored.clone();
