@@ -169,7 +169,7 @@ pub(super) struct PodSelector {
 
 async fn read_daemon_sets(
     client: &Client,
-) -> Result<(Seen<Vec<DaemonSet>>, Vec<PodSelector>), kube::Error> {
+) -> Result<(Seen<Vec<DaemonSet>>, PodSelectors), kube::Error> {
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
     struct Selector {
@@ -199,6 +199,7 @@ async fn read_daemon_sets(
         status: Status,
     }
     let mut selectors = Vec::new();
+    let mut dropped = false;
     let keep = |text: &str| {
         let wire: Wire = serde_json::from_str(text).ok()?;
         let component = Component::of_daemon_set(&wire.metadata.name, &wire.metadata.labels)?;
@@ -219,6 +220,9 @@ async fn read_daemon_sets(
                 component,
                 labels: labels.join(","),
             });
+        } else if !labels.is_empty() {
+            // Its pods are not read: what is read of the pods is in part.
+            dropped = true;
         }
         Some(DaemonSet {
             namespace: wire.metadata.namespace,
@@ -239,12 +243,19 @@ async fn read_daemon_sets(
     )
     .await;
     let daemon_sets = seen(listed, "list daemonsets.apps")?;
-    Ok((daemon_sets, selectors))
+    Ok((daemon_sets, PodSelectors { selectors, dropped }))
+}
+
+/// The selectors of the pods of the components' DaemonSets, and whether
+/// some DaemonSet's were left out past [`MAX_COMPONENT_DAEMON_SETS`].
+struct PodSelectors {
+    selectors: Vec<PodSelector>,
+    dropped: bool,
 }
 
 async fn read_component_pods(
     client: &Client,
-    selectors: &[PodSelector],
+    selectors: &PodSelectors,
 ) -> Result<Seen<Vec<ComponentPod>>, kube::Error> {
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
@@ -275,8 +286,13 @@ async fn read_component_pods(
     }
     let gvk = GroupVersionKind::gvk("", "v1", "Pod");
     let mut pods = Vec::new();
-    let mut paged = Paged::Complete;
-    for selector in selectors {
+    // Pods of DaemonSets left out are pods not read.
+    let mut paged = if selectors.dropped {
+        Paged::Truncated
+    } else {
+        Paged::Complete
+    };
+    for selector in &selectors.selectors {
         let keep = |text: &str| {
             let pod: Wire = serde_json::from_str(text).ok()?;
             let ready = pod

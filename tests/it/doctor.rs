@@ -163,3 +163,35 @@ fn doctor_reports_are_what_their_crds_accept() {
         Err(problems) => panic!("the CRDs refuse the reports:\n{problems}"),
     }
 }
+
+/// Eleven DaemonSets that look like the device plugin's, in a tenant's
+/// namespace: the pods of ten are read, and the note says the rest were
+/// not, so that no node's cause rests on pods never listed.
+#[tokio::test]
+async fn component_daemon_sets_past_the_bound_leave_their_pods_read_in_part() {
+    let api = FakeApi::start().await;
+    api.insert(gpu_node(0));
+    api.insert(nvidia_runtime_class());
+    for i in 0..11 {
+        api.insert(json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": format!("t{i:02}-nvidia-device-plugin"), "namespace": "tenant"},
+            "spec": {"selector": {"matchLabels": {"app": format!("t{i:02}")}}},
+            "status": {"desiredNumberScheduled": 0, "numberReady": 0},
+        }));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = api.write_kubeconfig(dir.path());
+
+    let run = gpu_policy_beside(doctor_args(&kubeconfig)).await;
+    let value = run.value();
+    let truncated: Vec<&str> = value["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|note| note["kind"] == "truncated")
+        .filter_map(|note| note["message"].as_str())
+        .collect();
+    assert_eq!(truncated.len(), 1, "{}", value["notes"]);
+    assert!(truncated[0].contains("pods"), "{}", truncated[0]);
+}
