@@ -14,7 +14,7 @@ use super::kinds::ObjectKind;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::message::{and_more, prefix_within, thousands};
 use crate::policy::patch::encoded_within;
-use crate::policy::{ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleSet};
+use crate::policy::{Change, ClusterFacts, Evaluation, Message, NoticeKind, ObjectError, RuleSet};
 use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
@@ -437,13 +437,17 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         .changes
         .iter()
         .filter(|change| change.overrides_author)
-        .map(|change| {
-            Message::new(format_args!(
-                "[{}] pods will {}",
-                change.rule, change.summary
-            ))
-            .into_string()
-        })
+        .map(template_warning)
+}
+
+/// The warning of a change a workload's pods will get:
+/// `gpu-policy: [rule] pods will <summary>`.
+pub fn template_warning(change: &Change) -> String {
+    Message::new(format_args!(
+        "[{}] pods will {}",
+        change.rule, change.summary
+    ))
+    .into_string()
 }
 
 /// `gpu-policy: [rule] message; [rule] message; and 1,234 more`, within

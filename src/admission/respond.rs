@@ -14,7 +14,7 @@ use kube::core::admission::{AdmissionResponse, Operation};
 
 use super::decision::{
     Decision, DecisionKind, MAX_DENIAL_BYTES, Mode, Verdict, bounded_warnings, decide_taking_patch,
-    namespace_settings, unreadable,
+    namespace_settings, template_warning, unreadable,
 };
 use super::images;
 use super::kinds::ObjectKind;
@@ -349,23 +349,12 @@ fn new_template_changes(
     let Ok(before) = evaluator.evaluate(&subject) else {
         return Vec::new();
     };
-    let had: std::collections::BTreeSet<(crate::policy::RuleId, &str)> = before
-        .changes
-        .iter()
-        .map(|change| (change.rule, change.summary.as_str()))
-        .collect();
+    // What overrides the author is warned of every template (`decide`).
     evaluation
-        .changes
-        .iter()
+        .changes_new_since(&before)
+        .into_iter()
         .filter(|change| !change.overrides_author)
-        .filter(|change| !had.contains(&(change.rule, change.summary.as_str())))
-        .map(|change| {
-            Message::new(format_args!(
-                "[{}] pods will {}",
-                change.rule, change.summary
-            ))
-            .into_string()
-        })
+        .map(template_warning)
         .collect()
 }
 

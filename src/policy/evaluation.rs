@@ -98,6 +98,22 @@ impl Evaluation {
         self.notices.extend(notices);
     }
 
+    /// The changes of this evaluation that `before`, of the same object's
+    /// older version, did not make (by rule and summary): what an update
+    /// of a workload's template brings its new pods. Linear: `before`'s
+    /// changes are gathered once.
+    pub fn changes_new_since<'e>(&'e self, before: &Evaluation) -> Vec<&'e Change> {
+        let had: std::collections::BTreeSet<(RuleId, &str)> = before
+            .changes
+            .iter()
+            .map(|change| (change.rule, change.summary.as_str()))
+            .collect();
+        self.changes
+            .iter()
+            .filter(|change| !had.contains(&(change.rule, change.summary.as_str())))
+            .collect()
+    }
+
     pub fn changed_rules(&self) -> RuleSet {
         self.changes.iter().map(|c| c.rule).collect()
     }
