@@ -19,11 +19,10 @@ use std::time::Duration;
 use crate::cuda::needs::CUDA_VERSION_LABEL;
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
-    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REASON_BYTES, MAX_REFERENCE_LEN, Platform,
-    REQUIRE_CUDA_ENV, Resolver, ResolverOptions, shown,
+    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REFERENCE_LEN, Platform, REQUIRE_CUDA_ENV,
+    Resolver, ResolverOptions, shown,
 };
 use crate::settings::{ImageResolution, Settings};
-use crate::telemetry::bounded_field;
 
 /// What is looked up before one object is evaluated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,13 +171,13 @@ pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
         .cuda_label
         .as_deref()
         .map(|value| (CUDA_VERSION_LABEL, value));
-    ImageNeeds::from_image_config(env, label)
-        .map_err(|err| bounded_field(&err.to_string(), MAX_REASON_BYTES).into_owned())
+    ImageNeeds::from_image_config(env, label).map_err(|err| crate::registry::error_text(&err))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::MAX_REASON_BYTES;
 
     #[test]
     fn answers_become_needs_or_fallbacks() {
