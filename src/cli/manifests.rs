@@ -97,6 +97,14 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
 /// The install options and the policy settings the flags name, or the
 /// one-line reason they cannot be read.
 fn read_inputs(args: &ManifestsArgs) -> Result<(InstallOptions, Settings), String> {
+    // It is written into object paths and into the guard policies' CEL
+    // strings: a name Kubernetes would refuse is refused here.
+    if !crate::cluster::is_dns_label(&args.namespace) {
+        return Err(format!(
+            "--namespace {:?} is not a namespace name (a DNS label: lowercase letters, digits and '-', at most 63)",
+            args.namespace
+        ));
+    }
     let mut options = InstallOptions {
         namespace: args.namespace.clone(),
         replicas: args.replicas,

@@ -81,6 +81,7 @@ pub use install_read::{CONFIG_KEY, install_config};
 pub use inventory::{InventoryOptions, read_inventory};
 pub use lean::lean_node_of_manifest;
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
+pub use names::{is_dns_label, is_dns_subdomain};
 pub use objects::{MAX_OBJECT_BYTES, claim_text, pod_text};
 pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;

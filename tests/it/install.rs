@@ -547,6 +547,22 @@ fn webhook_url_error_is_one_line() {
     );
 }
 
+/// The namespace goes into object paths and the guard policies' CEL
+/// strings: a name Kubernetes would refuse is refused, in one line.
+#[test]
+fn a_namespace_that_is_not_a_dns_label_is_refused() {
+    let run = run_manifests(&["--namespace", "gpu' || true || '"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr
+            .starts_with("gpu-policy: --namespace \"gpu' || true || '\" is not a namespace name")
+            && run.stderr.lines().count() == 1,
+        "{}",
+        run.stderr
+    );
+}
+
 /// What only shapes the objects the URL form leaves out, or another output
 /// altogether, is refused with it rather than ignored.
 #[rstest]
