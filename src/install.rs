@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::admission::Endpoint;
 use crate::admission::Mode;
 use crate::admission::Workload;
+use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::dra::claims::{CLAIM_GROUP, ClaimKind};
 use crate::settings::{Config, MODE_LABEL};
 
@@ -38,6 +39,9 @@ pub struct InstallOptions {
     /// its entries get `url` instead of the Service, and the objects that
     /// run the server in the cluster are left out.
     pub webhook_url: Option<WebhookUrl>,
+    /// The release the manifests are for: the `resource.k8s.io` version
+    /// the claim rules name.
+    pub kubernetes: KubernetesVersion,
 }
 
 /// The base URL of a webhook outside the cluster, checked as the API
@@ -105,6 +109,7 @@ impl Default for InstallOptions {
             ca_bundle: None,
             failure_policy: "Fail".to_owned(),
             webhook_url: None,
+            kubernetes: KubernetesVersion::default(),
         }
     }
 }
@@ -527,19 +532,21 @@ pub(crate) fn workload_rules() -> Vec<Value> {
 }
 
 /// ResourceClaims and ResourceClaimTemplates, validated on CREATE and
-/// UPDATE. Registered for v1 only: with `matchPolicy: Equivalent` the API
-/// server sends older versions converted to v1.
-pub(crate) fn claim_rules() -> Value {
+/// UPDATE, in the one `resource.k8s.io` version `release` registers for:
+/// with `matchPolicy: Equivalent` the API server sends the other versions
+/// it serves converted to it.
+pub(crate) fn claim_rules(release: KubernetesVersion) -> Value {
     let resources: Vec<&str> = ClaimKind::ALL.iter().map(|k| k.resource()).collect();
-    json!({"apiGroups": [CLAIM_GROUP], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-           "resources": resources, "scope": "Namespaced"})
+    json!({"apiGroups": [CLAIM_GROUP], "apiVersions": [release.dra().version],
+           "operations": ["CREATE", "UPDATE"], "resources": resources, "scope": "Namespaced"})
 }
 
 /// ResourceClaims on CREATE, mutated: a claim the resource claim
 /// controller makes for a pod gets gpu-policy's selector. Only the claim's
-/// creation (its spec is immutable after it); v1 only, as for validation.
-fn claim_mutation_rule() -> Value {
-    json!({"apiGroups": [CLAIM_GROUP], "apiVersions": ["v1"], "operations": ["CREATE"],
+/// creation (its spec is immutable after it); one version, as for
+/// validation.
+fn claim_mutation_rule(release: KubernetesVersion) -> Value {
+    json!({"apiGroups": [CLAIM_GROUP], "apiVersions": [release.dra().version], "operations": ["CREATE"],
            "resources": [ClaimKind::Claim.resource()], "scope": "Namespaced"})
 }
 
@@ -547,7 +554,7 @@ fn mutating_configuration(options: &InstallOptions) -> Value {
     let mut webhook = common(options, Endpoint::Mutate, &options.failure_policy);
     let mut rules = pod_rules();
     rules.push(pod_update_rule());
-    rules.push(claim_mutation_rule());
+    rules.push(claim_mutation_rule(options.kubernetes));
     webhook["rules"] = json!(rules);
     webhook["matchConditions"] = pod_match_conditions();
     webhook["namespaceSelector"] = namespace_selector(Some(Mode::Enforce), &options.namespace);
@@ -572,7 +579,7 @@ fn validating_configuration(options: &InstallOptions) -> Value {
         let mut rules = pod_rules();
         rules.push(pod_update_rule());
         rules.extend(workload_rules());
-        rules.push(claim_rules());
+        rules.push(claim_rules(options.kubernetes));
         webhook["rules"] = json!(rules);
         webhook["matchConditions"] = pod_match_conditions();
         webhook["namespaceSelector"] = namespace_selector(Some(mode), &options.namespace);

@@ -6,6 +6,8 @@
 //! back (`tests/it/architecture.rs` holds the code to that).
 //!
 //! - [`quantity`], [`duration`]: the one reader of each of these texts;
+//! - [`kubernetes_version`]: the supported Kubernetes releases and what
+//!   each serves of the APIs the install uses;
 //! - [`manifest`]: reading Kubernetes manifests (YAML, JSON, Lists);
 //! - [`cuda`]: compute capabilities, CUDA versions and requirements, what
 //!   an image needs, as values;
@@ -46,6 +48,7 @@ pub mod document;
 pub mod duration;
 pub mod install;
 pub mod kubernetes_cel;
+pub mod kubernetes_version;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;

@@ -1,8 +1,10 @@
 //! `gpu-policy-bounded-requests-claims`: R2 on ResourceClaims and
-//! ResourceClaimTemplates (resource.k8s.io/v1) in CEL.
+//! ResourceClaimTemplates in CEL, in the `resource.k8s.io` version the
+//! target release registers for (v1; v1beta1 before 1.34).
 //!
 //! Reads `devices.requests[]` of a claim's `spec` or a template's
-//! `spec.spec` (`exactly`, or each `firstAvailable` alternative:
+//! `spec.spec` (`exactly`, or in v1beta1 the request itself, or each
+//! `firstAvailable` alternative where the release has them:
 //! `deviceClassName`, `allocationMode`, `count`, `adminAccess`), the
 //! claim's annotations, the namespace's `gpu-policy.io/max-gpus-per-pod`
 //! annotation and the allowlist's namespaces.
@@ -19,6 +21,7 @@
 
 use super::cel_text::{self as cel, Fill};
 use super::object::{Validation, Variable};
+use crate::kubernetes_version::{DraApi, RequestShape};
 use crate::policy::message::{Message, SEPARATOR};
 use crate::policy::rules::claim_requests::{
     ABOVE_CONTAINER_MAXIMUM, ABOVE_POD_MAXIMUM, ADMIN_ACCESS, ALL_DEVICES, EXTENDED_RESOURCE_CLAIM,
@@ -47,7 +50,23 @@ pub fn match_conditions() -> Vec<Variable> {
     ]
 }
 
-pub fn variables(settings: &Settings) -> Vec<Variable> {
+/// The alternatives of a request `r` as `dra` writes them: the request
+/// itself (v1beta1) or its `exactly`, then its `firstAvailable` entries
+/// where the release has them. A field the release's schema lacks is never
+/// named, so that the policy type-checks without warnings.
+fn alternatives(dra: DraApi) -> String {
+    let exact = match dra.shape {
+        RequestShape::Exactly => "(has(r.exactly) ? [r.exactly] : [])",
+        RequestShape::Flat => "(has(r.deviceClassName) ? [r] : [])",
+    };
+    if dra.first_available {
+        format!("({exact} + (has(r.firstAvailable) ? r.firstAvailable : []))")
+    } else {
+        exact.to_owned()
+    }
+}
+
+pub fn variables(settings: &Settings, dra: DraApi) -> Vec<Variable> {
     let config = settings.config();
     let classes = cel::string_list(config.gpu_device_classes.iter().map(String::as_str));
     let namespaces = config.allowlist_namespaces();
@@ -69,10 +88,10 @@ pub fn variables(settings: &Settings) -> Vec<Variable> {
             "gpuRequests",
             &format!(
                 "variables.requests.map(r, {{'name': dyn(r.name), 'alternatives': \
-                 dyn(((has(r.exactly) ? [r.exactly] : []) \
-                  + (has(r.firstAvailable) ? r.firstAvailable : []))\
+                 dyn({alternatives}\
                  .filter(a, has(a.deviceClassName) && a.deviceClassName in {classes}))}})\
-                 .filter(r, size(r.alternatives) > 0)"
+                 .filter(r, size(r.alternatives) > 0)",
+                alternatives = alternatives(dra),
             ),
         ),
         Variable::new(

@@ -20,6 +20,7 @@ use super::cost::{
 };
 use super::cost_report::{Inputs, PolicyCost, Role, figure, policy_cost};
 use super::{mutating_policies, validating_policies};
+use crate::kubernetes_version::KubernetesVersion;
 use crate::settings::{MODE_LABEL, Settings};
 
 /// The sidecars and containers of the reference Pod (each with one GPU
@@ -48,12 +49,16 @@ impl PolicyCheck {
 /// The costs of the policies `manifests --admission-policies` generates
 /// from `settings` (with `mutating`, the MutatingAdmissionPolicies too).
 pub fn check(settings: &Settings, mutating: bool) -> Vec<PolicyCheck> {
-    let mut policies: Vec<Value> = validating_policies(settings)
+    let mut policies: Vec<Value> = validating_policies(settings, KubernetesVersion::default())
         .into_iter()
         .map(|p| p.object)
         .collect();
     if mutating {
-        policies.extend(mutating_policies(settings).into_iter().map(|p| p.object));
+        policies.extend(
+            mutating_policies(settings, KubernetesVersion::default())
+                .into_iter()
+                .map(|p| p.object),
+        );
     }
     let namespace = json!({"metadata": {"name": "gpu", "labels": {MODE_LABEL: "enforce"}}});
     let request = json!({"operation": "CREATE", "namespace": "gpu"});
@@ -257,7 +262,8 @@ mod tests {
     fn fifty_containers_pass_the_per_call_limit() {
         // docs/policy.md: at 50 sidecars and 50 containers the pod count of
         // bounded-requests is past the per-call limit.
-        let policy = &validating_policies(&Settings::default())[0].object;
+        let policy =
+            &validating_policies(&Settings::default(), KubernetesVersion::default())[0].object;
         let namespace = json!({"metadata": {"name": "gpu"}});
         let request = json!({"operation": "CREATE"});
         let inputs = Inputs::request(&pod_of_containers(50), &Value::Null, &namespace, &request);

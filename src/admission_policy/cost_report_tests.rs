@@ -4,6 +4,7 @@
 //! the computed ones),
 //! and its arithmetic on small policies whose costs are derived by hand.
 
+use crate::kubernetes_version::KubernetesVersion;
 use serde_json::json;
 
 use super::*;
@@ -13,9 +14,9 @@ use crate::settings::Settings;
 
 fn generated() -> Vec<Value> {
     let settings = Settings::default();
-    validating_policies(&settings)
+    validating_policies(&settings, KubernetesVersion::default())
         .into_iter()
-        .chain(mutating_policies(&settings))
+        .chain(mutating_policies(&settings, KubernetesVersion::default()))
         .map(|p| p.object)
         .collect()
 }
@@ -56,9 +57,9 @@ fn every_expression_of_every_generated_policy_is_estimated() {
 )]
 fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case] policies: usize) {
     let settings = Settings::from_yaml(yaml, "c.yaml").unwrap_or_else(|err| panic!("{err}"));
-    let generated: Vec<Value> = validating_policies(&settings)
+    let generated: Vec<Value> = validating_policies(&settings, KubernetesVersion::default())
         .into_iter()
-        .chain(mutating_policies(&settings))
+        .chain(mutating_policies(&settings, KubernetesVersion::default()))
         .map(|p| p.object)
         .collect();
     assert_eq!(generated.len(), policies);

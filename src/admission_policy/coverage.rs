@@ -5,11 +5,13 @@
 //! is its output on the default settings, and a test holds it to that.
 
 use super::{GeneratedPolicy, generated};
+use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::rules::{ApiServer, Check, RULES, Rule};
 use crate::settings::Settings;
 
-/// The markdown table: one row per registry entry, by rule number.
-pub fn coverage_table(settings: &Settings) -> String {
+/// The markdown table: one row per registry entry, by rule number, for
+/// the policies rendered for `release`.
+pub fn coverage_table(settings: &Settings, release: KubernetesVersion) -> String {
     let mut rules: Vec<&Rule> = RULES.iter().collect();
     rules.sort_by_key(|rule| rule.id);
     let mut out = String::from(
@@ -21,7 +23,7 @@ pub fn coverage_table(settings: &Settings) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} |\n",
             rule_name(rule),
-            policies(rule, settings),
+            policies(rule, settings, release),
             coverage.enforced,
             coverage.webhook_only
         ));
@@ -47,8 +49,8 @@ fn rule_name(rule: &Rule) -> String {
 }
 
 /// The policies generated for the entry, or why there are none.
-fn policies(rule: &Rule, settings: &Settings) -> String {
-    let policies = generated(rule, settings);
+fn policies(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> String {
+    let policies = generated(rule, settings, release);
     let named = |list: &[GeneratedPolicy], kind: &str| -> Vec<String> {
         list.iter()
             .map(|policy| format!("`{}` ({kind})", policy.name))
@@ -59,7 +61,15 @@ fn policies(rule: &Rule, settings: &Settings) -> String {
     match rule.api_server {
         ApiServer::InOtherPolicies(_) => "none of its own: in the others' CEL".to_owned(),
         ApiServer::WebhookOnly { .. } => "none".to_owned(),
-        _ => all.join(", "),
+        _ => {
+            all.extend(policies.left_out.iter().map(|left_out| {
+                format!(
+                    "`{}` left out on Kubernetes {release} ({})",
+                    left_out.policy, left_out.reason
+                )
+            }));
+            all.join(", ")
+        }
     }
 }
 
@@ -69,7 +79,7 @@ mod tests {
 
     #[test]
     fn every_entry_has_a_row() {
-        let table = coverage_table(&Settings::default());
+        let table = coverage_table(&Settings::default(), KubernetesVersion::default());
         assert_eq!(table.lines().count(), RULES.len() + 2, "{table}");
         assert!(table.contains("| R2 bounded-requests (claims) | `gpu-policy-bounded-requests-claims` (validating) |"), "{table}");
         assert!(

@@ -21,6 +21,7 @@ use crate::kubernetes_cel::{
     Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
     PolicyError, Quantity, ValidatingPolicy,
 };
+use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::dra::claims::CLAIM_GROUP;
 use crate::policy::{Message, RuleId, Violation};
 use crate::settings::Settings;
@@ -45,17 +46,27 @@ pub struct PolicyVerdict {
 }
 
 impl PolicyEngine {
-    /// Generates the policies from the settings and compiles them.
+    /// Generates the policies from the settings and compiles them, for
+    /// the newest supported release.
     pub fn new(settings: &Settings) -> Result<Self, PolicyError> {
+        Self::for_release(settings, KubernetesVersion::default())
+    }
+
+    /// Generates the policies from the settings for `release` and
+    /// compiles them.
+    pub fn for_release(
+        settings: &Settings,
+        release: KubernetesVersion,
+    ) -> Result<Self, PolicyError> {
         let compile_v =
             |p: GeneratedPolicy| Ok((p.rule, ValidatingPolicy::from_object(&p.object)?));
         let compile_m = |p: GeneratedPolicy| Ok((p.rule, MutatingPolicy::from_object(&p.object)?));
         Ok(Self {
-            validating: validating_policies(settings)
+            validating: validating_policies(settings, release)
                 .into_iter()
                 .map(compile_v)
                 .collect::<Result<_, PolicyError>>()?,
-            mutating: mutating_policies(settings)
+            mutating: mutating_policies(settings, release)
                 .into_iter()
                 .map(compile_m)
                 .collect::<Result<_, PolicyError>>()?,
@@ -236,14 +247,22 @@ fn quantities_as_strings(value: &mut Value) {
 
 /// The group, version and resource of a manifest's kind, for the kinds the
 /// policies match; None for the others.
-pub fn resource_of(kind: ObjectKind) -> Option<(GroupVersionKind, GroupVersionResource)> {
+pub fn resource_of(
+    kind: ObjectKind,
+    api_version: &str,
+) -> Option<(GroupVersionKind, GroupVersionResource)> {
     let (group, kind, resource): (&str, &str, &str) = match kind {
         ObjectKind::Pod => ("", "Pod", "pods"),
         ObjectKind::Workload(workload) => (workload.group(), workload.kind(), workload.resource()),
         ObjectKind::Claim(claim) => (CLAIM_GROUP, claim.as_str(), claim.resource()),
         _ => return None,
     };
-    let version = "v1".to_owned();
+    // `resource.k8s.io/v1beta1` is `v1beta1`; the core group's `v1` is `v1`.
+    let version = api_version
+        .rsplit('/')
+        .next()
+        .unwrap_or(api_version)
+        .to_owned();
     Some((
         GroupVersionKind {
             group: group.to_owned(),
@@ -269,7 +288,7 @@ pub fn create_attributes(
 ) -> Option<Attributes> {
     let api_version = object.get("apiVersion").and_then(Value::as_str)?;
     let kind = object.get("kind").and_then(Value::as_str)?;
-    let (gvk, gvr) = resource_of(ObjectKind::of_manifest(api_version, kind))?;
+    let (gvk, gvr) = resource_of(ObjectKind::of_manifest(api_version, kind), api_version)?;
     let mut attributes = Attributes::create(as_admitted(object), gvk, gvr);
     attributes.namespace = namespace.to_owned();
     attributes.namespace_object = Some(namespace_object(namespace, mode, annotations));

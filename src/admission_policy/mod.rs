@@ -50,6 +50,8 @@ mod sharing;
 use serde_json::{Value, json};
 
 use crate::install;
+use crate::kubernetes_cel::releases;
+use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::RuleId;
 use crate::policy::rules::{Check, RULES, Rule};
 use crate::settings::{MODE_LABEL, Settings};
@@ -115,20 +117,83 @@ fn pod_policy(
 pub struct Generated {
     pub validating: Vec<GeneratedPolicy>,
     pub mutating: Vec<GeneratedPolicy>,
+    /// The entry's policies the target release's API server would refuse.
+    pub left_out: Vec<LeftOut>,
 }
 
-/// The policies of one registry entry, as its `api_server` declares them
-/// (a test holds the two together). The match names every rule, so a new
-/// rule does not compile until its CEL side is decided.
-pub fn generated(rule: &Rule, settings: &Settings) -> Generated {
+/// A policy not rendered for a release, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub policy: String,
+    /// A MutatingAdmissionPolicy (else a ValidatingAdmissionPolicy).
+    pub mutating: bool,
+    pub reason: String,
+}
+
+impl Generated {
+    /// Moves the policies whose CEL `release` refuses to `left_out`.
+    fn keep_accepted_by(&mut self, release: KubernetesVersion) {
+        let left_out = &mut self.left_out;
+        for (mutating, list) in [(false, &mut self.validating), (true, &mut self.mutating)] {
+            list.retain(|policy| {
+                let reason = match refused_functions(&policy.object, release) {
+                    Ok(refused) if refused.is_empty() => return true,
+                    Ok(refused) => format!(
+                        "the CEL of Kubernetes {release} lacks {}",
+                        refused
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    Err(error) => format!("its CEL does not parse: {error}"),
+                };
+                left_out.push(LeftOut {
+                    policy: policy.name.clone(),
+                    mutating,
+                    reason,
+                });
+                false
+            });
+        }
+    }
+}
+
+/// The functions of every expression of a policy that `release` refuses.
+fn refused_functions(
+    policy: &Value,
+    release: KubernetesVersion,
+) -> Result<Vec<releases::Refused>, String> {
+    let mut refused: Vec<releases::Refused> = Vec::new();
+    for expression in object::expressions(policy) {
+        for function in releases::refused(expression, release)? {
+            if !refused.contains(&function) {
+                refused.push(function);
+            }
+        }
+    }
+    Ok(refused)
+}
+
+/// The policies of one registry entry for `release`, as its `api_server`
+/// declares them (a test holds the two together), without those whose CEL
+/// the release refuses. The match names every rule, so a new rule does
+/// not compile until its CEL side is decided.
+pub fn generated(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> Generated {
+    let mut generated = generated_newest_cel(rule, settings, release);
+    generated.keep_accepted_by(release);
+    generated
+}
+
+fn generated_newest_cel(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> Generated {
     let validating = |policy| Generated {
         validating: vec![policy],
-        mutating: Vec::new(),
+        ..Generated::default()
     };
     match rule.id {
         RuleId::VisibleDevices => Generated {
-            validating: Vec::new(),
             mutating: vec![mutating::visible_devices(settings)],
+            ..Generated::default()
         },
         RuleId::BoundedRequests => match rule.check {
             Check::Claim(_) => {
@@ -141,9 +206,9 @@ pub fn generated(rule: &Rule, settings: &Settings) -> Generated {
                     rule: RuleId::BoundedRequests,
                     object: policy(
                         &name,
-                        vec![install::claim_rules()],
+                        vec![install::claim_rules(release)],
                         claims::match_conditions(),
-                        claims::variables(settings),
+                        claims::variables(settings, release.dra()),
                         claims::validations(settings),
                     ),
                     name,
@@ -165,14 +230,15 @@ pub fn generated(rule: &Rule, settings: &Settings) -> Generated {
             )],
             // None with `runtimeClassName: ""`: nothing to inject.
             mutating: mutating::runtime_class(settings).into_iter().collect(),
+            ..Generated::default()
         },
         // Webhook only: see its `API_SERVER`.
         RuleId::ComputeAffinity => Generated::default(),
         // In the other policies' CEL (`cel_text::allowlisted`).
         RuleId::Allowlist => Generated::default(),
         RuleId::WebhookAnnotations => Generated {
-            validating: Vec::new(),
             mutating: vec![mutating::webhook_annotations()],
+            ..Generated::default()
         },
         RuleId::DevicePaths => validating(pod_policy(
             RuleId::DevicePaths,
@@ -183,22 +249,32 @@ pub fn generated(rule: &Rule, settings: &Settings) -> Generated {
     }
 }
 
+/// The policies of every registry entry, in its order, built from the
+/// settings for `release`.
+pub fn all_generated(settings: &Settings, release: KubernetesVersion) -> Generated {
+    let mut all = Generated::default();
+    for rule in RULES {
+        let generated = generated(rule, settings, release);
+        all.validating.extend(generated.validating);
+        all.mutating.extend(generated.mutating);
+        all.left_out.extend(generated.left_out);
+    }
+    all
+}
+
 /// The ValidatingAdmissionPolicies of the registry's rules, in its order,
-/// built from the settings.
-pub fn validating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
-    RULES
-        .iter()
-        .flat_map(|rule| generated(rule, settings).validating)
-        .collect()
+/// built from the settings for `release`.
+pub fn validating_policies(
+    settings: &Settings,
+    release: KubernetesVersion,
+) -> Vec<GeneratedPolicy> {
+    all_generated(settings, release).validating
 }
 
 /// The MutatingAdmissionPolicies of the registry's rules, in its order,
-/// built from the settings.
-pub fn mutating_policies(settings: &Settings) -> Vec<GeneratedPolicy> {
-    RULES
-        .iter()
-        .flat_map(|rule| generated(rule, settings).mutating)
-        .collect()
+/// built from the settings for `release`.
+pub fn mutating_policies(settings: &Settings, release: KubernetesVersion) -> Vec<GeneratedPolicy> {
+    all_generated(settings, release).mutating
 }
 
 /// The three bindings of a policy: one per namespace mode.
@@ -230,24 +306,69 @@ pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Every object `manifests --admission-policies` prints: the policies,
-/// each followed by its bindings; with `mutating`, the
-/// MutatingAdmissionPolicies too (bound in enforce namespaces only).
-pub fn manifests(settings: &Settings, mutating: bool) -> Vec<Value> {
-    let mut objects = Vec::new();
-    for policy in validating_policies(settings) {
+/// What `manifests --admission-policies` prints for a release, and what
+/// it says of what it left out.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    pub objects: Vec<Value>,
+    /// One line each: a policy left out, or an API the release serves only
+    /// when turned on.
+    pub notes: Vec<String>,
+}
+
+/// Every object `manifests --admission-policies` prints for `release`: the
+/// policies, each followed by its bindings; with `mutating`, the
+/// MutatingAdmissionPolicies too (bound in enforce namespaces only), in
+/// the version the release serves, or none before 1.34.
+pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion) -> Rendered {
+    let mut rendered = Rendered::default();
+    let all = all_generated(settings, release);
+    for policy in all.validating {
         let bindings = bindings("ValidatingAdmissionPolicyBinding", &policy.name);
-        objects.push(policy.object);
-        objects.extend(bindings);
+        rendered.objects.push(policy.object);
+        rendered.objects.extend(bindings);
     }
-    if mutating {
-        for policy in mutating_policies(settings) {
-            let bindings = bindings("MutatingAdmissionPolicyBinding", &policy.name);
-            objects.push(policy.object);
-            objects.extend(bindings);
+    let api = release.mutating_policies();
+    match (mutating, api) {
+        (false, _) => {}
+        (true, None) => rendered.notes.push(format!(
+            "no MutatingAdmissionPolicies: Kubernetes {release} does not serve them \
+             (v1beta1 from 1.34, when turned on; v1 from 1.36); the webhook makes their changes"
+        )),
+        (true, Some(api)) => {
+            let api_version = format!("admissionregistration.k8s.io/{}", api.version);
+            for policy in all.mutating {
+                let mut objects = vec![policy.object];
+                objects.extend(bindings("MutatingAdmissionPolicyBinding", &policy.name));
+                for mut object in objects {
+                    object["apiVersion"] = Value::String(api_version.clone());
+                    rendered.objects.push(object);
+                }
+            }
+            if api.opt_in {
+                rendered.notes.push(format!(
+                    "MutatingAdmissionPolicies as {api_version}: Kubernetes {release} serves \
+                     them only with the feature gate MutatingAdmissionPolicy=true and \
+                     --runtime-config={api_version}=true on the API server"
+                ));
+            }
         }
     }
-    objects
+    for policy in all.left_out {
+        if policy.mutating && !(mutating && api.is_some()) {
+            continue;
+        }
+        let fallback = if policy.mutating {
+            "the webhook makes its changes"
+        } else {
+            "the webhook enforces it"
+        };
+        rendered.notes.push(format!(
+            "{} left out: {}; {fallback}",
+            policy.policy, policy.reason
+        ));
+    }
+    rendered
 }
 
 #[cfg(test)]
@@ -260,7 +381,7 @@ mod tests {
     fn the_generated_policies_are_the_ones_the_registry_declares() {
         let settings = Settings::default();
         for rule in RULES {
-            let policies = generated(rule, &settings);
+            let policies = generated(rule, &settings, KubernetesVersion::default());
             let name = format!("{} ({})", rule.id, rule.check.target());
             assert_eq!(
                 !policies.validating.is_empty(),
@@ -287,14 +408,181 @@ mod tests {
             Err(err) => panic!("{err}"),
         };
         for rule in RULES {
-            let policies = generated(rule, &settings);
+            let policies = generated(rule, &settings, KubernetesVersion::default());
             assert!(policies.validating.is_empty() || rule.api_server.validating());
             assert!(policies.mutating.is_empty() || rule.api_server.mutating());
         }
         assert!(
-            mutating_policies(&settings)
+            mutating_policies(&settings, KubernetesVersion::default())
                 .iter()
                 .all(|p| p.rule != RuleId::RuntimeClass)
         );
+    }
+
+    /// CEL's own functions and operators, in every release.
+    const STANDARD: &[&str] = &[
+        "!_",
+        "-_",
+        "@in",
+        "@not_strictly_false",
+        "_!=_",
+        "_&&_",
+        "_+_",
+        "_-_",
+        "_*_",
+        "_/_",
+        "_%_",
+        "_<=_",
+        "_<_",
+        "_==_",
+        "_>=_",
+        "_>_",
+        "_?_:_",
+        "_[_]",
+        "_||_",
+        "bool",
+        "bytes",
+        "contains",
+        "double",
+        "dyn",
+        "endsWith",
+        "int",
+        "matches",
+        "size",
+        "startsWith",
+        "string",
+        "type",
+        "uint",
+    ];
+
+    /// Every function the generated policies call is CEL's own or in the
+    /// table of the release that introduced it, so that rendering for an
+    /// older release can tell what it refuses.
+    #[test]
+    fn every_function_the_policies_call_has_a_release() {
+        let all = all_generated(&Settings::default(), KubernetesVersion::default());
+        for policy in all.validating.iter().chain(&all.mutating) {
+            for expression in object::expressions(&policy.object) {
+                let called = releases::functions(expression).unwrap_or_else(|e| panic!("{e}"));
+                for function in called {
+                    assert!(
+                        STANDARD.contains(&function.as_str())
+                            || releases::introduced(&function).is_some(),
+                        "{}: `{function}` has no release in kubernetes_cel::releases",
+                        policy.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// The newest release renders every policy; each older one leaves out
+    /// exactly what its CEL lacks.
+    #[test]
+    fn each_release_renders_what_its_cel_accepts() {
+        let settings = Settings::default();
+        let newest = all_generated(&settings, KubernetesVersion::default());
+        assert!(newest.left_out.is_empty(), "{:?}", newest.left_out);
+        for release in KubernetesVersion::supported() {
+            let all = all_generated(&settings, release);
+            for policy in all.validating.iter().chain(&all.mutating) {
+                assert_eq!(
+                    refused_functions(&policy.object, release),
+                    Ok(vec![]),
+                    "{}",
+                    policy.name
+                );
+            }
+            let left_out: Vec<&str> = all.left_out.iter().map(|l| l.policy.as_str()).collect();
+            let expected: &[&str] = if release.minor() <= 34 {
+                &["gpu-policy-visible-devices"]
+            } else {
+                &[]
+            };
+            assert_eq!(left_out, expected, "{release}");
+        }
+    }
+
+    fn kinds(rendered: &Rendered) -> Vec<(String, String)> {
+        rendered
+            .objects
+            .iter()
+            .map(|o| {
+                (
+                    o["apiVersion"].as_str().unwrap_or("").to_owned(),
+                    o["kind"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn before_1_34_no_mutating_policy_is_rendered_and_a_note_says_so() {
+        let rendered = manifests(&Settings::default(), true, KubernetesVersion::new(33));
+        assert!(
+            kinds(&rendered)
+                .iter()
+                .all(|(_, kind)| kind.starts_with("Validating"))
+        );
+        assert_eq!(rendered.notes.len(), 1, "{:?}", rendered.notes);
+        assert!(
+            rendered.notes[0]
+                .starts_with("no MutatingAdmissionPolicies: Kubernetes 1.33 does not serve them")
+        );
+    }
+
+    #[test]
+    fn in_1_34_and_1_35_mutating_policies_are_v1beta1() {
+        for minor in [34, 35] {
+            let rendered = manifests(&Settings::default(), true, KubernetesVersion::new(minor));
+            let mutating: Vec<(String, String)> = kinds(&rendered)
+                .into_iter()
+                .filter(|(_, kind)| kind.starts_with("Mutating"))
+                .collect();
+            assert!(!mutating.is_empty());
+            assert!(
+                mutating
+                    .iter()
+                    .all(|(version, _)| version == "admissionregistration.k8s.io/v1beta1"),
+                "{mutating:?}"
+            );
+            assert!(
+                rendered
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("feature gate MutatingAdmissionPolicy=true"))
+            );
+        }
+        let rendered = manifests(&Settings::default(), true, KubernetesVersion::new(34));
+        assert!(rendered.notes.iter().any(|n| n.starts_with(
+            "gpu-policy-visible-devices left out: the CEL of Kubernetes 1.34 lacks `flatten` (from Kubernetes 1.35)"
+        )), "{:?}", rendered.notes);
+    }
+
+    /// Without --mutating-policies nothing is said of them.
+    #[test]
+    fn validating_policies_alone_say_nothing_of_mutating_ones() {
+        let rendered = manifests(&Settings::default(), false, KubernetesVersion::new(34));
+        assert_eq!(rendered.notes, Vec::<String>::new());
+        assert_eq!(
+            manifests(&Settings::default(), true, KubernetesVersion::new(36)).notes,
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn the_claim_policy_names_the_releases_resource_version() {
+        let claim_versions = |minor| -> Vec<Value> {
+            all_generated(&Settings::default(), KubernetesVersion::new(minor))
+                .validating
+                .iter()
+                .filter(|p| p.name.ends_with("-claims"))
+                .map(|p| {
+                    p.object["spec"]["matchConstraints"]["resourceRules"][0]["apiVersions"].clone()
+                })
+                .collect()
+        };
+        assert_eq!(claim_versions(32), [json!(["v1beta1"])]);
+        assert_eq!(claim_versions(34), [json!(["v1"])]);
     }
 }

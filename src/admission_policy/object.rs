@@ -68,3 +68,30 @@ pub struct GeneratedPolicy {
 /// What each namespace mode does with a violation.
 pub const MODE_ACTIONS: [(&str, &str); 3] =
     [("enforce", "Deny"), ("warn", "Warn"), ("audit", "Audit")];
+
+/// The CEL expressions of a policy object: every `expression`,
+/// `messageExpression` and `valueExpression` string in it, at any depth
+/// (validations, variables, match conditions, audit annotations,
+/// mutations).
+pub fn expressions(policy: &Value) -> Vec<&str> {
+    const KEYS: [&str; 3] = ["expression", "messageExpression", "valueExpression"];
+    let mut found = Vec::new();
+    let mut stack = vec![policy];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    match value {
+                        Value::String(text) if KEYS.contains(&key.as_str()) => {
+                            found.push(text.as_str())
+                        }
+                        _ => stack.push(value),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use super::EXIT_BAD_INPUT;
 use crate::admission_policy::{cost_check, coverage};
 use crate::install::{self, InstallOptions};
+use crate::kubernetes_version::KubernetesVersion;
 use crate::settings::Settings;
 
 #[derive(Debug, clap::Args)]
@@ -51,7 +52,9 @@ pub struct ManifestsArgs {
     #[arg(long)]
     pub admission_policies: bool,
     /// With --admission-policies: also the MutatingAdmissionPolicies of the
-    /// NVIDIA_VISIBLE_DEVICES pin and the runtime class (Kubernetes 1.36+).
+    /// NVIDIA_VISIBLE_DEVICES pin, the runtime class and the webhook's
+    /// annotations (v1 from Kubernetes 1.36, v1beta1 in 1.34-1.35: see
+    /// --kube-version).
     #[arg(long, requires = "admission_policies")]
     pub mutating_policies: bool,
     /// With --admission-policies: instead of the manifests, the CEL cost
@@ -67,6 +70,20 @@ pub struct ManifestsArgs {
     /// rule, and what only the webhook does.
     #[arg(long, requires = "admission_policies", conflicts_with = "cost")]
     pub coverage: bool,
+    /// The Kubernetes release of the cluster (1.MINOR, or the version
+    /// `kubectl version` prints): render only what it serves. The
+    /// ResourceClaim rules name its resource.k8s.io version (v1beta1
+    /// before 1.34); the MutatingAdmissionPolicies are v1 from 1.36,
+    /// v1beta1 in 1.34 and 1.35, none before; a policy whose CEL calls a
+    /// function that release's API server refuses is left out, with a
+    /// note on stderr. Default: the newest supported release.
+    #[arg(long, value_name = "VERSION", value_parser = parse_kube_version,
+          default_value_t = KubernetesVersion::default())]
+    pub kube_version: KubernetesVersion,
+}
+
+fn parse_kube_version(text: &str) -> Result<KubernetesVersion, String> {
+    KubernetesVersion::parse(text).map_err(|error| error.to_string())
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {
@@ -81,11 +98,18 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
         return print_cost(&settings, args.mutating_policies);
     }
     if args.coverage {
-        return print(Ok(coverage::coverage_table(&settings)));
+        return print(Ok(coverage::coverage_table(&settings, args.kube_version)));
     }
     let rendered = if args.admission_policies {
-        let objects = crate::admission_policy::manifests(&settings, args.mutating_policies);
-        serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string())
+        let rendered = crate::admission_policy::manifests(
+            &settings,
+            args.mutating_policies,
+            args.kube_version,
+        );
+        for note in &rendered.notes {
+            eprintln!("gpu-policy: note: {note}");
+        }
+        serde_saphyr::to_string_multiple(&rendered.objects).map_err(|e| e.to_string())
     } else {
         install::objects(&options, settings.config()).and_then(|objects| {
             serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string())
@@ -109,6 +133,7 @@ fn read_inputs(args: &ManifestsArgs) -> Result<(InstallOptions, Settings), Strin
         namespace: args.namespace.clone(),
         replicas: args.replicas,
         failure_policy: args.failure_policy.clone(),
+        kubernetes: args.kube_version,
         ..InstallOptions::default()
     };
     if let Some(image) = &args.image {

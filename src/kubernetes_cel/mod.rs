@@ -21,6 +21,7 @@ mod lists;
 mod matching;
 mod mutating;
 mod quantity;
+pub mod releases;
 mod semver;
 mod validating;
 

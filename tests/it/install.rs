@@ -6,11 +6,12 @@ use std::process::Command;
 use clap::Parser;
 use gpu_policy::admission::Endpoint;
 use gpu_policy::cli::Cli;
+use gpu_policy::kubernetes_version::{KubernetesVersion, NEWEST, OLDEST};
 use gpu_policy::settings::{Config, Settings};
 use rstest::rstest;
 use serde_json::Value;
 
-use crate::support::kubernetes_validate::{Release, validate_strict};
+use crate::support::kubernetes_validate::{newest_version, validate_strict};
 use crate::support::process::{self, Run};
 
 /// `gpu-policy manifests ARGS`, which must succeed: its YAML and objects.
@@ -82,41 +83,120 @@ fn checked_in_webhook_config_is_what_the_program_prints() {
 /// (one `#[case]` each), is valid against the strict schemas of the oldest
 /// supported Kubernetes release and of the newest one kubernetes-validate
 /// ships: no unknown field, no wrong type, no kind the release does not serve.
+/// Every supported release: the install and the admission policies
+/// rendered for it (`--kube-version`) validate against that release's own
+/// schemas, the mutating policies included where it serves them (v1beta1
+/// in 1.34 and 1.35, v1 from 1.36).
 #[rstest]
 #[case::install(&[])]
-#[case::admission_policies(&["--admission-policies"])]
+#[case::admission_policies(&["--admission-policies", "--mutating-policies"])]
 #[case::webhook_url(&["--webhook-url", "https://127.0.0.1:8443"])]
-fn manifests_pass_strict_schema_validation(
-    #[case] args: &[&str],
-    #[values(Release::Oldest, Release::Newest)] release: Release,
-) {
-    let (yaml, objects) = manifests(args);
-    assert!(!objects.is_empty());
-    let version = release.version();
-    if let Err(problems) = validate_strict(&yaml, &version) {
-        panic!(
-            "`gpu-policy manifests {}` against Kubernetes {version}:\n{}",
-            args.join(" "),
-            problems.join("\n")
-        );
+fn manifests_for_each_release_pass_its_strict_schema_validation(#[case] args: &[&str]) {
+    let shipped = KubernetesVersion::parse(&newest_version()).expect("a release");
+    assert!(
+        shipped >= NEWEST,
+        "kubernetes-validate has no schemas of Kubernetes {NEWEST}"
+    );
+    for release in KubernetesVersion::supported() {
+        let version = release.to_string();
+        let mut all = args.to_vec();
+        all.extend(["--kube-version", &version]);
+        let (yaml, objects) = manifests(&all);
+        let mutating = objects
+            .iter()
+            .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
+            .count();
+        if args.contains(&"--mutating-policies") {
+            assert_eq!(
+                mutating > 0,
+                release.mutating_policies().is_some(),
+                "{version}"
+            );
+        }
+        if let Err(problems) = validate_strict(&yaml, &version) {
+            panic!(
+                "`gpu-policy manifests {}` against Kubernetes {version}:\n{}",
+                all.join(" "),
+                problems.join("\n")
+            );
+        }
     }
 }
 
-/// MutatingAdmissionPolicy v1 is served from Kubernetes 1.36: the output
-/// with the mutating policies is checked against the newest release.
+/// The claim rules name the release's `resource.k8s.io` version: v1beta1
+/// before 1.34, v1 from it; the default is the newest release.
 #[test]
-fn mutating_policies_pass_strict_schema_validation() {
-    let args = ["--admission-policies", "--mutating-policies"];
-    let (yaml, objects) = manifests(&args);
-    let kinds: Vec<&str> = objects
-        .iter()
-        .filter_map(|o| o.get("kind").and_then(serde_json::Value::as_str))
+fn claim_rules_follow_the_kube_version() {
+    let claim_versions = |args: &[&str]| -> Vec<String> {
+        let (_, objects) = manifests(args);
+        let mut versions: Vec<String> = [
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ]
+        .into_iter()
+        .flat_map(|kind| {
+            find(&objects, kind)["webhooks"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|webhook| webhook["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|rule| rule["apiGroups"] == serde_json::json!(["resource.k8s.io"]))
+        .map(|rule| rule["apiVersions"].to_string())
         .collect();
-    assert!(kinds.contains(&"MutatingAdmissionPolicy"), "{kinds:?}");
-    let version = Release::Newest.version();
-    if let Err(problems) = validate_strict(&yaml, &version) {
-        panic!("{}", problems.join("\n"));
-    }
+        versions.dedup();
+        versions
+    };
+    assert_eq!(
+        claim_versions(&["--kube-version", "v1.32.13"]),
+        [r#"["v1beta1"]"#]
+    );
+    assert_eq!(
+        claim_versions(&["--kube-version", "1.33"]),
+        [r#"["v1beta1"]"#]
+    );
+    assert_eq!(claim_versions(&["--kube-version", "1.34"]), [r#"["v1"]"#]);
+    assert_eq!(claim_versions(&[]), [r#"["v1"]"#]);
+}
+
+/// What a release does not serve is said on stderr, and the output is
+/// still what it serves; a release before the supported range is refused
+/// on one line.
+#[test]
+fn kube_version_notes_and_refusals() {
+    let run = run_manifests(&[
+        "--admission-policies",
+        "--mutating-policies",
+        "--kube-version",
+        "1.33",
+    ])
+    .success();
+    assert_eq!(
+        run.stderr.trim(),
+        "gpu-policy: note: no MutatingAdmissionPolicies: Kubernetes 1.33 does not serve them \
+         (v1beta1 from 1.34, when turned on; v1 from 1.36); the webhook makes their changes"
+    );
+    assert!(!run.stdout.contains("MutatingAdmissionPolicy"));
+    let run = run_manifests(&[
+        "--admission-policies",
+        "--mutating-policies",
+        "--kube-version",
+        "1.34",
+    ])
+    .success();
+    let notes: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[1].starts_with("gpu-policy: note: gpu-policy-visible-devices left out: the CEL of Kubernetes 1.34 lacks"), "{notes:?}");
+    assert!(!run.stdout.contains("name: gpu-policy-visible-devices\n"));
+    let run = run_manifests(&["--kube-version", "1.31"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some(
+            "error: invalid value '1.31' for '--kube-version <VERSION>': Kubernetes 1.31 is older than \
+         the oldest supported release, 1.32 (supported: 1.32 to 1.37)"
+        )
+    );
 }
 
 /// The schema check above can fail: an unknown field, a wrong type and a
@@ -124,7 +204,7 @@ fn mutating_policies_pass_strict_schema_validation() {
 /// kubernetes-validate itself only warns about it.
 #[test]
 fn strict_schema_validation_rejects_what_kubernetes_would() {
-    let version = Release::Oldest.version();
+    let version = OLDEST.to_string();
     let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n";
     assert_eq!(validate_strict(config_map, &version), Ok(()));
     for (yaml, expected) in [
@@ -136,7 +216,7 @@ fn strict_schema_validation_rejects_what_kubernetes_would() {
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: 1}\n",
             "data.a: 1 is not of type 'string'",
         ),
-        // MutatingAdmissionPolicy v1 is GA in 1.36: 1.30 has no schema for it.
+        // MutatingAdmissionPolicy v1 is GA in 1.36: 1.32 has no schema for it.
         (
             "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\nmetadata: {name: x}\n",
             "Couldn't find schema for kind MutatingAdmissionPolicy",

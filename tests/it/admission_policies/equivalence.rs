@@ -16,8 +16,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_policy::admission::{ObjectKind, Workload};
+use gpu_policy::admission_policy::engine::PolicyEngine;
 use gpu_policy::admission_policy::engine::{as_admitted, create_attributes};
 use gpu_policy::kubernetes_cel::MutationOutcome;
+use gpu_policy::kubernetes_version::{DraApi, KubernetesVersion, RequestShape};
 use gpu_policy::policy::RuleId;
 use gpu_policy::policy::dra::claims::ClaimKind;
 use proptest::prelude::*;
@@ -271,9 +273,11 @@ fn generated_policies_decide_as_the_webhook_on_generated_pods() {
     counts.check("cases", total as usize, false);
 }
 
-/// One device request: exact or `firstAvailable`, GPU classes and not,
-/// every allocation mode, counts around the maximum, admin access.
-fn device_request() -> impl Strategy<Value = Value> {
+/// One device request as `dra` writes it: exact (in `exactly`, or the
+/// request itself in v1beta1) or `firstAvailable` where the release has
+/// it, GPU classes and not, every allocation mode, counts around the
+/// maximum, admin access.
+fn device_request(dra: DraApi) -> impl Strategy<Value = Value> {
     let alternative = (
         prop::sample::select(vec![
             "gpu.nvidia.com",
@@ -298,35 +302,40 @@ fn device_request() -> impl Strategy<Value = Value> {
             }
             alternative
         });
-    (any::<bool>(), prop::collection::vec(alternative, 1..=3)).prop_map(|(exact, alternatives)| {
-        if exact {
-            json!({"exactly": alternatives[0]})
-        } else {
-            let named: Vec<Value> = alternatives
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut a)| {
-                    a["name"] = json!(format!("alt{i}"));
-                    a
-                })
-                .collect();
-            json!({"firstAvailable": named})
-        }
-    })
+    (any::<bool>(), prop::collection::vec(alternative, 1..=3)).prop_map(
+        move |(exact, alternatives)| {
+            if exact || !dra.first_available {
+                match dra.shape {
+                    RequestShape::Exactly => json!({"exactly": alternatives[0]}),
+                    RequestShape::Flat => alternatives[0].clone(),
+                }
+            } else {
+                let named: Vec<Value> = alternatives
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut a)| {
+                        a["name"] = json!(format!("alt{i}"));
+                        a
+                    })
+                    .collect();
+                json!({"firstAvailable": named})
+            }
+        },
+    )
 }
 
-/// A v1 ResourceClaim or ResourceClaimTemplate in `default`,
-/// `kube-system` (an allowlisted namespace) or `gpu-team` (one with
-/// `namePrefix` entries), sometimes one the scheduler made for an extended
-/// resource.
-fn claim_object() -> impl Strategy<Value = (Value, ClaimKind, String)> {
+/// A ResourceClaim or ResourceClaimTemplate of `dra`'s version in
+/// `default`, `kube-system` (an allowlisted namespace) or `gpu-team` (one
+/// with `namePrefix` entries), sometimes one the scheduler made for an
+/// extended resource.
+fn claim_object(dra: DraApi) -> impl Strategy<Value = (Value, ClaimKind, String)> {
     (
         prop::sample::select(ClaimKind::ALL.to_vec()),
         prop::sample::select(vec!["default", "kube-system", "gpu-team"]),
-        prop::collection::vec(device_request(), 0..=4),
+        prop::collection::vec(device_request(dra), 0..=4),
         prop::sample::select(vec![None, Some("true"), Some("false")]),
     )
-        .prop_map(|(kind, namespace, requests, extended)| {
+        .prop_map(move |(kind, namespace, requests, extended)| {
             let requests: Vec<Value> = requests
                 .into_iter()
                 .enumerate()
@@ -345,7 +354,8 @@ fn claim_object() -> impl Strategy<Value = (Value, ClaimKind, String)> {
                 ClaimKind::Claim => devices,
                 ClaimKind::Template => json!({"spec": devices}),
             };
-            let object = json!({"apiVersion": "resource.k8s.io/v1", "kind": kind.as_str(),
+            let api_version = format!("resource.k8s.io/{}", dra.version);
+            let object = json!({"apiVersion": api_version, "kind": kind.as_str(),
                                 "metadata": metadata, "spec": spec});
             (object, kind, namespace.to_owned())
         })
@@ -362,7 +372,11 @@ fn generated_claim_policy_decides_as_the_webhook_on_generated_claims() {
     ]);
     let total = cases() / 5;
     let result = runner(total).run(
-        &(claim_object(), annotations, 0..VARIANTS.len()),
+        &(
+            claim_object(KubernetesVersion::default().dra()),
+            annotations,
+            0..VARIANTS.len(),
+        ),
         |((object, kind, namespace), annotations, at)| {
             let variant = &VARIANTS[at];
             let kind = ObjectKind::Claim(kind);
@@ -381,4 +395,48 @@ fn generated_claim_policy_decides_as_the_webhook_on_generated_claims() {
     }
     assert!(denied.into_inner() > 0, "no generated claim was denied");
     counts.check("claims", total as usize, true);
+}
+
+/// Before 1.34 claims are `resource.k8s.io/v1beta1`, with flat requests
+/// (and no `firstAvailable` in 1.32): the claim policy rendered for 1.32
+/// and for 1.33 decides as the webhook on claims of that shape.
+#[test]
+fn the_claim_policy_of_each_v1beta1_release_decides_as_the_webhook() {
+    for minor in [32, 33] {
+        let release = KubernetesVersion::new(minor);
+        let defaults = &VARIANTS[0];
+        let variant = Variant {
+            name: defaults.name,
+            settings: defaults.settings.clone(),
+            engine: PolicyEngine::for_release(&defaults.settings, release)
+                .unwrap_or_else(|err| panic!("the policies of {release} must compile: {err}")),
+        };
+        let denied = AtomicUsize::new(0);
+        let compared = AtomicUsize::new(0);
+        let result =
+            runner(cases() / 20).run(&claim_object(release.dra()), |(object, kind, namespace)| {
+                let kind = ObjectKind::Claim(kind);
+                let annotations = BTreeMap::new();
+                let evaluation =
+                    webhook_under(&variant.settings, &object, kind, &namespace, &annotations);
+                if evaluation.is_some_and(|e| !e.violations.is_empty()) {
+                    denied.fetch_add(1, Ordering::Relaxed);
+                }
+                if compare(&variant, &object, kind, &namespace, &annotations)? != Compared::No {
+                    compared.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            });
+        if let Err(err) = result {
+            panic!("{release}: {err}");
+        }
+        assert!(
+            denied.into_inner() > 0,
+            "{release}: no generated claim was denied"
+        );
+        assert!(
+            compared.into_inner() > 0,
+            "{release}: no claim was compared"
+        );
+    }
 }

@@ -12,28 +12,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// The oldest Kubernetes release the manifests support.
-pub const OLDEST: &str = "1.30";
-
-/// The schema releases the manifests are checked against.
-#[derive(Clone, Copy, Debug)]
-pub enum Release {
-    /// [`OLDEST`].
-    Oldest,
-    /// The newest release whose schemas the installed tool ships.
-    Newest,
-}
-
-impl Release {
-    /// The `-k` argument of `kubernetes-validate` for this release.
-    pub fn version(self) -> String {
-        match self {
-            Release::Oldest => OLDEST.to_owned(),
-            Release::Newest => newest_version(),
-        }
-    }
-}
-
 fn venv_bin(program: &str) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/test-venv/bin")
@@ -50,6 +28,7 @@ fn venv_bin(program: &str) -> PathBuf {
 
 /// The newest Kubernetes release the installed `kubernetes-validate` has
 /// schemas for (the version it validates against when given none).
+/// The newest release whose schemas the installed tool ships.
 pub fn newest_version() -> String {
     let output = Command::new(venv_bin("python"))
         .args([

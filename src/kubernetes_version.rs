@@ -1,0 +1,268 @@
+//! The Kubernetes releases gpu-policy supports, and what each serves of
+//! the APIs the install uses: the one table `manifests --kube-version`,
+//! the chart and the compatibility docs read. Imports nothing of ours.
+//!
+//! - Admission webhooks with `matchConditions`: every supported release
+//!   (GA in 1.30).
+//! - ValidatingAdmissionPolicy `v1`: every supported release (GA in 1.30).
+//! - MutatingAdmissionPolicy: `v1` from 1.36; `v1beta1` in 1.34 and 1.35,
+//!   served only when the cluster turns it on (feature gate
+//!   `MutatingAdmissionPolicy` and `--runtime-config`); before 1.34 only
+//!   an alpha, which gpu-policy does not render.
+//! - Dynamic Resource Allocation (`resource.k8s.io`): `v1` from 1.34, on
+//!   by default; in 1.32 and 1.33 `v1beta1`, served only when turned on
+//!   (feature gate `DynamicResourceAllocation`). `v1beta1` requests are
+//!   flat (`deviceClassName` on the request, where `v1` has `exactly`),
+//!   and `firstAvailable` arrives in 1.33.
+//! - CEL: an API server accepts in a new expression the libraries
+//!   introduced before its own release (its minimum compatibility version
+//!   is the release before it: `k8s.io/apiserver/pkg/cel/environment`,
+//!   `DefaultCompatibilityVersion`), so a function introduced in 1.34 is
+//!   refused by 1.34 and accepted from 1.35.
+
+use std::fmt;
+
+/// A Kubernetes minor release (`1.<minor>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KubernetesVersion {
+    minor: u32,
+}
+
+/// The oldest release gpu-policy supports.
+pub const OLDEST: KubernetesVersion = KubernetesVersion::new(32);
+/// The newest release gpu-policy is tested against; rendering for a newer
+/// one renders for this one.
+pub const NEWEST: KubernetesVersion = KubernetesVersion::new(37);
+
+/// Why a text is not a supported Kubernetes version.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    #[error("{0:?} is not a Kubernetes version (1.MINOR, v1.MINOR or v1.MINOR.PATCH)")]
+    NotAVersion(String),
+    #[error(
+        "Kubernetes {found} is older than the oldest supported release, {OLDEST} (supported: {OLDEST} to {NEWEST})"
+    )]
+    TooOld { found: String },
+}
+
+/// The MutatingAdmissionPolicy API a release serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MutatingPolicyApi {
+    /// `v1` or `v1beta1` of `admissionregistration.k8s.io`.
+    pub version: &'static str,
+    /// Served only when the cluster turns it on.
+    pub opt_in: bool,
+}
+
+/// How a release's `resource.k8s.io` writes a device request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestShape {
+    /// `requests[].exactly.{deviceClassName, count, ...}` (v1, v1beta2).
+    Exactly,
+    /// `requests[].{deviceClassName, count, ...}` (v1beta1).
+    Flat,
+}
+
+/// The Dynamic Resource Allocation API a release serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DraApi {
+    /// The version of `resource.k8s.io` the install registers for.
+    pub version: &'static str,
+    pub shape: RequestShape,
+    /// Whether a request may list `firstAvailable` alternatives.
+    pub first_available: bool,
+    /// Served only when the cluster turns it on.
+    pub opt_in: bool,
+}
+
+impl KubernetesVersion {
+    pub const fn new(minor: u32) -> Self {
+        Self { minor }
+    }
+
+    /// `1.33`, `v1.33`, `1.33.4`, `v1.33.4`, or what `kubectl version` and
+    /// Helm's `.Capabilities.KubeVersion` print (`v1.33.4-eks-1234`,
+    /// `v1.33.4+k3s1`). A release older than [`OLDEST`] is refused.
+    pub fn parse(text: &str) -> Result<Self, VersionError> {
+        let not_a_version = || VersionError::NotAVersion(text.to_owned());
+        let trimmed = text.strip_prefix('v').unwrap_or(text);
+        let mut parts = trimmed.splitn(3, '.');
+        let (Some("1"), Some(minor)) = (parts.next(), parts.next()) else {
+            return Err(not_a_version());
+        };
+        // Managed offerings write `1.33+` for the minor.
+        let minor = minor.strip_suffix('+').unwrap_or(minor);
+        if minor.is_empty() || minor.len() > 3 || !minor.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(not_a_version());
+        }
+        if let Some(patch) = parts.next() {
+            let digits = patch.split(['-', '+']).next().unwrap_or("");
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(not_a_version());
+            }
+        }
+        let minor: u32 = minor.parse().map_err(|_| not_a_version())?;
+        let version = Self::new(minor);
+        if version < OLDEST {
+            return Err(VersionError::TooOld {
+                found: version.to_string(),
+            });
+        }
+        Ok(version)
+    }
+
+    pub fn minor(self) -> u32 {
+        self.minor
+    }
+
+    /// Every supported release, oldest first.
+    pub fn supported() -> impl Iterator<Item = Self> {
+        (OLDEST.minor..=NEWEST.minor).map(Self::new)
+    }
+
+    /// The MutatingAdmissionPolicy API served, or None before 1.34.
+    pub fn mutating_policies(self) -> Option<MutatingPolicyApi> {
+        match self.minor {
+            ..34 => None,
+            34 | 35 => Some(MutatingPolicyApi {
+                version: "v1beta1",
+                opt_in: true,
+            }),
+            _ => Some(MutatingPolicyApi {
+                version: "v1",
+                opt_in: false,
+            }),
+        }
+    }
+
+    /// The `resource.k8s.io` API the install registers for.
+    pub fn dra(self) -> DraApi {
+        match self.minor {
+            ..34 => DraApi {
+                version: "v1beta1",
+                shape: RequestShape::Flat,
+                first_available: self.minor >= 33,
+                opt_in: true,
+            },
+            _ => DraApi {
+                version: "v1",
+                shape: RequestShape::Exactly,
+                first_available: true,
+                opt_in: false,
+            },
+        }
+    }
+
+    /// Whether this release's API server accepts, in a new policy, a CEL
+    /// function Kubernetes introduced in `1.<introduced>`.
+    pub fn accepts_cel_from(self, introduced: u32) -> bool {
+        introduced < self.minor
+    }
+}
+
+impl Default for KubernetesVersion {
+    fn default() -> Self {
+        NEWEST
+    }
+}
+
+impl fmt::Display for KubernetesVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "1.{}", self.minor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("1.32", 32)]
+    #[case("v1.33", 33)]
+    #[case("1.34.4", 34)]
+    #[case("v1.35.4", 35)]
+    #[case("v1.33.4-eks-1234", 33)]
+    #[case("v1.36.3+k3s1", 36)]
+    #[case("1.34+", 34)]
+    #[case("1.40", 40)]
+    fn reads_the_minor(#[case] text: &str, #[case] minor: u32) {
+        assert_eq!(
+            KubernetesVersion::parse(text).map(KubernetesVersion::minor),
+            Ok(minor)
+        );
+    }
+
+    #[rstest]
+    #[case("")]
+    #[case("1")]
+    #[case("2.1")]
+    #[case("1.x")]
+    #[case("1.33.")]
+    #[case("1.33.x")]
+    #[case("1.-3")]
+    #[case("1.99999")]
+    #[case("v")]
+    fn refuses_what_is_not_a_version(#[case] text: &str) {
+        assert_eq!(
+            KubernetesVersion::parse(text),
+            Err(VersionError::NotAVersion(text.to_owned()))
+        );
+    }
+
+    #[test]
+    fn refuses_releases_before_the_oldest_supported() {
+        let error = KubernetesVersion::parse("v1.31.9").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Kubernetes 1.31 is older than the oldest supported release, 1.32 (supported: 1.32 to 1.37)"
+        );
+    }
+
+    #[test]
+    fn mutating_policies_are_beta_then_ga() {
+        let api = |minor| KubernetesVersion::new(minor).mutating_policies();
+        assert_eq!(api(33), None);
+        assert_eq!(
+            api(34).map(|a| (a.version, a.opt_in)),
+            Some(("v1beta1", true))
+        );
+        assert_eq!(
+            api(35).map(|a| (a.version, a.opt_in)),
+            Some(("v1beta1", true))
+        );
+        assert_eq!(api(36).map(|a| (a.version, a.opt_in)), Some(("v1", false)));
+    }
+
+    #[test]
+    fn dra_is_flat_v1beta1_before_1_34() {
+        let dra = |minor| KubernetesVersion::new(minor).dra();
+        assert_eq!(
+            (dra(32).version, dra(32).shape, dra(32).first_available),
+            ("v1beta1", RequestShape::Flat, false)
+        );
+        assert_eq!(
+            (dra(33).version, dra(33).first_available),
+            ("v1beta1", true)
+        );
+        assert_eq!(
+            (dra(34).version, dra(34).shape, dra(34).opt_in),
+            ("v1", RequestShape::Exactly, false)
+        );
+    }
+
+    /// The release a library arrives in refuses it; the next accepts it.
+    #[test]
+    fn cel_libraries_are_accepted_the_release_after_they_arrive() {
+        assert!(!KubernetesVersion::new(34).accepts_cel_from(34));
+        assert!(KubernetesVersion::new(35).accepts_cel_from(34));
+    }
+
+    #[test]
+    fn the_supported_range_is_oldest_to_newest() {
+        let all: Vec<String> = KubernetesVersion::supported()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(all, ["1.32", "1.33", "1.34", "1.35", "1.36", "1.37"]);
+    }
+}
