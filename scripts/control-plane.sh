@@ -1,32 +1,62 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane (etcd + kube-apiserver, no controller
 # manager, no scheduler, no kubelet) built from source with Go and run on
-# loopback, for tests and for trying the webhook by hand. No container
-# runtime is needed. See `scripts/control-plane.sh --help`.
+# loopback, for tests and for trying the webhook by hand, at any Kubernetes
+# version gpu-policy supports. No container runtime is needed. See
+# `scripts/control-plane.sh --help`.
 set -euo pipefail
 
 # ---------------------------------------------------------------------------
-# Pinned versions: the one place to change them. After a change run
-# `scripts/control-plane.sh gomod` to regenerate tests/control-plane/go.mod
-# and go.sum, and commit both.
+# Supported versions: the one place to change them. After a change run
+# `scripts/control-plane.sh gomod --all` to regenerate
+# tests/control-plane/versions/*.mod and .sum, and commit them.
 #
-# Kubernetes 1.36 or later is required: MutatingAdmissionPolicy is GA (served
-# as admissionregistration.k8s.io/v1, on by default) from 1.36, and
-# resource.k8s.io/v1 (DRA) is served by default since 1.34.
-KUBERNETES_VERSION=v1.37.2
-# The etcd that this Kubernetes release is built and tested against: its
-# build/dependencies.yaml, kubeadm's DefaultEtcdVersion and its go.mod
-# (go.etcd.io/etcd/*/v3) all name 3.7.0. Using exactly the version that
-# k8s.io/kubernetes requires also means the shared Go module graph does not
-# move the apiserver's own etcd client to another version.
-ETCD_VERSION=v3.7.0
+# One row per Kubernetes minor, oldest first (the last row is the default):
+#   Kubernetes   the pinned patch release.
+#   etcd         the etcd this release is built and tested against: the
+#                go.etcd.io/etcd/client/v3 its go.mod requires (the same as
+#                its build/dependencies.yaml). Building exactly that server
+#                keeps the shared Go module graph from moving the
+#                apiserver's own etcd client to another version.
+#   gates        feature gates `up` turns on (- for none) ...
+#   runtime      ... and API versions (--runtime-config) it serves on top of
+#                the release's defaults: the beta APIs gpu-policy uses that
+#                are off by default there. DRA is beta in 1.32 and 1.33
+#                (gate DynamicResourceAllocation off by default; without it
+#                the API server drops pod.spec.resourceClaims, and
+#                resource.k8s.io/v1beta1 - and v1beta2 from 1.33 - are beta
+#                versions disabled by default) and GA, resource.k8s.io/v1 on
+#                by default, from 1.34. MutatingAdmissionPolicy is beta in
+#                1.34 and 1.35 (gate off by default, the admission plugin
+#                only acts with it, admissionregistration.k8s.io/v1beta1
+#                disabled by default) and GA, v1 on by default, from 1.36;
+#                its 1.32 and 1.33 alpha is left off.
+SUPPORTED=(
+    # Kubernetes etcd   gates                          runtime
+    "v1.32.13    v3.5.16 DynamicResourceAllocation=true resource.k8s.io/v1beta1=true"
+    "v1.33.13    v3.5.21 DynamicResourceAllocation=true resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+    "v1.34.4     v3.6.4  MutatingAdmissionPolicy=true   admissionregistration.k8s.io/v1beta1=true"
+    "v1.35.4     v3.6.5  MutatingAdmissionPolicy=true   admissionregistration.k8s.io/v1beta1=true"
+    "v1.36.3     v3.6.8  -                              -"
+    "v1.37.2     v3.7.0  -                              -"
+)
 # ---------------------------------------------------------------------------
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The one Go module directory (policy-status-controller's source is shared);
+# each version has its own module file, used with `go -modfile`.
 MOD_DIR=$ROOT/tests/control-plane
-OUT_DIR=${CONTROL_PLANE_OUT_DIR:-$ROOT/target/control-plane}
-BIN_DIR=$OUT_DIR/bin
-STAMP=$BIN_DIR/.stamp
+OUT_ROOT=${CONTROL_PLANE_OUT_DIR:-$ROOT/target/control-plane}
+
+# Set by select_version from KUBERNETES_VERSION and the table above.
+KUBERNETES_VERSION=${KUBERNETES_VERSION:-}
+ETCD_VERSION=
+OPT_IN_GATES=
+OPT_IN_RUNTIME=
+MODFILE=   # relative to $MOD_DIR; go derives the .sum from it
+OUT_DIR=
+BIN_DIR=
+STAMP=
 
 # Packages built, and the binary name each gets in $BIN_DIR.
 KUBE_PKGS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
@@ -43,36 +73,58 @@ SERVICE_CIDR=10.0.0.0/24
 SERVICE_IP=10.0.0.1
 
 usage() {
-    cat <<EOF
+    local row v e gates runtime versions=""
+    for row in "${SUPPORTED[@]}"; do
+        read -r v e gates runtime <<< "$row"
+        versions+=$(printf '\n  %-9s etcd %-7s opt-in: %s' "$v" "$e" \
+            "$([[ $gates == - ]] && echo "none (the release's defaults serve it all)" ||
+                echo "--feature-gates=$gates --runtime-config=$runtime")")
+    done
+    cat <<EOF2
 Usage: scripts/control-plane.sh COMMAND [ARGS]
 
 Builds and runs a Kubernetes control plane (etcd + kube-apiserver) from
-source with Go, on 127.0.0.1, with no container runtime.
-Pinned: Kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION.
+source with Go, on 127.0.0.1, with no container runtime, at one of the
+supported Kubernetes versions (KUBERNETES_VERSION; default the newest):
+$versions
 
 Commands:
   build [--force]  Build kube-apiserver, kubectl, etcd (and the policy
-                   status controller of tests/control-plane/) into
-                   ${BIN_DIR#"$ROOT"/}/ from the Go module in
-                   tests/control-plane/. Skipped when the binaries of the
-                   pinned versions are already there (--force rebuilds).
-                   A cold build downloads ~600 MB of modules, fills ~3 GB of
-                   Go build cache and takes about 9 minutes on 2 cores.
-  up DIR           Start etcd and kube-apiserver with all their state in DIR
-                   (created if missing; an existing DIR is resumed with its
-                   certificates and etcd data). Builds first when needed.
-                   Returns once /readyz answers ok, leaving both running, and
-                   prints the KUBECONFIG to use.
+                   status controller of tests/control-plane/) of the
+                   selected version into OUT/VERSION/bin/ (OUT is
+                   target/control-plane unless CONTROL_PLANE_OUT_DIR says
+                   otherwise) from tests/control-plane/ with its module file
+                   tests/control-plane/versions/VERSION.mod (and .sum).
+                   Skipped when that folder already holds binaries built
+                   from the same module files and sources (--force
+                   rebuilds). The default version also keeps OUT/bin as a
+                   link to its folder. A cold build downloads ~600 MB of
+                   modules, fills ~3 GB of Go build cache and takes about
+                   10 minutes on 2 cores, per version.
+  bin-dir          Print the selected version's bin folder (built or not).
+  version          Print the selected version (v1.32.13 for 1.32).
+  versions         Print the supported versions, oldest first, one a line.
+  up DIR           Start etcd and kube-apiserver of the selected version
+                   with all their state in DIR (created if missing; an
+                   existing DIR is resumed with its certificates and etcd
+                   data, by the version that made it only).
+                   Builds first when needed. Turns on the version's opt-in
+                   APIs above unless CONTROL_PLANE_OPT_IN=none. Returns once
+                   /readyz answers ok, leaving both running, and prints the
+                   KUBECONFIG to use.
   down DIR         Stop what \`up DIR\` started (SIGTERM, then wait). Does
                    nothing when nothing runs. DIR itself is kept.
-  gomod            Regenerate tests/control-plane/go.mod and go.sum from the
-                   pinned versions (needs the Go module proxy).
+  gomod [--all]    Regenerate the selected version's module files
+                   (tests/control-plane/versions/VERSION.mod and .sum), or
+                   every supported version's with --all, from the table at
+                   the top of this script (needs the Go module proxy).
   -h, --help       This text.
 
 What \`up DIR\` leaves in DIR:
   admin.kubeconfig         cluster-admin (client cert in group system:masters)
   env                      shell exports: KUBECONFIG, CONTROL_PLANE_* (URLs,
-                           ports, paths); \`source DIR/env\`
+                           ports, paths, the bin folder); \`source DIR/env\`
+  version                  the Kubernetes version; \`up DIR\` refuses another
   apiserver.port etcd.port the ports chosen
   pki/                     CA (ca.crt, ca.key), apiserver serving cert, admin
                            and webhook client certs, service-account key pair
@@ -98,15 +150,30 @@ Limits of a control plane without controllers:
     with clientConfig.url (https://127.0.0.1:PORT/...) and caBundle.
 
 Environment:
-  CONTROL_PLANE_OUT_DIR        build output (default target/control-plane)
+  KUBERNETES_VERSION           the version to build and run: v1.32.13,
+                               1.32.13 or the minor 1.32 (its pinned patch);
+                               default the newest supported
+  CONTROL_PLANE_OUT_DIR        build output root (default target/control-plane)
+  CONTROL_PLANE_OPT_IN         "all" (default): \`up\` turns on the version's
+                               opt-in APIs listed above; "none": the
+                               release's defaults only
   CONTROL_PLANE_APISERVER_PORT, CONTROL_PLANE_ETCD_PORT,
   CONTROL_PLANE_ETCD_PEER_PORT fixed ports instead of free random ones
   CONTROL_PLANE_APISERVER_ARGS extra kube-apiserver flags (word-split),
-                               e.g. "--feature-gates=Foo=true --v=4"
+                               e.g. "--feature-gates=Foo=true --v=4". They
+                               come after the opt-in flags: kube-apiserver
+                               adds up repeated --feature-gates and
+                               --runtime-config, a key given again taking
+                               the later value, so Foo=true is added to the
+                               opt-in gates and
+                               --feature-gates=DynamicResourceAllocation=false
+                               turns that one off again (write gates without
+                               the "kube:" prefix: kube-apiserver refuses a
+                               mix)
   CONTROL_PLANE_READY_TIMEOUT  seconds to wait for /readyz (default 60)
   CONTROL_PLANE_STOP_TIMEOUT   seconds \`down\` waits after SIGTERM before
                                SIGKILL (default 30)
-EOF
+EOF2
 }
 
 die() {
@@ -120,12 +187,54 @@ need() {
     command -v "$1" > /dev/null 2>&1 || die "$1 is required but not found in PATH${2:+ ($2)}"
 }
 
+# The supported versions, one line: "v1.32.13 (1.32), v1.33.13 (1.33), ...".
+supported_list() {
+    local row v list=""
+    for row in "${SUPPORTED[@]}"; do
+        v=${row%% *}
+        list+="${list:+, }$v ($(minor_of "$v"))"
+    done
+    echo "$list"
+}
+
+# v1.32.13 -> 1.32
+minor_of() {
+    local v=${1#v}
+    echo "${v%.*}"
+}
+
+# select_version WANTED: sets KUBERNETES_VERSION, ETCD_VERSION, the opt-in
+# flags and the paths from the table's row for WANTED (v1.32.13, 1.32.13 or
+# 1.32; empty: the newest).
+select_version() {
+    local want=${1#v} row v etcd gates runtime
+    [[ -n $want ]] || want=${SUPPORTED[-1]%% *}
+    want=${want#v}
+    for row in "${SUPPORTED[@]}"; do
+        read -r v etcd gates runtime <<< "$row"
+        if [[ $want == "${v#v}" || $want == "$(minor_of "$v")" ]]; then
+            KUBERNETES_VERSION=$v
+            ETCD_VERSION=$etcd
+            OPT_IN_GATES=${gates#-}
+            OPT_IN_RUNTIME=${runtime#-}
+            MODFILE=versions/$v.mod
+            OUT_DIR=$OUT_ROOT/$v
+            BIN_DIR=$OUT_DIR/bin
+            STAMP=$BIN_DIR/.stamp
+            return 0
+        fi
+    done
+    die "unsupported KUBERNETES_VERSION '$1'; supported: $(supported_list)"
+}
+
 # Every go command runs in our module with settings that do not depend on the
-# caller's environment: no go.work of a parent directory, go.mod and go.sum
-# used as committed (a missing checksum is an error, not a silent change),
-# and static binaries as upstream releases them.
+# caller's environment: no go.work of a parent directory, the selected
+# version's module file and its .sum used as committed (a missing checksum is
+# an error, not a silent change), and static binaries as upstream releases
+# them. The module file is given relative to $MOD_DIR: GOFLAGS is split on
+# spaces, which a checkout's path may contain.
 run_go() {
-    (cd "$MOD_DIR" && GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0 go "$@")
+    (cd "$MOD_DIR" && GOWORK=off GOFLAGS="-mod=readonly -modfile=$MODFILE" CGO_ENABLED=0 go "$@")
 }
 
 # v1.37.2 -> v0.37.2: the tag of the staging modules (k8s.io/api, ...) that
@@ -138,28 +247,44 @@ staging_version() {
 # ---------------------------------------------------------------------------
 # gomod
 
+# The go.mod of k8s.io/kubernetes at the selected version, from the module
+# cache (downloaded outside any module, so nothing of ours is touched).
+kubernetes_gomod() {
+    local tmp gomod
+    tmp=$(mktemp -d)
+    gomod=$(cd "$tmp" && GOWORK=off GOFLAGS='' go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
+        sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p') || true
+    rmdir "$tmp"
+    [[ -f $gomod ]] || die "could not download the go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"
+    echo "$gomod"
+}
+
 cmd_gomod() {
     need go "Go 1.26 or later"
-    mkdir -p "$MOD_DIR"
-    local staging gomod
+    local gomod staging
+    gomod=$(kubernetes_gomod)
     staging=$(staging_version "$KUBERNETES_VERSION")
     # k8s.io/kubernetes requires its staging modules as v0.0.0 and replaces
     # them with ./staging/...; replaces only apply in the main module, so a
     # module depending on it has to point each one at its released tag. The
     # list comes from that version's own go.mod.
-    gomod=$(cd "$MOD_DIR" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
-        sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-    [[ -f $gomod ]] || die "could not download the go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"
     local mods
     mods=$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$gomod" | sort -u)
     [[ -n $mods ]] || die "no staging modules found in $gomod"
 
+    mkdir -p "$MOD_DIR/versions"
     {
-        echo "// Generated by scripts/control-plane.sh gomod from its pinned versions;"
-        echo "// change the pins there and regenerate instead of editing this file."
+        echo "// Generated by scripts/control-plane.sh gomod from its table of supported"
+        echo "// versions; change the table there and regenerate instead of editing this file."
         echo "module gpu-policy/tests/control-plane"
         echo
         echo "go 1.26.0"
+        # The GODEBUG defaults the release's own binaries are built with:
+        # godebug lines only apply in the main module.
+        if grep -q '^godebug' "$gomod"; then
+            echo
+            grep '^godebug' "$gomod"
+        fi
         echo
         echo "replace ("
         local m
@@ -167,25 +292,34 @@ cmd_gomod() {
             echo "	$m => $m $staging"
         done
         echo ")"
-    } > "$MOD_DIR/go.mod"
-    rm -f "$MOD_DIR/go.sum"
+    } > "$MOD_DIR/$MODFILE"
+    rm -f "$MOD_DIR/${MODFILE%.mod}.sum"
     (
         cd "$MOD_DIR"
-        export GOWORK=off GOFLAGS=-mod=mod
+        export GOWORK=off GOFLAGS="-mod=mod -modfile=$MODFILE"
         # `tool` directives (Go 1.24+) make the main packages part of the
         # module, so `go mod tidy` keeps every requirement they need.
         go get -tool "${KUBE_PKGS[@]/%/@$KUBERNETES_VERSION}" "$ETCD_PKG@$ETCD_VERSION"
         go mod tidy
-    )
-    # Minimal version selection may raise a pin when the other side requires
-    # more; that would build something else than what the script says.
-    local got
-    got=$(run_go list -m -f '{{.Path}} {{.Version}}' k8s.io/kubernetes go.etcd.io/etcd/server/v3)
-    if ! grep -qx "k8s.io/kubernetes $KUBERNETES_VERSION" <<< "$got" ||
-        ! grep -qx "go.etcd.io/etcd/server/v3 $ETCD_VERSION" <<< "$got"; then
-        die "the module graph selected other versions than the pins:"$'\n'"$got"
+    ) || die "could not resolve the modules of Kubernetes $KUBERNETES_VERSION and etcd $ETCD_VERSION"
+    # Minimal version selection may raise a version when another requirement
+    # asks for more; then something else than the release would be built.
+    # Every module the release's go.mod requires must be selected at the
+    # version it requires (its v0.0.0 staging modules are the replaced tags).
+    local required selected moved
+    required=$(awk '
+        $1 == "require" && $2 == "(" { block = 1; next }
+        block && $1 == ")" { block = 0; next }
+        block && NF >= 2 && $1 !~ /^\/\// { print $1, $2 }
+        $1 == "require" && $2 != "(" { print $2, $3 }' "$gomod" | awk '$2 != "v0.0.0"' | sort -u)
+    selected=$(run_go list -m -f '{{.Path}} {{.Version}}' all | sort -u)
+    moved=$(comm -23 <(echo "$required") <(echo "$selected"))
+    if [[ -n $moved ]] || ! grep -qx "k8s.io/kubernetes $KUBERNETES_VERSION" <<< "$selected" ||
+        ! grep -qx "go.etcd.io/etcd/server/v3 $ETCD_VERSION" <<< "$selected"; then
+        die "the module graph of $MODFILE moved away from the pins (required by k8s.io/kubernetes" \
+            "$KUBERNETES_VERSION, or the etcd server $ETCD_VERSION, but selected otherwise):"$'\n'"${moved:-$(grep -E '^(k8s.io/kubernetes|go.etcd.io/etcd/server/v3) ' <<< "$selected")}"
     fi
-    note "wrote tests/control-plane/go.mod and go.sum for Kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION"
+    note "wrote tests/control-plane/$MODFILE and .sum for Kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION"
 }
 
 # ---------------------------------------------------------------------------
@@ -194,7 +328,7 @@ cmd_gomod() {
 # What the binaries were built from; a change to any of it rebuilds.
 stamp_content() {
     echo "kubernetes=$KUBERNETES_VERSION etcd=$ETCD_VERSION"
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR"/policy-status-controller/*.go |
+    cat "$MOD_DIR/$MODFILE" "$MOD_DIR/${MODFILE%.mod}.sum" "$MOD_DIR"/policy-status-controller/*.go |
         sha256sum | cut -d' ' -f1
 }
 
@@ -204,6 +338,16 @@ is_built() {
         [[ $(cat "$STAMP") == "$(stamp_content)" ]]
 }
 
+# README.md and docs/local-cluster.md point at OUT/bin: it stays a link to
+# the default (newest) version's folder.
+link_default_bin() {
+    [[ $KUBERNETES_VERSION == "${SUPPORTED[-1]%% *}" ]] || return 0
+    local link=$OUT_ROOT/bin
+    # A folder there is a build of before the per-version layout.
+    [[ -d $link && ! -L $link ]] && rm -rf "$link"
+    ln -sfn "$KUBERNETES_VERSION/bin" "$link"
+}
+
 cmd_build() {
     local force=false
     case "${1:-}" in
@@ -211,17 +355,18 @@ cmd_build() {
         --force) force=true ;;
         *) die "build: unknown argument '$1'" ;;
     esac
-    [[ -f $MOD_DIR/go.mod && -f $MOD_DIR/go.sum ]] ||
-        die "tests/control-plane/go.mod or go.sum is missing: run scripts/control-plane.sh gomod"
-    # The committed go.mod must be the one for the pins above.
-    if ! grep -Eq "^[[:space:]]*k8s\.io/kubernetes $KUBERNETES_VERSION([[:space:]]|$)" "$MOD_DIR/go.mod" ||
-        ! grep -Eq "^[[:space:]]*go\.etcd\.io/etcd/server/v3 $ETCD_VERSION([[:space:]]|$)" "$MOD_DIR/go.mod"; then
-        die "tests/control-plane/go.mod does not require k8s.io/kubernetes $KUBERNETES_VERSION and" \
-            "go.etcd.io/etcd/server/v3 $ETCD_VERSION as pinned in scripts/control-plane.sh:" \
-            "run scripts/control-plane.sh gomod"
+    [[ -f $MOD_DIR/$MODFILE && -f $MOD_DIR/${MODFILE%.mod}.sum ]] ||
+        die "tests/control-plane/$MODFILE or its .sum is missing: run scripts/control-plane.sh gomod"
+    # The committed module file must be the one for the table's row.
+    if ! grep -Eq "^[[:space:]]*k8s\.io/kubernetes $KUBERNETES_VERSION([[:space:]]|$)" "$MOD_DIR/$MODFILE" ||
+        ! grep -Eq "^[[:space:]]*go\.etcd\.io/etcd/server/v3 $ETCD_VERSION([[:space:]]|$)" "$MOD_DIR/$MODFILE"; then
+        die "tests/control-plane/$MODFILE does not require k8s.io/kubernetes $KUBERNETES_VERSION and" \
+            "go.etcd.io/etcd/server/v3 $ETCD_VERSION as scripts/control-plane.sh lists them:" \
+            "run KUBERNETES_VERSION=$KUBERNETES_VERSION scripts/control-plane.sh gomod"
     fi
     if ! $force && is_built; then
         note "Kubernetes $KUBERNETES_VERSION and etcd $ETCD_VERSION already built in $BIN_DIR"
+        link_default_bin
         return 0
     fi
     need go "Go 1.26 or later; the module proxy must be reachable for a cold build"
@@ -268,6 +413,7 @@ cmd_build() {
     stamp_content > "$STAMP"
     rm -rf "$tmp"
     trap - EXIT
+    link_default_bin
     note "built in $((SECONDS - start)) s into $BIN_DIR"
 }
 
@@ -488,6 +634,14 @@ EOF
 
 cmd_up() {
     [[ $# -eq 1 ]] || die "usage: scripts/control-plane.sh up DIR"
+    local opt_in=()
+    [[ -n $OPT_IN_GATES ]] && opt_in+=("--feature-gates=$OPT_IN_GATES")
+    [[ -n $OPT_IN_RUNTIME ]] && opt_in+=("--runtime-config=$OPT_IN_RUNTIME")
+    case "${CONTROL_PLANE_OPT_IN:-all}" in
+        all) ((${#opt_in[@]} == 0)) || note "opt-in for Kubernetes $KUBERNETES_VERSION: ${opt_in[*]}" ;;
+        none) opt_in=() ;;
+        *) die "CONTROL_PLANE_OPT_IN must be 'all' or 'none', not '$CONTROL_PLANE_OPT_IN'" ;;
+    esac
     need openssl "to make the cluster's certificates"
     need setsid
     mkdir -p "$1"
@@ -496,7 +650,14 @@ cmd_up() {
     if pid_alive "$dir/etcd.pid" etcd || pid_alive "$dir/kube-apiserver.pid" kube-apiserver; then
         die "a control plane already runs in $dir: scripts/control-plane.sh down $dir"
     fi
+    # etcd's data and what the apiserver stored are not made to move between
+    # versions here (no migration, and etcd refuses to be downgraded).
+    if [[ -f $dir/version && $(cat "$dir/version") != "$KUBERNETES_VERSION" ]]; then
+        die "$dir holds a control plane of Kubernetes $(cat "$dir/version"), not $KUBERNETES_VERSION:" \
+            "resume it with KUBERNETES_VERSION=$(cat "$dir/version") or use another DIR"
+    fi
     is_built || cmd_build
+    echo "$KUBERNETES_VERSION" > "$dir/version"
 
     local etcd_port etcd_peer_port api_port
     etcd_port=${CONTROL_PLANE_ETCD_PORT:-$(free_port)}
@@ -531,14 +692,16 @@ cmd_up() {
     ((i < 200)) || fail_up "$dir" etcd "etcd did not listen on port $etcd_port within 20 s"
 
     local pki=$dir/pki extra=()
-    # Deliberately word-split: a list of flags.
+    # Deliberately word-split: a list of flags. After the opt-in ones:
+    # kube-apiserver merges repeated --feature-gates and --runtime-config,
+    # the later value of a key winning, so the caller's add to ours or
+    # override them.
     # shellcheck disable=SC2206
     [[ -n ${CONTROL_PLANE_APISERVER_ARGS:-} ]] && extra=($CONTROL_PLANE_APISERVER_ARGS)
     # Flags as a kubeadm cluster has them where it matters to a webhook
     # (Node,RBAC authorization, privileged pods allowed, service-account
-    # tokens), minus what needs a node (kubelet client, front proxy).
-    # MutatingAdmissionPolicy and resource.k8s.io/v1 are on by default in the
-    # pinned release, so no --feature-gates or --runtime-config is needed.
+    # tokens), minus what needs a node (kubelet client, front proxy); every
+    # one exists in all the supported versions.
     # The endpoint reconcilers refuse a loopback advertise address (it would
     # be published as the `kubernetes` Service's endpoint); with "none" the
     # Service is still created, without endpoints, and nothing routes to it
@@ -563,6 +726,7 @@ cmd_up() {
         --audit-policy-file="$dir/audit-policy.yaml" \
         --audit-log-path="$dir/audit.log" \
         --profiling=false \
+        "${opt_in[@]}" \
         "${extra[@]}"
 
     local timeout=${CONTROL_PLANE_READY_TIMEOUT:-60} deadline out
@@ -603,15 +767,49 @@ cmd_down() {
 
 # ---------------------------------------------------------------------------
 
-case "${1:-}" in
-    build) shift && cmd_build "$@" ;;
-    up) shift && cmd_up "$@" ;;
-    down) shift && cmd_down "$@" ;;
-    gomod)
-        [[ $# -eq 1 ]] || die "gomod takes no arguments"
-        cmd_gomod
-        ;;
-    -h | --help | help) usage ;;
-    "") usage >&2 && exit 2 ;;
-    *) die "unknown command '$1' (see scripts/control-plane.sh --help)" ;;
-esac
+main() {
+    local row
+    case "${1:-}" in
+        -h | --help | help) usage && exit 0 ;;
+        "") usage >&2 && exit 2 ;;
+        # Stopping needs no version: only the pid files in DIR.
+        down) shift && cmd_down "$@" && exit 0 ;;
+        versions)
+            [[ $# -eq 1 ]] || die "versions takes no arguments"
+            for row in "${SUPPORTED[@]}"; do echo "${row%% *}"; done
+            exit 0
+            ;;
+        build | up | bin-dir | version | gomod) ;;
+        *) die "unknown command '$1' (see scripts/control-plane.sh --help)" ;;
+    esac
+    select_version "$KUBERNETES_VERSION"
+    case "$1" in
+        build) shift && cmd_build "$@" ;;
+        up) shift && cmd_up "$@" ;;
+        bin-dir)
+            [[ $# -eq 1 ]] || die "bin-dir takes no arguments"
+            echo "$BIN_DIR"
+            ;;
+        version)
+            [[ $# -eq 1 ]] || die "version takes no arguments"
+            echo "$KUBERNETES_VERSION"
+            ;;
+        gomod)
+            case "${2:-}" in
+                "") cmd_gomod ;;
+                --all)
+                    [[ $# -eq 2 ]] || die "gomod takes no arguments after --all"
+                    for row in "${SUPPORTED[@]}"; do
+                        select_version "${row%% *}"
+                        cmd_gomod
+                    done
+                    ;;
+                *) die "gomod: unknown argument '$2'" ;;
+            esac
+            ;;
+    esac
+}
+
+# On one line: bash reads a script as it runs it, so this keeps a script
+# edited during a long build from being read on from a shifted offset.
+main "$@"; exit

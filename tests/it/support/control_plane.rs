@@ -5,9 +5,10 @@
 //! users to: `manifests --webhook-url`, a TokenRequest token of its
 //! ServiceAccount, `serve --kubeconfig` with the Secret route.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Once;
+use std::sync::{Mutex, Once, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -35,12 +36,27 @@ fn script() -> PathBuf {
     root().join("scripts/control-plane.sh")
 }
 
-/// Where `scripts/control-plane.sh build` puts the binaries.
+/// Where `scripts/control-plane.sh build` puts the binaries of the
+/// Kubernetes version that `KUBERNETES_VERSION` selects (the script's
+/// default when unset): what `control-plane.sh bin-dir` prints, asked once.
 pub fn bin_dir() -> PathBuf {
-    std::env::var_os("CONTROL_PLANE_OUT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/control-plane"))
-        .join("bin")
+    static BIN_DIR: OnceLock<PathBuf> = OnceLock::new();
+    BIN_DIR
+        .get_or_init(|| {
+            let out = Command::new("bash")
+                .arg(script())
+                .arg("bin-dir")
+                .output()
+                .expect("bash runs scripts/control-plane.sh");
+            assert!(
+                out.status.success(),
+                "scripts/control-plane.sh bin-dir failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            let dir = String::from_utf8(out.stdout).expect("bin-dir prints a UTF-8 path");
+            PathBuf::from(dir.strip_suffix('\n').unwrap_or(&dir))
+        })
+        .clone()
 }
 
 fn built() -> bool {
@@ -216,6 +232,46 @@ impl ControlPlane {
             .spawn()
             .expect("the policy status controller starts");
         PolicyStatusController { child }
+    }
+
+    /// Whether the API server serves `group_version` as `kubectl
+    /// api-versions` lists it (`resource.k8s.io/v1beta1`; `v1` for the core
+    /// group). Read once per cluster: kept by its directory, which no other
+    /// cluster shares.
+    pub fn serves(&self, group_version: &str) -> bool {
+        static SERVED: Mutex<BTreeMap<PathBuf, Vec<String>>> = Mutex::new(BTreeMap::new());
+        let mut served = SERVED.lock().unwrap_or_else(PoisonError::into_inner);
+        served
+            .entry(self.dir.clone())
+            .or_insert_with(|| {
+                self.kubectl(&["api-versions"])
+                    .success()
+                    .stdout
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .iter()
+            .any(|served| served == group_version)
+    }
+
+    /// The API server's Kubernetes minor version (32 for 1.32), from
+    /// `/version`; read once per cluster like [`Self::serves`].
+    pub fn minor(&self) -> u32 {
+        static MINOR: Mutex<BTreeMap<PathBuf, u32>> = Mutex::new(BTreeMap::new());
+        let mut minors = MINOR.lock().unwrap_or_else(PoisonError::into_inner);
+        *minors.entry(self.dir.clone()).or_insert_with(|| {
+            let version = self
+                .kubectl(&["get", "--raw", "/version"])
+                .success()
+                .value();
+            // Distributions may append to it ("32+").
+            let minor = version["minor"].as_str().unwrap_or_default();
+            let digits = minor.trim_end_matches(|c: char| !c.is_ascii_digit());
+            digits
+                .parse()
+                .unwrap_or_else(|_| panic!("/version has no numeric minor: {version}"))
+        })
     }
 
     /// Polls `condition` until it holds, for up to [`SETTLE`].
