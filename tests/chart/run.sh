@@ -9,9 +9,9 @@
 # built here (a no-op after `cargo test`).
 #
 # Arguments select tests by name; `--regenerate` instead writes the chart's
-# bundled admission policies (charts/gpu-policy/files/) for its default
-# config; `--render VALUES_JSON` prints the objects rendered for those values
-# as one JSON list.
+# bundled admission policies for its default config, per Kubernetes release
+# (charts/gpu-policy/files/policies/); `--render VALUES_JSON` prints the
+# objects rendered for those values as one JSON list.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -4,19 +4,27 @@
 - helm-python-sdk (import name `helm_python`, Helm v4 Go SDK through ctypes)
   lints and renders the chart: `helm_python.lint(path, values, strict=...,
   namespace=..., kube_version=...)` and `Chart.load(path).render(values,
-  name=..., namespace=...)`, which also applies values.schema.json;
-- with default values the chart must render the same objects as
-  `gpu-policy manifests` (the binary is the reference; all but the Namespace,
-  which `helm install --create-namespace` makes), compared field by field;
+  name=..., namespace=...)`, which also applies values.schema.json; a render
+  for a given Kubernetes release and served APIs (.Capabilities) calls the
+  SDK's native `helm_render` with kube_version and api_versions, which
+  Chart.render does not pass;
+- with default values the chart rendered for each supported Kubernetes
+  release must render the same objects as `gpu-policy manifests
+  --kube-version` of that release (the binary is the reference; all but the
+  Namespace, which `helm install --create-namespace` makes), compared field
+  by field;
 - with admissionPolicies.enabled the chart renders its bundled admission
-  policies (charts/gpu-policy/files/), which must be the binary's
-  `manifests --admission-policies [--mutating-policies]` output for the
-  default config (`run.sh --regenerate` writes them); a config that changes a
-  setting they read must fail to render unless admissionPolicies.manifest is
-  given, and a given manifest is rendered;
-- every rendered object of every value set is validated with
-  kubernetes-validate (strict) for Kubernetes 1.30 and the newest version the
-  package ships; CRD kinds it has no schema for are checked for shape only.
+  policies for the cluster's release (charts/gpu-policy/files/policies/),
+  which must be the binary's `manifests --admission-policies
+  [--mutating-policies] --kube-version` output for the default config
+  (`run.sh --regenerate` writes them); MutatingAdmissionPolicies only where
+  the cluster serves the version of that release's file; a config that
+  changes a setting they read must fail to render unless
+  admissionPolicies.manifest is given, and a given manifest is rendered;
+- every rendered object of every value set, rendered for each supported
+  release, is validated with kubernetes-validate (strict) against that
+  release's schemas; CRD kinds it has no schema for are checked for shape
+  only.
 
 Run by tests/chart/run.sh. Prints one line per test and `N passed, M failed`;
 exits 1 on any failure. `--render VALUES_JSON` instead prints the objects
@@ -38,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import helm_python as helm
+from helm_python import _native as helm_native
 import jsonschema
 import kubernetes_validate
 import yaml
@@ -52,7 +61,34 @@ CHART = Path(os.environ.get("GPU_POLICY_CHART", ROOT / "charts" / "gpu-policy"))
 BINARY = Path(os.environ.get("GPU_POLICY_BIN", ROOT / "target" / "debug" / "gpu-policy"))
 NAMESPACE = "gpu-policy"
 RELEASE = "gpu-policy"
-KUBE_VERSIONS = ["1.30.0", latest_version()]
+# The Kubernetes releases gpu-policy supports (src/kubernetes_version.rs:
+# OLDEST..=NEWEST), 1.MINOR; the chart renders for each what it serves.
+OLDEST_MINOR, NEWEST_MINOR = 32, 37
+RELEASES = [f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1)]
+NEWEST = RELEASES[-1]
+# The schemas every rendered object is validated against: each supported
+# release's, rendered for that release, and the newest kubernetes-validate
+# ships when it is newer (rendered as for the newest supported release).
+KUBE_VERSIONS = [f"{release}.0" for release in RELEASES]
+if tuple(int(part) for part in latest_version().split(".")[:2]) > (1, NEWEST_MINOR):
+    KUBE_VERSIONS.append(latest_version())
+# The API version the cluster serves MutatingAdmissionPolicy in, that the
+# chart's bundled policies for a release use (v1beta1 in 1.34 and 1.35, when
+# the cluster turns it on; v1 from 1.36); None before 1.34.
+MAP_V1BETA1 = "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"
+MAP_V1 = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+
+
+def minor(release: str) -> int:
+    return int(release.split(".")[1])
+
+
+def map_api(release: str) -> str | None:
+    if minor(release) >= 36:
+        return MAP_V1
+    return MAP_V1BETA1 if minor(release) >= 34 else None
+
+
 # Kinds of CRDs (cert-manager, prometheus-operator) kubernetes-validate has no
 # schema for: validated for shape only.
 CRD_KINDS = {
@@ -104,6 +140,8 @@ HARDENED = {
 # the webhook and alone.
 POLICIES = {"admissionPolicies": {"enabled": True}}
 POLICIES_ALONE = {"webhook": {"enabled": False}, "admissionPolicies": {"enabled": True}}
+# With them, the MutatingAdmissionPolicies (rendered where the release serves them).
+MUTATING = {"admissionPolicies": {"mutating": True}}
 # The value sets every object of which is validated with kubernetes-validate.
 REGISTRY_PULL_SECRET = "registry-pull"
 REGISTRY = {
@@ -201,22 +239,40 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_files(values: dict[str, Any] | None = None, *, name: str = RELEASE,
-                 namespace: str = NAMESPACE) -> dict[str, str]:
-    """helm template: template path -> rendered text (NOTES.txt included)."""
+                 namespace: str = NAMESPACE, kube: str | None = None,
+                 api_versions: list[str] | None = None) -> dict[str, str]:
+    """helm template: template path -> rendered text (NOTES.txt included).
+    `kube` is the cluster's Kubernetes version (1.MINOR or a full version;
+    default: the SDK's own, v1.36.0) and `api_versions` what it serves
+    beyond the SDK's defaults (`helm template --kube-version
+    --api-versions`)."""
     with helm.Chart.load(CHART) as chart:
-        return chart.render(values or {}, name=name, namespace=namespace)
+        if kube is None and api_versions is None:
+            return chart.render(values or {}, name=name, namespace=namespace)
+        opts: dict[str, Any] = {"name": name, "namespace": namespace}
+        if kube is not None:
+            version = kube.lstrip("v")
+            opts["kube_version"] = "v" + (f"{version}.0" if version.count(".") == 1 else version)
+        if api_versions is not None:
+            opts["api_versions"] = api_versions
+        rendered: dict[str, str] = json.loads(helm_native.call_string(
+            "helm_render", chart._raw(), json.dumps(values or {}), json.dumps(opts)))
+        return rendered
 
 
 _RENDERED: dict[str, list[dict[str, Any]]] = {}
 
 
 def render(values: dict[str, Any] | None = None, *, name: str = RELEASE,
-           namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """The rendered objects (a fresh copy: tests may change them)."""
-    cache_key = json.dumps([values or {}, name, namespace], sort_keys=True)
+           namespace: str = NAMESPACE, kube: str | None = None,
+           api_versions: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rendered objects (a fresh copy: tests may change them); `kube`
+    and `api_versions` as render_files'."""
+    cache_key = json.dumps([values or {}, name, namespace, kube, api_versions], sort_keys=True)
     if cache_key not in _RENDERED:
         objects = []
-        for path, text in sorted(render_files(values, name=name, namespace=namespace).items()):
+        for path, text in sorted(render_files(values, name=name, namespace=namespace, kube=kube,
+                                              api_versions=api_versions).items()):
             if path.endswith("NOTES.txt"):
                 continue
             for document in yaml.load_all(text, Loader=LOADER):
@@ -332,7 +388,7 @@ def chart_metadata() -> None:
         check(meta.get("name") == "gpu-policy", f"name {meta.get('name')}")
         check(meta.get("version") == "0.1.0", f"version {meta.get('version')}")
         check(meta.get("appVersion") == "0.1.0", f"appVersion {meta.get('appVersion')}")
-        check(meta.get("kubeVersion") == ">=1.30.0-0", f"kubeVersion {meta.get('kubeVersion')}")
+        check(meta.get("kubeVersion") == f">={RELEASES[0]}.0-0", f"kubeVersion {meta.get('kubeVersion')}")
         check(bool(meta.get("description")), "no description")
         check(chart.crds == [], f"the chart ships CRDs: {chart.crds}")
     check(not (CHART / "crds").exists(), "charts/gpu-policy/crds/ exists")
@@ -355,14 +411,28 @@ def lint_every_value_set() -> None:
     check(not problems, "lint:\n  " + "\n  ".join(problems))
 
 
+# The templates that read .Capabilities: what the cluster's release serves
+# changes only the ResourceClaim rules' version and the bundled admission
+# policies, which the tests render for every release; the rest is the same
+# for every Kubernetes version.
+CAPABILITIES_READERS = {"templates/_helpers.tpl", "templates/_webhooks.tpl",
+                        "templates/admission-policies.yaml"}
+
+
 @test
-def templates_do_not_read_capabilities() -> None:
-    # Chart.render has no kube_version option (the SDK assumes its own
-    # default, v1.36.0): output that does not read .Capabilities is the same
-    # for every Kubernetes version.
+def only_the_release_dependent_templates_read_capabilities() -> None:
     with helm.Chart.load(CHART) as chart:
-        readers = [t["name"] for t in chart.templates if ".Capabilities" in t["data"]]
-    check(not readers, f"templates read .Capabilities: {readers}")
+        readers = {t["name"] for t in chart.templates if ".Capabilities" in t["data"]}
+    check(readers == CAPABILITIES_READERS, f"templates reading .Capabilities: {sorted(readers)}")
+    # Everything but the webhook configurations (their claim rules) is the
+    # same for every release.
+    releases = {release: [o for o in render(FULL, kube=release) if not o["kind"].endswith("WebhookConfiguration")]
+                for release in RELEASES}
+    differing = [r for r in RELEASES if releases[r] != releases[NEWEST]]
+    check(not differing, f"rendered differently for {differing} than for {NEWEST}")
+    # A release newer than the newest supported renders as the newest (one
+    # older than the oldest is refused by Chart.yaml's kubeVersion).
+    check(render(POLICIES, kube="1.99") == render(POLICIES, kube=NEWEST), "1.99 renders unlike the newest")
 
 
 @test
@@ -595,12 +665,24 @@ def template_refuses_what_the_server_refuses() -> None:
 # --- the same objects as `gpu-policy manifests` ----------------------------
 
 
+# The renders compared with `manifests`: (label, render()'s kube, the
+# manifests arguments): `helm template` without --kube-version (the SDK's
+# default release) against `manifests` for its default (the newest), and
+# the chart for each supported release against `manifests --kube-version`.
+RELEASE_RENDERS: list[tuple[str, str | None, tuple[str, ...]]] = [
+    ("the SDK's default release", None, ()),
+    *[(release, release, ("--kube-version", release)) for release in RELEASES],
+]
+
+
 def _manifests_test(kind: str) -> None:
     def run() -> None:
-        chart_objects = [o for o in render() if o["kind"] == kind]
-        reference = [o for o in manifests() if o["kind"] == kind]
-        check(reference, f"manifests has no {kind}")
-        problems = compare_with_manifests(chart_objects, reference)
+        problems = []
+        for label, kube, args in RELEASE_RENDERS:
+            chart_objects = [o for o in render(kube=kube) if o["kind"] == kind]
+            reference = [o for o in manifests(*args) if o["kind"] == kind]
+            check(reference, f"manifests {' '.join(args)} has no {kind}")
+            problems += [f"{label}: {p}" for p in compare_with_manifests(chart_objects, reference)]
         check(not problems, f"{len(problems)} differences:\n  " + "\n  ".join(problems))
 
     run.__name__ = f"default_values_match_manifests[{kind}]"
@@ -615,10 +697,11 @@ for _kind in ["ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissio
 
 @test
 def default_values_render_nothing_else() -> None:
-    rendered = {key(o) for o in render()}
-    expected = {key(o) for o in manifests() if o["kind"] != "Namespace"}
-    check(rendered == expected,
-          f"only in the chart: {sorted(rendered - expected)}; only in manifests: {sorted(expected - rendered)}")
+    for label, kube, args in RELEASE_RENDERS:
+        rendered = {key(o) for o in render(kube=kube)}
+        expected = {key(o) for o in manifests(*args) if o["kind"] != "Namespace"}
+        check(rendered == expected, f"{label}: only in the chart: {sorted(rendered - expected)}; "
+              f"only in manifests: {sorted(expected - rendered)}")
     namespaces = [o for o in manifests() if o["kind"] == "Namespace"]
     check([n["metadata"]["name"] for n in namespaces] == [NAMESPACE], "manifests' Namespace")
 
@@ -1076,10 +1159,12 @@ def other_values_reach_the_objects() -> None:
           "topologySpread disabled but rendered")
 
 
-def render_error(values: dict[str, Any]) -> str:
-    """The message of a template `fail` for `values`."""
+def render_error(values: dict[str, Any], *, kube: str | None = None,
+                 api_versions: list[str] | None = None) -> str:
+    """The message of a template `fail` for `values` (`kube` and
+    `api_versions` as render's)."""
     try:
-        render(values)
+        render(values, kube=kube, api_versions=api_versions)
     except helm.HelmRenderError as error:
         return str(error)
     raise Failure(f"rendered with {values}: the template should refuse it")
@@ -1457,18 +1542,28 @@ def reports_cronjob_runs_flags_audit_takes() -> None:
 
 # --- admission policies ----------------------------------------------------
 
-POLICY_FILES = CHART / "files"
-GENERATED_FOR = POLICY_FILES / "admission-policies-config.yaml"
+# The bundled policies: KIND-1.MINOR.yaml (KIND validating or mutating) for
+# each release whose output differs from the release before's; the chart
+# renders a release the file of the newest release at or below it.
+POLICY_FILES = CHART / "files" / "policies"
+GENERATED_FOR = CHART / "files" / "admission-policies-config.yaml"
 REGENERATE = "run `bash tests/chart/run.sh --regenerate` to write them again"
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                 "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+MUTATING_KINDS = {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
 # The guard policies (templates/guard-policies.yaml), rendered with the
 # webhook whatever admissionPolicies says; not generated from the config.
 GUARD_POLICIES = {"gpu-policy-webhook-configurations", "gpu-policy-service-account-tokens"}
+# The policy on ResourceClaims, whose version and request shape follow the
+# release; and the mutating policy whose CEL 1.34 refuses.
+CLAIM_POLICY = "gpu-policy-bounded-requests-claims"
+VISIBLE_DEVICES_POLICY = "gpu-policy-visible-devices"
 
 
 def generated_policy(obj: dict[str, Any]) -> bool:
     return obj["kind"] in POLICY_KINDS and obj["metadata"]["name"] not in GUARD_POLICIES
+
+
 # One change per Config field: (field, base overrides, changed overrides).
 # The generated policies must change with the fields GENERATED_FOR lists and
 # with no other.
@@ -1497,20 +1592,48 @@ def default_config() -> dict[str, Any]:
     return load_yaml((CHART / "values.yaml").read_text())["config"]
 
 
-def generated_policies(config: dict[str, Any] | None = None) -> tuple[str, str]:
-    """`manifests --admission-policies` for `config` (default: values.yaml's),
-    and what `--mutating-policies` adds to it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        config_file = Path(tmp) / "config.yaml"
-        config_file.write_text(yaml.safe_dump(default_config() if config is None else config))
-        outputs = []
-        for extra in ([], ["--mutating-policies"]):
-            out = run_binary("manifests", "--admission-policies", *extra, "--config", str(config_file))
-            check(out.returncode == 0, f"manifests --admission-policies {extra}: {out.stderr}")
-            outputs.append(out.stdout)
-    validating, both = outputs
-    check(both.startswith(validating), "--mutating-policies does not append to --admission-policies' output")
+_GENERATED: dict[tuple[str, str, bool], str] = {}
+
+
+def generated_output(config: dict[str, Any] | None, release: str, mutating: bool) -> str:
+    """`manifests --admission-policies [--mutating-policies] --kube-version
+    RELEASE` for `config` (default: values.yaml's)."""
+    config = default_config() if config is None else config
+    cache_key = (json.dumps(config, sort_keys=True), release, mutating)
+    if cache_key not in _GENERATED:
+        flags = ["--admission-policies", *(["--mutating-policies"] if mutating else []), "--kube-version", release]
+        with tempfile.TemporaryDirectory() as tmp:
+            config_file = Path(tmp) / "config.yaml"
+            config_file.write_text(yaml.safe_dump(config))
+            out = run_binary("manifests", *flags, "--config", str(config_file))
+        check(out.returncode == 0, f"manifests {' '.join(flags)}: {out.stderr}")
+        _GENERATED[cache_key] = out.stdout
+    return _GENERATED[cache_key]
+
+
+def generated_policies(config: dict[str, Any] | None = None, release: str = NEWEST) -> tuple[str, str]:
+    """`manifests --admission-policies --kube-version RELEASE` for `config`
+    (default: values.yaml's), and what `--mutating-policies` adds to it ("" before 1.34)."""
+    validating = generated_output(config, release, False)
+    both = generated_output(config, release, True)
+    check(both.startswith(validating),
+          f"{release}: --mutating-policies does not append to --admission-policies' output")
     return validating, both[len(validating):]
+
+
+def generated_policy_files(config: dict[str, Any] | None = None) -> dict[str, str]:
+    """The files files/policies/ holds for `config`: name -> text."""
+    files: dict[str, str] = {}
+    previous = {"validating": "", "mutating": ""}
+    for release in RELEASES:
+        for kind, text in zip(("validating", "mutating"), generated_policies(config, release)):
+            if text != previous[kind]:
+                # The chart takes an empty file for none: it would render
+                # the release before's.
+                check(bool(text), f"{release}: no {kind} policies, after some in the release before")
+                files[f"{kind}-{release}.yaml"] = text
+            previous[kind] = text
+    return files
 
 
 def objects_of(text: str) -> list[dict[str, Any]]:
@@ -1523,10 +1646,14 @@ def regenerate() -> None:
     config = default_config()
     settings = {k: config[k] for k in load_yaml(GENERATED_FOR.read_text())}
     GENERATED_FOR.write_text("\n".join(header) + "\n" + yaml.safe_dump(settings, sort_keys=False))
-    validating, mutating = generated_policies()
-    (POLICY_FILES / "admission-policies.yaml").write_text(validating)
-    (POLICY_FILES / "mutating-policies.yaml").write_text(mutating)
-    print(f"wrote {GENERATED_FOR.relative_to(ROOT)}, admission-policies.yaml and mutating-policies.yaml")
+    files = generated_policy_files()
+    POLICY_FILES.mkdir(exist_ok=True)
+    for path in sorted(POLICY_FILES.iterdir()):
+        if path.name not in files:
+            path.unlink()
+    for name, text in files.items():
+        (POLICY_FILES / name).write_text(text)
+    print(f"wrote {GENERATED_FOR.relative_to(ROOT)} and {POLICY_FILES.relative_to(ROOT)}/{{{','.join(files)}}}")
 
 
 @test
@@ -1535,13 +1662,17 @@ def bundled_policies_are_the_generated_output() -> None:
     generated_for = load_yaml(GENERATED_FOR.read_text())
     stale = [k for k, v in generated_for.items() if config.get(k) != v]
     check(not stale, f"{GENERATED_FOR.name} differs from values.yaml config in {stale}: {REGENERATE}")
+    bundled = {path.name: path.read_text() for path in sorted(POLICY_FILES.iterdir())}
     # The config the chart renders, not only the one values.yaml states.
     rendered = load_yaml(one(render(), "ConfigMap")["data"]["config.yaml"])
     for label, source in [("values.yaml", None), ("the rendered ConfigMap", rendered)]:
-        validating, mutating = generated_policies(source)
-        for name, expected in [("admission-policies.yaml", validating), ("mutating-policies.yaml", mutating)]:
-            check((POLICY_FILES / name).read_text() == expected,
-                  f"files/{name} is not `gpu-policy manifests` output for {label}'s config: {REGENERATE}")
+        expected = generated_policy_files(source)
+        missing, extra = sorted(set(expected) - set(bundled)), sorted(set(bundled) - set(expected))
+        check(not missing and not extra,
+              f"files/policies/ for {label}'s config lacks {missing}, has {extra} besides: {REGENERATE}")
+        differing = [name for name in expected if bundled[name] != expected[name]]
+        check(not differing, f"files/policies/ {differing}: not `gpu-policy manifests --kube-version` output "
+              f"for {label}'s config: {REGENERATE}")
 
 
 @test
@@ -1552,7 +1683,9 @@ def policies_read_exactly_the_settings_the_guard_compares() -> None:
           f"CONFIG_CHANGES covers {sorted(f for f, _, _ in CONFIG_CHANGES)}, Config has {sorted(config)}")
     problems = []
     for field, base, changed in CONFIG_CHANGES:
-        differs = generated_policies(merge(config, base)) != generated_policies(merge(config, changed))
+        # Any release's output: a setting one release's policies read is guarded.
+        differs = any(generated_output(merge(config, base), release, True)
+                      != generated_output(merge(config, changed), release, True) for release in RELEASES)
         if differs and field not in guarded:
             problems.append(f"{field} changes the policies but {GENERATED_FOR.name} does not list it")
         if not differs and field in guarded:
@@ -1560,28 +1693,119 @@ def policies_read_exactly_the_settings_the_guard_compares() -> None:
     check(not problems, "\n  ".join(problems))
 
 
+def claim_versions(objects: list[dict[str, Any]]) -> list[list[str]]:
+    """The apiVersions of every resource.k8s.io rule of the webhook
+    configurations and the generated policies."""
+    rules = [rule for o in objects if o["kind"].endswith("WebhookConfiguration")
+             for webhook in o["webhooks"] for rule in webhook["rules"]]
+    rules += [rule for o in objects if generated_policy(o)
+              for rule in o["spec"].get("matchConstraints", {}).get("resourceRules", [])]
+    return [rule["apiVersions"] for rule in rules if rule["apiGroups"] == ["resource.k8s.io"]]
+
+
+@test
+def each_release_renders_its_policies_and_claim_rules() -> None:
+    problems = []
+    for release in RELEASES:
+        validating, mutating = generated_policies(None, release)
+        cases = [(POLICIES, [], validating), (POLICIES_ALONE, [], validating)]
+        if map_api(release):
+            cases += [(merge(POLICIES, MUTATING), [map_api(release)], validating + mutating),
+                      (merge(POLICIES_ALONE, MUTATING), [map_api(release)], validating + mutating)]
+        for values, api_versions, expected in cases:
+            policies = [o for o in render(values, kube=release, api_versions=api_versions) if generated_policy(o)]
+            if policies != objects_of(expected):
+                problems.append(f"{release} {values}: the policies rendered are not `gpu-policy manifests "
+                                f"--admission-policies{' --mutating-policies' if api_versions else ''} "
+                                f"--kube-version {release}`")
+        # What the chart renders for the release, MutatingAdmissionPolicies
+        # where it serves them.
+        if map_api(release):
+            objects = render(merge(POLICIES, MUTATING), kube=release, api_versions=[map_api(release)])
+        else:
+            objects = render(POLICIES, kube=release)
+        # The claim rules name the version the release serves claims in:
+        # 4 webhook rules (mutate and the three modes) and the claim policy's.
+        version = "v1" if minor(release) >= 34 else "v1beta1"
+        versions = claim_versions(objects)
+        if versions != [[version]] * 5:
+            problems.append(f"{release}: claim rules' apiVersions {versions}, expected 5 x [{version}]")
+        # The claim policy reads the requests in the release's shape: flat
+        # (v1beta1), firstAvailable from 1.33, exactly from 1.34 (v1).
+        expressions = json.dumps(one(objects, "ValidatingAdmissionPolicy", CLAIM_POLICY)["spec"])
+        shape = {"firstAvailable": minor(release) >= 33, "r.exactly": minor(release) >= 34}
+        if {part: part in expressions for part in shape} != shape:
+            problems.append(f"{release}: {CLAIM_POLICY} reads {[p for p in shape if p in expressions]}")
+        # The mutating policies in the version the release serves them in;
+        # 1.34 without the one whose CEL it refuses.
+        mutating_objects = [o for o in objects if o["kind"] in MUTATING_KINDS]
+        if map_api(release):
+            group_version = map_api(release).rsplit("/", 1)[0]
+            names = {o["metadata"]["name"] for o in mutating_objects if o["kind"] == "MutatingAdmissionPolicy"}
+            map_versions = sorted({o["apiVersion"] for o in mutating_objects})
+            if map_versions != [group_version]:
+                problems.append(f"{release}: MutatingAdmissionPolicies in {map_versions}")
+            if (VISIBLE_DEVICES_POLICY in names) != (minor(release) >= 35):
+                problems.append(f"{release}: MutatingAdmissionPolicies {sorted(names)}")
+        elif mutating_objects or mutating:
+            problems.append(f"{release}: MutatingAdmissionPolicies, which it does not serve")
+    check(not problems, "\n  ".join(problems))
+
+
+@test
+def mutating_policies_need_the_cluster_to_serve_them() -> None:
+    # Every message says where they are served and how to go on.
+    served = ["admissionregistration.k8s.io/v1beta1 from Kubernetes 1.34", "MutatingAdmissionPolicy feature gate",
+              "--runtime-config=admissionregistration.k8s.io/v1beta1=true", "v1 from 1.36",
+              "set admissionPolicies.mutating=false"]
+    for release, api_versions, parts in [
+        # Before 1.34: none that gpu-policy renders, whatever is served.
+        ("1.32", [], ["Kubernetes 1.32 serves no MutatingAdmissionPolicy"]),
+        ("1.33", [MAP_V1BETA1, MAP_V1], ["Kubernetes 1.33 serves no MutatingAdmissionPolicy"]),
+        # 1.34 and 1.35: v1beta1, when the cluster turns it on.
+        ("1.34", [], ["Kubernetes 1.34 cluster does not serve admissionregistration.k8s.io/v1beta1 "
+                      "MutatingAdmissionPolicy",
+                      "--api-versions admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"]),
+        ("1.35", [MAP_V1], ["Kubernetes 1.35 cluster does not serve admissionregistration.k8s.io/v1beta1 "
+                            "MutatingAdmissionPolicy"]),
+        # From 1.36: v1.
+        ("1.36", [MAP_V1BETA1], ["Kubernetes 1.36 cluster does not serve admissionregistration.k8s.io/v1 "
+                                 "MutatingAdmissionPolicy",
+                                 "--api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"]),
+        # helm template without --kube-version and --api-versions (the
+        # SDK's default release, 1.36, serving no MutatingAdmissionPolicy).
+        (None, None, ["cluster does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy"]),
+    ]:
+        for values in [merge(POLICIES, MUTATING), merge(POLICIES_ALONE, MUTATING)]:
+            message = render_error(values, kube=release, api_versions=api_versions)
+            for part in parts + served:
+                check(part in message, f"{release} {api_versions}: {part!r} not in {message!r}")
+            check("\n" not in message.strip(), f"{release}: not one line: {message!r}")
+        # Without the mutating policies the release renders.
+        render(POLICIES, kube=release, api_versions=api_versions)
+
+
 @test
 def policies_render_beside_the_webhook_and_alone() -> None:
-    validating = objects_of((POLICY_FILES / "admission-policies.yaml").read_text())
-    mutating = objects_of((POLICY_FILES / "mutating-policies.yaml").read_text())
-    mutating_kinds = {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
-    check({o["kind"] for o in validating} == POLICY_KINDS - mutating_kinds
-          and {o["kind"] for o in mutating} == mutating_kinds, "the bundled files' kinds")
-    webhook = render()
+    validating, mutating = (objects_of(text) for text in generated_policies(None, NEWEST))
+    check({o["kind"] for o in validating} == POLICY_KINDS - MUTATING_KINDS
+          and {o["kind"] for o in mutating} == MUTATING_KINDS, "the generated policies' kinds")
+    webhook = render(kube=NEWEST)
     check(not [o for o in webhook if generated_policy(o)], "policies rendered by default")
     for values, expected_policies, expect_webhook in [
         (POLICIES, validating, True),
-        (merge(POLICIES, {"admissionPolicies": {"mutating": True}}), validating + mutating, True),
+        (merge(POLICIES, MUTATING), validating + mutating, True),
         (POLICIES_ALONE, validating, False),
-        (merge(POLICIES_ALONE, {"admissionPolicies": {"mutating": True}}), validating + mutating, False),
+        (merge(POLICIES_ALONE, MUTATING), validating + mutating, False),
     ]:
-        objects = render(values)
+        objects = render(values, kube=NEWEST, api_versions=[MAP_V1])
         policies = [o for o in objects if generated_policy(o)]
         check(policies == expected_policies, f"{values}: the policies rendered are not the bundled files")
         others = sorted(key(o) for o in objects if not generated_policy(o))
         check(others == (sorted(key(o) for o in webhook) if expect_webhook else []),
               f"{values}: besides the policies: {others}")
-        notes = next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
+        notes = next(t for p, t in render_files(values, kube=NEWEST, api_versions=[MAP_V1]).items()
+                     if p.endswith("NOTES.txt"))
         check("validatingadmissionpolicies" in notes and ("Check the webhook" in notes) == expect_webhook,
               f"{values}: NOTES.txt:\n{notes}")
     message = render_error({"webhook": {"enabled": False}})
@@ -1590,14 +1814,18 @@ def policies_render_beside_the_webhook_and_alone() -> None:
 
 @test
 def changed_policy_settings_need_a_manifest() -> None:
-    for values, field, flags in [
-        (merge(POLICIES, {"config": {"maxPerPod": 4}}), "maxPerPod", "--admission-policies --config"),
-        (merge(POLICIES_ALONE, {"config": {"allowlist": CUSTOM_ALLOWLIST}}), "allowlist",
-         "--admission-policies --config"),
-        (merge(POLICIES, {"admissionPolicies": {"mutating": True}, "config": {"visibleDevicesPin": "none"}}),
-         "visibleDevicesPin", "--admission-policies --mutating-policies --config"),
+    for values, kube, api_versions, field, flags in [
+        (merge(POLICIES, {"config": {"maxPerPod": 4}}), "1.33", None, "maxPerPod",
+         "--admission-policies --kube-version 1.33 --config"),
+        (merge(POLICIES_ALONE, {"config": {"allowlist": CUSTOM_ALLOWLIST}}), NEWEST, None, "allowlist",
+         f"--admission-policies --kube-version {NEWEST} --config"),
+        # helm template without --kube-version: the SDK's default release.
+        (merge(POLICIES, {"config": {"maxPerContainer": 2}}), None, None, "maxPerContainer",
+         "--admission-policies --kube-version 1.36 --config"),
+        (merge(merge(POLICIES, MUTATING), {"config": {"visibleDevicesPin": "none"}}), "1.35", [MAP_V1BETA1],
+         "visibleDevicesPin", "--admission-policies --mutating-policies --kube-version 1.35 --config"),
     ]:
-        message = render_error(values)
+        message = render_error(values, kube=kube, api_versions=api_versions)
         for part in [f"config.{field} differs", f"gpu-policy manifests {flags}",
                      "--set-file admissionPolicies.manifest="]:
             check(part in message, f"{values}: {part!r} not in {message!r}")
@@ -1613,7 +1841,7 @@ def changed_policy_settings_need_a_manifest() -> None:
 def a_given_manifest_is_rendered() -> None:
     config = merge(default_config(), {"maxPerPod": 4, "allowlist": CUSTOM_ALLOWLIST})
     validating, mutating = generated_policies(config)
-    check("4" in validating and validating != (POLICY_FILES / "admission-policies.yaml").read_text(),
+    check("4" in validating and validating != generated_policies()[0],
           "the manifest for another config is the bundled one")
     for values, expected in [
         (merge(POLICIES, {"config": config, "admissionPolicies": {"manifest": validating}}), validating),
@@ -1636,19 +1864,9 @@ def a_given_manifest_is_rendered() -> None:
     ]:
         message = render_error(values)
         check(part in message, f"{part!r} not in {message!r}")
-
-
-@test
-def mutating_policies_validate_on_the_newest_release() -> None:
-    # MutatingAdmissionPolicy v1 is served from Kubernetes 1.36; the
-    # validating ones are in VALUE_SETS (1.30 and the newest).
-    problems = []
-    for obj in render(merge(POLICIES_ALONE, {"admissionPolicies": {"mutating": True}})):
-        try:
-            kubernetes_validate.validate(obj, latest_version(), strict=True)
-        except kubernetes_validate.ValidationError as error:
-            problems.append(f"{obj['kind']} {obj['metadata']['name']}: {error.message}")
-    check(not problems, "\n  ".join(problems))
+    # The suggested command is for the cluster's release.
+    message = render_error(merge(POLICIES, {"admissionPolicies": {"manifest": "kind: [unclosed"}}), kube="1.34")
+    check("--kube-version 1.34 --config" in message, message)
 
 
 # --- kubernetes-validate ---------------------------------------------------
@@ -1680,12 +1898,19 @@ def crd_shape(obj: dict[str, Any]) -> list[str]:
 
 
 def _validate_test(kube: str) -> None:
+    release = kube.rsplit(".", 1)[0]
+
     def run() -> None:
         problems = []
-        # The chart's objects for every value set, and the plain manifests
-        # (`kubectl apply -k webhook-config/`), Namespace included.
-        sources = [(label, render(values)) for label, values in VALUE_SETS.items()]
-        sources.append(("manifests", manifests()))
+        # The chart's objects for every value set, rendered for the release
+        # (and with the MutatingAdmissionPolicies where it serves them), and
+        # the plain manifests for it (`kubectl apply -k webhook-config/`),
+        # Namespace included.
+        sources = [(label, render(values, kube=release)) for label, values in VALUE_SETS.items()]
+        if map_api(release):
+            sources.append(("mutating admission policies",
+                            render(merge(POLICIES_ALONE, MUTATING), kube=release, api_versions=[map_api(release)])))
+        sources.append(("manifests", manifests("--kube-version", release)))
         for label, objects in sources:
             for obj in objects:
                 where = f"{label}: {obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"

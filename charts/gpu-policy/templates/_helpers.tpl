@@ -83,3 +83,36 @@ name is the CronJob's and 11 characters, at most 63.
 {{- define "gpu-policy.reportsName" -}}
 {{- printf "%s-reports" (include "gpu-policy.fullname" . | trunc 44 | trimSuffix "-") -}}
 {{- end -}}
+
+{{/*
+The cluster's Kubernetes release, 1.MINOR (a managed cluster's minor may end
+in "+"): what `gpu-policy manifests --kube-version` takes.
+*/}}
+{{- define "gpu-policy.kubeRelease" -}}
+{{- printf "%s.%s" .Capabilities.KubeVersion.Major (trimSuffix "+" .Capabilities.KubeVersion.Minor) -}}
+{{- end -}}
+
+{{/*
+The bundled admission policies for the cluster's release; args: root, kind
+(validating or mutating). files/policies/ holds KIND-1.MINOR.yaml only for
+the releases whose output differs from the release before, so a release's
+file is the newest one at or below it. The cluster's minor is clamped to the
+supported releases (src/kubernetes_version.rs: OLDEST, NEWEST): a newer
+cluster gets the newest release's policies. The path, or "" when no release
+up to the cluster's has one (no MutatingAdmissionPolicy before 1.34).
+*/}}
+{{- define "gpu-policy.bundledPolicyFile" -}}
+{{- $root := index . 0 -}}
+{{- $kind := index . 1 -}}
+{{- $oldest := 32 -}}
+{{- $newest := 37 -}}
+{{- $minor := max $oldest (min $newest (trimSuffix "+" $root.Capabilities.KubeVersion.Minor | atoi)) -}}
+{{- $found := "" -}}
+{{- range $release := untilStep (int $minor) (sub $oldest 1 | int) -1 -}}
+{{- $path := printf "files/policies/%s-1.%d.yaml" $kind $release -}}
+{{- if and (not $found) ($root.Files.Get $path) -}}
+{{- $found = $path -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}

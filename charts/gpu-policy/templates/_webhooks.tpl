@@ -24,6 +24,14 @@ matchPolicy: Equivalent
 sideEffects: None
 timeoutSeconds: 5
 {{- end -}}
+{{- /*
+The resource.k8s.io version the claim rules name: v1 from Kubernetes 1.34;
+1.32 and 1.33 serve claims only as v1beta1 (when DRA is turned on), where a
+rule naming v1 would match nothing.
+*/ -}}
+{{- define "gpu-policy.resourceClaimVersion" -}}
+{{- ternary "v1" "v1beta1" (semverCompare ">=1.34.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
 {{- define "gpu-policy.podRules" -}}
 - apiGroups: [""]
   apiVersions: [v1]
