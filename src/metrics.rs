@@ -32,8 +32,19 @@ pub const RELOAD_SOURCES: [&str; 4] =
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {
-    /// `namespaces`, `nodes`, `runtimeclasses`, `allowlisted-workloads`.
+    /// `namespaces`, `nodes`, `runtimeclasses`, `allowlisted-workloads`,
+    /// `resourceclaims`, `resourceclaimtemplates`, `deviceclasses`,
+    /// `resourceslices`.
     pub resource: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchedLabels {
+    /// As [`CacheLabels::resource`].
+    pub resource: String,
+    /// The API version watched (`v1`, `v1beta1`), empty when not watched
+    /// or not known yet.
+    pub version: String,
 }
 
 /// What the admission port's budget refused: `resource` is
@@ -69,6 +80,9 @@ pub struct Metrics {
     pub reload_success: Family<ReloadLabels, Gauge>,
     /// 1 while a cluster cache cannot follow the API server.
     pub cache_stale: Family<CacheLabels, Gauge>,
+    /// 1 when a cluster cache watches its resource, 0 when the API server
+    /// does not serve it.
+    pub cache_watched: Family<WatchedLabels, Gauge>,
     /// The image registry lookups of `imageResolution.mode: registry`.
     pub images: crate::registry::ResolverMetrics,
     /// What the admission port's budget refused.
@@ -103,6 +117,12 @@ impl Metrics {
             "1 while a cluster cache cannot follow the API server (decisions use the last known state)",
             cache_stale.clone(),
         );
+        let cache_watched = Family::<WatchedLabels, Gauge>::default();
+        registry.register(
+            "cluster_cache_watched",
+            "1 when a cluster cache watches its resource (in the API version labelled), 0 when the API server does not serve it",
+            cache_watched.clone(),
+        );
         let images = crate::registry::ResolverMetrics::register(&mut registry);
         let refused = BudgetRefusals::default();
         registry.register(
@@ -118,6 +138,7 @@ impl Metrics {
             certificate_expiry,
             reload_success,
             cache_stale,
+            cache_watched,
         }
     }
 

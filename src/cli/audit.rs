@@ -105,16 +105,20 @@ pub fn run(args: &AuditArgs) -> ExitCode {
 }
 
 /// The kinds audited in each namespace: pods, workloads, and the DRA
-/// claims and claim templates (bounded-requests).
-fn audited_kinds() -> Vec<GroupVersionKind> {
+/// claims and claim templates (bounded-requests) of the served version of
+/// `resource.k8s.io`, if any.
+fn audited_kinds(dra_version: Option<&str>) -> Vec<GroupVersionKind> {
     let mut kinds = vec![GroupVersionKind::gvk("", "v1", "Pod")];
     kinds.extend(Workload::ALL.iter().map(|workload| {
         let version = "v1";
         GroupVersionKind::gvk(workload.group(), version, workload.kind())
     }));
-    kinds.extend(
-        [ClaimKind::Claim, ClaimKind::Template].map(|kind| cluster::dra_gvk(kind.as_str())),
-    );
+    if let Some(version) = dra_version {
+        kinds.extend(
+            [ClaimKind::Claim, ClaimKind::Template]
+                .map(|kind| cluster::dra_gvk(version, kind.as_str())),
+        );
+    }
     kinds
 }
 
@@ -145,6 +149,9 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     let snapshot = cluster::snapshot(&client, &settings)
         .await
         .map_err(|e| format!("cannot read the cluster: {e}"))?;
+    let dra_version = cluster::served_dra_version(&client)
+        .await
+        .map_err(|e| format!("cannot read the cluster's API discovery: {e}"))?;
     // (namespace, mode) pairs to audit.
     let targets: Vec<(String, Mode)> = snapshot
         .namespaces
@@ -173,13 +180,9 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
         let checker = Checker::new(&settings, *mode, namespace)
             .with_annotations(&annotations)
             .with_cluster(&snapshot);
-        for gvk in audited_kinds() {
+        for gvk in audited_kinds(dra_version) {
             let objects = match cluster::list_objects(&client, namespace, &gvk).await {
                 Ok(objects) => objects,
-                // A cluster without resource.k8s.io/v1 has no claims.
-                Err(e) if gvk.group == cluster::DRA_GROUP && cluster::is_not_served(&e) => {
-                    Vec::new()
-                }
                 Err(e) => return Err(format!("cannot list {} in {namespace}: {e}", gvk.kind)),
             };
             for object in objects {

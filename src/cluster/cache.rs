@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use kube::runtime::watcher;
@@ -97,6 +97,9 @@ pub struct ClusterCache {
     generation: AtomicU64,
     /// The nodes summarised for the rules, as of some generation.
     summary: RwLock<Option<Arc<NodeSummary>>>,
+    /// The version of `resource.k8s.io` watched, None when the API server
+    /// serves none; unset until it said.
+    dra_version: OnceLock<Option<&'static str>>,
 }
 
 /// How often the API server is asked whether it answers, to tell when a
@@ -116,6 +119,34 @@ impl ClusterCache {
         // While no reader holds the snapshot: see `ClusterCache::node_summary`.
         self.generation.fetch_add(1, Ordering::AcqRel);
         snapshot
+    }
+
+    /// The API server said which version of `resource.k8s.io` it serves
+    /// (None: none); the first answer holds until a restart.
+    pub(super) fn set_dra_version(&self, version: Option<&'static str>) {
+        let _ = self.dra_version.set(version);
+    }
+
+    /// The version of `resource.k8s.io` the DRA sources watch: None until
+    /// the API server said, `Some(None)` when it serves none.
+    pub fn dra_version(&self) -> Option<Option<&'static str>> {
+        self.dra_version.get().copied()
+    }
+
+    /// Whether the API server serves what `source` watches (unknown until
+    /// it said: true), and in which version.
+    pub fn watched(&self, source: Source) -> (bool, &'static str) {
+        match source {
+            Source::ResourceClaims
+            | Source::ResourceClaimTemplates
+            | Source::DeviceClasses
+            | Source::ResourceSlices => match self.dra_version() {
+                Some(None) => (false, ""),
+                Some(Some(version)) => (true, version),
+                None => (true, ""),
+            },
+            _ => (true, "v1"),
+        }
     }
 
     /// Every cache has completed its first full list.

@@ -21,16 +21,21 @@
 //! version attributes of the devices of `gpu.nvidia.com` (one slice per
 //! node, usually); the slices of other drivers are dropped on arrival.
 //!
-//! A cluster that does not serve `resource.k8s.io/v1` (Kubernetes before
-//! 1.34, or DRA switched off) answers the first list of DeviceClasses with
-//! 404: the four sources are then synced and empty, said once in an info
-//! line, and every claim stays unknown (the pod is warned, its claimed
-//! containers stay pinned, it is never denied for it). A restart finds DRA
-//! once it is served.
+//! The version read is the newest of [`DRA_VERSIONS`] the API server serves
+//! (`resource.k8s.io/v1` from Kubernetes 1.34; `v1beta2` or `v1beta1` in
+//! 1.32 and 1.33 with DRA turned on), asked once of its discovery
+//! (`GET /apis/resource.k8s.io`); the policy reads the flat `v1beta1`
+//! requests as it reads `exactly`. A cluster that serves none of them
+//! (DRA off) answers 404: the four sources are then synced and empty, said
+//! once in an info line and by the `cluster_cache_watched` metric, and every
+//! claim stays unknown (the pod is warned, its claimed containers stay
+//! pinned, it is never denied for it). A restart finds DRA once it is
+//! served.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
@@ -49,17 +54,39 @@ use crate::settings::Settings;
 
 /// The API group of Dynamic Resource Allocation.
 pub const DRA_GROUP: &str = "resource.k8s.io";
-/// The version the caches read (GA since Kubernetes 1.34).
-pub const DRA_VERSION: &str = "v1";
+/// The versions of [`DRA_GROUP`] read, preferred first: `v1` is GA from
+/// Kubernetes 1.34; `v1beta2` (1.33) and `v1beta1` (1.32, 1.33) are served
+/// when DRA is turned on.
+pub const DRA_VERSIONS: [&str; 3] = ["v1", "v1beta2", "v1beta1"];
 
-/// The `resource.k8s.io/v1` kind `kind`.
-pub fn dra_gvk(kind: &str) -> GroupVersionKind {
-    GroupVersionKind::gvk(DRA_GROUP, DRA_VERSION, kind)
+/// The kind `kind` of `resource.k8s.io/<version>`.
+pub fn dra_gvk(version: &str, kind: &str) -> GroupVersionKind {
+    GroupVersionKind::gvk(DRA_GROUP, version, kind)
 }
 
 /// The API server does not serve the resource asked for.
 pub fn is_not_served(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// The newest of [`DRA_VERSIONS`] the API server serves, from one read of
+/// its discovery of the group; None when it serves none of them.
+pub async fn served_dra_version(client: &Client) -> Result<Option<&'static str>, kube::Error> {
+    let request = axum::http::Request::get(format!("/apis/{DRA_GROUP}"))
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    match client.request::<APIGroup>(request).await {
+        Ok(group) => Ok(preferred(group.versions.iter().map(|v| v.version.as_str()))),
+        Err(error) if is_not_served(&error) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// The first of [`DRA_VERSIONS`] among `served`.
+fn preferred<'a>(served: impl Iterator<Item = &'a str> + Clone) -> Option<&'static str> {
+    DRA_VERSIONS
+        .into_iter()
+        .find(|version| served.clone().any(|served| served == *version))
 }
 
 /// GPU classes are judged with `settings` from now on (at start and at
@@ -68,9 +95,8 @@ pub(super) fn follow_settings(cache: &ClusterCache, settings: &Settings) {
     cache.write().dra.settings = GpuSettings::new(Arc::new(settings.clone()));
 }
 
-/// Starts the DRA watches once the API server says it serves
-/// `resource.k8s.io/v1`. The four sources hold readiness until then, or
-/// until it says it does not.
+/// Starts the DRA watches once the API server says which version of
+/// `resource.k8s.io` it serves. The four sources hold readiness until then.
 pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) {
     follow_settings(cache, settings);
     let holds = [
@@ -82,21 +108,26 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
     let client = client.clone();
     let cache = Arc::clone(cache);
     tokio::spawn(async move {
-        if !served(&client).await {
+        let served = served(&client).await;
+        cache.set_dra_version(served);
+        let Some(version) = served else {
             tracing::info!(
-                api = %format!("{DRA_GROUP}/{DRA_VERSION}"),
+                group = DRA_GROUP,
+                not_watched =
+                    "deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices",
                 "the API server does not serve Dynamic Resource Allocation \
-                 (Kubernetes before 1.34, or DRA off): pods' claims stay unresolved \
+                 (Kubernetes before 1.34 with DRA off): pods' claims stay unresolved \
                  (warned, pinned, never denied for it)"
             );
             for mut hold in holds {
                 hold.done();
             }
             return;
-        }
+        };
+        tracing::info!(api = %format!("{DRA_GROUP}/{version}"), "watching Dynamic Resource Allocation");
         let [classes, claims, templates, slices] = holds;
         tokio::spawn(mirror(
-            Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass")),
+            Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass")),
             Arc::clone(&cache),
             Source::DeviceClasses,
             |snapshot| &mut snapshot.dra.device_classes,
@@ -106,7 +137,7 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         ));
         // Only the slices of gpu.nvidia.com are kept (`read_slice`).
         tokio::spawn(mirror(
-            Api::<DynamicObject>::all_with(client.clone(), &resource("ResourceSlice")),
+            Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice")),
             Arc::clone(&cache),
             Source::ResourceSlices,
             |snapshot| &mut snapshot.dra.slices,
@@ -117,28 +148,32 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         tokio::spawn(watch_claims(
             client.clone(),
             Arc::clone(&cache),
+            version,
             ClaimKind::Claim,
             claims,
         ));
-        tokio::spawn(watch_claims(client, cache, ClaimKind::Template, templates));
+        tokio::spawn(watch_claims(
+            client,
+            cache,
+            version,
+            ClaimKind::Template,
+            templates,
+        ));
     });
 }
 
-fn resource(kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&dra_gvk(kind))
+fn resource(version: &str, kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&dra_gvk(version, kind))
 }
 
-/// Whether the API server serves `resource.k8s.io/v1`: one list of
-/// DeviceClasses, asked again (1 s, doubling to 30 s) until it answers
-/// either way.
-async fn served(client: &Client) -> bool {
-    let api = Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass"));
+/// [`served_dra_version`], asked again (1 s, doubling to 30 s) until the
+/// API server answers either way.
+async fn served(client: &Client) -> Option<&'static str> {
     let mut delay = Duration::from_secs(1);
     let mut reported = false;
     loop {
-        match api.list(&ListParams::default().limit(1)).await {
-            Ok(_) => return true,
-            Err(error) if is_not_served(&error) => return false,
+        match served_dra_version(client).await {
+            Ok(served) => return served,
             Err(error) => {
                 if !std::mem::replace(&mut reported, true) {
                     tracing::warn!(
@@ -176,10 +211,11 @@ fn source(kind: ClaimKind) -> Source {
 async fn watch_claims(
     client: Client,
     cache: Arc<ClusterCache>,
+    version: &'static str,
     kind: ClaimKind,
     mut first_list: FirstList,
 ) {
-    let api = Api::<DynamicObject>::all_with(client, &resource(kind.as_str()));
+    let api = Api::<DynamicObject>::all_with(client, &resource(version, kind.as_str()));
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
     fold(
         events,
@@ -226,28 +262,26 @@ pub(super) async fn snapshot_into(
     snapshot: &mut ClusterSnapshot,
 ) -> Result<(), kube::Error> {
     snapshot.dra.settings = GpuSettings::new(Arc::new(settings.clone()));
+    let Some(version) = served_dra_version(client).await? else {
+        return Ok(());
+    };
     let list = ListParams::default();
-    let classes = Api::<DynamicObject>::all_with(client.clone(), &resource("DeviceClass"));
-    match classes.list(&list).await {
-        Ok(found) => {
-            for class in found {
-                snapshot
-                    .dra
-                    .device_classes
-                    .insert(class.name_any(), DeviceClassInfo::of(&class.data));
-            }
-        }
-        Err(error) if is_not_served(&error) => return Ok(()),
-        Err(error) => return Err(error),
+    let classes = Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass"));
+    for class in classes.list(&list).await? {
+        snapshot
+            .dra
+            .device_classes
+            .insert(class.name_any(), DeviceClassInfo::of(&class.data));
     }
-    let slices = Api::<DynamicObject>::all_with(client.clone(), &resource("ResourceSlice"));
+    let slices =
+        Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice"));
     for slice in slices.list(&list).await? {
         if let Some(kept) = read_slice(&slice.data) {
             snapshot.dra.slices.insert(slice.name_any(), kept);
         }
     }
     for kind in [ClaimKind::Claim, ClaimKind::Template] {
-        let api = Api::<DynamicObject>::all_with(client.clone(), &resource(kind.as_str()));
+        let api = Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
         for object in api.list(&list).await? {
             let (key, claim) = kept(&object, kind);
             table(kind)(snapshot).insert(key, claim);
@@ -256,19 +290,20 @@ pub(super) async fn snapshot_into(
     Ok(())
 }
 
-/// The ResourceClaims and ResourceClaimTemplates of a namespace, each
-/// object's JSON text with its kind, a page at a time ([`list_pages`],
-/// `pages` of each kind): the namespace guard's look at what is already
-/// there; none where DRA is not served.
+/// The ResourceClaims and ResourceClaimTemplates of a namespace in
+/// `resource.k8s.io/<version>`, each object's JSON text with its kind, a
+/// page at a time ([`list_pages`], `pages` of each kind): the namespace
+/// guard's look at what is already there; none where DRA is not served.
 pub async fn claims_in_pages(
     client: &Client,
+    version: &str,
     namespace: &str,
     pages: Pages,
     mut on_claim: impl FnMut(ClaimKind, &str),
 ) -> Result<Paged, kube::Error> {
     let mut paged = Paged::Complete;
     for kind in [ClaimKind::Claim, ClaimKind::Template] {
-        let gvk = dra_gvk(kind.as_str());
+        let gvk = dra_gvk(version, kind.as_str());
         let on_item = |text: &str| on_claim(kind, text);
         match list_pages(client, namespace, &gvk, pages, on_item).await {
             Ok(this) => paged = paged.and(this),
@@ -277,4 +312,19 @@ pub async fn claims_in_pages(
         }
     }
     Ok(paged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_served_version_is_read() {
+        let pick = |served: &[&str]| preferred(served.iter().copied());
+        assert_eq!(pick(&["v1beta1", "v1beta2", "v1"]), Some("v1"));
+        assert_eq!(pick(&["v1beta2", "v1beta1"]), Some("v1beta2"));
+        assert_eq!(pick(&["v1alpha3", "v1beta1"]), Some("v1beta1"));
+        assert_eq!(pick(&["v1alpha3"]), None);
+        assert_eq!(pick(&[]), None);
+    }
 }

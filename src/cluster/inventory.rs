@@ -23,7 +23,7 @@ use kube::api::{GroupVersionKind, ListParams};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::claims::{DRA_GROUP, dra_gvk};
+use super::claims::{dra_gvk, served_dra_version};
 use super::install_read::read_install;
 use super::inventory_lists::{LISTS, list, seen};
 use super::list::Paged;
@@ -32,7 +32,7 @@ use crate::doctor::inventory::{
     Component, ComponentPod, DaemonSet, Dra, Inventory, Node, OptedIn, PolicyConfig, RuntimeClass,
     Seen, Slice,
 };
-use crate::policy::dra::allocation::GPU_DRIVER;
+use crate::policy::dra::allocation::{GPU_DRIVER, device_attributes};
 use crate::policy::quantity::GpuCount;
 use crate::settings::{MODE_LABEL, Settings};
 
@@ -348,6 +348,9 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
         #[serde(default)]
         metadata: Meta,
     }
+    let Some(version) = served_dra_version(client).await? else {
+        return Ok(Seen::NotServed);
+    };
     let wanted = &settings.config().gpu_device_classes;
     let keep = |text: &str| {
         let class: Class = serde_json::from_str(text).ok()?;
@@ -357,7 +360,7 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
     };
     let listed = list(
         client,
-        &dra_gvk("DeviceClass"),
+        &dra_gvk(version, "DeviceClass"),
         None,
         ListParams::default(),
         LISTS.small,
@@ -391,7 +394,7 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
             ..Slice::default()
         };
         for device in &slice.spec.devices {
-            let attributes = device.get("attributes");
+            let attributes = device_attributes(device);
             kept.devices += 1;
             if !has_attribute(attributes, "cudaComputeCapability") {
                 kept.without_compute_capability += 1;
@@ -403,7 +406,7 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
         Some(kept)
     };
     let params = ListParams::default().fields(&format!("spec.driver={GPU_DRIVER}"));
-    let gvk = GroupVersionKind::gvk(DRA_GROUP, "v1", "ResourceSlice");
+    let gvk = dra_gvk(version, "ResourceSlice");
     let listed = list(client, &gvk, None, params, LISTS.slices, keep).await;
     Ok(
         seen(listed, "list resourceslices.resource.k8s.io")?.map(|slices| Dra {

@@ -76,7 +76,9 @@ use crate::settings::Settings;
 use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload_key};
 
 pub use cache::{ClusterCache, Source};
-pub use claims::{DRA_GROUP, claims_in_pages, dra_gvk, is_not_served};
+pub use claims::{
+    DRA_GROUP, DRA_VERSIONS, claims_in_pages, dra_gvk, is_not_served, served_dra_version,
+};
 pub use install_read::{CONFIG_KEY, install_config};
 pub use inventory::{InventoryOptions, read_inventory};
 pub use lean::lean_node_of_manifest;

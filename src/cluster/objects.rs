@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::manifest::one_line;
 use crate::policy::dra::claims::ClaimKind;
 
-use super::claims::{DRA_GROUP, DRA_VERSION};
+use super::claims::{DRA_GROUP, DRA_VERSIONS};
 use super::names::{is_dns_label, is_dns_subdomain};
 
 /// The most bytes of one object read. etcd stores an object of at most
@@ -50,21 +50,23 @@ pub async fn pod_text(
     object_text(client, path, deadline, budget).await
 }
 
-/// The `resource.k8s.io/v1` ResourceClaim or ResourceClaimTemplate
-/// `namespace/name` as JSON text, as [`pod_text`] reads a pod.
+/// The ResourceClaim or ResourceClaimTemplate `namespace/name` of
+/// `resource.k8s.io/<version>` as JSON text, as [`pod_text`] reads a pod.
+/// A version not among those read is never asked for: None.
 pub async fn claim_text(
     client: &Client,
+    version: &str,
     namespace: &str,
     kind: ClaimKind,
     name: &str,
     deadline: Instant,
     budget: Duration,
 ) -> Result<Option<String>, String> {
-    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) || !DRA_VERSIONS.contains(&version) {
         return Ok(None);
     }
     let resource = kind.resource();
-    let path = format!("/apis/{DRA_GROUP}/{DRA_VERSION}/namespaces/{namespace}/{resource}/{name}");
+    let path = format!("/apis/{DRA_GROUP}/{version}/namespaces/{namespace}/{resource}/{name}");
     object_text(client, path, deadline, budget).await
 }
 

@@ -91,8 +91,11 @@ pub async fn read<'s>(
                     // Boxed: the client's requests are futures of some KiB,
                     // which would otherwise sit in (and be moved with) the
                     // future of every request the webhook answers, claim or not.
+                    // The pod's other claims are read in the version the
+                    // API server sent this one in: one it serves.
+                    let version = request.kind.version.as_ref();
                     let read = Box::pin(read_pod(
-                        client, &context, caller, &namespace, &made_for, deadline,
+                        client, &context, caller, version, &namespace, &made_for, deadline,
                     ));
                     (read.await, Some(turn))
                 }
@@ -144,6 +147,7 @@ async fn read_pod(
     client: &kube::Client,
     context: &ReadContext<'_>,
     caller: Caller,
+    version: &str,
     namespace: &str,
     made_for: &MadeFor,
     deadline: Instant,
@@ -175,7 +179,16 @@ async fn read_pod(
         let text = if Instant::now() >= deadline {
             Err(format!("no answer within {OWNER_READ_BUDGET:?}"))
         } else if context.reads.pod_read(caller) {
-            claim_text(client, namespace, kind, &name, deadline, OWNER_READ_BUDGET).await
+            claim_text(
+                client,
+                version,
+                namespace,
+                kind,
+                &name,
+                deadline,
+                OWNER_READ_BUDGET,
+            )
+            .await
         } else {
             Err(NO_ALLOWANCE.to_owned())
         };

@@ -161,6 +161,15 @@ pub fn operations_router(state: Arc<AppState>) -> Router {
                                 resource: source.as_str().to_owned(),
                             })
                             .set(i64::from(cache.is_stale(source)));
+                        let (watched, version) = cache.watched(source);
+                        state
+                            .metrics
+                            .cache_watched
+                            .get_or_create(&crate::metrics::WatchedLabels {
+                                resource: source.as_str().to_owned(),
+                                version: version.to_owned(),
+                            })
+                            .set(i64::from(watched));
                     }
                 }
                 (
@@ -286,6 +295,11 @@ async fn answer(
             client: state.client.get(),
             cluster,
             reads: &state.cluster_reads,
+            dra_version: state
+                .cluster
+                .get()
+                .and_then(|cache| cache.dra_version())
+                .flatten(),
             disclosure: if state.client_certificates_required.load(Ordering::Acquire) {
                 Disclosure::Names
             } else {

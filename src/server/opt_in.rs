@@ -41,6 +41,9 @@ pub struct NamespaceLook<'a> {
     /// The caches the pods' claims resolve through.
     pub cluster: Option<&'a dyn ClusterFacts>,
     pub reads: &'a ClusterReads,
+    /// The version of `resource.k8s.io` the caches watch: None when the API
+    /// server serves none, or has not said yet (no claims are looked at).
+    pub dra_version: Option<&'static str>,
     /// Names only when client certificates are required.
     pub disclosure: Disclosure,
 }
@@ -98,14 +101,20 @@ pub async fn opt_in_warnings(
             return Vec::new();
         }
     };
-    let claims = cluster::claims_in_pages(client, namespace, PAGES, |kind, text| {
-        if !within_budget() {
-            return;
-        }
-        if let Ok(claim) = Document::parse(text) {
-            findings.add_claim(kind, claim.root(), namespace, settings, cluster);
-        }
-    });
+    let claims = async {
+        let Some(version) = look.dra_version else {
+            return Ok(Paged::Complete);
+        };
+        cluster::claims_in_pages(client, version, namespace, PAGES, |kind, text| {
+            if !within_budget() {
+                return;
+            }
+            if let Ok(claim) = Document::parse(text) {
+                findings.add_claim(kind, claim.root(), namespace, settings, cluster);
+            }
+        })
+        .await
+    };
     let claims = match tokio::time::timeout_at(deadline, claims).await {
         Ok(Ok(paged)) => paged,
         Ok(Err(error)) => {

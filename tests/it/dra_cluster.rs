@@ -3,8 +3,9 @@
 //! ResourceClaimTemplates and DeviceClasses, a DeviceClass counts by its
 //! selector, a claim's allocation and owner and the NVIDIA ResourceSlices
 //! are kept and followed, one Pod's metadata is read within a budget, and
-//! a cluster without `resource.k8s.io/v1` is ready with every claim
-//! unknown.
+//! a cluster that serves DRA only as `resource.k8s.io/v1beta1` (Kubernetes
+//! 1.32 and 1.33) is read in that version, and a cluster without DRA is
+//! ready with every claim unknown.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,7 +228,9 @@ async fn a_cluster_without_dra_is_ready_and_claims_stay_unknown() {
     let cache = started(&api).await;
     for source in DRA_SOURCES {
         assert!(!cache.is_stale(source), "{}", source.as_str());
+        assert_eq!(cache.watched(source), (false, ""), "{}", source.as_str());
     }
+    assert_eq!(cache.watched(Source::Nodes), (true, "v1"));
     let pod = claimed_pod("dra", "one-gpu");
     let report = admit(&pod, &cache);
     assert!(report.allowed && unresolved(&report), "{report:#?}");
@@ -242,6 +245,45 @@ async fn a_cluster_without_dra_is_ready_and_claims_stay_unknown() {
         .filter(|path| path.starts_with("/apis/resource.k8s.io"))
         .collect();
     assert_eq!(asked.len(), 1, "{asked:#?}");
+}
+
+/// Kubernetes 1.32 and 1.33 with DRA on serve `resource.k8s.io/v1beta1`:
+/// its flat requests resolve, and its slices' `basic.attributes` are read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_serving_dra_as_v1beta1_is_read_in_that_version() {
+    let api = FakeApi::start().await;
+    api.serve_dra_as("v1beta1");
+    seeded(&api);
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "ml"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}]}}}}));
+    api.insert(
+        json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice",
+        "metadata": {"name": "node-1-gpu.nvidia.com-abcde"},
+        "spec": {"driver": NVIDIA_DRIVER, "nodeName": "node-1",
+            "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "basic": {"attributes": {
+                "cudaComputeCapability": {"version": "8.0.0"}}}}]}}),
+    );
+    let cache = started(&api).await;
+    assert_eq!(cache.dra_version(), Some(Some("v1beta1")));
+    assert_eq!(cache.watched(Source::ResourceClaims), (true, "v1beta1"));
+
+    let pod = claimed_pod("trainer", "one-gpu");
+    let report = admit(&pod, &cache);
+    assert!(report.allowed && !unresolved(&report), "{report:#?}");
+    assert_eq!(pinned(&pod, &report), ["sidecar"]);
+    assert_eq!(
+        capability(&cache, "node-1", "gpu-0").as_deref(),
+        Some("8.0.0")
+    );
+    let asked_v1 = api
+        .requests()
+        .into_iter()
+        .filter(|(_, path)| path.starts_with("/apis/resource.k8s.io/v1/"))
+        .count();
+    assert_eq!(asked_v1, 0);
 }
 
 /// The compute capability a device publishes, as the cache says it.

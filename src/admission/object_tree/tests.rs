@@ -310,6 +310,7 @@ const READ_FROM_THE_CLUSTER: &[(&str, &[&str])] = &[
             "driver",
             "pool",
             "attributes",
+            "basic",
             "version",
         ],
     ),

@@ -132,6 +132,14 @@ pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
     })
 }
 
+/// The attributes of a ResourceSlice's device: `attributes` (v1, v1beta2)
+/// or `basic.attributes` (v1beta1).
+pub fn device_attributes(device: &Value) -> Option<&Value> {
+    device
+        .get("attributes")
+        .or_else(|| device.get("basic")?.get("attributes"))
+}
+
 /// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers
 /// and for slices without a pool.
 pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
@@ -146,7 +154,7 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
         .into_iter()
         .flatten()
         .filter_map(|device| {
-            let attributes = device.get("attributes");
+            let attributes = device_attributes(device);
             let version = |attribute: &str| {
                 let text = attributes?.get(attribute)?.get("version")?.as_str()?;
                 (text.len() <= MAX_VERSION_BYTES).then(|| text.to_owned())

@@ -79,6 +79,46 @@ async fn a_template_created_after_the_first_admission_is_picked_up() {
                 "gpu_policy_cluster_cache_stale{{resource=\"{resource}\"}} 0"
             ))
             .await;
+        server
+            .wait_for_metric_line(&format!(
+                "gpu_policy_cluster_cache_watched{{resource=\"{resource}\",version=\"v1\"}} 1"
+            ))
+            .await;
+    }
+}
+
+/// Kubernetes 1.32 and 1.33 with DRA on: the server watches
+/// `resource.k8s.io/v1beta1`, says so once, and a pod's v1beta1 claim
+/// resolves (its GPU container is not pinned).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_serving_dra_as_v1beta1_is_watched_in_that_version() {
+    let api = FakeApi::start().await;
+    api.serve_dra_as("v1beta1");
+    api.insert(
+        json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "single-gpu", "namespace": "ml"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}]}}}}),
+    );
+    let (server, _scratch) = serve(&api).await;
+    let mut connection = server.connect().await;
+    let pod = claimed_pod("dra", "single-gpu");
+    let (pinned, warnings) = outcome(&mut connection, &pod).await;
+    assert_eq!(pinned, ["sidecar"], "{warnings}");
+    assert!(!warnings.contains("unresolved"), "{warnings}");
+    let log = server.log();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("watching Dynamic Resource Allocation")
+                && line.contains("resource.k8s.io/v1beta1")),
+        "{log}"
+    );
+    for resource in DRA_RESOURCES {
+        server
+            .wait_for_metric_line(&format!(
+                "gpu_policy_cluster_cache_watched{{resource=\"{resource}\",version=\"v1beta1\"}} 1"
+            ))
+            .await;
     }
 }
 
@@ -155,6 +195,11 @@ async fn a_cluster_without_dra_is_served_and_says_so_once() {
         server
             .wait_for_metric_line(&format!(
                 "gpu_policy_cluster_cache_stale{{resource=\"{resource}\"}} 0"
+            ))
+            .await;
+        server
+            .wait_for_metric_line(&format!(
+                "gpu_policy_cluster_cache_watched{{resource=\"{resource}\",version=\"\"}} 0"
             ))
             .await;
     }

@@ -101,6 +101,7 @@ async fn claims_and_templates_are_read_by_name_in_resource_k8s_io_v1() {
 
     let template = claim_text(
         &client,
+        "v1",
         "ml",
         ClaimKind::Template,
         "eight",
@@ -114,6 +115,7 @@ async fn claims_and_templates_are_read_by_name_in_resource_k8s_io_v1() {
     assert_eq!(template["spec"]["spec"], spec);
     let claim = claim_text(
         &client,
+        "v1",
         "ml",
         ClaimKind::Claim,
         "trainer-gpu-x1",
@@ -142,12 +144,22 @@ async fn claims_and_templates_are_read_by_name_in_resource_k8s_io_v1() {
 
     // A template of that name as a claim, or in another namespace: none.
     assert_eq!(
-        claim_text(&client, "ml", ClaimKind::Claim, "eight", deadline(), BUDGET).await,
+        claim_text(
+            &client,
+            "v1",
+            "ml",
+            ClaimKind::Claim,
+            "eight",
+            deadline(),
+            BUDGET
+        )
+        .await,
         Ok(None)
     );
     assert_eq!(
         claim_text(
             &client,
+            "v1",
             "other",
             ClaimKind::Template,
             "eight",
@@ -165,6 +177,7 @@ async fn claims_and_templates_are_read_by_name_in_resource_k8s_io_v1() {
     );
     let reason = claim_text(
         &client,
+        "v1",
         "ml",
         ClaimKind::Template,
         "eight",

@@ -116,6 +116,36 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
         }
         _ => {}
     }
+    // The discovery of one group: the versions its registered kinds have.
+    if method == Method::GET
+        && let Some(group) = path
+            .strip_prefix("/apis/")
+            .filter(|g| !g.is_empty() && !g.contains('/'))
+    {
+        let store = shared.store.lock().unwrap();
+        let mut versions: Vec<&str> = Vec::new();
+        for kind in store.kinds.iter().filter(|k| k.group == group) {
+            if !versions.contains(&kind.version.as_str()) {
+                versions.push(&kind.version);
+            }
+        }
+        if versions.is_empty() {
+            return status_response(&status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+        }
+        let versions: Vec<Value> = versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+            .collect();
+        return json_response(
+            200,
+            &json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
+                    "versions": versions, "preferredVersion": versions[0]}),
+        );
+    }
 
     let target = parse_target(&shared.store.lock().unwrap(), &path);
     let Some(target) = target else {

@@ -6,7 +6,9 @@
 //!
 //! * URL layout of the real server: `/api/v1/{plural}`,
 //!   `/api/v1/namespaces/{ns}/{plural}[/{name}[/status]]`,
-//!   `/apis/{group}/{version}/...`, plus `/version`.
+//!   `/apis/{group}/{version}/...`, plus `/version` and the discovery of
+//!   one group, `/apis/{group}` (the versions of its registered kinds, in
+//!   the order registered; 404 when none).
 //! * One global, monotonically increasing `resourceVersion` (a decimal
 //!   string); `uid`, `creationTimestamp` and `generation` maintained.
 //! * LIST with `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`,
@@ -36,7 +38,7 @@
 //!   honoured. Metadata-only requests
 //!   (`Accept: application/json;as=PartialObjectMetadata...`) get
 //!   `PartialObjectMetadata[List]`.
-//! * Not modelled: discovery, authentication, admission, finalizers,
+//! * Not modelled: the rest of discovery, authentication, admission, finalizers,
 //!   garbage collection, namespace existence checks, status protection on
 //!   the main resource, `remainingItemCount`.
 //!
@@ -254,6 +256,26 @@ impl FakeApi {
         store
             .kinds
             .retain(|k| !(k.group == group && k.version == version));
+    }
+
+    /// Serves Dynamic Resource Allocation as `resource.k8s.io/<version>`
+    /// only (`v1beta1` plays Kubernetes 1.32, or 1.33 with DRA on).
+    pub fn serve_dra_as(&self, version: &str) {
+        self.unregister_group_version("resource.k8s.io", "v1");
+        for (kind, plural, namespaced) in [
+            ("ResourceClaim", "resourceclaims", true),
+            ("ResourceClaimTemplate", "resourceclaimtemplates", true),
+            ("DeviceClass", "deviceclasses", false),
+            ("ResourceSlice", "resourceslices", false),
+        ] {
+            self.register_kind(KindInfo::new(
+                kind,
+                "resource.k8s.io",
+                version,
+                plural,
+                namespaced,
+            ));
+        }
     }
 
     /// Creates or replaces an object given with `apiVersion`, `kind` and
