@@ -3,8 +3,12 @@
 //! (`policy::rules::RULES`): each entry's generated policies under the
 //! settings and its [`ApiServer`] reasons. docs/policy.md's coverage table
 //! is its output on the default settings, and a test holds it to that.
+//!
+//! [`compatibility_table`]: what the install uses of each supported
+//! Kubernetes release; docs/compatibility.md's table, held to it the same
+//! way.
 
-use super::{GeneratedPolicy, generated};
+use super::{GeneratedPolicy, all_generated, generated};
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::rules::{ApiServer, Check, RULES, Rule};
 use crate::settings::Settings;
@@ -71,6 +75,52 @@ fn policies(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> Str
             all.join(", ")
         }
     }
+}
+
+/// The markdown table of what the install uses of each supported release
+/// (`kubernetes_version`), with the policies the default settings' output
+/// leaves out of it.
+pub fn compatibility_table(settings: &Settings) -> String {
+    let mut out = String::from(
+        "| Kubernetes | webhook | ValidatingAdmissionPolicy | MutatingAdmissionPolicy | Dynamic Resource Allocation |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
+    for release in KubernetesVersion::supported() {
+        let mutating = match release.mutating_policies() {
+            None => "none: the webhook makes the changes".to_owned(),
+            Some(api) => {
+                let mut cell = format!("`{}`", api.version);
+                if api.opt_in {
+                    cell.push_str(", when turned on");
+                }
+                let left_out: Vec<String> = all_generated(settings, release)
+                    .left_out
+                    .iter()
+                    .filter(|l| l.mutating)
+                    .map(|l| format!("`{}`", l.policy))
+                    .collect();
+                if !left_out.is_empty() {
+                    cell.push_str(&format!(
+                        "; without {} (its CEL needs a later release)",
+                        left_out.join(", ")
+                    ));
+                }
+                cell
+            }
+        };
+        let dra = release.dra();
+        let mut dra_cell = format!("`resource.k8s.io/{}`", dra.version);
+        if dra.opt_in {
+            dra_cell.push_str(", when turned on");
+        }
+        if !dra.first_available {
+            dra_cell.push_str("; no `firstAvailable`");
+        }
+        out.push_str(&format!(
+            "| {release} | `v1`, with `matchConditions` | `v1` | {mutating} | {dra_cell} |\n"
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! (`tests/python/venv.sh`), applies every patch with the Python package
 //! `jsonpatch` and requires the same object, and validates the patched pods
 //! against the strict schemas of `kubernetes-validate` (no field Kubernetes
-//! does not know, every type right) for Kubernetes 1.30 and the newest
+//! does not know, every type right) for Kubernetes 1.32 and the newest
 //! version it ships, all but the adversarial ones, which carry unknown
 //! fields on purpose.
 
@@ -99,9 +99,9 @@ fn fixture_admissions() -> Vec<Admission> {
     for (label, pod) in fixture_pods() {
         let namespace = namespace_of(&pod);
         // The DRA pods (20-24) name their claims as Kubernetes 1.31 and
-        // later do (`resourceClaimTemplateName` beside `name`), which the
-        // strict 1.30 schema refuses already before any patch.
-        let strict = pod["spec"].get("resourceClaims").is_none();
+        // later do (`resourceClaimTemplateName` beside `name`): every
+        // supported release's schema has it.
+        let strict = true;
         let minimum = BTreeMap::from([(MIN_CC.to_owned(), "8.0".to_owned())]);
         for (suffix, annotations) in [("", BTreeMap::new()), (" min 8.0", minimum)] {
             admissions.push(Admission {

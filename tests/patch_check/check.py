@@ -17,7 +17,8 @@ json_patch applied it. For every line:
   `expected`, as JSON values (1, 1.0 and true differ);
 - with `strict`, the result validates against the strict Pod schema of
   kubernetes-validate (no field Kubernetes does not know, every type right)
-  for Kubernetes 1.30 and the newest version the package ships.
+  for Kubernetes 1.32 (the oldest release gpu-policy supports) and the
+  newest version the package ships.
 
 Prints a line per failure and the summary `patch check: N objects, P patches
 (O operations), S validated strictly against Kubernetes ..., F failed`;
@@ -44,7 +45,7 @@ from referencing import Registry, Resource
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 import jsondiff  # noqa: E402  (tests/python)
 
-KUBE_VERSIONS = ["1.30.0", latest_version()]
+KUBE_VERSIONS = ["1.32.0", latest_version()]
 # Lines a worker process takes at a time.
 CHUNK = 50
 

@@ -63,3 +63,20 @@ fn the_table_follows_the_config() {
     );
     assert!(!r3.contains("(mutating)"), "{r3}");
 }
+
+/// docs/compatibility.md's table of what each release serves is the
+/// program's (`UPDATE_GOLDEN=1 cargo test --test it admission_policies::coverage`
+/// rewrites it).
+#[test]
+fn the_docs_compatibility_table_is_the_programs() {
+    let table = gpu_policy::admission_policy::coverage::compatibility_table(
+        &gpu_policy::settings::Settings::default(),
+    );
+    assert_section(
+        "docs/compatibility.md",
+        "<!-- features:begin: printed from src/kubernetes_version.rs and the policy generators -->\n",
+        "<!-- features:end -->\n",
+        table.trim_end(),
+        "--test it admission_policies::coverage",
+    );
+}
