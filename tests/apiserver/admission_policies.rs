@@ -246,12 +246,7 @@ const PROBES: &str = r#"
 
 /// `manifests --admission-policies --mutating-policies`, applied.
 fn install_policies(plane: &ControlPlane) {
-    let manifests = process::gpu_policy(
-        &["manifests", "--admission-policies", "--mutating-policies"],
-        None,
-    )
-    .success()
-    .stdout;
+    let manifests = plane.manifests(&["--admission-policies", "--mutating-policies"]);
     plane.apply(&manifests);
 }
 

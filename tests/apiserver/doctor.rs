@@ -407,10 +407,7 @@ fn doctor_reads_everything_it_checks_as_the_webhooks_service_account() {
         return;
     };
     let cluster = &fleet.cluster;
-    let manifests =
-        process::gpu_policy(&["manifests", "--webhook-url", "https://127.0.0.1:9"], None)
-            .success()
-            .stdout;
+    let manifests = cluster.manifests(&["--webhook-url", "https://127.0.0.1:9"]);
     cluster.apply(&manifests);
     cluster.apply(NVIDIA_RUNTIME_CLASS);
     fleet

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::support::control_plane::{ControlPlane, NAME, Webhook, WebhookOptions};
-use crate::support::process::{self, Run};
+use crate::support::process::Run;
 
 /// The webhook's ServiceAccount, as the API server names it.
 const WEBHOOK_USER: &str = "system:serviceaccount:gpu-policy:gpu-policy";
@@ -190,16 +190,14 @@ async fn the_webhook_service_account_may_change_only_ca_bundle() {
 }
 
 /// What `manifests` renders for a server outside the cluster.
-fn manifests() -> String {
-    process::gpu_policy(&["manifests", "--webhook-url", "https://127.0.0.1:9"], None)
-        .success()
-        .stdout
+fn manifests(cluster: &ControlPlane) -> String {
+    cluster.manifests(&["--webhook-url", "https://127.0.0.1:9"])
 }
 
 /// The install as [`manifests`] renders it, applied (no server).
 fn installed() -> Option<ControlPlane> {
     let cluster = ControlPlane::start()?;
-    cluster.apply(&manifests());
+    cluster.apply(&manifests(&cluster));
     Some(cluster)
 }
 
@@ -283,9 +281,9 @@ fn the_webhook_service_account_has_no_secret_but_its_own() {
     let data = json!({"ca.crt": "Y2E=", "ca.key": "a2V5", "tls.crt": "Y3J0", "tls.key": "a2V5"});
     filled["data"] = data.clone();
     as_webhook(&cluster, &["replace", "-f", "-"], Some(&filled.to_string())).success();
-    cluster.apply(&manifests());
+    cluster.apply(&manifests(&cluster));
     cluster
-        .kubectl_stdin(&["apply", "-f", "-"], Some(&manifests()))
+        .kubectl_stdin(&["apply", "-f", "-"], Some(&manifests(&cluster)))
         .success();
     let secret = cluster.get(&["secret", "-n", NAME, "gpu-policy-tls"]);
     assert_eq!(secret["data"], data, "{secret}");

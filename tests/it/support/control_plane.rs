@@ -134,7 +134,19 @@ impl ControlPlane {
     }
 
     /// `kubectl ARGS` as the cluster admin, with `stdin`.
+    /// The DRA objects of `stdin`, written as `resource.k8s.io/v1` as the
+    /// tests write them, go as the cluster serves them ([`Self::served_dra`]).
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let served;
+        let stdin = match stdin {
+            Some(text)
+                if text.contains("resource.k8s.io/v1") && !self.serves("resource.k8s.io/v1") =>
+            {
+                served = self.served_dra_yaml(text);
+                Some(served.as_str())
+            }
+            other => other,
+        };
         let mut command = Command::new(bin_dir().join("kubectl"));
         command
             .arg("--kubeconfig")
@@ -274,6 +286,80 @@ impl ControlPlane {
         })
     }
 
+    /// A Dynamic Resource Allocation object written as
+    /// `resource.k8s.io/v1`, as this cluster serves it: unchanged where
+    /// `v1` is served; else as `v1beta1` (Kubernetes 1.32 and 1.33), each
+    /// request flat (the fields of its `exactly` on the request itself) and
+    /// each ResourceSlice device's attributes and capacity under `basic`.
+    pub fn served_dra(&self, mut object: Value) -> Value {
+        if self.serves("resource.k8s.io/v1") {
+            return object;
+        }
+        object["apiVersion"] = Value::from("resource.k8s.io/v1beta1");
+        for at in ["/spec/devices/requests", "/spec/spec/devices/requests"] {
+            let Some(Value::Array(requests)) = object.pointer_mut(at) else {
+                continue;
+            };
+            for request in requests.iter_mut() {
+                let Some(Value::Object(exactly)) =
+                    request.as_object_mut().and_then(|r| r.remove("exactly"))
+                else {
+                    continue;
+                };
+                if let Some(request) = request.as_object_mut() {
+                    request.extend(exactly);
+                }
+            }
+        }
+        if object["kind"] == "ResourceSlice"
+            && let Some(Value::Array(devices)) = object.pointer_mut("/spec/devices")
+        {
+            for device in devices.iter_mut() {
+                let Some(fields) = device.as_object_mut() else {
+                    continue;
+                };
+                let mut basic = serde_json::Map::new();
+                for key in ["attributes", "capacity"] {
+                    if let Some(value) = fields.remove(key) {
+                        basic.insert(key.to_owned(), value);
+                    }
+                }
+                fields.insert("basic".to_owned(), Value::Object(basic));
+            }
+        }
+        object
+    }
+
+    /// [`Self::served_dra`] of each document of a YAML stream of
+    /// `resource.k8s.io/v1` objects, as a YAML stream of JSON documents.
+    pub fn served_dra_yaml(&self, yaml: &str) -> String {
+        let objects: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("YAML");
+        objects
+            .into_iter()
+            .map(|object| match object["apiVersion"].as_str() {
+                Some("resource.k8s.io/v1") => self.served_dra(object).to_string(),
+                _ => object.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+
+    /// The cluster's release as `manifests --kube-version` takes it
+    /// (`1.32`).
+    pub fn kube_version(&self) -> String {
+        format!("1.{}", self.minor())
+    }
+
+    /// `manifests ARGS --kube-version <the cluster's release>`: what an
+    /// operator renders for this cluster; must succeed.
+    pub fn manifests(&self, args: &[&str]) -> String {
+        let version = self.kube_version();
+        let mut all = vec!["manifests"];
+        all.extend(args);
+        all.extend(["--kube-version", &version]);
+        process::gpu_policy(&all, None).success().stdout
+    }
+
     /// Polls `condition` until it holds, for up to [`SETTLE`].
     #[track_caller]
     pub fn eventually(&self, what: &str, mut condition: impl FnMut() -> bool) {
@@ -375,12 +461,14 @@ pub struct Webhook {
 }
 
 impl Webhook {
-    /// The `manifests` flags of this install, after `--webhook-url`.
-    fn manifest_args(url: &str, options: &WebhookOptions) -> Vec<String> {
+    /// The `manifests` flags of this install, for the cluster's release.
+    fn manifest_args(cluster: &ControlPlane, url: &str, options: &WebhookOptions) -> Vec<String> {
         let mut args = vec![
             "manifests".to_owned(),
             "--webhook-url".to_owned(),
             url.to_owned(),
+            "--kube-version".to_owned(),
+            cluster.kube_version(),
         ];
         if let Some(config) = &options.config {
             args.push("--config".to_owned());
@@ -394,7 +482,7 @@ impl Webhook {
     pub async fn install(cluster: &ControlPlane, options: WebhookOptions) -> Self {
         let port = free_port();
         let url = format!("https://127.0.0.1:{port}");
-        let manifests = process::gpu_policy(&Self::manifest_args(&url, &options), None)
+        let manifests = process::gpu_policy(&Self::manifest_args(cluster, &url, &options), None)
             .success()
             .stdout;
         cluster.apply(&manifests);
