@@ -14,8 +14,8 @@ set -euo pipefail
 # One row per Kubernetes minor, oldest first (the last row is the default):
 #   Kubernetes   the pinned patch release.
 #   etcd         the etcd server built: the go.etcd.io/etcd/client/v3
-#                (and server/v3) the release's go.mod requires, what its
-#                apiserver is built and its storage tests run against. The
+#                (and server/v3) the release's go.mod requires: what its
+#                apiserver is built with and its storage unit tests embed. The
 #                etcd it deploys (build/dependencies.yaml, kubeadm) is the
 #                same from 1.36 and a later patch of the same minor before
 #                (1.32 and 1.33: 3.5.24, 1.34: 3.6.5, 1.35: 3.6.6); building
