@@ -66,8 +66,11 @@ impl PolicyEngine {
                 .into_iter()
                 .map(compile_v)
                 .collect::<Result<_, PolicyError>>()?,
+            // A release that serves no MutatingAdmissionPolicy (before
+            // 1.34) runs none.
             mutating: mutating_policies(settings, release)
                 .into_iter()
+                .filter(|_| release.mutating_policies().is_some())
                 .map(compile_m)
                 .collect::<Result<_, PolicyError>>()?,
         })

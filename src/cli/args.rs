@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 
 use crate::admission::Mode;
+use crate::kubernetes_version::KubernetesVersion;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -56,6 +57,17 @@ pub struct CheckArgs {
     /// evaluated in CEL, as the API server would without the webhook.
     #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with_all = ["resolve_images", "nodes"])]
     pub engine: Engine,
+    /// With --engine cel: the policies `manifests --admission-policies
+    /// --mutating-policies --kube-version VERSION` renders for that
+    /// Kubernetes release (none of the mutating ones before 1.34, and
+    /// none whose CEL it refuses). Default: the newest supported release.
+    #[arg(long, value_name = "VERSION", value_parser = parse_kube_version)]
+    pub kube_version: Option<KubernetesVersion>,
+}
+
+/// `--kube-version`: a supported Kubernetes release.
+pub(crate) fn parse_kube_version(text: &str) -> Result<KubernetesVersion, String> {
+    KubernetesVersion::parse(text).map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

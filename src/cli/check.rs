@@ -102,6 +102,11 @@ pub fn run(args: &CheckArgs) -> ExitCode {
 }
 
 fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
+    if args.kube_version.is_some() && args.engine != Engine::Cel {
+        return Err(
+            "--kube-version chooses the admission policies: it needs --engine cel".to_owned(),
+        );
+    }
     let settings = match &args.config {
         Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
         None => Settings::default(),
@@ -145,7 +150,8 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
             })
             .collect(),
         Engine::Cel => {
-            let engine = PolicyEngine::new(&settings)
+            let release = args.kube_version.unwrap_or_default();
+            let engine = PolicyEngine::for_release(&settings, release)
                 .map_err(|err| format!("internal error: a generated policy: {err}"))?;
             objects
                 .iter()

@@ -77,13 +77,9 @@ pub struct ManifestsArgs {
     /// v1beta1 in 1.34 and 1.35, none before; a policy whose CEL calls a
     /// function that release's API server refuses is left out, with a
     /// note on stderr. Default: the newest supported release.
-    #[arg(long, value_name = "VERSION", value_parser = parse_kube_version,
+    #[arg(long, value_name = "VERSION", value_parser = super::args::parse_kube_version,
           default_value_t = KubernetesVersion::default())]
     pub kube_version: KubernetesVersion,
-}
-
-fn parse_kube_version(text: &str) -> Result<KubernetesVersion, String> {
-    KubernetesVersion::parse(text).map_err(|error| error.to_string())
 }
 
 pub fn run(args: &ManifestsArgs) -> ExitCode {

@@ -122,3 +122,42 @@ fn invalid_or_missing_config_exits_2() {
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains(&missing), "{}", out.stderr);
 }
+
+// ---------------------------------------------------------------------------
+// The admission policies of a Kubernetes release
+
+/// `--engine cel --kube-version` decides with the policies rendered for
+/// that release: before 1.34 no mutating policy pins the CUDA container,
+/// from 1.36 one does; the validating policies deny on every release.
+#[test]
+fn check_with_the_policies_of_a_release() {
+    let input = format!("{}---\n{}", gpu_pod("many", "99"), CUDA_NO_GPU_POD);
+    let reports = |release: &str| -> Vec<serde_json::Value> {
+        let out = check_stdin(
+            &["--engine", "cel", "--kube-version", release, "-o", "json"],
+            &input,
+        );
+        assert_eq!(out.code, 1, "{out:?}");
+        out.json()
+    };
+    for (release, pinned) in [("1.33", false), ("v1.36.3", true)] {
+        let reports = reports(release);
+        assert_eq!(reports[0]["allowed"], false, "{release}: {}", reports[0]);
+        let patch = reports[1]["patch"].to_string();
+        assert_eq!(
+            patch.contains("NVIDIA_VISIBLE_DEVICES"),
+            pinned,
+            "{release}: {patch}"
+        );
+    }
+}
+
+#[test]
+fn kube_version_needs_the_cel_engine() {
+    let out = check_stdin(&["--kube-version", "1.33"], CUDA_NO_GPU_POD);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr.trim(),
+        "gpu-policy: --kube-version chooses the admission policies: it needs --engine cel"
+    );
+}
