@@ -147,6 +147,24 @@ impl ControlPlane {
             }
             other => other,
         };
+        let mut run = self.kubectl_raw(args, stdin);
+        // What the API server answers of its v1beta1 objects, as the tests
+        // read them.
+        if run.stdout.contains("resource.k8s.io/v1beta1")
+            && !self.serves("resource.k8s.io/v1")
+            && let Ok(mut value) = serde_json::from_str::<Value>(&run.stdout)
+        {
+            match value["items"].as_array_mut() {
+                Some(items) => items.iter_mut().for_each(as_v1_dra),
+                None => as_v1_dra(&mut value),
+            }
+            run.stdout = value.to_string();
+        }
+        run
+    }
+
+    /// `kubectl ARGS` as the cluster admin, input and output as they are.
+    fn kubectl_raw(&self, args: &[&str], stdin: Option<&str>) -> Run {
         let mut command = Command::new(bin_dir().join("kubectl"));
         command
             .arg("--kubeconfig")
@@ -180,6 +198,9 @@ impl ControlPlane {
 
     /// `kubectl get -o json` of one object.
     #[track_caller]
+    /// `kubectl get -o json ARGS`: DRA objects of `resource.k8s.io/v1beta1`
+    /// (Kubernetes 1.32 and 1.33) come back in the shape of `v1`
+    /// ([`as_v1_dra`], as for every kubectl answer), as the tests read them.
     pub fn get(&self, args: &[&str]) -> Value {
         let mut all = vec!["get", "-o", "json"];
         all.extend_from_slice(args);
@@ -252,19 +273,26 @@ impl ControlPlane {
     /// cluster shares.
     pub fn serves(&self, group_version: &str) -> bool {
         static SERVED: Mutex<BTreeMap<PathBuf, Vec<String>>> = Mutex::new(BTreeMap::new());
-        let mut served = SERVED.lock().unwrap_or_else(PoisonError::into_inner);
-        served
-            .entry(self.dir.clone())
-            .or_insert_with(|| {
-                self.kubectl(&["api-versions"])
-                    .success()
-                    .stdout
-                    .lines()
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .iter()
-            .any(|served| served == group_version)
+        let known = SERVED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&self.dir)
+            .cloned();
+        let served = known.unwrap_or_else(|| {
+            let listed: Vec<String> = self
+                .kubectl_raw(&["api-versions"], None)
+                .success()
+                .stdout
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            SERVED
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(self.dir.clone(), listed.clone());
+            listed
+        });
+        served.iter().any(|served| served == group_version)
     }
 
     /// The API server's Kubernetes minor version (32 for 1.32), from
@@ -274,7 +302,7 @@ impl ControlPlane {
         let mut minors = MINOR.lock().unwrap_or_else(PoisonError::into_inner);
         *minors.entry(self.dir.clone()).or_insert_with(|| {
             let version = self
-                .kubectl(&["get", "--raw", "/version"])
+                .kubectl_raw(&["get", "--raw", "/version"], None)
                 .success()
                 .value();
             // Distributions may append to it ("32+").
@@ -331,17 +359,18 @@ impl ControlPlane {
     }
 
     /// [`Self::served_dra`] of each document of a YAML stream of
-    /// `resource.k8s.io/v1` objects, as a YAML stream of JSON documents.
+    /// `resource.k8s.io/v1` objects, as a YAML stream.
     pub fn served_dra_yaml(&self, yaml: &str) -> String {
         let objects: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("YAML");
-        objects
+        let objects: Vec<Value> = objects
             .into_iter()
             .map(|object| match object["apiVersion"].as_str() {
-                Some("resource.k8s.io/v1") => self.served_dra(object).to_string(),
-                _ => object.to_string(),
+                Some("resource.k8s.io/v1") => self.served_dra(object),
+                _ => object,
             })
-            .collect::<Vec<_>>()
-            .join("\n---\n")
+            .collect();
+        // Block YAML: kubectl reads a stream that starts with `{` as JSON.
+        serde_saphyr::to_string_multiple(&objects).expect("YAML")
     }
 
     /// The cluster's release as `manifests --kube-version` takes it
@@ -373,6 +402,49 @@ impl ControlPlane {
 
 /// The message of the admission webhook that refused a kubectl write (what
 /// follows `denied the request: ` on its line); None when none did.
+/// A `resource.k8s.io/v1beta1` DRA object in the shape of `v1`: each
+/// request's class, count, mode, selectors and admin access under
+/// `exactly`, a slice's device attributes and capacity out of `basic`.
+/// Other objects are left alone.
+pub fn as_v1_dra(object: &mut Value) {
+    if object["apiVersion"] != "resource.k8s.io/v1beta1" {
+        return;
+    }
+    object["apiVersion"] = Value::from("resource.k8s.io/v1");
+    const EXACT: [&str; 6] = [
+        "deviceClassName",
+        "selectors",
+        "allocationMode",
+        "count",
+        "adminAccess",
+        "tolerations",
+    ];
+    for at in ["/spec/devices/requests", "/spec/spec/devices/requests"] {
+        let Some(Value::Array(requests)) = object.pointer_mut(at) else {
+            continue;
+        };
+        for request in requests.iter_mut().filter_map(Value::as_object_mut) {
+            if request.contains_key("firstAvailable") {
+                continue;
+            }
+            let exactly: serde_json::Map<String, Value> = EXACT
+                .iter()
+                .filter_map(|key| request.remove(*key).map(|v| ((*key).to_owned(), v)))
+                .collect();
+            request.insert("exactly".to_owned(), Value::Object(exactly));
+        }
+    }
+    if object["kind"] == "ResourceSlice"
+        && let Some(Value::Array(devices)) = object.pointer_mut("/spec/devices")
+    {
+        for device in devices.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(Value::Object(basic)) = device.remove("basic") {
+                device.extend(basic);
+            }
+        }
+    }
+}
+
 pub fn denial(run: &Run) -> Option<&str> {
     let refused = run.stderr.lines().find_map(|line| {
         let (_, message) = line.split_once(" denied the request: ")?;
