@@ -145,8 +145,9 @@ async fn dra_pods_record_their_needs_and_the_claims_made_for_them_get_the_select
     assert_eq!(*selectors(&stored, "/0/exactly"), want, "{stored}");
 
     // A claim with a `firstAvailable` request (made for pod2): only the
-    // subrequest of the GPU class gets it. `firstAvailable` arrives in 1.33.
-    if cluster.minor() < 33 {
+    // subrequest of the GPU class gets it. `firstAvailable` is served from
+    // 1.34 (1.33: behind an alpha gate).
+    if cluster.minor() < 34 {
         return;
     }
     let first_available = json!({"devices": {"requests": [{"name": "gpu", "firstAvailable": [

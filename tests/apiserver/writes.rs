@@ -450,8 +450,8 @@ spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.co
 const BREAKING: usize = 5;
 
 /// [`BOUNDED_CLAIMS`] in `namespace`, those the cluster's release can
-/// hold, each with whether it breaks R2: `firstAvailable` arrives in 1.33,
-/// and before 1.34 the API server drops `adminAccess` (an alpha gate).
+/// hold, each with whether it breaks R2: before 1.34 the API server drops
+/// `firstAvailable` and `adminAccess` (alpha gates).
 fn bounded_claims(cluster: &ControlPlane, namespace: &str) -> Vec<(Value, bool)> {
     let mut objects = documents(BOUNDED_CLAIMS);
     for object in &mut objects {
@@ -464,8 +464,8 @@ fn bounded_claims(cluster: &ControlPlane, namespace: &str) -> Vec<(Value, bool)>
         .map(|(index, object)| (object, index < BREAKING))
         .filter(|(object, _)| {
             let text = object.to_string();
-            (cluster.minor() >= 33 || !text.contains("firstAvailable"))
-                && (cluster.minor() >= 34 || !text.contains("adminAccess"))
+            cluster.minor() >= 34
+                || !(text.contains("firstAvailable") || text.contains("adminAccess"))
         })
         .collect()
 }
