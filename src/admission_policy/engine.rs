@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{GeneratedPolicy, mutating_policies, validating_policies};
+use super::{GeneratedPolicy, all_generated};
 use crate::admission::Mode;
 use crate::admission::ObjectKind;
 use crate::admission::ObjectReport;
@@ -61,16 +61,21 @@ impl PolicyEngine {
         let compile_v =
             |p: GeneratedPolicy| Ok((p.rule, ValidatingPolicy::from_object(&p.object)?));
         let compile_m = |p: GeneratedPolicy| Ok((p.rule, MutatingPolicy::from_object(&p.object)?));
+        let generated = all_generated(settings, release);
+        // A release that serves no MutatingAdmissionPolicy (before 1.34)
+        // runs none.
+        let mutating = match release.mutating_policies() {
+            Some(_) => generated.mutating,
+            None => Vec::new(),
+        };
         Ok(Self {
-            validating: validating_policies(settings, release)
+            validating: generated
+                .validating
                 .into_iter()
                 .map(compile_v)
                 .collect::<Result<_, PolicyError>>()?,
-            // A release that serves no MutatingAdmissionPolicy (before
-            // 1.34) runs none.
-            mutating: mutating_policies(settings, release)
+            mutating: mutating
                 .into_iter()
-                .filter(|_| release.mutating_policies().is_some())
                 .map(compile_m)
                 .collect::<Result<_, PolicyError>>()?,
         })
