@@ -441,14 +441,10 @@ fn fixtures_in(mode: &'static str) {
             if !text.contains("resource.k8s.io/v1") || cluster.plane.serves("resource.k8s.io/v1") {
                 return (path, documents, args);
             }
-            let served = scratch.path().join(format!("served-{}", documents.len()));
-            let served = served.with_file_name(format!(
-                "served-{}",
-                Path::new(&path)
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or("input.yaml")
-            ));
+            let name = Path::new(&path).file_name().and_then(|n| n.to_str());
+            let served = scratch
+                .path()
+                .join(format!("served-{}", name.unwrap_or("input.yaml")));
             std::fs::write(&served, cluster.plane.served_dra_yaml(&text)).expect("write");
             let documents = fixtures::load(&served);
             (served.display().to_string(), documents, args)

@@ -5,10 +5,9 @@
 //! users to: `manifests --webhook-url`, a TokenRequest token of its
 //! ServiceAccount, `serve --kubeconfig` with the Secret route.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, Once, OnceLock, PoisonError};
+use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -77,6 +76,10 @@ pub struct ControlPlane {
     pub kubeconfig: PathBuf,
     pub api_url: String,
     pub ca_file: PathBuf,
+    /// What `kubectl api-versions` lists, read once.
+    served: OnceLock<Vec<String>>,
+    /// The minor version `/version` says, read once.
+    minor: OnceLock<u32>,
     _scratch: TempDir,
 }
 
@@ -124,6 +127,8 @@ impl ControlPlane {
             api_url: format!("https://127.0.0.1:{}", port.trim()),
             ca_file: dir.join("pki/ca.crt"),
             dir,
+            served: OnceLock::new(),
+            minor: OnceLock::new(),
             _scratch: scratch,
         })
     }
@@ -269,38 +274,23 @@ impl ControlPlane {
 
     /// Whether the API server serves `group_version` as `kubectl
     /// api-versions` lists it (`resource.k8s.io/v1beta1`; `v1` for the core
-    /// group). Read once per cluster: kept by its directory, which no other
-    /// cluster shares.
+    /// group), read once.
     pub fn serves(&self, group_version: &str) -> bool {
-        static SERVED: Mutex<BTreeMap<PathBuf, Vec<String>>> = Mutex::new(BTreeMap::new());
-        let known = SERVED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&self.dir)
-            .cloned();
-        let served = known.unwrap_or_else(|| {
-            let listed: Vec<String> = self
-                .kubectl_raw(&["api-versions"], None)
+        let served = self.served.get_or_init(|| {
+            self.kubectl_raw(&["api-versions"], None)
                 .success()
                 .stdout
                 .lines()
                 .map(str::to_owned)
-                .collect();
-            SERVED
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(self.dir.clone(), listed.clone());
-            listed
+                .collect()
         });
         served.iter().any(|served| served == group_version)
     }
 
     /// The API server's Kubernetes minor version (32 for 1.32), from
-    /// `/version`; read once per cluster like [`Self::serves`].
+    /// `/version`, read once.
     pub fn minor(&self) -> u32 {
-        static MINOR: Mutex<BTreeMap<PathBuf, u32>> = Mutex::new(BTreeMap::new());
-        let mut minors = MINOR.lock().unwrap_or_else(PoisonError::into_inner);
-        *minors.entry(self.dir.clone()).or_insert_with(|| {
+        *self.minor.get_or_init(|| {
             let version = self
                 .kubectl_raw(&["get", "--raw", "/version"], None)
                 .success()
