@@ -37,10 +37,7 @@ use gpu_policy::settings::Settings;
 #[global_allocator]
 static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
 
-#[allow(dead_code)]
-#[path = "../tests/it/support/review.rs"]
-mod review_builder;
-use review_builder::Review;
+use gpu_policy_test_support::review::Review;
 
 #[allow(dead_code)]
 #[path = "hostile/shapes.rs"]

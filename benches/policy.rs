@@ -56,11 +56,7 @@ use gpu_policy::settings::{NamespaceSettings, Settings};
 #[global_allocator]
 static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
 
-// The review builder of the tests, of which the benchmarks use a part.
-#[allow(dead_code)]
-#[path = "../tests/it/support/review.rs"]
-mod review_builder;
-use review_builder::Review;
+use gpu_policy_test_support::review::Review;
 
 const GPU_DEPLOYMENT: &str = include_str!("../tests/fixtures/07-vllm-mistral-7b-deployment.yaml");
 const CPU_DEPLOYMENT: &str =

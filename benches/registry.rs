@@ -16,11 +16,12 @@
 //! Both get the same compute-capability affinity and driver floor (checked
 //! outside the timed loop), so the difference is the lookup alone.
 
+use gpu_policy_test_support::pods::gpu_pod;
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use gpu_policy::admission::{Endpoint, decode, encode};
 use gpu_policy::metrics::Metrics;
@@ -30,25 +31,19 @@ use gpu_policy::settings::Settings;
 // The review builder and the fake registry of the tests.
 #[path = "../tests/it/support/fake_registry/mod.rs"]
 mod fake_registry;
-#[allow(dead_code)]
-#[path = "../tests/it/support/review.rs"]
-mod review_builder;
 use fake_registry::{Auth, FakeRegistry, image_config};
-use review_builder::Review;
+use gpu_policy_test_support::review::Review;
 
 const NAMESPACE: &str = "ml";
 const REQUIRE_CUDA: &str = "cuda>=12.8 brand=tesla,driver>=535,driver<536";
 
-fn gpu_pod(image: &str) -> Vec<u8> {
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": NAMESPACE},
-        "spec": {"containers": [{
-            "name": "train", "image": image,
-            "resources": {"limits": {"nvidia.com/gpu": "1"}}
-        }]}
-    });
-    Review::create(&pod, NAMESPACE).body()
+/// The review of a GPU pod of `image`.
+fn gpu_pod_review(image: &str) -> Vec<u8> {
+    Review::create(
+        &gpu_pod().namespace(NAMESPACE).image(image).json(),
+        NAMESPACE,
+    )
+    .body()
 }
 
 /// The whole path as the server runs it, registry lookup included.
@@ -90,7 +85,7 @@ fn registry(c: &mut Criterion) {
     );
     fake.push_image("lab/train", "v1", &config);
     let image = format!("{host}/lab/train:v1");
-    let body = gpu_pod(&image);
+    let body = gpu_pod_review(&image);
 
     let registry_settings = Settings::from_yaml(
         &format!(

@@ -3,6 +3,10 @@
 //! options), and so does the policy benchmark, so that the path allocates
 //! there as it does in the server.
 
+// The one place besides main.rs's mimalloc option where the workspace
+// allows unsafe code: an allocator is unsafe by definition.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout};
 
 use libmimalloc_sys::{

@@ -59,15 +59,3 @@ pub mod reports;
 pub mod server;
 pub mod settings;
 pub mod telemetry;
-
-/// AdmissionReview requests as the API server sends them, for the unit
-/// tests: the integration tests' builder, so that there is one.
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "../tests/it/support/review.rs"]
-mod review_builder;
-
-/// The bad-input catalog of DRA objects, shared with the integration tests.
-#[cfg(test)]
-#[path = "../tests/it/support/bad_claims.rs"]
-mod bad_claims;

@@ -21,6 +21,7 @@ const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 /// first arena. Set this early, it also wins over
 /// `MIMALLOC_ARENA_EAGER_COMMIT` in the environment.
 #[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
 #[used]
 #[unsafe(link_section = ".init_array")]
 static COMMIT_ARENAS_AS_USED: extern "C" fn() = commit_arenas_as_used;
@@ -38,6 +39,7 @@ static COMMIT_ARENAS_AS_USED: extern "C" fn() = commit_arenas_as_used;
 /// requests: a page fault each time, and about half a microsecond of CPU
 /// per request (docs/performance.md).
 #[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
 extern "C" fn commit_arenas_as_used() {
     // SAFETY: mi_option_set is not thread safe; the loader runs this
     // before main, on the one thread there is.

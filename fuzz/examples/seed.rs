@@ -23,15 +23,11 @@ use gpu_policy::manifest;
 use gpu_policy::settings::{Config, MODE_LABEL};
 use serde_json::{Value, json};
 
-/// The tests' review builder and pod of a workload, so that there is one
-/// of each.
-#[allow(dead_code)]
-#[path = "../../tests/it/support/review.rs"]
-mod review;
+/// The tests' pod of a workload, so that there is one.
 #[path = "../../tests/it/support/workloads.rs"]
 mod workloads;
 
-use review::Review;
+use gpu_policy_test_support::review::Review;
 use workloads::pod_of_workload;
 
 fn main() -> Result<(), String> {

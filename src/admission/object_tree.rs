@@ -23,7 +23,7 @@
 //! the whole object.
 //!
 //! The document's nodes, and what the policy builds for each container,
-//! env entry, volume or claim it keeps ([`Place::cost`]), are charged to a
+//! env entry, volume or claim it keeps (`Place::cost`), are charged to a
 //! [`Budget`] proportional to the body ([`budget`]).
 
 use serde::de::Deserializer;

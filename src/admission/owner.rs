@@ -7,7 +7,7 @@
 //! The pod is read as the review's object is ([`object_tree`]: only the
 //! fields some rule reads, within a budget of its size); its
 //! `status.resourceClaimStatuses` beside it. A claim or template read
-//! beside it is kept as its requests only ([`ClaimSpec`]), as the caches
+//! beside it is kept as its requests only (`ClaimSpec`), as the caches
 //! keep one.
 
 use std::collections::BTreeSet;

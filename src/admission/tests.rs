@@ -7,8 +7,8 @@ use super::*;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::testing::leaked;
 use crate::policy::{Evaluation, Evaluator, Shape};
-use crate::review_builder::Review;
 use crate::settings::Settings;
+use gpu_policy_test_support::review::Review;
 
 fn evaluation(object: &Value, kind: ObjectKind) -> Evaluation {
     let settings = Settings::default();

@@ -70,7 +70,7 @@ pub enum ReviewError {
 /// required (`uid`, `kind`, `resource`, `operation`, `userInfo`), the rest
 /// (`requestKind`, `requestResource`, `options`, ...) is parsed and left.
 ///
-/// Read by hand ([`RequestSeed`]) rather than derived, so that the reader
+/// Read by hand (`RequestSeed`) rather than derived, so that the reader
 /// of `object` and `oldObject` knows the body their strings point into,
 /// and the budget the two share.
 #[derive(Debug, Clone)]
@@ -495,5 +495,4 @@ const ENVELOPE_START: &str =
 const ENVELOPE_BYTES: usize = 512;
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;

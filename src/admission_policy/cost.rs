@@ -683,5 +683,4 @@ fn add(lhs: &Shape, rhs: &Shape, args_cost: Bounds) -> (Bounds, Shape) {
 }
 
 #[cfg(test)]
-#[path = "cost_tests.rs"]
 mod tests;

@@ -263,5 +263,4 @@ pub fn figure(value: u64) -> String {
 }
 
 #[cfg(test)]
-#[path = "cost_report_tests.rs"]
 mod tests;

@@ -16,9 +16,7 @@ use super::pki::SERVING_COMMON_NAME;
 use super::pki::provider;
 use super::{SelfSigned, ensure_self_signed};
 
-/// The integration tests' certificate reader, so that there is one.
-#[path = "../../tests/it/support/x509.rs"]
-mod x509;
+use gpu_policy_test_support::x509;
 
 /// A name besides the defaults.
 pub const EXTRA: &str = "webhook.example.com";

@@ -23,7 +23,7 @@ pub struct ManifestsArgs {
     /// The Deployment's replicas.
     #[arg(long, default_value_t = 2, conflicts_with = "webhook_url")]
     pub replicas: u32,
-    /// Register the webhook at this base URL (https://HOST[:PORT][/PATH])
+    /// Register the webhook at this base URL (`https://HOST[:PORT][/PATH]`)
     /// instead of the in-cluster Service, for a server running outside the
     /// cluster (a laptop against kind or k3d, a local API server): every
     /// entry calls URL/mutate or URL/validate/..., and the ConfigMap,

@@ -8,8 +8,8 @@
 //! The objects are evaluated as `check` evaluates them, by the webhook's
 //! rules or (`--engine cel`) by the generated admission policies.
 //!
-//! The parts: [`file`] reads the test files (strictly, through
-//! [`fields`]); [`run`] evaluates the cases; [`table`] and [`junit`] write
+//! The parts: [`file`](mod@file) reads the test files (strictly, through
+//! [`fields`]); [`run`](fn@run) evaluates the cases; [`table`] and [`junit`] write
 //! the outcomes.
 //!
 //! Exit status: 0 every case passed (or was skipped), 1 a case failed, 2

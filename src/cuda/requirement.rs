@@ -389,7 +389,7 @@ impl Atom {
     }
 
     /// The atom's bounds as an order in which `self` is weaker than
-    /// `other` ([`Self::is_weaker_than`]) exactly when each of its three
+    /// `other` (`Self::is_weaker_than`) exactly when each of its three
     /// parts is at most `other`'s: no CUDA floor and no lower driver bound
     /// come first, and a higher upper driver bound before a lower one, no
     /// upper bound first of all.
@@ -435,7 +435,7 @@ pub struct DriverFloor {
 }
 
 impl DriverFloor {
-    /// The atoms no other atom is weaker than ([`Atom::is_weaker_than`]),
+    /// The atoms no other atom is weaker than (`Atom::is_weaker_than`),
     /// in their order, at most [`MAX_ATOMS`] of them.
     ///
     /// Found in one sweep, in O(n log n): in the order of
@@ -717,5 +717,4 @@ fn driver_alternatives(atom: &Atom, labels: Labels) -> Vec<Vec<Value>> {
 }
 
 #[cfg(test)]
-#[path = "requirement_tests.rs"]
 mod tests;

@@ -19,7 +19,7 @@
 //! order of the keys.
 //!
 //! A document is read from text ([`Document::parse`], or while a larger
-//! text is deserialized: [`read`]) or made from a `serde_json::Value` it
+//! text is deserialized: [`read`](fn@read)) or made from a `serde_json::Value` it
 //! borrows ([`Document::from_value`]: `check`, `audit` and tests).
 
 mod read;

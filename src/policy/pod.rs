@@ -366,7 +366,7 @@ impl<'a> PodView<'a> {
         tally.count()
     }
 
-    /// The effective count ([`Self::effective_count`]) of each GPU resource
+    /// The effective count (`Self::effective_count`) of each GPU resource
     /// any container mentions (or a sharing scheme implies), in first-seen
     /// order: one pass over the containers' resources, however many names
     /// they list. A container that does not mention a resource leaves its
@@ -402,7 +402,7 @@ impl<'a> PodView<'a> {
 }
 
 /// One resource's running count over the containers, in their order
-/// ([`PodView::effective_count`]).
+/// (`PodView::effective_count`).
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
     /// Regular containers and sidecars, side by side.
@@ -750,5 +750,4 @@ fn str_field<'a>(
 }
 
 #[cfg(test)]
-#[path = "pod_tests.rs"]
 mod tests;

@@ -340,5 +340,4 @@ pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts,
 }
 
 #[cfg(test)]
-#[path = "documents_tests.rs"]
 mod tests;

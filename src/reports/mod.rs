@@ -16,7 +16,7 @@
 //! - `results.rs`: one object's results ([`results_of`]): the outcome,
 //!   rule, severity, message, resource reference and properties of each
 //!   finding, and the tables that choose them;
-//! - `build.rs`: the reports of one audit ([`build`]), one per namespace,
+//! - `build.rs`: the reports of one audit ([`build`](fn@build)), one per namespace,
 //!   with their [`Summary`];
 //! - `doctor.rs`: `doctor`'s diagnosis as one cluster-scoped report
 //!   ([`doctor_report`]).

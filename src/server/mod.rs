@@ -1,5 +1,5 @@
 //! The HTTP layer: decode, call the admission layer, encode. No policy here.
-//! [`run`] puts the whole server together from its [`Options`].
+//! [`run`](fn@run) puts the whole server together from its [`Options`].
 
 mod body;
 pub mod budget;

@@ -6,7 +6,7 @@
 //!
 //! A Namespace review can be forged by anyone who reaches the port, naming
 //! any namespace: the look is taken from the caller's allowance
-//! ([`ClusterReads`](super::cluster_reads::ClusterReads)), reads at most
+//! ([`ClusterReads`]), reads at most
 //! [`NAMESPACE_PAGES`] pages of each kind, and names the objects only when
 //! client certificates are required.
 

@@ -1,5 +1,6 @@
 //! In-process router tests (`oneshot`), including the bad-input table.
 
+use gpu_policy_test_support::pods::gpu_pod;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
-use crate::review_builder::Review;
+use gpu_policy_test_support::review::Review;
 
 fn state() -> Arc<AppState> {
     Arc::new(AppState::new(Settings::default()))
@@ -51,13 +52,6 @@ fn review_with(object: Value, operation: &str) -> Value {
 
 fn pod(spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
-}
-
-fn gpu_pod() -> Value {
-    pod(
-        json!({"containers": [{"name": "train", "image": "nvidia/cuda:12.6.3-base-ubuntu24.04",
-        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}),
-    )
 }
 
 fn bytes(value: &Value) -> Vec<u8> {
@@ -106,7 +100,7 @@ type Case = (
 
 fn cases() -> Vec<Case> {
     let json = Some("application/json");
-    let valid = bytes(&review_with(gpu_pod(), "CREATE"));
+    let valid = bytes(&review_with(gpu_pod().name("p").json(), "CREATE"));
     let mut truncated = valid.clone();
     truncated.truncate(valid.len() / 2);
     let huge_env: Vec<Value> = (0..20_000)
@@ -132,19 +126,19 @@ fn cases() -> Vec<Case> {
         ("JSON array", "/mutate", json, b"[]".to_vec(), Expect::Status(400)),
         ("empty object", "/mutate", json, b"{}".to_vec(), Expect::Status(400)),
         ("v1beta1", "/validate/enforce", json,
-            bytes(&json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": review_with(gpu_pod(), "CREATE")["request"]})),
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": review_with(gpu_pod().name("p").json(), "CREATE")["request"]})),
             Expect::Status(400)),
         ("wrong review kind", "/mutate", json,
-            bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": review_with(gpu_pod(), "CREATE")["request"]})),
+            bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": review_with(gpu_pod().name("p").json(), "CREATE")["request"]})),
             Expect::Status(400)),
         ("missing request", "/mutate", json,
             bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})), Expect::Status(400)),
         ("null request", "/mutate", json,
             bytes(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": null})), Expect::Status(400)),
-        ("missing uid", "/mutate", json, bytes(&without_request_key(review_with(gpu_pod(), "CREATE"), "uid")), Expect::Status(400)),
-        ("uid a number", "/mutate", json, bytes(&with_request(review_with(gpu_pod(), "CREATE"), "uid", json!(7))), Expect::Status(400)),
-        ("missing request kind", "/mutate", json, bytes(&without_request_key(review_with(gpu_pod(), "CREATE"), "kind")), Expect::Status(400)),
-        ("unknown operation", "/mutate", json, bytes(&review_with(gpu_pod(), "PATCH")), Expect::Status(400)),
+        ("missing uid", "/mutate", json, bytes(&without_request_key(review_with(gpu_pod().name("p").json(), "CREATE"), "uid")), Expect::Status(400)),
+        ("uid a number", "/mutate", json, bytes(&with_request(review_with(gpu_pod().name("p").json(), "CREATE"), "uid", json!(7))), Expect::Status(400)),
+        ("missing request kind", "/mutate", json, bytes(&without_request_key(review_with(gpu_pod().name("p").json(), "CREATE"), "kind")), Expect::Status(400)),
+        ("unknown operation", "/mutate", json, bytes(&review_with(gpu_pod().name("p").json(), "PATCH")), Expect::Status(400)),
         ("text/plain", "/mutate", Some("text/plain"), valid.clone(), Expect::Status(415)),
         ("no content type", "/mutate", None, valid.clone(), Expect::Status(415)),
         ("form content type", "/mutate", Some("application/x-www-form-urlencoded"), valid.clone(), Expect::Status(415)),
@@ -185,10 +179,10 @@ fn cases() -> Vec<Case> {
         ("spec a list", "/validate/enforce", json, bytes(&review_with(pod(json!([])), "CREATE")),
             Expect::Denied("spec: must be an object, not a list")),
         ("object a string", "/validate/enforce", json,
-            bytes(&with_request(review_with(gpu_pod(), "CREATE"), "object", json!("pod"))),
+            bytes(&with_request(review_with(gpu_pod().name("p").json(), "CREATE"), "object", json!("pod"))),
             Expect::Denied("object: must be an object, not a string")),
         ("no object on CREATE", "/mutate", json,
-            bytes(&with_request(review_with(gpu_pod(), "CREATE"), "object", Value::Null)),
+            bytes(&with_request(review_with(gpu_pod().name("p").json(), "CREATE"), "object", Value::Null)),
             Expect::Denied("carries no object")),
         ("metadata a list", "/validate/enforce", json,
             bytes(&review_with(json!({"apiVersion": "v1", "kind": "Pod", "metadata": [], "spec": {}}), "CREATE")),
@@ -242,7 +236,7 @@ fn cases() -> Vec<Case> {
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","uid":"v","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{},"object":{"spec":{"containers":[]}}}}"#.to_vec(),
             Expect::Status(400)),
         ("DELETE without object", "/validate/enforce", json,
-            bytes(&with_request(review_with(gpu_pod(), "DELETE"), "object", Value::Null)),
+            bytes(&with_request(review_with(gpu_pod().name("p").json(), "DELETE"), "object", Value::Null)),
             Expect::Allowed),
         ("unknown kind", "/validate/enforce", json,
             bytes(&review_with(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}), "CREATE")),
@@ -294,7 +288,7 @@ async fn bad_input_never_gets_a_5xx_and_the_server_keeps_serving() {
         Method::POST,
         "/mutate",
         Some("application/json"),
-        bytes(&review_with(gpu_pod(), "CREATE")),
+        bytes(&review_with(gpu_pod().name("p").json(), "CREATE")),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -307,11 +301,11 @@ async fn bad_input_never_gets_a_5xx_and_the_server_keeps_serving() {
 /// allowing it), and the server keeps serving.
 #[tokio::test]
 async fn malformed_claims_get_a_one_line_denial() {
-    use crate::bad_claims::Expect as BadExpect;
+    use gpu_policy_test_support::bad_claims::Expect as BadExpect;
     let app = router(state());
-    let catalog: Vec<_> = crate::bad_claims::claims()
+    let catalog: Vec<_> = gpu_policy_test_support::bad_claims::claims()
         .into_iter()
-        .chain(crate::bad_claims::pods())
+        .chain(gpu_policy_test_support::bad_claims::pods())
         .collect();
     assert!(catalog.len() >= 25, "only {} cases", catalog.len());
     for (name, object, expected) in catalog {
@@ -361,7 +355,7 @@ async fn malformed_claims_get_a_one_line_denial() {
         Method::POST,
         "/mutate",
         Some("application/json"),
-        bytes(&review_with(gpu_pod(), "CREATE")),
+        bytes(&review_with(gpu_pod().name("p").json(), "CREATE")),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -427,7 +421,7 @@ async fn every_mode_has_its_endpoint() {
 #[tokio::test]
 async fn dry_run_is_answered_like_any_request() {
     let app = router(state());
-    let mut review = review_with(gpu_pod(), "CREATE");
+    let mut review = review_with(gpu_pod().name("p").json(), "CREATE");
     let (_, live) = send(
         &app,
         Method::POST,
@@ -502,7 +496,7 @@ async fn operations_endpoints() {
         Method::POST,
         "/mutate?timeout=7s",
         Some("application/json"),
-        bytes(&review_with(gpu_pod(), "CREATE")),
+        bytes(&review_with(gpu_pod().name("p").json(), "CREATE")),
     )
     .await;
     send(

@@ -343,5 +343,4 @@ impl ImageResolution {
 }
 
 #[cfg(test)]
-#[path = "image_table_tests.rs"]
 mod tests;

@@ -194,7 +194,7 @@ fn push_end(line: &mut String, target: &str) -> fmt::Result {
     Ok(())
 }
 
-/// The fields of a line written by [`write_line`], appended as the fields
+/// The fields of a line written by `write_line`, appended as the fields
 /// of an event are: `key` is the field's name as it is written, with the
 /// comma before it and the colon after (`,"uid":`), so that the names a
 /// caller spells out are copied as they are rather than looked over for

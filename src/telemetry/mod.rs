@@ -46,7 +46,7 @@ fn json_subscriber(filter: EnvFilter, writer: BatchWriter) -> JsonSubscriber {
 /// Installs the global subscriber. The filter comes from `RUST_LOG`
 /// (default `info`). Calling it twice is harmless.
 ///
-/// Lines go to stderr through [`BatchWriter`]: every admission decision is
+/// Lines go to stderr through `BatchWriter`: every admission decision is
 /// logged, and this keeps system calls and thread switches per line off the
 /// request path. Keep the returned guard until the process exits; dropping
 /// it writes out what is still pending.

@@ -1,7 +1,8 @@
 //! `gpu-policy audit`: what was created before a namespace opted in is
 //! reported, read from the real API server.
 
-use crate::support::control_plane::{ControlPlane, MODE_LABEL, NVIDIA_RUNTIME_CLASS, gpu_pod};
+use crate::support::control_plane::{ControlPlane, MODE_LABEL, NVIDIA_RUNTIME_CLASS};
+use crate::support::gpu_pod;
 use crate::support::process;
 
 /// A CUDA image without a GPU: it would see every card.
@@ -18,7 +19,9 @@ async fn audit_reports_pods_created_before_the_namespace_opted_in() {
     // No webhook, and a namespace that has not opted in yet: stored as sent.
     cluster.namespace("legacy", None);
     cluster.create(CPU_POD).success();
-    cluster.create(&gpu_pod("train", "legacy")).success();
+    cluster
+        .create(&gpu_pod().name("train").namespace("legacy").manifest())
+        .success();
     cluster
         .kubectl(&[
             "label",

@@ -3,7 +3,8 @@
 //! `serve --client-ca` and `--client-name` its calls are served and a client
 //! with another certificate is refused.
 
-use crate::support::control_plane::{ControlPlane, NAME, Webhook, WebhookOptions, gpu_pod};
+use crate::support::control_plane::{ControlPlane, NAME, Webhook, WebhookOptions};
+use crate::support::gpu_pod;
 use crate::support::server::admit_as;
 use crate::support::tls::{client_config_as, test_ca, test_client};
 
@@ -23,7 +24,10 @@ async fn only_the_api_servers_client_certificate_is_served() {
     cluster.namespace("ml", Some("enforce"));
     // The API server's calls are served: the pod comes back mutated.
     webhook.wait_effective(&cluster, "ml");
-    let stored = cluster.create(&gpu_pod("train", "ml")).success().value();
+    let stored = cluster
+        .create(&gpu_pod().name("train").namespace("ml").manifest())
+        .success()
+        .value();
     assert_eq!(stored["spec"]["runtimeClassName"], "nvidia");
 
     // Another client, trusting the server's CA from its Secret.
@@ -47,5 +51,7 @@ async fn only_the_api_servers_client_certificate_is_served() {
     let anonymous = admit_as(&webhook.server, client_config_as(&ca_pem, None)).await;
     assert!(anonymous.is_err(), "no certificate: {anonymous:?}");
     // The API server's calls still are served afterwards.
-    cluster.create(&gpu_pod("after", "ml")).success();
+    cluster
+        .create(&gpu_pod().name("after").namespace("ml").manifest())
+        .success();
 }

@@ -2,7 +2,8 @@
 //! (Fail) and `warn` namespaces fail open (Ignore); after a restart both
 //! work again.
 
-use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions, gpu_pod};
+use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions};
+use crate::support::gpu_pod;
 
 #[tokio::test]
 async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
@@ -15,7 +16,7 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
     webhook.wait_effective(&cluster, "strict");
 
     webhook.stop().await;
-    let refused = cluster.create(&gpu_pod("while-down", "strict"));
+    let refused = cluster.create(&gpu_pod().name("while-down").namespace("strict").manifest());
     assert_ne!(refused.code, 0, "{refused:?}");
     assert!(
         refused
@@ -25,7 +26,9 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
         "the API server's own error: {}",
         refused.stderr
     );
-    let admitted = cluster.create(&gpu_pod("while-down", "lenient")).success();
+    let admitted = cluster
+        .create(&gpu_pod().name("while-down").namespace("lenient").manifest())
+        .success();
     assert!(
         !admitted.stderr.contains("gpu-policy"),
         "no warning without the webhook: {}",
@@ -35,7 +38,12 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
     webhook.restart(&cluster).await;
     webhook.wait_effective(&cluster, "strict");
     let stored = cluster
-        .create(&gpu_pod("after-restart", "strict"))
+        .create(
+            &gpu_pod()
+                .name("after-restart")
+                .namespace("strict")
+                .manifest(),
+        )
         .success()
         .value();
     assert_eq!(stored["spec"]["runtimeClassName"], "nvidia");
@@ -43,7 +51,11 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
     // container may have is admitted with the warning it earns.
     let warned = cluster
         .create(
-            &gpu_pod("after-restart", "lenient").replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 99"),
+            &gpu_pod()
+                .name("after-restart")
+                .namespace("lenient")
+                .gpus(99)
+                .manifest(),
         )
         .success();
     assert!(

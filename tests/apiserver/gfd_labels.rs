@@ -11,7 +11,8 @@
 
 use serde_json::Value;
 
-use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions, gpu_pod};
+use crate::support::control_plane::{ControlPlane, Webhook, WebhookOptions};
+use crate::support::gpu_pod;
 use crate::support::process::Run;
 
 const NAMESPACE: &str = "ml";
@@ -74,7 +75,7 @@ async fn no_compute_affinity_on_a_fleet_without_gfd_labels_until_the_labels_come
     webhook.wait_effective(&cluster, NAMESPACE);
 
     // No node offers a GPU yet (scale from zero): the floor is written.
-    let probe = written(&cluster.dry_run(&gpu_pod("probe", NAMESPACE)));
+    let probe = written(&cluster.dry_run(&gpu_pod().name("probe").namespace(NAMESPACE).manifest()));
     assert!(required(&probe).is_object(), "{probe}");
 
     cluster.create(NODE).success();
@@ -90,11 +91,11 @@ async fn no_compute_affinity_on_a_fleet_without_gfd_labels_until_the_labels_come
         ])
         .success();
     cluster.eventually("the webhook's node cache sees the GPU node", || {
-        let run = cluster.dry_run(&gpu_pod("probe", NAMESPACE));
+        let run = cluster.dry_run(&gpu_pod().name("probe").namespace(NAMESPACE).manifest());
         run.code == 0 && required(&run.value()).is_null()
     });
 
-    let created = cluster.create(&gpu_pod("train-1", NAMESPACE));
+    let created = cluster.create(&gpu_pod().name("train-1").namespace(NAMESPACE).manifest());
     let warnings: Vec<&str> = created
         .stderr
         .lines()
@@ -131,10 +132,10 @@ async fn no_compute_affinity_on_a_fleet_without_gfd_labels_until_the_labels_come
         ])
         .success();
     cluster.eventually("the webhook's node cache sees the labels", || {
-        let run = cluster.dry_run(&gpu_pod("probe", NAMESPACE));
+        let run = cluster.dry_run(&gpu_pod().name("probe").namespace(NAMESPACE).manifest());
         run.code == 0 && required(&run.value()).is_object()
     });
-    let created = cluster.create(&gpu_pod("train-2", NAMESPACE));
+    let created = cluster.create(&gpu_pod().name("train-2").namespace(NAMESPACE).manifest());
     let stored = written(&created);
     assert_eq!(
         required(&stored)["nodeSelectorTerms"],

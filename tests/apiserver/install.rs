@@ -2,7 +2,8 @@
 //! cleanly, the server runs on exactly the RBAC it ships, and its Secret
 //! route makes the API server trust it.
 
-use crate::support::control_plane::{ControlPlane, NAME, Webhook, WebhookOptions, gpu_pod};
+use crate::support::control_plane::{ControlPlane, NAME, Webhook, WebhookOptions};
+use crate::support::gpu_pod;
 
 #[tokio::test]
 async fn the_rendered_install_applies_and_its_rbac_is_enough() {
@@ -30,7 +31,10 @@ async fn the_rendered_install_applies_and_its_rbac_is_enough() {
     // mutated on a server-side dry run.
     cluster.namespace("ml", Some("enforce"));
     webhook.wait_effective(&cluster, "ml");
-    let stored = cluster.dry_run(&gpu_pod("train", "ml")).success().value();
+    let stored = cluster
+        .dry_run(&gpu_pod().name("train").namespace("ml").manifest())
+        .success()
+        .value();
     assert_eq!(stored["spec"]["runtimeClassName"], "nvidia");
     // The CUDA 12.6 image needs compute capability 5.0: the affinity too.
     assert_eq!(

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::control_plane::{
-    ControlPlane, MODE_LABEL, SETTLE, Webhook, WebhookOptions, gpu_pod, policy_fields,
+    ControlPlane, MODE_LABEL, SETTLE, Webhook, WebhookOptions, policy_fields,
 };
 use crate::support::fixtures::objects_of;
+use crate::support::gpu_pod;
 use crate::support::process::{self, Run};
 use crate::support::server::patched;
 
@@ -235,9 +236,17 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
 
     // Written with client-side and with server-side apply.
     let manifests = [
-        ("train", gpu_pod("train", "ml"), CLIENT),
+        (
+            "train",
+            gpu_pod().name("train").namespace("ml").manifest(),
+            CLIENT,
+        ),
         ("preprocess", cpu_pod("preprocess"), CLIENT),
-        ("train-ssa", gpu_pod("train-ssa", "ml"), SERVER),
+        (
+            "train-ssa",
+            gpu_pod().name("train-ssa").namespace("ml").manifest(),
+            SERVER,
+        ),
         ("preprocess-ssa", cpu_pod("preprocess-ssa"), SERVER),
     ];
     let apply = |manifest: &str, flag: &str| {

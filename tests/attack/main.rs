@@ -12,6 +12,10 @@
 //! one server's, on a machine that runs nothing else of the tests'. Run it
 //! with `cargo test --test attack`.
 
+// Each test holds `alone()` for the whole of its run, on a runtime of its
+// own: the lock orders the tests, never two tasks of one runtime.
+#![allow(clippy::await_holding_lock)]
+
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 #[path = "../it/support/mod.rs"]
@@ -31,7 +35,6 @@ pub const PEAK_RSS: u64 = 128 << 20;
 
 /// Held for the whole of each test: the tests of this binary run one at a
 /// time, whatever `--test-threads` says.
-#[must_use]
 pub fn alone() -> MutexGuard<'static, ()> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     // A test that failed while holding it leaves nothing to repair.

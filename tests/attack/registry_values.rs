@@ -8,11 +8,12 @@
 //! [`PEAK_RSS`]; the values too long to be kept make the image's config
 //! unusable, and the pod is left to the image table with that reason.
 
+use crate::support::gpu_pod;
 use serde_json::{Value, json};
 
 use crate::PEAK_RSS;
 use crate::support::fake_registry::{Auth, FakeRegistry, image_config, registry_config};
-use crate::support::server::{ENFORCE, Options, Server, pod_with_gpus, write_atomically};
+use crate::support::server::{ENFORCE, Options, Server, write_atomically};
 
 const MIB: f64 = (1 << 20) as f64;
 
@@ -71,13 +72,6 @@ fn hostile_config(n: usize) -> Value {
     }
 }
 
-/// A GPU pod of `image`.
-fn gpu_pod(image: &str) -> Value {
-    let mut pod = pod_with_gpus(1);
-    pod["spec"]["containers"][0]["image"] = json!(image);
-    pod
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn forty_image_configs_of_megabyte_values_stay_under_the_peak() {
     let _alone = crate::alone();
@@ -116,7 +110,9 @@ async fn forty_image_configs_of_megabyte_values_stay_under_the_peak() {
             let server = &server;
             async move {
                 let mut connection = server.connect().await;
-                let response = connection.admit(ENFORCE, &gpu_pod(image)).await;
+                let response = connection
+                    .admit(ENFORCE, &gpu_pod().namespace("ml").image(image).json())
+                    .await;
                 assert_eq!(response["allowed"], true, "{image}: {response}");
                 let annotation = response["auditAnnotations"]["image-resolution"]
                     .as_str()

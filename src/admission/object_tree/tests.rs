@@ -436,8 +436,8 @@ fn the_fixtures_are_decided_alike_on_the_whole_object() {
     use crate::admission::{Endpoint, Mode, RawObject, decode, respond};
     use crate::document::Document;
     use crate::policy::Evaluator;
-    use crate::review_builder::Review;
     use crate::settings::Settings;
+    use gpu_policy_test_support::review::Review;
 
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
@@ -491,8 +491,8 @@ fn an_object_over_the_budget_is_denied_unread() {
     use crate::admission::respond::UNREAD;
     use crate::admission::{Endpoint, Mode, decode, respond};
     use crate::policy::Evaluator;
-    use crate::review_builder::Review;
     use crate::settings::Settings;
+    use gpu_policy_test_support::review::Review;
 
     let settings = Settings::default();
     let namespace_settings = crate::admission::namespace_settings(&settings, None, Some("ml"));

@@ -384,5 +384,4 @@ fn numbers(text: &str) -> Option<(u32, u32)> {
 }
 
 #[cfg(test)]
-#[path = "floor_tests.rs"]
 mod tests;

@@ -346,5 +346,4 @@ impl ClaimFacts for OwnerClaims<'_> {
 }
 
 #[cfg(test)]
-#[path = "owner_tests.rs"]
 mod tests;

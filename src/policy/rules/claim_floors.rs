@@ -7,7 +7,7 @@
 //! claims it makes for extended resources); the pod as the webhook read it
 //! ([`ClaimInput::owner`]: one GET, with the pod's claims and templates
 //! the caches did not know), its UID and what R4 reads of it at its
-//! admission ([`super::dra_floors`]): the images of the containers whose
+//! admission (`super::dra_floors`): the images of the containers whose
 //! GPUs come through claims (the image table, or registry answers where
 //! the webhook has them), their `NVIDIA_REQUIRE_CUDA`, the namespace's and
 //! the pod annotation's minimum compute capability; the claim's device
@@ -165,5 +165,4 @@ fn add_selector(at: &str, alternative: Json<'_>, selector: &str) -> Option<Patch
 }
 
 #[cfg(test)]
-#[path = "claim_floors_tests.rs"]
 mod tests;

@@ -211,5 +211,4 @@ impl Counted {
 }
 
 #[cfg(test)]
-#[path = "claim_pod_total_tests.rs"]
 mod tests;

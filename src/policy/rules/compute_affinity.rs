@@ -554,5 +554,4 @@ fn present<'a>(map: Object<'a>, key: &str) -> Option<Json<'a>> {
 }
 
 #[cfg(test)]
-#[path = "compute_affinity_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! R4 `compute-affinity` on an update of a pod ([`Scope::Update`]): the
+//! R4 `compute-affinity` on an update of a pod (`Scope::Update`): the
 //! floors written at creation kept, and the images changed in place
 //! checked against where the pod runs.
 //!
@@ -347,5 +347,4 @@ fn term_floor(term: &Value) -> Option<ComputeCapability> {
 }
 
 #[cfg(test)]
-#[path = "compute_affinity_update_tests.rs"]
 mod tests;

@@ -397,5 +397,4 @@ fn pod_name(input: &RuleInput<'_, '_>) -> String {
 }
 
 #[cfg(test)]
-#[path = "dra_floors_tests.rs"]
 mod tests;

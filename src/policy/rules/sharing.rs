@@ -255,5 +255,4 @@ fn fraction_below_one(raw: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "sharing_tests.rs"]
 mod tests;

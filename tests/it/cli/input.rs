@@ -9,7 +9,7 @@ use super::*;
 fn stdin_multi_document_yaml() {
     let input = format!(
         "# leading comment\n{}---\n---\n{}...\n",
-        gpu_pod("first", "1"),
+        gpu_pod().name("first").gpus(1).manifest(),
         CUDA_NO_GPU_POD
     );
     let out = check_stdin(&["-o", "json"], &input);
@@ -42,8 +42,16 @@ fn stdin_json_object_and_array() {
 #[test]
 fn folders_are_walked_recursively_for_manifest_extensions_only() {
     let dir = tempfile::tempdir().expect("temp dir");
-    write(dir.path(), "b.yaml", &gpu_pod("from-yaml", "1"));
-    write(dir.path(), "a/c.yml", &gpu_pod("from-yml", "1"));
+    write(
+        dir.path(),
+        "b.yaml",
+        &gpu_pod().name("from-yaml").gpus(1).manifest(),
+    );
+    write(
+        dir.path(),
+        "a/c.yml",
+        &gpu_pod().name("from-yml").gpus(1).manifest(),
+    );
     write(
         dir.path(),
         "a/deeper/d.json",
@@ -162,7 +170,11 @@ fn yaml_flow_style_and_json_documents_in_a_yaml_file_are_yaml() {
 #[test]
 fn a_symlink_cycle_does_not_repeat_manifests() {
     let dir = tempfile::tempdir().expect("temp dir");
-    write(dir.path(), "a/pod.yaml", &gpu_pod("once", "1"));
+    write(
+        dir.path(),
+        "a/pod.yaml",
+        &gpu_pod().name("once").gpus(1).manifest(),
+    );
     std::os::unix::fs::symlink("..", dir.path().join("a/loop")).expect("symlink");
     let out = check(&["-f", &dir.path().display().to_string(), "-o", "json"]);
     assert_eq!(out.code, 0, "{out:?}");

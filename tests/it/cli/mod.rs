@@ -45,15 +45,7 @@ fn write(dir: &Path, relative: &str, text: &str) -> String {
     path.display().to_string()
 }
 
-/// A pod named `name` with one container `app` asking for `gpus` (a YAML
-/// scalar, e.g. `1` or `"500m"`) as a limit.
-fn gpu_pod(name: &str, gpus: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  \
-         - name: app\n    image: nvidia/cuda:12.6.3-base-ubuntu24.04\n    resources:\n      \
-         limits:\n        nvidia.com/gpu: {gpus}\n"
-    )
-}
+use crate::support::gpu_pod;
 
 /// A pod without GPU whose image (a CUDA base) would see every card.
 const CUDA_NO_GPU_POD: &str = "\
@@ -95,7 +87,10 @@ fn allowed_gpu_pod_exits_0() {
 
 #[test]
 fn fractional_gpu_limit_is_denied_with_exit_1() {
-    let out = check_stdin(&["-o", "json"], &gpu_pod("half", "\"500m\""));
+    let out = check_stdin(
+        &["-o", "json"],
+        &gpu_pod().name("half").gpus("500m").manifest(),
+    );
     assert_eq!(out.code, 1, "{out:?}");
     let reports = out.json();
     assert_eq!(reports.len(), 1);
@@ -114,7 +109,7 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
         }])
     );
     // The same in text.
-    let text = check_stdin(&[], &gpu_pod("half", "\"500m\""));
+    let text = check_stdin(&[], &gpu_pod().name("half").gpus("500m").manifest());
     assert_eq!(text.code, 1);
     assert!(
         text.stdout.starts_with("Pod default/half: DENIED  (-)\n"),
@@ -129,7 +124,11 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
 
 #[test]
 fn one_denied_object_makes_the_whole_run_exit_1() {
-    let input = format!("{}---\n{}", gpu_pod("fine", "1"), gpu_pod("too-many", "9"));
+    let input = format!(
+        "{}---\n{}",
+        gpu_pod().name("fine").gpus(1).manifest(),
+        gpu_pod().name("too-many").gpus(9).manifest()
+    );
     let out = check_stdin(&["-o", "json"], &input);
     assert_eq!(out.code, 1, "{out:?}");
     let reports = out.json();
@@ -308,7 +307,11 @@ fn broken_yaml_exits_2_naming_the_file_and_line() {
 #[test]
 fn broken_yaml_in_a_folder_names_that_file() {
     let dir = tempfile::tempdir().expect("temp dir");
-    write(dir.path(), "a-good.yaml", &gpu_pod("good", "1"));
+    write(
+        dir.path(),
+        "a-good.yaml",
+        &gpu_pod().name("good").gpus(1).manifest(),
+    );
     let bad = write(
         dir.path(),
         "sub/b-bad.yml",

@@ -7,7 +7,11 @@ use super::*;
 
 #[test]
 fn warn_mode_exits_0_with_short_prefixed_warnings() {
-    let input = format!("{}---\n{}", gpu_pod("half", "\"500m\""), CUDA_NO_GPU_POD);
+    let input = format!(
+        "{}---\n{}",
+        gpu_pod().name("half").gpus("500m").manifest(),
+        CUDA_NO_GPU_POD
+    );
     let out = check_stdin(&["--mode", "warn", "-o", "json"], &input);
     assert_eq!(out.code, 0, "{out:?}");
     let reports = out.json();
@@ -41,7 +45,11 @@ fn warn_mode_exits_0_with_short_prefixed_warnings() {
 
 #[test]
 fn audit_mode_exits_0_without_warnings_or_patch() {
-    let input = format!("{}---\n{}", gpu_pod("half", "\"500m\""), CUDA_NO_GPU_POD);
+    let input = format!(
+        "{}---\n{}",
+        gpu_pod().name("half").gpus("500m").manifest(),
+        CUDA_NO_GPU_POD
+    );
     let out = check_stdin(&["--mode", "audit", "-o", "json"], &input);
     assert_eq!(out.code, 0, "{out:?}");
     let reports = out.json();
@@ -69,7 +77,7 @@ fn audit_mode_exits_0_without_warnings_or_patch() {
 fn config_file_changes_decisions() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = write(dir.path(), "config.yaml", "maxPerContainer: 1\n");
-    let pod = gpu_pod("pair", "2");
+    let pod = gpu_pod().name("pair").gpus(2).manifest();
     assert_eq!(check_stdin(&[], &pod).code, 0);
     let out = check_stdin(&["--config", &config, "-o", "json"], &pod);
     assert_eq!(out.code, 1, "{out:?}");
@@ -131,7 +139,11 @@ fn invalid_or_missing_config_exits_2() {
 /// from 1.36 one does; the validating policies deny on every release.
 #[test]
 fn check_with_the_policies_of_a_release() {
-    let input = format!("{}---\n{}", gpu_pod("many", "99"), CUDA_NO_GPU_POD);
+    let input = format!(
+        "{}---\n{}",
+        gpu_pod().name("many").gpus(99).manifest(),
+        CUDA_NO_GPU_POD
+    );
     let reports = |release: &str| -> Vec<serde_json::Value> {
         let out = check_stdin(
             &["--engine", "cel", "--kube-version", release, "-o", "json"],

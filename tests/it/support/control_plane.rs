@@ -5,6 +5,7 @@
 //! users to: `manifests --webhook-url`, a TokenRequest token of its
 //! ServiceAccount, `serve --kubeconfig` with the Secret route.
 
+use crate::support::gpu_pod;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Once, OnceLock};
@@ -490,15 +491,6 @@ pub fn policy_fields(object: &Value) -> Value {
 pub const NVIDIA_RUNTIME_CLASS: &str =
     "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: nvidia\nhandler: nvidia\n";
 
-/// A pod with one container asking for one GPU.
-pub fn gpu_pod(name: &str, namespace: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  \
-         containers:\n  - name: app\n    image: nvidia/cuda:12.6.3-base-ubuntu24.04\n    \
-         resources:\n      limits:\n        nvidia.com/gpu: 1\n"
-    )
-}
-
 /// How [`Webhook::install`] runs the server.
 #[derive(Debug, Default)]
 pub struct WebhookOptions {
@@ -652,7 +644,7 @@ impl Webhook {
     /// `enforce` namespace `namespace` (a configuration takes effect a moment
     /// after it is written): a dry-run GPU pod comes back mutated.
     pub fn wait_effective(&self, cluster: &ControlPlane, namespace: &str) {
-        let pod = gpu_pod("probe", namespace);
+        let pod = gpu_pod().name("probe").namespace(namespace).manifest();
         cluster.eventually("the webhook acts on a dry run", || {
             let run = cluster.dry_run(&pod);
             run.code == 0 && run.value()["spec"]["runtimeClassName"] == "nvidia"

@@ -29,7 +29,7 @@
 //! - [`x509`]: reading test certificates; [`generated_docs`]: the docs'
 //!   sections the program prints, and `UPDATE_GOLDEN`.
 
-pub mod bad_claims;
+pub use gpu_policy_test_support::{bad_claims, pods::gpu_pod, review, x509};
 pub mod chart;
 pub mod claimed_pods;
 pub mod counted_claims;
@@ -52,11 +52,9 @@ pub mod pods;
 pub mod process;
 pub mod promql;
 pub mod report_crds;
-pub mod review;
 pub mod router;
 pub mod script;
 pub mod server;
 pub mod sharing_webhooks;
 pub mod tls;
 pub mod workloads;
-pub mod x509;

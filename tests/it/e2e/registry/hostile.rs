@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{FALLBACK, check, cuda_13_config, gpu_pod, start, warnings};
+use super::{FALLBACK, check, cuda_13_config, start, warnings};
 use crate::support::fake_registry::hostile::{Fault, Tarpit};
 use crate::support::fake_registry::{Auth, FakeRegistry, registry_config};
+use crate::support::gpu_pod;
 use crate::support::server::{ENFORCE, Server, write_atomically};
 
 /// The most the webhook may hold, whatever a registry does.
@@ -63,7 +64,8 @@ impl Case {
     /// the table's fallback warned and the full reason in the audit
     /// annotation. Returns the annotation.
     async fn admitted(&self, image: &str) -> String {
-        self.admitted_pod(&gpu_pod(image), image).await
+        self.admitted_pod(&gpu_pod().namespace("ml").image(image).json(), image)
+            .await
     }
 
     /// [`Case::admitted`] of `pod`, a GPU pod of `image`.
@@ -211,7 +213,9 @@ async fn three_hundred_images_on_a_registry_that_never_answers() {
     for n in 0..300 {
         let image = format!("{}/team/app:{n}", case.registry.host());
         let started = Instant::now();
-        let response = connection.admit(ENFORCE, &gpu_pod(&image)).await;
+        let response = connection
+            .admit(ENFORCE, &gpu_pod().namespace("ml").image(&image).json())
+            .await;
         slowest = slowest.max(started.elapsed());
         assert_eq!(response["allowed"], true, "{response}");
         let annotation = response["auditAnnotations"]["image-resolution"]
@@ -266,7 +270,7 @@ async fn check_follows_the_same_rules() {
         (case.image(), "does not match its digest".to_owned()),
     ] {
         let (pod, dir, config) = (
-            gpu_pod(&image),
+            gpu_pod().namespace("ml").image(&image).json(),
             case.dir.path().to_path_buf(),
             config.clone(),
         );
@@ -294,7 +298,7 @@ async fn check_follows_the_same_rules() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_selector_of_megabytes_is_refused_before_any_lookup() {
     let case = Case::start(|_| None).await;
-    let mut pod = gpu_pod(&case.image());
+    let mut pod = gpu_pod().namespace("ml").image(&case.image()).json();
     pod["spec"]["nodeSelector"] = json!({"kubernetes.io/arch": "a".repeat(1_400_000)});
     let refusal = "(1400000 bytes) is not a label value: a label value has at most 63 characters";
 

@@ -4,6 +4,7 @@
 //! `check --resolve-images` gives the webhook's patch. Registries are the
 //! in-test fake (`support/fake_registry.rs`), on loopback.
 
+use crate::support::gpu_pod;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -34,19 +35,6 @@ fn cuda_13_config() -> Value {
         ],
         &[("com.nvidia.cuda.version", "13.0.2")],
     )
-}
-
-fn gpu_pod(image: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": "ml"},
-        "spec": {"containers": [{
-            "name": "train",
-            "image": image,
-            "resources": {"limits": {"nvidia.com/gpu": 1}}
-        }]}
-    })
 }
 
 async fn start(config: &Path) -> Server {
@@ -119,7 +107,7 @@ async fn an_image_config_gives_the_affinity_and_check_agrees() {
     let server = start(&config).await;
     let mut connection = server.connect().await;
 
-    let pod = gpu_pod(&image);
+    let pod = gpu_pod().namespace("ml").image(&image).json();
     let response = connection.admit(MUTATE, &pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     let patch = patch_of(&response).unwrap_or_else(|| panic!("a patch: {response}"));
@@ -177,7 +165,7 @@ async fn a_slow_registry_costs_the_budget_and_answers_the_next_admission() {
     );
     let server = start(&config).await;
     let mut connection = server.connect().await;
-    let pod = gpu_pod(&image);
+    let pod = gpu_pod().namespace("ml").image(&image).json();
 
     let started = Instant::now();
     let first = connection.admit(WARN, &pod).await;
@@ -251,7 +239,7 @@ async fn a_registry_down_leaves_the_pod_to_the_table() {
     write_atomically(&config, registry_config(&[down], "1s", table).as_bytes());
     let server = start(&config).await;
     let mut connection = server.connect().await;
-    let pod = gpu_pod(&image);
+    let pod = gpu_pod().namespace("ml").image(&image).json();
     let response = connection.admit(MUTATE, &pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     let patch = patch_of(&response).unwrap_or_else(|| panic!("a patch: {response}"));
@@ -321,7 +309,7 @@ async fn reload_turns_registry_mode_on_and_credentials_follow_their_file() {
     let registry = FakeRegistry::start(auth).await;
     registry.push_image("team/private", "1", &cuda_13_config());
     let image = format!("{}/team/private:1", registry.host());
-    let pod = gpu_pod(&image);
+    let pod = gpu_pod().namespace("ml").image(&image).json();
     let dir = tempfile::tempdir().expect("tempdir");
     let credentials = dir.path().join(".dockerconfigjson");
     let write_credentials = |password: &str| {

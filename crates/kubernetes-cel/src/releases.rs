@@ -1,0 +1,185 @@
+//! The Kubernetes release that introduced each CEL function the admission
+//! policy environment offers beyond CEL's standard library, from the
+//! `IntroducedVersion` of its library in
+//! `k8s.io/apiserver/pkg/cel/environment/base.go` (and, for
+//! `jsonpatch.escapeKey`, the MutatingAdmissionPolicy environment), and the
+//! functions of an expression that a release's API server refuses.
+//!
+//! By name: `compareTo` is both the quantity library's (1.28) and the
+//! semver library's (1.33), and counts as the older; a semver value can
+//! only come from `semver()`, which counts as 1.33.
+
+use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr};
+use cel::parser::Parser;
+
+use crate::kubernetes_version::KubernetesVersion;
+
+/// Never in a Kubernetes CEL environment, though the `cel` crate offers
+/// it (cel-go's strings extension from version 3; Kubernetes includes
+/// version 2).
+const NEVER: u32 = u32::MAX;
+
+/// Function name, and the minor release of Kubernetes 1 that introduced it.
+const INTRODUCED: &[(&str, u32)] = &[
+    // cel-go ext.Strings version 0 (with CEL itself).
+    ("charAt", 0),
+    ("indexOf", 0),
+    ("lastIndexOf", 0),
+    ("lowerAscii", 0),
+    ("upperAscii", 0),
+    ("replace", 0),
+    ("split", 0),
+    ("substring", 0),
+    ("trim", 0),
+    ("join", 0),
+    // ext.Strings version 2.
+    ("format", 29),
+    ("strings.quote", 29),
+    ("reverse", NEVER),
+    // The Kubernetes list library, version 0.
+    ("sum", 0),
+    ("min", 0),
+    ("max", 0),
+    ("isSorted", 0),
+    // The quantity library.
+    ("quantity", 28),
+    ("isQuantity", 28),
+    ("sign", 28),
+    ("isGreaterThan", 28),
+    ("isLessThan", 28),
+    ("compareTo", 28),
+    ("add", 28),
+    ("sub", 28),
+    ("asInteger", 28),
+    ("isInteger", 28),
+    ("asApproximateFloat", 28),
+    // The semver library.
+    ("semver", 33),
+    ("isSemver", 33),
+    // cel-go ext.Lists version 3.
+    ("flatten", 34),
+    ("lists.range", 34),
+    ("slice", 34),
+    ("distinct", 34),
+    ("sort", 34),
+    ("sortBy", 34),
+    // The MutatingAdmissionPolicy environment (alpha in 1.32).
+    ("jsonpatch.escapeKey", 32),
+];
+
+/// The release that introduced `function`; None for CEL's standard
+/// library and macros, which every release has.
+pub fn introduced(function: &str) -> Option<u32> {
+    INTRODUCED
+        .iter()
+        .find(|(name, _)| *name == function)
+        .map(|(_, minor)| *minor)
+}
+
+/// A function an API server refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub function: String,
+    /// The first release that accepts it; None when none does.
+    pub accepted_from: Option<KubernetesVersion>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.accepted_from {
+            Some(release) => write!(f, "`{}` (from Kubernetes {release})", self.function),
+            None => write!(f, "`{}` (not in Kubernetes' CEL)", self.function),
+        }
+    }
+}
+
+/// The functions of `expression` that `release`'s API server refuses in a
+/// new policy, each once, outer calls before the calls in their
+/// arguments; or the parse error.
+pub fn refused(expression: &str, release: KubernetesVersion) -> Result<Vec<Refused>, String> {
+    let mut refused: Vec<Refused> = Vec::new();
+    for function in functions(expression)? {
+        let Some(minor) = introduced(&function) else {
+            continue;
+        };
+        if release.accepts_cel_from(minor) || refused.iter().any(|r| r.function == function) {
+            continue;
+        }
+        refused.push(Refused {
+            function,
+            accepted_from: (minor != NEVER).then(|| KubernetesVersion::new(minor + 1)),
+        });
+    }
+    Ok(refused)
+}
+
+/// The names of the functions and operators (`_+_`) `expression` calls,
+/// outer calls first, repeats included; or the parse error.
+pub fn functions(expression: &str) -> Result<Vec<String>, String> {
+    let ast = Parser::new()
+        .enable_optional_syntax(true)
+        .parse(expression)
+        .map_err(|errors| errors.to_string())?;
+    let mut called = Vec::new();
+    calls(&ast, &mut called);
+    Ok(called)
+}
+
+/// The names of the functions `expr` calls, outer calls first; `lists.range(n)` is
+/// parsed as a method of an identifier `lists` and named as the namespaced
+/// function it is. Iterative: a deep expression cannot exhaust the stack.
+fn calls(expr: &IdedExpr, out: &mut Vec<String>) {
+    let mut stack = vec![expr];
+    while let Some(expr) = stack.pop() {
+        match &expr.expr {
+            Expr::Call(call) => {
+                let namespace = match call.target.as_deref().map(|t| &t.expr) {
+                    Some(Expr::Ident(ns))
+                        if ns == "lists" || ns == "strings" || ns == "jsonpatch" =>
+                    {
+                        Some(ns.as_str())
+                    }
+                    _ => None,
+                };
+                match namespace {
+                    Some(ns) => out.push(format!("{ns}.{}", call.func_name)),
+                    None => {
+                        out.push(call.func_name.clone());
+                        stack.extend(call.target.as_deref());
+                    }
+                }
+                stack.extend(call.args.iter().rev());
+            }
+            Expr::Comprehension(c) => {
+                stack.extend([
+                    &c.result,
+                    &c.loop_step,
+                    &c.loop_cond,
+                    &c.accu_init,
+                    &c.iter_range,
+                ]);
+            }
+            Expr::List(list) => stack.extend(list.elements.iter().rev()),
+            Expr::Map(map) => {
+                for entry in map.entries.iter().rev() {
+                    if let EntryExpr::MapEntry(entry) = &entry.expr {
+                        stack.extend([&entry.value, &entry.key]);
+                    }
+                }
+            }
+            Expr::Struct(object) => {
+                for entry in object.entries.iter().rev() {
+                    if let EntryExpr::StructField(field) = &entry.expr {
+                        stack.push(&field.value);
+                    }
+                }
+            }
+            Expr::Select(select) => stack.push(&select.operand),
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

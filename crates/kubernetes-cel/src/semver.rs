@@ -1,0 +1,391 @@
+//! The Kubernetes semver CEL library
+//! (`k8s.io/apiserver/pkg/cel/library/semverlib.go`), on a port of the
+//! parser it calls, `github.com/blang/semver/v4`'s `Parse`, with its error
+//! wording.
+//!
+//! Reads: a version string. Allows expressions to call
+//! - `semver(string)`: strict semver 2.0 (`1.2.3`, optional `-pre.release`
+//!   and `+build.meta`), an error otherwise;
+//! - `semver(string, bool)`: with `true`, normalized first as upstream's
+//!   `normalizeAndParse` does (a leading `v` dropped, a missing minor or
+//!   patch filled with `0`, leading zeros removed; no whitespace trimmed);
+//! - `isSemver(string)`, `isSemver(string, bool)`: whether `semver` would
+//!   succeed;
+//! - `<Semver>.isGreaterThan(<Semver>)`, `isLessThan`, `compareTo` (-1, 0,
+//!   1), `major()`, `minor()`, `patch()`; `==` between semvers.
+//!
+//! Precedence is semver 2.0's, as blang's `Compare`: a pre-release sorts
+//! below its release, numeric identifiers below alphanumeric ones, and
+//! build metadata is ignored (`1.0.0+a == 1.0.0+b`).
+
+use cel::common::types::{CelBool, CelInt, CelString, Type};
+use cel::common::value::{StaticVal, Val};
+use cel::{DeclarationError, Env, ExecutionError};
+use std::any::Any;
+use std::cmp::Ordering;
+use std::fmt;
+
+/// The CEL type name upstream gives semvers (`apiservercel.SemverType`).
+static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");
+
+/// A parsed semantic version (`kubernetes.Semver` in CEL).
+#[derive(Debug, Clone)]
+pub struct Semver {
+    major: u64,
+    minor: u64,
+    patch: u64,
+    pre: Vec<PreRelease>,
+    build: Vec<String>,
+}
+
+/// One dot-separated pre-release identifier (blang's `PRVersion`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PreRelease {
+    Numeric(u64),
+    Alphanumeric(String),
+}
+
+/// Why a string is not a semantic version: blang's message, after the
+/// `Could not parse semver: ` this crate puts in front of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Could not parse semver: {0}")]
+pub struct SemverError(String);
+
+impl SemverError {
+    /// blang's own message, without the prefix.
+    pub fn reason(&self) -> &str {
+        &self.0
+    }
+}
+
+fn error(reason: impl Into<String>) -> SemverError {
+    SemverError(reason.into())
+}
+
+impl Semver {
+    /// blang's `semver.Parse`: strict `MAJOR.MINOR.PATCH[-PRE][+BUILD]`.
+    pub fn parse(s: &str) -> Result<Semver, SemverError> {
+        if s.is_empty() {
+            return Err(error("Version string empty"));
+        }
+        let parts: Vec<&str> = s.splitn(3, '.').collect();
+        let [major, minor, rest] = parts.as_slice() else {
+            return Err(error("No Major.Minor.Patch elements found"));
+        };
+        let major = number(major, "major", "Major")?;
+        let minor = number(minor, "minor", "Minor")?;
+        // Build metadata is cut first: it may contain `-`, which would
+        // otherwise start a pre-release.
+        let (rest, build) = match rest.split_once('+') {
+            Some((rest, build)) => (rest, Some(build)),
+            None => (*rest, None),
+        };
+        let (patch, pre) = match rest.split_once('-') {
+            Some((patch, pre)) => (patch, Some(pre)),
+            None => (rest, None),
+        };
+        let patch = number(patch, "patch", "Patch")?;
+        let pre = match pre {
+            Some(pre) => pre.split('.').map(pre_release).collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        let build = match build {
+            Some(build) => build
+                .split('.')
+                .map(|b| {
+                    if b.is_empty() {
+                        Err(error("Build meta data is empty"))
+                    } else if !alphanumeric(b) {
+                        Err(error(format!(
+                            "Invalid character(s) found in build meta data {b:?}"
+                        )))
+                    } else {
+                        Ok(b.to_owned())
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        Ok(Semver {
+            major,
+            minor,
+            patch,
+            pre,
+            build,
+        })
+    }
+
+    /// `semver(s, true)`: upstream's `normalizeAndParse`, blang's
+    /// `ParseTolerant` without its whitespace trimming.
+    pub fn parse_normalized(s: &str) -> Result<Semver, SemverError> {
+        let s = s.strip_prefix('v').unwrap_or(s);
+        let mut parts: Vec<String> = s
+            .splitn(3, '.')
+            .map(|p| {
+                if p.len() <= 1 {
+                    return p.to_owned();
+                }
+                // Leading zeros go; a part left empty, or starting with
+                // anything but a digit (a pre-release), gets one `0` back.
+                let trimmed = p.trim_start_matches('0');
+                if trimmed.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+                    trimmed.to_owned()
+                } else {
+                    format!("0{trimmed}")
+                }
+            })
+            .collect();
+        if parts.len() < 3 {
+            if parts.last().is_some_and(|p| p.contains(['+', '-'])) {
+                return Err(error(
+                    "short version cannot contain PreRelease/Build meta data",
+                ));
+            }
+            parts.resize(3, "0".to_owned());
+        }
+        Semver::parse(&parts.join("."))
+    }
+
+    /// The major version.
+    pub fn major(&self) -> u64 {
+        self.major
+    }
+
+    /// The minor version.
+    pub fn minor(&self) -> u64 {
+        self.minor
+    }
+
+    /// The patch version.
+    pub fn patch(&self) -> u64 {
+        self.patch
+    }
+
+    /// blang's `Version.Compare`: semver 2.0 precedence.
+    pub fn compare(&self, other: &Semver) -> Ordering {
+        let release =
+            (self.major, self.minor, self.patch).cmp(&(other.major, other.minor, other.patch));
+        if release != Ordering::Equal {
+            return release;
+        }
+        match (self.pre.is_empty(), other.pre.is_empty()) {
+            (true, true) => Ordering::Equal,
+            // A release is above its pre-releases.
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) => {
+                for (a, b) in self.pre.iter().zip(&other.pre) {
+                    let order = match (a, b) {
+                        (PreRelease::Numeric(a), PreRelease::Numeric(b)) => a.cmp(b),
+                        (PreRelease::Numeric(_), PreRelease::Alphanumeric(_)) => Ordering::Less,
+                        (PreRelease::Alphanumeric(_), PreRelease::Numeric(_)) => Ordering::Greater,
+                        // Go compares strings bytewise, as Rust does.
+                        (PreRelease::Alphanumeric(a), PreRelease::Alphanumeric(b)) => a.cmp(b),
+                    };
+                    if order != Ordering::Equal {
+                        return order;
+                    }
+                }
+                // Equal so far: the one with more identifiers is greater.
+                self.pre.len().cmp(&other.pre.len())
+            }
+        }
+    }
+}
+
+/// Equal precedence: build metadata is ignored, as upstream's `Equal`
+/// (`Version.EQ`) ignores it.
+impl PartialEq for Semver {
+    fn eq(&self, other: &Semver) -> bool {
+        self.compare(other) == Ordering::Equal
+    }
+}
+impl Eq for Semver {}
+
+/// blang's `Version.String`.
+impl fmt::Display for Semver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
+        for (i, pre) in self.pre.iter().enumerate() {
+            f.write_str(if i == 0 { "-" } else { "." })?;
+            match pre {
+                PreRelease::Numeric(n) => write!(f, "{n}")?,
+                PreRelease::Alphanumeric(s) => f.write_str(s)?,
+            }
+        }
+        for (i, build) in self.build.iter().enumerate() {
+            f.write_str(if i == 0 { "+" } else { "." })?;
+            f.write_str(build)?;
+        }
+        Ok(())
+    }
+}
+
+fn digits(s: &str) -> bool {
+    s.chars().all(|c| c.is_ascii_digit())
+}
+
+/// blang's `alphanum`: ASCII letters, digits and `-`.
+fn alphanumeric(s: &str) -> bool {
+    s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+fn has_leading_zeroes(s: &str) -> bool {
+    s.len() > 1 && s.starts_with('0')
+}
+
+/// `strconv.ParseUint(s, 10, 64)`, with Go's error wording.
+fn parse_uint(s: &str) -> Result<u64, SemverError> {
+    if s.is_empty() || !digits(s) {
+        return Err(error(format!(
+            "strconv.ParseUint: parsing {s:?}: invalid syntax"
+        )));
+    }
+    s.parse().map_err(|_| {
+        error(format!(
+            "strconv.ParseUint: parsing {s:?}: value out of range"
+        ))
+    })
+}
+
+/// A major, minor or patch number: digits without leading zeros.
+fn number(s: &str, name: &str, capitalized: &str) -> Result<u64, SemverError> {
+    // An empty part passes both checks, as upstream, and fails to parse.
+    if !digits(s) {
+        return Err(error(format!(
+            "Invalid character(s) found in {name} number {s:?}"
+        )));
+    }
+    if has_leading_zeroes(s) {
+        return Err(error(format!(
+            "{capitalized} number must not contain leading zeroes {s:?}"
+        )));
+    }
+    parse_uint(s)
+}
+
+/// blang's `NewPRVersion`.
+fn pre_release(s: &str) -> Result<PreRelease, SemverError> {
+    if s.is_empty() {
+        return Err(error("Prerelease is empty"));
+    }
+    if digits(s) {
+        if has_leading_zeroes(s) {
+            return Err(error(format!(
+                "Numeric PreRelease version must not contain leading zeroes {s:?}"
+            )));
+        }
+        return parse_uint(s).map(PreRelease::Numeric);
+    }
+    if alphanumeric(s) {
+        return Ok(PreRelease::Alphanumeric(s.to_owned()));
+    }
+    Err(error(format!(
+        "Invalid character(s) found in prerelease {s:?}"
+    )))
+}
+
+impl Val for Semver {
+    fn get_type(&self) -> &Type {
+        &SEMVER_TYPE
+    }
+    fn cel_type() -> &'static Type {
+        &SEMVER_TYPE
+    }
+    /// `apiservercel.Semver.Equal`: `Version.EQ`.
+    fn equals(&self, other: &dyn Val) -> bool {
+        other.downcast_ref::<Semver>().is_some_and(|o| o == self)
+    }
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+}
+impl StaticVal for Semver {}
+
+/// Registers the semver library on `env`. `isGreaterThan`, `isLessThan` and
+/// `compareTo` are overloads next to the quantity library's, as upstream
+/// declares them: the receiver's type picks one.
+pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_type(SEMVER_TYPE.to_owned())?;
+    cel::add_overload!(env, fn semver: (CelString) -> Result<Semver>)?;
+    cel::add_overload!(env, fn semver_normalize: (CelString, CelBool) -> Result<Semver>, name = "semver")?;
+    cel::add_overload!(env, fn is_semver: (CelString) -> CelBool)?;
+    cel::add_overload!(env, fn is_semver_normalize: (CelString, CelBool) -> CelBool, name = "isSemver")?;
+    cel::add_member_overload!(env, fn semver_is_greater_than: (Semver, Semver) -> CelBool, name = "isGreaterThan")?;
+    cel::add_member_overload!(env, fn semver_is_less_than: (Semver, Semver) -> CelBool, name = "isLessThan")?;
+    cel::add_member_overload!(env, fn semver_compare_to: (Semver, Semver) -> CelInt, name = "compareTo")?;
+    cel::add_member_overload!(env, fn semver_major: (Semver) -> CelInt, name = "major")?;
+    cel::add_member_overload!(env, fn semver_minor: (Semver) -> CelInt, name = "minor")?;
+    cel::add_member_overload!(env, fn semver_patch: (Semver) -> CelInt, name = "patch")?;
+    Ok(())
+}
+
+fn parse(s: &str, normalize: bool) -> Result<Semver, SemverError> {
+    if normalize {
+        Semver::parse_normalized(s)
+    } else {
+        Semver::parse(s)
+    }
+}
+
+/// `semver(string)`: the parse error as the result's.
+fn semver(s: &CelString<'_>) -> Result<Semver, ExecutionError> {
+    parse(s.inner(), false).map_err(|e| ExecutionError::function_error("semver", e))
+}
+
+/// `semver(string, bool)`: normalized first when the flag is set.
+fn semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> Result<Semver, ExecutionError> {
+    parse(s.inner(), *normalize.inner()).map_err(|e| ExecutionError::function_error("semver", e))
+}
+
+/// `isSemver(string)`: whether `semver` would succeed.
+fn is_semver(s: &CelString<'_>) -> CelBool {
+    parse(s.inner(), false).is_ok().into()
+}
+
+/// `isSemver(string, bool)`.
+fn is_semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> CelBool {
+    parse(s.inner(), *normalize.inner()).is_ok().into()
+}
+
+/// `<Semver>.isGreaterThan(<Semver>)`: `Compare == 1`.
+fn semver_is_greater_than(a: &Semver, b: &Semver) -> CelBool {
+    (a.compare(b) == Ordering::Greater).into()
+}
+
+/// `<Semver>.isLessThan(<Semver>)`: `Compare == -1`.
+fn semver_is_less_than(a: &Semver, b: &Semver) -> CelBool {
+    (a.compare(b) == Ordering::Less).into()
+}
+
+/// `<Semver>.compareTo(<Semver>)`: `Compare`.
+fn semver_compare_to(a: &Semver, b: &Semver) -> CelInt {
+    (a.compare(b) as i64).into()
+}
+
+// `types.Int(v.Major)` converts Go's uint64 to int64 by wrapping: a number
+// above 2^63-1 comes out negative upstream, and here too.
+fn wrap(n: u64) -> CelInt {
+    (n as i64).into()
+}
+
+/// `<Semver>.major()`.
+fn semver_major(v: &Semver) -> CelInt {
+    wrap(v.major)
+}
+
+/// `<Semver>.minor()`.
+fn semver_minor(v: &Semver) -> CelInt {
+    wrap(v.minor)
+}
+
+/// `<Semver>.patch()`.
+fn semver_patch(v: &Semver) -> CelInt {
+    wrap(v.patch)
+}
+
+#[cfg(test)]
+mod tests;

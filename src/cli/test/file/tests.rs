@@ -1,0 +1,97 @@
+use super::*;
+use serde_json::json;
+
+fn parsed(document: Value) -> Result<Test, String> {
+    parse_test(document, Path::new("."), "t.yaml").map_err(|err| err.to_string())
+}
+
+fn minimal() -> Value {
+    json!({
+        "apiVersion": API_VERSION, "kind": KIND, "name": "t",
+        "resources": [{"inline": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}}],
+        "cases": [{"object": "Pod/p", "allowed": true}],
+    })
+}
+
+#[test]
+fn a_minimal_test_gets_the_defaults() {
+    let test = match parsed(minimal()) {
+        Ok(test) => test,
+        Err(err) => panic!("{err}"),
+    };
+    assert_eq!(
+        (test.namespace.as_str(), test.mode),
+        ("default", Mode::Enforce)
+    );
+    assert_eq!(test.resources.len(), 1);
+    assert_eq!(test.cases[0].object.to_string(), "Pod/default/p");
+    assert_eq!(test.cases[0].engines, Engines::BOTH);
+    assert_eq!(test.cases[0].expect.given(), ["allowed"]);
+}
+
+#[test]
+fn every_problem_names_its_field() {
+    let cases: [(&str, Value, &str); 9] = [
+        ("kind", json!("Tset"), "kind: must be Test, not \"Tset\""),
+        (
+            "namespace",
+            json!({"mode": "strict"}),
+            "namespace.mode: unknown mode \"strict\" (expected enforce, warn or audit)",
+        ),
+        (
+            "namespace",
+            json!({"annotations": {"a": 2}}),
+            "namespace.annotations.a: must be a string (quote it), not a number (2)",
+        ),
+        (
+            "config",
+            json!({"maxPerPd": 2}),
+            "config: unknown field `maxPerPd`",
+        ),
+        (
+            "engines",
+            json!(["webhook", "webhook"]),
+            "engines[1]: webhook is listed twice",
+        ),
+        (
+            "cases",
+            json!([{"object": "Pod/p", "violations": ["bounded"]}]),
+            "cases[0].violations[0]: unknown rule \"bounded\"",
+        ),
+        (
+            "cases",
+            json!([{"object": "p", "allowed": true}]),
+            "cases[0].object: must be Kind/namespace/name or Kind/name, not \"p\"",
+        ),
+        (
+            "cases",
+            json!([{"object": "Pod/p"}]),
+            "cases[0]: expects nothing",
+        ),
+        (
+            "cases",
+            json!([{"object": "Pod/p", "messages": ["/(/"]}]),
+            "cases[0].messages[0]: not a regular expression",
+        ),
+    ];
+    for (key, value, expected) in cases {
+        let mut document = minimal();
+        document[key] = value;
+        let err = parsed(document).err().unwrap_or_default();
+        assert!(err.starts_with(expected), "{key}: {err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
+
+#[test]
+fn patterns_are_substrings_or_slashed_regular_expressions() {
+    let substring = Pattern::parse("above 2".into(), "p");
+    let regex = Pattern::parse("/above [0-9]+$/".into(), "p");
+    let (Ok(substring), Ok(regex)) = (substring, regex) else {
+        panic!("patterns parse");
+    };
+    assert!(substring.matches("gpu-policy: above 2 per pod"));
+    assert!(regex.matches("above 16"));
+    assert!(!regex.matches("above 16 per pod"));
+    assert_eq!(regex.to_string(), "/above [0-9]+$/");
+}

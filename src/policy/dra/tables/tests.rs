@@ -1,0 +1,260 @@
+use super::*;
+use crate::policy::dra::allocation::{POD_CLAIM_NAME_ANNOTATION, read_slice};
+use crate::policy::dra::claims::DraCount;
+use crate::settings::Config;
+use serde_json::json;
+
+fn key(namespace: &str, name: &str) -> ClaimKey {
+    (namespace.to_owned(), name.to_owned())
+}
+
+fn template(class: &str, count: u64) -> Value {
+    json!({"kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "ml"},
+               "spec": {"spec": {"devices": {"requests": [
+                   {"name": "gpu", "exactly": {"deviceClassName": class, "count": count}}]}}}})
+}
+
+fn gpu_total(resolved: Resolved) -> Option<DraCount> {
+    match resolved {
+        Resolved::Known(summary) => summary.gpu_total(),
+        other => panic!("not known: {other:?}"),
+    }
+}
+
+#[test]
+fn a_device_class_that_arrives_after_the_claim_counts() {
+    let mut tables = ClaimTables::default();
+    tables.templates.insert(
+        key("ml", "t"),
+        KeptClaim::of("t", &template("h100.example.com", 3), ClaimKind::Template),
+    );
+    assert_eq!(gpu_total(tables.resource_claim_template("ml", "t")), None);
+    tables.device_classes.insert(
+        "h100.example.com".to_owned(),
+        DeviceClassInfo::of(&json!({"spec": {"selectors": [{"cel": {"expression":
+                "device.driver == \"gpu.nvidia.com\""}}]}})),
+    );
+    assert_eq!(
+        gpu_total(tables.resource_claim_template("ml", "t")),
+        Some(DraCount::Exactly(3))
+    );
+    assert!(tables.is_gpu_device_class("h100.example.com"));
+    assert_eq!(tables.resource_claim("ml", "t"), Resolved::Unknown);
+}
+
+#[test]
+fn gpu_classes_follow_the_settings_in_force() {
+    let mut tables = ClaimTables::default();
+    tables.claims.insert(
+            key("ml", "c"),
+            KeptClaim::of(
+                "c",
+                &json!({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [
+                    {"name": "g", "exactly": {"deviceClassName": "ext.example.com"}},
+                    {"name": "h", "exactly": {"deviceClassName": "named.example.com", "count": 2}}]}}}),
+                ClaimKind::Claim,
+            ),
+        );
+    tables.device_classes.insert(
+        "ext.example.com".to_owned(),
+        DeviceClassInfo::of(&json!({"spec": {"extendedResourceName": "example.com/accel"}})),
+    );
+    assert_eq!(gpu_total(tables.resource_claim("ml", "c")), None);
+    let mut config = Config::default();
+    config.gpu_resources.push("example.com/accel".to_owned());
+    config
+        .gpu_device_classes
+        .push("named.example.com".to_owned());
+    let settings = Settings::from_config(config).unwrap_or_default();
+    tables.settings = GpuSettings::new(Arc::new(settings));
+    assert_eq!(
+        gpu_total(tables.resource_claim("ml", "c")),
+        Some(DraCount::Exactly(3))
+    );
+}
+
+#[test]
+fn a_malformed_claim_is_kept_as_unreadable() {
+    let mut bad = template("gpu.nvidia.com", 1);
+    bad["spec"]["spec"]["devices"]["requests"] = json!("all");
+    let mut tables = ClaimTables::default();
+    tables.templates.insert(
+        key("ml", "t"),
+        KeptClaim::of("t", &bad, ClaimKind::Template),
+    );
+    assert_eq!(
+        tables.resource_claim_template("ml", "t"),
+        Resolved::Unreadable(
+            "ResourceClaimTemplate \"t\": spec.spec.devices.requests: must be a list, not a string"
+                .to_owned()
+        )
+    );
+}
+
+/// A ResourceClaim made from the pod claim `gpu` of the pod with UID
+/// `uid`, allocated `gpu-0` of the pool `node-1`.
+fn allocated_claim(name: &str, uid: &str) -> Value {
+    json!({"kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ml",
+                "annotations": {POD_CLAIM_NAME_ANNOTATION: "gpu"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "trainer",
+                                     "uid": uid, "controller": true}]},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-1", "device": "gpu-0"}]}}}})
+}
+
+/// The slice of `node-1`: a full GPU, a MIG device and a VFIO device
+/// (which publishes no versions).
+fn node_slice() -> Value {
+    let versions = json!({
+            "cudaComputeCapability": {"version": "9.0.0"},
+            "cudaDriverVersion": {"version": "12.8.0"},
+            "driverVersion": {"version": "570.124.6"}});
+    let mut mig = versions.clone();
+    mig["type"] = json!({"string": "mig"});
+    json!({"kind": "ResourceSlice", "metadata": {"name": "node-1-gpu.nvidia.com-x7k2p"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "node-1",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": "gpu-0", "attributes": versions},
+                    {"name": "gpu-1-mig-1g10gb-0", "attributes": mig},
+                    {"name": "gpu-2", "attributes": {"type": {"string": "vfio"}}}]}})
+}
+
+fn with_slice(tables: &mut ClaimTables, slice: &Value) {
+    let name = slice["metadata"]["name"].as_str().unwrap_or_default();
+    if let Some(kept) = read_slice(slice) {
+        tables.slices.insert(name.to_owned(), kept);
+    }
+}
+
+#[test]
+fn an_allocated_claim_says_its_devices_and_its_pod() {
+    let mut tables = ClaimTables::default();
+    for (name, uid) in [("trainer-gpu-abcde", "uid-1"), ("other-gpu-fghij", "uid-2")] {
+        let claim = allocated_claim(name, uid);
+        tables.claims.insert(
+            key("ml", name),
+            KeptClaim::of(name, &claim, ClaimKind::Claim),
+        );
+    }
+    let mut pending = allocated_claim("pending", "uid-3");
+    pending["status"] = json!({});
+    tables.claims.insert(
+        key("ml", "pending"),
+        KeptClaim::of("pending", &pending, ClaimKind::Claim),
+    );
+    let devices = tables.allocation("ml", "trainer-gpu-abcde");
+    assert_eq!(
+        devices.as_deref().map(|d| d[0].device.as_str()),
+        Some("gpu-0"),
+        "{devices:?}"
+    );
+    assert_eq!(tables.allocation("ml", "pending"), None);
+    assert_eq!(tables.allocation("ml", "missing"), None);
+    assert_eq!(tables.allocation("other", "trainer-gpu-abcde"), None);
+
+    assert_eq!(
+        tables.claim_made_for("ml", "uid-1", "gpu").as_deref(),
+        Some("trainer-gpu-abcde")
+    );
+    assert_eq!(
+        tables.claim_made_for("ml", "uid-2", "gpu").as_deref(),
+        Some("other-gpu-fghij")
+    );
+    // Another pod's UID, another pod claim, another namespace.
+    assert_eq!(tables.claim_made_for("ml", "uid-9", "gpu"), None);
+    assert_eq!(tables.claim_made_for("ml", "uid-1", "mig"), None);
+    assert_eq!(tables.claim_made_for("m", "uid-1", "gpu"), None);
+    assert_eq!(tables.claim_made_for("mlx", "uid-1", "gpu"), None);
+    // All of a pod's at once: what each pod claim would find.
+    for (namespace, uid) in [
+        ("ml", "uid-1"),
+        ("ml", "uid-2"),
+        ("ml", "uid-9"),
+        ("m", "uid-1"),
+    ] {
+        let each: BTreeMap<String, String> = ["gpu", "mig"]
+            .into_iter()
+            .filter_map(|claim| {
+                let name = tables.claim_made_for(namespace, uid, claim)?;
+                Some((claim.to_owned(), name))
+            })
+            .collect();
+        assert_eq!(tables.claims_made_for(namespace, uid), Some(each), "{uid}");
+    }
+}
+
+#[test]
+fn templates_keep_no_owner_or_allocation() {
+    let mut object = template("gpu.nvidia.com", 1);
+    object["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod",
+            "name": "p", "uid": "u", "controller": true}]);
+    let kept = KeptClaim::of("t", &object, ClaimKind::Template);
+    assert_eq!((kept.made_for, kept.allocation), (None, None));
+}
+
+#[test]
+fn device_versions_come_from_the_nvidia_slices() {
+    let mut tables = ClaimTables::default();
+    with_slice(&mut tables, &node_slice());
+    let mut other = node_slice();
+    other["metadata"]["name"] = json!("node-1-rdma");
+    other["spec"]["driver"] = json!("rdma.example.com");
+    with_slice(&mut tables, &other);
+    assert_eq!(
+        tables.slices.len(),
+        1,
+        "the slice of another driver is not kept"
+    );
+
+    let full = tables.device_versions(GPU_DRIVER, "node-1", "gpu-0");
+    assert_eq!(
+        full.as_ref().and_then(|v| v.compute_capability.as_deref()),
+        Some("9.0.0")
+    );
+    assert_eq!(
+        full.as_ref().and_then(|v| v.driver_version.as_deref()),
+        Some("570.124.6")
+    );
+    let mig = tables.device_versions(GPU_DRIVER, "node-1", "gpu-1-mig-1g10gb-0");
+    assert_eq!(mig, full, "a MIG device publishes its GPU's versions");
+    assert_eq!(
+        tables.device_versions(GPU_DRIVER, "node-1", "gpu-2"),
+        Some(DeviceVersions::default()),
+        "a VFIO device is known and publishes none"
+    );
+    assert_eq!(tables.device_versions(GPU_DRIVER, "node-2", "gpu-0"), None);
+    assert_eq!(tables.device_versions(GPU_DRIVER, "node-1", "gpu-7"), None);
+    assert_eq!(
+        tables.device_versions("rdma.example.com", "node-1", "gpu-0"),
+        None
+    );
+}
+
+#[test]
+fn a_device_class_serves_its_extended_resource_whatever_its_name() {
+    let mut tables = ClaimTables::default();
+    tables.device_classes.insert(
+        "ext.example.com".to_owned(),
+        DeviceClassInfo::of(&json!({"spec": {"extendedResourceName": "nvidia.com/gpu"}})),
+    );
+    tables.device_classes.insert(
+        "plain.example.com".to_owned(),
+        DeviceClassInfo::of(&json!({"spec": {}})),
+    );
+    assert!(tables.serves_extended_resource("nvidia.com/gpu"));
+    assert!(!tables.serves_extended_resource("example.com/accel"));
+}
+
+#[test]
+fn selectors_of_other_drivers_are_no_gpu_classes() {
+    let imex = DeviceClassInfo::of(&json!({"spec": {"selectors": [{"cel": {"expression":
+            "device.driver == 'compute-domain.nvidia.com'"}}]}}));
+    assert!(!imex.hands_out_gpus(&Settings::default()));
+    let single = DeviceClassInfo::of(&json!({"spec": {"selectors": [{"cel": {"expression":
+            "device.driver=='gpu.nvidia.com'"}}]}}));
+    assert!(single.hands_out_gpus(&Settings::default()));
+}
