@@ -1,14 +1,12 @@
 //! Microseconds per evaluation of a ValidatingAdmissionPolicy with three
 //! variables and three validations on a five-container pod, by the embedded
-//! CEL engine (`gpu_policy::kubernetes_cel`).
+//! CEL engine (`kubernetes_cel`).
 //!
 //! ```sh
 //! cargo run --release --example cel_policy_timing [-- ITERATIONS]
 //! ```
 
-use gpu_policy::kubernetes_cel::{
-    Attributes, GroupVersionKind, GroupVersionResource, ValidatingPolicy,
-};
+use kubernetes_cel::{Attributes, GroupVersionKind, GroupVersionResource, ValidatingPolicy};
 use serde_json::json;
 use std::time::Instant;
 

@@ -152,12 +152,6 @@ impl KubernetesVersion {
             },
         }
     }
-
-    /// Whether this release's API server accepts, in a new policy, a CEL
-    /// function Kubernetes introduced in `1.<introduced>`.
-    pub fn accepts_cel_from(self, introduced: u32) -> bool {
-        introduced < self.minor
-    }
 }
 
 impl Default for KubernetesVersion {

@@ -5,7 +5,7 @@
 //! listed before it, and no file of `src/` imports one that imports it
 //! back (`tests/it/architecture.rs` holds the code to that).
 //!
-//! - [`quantity`], [`duration`]: the one reader of each of these texts;
+//! - [`duration`]: the one reader of durations;
 //! - [`kubernetes_version`]: the supported Kubernetes releases and what
 //!   each serves of the APIs the install uses;
 //! - [`manifest`]: reading Kubernetes manifests (YAML, JSON, Lists);
@@ -24,8 +24,6 @@
 //! - [`cluster`]: lean, watch-backed caches of what the rules read of the
 //!   cluster; listing for `audit`, and writing its reports;
 //! - [`install`]: the install manifests, from the program's constants;
-//! - [`kubernetes_cel`]: admission policies evaluated offline, as the API
-//!   server would;
 //! - [`admission_policy`]: the rules as generated ValidatingAdmissionPolicies
 //!   and MutatingAdmissionPolicies (CEL, evaluated by the API server),
 //!   iterating the rules' registry; their CEL cost;
@@ -47,13 +45,11 @@ pub mod doctor;
 pub mod document;
 pub mod duration;
 pub mod install;
-pub mod kubernetes_cel;
 pub mod kubernetes_version;
 pub mod manifest;
 pub mod metrics;
 pub mod policy;
 pub mod poll;
-pub mod quantity;
 pub mod registry;
 pub mod reports;
 pub mod server;

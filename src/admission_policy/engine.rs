@@ -17,14 +17,14 @@ use super::{GeneratedPolicy, all_generated};
 use crate::admission::Mode;
 use crate::admission::ObjectKind;
 use crate::admission::ObjectReport;
-use crate::kubernetes_cel::{
-    Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
-    PolicyError, Quantity, ValidatingPolicy,
-};
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::dra::claims::CLAIM_GROUP;
 use crate::policy::{Message, RuleId, Violation};
 use crate::settings::Settings;
+use kubernetes_cel::{
+    Attributes, GroupVersionKind, GroupVersionResource, MutatingPolicy, MutationOutcome,
+    PolicyError, Quantity, ValidatingPolicy,
+};
 
 /// The generated policies, compiled once.
 pub struct PolicyEngine {

@@ -50,11 +50,11 @@ mod sharing;
 use serde_json::{Value, json};
 
 use crate::install;
-use crate::kubernetes_cel::releases;
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::RuleId;
 use crate::policy::rules::{Check, RULES, Rule};
 use crate::settings::{MODE_LABEL, Settings};
+use kubernetes_cel::releases;
 
 pub use object::{API_VERSION, GeneratedPolicy, MODE_ACTIONS, Validation, Variable};
 
@@ -166,7 +166,7 @@ fn refused_functions(
 ) -> Result<Vec<releases::Refused>, String> {
     let mut refused: Vec<releases::Refused> = Vec::new();
     for expression in object::expressions(policy) {
-        for function in releases::refused(expression, release)? {
+        for function in releases::refused(expression, release.minor())? {
             if !refused.contains(&function) {
                 refused.push(function);
             }

@@ -75,13 +75,6 @@ fn dra_is_flat_v1beta1_before_1_34() {
     );
 }
 
-/// The release a library arrives in refuses it; the next accepts it.
-#[test]
-fn cel_libraries_are_accepted_the_release_after_they_arrive() {
-    assert!(!KubernetesVersion::new(34).accepts_cel_from(34));
-    assert!(KubernetesVersion::new(35).accepts_cel_from(34));
-}
-
 #[test]
 fn the_supported_range_is_oldest_to_newest() {
     let all: Vec<String> = KubernetesVersion::supported()

@@ -8,7 +8,7 @@
 //! grammar of `k8s.io/apimachinery/pkg/api/resource` to the letter and
 //! evaluates the value exactly, using integer arithmetic only, so that the
 //! policy sees exactly the number the API server would see. The text is
-//! split by [`crate::quantity`], the reader the CEL library shares.
+//! split by [`kubernetes_cel::quantity::syntax`], the reader the CEL library shares.
 //!
 //! Nothing in here panics on any input: every operation whose result depends
 //! on the input is checked or saturating (enforced by the lint below).
@@ -17,7 +17,7 @@
 
 use crate::document::Json;
 
-use crate::quantity::{self, Suffix};
+use kubernetes_cel::quantity::syntax::{self as quantity, Suffix};
 
 /// Longest string accepted as a quantity. Kubernetes rejects quantities far
 /// shorter than this; the cap bounds the work done on hostile input.
@@ -174,7 +174,7 @@ fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
     evaluate(&parsed)
 }
 
-/// Applies the grammar ([`crate::quantity::split`]), and asks more of it:
+/// Applies the grammar ([`quantity::split`]), and asks more of it:
 /// at most 256 bytes, and at least one digit (upstream's scanner reads `+`
 /// or `Ki` as zero). `None` when the string is not a quantity.
 fn split(s: &str) -> Option<Parsed<'_>> {

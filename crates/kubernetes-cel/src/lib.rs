@@ -14,13 +14,15 @@
 //! (`validating/validator.go`, `mutating/`, `matching/matching.go`) and
 //! `k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`.
 
+#![doc = include_str!("../README.md")]
+
 mod activation;
 pub mod device;
 mod library;
 mod lists;
 mod matching;
 mod mutating;
-mod quantity;
+pub mod quantity;
 pub mod releases;
 mod semver;
 mod validating;

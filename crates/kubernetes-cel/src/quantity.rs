@@ -7,15 +7,17 @@
 //! quantity, and for `2000m`, which parses to value 2000 at scale -3).
 //! `src/policy/quantity.rs` reads GPU counts only (non-negative whole `u64`),
 //! so it cannot answer these questions; this module is the faithful one.
-//! Both read the text with [`crate::quantity::split`].
+//! Both read the text with [`syntax::split`].
 //!
 //! Reads: a quantity string. Allows: what `resource.ParseQuantity` allows,
 //! with its rounding (up to 10^-9) and its cap (2^63-1 for binary suffixes).
 
-use crate::quantity::{self, Suffix, SyntaxError};
+pub mod syntax;
+
 use num_bigint::{BigInt, Sign};
 use num_traits::{ToPrimitive, Zero};
 use std::cmp::Ordering;
+use syntax::{Suffix, SyntaxError};
 
 /// The regular expression upstream names in its format error.
 const SPLIT_RE: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
@@ -328,7 +330,7 @@ struct Scanned<'a> {
 
 /// `parseQuantityString`, on the shared reader of quantities.
 fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
-    let parts = quantity::split(s).map_err(|error| match error {
+    let parts = syntax::split(s).map_err(|error| match error {
         SyntaxError::Format => QuantityError::FormatWrong,
         SyntaxError::Suffix => QuantityError::Suffix,
     })?;

@@ -13,8 +13,6 @@ use cel::IdedExpr;
 use cel::common::ast::{EntryExpr, Expr};
 use cel::parser::Parser;
 
-use crate::kubernetes_version::KubernetesVersion;
-
 /// Never in a Kubernetes CEL environment, though the `cel` crate offers
 /// it (cel-go's strings extension from version 3; Kubernetes includes
 /// version 2).
@@ -81,34 +79,39 @@ pub fn introduced(function: &str) -> Option<u32> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
     pub function: String,
-    /// The first release that accepts it; None when none does.
-    pub accepted_from: Option<KubernetesVersion>,
+    /// The first minor release of Kubernetes 1 that accepts it; None when
+    /// none does.
+    pub accepted_from: Option<u32>,
 }
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.accepted_from {
-            Some(release) => write!(f, "`{}` (from Kubernetes {release})", self.function),
+            Some(minor) => write!(f, "`{}` (from Kubernetes 1.{minor})", self.function),
             None => write!(f, "`{}` (not in Kubernetes' CEL)", self.function),
         }
     }
 }
 
-/// The functions of `expression` that `release`'s API server refuses in a
-/// new policy, each once, outer calls before the calls in their
-/// arguments; or the parse error.
-pub fn refused(expression: &str, release: KubernetesVersion) -> Result<Vec<Refused>, String> {
+/// The functions of `expression` that the API server of Kubernetes
+/// 1.`minor` refuses in a new policy, each once, outer calls before the
+/// calls in their arguments; or the parse error.
+///
+/// An API server compiles a new expression with the libraries of the
+/// release before its own (apiserver's `DefaultCompatibilityVersion` is
+/// n-1), so a function introduced in 1.`n` is accepted from 1.`n+1`.
+pub fn refused(expression: &str, minor: u32) -> Result<Vec<Refused>, String> {
     let mut refused: Vec<Refused> = Vec::new();
     for function in functions(expression)? {
-        let Some(minor) = introduced(&function) else {
+        let Some(introduced_in) = introduced(&function) else {
             continue;
         };
-        if release.accepts_cel_from(minor) || refused.iter().any(|r| r.function == function) {
+        if introduced_in < minor || refused.iter().any(|r| r.function == function) {
             continue;
         }
         refused.push(Refused {
             function,
-            accepted_from: (minor != NEVER).then(|| KubernetesVersion::new(minor + 1)),
+            accepted_from: (introduced_in != NEVER).then(|| introduced_in + 1),
         });
     }
     Ok(refused)

@@ -15,9 +15,9 @@ use super::file::{Case, Engines, Expectations, Pattern, Test};
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission_policy::engine::{PolicyEngine, as_admitted};
 use crate::cli::args::Engine;
-use crate::kubernetes_cel::PolicyError;
 use crate::policy::RuleId;
 use crate::settings::MUTATIONS_ANNOTATION;
+use kubernetes_cel::PolicyError;
 
 /// The most differences of a patched object listed, after which they are
 /// counted.

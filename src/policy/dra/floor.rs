@@ -30,7 +30,7 @@ use super::allocation::DeviceVersions;
 use super::tables::GPU_DRIVER;
 use crate::cuda::requirement::DriverFloor;
 use crate::cuda::{ComputeCapability, CudaVersion, Requirement};
-use crate::kubernetes_cel::{AttributeValue, Device, DeviceSelector, Quantity, Semver};
+use kubernetes_cel::{AttributeValue, Device, DeviceSelector, Quantity, Semver};
 
 /// The longest annotation value read back: it is the webhook's own writing,
 /// a few hundred bytes; anything longer was written by someone else.

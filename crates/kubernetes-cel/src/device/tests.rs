@@ -4,7 +4,7 @@
 //! lookup, a device of the NVIDIA DRA driver, and hostile input.
 
 use super::{AttributeValue, Device, DeviceSelector, MAX_EXPRESSION_BYTES, MAX_NESTING};
-use crate::kubernetes_cel::Quantity;
+use crate::Quantity;
 use proptest::prelude::*;
 use rstest::rstest;
 use serde_json::{Value as Json, json};
