@@ -7,10 +7,9 @@
 //! process and is written at every scrape, so none may come from a request.
 
 mod admission;
-mod labels;
 
+use crate::telemetry::labels::closed_label;
 pub use admission::{AdmissionMetrics, Finding, KINDS, OTHER_KIND, kind_label, operation_name};
-pub use labels::{OTHER, closed_label};
 
 use std::sync::atomic::AtomicU64;
 

@@ -65,7 +65,7 @@ impl Finding {
 }
 
 /// What every kind outside [`KINDS`] is counted as.
-pub const OTHER_KIND: &str = super::labels::OTHER;
+pub const OTHER_KIND: &str = crate::telemetry::labels::OTHER;
 
 /// The values of the `kind` label: the kinds the webhooks are registered
 /// for (a pod, the workloads, the DRA claims, a namespace), none (a request
@@ -91,7 +91,7 @@ pub const KINDS: [&str; 14] = [
 /// [`KINDS`], else [`OTHER_KIND`]. The decision log names kinds the same
 /// way.
 pub fn kind_label(kind: &str) -> &'static str {
-    super::closed_label(kind, &KINDS)
+    crate::telemetry::labels::closed_label(kind, &KINDS)
 }
 
 fn kind_index(kind: &str) -> Option<usize> {

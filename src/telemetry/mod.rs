@@ -3,6 +3,7 @@
 
 mod batch_writer;
 mod json_lines;
+pub mod labels;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

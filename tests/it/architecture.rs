@@ -1,5 +1,6 @@
-//! Architecture guard: the module graph of `src/` has no cycles, and no
-//! file in `src/` is over 800 lines.
+//! Architecture guard: the rooms of `src/` import only the rooms below
+//! them, in the order `src/lib.rs` lists them; the module graph has no
+//! cycles; and no file in `src/` is over 800 lines.
 //!
 //! A cycle between files makes a room that cannot be read, tested or moved
 //! apart: to understand one file you must understand the other. The
@@ -467,6 +468,72 @@ fn src_has_no_module_cycles() {
     assert!(
         report.is_empty(),
         "the module graph of src/ has cycles; move items so that every edge points down:\n{report}"
+    );
+}
+
+/// The rooms of `src/lib.rs`'s list, bottom first: each `//! - ` line is
+/// one layer, naming one room or several side by side (`[`metrics`],
+/// [`telemetry`]`).
+fn layers() -> Vec<Vec<String>> {
+    let lib = fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|line| line.strip_prefix("//! - "))
+        .map(|line| {
+            let head = line.split(':').next().unwrap_or_default();
+            head.split("[`")
+                .skip(1)
+                .filter_map(|part| part.split_once("`]").map(|(name, _)| name.to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .filter(|rooms| !rooms.is_empty())
+        .collect()
+}
+
+/// The room of a file of `src/`: its first component (`src/policy/pod.rs`
+/// is in `policy`, `src/install.rs` in `install`); None for the crate roots.
+fn room(file: &str) -> Option<String> {
+    let inside = file.strip_prefix("src/").unwrap_or(file);
+    let first = inside.split('/').next()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (!matches!(name, "lib" | "main")).then(|| name.to_owned())
+}
+
+#[test]
+fn rooms_import_only_the_rooms_listed_before_them() {
+    let layers = layers();
+    let layer_of = |room: &str| {
+        layers
+            .iter()
+            .position(|layer| layer.iter().any(|r| r == room))
+    };
+    let mut unlisted = BTreeSet::new();
+    let mut upward = Vec::new();
+    for ((from, to), names) in module_edges() {
+        let (Some(from_room), Some(to_room)) = (room(&from), room(&to)) else {
+            continue;
+        };
+        match (layer_of(&from_room), layer_of(&to_room)) {
+            (Some(a), Some(b)) if b >= a && from_room != to_room => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                upward.push(format!("{from} -> {to} ({})", names.join(", ")));
+            }
+            (None, _) => {
+                unlisted.insert(from_room);
+            }
+            (_, None) => {
+                unlisted.insert(to_room);
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        unlisted.is_empty(),
+        "rooms missing from src/lib.rs's list: {unlisted:?}"
+    );
+    assert!(
+        upward.is_empty(),
+        "imports of a room listed at or after the importer's in src/lib.rs:\n  {}",
+        upward.join("\n  ")
     );
 }
 

@@ -1,6 +1,6 @@
 //! Label values from closed lists: what any value outside a label's list
-//! is counted as. It depends on nothing, so that every room that counts
-//! (the registry client too) can use it.
+//! is counted as. Here, below every room that counts (the registry client,
+//! the metrics of the server), so that each can use it.
 
 /// The value of a label for anything outside its list.
 pub const OTHER: &str = "other";
