@@ -26,18 +26,19 @@ const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 #[unsafe(link_section = ".init_array")]
 static COMMIT_ARENAS_AS_USED: extern "C" fn() = commit_arenas_as_used;
 
-/// By default mimalloc commits its arenas up front. A review near the
-/// 3 MiB limit then left the server's resident set 7.5 bodies above where
-/// it was, and 16 such reviews at once took it past 100 MiB. With arenas
-/// committed as pages are used, one review peaks under three bodies above
-/// the base and the 16 at about 52 MiB in a release build, 66 MiB in the
-/// debug build the tests run (tests/it/e2e/memory.rs).
+/// Arenas committed as their pages are used, not up front (mimalloc's
+/// default): the resident set then follows what requests hold. Measured
+/// with reviews near the 3 MiB body limit (tests/it/e2e/memory.rs, debug
+/// binary; docs/performance.md): committed up front, one review peaks 6.1 to 8.7
+/// bodies above the base and 16 at once at 129 to 147 MiB; committed as
+/// used, 1.9 to 2.2 bodies and 64 to 75 MiB. Set in `main` instead, it
+/// comes too late (5.2 bodies): the runtime's first allocations have made
+/// the first arena by then.
 ///
-/// Freed pages go back to the OS after mimalloc's own delay (10 ms).
-/// Returning them at once lowered those peaks by half a body and 3 MiB,
-/// but under load a page was returned and touched again every five to ten
-/// requests: a page fault each time, and about half a microsecond of CPU
-/// per request (docs/performance.md).
+/// Freed pages go back to the OS after mimalloc's own delay (10 ms):
+/// returned at once, they cost a page fault every few requests under load
+/// (0.15 to 0.28 faults per request against 0.01 to 0.03) and about half a
+/// microsecond of CPU per request, for 1.6 to 2.7 MiB less at the peak.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 extern "C" fn commit_arenas_as_used() {

@@ -250,7 +250,7 @@ impl DeviceSelector {
         let mut context = Context::with_env(self.env.clone());
         context.add_variable_as_val("device", device_value(device)?);
         let result = Value::resolve_val(self.program.expression(), &context)
-            .map_err(|error| one_line(&error))?;
+            .map_err(|error| evaluation_error(&error))?;
         match result.downcast_ref::<CelBool>() {
             Some(matched) => Ok(*matched.inner()),
             None => Err(format!(
@@ -286,7 +286,7 @@ fn first_line(error: &ParseError) -> String {
 }
 
 /// An evaluation error on one line, `no such key` worded as cel-go's.
-fn one_line(error: &ExecutionError) -> String {
+fn evaluation_error(error: &ExecutionError) -> String {
     match error {
         ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
         other => other.to_string().replace('\n', " "),
