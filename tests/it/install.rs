@@ -709,7 +709,7 @@ fn the_dockerfile_builds_what_ci_builds() {
     assert!(script.contains("examples=(--example loadgen)"));
     assert!(script.contains("optimise gpu-policy target/pgo --bin gpu-policy --example loadgen"));
     // Everything the script reads is copied into the build stage.
-    for dir in ["src", "benches", "examples", "scripts"] {
+    for dir in ["crates", "src", "benches", "examples", "scripts"] {
         assert!(
             dockerfile.contains(&format!("COPY {dir} ./{dir}")),
             "the build stage does not copy {dir}/"
