@@ -238,13 +238,21 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
     let manifests = [
         (
             "train",
-            gpu_pod().name("train").namespace("ml").manifest(),
+            gpu_pod()
+                .name("train")
+                .namespace("ml")
+                .container("app")
+                .manifest(),
             CLIENT,
         ),
         ("preprocess", cpu_pod("preprocess"), CLIENT),
         (
             "train-ssa",
-            gpu_pod().name("train-ssa").namespace("ml").manifest(),
+            gpu_pod()
+                .name("train-ssa")
+                .namespace("ml")
+                .container("app")
+                .manifest(),
             SERVER,
         ),
         ("preprocess-ssa", cpu_pod("preprocess-ssa"), SERVER),
