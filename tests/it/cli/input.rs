@@ -9,7 +9,7 @@ use super::*;
 fn stdin_multi_document_yaml() {
     let input = format!(
         "# leading comment\n{}---\n---\n{}...\n",
-        gpu_pod().name("first").gpus(1).manifest(),
+        gpu_pod().container("app").name("first").gpus(1).manifest(),
         CUDA_NO_GPU_POD
     );
     let out = check_stdin(&["-o", "json"], &input);
@@ -45,12 +45,20 @@ fn folders_are_walked_recursively_for_manifest_extensions_only() {
     write(
         dir.path(),
         "b.yaml",
-        &gpu_pod().name("from-yaml").gpus(1).manifest(),
+        &gpu_pod()
+            .container("app")
+            .name("from-yaml")
+            .gpus(1)
+            .manifest(),
     );
     write(
         dir.path(),
         "a/c.yml",
-        &gpu_pod().name("from-yml").gpus(1).manifest(),
+        &gpu_pod()
+            .container("app")
+            .name("from-yml")
+            .gpus(1)
+            .manifest(),
     );
     write(
         dir.path(),
@@ -173,7 +181,7 @@ fn a_symlink_cycle_does_not_repeat_manifests() {
     write(
         dir.path(),
         "a/pod.yaml",
-        &gpu_pod().name("once").gpus(1).manifest(),
+        &gpu_pod().container("app").name("once").gpus(1).manifest(),
     );
     std::os::unix::fs::symlink("..", dir.path().join("a/loop")).expect("symlink");
     let out = check(&["-f", &dir.path().display().to_string(), "-o", "json"]);

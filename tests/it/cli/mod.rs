@@ -89,7 +89,11 @@ fn allowed_gpu_pod_exits_0() {
 fn fractional_gpu_limit_is_denied_with_exit_1() {
     let out = check_stdin(
         &["-o", "json"],
-        &gpu_pod().name("half").gpus("500m").manifest(),
+        &gpu_pod()
+            .container("app")
+            .name("half")
+            .gpus("500m")
+            .manifest(),
     );
     assert_eq!(out.code, 1, "{out:?}");
     let reports = out.json();
@@ -109,7 +113,14 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
         }])
     );
     // The same in text.
-    let text = check_stdin(&[], &gpu_pod().name("half").gpus("500m").manifest());
+    let text = check_stdin(
+        &[],
+        &gpu_pod()
+            .container("app")
+            .name("half")
+            .gpus("500m")
+            .manifest(),
+    );
     assert_eq!(text.code, 1);
     assert!(
         text.stdout.starts_with("Pod default/half: DENIED  (-)\n"),
@@ -126,8 +137,12 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
 fn one_denied_object_makes_the_whole_run_exit_1() {
     let input = format!(
         "{}---\n{}",
-        gpu_pod().name("fine").gpus(1).manifest(),
-        gpu_pod().name("too-many").gpus(9).manifest()
+        gpu_pod().container("app").name("fine").gpus(1).manifest(),
+        gpu_pod()
+            .container("app")
+            .name("too-many")
+            .gpus(9)
+            .manifest()
     );
     let out = check_stdin(&["-o", "json"], &input);
     assert_eq!(out.code, 1, "{out:?}");
@@ -310,7 +325,7 @@ fn broken_yaml_in_a_folder_names_that_file() {
     write(
         dir.path(),
         "a-good.yaml",
-        &gpu_pod().name("good").gpus(1).manifest(),
+        &gpu_pod().container("app").name("good").gpus(1).manifest(),
     );
     let bad = write(
         dir.path(),

@@ -9,7 +9,11 @@ use super::*;
 fn warn_mode_exits_0_with_short_prefixed_warnings() {
     let input = format!(
         "{}---\n{}",
-        gpu_pod().name("half").gpus("500m").manifest(),
+        gpu_pod()
+            .container("app")
+            .name("half")
+            .gpus("500m")
+            .manifest(),
         CUDA_NO_GPU_POD
     );
     let out = check_stdin(&["--mode", "warn", "-o", "json"], &input);
@@ -47,7 +51,11 @@ fn warn_mode_exits_0_with_short_prefixed_warnings() {
 fn audit_mode_exits_0_without_warnings_or_patch() {
     let input = format!(
         "{}---\n{}",
-        gpu_pod().name("half").gpus("500m").manifest(),
+        gpu_pod()
+            .container("app")
+            .name("half")
+            .gpus("500m")
+            .manifest(),
         CUDA_NO_GPU_POD
     );
     let out = check_stdin(&["--mode", "audit", "-o", "json"], &input);
@@ -77,7 +85,7 @@ fn audit_mode_exits_0_without_warnings_or_patch() {
 fn config_file_changes_decisions() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = write(dir.path(), "config.yaml", "maxPerContainer: 1\n");
-    let pod = gpu_pod().name("pair").gpus(2).manifest();
+    let pod = gpu_pod().container("app").name("pair").gpus(2).manifest();
     assert_eq!(check_stdin(&[], &pod).code, 0);
     let out = check_stdin(&["--config", &config, "-o", "json"], &pod);
     assert_eq!(out.code, 1, "{out:?}");
@@ -141,7 +149,7 @@ fn invalid_or_missing_config_exits_2() {
 fn check_with_the_policies_of_a_release() {
     let input = format!(
         "{}---\n{}",
-        gpu_pod().name("many").gpus(99).manifest(),
+        gpu_pod().container("app").name("many").gpus(99).manifest(),
         CUDA_NO_GPU_POD
     );
     let reports = |release: &str| -> Vec<serde_json::Value> {

@@ -29,7 +29,7 @@ fn patched_pod(out: &Run) -> Value {
 fn a_fleet_without_gfd_labels_gets_no_compute_affinity() {
     let dir = tempfile::tempdir().expect("tempdir");
     let nodes = write(dir.path(), "nodes.yaml", &node_list(""));
-    let pod = gpu_pod().name("train").gpus(1).manifest();
+    let pod = gpu_pod().container("app").name("train").gpus(1).manifest();
 
     let out = check_stdin(&["--nodes", &nodes], &pod);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -81,7 +81,7 @@ fn nodes_are_read_as_manifests_are() {
     let nodes = write(dir.path(), "nodes.json", &node.to_string());
     let out = check_stdin(
         &["--nodes", &nodes, "-o", "json"],
-        &gpu_pod().name("train").gpus(1).manifest(),
+        &gpu_pod().container("app").name("train").gpus(1).manifest(),
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let reports: Vec<Value> = serde_json::from_str(&out.stdout).expect("JSON out");
@@ -92,7 +92,7 @@ fn nodes_are_read_as_manifests_are() {
 #[test]
 fn a_file_that_is_not_nodes_is_bad_input() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pod = gpu_pod().name("train").gpus(1).manifest();
+    let pod = gpu_pod().container("app").name("train").gpus(1).manifest();
     let not_nodes = write(dir.path(), "pods.yaml", &pod);
     let out = check_stdin(&["--nodes", &not_nodes], &pod);
     assert_eq!(out.code, 2, "{}", out.stdout);

@@ -153,7 +153,7 @@ fn namespace_flag_applies_only_to_objects_without_one() {
     let input = format!(
         "{}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: pinned, namespace: team-a}}\n\
          spec:\n  containers: [{{name: c, image: busybox}}]\n",
-        gpu_pod().name("free").gpus(1).manifest()
+        gpu_pod().container("app").name("free").gpus(1).manifest()
     );
     let out = check_stdin(&["--namespace", "ml", "-o", "json"], &input);
     assert_eq!(out.code, 0, "{out:?}");
@@ -179,7 +179,7 @@ fn namespace_flag_decides_the_allowlist() {
 
 #[test]
 fn namespace_annotation_lowers_the_pod_maximum() {
-    let pod = gpu_pod().name("pair").gpus(2).manifest();
+    let pod = gpu_pod().container("app").name("pair").gpus(2).manifest();
     let out = check_stdin(
         &[
             "--namespace-annotation",
@@ -204,7 +204,7 @@ fn namespace_annotation_lowers_the_pod_maximum() {
     // One GPU is within the lowered maximum.
     let out = check_stdin(
         &["--namespace-annotation", "gpu-policy.io/max-gpus-per-pod=1"],
-        &gpu_pod().name("single").gpus(1).manifest(),
+        &gpu_pod().container("app").name("single").gpus(1).manifest(),
     );
     assert_eq!(out.code, 0, "{out:?}");
 }
@@ -218,7 +218,7 @@ fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
             "-o",
             "json",
         ],
-        &gpu_pod().name("pair").gpus(2).manifest(),
+        &gpu_pod().container("app").name("pair").gpus(2).manifest(),
     );
     assert_eq!(out.code, 0, "{out:?}");
     let report = &out.json()[0];
@@ -237,7 +237,7 @@ fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
             "-o",
             "json",
         ],
-        &gpu_pod().name("nine").gpus(9).manifest(),
+        &gpu_pod().container("app").name("nine").gpus(9).manifest(),
     );
     assert_eq!(out.code, 1, "{out:?}");
 
@@ -249,7 +249,7 @@ fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
             "-o",
             "json",
         ],
-        &gpu_pod().name("nine").gpus(9).manifest(),
+        &gpu_pod().container("app").name("nine").gpus(9).manifest(),
     );
     assert_eq!(out.code, 1, "{out:?}");
     let warnings = out.json()[0]["warnings"].clone();
@@ -268,7 +268,11 @@ fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
 fn yaml_output_prints_the_mutated_objects() {
     let input = format!(
         "{}---\n{}",
-        gpu_pod().name("trainer").gpus(1).manifest(),
+        gpu_pod()
+            .container("app")
+            .name("trainer")
+            .gpus(1)
+            .manifest(),
         CUDA_NO_GPU_POD
     );
     let out = check_stdin(&["-o", "yaml"], &input);
@@ -318,7 +322,11 @@ fn yaml_output_prints_the_mutated_objects() {
 fn yaml_output_leaves_denied_and_ignored_objects_as_written() {
     let input = format!(
         "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm}}\ndata: {{a: b}}\n",
-        gpu_pod().name("half").gpus("500m").manifest()
+        gpu_pod()
+            .container("app")
+            .name("half")
+            .gpus("500m")
+            .manifest()
     );
     let out = check_stdin(&["-o", "yaml"], &input);
     assert_eq!(out.code, 1, "{out:?}");
@@ -390,7 +398,10 @@ fn text_output_blocks_and_summary() {
 
 #[test]
 fn text_output_of_a_single_pod() {
-    let out = check_stdin(&[], &gpu_pod().name("train").gpus(1).manifest());
+    let out = check_stdin(
+        &[],
+        &gpu_pod().container("app").name("train").gpus(1).manifest(),
+    );
     assert_eq!(
         out.stdout,
         "Pod default/train: allowed, mutated  (-)\n\

@@ -155,7 +155,10 @@ fn an_image_changed_in_place_is_held_to_its_claims_devices() {
 
 #[test]
 fn old_and_new_cannot_both_read_stdin() {
-    let out = check_stdin(&["--old", "-"], &gpu_pod().name("train").gpus(1).manifest());
+    let out = check_stdin(
+        &["--old", "-"],
+        &gpu_pod().container("app").name("train").gpus(1).manifest(),
+    );
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(
         out.stderr.trim(),
