@@ -47,6 +47,20 @@ fn write(dir: &Path, relative: &str, text: &str) -> String {
 
 use crate::support::gpu_pod;
 
+/// The CLI tests' GPU pod: a container `app` asking for half a card.
+fn half_card_pod() -> String {
+    gpu_pod()
+        .container("app")
+        .name("half")
+        .gpus("500m")
+        .manifest()
+}
+
+/// [`half_card_pod`], and a CUDA pod asking for no GPU.
+fn half_card_and_cuda_pods() -> String {
+    format!("{}---\n{CUDA_NO_GPU_POD}", half_card_pod())
+}
+
 /// A pod without GPU whose image (a CUDA base) would see every card.
 const CUDA_NO_GPU_POD: &str = "\
 apiVersion: v1
@@ -87,14 +101,7 @@ fn allowed_gpu_pod_exits_0() {
 
 #[test]
 fn fractional_gpu_limit_is_denied_with_exit_1() {
-    let out = check_stdin(
-        &["-o", "json"],
-        &gpu_pod()
-            .container("app")
-            .name("half")
-            .gpus("500m")
-            .manifest(),
-    );
+    let out = check_stdin(&["-o", "json"], &half_card_pod());
     assert_eq!(out.code, 1, "{out:?}");
     let reports = out.json();
     assert_eq!(reports.len(), 1);
@@ -113,14 +120,7 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
         }])
     );
     // The same in text.
-    let text = check_stdin(
-        &[],
-        &gpu_pod()
-            .container("app")
-            .name("half")
-            .gpus("500m")
-            .manifest(),
-    );
+    let text = check_stdin(&[], &half_card_pod());
     assert_eq!(text.code, 1);
     assert!(
         text.stdout.starts_with("Pod default/half: DENIED  (-)\n"),

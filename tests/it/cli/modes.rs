@@ -7,15 +7,7 @@ use super::*;
 
 #[test]
 fn warn_mode_exits_0_with_short_prefixed_warnings() {
-    let input = format!(
-        "{}---\n{}",
-        gpu_pod()
-            .container("app")
-            .name("half")
-            .gpus("500m")
-            .manifest(),
-        CUDA_NO_GPU_POD
-    );
+    let input = half_card_and_cuda_pods();
     let out = check_stdin(&["--mode", "warn", "-o", "json"], &input);
     assert_eq!(out.code, 0, "{out:?}");
     let reports = out.json();
@@ -49,15 +41,7 @@ fn warn_mode_exits_0_with_short_prefixed_warnings() {
 
 #[test]
 fn audit_mode_exits_0_without_warnings_or_patch() {
-    let input = format!(
-        "{}---\n{}",
-        gpu_pod()
-            .container("app")
-            .name("half")
-            .gpus("500m")
-            .manifest(),
-        CUDA_NO_GPU_POD
-    );
+    let input = half_card_and_cuda_pods();
     let out = check_stdin(&["--mode", "audit", "-o", "json"], &input);
     assert_eq!(out.code, 0, "{out:?}");
     let reports = out.json();

@@ -322,11 +322,7 @@ fn yaml_output_prints_the_mutated_objects() {
 fn yaml_output_leaves_denied_and_ignored_objects_as_written() {
     let input = format!(
         "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm}}\ndata: {{a: b}}\n",
-        gpu_pod()
-            .container("app")
-            .name("half")
-            .gpus("500m")
-            .manifest()
+        half_card_pod()
     );
     let out = check_stdin(&["-o", "yaml"], &input);
     assert_eq!(out.code, 1, "{out:?}");
