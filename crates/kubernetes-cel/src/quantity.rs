@@ -5,9 +5,8 @@
 //! either as an `int64Amount` (value × 10^scale) or as an `inf.Dec`, and the
 //! CEL functions expose that choice (`isInteger()` is false for any `inf.Dec`
 //! quantity, and for `2000m`, which parses to value 2000 at scale -3).
-//! `src/policy/quantity.rs` reads GPU counts only (non-negative whole `u64`),
-//! so it cannot answer these questions; this module is the faithful one.
-//! Both read the text with [`syntax::split`].
+//! The text is split by [`syntax::split`], which a reader of other values
+//! (a count, say) can share.
 //!
 //! Reads: a quantity string. Allows: what `resource.ParseQuantity` allows,
 //! with its rounding (up to 10^-9) and its cap (2^63-1 for binary suffixes).
