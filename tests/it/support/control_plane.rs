@@ -5,7 +5,6 @@
 //! users to: `manifests --webhook-url`, a TokenRequest token of its
 //! ServiceAccount, `serve --kubeconfig` with the Secret route.
 
-use crate::support::gpu_pod;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Once, OnceLock};
@@ -14,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+use super::gpu_pod;
 use super::process::{self, Run};
 use super::server::{Options, Server, free_port};
 

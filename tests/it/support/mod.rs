@@ -28,6 +28,9 @@
 //!   [`control_plane`]: a real etcd and kube-apiserver, and kubectl;
 //! - [`x509`]: reading test certificates; [`generated_docs`]: the docs'
 //!   sections the program prints, and `UPDATE_GOLDEN`.
+//!
+//! [`review`], [`bad_claims`], [`x509`] and [`gpu_pod`] are the builders of
+//! `crates/test-support`, which the unit tests and benchmarks use too.
 
 pub use gpu_policy_test_support::{bad_claims, pods::gpu_pod, review, x509};
 pub mod chart;
