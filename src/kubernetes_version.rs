@@ -14,11 +14,9 @@
 //!   (feature gate `DynamicResourceAllocation`). `v1beta1` requests are
 //!   flat (`deviceClassName` on the request, where `v1` has `exactly`),
 //!   and `firstAvailable` arrives in 1.33.
-//! - CEL: an API server accepts in a new expression the libraries
-//!   introduced before its own release (its minimum compatibility version
-//!   is the release before it: `k8s.io/apiserver/pkg/cel/environment`,
-//!   `DefaultCompatibilityVersion`), so a function introduced in 1.34 is
-//!   refused by 1.34 and accepted from 1.35.
+//! - CEL: which functions a release's API server refuses in a new
+//!   expression is `kubernetes_cel::releases`' (by the release's
+//!   [`KubernetesVersion::minor`]).
 
 use std::fmt;
 
