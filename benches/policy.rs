@@ -54,7 +54,7 @@ use gpu_policy::settings::{NamespaceSettings, Settings};
 /// The server's allocator (`gpu_policy::allocator`, as src/main.rs
 /// installs it), so that the path allocates here as it does there.
 #[global_allocator]
-static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
+static ALLOCATOR: gpu_policy::allocator::MiMalloc = gpu_policy::allocator::MiMalloc;
 
 use gpu_policy_test_support::review::Review;
 

@@ -5,21 +5,23 @@ use std::process::ExitCode;
 /// 14,000 fewer instructions per GPU-pod review than the system allocator
 /// (docs/performance.md).
 #[global_allocator]
-static ALLOCATOR: gpu_policy::allocator::Mimalloc = gpu_policy::allocator::Mimalloc;
+static ALLOCATOR: gpu_policy::allocator::MiMalloc = gpu_policy::allocator::MiMalloc;
 
 fn main() -> ExitCode {
     gpu_policy::cli::main()
 }
 
-/// mimalloc's options, by their place in `mi_option_t` (mimalloc.h of the
-/// v3 sources libmimalloc-sys builds); the crate names only some of them.
+/// mimalloc's `mi_option_arena_eager_commit`, by its place in
+/// `mi_option_t` (mimalloc.h of the v3 sources libmimalloc-sys builds),
+/// which the crate does not name.
 #[cfg(target_os = "linux")]
 const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
-/// Run by the loader before anything allocates: the runtime allocates
-/// before `main`, and mimalloc reads the arena option when it makes its
-/// first arena. Set this early, it also wins over
-/// `MIMALLOC_ARENA_EAGER_COMMIT` in the environment.
+/// Run by the loader before anything allocates: mimalloc reads the option
+/// when it makes its first arena, and the runtime allocates before `main`.
+/// Set this early, it also wins over `MIMALLOC_ARENA_EAGER_COMMIT`.
+// SAFETY: an `.init_array` entry is called by the loader with no
+// arguments, as an `extern "C" fn()`, which this is.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 #[used]
@@ -29,16 +31,15 @@ static COMMIT_ARENAS_AS_USED: extern "C" fn() = commit_arenas_as_used;
 /// Arenas committed as their pages are used, not up front (mimalloc's
 /// default): the resident set then follows what requests hold. Measured
 /// with reviews near the 3 MiB body limit (tests/it/e2e/memory.rs, debug
-/// binary; docs/performance.md): committed up front, one review peaks 6.1 to 8.7
-/// bodies above the base and 16 at once at 129 to 147 MiB; committed as
-/// used, 1.9 to 2.2 bodies and 64 to 75 MiB. Set in `main` instead, it
-/// comes too late (5.2 bodies): the runtime's first allocations have made
-/// the first arena by then.
+/// binary): committed up front, one review peaks 6.1 to 8.7 bodies above
+/// the base and 16 at once at 129 to 147 MiB; committed as used, 1.9 to
+/// 2.2 bodies and 64 to 75 MiB; set in `main`, too late, 5.2 bodies. RSS
+/// under load (`scripts/bench.sh`): 32.3 MiB to 15.0 MiB.
 ///
 /// Freed pages go back to the OS after mimalloc's own delay (10 ms):
-/// returned at once, they cost a page fault every few requests under load
-/// (0.15 to 0.28 faults per request against 0.01 to 0.03) and about half a
-/// microsecond of CPU per request, for 1.6 to 2.7 MiB less at the peak.
+/// returned at once, they cost 0.15 to 0.28 page faults per request
+/// against 0.01 to 0.03 and about half a microsecond of CPU, for 1.6 to
+/// 2.7 MiB less at the peak.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 extern "C" fn commit_arenas_as_used() {
