@@ -51,20 +51,39 @@ pub struct InstallOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookUrl(String);
 
+/// Why a `--webhook-url` is refused; one line, for `gpu-policy:
+/// --webhook-url URL: <reason>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookUrlError {
+    #[error("whitespace and control characters are not allowed")]
+    Whitespace,
+    #[error("{0}")]
+    Unreadable(url::ParseError),
+    #[error("the scheme must be https, not {0}")]
+    Scheme(String),
+    #[error("a host is required")]
+    NoHost,
+    #[error("user information is not allowed")]
+    UserInformation,
+    #[error("a query is not allowed")]
+    Query,
+    #[error("a fragment is not allowed")]
+    Fragment,
+}
+
 impl WebhookUrl {
-    /// The reason is one line, for `gpu-policy: --webhook-url URL: <reason>`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, WebhookUrlError> {
         // The url crate drops these silently; Go's net/url, which the API
         // server parses with, rejects them.
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("whitespace and control characters are not allowed".to_owned());
+            return Err(WebhookUrlError::Whitespace);
         }
         let url = url::Url::parse(text).map_err(|error| match error {
-            url::ParseError::EmptyHost => "a host is required".to_owned(),
-            other => other.to_string(),
+            url::ParseError::EmptyHost => WebhookUrlError::NoHost,
+            other => WebhookUrlError::Unreadable(other),
         })?;
         if url.scheme() != "https" {
-            return Err(format!("the scheme must be https, not {}", url.scheme()));
+            return Err(WebhookUrlError::Scheme(url.scheme().to_owned()));
         }
         // The url crate reads `https:host`, `https:/host` and `https:///host`
         // as `https://host`; Go's net/url finds no host in them.
@@ -76,16 +95,16 @@ impl WebhookUrl {
             || authority.starts_with(['/', '\\'])
             || url.host_str().is_none_or(str::is_empty)
         {
-            return Err("a host is required".to_owned());
+            return Err(WebhookUrlError::NoHost);
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err("user information is not allowed".to_owned());
+            return Err(WebhookUrlError::UserInformation);
         }
         if url.query().is_some() {
-            return Err("a query is not allowed".to_owned());
+            return Err(WebhookUrlError::Query);
         }
         if url.fragment().is_some() {
-            return Err("a fragment is not allowed".to_owned());
+            return Err(WebhookUrlError::Fragment);
         }
         Ok(Self(url.as_str().trim_end_matches('/').to_owned()))
     }
@@ -127,9 +146,12 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
 }
 
 /// Every object of the install, in apply order.
-pub fn objects(options: &InstallOptions, config: &Config) -> Result<Vec<Value>, String> {
+pub fn objects(
+    options: &InstallOptions,
+    config: &Config,
+) -> Result<Vec<Value>, serde_saphyr::ser::Error> {
     let ns = options.namespace.as_str();
-    let config_yaml = serde_saphyr::to_string(config).map_err(|e| e.to_string())?;
+    let config_yaml = serde_saphyr::to_string(config)?;
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(ns, None)}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(NAME, Some(ns))}),

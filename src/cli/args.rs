@@ -61,13 +61,8 @@ pub struct CheckArgs {
     /// --mutating-policies --kube-version VERSION` renders for that
     /// Kubernetes release (none of the mutating ones before 1.34, and
     /// none whose CEL it refuses). Default: the newest supported release.
-    #[arg(long, value_name = "VERSION", value_parser = parse_kube_version)]
+    #[arg(long, value_name = "VERSION", value_parser = KubernetesVersion::parse)]
     pub kube_version: Option<KubernetesVersion>,
-}
-
-/// `--kube-version`: a supported Kubernetes release.
-pub(crate) fn parse_kube_version(text: &str) -> Result<KubernetesVersion, String> {
-    KubernetesVersion::parse(text).map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,10 +101,10 @@ pub enum Output {
     Yaml,
 }
 
-fn key_value(text: &str) -> Result<(String, String), String> {
+fn key_value(text: &str) -> anyhow::Result<(String, String)> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
-        _ => Err(format!("{text:?} is not KEY=VALUE")),
+        _ => anyhow::bail!("{text:?} is not KEY=VALUE"),
     }
 }
 

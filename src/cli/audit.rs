@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+use anyhow::{Context, anyhow, bail};
 use kube::api::GroupVersionKind;
 
 use super::check::render_text;
@@ -100,7 +101,7 @@ impl ReportApiArg {
     }
 }
 
-pub fn run(args: &AuditArgs) -> ExitCode {
+pub fn run(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     super::runtime::run_in_runtime(audit(args))
 }
 
@@ -122,9 +123,9 @@ fn audited_kinds(dra_version: Option<&str>) -> Vec<GroupVersionKind> {
     kinds
 }
 
-async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
+async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let settings = match &args.config {
-        Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
+        Some(path) => Settings::load(path)?,
         None => Settings::default(),
     };
     let connection = match &args.kubeconfig {
@@ -132,26 +133,23 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
         None => Connection::Default,
     };
     let client = cluster::connect(connection)
-        .await?
-        .ok_or("no reachable cluster: pass --kubeconfig or set KUBECONFIG")?;
+        .await
+        .map_err(|why| anyhow!(why))?
+        .context("no reachable cluster: pass --kubeconfig or set KUBECONFIG")?;
     // Before anything is read: a cluster that serves no report API fails
     // fast.
     let write_api = if args.write_reports {
         let chosen = args.report_api.chosen();
-        Some(
-            cluster::report_api(&client, chosen, ReportScope::Namespaced)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
+        Some(cluster::report_api(&client, chosen, ReportScope::Namespaced).await?)
     } else {
         None
     };
     let snapshot = cluster::snapshot(&client, &settings)
         .await
-        .map_err(|e| format!("cannot read the cluster: {e}"))?;
+        .context("cannot read the cluster")?;
     let dra_version = cluster::served_dra_version(&client)
         .await
-        .map_err(|e| format!("cannot read the cluster's API discovery: {e}"))?;
+        .context("cannot read the cluster's API discovery")?;
     // (namespace, mode) pairs to audit.
     let targets: Vec<(String, Mode)> = snapshot
         .namespaces
@@ -171,7 +169,7 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
     if let Some(only) = &args.namespace
         && targets.is_empty()
     {
-        return Err(format!("namespace {only:?} not found"));
+        bail!("namespace {only:?} not found");
     }
     let mut documents = Vec::new();
     let mut reports = Vec::new();
@@ -181,10 +179,9 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
             .with_annotations(&annotations)
             .with_cluster(&snapshot);
         for gvk in audited_kinds(dra_version) {
-            let objects = match cluster::list_objects(&client, namespace, &gvk).await {
-                Ok(objects) => objects,
-                Err(e) => return Err(format!("cannot list {} in {namespace}: {e}", gvk.kind)),
-            };
+            let objects = cluster::list_objects(&client, namespace, &gvk)
+                .await
+                .with_context(|| format!("cannot list {} in {namespace}", gvk.kind))?;
             for object in objects {
                 reports.push(checker.check(&object));
                 documents.push(Document {
@@ -205,16 +202,14 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
         (None, Some(_)) => None,
     };
     let mut out = std::io::stdout().lock();
-    let printed = match output {
-        None => Ok(()),
-        Some(AuditOutput::Json) => serde_json::to_string_pretty(&reports)
-            .map_err(|e| e.to_string())
-            .and_then(|text| writeln!(out, "{text}").map_err(|e| e.to_string())),
+    match output {
+        None => {}
+        Some(AuditOutput::Json) => writeln!(out, "{}", serde_json::to_string_pretty(&reports)?)?,
         Some(AuditOutput::Policyreport) => {
-            print_reports(&mut out, &reports, ReportApi::PolicyReport, now)
+            print_reports(&mut out, &reports, ReportApi::PolicyReport, now)?
         }
         Some(AuditOutput::Openreports) => {
-            print_reports(&mut out, &reports, ReportApi::OpenReports, now)
+            print_reports(&mut out, &reports, ReportApi::OpenReports, now)?
         }
         Some(AuditOutput::Text) => {
             let pairs: Vec<(ObjectReport, &Document)> =
@@ -224,11 +219,9 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
                 out,
                 "{}",
                 render_text(&pairs, "running in the cluster", colour)
-            )
-            .map_err(|e| e.to_string())
+            )?;
         }
-    };
-    printed?;
+    }
     let Some(api) = write_api else {
         return Ok(if violating {
             ExitCode::from(1)
@@ -241,15 +234,11 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
         None => Cleanup::Everywhere,
     };
     let built = reports::build(&reports, api, now);
-    let written = cluster::write_reports(&client, api, &built, cleanup)
-        .await
-        .map_err(|e| e.to_string())?;
-    for line in written {
-        let shown = match output {
-            None => writeln!(out, "{line}"),
-            Some(_) => writeln!(std::io::stderr(), "{line}"),
-        };
-        shown.map_err(|e| e.to_string())?;
+    for line in cluster::write_reports(&client, api, &built, cleanup).await? {
+        match output {
+            None => writeln!(out, "{line}")?,
+            Some(_) => writeln!(std::io::stderr(), "{line}")?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -260,8 +249,8 @@ fn print_reports(
     objects: &[ObjectReport],
     api: ReportApi,
     now: Timestamp,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let built = reports::build(objects, api, now);
-    let text = serde_saphyr::to_string_multiple(&built).map_err(|e| e.to_string())?;
-    write!(out, "{text}").map_err(|e| e.to_string())
+    write!(out, "{}", serde_saphyr::to_string_multiple(&built)?)?;
+    Ok(())
 }

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
-use super::{CheckArgs, EXIT_BAD_INPUT, Engine, Output};
+use super::{CheckArgs, Engine, Output};
 use crate::admission::Mode;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission::images::{self, ResolvedImages, needs_of, offline_resolver};
@@ -19,35 +20,35 @@ use crate::settings::Settings;
 
 /// `--nodes FILE`: the Nodes read through the manifest reader of `-f`
 /// (YAML or JSON, Lists split), each kept as the webhook's cache keeps it.
-fn read_nodes(args: &CheckArgs, settings: &Settings) -> Result<Option<ClusterSnapshot>, String> {
+fn read_nodes(args: &CheckArgs, settings: &Settings) -> anyhow::Result<Option<ClusterSnapshot>> {
     let Some(path) = &args.nodes else {
         return Ok(None);
     };
     let stdin = std::path::Path::new(manifest::STDIN);
     if path == stdin && args.files.iter().any(|file| file == stdin) {
-        return Err("--nodes and -f cannot both read stdin (-)".to_owned());
+        bail!("--nodes and -f cannot both read stdin (-)");
     }
     let documents = manifest::load(std::slice::from_ref(path), &mut std::io::stdin().lock())
-        .map_err(|e| format!("--nodes: {e}"))?;
+        .context("--nodes")?;
     let mut snapshot = ClusterSnapshot::default();
     for (index, document) in documents.iter().enumerate() {
         let (name, node) = lean_node_of_manifest(&document.object, settings)
-            .map_err(|why| format!("--nodes {}: object {}: {why}", document.source, index + 1))?;
+            .map_err(|why| anyhow!("--nodes {}: object {}: {why}", document.source, index + 1))?;
         snapshot.nodes.insert(name, node);
     }
     Ok(Some(snapshot))
 }
 
 /// `--old PATH`: the pods before the update, read as -f is.
-fn read_old(args: &CheckArgs) -> Result<Vec<manifest::Document>, String> {
+fn read_old(args: &CheckArgs) -> anyhow::Result<Vec<manifest::Document>> {
     if args.old.is_empty() {
         return Ok(Vec::new());
     }
     let stdin = std::path::Path::new(manifest::STDIN);
     if args.old.iter().any(|path| path == stdin) && args.files.iter().any(|file| file == stdin) {
-        return Err("--old and -f cannot both read stdin (-)".to_owned());
+        bail!("--old and -f cannot both read stdin (-)");
     }
-    manifest::load(&args.old, &mut std::io::stdin().lock()).map_err(|e| format!("--old: {e}"))
+    manifest::load(&args.old, &mut std::io::stdin().lock()).context("--old")
 }
 
 /// `--resolve-images`: each object's GPU images looked up in their
@@ -58,7 +59,7 @@ fn resolve_images(
     checker: &Checker<'_>,
     objects: &[&Value],
     settings: &Settings,
-) -> Result<Vec<Option<ResolvedImages>>, String> {
+) -> anyhow::Result<Vec<Option<ResolvedImages>>> {
     let mut config = settings.config().image_resolution.clone();
     if let Some(path) = &args.registry_credentials {
         config.credentials_file = Some(path.clone());
@@ -71,9 +72,9 @@ fn resolve_images(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|err| format!("cannot start the registry client: {err}"))?;
+        .context("cannot start the registry client")?;
     runtime.block_on(async {
-        let resolver = offline_resolver(&config)?;
+        let resolver = offline_resolver(&config).map_err(|why| anyhow!(why))?;
         let mut resolved = Vec::with_capacity(wanted.len());
         for entry in wanted {
             let Some(entry) = entry else {
@@ -91,30 +92,17 @@ fn resolve_images(
     })
 }
 
-pub fn run(args: &CheckArgs) -> ExitCode {
-    match execute(args) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("gpu-policy: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
-}
-
-fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
+pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if args.kube_version.is_some() && args.engine != Engine::Cel {
-        return Err(
-            "--kube-version chooses the admission policies: it needs --engine cel".to_owned(),
-        );
+        bail!("--kube-version chooses the admission policies: it needs --engine cel");
     }
     let settings = match &args.config {
-        Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
+        Some(path) => Settings::load(path)?,
         None => Settings::default(),
     };
     let nodes = read_nodes(args, &settings)?;
     let old_documents = read_old(args)?;
-    let mut documents =
-        manifest::load(&args.files, &mut std::io::stdin().lock()).map_err(|e| e.to_string())?;
+    let mut documents = manifest::load(&args.files, &mut std::io::stdin().lock())?;
     // `gpu-policy test` files sit beside the manifests they test (as in
     // examples/): they are not objects of a cluster.
     documents.retain(|doc| !super::test::is_test_file(&doc.object));
@@ -152,7 +140,7 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
         Engine::Cel => {
             let release = args.kube_version.unwrap_or_default();
             let engine = PolicyEngine::for_release(&settings, release)
-                .map_err(|err| format!("internal error: a generated policy: {err}"))?;
+                .context("internal error: a generated policy")?;
             objects
                 .iter()
                 .map(|object| {
@@ -169,24 +157,20 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
     let written = match args.output {
         Output::Json => {
             let array: Vec<&ObjectReport> = reports.iter().map(|(r, _)| r).collect();
-            serde_json::to_string_pretty(&array)
-                .map_err(|e| e.to_string())
-                .and_then(|text| writeln!(out, "{text}").map_err(|e| e.to_string()))
+            writeln!(out, "{}", serde_json::to_string_pretty(&array)?)
         }
         Output::Yaml => {
             let mut objects: Vec<Value> = Vec::with_capacity(reports.len());
             for (report, doc) in &reports {
-                let object = mutated(&doc.object, report).map_err(|err| {
+                let object = mutated(&doc.object, report).with_context(|| {
                     format!(
-                        "internal error: the patch for {} does not apply: {err}",
+                        "internal error: the patch for {} does not apply",
                         doc.source
                     )
                 })?;
                 objects.push(object);
             }
-            serde_saphyr::to_string_multiple(&objects)
-                .map_err(|e| e.to_string())
-                .and_then(|text| write!(out, "{text}").map_err(|e| e.to_string()))
+            write!(out, "{}", serde_saphyr::to_string_multiple(&objects)?)
         }
         Output::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -195,14 +179,13 @@ fn execute(args: &CheckArgs) -> Result<ExitCode, String> {
                 "{}",
                 render_text(&reports, &format!("{mode} mode"), colour)
             )
-            .map_err(|e| e.to_string())
         }
     };
     // A closed pipe (`| head`) is not an error of the input.
     if let Err(err) = written
-        && !err.contains("Broken pipe")
+        && err.kind() != std::io::ErrorKind::BrokenPipe
     {
-        return Err(err);
+        return Err(err.into());
     }
     let denied = reports.iter().any(|(report, _)| !report.allowed);
     Ok(if denied {

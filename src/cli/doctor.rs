@@ -19,6 +19,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use anyhow::{Context, anyhow, bail};
+
 use super::audit::ReportApiArg;
 use crate::cluster::{self, Cleanup, Connection, InventoryOptions};
 use crate::doctor::inventory::{ConfigSource, PolicyConfig};
@@ -65,7 +67,7 @@ pub enum DoctorOutput {
     Json,
 }
 
-pub fn run(args: &DoctorArgs) -> ExitCode {
+pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     super::runtime::run_in_runtime(doctor(args))
 }
 
@@ -73,15 +75,15 @@ pub fn run(args: &DoctorArgs) -> ExitCode {
 async fn settings(
     args: &DoctorArgs,
     client: &kube::Client,
-) -> Result<(Settings, ConfigSource), String> {
+) -> anyhow::Result<(Settings, ConfigSource)> {
     if let Some(path) = &args.config {
-        let settings = Settings::load(path).map_err(|e| e.to_string())?;
+        let settings = Settings::load(path)?;
         return Ok((settings, ConfigSource::File(path.display().to_string())));
     }
     let config_map = format!("{}/{NAME}", args.namespace);
     let text = cluster::install_config(client, &args.namespace)
         .await
-        .map_err(|e| format!("cannot read the cluster: ConfigMap {config_map}: {e}"))?;
+        .with_context(|| format!("cannot read the cluster: ConfigMap {config_map}"))?;
     Ok(match text {
         None => (Settings::default(), ConfigSource::Defaults),
         Some(text) => match Settings::from_yaml(&text, &config_map) {
@@ -97,19 +99,20 @@ async fn settings(
     })
 }
 
-async fn doctor(args: &DoctorArgs) -> Result<ExitCode, String> {
+async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let connection = match &args.kubeconfig {
         Some(path) => Connection::Kubeconfig(path),
         None => Connection::Default,
     };
     let client = cluster::connect(connection)
-        .await?
-        .ok_or("cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod")?;
+        .await
+        .map_err(|why| anyhow!(why))?
+        .context(
+            "cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod",
+        )?;
     let write_api = match args.write_report {
         true => Some(
-            cluster::report_api(&client, args.report_api.chosen(), ReportScope::Cluster)
-                .await
-                .map_err(|e| e.to_string())?,
+            cluster::report_api(&client, args.report_api.chosen(), ReportScope::Cluster).await?,
         ),
         false => None,
     };
@@ -130,16 +133,14 @@ async fn doctor(args: &DoctorArgs) -> Result<ExitCode, String> {
     let inventory = tokio::time::timeout(READ_TIMEOUT, cluster::read_inventory(&client, options))
         .await
         .map_err(|_| {
-            format!(
+            anyhow!(
                 "cannot read the cluster within {} s",
                 READ_TIMEOUT.as_secs()
             )
         })?
-        .map_err(|e| format!("cannot read the cluster: {e}"))?;
+        .context("cannot read the cluster")?;
     if let Seen::Forbidden { rbac } = inventory.nodes {
-        return Err(format!(
-            "cannot read the cluster: nodes are forbidden to this user; grant {rbac}"
-        ));
+        bail!("cannot read the cluster: nodes are forbidden to this user; grant {rbac}");
     }
     let diagnosis = doctor::diagnose(&inventory);
     let output = match (args.output, write_api) {
@@ -148,15 +149,11 @@ async fn doctor(args: &DoctorArgs) -> Result<ExitCode, String> {
         (None, Some(_)) => None,
     };
     let mut out = std::io::stdout().lock();
-    let printed = match output {
-        None => Ok(()),
-        Some(DoctorOutput::Text) => write!(out, "{}", doctor::text(&diagnosis)),
-        Some(DoctorOutput::Json) => {
-            let text = doctor::json(&diagnosis).map_err(|e| e.to_string())?;
-            writeln!(out, "{text}")
-        }
-    };
-    printed.map_err(|e| e.to_string())?;
+    match output {
+        None => {}
+        Some(DoctorOutput::Text) => write!(out, "{}", doctor::text(&diagnosis))?,
+        Some(DoctorOutput::Json) => writeln!(out, "{}", doctor::json(&diagnosis)?)?,
+    }
     let Some(api) = write_api else {
         return Ok(match diagnosis.healthy() {
             true => ExitCode::SUCCESS,
@@ -164,15 +161,11 @@ async fn doctor(args: &DoctorArgs) -> Result<ExitCode, String> {
         });
     };
     let report = reports::doctor_report(&diagnosis, api, Timestamp::of(now));
-    let written = cluster::write_reports(&client, api, &[report], Cleanup::Nothing)
-        .await
-        .map_err(|e| e.to_string())?;
-    for line in written {
-        let shown = match output {
-            None => writeln!(out, "{line}"),
-            Some(_) => writeln!(std::io::stderr(), "{line}"),
-        };
-        shown.map_err(|e| e.to_string())?;
+    for line in cluster::write_reports(&client, api, &[report], Cleanup::Nothing).await? {
+        match output {
+            None => writeln!(out, "{line}")?,
+            Some(_) => writeln!(std::io::stderr(), "{line}")?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::EXIT_BAD_INPUT;
+use anyhow::{Context, bail};
+
 use crate::admission_policy::{cost_check, coverage};
 use crate::install::{self, InstallOptions};
 use crate::kubernetes_version::KubernetesVersion;
@@ -77,26 +78,19 @@ pub struct ManifestsArgs {
     /// v1beta1 in 1.34 and 1.35, none before; a policy whose CEL calls a
     /// function that release's API server refuses is left out, with a
     /// note on stderr. Default: the newest supported release.
-    #[arg(long, value_name = "VERSION", value_parser = super::args::parse_kube_version,
+    #[arg(long, value_name = "VERSION", value_parser = KubernetesVersion::parse,
           default_value_t = KubernetesVersion::default())]
     pub kube_version: KubernetesVersion,
 }
 
-pub fn run(args: &ManifestsArgs) -> ExitCode {
-    let (options, settings) = match read_inputs(args) {
-        Ok(inputs) => inputs,
-        Err(message) => {
-            eprintln!("gpu-policy: {message}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
+pub fn run(args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
+    let (options, settings) = read_inputs(args)?;
     if args.cost {
-        return print_cost(&settings, args.mutating_policies);
+        return Ok(print_cost(&settings, args.mutating_policies));
     }
-    if args.coverage {
-        return print(Ok(coverage::coverage_table(&settings, args.kube_version)));
-    }
-    let rendered = if args.admission_policies {
+    let text = if args.coverage {
+        coverage::coverage_table(&settings, args.kube_version)
+    } else if args.admission_policies {
         let rendered = crate::admission_policy::manifests(
             &settings,
             args.mutating_policies,
@@ -105,25 +99,23 @@ pub fn run(args: &ManifestsArgs) -> ExitCode {
         for note in &rendered.notes {
             eprintln!("gpu-policy: note: {note}");
         }
-        serde_saphyr::to_string_multiple(&rendered.objects).map_err(|e| e.to_string())
+        serde_saphyr::to_string_multiple(&rendered.objects)?
     } else {
-        install::objects(&options, settings.config()).and_then(|objects| {
-            serde_saphyr::to_string_multiple(&objects).map_err(|e| e.to_string())
-        })
+        serde_saphyr::to_string_multiple(&install::objects(&options, settings.config())?)?
     };
-    print(rendered)
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(ExitCode::SUCCESS)
 }
 
-/// The install options and the policy settings the flags name, or the
-/// one-line reason they cannot be read.
-fn read_inputs(args: &ManifestsArgs) -> Result<(InstallOptions, Settings), String> {
+/// The install options and the policy settings the flags name.
+fn read_inputs(args: &ManifestsArgs) -> anyhow::Result<(InstallOptions, Settings)> {
     // It is written into object paths and into the guard policies' CEL
     // strings: a name Kubernetes would refuse is refused here.
     if !crate::cluster::is_dns_label(&args.namespace) {
-        return Err(format!(
+        bail!(
             "--namespace {:?} is not a namespace name (a DNS label: lowercase letters, digits and '-', at most 63)",
             args.namespace
-        ));
+        );
     }
     let mut options = InstallOptions {
         namespace: args.namespace.clone(),
@@ -138,16 +130,16 @@ fn read_inputs(args: &ManifestsArgs) -> Result<(InstallOptions, Settings), Strin
     if let Some(url) = &args.webhook_url {
         // Escaped: a newline in it must not split the one line.
         let parsed = install::WebhookUrl::parse(url)
-            .map_err(|reason| format!("--webhook-url {}: {reason}", url.escape_debug()))?;
+            .with_context(|| format!("--webhook-url {}", url.escape_debug()))?;
         options.webhook_url = Some(parsed);
     }
     if let Some(path) = &args.ca_bundle_file {
         let pem = std::fs::read_to_string(path)
-            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+            .with_context(|| format!("cannot read {}", path.display()))?;
         options.ca_bundle = Some(pem);
     }
     let settings = match &args.config {
-        Some(path) => Settings::load(path).map_err(|error| error.to_string())?,
+        Some(path) => Settings::load(path)?,
         None => Settings::default(),
     };
     Ok((options, settings))
@@ -173,18 +165,5 @@ fn print_cost(settings: &Settings, mutating: bool) -> ExitCode {
             over.join(", ")
         );
         ExitCode::FAILURE
-    }
-}
-
-fn print(rendered: Result<String, String>) -> ExitCode {
-    match rendered {
-        Ok(yaml) => {
-            let _ = std::io::stdout().lock().write_all(yaml.as_bytes());
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("gpu-policy: {error}");
-            ExitCode::FAILURE
-        }
     }
 }

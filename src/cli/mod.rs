@@ -86,12 +86,41 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    match cli.command {
+    // The server's flags are checked by clap: once it runs, what stops it
+    // is a failure (1), not bad input (2).
+    let failed = match cli.command {
+        Command::Serve(_) => ExitCode::FAILURE,
+        _ => ExitCode::from(EXIT_BAD_INPUT),
+    };
+    let outcome = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Manifests(args) => manifests::run(&args),
         Command::Test(args) => test::run(&args),
+    };
+    outcome.unwrap_or_else(|error| {
+        // One line per line of the message: `test` names every bad test
+        // file at once.
+        for line in message(&error).lines() {
+            eprintln!("gpu-policy: {line}");
+        }
+        failed
+    })
+}
+
+/// The message of `error` and of each cause it does not already say (the
+/// libraries' errors say their source in their own message).
+fn message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.is_empty() {
+            message = text;
+        } else if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
     }
+    message
 }

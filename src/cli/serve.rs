@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use crate::certs::secret::{self, RouteConfig, SecretRef};
 use crate::server::budget::Limits;
 use crate::server::{self, Certificates, ClientAuthOptions, ClusterAccess};
@@ -187,27 +189,18 @@ impl ServeArgs {
     }
 }
 
-pub fn run(args: &ServeArgs) -> ExitCode {
+pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // Held until `run` returns: dropping it writes out the queued log lines.
     let _log_writer = telemetry::init(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!(%error, "cannot start the runtime");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(server::run(args.options())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(%error, "gpu-policy serve failed");
-            eprintln!("gpu-policy: {error}");
-            ExitCode::FAILURE
-        }
+        .context("cannot start the runtime")?;
+    if let Err(error) = runtime.block_on(server::run(args.options())) {
+        tracing::error!(%error, "gpu-policy serve failed");
+        return Err(error.into());
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

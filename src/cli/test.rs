@@ -26,9 +26,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::{Context, bail};
 use clap::ValueEnum;
 
-use super::{EXIT_BAD_INPUT, Engine};
+use super::Engine;
 use run::Outcome;
 
 #[derive(Debug, clap::Args)]
@@ -58,21 +59,9 @@ pub enum TestOutput {
     Junit,
 }
 
-pub fn run(args: &TestArgs) -> ExitCode {
-    match execute(args) {
-        Ok(code) => code,
-        Err(problems) => {
-            for problem in problems {
-                eprintln!("gpu-policy: {problem}");
-            }
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
-}
-
-/// Reads every test file first (all their problems reported together),
-/// then runs them.
-fn execute(args: &TestArgs) -> Result<ExitCode, Vec<String>> {
+/// Reads every test file first (all their problems reported together, a
+/// line each), then runs them.
+pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     let mut problems = Vec::new();
     let mut paths: Vec<PathBuf> = Vec::new();
     for path in &args.paths {
@@ -95,28 +84,27 @@ fn execute(args: &TestArgs) -> Result<ExitCode, Vec<String>> {
         }
     }
     if !problems.is_empty() {
-        return Err(problems);
+        bail!(problems.join("\n"));
     }
     let runs = tests
         .iter()
         .map(|test| run::run(test, args.engine))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|err| vec![err.to_string()])?;
+        .collect::<Result<Vec<_>, _>>()?;
 
     if let Some(path) = &args.junit_file {
-        std::fs::write(path, junit::render(&runs, args.engine))
-            .map_err(|err| vec![format!("cannot write {}: {err}", path.display())])?;
+        std::fs::write(path, junit::render(&runs, args.engine)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let text = match args.output {
         TestOutput::Text => table::render(&runs, args.engine),
-        TestOutput::Junit => junit::render(&runs, args.engine),
+        TestOutput::Junit => junit::render(&runs, args.engine)?,
     };
     let written = std::io::stdout().lock().write_all(text.as_bytes());
     // A closed pipe (`| head`) is not an error of the input.
     if let Err(err) = written
         && err.kind() != std::io::ErrorKind::BrokenPipe
     {
-        return Err(vec![format!("cannot write the output: {err}")]);
+        return Err(err).context("cannot write the output");
     }
     let failed = runs
         .iter()

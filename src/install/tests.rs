@@ -74,7 +74,11 @@ fn webhook_url_is_refused_where_the_api_server_refuses_it() {
         ("127.0.0.1:8443", "relative URL without a base"),
         ("https://example.com:port", "invalid port number"),
     ] {
-        assert_eq!(WebhookUrl::parse(text), Err(reason.to_owned()), "{text:?}");
+        assert_eq!(
+            WebhookUrl::parse(text).map_err(|error| error.to_string()),
+            Err(reason.to_owned()),
+            "{text:?}"
+        );
     }
 }
 

@@ -1,37 +1,39 @@
 //! `gpu-policy test -o junit`: the outcomes as JUnit XML, the report CI
 //! systems read. One `testsuite` per test (its file in `file`), one
 //! `testcase` per case (named by its object), a `failure` with every
-//! difference, or `skipped`. Written by hand: the format is small, and
-//! every text is escaped here ([`escape`]).
+//! difference, or `skipped`.
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::run::{Outcome, TestRun};
-use super::table::{Totals, engine_name};
+use super::table::engine_name;
 use crate::cli::args::Engine;
 
 /// The report.
-pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
-    let totals = Totals::of(runs.iter().flat_map(|run| &run.outcomes));
-    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    xml.push_str(&format!(
-        "<testsuites name=\"gpu-policy test ({} engine)\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n",
-        engine_name(engine),
-        totals.cases(),
-        totals.failed,
-        totals.skipped
-    ));
+pub fn render(runs: &[TestRun<'_>], engine: Engine) -> anyhow::Result<String> {
+    let mut report = Report::new(format!("gpu-policy test ({} engine)", engine_name(engine)));
     for run in runs {
         let test = run.test;
-        let totals = Totals::of(&run.outcomes);
-        xml.push_str(&format!(
-            "  <testsuite name=\"{}\" file=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n",
-            escape(&test.name),
-            escape(&test.file),
-            totals.cases(),
-            totals.failed,
-            totals.skipped
-        ));
+        let mut suite = TestSuite::new(&test.name);
+        suite.extra.insert("file".into(), (&test.file).into());
         for (case, outcome) in test.cases.iter().zip(&run.outcomes) {
-            let object = case.object.to_string();
+            let status = match outcome {
+                Outcome::Passed(_) => TestCaseStatus::success(),
+                Outcome::Skipped(engines) => {
+                    let mut status = TestCaseStatus::skipped();
+                    status.set_message(format!("engines: {engines}"));
+                    status
+                }
+                Outcome::Failed(differences) => {
+                    let lines: Vec<String> = differences.iter().map(ToString::to_string).collect();
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status
+                        .set_message(lines.first().map_or("", String::as_str))
+                        .set_type("expectation")
+                        .set_description(lines.join("\n"));
+                    status
+                }
+            };
             let repeated = test
                 .cases
                 .iter()
@@ -39,61 +41,16 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                 .count()
                 > 1;
             let name = if repeated {
-                format!("{object} (cases[{}])", case.index)
+                format!("{} (cases[{}])", case.object, case.index)
             } else {
-                object
+                case.object.to_string()
             };
-            let open = format!(
-                "    <testcase name=\"{}\" classname=\"{}\" file=\"{}\"",
-                escape(&name),
-                escape(&test.name),
-                escape(&test.file)
-            );
-            match outcome {
-                Outcome::Passed(_) => xml.push_str(&format!("{open}/>\n")),
-                Outcome::Skipped(engines) => xml.push_str(&format!(
-                    "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
-                    escape(&format!("engines: {engines}"))
-                )),
-                Outcome::Failed(differences) => {
-                    let lines: Vec<String> = differences.iter().map(ToString::to_string).collect();
-                    xml.push_str(&format!(
-                        "{open}>\n      <failure message=\"{}\" type=\"expectation\">{}</failure>\n    </testcase>\n",
-                        escape(lines.first().map_or("", String::as_str)),
-                        escape(&lines.join("\n"))
-                    ));
-                }
-            }
+            let mut testcase = TestCase::new(name, status);
+            testcase.set_classname(&test.name);
+            testcase.extra.insert("file".into(), (&test.file).into());
+            suite.add_test_case(testcase);
         }
-        xml.push_str("  </testsuite>\n");
+        report.add_test_suite(suite);
     }
-    xml.push_str("</testsuites>\n");
-    xml
+    Ok(report.to_string()?)
 }
-
-/// Text as XML character data or an attribute value: the five markup
-/// characters as entities, line breaks and tabs as character references
-/// (kept in attributes, where a parser would fold them), and the
-/// characters XML 1.0 forbids (most C0 controls, U+FFFE, U+FFFF) as
-/// U+FFFD.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
-            '\u{0}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}' => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests;
