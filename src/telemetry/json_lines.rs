@@ -1,94 +1,33 @@
-//! The JSON log line, written straight into the line buffer.
+//! The decision's JSON log line, written straight into a line buffer.
 //!
 //! Every admission decision is logged, so the line's cost is paid on every
-//! request. tracing-subscriber's JSON formatter builds each line through a
-//! serde serializer writing into an `io::Write` adaptor of the line buffer,
-//! and checks every piece it writes for UTF-8 again. This formatter writes
-//! the same line (the same keys, in the same order, with the same values)
-//! directly: `{"timestamp":…,"level":…,` then the event's fields as
-//! recorded, then `"target":…}`. The pieces go into a buffer the thread
-//! keeps, not through a `dyn fmt::Write` call each; strings are looked over
-//! for what JSON escapes eight bytes at a time; the timestamp and integers
-//! are written without `fmt`'s machinery.
-//!
-//! It takes gpu-policy's own events outside spans, which is all the request
-//! path logs. Everything else (the libraries' events, and anything inside a
-//! span, whose line also lists the spans) goes to tracing-subscriber's own
-//! JSON formatter, configured as before.
-//!
-//! [`write_line`] writes the same line for a caller that spells out the
-//! event's fields itself, without tracing's dispatch and its visit of each
-//! field: `telemetry::write_json_line`, for the line of every admission
-//! request.
+//! request. This writes the bytes tracing-subscriber's JSON formatter
+//! (`json().flatten_event(true)`) writes for the same event (a test
+//! compares the two): `{"timestamp":…,"level":…,` then the fields, then
+//! `"target":…}`; without tracing's dispatch, its visit of each field, its
+//! serde serializer and the `io::Write` adaptor that checked every piece
+//! for UTF-8 again. Measured with `scripts/callgrind.sh` on the GPU-pod
+//! review, the record phase took 25,000 instructions through the
+//! formatter, 13,000 written like this, and 3,263 once each thread also
+//! kept the text of the second of its last timestamp ([`Clock`]) and the
+//! metrics looked each series up once (docs/performance.md). Every other
+//! event goes through tracing-subscriber's formatter.
 
 use std::cell::RefCell;
-use std::fmt::{self, Write as _};
+use std::fmt;
 
-use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::fmt::format::{Format, Json, JsonFields, Writer};
-use tracing_subscriber::fmt::time::SystemTime;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent};
-use tracing_subscriber::registry::LookupSpan;
+use tracing::Level;
 
 mod timestamp;
 
 use timestamp::Clock;
 
-/// The events this formatter writes itself: those of this crate.
-const OWN_TARGET: &str = "gpu_policy";
-
-/// gpu-policy's JSON lines; see the module documentation.
-pub struct JsonLines {
-    fallback: Format<Json, SystemTime>,
-}
-
-impl JsonLines {
-    pub fn new() -> Self {
-        Self {
-            fallback: Format::default().json().flatten_event(true),
-        }
-    }
-}
-
-impl Default for JsonLines {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<S> FormatEvent<S, JsonFields> for JsonLines
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, JsonFields>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let meta = event.metadata();
-        let own = meta.target() == OWN_TARGET
-            || meta
-                .target()
-                .strip_prefix(OWN_TARGET)
-                .is_some_and(|rest| rest.starts_with("::"));
-        let in_span = event.parent().is_some() || ctx.lookup_current().is_some();
-        if !own || in_span {
-            return self.fallback.format_event(ctx, writer, event);
-        }
-        with_scratch(|scratch| write_own(scratch, event, &mut writer))
-    }
-}
-
 /// A line kept longer than this is let go rather than kept for the next.
 const MAX_KEPT_BYTES: usize = 64 * 1024;
 
-/// The buffers of one thread's lines, kept from one event to the next.
+/// The buffer of one thread's lines, kept from one line to the next.
 struct Scratch {
     line: String,
-    /// A `Debug` value's text, before it is quoted.
-    debug: String,
     clock: Clock,
 }
 
@@ -96,16 +35,7 @@ impl Scratch {
     const fn new() -> Self {
         Self {
             line: String::new(),
-            debug: String::new(),
             clock: Clock::new(),
-        }
-    }
-
-    fn let_go_of_long_lines(&mut self) {
-        for kept in [&mut self.line, &mut self.debug] {
-            if kept.capacity() > MAX_KEPT_BYTES {
-                *kept = String::new();
-            }
         }
     }
 }
@@ -115,8 +45,8 @@ thread_local! {
 }
 
 /// Runs `write` with this thread's scratch, or a fresh one when the
-/// thread's is in use (an event logged while a line is written, by a
-/// field's `Debug`, say) or gone (the thread is ending).
+/// thread's is in use (a line written while one is) or gone (the thread is
+/// ending).
 fn with_scratch(write: impl FnOnce(&mut Scratch) -> fmt::Result) -> fmt::Result {
     let mut write = Some(write);
     let mut run =
@@ -129,30 +59,8 @@ fn with_scratch(write: impl FnOnce(&mut Scratch) -> fmt::Result) -> fmt::Result 
         .unwrap_or_else(|_| run(&mut Scratch::new()))
 }
 
-/// Writes one of gpu-policy's events as a line into `scratch`, then into
-/// `writer` in one piece: the pieces go into a `String` without a
-/// `dyn fmt::Write` call each.
-fn write_own(scratch: &mut Scratch, event: &Event<'_>, writer: &mut Writer<'_>) -> fmt::Result {
-    let Scratch { line, debug, clock } = scratch;
-    let meta = event.metadata();
-    push_start(line, clock, meta.level())?;
-    let mut fields = FieldWriter {
-        line: &mut *line,
-        debug,
-        result: Ok(()),
-    };
-    event.record(&mut fields);
-    fields.result?;
-    push_end(line, meta.target())?;
-    let written = writer.write_str(line);
-    scratch.let_go_of_long_lines();
-    written
-}
-
 /// Writes the line of an event of `target` at `level` whose fields
-/// `fields` appends, the line [`JsonLines`] writes for that event, and
-/// hands it to `output`; without tracing's dispatch, for
-/// `telemetry::write_json_line`.
+/// `fields` appends, and hands it to `output`.
 pub fn write_line(
     level: &Level,
     target: &str,
@@ -170,7 +78,9 @@ pub fn write_line(
         line_fields.result?;
         push_end(line, target)?;
         output(line);
-        scratch.let_go_of_long_lines();
+        if line.capacity() > MAX_KEPT_BYTES {
+            *line = String::new();
+        }
         Ok(())
     })
 }
@@ -221,100 +131,8 @@ impl LineFields<'_> {
 
     pub fn u64(&mut self, key: &str, value: u64) -> &mut Self {
         self.line.push_str(key);
-        push_u64(self.line, value);
+        self.line.push_str(itoa::Buffer::new().format(value));
         self
-    }
-}
-
-/// Writes each field as `,"name":value`, as tracing-serde's map visitor
-/// serializes it: strings and `Debug` values as JSON strings, booleans and
-/// integers as they are, floats as serde_json writes them.
-struct FieldWriter<'s> {
-    line: &'s mut String,
-    debug: &'s mut String,
-    result: fmt::Result,
-}
-
-impl FieldWriter<'_> {
-    fn entry(&mut self, field: &Field, value: impl FnOnce(&mut String) -> fmt::Result) {
-        if self.result.is_ok() {
-            self.line.push(',');
-            self.result = push_json_str(self.line, field.name()).and_then(|()| {
-                self.line.push(':');
-                value(self.line)
-            });
-        }
-    }
-}
-
-impl Visit for FieldWriter<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.entry(field, |line| push_json_str(line, value));
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.entry(field, |line| {
-            line.push_str(if value { "true" } else { "false" });
-            Ok(())
-        });
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.entry(field, |line| {
-            push_u64(line, value);
-            Ok(())
-        });
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.entry(field, |line| {
-            if value < 0 {
-                line.push('-');
-            }
-            push_u64(line, value.unsigned_abs());
-            Ok(())
-        });
-    }
-
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        // serde_json writes non-finite floats as null, and finite ones in
-        // its own shortest form.
-        self.entry(field, |line| {
-            match serde_json::to_string(&value) {
-                Ok(text) => line.push_str(&text),
-                Err(_) => line.push_str("null"),
-            }
-            Ok(())
-        });
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let mut debug = std::mem::take(self.debug);
-        debug.clear();
-        let formatted = write!(debug, "{value:?}");
-        self.entry(field, |line| {
-            formatted.and_then(|()| push_json_str(line, &debug))
-        });
-        *self.debug = debug;
-    }
-}
-
-/// Appends `value` in decimal, as `Display` writes it.
-fn push_u64(line: &mut String, value: u64) {
-    // u64::MAX has 20 digits.
-    let mut digits = [0u8; 20];
-    let mut rest = value;
-    let mut start = digits.len();
-    for digit in digits.iter_mut().rev() {
-        *digit = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        start -= 1;
-        if rest == 0 {
-            break;
-        }
-    }
-    for &digit in digits.get(start..).unwrap_or_default() {
-        line.push(char::from(digit));
     }
 }
 

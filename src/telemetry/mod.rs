@@ -13,12 +13,12 @@ use std::borrow::Cow;
 
 use tracing::Level;
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::fmt::format::JsonFields;
+use tracing_subscriber::fmt::format::{Format, Json, JsonFields};
+use tracing_subscriber::fmt::time::SystemTime;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use batch_writer::BatchWriter;
 pub use batch_writer::FlushGuard;
-use json_lines::JsonLines;
 pub use json_lines::LineFields;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,15 +32,19 @@ pub enum LogFormat {
 /// The subscriber of the JSON format. [`write_json_line`] writes straight
 /// into its writer, and only when the subscriber is this one: any other
 /// (the text format, a test's, one with a layer more) gets the event.
-type JsonSubscriber =
-    tracing_subscriber::fmt::Subscriber<JsonFields, JsonLines, EnvFilter, BatchWriter>;
+type JsonSubscriber = tracing_subscriber::fmt::Subscriber<
+    JsonFields,
+    Format<Json, SystemTime>,
+    EnvFilter,
+    BatchWriter,
+>;
 
 fn json_subscriber(filter: EnvFilter, writer: BatchWriter) -> JsonSubscriber {
     tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
         .with_env_filter(filter)
         .with_writer(writer)
-        .fmt_fields(JsonFields::new())
-        .event_format(JsonLines::new())
         .finish()
 }
 

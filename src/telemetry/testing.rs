@@ -4,12 +4,10 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
+use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::fmt::format::JsonFields;
 
 use super::batch_writer::BatchWriter;
-use super::json_lines::JsonLines;
-use tracing_subscriber::EnvFilter;
 
 /// Records the bytes written to it, and in how many writes.
 #[derive(Clone, Default)]
@@ -55,9 +53,6 @@ pub enum JsonFormatter {
     /// filter, into a [`BatchWriter`]: the one
     /// `telemetry::write_json_line` writes through.
     Installed { filter: &'static str },
-    /// gpu-policy's formatter ([`JsonLines`]) in a subscriber of the
-    /// test's.
-    Ours,
     /// tracing-subscriber's, `json().flatten_event(true)`.
     TracingSubscriber,
 }
@@ -77,27 +72,19 @@ pub fn json_lines(formatter: JsonFormatter, log: impl FnOnce()) -> Vec<String> {
             // Writes out what is pending.
             drop(guard);
         }
-        JsonFormatter::Ours => {
-            let subscriber = builder
-                .fmt_fields(JsonFields::new())
-                .event_format(JsonLines::new())
-                .finish();
-            tracing::dispatcher::with_default(&tracing::Dispatch::new(subscriber), log);
-        }
         JsonFormatter::TracingSubscriber => {
             let subscriber = builder.json().flatten_event(true).finish();
             tracing::dispatcher::with_default(&tracing::Dispatch::new(subscriber), log);
         }
     }
-    captured
-        .text()
-        .lines()
-        .map(|line| {
-            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-            assert!(value["timestamp"].is_string(), "{line}");
-            let start = line.find("\"timestamp\":\"").expect("timestamp") + 13;
-            let end = start + line[start..].find('"').expect("closing quote");
-            format!("{}{}", &line[..start], &line[end..])
-        })
-        .collect()
+    captured.text().lines().map(blank_timestamp).collect()
+}
+
+/// A JSON line with its timestamp's value blanked.
+pub fn blank_timestamp(line: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+    assert!(value["timestamp"].is_string(), "{line}");
+    let start = line.find("\"timestamp\":\"").expect("timestamp") + 13;
+    let end = start + line[start..].find('"').expect("closing quote");
+    format!("{}{}", &line[..start], &line[end..])
 }

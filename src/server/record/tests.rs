@@ -60,7 +60,6 @@ fn decision_lines(formatter: JsonFormatter) -> (Vec<String>, Vec<String>) {
 fn the_decision_line_is_the_one_of_the_format_string_message() {
     for formatter in [
         JsonFormatter::Installed { filter: "info" },
-        JsonFormatter::Ours,
         JsonFormatter::TracingSubscriber,
     ] {
         let (recorded, as_before) = decision_lines(formatter);
@@ -134,7 +133,9 @@ fn the_decision_line_of_megabyte_strings_is_short() {
             took: Duration::from_micros(42),
         }),
     };
-    let lines = json_lines(JsonFormatter::Ours, || record(&Metrics::new(), &outcome));
+    let lines = json_lines(JsonFormatter::Installed { filter: "info" }, || {
+        record(&Metrics::new(), &outcome)
+    });
     let [line] = lines.as_slice() else {
         panic!("{lines:?}")
     };
