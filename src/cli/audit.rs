@@ -1,19 +1,8 @@
-//! `gpu-policy audit`: what the policy would change or deny for what is
-//! already running. Read-only, unless `--write-reports` is given: then it
-//! writes its findings into the cluster as policy reports (one per
-//! namespace, `crate::reports`), through `cluster::write_reports`, and
-//! touches nothing else.
-//!
-//! Output: text, JSON (the element shape of `check -o json`), or the
-//! reports as multi-document YAML (`-o policyreport`, `-o openreports`).
-//! With `--write-reports` and no `-o`, one line per report written or
-//! deleted on stdout; with `-o` too, those lines go to stderr so that
-//! stdout stays the output asked for.
-//!
-//! Exit status: 0 when nothing violates, 1 when something does, 2 when the
-//! cluster cannot be read (or the reports cannot be written). With
-//! `--write-reports` the findings are in the reports: 0 once they are
-//! written, whatever they say.
+//! `gpu-policy audit` (its exit status: `cli::Command::Audit`). With
+//! `--write-reports`, the findings are written as policy reports, one per
+//! namespace (`crate::reports`), through `cluster::write_reports`, and
+//! nothing else is touched; the lines of the reports written go to stdout,
+//! or to stderr when `-o` asks for stdout too.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};

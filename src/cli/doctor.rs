@@ -1,18 +1,9 @@
-//! `gpu-policy doctor`: why GPUs do not show up, and whether gpu-policy
-//! works, from one read of the cluster (`cluster::read_inventory`), the
-//! checks of `crate::doctor`, printed as text or JSON; with
-//! `--write-report`, written as one cluster-scoped policy report through
-//! `audit`'s writer (`cluster::write_reports`).
-//!
-//! Runs as whoever the kubeconfig names, or in a pod as its ServiceAccount
-//! (the webhook's has what doctor reads: docs/operations.md). A kind it
-//! may not read is a note, and the checks that need it are skipped.
-//!
-//! Exit status: 0 when nothing is found, 1 with findings, 2 when the
-//! cluster cannot be read (unreachable, the nodes unreadable, an error
-//! other than forbidden or not found, the read past [`READ_TIMEOUT`]) or
-//! the configuration cannot be loaded. With `--write-report`: 0 once the
-//! report is written, whatever it says (as `audit --write-reports`).
+//! `gpu-policy doctor` (its exit status: `cli::Command::Doctor`): one read
+//! of the cluster (`cluster::read_inventory`) within [`READ_TIMEOUT`], the
+//! checks of `crate::doctor`, and with `--write-report` one cluster-scoped
+//! report written through `audit`'s writer. A kind it may not read is a
+//! note, and the checks that need it are skipped; nodes it may not read
+//! are an error.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,20 +1,8 @@
-//! `gpu-policy test PATH...`: pins what a policy configuration must decide.
-//!
-//! A test file (`*.gpu-policy-test.yaml`, `apiVersion:
-//! gpu-policy.io/v1alpha1`, `kind: Test`; the schema is in docs/policy.md,
-//! "Testing a configuration") names a configuration, a namespace, the
-//! resources and, per object, what must come of it: allowed or not, the
-//! rules violated, the messages, the warnings, the object after the patch.
-//! The objects are evaluated as `check` evaluates them, by the webhook's
-//! rules or (`--engine cel`) by the generated admission policies.
-//!
-//! The parts: [`file`](mod@file) reads the test files (strictly, through
-//! [`fields`]); [`run`](fn@run) evaluates the cases; [`table`] and [`junit`] write
-//! the outcomes.
-//!
-//! Exit status: 0 every case passed (or was skipped), 1 a case failed, 2
-//! bad input (an unreadable or invalid test file, configuration or
-//! resource; one line each on stderr).
+//! `gpu-policy test PATH...` (its exit status: `cli::Command::Test`; the
+//! schema of its files: docs/policy.md, "Testing a configuration").
+//! [`file`](mod@file) reads the test files (strictly, through [`fields`]);
+//! [`run`](fn@run) evaluates the cases; [`table`] and [`junit`] write the
+//! outcomes.
 
 mod fields;
 mod file;
