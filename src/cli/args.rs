@@ -26,8 +26,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
-    pub output: Output,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
     /// Read what GPU images need from their registries, as the webhook does
     /// in imageResolution.mode registry (with the config's timeout per
     /// object, its insecureRegistries and credentialsFile); the image table
@@ -92,7 +92,7 @@ impl From<ModeArg> for Mode {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
+pub enum CheckOutput {
     /// One block per object, for people.
     Text,
     /// One JSON array, one element per object.

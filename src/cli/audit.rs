@@ -5,7 +5,7 @@
 //! or to stderr when `-o` asks for stdout too.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -185,11 +185,10 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
         .any(|r| !r.violations.is_empty() || r.error.is_some());
     // One time for every result of the run.
     let now = Timestamp::of(SystemTime::now());
-    let output = match (args.output, write_api) {
-        (Some(output), _) => Some(output),
-        (None, None) => Some(AuditOutput::Text),
-        (None, Some(_)) => None,
-    };
+    // With reports to write and no -o, only the lines of those written.
+    let output = args
+        .output
+        .or(write_api.is_none().then_some(AuditOutput::Text));
     let mut out = std::io::stdout().lock();
     match output {
         None => {}
@@ -203,12 +202,7 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
         Some(AuditOutput::Text) => {
             let pairs: Vec<(ObjectReport, &Document)> =
                 reports.iter().cloned().zip(documents.iter()).collect();
-            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            write!(
-                out,
-                "{}",
-                render_text(&pairs, "running in the cluster", colour)
-            )?;
+            write!(out, "{}", render_text(&pairs, "running in the cluster"))?;
         }
     }
     let Some(api) = write_api else {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
-use super::{CheckArgs, Engine, Output};
+use super::{CheckArgs, CheckOutput, Engine};
 use crate::admission::Mode;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission::images::{self, ResolvedImages, needs_of, offline_resolver};
@@ -155,11 +155,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 
     let mut out = std::io::stdout().lock();
     let written = match args.output {
-        Output::Json => {
+        CheckOutput::Json => {
             let array: Vec<&ObjectReport> = reports.iter().map(|(r, _)| r).collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&array)?)
         }
-        Output::Yaml => {
+        CheckOutput::Yaml => {
             let mut objects: Vec<Value> = Vec::with_capacity(reports.len());
             for (report, doc) in &reports {
                 let object = mutated(&doc.object, report).with_context(|| {
@@ -172,14 +172,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             }
             write!(out, "{}", serde_saphyr::to_string_multiple(&objects)?)
         }
-        Output::Text => {
-            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            write!(
-                out,
-                "{}",
-                render_text(&reports, &format!("{mode} mode"), colour)
-            )
-        }
+        CheckOutput::Text => write!(out, "{}", render_text(&reports, &format!("{mode} mode"))),
     };
     // A closed pipe (`| head`) is not an error of the input.
     if let Err(err) = written
@@ -210,13 +203,12 @@ impl Palette {
 }
 
 /// One block per object: decision first, then violations, changes,
-/// warnings; a summary line at the end.
-pub fn render_text(
-    reports: &[(ObjectReport, &manifest::Document)],
-    context: &str,
-    colour: bool,
-) -> String {
-    let palette = Palette { colour };
+/// warnings; a summary line at the end. In colour on a terminal, unless
+/// `NO_COLOR` is set.
+pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &str) -> String {
+    let palette = Palette {
+        colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
     let mut text = String::new();
     let (mut allowed, mut denied, mut ignored) = (0, 0, 0);
     for (report, doc) in reports {

@@ -134,11 +134,10 @@ async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         bail!("cannot read the cluster: nodes are forbidden to this user; grant {rbac}");
     }
     let diagnosis = doctor::diagnose(&inventory);
-    let output = match (args.output, write_api) {
-        (Some(output), _) => Some(output),
-        (None, None) => Some(DoctorOutput::Text),
-        (None, Some(_)) => None,
-    };
+    // With reports to write and no -o, only the lines of those written.
+    let output = args
+        .output
+        .or(write_api.is_none().then_some(DoctorOutput::Text));
     let mut out = std::io::stdout().lock();
     match output {
         None => {}

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use args::{CheckArgs, EXIT_BAD_INPUT, Engine, ModeArg, Output};
+pub use args::{CheckArgs, CheckOutput, EXIT_BAD_INPUT, Engine, ModeArg};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 
 use super::Engine;
-use run::Outcome;
+use run::CaseOutcome;
 
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
@@ -97,7 +97,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     let failed = runs
         .iter()
         .flat_map(|run| &run.outcomes)
-        .any(|outcome| matches!(outcome, Outcome::Failed(_)));
+        .any(|outcome| matches!(outcome, CaseOutcome::Failed(_)));
     Ok(if failed {
         ExitCode::from(1)
     } else {
@@ -108,6 +108,6 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
 /// A document of a `gpu-policy test` file (`apiVersion:
 /// gpu-policy.io/v1alpha1`, `kind: Test`), which `check` skips.
 pub(super) fn is_test_file(object: &serde_json::Value) -> bool {
-    object.get("apiVersion").and_then(serde_json::Value::as_str) == Some(file::API_VERSION)
-        && object.get("kind").and_then(serde_json::Value::as_str) == Some(file::KIND)
+    object.get("apiVersion").and_then(serde_json::Value::as_str) == Some(file::TEST_API_VERSION)
+        && object.get("kind").and_then(serde_json::Value::as_str) == Some(file::TEST_KIND)
 }

@@ -11,12 +11,12 @@ use super::batch_writer::BatchWriter;
 
 /// Records the bytes written to it, and in how many writes.
 #[derive(Clone, Default)]
-pub struct Recorded {
+pub struct RecordedOutput {
     bytes: Arc<Mutex<Vec<u8>>>,
     writes: Arc<Mutex<usize>>,
 }
 
-impl io::Write for Recorded {
+impl io::Write for RecordedOutput {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         self.bytes.lock().expect("lock").extend_from_slice(bytes);
         *self.writes.lock().expect("lock") += 1;
@@ -28,15 +28,15 @@ impl io::Write for Recorded {
     }
 }
 
-impl<'a> MakeWriter<'a> for Recorded {
-    type Writer = Recorded;
+impl<'a> MakeWriter<'a> for RecordedOutput {
+    type Writer = RecordedOutput;
 
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
     }
 }
 
-impl Recorded {
+impl RecordedOutput {
     pub fn text(&self) -> String {
         String::from_utf8(self.bytes.lock().expect("lock").clone()).expect("UTF-8")
     }
@@ -60,7 +60,7 @@ pub enum JsonFormatter {
 /// The lines `log` writes through `formatter`, each with its timestamp's
 /// value blanked.
 pub fn json_lines(formatter: JsonFormatter, log: impl FnOnce()) -> Vec<String> {
-    let captured = Recorded::default();
+    let captured = RecordedOutput::default();
     let builder = tracing_subscriber::fmt()
         .with_writer(captured.clone())
         .with_max_level(tracing::Level::TRACE);

@@ -21,9 +21,9 @@ use crate::policy::RuleId;
 use crate::settings::{Config, Settings};
 
 /// The `apiVersion` of a test document.
-pub const API_VERSION: &str = "gpu-policy.io/v1alpha1";
+pub const TEST_API_VERSION: &str = "gpu-policy.io/v1alpha1";
 /// The `kind` of a test document.
-pub const KIND: &str = "Test";
+pub const TEST_KIND: &str = "Test";
 /// How the name of a test file ends, for the folders searched.
 pub const SUFFIXES: [&str; 2] = [".gpu-policy-test.yaml", ".gpu-policy-test.yml"];
 
@@ -334,7 +334,7 @@ pub fn find(path: &Path) -> Result<Vec<PathBuf>, TestFileError> {
 
 fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldError> {
     let mut fields = Fields::new(document, "", TEST_FIELDS)?;
-    for (key, wanted) in [("apiVersion", API_VERSION), ("kind", KIND)] {
+    for (key, wanted) in [("apiVersion", TEST_API_VERSION), ("kind", TEST_KIND)] {
         let found = fields.required_string(key)?;
         if found != wanted {
             return Err(FieldError::new(

@@ -5,7 +5,7 @@
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::run::{Outcome, TestRun};
+use super::run::{CaseOutcome, TestRun};
 use super::table::engine_name;
 use crate::cli::args::Engine;
 
@@ -18,13 +18,13 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> anyhow::Result<String> {
         suite.extra.insert("file".into(), (&test.file).into());
         for (case, outcome) in test.cases.iter().zip(&run.outcomes) {
             let status = match outcome {
-                Outcome::Passed(_) => TestCaseStatus::success(),
-                Outcome::Skipped(engines) => {
+                CaseOutcome::Passed(_) => TestCaseStatus::success(),
+                CaseOutcome::Skipped(engines) => {
                     let mut status = TestCaseStatus::skipped();
                     status.set_message(format!("engines: {engines}"));
                     status
                 }
-                Outcome::Failed(differences) => {
+                CaseOutcome::Failed(differences) => {
                     let lines: Vec<String> = differences.iter().map(ToString::to_string).collect();
                     let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
                     status

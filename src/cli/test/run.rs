@@ -33,7 +33,7 @@ pub struct RunError(#[from] PolicyError);
 
 /// What came of one case.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum CaseOutcome {
     /// Every expectation held; these were checked.
     Passed(Vec<&'static str>),
     /// What differs, at least one line.
@@ -73,7 +73,7 @@ impl fmt::Display for Difference {
 /// The outcomes of a test's cases, `outcomes[i]` for `test.cases[i]`.
 pub struct TestRun<'t> {
     pub test: &'t Test,
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<CaseOutcome>,
 }
 
 /// Runs every case of `test` that `engine` is among the engines of.
@@ -103,7 +103,7 @@ pub fn run(test: &Test, engine: Engine) -> Result<TestRun<'_>, RunError> {
             if case.engines.includes(engine) {
                 judge(case, &objects, &reports, engine)
             } else {
-                Outcome::Skipped(case.engines)
+                CaseOutcome::Skipped(case.engines)
             }
         })
         .collect();
@@ -111,7 +111,7 @@ pub fn run(test: &Test, engine: Engine) -> Result<TestRun<'_>, RunError> {
 }
 
 /// One case held to the report of its object.
-fn judge(case: &Case, objects: &[&Value], reports: &[ObjectReport], engine: Engine) -> Outcome {
+fn judge(case: &Case, objects: &[&Value], reports: &[ObjectReport], engine: Engine) -> CaseOutcome {
     let id = &case.object;
     let object = id.to_string();
     let found: Vec<usize> = reports
@@ -128,7 +128,7 @@ fn judge(case: &Case, objects: &[&Value], reports: &[ObjectReport], engine: Engi
             } else {
                 format!("{} objects of that kind, namespace and name", found.len())
             };
-            return Outcome::Failed(vec![Difference {
+            return CaseOutcome::Failed(vec![Difference {
                 object,
                 rules: Vec::new(),
                 field: "object".into(),
@@ -140,9 +140,9 @@ fn judge(case: &Case, objects: &[&Value], reports: &[ObjectReport], engine: Engi
     let (report, original) = (&reports[index], objects[index]);
     let differences = compare(&case.expect, report, original, engine, &object);
     if differences.is_empty() {
-        Outcome::Passed(case.expect.given())
+        CaseOutcome::Passed(case.expect.given())
     } else {
-        Outcome::Failed(differences)
+        CaseOutcome::Failed(differences)
     }
 }
 

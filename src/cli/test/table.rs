@@ -2,7 +2,7 @@
 //! object, result, why), then every difference of each failing case on a
 //! line of its own, then a summary line.
 
-use super::run::{Outcome, TestRun};
+use super::run::{CaseOutcome, TestRun};
 use crate::cli::args::Engine;
 
 /// How much of the first difference the WHY column shows (the lines below
@@ -18,13 +18,13 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Self {
+    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a CaseOutcome>) -> Self {
         let mut totals = Totals::default();
         for outcome in outcomes {
             match outcome {
-                Outcome::Passed(_) => totals.passed += 1,
-                Outcome::Failed(_) => totals.failed += 1,
-                Outcome::Skipped(_) => totals.skipped += 1,
+                CaseOutcome::Passed(_) => totals.passed += 1,
+                CaseOutcome::Failed(_) => totals.failed += 1,
+                CaseOutcome::Skipped(_) => totals.skipped += 1,
             }
         }
         totals
@@ -49,9 +49,9 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
         let test = run.test;
         for (case, outcome) in test.cases.iter().zip(&run.outcomes) {
             let (result, why) = match outcome {
-                Outcome::Passed(checked) => ("pass", checked.join(", ")),
-                Outcome::Skipped(engines) => ("skip", format!("engines: {engines}")),
-                Outcome::Failed(differences) => {
+                CaseOutcome::Passed(checked) => ("pass", checked.join(", ")),
+                CaseOutcome::Skipped(engines) => ("skip", format!("engines: {engines}")),
+                CaseOutcome::Failed(differences) => {
                     failures.push_str(&format!(
                         "FAIL {}: {}: cases[{}] {}\n",
                         test.file, test.name, case.index, case.object

@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::policy::RuleId;
-use crate::telemetry::testing::{JsonFormatter, Recorded, json_lines};
+use crate::telemetry::testing::{JsonFormatter, RecordedOutput, json_lines};
 use gpu_policy_test_support::review::Review;
 
 /// Records a decision of a pod that has only a generated name.
@@ -82,7 +82,7 @@ fn the_decision_line_is_the_one_of_the_format_string_message() {
 #[test]
 fn the_text_line_is_the_one_of_the_format_string_message() {
     let text_of = |log: fn()| {
-        let captured = Recorded::default();
+        let captured = RecordedOutput::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(captured.clone())
             .with_ansi(false)

@@ -3,7 +3,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::BatchWriter;
-use crate::telemetry::testing::Recorded;
+use crate::telemetry::testing::RecordedOutput;
 
 fn log(writer: &BatchWriter, line: &str) {
     writer
@@ -14,7 +14,7 @@ fn log(writer: &BatchWriter, line: &str) {
 
 #[test]
 fn lines_from_many_threads_arrive_whole_in_each_thread_s_order() {
-    let output = Recorded::default();
+    let output = RecordedOutput::default();
     let (writer, guard) = BatchWriter::new(output.clone());
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -45,7 +45,7 @@ fn lines_from_many_threads_arrive_whole_in_each_thread_s_order() {
 
 #[test]
 fn a_line_is_written_without_waiting_for_more() {
-    let output = Recorded::default();
+    let output = RecordedOutput::default();
     let (writer, _guard) = BatchWriter::new(output.clone());
     log(&writer, "alone\n");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -58,7 +58,7 @@ fn a_line_is_written_without_waiting_for_more() {
 
 #[test]
 fn a_full_buffer_is_written_by_the_thread_that_logs() {
-    let output = Recorded::default();
+    let output = RecordedOutput::default();
     let (writer, _guard) = BatchWriter::with_limit(output.clone(), 16);
     // Past the limit, the line is out before `write` returns.
     log(&writer, "0123456789abcdef-and-more\n");
@@ -67,7 +67,7 @@ fn a_full_buffer_is_written_by_the_thread_that_logs() {
 
 #[test]
 fn dropping_the_guard_writes_what_is_pending_and_later_lines_go_straight_out() {
-    let output = Recorded::default();
+    let output = RecordedOutput::default();
     let (writer, guard) = BatchWriter::new(output.clone());
     log(&writer, "before\n");
     drop(guard);

@@ -7,7 +7,7 @@ fn parsed(document: Value) -> Result<Test, String> {
 
 fn minimal() -> Value {
     json!({
-        "apiVersion": API_VERSION, "kind": KIND, "name": "t",
+        "apiVersion": TEST_API_VERSION, "kind": TEST_KIND, "name": "t",
         "resources": [{"inline": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}}],
         "cases": [{"object": "Pod/p", "allowed": true}],
     })
