@@ -13,7 +13,6 @@
 //! stay in force.
 
 use std::fmt;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -28,8 +27,9 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
+use super::files::read;
+use super::pki::provider;
 use super::{CertError, ParseError, Reload};
-use crate::certs::pki::provider;
 use crate::poll::{Polled, poll_bytes};
 
 /// The client-certificate check of the HTTPS server: the CAs of a file,
@@ -328,13 +328,6 @@ impl fmt::Debug for ClientAuth {
             .field("names", &self.names)
             .finish_non_exhaustive()
     }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, CertError> {
-    fs::read(path).map_err(|source| CertError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Every CERTIFICATE block of `pem` as a trust anchor; each must be a CA

@@ -132,7 +132,8 @@ async fn audit(args: &AuditArgs) -> Result<ExitCode, String> {
         None => Connection::Default,
     };
     let client = cluster::connect(connection)
-        .await?
+        .await
+        .map_err(|err| err.to_string())?
         .ok_or("no reachable cluster: pass --kubeconfig or set KUBECONFIG")?;
     // Before anything is read: a cluster that serves no report API fails
     // fast.

@@ -103,7 +103,8 @@ async fn doctor(args: &DoctorArgs) -> Result<ExitCode, String> {
         None => Connection::Default,
     };
     let client = cluster::connect(connection)
-        .await?
+        .await
+        .map_err(|err| err.to_string())?
         .ok_or("cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod")?;
     let write_api = match args.write_report {
         true => Some(

@@ -6,7 +6,7 @@ use std::fmt;
 
 use sha2::{Digest as _, Sha256, Sha512};
 
-use super::Failure;
+use super::lookup::Failure;
 
 /// The algorithms of the OCI image spec's registered digests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

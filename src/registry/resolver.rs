@@ -2,22 +2,12 @@
 //! however many admissions wait for it, and a time budget per admission.
 //!
 //! A fetch runs in its own task. An admission waits for it at most until
-//! its budget is spent and then goes on without it ([`Lookup::TimedOut`]);
-//! the fetch carries on (up to [`ResolverOptions::fetch_deadline`]) and
-//! fills the caches, so the next admission of that image finds it there.
-//!
-//! The work one pod author can cause is bounded: an image on a host that
-//! is not listed is refused before anything else; lookups in flight
-//! (running or waiting for a turn) are at most
-//! [`ResolverOptions::max_pending_lookups`] in all,
-//! [`ResolverOptions::max_lookups_per_namespace`] per namespace and
-//! [`ResolverOptions::max_lookups_per_registry`] per entry of the
-//! registries list, and past any of them no new lookup starts
-//! (`in_flight.rs`); a failure is remembered for
-//! [`ResolverOptions::negative_ttl`], so a hostile image costs one fetch
-//! per period, not one per admission.
+//! its budget is spent ([`Lookup::TimedOut`]); the fetch carries on (up to
+//! [`ResolverOptions::fetch_deadline`]) and fills the caches. A failure is
+//! remembered for [`ResolverOptions::negative_ttl`], so a hostile image
+//! costs one fetch per period, not one per admission.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -25,16 +15,19 @@ use oci_client::Reference;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::cache::{CacheBytes, Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
 use super::dns::{Dns, DnsOptions};
+use super::error::RegistryError;
 use super::hosts::HostPolicy;
 use super::in_flight::{Answer, InFlight, Places};
-use super::metrics::ResolverMetrics;
+use super::lookup::{Failure, Lookup};
+use super::lookup_cache::{CacheBytes, Caches, LookupKey, ParsedReference, TagState, lock};
+use super::lookup_metrics::ResolverMetrics;
+use super::oci::ImageConfigFacts;
+use super::platform::Platform;
 use super::pod_strings::shown;
 use super::reference::{MAX_REFERENCE_LEN, TOO_LONG, parse_reference};
 use super::transport::{Timeouts, Transport};
-use super::{Failure, ImageConfigFacts, Lookup, Platform, RegistryError};
 
 /// How the resolver reaches registries and how long it remembers.
 #[derive(Debug, Clone)]
@@ -112,7 +105,7 @@ impl ResolverOptions {
     /// the credentials read from its file, the rest defaults.
     pub fn from_settings(config: &crate::settings::ImageResolution) -> Result<Self, RegistryError> {
         let credentials = match &config.credentials_file {
-            Some(path) => Credentials::load(path).map_err(RegistryError::Credentials)?,
+            Some(path) => Credentials::load(path)?,
             None => Credentials::none(),
         };
         Ok(Self {
@@ -173,10 +166,6 @@ impl std::fmt::Debug for Resolver {
             .field("options", &self.inner.options)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Now plus `budget`, or a year from now for a budget past any clock.
@@ -260,11 +249,11 @@ impl Resolver {
         options: ResolverOptions,
         metrics: Option<ResolverMetrics>,
     ) -> Result<Self, RegistryError> {
-        let hosts = Arc::new(
-            HostPolicy::new(&options.registries, &options.insecure_registries)
-                .map_err(RegistryError::Hosts)?,
-        );
-        let dns = Dns::new(&options.dns).map_err(RegistryError::Client)?;
+        let hosts = Arc::new(HostPolicy::new(
+            &options.registries,
+            &options.insecure_registries,
+        )?);
+        let dns = Dns::new(&options.dns)?;
         let session = Session::new(&options, &hosts, &dns, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -360,7 +349,9 @@ impl Resolver {
         platform: &Platform,
         deadline: Instant,
     ) -> Lookup {
-        let checked = platform.check().map_err(Failure::refused);
+        let checked = platform
+            .check()
+            .map_err(|refusal| Failure::refused(refusal.to_string()));
         let lookup = match checked.and_then(|()| self.parse(image)) {
             Err(failure) => failure.into(),
             Ok(reference) => match self.start(namespace, reference, platform) {

@@ -9,13 +9,15 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::mem::size_of;
 use std::num::NonZeroUsize;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
 use oci_client::Reference;
 
-use super::{Failure, ImageConfigFacts, Platform};
+use super::lookup::Failure;
+use super::oci::ImageConfigFacts;
+use super::platform::Platform;
 
 /// A lookup: the image reference as oci-client normalises it
 /// (`docker.io/library/ubuntu:latest`) and the platform.
@@ -114,6 +116,12 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+}
+
+/// The guard of `mutex`, poisoned or not: every critical section leaves
+/// the caches whole.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The heap bytes of a string as kept: its length (a kept string's
