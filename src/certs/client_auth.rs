@@ -1,16 +1,9 @@
-//! Client certificates (`serve --client-ca FILE [--client-name NAME...]`).
-//!
-//! [`ClientAuth`] is the rustls [`ClientCertVerifier`] of the HTTPS server:
-//! every client must present a certificate that chains to a CA of the
-//! `--client-ca` file (rustls' [`WebPkiClientVerifier`], ring), and, when
-//! names are given, whose subject CN or one of whose DNS SANs equals one of
-//! them. Both checks run in the TLS handshake, so a client without an
-//! acceptable certificate never reaches a handler.
-//!
-//! The CA file is compared with what is loaded every `--reload-interval`
-//! and the verifier swapped when its bytes change, like the serving
-//! certificate; a file that does not load is refused and the previous CAs
-//! stay in force.
+//! Client certificates (`serve --client-ca FILE [--client-name NAME...]`),
+//! checked in the TLS handshake: a certificate that chains to a CA of the
+//! file (rustls' [`WebPkiClientVerifier`]) and, when names are given,
+//! whose subject CN or a DNS SAN is one of them. The CA file is reloaded
+//! like the serving pair; a file that does not load leaves the previous CAs
+//! in force.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

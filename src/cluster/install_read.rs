@@ -1,14 +1,9 @@
-//! `doctor`'s read of gpu-policy's own install (`inventory_read.rs` reads the
-//! GPU stack): the webhooks of the `gpu-policy` Mutating and
-//! ValidatingWebhookConfigurations, each `caBundle` verified against the
-//! serving chain of the certificate Secret `gpu-policy-tls`; the
-//! Deployment; whether the allowlist's DaemonSets exist; the ConfigMap's
-//! configuration. Each is one GET, but an allowlist entry: a list by its
-//! name (the webhook's RBAC grants list and watch of those names, no get),
-//! or by prefix, one paged list of its namespace's DaemonSets' metadata.
-//!
-//! The Secret is read for its certificates only: its key is in the answer
-//! but no field here keeps it.
+//! `doctor`'s read of gpu-policy's own install (`inventory_read.rs` reads
+//! the GPU stack): the `gpu-policy` webhook configurations, each `caBundle`
+//! verified against the chain of the certificate Secret (read for its
+//! certificates only, its key never kept); the Deployment; whether the
+//! allowlist's DaemonSets exist (a list by name or by prefix: the
+//! webhook's RBAC grants list and watch of those names, no get).
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{

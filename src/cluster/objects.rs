@@ -1,13 +1,9 @@
-//! One object read by name, as the API server sends it: the Pod a
-//! ResourceClaim is made for, and the claims and templates that pod names,
-//! read while the claim's review waits (`server::claim_owner`).
-//!
-//! Pods are not watched (a cache of every pod of the cluster would cost far
-//! more than one GET per claim made), and a claim or template that the
-//! caches do not know yet (created a moment ago) is read too. So these are
-//! API calls on the request path: each within the caller's allowance and
-//! the review's deadline, its body read to at most [`MAX_OBJECT_BYTES`],
-//! and every failure one line for the caller to decide on.
+//! One object read by name, as the API server sends it, while a claim's
+//! review waits (`server::claim_owner`): the Pod a ResourceClaim is made
+//! for, and the claims and templates it names that the caches do not know
+//! yet. Pods are not watched (a cache of every pod would cost far more than
+//! one GET per claim made). Each read is within the review's deadline, its
+//! body at most [`MAX_OBJECT_BYTES`].
 
 use std::time::Duration;
 

@@ -1,16 +1,10 @@
 //! The registry client's DNS: every name it connects to (an image's
 //! registry, a token realm, a redirect's host) is asked as an absolute
-//! name.
-//!
-//! The system's resolver applies the pod's resolv.conf search list first:
-//! under Kubernetes' `search <ns>.svc.cluster.local svc.cluster.local
-//! cluster.local` and `ndots:5`, `nvcr.io` is asked as
-//! `nvcr.io.<ns>.svc.cluster.local`, then `nvcr.io.svc.cluster.local` (the
-//! Service `nvcr` of namespace `io`), and an in-cluster answer would pass
-//! the address check, the name being listed. Here the name servers and
-//! their `timeout` and `attempts` come from resolv.conf; its `search` and
-//! `domain` never apply, and every name is made fully qualified before it
-//! is asked. An IP literal is its own answer, without DNS.
+//! name. Under Kubernetes' resolv.conf (`search <ns>.svc.cluster.local
+//! ...`, `ndots:5`) the system's resolver would ask `nvcr.io` as
+//! `nvcr.io.svc.cluster.local` (the Service `nvcr` of namespace `io`)
+//! first, and an in-cluster answer would pass the address check. Here only
+//! resolv.conf's name servers, `timeout` and `attempts` apply.
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};

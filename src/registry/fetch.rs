@@ -53,8 +53,8 @@ impl Inner {
         reference: &Reference,
         platform: &Platform,
     ) -> Result<Arc<ImageConfigFacts>, Failure> {
-        let session = self.session.load_full();
-        let transport = &session.transport;
+        let transport = self.transport.load_full();
+        let transport = transport.as_ref();
         let name = reference.whole();
         let context = |what: &str| format!("{what} of {name}");
 

@@ -117,34 +117,27 @@ impl ResolverOptions {
     }
 }
 
-pub(super) struct Session {
-    pub(super) transport: Transport,
-}
-
-impl Session {
-    fn new(
-        options: &ResolverOptions,
-        hosts: &Arc<HostPolicy>,
-        dns: &Dns,
-        credentials: Credentials,
-    ) -> Result<Self, RegistryError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let timeouts = Timeouts {
-            connect: options.connect_timeout,
-            read: options.read_timeout,
-        };
-        Ok(Self {
-            transport: Transport::new(Arc::clone(hosts), dns, credentials, timeouts)?,
-        })
-    }
+/// The client of `credentials`, with the options' timeouts.
+fn transport(
+    options: &ResolverOptions,
+    hosts: &Arc<HostPolicy>,
+    dns: &Dns,
+    credentials: Credentials,
+) -> Result<Transport, RegistryError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let timeouts = Timeouts {
+        connect: options.connect_timeout,
+        read: options.read_timeout,
+    };
+    Transport::new(Arc::clone(hosts), dns, credentials, timeouts)
 }
 
 pub(super) struct Inner {
     /// The client with the credentials it is given, swapped by
     /// [`Resolver::set_credentials`] (tokens belong to credentials).
-    pub(super) session: ArcSwap<Session>,
+    pub(super) transport: ArcSwap<Transport>,
     hosts: Arc<HostPolicy>,
-    /// Shared by every session: the name servers and their cache.
+    /// Shared by every client: the name servers and their cache.
     dns: Dns,
     options: ResolverOptions,
     caches: Mutex<Caches>,
@@ -254,10 +247,10 @@ impl Resolver {
             &options.insecure_registries,
         )?);
         let dns = Dns::new(&options.dns)?;
-        let session = Session::new(&options, &hosts, &dns, options.credentials.clone())?;
+        let client = transport(&options, &hosts, &dns, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
-                session: ArcSwap::from_pointee(session),
+                transport: ArcSwap::from_pointee(client),
                 hosts,
                 dns,
                 caches: Mutex::new(Caches::new(
@@ -279,13 +272,9 @@ impl Resolver {
     /// client, and the failures remembered so far forgotten. Fetches in
     /// flight finish with the credentials they started with.
     pub fn set_credentials(&self, credentials: Credentials) -> Result<(), RegistryError> {
-        let session = Session::new(
-            &self.inner.options,
-            &self.inner.hosts,
-            &self.inner.dns,
-            credentials,
-        )?;
-        self.inner.session.store(Arc::new(session));
+        let inner = &self.inner;
+        let client = transport(&inner.options, &inner.hosts, &inner.dns, credentials)?;
+        inner.transport.store(Arc::new(client));
         self.inner.caches().forget_failures();
         Ok(())
     }
