@@ -170,12 +170,6 @@ impl CacheBytes {
     };
 }
 
-impl Default for CacheBytes {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
 /// An image reference as the pod spells it, parsed once: parsing takes
 /// longer than the whole cache hit that follows.
 #[derive(Debug)]
