@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cuda::needs::CUDA_VERSION_LABEL;
+use crate::cuda::needs::{CUDA_VERSION_ENV, CUDA_VERSION_LABEL, REQUIRE_CUDA_ENV};
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
-    CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REFERENCE_LEN, Platform, REQUIRE_CUDA_ENV,
-    Resolver, ResolverOptions, shown,
+    ImageConfigFacts, LabelValueError, Lookup, MAX_REFERENCE_LEN, Platform, Resolver,
+    ResolverOptions, shown,
 };
 use crate::settings::{ImageResolution, Settings};
 
@@ -33,7 +33,7 @@ pub struct Wanted {
     /// looked up (its node selector's `kubernetes.io/arch` is no label
     /// value): then every image is refused with that reason, and nothing is
     /// looked up.
-    pub platform: Result<Platform, String>,
+    pub platform: Result<Platform, LabelValueError>,
     /// The namespace it lives in: the lookups it starts take that
     /// namespace's share of the resolver's queue.
     pub namespace: String,
@@ -71,7 +71,7 @@ pub async fn resolve(
                 .resolve_all(&wanted.namespace, &wanted.images, platform, budget)
                 .await
         }
-        Err(refusal) => resolver.refuse_all(&wanted.images, refusal),
+        Err(refusal) => resolver.refuse_all(&wanted.images, &refusal.to_string()),
     };
     let mut details = Vec::new();
     let resolved = ResolvedImages::of_lookups(lookups, budget, interpret, &mut details);

@@ -1,19 +1,11 @@
-//! Client certificates (`serve --client-ca FILE [--client-name NAME...]`).
-//!
-//! [`ClientAuth`] is the rustls [`ClientCertVerifier`] of the HTTPS server:
-//! every client must present a certificate that chains to a CA of the
-//! `--client-ca` file (rustls' [`WebPkiClientVerifier`], ring), and, when
-//! names are given, whose subject CN or one of whose DNS SANs equals one of
-//! them. Both checks run in the TLS handshake, so a client without an
-//! acceptable certificate never reaches a handler.
-//!
-//! The CA file is compared with what is loaded every `--reload-interval`
-//! and the verifier swapped when its bytes change, like the serving
-//! certificate; a file that does not load is refused and the previous CAs
-//! stay in force.
+//! Client certificates (`serve --client-ca FILE [--client-name NAME...]`),
+//! checked in the TLS handshake: a certificate that chains to a CA of the
+//! file (rustls' [`WebPkiClientVerifier`]) and, when names are given,
+//! whose subject CN or a DNS SAN is one of them. The CA file is reloaded
+//! like the serving pair; a file that does not load leaves the previous CAs
+//! in force.
 
 use std::fmt;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -28,8 +20,9 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
+use super::files::read;
+use super::pki::provider;
 use super::{CertError, ParseError, Reload};
-use crate::certs::pki::provider;
 use crate::poll::{Polled, poll_bytes};
 
 /// The client-certificate check of the HTTPS server: the CAs of a file,
@@ -328,13 +321,6 @@ impl fmt::Debug for ClientAuth {
             .field("names", &self.names)
             .finish_non_exhaustive()
     }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, CertError> {
-    fs::read(path).map_err(|source| CertError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Every CERTIFICATE block of `pem` as a trust anchor; each must be a CA

@@ -1,6 +1,4 @@
-//! The errors of the certificates module: what goes wrong reading, parsing,
-//! generating and writing certificates. A leaf: every other file of
-//! `certs` may name these, and they name nothing of `certs`.
+//! What goes wrong reading, parsing, generating and writing certificates.
 
 use std::io;
 use std::path::PathBuf;

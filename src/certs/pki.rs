@@ -233,54 +233,74 @@ pub(super) fn verify_chain(
     Ok(())
 }
 
+/// Why a webhook's `caBundle` does not trust the serving chain. One line.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("caBundle is not PEM: {0}")]
+    NotPem(#[source] rustls::pki_types::pem::Error),
+    #[error("caBundle holds no certificate")]
+    NoCertificate,
+    #[error("the serving certificate is not PEM: {0}")]
+    ChainNotPem(#[source] rustls::pki_types::pem::Error),
+    #[error("no certificate of caBundle verifies the serving certificate: {0}")]
+    Unverified(#[source] ChainError),
+}
+
 /// Whether a client that trusts the certificates of `bundle` (PEM, as a
 /// webhook's `caBundle` holds them) accepts the serving chain `chain_pem`
-/// (leaf first) at `now`: Ok when one of them verifies it, else why not,
-/// on one line.
-pub fn bundle_trusts(bundle: &[u8], chain_pem: &[u8], now: i64) -> Result<(), String> {
+/// (leaf first) at `now`: Ok when one of them verifies it.
+pub fn bundle_trusts(bundle: &[u8], chain_pem: &[u8], now: i64) -> Result<(), BundleError> {
     let cas = CertificateDer::pem_slice_iter(bundle)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("caBundle is not PEM: {error}"))?;
+        .map_err(BundleError::NotPem)?;
     if cas.is_empty() {
-        return Err("caBundle holds no certificate".to_owned());
+        return Err(BundleError::NoCertificate);
     }
     let chain = CertificateDer::pem_slice_iter(chain_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("the serving certificate is not PEM: {error}"))?;
-    let mut last = String::new();
+        .map_err(BundleError::ChainNotPem)?;
+    let mut last = Ok(());
     for ca in cas {
-        match verify_chain(ca, &chain, now) {
-            Ok(()) => return Ok(()),
-            Err(error) => last = error.to_string(),
+        last = verify_chain(ca, &chain, now).map_err(BundleError::Unverified);
+        if last.is_ok() {
+            break;
         }
     }
-    Err(format!(
-        "no certificate of caBundle verifies the serving certificate: {last}"
-    ))
+    last
 }
 
-/// Ok when `cert` is valid at `now` and stays valid at least 30 more days,
-/// else why not.
-pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(), String> {
+/// Why a certificate on disk or in a Secret is not used as it is. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    #[error("not valid yet")]
+    NotValidYet,
+    #[error("expires in {days} days, fewer than {MIN_REMAINING_DAYS}")]
+    ExpiresSoon { days: i64 },
+    #[error("subjectAltName: {0}")]
+    SubjectAltName(String),
+    #[error("does not cover {0}")]
+    Uncovered(String),
+}
+
+/// Ok when `cert` is valid at `now` and stays valid at least 30 more days.
+pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(), Unfit> {
     let validity = cert.validity();
     if validity.not_before.timestamp() > now {
-        return Err("not valid yet".to_owned());
+        return Err(Unfit::NotValidYet);
     }
     let remaining = validity.not_after.timestamp().saturating_sub(now);
     if remaining < MIN_REMAINING_DAYS * DAY {
-        return Err(format!(
-            "expires in {} days, fewer than {MIN_REMAINING_DAYS}",
-            remaining / DAY
-        ));
+        let days = remaining / DAY;
+        return Err(Unfit::ExpiresSoon { days });
     }
     Ok(())
 }
 
 /// Ok when `cert` covers every name in `names`, else which it misses.
-pub(super) fn check_names(cert: &X509Certificate<'_>, names: &[String]) -> Result<(), String> {
+pub(super) fn check_names(cert: &X509Certificate<'_>, names: &[String]) -> Result<(), Unfit> {
     let san = cert
         .subject_alternative_name()
-        .map_err(|err| format!("subjectAltName: {err}"))?;
+        .map_err(|err| Unfit::SubjectAltName(err.to_string()))?;
     let general_names = san
         .map(|ext| ext.value.general_names.as_slice())
         .unwrap_or(&[]);
@@ -292,7 +312,7 @@ pub(super) fn check_names(cert: &X509Certificate<'_>, names: &[String]) -> Resul
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!("does not cover {}", missing.join(", ")))
+        Err(Unfit::Uncovered(missing.join(", ")))
     }
 }
 

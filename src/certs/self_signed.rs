@@ -9,8 +9,8 @@ use rustls::pki_types::pem::PemObject;
 
 use super::files::{create_dir, read, write_atomically};
 use super::pki::{
-    CA_VALIDITY_DAYS, ChainError, SERVING_VALIDITY_DAYS, check_names, check_validity, generate_ca,
-    issue, parse_pair, unix_now, verify_chain, wanted_names,
+    CA_VALIDITY_DAYS, ChainError, SERVING_VALIDITY_DAYS, Unfit, check_names, check_validity,
+    generate_ca, issue, parse_pair, unix_now, verify_chain, wanted_names,
 };
 use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, ParseError, PkiError};
 
@@ -81,7 +81,7 @@ enum NotReusable {
     Unloadable(#[from] CertError),
     /// Loads, but expires too soon or misses a wanted name.
     #[error("{}: {reason}", .path.display())]
-    Unfit { path: PathBuf, reason: String },
+    Unfit { path: PathBuf, reason: Unfit },
     #[error("{} is not signed by {}: {source}", .cert.display(), .ca.display())]
     NotSigned {
         cert: PathBuf,
@@ -130,7 +130,7 @@ fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), 
     })
 }
 
-fn unfit(path: &Path, reason: String) -> NotReusable {
+fn unfit(path: &Path, reason: Unfit) -> NotReusable {
     NotReusable::Unfit {
         path: path.to_path_buf(),
         reason,

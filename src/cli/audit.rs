@@ -122,8 +122,7 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
         None => Connection::Default,
     };
     let client = cluster::connect(connection)
-        .await
-        .map_err(|why| anyhow!(why))?
+        .await?
         .context("no reachable cluster: pass --kubeconfig or set KUBECONFIG")?;
     // Before anything is read: a cluster that serves no report API fails
     // fast.

@@ -96,8 +96,7 @@ async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         None => Connection::Default,
     };
     let client = cluster::connect(connection)
-        .await
-        .map_err(|why| anyhow!(why))?
+        .await?
         .context(
             "cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod",
         )?;

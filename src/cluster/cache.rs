@@ -31,7 +31,6 @@ pub enum Source {
     ResourceSlices,
 }
 
-/// How many sources there are.
 const SOURCES: usize = 8;
 
 impl Source {
@@ -59,17 +58,9 @@ impl Source {
         }
     }
 
+    /// Its place in [`Source::ALL`].
     fn index(self) -> usize {
-        match self {
-            Source::Namespaces => 0,
-            Source::Nodes => 1,
-            Source::RuntimeClasses => 2,
-            Source::AllowlistedWorkloads => 3,
-            Source::ResourceClaims => 4,
-            Source::ResourceClaimTemplates => 5,
-            Source::DeviceClasses => 6,
-            Source::ResourceSlices => 7,
-        }
+        self as usize
     }
 }
 

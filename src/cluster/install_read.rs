@@ -1,14 +1,9 @@
-//! `doctor`'s read of gpu-policy's own install (`inventory.rs` reads the
-//! GPU stack): the webhooks of the `gpu-policy` Mutating and
-//! ValidatingWebhookConfigurations, each `caBundle` verified against the
-//! serving chain of the certificate Secret `gpu-policy-tls`; the
-//! Deployment; whether the allowlist's DaemonSets exist; the ConfigMap's
-//! configuration. Each is one GET, but an allowlist entry: a list by its
-//! name (the webhook's RBAC grants list and watch of those names, no get),
-//! or by prefix, one paged list of its namespace's DaemonSets' metadata.
-//!
-//! The Secret is read for its certificates only: its key is in the answer
-//! but no field here keeps it.
+//! `doctor`'s read of gpu-policy's own install (`inventory_read.rs` reads
+//! the GPU stack): the `gpu-policy` webhook configurations, each `caBundle`
+//! verified against the chain of the certificate Secret (read for its
+//! certificates only, its key never kept); the Deployment; whether the
+//! allowlist's DaemonSets exist (a list by name or by prefix: the
+//! webhook's RBAC grants list and watch of those names, no get).
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -20,7 +15,8 @@ use kube::Client;
 use kube::api::{Api, GroupVersionKind, ListParams};
 use serde::Deserialize;
 
-use super::inventory_lists::{LISTS, list, seen};
+use super::api_status::{is_forbidden, unless_forbidden};
+use super::list::{INVENTORY_PAGES, list_kept, seen};
 use super::names::{is_dns_label, is_dns_subdomain};
 use crate::certs::pki::bundle_trusts;
 use crate::certs::{CA_FILE, CERT_FILE};
@@ -31,19 +27,11 @@ use crate::settings::Settings;
 /// The key of the configuration in the install's ConfigMap.
 pub const CONFIG_KEY: &str = "config.yaml";
 
-/// One GET: Some, None on 404, or the error.
-async fn get<K>(api: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get_opt(name).await
-}
-
 /// A GET's outcome as a part of the inventory (403 a state).
 fn seen_get<T>(got: Result<T, kube::Error>, rbac: &'static str) -> Result<Seen<T>, kube::Error> {
     match got {
         Ok(value) => Ok(Seen::Complete(value)),
-        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Seen::Forbidden { rbac }),
+        Err(error) if is_forbidden(&error) => Ok(Seen::Forbidden { rbac }),
         Err(error) => Err(error),
     }
 }
@@ -58,11 +46,8 @@ pub async fn install_config(
         return Ok(None);
     }
     let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
-    match get(&api, NAME).await {
-        Ok(map) => Ok(map.and_then(|map| map.data?.remove(CONFIG_KEY))),
-        Err(kube::Error::Api(status)) if status.code == 403 => Ok(None),
-        Err(error) => Err(error),
-    }
+    let map = unless_forbidden(api.get_opt(NAME).await)?;
+    Ok(map.and_then(|map| map.data?.remove(CONFIG_KEY)))
 }
 
 pub(super) async fn read_install(
@@ -80,7 +65,7 @@ pub(super) async fn read_install(
     let deployment = match namespaced {
         true => {
             let api = Api::<WireDeployment>::namespaced(client.clone(), namespace);
-            let got = get(&api, NAME).await.map(|found| {
+            let got = api.get_opt(NAME).await.map(|found| {
                 found.map(|deployment| Deployment {
                     namespace: namespace.to_owned(),
                     name: NAME.to_owned(),
@@ -110,11 +95,7 @@ pub(super) async fn read_install(
 /// issuer completes); None when there is no readable Secret.
 async fn serving_chain(client: &Client, namespace: &str) -> Result<Option<Vec<u8>>, kube::Error> {
     let api = Api::<Secret>::namespaced(client.clone(), namespace);
-    let secret = match get(&api, CERT_SECRET).await {
-        Ok(secret) => secret,
-        Err(kube::Error::Api(status)) if status.code == 403 => None,
-        Err(error) => return Err(error),
-    };
+    let secret = unless_forbidden(api.get_opt(CERT_SECRET).await)?;
     let Some(mut data) = secret.and_then(|secret| secret.data) else {
         return Ok(None);
     };
@@ -136,7 +117,9 @@ fn webhook(
     now: i64,
 ) -> Webhook {
     let trusts_serving_certificate = chain.map(|chain| match &client_config.ca_bundle {
-        Some(ByteString(bundle)) if !bundle.is_empty() => bundle_trusts(bundle, chain, now),
+        Some(ByteString(bundle)) if !bundle.is_empty() => {
+            bundle_trusts(bundle, chain, now).map_err(|why| why.to_string())
+        }
         _ => Err("caBundle is empty".to_owned()),
     });
     Webhook {
@@ -158,15 +141,14 @@ async fn read_webhooks(
         "get mutatingwebhookconfigurations and validatingwebhookconfigurations named gpu-policy";
     let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone());
     let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone());
-    let (mutating, validating) = match (get(&mutating, NAME).await, get(&validating, NAME).await) {
-        (Ok(m), Ok(v)) => (m, v),
-        (Err(kube::Error::Api(status)), _) | (_, Err(kube::Error::Api(status)))
-            if status.code == 403 =>
-        {
-            return Ok(Seen::Forbidden { rbac: RBAC });
-        }
-        (Err(error), _) | (_, Err(error)) => return Err(error),
-    };
+    let (mutating, validating) =
+        match (mutating.get_opt(NAME).await, validating.get_opt(NAME).await) {
+            (Ok(m), Ok(v)) => (m, v),
+            (Err(error), _) | (_, Err(error)) if is_forbidden(&error) => {
+                return Ok(Seen::Forbidden { rbac: RBAC });
+            }
+            (Err(error), _) | (_, Err(error)) => return Err(error),
+        };
     if mutating.is_none() && validating.is_none() {
         return Ok(Seen::NotServed);
     }
@@ -216,12 +198,12 @@ async fn read_allowlist(
         }
         let exists = match &entry.name_prefix {
             Some(prefix) => {
-                let listed = list(
+                let listed = list_kept(
                     client,
                     &gvk,
                     Some(&entry.namespace),
                     ListParams::default(),
-                    LISTS.daemon_sets,
+                    INVENTORY_PAGES.daemon_sets,
                     |text| {
                         let wire: Wire = serde_json::from_str(text).ok()?;
                         wire.metadata
@@ -240,12 +222,12 @@ async fn read_allowlist(
             None if is_dns_subdomain(&entry.name) => {
                 let by_name =
                     ListParams::default().fields(&format!("metadata.name={}", entry.name));
-                let listed = list(
+                let listed = list_kept(
                     client,
                     &gvk,
                     Some(&entry.namespace),
                     by_name,
-                    LISTS.daemon_sets,
+                    INVENTORY_PAGES.daemon_sets,
                     |_| Some(()),
                 )
                 .await;

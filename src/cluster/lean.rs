@@ -1,16 +1,21 @@
 //! The objects of the API server as the rules read them: what the caches
 //! and `audit`'s snapshot keep of a Namespace, a Node, a RuntimeClass, and
 //! which workloads an allowlist entry can name. Everything else is dropped.
+//!
+//! Namespaces and Nodes are decoded off the wire into the few fields kept
+//! ([`Namespace`], [`Node`]): a 5,000-node list is mostly images,
+//! conditions and managedFields, which serde skips without building them,
+//! so the typed k8s-openapi objects never exist in memory.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::GroupVersionKind;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::wire::{Namespace, Node};
 use crate::admission::Workload;
 use crate::cuda::ComputeCapability;
 use crate::cuda::requirement::{DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL};
@@ -18,6 +23,84 @@ use crate::policy::cluster::{NodeGpus, RuntimeClassInfo};
 use crate::policy::quantity::GpuCount;
 use crate::policy::rules::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::settings::{AllowlistEntry, MODE_LABEL, Settings};
+
+/// The metadata fields the caches and kube's watcher use.
+fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Wire {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+        annotations: Option<BTreeMap<String, String>>,
+    }
+    let wire = Wire::deserialize(deserializer)?;
+    // Only the policy's own annotations are ever read.
+    let annotations = wire.annotations.map(|all| {
+        all.into_iter()
+            .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
+            .collect()
+    });
+    Ok(ObjectMeta {
+        name: wire.name,
+        namespace: wire.namespace,
+        uid: wire.uid,
+        resource_version: wire.resource_version,
+        labels: wire.labels,
+        annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Namespace {
+    #[serde(deserialize_with = "lean_metadata", default)]
+    pub metadata: ObjectMeta,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NodeStatus {
+    #[serde(default)]
+    pub allocatable: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Node {
+    #[serde(deserialize_with = "lean_metadata", default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: NodeStatus,
+}
+
+macro_rules! cluster_resource {
+    ($type:ident, $kind:literal, $plural:literal) => {
+        impl k8s_openapi::Resource for $type {
+            const API_VERSION: &'static str = "v1";
+            const GROUP: &'static str = "";
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = "v1";
+            const URL_PATH_SEGMENT: &'static str = $plural;
+            type Scope = k8s_openapi::ClusterResourceScope;
+        }
+
+        impl k8s_openapi::Metadata for $type {
+            type Ty = ObjectMeta;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+cluster_resource!(Namespace, "Namespace", "namespaces");
+cluster_resource!(Node, "Node", "nodes");
 
 /// The group and version of the workload kinds an allowlist entry may name
 /// and the watches can verify.
@@ -84,22 +167,32 @@ pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
     }
 }
 
+/// Why an object of a manifest is not a Node.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeManifestError {
+    #[error("not a Node ({0})")]
+    NotNode(String),
+    #[error("not a readable Node: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    #[error("a Node without metadata.name")]
+    NoName,
+}
+
 /// A Node of a manifest (`kubectl get nodes -o yaml`, for `check --nodes`)
-/// as the caches keep it: its name and `lean_node`. Err says why it is
-/// not a Node.
+/// as the caches keep it: its name and `lean_node`.
 pub fn lean_node_of_manifest(
     object: &Value,
     settings: &Settings,
-) -> Result<(String, NodeGpus), String> {
+) -> Result<(String, NodeGpus), NodeManifestError> {
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind != "Node" {
         let kind = if kind.is_empty() { "no kind" } else { kind };
-        return Err(format!("not a Node ({kind})"));
+        return Err(NodeManifestError::NotNode(kind.to_owned()));
     }
-    let node = Node::deserialize(object).map_err(|err| format!("not a readable Node: {err}"))?;
+    let node = Node::deserialize(object).map_err(NodeManifestError::Unreadable)?;
     let name = node.name_any();
     if name.is_empty() {
-        return Err("a Node without metadata.name".to_owned());
+        return Err(NodeManifestError::NoName);
     }
     Ok((name, lean_node(&node, settings)))
 }

@@ -1,13 +1,15 @@
-//! Lists of a namespace's objects as raw JSON: whole for `audit`, a
-//! bounded number of pages for the namespace guard (which anyone may make
-//! list any namespace, by forging a review).
+//! Lists of objects as raw JSON: whole for `audit`, a bounded number of
+//! pages for the namespace guard (which anyone may make list any
+//! namespace, by forging a review) and for `doctor`'s read.
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 use sonic_rs::JsonValueTrait;
 
+use super::api_status::{is_forbidden, is_not_served};
 use super::names::is_dns_label;
+use crate::doctor::Seen;
 
 /// Lists the objects of one kind in a namespace as raw JSON.
 pub async fn list_objects(
@@ -58,13 +60,9 @@ impl Paged {
     }
 }
 
-/// Lists the objects of one kind in a namespace, a page at a time (limit
-/// and continue, as kubectl pages), and hands each object's JSON text to
-/// `on_item`, as the API server sent it (list items carry no apiVersion
-/// and kind). A page is kept as its text only and read one item at a time,
-/// so what is held at once is one page's text and whatever `on_item` makes
-/// of one object, never a decoded page; at most `pages.max` requests are
-/// made.
+/// Lists the objects of one kind in a namespace a page at a time, as
+/// [`list_paged`] does, with no selector; a name no namespace may have is
+/// listed as empty, without a request (it would change the path).
 pub async fn list_pages(
     client: &Client,
     namespace: &str,
@@ -73,33 +71,37 @@ pub async fn list_pages(
     on_item: impl FnMut(&str),
 ) -> Result<Paged, kube::Error> {
     if !is_dns_label(namespace) {
-        // No namespace has that name (and it would change the path).
         return Ok(Paged::Complete);
     }
-    let resource = ApiResource::from_gvk(gvk);
-    let url = <DynamicObject as kube::Resource>::url_path(&resource, Some(namespace));
-    let params = ListParams::default().limit(pages.size);
-    list_url_pages(client, &url, params, &gvk.kind, pages.max, on_item).await
+    let params = ListParams::default();
+    list_paged(client, gvk, Some(namespace), params, pages, on_item).await
 }
 
-/// [`list_pages`] of any list URL (a namespace's, all namespaces', a
-/// cluster-scoped kind's) with `params` (its selectors and page size):
-/// each item's text to `on_item`, at most `max` requests; `kind` names
-/// the kind in errors.
-pub(super) async fn list_url_pages(
+/// Lists `gvk` (in `namespace`, or everywhere) with `params` (its
+/// selectors), a page at a time (limit and continue, as kubectl pages),
+/// and hands each object's JSON text to `on_item`, as the API server sent
+/// it (list items carry no apiVersion and kind). A page is kept as its
+/// text only and read one item at a time, so what is held at once is one
+/// page's text and whatever `on_item` makes of one object, never a decoded
+/// page; at most `pages.max` requests are made.
+pub(super) async fn list_paged(
     client: &Client,
-    url: &str,
-    mut params: ListParams,
-    kind: &str,
-    max: usize,
+    gvk: &GroupVersionKind,
+    namespace: Option<&str>,
+    params: ListParams,
+    pages: Pages,
     mut on_item: impl FnMut(&str),
 ) -> Result<Paged, kube::Error> {
-    for _ in 0..max {
-        let request = kube::core::Request::new(url)
+    let resource = ApiResource::from_gvk(gvk);
+    let url = <DynamicObject as kube::Resource>::url_path(&resource, namespace);
+    let mut params = params.limit(pages.size);
+    for _ in 0..pages.max {
+        let request = kube::core::Request::new(&url)
             .list(&params)
             .map_err(kube::Error::BuildRequest)?;
         let text = client.request_text(request).await?;
         let unreadable = |error: sonic_rs::Error| {
+            let kind = &gvk.kind;
             kube::Error::Service(format!("a list of {kind} is not JSON: {error}").into())
         };
         // An empty list may come without items.
@@ -118,6 +120,74 @@ pub(super) async fn list_url_pages(
         }
     }
     Ok(Paged::Truncated)
+}
+
+/// [`list_paged`], each item read by `keep`; an item `keep` cannot read
+/// is skipped.
+pub(super) async fn list_kept<T>(
+    client: &Client,
+    gvk: &GroupVersionKind,
+    namespace: Option<&str>,
+    params: ListParams,
+    pages: Pages,
+    mut keep: impl FnMut(&str) -> Option<T>,
+) -> Result<(Vec<T>, Paged), kube::Error> {
+    let mut items = Vec::new();
+    let paged = list_paged(client, gvk, namespace, params, pages, |text| {
+        items.extend(keep(text));
+    })
+    .await?;
+    Ok((items, paged))
+}
+
+/// The pages of each list of `doctor`'s read: what a read costs at most.
+/// A page of Nodes or Pods is some tens of KiB per object (images,
+/// conditions, managedFields), so pages stay at 100 objects;
+/// ResourceSlices hold up to 128 devices each, so their pages are smaller.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InventoryPages {
+    /// 10,000 nodes.
+    pub(super) nodes: Pages,
+    /// 2,000 DaemonSets.
+    pub(super) daemon_sets: Pages,
+    /// 10,000 pods of each component DaemonSet.
+    pub(super) pods: Pages,
+    /// 500 of each.
+    pub(super) small: Pages,
+    /// 2,000 slices.
+    pub(super) slices: Pages,
+    /// 10,000 opted-in namespaces.
+    pub(super) namespaces: Pages,
+}
+
+pub(super) const INVENTORY_PAGES: InventoryPages = InventoryPages {
+    nodes: Pages {
+        size: 100,
+        max: 100,
+    },
+    daemon_sets: Pages { size: 100, max: 20 },
+    pods: Pages {
+        size: 100,
+        max: 100,
+    },
+    small: Pages { size: 100, max: 5 },
+    slices: Pages { size: 20, max: 100 },
+    namespaces: Pages { size: 500, max: 20 },
+};
+
+/// A list's outcome as a part of `doctor`'s inventory: 403 and 404 are
+/// states, other errors fail the read.
+pub(super) fn seen<T>(
+    listed: Result<(T, Paged), kube::Error>,
+    rbac: &'static str,
+) -> Result<Seen<T>, kube::Error> {
+    match listed {
+        Ok((items, Paged::Complete)) => Ok(Seen::Complete(items)),
+        Ok((items, Paged::Truncated)) => Ok(Seen::Truncated(items)),
+        Err(error) if is_forbidden(&error) => Ok(Seen::Forbidden { rbac }),
+        Err(error) if is_not_served(&error) => Ok(Seen::NotServed),
+        Err(error) => Err(error),
+    }
 }
 
 /// The pods of a namespace, a page at a time ([`list_pages`]): the

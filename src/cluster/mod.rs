@@ -1,69 +1,28 @@
-//! The cluster client: watch-backed, lean caches of what the rules read.
+//! The cluster client: watch-backed, lean caches of what the rules read,
+//! and the one-shot reads of `audit`, `doctor` and the request path.
 //!
-//! Every cache is a kube-runtime watcher (LIST, then WATCH from the listed
-//! resourceVersion, relisting on 410 Gone) folded into a [`ClusterSnapshot`]
-//! that keeps only what a rule reads: a namespace's `gpu-policy.io/*`
-//! annotations, a node's GPU allocatable and GFD compute capability, a
-//! RuntimeClass's overhead and scheduling, an allowlisted workload's UID,
-//! the requests of DRA claims (and, of a ResourceClaim, the devices
-//! allocated to it and the Pod it was made for), what makes a DeviceClass
-//! a GPU class, and the version attributes of the devices the ResourceSlices
-//! of `gpu.nvidia.com` publish.
-//! managedFields and everything else are dropped on arrival, so 10,000
-//! namespaces and 5,000 nodes stay small. [`Watches`] owns the watch tasks
-//! and follows a reloaded configuration.
-//!
-//! Decisions never wait on the network: when the API server goes away, the
-//! last known state keeps serving and the cache is marked stale (metric and
-//! one log line per transition).
-//!
-//! The children, each depending only on those listed before it:
-//!
-//! - `wire.rs`: the few fields decoded from Namespaces and Nodes;
-//! - `lean.rs`: what the rules read of a Namespace, a Node (also of a Node
-//!   in a manifest, for `check --nodes`), a RuntimeClass, and the workload
-//!   kinds an allowlist entry may name;
-//! - `node_summary.rs`: the nodes reduced to what the rules ask of all of
-//!   them at once;
-//! - `cache.rs`: [`ClusterCache`], its [`Source`]s and their sync and
-//!   staleness, and the facts the rules read from it;
-//! - `names.rs`: the names an object may have, checked before a name from
-//!   a review goes into a request's path;
-//! - `list.rs`: lists of a namespace's objects, whole (audit) or a
-//!   bounded number of pages (the namespace guard);
-//! - `watch.rs`: the machinery shared by the watches, folding a watcher
-//!   into one table of the cache;
-//! - `claims.rs`: the DRA watches (ResourceSlices among them), lists and
-//!   the `resource.k8s.io/v1` probe;
-//! - `objects.rs`: one object read by name, as text: the Pod a
-//!   ResourceClaim is made for, and the claims and templates it names;
-//! - `watches.rs`: [`Watches`], which starts and stops every watch;
-//! - `reports.rs`: `audit --write-reports` and `doctor --write-report`:
-//!   the report API served, the reports applied, the stale ones deleted;
-//! - `inventory_lists.rs`, `install_read.rs`, `inventory.rs`: `doctor`'s
-//!   one read of the cluster, into a `doctor::Inventory` (the bounded
-//!   lists; gpu-policy's install; the GPU stack, then the install), every
-//!   list paged and bounded.
-//!
-//! This file connects to the API server ([`connect`]) and lists everything
-//! once for `audit` ([`snapshot`]); no child uses it.
+//! Every cache is a kube-runtime watcher folded into a [`ClusterSnapshot`]
+//! that keeps only what a rule reads; managedFields and everything else
+//! are dropped on arrival, so 10,000 namespaces and 5,000 nodes stay
+//! small. Decisions never wait on the network: when the API server goes
+//! away, the last known state keeps serving and the cache is marked stale
+//! (metric and one log line per transition).
 
+mod api_status;
 mod cache;
-mod claims;
+mod dra_watches;
 mod install_read;
-mod inventory;
-mod inventory_lists;
+mod inventory_read;
 mod lean;
 mod list;
 mod names;
 mod node_summary;
 mod objects;
-mod reports;
+mod report_writer;
 mod watch;
 mod watches;
-mod wire;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -73,19 +32,19 @@ use kube::{Client, ResourceExt};
 
 use crate::policy::cluster::ClusterSnapshot;
 use crate::settings::Settings;
-use lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload_key};
+use lean::{
+    Namespace, Node, lean_namespace, lean_node, lean_runtime_class, workload_gvk, workload_key,
+};
 
 pub use cache::{ClusterCache, Source};
-pub use claims::{
-    DRA_GROUP, DRA_VERSIONS, claims_in_pages, dra_gvk, is_not_served, served_dra_version,
-};
+pub use dra_watches::{DRA_GROUP, DRA_VERSIONS, claims_in_pages, dra_gvk, served_dra_version};
 pub use install_read::{CONFIG_KEY, install_config};
-pub use inventory::{InventoryOptions, read_inventory};
-pub use lean::lean_node_of_manifest;
+pub use inventory_read::{InventoryOptions, read_inventory};
+pub use lean::{NodeManifestError, lean_node_of_manifest};
 pub use list::{Paged, Pages, list_objects, list_pages, pods_in_pages};
 pub use names::{is_dns_label, is_dns_subdomain};
-pub use objects::{MAX_OBJECT_BYTES, claim_text, pod_text};
-pub use reports::{Cleanup, ReportsError, Written, report_api, write_reports};
+pub use objects::{MAX_OBJECT_BYTES, ObjectReadError, claim_text, pod_text};
+pub use report_writer::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 
 /// How `serve` finds the API server.
@@ -99,18 +58,45 @@ pub enum Connection<'a> {
     Default,
 }
 
+/// Why the cluster client cannot be built. One line.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot read kubeconfig {}: {source}", .path.display())]
+    ReadKubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("kubeconfig {}: {source}", .path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cluster client: {0}")]
+    Client(#[source] kube::Error),
+}
+
 /// Builds a client and checks that the API server answers. `Ok(None)` when
 /// there is no cluster to use (disabled, no configuration, unreachable):
 /// the caller runs on the static configuration and says so once.
-pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, String> {
+pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, ConnectError> {
     let config = match connection {
         Connection::Disabled => return Ok(None),
         Connection::Kubeconfig(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
+            let path_buf = || path.to_path_buf();
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                ConnectError::ReadKubeconfig {
+                    path: path_buf(),
+                    source,
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                 .await
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+                .map_err(|source| ConnectError::Kubeconfig {
+                    path: path_buf(),
+                    source,
+                })?
         }
         Connection::Default => match kube::Config::infer().await {
             Ok(config) => config,
@@ -120,7 +106,7 @@ pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, Strin
             }
         },
     };
-    let client = Client::try_from(config).map_err(|e| format!("cluster client: {e}"))?;
+    let client = Client::try_from(config).map_err(ConnectError::Client)?;
     match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
         Ok(Ok(version)) => {
             tracing::info!(version = %version.git_version, "connected to the API server");
@@ -145,15 +131,12 @@ pub async fn snapshot(
 ) -> Result<ClusterSnapshot, kube::Error> {
     let list = ListParams::default();
     let mut snapshot = ClusterSnapshot::default();
-    for namespace in Api::<wire::Namespace>::all(client.clone())
-        .list(&list)
-        .await?
-    {
+    for namespace in Api::<Namespace>::all(client.clone()).list(&list).await? {
         snapshot
             .namespaces
             .insert(namespace.name_any(), lean_namespace(&namespace));
     }
-    for node in Api::<wire::Node>::all(client.clone()).list(&list).await? {
+    for node in Api::<Node>::all(client.clone()).list(&list).await? {
         snapshot
             .nodes
             .insert(node.name_any(), lean_node(&node, settings));
@@ -187,6 +170,6 @@ pub async fn snapshot(
             snapshot.workloads.insert(workload_key(entry), uid);
         }
     }
-    claims::snapshot_into(client, settings, &mut snapshot).await?;
+    dra_watches::snapshot_into(client, settings, &mut snapshot).await?;
     Ok(snapshot)
 }

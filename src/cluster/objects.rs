@@ -1,13 +1,9 @@
-//! One object read by name, as the API server sends it: the Pod a
-//! ResourceClaim is made for, and the claims and templates that pod names,
-//! read while the claim's review waits (`server::claim_owner`).
-//!
-//! Pods are not watched (a cache of every pod of the cluster would cost far
-//! more than one GET per claim made), and a claim or template that the
-//! caches do not know yet (created a moment ago) is read too. So these are
-//! API calls on the request path: each within the caller's allowance and
-//! the review's deadline, its body read to at most [`MAX_OBJECT_BYTES`],
-//! and every failure one line for the caller to decide on.
+//! One object read by name, as the API server sends it, while a claim's
+//! review waits (`server::claim_owner`): the Pod a ResourceClaim is made
+//! for, and the claims and templates it names that the caches do not know
+//! yet. Pods are not watched (a cache of every pod would cost far more than
+//! one GET per claim made). Each read is within the review's deadline, its
+//! body at most [`MAX_OBJECT_BYTES`].
 
 use std::time::Duration;
 
@@ -21,7 +17,7 @@ use tokio::time::Instant;
 use crate::manifest::one_line;
 use crate::policy::dra::claims::ClaimKind;
 
-use super::claims::{DRA_GROUP, DRA_VERSIONS};
+use super::dra_watches::{DRA_GROUP, DRA_VERSIONS};
 use super::names::{is_dns_label, is_dns_subdomain};
 
 /// The most bytes of one object read. etcd stores an object of at most
@@ -41,7 +37,7 @@ pub async fn pod_text(
     name: &str,
     deadline: Instant,
     budget: Duration,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ObjectReadError> {
     if !is_dns_label(namespace) || !is_dns_subdomain(name) {
         // No pod has that name (and it would change the path).
         return Ok(None);
@@ -61,7 +57,7 @@ pub async fn claim_text(
     name: &str,
     deadline: Instant,
     budget: Duration,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ObjectReadError> {
     if !is_dns_label(namespace) || !is_dns_subdomain(name) || !DRA_VERSIONS.contains(&version) {
         return Ok(None);
     }
@@ -70,32 +66,50 @@ pub async fn claim_text(
     object_text(client, path, deadline, budget).await
 }
 
+/// Why an object could not be read. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectReadError {
+    #[error("{0}")]
+    Request(String),
+    #[error("the API server's answer is over {} MiB", MAX_OBJECT_BYTES >> 20)]
+    TooLarge,
+    #[error("the API server answered {code} {said}")]
+    Status { code: u16, said: String },
+    #[error("the API server's answer is not UTF-8")]
+    NotUtf8,
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+}
+
+impl ObjectReadError {
+    fn request(error: &dyn std::fmt::Display) -> Self {
+        Self::Request(one_line(&error.to_string()))
+    }
+}
+
 async fn object_text(
     client: &Client,
     path: String,
     deadline: Instant,
     budget: Duration,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ObjectReadError> {
     let request = Request::get(path)
         .header(header::ACCEPT, "application/json")
         .body(kube::client::Body::empty())
-        .map_err(|error| one_line(&error.to_string()))?;
+        .map_err(|error| ObjectReadError::request(&error))?;
     let read = async {
         let response = client
             .send(request)
             .await
-            .map_err(|error| one_line(&error.to_string()))?;
+            .map_err(|error| ObjectReadError::request(&error))?;
         let status = response.status();
         let body = Limited::new(response.into_body(), MAX_OBJECT_BYTES)
             .collect()
             .await
             .map_err(
                 |error| match error.downcast::<http_body_util::LengthLimitError>() {
-                    Ok(_) => format!(
-                        "the API server's answer is over {} MiB",
-                        MAX_OBJECT_BYTES >> 20
-                    ),
-                    Err(error) => one_line(&error.to_string()),
+                    Ok(_) => ObjectReadError::TooLarge,
+                    Err(error) => ObjectReadError::request(&error),
                 },
             )?
             .to_bytes();
@@ -107,19 +121,18 @@ async fn object_text(
                 Ok(status) => format!("{}: {}", status.reason, status.message),
                 Err(_) => format!(": {}", String::from_utf8_lossy(&body)),
             };
-            return Err(one_line(&format!(
-                "the API server answered {} {said}",
-                status.as_u16()
-            )));
+            return Err(ObjectReadError::Status {
+                code: status.as_u16(),
+                said: one_line(&said),
+            });
         }
         String::from_utf8(body.to_vec())
             .map(Some)
-            .map_err(|_| "the API server's answer is not UTF-8".to_owned())
+            .map_err(|_| ObjectReadError::NotUtf8)
     };
-    match tokio::time::timeout_at(deadline, read).await {
-        Ok(read) => read,
-        Err(_) => Err(format!("no answer within {budget:?}")),
-    }
+    tokio::time::timeout_at(deadline, read)
+        .await
+        .unwrap_or(Err(ObjectReadError::TimedOut(budget)))
 }
 
 #[cfg(test)]

@@ -15,11 +15,12 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use tokio::task::JoinHandle;
 
+use super::api_status;
 use super::cache::{ClusterCache, PROBE_INTERVAL, Source};
-use super::claims;
-use super::lean::{lean_namespace, lean_node, lean_runtime_class, workload_gvk};
+use super::dra_watches;
+use super::lean::{Namespace, Node, lean_namespace, lean_node, lean_runtime_class, workload_gvk};
 use super::watch::{FirstList, Owns, fold, mirror};
-use super::wire;
+
 use crate::settings::{AllowlistEntry, Settings};
 
 type WorkloadKey = (String, String, String);
@@ -69,11 +70,11 @@ impl Watches {
         }
         let first_list = FirstList::new(&cache, Source::Namespaces);
         tokio::spawn(mirror(
-            Api::<wire::Namespace>::all(client.clone()),
+            Api::<Namespace>::all(client.clone()),
             Arc::clone(&cache),
             Source::Namespaces,
             |snapshot| &mut snapshot.namespaces,
-            |namespace: &wire::Namespace| Some(lean_namespace(namespace)),
+            |namespace: &Namespace| Some(lean_namespace(namespace)),
             first_list,
             || {},
         ));
@@ -88,7 +89,7 @@ impl Watches {
             || {},
         ));
         let nodes = spawn_nodes(&client, settings, &cache);
-        claims::spawn(&client, settings, &cache);
+        dra_watches::spawn(&client, settings, &cache);
         let allowlisted = entries(settings)
             .into_iter()
             .map(|(key, entry)| {
@@ -189,7 +190,7 @@ impl Watches {
                 "GPU resource patterns changed: listing the nodes again"
             );
         }
-        claims::follow_settings(&running.cache, settings);
+        dra_watches::follow_settings(&running.cache, settings);
         // A stopped watch that had not listed no longer holds its source:
         // current now if every remaining watch has listed.
         running.cache.release(Source::AllowlistedWorkloads);
@@ -213,11 +214,11 @@ fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) 
     let lean_projection = Arc::clone(&projection);
     let listed_cache = Arc::clone(cache);
     tokio::spawn(mirror(
-        Api::<wire::Node>::all(client.clone()),
+        Api::<Node>::all(client.clone()),
         Arc::clone(cache),
         Source::Nodes,
         |snapshot| &mut snapshot.nodes,
-        move |node: &wire::Node| Some(lean_node(node, &lean_projection)),
+        move |node: &Node| Some(lean_node(node, &lean_projection)),
         FirstList::new(cache, Source::Nodes),
         // The first list replaced the table whole: every node now carries
         // these patterns.
@@ -336,9 +337,7 @@ fn is_forbidden(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::InitialListFailed(error)
         | watcher::Error::WatchStartFailed(error)
-        | watcher::Error::WatchFailed(error) => {
-            matches!(error, kube::Error::Api(status) if status.code == 403)
-        }
+        | watcher::Error::WatchFailed(error) => api_status::is_forbidden(error),
         watcher::Error::WatchError(status) => status.code == 403,
         watcher::Error::NoResourceVersion => false,
     }

@@ -1,13 +1,7 @@
-//! What `gpu-policy doctor` read of the cluster, as plain values: the
-//! nodes' GPU labels, capacity and runtime handlers, the RuntimeClasses,
-//! the DaemonSets of the device plugin and GPU Feature Discovery and their
-//! pods, the NVIDIA DRA driver's DeviceClasses and ResourceSlices, the
-//! opted-in namespaces, and gpu-policy's own install.
-//!
-//! `cluster::read_inventory` fills it (the one read of the cluster); the
-//! findings read it and nothing else, so a table test builds one by hand.
-//! Each part records whether it was read whole ([`Seen`]): a part the
-//! caller may not list is a note, not a failure.
+//! What `gpu-policy doctor` read of the cluster, as plain values, each part
+//! [`Seen`] whole, in part, or not at all: `cluster::read_inventory` fills
+//! it, the checks read it and nothing else, so a table test builds one by
+//! hand.
 
 use std::collections::BTreeMap;
 

@@ -6,22 +6,6 @@
 //! CLI prints the [`Diagnosis`] and `reports::doctor_report` makes it a
 //! cluster-scoped policy report. Nothing here touches the network, a clock
 //! or a log.
-//!
-//! The children, each using only those listed before it:
-//!
-//! - `inventory.rs`: [`Inventory`] and its parts, each [`Seen`] whole, in
-//!   part, not at all (forbidden) or not served;
-//! - `finding.rs`: [`Finding`] with its stable [`FindingId`], [`Severity`],
-//!   evidence and fix; [`Note`];
-//! - `checks/`: one file per concern, listed in `CHECKS` (`gpu_nodes.rs`:
-//!   what makes a node a GPU node; `capacity.rs`: `no-gpu-capacity`;
-//!   `feature_discovery.rs`: `gfd-missing`, `gfd-labels-missing`;
-//!   `runtime.rs`: `runtime-class-missing`, `runtime-handler-unknown`;
-//!   `daemon_sets.rs`: `daemonset-not-ready`; `dra.rs`:
-//!   `dra-driver-missing`, `dra-slice-versions-missing`; `install.rs`:
-//!   gpu-policy's own install);
-//! - `diagnosis.rs`: [`diagnose`]: the findings, the notes, the summary;
-//! - `render.rs`: the text and JSON outputs.
 
 pub mod checks;
 mod diagnosis;

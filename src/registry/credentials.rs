@@ -33,6 +33,34 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// Why a credentials file cannot be used. One line, naming the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("{path}: {source}")]
+    Content {
+        path: String,
+        #[source]
+        source: DockerConfigError,
+    },
+}
+
+/// Why a dockerconfigjson's content cannot be read. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DockerConfigError {
+    #[error("not JSON ({0})")]
+    NotJson(String),
+    #[error("not a JSON object")]
+    NotObject,
+    #[error("\"auths\" is not an object")]
+    AuthsNotObject,
+    #[error("registry {host:?}: {reason}")]
+    Entry { host: String, reason: String },
+    #[error("registry {0:?}: \"auth\" is not base64 of user:password")]
+    Auth(String),
+}
+
 #[derive(Deserialize)]
 struct Entry {
     #[serde(default)]
@@ -49,40 +77,46 @@ impl Credentials {
         Self::default()
     }
 
-    /// Reads a dockerconfigjson file. The error is one line and names the
-    /// file; it never quotes the file's content.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let bytes = std::fs::read(path).map_err(|err| {
-            format!(
-                "cannot read {}: {}",
-                path.display(),
-                one_line(&err.to_string())
-            )
+    /// Reads a dockerconfigjson file; the error never quotes its content.
+    pub fn load(path: &Path) -> Result<Self, CredentialsError> {
+        let shown = || path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|err| CredentialsError::Read {
+            path: shown(),
+            reason: one_line(&err.to_string()),
         })?;
-        Self::from_docker_config(&bytes).map_err(|err| format!("{}: {err}", path.display()))
+        Self::from_docker_config(&bytes).map_err(|source| CredentialsError::Content {
+            path: shown(),
+            source,
+        })
     }
 
     /// Parses the content of a dockerconfigjson (or `.dockercfg`) file.
-    pub fn from_docker_config(bytes: &[u8]) -> Result<Self, String> {
+    pub fn from_docker_config(bytes: &[u8]) -> Result<Self, DockerConfigError> {
         let document: Value = serde_json::from_slice(bytes)
-            .map_err(|err| format!("not JSON ({})", one_line(&err.to_string())))?;
+            .map_err(|err| DockerConfigError::NotJson(one_line(&err.to_string())))?;
         let Value::Object(top) = document else {
-            return Err("not a JSON object".to_owned());
+            return Err(DockerConfigError::NotObject);
         };
         let auths = match top.get("auths") {
             Some(Value::Object(auths)) => auths.clone(),
-            Some(_) => return Err("\"auths\" is not an object".to_owned()),
+            Some(_) => return Err(DockerConfigError::AuthsNotObject),
             None => top,
         };
         let mut by_registry = BTreeMap::new();
         for (host, entry) in auths {
-            let entry: Entry = serde_json::from_value(entry)
-                .map_err(|err| format!("registry {host:?}: {}", one_line(&err.to_string())))?;
+            let entry: Entry = match serde_json::from_value(entry) {
+                Ok(entry) => entry,
+                Err(err) => {
+                    let reason = one_line(&err.to_string());
+                    return Err(DockerConfigError::Entry { host, reason });
+                }
+            };
             let pair = match (entry.username, entry.password, entry.auth) {
                 (Some(user), Some(password), _) if !user.is_empty() => (user, password),
-                (_, _, Some(auth)) => decode_auth(&auth).ok_or_else(|| {
-                    format!("registry {host:?}: \"auth\" is not base64 of user:password")
-                })?,
+                (_, _, Some(auth)) => match decode_auth(&auth) {
+                    Some(pair) => pair,
+                    None => return Err(DockerConfigError::Auth(host)),
+                },
                 // An identity token alone (an OAuth refresh token) cannot be
                 // used for pulls here: the host is left anonymous.
                 _ => continue,

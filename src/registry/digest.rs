@@ -6,7 +6,7 @@ use std::fmt;
 
 use sha2::{Digest as _, Sha256, Sha512};
 
-use super::Failure;
+use super::lookup::Failure;
 
 /// The algorithms of the OCI image spec's registered digests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,23 +62,22 @@ impl Digest {
         })
     }
 
-    /// The sha256 digest of `bytes`.
+    /// The digest of `bytes` by `algorithm`.
+    fn of(algorithm: Algorithm, bytes: &[u8]) -> Self {
+        let text = match algorithm {
+            Algorithm::Sha256 => format!("sha256:{}", lower_hex(&Sha256::digest(bytes))),
+            Algorithm::Sha512 => format!("sha512:{}", lower_hex(&Sha512::digest(bytes))),
+        };
+        Self { algorithm, text }
+    }
+
     pub(super) fn sha256_of(bytes: &[u8]) -> Self {
-        Self {
-            algorithm: Algorithm::Sha256,
-            text: format!("sha256:{}", lower_hex(&Sha256::digest(bytes))),
-        }
+        Self::of(Algorithm::Sha256, bytes)
     }
 
     /// Whether `bytes` hash to this digest; the failure names `what`.
     pub(super) fn verify(&self, what: &str, bytes: &[u8]) -> Result<(), Failure> {
-        let actual = match self.algorithm {
-            Algorithm::Sha256 => Self::sha256_of(bytes),
-            Algorithm::Sha512 => Self {
-                algorithm: Algorithm::Sha512,
-                text: format!("sha512:{}", lower_hex(&Sha512::digest(bytes))),
-            },
-        };
+        let actual = Self::of(self.algorithm, bytes);
         if actual.text == self.text {
             Ok(())
         } else {

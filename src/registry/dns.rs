@@ -1,16 +1,10 @@
 //! The registry client's DNS: every name it connects to (an image's
 //! registry, a token realm, a redirect's host) is asked as an absolute
-//! name.
-//!
-//! The system's resolver applies the pod's resolv.conf search list first:
-//! under Kubernetes' `search <ns>.svc.cluster.local svc.cluster.local
-//! cluster.local` and `ndots:5`, `nvcr.io` is asked as
-//! `nvcr.io.<ns>.svc.cluster.local`, then `nvcr.io.svc.cluster.local` (the
-//! Service `nvcr` of namespace `io`), and an in-cluster answer would pass
-//! the address check, the name being listed. Here the name servers and
-//! their `timeout` and `attempts` come from resolv.conf; its `search` and
-//! `domain` never apply, and every name is made fully qualified before it
-//! is asked. An IP literal is its own answer, without DNS.
+//! name. Under Kubernetes' resolv.conf (`search <ns>.svc.cluster.local
+//! ...`, `ndots:5`) the system's resolver would ask `nvcr.io` as
+//! `nvcr.io.svc.cluster.local` (the Service `nvcr` of namespace `io`)
+//! first, and an in-cluster answer would pass the address check. Here only
+//! resolv.conf's name servers, `timeout` and `attempts` apply.
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};
@@ -53,26 +47,28 @@ pub(super) struct Dns {
 }
 
 /// Why a name gave no address, one line naming the name.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(super) struct DnsFailure(String);
 
-impl std::fmt::Display for DnsFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why the resolver cannot be built. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DnsSetupError {
+    #[error("cannot read {RESOLV_CONF}: {0}")]
+    ResolvConf(String),
+    #[error("DNS resolver: {0}")]
+    Resolver(String),
 }
-
-impl std::error::Error for DnsFailure {}
 
 /// The resolv.conf text `options` name: theirs, or `/etc/resolv.conf`'s
 /// (a missing file reads as empty, as the C library's resolver reads it).
-fn resolv_conf_text(options: &DnsOptions) -> Result<Vec<u8>, String> {
+fn resolv_conf_text(options: &DnsOptions) -> Result<Vec<u8>, DnsSetupError> {
     match &options.resolv_conf {
         Some(text) => Ok(text.clone().into_bytes()),
         None => match std::fs::read(RESOLV_CONF) {
             Ok(bytes) => Ok(bytes),
             Err(err) if err.kind() == ErrorKind::NotFound => Ok(Vec::new()),
-            Err(err) => Err(format!("cannot read {RESOLV_CONF}: {err}")),
+            Err(err) => Err(DnsSetupError::ResolvConf(err.to_string())),
         },
     }
 }
@@ -81,7 +77,7 @@ impl Dns {
     /// A resolver of the name servers `options` name. The resolv.conf
     /// lines it does not understand are ignored, as the C library ignores
     /// them; without a `nameserver` line, the local one (127.0.0.1, ::1).
-    pub(super) fn new(options: &DnsOptions) -> Result<Self, String> {
+    pub(super) fn new(options: &DnsOptions) -> Result<Self, DnsSetupError> {
         let text = resolv_conf_text(options)?;
         let (parsed, _unread_lines) = resolv_conf::Config::parse_with_errors(&text);
         let name_servers: Vec<NameServerConfig> = match options.name_server {
@@ -112,7 +108,7 @@ impl Dns {
         let resolver = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
             .with_options(resolver_options)
             .build()
-            .map_err(|err| format!("DNS resolver: {err}"))?;
+            .map_err(|err| DnsSetupError::Resolver(err.to_string()))?;
         Ok(Self { resolver })
     }
 

@@ -10,12 +10,14 @@ use std::time::Instant;
 
 use oci_client::Reference;
 
-use super::cache::TagState;
 use super::digest::Digest;
-use super::documents::{Manifest, facts_of_config, read_manifest};
+use super::lookup::Failure;
+use super::lookup_cache::TagState;
+use super::oci::ImageConfigFacts;
+use super::oci::{Manifest, facts_of_config, read_manifest};
+use super::platform::Platform;
 use super::resolver::Inner;
 use super::transport::{Bound, Transport};
-use super::{Failure, ImageConfigFacts, Platform};
 
 /// A manifest fetched by tag: its digest is the one the registry names
 /// (checked against the body), or the body's sha256 when it names none.
@@ -51,8 +53,8 @@ impl Inner {
         reference: &Reference,
         platform: &Platform,
     ) -> Result<Arc<ImageConfigFacts>, Failure> {
-        let session = self.session.load_full();
-        let transport = &session.transport;
+        let transport = self.transport.load_full();
+        let transport = transport.as_ref();
         let name = reference.whole();
         let context = |what: &str| format!("{what} of {name}");
 
@@ -107,30 +109,33 @@ impl Inner {
                 .await
                 .map_err(|f| f.within(&context("manifest")))?,
         };
-        let config = match read_manifest(&top).map_err(|err| Failure::failed(context(&err)))? {
-            Manifest::Image { config } => config,
-            Manifest::Index { manifests } => {
-                drop(top);
-                let entry = platform.choose(&manifests).ok_or_else(|| {
-                    Failure::failed(format!("{name}: the image index has no {platform} image"))
-                })?;
-                let child = Digest::parse(&entry.digest).map_err(|f| f.within(&name))?;
-                let bound = Bound::MANIFEST.declared(entry.size)?;
-                let what = format!("{platform} manifest");
-                drop(manifests);
-                let body = manifest_by_digest(transport, reference, &child, bound)
-                    .await
-                    .map_err(|f| f.within(&context(&what)))?;
-                match read_manifest(&body).map_err(|err| Failure::failed(context(&err)))? {
-                    Manifest::Image { config } => config,
-                    Manifest::Index { .. } => {
-                        return Err(Failure::failed(format!(
-                            "{name}: the {platform} entry of the image index is an index again"
-                        )));
+        let config =
+            match read_manifest(&top).map_err(|err| Failure::failed(context(&err.to_string())))? {
+                Manifest::Image { config } => config,
+                Manifest::Index { manifests } => {
+                    drop(top);
+                    let entry = platform.choose(&manifests).ok_or_else(|| {
+                        Failure::failed(format!("{name}: the image index has no {platform} image"))
+                    })?;
+                    let child = Digest::parse(&entry.digest).map_err(|f| f.within(&name))?;
+                    let bound = Bound::MANIFEST.declared(entry.size)?;
+                    let what = format!("{platform} manifest");
+                    drop(manifests);
+                    let body = manifest_by_digest(transport, reference, &child, bound)
+                        .await
+                        .map_err(|f| f.within(&context(&what)))?;
+                    match read_manifest(&body)
+                        .map_err(|err| Failure::failed(context(&err.to_string())))?
+                    {
+                        Manifest::Image { config } => config,
+                        Manifest::Index { .. } => {
+                            return Err(Failure::failed(format!(
+                                "{name}: the {platform} entry of the image index is an index again"
+                            )));
+                        }
                     }
                 }
-            }
-        };
+            };
 
         let config_digest = Digest::parse(&config.digest).map_err(|f| f.within(&name))?;
         let bound = Bound::CONFIG.declared(config.size)?;

@@ -2,19 +2,10 @@
 //! a request is sent (the registry of an image, a redirect, a token
 //! realm), and by the addresses a name resolves to, at connect time
 //! ([`CheckedResolver`]: the client connects only to the addresses it
-//! returns, so a name that resolves differently the second time, DNS
-//! rebinding, gets nowhere).
-//!
-//! - The registry of an image must be an entry of
-//!   `imageResolution.registries`, else nothing is contacted.
-//! - Every name is asked of DNS as an absolute name (`dns.rs`), never
-//!   under the pod's search list.
-//! - A listed name may resolve to public or private addresses, never to
-//!   loopback, link-local, unspecified or multicast ones: those are
-//!   reached only through an entry that is that literal address.
-//! - A redirect or a token realm may lead to a listed host, or to a name
-//!   or address that is public; plain HTTP only to an entry of
-//!   `insecureRegistries`.
+//! returns, so DNS rebinding gets nowhere). A listed name may resolve to
+//! public or private addresses, never to forbidden ones (reached only
+//! through an entry that is that literal address); a redirect or a token
+//! realm leads to a listed host or to public addresses only.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -22,9 +13,10 @@ use std::sync::Arc;
 use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use super::Failure;
 use super::addresses::{AddressClass, classify};
 use super::dns::Dns;
+use super::error::RegistryError;
+use super::lookup::Failure;
 use crate::settings::{RegistryHosts, RegistryPattern};
 
 /// The `registries` and `insecureRegistries` lists of the configuration.
@@ -54,10 +46,13 @@ pub(super) fn origin_of(url: &Url) -> String {
 }
 
 impl HostPolicy {
-    pub(super) fn new(registries: &[String], insecure: &[String]) -> Result<Self, String> {
+    pub(super) fn new(registries: &[String], insecure: &[String]) -> Result<Self, RegistryError> {
+        let parse = |field, entries, wildcards| {
+            RegistryHosts::parse(field, entries, wildcards).map_err(RegistryError::Hosts)
+        };
         Ok(Self {
-            registries: RegistryHosts::parse("imageResolution.registries", registries, true)?,
-            insecure: RegistryHosts::parse("imageResolution.insecureRegistries", insecure, false)?,
+            registries: parse("imageResolution.registries", registries, true)?,
+            insecure: parse("imageResolution.insecureRegistries", insecure, false)?,
         })
     }
 
@@ -227,16 +222,9 @@ impl Resolve for CheckedResolver {
 
 /// The refusal of [`CheckedResolver`], told apart from other connection
 /// errors by the transport.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(super) struct AddressRefused(pub(super) String);
-
-impl std::fmt::Display for AddressRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for AddressRefused {}
 
 #[cfg(test)]
 mod tests;

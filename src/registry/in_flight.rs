@@ -1,21 +1,11 @@
 //! The lookups in flight, and the places they take. A lookup that starts a
-//! fetch holds a place until the fetch ends (in the background, past the
-//! admission that started it, if need be). Three bounds say whether a new
-//! one may start, each a fixed number a reader can predict:
-//!
-//! - the namespace's share: a namespace holds at most
-//!   `max_lookups_per_namespace` places (16 of the 64 by default, a
-//!   quarter), so it takes four namespaces to fill the queue, and a
-//!   namespace alone still keeps every fetch turn (8) busy;
-//! - the registry's slots: the lookups of one entry of
-//!   `imageResolution.registries` hold at most `max_lookups_per_registry`
-//!   places, so a registry that never answers holds that many fetch turns,
-//!   never all of them. The key is the entry, not the host: every host
-//!   under `*.pkg.dev` is anyone's to name, and shares the entry's slots;
-//! - the queue: `max_pending_lookups` places in all.
-//!
-//! A lookup of an image already in flight joins its fetch and takes no
-//! place. The refusals are one line and name the bound that refused.
+//! fetch holds a place until the fetch ends. A new one starts only within
+//! three bounds, each a fixed number a reader can predict: its
+//! namespace's share (so it takes several namespaces to fill the queue),
+//! its registry entry's slots (so a registry that never answers holds
+//! that many fetch turns, never all; every host under `*.pkg.dev` shares
+//! its entry's), and the queue. A lookup of an image already in flight
+//! joins its fetch and takes no place.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,8 +13,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::cache::LookupKey;
-use super::{Failure, ImageConfigFacts};
+use super::lookup::Failure;
+use super::lookup_cache::LookupKey;
+use super::oci::ImageConfigFacts;
 use crate::policy::message::prefix_within;
 
 /// The answer of a fetch, once it is known.

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use super::IndexEntry;
-use super::pod_strings::check_label_value;
+use super::oci::IndexEntry;
+use super::pod_strings::{LabelValueError, check_label_value};
 use crate::document::{Json, Object};
 
 /// The node label the scheduler matches a pod's architecture with.
@@ -50,13 +50,13 @@ impl Platform {
     /// `nodeSelector`, else amd64. Linux either way. A value that is not a
     /// label value Kubernetes accepts is refused (one line, quoting a
     /// prefix of it) before anything is copied from it.
-    pub fn of_pod_spec(spec: Json<'_>) -> Result<Self, String> {
+    pub fn of_pod_spec(spec: Json<'_>) -> Result<Self, LabelValueError> {
         spec.as_object()
             .map_or_else(|| Ok(Self::default()), Self::of_spec_fields)
     }
 
     /// [`Platform::of_pod_spec`] of a pod spec's fields.
-    pub fn of_spec_fields(spec: Object<'_>) -> Result<Self, String> {
+    pub fn of_spec_fields(spec: Object<'_>) -> Result<Self, LabelValueError> {
         match spec
             .get("nodeSelector")
             .and_then(|selector| selector.get(ARCH_LABEL))
@@ -73,7 +73,7 @@ impl Platform {
     /// Whether the OS, the architecture and the variant are label values
     /// Kubernetes accepts, as a pod's node selector must give them: the
     /// resolver looks up no platform that is not.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), LabelValueError> {
         check_label_value("platform OS", &self.os)?;
         check_label_value("platform architecture", &self.architecture)?;
         match &self.variant {

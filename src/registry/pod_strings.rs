@@ -24,17 +24,29 @@ pub fn shown(value: &str) -> String {
     }
 }
 
+/// A pod's string that is not a label value Kubernetes accepts: the
+/// field, and a prefix of the value ([`shown`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelValueError {
+    #[error(
+        "{field} {shown} is not a label value: a label value has at most \
+         {MAX_LABEL_VALUE} characters"
+    )]
+    TooLong { field: String, shown: String },
+    #[error(
+        "{field} {shown} is not a label value: letters, digits, '-', '_' and '.', \
+         starting and ending with a letter or digit"
+    )]
+    Malformed { field: String, shown: String },
+}
+
 /// Whether `value` is a label value Kubernetes accepts: at most 63
-/// characters of `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?`. The
-/// refusal names `field` and quotes a prefix of the value.
-pub fn check_label_value(field: &str, value: &str) -> Result<(), String> {
+/// characters of `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?`.
+pub fn check_label_value(field: &str, value: &str) -> Result<(), LabelValueError> {
     let bytes = value.as_bytes();
     if bytes.len() > MAX_LABEL_VALUE {
-        return Err(format!(
-            "{field} {} is not a label value: a label value has at most \
-             {MAX_LABEL_VALUE} characters",
-            shown(value)
-        ));
+        let (field, shown) = (field.to_owned(), shown(value));
+        return Err(LabelValueError::TooLong { field, shown });
     }
     let inner = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
     let well_formed = match bytes {
@@ -49,11 +61,8 @@ pub fn check_label_value(field: &str, value: &str) -> Result<(), String> {
     if well_formed {
         Ok(())
     } else {
-        Err(format!(
-            "{field} {} is not a label value: letters, digits, '-', '_' and '.', \
-             starting and ending with a letter or digit",
-            shown(value)
-        ))
+        let (field, shown) = (field.to_owned(), shown(value));
+        Err(LabelValueError::Malformed { field, shown })
     }
 }
 

@@ -2,22 +2,12 @@
 //! however many admissions wait for it, and a time budget per admission.
 //!
 //! A fetch runs in its own task. An admission waits for it at most until
-//! its budget is spent and then goes on without it ([`Lookup::TimedOut`]);
-//! the fetch carries on (up to [`ResolverOptions::fetch_deadline`]) and
-//! fills the caches, so the next admission of that image finds it there.
-//!
-//! The work one pod author can cause is bounded: an image on a host that
-//! is not listed is refused before anything else; lookups in flight
-//! (running or waiting for a turn) are at most
-//! [`ResolverOptions::max_pending_lookups`] in all,
-//! [`ResolverOptions::max_lookups_per_namespace`] per namespace and
-//! [`ResolverOptions::max_lookups_per_registry`] per entry of the
-//! registries list, and past any of them no new lookup starts
-//! (`in_flight.rs`); a failure is remembered for
-//! [`ResolverOptions::negative_ttl`], so a hostile image costs one fetch
-//! per period, not one per admission.
+//! its budget is spent ([`Lookup::TimedOut`]); the fetch carries on (up to
+//! [`ResolverOptions::fetch_deadline`]) and fills the caches. A failure is
+//! remembered for [`ResolverOptions::negative_ttl`], so a hostile image
+//! costs one fetch per period, not one per admission.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -25,16 +15,19 @@ use oci_client::Reference;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::cache::{CacheBytes, Caches, LookupKey, ParsedReference, TagState};
 use super::credentials::Credentials;
 use super::dns::{Dns, DnsOptions};
+use super::error::RegistryError;
 use super::hosts::HostPolicy;
 use super::in_flight::{Answer, InFlight, Places};
-use super::metrics::ResolverMetrics;
+use super::lookup::{Failure, Lookup};
+use super::lookup_cache::{CacheBytes, Caches, LookupKey, ParsedReference, TagState, lock};
+use super::lookup_metrics::ResolverMetrics;
+use super::oci::ImageConfigFacts;
+use super::platform::Platform;
 use super::pod_strings::shown;
 use super::reference::{MAX_REFERENCE_LEN, TOO_LONG, parse_reference};
 use super::transport::{Timeouts, Transport};
-use super::{Failure, ImageConfigFacts, Lookup, Platform, RegistryError};
 
 /// How the resolver reaches registries and how long it remembers.
 #[derive(Debug, Clone)]
@@ -112,7 +105,7 @@ impl ResolverOptions {
     /// the credentials read from its file, the rest defaults.
     pub fn from_settings(config: &crate::settings::ImageResolution) -> Result<Self, RegistryError> {
         let credentials = match &config.credentials_file {
-            Some(path) => Credentials::load(path).map_err(RegistryError::Credentials)?,
+            Some(path) => Credentials::load(path)?,
             None => Credentials::none(),
         };
         Ok(Self {
@@ -124,34 +117,27 @@ impl ResolverOptions {
     }
 }
 
-pub(super) struct Session {
-    pub(super) transport: Transport,
-}
-
-impl Session {
-    fn new(
-        options: &ResolverOptions,
-        hosts: &Arc<HostPolicy>,
-        dns: &Dns,
-        credentials: Credentials,
-    ) -> Result<Self, RegistryError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let timeouts = Timeouts {
-            connect: options.connect_timeout,
-            read: options.read_timeout,
-        };
-        Ok(Self {
-            transport: Transport::new(Arc::clone(hosts), dns, credentials, timeouts)?,
-        })
-    }
+/// The client of `credentials`, with the options' timeouts.
+fn transport(
+    options: &ResolverOptions,
+    hosts: &Arc<HostPolicy>,
+    dns: &Dns,
+    credentials: Credentials,
+) -> Result<Transport, RegistryError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let timeouts = Timeouts {
+        connect: options.connect_timeout,
+        read: options.read_timeout,
+    };
+    Transport::new(Arc::clone(hosts), dns, credentials, timeouts)
 }
 
 pub(super) struct Inner {
     /// The client with the credentials it is given, swapped by
     /// [`Resolver::set_credentials`] (tokens belong to credentials).
-    pub(super) session: ArcSwap<Session>,
+    pub(super) transport: ArcSwap<Transport>,
     hosts: Arc<HostPolicy>,
-    /// Shared by every session: the name servers and their cache.
+    /// Shared by every client: the name servers and their cache.
     dns: Dns,
     options: ResolverOptions,
     caches: Mutex<Caches>,
@@ -173,10 +159,6 @@ impl std::fmt::Debug for Resolver {
             .field("options", &self.inner.options)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Now plus `budget`, or a year from now for a budget past any clock.
@@ -260,15 +242,15 @@ impl Resolver {
         options: ResolverOptions,
         metrics: Option<ResolverMetrics>,
     ) -> Result<Self, RegistryError> {
-        let hosts = Arc::new(
-            HostPolicy::new(&options.registries, &options.insecure_registries)
-                .map_err(RegistryError::Hosts)?,
-        );
-        let dns = Dns::new(&options.dns).map_err(RegistryError::Client)?;
-        let session = Session::new(&options, &hosts, &dns, options.credentials.clone())?;
+        let hosts = Arc::new(HostPolicy::new(
+            &options.registries,
+            &options.insecure_registries,
+        )?);
+        let dns = Dns::new(&options.dns)?;
+        let client = transport(&options, &hosts, &dns, options.credentials.clone())?;
         Ok(Self {
             inner: Arc::new(Inner {
-                session: ArcSwap::from_pointee(session),
+                transport: ArcSwap::from_pointee(client),
                 hosts,
                 dns,
                 caches: Mutex::new(Caches::new(
@@ -290,13 +272,9 @@ impl Resolver {
     /// client, and the failures remembered so far forgotten. Fetches in
     /// flight finish with the credentials they started with.
     pub fn set_credentials(&self, credentials: Credentials) -> Result<(), RegistryError> {
-        let session = Session::new(
-            &self.inner.options,
-            &self.inner.hosts,
-            &self.inner.dns,
-            credentials,
-        )?;
-        self.inner.session.store(Arc::new(session));
+        let inner = &self.inner;
+        let client = transport(&inner.options, &inner.hosts, &inner.dns, credentials)?;
+        inner.transport.store(Arc::new(client));
         self.inner.caches().forget_failures();
         Ok(())
     }
@@ -360,7 +338,9 @@ impl Resolver {
         platform: &Platform,
         deadline: Instant,
     ) -> Lookup {
-        let checked = platform.check().map_err(Failure::refused);
+        let checked = platform
+            .check()
+            .map_err(|refusal| Failure::refused(refusal.to_string()));
         let lookup = match checked.and_then(|()| self.parse(image)) {
             Err(failure) => failure.into(),
             Ok(reference) => match self.start(namespace, reference, platform) {

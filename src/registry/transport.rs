@@ -1,27 +1,15 @@
 //! The HTTP side of the distribution protocol, for a registry that may be
-//! hostile: oci-client reads every body whole, follows redirects anywhere
+//! hostile. oci-client reads every body whole, follows redirects anywhere
 //! and connects wherever a name resolves, so the three requests a lookup
 //! makes (a manifest by tag or digest, its digest alone, a blob) go
-//! through this client instead. It is reqwest, as in oci-client, set up so
-//! that:
-//!
-//! - every body is read as it streams and dropped at its bound
-//!   ([`Bound`]: manifests and configs 4 MiB, a token answer 16 KiB, an
-//!   error 4 KiB), with the connection, whatever the registry declared;
-//! - connections go only where [`HostPolicy`] admits, to addresses it
-//!   checked (its resolver);
-//! - redirects are followed here, at most [`MAX_REDIRECTS`] times, each
-//!   target checked before it is contacted, and the registry's credentials
-//!   and tokens go to the registry's own origin only;
-//! - no proxy from the environment, no `Referer`, no decompression.
-//!
-//! The bearer-token handshake is the distribution spec's: a `401` with a
-//! `WWW-Authenticate: Bearer realm=...,service=...` challenge, a token
-//! from the realm (with the registry's basic credentials when the realm is
-//! a listed host), the request again with the token, which is kept a
-//! while for the repository.
+//! through this reqwest client instead: every body read as it streams and
+//! dropped at its [`Bound`]; connections only where [`HostPolicy`] admits;
+//! redirects followed here, each target checked, credentials and tokens
+//! sent to the registry's own origin only; no proxy from the environment,
+//! no `Referer`, no decompression. The bearer-token handshake is the
+//! distribution spec's.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use oci_client::Reference;
@@ -30,13 +18,14 @@ use reqwest::header::{ACCEPT, LOCATION, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde::Deserialize;
 
-use super::cache::{BoundedLru, string_bytes};
 use super::credentials::Credentials;
 use super::digest::Digest;
 use super::dns::Dns;
-use super::documents::MANIFEST_ACCEPT;
+use super::error::RegistryError;
 use super::hosts::{AddressRefused, HostPolicy, origin_of};
-use super::{Failure, RegistryError, error_text};
+use super::lookup::{Failure, error_text};
+use super::lookup_cache::{BoundedLru, lock, string_bytes};
+use super::oci::MANIFEST_ACCEPT;
 use crate::manifest::one_line;
 
 /// The OCI distribution spec's limit for manifests and indexes.
@@ -279,10 +268,6 @@ async fn status_failure(mut response: Response) -> Failure {
         })
         .unwrap_or_default();
     Failure::failed(format!("{status}{detail}"))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Transport {

@@ -163,7 +163,7 @@ async fn read_pod(
     {
         Ok(Some(text)) => text,
         Ok(None) => return Ok(OwnerRead::NotFound),
-        Err(error) => return Ok(OwnerRead::Unreadable(error)),
+        Err(error) => return Ok(OwnerRead::Unreadable(error.to_string())),
     };
     if let Some(uid) = pod_uid(&text)
         && uid != made_for.pod_uid
@@ -189,6 +189,7 @@ async fn read_pod(
                 OWNER_READ_BUDGET,
             )
             .await
+            .map_err(|error| error.to_string())
         } else {
             Err(NO_ALLOWANCE.to_owned())
         };

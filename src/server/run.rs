@@ -91,7 +91,7 @@ pub enum ServeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("{0}")]
-    Cluster(String),
+    Cluster(cluster::ConnectError),
     #[error(
         "--cert-secret {secret} needs the API server, which is not configured or does not answer"
     )]

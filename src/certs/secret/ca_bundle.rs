@@ -1,11 +1,8 @@
-//! Keeping `clientConfig.caBundle` of the named Mutating and
-//! ValidatingWebhookConfigurations equal to the Secret's CA: per
-//! configuration, an update of the object as read (as JSON, so that fields
-//! this build does not know are sent back unchanged) with only its
-//! `caBundle`s changed, carrying the resourceVersion that was read, and no
-//! request at all when every entry already carries the CA. The install's
-//! ValidatingAdmissionPolicy refuses the server's ServiceAccount any other
-//! change.
+//! Keeping `clientConfig.caBundle` of the named webhook configurations
+//! equal to the Secret's CA: an update of the object as read (as JSON, so
+//! fields this build does not know go back unchanged) with only its
+//! `caBundle`s changed and the resourceVersion read, and no request when
+//! every entry already carries the CA.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

@@ -1,6 +1,7 @@
 //! Why a pass of the route failed.
 
 use super::SecretRef;
+use super::verdict::Unmanageable;
 use crate::certs::{CA_FILE, CertError, PkiError};
 
 /// Why a pass failed. The files on disk were not changed.
@@ -31,7 +32,10 @@ pub enum SecretError {
     Missing { secret: SecretRef },
     /// The Secret exists but is not one this route may manage or serve.
     #[error("Secret {secret} cannot be used: {reason}")]
-    Unusable { secret: SecretRef, reason: String },
+    Unusable {
+        secret: SecretRef,
+        reason: Unmanageable,
+    },
     /// The serving pair in the Secret does not load.
     #[error("Secret {secret} cannot be used: its serving pair does not load: {source}")]
     UnloadablePair {
@@ -57,20 +61,10 @@ pub enum SecretError {
 }
 
 impl SecretError {
-    /// HTTP status of the API server's answer, `None` when there was none.
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Self::Api { source, .. } => match source.as_ref() {
-                kube::Error::Api(status) => Some(status.code),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
     /// Whether RBAC refused the request (HTTP 403).
     pub fn is_forbidden(&self) -> bool {
-        self.code() == Some(403)
+        matches!(self, Self::Api { source, .. }
+            if matches!(source.as_ref(), kube::Error::Api(status) if status.code == 403))
     }
 }
 

@@ -1,42 +1,25 @@
-//! Certificates without extra tools: one CA and serving pair shared by every
-//! replica through a `kubernetes.io/tls` Secret.
-//!
-//! `gpu-policy serve --cert-secret NS/NAME [--webhook-config NAME]...` runs a
-//! [`SecretRoute`]. Each pass ([`SecretRoute::ensure_once`]):
+//! One CA and serving pair shared by every replica through a Secret
+//! (`serve --cert-secret NS/NAME [--webhook-config NAME]...`). Each pass
+//! ([`SecretRoute::ensure_once`]):
 //!
 //! 1. reads the Secret, which the install creates empty (the server may
-//!    get and update it, never create it: a missing Secret is an error that
-//!    says so); when empty, fills it with a new CA (10 years) and a serving
-//!    certificate (1 year) in `ca.crt`, `ca.key`, `tls.crt`, `tls.key`. A
-//!    fill that loses the race (409 `Conflict`) adopts the winner's pair, so
-//!    all replicas serve the same one;
+//!    get and update it, never create it); when empty, fills it with a new
+//!    CA (10 years) and serving certificate (1 year);
 //! 2. re-issues the serving certificate from the Secret's CA when less than
-//!    a third of its life remains, when it does not cover the wanted names,
-//!    or when it does not verify against the CA; regenerates everything
-//!    when the CA itself is unusable or would expire before a new serving
-//!    certificate. The write is a `replace` carrying the resourceVersion
-//!    that was read: on 409 `Conflict` the other writer's pair is re-read
-//!    and adopted, never overwritten;
+//!    a third of its life remains, when it misses a wanted name or does not
+//!    verify against the CA; regenerates everything when the CA is unusable
+//!    or would expire first. Every write carries the resourceVersion read:
+//!    on 409 `Conflict` the other replica's pair is re-read and adopted,
+//!    never overwritten (`verdict` decides, `store` acts);
 //! 3. writes `tls.key`, `tls.crt`, `ca.crt` into the certificates directory
 //!    (atomically, only the files whose bytes changed), where the
-//!    [`CertificateResolver`](super::CertificateResolver) file poller picks
-//!    them up;
-//! 4. keeps `clientConfig.caBundle` of every entry of the named
-//!    Mutating/ValidatingWebhookConfigurations equal to `ca.crt`: an update
-//!    of the object as read with only its `caBundle`s changed, carrying the
-//!    resourceVersion that was read, and no request at all when they
-//!    already are. The install's ValidatingAdmissionPolicy refuses any
-//!    other change from the server's ServiceAccount.
+//!    [`CertificateResolver`](super::CertificateResolver) picks them up;
+//! 4. keeps `clientConfig.caBundle` of the named webhook configurations
+//!    equal to `ca.crt` (`ca_bundle`).
 //!
-//! [`SecretRoute::run`] repeats that every interval, so drift in the Secret
-//! or in a `caBundle` is repaired. Errors (RBAC, API server down) are
-//! returned with the reason; the files on disk, hence the pair being served,
-//! are left as they were.
-//!
-//! Steps 1 and 2 decide in `verdict` (pure: may the route manage this
-//! Secret, what does its pair need) and act in `store` (the Secret's reads
-//! and writes), which also does step 3; step 4 is `ca_bundle`.
-//! What a route manages is in `config`, why a pass fails in `error`.
+//! [`SecretRoute::run`] repeats that every interval, so drift is repaired.
+//! A failed pass leaves the files, hence the pair being served, as they
+//! were.
 
 mod ca_bundle;
 mod config;
@@ -184,17 +167,14 @@ impl SecretRoute {
         &self.names
     }
 
-    /// `tls.crt` in the certificates directory.
     pub fn cert_path(&self) -> PathBuf {
         self.config.certs_dir.join(CERT_FILE)
     }
 
-    /// `tls.key` in the certificates directory.
     pub fn key_path(&self) -> PathBuf {
         self.config.certs_dir.join(KEY_FILE)
     }
 
-    /// `ca.crt` in the certificates directory.
     pub fn ca_path(&self) -> PathBuf {
         self.config.certs_dir.join(CA_FILE)
     }

@@ -11,7 +11,7 @@ use kube::api::{Api, PostParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::verdict::{self, TlsData, Verdict, evaluate, renewal_names};
+use super::verdict::{self, TlsData, Unmanageable, Verdict, evaluate, renewal_names};
 use super::{SecretAction, SecretError, SecretRoute};
 use crate::certs::PkiError;
 use crate::certs::files::{create_dir, write_atomically};
@@ -35,10 +35,10 @@ impl SecretRoute {
         }
     }
 
-    fn unusable(&self, reason: impl Into<String>) -> SecretError {
+    fn unusable(&self, reason: Unmanageable) -> SecretError {
         SecretError::Unusable {
             secret: self.config.secret.clone(),
-            reason: reason.into(),
+            reason,
         }
     }
 
@@ -113,7 +113,7 @@ impl SecretRoute {
             .get_opt(&self.config.secret.name)
             .await
             .map_err(|error| self.secret_error("get", error))?
-            .ok_or_else(|| self.unusable("deleted while being written"))?;
+            .ok_or_else(|| self.unusable(Unmanageable::Deleted))?;
         self.read_data(&secret)
     }
 

@@ -63,16 +63,32 @@ pub(super) enum Verdict {
 /// The data keys the route writes; a Secret with any other is not its own.
 const KEYS: [&str; 4] = [CA_FILE, CA_KEY, CERT_FILE, KEY_FILE];
 
+/// Why a Secret is not one this route may manage or serve. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unmanageable {
+    #[error(
+        "its type is {0}, not {OPAQUE_SECRET_TYPE} or {TLS_SECRET_TYPE}; delete it or name \
+         another Secret"
+    )]
+    Type(String),
+    #[error("it holds {0}, which gpu-policy never writes; name another Secret")]
+    ForeignKey(String),
+    #[error(
+        "it holds no {CA_KEY}, so gpu-policy did not make it (cert-manager?); mount it and \
+         pass --tls-cert/--tls-key instead"
+    )]
+    NoCaKey,
+    #[error("deleted while being written")]
+    Deleted,
+}
+
 /// The Secret's data, if this route may manage it: of type `Opaque` (as
 /// the install creates it) or `kubernetes.io/tls`, with no key but the
 /// route's own.
-pub(super) fn read_data(secret: &Secret) -> Result<TlsData, String> {
+pub(super) fn read_data(secret: &Secret) -> Result<TlsData, Unmanageable> {
     let type_ = secret.type_.as_deref().unwrap_or(OPAQUE_SECRET_TYPE);
     if type_ != OPAQUE_SECRET_TYPE && type_ != TLS_SECRET_TYPE {
-        return Err(format!(
-            "its type is {type_}, not {OPAQUE_SECRET_TYPE} or {TLS_SECRET_TYPE}; delete it or name \
-             another Secret"
-        ));
+        return Err(Unmanageable::Type(type_.to_owned()));
     }
     let foreign = secret
         .data
@@ -81,9 +97,7 @@ pub(super) fn read_data(secret: &Secret) -> Result<TlsData, String> {
         .map(|(key, _)| key.as_str())
         .find(|key| !KEYS.contains(key));
     if let Some(key) = foreign {
-        return Err(format!(
-            "it holds {key}, which gpu-policy never writes; name another Secret"
-        ));
+        return Err(Unmanageable::ForeignKey(key.to_owned()));
     }
     let get = |key: &str| {
         secret
@@ -100,10 +114,7 @@ pub(super) fn read_data(secret: &Secret) -> Result<TlsData, String> {
         tls_key: get(KEY_FILE),
     };
     if data.ca_key.is_empty() && !(data.ca_crt.is_empty() && data.tls_crt.is_empty()) {
-        return Err(format!(
-            "it holds no {CA_KEY}, so gpu-policy did not make it (cert-manager?); mount it and \
-             pass --tls-cert/--tls-key instead"
-        ));
+        return Err(Unmanageable::NoCaKey);
     }
     Ok(data)
 }

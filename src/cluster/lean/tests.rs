@@ -10,7 +10,7 @@ fn node(labels: Value, allocatable: Value) -> Value {
 #[test]
 fn a_manifest_node_is_read_as_the_caches_read_it() {
     let settings = Settings::default();
-    let read = |object: &Value| lean_node_of_manifest(object, &settings);
+    let read = |object: &Value| lean_node_of_manifest(object, &settings).map_err(|e| e.to_string());
     let gpus = json!({"cpu": "8", "nvidia.com/gpu": "4"});
     let (name, bare) = read(&node(json!({}), gpus.clone())).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(name, "gpu-1");

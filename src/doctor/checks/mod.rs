@@ -3,11 +3,11 @@
 
 mod capacity;
 mod daemon_sets;
-mod dra;
+mod dra_driver;
 mod feature_discovery;
 pub mod gpu_nodes;
-mod install;
-mod runtime;
+mod nvidia_runtime;
+mod own_install;
 
 use super::finding::{Finding, FindingId, Note};
 use super::inventory::Inventory;
@@ -34,7 +34,7 @@ pub const CHECKS: &[Check] = &[
             FindingId::RuntimeClassMissing,
             FindingId::RuntimeHandlerUnknown,
         ],
-        run: runtime::check,
+        run: nvidia_runtime::check,
     },
     Check {
         ids: &[FindingId::DaemonSetNotReady],
@@ -45,7 +45,7 @@ pub const CHECKS: &[Check] = &[
             FindingId::DraDriverMissing,
             FindingId::DraSliceVersionsMissing,
         ],
-        run: dra::check,
+        run: dra_driver::check,
     },
     Check {
         ids: &[
@@ -55,7 +55,7 @@ pub const CHECKS: &[Check] = &[
             FindingId::CaBundleMismatch,
             FindingId::WebhookNotReady,
         ],
-        run: install::check,
+        run: own_install::check,
     },
 ];
 
@@ -69,7 +69,7 @@ pub fn findings(inventory: &Inventory) -> Vec<Finding> {
 
 /// The notes the checks leave besides what was not read.
 pub fn check_notes(inventory: &Inventory) -> Vec<Note> {
-    runtime::notes(inventory)
+    nvidia_runtime::notes(inventory)
 }
 
 #[cfg(test)]

@@ -72,12 +72,15 @@ fn bad_files_are_one_line_errors_without_their_content() {
             "registry \"r.io\": \"auth\" is not base64 of user:password",
         ),
     ] {
-        let err = Credentials::from_docker_config(file).expect_err(expected);
+        let err = Credentials::from_docker_config(file)
+            .expect_err(expected)
+            .to_string();
         assert!(err.contains(expected), "{err}");
         assert!(!err.contains('\n'), "{err}");
     }
     let missing = Credentials::load(Path::new("/nonexistent/.dockerconfigjson"));
-    assert!(
-        missing.is_err_and(|err| err.starts_with("cannot read /nonexistent/.dockerconfigjson"))
-    );
+    assert!(missing.is_err_and(|err| {
+        err.to_string()
+            .starts_with("cannot read /nonexistent/.dockerconfigjson")
+    }));
 }

@@ -43,7 +43,7 @@ fn urls_are_checked_before_any_request(#[case] target: &str, #[case] refusal: Op
         None => assert_eq!(checked, Ok(()), "{target}"),
         Some(words) => assert!(
             checked.as_ref().is_err_and(|f| f.reason.contains(words)
-                && f.kind == super::super::FailureKind::Refused
+                && f.kind == crate::registry::lookup::FailureKind::Refused
                 && !f.reason.contains("/v2")
                 && !f.reason.contains("pw")),
             "{target}: {checked:?}"

@@ -1,5 +1,5 @@
 use super::*;
-use crate::registry::Platform;
+use crate::registry::platform::Platform;
 use crate::settings::RegistryHosts;
 
 const PLACES: Places = Places {

@@ -20,7 +20,7 @@ fn bounds_say_what_and_how_much() {
             .declared(5 << 20)
             .map_err(|f| (f.kind, f.reason)),
         Err((
-            super::super::FailureKind::TooLarge,
+            crate::registry::lookup::FailureKind::TooLarge,
             "image config of 5 MiB declared, larger than 4 MiB".to_owned()
         ))
     );

@@ -60,7 +60,8 @@ async fn a_pod_is_read_whole_once_within_its_budget() {
     fake.fail_pod_get("ml", "trainer", 500, 1);
     let reason = pod_text(&client, "ml", "trainer", deadline(), BUDGET)
         .await
-        .expect_err("a 500 is an error");
+        .expect_err("a 500 is an error")
+        .to_string();
     assert!(
         reason.starts_with("the API server answered 500 "),
         "{reason}"
@@ -71,7 +72,8 @@ async fn a_pod_is_read_whole_once_within_its_budget() {
     let started = Instant::now();
     let reason = pod_text(&client, "ml", "trainer", deadline(), BUDGET)
         .await
-        .expect_err("no answer by the deadline is an error");
+        .expect_err("no answer by the deadline is an error")
+        .to_string();
     fake.release_hangs();
     assert_eq!(reason, format!("no answer within {BUDGET:?}"));
     assert!(started.elapsed() < LIMIT, "{:?}", started.elapsed());
@@ -185,7 +187,8 @@ async fn claims_and_templates_are_read_by_name_in_resource_k8s_io_v1() {
         BUDGET,
     )
     .await
-    .expect_err("a 403 is an error");
+    .expect_err("a 403 is an error")
+    .to_string();
     assert!(
         reason.starts_with("the API server answered 403 "),
         "{reason}"
@@ -204,7 +207,8 @@ async fn an_answer_over_the_bound_is_not_read_to_its_end() {
     let client = fake.client();
     let reason = pod_text(&client, "ml", "large", Instant::now() + LIMIT, LIMIT)
         .await
-        .expect_err("too large");
+        .expect_err("too large")
+        .to_string();
     assert_eq!(
         reason,
         format!(

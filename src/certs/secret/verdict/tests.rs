@@ -135,7 +135,7 @@ fn foreign_secrets_are_refused() {
     let mut docker = tls_secret(&fresh(now, 365));
     docker.type_ = Some("kubernetes.io/dockerconfigjson".to_owned());
     assert_eq!(
-        read_data(&docker).expect_err("another type"),
+        read_data(&docker).expect_err("another type").to_string(),
         "its type is kubernetes.io/dockerconfigjson, not Opaque or kubernetes.io/tls; delete \
              it or name another Secret"
     );
@@ -144,7 +144,9 @@ fn foreign_secrets_are_refused() {
         data.insert("password".to_owned(), ByteString(b"hunter2".to_vec()));
     }
     assert_eq!(
-        read_data(&password).expect_err("a key of its own"),
+        read_data(&password)
+            .expect_err("a key of its own")
+            .to_string(),
         "it holds password, which gpu-policy never writes; name another Secret"
     );
 
@@ -155,6 +157,7 @@ fn foreign_secrets_are_refused() {
     assert!(
         read_data(&cert_manager)
             .expect_err("no ca.key")
+            .to_string()
             .contains("ca.key")
     );
 

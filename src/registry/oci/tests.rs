@@ -97,11 +97,12 @@ fn a_value_longer_than_the_bound_is_kept_as_its_length_only() {
         )
     );
 
-    let label = json!({"config": {"Env": ["CUDA_VERSION=13.0.2"], "Labels": {CUDA_LABEL: over}}});
+    let label =
+        json!({"config": {"Env": ["CUDA_VERSION=13.0.2"], "Labels": {CUDA_VERSION_LABEL: over}}});
     let facts = facts_of_config(label.to_string().as_bytes(), "sha256:h".to_owned());
     assert_eq!(
         facts.map(|f| (f.cuda_version, f.oversized.map(|o| o.name))),
-        Ok((None, Some(CUDA_LABEL)))
+        Ok((None, Some(CUDA_VERSION_LABEL)))
     );
 
     let replaced = json!({"config": {"Env": [format!("CUDA_VERSION={over}"), format!("CUDA_VERSION={at_bound}")]}});
@@ -113,27 +114,28 @@ fn a_value_longer_than_the_bound_is_kept_as_its_length_only() {
 }
 
 /// The JSON reader's error quotes the value it could not read, whole:
-/// the reason keeps [`super::super::MAX_REASON_BYTES`] of it, and so does
+/// the reason keeps [`crate::registry::MAX_REASON_BYTES`] of it, and so does
 /// the failure that says what was fetched before it.
 #[test]
 fn a_reason_that_quotes_a_long_value_is_cut() {
     let config = json!({"config": "c".repeat(1 << 20)});
     let reason = facts_of_config(config.to_string().as_bytes(), "sha256:j".to_owned())
         .err()
+        .map(|err| err.to_string())
         .unwrap_or_default();
     assert!(
         reason.starts_with("image config is not JSON: invalid type: string \"ccc")
             && reason.ends_with("c…")
-            && reason.len() < super::super::MAX_REASON_BYTES + 32,
+            && reason.len() < crate::registry::MAX_REASON_BYTES + 32,
         "{} bytes: {:.200}",
         reason.len(),
         reason
     );
-    let failure = super::super::Failure::failed(reason).within(&"x".repeat(2000));
+    let failure = crate::registry::lookup::Failure::failed(reason).within(&"x".repeat(2000));
     assert!(
         failure.reason.starts_with("xxx")
             && failure.reason.ends_with(" bytes more)")
-            && failure.reason.len() < super::super::MAX_REASON_BYTES + 32,
+            && failure.reason.len() < crate::registry::MAX_REASON_BYTES + 32,
         "{} bytes: {:.200}",
         failure.reason.len(),
         failure.reason
@@ -166,7 +168,8 @@ fn a_config_that_is_not_json_is_one_line() {
         let err = facts_of_config(bytes, "sha256:f".to_owned());
         assert!(
             err.as_ref().is_err_and(
-                |err| err.starts_with("image config is not JSON") && !err.contains('\n')
+                |err| err.to_string().starts_with("image config is not JSON")
+                    && !err.to_string().contains('\n')
             ),
             "{err:?}"
         );
@@ -263,7 +266,7 @@ fn what_is_not_a_manifest_says_why_on_one_line() {
         (json!([1, 2, 3]), "not a manifest"),
     ];
     for (document, expected) in cases {
-        let err = read_manifest(document.to_string().as_bytes());
+        let err = read_manifest(document.to_string().as_bytes()).map_err(|err| err.to_string());
         assert!(
             err.as_ref()
                 .is_err_and(|err| err.contains(expected) && !err.contains('\n')),
@@ -289,7 +292,9 @@ fn facts_read_in_full(
                 .map(str::to_owned)
         })
     };
-    let label = section["Labels"][CUDA_LABEL].as_str().map(str::to_owned);
+    let label = section["Labels"][CUDA_VERSION_LABEL]
+        .as_str()
+        .map(str::to_owned);
     (
         env_value(CUDA_VERSION_ENV),
         env_value(REQUIRE_CUDA_ENV),
@@ -329,11 +334,11 @@ mod properties {
             let mut labels = serde_json::Map::new();
             labels.insert(other_label, json!("x"));
             if let Some(label) = &label {
-                labels.insert(CUDA_LABEL.to_owned(), json!(label));
+                labels.insert(CUDA_VERSION_LABEL.to_owned(), json!(label));
             }
             let config = json!({"architecture": "amd64", "config": {"Env": env, "Labels": labels}});
             let facts = facts_of_config(config.to_string().as_bytes(), "sha256:p".to_owned())
-                .map_err(TestCaseError::fail)?;
+                .map_err(|err| TestCaseError::fail(err.to_string()))?;
             let (cuda_version, require_cuda, cuda_label) = facts_read_in_full(&config);
             prop_assert_eq!(facts.cuda_version, cuda_version);
             prop_assert_eq!(facts.require_cuda, require_cuda);
@@ -343,10 +348,11 @@ mod properties {
         /// Any bytes: a manifest or a one-line reason, never a panic.
         #[test]
         fn any_bytes_read_or_say_why_on_one_line(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-            for error in [read_manifest(&bytes).err(), facts_of_config(&bytes, "sha256:p".to_owned()).err()]
-                .into_iter()
-                .flatten()
-            {
+            let errors = [
+                read_manifest(&bytes).err().map(|err| err.to_string()),
+                facts_of_config(&bytes, "sha256:p".to_owned()).err().map(|err| err.to_string()),
+            ];
+            for error in errors.into_iter().flatten() {
                 prop_assert!(!error.contains('\n'), "{}", error);
             }
         }
@@ -365,7 +371,7 @@ fn an_index_of_too_many_entries_is_refused() {
         other => panic!("{other:?}"),
     }
     let refused = read_manifest(index(MAX_INDEX_ENTRIES + 1).as_bytes());
-    let reason = refused.expect_err("more than the bound");
+    let reason = refused.expect_err("more than the bound").to_string();
     assert!(
         reason.contains("an image index of more than 1024 entries"),
         "{reason}"

@@ -1,20 +1,12 @@
 //! `gpu-policy doctor`'s one read of the cluster, into a
 //! [`doctor::Inventory`](Inventory) of plain values: the GPU stack here,
-//! gpu-policy's own install in `install.rs`.
+//! gpu-policy's own install in `install_read.rs`.
 //!
-//! Every list is paged (`inventory_lists::list`, each page held as its text
-//! and read an item at a time into the few fields kept) and bounded by a
-//! number of pages (`LISTS`): a cluster with more objects of a kind is
-//! read in part, and the inventory says so ([`Seen::Truncated`]). A kind
-//! the caller may not read (403) is [`Seen::Forbidden`] with the RBAC to
-//! grant; one the API server does not serve (404) is [`Seen::NotServed`].
-//! Any other error fails the read: the cluster cannot be read.
-//!
-//! What it reads, in this order: Nodes; RuntimeClasses; DaemonSets (all
-//! namespaces), then the pods of those of the device plugin and GPU
-//! Feature Discovery (by their selectors); DeviceClasses and the
-//! ResourceSlices of `gpu.nvidia.com` (a field selector); the Namespaces
-//! labelled `gpu-policy.io/mode` (a label selector); then the install.
+//! Every list is paged and bounded (`list.rs`, [`INVENTORY_PAGES`]): a
+//! cluster with more objects of a kind is read in part, and the inventory
+//! says so ([`Seen::Truncated`]). A kind the caller may not read (403) is
+//! [`Seen::Forbidden`] with the RBAC to grant; one the API server does not
+//! serve (404) is [`Seen::NotServed`]. Any other error fails the read.
 
 use std::collections::BTreeMap;
 
@@ -23,10 +15,10 @@ use kube::api::{GroupVersionKind, ListParams};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::claims::{dra_gvk, served_dra_version};
+use super::dra_watches::{dra_gvk, served_dra_version};
 use super::install_read::read_install;
-use super::inventory_lists::{LISTS, list, seen};
 use super::list::Paged;
+use super::list::{INVENTORY_PAGES, list_kept, seen};
 use crate::doctor::checks::gpu_nodes::is_read_label;
 use crate::doctor::inventory::{
     Component, ComponentPod, DaemonSet, Dra, Inventory, Node, OptedIn, PolicyConfig, RuntimeClass,
@@ -136,7 +128,15 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
         })
     };
     let gvk = GroupVersionKind::gvk("", "v1", "Node");
-    let listed = list(client, &gvk, None, ListParams::default(), LISTS.nodes, keep).await;
+    let listed = list_kept(
+        client,
+        &gvk,
+        None,
+        ListParams::default(),
+        INVENTORY_PAGES.nodes,
+        keep,
+    )
+    .await;
     seen(listed, "list nodes")
 }
 
@@ -156,7 +156,15 @@ async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>
             handler: class.handler,
         })
     };
-    let listed = list(client, &gvk, None, ListParams::default(), LISTS.small, keep).await;
+    let listed = list_kept(
+        client,
+        &gvk,
+        None,
+        ListParams::default(),
+        INVENTORY_PAGES.small,
+        keep,
+    )
+    .await;
     seen(listed, "list runtimeclasses.node.k8s.io")
 }
 
@@ -233,12 +241,12 @@ async fn read_daemon_sets(
         })
     };
     let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
-    let listed = list(
+    let listed = list_kept(
         client,
         &gvk,
         None,
         ListParams::default(),
-        LISTS.daemon_sets,
+        INVENTORY_PAGES.daemon_sets,
         keep,
     )
     .await;
@@ -310,12 +318,12 @@ async fn read_component_pods(
             })
         };
         let params = ListParams::default().labels(&selector.labels);
-        let listed = list(
+        let listed = list_kept(
             client,
             &gvk,
             Some(&selector.namespace),
             params,
-            LISTS.pods,
+            INVENTORY_PAGES.pods,
             keep,
         )
         .await;
@@ -358,12 +366,12 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
             .contains(&class.metadata.name)
             .then_some(class.metadata.name)
     };
-    let listed = list(
+    let listed = list_kept(
         client,
         &dra_gvk(version, "DeviceClass"),
         None,
         ListParams::default(),
-        LISTS.small,
+        INVENTORY_PAGES.small,
         keep,
     )
     .await;
@@ -407,7 +415,7 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
     };
     let params = ListParams::default().fields(&format!("spec.driver={GPU_DRIVER}"));
     let gvk = dra_gvk(version, "ResourceSlice");
-    let listed = list(client, &gvk, None, params, LISTS.slices, keep).await;
+    let listed = list_kept(client, &gvk, None, params, INVENTORY_PAGES.slices, keep).await;
     Ok(
         seen(listed, "list resourceslices.resource.k8s.io")?.map(|slices| Dra {
             gpu_device_classes: classes,
@@ -432,6 +440,6 @@ async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Er
     };
     let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
     let params = ListParams::default().labels(MODE_LABEL);
-    let listed = list(client, &gvk, None, params, LISTS.namespaces, keep).await;
+    let listed = list_kept(client, &gvk, None, params, INVENTORY_PAGES.namespaces, keep).await;
     seen(listed, "list namespaces")
 }

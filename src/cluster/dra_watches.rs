@@ -1,36 +1,21 @@
 //! The Dynamic Resource Allocation caches: ResourceClaims,
-//! ResourceClaimTemplates, DeviceClasses and ResourceSlices of
-//! `resource.k8s.io/v1`, kept lean in the snapshot's
+//! ResourceClaimTemplates, DeviceClasses and the ResourceSlices of
+//! `gpu.nvidia.com`, kept lean in the snapshot's
 //! [`ClaimTables`](crate::policy::dra::tables::ClaimTables) so the webhook
 //! resolves a pod's claims, and judges the devices allocated to them,
-//! without an API call (the cache answers `ClaimFacts` from them:
-//! `cache.rs`).
+//! without an API call.
 //!
 //! Claims and templates are watched in every namespace, not only in the
-//! opted-in ones: a namespace opted in later already has its claims known
-//! (the namespace guard's warning and the first pod admitted there resolve
-//! them at once), and a kept claim is small (its requests' class names,
-//! counts, flags and selectors, and for a ResourceClaim the Pod it was made
-//! for and the devices allocated to it: about 350 bytes for a one-request
-//! claim, 700 once made for a pod and allocated, so 10,000 claims stay
-//! within a few MB). Which device classes hand out GPUs is decided when a
-//! claim is read, with the settings in force.
+//! opted-in ones: a namespace opted in later already has its claims known,
+//! and a kept claim is small (about 350 bytes for a one-request claim, 700
+//! once made for a pod and allocated, so 10,000 claims stay within a few
+//! MB).
 //!
-//! A claim's `status` comes with the watch's objects: the allocation is
-//! known once the scheduler writes it. ResourceSlices are watched for the
-//! version attributes of the devices of `gpu.nvidia.com` (one slice per
-//! node, usually); the slices of other drivers are dropped on arrival.
-//!
-//! The version read is the newest of [`DRA_VERSIONS`] the API server serves
-//! (`resource.k8s.io/v1` from Kubernetes 1.34; `v1beta2` or `v1beta1` in
-//! 1.32 and 1.33 with DRA turned on), asked once of its discovery
-//! (`GET /apis/resource.k8s.io`); the policy reads the flat `v1beta1`
-//! requests as it reads `exactly`. A cluster that serves none of them
-//! (DRA off) answers 404: the four sources are then synced and empty, said
-//! once in an info line and by the `cluster_cache_watched` metric, and every
-//! claim stays unknown (the pod is warned, its claimed containers stay
-//! pinned, it is never denied for it). A restart finds DRA once it is
-//! served.
+//! The version read is the newest of [`DRA_VERSIONS`] the API server
+//! serves, asked once of its discovery. A cluster that serves none of
+//! them (DRA off) answers 404: the four sources are then synced and empty,
+//! and every claim stays unknown (the pod is warned, its claimed
+//! containers stay pinned, it is never denied for it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +27,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use super::api_status::is_not_served;
 use super::cache::{ClusterCache, Source};
 use super::list::{Paged, Pages, list_pages};
 use super::watch::{FirstList, Owns, fold, mirror};
@@ -62,11 +48,6 @@ pub const DRA_VERSIONS: [&str; 3] = ["v1", "v1beta2", "v1beta1"];
 /// The kind `kind` of `resource.k8s.io/<version>`.
 pub fn dra_gvk(version: &str, kind: &str) -> GroupVersionKind {
     GroupVersionKind::gvk(DRA_GROUP, version, kind)
-}
-
-/// The API server does not serve the resource asked for.
-pub fn is_not_served(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
 /// The newest of [`DRA_VERSIONS`] the API server serves, from one read of

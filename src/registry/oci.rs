@@ -2,23 +2,95 @@
 //! an image config. They keep only what the lookup uses and skip the rest
 //! without allocating it, so a document within the read bound costs about
 //! its own size in memory, however it is shaped (a config of a million
-//! tiny env entries, an index of annotations). What they keep is bounded
-//! too: a CUDA value longer than [`MAX_VALUE_BYTES`] is kept as its
-//! length only. Pure functions of bytes.
+//! tiny env entries, an index of annotations).
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{ImageConfigFacts, OversizedValue, error_text};
+use super::lookup::error_text;
+use crate::cuda::needs::{CUDA_VERSION_ENV, CUDA_VERSION_LABEL, REQUIRE_CUDA_ENV};
+use crate::policy::message::thousands;
 
-/// The env of the CUDA version the image is built on.
-pub const CUDA_VERSION_ENV: &str = "CUDA_VERSION";
-/// The env the NVIDIA Container Toolkit checks the node's driver against.
-pub const REQUIRE_CUDA_ENV: &str = "NVIDIA_REQUIRE_CUDA";
-/// The label of the CUDA version, on NVIDIA's images.
-pub const CUDA_LABEL: &str = "com.nvidia.cuda.version";
+/// What the policy reads of an image's config, as written there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ImageConfigFacts {
+    pub cuda_version: Option<String>,
+    pub require_cuda: Option<String>,
+    pub cuda_label: Option<String>,
+    /// The digest the reference names: the image index's when the tag
+    /// names an index, else the image manifest's.
+    pub digest: String,
+    /// A value longer than [`MAX_VALUE_BYTES`], not kept: the config's
+    /// CUDA values cannot be used (cut, a requirement would say something
+    /// else).
+    pub oversized: Option<OversizedValue>,
+}
+
+/// A CUDA env or label of an image config longer than a value may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OversizedValue {
+    /// The env or label (`NVIDIA_REQUIRE_CUDA`).
+    pub name: &'static str,
+    pub bytes: usize,
+}
+
+impl fmt::Display for OversizedValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is {} bytes long, more than the {} KiB an image config value may be",
+            self.name,
+            thousands(self.bytes),
+            MAX_VALUE_BYTES >> 10
+        )
+    }
+}
+
+#[cfg(test)]
+impl ImageConfigFacts {
+    /// An image config for tests: its CUDA env, requirement and label.
+    pub fn of(
+        cuda: Option<&str>,
+        require: Option<&str>,
+        label: Option<&str>,
+    ) -> std::sync::Arc<ImageConfigFacts> {
+        std::sync::Arc::new(ImageConfigFacts {
+            cuda_version: cuda.map(str::to_owned),
+            require_cuda: require.map(str::to_owned),
+            cuda_label: label.map(str::to_owned),
+            digest: "sha256:00".to_owned(),
+            oversized: None,
+        })
+    }
+
+    /// The `NVIDIA_REQUIRE_CUDA` of `nvidia/cuda:12.8.1`'s config: 30 brand
+    /// and driver alternatives, some 1 KB, an ordinary long requirement.
+    pub fn cuda_12_8_requirement() -> String {
+        let mut require = "cuda>=12.8".to_owned();
+        for driver in [470, 535, 550] {
+            for brand in [
+                "unknown",
+                "grid",
+                "tesla",
+                "nvidia",
+                "quadro",
+                "quadrortx",
+                "nvidiartx",
+                "vapps",
+                "vpc",
+                "vcs",
+            ] {
+                require.push_str(&format!(
+                    " brand={brand},driver>={driver},driver<{}",
+                    driver + 1
+                ));
+            }
+        }
+        require
+    }
+}
 
 /// The longest CUDA env value or label kept from an image config, in
 /// bytes. The longest real one is `NVIDIA_REQUIRE_CUDA`: some 1 KB on the
@@ -117,8 +189,8 @@ struct ManifestDocument {
     media_type: Option<String>,
     #[serde(default)]
     config: Option<Descriptor>,
-    #[serde(default, deserialize_with = "bounded_entries")]
-    manifests: Option<Vec<IndexEntry>>,
+    #[serde(default)]
+    manifests: Option<BoundedEntries>,
 }
 
 /// The most entries an image index may have. Real ones have a few dozen
@@ -127,76 +199,80 @@ struct ManifestDocument {
 /// size.
 pub const MAX_INDEX_ENTRIES: usize = 1024;
 
-fn bounded_entries<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Vec<IndexEntry>>, D::Error> {
-    struct EntriesVisitor;
-    impl<'de> Visitor<'de> for EntriesVisitor {
-        type Value = Option<Vec<IndexEntry>>;
+/// An index's entries, at most [`MAX_INDEX_ENTRIES`].
+struct BoundedEntries(Vec<IndexEntry>);
 
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a list of index entries, or null")
-        }
+impl<'de> Deserialize<'de> for BoundedEntries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor;
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = BoundedEntries;
 
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
-            inner.deserialize_seq(self)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut entries = Vec::new();
-            while let Some(entry) = seq.next_element::<IndexEntry>()? {
-                if entries.len() == MAX_INDEX_ENTRIES {
-                    return Err(de::Error::custom(format!(
-                        "an image index of more than {MAX_INDEX_ENTRIES} entries"
-                    )));
-                }
-                entries.push(entry);
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of index entries, or null")
             }
-            Ok(Some(entries))
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = seq.next_element::<IndexEntry>()? {
+                    if entries.len() == MAX_INDEX_ENTRIES {
+                        return Err(de::Error::custom(format!(
+                            "an image index of more than {MAX_INDEX_ENTRIES} entries"
+                        )));
+                    }
+                    entries.push(entry);
+                }
+                Ok(BoundedEntries(entries))
+            }
         }
+        deserializer.deserialize_seq(EntriesVisitor)
     }
-    deserializer.deserialize_option(EntriesVisitor)
 }
 
-/// Reads a manifest or an index (schema version 2). The error is one line.
-pub fn read_manifest(bytes: &[u8]) -> Result<Manifest, String> {
+/// Why a registry's document cannot be read. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    #[error("not a manifest: {0}")]
+    NotManifest(String),
+    #[error("schema version {0} is not supported")]
+    SchemaVersion(i64),
+    #[error("media type {0:?} is not an image manifest or index")]
+    MediaType(String),
+    #[error("an image index without \"manifests\"")]
+    IndexWithoutManifests,
+    #[error("an image manifest without \"config\"")]
+    ManifestWithoutConfig,
+    #[error("image config is not JSON: {0}")]
+    ConfigNotJson(String),
+}
+
+/// Reads a manifest or an index (schema version 2).
+pub fn read_manifest(bytes: &[u8]) -> Result<Manifest, DocumentError> {
     let document: ManifestDocument = serde_json::from_slice(bytes)
-        .map_err(|err| format!("not a manifest: {}", error_text(&err)))?;
+        .map_err(|err| DocumentError::NotManifest(error_text(&err)))?;
     match document.schema_version {
         Some(2) => {}
-        Some(other) => return Err(format!("schema version {other} is not supported")),
-        None => return Err("not a manifest: no schemaVersion".to_owned()),
+        Some(other) => return Err(DocumentError::SchemaVersion(other)),
+        None => return Err(DocumentError::NotManifest("no schemaVersion".to_owned())),
     }
-    let media_type = document.media_type.as_deref();
-    let is_index = match media_type {
+    let is_index = match document.media_type.as_deref() {
         Some(kind) if INDEX_TYPES.contains(&kind) => true,
         Some(kind) if IMAGE_TYPES.contains(&kind) => false,
-        Some(kind) => {
-            let kind: String = kind.chars().take(100).collect();
-            return Err(format!(
-                "media type {kind:?} is not an image manifest or index"
-            ));
-        }
+        Some(kind) => return Err(DocumentError::MediaType(kind.chars().take(100).collect())),
         // The OCI types may leave mediaType out: the fields tell.
         None => document.manifests.is_some() && document.config.is_none(),
     };
     if is_index {
         let manifests = document
             .manifests
-            .ok_or("an image index without \"manifests\"")?;
-        Ok(Manifest::Index { manifests })
+            .ok_or(DocumentError::IndexWithoutManifests)?;
+        Ok(Manifest::Index {
+            manifests: manifests.0,
+        })
     } else {
         let config = document
             .config
-            .ok_or("an image manifest without \"config\"")?;
+            .ok_or(DocumentError::ManifestWithoutConfig)?;
         Ok(Manifest::Image { config })
     }
 }
@@ -211,9 +287,9 @@ struct ConfigFile {
 #[derive(Deserialize)]
 struct ConfigSection {
     #[serde(rename = "Env", default)]
-    env: CudaEnv,
+    env: Option<CudaEnv>,
     #[serde(rename = "Labels", default)]
-    labels: CudaLabel,
+    labels: Option<CudaLabel>,
 }
 
 /// The two CUDA envs of an `Env` list, the last definition of each (as in
@@ -234,18 +310,6 @@ impl<'de> Deserialize<'de> for CudaEnv {
                 f.write_str("a list of NAME=value strings, or null")
             }
 
-            fn visit_unit<E: de::Error>(self) -> Result<CudaEnv, E> {
-                Ok(CudaEnv::default())
-            }
-
-            fn visit_none<E: de::Error>(self) -> Result<CudaEnv, E> {
-                Ok(CudaEnv::default())
-            }
-
-            fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<CudaEnv, D::Error> {
-                inner.deserialize_any(self)
-            }
-
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CudaEnv, A::Error> {
                 let mut env = CudaEnv::default();
                 while let Some(entry) = seq.next_element::<String>()? {
@@ -261,12 +325,11 @@ impl<'de> Deserialize<'de> for CudaEnv {
                 Ok(env)
             }
         }
-        deserializer.deserialize_option(EnvVisitor)
+        deserializer.deserialize_seq(EnvVisitor)
     }
 }
 
 /// The CUDA label of a `Labels` map; the other labels are skipped.
-#[derive(Default)]
 struct CudaLabel(Option<Kept>);
 
 impl<'de> Deserialize<'de> for CudaLabel {
@@ -279,22 +342,10 @@ impl<'de> Deserialize<'de> for CudaLabel {
                 f.write_str("a map of labels, or null")
             }
 
-            fn visit_unit<E: de::Error>(self) -> Result<CudaLabel, E> {
-                Ok(CudaLabel(None))
-            }
-
-            fn visit_none<E: de::Error>(self) -> Result<CudaLabel, E> {
-                Ok(CudaLabel(None))
-            }
-
-            fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<CudaLabel, D::Error> {
-                inner.deserialize_any(self)
-            }
-
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CudaLabel, A::Error> {
                 let mut label = None;
                 while let Some(key) = map.next_key::<String>()? {
-                    if key == CUDA_LABEL {
+                    if key == CUDA_VERSION_LABEL {
                         label = Some(Kept::of(&map.next_value::<String>()?));
                     } else {
                         map.next_value::<IgnoredAny>()?;
@@ -303,22 +354,25 @@ impl<'de> Deserialize<'de> for CudaLabel {
                 Ok(CudaLabel(label))
             }
         }
-        deserializer.deserialize_option(LabelsVisitor)
+        deserializer.deserialize_map(LabelsVisitor)
     }
 }
 
 /// What an image config says of CUDA; `digest` is the reference's. A
 /// value too long to keep leaves the three unknown, and says which it was.
-pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts, String> {
+pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts, DocumentError> {
     let config: ConfigFile = serde_json::from_slice(bytes)
-        .map_err(|err| format!("image config is not JSON: {}", error_text(&err)))?;
+        .map_err(|err| DocumentError::ConfigNotJson(error_text(&err)))?;
     let (env, label) = match config.config {
-        Some(section) => (section.env, section.labels.0),
+        Some(section) => (
+            section.env.unwrap_or_default(),
+            section.labels.and_then(|labels| labels.0),
+        ),
         None => (CudaEnv::default(), None),
     };
     let values = Kept::text(env.cuda_version, CUDA_VERSION_ENV).and_then(|cuda_version| {
         let require_cuda = Kept::text(env.require_cuda, REQUIRE_CUDA_ENV)?;
-        let cuda_label = Kept::text(label, CUDA_LABEL)?;
+        let cuda_label = Kept::text(label, CUDA_VERSION_LABEL)?;
         Ok((cuda_version, require_cuda, cuda_label))
     });
     Ok(match values {

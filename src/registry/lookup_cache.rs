@@ -9,13 +9,15 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::mem::size_of;
 use std::num::NonZeroUsize;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
 use oci_client::Reference;
 
-use super::{Failure, ImageConfigFacts, Platform};
+use super::lookup::Failure;
+use super::oci::ImageConfigFacts;
+use super::platform::Platform;
 
 /// A lookup: the image reference as oci-client normalises it
 /// (`docker.io/library/ubuntu:latest`) and the platform.
@@ -116,6 +118,12 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
     }
 }
 
+/// The guard of `mutex`, poisoned or not: every critical section leaves
+/// the caches whole.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The heap bytes of a string as kept: its length (a kept string's
 /// capacity is its length, or close to it).
 pub(super) fn string_bytes(value: &str) -> usize {
@@ -160,12 +168,6 @@ impl CacheBytes {
         facts: 4 << 20,
         failures: 512 << 10,
     };
-}
-
-impl Default for CacheBytes {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
 }
 
 /// An image reference as the pod spells it, parsed once: parsing takes

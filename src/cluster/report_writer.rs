@@ -1,25 +1,10 @@
-//! Writing `audit`'s policy reports into the cluster (`audit
-//! --write-reports`): which report API the cluster serves, a server-side
-//! apply of each report, and the deletion of the reports gpu-policy wrote
-//! before that this run no longer has.
-//!
-//! Reads and writes only the report kinds of one API
-//! (`crate::reports::ReportApi`): a list of the namespaced kind to tell
-//! whether the API is served (404: its CRD is not installed, as
-//! `claims.rs` probes `resource.k8s.io/v1`), then `PATCH` with
-//! `application/apply-patch+yaml` (field manager
-//! [`FIELD_MANAGER`], forced: gpu-policy owns its reports whole, so a
-//! report is rewritten whole and the results of objects that are gone
-//! disappear), then a list of the reports labelled
-//! `app.kubernetes.io/managed-by=gpu-policy` and a `DELETE` of each one
-//! not written this run. The RBAC it needs: `get`, `list`, `create`,
-//! `patch` and `delete` on the API's two report kinds.
-//!
-//! What is deleted stays within what was audited: with one namespace
-//! ([`Cleanup::Namespace`]) that namespace's report only; otherwise
-//! ([`Cleanup::Everywhere`]) every managed report of the API, the
-//! cluster-scoped one included (its kind is skipped when not served).
-//! Reports written in the other API are never touched.
+//! Writing policy reports into the cluster (`audit --write-reports`,
+//! `doctor --write-report`): which report API the cluster serves (a list
+//! of the kind; 404: its CRD is not installed), a server-side apply of
+//! each report (field manager [`FIELD_MANAGER`], forced: gpu-policy owns
+//! its reports whole), and the deletion of the managed reports this run no
+//! longer has, within what was audited ([`Cleanup`]). Reports written in
+//! the other API are never touched.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -29,7 +14,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 
-use super::claims::is_not_served;
+use super::api_status::is_not_served;
 use crate::reports::{
     FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, REPORT_NAME, Report, ReportApi, ReportScope,
     Summary,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::registry::Lookup;
+use crate::registry::lookup::Lookup;
 
 /// Every result a lookup reports is one of the label's values, and a
 /// word outside the lists is counted as `other`.
