@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use kube::api::GroupVersionKind;
 
 use super::check::render_text;
