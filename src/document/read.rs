@@ -409,4 +409,4 @@ impl<P> Builder<'_, '_, '_, P> {
 /// `Cow<str>` is always copied).
 #[derive(serde::Deserialize)]
 #[serde(transparent)]
-struct Key<'de>(#[serde(borrow)] Cow<'de, str>);
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);

@@ -192,7 +192,7 @@ fn default_gpu_resources(#[case] name: &str, #[case] expected: bool) {
 #[case("a.c", "abc", false)]
 #[case("a*", "a\nb", true)]
 fn resource_patterns(#[case] pattern: &str, #[case] name: &str, #[case] expected: bool) {
-    let patterns = resource_patterns(&[pattern.to_owned()]).expect("compiles");
+    let patterns = super::resource_patterns(&[pattern.to_owned()]).expect("compiles");
     assert_eq!(patterns.is_match(name), expected);
 }
 
