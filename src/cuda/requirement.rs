@@ -416,9 +416,6 @@ impl DriverFloor {
             .iter()
             .flat_map(|a| other.atoms.iter().filter_map(move |b| a.and(b)))
             .collect();
-        if atoms.is_empty() {
-            return None;
-        }
         Self::from_atoms(atoms)
     }
 
