@@ -1,8 +1,6 @@
 //! Durations as text, in Go's notation (`time.ParseDuration` without a
-//! sign): one or more `<number><unit>`, `10s`, `500ms`, `1m30s`. The one
-//! reader of them: the API server's `timeout` query parameter takes every
-//! unit, the config file's `imageResolution.timeout` one number of `s` or
-//! `ms`. Imports nothing of ours.
+//! sign): one or more `<number><unit>`, `10s`, `500ms`, `1m30s`, as the API
+//! server writes its `timeout` query parameter.
 
 use std::time::Duration;
 
@@ -50,8 +48,7 @@ struct Component<'a> {
     nanos: u64,
 }
 
-/// The `<number><unit>` at the start of `rest`, which is moved past it;
-/// `None` when there is none.
+/// The `<number><unit>` at the start of `rest`, which is moved past it.
 fn next_component<'a>(rest: &mut &'a str) -> Option<Component<'a>> {
     let digits = rest
         .find(|c: char| !c.is_ascii_digit() && c != '.')

@@ -1,6 +1,6 @@
 //! The Kubernetes releases gpu-policy supports, and what each serves of
 //! the APIs the install uses: the one table `manifests --kube-version`,
-//! the chart and the compatibility docs read. Imports nothing of ours.
+//! the chart and the compatibility docs read.
 //!
 //! - Admission webhooks with `matchConditions`: every supported release
 //!   (GA in 1.30).

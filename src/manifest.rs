@@ -43,7 +43,7 @@ pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, Lo
                 })?;
             // YAML is read as such whatever its style: flow mappings and
             // JSON documents separated by `---` are YAML too.
-            parse_into(&text, STDIN, false, &mut documents)?;
+            documents.extend(parse(&text, STDIN, false)?);
             continue;
         }
         let metadata = std::fs::metadata(path).map_err(|source| LoadError::Read {
@@ -62,40 +62,28 @@ pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, Lo
                 source,
             })?;
             let json = file.extension().is_some_and(|e| e == "json");
-            parse_into(&text, &shown, json, &mut documents)?;
+            documents.extend(parse(&text, &shown, json)?);
         }
     }
     Ok(documents)
 }
 
+/// Symlinked folders are not followed (a link to a parent would list the
+/// same manifests again and again); symlinked files are read.
 fn manifest_files(folder: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let mut found = Vec::new();
-    let mut pending = vec![folder.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::Read {
-            path: dir.display().to_string(),
-            source,
+    for entry in walkdir::WalkDir::new(folder) {
+        let entry = entry.map_err(|err| LoadError::Read {
+            path: err.path().unwrap_or(folder).display().to_string(),
+            source: err.into(),
         })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| LoadError::Read {
-                path: dir.display().to_string(),
-                source,
-            })?;
-            let path = entry.path();
-            // Symlinked folders are not followed: a link to a parent would
-            // list the same manifests again and again.
-            let is_real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if is_real_dir {
-                pending.push(path);
-            } else if path.is_dir() {
-                continue;
-            } else if path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-            {
-                found.push(path);
-            }
+        let path = entry.into_path();
+        let manifest = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if manifest && !path.is_dir() {
+            found.push(path);
         }
     }
     found.sort();
@@ -104,17 +92,6 @@ fn manifest_files(folder: &Path) -> Result<Vec<PathBuf>, LoadError> {
 
 /// Parses one file's text: JSON, or multi-document YAML.
 pub fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, LoadError> {
-    let mut documents = Vec::new();
-    parse_into(text, source, json, &mut documents)?;
-    Ok(documents)
-}
-
-fn parse_into(
-    text: &str,
-    source: &str,
-    json: bool,
-    documents: &mut Vec<Document>,
-) -> Result<(), LoadError> {
     let parse_error = |message: String| LoadError::Parse {
         path: source.to_owned(),
         message,
@@ -132,10 +109,11 @@ fn parse_into(
         serde_saphyr::from_multiple(text)
             .map_err(|err| parse_error(format!("invalid YAML: {}", one_line(&err.to_string()))))?
     };
+    let mut documents = Vec::new();
     for (index, value) in values.into_iter().enumerate() {
-        flatten(value, source, index, documents)?;
+        flatten(value, source, index, &mut documents)?;
     }
-    Ok(())
+    Ok(documents)
 }
 
 /// Splits lists (`kind: List`, `PodList`, or a JSON array) into their items;

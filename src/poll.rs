@@ -24,7 +24,6 @@ pub fn ticker(every: Duration) -> Interval {
 /// What one poll of [`poll_bytes`] found.
 #[derive(Debug)]
 pub enum Polled<'a, B, E> {
-    /// Bytes that differ from the last ones seen.
     Changed(&'a B),
     /// The source could not be read; the last bytes seen stay.
     Failed(E),

@@ -1,25 +1,22 @@
 //! The cluster-wide policy configuration (`--config FILE`) and the
 //! per-namespace settings derived from it.
 //!
-//! Every field has a default, so no file is needed. Namespace annotations may
-//! only tighten what the file says: a looser or unreadable value is ignored
-//! and reported as a notice, never an error, because the namespace owner must
-//! not be able to break admission for their own namespace by a typo.
+//! Every field has a default, so no file is needed. Namespace annotations
+//! may only tighten what the file says: a looser or unreadable value is
+//! ignored with a notice, never an error, so that a namespace owner's typo
+//! cannot break admission in their namespace.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 
 mod allowlist;
-mod compute_affinity;
-mod error;
 mod image_table;
 mod registries;
 mod sharing;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
-pub use compute_affinity::{ComputeAffinity, WhenNodesUnlabelled};
-pub use error::ConfigError;
 pub use image_table::{
     ImageEntry, ImageResolution, ImageRule, ImageTable, MAX_TIMEOUT, ResolutionMode,
 };
@@ -78,6 +75,42 @@ pub struct Config {
     pub dra_compute_affinity: DraComputeAffinity,
     /// R4 when no GPU node carries the labels its node affinity names.
     pub compute_affinity: ComputeAffinity,
+}
+
+/// Why a configuration could not be read, parsed or accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config: {0}")]
+    Invalid(String),
+}
+
+/// `computeAffinity`: R4's node affinity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ComputeAffinity {
+    pub when_nodes_unlabelled: WhenNodesUnlabelled,
+}
+
+/// What R4 does with a floor (compute capability, or driver) when nodes
+/// offer GPUs and none of them carries GPU Feature Discovery's labels for
+/// it: an affinity on those labels is one no node can meet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenNodesUnlabelled {
+    /// The floor is not written, and the pod is warned that it is not
+    /// enforced.
+    #[default]
+    Skip,
+    /// The floor is written all the same, and the pod is warned that no
+    /// node can meet it.
+    Require,
 }
 
 /// Where R4 puts the compute and driver floors of GPU containers whose GPUs
@@ -165,44 +198,20 @@ impl Default for Config {
     }
 }
 
-/// A resource-name pattern with `*` wildcards.
-#[derive(Debug, Clone)]
-struct ResourcePattern {
-    parts: Vec<String>,
-}
-
-impl ResourcePattern {
-    fn new(pattern: &str) -> Self {
-        Self {
-            parts: pattern.split('*').map(str::to_owned).collect(),
-        }
-    }
-
-    fn matches(&self, name: &str) -> bool {
-        let Some((first, rest)) = self.parts.split_first() else {
-            return false;
-        };
-        let Some(mut remaining) = name.strip_prefix(first.as_str()) else {
-            return false;
-        };
-        let Some((last, middle)) = rest.split_last() else {
-            return remaining.is_empty();
-        };
-        for part in middle {
-            match remaining.find(part.as_str()) {
-                Some(at) => remaining = &remaining[at + part.len()..],
-                None => return false,
-            }
-        }
-        remaining.len() >= last.len() && remaining.ends_with(last.as_str())
-    }
+/// The `gpuResources` patterns as one set: `*` matches any run of
+/// characters, anything else itself.
+fn resource_patterns(patterns: &[String]) -> Result<RegexSet, regex::Error> {
+    RegexSet::new(patterns.iter().map(|pattern| {
+        let parts: Vec<String> = pattern.split('*').map(regex::escape).collect();
+        format!("(?s)^{}$", parts.join(".*"))
+    }))
 }
 
 /// The validated, compiled configuration the rules read.
 #[derive(Debug, Clone)]
 pub struct Settings {
     config: Config,
-    resource_patterns: Vec<ResourcePattern>,
+    resource_patterns: RegexSet,
     image_table: ImageTable,
     image_timeout: std::time::Duration,
 }
@@ -259,11 +268,10 @@ impl Settings {
         let (image_table, image_timeout) = config
             .image_resolution
             .compile(&config.image_compute_capabilities)?;
-        let resource_patterns = config
-            .gpu_resources
-            .iter()
-            .map(|p| ResourcePattern::new(p))
-            .collect();
+        let resource_patterns = resource_patterns(&config.gpu_resources).map_err(|err| {
+            let message = crate::manifest::one_line(&err.to_string());
+            ConfigError::Invalid(format!("gpuResources: {message}"))
+        })?;
         Ok(Self {
             config,
             resource_patterns,
@@ -299,8 +307,7 @@ impl Settings {
     /// A resource counted in cards. HAMi's share values never are, even
     /// when a pattern of `gpuResources` matches them.
     pub fn is_gpu_resource(&self, name: &str) -> bool {
-        !self.config.gpu_sharing.is_share_resource(name)
-            && self.resource_patterns.iter().any(|p| p.matches(name))
+        !self.config.gpu_sharing.is_share_resource(name) && self.resource_patterns.is_match(name)
     }
 
     /// A HAMi share resource (`nvidia.com/gpumem`, ...), when HAMi is on.

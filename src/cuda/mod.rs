@@ -1,10 +1,7 @@
 //! What GPUs and CUDA images are, as values: a compute capability, a CUDA
 //! version, the NVIDIA Container Toolkit's requirement language, and what
-//! an image needs of a node.
-//!
-//! The bottom of the layering: the configuration (`settings`) is written
-//! in these words, and the policy, the registry client and the output read
-//! them. Nothing here knows of pods, requests or the cluster.
+//! an image needs of a node. Nothing here knows of pods, requests or the
+//! cluster.
 
 pub mod needs;
 pub mod requirement;
@@ -45,19 +42,30 @@ impl FromStr for ComputeCapability {
     type Err = ComputeCapabilityError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ComputeCapabilityError(s.to_owned());
-        let (major, minor) = match s.split_once('.') {
-            Some((major, minor)) => (major, minor),
-            None => (s, "0"),
-        };
-        let number = |part: &str| -> Result<u32, ComputeCapabilityError> {
-            if part.is_empty() || part.len() > 3 || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err());
-            }
-            part.parse().map_err(|_| err())
-        };
-        Ok(Self::new(number(major)?, number(minor)?))
+        match numbers(s, 2, 3) {
+            Some([major, minor, _]) => Ok(Self::new(major, minor)),
+            None => Err(ComputeCapabilityError(s.to_owned())),
+        }
     }
+}
+
+/// Up to `parts` dot-separated numbers of at most `digits` digits each:
+/// the first three, 0 for those absent.
+fn numbers(text: &str, parts: usize, digits: usize) -> Option<[u32; 3]> {
+    let mut values = [0; 3];
+    for (index, field) in text.split('.').enumerate() {
+        if index >= parts
+            || field.is_empty()
+            || field.len() > digits
+            || !field.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        if let Some(value) = values.get_mut(index) {
+            *value = field.parse().ok()?;
+        }
+    }
+    Some(values)
 }
 
 /// A version as text, written either as text (`"8.0"`) or as a YAML number
@@ -84,8 +92,7 @@ impl Serialize for ComputeCapability {
 }
 
 impl<'de> Deserialize<'de> for ComputeCapability {
-    /// Accepts `"8.0"` and also an unquoted YAML number (`7.5`), which YAML
-    /// reads as a float.
+    /// Accepts `"8.0"` and an unquoted YAML number (`7.5`).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         version_text(deserializer)?
             .parse()

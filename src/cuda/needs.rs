@@ -1,19 +1,6 @@
-//! What a container image needs of a GPU node, as a value.
-//!
-//! Two sources fill it: the image table of the configuration (an entry gives
-//! a CUDA version, a minimum compute capability, and optionally the image's
-//! `NVIDIA_REQUIRE_CUDA`), and the image's own config in its registry, read
-//! by [`ImageNeeds::from_image_config`]: the env `CUDA_VERSION` and
-//! `NVIDIA_REQUIRE_CUDA` (what the NVIDIA Container Toolkit checks when the
-//! container starts), `NVIDIA_DISABLE_REQUIRE`, and the label
-//! `com.nvidia.cuda.version` when `CUDA_VERSION` is absent.
-//!
-//! What R4 makes of it: the compute floor of the CUDA version (CUDA 13
-//! needs compute capability 7.5, CUDA 12 needs 5.0, CUDA 11 needs 3.5),
-//! raised by an explicit minimum; and a driver floor, from the declared
-//! requirement, else `cuda>=X.Y` for an image built on CUDA X.Y.
-//!
-//! Where registry answers enter the policy: `policy::images::ImageFacts`.
+//! What a container image needs of a GPU node, as a value: from the image
+//! table of the configuration, or from the image's own config in its
+//! registry ([`ImageNeeds::from_image_config`]).
 
 use super::ComputeCapability;
 use super::requirement::{CudaVersion, DriverFloor, Requirement, RequirementError};
@@ -68,7 +55,10 @@ fn is_true(value: &str) -> bool {
 
 impl ImageNeeds {
     /// From an image config's `Env` (`NAME=value` strings, the last one of a
-    /// name wins, as in a container) and `Labels`.
+    /// name wins, as in a container) and `Labels`: `CUDA_VERSION` (else the
+    /// label `com.nvidia.cuda.version`), `NVIDIA_REQUIRE_CUDA` (what the
+    /// NVIDIA Container Toolkit checks when the container starts) and
+    /// `NVIDIA_DISABLE_REQUIRE`.
     pub fn from_image_config<'a>(
         env: impl IntoIterator<Item = &'a str>,
         labels: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -92,11 +82,9 @@ impl ImageNeeds {
             .filter(|(name, _)| *name == CUDA_VERSION_LABEL)
             .map(|(_, value)| value)
             .last();
-        let cuda = match (cuda_env, label) {
-            (Some(value), _) => Some((CUDA_VERSION_ENV, value)),
-            (None, Some(value)) => Some((CUDA_VERSION_LABEL, value)),
-            (None, None) => None,
-        };
+        let cuda = cuda_env
+            .map(|value| (CUDA_VERSION_ENV, value))
+            .or(label.map(|value| (CUDA_VERSION_LABEL, value)));
         let cuda = match cuda {
             Some((name, value)) if !value.trim().is_empty() => {
                 Some(value.parse().map_err(|_| ImageConfigError::CudaVersion {
@@ -118,8 +106,7 @@ impl ImageNeeds {
         })
     }
 
-    /// What it holds on the heap (its requirement's text and
-    /// alternatives), for caches that count what they keep.
+    /// What it holds on the heap, for caches that count what they keep.
     pub fn heap_bytes(&self) -> usize {
         self.require_cuda
             .as_ref()

@@ -15,7 +15,7 @@
 //! supports (`nvidia.com/cuda.runtime-version.major` / `.minor`) and its
 //! driver version (`nvidia.com/cuda.driver-version.major` / `.minor`), or the
 //! older names `nvidia.com/cuda.runtime.*` and `nvidia.com/cuda.driver.*`.
-//! [`DriverFloor`] is what a requirement says in those terms:
+//! [`DriverFloor`] is a requirement in those terms:
 //!
 //! - `cuda` and `driver` bounds are expressed on the labels;
 //! - `brand` is not on any label: an alternative that names a brand is kept
@@ -36,22 +36,21 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use crate::cuda::version_text;
+use crate::cuda::{numbers, version_text};
 
 /// GFD's labels for the CUDA version the driver supports and the driver
-/// version, current names.
+/// version.
 pub const RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime-version.major";
 pub const RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime-version.minor";
 pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver-version.major";
 pub const DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver-version.minor";
-/// The same, as older GFD releases name them (current ones publish both).
+/// The same, as older GFD releases name them.
 pub const OLD_RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime.major";
 pub const OLD_RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime.minor";
 pub const OLD_DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver.major";
 pub const OLD_DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver.minor";
 
-/// The highest CUDA floor every supported driver meets (see the module
-/// comment).
+/// The highest CUDA floor every supported driver meets.
 const ALWAYS_MET: CudaVersion = CudaVersion::new(9, 0);
 
 /// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC images'
@@ -78,35 +77,12 @@ impl fmt::Display for CudaVersion {
 #[error("{0:?} is not a CUDA version (expected MAJOR.MINOR, e.g. \"13.1\")")]
 pub struct CudaVersionError(String);
 
-/// Up to four dot-separated numbers; returns the first two (minor 0 when
-/// absent).
-fn numbers(text: &str, parts: usize) -> Option<(u32, u32, u32)> {
-    let mut fields = text.split('.');
-    let mut values = [0u32; 3];
-    let mut count = 0;
-    for field in fields.by_ref() {
-        if field.is_empty() || field.len() > 6 || !field.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let value: u32 = field.parse().ok()?;
-        if count < 3 {
-            values[count] = value;
-        }
-        count += 1;
-        if count > parts {
-            return None;
-        }
-    }
-    (count > 0).then_some((values[0], values[1], values[2]))
-}
-
 impl FromStr for CudaVersion {
     type Err = CudaVersionError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let text = s.trim();
-        match numbers(text, 4) {
-            Some((major, minor, _)) => Ok(Self::new(major, minor)),
+        match numbers(s.trim(), 4, 6) {
+            Some([major, minor, _]) => Ok(Self::new(major, minor)),
             None => Err(CudaVersionError(s.to_owned())),
         }
     }
@@ -134,27 +110,12 @@ struct DriverVersion {
     minor: u32,
 }
 
-/// One `name op value` constraint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Constraint {
-    /// `cuda>=X.Y` (or `>`): the driver supports at least this CUDA version.
-    CudaAtLeast(CudaVersion),
-    /// `driver>=A.B` (or `>`).
-    DriverAtLeast(DriverVersion),
-    /// `driver<A.B` (or `<=`): the first version that is too new.
-    DriverBelow(DriverVersion),
-    /// `brand=...` of a brand forward compatibility holds for; unchecked.
-    Brand,
-    /// Something node labels cannot say; its alternative is dropped.
-    Inexpressible,
-}
-
-/// An `NVIDIA_REQUIRE_CUDA` value, parsed. Alternatives are ORed, the
-/// constraints of one alternative ANDed.
+/// An `NVIDIA_REQUIRE_CUDA` value, parsed: its alternatives (ORed) that
+/// node labels can say, each as an atom (its constraints ANDed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
     text: String,
-    alternatives: Vec<Vec<Constraint>>,
+    alternatives: Vec<Atom>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,16 +135,19 @@ impl FromStr for Requirement {
             text: s.chars().take(200).collect(),
             reason,
         };
+        if s.split_ascii_whitespace().next().is_none() {
+            return Err(err("empty".to_owned()));
+        }
         let mut alternatives = Vec::new();
         for alternative in s.split_ascii_whitespace() {
-            let mut constraints = Vec::new();
+            let mut atom = Atom::default();
+            let mut expressible = true;
             for item in alternative.split(',') {
-                constraints.push(constraint(item).map_err(&err)?);
+                expressible &= constrain(&mut atom, item).map_err(&err)?;
             }
-            alternatives.push(constraints);
-        }
-        if alternatives.is_empty() {
-            return Err(err("empty".to_owned()));
+            if expressible {
+                alternatives.push(atom);
+            }
         }
         Ok(Self {
             text: s.trim().to_owned(),
@@ -192,7 +156,9 @@ impl FromStr for Requirement {
     }
 }
 
-fn constraint(item: &str) -> Result<Constraint, String> {
+/// Adds one `name op value` constraint to `atom`. False when node labels
+/// cannot say it: its alternative is dropped.
+fn constrain(atom: &mut Atom, item: &str) -> Result<bool, String> {
     let name_end = item
         .find(|c: char| !c.is_ascii_alphabetic())
         .ok_or_else(|| format!("{item:?} has no operator"))?;
@@ -206,29 +172,28 @@ fn constraint(item: &str) -> Result<Constraint, String> {
         return Err(format!("{item:?} has no value"));
     }
     let version = |value: &str| {
-        numbers(value, 3).ok_or_else(|| format!("{item:?}: {value:?} is not a version"))
+        numbers(value, 3, 6).ok_or_else(|| format!("{item:?}: {value:?} is not a version"))
     };
     match (name.to_ascii_lowercase().as_str(), *operator) {
-        ("cuda", ">=") => {
-            let (major, minor, _) = version(value)?;
-            Ok(Constraint::CudaAtLeast(CudaVersion::new(major, minor)))
-        }
-        ("cuda", ">") => {
-            let (major, minor, _) = version(value)?;
-            Ok(Constraint::CudaAtLeast(CudaVersion::new(major, minor + 1)))
+        ("cuda", ">=" | ">") => {
+            let [major, minor, _] = version(value)?;
+            let bump = u32::from(*operator == ">");
+            let floor = CudaVersion::new(major, minor + bump);
+            atom.cuda = atom.cuda.max(Some(floor));
         }
         ("driver", ">=" | ">") => {
-            let (major, minor, revision) = version(value)?;
+            let [major, minor, revision] = version(value)?;
             // A revision, or `>`, can only be met by a later minor on the
             // labels (which carry no revision): round up.
             let bump = u32::from(revision > 0 || *operator == ">");
-            Ok(Constraint::DriverAtLeast(DriverVersion {
+            let from = DriverVersion {
                 major,
                 minor: minor + bump,
-            }))
+            };
+            atom.driver_from = atom.driver_from.max(Some(from));
         }
         ("driver", "<" | "<=") => {
-            let (major, minor, revision) = version(value)?;
+            let [major, minor, revision] = version(value)?;
             // The labels carry no revision: `<=535.104.05` stays below 535.104
             // (round down); `<=535.104` allows 535.104 itself.
             let minor = if *operator == "<=" && revision == 0 {
@@ -236,24 +201,23 @@ fn constraint(item: &str) -> Result<Constraint, String> {
             } else {
                 minor
             };
-            Ok(Constraint::DriverBelow(DriverVersion { major, minor }))
+            let below = DriverVersion { major, minor };
+            atom.driver_below = Some(atom.driver_below.map_or(below, |b| b.min(below)));
         }
         ("brand", _) if !value.bytes().all(|b| b.is_ascii_alphanumeric()) => {
-            Err(format!("{item:?}: {value:?} is not a brand"))
+            return Err(format!("{item:?}: {value:?} is not a brand"));
         }
+        // Forward compatibility never holds for these brands.
         ("brand", "=") => {
             let brand = value.to_ascii_lowercase();
-            if brand == "geforce" || brand == "titan" {
-                Ok(Constraint::Inexpressible)
-            } else {
-                Ok(Constraint::Brand)
-            }
+            return Ok(brand != "geforce" && brand != "titan");
         }
-        ("brand", "!=") => Ok(Constraint::Brand),
-        ("cuda" | "driver" | "arch", _) => version(value).map(|_| Constraint::Inexpressible),
-        ("brand", _) => Ok(Constraint::Inexpressible),
-        (other, _) => Err(format!("unknown constraint {other:?}")),
+        ("brand", "!=") => {}
+        ("cuda" | "driver" | "arch", _) => return version(value).map(|_| false),
+        ("brand", _) => return Ok(false),
+        (other, _) => return Err(format!("unknown constraint {other:?}")),
     }
+    Ok(true)
 }
 
 impl fmt::Display for Requirement {
@@ -263,25 +227,9 @@ impl fmt::Display for Requirement {
 }
 
 impl Requirement {
-    /// What it holds on the heap: its text and its alternatives, each an
-    /// allocation of its own (charged 16 bytes more, the allocator's
-    /// rounding of a small one), for caches that count what they keep.
+    /// What it holds on the heap, for caches that count what they keep.
     pub fn heap_bytes(&self) -> usize {
-        const ROUNDING: usize = 16;
-        let alternatives = self.alternatives.iter().fold(
-            self.alternatives
-                .capacity()
-                .saturating_mul(std::mem::size_of::<Vec<Constraint>>()),
-            |sum, alternative| {
-                sum.saturating_add(
-                    alternative
-                        .capacity()
-                        .saturating_mul(std::mem::size_of::<Constraint>())
-                        .saturating_add(ROUNDING),
-                )
-            },
-        );
-        self.text.capacity().saturating_add(alternatives)
+        self.text.capacity() + self.alternatives.capacity() * size_of::<Atom>()
     }
 
     /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares
@@ -289,7 +237,10 @@ impl Requirement {
     pub fn at_least(version: CudaVersion) -> Self {
         Self {
             text: format!("cuda>={version}"),
-            alternatives: vec![vec![Constraint::CudaAtLeast(version)]],
+            alternatives: vec![Atom {
+                cuda: Some(version),
+                ..Atom::default()
+            }],
         }
     }
 
@@ -297,32 +248,11 @@ impl Requirement {
     /// every node meets it, or when no alternative can be written as node
     /// affinity (then nothing is required of the node here).
     pub fn driver_floor(&self) -> Option<DriverFloor> {
-        let mut atoms = Vec::new();
-        for alternative in &self.alternatives {
-            let mut atom = Atom::default();
-            let mut expressible = true;
-            for constraint in alternative {
-                match *constraint {
-                    Constraint::CudaAtLeast(version) => {
-                        atom.cuda = atom.cuda.max(Some(version));
-                    }
-                    Constraint::DriverAtLeast(version) => {
-                        atom.driver_from = atom.driver_from.max(Some(version));
-                    }
-                    Constraint::DriverBelow(version) => {
-                        atom.driver_below = Some(match atom.driver_below {
-                            Some(current) => current.min(version),
-                            None => version,
-                        });
-                    }
-                    Constraint::Brand => {}
-                    Constraint::Inexpressible => expressible = false,
-                }
-            }
-            if expressible && let Some(atom) = atom.normalized() {
-                atoms.push(atom);
-            }
-        }
+        let atoms = self
+            .alternatives
+            .iter()
+            .filter_map(|atom| atom.normalized())
+            .collect();
         DriverFloor::from_atoms(atoms)
     }
 }
@@ -389,8 +319,8 @@ impl Atom {
     }
 
     /// The atom's bounds as an order in which `self` is weaker than
-    /// `other` (`Self::is_weaker_than`) exactly when each of its three
-    /// parts is at most `other`'s: no CUDA floor and no lower driver bound
+    /// `other` (every node that meets `other` meets `self`) exactly when
+    /// each of its three parts is at most `other`'s: no CUDA floor and no lower driver bound
     /// come first, and a higher upper driver bound before a lower one, no
     /// upper bound first of all.
     fn weakness(&self) -> (Option<CudaVersion>, Option<DriverVersion>, Upper) {
@@ -401,17 +331,14 @@ impl Atom {
         )
     }
 
-    /// Every node that meets `other` meets `self`.
-    #[cfg(test)]
-    fn is_weaker_than(&self, other: &Atom) -> bool {
-        let cuda = self.cuda.is_none_or(|c| other.cuda.is_some_and(|o| o >= c));
-        let from = self
-            .driver_from
-            .is_none_or(|f| other.driver_from.is_some_and(|o| o >= f));
-        let below = self
-            .driver_below
-            .is_none_or(|b| other.driver_below.is_some_and(|o| o <= b));
-        cuda && from && below
+    /// The one driver branch the atom allows, when that is all it says.
+    fn single_branch(&self) -> Option<u32> {
+        match (self.cuda, self.driver_from, self.driver_below) {
+            (None, Some(from), Some(below)) if from.minor == 0 && below.major == from.major + 1 => {
+                Some(from.major)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -435,8 +362,7 @@ pub struct DriverFloor {
 }
 
 impl DriverFloor {
-    /// The atoms no other atom is weaker than (`Atom::is_weaker_than`),
-    /// in their order, at most [`MAX_ATOMS`] of them.
+    /// The atoms no other atom is weaker than, in their order, at most [`MAX_ATOMS`] of them.
     ///
     /// Found in one sweep, in O(n log n): in the order of
     /// [`Atom::weakness`], an atom comes after every atom weaker than it,
@@ -490,9 +416,6 @@ impl DriverFloor {
             .iter()
             .flat_map(|a| other.atoms.iter().filter_map(move |b| a.and(b)))
             .collect();
-        if atoms.is_empty() {
-            return None;
-        }
         Self::from_atoms(atoms)
     }
 
@@ -578,17 +501,6 @@ impl DriverFloor {
             }
         }
         out
-    }
-}
-
-impl Atom {
-    fn single_branch(&self) -> Option<u32> {
-        match (self.cuda, self.driver_from, self.driver_below) {
-            (None, Some(from), Some(below)) if from.minor == 0 && below.major == from.major + 1 => {
-                Some(from.major)
-            }
-            _ => None,
-        }
     }
 }
 

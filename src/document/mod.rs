@@ -7,8 +7,11 @@
 //! so that reading a field steps over its siblings without reading them.
 //! Reading a document costs one allocation for its nodes (and one per
 //! string with escapes), and freeing it one; a `serde_json::Value` costs
-//! one per string and per map entry. What reading may take is bounded by a
-//! [`Budget`].
+//! one per string and per map entry. Decoding the GPU pod's review takes
+//! 40,360 instructions with it against 56,119 with a `serde_json::Value`
+//! and kube's owned request, and freeing the request about 300 against
+//! 5,000 to 7,000 (docs/performance.md, "The borrowed document"). What
+//! reading may take is bounded by a [`Budget`].
 //!
 //! [`Json`] is a handle on one value, `Copy`, with the accessors of
 //! `serde_json::Value` that the policy reads (`get`, `as_str`, `as_array`,

@@ -284,12 +284,9 @@ impl<'de, P: Unread> Visitor<'de> for Builder<'_, 'de, '_, P> {
     }
 
     fn visit_u64<E: de::Error>(mut self, value: u64) -> Result<(), E> {
-        match i64::try_from(value).ok().and_then(Node::int) {
-            Some(node) => {
-                self.push(node);
-                Ok(())
-            }
-            None => self.push_number(value.into()),
+        match i64::try_from(value) {
+            Ok(value) => self.visit_i64(value),
+            Err(_) => self.push_number(value.into()),
         }
     }
 
@@ -408,31 +405,8 @@ impl<P> Builder<'_, '_, '_, P> {
     }
 }
 
-/// A member's key, borrowed from the text when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> de::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-
-            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("a string key")
-            }
-
-            fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(value)))
-            }
-
-            fn visit_str<E>(self, value: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(value.to_owned())))
-            }
-
-            fn visit_string<E>(self, value: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(value)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
+/// A member's key, borrowed from the text when it has no escapes (a bare
+/// `Cow<str>` is always copied).
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);

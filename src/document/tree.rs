@@ -1,12 +1,12 @@
-//! The document itself: its nodes, and the handles that read them
-//! ([`Json`], [`Object`], [`Array`]).
+//! The document's nodes, and the handles that read them ([`Json`],
+//! [`Object`], [`Array`]).
 //!
-//! A node is one word. A string the text holds as it is, and an integer of
-//! up to 60 bits, are inside it; the rare others (a string with escapes,
-//! a string of a `serde_json::Value`, a float or a large integer) are in
-//! side tables it indexes. So the smallest values of a text cost no more
-//! than four times their bytes (`1,`: 2 bytes, one 8-byte node), where a
-//! node that held a `serde_json::Number` or a `&str` took 24 bytes.
+//! A string the text holds as it is, and an integer of up to 60 bits, are
+//! inside their node; the rare others (a string with escapes, a string of
+//! a `serde_json::Value`, a float or a large integer) are in side tables
+//! it indexes. So the smallest values of a text cost no more than four
+//! times their bytes (`1,`: one 8-byte node), where a node that held a
+//! `serde_json::Number` or a `&str` took 24 bytes.
 
 use std::borrow::Cow;
 
@@ -156,8 +156,7 @@ impl Node {
     }
 }
 
-/// A JSON document: the values of a text (or of a `serde_json::Value`),
-/// borrowed where they can be.
+/// A JSON document: the values of a text (or of a `serde_json::Value`).
 #[derive(Clone, Default)]
 pub struct Document<'a> {
     /// The text the [`Unpacked::Str`] nodes point into.
@@ -175,15 +174,14 @@ impl<'a> Document<'a> {
         Json { doc: self, at: 0 }
     }
 
-    /// How many nodes it holds (each one word): what it costs for its
-    /// values, besides its side tables.
+    /// How many nodes it holds (each one word).
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }
 
     /// Sets the length and end (the node count now) of the array or
-    /// object at `at`, the two building ways (text, value) share. None
-    /// when they do not fit a node: 2^30 values or more.
+    /// object at `at`. None when they do not fit a node: 2^30 values or
+    /// more.
     pub(super) fn close(&mut self, at: usize, len: usize) -> Option<()> {
         let end = self.nodes.len();
         if len > MAX_HALF || end > MAX_HALF {

@@ -1,12 +1,6 @@
 //! `imageResolution`: where R4 learns what an image needs (the mode, the
-//! registry budget and plain-HTTP registries), and the image table.
-//!
-//! A table entry maps a regular expression over the image reference (Docker
-//! Hub prefixes removed) to a CUDA version (`cudaVersion`), a minimum compute
-//! capability (`minimum`), or both, and may state the image's
-//! `NVIDIA_REQUIRE_CUDA` (`requireCuda`) where it differs from `cuda>=X.Y`.
-//! Every matching entry applies. The older `imageComputeCapabilities` list
-//! (`{pattern, minimum}`) is read as more entries of the same table.
+//! registry budget and plain-HTTP registries), and the image table, of
+//! which every matching entry applies.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +8,7 @@ use std::time::Duration;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
-use super::error::ConfigError;
+use super::ConfigError;
 use super::registries::{RegistryHosts, default_registries, split_authority};
 use crate::cuda::ComputeCapability;
 use crate::cuda::needs::ImageNeeds;
@@ -54,14 +48,11 @@ pub struct ImageEntry {
     pub require_cuda: Option<String>,
 }
 
-/// An entry of the older `imageComputeCapabilities` list: an image pattern
-/// and the minimum compute capability it needs. Read as one more entry of
-/// the image table (`imageResolution.table`).
+/// An entry of the older `imageComputeCapabilities` list, read as one more
+/// entry of the image table: a pattern as [`ImageEntry::pattern`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageRule {
-    /// A regular expression matched against the image reference with the
-    /// Docker Hub prefixes removed (`docker.io/`, `library/`).
     pub pattern: String,
     pub minimum: ComputeCapability,
 }
@@ -188,8 +179,7 @@ pub fn default_table() -> Vec<ImageEntry> {
 }
 
 /// The table, compiled: its patterns as one set, matched in one pass over
-/// the image (each pattern on its own costs a pass of its own, per GPU
-/// container).
+/// the image (rather than a pass per pattern, per GPU container).
 #[derive(Debug, Clone)]
 pub struct ImageTable {
     patterns: RegexSet,
@@ -299,15 +289,12 @@ impl ImageResolution {
                     entry.pattern
                 ));
             }
-            let require_cuda = match &entry.require_cuda {
-                None => None,
-                Some(text) => match text.parse::<Requirement>() {
-                    Ok(requirement) => Some(requirement),
-                    Err(err) => {
-                        return invalid(format!("{field}: pattern {:?}: {err}", entry.pattern));
-                    }
-                },
-            };
+            let require_cuda = entry
+                .require_cuda
+                .as_deref()
+                .map(str::parse::<Requirement>)
+                .transpose()
+                .or_else(|err| invalid(format!("{field}: pattern {:?}: {err}", entry.pattern)))?;
             let needs = ImageNeeds {
                 cuda: entry.cuda_version,
                 require_cuda,

@@ -166,7 +166,7 @@ pub struct RegistryHosts {
 
 impl RegistryHosts {
     /// Parses `entries`; the error names the entry and says what was
-    /// expected, on one line.
+    /// expected.
     pub fn parse(field: &str, entries: &[String], wildcards: bool) -> Result<Self, String> {
         let patterns = entries
             .iter()

@@ -189,8 +189,11 @@ fn default_gpu_resources(#[case] name: &str, #[case] expected: bool) {
 #[case("ab*ba", "aba", false)]
 #[case("exact", "exact", true)]
 #[case("exact", "exactly", false)]
+#[case("a.c", "abc", false)]
+#[case("a*", "a\nb", true)]
 fn resource_patterns(#[case] pattern: &str, #[case] name: &str, #[case] expected: bool) {
-    assert_eq!(ResourcePattern::new(pattern).matches(name), expected);
+    let patterns = super::resource_patterns(&[pattern.to_owned()]).expect("compiles");
+    assert_eq!(patterns.is_match(name), expected);
 }
 
 fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -2,6 +2,20 @@
 //! strings real images carry.
 
 use super::*;
+
+impl Atom {
+    /// Every node that meets `other` meets `self`.
+    fn is_weaker_than(&self, other: &Atom) -> bool {
+        let cuda = self.cuda.is_none_or(|c| other.cuda.is_some_and(|o| o >= c));
+        let from = self
+            .driver_from
+            .is_none_or(|f| other.driver_from.is_some_and(|o| o >= f));
+        let below = self
+            .driver_below
+            .is_none_or(|b| other.driver_below.is_some_and(|o| o <= b));
+        cuda && from && below
+    }
+}
 use rstest::rstest;
 
 /// `NVIDIA_REQUIRE_CUDA` of the `nvidia/cuda:13.0.2` images, as the config
