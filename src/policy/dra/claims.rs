@@ -2,38 +2,26 @@
 //! JSON: which requests ask for GPUs, how many, and with admin access.
 //!
 //! Reads `devices.requests[]` of a ResourceClaim's `spec` or a
-//! ResourceClaimTemplate's `spec.spec`, in the two shapes resource.k8s.io
-//! has used:
-//! - v1 and v1beta2: `requests[].exactly.{deviceClassName, allocationMode,
-//!   count, adminAccess}`, or `requests[].firstAvailable[]` subrequests;
-//! - v1beta1 (flat): `requests[].{deviceClassName, allocationMode, count,
-//!   adminAccess}`, or `requests[].firstAvailable[]`.
+//! ResourceClaimTemplate's `spec.spec`: in v1 and v1beta2
+//! `requests[].exactly.{deviceClassName, allocationMode, count,
+//! adminAccess, selectors}`, in v1beta1 the same fields flat on the request;
+//! in all, `requests[].firstAvailable[]` subrequests, of which a request
+//! counts as its largest GPU alternative.
 //!
 //! A request's GPU count is `count` (default 1) with `allocationMode:
-//! ExactCount` (the default); `All` is every matching device of a node,
-//! unbounded. A `firstAvailable` request counts as its largest GPU
-//! alternative. Only the fields read here are checked for shape; a wrong
-//! shape is a [`ClaimError`] naming the field.
-//!
-//! Counts are never wrapped. `count` is a JSON integer from 1 to u64::MAX.
-//! The API server keeps it in an int64, so a claim the webhook sees stays
-//! below 2^63; `check` reads raw files, where 2^63 to 2^64-1 are read as
-//! written and are far above any maximum. From 2^64 on, serde_json reads
-//! the number as a float; a float (even `2.0`, `1e300`), a negative number,
-//! 0 and a string are refused on one line (`must be a whole number above
-//! 0, not 1.8446744073709552e+19`). An explicit 0 or an empty
-//! `allocationMode`, which the API server defaults, can only come from
-//! `check`'s input and are refused too. With `allocationMode: All` the
-//! count is checked but not counted. Totals ([`DraCount::plus`]) saturate
-//! at u64::MAX and `All` absorbs everything. Consumable capacity
-//! (`capacity.requests`, on devices that `allowMultipleAllocations` share
-//! between claims) is not read: a request takes `count` devices, shared or
-//! not, whatever it asks of each, so no capacity, however large or
-//! malformed, is an error here (the API server validates it).
+//! ExactCount` (the default); `All` is every matching device of a node.
+//! `count` is a JSON integer from 1 to u64::MAX: the API server keeps an
+//! int64, and `check`'s raw files may go to u64::MAX, far above any maximum.
+//! A float, a negative number, 0, a string, an empty `allocationMode` (which
+//! the API server defaults, so only `check` sees it) are a [`ClaimError`]
+//! naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
+//! everything. Consumable capacity (`capacity.requests`) is not read: a
+//! request takes `count` devices, shared or not, and the API server
+//! validates capacity.
 
 use std::fmt;
 
-use crate::document::{Json, Object};
+use crate::document::{Array, Json, Object};
 
 /// How many GPUs a request (or a set of requests) may get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -186,10 +174,9 @@ pub struct RequestSpec {
     pub alternatives: Vec<DeviceAlternative>,
 }
 
-/// A claim's requests as written, whichever device classes hand out GPUs.
-/// The cluster caches keep this, so that which classes are GPU classes is
-/// decided when a claim is read: a DeviceClass that arrives after the claim
-/// still counts.
+/// A claim's requests as written. The cluster caches keep this, so that
+/// which classes are GPU classes is decided when a claim is read: a
+/// DeviceClass that arrives after the claim still counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSpec {
     pub requests: Vec<RequestSpec>,
@@ -198,10 +185,9 @@ pub struct ClaimSpec {
     pub selectors_dropped: bool,
 }
 
-/// The most bytes of CEL selectors kept of one claim. The API server allows
-/// 32 requests of 32 selectors of 10 KiB each; a cache keeps every claim of
-/// the cluster, and what the policy asks of selectors (whether they
-/// guarantee a pod's floor) fits well within this.
+/// The most bytes of CEL selectors kept of one claim: the API server allows
+/// 32 requests of 32 selectors of 10 KiB each, and a cache keeps every
+/// claim of the cluster.
 pub const MAX_KEPT_SELECTOR_BYTES: usize = 16 * 1024;
 
 impl ClaimSpec {
@@ -267,9 +253,7 @@ pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ClaimError> {
     let Some(requests) = optional(devices, "requests") else {
         return Ok(ClaimSpec::default());
     };
-    let requests = requests
-        .as_array()
-        .ok_or_else(|| error(&requests_at, &must_be("a list", requests)))?;
+    let requests = list(requests, &requests_at)?;
     let mut read = ClaimSpec {
         requests: Vec::with_capacity(requests.len()),
         selectors_dropped: false,
@@ -303,10 +287,7 @@ fn read_request(raw: Json<'_>, at: &str) -> Result<RequestSpec, ClaimError> {
         alternatives.push(alternative(object(exactly, &exactly_at)?, &exactly_at)?);
     } else if let Some(first) = optional(request, "firstAvailable") {
         let first_at = format!("{at}.firstAvailable");
-        let list = first
-            .as_array()
-            .ok_or_else(|| error(&first_at, &must_be("a list", first)))?;
-        for (index, sub) in list.iter().enumerate() {
+        for (index, sub) in list(first, &first_at)?.iter().enumerate() {
             let sub_at = format!("{first_at}[{index}]");
             alternatives.push(alternative(object(sub, &sub_at)?, &sub_at)?);
         }
@@ -322,14 +303,10 @@ fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimE
     let mode = string(fields, "allocationMode", at)?;
     let count = match optional(fields, "count") {
         None => 1,
-        // An integer up to u64::MAX, past the API server's int64: `check`
-        // reads raw files, and such a count is simply above any maximum.
-        // serde_json reads larger integers as floats, refused below.
         Some(value) => match value.as_u64() {
             Some(n) if n > 0 => n,
             _ => {
-                // Numbers are short; anything else is named by its type, so
-                // the message stays one short line.
+                // Anything but a number is named by its type: one short line.
                 let problem = match value.as_number() {
                     Some(n) => format!("must be a whole number above 0, not {n}"),
                     None => must_be("a whole number above 0", value),
@@ -356,13 +333,9 @@ fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimE
     };
     let admin_access = match optional(fields, "adminAccess") {
         None => false,
-        Some(value) if value.as_bool().is_some() => value.as_bool().unwrap_or_default(),
-        Some(value) => {
-            return Err(error(
-                &format!("{at}.adminAccess"),
-                &must_be("a boolean", value),
-            ));
-        }
+        Some(value) => value
+            .as_bool()
+            .ok_or_else(|| error(&format!("{at}.adminAccess"), &must_be("a boolean", value)))?,
     };
     Ok(DeviceAlternative {
         class,
@@ -375,15 +348,12 @@ fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimE
 /// `selectors[].cel.expression`: a selector of another kind (none exists
 /// yet) is skipped.
 fn selectors(fields: Object<'_>, at: &str) -> Result<Vec<String>, ClaimError> {
-    let Some(list) = optional(fields, "selectors") else {
+    let Some(list_value) = optional(fields, "selectors") else {
         return Ok(Vec::new());
     };
     let selectors_at = format!("{at}.selectors");
-    let list = list
-        .as_array()
-        .ok_or_else(|| error(&selectors_at, &must_be("a list", list)))?;
     let mut expressions = Vec::new();
-    for (index, selector) in list.iter().enumerate() {
+    for (index, selector) in list(list_value, &selectors_at)?.iter().enumerate() {
         let selector_at = format!("{selectors_at}[{index}]");
         let selector = object(selector, &selector_at)?;
         let Some(cel) = optional(selector, "cel") else {
@@ -416,6 +386,12 @@ fn object<'a>(value: Json<'a>, at: &str) -> Result<Object<'a>, ClaimError> {
     value
         .as_object()
         .ok_or_else(|| error(at, &must_be("an object", value)))
+}
+
+fn list<'a>(value: Json<'a>, at: &str) -> Result<Array<'a>, ClaimError> {
+    value
+        .as_array()
+        .ok_or_else(|| error(at, &must_be("a list", value)))
 }
 
 fn string<'a>(fields: Object<'a>, key: &str, at: &str) -> Result<Option<&'a str>, ClaimError> {
