@@ -174,10 +174,6 @@ impl ClaimFacts for ClusterSnapshot {
         self.dra.device_versions(driver, pool, device)
     }
 
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.dra.claim_made_for(namespace, pod_uid, pod_claim)
-    }
-
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
         self.dra.claims_made_for(namespace, pod_uid)
     }

@@ -313,31 +313,11 @@ impl<'a> PodView<'a> {
         self.containers.iter().any(Container::is_device_plugin_gpu)
     }
 
-    /// The names of [`PodView::effective_counts`].
-    #[cfg(test)]
-    pub fn gpu_resource_names(&self) -> Vec<&'a str> {
-        self.effective_counts()
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect()
-    }
-
-    /// The pod's effective count of one resource, by Kubernetes' formula:
-    /// the larger of what runs side by side (regular containers plus sidecar
-    /// init containers) and the peak during initialisation (each plain init
-    /// container plus the sidecars started before it).
-    #[cfg(test)]
-    pub fn effective_count(&self, resource: &str) -> u64 {
-        let mut tally = Tally::default();
-        for container in &self.containers {
-            tally.add(container.kind, container.count_of(resource));
-        }
-        tally.count()
-    }
-
-    /// The effective count (`Self::effective_count`) of each GPU resource
-    /// any container mentions (or a sharing scheme implies), in first-seen
-    /// order, in one pass over the containers.
+    /// The effective count of each GPU resource any container mentions (or
+    /// a sharing scheme implies), in first-seen order, by Kubernetes'
+    /// formula: the larger of what runs side by side (regular containers
+    /// plus sidecar init containers) and the peak during initialisation
+    /// (each plain init container plus the sidecars started before it).
     pub fn effective_counts(&self) -> Vec<(&'a str, u64)> {
         let mut at: BTreeMap<&'a str, usize> = BTreeMap::new();
         let mut tallies: Vec<(&'a str, Tally)> = Vec::new();
@@ -367,8 +347,7 @@ impl<'a> PodView<'a> {
     }
 }
 
-/// One resource's running count over the containers, in their order
-/// (`PodView::effective_count`).
+/// One resource's running count over the containers, in their order.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
     /// Regular containers and sidecars, side by side.
@@ -554,7 +533,7 @@ impl<'a> Container<'a> {
 /// Where a field is, for error messages (`spec.containers[0].env`),
 /// spelled out only when there is an error.
 #[derive(Debug, Clone, Copy)]
-enum FieldPath<'p> {
+pub(crate) enum FieldPath<'p> {
     /// Keys from the object's root (a pod template's place in its workload).
     Keys(&'p [&'p str]),
     Key(&'p FieldPath<'p>, &'p str),
@@ -566,11 +545,11 @@ impl FieldPath<'_> {
         FieldPath::Keys(&[])
     }
 
-    fn key<'a>(&'a self, key: &'a str) -> FieldPath<'a> {
+    pub(crate) fn key<'a>(&'a self, key: &'a str) -> FieldPath<'a> {
         FieldPath::Key(self, key)
     }
 
-    fn index(&self, index: usize) -> FieldPath<'_> {
+    pub(crate) fn index(&self, index: usize) -> FieldPath<'_> {
         FieldPath::Index(self, index)
     }
 
@@ -596,7 +575,7 @@ impl FieldPath<'_> {
         }
     }
 
-    fn error(&self, problem: &str) -> ObjectError {
+    pub(crate) fn error(&self, problem: &str) -> ObjectError {
         let mut field = String::new();
         self.write_to(&mut field);
         if field.is_empty() {
@@ -609,14 +588,17 @@ impl FieldPath<'_> {
     }
 }
 
-fn as_object<'a>(value: Json<'a>, path: &FieldPath<'_>) -> Result<Object<'a>, ObjectError> {
+pub(crate) fn as_object<'a>(
+    value: Json<'a>,
+    path: &FieldPath<'_>,
+) -> Result<Object<'a>, ObjectError> {
     value
         .as_object()
         .ok_or_else(|| path.error(&format!("must be an object, not {}", value.type_name())))
 }
 
 /// The member `key` of `parent`, unless it is missing or null.
-fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
+pub(crate) fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
     parent.get(key).filter(|value| !value.is_null())
 }
 
@@ -673,7 +655,7 @@ fn str_field<'a>(
     typed_field(field, key, path, Json::as_str, "a string")
 }
 
-fn optional_object<'a>(
+pub(crate) fn optional_object<'a>(
     parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
@@ -681,7 +663,7 @@ fn optional_object<'a>(
     object_field(member(parent, key), key, path)
 }
 
-fn optional_array<'a>(
+pub(crate) fn optional_array<'a>(
     parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
@@ -689,7 +671,7 @@ fn optional_array<'a>(
     array_field(member(parent, key), key, path)
 }
 
-fn optional_str<'a>(
+pub(crate) fn optional_str<'a>(
     parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
@@ -697,7 +679,7 @@ fn optional_str<'a>(
     str_field(member(parent, key), key, path)
 }
 
-fn optional_bool(
+pub(crate) fn optional_bool(
     parent: Object<'_>,
     key: &str,
     path: &FieldPath<'_>,

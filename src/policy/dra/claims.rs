@@ -13,7 +13,7 @@
 //! `count` is a JSON integer from 1 to u64::MAX: the API server keeps an
 //! int64, and `check`'s raw files may go to u64::MAX, far above any maximum.
 //! A float, a negative number, 0, a string, an empty `allocationMode` (which
-//! the API server defaults, so only `check` sees it) are a [`ClaimError`]
+//! the API server defaults, so only `check` sees it) are an [`ObjectError`]
 //! naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
 //! everything. Consumable capacity (`capacity.requests`) is not read: a
 //! request takes `count` devices, shared or not, and the API server
@@ -21,7 +21,11 @@
 
 use std::fmt;
 
-use crate::document::{Array, Json, Object};
+use crate::document::{Json, Object};
+use crate::policy::pod::{
+    FieldPath, ObjectError, as_object, member, optional_array, optional_bool, optional_object,
+    optional_str,
+};
 
 /// How many GPUs a request (or a set of requests) may get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -90,16 +94,6 @@ impl ClaimSummary {
             .filter_map(|r| r.gpu)
             .reduce(DraCount::plus)
     }
-}
-
-/// A field of a claim with the wrong shape.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct ClaimError {
-    /// Dotted path from the object's root, e.g.
-    /// `spec.devices.requests[0].exactly.count`.
-    pub field: String,
-    pub problem: String,
 }
 
 /// Where the claim spec sits in the object.
@@ -223,44 +217,48 @@ pub fn parse_object(
     object: Json<'_>,
     kind: ClaimKind,
     is_gpu_class: &dyn Fn(&str) -> bool,
-) -> Result<ClaimSummary, ClaimError> {
+) -> Result<ClaimSummary, ObjectError> {
     Ok(read_object(object, kind)?.summary(is_gpu_class))
 }
 
 /// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
 /// object as written.
-pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ClaimError> {
+pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ObjectError> {
     let spec = match kind {
         ClaimKind::Claim => object.get("spec"),
         ClaimKind::Template => object.get("spec").and_then(|s| s.get("spec")),
     };
+    let keys = [kind.spec_path()];
+    let path = FieldPath::Keys(&keys);
     match spec.filter(|spec| !spec.is_null()) {
-        None => Err(error(kind.spec_path(), "is missing")),
-        Some(spec) => read_spec(spec, kind.spec_path()),
+        None => Err(path.error("is missing")),
+        Some(spec) => read_spec_at(spec, &path),
     }
 }
 
 /// Reads the requests of a claim spec as written; `at` is the spec's
 /// dotted path, for errors.
-pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ClaimError> {
-    let spec = object(spec, at)?;
-    let devices_at = format!("{at}.devices");
-    let Some(devices) = optional(spec, "devices") else {
+pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ObjectError> {
+    read_spec_at(spec, &FieldPath::Keys(&[at]))
+}
+
+fn read_spec_at(spec: Json<'_>, path: &FieldPath<'_>) -> Result<ClaimSpec, ObjectError> {
+    let spec = as_object(spec, path)?;
+    let Some(devices) = optional_object(spec, "devices", path)? else {
         return Ok(ClaimSpec::default());
     };
-    let devices = object(devices, &devices_at)?;
-    let requests_at = format!("{devices_at}.requests");
-    let Some(requests) = optional(devices, "requests") else {
+    let devices_path = path.key("devices");
+    let Some(requests) = optional_array(devices, "requests", &devices_path)? else {
         return Ok(ClaimSpec::default());
     };
-    let requests = list(requests, &requests_at)?;
+    let requests_path = devices_path.key("requests");
     let mut read = ClaimSpec {
         requests: Vec::with_capacity(requests.len()),
         selectors_dropped: false,
     };
     for (index, raw) in requests.iter().enumerate() {
-        let at = format!("{requests_at}[{index}]");
-        read.requests.push(read_request(raw, &at)?);
+        read.requests
+            .push(read_request(raw, &requests_path.index(index))?);
     }
     let kept: usize = read
         .requests
@@ -278,30 +276,31 @@ pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ClaimError> {
     Ok(read)
 }
 
-fn read_request(raw: Json<'_>, at: &str) -> Result<RequestSpec, ClaimError> {
-    let request = object(raw, at)?;
-    let name = string(request, "name", at)?.unwrap_or("").to_owned();
+fn read_request(raw: Json<'_>, path: &FieldPath<'_>) -> Result<RequestSpec, ObjectError> {
+    let request = as_object(raw, path)?;
+    let name = optional_str(request, "name", path)?
+        .unwrap_or("")
+        .to_owned();
     let mut alternatives = Vec::new();
-    if let Some(exactly) = optional(request, "exactly") {
-        let exactly_at = format!("{at}.exactly");
-        alternatives.push(alternative(object(exactly, &exactly_at)?, &exactly_at)?);
-    } else if let Some(first) = optional(request, "firstAvailable") {
-        let first_at = format!("{at}.firstAvailable");
-        for (index, sub) in list(first, &first_at)?.iter().enumerate() {
-            let sub_at = format!("{first_at}[{index}]");
-            alternatives.push(alternative(object(sub, &sub_at)?, &sub_at)?);
+    if let Some(exactly) = optional_object(request, "exactly", path)? {
+        alternatives.push(alternative(exactly, &path.key("exactly"))?);
+    } else if let Some(list) = optional_array(request, "firstAvailable", path)? {
+        let first_path = path.key("firstAvailable");
+        for (index, sub) in list.iter().enumerate() {
+            let sub_path = first_path.index(index);
+            alternatives.push(alternative(as_object(sub, &sub_path)?, &sub_path)?);
         }
     } else {
         // v1beta1: the request itself names the class.
-        alternatives.push(alternative(request, at)?);
+        alternatives.push(alternative(request, path)?);
     }
     Ok(RequestSpec { name, alternatives })
 }
 
-fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimError> {
-    let class = string(fields, "deviceClassName", at)?.map(str::to_owned);
-    let mode = string(fields, "allocationMode", at)?;
-    let count = match optional(fields, "count") {
+fn alternative(fields: Object<'_>, path: &FieldPath<'_>) -> Result<DeviceAlternative, ObjectError> {
+    let class = optional_str(fields, "deviceClassName", path)?.map(str::to_owned);
+    let mode = optional_str(fields, "allocationMode", path)?;
+    let count = match member(fields, "count") {
         None => 1,
         Some(value) => match value.as_u64() {
             Some(n) if n > 0 => n,
@@ -309,9 +308,9 @@ fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimE
                 // Anything but a number is named by its type: one short line.
                 let problem = match value.as_number() {
                     Some(n) => format!("must be a whole number above 0, not {n}"),
-                    None => must_be("a whole number above 0", value),
+                    None => format!("must be a whole number above 0, not {}", value.type_name()),
                 };
-                return Err(error(&format!("{at}.count"), &problem));
+                return Err(path.key("count").error(&problem));
             }
         },
     };
@@ -324,84 +323,37 @@ fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimE
             let mut chars = other.chars();
             let head: String = chars.by_ref().take(MAX_ECHOED_MODE_CHARS).collect();
             let cut = if chars.next().is_some() { "…" } else { "" };
-            let shown = format!("{head:?}{cut}");
-            return Err(error(
-                &format!("{at}.allocationMode"),
-                &format!("must be ExactCount or All, not {shown}"),
-            ));
+            return Err(path
+                .key("allocationMode")
+                .error(&format!("must be ExactCount or All, not {head:?}{cut}")));
         }
-    };
-    let admin_access = match optional(fields, "adminAccess") {
-        None => false,
-        Some(value) => value
-            .as_bool()
-            .ok_or_else(|| error(&format!("{at}.adminAccess"), &must_be("a boolean", value)))?,
     };
     Ok(DeviceAlternative {
         class,
         count,
-        admin_access,
-        selectors: selectors(fields, at)?,
+        admin_access: optional_bool(fields, "adminAccess", path)?.unwrap_or(false),
+        selectors: selectors(fields, path)?,
     })
 }
 
 /// `selectors[].cel.expression`: a selector of another kind (none exists
 /// yet) is skipped.
-fn selectors(fields: Object<'_>, at: &str) -> Result<Vec<String>, ClaimError> {
-    let Some(list_value) = optional(fields, "selectors") else {
+fn selectors(fields: Object<'_>, path: &FieldPath<'_>) -> Result<Vec<String>, ObjectError> {
+    let Some(list) = optional_array(fields, "selectors", path)? else {
         return Ok(Vec::new());
     };
-    let selectors_at = format!("{at}.selectors");
+    let list_path = path.key("selectors");
     let mut expressions = Vec::new();
-    for (index, selector) in list(list_value, &selectors_at)?.iter().enumerate() {
-        let selector_at = format!("{selectors_at}[{index}]");
-        let selector = object(selector, &selector_at)?;
-        let Some(cel) = optional(selector, "cel") else {
+    for (index, selector) in list.iter().enumerate() {
+        let at = list_path.index(index);
+        let Some(cel) = optional_object(as_object(selector, &at)?, "cel", &at)? else {
             continue;
         };
-        let cel_at = format!("{selector_at}.cel");
-        if let Some(expression) = string(object(cel, &cel_at)?, "expression", &cel_at)? {
+        if let Some(expression) = optional_str(cel, "expression", &at.key("cel"))? {
             expressions.push(expression.to_owned());
         }
     }
     Ok(expressions)
-}
-
-fn error(field: &str, problem: &str) -> ClaimError {
-    ClaimError {
-        field: field.to_owned(),
-        problem: problem.to_owned(),
-    }
-}
-
-fn must_be(expected: &str, value: Json<'_>) -> String {
-    format!("must be {expected}, not {}", value.type_name())
-}
-
-fn optional<'a>(fields: Object<'a>, key: &str) -> Option<Json<'a>> {
-    fields.get(key).filter(|value| !value.is_null())
-}
-
-fn object<'a>(value: Json<'a>, at: &str) -> Result<Object<'a>, ClaimError> {
-    value
-        .as_object()
-        .ok_or_else(|| error(at, &must_be("an object", value)))
-}
-
-fn list<'a>(value: Json<'a>, at: &str) -> Result<Array<'a>, ClaimError> {
-    value
-        .as_array()
-        .ok_or_else(|| error(at, &must_be("a list", value)))
-}
-
-fn string<'a>(fields: Object<'a>, key: &str, at: &str) -> Result<Option<&'a str>, ClaimError> {
-    match optional(fields, key) {
-        None => Ok(None),
-        Some(value) => match value.as_str() {
-            Some(text) => Ok(Some(text)),
-            None => Err(error(&format!("{at}.{key}"), &must_be("a string", value))),
-        },
-    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,7 @@ use super::allocation::{
 use super::{ClaimFacts, Resolved};
 use crate::document::Document;
 use crate::policy::dra::claims::{ClaimKind, parse_object};
-use crate::policy::dra::tables::{
-    DeviceClassInfo, find_device_versions, is_made_for, made_for_pod,
-};
+use crate::policy::dra::tables::{DeviceClassInfo, find_device_versions, made_for_pod};
 use crate::settings::Settings;
 
 /// (namespace, name)
@@ -135,14 +133,6 @@ impl ClaimFacts for InputClaims {
 
     fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
         find_device_versions(&self.slices, driver, pool, device)
-    }
-
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.made_for
-            .range((namespace.to_owned(), String::new())..)
-            .take_while(|((ns, _), _)| ns == namespace)
-            .find(|(_, made_for)| is_made_for(Some(made_for), pod_uid, pod_claim))
-            .map(|((_, name), _)| name.clone())
     }
 
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {

@@ -55,8 +55,8 @@ pub trait ClaimFacts: Send + Sync {
     /// The name of the ResourceClaim made for the pod whose UID is
     /// `pod_uid` from its pod claim `pod_claim` (the claims of a running
     /// pod made from templates).
-    fn claim_made_for(&self, _namespace: &str, _pod_uid: &str, _pod_claim: &str) -> Option<String> {
-        None
+    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
+        self.claims_made_for(namespace, pod_uid)?.remove(pod_claim)
     }
 
     /// [`Self::claim_made_for`] of every pod claim of the pod at once: pod

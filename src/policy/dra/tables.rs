@@ -236,14 +236,6 @@ pub fn made_for_pod<'a>(
     made
 }
 
-/// Whether `made_for` is the pod `pod_uid`'s claim made from its pod claim
-/// `pod_claim`.
-pub fn is_made_for(made_for: Option<&MadeFor>, pod_uid: &str, pod_claim: &str) -> bool {
-    made_for.is_some_and(|made_for| {
-        made_for.pod_uid == pod_uid && made_for.pod_claim.as_deref() == Some(pod_claim)
-    })
-}
-
 impl ClaimFacts for ClaimTables {
     fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
         self.resolve(&self.templates, namespace, name)
@@ -266,12 +258,6 @@ impl ClaimFacts for ClaimTables {
 
     fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
         find_device_versions(self.slices.values(), driver, pool, device)
-    }
-
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.claims_in(namespace)
-            .find(|(_, claim)| is_made_for(claim.made_for.as_ref(), pod_uid, pod_claim))
-            .map(|(name, _)| name.to_owned())
     }
 
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
