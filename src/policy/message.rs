@@ -283,9 +283,7 @@ impl Notice {
             message: Message::new(body),
         }
     }
-}
 
-impl Notice {
     /// The namespace annotations the settings ignored, as notices.
     pub fn of_ignored(namespace: &NamespaceSettings) -> Vec<Notice> {
         namespace

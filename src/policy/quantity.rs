@@ -67,23 +67,18 @@ impl GpuCount {
         if let Some(text) = text {
             return GpuCount::parse(text);
         }
-        match number {
-            Some(n) => {
-                if let Some(u) = n.as_u64() {
-                    GpuCount::Whole(u)
-                } else if let Some(i) = n.as_i64() {
-                    // as_u64 failed, so the integer is negative.
-                    match u64::try_from(i) {
-                        Ok(u) => GpuCount::Whole(u),
-                        Err(_) => GpuCount::Invalid(QuantityError::Negative),
-                    }
-                } else if let Some(f) = n.as_f64() {
-                    from_f64(f)
-                } else {
-                    GpuCount::Invalid(QuantityError::Malformed)
-                }
-            }
-            None => GpuCount::Invalid(QuantityError::Malformed),
+        let Some(n) = number else {
+            return GpuCount::Invalid(QuantityError::Malformed);
+        };
+        if let Some(u) = n.as_u64() {
+            GpuCount::Whole(u)
+        } else if n.as_i64().is_some() {
+            // as_u64 failed, so the integer is negative.
+            GpuCount::Invalid(QuantityError::Negative)
+        } else if let Some(f) = n.as_f64() {
+            from_f64(f)
+        } else {
+            GpuCount::Invalid(QuantityError::Malformed)
         }
     }
 

@@ -112,11 +112,7 @@ impl ClaimKind {
     pub const ALL: [ClaimKind; 2] = [ClaimKind::Claim, ClaimKind::Template];
 
     pub fn of_kind(kind: &str) -> Option<ClaimKind> {
-        match kind {
-            "ResourceClaim" => Some(ClaimKind::Claim),
-            "ResourceClaimTemplate" => Some(ClaimKind::Template),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|k| k.as_str() == kind)
     }
 
     fn spec_path(self) -> &'static str {
