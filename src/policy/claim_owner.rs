@@ -1,9 +1,6 @@
 //! The pod a ResourceClaim is made for, made ready for the claim rules
-//! ([`ClaimOwner`]): the pod as read ([`OwnerPod`]) becomes the view the
-//! pod rules read, its claims resolved through the claim under review,
-//! what was read beside the pod and the cluster's caches
-//! ([`OwnerClaims`]), as they would be had the pod been created after its
-//! templates.
+//! ([`ClaimOwner`]): its view, its claims resolved ([`OwnerClaims`]) as they
+//! would be had the pod been created after its templates.
 
 use crate::document::Json;
 
@@ -94,8 +91,7 @@ impl<'a> PreparedOwner<'a> {
             context.cache,
             is_gpu_class,
         );
-        // What the pod's own admission warns of unresolved claims is not
-        // the claim's to say.
+        // Unresolved claims are the pod's own admission's to warn of.
         let _ = resolution::resolve(&mut view, Some(&claims), context.namespace_name);
         PreparedOwner::Read(Box::new(ReadOwner {
             view,

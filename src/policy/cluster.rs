@@ -1,8 +1,6 @@
-//! What the rules may know of the cluster, when the webhook can read it.
-//!
-//! The rules stay pure: they ask these questions of in-memory data (the
-//! webhook's watch caches, or a test table) and never wait on the network.
-//! Without a cluster (`check`, `serve --no-cluster`) no view is given and
+//! What the rules may know of the cluster, when the webhook can read it:
+//! questions asked of in-memory data (the watch caches, or a test table),
+//! never of the network. Without a cluster (`check`, `serve --no-cluster`)
 //! the rules use the static configuration alone.
 
 use std::collections::BTreeMap;
@@ -94,8 +92,7 @@ impl NodeGpus {
 }
 
 /// The nodes that offer a GPU resource, and how many of them carry the
-/// labels R4's node affinity names. When GPU nodes are known and none
-/// carries a label, no node can ever meet an affinity on it.
+/// labels R4's node affinity names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpuNodeLabels {
     /// Nodes that offer a GPU resource ([`NodeGpus::offers_gpus`]).
@@ -155,9 +152,7 @@ impl ClusterSnapshot {
     }
 }
 
-/// Claims resolve from the snapshot's DRA tables; one it does not hold
-/// (none at all where the cluster serves no resource.k8s.io/v1) is unknown:
-/// its containers stay pinned and the pod is warned, never denied.
+/// Claims resolve from the snapshot's DRA tables.
 impl ClaimFacts for ClusterSnapshot {
     fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
         self.dra.resource_claim_template(namespace, name)
@@ -177,10 +172,6 @@ impl ClaimFacts for ClusterSnapshot {
 
     fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
         self.dra.device_versions(driver, pool, device)
-    }
-
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.dra.claim_made_for(namespace, pod_uid, pod_claim)
     }
 
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {

@@ -1,6 +1,4 @@
-//! One container of a pod as the view reads it: its kind, env, GPU
-//! resources, DRA claim uses, and what the sharing schemes and the claim
-//! resolution set on it. [`super::pod::PodView::parse`] reads them.
+//! One container of a pod as the view reads it ([`super::pod::PodView::parse`]).
 
 use crate::cuda::{DISABLE_REQUIRE_ENV, REQUIRE_CUDA_ENV};
 use crate::document::{Json, Object};
@@ -56,9 +54,8 @@ impl GpuResource<'_> {
 /// sees (R1's subject; KAI's webhook writes it for a share).
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 
-/// The only variables of a container's `env` that any rule reads: the
-/// devices the runtime hands it, and the CUDA requirement (and its switch)
-/// its image floors read. The server's decoding leaves the others out.
+/// The only variables of a container's `env` that any rule reads; the
+/// server's decoding leaves the others out.
 pub const READ_ENV_NAMES: [&str; 3] = [VISIBLE_DEVICES, REQUIRE_CUDA_ENV, DISABLE_REQUIRE_ENV];
 
 /// An `env` entry, with its index in the container's `env` list.
@@ -84,8 +81,7 @@ pub struct Container<'a> {
     pub name: &'a str,
     pub kind: ContainerKind,
     /// The list of the pod spec it is in (`containers`, `initContainers`,
-    /// `ephemeralContainers`) and its index there: where it is, spelled as
-    /// a pointer ([`Container::pointer_to`]) only for a patch.
+    /// `ephemeralContainers`) and its index there ([`Container::pointer_to`]).
     pub list: &'static str,
     pub index: usize,
     pub image: Option<&'a str>,
@@ -96,8 +92,7 @@ pub struct Container<'a> {
     /// `resources.claims[]`: the pod claims the container uses.
     pub claims: Vec<ClaimUse<'a>>,
     /// The GPUs its resolved DRA claims give it (set by
-    /// [`super::dra::resolution::resolve`]); None when no resolved claim it
-    /// uses holds a GPU request.
+    /// [`super::dra::resolution::resolve`]).
     pub dra_gpus: Option<DraCount>,
     /// It uses a claim that cannot be resolved (set by `resolve`): it may
     /// hold a GPU, so no check that needs it to hold none denies it.
@@ -137,7 +132,7 @@ impl Container<'_> {
 
     /// A GPU container: it asks for a GPU resource, or uses a resolved DRA
     /// claim that holds a GPU request. Ephemeral containers cannot have
-    /// resources, so they never are.
+    /// resources.
     pub fn is_gpu(&self) -> bool {
         self.kind != ContainerKind::Ephemeral
             && (self.dra_gpus.is_some() || self.is_device_plugin_gpu())

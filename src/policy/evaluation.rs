@@ -27,8 +27,7 @@ pub struct Change {
     /// container "app"`).
     pub summary: String,
     /// Where its operations are in [`Evaluation::patch`]
-    /// ([`Evaluation::operations`]): written there once, not copied from
-    /// here.
+    /// ([`Evaluation::operations`]).
     pub operations: Range<usize>,
     /// The change removes or replaces something the author wrote (as opposed
     /// to adding what they did not write). Templates are warned about these.
@@ -67,8 +66,7 @@ impl Evaluation {
 
     /// Adds what one rule found, stamped with its id and each message with
     /// the `gpu-policy:` prefix. A change's operations go to the end of the
-    /// patch, so that the patch is every change's operations in order,
-    /// before anything the evaluator adds of its own.
+    /// patch, before anything the evaluator adds of its own.
     pub(super) fn record(&mut self, rule: RuleId, findings: Findings) {
         let Findings {
             changes,
@@ -100,8 +98,7 @@ impl Evaluation {
 
     /// The changes of this evaluation that `before`, of the same object's
     /// older version, did not make (by rule and summary): what an update
-    /// of a workload's template brings its new pods. Linear: `before`'s
-    /// changes are gathered once.
+    /// of a workload's template brings its new pods.
     pub fn changes_new_since<'e>(&'e self, before: &Evaluation) -> Vec<&'e Change> {
         let had: std::collections::BTreeSet<(RuleId, &str)> = before
             .changes

@@ -1,8 +1,6 @@
 //! What the policy says to people: violation messages and notices.
-//!
-//! Rules and settings write the body of a message; [`Message::new`] is the
-//! one place that puts `gpu-policy:` in front of it, so that every line a
-//! user reads says where it comes from.
+//! [`Message::new`] is the one place that puts `gpu-policy: ` in front of a
+//! body, so every line a user reads says where it comes from.
 
 use std::fmt::{self, Write};
 use std::ops::Deref;
@@ -33,15 +31,12 @@ impl Message {
     pub const PREFIX: &str = "gpu-policy: ";
 
     /// The longest body a message keeps, in bytes; a longer one is cut at
-    /// a character boundary and ends with `…`. Lists are already short
-    /// ([`quoted_list`]), so only values a request wrote at length in a
-    /// slot (a resource name, a path, a class name) reach it; the longest
-    /// message of the golden files is some 200 bytes.
+    /// a character boundary and ends with `…`. The longest message of the
+    /// golden files is some 200 bytes.
     pub const MAX_BODY_BYTES: usize = 1024;
 
     pub fn new(body: impl fmt::Display) -> Self {
         let mut text = Bounded::new(Self::PREFIX.len() + Self::MAX_BODY_BYTES);
-        // A `Bounded` never fails a write: past its room it drops the rest.
         let _ = text.write_str(Self::PREFIX);
         let _ = write!(text, "{body}");
         Message(text.finish())
@@ -107,15 +102,10 @@ impl Serialize for Message {
     }
 }
 
-/// The words of one message, written once for both backends, with named
-/// slots: `{containers} must set limits.{resource}: a GPU request needs an
-/// equal limit`. A rule fills the slots with values ([`Self::format`]); the
-/// generator of the admission policies fills them with CEL expressions and
-/// writes the words as CEL string literals
-/// (`admission_policy::cel_text::message`). So the webhook and the policies
-/// say the same violation in the same words, and a change of the words is
-/// one change. A slot is `{name}`, the name lowercase letters and `_`; the
-/// words hold no other braces.
+/// The words of one message with named slots, written once for both
+/// backends: a rule fills the slots with values ([`Self::format`]), the
+/// admission policies with CEL (`admission_policy::cel_text::message`). A
+/// slot is `{name}`, the name lowercase letters and `_`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageTemplate(&'static str);
 
@@ -140,8 +130,7 @@ impl MessageTemplate {
     pub fn pieces(&self) -> Vec<Piece> {
         let text = self.0;
         let mut pieces = Vec::new();
-        // `start`: the first byte not yet in a piece; `at`: where to look
-        // for the next `{`.
+        // `start`: the first byte not yet in a piece; `at`: where to look.
         let (mut start, mut at) = (0, 0);
         while let Some(open) = text[at..].find('{').map(|i| at + i) {
             let name = text[open + 1..]
@@ -205,14 +194,11 @@ impl MessageTemplate {
     }
 }
 
-/// Where several messages are one: a generated policy's validation has one
-/// message, so the violations of one kind that the webhook reports apart
-/// (two resources above the container maximum) are its messages joined
-/// with this, in any order.
+/// Joins the messages of one kind that the webhook reports apart, as a
+/// generated policy's single validation message does.
 pub const SEPARATOR: &str = "; ";
 
-/// A word that agrees with a count: `container` or `containers`, and
-/// verbs too (`sees`, `see`).
+/// A word that agrees with a count: `container` or `containers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Noun {
     pub one: &'static str,
@@ -235,8 +221,7 @@ impl Noun {
         if count == 1 { self.one } else { self.many }
     }
 
-    /// The word and the names, quoted: `containers "a", "b"`, at most
-    /// [`LISTED_NAMES`] of them ([`quoted_list`]).
+    /// The word and the names, quoted ([`quoted_list`]).
     pub fn list<'s>(&self, names: impl IntoIterator<Item = &'s str>) -> String {
         quoted_list(self.one, self.many, names)
     }
@@ -298,9 +283,7 @@ impl Notice {
             message: Message::new(body),
         }
     }
-}
 
-impl Notice {
     /// The namespace annotations the settings ignored, as notices.
     pub fn of_ignored(namespace: &NamespaceSettings) -> Vec<Notice> {
         namespace
@@ -323,13 +306,11 @@ pub fn containers_phrase<'s>(names: impl IntoIterator<Item = &'s str>) -> String
 }
 
 /// How many names a list of a message names; the rest are counted
-/// (`containers "c0", ..., "c9" and 99,990 more`). Ten names are one line
-/// of a terminal, and a person fixes the first ten before reading on.
+/// (`and 99,990 more`). Ten names are one line of a terminal.
 pub const LISTED_NAMES: usize = 10;
 
 /// The longest name a list quotes, in bytes: a container's name is a DNS
-/// label of at most 63 characters, so only a name the API server would
-/// refuse is cut (with `…`).
+/// label of at most 63 characters.
 pub const MAX_LISTED_NAME_BYTES: usize = 63;
 
 /// `<singular> "a"` or `<plural> "a", "b"`: at most [`LISTED_NAMES`]
@@ -340,8 +321,6 @@ pub fn quoted_list<'s>(
     plural: &str,
     names: impl IntoIterator<Item = &'s str>,
 ) -> String {
-    // Written into one string: the phrase is made for every change of
-    // every request.
     let mut names = names.into_iter();
     let listed: Vec<&str> = names.by_ref().take(LISTED_NAMES).collect();
     let more = names.count();
@@ -362,7 +341,6 @@ pub fn quoted_list<'s>(
     for (at, name) in listed.iter().enumerate() {
         phrase.push_str(if at == 0 { " " } else { LIST_SEPARATOR });
         let kept = prefix_within(name, MAX_LISTED_NAME_BYTES);
-        // Writing into a String cannot fail.
         if kept.len() < name.len() {
             let _ = write!(phrase, "{:?}", [kept, "…"].concat());
         } else {
@@ -408,8 +386,7 @@ pub fn prefix_within(text: &str, max: usize) -> &str {
 }
 
 /// A string written through `fmt::Write` that keeps at most `room` bytes
-/// (and `…` in place of the rest): a message whose slot holds a megabyte
-/// costs its room, not the megabyte.
+/// (and `…` in place of the rest); its writes never fail.
 pub struct Bounded {
     text: String,
     room: usize,

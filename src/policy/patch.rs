@@ -1,8 +1,6 @@
 //! JSON Patch operations the rules build.
 
-use std::fmt::Write;
-
-use json_patch::jsonptr::{Pointer, PointerBuf, Token};
+use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::{Map, Value};
 
@@ -19,48 +17,16 @@ pub enum Step<'a> {
     Index(usize),
 }
 
-/// `base` followed by `steps`, written into one string of its final size:
-/// `PointerBuf::push_back` grows its string for every token, and a patch
-/// path is built for every operation of every request.
-pub fn pointer_below<'s, I>(base: &Pointer, steps: I) -> PointerBuf
-where
-    I: IntoIterator<Item = Step<'s>>,
-    I::IntoIter: Clone,
-{
-    let steps = steps.into_iter();
-    // An index takes at most 20 digits; a key at most twice its length
-    // once `~` and `/` are escaped.
-    let room: usize = steps
-        .clone()
-        .map(|step| match step {
-            Step::Key(key) => 1 + 2 * key.len(),
-            Step::Index(_) => 21,
-        })
-        .sum();
-    let mut text = String::with_capacity(base.as_str().len() + room);
-    text.push_str(base.as_str());
-    for step in steps.clone() {
-        text.push('/');
+/// `base` followed by `steps`, each escaped.
+pub fn pointer_below<'s>(base: &Pointer, steps: impl IntoIterator<Item = Step<'s>>) -> PointerBuf {
+    let mut pointer = base.to_buf();
+    for step in steps {
         match step {
-            Step::Key(key) => text.push_str(Token::new(key).encoded()),
-            // Writing into a String cannot fail.
-            Step::Index(index) => {
-                let _ = write!(text, "{index}");
-            }
+            Step::Key(key) => pointer.push_back(key),
+            Step::Index(index) => pointer.push_back(index),
         }
     }
-    // Every token above is encoded, so the text parses; were it not to,
-    // the same pointer is built token by token.
-    PointerBuf::parse(text).unwrap_or_else(|_| {
-        let mut pointer = base.to_buf();
-        for step in steps {
-            match step {
-                Step::Key(key) => pointer.push_back(key),
-                Step::Index(index) => pointer.push_back(index),
-            }
-        }
-        pointer
-    })
+    pointer
 }
 
 /// Where an object's annotations stand, for [`set_annotation`]: its

@@ -2,36 +2,11 @@
 //! a workload: containers with their kind and JSON pointer, GPU requests,
 //! volumes and annotations.
 //!
-//! The view borrows from the object and never copies or re-encodes it, so
-//! patches computed from it address the object exactly as the API server sent
-//! it, including fields this program does not know. Only the fields the rules
-//! read are checked for shape; a wrong shape there is an [`ObjectError`] that
-//! names the field.
-//!
-//! Its containers are [`super::container`]'s type; while the view is read,
-//! the sharing model marks the containers that hold a share
-//! ([`super::sharing::mark`]).
-//!
-//! It is the one parsed view of a [`Subject`](super::Subject) under
-//! evaluation: the rules, the mutations record and the registry lookups
-//! read the object through it, and patches are addressed by the JSON
-//! pointers it reports (`metadata_pointer`, `spec_pointer`, each
-//! container's `pointer`, an env entry's `index`), not by the subtrees it
-//! read them from.
-//!
-//! # Its backing
-//!
-//! The view reads a [`Document`](crate::document::Document): on the
-//! request path, the one that borrows the request body
-//! (`admission::wire`); in `check` and `audit`, one made from the
-//! file's `serde_json::Value`. What it hands out is strings, counts and
-//! pointers, except where a rule still reads a raw map: `spec` (R3's
-//! `overhead`, `nodeSelector`, `tolerations`; R4's affinity; the pod's
-//! platform for a registry lookup), `metadata` and `annotations` (asked
-//! through [`PodView::annotation`], [`PodView::has_metadata`] and
-//! [`PodView::has_annotations`] outside the rules), and an env entry's
-//! `raw` (the sharing schemes). The pointers of the template's
-//! `metadata` and `spec` are constants of its [`Shape`].
+//! The view borrows the object and never re-encodes it, so patches addressed
+//! by the pointers it reports (`metadata_pointer`, `spec_pointer`, each
+//! container's `pointer`, an env entry's `index`) address the object as the
+//! API server sent it. Only the fields the rules read are checked for shape;
+//! a wrong shape there is an [`ObjectError`] that names the field.
 
 use std::collections::BTreeMap;
 
@@ -59,8 +34,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// Every shape (a test holds it to the shapes of the kinds admitted,
-    /// `admission::tests`).
+    /// Every shape (`admission::tests` holds it to the kinds admitted).
     pub const ALL: [Shape; 4] = [
         Shape::Pod,
         Shape::Template,
@@ -78,8 +52,7 @@ impl Shape {
         }
     }
 
-    /// The JSON pointers of the template's `metadata` and `spec`: the
-    /// template path's keys (which need no escaping) under a slash each.
+    /// The JSON pointers of the template's `metadata` and `spec`.
     fn pointers(self) -> (&'static Pointer, &'static Pointer) {
         match self {
             Shape::Pod => (
@@ -340,42 +313,15 @@ impl<'a> PodView<'a> {
         self.containers.iter().any(Container::is_device_plugin_gpu)
     }
 
-    /// Names of the GPU resources any container mentions (or a sharing
-    /// scheme implies), in first-seen order. The tests' view of
-    /// [`PodView::effective_counts`].
-    #[cfg(test)]
-    pub fn gpu_resource_names(&self) -> Vec<&'a str> {
-        self.effective_counts()
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect()
-    }
-
-    /// The pod's effective count of one resource, by Kubernetes' own formula:
-    /// the tests' check of [`PodView::effective_counts`], one resource at a
-    /// time.
-    /// the larger of what runs side by side (regular containers plus sidecar
-    /// init containers) and the peak during initialisation (each plain init
-    /// container plus the sidecars started before it).
-    #[cfg(test)]
-    pub fn effective_count(&self, resource: &str) -> u64 {
-        let mut tally = Tally::default();
-        for container in &self.containers {
-            tally.add(container.kind, container.count_of(resource));
-        }
-        tally.count()
-    }
-
-    /// The effective count (`Self::effective_count`) of each GPU resource
-    /// any container mentions (or a sharing scheme implies), in first-seen
-    /// order: one pass over the containers' resources, however many names
-    /// they list. A container that does not mention a resource leaves its
-    /// tally as a count of 0 would.
+    /// The effective count of each GPU resource any container mentions (or
+    /// a sharing scheme implies), in first-seen order, by Kubernetes'
+    /// formula: the larger of what runs side by side (regular containers
+    /// plus sidecar init containers) and the peak during initialisation
+    /// (each plain init container plus the sidecars started before it).
     pub fn effective_counts(&self) -> Vec<(&'a str, u64)> {
         let mut at: BTreeMap<&'a str, usize> = BTreeMap::new();
         let mut tallies: Vec<(&'a str, Tally)> = Vec::new();
         for container in &self.containers {
-            // The container's count of each resource it names, by tally.
             let mut counts: BTreeMap<usize, u64> = BTreeMap::new();
             let implied =
                 (container.implied_cards > 0).then_some((HAMI_CARDS, container.implied_cards));
@@ -401,8 +347,7 @@ impl<'a> PodView<'a> {
     }
 }
 
-/// One resource's running count over the containers, in their order
-/// (`PodView::effective_count`).
+/// One resource's running count over the containers, in their order.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
     /// Regular containers and sidecars, side by side.
@@ -497,9 +442,7 @@ impl<'a> Container<'a> {
         };
         let mut gpu_resources: Vec<GpuResource> = Vec::new();
         let mut shares: Vec<GpuResource> = Vec::new();
-        // Resource name -> its entry in `gpu_resources` or `shares` (a name
-        // is in one of them, whichever map names it): found by name in
-        // logarithmic time, however many names a container lists.
+        // Resource name -> its index in `gpu_resources` or `shares`.
         let mut entries: BTreeMap<&str, usize> = BTreeMap::new();
         let mut claims = Vec::new();
         if let Some(resources) = object_field(resources, "resources", path)? {
@@ -587,11 +530,10 @@ impl<'a> Container<'a> {
     }
 }
 
-/// Where a field is, for error messages (`spec.containers[0].env`): a
-/// chain of borrowed links, spelled out only when there is an error to
-/// report (most objects have none).
+/// Where a field is, for error messages (`spec.containers[0].env`),
+/// spelled out only when there is an error.
 #[derive(Debug, Clone, Copy)]
-enum FieldPath<'p> {
+pub(crate) enum FieldPath<'p> {
     /// Keys from the object's root (a pod template's place in its workload).
     Keys(&'p [&'p str]),
     Key(&'p FieldPath<'p>, &'p str),
@@ -603,11 +545,11 @@ impl FieldPath<'_> {
         FieldPath::Keys(&[])
     }
 
-    fn key<'a>(&'a self, key: &'a str) -> FieldPath<'a> {
+    pub(crate) fn key<'a>(&'a self, key: &'a str) -> FieldPath<'a> {
         FieldPath::Key(self, key)
     }
 
-    fn index(&self, index: usize) -> FieldPath<'_> {
+    pub(crate) fn index(&self, index: usize) -> FieldPath<'_> {
         FieldPath::Index(self, index)
     }
 
@@ -633,7 +575,7 @@ impl FieldPath<'_> {
         }
     }
 
-    fn error(&self, problem: &str) -> ObjectError {
+    pub(crate) fn error(&self, problem: &str) -> ObjectError {
         let mut field = String::new();
         self.write_to(&mut field);
         if field.is_empty() {
@@ -646,14 +588,17 @@ impl FieldPath<'_> {
     }
 }
 
-fn as_object<'a>(value: Json<'a>, path: &FieldPath<'_>) -> Result<Object<'a>, ObjectError> {
+pub(crate) fn as_object<'a>(
+    value: Json<'a>,
+    path: &FieldPath<'_>,
+) -> Result<Object<'a>, ObjectError> {
     value
         .as_object()
         .ok_or_else(|| path.error(&format!("must be an object, not {}", value.type_name())))
 }
 
 /// The member `key` of `parent`, unless it is missing or null.
-fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
+pub(crate) fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
     parent.get(key).filter(|value| !value.is_null())
 }
 
@@ -669,7 +614,48 @@ fn fields<'a, const N: usize>(object: Object<'a>, keys: [&str; N]) -> [Option<Js
     found
 }
 
-fn optional_object<'a>(
+/// The field `key` (read with [`fields`] or [`member`]) read as `what`.
+fn typed_field<'a, T>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+    read: fn(Json<'a>) -> Option<T>,
+    what: &str,
+) -> Result<Option<T>, ObjectError> {
+    match field {
+        None => Ok(None),
+        Some(value) => read(value).map(Some).ok_or_else(|| {
+            path.key(key)
+                .error(&format!("must be {what}, not {}", value.type_name()))
+        }),
+    }
+}
+
+fn object_field<'a>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<Object<'a>>, ObjectError> {
+    typed_field(field, key, path, Json::as_object, "an object")
+}
+
+fn array_field<'a>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<Array<'a>>, ObjectError> {
+    typed_field(field, key, path, Json::as_array, "a list")
+}
+
+fn str_field<'a>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+) -> Result<Option<&'a str>, ObjectError> {
+    typed_field(field, key, path, Json::as_str, "a string")
+}
+
+pub(crate) fn optional_object<'a>(
     parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
@@ -677,19 +663,7 @@ fn optional_object<'a>(
     object_field(member(parent, key), key, path)
 }
 
-/// The field `key` (read with [`fields`]) as an object.
-fn object_field<'a>(
-    field: Option<Json<'a>>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Object<'a>>, ObjectError> {
-    match field {
-        None => Ok(None),
-        Some(value) => as_object(value, &path.key(key)).map(Some),
-    }
-}
-
-fn optional_array<'a>(
+pub(crate) fn optional_array<'a>(
     parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
@@ -697,36 +671,7 @@ fn optional_array<'a>(
     array_field(member(parent, key), key, path)
 }
 
-/// The field `key` (read with [`fields`]) as a list.
-fn array_field<'a>(
-    field: Option<Json<'a>>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Array<'a>>, ObjectError> {
-    match field {
-        None => Ok(None),
-        Some(value) => value.as_array().map(Some).ok_or_else(|| {
-            path.key(key)
-                .error(&format!("must be a list, not {}", value.type_name()))
-        }),
-    }
-}
-
-fn optional_bool(
-    parent: Object<'_>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<bool>, ObjectError> {
-    match member(parent, key) {
-        None => Ok(None),
-        Some(value) => value.as_bool().map(Some).ok_or_else(|| {
-            path.key(key)
-                .error(&format!("must be a boolean, not {}", value.type_name()))
-        }),
-    }
-}
-
-fn optional_str<'a>(
+pub(crate) fn optional_str<'a>(
     parent: Object<'a>,
     key: &str,
     path: &FieldPath<'_>,
@@ -734,19 +679,12 @@ fn optional_str<'a>(
     str_field(member(parent, key), key, path)
 }
 
-/// The field `key` (read with [`fields`]) as a string.
-fn str_field<'a>(
-    field: Option<Json<'a>>,
+pub(crate) fn optional_bool(
+    parent: Object<'_>,
     key: &str,
     path: &FieldPath<'_>,
-) -> Result<Option<&'a str>, ObjectError> {
-    match field {
-        None => Ok(None),
-        Some(value) => value.as_str().map(Some).ok_or_else(|| {
-            path.key(key)
-                .error(&format!("must be a string, not {}", value.type_name()))
-        }),
-    }
+) -> Result<Option<bool>, ObjectError> {
+    typed_field(member(parent, key), key, path, Json::as_bool, "a boolean")
 }
 
 #[cfg(test)]

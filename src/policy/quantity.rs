@@ -1,17 +1,11 @@
 //! Exact reading of Kubernetes resource quantities as GPU counts.
 //!
-//! `nvidia.com/gpu` is an integer extended resource: the API server and the
-//! device plugin only ever deal in whole devices. A policy that reads the
-//! count with floats, or with a lenient parser, can disagree with what the
-//! API server actually accepted (e.g. `"1e0"`, `"2000m"`, `"0.5k"` are all
-//! valid spellings of whole numbers). This module therefore follows the
-//! grammar of `k8s.io/apimachinery/pkg/api/resource` to the letter and
-//! evaluates the value exactly, using integer arithmetic only, so that the
-//! policy sees exactly the number the API server would see. The text is
-//! split by [`kubernetes_cel::quantity::syntax`], the reader the CEL library shares.
-//!
-//! Nothing in here panics on any input: every operation whose result depends
-//! on the input is checked or saturating (enforced by the lint below).
+//! `nvidia.com/gpu` is an integer extended resource, and `"1e0"`, `"2000m"`,
+//! `"0.5k"` are all valid spellings of whole numbers: a policy that reads
+//! counts with floats or a lenient parser can disagree with what the API
+//! server accepted. So the grammar of `k8s.io/apimachinery/pkg/api/resource`
+//! (split by [`kubernetes_cel::quantity::syntax`]) is evaluated exactly, in
+//! integer arithmetic, checked or saturating (the lint below).
 
 #![deny(clippy::arithmetic_side_effects)]
 
@@ -27,11 +21,9 @@ const MAX_QUANTITY_LEN: usize = 256;
 /// integer digits than this cannot be a valid count.
 const U64_MAX_DIGITS: usize = 20;
 
-/// What a quantity in `resources.limits` / `resources.requests` says as a GPU count.
-///
-/// GPU counts are integers, so anything that is not a whole, non-negative
-/// number that fits in a `u64` is reported as [`GpuCount::Invalid`] with the
-/// reason, rather than being rounded or truncated.
+/// What a quantity in `resources.limits` / `resources.requests` says as a
+/// GPU count: anything but a whole number in a `u64` is
+/// [`GpuCount::Invalid`], never rounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuCount {
     /// A whole, non-negative number of devices.
@@ -58,20 +50,15 @@ pub enum QuantityError {
 }
 
 impl GpuCount {
-    /// Reads a quantity as it appears in raw pod JSON: a string, or a JSON number.
-    /// Anything else (bool, null, object, array) is Malformed.
-    ///
-    /// Strings go through [`GpuCount::parse`]. Numbers are taken as the API
-    /// server would decode them: unsigned and signed integers exactly; floats
-    /// are whole only when they have no fractional part and fit in a `u64`
-    /// (a negative float is Negative, an integral float above `u64::MAX` is
-    /// TooLarge, anything else Fractional; `-0.0` is zero).
+    /// Reads a quantity as it appears in raw pod JSON: a string
+    /// ([`GpuCount::parse`]) or a number, taken as the API server decodes
+    /// it (a float is whole only when integral and within `u64`). Anything
+    /// else is Malformed.
     pub fn from_json(value: Json<'_>) -> GpuCount {
         Self::from_text_or_number(value.as_str(), value.as_number().as_ref())
     }
 
-    /// [`GpuCount::from_json`] of a `serde_json::Value` (the cluster's
-    /// objects).
+    /// [`GpuCount::from_json`] of a `serde_json::Value`.
     pub fn from_value(value: &serde_json::Value) -> GpuCount {
         Self::from_text_or_number(value.as_str(), value.as_number())
     }
@@ -80,35 +67,23 @@ impl GpuCount {
         if let Some(text) = text {
             return GpuCount::parse(text);
         }
-        match number {
-            Some(n) => {
-                if let Some(u) = n.as_u64() {
-                    GpuCount::Whole(u)
-                } else if let Some(i) = n.as_i64() {
-                    // as_u64 failed, so the integer is negative.
-                    match u64::try_from(i) {
-                        Ok(u) => GpuCount::Whole(u),
-                        Err(_) => GpuCount::Invalid(QuantityError::Negative),
-                    }
-                } else if let Some(f) = n.as_f64() {
-                    from_f64(f)
-                } else {
-                    GpuCount::Invalid(QuantityError::Malformed)
-                }
-            }
-            None => GpuCount::Invalid(QuantityError::Malformed),
+        let Some(n) = number else {
+            return GpuCount::Invalid(QuantityError::Malformed);
+        };
+        if let Some(u) = n.as_u64() {
+            GpuCount::Whole(u)
+        } else if n.as_i64().is_some() {
+            // as_u64 failed, so the integer is negative.
+            GpuCount::Invalid(QuantityError::Negative)
+        } else if let Some(f) = n.as_f64() {
+            from_f64(f)
+        } else {
+            GpuCount::Invalid(QuantityError::Malformed)
         }
     }
 
-    /// Parses the string form, following the Kubernetes grammar (k8s.io/apimachinery/pkg/api/resource):
-    /// `<quantity> ::= <signedNumber><suffix>`; `<signedNumber> ::= <number> | +<number> | -<number>`;
-    /// `<number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>`;
-    /// `<suffix> ::= <binarySI> (Ki Mi Gi Ti Pi Ei) | <decimalSI> (n u m "" k M G T P E) | e<signedInt> | E<signedInt>`.
-    ///
-    /// The value is computed exactly: the mantissa digits as an integer, a
-    /// decimal exponent and a binary multiplier, with no floating point and
-    /// no rounding. So `"2000m"`, `"1e0"` and `"0.5k"` are whole, `"500m"` is
-    /// Fractional, and `"-0"` is zero. Surrounding whitespace, unknown
+    /// Parses the string form exactly: `"2000m"`, `"1e0"` and `"0.5k"` are
+    /// whole, `"500m"` is Fractional, `"-0"` is zero; whitespace, unknown
     /// suffixes and strings longer than 256 bytes are Malformed.
     pub fn parse(s: &str) -> GpuCount {
         match parse_quantity(s) {
@@ -125,7 +100,7 @@ impl GpuCount {
         }
     }
 
-    /// True when the value is exactly zero ("0", "0m", "0.0", "-0", 0). A zero limit is not a GPU request.
+    /// Exactly zero ("0", "0m", "-0", 0): a zero limit is not a GPU request.
     pub fn is_zero(self) -> bool {
         matches!(self, GpuCount::Whole(0))
     }
@@ -137,10 +112,8 @@ fn from_f64(f: f64) -> GpuCount {
     const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
     if !f.is_finite() {
-        // serde_json never produces these, but be total anyway.
         GpuCount::Invalid(QuantityError::Malformed)
     } else if f == 0.0 {
-        // Also covers -0.0.
         GpuCount::Whole(0)
     } else if f < 0.0 {
         GpuCount::Invalid(QuantityError::Negative)
@@ -165,8 +138,7 @@ struct Parsed<'a> {
 }
 
 fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
-    // The usual spelling, a plain count ("1", "8"): up to 19 digits always
-    // fit a u64, so it is read without the general path's digit buffer.
+    // A plain count of up to 19 digits always fits a u64.
     if (1..=19).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().map_err(|_| QuantityError::Malformed);
     }
@@ -174,16 +146,15 @@ fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
     evaluate(&parsed)
 }
 
-/// Applies the grammar ([`quantity::split`]), and asks more of it:
-/// at most 256 bytes, and at least one digit (upstream's scanner reads `+`
-/// or `Ki` as zero). `None` when the string is not a quantity.
+/// Applies the grammar ([`quantity::split`]), and asks more of it: at most
+/// 256 bytes, and at least one digit (upstream's scanner reads `+` or `Ki`
+/// as zero).
 fn split(s: &str) -> Option<Parsed<'_>> {
     if s.is_empty() || s.len() > MAX_QUANTITY_LEN {
         return None;
     }
     let parts = quantity::split(s).ok()?;
     if !parts.has_digits() {
-        // Covers "", "+", ".", "Ki", ...
         return None;
     }
     let (exp10, exp2) = match parts.suffix {
@@ -207,8 +178,8 @@ fn exponent(signed: &str) -> i64 {
         Some((b'+', rest)) => (false, rest),
         _ => (false, signed.as_bytes()),
     };
-    // Saturating is exact enough: with at most 256 mantissa digits, any
-    // exponent beyond a few hundred in magnitude already decides the outcome.
+    // With at most 256 mantissa digits, an exponent of a few hundred
+    // already decides the outcome: saturating is exact enough.
     let magnitude = digits.iter().fold(0i64, |acc, &d| {
         acc.saturating_mul(10)
             .saturating_add(i64::from(d.wrapping_sub(b'0')))
@@ -222,7 +193,6 @@ fn exponent(signed: &str) -> i64 {
 
 /// Evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
 fn evaluate(p: &Parsed<'_>) -> Result<u64, QuantityError> {
-    // The mantissa as decimal digit values, most significant first.
     let mut digits: Vec<u8> = p
         .int_digits
         .iter()
@@ -307,8 +277,7 @@ fn strip_leading_zeros(digits: &mut Vec<u8>) {
 fn div_small(digits: &mut [u8], divisor: u8) -> u8 {
     let mut rem: u8 = 0;
     for d in digits.iter_mut() {
-        // rem < divisor <= 9 and *d <= 9, so cur <= 89: no overflow, but stay
-        // checked to keep the no-panic guarantee mechanical.
+        // cur <= 89, checked anyway to keep the lint mechanical.
         let cur = rem.saturating_mul(10).saturating_add(*d);
         *d = cur.checked_div(divisor).unwrap_or(0);
         rem = cur.checked_rem(divisor).unwrap_or(0);

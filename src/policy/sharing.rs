@@ -1,8 +1,7 @@
 //! The GPU sharing schemes as the view reads them: which container holds
-//! a share ([`mark`]), what scheme it still awaits ([`awaited_scheme`]),
-//! whether an `NVIDIA_VISIBLE_DEVICES` entry is the one KAI's webhook wrote
-//! ([`is_kai_visible_devices`]), and the annotations KAI-Scheduler reads.
-//! What R2 checks of the share values is `rules::sharing`'s.
+//! a share ([`mark`]), what scheme it still awaits ([`awaited_scheme`]), and
+//! the annotations KAI-Scheduler reads. R2's checks of share values are
+//! `rules::sharing`'s.
 
 use super::container::{Container, ContainerKind, EnvEntry, GpuResource};
 use crate::settings::{HAMI_CARDS, Settings};
@@ -81,13 +80,10 @@ pub fn mark(containers: &mut [Container<'_>], kai: Option<&KaiFraction<'_>>) {
 }
 
 /// The scheme whose webhook has yet to act on a share container: KAI's
-/// writes the share's `NVIDIA_VISIBLE_DEVICES` (replacing an entry of that
-/// name), HAMi's the card count `nvidia.com/gpu`. Until then R1 pins the
-/// container, so a pod no such webhook acts on (the scheme not installed,
-/// a pod bound by `nodeName`) sees no card through its image's `ENV`; the
-/// scheme's webhook replaces the pin (KAI), or the reinvocation after it
-/// removes it (HAMi). `kai_configmap`: the pod's [`KAI_CONFIGMAP`]
-/// annotation.
+/// writes the share's `NVIDIA_VISIBLE_DEVICES`, HAMi's the card count
+/// `nvidia.com/gpu`. Until then R1 pins the container, so a pod no such
+/// webhook acts on sees no card through its image's `ENV`.
+/// `kai_configmap`: the pod's [`KAI_CONFIGMAP`] annotation.
 pub fn awaited_scheme(
     container: &Container<'_>,
     kai_configmap: Option<&str>,

@@ -10,13 +10,10 @@ use super::container::{Container, ContainerKind};
 use super::dra::claims::ClaimKind;
 use super::pod::Shape;
 
-/// The object under evaluation, built once for it by the admission layer
-/// (from a review, or from a manifest for `check` and `audit`) and taken by
-/// [`Evaluator::evaluate`](super::Evaluator::evaluate).
-///
-/// `object` is read by [`PodView`](super::PodView) (a pod or pod
-/// template) or by the claim reader, and by nothing else past the
-/// constructors, which read who the object is for the allowlist.
+/// The object under evaluation, built once by the admission layer and taken
+/// by [`Evaluator::evaluate`](super::Evaluator::evaluate). Past the
+/// constructors (who the object is, for the allowlist), `object` is read by
+/// [`PodView`](super::PodView) or by the claim reader alone.
 #[derive(Debug, Clone)]
 pub struct Subject<'a> {
     /// The object as it was sent, raw.
@@ -32,14 +29,10 @@ pub struct Subject<'a> {
 /// What the evaluator reads an object as.
 #[derive(Debug, Clone)]
 pub enum Form<'a> {
-    /// A Pod, or the pod template of a workload (where it sits: `shape`):
-    /// read through [`PodView`](super::PodView) and run through
-    /// [`RULES`](super::RULES).
+    /// A Pod, or the pod template of a workload, at `shape`.
     Pod {
         shape: Shape,
-        /// Who the object is, for the allowlist.
         identity: Identity<'a>,
-        /// Which containers the rules look at.
         scope: Scope,
     },
     /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are
@@ -113,14 +106,11 @@ pub enum Scope {
     /// ephemeral containers whose names are not in the old object. The rest
     /// of the pod is immutable and was admitted when it was created.
     NewEphemeralContainers(BTreeSet<String>),
-    /// An update of the Pod itself. Only an image can change in place
-    /// (the rest of a pod's spec is immutable, or only tightened while it
-    /// is scheduling-gated); the rules see the old pod beside the new
-    /// ([`RuleInput::old`](super::rules::RuleInput::old)) and look at
-    /// what the update changes: what gpu-policy wrote at creation put back
-    /// where a re-apply undid it, the webhook's annotations, the new
-    /// images' floors. No container is in scope for the creation-time
-    /// checks.
+    /// An update of the Pod itself: only an image can change in place (the
+    /// rest of the spec is immutable, or only tightened while the pod is
+    /// scheduling-gated). The rules that read the old pod
+    /// ([`RuleInput::old`](super::rules::RuleInput::old)) judge what the
+    /// update changes; no container is in scope for the creation checks.
     Update,
 }
 
@@ -179,12 +169,11 @@ pub struct Owner<'a> {
     pub uid: Option<&'a str>,
 }
 
-/// The controller owner reference of an object, read from raw JSON.
-/// References of the wrong shape are skipped: the API server validates them,
-/// and a malformed one must never exempt anything.
+/// The controller owner reference of an object. References of the wrong
+/// shape are skipped: a malformed one must never exempt anything.
 pub fn controller_owner(object: Json<'_>) -> Option<Owner<'_>> {
-    // `get`, not `pointer`: a pointer is parsed, and each of its segments
-    // copied, on every call, and this runs for every pod.
+    // `get`, not `pointer`: a pointer is parsed on every call, and this runs
+    // for every pod.
     object
         .get("metadata")?
         .get("ownerReferences")?

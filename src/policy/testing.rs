@@ -64,15 +64,7 @@ pub fn evaluate_on_nodes(pod: &Value, nodes: &dyn NodeFacts, settings: &Settings
 pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation {
     let settings = Settings::default();
     let namespace_settings = settings.for_namespace(&BTreeMap::new());
-    let evaluator = Evaluator {
-        settings: &settings,
-        namespace: &namespace_settings,
-        cluster: None,
-        nodes: None,
-        claims: None,
-        images: Some(images),
-        claim_owner: None,
-    };
+    let evaluator = Evaluator::of_cluster(&settings, &namespace_settings, None, Some(images));
     // Without an owner: no allowlist entry applies.
     let document = Document::from_value(pod);
     let subject = Subject {
@@ -85,10 +77,21 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
         namespace: namespace_of(pod),
         old: None,
     };
-    match evaluator.evaluate(&subject) {
-        Ok(evaluation) => evaluation,
-        Err(err) => panic!("test pod does not parse: {err}"),
-    }
+    evaluated(&evaluator, &subject)
+}
+
+/// The evaluation of `subject`, failing the test when it does not parse.
+fn evaluated(evaluator: &Evaluator<'_>, subject: &Subject<'_>) -> Evaluation {
+    evaluator
+        .evaluate(subject)
+        .unwrap_or_else(|err| panic!("test pod does not parse: {err}"))
+}
+
+fn annotation_map(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
+    annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 fn run_in(
@@ -100,26 +103,15 @@ fn run_in(
     nodes: Option<&dyn NodeFacts>,
     claims: Option<&dyn ClaimFacts>,
 ) -> Evaluation {
-    let annotations: BTreeMap<String, String> = annotations
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let namespace_settings = settings.for_namespace(&annotations);
+    let namespace_settings = settings.for_namespace(&annotation_map(annotations));
     let evaluator = Evaluator {
-        settings,
-        namespace: &namespace_settings,
-        cluster,
         nodes,
         claims,
-        images: None,
-        claim_owner: None,
+        ..Evaluator::of_cluster(settings, &namespace_settings, cluster, None)
     };
     let document = Document::from_value(pod);
     let subject = Subject::pod(document.root(), namespace_of(pod), scope.clone());
-    match evaluator.evaluate(&subject) {
-        Ok(evaluation) => evaluation,
-        Err(err) => panic!("test pod does not parse: {err}"),
-    }
+    evaluated(&evaluator, &subject)
 }
 
 /// `value` as a document that lives as long as the test: what a view read
@@ -182,10 +174,7 @@ pub fn evaluate_update_in(
     let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
     let (new_document, old_document) = (Document::from_value(new), Document::from_value(old));
     let subject = Subject::pod_update(new_document.root(), old_document.root(), namespace_of(new));
-    match evaluator.evaluate(&subject) {
-        Ok(evaluation) => evaluation,
-        Err(err) => panic!("test pod does not parse: {err}"),
-    }
+    evaluated(&evaluator, &subject)
 }
 
 /// The messages of one rule's violations for a pod.
@@ -241,19 +230,11 @@ pub fn evaluate_claim_for(
     let namespace = namespace_of(claim);
     let refs: Vec<&Value> = objects.iter().collect();
     let claims = InputClaims::collect(&refs, namespace, settings);
-    let annotations: BTreeMap<String, String> = namespace_annotations
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let namespace_settings = settings.for_namespace(&annotations);
+    let namespace_settings = settings.for_namespace(&annotation_map(namespace_annotations));
     let evaluator = Evaluator {
-        settings,
-        namespace: &namespace_settings,
-        cluster: None,
-        nodes: None,
         claims: Some(&claims),
-        images: None,
         claim_owner: owner,
+        ..Evaluator::of_cluster(settings, &namespace_settings, None, None)
     };
     let document = Document::from_value(claim);
     evaluator

@@ -1,22 +1,17 @@
-//! What the cluster says a claim got: the devices allocated to a
-//! ResourceClaim (`status.allocation.devices.results[]`), who the claim was
-//! made for (its Pod owner and `resource.kubernetes.io/pod-claim-name`),
-//! and what the ResourceSlices of the NVIDIA DRA driver say of a device's
-//! CUDA versions.
+//! What the cluster says a claim got, and for whom.
 //!
-//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (`kind: Pod`,
-//! `apiVersion: v1`, `controller: true`: its `name` and `uid`),
+//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (the controller
+//! of `kind: Pod`, `apiVersion: v1`: its `name` and `uid`),
 //! `metadata.annotations["resource.kubernetes.io/pod-claim-name"]`,
 //! `status.allocation.devices.results[].{request, driver, pool, device}`.
-//! Of a ResourceSlice (resource.k8s.io/v1) of the driver `gpu.nvidia.com`:
-//! `spec.driver`, `spec.pool.name`, `spec.devices[].name` and the version
-//! attributes `cudaComputeCapability`, `cudaDriverVersion` and
-//! `driverVersion` (`{version: "8.0.0"}`). Slices of other drivers are not
-//! kept: no floor is judged on their devices.
+//! Of a ResourceSlice of the driver `gpu.nvidia.com` (slices of other
+//! drivers are not kept): `spec.pool.name`, `spec.devices[].name` and the
+//! version attributes `cudaComputeCapability`, `cudaDriverVersion` and
+//! `driverVersion`.
 //!
-//! Everything here is bounded: at most [`MAX_RESULTS`] results of a claim
-//! and [`MAX_SLICE_DEVICES`] devices of a slice are kept (the API server
-//! allows 32 and 128), and names longer than the API allows are dropped.
+//! Bounded: at most [`MAX_RESULTS`] results of a claim and
+//! [`MAX_SLICE_DEVICES`] devices of a slice are kept (what the API server
+//! allows), and names longer than the API allows are dropped.
 
 use serde_json::Value;
 

@@ -2,38 +2,30 @@
 //! JSON: which requests ask for GPUs, how many, and with admin access.
 //!
 //! Reads `devices.requests[]` of a ResourceClaim's `spec` or a
-//! ResourceClaimTemplate's `spec.spec`, in the two shapes resource.k8s.io
-//! has used:
-//! - v1 and v1beta2: `requests[].exactly.{deviceClassName, allocationMode,
-//!   count, adminAccess}`, or `requests[].firstAvailable[]` subrequests;
-//! - v1beta1 (flat): `requests[].{deviceClassName, allocationMode, count,
-//!   adminAccess}`, or `requests[].firstAvailable[]`.
+//! ResourceClaimTemplate's `spec.spec`: in v1 and v1beta2
+//! `requests[].exactly.{deviceClassName, allocationMode, count,
+//! adminAccess, selectors}`, in v1beta1 the same fields flat on the request;
+//! in all, `requests[].firstAvailable[]` subrequests, of which a request
+//! counts as its largest GPU alternative.
 //!
 //! A request's GPU count is `count` (default 1) with `allocationMode:
-//! ExactCount` (the default); `All` is every matching device of a node,
-//! unbounded. A `firstAvailable` request counts as its largest GPU
-//! alternative. Only the fields read here are checked for shape; a wrong
-//! shape is a [`ClaimError`] naming the field.
-//!
-//! Counts are never wrapped. `count` is a JSON integer from 1 to u64::MAX.
-//! The API server keeps it in an int64, so a claim the webhook sees stays
-//! below 2^63; `check` reads raw files, where 2^63 to 2^64-1 are read as
-//! written and are far above any maximum. From 2^64 on, serde_json reads
-//! the number as a float; a float (even `2.0`, `1e300`), a negative number,
-//! 0 and a string are refused on one line (`must be a whole number above
-//! 0, not 1.8446744073709552e+19`). An explicit 0 or an empty
-//! `allocationMode`, which the API server defaults, can only come from
-//! `check`'s input and are refused too. With `allocationMode: All` the
-//! count is checked but not counted. Totals ([`DraCount::plus`]) saturate
-//! at u64::MAX and `All` absorbs everything. Consumable capacity
-//! (`capacity.requests`, on devices that `allowMultipleAllocations` share
-//! between claims) is not read: a request takes `count` devices, shared or
-//! not, whatever it asks of each, so no capacity, however large or
-//! malformed, is an error here (the API server validates it).
+//! ExactCount` (the default); `All` is every matching device of a node.
+//! `count` is a JSON integer from 1 to u64::MAX: the API server keeps an
+//! int64, and `check`'s raw files may go to u64::MAX, far above any maximum.
+//! A float, a negative number, 0, a string, an empty `allocationMode` (which
+//! the API server defaults, so only `check` sees it) are an [`ObjectError`]
+//! naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
+//! everything. Consumable capacity (`capacity.requests`) is not read: a
+//! request takes `count` devices, shared or not, and the API server
+//! validates capacity.
 
 use std::fmt;
 
 use crate::document::{Json, Object};
+use crate::policy::pod::{
+    FieldPath, ObjectError, as_object, member, optional_array, optional_bool, optional_object,
+    optional_str,
+};
 
 /// How many GPUs a request (or a set of requests) may get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,16 +96,6 @@ impl ClaimSummary {
     }
 }
 
-/// A field of a claim with the wrong shape.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct ClaimError {
-    /// Dotted path from the object's root, e.g.
-    /// `spec.devices.requests[0].exactly.count`.
-    pub field: String,
-    pub problem: String,
-}
-
 /// Where the claim spec sits in the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimKind {
@@ -130,11 +112,7 @@ impl ClaimKind {
     pub const ALL: [ClaimKind; 2] = [ClaimKind::Claim, ClaimKind::Template];
 
     pub fn of_kind(kind: &str) -> Option<ClaimKind> {
-        match kind {
-            "ResourceClaim" => Some(ClaimKind::Claim),
-            "ResourceClaimTemplate" => Some(ClaimKind::Template),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|k| k.as_str() == kind)
     }
 
     fn spec_path(self) -> &'static str {
@@ -186,10 +164,9 @@ pub struct RequestSpec {
     pub alternatives: Vec<DeviceAlternative>,
 }
 
-/// A claim's requests as written, whichever device classes hand out GPUs.
-/// The cluster caches keep this, so that which classes are GPU classes is
-/// decided when a claim is read: a DeviceClass that arrives after the claim
-/// still counts.
+/// A claim's requests as written. The cluster caches keep this, so that
+/// which classes are GPU classes is decided when a claim is read: a
+/// DeviceClass that arrives after the claim still counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSpec {
     pub requests: Vec<RequestSpec>,
@@ -198,10 +175,9 @@ pub struct ClaimSpec {
     pub selectors_dropped: bool,
 }
 
-/// The most bytes of CEL selectors kept of one claim. The API server allows
-/// 32 requests of 32 selectors of 10 KiB each; a cache keeps every claim of
-/// the cluster, and what the policy asks of selectors (whether they
-/// guarantee a pod's floor) fits well within this.
+/// The most bytes of CEL selectors kept of one claim: the API server allows
+/// 32 requests of 32 selectors of 10 KiB each, and a cache keeps every
+/// claim of the cluster.
 pub const MAX_KEPT_SELECTOR_BYTES: usize = 16 * 1024;
 
 impl ClaimSpec {
@@ -237,46 +213,48 @@ pub fn parse_object(
     object: Json<'_>,
     kind: ClaimKind,
     is_gpu_class: &dyn Fn(&str) -> bool,
-) -> Result<ClaimSummary, ClaimError> {
+) -> Result<ClaimSummary, ObjectError> {
     Ok(read_object(object, kind)?.summary(is_gpu_class))
 }
 
 /// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
 /// object as written.
-pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ClaimError> {
+pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ObjectError> {
     let spec = match kind {
         ClaimKind::Claim => object.get("spec"),
         ClaimKind::Template => object.get("spec").and_then(|s| s.get("spec")),
     };
+    let keys = [kind.spec_path()];
+    let path = FieldPath::Keys(&keys);
     match spec.filter(|spec| !spec.is_null()) {
-        None => Err(error(kind.spec_path(), "is missing")),
-        Some(spec) => read_spec(spec, kind.spec_path()),
+        None => Err(path.error("is missing")),
+        Some(spec) => read_spec_at(spec, &path),
     }
 }
 
 /// Reads the requests of a claim spec as written; `at` is the spec's
 /// dotted path, for errors.
-pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ClaimError> {
-    let spec = object(spec, at)?;
-    let devices_at = format!("{at}.devices");
-    let Some(devices) = optional(spec, "devices") else {
+pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ObjectError> {
+    read_spec_at(spec, &FieldPath::Keys(&[at]))
+}
+
+fn read_spec_at(spec: Json<'_>, path: &FieldPath<'_>) -> Result<ClaimSpec, ObjectError> {
+    let spec = as_object(spec, path)?;
+    let Some(devices) = optional_object(spec, "devices", path)? else {
         return Ok(ClaimSpec::default());
     };
-    let devices = object(devices, &devices_at)?;
-    let requests_at = format!("{devices_at}.requests");
-    let Some(requests) = optional(devices, "requests") else {
+    let devices_path = path.key("devices");
+    let Some(requests) = optional_array(devices, "requests", &devices_path)? else {
         return Ok(ClaimSpec::default());
     };
-    let requests = requests
-        .as_array()
-        .ok_or_else(|| error(&requests_at, &must_be("a list", requests)))?;
+    let requests_path = devices_path.key("requests");
     let mut read = ClaimSpec {
         requests: Vec::with_capacity(requests.len()),
         selectors_dropped: false,
     };
     for (index, raw) in requests.iter().enumerate() {
-        let at = format!("{requests_at}[{index}]");
-        read.requests.push(read_request(raw, &at)?);
+        read.requests
+            .push(read_request(raw, &requests_path.index(index))?);
     }
     let kept: usize = read
         .requests
@@ -294,47 +272,41 @@ pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ClaimError> {
     Ok(read)
 }
 
-fn read_request(raw: Json<'_>, at: &str) -> Result<RequestSpec, ClaimError> {
-    let request = object(raw, at)?;
-    let name = string(request, "name", at)?.unwrap_or("").to_owned();
+fn read_request(raw: Json<'_>, path: &FieldPath<'_>) -> Result<RequestSpec, ObjectError> {
+    let request = as_object(raw, path)?;
+    let name = optional_str(request, "name", path)?
+        .unwrap_or("")
+        .to_owned();
     let mut alternatives = Vec::new();
-    if let Some(exactly) = optional(request, "exactly") {
-        let exactly_at = format!("{at}.exactly");
-        alternatives.push(alternative(object(exactly, &exactly_at)?, &exactly_at)?);
-    } else if let Some(first) = optional(request, "firstAvailable") {
-        let first_at = format!("{at}.firstAvailable");
-        let list = first
-            .as_array()
-            .ok_or_else(|| error(&first_at, &must_be("a list", first)))?;
+    if let Some(exactly) = optional_object(request, "exactly", path)? {
+        alternatives.push(alternative(exactly, &path.key("exactly"))?);
+    } else if let Some(list) = optional_array(request, "firstAvailable", path)? {
+        let first_path = path.key("firstAvailable");
         for (index, sub) in list.iter().enumerate() {
-            let sub_at = format!("{first_at}[{index}]");
-            alternatives.push(alternative(object(sub, &sub_at)?, &sub_at)?);
+            let sub_path = first_path.index(index);
+            alternatives.push(alternative(as_object(sub, &sub_path)?, &sub_path)?);
         }
     } else {
         // v1beta1: the request itself names the class.
-        alternatives.push(alternative(request, at)?);
+        alternatives.push(alternative(request, path)?);
     }
     Ok(RequestSpec { name, alternatives })
 }
 
-fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimError> {
-    let class = string(fields, "deviceClassName", at)?.map(str::to_owned);
-    let mode = string(fields, "allocationMode", at)?;
-    let count = match optional(fields, "count") {
+fn alternative(fields: Object<'_>, path: &FieldPath<'_>) -> Result<DeviceAlternative, ObjectError> {
+    let class = optional_str(fields, "deviceClassName", path)?.map(str::to_owned);
+    let mode = optional_str(fields, "allocationMode", path)?;
+    let count = match member(fields, "count") {
         None => 1,
-        // An integer up to u64::MAX, past the API server's int64: `check`
-        // reads raw files, and such a count is simply above any maximum.
-        // serde_json reads larger integers as floats, refused below.
         Some(value) => match value.as_u64() {
             Some(n) if n > 0 => n,
             _ => {
-                // Numbers are short; anything else is named by its type, so
-                // the message stays one short line.
+                // Anything but a number is named by its type: one short line.
                 let problem = match value.as_number() {
                     Some(n) => format!("must be a whole number above 0, not {n}"),
-                    None => must_be("a whole number above 0", value),
+                    None => format!("must be a whole number above 0, not {}", value.type_name()),
                 };
-                return Err(error(&format!("{at}.count"), &problem));
+                return Err(path.key("count").error(&problem));
             }
         },
     };
@@ -347,85 +319,37 @@ fn alternative(fields: Object<'_>, at: &str) -> Result<DeviceAlternative, ClaimE
             let mut chars = other.chars();
             let head: String = chars.by_ref().take(MAX_ECHOED_MODE_CHARS).collect();
             let cut = if chars.next().is_some() { "…" } else { "" };
-            let shown = format!("{head:?}{cut}");
-            return Err(error(
-                &format!("{at}.allocationMode"),
-                &format!("must be ExactCount or All, not {shown}"),
-            ));
-        }
-    };
-    let admin_access = match optional(fields, "adminAccess") {
-        None => false,
-        Some(value) if value.as_bool().is_some() => value.as_bool().unwrap_or_default(),
-        Some(value) => {
-            return Err(error(
-                &format!("{at}.adminAccess"),
-                &must_be("a boolean", value),
-            ));
+            return Err(path
+                .key("allocationMode")
+                .error(&format!("must be ExactCount or All, not {head:?}{cut}")));
         }
     };
     Ok(DeviceAlternative {
         class,
         count,
-        admin_access,
-        selectors: selectors(fields, at)?,
+        admin_access: optional_bool(fields, "adminAccess", path)?.unwrap_or(false),
+        selectors: selectors(fields, path)?,
     })
 }
 
 /// `selectors[].cel.expression`: a selector of another kind (none exists
 /// yet) is skipped.
-fn selectors(fields: Object<'_>, at: &str) -> Result<Vec<String>, ClaimError> {
-    let Some(list) = optional(fields, "selectors") else {
+fn selectors(fields: Object<'_>, path: &FieldPath<'_>) -> Result<Vec<String>, ObjectError> {
+    let Some(list) = optional_array(fields, "selectors", path)? else {
         return Ok(Vec::new());
     };
-    let selectors_at = format!("{at}.selectors");
-    let list = list
-        .as_array()
-        .ok_or_else(|| error(&selectors_at, &must_be("a list", list)))?;
+    let list_path = path.key("selectors");
     let mut expressions = Vec::new();
     for (index, selector) in list.iter().enumerate() {
-        let selector_at = format!("{selectors_at}[{index}]");
-        let selector = object(selector, &selector_at)?;
-        let Some(cel) = optional(selector, "cel") else {
+        let at = list_path.index(index);
+        let Some(cel) = optional_object(as_object(selector, &at)?, "cel", &at)? else {
             continue;
         };
-        let cel_at = format!("{selector_at}.cel");
-        if let Some(expression) = string(object(cel, &cel_at)?, "expression", &cel_at)? {
+        if let Some(expression) = optional_str(cel, "expression", &at.key("cel"))? {
             expressions.push(expression.to_owned());
         }
     }
     Ok(expressions)
-}
-
-fn error(field: &str, problem: &str) -> ClaimError {
-    ClaimError {
-        field: field.to_owned(),
-        problem: problem.to_owned(),
-    }
-}
-
-fn must_be(expected: &str, value: Json<'_>) -> String {
-    format!("must be {expected}, not {}", value.type_name())
-}
-
-fn optional<'a>(fields: Object<'a>, key: &str) -> Option<Json<'a>> {
-    fields.get(key).filter(|value| !value.is_null())
-}
-
-fn object<'a>(value: Json<'a>, at: &str) -> Result<Object<'a>, ClaimError> {
-    value
-        .as_object()
-        .ok_or_else(|| error(at, &must_be("an object", value)))
-}
-
-fn string<'a>(fields: Object<'a>, key: &str, at: &str) -> Result<Option<&'a str>, ClaimError> {
-    match optional(fields, key) {
-        None => Ok(None),
-        Some(value) => match value.as_str() {
-            Some(text) => Ok(Some(text)),
-            None => Err(error(&format!("{at}.{key}"), &must_be("a string", value))),
-        },
-    }
 }
 
 #[cfg(test)]

@@ -1,25 +1,16 @@
-//! What a pod's DRA GPU containers need of a device ([`GpuNeeds`]), and the
-//! three forms it takes: the pod annotation `gpu-policy.io/gpu-needs` that
-//! R4 writes and reads back when a claim is made for the pod, the CEL
-//! selector it adds to the claim's GPU requests ([`GpuNeeds::selector`]),
-//! and the judgement of a device already allocated
-//! ([`GpuNeeds::shortfall`]).
+//! What a pod's DRA GPU containers need of a device ([`GpuNeeds`]), as the
+//! pod annotation `gpu-policy.io/gpu-needs` R4 writes and reads back, as
+//! the CEL selector added to a claim's GPU requests, and as the judgement
+//! of an allocated device ([`GpuNeeds::shortfall`]; the tests hold the
+//! selector and the judgement to the same answers).
 //!
-//! The selector reads the NVIDIA DRA driver's version attributes
-//! (`device.attributes["gpu.nvidia.com"]`): `cudaComputeCapability` for the
-//! compute floor, `cudaDriverVersion` (the CUDA version the driver supports)
-//! and `driverVersion` for the driver floor. A CEL error aborts the whole
-//! allocation, so every read is guarded:
-//! - a device of another driver passes (its class chose it; nothing here
-//!   knows its attributes);
-//! - a device that does not publish `cudaComputeCapability` passes the
-//!   compute part, and one that does not publish both `cudaDriverVersion`
-//!   and `driverVersion` passes the driver part (VFIO passthrough devices
-//!   publish none of them: the driver inside the virtual machine is what
-//!   runs CUDA there).
-//!
-//! The same rules judge an allocated device in Rust ([`GpuNeeds::shortfall`]);
-//! the tests hold the two to the same answers.
+//! The selector reads the NVIDIA DRA driver's attributes
+//! `cudaComputeCapability` (the compute floor), `cudaDriverVersion` and
+//! `driverVersion` (the driver floor). A CEL error aborts the whole
+//! allocation, so every read is guarded: a device of another driver passes,
+//! and a device that does not publish an attribute passes its part (VFIO
+//! passthrough devices publish none: the driver inside the virtual machine
+//! runs CUDA there).
 
 use std::fmt;
 use std::str::FromStr;
@@ -175,10 +166,8 @@ impl GpuNeeds {
     }
 
     /// Whether `selectors` (ANDed, as a request's are) refuse every device
-    /// the NVIDIA driver could publish below these needs: a compute
-    /// capability below the floor with a driver that meets it, and a driver
-    /// below the floor on a card that meets it. A selector this evaluator
-    /// cannot compile guarantees nothing; one that fails on a device
+    /// the NVIDIA driver could publish below these needs. A selector that
+    /// does not compile guarantees nothing; one that fails on a device
     /// refuses it (the scheduler aborts the allocation).
     pub fn guaranteed_by(&self, selectors: &[String]) -> bool {
         let mut compiled = Vec::with_capacity(selectors.len());
@@ -281,9 +270,9 @@ const DRIVERS: &[(CudaVersion, (u32, u32))] = &[
     (CudaVersion::new(13, 1), (590, 44)),
 ];
 
-/// A full GPU of the NVIDIA driver as its ResourceSlice publishes one, so
-/// that a selector reading its other attributes (`productName`, `memory`)
-/// judges it as it would a real card.
+/// A full GPU as the NVIDIA driver's ResourceSlice publishes one, so a
+/// selector reading other attributes (`productName`, `memory`) judges it as
+/// a real card.
 fn probe(card: ComputeCapability, cuda: CudaVersion, driver: (u32, u32)) -> Device {
     let version = |text: String| AttributeValue::Version(text);
     let text = |text: &str| AttributeValue::String(text.to_owned());

@@ -1,18 +1,9 @@
 //! The claims of `check`'s input: a kustomize build or a directory of
-//! manifests holds the ResourceClaimTemplates and ResourceClaims beside the
-//! workloads that use them, so `check` resolves a pod's claims from the same
-//! objects.
-//!
-//! A device class hands out GPUs when its name is in `gpuDeviceClasses`,
-//! or, for a DeviceClass of the input, when its `extendedResourceName` is a
-//! GPU resource or one of its CEL selectors selects the driver
-//! `gpu.nvidia.com` (judged by [`DeviceClassInfo`], as in the cluster).
-//!
-//! What the cluster writes is read too when the input holds it (objects
-//! saved with `kubectl get -o yaml`): a ResourceClaim's allocation and the
-//! Pod it was made for, the ResourceSlices of `gpu.nvidia.com` and the
-//! extended resources DeviceClasses serve, by the readers the cluster view
-//! uses, so `check` on a claim and its slice judges as the webhook does.
+//! manifests holds the ResourceClaimTemplates, ResourceClaims, DeviceClasses
+//! and ResourceSlices beside the workloads that use them. They are read by
+//! the cluster view's readers ([`DeviceClassInfo`], [`read_allocation`],
+//! [`read_made_for`], [`read_slice`]), so `check` on a claim and its slice
+//! judges as the webhook does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,9 +15,7 @@ use super::allocation::{
 use super::{ClaimFacts, Resolved};
 use crate::document::Document;
 use crate::policy::dra::claims::{ClaimKind, parse_object};
-use crate::policy::dra::tables::{
-    DeviceClassInfo, find_device_versions, is_made_for, made_for_pod,
-};
+use crate::policy::dra::tables::{DeviceClassInfo, find_device_versions, made_for_pod};
 use crate::settings::Settings;
 
 /// (namespace, name)
@@ -144,14 +133,6 @@ impl ClaimFacts for InputClaims {
 
     fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
         find_device_versions(&self.slices, driver, pool, device)
-    }
-
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.made_for
-            .range((namespace.to_owned(), String::new())..)
-            .take_while(|((ns, _), _)| ns == namespace)
-            .find(|(_, made_for)| is_made_for(Some(made_for), pod_uid, pod_claim))
-            .map(|((_, name), _)| name.clone())
     }
 
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {

@@ -1,11 +1,5 @@
-//! Dynamic Resource Allocation, as the policy reads it: the device requests
-//! of a claim ([`claims`]), the claims and device classes a cluster view
-//! keeps ([`tables`]), which containers of a pod hold GPUs through their
-//! claims ([`resolution`]), the claims of `check`'s input ([`input`]), and
-//! what a claim was allocated and for whom ([`allocation`]), what a
-//! pod's DRA GPUs need of a device, as a claim selector ([`floor`]), and
-//! the pod a claim is made for, with where its claims resolve
-//! ([`owner`]).
+//! Dynamic Resource Allocation as the policy reads it: [`ClaimFacts`], where
+//! a pod's claims resolve, and [`Resolved`], what is known of one claim.
 
 pub mod allocation;
 pub mod claims;
@@ -61,14 +55,12 @@ pub trait ClaimFacts: Send + Sync {
     /// The name of the ResourceClaim made for the pod whose UID is
     /// `pod_uid` from its pod claim `pod_claim` (the claims of a running
     /// pod made from templates).
-    fn claim_made_for(&self, _namespace: &str, _pod_uid: &str, _pod_claim: &str) -> Option<String> {
-        None
+    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
+        self.claims_made_for(namespace, pod_uid)?.remove(pod_claim)
     }
 
-    /// [`Self::claim_made_for`] of every pod claim of the pod whose UID is
-    /// `pod_uid` at once, in one pass over the namespace's claims: pod
-    /// claim -> the name of the claim made from it (of two, the first by
-    /// name, as `claim_made_for` finds it). None where only
+    /// [`Self::claim_made_for`] of every pod claim of the pod at once: pod
+    /// claim -> claim name (of two, the first by name). None where only
     /// `claim_made_for` can tell.
     fn claims_made_for(
         &self,

@@ -2,23 +2,15 @@
 //! claim is evaluated ([`OwnerPod`]), and where each of that pod's claims
 //! gets its devices ([`pod_claim_origins`], [`OwnerClaims`]).
 //!
-//! A claim the resource claim controller makes for a pod is judged with
-//! the whole pod: its floors come from the pod's images, and its GPUs are
-//! counted with those of the pod's other claims. The pod may have been
-//! created before its templates (`kubectl apply -f dir/` in name order,
-//! Helm's install order): then nothing about its claims was known when it
-//! was admitted, and its claims are the first objects that can be judged
-//! whole.
+//! A claim made for a pod is judged with the whole pod (its images' floors,
+//! its other claims' GPUs): a pod created before its templates (`kubectl
+//! apply -f dir/`, Helm's install order) could not be judged whole when it
+//! was admitted.
 //!
-//! Reads, of the pod: `metadata.uid` and `spec.resourceClaims[]` (through
-//! [`PodView`](crate::policy::PodView)), and what its
-//! `status.resourceClaimStatuses[]` names ([`GeneratedClaim`]: the claim
-//! the controller made from a template entry, once it recorded it). The
-//! claims and templates the entries name are answered by what was read
-//! beside the pod ([`ReadClaim`]), else by the cluster's caches.
-//!
-//! Bounded: a pod is judged with at most [`MAX_POD_CLAIMS`] entries; past
-//! it nothing but the pod is read, and the claim rules say so.
+//! Reads, of the pod: `metadata.uid`, `spec.resourceClaims[]` and
+//! `status.resourceClaimStatuses[]` ([`GeneratedClaim`]). The claims and
+//! templates the entries name are answered by what was read beside the pod
+//! ([`ReadClaim`]), else by the cluster's caches.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,10 +20,9 @@ use crate::document::Json;
 use crate::policy::dra::allocation::{AllocatedDevice, DeviceVersions};
 use crate::policy::pod::{ClaimSource, PodClaim};
 
-/// The most entries of `spec.resourceClaims` a pod is judged with. Each
-/// may cost the webhook an API call while the claim's review waits (the
-/// caches answer the others), so a pod that lists more gets its GPU claims
-/// refused rather than read in part. Real pods list a few.
+/// The most entries of `spec.resourceClaims` a pod is judged with: each
+/// may cost an API call while the claim's review waits, so past it nothing
+/// but the pod is read and the claim rules say so. Real pods list a few.
 pub const MAX_POD_CLAIMS: usize = 32;
 
 /// The Pod a claim is made for, as the webhook read it from the API server
@@ -39,11 +30,9 @@ pub const MAX_POD_CLAIMS: usize = 32;
 #[derive(Debug, Clone, PartialEq)]
 pub enum OwnerPod<'a> {
     Read(ReadPod<'a>),
-    /// No pod of that name has the UID the claim was made for: there is
-    /// none of that name, or another one (deleted and created again). One
-    /// answer for both, because anyone who reaches the webhook can forge a
-    /// claim's review: what it is told must not say whether a pod of some
-    /// name exists in some namespace.
+    /// No pod of that name has the UID the claim was made for. One answer
+    /// for "none" and "another one", because anyone who reaches the webhook
+    /// can forge a claim's review: it must not learn whether a pod exists.
     NotFound,
     /// It could not be read: why, on one line.
     Unreadable(String),
@@ -56,8 +45,7 @@ pub struct ReadPod<'a> {
     pub pod: Json<'a>,
     /// What its `status.resourceClaimStatuses` names.
     pub generated: &'a [GeneratedClaim],
-    /// Its claims and templates read beside it: those the caches did not
-    /// know.
+    /// Its claims and templates the caches did not know, read beside it.
     pub claims: &'a [ReadClaim],
 }
 
@@ -146,13 +134,9 @@ pub fn pod_claim_origins<'a>(
             }
             ClaimSource::Template(template) => match made.get(claim.name) {
                 Some(None) => ClaimOrigin::Nothing,
-                Some(Some(name)) => ClaimOrigin::Template {
+                generated => ClaimOrigin::Template {
                     template,
-                    generated: Some(name),
-                },
-                None => ClaimOrigin::Template {
-                    template,
-                    generated: None,
+                    generated: generated.copied().flatten(),
                 },
             },
             ClaimSource::Claim(name) => ClaimOrigin::Claim(name),
@@ -222,9 +206,7 @@ pub struct OwnerClaims<'a> {
 }
 
 impl<'a> OwnerClaims<'a> {
-    /// `under_review`: the template of the claim under review's pod claim,
-    /// and the claim's summary; `is_gpu_class` judges the classes of what
-    /// was read.
+    /// `is_gpu_class` judges the classes of what was read.
     pub fn new(
         namespace: &'a str,
         entries: &[PodClaimEntry<'a>],

@@ -1,16 +1,13 @@
 //! Which containers of a pod hold GPUs through Dynamic Resource Allocation.
 //!
 //! A container whose `resources.claims[]` names a pod claim
-//! (`spec.resourceClaims[]`, by `resourceClaimTemplateName` or
-//! `resourceClaimName`) that holds a request for a GPU device class is a GPU
-//! container; an entry's `request` narrows the use to that request. The
-//! claims are resolved through [`ClaimFacts`]: the cluster, or the other
-//! objects of `check`'s input.
+//! (`spec.resourceClaims[]`) that holds a request for a GPU device class is
+//! a GPU container; an entry's `request` narrows the use to that request.
+//! Ephemeral containers are never GPU containers.
 //!
 //! A claim that cannot be resolved never gets a pod denied: a notice says
-//! so, and the containers that use it are treated as holding no GPU (they
-//! stay pinned; the DRA driver's CDI edit replaces the pin where it really
-//! hands out a device). Ephemeral containers are never GPU containers.
+//! so, and its containers are treated as holding no GPU (they stay pinned;
+//! the DRA driver's CDI edit replaces the pin where it hands out a device).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,9 +36,8 @@ pub fn resolve<'a>(
         view.dra_gpus = None;
         return Vec::new();
     }
-    // What is known of each claim or template the pod names, looked up
-    // once each: pod claims made from one template share its summary, so
-    // a pod naming one template thousands of times reads it once.
+    // Each claim or template the pod names, looked up once, however many
+    // pod claims name it.
     let mut summaries: Vec<Result<ClaimSummary, String>> = Vec::new();
     let mut by_source: BTreeMap<Option<ClaimSource<'a>>, usize> = BTreeMap::new();
     // Pod claim name -> its entry of `summaries`.
@@ -76,50 +72,38 @@ pub fn resolve<'a>(
             let Some(summary) = summaries.get(at) else {
                 continue;
             };
-            let summary = match summary {
-                Ok(summary) => summary,
+            let count = match summary {
+                Err(reason) => Err(reason.clone()),
+                Ok(summary) => match claim_use.request {
+                    None => Ok(summary.gpu_total()),
+                    // `request/subrequest` names a firstAvailable alternative:
+                    // the request's count is that of its largest alternative.
+                    Some(request) => summary
+                        .request(base_request(request))
+                        .map(|r| r.gpu)
+                        .ok_or_else(|| {
+                            format!(
+                                "{} has no request {request:?}",
+                                source_name(&pod_claims, claim_use.name)
+                            )
+                        }),
+                },
+            };
+            match count {
                 Err(reason) => {
                     unresolved_use = true;
                     unresolved
                         .entry(claim_use.name)
-                        .or_insert_with(|| (reason.clone(), Vec::new()))
+                        .or_insert_with(|| (reason, Vec::new()))
                         .1
                         .push(container.name);
-                    continue;
                 }
-            };
-            let found = match claim_use.request {
-                None => Some(summary.gpu_total()),
-                // `request/subrequest` names a firstAvailable alternative:
-                // the request's count is that of its largest alternative.
-                Some(request) => {
-                    let base = base_request(request);
-                    summary.request(base).map(|r| r.gpu)
+                Ok(None) => {}
+                Ok(Some(_)) => {
+                    record_use(&mut mine, claim_use.name, claim_use.request);
+                    record_use(&mut used, claim_use.name, claim_use.request);
                 }
-            };
-            let Some(count) = found else {
-                unresolved_use = true;
-                unresolved
-                    .entry(claim_use.name)
-                    .or_insert_with(|| {
-                        (
-                            format!(
-                                "{} has no request {:?}",
-                                source_name(&pod_claims, claim_use.name),
-                                claim_use.request.unwrap_or_default()
-                            ),
-                            Vec::new(),
-                        )
-                    })
-                    .1
-                    .push(container.name);
-                continue;
-            };
-            if count.is_none() {
-                continue;
             }
-            record_use(&mut mine, claim_use.name, claim_use.request);
-            record_use(&mut used, claim_use.name, claim_use.request);
         }
         container.dra_gpus = held(&known, &summaries, &mine);
         container.unresolved_claim = unresolved_use;
@@ -158,10 +142,9 @@ pub fn resolve<'a>(
 /// requests used.
 type Uses<'a> = BTreeMap<&'a str, Option<BTreeSet<&'a str>>>;
 
-/// Records a use of the pod claim `claim`, narrowed to `request` (or
-/// `request/subrequest`) if given: the whole claim takes in its requests,
-/// and a request is one entry whichever of its subrequests is named (only
-/// one of them is allocated).
+/// Records a use of the pod claim `claim`, narrowed to `request` if given:
+/// a request is one entry whichever of its subrequests is named (only one
+/// of them is allocated).
 fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>) {
     let entry = uses.entry(claim).or_insert_with(|| Some(BTreeSet::new()));
     match (request, entry) {
@@ -174,8 +157,7 @@ fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>)
 }
 
 /// The GPUs the uses hold: each claim (or request) once, however many
-/// uses name it. The sums saturate and `All` absorbs, so no number of
-/// claims overflows.
+/// uses name it.
 fn held(
     known: &BTreeMap<&str, usize>,
     summaries: &[Result<ClaimSummary, String>],
@@ -237,7 +219,6 @@ fn lookup(
     };
     match resolved {
         Resolved::Known(summary) => Ok(summary),
-        // Named only when it is needed: most claims resolve.
         Resolved::Unknown => Err(format!(
             "{} not found",
             source.and_then(source_phrase).unwrap_or_default()

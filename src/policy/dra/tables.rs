@@ -1,24 +1,15 @@
-//! The Dynamic Resource Allocation objects of a cluster view, kept lean: the
-//! requests of each ResourceClaim and ResourceClaimTemplate as written
-//! ([`ClaimSpec`]: per request, its device classes, counts, `All` and
-//! `adminAccess`), and what decides whether a DeviceClass hands out GPUs.
-//!
-//! Which device classes are GPU classes is decided when a claim is read,
-//! with the settings in force, never when it is kept: a DeviceClass that
-//! arrives after a claim, or a `gpuDeviceClasses` entry added at reload,
-//! still counts.
+//! The Dynamic Resource Allocation objects of a cluster view, kept lean:
+//! each ResourceClaim's and ResourceClaimTemplate's requests as written
+//! ([`ClaimSpec`]), a claim's allocation and owner Pod
+//! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device
+//! versions, and what decides whether a DeviceClass hands out GPUs.
 //!
 //! A device class hands out GPUs when its name is in `gpuDeviceClasses`,
-//! when its `extendedResourceName` is a GPU resource, or when one of its CEL
-//! selectors selects the driver `gpu.nvidia.com` ([`DeviceClassInfo`]; the
-//! DeviceClasses of `check`'s input are judged by the same code).
-//!
-//! Of a ResourceClaim it also keeps what the cluster wrote on it: the
-//! devices allocated (`status.allocation`) and the Pod it was made for (its
-//! controller owner and `resource.kubernetes.io/pod-claim-name`), read by
-//! [`allocation`](super::allocation); and, of the ResourceSlices of the
-//! NVIDIA DRA driver, each device's version attributes, so a claim's
-//! devices can be judged against a pod's CUDA floors.
+//! its `extendedResourceName` is a GPU resource, or one of its CEL
+//! selectors selects the driver `gpu.nvidia.com` ([`DeviceClassInfo`],
+//! shared with `check`). That is decided when a claim is read, with the
+//! settings in force, so a DeviceClass that arrives after a claim, or a
+//! `gpuDeviceClasses` entry added at reload, still counts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -105,9 +96,8 @@ pub struct KeptClaim {
 }
 
 impl KeptClaim {
-    /// Reads the ResourceClaim or ResourceClaimTemplate `name`: the whole
-    /// object (at least its `spec`; for a claim, with its `metadata` and
-    /// `status` when they are to be known).
+    /// Reads the ResourceClaim or ResourceClaimTemplate `name` (its `spec`;
+    /// of a claim, its `metadata` and `status` too).
     pub fn of(name: &str, object: &Value, kind: ClaimKind) -> Self {
         let document = Document::from_value(object);
         let spec = match read_object(document.root(), kind) {
@@ -150,18 +140,11 @@ pub type ClaimKey = (String, String);
 /// The claims, claim templates, device classes and NVIDIA ResourceSlices a
 /// cluster view holds.
 ///
-/// Memory: a claim or template costs its namespace and name plus, per
-/// request, its name and per alternative its class name, a count, a flag
-/// and its CEL selectors (at most 16 KiB a claim, none in most): about 350
-/// bytes for a one-request claim without selectors. A ResourceClaim made
-/// for a pod adds its pod's name and UID and the pod claim's name (about
-/// 150 bytes), and once allocated, per device, its request, driver, pool
-/// and device names (about 200 bytes; at most 32 devices). A DeviceClass
-/// costs its name, a flag and its extended resource name. A ResourceSlice
-/// of `gpu.nvidia.com` (one per node, usually) costs its name, its pool and
-/// per device its name and three version texts: about 200 bytes a device
-/// (at most 128 a slice), so 1,000 nodes of 8 GPUs keep about 1.6 MB;
-/// slices of other drivers are not kept.
+/// Memory: about 350 bytes for a one-request claim without selectors (at
+/// most 16 KiB of selectors a claim), 150 more for its owner Pod, 200 a
+/// device allocated (at most 32). A slice of `gpu.nvidia.com` costs about
+/// 200 bytes a device (at most 128 a slice): 1,000 nodes of 8 GPUs keep
+/// about 1.6 MB. Slices of other drivers are not kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClaimTables {
     pub templates: BTreeMap<ClaimKey, KeptClaim>,
@@ -202,8 +185,7 @@ impl ClaimTables {
         }
     }
 
-    /// The ResourceClaims of `namespace`, in name order: one range of the
-    /// table, whose keys sort by namespace first.
+    /// The ResourceClaims of `namespace`, in name order.
     fn claims_in<'a>(
         &'a self,
         namespace: &'a str,
@@ -215,9 +197,8 @@ impl ClaimTables {
     }
 }
 
-/// What a ResourceSlice says of a device: found by driver, pool and device
-/// name across the kept slices (only `gpu.nvidia.com` is kept). A pool may
-/// span several slices, so every slice of the pool is looked at.
+/// What a ResourceSlice says of a device, by driver, pool and device name.
+/// A pool may span several slices, so every slice of the pool is looked at.
 pub fn find_device_versions<'a>(
     slices: impl IntoIterator<Item = &'a KeptSlice>,
     driver: &str,
@@ -255,14 +236,6 @@ pub fn made_for_pod<'a>(
     made
 }
 
-/// Whether `made_for` is the pod `pod_uid`'s claim made from its pod claim
-/// `pod_claim`.
-pub fn is_made_for(made_for: Option<&MadeFor>, pod_uid: &str, pod_claim: &str) -> bool {
-    made_for.is_some_and(|made_for| {
-        made_for.pod_uid == pod_uid && made_for.pod_claim.as_deref() == Some(pod_claim)
-    })
-}
-
 impl ClaimFacts for ClaimTables {
     fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
         self.resolve(&self.templates, namespace, name)
@@ -285,12 +258,6 @@ impl ClaimFacts for ClaimTables {
 
     fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {
         find_device_versions(self.slices.values(), driver, pool, device)
-    }
-
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.claims_in(namespace)
-            .find(|(_, claim)| is_made_for(claim.made_for.as_ref(), pod_uid, pod_claim))
-            .map(|(name, _)| name.to_owned())
     }
 
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {

@@ -1,25 +1,15 @@
-//! The images of the GPU containers of an object being created, read
-//! straight from its pod template: what the webhook looks up in
-//! registries before the rules run, on every GPU admission in registry
-//! mode. It reads the pod spec, its init and regular containers' `image`
-//! and `resources` and nothing else; it builds no [`PodView`], which
-//! would cost more than the cached lookup that follows.
+//! The images of the GPU containers of an object being created, read from
+//! its pod template: what the webhook looks up in registries before the
+//! rules run, in registry mode. It reads the init and regular containers'
+//! `image` and `resources` alone, without building a [`PodView`] (which
+//! costs more than the cached lookup that follows), and answers as
+//! [`view_gpu_images`] does for every object the rules can read.
 //!
-//! A HAMi share makes a GPU container here too; a pod with KAI's fraction
-//! annotations is read through the whole view, which knows the share
-//! container.
-//!
-//! A container that uses a DRA claim is a GPU container only when the
-//! claim resolves to a GPU request: such a pod is read through the whole
-//! view and its claims resolved ([`view_gpu_images`]). Ephemeral
-//! containers never hold GPUs and are not read.
-//!
-//! It answers as [`view_gpu_images`] does for every object the rules can
-//! read. A field it reads with the wrong shape means no lookup, as there;
-//! one it does not read (a volume, an env list) does not, and the rules
-//! then answer that the object cannot be read, which no registry answer
-//! changes (an API server never sends such an object: it decodes every
-//! Pod before admission).
+//! A HAMi share makes a GPU container here too. A pod with KAI's fraction
+//! annotations, or with a container that uses a DRA claim, is read through
+//! the whole view ([`view_gpu_images`]), which knows the share container
+//! and resolves the claims. A field read with the wrong shape means no
+//! lookup; one not read here is the rules' to refuse.
 
 use std::collections::BTreeSet;
 
@@ -36,12 +26,10 @@ use crate::settings::Settings;
 pub type GpuImages<'t> = (Vec<&'t str>, Object<'t>);
 
 impl<'a> Subject<'a> {
-    /// The images of the subject's GPU containers, each once, and the pod
-    /// spec they run in: what is looked up in registries before the rules
-    /// run ([`gpu_images`]); of an update of a pod, those of them the old
+    /// [`gpu_images`] of the subject; of an update of a pod, those the old
     /// pod does not run. None for a claim, for an update of ephemeral
-    /// containers (they never hold GPUs), and for an object without a GPU
-    /// container or a readable pod template.
+    /// containers, and for an object without a GPU container or a readable
+    /// pod template.
     pub fn gpu_images(
         &self,
         settings: &Settings,
@@ -134,7 +122,6 @@ pub fn gpu_images<'t>(
             .flatten();
     }
     let mut images: Vec<&'t str> = Vec::new();
-    // Each image once, found in logarithmic time however many there are.
     let mut seen = BTreeSet::new();
     for field in ["initContainers", "containers"] {
         let Some(list) = present(spec, field) else {

@@ -1,10 +1,6 @@
-//! Images, as the policy reads them: which images of an object are GPU
+//! Images as the policy reads them: which images of an object are GPU
 //! images (looked up in registries before the rules run), and where the
-//! registry's answers enter the evaluation.
-//!
-//! What an image needs, as a value, is `crate::cuda::ImageNeeds`; the image
-//! table is configuration (`settings`); R4 (`rules::compute_affinity`)
-//! combines them.
+//! registry's answers enter the evaluation ([`ImageFacts`]).
 
 pub mod gpu_images;
 
@@ -17,9 +13,8 @@ pub trait ImageFacts: Send + Sync {
     /// to the table.
     fn image_needs(&self, image: &str) -> Option<ImageNeeds>;
 
-    /// Why the image could not be resolved, when a lookup was made and
-    /// gave no usable answer (one short line): the table applies, and the
-    /// rule says so.
+    /// Why the image could not be resolved, when a lookup gave no usable
+    /// answer (one short line): the table applies, and the rule says so.
     fn fallback(&self, _image: &str) -> Option<&str> {
         None
     }
