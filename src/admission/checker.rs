@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::document::{Document, Json};
 
-use super::decision::{Mode, decide, unreadable};
+use super::answer::{Mode, decide, unreadable};
 use super::images;
 use super::kinds::ObjectKind;
 use crate::policy::dra::input::InputClaims;
@@ -261,9 +261,9 @@ impl<'a> Checker<'a> {
             images,
             claim_owner: None,
         };
-        let decision = match evaluator.evaluate(&subject) {
+        let answer = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
-                let decision = decide(self.mode, kind, &evaluation);
+                let answer = decide(self.mode, kind, &evaluation);
                 self.describe(&mut report.facts, object, &subject, &evaluation, claims);
                 report.violations = evaluation.violations;
                 report.changes = evaluation
@@ -271,19 +271,19 @@ impl<'a> Checker<'a> {
                     .into_iter()
                     .map(|change| (change.rule, change.summary))
                     .collect();
-                decision
+                answer
             }
             Err(error) => {
-                let decision = unreadable(&report.kind, &error);
-                report.error = decision.denial.clone();
-                decision
+                let answer = unreadable(&report.kind, &error);
+                report.error = answer.denial.clone();
+                answer
             }
         };
-        report.allowed = decision.allowed;
-        report.denial = decision.denial;
-        report.warnings = decision.warnings;
-        report.warnings_in_full = decision.warnings_in_full;
-        report.patch = decision.patch;
+        report.allowed = answer.allowed;
+        report.denial = answer.denial;
+        report.warnings = answer.warnings;
+        report.warnings_in_full = answer.warnings_in_full;
+        report.patch = answer.patch;
         report
     }
 

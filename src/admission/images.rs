@@ -20,7 +20,7 @@ use crate::cuda::needs::CUDA_VERSION_LABEL;
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
     CUDA_VERSION_ENV, ImageConfigFacts, Lookup, MAX_REFERENCE_LEN, Platform, REQUIRE_CUDA_ENV,
-    Resolver, ResolverOptions, shown,
+    RegistryError, Resolver, ResolverOptions, shown,
 };
 use crate::settings::{ImageResolution, Settings};
 
@@ -80,9 +80,8 @@ pub async fn resolve(
 
 /// A resolver for one offline run (`check --resolve-images`): no metrics,
 /// nothing kept past it.
-pub fn offline_resolver(config: &ImageResolution) -> Result<Resolver, String> {
-    let options = ResolverOptions::from_settings(config).map_err(|err| err.to_string())?;
-    Resolver::new(options, None).map_err(|err| err.to_string())
+pub fn offline_resolver(config: &ImageResolution) -> Result<Resolver, RegistryError> {
+    Resolver::new(ResolverOptions::from_settings(config)?, None)
 }
 
 /// What a registry lookup of one admission found: the needs of the images

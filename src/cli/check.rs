@@ -73,7 +73,7 @@ fn resolve_images(
         .build()
         .map_err(|err| format!("cannot start the registry client: {err}"))?;
     runtime.block_on(async {
-        let resolver = offline_resolver(&config)?;
+        let resolver = offline_resolver(&config).map_err(|err| err.to_string())?;
         let mut resolved = Vec::with_capacity(wanted.len());
         for entry in wanted {
             let Some(entry) = entry else {
