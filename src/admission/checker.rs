@@ -242,29 +242,25 @@ impl<'a> Checker<'a> {
             report.ignored = true;
             return report;
         };
-        let alone;
-        let (cluster, claims): (Option<&dyn ClusterFacts>, Option<&dyn ClaimFacts>) =
-            match &self.claims {
-                Claims::Alone => {
-                    alone = InputClaims::collect(&[object], self.namespace, self.settings);
-                    (None, Some(&alone))
-                }
-                Claims::Input(input) => (None, Some(input)),
-                Claims::Cluster(cluster) => (Some(*cluster), Some(*cluster)),
-            };
+        let mut alone = None;
+        let claims = self.claims_of(object, &mut alone);
+        let cluster = match &self.claims {
+            Claims::Cluster(cluster) => Some(*cluster),
+            _ => None,
+        };
         let evaluator = Evaluator {
             settings: self.settings,
             namespace: &self.namespace_settings,
             cluster,
             nodes: self.nodes,
-            claims,
+            claims: Some(claims),
             images,
             claim_owner: None,
         };
         let answer = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
                 let answer = decide(self.mode, kind, &evaluation);
-                self.describe(&mut report.facts, object, &subject, &evaluation, claims);
+                self.describe(&mut report.facts, object, &subject, &evaluation, Some(claims));
                 report.violations = evaluation.violations;
                 report.changes = evaluation
                     .changes
@@ -298,18 +294,29 @@ impl<'a> Checker<'a> {
                 let old = self.old_of(object).map(Document::from_value);
                 let (_, subject) =
                     self.subject(document.root(), old.as_ref().map(Document::root))?;
-                let alone;
-                let claims: &dyn ClaimFacts = match &self.claims {
-                    Claims::Alone => {
-                        alone = InputClaims::collect(&[object], self.namespace, self.settings);
-                        &alone
-                    }
-                    Claims::Input(input) => input,
-                    Claims::Cluster(cluster) => *cluster,
-                };
+                let mut alone = None;
+                let claims = self.claims_of(object, &mut alone);
                 images::wanted(&subject, self.settings, Some(claims))
             })
             .collect()
+    }
+
+    /// Where the claims of `object`'s pods resolve; `alone` holds those of
+    /// the object itself when each object is the whole input.
+    fn claims_of<'s>(
+        &'s self,
+        object: &Value,
+        alone: &'s mut Option<InputClaims>,
+    ) -> &'s dyn ClaimFacts {
+        match &self.claims {
+            Claims::Alone => alone.insert(InputClaims::collect(
+                &[object],
+                self.namespace,
+                self.settings,
+            )),
+            Claims::Input(input) => input,
+            Claims::Cluster(cluster) => *cluster,
+        }
     }
 
     /// The pod `object` is an update of (`with_old`), if any.

@@ -1,22 +1,11 @@
-//! The reads of a ResourceClaim's review, before the claim is evaluated
-//! (`admission::claim_owner_to_read` says which reviews make them): one
-//! GET of the pod the claim is made for, then one of each of the pod's
-//! claims and templates that the caches do not know
-//! (`admission::owner::claims_to_read`), so that the rules judge the claim
-//! with the whole pod without touching the network.
-//!
-//! A pod that cannot be read never gets its claim denied: the claim is
-//! admitted unchanged, with a warning (the rules' notices) and this log
-//! line. A claim or template that cannot be read is left uncounted (a
-//! warning says so).
-//!
-//! Anyone may forge a claim's review naming any pod: every read is taken
-//! from the caller's allowance (`ClusterReads::pod_read`), all of them
-//! share [`OWNER_READ_BUDGET`], and the answer is the same whether no pod
-//! of that name exists or another one does ([`OwnerRead::NotFound`]);
-//! only the log line tells them apart. At most
-//! [`OWNERS_AT_ONCE`](super::cluster_reads::OWNERS_AT_ONCE) pods are held
-//! at once ([`OwnerReading`] keeps its turn until the claim is answered).
+//! The reads of a ResourceClaim's review before the claim is evaluated
+//! (docs/architecture.md, "Where cluster facts enter"): the pod it is made
+//! for, then those of the pod's claims and templates the caches do not
+//! know. A pod that cannot be read never gets its claim denied; a forged
+//! review learns nothing: every read is taken from the caller's allowance,
+//! all share [`OWNER_READ_BUDGET`], and a pod of that name with another
+//! UID is answered as one not found ([`OwnerRead::NotFound`]), only the
+//! log line telling them apart.
 
 use std::time::Duration;
 
