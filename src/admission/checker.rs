@@ -260,7 +260,13 @@ impl<'a> Checker<'a> {
         let answer = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
                 let answer = decide(self.mode, kind, &evaluation);
-                self.describe(&mut report.facts, object, &subject, &evaluation, Some(claims));
+                self.describe(
+                    &mut report.facts,
+                    object,
+                    &subject,
+                    &evaluation,
+                    Some(claims),
+                );
                 report.violations = evaluation.violations;
                 report.changes = evaluation
                     .changes

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::document::{Json, Object};
+use crate::document::Json;
 use kube::core::admission::Operation;
 
 use super::answer::{
@@ -390,16 +390,6 @@ fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
         }
 }
 
-/// The members of `object` by key: of a repeated key the last, as the
-/// members are inserted in order.
-fn members<'a>(object: Object<'a>) -> BTreeMap<&'a str, Json<'a>> {
-    let mut members = BTreeMap::new();
-    for (key, value) in object {
-        members.insert(key, value);
-    }
-    members
-}
-
 /// Equal as JSON values are (as `Json`'s `==`: objects as maps, of a
 /// repeated key the last), in O(n log n): each object's members are sorted
 /// by key once, where looking every key up in the other object would take
@@ -407,7 +397,9 @@ fn members<'a>(object: Object<'a>) -> BTreeMap<&'a str, Json<'a>> {
 fn same_json(left: Json<'_>, right: Json<'_>) -> bool {
     match (left.as_object(), right.as_object()) {
         (Some(left), Some(right)) => {
-            let (left, right) = (members(left), members(right));
+            // By key, of a repeated key the last (collected in order).
+            let left: BTreeMap<&str, Json<'_>> = left.into_iter().collect();
+            let right: BTreeMap<&str, Json<'_>> = right.into_iter().collect();
             left.len() == right.len()
                 && left
                     .iter()

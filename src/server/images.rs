@@ -225,8 +225,15 @@ impl Images {
         let wanted = wanted()?;
         let budget = settings.image_timeout();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
-        let (resolved, details) =
-            lookups::resolve(&built.resolver, &wanted, budget, interpret).await;
+        // Boxed: only registry mode waits on it, and inline its state would
+        // be moved with the future of every request.
+        let (resolved, details) = Box::pin(lookups::resolve(
+            &built.resolver,
+            &wanted,
+            budget,
+            interpret,
+        ))
+        .await;
         if !details.is_empty() {
             // The request's strings, cut as on its decision line.
             let images = details.join("; ");

@@ -285,9 +285,7 @@ async fn answer(
         }
         None => read.and_then(|(_, subject)| admission::images::wanted(subject, &settings, claims)),
     };
-    // Boxed: only registry mode waits on it, and inline its state would be
-    // moved with the future of every request.
-    let images = Box::pin(state.images.resolve(request, &settings, wanted)).await;
+    let images = state.images.resolve(request, &settings, wanted).await;
     let images = images.as_ref().map(|i| i as &dyn ImageFacts);
     let mut answer = admission::answer(
         request,
