@@ -2,7 +2,7 @@
 //! (`hostile/shapes.rs`): objects that grow one dimension a rule reads
 //! until the review's body is at the server's limit (3 MiB). Each review
 //! is decoded, answered and encoded as the server's `admit` does
-//! (`admission::decode`, `admission::answer`, `admission::encode`), on one
+//! (`admission::decode`, `admission::answer`, `Answer::encode`), on one
 //! thread. The target is at most 100 ms a review for every shape
 //! (docs/performance.md, "Hostile shapes").
 //!
@@ -25,7 +25,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
 use gpu_policy::admission::OwnerRead;
-use gpu_policy::admission::{Endpoint, Mode, answer, claim_owner_to_read, decode, encode};
+use gpu_policy::admission::{Endpoint, Mode, answer, claim_owner_to_read, decode, subject};
 use gpu_policy::policy::ClusterFacts;
 use gpu_policy::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
 use gpu_policy::policy::dra::claims::ClaimKind;
@@ -119,9 +119,21 @@ fn admit(
     owner: &OwnerRead,
 ) -> Vec<u8> {
     let request = decode(body).expect("review decodes");
-    let owner = claim_owner_to_read(&request, endpoint, settings, Some(cluster)).map(|_| owner);
-    let (response, _verdict) = answer(&request, endpoint, settings, Some(cluster), None, owner);
-    encode(response).expect("response encodes")
+    let subject = subject(&request, endpoint);
+    let read = subject.as_ref().ok().and_then(Option::as_ref);
+    let owner = read
+        .and_then(|read| claim_owner_to_read(&request, endpoint, read, settings, Some(cluster)))
+        .map(|_| owner);
+    let answer = answer(
+        &request,
+        endpoint,
+        &subject,
+        settings,
+        Some(cluster),
+        None,
+        owner,
+    );
+    answer.encode(&request.uid).expect("answer encodes")
 }
 
 fn hostile(c: &mut Criterion) {

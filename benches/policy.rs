@@ -1,5 +1,5 @@
 //! The full webhook path for one AdmissionReview:
-//! `decode(bytes)` -> `respond(..)` -> `encode(response)`.
+//! `decode(bytes)` -> `subject(..)` -> `respond(..)` -> `Answer::encode`.
 //!
 //! Cases:
 //! - `mutate/gpu-pod`: the pod template of the vLLM Mistral-7B Deployment
@@ -46,7 +46,7 @@ use serde_json::{Value, json};
 
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::owner::{OwnerDocument, OwnerRead};
-use gpu_policy::admission::{Endpoint, decode, encode, respond};
+use gpu_policy::admission::{Endpoint, decode, respond, subject};
 use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
@@ -124,8 +124,9 @@ fn admit(
         images: None,
         claim_owner: None,
     };
-    let (response, _verdict) = respond(&request, endpoint, &evaluator);
-    encode(response).expect("response encodes")
+    let subject = subject(&request, endpoint);
+    let answer = respond(&request, endpoint, &subject, &evaluator);
+    answer.encode(&request.uid).expect("answer encodes")
 }
 
 /// Runs the path once and returns the `response` of the encoded review.
@@ -378,8 +379,9 @@ fn dra_floors(c: &mut Criterion) {
             images: None,
             claim_owner: owner.as_ref(),
         };
-        let (response, _verdict) = respond(&request, endpoint, &evaluator);
-        encode(response).expect("response encodes")
+        let subject = subject(&request, endpoint);
+        let answer = respond(&request, endpoint, &subject, &evaluator);
+        answer.encode(&request.uid).expect("answer encodes")
     };
     // Outside the timed loop: each case takes the path it measures.
     let response = |out: Vec<u8>| -> Value {

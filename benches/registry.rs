@@ -1,6 +1,7 @@
 //! The webhook path of registry mode when the image is cached, against the
 //! same pod in table mode (the default):
-//! `decode(bytes)` -> registry lookup -> `respond(..)` -> `encode(response)`.
+//! `decode(bytes)` -> `subject(..)` -> registry lookup -> `answer(..)` ->
+//! `Answer::encode`.
 //!
 //! Cases (a GPU pod whose image lives on a loopback registry, built on CUDA
 //! 12.8 with a forward-compatible driver branch, mutating webhook):
@@ -23,7 +24,8 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
 
-use gpu_policy::admission::{Endpoint, decode, encode};
+use gpu_policy::admission::images::wanted;
+use gpu_policy::admission::{Endpoint, decode, subject};
 use gpu_policy::metrics::Metrics;
 use gpu_policy::server::images::Images;
 use gpu_policy::settings::Settings;
@@ -49,15 +51,23 @@ fn gpu_pod_review(image: &str) -> Vec<u8> {
 /// The whole path as the server runs it, registry lookup included.
 async fn admit(body: &[u8], settings: &Settings, images: &Images) -> Vec<u8> {
     let request = decode(body).expect("review decodes");
-    let resolved = images
-        .resolve(&request, Endpoint::Mutate, settings, None)
-        .await;
+    let subject = subject(&request, Endpoint::Mutate);
+    let read = subject.as_ref().ok().and_then(Option::as_ref);
+    let wanted = || read.and_then(|(_, subject)| wanted(subject, settings, None));
+    let resolved = images.resolve(&request, settings, wanted).await;
     let facts = resolved
         .as_ref()
         .map(|r| r as &dyn gpu_policy::policy::ImageFacts);
-    let (response, _verdict) =
-        gpu_policy::admission::answer(&request, Endpoint::Mutate, settings, None, facts, None);
-    encode(response).expect("response encodes")
+    let answer = gpu_policy::admission::answer(
+        &request,
+        Endpoint::Mutate,
+        &subject,
+        settings,
+        None,
+        facts,
+        None,
+    );
+    answer.encode(&request.uid).expect("answer encodes")
 }
 
 fn patch_of(out: &[u8]) -> String {

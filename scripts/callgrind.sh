@@ -91,7 +91,7 @@ cluster_of() { # review -> the serve flag of its cluster
 phases=(
     "decode|gpu_policy::admission::wire::decode"
     "policy|gpu_policy::admission::respond::answer"
-    "encode|gpu_policy::admission::wire::encode"
+    "encode|gpu_policy::admission::answer::Answer::encode"
     "record|gpu_policy::server::record::record"
     # The writer thread's loop is inlined into the thread's entry, which
     # callgrind names after the file it was inlined from.

@@ -1,5 +1,5 @@
 //! The server's request path without HTTP: a body through `admission::decode`,
-//! `admission::respond` on every endpoint and `admission::encode`, judged as the
+//! `admission::respond` on every endpoint and `Answer::encode`, judged as the
 //! API server would judge the answer (see `review_bodies_never_fail_the_server`
 //! in `tests/it/properties/review_fuzz/`, the bounded version of this target).
 //!
@@ -98,8 +98,11 @@ fn serve(
         images: None,
         claim_owner: None,
     };
-    let (response, _) = admission::respond(request, endpoint, &evaluator);
-    let encoded = admission::encode(response).unwrap_or_else(|err| panic!("encode failed: {err}"));
+    let subject = admission::subject(request, endpoint);
+    let answer = admission::respond(request, endpoint, &subject, &evaluator);
+    let encoded = answer
+        .encode(&request.uid)
+        .unwrap_or_else(|err| panic!("encode failed: {err}"));
     serde_json::from_slice(&encoded).unwrap_or_else(|err| panic!("the answer is not JSON: {err}"))
 }
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::document::{Document, Json};
 
-use super::decision::{Mode, decide, unreadable};
+use super::answer::{Mode, decide, unreadable};
 use super::images;
 use super::kinds::ObjectKind;
 use crate::policy::dra::input::InputClaims;
@@ -242,48 +242,50 @@ impl<'a> Checker<'a> {
             report.ignored = true;
             return report;
         };
-        let alone;
-        let (cluster, claims): (Option<&dyn ClusterFacts>, Option<&dyn ClaimFacts>) =
-            match &self.claims {
-                Claims::Alone => {
-                    alone = InputClaims::collect(&[object], self.namespace, self.settings);
-                    (None, Some(&alone))
-                }
-                Claims::Input(input) => (None, Some(input)),
-                Claims::Cluster(cluster) => (Some(*cluster), Some(*cluster)),
-            };
+        let mut alone = None;
+        let claims = self.claims_of(object, &mut alone);
+        let cluster = match &self.claims {
+            Claims::Cluster(cluster) => Some(*cluster),
+            _ => None,
+        };
         let evaluator = Evaluator {
             settings: self.settings,
             namespace: &self.namespace_settings,
             cluster,
             nodes: self.nodes,
-            claims,
+            claims: Some(claims),
             images,
             claim_owner: None,
         };
-        let decision = match evaluator.evaluate(&subject) {
+        let answer = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
-                let decision = decide(self.mode, kind, &evaluation);
-                self.describe(&mut report.facts, object, &subject, &evaluation, claims);
+                let answer = decide(self.mode, kind, &evaluation);
+                self.describe(
+                    &mut report.facts,
+                    object,
+                    &subject,
+                    &evaluation,
+                    Some(claims),
+                );
                 report.violations = evaluation.violations;
                 report.changes = evaluation
                     .changes
                     .into_iter()
                     .map(|change| (change.rule, change.summary))
                     .collect();
-                decision
+                answer
             }
             Err(error) => {
-                let decision = unreadable(&report.kind, &error);
-                report.error = decision.denial.clone();
-                decision
+                let answer = unreadable(&report.kind, &error);
+                report.error = answer.denial.clone();
+                answer
             }
         };
-        report.allowed = decision.allowed;
-        report.denial = decision.denial;
-        report.warnings = decision.warnings;
-        report.warnings_in_full = decision.warnings_in_full;
-        report.patch = decision.patch;
+        report.allowed = answer.allowed;
+        report.denial = answer.denial;
+        report.warnings = answer.warnings;
+        report.warnings_in_full = answer.warnings_in_full;
+        report.patch = answer.patch;
         report
     }
 
@@ -298,18 +300,29 @@ impl<'a> Checker<'a> {
                 let old = self.old_of(object).map(Document::from_value);
                 let (_, subject) =
                     self.subject(document.root(), old.as_ref().map(Document::root))?;
-                let alone;
-                let claims: &dyn ClaimFacts = match &self.claims {
-                    Claims::Alone => {
-                        alone = InputClaims::collect(&[object], self.namespace, self.settings);
-                        &alone
-                    }
-                    Claims::Input(input) => input,
-                    Claims::Cluster(cluster) => *cluster,
-                };
+                let mut alone = None;
+                let claims = self.claims_of(object, &mut alone);
                 images::wanted(&subject, self.settings, Some(claims))
             })
             .collect()
+    }
+
+    /// Where the claims of `object`'s pods resolve; `alone` holds those of
+    /// the object itself when each object is the whole input.
+    fn claims_of<'s>(
+        &'s self,
+        object: &Value,
+        alone: &'s mut Option<InputClaims>,
+    ) -> &'s dyn ClaimFacts {
+        match &self.claims {
+            Claims::Alone => alone.insert(InputClaims::collect(
+                &[object],
+                self.namespace,
+                self.settings,
+            )),
+            Claims::Input(input) => input,
+            Claims::Cluster(cluster) => *cluster,
+        }
     }
 
     /// The pod `object` is an update of (`with_old`), if any.

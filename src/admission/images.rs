@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::cuda::needs::{CUDA_VERSION_ENV, CUDA_VERSION_LABEL, REQUIRE_CUDA_ENV};
 use crate::policy::{ClaimFacts, ImageFacts, ImageNeeds, Subject};
 use crate::registry::{
-    ImageConfigFacts, LabelValueError, Lookup, MAX_REFERENCE_LEN, Platform, Resolver,
-    ResolverOptions, shown,
+    ImageConfigFacts, LabelValueError, Lookup, MAX_REFERENCE_LEN, Platform, RegistryError,
+    Resolver, ResolverOptions, shown,
 };
 use crate::settings::{ImageResolution, Settings};
 
@@ -80,9 +80,8 @@ pub async fn resolve(
 
 /// A resolver for one offline run (`check --resolve-images`): no metrics,
 /// nothing kept past it.
-pub fn offline_resolver(config: &ImageResolution) -> Result<Resolver, String> {
-    let options = ResolverOptions::from_settings(config).map_err(|err| err.to_string())?;
-    Resolver::new(options, None).map_err(|err| err.to_string())
+pub fn offline_resolver(config: &ImageResolution) -> Result<Resolver, RegistryError> {
+    Resolver::new(ResolverOptions::from_settings(config)?, None)
 }
 
 /// What a registry lookup of one admission found: the needs of the images

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 
 use crate::document::Json;
 
-use super::decision::{Mode, namespace_settings, warning};
+use super::answer::{Mode, namespace_settings, warning};
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::{ClusterFacts, Evaluator, Message, RuleId, Scope, Subject};
 use crate::settings::{MODE_LABEL, Settings};
@@ -52,13 +52,31 @@ pub struct Requester<'a> {
     pub groups: &'a [Cow<'a, str>],
 }
 
-/// `Err` carries the denial message.
+/// Why a change of the mode label is denied; the denial says it after
+/// `gpu-policy: `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelRefusal {
+    #[error("label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit")]
+    NotAMode { value: String },
+    #[error(
+        "changing {MODE_LABEL} from {before} to {after} loosens GPU policy; only members of \
+         {admins} may"
+    )]
+    Loosened {
+        before: String,
+        after: String,
+        admins: String,
+    },
+}
+
+/// Whether `requester` may change the namespace `old` into `new` (None:
+/// deleted).
 pub fn check(
     old: Option<Json<'_>>,
     new: Option<Json<'_>>,
     requester: Requester<'_>,
     policy_admins: &[String],
-) -> Result<(), String> {
+) -> Result<(), LabelRefusal> {
     let Some(new) = new else {
         // DELETE: removing the namespace removes its pods too.
         return Ok(());
@@ -69,10 +87,8 @@ pub fn check(
         Some(value) => match value.parse::<Mode>() {
             Ok(mode) => Some(mode),
             Err(_) => {
-                return Err(Message::new(format_args!(
-                    "label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit"
-                ))
-                .into_string());
+                let value = value.to_owned();
+                return Err(LabelRefusal::NotAMode { value });
             }
         },
     };
@@ -86,13 +102,11 @@ pub fn check(
     if is_admin {
         return Ok(());
     }
-    Err(Message::new(format_args!(
-        "changing {MODE_LABEL} from {} to {} loosens GPU policy; only members of {} may",
-        describe(before),
-        describe(after),
-        policy_admins.join(", ")
-    ))
-    .into_string())
+    Err(LabelRefusal::Loosened {
+        before: describe(before),
+        after: describe(after),
+        admins: policy_admins.join(", "),
+    })
 }
 
 /// The mode a namespace moves to when the label change tightens the

@@ -48,16 +48,25 @@ pub enum OwnerRead {
 /// An [`OwnerRead`] whose pod is a document.
 pub struct OwnerDocument<'r> {
     read: &'r OwnerRead,
-    /// The pod, or why it cannot be read.
-    pod: Result<Document<'r>, String>,
+    /// The pod, or why it cannot be read; None when no pod was read.
+    pod: Option<Result<Document<'r>, UnreadPod>>,
+}
+
+/// Why the API server's answer for a pod is not read as one.
+#[derive(Debug, thiserror::Error)]
+pub enum UnreadPod {
+    #[error("the API server's answer is not a pod: {0}")]
+    NotAPod(#[from] sonic_rs::Error),
+    #[error("it holds more values than the webhook holds in memory for its size")]
+    OverBudget,
 }
 
 impl OwnerRead {
     /// The pod read as a document.
     pub fn document(&self) -> OwnerDocument<'_> {
         let pod = match self {
-            OwnerRead::Read { text, .. } => pod_document(text),
-            _ => Err(String::new()),
+            OwnerRead::Read { text, .. } => Some(pod_document(text)),
+            _ => None,
         };
         OwnerDocument { read: self, pod }
     }
@@ -69,12 +78,13 @@ impl OwnerDocument<'_> {
         match (self.read, &self.pod) {
             (OwnerRead::NotFound, _) => OwnerPod::NotFound,
             (OwnerRead::Unreadable(why), _) => OwnerPod::Unreadable(why.clone()),
-            (OwnerRead::Read { .. }, Err(why)) => OwnerPod::Unreadable(why.clone()),
+            (OwnerRead::Read { .. }, Some(Err(why))) => OwnerPod::Unreadable(why.to_string()),
+            (OwnerRead::Read { .. }, None) => OwnerPod::NotFound,
             (
                 OwnerRead::Read {
                     generated, claims, ..
                 },
-                Ok(pod),
+                Some(Ok(pod)),
             ) => OwnerPod::Read(ReadPod {
                 pod: pod.root(),
                 generated,
@@ -85,16 +95,13 @@ impl OwnerDocument<'_> {
 }
 
 /// The pod of `text`, with the fields some rule reads.
-fn pod_document(text: &str) -> Result<Document<'_>, String> {
+fn pod_document(text: &str) -> Result<Document<'_>, UnreadPod> {
     let budget = Budget::new(object_tree::budget(text.len()));
     let mut deserializer = sonic_rs::Deserializer::from_str(text);
-    let document = object_tree::read(text, &mut deserializer, &budget)
-        .and_then(|document| deserializer.end().map(|()| document))
-        .map_err(|error| format!("the API server's answer is not a pod: {error}"))?;
+    let document = object_tree::read(text, &mut deserializer, &budget)?;
+    deserializer.end()?;
     if document.exceeded_budget() {
-        return Err(
-            "it holds more values than the webhook holds in memory for its size".to_owned(),
-        );
+        return Err(UnreadPod::OverBudget);
     }
     Ok(document)
 }

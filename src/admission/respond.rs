@@ -1,29 +1,27 @@
-//! One admission request, orchestrated: what it puts under evaluation
-//! ([`evaluated`]), the registry lookups that evaluation waits on
-//! ([`images_to_resolve`]), the rules run on it and the mode's decision
-//! turned into an `AdmissionResponse` ([`answer`], [`respond`]).
+//! One admission request, read once: what it puts under evaluation
+//! ([`subject`]), handed to the claim owner's read
+//! ([`claim_owner_to_read`]), to the registry lookups
+//! (`images::wanted`) and to the rules, whose evaluation becomes the
+//! endpoint's [`Answer`] ([`answer`], [`respond`]).
 //!
 //! It reads the request decoded by [`super::wire`] and decides through
-//! [`super::decision`]; neither knows of it.
+//! [`super::answer`]; neither knows of it.
 
 use std::collections::BTreeMap;
 
-use crate::document::{Json, Object};
-use kube::core::Status;
-use kube::core::admission::{AdmissionResponse, Operation};
+use crate::document::Json;
+use kube::core::admission::Operation;
 
-use super::decision::{
-    Decision, DecisionKind, MAX_DENIAL_BYTES, Mode, Verdict, bounded_warnings, decide_taking_patch,
-    namespace_settings, template_warning, unreadable,
+use super::answer::{
+    Answer, Mode, bounded_warnings, decide_taking_patch, namespace_settings, template_warning,
+    unreadable,
 };
-use super::images;
 use super::kinds::ObjectKind;
 use super::namespace_guard;
 use super::owner::{OwnerDocument, OwnerRead};
 use super::wire::{AdmissionRequest, RawObject};
 use crate::policy::dra::allocation::{MadeFor, read_made_for};
 use crate::policy::dra::claims::{ClaimKind, parse_object};
-use crate::policy::message::prefix_within;
 use crate::policy::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Scope, Subject,
@@ -53,6 +51,17 @@ impl Endpoint {
         }
     }
 
+    /// The mode the endpoint answers in: the mutating webhook is called
+    /// in enforce namespaces, each validating one in the mode its path
+    /// names; the namespace guard evaluates nothing.
+    pub fn mode(self) -> Option<Mode> {
+        match self {
+            Endpoint::Mutate => Some(Mode::Enforce),
+            Endpoint::Validate(mode) => Some(mode),
+            Endpoint::Namespace => None,
+        }
+    }
+
     pub const ALL: [Endpoint; 5] = [
         Endpoint::Mutate,
         Endpoint::Validate(Mode::Enforce),
@@ -62,49 +71,123 @@ impl Endpoint {
     ];
 }
 
-/// Answers one admission request as the webhook does: with the settings in
-/// force in the request's namespace and what the webhook knows of the
-/// cluster, when it can read it.
-/// `images`: what the images of the object need, as resolved from their
-/// registries beforehand ([`images_to_resolve`]).
-/// `claim_owner`: for a ResourceClaim made for a pod, the pod as read
-/// beforehand ([`claim_owner_to_read`]).
-pub fn answer(
-    request: &AdmissionRequest<'_>,
+/// Why a review cannot be evaluated: it lacks what the evaluation reads.
+/// Answered with a denial that says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unread {
+    #[error("the review carries no object")]
+    NoObject,
+    #[error("the review carries no oldObject")]
+    NoOldObject,
+    /// More values than the body's memory budget allows
+    /// (`admission::object_tree::budget`): nothing of it was kept.
+    #[error(
+        "the object is not read: it holds more values (containers, entries, list elements) \
+         than the webhook holds in memory for a review of its size"
+    )]
+    OverBudget,
+}
+
+/// What a request puts under evaluation, the one table of it:
+/// - a Pod being created, on any admission endpoint;
+/// - the new ephemeral containers of a Pod (`pods/ephemeralcontainers`);
+/// - an update of a Pod itself, judged against the old pod (what the
+///   webhook wrote at creation kept, its annotations, the images changed
+///   in place): on any admission endpoint;
+/// - a workload's pod template being created or updated, on a validating
+///   endpoint (pods are mutated, templates never);
+/// - a claim or claim template being created, or updated with a changed
+///   spec, on a validating endpoint;
+/// - a claim being created, on the mutating endpoint (a claim made for a
+///   pod gets the pod's floors, R4).
+///
+/// The object's kind and the subject (the object, its namespace, and the
+/// operation as a scope); `Ok(None)` for everything else (allowed
+/// untouched, reported as ignored). Read once per request, and handed to
+/// [`claim_owner_to_read`], the registry lookups and [`answer`].
+pub fn subject<'r>(
+    request: &'r AdmissionRequest<'_>,
     endpoint: Endpoint,
-    settings: &Settings,
-    cluster: Option<&dyn ClusterFacts>,
-    images: Option<&dyn ImageFacts>,
-    claim_owner: Option<&OwnerRead>,
-) -> (AdmissionResponse, Verdict) {
-    let namespace_settings = namespace_settings(settings, cluster, request.namespace.as_deref());
-    let owner_document = claim_owner.map(OwnerRead::document);
-    let owner = owner_document.as_ref().map(OwnerDocument::owner_pod);
-    let evaluator = Evaluator {
-        claim_owner: owner.as_ref(),
-        ..Evaluator::of_cluster(settings, &namespace_settings, cluster, images)
+) -> Result<Option<(ObjectKind, Subject<'r>)>, Unread> {
+    if endpoint == Endpoint::Namespace {
+        return Ok(None);
+    }
+    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
+    let main = request.sub_resource.is_none();
+    let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
+    let validating = matches!(endpoint, Endpoint::Validate(_));
+    let written = matches!(request.operation, Operation::Create | Operation::Update);
+    let unread = exceeds_budget(request);
+    let old = || request.old_object.as_ref().ok_or(Unread::NoOldObject);
+    // How the object is read: as created, as an update of a Pod's
+    // ephemeral containers, or as an update of a Pod itself.
+    let read = match (kind, &request.operation) {
+        (ObjectKind::Pod, Operation::Create) if main => Read::Created,
+        (ObjectKind::Pod, Operation::Update) if ephemeral => {
+            Read::Ephemeral(scope_for_update(old()?.json()))
+        }
+        (ObjectKind::Pod, Operation::Update) if main => Read::Updated(old()?.json()),
+        (ObjectKind::Workload(_), _) if main && validating && written => Read::Created,
+        (ObjectKind::Claim(_), _)
+            if main && validating && written && (unread || !spec_unchanged(request)) =>
+        {
+            Read::Created
+        }
+        (ObjectKind::Claim(ClaimKind::Claim), Operation::Create) if main && !validating => {
+            Read::Created
+        }
+        _ => return Ok(None),
     };
-    respond(request, endpoint, &evaluator)
+    let object = request.object.as_ref().ok_or(Unread::NoObject)?;
+    if unread {
+        return Err(Unread::OverBudget);
+    }
+    let namespace = request
+        .namespace
+        .as_deref()
+        .or_else(|| {
+            object
+                .json()
+                .get("metadata")
+                .and_then(|metadata| metadata.get("namespace"))
+                .and_then(Json::as_str)
+        })
+        .unwrap_or("default");
+    let subject = match read {
+        Read::Ephemeral(scope) => Some(Subject::pod(object.json(), namespace, scope)),
+        Read::Updated(old) => Some(Subject::pod_update(object.json(), old, namespace)),
+        Read::Created => kind.created(object.json(), namespace),
+    };
+    Ok(subject.map(|subject| (kind, subject)))
+}
+
+/// How [`subject`] reads a request's object.
+enum Read<'r> {
+    /// As created: the whole object.
+    Created,
+    /// The new ephemeral containers of a Pod.
+    Ephemeral(Scope),
+    /// An update of a Pod itself, beside the old pod.
+    Updated(Json<'r>),
 }
 
 /// The pod to read before [`answer`], for a ResourceClaim being created
-/// with GPU requests: its controller owner of kind Pod (its namespace, and
-/// the pod's name and UID as the claim names them). On the mutating
-/// webhook R4 gives the claim the floors of the pod's images; on a
-/// validating one R2 counts it with the pod's other claims, for a claim
-/// made from one of the pod's templates (`resource.kubernetes.io/pod-claim-name`;
-/// not the scheduler's claims of extended resources, never denied).
+/// with GPU requests (`subject`, as [`subject`] read it): its controller
+/// owner of kind Pod (its namespace, and the pod's name and UID as the
+/// claim names them). On the mutating webhook R4 gives the claim the
+/// floors of the pod's images; on a validating one R2 counts it with the
+/// pod's other claims, for a claim made from one of the pod's templates
+/// (`resource.kubernetes.io/pod-claim-name`; not the scheduler's claims of
+/// extended resources, never denied).
 /// `claims`: the caches, which say which DeviceClasses hand out GPUs.
 pub fn claim_owner_to_read(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
+    (kind, subject): &(ObjectKind, Subject<'_>),
     settings: &Settings,
     claims: Option<&dyn ClaimFacts>,
 ) -> Option<(String, MadeFor)> {
-    // Only a claim's creation: told from the request's kind before the
-    // subject is built, as this is asked of every request.
-    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
-    if kind != ObjectKind::Claim(ClaimKind::Claim) || request.operation != Operation::Create {
+    if *kind != ObjectKind::Claim(ClaimKind::Claim) || request.operation != Operation::Create {
         return None;
     }
     let validating = match endpoint {
@@ -114,8 +197,7 @@ pub fn claim_owner_to_read(
         Endpoint::Validate(_) => true,
         Endpoint::Namespace => return None,
     };
-    let evaluated = evaluated(request, endpoint).ok()??;
-    let object = evaluated.subject.object;
+    let object = subject.object;
     let made_for = read_made_for(object)?;
     let is_gpu_class = |class: &str| {
         settings.is_gpu_device_class(class) || claims.is_some_and(|c| c.is_gpu_device_class(class))
@@ -136,186 +218,111 @@ pub fn claim_owner_to_read(
             return None;
         }
     }
-    Some((evaluated.subject.namespace.to_owned(), made_for))
+    Some((subject.namespace.to_owned(), made_for))
 }
 
-/// What a request puts under evaluation: the object as the evaluator
-/// takes it, what kind it is and the mode the endpoint stands for.
-#[derive(Debug, Clone)]
-pub struct Evaluated<'r> {
-    pub kind: ObjectKind,
-    /// The object, its namespace, and the operation as a scope: a whole
-    /// object being created (or a workload or claim being updated), or the
-    /// new ephemeral containers of a Pod.
-    pub subject: Subject<'r>,
-    /// The namespace's mode: the mutating webhook is called in enforce
-    /// namespaces, each validating one in the mode its path names.
-    pub mode: Mode,
-}
-
-/// What gets evaluated for a request, the one table of it:
-/// - a Pod being created, on any admission endpoint;
-/// - the new ephemeral containers of a Pod (`pods/ephemeralcontainers`);
-/// - an update of a Pod itself, judged against the old pod (what the
-///   webhook wrote at creation kept, its annotations, the images changed
-///   in place): on any admission endpoint;
-/// - a workload's pod template being created or updated, on a validating
-///   endpoint (pods are mutated, templates never);
-/// - a claim or claim template being created, or updated with a changed
-///   spec, on a validating endpoint;
-/// - a claim being created, on the mutating endpoint (a claim made for a
-///   pod gets the pod's floors, R4).
-///
-/// `Ok(None)` for everything else (allowed untouched, reported as
-/// ignored); `Err` with a denial's body when the review lacks what the
-/// evaluation needs.
-pub fn evaluated<'r>(
-    request: &'r AdmissionRequest<'_>,
-    endpoint: Endpoint,
-) -> Result<Option<Evaluated<'r>>, &'static str> {
-    let mode = match endpoint {
-        Endpoint::Namespace => return Ok(None),
-        Endpoint::Mutate => Mode::Enforce,
-        Endpoint::Validate(mode) => mode,
-    };
-    let kind = ObjectKind::of(&request.kind.group, &request.kind.kind);
-    let main = request.sub_resource.is_none();
-    let ephemeral = request.sub_resource.as_deref() == Some("ephemeralcontainers");
-    let validating = matches!(endpoint, Endpoint::Validate(_));
-    let written = matches!(request.operation, Operation::Create | Operation::Update);
-    let unread = exceeds_budget(request);
-    // How the object is read: as created, as an update of a Pod's
-    // ephemeral containers, or as an update of a Pod itself.
-    let update_scope = match (kind, &request.operation) {
-        (ObjectKind::Pod, Operation::Create) if main => Read::Created,
-        (ObjectKind::Pod, Operation::Update) if ephemeral => match request.old_object.as_ref() {
-            Some(old) => Read::Ephemeral(scope_for_update(old.json())),
-            None => return Err("the review carries no oldObject"),
-        },
-        (ObjectKind::Pod, Operation::Update) if main => match request.old_object.as_ref() {
-            Some(old) => Read::Updated(old.json()),
-            None => return Err("the review carries no oldObject"),
-        },
-        (ObjectKind::Workload(_), _) if main && validating && written => Read::Created,
-        (ObjectKind::Claim(_), _)
-            if main && validating && written && (unread || !spec_unchanged(request)) =>
-        {
-            Read::Created
-        }
-        (ObjectKind::Claim(ClaimKind::Claim), Operation::Create) if main && !validating => {
-            Read::Created
-        }
-        _ => return Ok(None),
-    };
-    let Some(object) = request.object.as_ref() else {
-        return Err("the review carries no object");
-    };
-    if unread {
-        return Err(UNREAD);
-    }
-    let namespace = request
-        .namespace
-        .as_deref()
-        .or_else(|| {
-            object
-                .json()
-                .get("metadata")
-                .and_then(|metadata| metadata.get("namespace"))
-                .and_then(Json::as_str)
-        })
-        .unwrap_or("default");
-    let subject = match update_scope {
-        Read::Ephemeral(scope) => Some(Subject::pod(object.json(), namespace, scope)),
-        Read::Updated(old) => Some(Subject::pod_update(object.json(), old, namespace)),
-        Read::Created => kind.created(object.json(), namespace),
-    };
-    Ok(subject.map(|subject| Evaluated {
-        kind,
-        subject,
-        mode,
-    }))
-}
-
-/// How [`evaluated`] reads a request's object.
-enum Read<'r> {
-    /// As created: the whole object.
-    Created,
-    /// The new ephemeral containers of a Pod.
-    Ephemeral(Scope),
-    /// An update of a Pod itself, beside the old pod.
-    Updated(Json<'r>),
-}
-
-/// The images worth a registry lookup before [`answer`], the platform the
-/// pod runs on and the namespace the lookups are made for: those of the
-/// GPU containers of what the request puts under evaluation
-/// ([`evaluated`], [`images::wanted`]). None for everything else, so that
-/// no other object waits on a registry.
-pub fn images_to_resolve(
+/// Answers one admission request as the webhook does: `subject` as
+/// [`subject`] read it, with the settings in force in the request's
+/// namespace and what the webhook knows of the cluster, when it can read
+/// it.
+/// `images`: what the images of the object need, as resolved from their
+/// registries beforehand (`images::wanted`).
+/// `claim_owner`: for a ResourceClaim made for a pod, the pod as read
+/// beforehand ([`claim_owner_to_read`]).
+pub fn answer(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
+    subject: &Result<Option<(ObjectKind, Subject<'_>)>, Unread>,
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
-) -> Option<images::Wanted> {
-    let evaluated = evaluated(request, endpoint).ok()??;
-    // The claims the rules will resolve, from the same cluster; nothing
-    // else of the evaluation is needed to know the GPU containers.
-    let claims = cluster.map(|c| -> &dyn ClaimFacts { c });
-    images::wanted(&evaluated.subject, settings, claims)
+    images: Option<&dyn ImageFacts>,
+    claim_owner: Option<&OwnerRead>,
+) -> Answer {
+    let namespace_settings = namespace_settings(settings, cluster, request.namespace.as_deref());
+    let owner_document = claim_owner.map(OwnerRead::document);
+    let owner = owner_document.as_ref().map(OwnerDocument::owner_pod);
+    let evaluator = Evaluator {
+        claim_owner: owner.as_ref(),
+        ..Evaluator::of_cluster(settings, &namespace_settings, cluster, images)
+    };
+    respond(request, endpoint, subject, &evaluator)
 }
 
-/// Answers one admission request with the evaluator given: tests and
-/// benchmarks choose the namespace's settings themselves.
+/// [`answer`] with the evaluator given: tests and benchmarks choose the
+/// namespace's settings themselves.
 pub fn respond(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
+    subject: &Result<Option<(ObjectKind, Subject<'_>)>, Unread>,
     evaluator: &Evaluator<'_>,
-) -> (AdmissionResponse, Verdict) {
-    let response = request.allowed();
+) -> Answer {
     if endpoint == Endpoint::Namespace {
-        return guard_namespace(request, response, evaluator.settings);
+        return guard_namespace(request, evaluator.settings);
     }
-    let evaluated = match evaluated(request, endpoint) {
-        Ok(Some(evaluated)) => evaluated,
-        Ok(None) => return (response, Verdict::new(DecisionKind::Ignored)),
-        Err(missing) => return deny(response, missing),
+    let (kind, subject) = match subject {
+        Ok(Some(read)) => read,
+        Ok(None) => return Answer::ignored(),
+        Err(unread) => return Answer::denied(Message::new(unread).into_string()),
     };
-    let mut verdict = Verdict::new(DecisionKind::Allowed);
-    let decision = match evaluator.evaluate(&evaluated.subject) {
-        Ok(mut evaluation) => {
-            verdict.changes = evaluation.changed_rules();
-            verdict.violations = evaluation.violations.iter().map(|v| v.rule).collect();
-            let claim = matches!(evaluated.kind, ObjectKind::Claim(_));
-            if claim && endpoint != Endpoint::Mutate {
-                // What R4 could not do to the claim is the mutating
-                // webhook's to say.
-                evaluation
-                    .notices
-                    .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
-            }
-            let mut decision = decide_taking_patch(evaluated.mode, evaluated.kind, &mut evaluation);
-            if evaluated.mode == Mode::Enforce {
-                let new_changes = new_template_changes(request, &evaluated, &evaluation, evaluator);
-                if !new_changes.is_empty() {
-                    decision.warnings_in_full.extend(new_changes);
-                    decision.warnings = bounded_warnings(&decision.warnings_in_full);
-                }
-            }
-            if endpoint == Endpoint::Mutate && claim {
-                // Only this webhook reads the claim's pod: what it could not
-                // read is said here (the validating webhooks say the rest).
-                let notices: Vec<String> = evaluation
-                    .notice_bodies(NoticeKind::UnreadClaimOwner)
-                    .into_iter()
-                    .map(|body| Message::new(body).into_string())
-                    .collect();
-                decision.warnings = bounded_warnings(&notices);
-            }
-            decision
+    let Some(mode) = endpoint.mode() else {
+        return Answer::ignored();
+    };
+    let mut evaluation = match evaluator.evaluate(subject) {
+        Ok(evaluation) => evaluation,
+        Err(error) => return for_endpoint(unreadable(&request.kind.kind, &error), endpoint),
+    };
+    let claim = matches!(kind, ObjectKind::Claim(_));
+    if claim && endpoint != Endpoint::Mutate {
+        // What R4 could not do to the claim is the mutating webhook's to
+        // say.
+        evaluation
+            .notices
+            .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
+    }
+    let mut answer = decide_taking_patch(mode, *kind, &mut evaluation);
+    if mode == Mode::Enforce {
+        let new_changes = new_template_changes(request, *kind, subject, &evaluation, evaluator);
+        if !new_changes.is_empty() {
+            answer.warnings_in_full.extend(new_changes);
+            answer.warnings = bounded_warnings(&answer.warnings_in_full);
         }
-        Err(error) => unreadable(&request.kind.kind, &error),
-    };
-    into_response(response, endpoint, decision, verdict)
+    }
+    if endpoint == Endpoint::Mutate && claim {
+        // Only this webhook reads the claim's pod: what it could not read
+        // is said here (the validating webhooks say the rest).
+        let notices: Vec<String> = evaluation
+            .notice_bodies(NoticeKind::UnreadClaimOwner)
+            .into_iter()
+            .map(|body| Message::new(body).into_string())
+            .collect();
+        answer.warnings = bounded_warnings(&notices);
+    }
+    for_endpoint(answer, endpoint)
+}
+
+/// What `endpoint` says of the answer `decide` gave.
+///
+/// The mutating webhook only mutates: denials and warnings come from the
+/// validating webhook, which sees the mutated object (and later mutating
+/// webhooks get their chance to change it first). A pod that will be
+/// denied gets no patch: `decide` returns none with violations. A patch
+/// over its budget is the exception: the mutating webhook cannot make the
+/// changes, so it denies rather than let the pod through unchanged. Only
+/// the validating webhooks write audit annotations, and only the mutating
+/// one patches.
+fn for_endpoint(mut answer: Answer, endpoint: Endpoint) -> Answer {
+    let mutating = endpoint == Endpoint::Mutate;
+    if !answer.allowed && (!mutating || answer.over_patch_budget) {
+        answer.audit_annotations.clear();
+        answer.encoded_patch.clear();
+    } else if mutating {
+        answer.allowed = true;
+        answer.denial = None;
+        answer.audit_annotations.clear();
+    } else {
+        answer.encoded_patch.clear();
+    }
+    answer
 }
 
 /// On a workload's update in an enforce namespace, what its new pods will
@@ -326,11 +333,12 @@ pub fn respond(
 /// evaluated as the new one is.
 fn new_template_changes(
     request: &AdmissionRequest<'_>,
-    evaluated: &Evaluated<'_>,
+    kind: ObjectKind,
+    subject: &Subject<'_>,
     evaluation: &crate::policy::Evaluation,
     evaluator: &Evaluator<'_>,
 ) -> Vec<String> {
-    let ObjectKind::Workload(_) = evaluated.kind else {
+    let ObjectKind::Workload(_) = kind else {
         return Vec::new();
     };
     let Some(old) = request
@@ -340,10 +348,7 @@ fn new_template_changes(
     else {
         return Vec::new();
     };
-    let Some(subject) = evaluated
-        .kind
-        .created(old.json(), evaluated.subject.namespace)
-    else {
+    let Some(subject) = kind.created(old.json(), subject.namespace) else {
         return Vec::new();
     };
     let Ok(before) = evaluator.evaluate(&subject) else {
@@ -357,11 +362,6 @@ fn new_template_changes(
         .map(template_warning)
         .collect()
 }
-
-/// The denial of an object that was not read: it holds more values than
-/// the body's memory budget allows (`admission::object_tree::budget`).
-pub const UNREAD: &str = "the object is not read: it holds more values (containers, entries, \
-    list elements) than the webhook holds in memory for a review of its size";
 
 /// Whether the object or the old object of `request` exceeded the budget
 /// of its body, and so holds nothing to read.
@@ -390,16 +390,6 @@ fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
         }
 }
 
-/// The members of `object` by key: of a repeated key the last, as the
-/// members are inserted in order.
-fn members<'a>(object: Object<'a>) -> BTreeMap<&'a str, Json<'a>> {
-    let mut members = BTreeMap::new();
-    for (key, value) in object {
-        members.insert(key, value);
-    }
-    members
-}
-
 /// Equal as JSON values are (as `Json`'s `==`: objects as maps, of a
 /// repeated key the last), in O(n log n): each object's members are sorted
 /// by key once, where looking every key up in the other object would take
@@ -407,7 +397,9 @@ fn members<'a>(object: Object<'a>) -> BTreeMap<&'a str, Json<'a>> {
 fn same_json(left: Json<'_>, right: Json<'_>) -> bool {
     match (left.as_object(), right.as_object()) {
         (Some(left), Some(right)) => {
-            let (left, right) = (members(left), members(right));
+            // By key, of a repeated key the last (collected in order).
+            let left: BTreeMap<&str, Json<'_>> = left.into_iter().collect();
+            let right: BTreeMap<&str, Json<'_>> = right.into_iter().collect();
             left.len() == right.len()
                 && left
                     .iter()
@@ -426,18 +418,14 @@ fn same_json(left: Json<'_>, right: Json<'_>) -> bool {
     }
 }
 
-fn guard_namespace(
-    request: &AdmissionRequest<'_>,
-    response: AdmissionResponse,
-    settings: &Settings,
-) -> (AdmissionResponse, Verdict) {
+fn guard_namespace(request: &AdmissionRequest<'_>, settings: &Settings) -> Answer {
     if ObjectKind::of(&request.kind.group, &request.kind.kind) != ObjectKind::Ignored
         || request.kind.kind != "Namespace"
     {
-        return (response, Verdict::new(DecisionKind::Ignored));
+        return Answer::ignored();
     }
     if exceeds_budget(request) {
-        return deny(response, UNREAD);
+        return Answer::denied(Message::new(Unread::OverBudget).into_string());
     }
     let groups = request.user_info.groups.as_deref().unwrap_or_default();
     let requester = namespace_guard::Requester {
@@ -447,97 +435,12 @@ fn guard_namespace(
     let old = request.old_object.as_ref().map(RawObject::json);
     let new = request.object.as_ref().map(RawObject::json);
     match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
-        Ok(()) => (response, Verdict::new(DecisionKind::Allowed)),
-        Err(message) => (
-            forbidden(response, &message),
-            Verdict::new(DecisionKind::Denied),
-        ),
+        Ok(()) => Answer {
+            allowed: true,
+            ..Answer::default()
+        },
+        Err(refusal) => Answer::denied(Message::new(refusal).into_string()),
     }
-}
-
-/// Denies with a message body of the admission layer's own.
-fn deny(response: AdmissionResponse, body: &str) -> (AdmissionResponse, Verdict) {
-    let message = Message::new(body);
-    (
-        forbidden(response, &message),
-        Verdict::new(DecisionKind::Denied),
-    )
-}
-
-/// Denies with `message`, cut to [`MAX_DENIAL_BYTES`] (and `…`) should a
-/// message ever come here longer: every denial passes this way.
-fn forbidden(mut response: AdmissionResponse, message: &str) -> AdmissionResponse {
-    response.allowed = false;
-    let kept = prefix_within(message, MAX_DENIAL_BYTES);
-    let message = if kept.len() < message.len() {
-        std::borrow::Cow::Owned([kept, "…"].concat())
-    } else {
-        std::borrow::Cow::Borrowed(message)
-    };
-    response.result = Status::failure(&message, "Forbidden").with_code(403);
-    response
-}
-
-fn into_response(
-    mut response: AdmissionResponse,
-    endpoint: Endpoint,
-    decision: Decision,
-    mut verdict: Verdict,
-) -> (AdmissionResponse, Verdict) {
-    // The mutating webhook only mutates: denials and warnings come from the
-    // validating webhook, which sees the mutated object (and later mutating
-    // webhooks get their chance to change it first). A pod that will be
-    // denied gets no patch: `decide` returns none with violations. A patch
-    // over its budget is the exception: the mutating webhook cannot make
-    // the changes, so it denies rather than let the pod through unchanged.
-    if !decision.allowed && (endpoint != Endpoint::Mutate || decision.over_patch_budget) {
-        let message = decision
-            .denial
-            .unwrap_or_else(|| Message::new("denied").into_string());
-        let mut response = forbidden(response, &message);
-        if !decision.warnings.is_empty() {
-            response.warnings = Some(decision.warnings);
-        }
-        verdict.decision = DecisionKind::Denied;
-        return (response, verdict);
-    }
-    match endpoint {
-        Endpoint::Mutate => {
-            if !decision.warnings.is_empty() {
-                verdict.decision = DecisionKind::Warned;
-                response.warnings = Some(decision.warnings);
-            }
-            if !decision.patch.is_empty() {
-                // Encoded first, so that a patch that cannot be encoded
-                // leaves the response to deny. `decide` encoded it when it
-                // measured it against its budget.
-                let encoded = if decision.encoded_patch.is_empty() {
-                    serde_json::to_vec(&decision.patch)
-                } else {
-                    Ok(decision.encoded_patch)
-                };
-                match encoded {
-                    Ok(encoded) => {
-                        // `encode` writes the patch type with the patch.
-                        response.patch = Some(encoded);
-                        verdict.decision = DecisionKind::Mutated;
-                    }
-                    Err(err) => {
-                        let body = format!("cannot encode the patch: {err}");
-                        return deny(response, &body);
-                    }
-                }
-            }
-        }
-        Endpoint::Validate(_) | Endpoint::Namespace => {
-            if !decision.warnings.is_empty() {
-                verdict.decision = DecisionKind::Warned;
-                response.warnings = Some(decision.warnings);
-            }
-            response.audit_annotations = decision.audit_annotations.into_iter().collect();
-        }
-    }
-    (response, verdict)
 }
 
 #[cfg(test)]

@@ -337,8 +337,8 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
         images: None,
         claim_owner: None,
     };
-    let (response, _) = respond(&request, endpoint, &evaluator);
-    let bytes = encode(response).unwrap_or_default();
+    let answer = respond(&request, endpoint, &subject(&request, endpoint), &evaluator);
+    let bytes = answer.encode(&request.uid).unwrap_or_default();
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
 
@@ -725,7 +725,8 @@ fn the_images_worth_a_registry_lookup() {
     let settings = Settings::default();
     let lookup = |body: Vec<u8>, endpoint: Endpoint| {
         let request = decode(&body).unwrap_or_else(|err| panic!("{err}"));
-        images_to_resolve(&request, endpoint, &settings, None)
+        let (_, subject) = subject(&request, endpoint).ok()??;
+        images::wanted(&subject, &settings, None)
     };
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
         "nodeSelector": {"kubernetes.io/arch": "arm64"},

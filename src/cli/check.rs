@@ -74,7 +74,7 @@ fn resolve_images(
         .build()
         .context("cannot start the registry client")?;
     runtime.block_on(async {
-        let resolver = offline_resolver(&config).map_err(|why| anyhow!(why))?;
+        let resolver = offline_resolver(&config)?;
         let mut resolved = Vec::with_capacity(wanted.len());
         for entry in wanted {
             let Some(entry) = entry else {

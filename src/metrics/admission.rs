@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::admission::{DecisionKind, Endpoint, Mode};
+use crate::admission::{DECISIONS, Endpoint, Mode};
 use crate::policy::RuleId;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -32,7 +32,7 @@ pub struct RequestLabels {
     /// request that could not be read) or `other`.
     pub kind: &'static str,
     pub operation: &'static str,
-    /// `allowed`, `mutated`, `warned`, `denied`, `ignored`, or `bad_request`.
+    /// One of [`DECISIONS`].
     pub decision: &'static str,
 }
 
@@ -101,8 +101,7 @@ fn kind_index(kind: &str) -> Option<usize> {
 const ENDPOINTS: usize = Endpoint::ALL.len();
 /// None (a request that could not be read) and the four operations.
 const OPERATIONS: usize = 5;
-const DECISIONS: usize = 6;
-const REQUEST_SERIES: usize = ENDPOINTS * KINDS.len() * OPERATIONS * DECISIONS;
+const REQUEST_SERIES: usize = ENDPOINTS * KINDS.len() * OPERATIONS * DECISIONS.len();
 
 /// The admission metrics, their series kept as they are first written.
 #[derive(Debug)]
@@ -158,13 +157,14 @@ impl AdmissionMetrics {
 
     /// Counts one request. `operation` and `kind` are those of the review,
     /// `None` and `""` when it could not be read; a kind outside [`KINDS`]
-    /// is counted as [`OTHER_KIND`].
+    /// is counted as [`OTHER_KIND`]; `decision` is one of [`DECISIONS`]
+    /// (`Answer::decision`).
     pub fn count_request(
         &self,
         endpoint: Endpoint,
         kind: &str,
         operation: Option<&Operation>,
-        decision: DecisionKind,
+        decision: &'static str,
     ) {
         let kind_at = kind_index(kind)
             .or_else(|| kind_index(OTHER_KIND))
@@ -173,12 +173,15 @@ impl AdmissionMetrics {
             endpoint: endpoint.path(),
             kind: KINDS.get(kind_at).copied().unwrap_or(OTHER_KIND),
             operation: operation.map_or("", operation_name),
-            decision: decision.as_str(),
+            decision,
         };
         let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
         let at = ((endpoint_index(endpoint) * KINDS.len() + kind_at) * OPERATIONS + operation_at)
-            * DECISIONS
-            + decision_index(decision);
+            * DECISIONS.len()
+            + DECISIONS
+                .iter()
+                .position(|known| *known == decision)
+                .unwrap_or(0);
         match self.request_series.get(at) {
             Some(series) => series
                 .get_or_init(|| self.requests.get_or_create_owned(&labels()))
@@ -245,17 +248,6 @@ fn endpoint_index(endpoint: Endpoint) -> usize {
         Endpoint::Validate(Mode::Warn) => 2,
         Endpoint::Validate(Mode::Audit) => 3,
         Endpoint::Namespace => 4,
-    }
-}
-
-fn decision_index(decision: DecisionKind) -> usize {
-    match decision {
-        DecisionKind::Allowed => 0,
-        DecisionKind::Mutated => 1,
-        DecisionKind::Denied => 2,
-        DecisionKind::Warned => 3,
-        DecisionKind::Ignored => 4,
-        DecisionKind::BadRequest => 5,
     }
 }
 

@@ -1,30 +1,19 @@
-//! The reads of a ResourceClaim's review, before the claim is evaluated
-//! (`admission::claim_owner_to_read` says which reviews make them): one
-//! GET of the pod the claim is made for, then one of each of the pod's
-//! claims and templates that the caches do not know
-//! (`admission::owner::claims_to_read`), so that the rules judge the claim
-//! with the whole pod without touching the network.
-//!
-//! A pod that cannot be read never gets its claim denied: the claim is
-//! admitted unchanged, with a warning (the rules' notices) and this log
-//! line. A claim or template that cannot be read is left uncounted (a
-//! warning says so).
-//!
-//! Anyone may forge a claim's review naming any pod: every read is taken
-//! from the caller's allowance (`ClusterReads::pod_read`), all of them
-//! share [`OWNER_READ_BUDGET`], and the answer is the same whether no pod
-//! of that name exists or another one does ([`OwnerRead::NotFound`]);
-//! only the log line tells them apart. At most
-//! [`OWNERS_AT_ONCE`](super::cluster_reads::OWNERS_AT_ONCE) pods are held
-//! at once ([`OwnerReading`] keeps its turn until the claim is answered).
+//! The reads of a ResourceClaim's review before the claim is evaluated
+//! (docs/architecture.md, "Where cluster facts enter"): the pod it is made
+//! for, then those of the pod's claims and templates the caches do not
+//! know. A pod that cannot be read never gets its claim denied; a forged
+//! review learns nothing: every read is taken from the caller's allowance,
+//! all share [`OWNER_READ_BUDGET`], and a pod of that name with another
+//! UID is answered as one not found ([`OwnerRead::NotFound`]), only the
+//! log line telling them apart.
 
 use std::time::Duration;
 
 use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
 
+use crate::admission::AdmissionRequest;
 use crate::admission::owner::{OwnerRead, claims_to_read, pod_uid, read_claim};
-use crate::admission::{AdmissionRequest, Endpoint, claim_owner_to_read};
 use crate::cluster::{claim_text, pod_text};
 use crate::policy::ClaimFacts;
 use crate::policy::dra::allocation::MadeFor;
@@ -69,20 +58,18 @@ pub struct ReadContext<'s> {
     pub claims: Option<&'s dyn ClaimFacts>,
 }
 
-/// The pod the claim in `request` is made for, as read, with the pod's
-/// claims and templates the caches do not know; None when the request
-/// reads no pod.
+/// The pod `namespace/made_for.pod` the claim in `request` is made for
+/// (`admission::claim_owner_to_read`), as read, with the pod's claims and
+/// templates the caches do not know.
 pub async fn read<'s>(
     context: ReadContext<'s>,
     caller: Caller,
     request: &AdmissionRequest<'_>,
-    endpoint: Endpoint,
+    namespace: String,
+    made_for: MadeFor,
 ) -> Option<OwnerReading<'s>> {
-    let (namespace, made_for) =
-        claim_owner_to_read(request, endpoint, context.settings, context.claims)?;
     let deadline = Instant::now() + OWNER_READ_BUDGET;
     let reads = context.reads;
-    // Err: the pod of that name is another one, whose UID this is.
     let (read, turn) = match context.client {
         None => (Ok(unreadable("no cluster connection (--no-cluster)")), None),
         Some(client) => {
@@ -110,7 +97,7 @@ pub async fn read<'s>(
     let request_uid = &*bounded_field(&request.uid, UID_BYTES);
     let read = match read {
         Ok(read) => read,
-        Err(other_uid) => {
+        Err(OtherPod { uid: other_uid }) => {
             let claim_pod_uid = &*bounded_field(&made_for.pod_uid, UID_BYTES);
             tracing::warn!(
                 namespace, pod, uid = request_uid, pod_uid = %other_uid, claim_pod_uid,
@@ -141,8 +128,15 @@ pub async fn read<'s>(
     Some(reading)
 }
 
+/// The pod of that name is another one than the claim was made for.
+#[derive(Debug, thiserror::Error)]
+#[error("the pod of that name has the UID {uid}, not the one the claim names")]
+struct OtherPod {
+    uid: String,
+}
+
 /// The pod `namespace/made_for.pod` and what is read beside it, by
-/// `deadline`; Err with its UID when the pod of that name is another one.
+/// `deadline`.
 async fn read_pod(
     client: &kube::Client,
     context: &ReadContext<'_>,
@@ -151,7 +145,7 @@ async fn read_pod(
     namespace: &str,
     made_for: &MadeFor,
     deadline: Instant,
-) -> Result<OwnerRead, String> {
+) -> Result<OwnerRead, OtherPod> {
     let text = match pod_text(
         client,
         namespace,
@@ -168,7 +162,7 @@ async fn read_pod(
     if let Some(uid) = pod_uid(&text)
         && uid != made_for.pod_uid
     {
-        return Err(uid);
+        return Err(OtherPod { uid });
     }
     let (generated, to_read) =
         claims_to_read(&text, made_for, namespace, context.settings, context.claims);

@@ -1,14 +1,8 @@
 //! Registry mode in the webhook (`imageResolution.mode: registry`): the
 //! resolver the server keeps across reloads, its credentials, and the
-//! lookups made before an admission is evaluated.
-//!
-//! Which images are looked up, and how one batch of answers becomes the
-//! `policy::ImageFacts` of an admission, is the admission layer's
-//! ([`respond::images_to_resolve`], [`crate::admission::images`]), shared with
-//! `check --resolve-images`. The lookups of one admission share
-//! `imageResolution.timeout`; an image without a usable answer is left to
-//! the image table, and this module logs it, once per admission. A lookup
-//! that outlives the budget goes on in the background and fills the
+//! lookups made before an admission is evaluated (which images, and what
+//! their answers mean, is `admission::images`'). A lookup that outlives
+//! `imageResolution.timeout` goes on in the background and fills the
 //! resolver's caches for the next admission.
 
 use std::path::{Path, PathBuf};
@@ -19,10 +13,8 @@ use arc_swap::ArcSwapOption;
 
 use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
-use crate::admission::owner::{self, OwnerRead};
-use crate::admission::respond::{self, Endpoint};
 use crate::metrics::Metrics;
-use crate::policy::{ClusterFacts, ImageNeeds};
+use crate::policy::ImageNeeds;
 use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 use crate::telemetry::bounded_field;
@@ -218,52 +210,30 @@ impl Images {
         }
     }
 
-    /// Looks up the GPU images of the request within the configured budget.
-    /// None when registry mode is off or the request has nothing to look
-    /// up.
+    /// Looks up the images `wanted` names (the GPU images of what the
+    /// request puts under evaluation, or of the pod its claim is made
+    /// for) within the configured budget, and logs those without a usable
+    /// answer once. None when registry mode is off (`wanted` is not asked
+    /// then) or there is nothing to look up.
     pub async fn resolve(
         &self,
         request: &AdmissionRequest<'_>,
-        endpoint: Endpoint,
         settings: &Settings,
-        cluster: Option<&dyn ClusterFacts>,
+        wanted: impl FnOnce() -> Option<lookups::Wanted>,
     ) -> Option<ResolvedImages> {
         let built = self.current.load_full()?;
-        let wanted = respond::images_to_resolve(request, endpoint, settings, cluster)?;
-        Some(Box::pin(self.look_up(&built, request, &wanted, settings)).await)
-    }
-
-    /// Looks up the images of the pod a claim is made for, as read
-    /// ([`owner::images_to_resolve`]): the floors the claim gets are those
-    /// of the pod's admission, in registry mode too. None when registry
-    /// mode is off or the pod has nothing to look up.
-    pub async fn resolve_owner(
-        &self,
-        request: &AdmissionRequest<'_>,
-        owner: &OwnerRead,
-        settings: &Settings,
-    ) -> Option<ResolvedImages> {
-        let built = self.current.load_full()?;
-        let namespace = request.namespace.as_deref().unwrap_or_default();
-        let wanted = owner::images_to_resolve(owner, settings, namespace)?;
-        Some(Box::pin(self.look_up(&built, request, &wanted, settings)).await)
-    }
-
-    /// One batch of lookups for `request`, within the configured budget;
-    /// the images without a usable answer logged once.
-    async fn look_up(
-        &self,
-        built: &Built,
-        request: &AdmissionRequest<'_>,
-        wanted: &lookups::Wanted,
-        settings: &Settings,
-    ) -> ResolvedImages {
+        let wanted = wanted()?;
         let budget = settings.image_timeout();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
         // Boxed: only registry mode waits on it, and inline its state would
         // be moved with the future of every request.
-        let (resolved, details) =
-            Box::pin(lookups::resolve(&built.resolver, wanted, budget, interpret)).await;
+        let (resolved, details) = Box::pin(lookups::resolve(
+            &built.resolver,
+            &wanted,
+            budget,
+            interpret,
+        ))
+        .await;
         if !details.is_empty() {
             // The request's strings, cut as on its decision line.
             let images = details.join("; ");
@@ -276,7 +246,7 @@ impl Images {
                 "image registry gave no usable answer; the image table applies"
             );
         }
-        resolved
+        Some(resolved)
     }
 }
 

@@ -24,16 +24,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use body::ReviewPost;
 use cluster_reads::{Caller, ClusterReads};
-use kube::core::admission::AdmissionResponse;
 
 use crate::admission::namespace_guard::Disclosure;
-use crate::admission::{self, AdmissionRequest, Endpoint, Verdict};
+use crate::admission::{self, AdmissionRequest, Answer, Endpoint};
 use crate::cluster::{self, ClusterCache};
 use crate::metrics::Metrics;
-use crate::policy::ClusterFacts;
+use crate::policy::{ClaimFacts, ClusterFacts, ImageFacts};
 use crate::settings::Settings;
 pub use error::RequestError;
-use record::{Decided, Outcome, record};
+use record::{Answered, Outcome, record};
 pub use run::{Certificates, ClientAuthOptions, ClusterAccess, Options, ServeError, run};
 
 pub use body::MAX_BODY_BYTES;
@@ -206,13 +205,13 @@ async fn admit(
             return error.into_response();
         }
     };
-    let (response, verdict) = answer(&state, endpoint, caller, &request).await;
+    let answer = answer(&state, endpoint, caller, &request).await;
     let took = received.elapsed();
-    let encoded = admission::encode(response).map_err(RequestError::Encode);
+    let encoded = answer.encode(&request.uid).map_err(RequestError::Encode);
     let result = match &encoded {
-        Ok(_) => Ok(Decided {
+        Ok(_) => Ok(Answered {
             request: &request,
-            verdict: &verdict,
+            answer: &answer,
             took,
         }),
         Err(error) => Err(error),
@@ -246,41 +245,52 @@ fn read_review<'b>(
 }
 
 /// The admission layer's answer, with the opt-in warnings of the namespace
-/// guard.
+/// guard. What the request puts under evaluation is read once, and handed
+/// to the claim owner's read, the registry lookups and the answer.
 async fn answer(
     state: &AppState,
     endpoint: Endpoint,
     caller: Caller,
     request: &AdmissionRequest<'_>,
-) -> (AdmissionResponse, Verdict) {
+) -> Answer {
     let settings = state.settings.load();
     let cluster = state
         .cluster
         .get()
         .map(|cache| cache.as_ref() as &dyn ClusterFacts);
-    let images = state
-        .images
-        .resolve(request, endpoint, &settings, cluster)
-        .await;
-    let reads = claim_owner::ReadContext {
-        client: state.client.get(),
-        reads: &state.cluster_reads,
-        settings: &settings,
-        claims: cluster.map(|c| -> &dyn crate::policy::ClaimFacts { c }),
-    };
-    let owner = claim_owner::read(reads, caller, request, endpoint).await;
-    // A claim made for a pod gets the floors of the pod's images: in
-    // registry mode, as their registries say (a claim has none of its own).
-    let images = match (images, &owner) {
-        (None, Some(owner)) => {
-            Box::pin(state.images.resolve_owner(request, &owner.read, &settings)).await
+    let claims = cluster.map(|c| -> &dyn ClaimFacts { c });
+    let subject = admission::subject(request, endpoint);
+    let read = subject.as_ref().ok().and_then(Option::as_ref);
+    let owner = match read
+        .and_then(|read| admission::claim_owner_to_read(request, endpoint, read, &settings, claims))
+    {
+        Some((namespace, made_for)) => {
+            let reads = claim_owner::ReadContext {
+                client: state.client.get(),
+                reads: &state.cluster_reads,
+                settings: &settings,
+                claims,
+            };
+            claim_owner::read(reads, caller, request, namespace, made_for).await
         }
-        (images, _) => images,
+        None => None,
     };
-    let images = images.as_ref().map(|i| i as &dyn crate::policy::ImageFacts);
-    let (mut response, verdict) = admission::answer(
+    // The images of the object's GPU containers; for a claim made for a
+    // pod, those of the pod, whose floors the claim gets (a claim has no
+    // images of its own).
+    let wanted = || match &owner {
+        Some(owner) => {
+            let namespace = request.namespace.as_deref().unwrap_or_default();
+            admission::owner::images_to_resolve(&owner.read, &settings, namespace)
+        }
+        None => read.and_then(|(_, subject)| admission::images::wanted(subject, &settings, claims)),
+    };
+    let images = state.images.resolve(request, &settings, wanted).await;
+    let images = images.as_ref().map(|i| i as &dyn ImageFacts);
+    let mut answer = admission::answer(
         request,
         endpoint,
+        &subject,
         &settings,
         cluster,
         images,
@@ -288,7 +298,7 @@ async fn answer(
     );
     // The owner's turn among the pods held at once ends with its answer.
     drop(owner);
-    if endpoint == Endpoint::Namespace && response.allowed {
+    if endpoint == Endpoint::Namespace && answer.allowed {
         // Boxed, as the claim owner's read is: the two lists' futures would
         // otherwise make the future of every request larger by 2 KiB.
         let look = opt_in::NamespaceLook {
@@ -307,14 +317,9 @@ async fn answer(
             },
         };
         let warnings = Box::pin(opt_in::opt_in_warnings(look, caller, request, &settings)).await;
-        if !warnings.is_empty() {
-            response
-                .warnings
-                .get_or_insert_with(Vec::new)
-                .extend(warnings);
-        }
+        answer.warnings.extend(warnings);
     }
-    (response, verdict)
+    answer
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tracing::Level;
 
 use super::RequestError;
-use crate::admission::{AdmissionRequest, DecisionKind, Endpoint, Verdict};
+use crate::admission::{AdmissionRequest, Answer, BAD_REQUEST, Endpoint};
 use crate::metrics::{AdmissionMetrics, Finding, Metrics, kind_label, operation_name};
 use crate::telemetry::{self, LineFields, bounded_field};
 
@@ -37,15 +37,15 @@ pub struct Outcome<'a> {
     pub endpoint: Endpoint,
     /// From the request's arrival to its encoded answer (or refusal).
     pub latency: Duration,
-    /// The decision, or why the request could not be answered.
-    pub result: Result<Decided<'a>, &'a RequestError>,
+    /// The answer, or why the request could not be answered.
+    pub result: Result<Answered<'a>, &'a RequestError>,
 }
 
-/// A request that was read and decided.
-pub struct Decided<'a> {
+/// A request that was read and answered.
+pub struct Answered<'a> {
     pub request: &'a AdmissionRequest<'a>,
-    pub verdict: &'a Verdict,
-    /// From the request's arrival to the decision.
+    pub answer: &'a Answer,
+    /// From the request's arrival to the answer.
     pub took: Duration,
 }
 
@@ -56,7 +56,7 @@ pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
     match &outcome.result {
         Ok(decided) => record_decision(metrics, outcome.endpoint, decided),
         Err(error) => {
-            metrics.count_request(outcome.endpoint, "", None, DecisionKind::BadRequest);
+            metrics.count_request(outcome.endpoint, "", None, BAD_REQUEST);
             let endpoint = outcome.endpoint.path();
             let error = error.to_string();
             let error = bounded_field(&error, ERROR_BYTES);
@@ -66,19 +66,20 @@ pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
     metrics.observe_latency(outcome.endpoint, outcome.latency.as_secs_f64());
 }
 
-fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Decided<'_>) {
-    let Decided {
-        request, verdict, ..
+fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Answered<'_>) {
+    let Answered {
+        request, answer, ..
     } = decided;
+    let decision = answer.decision();
     metrics.count_request(
         endpoint,
         &request.kind.kind,
         Some(&request.operation),
-        verdict.decision,
+        decision,
     );
     for (rules, finding) in [
-        (&verdict.changes, Finding::Change),
-        (&verdict.violations, Finding::Violation),
+        (&answer.changes, Finding::Change),
+        (&answer.violations, Finding::Violation),
     ] {
         for rule in rules {
             metrics.count_finding(rule, finding);
@@ -103,8 +104,8 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Dec
         operation: operation_name(&request.operation),
         endpoint: endpoint.path(),
         dry_run: request.dry_run,
-        decision: verdict.decision.as_str(),
-        rules: RuleList::of(verdict),
+        decision,
+        rules: RuleList::of(answer),
         duration_us: decided.took.as_micros() as u64,
     };
     line.log();
@@ -202,8 +203,8 @@ enum RuleList {
 }
 
 impl RuleList {
-    fn of(verdict: &Verdict) -> Self {
-        let mut rules = verdict.changes.iter().chain(&verdict.violations);
+    fn of(answer: &Answer) -> Self {
+        let mut rules = answer.changes.iter().chain(&answer.violations);
         match (rules.next(), rules.next()) {
             (None, _) => RuleList::Static(""),
             (Some(only), None) => RuleList::Static(only.as_str()),

@@ -11,7 +11,7 @@
 //! through DRA claims (`tests/it/support/claimed_pods.rs`), resolved from
 //! the generated templates and claims beside them. Each request goes through what the
 //! server does with a body: [`admission::decode`], [`admission::respond`] on
-//! [`Endpoint::Mutate`] and [`admission::encode`]. The base64 patch of the
+//! [`Endpoint::Mutate`] and [`admission::Answer::encode`]. The base64 patch of the
 //! encoded review, the bytes the API server would apply, goes into a JSON
 //! Lines file with the object and the object as `json_patch` patches it.
 //!
@@ -256,9 +256,11 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         images: None,
         claim_owner: None,
     };
-    let (response, _) = admission::respond(&request, Endpoint::Mutate, &evaluator);
-    let encoded =
-        admission::encode(response).unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
+    let subject = admission::subject(&request, Endpoint::Mutate);
+    let answer = admission::respond(&request, Endpoint::Mutate, &subject, &evaluator);
+    let encoded = answer
+        .encode(&request.uid)
+        .unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
     let review: Value = serde_json::from_slice(&encoded).expect("the response is JSON");
     let response = &review["response"];
     assert_eq!(response["uid"], uid, "{name}: {review}");

@@ -15,6 +15,10 @@ fn namespace(mode: Option<&str>) -> Value {
 }
 
 fn run(old: Option<&str>, new: Option<&str>, groups: &[&str]) -> Result<(), String> {
+    run_check(old, new, groups).map_err(|refusal| Message::new(refusal).into_string())
+}
+
+fn run_check(old: Option<&str>, new: Option<&str>, groups: &[&str]) -> Result<(), LabelRefusal> {
     let groups: Vec<Cow<'_, str>> = groups.iter().map(|g| Cow::Borrowed(*g)).collect();
     let requester = Requester {
         username: "alice",

@@ -433,7 +433,7 @@ fn the_read_paths_of_every_kind_are_kept() {
 /// decoder as on the whole object: nothing it reads was left out.
 #[test]
 fn the_fixtures_are_decided_alike_on_the_whole_object() {
-    use crate::admission::{Endpoint, Mode, RawObject, decode, respond};
+    use crate::admission::{Endpoint, Mode, RawObject, decode, respond, subject};
     use crate::document::Document;
     use crate::policy::Evaluator;
     use crate::settings::Settings;
@@ -455,15 +455,15 @@ fn the_fixtures_are_decided_alike_on_the_whole_object() {
         let body = Review::create(&loaded.object, "ml").body();
         let mut request = decode(&body).expect("a review");
         for endpoint in [Endpoint::Mutate, Endpoint::Validate(Mode::Warn)] {
-            let pruned = respond(&request, endpoint, &evaluator).0;
+            let pruned = respond(&request, endpoint, &subject(&request, endpoint), &evaluator);
             let whole_object = request
                 .object
                 .replace(RawObject::new(Document::from_value(&loaded.object)));
-            let whole = respond(&request, endpoint, &evaluator).0;
+            let whole = respond(&request, endpoint, &subject(&request, endpoint), &evaluator);
             request.object = whole_object;
             assert_eq!(
-                serde_json::to_value(&pruned).expect("a response"),
-                serde_json::to_value(&whole).expect("a response"),
+                pruned,
+                whole,
                 "{}: {:?}",
                 loaded.source,
                 loaded.object.get("kind")
@@ -488,12 +488,12 @@ fn collect_sources(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
 /// on the namespace guard alike; a body of the same size with room is read.
 #[test]
 fn an_object_over_the_budget_is_denied_unread() {
-    use crate::admission::respond::UNREAD;
-    use crate::admission::{Endpoint, Mode, decode, respond};
+    use crate::admission::{Endpoint, Mode, decode, respond, subject};
     use crate::policy::Evaluator;
     use crate::settings::Settings;
     use gpu_policy_test_support::review::Review;
 
+    let unread = crate::admission::Unread::OverBudget.to_string();
     let settings = Settings::default();
     let namespace_settings = crate::admission::namespace_settings(&settings, None, Some("ml"));
     let evaluator = Evaluator::of_cluster(&settings, &namespace_settings, None, None);
@@ -529,14 +529,19 @@ fn an_object_over_the_budget_is_denied_unread() {
         assert_eq!(read.exceeds_budget(), dense, "{} bytes", body.len());
         assert_eq!(read.json().is_null(), dense);
         for endpoint in endpoints {
-            let response = respond(&request, *endpoint, &evaluator).0;
-            let message = &response.result.message;
+            let answer = respond(
+                &request,
+                *endpoint,
+                &subject(&request, *endpoint),
+                &evaluator,
+            );
+            let message = answer.denial.as_deref().unwrap_or_default();
             if dense {
-                assert!(!response.allowed, "{endpoint:?}");
-                assert!(message.contains(UNREAD), "{endpoint:?}: {message}");
+                assert!(!answer.allowed, "{endpoint:?}");
+                assert!(message.contains(&unread), "{endpoint:?}: {message}");
                 assert!(!message.contains('\n'), "{message}");
             } else {
-                assert!(!message.contains(UNREAD), "{endpoint:?}: {message}");
+                assert!(!message.contains(&unread), "{endpoint:?}: {message}");
             }
         }
     }

@@ -14,15 +14,19 @@ fn record_a_decision() {
         .dry_run(true)
         .body();
     let request = crate::admission::decode(&body).expect("a review");
-    let mut verdict = Verdict::new(DecisionKind::Mutated);
-    verdict.changes.insert(RuleId::RuntimeClass);
-    verdict.violations.insert(RuleId::DevicePaths);
+    let mut answer = Answer {
+        allowed: true,
+        encoded_patch: b"[]".to_vec(),
+        ..Answer::default()
+    };
+    answer.changes.insert(RuleId::RuntimeClass);
+    answer.violations.insert(RuleId::DevicePaths);
     let outcome = Outcome {
         endpoint: Endpoint::Mutate,
         latency: Duration::from_micros(80),
-        result: Ok(Decided {
+        result: Ok(Answered {
             request: &request,
-            verdict: &verdict,
+            answer: &answer,
             took: Duration::from_micros(42),
         }),
     };
@@ -123,13 +127,13 @@ fn the_decision_line_of_megabyte_strings_is_short() {
     review["request"]["kind"]["kind"] = json!(long("k"));
     let body = serde_json::to_vec(&review).expect("a review");
     let request = crate::admission::decode(&body).expect("a review");
-    let verdict = Verdict::new(DecisionKind::Ignored);
+    let answer = Answer::ignored();
     let outcome = Outcome {
         endpoint: Endpoint::Validate(crate::admission::Mode::Audit),
         latency: Duration::from_micros(80),
-        result: Ok(Decided {
+        result: Ok(Answered {
             request: &request,
-            verdict: &verdict,
+            answer: &answer,
             took: Duration::from_micros(42),
         }),
     };
@@ -161,25 +165,25 @@ fn the_decision_line_of_megabyte_strings_is_short() {
 
 #[test]
 fn rules_are_listed_changes_first_and_all_fit() {
-    let mut verdict = Verdict::new(DecisionKind::Denied);
-    assert_eq!(RuleList::of(&verdict).as_str(), "");
-    verdict.violations.insert(RuleId::BoundedRequests);
-    assert_eq!(RuleList::of(&verdict).as_str(), "bounded-requests");
-    verdict.changes.insert(RuleId::RuntimeClass);
-    verdict.changes.insert(RuleId::VisibleDevices);
-    verdict.violations.insert(RuleId::BoundedRequests);
+    let mut answer = Answer::denied("denied");
+    assert_eq!(RuleList::of(&answer).as_str(), "");
+    answer.violations.insert(RuleId::BoundedRequests);
+    assert_eq!(RuleList::of(&answer).as_str(), "bounded-requests");
+    answer.changes.insert(RuleId::RuntimeClass);
+    answer.changes.insert(RuleId::VisibleDevices);
+    answer.violations.insert(RuleId::BoundedRequests);
     assert_eq!(
-        RuleList::of(&verdict).as_str(),
+        RuleList::of(&answer).as_str(),
         "visible-devices,runtime-class,bounded-requests"
     );
-    verdict.changes.extend(RuleId::ALL);
-    verdict.violations.extend(RuleId::ALL);
-    let everything = verdict
+    answer.changes.extend(RuleId::ALL);
+    answer.violations.extend(RuleId::ALL);
+    let everything = answer
         .changes
         .iter()
-        .chain(&verdict.violations)
+        .chain(&answer.violations)
         .map(|rule| rule.as_str())
         .collect::<Vec<_>>()
         .join(",");
-    assert_eq!(RuleList::of(&verdict).as_str(), everything);
+    assert_eq!(RuleList::of(&answer).as_str(), everything);
 }

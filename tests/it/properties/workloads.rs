@@ -1,6 +1,6 @@
 //! Workload templates and modes, and updates that add ephemeral containers.
 
-use gpu_policy::admission::decision::bounded_warnings;
+use gpu_policy::admission::answer::bounded_warnings;
 use gpu_policy::document::Document;
 use gpu_policy::policy::{Subject, scope_for_update};
 

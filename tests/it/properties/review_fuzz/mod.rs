@@ -1,6 +1,6 @@
 //! Bounded fuzzing on the stable toolchain of what the server does with a
 //! request body: [`admission::decode`], [`admission::respond`] on every endpoint
-//! and [`admission::encode`]. The bodies are AdmissionReviews around the
+//! and [`admission::Answer::encode`]. The bodies are AdmissionReviews around the
 //! fixtures of `tests/fixtures/` (and pods made from their templates),
 //! generated pods and workloads, and namespaces, damaged by structure-aware
 //! mutations (a subtree replaced or removed, a field added, an env entry
@@ -61,8 +61,9 @@ fn serve(
         images: None,
         claim_owner: None,
     };
-    let (response, _) = admission::respond(&request, endpoint, &evaluator);
-    let encoded = match admission::encode(response) {
+    let subject = admission::subject(&request, endpoint);
+    let answer = admission::respond(&request, endpoint, &subject, &evaluator);
+    let encoded = match answer.encode(&request.uid) {
         Ok(encoded) => encoded,
         Err(err) => return Err(TestCaseError::fail(format!("encode failed: {err}"))),
     };

@@ -354,3 +354,193 @@ fn the_unenforced_floor_annotation_is_bounded() {
     );
     assert!(annotation.ends_with(" more"), "{annotation}");
 }
+
+/// An answer whose every field is set: a patch, warnings that need
+/// escapes, audit annotations.
+fn full_answer() -> Answer {
+    let mut answer = Answer {
+        allowed: true,
+        encoded_patch: br#"[{"op":"remove","path":"/a"}]"#.to_vec(),
+        warnings: vec!["w1".to_owned(), "w \"2\"".to_owned()],
+        ..Answer::default()
+    };
+    for key in ["violations", "mutations", "allowlisted", "a", "z"] {
+        answer
+            .audit_annotations
+            .insert(key.to_owned(), format!("{key} value"));
+    }
+    answer
+}
+
+#[test]
+fn encoding_writes_the_audit_annotations_in_key_order() {
+    let answer = Answer {
+        encoded_patch: Vec::new(),
+        warnings: Vec::new(),
+        ..full_answer()
+    };
+    let text = String::from_utf8(answer.encode("u").unwrap_or_default()).unwrap_or_default();
+    assert_eq!(
+        text,
+        r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u","allowed":true,"status":{},"auditAnnotations":{"a":"a value","allowlisted":"allowlisted value","mutations":"mutations value","violations":"violations value","z":"z value"}}}"#
+    );
+}
+
+/// The answer is kube's `AdmissionResponse` as kube writes it, in its
+/// order, but for the patch (base64 rather than an array of numbers) and
+/// the audit annotations (after it, in key order); a denial's status is
+/// kube's `Status::failure` with code 403.
+#[test]
+fn encoding_writes_kubes_fields_in_kubes_order_with_a_base64_patch() {
+    use kube::core::Status;
+    use kube::core::admission::AdmissionResponse;
+    let allowed = full_answer();
+    let denied = Answer::denied("no \"x\"");
+    for answer in [allowed, denied] {
+        let mut kubes = AdmissionResponse::invalid("");
+        kubes.uid = "u".to_owned();
+        kubes.allowed = answer.allowed;
+        kubes.result = match &answer.denial {
+            Some(message) => Status::failure(message, "Forbidden").with_code(403),
+            None => Status::default(),
+        };
+        if !answer.encoded_patch.is_empty() {
+            let patch = serde_json::from_slice(&answer.encoded_patch).unwrap_or_default();
+            kubes = kubes
+                .with_patch(patch)
+                .unwrap_or_else(|err| panic!("{err}"));
+        }
+        if !answer.warnings.is_empty() {
+            kubes.warnings = Some(answer.warnings.clone());
+        }
+        let kubes = serde_json::to_string(&kubes).unwrap_or_default();
+        let mut expected: Vec<(String, Value)> = members(&kubes, "")
+            .into_iter()
+            .filter(|(key, _)| key != "patch" && key != "auditAnnotations")
+            .collect();
+        if !answer.encoded_patch.is_empty() {
+            let base64 = base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                &answer.encoded_patch,
+            );
+            expected.push(("patch".into(), Value::from(base64)));
+        }
+        if !answer.audit_annotations.is_empty() {
+            let annotations = serde_json::to_value(&answer.audit_annotations).unwrap_or_default();
+            expected.push(("auditAnnotations".into(), annotations));
+        }
+        let bytes = answer.encode("u").unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        let review: Vec<String> = members(&text, "").into_iter().map(|(key, _)| key).collect();
+        assert_eq!(review, ["apiVersion", "kind", "response"]);
+        assert_eq!(members(&text, "/response"), expected, "{text}");
+    }
+}
+
+/// The members of the object at `pointer` in `text`, in the order of the
+/// text.
+fn members(text: &str, pointer: &str) -> Vec<(String, Value)> {
+    let document = crate::document::Document::parse(text).unwrap_or_else(|err| panic!("{err}"));
+    let object = document
+        .root()
+        .pointer(pointer)
+        .and_then(|at| at.as_object());
+    let object = object.unwrap_or_else(|| panic!("no object at {pointer:?}: {text}"));
+    object
+        .iter()
+        .map(|(key, value)| (key.to_owned(), value.to_value()))
+        .collect()
+}
+
+/// The answer as a serde struct of the same fields writes it: the oracle
+/// of `encode`, which writes the keys and constants as they are.
+fn encoded_by_serde(uid: &str, answer: &Answer) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Review<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'a str,
+        kind: &'a str,
+        response: Response<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Response<'a> {
+        uid: &'a str,
+        allowed: bool,
+        status: kube::core::Status,
+        #[serde(rename = "patchType", skip_serializing_if = "Option::is_none")]
+        patch_type: Option<&'a str>,
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        warnings: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+        #[serde(
+            rename = "auditAnnotations",
+            skip_serializing_if = "BTreeMap::is_empty"
+        )]
+        audit_annotations: &'a BTreeMap<String, String>,
+    }
+    let patch = (!answer.encoded_patch.is_empty()).then(|| {
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            &answer.encoded_patch,
+        )
+    });
+    let status = if answer.allowed {
+        kube::core::Status::default()
+    } else {
+        let message = answer
+            .denial
+            .clone()
+            .unwrap_or_else(|| Message::new("denied").into_string());
+        let kept = prefix_within(&message, MAX_DENIAL_BYTES);
+        let message = if kept.len() < message.len() {
+            format!("{kept}…")
+        } else {
+            message
+        };
+        kube::core::Status::failure(&message, "Forbidden").with_code(403)
+    };
+    let review = Review {
+        api_version: kube::core::admission::META_API_VERSION_V1,
+        kind: kube::core::admission::META_KIND,
+        response: Response {
+            uid,
+            allowed: answer.allowed,
+            status,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            warnings: &answer.warnings,
+            audit_annotations: &answer.audit_annotations,
+            patch,
+        },
+    };
+    serde_json::to_vec(&review).unwrap_or_default()
+}
+
+proptest::proptest! {
+    /// Whatever the answer holds (strings that need escapes, a denial of
+    /// any length, any patch bytes), `encode` writes the bytes serde
+    /// writes, the denial cut to `MAX_DENIAL_BYTES`.
+    #[test]
+    fn an_answer_is_the_bytes_serde_writes(
+        uid in "(?s).{0,12}",
+        allowed in proptest::prelude::any::<bool>(),
+        denial in proptest::option::of("(?s).{1,12}"),
+        long_denial in proptest::prelude::any::<bool>(),
+        warnings in proptest::collection::vec("(?s).{0,8}", 0..3),
+        patch in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        annotations in proptest::collection::vec(("(?s).{0,6}", "(?s).{0,6}"), 0..4),
+    ) {
+        let denial = denial.map(|text| if long_denial { text.repeat(MAX_DENIAL_BYTES) } else { text });
+        let answer = Answer {
+            allowed,
+            denial,
+            warnings,
+            encoded_patch: patch,
+            audit_annotations: annotations.into_iter().collect(),
+            ..Answer::default()
+        };
+        let expected = encoded_by_serde(&uid, &answer);
+        let bytes = answer.encode(&uid).unwrap_or_default();
+        proptest::prop_assert_eq!(String::from_utf8_lossy(&bytes), String::from_utf8_lossy(&expected));
+    }
+}
