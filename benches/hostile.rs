@@ -35,7 +35,7 @@ use gpu_policy::settings::Settings;
 
 /// The server's allocator, as in the `policy` benchmark.
 #[global_allocator]
-static ALLOCATOR: gpu_policy::allocator::MiMalloc = gpu_policy::allocator::MiMalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use gpu_policy_test_support::review::Review;
 

@@ -51,10 +51,10 @@ use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
-/// The server's allocator (`gpu_policy::allocator`, as src/main.rs
+/// The server's allocator (mimalloc's `MiMalloc`, as src/main.rs
 /// installs it), so that the path allocates here as it does there.
 #[global_allocator]
-static ALLOCATOR: gpu_policy::allocator::MiMalloc = gpu_policy::allocator::MiMalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use gpu_policy_test_support::review::Review;
 

@@ -35,12 +35,10 @@
 //!   and MutatingAdmissionPolicies (CEL, evaluated by the API server),
 //!   iterating the rules' registry; their CEL cost;
 //! - [`server`]: the HTTPS webhook server (no policy logic);
-//! - [`cli`]: the command line;
-//! - [`allocator`]: the allocator the binary installs.
+//! - [`cli`]: the command line.
 
 pub mod admission;
 pub mod admission_policy;
-pub mod allocator;
 pub mod certs;
 pub mod cli;
 pub mod cluster;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 /// 14,000 fewer instructions per GPU-pod review than the system allocator
 /// (docs/performance.md).
 #[global_allocator]
-static ALLOCATOR: gpu_policy::allocator::MiMalloc = gpu_policy::allocator::MiMalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     gpu_policy::cli::main()
