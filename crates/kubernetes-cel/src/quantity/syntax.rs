@@ -1,8 +1,8 @@
 //! The text of a Kubernetes quantity (`k8s.io/apimachinery/pkg/api/resource`),
 //! split into its parts, for every reader of quantities: [`super::Quantity`]
 //! builds upstream's representation from them for the CEL library, and a
-//! caller may evaluate them as it needs (gpu-policy reads GPU counts with
-//! it). Depends on nothing.
+//! caller may evaluate them as it needs (a whole count, say) without the
+//! arbitrary precision of [`super::Quantity`]. Depends on nothing.
 //!
 //! `<quantity> ::= <signedNumber><suffix>`, `<signedNumber> ::= [+-]<number>`,
 //! `<number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>`,
