@@ -16,7 +16,7 @@
 //! crate's `cel::extensions::lists`, registered beside this one.
 
 use cel::common::traits::Iterable;
-use cel::common::types::{CelDouble, CelInt, CelList, DYN_TYPE, LIST_TYPE};
+use cel::common::types::{CelDouble, CelInt, DYN_TYPE, LIST_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 

@@ -35,6 +35,7 @@ pub enum Suffix<'a> {
 /// A quantity's text in parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts<'a> {
+    /// Whether the number starts with `-`.
     pub negative: bool,
     /// The digits before the point, leading zeros included (maybe none).
     pub integer: &'a str,
@@ -42,6 +43,7 @@ pub struct Parts<'a> {
     pub fraction: Option<&'a str>,
     /// The signed number as written, without the suffix.
     pub number: &'a str,
+    /// The suffix after the number.
     pub suffix: Suffix<'a>,
 }
 
