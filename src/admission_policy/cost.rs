@@ -1,50 +1,18 @@
 //! Static worst-case cost of the CEL expressions of admission policies, in
-//! the cost units of Kubernetes.
+//! the cost units of Kubernetes: the range of cost ([`Bounds`]) an
+//! expression can reach over variables of given [`Shape`]s, to be held
+//! against [`PER_CALL_LIMIT`] and [`RUNTIME_COST_BUDGET`].
 //!
-//! Reads an expression's text and a description of the variables it sees
-//! ([`Variables`]: each a [`Shape`] with the largest sizes its strings, lists
-//! and maps can have) and returns the range of cost the expression can
-//! reach ([`Bounds`]), to be compared with the limits Kubernetes applies
-//! when it runs admission policies ([`PER_CALL_LIMIT`],
-//! [`RUNTIME_COST_BUDGET`]).
-//!
-//! The model is cel-go's static estimator (`github.com/google/cel-go`
-//! `checker/cost.go`, constants in `common/cost.go`) with the Kubernetes
-//! function costs (`k8s.io/apiserver/pkg/cel/library/cost.go`) and the
-//! sizes Kubernetes derives from a schema without `maxItems` or `maxLength`
-//! (`k8s.io/apiserver/pkg/cel/common/schemas.go`). It runs over the AST of
-//! the `cel` crate's parser, whose macros (`all`, `exists`, `exists_one`,
-//! `map`, `filter`) expand to the same comprehensions as cel-go's.
-//!
-//! Reproduced exactly: the constants; identifiers, literals, list, map and
-//! struct literals; comprehensions (the per-iteration cost times the range's
-//! size); `&&`, `||` (the minimum is the left side alone) and `?:`; `==` and
-//! ordering of strings (the shorter side's length); `+` of strings and
-//! lists; `in` over a list; `size`; `startsWith`, `endsWith`, `contains`,
-//! `matches`; `lowerAscii`, `upperAscii`, `trim`, `split`, `join`; the
-//! list library's `indexOf`, `sum`, `max`, `min`; the quantity functions;
-//! conversions (`int()`, `string()`) at 1; `has()` at no cost (Kubernetes
-//! turns off cel-go's presence-test cost in
-//! `k8s.io/apiserver/pkg/cel/environment/base.go`).
-//!
-//! Approximate, where there is no type checker to lean on: a field selection
-//! costs 1 on an object, a map and a value of unknown shape ([`Shape::Dyn`];
-//! cel-go charges nothing on `dyn`, the runtime charges 1); a value of
-//! unknown shape has a size of 0 to `u64::MAX`, and `+` with one costs as
-//! for strings (cel-go takes the costliest of the candidate overloads, which
-//! is the string one); map keys are strings of up to the request size.
-//! Where cel-go knows no size, a bound that holds at run time: the parts
-//! of `split` no longer than the string, `string()` of a number at most
-//! 20 characters, an object the size of its fields (a map at run time), a
-//! map literal with literal keys an object of their values.
-//! Functions outside the list above are an error, not a guess.
+//! The model is cel-go's static estimator (`checker/cost.go`, constants in
+//! `common/cost.go`) with the Kubernetes function costs
+//! (`k8s.io/apiserver/pkg/cel/library/cost.go`), over the `cel` crate's
+//! AST, whose macros expand to the same comprehensions as cel-go's.
+//! docs/policy.md ("gpu-policy's estimate") lists what is reproduced
+//! exactly and where, without a type checker, it approximates. A function
+//! outside the model is an error, not a guess.
 //!
 //! Over one request ([`Shape::of_value`], [`MissingFields::Absent`]) the
 //! same model gives an upper bound of what that request costs.
-//!
-//! The Kubernetes sizes and limits and [`Bounds`] are in `cost_bounds.rs`,
-//! the shapes and [`Variables`] in `cost_shapes.rs` (which reads
-//! `cost_bounds.rs`, never this file); both are re-exported here.
 
 use std::collections::BTreeMap;
 
@@ -57,14 +25,13 @@ mod bounds;
 #[path = "cost_shapes.rs"]
 mod shapes;
 pub use bounds::{
-    Bounds, MATCH_CONDITIONS_COST_BUDGET, MAX_REQUEST_SIZE_BYTES, MIN_BOOL_SIZE, MIN_NUMBER_SIZE,
-    MIN_STRING_SIZE, PER_CALL_LIMIT, RUNTIME_COST_BUDGET,
+    Bounds, MATCH_CONDITIONS_COST_BUDGET, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE, PER_CALL_LIMIT,
+    RUNTIME_COST_BUDGET,
 };
 use shapes::union_items;
 pub use shapes::{
-    Shape, Variables, claim_or_template, claim_policy_variables, max_list_items, max_map_entries,
-    namespace, object_min_serialized_size, pod, pod_or_workload, pod_policy_variables, request,
-    workload_policy_variables,
+    Shape, Variables, claim_policy_variables, max_list_items, max_map_entries,
+    object_min_serialized_size, pod_policy_variables, workload_policy_variables,
 };
 
 /// The longest decimal text of a 64-bit integer (`-9223372036854775808`).
@@ -378,6 +345,8 @@ impl Coster<'_> {
         };
         let unsupported = || CostError::UnsupportedFunction(name.to_owned());
         let scalar = |cost: Bounds| (cost, Shape::Scalar);
+        let one = Bounds::fixed(1).add(args_cost);
+        let traversal = |shape: &Shape| shape.size().times_factor(STRING_TRAVERSAL_COST_FACTOR);
         let (cost, shape) = match (name, &target, args.as_slice()) {
             (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [lhs, rhs]) => scalar(Bounds {
                 min: lhs.cost.min,
@@ -387,15 +356,39 @@ impl Coster<'_> {
                 condition.cost.add(yes.cost.union(no.cost)),
                 yes.shape.clone().union(no.shape.clone()),
             ),
+            // O(1): arithmetic, size, the quantity methods, conversions
+            // other than between strings and bytes (cel-go `functionCost`);
+            // `sign` is a function upstream, not a method (see
+            // `kubernetes_cel::library`).
             (
-                operators::LOGICAL_NOT | operators::NEGATE | operators::NOT_STRICTLY_FALSE,
+                operators::LOGICAL_NOT
+                | operators::NEGATE
+                | operators::NOT_STRICTLY_FALSE
+                | "size"
+                | "sign"
+                | "int"
+                | "uint"
+                | "double"
+                | "bool",
                 None,
                 [_],
-            ) => scalar(Bounds::fixed(1).add(args_cost)),
-            ("dyn", None, [value]) => (Bounds::fixed(1).add(args_cost), value.shape.clone()),
+            )
+            | (
+                operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO,
+                None,
+                [_, _],
+            )
+            | ("size", Some(_), [])
+            | (
+                "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan" | "isLessThan"
+                | "compareTo",
+                Some(_),
+                _,
+            ) => scalar(one),
+            ("dyn", None, [value]) => (one, value.shape.clone()),
             (operators::EQUALS | operators::NOT_EQUALS, None, [lhs, rhs]) => {
                 if lhs.shape == Shape::Quantity && rhs.shape == Shape::Quantity {
-                    scalar(Bounds::fixed(1).add(args_cost))
+                    scalar(one)
                 } else {
                     scalar(compare_sizes(&lhs.shape, &rhs.shape).add(args_cost))
                 }
@@ -411,14 +404,9 @@ impl Coster<'_> {
                 (Shape::String(_), Shape::String(_)) => {
                     scalar(compare_sizes(&lhs.shape, &rhs.shape).add(args_cost))
                 }
-                _ => scalar(Bounds::fixed(1).add(args_cost)),
+                _ => scalar(one),
             },
             (operators::ADD, None, [lhs, rhs]) => add(&lhs.shape, &rhs.shape, args_cost),
-            (
-                operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO,
-                None,
-                [_, _],
-            ) => scalar(Bounds::fixed(1).add(args_cost)),
             (operators::INDEX, None, [container, key]) => {
                 let shape = match (&container.shape, &key.shape) {
                     (Shape::List { item, .. }, _) => (**item).clone(),
@@ -440,30 +428,21 @@ impl Coster<'_> {
                     (Shape::Absent, _) => Shape::Absent,
                     _ => return Err(unsupported()),
                 };
-                (Bounds::fixed(1).add(args_cost), shape)
+                (one, shape)
             }
             // a.?b, a[?b] and the optional's methods: O(1), of unknown shape.
             (operators::OPT_SELECT | operators::OPT_INDEX, None, [_, _])
-            | ("hasValue" | "value" | "orValue" | "or", Some(_), _) => {
-                (Bounds::fixed(1).add(args_cost), Shape::Dyn)
-            }
+            | ("hasValue" | "value" | "orValue" | "or", Some(_), _) => (one, Shape::Dyn),
             (operators::IN, None, [_, container]) => match &container.shape {
-                Shape::Map { .. } | Shape::Object(_) => scalar(Bounds::fixed(1).add(args_cost)),
+                Shape::Map { .. } | Shape::Object(_) => scalar(one),
                 shape => scalar(shape.size().add(args_cost)),
             },
-            ("size", None, [_]) | ("size", Some(_), []) => scalar(Bounds::fixed(1).add(args_cost)),
-            ("startsWith" | "endsWith", Some(_), [prefix]) => scalar(
-                prefix
-                    .shape
-                    .size()
-                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .add(args_cost),
-            ),
+            ("startsWith" | "endsWith", Some(_), [prefix]) => {
+                scalar(traversal(&prefix.shape).add(args_cost))
+            }
             ("contains", Some(text), [part]) => scalar(
-                text.shape
-                    .size()
-                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .multiply(part.shape.size().times_factor(STRING_TRAVERSAL_COST_FACTOR))
+                traversal(&text.shape)
+                    .multiply(traversal(&part.shape))
                     .add(args_cost),
             ),
             ("matches", Some(text), [regex]) => scalar(
@@ -480,40 +459,16 @@ impl Coster<'_> {
                     .add(args_cost),
             ),
             ("lowerAscii" | "upperAscii" | "trim", Some(text), []) => (
-                text.shape
-                    .size()
-                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .add(args_cost),
+                traversal(&text.shape).add(args_cost),
                 Shape::String(text.shape.size()),
             ),
-            ("quantity" | "isQuantity", None, [text]) => (
-                text.shape
-                    .size()
-                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .add(args_cost),
-                if name == "quantity" {
-                    Shape::Quantity
-                } else {
-                    Shape::Scalar
-                },
-            ),
-            ("add" | "sub", Some(_), [_]) => (Bounds::fixed(1).add(args_cost), Shape::Quantity),
-            (
-                "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan" | "isLessThan"
-                | "compareTo",
-                Some(_),
-                _,
-            ) => scalar(Bounds::fixed(1).add(args_cost)),
-            // A function upstream, not a method (see `kubernetes_cel::library`).
-            ("sign", None, [_]) => scalar(Bounds::fixed(1).add(args_cost)),
-            ("int" | "uint" | "double" | "bool", None, [_]) => {
-                scalar(Bounds::fixed(1).add(args_cost))
-            }
-            // Conversions other than between strings and bytes are O(1)
-            // (cel-go `functionCost`). The decimal text of a number has
-            // at most 20 characters (cel-go leaves the size unknown).
+            ("quantity", None, [text]) => (traversal(&text.shape).add(args_cost), Shape::Quantity),
+            ("isQuantity", None, [text]) => scalar(traversal(&text.shape).add(args_cost)),
+            ("add" | "sub", Some(_), [_]) => (one, Shape::Quantity),
+            // The decimal text of a number has at most 20 characters
+            // (cel-go leaves the size unknown).
             ("string", None, [value]) => (
-                Bounds::fixed(1).add(args_cost),
+                one,
                 match &value.shape {
                     Shape::String(len) => Shape::String(*len),
                     _ => Shape::String(Bounds::up_to(MAX_NUMBER_TEXT)),
@@ -595,12 +550,9 @@ impl Coster<'_> {
                     },
                 )
             }
-            ("indexOf" | "lastIndexOf", Some(text), _) => scalar(
-                text.shape
-                    .size()
-                    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .add(args_cost),
-            ),
+            ("indexOf" | "lastIndexOf", Some(text), _) => {
+                scalar(traversal(&text.shape).add(args_cost))
+            }
             _ => return Err(unsupported()),
         };
         let target_cost = target.map_or(Bounds::fixed(0), |t| t.cost);

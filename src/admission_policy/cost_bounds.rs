@@ -1,10 +1,5 @@
-//! The numbers the cost model works with: the sizes and limits Kubernetes
-//! applies to admission policies' CEL (the largest request, the smallest
-//! JSON of a value, the per-call and per-request budgets), and [`Bounds`],
-//! a range of sizes or of costs with cel-go's arithmetic.
-//!
-//! A leaf of [`cost`](super) and its shapes (`cost_shapes.rs`), which both
-//! read it.
+//! The sizes and limits Kubernetes applies to admission policies' CEL, and
+//! [`Bounds`], a range of sizes or of costs with cel-go's arithmetic.
 
 /// The largest request the API server accepts, which bounds every list,
 /// map and string of a schema without `maxItems`, `maxProperties` or
@@ -20,11 +15,8 @@ pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
 /// (`RuntimeCELCostBudgetMatchConditions`).
 pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
 
-/// The smallest JSON of a string (`""`), a boolean (`true`) and a number
-/// (`0`) (`k8s.io/apiserver/pkg/cel/limits.go`).
+/// The smallest JSON of a string, `""` (`k8s.io/apiserver/pkg/cel/limits.go`).
 pub const MIN_STRING_SIZE: u64 = 2;
-pub const MIN_BOOL_SIZE: u64 = 4;
-pub const MIN_NUMBER_SIZE: u64 = 1;
 
 /// A range of sizes or of costs, with cel-go's arithmetic: saturating at
 /// `u64::MAX`, fractional factors rounded up.

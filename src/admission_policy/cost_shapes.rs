@@ -1,15 +1,8 @@
-//! What a value is to the cost model ([`Shape`]: the largest sizes its
-//! strings, lists and maps can have), and the shapes of what admission
-//! policies read, with the sizes Kubernetes
-//! derives from the schemas: `object` and `oldObject` (a Pod or a workload
-//! template, a ResourceClaim or a ResourceClaimTemplate), `namespaceObject`
-//! and `request`.
-//!
-//! None of these schemas has a `maxItems` or `maxLength` on the fields the
-//! policies read, so every list is as long as a 3 MiB request can hold
-//! items of its smallest JSON, every map as large, every string as long as
-//! the request (`k8s.io/apiserver/pkg/cel/common/schemas.go`). Only the
-//! fields the policies read are listed; another field is of unknown shape.
+//! What a value is to the cost model ([`Shape`]), and the shapes of what
+//! admission policies read, with the sizes Kubernetes derives from schemas
+//! without `maxItems` or `maxLength` (`k8s.io/apiserver/pkg/cel/common/schemas.go`;
+//! docs/policy.md, "The sizes of unbounded lists"). Only the fields the
+//! policies read are listed; another field is of unknown shape.
 
 use std::collections::BTreeMap;
 
@@ -317,7 +310,7 @@ fn pod_spec_fields() -> Vec<(&'static str, Shape)> {
 
 /// The Pod, as `object` and `oldObject` of a policy on pods. Containers,
 /// environment variables, volumes and claims require only `name`.
-pub fn pod() -> Shape {
+fn pod() -> Shape {
     Shape::object([
         ("apiVersion", string()),
         ("kind", string()),
@@ -330,7 +323,7 @@ pub fn pod() -> Shape {
 /// a CronJob's one level deeper, a PodTemplate's at `template`): one
 /// object with the fields of them all, so that every branch of the
 /// policies' `spec` variable has the same pod spec, of the same sizes.
-pub fn pod_or_workload() -> Shape {
+fn pod_or_workload() -> Shape {
     let template = || {
         Shape::object([
             ("metadata", metadata()),
@@ -355,7 +348,7 @@ pub fn pod_or_workload() -> Shape {
 /// A ResourceClaim (devices at `spec.devices`) or a ResourceClaimTemplate
 /// (at `spec.spec.devices`), resource.k8s.io/v1. A request requires only
 /// `name`; a `firstAvailable` alternative `name` and `deviceClassName`.
-pub fn claim_or_template() -> Shape {
+fn claim_or_template() -> Shape {
     let device_fields = || {
         vec![
             ("name", string()),
@@ -392,14 +385,14 @@ pub fn claim_or_template() -> Shape {
 
 /// `namespaceObject`: the Namespace, of which the policies read the
 /// annotations.
-pub fn namespace() -> Shape {
+fn namespace() -> Shape {
     Shape::object([("metadata", metadata())])
 }
 
 /// `request`: the admission request's attributes the policies read
 /// (`k8s.io/apiserver/pkg/admission/plugin/cel/compile.go` declares them
 /// without a `maxLength`).
-pub fn request() -> Shape {
+fn request() -> Shape {
     Shape::object([
         ("namespace", string()),
         ("name", string()),

@@ -38,7 +38,6 @@ mod cel_text;
 mod claims;
 pub mod cost;
 pub mod cost_check;
-pub mod cost_report;
 pub mod coverage;
 mod device_paths;
 pub mod engine;

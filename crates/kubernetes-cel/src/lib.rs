@@ -1,20 +1,5 @@
-//! An embedded evaluator of Kubernetes admission policies: the
-//! ValidatingAdmissionPolicy and MutatingAdmissionPolicy objects of
-//! `admissionregistration.k8s.io/v1`, with their bindings, evaluated on the
-//! `cel` crate as the API server would evaluate them.
-//!
-//! Reads: a policy or binding object (`serde_json::Value`), and per request
-//! [`Attributes`] (the object, old object, namespace object and request
-//! fields). Allows: the Kubernetes CEL library listed in `library.rs`; the
-//! policy fields listed on [`ValidatingPolicy::from_object`] and
-//! [`MutatingPolicy::from_object`]. Every expression is compiled once, when
-//! the policy is read, and evaluated for each request.
-//!
-//! Behaviour follows `k8s.io/apiserver/pkg/admission/plugin/policy/`
-//! (`validating/validator.go`, `mutating/`, `matching/matching.go`) and
-//! `k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`.
-
 #![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
 
 mod activation;
 pub mod device;
@@ -26,9 +11,6 @@ pub mod quantity;
 pub mod releases;
 mod semver;
 mod validating;
-
-#[cfg(test)]
-mod tests;
 
 pub use device::{AttributeValue, Device, DeviceSelector};
 pub use matching::LabelSelector;

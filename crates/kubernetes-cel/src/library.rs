@@ -15,6 +15,8 @@
 //!   upstream declares it), `isGreaterThan`, `isLessThan`,
 //!   `compareTo`, `add`, `sub`, `asInteger`, `isInteger`,
 //!   `asApproximateFloat`;
+//! - the Kubernetes lists library (`lists.rs`) and cel-go's `ext.Lists`
+//!   (the `cel` crate's `cel::extensions::lists`);
 //! - `jsonpatch.escapeKey` (`k8s.io/apiserver/pkg/cel/library/jsonpatch.go`);
 //! - the `JSONPatch` object type of MutatingAdmissionPolicy
 //!   (`k8s.io/apiserver/pkg/cel/mutation/jsonpatch.go`).
@@ -58,6 +60,7 @@ impl StaticVal for Quantity {}
 pub(crate) fn environment() -> Result<Env, DeclarationError> {
     let mut env = Env::stdlib();
     env.add_extension(cel::extensions::strings)?;
+    env.add_extension(cel::extensions::lists)?;
     env.add_extension(super::lists::extension)?;
     env.add_type(QUANTITY_TYPE.to_owned())?;
     cel::add_overload!(env, fn quantity: (CelString) -> Result<Quantity>)?;
@@ -201,3 +204,6 @@ impl StructType for JsonPatchType {
         Ok(Box::new(patch))
     }
 }
+
+#[cfg(test)]
+mod tests;

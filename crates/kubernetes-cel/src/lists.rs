@@ -10,14 +10,13 @@
 //! `min`/`max` every comparable type), and `isSorted` and `includes` are
 //! not offered; the generated policies use none of those.
 //!
-//! And two functions of cel-go's `ext.Lists`, which Kubernetes includes
-//! from 1.34 (`k8s.io/apiserver/pkg/cel/environment/base.go`), and so in
-//! every API server that serves MutatingAdmissionPolicy (1.36 and later):
-//! `<list>.flatten()` (one level) and `lists.range(n)` (`[0, n)`, an error
-//! for a negative `n`). Only the mutating policies use them.
+//! cel-go's `ext.Lists` (`flatten`, `lists.range`, `slice`, `distinct`,
+//! `reverse`, `sort`, `sortBy`), which Kubernetes includes at version 3
+//! from 1.34 (`k8s.io/apiserver/pkg/cel/environment/base.go`), is the `cel`
+//! crate's `cel::extensions::lists`, registered beside this one.
 
 use cel::common::traits::Iterable;
-use cel::common::types::{CelDouble, CelInt, CelList, DYN_TYPE, INT_TYPE, LIST_TYPE};
+use cel::common::types::{CelDouble, CelInt, DYN_TYPE, LIST_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
@@ -39,43 +38,7 @@ pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
         vec![DYN_TYPE],
         last_index_of,
     )?;
-    env.add_member_overload("flatten", "list.flatten()", LIST_TYPE, vec![], flatten)?;
-    env.add_overload("lists.range", "lists.range(int)", vec![INT_TYPE], range)?;
     Ok(())
-}
-
-/// `<list>.flatten()`: the items of the list's lists, and its other items,
-/// in order; one level deep.
-fn flatten<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let list = one(&args, "flatten")?;
-    let mut out: Vec<Box<dyn Val + 'v>> = Vec::new();
-    for item in items(list.as_ref())? {
-        match item.as_iterable() {
-            Some(_) if item.get_type().name() == LIST_TYPE.name() => {
-                out.extend(items(item)?.into_iter().map(|i| i.clone_as_boxed()));
-            }
-            _ => out.push(item.clone_as_boxed()),
-        }
-    }
-    Ok(CowVal::owned(CelList::from(out)))
-}
-
-/// `lists.range(n)`: `[0, 1, ..., n - 1]`.
-fn range<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let n = one(&args, "lists.range")?;
-    let n = match number("lists.range", n.as_ref())? {
-        Number::Int(n) if n >= 0 => n,
-        _ => {
-            return Err(ExecutionError::function_error(
-                "lists.range",
-                "lists.range takes a non-negative int",
-            ));
-        }
-    };
-    let out: Vec<Box<dyn Val + 'v>> = (0..n)
-        .map(|i| Box::new(CelInt::from(i)) as Box<dyn Val + 'v>)
-        .collect();
-    Ok(CowVal::owned(CelList::from(out)))
 }
 
 fn items<'b, 'v>(list: &'b (dyn Val + 'v)) -> Result<Vec<&'b (dyn Val + 'v)>, ExecutionError> {

@@ -78,6 +78,7 @@ pub fn introduced(function: &str) -> Option<u32> {
 /// A function an API server refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
+    /// The function's name, namespaced (`lists.range`) where it is.
     pub function: String,
     /// The first minor release of Kubernetes 1 that accepts it; None when
     /// none does.

@@ -1,8 +1,8 @@
 //! The text of a Kubernetes quantity (`k8s.io/apimachinery/pkg/api/resource`),
 //! split into its parts, for every reader of quantities: [`super::Quantity`]
 //! builds upstream's representation from them for the CEL library, and a
-//! caller may evaluate them as it needs (gpu-policy reads GPU counts with
-//! it). Depends on nothing.
+//! caller may evaluate them as it needs (a whole count, say) without the
+//! arbitrary precision of [`super::Quantity`]. Depends on nothing.
 //!
 //! `<quantity> ::= <signedNumber><suffix>`, `<signedNumber> ::= [+-]<number>`,
 //! `<number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>`,
@@ -35,6 +35,7 @@ pub enum Suffix<'a> {
 /// A quantity's text in parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts<'a> {
+    /// Whether the number starts with `-`.
     pub negative: bool,
     /// The digits before the point, leading zeros included (maybe none).
     pub integer: &'a str,
@@ -42,6 +43,7 @@ pub struct Parts<'a> {
     pub fraction: Option<&'a str>,
     /// The signed number as written, without the suffix.
     pub number: &'a str,
+    /// The suffix after the number.
     pub suffix: Suffix<'a>,
 }
 

@@ -1,6 +1,6 @@
 //! Table tests of the Kubernetes CEL library, with the upstream cases.
 
-use super::super::activation::environment;
+use crate::activation::environment;
 use cel::{Context, Value};
 
 fn eval(expression: &str) -> Result<Value, String> {

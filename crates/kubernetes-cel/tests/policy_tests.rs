@@ -1,7 +1,8 @@
 //! ValidatingAdmissionPolicy and MutatingAdmissionPolicy evaluation on small
 //! hand-written policies.
 
-use super::super::*;
+use kubernetes_cel::*;
+use serde_json::Value as Json;
 use serde_json::json;
 
 fn pod_kind() -> GroupVersionKind {
@@ -34,15 +35,15 @@ fn pod(gpus: &str) -> Json {
 fn create(object: Json) -> Attributes {
     let mut a = Attributes::create(object, pod_kind(), pods());
     a.namespace_object =
-        Some(json!({"metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}}));
+        Some(json!({"metadata": {"name": "ml", "labels": {"example.com/mode": "enforce"}}}));
     a
 }
 
-fn gpu_policy(failure: &str) -> ValidatingPolicy {
+fn bounded_requests_policy(failure: &str) -> ValidatingPolicy {
     ValidatingPolicy::from_object(&json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": "gpu-policy-bounded-requests"},
+        "metadata": {"name": "bounded-requests"},
         "spec": {
             "failurePolicy": failure,
             "matchConstraints": {"resourceRules": [{
@@ -71,7 +72,7 @@ fn gpu_policy(failure: &str) -> ValidatingPolicy {
 
 #[test]
 fn a_pod_within_bounds_passes_and_one_beyond_is_denied_with_the_message_expression() {
-    let policy = gpu_policy("Fail");
+    let policy = bounded_requests_policy("Fail");
     assert_eq!(
         policy.evaluate(&create(pod("2"))),
         PolicyOutcome::Evaluated { violations: vec![] }
@@ -90,7 +91,7 @@ fn a_pod_within_bounds_passes_and_one_beyond_is_denied_with_the_message_expressi
 fn messages_fall_back_to_message_then_to_the_expression() {
     let mut object = pod("1");
     object["metadata"]["name"] = json!("forbidden");
-    let outcome = gpu_policy("Fail").evaluate(&create(object));
+    let outcome = bounded_requests_policy("Fail").evaluate(&create(object));
     assert_eq!(outcome.violations().len(), 1);
     assert_eq!(
         outcome.violations()[0].message,
@@ -103,7 +104,7 @@ fn messages_fall_back_to_message_then_to_the_expression() {
 fn evaluation_errors_follow_the_failure_policy() {
     // "lots" is no quantity: quantity() fails in the variable, so the first
     // validation errors; isQuantity() is false, so the second denies.
-    let fail = gpu_policy("Fail").evaluate(&create(pod("lots")));
+    let fail = bounded_requests_policy("Fail").evaluate(&create(pod("lots")));
     let causes: Vec<_> = fail.violations().iter().map(|v| v.cause).collect();
     assert_eq!(
         causes,
@@ -118,14 +119,14 @@ fn evaluation_errors_follow_the_failure_policy() {
         fail.violations()[1].message,
         "GPU limits must be quantities"
     );
-    let ignore = gpu_policy("Ignore").evaluate(&create(pod("lots")));
+    let ignore = bounded_requests_policy("Ignore").evaluate(&create(pod("lots")));
     assert_eq!(ignore.violations().len(), 1);
     assert_eq!(ignore.violations()[0].cause, ViolationCause::Denied);
 }
 
 #[test]
 fn match_constraints_and_conditions_decide_whether_the_policy_applies() {
-    let policy = gpu_policy("Fail");
+    let policy = bounded_requests_policy("Fail");
     let mut ephemeral = create(pod("8"));
     ephemeral.sub_resource = "ephemeralcontainers".into();
     assert_eq!(policy.evaluate(&ephemeral), PolicyOutcome::NotMatched);
@@ -139,28 +140,28 @@ fn match_constraints_and_conditions_decide_whether_the_policy_applies() {
 
 #[test]
 fn bindings_select_namespaces_by_labels() {
-    let policy = gpu_policy("Fail");
+    let policy = bounded_requests_policy("Fail");
     let binding = |selector: Json| {
         ValidatingPolicyBinding::from_object(&json!({
             "metadata": {"name": "b"},
-            "spec": {"policyName": "gpu-policy-bounded-requests", "validationActions": ["Deny"],
+            "spec": {"policyName": "bounded-requests", "validationActions": ["Deny"],
                      "matchResources": {"namespaceSelector": selector}}
         }))
         .expect("binding")
     };
-    let enforce = binding(json!({"matchLabels": {"gpu-policy.io/mode": "enforce"}}));
+    let enforce = binding(json!({"matchLabels": {"example.com/mode": "enforce"}}));
     assert_eq!(enforce.validation_actions(), [ValidationAction::Deny]);
     let warn = binding(
-        json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "In", "values": ["warn"]}]}),
+        json!({"matchExpressions": [{"key": "example.com/mode", "operator": "In", "values": ["warn"]}]}),
     );
     let not_audit = binding(
-        json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "NotIn", "values": ["audit"]}]}),
+        json!({"matchExpressions": [{"key": "example.com/mode", "operator": "NotIn", "values": ["audit"]}]}),
     );
     let unlabelled = binding(
-        json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "DoesNotExist"}]}),
+        json!({"matchExpressions": [{"key": "example.com/mode", "operator": "DoesNotExist"}]}),
     );
     let labelled =
-        binding(json!({"matchExpressions": [{"key": "gpu-policy.io/mode", "operator": "Exists"}]}));
+        binding(json!({"matchExpressions": [{"key": "example.com/mode", "operator": "Exists"}]}));
     let request = create(pod("8"));
     assert_eq!(
         policy.evaluate_bound(&enforce, &request).violations().len(),
@@ -213,7 +214,7 @@ fn runtime_policy() -> MutatingPolicy {
     MutatingPolicy::from_object(&json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": "gpu-policy-runtime-class"},
+        "metadata": {"name": "runtime-class"},
         "spec": {
             "reinvocationPolicy": "IfNeeded",
             "matchConstraints": {"resourceRules": [{
@@ -227,7 +228,7 @@ fn runtime_policy() -> MutatingPolicy {
                 {"patchType": "JSONPatch", "jsonPatch": {"expression":
                     "object.spec.containers.map(c, c.name).filter(n, n in variables.gpu).map(n, JSONPatch{op: 'add', path: '/spec/containers/0/env', value: [{'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'void'}]})"}},
                 {"patchType": "JSONPatch", "jsonPatch": {"expression":
-                    "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {}}, JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('gpu-policy.io/runtime'), value: object.spec.runtimeClassName}]"}}
+                    "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {}}, JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('example.com/runtime'), value: object.spec.runtimeClassName}]"}}
             ]
         }
     }))
@@ -250,7 +251,7 @@ fn a_json_patch_mutation_sets_a_field_and_adds_an_env_var() {
     // Later mutations see the object as earlier ones left it.
     assert_eq!(
         object["metadata"]["annotations"],
-        json!({"gpu-policy.io/runtime": "nvidia"})
+        json!({"example.com/runtime": "nvidia"})
     );
     assert_eq!(patch.0.len(), 4);
 }
@@ -271,15 +272,15 @@ fn a_failing_mutation_follows_the_failure_policy() {
 fn mutating_bindings_select_by_policy_name_and_namespace() {
     let policy = runtime_policy();
     let binding = MutatingPolicyBinding::from_object(&json!({"metadata": {"name": "b"}, "spec": {
-        "policyName": "gpu-policy-runtime-class",
-        "matchResources": {"namespaceSelector": {"matchLabels": {"gpu-policy.io/mode": "warn"}}}}}))
+        "policyName": "runtime-class",
+        "matchResources": {"namespaceSelector": {"matchLabels": {"example.com/mode": "warn"}}}}}))
     .expect("binding");
     assert_eq!(
         policy.mutate_bound(&binding, &create(pod("1"))),
         MutationOutcome::NotMatched
     );
     let mut warn = create(pod("1"));
-    warn.namespace_object = Some(json!({"metadata": {"labels": {"gpu-policy.io/mode": "warn"}}}));
+    warn.namespace_object = Some(json!({"metadata": {"labels": {"example.com/mode": "warn"}}}));
     assert!(matches!(
         policy.mutate_bound(&binding, &warn),
         MutationOutcome::Patched { .. }
