@@ -112,7 +112,7 @@ impl Serialize for Message {
 /// equal limit`. A rule fills the slots with values ([`Self::format`]); the
 /// generator of the admission policies fills them with CEL expressions and
 /// writes the words as CEL string literals
-/// (`admission_policy::cel_text::message`). So the webhook and the policies
+/// (`policy::rules::cel_text::message`). So the webhook and the policies
 /// say the same violation in the same words, and a change of the words is
 /// one change. A slot is `{name}`, the name lowercase letters and `_`; the
 /// words hold no other braces.

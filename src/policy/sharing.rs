@@ -2,7 +2,7 @@
 //! a share ([`mark`]), what scheme it still awaits ([`awaited_scheme`]),
 //! whether an `NVIDIA_VISIBLE_DEVICES` entry is the one KAI's webhook wrote
 //! ([`is_kai_visible_devices`]), and the annotations KAI-Scheduler reads.
-//! What R2 checks of the share values is `rules::sharing`'s.
+//! What R2 checks of the share values is `rules::bounded_requests::sharing`'s.
 
 use super::container::{Container, ContainerKind, EnvEntry, GpuResource};
 use crate::settings::{HAMI_CARDS, Settings};

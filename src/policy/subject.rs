@@ -34,7 +34,7 @@ pub struct Subject<'a> {
 pub enum Form<'a> {
     /// A Pod, or the pod template of a workload (where it sits: `shape`):
     /// read through [`PodView`](super::PodView) and run through
-    /// [`RULES`](super::RULES).
+    /// [`entries`](super::rules::entries).
     Pod {
         shape: Shape,
         /// Who the object is, for the allowlist.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::REQUIRED;
 use crate::policy::RuleId;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
-use crate::policy::rules::gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
+use crate::policy::rules::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::policy::testing::{apply, evaluate_in_cluster, evaluate_update_in, messages_of};
 use crate::policy::{ClusterFacts, Evaluation};
 use crate::settings::Settings;
