@@ -245,8 +245,9 @@ fn nothing_is_concluded_where_no_gpu_node_has_labels() {
 #[case::huge(json!([{"key": MAJOR_LABEL, "operator": "Gt", "values": ["4294967295"]}]), None)]
 fn what_a_term_admits(#[case] expressions: Value, #[case] floor: Option<(u32, u32)>) {
     let term = json!({"matchExpressions": expressions});
+    let term = crate::document::Document::from_value(&term);
     assert_eq!(
-        super::term_floor(&term),
+        super::term_floor(term.root()),
         floor.map(|(major, minor)| crate::cuda::ComputeCapability::new(major, minor))
     );
 }
