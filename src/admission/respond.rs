@@ -22,7 +22,7 @@ use super::owner::{OwnerDocument, OwnerRead};
 use super::wire::{AdmissionRequest, RawObject};
 use crate::policy::dra::allocation::{MadeFor, read_made_for};
 use crate::policy::dra::claims::{ClaimKind, parse_object};
-use crate::policy::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
+use crate::policy::rules::bounded_requests::claim_requests::EXTENDED_RESOURCE_CLAIM;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluator, ImageFacts, Message, NoticeKind, Scope, Subject,
     scope_for_update,

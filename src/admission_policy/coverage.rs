@@ -1,6 +1,6 @@
 //! `gpu-policy manifests --admission-policies --coverage`: what the
 //! admission policies cover, rule by rule, printed from the registry
-//! (`policy::rules::RULES`): each entry's generated policies under the
+//! (`policy::rules::entries`): each entry's generated policies under the
 //! settings and its [`ApiServer`] reasons. docs/policy.md's coverage table
 //! is its output on the default settings, and a test holds it to that.
 //!
@@ -10,24 +10,23 @@
 
 use super::{GeneratedPolicy, all_generated, generated};
 use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::rules::{ApiServer, Check, RULES, Rule};
+use crate::policy::RuleId;
+use crate::policy::rules::{ApiServer, Check, Entry, entries};
 use crate::settings::Settings;
 
 /// The markdown table: one row per registry entry, by rule number, for
 /// the policies rendered for `release`.
 pub fn coverage_table(settings: &Settings, release: KubernetesVersion) -> String {
-    let mut rules: Vec<&Rule> = RULES.iter().collect();
-    rules.sort_by_key(|rule| rule.id);
     let mut out = String::from(
         "| rule | admission policies | enforced by the policies | webhook only |\n\
          | --- | --- | --- | --- |\n",
     );
-    for rule in rules {
-        let coverage = rule.api_server.coverage();
+    for (rule, entry) in entries() {
+        let coverage = entry.api_server.coverage();
         out.push_str(&format!(
             "| {} | {} | {} | {} |\n",
-            rule_name(rule),
-            policies(rule, settings, release),
+            rule_name(rule, entry),
+            policies(rule, entry, settings, release),
             coverage.enforced,
             coverage.webhook_only
         ));
@@ -37,14 +36,10 @@ pub fn coverage_table(settings: &Settings, release: KubernetesVersion) -> String
 
 /// `R2 bounded-requests`, with what the entry runs on when the rule has
 /// more than one entry (`(claims)`).
-fn rule_name(rule: &Rule) -> String {
-    let number = crate::policy::RuleId::ALL
-        .iter()
-        .position(|id| *id == rule.id)
-        .map_or(0, |at| at + 1);
-    let entries = RULES.iter().filter(|other| other.id == rule.id).count();
-    let name = format!("R{number} {}", rule.id);
-    match (entries, rule.check) {
+fn rule_name(rule: RuleId, entry: &Entry) -> String {
+    let number = rule as usize + 1;
+    let name = format!("R{number} {rule}");
+    match (rule.rule().entries.len(), entry.check) {
         (1, _) => name,
         (_, Check::Claim(_)) => format!("{name} (claims)"),
         (_, Check::Pod(_)) => format!("{name} (pods)"),
@@ -53,8 +48,13 @@ fn rule_name(rule: &Rule) -> String {
 }
 
 /// The policies generated for the entry, or why there are none.
-fn policies(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> String {
-    let policies = generated(rule, settings, release);
+fn policies(
+    rule: RuleId,
+    entry: &Entry,
+    settings: &Settings,
+    release: KubernetesVersion,
+) -> String {
+    let policies = generated(rule, entry, settings, release);
     let named = |list: &[GeneratedPolicy], kind: &str| -> Vec<String> {
         list.iter()
             .map(|policy| format!("`{}` ({kind})", policy.name))
@@ -62,7 +62,7 @@ fn policies(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> Str
     };
     let mut all = named(&policies.validating, "validating");
     all.extend(named(&policies.mutating, "mutating"));
-    match rule.api_server {
+    match entry.api_server {
         ApiServer::InOtherPolicies(_) => "none of its own: in the others' CEL".to_owned(),
         ApiServer::WebhookOnly { .. } => "none".to_owned(),
         _ => {

@@ -3,8 +3,8 @@
 //! the API server evaluates itself, in CEL, with no network hop.
 //!
 //! The policies come from iterating the rule registry
-//! (`policy::rules::RULES`): each entry says what the API server does of
-//! it, and [`generated`] makes that entry's policies. One policy per
+//! (`policy::rules::entries`): each entry's CEL side gives its policies'
+//! parts, which [`generated`] names, labels and checks against a release. One policy per
 //! validating rule, named `gpu-policy-<rule id>` (R2 has a second one for
 //! DRA claims), and three bindings per policy selecting namespaces by
 //! `gpu-policy.io/mode`: `enforce` denies, `warn` warns, `audit` writes
@@ -23,92 +23,114 @@
 //! The namespace annotation `gpu-policy.io/max-gpus-per-pod` is read at
 //! admission from `namespaceObject`, as the webhook reads it.
 //!
-//! The objects' vocabulary ([`Variable`], [`Validation`],
-//! [`GeneratedPolicy`], [`API_VERSION`], [`MODE_ACTIONS`]) is in
-//! `object.rs`, the CEL text the generators share in `cel_text.rs`; this
-//! file builds the policies and bindings from the generators and defines
-//! nothing they use.
-//!
 //! [`cost`]: the worst-case cost of their CEL expressions, against the
 //! limits Kubernetes applies at run time; [`cost_check`]: the table
 //! `manifests --admission-policies --cost` prints.
 
-mod bounded_requests;
-mod cel_text;
-mod claims;
 pub mod cost;
 pub mod cost_check;
 pub mod coverage;
-mod device_paths;
 pub mod engine;
-mod mutating;
-mod object;
-mod runtime_class;
-mod sharing;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::install;
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::RuleId;
-use crate::policy::rules::{Check, RULES, Rule};
+use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
+use crate::policy::rules::{Entry, entries};
 use crate::settings::{MODE_LABEL, Settings};
 use kubernetes_cel::releases;
 
-pub use object::{API_VERSION, GeneratedPolicy, MODE_ACTIONS, Validation, Variable};
+pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
 
-/// The pod-spec variables every pod policy starts with.
-fn pod_variables() -> Vec<Variable> {
-    vec![
-        Variable::new("spec", cel_text::POD_SPEC),
-        Variable::new("inits", cel_text::INITS),
-        Variable::new("regulars", cel_text::REGULARS),
-        Variable::new("containers", cel_text::CONTAINERS),
-        Variable::new("controller", cel_text::CONTROLLER),
-    ]
+/// What each namespace mode does with a violation.
+pub const MODE_ACTIONS: [(&str, &str); 3] =
+    [("enforce", "Deny"), ("warn", "Warn"), ("audit", "Audit")];
+
+/// A generated policy and the rule it stands for.
+#[derive(Debug, Clone)]
+pub struct GeneratedPolicy {
+    pub rule: RuleId,
+    pub name: String,
+    pub object: Value,
 }
 
-fn policy(
-    name: &str,
-    rules: Vec<Value>,
-    match_conditions: Vec<Variable>,
-    variables: Vec<Variable>,
-    validations: Vec<Validation>,
-) -> Value {
-    json!({
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": install::labels()},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"matchPolicy": "Equivalent", "resourceRules": rules},
-            "matchConditions": match_conditions.iter().map(Variable::to_json).collect::<Vec<_>>(),
-            "variables": variables.iter().map(Variable::to_json).collect::<Vec<_>>(),
-            "validations": validations.iter().map(Validation::to_json).collect::<Vec<_>>(),
+fn named(variables: &[Variable]) -> Vec<Value> {
+    variables
+        .iter()
+        .map(|v| json!({"name": v.name, "expression": v.expression}))
+        .collect()
+}
+
+/// A rule's policy as the API server reads it: named
+/// `gpu-policy-<rule id>` (`-claims` after it for claims), labelled as the
+/// install, sent the requests its [`Resources`] name.
+fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> GeneratedPolicy {
+    let mut name = format!("{}-{}", install::NAME, rule.as_str());
+    let rules = match policy.resources {
+        Resources::Pods {
+            ephemeral,
+            workloads,
+        } => {
+            let mut rules = install::pod_rules();
+            if !ephemeral {
+                rules.retain(|r| r["resources"][0] == "pods");
+            }
+            if workloads {
+                rules.extend(install::workload_rules());
+            }
+            rules
         }
-    })
-}
-
-fn pod_policy(
-    rule: RuleId,
-    with_ephemeral: bool,
-    variables: Vec<Variable>,
-    validations: Vec<Validation>,
-) -> GeneratedPolicy {
-    let name = format!("{}-{}", install::NAME, rule.as_str());
-    let mut rules = install::pod_rules();
-    if !with_ephemeral {
-        rules.retain(|r| r["resources"][0] == "pods");
-    }
-    rules.extend(install::workload_rules());
-    let mut all_variables = pod_variables();
-    all_variables.extend(variables);
-    let conditions = vec![Variable::new("has-pod-spec", cel_text::HAS_SPEC)];
-    GeneratedPolicy {
-        rule,
-        object: policy(&name, rules, conditions, all_variables, validations),
-        name,
-    }
+        Resources::PodUpdates => vec![install::pod_update_rule()],
+        Resources::Claims => {
+            name.push_str("-claims");
+            vec![install::claim_rules(release)]
+        }
+    };
+    let mut spec = Map::new();
+    spec.insert("failurePolicy".into(), json!("Fail"));
+    let (kind, last, action) = match policy.action {
+        Action::Validate(validations) => {
+            let validations: Vec<Value> = validations
+                .iter()
+                .map(|v| {
+                    json!({
+                        "expression": v.expression,
+                        "messageExpression": v.message_expression,
+                        "reason": "Forbidden",
+                    })
+                })
+                .collect();
+            (
+                "ValidatingAdmissionPolicy",
+                "validations",
+                json!(validations),
+            )
+        }
+        Action::Patch(patch) => {
+            spec.insert("reinvocationPolicy".into(), json!("IfNeeded"));
+            let mutations = json!([{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}]);
+            ("MutatingAdmissionPolicy", "mutations", mutations)
+        }
+    };
+    spec.insert(
+        "matchConstraints".into(),
+        json!({"matchPolicy": "Equivalent", "resourceRules": rules}),
+    );
+    spec.insert(
+        "matchConditions".into(),
+        json!(named(&policy.match_conditions)),
+    );
+    spec.insert("variables".into(), json!(named(&policy.variables)));
+    spec.insert(last.into(), action);
+    let object = json!({
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "labels": install::labels()},
+        "spec": spec,
+    });
+    GeneratedPolicy { rule, name, object }
 }
 
 /// The admission policies generated for one entry of the registry.
@@ -164,7 +186,7 @@ fn refused_functions(
     release: KubernetesVersion,
 ) -> Result<Vec<releases::Refused>, String> {
     let mut refused: Vec<releases::Refused> = Vec::new();
-    for expression in object::expressions(policy) {
+    for expression in expressions(policy) {
         for function in releases::refused(expression, release.minor())? {
             if !refused.contains(&function) {
                 refused.push(function);
@@ -175,85 +197,31 @@ fn refused_functions(
 }
 
 /// The policies of one registry entry for `release`, as its `api_server`
-/// declares them (a test holds the two together), without those whose CEL
-/// the release refuses. The match names every rule, so a new rule does
-/// not compile until its CEL side is decided.
-pub fn generated(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> Generated {
-    let mut generated = generated_newest_cel(rule, settings, release);
+/// declares them, without those whose CEL the release refuses.
+pub fn generated(
+    rule: RuleId,
+    entry: &Entry,
+    settings: &Settings,
+    release: KubernetesVersion,
+) -> Generated {
+    let mut generated = Generated::default();
+    for policy in entry.api_server.policies(settings, release) {
+        let list = match policy.is_mutating() {
+            true => &mut generated.mutating,
+            false => &mut generated.validating,
+        };
+        list.push(rendered(rule, policy, release));
+    }
     generated.keep_accepted_by(release);
     generated
-}
-
-fn generated_newest_cel(rule: &Rule, settings: &Settings, release: KubernetesVersion) -> Generated {
-    let validating = |policy| Generated {
-        validating: vec![policy],
-        ..Generated::default()
-    };
-    match rule.id {
-        RuleId::VisibleDevices => Generated {
-            mutating: vec![mutating::visible_devices(settings)],
-            ..Generated::default()
-        },
-        RuleId::BoundedRequests => match rule.check {
-            Check::Claim(_) => {
-                let name = format!(
-                    "{}-{}-claims",
-                    install::NAME,
-                    RuleId::BoundedRequests.as_str()
-                );
-                validating(GeneratedPolicy {
-                    rule: RuleId::BoundedRequests,
-                    object: policy(
-                        &name,
-                        vec![install::claim_rules(release)],
-                        claims::match_conditions(),
-                        claims::variables(settings, release.dra()),
-                        claims::validations(settings),
-                    ),
-                    name,
-                })
-            }
-            Check::Pod(_) | Check::Allowlist(_) => validating(pod_policy(
-                RuleId::BoundedRequests,
-                false,
-                bounded_requests::variables(settings),
-                bounded_requests::validations(settings),
-            )),
-        },
-        RuleId::RuntimeClass => Generated {
-            validating: vec![pod_policy(
-                RuleId::RuntimeClass,
-                false,
-                runtime_class::variables(settings),
-                runtime_class::validations(settings),
-            )],
-            // None with `runtimeClassName: ""`: nothing to inject.
-            mutating: mutating::runtime_class(settings).into_iter().collect(),
-            ..Generated::default()
-        },
-        // Webhook only: see its `API_SERVER`.
-        RuleId::ComputeAffinity => Generated::default(),
-        // In the other policies' CEL (`cel_text::allowlisted`).
-        RuleId::Allowlist => Generated::default(),
-        RuleId::WebhookAnnotations => Generated {
-            mutating: vec![mutating::webhook_annotations()],
-            ..Generated::default()
-        },
-        RuleId::DevicePaths => validating(pod_policy(
-            RuleId::DevicePaths,
-            true,
-            device_paths::variables(settings),
-            device_paths::validations(settings),
-        )),
-    }
 }
 
 /// The policies of every registry entry, in its order, built from the
 /// settings for `release`.
 pub fn all_generated(settings: &Settings, release: KubernetesVersion) -> Generated {
     let mut all = Generated::default();
-    for rule in RULES {
-        let generated = generated(rule, settings, release);
+    for (rule, entry) in entries() {
+        let generated = generated(rule, entry, settings, release);
         all.validating.extend(generated.validating);
         all.mutating.extend(generated.mutating);
         all.left_out.extend(generated.left_out);
@@ -368,6 +336,33 @@ pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion
         ));
     }
     rendered
+}
+
+/// The CEL expressions of a policy object: every `expression`,
+/// `messageExpression` and `valueExpression` string in it, at any depth
+/// (validations, variables, match conditions, audit annotations,
+/// mutations).
+pub fn expressions(policy: &Value) -> Vec<&str> {
+    const KEYS: [&str; 3] = ["expression", "messageExpression", "valueExpression"];
+    let mut found = Vec::new();
+    let mut stack = vec![policy];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    match value {
+                        Value::String(text) if KEYS.contains(&key.as_str()) => {
+                            found.push(text.as_str())
+                        }
+                        _ => stack.push(value),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
 }
 
 #[cfg(test)]

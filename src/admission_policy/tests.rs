@@ -1,47 +1,43 @@
 use super::*;
 
-/// A rule declared validating (mutating) in the registry has a
-/// validating (mutating) policy, and only then.
+/// Each entry's policies stand for its rule, at most two of them.
 #[test]
-fn the_generated_policies_are_the_ones_the_registry_declares() {
+fn the_generated_policies_are_their_rules() {
     let settings = Settings::default();
-    for rule in RULES {
-        let policies = generated(rule, &settings, KubernetesVersion::default());
-        let name = format!("{} ({})", rule.id, rule.check.target());
-        assert_eq!(
-            !policies.validating.is_empty(),
-            rule.api_server.validating(),
-            "{name}"
-        );
-        assert_eq!(
-            !policies.mutating.is_empty(),
-            rule.api_server.mutating(),
-            "{name}"
-        );
+    for (rule, entry) in entries() {
+        let policies = generated(rule, entry, &settings, KubernetesVersion::default());
         let all = policies.validating.iter().chain(&policies.mutating);
-        assert!(all.clone().all(|p| p.rule == rule.id), "{name}");
-        assert!(all.clone().count() <= 2, "{name}");
+        assert!(all.clone().all(|p| p.rule == rule), "{rule}");
+        assert!(all.clone().count() <= 2, "{rule}");
+        assert!(
+            policies
+                .validating
+                .iter()
+                .all(|p| p.object["kind"] == "ValidatingAdmissionPolicy")
+                && policies
+                    .mutating
+                    .iter()
+                    .all(|p| p.object["kind"] == "MutatingAdmissionPolicy"),
+            "{rule}"
+        );
     }
 }
 
-/// Settings may leave a declared mutation out (`runtimeClassName: ""`),
-/// never add an undeclared policy.
+/// Settings may leave a mutation out (`runtimeClassName: ""`).
 #[test]
-fn settings_never_add_an_undeclared_policy() {
+fn without_a_runtime_class_to_inject_there_is_no_injection() {
     let settings = match Settings::from_yaml("runtimeClassName: ''", "test") {
         Ok(settings) => settings,
         Err(err) => panic!("{err}"),
     };
-    for rule in RULES {
-        let policies = generated(rule, &settings, KubernetesVersion::default());
-        assert!(policies.validating.is_empty() || rule.api_server.validating());
-        assert!(policies.mutating.is_empty() || rule.api_server.mutating());
-    }
-    assert!(
-        mutating_policies(&settings, KubernetesVersion::default())
+    let runtime_class = |settings: &Settings| {
+        mutating_policies(settings, KubernetesVersion::default())
             .iter()
-            .all(|p| p.rule != RuleId::RuntimeClass)
-    );
+            .filter(|p| p.rule == RuleId::RuntimeClass)
+            .count()
+    };
+    assert_eq!(runtime_class(&Settings::default()), 1);
+    assert_eq!(runtime_class(&settings), 0);
 }
 
 /// CEL's own functions and operators, in every release.
@@ -87,7 +83,7 @@ const STANDARD: &[&str] = &[
 fn every_function_the_policies_call_has_a_release() {
     let all = all_generated(&Settings::default(), KubernetesVersion::default());
     for policy in all.validating.iter().chain(&all.mutating) {
-        for expression in object::expressions(&policy.object) {
+        for expression in expressions(&policy.object) {
             let called = releases::functions(expression).unwrap_or_else(|e| panic!("{e}"));
             for function in called {
                 assert!(

@@ -150,6 +150,33 @@ impl PartialEq for Json<'_> {
     }
 }
 
+/// Equal as two documents are ([`PartialEq`] of [`Json`]), against a
+/// `serde_json::Value`, without converting either.
+impl PartialEq<Value> for Json<'_> {
+    fn eq(&self, other: &Value) -> bool {
+        match (self.kind(), other) {
+            (Kind::Null, Value::Null) => true,
+            (Kind::Bool, Value::Bool(value)) => self.as_bool() == Some(*value),
+            (Kind::Number, Value::Number(value)) => self.as_number().as_ref() == Some(value),
+            (Kind::String, Value::String(value)) => self.as_str() == Some(value.as_str()),
+            (Kind::Array, Value::Array(items)) => self.as_array().is_some_and(|list| {
+                list.len() == items.len() && list.iter().zip(items).all(|(l, r)| l == *r)
+            }),
+            (Kind::Object, Value::Object(map)) => self.as_object().is_some_and(|object| {
+                let keys = sorted_keys(object);
+                keys.len() == map.len()
+                    && keys
+                        .iter()
+                        .all(|key| match (object.get(key), map.get(*key)) {
+                            (Some(left), Some(right)) => left == *right,
+                            _ => false,
+                        })
+            }),
+            _ => false,
+        }
+    }
+}
+
 fn sorted_keys(object: Object<'_>) -> Vec<&str> {
     let mut keys: Vec<&str> = object.keys().collect();
     keys.sort_unstable();

@@ -7,7 +7,8 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 
 use super::message::{Message, Notice, NoticeKind};
-use super::rule_id::{RuleId, RuleSet};
+use super::rule_id::RuleSet;
+use super::rules::RuleId;
 use super::rules::rule::{Findings, Mutation};
 use crate::settings::AllowlistEntry;
 

@@ -1,5 +1,5 @@
 //! Runs the registered rules over one object and assembles the result:
-//! the pod entries of [`RULES`] over a pod or pod template, the claim
+//! the pod entries of [`entries`] over a pod or pod template, the claim
 //! entries over a ResourceClaim or ResourceClaimTemplate.
 
 use crate::document::Json;
@@ -17,9 +17,10 @@ use super::images::ImageFacts;
 use super::message::Notice;
 use super::patch::{AnnotationsAt, adds_annotations, set_annotation};
 use super::pod::{ObjectError, PodView};
-use super::rule_id::{RuleId, RuleSet};
-use super::rules::RULES;
-use super::rules::claim_requests::EXTENDED_RESOURCE_CLAIM;
+use super::rule_id::RuleSet;
+use super::rules::RuleId;
+use super::rules::bounded_requests::claim_requests::EXTENDED_RESOURCE_CLAIM;
+use super::rules::entries;
 use super::rules::rule::{AllowlistInput, Check, ClaimInput, RuleInput};
 use super::subject::{Form, Scope, Subject};
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
@@ -120,8 +121,8 @@ impl Evaluator<'_> {
         };
         // The allowlist stage runs first: the rules read whom it exempts.
         let mut allowlisted = None;
-        for rule in RULES {
-            if let Check::Allowlist(exempt) = rule.check {
+        for (_, entry) in entries() {
+            if let Check::Allowlist(exempt) = entry.check {
                 let exemption = exempt(&AllowlistInput {
                     identity,
                     namespace: subject.namespace,
@@ -145,11 +146,11 @@ impl Evaluator<'_> {
             claims,
             namespace_name: subject.namespace,
         };
-        for rule in RULES {
-            let Check::Pod(check) = rule.check else {
+        for (id, entry) in entries() {
+            let Check::Pod(check) = entry.check else {
                 continue;
             };
-            evaluation.record(rule.id, check(&input));
+            evaluation.record(id, check(&input));
         }
         evaluation.allowlisted = allowlisted.cloned();
         if !evaluation.changes.is_empty() {
@@ -168,10 +169,10 @@ impl Evaluator<'_> {
 
 impl Evaluator<'_> {
     /// Checks one ResourceClaim or ResourceClaimTemplate in `namespace`:
-    /// the claim entries of [`RULES`] (R2's
-    /// [`claim_requests::check`](super::rules::claim_requests::check), with
+    /// the claim entries of [`entries`] (R2's
+    /// [`claim_requests::check`](super::rules::bounded_requests::claim_requests::check), with
     /// the pod's other claims on a claim made for a pod the webhook read,
-    /// and R4's [`claim_floors::check`](super::rules::claim_floors::check)
+    /// and R4's [`claim_floors::check`](super::rules::compute_affinity::claim_floors::check)
     /// on such a claim).
     pub fn evaluate_claim(
         &self,
@@ -238,11 +239,11 @@ impl Evaluator<'_> {
             namespace: self.namespace,
             namespace_name: namespace,
         };
-        for rule in RULES {
-            let Check::Claim(check) = rule.check else {
+        for (id, entry) in entries() {
+            let Check::Claim(check) = entry.check else {
                 continue;
             };
-            evaluation.record(rule.id, check(&input));
+            evaluation.record(id, check(&input));
         }
         Ok(evaluation)
     }

@@ -104,7 +104,7 @@ impl Serialize for Message {
 
 /// The words of one message with named slots, written once for both
 /// backends: a rule fills the slots with values ([`Self::format`]), the
-/// admission policies with CEL (`admission_policy::cel_text::message`). A
+/// admission policies with CEL (`policy::rules::cel_text::message`). A
 /// slot is `{name}`, the name lowercase letters and `_`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageTemplate(&'static str);

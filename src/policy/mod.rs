@@ -2,7 +2,7 @@
 //!
 //! Every rule is one file and one pure function from a [`RuleInput`] to
 //! [`Findings`]: changes (JSON Patch operations on the raw object),
-//! violations and notices. [`rules::RULES`] lists the rules once;
+//! violations and notices. [`rules::entries`] lists the rules once;
 //! [`Evaluator::evaluate`] runs them and tags what each finds with its stable
 //! [`RuleId`]. Nothing here logs, reads a clock or touches the network, so
 //! the offline `check`, the webhook and the audit give the same answers.
@@ -43,6 +43,6 @@ pub use images::ImageFacts;
 pub use message::{Message, Notice, NoticeKind, containers_phrase, quoted_list};
 pub use patch::add;
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};
-pub use rule_id::{RuleId, RuleSet};
-pub use rules::{Findings, Mutation, RULES, Rule, RuleInput};
+pub use rule_id::RuleSet;
+pub use rules::{Findings, Mutation, Rule, RuleId, RuleInput};
 pub use subject::{Form, Identity, Scope, Subject, scope_for_update};

@@ -1,42 +1,11 @@
-//! The rules' stable identifiers: [`RuleId`], with the name output,
-//! metrics, logs and the `gpu-policy.io/mutations` annotation show.
+//! What the rules' stable identifiers ([`RuleId`], declared by the
+//! registry) read as and write as, and [`RuleSet`].
 
 use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-/// Declares [`RuleId`]: each variant with the name output, metrics, logs and
-/// the `gpu-policy.io/mutations` annotation show.
-macro_rules! rule_ids {
-    ($($variant:ident => $name:literal,)+) => {
-        /// Stable rule identifiers. Their order is the order in which the
-        /// `gpu-policy.io/mutations` annotation lists them.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum RuleId {
-            $($variant,)+
-        }
-
-        impl RuleId {
-            pub const ALL: &[RuleId] = &[$(RuleId::$variant,)+];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(RuleId::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-rule_ids! {
-    VisibleDevices => "visible-devices",
-    BoundedRequests => "bounded-requests",
-    RuntimeClass => "runtime-class",
-    ComputeAffinity => "compute-affinity",
-    Allowlist => "allowlist",
-    DevicePaths => "device-paths",
-    WebhookAnnotations => "webhook-annotations",
-}
+use super::rules::RuleId;
 
 impl RuleId {
     pub fn parse(text: &str) -> Option<RuleId> {

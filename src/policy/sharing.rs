@@ -1,7 +1,8 @@
 //! The GPU sharing schemes as the view reads them: which container holds
-//! a share ([`mark`]), what scheme it still awaits ([`awaited_scheme`]), and
-//! the annotations KAI-Scheduler reads. R2's checks of share values are
-//! `rules::sharing`'s.
+//! a share ([`mark`]), what scheme it still awaits ([`awaited_scheme`]),
+//! whether an `NVIDIA_VISIBLE_DEVICES` entry is the one KAI's webhook wrote
+//! ([`is_kai_visible_devices`]), and the annotations KAI-Scheduler reads.
+//! R2's checks of share values are `rules::bounded_requests::sharing`'s.
 
 use super::container::{Container, ContainerKind, EnvEntry, GpuResource};
 use crate::settings::{HAMI_CARDS, Settings};

@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 
 use super::api::{MANAGED_BY, MANAGED_BY_LABEL, ReportApi, ReportScope};
 use super::build::{Report, ReportMetadata, Summary};
-use super::results::{
-    CATEGORY, ObjectRef, Outcome, ReportResult, ReportRule, SOURCE, Severity, Timestamp,
-};
+use super::results::{CATEGORY, ObjectRef, Outcome, ReportResult, ReportRule, SOURCE, Timestamp};
 use crate::doctor::{self, Diagnosis, Finding};
+use crate::policy::rules::Severity;
 
 /// The name of doctor's report.
 pub const DOCTOR_REPORT_NAME: &str = "gpu-policy-doctor";

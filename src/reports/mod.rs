@@ -35,5 +35,5 @@ pub use build::{Report, ReportMetadata, Summary, build};
 pub use doctor::{DOCTOR_POLICY, DOCTOR_REPORT_NAME, doctor_report, doctor_results};
 pub use results::{
     CATEGORY, ERROR_SEVERITY, ObjectRef, Outcome, POLICY, ReportResult, ReportRule, SOURCE,
-    Severity, Timestamp, notice_row, property, results_of, rule_severity,
+    Timestamp, notice_row, property, results_of,
 };

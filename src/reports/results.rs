@@ -11,7 +11,7 @@
 //!
 //! | what the policy found | result | rule | severity |
 //! | --- | --- | --- | --- |
-//! | a violation | `fail` | its rule | [`rule_severity`]: `high` for the rules that keep a container from cards it was not given (`visible-devices`, `device-paths`, `allowlist`), `medium` for the others |
+//! | a violation | `fail` | its rule | the one its rule declares ([`Rule::severity`](crate::policy::Rule::severity)) |
 //! | a change the webhook would make | `warn` | its rule | one step below the rule's: `medium`, `low` |
 //! | a notice (a warning) | `warn` | the rule that says it ([`notice_row`]) | `medium` when a card or the pod's scheduling is at stake, else `low` |
 //! | the object is allowlisted | `skip` | `allowlist` | none |
@@ -29,6 +29,7 @@ use serde::Serialize;
 use crate::admission::checker::{ObjectFacts, ObjectReport};
 use crate::doctor::FindingId;
 use crate::policy::dra::floor::GpuNeeds;
+use crate::policy::rules::Severity;
 use crate::policy::{Message, NoticeKind, RuleId};
 
 /// `source` and `policy` of every result.
@@ -57,40 +58,6 @@ impl Outcome {
         Outcome::Error,
         Outcome::Skip,
     ];
-}
-
-/// `severity`, of the schemas' `critical`, `high`, `medium`, `low`,
-/// `info` (gpu-policy uses the middle three).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    High,
-    Medium,
-    Low,
-}
-
-impl Severity {
-    /// One step lower (`low` stays `low`).
-    pub fn lower(self) -> Severity {
-        match self {
-            Severity::High => Severity::Medium,
-            Severity::Medium | Severity::Low => Severity::Low,
-        }
-    }
-}
-
-/// The severity of a rule's violation.
-pub fn rule_severity(rule: RuleId) -> Severity {
-    match rule {
-        // A container that sees, or reaches, cards it was not given.
-        RuleId::VisibleDevices | RuleId::DevicePaths | RuleId::Allowlist => Severity::High,
-        // Fair shares, the runtime, scheduling; the record of what the
-        // webhook changed, which an edit would hide.
-        RuleId::BoundedRequests
-        | RuleId::RuntimeClass
-        | RuleId::ComputeAffinity
-        | RuleId::WebhookAnnotations => Severity::Medium,
-    }
 }
 
 /// What the reports say of a notice: its name (the `notice` property), the
@@ -344,7 +311,7 @@ pub fn results_of(report: &ObjectReport, timestamp: Timestamp) -> Vec<ReportResu
         results.push(result(
             Outcome::Fail,
             Some(violation.rule),
-            Some(rule_severity(violation.rule)),
+            Some(violation.rule.rule().severity),
             violation.message.body().to_owned(),
             &[(property::FINDING, "violation")],
         ));
@@ -358,7 +325,7 @@ pub fn results_of(report: &ObjectReport, timestamp: Timestamp) -> Vec<ReportResu
         results.push(result(
             Outcome::Warn,
             Some(*rule),
-            Some(rule_severity(*rule).lower()),
+            Some(rule.rule().severity.lower()),
             format!("{changed} {summary}"),
             &[(property::FINDING, "change")],
         ));

@@ -7,6 +7,7 @@ use super::*;
 use crate::admission::Mode;
 use crate::admission::checker::{Checker, ObjectReport};
 use crate::policy::dra::floor::GpuNeeds;
+use crate::policy::rules::Severity;
 use crate::policy::{Message, Notice, NoticeKind, RuleId, Violation};
 use crate::settings::{AllowlistEntry, Settings};
 
@@ -167,15 +168,27 @@ fn a_result_names_its_object_and_speaks_without_the_prefix() {
     );
 }
 
+/// A violation weighs what its rule declares, a change one step less.
 #[test]
 fn severities_follow_the_rule_and_changes_weigh_less() {
     for &rule in RuleId::ALL {
-        let expected = match rule.as_str() {
-            "visible-devices" | "device-paths" | "allowlist" => Severity::High,
-            _ => Severity::Medium,
-        };
-        assert_eq!(rule_severity(rule), expected, "{rule}");
-        assert!(rule_severity(rule).lower() > rule_severity(rule), "{rule}");
+        let declared = rule.rule().severity;
+        let mut report = pod("team", "p");
+        report.violations.push(violation(rule));
+        report.changes.push((rule, "x".into()));
+        let severities: Vec<Option<Severity>> = results_of(&report, AT)
+            .iter()
+            .map(|result| result.severity)
+            .collect();
+        assert!(
+            severities.contains(&Some(declared)),
+            "{rule}: {severities:?}"
+        );
+        assert!(
+            severities.contains(&Some(declared.lower())),
+            "{rule}: {severities:?}"
+        );
+        assert!(declared.lower() > declared, "{rule}");
     }
     assert_eq!(Severity::Low.lower(), Severity::Low);
     // Notices: medium where a card or scheduling is at stake.

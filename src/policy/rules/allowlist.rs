@@ -16,15 +16,20 @@
 //! applies.
 
 pub use super::rule::{AllowlistInput, Exemption};
-use super::rule::{ApiServer, Coverage};
+use super::rule::{ApiServer, Check, Coverage, Entry, Rule, Severity};
 use crate::policy::cluster::ClusterFacts;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::subject::{Identity, Owner};
 use crate::settings::AllowlistEntry;
 
 /// No policy of its own: the policies of the rules it exempts from test
-/// the allowlist in their CEL (`admission_policy::cel_text::allowlisted`).
-pub const API_SERVER: ApiServer = ApiServer::InOtherPolicies(Coverage {
+/// the allowlist in their CEL ([`super::cel_text::allowlisted`]).
+pub const RULE: Rule = Rule {
+    name: "allowlist",
+    severity: Severity::High,
+    entries: &[Entry {
+    check: Check::Allowlist(exempt),
+    api_server: ApiServer::InOtherPolicies(Coverage {
     enforced: "by the controller owner reference's kind and name, and the workload's own \
         kind and name (or `namePrefix`), in the entry's namespace: in the policies of R1, the \
         reserved class of R3, and R6",
@@ -32,7 +37,10 @@ pub const API_SERVER: ApiServer = ApiServer::InOtherPolicies(Coverage {
         can create pods in an allowlisted namespace can write an owner reference to the \
         exporter and get its exemption. Keep allowlisted namespaces (by default \
         `kube-system`) closed to ordinary users, or run the webhook beside the policies",
-});
+}),
+}],
+};
+
 
 /// The allowlist stage: the entry that exempts the object. With a cluster
 /// to read, a pod's owner must be the one the entry names

@@ -29,21 +29,42 @@
 
 use std::collections::BTreeMap;
 
-use super::rule::{ApiServer, Coverage, Findings, RuleInput};
+pub mod claim_requests;
+mod claim_pod_total;
+pub mod sharing;
+
+use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};
+use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::rules::cel::CelPolicy;
 use crate::policy::container::GpuResource;
 use crate::policy::dra::claims::DraCount;
 use crate::policy::message::{CONTAINER, MessageTemplate};
 use crate::policy::quantity::GpuCount;
+use crate::policy::rules::cel_text::{self as cel, Fill, count, invalid_reason, read_once, sidecar, whole};
+use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel_sharing;
+use crate::settings::{HAMI_CARDS, Settings};
 
-/// The pod half; the claims' is [`super::claim_requests::API_SERVER`].
-pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
+/// The pods' entry, then the claims' ([`claim_requests::ENTRY`]).
+pub const RULE: Rule = Rule {
+    name: "bounded-requests",
+    severity: Severity::Medium,
+    entries: &[Entry {
+    check: Check::Pod(check),
+    api_server: ApiServer::Policies {
+        coverage: Coverage {
     enforced: "request without limit, request ≠ limit, values that are not whole non-negative \
         quantities, `maxPerContainer`, the effective pod count against `maxPerPod` (Kubernetes' \
         formula with sidecars), the namespace annotation; KAI fraction annotations and HAMi \
         share values, and the cards they imply",
     webhook_only: "the GPUs of a pod's DRA claims added to its count (claims are other \
         objects); the largest node's allocatable GPUs (nodes are other objects)",
-});
+},
+        policies,
+    },
+}, claim_requests::ENTRY],
+};
+
 
 /// A value that is no GPU count: `{field}` is `limits` or `requests`,
 /// `{reason}` a [`crate::policy::quantity::QuantityError`].
@@ -137,7 +158,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     }
     findings
         .violations
-        .extend(crate::policy::rules::sharing::problems(
+        .extend(sharing::problems(
             view,
             input.settings,
         ));
@@ -215,6 +236,283 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
         });
     }
     problems
+}
+
+// The CEL side, `gpu-policy-bounded-requests`: the checks above on Pods
+// and workload templates, the shares' (`cel_sharing.rs`) included.
+//
+// A validation has one message, so where the webhook reports several
+// violations of one kind (two resources above the container maximum) the
+// policy joins their messages with `policy::message::SEPARATOR`. The
+// variables only messages read (`...Keys`, `podCounts`) are evaluated
+// only for a validation that fails.
+//
+// Each container's limits and requests are read once per check
+// (`cel_text::read_once`): reading `limits(c)` again builds an empty map
+// each time the field is absent.
+//
+// The containers' GPU counts are read once per request (`regularGpus`,
+// `initGpus`, `initPeaks`): the pod maximum, checked for each resource
+// of each container, then compares names instead of parsing quantities
+// again, which keeps a pod of tens of containers within the API server's
+// cost limits (see docs/policy.md, "Admission policy cost").
+
+fn variables(settings: &Settings) -> Vec<Variable> {
+    let gpu = cel::gpu_resource(settings, "k");
+    let max = settings.config().max_per_container;
+    // Each container's limits and requests are read once (`m.l`, `m.r`).
+    let once = read_once("c");
+    let (lim, req) = ("m.l", "m.r");
+    let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
+    let invalid = format!(
+        "variables.checked.filter(c, {once}.exists(m, \
+         {lim}.exists(k, {gpu} && !{wl}) || {req}.exists(k, {gpu} && !{wr})))",
+    );
+    let without_limit = format!(
+        "variables.checked.filter(c, {once}.exists(m, \
+         {req}.exists(k, {gpu} && {nr} && !(k in {lim}))))",
+        nr = cel::nonzero("m.r[k]"),
+    );
+    let not_limit = format!(
+        "variables.checked.filter(c, {once}.exists(m, {req}.exists(k, {gpu} && k in {lim} \
+         && {wr} && {wl} && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0)))",
+    );
+    let above_container = format!(
+        "variables.checked.filter(c, {once}.exists(m, \
+         {lim}.exists(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
+         || {req}.exists(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
+            && quantity({req}[k]).asInteger() > {max})))",
+    );
+    // For the messages, each container of a problem with the resources
+    // (or, for values, `<field>.<resource> <reason>`) it has it for, as
+    // the webhook names them: `{'name', 'ks'}`. Read only by the messages.
+    let keys = |list: &str, ks: &str| {
+        format!(
+            "variables.{list}.map(c, {{'name': dyn(c.name), 'ks': dyn({once}.map(m, {ks})[0])}})"
+        )
+    };
+    // `[field, resource, reason]`, the slots of the message.
+    let invalid_keys = keys(
+        "invalidValue",
+        &format!(
+            "{lim}.filter(k, {gpu} && !{wl}).map(k, ['limits', string(k), {rl}]) \
+             + {req}.filter(k, {gpu} && !{wr}).map(k, ['requests', string(k), {rr}])",
+            rl = invalid_reason("m.l[k]"),
+            rr = invalid_reason("m.r[k]"),
+        ),
+    );
+    let without_limit_keys = keys(
+        "requestWithoutLimit",
+        &format!(
+            "{req}.filter(k, {gpu} && {nr} && !(k in {lim}))",
+            nr = cel::nonzero("m.r[k]")
+        ),
+    );
+    let not_limit_keys = keys(
+        "requestNotLimit",
+        &format!(
+            "{req}.filter(k, {gpu} && k in {lim} && {wr} && {wl} \
+             && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0)"
+        ),
+    );
+    let above_container_keys = keys(
+        "aboveContainerMaximum",
+        &format!(
+            "{lim}.filter(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
+             + {req}.filter(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
+                && quantity({req}[k]).asInteger() > {max})"
+        ),
+    );
+    // Each container's GPU resources, once per request: the names in
+    // its limits, then those only in its requests, each with the count
+    // the device plugin allocates. The pod checks below read these
+    // instead of the containers' quantities.
+    let gpus = |c: &str| {
+        format!(
+            "{once}.map(m, {lim}.filter(k, {gpu}).map(k, {{'k': dyn(k), 'n': dyn({n})}}) \
+             + {req}.filter(k, {gpu} && !(k in {lim})).map(k, {{'k': dyn(k), 'n': dyn({n})}}))[0]",
+            once = read_once(c),
+            n = count(lim, req, "k"),
+        )
+    };
+    // The cards a sharing scheme implies, under nvidia.com/gpu, are kept
+    // beside the lists, once per container: in the steady state
+    // (`steadyImplied`), in each init container's record and each peak.
+    let implied = cel_sharing::implied_cards(settings, "c");
+    let cards = cel::string(HAMI_CARDS);
+    let plus_implied = |n: &str| match implied {
+        Some(_) => format!(" + (k == {cards} ? {n} : 0)"),
+        None => String::new(),
+    };
+    // The count of resource k in a list of containers' GPU lists.
+    let total =
+        |lists: &str| format!("{lists}.map(l, l.filter(e, e.k == k).map(e, e.n).sum()).sum()");
+    // Kubernetes' effective count of resource k: the steady state (regular
+    // containers and sidecars) or an init container with the sidecars
+    // started before it, whichever is higher.
+    let steady = format!(
+        "({} + {}{})",
+        total("variables.regularGpus"),
+        total("variables.initGpus.filter(i, i.sidecar).map(i, i.gpus)"),
+        plus_implied("variables.steadyImplied"),
+    );
+    let peak = format!(
+        "{} + {}{}",
+        total("[p.init]"),
+        total("p.sidecars"),
+        plus_implied("p.implied"),
+    );
+    let init_peak = format!("variables.initPeaks.exists(p, {peak} > variables.maxPerPod)");
+    let over = format!("({steady} > variables.maxPerPod || {init_peak})");
+    // The effective count of resource k, for the message.
+    let effective = format!("([{steady}] + variables.initPeaks.map(p, {peak})).max()");
+    let mut above_pod = format!(
+        "(variables.regularGpus + variables.initGpus.map(i, i.gpus))\
+         .exists(l, l.exists(g, [g.k].exists(k, {over})))"
+    );
+    if implied.is_some() {
+        // Cards only a sharing scheme implies name no resource to loop on.
+        above_pod = format!("{above_pod} || [{cards}].exists(k, {over})");
+    }
+    let implied_field = match &implied {
+        Some(n) => format!(", 'implied': dyn({n})"),
+        None => String::new(),
+    };
+    let init_gpus = format!(
+        "variables.inits.map(c, {{'name': dyn(c.name), 'sidecar': dyn({sc}), 'gpus': dyn({g}){implied_field}}})",
+        sc = sidecar("c"),
+        g = gpus("c"),
+    );
+    // Each init container with the sidecars started before it.
+    let before = "variables.initGpus.filter(s, s.sidecar \
+         && variables.initNames.indexOf(s.name) < variables.initNames.indexOf(i.name))";
+    let init_peaks = match implied {
+        None => format!(
+            "variables.initGpus.filter(i, !i.sidecar).map(i, {{'init': dyn(i.gpus), \
+             'sidecars': dyn({before}.map(s, s.gpus))}})"
+        ),
+        Some(_) => format!(
+            "variables.initGpus.filter(i, !i.sidecar).map(i, [{before}].map(ss, \
+             {{'init': dyn(i.gpus), 'sidecars': dyn(ss.map(s, s.gpus)), \
+               'implied': dyn(i.implied + ss.map(s, s.implied).sum())}})[0])"
+        ),
+    };
+    let mut variables = cel_sharing::variables(settings);
+    // Every container's values are checked, ephemeral ones too (the API
+    // server refuses resources on them; the webhook reads them anyway).
+    variables.push(Variable::new(
+        "checked",
+        &format!("variables.containers + ({})", cel::EPHEMERALS),
+    ));
+    variables.extend(cel_sharing::bounded_variables(settings));
+    variables.extend([
+        Variable::new("initNames", "variables.inits.map(c, c.name)"),
+        Variable::new("maxPerPod", &cel::max_per_pod(settings)),
+        Variable::new(
+            "regularGpus",
+            &format!("variables.regulars.map(c, {})", gpus("c")),
+        ),
+        Variable::new("initGpus", &init_gpus),
+        Variable::new("initPeaks", &init_peaks),
+        Variable::new("invalidValue", &invalid),
+        Variable::new("requestWithoutLimit", &without_limit),
+        Variable::new("requestNotLimit", &not_limit),
+        Variable::new("aboveContainerMaximum", &above_container),
+        Variable::new("invalidValueKeys", &invalid_keys),
+        Variable::new("requestWithoutLimitKeys", &without_limit_keys),
+        Variable::new("requestNotLimitKeys", &not_limit_keys),
+        Variable::new("aboveContainerMaximumKeys", &above_container_keys),
+    ]);
+    if let Some(n) = &implied {
+        variables.push(Variable::new(
+            "steadyImplied",
+            &format!(
+                "variables.regulars.map(c, {n}).sum() \
+                 + variables.initGpus.filter(i, i.sidecar).map(i, i.implied).sum()"
+            ),
+        ));
+    }
+    // The resources each init and regular container names (and, with a
+    // sharing scheme, the cards it implies), for the pod maximum's message.
+    let mut pod_keys = "(variables.initGpus.map(i, {'name': dyn(i.name), 'ks': dyn(i.gpus.map(g, g.k))}) \
+         + variables.regulars.map(c, c.name).map(n, {'name': dyn(n), \
+           'ks': dyn(variables.regularGpus[variables.regulars.map(c, c.name).indexOf(n)].map(g, g.k))}))"
+        .to_owned();
+    if implied.is_some() {
+        pod_keys = format!("({pod_keys} + [{{'name': dyn(''), 'ks': dyn([{cards}])}}])");
+    }
+    variables.push(Variable::new("podResourceKeys", &pod_keys));
+    variables.push(Variable::new(
+        "podCounts",
+        &cel::each_first(
+            "variables.podResourceKeys",
+            &format!(
+                "[{effective}].map(n, n > variables.maxPerPod ? {message} : '')[0]",
+                message = cel::message(
+                    ABOVE_POD_MAXIMUM,
+                    &[
+                        ("count", Fill::cel("string(n)")),
+                        ("resource", Fill::cel("k")),
+                        ("maximum", Fill::cel("string(variables.maxPerPod)")),
+                    ]
+                ),
+            ),
+        ),
+    ));
+    variables.push(Variable::new("abovePodMaximum", &above_pod));
+    variables
+}
+
+fn validations(settings: &Settings) -> Vec<Validation> {
+    let max = settings.config().max_per_container;
+    let grouped = |list: &str, template, slots: &[(&str, Fill)]| {
+        cel::grouped_messages(&format!("variables.{list}Keys"), template, slots)
+    };
+    let resource = || ("resource", Fill::cel("k"));
+    let mut validations = vec![
+        Validation::new(
+            "size(variables.invalidValue) == 0",
+            &grouped(
+                "invalidValue",
+                INVALID_VALUE,
+                &[
+                    ("field", Fill::cel("k[0]")),
+                    ("resource", Fill::cel("k[1]")),
+                    ("reason", Fill::cel("k[2]")),
+                ],
+            ),
+        ),
+        Validation::new(
+            "size(variables.requestWithoutLimit) == 0",
+            &grouped("requestWithoutLimit", REQUEST_WITHOUT_LIMIT, &[resource()]),
+        ),
+        Validation::new(
+            "size(variables.requestNotLimit) == 0",
+            &grouped("requestNotLimit", REQUEST_NOT_LIMIT, &[resource()]),
+        ),
+        Validation::new(
+            "size(variables.aboveContainerMaximum) == 0",
+            &grouped(
+                "aboveContainerMaximum",
+                ABOVE_CONTAINER_MAXIMUM,
+                &[("maximum", Fill::words(max)), resource()],
+            ),
+        ),
+        Validation::new(
+            "!variables.abovePodMaximum",
+            "'gpu-policy: ' + variables.podCounts",
+        ),
+    ];
+    validations.extend(cel_sharing::bounded_validations(settings));
+    validations
+}
+
+fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
+    vec![CelPolicy::pod_validations(
+        false,
+        variables(settings),
+        validations(settings),
+    )]
 }
 
 #[cfg(test)]

@@ -46,32 +46,43 @@ use serde_json::{Map, Value, json};
 
 use crate::document::{Json, Object};
 
-use super::compute_affinity_update;
-use super::dra_floors;
-use super::gfd_labels::CUDA_LABELS;
-use super::image_floors::{Containers, image_floors, raise};
-use super::rule::{ApiServer, Findings, Mutation, RuleInput};
+pub mod claim_floors;
+mod dra_floors;
+mod gfd_labels;
+mod image_floors;
+mod update;
+
+use gfd_labels::CUDA_LABELS;
+use image_floors::{Containers, base_minimum, image_floors, raise};
+use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::cuda::ComputeCapability;
 use crate::cuda::requirement::DriverFloor;
 use crate::policy::container::Container;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
-use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, WhenNodesUnlabelled, tighter_capability};
+use crate::settings::WhenNodesUnlabelled;
 
-pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
+pub const RULE: Rule = Rule {
+    name: "compute-affinity",
+    severity: Severity::Medium,
+    entries: &[Entry {
+    check: Check::Pod(check),
+    api_server: ApiServer::WebhookOnly {
     reason: "all of it: what an image needs comes from its registry (registry mode) or \
         the image table, with driver floors, and whether any node meets the minimum from the \
         cluster's nodes; a policy can read neither registries nor other objects",
+},
+}, claim_floors::ENTRY],
 };
 
-pub use super::gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
+pub use gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
 /// What the compute labels' names start with, for messages.
 const COMPUTE_LABELS: &str = "nvidia.com/gpu.compute";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.scope.is_update() {
-        return compute_affinity_update::check(input);
+        return update::check(input);
     }
     let mut findings = Findings::default();
     if !input.scope.is_whole() || !input.view.is_gpu_pod() {
@@ -309,39 +320,6 @@ fn needs_constraint_without_registry(
         || (kept.compute && raise(base, images.compute).is_some())
 }
 
-/// The higher of the namespace's minimum and the pod annotation's, with
-/// where it came from; the images' floors are raised onto it ([`raise`]).
-pub(super) fn base_minimum(
-    input: &RuleInput<'_, '_>,
-    notices: &mut Vec<Notice>,
-) -> Option<(ComputeCapability, String)> {
-    let namespace = input
-        .namespace
-        .min_compute_capability
-        .map(|m| (m, "namespace or cluster minimum".to_owned()));
-    let Some(raw) = input.view.annotation(MIN_COMPUTE_CAPABILITY_ANNOTATION) else {
-        return namespace;
-    };
-    match tighter_capability(raw, input.namespace.min_compute_capability) {
-        Ok(value)
-            if namespace
-                .as_ref()
-                .is_none_or(|(current, _)| value > *current) =>
-        {
-            Some((value, "pod annotation".to_owned()))
-        }
-        Ok(_) => namespace,
-        Err(reason) => {
-            notices.push(Notice::new(
-                NoticeKind::IgnoredAnnotation,
-                format!(
-                    "pod annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} ignored: {reason}"
-                ),
-            ));
-            namespace
-        }
-    }
-}
 
 /// Every compute alternative ANDed with every driver alternative (either
 /// side may be absent).

@@ -28,14 +28,26 @@
 
 use std::borrow::Cow;
 
-use super::rule::{ApiServer, Coverage, Findings, RuleInput};
+use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};
+use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::rules::cel::CelPolicy;
 use crate::policy::container::ContainerKind;
 use crate::policy::message::{CONTAINER, MessageTemplate, Notice, NoticeKind, Noun};
 use crate::settings::PrivilegedGpu;
+use crate::policy::rules::cel_text::{self as cel, Fill};
+use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel_sharing as sharing;
+use crate::settings::Settings;
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
 
-pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
+pub const RULE: Rule = Rule {
+    name: "device-paths",
+    severity: Severity::High,
+    entries: &[Entry {
+    check: Check::Pod(check),
+    api_server: ApiServer::Policies {
+        coverage: Coverage {
     enforced: "hostPath volumes at `/`, `/dev`, `/dev/nvidia*`; mounts at \
         `/var/run/nvidia-container-devices`; CDI annotations naming NVIDIA devices; privileged \
         containers without a GPU; privileged ephemeral containers; with `privilegedGpu: deny`, \
@@ -44,7 +56,12 @@ pub const API_SERVER: ApiServer = ApiServer::Validating(Coverage {
         hostPath); a privileged container naming a DRA claim is not denied (the claim may hold \
         a GPU); the warning about privileged GPU containers (a policy warns only what it \
         would deny)",
-});
+},
+        policies,
+    },
+}],
+};
+
 
 pub const HOST_PATH_VOLUME: Noun = Noun::new("hostPath volume", "hostPath volumes");
 pub const ANNOTATION: Noun = Noun::new("annotation", "annotations");
@@ -239,6 +256,208 @@ fn names_nvidia_device(value: &str) -> bool {
         let device = device.trim().to_ascii_lowercase();
         device.starts_with("nvidia.com/") || device.starts_with("management.nvidia.com/")
     })
+}
+
+// The CEL side, `gpu-policy-device-paths`: the checks above, in the
+// containers in scope (on `pods/ephemeralcontainers`, the ephemeral
+// containers the update adds). `..` segments are not resolved (the API
+// server already rejects them in a hostPath; a mount path with `..` is
+// read as written).
+
+/// The path's segments without the empty and `.` ones.
+fn segments(path: &str) -> String {
+    format!("{path}.split('/').filter(s, s != '' && s != '.')")
+}
+
+fn variables(settings: &Settings) -> Vec<Variable> {
+    let device_list: Vec<&str> = DEVICE_LIST_MOUNT
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let under_device_list = device_list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("p[{i}] == {}", cel::string(s)))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let mounts = "has(c.volumeMounts) ? c.volumeMounts : []";
+    let (gpu, claims) = (sharing::asks_gpu(settings, "c"), cel::uses_claims("c"));
+    // The privileged regular and init containers that also match `condition`.
+    let privileged_containers = |condition: &str| {
+        format!(
+            "variables.scopedContainers.filter(c, {} && {condition})",
+            privileged("c")
+        )
+    };
+    let mut variables = sharing::variables(settings);
+    variables.extend([
+        Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
+        Variable::new("ephemerals", cel::EPHEMERALS),
+        Variable::new(
+            "oldEphemeralNames",
+            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
+             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
+        ),
+        Variable::new(
+            "scopedContainers",
+            "variables.ephemeralUpdate ? [] : variables.containers",
+        ),
+        Variable::new(
+            "scopedEphemerals",
+            "variables.ephemeralUpdate \
+             ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
+             : variables.ephemerals",
+        ),
+        Variable::new("allowlisted", &cel::allowlisted(settings)),
+        Variable::new(
+            "hostPaths",
+            &format!(
+                "variables.ephemeralUpdate || !has(variables.spec.volumes) ? [] \
+                 : variables.spec.volumes.filter(v, has(v.hostPath) && has(v.hostPath.path) \
+                   && [{segs}].exists(p, size(p) == 0 \
+                      || (p[0] == 'dev' && (size(p) == 1 || p[1].startsWith('nvidia')))))",
+                segs = segments("v.hostPath.path"),
+            ),
+        ),
+        Variable::new(
+            "deviceListMounts",
+            &format!(
+                "(variables.scopedContainers + variables.scopedEphemerals).filter(c, \
+                 ({mounts}).exists(m, has(m.mountPath) && [{segs}].exists(p, \
+                   size(p) >= {n} && {under_device_list})))",
+                segs = segments("m.mountPath"),
+                n = device_list.len(),
+            ),
+        ),
+        Variable::new(
+            "cdiAnnotations",
+            &format!(
+                "variables.ephemeralUpdate ? [] : ({annotations}).filter(k, k.contains('/') \
+                 && (k.split('/')[0].lowerAscii() == 'cdi.k8s.io' \
+                     || k.split('/')[0].lowerAscii().endsWith('.cdi.k8s.io')) \
+                 && ({annotations})[k].split(',').exists(d, \
+                     d.trim().lowerAscii().startsWith('nvidia.com/') \
+                     || d.trim().lowerAscii().startsWith('management.nvidia.com/')))",
+                annotations = cel::ANNOTATIONS,
+            ),
+        ),
+        Variable::new(
+            "privileged",
+            &privileged_containers(&format!("!{gpu} && !{claims}")),
+        ),
+        Variable::new(
+            "privilegedEphemerals",
+            &format!("variables.scopedEphemerals.filter(c, {})", privileged("c")),
+        ),
+    ]);
+    if settings.config().privileged_gpu == PrivilegedGpu::Deny {
+        variables.push(Variable::new(
+            "privilegedGpus",
+            &privileged_containers(&format!("({gpu} || {claims})")),
+        ));
+    }
+    variables
+}
+
+fn privileged(c: &str) -> String {
+    format!(
+        "(has({c}.securityContext) && has({c}.securityContext.privileged) \
+         && {c}.securityContext.privileged == true)"
+    )
+}
+
+/// `noun` agreeing with the size of `list`, in CEL.
+fn agreeing(noun: Noun, list: &str) -> String {
+    format!(
+        "(size({list}) == 1 ? {} : {})",
+        cel::string(noun.one),
+        cel::string(noun.many)
+    )
+}
+
+fn validations(settings: &Settings) -> Vec<Validation> {
+    let listed = |slot: &'static str, noun: Noun, list: &str| {
+        (slot, Fill::cel(cel::quoted_list(noun, list)))
+    };
+    // The keys sorted, as the webhook names them (a map's keys come in any
+    // order), each as a record with a `name`.
+    let sorted_keys = "[variables.cdiAnnotations].map(d, d.map(i, d.filter(k, \
+         size(d.filter(x, x < k)) == d.indexOf(i))[0]))[0].map(k, {'name': k})";
+    let mut validations = vec![
+        Validation::new(
+            "variables.allowlisted || size(variables.hostPaths) == 0",
+            &cel::full_message(
+                HOST_PATH,
+                &[listed("volumes", HOST_PATH_VOLUME, "variables.hostPaths")],
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.deviceListMounts) == 0",
+            &cel::full_message(
+                DEVICE_LIST,
+                &[
+                    listed("containers", CONTAINER, "variables.deviceListMounts"),
+                    ("mount", Fill::words(DEVICE_LIST_MOUNT)),
+                ],
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.cdiAnnotations) == 0",
+            &cel::full_message(
+                CDI_ANNOTATIONS,
+                &[(
+                    "annotations",
+                    Fill::cel(format!(
+                        "[{sorted_keys}].map(l, {})[0]",
+                        cel::quoted_list(ANNOTATION, "l")
+                    )),
+                )],
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.privileged) == 0",
+            &cel::full_message(
+                PRIVILEGED,
+                &[listed("containers", CONTAINER, "variables.privileged")],
+            ),
+        ),
+        Validation::new(
+            "variables.allowlisted || size(variables.privilegedEphemerals) == 0",
+            &cel::full_message(
+                PRIVILEGED_EPHEMERAL,
+                &[listed(
+                    "containers",
+                    EPHEMERAL_CONTAINER,
+                    "variables.privilegedEphemerals",
+                )],
+            ),
+        ),
+    ];
+    if settings.config().privileged_gpu == PrivilegedGpu::Deny {
+        let notice = cel::message(
+            PRIVILEGED_GPU,
+            &[
+                listed("containers", CONTAINER, "variables.privilegedGpus"),
+                (
+                    "sees",
+                    Fill::cel(agreeing(SEES, "variables.privilegedGpus")),
+                ),
+            ],
+        );
+        validations.push(Validation::new(
+            "variables.allowlisted || size(variables.privilegedGpus) == 0",
+            &cel::full_message(PRIVILEGED_GPU_DENIED, &[("notice", Fill::cel(notice))]),
+        ));
+    }
+    validations
+}
+
+fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
+    vec![CelPolicy::pod_validations(
+        true,
+        variables(settings),
+        validations(settings),
+    )]
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 //! What a rule is: what it reads ([`RuleInput`], [`AllowlistInput`],
 //! [`ClaimInput`]), what it returns ([`Findings`], [`Mutation`],
-//! [`Exemption`]), its registry entry ([`Rule`], [`Check`]) and how the API
-//! server evaluates it without the webhook ([`ApiServer`], [`Coverage`]).
-//! The rule files and the registry ([`super::RULES`]) use these.
+//! [`Exemption`]), its declaration ([`Rule`], [`Entry`], [`Check`],
+//! [`Severity`]) and how the API server evaluates it without the webhook
+//! ([`ApiServer`], [`Coverage`]). The rule files declare these; the
+//! registry (`rules/mod.rs`) lists them.
 
 use json_patch::PatchOperation;
+use serde::Serialize;
+
+use super::cel::CelPolicy;
+use crate::kubernetes_version::KubernetesVersion;
 
 use crate::document::Json;
 use crate::policy::cluster::{ClusterFacts, NodeFacts};
@@ -14,7 +19,6 @@ use crate::policy::dra::owner::PodClaimEntry;
 use crate::policy::images::ImageFacts;
 use crate::policy::message::Notice;
 use crate::policy::pod::PodView;
-use crate::policy::rule_id::RuleId;
 use crate::policy::subject::{Identity, Scope};
 use crate::settings::{AllowlistEntry, NamespaceSettings, Settings};
 
@@ -67,24 +71,53 @@ pub struct Findings {
     pub notices: Vec<Notice>,
 }
 
-/// One entry of the registry: a rule's Rust evaluation, and how the API
-/// server evaluates it without the webhook.
+/// A rule, as its own file declares it; the registry line in
+/// `rules/mod.rs` gives it its [`RuleId`](super::RuleId).
 #[derive(Clone, Copy)]
 pub struct Rule {
-    pub id: RuleId,
-    /// What the rule runs on, and the function that evaluates it.
+    /// Its stable name: what output, metrics, logs and the
+    /// `gpu-policy.io/mutations` annotation show.
+    pub name: &'static str,
+    /// How much a violation weighs in the policy reports.
+    pub severity: Severity,
+    /// What it runs on, in the order they run: R2 and R4 have one for pods
+    /// and one for DRA claims.
+    pub entries: &'static [Entry],
+}
+
+/// What a rule runs on, its Rust check, and how the API server evaluates
+/// it without the webhook.
+#[derive(Clone, Copy)]
+pub struct Entry {
     pub check: Check,
-    /// The admission policies generated for it
-    /// (`admission_policy::validating_policies`, `mutating_policies`), or
-    /// why there are none.
     pub api_server: ApiServer,
 }
 
-/// What a registry entry runs on, with its Rust evaluation.
+/// `severity`, of the report schemas' `critical`, `high`, `medium`, `low`,
+/// `info` (gpu-policy uses the middle three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    High,
+    Medium,
+    Low,
+}
+
+impl Severity {
+    /// One step lower (`low` stays `low`).
+    pub fn lower(self) -> Severity {
+        match self {
+            Severity::High => Severity::Medium,
+            Severity::Medium | Severity::Low => Severity::Low,
+        }
+    }
+}
+
+/// What an entry runs on, with its Rust evaluation.
 #[derive(Clone, Copy)]
 pub enum Check {
-    /// Runs first on a pod or pod template: the allowlist entry that
-    /// exempts it, which the [`Check::Pod`] rules read
+    /// Runs first on a pod or pod template, wherever it is listed: the
+    /// allowlist entry that exempts it, which the [`Check::Pod`] rules read
     /// ([`RuleInput::allowlisted`]).
     Allowlist(for<'a> fn(&AllowlistInput<'a>) -> Exemption<'a>),
     /// A pod or pod template, through its [`PodView`].
@@ -104,17 +137,18 @@ impl Check {
     }
 }
 
-/// How the API server evaluates a rule with no webhook: the admission
+/// How the API server evaluates an entry with no webhook: the admission
 /// policies generated for it, what they cover and what only the webhook
 /// does (docs/policy.md's coverage table prints these).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum ApiServer {
-    /// A ValidatingAdmissionPolicy.
-    Validating(Coverage),
-    /// A MutatingAdmissionPolicy.
-    Mutating(Coverage),
-    /// One of each.
-    ValidatingAndMutating(Coverage),
+    /// Admission policies of its own, made from the settings for a release
+    /// (none when the settings leave nothing to do: R3's injection with
+    /// `runtimeClassName: ""`).
+    Policies {
+        coverage: Coverage,
+        policies: fn(&Settings, KubernetesVersion) -> Vec<CelPolicy>,
+    },
     /// No policy of its own: the policies of other rules test it in their
     /// CEL.
     InOtherPolicies(Coverage),
@@ -132,31 +166,19 @@ pub struct Coverage {
 }
 
 impl ApiServer {
-    /// A ValidatingAdmissionPolicy is generated for the entry.
-    pub fn validating(&self) -> bool {
-        matches!(
-            self,
-            ApiServer::Validating(_) | ApiServer::ValidatingAndMutating(_)
-        )
-    }
-
-    /// A MutatingAdmissionPolicy is generated for the entry (unless the
-    /// settings leave nothing to mutate: R3 with `runtimeClassName: ""`).
-    pub fn mutating(&self) -> bool {
-        matches!(
-            self,
-            ApiServer::Mutating(_) | ApiServer::ValidatingAndMutating(_)
-        )
+    /// The entry's policies for `release`.
+    pub fn policies(&self, settings: &Settings, release: KubernetesVersion) -> Vec<CelPolicy> {
+        match self {
+            ApiServer::Policies { policies, .. } => policies(settings, release),
+            ApiServer::InOtherPolicies(_) | ApiServer::WebhookOnly { .. } => Vec::new(),
+        }
     }
 
     /// What the policies enforce (`nothing` without any) and what stays
     /// the webhook's.
     pub fn coverage(&self) -> Coverage {
         match *self {
-            ApiServer::Validating(coverage)
-            | ApiServer::Mutating(coverage)
-            | ApiServer::ValidatingAndMutating(coverage)
-            | ApiServer::InOtherPolicies(coverage) => coverage,
+            ApiServer::Policies { coverage, .. } | ApiServer::InOtherPolicies(coverage) => coverage,
             ApiServer::WebhookOnly { reason } => Coverage {
                 enforced: "nothing",
                 webhook_only: reason,

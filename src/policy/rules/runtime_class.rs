@@ -23,20 +23,39 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::reapply;
-use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
+use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
+use crate::policy::rules::cel::CelPolicy;
+use crate::document::Json;
 use crate::policy::cluster::RuntimeClassInfo;
 use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::policy::pod::PodView;
+use crate::policy::rules::cel_text::{self as cel, Fill};
+use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel_sharing as sharing;
+use crate::settings::Settings;
+use crate::policy::rules::cel::{Action, Resources};
+use crate::kubernetes_version::KubernetesVersion;
 
-pub const API_SERVER: ApiServer = ApiServer::ValidatingAndMutating(Coverage {
+pub const RULE: Rule = Rule {
+    name: "runtime-class",
+    severity: Severity::Medium,
+    entries: &[Entry {
+    check: Check::Pod(check),
+    api_server: ApiServer::Policies {
+        coverage: Coverage {
     enforced: "a GPU pod with a class outside `gpuRuntimeClasses`; the reserved class on a pod \
         that asks for no GPU, names no claim and is not allowlisted; the injection of \
         `runtimeClassName` (mutating policy; none is generated when it is `\"\"`)",
     webhook_only: "a pod whose GPUs come only through a claim (a pod naming a claim is never \
         denied the reserved class, as the webhook does while a claim is unresolved); whether \
         the RuntimeClass exists; its overhead and scheduling (other objects)",
-});
+},
+        policies,
+    },
+}],
+};
+
 
 /// `{class}`: the class, quoted; `{allowed}`: [`allowed_phrase`].
 pub const NOT_GPU_CLASS: MessageTemplate = MessageTemplate::new(
@@ -158,7 +177,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     if let Some(overhead) = &class.pod_fixed_overhead {
         match view.spec.get("overhead").filter(|v| !v.is_null()) {
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
-            Some(existing) if existing.to_value().as_object() == Some(overhead) => {}
+            Some(existing) if existing == Value::Object(overhead.clone()) => {}
             Some(_) => {
                 return Err("spec.overhead differs from the overhead of the \
                      RuntimeClass it would get; remove spec.overhead"
@@ -182,7 +201,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                             );
                             operations.push(add(path, value.clone()));
                         }
-                        Some(current) if current.to_value() == *value => {}
+                        Some(current) if current == *value => {}
                         Some(current) => {
                             return Err(format!(
                                 "spec.nodeSelector {key}={current} conflicts with \
@@ -202,14 +221,9 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
                 Value::Array(class.tolerations.clone()),
             )),
             Some(existing) if existing.is_array() => {
-                let existing: Vec<Value> = existing
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| t.to_value())
-                    .collect();
                 for toleration in &class.tolerations {
-                    if !existing.iter().any(|t| same_toleration(t, toleration)) {
+                    let mut existing = existing.as_array().into_iter().flatten();
+                    if !existing.any(|t| same_toleration(t, toleration)) {
                         let path = pointer_below(
                             view.spec_pointer(),
                             [Step::Key("tolerations"), Step::Key("-")],
@@ -226,18 +240,133 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
 
 /// Tolerations compare by key, operator (default `Equal`), value and
 /// effect, as Kubernetes merges them.
-fn same_toleration(a: &Value, b: &Value) -> bool {
-    let field = |t: &Value, key: &str, default: &str| -> String {
-        t.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or(default)
-            .to_owned()
+fn same_toleration(a: Json<'_>, b: &Value) -> bool {
+    let field = |key: &str, default: &'static str| {
+        let a = a.get(key).and_then(Json::as_str).unwrap_or(default);
+        a == b.get(key).and_then(Value::as_str).unwrap_or(default)
     };
-    ["key", "value", "effect"]
-        .iter()
-        .all(|key| field(a, key, "") == field(b, key, ""))
-        && field(a, "operator", "Equal") == field(b, "operator", "Equal")
-        && a.get("tolerationSeconds") == b.get("tolerationSeconds")
+    ["key", "value", "effect"].iter().all(|key| field(key, ""))
+        && field("operator", "Equal")
+        && match (a.get("tolerationSeconds"), b.get("tolerationSeconds")) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a == *b,
+            _ => false,
+        }
+}
+
+// The CEL side: `gpu-policy-runtime-class` validates as the checks
+// above, except for a pod whose GPUs come only through DRA claims (the
+// policy cannot resolve a claim, so a pod naming one is never denied the
+// reserved class); the injection is a MutatingAdmissionPolicy.
+
+fn variables(settings: &Settings) -> Vec<Variable> {
+    let mut variables = sharing::variables(settings);
+    variables.extend([
+        Variable::new(
+            "runtimeClass",
+            "has(variables.spec.runtimeClassName) ? variables.spec.runtimeClassName : ''",
+        ),
+        Variable::new(
+            "gpuPod",
+            &format!(
+                "variables.containers.exists(c, {})",
+                sharing::asks_gpu(settings, "c")
+            ),
+        ),
+        Variable::new(
+            "namesClaims",
+            &format!("variables.containers.exists(c, {})", cel::uses_claims("c")),
+        ),
+        Variable::new("allowlisted", &cel::allowlisted(settings)),
+    ]);
+    variables
+}
+
+fn validations(settings: &Settings) -> Vec<Validation> {
+    let allowed = &settings.config().gpu_runtime_classes;
+    let list = cel::string_list(allowed.iter().map(String::as_str));
+    let class = || {
+        (
+            "class",
+            Fill::cel(cel::quoted_name("variables.runtimeClass")),
+        )
+    };
+    vec![
+        Validation::new(
+            &format!(
+                "!(variables.runtimeClass != '' && variables.gpuPod \
+                 && !(variables.runtimeClass in {list}))"
+            ),
+            &cel::full_message(
+                NOT_GPU_CLASS,
+                &[class(), ("allowed", Fill::words(allowed_phrase(allowed)))],
+            ),
+        ),
+        Validation::new(
+            &format!(
+                "!(variables.runtimeClass in {list} && !variables.gpuPod \
+                 && !variables.namesClaims && !variables.allowlisted)"
+            ),
+            &cel::full_message(RESERVED_CLASS, &[class()]),
+        ),
+    ]
+}
+
+/// The injection of `runtimeClassName` into a pod that asks for a GPU
+/// resource or holds a share and names no runtime class, a
+/// MutatingAdmissionPolicy; none with `runtimeClassName: ""` (nothing is
+/// injected).
+fn injection(settings: &Settings) -> Option<CelPolicy> {
+    let class = &settings.config().runtime_class_name;
+    if class.is_empty() {
+        return None;
+    }
+    let class = cel::string(class);
+    let mut variables = vec![
+        Variable::new("spec", "object.spec"),
+        Variable::new("inits", cel::INITS),
+        Variable::new("regulars", cel::REGULARS),
+        Variable::new("containers", cel::CONTAINERS),
+    ];
+    variables.extend(sharing::variables(settings));
+    variables.push(Variable::new(
+        "gpuPod",
+        &format!(
+            "variables.containers.exists(c, {})",
+            sharing::asks_gpu(settings, "c")
+        ),
+    ));
+    let conditions = vec![
+        Variable::new("has-pod-spec", "has(object.spec)"),
+        Variable::new(
+            "no-runtime-class",
+            "!has(object.spec.runtimeClassName) || object.spec.runtimeClassName == ''",
+        ),
+    ];
+    let patch = format!(
+        "variables.gpuPod \
+         ? [JSONPatch{{op: 'add', path: '/spec/runtimeClassName', value: {class}}}] : []"
+    );
+    Some(CelPolicy {
+        resources: Resources::Pods {
+            ephemeral: false,
+            workloads: false,
+        },
+        match_conditions: conditions,
+        variables,
+        action: Action::Patch(patch),
+    })
+}
+
+/// The validations, and the injection unless `runtimeClassName` is `""`.
+fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
+    let mut all = vec![CelPolicy::pod_validations(
+        false,
+        variables(settings),
+        validations(settings),
+    )];
+    all.extend(injection(settings));
+    all
 }
 
 #[cfg(test)]

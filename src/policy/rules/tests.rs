@@ -1,41 +1,29 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::kubernetes_version::KubernetesVersion;
+use crate::settings::Settings;
 
-/// Each rule once per kind of object; the allowlist stage first and
-/// alone of its kind; every rule id somewhere.
-fn registry_problems(rules: &[Rule]) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut seen = BTreeSet::new();
-    for rule in rules {
-        if !seen.insert((rule.id, rule.check.target())) {
-            problems.push(format!("{} twice for {}", rule.id, rule.check.target()));
-        }
-    }
-    let allowlist: Vec<usize> = (0..rules.len())
-        .filter(|&i| matches!(rules[i].check, Check::Allowlist(_)))
-        .collect();
-    if allowlist != [0] || rules[0].id != RuleId::Allowlist {
-        problems.push(format!(
-            "the allowlist stage is at {allowlist:?}, not first"
-        ));
-    }
-    let ids: BTreeSet<RuleId> = rules.iter().map(|rule| rule.id).collect();
-    for id in RuleId::ALL {
-        if !ids.contains(id) {
-            problems.push(format!("{id} is not registered"));
-        }
-    }
-    problems
-}
-
+/// Each rule once per kind of object, at most one allowlist stage, and
+/// every rule but the allowlist runs on pods.
 #[test]
-fn every_rule_is_registered_once_per_kind_of_object() {
-    assert_eq!(registry_problems(RULES), Vec::<String>::new());
-    let pods: BTreeSet<RuleId> = RULES
-        .iter()
-        .filter(|rule| matches!(rule.check, Check::Pod(_)))
-        .map(|rule| rule.id)
+fn every_rule_runs_once_per_kind_of_object() {
+    let mut seen = BTreeSet::new();
+    for (id, entry) in entries() {
+        assert!(
+            seen.insert((id, entry.check.target())),
+            "{id} twice for {}",
+            entry.check.target()
+        );
+    }
+    let stages: Vec<RuleId> = entries()
+        .filter(|(_, entry)| matches!(entry.check, Check::Allowlist(_)))
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(stages, [RuleId::Allowlist]);
+    let pods: BTreeSet<RuleId> = entries()
+        .filter(|(_, entry)| matches!(entry.check, Check::Pod(_)))
+        .map(|(id, _)| id)
         .collect();
     let expected: BTreeSet<RuleId> = RuleId::ALL
         .iter()
@@ -45,22 +33,27 @@ fn every_rule_is_registered_once_per_kind_of_object() {
     assert_eq!(pods, expected);
 }
 
+/// A rule's name is its own, and reads back as its id.
 #[test]
-fn the_registry_test_fails_on_a_rule_twice_or_missing() {
-    let twice = [RULES[0], RULES[1], RULES[1]];
-    let problems = registry_problems(&twice);
-    assert!(
-        problems.contains(&"visible-devices twice for pods".to_owned()),
-        "{problems:?}"
-    );
-    assert!(
-        problems.contains(&"device-paths is not registered".to_owned()),
-        "{problems:?}"
-    );
-    let late = [RULES[1], RULES[0]];
-    assert!(
-        registry_problems(&late)
-            .iter()
-            .any(|p| p.contains("not first"))
-    );
+fn every_rule_has_a_name_of_its_own() {
+    let names: BTreeSet<&str> = RuleId::ALL.iter().map(|id| id.as_str()).collect();
+    assert_eq!(names.len(), RuleId::ALL.len());
+    for &id in RuleId::ALL {
+        assert_eq!(RuleId::parse(id.as_str()), Some(id));
+        assert!(!id.rule().entries.is_empty(), "{id}");
+    }
+}
+
+/// An entry that declares policies of its own generates at least one on
+/// the default settings, and its messages are the webhook's words.
+#[test]
+fn an_entry_with_policies_of_its_own_makes_some() {
+    let settings = Settings::default();
+    for (id, entry) in entries() {
+        let policies = entry
+            .api_server
+            .policies(&settings, KubernetesVersion::default());
+        let declared = matches!(entry.api_server, ApiServer::Policies { .. });
+        assert_eq!(!policies.is_empty(), declared, "{id}");
+    }
 }

@@ -33,23 +33,39 @@ use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 use super::reapply;
-use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
+use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::policy::container::{Container, EnvEntry};
 use crate::policy::message::containers_phrase;
 use crate::policy::patch::{Step, add};
 use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devices};
 
 /// `NVIDIA_VISIBLE_DEVICES`.
-pub use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
+use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
+use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
+use crate::policy::rules::cel_text as cel;
+use crate::settings::Settings;
+use crate::policy::rules::cel_sharing as sharing;
 
-pub const API_SERVER: ApiServer = ApiServer::Mutating(Coverage {
+pub const RULE: Rule = Rule {
+    name: "visible-devices",
+    severity: Severity::High,
+    entries: &[Entry {
+    check: Check::Pod(check),
+    api_server: ApiServer::Policies {
+        coverage: Coverage {
     enforced: "the pin in every container that asks for no GPU resource, and removal of \
         hand-written entries in those that do; the [GPU sharing](#gpu-sharing) schemes as the \
         webhook reads them (KAI's entry kept, a share pinned until its scheme has acted)",
     webhook_only: "containers whose GPUs come through a DRA claim are pinned by the policy (it \
         cannot resolve the claim); the `gpu-policy.io/mutations` annotation; warnings in warn \
         mode",
-});
+},
+        policies,
+    },
+}],
+};
+
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.scope.is_update() {
@@ -173,6 +189,133 @@ fn append_pin(spec: &Pointer, container: &Container<'_>, pin: &str) -> PatchOper
         // through serde.
         add(path, Value::Array(vec![Value::Object(entry)]))
     }
+}
+
+/// The JSON Patch operations for the containers of one list (`field` of
+/// the pod spec), those in scope given by `scoped`. Ephemeral containers
+/// (`can_hold_gpu` false) are pinned whatever they ask for.
+///
+/// Entries are removed one by one, from the last back so that each index
+/// holds, and the pin is appended: the env is never written whole,
+/// because the API server cannot turn the entries it reads back into JSON
+/// (`JSONPath valueExpression evaluated to a type that could not marshal
+/// to JSON`). This takes `lists.range` and `flatten`, cel-go's `ext.Lists`,
+/// in every API server that serves MutatingAdmissionPolicy (1.34+).
+fn env_patches(
+    settings: &Settings,
+    field: &str,
+    list: &str,
+    scoped: &str,
+    can_hold_gpu: bool,
+) -> String {
+    let pin = cel::string(&settings.config().visible_devices_pin);
+    let name = cel::string(VARIABLE);
+    let env = "(has(c.env) ? c.env : [])";
+    let ours = |e: &str| format!("(has({e}.name) && {e}.name == {name})");
+    let pinned = format!(
+        "[{env}.filter(e, {})].exists(o, size(o) == 1 && !has(o[0].valueFrom) \
+         && has(o[0].value) && o[0].value == {pin})",
+        ours("e")
+    );
+    // A share whose scheme's webhook has not acted yet is pinned meanwhile.
+    let gpu = match can_hold_gpu {
+        true => format!(
+            "({} && !{})",
+            sharing::asks_gpu(settings, "c"),
+            sharing::awaited(settings, "c")
+        ),
+        false => "false".to_owned(),
+    };
+    // A GPU container keeps the entries its scheme wrote (KAI's in the
+    // holder of the fraction) and loses the others of that name.
+    let authored = |e: &str| match sharing::keeps_entry(settings, "c", e) {
+        Some(keeps) => format!("({} && !{keeps})", ours(e)),
+        None => ours(e),
+    };
+    let path = format!("'/spec/{field}/' + string({list}.map(x, x.name).indexOf(c.name)) + '/env'");
+    let removals = |test: &str| {
+        format!(
+            "[{env}].map(v, lists.range(size(v)).map(j, size(v) - 1 - j).filter(i, {test})\
+             .map(i, JSONPatch{{op: 'remove', path: {path} + '/' + string(i)}}))[0]"
+        )
+    };
+    let append = format!(
+        "[has(c.env) \
+         ? JSONPatch{{op: 'add', path: {path} + '/-', value: {{'name': {name}, 'value': {pin}}}}} \
+         : JSONPatch{{op: 'add', path: {path}, value: [{{'name': {name}, 'value': {pin}}}]}}]"
+    );
+    format!(
+        "{scoped}.filter(c, {gpu} ? {env}.exists(e, {authored_e}) : !{pinned})\
+         .map(c, {gpu} ? {gpu_removals} : {removals} + {append}).flatten()",
+        authored_e = authored("e"),
+        gpu_removals = removals(&authored("v[i]")),
+        removals = removals(&ours("v[i]")),
+    )
+}
+
+/// `gpu-policy-visible-devices`, a MutatingAdmissionPolicy: every init,
+/// sidecar, regular and (new) ephemeral container that asks for no GPU
+/// ends with exactly one `NVIDIA_VISIBLE_DEVICES` entry, the configured
+/// pin; a container that asks for one loses the entries its author wrote.
+/// A container holding a share of a card (`cel_sharing.rs`) is a GPU
+/// container: the KAI holder keeps the entry KAI's webhook wrote; until
+/// that entry is there, and while a HAMi share names no `nvidia.com/gpu`,
+/// the scheme's webhook has yet to act and the container is pinned like
+/// one without a GPU. Allowlisted pods are left alone.
+fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
+    let mut variables = vec![
+        Variable::new("controller", cel::CONTROLLER),
+        Variable::new("spec", "object.spec"),
+        Variable::new("inits", cel::INITS),
+        Variable::new("regulars", cel::REGULARS),
+        Variable::new("ephemerals", cel::EPHEMERALS),
+        Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
+        Variable::new(
+            "oldEphemeralNames",
+            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
+             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
+        ),
+    ];
+    variables.extend(sharing::variables(settings));
+    variables.extend(sharing::written_variables(settings));
+    let patch = format!(
+        "variables.allowlisted ? [] \
+         : (variables.ephemeralUpdate ? [] : {inits} + {regulars}) + {ephemerals}",
+        inits = env_patches(
+            settings,
+            "initContainers",
+            "variables.inits",
+            "variables.inits",
+            true
+        ),
+        regulars = env_patches(
+            settings,
+            "containers",
+            "variables.regulars",
+            "variables.regulars",
+            true
+        ),
+        ephemerals = env_patches(
+            settings,
+            "ephemeralContainers",
+            "variables.ephemerals",
+            "(variables.ephemeralUpdate \
+              ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
+              : variables.ephemerals)",
+            false
+        ),
+    );
+    variables.push(Variable::new("allowlisted", &cel::allowlisted(settings)));
+    let conditions = vec![Variable::new("has-pod-spec", "has(object.spec)")];
+    vec![CelPolicy {
+        resources: Resources::Pods {
+            ephemeral: true,
+            workloads: false,
+        },
+        match_conditions: conditions,
+        variables,
+        action: Action::Patch(patch),
+    }]
 }
 
 #[cfg(test)]

@@ -14,18 +14,33 @@
 
 use json_patch::{PatchOperation, RemoveOperation};
 
-use super::rule::{ApiServer, Coverage, Findings, Mutation, RuleInput};
+use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::policy::patch::{AnnotationsAt, set_annotation};
 use crate::settings::{GPU_NEEDS_ANNOTATION, MUTATIONS_ANNOTATION};
+use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
+use crate::policy::rules::cel_text as cel;
+use crate::settings::Settings;
 
 /// The annotations only gpu-policy writes.
 pub const OWNED: [&str; 2] = [MUTATIONS_ANNOTATION, GPU_NEEDS_ANNOTATION];
 
-pub const API_SERVER: ApiServer = ApiServer::Mutating(Coverage {
+pub const RULE: Rule = Rule {
+    name: "webhook-annotations",
+    severity: Severity::Medium,
+    entries: &[Entry {
+    check: Check::Pod(check),
+    api_server: ApiServer::Policies {
+        coverage: Coverage {
     enforced: "both annotations put back on a pod's update, as the old pod has them",
     webhook_only: "warnings in warn mode and audit annotations in audit mode (the policy is \
         bound in enforce namespaces only)",
-});
+},
+        policies,
+    },
+}],
+};
+
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut findings = Findings::default();
@@ -75,6 +90,65 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         overrides_author: true,
     });
     findings
+}
+
+/// `gpu-policy-webhook-annotations`, a MutatingAdmissionPolicy: on a
+/// Pod's update, the annotations only gpu-policy writes put back as the
+/// old pod has them: set again where the update changed or removed one,
+/// removed where it added one. `metadata.annotations` is made first when
+/// the update left none and one is to be set.
+fn policies(_: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
+    let mut variables = vec![
+        Variable::new(
+            "before",
+            "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}",
+        ),
+        Variable::new(
+            "after",
+            "has(object.metadata.annotations) ? object.metadata.annotations : {}",
+        ),
+    ];
+    let mut sets = Vec::new();
+    let mut patches = Vec::new();
+    for (index, key) in OWNED.iter().enumerate() {
+        let quoted = cel::string(key);
+        let path = cel::string(&format!("/metadata/annotations/{}", key.replace('/', "~1")));
+        let differs = format!("differs{index}");
+        variables.push(Variable::new(
+            &differs,
+            &format!(
+                "({quoted} in variables.before) != ({quoted} in variables.after) \
+                 || ({quoted} in variables.before \
+                     && variables.before[{quoted}] != variables.after[{quoted}])"
+            ),
+        ));
+        sets.push(format!(
+            "(variables.{differs} && {quoted} in variables.before)"
+        ));
+        patches.push(format!(
+            "(variables.{differs} \
+              ? ({quoted} in variables.before \
+                 ? [JSONPatch{{op: 'add', path: {path}, value: variables.before[{quoted}]}}] \
+                 : [JSONPatch{{op: 'remove', path: {path}}}]) \
+              : [])"
+        ));
+    }
+    let patch = format!(
+        "(!has(object.metadata.annotations) && ({sets}) \
+          ? [JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{}}}}] : []) + {patches}",
+        sets = sets.join(" || "),
+        patches = patches.join(" + "),
+    );
+    let conditions = vec![Variable::new(
+        "pod-update",
+        "request.operation == 'UPDATE' && oldObject != null && has(object.metadata)",
+    )];
+    vec![CelPolicy {
+        resources: Resources::PodUpdates,
+        match_conditions: conditions,
+        variables,
+        action: Action::Patch(patch),
+    }]
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::cuda::ImageNeeds;
 use crate::policy::RuleId;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
 use crate::policy::testing::{apply, evaluate_on_nodes, evaluate_pod, evaluate_pod_in};
-use crate::settings::Settings;
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, Settings};
 use gpu_policy_test_support::pods::gpu_pod;
 use rstest::rstest;
 

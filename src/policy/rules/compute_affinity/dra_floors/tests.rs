@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 
 use crate::policy::Evaluation;
 use crate::policy::dra::floor::GpuNeeds;
-use crate::policy::rule_id::RuleId;
+use crate::policy::RuleId;
 use crate::policy::testing::{apply, evaluate_with_claims, messages_of};
 use crate::settings::{Config, DraComputeAffinity, GPU_NEEDS_ANNOTATION, Settings};
 

@@ -37,17 +37,20 @@ use serde_json::{Value, json};
 
 use crate::document::Json;
 
-use super::compute_affinity::base_minimum;
+use super::image_floors::base_minimum;
 use super::dra_floors::pod_needs;
-use super::rule::{ApiServer, ClaimInput, ClaimOwner, Findings, Mutation};
+use crate::policy::rules::rule::{ApiServer, Check, ClaimInput, ClaimOwner, Entry, Findings, Mutation};
 use crate::policy::dra::allocation::read_made_for;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::patch::add;
 
-pub const API_SERVER: ApiServer = ApiServer::WebhookOnly {
+pub const ENTRY: Entry = Entry {
+    check: Check::Claim(check),
+    api_server: ApiServer::WebhookOnly {
     reason: "what a claim's pod needs comes from the pod's images, another object, which a \
         policy on the claim cannot read",
+},
 };
 
 pub fn check(input: &ClaimInput<'_>) -> Findings {

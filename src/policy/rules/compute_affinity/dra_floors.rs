@@ -32,7 +32,7 @@ use crate::document::Json;
 use json_patch::{PatchOperation, RemoveOperation};
 
 use super::image_floors::{Containers, image_floors, raise};
-use super::rule::{Findings, Mutation, RuleInput};
+use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::policy::container::Container;
 use crate::policy::dra::Resolved;

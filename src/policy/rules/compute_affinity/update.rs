@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 use super::dra_floors;
 use super::gfd_labels::{CUDA_LABELS, MAJOR_LABEL, MINOR_LABEL};
 use super::image_floors::image_floors;
-use super::rule::{Findings, Mutation, RuleInput};
+use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::document::{Json, Object};
 use crate::policy::container::{Container, ContainerKind};
@@ -59,14 +59,13 @@ pub(super) fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// The required node affinity's terms, as JSON, when present.
-fn required_terms(view: &PodView<'_>) -> Option<Value> {
+/// The required node affinity's terms, when present.
+fn required_terms<'v>(view: &PodView<'v>) -> Option<Json<'v>> {
     view.spec
         .get("affinity")?
         .get("nodeAffinity")?
         .get(REQUIRED)
         .filter(|required| !required.is_null())
-        .map(|required| required.to_value())
 }
 
 /// Whether R4 writes expressions on this label.
@@ -81,16 +80,17 @@ fn written_by_r4(key: &str) -> bool {
 /// The terms without R4's expressions, each once, as canonical JSON text:
 /// R4 multiplies an author's term by its alternatives, so one author term
 /// is several stored ones. A term left with nothing is no term.
-fn authored_terms(required: Option<&Value>) -> BTreeSet<String> {
+fn authored_terms(required: Option<Json<'_>>) -> BTreeSet<String> {
     let terms = required
         .and_then(|required| required.get("nodeSelectorTerms"))
-        .and_then(Value::as_array);
+        .and_then(Json::as_array);
     let mut authored = BTreeSet::new();
     for term in terms.into_iter().flatten() {
         let Some(term) = term.as_object() else {
-            authored.insert(term.to_string());
+            authored.insert(term.to_value().to_string());
             continue;
         };
+        // Canonical text: the kept parts as values (sorted keys).
         let mut kept = Map::new();
         for (key, value) in term {
             if key == "matchExpressions"
@@ -100,18 +100,18 @@ fn authored_terms(required: Option<&Value>) -> BTreeSet<String> {
                     .iter()
                     .filter(|e| {
                         !e.get("key")
-                            .and_then(Value::as_str)
+                            .and_then(Json::as_str)
                             .is_some_and(written_by_r4)
                     })
-                    .cloned()
+                    .map(Json::to_value)
                     .collect();
                 if !own.is_empty() {
-                    kept.insert(key.clone(), Value::Array(own));
+                    kept.insert(key.to_owned(), Value::Array(own));
                 }
                 continue;
             }
             if !value.is_null() {
-                kept.insert(key.clone(), value.clone());
+                kept.insert(key.to_owned(), value.to_value());
             }
         }
         if !kept.is_empty() {
@@ -122,17 +122,17 @@ fn authored_terms(required: Option<&Value>) -> BTreeSet<String> {
 }
 
 /// Whether a term of `required` carries an expression R4 writes.
-fn carries_r4(required: &Value) -> bool {
+fn carries_r4(required: Json<'_>) -> bool {
     required
         .get("nodeSelectorTerms")
-        .and_then(Value::as_array)
+        .and_then(Json::as_array)
         .into_iter()
         .flatten()
         .filter_map(|term| term.get("matchExpressions")?.as_array())
         .flatten()
         .any(|e| {
             e.get("key")
-                .and_then(Value::as_str)
+                .and_then(Json::as_str)
                 .is_some_and(written_by_r4)
         })
 }
@@ -142,7 +142,7 @@ fn carries_r4(required: &Value) -> bool {
 fn restored_terms(new: &PodView<'_>, old: &PodView<'_>) -> Option<Mutation> {
     let before = required_terms(old)?;
     let after = required_terms(new);
-    if after.as_ref() == Some(&before) || !carries_r4(&before) {
+    if after == Some(before) || !carries_r4(before) {
         return None;
     }
     // A gated pod may still have terms added: they are the author's.
@@ -152,14 +152,14 @@ fn restored_terms(new: &PodView<'_>, old: &PodView<'_>) -> Option<Mutation> {
             .and_then(Json::as_array)
             .is_some_and(|gates| !gates.is_empty())
     };
-    if gated(old) || authored_terms(after.as_ref()) != authored_terms(Some(&before)) {
+    if gated(old) || authored_terms(after) != authored_terms(Some(before)) {
         return None;
     }
     Some(Mutation {
         summary: "keep the node affinity on GPU compute capability written when the pod was \
             created"
             .to_owned(),
-        operations: vec![put(new.spec, new.spec_pointer(), before)],
+        operations: vec![put(new.spec, new.spec_pointer(), before.to_value())],
         overrides_author: true,
     })
 }
@@ -321,18 +321,19 @@ fn admitted(view: &PodView<'_>) -> Option<ComputeCapability> {
 
 /// What one term admits, from its expressions on the compute labels; None
 /// when it admits any capability.
-fn term_floor(term: &Value) -> Option<ComputeCapability> {
+fn term_floor(term: Json<'_>) -> Option<ComputeCapability> {
     let expressions = term.get("matchExpressions")?.as_array()?;
-    let number = |e: &Value| -> Option<u32> {
-        match e.get("values")?.as_array()?.as_slice() {
-            [only] => only.as_str()?.parse().ok(),
+    let number = |e: Json<'_>| -> Option<u32> {
+        let values = e.get("values")?.as_array()?;
+        match values.len() {
+            1 => values.iter().next()?.as_str()?.parse().ok(),
             _ => None,
         }
     };
     let on = |label: &str, operator: &str| {
         expressions.iter().find(|e| {
-            e.get("key").and_then(Value::as_str) == Some(label)
-                && e.get("operator").and_then(Value::as_str) == Some(operator)
+            e.get("key").and_then(Json::as_str) == Some(label)
+                && e.get("operator").and_then(Json::as_str) == Some(operator)
         })
     };
     if let Some(major) = on(MAJOR_LABEL, "Gt").and_then(number) {

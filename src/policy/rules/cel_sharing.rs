@@ -1,5 +1,5 @@
 //! CEL pieces of the GPU sharing schemes (`gpuSharing`), as
-//! `policy::rules::sharing` decides them: which container holds a KAI-Scheduler
+//! `policy::rules::bounded_requests::sharing` decides them: which container holds a KAI-Scheduler
 //! fraction, HAMi's share resources, the cards each implies, whether the
 //! scheme's own webhook has yet to act (R1), and what R2 checks of their
 //! values. A scheme that is off contributes nothing: no variable, and
@@ -42,20 +42,20 @@
 //! before admission policies run, but `check --engine cel` reads them); a
 //! percentage above 100, which reaches them, has its own
 //! ([`percent_problems`]). Every message is a template of
-//! `policy::rules::sharing`.
+//! `policy::rules::bounded_requests::sharing`.
 
+use super::cel::{Validation, Variable};
 use super::cel_text::{
     self as cel, Fill, invalid_reason, limits, nonzero, read_once, requests, string, string_list,
     whole,
 };
-use super::object::{Validation, Variable};
 use crate::policy::message::{CONTAINER, Message, SEPARATOR};
-use crate::policy::rules::sharing::{
+use crate::policy::rules::bounded_requests::sharing::{
     FRACTION_CONTAINER, FRACTION_DEVICES, GPU_FRACTION, GPU_MEMORY, KAI_BESIDE_CARDS, KAI_BOTH,
     KAI_CONFIGMAP, KAI_CONTAINER, KAI_DEVICES, KAI_DEVICES_ABOVE_MAXIMUM, KAI_FRACTION, KAI_MEMORY,
     SHARE_ABOVE_PERCENT, SHARE_INVALID, SHARE_NOT_LIMIT, SHARE_WITHOUT_LIMIT,
 };
-use crate::policy::rules::visible_devices::VARIABLE;
+use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
 use crate::settings::{HAMI_CARDS, HAMI_CORES, HAMI_MEMORY_PERCENTAGE, HAMI_RESOURCES, Settings};
 
 fn kai_on(settings: &Settings) -> bool {

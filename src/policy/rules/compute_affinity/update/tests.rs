@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::REQUIRED;
 use crate::policy::RuleId;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus, RuntimeClassInfo};
-use crate::policy::rules::gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
+use crate::policy::rules::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::policy::testing::{apply, evaluate_in_cluster, evaluate_update_in, messages_of};
 use crate::policy::{ClusterFacts, Evaluation};
 use crate::settings::Settings;
@@ -245,8 +245,9 @@ fn nothing_is_concluded_where_no_gpu_node_has_labels() {
 #[case::huge(json!([{"key": MAJOR_LABEL, "operator": "Gt", "values": ["4294967295"]}]), None)]
 fn what_a_term_admits(#[case] expressions: Value, #[case] floor: Option<(u32, u32)>) {
     let term = json!({"matchExpressions": expressions});
+    let term = crate::document::Document::from_value(&term);
     assert_eq!(
-        super::term_floor(&term),
+        super::term_floor(term.root()),
         floor.map(|(major, minor)| crate::cuda::ComputeCapability::new(major, minor))
     );
 }

@@ -8,7 +8,8 @@
 
 use std::collections::BTreeSet;
 
-use super::rule::RuleInput;
+use crate::policy::rules::rule::RuleInput;
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
 use crate::cuda::requirement::DriverFloor;
 use crate::cuda::{ComputeCapability, ImageNeeds};
 use crate::policy::container::Container;
@@ -144,4 +145,38 @@ pub(super) fn raise(
         (None, image) => image,
     };
     best.filter(|(minimum, _)| *minimum != ComputeCapability::new(0, 0))
+}
+
+/// The higher of the namespace's minimum and the pod annotation's, with
+/// where it came from; the images' floors are raised onto it ([`raise`]).
+pub(super) fn base_minimum(
+    input: &RuleInput<'_, '_>,
+    notices: &mut Vec<Notice>,
+) -> Option<(ComputeCapability, String)> {
+    let namespace = input
+        .namespace
+        .min_compute_capability
+        .map(|m| (m, "namespace or cluster minimum".to_owned()));
+    let Some(raw) = input.view.annotation(MIN_COMPUTE_CAPABILITY_ANNOTATION) else {
+        return namespace;
+    };
+    match tighter_capability(raw, input.namespace.min_compute_capability) {
+        Ok(value)
+            if namespace
+                .as_ref()
+                .is_none_or(|(current, _)| value > *current) =>
+        {
+            Some((value, "pod annotation".to_owned()))
+        }
+        Ok(_) => namespace,
+        Err(reason) => {
+            notices.push(Notice::new(
+                NoticeKind::IgnoredAnnotation,
+                format!(
+                    "pod annotation {MIN_COMPUTE_CAPABILITY_ANNOTATION}={raw:?} ignored: {reason}"
+                ),
+            ));
+            namespace
+        }
+    }
 }

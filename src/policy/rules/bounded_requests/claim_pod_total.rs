@@ -35,7 +35,7 @@
 
 use std::collections::BTreeSet;
 
-use super::rule::{ClaimInput, ClaimOwner, Findings, OwnerInput};
+use crate::policy::rules::rule::{ClaimInput, ClaimOwner, Findings, OwnerInput};
 use crate::policy::dra::Resolved;
 use crate::policy::dra::allocation::read_made_for;
 use crate::policy::dra::claims::DraCount;

@@ -1,37 +1,155 @@
-//! `gpu-policy-bounded-requests-claims`: R2 on ResourceClaims and
-//! ResourceClaimTemplates in CEL, in the `resource.k8s.io` version the
-//! target release registers for (v1; v1beta1 before 1.34).
+//! R2 `bounded-requests` for Dynamic Resource Allocation objects: a
+//! ResourceClaim or ResourceClaimTemplate asks for a bounded number of GPUs.
 //!
-//! Reads `devices.requests[]` of a claim's `spec` or a template's
-//! `spec.spec` (`exactly`, or in v1beta1 the request itself, or each
-//! `firstAvailable` alternative where the release has them:
-//! `deviceClassName`, `allocationMode`, `count`, `adminAccess`), the
-//! claim's annotations, the namespace's `gpu-policy.io/max-gpus-per-pod`
-//! annotation and the allowlist's namespaces.
+//! Reads: `metadata.annotations`, the device requests (see
+//! [`crate::policy::dra::claims`]); `maxPerContainer`, the namespace's `maxPerPod`, the
+//! namespaces the allowlist names.
 //!
-//! Denies a GPU request with `allocationMode: All`, a GPU request above
-//! `maxPerContainer` (a `firstAvailable` request counts as its largest GPU
-//! alternative), a claim whose GPU requests total more than `maxPerPod`,
-//! and `adminAccess` on a GPU request outside the allowlist's namespaces.
-//! Never denies the claims the scheduler creates for extended resources.
+//! Denies, naming the request and the fix:
+//! - a GPU request with `allocationMode: All` (every device of a node);
+//! - a GPU request whose count is above `maxPerContainer`;
+//! - a claim whose GPU requests together are above `maxPerPod`;
+//! - `adminAccess: true` on a GPU request, outside the namespaces an
+//!   allowlist entry names (monitoring lives there);
+//! - a claim made for a pod whose claims together are above `maxPerPod`
+//!   (`super::claim_pod_total`).
 //!
-//! Not here: a DeviceClass counts as a GPU class by its name in
-//! `gpuDeviceClasses` only (the webhook also reads the DeviceClasses of
-//! the cluster: their selectors and extended resource names).
+//! Never denies a claim annotated
+//! `resource.kubernetes.io/extended-resource-claim: "true"`: the scheduler
+//! creates those for `nvidia.com/gpu` limits served by DRA, which were
+//! checked on the pod.
 
-use super::cel_text::{self as cel, Fill};
-use super::object::{Validation, Variable};
+use super::claim_pod_total;
+use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::rules::cel::{Action, CelPolicy, Resources};
+pub use crate::policy::rules::rule::ClaimInput;
+use crate::policy::rules::rule::{ApiServer, Check, Coverage, Entry, Findings};
+use crate::policy::dra::claims::{ClaimSummary, DraCount};
+use crate::policy::message::MessageTemplate;
+use crate::policy::rules::cel_text::{self as cel, Fill};
+use crate::policy::rules::cel::{Validation, Variable};
 use crate::kubernetes_version::{DraApi, RequestShape};
 use crate::policy::message::{Message, SEPARATOR};
-use crate::policy::rules::claim_requests::{
-    ABOVE_CONTAINER_MAXIMUM, ABOVE_POD_MAXIMUM, ADMIN_ACCESS, ALL_DEVICES, EXTENDED_RESOURCE_CLAIM,
-    MAX_LISTED, MORE,
-};
 use crate::settings::Settings;
+
+/// The annotation the scheduler sets on the claims it creates for extended
+/// resources served by DRA.
+pub const EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+
+pub const ENTRY: Entry = Entry {
+    check: Check::Claim(check),
+    api_server: ApiServer::Policies {
+        coverage: Coverage {
+    enforced: "`allocationMode: All`, counts above `maxPerContainer`, the claim total against \
+        `maxPerPod` and the namespace annotation, `adminAccess` outside the allowlist's \
+        namespaces",
+    webhook_only: "DeviceClasses that hand out GPUs by selector or extended resource name (the \
+        policy knows `gpuDeviceClasses` by name only; DeviceClasses are other objects); a claim \
+        made for a pod counted with the pod's other claims against `maxPerPod` (the pod and \
+        its claims are other objects)",
+},
+        policies,
+    },
+};
+
+
+/// `{request}`: the request's name, quoted.
+pub const ALL_DEVICES: MessageTemplate = MessageTemplate::new(
+    "request {request} asks for every GPU of a node (allocationMode: All); \
+     use allocationMode: ExactCount with a count",
+);
+pub const ABOVE_CONTAINER_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "request {request} asks for {count} GPUs, above the maximum of {maximum} per container; \
+     lower its count",
+);
+pub const ADMIN_ACCESS: MessageTemplate = MessageTemplate::new(
+    "request {request} sets adminAccess on a GPU class, allowed only in namespaces the \
+     allowlist names; remove adminAccess",
+);
+/// After [`MAX_LISTED`] problems of single requests.
+pub const MORE: MessageTemplate =
+    MessageTemplate::new("and {more} more like these in the claim's other requests");
+pub const ABOVE_POD_MAXIMUM: MessageTemplate = MessageTemplate::new(
+    "the claim's GPU requests total {total}, above the maximum of {maximum} per pod here; \
+     split the claim or lower the counts",
+);
+
+/// R2 on a claim: its requests, and their total.
+pub fn check(input: &ClaimInput<'_>) -> Findings {
+    if input.extended_resource {
+        return Findings::default();
+    }
+    let monitoring = input
+        .settings
+        .config()
+        .allowlist
+        .iter()
+        .any(|entry| entry.namespace == input.namespace_name);
+    let mut findings = Findings {
+        violations: problems(
+            input.summary,
+            input.settings.config().max_per_container,
+            input.namespace.max_per_pod,
+            monitoring,
+        ),
+        ..Findings::default()
+    };
+    claim_pod_total::check(input, &mut findings);
+    findings
+}
+
+/// How many problems of single requests a denial names; the rest are
+/// counted ([`MORE`]).
+pub const MAX_LISTED: usize = 3;
+
+/// The message bodies of what a claim must fix.
+fn problems(
+    summary: &ClaimSummary,
+    max_per_container: u64,
+    max_per_pod: u64,
+    admin_allowed: bool,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for request in &summary.requests {
+        let name = format!("{:?}", request.name);
+        match request.gpu {
+            None => continue,
+            Some(DraCount::All) => found.push(ALL_DEVICES.format(&[("request", &name)])),
+            Some(DraCount::Exactly(count)) if count > max_per_container => {
+                found.push(ABOVE_CONTAINER_MAXIMUM.format(&[
+                    ("request", &name),
+                    ("count", &count),
+                    ("maximum", &max_per_container),
+                ]));
+            }
+            Some(DraCount::Exactly(_)) => {}
+        }
+        if request.admin_access && !admin_allowed {
+            found.push(ADMIN_ACCESS.format(&[("request", &name)]));
+        }
+    }
+    if found.len() > MAX_LISTED {
+        // One short line for a person, even for thousands of requests.
+        let more = found.len() - MAX_LISTED;
+        found.truncate(MAX_LISTED);
+        found.push(MORE.format(&[("more", &more)]));
+    }
+    if let Some(DraCount::Exactly(total)) = summary.gpu_total()
+        && total > max_per_pod
+    {
+        found.push(ABOVE_POD_MAXIMUM.format(&[("total", &total), ("maximum", &max_per_pod)]));
+    }
+    found
+}
+
+// The CEL side, `gpu-policy-bounded-requests-claims`: the checks above in
+// the `resource.k8s.io` version the target release registers for (v1;
+// v1beta1 before 1.34), a `firstAvailable` request counting as its largest
+// GPU alternative where the release has them.
 
 /// The match conditions: an update that leaves the spec alone, and the
 /// scheduler's own claims, are not judged.
-pub fn match_conditions() -> Vec<Variable> {
+fn match_conditions() -> Vec<Variable> {
     vec![
         Variable::new(
             "spec-changed",
@@ -66,7 +184,7 @@ fn alternatives(dra: DraApi) -> String {
     }
 }
 
-pub fn variables(settings: &Settings, dra: DraApi) -> Vec<Variable> {
+fn variables(settings: &Settings, dra: DraApi) -> Vec<Variable> {
     let config = settings.config();
     let classes = cel::string_list(config.gpu_device_classes.iter().map(String::as_str));
     let namespaces = config.allowlist_namespaces();
@@ -170,7 +288,7 @@ fn request_problems_message() -> String {
     )
 }
 
-pub fn validations(_settings: &Settings) -> Vec<Validation> {
+fn validations(_settings: &Settings) -> Vec<Validation> {
     vec![
         Validation::new(
             "size(variables.requestProblems) == 0",
@@ -192,3 +310,16 @@ pub fn validations(_settings: &Settings) -> Vec<Validation> {
         ),
     ]
 }
+
+/// `gpu-policy-bounded-requests-claims`.
+fn policies(settings: &Settings, release: KubernetesVersion) -> Vec<CelPolicy> {
+    vec![CelPolicy {
+        resources: Resources::Claims,
+        match_conditions: match_conditions(),
+        variables: variables(settings, release.dra()),
+        action: Action::Validate(validations(settings)),
+    }]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::policy::rules::visible_devices::VARIABLE;
+use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
 use crate::policy::testing::{apply, evaluate_pod, evaluate_with};
 use crate::policy::{Evaluation, RuleId};
 use rstest::rstest;
