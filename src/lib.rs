@@ -3,24 +3,17 @@
 //!
 //! The rooms, from the bottom of the layering up. Each imports only the
 //! rooms listed before it (`tests/it/architecture.rs` holds the code to
-//! that, and to no cycle between files); below them all is the
-//! `kubernetes-cel` crate, the offline evaluator of admission policies.
+//! that, and to no cycle between files). Below them all are the crates
+//! `gpu-policy-core`, the rules and the values they read (its rooms are
+//! re-exported here: [`duration`], [`kubernetes_version`], [`manifest`],
+//! [`cuda`], [`document`], [`settings`], [`policy`]), and `kubernetes-cel`,
+//! the offline evaluator of admission policies; Cargo holds those to
+//! importing nothing of this crate.
 //!
-//! - [`duration`]: the one reader of Go durations;
-//! - [`kubernetes_version`]: the supported Kubernetes releases and what
-//!   each serves of the APIs the install uses;
-//! - [`manifest`]: reading Kubernetes manifests (YAML, JSON, Lists);
-//! - [`cuda`]: compute capabilities, CUDA versions and requirements, what
-//!   an image needs, as values;
-//! - [`document`]: the borrowed JSON document a review is read into, and
-//!   the values patches are made of;
 //! - [`telemetry`]: logs, and the closed label values every counter uses;
 //! - [`poll`]: re-reading files and the certificate Secret on a timer;
-//! - [`settings`]: the cluster configuration and namespace settings;
-//! - [`policy`]: the rules, pure functions over raw pod JSON, with their
-//!   registry, the DRA claim model and the images the rules read;
 //! - [`registry`]: image configs from their registries (CUDA versions);
-//! - [`admission`]: AdmissionReviews in, decisions out; the offline `check`
+//! - [`admission`]: AdmissionReviews in, answers out; the offline `check`
 //!   and `audit` of manifests ([`admission::Checker`]);
 //! - [`install`]: the install manifests, from the program's constants;
 //! - [`doctor`]: what keeps GPUs from showing up, as findings over a
@@ -37,23 +30,20 @@
 //! - [`server`]: the HTTPS webhook server (no policy logic);
 //! - [`cli`]: the command line.
 
+pub use gpu_policy_core::{
+    cuda, document, duration, kubernetes_version, manifest, policy, settings,
+};
+
 pub mod admission;
 pub mod admission_policy;
 pub mod certs;
 pub mod cli;
 pub mod cluster;
-pub mod cuda;
 pub mod doctor;
-pub mod document;
-pub mod duration;
 pub mod install;
-pub mod kubernetes_version;
-pub mod manifest;
 pub mod metrics;
-pub mod policy;
 pub mod poll;
 pub mod registry;
 pub mod reports;
 pub mod server;
-pub mod settings;
 pub mod telemetry;

@@ -30,7 +30,9 @@ pub mod rule_id;
 pub mod rules;
 pub mod sharing;
 pub mod subject;
-#[cfg(test)]
+/// The rules' table-test helpers, for this crate's tests and, with the
+/// `testing` feature, the suites of the crates above.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use crate::cuda::ImageNeeds;

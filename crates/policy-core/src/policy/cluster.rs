@@ -126,7 +126,7 @@ impl GpuNodeLabels {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 impl NodeGpus {
     /// A node for tests: its GPU allocatable and compute capability.
     pub fn of(gpus: &[(&str, u64)], capability: Option<(u32, u32)>) -> Self {

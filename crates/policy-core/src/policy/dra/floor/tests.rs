@@ -269,7 +269,7 @@ fn the_own_selector_guarantees_the_needs_and_weaker_ones_do_not() {
 
 #[test]
 fn the_reference_shows_the_selectors_exactly() {
-    let docs = include_str!("../../../../docs/policy.md");
+    let docs = include_str!("../../../../../../docs/policy.md");
     let driver = Requirement::from_str("cuda>=13.0 brand=tesla,driver>=535,driver<536")
         .ok()
         .and_then(|r| r.driver_floor());

@@ -11,7 +11,7 @@ fn defaults_are_valid() {
 /// defaults.
 #[test]
 fn the_example_config_is_the_defaults() {
-    let example = include_str!("../../examples/config.yaml");
+    let example = include_str!("../../../../examples/config.yaml");
     let settings = Settings::from_yaml(example, "examples/config.yaml");
     assert_eq!(
         settings

@@ -170,7 +170,7 @@ fn flatten(
 /// Error messages of the YAML parser span several lines (a snippet with a
 /// caret), and JSON errors quote the offending value, line breaks and all;
 /// keep them on one.
-pub(crate) fn one_line(message: &str) -> String {
+pub fn one_line(message: &str) -> String {
     message
         .split([
             '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
