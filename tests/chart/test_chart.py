@@ -61,7 +61,7 @@ CHART = Path(os.environ.get("GPU_POLICY_CHART", ROOT / "charts" / "gpu-policy"))
 BINARY = Path(os.environ.get("GPU_POLICY_BIN", ROOT / "target" / "debug" / "gpu-policy"))
 NAMESPACE = "gpu-policy"
 RELEASE = "gpu-policy"
-# The Kubernetes releases gpu-policy supports (src/kubernetes_version.rs:
+# The Kubernetes releases gpu-policy supports (crates/policy-core/src/kubernetes_version.rs:
 # OLDEST..=NEWEST), 1.MINOR; the chart renders for each what it serves.
 OLDEST_MINOR, NEWEST_MINOR = 32, 37
 RELEASES = [f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1)]

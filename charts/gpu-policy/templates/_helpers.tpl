@@ -97,7 +97,7 @@ The bundled admission policies for the cluster's release; args: root, kind
 (validating or mutating). files/policies/ holds KIND-1.MINOR.yaml only for
 the releases whose output differs from the release before, so a release's
 file is the newest one at or below it. The cluster's minor is clamped to the
-supported releases (src/kubernetes_version.rs: OLDEST, NEWEST): a newer
+supported releases (crates/policy-core/src/kubernetes_version.rs: OLDEST, NEWEST): a newer
 cluster gets the newest release's policies. The path, or "" when no release
 up to the cluster's has one (no MutatingAdmissionPolicy before 1.34).
 */}}

@@ -18,7 +18,7 @@ use crate::support::generated_docs::assert_section;
 use crate::support::process::gpu_policy;
 
 const BEGIN: &str =
-    "<!-- coverage-table:begin: printed from the rule registry (src/policy/rules/mod.rs) -->\n";
+    "<!-- coverage-table:begin: printed from the rule registry (crates/policy-core/src/policy/rules/mod.rs) -->\n";
 const END: &str = "<!-- coverage-table:end -->\n";
 
 #[test]
@@ -74,7 +74,7 @@ fn the_docs_compatibility_table_is_the_programs() {
     );
     assert_section(
         "docs/compatibility.md",
-        "<!-- features:begin: printed from src/kubernetes_version.rs and the policy generators -->\n",
+        "<!-- features:begin: printed from crates/policy-core/src/kubernetes_version.rs and the policy generators -->\n",
         "<!-- features:end -->\n",
         table.trim_end(),
         "--test it admission_policies::coverage",
