@@ -95,11 +95,9 @@ async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Connection::Kubeconfig(path),
         None => Connection::Default,
     };
-    let client = cluster::connect(connection)
-        .await?
-        .context(
-            "cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod",
-        )?;
+    let client = cluster::connect(connection).await?.context(
+        "cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod",
+    )?;
     let write_api = match args.write_report {
         true => Some(
             cluster::report_api(&client, args.report_api.chosen(), ReportScope::Cluster).await?,

@@ -23,9 +23,10 @@ use super::digest::Digest;
 use super::dns::Dns;
 use super::error::RegistryError;
 use super::hosts::{AddressRefused, HostPolicy, origin_of};
-use super::lookup::{Failure, error_text};
+use super::lookup::Failure;
 use super::lookup_cache::{BoundedLru, lock, string_bytes};
 use super::oci::MANIFEST_ACCEPT;
+use super::reason::error_text;
 use crate::manifest::one_line;
 
 /// The OCI distribution spec's limit for manifests and indexes.

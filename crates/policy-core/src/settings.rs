@@ -13,10 +13,12 @@ use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 
 mod allowlist;
+mod error;
 mod image_table;
 mod registries;
 mod sharing;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
+pub use error::ConfigError;
 pub use image_table::{
     ImageEntry, ImageResolution, ImageRule, ImageTable, MAX_TIMEOUT, ResolutionMode,
 };
@@ -75,20 +77,6 @@ pub struct Config {
     pub dra_compute_affinity: DraComputeAffinity,
     /// R4 when no GPU node carries the labels its node affinity names.
     pub compute_affinity: ComputeAffinity,
-}
-
-/// Why a configuration could not be read, parsed or accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("config file {path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("config: {0}")]
-    Invalid(String),
 }
 
 /// `computeAffinity`: R4's node affinity.

@@ -39,14 +39,7 @@ use crate::poll;
 pub use ca_bundle::{WebhookKind, WebhookOutcome, WebhookStatus};
 pub use config::{DEFAULT_SERVICE, DEFAULT_SERVICE_NAMESPACE, RouteConfig, SecretRef};
 pub use error::SecretError;
-
-/// The Secret types the route fills: `Opaque`, as the install creates the
-/// Secret, and `kubernetes.io/tls`.
-pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
-/// Data key of the CA's private key (the other keys are [`CA_FILE`],
-/// [`CERT_FILE`] and [`KEY_FILE`]).
-pub const CA_KEY: &str = "ca.key";
+pub use verdict::{CA_KEY, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
 
 /// What a pass did with the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,6 @@ use rcgen::{KeyPair, PublicKeyData as _};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::{CA_KEY, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
 use crate::certs::pki::{
     DAY, SERVING_VALIDITY_DAYS, check_names, dedup_names, parse_pair, san_strings, verify_chain,
 };
@@ -61,6 +60,14 @@ pub(super) enum Verdict {
 }
 
 /// The data keys the route writes; a Secret with any other is not its own.
+/// The Secret types the route fills: `Opaque`, as the install creates the
+/// Secret, and `kubernetes.io/tls`.
+pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
+pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+/// Data key of the CA's private key (the other keys are [`CA_FILE`],
+/// [`CERT_FILE`] and [`KEY_FILE`]).
+pub const CA_KEY: &str = "ca.key";
+
 const KEYS: [&str; 4] = [CA_FILE, CA_KEY, CERT_FILE, KEY_FILE];
 
 /// Why a Secret is not one this route may manage or serve. One line.

@@ -17,8 +17,7 @@
 use crate::support::generated_docs::assert_section;
 use crate::support::process::gpu_policy;
 
-const BEGIN: &str =
-    "<!-- coverage-table:begin: printed from the rule registry (crates/policy-core/src/policy/rules/mod.rs) -->\n";
+const BEGIN: &str = "<!-- coverage-table:begin: printed from the rule registry (crates/policy-core/src/policy/rules/mod.rs) -->\n";
 const END: &str = "<!-- coverage-table:end -->\n";
 
 #[test]

@@ -21,6 +21,7 @@ pub mod container;
 pub mod dra;
 pub mod evaluation;
 pub mod evaluator;
+pub mod fields;
 pub mod images;
 pub mod message;
 pub mod patch;

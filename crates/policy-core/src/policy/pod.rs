@@ -10,11 +10,16 @@
 
 use std::collections::BTreeMap;
 
-use crate::document::{Array, Json, Object};
+use crate::document::{Json, Object};
 use json_patch::jsonptr::Pointer;
 
 pub use super::container::{ClaimUse, Container, ContainerKind, EnvEntry, GpuResource};
 use super::dra::claims::DraCount;
+pub use super::fields::ObjectError;
+use super::fields::{
+    FieldPath, array_field, as_object, fields, object_field, optional_array, optional_bool,
+    optional_object, optional_str, str_field,
+};
 use super::quantity::GpuCount;
 use super::sharing::{self, KaiFraction};
 use crate::settings::{HAMI_CARDS, Settings};
@@ -73,15 +78,6 @@ impl Shape {
             ),
         }
     }
-}
-
-/// An object whose fields the rules read have the wrong shape.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct ObjectError {
-    /// Dotted field path, e.g. `spec.containers[0].env`.
-    pub field: String,
-    pub problem: String,
 }
 
 /// Where a pod claim comes from.
@@ -528,163 +524,6 @@ impl<'a> Container<'a> {
             implied_cards: 0,
         })
     }
-}
-
-/// Where a field is, for error messages (`spec.containers[0].env`),
-/// spelled out only when there is an error.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum FieldPath<'p> {
-    /// Keys from the object's root (a pod template's place in its workload).
-    Keys(&'p [&'p str]),
-    Key(&'p FieldPath<'p>, &'p str),
-    Index(&'p FieldPath<'p>, usize),
-}
-
-impl FieldPath<'_> {
-    fn root() -> Self {
-        FieldPath::Keys(&[])
-    }
-
-    pub(crate) fn key<'a>(&'a self, key: &'a str) -> FieldPath<'a> {
-        FieldPath::Key(self, key)
-    }
-
-    pub(crate) fn index(&self, index: usize) -> FieldPath<'_> {
-        FieldPath::Index(self, index)
-    }
-
-    fn write_to(&self, out: &mut String) {
-        let push_key = |out: &mut String, key: &str| {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(key);
-        };
-        match self {
-            FieldPath::Keys(keys) => keys.iter().for_each(|key| push_key(out, key)),
-            FieldPath::Key(parent, key) => {
-                parent.write_to(out);
-                push_key(out, key);
-            }
-            FieldPath::Index(parent, index) => {
-                parent.write_to(out);
-                out.push('[');
-                out.push_str(&index.to_string());
-                out.push(']');
-            }
-        }
-    }
-
-    pub(crate) fn error(&self, problem: &str) -> ObjectError {
-        let mut field = String::new();
-        self.write_to(&mut field);
-        if field.is_empty() {
-            field.push_str("object");
-        }
-        ObjectError {
-            field,
-            problem: problem.to_owned(),
-        }
-    }
-}
-
-pub(crate) fn as_object<'a>(
-    value: Json<'a>,
-    path: &FieldPath<'_>,
-) -> Result<Object<'a>, ObjectError> {
-    value
-        .as_object()
-        .ok_or_else(|| path.error(&format!("must be an object, not {}", value.type_name())))
-}
-
-/// The member `key` of `parent`, unless it is missing or null.
-pub(crate) fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
-    parent.get(key).filter(|value| !value.is_null())
-}
-
-/// The members `keys` of `object`, in one pass over its members: of a
-/// repeated key the last, and null as missing.
-fn fields<'a, const N: usize>(object: Object<'a>, keys: [&str; N]) -> [Option<Json<'a>>; N] {
-    let mut found = [None; N];
-    for (key, value) in object {
-        if let Some(at) = keys.iter().position(|wanted| *wanted == key) {
-            found[at] = (!value.is_null()).then_some(value);
-        }
-    }
-    found
-}
-
-/// The field `key` (read with [`fields`] or [`member`]) read as `what`.
-fn typed_field<'a, T>(
-    field: Option<Json<'a>>,
-    key: &str,
-    path: &FieldPath<'_>,
-    read: fn(Json<'a>) -> Option<T>,
-    what: &str,
-) -> Result<Option<T>, ObjectError> {
-    match field {
-        None => Ok(None),
-        Some(value) => read(value).map(Some).ok_or_else(|| {
-            path.key(key)
-                .error(&format!("must be {what}, not {}", value.type_name()))
-        }),
-    }
-}
-
-fn object_field<'a>(
-    field: Option<Json<'a>>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Object<'a>>, ObjectError> {
-    typed_field(field, key, path, Json::as_object, "an object")
-}
-
-fn array_field<'a>(
-    field: Option<Json<'a>>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Array<'a>>, ObjectError> {
-    typed_field(field, key, path, Json::as_array, "a list")
-}
-
-fn str_field<'a>(
-    field: Option<Json<'a>>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<&'a str>, ObjectError> {
-    typed_field(field, key, path, Json::as_str, "a string")
-}
-
-pub(crate) fn optional_object<'a>(
-    parent: Object<'a>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Object<'a>>, ObjectError> {
-    object_field(member(parent, key), key, path)
-}
-
-pub(crate) fn optional_array<'a>(
-    parent: Object<'a>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Array<'a>>, ObjectError> {
-    array_field(member(parent, key), key, path)
-}
-
-pub(crate) fn optional_str<'a>(
-    parent: Object<'a>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<&'a str>, ObjectError> {
-    str_field(member(parent, key), key, path)
-}
-
-pub(crate) fn optional_bool(
-    parent: Object<'_>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<bool>, ObjectError> {
-    typed_field(member(parent, key), key, path, Json::as_bool, "a boolean")
 }
 
 #[cfg(test)]

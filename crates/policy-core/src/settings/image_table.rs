@@ -8,7 +8,7 @@ use std::time::Duration;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::error::ConfigError;
 use super::registries::{RegistryHosts, default_registries, split_authority};
 use crate::cuda::ComputeCapability;
 use crate::cuda::needs::ImageNeeds;

@@ -22,7 +22,7 @@
 use std::fmt;
 
 use crate::document::{Json, Object};
-use crate::policy::pod::{
+use crate::policy::fields::{
     FieldPath, ObjectError, as_object, member, optional_array, optional_bool, optional_object,
     optional_str,
 };
