@@ -10,7 +10,9 @@ LIST (`GET /api/v1/<plural>`, `/apis/<group>/<version>/<plural>`, and the
 namespaced forms) answers every object of that kind in one page, as a
 `PartialObjectMetadataList` when the client asks for metadata only. WATCH
 (`watch=1|true`) answers 200 and sends nothing until `timeoutSeconds`:
-nothing ever changes. `/version` says 1.35. Anything else is 404 with a Status. Every request is
+nothing ever changes. `/version` says 1.35, and `/apis/<group>` lists the
+versions of the group it holds (the caches ask which `resource.k8s.io`
+version is served). Anything else is 404 with a Status. Every request is
 logged to stderr, one line each. Standard library only.
 
 Usage: static_api.py PORT NAMESPACE
@@ -87,6 +89,16 @@ def handler(cluster):
             if url.path == "/version":
                 return self.answer(200, {"major": "1", "minor": "35", "gitVersion": "v1.35.0"})
             parts = [p for p in url.path.split("/") if p]
+            # /apis/<group>: the group's discovery, from the versions served.
+            if parts[:1] == ["apis"] and len(parts) == 2:
+                versions = sorted({v.split("/")[1] for v, _ in cluster
+                                   if v.startswith(parts[1] + "/")}, reverse=True)
+                if versions:
+                    served = [{"groupVersion": f"{parts[1]}/{v}", "version": v}
+                              for v in versions]
+                    return self.answer(200, {"kind": "APIGroup", "apiVersion": "v1",
+                                             "name": parts[1], "versions": served,
+                                             "preferredVersion": served[0]})
             # /api/v1/... or /apis/<group>/<version>/...
             if parts[:1] == ["api"]:
                 version, rest = parts[1], parts[2:]

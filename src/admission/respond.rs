@@ -5,7 +5,7 @@
 //! endpoint's [`Answer`] ([`answer`], [`respond`]).
 //!
 //! It reads the request decoded by [`super::wire`] and decides through
-//! [`super::answer`]; neither knows of it.
+//! [`super::answer`](mod@super::answer); neither knows of it.
 
 use std::collections::BTreeMap;
 

@@ -61,7 +61,7 @@ impl Paged {
 }
 
 /// Lists the objects of one kind in a namespace a page at a time, as
-/// [`list_paged`] does, with no selector; a name no namespace may have is
+/// `list_paged` does, with no selector; a name no namespace may have is
 /// listed as empty, without a request (it would change the path).
 pub async fn list_pages(
     client: &Client,

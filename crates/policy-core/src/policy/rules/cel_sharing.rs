@@ -37,11 +37,11 @@
 //! `int`), which is exact for any `maxPerContainer` below 10^18; such a
 //! count adds 1 card to the pod's count (the pod is denied either way).
 //! HAMi's values are checked in one pass (`shareProblems`, see
-//! [`share_ok`]), whose message is the webhook's, one per problem and
-//! resource ([`share_keys`]; the API server refuses such values in a pod
+//! `share_ok`), whose message is the webhook's, one per problem and
+//! resource (`share_keys`; the API server refuses such values in a pod
 //! before admission policies run, but `check --engine cel` reads them); a
 //! percentage above 100, which reaches them, has its own
-//! ([`percent_problems`]). Every message is a template of
+//! (`percent_problems`). Every message is a template of
 //! `policy::rules::bounded_requests::sharing`.
 
 use super::cel::{Validation, Variable};

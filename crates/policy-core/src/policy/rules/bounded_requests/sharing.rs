@@ -68,7 +68,7 @@ pub const KAI_CONTAINER: MessageTemplate = MessageTemplate::new(
     "pod annotation gpu-fraction-container-name={value} names no container of the pod",
 );
 /// A HAMi share value that is no whole number: as
-/// [`super::bounded_requests::INVALID_VALUE`].
+/// [`super::INVALID_VALUE`].
 pub const SHARE_INVALID: MessageTemplate = MessageTemplate::new(
     "{containers}: {field}.{resource} {reason}; a HAMi share is a whole number \
      (MiB for gpumem, percent for gpucores and gpumem-percentage)",

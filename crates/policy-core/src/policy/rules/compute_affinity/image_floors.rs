@@ -1,5 +1,5 @@
 //! What the images of some of a pod's GPU containers need, for R4's two
-//! halves: node affinity ([`super::compute_affinity`]) and the claims
+//! halves: node affinity ([`compute_affinity`](super)) and the claims
 //! ([`super::dra_floors`]).
 //!
 //! Reads: the containers' `image`, their `NVIDIA_REQUIRE_CUDA` and
