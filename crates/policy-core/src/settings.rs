@@ -298,6 +298,13 @@ impl Settings {
         !self.config.gpu_sharing.is_share_resource(name) && self.resource_patterns.is_match(name)
     }
 
+    /// Whether the `gpuResources` pattern at `index` (in the order of
+    /// [`Config::gpu_resources`]) matches `name`, as [`Self::is_gpu_resource`]
+    /// matches it.
+    pub fn gpu_resource_pattern_matches(&self, index: usize, name: &str) -> bool {
+        index < self.resource_patterns.len() && self.resource_patterns.matches(name).matched(index)
+    }
+
     /// A HAMi share resource (`nvidia.com/gpumem`, ...), when HAMi is on.
     pub fn is_share_resource(&self, name: &str) -> bool {
         self.config.gpu_sharing.is_share_resource(name)

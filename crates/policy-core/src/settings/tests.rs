@@ -196,6 +196,21 @@ fn resource_patterns(#[case] pattern: &str, #[case] name: &str, #[case] expected
     assert_eq!(patterns.is_match(name), expected);
 }
 
+/// Each pattern answers for itself, in the order of `gpuResources`: the
+/// generated policies ask which HAMi share names one pattern matches.
+#[test]
+fn each_resource_pattern_answers_by_its_place() {
+    let settings = Settings::from_yaml(
+        "gpuResources: [\"example.com/gpu\", \"nvidia.com/gpu*\"]\n",
+        "config.yaml",
+    )
+    .expect("valid");
+    assert!(!settings.gpu_resource_pattern_matches(0, "nvidia.com/gpumem"));
+    assert!(settings.gpu_resource_pattern_matches(1, "nvidia.com/gpumem"));
+    assert!(settings.gpu_resource_pattern_matches(0, "example.com/gpu"));
+    assert!(!settings.gpu_resource_pattern_matches(2, "example.com/gpu"));
+}
+
 fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()

@@ -111,11 +111,12 @@ pub fn gpu_resource(settings: &Settings, k: &str) -> String {
         .config()
         .gpu_resources
         .iter()
-        .filter_map(|pattern| {
+        .enumerate()
+        .filter_map(|(index, pattern)| {
             let excluded: Vec<&str> = shares
                 .iter()
                 .copied()
-                .filter(|name| pattern_matches(pattern, name))
+                .filter(|name| settings.gpu_resource_pattern_matches(index, name))
                 .collect();
             match (pattern.contains('*'), excluded.is_empty()) {
                 (false, true) => Some(format!("{k} == {}", string(pattern))),
@@ -139,29 +140,6 @@ pub fn gpu_resource(settings: &Settings, k: &str) -> String {
         0 => "false".to_owned(),
         _ => format!("({})", tests.join(" || ")),
     }
-}
-
-/// Whether the `gpuResources` pattern matches `name` (`*`: any run of
-/// characters), as the settings match it.
-fn pattern_matches(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let Some(first) = parts.next() else {
-        return false;
-    };
-    let Some(mut remaining) = name.strip_prefix(first) else {
-        return false;
-    };
-    let rest: Vec<&str> = parts.collect();
-    let Some((last, middle)) = rest.split_last() else {
-        return remaining.is_empty();
-    };
-    for part in middle {
-        match remaining.find(part) {
-            Some(at) => remaining = &remaining[at + part.len()..],
-            None => return false,
-        }
-    }
-    remaining.ends_with(last)
 }
 
 /// RE2 text matching `text` literally; special characters go in a
