@@ -1,6 +1,8 @@
 //! The reports' table tests: each finding's result, the summaries, the
 //! severities, the properties, the two APIs.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use super::*;
@@ -166,6 +168,42 @@ fn a_result_names_its_object_and_speaks_without_the_prefix() {
         results_of(&workload, AT)[1].message,
         "its pods would pin NVIDIA_VISIBLE_DEVICES=void"
     );
+}
+
+/// Each rule's declared severity is the one docs/operations.md's
+/// "Severities" table promises report readers, for a violation and for a
+/// change, and the table names every rule.
+#[test]
+fn declared_severities_are_the_documented_ones() {
+    let docs = include_str!("../../docs/operations.md");
+    let table = docs
+        .split_once("**Severities.**")
+        .map(|(_, after)| after)
+        .unwrap_or_default();
+    let mut documented = BTreeMap::new();
+    for row in table.lines().skip_while(|line| !line.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let [_, rules, fail, change, _] = cells[..] else {
+            break;
+        };
+        let rules = rules.split(':').next().unwrap_or_default();
+        for name in rules.split('`').skip(1).step_by(2) {
+            documented.insert(name.to_owned(), (fail.to_owned(), change.to_owned()));
+        }
+    }
+    let named = |severity: Severity| json!(severity).as_str().unwrap_or_default().to_owned();
+    for &rule in RuleId::ALL {
+        let declared = rule.rule().severity;
+        let (fail, change) = documented
+            .get(rule.as_str())
+            .unwrap_or_else(|| panic!("{rule} is not in the table: {documented:?}"));
+        assert_eq!(*fail, format!("`{}`", named(declared)), "{rule}");
+        assert!(
+            change.starts_with(&format!("`{}`", named(declared.lower()))),
+            "{rule}: {change}"
+        );
+    }
+    assert_eq!(documented.len(), RuleId::ALL.len(), "{documented:?}");
 }
 
 /// A violation weighs what its rule declares, a change one step less.
