@@ -10,8 +10,8 @@ use crate::document::{Document, Json};
 use super::cluster::{ClusterFacts, ClusterSnapshot, NodeFacts};
 use super::dra::ClaimFacts;
 use super::dra::claims::ClaimKind;
-use super::dra::input::InputClaims;
 use super::dra::owner::{GeneratedClaim, OwnerPod, ReadClaim, ReadPod};
+use super::dra::tables::ClaimTables;
 use super::{
     Evaluation, Evaluator, Form, Identity, ImageFacts, RuleId, Scope, Shape, Subject,
     scope_for_update,
@@ -37,7 +37,7 @@ fn run(
 /// ResourceClaimTemplates, DeviceClasses), as `check` resolves them.
 pub fn evaluate_with_claims(pod: &Value, objects: &[Value], settings: &Settings) -> Evaluation {
     let refs: Vec<&Value> = objects.iter().collect();
-    let claims = InputClaims::collect(&refs, namespace_of(pod), settings);
+    let claims = ClaimTables::collect(&refs, namespace_of(pod), settings);
     run_in(pod, &Scope::Whole, settings, &[], None, None, Some(&claims))
 }
 
@@ -229,7 +229,7 @@ pub fn evaluate_claim_for(
 ) -> Evaluation {
     let namespace = namespace_of(claim);
     let refs: Vec<&Value> = objects.iter().collect();
-    let claims = InputClaims::collect(&refs, namespace, settings);
+    let claims = ClaimTables::collect(&refs, namespace, settings);
     let namespace_settings = settings.for_namespace(&annotation_map(namespace_annotations));
     let evaluator = Evaluator {
         claims: Some(&claims),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::allocation::{
-    AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for,
+    AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for, read_slice,
 };
 use super::{ClaimFacts, Resolved};
 use crate::document::Document;
@@ -166,6 +166,49 @@ impl ClaimTables {
                 .device_classes
                 .get(class)
                 .is_some_and(|info| info.hands_out_gpus(settings))
+    }
+
+    /// The tables of `check`'s input (a kustomize build or a directory of
+    /// manifests): its ResourceClaimTemplates, ResourceClaims, DeviceClasses
+    /// and ResourceSlices, read as the cluster view reads them, so `check`
+    /// on a claim and its slice judges as the webhook does. Objects that
+    /// name no namespace are in `default_namespace`.
+    pub fn collect(objects: &[&Value], default_namespace: &str, settings: &Settings) -> Self {
+        let mut tables = ClaimTables {
+            settings: GpuSettings::new(Arc::new(settings.clone())),
+            ..ClaimTables::default()
+        };
+        for (index, object) in objects.iter().enumerate() {
+            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+            let name = text("/metadata/name");
+            match (text("/kind"), name) {
+                (Some("DeviceClass"), Some(name)) => {
+                    let class = DeviceClassInfo::of(object);
+                    tables.device_classes.insert(name.to_owned(), class);
+                }
+                (Some("ResourceSlice"), _) => {
+                    // `#` begins no object name: a slice without one is kept too.
+                    let name = name.map_or_else(|| format!("#{index}"), str::to_owned);
+                    if let Some(slice) = read_slice(object) {
+                        tables.slices.insert(name, slice);
+                    }
+                }
+                (Some(kind), Some(name)) => {
+                    let Some(kind) = ClaimKind::of_kind(kind) else {
+                        continue;
+                    };
+                    let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
+                    let table = match kind {
+                        ClaimKind::Template => &mut tables.templates,
+                        ClaimKind::Claim => &mut tables.claims,
+                    };
+                    let key = (namespace.to_owned(), name.to_owned());
+                    table.insert(key, KeptClaim::of(name, object, kind));
+                }
+                _ => {}
+            }
+        }
+        tables
     }
 
     fn resolve(
