@@ -3,13 +3,6 @@
 //! ([`ClaimSpec`]), a claim's allocation and owner Pod
 //! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device
 //! versions, and what decides whether a DeviceClass hands out GPUs.
-//!
-//! A device class hands out GPUs when its name is in `gpuDeviceClasses`,
-//! its `extendedResourceName` is a GPU resource, or one of its CEL
-//! selectors selects the driver `gpu.nvidia.com` ([`DeviceClassInfo`],
-//! shared with `check`). That is decided when a claim is read, with the
-//! settings in force, so a DeviceClass that arrives after a claim, or a
-//! `gpuDeviceClasses` entry added at reload, still counts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,8 +19,12 @@ use crate::settings::Settings;
 
 pub use super::allocation::GPU_DRIVER;
 
-/// What decides whether a DeviceClass hands out GPUs, whatever the
-/// settings.
+/// What decides whether a DeviceClass hands out GPUs: its name is in
+/// `gpuDeviceClasses`, its `extendedResourceName` is a GPU resource, or one
+/// of its CEL selectors selects the driver `gpu.nvidia.com`. Decided when a
+/// claim is read, with the settings in force, so a DeviceClass that
+/// arrives after a claim, or a `gpuDeviceClasses` entry added at reload,
+/// still counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceClassInfo {
     /// A CEL selector compares `device.driver` with `gpu.nvidia.com`.
@@ -37,7 +34,6 @@ pub struct DeviceClassInfo {
 }
 
 impl DeviceClassInfo {
-    /// Reads a DeviceClass object.
     pub fn of(class: &Value) -> Self {
         let wanted = [
             format!("device.driver==\"{GPU_DRIVER}\""),
