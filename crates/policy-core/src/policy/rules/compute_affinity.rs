@@ -31,7 +31,7 @@
 //! that no node meets it (`require`). Reads, of the nodes, their GPU
 //! allocatable and whether they carry those labels (`NodeFacts`).
 //!
-//! On an update of the pod, [`update`] (the floors are not computed
+//! On an update of the pod, `update.rs` (the floors are not computed
 //! again).
 //!
 //! Without a minimum or a driver floor from any source nothing is injected.
