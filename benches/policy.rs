@@ -47,7 +47,7 @@ use serde_json::{Value, json};
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::owner::{OwnerDocument, OwnerRead};
 use gpu_policy::admission::{Endpoint, decode, respond, subject};
-use gpu_policy::policy::dra::input::InputClaims;
+use gpu_policy::policy::dra::tables::ClaimTables;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 
@@ -237,7 +237,7 @@ fn webhook(c: &mut Criterion) {
         .find(|o| o["kind"] == "ResourceClaimTemplate")
         .expect("the fixture's template");
     template["metadata"]["namespace"] = json!(NAMESPACE);
-    let input_claims = InputClaims::collect(&[&template], NAMESPACE, &settings);
+    let input_claims = ClaimTables::collect(&[&template], NAMESPACE, &settings);
     let dra_claims: Option<&dyn ClaimFacts> = Some(&input_claims);
     let dra = response_of(
         DRA_POD,
@@ -363,7 +363,7 @@ fn dra_floors(c: &mut Criterion) {
             "containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.12-py3",
                 "resources": {"claims": [{"name": "gpu"}]}}]}}));
     let shared = shared_claim();
-    let input_claims = InputClaims::collect(&[&shared], NAMESPACE, &settings);
+    let input_claims = ClaimTables::collect(&[&shared], NAMESPACE, &settings);
 
     let run = |body: &[u8], endpoint: Endpoint, owner: Option<&OwnerRead>| -> Vec<u8> {
         let request = decode(body).expect("review decodes");

@@ -18,7 +18,7 @@ use crate::document::{Document, Json};
 use super::answer::{Mode, decide, unreadable};
 use super::images;
 use super::kinds::ObjectKind;
-use crate::policy::dra::input::InputClaims;
+use crate::policy::dra::tables::ClaimTables;
 use crate::policy::pod::ClaimSource;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, NodeFacts, Notice, PodView,
@@ -150,7 +150,7 @@ enum Claims<'a> {
     Alone,
     /// In the objects of one input: the ResourceClaimTemplates,
     /// ResourceClaims and DeviceClasses among them (`check -f`).
-    Input(InputClaims),
+    Input(ClaimTables),
     /// In the cluster, which also answers the rules' other questions
     /// (`audit`).
     Cluster(&'a dyn ClusterFacts),
@@ -203,7 +203,7 @@ impl<'a> Checker<'a> {
     /// The objects of one input, evaluated together: their pods' DRA claims
     /// resolve from the claims, templates and DeviceClasses among them.
     pub fn with_input(mut self, objects: &[&Value]) -> Self {
-        self.claims = Claims::Input(InputClaims::collect(objects, self.namespace, self.settings));
+        self.claims = Claims::Input(ClaimTables::collect(objects, self.namespace, self.settings));
         self
     }
 
@@ -312,10 +312,10 @@ impl<'a> Checker<'a> {
     fn claims_of<'s>(
         &'s self,
         object: &Value,
-        alone: &'s mut Option<InputClaims>,
+        alone: &'s mut Option<ClaimTables>,
     ) -> &'s dyn ClaimFacts {
         match &self.claims {
-            Claims::Alone => alone.insert(InputClaims::collect(
+            Claims::Alone => alone.insert(ClaimTables::collect(
                 &[object],
                 self.namespace,
                 self.settings,

@@ -18,6 +18,7 @@ use crate::admission::checker::{Checker, ObjectReport};
 use crate::admission::{Mode, Workload};
 use crate::cluster::{self, Cleanup, Connection};
 use crate::manifest::Document;
+use crate::policy::ClusterFacts;
 use crate::policy::dra::claims::ClaimKind;
 use crate::reports::{self, ReportApi, ReportScope, Timestamp};
 use crate::settings::{MODE_LABEL, Settings};
@@ -162,7 +163,8 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let mut documents = Vec::new();
     let mut reports = Vec::new();
     for (namespace, mode) in &targets {
-        let annotations: BTreeMap<String, String> = snapshot.namespace_annotations_of(namespace);
+        let annotations: BTreeMap<String, String> =
+            ClusterFacts::namespace_annotations(&snapshot, namespace);
         let checker = Checker::new(&settings, *mode, namespace)
             .with_annotations(&annotations)
             .with_cluster(&snapshot);

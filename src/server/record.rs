@@ -78,8 +78,8 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Ans
         decision,
     );
     for (rules, finding) in [
-        (&answer.changes, Finding::Change),
-        (&answer.violations, Finding::Violation),
+        (answer.changes, Finding::Change),
+        (answer.violations, Finding::Violation),
     ] {
         for rule in rules {
             metrics.count_finding(rule, finding);
@@ -204,7 +204,7 @@ enum RuleList {
 
 impl RuleList {
     fn of(answer: &Answer) -> Self {
-        let mut rules = answer.changes.iter().chain(&answer.violations);
+        let mut rules = answer.changes.iter().chain(answer.violations);
         match (rules.next(), rules.next()) {
             (None, _) => RuleList::Static(""),
             (Some(only), None) => RuleList::Static(only.as_str()),

@@ -38,7 +38,7 @@ use crate::support::script::run_ok;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gpu_policy::admission::{self, Endpoint};
-use gpu_policy::policy::dra::input::InputClaims;
+use gpu_policy::policy::dra::tables::ClaimTables;
 use gpu_policy::policy::{ClaimFacts, Evaluator};
 use gpu_policy::settings::Settings;
 use proptest::strategy::{Strategy, ValueTree};
@@ -246,7 +246,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
         .unwrap_or_else(|err| panic!("{name}: the review does not decode: {err}"));
     let namespace_settings = settings.for_namespace(&admission.namespace_annotations);
     let objects: Vec<&Value> = admission.claim_objects.iter().collect();
-    let input = InputClaims::collect(&objects, &admission.namespace, settings);
+    let input = ClaimTables::collect(&objects, &admission.namespace, settings);
     let evaluator = Evaluator {
         settings,
         namespace: &namespace_settings,

@@ -157,13 +157,22 @@ fn flatten(
             message: format!(
                 "document {} is not a Kubernetes object (found {})",
                 index + 1,
-                match other {
-                    Value::String(_) => "a string",
-                    Value::Number(_) => "a number",
-                    _ => "a boolean",
-                }
+                json_type(&other)
             ),
         }),
+    }
+}
+
+/// What kind of JSON value this is, for messages about a field of the
+/// wrong type (`must be a list, not a string`).
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::policy::message::json_type;
+use crate::manifest::json_type;
 
 /// A field of the test file that is not what the schema says.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

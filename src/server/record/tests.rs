@@ -176,12 +176,12 @@ fn rules_are_listed_changes_first_and_all_fit() {
         RuleList::of(&answer).as_str(),
         "visible-devices,runtime-class,bounded-requests"
     );
-    answer.changes.extend(RuleId::ALL);
-    answer.violations.extend(RuleId::ALL);
+    answer.changes.extend(RuleId::ALL.iter().copied());
+    answer.violations.extend(RuleId::ALL.iter().copied());
     let everything = answer
         .changes
         .iter()
-        .chain(&answer.violations)
+        .chain(answer.violations)
         .map(|rule| rule.as_str())
         .collect::<Vec<_>>()
         .join(",");

@@ -14,8 +14,8 @@ use std::sync::LazyLock;
 use gpu_policy::admission::Endpoint;
 use gpu_policy::document::Document;
 use gpu_policy::policy::dra::claims::{ClaimKind, DraCount, parse_object};
-use gpu_policy::policy::dra::input::InputClaims;
 use gpu_policy::policy::dra::resolution::resolve;
+use gpu_policy::policy::dra::tables::ClaimTables;
 use gpu_policy::policy::{PodView, RuleId, Scope, Shape, Subject};
 use gpu_policy::settings::MAX_GPUS_PER_POD_ANNOTATION;
 
@@ -129,7 +129,7 @@ proptest! {
         let pod = case.pod();
         let objects = case.objects();
         let refs: Vec<&Value> = objects.iter().collect();
-        let input = InputClaims::collect(&refs, NAMESPACE, &SETTINGS);
+        let input = ClaimTables::collect(&refs, NAMESPACE, &SETTINGS);
         let document = Document::from_value(&pod);
         let mut view = match PodView::parse(document.root(), Shape::Pod, &SETTINGS) {
             Ok(Some(view)) => view,

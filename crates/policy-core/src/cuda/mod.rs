@@ -6,48 +6,77 @@
 pub mod needs;
 pub mod requirement;
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 
 pub use needs::{DISABLE_REQUIRE_ENV, ImageNeeds, REQUIRE_CUDA_ENV};
 pub use requirement::{CudaVersion, DriverFloor, Requirement};
 
-/// A CUDA compute capability `major.minor`, as GFD publishes it in the
-/// `nvidia.com/gpu.compute.major` / `.minor` node labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ComputeCapability {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl ComputeCapability {
-    pub const fn new(major: u32, minor: u32) -> Self {
-        Self { major, minor }
-    }
-}
-
-impl fmt::Display for ComputeCapability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a compute capability (expected MAJOR.MINOR, e.g. \"8.0\")")]
-pub struct ComputeCapabilityError(String);
-
-impl FromStr for ComputeCapability {
-    type Err = ComputeCapabilityError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match numbers(s, 2, 3) {
-            Some([major, minor, _]) => Ok(Self::new(major, minor)),
-            None => Err(ComputeCapabilityError(s.to_owned())),
+/// A `major.minor` version type, read from text by `$read` (which gives
+/// the first numbers, see [`numbers`]), written as `major.minor`, and
+/// deserialized from text or a YAML number (`7.5`).
+macro_rules! major_minor {
+    ($(#[$doc:meta])* $name:ident, $error:ident, $what:literal, $example:literal, $read:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name {
+            pub major: u32,
+            pub minor: u32,
         }
-    }
+
+        impl $name {
+            pub const fn new(major: u32, minor: u32) -> Self {
+                Self { major, minor }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}.{}", self.major, self.minor)
+            }
+        }
+
+        #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+        #[error("{0:?} is not {what} (expected MAJOR.MINOR, e.g. \"{example}\")", what = $what, example = $example)]
+        pub struct $error(String);
+
+        impl std::str::FromStr for $name {
+            type Err = $error;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let read: fn(&str) -> Option<[u32; 3]> = $read;
+                match read(s) {
+                    Some([major, minor, _]) => Ok(Self::new(major, minor)),
+                    None => Err($error(s.to_owned())),
+                }
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                $crate::cuda::version_text(deserializer)?
+                    .parse()
+                    .map_err(serde::de::Error::custom)
+            }
+        }
+    };
 }
+pub(crate) use major_minor;
+
+major_minor!(
+    /// A CUDA compute capability `major.minor`, as GFD publishes it in the
+    /// `nvidia.com/gpu.compute.major` / `.minor` node labels.
+    ComputeCapability,
+    ComputeCapabilityError,
+    "a compute capability",
+    "8.0",
+    |text| numbers(text, 2, 3)
+);
 
 /// Up to `parts` dot-separated numbers of at most `digits` digits each:
 /// the first three, 0 for those absent.
@@ -83,19 +112,4 @@ pub fn version_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String
         Raw::Integer(n) => n.to_string(),
         Raw::Float(f) => f.to_string(),
     })
-}
-
-impl Serialize for ComputeCapability {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ComputeCapability {
-    /// Accepts `"8.0"` and an unquoted YAML number (`7.5`).
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        version_text(deserializer)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
 }

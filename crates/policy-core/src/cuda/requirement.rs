@@ -33,10 +33,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use crate::cuda::{numbers, version_text};
+use crate::cuda::numbers;
 
 /// GFD's labels for the CUDA version the driver supports and the driver
 /// version.
@@ -53,55 +52,16 @@ pub const OLD_DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver.minor";
 /// The highest CUDA floor every supported driver meets.
 const ALWAYS_MET: CudaVersion = CudaVersion::new(9, 0);
 
-/// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC images'
-/// `CUDA_VERSION=12.3.2.001`; the patch level never matters to a driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CudaVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl CudaVersion {
-    pub const fn new(major: u32, minor: u32) -> Self {
-        Self { major, minor }
-    }
-}
-
-impl fmt::Display for CudaVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a CUDA version (expected MAJOR.MINOR, e.g. \"13.1\")")]
-pub struct CudaVersionError(String);
-
-impl FromStr for CudaVersion {
-    type Err = CudaVersionError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match numbers(s.trim(), 4, 6) {
-            Some([major, minor, _]) => Ok(Self::new(major, minor)),
-            None => Err(CudaVersionError(s.to_owned())),
-        }
-    }
-}
-
-impl Serialize for CudaVersion {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for CudaVersion {
-    /// Accepts `"13.1"` and an unquoted YAML number (`12.8`).
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        version_text(deserializer)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
+crate::cuda::major_minor!(
+    /// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC
+    /// images' `CUDA_VERSION=12.3.2.001`; the patch level never matters to
+    /// a driver.
+    CudaVersion,
+    CudaVersionError,
+    "a CUDA version",
+    "13.1",
+    |text| numbers(text.trim(), 4, 6)
+);
 
 /// A driver version `major.minor` (the revision is rounded into the bound).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -563,8 +523,9 @@ fn expression(key: &str, operator: &str, values: &[u32]) -> Value {
     json!({"key": key, "operator": operator, "values": values})
 }
 
-/// `major.minor >= floor` on a pair of labels, as alternatives.
-fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec<Vec<Value>> {
+/// `major.minor >= floor` on a pair of labels, as alternatives (one
+/// empty alternative when every value is).
+pub fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec<Vec<Value>> {
     if minor == 0 {
         if major == 0 {
             return vec![Vec::new()];

@@ -145,13 +145,6 @@ impl NodeGpus {
     }
 }
 
-impl ClusterSnapshot {
-    /// The kept annotations of a namespace (empty when unknown).
-    pub fn namespace_annotations_of(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespaces.get(namespace).cloned().unwrap_or_default()
-    }
-}
-
 /// Claims resolve from the snapshot's DRA tables.
 impl ClaimFacts for ClusterSnapshot {
     fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved {
@@ -205,7 +198,7 @@ impl ClusterFacts for ClusterSnapshot {
     }
 
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespace_annotations_of(namespace)
+        self.namespaces.get(namespace).cloned().unwrap_or_default()
     }
 }
 

@@ -24,14 +24,12 @@ pub struct Violation {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     pub rule: RuleId,
-    /// What the change does, for people (`pin NVIDIA_VISIBLE_DEVICES=void in
-    /// container "app"`).
+    /// As [`Mutation::summary`].
     pub summary: String,
     /// Where its operations are in [`Evaluation::patch`]
     /// ([`Evaluation::operations`]).
     pub operations: Range<usize>,
-    /// The change removes or replaces something the author wrote (as opposed
-    /// to adding what they did not write). Templates are warned about these.
+    /// As [`Mutation::overrides_author`].
     pub overrides_author: bool,
 }
 
@@ -41,7 +39,6 @@ pub struct Evaluation {
     pub changes: Vec<Change>,
     pub violations: Vec<Violation>,
     pub notices: Vec<Notice>,
-    /// The allowlist entry that exempts the object, if any.
     pub allowlisted: Option<AllowlistEntry>,
     /// The whole JSON Patch for the object: every change's operations plus
     /// the `gpu-policy.io/mutations` record. Empty when nothing changes.

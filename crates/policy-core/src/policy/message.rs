@@ -13,19 +13,6 @@ use crate::settings::NamespaceSettings;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message(String);
 
-/// What kind of JSON value this is, for messages about a field of the
-/// wrong type (`must be a list, not a string`).
-pub fn json_type(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "a list",
-        serde_json::Value::Object(_) => "an object",
-    }
-}
-
 impl Message {
     /// What every message starts with.
     pub const PREFIX: &str = "gpu-policy: ";
@@ -298,11 +285,6 @@ impl fmt::Display for Notice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.message.fmt(f)
     }
-}
-
-/// `container "a"` or `containers "a", "b"`: PSA-style aggregation.
-pub fn containers_phrase<'s>(names: impl IntoIterator<Item = &'s str>) -> String {
-    quoted_list("container", "containers", names)
 }
 
 /// How many names a list of a message names; the rest are counted

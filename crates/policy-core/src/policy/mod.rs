@@ -1,19 +1,8 @@
-//! The policy: six rules over the raw JSON of a pod or pod template.
-//!
-//! Every rule is one file and one pure function from a [`RuleInput`] to
-//! [`Findings`]: changes (JSON Patch operations on the raw object),
-//! violations and notices. [`rules::entries`] lists the rules once;
-//! [`Evaluator::evaluate`] runs them and tags what each finds with its stable
-//! [`RuleId`]. Nothing here logs, reads a clock or touches the network, so
-//! the offline `check`, the webhook and the audit give the same answers.
-//!
-//! This file only declares and re-exports; each item lives in the file
-//! below that names it, and every file uses only files beneath it: the
-//! vocabulary ([`rule_id`], [`message`], [`patch`], [`quantity`]), the
-//! view of a pod ([`container`], [`sharing`], [`pod`]) and of the object
-//! under evaluation ([`subject`]), what a rule is ([`rules::rule`]), the
-//! rules and their registry ([`rules`]), and on top the [`evaluation`] the
-//! [`evaluator`] assembles.
+//! The policy: the rules over the raw JSON of a pod, a pod template or a
+//! DRA claim. [`rules::entries`] lists them once; [`Evaluator::evaluate`]
+//! runs them and tags what each finds with its stable [`RuleId`]. Nothing
+//! here logs, reads a clock or touches the network, so the offline
+//! `check`, the webhook and the audit give the same answers.
 
 pub mod claim_owner;
 pub mod cluster;
@@ -43,7 +32,7 @@ pub use dra::ClaimFacts;
 pub use evaluation::{Change, Evaluation, Violation};
 pub use evaluator::Evaluator;
 pub use images::ImageFacts;
-pub use message::{Message, Notice, NoticeKind, containers_phrase, quoted_list};
+pub use message::{Message, Notice, NoticeKind, quoted_list};
 pub use patch::add;
 pub use pod::{Container, ContainerKind, ObjectError, PodView, Shape};
 pub use rule_id::RuleSet;

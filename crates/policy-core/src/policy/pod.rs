@@ -17,7 +17,7 @@ pub use super::container::{ClaimUse, Container, ContainerKind, EnvEntry, GpuReso
 use super::dra::claims::DraCount;
 pub use super::fields::ObjectError;
 use super::fields::{
-    FieldPath, array_field, as_object, fields, object_field, optional_array, optional_bool,
+    FieldPath, array_field, as_object, fields, member, object_field, optional_array, optional_bool,
     optional_object, optional_str, str_field,
 };
 use super::quantity::GpuCount;
@@ -138,7 +138,7 @@ impl<'a> PodView<'a> {
         let template_path = shape.template_path();
         let mut template = as_object(object, &FieldPath::root())?;
         for (depth, key) in template_path.iter().enumerate() {
-            match template.get(key).filter(|value| !value.is_null()) {
+            match member(template, key) {
                 None => return Ok(None),
                 Some(value) => {
                     template = as_object(value, &FieldPath::Keys(&template_path[..=depth]))?;
@@ -161,7 +161,7 @@ impl<'a> PodView<'a> {
             }
         }
         let spec_path = path.key("spec");
-        let spec = match template.get("spec").filter(|value| !value.is_null()) {
+        let spec = match member(template, "spec") {
             None if shape == Shape::Pod => return Err(spec_path.error("is missing")),
             None => return Ok(None),
             Some(value) => as_object(value, &spec_path)?,

@@ -16,10 +16,8 @@ use super::pod::Shape;
 /// [`PodView`](super::PodView) or by the claim reader alone.
 #[derive(Debug, Clone)]
 pub struct Subject<'a> {
-    /// The object as it was sent, raw.
     pub object: Json<'a>,
     pub form: Form<'a>,
-    /// The namespace the object lives in.
     pub namespace: &'a str,
     /// The pod before an update ([`Scope::Update`]): what the update is
     /// judged against.
@@ -86,7 +84,6 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// A ResourceClaim or ResourceClaimTemplate.
     pub fn claim(object: Json<'a>, kind: ClaimKind, namespace: &'a str) -> Self {
         Self {
             object,

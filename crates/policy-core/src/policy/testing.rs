@@ -10,12 +10,9 @@ use crate::document::{Document, Json};
 use super::cluster::{ClusterFacts, ClusterSnapshot, NodeFacts};
 use super::dra::ClaimFacts;
 use super::dra::claims::ClaimKind;
-use super::dra::input::InputClaims;
 use super::dra::owner::{GeneratedClaim, OwnerPod, ReadClaim, ReadPod};
-use super::{
-    Evaluation, Evaluator, Form, Identity, ImageFacts, RuleId, Scope, Shape, Subject,
-    scope_for_update,
-};
+use super::dra::tables::ClaimTables;
+use super::{Evaluation, Evaluator, ImageFacts, RuleId, Scope, Subject, scope_for_update};
 use crate::settings::Settings;
 
 fn namespace_of(pod: &Value) -> &str {
@@ -24,20 +21,11 @@ fn namespace_of(pod: &Value) -> &str {
         .unwrap_or("default")
 }
 
-fn run(
-    pod: &Value,
-    scope: &Scope,
-    settings: &Settings,
-    annotations: &[(&str, &str)],
-) -> Evaluation {
-    run_in(pod, scope, settings, annotations, None, None, None)
-}
-
 /// Evaluates a pod whose claims resolve from `objects` (ResourceClaims,
 /// ResourceClaimTemplates, DeviceClasses), as `check` resolves them.
 pub fn evaluate_with_claims(pod: &Value, objects: &[Value], settings: &Settings) -> Evaluation {
     let refs: Vec<&Value> = objects.iter().collect();
-    let claims = InputClaims::collect(&refs, namespace_of(pod), settings);
+    let claims = ClaimTables::collect(&refs, namespace_of(pod), settings);
     run_in(pod, &Scope::Whole, settings, &[], None, None, Some(&claims))
 }
 
@@ -65,19 +53,11 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
     let settings = Settings::default();
     let namespace_settings = settings.for_namespace(&BTreeMap::new());
     let evaluator = Evaluator::of_cluster(&settings, &namespace_settings, None, Some(images));
-    // Without an owner: no allowlist entry applies.
     let document = Document::from_value(pod);
-    let subject = Subject {
-        object: document.root(),
-        form: Form::Pod {
-            shape: Shape::Pod,
-            identity: Identity::Pod { owner: None },
-            scope: Scope::Whole,
-        },
-        namespace: namespace_of(pod),
-        old: None,
-    };
-    evaluated(&evaluator, &subject)
+    evaluated(
+        &evaluator,
+        &Subject::pod(document.root(), namespace_of(pod), Scope::Whole),
+    )
 }
 
 /// The evaluation of `subject`, failing the test when it does not parse.
@@ -131,30 +111,30 @@ pub fn claim_template(name: &str, class: &str) -> Value {
 }
 
 pub fn evaluate_pod(pod: &Value) -> Evaluation {
-    run(pod, &Scope::Whole, &Settings::default(), &[])
+    evaluate_with(pod, &Settings::default())
 }
 
 pub fn evaluate_pod_in(pod: &Value, namespace_annotations: &[(&str, &str)]) -> Evaluation {
-    run(
+    let settings = Settings::default();
+    run_in(
         pod,
         &Scope::Whole,
-        &Settings::default(),
+        &settings,
         namespace_annotations,
+        None,
+        None,
+        None,
     )
 }
 
 pub fn evaluate_with(pod: &Value, settings: &Settings) -> Evaluation {
-    run(pod, &Scope::Whole, settings, &[])
+    run_in(pod, &Scope::Whole, settings, &[], None, None, None)
 }
 
 pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
     let old = Document::from_value(old);
-    run(
-        new,
-        &scope_for_update(old.root()),
-        &Settings::default(),
-        &[],
-    )
+    let scope = scope_for_update(old.root());
+    run_in(new, &scope, &Settings::default(), &[], None, None, None)
 }
 
 /// An update of a Pod itself ([`Scope::Update`]): `new` judged against
@@ -229,7 +209,7 @@ pub fn evaluate_claim_for(
 ) -> Evaluation {
     let namespace = namespace_of(claim);
     let refs: Vec<&Value> = objects.iter().collect();
-    let claims = InputClaims::collect(&refs, namespace, settings);
+    let claims = ClaimTables::collect(&refs, namespace, settings);
     let namespace_settings = settings.for_namespace(&annotation_map(namespace_annotations));
     let evaluator = Evaluator {
         claims: Some(&claims),

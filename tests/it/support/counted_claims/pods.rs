@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpu_policy::policy::dra::input::InputClaims;
+use gpu_policy::policy::dra::tables::ClaimTables;
 use gpu_policy::policy::{Evaluation, Evaluator, ObjectError, Subject};
 use gpu_policy::settings::{NamespaceSettings, Settings};
 use proptest::prelude::*;
@@ -287,7 +287,7 @@ pub fn evaluate(
     namespace: &NamespaceSettings,
 ) -> Result<Evaluation, ObjectError> {
     let objects: Vec<&Value> = objects.iter().collect();
-    let input = InputClaims::collect(&objects, subject.namespace, settings);
+    let input = ClaimTables::collect(&objects, subject.namespace, settings);
     let evaluator = Evaluator {
         settings,
         namespace,

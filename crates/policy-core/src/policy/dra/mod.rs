@@ -4,7 +4,6 @@
 pub mod allocation;
 pub mod claims;
 pub mod floor;
-pub mod input;
 pub mod owner;
 pub mod resolution;
 pub mod tables;

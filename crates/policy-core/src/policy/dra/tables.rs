@@ -3,13 +3,6 @@
 //! ([`ClaimSpec`]), a claim's allocation and owner Pod
 //! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device
 //! versions, and what decides whether a DeviceClass hands out GPUs.
-//!
-//! A device class hands out GPUs when its name is in `gpuDeviceClasses`,
-//! its `extendedResourceName` is a GPU resource, or one of its CEL
-//! selectors selects the driver `gpu.nvidia.com` ([`DeviceClassInfo`],
-//! shared with `check`). That is decided when a claim is read, with the
-//! settings in force, so a DeviceClass that arrives after a claim, or a
-//! `gpuDeviceClasses` entry added at reload, still counts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::allocation::{
-    AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for,
+    AllocatedDevice, DeviceVersions, KeptSlice, MadeFor, read_allocation, read_made_for, read_slice,
 };
 use super::{ClaimFacts, Resolved};
 use crate::document::Document;
@@ -26,8 +19,12 @@ use crate::settings::Settings;
 
 pub use super::allocation::GPU_DRIVER;
 
-/// What decides whether a DeviceClass hands out GPUs, whatever the
-/// settings.
+/// What decides whether a DeviceClass hands out GPUs: its name is in
+/// `gpuDeviceClasses`, its `extendedResourceName` is a GPU resource, or one
+/// of its CEL selectors selects the driver `gpu.nvidia.com`. Decided when a
+/// claim is read, with the settings in force, so a DeviceClass that
+/// arrives after a claim, or a `gpuDeviceClasses` entry added at reload,
+/// still counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceClassInfo {
     /// A CEL selector compares `device.driver` with `gpu.nvidia.com`.
@@ -37,7 +34,6 @@ pub struct DeviceClassInfo {
 }
 
 impl DeviceClassInfo {
-    /// Reads a DeviceClass object.
     pub fn of(class: &Value) -> Self {
         let wanted = [
             format!("device.driver==\"{GPU_DRIVER}\""),
@@ -166,6 +162,49 @@ impl ClaimTables {
                 .device_classes
                 .get(class)
                 .is_some_and(|info| info.hands_out_gpus(settings))
+    }
+
+    /// The tables of `check`'s input (a kustomize build or a directory of
+    /// manifests): its ResourceClaimTemplates, ResourceClaims, DeviceClasses
+    /// and ResourceSlices, read as the cluster view reads them, so `check`
+    /// on a claim and its slice judges as the webhook does. Objects that
+    /// name no namespace are in `default_namespace`.
+    pub fn collect(objects: &[&Value], default_namespace: &str, settings: &Settings) -> Self {
+        let mut tables = ClaimTables {
+            settings: GpuSettings::new(Arc::new(settings.clone())),
+            ..ClaimTables::default()
+        };
+        for (index, object) in objects.iter().enumerate() {
+            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+            let name = text("/metadata/name");
+            match (text("/kind"), name) {
+                (Some("DeviceClass"), Some(name)) => {
+                    let class = DeviceClassInfo::of(object);
+                    tables.device_classes.insert(name.to_owned(), class);
+                }
+                (Some("ResourceSlice"), _) => {
+                    // `#` begins no object name: a slice without one is kept too.
+                    let name = name.map_or_else(|| format!("#{index}"), str::to_owned);
+                    if let Some(slice) = read_slice(object) {
+                        tables.slices.insert(name, slice);
+                    }
+                }
+                (Some(kind), Some(name)) => {
+                    let Some(kind) = ClaimKind::of_kind(kind) else {
+                        continue;
+                    };
+                    let namespace = text("/metadata/namespace").unwrap_or(default_namespace);
+                    let table = match kind {
+                        ClaimKind::Template => &mut tables.templates,
+                        ClaimKind::Claim => &mut tables.claims,
+                    };
+                    let key = (namespace.to_owned(), name.to_owned());
+                    table.insert(key, KeptClaim::of(name, object, kind));
+                }
+                _ => {}
+            }
+        }
+        tables
     }
 
     fn resolve(

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use crate::document::{Json, Object};
 
 use crate::policy::dra::resolution as pod_claims;
+use crate::policy::fields::member as present;
 use crate::policy::quantity::GpuCount;
 use crate::policy::sharing::{GPU_FRACTION, GPU_MEMORY};
 use crate::policy::{ClaimFacts, Form, ObjectError, PodView, Shape, Subject};
@@ -151,11 +152,6 @@ pub fn gpu_images<'t>(
         }
     }
     (!images.is_empty()).then_some((images, spec))
-}
-
-/// A field that is there and not null.
-fn present<'a>(object: Object<'a>, key: &str) -> Option<Json<'a>> {
-    object.get(key).filter(|value| !value.is_null())
 }
 
 /// Whether `resources` requests or limits a GPU resource with a count

@@ -49,14 +49,14 @@ fn lists_name_ten_and_count_the_rest() {
     );
     assert!(ten.ends_with("\"c8\", \"c9\""), "{ten}");
     let long = "é".repeat(1 << 19);
-    let cut = containers_phrase([long.as_str()]);
+    let cut = CONTAINER.list([long.as_str()]);
     assert_eq!(
         cut,
         format!("container {:?}", ["é".repeat(31), "…".to_owned()].concat())
     );
     let exact = "a".repeat(MAX_LISTED_NAME_BYTES);
     assert_eq!(
-        containers_phrase([exact.as_str()]),
+        CONTAINER.list([exact.as_str()]),
         format!("container {exact:?}")
     );
 }

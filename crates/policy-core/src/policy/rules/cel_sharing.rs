@@ -1,48 +1,20 @@
-//! CEL pieces of the GPU sharing schemes (`gpuSharing`), as
-//! `policy::rules::bounded_requests::sharing` decides them: which container holds a KAI-Scheduler
-//! fraction, HAMi's share resources, the cards each implies, whether the
-//! scheme's own webhook has yet to act (R1), and what R2 checks of their
-//! values. A scheme that is off contributes nothing: no variable, and
-//! `false` or no text where a piece would test it. With them, the test
-//! every rule makes of a GPU container ([`asks_gpu`]): a GPU resource, or
-//! a share of a card.
+//! The GPU sharing schemes (`gpuSharing`) in CEL, as
+//! `bounded_requests::sharing` decides them (docs/policy.md, "GPU
+//! sharing"). A scheme that is off contributes no variable, and `false`
+//! or no text where a piece would test it.
 //!
-//! - **KAI-Scheduler.** `kaiFraction`: the pod's `spec.schedulerName` is
-//!   `gpuSharing.kaiScheduler.schedulerName` and its annotations (the pod's
-//!   or the template's) have `gpu-fraction` or `gpu-memory`. `kaiShare`:
-//!   the name of the container holding the share, in a list of at most one
-//!   (the one `gpu-fraction-container-name` names, init containers
-//!   first, else the first regular container). Containers are found by
-//!   name: the API server refuses a pod with two containers of one name.
-//!   KAI's `NVIDIA_VISIBLE_DEVICES` ([`kai_entry`]): `configMapKeyRef`, key
-//!   `NVIDIA_VISIBLE_DEVICES`, no `value`, name `<prefix>-<digits>` or
-//!   `<prefix>-i<digits>` with `runai/shared-gpu-configmap` the prefix (not
-//!   empty); the suffix is the last `-` separated part of the name, and the
-//!   name must be the prefix, `-` and that suffix.
-//! - **HAMi.** `nvidia.com/gpucores`, `nvidia.com/gpumem` and
-//!   `nvidia.com/gpumem-percentage` with a value other than a zero
-//!   quantity (an unreadable value asks, as in the webhook) make a GPU
-//!   container, and one that names no `nvidia.com/gpu` counts 1 card.
-//!
-//! R2's checks read the annotations as KAI does (one validation,
-//! `kaiProblems`, whose message lists each problem as the webhook's do): `gpu-fraction` a decimal
-//! of at most 32 characters (Rust's and Go's float grammar, without `inf`
-//! and `nan`) strictly between 0 and 1 as a 64-bit float (`double()`, which
-//! rounds as the webhook's parser does); an exponent of 30 or more is
-//! decided without `double()` (the value is then 0 or at least 10, and
-//! `double()` would fail past the largest float). `gpu-memory` and
-//! `gpu-fraction-num-devices` are digits only, at most 19, not all zeros.
-//! A device count of 19 significant digits is taken as above
-//! `maxPerContainer` without being converted (it may not fit in an
-//! `int`), which is exact for any `maxPerContainer` below 10^18; such a
-//! count adds 1 card to the pod's count (the pod is denied either way).
-//! HAMi's values are checked in one pass (`shareProblems`, see
-//! `share_ok`), whose message is the webhook's, one per problem and
-//! resource (`share_keys`; the API server refuses such values in a pod
-//! before admission policies run, but `check --engine cel` reads them); a
-//! percentage above 100, which reaches them, has its own
-//! (`percent_problems`). Every message is a template of
-//! `policy::rules::bounded_requests::sharing`.
+//! Bounds of the CEL side: KAI's `gpu-fraction` is a decimal of at most
+//! 32 characters (Rust's and Go's float grammar, without `inf` and `nan`),
+//! read with `double()` (which rounds as the webhook's parser does); an
+//! exponent of 30 or more is decided without `double()` (the value is then
+//! 0 or at least 10, and `double()` fails past the largest float).
+//! `gpu-memory` and `gpu-fraction-num-devices` are digits only, at most
+//! 19, not all zeros. A device count of 19 significant digits is taken as
+//! above `maxPerContainer` without being converted (it may not fit in an
+//! `int`), exact for any `maxPerContainer` below 10^18; such a count adds
+//! 1 card to the pod's count (the pod is denied either way). Containers
+//! are found by name: the API server refuses a pod with two containers of
+//! one name.
 
 use super::cel::{Validation, Variable};
 use super::cel_text::{

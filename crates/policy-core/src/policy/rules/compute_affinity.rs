@@ -31,10 +31,8 @@
 //! that no node meets it (`require`). Reads, of the nodes, their GPU
 //! allocatable and whether they carry those labels (`NodeFacts`).
 //!
-//! On an update of the pod (`compute_affinity_update.rs`) the floors are
-//! not computed again: the terms written at creation are put back where a
-//! re-apply dropped them, and an image changed in place is checked against
-//! the GPUs the pod has.
+//! On an update of the pod, `update.rs` (the floors are not computed
+//! again).
 //!
 //! Without a minimum or a driver floor from any source nothing is injected.
 //! A pod annotation that is unreadable or lower than the namespace's minimum
@@ -42,7 +40,7 @@
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::document::{Json, Object};
 
@@ -56,8 +54,9 @@ use gfd_labels::CUDA_LABELS;
 use image_floors::{Containers, base_minimum, image_floors, raise};
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::cuda::ComputeCapability;
-use crate::cuda::requirement::DriverFloor;
+use crate::cuda::requirement::{DriverFloor, at_least};
 use crate::policy::container::Container;
+use crate::policy::fields::member as present;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::settings::WhenNodesUnlabelled;
@@ -205,7 +204,7 @@ fn node_affinity(
             };
             // A denial never depends on a registry answer: only what the
             // table and the annotations ask for may deny.
-            let kept = Kept {
+            let kept = Parts {
                 compute: minimum.is_some(),
                 driver: driver_floor.is_some(),
             };
@@ -223,24 +222,17 @@ fn node_affinity(
     }
 }
 
-/// The parts of the constraint whose labels no GPU node carries.
+/// The two parts of the constraint: a compute floor, a driver floor.
 #[derive(Debug, Clone, Copy, Default)]
-struct Unlabelled {
+struct Parts {
     compute: bool,
     driver: bool,
 }
 
-impl Unlabelled {
+impl Parts {
     fn is_empty(self) -> bool {
         !self.compute && !self.driver
     }
-}
-
-/// The parts the constraint is written with.
-#[derive(Debug, Clone, Copy)]
-struct Kept {
-    compute: bool,
-    driver: bool,
 }
 
 /// The parts of the constraint (a compute floor above 0.0, a driver floor)
@@ -252,12 +244,12 @@ fn unlabelled_parts(
     input: &RuleInput<'_, '_>,
     minimum: Option<&(ComputeCapability, String)>,
     driver: Option<&(DriverFloor, String)>,
-) -> Unlabelled {
+) -> Parts {
     let Some(nodes) = input.nodes else {
-        return Unlabelled::default();
+        return Parts::default();
     };
     let labels = nodes.gpu_node_labels();
-    Unlabelled {
+    Parts {
         compute: minimum.is_some_and(|(minimum, _)| !alternatives(*minimum).is_empty())
             && labels.compute_unlabelled(),
         driver: driver.is_some() && labels.driver_unlabelled(),
@@ -266,7 +258,7 @@ fn unlabelled_parts(
 
 /// The one warning of a pod whose floors are on labels no GPU node has.
 fn unlabelled_notice(
-    unlabelled: &Unlabelled,
+    unlabelled: &Parts,
     minimum: Option<&(ComputeCapability, String)>,
     driver: Option<&(DriverFloor, String)>,
     when: WhenNodesUnlabelled,
@@ -312,7 +304,7 @@ fn needs_constraint_without_registry(
     input: &RuleInput<'_, '_>,
     base: Option<(ComputeCapability, String)>,
     which: Containers<'_>,
-    kept: Kept,
+    kept: Parts,
 ) -> bool {
     let mut ignored = Vec::new();
     let images = image_floors(input, false, which, &mut ignored);
@@ -344,20 +336,9 @@ fn product(compute: &[Vec<Value>], driver: &[Vec<Value>]) -> Vec<Vec<Value>> {
 /// (ANDed). Empty when every card qualifies.
 pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
     let ComputeCapability { major, minor } = minimum;
-    let expression = |key: &str, operator: &str, value: String| json!({"key": key, "operator": operator, "values": [value]});
-    if minor == 0 {
-        if major == 0 {
-            return Vec::new();
-        }
-        return vec![vec![expression(MAJOR_LABEL, "Gt", (major - 1).to_string())]];
-    }
-    vec![
-        vec![expression(MAJOR_LABEL, "Gt", major.to_string())],
-        vec![
-            expression(MAJOR_LABEL, "In", major.to_string()),
-            expression(MINOR_LABEL, "Gt", (minor - 1).to_string()),
-        ],
-    ]
+    let mut alternatives = at_least(MAJOR_LABEL, MINOR_LABEL, major, minor);
+    alternatives.retain(|expressions| !expressions.is_empty());
+    alternatives
 }
 
 /// The operation that ANDs the alternatives into every required node
@@ -525,10 +506,6 @@ fn object(key: &str, value: Value) -> Value {
     let mut map = Map::with_capacity(1);
     map.insert(key.to_owned(), value);
     Value::Object(map)
-}
-
-fn present<'a>(map: Object<'a>, key: &str) -> Option<Json<'a>> {
-    map.get(key).filter(|value| !value.is_null())
 }
 
 #[cfg(test)]

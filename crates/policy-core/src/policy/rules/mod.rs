@@ -34,7 +34,7 @@ macro_rules! registry {
         $(pub mod $module;)+
 
         /// Stable rule identifiers, one per line of the registry.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[derive(Debug, PartialOrd, Ord, Hash, enumset::EnumSetType)]
         pub enum RuleId {
             $($variant,)+
         }

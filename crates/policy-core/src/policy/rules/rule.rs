@@ -34,7 +34,6 @@ pub struct RuleInput<'a, 'v> {
     pub old: Option<&'a PodView<'v>>,
     /// Set when rule 5 matched: the entry that exempts the pod.
     pub allowlisted: Option<&'a AllowlistEntry>,
-    /// What the cluster knows, when the webhook can read it.
     pub cluster: Option<&'a dyn ClusterFacts>,
     /// What the nodes carry: the cluster's, or the Nodes `check --nodes`
     /// was given.
@@ -44,7 +43,6 @@ pub struct RuleInput<'a, 'v> {
     /// Where the pod's DRA claims are known: the cluster, or `check`'s
     /// input.
     pub claims: Option<&'a dyn ClaimFacts>,
-    /// The namespace the object lives in.
     pub namespace_name: &'a str,
 }
 
@@ -159,14 +157,12 @@ pub enum ApiServer {
 /// What the generated policies do of a rule, and what stays the webhook's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Coverage {
-    /// What the policies enforce.
     pub enforced: &'static str,
     /// What only the webhook does, and why.
     pub webhook_only: &'static str,
 }
 
 impl ApiServer {
-    /// The entry's policies for `release`.
     pub fn policies(&self, settings: &Settings, release: KubernetesVersion) -> Vec<CelPolicy> {
         match self {
             ApiServer::Policies { policies, .. } => policies(settings, release),
@@ -222,7 +218,6 @@ pub struct ClaimInput<'a> {
     pub owner: Option<&'a ClaimOwner<'a>>,
     pub settings: &'a Settings,
     pub namespace: &'a NamespaceSettings,
-    /// The namespace the claim lives in.
     pub namespace_name: &'a str,
 }
 

@@ -27,6 +27,7 @@ use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, R
 use crate::policy::rules::cel::CelPolicy;
 use crate::document::Json;
 use crate::policy::cluster::RuntimeClassInfo;
+use crate::policy::fields::member;
 use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::policy::pod::PodView;
@@ -175,7 +176,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     let mut operations = Vec::new();
     let at = |key: &str| pointer_below(view.spec_pointer(), [Step::Key(key)]);
     if let Some(overhead) = &class.pod_fixed_overhead {
-        match view.spec.get("overhead").filter(|v| !v.is_null()) {
+        match member(view.spec, "overhead") {
             None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
             Some(existing) if existing == Value::Object(overhead.clone()) => {}
             Some(_) => {
@@ -186,7 +187,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
         }
     }
     if !class.node_selector.is_empty() {
-        match view.spec.get("nodeSelector").filter(|v| !v.is_null()) {
+        match member(view.spec, "nodeSelector") {
             None => operations.push(add(
                 at("nodeSelector"),
                 Value::Object(class.node_selector.clone()),
@@ -215,7 +216,7 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
         }
     }
     if !class.tolerations.is_empty() {
-        match view.spec.get("tolerations").filter(|v| !v.is_null()) {
+        match member(view.spec, "tolerations") {
             None => operations.push(add(
                 at("tolerations"),
                 Value::Array(class.tolerations.clone()),

@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 use super::reapply;
 use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::policy::container::{Container, EnvEntry};
-use crate::policy::message::containers_phrase;
+use crate::policy::message::CONTAINER;
 use crate::policy::patch::{Step, add};
 use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devices};
 
@@ -135,7 +135,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         if group.is_empty() {
             return;
         }
-        let names = containers_phrase(group.iter().map(|(c, _)| c.name));
+        let names = CONTAINER.list(group.iter().map(|(c, _)| c.name));
         findings.changes.push(Mutation {
             summary: summary(&names),
             operations: group.into_iter().flat_map(|(_, ops)| ops).collect(),
@@ -253,15 +253,8 @@ fn env_patches(
     )
 }
 
-/// `gpu-policy-visible-devices`, a MutatingAdmissionPolicy: every init,
-/// sidecar, regular and (new) ephemeral container that asks for no GPU
-/// ends with exactly one `NVIDIA_VISIBLE_DEVICES` entry, the configured
-/// pin; a container that asks for one loses the entries its author wrote.
-/// A container holding a share of a card (`cel_sharing.rs`) is a GPU
-/// container: the KAI holder keeps the entry KAI's webhook wrote; until
-/// that entry is there, and while a HAMi share names no `nvidia.com/gpu`,
-/// the scheme's webhook has yet to act and the container is pinned like
-/// one without a GPU. Allowlisted pods are left alone.
+/// `gpu-policy-visible-devices`, a MutatingAdmissionPolicy doing what
+/// [`check`] does; a share's holder is a GPU container (`cel_sharing.rs`).
 fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
     let mut variables = vec![
         Variable::new("controller", cel::CONTROLLER),

@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::policy::dra::claims::{DraCount, read_spec};
-use crate::policy::dra::input::InputClaims;
+use crate::policy::dra::tables::ClaimTables;
 use crate::policy::testing::leaked;
 use crate::settings::Settings;
 
@@ -156,7 +156,7 @@ fn the_claim_under_review_stands_for_its_template_and_reads_come_before_the_cach
         "metadata": {"name": "pod-b-x1", "namespace": "ml"},
         "spec": {"devices": {"requests": [
             {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]}}});
-    let cache = InputClaims::collect(&[&template, &stale], "ml", &settings);
+    let cache = ClaimTables::collect(&[&template, &stale], "ml", &settings);
     let claims = [
         entry("a", ClaimSource::Template("under-template")),
         entry("b", ClaimSource::Template("gone")),

@@ -2,7 +2,7 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 use crate::policy::dra::claims::DraCount::{self, All, Exactly};
-use crate::policy::dra::input::InputClaims;
+use crate::policy::dra::tables::ClaimTables;
 use crate::policy::testing::leaked;
 use crate::policy::testing::{apply, evaluate_pod, evaluate_with_claims, messages_of};
 use crate::policy::{Evaluation, NoticeKind, PodView, RuleId, Shape};
@@ -534,7 +534,7 @@ fn each_request_counts_once_however_it_is_named(
     );
     let settings = Settings::default();
     let refs: Vec<&Value> = objects.iter().collect();
-    let input = InputClaims::collect(&refs, "default", &settings);
+    let input = ClaimTables::collect(&refs, "default", &settings);
     let Ok(Some(mut view)) = PodView::parse(leaked(&pod), Shape::Pod, &settings) else {
         panic!("the pod is not read");
     };

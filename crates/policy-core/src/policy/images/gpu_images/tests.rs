@@ -1,5 +1,5 @@
 use super::*;
-use crate::policy::dra::input::InputClaims;
+use crate::policy::dra::tables::ClaimTables;
 use crate::policy::testing::{claim_template, leaked};
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -23,7 +23,7 @@ fn both(
     let object = leaked(object);
     let settings = Settings::default();
     let refs: Vec<&Value> = objects.iter().collect();
-    let claims = InputClaims::collect(&refs, "default", &settings);
+    let claims = ClaimTables::collect(&refs, "default", &settings);
     let lean = gpu_images(object, shape, "default", &settings, Some(&claims));
     let view = view_gpu_images(object, shape, "default", &settings, Some(&claims));
     (lean, view.ok().flatten())

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::cuda::ImageNeeds;
+use serde_json::json;
 use crate::policy::RuleId;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
 use crate::policy::testing::{apply, evaluate_on_nodes, evaluate_pod, evaluate_pod_in};

@@ -39,7 +39,7 @@ use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::document::{Json, Object};
 use crate::policy::container::{Container, ContainerKind};
-use crate::policy::message::{Notice, NoticeKind, containers_phrase};
+use crate::policy::message::{CONTAINER, Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::policy::pod::PodView;
 
@@ -255,7 +255,7 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
     if offered >= needed {
         return;
     }
-    let names = containers_phrase(
+    let names = CONTAINER.list(
         input
             .view
             .containers

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::policy::Evaluator;
 use crate::policy::dra::claims::ClaimKind;
-use crate::policy::dra::input::InputClaims;
+use crate::policy::dra::tables::ClaimTables;
 use crate::policy::testing::leaked;
 use crate::settings::Settings;
 
@@ -31,7 +31,7 @@ fn messages(object: &Value, annotations: &[(&str, &str)]) -> Result<Vec<String>,
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let namespace_settings = settings.for_namespace(&annotations);
-    let input = InputClaims::collect(&[], "default", &settings);
+    let input = ClaimTables::collect(&[], "default", &settings);
     let evaluator = Evaluator {
         settings: &settings,
         namespace: &namespace_settings,
