@@ -99,9 +99,9 @@ pub struct ClusterCache {
 pub(super) const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 impl ClusterCache {
+    /// A writer panicking mid-update is impossible here (plain map
+    /// operations): the data is recovered rather than the poison spread.
     pub(super) fn read(&self) -> RwLockReadGuard<'_, ClusterSnapshot> {
-        // A writer panicking mid-update is impossible here (plain map
-        // operations); recover the data rather than propagate poison.
         self.snapshot.read().unwrap_or_else(|e| e.into_inner())
     }
 
