@@ -151,7 +151,7 @@ impl ClusterCache {
         self.stale[source.index()].load(Ordering::Acquire)
     }
 
-    /// A copy of what is cached (for `audit` and tests).
+    /// A copy of what is cached.
     pub fn snapshot(&self) -> ClusterSnapshot {
         self.read().clone()
     }

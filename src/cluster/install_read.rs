@@ -152,25 +152,13 @@ async fn read_webhooks(
     if mutating.is_none() && validating.is_none() {
         return Ok(Seen::NotServed);
     }
-    let mut webhooks = Vec::new();
-    for hook in mutating.and_then(|m| m.webhooks).into_iter().flatten() {
-        webhooks.push(webhook(
-            WebhookKind::Mutating,
-            hook.name,
-            hook.client_config,
-            chain,
-            now,
-        ));
-    }
-    for hook in validating.and_then(|v| v.webhooks).into_iter().flatten() {
-        webhooks.push(webhook(
-            WebhookKind::Validating,
-            hook.name,
-            hook.client_config,
-            chain,
-            now,
-        ));
-    }
+    let mutating = mutating.and_then(|m| m.webhooks).into_iter().flatten();
+    let validating = validating.and_then(|v| v.webhooks).into_iter().flatten();
+    let webhooks = mutating
+        .map(|hook| (WebhookKind::Mutating, hook.name, hook.client_config))
+        .chain(validating.map(|hook| (WebhookKind::Validating, hook.name, hook.client_config)))
+        .map(|(kind, name, config)| webhook(kind, name, config, chain, now))
+        .collect();
     Ok(Seen::Complete(webhooks))
 }
 

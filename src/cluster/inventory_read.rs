@@ -42,7 +42,6 @@ pub struct InventoryOptions<'a> {
     pub now: i64,
 }
 
-/// The one read of the cluster.
 pub async fn read_inventory(
     client: &Client,
     options: InventoryOptions<'_>,

@@ -112,7 +112,6 @@ pub(super) fn workload_gvk(kind: &str) -> Option<GroupVersionKind> {
     Some(GroupVersionKind::gvk(workload.group(), "v1", kind))
 }
 
-/// How the workload table keys an allowlist entry.
 pub(super) fn workload_key(entry: &AllowlistEntry) -> (String, String, String) {
     (
         entry.namespace.clone(),

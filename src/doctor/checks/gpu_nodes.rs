@@ -145,7 +145,6 @@ impl<'i> OnNodes<'i> {
     }
 }
 
-/// The nodes read.
 pub fn nodes(inventory: &Inventory) -> &[Node] {
     inventory.nodes.items().map(Vec::as_slice).unwrap_or(&[])
 }
