@@ -15,8 +15,8 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::addresses::{AddressClass, classify};
 use super::dns::Dns;
+use super::error::RegistryError;
 use super::lookup::Failure;
-use super::resolver::RegistryError;
 use crate::settings::{RegistryHosts, RegistryPattern};
 
 /// The `registries` and `insecureRegistries` lists of the configuration.

@@ -15,8 +15,9 @@ use oci_client::Reference;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::credentials::{Credentials, CredentialsError};
-use super::dns::{Dns, DnsOptions, DnsSetupError};
+use super::credentials::Credentials;
+use super::dns::{Dns, DnsOptions};
+use super::error::RegistryError;
 use super::hosts::HostPolicy;
 use super::in_flight::{Answer, InFlight, Places};
 use super::lookup::{Failure, Lookup};
@@ -27,19 +28,6 @@ use super::platform::Platform;
 use super::pod_strings::shown;
 use super::reference::{MAX_REFERENCE_LEN, TOO_LONG, parse_reference};
 use super::transport::{Timeouts, Transport};
-
-/// Why a resolver cannot be built from its configuration. One line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
-    #[error("imageResolution.credentialsFile: {0}")]
-    Credentials(#[from] CredentialsError),
-    #[error("image registry client: {0}")]
-    Client(String),
-    #[error("image registry client: {0}")]
-    Dns(#[from] DnsSetupError),
-    #[error("{0}")]
-    Hosts(String),
-}
 
 /// How the resolver reaches registries and how long it remembers.
 #[derive(Debug, Clone)]

@@ -21,12 +21,12 @@ use serde::Deserialize;
 use super::credentials::Credentials;
 use super::digest::Digest;
 use super::dns::Dns;
+use super::error::RegistryError;
 use super::hosts::{AddressRefused, HostPolicy, origin_of};
 use super::lookup::Failure;
-use super::lookup::error_text;
 use super::lookup_cache::{BoundedLru, lock, string_bytes};
 use super::oci::MANIFEST_ACCEPT;
-use super::resolver::RegistryError;
+use super::reason::error_text;
 use crate::manifest::one_line;
 
 /// A token answer is a few kilobytes of JSON: a registry's bearer token
