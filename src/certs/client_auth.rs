@@ -17,7 +17,6 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
-use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
 use super::files::read;
@@ -152,82 +151,50 @@ impl ClientAuth {
 
     /// Ok when `names` is empty or the certificate's subject CN or one of
     /// its DNS SANs equals one of them (DNS names ignoring ASCII case); else
-    /// the names it carries.
-    fn check_names(&self, end_entity: &CertificateDer<'_>) -> Result<(), NameMismatch> {
+    /// why not, naming what it carries.
+    fn check_names(&self, end_entity: &CertificateDer<'_>) -> Result<(), String> {
         if self.names.is_empty() {
             return Ok(());
         }
-        let presented = presented_names(end_entity).map_err(|reason| NameMismatch {
-            presented: Vec::new(),
-            reason: Some(reason),
-        })?;
-        let allowed = presented.iter().any(|name| match name {
-            Presented::CommonName(cn) => self.names.iter().any(|wanted| wanted == cn),
-            Presented::Dns(dns) => self.names.iter().any(|w| w.eq_ignore_ascii_case(dns)),
-        });
-        if allowed {
-            Ok(())
-        } else {
-            Err(NameMismatch {
-                presented: presented.iter().map(Presented::to_string).collect(),
-                reason: None,
-            })
+        let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
+            .map_err(|err| format!("cannot parse the client certificate: {err}"))?;
+        let san = cert
+            .subject_alternative_name()
+            .map_err(|err| format!("subjectAltName of the client certificate: {err}"))?;
+        let common_names = cert
+            .subject()
+            .iter_common_name()
+            .filter_map(|attribute| attribute.as_str().ok());
+        let dns_names = san
+            .iter()
+            .flat_map(|san| &san.value.general_names)
+            .filter_map(|name| match name {
+                GeneralName::DNSName(dns) => Some(*dns),
+                _ => None,
+            });
+        let mut presented = Vec::new();
+        for cn in common_names {
+            if self.names.iter().any(|wanted| wanted == cn) {
+                return Ok(());
+            }
+            presented.push(format!("CN={cn}"));
         }
-    }
-}
-
-/// Why the names of a client certificate are not accepted.
-struct NameMismatch {
-    presented: Vec<String>,
-    /// The certificate could not be read for its names.
-    reason: Option<String>,
-}
-
-/// A name a client certificate carries.
-enum Presented {
-    CommonName(String),
-    Dns(String),
-}
-
-impl fmt::Display for Presented {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::CommonName(cn) => write!(f, "CN={cn}"),
-            Self::Dns(dns) => write!(f, "DNS:{dns}"),
-        }
-    }
-}
-
-fn presented_names(end_entity: &CertificateDer<'_>) -> Result<Vec<Presented>, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
-        .map_err(|err| format!("cannot parse the client certificate: {err}"))?;
-    let mut names: Vec<Presented> = common_names(&cert)
-        .into_iter()
-        .map(Presented::CommonName)
-        .collect();
-    let san = cert
-        .subject_alternative_name()
-        .map_err(|err| format!("subjectAltName of the client certificate: {err}"))?;
-    if let Some(san) = san {
-        names.extend(
-            san.value
-                .general_names
+        for dns in dns_names {
+            if self
+                .names
                 .iter()
-                .filter_map(|name| match name {
-                    GeneralName::DNSName(dns) => Some(Presented::Dns((*dns).to_owned())),
-                    _ => None,
-                }),
-        );
+                .any(|wanted| wanted.eq_ignore_ascii_case(dns))
+            {
+                return Ok(());
+            }
+            presented.push(format!("DNS:{dns}"));
+        }
+        Err(format!(
+            "no CN or DNS name is a --client-name (presented {}; allowed {})",
+            presented.join(", "),
+            self.names.join(", ")
+        ))
     }
-    Ok(names)
-}
-
-fn common_names(cert: &X509Certificate<'_>) -> Vec<String> {
-    cert.subject()
-        .iter_common_name()
-        .filter_map(|attribute| attribute.as_str().ok())
-        .map(str::to_owned)
-        .collect()
 }
 
 impl ClientCertVerifier for ClientAuth {
@@ -268,15 +235,8 @@ impl ClientCertVerifier for ClientAuth {
         }
         match self.check_names(end_entity) {
             Ok(()) => Ok(ClientCertVerified::assertion()),
-            Err(mismatch) => {
-                match mismatch.reason {
-                    Some(reason) => tracing::warn!(%reason, "client certificate refused"),
-                    None => tracing::warn!(
-                        presented = %mismatch.presented.join(", "),
-                        allowed = %self.names.join(", "),
-                        "client certificate refused: no CN or DNS name is a --client-name"
-                    ),
-                }
+            Err(reason) => {
+                tracing::warn!(%reason, "client certificate refused");
                 Err(rustls::Error::InvalidCertificate(
                     rustls::CertificateError::ApplicationVerificationFailure,
                 ))

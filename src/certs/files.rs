@@ -15,7 +15,6 @@ pub(super) fn read(path: &Path) -> Result<Vec<u8>, CertError> {
     })
 }
 
-/// Creates `dir` and its parents when missing.
 pub(super) fn create_dir(dir: &Path) -> Result<(), CertError> {
     fs::create_dir_all(dir).map_err(|source| CertError::Write {
         path: dir.to_path_buf(),

@@ -12,7 +12,7 @@ use super::pki::{
     CA_VALIDITY_DAYS, ChainError, SERVING_VALIDITY_DAYS, Unfit, check_names, check_validity,
     generate_ca, issue, parse_pair, unix_now, verify_chain, wanted_names,
 };
-use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, ParseError, PkiError};
+use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, ParseError, PemPair, PkiError};
 
 /// The files [`ensure_self_signed`] left in its directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub fn ensure_self_signed(dir: &Path, extra_dns_names: &[String]) -> Result<Self
             tracing::info!(dir = %dir.display(), %reason, "generating self-signed certificate");
         }
     }
-    let generated =
+    let (ca, leaf) =
         generate(&names, now, SERVING_VALIDITY_DAYS).map_err(|source| CertError::Generate {
             dir: dir.to_path_buf(),
             source,
@@ -67,9 +67,9 @@ pub fn ensure_self_signed(dir: &Path, extra_dns_names: &[String]) -> Result<Self
     create_dir(dir)?;
     // The key first: a reader that sees the new tls.crt with the old key
     // rejects the pair and retries; the reverse order gives the same result.
-    write_atomically(&files.key, generated.key.as_bytes(), true)?;
-    write_atomically(&files.cert, generated.cert.as_bytes(), false)?;
-    write_atomically(&files.ca, generated.ca.as_bytes(), false)?;
+    write_atomically(&files.key, leaf.key.as_bytes(), true)?;
+    write_atomically(&files.cert, leaf.cert.as_bytes(), false)?;
+    write_atomically(&files.ca, ca.cert.as_bytes(), false)?;
     Ok(files)
 }
 
@@ -137,23 +137,16 @@ fn unfit(path: &Path, reason: Unfit) -> NotReusable {
     }
 }
 
-/// PEM texts of a freshly generated CA and serving pair.
-struct Generated {
-    ca: String,
-    cert: String,
-    key: String,
-}
-
-/// A CA (10 years) and a serving certificate it signs for `names`, valid
-/// `serving_days` days from `now`. ECDSA P-256 keys.
-fn generate(names: &[String], now: i64, serving_days: i64) -> Result<Generated, PkiError> {
+/// A CA (10 years) and a serving pair it signs for `names`, valid
+/// `serving_days` days from `now`.
+pub(super) fn generate(
+    names: &[String],
+    now: i64,
+    serving_days: i64,
+) -> Result<(PemPair, PemPair), PkiError> {
     let ca = generate_ca(now, CA_VALIDITY_DAYS)?;
     let leaf = issue(&ca.cert, &ca.key, names, now, serving_days)?;
-    Ok(Generated {
-        ca: ca.cert,
-        cert: leaf.cert,
-        key: leaf.key,
-    })
+    Ok((ca, leaf))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -38,7 +38,6 @@ pub struct CertificateResolver {
     /// The file contents behind `current`; also serialises reloads.
     loaded: Mutex<LoadedBytes>,
     not_after: AtomicI64,
-    last_load_ok: AtomicBool,
 }
 
 struct LoadedBytes {
@@ -58,7 +57,6 @@ impl CertificateResolver {
             current: ArcSwap::from_pointee(pair.key),
             loaded: Mutex::new(LoadedBytes { cert, key }),
             not_after: AtomicI64::new(pair.not_after),
-            last_load_ok: AtomicBool::new(true),
         })
     }
 
@@ -70,7 +68,7 @@ impl CertificateResolver {
     pub fn reload_if_changed(&self) -> Reload {
         match read_pair(&self.cert_path, &self.key_path) {
             Ok((cert, key)) => self.load_if_changed(cert, key),
-            Err(err) => self.failed(err),
+            Err(err) => Reload::Failed(err),
         }
     }
 
@@ -78,7 +76,6 @@ impl CertificateResolver {
     fn load_if_changed(&self, cert: Vec<u8>, key: Vec<u8>) -> Reload {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if cert == loaded.cert && key == loaded.key {
-            self.last_load_ok.store(true, Ordering::Relaxed);
             return Reload::Unchanged;
         }
         match parse_pair(&cert, &key, &self.cert_path, &self.key_path) {
@@ -86,26 +83,15 @@ impl CertificateResolver {
                 self.current.store(Arc::new(pair.key));
                 self.not_after.store(pair.not_after, Ordering::Relaxed);
                 *loaded = LoadedBytes { cert, key };
-                self.last_load_ok.store(true, Ordering::Relaxed);
                 Reload::Reloaded
             }
-            Err(err) => self.failed(err),
+            Err(err) => Reload::Failed(err),
         }
-    }
-
-    fn failed(&self, err: CertError) -> Reload {
-        self.last_load_ok.store(false, Ordering::Relaxed);
-        Reload::Failed(err)
     }
 
     /// `notAfter` of the leaf being served, in unix seconds.
     pub fn not_after(&self) -> i64 {
         self.not_after.load(Ordering::Relaxed)
-    }
-
-    /// Whether the last load or reload succeeded (for readiness).
-    pub fn last_load_ok(&self) -> bool {
-        self.last_load_ok.load(Ordering::Relaxed)
     }
 
     /// Polls both files every `every` (at least 10 ms) and hands
@@ -127,7 +113,7 @@ impl CertificateResolver {
         tokio::spawn(poll_bytes(every, Some(loaded), read, move |polled| {
             let reload = match polled {
                 Polled::Changed((cert, key)) => self.load_if_changed(cert.clone(), key.clone()),
-                Polled::Failed(err) => self.failed(err),
+                Polled::Failed(err) => Reload::Failed(err),
             };
             if !matches!(reload, Reload::Unchanged) {
                 on_reload(&reload);
@@ -153,7 +139,6 @@ impl fmt::Debug for CertificateResolver {
             .field("key_path", &self.key_path)
             .field("chain_len", &self.current.load().cert.len())
             .field("not_after", &self.not_after())
-            .field("last_load_ok", &self.last_load_ok())
             .finish_non_exhaustive()
     }
 }

@@ -7,7 +7,6 @@ pub(super) fn is_not_served(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
-/// RBAC refused the request (403).
 pub(super) fn is_forbidden(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 403)
 }

@@ -99,9 +99,9 @@ pub struct ClusterCache {
 pub(super) const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 impl ClusterCache {
+    /// A writer panicking mid-update is impossible here (plain map
+    /// operations): the data is recovered rather than the poison spread.
     pub(super) fn read(&self) -> RwLockReadGuard<'_, ClusterSnapshot> {
-        // A writer panicking mid-update is impossible here (plain map
-        // operations); recover the data rather than propagate poison.
         self.snapshot.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -151,7 +151,7 @@ impl ClusterCache {
         self.stale[source.index()].load(Ordering::Acquire)
     }
 
-    /// A copy of what is cached (for `audit` and tests).
+    /// A copy of what is cached.
     pub fn snapshot(&self) -> ClusterSnapshot {
         self.read().clone()
     }

@@ -38,14 +38,12 @@ use crate::policy::dra::claims::ClaimKind;
 use crate::policy::dra::tables::{ClaimKey, DeviceClassInfo, GpuSettings, KeptClaim};
 use crate::settings::Settings;
 
-/// The API group of Dynamic Resource Allocation.
 pub const DRA_GROUP: &str = "resource.k8s.io";
 /// The versions of [`DRA_GROUP`] read, preferred first: `v1` is GA from
 /// Kubernetes 1.34; `v1beta2` (1.33) and `v1beta1` (1.32, 1.33) are served
 /// when DRA is turned on.
 pub const DRA_VERSIONS: [&str; 3] = ["v1", "v1beta2", "v1beta1"];
 
-/// The kind `kind` of `resource.k8s.io/<version>`.
 pub fn dra_gvk(version: &str, kind: &str) -> GroupVersionKind {
     GroupVersionKind::gvk(DRA_GROUP, version, kind)
 }
@@ -126,20 +124,10 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
             slices,
             || {},
         ));
-        tokio::spawn(watch_claims(
-            client.clone(),
-            Arc::clone(&cache),
-            version,
-            ClaimKind::Claim,
-            claims,
-        ));
-        tokio::spawn(watch_claims(
-            client,
-            cache,
-            version,
-            ClaimKind::Template,
-            templates,
-        ));
+        for (kind, hold) in [(ClaimKind::Claim, claims), (ClaimKind::Template, templates)] {
+            let cache = Arc::clone(&cache);
+            tokio::spawn(watch_claims(client.clone(), cache, version, kind, hold));
+        }
     });
 }
 

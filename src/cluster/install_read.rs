@@ -13,10 +13,10 @@ use k8s_openapi::api::apps::v1::Deployment as WireDeployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, GroupVersionKind, ListParams};
-use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use super::api_status::{is_forbidden, unless_forbidden};
-use super::list::{INVENTORY_PAGES, list_kept, seen};
+use super::list::{INVENTORY_PAGES, Wire, list_seen};
 use super::names::{is_dns_label, is_dns_subdomain};
 use crate::certs::pki::bundle_trusts;
 use crate::certs::{CA_FILE, CERT_FILE};
@@ -152,25 +152,13 @@ async fn read_webhooks(
     if mutating.is_none() && validating.is_none() {
         return Ok(Seen::NotServed);
     }
-    let mut webhooks = Vec::new();
-    for hook in mutating.and_then(|m| m.webhooks).into_iter().flatten() {
-        webhooks.push(webhook(
-            WebhookKind::Mutating,
-            hook.name,
-            hook.client_config,
-            chain,
-            now,
-        ));
-    }
-    for hook in validating.and_then(|v| v.webhooks).into_iter().flatten() {
-        webhooks.push(webhook(
-            WebhookKind::Validating,
-            hook.name,
-            hook.client_config,
-            chain,
-            now,
-        ));
-    }
+    let mutating = mutating.and_then(|m| m.webhooks).into_iter().flatten();
+    let validating = validating.and_then(|v| v.webhooks).into_iter().flatten();
+    let webhooks = mutating
+        .map(|hook| (WebhookKind::Mutating, hook.name, hook.client_config))
+        .chain(validating.map(|hook| (WebhookKind::Validating, hook.name, hook.client_config)))
+        .map(|(kind, name, config)| webhook(kind, name, config, chain, now))
+        .collect();
     Ok(Seen::Complete(webhooks))
 }
 
@@ -179,15 +167,6 @@ async fn read_allowlist(
     client: &Client,
     settings: &Settings,
 ) -> Result<Vec<AllowlistTarget>, kube::Error> {
-    #[derive(Deserialize)]
-    struct Wire {
-        metadata: Meta,
-    }
-    #[derive(Deserialize, Default)]
-    struct Meta {
-        #[serde(default)]
-        name: String,
-    }
     const RBAC: &str = "list and watch daemonsets.apps in the allowlist's namespaces";
     let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
     let mut targets = Vec::new();
@@ -196,24 +175,18 @@ async fn read_allowlist(
         if entry.kind != "DaemonSet" || !is_dns_label(&entry.namespace) {
             continue;
         }
-        let exists = match &entry.name_prefix {
+        let namespace = Some(entry.namespace.as_str());
+        let pages = INVENTORY_PAGES.daemon_sets;
+        let found = match &entry.name_prefix {
             Some(prefix) => {
-                let listed = list_kept(
-                    client,
-                    &gvk,
-                    Some(&entry.namespace),
-                    ListParams::default(),
-                    INVENTORY_PAGES.daemon_sets,
-                    |text| {
-                        let wire: Wire = serde_json::from_str(text).ok()?;
-                        wire.metadata
-                            .name
-                            .starts_with(prefix.as_str())
-                            .then_some(())
-                    },
-                )
-                .await;
-                seen(listed, RBAC)?.map(|found| !found.is_empty())
+                let params = ListParams::default();
+                let keep = |wire: Wire| {
+                    wire.metadata
+                        .name
+                        .starts_with(prefix.as_str())
+                        .then_some(())
+                };
+                list_seen(client, &gvk, namespace, params, pages, RBAC, keep).await?
             }
             // A list by name, as the webhook's watch reads it: RBAC grants
             // the webhook list and watch on these names, and no get.
@@ -222,19 +195,12 @@ async fn read_allowlist(
             None if is_dns_subdomain(&entry.name) => {
                 let by_name =
                     ListParams::default().fields(&format!("metadata.name={}", entry.name));
-                let listed = list_kept(
-                    client,
-                    &gvk,
-                    Some(&entry.namespace),
-                    by_name,
-                    INVENTORY_PAGES.daemon_sets,
-                    |_| Some(()),
-                )
-                .await;
-                seen(listed, RBAC)?.map(|found| !found.is_empty())
+                let keep = |_: IgnoredAny| Some(());
+                list_seen(client, &gvk, namespace, by_name, pages, RBAC, keep).await?
             }
             None => continue,
         };
+        let exists = found.map(|found| !found.is_empty());
         targets.push(AllowlistTarget {
             entry: entry.to_string(),
             namespace: entry.namespace.clone(),

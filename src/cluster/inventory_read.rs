@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use kube::Client;
 use kube::api::{GroupVersionKind, ListParams};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::dra_watches::{dra_gvk, served_dra_version};
 use super::install_read::read_install;
-use super::list::Paged;
-use super::list::{INVENTORY_PAGES, list_kept, seen};
+use super::list::{INVENTORY_PAGES, Meta, Wire, list_seen};
 use crate::doctor::checks::gpu_nodes::is_read_label;
 use crate::doctor::inventory::{
     Component, ComponentPod, DaemonSet, Dra, Inventory, Node, OptedIn, PolicyConfig, RuntimeClass,
@@ -42,7 +42,6 @@ pub struct InventoryOptions<'a> {
     pub now: i64,
 }
 
-/// The one read of the cluster.
 pub async fn read_inventory(
     client: &Client,
     options: InventoryOptions<'_>,
@@ -66,20 +65,8 @@ pub async fn read_inventory(
     })
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Meta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-}
-
 async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
     #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
     struct Handler {
         #[serde(default)]
         name: String,
@@ -91,15 +78,7 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
         capacity: BTreeMap<String, Value>,
         runtime_handlers: Option<Vec<Handler>>,
     }
-    #[derive(Deserialize)]
-    struct Wire {
-        #[serde(default)]
-        metadata: Meta,
-        #[serde(default)]
-        status: Status,
-    }
-    let keep = |text: &str| {
-        let node: Wire = serde_json::from_str(text).ok()?;
+    let keep = |node: Wire<IgnoredAny, Status>| {
         let labels = node
             .metadata
             .labels
@@ -128,48 +107,50 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
         })
     };
     let gvk = GroupVersionKind::gvk("", "v1", "Node");
-    let listed = list_kept(
+    let params = ListParams::default();
+    list_seen(
         client,
         &gvk,
         None,
-        ListParams::default(),
+        params,
         INVENTORY_PAGES.nodes,
+        "list nodes",
         keep,
     )
-    .await;
-    seen(listed, "list nodes")
+    .await
 }
 
 async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>, kube::Error> {
     #[derive(Deserialize)]
-    struct Wire {
+    struct Class {
         #[serde(default)]
         metadata: Meta,
         #[serde(default)]
         handler: String,
     }
     let gvk = GroupVersionKind::gvk("node.k8s.io", "v1", "RuntimeClass");
-    let keep = |text: &str| {
-        let class: Wire = serde_json::from_str(text).ok()?;
+    let keep = |class: Class| {
         Some(RuntimeClass {
             name: class.metadata.name,
             handler: class.handler,
         })
     };
-    let listed = list_kept(
+    let rbac = "list runtimeclasses.node.k8s.io";
+    let params = ListParams::default();
+    list_seen(
         client,
         &gvk,
         None,
-        ListParams::default(),
+        params,
         INVENTORY_PAGES.small,
+        rbac,
         keep,
     )
-    .await;
-    seen(listed, "list runtimeclasses.node.k8s.io")
+    .await
 }
 
 /// A component DaemonSet's pod selector, to list its pods.
-pub(super) struct PodSelector {
+struct PodSelector {
     namespace: String,
     component: Component,
     labels: String,
@@ -197,19 +178,9 @@ async fn read_daemon_sets(
         #[serde(default)]
         number_ready: i64,
     }
-    #[derive(Deserialize)]
-    struct Wire {
-        #[serde(default)]
-        metadata: Meta,
-        #[serde(default)]
-        spec: Spec,
-        #[serde(default)]
-        status: Status,
-    }
     let mut selectors = Vec::new();
     let mut dropped = false;
-    let keep = |text: &str| {
-        let wire: Wire = serde_json::from_str(text).ok()?;
+    let keep = |wire: Wire<Spec, Status>| {
         let component = Component::of_daemon_set(&wire.metadata.name, &wire.metadata.labels)?;
         let labels: Vec<String> = wire
             .spec
@@ -241,16 +212,10 @@ async fn read_daemon_sets(
         })
     };
     let gvk = GroupVersionKind::gvk("apps", "v1", "DaemonSet");
-    let listed = list_kept(
-        client,
-        &gvk,
-        None,
-        ListParams::default(),
-        INVENTORY_PAGES.daemon_sets,
-        keep,
-    )
-    .await;
-    let daemon_sets = seen(listed, "list daemonsets.apps")?;
+    let pages = INVENTORY_PAGES.daemon_sets;
+    let params = ListParams::default();
+    let rbac = "list daemonsets.apps";
+    let daemon_sets = list_seen(client, &gvk, None, params, pages, rbac, keep).await?;
     Ok((daemon_sets, PodSelectors { selectors, dropped }))
 }
 
@@ -283,26 +248,12 @@ async fn read_component_pods(
         #[serde(default)]
         conditions: Vec<Condition>,
     }
-    #[derive(Deserialize)]
-    struct Wire {
-        #[serde(default)]
-        metadata: Meta,
-        #[serde(default)]
-        spec: Spec,
-        #[serde(default)]
-        status: Status,
-    }
     let gvk = GroupVersionKind::gvk("", "v1", "Pod");
     let mut pods = Vec::new();
     // Pods of DaemonSets left out are pods not read.
-    let mut paged = if selectors.dropped {
-        Paged::Truncated
-    } else {
-        Paged::Complete
-    };
+    let mut truncated = selectors.dropped;
     for selector in &selectors.selectors {
-        let keep = |text: &str| {
-            let pod: Wire = serde_json::from_str(text).ok()?;
+        let keep = |pod: Wire<Spec, Status>| {
             let ready = pod
                 .status
                 .conditions
@@ -318,27 +269,20 @@ async fn read_component_pods(
             })
         };
         let params = ListParams::default().labels(&selector.labels);
-        let listed = list_kept(
-            client,
-            &gvk,
-            Some(&selector.namespace),
-            params,
-            INVENTORY_PAGES.pods,
-            keep,
-        )
-        .await;
-        match seen(listed, "list pods")? {
+        let namespace = Some(selector.namespace.as_str());
+        let pages = INVENTORY_PAGES.pods;
+        match list_seen(client, &gvk, namespace, params, pages, "list pods", keep).await? {
             Seen::Complete(more) => pods.extend(more),
             Seen::Truncated(more) => {
                 pods.extend(more);
-                paged = Paged::Truncated;
+                truncated = true;
             }
             other @ (Seen::Forbidden { .. } | Seen::NotServed) => return Ok(other),
         }
     }
-    Ok(match paged {
-        Paged::Complete => Seen::Complete(pods),
-        Paged::Truncated => Seen::Truncated(pods),
+    Ok(match truncated {
+        false => Seen::Complete(pods),
+        true => Seen::Truncated(pods),
     })
 }
 
@@ -351,31 +295,29 @@ fn has_attribute(attributes: Option<&Value>, name: &str) -> bool {
 }
 
 async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kube::Error> {
-    #[derive(Deserialize)]
-    struct Class {
-        #[serde(default)]
-        metadata: Meta,
-    }
     let Some(version) = served_dra_version(client).await? else {
         return Ok(Seen::NotServed);
     };
     let wanted = &settings.config().gpu_device_classes;
-    let keep = |text: &str| {
-        let class: Class = serde_json::from_str(text).ok()?;
+    let keep = |class: Wire| {
         wanted
             .contains(&class.metadata.name)
             .then_some(class.metadata.name)
     };
-    let listed = list_kept(
+    let gvk = dra_gvk(version, "DeviceClass");
+    let params = ListParams::default();
+    let rbac = "list deviceclasses.resource.k8s.io";
+    let classes = match list_seen(
         client,
-        &dra_gvk(version, "DeviceClass"),
+        &gvk,
         None,
-        ListParams::default(),
+        params,
         INVENTORY_PAGES.small,
+        rbac,
         keep,
     )
-    .await;
-    let classes = match seen(listed, "list deviceclasses.resource.k8s.io")? {
+    .await?
+    {
         Seen::Complete(classes) | Seen::Truncated(classes) => classes,
         Seen::Forbidden { rbac } => return Ok(Seen::Forbidden { rbac }),
         Seen::NotServed => return Ok(Seen::NotServed),
@@ -387,15 +329,7 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
         #[serde(default)]
         devices: Vec<Value>,
     }
-    #[derive(Deserialize)]
-    struct Wire {
-        #[serde(default)]
-        metadata: Meta,
-        #[serde(default)]
-        spec: Spec,
-    }
-    let keep = |text: &str| {
-        let slice: Wire = serde_json::from_str(text).ok()?;
+    let keep = |slice: Wire<Spec>| {
         let mut kept = Slice {
             name: slice.metadata.name,
             node: slice.spec.node_name,
@@ -415,23 +349,25 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
     };
     let params = ListParams::default().fields(&format!("spec.driver={GPU_DRIVER}"));
     let gvk = dra_gvk(version, "ResourceSlice");
-    let listed = list_kept(client, &gvk, None, params, INVENTORY_PAGES.slices, keep).await;
-    Ok(
-        seen(listed, "list resourceslices.resource.k8s.io")?.map(|slices| Dra {
-            gpu_device_classes: classes,
-            slices,
-        }),
+    let rbac = "list resourceslices.resource.k8s.io";
+    let slices = list_seen(
+        client,
+        &gvk,
+        None,
+        params,
+        INVENTORY_PAGES.slices,
+        rbac,
+        keep,
     )
+    .await?;
+    Ok(slices.map(|slices| Dra {
+        gpu_device_classes: classes,
+        slices,
+    }))
 }
 
 async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Error> {
-    #[derive(Deserialize)]
-    struct Wire {
-        #[serde(default)]
-        metadata: Meta,
-    }
-    let keep = |text: &str| {
-        let namespace: Wire = serde_json::from_str(text).ok()?;
+    let keep = |namespace: Wire| {
         let mode = namespace.metadata.labels.get(MODE_LABEL)?.clone();
         Some(OptedIn {
             namespace: namespace.metadata.name,
@@ -440,6 +376,6 @@ async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Er
     };
     let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
     let params = ListParams::default().labels(MODE_LABEL);
-    let listed = list_kept(client, &gvk, None, params, INVENTORY_PAGES.namespaces, keep).await;
-    seen(listed, "list namespaces")
+    let pages = INVENTORY_PAGES.namespaces;
+    list_seen(client, &gvk, None, params, pages, "list namespaces", keep).await
 }

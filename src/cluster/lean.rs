@@ -112,7 +112,6 @@ pub(super) fn workload_gvk(kind: &str) -> Option<GroupVersionKind> {
     Some(GroupVersionKind::gvk(workload.group(), "v1", kind))
 }
 
-/// How the workload table keys an allowlist entry.
 pub(super) fn workload_key(entry: &AllowlistEntry) -> (String, String, String) {
     (
         entry.namespace.clone(),
@@ -124,12 +123,8 @@ pub(super) fn workload_key(entry: &AllowlistEntry) -> (String, String, String) {
 /// A namespace as the rules read it: its `gpu-policy.io/` annotations and
 /// the mode label.
 pub(super) fn lean_namespace(namespace: &Namespace) -> BTreeMap<String, String> {
-    let mut kept: BTreeMap<String, String> = namespace
-        .annotations()
-        .iter()
-        .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    // `lean_metadata` kept the `gpu-policy.io/` annotations only.
+    let mut kept = namespace.annotations().clone();
     if let Some(mode) = namespace.labels().get(MODE_LABEL) {
         kept.insert(MODE_LABEL.to_owned(), mode.clone());
     }

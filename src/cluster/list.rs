@@ -2,8 +2,12 @@
 //! pages for the namespace guard (which anyone may make list any
 //! namespace, by forging a review) and for `doctor`'s read.
 
+use std::collections::BTreeMap;
+
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use sonic_rs::JsonValueTrait;
 
@@ -122,22 +126,52 @@ pub(super) async fn list_paged(
     Ok(Paged::Truncated)
 }
 
-/// [`list_paged`], each item read by `keep`; an item `keep` cannot read
-/// is skipped.
-pub(super) async fn list_kept<T>(
+/// [`list_paged`] as a part of `doctor`'s inventory: each item decoded
+/// as `W` and read by `keep` (an item either cannot read is skipped); 403
+/// and 404 are states, other errors fail the read.
+pub(super) async fn list_seen<W: DeserializeOwned, T>(
     client: &Client,
     gvk: &GroupVersionKind,
     namespace: Option<&str>,
     params: ListParams,
     pages: Pages,
-    mut keep: impl FnMut(&str) -> Option<T>,
-) -> Result<(Vec<T>, Paged), kube::Error> {
+    rbac: &'static str,
+    mut keep: impl FnMut(W) -> Option<T>,
+) -> Result<Seen<Vec<T>>, kube::Error> {
     let mut items = Vec::new();
-    let paged = list_paged(client, gvk, namespace, params, pages, |text| {
-        items.extend(keep(text));
+    let listed = list_paged(client, gvk, namespace, params, pages, |text| {
+        items.extend(serde_json::from_str(text).ok().and_then(&mut keep));
     })
-    .await?;
-    Ok((items, paged))
+    .await;
+    match listed {
+        Ok(Paged::Complete) => Ok(Seen::Complete(items)),
+        Ok(Paged::Truncated) => Ok(Seen::Truncated(items)),
+        Err(error) if is_forbidden(&error) => Ok(Seen::Forbidden { rbac }),
+        Err(error) if is_not_served(&error) => Ok(Seen::NotServed),
+        Err(error) => Err(error),
+    }
+}
+
+/// An object of `doctor`'s lists: the metadata and the parts a reader
+/// declares; the rest is skipped as it is read.
+#[derive(Deserialize)]
+pub(super) struct Wire<Spec = IgnoredAny, Status = IgnoredAny> {
+    #[serde(default)]
+    pub(super) metadata: Meta,
+    #[serde(default)]
+    pub(super) spec: Spec,
+    #[serde(default)]
+    pub(super) status: Status,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct Meta {
+    #[serde(default)]
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) namespace: String,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
 }
 
 /// The pages of each list of `doctor`'s read: what a read costs at most.
@@ -174,21 +208,6 @@ pub(super) const INVENTORY_PAGES: InventoryPages = InventoryPages {
     slices: Pages { size: 20, max: 100 },
     namespaces: Pages { size: 500, max: 20 },
 };
-
-/// A list's outcome as a part of `doctor`'s inventory: 403 and 404 are
-/// states, other errors fail the read.
-pub(super) fn seen<T>(
-    listed: Result<(T, Paged), kube::Error>,
-    rbac: &'static str,
-) -> Result<Seen<T>, kube::Error> {
-    match listed {
-        Ok((items, Paged::Complete)) => Ok(Seen::Complete(items)),
-        Ok((items, Paged::Truncated)) => Ok(Seen::Truncated(items)),
-        Err(error) if is_forbidden(&error) => Ok(Seen::Forbidden { rbac }),
-        Err(error) if is_not_served(&error) => Ok(Seen::NotServed),
-        Err(error) => Err(error),
-    }
-}
 
 /// The pods of a namespace, a page at a time ([`list_pages`]): the
 /// namespace guard's look at what already runs there.

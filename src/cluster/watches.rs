@@ -1,7 +1,7 @@
 //! [`Watches`], the one owner of the watch tasks that fill a
 //! [`ClusterCache`], which starts them and stops them as the configuration
 //! changes: namespaces, RuntimeClasses, nodes, one watch per allowlist
-//! entry, and (through `claims.rs`) the DRA objects.
+//! entry, and (through `dra_watches.rs`) the DRA objects.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::checks::gpu_nodes::{OnNodes, gpu_signs, has_any_gpu_capacity};
+use super::checks::gpu_nodes::{OnNodes, gpu_nodes, nodes};
 use super::checks::{check_notes, findings};
 use super::finding::{Finding, Note};
 use super::inventory::{ConfigSource, Inventory, Seen};
@@ -42,14 +42,7 @@ pub struct Summary {
 }
 
 pub fn diagnose(inventory: &Inventory) -> Diagnosis {
-    let nodes = inventory.nodes.items().map(Vec::as_slice).unwrap_or(&[]);
-    let on_nodes = OnNodes::of(inventory);
-    let gpu_nodes = nodes
-        .iter()
-        .filter(|node| {
-            has_any_gpu_capacity(node) || !gpu_signs(node, on_nodes.pods(&node.name)).is_empty()
-        })
-        .count();
+    let gpu_nodes = gpu_nodes(inventory, &OnNodes::of(inventory)).len();
     let mut opted_in: BTreeMap<&'static str, Vec<String>> = Mode::ALL
         .iter()
         .map(|mode| (mode.as_str(), Vec::new()))
@@ -69,7 +62,7 @@ pub fn diagnose(inventory: &Inventory) -> Diagnosis {
     notes.extend(check_notes(inventory));
     Diagnosis {
         summary: Summary {
-            nodes: nodes.len(),
+            nodes: nodes(inventory).len(),
             gpu_nodes,
             opted_in,
         },

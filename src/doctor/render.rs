@@ -24,7 +24,6 @@ struct Output<'d> {
     notes: &'d [Note],
 }
 
-/// The diagnosis as one pretty JSON document.
 pub fn json(diagnosis: &Diagnosis) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(&Output {
         schema_version: JSON_SCHEMA_VERSION,

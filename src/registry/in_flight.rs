@@ -18,7 +18,6 @@ use super::lookup_cache::LookupKey;
 use super::oci::ImageConfigFacts;
 use crate::policy::message::prefix_within;
 
-/// The answer of a fetch, once it is known.
 pub(super) type Answer = Option<Result<Arc<ImageConfigFacts>, Failure>>;
 
 /// The longest namespace kept, in bytes: a Kubernetes namespace is a DNS

@@ -48,50 +48,6 @@ impl fmt::Display for OversizedValue {
     }
 }
 
-#[cfg(test)]
-impl ImageConfigFacts {
-    /// An image config for tests: its CUDA env, requirement and label.
-    pub fn of(
-        cuda: Option<&str>,
-        require: Option<&str>,
-        label: Option<&str>,
-    ) -> std::sync::Arc<ImageConfigFacts> {
-        std::sync::Arc::new(ImageConfigFacts {
-            cuda_version: cuda.map(str::to_owned),
-            require_cuda: require.map(str::to_owned),
-            cuda_label: label.map(str::to_owned),
-            digest: "sha256:00".to_owned(),
-            oversized: None,
-        })
-    }
-
-    /// The `NVIDIA_REQUIRE_CUDA` of `nvidia/cuda:12.8.1`'s config: 30 brand
-    /// and driver alternatives, some 1 KB, an ordinary long requirement.
-    pub fn cuda_12_8_requirement() -> String {
-        let mut require = "cuda>=12.8".to_owned();
-        for driver in [470, 535, 550] {
-            for brand in [
-                "unknown",
-                "grid",
-                "tesla",
-                "nvidia",
-                "quadro",
-                "quadrortx",
-                "nvidiartx",
-                "vapps",
-                "vpc",
-                "vcs",
-            ] {
-                require.push_str(&format!(
-                    " brand={brand},driver>={driver},driver<{}",
-                    driver + 1
-                ));
-            }
-        }
-        require
-    }
-}
-
 /// The longest CUDA env value or label kept from an image config, in
 /// bytes. The longest real one is `NVIDIA_REQUIRE_CUDA`: some 1 KB on the
 /// `nvidia/cuda` images (ten brands for each of three driver branches).

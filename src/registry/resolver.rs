@@ -169,23 +169,20 @@ fn deadline_after(budget: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// The images, each once, in the order they first appear.
+/// The images, each once, in the order they first appear (a set beside
+/// the list: each image is looked for in logarithmic time, however many a
+/// pod names).
 fn each_once<I, S>(images: I) -> Vec<String>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    // A set beside the list: each image is looked for in logarithmic
-    // time, however many a pod names.
     let mut seen = std::collections::BTreeSet::new();
-    let mut unique: Vec<String> = Vec::new();
-    for image in images {
-        let image = image.as_ref();
-        if seen.insert(image.to_owned()) {
-            unique.push(image.to_owned());
-        }
-    }
-    unique
+    images
+        .into_iter()
+        .map(|image| image.as_ref().to_owned())
+        .filter(|image| seen.insert(image.clone()))
+        .collect()
 }
 
 /// Where a lookup stands before anything is awaited.
@@ -202,6 +199,12 @@ impl Inner {
     pub(super) fn hit(&self, cache: &str) {
         if let Some(metrics) = &self.metrics {
             metrics.hit(cache);
+        }
+    }
+
+    fn count(&self, lookup: &Lookup) {
+        if let Some(metrics) = &self.metrics {
+            metrics.lookup(lookup.result());
         }
     }
 
@@ -316,9 +319,7 @@ impl Resolver {
             .into_iter()
             .map(|image| {
                 let lookup = Lookup::Refused(reason.to_owned());
-                if let Some(metrics) = &self.inner.metrics {
-                    metrics.lookup(lookup.result());
-                }
+                self.inner.count(&lookup);
                 (image, lookup)
             })
             .collect()
@@ -349,22 +350,17 @@ impl Resolver {
                     let wait = answer.wait_for(Option::is_some);
                     match tokio::time::timeout_at(deadline, wait).await {
                         Err(_) => Lookup::TimedOut,
-                        Ok(Ok(answer)) => match answer.as_ref() {
-                            Some(answer) => answer.clone().into(),
+                        Ok(waited) => match waited.ok().and_then(|answer| (*answer).clone()) {
+                            Some(answer) => answer.into(),
                             None => Lookup::Failed(format!(
                                 "{image}: the lookup ended without an answer"
                             )),
                         },
-                        Ok(Err(_)) => {
-                            Lookup::Failed(format!("{image}: the lookup ended without an answer"))
-                        }
                     }
                 }
             },
         };
-        if let Some(metrics) = &self.inner.metrics {
-            metrics.lookup(lookup.result());
-        }
+        self.inner.count(&lookup);
         lookup
     }
 

@@ -29,10 +29,6 @@ use super::oci::MANIFEST_ACCEPT;
 use super::reason::error_text;
 use crate::manifest::one_line;
 
-/// The OCI distribution spec's limit for manifests and indexes.
-pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
-/// Image configs are a few kilobytes; the same bound as manifests.
-pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 /// A token answer is a few kilobytes of JSON: a registry's bearer token
 /// is a JWT of one to a few KB (Docker Hub's, some 1.5 KB, is sent twice,
 /// as `token` and `access_token`). The token kept is at most this long.
@@ -70,8 +66,10 @@ fn human(bytes: u64) -> String {
 }
 
 impl Bound {
-    pub(super) const MANIFEST: Bound = Bound::of("manifest", MAX_MANIFEST_BYTES);
-    pub(super) const CONFIG: Bound = Bound::of("image config", MAX_CONFIG_BYTES);
+    /// The OCI distribution spec's limit for manifests and indexes.
+    pub(super) const MANIFEST: Bound = Bound::of("manifest", 4 << 20);
+    /// Image configs are a few kilobytes; the same bound as manifests.
+    pub(super) const CONFIG: Bound = Bound::of("image config", 4 << 20);
     const TOKEN: Bound = Bound::of("token answer", MAX_TOKEN_BYTES);
 
     const fn of(what: &'static str, bytes: u64) -> Self {
@@ -115,11 +113,19 @@ impl Bound {
     }
 }
 
-/// What a manifest request answered.
+/// What a manifest request answered: `Docker-Content-Digest` as sent,
+/// and the body.
 pub(super) struct Fetched {
-    /// `Docker-Content-Digest`, as sent.
     pub(super) digest_header: Option<String>,
     pub(super) body: Vec<u8>,
+}
+
+fn digest_header(response: &Response) -> Option<String> {
+    response
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// How a request proves who it is.
@@ -176,7 +182,6 @@ type TokenKey = (String, String);
 /// Tokens by registry and repository, with the instant they expire.
 type Tokens = BoundedLru<TokenKey, (String, Instant)>;
 
-/// The registry client of one set of credentials.
 pub(super) struct Transport {
     http: reqwest::Client,
     hosts: Arc<HostPolicy>,
@@ -309,11 +314,7 @@ impl Transport {
         let (response, url) = self
             .send(reference, Method::GET, &path, Some(MANIFEST_ACCEPT))
             .await?;
-        let digest_header = response
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
+        let digest_header = digest_header(&response);
         let body = read_bounded(response, bound, &url).await?;
         Ok(Fetched {
             digest_header,
@@ -332,11 +333,7 @@ impl Transport {
         let (response, _) = self
             .send(reference, Method::HEAD, &path, Some(MANIFEST_ACCEPT))
             .await?;
-        Ok(response
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned))
+        Ok(digest_header(&response))
     }
 
     /// GET of a blob, within `bound`.
@@ -485,12 +482,13 @@ impl Transport {
             }
         }
         if let Some((realm, service)) = bearer {
-            let token = self
+            let (token, lifetime) = self
                 .token(&realm, service.as_deref(), reference, basic)
                 .await?;
-            return Ok(Authorization::Bearer(
-                token.cache(&self.tokens, key.clone()),
-            ));
+            if let Some(until) = Instant::now().checked_add(lifetime) {
+                lock(&self.tokens).put(key.clone(), (token.clone(), until));
+            }
+            return Ok(Authorization::Bearer(token));
         }
         match basic {
             Some(basic) if wants_basic => Ok(basic),
@@ -500,14 +498,15 @@ impl Transport {
         }
     }
 
-    /// A pull token for `reference`'s repository from `realm`.
+    /// A pull token for `reference`'s repository from `realm`, and how
+    /// long to keep it.
     async fn token(
         &self,
         realm: &str,
         service: Option<&str>,
         reference: &Reference,
         basic: Option<Authorization>,
-    ) -> Result<Token, Failure> {
+    ) -> Result<(String, Duration), Failure> {
         let mut url = Url::parse(realm).map_err(|_| {
             let shown: String = realm.chars().take(100).collect();
             Failure::failed(format!("token realm {shown:?} is not a URL"))
@@ -558,23 +557,7 @@ impl Transport {
             .expires_in
             .map_or(DEFAULT_TOKEN_TTL, Duration::from_secs)
             .min(MAX_TOKEN_TTL);
-        Ok(Token { value, lifetime })
-    }
-}
-
-/// A token and how long to keep it.
-struct Token {
-    value: String,
-    lifetime: Duration,
-}
-
-impl Token {
-    /// Keeps the token for its repository; returns its value.
-    fn cache(self, tokens: &Mutex<Tokens>, key: TokenKey) -> String {
-        if let Some(until) = Instant::now().checked_add(self.lifetime) {
-            lock(tokens).put(key, (self.value.clone(), until));
-        }
-        self.value
+        Ok((value, lifetime))
     }
 }
 

@@ -15,7 +15,8 @@ use super::verdict::{self, TlsData, Unmanageable, Verdict, evaluate, renewal_nam
 use super::{SecretAction, SecretError, SecretRoute};
 use crate::certs::PkiError;
 use crate::certs::files::{create_dir, write_atomically};
-use crate::certs::pki::{CA_VALIDITY_DAYS, SERVING_VALIDITY_DAYS, generate_ca, issue, parse_pair};
+use crate::certs::pki::{SERVING_VALIDITY_DAYS, issue, parse_pair};
+use crate::certs::self_signed::generate;
 
 impl SecretRoute {
     fn secrets(&self) -> Api<Secret> {
@@ -129,9 +130,8 @@ impl SecretRoute {
     }
 
     fn generate_all(&self, now: i64) -> Result<TlsData, SecretError> {
-        let ca = generate_ca(now, CA_VALIDITY_DAYS).map_err(|r| self.generate_error(r))?;
-        let leaf = issue(&ca.cert, &ca.key, &self.names, now, SERVING_VALIDITY_DAYS)
-            .map_err(|r| self.generate_error(r))?;
+        let (ca, leaf) = generate(&self.names, now, SERVING_VALIDITY_DAYS)
+            .map_err(|source| self.generate_error(source))?;
         Ok(TlsData {
             ca_crt: ca.cert.into_bytes(),
             ca_key: ca.key.into_bytes(),

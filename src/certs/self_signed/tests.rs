@@ -128,8 +128,8 @@ fn damaged_or_mismatched_files_regenerate() {
 fn expiring_serving_cert_regenerates() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let files = generate_into(tmp.path());
-    let short = generate(&wanted_names(&[]), unix_now(), 10).expect("generate");
-    fs::write(&files.ca, &short.ca).expect("write");
+    let (ca, short) = generate(&wanted_names(&[]), unix_now(), 10).expect("generate");
+    fs::write(&files.ca, &ca.cert).expect("write");
     fs::write(&files.cert, &short.cert).expect("write");
     fs::write(&files.key, &short.key).expect("write");
 

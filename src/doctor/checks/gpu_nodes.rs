@@ -145,7 +145,16 @@ impl<'i> OnNodes<'i> {
     }
 }
 
-/// The nodes read.
 pub fn nodes(inventory: &Inventory) -> &[Node] {
     inventory.nodes.items().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// The nodes that have, or look like they have, GPUs.
+pub fn gpu_nodes<'i>(inventory: &'i Inventory, on_nodes: &OnNodes<'_>) -> Vec<&'i Node> {
+    nodes(inventory)
+        .iter()
+        .filter(|node| {
+            has_any_gpu_capacity(node) || !gpu_signs(node, on_nodes.pods(&node.name)).is_empty()
+        })
+        .collect()
 }

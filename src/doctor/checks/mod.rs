@@ -59,7 +59,6 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-/// Every finding of every check.
 pub fn findings(inventory: &Inventory) -> Vec<Finding> {
     CHECKS
         .iter()

@@ -16,19 +16,9 @@
 //!   their handlers do not report its `handler`: pods with the class fail
 //!   to start there. Nodes that report no handlers are not judged.
 
-use super::gpu_nodes::{DEPLOY_TOOLKIT_LABEL, OnNodes, gpu_signs, has_any_gpu_capacity, nodes};
+use super::gpu_nodes::{DEPLOY_TOOLKIT_LABEL, OnNodes, gpu_nodes};
 use crate::doctor::finding::{Finding, FindingId, Note, Severity, Subject, count};
 use crate::doctor::inventory::{Inventory, Node};
-
-/// The nodes that have, or look like they have, GPUs.
-fn gpu_nodes<'i>(inventory: &'i Inventory, on_nodes: &OnNodes<'_>) -> Vec<&'i Node> {
-    nodes(inventory)
-        .iter()
-        .filter(|node| {
-            has_any_gpu_capacity(node) || !gpu_signs(node, on_nodes.pods(&node.name)).is_empty()
-        })
-        .collect()
-}
 
 /// Why no RuntimeClass is needed, if a node says so.
 fn another_way(on_nodes: &OnNodes<'_>, gpu_nodes: &[&Node]) -> Option<String> {
