@@ -5,9 +5,7 @@ mod batch_writer;
 mod json_lines;
 pub mod labels;
 #[cfg(test)]
-pub(crate) mod testing;
-#[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::borrow::Cow;
 
