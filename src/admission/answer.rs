@@ -22,9 +22,9 @@ use crate::settings::{NamespaceSettings, Settings};
 pub enum Mode {
     /// Mutate, then deny violations.
     Enforce,
-    /// No change; allowed, with a warning per change and violation.
+    /// Allowed unchanged, with a warning per change and violation.
     Warn,
-    /// No change, no warning; audit annotations only.
+    /// Allowed unchanged; audit annotations only.
     Audit,
 }
 
@@ -222,25 +222,25 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
         );
     }
     // In every mode.
-    let fallbacks = evaluation.notice_bodies(NoticeKind::ImageTableFallback);
-    if !fallbacks.is_empty() {
-        answer.audit_annotations.insert(
-            IMAGE_RESOLUTION_ANNOTATION.to_owned(),
-            joined_within(&fallbacks, |body, out| out.push_str(body), ANNOTATION_ROOM),
-        );
+    for (kind, annotation) in [
+        (NoticeKind::ImageTableFallback, IMAGE_RESOLUTION_ANNOTATION),
+        (NoticeKind::UnenforcedFloor, UNENFORCED_FLOOR_ANNOTATION),
+    ] {
+        let bodies = evaluation.notice_bodies(kind);
+        if !bodies.is_empty() {
+            let joined = joined_within(&bodies, |body, out| out.push_str(body), ANNOTATION_ROOM);
+            answer
+                .audit_annotations
+                .insert(annotation.to_owned(), joined);
+        }
     }
-    let unenforced = evaluation.notice_bodies(NoticeKind::UnenforcedFloor);
-    if !unenforced.is_empty() {
-        answer.audit_annotations.insert(
-            UNENFORCED_FLOOR_ANNOTATION.to_owned(),
-            joined_within(&unenforced, |body, out| out.push_str(body), ANNOTATION_ROOM),
-        );
+    if mode != Mode::Audit {
+        answer
+            .warnings
+            .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
     }
     match mode {
         Mode::Enforce => {
-            answer
-                .warnings
-                .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
             if !is_pod {
                 answer
                     .warnings
@@ -256,9 +256,6 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
             }
         }
         Mode::Warn => {
-            answer
-                .warnings
-                .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
             for violation in &evaluation.violations {
                 answer.warnings.push(
                     Message::new(format_args!(
