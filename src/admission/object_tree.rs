@@ -1,30 +1,20 @@
 //! The object of a review as a [`Document`] that borrows the body, read in
-//! the same pass that parses the body, with only the fields that some rule
-//! reads.
+//! the pass that parses the body, with only the fields some rule reads.
 //!
-//! What is kept is an allowlist: the paths the request path reads, as a
-//! small machine of [`Place`]s over keys and list elements
-//! ([`Place::member`]), for every kind admitted at once (a Pod, the pod
-//! template of each workload, a ResourceClaim and its template, a
-//! Namespace). Everything else (a pod's `status`, `managedFields`, probes,
-//! commands, `securityContext.supplementalGroups`, the fields of newer
-//! Kubernetes) is parsed, as the body must be valid JSON, and costs no node.
-//! Where a rule may copy a subtree into a patch or compare it whole
-//! (`affinity`, `tolerations`, `resources`, a claim's `devices`), the
-//! subtree is kept whole ([`Place::Whole`]).
+//! What is kept is an allowlist of paths, a small machine of [`Place`]s
+//! over keys and list elements ([`Place::member`]). Everything else (a
+//! pod's `status`, `managedFields`, probes, ...) is parsed and costs no
+//! node. A subtree a rule may copy into a patch or compare whole
+//! (`affinity`, `tolerations`, `resources`, `devices`) is kept whole.
 //!
-//! Leaving fields out of the document cannot change a patch: it is never
-//! encoded again, and a patch addresses the object as the API server sent
-//! it by the keys and indexes of the fields it changes. A list keeps the
-//! place of every element it leaves out (env entries of names no rule
-//! reads), so indexes stay as written. The tests hold the allowlist to
-//! what the code reads: every key a source file of the request path reads
-//! is on it, and every fixture of `tests/fixtures/` is decided the same on
-//! the whole object.
+//! Leaving fields out cannot change a patch: the document is never encoded
+//! again, and a list keeps the place of every element it leaves out, so
+//! indexes stay as written. The tests hold the allowlist to what the code
+//! reads, and every fixture to the same decision on the whole object.
 //!
-//! The document's nodes, and what the policy builds for each container,
-//! env entry, volume or claim it keeps (`Place::cost`), are charged to a
-//! [`Budget`] proportional to the body ([`budget`]).
+//! The nodes, and what the policy builds for what is kept
+//! (`Place::cost`), are charged to a [`Budget`] of the body's size
+//! ([`budget`]).
 
 use serde::de::Deserializer;
 
@@ -142,14 +132,11 @@ impl Place {
 /// A container's share of a patch, held and then encoded.
 const PATCH_BYTES_PER_CONTAINER: usize = 512;
 
-/// What the documents of a body of `body_len` bytes may take: a body and
-/// a quarter, and 1 MiB for the smallest ones (whose few containers and
-/// env entries weigh more than their bytes). A pod as the API server sends
-/// it keeps far less: its keys and values are long for one node each, and
-/// most of its fields are left out. A dense object that spends a budget of
-/// twice its body, and is then denied, took its review 3.8 bodies above
-/// the server's base (the body and the rest of the review included, in
-/// the debug build; tests/attack/memory_shapes.rs).
+/// What the documents of a body may take: a body and a quarter, plus 1
+/// MiB for the smallest (whose few values weigh more than their bytes). A
+/// real pod keeps far less. A dense object that spends a budget of twice
+/// its body, and is denied, took its review 3.8 bodies above the server's
+/// base (debug build; tests/attack/memory_shapes.rs).
 pub fn budget(body_len: usize) -> usize {
     body_len
         .saturating_add(body_len / 4)
@@ -199,9 +186,8 @@ impl Unread for Place {
     }
 
     /// An env entry is kept when it names a variable a rule reads
-    /// ([`READ_ENV_NAMES`]), or when it is not an object or its name not
-    /// a string (the rules report it): a container may carry hundreds of
-    /// others, and an entry without a name is no variable a rule reads.
+    /// ([`READ_ENV_NAMES`]), or is malformed (the rules report it): a
+    /// container may carry hundreds of others.
     fn keeps(self, element: Json<'_>) -> bool {
         if self != Place::EnvEntry {
             return true;

@@ -164,10 +164,10 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
     check_unicode_escapes(text)?;
     let budget = Budget::new(object_tree::budget(text.len()));
     let mut deserializer = sonic_rs::Deserializer::from_str(text);
-    let review = ReviewSeed {
+    let review = ReviewSeed(Body {
         text,
         budget: &budget,
-    }
+    })
     .deserialize(&mut deserializer)?;
     deserializer.end()?;
     if review.api_version != META_API_VERSION_V1 {
@@ -190,7 +190,11 @@ struct ReviewBody<'a> {
 
 /// Reads a [`ReviewBody`] of `text`, whose objects share `budget`, as
 /// serde's derive would: required fields there, none twice, others skipped.
-struct ReviewSeed<'t, 'b> {
+struct ReviewSeed<'t, 'b>(Body<'t, 'b>);
+
+/// The body's text, which the objects' strings borrow, and their budget.
+#[derive(Clone, Copy)]
+struct Body<'t, 'b> {
     text: &'t str,
     budget: &'b Budget,
 }
@@ -221,10 +225,7 @@ impl<'de> Visitor<'de> for ReviewSeed<'de, '_> {
                 )?,
                 "kind" => once(&mut kind, "kind", map.next_value::<Borrowed>()?)?,
                 "request" => {
-                    let seed = Nullable(RequestSeed {
-                        text: self.text,
-                        budget: self.budget,
-                    });
+                    let seed = Nullable(RequestSeed(self.0));
                     once(&mut request, "request", map.next_value_seed(seed)?)?;
                 }
                 _ => {
@@ -240,10 +241,7 @@ impl<'de> Visitor<'de> for ReviewSeed<'de, '_> {
     }
 }
 
-struct RequestSeed<'t, 'b> {
-    text: &'t str,
-    budget: &'b Budget,
-}
+struct RequestSeed<'t, 'b>(Body<'t, 'b>);
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'de, '_> {
     type Value = AdmissionRequest<'de>;
@@ -272,12 +270,7 @@ impl<'de> Visitor<'de> for RequestSeed<'de, '_> {
         let mut object = None;
         let mut old_object = None;
         let mut dry_run = None;
-        let object_seed = || {
-            Nullable(ObjectSeed {
-                text: self.text,
-                budget: self.budget,
-            })
-        };
+        let object_seed = || Nullable(ObjectSeed(self.0));
         while let Some(Borrowed(key)) = map.next_key()? {
             match &*key {
                 "uid" => once(&mut uid, "uid", map.next_value::<Borrowed>()?.0)?,
@@ -321,16 +314,13 @@ impl<'de> Visitor<'de> for RequestSeed<'de, '_> {
     }
 }
 
-struct ObjectSeed<'t, 'b> {
-    text: &'t str,
-    budget: &'b Budget,
-}
+struct ObjectSeed<'t, 'b>(Body<'t, 'b>);
 
 impl<'de> DeserializeSeed<'de> for ObjectSeed<'de, '_> {
     type Value = RawObject<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        object_tree::read(self.text, deserializer, self.budget).map(RawObject::new)
+        object_tree::read(self.0.text, deserializer, self.0.budget).map(RawObject::new)
     }
 }
 
