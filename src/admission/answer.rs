@@ -139,7 +139,7 @@ pub const PATCH_ANNOTATION: &str = "patch";
 
 pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
     let mut answer = decide_all_but_the_patch(mode, kind, evaluation);
-    if carries_patch(mode, kind, evaluation, &answer) {
+    if !answer.encoded_patch.is_empty() {
         answer.patch = evaluation.patch.clone();
     }
     answer
@@ -148,17 +148,10 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
 /// [`decide`], moving the patch out of `evaluation` rather than copying it.
 pub fn decide_taking_patch(mode: Mode, kind: ObjectKind, evaluation: &mut Evaluation) -> Answer {
     let mut answer = decide_all_but_the_patch(mode, kind, evaluation);
-    if carries_patch(mode, kind, evaluation, &answer) {
+    if !answer.encoded_patch.is_empty() {
         answer.patch = std::mem::take(&mut evaluation.patch);
     }
     answer
-}
-
-fn carries_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation, answer: &Answer) -> bool {
-    mode == Mode::Enforce
-        && is_patched(kind)
-        && evaluation.violations.is_empty()
-        && !answer.over_patch_budget
 }
 
 /// The kinds the mutating webhook patches (pods, and claims for R4).
@@ -206,7 +199,7 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
     let over_patch_budget = match patch_budget(kind, evaluation) {
         PatchBudget::Nothing => None,
         PatchBudget::Within(encoded) => {
-            // Carried in enforce mode only (`carries_patch`).
+            // Carried in enforce mode only: then `decide` adds the patch.
             if mode == Mode::Enforce {
                 answer.encoded_patch = encoded;
             }

@@ -64,8 +64,7 @@ pub enum LabelRefusal {
     },
 }
 
-/// Whether `requester` may change the namespace `old` into `new` (None:
-/// deleted).
+/// Whether `requester` may change the namespace `old` into `new`.
 pub fn check(
     old: Option<Json<'_>>,
     new: Option<Json<'_>>,
@@ -104,8 +103,7 @@ pub fn check(
     })
 }
 
-/// The mode a namespace moves to when the label change tightens the
-/// policy (absent -> audit -> warn -> enforce); None otherwise.
+/// The mode a namespace moves to when the label change tightens it.
 pub fn tightened_to(old: Option<Json<'_>>, new: Option<Json<'_>>) -> Option<Mode> {
     let after = label(new)?.parse::<Mode>().ok()?;
     let before = label(old).and_then(|value| value.parse::<Mode>().ok());
@@ -121,15 +119,11 @@ const NAMED: usize = 5;
 /// API server (which shows it to whoever may change the label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disclosure {
-    /// Client certificates are required: the objects are named.
     Names,
-    /// Counts, and the command that names them with the rights of whoever
-    /// runs it.
+    /// Counts, and the command that names them with its runner's rights.
     Counts,
 }
 
-/// How many objects of one finding there are, and the first [`NAMED`]
-/// names.
 #[derive(Debug, Default)]
 struct Tally {
     count: usize,

@@ -25,7 +25,7 @@ impl<'a> RawObject<'a> {
         Self { document }
     }
 
-    /// The object; null when it [`RawObject::exceeds_budget`].
+    /// Null when it [`RawObject::exceeds_budget`].
     pub fn json(&self) -> Json<'_> {
         self.document.root()
     }
@@ -355,7 +355,7 @@ impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Nullable<S> {
     }
 }
 
-/// A string that points into the body, unless it has escapes.
+/// Borrows the body, unless it has escapes.
 #[derive(Deserialize)]
 struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
 

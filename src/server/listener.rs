@@ -37,8 +37,8 @@ const IDLE_GRACE: Duration = Duration::from_secs(2);
 /// KiB). hyper's default (~400 KB) would let each connection hold that.
 const READ_BUFFER_BYTES: usize = 32 * 1024;
 
-/// Serves `app` over HTTP/1.1 with keep-alive within `budget` until
-/// `shutdown` completes; then waits at most `drain()` for open connections.
+/// Serves `app` over HTTP/1.1 until `shutdown`, then waits at most
+/// `drain()` for open connections.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,

@@ -91,8 +91,6 @@ impl AppState {
     }
 }
 
-/// `/readyz` is true once the listener is bound and the config and the
-/// certificate are loaded.
 #[derive(Debug, Default)]
 pub struct Readiness {
     pub listener_bound: AtomicBool,
@@ -126,7 +124,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// The operations endpoints (plain HTTP): `/healthz`, `/readyz`, `/metrics`.
+/// `/healthz`, `/readyz`, `/metrics` (plain HTTP).
 pub fn operations_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
