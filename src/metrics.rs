@@ -1,10 +1,9 @@
-//! Prometheus metrics. Every metric name appears once, with typed label
-//! sets: here, in `metrics/admission.rs` (those every request writes) and
-//! in the registry room's `ResolverMetrics`.
+//! Prometheus metrics: here, in `metrics/admission.rs` (those every request
+//! writes) and in the registry room's `ResolverMetrics`.
 //!
-//! Every label value is one of a closed list the server writes itself
-//! ([`closed_label`], [`kind_label`]): a series lives as long as the
-//! process and is written at every scrape, so none may come from a request.
+//! Every label value is one of a closed list ([`closed_label`],
+//! [`kind_label`]): a series lives as long as the process and is written
+//! at every scrape, so none may come from a request.
 
 mod admission;
 
@@ -25,32 +24,23 @@ pub struct ReloadLabels {
     pub source: &'static str,
 }
 
-/// What is reloaded: the values of `reload_success`'s `source`.
 pub const RELOAD_SOURCES: [&str; 4] =
     ["config", "certificate", "client_ca", "registry-credentials"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {
-    /// `namespaces`, `nodes`, `runtimeclasses`, `allowlisted-workloads`,
-    /// `resourceclaims`, `resourceclaimtemplates`, `deviceclasses`,
-    /// `resourceslices`.
+    /// One of `cluster::Source`.
     pub resource: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchedLabels {
-    /// As [`CacheLabels::resource`].
     pub resource: String,
-    /// The API version watched (`v1`, `v1beta1`), empty when not watched
-    /// or not known yet.
+    /// Empty when not watched or not known yet.
     pub version: String,
 }
 
-/// What the admission port's budget refused: `resource` is
-/// [`RefusedLabels::CONNECTIONS`] (a connection closed at once) or
-/// [`RefusedLabels::BODY_BYTES`] (a request answered 429 or 503), `reason`
-/// [`RefusedLabels::OVER_SHARE`] (the caller past its share) or
-/// [`RefusedLabels::FULL`] (the pool full of what cannot be cut).
+/// What the admission port's budget refused, and why.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusedLabels {
     pub resource: &'static str,
@@ -64,27 +54,18 @@ impl RefusedLabels {
     pub const FULL: &str = "full";
 }
 
-/// `gpu_policy_admission_refused_total`, shared by the metrics and the
-/// budget that counts into it.
+/// `gpu_policy_admission_refused_total`.
 pub type BudgetRefusals = Family<RefusedLabels, Counter>;
 
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// The request counter, the rule findings and the latency histogram.
     pub admission: AdmissionMetrics,
-    /// Unix time at which the serving certificate expires.
     pub certificate_expiry: Gauge<f64, AtomicU64>,
-    /// 1 when the last reload of the source succeeded, 0 when it failed.
     pub reload_success: Family<ReloadLabels, Gauge>,
-    /// 1 while a cluster cache cannot follow the API server.
     pub cache_stale: Family<CacheLabels, Gauge>,
-    /// 1 when a cluster cache watches its resource, 0 when the API server
-    /// does not serve it.
     pub cache_watched: Family<WatchedLabels, Gauge>,
-    /// The image registry lookups of `imageResolution.mode: registry`.
     pub images: crate::registry::ResolverMetrics,
-    /// What the admission port's budget refused.
     pub refused: BudgetRefusals,
 }
 
@@ -149,7 +130,6 @@ impl Metrics {
             .set(i64::from(ok));
     }
 
-    /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut text = String::new();
         if encode(&mut text, &self.registry).is_err() {

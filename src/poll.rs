@@ -1,8 +1,6 @@
-//! Re-reading on a timer: the serving certificate, the config file and the
-//! certificate Secret are polled rather than watched. Kubernetes updates a
-//! mounted Secret or ConfigMap by repointing the volume's `..data` symlink,
-//! which file-watch events on the file itself miss; comparing bytes on a
-//! timer sees every update.
+//! Re-reading on a timer: Kubernetes updates a mounted Secret or ConfigMap
+//! by repointing the volume's `..data` symlink, which file-watch events on
+//! the file miss; comparing bytes on a timer sees every update.
 
 use std::time::Duration;
 
@@ -21,7 +19,6 @@ pub fn ticker(every: Duration) -> Interval {
     interval
 }
 
-/// What one poll of [`poll_bytes`] found.
 #[derive(Debug)]
 pub enum Polled<'a, B, E> {
     Changed(&'a B),
@@ -29,14 +26,10 @@ pub enum Polled<'a, B, E> {
     Failed(E),
 }
 
-/// Every `every` (see [`ticker`]), reads the source with `read` and calls
-/// `on_poll` with bytes that differ from the last ones seen (starting from
-/// `last`, the bytes already loaded), and with every read error. Runs until
-/// the task is dropped or aborted.
-///
-/// Bytes are reported once, whatever `on_poll` made of them: the same bytes
-/// would give the same result, and a fix changes them. `B` is the bytes of
-/// the source, or a tuple of them when it is several files.
+/// Every `every`, calls `on_poll` with what `read` gives when it differs
+/// from the last bytes seen (at first `last`), and with every read error.
+/// Bytes are reported once, whatever `on_poll` made of them: the same
+/// bytes would give the same result, and a fix changes them.
 pub async fn poll_bytes<B: PartialEq, E>(
     every: Duration,
     mut last: Option<B>,

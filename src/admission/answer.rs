@@ -1,7 +1,6 @@
-//! The answer to one object: [`decide`] is the one pure function from
-//! (mode, kind, evaluation) to an [`Answer`] (allowed, patch, warnings,
-//! audit annotations), for the webhook and for the offline `check` and
-//! `audit` alike; [`Answer::encode`] writes it as an AdmissionReview.
+//! The answer to one object: [`decide`] maps (mode, kind, evaluation) to an
+//! [`Answer`], for the webhook, `check` and `audit` alike;
+//! [`Answer::encode`] writes it as an AdmissionReview.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -23,9 +22,9 @@ use crate::settings::{NamespaceSettings, Settings};
 pub enum Mode {
     /// Mutate, then deny violations.
     Enforce,
-    /// No change; allowed, with a warning per change and violation.
+    /// Allowed unchanged, with a warning per change and violation.
     Warn,
-    /// No change, no warning; audit annotations only.
+    /// Allowed unchanged; audit annotations only.
     Audit,
 }
 
@@ -62,9 +61,8 @@ impl FromStr for Mode {
     }
 }
 
-/// The settings in force in a namespace: the cluster configuration as its
-/// annotations tighten it. Without a cluster connection the annotations are
-/// unknown, and the cluster configuration applies as it is.
+/// The settings in force in a namespace: the configuration as its
+/// annotations tighten it (none known without a cluster).
 pub fn namespace_settings(
     settings: &Settings,
     cluster: Option<&dyn ClusterFacts>,
@@ -78,7 +76,7 @@ pub fn namespace_settings(
 }
 
 /// What the webhook answers for one request, or `check` reports for one
-/// object; with what the metrics and the decision log count of it.
+/// object.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Answer {
     pub allowed: bool,
@@ -92,27 +90,21 @@ pub struct Answer {
     pub warnings_in_full: Vec<String>,
     /// Keys are prefixed with the webhook's name by the API server.
     pub audit_annotations: BTreeMap<String, String>,
-    /// Denied because the changes the object needs are a patch over
-    /// [`MAX_PATCH_BYTES`]: the mutating webhook denies it too (fail
-    /// closed), rather than let it through unchanged.
+    /// Denied because the patch is over [`MAX_PATCH_BYTES`]: the mutating
+    /// webhook denies it too (fail closed).
     pub over_patch_budget: bool,
-    /// [`Self::patch`] encoded as JSON, when it is carried: what the
-    /// webhook answers with, encoded once, while its size was measured.
+    /// [`Self::patch`] as JSON, encoded once while its size was measured.
     pub encoded_patch: Vec<u8>,
     /// Not something the policy looks at: allowed untouched.
     pub ignored: bool,
-    /// Rules that changed (or would change) the object.
     pub changes: RuleSet,
-    /// Rules the object violates.
     pub violations: RuleSet,
 }
 
-/// The audit annotation naming the images the table answered for because
-/// their registry did not.
+/// Names the images the table answered for because their registry did not.
 pub const IMAGE_RESOLUTION_ANNOTATION: &str = "image-resolution";
 
-/// The audit annotation naming the floors R4 did not write because no GPU
-/// node carries the labels they would be on.
+/// Names the floors R4 did not write: no GPU node carries their labels.
 pub const UNENFORCED_FLOOR_ANNOTATION: &str = "unenforced-floor";
 
 /// Warnings longer than this are cut: kubectl prints them on one line, and
@@ -127,8 +119,8 @@ pub const MAX_WARNING_CHARS: usize = 119;
 pub const MAX_WARNINGS: usize = 16;
 pub const MAX_WARNINGS_CHARS: usize = 2048;
 
-/// The longest denial message, in bytes: kubectl prints it, and a
-/// controller that cannot create its pods copies it into an event.
+/// The longest denial message, in bytes: kubectl prints it, and
+/// controllers copy it into events.
 pub const MAX_DENIAL_BYTES: usize = 4096;
 
 /// The longest value of an audit annotation, in bytes. The API server's
@@ -137,58 +129,41 @@ pub const MAX_DENIAL_BYTES: usize = 4096;
 /// ValidatingAdmissionPolicy's audit annotation is cut at 10 KiB.
 pub const MAX_AUDIT_ANNOTATION_BYTES: usize = 4096;
 
-/// The largest patch one answer carries, encoded as JSON. A pin is some
-/// 100 bytes of patch, so this is room for some 2,500 containers' pins;
-/// a pod needing more is denied in enforce mode (the server would
-/// otherwise answer megabytes, base64-encoded, for the API server to apply
-/// to an object it then cannot store).
+/// The largest patch one answer carries, encoded as JSON: some 2,500
+/// containers' pins. A pod needing more is denied in enforce mode rather
+/// than answered megabytes the API server could not store.
 pub const MAX_PATCH_BYTES: usize = 256 << 10;
 
-/// The audit annotation saying the changes are over [`MAX_PATCH_BYTES`].
+/// Says the changes are over [`MAX_PATCH_BYTES`].
 pub const PATCH_ANNOTATION: &str = "patch";
 
-/// The mode's answer to an evaluation.
 pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
     let mut answer = decide_all_but_the_patch(mode, kind, evaluation);
-    if carries_patch(mode, kind, evaluation, &answer) {
+    if !answer.encoded_patch.is_empty() {
         answer.patch = evaluation.patch.clone();
     }
     answer
 }
 
-/// [`decide`], with the patch moved out of `evaluation` rather than
-/// copied: for the webhook, which answers once and drops the evaluation.
+/// [`decide`], moving the patch out of `evaluation` rather than copying it.
 pub fn decide_taking_patch(mode: Mode, kind: ObjectKind, evaluation: &mut Evaluation) -> Answer {
     let mut answer = decide_all_but_the_patch(mode, kind, evaluation);
-    if carries_patch(mode, kind, evaluation, &answer) {
+    if !answer.encoded_patch.is_empty() {
         answer.patch = std::mem::take(&mut evaluation.patch);
     }
     answer
 }
 
-/// Whether the answer carries the evaluation's patch: in enforce mode,
-/// when nothing is denied and the patch is within its budget, for pods and
-/// the claims made for them (R4's selector).
-fn carries_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation, answer: &Answer) -> bool {
-    mode == Mode::Enforce
-        && is_patched(kind)
-        && evaluation.violations.is_empty()
-        && !answer.over_patch_budget
-}
-
-/// The kinds the mutating webhook patches.
+/// The kinds the mutating webhook patches (pods, and claims for R4).
 fn is_patched(kind: ObjectKind) -> bool {
     kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim)
 }
 
-/// What becomes of the evaluation's patch, by its size.
 enum PatchBudget {
-    /// No patch would be carried: nothing to change, a kind never patched,
-    /// or violations that deny the object.
+    /// Nothing to carry: no change, a kind never patched, or a denial.
     Nothing,
-    /// The patch, encoded, within [`MAX_PATCH_BYTES`].
     Within(Vec<u8>),
-    /// Over [`MAX_PATCH_BYTES`]: why it cannot be carried, in one line.
+    /// Over [`MAX_PATCH_BYTES`]: why, in one line.
     Over(String),
 }
 
@@ -224,7 +199,7 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
     let over_patch_budget = match patch_budget(kind, evaluation) {
         PatchBudget::Nothing => None,
         PatchBudget::Within(encoded) => {
-            // Carried in enforce mode only (`carries_patch`).
+            // Carried in enforce mode only: then `decide` adds the patch.
             if mode == Mode::Enforce {
                 answer.encoded_patch = encoded;
             }
@@ -239,29 +214,26 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
             prefix_within(&entry, MAX_AUDIT_ANNOTATION_BYTES).to_owned(),
         );
     }
-    // In every mode: the audit log says where the table stood in for a
-    // registry.
-    let fallbacks = evaluation.notice_bodies(NoticeKind::ImageTableFallback);
-    if !fallbacks.is_empty() {
-        answer.audit_annotations.insert(
-            IMAGE_RESOLUTION_ANNOTATION.to_owned(),
-            joined_within(&fallbacks, |body, out| out.push_str(body), ANNOTATION_ROOM),
-        );
+    // In every mode.
+    for (kind, annotation) in [
+        (NoticeKind::ImageTableFallback, IMAGE_RESOLUTION_ANNOTATION),
+        (NoticeKind::UnenforcedFloor, UNENFORCED_FLOOR_ANNOTATION),
+    ] {
+        let bodies = evaluation.notice_bodies(kind);
+        if !bodies.is_empty() {
+            let joined = joined_within(&bodies, |body, out| out.push_str(body), ANNOTATION_ROOM);
+            answer
+                .audit_annotations
+                .insert(annotation.to_owned(), joined);
+        }
     }
-    // In every mode: the audit log says which pods were admitted without a
-    // floor they need.
-    let unenforced = evaluation.notice_bodies(NoticeKind::UnenforcedFloor);
-    if !unenforced.is_empty() {
-        answer.audit_annotations.insert(
-            UNENFORCED_FLOOR_ANNOTATION.to_owned(),
-            joined_within(&unenforced, |body, out| out.push_str(body), ANNOTATION_ROOM),
-        );
+    if mode != Mode::Audit {
+        answer
+            .warnings
+            .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
     }
     match mode {
         Mode::Enforce => {
-            answer
-                .warnings
-                .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
             if !is_pod {
                 answer
                     .warnings
@@ -277,9 +249,6 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
             }
         }
         Mode::Warn => {
-            answer
-                .warnings
-                .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
             for violation in &evaluation.violations {
                 answer.warnings.push(
                     Message::new(format_args!(
@@ -343,21 +312,17 @@ fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluatio
     answer
 }
 
-/// An audit annotation's value is at most this, and so is what
-/// [`joined_within`] makes for one.
 const ANNOTATION_ROOM: usize = MAX_AUDIT_ANNOTATION_BYTES;
 
-/// Between the items of a denial or an annotation.
 const ITEM_SEPARATOR: &str = "; ";
 
-/// `[rule] message`, as a denial and the audit annotation list violations.
+/// `[rule] message`.
 fn tagged_violation(violation: &crate::policy::Violation, out: &mut String) {
     let _ = write!(out, "[{}] {}", violation.rule, violation.message.body());
 }
 
 /// `items` written by `show`, separated by `; `, in at most `room` bytes:
-/// those that fit, then `; and 1,234 more` for the rest. Items past the
-/// room are counted, not written.
+/// those that fit, then `; and 1,234 more`.
 fn joined_within<T>(items: &[T], show: impl Fn(&T, &mut String), room: usize) -> String {
     // The longest `; and N more` there is.
     const SUMMARY_ROOM: usize = 40;
@@ -424,7 +389,6 @@ pub fn bounded_warnings(full: &[String]) -> Vec<String> {
     kept
 }
 
-/// The denial for an object whose fields have the wrong shape.
 pub fn unreadable(kind: &str, error: &ObjectError) -> Answer {
     Answer {
         allowed: false,
@@ -433,9 +397,8 @@ pub fn unreadable(kind: &str, error: &ObjectError) -> Answer {
     }
 }
 
-/// A template gets a warning for each change its pods will get that
-/// overrides something the author wrote; plain additions stay quiet so that
-/// ordinary applies do.
+/// A template is warned of the changes that override what its author
+/// wrote; plain additions stay quiet so that ordinary applies do.
 fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = String> + '_ {
     evaluation
         .changes
@@ -444,7 +407,6 @@ fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = S
         .map(template_warning)
 }
 
-/// The warning of a change a workload's pods will get:
 /// `gpu-policy: [rule] pods will <summary>`.
 pub fn template_warning(change: &Change) -> String {
     Message::new(format_args!(
@@ -462,7 +424,6 @@ fn denial_message(evaluation: &Evaluation) -> String {
     [Message::PREFIX, &violations].concat()
 }
 
-/// Cuts a warning to [`MAX_WARNING_CHARS`] characters.
 pub fn warning(text: &str) -> String {
     if text.chars().count() <= MAX_WARNING_CHARS {
         return text.to_owned();
@@ -472,8 +433,7 @@ pub fn warning(text: &str) -> String {
     cut
 }
 
-/// The values of the `decision` of the metrics and the log line: what
-/// [`Answer::decision`] says, and a body that is no review.
+/// The values of `decision` in the metrics and the log line.
 pub const DECISIONS: [&str; 6] = [
     "allowed",
     "mutated",
@@ -483,11 +443,10 @@ pub const DECISIONS: [&str; 6] = [
     BAD_REQUEST,
 ];
 
-/// The `decision` of a body that is no review the server can read.
+/// The `decision` of a body that is no readable review.
 pub const BAD_REQUEST: &str = "bad_request";
 
 impl Answer {
-    /// The answer to what the policy does not look at.
     pub fn ignored() -> Self {
         Self {
             allowed: true,
@@ -496,8 +455,7 @@ impl Answer {
         }
     }
 
-    /// A denial with `message`, which [`Answer::encode`] cuts to
-    /// [`MAX_DENIAL_BYTES`].
+    /// Cut to [`MAX_DENIAL_BYTES`] by [`Answer::encode`].
     pub fn denied(message: impl Into<String>) -> Self {
         Self {
             denial: Some(message.into()),
@@ -505,8 +463,7 @@ impl Answer {
         }
     }
 
-    /// What became of the request, as the metrics and the decision log
-    /// name it (one of [`DECISIONS`]).
+    /// One of [`DECISIONS`].
     pub fn decision(&self) -> &'static str {
         if self.ignored {
             "ignored"
@@ -521,16 +478,13 @@ impl Answer {
         }
     }
 
-    /// Writes the answer as an AdmissionReview v1 response to the request
-    /// `uid`.
+    /// Writes the answer as an AdmissionReview v1 response to `uid`.
     ///
-    /// The fields are kube's `AdmissionResponse`'s, in its order, but for
-    /// two: the patch is written as base64 (the Go `[]byte` the API
-    /// documents; kube-core 5 writes an array of numbers), after the
-    /// warnings; the audit annotations last and in key order, so that
-    /// equal answers are equal bytes. A denial's status is kube's
-    /// `Status::failure(message, "Forbidden")` with code 403, its message
-    /// cut to [`MAX_DENIAL_BYTES`].
+    /// kube's `AdmissionResponse` fields in its order, but the patch is
+    /// base64 (the Go `[]byte` the API documents) after the warnings, and
+    /// the audit annotations come last in key order (equal answers are
+    /// equal bytes). A denial is `Status::failure(message, "Forbidden")`,
+    /// code 403, cut to [`MAX_DENIAL_BYTES`].
     ///
     /// Written by hand, with the keys and constants as bytes and only the
     /// answer's own strings through serde_json: the GPU pod's encode phase
@@ -538,9 +492,6 @@ impl Answer {
     /// serde's `flatten`, 4,889 from borrowed fields, 1,121 with the
     /// constants as bytes (docs/performance.md). A property test holds the
     /// bytes to a serde struct's.
-    ///
-    /// Fails only as serde_json's writer can, which it does not on a
-    /// `Vec` and strings.
     pub fn encode(&self, uid: &str) -> Result<Vec<u8>, serde_json::Error> {
         let patch = &self.encoded_patch;
         let patch_len = patch.len().div_ceil(3) * 4;
@@ -595,7 +546,6 @@ impl Answer {
     }
 }
 
-/// An answer up to its uid's value.
 const ENVELOPE_START: &str =
     r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#;
 

@@ -1,11 +1,7 @@
 //! The offline evaluation of manifests, for `check` and `audit`: each
-//! object evaluated as the webhook would admit its creation, and an
-//! [`ObjectReport`] of it (decision, violations, changes, warnings, the
-//! patch, and the [`ObjectFacts`] `audit`'s policy reports show).
-//!
-//! A [`Checker`] is built once for a run (or, in `audit`, once per
-//! namespace) with everything the objects are evaluated under, and then
-//! asked about each object.
+//! object evaluated as the webhook would admit its creation, into an
+//! [`ObjectReport`]. A [`Checker`] is built once per run (per namespace in
+//! `audit`).
 
 use std::collections::BTreeMap;
 
@@ -27,7 +23,7 @@ use crate::policy::{
 use crate::settings::{AllowlistEntry, GPU_NEEDS_ANNOTATION, NamespaceSettings, Settings};
 
 /// One element of `check -o json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReport {
     pub api_version: String,
@@ -42,53 +38,42 @@ pub struct ObjectReport {
     pub warnings: Vec<String>,
     /// RFC 6902 operations the webhook would return.
     pub patch: Vec<PatchOperation>,
-    /// Why the object could not be read (a field of the wrong shape); only
-    /// present then.
+    /// Why the object could not be read (a field of the wrong shape).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// For people: the changes, each with its rule. For a workload these
-    /// are the changes its pods will get when they are created.
+    /// For people: the changes (of a workload, those its pods will get).
     #[serde(skip)]
     pub changes: Vec<(RuleId, String)>,
-    /// The denial message, when denied.
     #[serde(skip)]
     pub denial: Option<String>,
-    /// `warnings`, not cut to a kubectl line (the text output prints these).
+    /// `warnings`, not cut (the text output prints these).
     #[serde(skip)]
     pub warnings_in_full: Vec<String>,
-    /// What `audit`'s policy reports show beside the findings: its
-    /// `metadata.uid`, its exemption, its notices in every mode, and of a
-    /// pod or pod template its GPU images, DRA claims and recorded needs.
     #[serde(skip)]
     pub facts: ObjectFacts,
 }
 
-/// What [`ObjectReport`] tells `audit`'s policy reports (`crate::reports`)
-/// beyond `check -o json`.
+/// What `audit`'s policy reports (`crate::reports`) show beside the
+/// findings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ObjectFacts {
-    /// `metadata.uid` (objects read from a cluster have one).
     pub uid: Option<String>,
-    /// The allowlist entry that exempts the object.
     pub allowlisted: Option<AllowlistEntry>,
-    /// The notices, typed: `warnings` hold them only where the mode warns.
+    /// In every mode (`warnings` hold them only where the mode warns).
     pub notices: Vec<Notice>,
-    /// The images of the GPU containers, each once.
+    /// Of the GPU containers, each once.
     pub gpu_images: Vec<String>,
     /// `gpu-policy.io/gpu-needs` as the pod (template) holds it after the
     /// changes: what R4 records of its DRA GPUs.
     pub gpu_needs: Option<String>,
-    /// The ResourceClaims the pod spec names (and, of a Pod, those its
-    /// status says were made from templates for it).
+    /// Those the pod spec names (and, of a Pod, those its status says were
+    /// made from templates for it).
     pub resource_claims: Vec<String>,
-    /// The ResourceClaimTemplates the pod spec names.
     pub claim_templates: Vec<String>,
 }
 
 impl ObjectReport {
-    /// The report of an object nothing was found in yet: allowed, no
-    /// changes; its names read from the manifest (`default_namespace` when
-    /// it names none).
+    /// An object nothing was found in yet, named as its manifest names it.
     pub fn allowed(object: &Value, default_namespace: &str) -> Self {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
         ObjectReport {
@@ -102,18 +87,11 @@ impl ObjectReport {
                 .unwrap_or("")
                 .to_owned(),
             allowed: true,
-            ignored: false,
-            violations: Vec::new(),
-            warnings: Vec::new(),
-            patch: Vec::new(),
-            error: None,
-            changes: Vec::new(),
-            denial: None,
-            warnings_in_full: Vec::new(),
             facts: ObjectFacts {
                 uid: text("/metadata/uid").map(str::to_owned),
                 ..ObjectFacts::default()
             },
+            ..ObjectReport::default()
         }
     }
 }
@@ -130,36 +108,29 @@ impl ObjectReport {
 pub struct Checker<'a> {
     settings: &'a Settings,
     mode: Mode,
-    /// The namespace of the objects that name none.
+    /// Of the objects that name none.
     namespace: &'a str,
-    /// What the namespace's annotations make of `settings`.
     namespace_settings: NamespaceSettings,
     claims: Claims<'a>,
-    /// What the nodes carry, when told (`check --nodes`) rather than read
-    /// from the cluster.
+    /// `check --nodes`.
     nodes: Option<&'a dyn NodeFacts>,
-    /// The pods as stored before an update (`check --old`), by namespace
-    /// and name: a Pod of the input found here is evaluated as its update.
+    /// `check --old`, by namespace and name.
     old_pods: BTreeMap<(String, String), &'a Value>,
 }
 
 /// Where the DRA claims of the objects' pods resolve.
 enum Claims<'a> {
-    /// In the object itself: each object is the whole input, so the claims
-    /// its pods use resolve only if it is one of them.
+    /// In the object itself, each object being the whole input.
     Alone,
-    /// In the objects of one input: the ResourceClaimTemplates,
-    /// ResourceClaims and DeviceClasses among them (`check -f`).
+    /// In the objects of one input (`check -f`).
     Input(ClaimTables),
-    /// In the cluster, which also answers the rules' other questions
-    /// (`audit`).
+    /// In the cluster, which also answers the rules' other questions.
     Cluster(&'a dyn ClusterFacts),
 }
 
 impl<'a> Checker<'a> {
-    /// Objects that name no namespace are in `namespace`, a namespace
-    /// without annotations; each object is evaluated alone, without a
-    /// cluster or registry answers.
+    /// Objects that name no namespace are in `namespace` (no annotations);
+    /// each is evaluated alone, without cluster or registry.
     pub fn new(settings: &'a Settings, mode: Mode, namespace: &'a str) -> Self {
         Self {
             settings,
@@ -172,10 +143,9 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// The pods as they are before an update (`check --old`): a Pod of the
-    /// input with the namespace and name of one of them is evaluated as
-    /// the update from it, as the webhook judges a second `kubectl apply`
-    /// or an image changed in place. Objects of other kinds are ignored.
+    /// The pods before an update (`check --old`): a Pod of the input with
+    /// the namespace and name of one is evaluated as its update, as the
+    /// webhook judges a second `kubectl apply`. Other kinds are ignored.
     pub fn with_old(mut self, objects: &[&'a Value]) -> Self {
         for object in objects {
             let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
@@ -194,45 +164,37 @@ impl<'a> Checker<'a> {
         self
     }
 
-    /// The namespace's annotations, which tighten the settings.
     pub fn with_annotations(mut self, annotations: &BTreeMap<String, String>) -> Self {
         self.namespace_settings = self.settings.for_namespace(annotations);
         self
     }
 
-    /// The objects of one input, evaluated together: their pods' DRA claims
-    /// resolve from the claims, templates and DeviceClasses among them.
+    /// The objects of one input, whose pods' DRA claims resolve among them.
     pub fn with_input(mut self, objects: &[&Value]) -> Self {
         self.claims = Claims::Input(ClaimTables::collect(objects, self.namespace, self.settings));
         self
     }
 
-    /// What the nodes carry (`check --nodes`): R4 reads them as the
-    /// webhook reads the cluster's.
     pub fn with_nodes(mut self, nodes: &'a dyn NodeFacts) -> Self {
         self.nodes = Some(nodes);
         self
     }
 
-    /// What the cluster knows (`audit`): its claims, nodes, runtime
-    /// classes and workloads.
     pub fn with_cluster(mut self, cluster: &'a dyn ClusterFacts) -> Self {
         self.claims = Claims::Cluster(cluster);
         self
     }
 
-    /// The report of one object.
     pub fn check(&self, object: &Value) -> ObjectReport {
         self.check_resolved(object, None)
     }
 
-    /// The reports of the objects, in order.
     pub fn check_all(&self, objects: &[&Value]) -> Vec<ObjectReport> {
         objects.iter().map(|object| self.check(object)).collect()
     }
 
-    /// The report of one object with what registries said of its images
-    /// (`images` from [`Checker::images`]; None: the table alone).
+    /// [`Checker::check`] with what registries said of the images (from
+    /// [`Checker::images`]).
     pub fn check_resolved(&self, object: &Value, images: Option<&dyn ImageFacts>) -> ObjectReport {
         let mut report = ObjectReport::allowed(object, self.namespace);
         let document = Document::from_value(object);
@@ -289,9 +251,7 @@ impl<'a> Checker<'a> {
         report
     }
 
-    /// The images of each object's GPU containers, the platform its pods
-    /// run on and its namespace (else the checker's), as the webhook looks
-    /// them up (None: nothing to look up); `images[i]` is for `objects[i]`.
+    /// What the webhook would look up for each object, in order.
     pub fn images(&self, objects: &[&Value]) -> Vec<Option<images::Wanted>> {
         objects
             .iter()
@@ -307,8 +267,8 @@ impl<'a> Checker<'a> {
             .collect()
     }
 
-    /// Where the claims of `object`'s pods resolve; `alone` holds those of
-    /// the object itself when each object is the whole input.
+    /// Where the claims of `object`'s pods resolve; `alone` holds the
+    /// object's own.
     fn claims_of<'s>(
         &'s self,
         object: &Value,
@@ -325,7 +285,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// The pod `object` is an update of (`with_old`), if any.
     pub fn old_of(&self, object: &Value) -> Option<&'a Value> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
         let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
@@ -335,9 +294,8 @@ impl<'a> Checker<'a> {
             .copied()
     }
 
-    /// What an object is evaluated as: created, in the namespace it names
-    /// (else the checker's), or a Pod as an update from `old`. None for the
-    /// kinds the policy ignores.
+    /// What an object is evaluated as: created, or a Pod as an update from
+    /// `old`. None for the kinds the policy ignores.
     fn subject<'o>(
         &'o self,
         object: Json<'o>,
@@ -359,8 +317,7 @@ impl<'a> Checker<'a> {
 }
 
 impl Checker<'_> {
-    /// The facts of an evaluated object ([`ObjectFacts`]): the pod or pod
-    /// template is read after the evaluation's patch, as it would be
+    /// The pod or pod template is read after the patch, as it would be
     /// stored.
     fn describe(
         &self,
@@ -411,7 +368,6 @@ impl Checker<'_> {
     }
 }
 
-/// The object after the report's patch, as the API server would store it.
 pub fn mutated(object: &Value, report: &ObjectReport) -> Result<Value, json_patch::PatchError> {
     patched(object, &report.patch)
 }

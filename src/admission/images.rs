@@ -1,16 +1,10 @@
-//! Registry mode's lookups, for the webhook and `check --resolve-images`
-//! alike: which images of what gets evaluated are looked up, on which
-//! platform, and in whose name ([`wanted`], [`Wanted`]),
-//! and one batch of lookups, within its budget, read into
-//! [`ResolvedImages`], the `policy::ImageFacts` the rules are given.
+//! Registry mode's lookups, for the webhook and `check --resolve-images`:
+//! which images are looked up ([`wanted`]), and one batch of lookups read
+//! into [`ResolvedImages`], the `policy::ImageFacts` the rules are given.
 //!
-//! Only the GPU containers' images of a Pod being created, or of a
-//! workload's pod template, are looked up: every other object never waits
-//! on a registry. An image without a usable answer is left to the image
-//! table, which the rule then says (a warning and the `image-resolution`
-//! audit annotation). The resolver itself, and what it keeps between
-//! requests, belong to its caller (`server::images` keeps one across
-//! reloads; `check` builds one per run with [`offline_resolver`]).
+//! Only the GPU containers' images of a Pod or pod template are looked up:
+//! no other object waits on a registry. An image without a usable answer
+//! is left to the image table, which the rule then says.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,25 +18,18 @@ use crate::registry::{
 };
 use crate::settings::{ImageResolution, Settings};
 
-/// What is looked up before one object is evaluated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
-    /// The images of its GPU containers, each once.
+    /// Of its GPU containers, each once.
     pub images: Vec<String>,
-    /// The platform its pods run on, or why the pod names none that may be
-    /// looked up (its node selector's `kubernetes.io/arch` is no label
-    /// value): then every image is refused with that reason, and nothing is
-    /// looked up.
+    /// The platform its pods run on, or why its `kubernetes.io/arch` may
+    /// not be looked up: then every image is refused with that reason.
     pub platform: Result<Platform, LabelValueError>,
-    /// The namespace it lives in: the lookups it starts take that
-    /// namespace's share of the resolver's queue.
+    /// Whose share of the resolver's queue the lookups take.
     pub namespace: String,
 }
 
-/// The images of the subject's GPU containers, each once, the platform its
-/// pods run on and its namespace: what is looked up before the subject is
-/// evaluated, by the webhook and `check --resolve-images` alike. None when
-/// there is nothing to look up (`Subject::gpu_images`).
+/// What is looked up before the subject is evaluated; None: nothing.
 pub fn wanted(
     subject: &Subject<'_>,
     settings: &Settings,
@@ -56,9 +43,8 @@ pub fn wanted(
     })
 }
 
-/// Looks up one object's images within `budget`, each config read through
-/// `interpret`; the fallbacks' full reasons are returned beside, for the
-/// caller to log or print.
+/// Looks up one object's images within `budget`; the fallbacks' full
+/// reasons are returned beside, for the caller to log or print.
 pub async fn resolve(
     resolver: &Resolver,
     wanted: &Wanted,
@@ -78,14 +64,12 @@ pub async fn resolve(
     (resolved, details)
 }
 
-/// A resolver for one offline run (`check --resolve-images`): no metrics,
-/// nothing kept past it.
+/// A resolver for one offline run: no metrics, nothing kept past it.
 pub fn offline_resolver(config: &ImageResolution) -> Result<Resolver, RegistryError> {
     Resolver::new(ResolverOptions::from_settings(config)?, None)
 }
 
-/// What a registry lookup of one admission found: the needs of the images
-/// it could read, and why the others are left to the table.
+/// The needs of the images read, and why the others are left to the table.
 #[derive(Debug, Default)]
 pub struct ResolvedImages {
     needs: HashMap<String, ImageNeeds>,
@@ -103,9 +87,7 @@ impl ImageFacts for ResolvedImages {
 }
 
 impl ResolvedImages {
-    /// Reads the answers of one admission, each config through
-    /// `interpret`; `details` collects each fallback's full reason, for
-    /// the log.
+    /// `details` collects each fallback's full reason, for the log.
     pub fn of_lookups(
         lookups: Vec<(String, Lookup)>,
         budget: Duration,
@@ -116,8 +98,7 @@ impl ResolvedImages {
         for (image, lookup) in lookups {
             let (short, detail) = match lookup {
                 Lookup::Found(facts) => match interpret(&facts) {
-                    // An image whose config says nothing of CUDA is left
-                    // to the table, without a word: there was an answer.
+                    // Nothing of CUDA: left to the table without a word.
                     Ok(needs) if needs.is_empty() => continue,
                     Ok(needs) => {
                         resolved.needs.insert(image, needs);
@@ -140,8 +121,8 @@ impl ResolvedImages {
     }
 }
 
-/// An image for a log line or stderr: whole when it may be a reference,
-/// else a quoted prefix (a pod's image may be megabytes long).
+/// Whole when it may be a reference, else a quoted prefix (a pod's image
+/// may be megabytes long).
 fn shown_image(image: &str) -> std::borrow::Cow<'_, str> {
     if image.len() <= MAX_REFERENCE_LEN {
         std::borrow::Cow::Borrowed(image)
@@ -151,8 +132,7 @@ fn shown_image(image: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// What an image config's CUDA envs and label mean, or why they cannot be
-/// read (one line, at most `MAX_REASON_BYTES`: it is cached with the
-/// config). A value too long to be kept makes the config unreadable.
+/// read (one line, cached with the config).
 pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
     if let Some(oversized) = &facts.oversized {
         return Err(oversized.to_string());

@@ -1,6 +1,5 @@
-//! What the policy makes of an object's kind: a Pod, a workload whose pod
-//! template is validated, a DRA claim, or something it ignores; and the
-//! [`Subject`] each is evaluated as.
+//! What the policy makes of an object's kind, and the [`Subject`] each is
+//! evaluated as.
 
 use crate::document::Json;
 
@@ -33,46 +32,35 @@ impl Workload {
         Workload::PodTemplate,
     ];
 
+    /// The kind, the API group (`""` is the core group) and the plural
+    /// resource name, as webhook rules and RBAC name it.
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Workload::Deployment => ("Deployment", "apps", "deployments"),
+            Workload::ReplicaSet => ("ReplicaSet", "apps", "replicasets"),
+            Workload::StatefulSet => ("StatefulSet", "apps", "statefulsets"),
+            Workload::DaemonSet => ("DaemonSet", "apps", "daemonsets"),
+            Workload::Job => ("Job", "batch", "jobs"),
+            Workload::CronJob => ("CronJob", "batch", "cronjobs"),
+            Workload::ReplicationController => {
+                ("ReplicationController", "", "replicationcontrollers")
+            }
+            Workload::PodTemplate => ("PodTemplate", "", "podtemplates"),
+        }
+    }
+
     pub fn kind(self) -> &'static str {
-        match self {
-            Workload::Deployment => "Deployment",
-            Workload::ReplicaSet => "ReplicaSet",
-            Workload::StatefulSet => "StatefulSet",
-            Workload::DaemonSet => "DaemonSet",
-            Workload::Job => "Job",
-            Workload::CronJob => "CronJob",
-            Workload::ReplicationController => "ReplicationController",
-            Workload::PodTemplate => "PodTemplate",
-        }
+        self.names().0
     }
 
-    /// The API group (`""` is the core group).
     pub fn group(self) -> &'static str {
-        match self {
-            Workload::Deployment
-            | Workload::ReplicaSet
-            | Workload::StatefulSet
-            | Workload::DaemonSet => "apps",
-            Workload::Job | Workload::CronJob => "batch",
-            Workload::ReplicationController | Workload::PodTemplate => "",
-        }
+        self.names().1
     }
 
-    /// The plural resource name, as webhook rules and RBAC name it.
     pub fn resource(self) -> &'static str {
-        match self {
-            Workload::Deployment => "deployments",
-            Workload::ReplicaSet => "replicasets",
-            Workload::StatefulSet => "statefulsets",
-            Workload::DaemonSet => "daemonsets",
-            Workload::Job => "jobs",
-            Workload::CronJob => "cronjobs",
-            Workload::ReplicationController => "replicationcontrollers",
-            Workload::PodTemplate => "podtemplates",
-        }
+        self.names().2
     }
 
-    /// Where its pod template sits.
     pub fn shape(self) -> Shape {
         match self {
             Workload::CronJob => Shape::CronJob,
@@ -82,7 +70,6 @@ impl Workload {
     }
 }
 
-/// What the policy makes of an object's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ObjectKind {
     Pod,
@@ -96,8 +83,7 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
-    /// Classifies by API group and kind (`apiVersion` `apps/v1` has group
-    /// `apps`; `v1` the core group).
+    /// By API group (`""` is the core group) and kind.
     pub fn of(group: &str, kind: &str) -> ObjectKind {
         if group.is_empty() && kind == "Pod" {
             return ObjectKind::Pod;
@@ -113,14 +99,13 @@ impl ObjectKind {
             .map_or(ObjectKind::Ignored, ObjectKind::Workload)
     }
 
-    /// Classifies by `apiVersion` and `kind` as written in a manifest.
+    /// By `apiVersion` and `kind` as written in a manifest.
     pub fn of_manifest(api_version: &str, kind: &str) -> ObjectKind {
         let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
         Self::of(group, kind)
     }
 
-    /// The object of this kind, being created in `namespace`, as the
-    /// evaluator takes it. None for the kinds the policy ignores.
+    /// The object, being created in `namespace`, as the evaluator takes it.
     pub fn created<'a>(self, object: Json<'a>, namespace: &'a str) -> Option<Subject<'a>> {
         match self {
             ObjectKind::Pod => Some(Subject::pod(object, namespace, Scope::Whole)),

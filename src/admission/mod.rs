@@ -1,27 +1,14 @@
-//! The admission layer: which objects the policy looks at, and what a
-//! namespace's mode makes of the rules' results; review in, answer out.
-//!
-//! One request goes down one path; each file is a step of it, and each
-//! imports only the files below it on its line (`a -> b`: a imports b):
+//! The admission layer: review in, answer out.
 //!
 //! ```text
 //! respond.rs -> wire.rs        AdmissionReview bytes -> request
-//!            -> answer.rs      Mode, decide: (mode, kind, evaluation) -> Answer,
-//!                              which writes itself as AdmissionReview bytes
+//!            -> answer.rs      (mode, kind, evaluation) -> Answer -> bytes
 //!            -> kinds.rs       ObjectKind, Workload; the policy::Subject of each
 //!            -> images.rs      registry lookups -> policy::ImageFacts
-//!            -> owner.rs       the pod a claim is made for, as read
-//!                              -> policy::dra::owner::OwnerPod
+//!            -> owner.rs       the pod a claim is made for -> OwnerPod
 //!            -> namespace_guard.rs
-//! checker.rs -> answer.rs, kinds.rs, images.rs
-//! answer.rs  -> kinds.rs
+//! checker.rs -> answer.rs, kinds.rs, images.rs (`check`, `audit`)
 //! ```
-//!
-//! [`respond::subject`] reads what a request puts under evaluation, once;
-//! the server hands it to the claim owner's read, the registry lookups and
-//! [`respond::answer`], which runs the rules and makes the endpoint's
-//! [`Answer`]. `checker.rs` is the same path offline (`check`, `audit`):
-//! manifests in, an [`ObjectReport`] per object out.
 
 pub mod answer;
 pub mod checker;

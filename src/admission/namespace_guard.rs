@@ -9,9 +9,8 @@
 //! to anyone, as is deleting the namespace.
 //!
 //! Warns, when a namespace is opted in or tightened, about what already
-//! runs there ([`OptInFindings`], fed one object at a time): by
-//! count, or by name when every caller is authenticated ([`Disclosure`]),
-//! since anyone may forge a Namespace review naming any namespace.
+//! runs there ([`OptInFindings`]): by count, or by name when every caller is
+//! authenticated ([`Disclosure`]).
 
 use std::borrow::Cow;
 
@@ -22,8 +21,7 @@ use crate::policy::dra::claims::ClaimKind;
 use crate::policy::{ClusterFacts, Evaluator, Message, RuleId, Scope, Subject};
 use crate::settings::{MODE_LABEL, Settings};
 
-/// How strict a label value is: higher is stricter. An absent or unknown
-/// value admits everything.
+/// Higher is stricter; an absent or unknown value admits everything.
 fn strictness(mode: Option<Mode>) -> u8 {
     match mode {
         Some(Mode::Enforce) => 3,
@@ -45,15 +43,12 @@ fn describe(value: Option<&str>) -> String {
     value.map_or_else(|| "absent".to_owned(), |v| format!("{v:?}"))
 }
 
-/// Who is asking.
 #[derive(Debug, Clone, Copy)]
 pub struct Requester<'a> {
     pub username: &'a str,
     pub groups: &'a [Cow<'a, str>],
 }
 
-/// Why a change of the mode label is denied; the denial says it after
-/// `gpu-policy: `.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LabelRefusal {
     #[error("label {MODE_LABEL}={value:?} is not a mode; use enforce, warn or audit")]
@@ -69,8 +64,7 @@ pub enum LabelRefusal {
     },
 }
 
-/// Whether `requester` may change the namespace `old` into `new` (None:
-/// deleted).
+/// Whether `requester` may change the namespace `old` into `new`.
 pub fn check(
     old: Option<Json<'_>>,
     new: Option<Json<'_>>,
@@ -109,8 +103,7 @@ pub fn check(
     })
 }
 
-/// The mode a namespace moves to when the label change tightens the
-/// policy (absent -> audit -> warn -> enforce); None otherwise.
+/// The mode a namespace moves to when the label change tightens it.
 pub fn tightened_to(old: Option<Json<'_>>, new: Option<Json<'_>>) -> Option<Mode> {
     let after = label(new)?.parse::<Mode>().ok()?;
     let before = label(old).and_then(|value| value.parse::<Mode>().ok());
@@ -120,23 +113,17 @@ pub fn tightened_to(old: Option<Json<'_>>, new: Option<Json<'_>>) -> Option<Mode
 /// How many objects are shown by name before "and N more".
 const NAMED: usize = 5;
 
-/// Whether the opt-in warnings may name the namespace's objects.
-///
-/// Anyone who reaches the webhook may forge a Namespace review naming any
-/// namespace; only when every caller must present a client certificate is
-/// the answer known to go to the API server (which shows it to whoever
-/// changed the label, and only if they may change it).
+/// Whether the opt-in warnings may name the namespace's objects: anyone
+/// may forge a Namespace review naming any namespace, and only when every
+/// caller presents a client certificate does the answer surely go to the
+/// API server (which shows it to whoever may change the label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disclosure {
-    /// Client certificates are required: the objects are named.
     Names,
-    /// Counts, and the command that names them with the rights of whoever
-    /// runs it.
+    /// Counts, and the command that names them with its runner's rights.
     Counts,
 }
 
-/// How many objects of one finding there are, and the first [`NAMED`]
-/// names: bounded however many the namespace holds.
 #[derive(Debug, Default)]
 struct Tally {
     count: usize,
@@ -161,24 +148,20 @@ impl Tally {
 }
 
 /// What a look at a namespace being opted in (or tightened) found, like
-/// Pod Security Admission's warnings: the pods that would be denied, the
-/// pods that would lose the cards they see today (GPU infrastructure that
-/// needs an allowlist entry first), and the ResourceClaims and
-/// ResourceClaimTemplates that would be denied. Fed one object at a
-/// time; holds counts and a few names, whatever the namespace holds.
+/// Pod Security Admission's warnings: the pods and claims that would be
+/// denied, and the pods that would lose the cards they see today (GPU
+/// infrastructure that needs an allowlist entry first). Fed one object at
+/// a time; holds counts and a few names.
 #[derive(Debug, Default)]
 pub struct OptInFindings {
     violating_pods: Tally,
     losing_cards: Tally,
     violating_claims: Tally,
-    /// Set when the namespace holds more objects than were read: how many
-    /// of each kind were.
+    /// How many of each kind were read, when not all.
     read_only: Option<usize>,
 }
 
 impl OptInFindings {
-    /// Evaluates one of the namespace's pods; its DRA claims resolve
-    /// through the cluster view.
     pub fn add_pod(
         &mut self,
         pod: Json<'_>,
@@ -209,9 +192,7 @@ impl OptInFindings {
         }
     }
 
-    /// Evaluates one of the namespace's ResourceClaims or
-    /// ResourceClaimTemplates: one the policy would deny (bounded-requests,
-    /// or a malformed request) is counted.
+    /// Counts a claim or claim template the policy would deny.
     pub fn add_claim(
         &mut self,
         kind: ClaimKind,
@@ -236,33 +217,26 @@ impl OptInFindings {
         }
     }
 
-    /// The namespace holds more objects than were read: `read` of each
-    /// kind were.
     pub fn read_only(&mut self, read: usize) {
         self.read_only = Some(read);
     }
 
-    /// The warnings for the namespace moving to `mode`, naming the
-    /// objects only as `disclosure` allows.
     pub fn warnings(&self, mode: Mode, namespace: &str, disclosure: Disclosure) -> Vec<String> {
         let mut warnings = Vec::new();
         let audit = format!("`gpu-policy audit -n {namespace}` names them");
         let mut say = |text: std::fmt::Arguments<'_>| {
             warnings.push(warning(Message::new(text).as_str()));
         };
-        let pods = &self.violating_pods;
-        if pods.count > 0 {
-            match disclosure {
-                Disclosure::Names => say(format_args!(
-                    "{} existing pod(s) in {namespace} violate {mode} mode: {}",
-                    pods.count,
-                    pods.named()
-                )),
-                Disclosure::Counts => say(format_args!(
-                    "{} existing pod(s) in {namespace} violate {mode} mode; {audit}",
-                    pods.count
-                )),
-            }
+        let violating = |tally: &Tally, what: &str| {
+            let which = match disclosure {
+                Disclosure::Names => format!(": {}", tally.named()),
+                Disclosure::Counts => format!("; {audit}"),
+            };
+            let count = tally.count;
+            format!("{count} existing {what}(s) in {namespace} violate {mode} mode{which}")
+        };
+        if self.violating_pods.count > 0 {
+            say(format_args!("{}", violating(&self.violating_pods, "pod")));
         }
         let losing = &self.losing_cards;
         if losing.count > 0 {
@@ -278,19 +252,11 @@ impl OptInFindings {
                 )),
             }
         }
-        let claims = &self.violating_claims;
-        if claims.count > 0 {
-            match disclosure {
-                Disclosure::Names => say(format_args!(
-                    "{} existing claim(s) in {namespace} violate {mode} mode: {}",
-                    claims.count,
-                    claims.named()
-                )),
-                Disclosure::Counts => say(format_args!(
-                    "{} existing claim(s) in {namespace} violate {mode} mode; {audit}",
-                    claims.count
-                )),
-            }
+        if self.violating_claims.count > 0 {
+            say(format_args!(
+                "{}",
+                violating(&self.violating_claims, "claim")
+            ));
         }
         if let Some(read) = self.read_only {
             say(format_args!(
@@ -302,9 +268,7 @@ impl OptInFindings {
     }
 }
 
-/// The warning when the objects already in `namespace` were not looked
-/// at: the caller has made too many such looks lately, or others are
-/// running.
+/// The warning when the objects in `namespace` were not looked at.
 pub fn look_skipped(namespace: &str) -> String {
     warning(
         Message::new(format_args!(

@@ -1,30 +1,20 @@
 //! The object of a review as a [`Document`] that borrows the body, read in
-//! the same pass that parses the body, with only the fields that some rule
-//! reads.
+//! the pass that parses the body, with only the fields some rule reads.
 //!
-//! What is kept is an allowlist: the paths the request path reads, as a
-//! small machine of [`Place`]s over keys and list elements
-//! ([`Place::member`]), for every kind admitted at once (a Pod, the pod
-//! template of each workload, a ResourceClaim and its template, a
-//! Namespace). Everything else (a pod's `status`, `managedFields`, probes,
-//! commands, `securityContext.supplementalGroups`, the fields of newer
-//! Kubernetes) is parsed, as the body must be valid JSON, and costs no node.
-//! Where a rule may copy a subtree into a patch or compare it whole
-//! (`affinity`, `tolerations`, `resources`, a claim's `devices`), the
-//! subtree is kept whole ([`Place::Whole`]).
+//! What is kept is an allowlist of paths, a small machine of [`Place`]s
+//! over keys and list elements ([`Place::member`]). Everything else (a
+//! pod's `status`, `managedFields`, probes, ...) is parsed and costs no
+//! node. A subtree a rule may copy into a patch or compare whole
+//! (`affinity`, `tolerations`, `resources`, `devices`) is kept whole.
 //!
-//! Leaving fields out of the document cannot change a patch: it is never
-//! encoded again, and a patch addresses the object as the API server sent
-//! it by the keys and indexes of the fields it changes. A list keeps the
-//! place of every element it leaves out (env entries of names no rule
-//! reads), so indexes stay as written. The tests hold the allowlist to
-//! what the code reads: every key a source file of the request path reads
-//! is on it, and every fixture of `tests/fixtures/` is decided the same on
-//! the whole object.
+//! Leaving fields out cannot change a patch: the document is never encoded
+//! again, and a list keeps the place of every element it leaves out, so
+//! indexes stay as written. The tests hold the allowlist to what the code
+//! reads, and every fixture to the same decision on the whole object.
 //!
-//! The document's nodes, and what the policy builds for each container,
-//! env entry, volume or claim it keeps (`Place::cost`), are charged to a
-//! [`Budget`] proportional to the body ([`budget`]).
+//! The nodes, and what the policy builds for what is kept
+//! (`Place::cost`), are charged to a [`Budget`] of the body's size
+//! ([`budget`]).
 
 use serde::de::Deserializer;
 
@@ -36,30 +26,22 @@ use crate::policy::{Container, READ_ENV_NAMES};
 /// Where in the object a value sits, as far as keeping goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
-    /// The object itself, and what has the same members: a pod template
-    /// (`template`), a CronJob's `jobTemplate`.
+    /// The object itself, a pod template (`template`), a CronJob's
+    /// `jobTemplate`.
     Root,
-    /// A `metadata`.
     Metadata,
-    /// A `spec`: of a pod, of a workload, of a claim, of a claim template
-    /// (whose `spec.spec` is a claim's).
+    /// Of a pod, a workload, a claim, a claim template (whose `spec.spec`
+    /// is a claim's).
     Spec,
-    /// A `containers`, `initContainers` or `ephemeralContainers` list.
+    /// `containers`, `initContainers` or `ephemeralContainers`.
     ContainerList,
-    /// An element of a container list.
     Container,
-    /// A container's `securityContext`.
     ContainerSecurity,
-    /// A container's `resources`.
     Resources,
-    /// A container's `env`.
     EnvList,
-    /// An element of a container's `env`.
     EnvEntry,
-    /// A container's `volumeMounts`.
     MountList,
     Mount,
-    /// A pod's `volumes`.
     VolumeList,
     Volume,
     /// A pod's `resourceClaims`.
@@ -72,82 +54,10 @@ pub enum Place {
     Whole,
 }
 
-/// Each place that keeps some of its members, and which: the allowlist.
-/// A member not named here is left out; a place not here keeps all of
-/// its members as [`Place::member`] says.
-pub const KEPT: &[(Place, &[&str])] = &[
-    (
-        Place::Root,
-        &["apiVersion", "kind", "metadata", "spec", "template"],
-    ),
-    (
-        Place::Metadata,
-        &[
-            "annotations",
-            "generateName",
-            "labels",
-            "name",
-            "namespace",
-            "ownerReferences",
-            "uid",
-        ],
-    ),
-    (
-        Place::Spec,
-        &[
-            // A pod's.
-            "affinity",
-            "containers",
-            "ephemeralContainers",
-            "initContainers",
-            "nodeName",
-            "nodeSelector",
-            "overhead",
-            "resourceClaims",
-            "runtimeClassName",
-            "schedulerName",
-            "schedulingGates",
-            "tolerations",
-            "volumes",
-            // A workload's.
-            "jobTemplate",
-            "template",
-            // A claim's, and a claim template's.
-            "devices",
-            "metadata",
-            "spec",
-        ],
-    ),
-    (
-        Place::Container,
-        &[
-            "env",
-            "image",
-            "name",
-            "resources",
-            "restartPolicy",
-            "securityContext",
-            "volumeMounts",
-        ],
-    ),
-    (Place::ContainerSecurity, &["privileged"]),
-    (Place::Mount, &["mountPath", "name"]),
-    (Place::Volume, &["hostPath", "name"]),
-];
-
 impl Place {
-    /// The members this place keeps; None when it keeps every one.
-    #[cfg(test)]
-    fn kept(self) -> Option<&'static [&'static str]> {
-        KEPT.iter()
-            .find(|(place, _)| *place == self)
-            .map(|(_, keys)| *keys)
-    }
-
-    /// Whether member `key` is left out: not on this place's row of
-    /// [`KEPT`]. Spelled out as one match, asked for every member read (a
-    /// search of the table cost the GPU-pod review about 0.4 µs); a test
-    /// holds it to the table.
+    /// Whether member `key` is left out: the allowlist (the tests' `KEPT`
+    /// table, which they hold this to). One match, asked for every member
+    /// read: a search of the table cost the GPU-pod review about 0.4 µs.
     fn leaves_out(self, key: &str) -> bool {
         match self {
             Place::Root => !matches!(
@@ -222,14 +132,11 @@ impl Place {
 /// A container's share of a patch, held and then encoded.
 const PATCH_BYTES_PER_CONTAINER: usize = 512;
 
-/// What the documents of a body of `body_len` bytes may take: a body and
-/// a quarter, and 1 MiB for the smallest ones (whose few containers and
-/// env entries weigh more than their bytes). A pod as the API server sends
-/// it keeps far less: its keys and values are long for one node each, and
-/// most of its fields are left out. A dense object that spends a budget of
-/// twice its body, and is then denied, took its review 3.8 bodies above
-/// the server's base (the body and the rest of the review included, in
-/// the debug build; tests/attack/memory_shapes.rs).
+/// What the documents of a body may take: a body and a quarter, plus 1
+/// MiB for the smallest (whose few values weigh more than their bytes). A
+/// real pod keeps far less. A dense object that spends a budget of twice
+/// its body, and is denied, took its review 3.8 bodies above the server's
+/// base (debug build; tests/attack/memory_shapes.rs).
 pub fn budget(body_len: usize) -> usize {
     body_len
         .saturating_add(body_len / 4)
@@ -238,8 +145,6 @@ pub fn budget(body_len: usize) -> usize {
 
 const BUDGET_FLOOR: usize = 1 << 20;
 
-/// Reads an object of `text` into its document, with only the fields some
-/// rule reads, charging `budget`.
 pub fn read<'de, D: Deserializer<'de>>(
     text: &'de str,
     deserializer: D,
@@ -281,9 +186,8 @@ impl Unread for Place {
     }
 
     /// An env entry is kept when it names a variable a rule reads
-    /// ([`READ_ENV_NAMES`]), or when it is not an object or its name not
-    /// a string (the rules report it): a container may carry hundreds of
-    /// others, and an entry without a name is no variable a rule reads.
+    /// ([`READ_ENV_NAMES`]), or is malformed (the rules report it): a
+    /// container may carry hundreds of others.
     fn keeps(self, element: Json<'_>) -> bool {
         if self != Place::EnvEntry {
             return true;

@@ -1,14 +1,11 @@
-//! The pod a ResourceClaim is made for, read before the claim is evaluated:
-//! the server reads ([`crate::server`]'s `claim_owner`), this says what is
-//! read beside the pod ([`claims_to_read`]), keeps what was read
-//! ([`OwnerRead`], [`read_claim`]) and hands it to the policy as documents
-//! ([`OwnerRead::document`], [`OwnerDocument::owner_pod`]).
+//! The pod a ResourceClaim is made for, read by the server before the
+//! claim is evaluated: what is read beside the pod ([`claims_to_read`]),
+//! what was read ([`OwnerRead`]), and the pod as the policy takes it
+//! ([`OwnerDocument::owner_pod`]).
 //!
-//! The pod is read as the review's object is ([`object_tree`]: only the
-//! fields some rule reads, within a budget of its size); its
-//! `status.resourceClaimStatuses` beside it. A claim or template read
-//! beside it is kept as its requests only (`ClaimSpec`), as the caches
-//! keep one.
+//! The pod is read as the review's object is ([`object_tree`], within a
+//! budget of its size); a claim or template beside it as its requests
+//! only, as the caches keep one.
 
 use std::collections::BTreeSet;
 
@@ -28,7 +25,6 @@ use crate::policy::{ContainerKind, PodView, Shape};
 use crate::registry::Platform;
 use crate::settings::Settings;
 
-/// What the server read of the pod a claim is made for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OwnerRead {
     Read {
@@ -41,18 +37,15 @@ pub enum OwnerRead {
     },
     /// See [`OwnerPod::NotFound`].
     NotFound,
-    /// Why it could not be read, on one line.
     Unreadable(String),
 }
 
-/// An [`OwnerRead`] whose pod is a document.
 pub struct OwnerDocument<'r> {
     read: &'r OwnerRead,
-    /// The pod, or why it cannot be read; None when no pod was read.
+    /// None when no pod was read.
     pod: Option<Result<Document<'r>, UnreadPod>>,
 }
 
-/// Why the API server's answer for a pod is not read as one.
 #[derive(Debug, thiserror::Error)]
 pub enum UnreadPod {
     #[error("the API server's answer is not a pod: {0}")]
@@ -62,7 +55,6 @@ pub enum UnreadPod {
 }
 
 impl OwnerRead {
-    /// The pod read as a document.
     pub fn document(&self) -> OwnerDocument<'_> {
         let pod = match self {
             OwnerRead::Read { text, .. } => Some(pod_document(text)),
@@ -73,7 +65,6 @@ impl OwnerRead {
 }
 
 impl OwnerDocument<'_> {
-    /// The owner as the policy takes it.
     pub fn owner_pod(&self) -> OwnerPod<'_> {
         match (self.read, &self.pod) {
             (OwnerRead::NotFound, _) => OwnerPod::NotFound,
@@ -94,7 +85,6 @@ impl OwnerDocument<'_> {
     }
 }
 
-/// The pod of `text`, with the fields some rule reads.
 fn pod_document(text: &str) -> Result<Document<'_>, UnreadPod> {
     let budget = Budget::new(object_tree::budget(text.len()));
     let mut deserializer = sonic_rs::Deserializer::from_str(text);
@@ -106,14 +96,12 @@ fn pod_document(text: &str) -> Result<Document<'_>, UnreadPod> {
     Ok(document)
 }
 
-/// The UID of the pod of `text`, when it has one.
 pub fn pod_uid(text: &str) -> Option<String> {
     let uid = sonic_rs::get(text, ["metadata", "uid"]).ok()?;
     sonic_rs::JsonValueTrait::as_str(&uid).map(str::to_owned)
 }
 
-/// One entry of `status.resourceClaimStatuses`, as the resource claim
-/// controller writes it.
+/// One entry of `status.resourceClaimStatuses`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ClaimStatus {
@@ -122,8 +110,7 @@ struct ClaimStatus {
     resource_claim_name: Option<String>,
 }
 
-/// What the pod of `text` says the resource claim controller made for its
-/// template entries; nothing when it says nothing readable.
+/// What the resource claim controller made for the pod's template entries.
 fn generated_claims(text: &str) -> Vec<GeneratedClaim> {
     let Ok(statuses) = sonic_rs::get(text, ["status", "resourceClaimStatuses"]) else {
         return Vec::new();
@@ -138,12 +125,9 @@ fn generated_claims(text: &str) -> Vec<GeneratedClaim> {
         .collect()
 }
 
-/// What to read beside the pod of `text`, made for by the claim under
-/// review (`made_for`): what its `status` names, and the claims and
-/// templates of its entries that `cache` cannot answer
-/// ([`crate::policy::dra::owner::to_read`]). Nothing for a pod that lists
-/// more than the policy judges, or that is not read as a pod (the policy
-/// says so).
+/// What its `status` names, and the claims and templates of the pod's
+/// entries that `cache` cannot answer. Nothing to read for a pod that lists
+/// more than the policy judges, or is no pod (the policy says so).
 pub fn claims_to_read(
     text: &str,
     made_for: &MadeFor,
@@ -181,8 +165,7 @@ pub fn claims_to_read(
     (generated, reads)
 }
 
-/// The claim or template `name` as read: its text (None: not found), or
-/// why it was not read.
+/// `text`: None when not found.
 pub fn read_claim(
     kind: ClaimKind,
     name: String,
@@ -202,13 +185,10 @@ pub fn read_claim(
     ReadClaim { kind, name, read }
 }
 
-/// The images of the pod read worth a registry lookup before its claim is
-/// evaluated (registry mode), the platform it runs on and the claim's
-/// namespace, whose share of the lookup queue they take: those of its
-/// containers that use a claim or ask for a GPU resource, each once. Which
-/// of them hold GPUs is known once its claims are resolved, with the
-/// lookups' answers; a container whose claims hold none costs one lookup
-/// more, from the resolver's caches when the pod's admission made it.
+/// The images of the pod worth a registry lookup before its claim is
+/// evaluated: those of its containers that use a claim or ask for a GPU
+/// resource. Which hold GPUs is known only once the claims are resolved;
+/// one that holds none costs a lookup more, from the resolver's caches.
 pub fn images_to_resolve(
     owner: &OwnerRead,
     settings: &Settings,

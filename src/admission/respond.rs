@@ -1,11 +1,7 @@
 //! One admission request, read once: what it puts under evaluation
 //! ([`subject`]), handed to the claim owner's read
-//! ([`claim_owner_to_read`]), to the registry lookups
-//! (`images::wanted`) and to the rules, whose evaluation becomes the
-//! endpoint's [`Answer`] ([`answer`], [`respond`]).
-//!
-//! It reads the request decoded by [`super::wire`] and decides through
-//! [`super::answer`](mod@super::answer); neither knows of it.
+//! ([`claim_owner_to_read`]), the registry lookups and the rules, whose
+//! evaluation becomes the endpoint's [`Answer`] ([`answer`]).
 
 use std::collections::BTreeMap;
 
@@ -29,8 +25,7 @@ use crate::policy::{
 };
 use crate::settings::Settings;
 
-/// Which webhook is asking: the mutating one (enforce namespaces) or a
-/// validating one, whose path tells the namespace's mode.
+/// Which webhook is asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     Mutate,
@@ -40,7 +35,6 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// The HTTP path the API server calls.
     pub fn path(self) -> &'static str {
         match self {
             Endpoint::Mutate => "/mutate",
@@ -51,9 +45,8 @@ impl Endpoint {
         }
     }
 
-    /// The mode the endpoint answers in: the mutating webhook is called
-    /// in enforce namespaces, each validating one in the mode its path
-    /// names; the namespace guard evaluates nothing.
+    /// The mutating webhook is called in enforce namespaces; the namespace
+    /// guard evaluates nothing.
     pub fn mode(self) -> Option<Mode> {
         match self {
             Endpoint::Mutate => Some(Mode::Enforce),
@@ -71,16 +64,14 @@ impl Endpoint {
     ];
 }
 
-/// Why a review cannot be evaluated: it lacks what the evaluation reads.
-/// Answered with a denial that says so.
+/// Why a review cannot be evaluated; answered with a denial that says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Unread {
     #[error("the review carries no object")]
     NoObject,
     #[error("the review carries no oldObject")]
     NoOldObject,
-    /// More values than the body's memory budget allows
-    /// (`admission::object_tree::budget`): nothing of it was kept.
+    /// Over `admission::object_tree::budget`: nothing of it was kept.
     #[error(
         "the object is not read: it holds more values (containers, entries, list elements) \
          than the webhook holds in memory for a review of its size"
@@ -101,10 +92,7 @@ pub enum Unread {
 /// - a claim being created, on the mutating endpoint (a claim made for a
 ///   pod gets the pod's floors, R4).
 ///
-/// The object's kind and the subject (the object, its namespace, and the
-/// operation as a scope); `Ok(None)` for everything else (allowed
-/// untouched, reported as ignored). Read once per request, and handed to
-/// [`claim_owner_to_read`], the registry lookups and [`answer`].
+/// `Ok(None)` for everything else (allowed untouched, reported ignored).
 pub fn subject<'r>(
     request: &'r AdmissionRequest<'_>,
     endpoint: Endpoint,
@@ -119,8 +107,6 @@ pub fn subject<'r>(
     let written = matches!(request.operation, Operation::Create | Operation::Update);
     let unread = exceeds_budget(request);
     let old = || request.old_object.as_ref().ok_or(Unread::NoOldObject);
-    // How the object is read: as created, as an update of a Pod's
-    // ephemeral containers, or as an update of a Pod itself.
     let read = match (kind, &request.operation) {
         (ObjectKind::Pod, Operation::Create) if main => Read::Created,
         (ObjectKind::Pod, Operation::Update) if ephemeral => {
@@ -163,7 +149,6 @@ pub fn subject<'r>(
 
 /// How [`subject`] reads a request's object.
 enum Read<'r> {
-    /// As created: the whole object.
     Created,
     /// The new ephemeral containers of a Pod.
     Ephemeral(Scope),
@@ -172,14 +157,12 @@ enum Read<'r> {
 }
 
 /// The pod to read before [`answer`], for a ResourceClaim being created
-/// with GPU requests (`subject`, as [`subject`] read it): its controller
-/// owner of kind Pod (its namespace, and the pod's name and UID as the
-/// claim names them). On the mutating webhook R4 gives the claim the
-/// floors of the pod's images; on a validating one R2 counts it with the
-/// pod's other claims, for a claim made from one of the pod's templates
+/// with GPU requests: its controller owner of kind Pod (namespace, and the
+/// name and UID the claim names). On the mutating webhook R4 gives the
+/// claim the pod's floors; on a validating one R2 counts it with the pod's
+/// other claims, for a claim made from one of the pod's templates
 /// (`resource.kubernetes.io/pod-claim-name`; not the scheduler's claims of
 /// extended resources, never denied).
-/// `claims`: the caches, which say which DeviceClasses hand out GPUs.
 pub fn claim_owner_to_read(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
@@ -221,14 +204,9 @@ pub fn claim_owner_to_read(
     Some((subject.namespace.to_owned(), made_for))
 }
 
-/// Answers one admission request as the webhook does: `subject` as
-/// [`subject`] read it, with the settings in force in the request's
-/// namespace and what the webhook knows of the cluster, when it can read
-/// it.
-/// `images`: what the images of the object need, as resolved from their
-/// registries beforehand (`images::wanted`).
-/// `claim_owner`: for a ResourceClaim made for a pod, the pod as read
-/// beforehand ([`claim_owner_to_read`]).
+/// Answers one admission request as the webhook does, with the settings
+/// in force in the request's namespace, the registries' answers read
+/// beforehand, and for a claim the pod read for [`claim_owner_to_read`].
 pub fn answer(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
@@ -248,8 +226,7 @@ pub fn answer(
     respond(request, endpoint, subject, &evaluator)
 }
 
-/// [`answer`] with the evaluator given: tests and benchmarks choose the
-/// namespace's settings themselves.
+/// [`answer`] with the evaluator given (tests and benchmarks).
 pub fn respond(
     request: &AdmissionRequest<'_>,
     endpoint: Endpoint,
@@ -273,8 +250,7 @@ pub fn respond(
     };
     let claim = matches!(kind, ObjectKind::Claim(_));
     if claim && endpoint != Endpoint::Mutate {
-        // What R4 could not do to the claim is the mutating webhook's to
-        // say.
+        // What R4 could not do is the mutating webhook's to say.
         evaluation
             .notices
             .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
@@ -288,8 +264,8 @@ pub fn respond(
         }
     }
     if endpoint == Endpoint::Mutate && claim {
-        // Only this webhook reads the claim's pod: what it could not read
-        // is said here (the validating webhooks say the rest).
+        // Only this webhook reads the claim's pod, and says what it could
+        // not read; the validating webhooks say the rest.
         let notices: Vec<String> = evaluation
             .notice_bodies(NoticeKind::UnreadClaimOwner)
             .into_iter()
@@ -302,14 +278,10 @@ pub fn respond(
 
 /// What `endpoint` says of the answer `decide` gave.
 ///
-/// The mutating webhook only mutates: denials and warnings come from the
-/// validating webhook, which sees the mutated object (and later mutating
-/// webhooks get their chance to change it first). A pod that will be
-/// denied gets no patch: `decide` returns none with violations. A patch
-/// over its budget is the exception: the mutating webhook cannot make the
-/// changes, so it denies rather than let the pod through unchanged. Only
-/// the validating webhooks write audit annotations, and only the mutating
-/// one patches.
+/// The mutating webhook only patches: denials, warnings and audit
+/// annotations come from the validating webhook, which sees the mutated
+/// object. The exception is a patch over its budget: the mutating webhook
+/// cannot make the changes, so it denies rather than let the pod through.
 fn for_endpoint(mut answer: Answer, endpoint: Endpoint) -> Answer {
     let mutating = endpoint == Endpoint::Mutate;
     if !answer.allowed && (!mutating || answer.over_patch_budget) {
@@ -326,11 +298,9 @@ fn for_endpoint(mut answer: Answer, endpoint: Endpoint) -> Answer {
 }
 
 /// On a workload's update in an enforce namespace, what its new pods will
-/// get that the old template's pods did not (an image that needs a higher
-/// compute capability: `[compute-affinity] pods will require GPU compute
-/// capability >= 7.5 (image ...)`), beside what `decide` warns of every
-/// template (the changes that override the author). The old template is
-/// evaluated as the new one is.
+/// get that the old template's did not (`[compute-affinity] pods will
+/// require GPU compute capability >= 7.5 (image ...)`), beside what
+/// `decide` warns of every template (the changes that override the author).
 fn new_template_changes(
     request: &AdmissionRequest<'_>,
     kind: ObjectKind,
@@ -363,18 +333,16 @@ fn new_template_changes(
         .collect()
 }
 
-/// Whether the object or the old object of `request` exceeded the budget
-/// of its body, and so holds nothing to read.
 fn exceeds_budget(request: &AdmissionRequest<'_>) -> bool {
     [&request.object, &request.old_object]
         .into_iter()
         .any(|object| object.as_ref().is_some_and(RawObject::exceeds_budget))
 }
 
-/// An update that leaves the object's `spec` as it was: for a claim (whose
-/// spec is immutable) a change of labels, annotations or finalizers, which
-/// must go through so that a claim admitted earlier, under a looser
-/// configuration, can still be released and deleted.
+/// An update that leaves `spec` as it was: for a claim (whose spec is
+/// immutable) a change of labels, annotations or finalizers, which must go
+/// through so that a claim admitted under a looser configuration can still
+/// be released and deleted.
 fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
     fn spec<'o>(object: Option<&'o RawObject<'_>>) -> Option<Json<'o>> {
         object.and_then(|o| o.json().get("spec"))
@@ -390,14 +358,12 @@ fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
         }
 }
 
-/// Equal as JSON values are (as `Json`'s `==`: objects as maps, of a
-/// repeated key the last), in O(n log n): each object's members are sorted
-/// by key once, where looking every key up in the other object would take
-/// time quadratic in the members of an object of the request's.
+/// Equal as `Json`'s `==` (objects as maps, of a repeated key the last),
+/// in O(n log n) by sorting members once, where looking each key up in
+/// the other object would be quadratic in a request's members.
 fn same_json(left: Json<'_>, right: Json<'_>) -> bool {
     match (left.as_object(), right.as_object()) {
         (Some(left), Some(right)) => {
-            // By key, of a repeated key the last (collected in order).
             let left: BTreeMap<&str, Json<'_>> = left.into_iter().collect();
             let right: BTreeMap<&str, Json<'_>> = right.into_iter().collect();
             left.len() == right.len()

@@ -1,6 +1,4 @@
-//! The AdmissionReview v1 request body, read ([`decode`]); the answer
-//! writes itself (`Answer::encode`). Nothing here knows what the policy
-//! decides.
+//! The AdmissionReview v1 request body, read ([`decode`]).
 //!
 //! The object stays raw JSON from request to patch ([`RawObject`]): typed
 //! decoding would drop fields this program does not know, and a patch
@@ -15,9 +13,8 @@ use serde::{Deserialize, Deserializer};
 use super::object_tree;
 use crate::document::{Budget, Document, Json};
 
-/// An object as the API server sent it, a [`Document`] that borrows the
-/// request body, with only the fields some rule reads ([`object_tree`]).
-/// The policy reads [`RawObject::json`].
+/// An object as the API server sent it, borrowing the body, with only the
+/// fields some rule reads ([`object_tree`]).
 #[derive(Debug, Clone)]
 pub struct RawObject<'a> {
     document: Document<'a>,
@@ -28,21 +25,19 @@ impl<'a> RawObject<'a> {
         Self { document }
     }
 
-    /// The object; null when it [`RawObject::exceeds_budget`].
+    /// Null when it [`RawObject::exceeds_budget`].
     pub fn json(&self) -> Json<'_> {
         self.document.root()
     }
 
-    /// Whether the object holds more values than the body's memory budget
-    /// allows ([`object_tree::budget`]): then nothing of it was kept, and
-    /// a review that would read it is denied.
+    /// Over [`object_tree::budget`]: nothing was kept, and a review that
+    /// would read it is denied.
     pub fn exceeds_budget(&self) -> bool {
         self.document.exceeded_budget()
     }
 }
 
-/// A review body that is not an AdmissionReview v1 request. The server
-/// answers these with HTTP 400.
+/// A body that is no AdmissionReview v1 request: answered 400.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
     #[error("body is not an AdmissionReview: {}", refusal(.0))]
@@ -59,17 +54,13 @@ pub enum ReviewError {
     MissingRequest,
 }
 
-/// An AdmissionReview v1 request, read from the body it borrows: the
-/// fields gpu-policy reads, with strings that point into the body.
+/// An AdmissionReview v1 request, its strings borrowing the body: kube's
+/// `AdmissionRequest`'s fields that gpu-policy reads, as required (`uid`,
+/// `kind`, `resource`, `operation`, `userInfo`); the rest is parsed and
+/// left, where kube owns every string and `options` as a JSON tree.
 ///
-/// kube's `AdmissionRequest` owns every string of the request and its
-/// `options` as a JSON tree; the fields read here are the same and as
-/// required (`uid`, `kind`, `resource`, `operation`, `userInfo`), the rest
-/// (`requestKind`, `requestResource`, `options`, ...) is parsed and left.
-///
-/// Read by hand (`RequestSeed`) rather than derived, so that the reader
-/// of `object` and `oldObject` knows the body their strings point into,
-/// and the budget the two share.
+/// Read by hand (`RequestSeed`) so that the reader of `object` and
+/// `oldObject` knows the body and the budget the two share.
 #[derive(Debug, Clone)]
 pub struct AdmissionRequest<'a> {
     pub uid: Cow<'a, str>,
@@ -84,7 +75,6 @@ pub struct AdmissionRequest<'a> {
     pub dry_run: bool,
 }
 
-/// The kind of the object of a request.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
@@ -95,7 +85,6 @@ pub struct GroupVersionKind<'a> {
     pub kind: Cow<'a, str>,
 }
 
-/// Who sent the request.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct UserInfo<'a> {
     #[serde(default, borrow)]
@@ -104,9 +93,8 @@ pub struct UserInfo<'a> {
     pub groups: Option<Vec<Cow<'a, str>>>,
 }
 
-/// A list of strings that point into the body (unless they have escapes):
-/// serde borrows a `Cow<str>` field marked `borrow`, but copies the
-/// elements of a list of them.
+/// Strings that borrow the body: serde borrows a `Cow<str>` field marked
+/// `borrow`, but copies the elements of a list of them.
 fn borrowed_strs<'de: 'a, 'a, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Vec<Cow<'a, str>>>, D::Error> {
@@ -114,11 +102,9 @@ fn borrowed_strs<'de: 'a, 'a, D: Deserializer<'de>>(
     Ok(list.map(|list| list.into_iter().map(|Borrowed(text)| text).collect()))
 }
 
-/// sonic-rs's message for a body it refuses, on one line, without the
-/// excerpt of the body it appends after the position: the body is the
-/// requester's, and the message goes into the answer and the log. (A
-/// message that quotes the requester's text is cut at the first thing
-/// that reads like the position, which only shortens it.)
+/// sonic-rs's message for a refused body, on one line, without the excerpt
+/// of the body it appends after the position: the body is the requester's,
+/// and the message goes into the answer and the log.
 fn refusal(error: &sonic_rs::Error) -> String {
     let text = error.to_string();
     let position = format!(" at line {} column {}", error.line(), error.column());
@@ -129,15 +115,10 @@ fn refusal(error: &sonic_rs::Error) -> String {
     crate::manifest::one_line(&text[..end])
 }
 
-/// Refuses a `\u` escape without four hex digits after it, anywhere in
-/// the text. sonic-rs checks every other escape, and this one in the
-/// strings it reads, but steps over the four characters in what it skips
-/// (probes, `options`, ...): without this, a body that is not JSON, which
-/// the API server never sends and serde_json refuses, would be read.
-///
-/// A backslash only ever begins an escape (outside a string it is not
-/// JSON, which the reader refuses), so each one found is an escape and the
-/// next is looked for after it.
+/// Refuses a `\u` escape without four hex digits anywhere in the text:
+/// sonic-rs steps over the four characters in what it skips (probes,
+/// `options`), so would read a body that is not JSON. A backslash only
+/// ever begins an escape (elsewhere the reader refuses it).
 fn check_unicode_escapes(text: &str) -> Result<(), ReviewError> {
     let bytes = text.as_bytes();
     let mut from = 0;
@@ -168,17 +149,14 @@ fn check_unicode_escapes(text: &str) -> Result<(), ReviewError> {
 
 /// Decodes an AdmissionReview v1 request body.
 ///
-/// sonic-rs reads it, into the same serde types and the same borrowed
-/// document as any serde reader; `check` and `audit` read files with
-/// serde_json. It pays: the GPU pod 38,700 instructions with serde_json
-/// and 34,800 with sonic-rs, the DRA pod 31,400 and 27,900 (callgrind,
-/// 1,000 decodes; docs/performance.md).
+/// sonic-rs reads it into the same serde types as any serde reader
+/// (`check` and `audit` use serde_json): the GPU pod 38,700 instructions
+/// with serde_json and 34,800 with sonic-rs, the DRA pod 31,400 and 27,900
+/// (callgrind, 1,000 decodes; docs/performance.md).
 pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
-    // One pass over the whole body with simdutf8, in vector steps: 345
-    // instructions for the GPU pod's review where core's `from_utf8`
-    // takes 872 (docs/performance.md); decoding from bytes would check
-    // every string on its own. Core's check runs only to say where a
-    // refused body goes wrong.
+    // One pass with simdutf8: 345 instructions for the GPU pod's review
+    // where core's `from_utf8` takes 872 (docs/performance.md). Core's
+    // runs only to say where a refused body goes wrong.
     let text = match simdutf8::basic::from_utf8(body) {
         Ok(text) => text,
         Err(_) => std::str::from_utf8(body)?,
@@ -186,10 +164,10 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
     check_unicode_escapes(text)?;
     let budget = Budget::new(object_tree::budget(text.len()));
     let mut deserializer = sonic_rs::Deserializer::from_str(text);
-    let review = ReviewSeed {
+    let review = ReviewSeed(Body {
         text,
         budget: &budget,
-    }
+    })
     .deserialize(&mut deserializer)?;
     deserializer.end()?;
     if review.api_version != META_API_VERSION_V1 {
@@ -201,23 +179,22 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
     review.request.ok_or(ReviewError::MissingRequest)
 }
 
-/// The AdmissionReview as the API server sends it, read in one pass.
-///
-/// kube's `AdmissionReview` flattens its `TypeMeta`, and serde reads a
-/// struct with a flattened field by first buffering the whole body into
-/// its own content tree and then reading that again (about 1,000
-/// instructions per review here). The fields are the same, and equally
-/// required.
+/// The AdmissionReview, read in one pass: kube's flattens its `TypeMeta`,
+/// which serde reads by buffering the whole body into a content tree first
+/// (about 1,000 instructions per review). The fields are kube's.
 struct ReviewBody<'a> {
     api_version: Cow<'a, str>,
     kind: Cow<'a, str>,
     request: Option<AdmissionRequest<'a>>,
 }
 
-/// Reads a [`ReviewBody`] of `text`, whose objects share `budget`. The
-/// fields are read as serde's derive reads them: each required one must
-/// be there, none twice, and other keys are skipped.
-struct ReviewSeed<'t, 'b> {
+/// Reads a [`ReviewBody`] of `text`, whose objects share `budget`, as
+/// serde's derive would: required fields there, none twice, others skipped.
+struct ReviewSeed<'t, 'b>(Body<'t, 'b>);
+
+/// The body's text, which the objects' strings borrow, and their budget.
+#[derive(Clone, Copy)]
+struct Body<'t, 'b> {
     text: &'t str,
     budget: &'b Budget,
 }
@@ -248,10 +225,7 @@ impl<'de> Visitor<'de> for ReviewSeed<'de, '_> {
                 )?,
                 "kind" => once(&mut kind, "kind", map.next_value::<Borrowed>()?)?,
                 "request" => {
-                    let seed = Nullable(RequestSeed {
-                        text: self.text,
-                        budget: self.budget,
-                    });
+                    let seed = Nullable(RequestSeed(self.0));
                     once(&mut request, "request", map.next_value_seed(seed)?)?;
                 }
                 _ => {
@@ -267,12 +241,7 @@ impl<'de> Visitor<'de> for ReviewSeed<'de, '_> {
     }
 }
 
-/// Reads an [`AdmissionRequest`]; its `object` and `oldObject` with
-/// [`object_tree::read`].
-struct RequestSeed<'t, 'b> {
-    text: &'t str,
-    budget: &'b Budget,
-}
+struct RequestSeed<'t, 'b>(Body<'t, 'b>);
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'de, '_> {
     type Value = AdmissionRequest<'de>;
@@ -301,12 +270,7 @@ impl<'de> Visitor<'de> for RequestSeed<'de, '_> {
         let mut object = None;
         let mut old_object = None;
         let mut dry_run = None;
-        let object_seed = || {
-            Nullable(ObjectSeed {
-                text: self.text,
-                budget: self.budget,
-            })
-        };
+        let object_seed = || Nullable(ObjectSeed(self.0));
         while let Some(Borrowed(key)) = map.next_key()? {
             match &*key {
                 "uid" => once(&mut uid, "uid", map.next_value::<Borrowed>()?.0)?,
@@ -350,21 +314,17 @@ impl<'de> Visitor<'de> for RequestSeed<'de, '_> {
     }
 }
 
-/// Reads an object of the request into its document.
-struct ObjectSeed<'t, 'b> {
-    text: &'t str,
-    budget: &'b Budget,
-}
+struct ObjectSeed<'t, 'b>(Body<'t, 'b>);
 
 impl<'de> DeserializeSeed<'de> for ObjectSeed<'de, '_> {
     type Value = RawObject<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        object_tree::read(self.text, deserializer, self.budget).map(RawObject::new)
+        object_tree::read(self.0.text, deserializer, self.0.budget).map(RawObject::new)
     }
 }
 
-/// A value read with the seed inside, or null: as serde reads an `Option`.
+/// A value read with the seed inside, or null.
 struct Nullable<S>(S);
 
 impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Nullable<S> {
@@ -395,11 +355,10 @@ impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Nullable<S> {
     }
 }
 
-/// A string that points into the body, unless it has escapes.
+/// Borrows the body, unless it has escapes.
 #[derive(Deserialize)]
 struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
 
-/// Sets a field read from the body, which must not have it twice.
 fn once<T, E: de::Error>(slot: &mut Option<T>, field: &'static str, value: T) -> Result<(), E> {
     if slot.is_some() {
         return Err(E::duplicate_field(field));

@@ -1,17 +1,10 @@
 //! The metrics every admission request writes: the request counter, the
 //! rule findings and the latency histogram.
 //!
-//! A lookup in a `Family` hashes the whole label set and takes the
-//! family's lock; with owned label values it also allocated each of them,
-//! on every request. Here each series is looked up once, on its first
-//! request, and its handle kept in a table indexed by what names it.
-//!
-//! Every label value comes from a closed list, so no request can make a
-//! series: the endpoint, operation, decision, rule and finding are the
-//! server's own words, and the object's kind, which a request writes, is
-//! one of the kinds the webhooks are registered for or `other`. A series
-//! holds its label values for the life of the process, and `/metrics`
-//! writes every one at every scrape.
+//! A lookup in a `Family` hashes the label set and takes its lock on every
+//! request; here each series is looked up once and its handle kept in a
+//! table indexed by what names it (with the log line written directly,
+//! 3,263 instructions per record phase against 13,000; json_lines.rs).
 
 use std::sync::OnceLock;
 
@@ -48,7 +41,6 @@ pub struct EndpointLabels {
     pub endpoint: &'static str,
 }
 
-/// What a rule found in an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finding {
     Change,
@@ -64,12 +56,10 @@ impl Finding {
     }
 }
 
-/// What every kind outside [`KINDS`] is counted as.
 pub const OTHER_KIND: &str = crate::telemetry::labels::OTHER;
 
 /// The values of the `kind` label: the kinds the webhooks are registered
-/// for (a pod, the workloads, the DRA claims, a namespace), none (a request
-/// that could not be read), and [`OTHER_KIND`] for any other.
+/// for, none (a request not read), and [`OTHER_KIND`].
 pub const KINDS: [&str; 14] = [
     "",
     "Pod",
@@ -87,9 +77,7 @@ pub const KINDS: [&str; 14] = [
     OTHER_KIND,
 ];
 
-/// The `kind` label of an object's kind: itself when it is one of
-/// [`KINDS`], else [`OTHER_KIND`]. The decision log names kinds the same
-/// way.
+/// The `kind` label, as the decision log names kinds too.
 pub fn kind_label(kind: &str) -> &'static str {
     crate::telemetry::labels::closed_label(kind, &KINDS)
 }
@@ -103,7 +91,6 @@ const ENDPOINTS: usize = Endpoint::ALL.len();
 const OPERATIONS: usize = 5;
 const REQUEST_SERIES: usize = ENDPOINTS * KINDS.len() * OPERATIONS * DECISIONS.len();
 
-/// The admission metrics, their series kept as they are first written.
 #[derive(Debug)]
 pub struct AdmissionMetrics {
     requests: Family<RequestLabels, Counter>,
@@ -117,13 +104,11 @@ pub struct AdmissionMetrics {
 }
 
 fn latency_histogram() -> Histogram {
-    // 50 µs .. ~0.8 s: admission decisions are micro-seconds; the tail
-    // shows queueing.
+    // 50 µs .. ~0.8 s: decisions take microseconds; the tail is queueing.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 15))
 }
 
 impl AdmissionMetrics {
-    /// Registers the admission metrics under `registry`'s prefix.
     pub fn register(registry: &mut Registry) -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -155,10 +140,8 @@ impl AdmissionMetrics {
         }
     }
 
-    /// Counts one request. `operation` and `kind` are those of the review,
-    /// `None` and `""` when it could not be read; a kind outside [`KINDS`]
-    /// is counted as [`OTHER_KIND`]; `decision` is one of [`DECISIONS`]
-    /// (`Answer::decision`).
+    /// `operation` and `kind` are `None` and `""` for a review not read;
+    /// `decision` is one of [`DECISIONS`].
     pub fn count_request(
         &self,
         endpoint: Endpoint,
@@ -190,7 +173,6 @@ impl AdmissionMetrics {
         };
     }
 
-    /// Counts what `rule` found in one object.
     pub fn count_finding(&self, rule: RuleId, finding: Finding) {
         let labels = || RuleLabels {
             rule: rule.as_str(),
@@ -208,7 +190,6 @@ impl AdmissionMetrics {
         };
     }
 
-    /// Observes how long a request on `endpoint` took.
     pub fn observe_latency(&self, endpoint: Endpoint, seconds: f64) {
         let labels = EndpointLabels {
             endpoint: endpoint.path(),
@@ -222,7 +203,6 @@ impl AdmissionMetrics {
     }
 }
 
-/// The operation as the API server spells it.
 pub fn operation_name(operation: &Operation) -> &'static str {
     match operation {
         Operation::Create => "CREATE",

@@ -1,15 +1,10 @@
-//! An admission POST as the handler reads it ([`ReviewPost`]): the body,
-//! read once into a buffer of its announced size, its content type and the
-//! API server's `?timeout=`.
+//! An admission POST as the handler reads it ([`ReviewPost`]).
 //!
-//! axum's `Bytes` gathers the frames hyper reads and then copies them into
-//! one buffer: a large review (the API server sends up to 3 MiB, an
-//! UPDATE two objects in it) is held twice while it is read. Here the
-//! buffer is made once, of the `Content-Length` (never above the body
-//! limit, which still applies), and each frame is copied into it as it
-//! arrives. The content type and the timeout are read from the request
-//! where they are: axum's `HeaderMap` and `RawQuery` extractors would copy
-//! the whole header map and the query out of it on every request.
+//! axum's `Bytes` gathers the frames and then copies them into one buffer,
+//! holding a large review (up to 3 MiB) twice. Here the buffer is made
+//! once, of the `Content-Length` (never above the limit), and each frame
+//! is copied into it. The content type and the timeout are read in place:
+//! axum's `HeaderMap` and `RawQuery` extractors copy them out.
 
 use std::time::Duration;
 
@@ -26,13 +21,10 @@ use super::error::RequestError;
 /// 3 MiB (etcd's limit), and a review carries the object and the old one.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// What the handler reads of an admission request.
 pub struct ReviewPost {
-    /// The `Content-Type` header, if there is one.
     pub content_type: Option<HeaderValue>,
     /// The API server's `?timeout=`: how long it waits for the answer.
     pub timeout: Option<Duration>,
-    /// The whole body.
     pub body: Vec<u8>,
 }
 
@@ -43,11 +35,9 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
         let content_type = request.headers_mut().remove(header::CONTENT_TYPE);
         let timeout = request.uri().query().and_then(timeout);
         let announced = announced_length(request.headers());
-        // The router's body limit applies here as it does to `Bytes`: a
-        // body over it is read up to the limit and then refused (refused
-        // at once, a client still writing it would see the connection
-        // closed rather than the 413). What is read is charged to the
-        // caller's budget like any body.
+        // A body over the limit is read up to it and then refused (refused
+        // at once, a client still writing would see the connection closed
+        // rather than the 413).
         let mut body = request.into_limited_body();
         let mut buffer = Vec::with_capacity(announced);
         while let Some(frame) =
@@ -72,9 +62,8 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
     }
 }
 
-/// The body length a request's `Content-Length` announces, at most
-/// [`MAX_BODY_BYTES`] (a longer body is refused when it passes that); 0
-/// when there is none or it is not a number.
+/// The `Content-Length`, at most [`MAX_BODY_BYTES`]; 0 when there is none
+/// or it is not a number.
 pub fn announced_length(headers: &axum::http::HeaderMap) -> usize {
     headers
         .get(header::CONTENT_LENGTH)
@@ -84,8 +73,7 @@ pub fn announced_length(headers: &axum::http::HeaderMap) -> usize {
         .min(MAX_BODY_BYTES)
 }
 
-/// The `timeout` parameter of a query, a Go duration (`10s`, `500ms`,
-/// `1m30s`), as the API server writes it.
+/// The `timeout` parameter, a Go duration as the API server writes it.
 fn timeout(query: &str) -> Option<Duration> {
     query.split('&').find_map(|pair| {
         pair.strip_prefix("timeout=")
@@ -93,8 +81,6 @@ fn timeout(query: &str) -> Option<Duration> {
     })
 }
 
-/// A body that could not be read: over the limit, over the caller's share
-/// of the budget, or cut short.
 fn rejected(error: &axum::Error) -> RequestError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(cause) = source {

@@ -1,11 +1,9 @@
-//! The reads of a ResourceClaim's review before the claim is evaluated
-//! (docs/architecture.md, "Where cluster facts enter"): the pod it is made
-//! for, then those of the pod's claims and templates the caches do not
-//! know. A pod that cannot be read never gets its claim denied; a forged
-//! review learns nothing: every read is taken from the caller's allowance,
-//! all share [`OWNER_READ_BUDGET`], and a pod of that name with another
-//! UID is answered as one not found ([`OwnerRead::NotFound`]), only the
-//! log line telling them apart.
+//! The reads of a ResourceClaim's review before it is evaluated: the pod it
+//! is made for, then the pod's claims and templates the caches do not know.
+//! A pod that cannot be read never gets its claim denied. A forged review
+//! learns nothing: every read is taken from the caller's allowance, all
+//! share [`OWNER_READ_BUDGET`], and a pod of that name with another UID is
+//! answered as one not found, only the log line telling them apart.
 
 use std::time::Duration;
 
@@ -23,21 +21,15 @@ use crate::telemetry::bounded_field;
 use super::cluster_reads::{Caller, ClusterReads};
 use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 
-/// How long the reads of one claim may take, the pod's and its claims'
-/// together: well within the API server's webhook timeout (10 s by
-/// default). Past it the claim is judged with what was read.
+/// The reads of one claim, together: well within the API server's webhook
+/// timeout (10 s by default). Past it the claim is judged with what was
+/// read.
 pub const OWNER_READ_BUDGET: Duration = Duration::from_secs(2);
 
-/// Why a caller's claim was admitted without reading its pod, or a claim
-/// of the pod was left unread: its allowance of reads is spent.
 const NO_ALLOWANCE: &str = "too many claims from this caller at once";
 
-/// Why a claim was admitted without reading its pod: other claims' pods
-/// held the turns until the budget ran out.
 const NO_TURN: &str = "too many claims' pods being read at once";
 
-/// Why a claim was admitted without reading its pod, or a claim of the pod
-/// left unread.
 fn unreadable(why: &str) -> OwnerRead {
     OwnerRead::Unreadable(why.to_owned())
 }
@@ -48,18 +40,16 @@ pub struct OwnerReading<'s> {
     _turn: Option<SemaphorePermit<'s>>,
 }
 
-/// What the context of the reads gives.
 pub struct ReadContext<'s> {
     /// None with `--no-cluster`.
     pub client: Option<&'s kube::Client>,
     pub reads: &'s ClusterReads,
     pub settings: &'s Settings,
-    /// The caches: which claims and templates need no read.
+    /// Which claims and templates need no read.
     pub claims: Option<&'s dyn ClaimFacts>,
 }
 
-/// The pod `namespace/made_for.pod` the claim in `request` is made for
-/// (`admission::claim_owner_to_read`), as read, with the pod's claims and
+/// The pod `namespace/made_for.pod`, as read, with its claims and
 /// templates the caches do not know.
 pub async fn read<'s>(
     context: ReadContext<'s>,
@@ -75,11 +65,9 @@ pub async fn read<'s>(
         Some(client) => {
             match tokio::time::timeout_at(deadline, reads.owners_at_once.acquire()).await {
                 Ok(Ok(turn)) if reads.pod_read(caller) => {
-                    // Boxed: the client's requests are futures of some KiB,
-                    // which would otherwise sit in (and be moved with) the
-                    // future of every request the webhook answers, claim or not.
-                    // The pod's other claims are read in the version the
-                    // API server sent this one in: one it serves.
+                    // Boxed: the client's futures are some KiB, else moved
+                    // with every request's. The pod's claims are read in the
+                    // version this one came in: one the API server serves.
                     let version = request.kind.version.as_ref();
                     let read = Box::pin(read_pod(
                         client, &context, caller, version, &namespace, &made_for, deadline,
@@ -91,7 +79,7 @@ pub async fn read<'s>(
             }
         }
     };
-    // The names and UIDs come from the review: cut as on the decision line.
+    // Cut as on the decision line.
     let namespace = &*bounded_field(&namespace, NAMESPACE_BYTES);
     let pod = &*bounded_field(&made_for.pod, NAME_BYTES);
     let request_uid = &*bounded_field(&request.uid, UID_BYTES);
@@ -128,15 +116,12 @@ pub async fn read<'s>(
     Some(reading)
 }
 
-/// The pod of that name is another one than the claim was made for.
 #[derive(Debug, thiserror::Error)]
 #[error("the pod of that name has the UID {uid}, not the one the claim names")]
 struct OtherPod {
     uid: String,
 }
 
-/// The pod `namespace/made_for.pod` and what is read beside it, by
-/// `deadline`.
 async fn read_pod(
     client: &kube::Client,
     context: &ReadContext<'_>,
@@ -168,8 +153,7 @@ async fn read_pod(
         claims_to_read(&text, made_for, namespace, context.settings, context.claims);
     let mut claims = Vec::with_capacity(to_read.len());
     for (kind, name) in to_read {
-        // Past the deadline nothing more is sent, nor taken from the
-        // allowance.
+        // Past the deadline nothing is sent, nor taken from the allowance.
         let text = if Instant::now() >= deadline {
             Err(format!("no answer within {OWNER_READ_BUDGET:?}"))
         } else if context.reads.pod_read(caller) {

@@ -1,22 +1,19 @@
 //! What a review may make the webhook ask of the API server, bounded per
-//! caller.
+//! caller IP ([`Caller`]).
 //!
-//! Anyone who reaches the port may forge a review (no client certificate is
-//! required by default), and two kinds of review make the webhook read the
-//! cluster: a Namespace being opted in (its pods and claims are listed, a
-//! few pages at most) and a ResourceClaim made for a pod (the pod is read,
-//! and those of its claims and templates the caches do not know). Each
-//! read is taken from a [`RateLimit`] kept per
-//! caller IP ([`Caller`]), so a flood of forged reviews from one pod costs
-//! the API server a bounded number of requests, and the API server's own
-//! reviews, which come from its own address, keep their share. Past the
-//! limit the review is answered without the read, as when the API server
-//! does not answer: the claim unchanged, the namespace change admitted with
-//! a warning that names the command that does the look instead.
+//! Anyone who reaches the port may forge a review, and two kinds make the
+//! webhook read the cluster: a Namespace being opted in (its pods and
+//! claims are listed) and a ResourceClaim made for a pod (the pod is read,
+//! and its claims the caches do not know). Each read is taken from the
+//! caller's [`RateLimit`], so a flood from one pod costs the API server a
+//! bounded number of requests while the API server's own reviews keep
+//! their share. Past the limit the review is answered without the read.
 //!
-//! The callers' table holds at most [`MAX_CALLERS`] addresses; past it,
-//! new addresses share one more entry, so the table cannot be made to grow
-//! by calling from many addresses.
+//! The rate limit is the generic cell rate algorithm written here rather
+//! than the `governor` crate's keyed limiter: its table grows with every
+//! address and is bounded only by sweeping it, where this one holds at most
+//! [`MAX_CALLERS`] addresses and makes the rest share one entry, so calling
+//! from many addresses cannot grow it.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -38,16 +35,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        // A router called in-process (tests) has no connection: all such
-        // requests are one caller.
-        let ip = parts.extensions.get::<Peer>().map_or(
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            |Peer(address)| {
-                // As the budget keys callers: an IPv4 caller seen on a
-                // dual-stack socket is the same caller.
+        // In-process requests (tests) have no connection: one caller. An
+        // IPv4 caller on a dual-stack socket is the same caller.
+        let ip = parts
+            .extensions
+            .get::<Peer>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Peer(address)| {
                 address.ip().to_canonical()
-            },
-        );
+            });
         Ok(Caller(ip))
     }
 }
@@ -60,13 +55,10 @@ pub struct RateLimit {
     pub interval: Duration,
 }
 
-/// How many caller addresses a [`PerCaller`] tells apart. An entry is 48
-/// bytes or so: the table stays under 100 KiB.
+/// Caller addresses a [`PerCaller`] tells apart: under 100 KiB of table.
 pub const MAX_CALLERS: usize = 1024;
 
-/// A [`RateLimit`] kept for each caller: the generic cell rate algorithm,
-/// whose whole state per caller is one instant (when the caller's
-/// allowance is next back to full, less one read).
+/// A [`RateLimit`] for each caller, by GCRA: one instant per caller.
 #[derive(Debug)]
 pub struct PerCaller {
     limit: RateLimit,
@@ -76,7 +68,7 @@ pub struct PerCaller {
 
 #[derive(Debug, Default)]
 struct Table {
-    /// For each caller, the theoretical arrival time of its next read.
+    /// Each caller's theoretical arrival time of its next read.
     callers: HashMap<IpAddr, Instant>,
     /// Shared by the callers that found the table full.
     overflow: Option<Instant>,
@@ -104,8 +96,7 @@ impl PerCaller {
             return self.admit(next, now);
         }
         if callers.len() >= self.capacity {
-            // A caller whose allowance is full again is as good as new:
-            // forgetting it changes nothing.
+            // A caller whose allowance is full again is as good as new.
             callers.retain(|_, next| *next > now);
         }
         if callers.len() < self.capacity {
@@ -118,15 +109,14 @@ impl PerCaller {
         self.admit(next, now)
     }
 
-    /// How many callers are told apart now (tests).
     #[cfg(test)]
     fn callers(&self) -> usize {
         let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         table.callers.len()
     }
 
-    /// GCRA: a read at `now` is allowed when the caller's theoretical
-    /// arrival time is at most `burst - 1` intervals ahead of `now`.
+    /// A read at `now` is allowed when the theoretical arrival time is at
+    /// most `burst - 1` intervals ahead.
     fn admit(&self, next: &mut Instant, now: Instant) -> bool {
         let start = (*next).max(now);
         let ahead = start.saturating_duration_since(now);
@@ -143,36 +133,28 @@ impl PerCaller {
     }
 }
 
-/// Every opt-in look at a namespace lists at most this many pages of its
-/// objects of each kind: 200 objects, 60 requests at most (pods, claims,
-/// claim templates); `gpu-policy audit -n` reads them all.
+/// Pages of each kind an opt-in look lists: 200 objects, 60 requests at
+/// most; `gpu-policy audit -n` reads them all.
 pub const NAMESPACE_PAGES: usize = 20;
-/// Objects per page of such a list. A page is held in memory while it is
-/// evaluated: a pod is some KiB as a rule, but etcd lets one be 1.5 MiB,
-/// and the namespace's users write them, so 10 such pods (15 MiB of JSON,
-/// a few times that decoded) is what one look may hold at worst.
+/// Objects per page, held while evaluated: a pod may be 1.5 MiB (etcd),
+/// so a look holds 15 MiB of JSON at worst, a few times that decoded.
 pub const NAMESPACE_PAGE: u32 = 10;
 
 /// The cluster reads reviews cause, and their limits.
 #[derive(Debug)]
 pub struct ClusterReads {
-    /// Looks at a namespace's pods and claims (Namespace reviews). An
-    /// opt-in is rare; a GitOps tool labelling many namespaces at once
-    /// gets the first ones checked and the others told to run `audit`.
+    /// Looks at a namespace's pods and claims. An opt-in is rare; a GitOps
+    /// tool labelling many namespaces gets the others told to run `audit`.
     pub namespace_looks: PerCaller,
-    /// How many looks run at once, whoever asks: each holds a page of pods
-    /// ([`NAMESPACE_PAGE`]).
+    /// Looks running at once, whoever asks: each holds a page of pods.
     pub looks_at_once: Semaphore,
-    /// Reads of a claim's owner pod, and of the pod's claims and templates
-    /// the caches do not know (ResourceClaim reviews): one each. The
-    /// resource claim controller creates claims at the controller
-    /// manager's client rate (20 per second, bursts of 30, by default),
-    /// all through the API server's address: this leaves it room.
+    /// Reads of a claim's owner pod, and of its claims the caches do not
+    /// know. The resource claim controller creates claims at 20 per second,
+    /// bursts of 30, through the API server's address: this leaves it room.
     pub pod_reads: PerCaller,
-    /// How many claims' pods are held at once, read and evaluated, whoever
-    /// asks: a pod is some KiB as a rule, but
-    /// [`MAX_OBJECT_BYTES`](crate::cluster::MAX_OBJECT_BYTES) at
-    /// most, and a review waits for its turn within its read budget.
+    /// Claims' pods held at once, whoever asks: each is at most
+    /// [`MAX_OBJECT_BYTES`](crate::cluster::MAX_OBJECT_BYTES); a review
+    /// waits for its turn within its read budget.
     pub owners_at_once: Semaphore,
 }
 
@@ -181,11 +163,9 @@ pub const NAMESPACE_LOOKS: RateLimit = RateLimit {
     burst: 3,
     interval: Duration::from_secs(10),
 };
-/// Looks running at once, for all callers together: one, so that one
-/// page of pods at most is held, whatever the callers do.
+/// Looks running at once, all callers together: one page of pods held.
 pub const LOOKS_AT_ONCE: usize = 1;
-/// Claims' pods held at once, for all callers together: with the document
-/// the rules read of each, some 20 MiB at most.
+/// Claims' pods held at once, all callers together: some 20 MiB at most.
 pub const OWNERS_AT_ONCE: usize = 2;
 /// A caller's reads of pods: 50 at once, then 25 per second.
 pub const POD_READS: RateLimit = RateLimit {
@@ -204,18 +184,15 @@ impl Default for ClusterReads {
     }
 }
 
-/// Why a namespace look was not made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LookRefused {
-    /// The caller has used its allowance.
     CallerLimit,
     /// [`LOOKS_AT_ONCE`] looks are running.
     Busy,
 }
 
 impl ClusterReads {
-    /// A look at a namespace for `caller`, if its allowance and the looks
-    /// running allow: the permit is held while the look runs.
+    /// A look at a namespace for `caller`: the permit is held while it runs.
     pub fn namespace_look(&self, caller: Caller) -> Result<SemaphorePermit<'_>, LookRefused> {
         let permit = self
             .looks_at_once
@@ -227,7 +204,6 @@ impl ClusterReads {
         Ok(permit)
     }
 
-    /// One read of a pod for `caller`, if its allowance has one.
     pub fn pod_read(&self, caller: Caller) -> bool {
         self.pod_reads.take(caller, Instant::now())
     }

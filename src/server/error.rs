@@ -7,9 +7,8 @@ use super::budget::Refusal;
 use super::budget::charged::BodyCut;
 use crate::admission::ReviewError;
 
-/// A request the webhook cannot answer with an AdmissionReview. The API
-/// server treats these as webhook failures (and applies the failurePolicy);
-/// a person debugging with curl reads the one-line reason.
+/// A request the webhook cannot answer with an AdmissionReview: the API
+/// server applies the failurePolicy; a person with curl reads the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
     #[error("content type {0:?} is not application/json")]
@@ -24,19 +23,15 @@ pub enum RequestError {
     Review(#[from] ReviewError),
     #[error("cannot encode the response: {0}")]
     Encode(serde_json::Error),
-    /// The caller holds more than its share of the server (its own cap,
-    /// or its fair share while the server is full).
     #[error("this caller is over its share of the server; retry later")]
     OverShare,
-    /// The server is full with requests being decided.
     #[error("the server is busy; retry later")]
     Busy,
 }
 
-/// What a caller turned away by the budget is told to wait: long enough
-/// for the bodies in flight to be decided or cut, short enough that the
-/// API server, which retries an answer carrying `Retry-After` while its
-/// webhook timeout lasts, tries again within it.
+/// Long enough for the bodies in flight to be decided or cut, short enough
+/// that the API server, which retries on `Retry-After`, does so within its
+/// webhook timeout.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
 
 impl From<Refusal> for RequestError {

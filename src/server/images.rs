@@ -1,9 +1,7 @@
 //! Registry mode in the webhook (`imageResolution.mode: registry`): the
-//! resolver the server keeps across reloads, its credentials, and the
-//! lookups made before an admission is evaluated (which images, and what
-//! their answers mean, is `admission::images`'). A lookup that outlives
-//! `imageResolution.timeout` goes on in the background and fills the
-//! resolver's caches for the next admission.
+//! resolver kept across reloads, its credentials, and the lookups made
+//! before an admission is evaluated. A lookup that outlives
+//! `imageResolution.timeout` goes on and fills the caches for the next.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,8 +17,8 @@ use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, Resol
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 use crate::telemetry::bounded_field;
 
-/// The resolver of registry mode, rebuilt when the registries it speaks to
-/// change and given new credentials when their file does.
+/// Rebuilt when the registries change, given new credentials when their
+/// file does.
 #[derive(Default)]
 pub struct Images {
     current: ArcSwapOption<Built>,
@@ -28,31 +26,24 @@ pub struct Images {
 
 struct Built {
     resolver: Resolver,
-    /// The `registries` and `insecureRegistries` it was built with.
+    /// `registries` and `insecureRegistries`.
     hosts: (Vec<String>, Vec<String>),
     credentials_file: Option<PathBuf>,
-    /// The credentials file's bytes last given to the resolver.
+    /// The bytes last given to the resolver.
     credentials: Mutex<Option<Vec<u8>>>,
-    /// What the image configs the resolver answers with mean, read once
-    /// per config.
     needs: NeedsCache,
 }
 
-/// Image configs already interpreted: the resolver answers a cached image
-/// with the same facts every time, and reading its `NVIDIA_REQUIRE_CUDA`
-/// again would cost more than the cache hit itself. Bounded in entries (as
-/// many as the resolver keeps configs) and in [`NEEDS_CACHE_BYTES`].
+/// Image configs already interpreted: reading `NVIDIA_REQUIRE_CUDA` again
+/// would cost more than the resolver's cache hit. Bounded in entries (as
+/// the resolver's configs) and in [`NEEDS_CACHE_BYTES`].
 struct NeedsCache(Mutex<BoundedLru<Arc<ImageConfigFacts>, Result<ImageNeeds, String>>>);
 
-/// The bytes the cache of interpreted configs may hold. An entry is
-/// charged its config whole (the resolver's cache may have let it go) and
-/// what the config means: ~4.8 KB for a CUDA image, whose requirement of
-/// ~1 KB is parsed into 30 alternatives; at most ~39 KiB (three values of
-/// 4 KiB, the requirement in hundreds of alternatives). A full cache of
-/// ordinary entries fits (the tests measure both).
+/// An entry is charged its config whole and what it means: ~4.8 KB for a
+/// CUDA image (~1 KB of requirement in 30 alternatives), ~39 KiB at most.
+/// A full cache of ordinary entries fits (the tests measure both).
 const NEEDS_CACHE_BYTES: usize = 8 << 20;
 
-/// The heap bytes of one interpreted config, its key's included.
 fn needs_heap(facts: &Arc<ImageConfigFacts>, needs: &Result<ImageNeeds, String>) -> usize {
     let meaning = match needs {
         Ok(needs) => needs.heap_bytes(),
@@ -84,9 +75,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Reads the credentials file; an unreadable one is logged (never quoted)
-/// and gives no bytes: the caller keeps the credentials it has (none at
-/// start).
+/// An unreadable credentials file is logged (never quoted) and gives no
+/// bytes: the caller keeps the credentials it has.
 fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Option<Vec<u8>>) {
     let Some(path) = path else {
         return (Credentials::none(), None);
@@ -112,9 +102,8 @@ fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Opt
 }
 
 impl Images {
-    /// Follows the settings: a resolver in registry mode (a new one when
-    /// the registries or the plain-HTTP ones change; otherwise the
-    /// credentials are read again), none in the other modes.
+    /// Follows the settings: a new resolver when the registries change,
+    /// else the credentials read again; none outside registry mode.
     pub fn apply(&self, settings: &Settings, metrics: &Metrics) {
         let config: &ImageResolution = &settings.config().image_resolution;
         if config.mode != ResolutionMode::Registry {
@@ -189,8 +178,7 @@ impl Images {
         }
     }
 
-    /// Reads the credentials file again when it changed on disk (a Secret
-    /// mounted as a volume is updated in place).
+    /// A Secret mounted as a volume is updated in place.
     pub fn poll_credentials(&self, metrics: &Metrics) {
         let Some(built) = self.current.load_full() else {
             return;
@@ -210,11 +198,9 @@ impl Images {
         }
     }
 
-    /// Looks up the images `wanted` names (the GPU images of what the
-    /// request puts under evaluation, or of the pod its claim is made
-    /// for) within the configured budget, and logs those without a usable
-    /// answer once. None when registry mode is off (`wanted` is not asked
-    /// then) or there is nothing to look up.
+    /// Looks up what `wanted` names within the configured budget, logging
+    /// those without a usable answer. None outside registry mode (`wanted`
+    /// is not asked) or with nothing to look up.
     pub async fn resolve(
         &self,
         request: &AdmissionRequest<'_>,
@@ -225,8 +211,7 @@ impl Images {
         let wanted = wanted()?;
         let budget = settings.image_timeout();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
-        // Boxed: only registry mode waits on it, and inline its state would
-        // be moved with the future of every request.
+        // Boxed, or its state would be moved with every request's future.
         let (resolved, details) = Box::pin(lookups::resolve(
             &built.resolver,
             &wanted,
@@ -250,8 +235,7 @@ impl Images {
     }
 }
 
-/// The longest list of images (with why each got no answer) logged for
-/// one request.
+/// The longest list of images without an answer logged for a request.
 const IMAGES_LOG_BYTES: usize = 2048;
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
-//! Serving a router over TLS, with graceful shutdown: stop accepting, let
-//! requests in flight finish (bounded), then return. Every connection and
-//! request body is held to the port's [`Budget`], and every request to its
-//! deadline, here where the bytes arrive.
+//! Serving a router over TLS within the port's [`Budget`] and deadlines,
+//! with graceful shutdown: stop accepting, let requests in flight finish
+//! (bounded), then return.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,28 +23,22 @@ use super::budget::deadline::{Deadlined, RequestPhase};
 use super::budget::{Budget, ConnectionPermit};
 use super::error::RequestError;
 
-/// A TLS handshake that takes longer than this is dropped, so a slow or
-/// silent client cannot hold a task.
+/// A slow or silent client cannot hold a task longer than this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// At shutdown, how long an idle connection (no request in flight) is given
-/// to deliver one more request, which is answered with `Connection: close`.
-/// hyper closes an idle connection at once on graceful shutdown, which drops
-/// a request already on the wire: the API server writes on a new connection
-/// straight away, and on a kept-alive one whenever it likes, and does not
-/// resend a POST that was written.
+/// At shutdown, how long an idle connection is given to deliver one more
+/// request (answered with `Connection: close`): hyper would close it at
+/// once, dropping a request already on the wire, and the API server does
+/// not resend a POST it wrote.
 const IDLE_GRACE: Duration = Duration::from_secs(2);
 
 /// hyper's read buffer of one connection, which holds a request's headers
-/// whole: the API server's are under 1 KiB, and a TLS record carries at
-/// most 16 KiB, so a body is not read slower through it. hyper's default
-/// (~400 KB) would let each open connection hold that much.
+/// whole (the API server's are under 1 KiB; a TLS record is at most 16
+/// KiB). hyper's default (~400 KB) would let each connection hold that.
 const READ_BUFFER_BYTES: usize = 32 * 1024;
 
-/// Accepts TLS connections on `listener` and serves `app` over HTTP/1.1
-/// (keep-alive, like the API server) within `budget` until `shutdown`
-/// completes; then waits at most `drain()` for open connections to finish
-/// their requests.
+/// Serves `app` over HTTP/1.1 until `shutdown`, then waits at most
+/// `drain()` for open connections.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -57,9 +50,8 @@ pub async fn serve_tls(
     let acceptor = TlsAcceptor::from(tls);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
-    // hyper starts its header timeout when it begins waiting for a
-    // request, so it is the idle timeout of a kept-alive connection; the
-    // request's own deadline runs from its first byte (`Deadlined`).
+    // hyper's header timeout starts when it waits for a request: it is the
+    // idle timeout; the request's deadline runs from its first byte.
     http.timer(TokioTimer::new())
         .keep_alive(true)
         .max_buf_size(READ_BUFFER_BYTES)
@@ -73,8 +65,7 @@ pub async fn serve_tls(
                 let (tcp, peer) = match accepted {
                     Ok(connection) => connection,
                     Err(error) => {
-                        // Out of file descriptors and the like: back off
-                        // instead of spinning.
+                        // Out of file descriptors: back off, do not spin.
                         tracing::warn!(%error, "accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
@@ -83,15 +74,13 @@ pub async fn serve_tls(
                 let permit = match budget.connect(peer.ip()) {
                     Ok(permit) => permit,
                     Err(refusal) => {
-                        // Closed at once, before the handshake costs
-                        // anything: the peer is over its share.
+                        // Closed before the handshake costs anything.
                         tracing::debug!(%peer, ?refusal, "connection refused by the budget");
                         continue;
                     }
                 };
-                // Answers are small and must leave at once: Nagle's
-                // algorithm would hold the tail of one back for the
-                // client's delayed ACK.
+                // Nagle's algorithm would hold an answer's tail back for
+                // the client's delayed ACK.
                 if let Err(error) = tcp.set_nodelay(true) {
                     tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
                 }
@@ -130,7 +119,7 @@ pub async fn serve_tls(
     }
 }
 
-/// Completes on SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
+/// Completes on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -163,8 +152,7 @@ struct Connection {
 }
 
 impl Connection {
-    /// Serves the connection until it ends, or until `permit` is shed for a
-    /// peer under its fair share.
+    /// Serves the connection until it ends or `permit` is shed.
     async fn serve(
         self,
         tcp: tokio::net::TcpStream,
@@ -229,8 +217,8 @@ impl Connection {
         }
         let request_started = activity.request_started.notified();
         tokio::pin!(request_started);
-        // Registered before the check, so a request starting in between
-        // is not missed.
+        // Registered before the check, so no request starting between is
+        // missed.
         request_started.as_mut().enable();
         if activity.is_idle() {
             tokio::select! {
@@ -247,10 +235,9 @@ impl Connection {
     }
 }
 
-/// The request with its body charged to the peer's share of the budget,
-/// its `Content-Length` (at most the body limit) reserved before a byte of
-/// it is read; the charge is held until the request is answered. Or the
-/// answer of a request the budget has no room for.
+/// The request with its body charged to the peer's share, its
+/// `Content-Length` reserved before a byte is read; the charge is held
+/// until the request is answered.
 fn charge_body(
     budget: &Arc<Budget>,
     peer: std::net::SocketAddr,
@@ -271,13 +258,11 @@ fn charge_body(
     Ok((request, charge))
 }
 
-/// The address a request came from, in the request's extensions: the
-/// budgets and rate limits that are shared per caller key on its IP.
+/// The address a request came from, in its extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peer(pub std::net::SocketAddr);
 
-/// Requests of one connection: how many are in flight (the service was
-/// called, the response is not ready yet), and a signal when one starts.
+/// Requests of one connection in flight, and a signal when one starts.
 #[derive(Default)]
 struct Activity {
     in_flight: AtomicUsize,

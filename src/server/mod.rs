@@ -37,27 +37,21 @@ pub use run::{Certificates, ClientAuthOptions, ClusterAccess, Options, ServeErro
 
 pub use body::MAX_BODY_BYTES;
 
-/// What the handlers share.
 pub struct AppState {
-    /// The policy configuration; swapped whole when the file changes.
+    /// Swapped whole when the file changes.
     pub settings: ArcSwap<Settings>,
     pub metrics: Metrics,
     pub readiness: Readiness,
-    /// The cluster caches, once connected; never set with `--no-cluster`.
+    /// Never set with `--no-cluster`.
     pub cluster: OnceLock<Arc<ClusterCache>>,
-    /// The client behind the caches, for the namespace guard's look at the
-    /// pods already running.
     pub client: OnceLock<kube::Client>,
-    /// The registry resolver of `imageResolution.mode: registry`.
     pub images: images::Images,
-    /// The cluster reads reviews cause, limited per caller.
     pub cluster_reads: ClusterReads,
-    /// Every caller must present a client certificate (`--client-ca`):
-    /// only then may an answer name objects the review did not carry.
+    /// `--client-ca`: only then may an answer name objects the review did
+    /// not carry.
     pub client_certificates_required: AtomicBool,
-    /// The longest `?timeout=` the API server has sent, in milliseconds:
-    /// how long it waits for an answer, so how long shutdown lets requests
-    /// in flight finish.
+    /// The longest `?timeout=` the API server has sent, in milliseconds: how
+    /// long shutdown lets requests in flight finish.
     request_timeout_ms: AtomicU64,
 }
 
@@ -83,7 +77,6 @@ impl AppState {
         }
     }
 
-    /// How long shutdown waits for requests in flight.
     pub fn drain_timeout(&self) -> Duration {
         match self.request_timeout_ms.load(Ordering::Relaxed) {
             0 => Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS),
@@ -98,8 +91,6 @@ impl AppState {
     }
 }
 
-/// `/readyz` is true once the listener is bound and the config and the
-/// certificate are loaded.
 #[derive(Debug, Default)]
 pub struct Readiness {
     pub listener_bound: AtomicBool,
@@ -115,7 +106,7 @@ impl Readiness {
     }
 }
 
-/// The admission endpoints (served over HTTPS).
+/// The admission endpoints (HTTPS).
 pub fn router(state: Arc<AppState>) -> Router {
     let mut router = Router::new();
     for endpoint in Endpoint::ALL {
@@ -133,7 +124,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// The operations endpoints (plain HTTP): `/healthz`, `/readyz`, `/metrics`.
+/// `/healthz`, `/readyz`, `/metrics` (plain HTTP).
 pub fn operations_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -228,7 +219,6 @@ async fn admit(
     }
 }
 
-/// Reads the body as an AdmissionReview request.
 fn read_review<'b>(
     content_type: Option<&HeaderValue>,
     body: &'b [u8],
@@ -244,9 +234,8 @@ fn read_review<'b>(
     Ok(admission::decode(body)?)
 }
 
-/// The admission layer's answer, with the opt-in warnings of the namespace
-/// guard. What the request puts under evaluation is read once, and handed
-/// to the claim owner's read, the registry lookups and the answer.
+/// The admission layer's answer, with the namespace guard's opt-in
+/// warnings.
 async fn answer(
     state: &AppState,
     endpoint: Endpoint,
@@ -275,9 +264,7 @@ async fn answer(
         }
         None => None,
     };
-    // The images of the object's GPU containers; for a claim made for a
-    // pod, those of the pod, whose floors the claim gets (a claim has no
-    // images of its own).
+    // For a claim made for a pod, the pod's images, whose floors it gets.
     let wanted = || match &owner {
         Some(owner) => {
             let namespace = request.namespace.as_deref().unwrap_or_default();
@@ -299,8 +286,7 @@ async fn answer(
     // The owner's turn among the pods held at once ends with its answer.
     drop(owner);
     if endpoint == Endpoint::Namespace && answer.allowed {
-        // Boxed, as the claim owner's read is: the two lists' futures would
-        // otherwise make the future of every request larger by 2 KiB.
+        // Boxed: inline, it would make every request's future 2 KiB larger.
         let look = opt_in::NamespaceLook {
             client: state.client.get(),
             cluster,

@@ -1,13 +1,10 @@
 //! The namespace guard's look at a namespace being opted in (or
 //! tightened): its pods and claims, listed a page at a time within a
-//! budget, each object read from the page's text and evaluated on its own
-//! (one object's document at a time), then the warnings
-//! (`admission::namespace_guard::OptInFindings`).
+//! budget, each evaluated on its own.
 //!
-//! A Namespace review can be forged by anyone who reaches the port, naming
-//! any namespace: the look is taken from the caller's allowance
-//! ([`ClusterReads`]), reads at most
-//! [`NAMESPACE_PAGES`] pages of each kind, and names the objects only when
+//! Anyone who reaches the port may forge a Namespace review: the look is
+//! taken from the caller's allowance ([`ClusterReads`]), reads at most
+//! [`NAMESPACE_PAGES`] pages of each kind, and names objects only when
 //! client certificates are required.
 
 use std::time::Duration;
@@ -24,33 +21,28 @@ use crate::telemetry::bounded_field;
 use super::cluster_reads::{Caller, ClusterReads, NAMESPACE_PAGE, NAMESPACE_PAGES};
 use super::record::NAMESPACE_BYTES;
 
-/// How long the look may take, pods and claims together; past it the
-/// change is admitted without the warnings.
+/// Pods and claims together; past it the change is admitted without the
+/// warnings.
 const LOOK_BUDGET: Duration = Duration::from_secs(2);
 
-/// The pages of each kind a look reads.
 const PAGES: Pages = Pages {
     size: NAMESPACE_PAGE,
     max: NAMESPACE_PAGES,
 };
 
-/// What a look at a namespace uses of the server.
 pub struct NamespaceLook<'a> {
     /// None with `--no-cluster`: no look.
     pub client: Option<&'a kube::Client>,
-    /// The caches the pods' claims resolve through.
     pub cluster: Option<&'a dyn ClusterFacts>,
     pub reads: &'a ClusterReads,
-    /// The version of `resource.k8s.io` the caches watch: None when the API
-    /// server serves none, or has not said yet (no claims are looked at).
+    /// The version of `resource.k8s.io` the caches watch; None: no claims
+    /// are looked at.
     pub dra_version: Option<&'static str>,
-    /// Names only when client certificates are required.
     pub disclosure: Disclosure,
 }
 
-/// When a namespace is opted in or tightened, warns about the pods already
-/// running there (Pod Security Admission does the same), their claims
-/// resolved from the cache, and about the claims already there.
+/// When a namespace is opted in or tightened, warns about the pods and
+/// claims already there, as Pod Security Admission does.
 pub async fn opt_in_warnings(
     look: NamespaceLook<'_>,
     caller: Caller,
@@ -63,7 +55,7 @@ pub async fn opt_in_warnings(
         return Vec::new();
     };
     let namespace = &*request.name;
-    // The name comes from the review: cut in log lines as on the decision line.
+    // Cut as on the decision line.
     let logged = &*bounded_field(namespace, NAMESPACE_BYTES);
     let _look = match look.reads.namespace_look(caller) {
         Ok(permit) => permit,
@@ -75,8 +67,8 @@ pub async fn opt_in_warnings(
     let cluster = look.cluster;
     let deadline = tokio::time::Instant::now() + LOOK_BUDGET;
     let mut findings = OptInFindings::default();
-    // A page is read without an await: past the budget, its remaining
-    // objects are skipped, and the look ends at the next request.
+    // A page is read without an await: past the budget, the rest of it is
+    // skipped.
     let within_budget = || tokio::time::Instant::now() < deadline;
     let pods = cluster::pods_in_pages(client, namespace, PAGES, |text| {
         if !within_budget() {

@@ -1,12 +1,10 @@
-//! The one place an admission request is recorded: the request counter, the
-//! rule findings, the latency histogram and the decision log line.
+//! The one place an admission request is recorded: the metrics and the
+//! decision log line.
 //!
 //! A request writes most of what is recorded of it, so nothing it writes
-//! is recorded as it is: the metrics' labels come from closed lists (the
-//! kind is one the webhooks are registered for, else `other`), and the log
-//! line's kind too; its other strings are cut to the longest value the API
-//! server itself accepts ([`UID_BYTES`], [`NAMESPACE_BYTES`],
-//! [`NAME_BYTES`]), saying how much was left out.
+//! is recorded as it is: labels come from closed lists, the log line's
+//! kind too, and its other strings are cut to the longest value the API
+//! server accepts ([`UID_BYTES`], [`NAMESPACE_BYTES`], [`NAME_BYTES`]).
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -18,30 +16,25 @@ use crate::admission::{AdmissionRequest, Answer, BAD_REQUEST, Endpoint};
 use crate::metrics::{AdmissionMetrics, Finding, Metrics, kind_label, operation_name};
 use crate::telemetry::{self, LineFields, bounded_field};
 
-/// The target of the log lines: the HTTP layer's module, which log filters
-/// name (`RUST_LOG=gpu_policy::server=warn`).
+/// What log filters name (`RUST_LOG=gpu_policy::server=warn`).
 const LOG_TARGET: &str = "gpu_policy::server";
 
-/// The longest uid logged: the API server's are UUIDs, 36 bytes.
+/// The API server's uids are UUIDs, 36 bytes.
 pub const UID_BYTES: usize = 128;
-/// The longest namespace logged: a DNS label, 63 bytes.
+/// A DNS label.
 pub const NAMESPACE_BYTES: usize = 63;
-/// The longest name logged: a DNS subdomain, 253 bytes.
+/// A DNS subdomain.
 pub const NAME_BYTES: usize = 253;
-/// The longest reason logged for a request refused as malformed: the
-/// reason may quote what the request sent (its apiVersion, its kind).
+/// The reason a request is refused may quote what it sent.
 pub const ERROR_BYTES: usize = 512;
 
-/// What became of one request on one endpoint.
 pub struct Outcome<'a> {
     pub endpoint: Endpoint,
-    /// From the request's arrival to its encoded answer (or refusal).
+    /// From the request's arrival to its encoded answer or refusal.
     pub latency: Duration,
-    /// The answer, or why the request could not be answered.
     pub result: Result<Answered<'a>, &'a RequestError>,
 }
 
-/// A request that was read and answered.
 pub struct Answered<'a> {
     pub request: &'a AdmissionRequest<'a>,
     pub answer: &'a Answer,
@@ -49,8 +42,6 @@ pub struct Answered<'a> {
     pub took: Duration,
 }
 
-/// Counts the request and its findings, observes its latency and writes
-/// its log line.
 pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
     let metrics = &metrics.admission;
     match &outcome.result {
@@ -111,7 +102,7 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Ans
     line.log();
 }
 
-/// The fields of the decision's log line, in their order.
+/// The decision's log line, in field order.
 struct DecisionLine<'a> {
     uid: Cow<'a, str>,
     namespace: Cow<'a, str>,
@@ -126,10 +117,9 @@ struct DecisionLine<'a> {
 }
 
 impl DecisionLine<'_> {
-    /// Writes the line straight into the JSON log when that is where lines
-    /// go (see `telemetry::write_json_line`), and logs it through `tracing`
-    /// otherwise: the same line either way (a test holds the two to the
-    /// same bytes).
+    /// Writes the line straight into the JSON log when lines go there
+    /// (`telemetry::write_json_line`), else through `tracing`: the same
+    /// bytes either way (a test holds them).
     fn log(&self) {
         let enabled = tracing::enabled!(
             kind: tracing::metadata::Kind::EVENT,
@@ -162,11 +152,8 @@ impl DecisionLine<'_> {
     }
 
     fn log_through_tracing(&self) {
-        // Plain `&str` fields: the JSON formatter writes them as they are,
-        // where `%` fields would be formatted into a string first. The
-        // message too: a `&str` field named `message`, first as the macro
-        // would put a format string, makes the same line (and the same text
-        // line) without formatting it through `fmt::Arguments`.
+        // Plain `&str` fields, the message too, are written as they are
+        // where `%` fields and a format string would be formatted first.
         tracing::info!(
             target: LOG_TARGET,
             message = "admission decision",
@@ -187,12 +174,10 @@ impl DecisionLine<'_> {
 /// Room for every rule id twice (a change and a violation), with commas.
 const RULE_LIST_BYTES: usize = 256;
 
-/// The log line's `rules`: the ids of the changes, then of the violations,
-/// comma-separated. No rule or one is a static string; more are written on
-/// the stack rather than collected into a `Vec` and joined into a `String`
-/// on every request.
-// It lives on the stack of one call; boxing the large variant would be the
-// allocation it is there to save.
+/// The log line's `rules`: the changes' ids, then the violations',
+/// comma-separated, written on the stack rather than joined into a
+/// `String` on every request.
+// Boxing the large variant would be the allocation it is there to save.
 #[allow(clippy::large_enum_variant)]
 enum RuleList {
     Static(&'static str),

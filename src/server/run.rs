@@ -1,7 +1,5 @@
-//! `server::run`: the whole server put together from its [`Options`]: the
-//! settings and their reload, the cluster caches, the serving certificate
-//! and its reload, the HTTPS and operations listeners, and shutdown on a
-//! signal.
+//! The whole server put together from its [`Options`]: settings, cluster
+//! caches, certificates and their reloads, the listeners, and shutdown.
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,70 +20,60 @@ use crate::cluster::{self, ClusterCache, Watches};
 use crate::poll::{Polled, poll_bytes};
 use crate::settings::{ConfigError, Settings};
 
-/// How the server runs: the command line, parsed.
+/// The command line, parsed.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// HTTPS address of the admission endpoints.
+    /// The admission endpoints (HTTPS).
     pub listen: SocketAddr,
-    /// Plain HTTP address of `/metrics`, `/healthz` and `/readyz`.
+    /// `/metrics`, `/healthz` and `/readyz` (plain HTTP).
     pub metrics_listen: SocketAddr,
-    /// The policy configuration file, reloaded when its bytes change;
-    /// the defaults without one.
+    /// Reloaded when its bytes change; the defaults without one.
     pub config: Option<PathBuf>,
-    /// Where the serving certificate comes from.
     pub certificates: Certificates,
-    /// How the API server is reached, if at all.
     pub cluster: ClusterAccess,
-    /// Client certificates the HTTPS server requires, if any.
     pub client_auth: Option<ClientAuthOptions>,
     /// How often the certificate files, the config file and the
     /// certificate Secret are compared with what is loaded.
     pub reload_interval: Duration,
-    /// What the admission port may hold at once, and for how long.
     pub budget: budget::Limits,
 }
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
 pub enum Certificates {
-    /// A pair of PEM files (`--tls-cert`, `--tls-key`), e.g. mounted from a
-    /// cert-manager Secret.
+    /// `--tls-cert`, `--tls-key`.
     Files { cert: PathBuf, key: PathBuf },
-    /// A self-signed CA and serving certificate generated into `dir` and
-    /// reused while valid, covering the default names and `dns_names`.
+    /// Generated into `dir` and reused while valid, covering the default
+    /// names and `dns_names`.
     SelfSigned {
         dir: PathBuf,
         dns_names: Vec<String>,
     },
-    /// One pair shared by every replica through a Secret (`--cert-secret`).
+    /// Shared by every replica through a Secret (`--cert-secret`).
     Secret(RouteConfig),
 }
 
-/// The client certificates the HTTPS server requires (`--client-ca`,
-/// `--client-name`).
+/// `--client-ca`, `--client-name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientAuthOptions {
-    /// The CAs a client certificate must chain to (PEM), reloaded when the
-    /// file changes.
+    /// PEM, reloaded when the file changes.
     pub ca: PathBuf,
     /// Names the certificate's subject CN or a DNS name must equal; empty:
     /// any name.
     pub names: Vec<String>,
 }
 
-/// How the API server is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterAccess {
-    /// Not at all: the static configuration only.
+    /// The static configuration only.
     Disabled,
-    /// Through this kubeconfig file.
     Kubeconfig(PathBuf),
     /// The in-cluster service account, else `KUBECONFIG` or
     /// `~/.kube/config`.
     Default,
 }
 
-/// Why the server could not start. One line, the cause's text at the end.
+/// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
@@ -111,9 +99,8 @@ pub enum ServeError {
 /// Serves the webhook until SIGTERM or Ctrl-C, then lets the requests in
 /// flight finish. Fails only while starting.
 pub async fn run(options: Options) -> Result<(), ServeError> {
-    // kube's client and rustls need one process-level provider; installing
-    // it explicitly avoids "Could not automatically determine the
-    // process-level CryptoProvider". It fails only if one is installed.
+    // kube's client and rustls need one process-level provider. It fails
+    // only if one is installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = match &options.config {
         Some(path) => Settings::load(path)?,
@@ -184,8 +171,7 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
 }
 
 /// The client, with the cluster caches started and shared with the
-/// handlers, and the watches that fill them; `None` with
-/// [`ClusterAccess::Disabled`].
+/// handlers, and the watches that fill them.
 async fn connect_cluster(
     access: &ClusterAccess,
     state: &AppState,
@@ -221,10 +207,8 @@ async fn connect_cluster(
     Ok((client, watches))
 }
 
-/// Keeps the cluster watches on the settings in force: after every reload
-/// the allowlist watches and the node projection follow the new
-/// configuration. A reload that comes while one is applied is taken next,
-/// the latest one only.
+/// Keeps the allowlist watches and the node projection on the settings in
+/// force; of reloads that come while one is applied, the latest is next.
 async fn follow_settings(watches: Watches, mut settings: watch::Receiver<Arc<Settings>>) {
     while settings.changed().await.is_ok() {
         let current = Arc::clone(&settings.borrow_and_update());
@@ -233,9 +217,8 @@ async fn follow_settings(watches: Watches, mut settings: watch::Receiver<Arc<Set
 }
 
 /// The first pass of the --cert-secret route, before the resolver loads its
-/// files. When it fails, files left in the certificates directory by an
-/// earlier run (an emptyDir survives container restarts) are served while
-/// the route retries; without them there is nothing to serve and the
+/// files. When it fails, files of an earlier run (an emptyDir survives
+/// container restarts) are served while it retries; without them the
 /// server does not start.
 async fn secret_route_start(
     client: kube::Client,
@@ -265,7 +248,7 @@ async fn secret_route_start(
 }
 
 /// Loads the serving pair, reports it to readiness and metrics, polls its
-/// files every `every`, and returns the TLS configuration that serves it.
+/// files, and returns the TLS configuration.
 fn serve_certificate(
     state: &Arc<AppState>,
     cert: &Path,
@@ -304,9 +287,8 @@ fn serve_certificate(
     Ok(Arc::new(certs::server_config(resolver, client_auth)?))
 }
 
-/// Loads the client CAs (the server does not start when they do not load,
-/// so it is never ready without them) and polls the file every `every`; a
-/// file that does not load is refused and the CAs in force stay.
+/// Loads the client CAs (the server does not start without them) and polls
+/// the file; one that does not load is refused and the CAs in force stay.
 fn require_client_certificates(
     state: &Arc<AppState>,
     options: &ClientAuthOptions,
@@ -339,9 +321,8 @@ fn require_client_certificates(
     Ok(auth)
 }
 
-/// Polls the config file every `every` and reloads it when its bytes
-/// change; accepted settings are sent on `reloaded` for what derives from
-/// them (the cluster watches).
+/// Reloads the config file when its bytes change; accepted settings are
+/// sent on `reloaded` for the cluster watches.
 async fn watch_config(
     path: PathBuf,
     every: Duration,
@@ -364,8 +345,7 @@ async fn watch_config(
     .await;
 }
 
-/// Swaps in the settings of the config file's new `bytes`; bytes that do
-/// not parse are refused and the previous settings stay.
+/// Swaps in the settings of `bytes`; bytes that do not parse are refused.
 fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Settings>> {
     let shown = path.display().to_string();
     let parsed = match std::str::from_utf8(bytes) {
@@ -393,7 +373,6 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
     }
 }
 
-/// Reads the registry credentials file again when it changes on disk.
 async fn poll_registry_credentials(state: Arc<AppState>, every: Duration) {
     let mut ticker = crate::poll::ticker(every);
     loop {
@@ -408,9 +387,8 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Listen { addr, source })
 }
 
-/// Serves the admission endpoints over TLS on `admission` and the
-/// operations endpoints on `operations` until SIGTERM or Ctrl-C; then stops
-/// accepting and lets the requests in flight finish.
+/// Serves both listeners until SIGTERM or Ctrl-C, then lets the requests
+/// in flight finish.
 async fn serve_until_signal(
     state: Arc<AppState>,
     admission: TcpListener,

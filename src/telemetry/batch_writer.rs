@@ -1,20 +1,14 @@
 //! Log lines collected in memory and written out by a thread of their own,
 //! a batch at a time.
 //!
-//! Every admission decision is logged. Handing each line to a writer
-//! thread over a channel (tracing-appender's non-blocking writer) woke that
-//! thread for nearly every line under load, and it wrote each line with a
-//! `write` system call of its own and yielded the CPU while it waited for
-//! the next: two system calls and a thread switch per request, on the core
-//! the requests are served on. Here a request thread appends its line to a
-//! buffer under a lock; the writer thread, woken once when the buffer stops
-//! being empty, waits [`FLUSH_INTERVAL`] for more lines and writes them all
-//! in one go.
+//! tracing-appender's non-blocking writer woke its thread for nearly every
+//! line under load and wrote each with a system call of its own: two
+//! system calls and a thread switch per request, on the core requests are
+//! served on. Here the writer thread, woken once when the buffer stops
+//! being empty, waits [`FLUSH_INTERVAL`] for more and writes them at once.
 //!
-//! No line is dropped: when the buffer holds [`MAX_PENDING_BYTES`], the
-//! thread that logs writes the batch out itself before it goes on. Lines
-//! reach the output in the order they were logged. Dropping the
-//! [`FlushGuard`] writes out what is pending and stops the thread.
+//! No line is dropped (past [`MAX_PENDING_BYTES`] the logging thread
+//! writes the batch itself), and lines keep their order.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -23,8 +17,7 @@ use std::time::Duration;
 
 use tracing_subscriber::fmt::MakeWriter;
 
-/// How long the writer thread lets lines gather before it writes them: the
-/// longest a line waits in memory.
+/// The longest a line waits in memory.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Past this, the thread that logs writes the batch out itself.
@@ -37,34 +30,28 @@ struct Pending {
 
 struct Shared {
     pending: Mutex<Pending>,
-    /// Signalled when `lines` stops being empty, and at shutdown.
     wake: Condvar,
-    /// Held while a batch is taken and written, so that batches reach the
-    /// output in order.
+    /// Held while a batch is written, so batches keep their order.
     output: Mutex<Output>,
     max_pending: usize,
 }
 
 struct Output {
     sink: Box<dyn Write + Send>,
-    /// The buffer of the batch before, emptied: it takes the place of the
-    /// batch being written, so that lines are appended to a buffer that
-    /// has its room already rather than one grown again from nothing.
+    /// The batch before's buffer, emptied, reused for the next batch.
     spare: Vec<u8>,
 }
 
 /// A spare buffer larger than this (a burst's) is let go.
 const MAX_SPARE_BYTES: usize = 64 * 1024;
 
-/// A lock whose holder panicked still guards consistent bytes: a line is
-/// appended whole or not at all.
+/// A poisoned lock still guards whole lines.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {
-    /// Writes out everything pending. Errors of the output are dropped, as
-    /// a logger cannot report them anywhere else.
+    /// A logger cannot report the output's errors anywhere: dropped.
     fn flush(&self) {
         let mut output = lock(&self.output);
         let mut batch = std::mem::take(&mut output.spare);
@@ -83,8 +70,7 @@ impl Shared {
         let mut pending = lock(&self.pending);
         let was_empty = pending.lines.is_empty();
         pending.lines.extend_from_slice(line);
-        // Once the writer thread is gone (or was never there), every line
-        // is written as it comes.
+        // Without the writer thread, every line is written as it comes.
         let full = pending.lines.len() >= self.max_pending || pending.stopping;
         drop(pending);
         if full {
@@ -94,7 +80,6 @@ impl Shared {
         }
     }
 
-    /// The writer thread: wait for a line, let more gather, write them.
     fn run(&self) {
         loop {
             let stopping = {
@@ -118,13 +103,11 @@ impl Shared {
     }
 }
 
-/// The `MakeWriter` of the subscriber: cheap to clone, one per event.
 #[derive(Clone)]
 pub struct BatchWriter {
     shared: Arc<Shared>,
 }
 
-/// Writes out what is pending and stops the writer thread when dropped.
 #[must_use = "dropping the guard stops the log writer"]
 pub struct FlushGuard {
     shared: Arc<Shared>,
@@ -132,8 +115,7 @@ pub struct FlushGuard {
 }
 
 impl BatchWriter {
-    /// A writer onto `output`, and the guard of its thread. Without the
-    /// thread (the system refused one, or the guard was dropped), lines are
+    /// Without the thread (refused, or the guard dropped), lines are
     /// written as they come.
     pub fn new(output: impl Write + Send + 'static) -> (Self, FlushGuard) {
         Self::with_limit(output, MAX_PENDING_BYTES)
@@ -169,7 +151,6 @@ impl BatchWriter {
 }
 
 impl BatchWriter {
-    /// Appends one whole line.
     pub fn append(&self, line: &[u8]) {
         self.shared.append(line);
     }

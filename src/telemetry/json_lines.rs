@@ -1,17 +1,14 @@
 //! The decision's JSON log line, written straight into a line buffer.
 //!
-//! Every admission decision is logged, so the line's cost is paid on every
-//! request. This writes the bytes tracing-subscriber's JSON formatter
-//! (`json().flatten_event(true)`) writes for the same event (a test
-//! compares the two): `{"timestamp":…,"level":…,` then the fields, then
-//! `"target":…}`; without tracing's dispatch, its visit of each field, its
-//! serde serializer and the `io::Write` adaptor that checked every piece
-//! for UTF-8 again. Measured with `scripts/callgrind.sh` on the GPU-pod
-//! review, the record phase took 25,000 instructions through the
-//! formatter, 13,000 written like this, and 3,263 once each thread also
-//! kept the text of the second of its last timestamp ([`Clock`]) and the
-//! metrics looked each series up once (docs/performance.md). Every other
-//! event goes through tracing-subscriber's formatter.
+//! Every admission decision is logged. This writes the bytes
+//! tracing-subscriber's JSON formatter (`json().flatten_event(true)`)
+//! writes for the same event (a test compares them), without tracing's
+//! dispatch, its visit of each field, its serde serializer and its UTF-8
+//! checks. With `scripts/callgrind.sh` on the GPU-pod review, the record
+//! phase took 25,000 instructions through the formatter, 13,000 written
+//! like this, and 3,263 once each thread also kept the text of its last
+//! second ([`Clock`]) and the metrics looked each series up once
+//! (docs/performance.md). Every other event goes through the formatter.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -25,7 +22,6 @@ use timestamp::Clock;
 /// A line kept longer than this is let go rather than kept for the next.
 const MAX_KEPT_BYTES: usize = 64 * 1024;
 
-/// The buffer of one thread's lines, kept from one line to the next.
 struct Scratch {
     line: String,
     clock: Clock,
@@ -44,9 +40,8 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::new()) };
 }
 
-/// Runs `write` with this thread's scratch, or a fresh one when the
-/// thread's is in use (a line written while one is) or gone (the thread is
-/// ending).
+/// Runs `write` with this thread's scratch, or a fresh one when it is in
+/// use or gone (the thread is ending).
 fn with_scratch(write: impl FnOnce(&mut Scratch) -> fmt::Result) -> fmt::Result {
     let mut write = Some(write);
     let mut run =
@@ -59,8 +54,6 @@ fn with_scratch(write: impl FnOnce(&mut Scratch) -> fmt::Result) -> fmt::Result 
         .unwrap_or_else(|_| run(&mut Scratch::new()))
 }
 
-/// Writes the line of an event of `target` at `level` whose fields
-/// `fields` appends, and hands it to `output`.
 pub fn write_line(
     level: &Level,
     target: &str,
@@ -85,7 +78,7 @@ pub fn write_line(
     })
 }
 
-/// Starts a line afresh: `{"timestamp":"…","level":"…"`.
+/// `{"timestamp":"…","level":"…"`
 fn push_start(line: &mut String, clock: &mut Clock, level: &Level) -> fmt::Result {
     line.clear();
     line.push_str("{\"timestamp\":\"");
@@ -96,7 +89,7 @@ fn push_start(line: &mut String, clock: &mut Clock, level: &Level) -> fmt::Resul
     Ok(())
 }
 
-/// Ends a line: `,"target":"…"}` and the newline.
+/// `,"target":"…"}` and the newline.
 fn push_end(line: &mut String, target: &str) -> fmt::Result {
     line.push_str(",\"target\":");
     push_json_str(line, target)?;
@@ -104,11 +97,8 @@ fn push_end(line: &mut String, target: &str) -> fmt::Result {
     Ok(())
 }
 
-/// The fields of a line written by `write_line`, appended as the fields
-/// of an event are: `key` is the field's name as it is written, with the
-/// comma before it and the colon after (`,"uid":`), so that the names a
-/// caller spells out are copied as they are rather than looked over for
-/// escaping on every line.
+/// The fields of a line: `key` is written as it is, comma and colon
+/// included (`,"uid":`), rather than looked over for escaping every line.
 pub struct LineFields<'s> {
     line: &'s mut String,
     result: fmt::Result,
@@ -136,8 +126,6 @@ impl LineFields<'_> {
     }
 }
 
-/// Appends `text` as a JSON string. Text that needs no escaping (the
-/// common case: names, uids, paths) is copied as it is.
 fn push_json_str(line: &mut String, text: &str) -> fmt::Result {
     if needs_escaping(text.as_bytes()) {
         return push_escaped_json_str(line, text);
@@ -149,7 +137,6 @@ fn push_json_str(line: &mut String, text: &str) -> fmt::Result {
     Ok(())
 }
 
-/// Appends `text` as a JSON string, escaped by serde_json.
 #[cold]
 #[inline(never)]
 fn push_escaped_json_str(line: &mut String, text: &str) -> fmt::Result {
@@ -159,8 +146,7 @@ fn push_escaped_json_str(line: &mut String, text: &str) -> fmt::Result {
 }
 
 /// Whether `bytes` holds a control character, a quote or a backslash,
-/// looked for eight bytes at a time: the line's strings are read whole, and
-/// reading them a byte at a time was the most of the line's cost.
+/// eight bytes at a time: a byte at a time was most of the line's cost.
 fn needs_escaping(bytes: &[u8]) -> bool {
     let mut words = bytes.chunks_exact(8);
     if words.any(|word| word_needs_escaping(word_of(word))) {
@@ -185,8 +171,7 @@ fn needs_escaping(bytes: &[u8]) -> bool {
     word_needs_escaping(last)
 }
 
-/// Eight bytes as one word; anything else as a word that needs escaping,
-/// which is never wrong, only slower.
+/// Anything but eight bytes as a word that needs escaping (only slower).
 fn word_of(bytes: &[u8]) -> u64 {
     <[u8; 8]>::try_from(bytes).map_or(0, u64::from_ne_bytes)
 }

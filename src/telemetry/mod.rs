@@ -1,13 +1,10 @@
-//! Logging setup: one place for the filter, the output format and the
-//! writer.
+//! Logging setup: the filter, the output format and the writer.
 
 mod batch_writer;
 mod json_lines;
 pub mod labels;
 #[cfg(test)]
-pub(crate) mod testing;
-#[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::borrow::Cow;
 
@@ -29,9 +26,8 @@ pub enum LogFormat {
     Text,
 }
 
-/// The subscriber of the JSON format. [`write_json_line`] writes straight
-/// into its writer, and only when the subscriber is this one: any other
-/// (the text format, a test's, one with a layer more) gets the event.
+/// The subscriber of the JSON format, the only one [`write_json_line`]
+/// writes into.
 type JsonSubscriber = tracing_subscriber::fmt::Subscriber<
     JsonFields,
     Format<Json, SystemTime>,
@@ -48,13 +44,9 @@ fn json_subscriber(filter: EnvFilter, writer: BatchWriter) -> JsonSubscriber {
         .finish()
 }
 
-/// Installs the global subscriber. The filter comes from `RUST_LOG`
-/// (default `info`). Calling it twice is harmless.
-///
-/// Lines go to stderr through `BatchWriter`: every admission decision is
-/// logged, and this keeps system calls and thread switches per line off the
-/// request path. Keep the returned guard until the process exits; dropping
-/// it writes out what is still pending.
+/// Installs the global subscriber, filtered by `RUST_LOG` (default
+/// `info`), writing to stderr through `BatchWriter`. Keep the guard until
+/// the process exits: dropping it writes out what is pending.
 pub fn init(format: LogFormat) -> Option<FlushGuard> {
     let (writer, guard) = BatchWriter::new(std::io::stderr());
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -66,16 +58,13 @@ pub fn init(format: LogFormat) -> Option<FlushGuard> {
             .try_init()
             .is_ok(),
     };
-    // A second call keeps the first subscriber; its writer thread stops
-    // with the unused guard.
+    // A second call keeps the first subscriber.
     installed.then_some(guard)
 }
 
-/// `text` as a log field of at most `max` bytes: itself when it fits, else
-/// its first bytes (to a character boundary) and how many were left out,
-/// `… (1048576 bytes more)`. Log collectors index fields, and some refuse
-/// or drop a line with a long one; a request writes most of what is
-/// logged of it.
+/// `text` in at most `max` bytes, else cut with `… (1048576 bytes more)`:
+/// log collectors refuse or drop lines with long fields, and a request
+/// writes most of what is logged of it.
 pub fn bounded_field(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
@@ -88,16 +77,10 @@ pub fn bounded_field(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{kept}… ({} bytes more)", text.len() - end))
 }
 
-/// Writes a line of gpu-policy's at `level` of `target`, whose fields
-/// `fields` appends, straight into the JSON format's line buffer: the line
-/// the subscriber would write for the same event, without tracing's
-/// dispatch and its visit of each field. For the line every admission
-/// request logs.
-///
-/// Returns false, having written nothing, unless the current subscriber is
-/// the JSON format's and no span is entered: the caller logs the event
-/// through `tracing` then. The caller checks that the event is enabled
-/// (`tracing::enabled!`) first.
+/// Writes the line the JSON subscriber would write for an event whose
+/// fields `fields` appends, straight into its buffer (json_lines.rs says
+/// why). False, having written nothing, unless the subscriber is the JSON
+/// one and no span is entered. The caller checks `tracing::enabled!`.
 pub fn write_json_line(
     level: &Level,
     target: &str,

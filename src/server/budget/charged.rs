@@ -1,7 +1,5 @@
-//! A request body charged to its peer's share as its frames arrive: past
-//! the reservation of its `Content-Length` (or from the first frame, for a
-//! chunked body) each frame asks the pool for its bytes, and a body whose
-//! claim is shed for a peer under its fair share stops at once.
+//! A request body charged to its peer's share as its frames arrive, past
+//! its `Content-Length`'s reservation; a shed body stops at once.
 
 use std::fmt;
 use std::pin::Pin;
@@ -14,12 +12,10 @@ use hyper::body::{Body, Frame, SizeHint};
 use super::deadline::RequestPhase;
 use super::{BodyCharge, Refusal};
 
-/// Why a body stopped before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyCut {
-    /// Its bytes were refused by the budget.
     Refused(Refusal),
-    /// Its claim was shed for a peer under its fair share.
+    /// Shed for a peer under its fair share.
     Shed,
 }
 
@@ -36,8 +32,7 @@ impl fmt::Display for BodyCut {
 
 impl std::error::Error for BodyCut {}
 
-/// The body `inner`, charged to `charge`; it tells `phase` when its last
-/// frame has arrived.
+/// Tells `phase` when the last frame has arrived.
 pub struct Charged<B> {
     inner: B,
     charge: Arc<BodyCharge>,

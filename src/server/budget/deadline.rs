@@ -1,12 +1,8 @@
 //! The request deadline, kept by the connection's reader: from the first
-//! byte of a request to the last byte of its body. A client that stalls in
-//! its headers or in its body has its connection cut when it passes, so
-//! the buffer its body was read into is freed (the read fails and the
-//! request is dropped).
-//!
-//! hyper's own header timeout starts when it begins waiting for a request,
-//! so it bounds how long a kept-alive connection stays idle; it cannot
-//! bound a body.
+//! byte of a request to the last byte of its body. A client that stalls
+//! has its connection cut, freeing its body's buffer. hyper's header
+//! timeout starts when it waits for a request: it bounds idleness, not a
+//! body.
 
 use std::io;
 use std::pin::Pin;
@@ -18,8 +14,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// Where a connection is in its current request, shared by its reader
-/// (which starts the clock) and its service (which stops it).
+/// Shared by the reader (which starts the clock) and the service (which
+/// stops it).
 #[derive(Debug, Default)]
 pub struct RequestPhase(AtomicU8);
 
@@ -28,15 +24,13 @@ const ARRIVING: u8 = 1;
 const ARRIVED: u8 = 2;
 
 impl RequestPhase {
-    /// The request's body has arrived whole (or it has none): the clock
-    /// stops while it is decided.
+    /// The body has arrived whole: the clock stops while it is decided.
     pub fn arrived(&self) {
         let _ = self
             .0
             .compare_exchange(ARRIVING, ARRIVED, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    /// The request is answered: the next byte starts the next one.
     pub fn answered(&self) {
         self.0.store(IDLE, Ordering::Release);
     }
@@ -45,7 +39,6 @@ impl RequestPhase {
         self.0.load(Ordering::Acquire) == ARRIVING
     }
 
-    /// Moves from idle to arriving; true when it did.
     fn begin(&self) -> bool {
         self.0
             .compare_exchange(IDLE, ARRIVING, Ordering::AcqRel, Ordering::Acquire)
@@ -53,14 +46,12 @@ impl RequestPhase {
     }
 }
 
-/// A connection's byte stream that fails its reads once the request being
-/// received is older than its deadline.
+/// Fails its reads once the request being received is past its deadline.
 pub struct Deadlined<T> {
     inner: T,
     phase: Arc<RequestPhase>,
     deadline: Duration,
-    /// Set while a request is arriving; reused from one request to the
-    /// next.
+    /// Reused from one request to the next.
     timer: Option<Pin<Box<Sleep>>>,
     armed: bool,
 }
@@ -87,8 +78,7 @@ impl<T> Deadlined<T> {
         self.armed = true;
     }
 
-    /// Whether the request being received has passed its deadline; the
-    /// timer wakes the reader when it does.
+    /// The timer wakes the reader when the deadline passes.
     fn passed(&mut self, cx: &mut Context<'_>) -> bool {
         if !self.phase.is_arriving() {
             self.armed = false;

@@ -1,12 +1,8 @@
-//! The accounts of one shared resource (open connections, or request body
-//! bytes in flight): what each peer holds, in claims, against a cap per
-//! peer and a cap for all.
-//!
-//! Pure: no clock, no I/O, no locking (the [`super::Budget`] holds the
-//! ledger under its mutex). A claim that is shed is told through its
-//! [`ShedSignal`] and leaves the accounts at once: its owner drops what it
-//! holds when it next runs, which for a stalled reader is at once, as the
-//! signal wakes it.
+//! The accounts of one shared resource (open connections, or body bytes in
+//! flight): what each peer holds, in claims, against a cap per peer and a
+//! cap for all. No clock, no I/O, no locking ([`super::Budget`] holds it
+//! under its mutex). A shed claim leaves the accounts at once and is told
+//! through its [`ShedSignal`], which wakes even a stalled reader.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -27,8 +23,7 @@ pub enum Refusal {
     Full,
 }
 
-/// One claim on the pool: an amount held for one connection or one
-/// request body.
+/// What one connection or one request body holds.
 #[derive(Debug)]
 struct Claim {
     id: u64,
@@ -39,23 +34,19 @@ struct Claim {
     signal: Arc<ShedSignal>,
 }
 
-/// What one peer holds.
 #[derive(Debug, Default)]
 struct Holding {
     held: u64,
-    /// One per connection or request of the peer: bounded by the peer's
-    /// connection cap, so scanning it is cheap.
+    /// Bounded by the peer's connection cap, so scanning it is cheap.
     claims: Vec<Claim>,
 }
 
-/// One shared resource and its accounts.
 #[derive(Debug)]
 pub struct Pool {
     cap: u64,
     peer_cap: u64,
     held: u64,
-    /// Only peers that hold something: an entry leaves with its last
-    /// claim, so the map is bounded by the connection cap.
+    /// Only peers that hold something: bounded by the connection cap.
     peers: HashMap<IpAddr, Holding>,
 }
 
@@ -71,12 +62,10 @@ impl Pool {
         }
     }
 
-    /// What is held in all.
     pub fn held(&self) -> u64 {
         self.held
     }
 
-    /// What `peer` holds.
     pub fn held_by(&self, peer: IpAddr) -> u64 {
         self.peers.get(&peer).map_or(0, |holding| holding.held)
     }
@@ -86,18 +75,17 @@ impl Pool {
         self.peers.len()
     }
 
-    /// Adds `amount` to claim `id` of `peer` (a new claim when it has none
-    /// yet). Within the caps it is granted. Past the pool's cap, a peer
-    /// that stays within its fair share (the pool divided among `sharers`
-    /// peers, at least one) is granted by shedding claims of the peers
-    /// that hold the most above that share (max-min fairness), largest
-    /// first; otherwise refused, and nothing changes.
+    /// Adds `amount` to claim `id` of `peer` (a new, sheddable claim when
+    /// it has none yet). Within the caps it is granted. Past the pool's
+    /// cap, a peer within its fair share (the pool divided among `sharers`
+    /// peers) is granted by shedding claims of the peers that hold the most
+    /// above that share (max-min fairness), largest first; otherwise
+    /// refused, and nothing changes.
     pub fn take(
         &mut self,
         peer: IpAddr,
         id: u64,
         amount: u64,
-        sheddable: bool,
         signal: &Arc<ShedSignal>,
         sharers: usize,
     ) -> Result<(), Refusal> {
@@ -122,7 +110,7 @@ impl Pool {
             None => holding.claims.push(Claim {
                 id,
                 amount,
-                sheddable,
+                sheddable: true,
                 signal: Arc::clone(signal),
             }),
         }
@@ -159,29 +147,26 @@ impl Pool {
     /// until `needed` units are freed, or refuses without shedding any when
     /// they cannot free that much.
     fn shed_down_to(&mut self, needed: u64, taker: IpAddr, fair: u64) -> Result<(), Refusal> {
-        let sheddable: u64 = self
-            .peers
-            .iter()
-            .filter(|(peer, holding)| **peer != taker && holding.held > fair)
-            .flat_map(|(_, holding)| holding.claims.iter())
-            .filter(|claim| claim.sheddable)
+        let over = |(peer, holding): &(&IpAddr, &Holding)| **peer != taker && holding.held > fair;
+        let sheddable = |claim: &&Claim| claim.sheddable;
+        let can_free: u64 = (self.peers.iter().filter(over))
+            .flat_map(|(_, holding)| holding.claims.iter().filter(sheddable))
             .map(|claim| claim.amount)
             .sum();
-        if sheddable < needed {
+        if can_free < needed {
             return Err(Refusal::Full);
         }
         let mut freed = 0u64;
         while freed < needed {
-            let Some(victim) = self.largest_holder_over(fair, taker) else {
+            let victim = (self.peers.iter().filter(over))
+                .filter(|(_, holding)| holding.claims.iter().any(|claim| claim.sheddable))
+                .max_by_key(|(_, holding)| holding.held)
+                .map(|(peer, _)| *peer);
+            let Some((victim, holding)) = victim.and_then(|v| Some((v, self.peers.get_mut(&v)?)))
+            else {
                 return Err(Refusal::Full);
             };
-            let Some(holding) = self.peers.get_mut(&victim) else {
-                return Err(Refusal::Full);
-            };
-            let Some(index) = holding
-                .claims
-                .iter()
-                .enumerate()
+            let Some(index) = (holding.claims.iter().enumerate())
                 .filter(|(_, claim)| claim.sheddable)
                 .max_by_key(|(_, claim)| claim.amount)
                 .map(|(index, _)| index)
@@ -199,24 +184,9 @@ impl Pool {
         }
         Ok(())
     }
-
-    /// The peer other than `taker` that holds the most above `fair` and
-    /// has something to shed.
-    fn largest_holder_over(&self, fair: u64, taker: IpAddr) -> Option<IpAddr> {
-        self.peers
-            .iter()
-            .filter(|(peer, holding)| {
-                **peer != taker
-                    && holding.held > fair
-                    && holding.claims.iter().any(|claim| claim.sheddable)
-            })
-            .max_by_key(|(_, holding)| holding.held)
-            .map(|(peer, _)| *peer)
-    }
 }
 
-/// Tells the holder of a claim that it was shed to make room for a peer
-/// under its fair share, and wakes it.
+/// Tells the holder of a claim that it was shed, and wakes it.
 #[derive(Debug, Default)]
 pub struct ShedSignal {
     shed: AtomicBool,
@@ -233,7 +203,6 @@ impl ShedSignal {
         self.shed.load(Ordering::Acquire)
     }
 
-    /// Ready once the claim is shed.
     pub fn poll_shed(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.is_shed() {
             return Poll::Ready(());
@@ -246,7 +215,6 @@ impl ShedSignal {
         }
     }
 
-    /// Completes once the claim is shed.
     pub async fn wait(&self) {
         std::future::poll_fn(|cx| self.poll_shed(cx)).await;
     }

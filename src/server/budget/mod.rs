@@ -2,22 +2,18 @@
 //! peer address, may hold at once (open connections, request body bytes in
 //! flight), and how long one request may take to arrive.
 //!
-//! Nothing authenticates a caller by default, so the only name a caller has
-//! is its IP address. Shares are kept per address: a peer may hold at most
-//! its own cap, and while a pool is full a peer under its fair share (the
-//! pool divided among the peers that have a connection open) takes from
-//! the peer that holds the most above it (max-min fairness). One pod, or a
-//! few, cannot take the API server's share. Many addresses can: with more
-//! attacking addresses than the pool has shares, the API server's share is
-//! small, and only client certificates or the NetworkPolicy can tell it
-//! apart (docs/operations.md, "The admission port's budget").
+//! Nothing authenticates a caller by default, so its IP address is its
+//! name. A peer holds at most its own cap, and while a pool is full a peer
+//! under its fair share (the pool divided among the peers with a
+//! connection open) takes from the peer most above it (max-min fairness):
+//! a few pods cannot take the API server's share. Many addresses can; only
+//! client certificates or the NetworkPolicy tell it apart then
+//! (docs/operations.md, "The admission port's budget").
 //!
-//! Where each is enforced:
-//! - connections: when accepted, before the TLS handshake ([`Budget::connect`]);
-//! - body bytes: the `Content-Length` is reserved before the body is read,
-//!   and each frame is charged as it arrives ([`charged::Charged`]);
-//! - time: from the first byte of a request to the last byte of its body
-//!   ([`deadline::Deadlined`]).
+//! Connections are charged when accepted, before the TLS handshake
+//! ([`Budget::connect`]); body bytes by `Content-Length` before the body is
+//! read, then per frame ([`charged::Charged`]); time from a request's first
+//! byte to its body's last ([`deadline::Deadlined`]).
 
 pub mod charged;
 pub mod deadline;
@@ -52,8 +48,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Defaults for one replica of 2 cores and 256Mi (docs/operations.md
-    /// gives the reckoning).
+    /// For one replica of 2 cores and 256Mi (docs/operations.md reckons).
     pub const DEFAULT: Limits = Limits {
         connections: 256,
         connections_per_peer: 128,
@@ -70,13 +65,12 @@ impl Default for Limits {
     }
 }
 
-/// The accounts of the admission port, shared by its connections.
 #[derive(Debug)]
 pub struct Budget {
     limits: Limits,
     ledger: Mutex<Ledger>,
     next_claim: AtomicU64,
-    /// What was refused, by what and why: `gpu_policy_admission_refused_total`.
+    /// `gpu_policy_admission_refused_total`.
     refused: BudgetRefusals,
 }
 
@@ -87,8 +81,6 @@ struct Ledger {
 }
 
 impl Budget {
-    /// The accounts for `limits`, counting what they refuse in `refused`
-    /// (the server passes its metric; tests a family of their own).
     pub fn new(limits: Limits, refused: BudgetRefusals) -> Arc<Self> {
         Arc::new(Self {
             limits,
@@ -105,38 +97,33 @@ impl Budget {
         &self.limits
     }
 
+    fn claim(self: &Arc<Self>, peer: IpAddr) -> Claim {
+        Claim {
+            budget: Arc::clone(self),
+            peer: peer.to_canonical(),
+            id: self.next_claim.fetch_add(1, Ordering::Relaxed),
+            signal: Arc::new(ShedSignal::default()),
+        }
+    }
+
     /// A connection from `peer`, counted until the permit is dropped; or
     /// why it is refused (the caller closes it at once).
     pub fn connect(self: &Arc<Self>, peer: IpAddr) -> Result<ConnectionPermit, Refusal> {
-        let peer = peer.to_canonical();
-        let id = self.next_claim.fetch_add(1, Ordering::Relaxed);
-        let signal = Arc::new(ShedSignal::default());
+        let claim = self.claim(peer);
         let mut ledger = self.ledger();
-        let sharers = ledger
-            .connections
-            .peers()
-            .saturating_add(usize::from(ledger.connections.held_by(peer) == 0));
-        ledger
-            .connections
-            .take(peer, id, 1, true, &signal, sharers)
+        let pool = &mut ledger.connections;
+        let sharers = pool.peers() + usize::from(pool.held_by(claim.peer) == 0);
+        pool.take(claim.peer, claim.id, 1, &claim.signal, sharers)
             .inspect_err(|refusal| self.count(RefusedLabels::CONNECTIONS, *refusal))?;
-        Ok(ConnectionPermit {
-            budget: Arc::clone(self),
-            peer,
-            id,
-            signal,
-        })
+        drop(ledger);
+        Ok(ConnectionPermit(claim))
     }
 
     /// A claim on body bytes for one request of `peer`, `announced` of
-    /// them reserved at once (its `Content-Length`); or why it is refused.
+    /// them (its `Content-Length`) reserved at once; or why it is refused.
     pub fn body(self: &Arc<Self>, peer: IpAddr, announced: u64) -> Result<BodyCharge, Refusal> {
-        let peer = peer.to_canonical();
         let charge = BodyCharge {
-            budget: Arc::clone(self),
-            peer,
-            id: self.next_claim.fetch_add(1, Ordering::Relaxed),
-            signal: Arc::new(ShedSignal::default()),
+            claim: self.claim(peer),
             reserved: AtomicU64::new(0),
             received: AtomicU64::new(0),
         };
@@ -169,38 +156,41 @@ impl Budget {
     }
 }
 
-/// One open connection of a peer, counted until dropped.
+/// One claim of a peer on the budget.
 #[derive(Debug)]
-pub struct ConnectionPermit {
+struct Claim {
     budget: Arc<Budget>,
     peer: IpAddr,
     id: u64,
     signal: Arc<ShedSignal>,
 }
+
+/// One open connection of a peer, counted until dropped.
+#[derive(Debug)]
+pub struct ConnectionPermit(Claim);
 
 impl ConnectionPermit {
     /// Completes when the connection is shed for a peer under its fair
     /// share: the connection is then closed.
     pub async fn shed(&self) {
-        self.signal.wait().await;
+        self.0.signal.wait().await;
     }
 }
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        self.budget.ledger().connections.release(self.peer, self.id);
+        let Claim {
+            budget, peer, id, ..
+        } = &self.0;
+        budget.ledger().connections.release(*peer, *id);
     }
 }
 
 /// The body bytes one request holds: reserved for its `Content-Length`,
-/// grown as frames beyond it arrive, given back when dropped (the request
-/// answered, or its connection gone).
+/// grown as frames beyond it arrive, given back when dropped.
 #[derive(Debug)]
 pub struct BodyCharge {
-    budget: Arc<Budget>,
-    peer: IpAddr,
-    id: u64,
-    signal: Arc<ShedSignal>,
+    claim: Claim,
     reserved: AtomicU64,
     received: AtomicU64,
 }
@@ -220,27 +210,36 @@ impl BodyCharge {
         Ok(())
     }
 
-    /// The whole body has arrived: it is decided now, and shedding it
+    /// The whole body has arrived: it is being decided, and shedding it
     /// would no longer free anything soon.
     pub fn settle(&self) {
-        self.budget.ledger().bytes.settle(self.peer, self.id);
+        let Claim {
+            budget, peer, id, ..
+        } = &self.claim;
+        budget.ledger().bytes.settle(*peer, *id);
     }
 
     /// Whether the claim was shed for a peer under its fair share.
     pub fn poll_shed(&self, cx: &mut Context<'_>) -> Poll<()> {
-        self.signal.poll_shed(cx)
+        self.claim.signal.poll_shed(cx)
     }
 
     fn reserve(&self, bytes: u64) -> Result<(), Refusal> {
         if bytes == 0 {
             return Ok(());
         }
-        let mut ledger = self.budget.ledger();
+        let Claim {
+            budget,
+            peer,
+            id,
+            signal,
+        } = &self.claim;
+        let mut ledger = budget.ledger();
         let sharers = ledger.connections.peers();
         ledger
             .bytes
-            .take(self.peer, self.id, bytes, true, &self.signal, sharers)
-            .inspect_err(|refusal| self.budget.count(RefusedLabels::BODY_BYTES, *refusal))?;
+            .take(*peer, *id, bytes, signal, sharers)
+            .inspect_err(|refusal| budget.count(RefusedLabels::BODY_BYTES, *refusal))?;
         self.reserved.fetch_add(bytes, Ordering::AcqRel);
         Ok(())
     }
@@ -248,13 +247,12 @@ impl BodyCharge {
 
 impl Drop for BodyCharge {
     fn drop(&mut self) {
-        self.budget.ledger().bytes.release(self.peer, self.id);
+        let Claim {
+            budget, peer, id, ..
+        } = &self.claim;
+        budget.ledger().bytes.release(*peer, *id);
     }
 }
-
-/// What the budget's tests share: small limits, and peers by number.
-#[cfg(test)]
-mod testing;
 
 #[cfg(test)]
 mod tests;

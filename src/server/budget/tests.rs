@@ -1,4 +1,6 @@
-use super::testing::{LIMITS, ip};
+use std::net::IpAddr;
+use std::time::Duration;
+
 use super::*;
 
 #[test]
@@ -28,11 +30,11 @@ fn a_full_port_sheds_a_connection_of_the_peer_holding_the_most() {
         .connect(ip(2))
         .expect("a new peer is under its share");
     assert_eq!(
-        flood.iter().filter(|p| p.signal.is_shed()).count(),
+        flood.iter().filter(|p| p.0.signal.is_shed()).count(),
         1,
         "one of the flood is closed for it"
     );
-    assert!(!api_server.signal.is_shed());
+    assert!(!api_server.0.signal.is_shed());
     assert_eq!(budget.in_use().0, 4);
 }
 
@@ -72,8 +74,25 @@ fn a_stalled_body_is_shed_for_a_peer_under_its_share() {
     let also = budget.body(ip(3), 35).expect("another");
     let _api_server = budget.connect(ip(2)).expect("connection");
     let review = budget.body(ip(2), 20).expect("shed the largest for it");
-    assert!(stalled.signal.is_shed() && !also.signal.is_shed());
+    assert!(stalled.claim.signal.is_shed() && !also.claim.signal.is_shed());
     assert_eq!(budget.in_use().1, 55);
     drop((stalled, review));
     assert_eq!(budget.in_use().1, 35);
+}
+
+// Shared with the tests of the budget's modules.
+
+/// Two connections a peer, four in all; 60 bytes a peer, 100 in all.
+pub(super) const LIMITS: Limits = Limits {
+    connections: 4,
+    connections_per_peer: 2,
+    body_bytes: 100,
+    body_bytes_per_peer: 60,
+    request_deadline: Duration::from_secs(1),
+    idle_timeout: Duration::from_secs(1),
+};
+
+/// The peer `10.0.0.<last>`.
+pub(super) fn ip(last: u8) -> IpAddr {
+    IpAddr::from([10, 0, 0, last])
 }

@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::policy::RuleId;
-use crate::telemetry::testing::{JsonFormatter, RecordedOutput, json_lines};
+use crate::telemetry::tests::{JsonFormatter, RecordedOutput, json_lines};
 use gpu_policy_test_support::review::Review;
 
 /// Records a decision of a pod that has only a generated name.

@@ -3,7 +3,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::BatchWriter;
-use crate::telemetry::testing::RecordedOutput;
+use crate::telemetry::tests::RecordedOutput;
 
 fn log(writer: &BatchWriter, line: &str) {
     writer

@@ -5,7 +5,7 @@
 use tracing::Level;
 
 use super::{needs_escaping, write_line};
-use crate::telemetry::testing::{JsonFormatter, blank_timestamp, json_lines};
+use crate::telemetry::tests::{JsonFormatter, blank_timestamp, json_lines};
 
 const NAME: &str = "quote \" backslash \\ tab \t newline \n bell \u{7} del \u{7f} é 漢 🎉";
 

@@ -1,11 +1,8 @@
-//! The line's timestamp, as tracing-subscriber's `SystemTime` writes it:
-//! RFC 3339 in UTC with microseconds, `2026-12-03T09:41:07.123456Z`.
-//!
-//! tracing-subscriber writes it through seven `write!`s of padded numbers,
-//! about 2,000 instructions a line. Lines come many to a second, so each
-//! thread keeps the text of the last second it wrote ([`Clock`]) and adds
-//! only the microseconds. Instants before 1970 or after jiff's last
-//! (9999-12-30T22:00:00Z) are left to tracing-subscriber.
+//! The line's timestamp as tracing-subscriber's `SystemTime` writes it,
+//! `2026-12-03T09:41:07.123456Z`: it takes seven `write!`s, about 2,000
+//! instructions a line, where each thread here keeps the text of its last
+//! second ([`Clock`]) and adds the microseconds. Instants outside 1970 to
+//! jiff's last are left to tracing-subscriber.
 
 use std::fmt::{self, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,7 +10,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
 
-/// The text of the last second a thread wrote.
 pub struct Clock {
     second: Option<u64>,
     /// `YYYY-MM-DDTHH:MM:SS.` of `second`.
@@ -28,7 +24,6 @@ impl Clock {
         }
     }
 
-    /// Appends the current time to `line`.
     pub fn push_now(&mut self, line: &mut String) -> fmt::Result {
         match since_epoch_in_range(SystemTime::now()) {
             Some(since_epoch) => self.push(line, since_epoch),
@@ -61,7 +56,6 @@ impl Clock {
     }
 }
 
-/// The time since the epoch, for instants from 1970 to jiff's last.
 fn since_epoch_in_range(instant: SystemTime) -> Option<Duration> {
     instant.duration_since(UNIX_EPOCH).ok().filter(|since| {
         i64::try_from(since.as_secs())

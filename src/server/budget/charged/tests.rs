@@ -8,7 +8,7 @@ use super::*;
 use crate::server::body::ReviewPost;
 use crate::server::budget::{Budget, Limits};
 
-use crate::server::budget::testing::ip;
+use crate::server::budget::tests::ip;
 
 /// The shared limits, with room for every peer's connection and time
 /// for a body that is not meant to stall.
@@ -16,7 +16,7 @@ const LIMITS: Limits = Limits {
     connections_per_peer: 4,
     request_deadline: Duration::from_secs(10),
     idle_timeout: Duration::from_secs(10),
-    ..crate::server::budget::testing::LIMITS
+    ..crate::server::budget::tests::LIMITS
 };
 
 /// One frame of a body that cannot fail.
@@ -101,7 +101,7 @@ async fn a_whole_body_stops_the_clock_and_can_no_longer_be_shed() {
     assert_eq!(read.len(), 60);
     let _other = budget.connect(ip(2)).expect("connection");
     assert_eq!(budget.body(ip(2), 50).err(), Some(Refusal::Full));
-    assert!(!charge.signal.is_shed());
+    assert!(!charge.claim.signal.is_shed());
 }
 
 #[tokio::test]
