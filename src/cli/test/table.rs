@@ -59,16 +59,14 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                     for difference in differences {
                         failures.push_str(&format!("  {}\n", cell(&difference.to_string())));
                     }
+                    // The first difference, without the object the row names.
                     let first = differences
                         .first()
                         .map(|d| {
-                            let rules: Vec<&str> = d.rules.iter().map(|r| r.as_str()).collect();
-                            let rules = if rules.is_empty() {
-                                String::new()
-                            } else {
-                                format!("[{}] ", rules.join(", "))
-                            };
-                            format!("{rules}{}: expected {}, got {}", d.field, d.expected, d.got)
+                            let text = d.to_string();
+                            text.get(d.object.len() + 2..)
+                                .unwrap_or_default()
+                                .to_owned()
                         })
                         .unwrap_or_default();
                     let mut why = cut(&first, WHY_CHARS);
