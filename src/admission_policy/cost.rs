@@ -1,18 +1,11 @@
-//! Static worst-case cost of the CEL expressions of admission policies, in
-//! the cost units of Kubernetes: the range of cost ([`Bounds`]) an
-//! expression can reach over variables of given [`Shape`]s, to be held
-//! against [`PER_CALL_LIMIT`] and [`RUNTIME_COST_BUDGET`].
-//!
-//! The model is cel-go's static estimator (`checker/cost.go`, constants in
-//! `common/cost.go`) with the Kubernetes function costs
-//! (`k8s.io/apiserver/pkg/cel/library/cost.go`), over the `cel` crate's
-//! AST, whose macros expand to the same comprehensions as cel-go's.
-//! docs/policy.md ("gpu-policy's estimate") lists what is reproduced
-//! exactly and where, without a type checker, it approximates. A function
-//! outside the model is an error, not a guess.
-//!
-//! Over one request ([`Shape::of_value`], [`MissingFields::Absent`]) the
-//! same model gives an upper bound of what that request costs.
+//! The static worst-case cost of admission policies' CEL, in Kubernetes'
+//! units: cel-go's estimator (`checker/cost.go`, `common/cost.go`) with the
+//! Kubernetes function costs (`k8s.io/apiserver/pkg/cel/library/cost.go`),
+//! over the `cel` crate's AST. docs/policy.md ("gpu-policy's estimate")
+//! lists what is exact and what, without a type checker, approximates. A
+//! function outside the model is an error, not a guess. Over one request
+//! ([`Shape::of_value`], [`MissingFields::Absent`]) it bounds what that
+//! request costs.
 
 use std::collections::BTreeMap;
 
@@ -20,19 +13,107 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::Parser;
 
-#[path = "cost_bounds.rs"]
-mod bounds;
 #[path = "cost_shapes.rs"]
 mod shapes;
-pub use bounds::{
-    Bounds, MATCH_CONDITIONS_COST_BUDGET, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE, PER_CALL_LIMIT,
-    RUNTIME_COST_BUDGET,
-};
 use shapes::union_items;
 pub use shapes::{
     Shape, Variables, claim_policy_variables, max_list_items, max_map_entries,
     object_min_serialized_size, pod_policy_variables, workload_policy_variables,
 };
+
+/// The largest request the API server accepts, which bounds every list,
+/// map and string of a schema without `maxItems`, `maxProperties` or
+/// `maxLength` (`MaxRequestSizeBytes`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
+pub const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;
+/// The most one evaluation of one expression may cost before it is stopped
+/// (`PerCallLimit`, `k8s.io/apiserver/pkg/apis/cel/config.go`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// What the validations and message expressions of one policy binding, or
+/// one mutation, may cost together on one request (`RuntimeCELCostBudget`).
+pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
+/// What the match conditions of one binding may cost together
+/// (`RuntimeCELCostBudgetMatchConditions`).
+pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
+
+/// The smallest JSON of a string, `""` (`k8s.io/apiserver/pkg/cel/limits.go`).
+pub const MIN_STRING_SIZE: u64 = 2;
+
+/// A range of sizes or of costs, with cel-go's arithmetic: saturating at
+/// `u64::MAX`, fractional factors rounded up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Bounds {
+    /// Nothing known: 0 to `u64::MAX` (cel-go's unknown size estimate).
+    pub const UNKNOWN: Bounds = Bounds {
+        min: 0,
+        max: u64::MAX,
+    };
+
+    pub const fn fixed(value: u64) -> Bounds {
+        Bounds {
+            min: value,
+            max: value,
+        }
+    }
+
+    pub const fn up_to(max: u64) -> Bounds {
+        Bounds { min: 0, max }
+    }
+
+    fn add(self, other: Bounds) -> Bounds {
+        Bounds {
+            min: self.min.saturating_add(other.min),
+            max: self.max.saturating_add(other.max),
+        }
+    }
+
+    fn multiply(self, other: Bounds) -> Bounds {
+        Bounds {
+            min: self.min.saturating_mul(other.min),
+            max: self.max.saturating_mul(other.max),
+        }
+    }
+
+    fn union(self, other: Bounds) -> Bounds {
+        Bounds {
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+        }
+    }
+
+    /// cel-go's `MultiplyByCostFactor`: each end times `factor`, rounded up.
+    fn times_factor(self, factor: f64) -> Bounds {
+        Bounds {
+            min: times_factor(self.min, factor),
+            max: times_factor(self.max, factor),
+        }
+    }
+
+    /// Whether the largest cost stays within `limit`.
+    pub fn within(self, limit: u64) -> bool {
+        self.max <= limit
+    }
+}
+
+/// `multiplyByCostFactor` of cel-go `checker/cost.go`, in the same float
+/// arithmetic so that the roundings agree.
+#[allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+fn times_factor(value: u64, factor: f64) -> u64 {
+    let product = (value as f64 * factor).ceil();
+    if product >= 18_446_744_073_709_551_616.0 {
+        u64::MAX
+    } else {
+        product as u64
+    }
+}
 
 /// The longest decimal text of a 64-bit integer (`-9223372036854775808`).
 const MAX_NUMBER_TEXT: u64 = 20;

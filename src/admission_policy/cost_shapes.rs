@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::bounds::{Bounds, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE};
+use super::{Bounds, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE};
 
 /// The variables an expression sees, by name.
 pub type Variables = BTreeMap<String, Shape>;
