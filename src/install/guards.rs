@@ -17,15 +17,7 @@
 
 use serde_json::{Value, json};
 
-/// The policy (and binding) of [`webhook_configuration_guard`].
-fn webhook_configuration_guard_name(install: &str) -> String {
-    format!("{install}-webhook-configurations")
-}
-
-/// The policy (and binding) of [`service_account_token_guard`].
-fn service_account_token_guard_name(install: &str) -> String {
-    format!("{install}-service-account-tokens")
-}
+use super::{NAME, labels};
 
 /// What the API server itself changes in `metadata` on an update.
 const SERVER_SET_METADATA: &str = "['resourceVersion', 'generation', 'managedFields']";
@@ -70,10 +62,10 @@ const NAMED_BEFORE: &str = concat!(
     "oldObject.metadata.annotations['kubernetes.io/service-account.name'] : ''"
 );
 
-fn binding(name: &str, labels: &Value) -> Value {
+fn binding(name: &str) -> Value {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels()},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     })
 }
@@ -85,23 +77,17 @@ fn cel_list(names: &[&str]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
-/// The objects carry `labels`, the install's. The server's ServiceAccount
-/// `namespace/service_account` may update the
-/// webhook configurations named `configurations` (as its RBAC says) and
-/// change nothing in them but each entry's `clientConfig.caBundle`; it may
-/// create and delete none. Requests of anyone else are not matched.
-pub(crate) fn webhook_configuration_guard(
-    install: &str,
-    labels: &Value,
-    namespace: &str,
-    service_account: &str,
-    configurations: &str,
-) -> [Value; 2] {
-    let name = webhook_configuration_guard_name(install);
+/// The server's ServiceAccount `namespace/gpu-policy` may update the
+/// webhook configurations `gpu-policy` (as its RBAC says) and change
+/// nothing in them but each entry's `clientConfig.caBundle`; it may create
+/// and delete none. Requests of anyone else are not matched.
+pub(crate) fn webhook_configuration_guard(namespace: &str) -> [Value; 2] {
+    let (name, service_account, configurations) =
+        (format!("{NAME}-webhook-configurations"), NAME, NAME);
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels()},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
@@ -142,24 +128,18 @@ pub(crate) fn webhook_configuration_guard(
             ],
         },
     });
-    [policy, binding(&name, labels)]
+    [policy, binding(&name)]
 }
 
-/// The objects carry `labels`, the install's. No
-/// `kubernetes.io/service-account-token` Secret in `namespace` may name
-/// one of `service_accounts`, whoever asks: created, or renamed to one by
-/// an update. A Secret that named it before the update keeps being
-/// updatable (the token controller's own writes).
-pub(crate) fn service_account_token_guard(
-    install: &str,
-    labels: &Value,
-    namespace: &str,
-    service_accounts: &[&str],
-) -> [Value; 2] {
-    let name = service_account_token_guard_name(install);
+/// No `kubernetes.io/service-account-token` Secret in `namespace` may
+/// name the ServiceAccount `gpu-policy`, whoever asks: created, or renamed
+/// to it by an update. A Secret that named it before the update keeps
+/// being updatable (the token controller's own writes).
+pub(crate) fn service_account_token_guard(namespace: &str) -> [Value; 2] {
+    let (name, install) = (format!("{NAME}-service-account-tokens"), NAME);
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels()},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
@@ -174,7 +154,7 @@ pub(crate) fn service_account_token_guard(
                 "expression": "object.type == 'kubernetes.io/service-account-token'",
             }],
             "variables": [
-                {"name": "serviceAccounts", "expression": cel_list(service_accounts)},
+                {"name": "serviceAccounts", "expression": cel_list(&[NAME])},
                 {"name": "named", "expression": NAMED},
                 {"name": "namedBefore", "expression": NAMED_BEFORE},
             ],
@@ -189,5 +169,5 @@ pub(crate) fn service_account_token_guard(
             }],
         },
     });
-    [policy, binding(&name, labels)]
+    [policy, binding(&name)]
 }
