@@ -17,8 +17,6 @@
 
 use serde_json::{Value, json};
 
-use super::{NAME, labels};
-
 /// What the API server itself changes in `metadata` on an update.
 const SERVER_SET_METADATA: &str = "['resourceVersion', 'generation', 'managedFields']";
 
@@ -62,10 +60,10 @@ const NAMED_BEFORE: &str = concat!(
     "oldObject.metadata.annotations['kubernetes.io/service-account.name'] : ''"
 );
 
-fn binding(name: &str) -> Value {
+fn binding(name: &str, labels: &Value) -> Value {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels()},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     })
 }
@@ -77,17 +75,25 @@ fn cel_list(names: &[&str]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
-/// The server's ServiceAccount `namespace/gpu-policy` may update the
-/// webhook configurations `gpu-policy` (as its RBAC says) and change
-/// nothing in them but each entry's `clientConfig.caBundle`; it may create
-/// and delete none. Requests of anyone else are not matched.
-pub(crate) fn webhook_configuration_guard(namespace: &str) -> [Value; 2] {
-    let (name, service_account, configurations) =
-        (format!("{NAME}-webhook-configurations"), NAME, NAME);
+/// The objects carry `labels`, the install's. The server's ServiceAccount
+/// `namespace/install` may update the webhook configurations `install` (as
+/// its RBAC says) and change nothing in them but each entry's
+/// `clientConfig.caBundle`; it may create and delete none. Requests of
+/// anyone else are not matched.
+pub(crate) fn webhook_configuration_guard(
+    install: &str,
+    labels: &Value,
+    namespace: &str,
+) -> [Value; 2] {
+    let (name, service_account, configurations) = (
+        format!("{install}-webhook-configurations"),
+        install,
+        install,
+    );
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels()},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
@@ -128,18 +134,23 @@ pub(crate) fn webhook_configuration_guard(namespace: &str) -> [Value; 2] {
             ],
         },
     });
-    [policy, binding(&name)]
+    [policy, binding(&name, labels)]
 }
 
-/// No `kubernetes.io/service-account-token` Secret in `namespace` may
-/// name the ServiceAccount `gpu-policy`, whoever asks: created, or renamed
-/// to it by an update. A Secret that named it before the update keeps
-/// being updatable (the token controller's own writes).
-pub(crate) fn service_account_token_guard(namespace: &str) -> [Value; 2] {
-    let (name, install) = (format!("{NAME}-service-account-tokens"), NAME);
+/// The objects carry `labels`, the install's. No
+/// `kubernetes.io/service-account-token` Secret in `namespace` may name
+/// the ServiceAccount `install`, whoever asks: created, or renamed to it by
+/// an update. A Secret that named it before the update keeps being
+/// updatable (the token controller's own writes).
+pub(crate) fn service_account_token_guard(
+    install: &str,
+    labels: &Value,
+    namespace: &str,
+) -> [Value; 2] {
+    let name = format!("{install}-service-account-tokens");
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels()},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
@@ -154,7 +165,7 @@ pub(crate) fn service_account_token_guard(namespace: &str) -> [Value; 2] {
                 "expression": "object.type == 'kubernetes.io/service-account-token'",
             }],
             "variables": [
-                {"name": "serviceAccounts", "expression": cel_list(&[NAME])},
+                {"name": "serviceAccounts", "expression": cel_list(&[install])},
                 {"name": "named", "expression": NAMED},
                 {"name": "namedBefore", "expression": NAMED_BEFORE},
             ],
@@ -169,5 +180,5 @@ pub(crate) fn service_account_token_guard(namespace: &str) -> [Value; 2] {
             }],
         },
     });
-    [policy, binding(&name)]
+    [policy, binding(&name, labels)]
 }

@@ -416,15 +416,18 @@ fn json_differences(
 
 /// A JSON value on one line, cut to [`VALUE_CHARS`].
 fn shown(value: Option<&Value>) -> String {
-    let Some(value) = value else {
-        return "absent".to_owned();
-    };
-    let text = value.to_string();
-    if text.chars().count() <= VALUE_CHARS {
-        text
+    value.map_or("absent".to_owned(), |value| {
+        cut(&value.to_string(), VALUE_CHARS)
+    })
+}
+
+/// `text` cut to `chars` characters, `…` in place of the rest.
+pub fn cut(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        text.to_owned()
     } else {
-        let cut: String = text.chars().take(VALUE_CHARS - 1).collect();
-        format!("{cut}…")
+        let kept: String = text.chars().take(chars - 1).collect();
+        format!("{kept}…")
     }
 }
 

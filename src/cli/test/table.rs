@@ -2,7 +2,7 @@
 //! object, result, why), then every difference of each failing case on a
 //! line of its own, then a summary line.
 
-use super::run::{CaseOutcome, TestRun};
+use super::run::{CaseOutcome, TestRun, cut};
 use crate::cli::args::Engine;
 
 /// How much of the first difference the WHY column shows (the lines below
@@ -149,13 +149,4 @@ fn cell(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
-}
-
-fn cut(text: &str, chars: usize) -> String {
-    if text.chars().count() <= chars {
-        text.to_owned()
-    } else {
-        let kept: String = text.chars().take(chars - 1).collect();
-        format!("{kept}…")
-    }
 }
