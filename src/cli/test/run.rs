@@ -212,7 +212,8 @@ fn compare(
         let texts = report.changes.iter().filter(|(r, _)| *r == rule);
         texts.map(|(_, summary)| format!("{summary:?}")).collect()
     };
-    let rule_sets: [(&str, &str, _, _, &dyn Fn(RuleId) -> Vec<String>); 2] = [
+    type Texts<'a> = &'a dyn Fn(RuleId) -> Vec<String>;
+    let rule_sets: [(&str, &str, _, _, Texts); 2] = [
         (
             "violations",
             "a violation",
