@@ -157,19 +157,8 @@ pub fn objects(
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(NAME, Some(ns))}),
     ];
     // Before the RBAC they bound.
-    objects.extend(guards::webhook_configuration_guard(
-        NAME,
-        &labels(),
-        ns,
-        NAME,
-        NAME,
-    ));
-    objects.extend(guards::service_account_token_guard(
-        NAME,
-        &labels(),
-        ns,
-        &[NAME],
-    ));
+    objects.extend(guards::webhook_configuration_guard(NAME, &labels(), ns));
+    objects.extend(guards::service_account_token_guard(NAME, &labels(), ns));
     objects.push(cluster_role());
     objects.push(binding("ClusterRoleBinding", NAME, None, ns));
     for (namespace, role) in allowlist_roles(config) {

@@ -1,18 +1,11 @@
-//! Static worst-case cost of the CEL expressions of admission policies, in
-//! the cost units of Kubernetes: the range of cost ([`Bounds`]) an
-//! expression can reach over variables of given [`Shape`]s, to be held
-//! against [`PER_CALL_LIMIT`] and [`RUNTIME_COST_BUDGET`].
-//!
-//! The model is cel-go's static estimator (`checker/cost.go`, constants in
-//! `common/cost.go`) with the Kubernetes function costs
-//! (`k8s.io/apiserver/pkg/cel/library/cost.go`), over the `cel` crate's
-//! AST, whose macros expand to the same comprehensions as cel-go's.
-//! docs/policy.md ("gpu-policy's estimate") lists what is reproduced
-//! exactly and where, without a type checker, it approximates. A function
-//! outside the model is an error, not a guess.
-//!
-//! Over one request ([`Shape::of_value`], [`MissingFields::Absent`]) the
-//! same model gives an upper bound of what that request costs.
+//! The static worst-case cost of admission policies' CEL, in Kubernetes'
+//! units: cel-go's estimator (`checker/cost.go`, `common/cost.go`) with the
+//! Kubernetes function costs (`k8s.io/apiserver/pkg/cel/library/cost.go`),
+//! over the `cel` crate's AST. docs/policy.md ("gpu-policy's estimate")
+//! lists what is exact and what, without a type checker, approximates. A
+//! function outside the model is an error, not a guess. Over one request
+//! ([`Shape::of_value`], [`MissingFields::Absent`]) it bounds what that
+//! request costs.
 
 use std::collections::BTreeMap;
 
@@ -20,15 +13,13 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::parser::Parser;
 
-#[path = "cost_bounds.rs"]
-mod bounds;
 #[path = "cost_shapes.rs"]
 mod shapes;
-pub use bounds::{
+use shapes::union_items;
+pub use shapes::{
     Bounds, MATCH_CONDITIONS_COST_BUDGET, MAX_REQUEST_SIZE_BYTES, MIN_STRING_SIZE, PER_CALL_LIMIT,
     RUNTIME_COST_BUDGET,
 };
-use shapes::union_items;
 pub use shapes::{
     Shape, Variables, claim_policy_variables, max_list_items, max_map_entries,
     object_min_serialized_size, pod_policy_variables, workload_policy_variables,

@@ -1,32 +1,18 @@
 //! `gpu-policy manifests --admission-policies --cost`: every expression of
-//! the generated policies, its worst case and its cost on a reference
-//! object, against the limits the API server applies at run time.
-//!
-//! Each expression is estimated with [`cost`](super::cost), in the policy's
-//! order: a variable's value has the shape its expression computes, for
-//! the expressions after it. Kubernetes evaluates a variable once per
-//! request and charges it to the evaluation that first reads it
-//! (`k8s.io/apiserver/pkg/admission/plugin/cel/activation.go`), so a
-//! policy's total counts each variable once, with the validations and
-//! their messages (or the mutations), against [`RUNTIME_COST_BUDGET`]; the
-//! match conditions count against [`MATCH_CONDITIONS_COST_BUDGET`]; each
-//! expression alone against [`PER_CALL_LIMIT`].
-//!
-//! The worst case ([`Inputs::worst_case`]) decides nothing: every policy
-//! that loops over the containers passes the per-call limit there
-//! (docs/policy.md, "Admission policy cost", says why). The limits are
-//! held against the reference object ([`Inputs::request`]): the same model
-//! over the object's own sizes, an upper bound of what the API server
-//! charges for it.
+//! the generated policies estimated in order (a variable's value has the
+//! shape its expression computes, for the expressions after it; each
+//! variable counted once, as Kubernetes charges it), over any object and
+//! over a reference object, which the limits are held against.
+//! docs/policy.md ("gpu-policy's estimate") says why.
 
 use serde_json::{Value, json};
 
+use super::all_generated;
 use super::cost::{
     Bounds, CostError, MATCH_CONDITIONS_COST_BUDGET, MissingFields, PER_CALL_LIMIT,
     RUNTIME_COST_BUDGET, Shape, Variables, claim_policy_variables, estimate_value, total,
     workload_policy_variables,
 };
-use super::{mutating_policies, validating_policies};
 use crate::kubernetes_version::KubernetesVersion;
 use crate::settings::{MODE_LABEL, Settings};
 
@@ -53,20 +39,21 @@ impl PolicyCheck {
     }
 }
 
-/// The costs of the policies `manifests --admission-policies` generates
-/// from `settings` (with `mutating`, the MutatingAdmissionPolicies too).
-pub fn check(settings: &Settings, mutating: bool) -> Vec<PolicyCheck> {
-    let mut policies: Vec<Value> = validating_policies(settings, KubernetesVersion::default())
+/// The policies `manifests --admission-policies` generates from `settings`
+/// (with `mutating`, the MutatingAdmissionPolicies too).
+pub fn policies(settings: &Settings, mutating: bool) -> Vec<Value> {
+    let all = all_generated(settings, KubernetesVersion::default());
+    let mutating = all.mutating.into_iter().filter(|_| mutating);
+    all.validating
         .into_iter()
+        .chain(mutating)
         .map(|p| p.object)
-        .collect();
-    if mutating {
-        policies.extend(
-            mutating_policies(settings, KubernetesVersion::default())
-                .into_iter()
-                .map(|p| p.object),
-        );
-    }
+        .collect()
+}
+
+/// The costs of [`policies`].
+pub fn check(settings: &Settings, mutating: bool) -> Vec<PolicyCheck> {
+    let policies = policies(settings, mutating);
     let namespace = json!({"metadata": {"name": "gpu", "labels": {MODE_LABEL: "enforce"}}});
     let request = json!({"operation": "CREATE", "namespace": "gpu"});
     policies

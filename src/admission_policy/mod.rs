@@ -1,31 +1,10 @@
-//! The policy without the webhook: the validating rules generated as
-//! ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1), which
-//! the API server evaluates itself, in CEL, with no network hop.
-//!
-//! The policies come from iterating the rule registry
-//! (`policy::rules::entries`): each entry's CEL side gives its policies'
-//! parts, which [`generated`] names, labels and checks against a release. One policy per
-//! validating rule, named `gpu-policy-<rule id>` (R2 has a second one for
-//! DRA claims), and three bindings per policy selecting namespaces by
-//! `gpu-policy.io/mode`: `enforce` denies, `warn` warns, `audit` writes
-//! audit annotations. Their messages are the rules' own
-//! `MessageTemplate`s, turned into CEL by `cel_text::message`, so the
-//! policies and the webhook say a violation in the same words.
-//!
-//! The settings are baked into the expressions at generation rather than
-//! passed as parameters: a parameter object is one more object whose
-//! loss or edit changes the policy (a missing param makes a binding deny
-//! or allow everything, by `parameterNotFoundAction`), and it would need
-//! its own CRD or a ConfigMap everyone with write access to that namespace
-//! can change. Generating from the same config file the webhook reads
-//! keeps one source of truth: change the file, apply the output again.
-//!
-//! The namespace annotation `gpu-policy.io/max-gpus-per-pod` is read at
-//! admission from `namespaceObject`, as the webhook reads it.
-//!
-//! [`cost`]: the worst-case cost of their CEL expressions, against the
-//! limits Kubernetes applies at run time; [`cost_check`]: the table
-//! `manifests --admission-policies --cost` prints.
+//! The rules as ValidatingAdmissionPolicies and MutatingAdmissionPolicies
+//! (admissionregistration.k8s.io), which the API server evaluates itself,
+//! in CEL: each registry entry's CEL side ([`generated`]) named
+//! `gpu-policy-<rule id>`, labelled, checked against a release, and bound
+//! once per namespace mode. The settings are baked into the expressions,
+//! not passed as parameters: docs/policy.md ("Settings are baked in") says
+//! why.
 
 pub mod cost;
 pub mod cost_check;
@@ -227,21 +206,6 @@ pub fn all_generated(settings: &Settings, release: KubernetesVersion) -> Generat
         all.left_out.extend(generated.left_out);
     }
     all
-}
-
-/// The ValidatingAdmissionPolicies of the registry's rules, in its order,
-/// built from the settings for `release`.
-pub fn validating_policies(
-    settings: &Settings,
-    release: KubernetesVersion,
-) -> Vec<GeneratedPolicy> {
-    all_generated(settings, release).validating
-}
-
-/// The MutatingAdmissionPolicies of the registry's rules, in its order,
-/// built from the settings for `release`.
-pub fn mutating_policies(settings: &Settings, release: KubernetesVersion) -> Vec<GeneratedPolicy> {
-    all_generated(settings, release).mutating
 }
 
 /// The three bindings of a policy: one per namespace mode.

@@ -31,7 +31,8 @@ fn without_a_runtime_class_to_inject_there_is_no_injection() {
         Err(err) => panic!("{err}"),
     };
     let runtime_class = |settings: &Settings| {
-        mutating_policies(settings, KubernetesVersion::default())
+        all_generated(settings, KubernetesVersion::default())
+            .mutating
             .iter()
             .filter(|p| p.rule == RuleId::RuntimeClass)
             .count()

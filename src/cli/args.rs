@@ -1,11 +1,15 @@
-//! The flags of `check`, and the exit status for bad input every command uses.
+//! The flags of `check`, and what every command shares: the settings of
+//! `--config`, the exit status, stdout.
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::ValueEnum;
 
 use crate::admission::Mode;
 use crate::kubernetes_version::KubernetesVersion;
+use crate::settings::Settings;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -65,7 +69,8 @@ pub struct CheckArgs {
     pub kube_version: Option<KubernetesVersion>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Engine {
     /// The webhook's rules.
     Webhook,
@@ -110,3 +115,27 @@ fn key_value(text: &str) -> anyhow::Result<(String, String)> {
 
 /// Exit status for bad input (unreadable path, YAML/JSON error, bad flags).
 pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// The settings of `--config FILE`, the defaults without it.
+pub(super) fn settings_of(config: Option<&PathBuf>) -> anyhow::Result<Settings> {
+    Ok(match config {
+        Some(path) => Settings::load(path)?,
+        None => Settings::default(),
+    })
+}
+
+/// 1 when something failed (denied, violated, found), else 0.
+pub(super) fn exit_status(failed: bool) -> ExitCode {
+    match failed {
+        true => ExitCode::from(1),
+        false => ExitCode::SUCCESS,
+    }
+}
+
+/// `text` on stdout; a closed pipe (`| head`) is not an error of the input.
+pub(super) fn print(text: &str) -> std::io::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err),
+        _ => Ok(()),
+    }
+}

@@ -21,7 +21,7 @@ use crate::manifest::Document;
 use crate::policy::ClusterFacts;
 use crate::policy::dra::claims::ClaimKind;
 use crate::reports::{self, ReportApi, ReportScope, Timestamp};
-use crate::settings::{MODE_LABEL, Settings};
+use crate::settings::MODE_LABEL;
 
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
@@ -114,10 +114,7 @@ fn audited_kinds(dra_version: Option<&str>) -> Vec<GroupVersionKind> {
 }
 
 async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
-    let settings = match &args.config {
-        Some(path) => Settings::load(path)?,
-        None => Settings::default(),
-    };
+    let settings = super::args::settings_of(args.config.as_ref())?;
     let connection = match &args.kubeconfig {
         Some(path) => Connection::Kubeconfig(path),
         None => Connection::Default,
@@ -207,23 +204,15 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let Some(api) = write_api else {
-        return Ok(if violating {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return Ok(super::args::exit_status(violating));
     };
     let cleanup = match &args.namespace {
         Some(namespace) => Cleanup::Namespace(namespace),
         None => Cleanup::Everywhere,
     };
     let built = reports::build(&reports, api, now);
-    for line in cluster::write_reports(&client, api, &built, cleanup).await? {
-        match output {
-            None => writeln!(out, "{line}")?,
-            Some(_) => writeln!(std::io::stderr(), "{line}")?,
-        }
-    }
+    let written = cluster::write_reports(&client, api, &built, cleanup).await?;
+    super::runtime::print_written(&written, output.is_some())?;
     Ok(ExitCode::SUCCESS)
 }
 

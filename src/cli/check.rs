@@ -1,7 +1,7 @@
 //! `gpu-policy check`: the webhook's decisions, offline, for CI pipelines.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
@@ -96,10 +96,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if args.kube_version.is_some() && args.engine != Engine::Cel {
         bail!("--kube-version chooses the admission policies: it needs --engine cel");
     }
-    let settings = match &args.config {
-        Some(path) => Settings::load(path)?,
-        None => Settings::default(),
-    };
+    let settings = super::args::settings_of(args.config.as_ref())?;
     let nodes = read_nodes(args, &settings)?;
     let old_documents = read_old(args)?;
     let mut documents = manifest::load(&args.files, &mut std::io::stdin().lock())?;
@@ -153,11 +150,10 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let reports: Vec<(ObjectReport, &manifest::Document)> =
         reports.into_iter().zip(&documents).collect();
 
-    let mut out = std::io::stdout().lock();
-    let written = match args.output {
+    let text = match args.output {
         CheckOutput::Json => {
             let array: Vec<&ObjectReport> = reports.iter().map(|(r, _)| r).collect();
-            writeln!(out, "{}", serde_json::to_string_pretty(&array)?)
+            format!("{}\n", serde_json::to_string_pretty(&array)?)
         }
         CheckOutput::Yaml => {
             let mut objects: Vec<Value> = Vec::with_capacity(reports.len());
@@ -170,22 +166,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 })?;
                 objects.push(object);
             }
-            write!(out, "{}", serde_saphyr::to_string_multiple(&objects)?)
+            serde_saphyr::to_string_multiple(&objects)?
         }
-        CheckOutput::Text => write!(out, "{}", render_text(&reports, &format!("{mode} mode"))),
+        CheckOutput::Text => render_text(&reports, &format!("{mode} mode")),
     };
-    // A closed pipe (`| head`) is not an error of the input.
-    if let Err(err) = written
-        && err.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        return Err(err.into());
-    }
+    super::args::print(&text)?;
     let denied = reports.iter().any(|(report, _)| !report.allowed);
-    Ok(if denied {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(super::args::exit_status(denied))
 }
 
 struct Palette {

@@ -142,17 +142,10 @@ async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         Some(DoctorOutput::Json) => writeln!(out, "{}", doctor::json(&diagnosis)?)?,
     }
     let Some(api) = write_api else {
-        return Ok(match diagnosis.healthy() {
-            true => ExitCode::SUCCESS,
-            false => ExitCode::from(1),
-        });
+        return Ok(super::args::exit_status(!diagnosis.healthy()));
     };
     let report = reports::doctor_report(&diagnosis, api, Timestamp::of(now));
-    for line in cluster::write_reports(&client, api, &[report], Cleanup::Nothing).await? {
-        match output {
-            None => writeln!(out, "{line}")?,
-            Some(_) => writeln!(std::io::stderr(), "{line}")?,
-        }
-    }
+    let written = cluster::write_reports(&client, api, &[report], Cleanup::Nothing).await?;
+    super::runtime::print_written(&written, output.is_some())?;
     Ok(ExitCode::SUCCESS)
 }

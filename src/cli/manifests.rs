@@ -138,11 +138,7 @@ fn read_inputs(args: &ManifestsArgs) -> anyhow::Result<(InstallOptions, Settings
             .with_context(|| format!("cannot read {}", path.display()))?;
         options.ca_bundle = Some(pem);
     }
-    let settings = match &args.config {
-        Some(path) => Settings::load(path)?,
-        None => Settings::default(),
-    };
-    Ok((options, settings))
+    Ok((options, super::args::settings_of(args.config.as_ref())?))
 }
 
 /// The cost tables; exit status 1 when a policy is over a limit on its
@@ -157,13 +153,11 @@ fn print_cost(settings: &Settings, mutating: bool) -> ExitCode {
         .filter(|c| !c.within_limits())
         .map(|c| format!("{} ({})", c.reference.name, c.reference.kind))
         .collect();
-    if over.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    if !over.is_empty() {
         eprintln!(
             "gpu-policy: over the API server's cost limits on the reference object: {}",
             over.join(", ")
         );
-        ExitCode::FAILURE
     }
+    super::args::exit_status(!over.is_empty())
 }

@@ -1,5 +1,6 @@
 //! The runtime a command that talks to the cluster runs on.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -16,4 +17,19 @@ pub(super) fn run_in_runtime(
         .build()
         .context("cannot start the runtime")?
         .block_on(command)
+}
+
+/// The lines of the reports written: on stdout, or on stderr when `-o`
+/// asked for stdout too.
+pub(super) fn print_written(
+    lines: &[impl std::fmt::Display],
+    output_on_stdout: bool,
+) -> std::io::Result<()> {
+    for line in lines {
+        match output_on_stdout {
+            false => writeln!(std::io::stdout(), "{line}")?,
+            true => writeln!(std::io::stderr(), "{line}")?,
+        }
+    }
+    Ok(())
 }

@@ -1,16 +1,14 @@
 //! `gpu-policy test PATH...` (its exit status: `cli::Command::Test`; the
 //! schema of its files: docs/policy.md, "Testing a configuration").
-//! [`file`](mod@file) reads the test files (strictly, through [`fields`]);
+//! [`file`](mod@file) reads the test files;
 //! [`run`](fn@run) evaluates the cases; [`table`] and [`junit`] write the
 //! outcomes.
 
-mod fields;
 mod file;
 mod junit;
 mod run;
 mod table;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -87,22 +85,12 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
         TestOutput::Text => table::render(&runs, args.engine),
         TestOutput::Junit => junit::render(&runs, args.engine)?,
     };
-    let written = std::io::stdout().lock().write_all(text.as_bytes());
-    // A closed pipe (`| head`) is not an error of the input.
-    if let Err(err) = written
-        && err.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        return Err(err).context("cannot write the output");
-    }
+    super::args::print(&text).context("cannot write the output")?;
     let failed = runs
         .iter()
         .flat_map(|run| &run.outcomes)
         .any(|outcome| matches!(outcome, CaseOutcome::Failed(_)));
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(super::args::exit_status(failed))
 }
 
 /// A document of a `gpu-policy test` file (`apiVersion:

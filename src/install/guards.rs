@@ -17,16 +17,6 @@
 
 use serde_json::{Value, json};
 
-/// The policy (and binding) of [`webhook_configuration_guard`].
-fn webhook_configuration_guard_name(install: &str) -> String {
-    format!("{install}-webhook-configurations")
-}
-
-/// The policy (and binding) of [`service_account_token_guard`].
-fn service_account_token_guard_name(install: &str) -> String {
-    format!("{install}-service-account-tokens")
-}
-
 /// What the API server itself changes in `metadata` on an update.
 const SERVER_SET_METADATA: &str = "['resourceVersion', 'generation', 'managedFields']";
 
@@ -86,18 +76,20 @@ fn cel_list(names: &[&str]) -> String {
 }
 
 /// The objects carry `labels`, the install's. The server's ServiceAccount
-/// `namespace/service_account` may update the
-/// webhook configurations named `configurations` (as its RBAC says) and
-/// change nothing in them but each entry's `clientConfig.caBundle`; it may
-/// create and delete none. Requests of anyone else are not matched.
+/// `namespace/install` may update the webhook configurations `install` (as
+/// its RBAC says) and change nothing in them but each entry's
+/// `clientConfig.caBundle`; it may create and delete none. Requests of
+/// anyone else are not matched.
 pub(crate) fn webhook_configuration_guard(
     install: &str,
     labels: &Value,
     namespace: &str,
-    service_account: &str,
-    configurations: &str,
 ) -> [Value; 2] {
-    let name = webhook_configuration_guard_name(install);
+    let (name, service_account, configurations) = (
+        format!("{install}-webhook-configurations"),
+        install,
+        install,
+    );
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -147,16 +139,15 @@ pub(crate) fn webhook_configuration_guard(
 
 /// The objects carry `labels`, the install's. No
 /// `kubernetes.io/service-account-token` Secret in `namespace` may name
-/// one of `service_accounts`, whoever asks: created, or renamed to one by
+/// the ServiceAccount `install`, whoever asks: created, or renamed to it by
 /// an update. A Secret that named it before the update keeps being
 /// updatable (the token controller's own writes).
 pub(crate) fn service_account_token_guard(
     install: &str,
     labels: &Value,
     namespace: &str,
-    service_accounts: &[&str],
 ) -> [Value; 2] {
-    let name = service_account_token_guard_name(install);
+    let name = format!("{install}-service-account-tokens");
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": labels},
@@ -174,7 +165,7 @@ pub(crate) fn service_account_token_guard(
                 "expression": "object.type == 'kubernetes.io/service-account-token'",
             }],
             "variables": [
-                {"name": "serviceAccounts", "expression": cel_list(service_accounts)},
+                {"name": "serviceAccounts", "expression": cel_list(&[install])},
                 {"name": "named", "expression": NAMED},
                 {"name": "namedBefore", "expression": NAMED_BEFORE},
             ],

@@ -1,17 +1,8 @@
-//! The reports of one audit ([`build`]): one per namespace that has results,
-//! and one cluster-scoped report for the objects that have no namespace.
-//!
-//! `audit` evaluates namespaced kinds only (pods, workloads, ResourceClaims
-//! and ResourceClaimTemplates), so today no cluster-scoped report is ever
-//! built; the builder makes one should an audited kind be cluster-scoped.
-//! A namespace whose audited objects have no results (none, or only kinds
-//! the policy ignores) gets no report: `--write-reports` deletes the one it
-//! wrote before.
-//!
-//! Each report is named [`REPORT_NAME`] (the namespace tells them apart),
-//! labelled [`MANAGED_BY_LABEL`]`: `[`MANAGED_BY`], scoped to its
-//! Namespace, and holds the results of its objects in the order they were
-//! audited, with a summary that counts them.
+//! The reports of one audit ([`build`]): one per namespace that has
+//! results, and one cluster-scoped report for objects without a namespace
+//! (none of the kinds audited today). A namespace without results gets no
+//! report: `--write-reports` deletes the one it wrote before. Each is named
+//! [`REPORT_NAME`] and labelled [`MANAGED_BY_LABEL`]`: `[`MANAGED_BY`].
 
 use std::collections::BTreeMap;
 

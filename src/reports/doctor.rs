@@ -1,19 +1,6 @@
 //! `doctor --write-report`: the diagnosis as one cluster-scoped report
-//! (`ClusterReport` of OpenReports, `ClusterPolicyReport` of the
-//! PolicyReport API) named [`DOCTOR_REPORT_NAME`], where operators already
-//! look for policy findings. `audit`'s reports are named `gpu-policy`;
-//! neither run touches the other's.
-//!
-//! | what doctor says | result | rule | severity |
-//! | --- | --- | --- | --- |
-//! | a finding of severity error | `fail` | the finding's id | `high` |
-//! | a finding of severity warning | `warn` | the finding's id | `medium` |
-//! | a note (something not looked at) | `skip` | none | none |
-//! | no finding | `pass`, once | none | none |
-//!
-//! Each result names the finding's objects (`resources`, at most ten) and
-//! carries `properties`: `cause`, `fix`, `evidence` (its lines joined by
-//! `; `), `moreObjects` when more than ten; a note's `note` is its kind.
+//! named [`DOCTOR_REPORT_NAME`], which `audit` never touches; its results
+//! are docs/operations.md's ("As a report").
 
 use std::collections::BTreeMap;
 

@@ -1,25 +1,9 @@
 //! The results of one audited object ([`results_of`]), as both report APIs
-//! write a result: `source` and `policy` `gpu-policy`, the `rule` id, the
-//! `result`, a `severity`, `category` `GPU`, the message, the object as a
-//! `resources` reference, `properties` and the `timestamp`.
-//!
-//! Read from the object's [`ObjectReport`]: its violations, its changes,
-//! its notices (typed, so the namespace's mode does not change the
-//! results), its allowlist entry, its error, and the facts the checker
-//! records for reports ([`ObjectFacts`]). An object of a kind the policy
-//! ignores has no results.
-//!
-//! | what the policy found | result | rule | severity |
-//! | --- | --- | --- | --- |
-//! | a violation | `fail` | its rule | the one its rule declares ([`Rule::severity`](crate::policy::Rule::severity)) |
-//! | a change the webhook would make | `warn` | its rule | one step below the rule's: `medium`, `low` |
-//! | a notice (a warning) | `warn` | the rule that says it ([`notice_row`]) | `medium` when a card or the pod's scheduling is at stake, else `low` |
-//! | the object is allowlisted | `skip` | `allowlist` | none |
-//! | the object cannot be read | `error` | none (no rule ran) | `medium` |
-//! | nothing at all | `pass`, once per object | none: every rule passed, as Kyverno names no rule when it reports a whole policy | none |
-//!
-//! Severity says how much a finding weighs, so results that are not
-//! findings (`pass`, `skip`) carry none; the schemas allow its absence.
+//! write a result, read from its [`ObjectReport`]: its violations,
+//! changes, notices (typed, so the namespace's mode does not change the
+//! results), allowlist entry, error, and [`ObjectFacts`]. Which outcome,
+//! rule and severity each finding gets is docs/operations.md's table; an
+//! object of a kind the policy ignores has no results.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};

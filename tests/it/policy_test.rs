@@ -309,7 +309,7 @@ fn bad_test_files_exit_2_with_one_line_each_naming_the_file_and_the_field() {
         (
             "a-unknown-key",
             format!("{head}cases: [{{object: Pod/half-a-card, alowed: false}}]\n"),
-            "cases[0].alowed: unknown field (expected one of: object, engines, allowed, ",
+            "cases[0].alowed: unknown field `alowed`, expected one of `object`, `engines`, ",
         ),
         (
             "b-unknown-rule",
@@ -321,7 +321,7 @@ fn bad_test_files_exit_2_with_one_line_each_naming_the_file_and_the_field() {
             format!(
                 "{head}engines: [kyverno]\ncases: [{{object: Pod/half-a-card, allowed: false}}]\n"
             ),
-            "engines[0]: unknown engine \"kyverno\" (expected webhook or cel)",
+            "engines[0]: unknown variant `kyverno`, expected `webhook` or `cel`",
         ),
         (
             "d-missing-resource",
@@ -341,7 +341,7 @@ fn bad_test_files_exit_2_with_one_line_each_naming_the_file_and_the_field() {
         (
             "g-wrong-type",
             format!("{head}cases: [{{object: Pod/half-a-card, allowed: \"no\"}}]\n"),
-            "cases[0].allowed: must be true or false, not a string (\"no\")",
+            "cases[0].allowed: invalid type: string \"no\", expected a boolean",
         ),
     ];
     for (name, text, _) in &files {

@@ -18,11 +18,8 @@
 //! (cel-go's presence test asks the same `Find` that never misses); test
 //! presence with `in`, or `has()` one level down.
 //!
-//! The environment is the admission policies' (`library.rs`: the standard
-//! library, cel-go's strings extension, the lists library, the quantity
-//! library) plus the semver library (`semver.rs`) and `cel.bind`
-//! (cel-go's `ext.Bindings`), as upstream's is the Kubernetes base
-//! environment plus those two.
+//! The environment is the admission policies' plus, as upstream's, the
+//! semver library and `cel.bind` (cel-go's `ext.Bindings`).
 //!
 //! Narrower than upstream: there is no type checker and no cost limit.
 //! Only a literal non-bool expression (`1`, `"a"`, `[true]`) is refused at
@@ -47,7 +44,7 @@
 
 use super::quantity::Quantity;
 use super::semver::Semver;
-use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedEntryExpr, ListExpr, LiteralValue};
+use cel::common::ast::{ComprehensionExpr, Expr, ListExpr, LiteralValue};
 use cel::common::traits::{Container, Indexer, Iterable, Iterator as CelIterator, Sizer, Zeroer};
 use cel::common::types::{CelBool, CelInt, CelMap, CelMapKey, CelString, Kind, MAP_TYPE, Type};
 use cel::common::value::{CowVal, Val};
@@ -320,47 +317,21 @@ fn check(root: &IdedExpr) -> Result<usize, String> {
             ));
         }
         deepest = deepest.max(depth);
-        let mut children: Vec<&IdedExpr> = Vec::new();
-        match &node.expr {
-            Expr::Call(call) => {
-                // `lists.range(n)` parses as the method `range` of an
-                // identifier `lists`.
-                let on_lists = matches!(call.target.as_deref(), Some(IdedExpr { expr: Expr::Ident(name), .. }) if name == "lists");
-                if on_lists && call.func_name == "range" {
-                    return Err(
-                        "lists.range is not offered to device selectors: without a cost limit its size is unbounded"
-                            .to_owned(),
-                    );
-                }
-                children.extend(call.target.as_deref());
-                children.extend(&call.args);
-            }
-            Expr::Comprehension(c) => {
-                children.extend([
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ]);
-            }
-            Expr::List(list) => children.extend(&list.elements),
-            Expr::Map(map) => children.extend(map.entries.iter().flat_map(entry)),
-            Expr::Struct(object) => children.extend(object.entries.iter().flat_map(entry)),
-            Expr::Select(select) => children.push(&select.operand),
-            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        // `lists.range(n)` parses as the method `range` of an identifier
+        // `lists`.
+        if let Expr::Call(call) = &node.expr
+            && call.func_name == "range"
+            && matches!(call.target.as_deref(), Some(IdedExpr { expr: Expr::Ident(name), .. }) if name == "lists")
+        {
+            return Err(
+                "lists.range is not offered to device selectors: without a cost limit its size is unbounded"
+                    .to_owned(),
+            );
         }
+        let children = super::children(node);
         pending.extend(children.into_iter().map(|child| (child, depth + 1)));
     }
     Ok(deepest)
-}
-
-/// The expressions of a map or struct literal's entry.
-fn entry(entry: &IdedEntryExpr) -> Vec<&IdedExpr> {
-    match &entry.expr {
-        EntryExpr::StructField(field) => vec![&field.value],
-        EntryExpr::MapEntry(pair) => vec![&pair.key, &pair.value],
-    }
 }
 
 fn literal_type(literal: &LiteralValue) -> &'static str {

@@ -19,6 +19,8 @@ pub use quantity::{Quantity, QuantityError};
 pub use semver::{Semver, SemverError};
 pub use validating::{ValidatingPolicy, ValidatingPolicyBinding, ValidationAction};
 
+use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr, MapExpr, StructExpr};
 use serde_json::Value as Json;
 
 /// Why a policy or binding object could not be read or compiled.
@@ -233,4 +235,30 @@ fn name_and_spec(object: &Json) -> Result<(String, &Json), PolicyError> {
         .get("spec")
         .ok_or_else(|| field_error("spec", "required"))?;
     Ok((name, spec))
+}
+
+/// The subexpressions of `expr`, in source order but a call's target after
+/// its arguments; for the walks that keep a stack of their own, as a
+/// tree may be deep.
+fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expr.expr {
+        Expr::Call(call) => call.args.iter().chain(call.target.as_deref()).collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => entries
+            .iter()
+            .flat_map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(pair) => vec![&pair.key, &pair.value],
+                EntryExpr::StructField(field) => vec![&field.value],
+            })
+            .collect(),
+        Expr::Select(select) => vec![&select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
 }

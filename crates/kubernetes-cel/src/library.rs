@@ -1,25 +1,10 @@
-//! The CEL environment of admission policies: the `cel` crate's standard
-//! library and strings extension, plus the Kubernetes functions it lacks.
-//!
-//! Reads nothing; registers functions. Allows expressions to call
-//! - the standard library and macros (`size`, `has`, `all`, `exists`,
-//!   `exists_one`, `filter`, `map`, `startsWith`, `endsWith`, `contains`,
-//!   `matches`);
-//! - cel-go's `ext.Strings` (`charAt`, `indexOf`, `lastIndexOf`,
-//!   `lowerAscii`, `upperAscii`, `replace`, `split`, `substring`, `trim`,
-//!   `join`, `format`, `strings.quote`, `reverse`), which the Kubernetes CEL
-//!   environment includes (`k8s.io/apiserver/pkg/cel/environment/base.go`)
-//!   and the `cel` crate ships as `cel::extensions::strings`;
-//! - the quantity library (`k8s.io/apiserver/pkg/cel/library/quantity.go`):
-//!   `quantity`, `isQuantity`, `sign` (a function, not a method, as
-//!   upstream declares it), `isGreaterThan`, `isLessThan`,
-//!   `compareTo`, `add`, `sub`, `asInteger`, `isInteger`,
-//!   `asApproximateFloat`;
-//! - the Kubernetes lists library (`lists.rs`) and cel-go's `ext.Lists`
-//!   (the `cel` crate's `cel::extensions::lists`);
-//! - `jsonpatch.escapeKey` (`k8s.io/apiserver/pkg/cel/library/jsonpatch.go`);
-//! - the `JSONPatch` object type of MutatingAdmissionPolicy
-//!   (`k8s.io/apiserver/pkg/cel/mutation/jsonpatch.go`).
+//! The CEL environment of admission policies
+//! (`k8s.io/apiserver/pkg/cel/environment/base.go`): the `cel` crate's
+//! standard library, its `ext.Strings` and `ext.Lists` extensions, the
+//! Kubernetes lists library (`lists.rs`), and here the quantity library
+//! (`k8s.io/apiserver/pkg/cel/library/quantity.go`), `jsonpatch.escapeKey`
+//! and the `JSONPatch` type of MutatingAdmissionPolicy. The functions and
+//! the release that introduced each: `releases.rs`.
 
 use super::quantity::Quantity;
 use cel::common::types::{

@@ -8,12 +8,8 @@
 //! element is absent. Narrower than upstream: `sum`, `min` and `max` take
 //! lists of ints and doubles only (upstream also uints, durations, and for
 //! `min`/`max` every comparable type), and `isSorted` and `includes` are
-//! not offered; the generated policies use none of those.
-//!
-//! cel-go's `ext.Lists` (`flatten`, `lists.range`, `slice`, `distinct`,
-//! `reverse`, `sort`, `sortBy`), which Kubernetes includes at version 3
-//! from 1.34 (`k8s.io/apiserver/pkg/cel/environment/base.go`), is the `cel`
-//! crate's `cel::extensions::lists`, registered beside this one.
+//! not offered; the generated policies use none of those. cel-go's
+//! `ext.Lists` is the `cel` crate's, registered beside this one.
 
 use cel::common::traits::Iterable;
 use cel::common::types::{CelDouble, CelInt, DYN_TYPE, LIST_TYPE};

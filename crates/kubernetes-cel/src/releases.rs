@@ -10,7 +10,7 @@
 //! only come from `semver()`, which counts as 1.33.
 
 use cel::IdedExpr;
-use cel::common::ast::{EntryExpr, Expr};
+use cel::common::ast::Expr;
 use cel::parser::Parser;
 
 /// Never in a Kubernetes CEL environment, though the `cel` crate offers
@@ -136,52 +136,17 @@ pub fn functions(expression: &str) -> Result<Vec<String>, String> {
 fn calls(expr: &IdedExpr, out: &mut Vec<String>) {
     let mut stack = vec![expr];
     while let Some(expr) = stack.pop() {
-        match &expr.expr {
-            Expr::Call(call) => {
-                let namespace = match call.target.as_deref().map(|t| &t.expr) {
-                    Some(Expr::Ident(ns))
-                        if ns == "lists" || ns == "strings" || ns == "jsonpatch" =>
-                    {
-                        Some(ns.as_str())
-                    }
-                    _ => None,
-                };
-                match namespace {
-                    Some(ns) => out.push(format!("{ns}.{}", call.func_name)),
-                    None => {
-                        out.push(call.func_name.clone());
-                        stack.extend(call.target.as_deref());
-                    }
+        if let Expr::Call(call) = &expr.expr {
+            match call.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns))
+                    if ["lists", "strings", "jsonpatch"].contains(&ns.as_str()) =>
+                {
+                    out.push(format!("{ns}.{}", call.func_name))
                 }
-                stack.extend(call.args.iter().rev());
+                _ => out.push(call.func_name.clone()),
             }
-            Expr::Comprehension(c) => {
-                stack.extend([
-                    &c.result,
-                    &c.loop_step,
-                    &c.loop_cond,
-                    &c.accu_init,
-                    &c.iter_range,
-                ]);
-            }
-            Expr::List(list) => stack.extend(list.elements.iter().rev()),
-            Expr::Map(map) => {
-                for entry in map.entries.iter().rev() {
-                    if let EntryExpr::MapEntry(entry) = &entry.expr {
-                        stack.extend([&entry.value, &entry.key]);
-                    }
-                }
-            }
-            Expr::Struct(object) => {
-                for entry in object.entries.iter().rev() {
-                    if let EntryExpr::StructField(field) = &entry.expr {
-                        stack.push(&field.value);
-                    }
-                }
-            }
-            Expr::Select(select) => stack.push(&select.operand),
-            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
         }
+        stack.extend(super::children(expr).into_iter().rev());
     }
 }
 

@@ -346,7 +346,6 @@ fn is_semver(s: &CelString<'_>) -> CelBool {
     parse(s.inner(), false).is_ok().into()
 }
 
-/// `isSemver(string, bool)`.
 fn is_semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> CelBool {
     parse(s.inner(), *normalize.inner()).is_ok().into()
 }
@@ -372,17 +371,14 @@ fn wrap(n: u64) -> CelInt {
     (n as i64).into()
 }
 
-/// `<Semver>.major()`.
 fn semver_major(v: &Semver) -> CelInt {
     wrap(v.major)
 }
 
-/// `<Semver>.minor()`.
 fn semver_minor(v: &Semver) -> CelInt {
     wrap(v.minor)
 }
 
-/// `<Semver>.patch()`.
 fn semver_patch(v: &Semver) -> CelInt {
     wrap(v.patch)
 }

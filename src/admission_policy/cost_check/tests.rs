@@ -4,20 +4,14 @@
 //! the computed ones),
 //! and its arithmetic on small policies whose costs are derived by hand.
 
-use crate::kubernetes_version::KubernetesVersion;
 use serde_json::json;
 
 use super::*;
-use crate::admission_policy::{mutating_policies, validating_policies};
 use crate::settings::Settings;
 
 fn generated() -> Vec<Value> {
     let settings = Settings::default();
-    validating_policies(&settings, KubernetesVersion::default())
-        .into_iter()
-        .chain(mutating_policies(&settings, KubernetesVersion::default()))
-        .map(|p| p.object)
-        .collect()
+    policies(&settings, true)
 }
 
 fn worst_cases() -> Vec<PolicyCost> {
@@ -54,14 +48,10 @@ fn every_expression_of_every_generated_policy_is_estimated() {
     "{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {kaiScheduler: {schedulerName: x}}}",
     7
 )]
-fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case] policies: usize) {
+fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case] count: usize) {
     let settings = Settings::from_yaml(yaml, "c.yaml").unwrap_or_else(|err| panic!("{err}"));
-    let generated: Vec<Value> = validating_policies(&settings, KubernetesVersion::default())
-        .into_iter()
-        .chain(mutating_policies(&settings, KubernetesVersion::default()))
-        .map(|p| p.object)
-        .collect();
-    assert_eq!(generated.len(), policies);
+    let generated = policies(&settings, true);
+    assert_eq!(generated.len(), count);
     for policy in &generated {
         let cost = policy_cost(policy, &Inputs::worst_case(policy));
         for e in &cost.expressions {
@@ -377,7 +367,7 @@ fn the_default_policies_are_within_the_limits_on_their_reference_objects() {
 fn fifty_containers_pass_the_per_call_limit() {
     // docs/policy.md: at 50 sidecars and 50 containers the pod count of
     // bounded-requests is past the per-call limit.
-    let policy = &validating_policies(&Settings::default(), KubernetesVersion::default())[0].object;
+    let policy = &policies(&Settings::default(), false)[0];
     let namespace = json!({"metadata": {"name": "gpu"}});
     let request = json!({"operation": "CREATE"});
     let inputs = Inputs::request(&pod_of_containers(50), &Value::Null, &namespace, &request);

@@ -1,23 +1,23 @@
 //! The test file of `gpu-policy test`: its schema (`apiVersion:
 //! gpu-policy.io/v1alpha1`, `kind: Test`; docs/policy.md, "Testing a
-//! configuration"), read strictly, and everything it names loaded: the
-//! configuration, the resources, the expected objects. What is wrong is a
-//! [`TestFileError`] on one line, naming the file and the field; nothing is
-//! evaluated here.
+//! configuration"), read strictly by serde (unknown keys refused), and
+//! everything it names loaded: the configuration, the resources, the
+//! expected objects. What is wrong is a [`TestFileError`] on one line,
+//! naming the file and the field; nothing is evaluated here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use clap::ValueEnum;
 use regex::Regex;
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
-use super::fields::{FieldError, Fields, described, list, non_empty_string};
-use crate::admission::Mode;
+use crate::admission::{Mode, UnknownMode};
 use crate::cli::args::Engine;
 use crate::manifest::{self, Document, one_line};
 use crate::policy::RuleId;
+use crate::manifest::json_type;
 use crate::settings::{Config, Settings};
 
 /// The `apiVersion` of a test document.
@@ -26,6 +26,24 @@ pub const TEST_API_VERSION: &str = "gpu-policy.io/v1alpha1";
 pub const TEST_KIND: &str = "Test";
 /// How the name of a test file ends, for the folders searched.
 pub const SUFFIXES: [&str; 2] = [".gpu-policy-test.yaml", ".gpu-policy-test.yml"];
+
+/// A field of the test file that is not what the schema says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// Where, as a path: `namespace.mode`, `cases[0].patched.file`.
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
 
 /// A test file that cannot be read or does not follow the schema.
 #[derive(Debug, thiserror::Error)]
@@ -111,24 +129,6 @@ pub struct ObjectId {
     pub name: String,
 }
 
-impl ObjectId {
-    /// `Kind/namespace/name`, or `Kind/name` in `namespace`.
-    pub fn parse(text: &str, namespace: &str) -> Option<Self> {
-        let parts: Vec<&str> = text.split('/').collect();
-        let (kind, namespace, name) = match parts.as_slice() {
-            [kind, name] => (*kind, namespace, *name),
-            [kind, namespace, name] => (*kind, *namespace, *name),
-            _ => return None,
-        };
-        let valid = |part: &str| !part.is_empty() && part.trim() == part;
-        (valid(kind) && valid(namespace) && valid(name)).then(|| Self {
-            kind: kind.to_owned(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        })
-    }
-}
-
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
@@ -175,30 +175,30 @@ impl Expectations {
 }
 
 /// A message pattern: a substring, or `/a regular expression/`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "NonEmpty")]
 pub enum Pattern {
     Substring(String),
     Regex(Regex),
 }
 
-impl Pattern {
-    fn parse(text: String, path: &str) -> Result<Self, FieldError> {
+impl TryFrom<NonEmpty> for Pattern {
+    type Error = String;
+
+    fn try_from(NonEmpty(text): NonEmpty) -> Result<Self, String> {
         match text
             .strip_prefix('/')
             .and_then(|rest| rest.strip_suffix('/'))
         {
-            Some(expression) if !expression.is_empty() => {
-                Regex::new(expression).map(Pattern::Regex).map_err(|err| {
-                    FieldError::new(
-                        path,
-                        format!("not a regular expression: {}", one_line(&err.to_string())),
-                    )
-                })
-            }
+            Some(expression) if !expression.is_empty() => Regex::new(expression)
+                .map(Pattern::Regex)
+                .map_err(|err| format!("not a regular expression: {}", one_line(&err.to_string()))),
             _ => Ok(Pattern::Substring(text)),
         }
     }
+}
 
+impl Pattern {
     pub fn matches(&self, text: &str) -> bool {
         match self {
             Pattern::Substring(part) => text.contains(part.as_str()),
@@ -216,31 +216,133 @@ impl fmt::Display for Pattern {
     }
 }
 
-const TEST_FIELDS: &[&str] = &[
-    "apiVersion",
-    "kind",
-    "name",
-    "config",
-    "namespace",
-    "resources",
-    "engines",
-    "cases",
-];
-const NAMESPACE_FIELDS: &[&str] = &["name", "mode", "annotations"];
-const RESOURCE_FIELDS: &[&str] = &["inline"];
-const CASE_FIELDS: &[&str] = &[
-    "object",
-    "engines",
-    "allowed",
-    "ignored",
-    "mutated",
-    "violations",
-    "changes",
-    "messages",
-    "warnings",
-    "patched",
-];
-const PATCHED_FIELDS: &[&str] = &["file", "object"];
+/// A string that is not blank.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "String")]
+struct NonEmpty(String);
+
+impl TryFrom<String> for NonEmpty {
+    type Error = &'static str;
+
+    fn try_from(text: String) -> Result<Self, &'static str> {
+        match text.trim().is_empty() {
+            true => Err("is empty"),
+            false => Ok(NonEmpty(text)),
+        }
+    }
+}
+
+/// A rule by its name.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "NonEmpty")]
+struct RuleName(RuleId);
+
+impl TryFrom<NonEmpty> for RuleName {
+    type Error = String;
+
+    fn try_from(NonEmpty(text): NonEmpty) -> Result<Self, String> {
+        RuleId::parse(&text).map(RuleName).ok_or_else(|| {
+            let known: Vec<&str> = RuleId::ALL.iter().map(|rule| rule.as_str()).collect();
+            format!("unknown rule {text:?} (the rules: {})", known.join(", "))
+        })
+    }
+}
+
+/// `Kind/namespace/name`, or `Kind/name` in the test's namespace.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "NonEmpty")]
+struct ObjectRef {
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl TryFrom<NonEmpty> for ObjectRef {
+    type Error = String;
+
+    fn try_from(NonEmpty(text): NonEmpty) -> Result<Self, String> {
+        let parts: Vec<&str> = text.split('/').collect();
+        let (kind, namespace, name) = match parts.as_slice() {
+            [kind, name] => (*kind, None, *name),
+            [kind, namespace, name] => (*kind, Some(*namespace), *name),
+            _ => ("", None, ""),
+        };
+        let valid = |part: &str| !part.is_empty() && part.trim() == part;
+        if valid(kind) && namespace.is_none_or(valid) && valid(name) {
+            Ok(ObjectRef {
+                kind: kind.to_owned(),
+                namespace: namespace.map(str::to_owned),
+                name: name.to_owned(),
+            })
+        } else {
+            Err(format!(
+                "must be Kind/namespace/name or Kind/name, not {text:?}"
+            ))
+        }
+    }
+}
+
+/// One test document as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TestDocument {
+    api_version: NonEmpty,
+    kind: NonEmpty,
+    name: NonEmpty,
+    /// A path relative to the test file, or the configuration itself.
+    config: Option<Value>,
+    namespace: Option<NamespaceDocument>,
+    resources: Vec<Resource>,
+    engines: Option<Vec<Engine>>,
+    cases: Vec<CaseDocument>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamespaceDocument {
+    name: Option<NonEmpty>,
+    mode: Option<NonEmpty>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+/// A path (a file or folder) relative to the test file, or an object.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a path or a mapping with inline")]
+enum Resource {
+    Path(NonEmpty),
+    Inline(Inline),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Inline {
+    inline: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseDocument {
+    object: ObjectRef,
+    engines: Option<Vec<Engine>>,
+    allowed: Option<bool>,
+    ignored: Option<bool>,
+    mutated: Option<bool>,
+    violations: Option<Vec<RuleName>>,
+    changes: Option<Vec<RuleName>>,
+    messages: Option<Vec<Pattern>>,
+    warnings: Option<Vec<Pattern>>,
+    patched: Option<Patched>,
+}
+
+/// `patched:` `{file: PATH}` (one object, relative to the test file) or
+/// `{object: {...}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Patched {
+    file: Option<NonEmpty>,
+    object: Option<Map<String, Value>>,
+}
 
 /// Every test of one file (a file may hold several documents), or the
 /// problem of each document that has one.
@@ -297,30 +399,21 @@ pub fn load(path: &Path) -> Result<Vec<Test>, Vec<TestFileError>> {
 /// (recursive, symlinked folders not followed) whose names end with one of
 /// [`SUFFIXES`], sorted.
 pub fn find(path: &Path) -> Result<Vec<PathBuf>, TestFileError> {
-    let read_error = |dir: &Path, source| TestFileError::Read {
-        path: dir.display().to_string(),
-        source,
-    };
-    let metadata = std::fs::metadata(path).map_err(|source| read_error(path, source))?;
-    if !metadata.is_dir() {
-        return Ok(vec![path.to_path_buf()]);
-    }
     let mut found = Vec::new();
-    let mut pending = vec![path.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(|source| read_error(&dir, source))? {
-            let entry = entry.map_err(|source| read_error(&dir, source))?;
-            let file = entry.path();
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                pending.push(file);
-            } else if entry
-                .file_name()
-                .to_str()
-                .is_some_and(|name| SUFFIXES.iter().any(|suffix| name.ends_with(suffix)))
-                && !file.is_dir()
-            {
-                found.push(file);
-            }
+    for entry in walkdir::WalkDir::new(path) {
+        let entry = entry.map_err(|err| TestFileError::Read {
+            path: err.path().unwrap_or(path).display().to_string(),
+            source: err.into(),
+        })?;
+        if entry.depth() == 0 && !entry.file_type().is_dir() {
+            return Ok(vec![path.to_path_buf()]);
+        }
+        let named = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| SUFFIXES.iter().any(|suffix| name.ends_with(suffix)));
+        if named && !entry.path().is_dir() {
+            found.push(entry.into_path());
         }
     }
     if found.is_empty() {
@@ -333,9 +426,24 @@ pub fn find(path: &Path) -> Result<Vec<PathBuf>, TestFileError> {
 }
 
 fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldError> {
-    let mut fields = Fields::new(document, "", TEST_FIELDS)?;
-    for (key, wanted) in [("apiVersion", TEST_API_VERSION), ("kind", TEST_KIND)] {
-        let found = fields.required_string(key)?;
+    if !document.is_object() {
+        let found = json_type(&document);
+        return Err(FieldError::new(
+            "the document",
+            format!("must be a mapping, not {found}"),
+        ));
+    }
+    let document: TestDocument = serde_path_to_error::deserialize(document).map_err(|err| {
+        let field = match err.path().to_string() {
+            top if top == "." => "the document".to_owned(),
+            field => field,
+        };
+        FieldError::new(field, one_line(&err.inner().to_string()))
+    })?;
+    for (key, wanted, NonEmpty(found)) in [
+        ("apiVersion", TEST_API_VERSION, &document.api_version),
+        ("kind", TEST_KIND, &document.kind),
+    ] {
         if found != wanted {
             return Err(FieldError::new(
                 key,
@@ -343,29 +451,52 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
             ));
         }
     }
-    let name = fields.required_string("name")?;
-    let settings = settings(fields.take("config"), base)?;
-    let (namespace, mode, annotations) = match fields.take("namespace") {
-        Some(value) => namespace(value)?,
+    let settings = settings(document.config, base)?;
+    let (namespace, mode, annotations) = match document.namespace {
+        Some(ns) => (
+            ns.name.map_or_else(|| "default".to_owned(), |name| name.0),
+            match ns.mode {
+                Some(NonEmpty(mode)) => mode.parse().map_err(|err: UnknownMode| {
+                    FieldError::new("namespace.mode", err.to_string())
+                })?,
+                None => Mode::Enforce,
+            },
+            ns.annotations,
+        ),
         None => ("default".to_owned(), Mode::Enforce, BTreeMap::new()),
     };
-    let resources = resources(fields.required("resources")?, base, file)?;
-    let engines = match fields.list("engines")? {
-        Some(items) => engines(items, "engines")?,
+    if document.resources.is_empty() {
+        return Err(FieldError::new("resources", "is empty"));
+    }
+    let mut resources = Vec::new();
+    for (index, resource) in document.resources.into_iter().enumerate() {
+        let path = format!("resources[{index}]");
+        match resource {
+            Resource::Path(NonEmpty(relative)) => {
+                resources.extend(read_manifests(&relative, base, &path)?);
+            }
+            Resource::Inline(Inline { inline }) => resources.push(Document {
+                source: format!("{file} {path}.inline"),
+                object: Value::Object(inline),
+            }),
+        }
+    }
+    let engines = match document.engines {
+        Some(listed) => engines(&listed, "engines")?,
         None => Engines::BOTH,
     };
-    let items = list(fields.required("cases")?, "cases")?;
-    if items.is_empty() {
+    if document.cases.is_empty() {
         return Err(FieldError::new("cases", "is empty"));
     }
-    let cases = items
+    let cases = document
+        .cases
         .into_iter()
         .enumerate()
-        .map(|(index, (path, value))| parse_case(value, &path, index, &namespace, engines, base))
+        .map(|(index, case)| parse_case(case, index, &namespace, engines, base))
         .collect::<Result<_, _>>()?;
     Ok(Test {
         file: file.to_owned(),
-        name,
+        name: document.name.0,
         settings,
         namespace,
         mode,
@@ -392,88 +523,9 @@ fn settings(value: Option<Value>, base: &Path) -> Result<Settings, FieldError> {
         }
         Some(other) => Err(invalid(format!(
             "must be a path or a mapping, not {}",
-            described(&other)
+            json_type(&other)
         ))),
     }
-}
-
-fn namespace(value: Value) -> Result<(String, Mode, BTreeMap<String, String>), FieldError> {
-    let mut fields = Fields::new(value, "namespace", NAMESPACE_FIELDS)?;
-    let name = fields
-        .string("name")?
-        .unwrap_or_else(|| "default".to_owned());
-    let mode = match fields.string("mode")? {
-        None => Mode::Enforce,
-        Some(text) => text.parse().map_err(|err: crate::admission::UnknownMode| {
-            FieldError::new(fields.path_of("mode"), err.to_string())
-        })?,
-    };
-    let mut annotations = BTreeMap::new();
-    if let Some(value) = fields.take("annotations") {
-        let path = fields.path_of("annotations");
-        let Value::Object(map) = value else {
-            return Err(FieldError::new(
-                path,
-                format!("must be a mapping, not {}", described(&value)),
-            ));
-        };
-        for (key, value) in map {
-            let text = match value {
-                Value::String(text) => text,
-                other => {
-                    return Err(FieldError::new(
-                        format!("{path}.{key}"),
-                        format!("must be a string (quote it), not {}", described(&other)),
-                    ));
-                }
-            };
-            annotations.insert(key, text);
-        }
-    }
-    Ok((name, mode, annotations))
-}
-
-/// `resources:` paths (files or folders) relative to the test file, and
-/// `inline:` objects.
-fn resources(value: Value, base: &Path, file: &str) -> Result<Vec<Document>, FieldError> {
-    let items = list(value, "resources")?;
-    if items.is_empty() {
-        return Err(FieldError::new("resources", "is empty"));
-    }
-    let mut documents = Vec::new();
-    for (path, value) in items {
-        match value {
-            Value::String(_) => {
-                let relative = non_empty_string(value, &path)?;
-                documents.extend(read_manifests(&relative, base, &path)?);
-            }
-            value @ Value::Object(_) => {
-                let mut fields = Fields::new(value, &path, RESOURCE_FIELDS)?;
-                let inline_path = fields.path_of("inline");
-                let object = fields.required("inline")?;
-                if !object.is_object() {
-                    return Err(FieldError::new(
-                        inline_path,
-                        format!("must be a Kubernetes object, not {}", described(&object)),
-                    ));
-                }
-                documents.push(Document {
-                    source: format!("{file} {inline_path}"),
-                    object,
-                });
-            }
-            other => {
-                return Err(FieldError::new(
-                    path,
-                    format!(
-                        "must be a path or a mapping with inline, not {}",
-                        described(&other)
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(documents)
 }
 
 /// The objects of a file or folder named relative to the test file.
@@ -485,28 +537,24 @@ fn read_manifests(relative: &str, base: &Path, path: &str) -> Result<Vec<Documen
         .map_err(|err| FieldError::new(path, err.to_string()))
 }
 
-fn engines(items: Vec<(String, Value)>, path: &str) -> Result<Engines, FieldError> {
-    if items.is_empty() {
+fn engines(listed: &[Engine], path: &str) -> Result<Engines, FieldError> {
+    if listed.is_empty() {
         return Err(FieldError::new(path, "is empty"));
     }
     let mut engines = Engines {
         webhook: false,
         cel: false,
     };
-    for (path, value) in items {
-        let text = non_empty_string(value, &path)?;
-        let slot = match Engine::from_str(&text, false) {
-            Ok(Engine::Webhook) => &mut engines.webhook,
-            Ok(Engine::Cel) => &mut engines.cel,
-            Err(_) => {
-                return Err(FieldError::new(
-                    path,
-                    format!("unknown engine {text:?} (expected webhook or cel)"),
-                ));
-            }
+    for (index, engine) in listed.iter().enumerate() {
+        let (slot, name) = match engine {
+            Engine::Webhook => (&mut engines.webhook, "webhook"),
+            Engine::Cel => (&mut engines.cel, "cel"),
         };
         if *slot {
-            return Err(FieldError::new(path, format!("{text} is listed twice")));
+            return Err(FieldError::new(
+                format!("{path}[{index}]"),
+                format!("{name} is listed twice"),
+            ));
         }
         *slot = true;
     }
@@ -514,37 +562,40 @@ fn engines(items: Vec<(String, Value)>, path: &str) -> Result<Engines, FieldErro
 }
 
 fn parse_case(
-    value: Value,
-    path: &str,
+    case: CaseDocument,
     index: usize,
     namespace: &str,
     engines_of_test: Engines,
     base: &Path,
 ) -> Result<Case, FieldError> {
-    let mut fields = Fields::new(value, path, CASE_FIELDS)?;
-    let text = fields.required_string("object")?;
-    let object = ObjectId::parse(&text, namespace).ok_or_else(|| {
-        FieldError::new(
-            fields.path_of("object"),
-            format!("must be Kind/namespace/name or Kind/name, not {text:?}"),
-        )
-    })?;
-    let engines = match fields.list("engines")? {
-        Some(items) => engines(items, &fields.path_of("engines"))?,
+    let path = format!("cases[{index}]");
+    let object = ObjectId {
+        kind: case.object.kind,
+        namespace: case
+            .object
+            .namespace
+            .unwrap_or_else(|| namespace.to_owned()),
+        name: case.object.name,
+    };
+    let engines = match case.engines {
+        Some(listed) => engines(&listed, &format!("{path}.engines"))?,
         None => engines_of_test,
     };
-    let rules = |items: Option<Vec<(String, Value)>>| items.map(rule_set).transpose();
-    let patterns = |items: Option<Vec<(String, Value)>>| items.map(pattern_list).transpose();
+    let rules = |listed: Option<Vec<RuleName>>, field: &str| {
+        listed
+            .map(|listed| rule_set(&listed, &format!("{path}.{field}")))
+            .transpose()
+    };
     let expect = Expectations {
-        allowed: fields.boolean("allowed")?,
-        ignored: fields.boolean("ignored")?,
-        mutated: fields.boolean("mutated")?,
-        violations: rules(fields.list("violations")?)?,
-        changes: rules(fields.list("changes")?)?,
-        messages: patterns(fields.list("messages")?)?,
-        warnings: patterns(fields.list("warnings")?)?,
-        patched: match fields.take("patched") {
-            Some(value) => Some(patched(value, &fields.path_of("patched"), base)?),
+        allowed: case.allowed,
+        ignored: case.ignored,
+        mutated: case.mutated,
+        violations: rules(case.violations, "violations")?,
+        changes: rules(case.changes, "changes")?,
+        messages: case.messages,
+        warnings: case.warnings,
+        patched: match case.patched {
+            Some(patched) => Some(patched_object(patched, &format!("{path}.patched"), base)?),
             None => None,
         },
     };
@@ -563,40 +614,23 @@ fn parse_case(
     })
 }
 
-fn rule_set(items: Vec<(String, Value)>) -> Result<BTreeSet<RuleId>, FieldError> {
+fn rule_set(listed: &[RuleName], path: &str) -> Result<BTreeSet<RuleId>, FieldError> {
     let mut rules = BTreeSet::new();
-    for (path, value) in items {
-        let text = non_empty_string(value, &path)?;
-        let Some(rule) = RuleId::parse(&text) else {
-            let known: Vec<&str> = RuleId::ALL.iter().map(|rule| rule.as_str()).collect();
+    for (index, RuleName(rule)) in listed.iter().enumerate() {
+        if !rules.insert(*rule) {
             return Err(FieldError::new(
-                path,
-                format!("unknown rule {text:?} (the rules: {})", known.join(", ")),
+                format!("{path}[{index}]"),
+                format!("{rule} is listed twice"),
             ));
-        };
-        if !rules.insert(rule) {
-            return Err(FieldError::new(path, format!("{rule} is listed twice")));
         }
     }
     Ok(rules)
 }
 
-fn pattern_list(items: Vec<(String, Value)>) -> Result<Vec<Pattern>, FieldError> {
-    items
-        .into_iter()
-        .map(|(path, value)| Pattern::parse(non_empty_string(value, &path)?, &path))
-        .collect()
-}
-
-/// `patched:` `{file: PATH}` (one object, relative to the test file) or
-/// `{object: {...}}`.
-fn patched(value: Value, path: &str, base: &Path) -> Result<Value, FieldError> {
-    let mut fields = Fields::new(value, path, PATCHED_FIELDS)?;
-    let file = fields.string("file")?;
-    let object = fields.take("object");
-    match (file, object) {
-        (Some(file), None) => {
-            let file_path = fields.path_of("file");
+fn patched_object(patched: Patched, path: &str, base: &Path) -> Result<Value, FieldError> {
+    match (patched.file, patched.object) {
+        (Some(NonEmpty(file)), None) => {
+            let file_path = format!("{path}.file");
             let mut documents = read_manifests(&file, base, &file_path)?;
             match documents.len() {
                 1 => Ok(documents.remove(0).object),
@@ -606,11 +640,7 @@ fn patched(value: Value, path: &str, base: &Path) -> Result<Value, FieldError> {
                 )),
             }
         }
-        (None, Some(object @ Value::Object(_))) => Ok(object),
-        (None, Some(other)) => Err(FieldError::new(
-            fields.path_of("object"),
-            format!("must be a Kubernetes object, not {}", described(&other)),
-        )),
+        (None, Some(object)) => Ok(Value::Object(object)),
         _ => Err(FieldError::new(path, "give either file or object")),
     }
 }

@@ -9,7 +9,6 @@ use super::run::{CaseOutcome, TestRun};
 use super::table::engine_name;
 use crate::cli::args::Engine;
 
-/// The report.
 pub fn render(runs: &[TestRun<'_>], engine: Engine) -> anyhow::Result<String> {
     let mut report = Report::new(format!("gpu-policy test ({} engine)", engine_name(engine)));
     for run in runs {

@@ -204,52 +204,41 @@ fn compare(
             ));
         }
     }
-    if let Some(expected) = &expect.violations {
-        for rule in expected.difference(&violated.iter().copied().collect()) {
-            out.push(difference(
-                vec![*rule],
-                "violations",
-                "a violation".into(),
-                "none".into(),
-            ));
+    let violation_texts = |rule: RuleId| -> Vec<String> {
+        let texts = report.violations.iter().filter(|v| v.rule == rule);
+        texts.map(|v| format!("{:?}", v.message.as_str())).collect()
+    };
+    let change_texts = |rule: RuleId| -> Vec<String> {
+        let texts = report.changes.iter().filter(|(r, _)| *r == rule);
+        texts.map(|(_, summary)| format!("{summary:?}")).collect()
+    };
+    type Texts<'a> = &'a dyn Fn(RuleId) -> Vec<String>;
+    let rule_sets: [(&str, &str, _, _, Texts); 2] = [
+        (
+            "violations",
+            "a violation",
+            &expect.violations,
+            &violated,
+            &violation_texts,
+        ),
+        (
+            "changes",
+            "a change",
+            &expect.changes,
+            &changed,
+            &change_texts,
+        ),
+    ];
+    for (field, one, expected, found, texts) in rule_sets {
+        let Some(expected) = expected else {
+            continue;
+        };
+        for rule in expected.iter().filter(|rule| !found.contains(rule)) {
+            out.push(difference(vec![*rule], field, one.into(), "none".into()));
         }
-        for rule in violated.iter().filter(|rule| !expected.contains(rule)) {
-            let messages: Vec<String> = report
-                .violations
-                .iter()
-                .filter(|v| v.rule == *rule)
-                .map(|v| format!("{:?}", v.message.as_str()))
-                .collect();
-            out.push(difference(
-                vec![*rule],
-                "violations",
-                "none".into(),
-                messages.join(" and "),
-            ));
-        }
-    }
-    if let Some(expected) = &expect.changes {
-        for rule in expected.difference(&changed.iter().copied().collect()) {
-            out.push(difference(
-                vec![*rule],
-                "changes",
-                "a change".into(),
-                "none".into(),
-            ));
-        }
-        for rule in changed.iter().filter(|rule| !expected.contains(rule)) {
-            let summaries: Vec<String> = report
-                .changes
-                .iter()
-                .filter(|(r, _)| r == rule)
-                .map(|(_, summary)| format!("{summary:?}"))
-                .collect();
-            out.push(difference(
-                vec![*rule],
-                "changes",
-                "none".into(),
-                summaries.join(" and "),
-            ));
+        for rule in found.iter().filter(|rule| !expected.contains(rule)) {
+            let got = texts(*rule).join(" and ");
+            out.push(difference(vec![*rule], field, "none".into(), got));
         }
     }
     if let Some(patterns) = &expect.messages {
@@ -428,15 +417,18 @@ fn json_differences(
 
 /// A JSON value on one line, cut to [`VALUE_CHARS`].
 fn shown(value: Option<&Value>) -> String {
-    let Some(value) = value else {
-        return "absent".to_owned();
-    };
-    let text = value.to_string();
-    if text.chars().count() <= VALUE_CHARS {
-        text
+    value.map_or("absent".to_owned(), |value| {
+        cut(&value.to_string(), VALUE_CHARS)
+    })
+}
+
+/// `text` cut to `chars` characters, `…` in place of the rest.
+pub fn cut(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        text.to_owned()
     } else {
-        let cut: String = text.chars().take(VALUE_CHARS - 1).collect();
-        format!("{cut}…")
+        let kept: String = text.chars().take(chars - 1).collect();
+        format!("{kept}…")
     }
 }
 

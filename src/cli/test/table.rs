@@ -2,7 +2,7 @@
 //! object, result, why), then every difference of each failing case on a
 //! line of its own, then a summary line.
 
-use super::run::{CaseOutcome, TestRun};
+use super::run::{CaseOutcome, TestRun, cut};
 use crate::cli::args::Engine;
 
 /// How much of the first difference the WHY column shows (the lines below
@@ -59,16 +59,14 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                     for difference in differences {
                         failures.push_str(&format!("  {}\n", cell(&difference.to_string())));
                     }
+                    // The first difference, without the object the row names.
                     let first = differences
                         .first()
                         .map(|d| {
-                            let rules: Vec<&str> = d.rules.iter().map(|r| r.as_str()).collect();
-                            let rules = if rules.is_empty() {
-                                String::new()
-                            } else {
-                                format!("[{}] ", rules.join(", "))
-                            };
-                            format!("{rules}{}: expected {}, got {}", d.field, d.expected, d.got)
+                            let text = d.to_string();
+                            text.get(d.object.len() + 2..)
+                                .unwrap_or_default()
+                                .to_owned()
                         })
                         .unwrap_or_default();
                     let mut why = cut(&first, WHY_CHARS);
@@ -151,13 +149,4 @@ fn cell(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
-}
-
-fn cut(text: &str, chars: usize) -> String {
-    if text.chars().count() <= chars {
-        text.to_owned()
-    } else {
-        let kept: String = text.chars().take(chars - 1).collect();
-        format!("{kept}…")
-    }
 }

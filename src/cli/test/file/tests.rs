@@ -31,7 +31,7 @@ fn a_minimal_test_gets_the_defaults() {
 
 #[test]
 fn every_problem_names_its_field() {
-    let cases: [(&str, Value, &str); 9] = [
+    let cases: [(&str, Value, &str); 13] = [
         ("kind", json!("Tset"), "kind: must be Test, not \"Tset\""),
         (
             "namespace",
@@ -41,12 +41,17 @@ fn every_problem_names_its_field() {
         (
             "namespace",
             json!({"annotations": {"a": 2}}),
-            "namespace.annotations.a: must be a string (quote it), not a number (2)",
+            "namespace.annotations.a: invalid type: integer `2`, expected a string",
         ),
         (
             "config",
             json!({"maxPerPd": 2}),
             "config: unknown field `maxPerPd`",
+        ),
+        (
+            "engines",
+            json!(["kyverno"]),
+            "engines[0]: unknown variant `kyverno`, expected `webhook` or `cel`",
         ),
         (
             "engines",
@@ -62,6 +67,21 @@ fn every_problem_names_its_field() {
             "cases",
             json!([{"object": "p", "allowed": true}]),
             "cases[0].object: must be Kind/namespace/name or Kind/name, not \"p\"",
+        ),
+        (
+            "cases",
+            json!([{"object": "Pod/p", "alowed": true}]),
+            "cases[0].alowed: unknown field `alowed`, expected one of `object`, `engines`, ",
+        ),
+        (
+            "cases",
+            json!([{"object": "Pod/p", "allowed": "yes"}]),
+            "cases[0].allowed: invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            "cases",
+            json!([{"object": " ", "allowed": true}]),
+            "cases[0].object: is empty",
         ),
         (
             "cases",
@@ -84,9 +104,21 @@ fn every_problem_names_its_field() {
 }
 
 #[test]
+fn a_document_that_is_no_mapping_is_refused() {
+    let err = parsed(json!(["a"])).err().unwrap_or_default();
+    assert_eq!(err, "the document: must be a mapping, not a list");
+    let mut nameless = minimal();
+    nameless
+        .as_object_mut()
+        .map(|document| document.remove("name"));
+    let err = parsed(nameless).err().unwrap_or_default();
+    assert_eq!(err, "the document: missing field `name`");
+}
+
+#[test]
 fn patterns_are_substrings_or_slashed_regular_expressions() {
-    let substring = Pattern::parse("above 2".into(), "p");
-    let regex = Pattern::parse("/above [0-9]+$/".into(), "p");
+    let substring = Pattern::try_from(NonEmpty("above 2".into()));
+    let regex = Pattern::try_from(NonEmpty("/above [0-9]+$/".into()));
     let (Ok(substring), Ok(regex)) = (substring, regex) else {
         panic!("patterns parse");
     };
