@@ -15,9 +15,9 @@ use serde_json::{Map, Value};
 
 use crate::admission::{Mode, UnknownMode};
 use crate::cli::args::Engine;
+use crate::manifest::json_type;
 use crate::manifest::{self, Document, one_line};
 use crate::policy::RuleId;
-use crate::manifest::json_type;
 use crate::settings::{Config, Settings};
 
 /// The `apiVersion` of a test document.
