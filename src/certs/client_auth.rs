@@ -36,6 +36,16 @@ pub struct ClientAuth {
     loaded: Mutex<Loaded>,
 }
 
+/// Why a client certificate's names were refused. The message of the log
+/// line stays the same for every refusal of one kind; what the certificate
+/// carries goes into its fields.
+enum NameRefusal {
+    /// The certificate or its subjectAltName could not be read.
+    Unreadable(String),
+    /// None of its CN and DNS names is a `--client-name`.
+    NoneAllowed { presented: String },
+}
+
 struct Loaded {
     bytes: Vec<u8>,
     /// The last reload was refused.
@@ -150,17 +160,17 @@ impl ClientAuth {
     }
 
     /// Ok when `names` is empty or the certificate's subject CN or one of
-    /// its DNS SANs equals one of them (DNS names ignoring ASCII case); else
-    /// why not, naming what it carries.
-    fn check_names(&self, end_entity: &CertificateDer<'_>) -> Result<(), String> {
+    /// its DNS SANs equals one of them (DNS names ignoring ASCII case).
+    fn check_names(&self, end_entity: &CertificateDer<'_>) -> Result<(), NameRefusal> {
         if self.names.is_empty() {
             return Ok(());
         }
-        let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
-            .map_err(|err| format!("cannot parse the client certificate: {err}"))?;
-        let san = cert
-            .subject_alternative_name()
-            .map_err(|err| format!("subjectAltName of the client certificate: {err}"))?;
+        let (_, cert) = x509_parser::parse_x509_certificate(end_entity).map_err(|err| {
+            NameRefusal::Unreadable(format!("cannot parse the client certificate: {err}"))
+        })?;
+        let san = cert.subject_alternative_name().map_err(|err| {
+            NameRefusal::Unreadable(format!("subjectAltName of the client certificate: {err}"))
+        })?;
         let common_names = cert
             .subject()
             .iter_common_name()
@@ -189,11 +199,9 @@ impl ClientAuth {
             }
             presented.push(format!("DNS:{dns}"));
         }
-        Err(format!(
-            "no CN or DNS name is a --client-name (presented {}; allowed {})",
-            presented.join(", "),
-            self.names.join(", ")
-        ))
+        Err(NameRefusal::NoneAllowed {
+            presented: presented.join(", "),
+        })
     }
 }
 
@@ -235,8 +243,17 @@ impl ClientCertVerifier for ClientAuth {
         }
         match self.check_names(end_entity) {
             Ok(()) => Ok(ClientCertVerified::assertion()),
-            Err(reason) => {
-                tracing::warn!(%reason, "client certificate refused");
+            Err(refusal) => {
+                match refusal {
+                    NameRefusal::Unreadable(reason) => {
+                        tracing::warn!(%reason, "client certificate refused");
+                    }
+                    NameRefusal::NoneAllowed { presented } => tracing::warn!(
+                        %presented,
+                        allowed = %self.names.join(", "),
+                        "client certificate refused: no CN or DNS name is a --client-name"
+                    ),
+                }
                 Err(rustls::Error::InvalidCertificate(
                     rustls::CertificateError::ApplicationVerificationFailure,
                 ))
