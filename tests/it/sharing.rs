@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use gpu_policy::admission::Mode;
 use gpu_policy::admission::checker::{Checker, ObjectReport, mutated};
+use gpu_policy::policy::testing::env_of;
 use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
@@ -126,16 +127,6 @@ fn through(pod: &Value, scheme: fn(&Value) -> Value, policy_first: bool) -> Valu
         "the scheme would change it again"
     );
     final_pod
-}
-
-fn env_of(pod: &Value, name: &str) -> Vec<Value> {
-    ["initContainers", "containers"]
-        .iter()
-        .filter_map(|field| pod["spec"][field].as_array())
-        .flatten()
-        .find(|c| c["name"] == name)
-        .and_then(|c| c["env"].as_array().cloned())
-        .unwrap_or_default()
 }
 
 fn pins_of(pod: &Value, name: &str) -> Vec<Value> {

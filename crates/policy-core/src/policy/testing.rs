@@ -172,6 +172,18 @@ pub fn messages_of(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
         .collect()
 }
 
+/// The `env` of the container `name` (init, regular or ephemeral) of
+/// `pod`; empty when it has none.
+pub fn env_of(pod: &Value, name: &str) -> Vec<Value> {
+    ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|field| pod["spec"][field].as_array())
+        .flatten()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["env"].as_array().cloned())
+        .unwrap_or_default()
+}
+
 /// Applies a patch, failing the test when it does not apply.
 pub fn apply(object: &Value, patch: &[PatchOperation]) -> Value {
     let mut patched = object.clone();

@@ -41,7 +41,7 @@ fn unknown_field_is_an_error() {
 }
 
 /// Why `yaml` is refused as a config file (empty when it is not).
-fn refusal(yaml: &str) -> String {
+pub(super) fn refusal(yaml: &str) -> String {
     Settings::from_yaml(yaml, "c.yaml")
         .err()
         .map(|e| e.to_string())

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::settings::Settings;
+use crate::settings::tests::refusal;
 use rstest::rstest;
 
 /// The highest compute floor and the driver floor the table gives an image.
@@ -130,13 +131,6 @@ imageResolution:
             .image_needs("nvcr.io/nvidia/pytorch:25.12-py3")
             .is_empty()
     );
-}
-
-fn refusal(yaml: &str) -> String {
-    Settings::from_yaml(yaml, "c.yaml")
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default()
 }
 
 #[rstest]

@@ -1,20 +1,11 @@
 use super::*;
-use crate::policy::testing::{apply, evaluate_pod, evaluate_pod_update};
+use crate::policy::testing::{apply, env_of, evaluate_pod, evaluate_pod_update};
 use crate::policy::{Change, RuleId};
 
 const ID: RuleId = RuleId::VisibleDevices;
 use rstest::rstest;
 use serde_json::json;
 
-fn env_of(pod: &Value, container: &str) -> Vec<Value> {
-    let all = ["initContainers", "containers", "ephemeralContainers"];
-    all.iter()
-        .filter_map(|field| pod["spec"][field].as_array())
-        .flatten()
-        .find(|c| c["name"] == container)
-        .and_then(|c| c["env"].as_array().cloned())
-        .unwrap_or_default()
-}
 
 fn gpu_limit() -> Value {
     json!({"limits": {"nvidia.com/gpu": 1}})

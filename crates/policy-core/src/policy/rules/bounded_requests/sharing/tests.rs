@@ -1,6 +1,6 @@
 use super::*;
 use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
-use crate::policy::testing::{apply, evaluate_pod, evaluate_with};
+use crate::policy::testing::{apply, env_of, evaluate_pod, evaluate_with};
 use crate::policy::{Evaluation, RuleId};
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -24,15 +24,6 @@ fn kai_env(configmap: &str) -> Value {
         {"name": configmap, "key": VARIABLE}}})
 }
 
-fn env_of(pod: &Value, name: &str) -> Vec<Value> {
-    ["initContainers", "containers"]
-        .iter()
-        .filter_map(|field| pod["spec"][field].as_array())
-        .flatten()
-        .find(|c| c["name"] == name)
-        .and_then(|c| c["env"].as_array().cloned())
-        .unwrap_or_default()
-}
 
 fn denials(evaluation: &Evaluation) -> Vec<String> {
     evaluation
