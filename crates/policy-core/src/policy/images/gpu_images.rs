@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use crate::document::{Json, Object};
 
 use crate::policy::dra::resolution as pod_claims;
-use crate::policy::fields::member as present;
+use crate::policy::fields::member;
 use crate::policy::quantity::GpuCount;
 use crate::policy::sharing::{GPU_FRACTION, GPU_MEMORY};
 use crate::policy::{ClaimFacts, Form, ObjectError, PodView, Shape, Subject};
@@ -125,20 +125,20 @@ pub fn gpu_images<'t>(
     let mut images: Vec<&'t str> = Vec::new();
     let mut seen = BTreeSet::new();
     for field in ["initContainers", "containers"] {
-        let Some(list) = present(spec, field) else {
+        let Some(list) = member(spec, field) else {
             continue;
         };
         for container in list.as_array()? {
             let container = container.as_object()?;
-            let image = match present(container, "image") {
+            let image = match member(container, "image") {
                 Some(image) => Some(image.as_str()?),
                 None => None,
             };
-            let Some(resources) = present(container, "resources") else {
+            let Some(resources) = member(container, "resources") else {
                 continue;
             };
             let resources = resources.as_object()?;
-            if present(resources, "claims").is_some() {
+            if member(resources, "claims").is_some() {
                 return view_gpu_images(object, shape, namespace, settings, claims)
                     .ok()
                     .flatten();
@@ -160,7 +160,7 @@ pub fn gpu_images<'t>(
 fn asks_for_gpus(resources: Object<'_>, settings: &Settings) -> Option<bool> {
     let mut asks = false;
     for field in ["requests", "limits"] {
-        let Some(map) = present(resources, field) else {
+        let Some(map) = member(resources, field) else {
             continue;
         };
         asks |= map.as_object()?.iter().any(|(resource, count)| {

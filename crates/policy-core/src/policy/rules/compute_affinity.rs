@@ -56,7 +56,7 @@ use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, 
 use crate::cuda::ComputeCapability;
 use crate::cuda::requirement::{DriverFloor, at_least};
 use crate::policy::container::Container;
-use crate::policy::fields::member as present;
+use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::settings::WhenNodesUnlabelled;
@@ -360,7 +360,7 @@ fn constrain(
         )
     };
     let mut path = pointer_below(spec_pointer, [Step::Key("affinity")]);
-    let Some(affinity) = present(spec, "affinity") else {
+    let Some(affinity) = member(spec, "affinity") else {
         let value = object(
             "nodeAffinity",
             object(REQUIRED, object("nodeSelectorTerms", new_terms())),
@@ -371,7 +371,7 @@ fn constrain(
         .as_object()
         .ok_or_else(|| malformed("spec.affinity"))?;
     path.push_back("nodeAffinity");
-    let Some(node_affinity) = present(affinity, "nodeAffinity") else {
+    let Some(node_affinity) = member(affinity, "nodeAffinity") else {
         let value = object(REQUIRED, object("nodeSelectorTerms", new_terms()));
         return Ok(Some(add(path, value)));
     };
@@ -379,14 +379,14 @@ fn constrain(
         .as_object()
         .ok_or_else(|| malformed("spec.affinity.nodeAffinity"))?;
     path.push_back(REQUIRED);
-    let Some(required) = present(node_affinity, REQUIRED) else {
+    let Some(required) = member(node_affinity, REQUIRED) else {
         return Ok(Some(add(path, object("nodeSelectorTerms", new_terms()))));
     };
     let required = required.as_object().ok_or_else(|| {
         malformed("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
     })?;
     path.push_back("nodeSelectorTerms");
-    let existing = match present(required, "nodeSelectorTerms").map(Json::as_array) {
+    let existing = match member(required, "nodeSelectorTerms").map(Json::as_array) {
         None => return Ok(Some(add(path, new_terms()))),
         Some(Some(terms)) if terms.is_empty() => {
             return Ok(Some(add(path, new_terms())));
