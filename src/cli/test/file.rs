@@ -10,7 +10,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
-use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use crate::admission::{Mode, UnknownMode};
@@ -282,6 +284,28 @@ impl TryFrom<NonEmpty> for ObjectRef {
     }
 }
 
+/// `T` read only from a mapping. serde's derived structs also take a list
+/// of their fields in order, which a test file never means.
+struct Mapping<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Mapping<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Fields<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer
+            .deserialize_map(Fields(std::marker::PhantomData))
+            .map(Mapping)
+    }
+}
+
 /// One test document as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -291,10 +315,10 @@ struct TestDocument {
     name: NonEmpty,
     /// A path relative to the test file, or the configuration itself.
     config: Option<Value>,
-    namespace: Option<NamespaceDocument>,
+    namespace: Option<Mapping<NamespaceDocument>>,
     resources: Vec<Resource>,
     engines: Option<Vec<Engine>>,
-    cases: Vec<CaseDocument>,
+    cases: Vec<Mapping<CaseDocument>>,
 }
 
 #[derive(Deserialize)]
@@ -302,16 +326,36 @@ struct TestDocument {
 struct NamespaceDocument {
     name: Option<NonEmpty>,
     mode: Option<NonEmpty>,
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
+    annotations: Option<BTreeMap<String, String>>,
 }
 
 /// A path (a file or folder) relative to the test file, or an object.
-#[derive(Deserialize)]
-#[serde(untagged, expecting = "a path or a mapping with inline")]
 enum Resource {
     Path(NonEmpty),
     Inline(Inline),
+}
+
+/// Told apart by the value's type, so that the error of the one it is
+/// names its own field.
+impl<'de> Deserialize<'de> for Resource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PathOrInline;
+        impl<'de> Visitor<'de> for PathOrInline {
+            type Value = Resource;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a path or a mapping with inline")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Resource, E> {
+                NonEmpty::try_from(text.to_owned())
+                    .map(Resource::Path)
+                    .map_err(E::custom)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Resource, A::Error> {
+                Inline::deserialize(MapAccessDeserializer::new(map)).map(Resource::Inline)
+            }
+        }
+        deserializer.deserialize_any(PathOrInline)
+    }
 }
 
 #[derive(Deserialize)]
@@ -332,7 +376,7 @@ struct CaseDocument {
     changes: Option<Vec<RuleName>>,
     messages: Option<Vec<Pattern>>,
     warnings: Option<Vec<Pattern>>,
-    patched: Option<Patched>,
+    patched: Option<Mapping<Patched>>,
 }
 
 /// `patched:` `{file: PATH}` (one object, relative to the test file) or
@@ -453,7 +497,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
     }
     let settings = settings(document.config, base)?;
     let (namespace, mode, annotations) = match document.namespace {
-        Some(ns) => (
+        Some(Mapping(ns)) => (
             ns.name.map_or_else(|| "default".to_owned(), |name| name.0),
             match ns.mode {
                 Some(NonEmpty(mode)) => mode.parse().map_err(|err: UnknownMode| {
@@ -461,7 +505,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
                 })?,
                 None => Mode::Enforce,
             },
-            ns.annotations,
+            ns.annotations.unwrap_or_default(),
         ),
         None => ("default".to_owned(), Mode::Enforce, BTreeMap::new()),
     };
@@ -492,7 +536,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         .cases
         .into_iter()
         .enumerate()
-        .map(|(index, case)| parse_case(case, index, &namespace, engines, base))
+        .map(|(index, Mapping(case))| parse_case(case, index, &namespace, engines, base))
         .collect::<Result<_, _>>()?;
     Ok(Test {
         file: file.to_owned(),
@@ -595,7 +639,9 @@ fn parse_case(
         messages: case.messages,
         warnings: case.warnings,
         patched: match case.patched {
-            Some(patched) => Some(patched_object(patched, &format!("{path}.patched"), base)?),
+            Some(Mapping(patched)) => {
+                Some(patched_object(patched, &format!("{path}.patched"), base)?)
+            }
             None => None,
         },
     };

@@ -31,7 +31,7 @@ fn a_minimal_test_gets_the_defaults() {
 
 #[test]
 fn every_problem_names_its_field() {
-    let cases: [(&str, Value, &str); 13] = [
+    let cases: [(&str, Value, &str); 20] = [
         ("kind", json!("Tset"), "kind: must be Test, not \"Tset\""),
         (
             "namespace",
@@ -93,6 +93,40 @@ fn every_problem_names_its_field() {
             json!([{"object": "Pod/p", "messages": ["/(/"]}]),
             "cases[0].messages[0]: not a regular expression",
         ),
+        // A list is never read as a mapping's fields in order.
+        (
+            "namespace",
+            json!(["ns", "warn"]),
+            "namespace: invalid type: sequence, expected a mapping",
+        ),
+        (
+            "cases",
+            json!([[
+                "Pod/p", null, true, null, null, null, null, null, null, null
+            ]]),
+            "cases[0]: invalid type: sequence, expected a mapping",
+        ),
+        (
+            "cases",
+            json!([{"object": "Pod/p", "patched": ["out.yaml", null]}]),
+            "cases[0].patched: invalid type: sequence, expected a mapping",
+        ),
+        (
+            "resources",
+            json!([[{"apiVersion": "v1", "kind": "Pod"}]]),
+            "resources[0]: invalid type: sequence, expected a path or a mapping with inline",
+        ),
+        ("resources", json!(["  "]), "resources[0]: is empty"),
+        (
+            "resources",
+            json!([{"inlne": {}}]),
+            "resources[0].inlne: unknown field `inlne`, expected `inline`",
+        ),
+        (
+            "resources",
+            json!([{"inline": {}, "extra": 1}]),
+            "resources[0].extra: unknown field `extra`, expected `inline`",
+        ),
     ];
     for (key, value, expected) in cases {
         let mut document = minimal();
@@ -100,6 +134,16 @@ fn every_problem_names_its_field() {
         let err = parsed(document).err().unwrap_or_default();
         assert!(err.starts_with(expected), "{key}: {err}");
         assert!(!err.contains('\n'), "{err}");
+    }
+}
+
+#[test]
+fn null_annotations_are_none() {
+    let mut document = minimal();
+    document["namespace"] = json!({"annotations": null});
+    match parsed(document) {
+        Ok(test) => assert!(test.annotations.is_empty()),
+        Err(err) => panic!("{err}"),
     }
 }
 
