@@ -14,7 +14,7 @@ use crate::document::{Document, Json};
 use super::answer::{Mode, decide, unreadable};
 use super::images;
 use super::kinds::ObjectKind;
-use crate::policy::dra::tables::ClaimTables;
+use crate::policy::dra::tables::{ClaimTables, GpuSettings};
 use crate::policy::pod::ClaimSource;
 use crate::policy::{
     ClaimFacts, ClusterFacts, Evaluation, Evaluator, Form, ImageFacts, NodeFacts, Notice, PodView,
@@ -120,8 +120,9 @@ pub struct Checker<'a> {
 
 /// Where the DRA claims of the objects' pods resolve.
 enum Claims<'a> {
-    /// In the object itself, each object being the whole input.
-    Alone,
+    /// In the object itself, each object being the whole input; the
+    /// settings are shared by every object's tables.
+    Alone(GpuSettings),
     /// In the objects of one input (`check -f`).
     Input(ClaimTables),
     /// In the cluster, which also answers the rules' other questions.
@@ -137,7 +138,7 @@ impl<'a> Checker<'a> {
             mode,
             namespace,
             namespace_settings: settings.for_namespace(&BTreeMap::new()),
-            claims: Claims::Alone,
+            claims: Claims::Alone(GpuSettings::from(settings)),
             nodes: None,
             old_pods: BTreeMap::new(),
         }
@@ -275,10 +276,10 @@ impl<'a> Checker<'a> {
         alone: &'s mut Option<ClaimTables>,
     ) -> &'s dyn ClaimFacts {
         match &self.claims {
-            Claims::Alone => alone.insert(ClaimTables::collect(
+            Claims::Alone(settings) => alone.insert(ClaimTables::collect(
                 &[object],
                 self.namespace,
-                self.settings,
+                settings.clone(),
             )),
             Claims::Input(input) => input,
             Claims::Cluster(cluster) => *cluster,

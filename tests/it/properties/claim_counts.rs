@@ -129,7 +129,7 @@ proptest! {
         let pod = case.pod();
         let objects = case.objects();
         let refs: Vec<&Value> = objects.iter().collect();
-        let input = ClaimTables::collect(&refs, NAMESPACE, &SETTINGS);
+        let input = ClaimTables::collect(&refs, NAMESPACE, &*SETTINGS);
         let document = Document::from_value(&pod);
         let mut view = match PodView::parse(document.root(), Shape::Pod, &SETTINGS) {
             Ok(Some(view)) => view,

@@ -124,6 +124,14 @@ impl GpuSettings {
     }
 }
 
+/// A copy of `settings`: build it once and share it where many tables are
+/// read with the same settings.
+impl From<&Settings> for GpuSettings {
+    fn from(settings: &Settings) -> Self {
+        GpuSettings(Arc::new(settings.clone()))
+    }
+}
+
 impl PartialEq for GpuSettings {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0.config() == other.0.config()
@@ -168,10 +176,17 @@ impl ClaimTables {
     /// manifests): its ResourceClaimTemplates, ResourceClaims, DeviceClasses
     /// and ResourceSlices, read as the cluster view reads them, so `check`
     /// on a claim and its slice judges as the webhook does. Objects that
-    /// name no namespace are in `default_namespace`.
-    pub fn collect(objects: &[&Value], default_namespace: &str, settings: &Settings) -> Self {
+    /// name no namespace are in `default_namespace`. Of two objects of one
+    /// kind and name the later wins, as applying the input would leave
+    /// them; a DeviceClass without a name is not kept, a ResourceSlice
+    /// without one is (the API server names it).
+    pub fn collect(
+        objects: &[&Value],
+        default_namespace: &str,
+        settings: impl Into<GpuSettings>,
+    ) -> Self {
         let mut tables = ClaimTables {
-            settings: GpuSettings::new(Arc::new(settings.clone())),
+            settings: settings.into(),
             ..ClaimTables::default()
         };
         for (index, object) in objects.iter().enumerate() {

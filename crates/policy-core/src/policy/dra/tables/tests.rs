@@ -323,6 +323,48 @@ fn device_classes_of_the_input_count_by_selector_or_extended_resource() {
     assert_eq!(gpus("imex"), None);
 }
 
+/// Of two objects of one kind and name the later wins, as applying the
+/// input would leave them; a DeviceClass needs a name, a slice does not.
+#[test]
+fn the_later_of_two_objects_of_one_name_wins() {
+    let class = |name: Option<&str>, resource: &str| {
+        let mut class = json!({"kind": "DeviceClass", "metadata": {},
+                                "spec": {"extendedResourceName": resource}});
+        if let Some(name) = name {
+            class["metadata"]["name"] = json!(name);
+        }
+        class
+    };
+    let slice = |name: Option<&str>, device: &str| {
+        let mut slice = json!({"kind": "ResourceSlice", "metadata": {},
+            "spec": {"driver": "gpu.nvidia.com", "pool": {"name": "node-1"},
+                     "devices": [{"name": device}]}});
+        if let Some(name) = name {
+            slice["metadata"]["name"] = json!(name);
+        }
+        slice
+    };
+    let objects = [
+        class(Some("twice.example.com"), "nvidia.com/gpu"),
+        class(Some("twice.example.com"), "example.com/fpga"),
+        class(None, "example.com/nameless"),
+        slice(Some("node-1-gpus"), "gpu-0"),
+        slice(Some("node-1-gpus"), "gpu-1"),
+        slice(None, "gpu-2"),
+    ];
+    let refs: Vec<&Value> = objects.iter().collect();
+    let input = ClaimTables::collect(&refs, "default", &Settings::default());
+    assert!(!input.is_gpu_class("twice.example.com"));
+    assert_eq!(input.device_classes.len(), 1);
+    let devices: Vec<&str> = input
+        .slices
+        .values()
+        .flat_map(|slice| &slice.devices)
+        .map(|device| device.name.as_str())
+        .collect();
+    assert_eq!(devices, ["gpu-2", "gpu-1"]);
+}
+
 /// A claim of `ml` made from the pod claim `gpu` of the pod `uid`,
 /// allocated `device` of the pool `node-1`.
 fn allocated_input_claim(name: &str, uid: &str, device: &str) -> Value {
