@@ -22,6 +22,7 @@ use x509_parser::extensions::GeneralName;
 use super::files::read;
 use super::pki::provider;
 use super::{CertError, ParseError, Reload};
+use crate::policy::message::{LISTED_NAMES, MAX_LISTED_NAME_BYTES, prefix_within};
 use crate::poll::{Polled, poll_bytes};
 
 /// The client-certificate check of the HTTPS server: the CAs of a file,
@@ -182,12 +183,25 @@ impl ClientAuth {
                 GeneralName::DNSName(dns) => Some(*dns),
                 _ => None,
             });
+        // A certificate may carry thousands of names: the log line names
+        // the first few, each cut, and counts the rest.
         let mut presented = Vec::new();
+        let mut more = 0usize;
+        let mut note = |kind: &str, name: &str| {
+            if presented.len() < LISTED_NAMES {
+                presented.push(format!(
+                    "{kind}{}",
+                    prefix_within(name, MAX_LISTED_NAME_BYTES)
+                ));
+            } else {
+                more += 1;
+            }
+        };
         for cn in common_names {
             if self.names.iter().any(|wanted| wanted == cn) {
                 return Ok(());
             }
-            presented.push(format!("CN={cn}"));
+            note("CN=", cn);
         }
         for dns in dns_names {
             if self
@@ -197,11 +211,13 @@ impl ClientAuth {
             {
                 return Ok(());
             }
-            presented.push(format!("DNS:{dns}"));
+            note("DNS:", dns);
         }
-        Err(NameRefusal::NoneAllowed {
-            presented: presented.join(", "),
-        })
+        let mut presented = presented.join(", ");
+        if more > 0 {
+            presented.push_str(&format!(" and {more} more"));
+        }
+        Err(NameRefusal::NoneAllowed { presented })
     }
 }
 

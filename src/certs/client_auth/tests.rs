@@ -239,3 +239,23 @@ async fn poller_reports_a_reload() {
     assert_eq!(first.as_deref(), Some("Reloaded"));
     verify(&auth, &client(&new, "x", &[])).expect("new CA in force");
 }
+
+/// A certificate of many long names is refused naming the first few, each
+/// cut, and counting the rest.
+#[test]
+fn a_refusal_names_a_bounded_few_of_the_names() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ours = ca();
+    let path = write(tmp.path(), "ca.crt", &ours.pem);
+    let auth = ClientAuth::load(&path, &names(&["apiserver"])).expect("load");
+    let long = "a".repeat(200);
+    let dns: Vec<String> = (0..40).map(|at| format!("{at}.{long}.example")).collect();
+    let dns: Vec<&str> = dns.iter().map(String::as_str).collect();
+    let cert = client(&ours, "intruder", &dns);
+    let Err(NameRefusal::NoneAllowed { presented }) = auth.check_names(&cert) else {
+        panic!("the names are not refused");
+    };
+    assert!(presented.starts_with("CN=intruder, DNS:0.aaa"), "{presented}");
+    assert!(presented.ends_with(" and 31 more"), "{presented}");
+    assert!(presented.len() < 1024, "{} bytes", presented.len());
+}
