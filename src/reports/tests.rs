@@ -214,17 +214,17 @@ fn severities_follow_the_rule_and_changes_weigh_less() {
         let mut report = pod("team", "p");
         report.violations.push(violation(rule));
         report.changes.push((rule, "x".into()));
-        let severities: Vec<Option<Severity>> = results_of(&report, AT)
+        let severities: Vec<(Outcome, Option<Severity>)> = results_of(&report, AT)
             .iter()
-            .map(|result| result.severity)
+            .map(|result| (result.result, result.severity))
             .collect();
-        assert!(
-            severities.contains(&Some(declared)),
-            "{rule}: {severities:?}"
-        );
-        assert!(
-            severities.contains(&Some(declared.lower())),
-            "{rule}: {severities:?}"
+        assert_eq!(
+            severities,
+            [
+                (Outcome::Fail, Some(declared)),
+                (Outcome::Warn, Some(declared.lower()))
+            ],
+            "{rule}"
         );
         assert!(declared.lower() > declared, "{rule}");
     }

@@ -255,7 +255,10 @@ fn a_refusal_names_a_bounded_few_of_the_names() {
     let Err(NameRefusal::NoneAllowed { presented }) = auth.check_names(&cert) else {
         panic!("the names are not refused");
     };
-    assert!(presented.starts_with("CN=intruder, DNS:0.aaa"), "{presented}");
+    assert!(
+        presented.starts_with("CN=intruder, DNS:0.aaa"),
+        "{presented}"
+    );
     assert!(presented.ends_with(" and 31 more"), "{presented}");
     assert!(presented.len() < 1024, "{} bytes", presented.len());
 }
