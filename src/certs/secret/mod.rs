@@ -39,7 +39,6 @@ use crate::poll;
 pub use ca_bundle::{WebhookKind, WebhookOutcome, WebhookStatus};
 pub use config::{DEFAULT_SERVICE, DEFAULT_SERVICE_NAMESPACE, RouteConfig, SecretRef};
 pub use error::SecretError;
-pub use verdict::{CA_KEY, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
 
 /// What a pass did with the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

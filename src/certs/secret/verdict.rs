@@ -59,15 +59,15 @@ pub(super) enum Verdict {
     RegenerateAll(String),
 }
 
-/// The data keys the route writes; a Secret with any other is not its own.
 /// The Secret types the route fills: `Opaque`, as the install creates the
 /// Secret, and `kubernetes.io/tls`.
-pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+pub(super) const OPAQUE_SECRET_TYPE: &str = "Opaque";
+pub(super) const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 /// Data key of the CA's private key (the other keys are [`CA_FILE`],
 /// [`CERT_FILE`] and [`KEY_FILE`]).
-pub const CA_KEY: &str = "ca.key";
+pub(super) const CA_KEY: &str = "ca.key";
 
+/// The data keys the route writes; a Secret with any other is not its own.
 const KEYS: [&str; 4] = [CA_FILE, CA_KEY, CERT_FILE, KEY_FILE];
 
 /// Why a Secret is not one this route may manage or serve. One line.
