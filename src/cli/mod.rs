@@ -110,17 +110,20 @@ pub fn main() -> ExitCode {
     })
 }
 
-/// The message of `error` and of each cause it does not already say (the
-/// libraries' errors say their source in their own message).
+/// The message of `error` and of each cause it does not already end with
+/// (the libraries' errors end their own message with their source).
 fn message(error: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in error.chain() {
         let text = cause.to_string();
         if message.is_empty() {
             message = text;
-        } else if !message.contains(&text) {
+        } else if !message.ends_with(&text) {
             message = format!("{message}: {text}");
         }
     }
     message
 }
+
+#[cfg(test)]
+mod tests;
