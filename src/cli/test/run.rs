@@ -55,18 +55,25 @@ pub struct Difference {
     pub got: String,
 }
 
-impl fmt::Display for Difference {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.object)?;
+impl Difference {
+    /// What differs, without the object: `[rules] field: expected …, got …`.
+    pub fn detail(&self) -> String {
+        let mut detail = String::new();
         if !self.rules.is_empty() {
             let rules: Vec<&str> = self.rules.iter().map(|rule| rule.as_str()).collect();
-            write!(f, "[{}] ", rules.join(", "))?;
+            detail.push_str(&format!("[{}] ", rules.join(", ")));
         }
-        write!(
-            f,
+        detail.push_str(&format!(
             "{}: expected {}, got {}",
             self.field, self.expected, self.got
-        )
+        ));
+        detail
+    }
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.object, self.detail())
     }
 }
 

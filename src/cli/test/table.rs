@@ -2,7 +2,7 @@
 //! object, result, why), then every difference of each failing case on a
 //! line of its own, then a summary line.
 
-use super::run::{CaseOutcome, TestRun, cut};
+use super::run::{CaseOutcome, Difference, TestRun, cut};
 use crate::cli::args::Engine;
 
 /// How much of the first difference the WHY column shows (the lines below
@@ -62,12 +62,7 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                     // The first difference, without the object the row names.
                     let first = differences
                         .first()
-                        .map(|d| {
-                            let text = d.to_string();
-                            text.get(d.object.len() + 2..)
-                                .unwrap_or_default()
-                                .to_owned()
-                        })
+                        .map(Difference::detail)
                         .unwrap_or_default();
                     let mut why = cut(&first, WHY_CHARS);
                     if differences.len() > 1 {
