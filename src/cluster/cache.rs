@@ -350,12 +350,6 @@ impl ClaimFacts for ClusterCache {
         self.read().dra.device_versions(driver, pool, device)
     }
 
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.read()
-            .dra
-            .claim_made_for(namespace, pod_uid, pod_claim)
-    }
-
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
         self.read().dra.claims_made_for(namespace, pod_uid)
     }

@@ -326,7 +326,8 @@ async fn the_audit_snapshot_has_the_slices_and_the_allocations() {
     );
     assert_eq!(
         snapshot
-            .claim_made_for("ml", "uid-trainer", "gpu")
+            .claims_made_for("ml", "uid-trainer")
+            .and_then(|mut made| made.remove("gpu"))
             .as_deref(),
         Some("trainer-gpu-x7k2p")
     );

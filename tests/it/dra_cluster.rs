@@ -346,10 +346,16 @@ async fn slices_and_allocated_claims_follow_watch_events() {
 
     // The claim: made for its pod, not allocated yet.
     assert_eq!(
-        cache.claim_made_for("ml", "uid-trainer", "gpu").as_deref(),
+        cache
+            .claims_made_for("ml", "uid-trainer")
+            .and_then(|mut made| made.remove("gpu"))
+            .as_deref(),
         Some("trainer-gpu-x7k2p")
     );
-    assert_eq!(cache.claim_made_for("ml", "uid-other", "gpu"), None);
+    assert_eq!(
+        cache.claims_made_for("ml", "uid-other"),
+        Some(Default::default())
+    );
     assert_eq!(cache.allocation("ml", "trainer-gpu-x7k2p"), None);
 
     // The scheduler writes its status: the allocation follows.
@@ -397,7 +403,9 @@ async fn slices_and_allocated_claims_follow_watch_events() {
     );
     eventually("the deletions", WAIT, || {
         cache.allocation("ml", "trainer-gpu-x7k2p").is_none()
-            && cache.claim_made_for("ml", "uid-trainer", "gpu").is_none()
+            && cache
+                .claims_made_for("ml", "uid-trainer")
+                .is_some_and(|made| made.is_empty())
             && cache.snapshot().dra.slices.is_empty()
     })
     .await;

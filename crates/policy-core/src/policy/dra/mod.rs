@@ -51,16 +51,9 @@ pub trait ClaimFacts: Send + Sync {
         None
     }
 
-    /// The name of the ResourceClaim made for the pod whose UID is
-    /// `pod_uid` from its pod claim `pod_claim` (the claims of a running
-    /// pod made from templates).
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.claims_made_for(namespace, pod_uid)?.remove(pod_claim)
-    }
-
-    /// [`Self::claim_made_for`] of every pod claim of the pod at once: pod
-    /// claim -> claim name (of two, the first by name). None where only
-    /// `claim_made_for` can tell.
+    /// The ResourceClaims made for the pod whose UID is `pod_uid` from its
+    /// templates (the claims of a running pod): pod claim -> claim name (of
+    /// two, the first by name). None where no claim is known here.
     fn claims_made_for(
         &self,
         _namespace: &str,

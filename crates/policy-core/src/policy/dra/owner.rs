@@ -313,10 +313,6 @@ impl ClaimFacts for OwnerClaims<'_> {
         self.cache?.device_versions(driver, pool, device)
     }
 
-    fn claim_made_for(&self, namespace: &str, pod_uid: &str, pod_claim: &str) -> Option<String> {
-        self.cache?.claim_made_for(namespace, pod_uid, pod_claim)
-    }
-
     fn claims_made_for(&self, namespace: &str, pod_uid: &str) -> Option<BTreeMap<String, String>> {
         self.cache?.claims_made_for(namespace, pod_uid)
     }

@@ -156,35 +156,16 @@ fn an_allocated_claim_says_its_devices_and_its_pod() {
     assert_eq!(tables.allocation("ml", "missing"), None);
     assert_eq!(tables.allocation("other", "trainer-gpu-abcde"), None);
 
-    assert_eq!(
-        tables.claim_made_for("ml", "uid-1", "gpu").as_deref(),
-        Some("trainer-gpu-abcde")
-    );
-    assert_eq!(
-        tables.claim_made_for("ml", "uid-2", "gpu").as_deref(),
-        Some("other-gpu-fghij")
-    );
-    // Another pod's UID, another pod claim, another namespace.
-    assert_eq!(tables.claim_made_for("ml", "uid-9", "gpu"), None);
-    assert_eq!(tables.claim_made_for("ml", "uid-1", "mig"), None);
-    assert_eq!(tables.claim_made_for("m", "uid-1", "gpu"), None);
-    assert_eq!(tables.claim_made_for("mlx", "uid-1", "gpu"), None);
-    // All of a pod's at once: what each pod claim would find.
-    for (namespace, uid) in [
-        ("ml", "uid-1"),
-        ("ml", "uid-2"),
-        ("ml", "uid-9"),
-        ("m", "uid-1"),
-    ] {
-        let each: BTreeMap<String, String> = ["gpu", "mig"]
-            .into_iter()
-            .filter_map(|claim| {
-                let name = tables.claim_made_for(namespace, uid, claim)?;
-                Some((claim.to_owned(), name))
-            })
-            .collect();
-        assert_eq!(tables.claims_made_for(namespace, uid), Some(each), "{uid}");
-    }
+    let made = |namespace: &str, uid: &str| tables.claims_made_for(namespace, uid);
+    let one = |pod_claim: &str, claim: &str| {
+        Some(BTreeMap::from([(pod_claim.to_owned(), claim.to_owned())]))
+    };
+    assert_eq!(made("ml", "uid-1"), one("gpu", "trainer-gpu-abcde"));
+    assert_eq!(made("ml", "uid-2"), one("gpu", "other-gpu-fghij"));
+    // Another pod's UID, another namespace.
+    assert_eq!(made("ml", "uid-9"), Some(BTreeMap::new()));
+    assert_eq!(made("m", "uid-1"), Some(BTreeMap::new()));
+    assert_eq!(made("mlx", "uid-1"), Some(BTreeMap::new()));
 }
 
 #[test]
@@ -415,13 +396,16 @@ fn what_the_cluster_wrote_is_read_from_the_input() {
     );
     assert_eq!(input.allocation("ml", "missing"), None);
 
+    let made = |namespace: &str, uid: &str| input.claims_made_for(namespace, uid);
     assert_eq!(
-        input.claim_made_for("ml", "uid-1", "gpu").as_deref(),
-        Some("trainer-gpu-abcde")
+        made("ml", "uid-1"),
+        Some(BTreeMap::from([(
+            "gpu".to_owned(),
+            "trainer-gpu-abcde".to_owned()
+        )]))
     );
-    assert_eq!(input.claim_made_for("ml", "uid-3", "gpu"), None);
-    assert_eq!(input.claim_made_for("ml", "uid-1", "other"), None);
-    assert_eq!(input.claim_made_for("default", "uid-1", "gpu"), None);
+    assert_eq!(made("ml", "uid-3"), Some(BTreeMap::new()));
+    assert_eq!(made("default", "uid-1"), Some(BTreeMap::new()));
 
     let mig = input.device_versions("gpu.nvidia.com", "node-1", "gpu-1-mig-1g10gb-0");
     assert_eq!(

@@ -256,12 +256,11 @@ fn referenced_claims(
             ClaimSource::Claim(name) => (name.to_owned(), true),
             ClaimSource::Template(_) => {
                 let made = uid.and_then(|uid| {
-                    let all = made_for
-                        .get_or_insert_with(|| claims.claims_made_for(input.namespace_name, uid));
-                    match all {
-                        Some(all) => all.get(pod_claim.name).cloned(),
-                        None => claims.claim_made_for(input.namespace_name, uid, pod_claim.name),
-                    }
+                    made_for
+                        .get_or_insert_with(|| claims.claims_made_for(input.namespace_name, uid))
+                        .as_ref()?
+                        .get(pod_claim.name)
+                        .cloned()
                 });
                 match made {
                     Some(name) => (name, false),
