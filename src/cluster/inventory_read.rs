@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::dra_watches::{dra_gvk, served_dra_version};
 use super::install_read::read_install;
-use super::list::{INVENTORY_PAGES, Meta, Wire, list_seen};
+use super::list::{INVENTORY_PAGES, Meta, Wire, WithLabels, list_seen};
 use crate::doctor::checks::gpu_nodes::is_read_label;
 use crate::doctor::inventory::{
     Component, ComponentPod, DaemonSet, Dra, Inventory, Node, OptedIn, PolicyConfig, RuntimeClass,
@@ -78,7 +78,7 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
         capacity: BTreeMap<String, Value>,
         runtime_handlers: Option<Vec<Handler>>,
     }
-    let keep = |node: Wire<IgnoredAny, Status>| {
+    let keep = |node: Wire<IgnoredAny, Status, WithLabels>| {
         let labels = node
             .metadata
             .labels
@@ -180,7 +180,7 @@ async fn read_daemon_sets(
     }
     let mut selectors = Vec::new();
     let mut dropped = false;
-    let keep = |wire: Wire<Spec, Status>| {
+    let keep = |wire: Wire<Spec, Status, WithLabels>| {
         let component = Component::of_daemon_set(&wire.metadata.name, &wire.metadata.labels)?;
         let labels: Vec<String> = wire
             .spec
@@ -367,7 +367,7 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
 }
 
 async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Error> {
-    let keep = |namespace: Wire| {
+    let keep = |namespace: Wire<IgnoredAny, IgnoredAny, WithLabels>| {
         let mode = namespace.metadata.labels.get(MODE_LABEL)?.clone();
         Some(OptedIn {
             namespace: namespace.metadata.name,

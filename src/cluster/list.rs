@@ -153,11 +153,12 @@ pub(super) async fn list_seen<W: DeserializeOwned, T>(
 }
 
 /// An object of `doctor`'s lists: the metadata and the parts a reader
-/// declares; the rest is skipped as it is read.
+/// declares; the rest is skipped as it is read. `Labels` is [`WithLabels`]
+/// for the readers of labels, else they are skipped too.
 #[derive(Deserialize)]
-pub(super) struct Wire<Spec = IgnoredAny, Status = IgnoredAny> {
+pub(super) struct Wire<Spec = IgnoredAny, Status = IgnoredAny, Labels = IgnoredAny> {
     #[serde(default)]
-    pub(super) metadata: Meta,
+    pub(super) metadata: Meta<Labels>,
     #[serde(default)]
     pub(super) spec: Spec,
     #[serde(default)]
@@ -165,14 +166,17 @@ pub(super) struct Wire<Spec = IgnoredAny, Status = IgnoredAny> {
 }
 
 #[derive(Deserialize, Default)]
-pub(super) struct Meta {
+pub(super) struct Meta<Labels = IgnoredAny> {
     #[serde(default)]
     pub(super) name: String,
     #[serde(default)]
     pub(super) namespace: String,
     #[serde(default)]
-    pub(super) labels: BTreeMap<String, String>,
+    pub(super) labels: Labels,
 }
+
+/// The labels of an object whose reader reads them.
+pub(super) type WithLabels = BTreeMap<String, String>;
 
 /// The pages of each list of `doctor`'s read: what a read costs at most.
 /// A page of Nodes or Pods is some tens of KiB per object (images,
