@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
-use json_patch::PatchOperation;
 use serde::Serialize;
 
 use super::kinds::ObjectKind;
@@ -82,8 +81,6 @@ pub struct Answer {
     pub allowed: bool,
     /// Why the object is denied, for the response's `status.message`.
     pub denial: Option<String>,
-    /// Operations to apply (enforce mode, pods and claims only).
-    pub patch: Vec<PatchOperation>,
     /// Warnings for `kubectl`, each under 120 characters.
     pub warnings: Vec<String>,
     /// The same warnings, not cut (`check` prints these).
@@ -93,7 +90,9 @@ pub struct Answer {
     /// Denied because the patch is over [`MAX_PATCH_BYTES`]: the mutating
     /// webhook denies it too (fail closed).
     pub over_patch_budget: bool,
-    /// [`Self::patch`] as JSON, encoded once while its size was measured.
+    /// The evaluation's patch as JSON, encoded once while its size was
+    /// measured; empty when the answer carries none (enforce mode, pods and
+    /// claims only, within [`MAX_PATCH_BYTES`]).
     pub encoded_patch: Vec<u8>,
     /// Not something the policy looks at: allowed untouched.
     pub ignored: bool,
@@ -137,23 +136,6 @@ pub const MAX_PATCH_BYTES: usize = 256 << 10;
 /// Says the changes are over [`MAX_PATCH_BYTES`].
 pub const PATCH_ANNOTATION: &str = "patch";
 
-pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
-    let mut answer = decide_all_but_the_patch(mode, kind, evaluation);
-    if !answer.encoded_patch.is_empty() {
-        answer.patch = evaluation.patch.clone();
-    }
-    answer
-}
-
-/// [`decide`], moving the patch out of `evaluation` rather than copying it.
-pub fn decide_taking_patch(mode: Mode, kind: ObjectKind, evaluation: &mut Evaluation) -> Answer {
-    let mut answer = decide_all_but_the_patch(mode, kind, evaluation);
-    if !answer.encoded_patch.is_empty() {
-        answer.patch = std::mem::take(&mut evaluation.patch);
-    }
-    answer
-}
-
 /// The kinds the mutating webhook patches (pods, and claims for R4).
 fn is_patched(kind: ObjectKind) -> bool {
     kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim)
@@ -188,7 +170,9 @@ fn patch_budget(kind: ObjectKind, evaluation: &Evaluation) -> PatchBudget {
     ))
 }
 
-fn decide_all_but_the_patch(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
+/// The answer to `evaluation` in `mode`. It carries the evaluation's patch
+/// encoded ([`Answer::carries_patch`]) or not at all.
+pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
     let is_pod = kind == ObjectKind::Pod;
     let mut answer = Answer {
         allowed: true,
@@ -447,6 +431,11 @@ pub const DECISIONS: [&str; 6] = [
 pub const BAD_REQUEST: &str = "bad_request";
 
 impl Answer {
+    /// Whether the answer carries the evaluation's patch.
+    pub fn carries_patch(&self) -> bool {
+        !self.encoded_patch.is_empty()
+    }
+
     pub fn ignored() -> Self {
         Self {
             allowed: true,

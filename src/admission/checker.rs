@@ -236,6 +236,9 @@ impl<'a> Checker<'a> {
                     .into_iter()
                     .map(|change| (change.rule, change.summary))
                     .collect();
+                if answer.carries_patch() {
+                    report.patch = evaluation.patch;
+                }
                 answer
             }
             Err(error) => {
@@ -248,7 +251,6 @@ impl<'a> Checker<'a> {
         report.denial = answer.denial;
         report.warnings = answer.warnings;
         report.warnings_in_full = answer.warnings_in_full;
-        report.patch = answer.patch;
         report
     }
 

@@ -22,8 +22,7 @@ pub mod wire;
 
 pub use answer::{
     Answer, BAD_REQUEST, DECISIONS, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode,
-    UNENFORCED_FLOOR_ANNOTATION, UnknownMode, decide, decide_taking_patch, namespace_settings,
-    unreadable, warning,
+    UNENFORCED_FLOOR_ANNOTATION, UnknownMode, decide, namespace_settings, unreadable, warning,
 };
 pub use checker::{Checker, ObjectFacts, ObjectReport};
 pub use kinds::{ObjectKind, Workload};

@@ -9,8 +9,7 @@ use crate::document::Json;
 use kube::core::admission::Operation;
 
 use super::answer::{
-    Answer, Mode, bounded_warnings, decide_taking_patch, namespace_settings, template_warning,
-    unreadable,
+    Answer, Mode, bounded_warnings, decide, namespace_settings, template_warning, unreadable,
 };
 use super::kinds::ObjectKind;
 use super::namespace_guard;
@@ -255,7 +254,7 @@ pub fn respond(
             .notices
             .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
     }
-    let mut answer = decide_taking_patch(mode, *kind, &mut evaluation);
+    let mut answer = decide(mode, *kind, &evaluation);
     if mode == Mode::Enforce {
         let new_changes = new_template_changes(request, *kind, subject, &evaluation, evaluator);
         if !new_changes.is_empty() {

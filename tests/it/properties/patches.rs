@@ -15,13 +15,19 @@ proptest! {
         apply(&case.pod, &evaluation.patch)?;
         prop_assert_eq!(evaluation.patch.is_empty(), evaluation.changes.is_empty());
         let decision = decide(Mode::Enforce, ObjectKind::Pod, &evaluation);
-        apply(&case.pod, &decision.patch)?;
+        // What the answer carries, read back from its bytes.
+        let carried: Vec<PatchOperation> = match decision.carries_patch() {
+            true => serde_json::from_slice(&decision.encoded_patch)
+                .map_err(|err| TestCaseError::fail(err.to_string()))?,
+            false => Vec::new(),
+        };
+        apply(&case.pod, &carried)?;
         prop_assert_eq!(decision.allowed, evaluation.violations.is_empty());
         prop_assert_eq!(decision.denial.is_some(), !decision.allowed);
         if decision.allowed {
-            prop_assert_eq!(&decision.patch, &evaluation.patch);
+            prop_assert_eq!(&carried, &evaluation.patch);
         } else {
-            prop_assert!(decision.patch.is_empty(), "a denied pod got a patch");
+            prop_assert!(carried.is_empty(), "a denied pod got a patch");
             let denial = decision.denial.unwrap_or_default();
             prop_assert!(denial.starts_with("gpu-policy:"), "denial {:?}", denial);
         }

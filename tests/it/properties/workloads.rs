@@ -24,7 +24,7 @@ proptest! {
     ) {
         let pod_evaluation = evaluate_pod(&case.pod, &case)?;
         let warn = decide(Mode::Warn, ObjectKind::Pod, &pod_evaluation);
-        prop_assert!(warn.allowed && warn.patch.is_empty() && warn.denial.is_none());
+        prop_assert!(warn.allowed && !warn.carries_patch() && warn.denial.is_none());
         prop_assert_eq!(
             warn.warnings_in_full.len(),
             pod_evaluation.notices.len()
@@ -34,7 +34,7 @@ proptest! {
         prop_assert_eq!(&warn.warnings, &bounded_warnings(&warn.warnings_in_full));
         check_warnings(&warn.warnings)?;
         let audit = decide(Mode::Audit, ObjectKind::Pod, &pod_evaluation);
-        prop_assert!(audit.allowed && audit.patch.is_empty() && audit.warnings.is_empty());
+        prop_assert!(audit.allowed && !audit.carries_patch() && audit.warnings.is_empty());
         prop_assert_eq!(
             audit.audit_annotations.contains_key("violations"),
             !pod_evaluation.violations.is_empty()
@@ -56,7 +56,7 @@ proptest! {
         let overrides = evaluation.changes.iter().filter(|c| c.overrides_author).count();
 
         let enforce = decide(Mode::Enforce, object_kind, &evaluation);
-        prop_assert!(enforce.patch.is_empty(), "{:?} got a patch: {:?}", kind, enforce.patch);
+        prop_assert!(!enforce.carries_patch(), "{:?} got a patch: {}", kind, String::from_utf8_lossy(&enforce.encoded_patch));
         prop_assert_eq!(enforce.allowed, evaluation.violations.is_empty());
         prop_assert_eq!(enforce.denial.is_some(), !enforce.allowed);
         prop_assert_eq!(enforce.warnings_in_full.len(), evaluation.notices.len() + overrides);
@@ -64,7 +64,7 @@ proptest! {
         check_warnings(&enforce.warnings)?;
 
         let warn = decide(Mode::Warn, object_kind, &evaluation);
-        prop_assert!(warn.allowed && warn.patch.is_empty());
+        prop_assert!(warn.allowed && !warn.carries_patch());
         prop_assert_eq!(
             warn.warnings_in_full.len(),
             evaluation.notices.len() + evaluation.violations.len() + overrides
@@ -73,7 +73,7 @@ proptest! {
         check_warnings(&warn.warnings)?;
 
         let audit = decide(Mode::Audit, object_kind, &evaluation);
-        prop_assert!(audit.allowed && audit.patch.is_empty() && audit.warnings.is_empty());
+        prop_assert!(audit.allowed && !audit.carries_patch() && audit.warnings.is_empty());
         prop_assert!(!audit.audit_annotations.contains_key("mutations"));
 
         if !allowlisted && !pod_allowlisted(&case.pod, &case.namespace) {
