@@ -417,18 +417,40 @@ pub fn warning(text: &str) -> String {
     cut
 }
 
-/// The values of `decision` in the metrics and the log line.
-pub const DECISIONS: [&str; 6] = [
-    "allowed",
-    "mutated",
-    "denied",
-    "warned",
-    "ignored",
-    BAD_REQUEST,
-];
+/// The `decision` of the metrics and the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allowed,
+    Mutated,
+    Denied,
+    Warned,
+    Ignored,
+    /// A body that is no readable review.
+    BadRequest,
+}
 
-/// The `decision` of a body that is no readable review.
-pub const BAD_REQUEST: &str = "bad_request";
+impl Decision {
+    /// Every decision, in the order of their discriminants.
+    pub const ALL: [Decision; 6] = [
+        Decision::Allowed,
+        Decision::Mutated,
+        Decision::Denied,
+        Decision::Warned,
+        Decision::Ignored,
+        Decision::BadRequest,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Mutated => "mutated",
+            Decision::Denied => "denied",
+            Decision::Warned => "warned",
+            Decision::Ignored => "ignored",
+            Decision::BadRequest => "bad_request",
+        }
+    }
+}
 
 impl Answer {
     /// Whether the answer carries the evaluation's patch.
@@ -452,18 +474,17 @@ impl Answer {
         }
     }
 
-    /// One of [`DECISIONS`].
-    pub fn decision(&self) -> &'static str {
+    pub fn decision(&self) -> Decision {
         if self.ignored {
-            "ignored"
+            Decision::Ignored
         } else if !self.allowed {
-            "denied"
-        } else if !self.encoded_patch.is_empty() {
-            "mutated"
+            Decision::Denied
+        } else if self.carries_patch() {
+            Decision::Mutated
         } else if !self.warnings.is_empty() {
-            "warned"
+            Decision::Warned
         } else {
-            "allowed"
+            Decision::Allowed
         }
     }
 

@@ -21,7 +21,7 @@ pub mod respond;
 pub mod wire;
 
 pub use answer::{
-    Answer, BAD_REQUEST, DECISIONS, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode,
+    Answer, Decision, IMAGE_RESOLUTION_ANNOTATION, MAX_WARNING_CHARS, Mode,
     UNENFORCED_FLOOR_ANNOTATION, UnknownMode, decide, namespace_settings, unreadable, warning,
 };
 pub use checker::{Checker, ObjectFacts, ObjectReport};

@@ -15,7 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::admission::{DECISIONS, Endpoint, Mode};
+use crate::admission::{Decision, Endpoint, Mode};
 use crate::policy::RuleId;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -25,7 +25,7 @@ pub struct RequestLabels {
     /// request that could not be read) or `other`.
     pub kind: &'static str,
     pub operation: &'static str,
-    /// One of [`DECISIONS`].
+    /// [`Decision::as_str`].
     pub decision: &'static str,
 }
 
@@ -89,7 +89,7 @@ fn kind_index(kind: &str) -> Option<usize> {
 const ENDPOINTS: usize = Endpoint::ALL.len();
 /// None (a request that could not be read) and the four operations.
 const OPERATIONS: usize = 5;
-const REQUEST_SERIES: usize = ENDPOINTS * KINDS.len() * OPERATIONS * DECISIONS.len();
+const REQUEST_SERIES: usize = ENDPOINTS * KINDS.len() * OPERATIONS * Decision::ALL.len();
 
 #[derive(Debug)]
 pub struct AdmissionMetrics {
@@ -140,14 +140,13 @@ impl AdmissionMetrics {
         }
     }
 
-    /// `operation` and `kind` are `None` and `""` for a review not read;
-    /// `decision` is one of [`DECISIONS`].
+    /// `operation` and `kind` are `None` and `""` for a review not read.
     pub fn count_request(
         &self,
         endpoint: Endpoint,
         kind: &str,
         operation: Option<&Operation>,
-        decision: &'static str,
+        decision: Decision,
     ) {
         let kind_at = kind_index(kind)
             .or_else(|| kind_index(OTHER_KIND))
@@ -156,15 +155,12 @@ impl AdmissionMetrics {
             endpoint: endpoint.path(),
             kind: KINDS.get(kind_at).copied().unwrap_or(OTHER_KIND),
             operation: operation.map_or("", operation_name),
-            decision,
+            decision: decision.as_str(),
         };
         let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
         let at = ((endpoint_index(endpoint) * KINDS.len() + kind_at) * OPERATIONS + operation_at)
-            * DECISIONS.len()
-            + DECISIONS
-                .iter()
-                .position(|known| *known == decision)
-                .unwrap_or(0);
+            * Decision::ALL.len()
+            + decision as usize;
         match self.request_series.get(at) {
             Some(series) => series
                 .get_or_init(|| self.requests.get_or_create_owned(&labels()))

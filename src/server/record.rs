@@ -12,7 +12,7 @@ use std::time::Duration;
 use tracing::Level;
 
 use super::RequestError;
-use crate::admission::{AdmissionRequest, Answer, BAD_REQUEST, Endpoint};
+use crate::admission::{AdmissionRequest, Answer, Decision, Endpoint};
 use crate::metrics::{AdmissionMetrics, Finding, Metrics, kind_label, operation_name};
 use crate::telemetry::{self, LineFields, bounded_field};
 
@@ -47,7 +47,7 @@ pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
     match &outcome.result {
         Ok(decided) => record_decision(metrics, outcome.endpoint, decided),
         Err(error) => {
-            metrics.count_request(outcome.endpoint, "", None, BAD_REQUEST);
+            metrics.count_request(outcome.endpoint, "", None, Decision::BadRequest);
             let endpoint = outcome.endpoint.path();
             let error = error.to_string();
             let error = bounded_field(&error, ERROR_BYTES);
@@ -95,7 +95,7 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Ans
         operation: operation_name(&request.operation),
         endpoint: endpoint.path(),
         dry_run: request.dry_run,
-        decision,
+        decision: decision.as_str(),
         rules: RuleList::of(answer),
         duration_us: decided.took.as_micros() as u64,
     };

@@ -26,15 +26,25 @@ fn metrics() -> (Registry, AdmissionMetrics) {
 fn kept_series_are_the_families_series() {
     let (registry, metrics) = metrics();
     for _ in 0..3 {
-        metrics.count_request(Endpoint::Mutate, "Pod", Some(&Operation::Create), "mutated");
+        metrics.count_request(
+            Endpoint::Mutate,
+            "Pod",
+            Some(&Operation::Create),
+            Decision::Mutated,
+        );
     }
     metrics.count_request(
         Endpoint::Validate(Mode::Enforce),
         "DaemonSet",
         Some(&Operation::Update),
-        "denied",
+        Decision::Denied,
     );
-    metrics.count_request(Endpoint::Namespace, "", None, crate::admission::BAD_REQUEST);
+    metrics.count_request(
+        Endpoint::Namespace,
+        "",
+        None,
+        crate::admission::Decision::BadRequest,
+    );
     metrics.count_finding(RuleId::RuntimeClass, Finding::Change);
     metrics.count_finding(RuleId::RuntimeClass, Finding::Change);
     metrics.count_finding(RuleId::DevicePaths, Finding::Violation);
@@ -77,14 +87,14 @@ fn a_kind_outside_the_webhooks_kinds_is_counted_as_other() {
             Endpoint::Validate(Mode::Warn),
             kind,
             Some(&Operation::Delete),
-            "ignored",
+            Decision::Ignored,
         );
     }
     metrics.count_request(
         Endpoint::Validate(Mode::Warn),
         "Pod",
         Some(&Operation::Delete),
-        "ignored",
+        Decision::Ignored,
     );
     let text = exposition(&registry);
     for (kind, count) in [("other", 6), ("Pod", 1)] {
@@ -108,6 +118,20 @@ fn a_kind_outside_the_webhooks_kinds_is_counted_as_other() {
 
 /// Every combination has a series of its own: no two share a slot of the
 /// table, and each counts under its own labels.
+/// A decision's slot is its discriminant: `ALL` lists them in that order,
+/// each once, each with its own label.
+#[test]
+fn decisions_are_listed_in_the_order_of_their_slots() {
+    for (at, decision) in Decision::ALL.into_iter().enumerate() {
+        assert_eq!(decision as usize, at, "{decision:?}");
+    }
+    let labels: std::collections::BTreeSet<&str> = Decision::ALL
+        .iter()
+        .map(|decision| decision.as_str())
+        .collect();
+    assert_eq!(labels.len(), Decision::ALL.len());
+}
+
 #[test]
 fn every_kept_series_has_its_own_slot() {
     let (registry, metrics) = metrics();
@@ -118,7 +142,7 @@ fn every_kept_series_has_its_own_slot() {
         Some(Operation::Delete),
         Some(Operation::Connect),
     ];
-    let decisions = DECISIONS;
+    let decisions = Decision::ALL;
     assert_eq!(operations.len(), OPERATIONS);
     for endpoint in Endpoint::ALL {
         for kind in KINDS {
