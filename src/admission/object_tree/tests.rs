@@ -465,23 +465,41 @@ fn every_key_the_request_path_reads_is_kept() {
     assert!(seen > 50, "the patterns found only {seen} keys read");
 }
 
+/// Every place: one with a row of `KEPT` keeps its keys and leaves out
+/// others; one without keeps every key.
+const PLACES: [Place; 18] = [
+    Place::Root,
+    Place::Metadata,
+    Place::Spec,
+    Place::ContainerList,
+    Place::Container,
+    Place::ContainerSecurity,
+    Place::Resources,
+    Place::EnvList,
+    Place::EnvEntry,
+    Place::MountList,
+    Place::Mount,
+    Place::VolumeList,
+    Place::Volume,
+    Place::PodClaimList,
+    Place::PodClaim,
+    Place::ClaimUseList,
+    Place::ClaimUse,
+    Place::Whole,
+];
+
 #[test]
 fn each_place_keeps_its_row_of_the_allowlist() {
-    for (place, keys) in KEPT {
-        assert_eq!(kept(*place), Some(*keys), "{place:?}");
-        for key in *keys {
-            assert!(!place.leaves_out(key), "{place:?} {key}");
+    for place in PLACES {
+        match kept(place) {
+            Some(keys) => {
+                for key in keys {
+                    assert!(!place.leaves_out(key), "{place:?} {key}");
+                }
+                assert!(place.leaves_out("notAField"), "{place:?}");
+            }
+            None => assert!(!place.leaves_out("notAField"), "{place:?}"),
         }
-        assert!(place.leaves_out("notAField"), "{place:?}");
-    }
-    for place in [
-        Place::Whole,
-        Place::EnvEntry,
-        Place::Resources,
-        Place::ContainerList,
-    ] {
-        assert_eq!(kept(place), None, "{place:?}");
-        assert!(!place.leaves_out("notAField"), "{place:?}");
     }
 }
 
