@@ -374,11 +374,7 @@ pub fn bounded_warnings(full: &[String]) -> Vec<String> {
 }
 
 pub fn unreadable(kind: &str, error: &ObjectError) -> Answer {
-    Answer {
-        allowed: false,
-        denial: Some(Message::new(format_args!("cannot read this {kind}: {error}")).into_string()),
-        ..Answer::default()
-    }
+    Answer::denied(Message::new(format_args!("cannot read this {kind}: {error}")).into_string())
 }
 
 /// A template is warned of the changes that override what its author
@@ -467,6 +463,14 @@ impl Answer {
     }
 
     /// Cut to [`MAX_DENIAL_BYTES`] by [`Answer::encode`].
+    /// Allowed as it is, with nothing to say.
+    pub fn allowed() -> Self {
+        Self {
+            allowed: true,
+            ..Self::default()
+        }
+    }
+
     pub fn denied(message: impl Into<String>) -> Self {
         Self {
             denial: Some(message.into()),

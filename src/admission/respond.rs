@@ -400,10 +400,7 @@ fn guard_namespace(request: &AdmissionRequest<'_>, settings: &Settings) -> Answe
     let old = request.old_object.as_ref().map(RawObject::json);
     let new = request.object.as_ref().map(RawObject::json);
     match namespace_guard::check(old, new, requester, &settings.config().policy_admins) {
-        Ok(()) => Answer {
-            allowed: true,
-            ..Answer::default()
-        },
+        Ok(()) => Answer::allowed(),
         Err(refusal) => Answer::denied(Message::new(refusal).into_string()),
     }
 }
