@@ -124,15 +124,7 @@ fn admit(
     let owner = read
         .and_then(|read| claim_owner_to_read(&request, endpoint, read, settings, Some(cluster)))
         .map(|_| owner);
-    let answer = answer(
-        &request,
-        endpoint,
-        &subject,
-        settings,
-        Some(cluster),
-        None,
-        owner,
-    );
+    let answer = answer(&request, endpoint, &subject, settings, Some(cluster), None, owner);
     answer.encode(&request.uid).expect("answer encodes")
 }
 
@@ -157,10 +149,7 @@ fn hostile(c: &mut Criterion) {
             review["response"]["allowed"].is_boolean(),
             "{}: {}",
             shape.name,
-            String::from_utf8_lossy(&out)
-                .chars()
-                .take(500)
-                .collect::<String>()
+            String::from_utf8_lossy(&out).chars().take(500).collect::<String>()
         );
         eprintln!(
             "{}: {count} items, a body of {} bytes, an answer of {} bytes",

@@ -156,26 +156,14 @@ fn webhook(c: &mut Criterion) {
     let deployment = review(&in_namespace);
 
     // Outside the timed loop: each case really takes the path it measures.
-    let gpu = response_of(
-        &gpu_pod,
-        Endpoint::Mutate,
-        &settings,
-        &namespace_settings,
-        None,
-    );
+    let gpu = response_of(&gpu_pod, Endpoint::Mutate, &settings, &namespace_settings, None);
     assert_eq!(gpu["allowed"], json!(true), "{gpu}");
     assert_eq!(gpu["patchType"], json!("JSONPatch"), "{gpu}");
     assert!(
         gpu["patch"].as_str().is_some_and(|p| !p.is_empty()),
         "the GPU pod must be patched: {gpu}"
     );
-    let cpu = response_of(
-        &cpu_pod,
-        Endpoint::Mutate,
-        &settings,
-        &namespace_settings,
-        None,
-    );
+    let cpu = response_of(&cpu_pod, Endpoint::Mutate, &settings, &namespace_settings, None);
     assert!(
         cpu["allowed"] == json!(true) && cpu["patch"].is_string(),
         "the CUDA-image pod without a GPU must be pinned: {cpu}"
@@ -194,11 +182,7 @@ fn webhook(c: &mut Criterion) {
     let mut stored = cpu_value.clone();
     json_patch::patch(&mut stored, &cpu_patch).expect("the patch applies");
     let mut reapplied = stored.clone();
-    for container in reapplied["spec"]["containers"]
-        .as_array_mut()
-        .into_iter()
-        .flatten()
-    {
+    for container in reapplied["spec"]["containers"].as_array_mut().into_iter().flatten() {
         for entry in container["env"].as_array_mut().into_iter().flatten() {
             if entry["name"] == "NVIDIA_VISIBLE_DEVICES" {
                 entry["value"] = json!("all");
@@ -206,13 +190,7 @@ fn webhook(c: &mut Criterion) {
         }
     }
     let reapply = Review::update(&reapplied, &stored, NAMESPACE).body();
-    let again = response_of(
-        &reapply,
-        Endpoint::Mutate,
-        &settings,
-        &namespace_settings,
-        None,
-    );
+    let again = response_of(&reapply, Endpoint::Mutate, &settings, &namespace_settings, None);
     assert!(
         again["allowed"] == json!(true) && again["patch"].is_string(),
         "the re-apply must get the pin back: {again}"
@@ -239,13 +217,7 @@ fn webhook(c: &mut Criterion) {
     template["metadata"]["namespace"] = json!(NAMESPACE);
     let input_claims = ClaimTables::collect(&[&template], NAMESPACE, &settings);
     let dra_claims: Option<&dyn ClaimFacts> = Some(&input_claims);
-    let dra = response_of(
-        DRA_POD,
-        Endpoint::Mutate,
-        &settings,
-        &namespace_settings,
-        dra_claims,
-    );
+    let dra = response_of(DRA_POD, Endpoint::Mutate, &settings, &namespace_settings, dra_claims);
     let patch = dra["patch"].as_str().unwrap_or_default();
     let patch = String::from_utf8(
         base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch).expect("base64"),
@@ -267,12 +239,7 @@ fn webhook(c: &mut Criterion) {
     let cases = [
         ("mutate/gpu-pod", gpu_pod.as_slice(), Endpoint::Mutate, None),
         ("mutate/cpu-pod", cpu_pod.as_slice(), Endpoint::Mutate, None),
-        (
-            "mutate/cpu-pod-reapply",
-            reapply.as_slice(),
-            Endpoint::Mutate,
-            None,
-        ),
+        ("mutate/cpu-pod-reapply", reapply.as_slice(), Endpoint::Mutate, None),
         (
             "validate-enforce/gpu-deployment",
             deployment.as_slice(),
@@ -283,15 +250,7 @@ fn webhook(c: &mut Criterion) {
     ];
     for (name, body, endpoint, claims) in cases {
         group.bench_function(name, |b| {
-            b.iter(|| {
-                admit(
-                    black_box(body),
-                    endpoint,
-                    &settings,
-                    &namespace_settings,
-                    claims,
-                )
-            })
+            b.iter(|| admit(black_box(body), endpoint, &settings, &namespace_settings, claims))
         });
     }
     group.finish();
@@ -392,9 +351,7 @@ fn dra_floors(c: &mut Criterion) {
     let warned = response(run(&pod, Endpoint::Validate(Mode::Enforce), None));
     assert!(
         warned["allowed"] == json!(true)
-            && warned["warnings"]
-                .to_string()
-                .contains("may get a GPU below"),
+            && warned["warnings"].to_string().contains("may get a GPU below"),
         "{warned}"
     );
 

@@ -41,11 +41,7 @@ const REQUIRE_CUDA: &str = "cuda>=12.8 brand=tesla,driver>=535,driver<536";
 
 /// The review of a GPU pod of `image`.
 fn gpu_pod_review(image: &str) -> Vec<u8> {
-    Review::create(
-        &gpu_pod().namespace(NAMESPACE).image(image).json(),
-        NAMESPACE,
-    )
-    .body()
+    Review::create(&gpu_pod().namespace(NAMESPACE).image(image).json(), NAMESPACE).body()
 }
 
 /// The whole path as the server runs it, registry lookup included.
@@ -55,9 +51,7 @@ async fn admit(body: &[u8], settings: &Settings, images: &Images) -> Vec<u8> {
     let read = subject.as_ref().ok().and_then(Option::as_ref);
     let wanted = || read.and_then(|(_, subject)| wanted(subject, settings, None));
     let resolved = images.resolve(&request, settings, wanted).await;
-    let facts = resolved
-        .as_ref()
-        .map(|r| r as &dyn gpu_policy::policy::ImageFacts);
+    let facts = resolved.as_ref().map(|r| r as &dyn gpu_policy::policy::ImageFacts);
     let answer = gpu_policy::admission::answer(
         &request,
         Endpoint::Mutate,
@@ -79,20 +73,13 @@ fn patch_of(out: &[u8]) -> String {
 }
 
 fn registry(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let _ = rustls::crypto::ring::default_provider().install_default();
     let fake = runtime.block_on(FakeRegistry::start(Auth::None));
     let host = fake.host();
-    let config = image_config(
-        &[
-            "CUDA_VERSION=12.8.1",
-            &format!("NVIDIA_REQUIRE_CUDA={REQUIRE_CUDA}"),
-        ],
-        &[],
-    );
+    let config =
+        image_config(&["CUDA_VERSION=12.8.1", &format!("NVIDIA_REQUIRE_CUDA={REQUIRE_CUDA}")], &[]);
     fake.push_image("lab/train", "v1", &config);
     let image = format!("{host}/lab/train:v1");
     let body = gpu_pod_review(&image);
@@ -134,11 +121,7 @@ fn registry(c: &mut Criterion) {
     }
     let fetched = fake.requests().len();
     let cached = runtime.block_on(admit(&body, &registry_settings, &images));
-    assert_eq!(
-        fake.requests().len(),
-        fetched,
-        "a cache hit asks the registry nothing"
-    );
+    assert_eq!(fake.requests().len(), fetched, "a cache hit asks the registry nothing");
     let table = runtime.block_on(admit(&body, &table_settings, &no_images));
     let (first, cached, table) = (patch_of(&first), patch_of(&cached), patch_of(&table));
     assert!(first.contains("nvidia.com/gpu.compute.major"), "{first}");

@@ -44,11 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "spec": {"containers": containers, "runtimeClassName": "nvidia"}});
     let attributes = Attributes::create(
         pod,
-        GroupVersionKind {
-            group: String::new(),
-            version: "v1".into(),
-            kind: "Pod".into(),
-        },
+        GroupVersionKind { group: String::new(), version: "v1".into(), kind: "Pod".into() },
         GroupVersionResource {
             group: String::new(),
             version: "v1".into(),
@@ -65,10 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "validations": [{"expression": "true"}]
         }
     }))?;
-    for (name, policy) in [
-        ("3 variables, 3 validations", &policy),
-        ("binding only", &baseline),
-    ] {
+    for (name, policy) in [("3 variables, 3 validations", &policy), ("binding only", &baseline)] {
         let warmup = policy.evaluate(&attributes);
         if !warmup.violations().is_empty() {
             return Err(format!("unexpected violations: {warmup:?}").into());

@@ -60,11 +60,7 @@ async fn allow(body: Bytes) -> Response {
         "kind": "AdmissionReview",
         "response": {"uid": review.request.uid, "allowed": true},
     });
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        answer.to_string(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response()
 }
 
 async fn run(args: Args) -> Result<(), String> {
@@ -96,10 +92,7 @@ async fn run(args: Args) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("echo_server: {error}");

@@ -191,10 +191,7 @@ impl Target {
 
     /// Sends one review and checks the answer.
     async fn send(&self, sender: &mut Sender) -> Result<(), (Failure, String)> {
-        sender
-            .ready()
-            .await
-            .map_err(|e| (Failure::Unsent, format!("connection closed: {e}")))?;
+        sender.ready().await.map_err(|e| (Failure::Unsent, format!("connection closed: {e}")))?;
         let request = hyper::Request::post(self.request_uri.clone())
             .header(hyper::header::HOST, &self.authority)
             .header(hyper::header::CONTENT_TYPE, "application/json")
@@ -274,8 +271,7 @@ impl Pacer {
             while due_before_end(released + ready).is_some_and(|at| at <= now) {
                 ready += 1;
             }
-            self.permits
-                .add_permits(usize::try_from(ready).unwrap_or(usize::MAX));
+            self.permits.add_permits(usize::try_from(ready).unwrap_or(usize::MAX));
             released += ready;
         }
         self.permits.close();
@@ -284,8 +280,7 @@ impl Pacer {
     /// When the n-th send is due; `None` past what an `Instant` can hold.
     fn due(&self, n: u64) -> Option<Instant> {
         let nanos = self.every.as_nanos().checked_mul(u128::from(n))?;
-        self.first
-            .checked_add(Duration::from_nanos(u64::try_from(nanos).ok()?))
+        self.first.checked_add(Duration::from_nanos(u64::try_from(nanos).ok()?))
     }
 
     /// Waits for the next send and returns when it was due; `None` once the
@@ -329,12 +324,7 @@ async fn run_task(
             }
         })
         .await
-        .unwrap_or_else(|_| {
-            Err((
-                Failure::Timeout,
-                format!("no answer in {:?}", target.timeout),
-            ))
-        });
+        .unwrap_or_else(|_| Err((Failure::Timeout, format!("no answer in {:?}", target.timeout))));
         let finished = Instant::now();
         match result {
             Ok(()) if measured => {
@@ -383,13 +373,7 @@ fn sample_process(pid: u32) -> Option<ProcessSample> {
         status
             .lines()
             .find_map(|line| line.strip_prefix(key))
-            .and_then(|rest| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
     };
     Some(ProcessSample {
         cpu: Duration::from_millis(total * 1000 / clock_ticks),
@@ -451,9 +435,7 @@ fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
         CertificateDer::pem_file_iter(path).map_err(|e| format!("{}: {e}", path.display()))?;
     for cert in certs {
         let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        roots.add(cert).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if roots.is_empty() {
         return Err(format!("{}: no certificate", path.display()));
@@ -465,10 +447,7 @@ fn target(args: &Args) -> Result<Target, String> {
     if args.url.scheme_str() != Some("https") {
         return Err(format!("--url {}: only https is supported", args.url));
     }
-    let host = args
-        .url
-        .host()
-        .ok_or_else(|| format!("--url {}: no host", args.url))?;
+    let host = args.url.host().ok_or_else(|| format!("--url {}: no host", args.url))?;
     let port = args.url.port_u16().unwrap_or(443);
     let name = args.server_name.clone().unwrap_or_else(|| host.to_owned());
     let server_name =
@@ -521,17 +500,10 @@ async fn run(args: &Args) -> Result<Report, String> {
                 .ok_or_else(|| format!("--rate {rate:?}: too low"))
         })
         .transpose()?;
-    let pacer = every
-        .map(|every| Pacer::start(start, every, end))
-        .transpose()?;
+    let pacer = every.map(|every| Pacer::start(start, every, end)).transpose()?;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        tasks.spawn(run_task(
-            Arc::clone(&target),
-            measure_from,
-            end,
-            pacer.clone(),
-        ));
+        tasks.spawn(run_task(Arc::clone(&target), measure_from, end, pacer.clone()));
     }
     let mut before = None;
     if let Some(pid) = args.server_pid {
@@ -601,9 +573,7 @@ async fn run(args: &Args) -> Result<Report, String> {
 }
 
 fn print_text(report: &Report) {
-    let rate = report
-        .target_rate
-        .map_or("saturation".to_owned(), |r| format!("{r:.0} req/s"));
+    let rate = report.target_rate.map_or("saturation".to_owned(), |r| format!("{r:.0} req/s"));
     println!(
         "{} {}: {} connections, {rate}, {:.1} s",
         report.label, report.url, report.concurrency, report.duration_s
@@ -695,10 +665,7 @@ mod tests {
     use super::*;
 
     fn runtime() -> tokio::runtime::Runtime {
-        match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(runtime) => runtime,
             Err(error) => panic!("runtime: {error}"),
         }

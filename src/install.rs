@@ -120,10 +120,7 @@ impl Default for InstallOptions {
     fn default() -> Self {
         Self {
             namespace: NAME.to_owned(),
-            image: format!(
-                "ghcr.io/gpu-policy/gpu-policy:{}",
-                env!("CARGO_PKG_VERSION")
-            ),
+            image: format!("ghcr.io/gpu-policy/gpu-policy:{}", env!("CARGO_PKG_VERSION")),
             replicas: 2,
             ca_bundle: None,
             failure_policy: "Fail".to_owned(),
@@ -163,12 +160,7 @@ pub fn objects(
     objects.push(binding("ClusterRoleBinding", NAME, None, ns));
     for (namespace, role) in allowlist_roles(config) {
         objects.push(role);
-        objects.push(binding(
-            "RoleBinding",
-            &format!("{NAME}-allowlist"),
-            Some(&namespace),
-            ns,
-        ));
+        objects.push(binding("RoleBinding", &format!("{NAME}-allowlist"), Some(&namespace), ns));
     }
     objects.push(certificate_secret(ns));
     objects.push(secret_role(ns));
@@ -329,11 +321,7 @@ fn binding(
     namespace: Option<&str>,
     service_account_namespace: &str,
 ) -> Value {
-    let role_kind = if kind == "ClusterRoleBinding" {
-        "ClusterRole"
-    } else {
-        "Role"
-    };
+    let role_kind = if kind == "ClusterRoleBinding" { "ClusterRole" } else { "Role" };
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
         "metadata": metadata(name, namespace),
@@ -531,11 +519,8 @@ pub(crate) fn workload_rules() -> Vec<Value> {
     groups
         .into_iter()
         .map(|group| {
-            let resources: Vec<&str> = Workload::ALL
-                .iter()
-                .filter(|w| w.group() == group)
-                .map(|w| w.resource())
-                .collect();
+            let resources: Vec<&str> =
+                Workload::ALL.iter().filter(|w| w.group() == group).map(|w| w.resource()).collect();
             json!({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                    "resources": resources, "scope": "Namespaced"})
         })

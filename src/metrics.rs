@@ -124,9 +124,7 @@ impl Metrics {
 
     pub fn set_reload(&self, source: &str, ok: bool) {
         self.reload_success
-            .get_or_create(&ReloadLabels {
-                source: closed_label(source, &RELOAD_SOURCES),
-            })
+            .get_or_create(&ReloadLabels { source: closed_label(source, &RELOAD_SOURCES) })
             .set(i64::from(ok));
     }
 

@@ -184,16 +184,11 @@ fn gpu_container(name: &str) -> Value {
 }
 
 fn resource_names(n: usize) -> Value {
-    let names: Map<String, Value> = (0..n)
-        .map(|i| (format!("nvidia.com/mig-{i}g.5gb"), json!("1")))
-        .collect();
+    let names: Map<String, Value> =
+        (0..n).map(|i| (format!("nvidia.com/mig-{i}g.5gb"), json!("1"))).collect();
     let container = json!({"name": "train", "image": CUDA_IMAGE,
         "resources": {"requests": names.clone(), "limits": names}});
-    pod(
-        "resource-names",
-        json!({}),
-        json!({"containers": [container]}),
-    )
+    pod("resource-names", json!({}), json!({"containers": [container]}))
 }
 
 fn containers(n: usize) -> Value {
@@ -230,11 +225,7 @@ fn volumes(n: usize) -> Value {
     let volumes: Vec<Value> = (0..n)
         .map(|i| json!({"name": format!("v{i}"), "hostPath": {"path": format!("/dev/nvidia{i}")}}))
         .collect();
-    pod(
-        "volumes",
-        json!({}),
-        json!({"containers": [gpu_container("gpu")], "volumes": volumes}),
-    )
+    pod("volumes", json!({}), json!({"containers": [gpu_container("gpu")], "volumes": volumes}))
 }
 
 fn mounts(n: usize) -> Value {
@@ -254,18 +245,9 @@ fn mounts(n: usize) -> Value {
 
 fn annotations(n: usize) -> Value {
     let annotations: Map<String, Value> = (0..n)
-        .map(|i| {
-            (
-                format!("cdi.k8s.io/d{i}"),
-                json!(format!("nvidia.com/gpu={i}")),
-            )
-        })
+        .map(|i| (format!("cdi.k8s.io/d{i}"), json!(format!("nvidia.com/gpu={i}"))))
         .collect();
-    pod(
-        "annotations",
-        json!(annotations),
-        json!({"containers": [gpu_container("gpu")]}),
-    )
+    pod("annotations", json!(annotations), json!({"containers": [gpu_container("gpu")]}))
 }
 
 fn tolerations(n: usize) -> Value {
@@ -304,10 +286,7 @@ fn affinity_expressions(n: usize) -> Value {
     let expressions: Vec<Value> = (0..n)
         .map(|i| json!({"key": format!("k{i}"), "operator": "In", "values": ["v"]}))
         .collect();
-    with_terms(
-        "affinity-expressions",
-        vec![json!({"matchExpressions": expressions})],
-    )
+    with_terms("affinity-expressions", vec![json!({"matchExpressions": expressions})])
 }
 
 fn owner_references(n: usize) -> Value {
@@ -317,11 +296,7 @@ fn owner_references(n: usize) -> Value {
                 "uid": format!("u{i}"), "controller": i + 1 == n})
         })
         .collect();
-    let mut pod = pod(
-        "owner-references",
-        json!({}),
-        json!({"containers": [gpu_container("gpu")]}),
-    );
+    let mut pod = pod("owner-references", json!({}), json!({"containers": [gpu_container("gpu")]}));
     pod["metadata"]["ownerReferences"] = json!(references);
     pod
 }
@@ -338,11 +313,8 @@ fn pod_claims(n: usize) -> Value {
         json!({"name": "a", "image": CUDA_IMAGE, "resources": {"claims": uses(0..half)}}),
         json!({"name": "b", "image": CUDA_IMAGE, "resources": {"claims": uses(half..n)}}),
     ];
-    let mut pod = pod(
-        "pod-claims",
-        json!({}),
-        json!({"containers": containers, "resourceClaims": claims}),
-    );
+    let mut pod =
+        pod("pod-claims", json!({}), json!({"containers": containers, "resourceClaims": claims}));
     pod["metadata"]["uid"] = json!("uid-pod-claims");
     pod
 }

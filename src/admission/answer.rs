@@ -156,11 +156,7 @@ fn patch_budget(kind: ObjectKind, evaluation: &Evaluation) -> PatchBudget {
     if let Some(encoded) = encoded_within(&evaluation.patch, MAX_PATCH_BYTES) {
         return PatchBudget::Within(encoded);
     }
-    let object = if kind == ObjectKind::Pod {
-        "pod"
-    } else {
-        "claim"
-    };
+    let object = if kind == ObjectKind::Pod { "pod" } else { "claim" };
     PatchBudget::Over(format!(
         "the changes this {object} needs are a patch of {} operations, more than the {} KiB \
          one answer carries: make them in the manifest (gpu-policy check -o yaml prints it \
@@ -206,22 +202,16 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
         let bodies = evaluation.notice_bodies(kind);
         if !bodies.is_empty() {
             let joined = joined_within(&bodies, |body, out| out.push_str(body), ANNOTATION_ROOM);
-            answer
-                .audit_annotations
-                .insert(annotation.to_owned(), joined);
+            answer.audit_annotations.insert(annotation.to_owned(), joined);
         }
     }
     if mode != Mode::Audit {
-        answer
-            .warnings
-            .extend(evaluation.notices.iter().map(|n| n.message.to_string()));
+        answer.warnings.extend(evaluation.notices.iter().map(|n| n.message.to_string()));
     }
     match mode {
         Mode::Enforce => {
             if !is_pod {
-                answer
-                    .warnings
-                    .extend(template_override_warnings(evaluation));
+                answer.warnings.extend(template_override_warnings(evaluation));
             }
             if !evaluation.violations.is_empty() {
                 answer.allowed = false;
@@ -256,18 +246,14 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
                     );
                 }
             } else {
-                answer
-                    .warnings
-                    .extend(template_override_warnings(evaluation));
+                answer.warnings.extend(template_override_warnings(evaluation));
             }
         }
         Mode::Audit => {
             if !evaluation.violations.is_empty() {
                 let violations =
                     joined_within(&evaluation.violations, tagged_violation, ANNOTATION_ROOM);
-                answer
-                    .audit_annotations
-                    .insert("violations".to_owned(), violations);
+                answer.audit_annotations.insert("violations".to_owned(), violations);
             }
             if is_pod && !evaluation.changes.is_empty() {
                 let changes = joined_within(
@@ -277,15 +263,11 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
                     },
                     ANNOTATION_ROOM,
                 );
-                answer
-                    .audit_annotations
-                    .insert("mutations".to_owned(), changes);
+                answer.audit_annotations.insert("mutations".to_owned(), changes);
             }
             if let Some(reason) = over_patch_budget {
                 let reason = prefix_within(&reason, MAX_AUDIT_ANNOTATION_BYTES).to_owned();
-                answer
-                    .audit_annotations
-                    .insert(PATCH_ANNOTATION.to_owned(), reason);
+                answer.audit_annotations.insert(PATCH_ANNOTATION.to_owned(), reason);
             }
         }
     }
@@ -343,11 +325,7 @@ fn joined_within<T>(items: &[T], show: impl Fn(&T, &mut String), room: usize) ->
 /// most [`MAX_WARNINGS`] of them and [`MAX_WARNINGS_CHARS`] in all, the
 /// last saying how many more `check` prints when some are left out.
 pub fn bounded_warnings(full: &[String]) -> Vec<String> {
-    let cut: Vec<String> = full
-        .iter()
-        .take(MAX_WARNINGS)
-        .map(|text| warning(text))
-        .collect();
+    let cut: Vec<String> = full.iter().take(MAX_WARNINGS).map(|text| warning(text)).collect();
     let chars = |warnings: &[String]| warnings.iter().map(|w| w.chars().count()).sum::<usize>();
     if full.len() <= MAX_WARNINGS && chars(&cut) <= MAX_WARNINGS_CHARS {
         return cut;
@@ -380,20 +358,12 @@ pub fn unreadable(kind: &str, error: &ObjectError) -> Answer {
 /// A template is warned of the changes that override what its author
 /// wrote; plain additions stay quiet so that ordinary applies do.
 fn template_override_warnings(evaluation: &Evaluation) -> impl Iterator<Item = String> + '_ {
-    evaluation
-        .changes
-        .iter()
-        .filter(|change| change.overrides_author)
-        .map(template_warning)
+    evaluation.changes.iter().filter(|change| change.overrides_author).map(template_warning)
 }
 
 /// `gpu-policy: [rule] pods will <summary>`.
 pub fn template_warning(change: &Change) -> String {
-    Message::new(format_args!(
-        "[{}] pods will {}",
-        change.rule, change.summary
-    ))
-    .into_string()
+    Message::new(format_args!("[{}] pods will {}", change.rule, change.summary)).into_string()
 }
 
 /// `gpu-policy: [rule] message; [rule] message; and 1,234 more`, within
@@ -455,27 +425,17 @@ impl Answer {
     }
 
     pub fn ignored() -> Self {
-        Self {
-            allowed: true,
-            ignored: true,
-            ..Self::default()
-        }
+        Self { allowed: true, ignored: true, ..Self::default() }
     }
 
     /// Cut to [`MAX_DENIAL_BYTES`] by [`Answer::encode`].
     /// Allowed as it is, with nothing to say.
     pub fn allowed() -> Self {
-        Self {
-            allowed: true,
-            ..Self::default()
-        }
+        Self { allowed: true, ..Self::default() }
     }
 
     pub fn denied(message: impl Into<String>) -> Self {
-        Self {
-            denial: Some(message.into()),
-            ..Self::default()
-        }
+        Self { denial: Some(message.into()), ..Self::default() }
     }
 
     pub fn decision(&self) -> Decision {

@@ -79,9 +79,7 @@ impl ObjectReport {
         ObjectReport {
             api_version: text("/apiVersion").unwrap_or("").to_owned(),
             kind: text("/kind").unwrap_or("").to_owned(),
-            namespace: text("/metadata/namespace")
-                .unwrap_or(default_namespace)
-                .to_owned(),
+            namespace: text("/metadata/namespace").unwrap_or(default_namespace).to_owned(),
             name: text("/metadata/name")
                 .or_else(|| text("/metadata/generateName"))
                 .unwrap_or("")
@@ -159,8 +157,7 @@ impl<'a> Checker<'a> {
             }
             let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
             let name = text("/metadata/name").unwrap_or("");
-            self.old_pods
-                .insert((namespace.to_owned(), name.to_owned()), object);
+            self.old_pods.insert((namespace.to_owned(), name.to_owned()), object);
         }
         self
     }
@@ -223,13 +220,7 @@ impl<'a> Checker<'a> {
         let answer = match evaluator.evaluate(&subject) {
             Ok(evaluation) => {
                 let answer = decide(self.mode, kind, &evaluation);
-                self.describe(
-                    &mut report.facts,
-                    object,
-                    &subject,
-                    &evaluation,
-                    Some(claims),
-                );
+                self.describe(&mut report.facts, object, &subject, &evaluation, Some(claims));
                 report.violations = evaluation.violations;
                 report.changes = evaluation
                     .changes
@@ -278,11 +269,9 @@ impl<'a> Checker<'a> {
         alone: &'s mut Option<ClaimTables>,
     ) -> &'s dyn ClaimFacts {
         match &self.claims {
-            Claims::Alone(settings) => alone.insert(ClaimTables::collect(
-                &[object],
-                self.namespace,
-                settings.clone(),
-            )),
+            Claims::Alone(settings) => {
+                alone.insert(ClaimTables::collect(&[object], self.namespace, settings.clone()))
+            }
             Claims::Input(input) => input,
             Claims::Cluster(cluster) => *cluster,
         }
@@ -292,9 +281,7 @@ impl<'a> Checker<'a> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
         let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
         let name = text("/metadata/name")?;
-        self.old_pods
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .copied()
+        self.old_pods.get(&(namespace.to_owned(), name.to_owned())).copied()
     }
 
     /// What an object is evaluated as: created, or a Pod as an update from
@@ -305,10 +292,8 @@ impl<'a> Checker<'a> {
         old: Option<Json<'o>>,
     ) -> Option<(ObjectKind, Subject<'o>)> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Json::as_str);
-        let kind = ObjectKind::of_manifest(
-            text("/apiVersion").unwrap_or(""),
-            text("/kind").unwrap_or(""),
-        );
+        let kind =
+            ObjectKind::of_manifest(text("/apiVersion").unwrap_or(""), text("/kind").unwrap_or(""));
         let namespace = text("/metadata/namespace").unwrap_or(self.namespace);
         match old {
             Some(old) if kind == ObjectKind::Pod => {
@@ -348,9 +333,7 @@ impl Checker<'_> {
         };
         facts.gpu_needs = view.annotation(GPU_NEEDS_ANNOTATION).map(str::to_owned);
         // Of a Pod, the claims made from templates, by the pod claim's name.
-        let made = after
-            .pointer("/status/resourceClaimStatuses")
-            .and_then(Value::as_array);
+        let made = after.pointer("/status/resourceClaimStatuses").and_then(Value::as_array);
         for claim in &view.resource_claims {
             match claim.source {
                 ClaimSource::Claim(name) => facts.resource_claims.push(name.to_owned()),

@@ -53,9 +53,7 @@ pub async fn resolve(
 ) -> (ResolvedImages, Vec<String>) {
     let lookups = match &wanted.platform {
         Ok(platform) => {
-            resolver
-                .resolve_all(&wanted.namespace, &wanted.images, platform, budget)
-                .await
+            resolver.resolve_all(&wanted.namespace, &wanted.images, platform, budget).await
         }
         Err(refusal) => resolver.refuse_all(&wanted.images, &refusal.to_string()),
     };
@@ -137,19 +135,10 @@ pub fn needs_of(facts: &ImageConfigFacts) -> Result<ImageNeeds, String> {
     if let Some(oversized) = &facts.oversized {
         return Err(oversized.to_string());
     }
-    let cuda = facts
-        .cuda_version
-        .as_ref()
-        .map(|v| format!("{CUDA_VERSION_ENV}={v}"));
-    let require = facts
-        .require_cuda
-        .as_ref()
-        .map(|v| format!("{REQUIRE_CUDA_ENV}={v}"));
+    let cuda = facts.cuda_version.as_ref().map(|v| format!("{CUDA_VERSION_ENV}={v}"));
+    let require = facts.require_cuda.as_ref().map(|v| format!("{REQUIRE_CUDA_ENV}={v}"));
     let env = cuda.iter().chain(require.iter()).map(String::as_str);
-    let label = facts
-        .cuda_label
-        .as_deref()
-        .map(|value| (CUDA_VERSION_LABEL, value));
+    let label = facts.cuda_label.as_deref().map(|value| (CUDA_VERSION_LABEL, value));
     ImageNeeds::from_image_config(env, label).map_err(|err| crate::registry::error_text(&err))
 }
 

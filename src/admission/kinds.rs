@@ -109,12 +109,9 @@ impl ObjectKind {
     pub fn created<'a>(self, object: Json<'a>, namespace: &'a str) -> Option<Subject<'a>> {
         match self {
             ObjectKind::Pod => Some(Subject::pod(object, namespace, Scope::Whole)),
-            ObjectKind::Workload(workload) => Some(Subject::template(
-                object,
-                workload.shape(),
-                workload.kind(),
-                namespace,
-            )),
+            ObjectKind::Workload(workload) => {
+                Some(Subject::template(object, workload.shape(), workload.kind(), namespace))
+            }
             ObjectKind::Claim(kind) => Some(Subject::claim(object, kind, namespace)),
             ObjectKind::Ignored => None,
         }

@@ -32,11 +32,7 @@ fn strictness(mode: Option<Mode>) -> u8 {
 }
 
 fn label(namespace: Option<Json<'_>>) -> Option<&str> {
-    namespace?
-        .get("metadata")?
-        .get("labels")?
-        .get(MODE_LABEL)?
-        .as_str()
+    namespace?.get("metadata")?.get("labels")?.get(MODE_LABEL)?.as_str()
 }
 
 fn describe(value: Option<&str>) -> String {
@@ -57,11 +53,7 @@ pub enum LabelRefusal {
         "changing {MODE_LABEL} from {before} to {after} loosens GPU policy; only members of \
          {admins} may"
     )]
-    Loosened {
-        before: String,
-        after: String,
-        admins: String,
-    },
+    Loosened { before: String, after: String, admins: String },
 }
 
 /// Whether `requester` may change the namespace `old` into `new`.
@@ -171,10 +163,7 @@ impl OptInFindings {
     ) {
         let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
         let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
-        let name = pod
-            .pointer("/metadata/name")
-            .and_then(Json::as_str)
-            .unwrap_or("(unnamed)");
+        let name = pod.pointer("/metadata/name").and_then(Json::as_str).unwrap_or("(unnamed)");
         let evaluated = evaluator.evaluate(&Subject::pod(pod, namespace, Scope::Whole));
         let Ok(evaluation) = evaluated else {
             return;
@@ -203,17 +192,13 @@ impl OptInFindings {
     ) {
         let namespace_settings = namespace_settings(settings, cluster, Some(namespace));
         let evaluator = Evaluator::of_cluster(settings, &namespace_settings, cluster, None);
-        let name = claim
-            .pointer("/metadata/name")
-            .and_then(Json::as_str)
-            .unwrap_or("(unnamed)");
+        let name = claim.pointer("/metadata/name").and_then(Json::as_str).unwrap_or("(unnamed)");
         let denied = match evaluator.evaluate(&Subject::claim(claim, kind, namespace)) {
             Ok(evaluation) => !evaluation.violations.is_empty(),
             Err(_) => true,
         };
         if denied {
-            self.violating_claims
-                .add(&format!("{}/{name}", kind.as_str()));
+            self.violating_claims.add(&format!("{}/{name}", kind.as_str()));
         }
     }
 
@@ -253,10 +238,7 @@ impl OptInFindings {
             }
         }
         if self.violating_claims.count > 0 {
-            say(format_args!(
-                "{}",
-                violating(&self.violating_claims, "claim")
-            ));
+            say(format_args!("{}", violating(&self.violating_claims, "claim")));
         }
         if let Some(read) = self.read_only {
             say(format_args!(
@@ -285,9 +267,7 @@ pub fn look_skipped(namespace: &str) -> String {
 fn sees_cards_today(pod: Json<'_>, settings: &Settings) -> bool {
     let config = settings.config();
     let spec = pod.get("spec");
-    let runtime_class = spec
-        .and_then(|spec| spec.get("runtimeClassName"))
-        .and_then(Json::as_str);
+    let runtime_class = spec.and_then(|spec| spec.get("runtimeClassName")).and_then(Json::as_str);
     if runtime_class.is_some_and(|class| config.gpu_runtime_classes.iter().any(|c| c == class)) {
         return true;
     }

@@ -60,10 +60,7 @@ impl Place {
     /// read: a search of the table cost the GPU-pod review about 0.4 µs.
     fn leaves_out(self, key: &str) -> bool {
         match self {
-            Place::Root => !matches!(
-                key,
-                "apiVersion" | "kind" | "metadata" | "spec" | "template"
-            ),
+            Place::Root => !matches!(key, "apiVersion" | "kind" | "metadata" | "spec" | "template"),
             Place::Metadata => !matches!(
                 key,
                 "annotations"
@@ -138,9 +135,7 @@ const PATCH_BYTES_PER_CONTAINER: usize = 512;
 /// its body, and is denied, took its review 3.8 bodies above the server's
 /// base (debug build; tests/attack/memory_shapes.rs).
 pub fn budget(body_len: usize) -> usize {
-    body_len
-        .saturating_add(body_len / 4)
-        .saturating_add(BUDGET_FLOOR)
+    body_len.saturating_add(body_len / 4).saturating_add(BUDGET_FLOOR)
 }
 
 const BUDGET_FLOOR: usize = 1 << 20;

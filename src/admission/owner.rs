@@ -71,16 +71,9 @@ impl OwnerDocument<'_> {
             (OwnerRead::Unreadable(why), _) => OwnerPod::Unreadable(why.clone()),
             (OwnerRead::Read { .. }, Some(Err(why))) => OwnerPod::Unreadable(why.to_string()),
             (OwnerRead::Read { .. }, None) => OwnerPod::NotFound,
-            (
-                OwnerRead::Read {
-                    generated, claims, ..
-                },
-                Some(Ok(pod)),
-            ) => OwnerPod::Read(ReadPod {
-                pod: pod.root(),
-                generated,
-                claims,
-            }),
+            (OwnerRead::Read { generated, claims, .. }, Some(Ok(pod))) => {
+                OwnerPod::Read(ReadPod { pod: pod.root(), generated, claims })
+            }
         }
     }
 }
@@ -118,10 +111,7 @@ fn generated_claims(text: &str) -> Vec<GeneratedClaim> {
     let statuses: Vec<ClaimStatus> = sonic_rs::from_str(statuses.as_raw_str()).unwrap_or_default();
     statuses
         .into_iter()
-        .map(|status| GeneratedClaim {
-            pod_claim: status.name,
-            claim: status.resource_claim_name,
-        })
+        .map(|status| GeneratedClaim { pod_claim: status.name, claim: status.resource_claim_name })
         .collect()
 }
 
@@ -142,11 +132,8 @@ pub fn claims_to_read(
     let Ok(Some(view)) = PodView::parse(document.root(), Shape::Pod, settings) else {
         return (generated, Vec::new());
     };
-    let entries = pod_claim_origins(
-        &view.resource_claims,
-        &generated,
-        made_for.pod_claim.as_deref(),
-    );
+    let entries =
+        pod_claim_origins(&view.resource_claims, &generated, made_for.pod_claim.as_deref());
     let Ok(entries) = entries else {
         return (generated, Vec::new());
     };
@@ -158,10 +145,8 @@ pub fn claims_to_read(
         };
         resolved != Resolved::Unknown
     };
-    let reads = to_read(&entries, known)
-        .into_iter()
-        .map(|(kind, name)| (kind, name.to_owned()))
-        .collect();
+    let reads =
+        to_read(&entries, known).into_iter().map(|(kind, name)| (kind, name.to_owned())).collect();
     (generated, reads)
 }
 

@@ -250,9 +250,7 @@ pub fn respond(
     let claim = matches!(kind, ObjectKind::Claim(_));
     if claim && endpoint != Endpoint::Mutate {
         // What R4 could not do is the mutating webhook's to say.
-        evaluation
-            .notices
-            .retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
+        evaluation.notices.retain(|notice| notice.kind != NoticeKind::UnreadClaimOwner);
     }
     let mut answer = decide(mode, *kind, &evaluation);
     if mode == Mode::Enforce {
@@ -310,10 +308,7 @@ fn new_template_changes(
     let ObjectKind::Workload(_) = kind else {
         return Vec::new();
     };
-    let Some(old) = request
-        .old_object
-        .as_ref()
-        .filter(|_| request.operation == Operation::Update)
+    let Some(old) = request.old_object.as_ref().filter(|_| request.operation == Operation::Update)
     else {
         return Vec::new();
     };
@@ -348,10 +343,7 @@ fn spec_unchanged(request: &AdmissionRequest<'_>) -> bool {
     }
     request.operation == Operation::Update
         && request.old_object.is_some()
-        && match (
-            spec(request.object.as_ref()),
-            spec(request.old_object.as_ref()),
-        ) {
+        && match (spec(request.object.as_ref()), spec(request.old_object.as_ref())) {
             (Some(new), Some(old)) => same_json(new, old),
             (new, old) => new.is_none() && old.is_none(),
         }

@@ -64,10 +64,7 @@ fn only_enforce_mode_carries_a_pods_patch() {
         (mutated_pod.clone(), ObjectKind::Pod),
         (pod_with_change_and_violation(), ObjectKind::Pod),
         (clean_gpu_pod(), ObjectKind::Pod),
-        (
-            deployment(&mutated_pod),
-            ObjectKind::of("apps", "Deployment"),
-        ),
+        (deployment(&mutated_pod), ObjectKind::of("apps", "Deployment")),
     ];
     let mut carried = 0;
     for (object, kind) in &objects {
@@ -76,10 +73,7 @@ fn only_enforce_mode_carries_a_pods_patch() {
             carried += usize::from(answer.carries_patch());
         }
     }
-    assert_eq!(
-        carried, 2,
-        "enforce mode patches the mutated pod and the clean GPU pod"
-    );
+    assert_eq!(carried, 2, "enforce mode patches the mutated pod and the clean GPU pod");
 }
 
 #[rstest]
@@ -98,14 +92,8 @@ fn modes_on_a_denied_pod(
     assert_eq!(decision.allowed, allowed);
     assert_eq!(decision.carries_patch(), patched);
     assert_eq!(decision.warnings.len(), warnings, "{:?}", decision.warnings);
-    assert_eq!(
-        decision.audit_annotations.contains_key("violations"),
-        audited
-    );
-    assert_eq!(
-        decision.audit_annotations.contains_key("mutations"),
-        audited
-    );
+    assert_eq!(decision.audit_annotations.contains_key("violations"), audited);
+    assert_eq!(decision.audit_annotations.contains_key("mutations"), audited);
     assert_eq!(decision.denial.is_some(), !allowed);
 }
 
@@ -118,29 +106,14 @@ fn enforce_mutates_a_clean_gpu_pod_quietly() {
     assert!(decision.warnings.is_empty());
     assert!(decision.audit_annotations.is_empty());
     assert!(decision.carries_patch());
-    let ops: Vec<String> = evaluated
-        .patch
-        .iter()
-        .map(|op| op.path().to_string())
-        .collect();
-    assert_eq!(
-        ops,
-        vec![
-            "/spec/runtimeClassName",
-            "/spec/affinity",
-            "/metadata/annotations"
-        ]
-    );
+    let ops: Vec<String> = evaluated.patch.iter().map(|op| op.path().to_string()).collect();
+    assert_eq!(ops, vec!["/spec/runtimeClassName", "/spec/affinity", "/metadata/annotations"]);
 }
 
 #[test]
 fn warn_mode_says_what_would_happen() {
     let pod = pod_with_change_and_violation();
-    let decision = decide(
-        Mode::Warn,
-        ObjectKind::Pod,
-        &evaluation(&pod, ObjectKind::Pod),
-    );
+    let decision = decide(Mode::Warn, ObjectKind::Pod, &evaluation(&pod, ObjectKind::Pod));
     assert_eq!(
         decision.warnings,
         vec![
@@ -155,20 +128,10 @@ fn warn_mode_says_what_would_happen() {
 fn enforce_denial_lists_every_violation_on_one_line() {
     let mut pod = pod_with_change_and_violation();
     pod["spec"]["runtimeClassName"] = json!("kata");
-    let decision = decide(
-        Mode::Enforce,
-        ObjectKind::Pod,
-        &evaluation(&pod, ObjectKind::Pod),
-    );
+    let decision = decide(Mode::Enforce, ObjectKind::Pod, &evaluation(&pod, ObjectKind::Pod));
     let denial = decision.denial.unwrap_or_default();
-    assert!(
-        denial.starts_with("gpu-policy: [bounded-requests] container \"gpu\""),
-        "{denial}"
-    );
-    assert!(
-        denial.contains("; [runtime-class] runtimeClassName \"kata\""),
-        "{denial}"
-    );
+    assert!(denial.starts_with("gpu-policy: [bounded-requests] container \"gpu\""), "{denial}");
+    assert!(denial.contains("; [runtime-class] runtimeClassName \"kata\""), "{denial}");
     assert!(!denial.contains('\n'));
 }
 
@@ -244,10 +207,7 @@ fn allowlisted_objects_are_recorded_for_audit() {
     let decision = decide(Mode::Enforce, kind, &evaluation);
     assert!(decision.allowed && decision.warnings.is_empty());
     assert_eq!(
-        decision
-            .audit_annotations
-            .get("allowlisted")
-            .map(String::as_str),
+        decision.audit_annotations.get("allowlisted").map(String::as_str),
         Some("kube-system/DaemonSet/nvidia-gpu-exporter")
     );
 }
@@ -257,11 +217,7 @@ fn allowlisted_objects_are_recorded_for_audit() {
 #[case("apps/v1", "Deployment", ObjectKind::Workload(Workload::Deployment))]
 #[case("batch/v1", "CronJob", ObjectKind::Workload(Workload::CronJob))]
 #[case("v1", "PodTemplate", ObjectKind::Workload(Workload::PodTemplate))]
-#[case(
-    "v1",
-    "ReplicationController",
-    ObjectKind::Workload(Workload::ReplicationController)
-)]
+#[case("v1", "ReplicationController", ObjectKind::Workload(Workload::ReplicationController))]
 #[case("example.com/v1", "Deployment", ObjectKind::Ignored)]
 #[case("v1", "Service", ObjectKind::Ignored)]
 #[case("apps/v1", "Pod", ObjectKind::Ignored)]
@@ -282,10 +238,7 @@ fn every_shape_admitted_is_listed() {
     }
     for (at, shape) in Shape::ALL.iter().enumerate() {
         assert!(admitted.contains(shape), "no kind has the shape {shape:?}");
-        assert!(
-            !Shape::ALL[..at].contains(shape),
-            "{shape:?} is listed twice"
-        );
+        assert!(!Shape::ALL[..at].contains(shape), "{shape:?} is listed twice");
     }
 }
 
@@ -294,20 +247,12 @@ fn every_shape_admitted_is_listed() {
 /// fields on top.
 fn review(object: &Value, operation: &str, extra: Value) -> Vec<u8> {
     let kind = object["kind"].as_str().unwrap_or("Pod");
-    let group = object["apiVersion"]
-        .as_str()
-        .and_then(|v| v.rsplit_once('/'))
-        .map_or("", |(g, _)| g);
+    let group =
+        object["apiVersion"].as_str().and_then(|v| v.rsplit_once('/')).map_or("", |(g, _)| g);
     let mut review = Review::create(object, "ml")
         .uid("3f1e0c1a-0000-4000-8000-000000000001")
-        .set(
-            "kind",
-            json!({"group": group, "version": "v1", "kind": kind}),
-        )
-        .set(
-            "resource",
-            json!({"group": group, "version": "v1", "resource": "pods"}),
-        )
+        .set("kind", json!({"group": group, "version": "v1", "kind": kind}))
+        .set("resource", json!({"group": group, "version": "v1", "resource": "pods"}))
         .set("operation", json!(operation))
         .set("userInfo", json!({"username": "alice"}))
         .dry_run(true);
@@ -340,10 +285,7 @@ fn answer(body: &[u8], endpoint: Endpoint) -> Value {
 
 #[test]
 fn mutate_returns_a_base64_json_patch_and_echoes_the_uid() {
-    let reply = answer(
-        &review(&clean_gpu_pod(), "CREATE", json!({})),
-        Endpoint::Mutate,
-    );
+    let reply = answer(&review(&clean_gpu_pod(), "CREATE", json!({})), Endpoint::Mutate);
     assert_eq!(reply["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(reply["kind"], "AdmissionReview");
     let response = &reply["response"];
@@ -354,20 +296,9 @@ fn mutate_returns_a_base64_json_patch_and_echoes_the_uid() {
     let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch);
     let operations: Value =
         serde_json::from_slice(&decoded.unwrap_or_default()).unwrap_or_default();
-    let paths: Vec<&str> = operations
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|op| op["path"].as_str())
-        .collect();
-    assert_eq!(
-        paths,
-        vec![
-            "/spec/runtimeClassName",
-            "/spec/affinity",
-            "/metadata/annotations"
-        ]
-    );
+    let paths: Vec<&str> =
+        operations.as_array().into_iter().flatten().filter_map(|op| op["path"].as_str()).collect();
+    assert_eq!(paths, vec!["/spec/runtimeClassName", "/spec/affinity", "/metadata/annotations"]);
 }
 
 #[test]
@@ -392,10 +323,7 @@ fn validate_warn_carries_warnings_and_audit_carries_annotations() {
     let body = review(&pod_with_change_and_violation(), "CREATE", json!({}));
     let warn = answer(&body, Endpoint::Validate(Mode::Warn));
     assert_eq!(warn["response"]["allowed"], true);
-    assert_eq!(
-        warn["response"]["warnings"].as_array().map(Vec::len),
-        Some(3)
-    );
+    assert_eq!(warn["response"]["warnings"].as_array().map(Vec::len), Some(3));
     let audit = answer(&body, Endpoint::Validate(Mode::Audit));
     assert_eq!(audit["response"]["allowed"], true);
     assert!(audit["response"].get("warnings").is_none());
@@ -408,10 +336,8 @@ fn validate_warn_carries_warnings_and_audit_carries_annotations() {
 #[case("UPDATE", json!({"oldObject": pod_with_change_and_violation()}))]
 #[case("UPDATE", json!({"subResource": "status"}))]
 fn other_pod_operations_are_allowed_untouched(#[case] operation: &str, #[case] extra: Value) {
-    let reply = answer(
-        &review(&pod_with_change_and_violation(), operation, extra),
-        Endpoint::Mutate,
-    );
+    let reply =
+        answer(&review(&pod_with_change_and_violation(), operation, extra), Endpoint::Mutate);
     assert_eq!(reply["response"]["allowed"], true);
     assert!(reply["response"].get("patch").is_none());
 }
@@ -423,11 +349,8 @@ fn ephemeral_container_update_pins_the_new_container() {
     let mut new = old.clone();
     new["spec"]["ephemeralContainers"] =
         json!([{"name": "debugger", "image": "nvidia/cuda:12.4.0-base"}]);
-    let body = review(
-        &new,
-        "UPDATE",
-        json!({"subResource": "ephemeralcontainers", "oldObject": old}),
-    );
+    let body =
+        review(&new, "UPDATE", json!({"subResource": "ephemeralcontainers", "oldObject": old}));
     let reply = answer(&body, Endpoint::Mutate);
     assert_eq!(reply["response"]["allowed"], true);
     assert_eq!(reply["response"]["patchType"], "JSONPatch");
@@ -436,10 +359,7 @@ fn ephemeral_container_update_pins_the_new_container() {
 #[test]
 fn unreadable_object_is_denied_with_the_field() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": "app"}});
-    let reply = answer(
-        &review(&pod, "CREATE", json!({})),
-        Endpoint::Validate(Mode::Enforce),
-    );
+    let reply = answer(&review(&pod, "CREATE", json!({})), Endpoint::Validate(Mode::Enforce));
     assert_eq!(reply["response"]["allowed"], false);
     assert_eq!(
         reply["response"]["status"]["message"],
@@ -450,10 +370,7 @@ fn unreadable_object_is_denied_with_the_field() {
 #[test]
 fn unknown_kinds_are_allowed() {
     let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
-    let reply = answer(
-        &review(&service, "CREATE", json!({})),
-        Endpoint::Validate(Mode::Enforce),
-    );
+    let reply = answer(&review(&service, "CREATE", json!({})), Endpoint::Validate(Mode::Enforce));
     assert_eq!(reply["response"]["allowed"], true);
 }
 
@@ -476,15 +393,9 @@ fn malformed_reviews_are_errors(#[case] body: &[u8], #[case] message: &str) {
 #[test]
 fn a_malformed_review_is_refused_on_one_line() {
     let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREA\nmkdir\r-p\u2028x\u0085y"}}"#;
-    let text = decode(body)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let text = decode(body).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(text.contains("unknown variant"), "{text}");
-    assert!(
-        !text.contains(['\n', '\r', '\u{2028}', '\u{85}']),
-        "{text:?}"
-    );
+    assert!(!text.contains(['\n', '\r', '\u{2028}', '\u{85}']), "{text:?}");
 }
 
 #[test]
@@ -496,10 +407,8 @@ fn mutate_never_denies_and_does_not_patch_a_pod_that_will_be_denied() {
     let unreadable = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": "x"}});
     let reply = answer(&review(&unreadable, "CREATE", json!({})), Endpoint::Mutate);
     assert_eq!(reply["response"]["allowed"], true);
-    let reply = answer(
-        &review(&unreadable, "CREATE", json!({})),
-        Endpoint::Validate(Mode::Enforce),
-    );
+    let reply =
+        answer(&review(&unreadable, "CREATE", json!({})), Endpoint::Validate(Mode::Enforce));
     assert_eq!(reply["response"]["allowed"], false);
 }
 
@@ -531,13 +440,7 @@ fn privileged_pod(gpu: bool) -> Value {
     "would deny: container \"app\" must not be privileged"
 )]
 // a privileged GPU container: allowed with a warning, pod and template alike
-#[case(
-    true,
-    ObjectKind::Pod,
-    Mode::Enforce,
-    true,
-    "privileged container \"app\" sees every GPU"
-)]
+#[case(true, ObjectKind::Pod, Mode::Enforce, true, "privileged container \"app\" sees every GPU")]
 #[case(
     true,
     ObjectKind::Workload(Workload::Deployment),
@@ -545,13 +448,7 @@ fn privileged_pod(gpu: bool) -> Value {
     true,
     "privileged container \"app\" sees every GPU"
 )]
-#[case(
-    true,
-    ObjectKind::Pod,
-    Mode::Warn,
-    true,
-    "privileged container \"app\" sees every GPU"
-)]
+#[case(true, ObjectKind::Pod, Mode::Warn, true, "privileged container \"app\" sees every GPU")]
 fn privileged_containers_by_mode_and_kind(
     #[case] gpu: bool,
     #[case] kind: ObjectKind,
@@ -566,30 +463,16 @@ fn privileged_containers_by_mode_and_kind(
     };
     let decision = decide(mode, kind, &evaluation(&object, kind));
     assert_eq!(decision.allowed, allowed, "{decision:?}");
-    let text = decision
-        .denial
-        .iter()
-        .chain(&decision.warnings)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text =
+        decision.denial.iter().chain(&decision.warnings).cloned().collect::<Vec<_>>().join("\n");
     assert!(text.contains(said), "{text}");
-    assert!(
-        decision
-            .warnings
-            .iter()
-            .all(|w| w.chars().count() <= MAX_WARNING_CHARS)
-    );
+    assert!(decision.warnings.iter().all(|w| w.chars().count() <= MAX_WARNING_CHARS));
 }
 
 #[test]
 fn privileged_gpu_containers_are_quiet_in_audit_mode() {
     let pod = privileged_pod(true);
-    let decision = decide(
-        Mode::Audit,
-        ObjectKind::Pod,
-        &evaluation(&pod, ObjectKind::Pod),
-    );
+    let decision = decide(Mode::Audit, ObjectKind::Pod, &evaluation(&pod, ObjectKind::Pod));
     assert!(decision.allowed);
     assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
 }
@@ -606,16 +489,8 @@ fn claim_template(exactly: Value, annotations: Value) -> Value {
 }
 
 #[rstest]
-#[case(
-    "resource.k8s.io/v1",
-    "ResourceClaim",
-    ObjectKind::Claim(ClaimKind::Claim)
-)]
-#[case(
-    "resource.k8s.io/v1beta1",
-    "ResourceClaimTemplate",
-    ObjectKind::Claim(ClaimKind::Template)
-)]
+#[case("resource.k8s.io/v1", "ResourceClaim", ObjectKind::Claim(ClaimKind::Claim))]
+#[case("resource.k8s.io/v1beta1", "ResourceClaimTemplate", ObjectKind::Claim(ClaimKind::Template))]
 #[case("resource.k8s.io/v1", "DeviceClass", ObjectKind::Ignored)]
 // The core group has no claims.
 #[case("v1", "ResourceClaim", ObjectKind::Ignored)]
@@ -641,10 +516,9 @@ fn claims_are_validated_per_mode_and_never_mutated() {
     assert_eq!(warn["allowed"], true, "{warn}");
     assert_eq!(
         warn["warnings"],
-        json!([warning(&expected.replace(
-            "[bounded-requests] ",
-            "[bounded-requests] would deny: "
-        ))]),
+        json!([warning(
+            &expected.replace("[bounded-requests] ", "[bounded-requests] would deny: ")
+        )]),
         "{warn}"
     );
 
@@ -663,10 +537,8 @@ fn claims_are_validated_per_mode_and_never_mutated() {
 
     // A bounded template is allowed quietly.
     let one = claim_template(json!({"count": 1}), json!({}));
-    let allowed = &answer(
-        &review(&one, "CREATE", json!({})),
-        Endpoint::Validate(Mode::Enforce),
-    )["response"];
+    let allowed =
+        &answer(&review(&one, "CREATE", json!({})), Endpoint::Validate(Mode::Enforce))["response"];
     assert_eq!(allowed["allowed"], true, "{allowed}");
     assert!(allowed.get("warnings").is_none_or(Value::is_null));
 }
@@ -703,11 +575,7 @@ fn a_claim_update_that_keeps_the_spec_is_not_checked() {
     let response = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
     assert_eq!(response["allowed"], false, "{response}");
     // Status is a subresource: not the claim's author's doing.
-    let body = review(
-        &all,
-        "UPDATE",
-        json!({"oldObject": one, "subResource": "status"}),
-    );
+    let body = review(&all, "UPDATE", json!({"oldObject": one, "subResource": "status"}));
     let response = &answer(&body, Endpoint::Validate(Mode::Enforce))["response"];
     assert_eq!(response["allowed"], true, "{response}");
 }
@@ -739,19 +607,12 @@ fn the_images_worth_a_registry_lookup() {
     assert_eq!(lookup(create.clone(), Endpoint::Mutate), expected);
     assert_eq!(lookup(create, Endpoint::Validate(Mode::Warn)), expected);
     let workload = Review::create(&deployment(&pod), "default").body();
-    assert_eq!(
-        lookup(workload.clone(), Endpoint::Validate(Mode::Enforce)),
-        expected
-    );
+    assert_eq!(lookup(workload.clone(), Endpoint::Validate(Mode::Enforce)), expected);
     assert_eq!(lookup(workload, Endpoint::Mutate), None);
     let cpu = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                      "spec": {"containers": [{"name": "cpu", "image": "nvidia/cuda:13.0.2-base"}]}});
-    assert_eq!(
-        lookup(Review::create(&cpu, "default").body(), Endpoint::Mutate),
-        None
-    );
-    let ephemeral = Review::update(&pod, &pod, "default")
-        .sub_resource("ephemeralcontainers")
-        .body();
+    assert_eq!(lookup(Review::create(&cpu, "default").body(), Endpoint::Mutate), None);
+    let ephemeral =
+        Review::update(&pod, &pod, "default").sub_resource("ephemeralcontainers").body();
     assert_eq!(lookup(ephemeral, Endpoint::Mutate), None);
 }

@@ -124,10 +124,7 @@ fn check_unicode_escapes(text: &str) -> Result<(), ReviewError> {
     let mut from = 0;
     // memchr finds the backslashes in vector steps: 300 instructions on
     // the GPU pod's review, where core's search takes about one per byte.
-    while let Some(found) = bytes
-        .get(from..)
-        .and_then(|rest| memchr::memchr(b'\\', rest))
-    {
+    while let Some(found) = bytes.get(from..).and_then(|rest| memchr::memchr(b'\\', rest)) {
         let at = from + found;
         from = match bytes.get(at + 1) {
             Some(b'u') => {
@@ -164,11 +161,7 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<'_>, ReviewError> {
     check_unicode_escapes(text)?;
     let budget = Budget::new(object_tree::budget(text.len()));
     let mut deserializer = sonic_rs::Deserializer::from_str(text);
-    let review = ReviewSeed(Body {
-        text,
-        budget: &budget,
-    })
-    .deserialize(&mut deserializer)?;
+    let review = ReviewSeed(Body { text, budget: &budget }).deserialize(&mut deserializer)?;
     deserializer.end()?;
     if review.api_version != META_API_VERSION_V1 {
         return Err(ReviewError::Version(review.api_version.into_owned()));
@@ -218,11 +211,9 @@ impl<'de> Visitor<'de> for ReviewSeed<'de, '_> {
         let (mut api_version, mut kind, mut request) = (None, None, None);
         while let Some(Borrowed(key)) = map.next_key()? {
             match &*key {
-                "apiVersion" => once(
-                    &mut api_version,
-                    "apiVersion",
-                    map.next_value::<Borrowed>()?,
-                )?,
+                "apiVersion" => {
+                    once(&mut api_version, "apiVersion", map.next_value::<Borrowed>()?)?
+                }
                 "kind" => once(&mut kind, "kind", map.next_value::<Borrowed>()?)?,
                 "request" => {
                     let seed = Nullable(RequestSeed(self.0));

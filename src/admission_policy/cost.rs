@@ -80,11 +80,7 @@ pub fn estimate_value(
         .enable_optional_syntax(true)
         .parse(expression)
         .map_err(|errors| CostError::Parse(errors.to_string()))?;
-    let mut coster = Coster {
-        variables,
-        locals: Vec::new(),
-        missing,
-    };
+    let mut coster = Coster { variables, locals: Vec::new(), missing };
     let estimated = coster.cost(&ast)?;
     Ok((estimated.cost, estimated.shape))
 }
@@ -92,9 +88,7 @@ pub fn estimate_value(
 /// The cost range of expressions that share one budget, such as the
 /// validations of a policy against [`RUNTIME_COST_BUDGET`].
 pub fn total(costs: &[Bounds]) -> Bounds {
-    costs
-        .iter()
-        .fold(Bounds::fixed(0), |sum, cost| sum.add(*cost))
+    costs.iter().fold(Bounds::fixed(0), |sum, cost| sum.add(*cost))
 }
 
 /// An expression's cost and the shape of its value.
@@ -113,10 +107,9 @@ struct Coster<'v> {
 impl Coster<'_> {
     fn cost(&mut self, e: &IdedExpr) -> Result<Estimated, CostError> {
         match &e.expr {
-            Expr::Literal(literal) => Ok(Estimated {
-                cost: Bounds::fixed(CONST_COST),
-                shape: literal_shape(literal),
-            }),
+            Expr::Literal(literal) => {
+                Ok(Estimated { cost: Bounds::fixed(CONST_COST), shape: literal_shape(literal) })
+            }
             Expr::Ident(name) => {
                 let shape = self
                     .locals
@@ -126,19 +119,13 @@ impl Coster<'_> {
                     .map(|(_, shape)| shape)
                     .or_else(|| self.variables.get(name))
                     .ok_or_else(|| CostError::UndeclaredVariable(name.clone()))?;
-                Ok(Estimated {
-                    cost: Bounds::fixed(SELECT_AND_IDENT_COST),
-                    shape: shape.clone(),
-                })
+                Ok(Estimated { cost: Bounds::fixed(SELECT_AND_IDENT_COST), shape: shape.clone() })
             }
             Expr::Select(select) => {
                 let operand = self.cost(&select.operand)?;
                 if select.test {
                     // has(): no cost of its own in Kubernetes.
-                    return Ok(Estimated {
-                        cost: operand.cost,
-                        shape: Shape::Scalar,
-                    });
+                    return Ok(Estimated { cost: operand.cost, shape: Shape::Scalar });
                 }
                 let shape = field(&operand.shape, &select.field, self.missing)?;
                 Ok(Estimated {
@@ -160,10 +147,7 @@ impl Coster<'_> {
                 }
                 let len = Bounds::fixed(list.elements.len() as u64);
                 let item = Box::new(item.unwrap_or(Shape::Absent));
-                Ok(Estimated {
-                    cost,
-                    shape: Shape::List { len, item },
-                })
+                Ok(Estimated { cost, shape: Shape::List { len, item } })
             }
             Expr::Map(map) => {
                 let mut cost = Bounds::fixed(MAP_CREATE_BASE_COST);
@@ -210,10 +194,7 @@ impl Coster<'_> {
                     cost = cost.add(value.cost);
                     fields.insert(entry.field.clone(), value.shape);
                 }
-                Ok(Estimated {
-                    cost,
-                    shape: Shape::Object(fields),
-                })
+                Ok(Estimated { cost, shape: Shape::Object(fields) })
             }
             Expr::Comprehension(comprehension) => self.comprehension(comprehension),
             Expr::Unspecified => Err(CostError::Unsupported("an empty expression")),
@@ -228,10 +209,9 @@ impl Coster<'_> {
         let (first, second) = match (&range.shape, &c.iter_var2) {
             (Shape::List { item, .. }, None) => ((**item).clone(), None),
             (Shape::List { item, .. }, Some(_)) => (Shape::Scalar, Some((**item).clone())),
-            (Shape::Map { value, .. }, second) => (
-                Shape::unbounded_string(),
-                second.as_ref().map(|_| (**value).clone()),
-            ),
+            (Shape::Map { value, .. }, second) => {
+                (Shape::unbounded_string(), second.as_ref().map(|_| (**value).clone()))
+            }
             (Shape::Dyn, second) => (Shape::Dyn, second.as_ref().map(|_| Shape::Dyn)),
             // An object read as a map (one of [`Shape::of_value`]): its
             // field names are the keys.
@@ -244,18 +224,12 @@ impl Coster<'_> {
                         .reduce(Bounds::union)
                         .unwrap_or(Bounds::fixed(0)),
                 ),
-                second.as_ref().map(|_| {
-                    fields
-                        .values()
-                        .cloned()
-                        .reduce(Shape::union)
-                        .unwrap_or(Shape::Dyn)
-                }),
+                second
+                    .as_ref()
+                    .map(|_| fields.values().cloned().reduce(Shape::union).unwrap_or(Shape::Dyn)),
             ),
             _ => {
-                return Err(CostError::Unsupported(
-                    "a comprehension over a non-container",
-                ));
+                return Err(CostError::Unsupported("a comprehension over a non-container"));
             }
         };
         let accu_is_list = matches!(c.accu_init.expr, Expr::List(_));
@@ -268,28 +242,17 @@ impl Coster<'_> {
             let step = self.cost(&c.loop_step)?;
             Ok((condition.cost.add(step.cost), step.shape))
         });
-        self.locals
-            .truncate(self.locals.len() - 1 - usize::from(c.iter_var2.is_some()));
+        self.locals.truncate(self.locals.len() - 1 - usize::from(c.iter_var2.is_some()));
         let result = self.cost(&c.result);
         self.locals.pop();
         let ((per_element, step_shape), result) = (per_element?, result?);
         let elements = range.shape.size();
-        let cost = range
-            .cost
-            .add(init.cost)
-            .add(result.cost)
-            .add(elements.multiply(per_element));
+        let cost = range.cost.add(init.cost).add(result.cost).add(elements.multiply(per_element));
         // A list built by the loop (map, filter) has at most as many
         // elements as the range.
         let shape = match step_shape {
-            Shape::List { item, .. } if accu_is_list => Shape::List {
-                len: elements,
-                item,
-            },
-            _ if accu_is_list => Shape::List {
-                len: elements,
-                item: Box::new(Shape::Dyn),
-            },
+            Shape::List { item, .. } if accu_is_list => Shape::List { len: elements, item },
+            _ if accu_is_list => Shape::List { len: elements, item: Box::new(Shape::Dyn) },
             _ => result.shape,
         };
         Ok(Estimated { cost, shape })
@@ -322,11 +285,7 @@ impl Coster<'_> {
             Some(target) if namespaced.is_none() => Some(self.cost(target)?),
             _ => None,
         };
-        let args = call
-            .args
-            .iter()
-            .map(|arg| self.cost(arg))
-            .collect::<Result<Vec<_>, _>>()?;
+        let args = call.args.iter().map(|arg| self.cost(arg)).collect::<Result<Vec<_>, _>>()?;
         let args_cost = total(&args.iter().map(|a| a.cost).collect::<Vec<_>>());
         // `lists.range(size(x))`: as long as `x` (cel-go knows no length
         // of a computed int, and takes the largest).
@@ -339,10 +298,9 @@ impl Coster<'_> {
         let one = Bounds::fixed(1).add(args_cost);
         let traversal = |shape: &Shape| shape.size().times_factor(STRING_TRAVERSAL_COST_FACTOR);
         let (cost, shape) = match (name, &target, args.as_slice()) {
-            (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [lhs, rhs]) => scalar(Bounds {
-                min: lhs.cost.min,
-                max: lhs.cost.max.saturating_add(rhs.cost.max),
-            }),
+            (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [lhs, rhs]) => {
+                scalar(Bounds { min: lhs.cost.min, max: lhs.cost.max.saturating_add(rhs.cost.max) })
+            }
             (operators::CONDITIONAL, None, [condition, yes, no]) => (
                 condition.cost.add(yes.cost.union(no.cost)),
                 yes.shape.clone().union(no.shape.clone()),
@@ -431,28 +389,20 @@ impl Coster<'_> {
             ("startsWith" | "endsWith", Some(_), [prefix]) => {
                 scalar(traversal(&prefix.shape).add(args_cost))
             }
-            ("contains", Some(text), [part]) => scalar(
-                traversal(&text.shape)
-                    .multiply(traversal(&part.shape))
-                    .add(args_cost),
-            ),
+            ("contains", Some(text), [part]) => {
+                scalar(traversal(&text.shape).multiply(traversal(&part.shape)).add(args_cost))
+            }
             ("matches", Some(text), [regex]) => scalar(
                 text.shape
                     .size()
                     .add(Bounds::fixed(1))
                     .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .multiply(
-                        regex
-                            .shape
-                            .size()
-                            .times_factor(REGEX_STRING_LENGTH_COST_FACTOR),
-                    )
+                    .multiply(regex.shape.size().times_factor(REGEX_STRING_LENGTH_COST_FACTOR))
                     .add(args_cost),
             ),
-            ("lowerAscii" | "upperAscii" | "trim", Some(text), []) => (
-                traversal(&text.shape).add(args_cost),
-                Shape::String(text.shape.size()),
-            ),
+            ("lowerAscii" | "upperAscii" | "trim", Some(text), []) => {
+                (traversal(&text.shape).add(args_cost), Shape::String(text.shape.size()))
+            }
             ("quantity", None, [text]) => (traversal(&text.shape).add(args_cost), Shape::Quantity),
             ("isQuantity", None, [text]) => scalar(traversal(&text.shape).add(args_cost)),
             ("add" | "sub", Some(_), [_]) => (one, Shape::Quantity),
@@ -470,10 +420,7 @@ impl Coster<'_> {
             // as many parts as characters at most (cel-go leaves the
             // parts' size unknown: here no longer than the string).
             ("split", Some(text), [_]) => (
-                text.shape
-                    .size()
-                    .times_factor(2.0 * STRING_TRAVERSAL_COST_FACTOR)
-                    .add(args_cost),
+                text.shape.size().times_factor(2.0 * STRING_TRAVERSAL_COST_FACTOR).add(args_cost),
                 Shape::List {
                     len: Bounds::up_to(text.shape.size().max),
                     item: Box::new(Shape::String(Bounds::up_to(text.shape.size().max))),
@@ -485,15 +432,12 @@ impl Coster<'_> {
                 let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
                 let mut size = len.multiply(item.size());
                 if let [separator] = separator {
-                    let separators = Bounds {
-                        min: len.min.saturating_sub(1),
-                        max: len.max.saturating_sub(1),
-                    };
+                    let separators =
+                        Bounds { min: len.min.saturating_sub(1), max: len.max.saturating_sub(1) };
                     size = size.add(separator.shape.size().multiply(separators));
                 }
                 (
-                    size.times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                        .add(args_cost),
+                    size.times_factor(STRING_TRAVERSAL_COST_FACTOR).add(args_cost),
                     Shape::String(size),
                 )
             }
@@ -520,13 +464,9 @@ impl Coster<'_> {
             ("flatten", Some(list), []) => {
                 let (len, item) = list_parts(&list.shape).ok_or_else(unsupported)?;
                 let shape = match item {
-                    Shape::List {
-                        len: inner,
-                        item: inner_item,
-                    } => Shape::List {
-                        len: len.multiply(*inner),
-                        item: inner_item.clone(),
-                    },
+                    Shape::List { len: inner, item: inner_item } => {
+                        Shape::List { len: len.multiply(*inner), item: inner_item.clone() }
+                    }
                     _ => list.shape.clone(),
                 };
                 (len.add(Bounds::fixed(1)).add(args_cost), shape)
@@ -535,10 +475,7 @@ impl Coster<'_> {
                 let len = range_len.unwrap_or(Bounds::UNKNOWN);
                 (
                     len.add(Bounds::fixed(1)).add(args_cost),
-                    Shape::List {
-                        len,
-                        item: Box::new(Shape::Scalar),
-                    },
+                    Shape::List { len, item: Box::new(Shape::Scalar) },
                 )
             }
             ("indexOf" | "lastIndexOf", Some(text), _) => {
@@ -547,10 +484,7 @@ impl Coster<'_> {
             _ => return Err(unsupported()),
         };
         let target_cost = target.map_or(Bounds::fixed(0), |t| t.cost);
-        Ok(Estimated {
-            cost: target_cost.add(cost),
-            shape,
-        })
+        Ok(Estimated { cost: target_cost.add(cost), shape })
     }
 }
 
@@ -584,9 +518,7 @@ fn field(operand: &Shape, name: &str, missing: MissingFields) -> Result<Shape, C
         Shape::Absent => Ok(Shape::Absent),
         Shape::Map { value, .. } => Ok((**value).clone()),
         Shape::Dyn => Ok(Shape::Dyn),
-        _ => Err(CostError::NoField {
-            field: name.to_owned(),
-        }),
+        _ => Err(CostError::NoField { field: name.to_owned() }),
     }
 }
 
@@ -595,11 +527,8 @@ fn field(operand: &Shape, name: &str, missing: MissingFields) -> Result<Shape, C
 /// (cel-go `functionCost`, `overloads.Equals`).
 fn compare_sizes(lhs: &Shape, rhs: &Shape) -> Bounds {
     let smallest_max = lhs.size().max.min(rhs.size().max);
-    Bounds {
-        min: u64::from(smallest_max > 0),
-        max: smallest_max,
-    }
-    .times_factor(STRING_TRAVERSAL_COST_FACTOR)
+    Bounds { min: u64::from(smallest_max > 0), max: smallest_max }
+        .times_factor(STRING_TRAVERSAL_COST_FACTOR)
 }
 
 /// `+`: strings are copied (their summed length times the traversal
@@ -615,11 +544,7 @@ fn add(lhs: &Shape, rhs: &Shape, args_cost: Bounds) -> (Bounds, Shape) {
         ),
         (Shape::String(_) | Shape::Dyn, Shape::String(_) | Shape::Dyn) => {
             let len = lhs.size().add(rhs.size());
-            (
-                len.times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .add(args_cost),
-                Shape::String(len),
-            )
+            (len.times_factor(STRING_TRAVERSAL_COST_FACTOR).add(args_cost), Shape::String(len))
         }
         _ => (Bounds::fixed(1).add(args_cost), Shape::Scalar),
     }

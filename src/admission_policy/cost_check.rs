@@ -44,11 +44,7 @@ impl PolicyCheck {
 pub fn policies(settings: &Settings, mutating: bool) -> Vec<Value> {
     let all = all_generated(settings, KubernetesVersion::default());
     let mutating = all.mutating.into_iter().filter(|_| mutating);
-    all.validating
-        .into_iter()
-        .chain(mutating)
-        .map(|p| p.object)
-        .collect()
+    all.validating.into_iter().chain(mutating).map(|p| p.object).collect()
 }
 
 /// The costs of [`policies`].
@@ -96,9 +92,8 @@ fn reads_claims(policy: &Value) -> bool {
 /// them.
 pub fn pod_of_containers(n: usize) -> Value {
     let container = |prefix: &str, i: usize, sidecar: bool| {
-        let env: Vec<Value> = (0..10)
-            .map(|j| json!({"name": format!("VAR_{j}"), "value": "some value"}))
-            .collect();
+        let env: Vec<Value> =
+            (0..10).map(|j| json!({"name": format!("VAR_{j}"), "value": "some value"})).collect();
         let mut c = json!({
             "name": format!("{prefix}-{i}"),
             "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
@@ -183,18 +178,9 @@ pub fn markdown(check: &PolicyCheck) -> String {
             Role::Variable => "variable ",
             _ => "",
         };
-        out.push_str(&row(
-            &format!("{role}`{}`", e.name),
-            &any.cost,
-            &e.cost,
-            PER_CALL_LIMIT,
-        ));
+        out.push_str(&row(&format!("{role}`{}`", e.name), &any.cost, &e.cost, PER_CALL_LIMIT));
     }
-    if reference
-        .expressions
-        .iter()
-        .any(|e| e.role == Role::MatchCondition)
-    {
+    if reference.expressions.iter().any(|e| e.role == Role::MatchCondition) {
         out.push_str(&row(
             "match conditions together",
             &worst_case.match_conditions(),
@@ -335,23 +321,14 @@ impl PolicyCost {
     /// Variables, validations, messages and mutations together, against
     /// [`RUNTIME_COST_BUDGET`].
     pub fn runtime(&self) -> Result<Bounds, CostError> {
-        self.sum(&[
-            Role::Variable,
-            Role::Validation,
-            Role::Message,
-            Role::Mutation,
-        ])
+        self.sum(&[Role::Variable, Role::Validation, Role::Message, Role::Mutation])
     }
 
     /// Whether every expression and both totals stay within their limits
     /// (an expression that cannot be estimated does not).
     pub fn within_limits(&self) -> bool {
-        self.expressions
-            .iter()
-            .all(|e| e.cost.as_ref().is_ok_and(|c| c.within(PER_CALL_LIMIT)))
-            && self
-                .match_conditions()
-                .is_ok_and(|c| c.within(MATCH_CONDITIONS_COST_BUDGET))
+        self.expressions.iter().all(|e| e.cost.as_ref().is_ok_and(|c| c.within(PER_CALL_LIMIT)))
+            && self.match_conditions().is_ok_and(|c| c.within(MATCH_CONDITIONS_COST_BUDGET))
             && self.runtime().is_ok_and(|c| c.within(RUNTIME_COST_BUDGET))
     }
 }
@@ -364,11 +341,7 @@ pub fn policy_cost(policy: &Value, inputs: &Inputs) -> PolicyCost {
     let mut expressions = Vec::new();
     let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
     for condition in array(&spec["matchConditions"]) {
-        let (cost, _) = split(estimate_value(
-            &text(&condition["expression"]),
-            &variables,
-            missing,
-        ));
+        let (cost, _) = split(estimate_value(&text(&condition["expression"]), &variables, missing));
         expressions.push(ExpressionCost {
             role: Role::MatchCondition,
             name: text(&condition["name"]),
@@ -378,18 +351,11 @@ pub fn policy_cost(policy: &Value, inputs: &Inputs) -> PolicyCost {
     let mut declared = Vec::new();
     for variable in array(&spec["variables"]) {
         let name = text(&variable["name"]);
-        let (cost, shape) = split(estimate_value(
-            &text(&variable["expression"]),
-            &variables,
-            missing,
-        ));
+        let (cost, shape) =
+            split(estimate_value(&text(&variable["expression"]), &variables, missing));
         declared.push((name.clone(), shape));
         set_variables(&mut variables, &declared);
-        expressions.push(ExpressionCost {
-            role: Role::Variable,
-            name,
-            cost,
-        });
+        expressions.push(ExpressionCost { role: Role::Variable, name, cost });
     }
     set_variables(&mut variables, &declared);
     for (i, validation) in array(&spec["validations"]).iter().enumerate() {
@@ -416,11 +382,7 @@ pub fn policy_cost(policy: &Value, inputs: &Inputs) -> PolicyCost {
             cost,
         });
     }
-    PolicyCost {
-        name: text(&policy["metadata"]["name"]),
-        kind: text(&policy["kind"]),
-        expressions,
-    }
+    PolicyCost { name: text(&policy["metadata"]["name"]), kind: text(&policy["kind"]), expressions }
 }
 
 fn array(value: &Value) -> &[Value] {
@@ -437,9 +399,7 @@ fn split(estimated: Result<(Bounds, Shape), CostError>) -> (Result<Bounds, CostE
 }
 
 fn set_variables(variables: &mut Variables, declared: &[(String, Shape)]) {
-    let fields = declared
-        .iter()
-        .map(|(name, shape)| (name.as_str(), shape.clone()));
+    let fields = declared.iter().map(|(name, shape)| (name.as_str(), shape.clone()));
     variables.insert("variables".to_owned(), Shape::object(fields));
 }
 

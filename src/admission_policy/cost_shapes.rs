@@ -35,16 +35,10 @@ pub struct Bounds {
 
 impl Bounds {
     /// Nothing known: 0 to `u64::MAX` (cel-go's unknown size estimate).
-    pub const UNKNOWN: Bounds = Bounds {
-        min: 0,
-        max: u64::MAX,
-    };
+    pub const UNKNOWN: Bounds = Bounds { min: 0, max: u64::MAX };
 
     pub const fn fixed(value: u64) -> Bounds {
-        Bounds {
-            min: value,
-            max: value,
-        }
+        Bounds { min: value, max: value }
     }
 
     pub const fn up_to(max: u64) -> Bounds {
@@ -52,32 +46,20 @@ impl Bounds {
     }
 
     pub(super) fn add(self, other: Bounds) -> Bounds {
-        Bounds {
-            min: self.min.saturating_add(other.min),
-            max: self.max.saturating_add(other.max),
-        }
+        Bounds { min: self.min.saturating_add(other.min), max: self.max.saturating_add(other.max) }
     }
 
     pub(super) fn multiply(self, other: Bounds) -> Bounds {
-        Bounds {
-            min: self.min.saturating_mul(other.min),
-            max: self.max.saturating_mul(other.max),
-        }
+        Bounds { min: self.min.saturating_mul(other.min), max: self.max.saturating_mul(other.max) }
     }
 
     pub(super) fn union(self, other: Bounds) -> Bounds {
-        Bounds {
-            min: self.min.min(other.min),
-            max: self.max.max(other.max),
-        }
+        Bounds { min: self.min.min(other.min), max: self.max.max(other.max) }
     }
 
     /// cel-go's `MultiplyByCostFactor`: each end times `factor`, rounded up.
     pub(super) fn times_factor(self, factor: f64) -> Bounds {
-        Bounds {
-            min: times_factor(self.min, factor),
-            max: times_factor(self.max, factor),
-        }
+        Bounds { min: times_factor(self.min, factor), max: times_factor(self.max, factor) }
     }
 
     /// Whether the largest cost stays within `limit`.
@@ -88,18 +70,10 @@ impl Bounds {
 
 /// `multiplyByCostFactor` of cel-go `checker/cost.go`, in the same float
 /// arithmetic so that the roundings agree.
-#[allow(
-    clippy::cast_precision_loss,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss
-)]
+#[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 fn times_factor(value: u64, factor: f64) -> u64 {
     let product = (value as f64 * factor).ceil();
-    if product >= 18_446_744_073_709_551_616.0 {
-        u64::MAX
-    } else {
-        product as u64
-    }
+    if product >= 18_446_744_073_709_551_616.0 { u64::MAX } else { product as u64 }
 }
 
 /// The variables an expression sees, by name.
@@ -156,12 +130,7 @@ impl Shape {
     }
 
     pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, Shape)>) -> Shape {
-        Shape::Object(
-            fields
-                .into_iter()
-                .map(|(name, shape)| (name.to_owned(), shape))
-                .collect(),
-        )
+        Shape::Object(fields.into_iter().map(|(name, shape)| (name.to_owned(), shape)).collect())
     }
 
     /// cel-go's size of a value of this shape (`computeSize`).
@@ -189,18 +158,11 @@ impl Shape {
             Value::Array(items) => Shape::List {
                 len: Bounds::fixed(items.len() as u64),
                 item: Box::new(
-                    items
-                        .iter()
-                        .map(Shape::of_value)
-                        .reduce(Shape::union)
-                        .unwrap_or(Shape::Absent),
+                    items.iter().map(Shape::of_value).reduce(Shape::union).unwrap_or(Shape::Absent),
                 ),
             },
             Value::Object(fields) => Shape::Object(
-                fields
-                    .iter()
-                    .map(|(name, field)| (name.clone(), Shape::of_value(field)))
-                    .collect(),
+                fields.iter().map(|(name, field)| (name.clone(), Shape::of_value(field))).collect(),
             ),
             Value::Null | Value::Bool(_) | Value::Number(_) => Shape::Scalar,
         }
@@ -212,14 +174,12 @@ impl Shape {
             (a, b) if a == b => a,
             (Shape::Absent, other) | (other, Shape::Absent) => other,
             (Shape::String(a), Shape::String(b)) => Shape::String(a.union(b)),
-            (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => Shape::List {
-                len: a.union(b),
-                item: Box::new(union_items(a, *i, b, *j)),
-            },
-            (Shape::Map { len: a, value: i }, Shape::Map { len: b, value: j }) => Shape::Map {
-                len: a.union(b),
-                value: Box::new(union_items(a, *i, b, *j)),
-            },
+            (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => {
+                Shape::List { len: a.union(b), item: Box::new(union_items(a, *i, b, *j)) }
+            }
+            (Shape::Map { len: a, value: i }, Shape::Map { len: b, value: j }) => {
+                Shape::Map { len: a.union(b), value: Box::new(union_items(a, *i, b, *j)) }
+            }
             // The empty map literal of `has(x) ? x : {}` stands for an
             // absent object: the object's shape, whose fields it lacks.
             (Shape::Object(fields), empty) | (empty, Shape::Object(fields))
@@ -279,9 +239,7 @@ pub fn max_map_entries(value_min_serialized_size: u64) -> u64 {
 /// colon, a comma and its value (`SchemaDeclType`).
 pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
     required.iter().fold(2, |size, (name, value)| {
-        size.saturating_add(name.len() as u64)
-            .saturating_add(*value)
-            .saturating_add(4)
+        size.saturating_add(name.len() as u64).saturating_add(*value).saturating_add(4)
     })
 }
 
@@ -309,11 +267,7 @@ fn container() -> Shape {
         ("restartPolicy", string()),
         (
             "env",
-            named_list([
-                ("name", string()),
-                ("value", string()),
-                ("valueFrom", Shape::object([])),
-            ]),
+            named_list([("name", string()), ("value", string()), ("valueFrom", Shape::object([]))]),
         ),
         (
             "resources",
@@ -321,10 +275,7 @@ fn container() -> Shape {
                 // Quantities are read as strings (`quantity(...)`).
                 ("limits", string_map()),
                 ("requests", string_map()),
-                (
-                    "claims",
-                    named_list([("name", string()), ("request", string())]),
-                ),
+                ("claims", named_list([("name", string()), ("request", string())])),
             ]),
         ),
         (
@@ -337,10 +288,7 @@ fn container() -> Shape {
                 ]),
             ),
         ),
-        (
-            "securityContext",
-            Shape::object([("privileged", Shape::Scalar)]),
-        ),
+        ("securityContext", Shape::object([("privileged", Shape::Scalar)])),
     ])
 }
 
@@ -373,10 +321,7 @@ fn metadata() -> Shape {
 
 fn pod_spec_fields() -> Vec<(&'static str, Shape)> {
     let containers = || {
-        Shape::unbounded_list(
-            container(),
-            object_min_serialized_size(&[("name", MIN_STRING_SIZE)]),
-        )
+        Shape::unbounded_list(container(), object_min_serialized_size(&[("name", MIN_STRING_SIZE)]))
     };
     vec![
         ("containers", containers()),
@@ -384,10 +329,7 @@ fn pod_spec_fields() -> Vec<(&'static str, Shape)> {
         ("ephemeralContainers", containers()),
         (
             "volumes",
-            named_list([
-                ("name", string()),
-                ("hostPath", Shape::object([("path", string())])),
-            ]),
+            named_list([("name", string()), ("hostPath", Shape::object([("path", string())]))]),
         ),
         (
             "resourceClaims",
@@ -418,12 +360,8 @@ fn pod() -> Shape {
 /// object with the fields of them all, so that every branch of the
 /// policies' `spec` variable has the same pod spec, of the same sizes.
 fn pod_or_workload() -> Shape {
-    let template = || {
-        Shape::object([
-            ("metadata", metadata()),
-            ("spec", Shape::object(pod_spec_fields())),
-        ])
-    };
+    let template =
+        || Shape::object([("metadata", metadata()), ("spec", Shape::object(pod_spec_fields()))]);
     let mut spec = pod_spec_fields();
     spec.push(("template", template()));
     spec.push((

@@ -56,9 +56,7 @@ fn policies(
 ) -> String {
     let policies = generated(rule, entry, settings, release);
     let named = |list: &[GeneratedPolicy], kind: &str| -> Vec<String> {
-        list.iter()
-            .map(|policy| format!("`{}` ({kind})", policy.name))
-            .collect()
+        list.iter().map(|policy| format!("`{}` ({kind})", policy.name)).collect()
     };
     let mut all = named(&policies.validating, "validating");
     all.extend(named(&policies.mutating, "mutating"));

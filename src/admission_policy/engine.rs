@@ -74,10 +74,7 @@ impl PolicyEngine {
                 .into_iter()
                 .map(compile_v)
                 .collect::<Result<_, PolicyError>>()?,
-            mutating: mutating
-                .into_iter()
-                .map(compile_m)
-                .collect::<Result<_, PolicyError>>()?,
+            mutating: mutating.into_iter().map(compile_m).collect::<Result<_, PolicyError>>()?,
         })
     }
 
@@ -109,9 +106,7 @@ impl PolicyEngine {
                     }
                 }
                 MutationOutcome::Failed(violation) => {
-                    verdict
-                        .violations
-                        .push((*rule, policy.name().to_owned(), violation.message));
+                    verdict.violations.push((*rule, policy.name().to_owned(), violation.message));
                 }
             }
         }
@@ -120,10 +115,7 @@ impl PolicyEngine {
 
     /// The mutating policy of one rule alone, on `attributes`.
     pub fn mutate_rule(&self, rule: RuleId, attributes: &Attributes) -> Option<MutationOutcome> {
-        self.mutating
-            .iter()
-            .find(|(r, _)| *r == rule)
-            .map(|(_, policy)| policy.mutate(attributes))
+        self.mutating.iter().find(|(r, _)| *r == rule).map(|(_, policy)| policy.mutate(attributes))
     }
 
     /// `check --engine cel`: what the policies alone decide for the
@@ -181,11 +173,7 @@ impl PolicyEngine {
                 report.denial = Some(Message::new(bodies.join("; ")).into_string());
             }
             Mode::Warn => {
-                report.warnings = report
-                    .violations
-                    .iter()
-                    .map(|v| v.message.to_string())
-                    .collect();
+                report.warnings = report.violations.iter().map(|v| v.message.to_string()).collect();
             }
             _ => {}
         }
@@ -266,22 +254,14 @@ pub fn resource_of(
         _ => return None,
     };
     // `resource.k8s.io/v1beta1` is `v1beta1`; the core group's `v1` is `v1`.
-    let version = api_version
-        .rsplit('/')
-        .next()
-        .unwrap_or(api_version)
-        .to_owned();
+    let version = api_version.rsplit('/').next().unwrap_or(api_version).to_owned();
     Some((
         GroupVersionKind {
             group: group.to_owned(),
             version: version.clone(),
             kind: kind.to_owned(),
         },
-        GroupVersionResource {
-            group: group.to_owned(),
-            version,
-            resource: resource.to_owned(),
-        },
+        GroupVersionResource { group: group.to_owned(), version, resource: resource.to_owned() },
     ))
 }
 
@@ -310,10 +290,8 @@ pub fn namespace_object(
     mode: &str,
     annotations: &BTreeMap<String, String>,
 ) -> Value {
-    let annotations: Map<String, Value> = annotations
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
+    let annotations: Map<String, Value> =
+        annotations.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
     json!({
         "apiVersion": "v1",
         "kind": "Namespace",

@@ -36,10 +36,7 @@ pub struct GeneratedPolicy {
 }
 
 fn named(variables: &[Variable]) -> Vec<Value> {
-    variables
-        .iter()
-        .map(|v| json!({"name": v.name, "expression": v.expression}))
-        .collect()
+    variables.iter().map(|v| json!({"name": v.name, "expression": v.expression})).collect()
 }
 
 /// A rule's policy as the API server reads it: named
@@ -48,10 +45,7 @@ fn named(variables: &[Variable]) -> Vec<Value> {
 fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> GeneratedPolicy {
     let mut name = format!("{}-{}", install::NAME, rule.as_str());
     let rules = match policy.resources {
-        Resources::Pods {
-            ephemeral,
-            workloads,
-        } => {
+        Resources::Pods { ephemeral, workloads } => {
             let mut rules = install::pod_rules();
             if !ephemeral {
                 rules.retain(|r| r["resources"][0] == "pods");
@@ -81,11 +75,7 @@ fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> Gene
                     })
                 })
                 .collect();
-            (
-                "ValidatingAdmissionPolicy",
-                "validations",
-                json!(validations),
-            )
+            ("ValidatingAdmissionPolicy", "validations", json!(validations))
         }
         Action::Patch(patch) => {
             spec.insert("reinvocationPolicy".into(), json!("IfNeeded"));
@@ -97,10 +87,7 @@ fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> Gene
         "matchConstraints".into(),
         json!({"matchPolicy": "Equivalent", "resourceRules": rules}),
     );
-    spec.insert(
-        "matchConditions".into(),
-        json!(named(&policy.match_conditions)),
-    );
+    spec.insert("matchConditions".into(), json!(named(&policy.match_conditions)));
     spec.insert("variables".into(), json!(named(&policy.variables)));
     spec.insert(last.into(), action);
     let object = json!({
@@ -140,19 +127,11 @@ impl Generated {
                     Ok(refused) if refused.is_empty() => return true,
                     Ok(refused) => format!(
                         "the CEL of Kubernetes {release} lacks {}",
-                        refused
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        refused.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
                     ),
                     Err(error) => format!("its CEL does not parse: {error}"),
                 };
-                left_out.push(LeftOut {
-                    policy: policy.name.clone(),
-                    mutating,
-                    reason,
-                });
+                left_out.push(LeftOut { policy: policy.name.clone(), mutating, reason });
                 false
             });
         }
@@ -294,10 +273,7 @@ pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion
         } else {
             "the webhook enforces it"
         };
-        rendered.notes.push(format!(
-            "{} left out: {}; {fallback}",
-            policy.policy, policy.reason
-        ));
+        rendered.notes.push(format!("{} left out: {}; {fallback}", policy.policy, policy.reason));
     }
     rendered
 }

@@ -10,14 +10,8 @@ fn the_generated_policies_are_their_rules() {
         assert!(all.clone().all(|p| p.rule == rule), "{rule}");
         assert!(all.clone().count() <= 2, "{rule}");
         assert!(
-            policies
-                .validating
-                .iter()
-                .all(|p| p.object["kind"] == "ValidatingAdmissionPolicy")
-                && policies
-                    .mutating
-                    .iter()
-                    .all(|p| p.object["kind"] == "MutatingAdmissionPolicy"),
+            policies.validating.iter().all(|p| p.object["kind"] == "ValidatingAdmissionPolicy")
+                && policies.mutating.iter().all(|p| p.object["kind"] == "MutatingAdmissionPolicy"),
             "{rule}"
         );
     }
@@ -108,19 +102,11 @@ fn each_release_renders_what_its_cel_accepts() {
     for release in KubernetesVersion::supported() {
         let all = all_generated(&settings, release);
         for policy in all.validating.iter().chain(&all.mutating) {
-            assert_eq!(
-                refused_functions(&policy.object, release),
-                Ok(vec![]),
-                "{}",
-                policy.name
-            );
+            assert_eq!(refused_functions(&policy.object, release), Ok(vec![]), "{}", policy.name);
         }
         let left_out: Vec<&str> = all.left_out.iter().map(|l| l.policy.as_str()).collect();
-        let expected: &[&str] = if release.minor() <= 34 {
-            &["gpu-policy-visible-devices"]
-        } else {
-            &[]
-        };
+        let expected: &[&str] =
+            if release.minor() <= 34 { &["gpu-policy-visible-devices"] } else { &[] };
         assert_eq!(left_out, expected, "{release}");
     }
 }
@@ -141,11 +127,7 @@ fn kinds(rendered: &Rendered) -> Vec<(String, String)> {
 #[test]
 fn before_1_34_no_mutating_policy_is_rendered_and_a_note_says_so() {
     let rendered = manifests(&Settings::default(), true, KubernetesVersion::new(33));
-    assert!(
-        kinds(&rendered)
-            .iter()
-            .all(|(_, kind)| kind.starts_with("Validating"))
-    );
+    assert!(kinds(&rendered).iter().all(|(_, kind)| kind.starts_with("Validating")));
     assert_eq!(rendered.notes.len(), 1, "{:?}", rendered.notes);
     assert!(
         rendered.notes[0]
@@ -157,22 +139,15 @@ fn before_1_34_no_mutating_policy_is_rendered_and_a_note_says_so() {
 fn in_1_34_and_1_35_mutating_policies_are_v1beta1() {
     for minor in [34, 35] {
         let rendered = manifests(&Settings::default(), true, KubernetesVersion::new(minor));
-        let mutating: Vec<(String, String)> = kinds(&rendered)
-            .into_iter()
-            .filter(|(_, kind)| kind.starts_with("Mutating"))
-            .collect();
+        let mutating: Vec<(String, String)> =
+            kinds(&rendered).into_iter().filter(|(_, kind)| kind.starts_with("Mutating")).collect();
         assert!(!mutating.is_empty());
         assert!(
-            mutating
-                .iter()
-                .all(|(version, _)| version == "admissionregistration.k8s.io/v1beta1"),
+            mutating.iter().all(|(version, _)| version == "admissionregistration.k8s.io/v1beta1"),
             "{mutating:?}"
         );
         assert!(
-            rendered
-                .notes
-                .iter()
-                .any(|n| n.contains("feature gate MutatingAdmissionPolicy=true"))
+            rendered.notes.iter().any(|n| n.contains("feature gate MutatingAdmissionPolicy=true"))
         );
     }
     let rendered = manifests(&Settings::default(), true, KubernetesVersion::new(34));

@@ -65,9 +65,7 @@ impl ClientAuth {
     /// are the allowed CN / DNS SAN values (none: any name).
     pub fn load(ca_path: &Path, names: &[String]) -> Result<Self, CertError> {
         if let Some(blank) = names.iter().find(|name| name.trim().is_empty()) {
-            return Err(CertError::BlankClientName {
-                name: blank.clone(),
-            });
+            return Err(CertError::BlankClientName { name: blank.clone() });
         }
         let bytes = read(ca_path)?;
         let chain = parse_cas(&bytes, ca_path)?;
@@ -75,10 +73,7 @@ impl ClientAuth {
             ca_path: ca_path.to_path_buf(),
             names: names.to_vec(),
             chain: ArcSwap::from_pointee(chain),
-            loaded: Mutex::new(Loaded {
-                bytes,
-                failed: false,
-            }),
+            loaded: Mutex::new(Loaded { bytes, failed: false }),
         })
     }
 
@@ -111,10 +106,7 @@ impl ClientAuth {
         match parse_cas(&bytes, &self.ca_path) {
             Ok(chain) => {
                 self.chain.store(Arc::new(chain));
-                *loaded = Loaded {
-                    bytes,
-                    failed: false,
-                };
+                *loaded = Loaded { bytes, failed: false };
                 Reload::Reloaded
             }
             Err(err) => {
@@ -125,10 +117,7 @@ impl ClientAuth {
     }
 
     fn failed(&self, err: CertError) -> Reload {
-        self.loaded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .failed = true;
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner).failed = true;
         Reload::Failed(err)
     }
 
@@ -140,12 +129,7 @@ impl ClientAuth {
         every: Duration,
         on_reload: impl Fn(&Reload) + Send + Sync + 'static,
     ) -> tokio::task::JoinHandle<()> {
-        let loaded = self
-            .loaded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .bytes
-            .clone();
+        let loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner).bytes.clone();
         let path = self.ca_path.clone();
         tokio::spawn(poll_bytes(
             every,
@@ -172,14 +156,10 @@ impl ClientAuth {
         let san = cert.subject_alternative_name().map_err(|err| {
             NameRefusal::Unreadable(format!("subjectAltName of the client certificate: {err}"))
         })?;
-        let common_names = cert
-            .subject()
-            .iter_common_name()
-            .filter_map(|attribute| attribute.as_str().ok());
-        let dns_names = san
-            .iter()
-            .flat_map(|san| &san.value.general_names)
-            .filter_map(|name| match name {
+        let common_names =
+            cert.subject().iter_common_name().filter_map(|attribute| attribute.as_str().ok());
+        let dns_names =
+            san.iter().flat_map(|san| &san.value.general_names).filter_map(|name| match name {
                 GeneralName::DNSName(dns) => Some(*dns),
                 _ => None,
             });
@@ -189,10 +169,7 @@ impl ClientAuth {
         let mut more = 0usize;
         let mut note = |kind: &str, name: &str| {
             if presented.len() < LISTED_NAMES {
-                presented.push(format!(
-                    "{kind}{}",
-                    prefix_within(name, MAX_LISTED_NAME_BYTES)
-                ));
+                presented.push(format!("{kind}{}", prefix_within(name, MAX_LISTED_NAME_BYTES)));
             } else {
                 more += 1;
             }
@@ -204,11 +181,7 @@ impl ClientAuth {
             note("CN=", cn);
         }
         for dns in dns_names {
-            if self
-                .names
-                .iter()
-                .any(|wanted| wanted.eq_ignore_ascii_case(dns))
-            {
+            if self.names.iter().any(|wanted| wanted.eq_ignore_ascii_case(dns)) {
                 return Ok(());
             }
             note("DNS:", dns);
@@ -246,10 +219,7 @@ impl ClientCertVerifier for ClientAuth {
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
         let chain = self.chain.load();
-        if let Err(error) = chain
-            .verifier
-            .verify_client_cert(end_entity, intermediates, now)
-        {
+        if let Err(error) = chain.verifier.verify_client_cert(end_entity, intermediates, now) {
             tracing::warn!(
                 %error,
                 ca = %self.ca_path.display(),
@@ -283,10 +253,7 @@ impl ClientCertVerifier for ClientAuth {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain
-            .load()
-            .verifier
-            .verify_tls12_signature(message, cert, dss)
+        self.chain.load().verifier.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -295,10 +262,7 @@ impl ClientCertVerifier for ClientAuth {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain
-            .load()
-            .verifier
-            .verify_tls13_signature(message, cert, dss)
+        self.chain.load().verifier.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -320,10 +284,7 @@ impl fmt::Debug for ClientAuth {
 /// certificate (basicConstraints cA), so that a client certificate given
 /// by mistake is refused rather than trusted.
 fn parse_cas(pem: &[u8], path: &Path) -> Result<ChainVerifier, CertError> {
-    parse_ca_file(pem).map_err(|source| CertError::Parse {
-        path: path.to_path_buf(),
-        source,
-    })
+    parse_ca_file(pem).map_err(|source| CertError::Parse { path: path.to_path_buf(), source })
 }
 
 fn parse_ca_file(pem: &[u8]) -> Result<ChainVerifier, ParseError> {
@@ -337,22 +298,14 @@ fn parse_ca_file(pem: &[u8]) -> Result<ChainVerifier, ParseError> {
         let (_, cert) = x509_parser::parse_x509_certificate(der)
             .map_err(|source| ParseError::Certificate { position, source })?;
         if !cert.is_ca() {
-            return Err(ParseError::NotCa {
-                position,
-                subject: cert.subject().to_string(),
-            });
+            return Err(ParseError::NotCa { position, subject: cert.subject().to_string() });
         }
-        roots
-            .add(der.clone())
-            .map_err(|source| ParseError::TrustAnchor { position, source })?;
+        roots.add(der.clone()).map_err(|source| ParseError::TrustAnchor { position, source })?;
     }
     let verifier =
         WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::new(provider()))
             .build()?;
-    Ok(ChainVerifier {
-        verifier,
-        cas: certificates.len(),
-    })
+    Ok(ChainVerifier { verifier, cas: certificates.len() })
 }
 
 #[cfg(test)]

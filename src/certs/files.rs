@@ -9,17 +9,11 @@ use super::CertError;
 
 /// The bytes of `path`; the error names the file.
 pub(super) fn read(path: &Path) -> Result<Vec<u8>, CertError> {
-    fs::read(path).map_err(|source| CertError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
+    fs::read(path).map_err(|source| CertError::Read { path: path.to_path_buf(), source })
 }
 
 pub(super) fn create_dir(dir: &Path) -> Result<(), CertError> {
-    fs::create_dir_all(dir).map_err(|source| CertError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })
+    fs::create_dir_all(dir).map_err(|source| CertError::Write { path: dir.to_path_buf(), source })
 }
 
 /// Writes `bytes` to a temporary file next to `path` and renames it over
@@ -27,10 +21,8 @@ pub(super) fn create_dir(dir: &Path) -> Result<(), CertError> {
 /// `private` files get mode 0600 on unix.
 pub(super) fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> Result<(), CertError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let file_name =
+        path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(
         ".{file_name}.tmp-{}-{}",
         std::process::id(),
@@ -52,10 +44,7 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> Resu
     let result = result.and_then(|()| fs::rename(&tmp, path));
     if let Err(source) = result {
         let _ = fs::remove_file(&tmp);
-        return Err(CertError::Write {
-            path: path.to_path_buf(),
-            source,
-        });
+        return Err(CertError::Write { path: path.to_path_buf(), source });
     }
     Ok(())
 }

@@ -28,12 +28,8 @@ use super::{CertError, ParseError, PkiError};
 
 /// DNS names a serving certificate always covers: local runs and the
 /// in-cluster Service `gpu-policy` in namespace `gpu-policy`.
-pub const DEFAULT_DNS_NAMES: &[&str] = &[
-    "localhost",
-    "gpu-policy",
-    "gpu-policy.gpu-policy",
-    "gpu-policy.gpu-policy.svc",
-];
+pub const DEFAULT_DNS_NAMES: &[&str] =
+    &["localhost", "gpu-policy", "gpu-policy.gpu-policy", "gpu-policy.gpu-policy.svc"];
 /// IP address a serving certificate always covers.
 pub const DEFAULT_IP: &str = "127.0.0.1";
 
@@ -69,9 +65,7 @@ pub struct PemPair {
 impl fmt::Debug for PemPair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the key.
-        f.debug_struct("PemPair")
-            .field("cert", &self.cert)
-            .finish_non_exhaustive()
+        f.debug_struct("PemPair").field("cert", &self.cert).finish_non_exhaustive()
     }
 }
 
@@ -86,10 +80,7 @@ pub fn generate_ca(now: i64, days: i64) -> Result<PemPair, PkiError> {
     set_validity(&mut ca_params, now, days)?;
     let ca_key = KeyPair::generate()?;
     let ca_cert = ca_params.self_signed(&ca_key)?;
-    Ok(PemPair {
-        cert: ca_cert.pem(),
-        key: ca_key.serialize_pem(),
-    })
+    Ok(PemPair { cert: ca_cert.pem(), key: ca_key.serialize_pem() })
 }
 
 /// A serving certificate (server auth, CN `gpu-policy.gpu-policy.svc`) for
@@ -116,10 +107,7 @@ pub fn issue(
     set_validity(&mut params, now, days)?;
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &issuer)?;
-    Ok(PemPair {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
+    Ok(PemPair { cert: cert.pem(), key: key.serialize_pem() })
 }
 
 /// Always the explicit ring provider: nothing in `certs` relies on a process-wide
@@ -161,14 +149,8 @@ pub(super) fn parse_pair(
     cert_path: &Path,
     key_path: &Path,
 ) -> Result<Pair, CertError> {
-    let cert_err = |source: ParseError| CertError::Parse {
-        path: cert_path.to_path_buf(),
-        source,
-    };
-    let key_err = |source: ParseError| CertError::Parse {
-        path: key_path.to_path_buf(),
-        source,
-    };
+    let cert_err = |source: ParseError| CertError::Parse { path: cert_path.to_path_buf(), source };
+    let key_err = |source: ParseError| CertError::Parse { path: key_path.to_path_buf(), source };
 
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
@@ -182,12 +164,8 @@ pub(super) fn parse_pair(
         x509.validity().not_after.timestamp()
     };
     for (i, cert) in chain.iter().enumerate().skip(1) {
-        x509_parser::parse_x509_certificate(cert).map_err(|source| {
-            cert_err(ParseError::Chain {
-                position: i + 1,
-                source,
-            })
-        })?;
+        x509_parser::parse_x509_certificate(cert)
+            .map_err(|source| cert_err(ParseError::Chain { position: i + 1, source }))?;
     }
 
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|err| {
@@ -298,22 +276,15 @@ pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(),
 
 /// Ok when `cert` covers every name in `names`, else which it misses.
 pub(super) fn check_names(cert: &X509Certificate<'_>, names: &[String]) -> Result<(), Unfit> {
-    let san = cert
-        .subject_alternative_name()
-        .map_err(|err| Unfit::SubjectAltName(err.to_string()))?;
-    let general_names = san
-        .map(|ext| ext.value.general_names.as_slice())
-        .unwrap_or(&[]);
+    let san =
+        cert.subject_alternative_name().map_err(|err| Unfit::SubjectAltName(err.to_string()))?;
+    let general_names = san.map(|ext| ext.value.general_names.as_slice()).unwrap_or(&[]);
     let missing: Vec<&str> = names
         .iter()
         .filter(|name| !general_names.iter().any(|gn| san_matches(gn, name)))
         .map(String::as_str)
         .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(Unfit::Uncovered(missing.join(", ")))
-    }
+    if missing.is_empty() { Ok(()) } else { Err(Unfit::Uncovered(missing.join(", "))) }
 }
 
 fn san_matches(general_name: &GeneralName<'_>, wanted: &str) -> bool {
@@ -368,12 +339,8 @@ pub(super) fn san_strings(cert_pem: &[u8]) -> Vec<String> {
         .filter_map(|name| match name {
             GeneralName::DNSName(dns) => Some((*dns).to_owned()),
             GeneralName::IPAddress(bytes) => match bytes.len() {
-                4 => <[u8; 4]>::try_from(*bytes)
-                    .ok()
-                    .map(|ip| IpAddr::from(ip).to_string()),
-                16 => <[u8; 16]>::try_from(*bytes)
-                    .ok()
-                    .map(|ip| IpAddr::from(ip).to_string()),
+                4 => <[u8; 4]>::try_from(*bytes).ok().map(|ip| IpAddr::from(ip).to_string()),
+                16 => <[u8; 16]>::try_from(*bytes).ok().map(|ip| IpAddr::from(ip).to_string()),
                 _ => None,
             },
             _ => None,

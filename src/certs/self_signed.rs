@@ -50,20 +50,14 @@ pub fn ensure_self_signed(dir: &Path, extra_dns_names: &[String]) -> Result<Self
     match check_existing(&files, &names, now) {
         Ok(()) => {
             tracing::debug!(dir = %dir.display(), "reusing self-signed certificate");
-            return Ok(SelfSigned {
-                reused: true,
-                ..files
-            });
+            return Ok(SelfSigned { reused: true, ..files });
         }
         Err(reason) => {
             tracing::info!(dir = %dir.display(), %reason, "generating self-signed certificate");
         }
     }
-    let (ca, leaf) =
-        generate(&names, now, SERVING_VALIDITY_DAYS).map_err(|source| CertError::Generate {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
+    let (ca, leaf) = generate(&names, now, SERVING_VALIDITY_DAYS)
+        .map_err(|source| CertError::Generate { dir: dir.to_path_buf(), source })?;
     create_dir(dir)?;
     // The key first: a reader that sees the new tls.crt with the old key
     // rejects the pair and retries; the reverse order gives the same result.
@@ -97,25 +91,15 @@ fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), 
     let cert_pem = read(&files.cert)?;
     let key_pem = read(&files.key)?;
 
-    let ca_err = |source: ParseError| CertError::Parse {
-        path: files.ca.clone(),
-        source,
-    };
+    let ca_err = |source: ParseError| CertError::Parse { path: files.ca.clone(), source };
     let ca = CertificateDer::from_pem_slice(&ca_pem).map_err(|err| ca_err(err.into()))?;
     let (_, ca_x509) =
         x509_parser::parse_x509_certificate(&ca).map_err(|err| ca_err(err.into()))?;
     check_validity(&ca_x509, now).map_err(|reason| unfit(&files.ca, reason))?;
 
     let pair = parse_pair(&cert_pem, &key_pem, &files.cert, &files.key)?;
-    let leaf_err = |source: ParseError| CertError::Parse {
-        path: files.cert.clone(),
-        source,
-    };
-    let leaf = pair
-        .key
-        .cert
-        .first()
-        .ok_or_else(|| leaf_err(ParseError::NoCertificate))?;
+    let leaf_err = |source: ParseError| CertError::Parse { path: files.cert.clone(), source };
+    let leaf = pair.key.cert.first().ok_or_else(|| leaf_err(ParseError::NoCertificate))?;
     let (_, leaf_x509) =
         x509_parser::parse_x509_certificate(leaf).map_err(|err| leaf_err(err.into()))?;
     check_validity(&leaf_x509, now).map_err(|reason| unfit(&files.cert, reason))?;
@@ -131,10 +115,7 @@ fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), 
 }
 
 fn unfit(path: &Path, reason: Unfit) -> NotReusable {
-    NotReusable::Unfit {
-        path: path.to_path_buf(),
-        reason,
-    }
+    NotReusable::Unfit { path: path.to_path_buf(), reason }
 }
 
 /// A CA (10 years) and a serving pair it signs for `names`, valid

@@ -49,9 +49,7 @@ pub async fn handshake(
     });
 
     let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem).expect("ca pem"))
-        .expect("root");
+    roots.add(CertificateDer::from_pem_slice(ca_pem).expect("ca pem")).expect("root");
     let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(provider()))
         .with_safe_default_protocol_versions()
         .expect("versions")

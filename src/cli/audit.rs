@@ -26,12 +26,7 @@ use crate::settings::MODE_LABEL;
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     /// Audit one namespace (its mode label, else enforce).
-    #[arg(
-        short = 'n',
-        long,
-        value_name = "NS",
-        conflicts_with = "all_namespaces"
-    )]
+    #[arg(short = 'n', long, value_name = "NS", conflicts_with = "all_namespaces")]
     pub namespace: Option<String>,
     /// Audit every namespace, opted in or not (enforce where unlabelled).
     #[arg(short = 'A', long)]
@@ -130,9 +125,8 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let snapshot = cluster::snapshot(&client, &settings)
-        .await
-        .context("cannot read the cluster")?;
+    let snapshot =
+        cluster::snapshot(&client, &settings).await.context("cannot read the cluster")?;
     let dra_version = cluster::served_dra_version(&client)
         .await
         .context("cannot read the cluster's API discovery")?;
@@ -171,22 +165,15 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot list {} in {namespace}", gvk.kind))?;
             for object in objects {
                 reports.push(checker.check(&object));
-                documents.push(Document {
-                    source: format!("{namespace}, {mode} mode"),
-                    object,
-                });
+                documents.push(Document { source: format!("{namespace}, {mode} mode"), object });
             }
         }
     }
-    let violating = reports
-        .iter()
-        .any(|r| !r.violations.is_empty() || r.error.is_some());
+    let violating = reports.iter().any(|r| !r.violations.is_empty() || r.error.is_some());
     // One time for every result of the run.
     let now = Timestamp::of(SystemTime::now());
     // With reports to write and no -o, only the lines of those written.
-    let output = args
-        .output
-        .or(write_api.is_none().then_some(AuditOutput::Text));
+    let output = args.output.or(write_api.is_none().then_some(AuditOutput::Text));
     let mut out = std::io::stdout().lock();
     match output {
         None => {}

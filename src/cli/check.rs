@@ -122,10 +122,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         Vec::new()
     };
-    let images: Vec<Option<&dyn ImageFacts>> = resolved
-        .iter()
-        .map(|r| r.as_ref().map(|r| r as &dyn ImageFacts))
-        .collect();
+    let images: Vec<Option<&dyn ImageFacts>> =
+        resolved.iter().map(|r| r.as_ref().map(|r| r as &dyn ImageFacts)).collect();
     let reports: Vec<ObjectReport> = match args.engine {
         Engine::Webhook => objects
             .iter()
@@ -159,10 +157,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             let mut objects: Vec<Value> = Vec::with_capacity(reports.len());
             for (report, doc) in &reports {
                 let object = mutated(&doc.object, report).with_context(|| {
-                    format!(
-                        "internal error: the patch for {} does not apply",
-                        doc.source
-                    )
+                    format!("internal error: the patch for {} does not apply", doc.source)
                 })?;
                 objects.push(object);
             }
@@ -181,11 +176,7 @@ struct Palette {
 
 impl Palette {
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.colour {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
+        if self.colour { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
     }
 }
 
@@ -207,23 +198,11 @@ pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &st
             palette.paint("1;31", "DENIED")
         } else {
             allowed += 1;
-            let mutated = if report.patch.is_empty() {
-                ""
-            } else {
-                ", mutated"
-            };
+            let mutated = if report.patch.is_empty() { "" } else { ", mutated" };
             palette.paint("32", &format!("allowed{mutated}"))
         };
-        let name = if report.name.is_empty() {
-            "(unnamed)"
-        } else {
-            &report.name
-        };
-        let kind = if report.kind.is_empty() {
-            "(no kind)"
-        } else {
-            &report.kind
-        };
+        let name = if report.name.is_empty() { "(unnamed)" } else { &report.name };
+        let kind = if report.kind.is_empty() { "(no kind)" } else { &report.kind };
         text.push_str(&format!(
             "{kind} {}/{name}: {decision}  ({})\n",
             report.namespace, doc.source
@@ -234,10 +213,7 @@ pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &st
         if let Some(denial) = report.denial.as_deref()
             && report.violations.is_empty()
         {
-            text.push_str(&format!(
-                "  {} {denial}\n",
-                palette.paint("31", "error     ")
-            ));
+            text.push_str(&format!("  {} {denial}\n", palette.paint("31", "error     ")));
         }
         for violation in &report.violations {
             text.push_str(&format!(
@@ -247,22 +223,12 @@ pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &st
                 violation.message
             ));
         }
-        let change_label = if report.kind == "Pod" {
-            "change    "
-        } else {
-            "pod change"
-        };
+        let change_label = if report.kind == "Pod" { "change    " } else { "pod change" };
         for (rule, summary) in &report.changes {
-            text.push_str(&format!(
-                "  {} [{rule}] {summary}\n",
-                palette.paint("36", change_label)
-            ));
+            text.push_str(&format!("  {} [{rule}] {summary}\n", palette.paint("36", change_label)));
         }
         for warning in &report.warnings_in_full {
-            text.push_str(&format!(
-                "  {} {warning}\n",
-                palette.paint("33", "warning   ")
-            ));
+            text.push_str(&format!("  {} {warning}\n", palette.paint("33", "warning   ")));
         }
     }
     text.push_str(&format!(

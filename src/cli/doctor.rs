@@ -81,10 +81,7 @@ async fn settings(
             Ok(settings) => (settings, ConfigSource::ConfigMap(config_map)),
             Err(error) => (
                 Settings::default(),
-                ConfigSource::Invalid {
-                    config_map,
-                    error: error.to_string(),
-                },
+                ConfigSource::Invalid { config_map, error: error.to_string() },
             ),
         },
     })
@@ -120,21 +117,14 @@ async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     };
     let inventory = tokio::time::timeout(READ_TIMEOUT, cluster::read_inventory(&client, options))
         .await
-        .map_err(|_| {
-            anyhow!(
-                "cannot read the cluster within {} s",
-                READ_TIMEOUT.as_secs()
-            )
-        })?
+        .map_err(|_| anyhow!("cannot read the cluster within {} s", READ_TIMEOUT.as_secs()))?
         .context("cannot read the cluster")?;
     if let Seen::Forbidden { rbac } = inventory.nodes {
         bail!("cannot read the cluster: nodes are forbidden to this user; grant {rbac}");
     }
     let diagnosis = doctor::diagnose(&inventory);
     // With reports to write and no -o, only the lines of those written.
-    let output = args
-        .output
-        .or(write_api.is_none().then_some(DoctorOutput::Text));
+    let output = args.output.or(write_api.is_none().then_some(DoctorOutput::Text));
     let mut out = std::io::stdout().lock();
     match output {
         None => {}

@@ -145,9 +145,7 @@ fn read_inputs(args: &ManifestsArgs) -> anyhow::Result<(InstallOptions, Settings
 /// reference object.
 fn print_cost(settings: &Settings, mutating: bool) -> ExitCode {
     let checks = cost_check::check(settings, mutating);
-    let _ = std::io::stdout()
-        .lock()
-        .write_all(cost_check::report(&checks).as_bytes());
+    let _ = std::io::stdout().lock().write_all(cost_check::report(&checks).as_bytes());
     let over: Vec<String> = checks
         .iter()
         .filter(|c| !c.within_limits())

@@ -25,12 +25,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Serving certificate (PEM, chain allowed); reloaded when it changes.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "tls_key",
-        conflicts_with = "cert_secret"
-    )]
+    #[arg(long, value_name = "FILE", requires = "tls_key", conflicts_with = "cert_secret")]
     pub tls_cert: Option<PathBuf>,
     /// Private key of the serving certificate (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
@@ -152,10 +147,9 @@ impl ServeArgs {
     /// What the flags ask of the server.
     pub fn options(&self) -> server::Options {
         let certificates = match (&self.tls_cert, &self.tls_key, &self.secret.cert_secret) {
-            (Some(cert), Some(key), _) => Certificates::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
+            (Some(cert), Some(key), _) => {
+                Certificates::Files { cert: cert.clone(), key: key.clone() }
+            }
             (_, _, Some(secret)) => Certificates::Secret(RouteConfig {
                 dns_names: self.dns_names.clone(),
                 service: self.secret.service_name.clone(),
@@ -179,10 +173,10 @@ impl ServeArgs {
             config: self.config.clone(),
             certificates,
             cluster,
-            client_auth: self.client_ca.clone().map(|ca| ClientAuthOptions {
-                ca,
-                names: self.client_names.clone(),
-            }),
+            client_auth: self
+                .client_ca
+                .clone()
+                .map(|ca| ClientAuthOptions { ca, names: self.client_names.clone() }),
             reload_interval: Duration::from_secs(self.reload_interval),
             budget: self.budget.limits(),
         }

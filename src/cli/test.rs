@@ -72,10 +72,8 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     if !problems.is_empty() {
         bail!(problems.join("\n"));
     }
-    let runs = tests
-        .iter()
-        .map(|test| run::run(test, args.engine))
-        .collect::<Result<Vec<_>, _>>()?;
+    let runs =
+        tests.iter().map(|test| run::run(test, args.engine)).collect::<Result<Vec<_>, _>>()?;
 
     if let Some(path) = &args.junit_file {
         std::fs::write(path, junit::render(&runs, args.engine)?)

@@ -12,9 +12,7 @@ fn each_cause_is_said_once() {
     let eof = || std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "EOF");
     let said = anyhow::Error::new(Saying(eof())).context("config");
     assert_eq!(message(&said), "config: cannot read c.yaml: EOF");
-    let earlier = Err::<(), _>(eof())
-        .context("EOF in the config")
-        .err()
-        .map(|error| message(&error));
+    let earlier =
+        Err::<(), _>(eof()).context("EOF in the config").err().map(|error| message(&error));
     assert_eq!(earlier.as_deref(), Some("EOF in the config: EOF"));
 }

@@ -241,10 +241,7 @@ impl ClusterCache {
     /// The node table now holds projections made with `settings`' GPU
     /// resource patterns.
     pub(super) fn nodes_projected_with(&self, settings: Arc<Settings>) {
-        *self
-            .node_projection
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(settings);
+        *self.node_projection.write().unwrap_or_else(|e| e.into_inner()) = Some(settings);
     }
 
     /// Whether the cached nodes carry `resource` (a GPU resource of the
@@ -267,10 +264,7 @@ impl ClusterCache {
         let snapshot = self.read();
         let generation = self.generation.load(Ordering::Acquire);
         let current = |summary: &Option<Arc<NodeSummary>>| {
-            summary
-                .as_ref()
-                .filter(|summary| summary.generation() == generation)
-                .map(Arc::clone)
+            summary.as_ref().filter(|summary| summary.generation() == generation).map(Arc::clone)
         };
         let cached = self.summary.read().unwrap_or_else(|e| e.into_inner());
         if let Some(summary) = current(&cached) {

@@ -63,9 +63,7 @@ pub async fn served_dra_version(client: &Client) -> Result<Option<&'static str>,
 
 /// The first of [`DRA_VERSIONS`] among `served`.
 fn preferred<'a>(served: impl Iterator<Item = &'a str> + Clone) -> Option<&'static str> {
-    DRA_VERSIONS
-        .into_iter()
-        .find(|version| served.clone().any(|served| served == *version))
+    DRA_VERSIONS.into_iter().find(|version| served.clone().any(|served| served == *version))
 }
 
 /// GPU classes are judged with `settings` from now on (at start and at
@@ -237,10 +235,7 @@ pub(super) async fn snapshot_into(
     let list = ListParams::default();
     let classes = Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass"));
     for class in classes.list(&list).await? {
-        snapshot
-            .dra
-            .device_classes
-            .insert(class.name_any(), DeviceClassInfo::of(&class.data));
+        snapshot.dra.device_classes.insert(class.name_any(), DeviceClassInfo::of(&class.data));
     }
     let slices =
         Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice"));

@@ -70,12 +70,7 @@ pub(super) async fn read_install(
                     namespace: namespace.to_owned(),
                     name: NAME.to_owned(),
                     replicas: i64::from(deployment.spec.and_then(|s| s.replicas).unwrap_or(1)),
-                    ready: i64::from(
-                        deployment
-                            .status
-                            .and_then(|s| s.ready_replicas)
-                            .unwrap_or(0),
-                    ),
+                    ready: i64::from(deployment.status.and_then(|s| s.ready_replicas).unwrap_or(0)),
                 })
             });
             seen_get(got, "get deployments.apps")?
@@ -83,12 +78,7 @@ pub(super) async fn read_install(
         false => Seen::Complete(None),
     };
     let allowlist = read_allowlist(client, settings).await?;
-    Ok(Install {
-        namespace: namespace.to_owned(),
-        webhooks,
-        deployment,
-        allowlist,
-    })
+    Ok(Install { namespace: namespace.to_owned(), webhooks, deployment, allowlist })
 }
 
 /// The Secret's `tls.crt` (and `ca.crt` after it, for a chain the leaf's
@@ -180,12 +170,8 @@ async fn read_allowlist(
         let found = match &entry.name_prefix {
             Some(prefix) => {
                 let params = ListParams::default();
-                let keep = |wire: Wire| {
-                    wire.metadata
-                        .name
-                        .starts_with(prefix.as_str())
-                        .then_some(())
-                };
+                let keep =
+                    |wire: Wire| wire.metadata.name.starts_with(prefix.as_str()).then_some(());
                 list_seen(client, &gvk, namespace, params, pages, RBAC, keep).await?
             }
             // A list by name, as the webhook's watch reads it: RBAC grants
@@ -204,10 +190,7 @@ async fn read_allowlist(
         targets.push(AllowlistTarget {
             entry: entry.to_string(),
             namespace: entry.namespace.clone(),
-            name: entry
-                .name_prefix
-                .clone()
-                .unwrap_or_else(|| entry.name.clone()),
+            name: entry.name_prefix.clone().unwrap_or_else(|| entry.name.clone()),
             by_prefix: entry.name_prefix.is_some(),
             default_entry: defaults.contains(entry),
             exists,

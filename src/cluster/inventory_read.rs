@@ -79,12 +79,8 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
         runtime_handlers: Option<Vec<Handler>>,
     }
     let keep = |node: Wire<IgnoredAny, Status, WithLabels>| {
-        let labels = node
-            .metadata
-            .labels
-            .into_iter()
-            .filter(|(key, _)| is_read_label(key))
-            .collect();
+        let labels =
+            node.metadata.labels.into_iter().filter(|(key, _)| is_read_label(key)).collect();
         let capacity = node
             .status
             .capacity
@@ -99,25 +95,11 @@ async fn read_nodes(client: &Client) -> Result<Seen<Vec<Node>>, kube::Error> {
             .status
             .runtime_handlers
             .map(|handlers| handlers.into_iter().map(|h| h.name).collect());
-        Some(Node {
-            name: node.metadata.name,
-            labels,
-            capacity,
-            runtime_handlers,
-        })
+        Some(Node { name: node.metadata.name, labels, capacity, runtime_handlers })
     };
     let gvk = GroupVersionKind::gvk("", "v1", "Node");
     let params = ListParams::default();
-    list_seen(
-        client,
-        &gvk,
-        None,
-        params,
-        INVENTORY_PAGES.nodes,
-        "list nodes",
-        keep,
-    )
-    .await
+    list_seen(client, &gvk, None, params, INVENTORY_PAGES.nodes, "list nodes", keep).await
 }
 
 async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>, kube::Error> {
@@ -129,24 +111,11 @@ async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>
         handler: String,
     }
     let gvk = GroupVersionKind::gvk("node.k8s.io", "v1", "RuntimeClass");
-    let keep = |class: Class| {
-        Some(RuntimeClass {
-            name: class.metadata.name,
-            handler: class.handler,
-        })
-    };
+    let keep =
+        |class: Class| Some(RuntimeClass { name: class.metadata.name, handler: class.handler });
     let rbac = "list runtimeclasses.node.k8s.io";
     let params = ListParams::default();
-    list_seen(
-        client,
-        &gvk,
-        None,
-        params,
-        INVENTORY_PAGES.small,
-        rbac,
-        keep,
-    )
-    .await
+    list_seen(client, &gvk, None, params, INVENTORY_PAGES.small, rbac, keep).await
 }
 
 /// A component DaemonSet's pod selector, to list its pods.
@@ -189,10 +158,7 @@ async fn read_daemon_sets(
             .iter()
             .map(|(key, value)| format!("{key}={value}"))
             .collect();
-        let listed = selectors
-            .iter()
-            .filter(|s: &&PodSelector| s.component == component)
-            .count();
+        let listed = selectors.iter().filter(|s: &&PodSelector| s.component == component).count();
         if !labels.is_empty() && listed < MAX_COMPONENT_DAEMON_SETS {
             selectors.push(PodSelector {
                 namespace: wire.metadata.namespace.clone(),
@@ -254,11 +220,8 @@ async fn read_component_pods(
     let mut truncated = selectors.dropped;
     for selector in &selectors.selectors {
         let keep = |pod: Wire<Spec, Status>| {
-            let ready = pod
-                .status
-                .conditions
-                .iter()
-                .any(|c| c.kind == "Ready" && c.status == "True");
+            let ready =
+                pod.status.conditions.iter().any(|c| c.kind == "Ready" && c.status == "True");
             Some(ComponentPod {
                 namespace: pod.metadata.namespace,
                 name: pod.metadata.name,
@@ -299,29 +262,16 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
         return Ok(Seen::NotServed);
     };
     let wanted = &settings.config().gpu_device_classes;
-    let keep = |class: Wire| {
-        wanted
-            .contains(&class.metadata.name)
-            .then_some(class.metadata.name)
-    };
+    let keep = |class: Wire| wanted.contains(&class.metadata.name).then_some(class.metadata.name);
     let gvk = dra_gvk(version, "DeviceClass");
     let params = ListParams::default();
     let rbac = "list deviceclasses.resource.k8s.io";
-    let classes = match list_seen(
-        client,
-        &gvk,
-        None,
-        params,
-        INVENTORY_PAGES.small,
-        rbac,
-        keep,
-    )
-    .await?
-    {
-        Seen::Complete(classes) | Seen::Truncated(classes) => classes,
-        Seen::Forbidden { rbac } => return Ok(Seen::Forbidden { rbac }),
-        Seen::NotServed => return Ok(Seen::NotServed),
-    };
+    let classes =
+        match list_seen(client, &gvk, None, params, INVENTORY_PAGES.small, rbac, keep).await? {
+            Seen::Complete(classes) | Seen::Truncated(classes) => classes,
+            Seen::Forbidden { rbac } => return Ok(Seen::Forbidden { rbac }),
+            Seen::NotServed => return Ok(Seen::NotServed),
+        };
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
     struct Spec {
@@ -330,11 +280,8 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
         devices: Vec<Value>,
     }
     let keep = |slice: Wire<Spec>| {
-        let mut kept = Slice {
-            name: slice.metadata.name,
-            node: slice.spec.node_name,
-            ..Slice::default()
-        };
+        let mut kept =
+            Slice { name: slice.metadata.name, node: slice.spec.node_name, ..Slice::default() };
         for device in &slice.spec.devices {
             let attributes = device_attributes(device);
             kept.devices += 1;
@@ -350,29 +297,14 @@ async fn read_dra(client: &Client, settings: &Settings) -> Result<Seen<Dra>, kub
     let params = ListParams::default().fields(&format!("spec.driver={GPU_DRIVER}"));
     let gvk = dra_gvk(version, "ResourceSlice");
     let rbac = "list resourceslices.resource.k8s.io";
-    let slices = list_seen(
-        client,
-        &gvk,
-        None,
-        params,
-        INVENTORY_PAGES.slices,
-        rbac,
-        keep,
-    )
-    .await?;
-    Ok(slices.map(|slices| Dra {
-        gpu_device_classes: classes,
-        slices,
-    }))
+    let slices = list_seen(client, &gvk, None, params, INVENTORY_PAGES.slices, rbac, keep).await?;
+    Ok(slices.map(|slices| Dra { gpu_device_classes: classes, slices }))
 }
 
 async fn read_namespaces(client: &Client) -> Result<Seen<Vec<OptedIn>>, kube::Error> {
     let keep = |namespace: Wire<IgnoredAny, IgnoredAny, WithLabels>| {
         let mode = namespace.metadata.labels.get(MODE_LABEL)?.clone();
-        Some(OptedIn {
-            namespace: namespace.metadata.name,
-            mode,
-        })
+        Some(OptedIn { namespace: namespace.metadata.name, mode })
     };
     let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
     let params = ListParams::default().labels(MODE_LABEL);

@@ -38,11 +38,9 @@ fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMet
     }
     let wire = Wire::deserialize(deserializer)?;
     // Only the policy's own annotations are ever read.
-    let annotations = wire.annotations.map(|all| {
-        all.into_iter()
-            .filter(|(key, _)| key.starts_with("gpu-policy.io/"))
-            .collect()
-    });
+    let annotations = wire
+        .annotations
+        .map(|all| all.into_iter().filter(|(key, _)| key.starts_with("gpu-policy.io/")).collect());
     Ok(ObjectMeta {
         name: wire.name,
         namespace: wire.namespace,
@@ -113,11 +111,7 @@ pub(super) fn workload_gvk(kind: &str) -> Option<GroupVersionKind> {
 }
 
 pub(super) fn workload_key(entry: &AllowlistEntry) -> (String, String, String) {
-    (
-        entry.namespace.clone(),
-        entry.kind.clone(),
-        entry.name.clone(),
-    )
+    (entry.namespace.clone(), entry.kind.clone(), entry.name.clone())
 }
 
 /// A namespace as the rules read it: its `gpu-policy.io/` annotations and
@@ -152,14 +146,9 @@ pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
     };
     // The driver floor's expressions compare these as numbers, on either
     // generation's names.
-    let driver_labels = [DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL]
-        .iter()
-        .any(|key| label(key).is_some());
-    NodeGpus {
-        allocatable,
-        compute_capability,
-        driver_labels,
-    }
+    let driver_labels =
+        [DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL].iter().any(|key| label(key).is_some());
+    NodeGpus { allocatable, compute_capability, driver_labels }
 }
 
 /// Why an object of a manifest is not a Node.
@@ -210,17 +199,9 @@ pub(super) fn lean_runtime_class(class: &RuntimeClass) -> RuntimeClassInfo {
         .unwrap_or_default();
     let tolerations = scheduling
         .and_then(|s| s.tolerations.as_ref())
-        .map(|list| {
-            list.iter()
-                .filter_map(|t| serde_json::to_value(t).ok())
-                .collect()
-        })
+        .map(|list| list.iter().filter_map(|t| serde_json::to_value(t).ok()).collect())
         .unwrap_or_default();
-    RuntimeClassInfo {
-        pod_fixed_overhead,
-        node_selector,
-        tolerations,
-    }
+    RuntimeClassInfo { pod_fixed_overhead, node_selector, tolerations }
 }
 
 #[cfg(test)]

@@ -100,9 +100,8 @@ pub(super) async fn list_paged(
     let url = <DynamicObject as kube::Resource>::url_path(&resource, namespace);
     let mut params = params.limit(pages.size);
     for _ in 0..pages.max {
-        let request = kube::core::Request::new(&url)
-            .list(&params)
-            .map_err(kube::Error::BuildRequest)?;
+        let request =
+            kube::core::Request::new(&url).list(&params).map_err(kube::Error::BuildRequest)?;
         let text = client.request_text(request).await?;
         let unreadable = |error: sonic_rs::Error| {
             let kind = &gvk.kind;
@@ -199,15 +198,9 @@ pub(super) struct InventoryPages {
 }
 
 pub(super) const INVENTORY_PAGES: InventoryPages = InventoryPages {
-    nodes: Pages {
-        size: 100,
-        max: 100,
-    },
+    nodes: Pages { size: 100, max: 100 },
     daemon_sets: Pages { size: 100, max: 20 },
-    pods: Pages {
-        size: 100,
-        max: 100,
-    },
+    pods: Pages { size: 100, max: 100 },
     small: Pages { size: 100, max: 5 },
     slices: Pages { size: 20, max: 100 },
     namespaces: Pages { size: 500, max: 20 },

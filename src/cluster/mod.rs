@@ -85,18 +85,11 @@ pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, Conne
         Connection::Disabled => return Ok(None),
         Connection::Kubeconfig(path) => {
             let path_buf = || path.to_path_buf();
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
-                ConnectError::ReadKubeconfig {
-                    path: path_buf(),
-                    source,
-                }
-            })?;
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|source| ConnectError::ReadKubeconfig { path: path_buf(), source })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                 .await
-                .map_err(|source| ConnectError::Kubeconfig {
-                    path: path_buf(),
-                    source,
-                })?
+                .map_err(|source| ConnectError::Kubeconfig { path: path_buf(), source })?
         }
         Connection::Default => match kube::Config::infer().await {
             Ok(config) => config,
@@ -132,19 +125,13 @@ pub async fn snapshot(
     let list = ListParams::default();
     let mut snapshot = ClusterSnapshot::default();
     for namespace in Api::<Namespace>::all(client.clone()).list(&list).await? {
-        snapshot
-            .namespaces
-            .insert(namespace.name_any(), lean_namespace(&namespace));
+        snapshot.namespaces.insert(namespace.name_any(), lean_namespace(&namespace));
     }
     for node in Api::<Node>::all(client.clone()).list(&list).await? {
-        snapshot
-            .nodes
-            .insert(node.name_any(), lean_node(&node, settings));
+        snapshot.nodes.insert(node.name_any(), lean_node(&node, settings));
     }
     for class in Api::<RuntimeClass>::all(client.clone()).list(&list).await? {
-        snapshot
-            .runtime_classes
-            .insert(class.name_any(), lean_runtime_class(&class));
+        snapshot.runtime_classes.insert(class.name_any(), lean_runtime_class(&class));
     }
     for entry in &settings.config().allowlist {
         let Some(gvk) = workload_gvk(&entry.kind) else {

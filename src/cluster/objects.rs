@@ -98,20 +98,16 @@ async fn object_text(
         .body(kube::client::Body::empty())
         .map_err(|error| ObjectReadError::request(&error))?;
     let read = async {
-        let response = client
-            .send(request)
-            .await
-            .map_err(|error| ObjectReadError::request(&error))?;
+        let response =
+            client.send(request).await.map_err(|error| ObjectReadError::request(&error))?;
         let status = response.status();
         let body = Limited::new(response.into_body(), MAX_OBJECT_BYTES)
             .collect()
             .await
-            .map_err(
-                |error| match error.downcast::<http_body_util::LengthLimitError>() {
-                    Ok(_) => ObjectReadError::TooLarge,
-                    Err(error) => ObjectReadError::request(&error),
-                },
-            )?
+            .map_err(|error| match error.downcast::<http_body_util::LengthLimitError>() {
+                Ok(_) => ObjectReadError::TooLarge,
+                Err(error) => ObjectReadError::request(&error),
+            })?
             .to_bytes();
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
@@ -121,18 +117,11 @@ async fn object_text(
                 Ok(status) => format!("{}: {}", status.reason, status.message),
                 Err(_) => format!(": {}", String::from_utf8_lossy(&body)),
             };
-            return Err(ObjectReadError::Status {
-                code: status.as_u16(),
-                said: one_line(&said),
-            });
+            return Err(ObjectReadError::Status { code: status.as_u16(), said: one_line(&said) });
         }
-        String::from_utf8(body.to_vec())
-            .map(Some)
-            .map_err(|_| ObjectReadError::NotUtf8)
+        String::from_utf8(body.to_vec()).map(Some).map_err(|_| ObjectReadError::NotUtf8)
     };
-    tokio::time::timeout_at(deadline, read)
-        .await
-        .unwrap_or(Err(ObjectReadError::TimedOut(budget)))
+    tokio::time::timeout_at(deadline, read).await.unwrap_or(Err(ObjectReadError::TimedOut(budget)))
 }
 
 #[cfg(test)]

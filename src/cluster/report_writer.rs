@@ -30,10 +30,7 @@ pub enum ReportsError {
     )]
     NeitherServed,
     #[error("the cluster does not serve {api_version} {kind}s: install its CRDs")]
-    NotServed {
-        api_version: String,
-        kind: &'static str,
-    },
+    NotServed { api_version: String, kind: &'static str },
     #[error("cannot {action} {kind} {name}: {source}")]
     Api {
         action: &'static str,
@@ -67,25 +64,14 @@ pub enum Cleanup<'a> {
 /// One report written or deleted, printed as one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Written {
-    Applied {
-        kind: &'static str,
-        name: String,
-        summary: Summary,
-    },
-    Deleted {
-        kind: &'static str,
-        name: String,
-    },
+    Applied { kind: &'static str, name: String, summary: Summary },
+    Deleted { kind: &'static str, name: String },
 }
 
 impl fmt::Display for Written {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Written::Applied {
-                kind,
-                name,
-                summary,
-            } => write!(
+            Written::Applied { kind, name, summary } => write!(
                 f,
                 "wrote {kind} {name}: {} fail, {} warn, {} error, {} skip, {} pass",
                 summary.fail, summary.warn, summary.error, summary.skip, summary.pass
@@ -115,10 +101,9 @@ pub async fn report_api(
         }
     }
     Err(match choice {
-        Some(api) => ReportsError::NotServed {
-            api_version: api.api_version(),
-            kind: api.kind(scope),
-        },
+        Some(api) => {
+            ReportsError::NotServed { api_version: api.api_version(), kind: api.kind(scope) }
+        }
         None => ReportsError::NeitherServed,
     })
 }
@@ -152,16 +137,8 @@ pub async fn write_reports(
                 name: name.clone(),
                 source,
             })?;
-        kept.insert((
-            scope,
-            report.metadata.namespace.clone(),
-            report.metadata.name.clone(),
-        ));
-        written.push(Written::Applied {
-            kind,
-            name,
-            summary: report.summary,
-        });
+        kept.insert((scope, report.metadata.namespace.clone(), report.metadata.name.clone()));
+        written.push(Written::Applied { kind, name, summary: report.summary });
     }
     let scopes: &[ReportScope] = match cleanup {
         Cleanup::Namespace(_) => &[ReportScope::Namespaced],
@@ -214,12 +191,7 @@ pub async fn write_reports(
                 // Gone already: what was wanted.
                 Err(error) if is_not_served(&error) => {}
                 Err(source) => {
-                    return Err(ReportsError::Api {
-                        action: "delete",
-                        kind,
-                        name: shown,
-                        source,
-                    });
+                    return Err(ReportsError::Api { action: "delete", kind, name: shown, source });
                 }
             }
             written.push(Written::Deleted { kind, name: shown });
@@ -231,10 +203,7 @@ pub async fn write_reports(
 /// Whether the cluster serves the API's kind of `scope`: one list of at
 /// most one object; 404 says it does not.
 async fn served(client: &Client, api: ReportApi, scope: ReportScope) -> Result<bool, ReportsError> {
-    match handle(client, api, scope, None)
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-    {
+    match handle(client, api, scope, None).list_metadata(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(true),
         Err(error) if is_not_served(&error) => Ok(false),
         Err(source) => Err(ReportsError::Api {

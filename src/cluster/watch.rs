@@ -30,11 +30,7 @@ pub(super) struct FirstList {
 impl FirstList {
     pub(super) fn new(cache: &Arc<ClusterCache>, source: Source) -> Self {
         cache.watch_started(source);
-        Self {
-            cache: Arc::clone(cache),
-            source,
-            done: false,
-        }
+        Self { cache: Arc::clone(cache), source, done: false }
     }
 
     pub(super) fn done(&mut self) {

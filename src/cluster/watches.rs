@@ -140,12 +140,8 @@ impl Watches {
         running.cache.hold(Source::AllowlistedWorkloads);
         running.cache.hold(Source::Nodes);
         let wanted = entries(settings);
-        let removed: Vec<EntryKey> = running
-            .allowlisted
-            .keys()
-            .filter(|key| !wanted.contains_key(*key))
-            .cloned()
-            .collect();
+        let removed: Vec<EntryKey> =
+            running.allowlisted.keys().filter(|key| !wanted.contains_key(*key)).cloned().collect();
         for key in removed {
             let Some(Allowlisted { entry, task }) = running.allowlisted.remove(&key) else {
                 continue;
@@ -157,16 +153,10 @@ impl Watches {
             }
             // Its workloads are forgotten, but for those another entry
             // still names (that entry's watch keeps them).
-            running
-                .cache
-                .write()
-                .workloads
-                .retain(|(namespace, kind, name), _| {
-                    !entry.matches(namespace, kind, name)
-                        || wanted
-                            .values()
-                            .any(|kept| kept.matches(namespace, kind, name))
-                });
+            running.cache.write().workloads.retain(|(namespace, kind, name), _| {
+                !entry.matches(namespace, kind, name)
+                    || wanted.values().any(|kept| kept.matches(namespace, kind, name))
+            });
             tracing::info!(entry = %entry, "allowlist entry removed: its watch is stopped");
         }
         for (key, entry) in wanted {
@@ -200,12 +190,7 @@ impl Watches {
 
 /// The allowlist entries by key (an entry written twice is watched once).
 fn entries(settings: &Settings) -> BTreeMap<EntryKey, &AllowlistEntry> {
-    settings
-        .config()
-        .allowlist
-        .iter()
-        .map(|entry| (entry.to_string(), entry))
-        .collect()
+    settings.config().allowlist.iter().map(|entry| (entry.to_string(), entry)).collect()
 }
 
 /// The node watch, projecting with the GPU resource patterns of `settings`.

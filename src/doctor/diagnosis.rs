@@ -43,16 +43,11 @@ pub struct Summary {
 
 pub fn diagnose(inventory: &Inventory) -> Diagnosis {
     let gpu_nodes = gpu_nodes(inventory, &OnNodes::of(inventory)).len();
-    let mut opted_in: BTreeMap<&'static str, Vec<String>> = Mode::ALL
-        .iter()
-        .map(|mode| (mode.as_str(), Vec::new()))
-        .collect();
+    let mut opted_in: BTreeMap<&'static str, Vec<String>> =
+        Mode::ALL.iter().map(|mode| (mode.as_str(), Vec::new())).collect();
     for namespace in inventory.namespaces.items().into_iter().flatten() {
         if let Ok(mode) = Mode::from_str(&namespace.mode) {
-            opted_in
-                .entry(mode.as_str())
-                .or_default()
-                .push(namespace.namespace.clone());
+            opted_in.entry(mode.as_str()).or_default().push(namespace.namespace.clone());
         }
     }
     for names in opted_in.values_mut() {
@@ -61,11 +56,7 @@ pub fn diagnose(inventory: &Inventory) -> Diagnosis {
     let mut notes = unread(inventory);
     notes.extend(check_notes(inventory));
     Diagnosis {
-        summary: Summary {
-            nodes: nodes(inventory).len(),
-            gpu_nodes,
-            opted_in,
-        },
+        summary: Summary { nodes: nodes(inventory).len(), gpu_nodes, opted_in },
         findings: findings(inventory),
         notes,
     }
@@ -85,26 +76,14 @@ fn unread(inventory: &Inventory) -> Vec<Note> {
         "runtimeclasses.node.k8s.io",
         "the RuntimeClass checks",
     ));
-    part(seen_note(
-        &inventory.daemon_sets,
-        "daemonsets.apps",
-        "the device plugin and GFD checks",
-    ));
-    part(seen_note(
-        &inventory.component_pods,
-        "pods",
-        "the device-plugin pods on each node",
-    ));
+    part(seen_note(&inventory.daemon_sets, "daemonsets.apps", "the device plugin and GFD checks"));
+    part(seen_note(&inventory.component_pods, "pods", "the device-plugin pods on each node"));
     part(seen_note(
         &inventory.dra,
         "deviceclasses and resourceslices.resource.k8s.io",
         "the DRA checks",
     ));
-    part(seen_note(
-        &inventory.namespaces,
-        "namespaces",
-        "the opted-in namespaces",
-    ));
+    part(seen_note(&inventory.namespaces, "namespaces", "the opted-in namespaces"));
     match &inventory.install.webhooks {
         Seen::NotServed => part(Some((
             "not-installed",
@@ -119,17 +98,9 @@ fn unread(inventory: &Inventory) -> Vec<Note> {
             "the caBundle check",
         )),
     }
-    part(seen_note(
-        &inventory.install.deployment,
-        "deployments.apps",
-        "the replicas check",
-    ));
+    part(seen_note(&inventory.install.deployment, "deployments.apps", "the replicas check"));
     for target in &inventory.install.allowlist {
-        part(seen_note(
-            &target.exists,
-            "daemonsets.apps",
-            "the check of an allowlist entry",
-        ));
+        part(seen_note(&target.exists, "daemonsets.apps", "the check of an allowlist entry"));
     }
     if let ConfigSource::Invalid { config_map, error } = &inventory.config.source {
         part(Some((

@@ -111,30 +111,15 @@ pub struct Subject {
 
 impl Subject {
     pub fn node(name: &str) -> Self {
-        Subject {
-            api_version: "v1",
-            kind: "Node",
-            namespace: None,
-            name: name.to_owned(),
-        }
+        Subject { api_version: "v1", kind: "Node", namespace: None, name: name.to_owned() }
     }
 
     pub fn namespaced(api_version: &'static str, kind: &'static str, key: (&str, &str)) -> Self {
-        Subject {
-            api_version,
-            kind,
-            namespace: Some(key.0.to_owned()),
-            name: key.1.to_owned(),
-        }
+        Subject { api_version, kind, namespace: Some(key.0.to_owned()), name: key.1.to_owned() }
     }
 
     pub fn cluster(api_version: &'static str, kind: &'static str, name: &str) -> Self {
-        Subject {
-            api_version,
-            kind,
-            namespace: None,
-            name: name.to_owned(),
-        }
+        Subject { api_version, kind, namespace: None, name: name.to_owned() }
     }
 
     /// `namespace/name`, or `name`.
@@ -188,16 +173,7 @@ impl Finding {
         if more_evidence > 0 {
             evidence.push(format!("and {more_evidence} more like these"));
         }
-        Finding {
-            id,
-            severity,
-            summary,
-            cause: None,
-            subjects,
-            more_subjects,
-            evidence,
-            fix,
-        }
+        Finding { id, severity, summary, cause: None, subjects, more_subjects, evidence, fix }
     }
 
     pub fn with_cause(mut self, cause: &'static str) -> Self {
@@ -228,9 +204,5 @@ pub fn named(names: &[String]) -> String {
 
 /// `1 node`, `2 nodes`.
 pub fn count(n: usize, singular: &str, plural: &str) -> String {
-    if n == 1 {
-        format!("1 {singular}")
-    } else {
-        format!("{n} {plural}")
-    }
+    if n == 1 { format!("1 {singular}") } else { format!("{n} {plural}") }
 }

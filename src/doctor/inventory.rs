@@ -123,27 +123,22 @@ impl Component {
         if name.contains("mps-control-daemon") {
             return None;
         }
-        [Component::FeatureDiscovery, Component::DevicePlugin]
-            .into_iter()
-            .find(|component| {
-                let signs = component.signs();
-                signs.names.contains(&name)
-                    || signs.suffixes.iter().any(|suffix| name.ends_with(suffix))
-                    || signs
-                        .labels
-                        .iter()
-                        .any(|(key, value)| labels.get(*key).map(String::as_str) == Some(*value))
-            })
+        [Component::FeatureDiscovery, Component::DevicePlugin].into_iter().find(|component| {
+            let signs = component.signs();
+            signs.names.contains(&name)
+                || signs.suffixes.iter().any(|suffix| name.ends_with(suffix))
+                || signs
+                    .labels
+                    .iter()
+                    .any(|(key, value)| labels.get(*key).map(String::as_str) == Some(*value))
+        })
     }
 
     /// The names and labels looked for, for a message.
     pub fn looked_for(self) -> String {
         let signs = self.signs();
-        let labels: Vec<String> = signs
-            .labels
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect();
+        let labels: Vec<String> =
+            signs.labels.iter().map(|(key, value)| format!("{key}={value}")).collect();
         format!(
             "named {} or *{}, or labelled {}",
             signs.names.join(", "),

@@ -51,13 +51,8 @@ pub fn text(diagnosis: &Diagnosis) -> String {
     );
     for finding in &diagnosis.findings {
         out.push('\n');
-        let _ = writeln!(
-            out,
-            "[{}] {}: {}",
-            finding.severity.as_str(),
-            finding.id,
-            finding.summary
-        );
+        let _ =
+            writeln!(out, "[{}] {}: {}", finding.severity.as_str(), finding.id, finding.summary);
         if !finding.subjects.is_empty() {
             let _ = writeln!(out, "  objects: {}", objects(finding));
         }
@@ -104,10 +99,8 @@ fn objects(finding: &Finding) -> String {
             None => groups.push((subject.kind, vec![subject.key()])),
         }
     }
-    let mut text: Vec<String> = groups
-        .into_iter()
-        .map(|(kind, keys)| format!("{kind} {}", keys.join(", ")))
-        .collect();
+    let mut text: Vec<String> =
+        groups.into_iter().map(|(kind, keys)| format!("{kind} {}", keys.join(", "))).collect();
     if finding.more_subjects > 0 {
         text.push(format!("and {} more", finding.more_subjects));
     }

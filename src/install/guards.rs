@@ -85,11 +85,8 @@ pub(crate) fn webhook_configuration_guard(
     labels: &Value,
     namespace: &str,
 ) -> [Value; 2] {
-    let (name, service_account, configurations) = (
-        format!("{install}-webhook-configurations"),
-        install,
-        install,
-    );
+    let (name, service_account, configurations) =
+        (format!("{install}-webhook-configurations"), install, install);
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",

@@ -148,9 +148,7 @@ impl AdmissionMetrics {
         operation: Option<&Operation>,
         decision: Decision,
     ) {
-        let kind_at = kind_index(kind)
-            .or_else(|| kind_index(OTHER_KIND))
-            .unwrap_or(0);
+        let kind_at = kind_index(kind).or_else(|| kind_index(OTHER_KIND)).unwrap_or(0);
         let labels = || RequestLabels {
             endpoint: endpoint.path(),
             kind: KINDS.get(kind_at).copied().unwrap_or(OTHER_KIND),
@@ -162,38 +160,33 @@ impl AdmissionMetrics {
             * Decision::ALL.len()
             + decision as usize;
         match self.request_series.get(at) {
-            Some(series) => series
-                .get_or_init(|| self.requests.get_or_create_owned(&labels()))
-                .inc(),
+            Some(series) => {
+                series.get_or_init(|| self.requests.get_or_create_owned(&labels())).inc()
+            }
             None => self.requests.get_or_create(&labels()).inc(),
         };
     }
 
     pub fn count_finding(&self, rule: RuleId, finding: Finding) {
-        let labels = || RuleLabels {
-            rule: rule.as_str(),
-            finding: finding.as_str(),
-        };
+        let labels = || RuleLabels { rule: rule.as_str(), finding: finding.as_str() };
         let series = self
             .finding_series
             .get(rule as usize)
             .and_then(|by_finding| by_finding.get(finding as usize));
         match series {
-            Some(series) => series
-                .get_or_init(|| self.findings.get_or_create_owned(&labels()))
-                .inc(),
+            Some(series) => {
+                series.get_or_init(|| self.findings.get_or_create_owned(&labels())).inc()
+            }
             None => self.findings.get_or_create(&labels()).inc(),
         };
     }
 
     pub fn observe_latency(&self, endpoint: Endpoint, seconds: f64) {
-        let labels = EndpointLabels {
-            endpoint: endpoint.path(),
-        };
+        let labels = EndpointLabels { endpoint: endpoint.path() };
         match self.latency_series.get(endpoint_index(endpoint)) {
-            Some(series) => series
-                .get_or_init(|| self.latency.get_or_create_owned(&labels))
-                .observe(seconds),
+            Some(series) => {
+                series.get_or_init(|| self.latency.get_or_create_owned(&labels)).observe(seconds)
+            }
             None => self.latency.get_or_create(&labels).observe(seconds),
         }
     }

@@ -11,12 +11,6 @@ fn closed_labels_fold_every_other_word_to_other() {
     metrics.set_reload("config", true);
     metrics.set_reload("something else", false);
     let text = metrics.encode();
-    assert!(
-        text.contains(r#"gpu_policy_reload_success{source="config"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"gpu_policy_reload_success{source="other"} 0"#),
-        "{text}"
-    );
+    assert!(text.contains(r#"gpu_policy_reload_success{source="config"} 1"#), "{text}");
+    assert!(text.contains(r#"gpu_policy_reload_success{source="other"} 0"#), "{text}");
 }

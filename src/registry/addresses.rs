@@ -37,11 +37,7 @@ impl AddressClass {
     /// `a public`, `an unspecified`, ...: for a sentence.
     pub fn with_article(&self) -> String {
         let word = self.to_string();
-        let article = if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
-            "an"
-        } else {
-            "a"
-        };
+        let article = if word.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
         format!("{article} {word}")
     }
 }
@@ -154,24 +150,17 @@ fn classify_v6(address: Ipv6Addr) -> AddressClass {
     V6_RANGES
         .iter()
         .find(|(first, prefix, _)| bits & mask_v6(*prefix) == *first)
-        .map_or(
-            if global_unicast { PUBLIC } else { PRIVATE },
-            |(_, _, class)| *class,
-        )
+        .map_or(if global_unicast { PUBLIC } else { PRIVATE }, |(_, _, class)| *class)
 }
 
 /// The mask of a prefix of `prefix` bits (at most 32).
 fn mask_v4(prefix: u8) -> u32 {
-    u32::MAX
-        .checked_shl(32 - u32::from(prefix.min(32)))
-        .unwrap_or(0)
+    u32::MAX.checked_shl(32 - u32::from(prefix.min(32))).unwrap_or(0)
 }
 
 /// The mask of a prefix of `prefix` bits (at most 128).
 fn mask_v6(prefix: u8) -> u128 {
-    u128::MAX
-        .checked_shl(128 - u32::from(prefix.min(128)))
-        .unwrap_or(0)
+    u128::MAX.checked_shl(128 - u32::from(prefix.min(128))).unwrap_or(0)
 }
 
 /// The IPv4 address an IPv6 address carries: `::ffff:a.b.c.d` (mapped),

@@ -84,10 +84,8 @@ impl Credentials {
             path: shown(),
             reason: one_line(&err.to_string()),
         })?;
-        Self::from_docker_config(&bytes).map_err(|source| CredentialsError::Content {
-            path: shown(),
-            source,
-        })
+        Self::from_docker_config(&bytes)
+            .map_err(|source| CredentialsError::Content { path: shown(), source })
     }
 
     /// Parses the content of a dockerconfigjson (or `.dockercfg`) file.
@@ -151,15 +149,9 @@ fn decode_auth(auth: &str) -> Option<(String, String)> {
 /// A dockerconfigjson key as a registry host: no scheme, no path, lower
 /// case, and Docker Hub's many names as `docker.io`.
 fn normalize_host(key: &str) -> String {
-    let without_scheme = key
-        .strip_prefix("https://")
-        .or_else(|| key.strip_prefix("http://"))
-        .unwrap_or(key);
-    let host = without_scheme
-        .split('/')
-        .next()
-        .unwrap_or(without_scheme)
-        .to_ascii_lowercase();
+    let without_scheme =
+        key.strip_prefix("https://").or_else(|| key.strip_prefix("http://")).unwrap_or(key);
+    let host = without_scheme.split('/').next().unwrap_or(without_scheme).to_ascii_lowercase();
     match host.as_str() {
         "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
             DOCKER_HUB.to_owned()

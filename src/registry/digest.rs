@@ -39,9 +39,7 @@ impl Digest {
     pub(super) fn parse(text: &str) -> Result<Self, Failure> {
         let invalid = || {
             let shown: String = text.chars().take(80).collect();
-            Failure::failed(format!(
-                "{shown:?} is not a sha256 or sha512 digest in lower-case hex"
-            ))
+            Failure::failed(format!("{shown:?} is not a sha256 or sha512 digest in lower-case hex"))
         };
         let (algorithm, hex) = text.split_once(':').ok_or_else(invalid)?;
         let (algorithm, length) = match algorithm {
@@ -50,16 +48,11 @@ impl Digest {
             _ => return Err(invalid()),
         };
         let canonical = hex.len() == length
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if !canonical {
             return Err(invalid());
         }
-        Ok(Self {
-            algorithm,
-            text: text.to_owned(),
-        })
+        Ok(Self { algorithm, text: text.to_owned() })
     }
 
     /// The digest of `bytes` by `algorithm`.

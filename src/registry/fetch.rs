@@ -39,9 +39,7 @@ async fn manifest_by_digest(
     digest: &Digest,
     bound: Bound,
 ) -> Result<Vec<u8>, Failure> {
-    let fetched = transport
-        .manifest(reference, digest.as_str(), bound)
-        .await?;
+    let fetched = transport.manifest(reference, digest.as_str(), bound).await?;
     digest.verify("the manifest", &fetched.body)?;
     Ok(fetched.body)
 }
@@ -61,11 +59,7 @@ impl Inner {
         // The digest the reference names, and the manifest when it had to
         // be read to learn it. The tag is remembered only at the end.
         let (digest, from_tag, mut top) = match reference.digest() {
-            Some(digest) => (
-                Digest::parse(digest).map_err(|f| f.within(&name))?,
-                false,
-                None,
-            ),
+            Some(digest) => (Digest::parse(digest).map_err(|f| f.within(&name))?, false, None),
             None => {
                 let tag = reference.tag().unwrap_or("latest");
                 let state = self.caches().tag(&name, Instant::now());
@@ -91,9 +85,7 @@ impl Inner {
         };
         let remember_tag = |inner: &Inner| {
             if from_tag {
-                inner
-                    .caches()
-                    .put_tag(name.clone(), digest.as_str().to_owned(), Instant::now());
+                inner.caches().put_tag(name.clone(), digest.as_str().to_owned(), Instant::now());
             }
         };
         let cached = self.caches().facts(digest.as_str().to_owned(), platform);
@@ -143,9 +135,7 @@ impl Inner {
             .blob(reference, &config_digest, bound)
             .await
             .map_err(|f| f.within(&context("image config")))?;
-        config_digest
-            .verify("the image config", &blob)
-            .map_err(|f| f.within(&name))?;
+        config_digest.verify("the image config", &blob).map_err(|f| f.within(&name))?;
         let facts = facts_of_config(&blob, digest.as_str().to_owned())
             .map_err(|err| Failure::failed(format!("{name}: {err}")))?;
         let facts = Arc::new(facts);

@@ -70,19 +70,13 @@ impl HostPolicy {
         registry: &str,
     ) -> Result<(usize, &RegistryPattern), Failure> {
         self.registries.entry_of(registry).ok_or_else(|| {
-            Failure::refused(format!(
-                "registry {registry} is not in imageResolution.registries"
-            ))
+            Failure::refused(format!("registry {registry} is not in imageResolution.registries"))
         })
     }
 
     /// The scheme a registry is spoken to with.
     pub(super) fn scheme_for(&self, registry: &str) -> &'static str {
-        if self.insecure.permits(registry) {
-            "http"
-        } else {
-            "https"
-        }
+        if self.insecure.permits(registry) { "http" } else { "https" }
     }
 
     /// Whether `url` is on a listed host and port (credentials may go
@@ -133,10 +127,7 @@ impl HostPolicy {
     /// The resolver the HTTP client connects through: `dns`, and then
     /// [`HostPolicy::admitted`] on what it found.
     pub(super) fn resolver(self: &Arc<Self>, dns: &Dns) -> CheckedResolver {
-        CheckedResolver {
-            policy: Arc::clone(self),
-            dns: dns.clone(),
-        }
+        CheckedResolver { policy: Arc::clone(self), dns: dns.clone() }
     }
 
     /// Which of `addresses` a connection to `name` may go to: for a listed
@@ -177,10 +168,7 @@ impl HostPolicy {
         } else {
             "and it is not in imageResolution.registries"
         };
-        Err(format!(
-            "{name} resolves only to {} addresses, {allowed}",
-            in_words(&refused)
-        ))
+        Err(format!("{name} resolves only to {} addresses, {allowed}", in_words(&refused)))
     }
 }
 
@@ -207,12 +195,8 @@ impl Resolve for CheckedResolver {
         let dns = self.dns.clone();
         let name = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = dns
-                .addresses(&name)
-                .await?
-                .into_iter()
-                .map(|ip| SocketAddr::new(ip, 0))
-                .collect();
+            let found: Vec<SocketAddr> =
+                dns.addresses(&name).await?.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect();
             let admitted = policy.admitted(&name, &found).map_err(AddressRefused)?;
             let addresses: Addrs = Box::new(admitted.into_iter());
             Ok(addresses)

@@ -112,9 +112,7 @@ impl InFlight {
         let namespace = prefix_within(namespace, MAX_NAMESPACE_BYTES).to_owned();
         *self.per_namespace.entry(namespace.clone()).or_default() += 1;
         *self.per_entry.entry(entry).or_default() += 1;
-        if let Some((replaced, _)) = self
-            .lookups
-            .insert(key, (Holder { namespace, entry }, answer))
+        if let Some((replaced, _)) = self.lookups.insert(key, (Holder { namespace, entry }, answer))
         {
             release(&mut self.per_namespace, &replaced.namespace);
             release(&mut self.per_entry, &replaced.entry);

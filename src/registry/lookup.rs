@@ -56,10 +56,7 @@ pub(crate) enum FailureKind {
 
 impl Failure {
     fn new(kind: FailureKind, reason: String) -> Self {
-        Self {
-            kind,
-            reason: bounded_reason(reason),
-        }
+        Self { kind, reason: bounded_reason(reason) }
     }
 
     pub(crate) fn failed(reason: impl Into<String>) -> Self {

@@ -162,12 +162,8 @@ pub struct CacheBytes {
 }
 
 impl CacheBytes {
-    pub const DEFAULT: CacheBytes = CacheBytes {
-        references: 1 << 20,
-        tags: 512 << 10,
-        facts: 4 << 20,
-        failures: 512 << 10,
-    };
+    pub const DEFAULT: CacheBytes =
+        CacheBytes { references: 1 << 20, tags: 512 << 10, facts: 4 << 20, failures: 512 << 10 };
 }
 
 /// An image reference as the pod spells it, parsed once: parsing takes
@@ -202,10 +198,12 @@ impl ImageConfigFacts {
     /// What an `Arc` of it takes on the heap, its strings included.
     pub fn heap_bytes(&self) -> usize {
         let values = [&self.cuda_version, &self.require_cuda, &self.cuda_label];
-        values.into_iter().flatten().fold(
-            arc_of::<Self>().saturating_add(string_bytes(&self.digest)),
-            |sum, value| sum.saturating_add(string_bytes(value)),
-        )
+        values
+            .into_iter()
+            .flatten()
+            .fold(arc_of::<Self>().saturating_add(string_bytes(&self.digest)), |sum, value| {
+                sum.saturating_add(string_bytes(value))
+            })
     }
 }
 
@@ -295,8 +293,7 @@ impl Caches {
     }
 
     pub(super) fn put_facts(&mut self, platform: &Platform, facts: Arc<ImageConfigFacts>) {
-        self.facts
-            .put((facts.digest.clone(), platform.clone()), facts);
+        self.facts.put((facts.digest.clone(), platform.clone()), facts);
     }
 
     /// A failure of this lookup within the negative TTL, if any.

@@ -73,18 +73,12 @@ impl ResolverMetrics {
 
     pub(super) fn lookup(&self, result: &str) {
         self.lookups
-            .get_or_create(&LookupLabels {
-                result: closed_label(result, &LOOKUP_RESULTS),
-            })
+            .get_or_create(&LookupLabels { result: closed_label(result, &LOOKUP_RESULTS) })
             .inc();
     }
 
     pub(super) fn hit(&self, cache: &str) {
-        self.cache_hits
-            .get_or_create(&CacheLabels {
-                cache: closed_label(cache, &CACHES),
-            })
-            .inc();
+        self.cache_hits.get_or_create(&CacheLabels { cache: closed_label(cache, &CACHES) }).inc();
     }
 }
 

@@ -219,16 +219,10 @@ pub fn read_manifest(bytes: &[u8]) -> Result<Manifest, DocumentError> {
         None => document.manifests.is_some() && document.config.is_none(),
     };
     if is_index {
-        let manifests = document
-            .manifests
-            .ok_or(DocumentError::IndexWithoutManifests)?;
-        Ok(Manifest::Index {
-            manifests: manifests.0,
-        })
+        let manifests = document.manifests.ok_or(DocumentError::IndexWithoutManifests)?;
+        Ok(Manifest::Index { manifests: manifests.0 })
     } else {
-        let config = document
-            .config
-            .ok_or(DocumentError::ManifestWithoutConfig)?;
+        let config = document.config.ok_or(DocumentError::ManifestWithoutConfig)?;
         Ok(Manifest::Image { config })
     }
 }
@@ -320,10 +314,9 @@ pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts,
     let config: ConfigFile = serde_json::from_slice(bytes)
         .map_err(|err| DocumentError::ConfigNotJson(error_text(&err)))?;
     let (env, label) = match config.config {
-        Some(section) => (
-            section.env.unwrap_or_default(),
-            section.labels.and_then(|labels| labels.0),
-        ),
+        Some(section) => {
+            (section.env.unwrap_or_default(), section.labels.and_then(|labels| labels.0))
+        }
         None => (CudaEnv::default(), None),
     };
     let values = Kept::text(env.cuda_version, CUDA_VERSION_ENV).and_then(|cuda_version| {
@@ -332,13 +325,9 @@ pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts,
         Ok((cuda_version, require_cuda, cuda_label))
     });
     Ok(match values {
-        Ok((cuda_version, require_cuda, cuda_label)) => ImageConfigFacts {
-            cuda_version,
-            require_cuda,
-            cuda_label,
-            digest,
-            oversized: None,
-        },
+        Ok((cuda_version, require_cuda, cuda_label)) => {
+            ImageConfigFacts { cuda_version, require_cuda, cuda_label, digest, oversized: None }
+        }
         Err(oversized) => ImageConfigFacts {
             cuda_version: None,
             require_cuda: None,

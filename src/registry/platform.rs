@@ -39,11 +39,7 @@ impl fmt::Display for Platform {
 
 impl Platform {
     pub fn linux(architecture: &str) -> Self {
-        Self {
-            os: "linux".to_owned(),
-            architecture: architecture.to_owned(),
-            variant: None,
-        }
+        Self { os: "linux".to_owned(), architecture: architecture.to_owned(), variant: None }
     }
 
     /// The platform of a pod spec (raw JSON): `kubernetes.io/arch` from its
@@ -51,8 +47,7 @@ impl Platform {
     /// label value Kubernetes accepts is refused (one line, quoting a
     /// prefix of it) before anything is copied from it.
     pub fn of_pod_spec(spec: Json<'_>) -> Result<Self, LabelValueError> {
-        spec.as_object()
-            .map_or_else(|| Ok(Self::default()), Self::of_spec_fields)
+        spec.as_object().map_or_else(|| Ok(Self::default()), Self::of_spec_fields)
     }
 
     /// [`Platform::of_pod_spec`] of a pod spec's fields.
@@ -94,10 +89,7 @@ impl Platform {
         match &self.variant {
             None => candidates.next(),
             Some(variant) => candidates.find(|entry| {
-                entry
-                    .platform
-                    .as_ref()
-                    .and_then(|platform| platform.variant.as_ref())
+                entry.platform.as_ref().and_then(|platform| platform.variant.as_ref())
                     == Some(variant)
             }),
         }

@@ -43,12 +43,7 @@ const REFERENCE_PATTERN: &str = concat!(
 fn reference_pattern() -> Option<&'static Regex> {
     static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
     PATTERN
-        .get_or_init(|| {
-            RegexBuilder::new(REFERENCE_PATTERN)
-                .unicode(false)
-                .build()
-                .ok()
-        })
+        .get_or_init(|| RegexBuilder::new(REFERENCE_PATTERN).unicode(false).build().ok())
         .as_ref()
 }
 
@@ -91,11 +86,9 @@ pub(super) fn parse_reference(image: &str) -> Result<Reference, &'static str> {
             Reference::with_tag_and_digest(registry, repository, tag, digest)
         }
         (None, Some(digest)) => Reference::with_digest(registry, repository, digest),
-        (tag, None) => Reference::with_tag(
-            registry,
-            repository,
-            tag.unwrap_or_else(|| "latest".to_owned()),
-        ),
+        (tag, None) => {
+            Reference::with_tag(registry, repository, tag.unwrap_or_else(|| "latest".to_owned()))
+        }
     })
 }
 

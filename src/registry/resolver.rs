@@ -125,10 +125,7 @@ fn transport(
     credentials: Credentials,
 ) -> Result<Transport, RegistryError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let timeouts = Timeouts {
-        connect: options.connect_timeout,
-        read: options.read_timeout,
-    };
+    let timeouts = Timeouts { connect: options.connect_timeout, read: options.read_timeout };
     Transport::new(Arc::clone(hosts), dns, credentials, timeouts)
 }
 
@@ -155,9 +152,7 @@ pub struct Resolver {
 
 impl std::fmt::Debug for Resolver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resolver")
-            .field("options", &self.inner.options)
-            .finish_non_exhaustive()
+        f.debug_struct("Resolver").field("options", &self.inner.options).finish_non_exhaustive()
     }
 }
 
@@ -245,10 +240,7 @@ impl Resolver {
         options: ResolverOptions,
         metrics: Option<ResolverMetrics>,
     ) -> Result<Self, RegistryError> {
-        let hosts = Arc::new(HostPolicy::new(
-            &options.registries,
-            &options.insecure_registries,
-        )?);
+        let hosts = Arc::new(HostPolicy::new(&options.registries, &options.insecure_registries)?);
         let dns = Dns::new(&options.dns)?;
         let client = transport(&options, &hosts, &dns, options.credentials.clone())?;
         Ok(Self {
@@ -299,9 +291,8 @@ impl Resolver {
     {
         let deadline = deadline_after(budget);
         let unique = each_once(images);
-        let lookups = unique
-            .iter()
-            .map(|image| self.resolve_until(namespace, image, platform, deadline));
+        let lookups =
+            unique.iter().map(|image| self.resolve_until(namespace, image, platform, deadline));
         let answers = futures::future::join_all(lookups).await;
         unique.into_iter().zip(answers).collect()
     }
@@ -328,8 +319,7 @@ impl Resolver {
     /// Looks up one image within `budget`, a lookup of no admission: it
     /// takes the share of the namespace named `""`.
     pub async fn resolve(&self, image: &str, platform: &Platform, budget: Duration) -> Lookup {
-        self.resolve_until("", image, platform, deadline_after(budget))
-            .await
+        self.resolve_until("", image, platform, deadline_after(budget)).await
     }
 
     async fn resolve_until(
@@ -339,9 +329,7 @@ impl Resolver {
         platform: &Platform,
         deadline: Instant,
     ) -> Lookup {
-        let checked = platform
-            .check()
-            .map_err(|refusal| Failure::refused(refusal.to_string()));
+        let checked = platform.check().map_err(|refusal| Failure::refused(refusal.to_string()));
         let lookup = match checked.and_then(|()| self.parse(image)) {
             Err(failure) => failure.into(),
             Ok(reference) => match self.start(namespace, reference, platform) {
@@ -369,10 +357,7 @@ impl Resolver {
     /// one longer than any reference before the cache is asked.
     fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, Failure> {
         let refuse = |reason: &str| {
-            Failure::refused(format!(
-                "{} is not an image reference: {reason}",
-                shown(image)
-            ))
+            Failure::refused(format!("{} is not an image reference: {reason}", shown(image)))
         };
         if image.len() > MAX_REFERENCE_LEN {
             return Err(refuse(TOO_LONG));
@@ -382,9 +367,7 @@ impl Resolver {
         }
         let reference = parse_reference(image).map_err(refuse)?;
         let parsed = Arc::new(ParsedReference::new(reference));
-        self.inner
-            .caches()
-            .put_reference(image, Arc::clone(&parsed));
+        self.inner.caches().put_reference(image, Arc::clone(&parsed));
         Ok(parsed)
     }
 
@@ -441,9 +424,7 @@ impl Resolver {
                 ))),
             };
             if let Some(metrics) = &inner.metrics {
-                metrics
-                    .fetch_duration
-                    .observe(started.elapsed().as_secs_f64());
+                metrics.fetch_duration.observe(started.elapsed().as_secs_f64());
             }
             match &answer {
                 Ok(_) => inner.caches().forget_failure(&key),

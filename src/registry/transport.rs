@@ -73,11 +73,7 @@ impl Bound {
     const TOKEN: Bound = Bound::of("token answer", MAX_TOKEN_BYTES);
 
     const fn of(what: &'static str, bytes: u64) -> Self {
-        Self {
-            what,
-            bytes,
-            declared: false,
-        }
+        Self { what, bytes, declared: false }
     }
 
     /// This bound, or the size a descriptor declares when it is smaller: a
@@ -93,20 +89,12 @@ impl Bound {
                 human(self.bytes)
             )));
         }
-        Ok(Self {
-            bytes: size,
-            declared: true,
-            ..self
-        })
+        Ok(Self { bytes: size, declared: true, ..self })
     }
 
     fn exceeded(&self) -> Failure {
         Failure::too_large(if self.declared {
-            format!(
-                "{} larger than the {} its descriptor declares",
-                self.what,
-                human(self.bytes)
-            )
+            format!("{} larger than the {} its descriptor declares", self.what, human(self.bytes))
         } else {
             format!("{} larger than {}", self.what, human(self.bytes))
         })
@@ -190,15 +178,11 @@ pub(super) struct Transport {
 }
 
 fn token_cache() -> Tokens {
-    BoundedLru::new(
-        TOKEN_CACHE_ENTRIES,
-        TOKEN_CACHE_BYTES,
-        |(registry, repository), (token, _)| {
-            string_bytes(registry)
-                .saturating_add(string_bytes(repository))
-                .saturating_add(string_bytes(token))
-        },
-    )
+    BoundedLru::new(TOKEN_CACHE_ENTRIES, TOKEN_CACHE_BYTES, |(registry, repository), (token, _)| {
+        string_bytes(registry)
+            .saturating_add(string_bytes(repository))
+            .saturating_add(string_bytes(token))
+    })
 }
 
 /// A reqwest error as one line, after the origin it was about; the
@@ -217,10 +201,7 @@ fn transport_failure(url: &Url, err: &reqwest::Error) -> Failure {
     if err.is_timeout() {
         Failure::failed(format!("no answer from {origin} in time"))
     } else if err.is_connect() {
-        Failure::failed(format!(
-            "cannot connect to {origin}: {}",
-            one_line(&innermost)
-        ))
+        Failure::failed(format!("cannot connect to {origin}: {}", one_line(&innermost)))
     } else {
         Failure::failed(format!("{origin}: {}", one_line(&innermost)))
     }
@@ -229,19 +210,12 @@ fn transport_failure(url: &Url, err: &reqwest::Error) -> Failure {
 /// Reads a body as it streams, at most `bound`; past it the response is
 /// dropped, and with it the connection.
 async fn read_bounded(mut response: Response, bound: Bound, url: &Url) -> Result<Vec<u8>, Failure> {
-    if response
-        .content_length()
-        .is_some_and(|length| length > bound.bytes)
-    {
+    if response.content_length().is_some_and(|length| length > bound.bytes) {
         return Err(bound.exceeded());
     }
     let start = response.content_length().unwrap_or(0).min(64 << 10);
     let mut body = Vec::with_capacity(usize::try_from(start).unwrap_or(0));
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|err| transport_failure(url, &err))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|err| transport_failure(url, &err))? {
         if (body.len() + chunk.len()) as u64 > bound.bytes {
             return Err(bound.exceeded());
         }
@@ -295,12 +269,7 @@ impl Transport {
             .user_agent(concat!("gpu-policy/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| RegistryError::Client(one_line(&err.to_string())))?;
-        Ok(Self {
-            http,
-            hosts,
-            credentials,
-            tokens: Mutex::new(token_cache()),
-        })
+        Ok(Self { http, hosts, credentials, tokens: Mutex::new(token_cache()) })
     }
 
     /// GET of a manifest by tag or digest, within `bound`.
@@ -311,15 +280,11 @@ impl Transport {
         bound: Bound,
     ) -> Result<Fetched, Failure> {
         let path = format!("manifests/{tag_or_digest}");
-        let (response, url) = self
-            .send(reference, Method::GET, &path, Some(MANIFEST_ACCEPT))
-            .await?;
+        let (response, url) =
+            self.send(reference, Method::GET, &path, Some(MANIFEST_ACCEPT)).await?;
         let digest_header = digest_header(&response);
         let body = read_bounded(response, bound, &url).await?;
-        Ok(Fetched {
-            digest_header,
-            body,
-        })
+        Ok(Fetched { digest_header, body })
     }
 
     /// HEAD of a manifest: the digest the tag names now, when the registry
@@ -330,9 +295,8 @@ impl Transport {
         tag: &str,
     ) -> Result<Option<String>, Failure> {
         let path = format!("manifests/{tag}");
-        let (response, _) = self
-            .send(reference, Method::HEAD, &path, Some(MANIFEST_ACCEPT))
-            .await?;
+        let (response, _) =
+            self.send(reference, Method::HEAD, &path, Some(MANIFEST_ACCEPT)).await?;
         Ok(digest_header(&response))
     }
 
@@ -371,9 +335,8 @@ impl Transport {
         let mut authorization = self.cached_token(&key).map(Authorization::Bearer);
         let mut challenged = false;
         loop {
-            let response = self
-                .follow(method.clone(), &url, accept, authorization.as_ref())
-                .await?;
+            let response =
+                self.follow(method.clone(), &url, accept, authorization.as_ref()).await?;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED && !challenged {
                 challenged = true;
@@ -408,14 +371,8 @@ impl Transport {
             {
                 request = authorization.apply(request);
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|err| transport_failure(&current, &err))?;
-            let location = response
-                .headers()
-                .get(LOCATION)
-                .and_then(|value| value.to_str().ok());
+            let response = request.send().await.map_err(|err| transport_failure(&current, &err))?;
+            let location = response.headers().get(LOCATION).and_then(|value| value.to_str().ok());
             let Some(location) = location.filter(|_| response.status().is_redirection()) else {
                 return Ok(response);
             };
@@ -482,9 +439,8 @@ impl Transport {
             }
         }
         if let Some((realm, service)) = bearer {
-            let (token, lifetime) = self
-                .token(&realm, service.as_deref(), reference, basic)
-                .await?;
+            let (token, lifetime) =
+                self.token(&realm, service.as_deref(), reference, basic).await?;
             if let Some(until) = Instant::now().checked_add(lifetime) {
                 lock(&self.tokens).put(key.clone(), (token.clone(), until));
             }
@@ -492,9 +448,7 @@ impl Transport {
         }
         match basic {
             Some(basic) if wants_basic => Ok(basic),
-            _ => Err(Failure::failed(
-                "401 Unauthorized, and no credentials for this registry",
-            )),
+            _ => Err(Failure::failed("401 Unauthorized, and no credentials for this registry")),
         }
     }
 
@@ -516,10 +470,7 @@ impl Transport {
             .map_err(|refusal| Failure::refused(format!("token realm {}", refusal.reason)))?;
         {
             let mut query = url.query_pairs_mut();
-            query.append_pair(
-                "scope",
-                &format!("repository:{}:pull", reference.repository()),
-            );
+            query.append_pair("scope", &format!("repository:{}:pull", reference.repository()));
             if let Some(service) = service {
                 query.append_pair("service", service);
             }
@@ -548,15 +499,10 @@ impl Transport {
             .or(answer.access_token)
             .filter(|token| !token.is_empty())
             .ok_or_else(|| {
-                Failure::failed(format!(
-                    "token from {}: no token in the answer",
-                    origin_of(&url)
-                ))
+                Failure::failed(format!("token from {}: no token in the answer", origin_of(&url)))
             })?;
-        let lifetime = answer
-            .expires_in
-            .map_or(DEFAULT_TOKEN_TTL, Duration::from_secs)
-            .min(MAX_TOKEN_TTL);
+        let lifetime =
+            answer.expires_in.map_or(DEFAULT_TOKEN_TTL, Duration::from_secs).min(MAX_TOKEN_TTL);
         Ok((value, lifetime))
     }
 }

@@ -54,10 +54,7 @@ impl Summary {
 
     /// Every result counted.
     pub fn total(&self) -> u64 {
-        Outcome::ALL
-            .iter()
-            .map(|outcome| self.count(*outcome))
-            .sum()
+        Outcome::ALL.iter().map(|outcome| self.count(*outcome)).sum()
     }
 }
 
@@ -112,10 +109,7 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     for object in objects {
         let results = results_of(object, timestamp);
         if !results.is_empty() {
-            by_namespace
-                .entry(object.namespace.as_str())
-                .or_default()
-                .extend(results);
+            by_namespace.entry(object.namespace.as_str()).or_default().extend(results);
         }
     }
     let mut reports: Vec<Report> = Vec::new();

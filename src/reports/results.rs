@@ -35,13 +35,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 5] = [
-        Outcome::Pass,
-        Outcome::Fail,
-        Outcome::Warn,
-        Outcome::Error,
-        Outcome::Skip,
-    ];
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Pass, Outcome::Fail, Outcome::Warn, Outcome::Error, Outcome::Skip];
 }
 
 /// What the reports say of a notice: its name (the `notice` property), the
@@ -51,62 +46,42 @@ pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) 
     match kind {
         NoticeKind::IgnoredAnnotation => ("ignored-annotation", None, Severity::Low),
         // An exemption asked for that the cluster does not confirm.
-        NoticeKind::UnverifiedOwner => (
-            "unverified-owner",
-            Some(RuleId::Allowlist),
-            Severity::Medium,
-        ),
-        NoticeKind::MissingRuntimeClass => (
-            "missing-runtime-class",
-            Some(RuleId::RuntimeClass),
-            Severity::Low,
-        ),
+        NoticeKind::UnverifiedOwner => {
+            ("unverified-owner", Some(RuleId::Allowlist), Severity::Medium)
+        }
+        NoticeKind::MissingRuntimeClass => {
+            ("missing-runtime-class", Some(RuleId::RuntimeClass), Severity::Low)
+        }
         // No node can run the pod.
-        NoticeKind::UnmetComputeCapability => (
-            "unmet-compute-capability",
-            Some(RuleId::ComputeAffinity),
-            Severity::Medium,
-        ),
+        NoticeKind::UnmetComputeCapability => {
+            ("unmet-compute-capability", Some(RuleId::ComputeAffinity), Severity::Medium)
+        }
         // The containers stay pinned to no card.
-        NoticeKind::UnresolvedClaim => (
-            "unresolved-claim",
-            Some(RuleId::VisibleDevices),
-            Severity::Low,
-        ),
+        NoticeKind::UnresolvedClaim => {
+            ("unresolved-claim", Some(RuleId::VisibleDevices), Severity::Low)
+        }
         // It sees every card of its node.
-        NoticeKind::PrivilegedGpuContainer => (
-            "privileged-gpu-container",
-            Some(RuleId::DevicePaths),
-            Severity::Medium,
-        ),
+        NoticeKind::PrivilegedGpuContainer => {
+            ("privileged-gpu-container", Some(RuleId::DevicePaths), Severity::Medium)
+        }
         // The pod may land on a card or driver it cannot use.
-        NoticeKind::UnenforcedFloor => (
-            "unenforced-floor",
-            Some(RuleId::ComputeAffinity),
-            Severity::Medium,
-        ),
-        NoticeKind::ImageTableFallback => (
-            "image-table-fallback",
-            Some(RuleId::ComputeAffinity),
-            Severity::Low,
-        ),
+        NoticeKind::UnenforcedFloor => {
+            ("unenforced-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
+        }
+        NoticeKind::ImageTableFallback => {
+            ("image-table-fallback", Some(RuleId::ComputeAffinity), Severity::Low)
+        }
         // The claim may get a device the images cannot use.
-        NoticeKind::UnguaranteedClaimFloor => (
-            "unguaranteed-claim-floor",
-            Some(RuleId::ComputeAffinity),
-            Severity::Medium,
-        ),
-        NoticeKind::UnreadClaimOwner => (
-            "unread-claim-owner",
-            Some(RuleId::ComputeAffinity),
-            Severity::Low,
-        ),
+        NoticeKind::UnguaranteedClaimFloor => {
+            ("unguaranteed-claim-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
+        }
+        NoticeKind::UnreadClaimOwner => {
+            ("unread-claim-owner", Some(RuleId::ComputeAffinity), Severity::Low)
+        }
         // The pod may get more GPUs than maxPerPod until the claim is known.
-        NoticeKind::UncountedPodClaims => (
-            "uncounted-pod-claims",
-            Some(RuleId::BoundedRequests),
-            Severity::Low,
-        ),
+        NoticeKind::UncountedPodClaims => {
+            ("uncounted-pod-claims", Some(RuleId::BoundedRequests), Severity::Low)
+        }
     }
 }
 
@@ -235,10 +210,8 @@ fn object_properties(facts: &ObjectFacts) -> BTreeMap<String, String> {
     list(property::RESOURCE_CLAIMS, &facts.resource_claims);
     list(property::CLAIM_TEMPLATES, &facts.claim_templates);
     // The webhook writes it; one that does not read is left out.
-    if let Some(needs) = facts
-        .gpu_needs
-        .as_deref()
-        .and_then(|text| GpuNeeds::from_annotation(text).ok())
+    if let Some(needs) =
+        facts.gpu_needs.as_deref().and_then(|text| GpuNeeds::from_annotation(text).ok())
     {
         if let Some(floor) = needs.compute_capability {
             properties.insert(property::COMPUTE_FLOOR.to_owned(), floor.to_string());
@@ -331,20 +304,11 @@ pub fn results_of(report: &ObjectReport, timestamp: Timestamp) -> Vec<ReportResu
             Some(RuleId::Allowlist),
             None,
             format!("exempt: allowlist entry {entry}"),
-            &[
-                (property::FINDING, "allowlisted"),
-                (property::ALLOWLIST_ENTRY, &entry),
-            ],
+            &[(property::FINDING, "allowlisted"), (property::ALLOWLIST_ENTRY, &entry)],
         ));
     }
     if results.is_empty() {
-        results.push(result(
-            Outcome::Pass,
-            None,
-            None,
-            "every rule passes".to_owned(),
-            &[],
-        ));
+        results.push(result(Outcome::Pass, None, None, "every rule passes".to_owned(), &[]));
     }
     results
 }

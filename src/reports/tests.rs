@@ -13,10 +13,7 @@ use crate::policy::rules::Severity;
 use crate::policy::{Message, Notice, NoticeKind, RuleId, Violation};
 use crate::settings::{AllowlistEntry, Settings};
 
-const AT: Timestamp = Timestamp {
-    seconds: 1_767_225_600,
-    nanos: 5,
-};
+const AT: Timestamp = Timestamp { seconds: 1_767_225_600, nanos: 5 };
 
 fn pod(namespace: &str, name: &str) -> ObjectReport {
     let object = json!({"apiVersion": "v1", "kind": "Pod",
@@ -25,10 +22,7 @@ fn pod(namespace: &str, name: &str) -> ObjectReport {
 }
 
 fn violation(rule: RuleId) -> Violation {
-    Violation {
-        rule,
-        message: Message::new(format_args!("{rule} is broken")),
-    }
+    Violation { rule, message: Message::new(format_args!("{rule} is broken")) }
 }
 
 /// One result as the table tests see it: (outcome, rule, severity).
@@ -46,41 +40,21 @@ fn rows(report: &ObjectReport) -> Vec<Row> {
 fn each_finding_becomes_its_result() {
     type Setup = fn(&mut ObjectReport);
     let table: [(&str, Setup, Vec<Row>); 7] = [
-        (
-            "nothing found: one pass, no rule",
-            |_| {},
-            vec![(Outcome::Pass, None, None)],
-        ),
+        ("nothing found: one pass, no rule", |_| {}, vec![(Outcome::Pass, None, None)]),
         (
             "a violation: fail, at the rule's severity",
             |r| r.violations.push(violation(RuleId::BoundedRequests)),
-            vec![(
-                Outcome::Fail,
-                Some(RuleId::BoundedRequests),
-                Some(Severity::Medium),
-            )],
+            vec![(Outcome::Fail, Some(RuleId::BoundedRequests), Some(Severity::Medium))],
         ),
         (
             "a change: warn, one step below",
             |r| r.changes.push((RuleId::VisibleDevices, "pin it".into())),
-            vec![(
-                Outcome::Warn,
-                Some(RuleId::VisibleDevices),
-                Some(Severity::Medium),
-            )],
+            vec![(Outcome::Warn, Some(RuleId::VisibleDevices), Some(Severity::Medium))],
         ),
         (
             "a notice: warn, with the rule that says it",
-            |r| {
-                r.facts
-                    .notices
-                    .push(Notice::new(NoticeKind::PrivilegedGpuContainer, "sees all"))
-            },
-            vec![(
-                Outcome::Warn,
-                Some(RuleId::DevicePaths),
-                Some(Severity::Medium),
-            )],
+            |r| r.facts.notices.push(Notice::new(NoticeKind::PrivilegedGpuContainer, "sees all")),
+            vec![(Outcome::Warn, Some(RuleId::DevicePaths), Some(Severity::Medium))],
         ),
         (
             "allowlisted: skip, and nothing passes",
@@ -101,22 +75,12 @@ fn each_finding_becomes_its_result() {
             |r| {
                 r.violations.push(violation(RuleId::DevicePaths));
                 r.changes.push((RuleId::RuntimeClass, "set it".into()));
-                r.facts
-                    .notices
-                    .push(Notice::new(NoticeKind::IgnoredAnnotation, "ignored"));
+                r.facts.notices.push(Notice::new(NoticeKind::IgnoredAnnotation, "ignored"));
                 r.facts.allowlisted = Some(AllowlistEntry::exact("ml", "Pod", "p"));
             },
             vec![
-                (
-                    Outcome::Fail,
-                    Some(RuleId::DevicePaths),
-                    Some(Severity::High),
-                ),
-                (
-                    Outcome::Warn,
-                    Some(RuleId::RuntimeClass),
-                    Some(Severity::Low),
-                ),
+                (Outcome::Fail, Some(RuleId::DevicePaths), Some(Severity::High)),
+                (Outcome::Warn, Some(RuleId::RuntimeClass), Some(Severity::Low)),
                 (Outcome::Warn, None, Some(Severity::Low)),
                 (Outcome::Skip, Some(RuleId::Allowlist), None),
             ],
@@ -129,26 +93,17 @@ fn each_finding_becomes_its_result() {
     }
     let mut ignored = pod("ml", "p");
     ignored.ignored = true;
-    assert!(
-        results_of(&ignored, AT).is_empty(),
-        "an ignored kind has no result"
-    );
+    assert!(results_of(&ignored, AT).is_empty(), "an ignored kind has no result");
 }
 
 #[test]
 fn a_result_names_its_object_and_speaks_without_the_prefix() {
     let mut report = pod("ml", "train");
     report.violations.push(violation(RuleId::BoundedRequests));
-    report.changes.push((
-        RuleId::VisibleDevices,
-        "pin NVIDIA_VISIBLE_DEVICES=void".into(),
-    ));
+    report.changes.push((RuleId::VisibleDevices, "pin NVIDIA_VISIBLE_DEVICES=void".into()));
     let results = results_of(&report, AT);
     let fail = &results[0];
-    assert_eq!(
-        (fail.source, fail.policy, fail.category),
-        ("gpu-policy", "gpu-policy", "GPU")
-    );
+    assert_eq!((fail.source, fail.policy, fail.category), ("gpu-policy", "gpu-policy", "GPU"));
     assert_eq!(fail.message, "bounded-requests is broken");
     assert_eq!(fail.timestamp, AT);
     assert_eq!(
@@ -176,10 +131,7 @@ fn a_result_names_its_object_and_speaks_without_the_prefix() {
 #[test]
 fn declared_severities_are_the_documented_ones() {
     let docs = include_str!("../../docs/operations.md");
-    let table = docs
-        .split_once("**Severities.**")
-        .map(|(_, after)| after)
-        .unwrap_or_default();
+    let table = docs.split_once("**Severities.**").map(|(_, after)| after).unwrap_or_default();
     let mut documented = BTreeMap::new();
     for row in table.lines().skip_while(|line| !line.starts_with("| `")) {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
@@ -198,10 +150,7 @@ fn declared_severities_are_the_documented_ones() {
             .get(rule.as_str())
             .unwrap_or_else(|| panic!("{rule} is not in the table: {documented:?}"));
         assert_eq!(*fail, format!("`{}`", named(declared)), "{rule}");
-        assert!(
-            change.starts_with(&format!("`{}`", named(declared.lower()))),
-            "{rule}: {change}"
-        );
+        assert!(change.starts_with(&format!("`{}`", named(declared.lower()))), "{rule}: {change}");
     }
     assert_eq!(documented.len(), RuleId::ALL.len(), "{documented:?}");
 }
@@ -214,16 +163,11 @@ fn severities_follow_the_rule_and_changes_weigh_less() {
         let mut report = pod("team", "p");
         report.violations.push(violation(rule));
         report.changes.push((rule, "x".into()));
-        let severities: Vec<(Outcome, Option<Severity>)> = results_of(&report, AT)
-            .iter()
-            .map(|result| (result.result, result.severity))
-            .collect();
+        let severities: Vec<(Outcome, Option<Severity>)> =
+            results_of(&report, AT).iter().map(|result| (result.result, result.severity)).collect();
         assert_eq!(
             severities,
-            [
-                (Outcome::Fail, Some(declared)),
-                (Outcome::Warn, Some(declared.lower()))
-            ],
+            [(Outcome::Fail, Some(declared)), (Outcome::Warn, Some(declared.lower()))],
             "{rule}"
         );
         assert!(declared.lower() > declared, "{rule}");
@@ -257,11 +201,8 @@ fn properties_name_images_claims_floors_and_the_entry() {
     report.facts.gpu_needs = Some(needs.annotation_value());
     report.facts.allowlisted = Some(AllowlistEntry::exact("ml", "Pod", "p"));
     let skip = &results_of(&report, AT)[0];
-    let properties: Vec<(&str, &str)> = skip
-        .properties
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let properties: Vec<(&str, &str)> =
+        skip.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(
         properties,
         [
@@ -297,10 +238,8 @@ fn one_report_per_namespace_whose_summary_counts_its_results() {
         let reports = build(&objects, api, AT);
         let names: Vec<(String, &str)> =
             reports.iter().map(|r| (r.display_name(), r.kind)).collect();
-        let (namespaced, clustered) = (
-            api.kind(ReportScope::Namespaced),
-            api.kind(ReportScope::Cluster),
-        );
+        let (namespaced, clustered) =
+            (api.kind(ReportScope::Namespaced), api.kind(ReportScope::Cluster));
         assert_eq!(
             names,
             [
@@ -311,34 +250,18 @@ fn one_report_per_namespace_whose_summary_counts_its_results() {
             "{api}: none for a namespace without results"
         );
         let ml = &reports[1];
-        assert_eq!(
-            ml.summary,
-            Summary {
-                pass: 1,
-                fail: 1,
-                warn: 1,
-                error: 0,
-                skip: 0
-            }
-        );
+        assert_eq!(ml.summary, Summary { pass: 1, fail: 1, warn: 1, error: 0, skip: 0 });
         for report in &reports {
             assert_eq!(report.summary.total(), report.results.len() as u64);
             assert_eq!(report.summary, Summary::of(&report.results));
             assert_eq!(report.api_version, api.api_version());
             assert_eq!(
-                report
-                    .metadata
-                    .labels
-                    .get(MANAGED_BY_LABEL)
-                    .map(String::as_str),
+                report.metadata.labels.get(MANAGED_BY_LABEL).map(String::as_str),
                 Some(MANAGED_BY)
             );
         }
         assert_eq!(reports[2].summary.error, 1);
-        assert_eq!(
-            reports[2].scope, None,
-            "a cluster report has no namespace scope"
-        );
+        assert_eq!(reports[2].scope, None, "a cluster report has no namespace scope");
     }
 }
 
@@ -346,10 +269,8 @@ fn one_report_per_namespace_whose_summary_counts_its_results() {
 fn the_two_apis_differ_in_version_kind_and_report_source() {
     let report =
         |api| serde_json::to_value(&build(&[pod("ml", "p")], api, AT)[0]).expect("serialises");
-    let (policy_report, open_report) = (
-        report(ReportApi::PolicyReport),
-        report(ReportApi::OpenReports),
-    );
+    let (policy_report, open_report) =
+        (report(ReportApi::PolicyReport), report(ReportApi::OpenReports));
     assert_eq!(policy_report["apiVersion"], "wgpolicyk8s.io/v1alpha2");
     assert_eq!(policy_report["kind"], "PolicyReport");
     assert_eq!(open_report["apiVersion"], "openreports.io/v1alpha1");
@@ -382,19 +303,10 @@ fn the_two_apis_differ_in_version_kind_and_report_source() {
 fn timestamps_are_seconds_and_nanos_since_the_epoch() {
     use std::time::{Duration, UNIX_EPOCH};
     let time = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
-    assert_eq!(
-        Timestamp::of(time),
-        Timestamp {
-            seconds: 1_700_000_000,
-            nanos: 123_456_789
-        }
-    );
+    assert_eq!(Timestamp::of(time), Timestamp { seconds: 1_700_000_000, nanos: 123_456_789 });
     assert_eq!(
         Timestamp::of(UNIX_EPOCH - Duration::from_secs(1)),
-        Timestamp {
-            seconds: 0,
-            nanos: 0
-        }
+        Timestamp { seconds: 0, nanos: 0 }
     );
 }
 
@@ -432,11 +344,9 @@ fn the_checker_fills_the_facts_of_a_dra_pod() {
     );
     let results = results_of(&report, AT);
     assert!(
-        results.iter().all(|r| r
-            .properties
-            .get(property::COMPUTE_FLOOR)
-            .map(String::as_str)
-            == Some("5.0")),
+        results
+            .iter()
+            .all(|r| r.properties.get(property::COMPUTE_FLOOR).map(String::as_str) == Some("5.0")),
         "{results:?}"
     );
     // `check -o json` is unchanged: the facts are not serialised.

@@ -46,19 +46,12 @@ impl<S: Send + Sync> FromRequest<S> for ReviewPost {
             let frame = frame.map_err(|error| rejected(&error).into_response())?;
             if let Ok(data) = frame.into_data() {
                 if buffer.len() + data.len() > MAX_BODY_BYTES {
-                    return Err(RequestError::TooLarge {
-                        limit: MAX_BODY_BYTES,
-                    }
-                    .into_response());
+                    return Err(RequestError::TooLarge { limit: MAX_BODY_BYTES }.into_response());
                 }
                 buffer.extend_from_slice(&data);
             }
         }
-        Ok(ReviewPost {
-            content_type,
-            timeout,
-            body: buffer,
-        })
+        Ok(ReviewPost { content_type, timeout, body: buffer })
     }
 }
 
@@ -75,19 +68,14 @@ pub fn announced_length(headers: &axum::http::HeaderMap) -> usize {
 
 /// The `timeout` parameter, a Go duration as the API server writes it.
 fn timeout(query: &str) -> Option<Duration> {
-    query.split('&').find_map(|pair| {
-        pair.strip_prefix("timeout=")
-            .and_then(crate::duration::parse)
-    })
+    query.split('&').find_map(|pair| pair.strip_prefix("timeout=").and_then(crate::duration::parse))
 }
 
 fn rejected(error: &axum::Error) -> RequestError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(cause) = source {
         if cause.is::<http_body_util::LengthLimitError>() {
-            return RequestError::TooLarge {
-                limit: MAX_BODY_BYTES,
-            };
+            return RequestError::TooLarge { limit: MAX_BODY_BYTES };
         }
         if let Some(cut) = cause.downcast_ref::<BodyCut>() {
             return (*cut).into();

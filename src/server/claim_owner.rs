@@ -93,10 +93,7 @@ pub async fn read<'s>(
                  is admitted unchanged"
             );
             // The answer of a pod not found: see OwnerRead::NotFound.
-            return Some(OwnerReading {
-                read: OwnerRead::NotFound,
-                _turn: turn,
-            });
+            return Some(OwnerReading { read: OwnerRead::NotFound, _turn: turn });
         }
     };
     match &read {
@@ -131,15 +128,7 @@ async fn read_pod(
     made_for: &MadeFor,
     deadline: Instant,
 ) -> Result<OwnerRead, OtherPod> {
-    let text = match pod_text(
-        client,
-        namespace,
-        &made_for.pod,
-        deadline,
-        OWNER_READ_BUDGET,
-    )
-    .await
-    {
+    let text = match pod_text(client, namespace, &made_for.pod, deadline, OWNER_READ_BUDGET).await {
         Ok(Some(text)) => text,
         Ok(None) => return Ok(OwnerRead::NotFound),
         Err(error) => return Ok(OwnerRead::Unreadable(error.to_string())),
@@ -157,25 +146,13 @@ async fn read_pod(
         let text = if Instant::now() >= deadline {
             Err(format!("no answer within {OWNER_READ_BUDGET:?}"))
         } else if context.reads.pod_read(caller) {
-            claim_text(
-                client,
-                version,
-                namespace,
-                kind,
-                &name,
-                deadline,
-                OWNER_READ_BUDGET,
-            )
-            .await
-            .map_err(|error| error.to_string())
+            claim_text(client, version, namespace, kind, &name, deadline, OWNER_READ_BUDGET)
+                .await
+                .map_err(|error| error.to_string())
         } else {
             Err(NO_ALLOWANCE.to_owned())
         };
         claims.push(read_claim(kind, name, text));
     }
-    Ok(OwnerRead::Read {
-        text,
-        generated,
-        claims,
-    })
+    Ok(OwnerRead::Read { text, generated, claims })
 }

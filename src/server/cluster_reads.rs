@@ -40,9 +40,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
         let ip = parts
             .extensions
             .get::<Peer>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Peer(address)| {
-                address.ip().to_canonical()
-            });
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Peer(address)| address.ip().to_canonical());
         Ok(Caller(ip))
     }
 }
@@ -80,11 +78,7 @@ impl PerCaller {
     }
 
     fn with_capacity(limit: RateLimit, capacity: usize) -> Self {
-        Self {
-            limit,
-            capacity,
-            table: Mutex::new(Table::default()),
-        }
+        Self { limit, capacity, table: Mutex::new(Table::default()) }
     }
 
     /// Takes one read of `caller`'s allowance at `now`; false when it has
@@ -120,10 +114,7 @@ impl PerCaller {
     fn admit(&self, next: &mut Instant, now: Instant) -> bool {
         let start = (*next).max(now);
         let ahead = start.saturating_duration_since(now);
-        let window = self
-            .limit
-            .interval
-            .saturating_mul(self.limit.burst.saturating_sub(1));
+        let window = self.limit.interval.saturating_mul(self.limit.burst.saturating_sub(1));
         if self.limit.burst == 0 || ahead > window {
             return false;
         }
@@ -159,19 +150,13 @@ pub struct ClusterReads {
 }
 
 /// A caller's looks at namespaces: 3 at once, then one every 10 s.
-pub const NAMESPACE_LOOKS: RateLimit = RateLimit {
-    burst: 3,
-    interval: Duration::from_secs(10),
-};
+pub const NAMESPACE_LOOKS: RateLimit = RateLimit { burst: 3, interval: Duration::from_secs(10) };
 /// Looks running at once, all callers together: one page of pods held.
 pub const LOOKS_AT_ONCE: usize = 1;
 /// Claims' pods held at once, all callers together: some 20 MiB at most.
 pub const OWNERS_AT_ONCE: usize = 2;
 /// A caller's reads of pods: 50 at once, then 25 per second.
-pub const POD_READS: RateLimit = RateLimit {
-    burst: 50,
-    interval: Duration::from_millis(40),
-};
+pub const POD_READS: RateLimit = RateLimit { burst: 50, interval: Duration::from_millis(40) };
 
 impl Default for ClusterReads {
     fn default() -> Self {
@@ -194,10 +179,7 @@ pub enum LookRefused {
 impl ClusterReads {
     /// A look at a namespace for `caller`: the permit is held while it runs.
     pub fn namespace_look(&self, caller: Caller) -> Result<SemaphorePermit<'_>, LookRefused> {
-        let permit = self
-            .looks_at_once
-            .try_acquire()
-            .map_err(|_| LookRefused::Busy)?;
+        let permit = self.looks_at_once.try_acquire().map_err(|_| LookRefused::Busy)?;
         if !self.namespace_looks.take(caller, Instant::now()) {
             return Err(LookRefused::CallerLimit);
         }

@@ -111,10 +111,7 @@ impl Images {
             return;
         }
         let credentials_file = config.credentials_file.clone();
-        let hosts = (
-            config.registries.clone(),
-            config.insecure_registries.clone(),
-        );
+        let hosts = (config.registries.clone(), config.insecure_registries.clone());
         if let Some(built) = self.current.load_full()
             && built.hosts == hosts
         {
@@ -212,13 +209,8 @@ impl Images {
         let budget = settings.image_timeout();
         let interpret = |facts: &Arc<ImageConfigFacts>| built.needs.needs_of(facts);
         // Boxed, or its state would be moved with every request's future.
-        let (resolved, details) = Box::pin(lookups::resolve(
-            &built.resolver,
-            &wanted,
-            budget,
-            interpret,
-        ))
-        .await;
+        let (resolved, details) =
+            Box::pin(lookups::resolve(&built.resolver, &wanted, budget, interpret)).await;
         if !details.is_empty() {
             // The request's strings, cut as on its decision line.
             let images = details.join("; ");

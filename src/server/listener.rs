@@ -100,15 +100,10 @@ pub async fn serve_tls(
     drop(listener);
     let _ = stop_tx.send(true);
     let drain = drain();
-    tracing::info!(
-        connections = connections.len(),
-        ?drain,
-        "draining connections"
-    );
-    let drained = tokio::time::timeout(drain, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
+    tracing::info!(connections = connections.len(), ?drain, "draining connections");
+    let drained =
+        tokio::time::timeout(drain, async { while connections.join_next().await.is_some() {} })
+            .await;
     if drained.is_err() {
         tracing::warn!(
             ?drain,

@@ -86,8 +86,7 @@ impl AppState {
 
     fn saw_timeout(&self, timeout: Duration) {
         let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        self.request_timeout_ms
-            .fetch_max(ms.min(MAX_REQUEST_TIMEOUT_MS), Ordering::Relaxed);
+        self.request_timeout_ms.fetch_max(ms.min(MAX_REQUEST_TIMEOUT_MS), Ordering::Relaxed);
     }
 }
 
@@ -112,16 +111,12 @@ pub fn router(state: Arc<AppState>) -> Router {
     for endpoint in Endpoint::ALL {
         router = router.route(
             endpoint.path(),
-            post(
-                move |state: State<Arc<AppState>>, caller: Caller, review: ReviewPost| {
-                    admit(state, endpoint, caller, review)
-                },
-            ),
+            post(move |state: State<Arc<AppState>>, caller: Caller, review: ReviewPost| {
+                admit(state, endpoint, caller, review)
+            }),
         );
     }
-    router
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
+    router.layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).with_state(state)
 }
 
 /// `/healthz`, `/readyz`, `/metrics` (plain HTTP).
@@ -187,11 +182,7 @@ async fn admit(
     let request = match read_review(review.content_type.as_ref(), &review.body) {
         Ok(request) => request,
         Err(error) => {
-            let outcome = Outcome {
-                endpoint,
-                latency: received.elapsed(),
-                result: Err(&error),
-            };
+            let outcome = Outcome { endpoint, latency: received.elapsed(), result: Err(&error) };
             record(&state.metrics, &outcome);
             return error.into_response();
         }
@@ -200,18 +191,10 @@ async fn admit(
     let took = received.elapsed();
     let encoded = answer.encode(&request.uid).map_err(RequestError::Encode);
     let result = match &encoded {
-        Ok(_) => Ok(Answered {
-            request: &request,
-            answer: &answer,
-            took,
-        }),
+        Ok(_) => Ok(Answered { request: &request, answer: &answer, took }),
         Err(error) => Err(error),
     };
-    let outcome = Outcome {
-        endpoint,
-        latency: received.elapsed(),
-        result,
-    };
+    let outcome = Outcome { endpoint, latency: received.elapsed(), result };
     record(&state.metrics, &outcome);
     match encoded {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
@@ -243,10 +226,7 @@ async fn answer(
     request: &AdmissionRequest<'_>,
 ) -> Answer {
     let settings = state.settings.load();
-    let cluster = state
-        .cluster
-        .get()
-        .map(|cache| cache.as_ref() as &dyn ClusterFacts);
+    let cluster = state.cluster.get().map(|cache| cache.as_ref() as &dyn ClusterFacts);
     let claims = cluster.map(|c| -> &dyn ClaimFacts { c });
     let subject = admission::subject(request, endpoint);
     let read = subject.as_ref().ok().and_then(Option::as_ref);
@@ -291,11 +271,7 @@ async fn answer(
             client: state.client.get(),
             cluster,
             reads: &state.cluster_reads,
-            dra_version: state
-                .cluster
-                .get()
-                .and_then(|cache| cache.dra_version())
-                .flatten(),
+            dra_version: state.cluster.get().and_then(|cache| cache.dra_version()).flatten(),
             disclosure: if state.client_certificates_required.load(Ordering::Acquire) {
                 Disclosure::Names
             } else {

@@ -25,10 +25,7 @@ use super::record::NAMESPACE_BYTES;
 /// warnings.
 const LOOK_BUDGET: Duration = Duration::from_secs(2);
 
-const PAGES: Pages = Pages {
-    size: NAMESPACE_PAGE,
-    max: NAMESPACE_PAGES,
-};
+const PAGES: Pages = Pages { size: NAMESPACE_PAGE, max: NAMESPACE_PAGES };
 
 pub struct NamespaceLook<'a> {
     /// None with `--no-cluster`: no look.
@@ -119,9 +116,7 @@ pub async fn opt_in_warnings(
         }
     };
     if pods.and(claims) == Paged::Truncated {
-        let read = usize::try_from(PAGES.size)
-            .unwrap_or(usize::MAX)
-            .saturating_mul(PAGES.max);
+        let read = usize::try_from(PAGES.size).unwrap_or(usize::MAX).saturating_mul(PAGES.max);
         findings.read_only(read);
     }
     findings.warnings(mode, namespace, look.disclosure)

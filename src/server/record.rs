@@ -58,20 +58,12 @@ pub fn record(metrics: &Metrics, outcome: &Outcome<'_>) {
 }
 
 fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Answered<'_>) {
-    let Answered {
-        request, answer, ..
-    } = decided;
+    let Answered { request, answer, .. } = decided;
     let decision = answer.decision();
-    metrics.count_request(
-        endpoint,
-        &request.kind.kind,
-        Some(&request.operation),
-        decision,
-    );
-    for (rules, finding) in [
-        (answer.changes, Finding::Change),
-        (answer.violations, Finding::Violation),
-    ] {
+    metrics.count_request(endpoint, &request.kind.kind, Some(&request.operation), decision);
+    for (rules, finding) in
+        [(answer.changes, Finding::Change), (answer.violations, Finding::Violation)]
+    {
         for rule in rules {
             metrics.count_finding(rule, finding);
         }
@@ -81,10 +73,7 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Ans
         .filter(|name| !name.is_empty())
         .or_else(|| {
             let metadata = request.object.as_ref()?.json().get("metadata")?;
-            metadata
-                .get("name")
-                .or_else(|| metadata.get("generateName"))?
-                .as_str()
+            metadata.get("name").or_else(|| metadata.get("generateName"))?.as_str()
         })
         .unwrap_or("");
     let line = DecisionLine {
@@ -181,10 +170,7 @@ const RULE_LIST_BYTES: usize = 256;
 #[allow(clippy::large_enum_variant)]
 enum RuleList {
     Static(&'static str),
-    Joined {
-        text: [u8; RULE_LIST_BYTES],
-        len: usize,
-    },
+    Joined { text: [u8; RULE_LIST_BYTES], len: usize },
 }
 
 impl RuleList {
@@ -214,10 +200,9 @@ impl RuleList {
     fn as_str(&self) -> &str {
         match self {
             RuleList::Static(text) => text,
-            RuleList::Joined { text, len } => text
-                .get(..*len)
-                .and_then(|text| std::str::from_utf8(text).ok())
-                .unwrap_or(""),
+            RuleList::Joined { text, len } => {
+                text.get(..*len).and_then(|text| std::str::from_utf8(text).ok()).unwrap_or("")
+            }
         }
     }
 }

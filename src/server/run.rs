@@ -45,10 +45,7 @@ pub enum Certificates {
     Files { cert: PathBuf, key: PathBuf },
     /// Generated into `dir` and reused while valid, covering the default
     /// names and `dns_names`.
-    SelfSigned {
-        dir: PathBuf,
-        dns_names: Vec<String>,
-    },
+    SelfSigned { dir: PathBuf, dns_names: Vec<String> },
     /// Shared by every replica through a Secret (`--cert-secret`).
     Secret(RouteConfig),
 }
@@ -126,9 +123,7 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
         }
         Certificates::Secret(config) => {
             let Some(client) = client else {
-                return Err(ServeError::SecretWithoutCluster {
-                    secret: config.secret.clone(),
-                });
+                return Err(ServeError::SecretWithoutCluster { secret: config.secret.clone() });
             };
             let route = secret_route_start(client, config.clone()).await?;
             let paths = (route.cert_path(), route.key_path());
@@ -155,10 +150,7 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
 
     let admission = bind(options.listen).await?;
     let operations = bind(options.metrics_listen).await?;
-    state
-        .readiness
-        .listener_bound
-        .store(true, Ordering::Release);
+    state.readiness.listener_bound.store(true, Ordering::Release);
     tracing::info!(
         listen = %admission.local_addr().map_or(options.listen, |a| a),
         metrics_listen = %operations.local_addr().map_or(options.metrics_listen, |a| a),
@@ -181,18 +173,13 @@ async fn connect_cluster(
         ClusterAccess::Kubeconfig(path) => cluster::Connection::Kubeconfig(path),
         ClusterAccess::Default => cluster::Connection::Default,
     };
-    let client = cluster::connect(connection)
-        .await
-        .map_err(ServeError::Cluster)?;
+    let client = cluster::connect(connection).await.map_err(ServeError::Cluster)?;
     let mut watches = None;
     match client.clone() {
         Some(client) => {
             let cache = Arc::new(ClusterCache::default());
-            watches = Some(Watches::start(
-                client.clone(),
-                &state.settings.load(),
-                Arc::clone(&cache),
-            ));
+            watches =
+                Some(Watches::start(client.clone(), &state.settings.load(), Arc::clone(&cache)));
             let _ = state.cluster.set(cache);
             let _ = state.client.set(client);
             tracing::info!(
@@ -257,14 +244,8 @@ fn serve_certificate(
     every: Duration,
 ) -> Result<Arc<rustls::ServerConfig>, CertError> {
     let resolver = Arc::new(CertificateResolver::load(cert, key)?);
-    state
-        .readiness
-        .certificate_loaded
-        .store(true, Ordering::Release);
-    state
-        .metrics
-        .certificate_expiry
-        .set(resolver.not_after() as f64);
+    state.readiness.certificate_loaded.store(true, Ordering::Release);
+    state.metrics.certificate_expiry.set(resolver.not_after() as f64);
     state.metrics.set_reload("certificate", true);
 
     let poller_state = Arc::clone(state);
@@ -273,10 +254,7 @@ fn serve_certificate(
         Reload::Reloaded => {
             tracing::info!("serving certificate reloaded");
             poller_state.metrics.set_reload("certificate", true);
-            poller_state
-                .metrics
-                .certificate_expiry
-                .set(poller_resolver.not_after() as f64);
+            poller_state.metrics.certificate_expiry.set(poller_resolver.not_after() as f64);
         }
         Reload::Failed(error) => {
             tracing::error!(%error, "new certificate refused; the previous one keeps serving");
@@ -296,9 +274,7 @@ fn require_client_certificates(
 ) -> Result<Arc<dyn ClientCertVerifier>, CertError> {
     let auth = Arc::new(ClientAuth::load(&options.ca, &options.names)?);
     state.metrics.set_reload("client_ca", true);
-    state
-        .client_certificates_required
-        .store(true, std::sync::atomic::Ordering::Release);
+    state.client_certificates_required.store(true, std::sync::atomic::Ordering::Release);
     tracing::info!(
         ca = %options.ca.display(),
         cas = auth.ca_count(),
@@ -350,10 +326,7 @@ fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Sett
     let shown = path.display().to_string();
     let parsed = match std::str::from_utf8(bytes) {
         Ok(text) => Settings::from_yaml(text, &shown),
-        Err(error) => Err(ConfigError::Parse {
-            path: shown,
-            message: error.to_string(),
-        }),
+        Err(error) => Err(ConfigError::Parse { path: shown, message: error.to_string() }),
     };
     match parsed {
         Ok(settings) => {
@@ -382,9 +355,7 @@ async fn poll_registry_credentials(state: Arc<AppState>, every: Duration) {
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Listen { addr, source })
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Listen { addr, source })
 }
 
 /// Serves both listeners until SIGTERM or Ctrl-C, then lets the requests
@@ -403,9 +374,7 @@ async fn serve_until_signal(
         let stopped = async move {
             let _ = operations_stop.wait_for(|stop| *stop).await;
         };
-        axum::serve(operations, operations_app)
-            .with_graceful_shutdown(stopped)
-            .await
+        axum::serve(operations, operations_app).with_graceful_shutdown(stopped).await
     });
     let mut admission_stop = stop_rx;
     let admission = listener::serve_tls(

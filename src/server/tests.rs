@@ -45,9 +45,7 @@ async fn send(
 }
 
 fn review_with(object: Value, operation: &str) -> Value {
-    Review::create(&object, "ml")
-        .set("operation", json!(operation))
-        .json()
+    Review::create(&object, "ml").set("operation", json!(operation)).json()
 }
 
 fn pod(spec: Value) -> Value {
@@ -90,22 +88,15 @@ fn without_request_key(mut review: Value, key: &str) -> Value {
 }
 
 /// (name, path, content type, body, expectation)
-type Case = (
-    &'static str,
-    &'static str,
-    Option<&'static str>,
-    Vec<u8>,
-    Expect,
-);
+type Case = (&'static str, &'static str, Option<&'static str>, Vec<u8>, Expect);
 
 fn cases() -> Vec<Case> {
     let json = Some("application/json");
     let valid = bytes(&review_with(gpu_pod().name("p").json(), "CREATE"));
     let mut truncated = valid.clone();
     truncated.truncate(valid.len() / 2);
-    let huge_env: Vec<Value> = (0..20_000)
-        .map(|i| json!({"name": format!("VAR_{i}"), "value": "x"}))
-        .collect();
+    let huge_env: Vec<Value> =
+        (0..20_000).map(|i| json!({"name": format!("VAR_{i}"), "value": "x"})).collect();
     let mut invalid_utf8 =
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""#
             .to_vec();
@@ -113,10 +104,7 @@ fn cases() -> Vec<Case> {
     invalid_utf8.extend_from_slice(br#""}}"#);
     let oversized = {
         let filler = "x".repeat(MAX_BODY_BYTES + 1);
-        bytes(&review_with(
-            pod(json!({"containers": [{"name": "c", "args": [filler]}]})),
-            "CREATE",
-        ))
+        bytes(&review_with(pod(json!({"containers": [{"name": "c", "args": [filler]}]})), "CREATE"))
     };
     vec![
         ("empty body", "/mutate", json, Vec::new(), Expect::Status(400)),
@@ -259,10 +247,7 @@ async fn bad_input_never_gets_a_5xx_and_the_server_keeps_serving() {
         match expect {
             Expect::Status(code) => {
                 assert_eq!(status.as_u16(), code, "{name}: {text}");
-                assert!(
-                    text.trim_end().lines().count() <= 1,
-                    "{name}: reason spans lines: {text}"
-                );
+                assert!(text.trim_end().lines().count() <= 1, "{name}: reason spans lines: {text}");
                 assert!(!text.trim().is_empty(), "{name}: no reason");
             }
             Expect::Denied(reason) => {
@@ -270,9 +255,7 @@ async fn bad_input_never_gets_a_5xx_and_the_server_keeps_serving() {
                 let reply: Value = serde_json::from_slice(&body).unwrap_or_default();
                 assert_eq!(reply["response"]["allowed"], false, "{name}: {text}");
                 assert_eq!(reply["response"]["status"]["code"], 403, "{name}: {text}");
-                let message = reply["response"]["status"]["message"]
-                    .as_str()
-                    .unwrap_or("");
+                let message = reply["response"]["status"]["message"].as_str().unwrap_or("");
                 assert!(message.contains(reason), "{name}: {message}");
             }
             Expect::Allowed => {
@@ -310,20 +293,9 @@ async fn malformed_claims_get_a_one_line_denial() {
     assert!(catalog.len() >= 25, "only {} cases", catalog.len());
     for (name, object, expected) in catalog {
         let body = bytes(&Review::create(&object, "ml").json());
-        for path in [
-            "/mutate",
-            "/validate/enforce",
-            "/validate/warn",
-            "/validate/audit",
-        ] {
-            let (status, reply) = send(
-                &app,
-                Method::POST,
-                path,
-                Some("application/json"),
-                body.clone(),
-            )
-            .await;
+        for path in ["/mutate", "/validate/enforce", "/validate/warn", "/validate/audit"] {
+            let (status, reply) =
+                send(&app, Method::POST, path, Some("application/json"), body.clone()).await;
             let text = String::from_utf8_lossy(&reply);
             assert_eq!(status, StatusCode::OK, "{name} {path}: {text}");
             let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
@@ -334,11 +306,7 @@ async fn malformed_claims_get_a_one_line_denial() {
                 ("/validate/enforce", BadExpect::Violates(message)) => Some(message),
                 (_, BadExpect::Violates(_)) => None,
             };
-            assert_eq!(
-                response["allowed"],
-                denied.is_none(),
-                "{name} {path}: {text}"
-            );
+            assert_eq!(response["allowed"], denied.is_none(), "{name} {path}: {text}");
             if let Some(expected) = denied {
                 let message = response["status"]["message"].as_str().unwrap_or("");
                 assert!(message.contains(expected), "{name} {path}: {message}");
@@ -367,14 +335,7 @@ async fn malformed_claims_get_a_one_line_denial() {
 #[case(Method::POST, "/validate/strict", 404)]
 #[tokio::test]
 async fn routes(#[case] method: Method, #[case] path: &str, #[case] status: u16) {
-    let (got, _) = send(
-        &router(state()),
-        method,
-        path,
-        Some("application/json"),
-        Vec::new(),
-    )
-    .await;
+    let (got, _) = send(&router(state()), method, path, Some("application/json"), Vec::new()).await;
     assert_eq!(got.as_u16(), status);
 }
 
@@ -388,33 +349,19 @@ async fn every_mode_has_its_endpoint() {
     ));
     let mut answers = Vec::new();
     for path in ["/validate/enforce", "/validate/warn", "/validate/audit"] {
-        let (status, reply) = send(
-            &app,
-            Method::POST,
-            path,
-            Some("application/json"),
-            body.clone(),
-        )
-        .await;
+        let (status, reply) =
+            send(&app, Method::POST, path, Some("application/json"), body.clone()).await;
         assert_eq!(status, StatusCode::OK);
         let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
         answers.push((
             reply["response"]["allowed"].as_bool(),
-            reply["response"]["warnings"]
-                .as_array()
-                .map(Vec::len)
-                .unwrap_or(0)
-                > 0,
+            reply["response"]["warnings"].as_array().map(Vec::len).unwrap_or(0) > 0,
             reply["response"]["auditAnnotations"].is_object(),
         ));
     }
     assert_eq!(
         answers,
-        vec![
-            (Some(false), false, false),
-            (Some(true), true, false),
-            (Some(true), false, true)
-        ]
+        vec![(Some(false), false, false), (Some(true), true, false), (Some(true), false, true)]
     );
 }
 
@@ -422,23 +369,11 @@ async fn every_mode_has_its_endpoint() {
 async fn dry_run_is_answered_like_any_request() {
     let app = router(state());
     let mut review = review_with(gpu_pod().name("p").json(), "CREATE");
-    let (_, live) = send(
-        &app,
-        Method::POST,
-        "/mutate",
-        Some("application/json"),
-        bytes(&review),
-    )
-    .await;
+    let (_, live) =
+        send(&app, Method::POST, "/mutate", Some("application/json"), bytes(&review)).await;
     review["request"]["dryRun"] = json!(true);
-    let (_, dry) = send(
-        &app,
-        Method::POST,
-        "/mutate",
-        Some("application/json"),
-        bytes(&review),
-    )
-    .await;
+    let (_, dry) =
+        send(&app, Method::POST, "/mutate", Some("application/json"), bytes(&review)).await;
     assert_eq!(live, dry);
 }
 
@@ -449,25 +384,15 @@ async fn namespace_guard_denies_loosening() {
     let new = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "audit"}}});
     let mut review = review_with(new, "UPDATE");
     review["request"]["oldObject"] = old;
-    let (_, reply) = send(
-        &app,
-        Method::POST,
-        "/validate/namespace",
-        Some("application/json"),
-        bytes(&review),
-    )
-    .await;
+    let (_, reply) =
+        send(&app, Method::POST, "/validate/namespace", Some("application/json"), bytes(&review))
+            .await;
     let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
     assert_eq!(reply["response"]["allowed"], false);
     review["request"]["userInfo"]["groups"] = json!(["system:masters"]);
-    let (_, reply) = send(
-        &app,
-        Method::POST,
-        "/validate/namespace",
-        Some("application/json"),
-        bytes(&review),
-    )
-    .await;
+    let (_, reply) =
+        send(&app, Method::POST, "/validate/namespace", Some("application/json"), bytes(&review))
+            .await;
     let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
     assert_eq!(reply["response"]["allowed"], true);
 }
@@ -499,14 +424,7 @@ async fn operations_endpoints() {
         bytes(&review_with(gpu_pod().name("p").json(), "CREATE")),
     )
     .await;
-    send(
-        &admission,
-        Method::POST,
-        "/mutate",
-        Some("text/plain"),
-        Vec::new(),
-    )
-    .await;
+    send(&admission, Method::POST, "/mutate", Some("text/plain"), Vec::new()).await;
     let (_, metrics) = send(&app, Method::GET, "/metrics", None, Vec::new()).await;
     let metrics = String::from_utf8_lossy(&metrics);
     for line in [
@@ -546,10 +464,8 @@ async fn a_claim_whose_pod_cannot_be_read_is_admitted_unchanged_with_a_warning()
     assert_eq!(response.get("patch"), None, "{reply}");
     assert_eq!(
         response["warnings"],
-        json!([
-            "gpu-policy: compute-affinity: claim unchanged: cannot read its pod \
-                \"pod1\": no cluster connection (--no-cluster)"
-        ])
+        json!(["gpu-policy: compute-affinity: claim unchanged: cannot read its pod \
+                \"pod1\": no cluster connection (--no-cluster)"])
     );
     // The same claim on a validating endpoint: the pod is not read there,
     // and nothing is said of it.
@@ -572,11 +488,7 @@ async fn a_claim_whose_pod_cannot_be_read_is_admitted_unchanged_with_a_warning()
 /// state is not in it. Inline, they made it three times this size.
 #[test]
 fn the_future_of_a_request_leaves_out_the_rare_waits() {
-    let post = ReviewPost {
-        content_type: None,
-        timeout: None,
-        body: Vec::new(),
-    };
+    let post = ReviewPost { content_type: None, timeout: None, body: Vec::new() };
     let caller = Caller(std::net::Ipv4Addr::LOCALHOST.into());
     let future = admit(State(state()), Endpoint::Mutate, caller, post);
     let size = std::mem::size_of_val(&future);

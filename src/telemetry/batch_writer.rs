@@ -85,10 +85,7 @@ impl Shared {
             let stopping = {
                 let mut pending = lock(&self.pending);
                 while pending.lines.is_empty() && !pending.stopping {
-                    pending = self
-                        .wake
-                        .wait(pending)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    pending = self.wake.wait(pending).unwrap_or_else(PoisonError::into_inner);
                 }
                 pending.stopping
             };
@@ -123,29 +120,18 @@ impl BatchWriter {
 
     fn with_limit(output: impl Write + Send + 'static, max_pending: usize) -> (Self, FlushGuard) {
         let shared = Arc::new(Shared {
-            pending: Mutex::new(Pending {
-                lines: Vec::new(),
-                stopping: false,
-            }),
+            pending: Mutex::new(Pending { lines: Vec::new(), stopping: false }),
             wake: Condvar::new(),
-            output: Mutex::new(Output {
-                sink: Box::new(output),
-                spare: Vec::new(),
-            }),
+            output: Mutex::new(Output { sink: Box::new(output), spare: Vec::new() }),
             max_pending,
         });
         let worker = shared.clone();
-        let thread = thread::Builder::new()
-            .name("log-writer".to_owned())
-            .spawn(move || worker.run())
-            .ok();
+        let thread =
+            thread::Builder::new().name("log-writer".to_owned()).spawn(move || worker.run()).ok();
         if thread.is_none() {
             lock(&shared.pending).stopping = true;
         }
-        let guard = FlushGuard {
-            shared: shared.clone(),
-            thread,
-        };
+        let guard = FlushGuard { shared: shared.clone(), thread };
         (Self { shared }, guard)
     }
 }

@@ -29,10 +29,7 @@ struct Scratch {
 
 impl Scratch {
     const fn new() -> Self {
-        Self {
-            line: String::new(),
-            clock: Clock::new(),
-        }
+        Self { line: String::new(), clock: Clock::new() }
     }
 }
 
@@ -63,10 +60,7 @@ pub fn write_line(
     with_scratch(|scratch| {
         let Scratch { line, clock, .. } = scratch;
         push_start(line, clock, level)?;
-        let mut line_fields = LineFields {
-            line: &mut *line,
-            result: Ok(()),
-        };
+        let mut line_fields = LineFields { line: &mut *line, result: Ok(()) };
         fields(&mut line_fields);
         line_fields.result?;
         push_end(line, target)?;

@@ -8,9 +8,5 @@ pub const OTHER: &str = "other";
 /// `value` when it is one of `known`, else [`OTHER`]: the value of a label
 /// that only the server's own words may take.
 pub fn closed_label(value: &str, known: &[&'static str]) -> &'static str {
-    known
-        .iter()
-        .find(|word| **word == value)
-        .copied()
-        .unwrap_or(OTHER)
+    known.iter().find(|word| **word == value).copied().unwrap_or(OTHER)
 }

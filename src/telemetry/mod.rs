@@ -52,11 +52,9 @@ pub fn init(format: LogFormat) -> Option<FlushGuard> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let installed = match format {
         LogFormat::Json => json_subscriber(filter, writer).try_init().is_ok(),
-        LogFormat::Text => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(writer)
-            .try_init()
-            .is_ok(),
+        LogFormat::Text => {
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).try_init().is_ok()
+        }
     };
     // A second call keeps the first subscriber.
     installed.then_some(guard)
@@ -69,10 +67,7 @@ pub fn bounded_field(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let end = (0..=max)
-        .rev()
-        .find(|&end| text.is_char_boundary(end))
-        .unwrap_or(0);
+    let end = (0..=max).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
     let kept = text.get(..end).unwrap_or_default();
     Cow::Owned(format!("{kept}… ({} bytes more)", text.len() - end))
 }

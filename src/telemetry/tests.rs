@@ -75,11 +75,7 @@ fn inside_a_span_the_event_goes_through_tracing() {
     });
     assert_eq!(straight, [false, true]);
     assert_eq!(lines.len(), 2, "{lines:#?}");
-    assert!(
-        lines[0].contains(r#""span":{"generation":3,"name":"reload"}"#),
-        "{}",
-        lines[0]
-    );
+    assert!(lines[0].contains(r#""span":{"generation":3,"name":"reload"}"#), "{}", lines[0]);
     assert_eq!(lines[1], LINE);
 }
 

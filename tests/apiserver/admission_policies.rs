@@ -90,18 +90,11 @@ impl Cluster {
             plane.namespace(namespace, Some(mode));
         }
         for (namespace, annotation) in annotations {
-            plane
-                .kubectl(&["annotate", "namespace", namespace, annotation])
-                .success();
+            plane.kubectl(&["annotate", "namespace", namespace, annotation]).success();
         }
         plane.namespace("probe", Some(mode));
         let mutating = install_policies(&plane);
-        let cluster = Self {
-            plane,
-            mode,
-            dry_runs: Cell::new(0),
-            mutating,
-        };
+        let cluster = Self { plane, mode, dry_runs: Cell::new(0), mutating };
         cluster.wait_effective();
         Some(cluster)
     }
@@ -114,18 +107,10 @@ impl Cluster {
         self.dry_runs.set(n);
         // A field manager of its own names the request in the audit log.
         let manager = format!("dry-run-{n}");
-        let args = [
-            "apply",
-            "--dry-run=server",
-            "-o",
-            "json",
-            "--field-manager",
-            &manager,
-        ];
-        let run = self.plane.kubectl_stdin(
-            &[&args[..], &["-f", "-"]].concat(),
-            Some(&object.to_string()),
-        );
+        let args = ["apply", "--dry-run=server", "-o", "json", "--field-manager", &manager];
+        let run = self
+            .plane
+            .kubectl_stdin(&[&args[..], &["-f", "-"]].concat(), Some(&object.to_string()));
         let mut violations = Vec::new();
         for line in run.stderr.lines() {
             if let Some(v) = parse_violation(line, "' denied request: ").filter(|_| run.code != 0) {
@@ -158,16 +143,11 @@ impl Cluster {
         }
         violations.sort();
         let stored = allowed.then(|| run.value());
-        Some(Verdict {
-            allowed,
-            violations,
-            stored,
-        })
+        Some(Verdict { allowed, violations, stored })
     }
 
     fn admit(&self, object: &Value) -> Verdict {
-        self.try_admit(object, true)
-            .unwrap_or_else(|| unreachable!("waited for the audit event"))
+        self.try_admit(object, true).unwrap_or_else(|| unreachable!("waited for the audit event"))
     }
 
     /// The violations the audit event of the request made by `manager`
@@ -177,9 +157,7 @@ impl Cluster {
         let needle = format!("fieldManager={manager}&");
         let event = events.iter().find(|e| {
             e["stage"] == "ResponseComplete"
-                && e["requestURI"]
-                    .as_str()
-                    .is_some_and(|uri| format!("{uri}&").contains(&needle))
+                && e["requestURI"].as_str().is_some_and(|uri| format!("{uri}&").contains(&needle))
         })?;
         let Some(failures) = event["annotations"][AUDIT_KEY].as_str() else {
             return Some(Vec::new());
@@ -200,18 +178,12 @@ impl Cluster {
             .into_iter()
             .map(|d| d.object)
             .collect();
-        let rules = [
-            "bounded-requests",
-            "device-paths",
-            "runtime-class",
-            "bounded-requests",
-        ];
+        let rules = ["bounded-requests", "device-paths", "runtime-class", "bounded-requests"];
         for (rule, probe) in rules.iter().zip(&probes) {
-            self.plane
-                .eventually(&format!("{rule} acts on {probe}"), || {
-                    self.try_admit(probe, false)
-                        .is_some_and(|v| v.violations.iter().any(|(r, _)| r == rule))
-                });
+            self.plane.eventually(&format!("{rule} acts on {probe}"), || {
+                self.try_admit(probe, false)
+                    .is_some_and(|v| v.violations.iter().any(|(r, _)| r == rule))
+            });
         }
         if self.mode == "enforce" {
             let acted = |probe: &Value, field: &str| {
@@ -299,15 +271,10 @@ fn check(input: &str, stdin: Option<&str>, mode: &str, cel: bool, extra: &[&str]
             let allowed = report["allowed"] == true;
             let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
             let violations = report["violations"].as_array().into_iter().flatten();
-            let mut violations: Vec<Violation> = violations
-                .map(|v| (text(v, "rule"), text(v, "message")))
-                .collect();
+            let mut violations: Vec<Violation> =
+                violations.map(|v| (text(v, "rule"), text(v, "message"))).collect();
             violations.sort();
-            Verdict {
-                allowed,
-                violations,
-                stored: allowed.then_some(object.object),
-            }
+            Verdict { allowed, violations, stored: allowed.then_some(object.object) }
         })
         .collect()
 }
@@ -394,9 +361,8 @@ fn inputs(dir: &Path) -> Vec<Input> {
         .map(|path| (path.display().to_string(), fixtures::load(path), vec![]))
         .collect();
     let container = |name: String, sidecar: bool| {
-        let env: Vec<Value> = (0..10)
-            .map(|i| json!({"name": format!("V{i}"), "value": "x"}))
-            .collect();
+        let env: Vec<Value> =
+            (0..10).map(|i| json!({"name": format!("V{i}"), "value": "x"})).collect();
         let mut c = json!({"name": name, "image": "x", "env": env,
                            "resources": {"limits": {"nvidia.com/gpu": "1"}}});
         if sidecar {
@@ -411,11 +377,7 @@ fn inputs(dir: &Path) -> Vec<Input> {
     let extras = format!("{EXTRAS}---\n{many}\n");
     for (name, text, args) in [
         ("extras.yaml", extras.as_str(), vec![]),
-        (
-            "limited.yaml",
-            LIMITED,
-            vec!["--namespace-annotation", LIMIT],
-        ),
+        ("limited.yaml", LIMITED, vec!["--namespace-annotation", LIMIT]),
     ] {
         let path = dir.join(name);
         std::fs::write(&path, text).expect("write");
@@ -442,9 +404,7 @@ fn fixtures_in(mode: &'static str) {
                 return (path, documents, args);
             }
             let name = Path::new(&path).file_name().and_then(|n| n.to_str());
-            let served = scratch
-                .path()
-                .join(format!("served-{}", name.unwrap_or("input.yaml")));
+            let served = scratch.path().join(format!("served-{}", name.unwrap_or("input.yaml")));
             std::fs::write(&served, cluster.plane.served_dra_yaml(&text)).expect("write");
             let documents = fixtures::load(&served);
             (served.display().to_string(), documents, args)
@@ -476,9 +436,7 @@ fn fixtures_in(mode: &'static str) {
                 object["metadata"]["name"].as_str().unwrap_or_default()
             );
             let alone = object.to_string();
-            let webhook = check("-", Some(&alone), mode, false, args)
-                .pop()
-                .expect("one report");
+            let webhook = check("-", Some(&alone), mode, false, args).pop().expect("one report");
             let server = cluster.admit(object);
             for (engine, expected) in [("check --engine cel", cel), ("check", &webhook)] {
                 assert_eq!(
@@ -497,10 +455,7 @@ fn fixtures_in(mode: &'static str) {
                     // request holds its first failed validation only.
                     true if mode == "audit" && cluster.plane.minor() < 37 => assert!(
                         server.violations.len() == expected.violations.len().min(1)
-                            && server
-                                .violations
-                                .iter()
-                                .all(|v| expected.violations.contains(v)),
+                            && server.violations.iter().all(|v| expected.violations.contains(v)),
                         "{label}: the API server audited {:?}\n{engine} says {:#?}",
                         server.violations,
                         expected.violations
@@ -518,9 +473,7 @@ fn fixtures_in(mode: &'static str) {
                     stored, by_cel,
                     "{label}: stored (left), check --engine cel -o yaml (right)"
                 );
-                for field in ["env", "runtimeClassName"]
-                    .into_iter()
-                    .filter(|f| cluster.mutates(f))
+                for field in ["env", "runtimeClassName"].into_iter().filter(|f| cluster.mutates(f))
                 {
                     assert_eq!(
                         stored[field], by_webhook[field],
@@ -529,10 +482,8 @@ fn fixtures_in(mode: &'static str) {
                 }
                 changed += usize::from(stored != policy_fields(object));
             }
-            if matches!(
-                object["kind"].as_str(),
-                Some("ResourceClaim" | "ResourceClaimTemplate")
-            ) && server.allowed
+            if matches!(object["kind"].as_str(), Some("ResourceClaim" | "ResourceClaimTemplate"))
+                && server.allowed
             {
                 // The pods after it name it: created for real.
                 let created = cluster.plane.create(&alone);
@@ -558,10 +509,9 @@ fn fixtures_in(mode: &'static str) {
     };
     match mode {
         // Without mutating policies (before 1.34) nothing is changed.
-        "enforce" if cluster.mutating.is_empty() => assert!(
-            denied >= denied_at_least && changed == 0,
-            "{denied} denied, {changed} changed"
-        ),
+        "enforce" if cluster.mutating.is_empty() => {
+            assert!(denied >= denied_at_least && changed == 0, "{denied} denied, {changed} changed")
+        }
         // 1.34 leaves the pin to the webhook: only runtime classes change.
         "enforce" if !cluster.mutates("env") => assert!(
             denied >= denied_at_least && changed >= 10,
@@ -632,36 +582,26 @@ async fn the_policies_type_check_against_the_api_servers_schemas() {
     // policy matches.
     let deadline = Instant::now() + Duration::from_secs(300);
     let log = plane.dir.join("policy-status-controller.log");
-    poll_until(
-        deadline,
-        "every policy's status.observedGeneration",
-        &log,
-        || {
-            policies = plane.get(&["validatingadmissionpolicies"])["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            policies.len() == 5
-                && policies
-                    .iter()
-                    .all(|p| p["status"]["observedGeneration"] == p["metadata"]["generation"])
-        },
-    );
+    poll_until(deadline, "every policy's status.observedGeneration", &log, || {
+        policies = plane.get(&["validatingadmissionpolicies"])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        policies.len() == 5
+            && policies
+                .iter()
+                .all(|p| p["status"]["observedGeneration"] == p["metadata"]["generation"])
+    });
     for policy in &policies {
         let name = policy["metadata"]["name"].as_str().unwrap_or_default();
         let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
         if name == "mistyped" {
             assert!(
-                warnings
-                    .to_string()
-                    .contains("undefined field 'containerz'"),
+                warnings.to_string().contains("undefined field 'containerz'"),
                 "the type checker runs: {policy}"
             );
         } else {
-            assert!(
-                warnings.as_array().is_none_or(Vec::is_empty),
-                "{name}: {warnings:#}"
-            );
+            assert!(warnings.as_array().is_none_or(Vec::is_empty), "{name}: {warnings:#}");
         }
     }
     // MutatingAdmissionPolicy (v1.37) has no status; should it get a type
@@ -670,11 +610,7 @@ async fn the_policies_type_check_against_the_api_servers_schemas() {
         return;
     }
     let mutating = plane.get(&["mutatingadmissionpolicies"])["items"].clone();
-    assert_eq!(
-        mutating.as_array().map(Vec::len),
-        Some(mutating_policies.len()),
-        "{mutating}"
-    );
+    assert_eq!(mutating.as_array().map(Vec::len), Some(mutating_policies.len()), "{mutating}");
     for policy in mutating.as_array().into_iter().flatten() {
         let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
         assert!(warnings.as_array().is_none_or(Vec::is_empty), "{policy}");
@@ -689,11 +625,7 @@ async fn the_annotation_policy_keeps_the_webhooks_record_on_update() {
     let Some(cluster) = Cluster::start("enforce", &[], &[]) else {
         return;
     };
-    if !cluster
-        .mutating
-        .iter()
-        .any(|name| name == "gpu-policy-webhook-annotations")
-    {
+    if !cluster.mutating.iter().any(|name| name == "gpu-policy-webhook-annotations") {
         println!(
             "skipped: Kubernetes {} serves no MutatingAdmissionPolicy",
             cluster.plane.kube_version()
@@ -720,24 +652,10 @@ async fn the_annotation_policy_keeps_the_webhooks_record_on_update() {
             .success();
         let pod = format!("pod/{name}");
         plane
-            .kubectl(&[
-                "annotate",
-                "--overwrite",
-                "-n",
-                "probe",
-                &pod,
-                "gpu-policy.io/mutations=",
-            ])
+            .kubectl(&["annotate", "--overwrite", "-n", "probe", &pod, "gpu-policy.io/mutations="])
             .success();
         plane
-            .kubectl(&[
-                "annotate",
-                "-n",
-                "probe",
-                &pod,
-                "gpu-policy.io/gpu-needs-",
-                "team=vision",
-            ])
+            .kubectl(&["annotate", "-n", "probe", &pod, "gpu-policy.io/gpu-needs-", "team=vision"])
             .success();
         after = plane.get(&["pod", "-n", "probe", &name])["metadata"]["annotations"].clone();
         after["gpu-policy.io/mutations"] == record

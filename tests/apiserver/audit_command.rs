@@ -19,23 +19,12 @@ async fn audit_reports_pods_created_before_the_namespace_opted_in() {
     // No webhook, and a namespace that has not opted in yet: stored as sent.
     cluster.namespace("legacy", None);
     cluster.create(CPU_POD).success();
-    cluster
-        .create(&gpu_pod().name("train").namespace("legacy").manifest())
-        .success();
-    cluster
-        .kubectl(&[
-            "label",
-            "namespace",
-            "legacy",
-            &format!("{MODE_LABEL}=enforce"),
-        ])
-        .success();
+    cluster.create(&gpu_pod().name("train").namespace("legacy").manifest()).success();
+    cluster.kubectl(&["label", "namespace", "legacy", &format!("{MODE_LABEL}=enforce")]).success();
 
     let kubeconfig = cluster.kubeconfig.display().to_string();
-    let run = process::gpu_policy(
-        &["audit", "-A", "--kubeconfig", &kubeconfig, "-o", "json"],
-        None,
-    );
+    let run =
+        process::gpu_policy(&["audit", "-A", "--kubeconfig", &kubeconfig, "-o", "json"], None);
     assert_eq!(run.code, 0, "nothing violates, changes only: {run:?}");
     let reports = run.json();
     let report = |name: &str| {
@@ -46,21 +35,12 @@ async fn audit_reports_pods_created_before_the_namespace_opted_in() {
     };
     // What the webhook would have done had the namespace opted in first.
     let pin = report("preprocess")["patch"].to_string();
-    assert!(
-        pin.contains("NVIDIA_VISIBLE_DEVICES") && pin.contains("void"),
-        "{pin}"
-    );
+    assert!(pin.contains("NVIDIA_VISIBLE_DEVICES") && pin.contains("void"), "{pin}");
     let runtime_class = report("train")["patch"].to_string();
-    assert!(
-        runtime_class.contains("/spec/runtimeClassName"),
-        "{runtime_class}"
-    );
+    assert!(runtime_class.contains("/spec/runtimeClassName"), "{runtime_class}");
 
     // The text output names both.
-    let text = process::gpu_policy(
-        &["audit", "-n", "legacy", "--kubeconfig", &kubeconfig],
-        None,
-    );
+    let text = process::gpu_policy(&["audit", "-n", "legacy", "--kubeconfig", &kubeconfig], None);
     assert!(text.stdout.contains("Pod legacy/preprocess"), "{text:?}");
     assert!(text.stdout.contains("Pod legacy/train"), "{text:?}");
 }

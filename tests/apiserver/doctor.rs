@@ -49,10 +49,8 @@ impl Fleet {
     /// A Node with `labels` and, in its status, `capacity` (and the same
     /// allocatable).
     fn node(&self, name: &str, labels: &[(&str, &str)], capacity: &[(&str, &str)]) -> &Self {
-        let labels: String = labels
-            .iter()
-            .map(|(key, value)| format!("\n    {key}: \"{value}\""))
-            .collect();
+        let labels: String =
+            labels.iter().map(|(key, value)| format!("\n    {key}: \"{value}\"")).collect();
         self.cluster.apply(&format!(
             "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}{labels}\n"
         ));
@@ -140,23 +138,15 @@ fn findings(run: &Run) -> Vec<(String, String, Vec<String>)> {
         .into_iter()
         .flatten()
         .map(|f| {
-            let objects = f["subjects"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| text(&s["name"]))
-                .collect();
+            let objects =
+                f["subjects"].as_array().into_iter().flatten().map(|s| text(&s["name"])).collect();
             (text(&f["id"]), text(&f["cause"]), objects)
         })
         .collect()
 }
 
 fn finding(id: &str, cause: &str, objects: &[&str]) -> (String, String, Vec<String>) {
-    (
-        id.to_owned(),
-        cause.to_owned(),
-        objects.iter().map(|s| (*s).to_owned()).collect(),
-    )
+    (id.to_owned(), cause.to_owned(), objects.iter().map(|s| (*s).to_owned()).collect())
 }
 
 /// The README's block of one case: the command and what it printed.
@@ -188,19 +178,14 @@ fn doctor_reports_a_gpu_node_without_capacity() {
     assert_eq!(json.code, 1, "{json:?}");
     assert_eq!(
         findings(&json),
-        [finding(
-            "no-gpu-capacity",
-            "runtime-not-default",
-            &["gpu-2"]
-        )],
+        [finding("no-gpu-capacity", "runtime-not-default", &["gpu-2"])],
         "{}",
         json.stdout
     );
     let text = fleet.doctor(&[]);
     assert_eq!(text.code, 1, "{text:?}");
     assert!(
-        text.stdout
-            .contains("nvidia-ctk runtime configure --runtime=containerd --set-as-default"),
+        text.stdout.contains("nvidia-ctk runtime configure --runtime=containerd --set-as-default"),
         "{}",
         text.stdout
     );
@@ -214,18 +199,9 @@ fn doctor_reports_gpu_nodes_without_gfd_labels() {
     };
     fleet.cluster.apply(NVIDIA_RUNTIME_CLASS);
     fleet
-        .daemon_set(
-            "nvidia-device-plugin-daemonset",
-            ("name", "nvidia-device-plugin-ds"),
-            2,
-            2,
-        )
+        .daemon_set("nvidia-device-plugin-daemonset", ("name", "nvidia-device-plugin-ds"), 2, 2)
         .node("gpu-1", &[], &[("nvidia.com/gpu", "8")])
-        .node(
-            "gpu-2",
-            &[("nvidia.com/gpu.present", "true")],
-            &[("nvidia.com/gpu", "8")],
-        );
+        .node("gpu-2", &[("nvidia.com/gpu.present", "true")], &[("nvidia.com/gpu", "8")]);
 
     let json = fleet.doctor(&["-o", "json"]);
     assert_eq!(json.code, 1, "{json:?}");
@@ -236,11 +212,7 @@ fn doctor_reports_gpu_nodes_without_gfd_labels() {
         json.stdout
     );
     let text = fleet.doctor(&[]);
-    assert!(
-        text.stdout.contains("whenNodesUnlabelled"),
-        "{}",
-        text.stdout
-    );
+    assert!(text.stdout.contains("whenNodesUnlabelled"), "{}", text.stdout);
     readme_case("gfd-missing", &text);
 }
 
@@ -249,9 +221,7 @@ fn doctor_reports_a_missing_runtime_class() {
     let Some(fleet) = Fleet::start() else {
         return;
     };
-    fleet
-        .components(1)
-        .node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
+    fleet.components(1).node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
 
     let json = fleet.doctor(&["-o", "json"]);
     assert_eq!(json.code, 1, "{json:?}");
@@ -282,10 +252,7 @@ fn doctor_exits_0_on_a_healthy_fleet_and_2_without_a_server() {
     let value = json.value();
     assert_eq!(value["healthy"], true, "{value}");
     assert_eq!(value["summary"]["gpuNodes"], 2, "{value}");
-    assert_eq!(
-        value["summary"]["optedIn"]["enforce"][0], "team-a",
-        "{value}"
-    );
+    assert_eq!(value["summary"]["optedIn"]["enforce"][0], "team-a", "{value}");
     let text = fleet.doctor(&[]);
     assert_eq!(text.code, 0, "{text:?}");
     readme_case("healthy", &text);
@@ -298,16 +265,10 @@ fn doctor_exits_0_on_a_healthy_fleet_and_2_without_a_server() {
         .expect("kubeconfig")
         .replace(&fleet.cluster.api_url, &format!("https://127.0.0.1:{port}"));
     std::fs::write(&gone, config).expect("write kubeconfig");
-    let run = process::gpu_policy(
-        &["doctor", "--kubeconfig", &gone.display().to_string()],
-        None,
-    );
+    let run = process::gpu_policy(&["doctor", "--kubeconfig", &gone.display().to_string()], None);
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(run.stdout, "", "{run:?}");
-    assert!(
-        run.stderr.contains("cannot reach the API server"),
-        "{run:?}"
-    );
+    assert!(run.stderr.contains("cannot reach the API server"), "{run:?}");
 }
 
 #[test]
@@ -317,9 +278,7 @@ fn doctor_writes_its_report_beside_audits() {
     };
     let cluster = &fleet.cluster;
     for crd in report_crds::files() {
-        cluster
-            .kubectl(&["apply", "--server-side", "-f", &crd.display().to_string()])
-            .success();
+        cluster.kubectl(&["apply", "--server-side", "-f", &crd.display().to_string()]).success();
     }
     cluster
         .kubectl(&[
@@ -330,9 +289,7 @@ fn doctor_writes_its_report_beside_audits() {
             "crd/reports.openreports.io",
         ])
         .success();
-    fleet
-        .components(1)
-        .node("gpu-1", &[("nvidia.com/gpu.present", "true")], &[]);
+    fleet.components(1).node("gpu-1", &[("nvidia.com/gpu.present", "true")], &[]);
 
     let run = fleet.doctor(&["--write-report", "--report-api", "openreports"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -341,28 +298,16 @@ fn doctor_writes_its_report_beside_audits() {
         ["wrote ClusterReport gpu-policy-doctor: 1 fail, 1 warn, 0 error, 1 skip, 0 pass"],
         "{run:?}"
     );
-    let report = cluster.get(&[
-        "clusterreports.v1alpha1.openreports.io",
-        "gpu-policy-doctor",
-    ]);
+    let report = cluster.get(&["clusterreports.v1alpha1.openreports.io", "gpu-policy-doctor"]);
     let rules: Vec<(&str, &str)> = report["results"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| {
-            (
-                r["result"].as_str().unwrap_or(""),
-                r["rule"].as_str().unwrap_or(""),
-            )
-        })
+        .map(|r| (r["result"].as_str().unwrap_or(""), r["rule"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(
         rules,
-        [
-            ("fail", "no-gpu-capacity"),
-            ("warn", "runtime-class-missing"),
-            ("skip", ""),
-        ],
+        [("fail", "no-gpu-capacity"), ("warn", "runtime-class-missing"), ("skip", ""),],
         "{report}"
     );
     let result = &report["results"][0];
@@ -371,9 +316,7 @@ fn doctor_writes_its_report_beside_audits() {
     assert_eq!(result["resources"][0]["name"], "gpu-1");
     assert_eq!(result["properties"]["cause"], "device-plugin-not-on-node");
     assert!(
-        result["properties"]["fix"]
-            .as_str()
-            .is_some_and(|fix| fix.contains("nodeSelector")),
+        result["properties"]["fix"].as_str().is_some_and(|fix| fix.contains("nodeSelector")),
         "{result}"
     );
 
@@ -393,11 +336,7 @@ fn doctor_writes_its_report_beside_audits() {
     );
     assert_eq!(audit.code, 0, "{audit:?}");
     cluster
-        .kubectl(&[
-            "get",
-            "clusterreports.v1alpha1.openreports.io",
-            "gpu-policy-doctor",
-        ])
+        .kubectl(&["get", "clusterreports.v1alpha1.openreports.io", "gpu-policy-doctor"])
         .success();
 }
 
@@ -410,20 +349,12 @@ fn doctor_reads_everything_it_checks_as_the_webhooks_service_account() {
     let manifests = cluster.manifests(&["--webhook-url", "https://127.0.0.1:9"]);
     cluster.apply(&manifests);
     cluster.apply(NVIDIA_RUNTIME_CLASS);
-    fleet
-        .components(1)
-        .node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
+    fleet.components(1).node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = cluster.service_account_kubeconfig(dir.path(), "gpu-policy", "gpu-policy");
 
     let run = process::gpu_policy(
-        &[
-            "doctor",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "-o",
-            "json",
-        ],
+        &["doctor", "--kubeconfig", &kubeconfig.display().to_string(), "-o", "json"],
         None,
     );
     let value = run.value();
@@ -441,15 +372,11 @@ async fn doctor_checks_the_webhooks_ca_bundle() {
     };
     let cluster = &fleet.cluster;
     let mut webhook = Webhook::install(cluster, WebhookOptions::default()).await;
-    fleet
-        .components(1)
-        .node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
+    fleet.components(1).node("gpu-1", GFD_LABELS, &[("nvidia.com/gpu", "4")]);
     let doctor = |fleet: &Fleet| {
         let kubeconfig = fleet.cluster.kubeconfig.display().to_string();
         process::gpu_policy_beside(
-            ["doctor", "--kubeconfig", &kubeconfig, "-o", "json"]
-                .map(str::to_owned)
-                .to_vec(),
+            ["doctor", "--kubeconfig", &kubeconfig, "-o", "json"].map(str::to_owned).to_vec(),
         )
     };
     let trusted = doctor(&fleet).await;

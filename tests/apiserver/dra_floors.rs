@@ -46,17 +46,12 @@ fn needs_of(object: &Value) -> &Value {
 /// The `selectors` of request `pointer` (e.g. `/0/exactly`) of a claim.
 fn selectors<'a>(claim: &'a Value, pointer: &str) -> &'a Value {
     let requests = &claim["spec"]["devices"]["requests"];
-    requests
-        .pointer(&format!("{pointer}/selectors"))
-        .unwrap_or(&Value::Null)
+    requests.pointer(&format!("{pointer}/selectors")).unwrap_or(&Value::Null)
 }
 
 /// The warnings kubectl printed.
 fn warnings(run: &Run) -> Vec<&str> {
-    run.stderr
-        .lines()
-        .filter(|l| l.starts_with("Warning: "))
-        .collect()
+    run.stderr.lines().filter(|l| l.starts_with("Warning: ")).collect()
 }
 
 /// The ResourceClaim the resource claim controller makes for pod `pod`
@@ -80,10 +75,8 @@ async fn dra_pods_record_their_needs_and_the_claims_made_for_them_get_the_select
 
     // The DRA driver's quickstart gpu-test1 (its namespace, opted in,
     // created above) with the NGC PyTorch image.
-    let mut objects: Vec<Value> = objects_of("20")
-        .into_iter()
-        .filter(|o| o["kind"] != "Namespace")
-        .collect();
+    let mut objects: Vec<Value> =
+        objects_of("20").into_iter().filter(|o| o["kind"] != "Namespace").collect();
     for object in objects.iter_mut().filter(|o| o["kind"] == "Pod") {
         object["spec"]["containers"][0]["image"] = json!(PYTORCH);
     }
@@ -107,11 +100,7 @@ async fn dra_pods_record_their_needs_and_the_claims_made_for_them_get_the_select
         let mut dry_run = Value::Null;
         cluster.eventually("the webhook resolves the pod's template", || {
             let run = cluster.dry_run(&pod.to_string());
-            dry_run = if run.code == 0 {
-                run.value()
-            } else {
-                Value::Null
-            };
+            dry_run = if run.code == 0 { run.value() } else { Value::Null };
             *needs_of(&dry_run) == NEEDS
         });
         assert!(dry_run["spec"]["affinity"].is_null(), "{dry_run}");
@@ -159,10 +148,7 @@ async fn dra_pods_record_their_needs_and_the_claims_made_for_them_get_the_select
     let name = name.as_str().expect("a generated name");
     let stored = cluster.get(&["resourceclaim", "-n", "gpu-test1", name]);
     assert_eq!(*selectors(&stored, "/0/firstAvailable/0"), want, "{stored}");
-    assert!(
-        selectors(&stored, "/0/firstAvailable/1").is_null(),
-        "{stored}"
-    );
+    assert!(selectors(&stored, "/0/firstAvailable/1").is_null(), "{stored}");
 }
 
 /// The NVIDIA DRA driver's slice of node-1: gpu-0 a P100 (6.0), gpu-1 an
@@ -205,14 +191,7 @@ fn allocated_claim(cluster: &ControlPlane, name: &str, device: &str) {
     let result = json!({"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-1",
                         "device": device});
     let status = json!({"status": {"allocation": {"devices": {"results": [result]}}}});
-    let patch = [
-        "patch",
-        "resourceclaim",
-        "-n",
-        "ml",
-        name,
-        "--subresource=status",
-    ];
+    let patch = ["patch", "resourceclaim", "-n", "ml", name, "--subresource=status"];
     let status = status.to_string();
     let args = [&patch[..], &["--type=merge", "-p", &status]].concat();
     cluster.kubectl(&args).success();

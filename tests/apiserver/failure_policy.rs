@@ -26,9 +26,8 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
         "the API server's own error: {}",
         refused.stderr
     );
-    let admitted = cluster
-        .create(&gpu_pod().name("while-down").namespace("lenient").manifest())
-        .success();
+    let admitted =
+        cluster.create(&gpu_pod().name("while-down").namespace("lenient").manifest()).success();
     assert!(
         !admitted.stderr.contains("gpu-policy"),
         "no warning without the webhook: {}",
@@ -38,29 +37,14 @@ async fn a_stopped_webhook_fails_enforce_closed_and_warn_open() {
     webhook.restart(&cluster).await;
     webhook.wait_effective(&cluster, "strict");
     let stored = cluster
-        .create(
-            &gpu_pod()
-                .name("after-restart")
-                .namespace("strict")
-                .manifest(),
-        )
+        .create(&gpu_pod().name("after-restart").namespace("strict").manifest())
         .success()
         .value();
     assert_eq!(stored["spec"]["runtimeClassName"], "nvidia");
     // The warn webhook is back too: a pod asking for more cards than a
     // container may have is admitted with the warning it earns.
     let warned = cluster
-        .create(
-            &gpu_pod()
-                .name("after-restart")
-                .namespace("lenient")
-                .gpus(99)
-                .manifest(),
-        )
+        .create(&gpu_pod().name("after-restart").namespace("lenient").gpus(99).manifest())
         .success();
-    assert!(
-        warned.stderr.contains("Warning: gpu-policy:"),
-        "{}",
-        warned.stderr
-    );
+    assert!(warned.stderr.contains("Warning: gpu-policy:"), "{}", warned.stderr);
 }

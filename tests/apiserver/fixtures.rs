@@ -55,10 +55,7 @@ impl Case {
     }
 
     fn is_claim(&self) -> bool {
-        matches!(
-            self.kind.as_str(),
-            "ResourceClaim" | "ResourceClaimTemplate"
-        )
+        matches!(self.kind.as_str(), "ResourceClaim" | "ResourceClaimTemplate")
     }
 
     fn allowed(&self) -> bool {
@@ -119,10 +116,7 @@ impl Case {
 
 fn strings(value: &Value) -> BTreeSet<String> {
     let items = value.as_array().cloned().unwrap_or_default();
-    items
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
+    items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
 }
 
 /// The changes of each object in `check`'s text output, in order: every
@@ -135,9 +129,8 @@ fn changes_of(text: &str) -> Vec<Vec<String>> {
             blocks.push(Vec::new());
             continue;
         };
-        let change = finding
-            .strip_prefix("change    ")
-            .or_else(|| finding.strip_prefix("pod change"));
+        let change =
+            finding.strip_prefix("change    ").or_else(|| finding.strip_prefix("pod change"));
         if let Some(change) = change {
             let block = blocks.last_mut().expect("a finding follows its object");
             block.push(change.trim_start().to_owned());
@@ -152,17 +145,8 @@ fn changes_of(text: &str) -> Vec<Vec<String>> {
 fn check(mode: &str) -> Vec<Case> {
     let root = dir().display().to_string();
     let run = |output: &str| {
-        let args = [
-            "check",
-            "-f",
-            &root,
-            "--mode",
-            mode,
-            "--namespace",
-            DEFAULT_NAMESPACE,
-            "-o",
-            output,
-        ];
+        let args =
+            ["check", "-f", &root, "--mode", mode, "--namespace", DEFAULT_NAMESPACE, "-o", output];
         let run = process::gpu_policy(&args, None);
         assert!(run.code <= 1, "check -o {output}: {run:?}");
         run
@@ -174,11 +158,7 @@ fn check(mode: &str) -> Vec<Case> {
     let changes = changes_of(&run("text").stdout);
     let documents = all_objects();
     assert_eq!(reports.len(), documents.len(), "one report per object");
-    assert_eq!(
-        checked.len(),
-        documents.len(),
-        "one YAML document per object"
-    );
+    assert_eq!(checked.len(), documents.len(), "one YAML document per object");
     assert_eq!(changes.len(), documents.len(), "one text block per object");
     documents
         .into_iter()
@@ -189,9 +169,7 @@ fn check(mode: &str) -> Vec<Case> {
             let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
             let kind = text("/kind").unwrap_or_default().to_owned();
             let name = text("/metadata/name").unwrap_or_default().to_owned();
-            let namespace = text("/metadata/namespace")
-                .unwrap_or(DEFAULT_NAMESPACE)
-                .to_owned();
+            let namespace = text("/metadata/namespace").unwrap_or(DEFAULT_NAMESPACE).to_owned();
             assert_eq!(
                 (report["kind"].as_str(), report["name"].as_str()),
                 (Some(kind.as_str()), Some(name.as_str())),
@@ -243,10 +221,7 @@ async fn cluster_for(mode: Option<&str>, cases: &[Case]) -> Option<(ControlPlane
     let refusal = too_many_cards(PROBE);
     cluster.eventually("the validating webhooks act on a dry run", || {
         let run = cluster.dry_run(&refusal);
-        run.code != 0
-            && run
-                .stderr
-                .contains("admission webhook \"enforce.gpu-policy.io\"")
+        run.code != 0 && run.stderr.contains("admission webhook \"enforce.gpu-policy.io\"")
     });
 
     let mut namespaces = BTreeSet::new();
@@ -279,11 +254,7 @@ async fn cluster_for(mode: Option<&str>, cases: &[Case]) -> Option<(ControlPlane
 fn gpu_claim(kind: &str, name: &str) -> String {
     let claim = json!({"devices": {"requests": [
         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}});
-    let spec = if kind == "ResourceClaimTemplate" {
-        json!({ "spec": claim })
-    } else {
-        claim
-    };
+    let spec = if kind == "ResourceClaimTemplate" { json!({ "spec": claim }) } else { claim };
     json!({"apiVersion": "resource.k8s.io/v1", "kind": kind,
            "metadata": {"name": name, "namespace": PROBE}, "spec": spec})
     .to_string()
@@ -302,12 +273,8 @@ fn apply_all<'a>(cluster: &ControlPlane, cases: &'a [Case], watched: bool) -> Ve
         runs.push((case, cluster.create(&case.object.to_string())));
     }
     if watched {
-        cluster
-            .create(&gpu_claim("ResourceClaimTemplate", "probe-template"))
-            .success();
-        cluster
-            .create(&gpu_claim("ResourceClaim", "probe-claim"))
-            .success();
+        cluster.create(&gpu_claim("ResourceClaimTemplate", "probe-template")).success();
+        cluster.create(&gpu_claim("ResourceClaim", "probe-claim")).success();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "claims-probe", "namespace": PROBE},
             "spec": {"containers": [
@@ -349,10 +316,9 @@ fn differences_from_check(case: &Case, run: &Run) -> Vec<String> {
             }
         }
         (true, false) => found.push(format!("check admits it; kubectl failed:\n{}", run.stderr)),
-        (false, true) => found.push(format!(
-            "check denies it ({}); the API server admitted it",
-            case.denial()
-        )),
+        (false, true) => {
+            found.push(format!("check denies it ({}); the API server admitted it", case.denial()))
+        }
         (false, false) => {
             let refusal = run
                 .stderr
@@ -382,9 +348,7 @@ fn differences_from_sent(case: &Case, run: &Run) -> Vec<String> {
     }
     let (stored, sent) = (policy_fields(&run.value()), policy_fields(&case.object));
     if stored != sent {
-        found.push(format!(
-            "changed: the API server gave\n{stored:#}\nsent was\n{sent:#}"
-        ));
+        found.push(format!("changed: the API server gave\n{stored:#}\nsent was\n{sent:#}"));
     }
     found
 }
@@ -453,9 +417,7 @@ fn logged_annotations(
     };
     cluster.eventually("the audit log holds every creation", || {
         let logged = read();
-        wanted
-            .iter()
-            .all(|(key, count)| logged.get(key).map_or(0, Vec::len) >= *count)
+        wanted.iter().all(|(key, count)| logged.get(key).map_or(0, Vec::len) >= *count)
     });
     read()
 }
@@ -470,19 +432,14 @@ async fn enforce_gives_what_check_gives_for_every_fixture() {
     assert_none("from check --mode enforce", &runs, differences_from_check);
     // The test sees both outcomes and both kinds of change.
     let denied = runs.iter().filter(|(_, run)| run.code != 0).count();
-    let mutated = cases
-        .iter()
-        .filter(|c| policy_fields(&c.checked) != policy_fields(&c.object));
+    let mutated = cases.iter().filter(|c| policy_fields(&c.checked) != policy_fields(&c.object));
     assert!(denied >= 5 && mutated.count() >= 10, "{denied} denied");
 }
 
 #[tokio::test]
 async fn warn_admits_every_fixture_with_checks_warnings() {
     let cases = check("warn");
-    assert!(
-        cases.iter().all(Case::allowed),
-        "warn mode admits everything"
-    );
+    assert!(cases.iter().all(Case::allowed), "warn mode admits everything");
     let Some((cluster, _webhook)) = cluster_for(Some("warn"), &cases).await else {
         return;
     };
@@ -504,10 +461,7 @@ fn assert_changes_nothing(cases: &[Case]) {
 #[tokio::test]
 async fn audit_admits_every_fixture_and_logs_checks_findings() {
     let cases = check("audit");
-    assert!(
-        cases.iter().all(Case::allowed),
-        "audit mode admits everything"
-    );
+    assert!(cases.iter().all(Case::allowed), "audit mode admits everything");
     let Some((cluster, _webhook)) = cluster_for(Some("audit"), &cases).await else {
         return;
     };
@@ -519,10 +473,7 @@ async fn audit_admits_every_fixture_and_logs_checks_findings() {
     let logged = logged_annotations(&cluster, &applied);
     let mut expected: BTreeMap<_, Vec<BTreeMap<String, String>>> = BTreeMap::new();
     for case in &applied {
-        expected
-            .entry(key_of(case))
-            .or_default()
-            .push(case.audit_annotations());
+        expected.entry(key_of(case)).or_default().push(case.audit_annotations());
     }
     let mut differences = Vec::new();
     for (key, mut wanted) in expected {
@@ -532,9 +483,7 @@ async fn audit_admits_every_fixture_and_logs_checks_findings() {
         wanted.sort();
         found.sort();
         if wanted != found {
-            differences.push(format!(
-                "--- {key:?}: logged {found:#?}\ncheck says {wanted:#?}"
-            ));
+            differences.push(format!("--- {key:?}: logged {found:#?}\ncheck says {wanted:#?}"));
         }
     }
     assert!(

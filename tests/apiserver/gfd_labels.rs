@@ -30,11 +30,7 @@ fn required(pod: &Value) -> &Value {
 
 /// The object of a write that went through, or null.
 fn written(run: &Run) -> Value {
-    if run.code == 0 {
-        run.value()
-    } else {
-        Value::Null
-    }
+    if run.code == 0 { run.value() } else { Value::Null }
 }
 
 /// The audit annotation `key` the webhook gave the creation of pod `name`,
@@ -96,11 +92,8 @@ async fn no_compute_affinity_on_a_fleet_without_gfd_labels_until_the_labels_come
     });
 
     let created = cluster.create(&gpu_pod().name("train-1").namespace(NAMESPACE).manifest());
-    let warnings: Vec<&str> = created
-        .stderr
-        .lines()
-        .filter(|line| line.starts_with("Warning: "))
-        .collect();
+    let warnings: Vec<&str> =
+        created.stderr.lines().filter(|line| line.starts_with("Warning: ")).collect();
     let stored = written(&created);
     assert_eq!(stored["metadata"]["name"], "train-1", "{}", created.stderr);
     assert!(required(&stored).is_null(), "{stored}");
@@ -143,13 +136,6 @@ async fn no_compute_affinity_on_a_fleet_without_gfd_labels_until_the_labels_come
             {"key": "nvidia.com/gpu.compute.major", "operator": "Gt", "values": ["4"]}]}]),
         "{stored}"
     );
-    assert!(
-        !created.stderr.contains("GPU Feature Discovery"),
-        "{}",
-        created.stderr
-    );
-    assert_eq!(
-        audit_annotation(&cluster, "train-2", "unenforced-floor"),
-        None
-    );
+    assert!(!created.stderr.contains("GPU Feature Discovery"), "{}", created.stderr);
+    assert_eq!(audit_annotation(&cluster, "train-2", "unenforced-floor"), None);
 }

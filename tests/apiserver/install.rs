@@ -19,22 +19,16 @@ async fn the_rendered_install_applies_and_its_rbac_is_enough() {
     // that).
     let secret = cluster.get(&["secret", "-n", NAME, "gpu-policy-tls"]);
     assert_eq!(secret["type"], "Opaque");
-    let mut keys: Vec<&String> = secret["data"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, _)| k)
-        .collect();
+    let mut keys: Vec<&String> =
+        secret["data"].as_object().into_iter().flatten().map(|(k, _)| k).collect();
     keys.sort();
     assert_eq!(keys, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
     // The API server's calls succeed: a GPU pod in an enforce namespace is
     // mutated on a server-side dry run.
     cluster.namespace("ml", Some("enforce"));
     webhook.wait_effective(&cluster, "ml");
-    let stored = cluster
-        .dry_run(&gpu_pod().name("train").namespace("ml").manifest())
-        .success()
-        .value();
+    let stored =
+        cluster.dry_run(&gpu_pod().name("train").namespace("ml").manifest()).success().value();
     assert_eq!(stored["spec"]["runtimeClassName"], "nvidia");
     // The CUDA 12.6 image needs compute capability 5.0: the affinity too.
     assert_eq!(

@@ -73,9 +73,7 @@ async fn the_webhook_service_account_may_change_only_ca_bundle() {
     });
     // A policy takes effect a moment after it is written.
     cluster.eventually("the webhook configuration guard acts", || {
-        replace_as_webhook(&cluster, &rules, true)
-            .stderr
-            .contains(ONLY_CA_BUNDLE)
+        replace_as_webhook(&cluster, &rules, true).stderr.contains(ONLY_CA_BUNDLE)
     });
 
     let changes: Vec<(&str, Value)> = vec![
@@ -105,9 +103,7 @@ async fn the_webhook_service_account_may_change_only_ca_bundle() {
         ),
         (
             "the failure policy",
-            with(&validating, &|o| {
-                o["webhooks"][0]["failurePolicy"] = json!("Ignore")
-            }),
+            with(&validating, &|o| o["webhooks"][0]["failurePolicy"] = json!("Ignore")),
         ),
         (
             "an entry less",
@@ -126,12 +122,7 @@ async fn the_webhook_service_account_may_change_only_ca_bundle() {
                 }]);
             }),
         ),
-        (
-            "a label",
-            with(&mutating, &|o| {
-                o["metadata"]["labels"]["extra"] = json!("1")
-            }),
-        ),
+        ("a label", with(&mutating, &|o| o["metadata"]["labels"]["extra"] = json!("1"))),
     ];
     for (what, changed) in &changes {
         let refused = replace_as_webhook(&cluster, changed, false);
@@ -145,10 +136,7 @@ async fn the_webhook_service_account_may_change_only_ca_bundle() {
     assert_eq!(cluster.get(&[MUTATING, NAME]), mutating);
     // The cluster admin is not held by it.
     cluster
-        .kubectl_stdin(
-            &["replace", "--dry-run=server", "-f", "-"],
-            Some(&rules.to_string()),
-        )
+        .kubectl_stdin(&["replace", "--dry-run=server", "-f", "-"], Some(&rules.to_string()))
         .success();
     // Creating or deleting one: RBAC refuses first.
     let delete = as_webhook(&cluster, &["delete", VALIDATING, NAME], None);
@@ -165,13 +153,11 @@ async fn the_webhook_service_account_may_change_only_ca_bundle() {
             hook["clientConfig"]["caBundle"] = json!(foreign);
         }
     });
-    let stored = replace_as_webhook(&cluster, &ca_bundles, false)
-        .success()
-        .value();
+    let stored = replace_as_webhook(&cluster, &ca_bundles, false).success().value();
     assert!(
-        stored["webhooks"].as_array().is_some_and(|hooks| hooks
-            .iter()
-            .all(|h| h["clientConfig"]["caBundle"] == foreign)),
+        stored["webhooks"]
+            .as_array()
+            .is_some_and(|hooks| hooks.iter().all(|h| h["clientConfig"]["caBundle"] == foreign)),
         "{stored}"
     );
     // And the server, updating as that ServiceAccount, puts its CA back.
@@ -221,37 +207,12 @@ fn the_webhook_service_account_has_no_secret_but_its_own() {
         ("list", "secrets", NAME, false),
         ("create", "serviceaccounts/token", NAME, false),
         ("get", "mutatingwebhookconfigurations/gpu-policy", "", true),
-        (
-            "update",
-            "mutatingwebhookconfigurations/gpu-policy",
-            "",
-            true,
-        ),
-        (
-            "update",
-            "validatingwebhookconfigurations/gpu-policy",
-            "",
-            true,
-        ),
-        (
-            "patch",
-            "validatingwebhookconfigurations/gpu-policy",
-            "",
-            false,
-        ),
-        (
-            "update",
-            "validatingwebhookconfigurations/another",
-            "",
-            false,
-        ),
+        ("update", "mutatingwebhookconfigurations/gpu-policy", "", true),
+        ("update", "validatingwebhookconfigurations/gpu-policy", "", true),
+        ("patch", "validatingwebhookconfigurations/gpu-policy", "", false),
+        ("update", "validatingwebhookconfigurations/another", "", false),
         ("create", "validatingwebhookconfigurations", "", false),
-        (
-            "delete",
-            "mutatingwebhookconfigurations/gpu-policy",
-            "",
-            false,
-        ),
+        ("delete", "mutatingwebhookconfigurations/gpu-policy", "", false),
         ("get", "namespaces/default", "", false),
         ("list", "namespaces", "", true),
     ] {
@@ -261,16 +222,12 @@ fn the_webhook_service_account_has_no_secret_but_its_own() {
             "{verb} {resource} in {namespace:?}"
         );
     }
-    let create = as_webhook(
-        &cluster,
-        &["create", "secret", "generic", "mine", "-n", NAME],
-        None,
-    );
+    let create = as_webhook(&cluster, &["create", "secret", "generic", "mine", "-n", NAME], None);
     assert!(
         create.code != 0
-            && create.stderr.contains(&format!(
-                "User \"{WEBHOOK_USER}\" cannot create resource \"secrets\""
-            )),
+            && create
+                .stderr
+                .contains(&format!("User \"{WEBHOOK_USER}\" cannot create resource \"secrets\"")),
         "{create:?}"
     );
 
@@ -282,9 +239,7 @@ fn the_webhook_service_account_has_no_secret_but_its_own() {
     filled["data"] = data.clone();
     as_webhook(&cluster, &["replace", "-f", "-"], Some(&filled.to_string())).success();
     cluster.apply(&manifests(&cluster));
-    cluster
-        .kubectl_stdin(&["apply", "-f", "-"], Some(&manifests(&cluster)))
-        .success();
+    cluster.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests(&cluster))).success();
     let secret = cluster.get(&["secret", "-n", NAME, "gpu-policy-tls"]);
     assert_eq!(secret["data"], data, "{secret}");
 }
@@ -310,30 +265,17 @@ fn no_one_gets_a_token_secret_of_the_install_service_account() {
                    gpu-policy/gpu-policy of gpu-policy: its token would never expire; use \
                    kubectl create token for a short-lived one";
     let borrowed = token_secret("borrowed", NAME, NAME);
-    cluster.eventually("the token guard acts", || {
-        cluster.dry_run(&borrowed).stderr.contains(refusal)
-    });
+    cluster
+        .eventually("the token guard acts", || cluster.dry_run(&borrowed).stderr.contains(refusal));
     // Refused to the cluster admin itself.
     let created = cluster.create(&borrowed);
-    assert!(
-        created.code != 0 && created.stderr.contains(refusal),
-        "{created:?}"
-    );
-    assert_ne!(
-        cluster
-            .kubectl(&["get", "secret", "borrowed", "-n", NAME])
-            .code,
-        0
-    );
+    assert!(created.code != 0 && created.stderr.contains(refusal), "{created:?}");
+    assert_ne!(cluster.kubectl(&["get", "secret", "borrowed", "-n", NAME]).code, 0);
     // A token Secret of another ServiceAccount, and one of a namesake in
     // another namespace, are not the install's business.
-    cluster
-        .create(&token_secret("other", NAME, "other"))
-        .success();
+    cluster.create(&token_secret("other", NAME, "other")).success();
     cluster.namespace("team", None);
-    cluster
-        .create(&token_secret("namesake", "team", NAME))
-        .success();
+    cluster.create(&token_secret("namesake", "team", NAME)).success();
     // Renaming the other one to the install's: refused too.
     let renamed = cluster.kubectl(&[
         "annotate",
@@ -344,15 +286,9 @@ fn no_one_gets_a_token_secret_of_the_install_service_account() {
         "--overwrite",
         &format!("kubernetes.io/service-account.name={NAME}"),
     ]);
-    assert!(
-        renamed.code != 0 && renamed.stderr.contains(refusal),
-        "{renamed:?}"
-    );
+    assert!(renamed.code != 0 && renamed.stderr.contains(refusal), "{renamed:?}");
     let other = cluster.get(&["secret", "other", "-n", NAME]);
-    assert_eq!(
-        other["metadata"]["annotations"]["kubernetes.io/service-account.name"],
-        "other"
-    );
+    assert_eq!(other["metadata"]["annotations"]["kubernetes.io/service-account.name"], "other");
 }
 
 #[test]
@@ -361,10 +297,7 @@ fn the_guard_policies_type_check_clean() {
         return;
     };
     let _controller = cluster.start_policy_status_controller();
-    let names = [
-        "gpu-policy-webhook-configurations",
-        "gpu-policy-service-account-tokens",
-    ];
+    let names = ["gpu-policy-webhook-configurations", "gpu-policy-service-account-tokens"];
     let checked = || -> Vec<Value> {
         names
             .iter()
@@ -372,9 +305,7 @@ fn the_guard_policies_type_check_clean() {
             .filter(|p| p["status"]["observedGeneration"] == p["metadata"]["generation"])
             .collect()
     };
-    cluster.eventually("both policies type-checked", || {
-        checked().len() == names.len()
-    });
+    cluster.eventually("both policies type-checked", || checked().len() == names.len());
     for policy in checked() {
         assert!(policy["status"]["typeChecking"].is_object(), "{policy:#}");
         let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];

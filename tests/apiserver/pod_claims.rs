@@ -77,10 +77,7 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
     let uid = stored["metadata"]["uid"].as_str().expect("uid").to_owned();
     // Nothing about its claims was known: nothing recorded. Its author then
     // writes a lower floor on it; no webhook sees a pod's metadata change.
-    assert!(
-        stored["metadata"]["annotations"][GPU_NEEDS].is_null(),
-        "{stored}"
-    );
+    assert!(stored["metadata"]["annotations"][GPU_NEEDS].is_null(), "{stored}");
     let lowered = format!("{GPU_NEEDS}={LOWERED}");
     let annotate = ["annotate", "pod", "-n", NAMESPACE, "trainer", &lowered];
     cluster.kubectl(&annotate).success();
@@ -88,9 +85,7 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
     // The first template (within the maxima on its own), and the claim the
     // controller makes from it: the floors of the pod's image, and a
     // warning that the second pod claim is not counted yet.
-    cluster
-        .create(&eight_gpu_template(NAMESPACE, "eight-a").to_string())
-        .success();
+    cluster.create(&eight_gpu_template(NAMESPACE, "eight-a").to_string()).success();
     let first = cluster.create(&made_for_trainer(&uid, "first"));
     assert!(
         first.stderr.contains(
@@ -102,24 +97,14 @@ async fn claims_made_after_their_pod_are_counted_with_it_and_get_its_floors() {
     );
     let first = first.success().value();
     let selectors = &first["spec"]["devices"]["requests"][0]["exactly"]["selectors"];
-    assert_eq!(
-        *selectors,
-        json!([{"cel": {"expression": SELECTOR}}]),
-        "{first}"
-    );
+    assert_eq!(*selectors, json!([{"cel": {"expression": SELECTOR}}]), "{first}");
 
-    cluster
-        .create(&eight_gpu_template(NAMESPACE, "eight-b").to_string())
-        .success();
+    cluster.create(&eight_gpu_template(NAMESPACE, "eight-b").to_string()).success();
     // The second: 16 GPUs with the first, denied.
     let second = cluster.create(&made_for_trainer(&uid, "second"));
     assert_eq!(denial(&second), Some(DENIAL), "{second:?}");
     let claims = cluster.get(&["resourceclaims", "-n", NAMESPACE]);
-    assert_eq!(
-        claims["items"].as_array().map(Vec::len),
-        Some(1),
-        "{claims}"
-    );
+    assert_eq!(claims["items"].as_array().map(Vec::len), Some(1), "{claims}");
 
     // A pod created after its templates is held to the same maximum at
     // its own admission.

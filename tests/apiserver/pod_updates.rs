@@ -23,9 +23,7 @@ const CUDA_13: &str = "nvidia/cuda:13.0.1-base-ubuntu24.04";
 /// A bare pod as its author wrote it: a GPU container with the author's
 /// zone affinity, and a sidecar whose author asked for every card.
 fn pod(name: &str, node: Option<&str>) -> String {
-    let node = node
-        .map(|node| format!("  nodeName: {node}\n"))
-        .unwrap_or_default();
+    let node = node.map(|node| format!("  nodeName: {node}\n")).unwrap_or_default();
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n\
          {node}  containers:\n  - name: train\n    image: nvidia/cuda:12.6.3-base-ubuntu24.04\n    \
@@ -81,15 +79,7 @@ async fn pod_updates_answered(webhook: &Webhook) -> u64 {
 
 fn set_image(cluster: &ControlPlane, pod: &str, image: &str, dry_run: bool) -> Run {
     let assignment = format!("train={image}");
-    let mut args = vec![
-        "set",
-        "image",
-        "-n",
-        NAMESPACE,
-        "pod",
-        pod,
-        assignment.as_str(),
-    ];
+    let mut args = vec!["set", "image", "-n", NAMESPACE, "pod", pod, assignment.as_str()];
     if dry_run {
         args.push("--dry-run=server");
     }
@@ -115,10 +105,7 @@ async fn pod_updates_are_transparent_and_checked() {
         let manifest = pod(name, Some("old-gpu"));
         cluster.kubectl_stdin(&apply, Some(&manifest)).success();
         let first = stored(&cluster, name);
-        assert_eq!(
-            first["spec"]["containers"][1]["env"][0]["value"], "void",
-            "{first}"
-        );
+        assert_eq!(first["spec"]["containers"][1]["env"][0]["value"], "void", "{first}");
         assert_eq!(first["spec"]["runtimeClassName"], "nvidia", "{first}");
         let mut dry_run = apply.clone();
         dry_run.insert(1, "--dry-run=server");
@@ -136,12 +123,7 @@ async fn pod_updates_are_transparent_and_checked() {
     // The webhook's annotations survive an overwrite.
     let before = stored(&cluster, "trainer");
     let mutations = before["metadata"]["annotations"]["gpu-policy.io/mutations"].clone();
-    assert!(
-        mutations
-            .as_str()
-            .is_some_and(|m| m.contains("visible-devices")),
-        "{before}"
-    );
+    assert!(mutations.as_str().is_some_and(|m| m.contains("visible-devices")), "{before}");
     let updates = pod_updates_answered(&webhook).await;
     cluster
         .kubectl(&[
@@ -166,32 +148,15 @@ async fn pod_updates_are_transparent_and_checked() {
     let updates = pod_updates_answered(&webhook).await;
     for change in [
         vec!["label", "-n", NAMESPACE, "pod/trainer", "team=vision"],
-        vec![
-            "label",
-            "-n",
-            NAMESPACE,
-            "pod/trainer",
-            "--overwrite",
-            "team=speech",
-        ],
+        vec!["label", "-n", NAMESPACE, "pod/trainer", "--overwrite", "team=speech"],
         vec!["label", "-n", NAMESPACE, "pod/trainer", "team-"],
         vec!["annotate", "-n", NAMESPACE, "pod/trainer", "owner=alice"],
-        vec![
-            "annotate",
-            "-n",
-            NAMESPACE,
-            "pod/trainer",
-            "--overwrite",
-            "owner=bob",
-        ],
+        vec!["annotate", "-n", NAMESPACE, "pod/trainer", "--overwrite", "owner=bob"],
     ] {
         cluster.kubectl(&change).success();
     }
     assert_eq!(pod_updates_answered(&webhook).await, updates);
-    assert_eq!(
-        stored(&cluster, "trainer")["metadata"]["annotations"]["owner"],
-        "bob"
-    );
+    assert_eq!(stored(&cluster, "trainer")["metadata"]["annotations"]["owner"], "bob");
 
     // An image update below the bound node's compute capability is denied,
     // once the webhook's cache has the node; one above it is allowed.
@@ -208,16 +173,10 @@ async fn pod_updates_are_transparent_and_checked() {
         "nvidia/cuda:12.6.3-base-ubuntu24.04"
     );
     cluster
-        .kubectl_stdin(
-            &["apply", "-f", "-"],
-            Some(&pod("trainer-new", Some("new-gpu"))),
-        )
+        .kubectl_stdin(&["apply", "-f", "-"], Some(&pod("trainer-new", Some("new-gpu"))))
         .success();
     set_image(&cluster, "trainer-new", CUDA_13, false).success();
-    assert_eq!(
-        stored(&cluster, "trainer-new")["spec"]["containers"][0]["image"],
-        CUDA_13
-    );
+    assert_eq!(stored(&cluster, "trainer-new")["spec"]["containers"][0]["image"], CUDA_13);
 }
 
 /// A sidecar injector's webhook, called after gpu-policy's, adds a
@@ -235,28 +194,13 @@ async fn reinvocation_leaves_nothing_duplicated() {
     cluster.apply(&late.configuration(NAMESPACE));
     let mut created = Value::Null;
     cluster.eventually("the injector adds its container", || {
-        let _ = cluster.kubectl(&[
-            "delete",
-            "pod",
-            "-n",
-            NAMESPACE,
-            "trainer",
-            "--ignore-not-found",
-        ]);
+        let _ =
+            cluster.kubectl(&["delete", "pod", "-n", NAMESPACE, "trainer", "--ignore-not-found"]);
         let run = cluster.create(&pod("trainer", None));
-        created = if run.code == 0 {
-            run.value()
-        } else {
-            Value::Null
-        };
-        created["spec"]["containers"]
-            .as_array()
-            .is_some_and(|c| c.len() == 3)
+        created = if run.code == 0 { run.value() } else { Value::Null };
+        created["spec"]["containers"].as_array().is_some_and(|c| c.len() == 3)
     });
-    let containers = created["spec"]["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let containers = created["spec"]["containers"].as_array().cloned().unwrap_or_default();
     for container in &containers {
         let name = &container["name"];
         let entries: Vec<&Value> = container["env"]
@@ -274,19 +218,14 @@ async fn reinvocation_leaves_nothing_duplicated() {
     }
     let terms = &created["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         ["nodeSelectorTerms"];
-    let mut texts: Vec<String> = terms
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::to_string)
-        .collect();
+    let mut texts: Vec<String> =
+        terms.as_array().into_iter().flatten().map(Value::to_string).collect();
     let count = texts.len();
     texts.sort();
     texts.dedup();
     assert_eq!(texts.len(), count, "a term twice: {terms}");
-    let mutations = created["metadata"]["annotations"]["gpu-policy.io/mutations"]
-        .as_str()
-        .unwrap_or("");
+    let mutations =
+        created["metadata"]["annotations"]["gpu-policy.io/mutations"].as_str().unwrap_or("");
     let mut rules: Vec<&str> = mutations.split(',').collect();
     let listed = rules.len();
     rules.sort_unstable();
@@ -312,9 +251,7 @@ async fn a_deployments_image_change_is_warned_and_its_new_pods_get_the_floor() {
     let webhook = Webhook::install(&cluster, WebhookOptions::default()).await;
     cluster.namespace(NAMESPACE, Some("enforce"));
     webhook.wait_effective(&cluster, NAMESPACE);
-    cluster
-        .kubectl_stdin(&["apply", "-f", "-"], Some(DEPLOYMENT))
-        .success();
+    cluster.kubectl_stdin(&["apply", "-f", "-"], Some(DEPLOYMENT)).success();
     let changed = cluster
         .kubectl(&[
             "set",
@@ -339,12 +276,6 @@ async fn a_deployments_image_change_is_warned_and_its_new_pods_get_the_floor() {
     let terms = created["spec"]["affinity"]["nodeAffinity"]
         ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         .to_string();
-    assert!(
-        terms.contains(r#""operator":"Gt","values":["7"]"#),
-        "{terms}"
-    );
-    assert!(
-        terms.contains(r#""operator":"Gt","values":["4"]"#),
-        "{terms}"
-    );
+    assert!(terms.contains(r#""operator":"Gt","values":["7"]"#), "{terms}");
+    assert!(terms.contains(r#""operator":"Gt","values":["4"]"#), "{terms}");
 }

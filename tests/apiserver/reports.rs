@@ -79,15 +79,7 @@ const POLICYREPORTS: &str = "policyreports.v1alpha2.wgpolicyk8s.io";
 
 fn audit(kubeconfig: &str, api: &str) -> Run {
     process::gpu_policy(
-        &[
-            "audit",
-            "-A",
-            "--kubeconfig",
-            kubeconfig,
-            "--write-reports",
-            "--report-api",
-            api,
-        ],
+        &["audit", "-A", "--kubeconfig", kubeconfig, "--write-reports", "--report-api", api],
         None,
     )
 }
@@ -106,9 +98,7 @@ fn audit_writes_both_report_apis_and_keeps_them_current() {
     };
     for crd in report_crds::files() {
         let path = crd.display().to_string();
-        cluster
-            .kubectl(&["apply", "--server-side", "-f", &path])
-            .success();
+        cluster.kubectl(&["apply", "--server-side", "-f", &path]).success();
     }
     for name in [
         "reports.openreports.io",
@@ -131,36 +121,26 @@ fn audit_writes_both_report_apis_and_keeps_them_current() {
     cluster.apply(&cronjob_rules());
     cluster.apply(AUDITOR);
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = cluster
-        .service_account_kubeconfig(dir.path(), "legacy", "auditor")
-        .display()
-        .to_string();
+    let kubeconfig =
+        cluster.service_account_kubeconfig(dir.path(), "legacy", "auditor").display().to_string();
     let expected = [
         row("fail", "device-paths", "devices"),
         row("pass", "", "pinned"),
         row("warn", "visible-devices", "notebook"),
     ];
 
-    for (api, resource, kind) in [
-        ("openreports", OPENREPORTS, "Report"),
-        ("wgpolicyk8s", POLICYREPORTS, "PolicyReport"),
-    ] {
+    for (api, resource, kind) in
+        [("openreports", OPENREPORTS, "Report"), ("wgpolicyk8s", POLICYREPORTS, "PolicyReport")]
+    {
         let run = audit(&kubeconfig, api);
         assert_eq!(run.code, 0, "{api}: {run:?}");
         assert_eq!(
             run.lines(),
-            [format!(
-                "wrote {kind} legacy/gpu-policy: 1 fail, 1 warn, 0 error, 0 skip, 1 pass"
-            )],
+            [format!("wrote {kind} legacy/gpu-policy: 1 fail, 1 warn, 0 error, 0 skip, 1 pass")],
             "{api}: {run:?}"
         );
-        let report = cluster.get(&[
-            resource,
-            "-n",
-            "legacy",
-            "gpu-policy",
-            "--show-managed-fields",
-        ]);
+        let report =
+            cluster.get(&[resource, "-n", "legacy", "gpu-policy", "--show-managed-fields"]);
         assert_eq!(sorted_rows(&report), expected, "{api}: {report}");
         assert_eq!(
             report["summary"],
@@ -175,25 +155,14 @@ fn audit_writes_both_report_apis_and_keeps_them_current() {
             .find(|r| r["result"] == "fail")
             .cloned()
             .unwrap_or(Value::Null);
-        for field in [
-            "source",
-            "policy",
-            "rule",
-            "severity",
-            "category",
-            "message",
-            "timestamp",
-        ] {
+        for field in ["source", "policy", "rule", "severity", "category", "message", "timestamp"] {
             assert!(!fail[field].is_null(), "{api}: {field} kept: {fail}");
         }
         assert_eq!(fail["severity"], "high", "{api}");
         assert_eq!(fail["properties"]["finding"], "violation", "{api}");
         assert!(fail["resources"][0]["uid"].is_string(), "{api}: {fail}");
         assert_eq!(report["scope"]["kind"], "Namespace", "{api}");
-        assert_eq!(
-            report["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            "gpu-policy"
-        );
+        assert_eq!(report["metadata"]["labels"]["app.kubernetes.io/managed-by"], "gpu-policy");
         let managers: Vec<&Value> = report["metadata"]["managedFields"]
             .as_array()
             .into_iter()
@@ -203,43 +172,26 @@ fn audit_writes_both_report_apis_and_keeps_them_current() {
         assert_eq!(managers, ["gpu-policy-audit"], "{api}: one applier");
     }
     let open = cluster.get(&[OPENREPORTS, "-n", "legacy", "gpu-policy"]);
-    assert_eq!(
-        open["source"], "gpu-policy",
-        "OpenReports' report-level source"
-    );
+    assert_eq!(open["source"], "gpu-policy", "OpenReports' report-level source");
 
     // The hostPath pod goes: the next report has no fail.
-    cluster
-        .kubectl(&["delete", "pod", "devices", "-n", "legacy", "--wait=false"])
-        .success();
+    cluster.kubectl(&["delete", "pod", "devices", "-n", "legacy", "--wait=false"]).success();
     cluster.eventually("the pod gone", || {
-        cluster
-            .kubectl(&["get", "pod", "devices", "-n", "legacy"])
-            .code
-            != 0
+        cluster.kubectl(&["get", "pod", "devices", "-n", "legacy"]).code != 0
     });
     let run = audit(&kubeconfig, "openreports");
     assert_eq!(run.code, 0, "{run:?}");
     let report = cluster.get(&[OPENREPORTS, "-n", "legacy", "gpu-policy"]);
     assert_eq!(
         sorted_rows(&report),
-        [
-            row("pass", "", "pinned"),
-            row("warn", "visible-devices", "notebook")
-        ]
+        [row("pass", "", "pinned"), row("warn", "visible-devices", "notebook")]
     );
 
     // Nothing left: the report goes too (the PolicyReport stays: the other
     // API is never touched).
-    cluster
-        .kubectl(&["delete", "pods", "--all", "-n", "legacy", "--wait=false"])
-        .success();
+    cluster.kubectl(&["delete", "pods", "--all", "-n", "legacy", "--wait=false"]).success();
     cluster.eventually("the pods gone", || {
-        cluster
-            .kubectl(&["get", "pods", "-n", "legacy", "-o", "name"])
-            .stdout
-            .trim()
-            .is_empty()
+        cluster.kubectl(&["get", "pods", "-n", "legacy", "-o", "name"]).stdout.trim().is_empty()
     });
     let run = audit(&kubeconfig, "openreports");
     assert_eq!(

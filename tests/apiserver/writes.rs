@@ -93,11 +93,7 @@ fn check(input: &[Value], mode: &str) -> Vec<Outcome> {
             } else {
                 Value::Null
             };
-            Outcome {
-                denial,
-                warnings: dedup(warnings.iter().map(text)),
-                written,
-            }
+            Outcome { denial, warnings: dedup(warnings.iter().map(text)), written }
         })
         .collect()
 }
@@ -105,20 +101,10 @@ fn check(input: &[Value], mode: &str) -> Vec<Outcome> {
 /// What a `kubectl create -o json` (or its dry run, or `kubectl debug`)
 /// came to.
 fn outcome(run: &Run) -> Outcome {
-    let warnings = run
-        .stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("Warning: "));
+    let warnings = run.stderr.lines().filter_map(|l| l.strip_prefix("Warning: "));
     let (denial, written) = if run.code == 0 {
         let stored = run.value();
-        (
-            None,
-            if stored["kind"] == "Pod" {
-                policy_fields(&stored)
-            } else {
-                Value::Null
-            },
-        )
+        (None, if stored["kind"] == "Pod" { policy_fields(&stored) } else { Value::Null })
     } else {
         // Any other refusal (the API server's own) is kept whole, so that
         // it shows in the comparison.
@@ -128,11 +114,7 @@ fn outcome(run: &Run) -> Outcome {
         };
         (Some(denial.trim_end().to_owned()), Value::Null)
     };
-    Outcome {
-        denial,
-        warnings: dedup(warnings.map(str::to_owned)),
-        written,
-    }
+    Outcome { denial, warnings: dedup(warnings.map(str::to_owned)), written }
 }
 
 /// Checks `input` in `mode`, then creates its objects from `first` on (the
@@ -236,23 +218,11 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
 
     // Written with client-side and with server-side apply.
     let manifests = [
-        (
-            "train",
-            gpu_pod()
-                .name("train")
-                .namespace("ml")
-                .container("app")
-                .manifest(),
-            CLIENT,
-        ),
+        ("train", gpu_pod().name("train").namespace("ml").container("app").manifest(), CLIENT),
         ("preprocess", cpu_pod("preprocess"), CLIENT),
         (
             "train-ssa",
-            gpu_pod()
-                .name("train-ssa")
-                .namespace("ml")
-                .container("app")
-                .manifest(),
+            gpu_pod().name("train-ssa").namespace("ml").container("app").manifest(),
             SERVER,
         ),
         ("preprocess-ssa", cpu_pod("preprocess-ssa"), SERVER),
@@ -353,11 +323,7 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
     // `check` of the pod as stored finds nothing more to change.
     let again = check(std::slice::from_ref(&stored), "enforce");
     assert_eq!(again[0].denial, None);
-    assert_eq!(
-        again[0].written,
-        policy_fields(&stored),
-        "check would change the stored pod"
-    );
+    assert_eq!(again[0].written, policy_fields(&stored), "check would change the stored pod");
 
     // A privileged debug container (`--profile=sysadmin`) would see every
     // card of the node: denied, with the message check gives for the pod
@@ -370,10 +336,7 @@ async fn pods_are_stored_mutated_and_applying_them_again_changes_nothing() {
     let ephemerals = with_root["spec"]["ephemeralContainers"].as_array_mut();
     ephemerals.expect("ephemeral containers").push(root);
     let expected = check(&[with_root], "enforce");
-    assert!(
-        expected[0].denial.is_some(),
-        "check denies it: {expected:?}"
-    );
+    assert!(expected[0].denial.is_some(), "check denies it: {expected:?}");
     assert_eq!(outcome(&refused).denial, expected[0].denial);
     // A second debug container is pinned; the first is left as it was.
     debug(&cluster, "train", "dbg2", "busybox:1.36", "general").success();
@@ -410,9 +373,7 @@ async fn a_replaced_author_value_survives_a_second_apply() {
             "{flag}"
         );
         // Recreated, it is pinned again.
-        cluster
-            .kubectl_stdin(&["replace", "--force", "-f", "-"], Some(&manifest))
-            .success();
+        cluster.kubectl_stdin(&["replace", "--force", "-f", "-"], Some(&manifest)).success();
         let recreated = cluster.get(&["pod", "-n", "ml", name]);
         assert_ne!(recreated["metadata"]["uid"], before["metadata"]["uid"]);
         assert_eq!(*env_of(&recreated, "app"), pinned(), "{flag}");
@@ -539,19 +500,12 @@ async fn dra_claims_and_templates_are_admitted_or_denied_as_check_says() {
     ];
     create_as_check_says(&cluster, &classes, 0, "enforce");
     for prefix in ["20", "21", "22", "23", "24"] {
-        let objects = objects_of(prefix)
-            .into_iter()
-            .filter(|o| o["kind"] != "Namespace");
+        let objects = objects_of(prefix).into_iter().filter(|o| o["kind"] != "Namespace");
         let input: Vec<Value> = classes.iter().cloned().chain(objects).collect();
-        let namespace = input[2]["metadata"]["namespace"]
-            .as_str()
-            .expect("namespace");
+        let namespace = input[2]["metadata"]["namespace"].as_str().expect("namespace");
         cluster.namespace(namespace, Some("enforce"));
         let stored = create_as_check_says(&cluster, &input, classes.len(), "enforce");
-        assert!(
-            stored.iter().all(|s| !s.is_null()),
-            "fixture {prefix}: all admitted"
-        );
+        assert!(stored.iter().all(|s| !s.is_null()), "fixture {prefix}: all admitted");
     }
 
     // Hand-made claims and templates that R2 bounds, in an enforce and in a
@@ -596,8 +550,7 @@ async fn dra_claims_and_templates_are_admitted_or_denied_as_check_says() {
     let dry_run = ["create", "--dry-run=server", "-f", "-"];
     cluster.eventually("the enforce webhook decides in lenient", || {
         let run = cluster.kubectl_stdin(&dry_run, Some(&again));
-        run.stderr
-            .contains("webhook \"enforce.gpu-policy.io\" denied")
+        run.stderr.contains("webhook \"enforce.gpu-policy.io\" denied")
     });
     let claim = ["resourceclaim", "-n", "lenient", "nine-gpus"];
     let label_it = [&["label"][..], &claim, &["released=true"]].concat();
@@ -621,11 +574,7 @@ async fn pod_claims_resolve_from_the_webhook_watches() {
         template("one-gpu", "gpu.nvidia.com"),
         template("one-cpu", "cpu.example.com"),
         template("custom-gpu", "my-gpus.example.com"),
-        claim_pod(
-            "trainer",
-            &[("train", true), ("shipper", false)],
-            Some("one-gpu"),
-        ),
+        claim_pod("trainer", &[("train", true), ("shipper", false)], Some("one-gpu")),
         claim_pod("cpu-claimed", &[("ctr", true)], Some("one-cpu")),
         claim_pod("unclaimed", &[("ctr", false)], None),
         claim_pod("unresolved", &[("ctr", true)], Some("missing")),
@@ -635,9 +584,7 @@ async fn pod_claims_resolve_from_the_webhook_watches() {
     let stored = create_as_check_says(&cluster, &input, 0, "enforce");
     let pod = |name: &str| {
         let mut named = stored.iter().filter(|s| s["metadata"]["name"] == name);
-        named
-            .next()
-            .unwrap_or_else(|| panic!("{name}: not admitted"))
+        named.next().unwrap_or_else(|| panic!("{name}: not admitted"))
     };
     // The claimed container is a GPU container: not pinned, and the pod
     // gets no runtime class (the claimed devices come through CDI).
@@ -654,11 +601,7 @@ async fn pod_claims_resolve_from_the_webhook_watches() {
     // The DeviceClass arrives, and says it hands out GPUs: from then on the
     // same template holds a GPU.
     input.push(class("my-gpus.example.com", "gpu.nvidia.com"));
-    input.push(claim_pod(
-        "custom-after",
-        &[("ctr", true)],
-        Some("custom-gpu"),
-    ));
+    input.push(claim_pod("custom-after", &[("ctr", true)], Some("custom-gpu")));
     let stored = create_as_check_says(&cluster, &input, input.len() - 2, "enforce");
     assert!(env_of(&stored[1], "ctr").is_null(), "{}", stored[1]);
 }

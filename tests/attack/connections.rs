@@ -54,12 +54,8 @@ async fn stalled_request(
         "POST {MUTATE} HTTP/1.1\r\nHost: {SERVER_NAME}:443\r\n\
          Content-Type: application/json\r\nContent-Length: {ANNOUNCED}\r\n\r\n"
     );
-    tls.write_all(head.as_bytes())
-        .await
-        .map_err(|e| format!("head: {e}"))?;
-    tls.write_all(&vec![b' '; sent])
-        .await
-        .map_err(|e| format!("body: {e}"))?;
+    tls.write_all(head.as_bytes()).await.map_err(|e| format!("head: {e}"))?;
+    tls.write_all(&vec![b' '; sent]).await.map_err(|e| format!("body: {e}"))?;
     tls.flush().await.map_err(|e| format!("flush: {e}"))?;
     Ok(tls)
 }
@@ -68,10 +64,7 @@ async fn stalled_request(
 #[derive(Debug)]
 enum Fate {
     /// It answered with this status and `Retry-After`, then closed.
-    Answered {
-        status: u16,
-        retry_after: Option<String>,
-    },
+    Answered { status: u16, retry_after: Option<String> },
     /// It closed without an answer (EOF or reset).
     Closed,
     /// Still open after the time the client waited.
@@ -108,10 +101,7 @@ async fn fate(mut tls: TlsStream<TcpStream>, limit: Duration) -> Fate {
         .filter_map(|line| line.split_once(':'))
         .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
         .map(|(_, value)| value.trim().to_owned());
-    Fate::Answered {
-        status,
-        retry_after,
-    }
+    Fate::Answered { status, retry_after }
 }
 
 /// One review of a GPU pod from 127.0.0.1 on a fresh connection, as the
@@ -219,11 +209,8 @@ async fn a_connection_flood_from_one_peer_is_held_to_its_share() {
     let config = server.client_config();
     let handshakes =
         (0..FLOOD).map(|_| handshake_from(Some(ATTACKER), server.admission, Arc::clone(&config)));
-    let flood: Vec<_> = futures::future::join_all(handshakes)
-        .await
-        .into_iter()
-        .filter_map(Result::ok)
-        .collect();
+    let flood: Vec<_> =
+        futures::future::join_all(handshakes).await.into_iter().filter_map(Result::ok).collect();
     let answered_in = legitimate_review(&server, &pod_with_gpus(1)).await;
     // The connections the server refused are closed at once; give its
     // accept loop a moment to have dropped the last of them.
@@ -246,16 +233,9 @@ async fn a_connection_flood_from_one_peer_is_held_to_its_share() {
         "the server holds {sockets} sockets, {before} before, for a share of {share}"
     );
     assert!(peak <= PEAK_RSS, "peak RSS {:.1} MiB", peak as f64 / MIB);
-    assert!(
-        answered_in <= ANSWERED_WITHIN,
-        "a legitimate review took {answered_in:?}"
-    );
+    assert!(answered_in <= ANSWERED_WITHIN, "a legitimate review took {answered_in:?}");
     let refused = refused_count(&server, "connections", "over_share").await;
-    assert_eq!(
-        refused,
-        FLOOD - flood.len(),
-        "every connection closed at once is counted"
-    );
+    assert_eq!(refused, FLOOD - flood.len(), "every connection closed at once is counted");
     drop(flood);
 }
 
@@ -291,9 +271,7 @@ async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
     // Well within the deadline: a request over the share is answered at
     // once, and the others are still waiting for their bodies.
     let fates = futures::future::join_all(
-        requests
-            .into_iter()
-            .map(|tls| fate(tls, Duration::from_secs(3))),
+        requests.into_iter().map(|tls| fate(tls, Duration::from_secs(3))),
     )
     .await;
     let refused = fates
@@ -302,10 +280,7 @@ async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
             matches!(fate, Fate::Answered { status: 429, retry_after: Some(after) } if after == "1")
         })
         .count();
-    let waiting = fates
-        .iter()
-        .filter(|fate| matches!(fate, Fate::Open))
-        .count();
+    let waiting = fates.iter().filter(|fate| matches!(fate, Fate::Open)).count();
     eprintln!(
         "{REQUESTS} requests of {ANNOUNCED} bytes from one peer: {waiting} waiting for their \
          body, {refused} answered 429 with Retry-After; a legitimate review answered in \
@@ -317,10 +292,7 @@ async fn a_peer_over_its_byte_share_is_told_to_retry_and_others_are_served() {
         refused,
         "every 429 is counted"
     );
-    assert!(
-        answered_in <= ANSWERED_WITHIN,
-        "a legitimate review took {answered_in:?}"
-    );
+    assert!(answered_in <= ANSWERED_WITHIN, "a legitimate review took {answered_in:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,8 +357,5 @@ async fn a_full_pool_sheds_the_largest_holder_for_the_api_server() {
         shed(SECOND_ATTACKER),
     );
     assert_eq!((shed(ATTACKER), shed(SECOND_ATTACKER)), (1, 0), "{fates:?}");
-    assert!(
-        answered_in <= ANSWERED_WITHIN,
-        "the review took {answered_in:?}"
-    );
+    assert!(answered_in <= ANSWERED_WITHIN, "the review took {answered_in:?}");
 }

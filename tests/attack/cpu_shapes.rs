@@ -52,10 +52,8 @@ fn cpu_time(pid: u32) -> Duration {
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
     // utime and stime are fields 14 and 15, the 12th and 13th after it.
-    let ticks: u64 = fields[11..13]
-        .iter()
-        .map(|field| field.parse::<u64>().expect("a tick count"))
-        .sum();
+    let ticks: u64 =
+        fields[11..13].iter().map(|field| field.parse::<u64>().expect("a tick count")).sum();
     Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND)
 }
 
@@ -79,18 +77,10 @@ const UPDATED: [&str; 3] = ["containers", "env", "affinity-terms"];
 /// The UPDATE review of `object` from the same pod on a CUDA 12 image.
 fn update_body(object: &Value, uid: &str) -> Vec<u8> {
     let mut old = object.clone();
-    for container in old["spec"]["containers"]
-        .as_array_mut()
-        .into_iter()
-        .flatten()
-    {
+    for container in old["spec"]["containers"].as_array_mut().into_iter().flatten() {
         container["image"] = json!("nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04");
     }
-    body_of(
-        &Review::update(object, &old, &namespace_of(object))
-            .uid(uid)
-            .json(),
-    )
+    body_of(&Review::update(object, &old, &namespace_of(object)).uid(uid).json())
 }
 
 /// What one hostile review cost: the server's CPU time for it, and how
@@ -124,17 +114,8 @@ async fn attack(server: &Server, shape: &HostileShape, body: fn(&Value, &str) ->
     let cpu = cpu_time(server.pid()).saturating_sub(before);
     let reply = reply.unwrap_or_else(|err| panic!("{}: {err}, after {cpu:?} of CPU", shape.name));
     let response = reply.admission(&uid);
-    assert!(
-        response["allowed"].is_boolean(),
-        "{}: {response}",
-        shape.name
-    );
-    Cost {
-        count,
-        body_bytes,
-        cpu,
-        legitimate: waited,
-    }
+    assert!(response["allowed"].is_boolean(), "{}: {response}", shape.name);
+    Cost { count, body_bytes, cpu, legitimate: waited }
 }
 
 /// Each hostile shape costs the server at most [`CPU_PER_REVIEW`] of CPU,
@@ -145,21 +126,14 @@ async fn each_hostile_shape_costs_a_fraction_of_a_second_and_blocks_no_one() {
     let _alone = crate::alone();
     let server = Server::start_release().await;
     let mut failures = Vec::new();
-    let updated: Vec<&HostileShape> = SHAPES
-        .iter()
-        .filter(|shape| UPDATED.contains(&shape.name))
-        .collect();
-    assert_eq!(
-        updated.len(),
-        UPDATED.len(),
-        "a shape of {UPDATED:?} is gone"
-    );
+    let updated: Vec<&HostileShape> =
+        SHAPES.iter().filter(|shape| UPDATED.contains(&shape.name)).collect();
+    assert_eq!(updated.len(), UPDATED.len(), "a shape of {UPDATED:?} is gone");
     let updates = updated
         .into_iter()
         .map(|shape| (shape, "update", update_body as fn(&Value, &str) -> Vec<u8>));
-    let creations = SHAPES
-        .iter()
-        .map(|shape| (shape, "create", body as fn(&Value, &str) -> Vec<u8>));
+    let creations =
+        SHAPES.iter().map(|shape| (shape, "create", body as fn(&Value, &str) -> Vec<u8>));
     for (shape, operation, body) in creations.chain(updates) {
         let cost = attack(&server, shape, body).await;
         eprintln!(

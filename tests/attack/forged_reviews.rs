@@ -55,12 +55,10 @@ fn populate(api: &FakeApi) {
         "metadata": {"name": EXPORTER_POD, "namespace": NAMESPACE},
         "spec": {"containers": [{"name": "c",
             "image": "nvcr.io/nvidia/k8s/dcgm-exporter:2.2.9"}]}}));
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": VIOLATING_CLAIM, "namespace": NAMESPACE},
         "spec": {"devices": {"requests": [{"name": "g",
-            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}]}}}),
-    );
+            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}]}}}));
 }
 
 /// The server reading `api`, started as the attack suite starts them.
@@ -68,21 +66,14 @@ async fn serve(
     api: &FakeApi,
     client_auth: Option<(std::path::PathBuf, Vec<String>)>,
 ) -> (Server, tempfile::TempDir) {
-    let options = Options {
-        release: true,
-        client_auth,
-        ..Default::default()
-    };
+    let options = Options { release: true, client_auth, ..Default::default() };
     Server::start_in_cluster_with(api, options).await
 }
 
 /// Each of `expected` is a line of `warnings`.
 fn assert_lines(warnings: &str, expected: [String; 3]) {
     for line in expected {
-        assert!(
-            warnings.lines().any(|warning| warning == line),
-            "{line} missing: {warnings}"
-        );
+        assert!(warnings.lines().any(|warning| warning == line), "{line} missing: {warnings}");
     }
 }
 
@@ -92,10 +83,7 @@ async fn forge_opt_in(connection: &mut Connection) -> (String, Duration) {
     let uid = next_uid();
     let sent = Instant::now();
     let reply = connection
-        .post(
-            NAMESPACE_REVIEW,
-            body_of(&opt_in_review(NAMESPACE, "enforce", &uid)),
-        )
+        .post(NAMESPACE_REVIEW, body_of(&opt_in_review(NAMESPACE, "enforce", &uid)))
         .await
         .unwrap_or_else(|err| panic!("the webhook answers: {err}"));
     let took = sent.elapsed();
@@ -103,13 +91,7 @@ async fn forge_opt_in(connection: &mut Connection) -> (String, Duration) {
     assert_eq!(response["allowed"], true, "{response}");
     let warnings = response["warnings"]
         .as_array()
-        .map(|warnings| {
-            warnings
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        .map(|warnings| warnings.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n"))
         .unwrap_or_default();
     (warnings, took)
 }
@@ -164,9 +146,8 @@ async fn with_client_certificates_required_an_opt_in_names_the_objects() {
     let (server, _scratch) = serve(&api, Some((ca_path, vec!["kube-apiserver".to_owned()]))).await;
     let (cert, key) = test_client(&issuer, "kube-apiserver", &[]);
     let config: Arc<ClientConfig> = client_config_as(&server.ca_pem, Some((&cert, &key)));
-    let mut connection = Connection::tls(server.admission, config)
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
+    let mut connection =
+        Connection::tls(server.admission, config).await.unwrap_or_else(|err| panic!("{err}"));
 
     let (warnings, _) = forge_opt_in(&mut connection).await;
     assert_lines(
@@ -205,9 +186,7 @@ async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_list
     for _ in 0..FLOOD {
         let (warnings, took) = forge_opt_in(&mut connection).await;
         slowest = slowest.max(took);
-        if [VIOLATING_POD, EXPORTER_POD, VIOLATING_CLAIM]
-            .iter()
-            .any(|name| warnings.contains(name))
+        if [VIOLATING_POD, EXPORTER_POD, VIOLATING_CLAIM].iter().any(|name| warnings.contains(name))
         {
             naming += 1;
         }
@@ -227,21 +206,10 @@ async fn a_flood_of_forged_opt_ins_costs_the_api_server_a_bounded_number_of_list
     assert_eq!(naming, 0, "answers named the namespace's objects");
     assert!(looks <= allowed, "{looks} looks, at most {allowed} allowed");
     assert!(looks >= 1, "the first review is looked at");
-    assert_eq!(
-        skipped,
-        FLOOD - looks,
-        "every review past the allowance says so"
-    );
+    assert_eq!(skipped, FLOOD - looks, "every review past the allowance says so");
     let lists = api.count_requests("GET", &[&format!("/namespaces/{NAMESPACE}/")]);
-    assert!(
-        lists <= allowed * LISTS_PER_LOOK,
-        "{lists} lists: {:?}",
-        api.requests()
-    );
-    assert!(
-        slowest < ANSWER_BOUND,
-        "the slowest answer took {slowest:?}"
-    );
+    assert!(lists <= allowed * LISTS_PER_LOOK, "{lists} lists: {:?}", api.requests());
+    assert!(slowest < ANSWER_BOUND, "the slowest answer took {slowest:?}");
 }
 
 /// Callers do not share an allowance: once one has spent its looks, a
@@ -253,27 +221,18 @@ async fn a_caller_that_spent_its_looks_leaves_others_theirs() {
     let api = FakeApi::start().await;
     populate(&api);
     let (server, _scratch) = serve(&api, None).await;
-    let mut attacker = server
-        .connect_from(Ipv4Addr::new(127, 0, 0, 1).into())
-        .await;
+    let mut attacker = server.connect_from(Ipv4Addr::new(127, 0, 0, 1).into()).await;
     for _ in 0..LOOK_BURST {
         let (warnings, _) = forge_opt_in(&mut attacker).await;
         assert!(warnings.contains("existing pod(s)"), "{warnings}");
     }
     let (refused, _) = forge_opt_in(&mut attacker).await;
-    assert!(
-        refused.contains("were not checked (too many namespace reviews)"),
-        "{refused}"
-    );
+    assert!(refused.contains("were not checked (too many namespace reviews)"), "{refused}");
 
-    let mut other = server
-        .connect_from(Ipv4Addr::new(127, 0, 0, 2).into())
-        .await;
+    let mut other = server.connect_from(Ipv4Addr::new(127, 0, 0, 2).into()).await;
     let (warnings, _) = forge_opt_in(&mut other).await;
     assert!(
-        warnings.contains(&format!(
-            "1 existing pod(s) in {NAMESPACE} violate enforce mode"
-        )),
+        warnings.contains(&format!("1 existing pod(s) in {NAMESPACE} violate enforce mode")),
         "{warnings}"
     );
 }
@@ -303,15 +262,9 @@ async fn a_look_at_a_crowded_namespace_reads_a_bounded_number_of_pages() {
         })
         .map(|(_, path)| path)
         .collect();
-    eprintln!(
-        "{} requests for the pods of a namespace of 602",
-        pages.len()
-    );
+    eprintln!("{} requests for the pods of a namespace of 602", pages.len());
     assert_eq!(pages.len(), 20, "{pages:?}");
-    assert!(
-        pages.iter().all(|path| path.contains("limit=10")),
-        "{pages:?}"
-    );
+    assert!(pages.iter().all(|path| path.contains("limit=10")), "{pages:?}");
     assert!(
         warnings.contains(&format!(
             "only the first 200 objects of each kind in {NAMESPACE} were checked"
@@ -391,19 +344,13 @@ async fn a_forged_pod_name_that_is_a_path_is_never_sent() {
     let name = "x/../../secrets/token";
     let claim = claim_for_pod(NAMESPACE, CLAIM, name, CLAIM_POD_UID, "gpu");
     let response = connection.admit(MUTATE, &claim).await;
-    let sent: Vec<(String, String)> = api
-        .requests()
-        .into_iter()
-        .filter(|(_, path)| !path.contains("watch="))
-        .collect();
+    let sent: Vec<(String, String)> =
+        api.requests().into_iter().filter(|(_, path)| !path.contains("watch=")).collect();
     eprintln!("requests for a pod named {name:?}: {sent:?}");
     assert!(sent.is_empty(), "{sent:?}");
     assert_eq!(response["allowed"], true, "{response}");
     let warnings = response["warnings"].to_string();
-    assert!(
-        warnings.contains("was not found with the UID"),
-        "{warnings}"
-    );
+    assert!(warnings.contains("was not found with the UID"), "{warnings}");
 }
 
 /// A flood of forged claims from one caller: the API server gets the burst
@@ -426,10 +373,7 @@ async fn a_flood_of_forged_claims_costs_the_api_server_a_bounded_number_of_reads
         let response = forge_claim(&mut connection).await;
         slowest = slowest.max(sent.elapsed());
         assert_eq!(response["allowed"], true, "{response}");
-        if response["warnings"]
-            .to_string()
-            .contains("too many claims from this caller at once")
-        {
+        if response["warnings"].to_string().contains("too many claims from this caller at once") {
             refused += 1;
         }
     }
@@ -441,13 +385,6 @@ async fn a_flood_of_forged_claims_costs_the_api_server_a_bounded_number_of_reads
     );
     assert!(reads <= allowed, "{reads} reads, at most {allowed} allowed");
     assert!(reads < FLOOD, "{reads} reads for {FLOOD} reviews");
-    assert_eq!(
-        refused,
-        FLOOD - reads,
-        "every review past the allowance says so"
-    );
-    assert!(
-        slowest < ANSWER_BOUND,
-        "the slowest answer took {slowest:?}"
-    );
+    assert_eq!(refused, FLOOD - reads, "every review past the allowance says so");
+    assert!(slowest < ANSWER_BOUND, "the slowest answer took {slowest:?}");
 }

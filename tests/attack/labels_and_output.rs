@@ -102,11 +102,7 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
     // Each review that was read has its decision line, of kind `other`,
     // once the log's thread has written them.
     let log = server
-        .log_with_lines(
-            BURST - BURST / 5,
-            std::time::Duration::from_secs(10),
-            is_decision_of_other,
-        )
+        .log_with_lines(BURST - BURST / 5, std::time::Duration::from_secs(10), is_decision_of_other)
         .await;
     let longest_line = log.lines().map(str::len).max().unwrap_or(0);
     eprintln!(
@@ -120,21 +116,10 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
     assert!(
         !metrics.contains("attacker"),
         "a series names a request's string: {:.2000}",
-        metrics
-            .lines()
-            .filter(|line| line.contains("attacker"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        metrics.lines().filter(|line| line.contains("attacker")).collect::<Vec<_>>().join("\n")
     );
-    assert!(
-        metrics.len() <= METRICS_BYTES,
-        "/metrics is {} bytes",
-        metrics.len()
-    );
-    assert!(
-        metrics.contains(r#"kind="other""#),
-        "the kinds are counted as other:\n{metrics}"
-    );
+    assert!(metrics.len() <= METRICS_BYTES, "/metrics is {} bytes", metrics.len());
+    assert!(metrics.contains(r#"kind="other""#), "the kinds are counted as other:\n{metrics}");
     assert!(
         rss <= base + RSS_AFTER_BURST,
         "RSS {:.1} MiB after the burst, base {:.1} MiB",
@@ -166,11 +151,7 @@ async fn megabyte_strings_in_reviews_create_no_series_and_leave_no_memory() {
         .count();
     assert_eq!(cut, BURST * 3 / 5, "{decisions:#?}");
     let peak = server.memory("VmHWM");
-    assert!(
-        peak <= PEAK_RSS,
-        "peak RSS {:.1} MiB",
-        peak as f64 / MIB as f64
-    );
+    assert!(peak <= PEAK_RSS, "peak RSS {:.1} MiB", peak as f64 / MIB as f64);
 }
 
 /// The resident set once the allocator has given back what the burst
@@ -216,13 +197,10 @@ fn pod_of_many_containers(count: usize, argument_bytes: usize) -> Value {
 /// them all).
 fn pod_of_many_violations(resources: usize, privileged: usize) -> Value {
     let mut pod = fixture("11");
-    let requests: serde_json::Map<String, Value> = (0..resources)
-        .map(|at| (format!("nvidia.com/mig-{at}g.{at}gb"), json!(1)))
-        .collect();
+    let requests: serde_json::Map<String, Value> =
+        (0..resources).map(|at| (format!("nvidia.com/mig-{at}g.{at}gb"), json!(1))).collect();
     pod["spec"]["containers"][0]["resources"]["requests"] = Value::Object(requests);
-    let containers = pod["spec"]["containers"]
-        .as_array_mut()
-        .expect("the fixture's containers");
+    let containers = pod["spec"]["containers"].as_array_mut().expect("the fixture's containers");
     containers.extend(
         (0..privileged)
             .map(|at| json!({"name": format!("p{at}"), "securityContext": {"privileged": true}})),
@@ -245,10 +223,7 @@ fn warnings_of(response: &Value) -> Vec<String> {
     response["warnings"]
         .as_array()
         .map(|warnings| {
-            warnings
-                .iter()
-                .map(|w| w.as_str().unwrap_or_default().to_owned())
-                .collect()
+            warnings.iter().map(|w| w.as_str().unwrap_or_default().to_owned()).collect()
         })
         .unwrap_or_default()
 }
@@ -263,10 +238,7 @@ fn assert_warnings_bounded(path: &str, warnings: &[String]) {
         warnings.len()
     );
     for warning in warnings {
-        assert!(
-            warning.chars().count() < API_SERVER_WARNING_ITEM_CHARS,
-            "{path}: {warning}"
-        );
+        assert!(warning.chars().count() < API_SERVER_WARNING_ITEM_CHARS, "{path}: {warning}");
         assert!(warning.starts_with("gpu-policy: "), "{path}: {warning}");
     }
 }
@@ -305,10 +277,7 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     assert_eq!(response["allowed"], false, "{:.500}", response.to_string());
     assert!(response.get("patch").is_none_or(Value::is_null));
     assert!(!message.contains('\n'), "{message}");
-    assert!(
-        message.contains("patch") && message.contains("3,001 operations"),
-        "{message}"
-    );
+    assert!(message.contains("patch") && message.contains("3,001 operations"), "{message}");
 
     // In warn mode: allowed, told it would be denied.
     let (response, size) = answer(&mut connection, WARN, &many).await;
@@ -318,9 +287,7 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     assert_eq!(response["allowed"], true);
     assert_warnings_bounded(WARN, &warnings);
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.contains("would deny") && w.contains("patch")),
+        warnings.iter().any(|w| w.contains("would deny") && w.contains("patch")),
         "{warnings:#?}"
     );
 
@@ -329,14 +296,8 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     let pod = pod_of_many_violations(3_000, 1_000);
     let (response, size) = answer(&mut connection, ENFORCE, &pod).await;
     let message = response["status"]["message"].as_str().unwrap_or_default();
-    eprintln!(
-        "3,000 violations, /validate/enforce: {size} bytes, message {} bytes",
-        message.len()
-    );
-    assert!(
-        size <= ANSWER_BYTES,
-        "/validate/enforce answered {size} bytes"
-    );
+    eprintln!("3,000 violations, /validate/enforce: {size} bytes, message {} bytes", message.len());
+    assert!(size <= ANSWER_BYTES, "/validate/enforce answered {size} bytes");
     assert_eq!(response["allowed"], false);
     assert!(message.len() <= 4096, "{} bytes", message.len());
     assert!(message.contains("; and 2,"), "{message}");
@@ -347,26 +308,13 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
     eprintln!("/validate/warn: {size} bytes, {} warnings", warnings.len());
     assert!(size <= ANSWER_BYTES, "/validate/warn answered {size} bytes");
     assert_warnings_bounded(WARN, &warnings);
-    assert!(
-        warnings.last().is_some_and(|w| w.contains("more")),
-        "{warnings:#?}"
-    );
+    assert!(warnings.last().is_some_and(|w| w.contains("more")), "{warnings:#?}");
 
     let (response, size) = answer(&mut connection, AUDIT, &pod).await;
-    let annotations = response["auditAnnotations"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    let longest = annotations
-        .values()
-        .map(|v| v.as_str().map_or(0, str::len))
-        .max()
-        .unwrap_or(0);
+    let annotations = response["auditAnnotations"].as_object().cloned().unwrap_or_default();
+    let longest = annotations.values().map(|v| v.as_str().map_or(0, str::len)).max().unwrap_or(0);
     eprintln!("/validate/audit: {size} bytes, longest annotation {longest} bytes");
-    assert!(
-        size <= ANSWER_BYTES,
-        "/validate/audit answered {size} bytes"
-    );
+    assert!(size <= ANSWER_BYTES, "/validate/audit answered {size} bytes");
     assert!(longest <= 4096, "an audit annotation of {longest} bytes");
     let violations = annotations["violations"].as_str().unwrap_or_default();
     assert!(violations.contains(" more"), "{violations:.300}");
@@ -379,10 +327,7 @@ async fn findings_past_every_cap_get_an_answer_of_a_few_kilobytes() {
         "1,000 privileged containers, /validate/enforce: {size} bytes, message {} bytes",
         message.len()
     );
-    assert!(
-        size <= ANSWER_BYTES,
-        "/validate/enforce answered {size} bytes"
-    );
+    assert!(size <= ANSWER_BYTES, "/validate/enforce answered {size} bytes");
     assert!(message.contains("and 990 more"), "{message:.4096}");
     // What evaluating the pods costs is the business of the memory
     // budget's tests (the document, the view and the rules' changes); this

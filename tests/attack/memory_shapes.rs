@@ -34,10 +34,8 @@ const CONCURRENT_BODY: usize = 2_800_000;
 /// The callers they come from: each may have 40 MiB of bodies in flight
 /// (the server's per-caller share), and 16 such bodies are 45 MB, so two
 /// callers get every review decoded rather than some answered 429.
-const CALLERS: [IpAddr; 2] = [
-    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
-    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)),
-];
+const CALLERS: [IpAddr; 2] =
+    [IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3))];
 
 /// A hostile shape: where in a small pod it puts `count` repetitions of
 /// its element.
@@ -132,11 +130,7 @@ fn body_near(shape: Shape, target: usize, uid: &str) -> Vec<u8> {
         count -= count / 100 + 1;
     }
     let body = body_of(&review(&shape.pod(count), uid, false));
-    assert!(
-        body.len() > target * 9 / 10,
-        "{shape:?}: {} bytes",
-        body.len()
-    );
+    assert!(body.len() > target * 9 / 10, "{shape:?}: {} bytes", body.len());
     body
 }
 

@@ -52,10 +52,7 @@ fn hostile_config(n: usize) -> Value {
                 &format!("NVIDIA_REQUIRE_CUDA={}", long_requirement(n)),
                 &format!("NOTES={}", filler('n')),
             ],
-            &[(
-                "com.nvidia.cuda.version",
-                &format!("13.0.{n}{}", filler('2')),
-            )],
+            &[("com.nvidia.cuda.version", &format!("13.0.{n}{}", filler('2')))],
         ),
         1 => image_config(
             &[
@@ -77,10 +74,7 @@ async fn forty_image_configs_of_megabyte_values_stay_under_the_peak() {
     let _alone = crate::alone();
     // Two registries: each holds four lookups at most, and the server
     // runs eight fetches at once.
-    let registries = [
-        FakeRegistry::start(Auth::None).await,
-        FakeRegistry::start(Auth::None).await,
-    ];
+    let registries = [FakeRegistry::start(Auth::None).await, FakeRegistry::start(Auth::None).await];
     let images: Vec<String> = (0..IMAGES)
         .map(|n| {
             let registry = &registries[n % 2];
@@ -93,15 +87,9 @@ async fn forty_image_configs_of_megabyte_values_stay_under_the_peak() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
     write_atomically(&config, registry_config(&hosts, "4s", "").as_bytes());
-    let server = Server::start(
-        Options {
-            config: Some(config),
-            release: true,
-            ..Options::default()
-        },
-        None,
-    )
-    .await;
+    let server =
+        Server::start(Options { config: Some(config), release: true, ..Options::default() }, None)
+            .await;
     let base = server.memory("VmRSS");
 
     let mut annotations = Vec::new();
@@ -110,9 +98,8 @@ async fn forty_image_configs_of_megabyte_values_stay_under_the_peak() {
             let server = &server;
             async move {
                 let mut connection = server.connect().await;
-                let response = connection
-                    .admit(ENFORCE, &gpu_pod().namespace("ml").image(image).json())
-                    .await;
+                let response =
+                    connection.admit(ENFORCE, &gpu_pod().namespace("ml").image(image).json()).await;
                 assert_eq!(response["allowed"], true, "{image}: {response}");
                 let annotation = response["auditAnnotations"]["image-resolution"]
                     .as_str()

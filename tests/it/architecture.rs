@@ -71,16 +71,8 @@ const CRATES: [Source; 3] = [
         roots: &["lib.rs", "main.rs"],
         names: &["gpu_policy"],
     },
-    Source {
-        dir: "crates/policy-core/src",
-        roots: &["lib.rs"],
-        names: &["gpu_policy_core"],
-    },
-    Source {
-        dir: "crates/kubernetes-cel/src",
-        roots: &["lib.rs"],
-        names: &["kubernetes_cel"],
-    },
+    Source { dir: "crates/policy-core/src", roots: &["lib.rs"], names: &["gpu_policy_core"] },
+    Source { dir: "crates/kubernetes-cel/src", roots: &["lib.rs"], names: &["kubernetes_cel"] },
 ];
 
 /// `(from file, to file) -> names of the items that make the edge`.
@@ -178,12 +170,7 @@ impl Crate {
             self.mods[p].children.insert(name.to_string(), me);
             name.to_string()
         }));
-        self.mods.push(Module {
-            file: file.clone(),
-            path,
-            parent,
-            ..Module::default()
-        });
+        self.mods.push(Module { file: file.clone(), path, parent, ..Module::default() });
         for item in items {
             if is_test_only(item_attrs(&item)) {
                 continue;
@@ -201,11 +188,7 @@ impl Crate {
                     } else {
                         let flat = child_dir.join(format!("{name}.rs"));
                         let mod_rs = !flat.exists();
-                        let file = if mod_rs {
-                            child_dir.join(&name).join("mod.rs")
-                        } else {
-                            flat
-                        };
+                        let file = if mod_rs { child_dir.join(&name).join("mod.rs") } else { flat };
                         self.load(&file, Some(me), &name, mod_rs);
                     }
                     continue;
@@ -225,9 +208,7 @@ impl Crate {
                 Item::Macro(i) => {
                     // Items a macro declares (`pub enum RuleId` in a macro_rules).
                     let words = words(&i.mac.tokens.to_string());
-                    let declared = words
-                        .windows(2)
-                        .filter(|w| DECLARES.contains(&w[0].as_str()));
+                    let declared = words.windows(2).filter(|w| DECLARES.contains(&w[0].as_str()));
                     let names = declared.map(|w| w[1].clone()).filter(|n| !n.is_empty());
                     self.mods[me].defs.extend(names);
                     i.ident.as_ref()
@@ -259,22 +240,15 @@ impl Crate {
             _ if depth > 16 || module.defs.contains(first) => None,
             _ if module.children.contains_key(first) => Some(join(module.path.clone(), segs)),
             _ => {
-                let import = module
-                    .imports
-                    .iter()
-                    .find(|(n, _)| n.as_ref() == Some(first));
+                let import = module.imports.iter().find(|(n, _)| n.as_ref() == Some(first));
                 if let Some((_, target)) = import {
                     return self.expand(m, target, depth + 1).map(|t| join(t, rest));
                 }
                 // A name a glob brings in: keep it only if it resolves.
-                module
-                    .imports
-                    .iter()
-                    .filter(|(n, _)| n.is_none())
-                    .find_map(|(_, target)| {
-                        let abs = join(self.expand(m, target, depth + 1)?, segs);
-                        self.resolve(&abs, depth + 1).map(|_| abs)
-                    })
+                module.imports.iter().filter(|(n, _)| n.is_none()).find_map(|(_, target)| {
+                    let abs = join(self.expand(m, target, depth + 1)?, segs);
+                    self.resolve(&abs, depth + 1).map(|_| abs)
+                })
             }
         }
     }
@@ -313,10 +287,7 @@ impl Crate {
 fn path_attr(attrs: &[Attribute]) -> Option<String> {
     let attr = attrs.iter().find(|a| a.path().is_ident("path"))?;
     match &attr.meta.require_name_value().ok()?.value {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s.value()),
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
         _ => None,
     }
 }
@@ -384,10 +355,7 @@ impl Uses<'_> {
         if let Some((to, name)) = abs.and_then(|abs| self.krate.resolve(&abs, 0))
             && &to != from
         {
-            self.edges
-                .entry((from.clone(), to))
-                .or_default()
-                .insert(name);
+            self.edges.entry((from.clone(), to)).or_default().insert(name);
         }
     }
 }
@@ -408,10 +376,7 @@ impl<'ast> Visit<'ast> for Uses<'_> {
         // A private `use` is a dependency; a re-export only passes one on.
         if matches!(u.vis, syn::Visibility::Inherited) {
             let imports = use_paths(u);
-            imports
-                .iter()
-                .filter(|(n, _)| n.is_some())
-                .for_each(|(_, p)| self.note(p));
+            imports.iter().filter(|(n, _)| n.is_some()).for_each(|(_, p)| self.note(p));
         }
     }
     fn visit_path(&mut self, p: &'ast syn::Path) {
@@ -429,21 +394,13 @@ impl<'ast> Visit<'ast> for Uses<'_> {
 }
 
 fn module_edges(source: &Source) -> Edges {
-    let mut krate = Crate {
-        names: source.names,
-        ..Crate::default()
-    };
+    let mut krate = Crate { names: source.names, ..Crate::default() };
     for file in source.roots {
         krate.load(&root().join(source.dir).join(file), None, "", true);
     }
     let mut edges = Edges::new();
     for (module, m) in krate.mods.iter().enumerate() {
-        let mut uses = Uses {
-            krate: &krate,
-            from: m.file.clone(),
-            module,
-            edges: &mut edges,
-        };
+        let mut uses = Uses { krate: &krate, from: m.file.clone(), module, edges: &mut edges };
         m.items.iter().for_each(|i| uses.visit_item(i));
     }
     edges.retain(|(from, to), _| from != to);
@@ -455,10 +412,7 @@ fn cycles(edges: &Edges) -> Vec<Vec<String>> {
     type Graph<'a> = BTreeMap<&'a str, Vec<&'a str>>;
     fn dfs<'a>(v: &'a str, g: &Graph<'a>, seen: &mut BTreeSet<&'a str>, out: &mut Vec<&'a str>) {
         if seen.insert(v) {
-            g.get(v)
-                .into_iter()
-                .flatten()
-                .for_each(|w| dfs(w, g, seen, out));
+            g.get(v).into_iter().flatten().for_each(|w| dfs(w, g, seen, out));
             out.push(v);
         }
     }
@@ -468,8 +422,7 @@ fn cycles(edges: &Edges) -> Vec<Vec<String>> {
         prev.entry(to.as_str()).or_default().push(from.as_str());
     }
     let (mut seen, mut order) = (BTreeSet::new(), Vec::new());
-    next.keys()
-        .for_each(|v| dfs(v, &next, &mut seen, &mut order));
+    next.keys().for_each(|v| dfs(v, &next, &mut seen, &mut order));
     let mut seen = BTreeSet::new();
     let mut found = Vec::new();
     for v in order.into_iter().rev() {
@@ -502,9 +455,8 @@ fn cycles_report(edges: &Edges) -> String {
     let mut report = String::new();
     for scc in cycles(edges) {
         report += &format!("\ncycle of {} files: {}\n", scc.len(), scc.join(", "));
-        for ((from, to), names) in edges
-            .iter()
-            .filter(|((f, t), _)| scc.contains(f) && scc.contains(t))
+        for ((from, to), names) in
+            edges.iter().filter(|((f, t), _)| scc.contains(f) && scc.contains(t))
         {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             report += &format!("  {from} -> {to} ({})\n", names.join(", "));
@@ -535,10 +487,8 @@ fn layers(source: &Source) -> Vec<Vec<String>> {
 /// folder (`src/admission/wire.rs` is in `admission`, `src/install.rs` in
 /// `install`); None for the crate roots.
 fn room(source: &Source, file: &str) -> Option<String> {
-    let inside = file
-        .strip_prefix(source.dir)
-        .and_then(|inside| inside.strip_prefix('/'))
-        .unwrap_or(file);
+    let inside =
+        file.strip_prefix(source.dir).and_then(|inside| inside.strip_prefix('/')).unwrap_or(file);
     let first = inside.split('/').next()?;
     let name = first.strip_suffix(".rs").unwrap_or(first);
     (!matches!(name, "lib" | "main")).then(|| name.to_owned())
@@ -555,11 +505,7 @@ fn rooms_import_only_the_rooms_listed_before_them() {
 fn rooms_import_only_the_rooms_listed_before_them_in(source: &Source) {
     let layers = layers(source);
     let lib = format!("{}/lib.rs", source.dir);
-    let layer_of = |room: &str| {
-        layers
-            .iter()
-            .position(|layer| layer.iter().any(|r| r == room))
-    };
+    let layer_of = |room: &str| layers.iter().position(|layer| layer.iter().any(|r| r == room));
     // A list the parser no longer reads, or a graph with no edge between
     // rooms, would pass vacuously.
     assert!(layers.len() >= 5, "{lib} lists {} layers", layers.len());
@@ -585,14 +531,8 @@ fn rooms_import_only_the_rooms_listed_before_them_in(source: &Source) {
             _ => {}
         }
     }
-    assert!(
-        between_rooms > 0,
-        "{lib}: no import between rooms was found"
-    );
-    assert!(
-        unlisted.is_empty(),
-        "rooms missing from {lib}'s list: {unlisted:?}"
-    );
+    assert!(between_rooms > 0, "{lib}: no import between rooms was found");
+    assert!(unlisted.is_empty(), "rooms missing from {lib}'s list: {unlisted:?}");
     assert!(
         upward.is_empty(),
         "imports of a room listed at or after the importer's in {lib}:\n  {}",

@@ -12,10 +12,8 @@ use gpu_policy::settings::Settings;
 use serde_json::{Value, json};
 
 fn seed(api: &FakeApi) {
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
-        "labels": {"gpu-policy.io/mode": "enforce"}}}),
-    );
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
+        "labels": {"gpu-policy.io/mode": "enforce"}}}));
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scratch"}}));
     api.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "half-card", "namespace": "ml"},
         "spec": {"containers": [{"name": "c", "image": "x",
@@ -29,11 +27,7 @@ fn seed(api: &FakeApi) {
 
 async fn audit(kubeconfig: &Path, args: &[&str]) -> (i32, Value, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpu-policy"));
-    command
-        .arg("audit")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args);
+    command.arg("audit").arg("--kubeconfig").arg(kubeconfig).args(args);
     let output: Output = tokio::task::spawn_blocking(move || command.output())
         .await
         .expect("join")
@@ -72,18 +66,12 @@ async fn audit_reports_opted_in_namespaces_and_exits_1_on_violations() {
 
     let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
     assert_eq!(code, 1, "{output}");
-    assert_eq!(
-        names(&reports),
-        vec!["Pod/ml/half-card", "Deployment/ml/web"],
-        "{output}"
-    );
+    assert_eq!(names(&reports), vec!["Pod/ml/half-card", "Deployment/ml/web"], "{output}");
     assert_eq!(reports[0]["violations"][0]["rule"], "bounded-requests");
     assert_eq!(reports[1]["allowed"], true);
     // The same element shape as check -o json.
-    let mut keys: Vec<&str> = reports[1]
-        .as_object()
-        .map(|o| o.keys().map(String::as_str).collect())
-        .unwrap_or_default();
+    let mut keys: Vec<&str> =
+        reports[1].as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
     keys.sort_unstable();
     assert_eq!(
         keys,
@@ -114,17 +102,11 @@ async fn audit_reports_opted_in_namespaces_and_exits_1_on_violations() {
     let (code, _, output) = audit(&kubeconfig, &[]).await;
     assert_eq!(code, 1);
     assert!(output.contains("Pod ml/half-card: DENIED"), "{output}");
-    assert!(
-        output.contains("2 objects (running in the cluster)"),
-        "{output}"
-    );
+    assert!(output.contains("2 objects (running in the cluster)"), "{output}");
 
     let (code, _, output) = audit(&kubeconfig, &["-n", "missing"]).await;
     assert_eq!(code, 2, "{output}");
-    assert!(
-        output.contains("namespace \"missing\" not found"),
-        "{output}"
-    );
+    assert!(output.contains("namespace \"missing\" not found"), "{output}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -134,10 +116,7 @@ async fn audit_without_a_cluster_exits_2() {
     std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n").expect("write");
     let (code, _, output) = audit(&kubeconfig, &[]).await;
     assert_eq!(code, 2, "{output}");
-    assert!(
-        output.contains("gpu-policy: no reachable cluster"),
-        "{output}"
-    );
+    assert!(output.contains("gpu-policy: no reachable cluster"), "{output}");
 }
 
 /// A `namePrefix` entry in `audit`: the kind is listed in the namespace, and
@@ -147,19 +126,14 @@ async fn audit_without_a_cluster_exits_2() {
 async fn audit_verifies_name_prefix_owners_by_listing_the_kind() {
     let api = FakeApi::start().await;
     let ns = "nvidia-dra-driver-gpu";
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
-        "labels": {"gpu-policy.io/mode": "enforce"}}}),
-    );
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
+        "labels": {"gpu-policy.io/mode": "enforce"}}}));
     let replica_set = api.insert(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": {"name": "mps-control-daemon-5f2c-7d9f8b6c4", "namespace": ns},
         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
             "spec": {"containers": [{"name": "mps", "image": "ubuntu:22.04",
                 "securityContext": {"privileged": true}}]}}}}));
-    let uid = replica_set["metadata"]["uid"]
-        .as_str()
-        .expect("uid")
-        .to_owned();
+    let uid = replica_set["metadata"]["uid"].as_str().expect("uid").to_owned();
     let pod = |name: &str, owner: &str, uid: &str| {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns,
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
@@ -168,11 +142,7 @@ async fn audit_verifies_name_prefix_owners_by_listing_the_kind() {
                 "securityContext": {"privileged": true}}]}})
     };
     api.insert(pod("mps-ok", "mps-control-daemon-5f2c-7d9f8b6c4", &uid));
-    api.insert(pod(
-        "mps-forged",
-        "mps-control-daemon-5f2c-7d9f8b6c4",
-        "not-the-uid",
-    ));
+    api.insert(pod("mps-forged", "mps-control-daemon-5f2c-7d9f8b6c4", "not-the-uid"));
     api.insert(pod("mps-missing", "mps-control-daemon-0000-1111", &uid));
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = api.write_kubeconfig(dir.path());
@@ -193,12 +163,7 @@ async fn audit_verifies_name_prefix_owners_by_listing_the_kind() {
         .into_iter()
         .flatten()
         .filter(|r| r["kind"] == "Pod")
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap_or("").to_owned(),
-                r["allowed"] == true,
-            )
-        })
+        .map(|r| (r["name"].as_str().unwrap_or("").to_owned(), r["allowed"] == true))
         .collect();
     assert_eq!(
         verdicts,
@@ -218,21 +183,15 @@ async fn audit_verifies_name_prefix_owners_by_listing_the_kind() {
 #[tokio::test(flavor = "multi_thread")]
 async fn audit_lists_claims_and_resolves_pods_claims() {
     let api = FakeApi::start().await;
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
-        "labels": {"gpu-policy.io/mode": "enforce"}}}),
-    );
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
+        "labels": {"gpu-policy.io/mode": "enforce"}}}));
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": "big.example.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}),
-    );
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}));
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "six", "namespace": "ml"},
         "spec": {"spec": {"devices": {"requests": [
-            {"name": "g", "exactly": {"deviceClassName": "big.example.com", "count": 6}}]}}}}),
-    );
+            {"name": "g", "exactly": {"deviceClassName": "big.example.com", "count": 6}}]}}}}));
     api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "every-gpu", "namespace": "ml"},
         "spec": {"devices": {"requests": [
@@ -249,11 +208,7 @@ async fn audit_lists_claims_and_resolves_pods_claims() {
     assert_eq!(code, 1, "{output}");
     assert_eq!(
         names(&reports),
-        vec![
-            "Pod/ml/ten",
-            "ResourceClaim/ml/every-gpu",
-            "ResourceClaimTemplate/ml/six"
-        ],
+        vec!["Pod/ml/ten", "ResourceClaim/ml/every-gpu", "ResourceClaimTemplate/ml/six"],
         "{output}"
     );
     let verdicts: Vec<(bool, String)> = reports
@@ -261,20 +216,11 @@ async fn audit_lists_claims_and_resolves_pods_claims() {
         .into_iter()
         .flatten()
         .map(|r| {
-            (
-                r["allowed"] == true,
-                r["violations"][0]["message"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            )
+            (r["allowed"] == true, r["violations"][0]["message"].as_str().unwrap_or("").to_owned())
         })
         .collect();
     assert!(!verdicts[0].0, "{output}");
-    assert!(
-        verdicts[0].1.contains("6 GPUs through resource claims"),
-        "{output}"
-    );
+    assert!(verdicts[0].1.contains("6 GPUs through resource claims"), "{output}");
     assert!(!verdicts[1].0, "{output}");
     assert!(verdicts[1].1.contains("allocationMode: All"), "{output}");
     assert!(verdicts[2].0, "{output}");
@@ -284,10 +230,7 @@ async fn audit_lists_claims_and_resolves_pods_claims() {
     let (code, reports, output) = audit(&kubeconfig, &["-o", "json"]).await;
     assert_eq!(code, 0, "{output}");
     assert_eq!(names(&reports), vec!["Pod/ml/ten"], "{output}");
-    assert!(
-        reports[0]["warnings"].to_string().contains("unresolved"),
-        "{output}"
-    );
+    assert!(reports[0]["warnings"].to_string().contains("unresolved"), "{output}");
 }
 
 /// `audit`'s snapshot, listed once, holds what the caches hold: the
@@ -315,15 +258,9 @@ async fn the_audit_snapshot_has_the_slices_and_the_allocations() {
     let snapshot = gpu_policy::cluster::snapshot(&api.client(), &Settings::default())
         .await
         .expect("the snapshot");
-    assert_eq!(
-        snapshot.dra.slices.keys().collect::<Vec<_>>(),
-        ["node-1-gpu"]
-    );
+    assert_eq!(snapshot.dra.slices.keys().collect::<Vec<_>>(), ["node-1-gpu"]);
     let versions = snapshot.device_versions(NVIDIA_DRIVER, "node-1", "gpu-0");
-    assert_eq!(
-        versions.and_then(|v| v.driver_version).as_deref(),
-        Some("570.124.6")
-    );
+    assert_eq!(versions.and_then(|v| v.driver_version).as_deref(), Some("570.124.6"));
     assert_eq!(
         snapshot
             .claims_made_for("ml", "uid-trainer")
@@ -332,11 +269,7 @@ async fn the_audit_snapshot_has_the_slices_and_the_allocations() {
         Some("trainer-gpu-x7k2p")
     );
     let devices = snapshot.allocation("ml", "trainer-gpu-x7k2p");
-    assert_eq!(
-        devices.as_deref().map(|d| d[0].device.as_str()),
-        Some("gpu-0"),
-        "{devices:?}"
-    );
+    assert_eq!(devices.as_deref().map(|d| d[0].device.as_str()), Some("gpu-0"), "{devices:?}");
 }
 
 /// R4 in `audit`: a running pod whose claim, made for it from its template
@@ -346,10 +279,8 @@ async fn the_audit_snapshot_has_the_slices_and_the_allocations() {
 #[tokio::test(flavor = "multi_thread")]
 async fn audit_reports_a_running_pod_whose_claim_got_a_device_below_its_needs() {
     let api = FakeApi::start().await;
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
-        "labels": {"gpu-policy.io/mode": "enforce"}}}),
-    );
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml",
+        "labels": {"gpu-policy.io/mode": "enforce"}}}));
     api.insert(crate::dra_cluster::template("single-gpu", NVIDIA_DRIVER, 1));
     for slice in p100_and_a100_slices() {
         api.insert(slice);
@@ -391,11 +322,9 @@ async fn audit_reports_a_running_pod_whose_claim_got_a_device_below_its_needs() 
     assert_eq!(report["allowed"], false, "{output}");
     assert_eq!(
         compute_affinity(&report),
-        [
-            "gpu-policy: container \"ctr\" uses ResourceClaim \"trainer-gpu-x7k2p\", allocated a \
+        ["gpu-policy: container \"ctr\" uses ResourceClaim \"trainer-gpu-x7k2p\", allocated a \
           device below what its image needs (compute capability >= 7.5): gpu-0 of pool node-1 has compute \
-          capability 6.0; use a claim whose devices meet it"
-        ],
+          capability 6.0; use a claim whose devices meet it"],
         "{output}"
     );
 

@@ -19,9 +19,7 @@ fn chart_matches_the_program_and_the_schemas() {
         "the chart checks",
     );
     assert!(
-        stdout
-            .lines()
-            .any(|l| l.ends_with(" 0 failed") || l.contains(" passed, 0 failed")),
+        stdout.lines().any(|l| l.ends_with(" 0 failed") || l.contains(" passed, 0 failed")),
         "no summary line:\n{stdout}"
     );
 }

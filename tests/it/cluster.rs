@@ -73,13 +73,11 @@ async fn caches_hold_what_the_rules_read_and_nothing_else() {
     let api = seeded().await;
     let cache = started(&api).await;
 
-    let expected: BTreeMap<String, String> = [
-        ("gpu-policy.io/max-gpus-per-pod", "2"),
-        ("gpu-policy.io/mode", "enforce"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    let expected: BTreeMap<String, String> =
+        [("gpu-policy.io/max-gpus-per-pod", "2"), ("gpu-policy.io/mode", "enforce")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
     assert_eq!(cache.namespace_annotations("ml"), expected);
     assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
     assert_eq!(cache.largest_allocatable("nvidia.com/mig-1g.5gb"), Some(0));
@@ -89,23 +87,14 @@ async fn caches_hold_what_the_rules_read_and_nothing_else() {
     );
     // The CPU node offers no GPU and is not counted; the GPU nodes carry
     // GFD's compute labels, not its driver labels.
-    let labels = |gpu_nodes, with_compute| GpuNodeLabels {
-        gpu_nodes,
-        with_compute,
-        with_driver: 0,
-    };
+    let labels =
+        |gpu_nodes, with_compute| GpuNodeLabels { gpu_nodes, with_compute, with_driver: 0 };
     assert_eq!(cache.gpu_node_labels(), labels(2, 2));
     let class = cache.runtime_class("nvidia").unwrap_or_default();
-    assert_eq!(
-        class.pod_fixed_overhead,
-        json!({"cpu": "100m"}).as_object().cloned()
-    );
+    assert_eq!(class.pod_fixed_overhead, json!({"cpu": "100m"}).as_object().cloned());
     assert_eq!(
         class.node_selector,
-        json!({"nvidia.com/gpu.present": "true"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default()
+        json!({"nvidia.com/gpu.present": "true"}).as_object().cloned().unwrap_or_default()
     );
     assert_eq!(class.tolerations.len(), 1);
     assert_eq!(cache.runtime_class("kata"), None);
@@ -116,15 +105,14 @@ async fn caches_hold_what_the_rules_read_and_nothing_else() {
     // Only the allowlisted workloads are watched, each by name.
     let requests = api.requests();
     assert!(
-        requests.iter().any(|(_, path)| path
-            .contains("/apis/apps/v1/namespaces/kube-system/daemonsets")
-            && path.contains("metadata.name%3Dnvidia-gpu-exporter")),
+        requests
+            .iter()
+            .any(|(_, path)| path.contains("/apis/apps/v1/namespaces/kube-system/daemonsets")
+                && path.contains("metadata.name%3Dnvidia-gpu-exporter")),
         "{requests:#?}"
     );
     assert!(
-        !requests
-            .iter()
-            .any(|(_, path)| path.starts_with("/apis/apps/v1/daemonsets")),
+        !requests.iter().any(|(_, path)| path.starts_with("/apis/apps/v1/daemonsets")),
         "{requests:#?}"
     );
 }
@@ -135,43 +123,23 @@ async fn watch_events_update_the_caches() {
     let cache = started(&api).await;
 
     api.insert(node("h100", "16", "9", "0"));
-    eventually("the new node", WAIT, || {
-        cache.largest_allocatable("nvidia.com/gpu") == Some(16)
-    })
-    .await;
+    eventually("the new node", WAIT, || cache.largest_allocatable("nvidia.com/gpu") == Some(16))
+        .await;
     api.remove("v1", "Node", None, "h100");
-    eventually("the node deleted", WAIT, || {
-        cache.largest_allocatable("nvidia.com/gpu") == Some(8)
-    })
-    .await;
-    api.insert(namespace(
-        "ml",
-        json!({"gpu-policy.io/max-gpus-per-pod": "1"}),
-        json!({}),
-    ));
+    eventually("the node deleted", WAIT, || cache.largest_allocatable("nvidia.com/gpu") == Some(8))
+        .await;
+    api.insert(namespace("ml", json!({"gpu-policy.io/max-gpus-per-pod": "1"}), json!({})));
     eventually("the annotation changed", WAIT, || {
-        cache
-            .namespace_annotations("ml")
-            .get("gpu-policy.io/max-gpus-per-pod")
+        cache.namespace_annotations("ml").get("gpu-policy.io/max-gpus-per-pod")
             == Some(&"1".to_owned())
     })
     .await;
     api.remove("node.k8s.io/v1", "RuntimeClass", None, "nvidia");
-    eventually("the runtime class deleted", WAIT, || {
-        cache.runtime_class("nvidia").is_none()
-    })
-    .await;
+    eventually("the runtime class deleted", WAIT, || cache.runtime_class("nvidia").is_none()).await;
     // A forged exporter: same name, recreated with another UID.
-    api.remove(
-        "apps/v1",
-        "DaemonSet",
-        Some("kube-system"),
-        "nvidia-gpu-exporter",
-    );
+    api.remove("apps/v1", "DaemonSet", Some("kube-system"), "nvidia-gpu-exporter");
     eventually("the exporter deleted", WAIT, || {
-        cache
-            .workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
-            .is_none()
+        cache.workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter").is_none()
     })
     .await;
     api.insert(exporter("uid-2"));
@@ -210,10 +178,7 @@ async fn a_410_relist_drops_what_was_deleted_meanwhile() {
     })
     .await;
     assert!(node_lists() > lists_before, "{:#?}", api.requests());
-    assert_eq!(
-        cache.compute_capabilities(),
-        vec![ComputeCapability::new(7, 5)]
-    );
+    assert_eq!(cache.compute_capabilities(), vec![ComputeCapability::new(7, 5)]);
     let labels = cache.gpu_node_labels();
     assert_eq!((labels.gpu_nodes, labels.with_compute), (1, 1));
 }
@@ -224,16 +189,11 @@ async fn an_api_server_that_goes_away_leaves_the_last_known_state() {
     let cache = started(&api).await;
 
     api.stop().await;
-    eventually("the cache marked stale", WAIT, || {
-        cache.is_stale(Source::Namespaces)
-    })
-    .await;
+    eventually("the cache marked stale", WAIT, || cache.is_stale(Source::Namespaces)).await;
     // Decisions go on from what was known.
     assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
     assert_eq!(
-        cache
-            .namespace_annotations("ml")
-            .get("gpu-policy.io/max-gpus-per-pod"),
+        cache.namespace_annotations("ml").get("gpu-policy.io/max-gpus-per-pod"),
         Some(&"2".to_owned())
     );
     api.restart().await;
@@ -271,15 +231,9 @@ async fn forbidden_lists_keep_the_cache_unsynced_until_allowed() {
     })
     .await;
     // Retries back off from 800 ms: the error shows before the next try.
-    eventually("the cache marked stale", WAIT, || {
-        cache.is_stale(Source::Nodes)
-    })
-    .await;
+    eventually("the cache marked stale", WAIT, || cache.is_stale(Source::Nodes)).await;
     assert!(!cache.is_synced());
-    eventually("synced once allowed", Duration::from_secs(30), || {
-        cache.is_synced()
-    })
-    .await;
+    eventually("synced once allowed", Duration::from_secs(30), || cache.is_synced()).await;
     assert_eq!(cache.largest_allocatable("nvidia.com/gpu"), Some(8));
 }
 
@@ -302,11 +256,7 @@ fn settings_with(change: impl FnOnce(&mut Config)) -> Settings {
 }
 
 fn with_dcgm(config: &mut Config) {
-    config.allowlist.push(AllowlistEntry::exact(
-        "gpu-ops",
-        "DaemonSet",
-        "dcgm-exporter",
-    ));
+    config.allowlist.push(AllowlistEntry::exact("gpu-ops", "DaemonSet", "dcgm-exporter"));
 }
 
 const DCGM_LIST: &str = "/apis/apps/v1/namespaces/gpu-ops/daemonsets";
@@ -339,22 +289,15 @@ async fn an_allowlist_entry_added_at_reload_is_watched_even_once_rbac_allows_it(
     // Still ready; the source says it is not current.
     assert!(cache.is_synced());
     assert!(cache.is_stale(Source::AllowlistedWorkloads));
-    eventually("the forbidden list retried", WAIT, || {
-        api.count_requests("GET", &[DCGM_LIST]) >= 2
-    })
-    .await;
+    eventually("the forbidden list retried", WAIT, || api.count_requests("GET", &[DCGM_LIST]) >= 2)
+        .await;
     assert_eq!(dcgm_uid(&cache), None);
     assert!(cache.is_stale(Source::AllowlistedWorkloads));
-    eventually(
-        "the entry watched once allowed",
-        Duration::from_secs(40),
-        || dcgm_uid(&cache) == Some("dcgm-uid".to_owned()),
-    )
-    .await;
-    eventually("current again", WAIT, || {
-        !cache.is_stale(Source::AllowlistedWorkloads)
+    eventually("the entry watched once allowed", Duration::from_secs(40), || {
+        dcgm_uid(&cache) == Some("dcgm-uid".to_owned())
     })
     .await;
+    eventually("current again", WAIT, || !cache.is_stale(Source::AllowlistedWorkloads)).await;
     // The unchanged entries kept their watch: no new request for them.
     assert_eq!(exporter_requests(), before);
     assert_eq!(
@@ -433,10 +376,8 @@ async fn a_gpu_resource_pattern_added_at_reload_lists_the_nodes_again() {
     api.insert(json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "vgpu-big"},
         "status": {"allocatable": {"nvidia.com/vgpu": "16"}}}));
-    eventually("the new node", WAIT, || {
-        cache.largest_allocatable("nvidia.com/vgpu") == Some(16)
-    })
-    .await;
+    eventually("the new node", WAIT, || cache.largest_allocatable("nvidia.com/vgpu") == Some(16))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -447,14 +388,10 @@ async fn an_entry_removed_before_it_was_granted_no_longer_holds_readiness() {
     api.fail_next("GET", DCGM_LIST, 403, 1000);
     let cache = Arc::new(ClusterCache::default());
     let watches = Watches::start(api.client(), &settings_with(with_dcgm), Arc::clone(&cache));
-    eventually("the forbidden list seen", WAIT, || {
-        api.count_requests("GET", &[DCGM_LIST]) >= 1
-    })
-    .await;
+    eventually("the forbidden list seen", WAIT, || api.count_requests("GET", &[DCGM_LIST]) >= 1)
+        .await;
     eventually("the other entries listed", WAIT, || {
-        cache
-            .workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter")
-            .is_some()
+        cache.workload_uid("kube-system", "DaemonSet", "nvidia-gpu-exporter").is_some()
     })
     .await;
     assert!(!cache.is_synced());
@@ -462,8 +399,5 @@ async fn an_entry_removed_before_it_was_granted_no_longer_holds_readiness() {
     watches.apply(&Settings::default()).await;
     assert!(cache.is_synced());
     assert_eq!(dcgm_uid(&cache), None);
-    eventually("current", WAIT, || {
-        !cache.is_stale(Source::AllowlistedWorkloads)
-    })
-    .await;
+    eventually("current", WAIT, || !cache.is_stale(Source::AllowlistedWorkloads)).await;
 }

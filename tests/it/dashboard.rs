@@ -17,22 +17,13 @@ use crate::support::fixtures::fixture;
 use crate::support::promql::{self, Query, Selector, exposed_series};
 use crate::support::server::{ENFORCE, MUTATE, Options, Server, write_atomically};
 
-const DASHBOARD: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/charts/gpu-policy/dashboards/gpu-policy.json"
-);
+const DASHBOARD: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/charts/gpu-policy/dashboards/gpu-policy.json");
 
 /// The labels a Prometheus scrape adds to every series: prometheus-operator's
 /// target labels for the chart's ServiceMonitor (it honours the server's
 /// own `endpoint`, so that one is the metric's).
-const TARGET_LABELS: &[&str] = &[
-    "namespace",
-    "job",
-    "instance",
-    "pod",
-    "service",
-    "container",
-];
+const TARGET_LABELS: &[&str] = &["namespace", "job", "instance", "pod", "service", "container"];
 
 /// What the alerts read that other components export: Prometheus' own
 /// `up` of each target, and the API server's count of webhook calls it
@@ -48,10 +39,7 @@ fn dashboard() -> Value {
 }
 
 fn selector(metric: &str, labels: &[&str]) -> Selector {
-    Selector {
-        metric: metric.to_owned(),
-        labels: labels.iter().map(|l| (*l).to_owned()).collect(),
-    }
+    Selector { metric: metric.to_owned(), labels: labels.iter().map(|l| (*l).to_owned()).collect() }
 }
 
 fn names(list: &[&str]) -> BTreeSet<String> {
@@ -68,10 +56,7 @@ fn promql_selectors_are_the_metrics_not_functions_keywords_or_labels() {
     );
     assert_eq!(
         query.selectors,
-        vec![selector(
-            "gpu_policy_admission_requests_total",
-            &["decision", "namespace"]
-        )]
+        vec![selector("gpu_policy_admission_requests_total", &["decision", "namespace"])]
     );
     assert_eq!(query.grouping, names(&["decision"]));
 
@@ -96,22 +81,10 @@ fn promql_selectors_are_the_metrics_not_functions_keywords_or_labels() {
             &["x", "y"],
             &["instance", "le", "pod"],
         ),
-        (
-            r#"label_replace(x, "dst", "$1", "src", "(.*)") # y is a comment"#,
-            &["x"],
-            &[],
-        ),
-        (
-            r#"count_values("value", topk by (a) (5, metric))"#,
-            &["metric"],
-            &["a"],
-        ),
+        (r#"label_replace(x, "dst", "$1", "src", "(.*)") # y is a comment"#, &["x"], &[]),
+        (r#"count_values("value", topk by (a) (5, metric))"#, &["metric"], &["a"]),
         ("max_over_time(x[5m:1m]) @ end()", &["x"], &[]),
-        (
-            "1e3 + 0x1f + Inf - NaN + x * bool_thing",
-            &["bool_thing", "x"],
-            &[],
-        ),
+        ("1e3 + 0x1f + Inf - NaN + x * bool_thing", &["bool_thing", "x"], &[]),
         (r#"{__name__="by_name", job="j"}"#, &["by_name"], &[]),
         (r#"absent(up{job="gpu-policy"} == 1)"#, &["up"], &[]),
         // Aggregation names as metrics (followed by neither `(` nor a
@@ -145,14 +118,8 @@ gpu_policy_certificate_expiry_timestamp_seconds 1.8e9
 ";
     let series = exposed_series(exposition);
     let expected: BTreeMap<String, BTreeSet<String>> = [
-        (
-            "gpu_policy_admission_requests_total",
-            &["decision", "endpoint"][..],
-        ),
-        (
-            "gpu_policy_admission_duration_seconds_bucket",
-            &["endpoint", "le"],
-        ),
+        ("gpu_policy_admission_requests_total", &["decision", "endpoint"][..]),
+        ("gpu_policy_admission_duration_seconds_bucket", &["endpoint", "le"]),
         ("gpu_policy_admission_duration_seconds_sum", &[]),
         ("gpu_policy_admission_duration_seconds_count", &[]),
         ("gpu_policy_certificate_expiry_timestamp_seconds", &[]),
@@ -169,11 +136,7 @@ gpu_policy_certificate_expiry_timestamp_seconds 1.8e9
 
 /// A GPU image in the fake registry whose config says CUDA 13.0.
 fn cuda_image(registry: &FakeRegistry) -> String {
-    registry.push_image(
-        "team/trainer",
-        "1",
-        &image_config(&["CUDA_VERSION=13.0.2"], &[]),
-    );
+    registry.push_image("team/trainer", "1", &image_config(&["CUDA_VERSION=13.0.2"], &[]));
     format!("{}/team/trainer:1", registry.host())
 }
 
@@ -196,14 +159,9 @@ async fn exported_series() -> BTreeMap<String, BTreeSet<String>> {
         )
         .as_bytes(),
     );
-    let (server, _scratch) = Server::start_in_cluster_with(
-        &api,
-        Options {
-            config: Some(config),
-            ..Options::default()
-        },
-    )
-    .await;
+    let (server, _scratch) =
+        Server::start_in_cluster_with(&api, Options { config: Some(config), ..Options::default() })
+            .await;
     let mut connection = server.connect().await;
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": "ml"},
@@ -216,10 +174,7 @@ async fn exported_series() -> BTreeMap<String, BTreeSet<String>> {
     }
     let denied = connection.admit(ENFORCE, &fixture("04")).await;
     assert_eq!(denied["allowed"], false, "{denied}");
-    let bad = connection
-        .post(ENFORCE, b"not json".to_vec())
-        .await
-        .expect("answer");
+    let bad = connection.post(ENFORCE, b"not json".to_vec()).await.expect("answer");
     assert_eq!(bad.status, 400);
     let metrics = server.metrics().await;
     let series = exposed_series(&metrics);
@@ -236,10 +191,9 @@ async fn exported_series() -> BTreeMap<String, BTreeSet<String>> {
         "gpu_policy_reload_success",
         "gpu_policy_certificate_expiry_timestamp_seconds",
     ] {
-        let sampled = metrics.lines().any(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(['{', ' ']))
-        });
+        let sampled = metrics
+            .lines()
+            .any(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])));
         assert!(sampled, "no sample of {name}:\n{metrics}");
     }
     series
@@ -265,10 +219,7 @@ fn problems_of(
             continue;
         }
         let Some(labels) = series.get(&selector.metric) else {
-            problems.push(format!(
-                "{source}: {} is not exported by the server",
-                selector.metric
-            ));
+            problems.push(format!("{source}: {} is not exported by the server", selector.metric));
             continue;
         };
         known.extend(labels.iter().map(String::as_str));
@@ -284,9 +235,8 @@ fn problems_of(
     if !reads_external {
         for label in &query.grouping {
             if !known.contains(label.as_str()) {
-                problems.push(format!(
-                    "{source}: groups by {label}, which no series it selects has"
-                ));
+                problems
+                    .push(format!("{source}: groups by {label}, which no series it selects has"));
             }
         }
     }
@@ -296,10 +246,7 @@ fn problems_of(
 /// The PromQL of a Grafana query variable: `label_values(SELECTOR, label)`
 /// is Grafana's, its selector PromQL.
 fn variable_promql(query: &str) -> Option<String> {
-    let inner = query
-        .trim()
-        .strip_prefix("label_values(")?
-        .strip_suffix(')')?;
+    let inner = query.trim().strip_prefix("label_values(")?.strip_suffix(')')?;
     let (selector, _label) = inner.rsplit_once(',')?;
     Some(selector.to_owned())
 }
@@ -321,23 +268,14 @@ fn dashboard_expressions(dashboard: &Value) -> Vec<(String, String)> {
             }
         }
     }
-    for variable in dashboard["templating"]["list"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
+    for variable in dashboard["templating"]["list"].as_array().into_iter().flatten() {
         if variable["type"] != "query" {
             continue;
         }
-        let query = variable["query"]["query"]
-            .as_str()
-            .or(variable["query"].as_str())
-            .unwrap_or_default();
+        let query =
+            variable["query"]["query"].as_str().or(variable["query"].as_str()).unwrap_or_default();
         let promql = variable_promql(query).unwrap_or_else(|| {
-            panic!(
-                "variable {}: not label_values(...): {query}",
-                variable["name"]
-            )
+            panic!("variable {}: not label_values(...): {query}", variable["name"])
         });
         expressions.push((format!("variable {}", variable["name"]), promql));
     }
@@ -385,10 +323,7 @@ async fn prometheus_rule_alerts_read_only_exported_metrics() {
         "serviceMonitor": {"enabled": true},
         "prometheusRule": {"enabled": true},
     }));
-    let rule = objects
-        .iter()
-        .find(|o| o["kind"] == "PrometheusRule")
-        .expect("a PrometheusRule");
+    let rule = objects.iter().find(|o| o["kind"] == "PrometheusRule").expect("a PrometheusRule");
     let alerts: Vec<(String, String)> = rule["spec"]["groups"]
         .as_array()
         .into_iter()
@@ -408,19 +343,12 @@ async fn prometheus_rule_alerts_read_only_exported_metrics() {
     for (source, expr) in &alerts {
         let query = promql::parse(expr);
         external.extend(
-            query
-                .metric_names()
-                .into_iter()
-                .filter(|name| NOT_OURS.contains(&name.as_str())),
+            query.metric_names().into_iter().filter(|name| NOT_OURS.contains(&name.as_str())),
         );
         problems.extend(problems_of(source, &query, &series, NOT_OURS));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(
-        external,
-        names(NOT_OURS),
-        "the metrics of other components the alerts read"
-    );
+    assert_eq!(external, names(NOT_OURS), "the metrics of other components the alerts read");
 }
 
 // ---------------------------------------------------------------------------
@@ -438,23 +366,16 @@ fn dashboard_is_a_grafana_dashboard_model() {
     }
     let uid = dashboard["uid"].as_str().unwrap_or_default();
     assert!(
-        uid.len() <= 40
-            && uid
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+        uid.len() <= 40 && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
         "Grafana's uid: at most 40 of [a-zA-Z0-9-_]: {uid}"
     );
     // Grafana 11 writes 39 and up; older numbers are migrated on load.
     let schema = dashboard["schemaVersion"].as_u64().expect("schemaVersion");
     assert!(schema >= 39, "schemaVersion {schema}");
 
-    let variables = dashboard["templating"]["list"]
-        .as_array()
-        .expect("templating.list");
-    let datasource = variables
-        .iter()
-        .find(|v| v["name"] == "datasource")
-        .expect("a datasource variable");
+    let variables = dashboard["templating"]["list"].as_array().expect("templating.list");
+    let datasource =
+        variables.iter().find(|v| v["name"] == "datasource").expect("a datasource variable");
     assert_eq!(datasource["type"], "datasource");
     assert_eq!(datasource["query"], "prometheus");
     let defined: BTreeSet<&str> = variables
@@ -474,18 +395,13 @@ fn dashboard_is_a_grafana_dashboard_model() {
     for panel in panels {
         let title = panel["title"].as_str().unwrap_or_default();
         assert!(!title.is_empty(), "a panel without a title: {panel}");
-        let id = panel["id"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{title}: no id"));
+        let id = panel["id"].as_u64().unwrap_or_else(|| panic!("{title}: no id"));
         assert!(ids.insert(id), "{title}: id {id} twice");
         let kind = panel["type"].as_str().unwrap_or_default();
         assert!(!kind.is_empty(), "{title}: no type");
         let grid = &panel["gridPos"];
-        let [h, w, x, y] = ["h", "w", "x", "y"].map(|k| {
-            grid[k]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{title}: gridPos.{k}"))
-        });
+        let [h, w, x, y] = ["h", "w", "x", "y"]
+            .map(|k| grid[k].as_u64().unwrap_or_else(|| panic!("{title}: gridPos.{k}")));
         assert!(h > 0 && w > 0 && x + w <= 24, "{title}: gridPos {grid}");
         // No two panels share a cell of the 24-column grid.
         for row in y..y + h {
@@ -496,16 +412,11 @@ fn dashboard_is_a_grafana_dashboard_model() {
             }
         }
         if kind == "row" {
-            assert!(
-                panel.get("targets").is_none(),
-                "{title}: a row with targets"
-            );
+            assert!(panel.get("targets").is_none(), "{title}: a row with targets");
             continue;
         }
         assert_eq!(panel["datasource"], prometheus, "{title}");
-        let targets = panel["targets"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{title}: no targets"));
+        let targets = panel["targets"].as_array().unwrap_or_else(|| panic!("{title}: no targets"));
         assert!(!targets.is_empty(), "{title}: no targets");
         let mut refs = BTreeSet::new();
         for target in targets {

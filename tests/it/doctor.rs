@@ -20,15 +20,9 @@ use crate::support::report_crds;
 const NODES: usize = 10_050;
 
 fn doctor_args(kubeconfig: &std::path::Path) -> Vec<String> {
-    [
-        "doctor",
-        "--kubeconfig",
-        &kubeconfig.display().to_string(),
-        "-o",
-        "json",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    ["doctor", "--kubeconfig", &kubeconfig.display().to_string(), "-o", "json"]
+        .map(str::to_owned)
+        .to_vec()
 }
 
 #[tokio::test]
@@ -54,9 +48,7 @@ async fn a_fleet_past_the_bounds_is_read_in_pages_and_in_part() {
         .collect();
     assert_eq!(truncated.len(), 1, "{}", value["notes"]);
     assert!(
-        truncated[0]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("of nodes")),
+        truncated[0]["message"].as_str().is_some_and(|m| m.contains("of nodes")),
         "{}",
         truncated[0]
     );
@@ -76,11 +68,7 @@ async fn an_error_other_than_forbidden_fails_the_read() {
     let run = gpu_policy_beside(doctor_args(&kubeconfig)).await;
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(run.stdout, "");
-    assert!(
-        run.stderr
-            .starts_with("gpu-policy: cannot read the cluster: "),
-        "{run:?}"
-    );
+    assert!(run.stderr.starts_with("gpu-policy: cannot read the cluster: "), "{run:?}");
 
     // Forbidden instead: a note, and the other checks run.
     api.fail_next("GET", "/apis/node.k8s.io/v1/runtimeclasses", 403, 1);
@@ -116,14 +104,8 @@ async fn forbidden_nodes_fail_the_read() {
 fn doctor_reports_are_what_their_crds_accept() {
     let node = |name: &str, labels: &[(&str, &str)], capacity: &[(&str, u64)]| Node {
         name: name.to_owned(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        capacity: capacity
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), *v))
-            .collect(),
+        labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        capacity: capacity.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
         runtime_handlers: None,
     };
     let inventory = Inventory {
@@ -131,9 +113,7 @@ fn doctor_reports_are_what_their_crds_accept() {
             node("gpu-1", &[("nvidia.com/gpu.present", "true")], &[]),
             node("gpu-2", &[], &[("nvidia.com/gpu", 8)]),
         ]),
-        daemon_sets: Seen::Forbidden {
-            rbac: "list daemonsets.apps",
-        },
+        daemon_sets: Seen::Forbidden { rbac: "list daemonsets.apps" },
         ..Inventory::default()
     };
     let diagnosis = diagnose(&inventory);
@@ -143,13 +123,7 @@ fn doctor_reports_are_what_their_crds_accept() {
         let outcomes: Vec<Outcome> = report.results.iter().map(|r| r.result).collect();
         assert_eq!(
             outcomes,
-            [
-                Outcome::Fail,
-                Outcome::Warn,
-                Outcome::Warn,
-                Outcome::Skip,
-                Outcome::Skip
-            ],
+            [Outcome::Fail, Outcome::Warn, Outcome::Warn, Outcome::Skip, Outcome::Skip],
             "{api}: {:?}",
             report.results
         );

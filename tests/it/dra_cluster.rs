@@ -57,10 +57,8 @@ pub fn claimed_pod(name: &str, template: &str) -> Value {
 fn seeded(api: &FakeApi) {
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "ml", "labels": {"gpu-policy.io/mode": "enforce"}}}));
-    api.insert(
-        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-        "metadata": {"name": "nvidia"}, "handler": "nvidia"}),
-    );
+    api.insert(json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia"}, "handler": "nvidia"}));
 }
 
 async fn started(api: &FakeApi) -> Arc<ClusterCache> {
@@ -116,13 +114,7 @@ async fn templates_and_claims_resolve_from_the_caches() {
                      {"name": "sidecar", "image": "busybox"}]}});
     let report = admit(&pod, &cache);
     assert!(report.allowed, "{report:#?}");
-    assert!(
-        !report
-            .violations
-            .iter()
-            .any(|v| v.rule == RuleId::RuntimeClass),
-        "{report:#?}"
-    );
+    assert!(!report.violations.iter().any(|v| v.rule == RuleId::RuntimeClass), "{report:#?}");
     assert!(!unresolved(&report), "{report:#?}");
     assert_eq!(pinned(&pod, &report), vec!["sidecar"]);
 
@@ -134,11 +126,7 @@ async fn templates_and_claims_resolve_from_the_caches() {
                      {"name": "plugin", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}});
     let report = admit(&ten, &cache);
     assert!(!report.allowed, "{report:#?}");
-    let messages: Vec<&str> = report
-        .violations
-        .iter()
-        .map(|v| v.message.as_str())
-        .collect();
+    let messages: Vec<&str> = report.violations.iter().map(|v| v.message.as_str()).collect();
     assert!(
         messages.iter().any(|m| m.contains("4 nvidia.com/gpu")
             && m.contains("6 GPUs through resource claims")
@@ -172,16 +160,8 @@ async fn claims_follow_watch_events() {
     })
     .await;
 
-    api.remove(
-        "resource.k8s.io/v1",
-        "ResourceClaimTemplate",
-        Some("ml"),
-        "one-gpu",
-    );
-    eventually("the template's deletion", WAIT, || {
-        unresolved(&admit(&pod, &cache))
-    })
-    .await;
+    api.remove("resource.k8s.io/v1", "ResourceClaimTemplate", Some("ml"), "one-gpu");
+    eventually("the template's deletion", WAIT, || unresolved(&admit(&pod, &cache))).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -201,10 +181,7 @@ async fn a_device_class_counts_by_its_selector_even_when_it_comes_later() {
         "metadata": {"name": "h100.example.com"},
         "spec": {"selectors": [{"cel": {"expression":
             "device.driver == \"gpu.nvidia.com\" && device.attributes[\"gpu.nvidia.com\"].productName.contains(\"H100\")"}}]}}));
-    eventually("the DeviceClass", WAIT, || {
-        pinned(&pod, &admit(&pod, &cache)) == ["sidecar"]
-    })
-    .await;
+    eventually("the DeviceClass", WAIT, || pinned(&pod, &admit(&pod, &cache)) == ["sidecar"]).await;
     assert!(cache.is_gpu_device_class("h100.example.com"));
 
     // A class whose selector names another driver hands out no GPU.
@@ -258,14 +235,12 @@ async fn a_cluster_serving_dra_as_v1beta1_is_read_in_that_version() {
         "metadata": {"name": "one-gpu", "namespace": "ml"},
         "spec": {"spec": {"devices": {"requests": [
             {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}]}}}}));
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice",
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice",
         "metadata": {"name": "node-1-gpu.nvidia.com-abcde"},
         "spec": {"driver": NVIDIA_DRIVER, "nodeName": "node-1",
             "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": "gpu-0", "basic": {"attributes": {
-                "cudaComputeCapability": {"version": "8.0.0"}}}}]}}),
-    );
+                "cudaComputeCapability": {"version": "8.0.0"}}}}]}}));
     let cache = started(&api).await;
     assert_eq!(cache.dra_version(), Some(Some("v1beta1")));
     assert_eq!(cache.watched(Source::ResourceClaims), (true, "v1beta1"));
@@ -274,10 +249,7 @@ async fn a_cluster_serving_dra_as_v1beta1_is_read_in_that_version() {
     let report = admit(&pod, &cache);
     assert!(report.allowed && !unresolved(&report), "{report:#?}");
     assert_eq!(pinned(&pod, &report), ["sidecar"]);
-    assert_eq!(
-        capability(&cache, "node-1", "gpu-0").as_deref(),
-        Some("8.0.0")
-    );
+    assert_eq!(capability(&cache, "node-1", "gpu-0").as_deref(), Some("8.0.0"));
     let asked_v1 = api
         .requests()
         .into_iter()
@@ -288,9 +260,7 @@ async fn a_cluster_serving_dra_as_v1beta1_is_read_in_that_version() {
 
 /// The compute capability a device publishes, as the cache says it.
 fn capability(cache: &ClusterCache, pool: &str, device: &str) -> Option<String> {
-    cache
-        .device_versions(NVIDIA_DRIVER, pool, device)?
-        .compute_capability
+    cache.device_versions(NVIDIA_DRIVER, pool, device)?.compute_capability
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -322,27 +292,15 @@ async fn slices_and_allocated_claims_follow_watch_events() {
 
     // The slices: only the NVIDIA driver's is kept.
     let snapshot = cache.snapshot();
-    assert_eq!(
-        snapshot.dra.slices.keys().collect::<Vec<_>>(),
-        ["node-1-gpu.nvidia.com-abcde"]
-    );
-    assert_eq!(
-        capability(&cache, "node-1", "gpu-0").as_deref(),
-        Some("9.0.0")
-    );
-    assert_eq!(
-        capability(&cache, "node-1", "gpu-1-mig-1g10gb-0").as_deref(),
-        Some("8.0.0")
-    );
+    assert_eq!(snapshot.dra.slices.keys().collect::<Vec<_>>(), ["node-1-gpu.nvidia.com-abcde"]);
+    assert_eq!(capability(&cache, "node-1", "gpu-0").as_deref(), Some("9.0.0"));
+    assert_eq!(capability(&cache, "node-1", "gpu-1-mig-1g10gb-0").as_deref(), Some("8.0.0"));
     assert_eq!(
         cache.device_versions(NVIDIA_DRIVER, "node-1", "gpu-2"),
         Some(Default::default()),
         "a VFIO device publishes no versions"
     );
-    assert_eq!(
-        cache.device_versions("rdma.example.com", "node-1", "gpu-9"),
-        None
-    );
+    assert_eq!(cache.device_versions("rdma.example.com", "node-1", "gpu-9"), None);
 
     // The claim: made for its pod, not allocated yet.
     assert_eq!(
@@ -352,22 +310,17 @@ async fn slices_and_allocated_claims_follow_watch_events() {
             .as_deref(),
         Some("trainer-gpu-x7k2p")
     );
-    assert_eq!(
-        cache.claims_made_for("ml", "uid-other"),
-        Some(Default::default())
-    );
+    assert_eq!(cache.claims_made_for("ml", "uid-other"), Some(Default::default()));
     assert_eq!(cache.allocation("ml", "trainer-gpu-x7k2p"), None);
 
     // The scheduler writes its status: the allocation follows.
     api.insert(allocated(made, &[("node-1", "gpu-1-mig-1g10gb-0")]));
     eventually("the claim's allocation", WAIT, || {
-        cache
-            .allocation("ml", "trainer-gpu-x7k2p")
-            .is_some_and(|devices| {
-                devices.len() == 1
-                    && devices[0].pool == "node-1"
-                    && devices[0].device == "gpu-1-mig-1g10gb-0"
-            })
+        cache.allocation("ml", "trainer-gpu-x7k2p").is_some_and(|devices| {
+            devices.len() == 1
+                && devices[0].pool == "node-1"
+                && devices[0].device == "gpu-1-mig-1g10gb-0"
+        })
     })
     .await;
 
@@ -389,23 +342,11 @@ async fn slices_and_allocated_claims_follow_watch_events() {
     .await;
 
     // Deleted: forgotten.
-    api.remove(
-        "resource.k8s.io/v1",
-        "ResourceClaim",
-        Some("ml"),
-        "trainer-gpu-x7k2p",
-    );
-    api.remove(
-        "resource.k8s.io/v1",
-        "ResourceSlice",
-        None,
-        "node-1-gpu.nvidia.com-abcde",
-    );
+    api.remove("resource.k8s.io/v1", "ResourceClaim", Some("ml"), "trainer-gpu-x7k2p");
+    api.remove("resource.k8s.io/v1", "ResourceSlice", None, "node-1-gpu.nvidia.com-abcde");
     eventually("the deletions", WAIT, || {
         cache.allocation("ml", "trainer-gpu-x7k2p").is_none()
-            && cache
-                .claims_made_for("ml", "uid-trainer")
-                .is_some_and(|made| made.is_empty())
+            && cache.claims_made_for("ml", "uid-trainer").is_some_and(|made| made.is_empty())
             && cache.snapshot().dra.slices.is_empty()
     })
     .await;
@@ -417,13 +358,9 @@ async fn a_device_class_serves_its_extended_resource() {
     seeded(&api);
     let cache = started(&api).await;
     assert!(!cache.serves_extended_resource("example.com/accel"));
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": "accel.example.com"},
-        "spec": {"extendedResourceName": "example.com/accel"}}),
-    );
-    eventually("the DeviceClass", WAIT, || {
-        cache.serves_extended_resource("example.com/accel")
-    })
-    .await;
+        "spec": {"extendedResourceName": "example.com/accel"}}));
+    eventually("the DeviceClass", WAIT, || cache.serves_extended_resource("example.com/accel"))
+        .await;
 }

@@ -61,10 +61,8 @@ fn every_example_is_decided_as_its_header_says() {
     let files = fixtures::example_manifests();
     assert!(files.len() >= 14, "{files:?}");
     for file in files {
-        let found: Vec<(String, bool)> = check(&file)
-            .iter()
-            .map(|report| (label(report), report["allowed"] == true))
-            .collect();
+        let found: Vec<(String, bool)> =
+            check(&file).iter().map(|report| (label(report), report["allowed"] == true)).collect();
         assert_eq!(found, expected(&file), "{}", file.display());
     }
 }
@@ -88,13 +86,7 @@ const DRA: &[DraCase] = &[
         &[],
         &[],
     ),
-    (
-        "dra-claimed-gpu",
-        "Pod default/dra-trainer",
-        &[],
-        &[],
-        &["log-shipper"],
-    ),
+    ("dra-claimed-gpu", "Pod default/dra-trainer", &[], &[], &["log-shipper"]),
     (
         "dra-unresolved-claim",
         "Pod default/dra-unresolved",
@@ -159,13 +151,7 @@ const DRA: &[DraCase] = &[
         &[],
         &[],
     ),
-    (
-        "dra-admin-access",
-        "ResourceClaim kube-system/watch-every-gpu",
-        &[],
-        &[],
-        &[],
-    ),
+    ("dra-admin-access", "ResourceClaim kube-system/watch-every-gpu", &[], &[], &[]),
     (
         "dra-extended-resource-claim",
         "ResourceClaim ml/trainer-extended-resources-x7k2q",
@@ -205,8 +191,7 @@ fn pinned(report: &Value, object: &Value) -> Vec<String> {
         .flatten()
         .filter(|c| {
             c["env"].as_array().is_some_and(|env| {
-                env.iter()
-                    .any(|e| e["name"] == "NVIDIA_VISIBLE_DEVICES" && e["value"] == "void")
+                env.iter().any(|e| e["name"] == "NVIDIA_VISIBLE_DEVICES" && e["value"] == "void")
             })
         })
         .filter_map(|c| c["name"].as_str().map(str::to_owned))
@@ -230,21 +215,15 @@ fn the_dra_examples_say_what_they_show() {
                 .filter_map(|v| field.map_or(v, |f| &v[f]).as_str().map(str::to_owned))
                 .collect()
         };
-        assert_eq!(
-            messages("violations", Some("message")),
-            *violations,
-            "{object}"
-        );
+        assert_eq!(messages("violations", Some("message")), *violations, "{object}");
         assert_eq!(messages("warnings", None), *warnings, "{object}");
         let text = std::fs::read_to_string(&file).expect("readable");
         let manifest = serde_saphyr::from_multiple::<Value>(&text)
             .expect("YAML")
             .into_iter()
             .find(|o| {
-                object.ends_with(&format!(
-                    "/{}",
-                    o["metadata"]["name"].as_str().unwrap_or("")
-                )) && object.starts_with(o["kind"].as_str().unwrap_or("-"))
+                object.ends_with(&format!("/{}", o["metadata"]["name"].as_str().unwrap_or("")))
+                    && object.starts_with(o["kind"].as_str().unwrap_or("-"))
             })
             .expect("the object");
         assert_eq!(pinned(report, &manifest), *pins, "{object}");

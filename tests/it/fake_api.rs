@@ -67,11 +67,7 @@ impl Reflected {
                 }
             }
         });
-        Reflected {
-            store,
-            events,
-            task,
-        }
+        Reflected { store, events, task }
     }
 
     fn names(&self) -> BTreeSet<String> {
@@ -80,10 +76,8 @@ impl Reflected {
 
     async fn converges_to(&self, expected: &[&str]) {
         let expected: BTreeSet<String> = expected.iter().map(|s| (*s).to_owned()).collect();
-        eventually(&format!("reflector store == {expected:?}"), LIMIT, || {
-            self.names() == expected
-        })
-        .await;
+        eventually(&format!("reflector store == {expected:?}"), LIMIT, || self.names() == expected)
+            .await;
     }
 
     /// Waits for a watcher event matching `wanted`, skipping others.
@@ -135,48 +129,30 @@ async fn list_returns_inserted_namespaces() {
     fake.insert(namespace("beta"));
     let api = Api::<Namespace>::all(fake.client());
 
-    let list = within("list", api.list(&ListParams::default()))
-        .await
-        .unwrap();
+    let list = within("list", api.list(&ListParams::default())).await.unwrap();
     let names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
     assert_eq!(names, ["alpha", "beta"]);
-    assert_eq!(
-        list.metadata.resource_version,
-        Some(fake.resource_version().to_string())
-    );
+    assert_eq!(list.metadata.resource_version, Some(fake.resource_version().to_string()));
     let alpha = &list.items[0];
     assert!(alpha.metadata.uid.is_some());
     assert!(alpha.metadata.creation_timestamp.is_some());
     assert_eq!(alpha.metadata.resource_version.as_deref(), Some("2"));
 
-    let meta = within("list_metadata", api.list_metadata(&ListParams::default()))
-        .await
-        .unwrap();
+    let meta = within("list_metadata", api.list_metadata(&ListParams::default())).await.unwrap();
     assert_eq!(meta.items.len(), 2);
     assert_eq!(meta.items[1].name_any(), "beta");
 
-    let version = within("version", fake.client().apiserver_version())
-        .await
-        .unwrap();
-    assert_eq!(
-        (version.major.as_str(), version.minor.as_str()),
-        ("1", "33")
-    );
-    assert!(
-        fake.requests()
-            .iter()
-            .any(|(m, p)| m == "GET" && p.starts_with("/api/v1/namespaces"))
-    );
+    let version = within("version", fake.client().apiserver_version()).await.unwrap();
+    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "33"));
+    assert!(fake.requests().iter().any(|(m, p)| m == "GET" && p.starts_with("/api/v1/namespaces")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn selectors_scopes_and_group_paths() {
     let fake = FakeApi::start().await;
-    for (ns, name, app, node) in [
-        ("a", "p1", "x", "n1"),
-        ("a", "p2", "y", "n2"),
-        ("b", "p3", "x", "n1"),
-    ] {
+    for (ns, name, app, node) in
+        [("a", "p1", "x", "n1"), ("a", "p2", "y", "n2"), ("b", "p3", "x", "n1")]
+    {
         fake.insert(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
@@ -191,62 +167,29 @@ async fn selectors_scopes_and_group_paths() {
         async move { within("list pods", api.list(&lp)).await.unwrap().items }
     };
 
-    assert_eq!(
-        names(list(&all, ListParams::default()).await),
-        ["p1", "p2", "p3"]
-    );
+    assert_eq!(names(list(&all, ListParams::default()).await), ["p1", "p2", "p3"]);
     assert_eq!(
         names(list(&Api::namespaced(client.clone(), "a"), ListParams::default()).await),
         ["p1", "p2"]
     );
-    assert_eq!(
-        names(list(&all, ListParams::default().labels("app=x")).await),
-        ["p1", "p3"]
-    );
-    assert_eq!(
-        names(list(&all, ListParams::default().labels("app!=x")).await),
-        ["p2"]
-    );
-    assert_eq!(
-        names(list(&all, ListParams::default().labels("app in (y, z)")).await),
-        ["p2"]
-    );
-    assert_eq!(
-        names(list(&all, ListParams::default().labels("!app")).await),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        names(list(&all, ListParams::default().labels("app,app=x")).await),
-        ["p1", "p3"]
-    );
-    assert_eq!(
-        names(list(&all, ListParams::default().fields("metadata.name=p2")).await),
-        ["p2"]
-    );
+    assert_eq!(names(list(&all, ListParams::default().labels("app=x")).await), ["p1", "p3"]);
+    assert_eq!(names(list(&all, ListParams::default().labels("app!=x")).await), ["p2"]);
+    assert_eq!(names(list(&all, ListParams::default().labels("app in (y, z)")).await), ["p2"]);
+    assert_eq!(names(list(&all, ListParams::default().labels("!app")).await), Vec::<String>::new());
+    assert_eq!(names(list(&all, ListParams::default().labels("app,app=x")).await), ["p1", "p3"]);
+    assert_eq!(names(list(&all, ListParams::default().fields("metadata.name=p2")).await), ["p2"]);
     assert_eq!(
         names(list(&all, ListParams::default().fields("metadata.namespace=b")).await),
         ["p3"]
     );
     assert_eq!(
         names(
-            list(
-                &all,
-                ListParams::default().fields("spec.nodeName=n1,metadata.namespace=a")
-            )
-            .await
+            list(&all, ListParams::default().fields("spec.nodeName=n1,metadata.namespace=a")).await
         ),
         ["p1"]
     );
-    assert!(
-        fake.requests()
-            .iter()
-            .any(|(_, p)| p.starts_with("/api/v1/pods?"))
-    );
-    assert!(
-        fake.requests()
-            .iter()
-            .any(|(_, p)| p.starts_with("/api/v1/namespaces/a/pods?"))
-    );
+    assert!(fake.requests().iter().any(|(_, p)| p.starts_with("/api/v1/pods?")));
+    assert!(fake.requests().iter().any(|(_, p)| p.starts_with("/api/v1/namespaces/a/pods?")));
 
     // A group/version kind under /apis.
     let deployments = Api::<Deployment>::namespaced(client, "apps-ns");
@@ -259,25 +202,17 @@ async fn selectors_scopes_and_group_paths() {
         },
     }))
     .unwrap();
-    within(
-        "create deployment",
-        deployments.create(&PostParams::default(), &deployment),
-    )
-    .await
-    .unwrap();
-    let got = within("get deployment", deployments.get("web"))
+    within("create deployment", deployments.create(&PostParams::default(), &deployment))
         .await
         .unwrap();
+    let got = within("get deployment", deployments.get("web")).await.unwrap();
     assert_eq!(got.metadata.namespace.as_deref(), Some("apps-ns"));
     assert!(
         fake.requests()
             .iter()
             .any(|(m, p)| m == "GET" && p == "/apis/apps/v1/namespaces/apps-ns/deployments/web")
     );
-    assert!(
-        fake.get("apps/v1", "Deployment", Some("apps-ns"), "web")
-            .is_some()
-    );
+    assert!(fake.get("apps/v1", "Deployment", Some("apps-ns"), "web").is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,9 +225,7 @@ async fn reflector_converges_and_follows_changes() {
     eventually("a watch request", LIMIT, || namespace_watches(&fake) >= 1).await;
 
     fake.insert(namespace("c"));
-    reflected
-        .next_event_where("ADDED c", |e| applied(e, "c"))
-        .await;
+    reflected.next_event_where("ADDED c", |e| applied(e, "c")).await;
     reflected.converges_to(&["a", "b", "c"]).await;
 
     let mut a = namespace("a");
@@ -304,10 +237,7 @@ async fn reflector_converges_and_follows_changes() {
                 && matches!(e, watcher::Event::Apply(ns) if ns.labels().get("gpu").is_some())
         })
         .await;
-    let stored = reflected
-        .store
-        .get(&reflector::ObjectRef::new("a"))
-        .unwrap();
+    let stored = reflected.store.get(&reflector::ObjectRef::new("a")).unwrap();
     assert_eq!(stored.labels().get("gpu").map(String::as_str), Some("yes"));
 
     fake.remove("v1", "Namespace", None, "b");
@@ -321,12 +251,7 @@ async fn reflector_converges_and_follows_changes() {
 
     // The default watcher: one LIST, then watches (no streaming list).
     assert_eq!(namespace_lists(&fake), 1);
-    assert!(
-        !fake
-            .requests()
-            .iter()
-            .any(|(_, p)| p.contains("sendInitialEvents"))
-    );
+    assert!(!fake.requests().iter().any(|(_, p)| p.contains("sendInitialEvents")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,13 +268,9 @@ async fn watcher_relists_after_compaction_and_dropped_watches() {
     fake.compact();
     fake.drop_watches();
     // The resumed watch gets 410 Expired, so the watcher starts over.
-    reflected
-        .next_event_where("a new Init", |e| matches!(e, watcher::Event::Init))
-        .await;
+    reflected.next_event_where("a new Init", |e| matches!(e, watcher::Event::Init)).await;
     eventually("a second LIST", LIMIT, || namespace_lists(&fake) >= 2).await;
-    reflected
-        .next_event_where("InitDone", |e| matches!(e, watcher::Event::InitDone))
-        .await;
+    reflected.next_event_where("InitDone", |e| matches!(e, watcher::Event::InitDone)).await;
     reflected.converges_to(&["a", "b"]).await;
 
     fake.insert(namespace("c"));
@@ -368,11 +289,8 @@ async fn watcher_recovers_from_server_restart() {
 
     fake.stop().await;
     assert!(!fake.is_running());
-    let refused = within(
-        "connect while stopped",
-        tokio::net::TcpStream::connect(fake.addr()),
-    )
-    .await;
+    let refused =
+        within("connect while stopped", tokio::net::TcpStream::connect(fake.addr())).await;
     assert!(refused.is_err(), "the port is closed while stopped");
     fake.insert(namespace("b"));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -395,10 +313,7 @@ async fn streaming_list_watcher_converges() {
     fake.insert(namespace("c"));
     reflected.converges_to(&["a", "b", "c"]).await;
     assert_eq!(namespace_lists(&fake), 0);
-    assert_eq!(
-        fake.count_requests("GET", &["/api/v1/namespaces?", "sendInitialEvents=true"]),
-        1
-    );
+    assert_eq!(fake.count_requests("GET", &["/api/v1/namespaces?", "sendInitialEvents=true"]), 1);
 }
 
 type EventStream = futures::stream::BoxStream<'static, kube::Result<WatchEvent<Namespace>>>;
@@ -412,17 +327,12 @@ async fn raw_watch_replays_bookmarks_expires_and_drops() {
     let fake = FakeApi::start().await;
     fake.set_bookmark_interval(Duration::from_millis(100));
     let first = fake.insert(namespace("a"));
-    let from = first["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let from = first["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
     fake.insert(namespace("b"));
     let api = Api::<Namespace>::all(fake.client());
 
-    let mut stream = within("watch", api.watch(&WatchParams::default(), &from))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream =
+        within("watch", api.watch(&WatchParams::default(), &from)).await.unwrap().boxed();
     // Replayed from history: only what came after `from`.
     match next_event(&mut stream).await {
         Some(Ok(WatchEvent::Added(ns))) => assert_eq!(ns.name_any(), "b"),
@@ -430,10 +340,7 @@ async fn raw_watch_replays_bookmarks_expires_and_drops() {
     }
     match next_event(&mut stream).await {
         Some(Ok(WatchEvent::Bookmark(bookmark))) => {
-            assert_eq!(
-                bookmark.metadata.resource_version,
-                fake.resource_version().to_string()
-            );
+            assert_eq!(bookmark.metadata.resource_version, fake.resource_version().to_string());
         }
         other => panic!("expected a BOOKMARK, got {other:?}"),
     }
@@ -458,10 +365,8 @@ async fn raw_watch_replays_bookmarks_expires_and_drops() {
     }
 
     fake.compact();
-    let mut stream = within("watch", api.watch(&WatchParams::default(), &from))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream =
+        within("watch", api.watch(&WatchParams::default(), &from)).await.unwrap().boxed();
     match next_event(&mut stream).await {
         Some(Ok(WatchEvent::Error(status))) => {
             assert_eq!(status.code, 410);
@@ -473,13 +378,11 @@ async fn raw_watch_replays_bookmarks_expires_and_drops() {
 
     // timeoutSeconds ends the stream cleanly.
     let now = fake.resource_version().to_string();
-    let mut stream = within(
-        "watch",
-        api.watch(&WatchParams::default().timeout(1).disable_bookmarks(), &now),
-    )
-    .await
-    .unwrap()
-    .boxed();
+    let mut stream =
+        within("watch", api.watch(&WatchParams::default().timeout(1).disable_bookmarks(), &now))
+            .await
+            .unwrap()
+            .boxed();
     assert!(next_event(&mut stream).await.is_none());
 }
 
@@ -494,51 +397,28 @@ async fn create_replace_delete_and_conflicts() {
     }))
     .unwrap();
 
-    let created = within("create", secrets.create(&PostParams::default(), &secret))
-        .await
-        .unwrap();
+    let created = within("create", secrets.create(&PostParams::default(), &secret)).await.unwrap();
     assert_eq!(created.metadata.namespace.as_deref(), Some("x"));
     assert!(created.metadata.uid.is_some());
-    let again = within(
-        "create again",
-        secrets.create(&PostParams::default(), &secret),
-    )
-    .await;
+    let again = within("create again", secrets.create(&PostParams::default(), &secret)).await;
     assert_eq!(api_error(again), (409, "AlreadyExists".into()));
 
     let mut update = created.clone();
     update.labels_mut().insert("rotated".into(), "1".into());
-    let replaced = within(
-        "replace",
-        secrets.replace("s", &PostParams::default(), &update),
-    )
-    .await
-    .unwrap();
-    assert_ne!(
-        replaced.metadata.resource_version,
-        created.metadata.resource_version
-    );
+    let replaced =
+        within("replace", secrets.replace("s", &PostParams::default(), &update)).await.unwrap();
+    assert_ne!(replaced.metadata.resource_version, created.metadata.resource_version);
     assert_eq!(replaced.metadata.uid, created.metadata.uid);
     // `update` still carries the old resourceVersion.
-    let stale = within(
-        "stale replace",
-        secrets.replace("s", &PostParams::default(), &update),
-    )
-    .await;
+    let stale =
+        within("stale replace", secrets.replace("s", &PostParams::default(), &update)).await;
     assert_eq!(api_error(stale), (409, "Conflict".into()));
 
-    let deleted = within("delete", secrets.delete("s", &DeleteParams::default()))
-        .await
-        .unwrap();
+    let deleted = within("delete", secrets.delete("s", &DeleteParams::default())).await.unwrap();
     assert_eq!(deleted.left().map(|s| s.name_any()).as_deref(), Some("s"));
     let missing = within("get deleted", secrets.get("s")).await;
     assert_eq!(api_error(missing), (404, "NotFound".into()));
-    assert!(
-        within("get_opt", secrets.get_opt("s"))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(within("get_opt", secrets.get_opt("s")).await.unwrap().is_none());
     assert!(fake.get("v1", "Secret", Some("x"), "s").is_none());
 }
 
@@ -550,9 +430,7 @@ async fn injected_faults() {
     fake.fail_next("GET", "/api/v1/namespaces/x/secrets", 403, 1);
     let forbidden = within("list", secrets.list(&ListParams::default())).await;
     assert_eq!(api_error(forbidden), (403, "Forbidden".into()));
-    within("list", secrets.list(&ListParams::default()))
-        .await
-        .unwrap();
+    within("list", secrets.list(&ListParams::default())).await.unwrap();
 
     fake.fail_next("GET", "/api/v1/namespaces/x/secrets", 500, 1);
     let internal = within("list", secrets.list(&ListParams::default())).await;
@@ -561,13 +439,8 @@ async fn injected_faults() {
     // kube's client retries 503 on its own: the caller never sees it.
     fake.clear_requests();
     fake.fail_next("GET", "/api/v1/namespaces/x/secrets", 503, 1);
-    within("list", secrets.list(&ListParams::default()))
-        .await
-        .unwrap();
-    assert_eq!(
-        fake.count_requests("GET", &["/api/v1/namespaces/x/secrets"]),
-        2
-    );
+    within("list", secrets.list(&ListParams::default())).await.unwrap();
+    assert_eq!(fake.count_requests("GET", &["/api/v1/namespaces/x/secrets"]), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -597,36 +470,19 @@ async fn merge_and_json_patch_a_webhook_configuration() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        merged.labels().get("managed").map(String::as_str),
-        Some("yes")
-    );
-    assert_eq!(
-        merged.metadata.generation,
-        Some(1),
-        "labels do not bump generation"
-    );
+    assert_eq!(merged.labels().get("managed").map(String::as_str), Some("yes"));
+    assert_eq!(merged.metadata.generation, Some(1), "labels do not bump generation");
 
     let ops: json_patch::Patch = serde_json::from_value(json!([
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "Q0E="},
         {"op": "replace", "path": "/webhooks/0/sideEffects", "value": "NoneOnDryRun"},
     ]))
     .unwrap();
-    let patched = within(
-        "json patch",
-        api.patch("gpu-policy", &params, &Patch::Json::<()>(ops)),
-    )
-    .await
-    .unwrap();
+    let patched = within("json patch", api.patch("gpu-policy", &params, &Patch::Json::<()>(ops)))
+        .await
+        .unwrap();
     let webhook = &patched.webhooks.as_ref().unwrap()[0];
-    assert_eq!(
-        webhook
-            .client_config
-            .ca_bundle
-            .as_ref()
-            .map(|b| b.0.clone()),
-        Some(b"CA".to_vec())
-    );
+    assert_eq!(webhook.client_config.ca_bundle.as_ref().map(|b| b.0.clone()), Some(b"CA".to_vec()));
     assert_eq!(webhook.side_effects, "NoneOnDryRun");
     assert_eq!(patched.metadata.generation, Some(2));
     assert_eq!(
@@ -644,21 +500,16 @@ async fn merge_and_json_patch_a_webhook_configuration() {
         json!([{"op": "test", "path": "/webhooks/0/sideEffects", "value": "None"}]),
     )
     .unwrap();
-    let rejected = within(
-        "failing json patch",
-        api.patch("gpu-policy", &params, &Patch::Json::<()>(failing)),
-    )
-    .await;
+    let rejected =
+        within("failing json patch", api.patch("gpu-policy", &params, &Patch::Json::<()>(failing)))
+            .await;
     assert_eq!(api_error(rejected).0, 422);
 
     // Server-side apply is served (tests/it/reports.rs); strategic merge
     // is not.
     let strategic = Patch::Strategic(json!({"metadata": {"labels": {"a": "b"}}}));
-    let unsupported = within(
-        "strategic merge patch",
-        api.patch("gpu-policy", &params, &strategic),
-    )
-    .await;
+    let unsupported =
+        within("strategic merge patch", api.patch("gpu-policy", &params, &strategic)).await;
     assert_eq!(api_error(unsupported), (415, "UnsupportedMediaType".into()));
 }
 
@@ -681,12 +532,8 @@ async fn kubeconfig_points_at_the_fake() {
     .unwrap();
     assert_eq!(config.default_namespace, "default");
     let client = Client::try_from(config).unwrap();
-    let list = within(
-        "list",
-        Api::<Namespace>::all(client).list(&ListParams::default()),
-    )
-    .await
-    .unwrap();
+    let list =
+        within("list", Api::<Namespace>::all(client).list(&ListParams::default())).await.unwrap();
     assert_eq!(list.items[0].name_any(), "from-kubeconfig");
 }
 
@@ -707,51 +554,33 @@ async fn status_dry_run_collections_and_selector_watches() {
     let patch = Patch::Merge(
         json!({"metadata": {"labels": {"sneaky": "1"}}, "status": {"phase": "Running"}}),
     );
-    let patched = within(
-        "patch_status",
-        pods.patch_status("p1", &PatchParams::default(), &patch),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        patched.status.as_ref().unwrap().phase.as_deref(),
-        Some("Running")
-    );
+    let patched = within("patch_status", pods.patch_status("p1", &PatchParams::default(), &patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
     assert!(!patched.labels().contains_key("sneaky"));
     assert!(fake.count_requests("PATCH", &["/api/v1/namespaces/a/pods/p1/status"]) == 1);
 
     // dryRun answers without storing.
     let before = fake.resource_version();
-    let dry = PatchParams {
-        dry_run: true,
-        ..PatchParams::default()
-    };
+    let dry = PatchParams { dry_run: true, ..PatchParams::default() };
     let answer = within(
         "dry-run patch",
-        pods.patch(
-            "p2",
-            &dry,
-            &Patch::Merge(json!({"metadata": {"labels": {"dry": "run"}}})),
-        ),
+        pods.patch("p2", &dry, &Patch::Merge(json!({"metadata": {"labels": {"dry": "run"}}}))),
     )
     .await
     .unwrap();
     assert!(answer.labels().contains_key("dry"));
     assert_eq!(fake.resource_version(), before);
     assert!(
-        fake.get("v1", "Pod", Some("a"), "p2").unwrap()["metadata"]["labels"]
-            .get("dry")
-            .is_none()
+        fake.get("v1", "Pod", Some("a"), "p2").unwrap()["metadata"]["labels"].get("dry").is_none()
     );
 
     // A label-selector watch sees objects leave and enter the selection.
     let now = fake.resource_version().to_string();
     let mut stream = within(
         "watch",
-        pods.watch(
-            &WatchParams::default().labels("app=x").disable_bookmarks(),
-            &now,
-        ),
+        pods.watch(&WatchParams::default().labels("app=x").disable_bookmarks(), &now),
     )
     .await
     .unwrap()
@@ -787,10 +616,7 @@ async fn status_dry_run_collections_and_selector_watches() {
     // DELETE on the collection, by selector.
     let deleted = within(
         "delete_collection",
-        pods.delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels("app=x"),
-        ),
+        pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x")),
     )
     .await
     .unwrap();

@@ -118,10 +118,7 @@ impl<'a> GoldenEntry<'a> {
             changes: report
                 .changes
                 .iter()
-                .map(|(rule, summary)| GoldenChange {
-                    rule: rule.as_str(),
-                    summary,
-                })
+                .map(|(rule, summary)| GoldenChange { rule: rule.as_str(), summary })
                 .collect(),
             denial: report.denial.as_deref(),
             mutated: is_pod(object).then(|| {
@@ -305,13 +302,7 @@ fn decision(report: &ObjectReport) -> String {
         } else {
             "denied"
         },
-        rules(
-            report
-                .violations
-                .iter()
-                .map(|v| v.rule.to_string())
-                .collect()
-        ),
+        rules(report.violations.iter().map(|v| v.rule.to_string()).collect()),
         rules(report.changes.iter().map(|(r, _)| r.to_string()).collect()),
         report.patch.len(),
     )
@@ -396,10 +387,7 @@ fn privileged_gfd_is_allowed_in_kube_system() {
     assert!(report.violations.is_empty() && report.warnings.is_empty());
     // The same pod outside kube-system is denied.
     assert!(
-        check(&pod, Mode::Enforce)
-            .violations
-            .iter()
-            .any(|v| v.rule.to_string() == "device-paths")
+        check(&pod, Mode::Enforce).violations.iter().any(|v| v.rule.to_string() == "device-paths")
     );
 }
 
@@ -555,11 +543,7 @@ fn pods() -> Vec<(String, Value)> {
         .into_iter()
         .map(|fixture_pod| {
             let label = format!("{}:{}", fixture_pod.stem, fixture_pod.source["kind"]);
-            let label = if fixture_pod.is_template() {
-                format!("{label} template")
-            } else {
-                label
-            };
+            let label = if fixture_pod.is_template() { format!("{label} template") } else { label };
             (label, fixture_pod.pod)
         })
         .collect()
@@ -578,21 +562,14 @@ fn tokens(pointer: &str) -> Vec<String> {
 }
 
 fn pointer_of(tokens: &[String]) -> String {
-    tokens
-        .iter()
-        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
-        .collect()
+    tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect()
 }
 
 /// Every node of a JSON value with its path (the root excluded).
 fn nodes<'v>(value: &'v Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, &'v Value)>) {
     let children: Vec<(String, &Value)> = match value {
         Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i.to_string(), v))
-            .collect(),
+        Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
         _ => return,
     };
     for (key, child) in children {
@@ -612,9 +589,8 @@ fn touched_regions(report: &ObjectReport) -> Vec<Vec<String>> {
         .iter()
         .map(|op| {
             let mut path = tokens(op.path().as_str());
-            let is_element = path
-                .last()
-                .is_some_and(|last| last == "-" || last.parse::<usize>().is_ok());
+            let is_element =
+                path.last().is_some_and(|last| last == "-" || last.parse::<usize>().is_ok());
             if is_element {
                 path.pop();
             }
@@ -739,10 +715,7 @@ fn workload_reports_predict_their_pods() {
 #[test]
 fn void_pin_is_appended_and_nothing_else_of_the_env_changes() {
     // The dcgm-exporter pod (03) has two env entries of its own.
-    let (_, pod) = pods()
-        .into_iter()
-        .find(|(label, _)| label.starts_with("03-"))
-        .expect("03 pod");
+    let (_, pod) = pods().into_iter().find(|(label, _)| label.starts_with("03-")).expect("03 pod");
     let report = check(&pod, Mode::Enforce);
     let after = mutated(&pod, &report).expect("patch applies");
     assert_eq!(
@@ -753,10 +726,7 @@ fn void_pin_is_appended_and_nothing_else_of_the_env_changes() {
             {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
         ])
     );
-    assert_eq!(
-        after["metadata"]["annotations"]["gpu-policy.io/mutations"],
-        "visible-devices"
-    );
+    assert_eq!(after["metadata"]["annotations"]["gpu-policy.io/mutations"], "visible-devices");
     assert!(after["spec"].get("runtimeClassName").is_none());
 }
 
@@ -774,10 +744,7 @@ fn exporter_pod_in_kube_system_is_allowlisted_through_its_owner() {
 
     // Labels alone never allowlist: without the owner reference it is denied.
     let mut orphan = pod.clone();
-    orphan["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("ownerReferences");
+    orphan["metadata"].as_object_mut().expect("metadata").remove("ownerReferences");
     let report = check(&orphan, Mode::Enforce);
     assert!(!report.allowed);
     assert_eq!(report.violations[0].rule.as_str(), "runtime-class");
@@ -798,16 +765,8 @@ fn dra_quickstart_pods_keep_their_cards_and_get_no_runtime_class() {
                 }
                 assert!(report.allowed, "{stem} {mode}: {report:?}");
                 assert!(report.violations.is_empty(), "{stem} {mode}");
-                assert!(
-                    report.changes.is_empty(),
-                    "{stem} {mode}: {:?}",
-                    report.changes
-                );
-                assert!(
-                    report.warnings.is_empty(),
-                    "{stem} {mode}: {:?}",
-                    report.warnings
-                );
+                assert!(report.changes.is_empty(), "{stem} {mode}: {:?}", report.changes);
+                assert!(report.warnings.is_empty(), "{stem} {mode}: {:?}", report.warnings);
                 assert!(report.patch.is_empty(), "{stem} {mode}");
             }
         }
@@ -825,10 +784,7 @@ fn dra_quickstart_pods_keep_their_cards_and_get_no_runtime_class() {
                 report.warnings
             );
             assert!(
-                report
-                    .changes
-                    .iter()
-                    .all(|(rule, _)| rule.as_str() == "visible-devices"),
+                report.changes.iter().all(|(rule, _)| rule.as_str() == "visible-devices"),
                 "{stem}: {:?}",
                 report.changes
             );

@@ -22,33 +22,21 @@ fn manifests(args: &[&str]) -> (String, Vec<Value>) {
 }
 
 fn run_manifests(args: &[&str]) -> Run {
-    let args: Vec<&str> = std::iter::once("manifests")
-        .chain(args.iter().copied())
-        .collect();
+    let args: Vec<&str> = std::iter::once("manifests").chain(args.iter().copied()).collect();
     process::gpu_policy(&args, None)
 }
 
 /// The clientConfig of every webhook entry, mutating first.
 fn client_configs(objects: &[Value]) -> Vec<&Value> {
-    [
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-    ]
-    .into_iter()
-    .flat_map(|kind| {
-        find(objects, kind)["webhooks"]
-            .as_array()
-            .expect("webhooks")
-    })
-    .map(|webhook| &webhook["clientConfig"])
-    .collect()
+    ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+        .into_iter()
+        .flat_map(|kind| find(objects, kind)["webhooks"].as_array().expect("webhooks"))
+        .map(|webhook| &webhook["clientConfig"])
+        .collect()
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| o["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
+    objects.iter().find(|o| o["kind"] == kind).unwrap_or_else(|| panic!("no {kind}"))
 }
 
 /// The resources of every rule of `webhook`, in order.
@@ -73,10 +61,7 @@ fn checked_in_webhook_config_is_what_the_program_prints() {
     let kustomization =
         std::fs::read_to_string("webhook-config/kustomization.yaml").expect("kustomization");
     let kustomization: Value = serde_saphyr::from_str(&kustomization).expect("YAML");
-    assert_eq!(
-        kustomization["resources"],
-        serde_json::json!(["gpu-policy.yaml"])
-    );
+    assert_eq!(kustomization["resources"], serde_json::json!(["gpu-policy.yaml"]));
 }
 
 /// Every object `gpu-policy manifests` prints, with each set of arguments
@@ -93,25 +78,15 @@ fn checked_in_webhook_config_is_what_the_program_prints() {
 #[case::webhook_url(&["--webhook-url", "https://127.0.0.1:8443"])]
 fn manifests_for_each_release_pass_its_strict_schema_validation(#[case] args: &[&str]) {
     let shipped = KubernetesVersion::parse(&newest_version()).expect("a release");
-    assert!(
-        shipped >= NEWEST,
-        "kubernetes-validate has no schemas of Kubernetes {NEWEST}"
-    );
+    assert!(shipped >= NEWEST, "kubernetes-validate has no schemas of Kubernetes {NEWEST}");
     for release in KubernetesVersion::supported() {
         let version = release.to_string();
         let mut all = args.to_vec();
         all.extend(["--kube-version", &version]);
         let (yaml, objects) = manifests(&all);
-        let mutating = objects
-            .iter()
-            .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
-            .count();
+        let mutating = objects.iter().filter(|o| o["kind"] == "MutatingAdmissionPolicy").count();
         if args.contains(&"--mutating-policies") {
-            assert_eq!(
-                mutating > 0,
-                release.mutating_policies().is_some(),
-                "{version}"
-            );
+            assert_eq!(mutating > 0, release.mutating_policies().is_some(), "{version}");
         }
         if let Err(problems) = validate_strict(&yaml, &version) {
             panic!(
@@ -129,32 +104,21 @@ fn manifests_for_each_release_pass_its_strict_schema_validation(#[case] args: &[
 fn claim_rules_follow_the_kube_version() {
     let claim_versions = |args: &[&str]| -> Vec<String> {
         let (_, objects) = manifests(args);
-        let mut versions: Vec<String> = [
-            "MutatingWebhookConfiguration",
-            "ValidatingWebhookConfiguration",
-        ]
-        .into_iter()
-        .flat_map(|kind| {
-            find(&objects, kind)["webhooks"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .flat_map(|webhook| webhook["rules"].as_array().cloned().unwrap_or_default())
-        .filter(|rule| rule["apiGroups"] == serde_json::json!(["resource.k8s.io"]))
-        .map(|rule| rule["apiVersions"].to_string())
-        .collect();
+        let mut versions: Vec<String> =
+            ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+                .into_iter()
+                .flat_map(|kind| {
+                    find(&objects, kind)["webhooks"].as_array().cloned().unwrap_or_default()
+                })
+                .flat_map(|webhook| webhook["rules"].as_array().cloned().unwrap_or_default())
+                .filter(|rule| rule["apiGroups"] == serde_json::json!(["resource.k8s.io"]))
+                .map(|rule| rule["apiVersions"].to_string())
+                .collect();
         versions.dedup();
         versions
     };
-    assert_eq!(
-        claim_versions(&["--kube-version", "v1.32.13"]),
-        [r#"["v1beta1"]"#]
-    );
-    assert_eq!(
-        claim_versions(&["--kube-version", "1.33"]),
-        [r#"["v1beta1"]"#]
-    );
+    assert_eq!(claim_versions(&["--kube-version", "v1.32.13"]), [r#"["v1beta1"]"#]);
+    assert_eq!(claim_versions(&["--kube-version", "1.33"]), [r#"["v1beta1"]"#]);
     assert_eq!(claim_versions(&["--kube-version", "1.34"]), [r#"["v1"]"#]);
     assert_eq!(claim_versions(&[]), [r#"["v1"]"#]);
 }
@@ -164,26 +128,18 @@ fn claim_rules_follow_the_kube_version() {
 /// on one line.
 #[test]
 fn kube_version_notes_and_refusals() {
-    let run = run_manifests(&[
-        "--admission-policies",
-        "--mutating-policies",
-        "--kube-version",
-        "1.33",
-    ])
-    .success();
+    let run =
+        run_manifests(&["--admission-policies", "--mutating-policies", "--kube-version", "1.33"])
+            .success();
     assert_eq!(
         run.stderr.trim(),
         "gpu-policy: note: no MutatingAdmissionPolicies: Kubernetes 1.33 does not serve them \
          (v1beta1 from 1.34, when turned on; v1 from 1.36); the webhook makes their changes"
     );
     assert!(!run.stdout.contains("MutatingAdmissionPolicy"));
-    let run = run_manifests(&[
-        "--admission-policies",
-        "--mutating-policies",
-        "--kube-version",
-        "1.34",
-    ])
-    .success();
+    let run =
+        run_manifests(&["--admission-policies", "--mutating-policies", "--kube-version", "1.34"])
+            .success();
     let notes: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes[1].starts_with("gpu-policy: note: gpu-policy-visible-devices left out: the CEL of Kubernetes 1.34 lacks"), "{notes:?}");
@@ -260,18 +216,13 @@ fn the_install_has_every_object() {
 #[test]
 fn the_cluster_role_grants_what_the_server_reads() {
     let (_, objects) = manifests(&[]);
-    let rules = find(&objects, "ClusterRole")["rules"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let rules = find(&objects, "ClusterRole")["rules"].as_array().cloned().unwrap_or_default();
     let verbs = |group: &str, resource: &str| -> Vec<String> {
         rules
             .iter()
             .filter(|r| r["apiGroups"] == serde_json::json!([group]))
             .filter(|r| {
-                r["resources"]
-                    .as_array()
-                    .is_some_and(|list| list.iter().any(|x| x == resource))
+                r["resources"].as_array().is_some_and(|list| list.iter().any(|x| x == resource))
             })
             .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
             .filter_map(|v| v.as_str().map(str::to_owned))
@@ -279,18 +230,10 @@ fn the_cluster_role_grants_what_the_server_reads() {
     };
     assert_eq!(verbs("", "pods"), ["get", "list"]);
     for resource in ["resourceclaims", "resourceclaimtemplates"] {
-        assert_eq!(
-            verbs("resource.k8s.io", resource),
-            ["get", "list", "watch"],
-            "{resource}"
-        );
+        assert_eq!(verbs("resource.k8s.io", resource), ["get", "list", "watch"], "{resource}");
     }
     for resource in ["deviceclasses", "resourceslices"] {
-        assert_eq!(
-            verbs("resource.k8s.io", resource),
-            ["list", "watch"],
-            "{resource}"
-        );
+        assert_eq!(verbs("resource.k8s.io", resource), ["list", "watch"], "{resource}");
     }
 }
 
@@ -299,42 +242,29 @@ fn webhook_entries_follow_the_spec() {
     let (_, objects) = manifests(&[]);
     let mutating = &find(&objects, "MutatingWebhookConfiguration")["webhooks"];
     let validating = &find(&objects, "ValidatingWebhookConfiguration")["webhooks"];
-    let all: Vec<&Value> = mutating
-        .as_array()
-        .into_iter()
-        .chain(validating.as_array())
-        .flatten()
-        .collect();
-    let paths: Vec<&str> = all
-        .iter()
-        .filter_map(|w| w["clientConfig"]["service"]["path"].as_str())
-        .collect();
+    let all: Vec<&Value> =
+        mutating.as_array().into_iter().chain(validating.as_array()).flatten().collect();
+    let paths: Vec<&str> =
+        all.iter().filter_map(|w| w["clientConfig"]["service"]["path"].as_str()).collect();
     let expected: Vec<&str> = Endpoint::ALL.iter().map(|e| e.path()).collect();
     assert_eq!(paths, expected);
     for webhook in &all {
         assert_eq!(webhook["sideEffects"], "None", "{webhook}");
-        assert_eq!(
-            webhook["admissionReviewVersions"],
-            serde_json::json!(["v1"])
-        );
+        assert_eq!(webhook["admissionReviewVersions"], serde_json::json!(["v1"]));
         assert_eq!(webhook["timeoutSeconds"], 5);
         assert_eq!(webhook["matchPolicy"], "Equivalent");
-        let excluded = webhook["namespaceSelector"]["matchExpressions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|e| {
-                e["key"] == "kubernetes.io/metadata.name"
-                    && e["operator"] == "NotIn"
-                    && e["values"][0] == "gpu-policy"
-            });
+        let excluded =
+            webhook["namespaceSelector"]["matchExpressions"].as_array().into_iter().flatten().any(
+                |e| {
+                    e["key"] == "kubernetes.io/metadata.name"
+                        && e["operator"] == "NotIn"
+                        && e["values"][0] == "gpu-policy"
+                },
+            );
         assert!(excluded, "own namespace not excluded: {webhook}");
         assert!(webhook["clientConfig"].get("caBundle").is_none());
     }
-    let policies: Vec<&str> = all
-        .iter()
-        .filter_map(|w| w["failurePolicy"].as_str())
-        .collect();
+    let policies: Vec<&str> = all.iter().filter_map(|w| w["failurePolicy"].as_str()).collect();
     assert_eq!(policies, vec!["Fail", "Fail", "Ignore", "Ignore", "Fail"]);
     assert_eq!(mutating[0]["reinvocationPolicy"], "IfNeeded");
     // A pod's own updates, narrowed by the match condition every webhook
@@ -390,32 +320,20 @@ fn webhook_entries_follow_the_spec() {
             serde_json::json!(["resourceclaims", "resourceclaimtemplates"])
         );
         assert_eq!(claims["apiVersions"], serde_json::json!(["v1"]));
-        assert_eq!(
-            claims["operations"],
-            serde_json::json!(["CREATE", "UPDATE"])
-        );
+        assert_eq!(claims["operations"], serde_json::json!(["CREATE", "UPDATE"]));
         assert_eq!(webhook["matchPolicy"], "Equivalent");
     }
     let guard = &validating[3];
-    assert_eq!(
-        guard["objectSelector"]["matchExpressions"][0]["key"],
-        "gpu-policy.io/mode"
-    );
-    assert_eq!(
-        guard["objectSelector"]["matchExpressions"][0]["operator"],
-        "Exists"
-    );
+    assert_eq!(guard["objectSelector"]["matchExpressions"][0]["key"], "gpu-policy.io/mode");
+    assert_eq!(guard["objectSelector"]["matchExpressions"][0]["operator"], "Exists");
 }
 
 #[test]
 fn flags_change_what_they_say() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = dir.path().join("ca.crt");
-    std::fs::write(
-        &ca,
-        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
-    )
-    .expect("write");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+        .expect("write");
     let (_, objects) = manifests(&[
         "--namespace",
         "platform",
@@ -435,10 +353,7 @@ fn flags_change_what_they_say() {
     assert_eq!(container["image"], "registry.example/gpu-policy:1.2.3");
     let validating = &find(&objects, "ValidatingWebhookConfiguration")["webhooks"];
     assert_eq!(validating[0]["failurePolicy"], "Ignore");
-    assert_eq!(
-        validating[0]["clientConfig"]["service"]["namespace"],
-        "platform"
-    );
+    assert_eq!(validating[0]["clientConfig"]["service"]["namespace"], "platform");
     assert!(validating[0]["clientConfig"]["caBundle"].is_string());
     let bad = Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
         .args(["manifests", "--failure-policy", "Sometimes"])
@@ -454,10 +369,7 @@ fn webhook_url_registers_every_entry_by_url_and_keeps_the_rbac() {
     let (_, default) = manifests(&[]);
     let (_, objects) = manifests(&["--webhook-url", "https://host.k3d.internal:9443/hooks/"]);
     let kinds = |objects: &[Value]| -> Vec<String> {
-        objects
-            .iter()
-            .map(|o| o["kind"].as_str().expect("kind").to_owned())
-            .collect()
+        objects.iter().map(|o| o["kind"].as_str().expect("kind").to_owned()).collect()
     };
     let expected: Vec<String> = kinds(&default)
         .into_iter()
@@ -468,10 +380,7 @@ fn webhook_url_registers_every_entry_by_url_and_keeps_the_rbac() {
     assert_eq!(kinds(&objects), expected);
     // Identity and RBAC exactly as in the cluster install.
     for object in &objects {
-        if !object["kind"]
-            .as_str()
-            .is_some_and(|k| k.ends_with("WebhookConfiguration"))
-        {
+        if !object["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")) {
             assert!(default.contains(object), "changed: {object}");
         }
     }
@@ -479,36 +388,22 @@ fn webhook_url_registers_every_entry_by_url_and_keeps_the_rbac() {
     let without_client_config = |objects: &[Value]| -> Vec<Value> {
         objects
             .iter()
-            .filter(|o| {
-                o["kind"]
-                    .as_str()
-                    .is_some_and(|k| k.ends_with("WebhookConfiguration"))
-            })
+            .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")))
             .map(|o| {
                 let mut o = o.clone();
                 for webhook in o["webhooks"].as_array_mut().expect("webhooks") {
-                    webhook
-                        .as_object_mut()
-                        .expect("entry")
-                        .remove("clientConfig");
+                    webhook.as_object_mut().expect("entry").remove("clientConfig");
                 }
                 o
             })
             .collect()
     };
-    assert_eq!(
-        without_client_config(&objects),
-        without_client_config(&default)
-    );
+    assert_eq!(without_client_config(&objects), without_client_config(&default));
     let mut urls = Vec::new();
     for client_config in client_configs(&objects) {
         let client_config = client_config.as_object().expect("clientConfig");
         // No service, and no caBundle: the server's --cert-secret fills it.
-        assert_eq!(
-            client_config.keys().collect::<Vec<_>>(),
-            ["url"],
-            "{client_config:?}"
-        );
+        assert_eq!(client_config.keys().collect::<Vec<_>>(), ["url"], "{client_config:?}");
         urls.push(client_config["url"].as_str().expect("url").to_owned());
     }
     let base = "https://host.k3d.internal:9443/hooks";
@@ -534,26 +429,16 @@ fn webhook_url_takes_the_ca_bundle_and_the_namespace() {
     std::fs::write(&ca, pem).expect("write");
     let ca = ca.to_str().expect("path");
     let url = ["--webhook-url", "https://host.docker.internal:8443/"];
-    let (_, with_url) = manifests(
-        &[
-            &url[..],
-            &["--namespace", "platform", "--ca-bundle-file", ca],
-        ]
-        .concat(),
-    );
+    let (_, with_url) =
+        manifests(&[&url[..], &["--namespace", "platform", "--ca-bundle-file", ca]].concat());
     let (_, with_service) = manifests(&["--namespace", "platform", "--ca-bundle-file", ca]);
     let with_url_configs = client_configs(&with_url);
     let with_service_configs = client_configs(&with_service);
     assert_eq!(with_url_configs.len(), Endpoint::ALL.len());
-    for ((by_url, by_service), endpoint) in with_url_configs
-        .iter()
-        .zip(&with_service_configs)
-        .zip(Endpoint::ALL)
+    for ((by_url, by_service), endpoint) in
+        with_url_configs.iter().zip(&with_service_configs).zip(Endpoint::ALL)
     {
-        assert_eq!(
-            by_url["url"],
-            format!("https://host.docker.internal:8443{}", endpoint.path())
-        );
+        assert_eq!(by_url["url"], format!("https://host.docker.internal:8443{}", endpoint.path()));
         assert!(by_url.get("service").is_none(), "{by_url}");
         assert!(by_url["caBundle"].is_string(), "{by_url}");
         assert_eq!(by_url["caBundle"], by_service["caBundle"]);
@@ -561,11 +446,7 @@ fn webhook_url_takes_the_ca_bundle_and_the_namespace() {
     }
     let subjects: Vec<&Value> = with_url
         .iter()
-        .filter(|o| {
-            o["kind"]
-                .as_str()
-                .is_some_and(|k| k.ends_with("RoleBinding"))
-        })
+        .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("RoleBinding")))
         .map(|o| &o["subjects"][0]["namespace"])
         .collect();
     assert!(!subjects.is_empty());
@@ -587,9 +468,7 @@ fn webhook_url_takes_the_ca_bundle_and_the_namespace() {
     );
     assert!(with_url.iter().all(|o| {
         with_service.contains(o)
-            || o["kind"]
-                .as_str()
-                .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+            || o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration"))
     }));
 }
 
@@ -601,18 +480,12 @@ fn webhook_url_takes_the_ca_bundle_and_the_namespace() {
 #[case::query("https://127.0.0.1/?x=1", "a query is not allowed")]
 #[case::fragment("https://127.0.0.1/#top", "a fragment is not allowed")]
 #[case::not_a_url("127.0.0.1:8443", "relative URL without a base")]
-#[case::whitespace(
-    " https://127.0.0.1:8443",
-    "whitespace and control characters are not allowed"
-)]
+#[case::whitespace(" https://127.0.0.1:8443", "whitespace and control characters are not allowed")]
 fn webhook_url_is_checked_as_the_api_server_checks_it(#[case] url: &str, #[case] reason: &str) {
     let run = run_manifests(&["--webhook-url", url]);
     assert_eq!(run.code, 2);
     assert!(run.stdout.is_empty());
-    assert_eq!(
-        run.stderr,
-        format!("gpu-policy: --webhook-url {url}: {reason}\n")
-    );
+    assert_eq!(run.stderr, format!("gpu-policy: --webhook-url {url}: {reason}\n"));
 }
 
 /// A newline in the URL is shown escaped: the error stays one line.
@@ -664,18 +537,12 @@ fn webhook_url_conflicts_with_the_in_cluster_flags(#[case] args: &[&str], #[case
 fn the_deployment_runs_the_server_with_valid_flags_and_config() {
     let (_, objects) = manifests(&[]);
     let container = &find(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let args: Vec<&str> =
+        container["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     assert_eq!(args.first(), Some(&"serve"));
     let parsed = Cli::try_parse_from(std::iter::once("gpu-policy").chain(args.iter().copied()));
     assert!(parsed.is_ok(), "{:?}", parsed.err());
-    let config = find(&objects, "ConfigMap")["data"]["config.yaml"]
-        .as_str()
-        .expect("config.yaml");
+    let config = find(&objects, "ConfigMap")["data"]["config.yaml"].as_str().expect("config.yaml");
     let settings = Settings::from_yaml(config, "ConfigMap").expect("the shipped config loads");
     assert_eq!(settings.config(), &Config::default());
     let security = &container["securityContext"];
@@ -691,10 +558,7 @@ fn the_dockerfile_builds_what_ci_builds() {
     // The build stage's command, and the same release build in CI: the
     // profile-guided one, whose binary the runtime stage copies.
     let build = "bash scripts/release-build.sh";
-    assert!(
-        dockerfile.contains(&format!("RUN {build}")),
-        "Dockerfile does not run `{build}`"
-    );
+    assert!(dockerfile.contains(&format!("RUN {build}")), "Dockerfile does not run `{build}`");
     assert!(ci.contains(build), ".ci/run does not run `{build}`");
     assert!(
         dockerfile.contains("COPY --from=build /src/target/pgo/bin/gpu-policy /gpu-policy"),
@@ -717,19 +581,12 @@ fn the_dockerfile_builds_what_ci_builds() {
     }
     assert!(dockerfile.contains("ENTRYPOINT [\"/gpu-policy\"]"));
     assert!(dockerfile.contains("CMD [\"serve\"]"));
-    let user = dockerfile
-        .lines()
-        .find_map(|line| line.strip_prefix("USER "))
-        .expect("a USER line");
+    let user = dockerfile.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER line");
     assert!(
-        user.split(':')
-            .all(|part| part.parse::<u32>().is_ok_and(|id| id != 0)),
+        user.split(':').all(|part| part.parse::<u32>().is_ok_and(|id| id != 0)),
         "USER must be a non-root numeric UID, not {user:?}"
     );
-    let stages = dockerfile
-        .lines()
-        .filter(|l| l.starts_with("FROM "))
-        .count();
+    let stages = dockerfile.lines().filter(|l| l.starts_with("FROM ")).count();
     assert!(stages >= 2, "multi-stage build expected");
 }
 
@@ -744,9 +601,7 @@ fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
     )
     .expect("write");
     let (_, objects) = manifests(&["--config", path.to_str().expect("path")]);
-    let carried = find(&objects, "ConfigMap")["data"]["config.yaml"]
-        .as_str()
-        .expect("config.yaml");
+    let carried = find(&objects, "ConfigMap")["data"]["config.yaml"].as_str().expect("config.yaml");
     let carried = Settings::from_yaml(carried, "ConfigMap").expect("the server accepts it");
     let expected = Settings::load(&path).expect("valid");
     assert_eq!(carried.config(), expected.config());
@@ -815,11 +670,6 @@ fn the_configmap_and_the_allowlist_roles_come_from_one_config_file() {
         serde_json::json!([{"apiGroups": ["apps"], "resources": ["replicasets"],
             "resourceNames": ["mps-control-daemon-x"], "verbs": ["list", "watch"]}])
     );
-    let carried = find(&objects, "ConfigMap")["data"]["config.yaml"]
-        .as_str()
-        .expect("config.yaml");
-    assert!(
-        carried.contains("namePrefix: mps-control-daemon-"),
-        "{carried}"
-    );
+    let carried = find(&objects, "ConfigMap")["data"]["config.yaml"].as_str().expect("config.yaml");
+    assert!(carried.contains("namePrefix: mps-control-daemon-"), "{carried}");
 }

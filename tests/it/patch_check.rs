@@ -86,10 +86,7 @@ fn fixture_pods() -> Vec<(String, Value)> {
 }
 
 fn namespace_of(pod: &Value) -> String {
-    pod.pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default")
-        .to_owned()
+    pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_owned()
 }
 
 /// The fixture pods: created in a namespace without and with a minimum
@@ -142,24 +139,15 @@ fn fixture_admissions() -> Vec<Admission> {
 fn generated_admissions(pods: Pods, count: usize) -> Vec<Admission> {
     // XorShift: ChaCha, the default, is slow in a debug build.
     let mut runner = TestRunner::new_with_rng(
-        Config {
-            rng_algorithm: RngAlgorithm::XorShift,
-            ..Config::default()
-        },
+        Config { rng_algorithm: RngAlgorithm::XorShift, ..Config::default() },
         TestRng::deterministic_rng(RngAlgorithm::XorShift),
     );
     let strategy = case_of(pods);
     let strict = pods == Pods::SchemaValid;
     let mut admissions = Vec::new();
     for index in 0..count {
-        let Case {
-            pod,
-            namespace,
-            namespace_annotations,
-        } = strategy
-            .new_tree(&mut runner)
-            .expect("the pod generator never rejects")
-            .current();
+        let Case { pod, namespace, namespace_annotations } =
+            strategy.new_tree(&mut runner).expect("the pod generator never rejects").current();
         let name = format!("{pods:?} pod {index}");
         if let Some(ephemeral) = pod
             .pointer("/spec/ephemeralContainers")
@@ -195,19 +183,14 @@ fn generated_admissions(pods: Pods, count: usize) -> Vec<Admission> {
 /// `count` generated pods with DRA claims, always the same ones, created.
 fn claimed_admissions(count: usize) -> Vec<Admission> {
     let mut runner = TestRunner::new_with_rng(
-        Config {
-            rng_algorithm: RngAlgorithm::XorShift,
-            ..Config::default()
-        },
+        Config { rng_algorithm: RngAlgorithm::XorShift, ..Config::default() },
         TestRng::deterministic_rng(RngAlgorithm::XorShift),
     );
     let strategy = claimed_case();
     (0..count)
         .map(|index| {
-            let ClaimedCase { case, objects } = strategy
-                .new_tree(&mut runner)
-                .expect("the pod generator never rejects")
-                .current();
+            let ClaimedCase { case, objects } =
+                strategy.new_tree(&mut runner).expect("the pod generator never rejects").current();
             Admission {
                 name: format!("claimed pod {index}"),
                 pod: case.pod,
@@ -258,9 +241,8 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
     };
     let subject = admission::subject(&request, Endpoint::Mutate);
     let answer = admission::respond(&request, Endpoint::Mutate, &subject, &evaluator);
-    let encoded = answer
-        .encode(&request.uid)
-        .unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
+    let encoded =
+        answer.encode(&request.uid).unwrap_or_else(|err| panic!("{name}: does not encode: {err}"));
     let review: Value = serde_json::from_slice(&encoded).expect("the response is JSON");
     let response = &review["response"];
     assert_eq!(response["uid"], uid, "{name}: {review}");
@@ -277,11 +259,7 @@ fn mutate(admission: &Admission, uid: &str, settings: &Settings) -> Option<Vec<u
 fn shape(path: &str) -> String {
     path.split('/')
         .map(|token| {
-            if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
-                "N"
-            } else {
-                token
-            }
+            if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) { "N" } else { token }
         })
         .collect::<Vec<_>>()
         .join("/")
@@ -333,10 +311,7 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
                 .any(|(kind, c)| claimed_gpu(&a.pod, &a.claim_objects, kind, c))
         })
         .count();
-    assert!(
-        holding * 4 >= CLAIMED_PODS,
-        "{holding} pods hold a claimed GPU"
-    );
+    assert!(holding * 4 >= CLAIMED_PODS, "{holding} pods hold a claimed GPU");
     admissions.extend(claimed);
 
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -353,22 +328,15 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
         if let Some(bytes) = &patch {
             let operations: json_patch::Patch = serde_json::from_slice(bytes)
                 .unwrap_or_else(|err| panic!("{}: not a JSON patch: {err}", admission.name));
-            assert!(
-                !operations.0.is_empty(),
-                "{}: an empty patch",
-                admission.name
-            );
+            assert!(!operations.0.is_empty(), "{}: an empty patch", admission.name);
             json_patch::patch(&mut expected, &operations.0)
                 .unwrap_or_else(|err| panic!("{}: does not apply: {err}", admission.name));
             counts.patches += 1;
             counts.operations += operations.0.len();
             patched_fixtures += usize::from(index < fixtures);
             patched_strict += usize::from(admission.strict);
-            let paths: BTreeSet<String> = operations
-                .0
-                .iter()
-                .map(|op| shape(op.path().as_str()))
-                .collect();
+            let paths: BTreeSet<String> =
+                operations.0.iter().map(|op| shape(op.path().as_str())).collect();
             for path in paths {
                 *touched.entry(path).or_default() += 1;
             }
@@ -387,11 +355,7 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
     // debug containers of all but 00 and 01. The 7 DRA pods of 20-24 add 7 in
     // each namespace and 7 debug containers: with no claim source here their
     // claimed containers stay pinned, and 24 gets the runtime class.
-    assert_eq!(
-        patched_fixtures,
-        (10 + 7) + (10 + 7) + (12 + 7),
-        "fixture admissions patched"
-    );
+    assert_eq!(patched_fixtures, (10 + 7) + (10 + 7) + (12 + 7), "fixture admissions patched");
     assert!(
         patched_strict * 2 >= counts.strict,
         "{patched_strict} of {} schema-valid pods patched",
@@ -417,12 +381,7 @@ fn patches_agree_with_python_jsonpatch_and_validate_strictly() {
             .arg(&path),
         "the patch check",
     );
-    let Counts {
-        objects,
-        patches,
-        operations,
-        strict,
-    } = counts;
+    let Counts { objects, patches, operations, strict } = counts;
     let expected = format!(
         "patch check: {objects} objects, {patches} patches ({operations} operations), \
          {strict} validated strictly"

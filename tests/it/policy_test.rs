@@ -24,17 +24,11 @@ fn rows(run: &Run) -> Vec<(String, String, String)> {
     let header: Vec<char> = lines.next().unwrap_or("").chars().collect();
     let start = |name: &str| {
         let text: String = header.iter().collect();
-        let byte = text
-            .find(name)
-            .unwrap_or_else(|| panic!("no {name} column: {text}"));
+        let byte = text.find(name).unwrap_or_else(|| panic!("no {name} column: {text}"));
         text[..byte].chars().count()
     };
-    let (test, object, result, why) = (
-        start("TEST"),
-        start("OBJECT"),
-        start("RESULT"),
-        start("WHY"),
-    );
+    let (test, object, result, why) =
+        (start("TEST"), start("OBJECT"), start("RESULT"), start("WHY"));
     lines
         .take_while(|line| !line.is_empty())
         .map(|line| {
@@ -70,10 +64,7 @@ fn summary(run: &Run) -> (usize, usize, usize) {
 /// An absolute path of the repository, for test files in a temporary
 /// folder.
 fn repo(relative: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(relative)
-        .display()
-        .to_string()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative).display().to_string()
 }
 
 #[test]
@@ -88,22 +79,15 @@ fn the_examples_pass_their_test_file_which_pins_every_example_object() {
     // Each example file is a test named after it, and each object `check`
     // reports of it has a case.
     let cases: BTreeMap<&str, BTreeSet<&str>> =
-        rows.iter()
-            .fold(BTreeMap::new(), |mut cases, (test, object, _)| {
-                cases
-                    .entry(test.as_str())
-                    .or_default()
-                    .insert(object.as_str());
-                cases
-            });
+        rows.iter().fold(BTreeMap::new(), |mut cases, (test, object, _)| {
+            cases.entry(test.as_str()).or_default().insert(object.as_str());
+            cases
+        });
     let manifests = fixtures::example_manifests();
     assert!(manifests.len() >= 14, "{manifests:?}");
     for file in manifests {
         let stem = file.file_stem().and_then(|s| s.to_str()).expect("a name");
-        let checked = gpu_policy(
-            &["check", "-o", "json", "-f", &file.display().to_string()],
-            None,
-        );
+        let checked = gpu_policy(&["check", "-o", "json", "-f", &file.display().to_string()], None);
         let reports: Vec<Value> = checked.json();
         for report in reports {
             let object = format!(
@@ -113,9 +97,7 @@ fn the_examples_pass_their_test_file_which_pins_every_example_object() {
                 report["name"].as_str().unwrap_or("")
             );
             assert!(
-                cases
-                    .get(stem)
-                    .is_some_and(|objects| objects.contains(object.as_str())),
+                cases.get(stem).is_some_and(|objects| objects.contains(object.as_str())),
                 "{}: {object} has no case in test {stem}",
                 file.display()
             );
@@ -132,18 +114,10 @@ fn the_examples_pass_on_the_admission_policies_where_they_cover_them() {
     // (R4, DRA claims read from other objects, the webhook's own warnings
     // and annotation) are skipped, said so in the table.
     assert!(passed > 2 * skipped && skipped > 0, "{}", run.stdout);
-    assert!(
-        rows(&run)
-            .iter()
-            .any(|(test, object, result)| test == "r4-compute-affinity"
-                && object == "Pod/default/needs-ampere"
-                && result == "skip")
-    );
-    assert!(
-        run.stdout.contains("skip    engines: webhook"),
-        "{}",
-        run.stdout
-    );
+    assert!(rows(&run).iter().any(|(test, object, result)| test == "r4-compute-affinity"
+        && object == "Pod/default/needs-ampere"
+        && result == "skip"));
+    assert!(run.stdout.contains("skip    engines: webhook"), "{}", run.stdout);
 }
 
 /// A test of the R2 example with expectations written wrong: half-a-card
@@ -191,16 +165,10 @@ fn a_wrong_expectation_fails_naming_the_object_the_rule_and_the_difference() {
         "  Pod/default/too-many-cards: [bounded-requests] messages: expected each message matching \"per container\" or /above the maximum of 4/, got \"gpu-policy: the pod needs 16 nvidia.com/gpu (init and sidecar containers included), above the maximum of 8 per pod here\"",
         "  Pod/default/too-many-cards: messages: expected a message matching /above the maximum of 4/, got \"gpu-policy: container \\\"train\\\" must not ask for more than 8 nvidia.com/gpu per container; split the work or lower the limit\" and \"gpu-policy: the pod needs 16 nvidia.com/gpu (init and sidecar containers included), above the maximum of 8 per pod here\"",
     ] {
-        assert!(
-            lines.contains(&wanted),
-            "missing {wanted}\nin:\n{}",
-            run.stdout
-        );
+        assert!(lines.contains(&wanted), "missing {wanted}\nin:\n{}", run.stdout);
     }
-    let results: Vec<(String, String)> = rows(&run)
-        .into_iter()
-        .map(|(_, object, result)| (object, result))
-        .collect();
+    let results: Vec<(String, String)> =
+        rows(&run).into_iter().map(|(_, object, result)| (object, result)).collect();
     assert_eq!(
         results,
         [
@@ -236,10 +204,7 @@ print(json.dumps({"tag": root.tag, "tests": root.get("tests"), "failures": root.
 
 fn read_junit(path: &Path) -> Value {
     let (stdout, _) = run_ok(
-        Command::new("bash")
-            .arg("tests/python/venv.sh")
-            .args(["-c", READ_JUNIT])
-            .arg(path),
+        Command::new("bash").arg("tests/python/venv.sh").args(["-c", READ_JUNIT]).arg(path),
         "reading the JUnit report with xml.etree",
     );
     serde_json::from_str(stdout.trim()).expect("the script prints JSON")
@@ -251,39 +216,22 @@ fn junit_output_is_xml_with_a_testcase_per_case() {
     let file = wrong_expectations(dir.path());
     let report = dir.path().join("report.xml");
     // On stdout with -o junit, and into --junit-file beside the table.
-    let run = gpu_policy(
-        &[
-            Path::new("test"),
-            &file,
-            Path::new("-o"),
-            Path::new("junit"),
-        ],
-        None,
-    );
+    let run = gpu_policy(&[Path::new("test"), &file, Path::new("-o"), Path::new("junit")], None);
     assert_eq!(run.code, 1, "{}", run.stderr);
     let stdout_report = dir.path().join("stdout.xml");
     std::fs::write(&stdout_report, &run.stdout).expect("write the report");
-    let table = gpu_policy(
-        &[Path::new("test"), &file, Path::new("--junit-file"), &report],
-        None,
-    );
+    let table = gpu_policy(&[Path::new("test"), &file, Path::new("--junit-file"), &report], None);
     assert_eq!(table.code, 1);
     assert!(table.stdout.starts_with("FILE "), "{}", table.stdout);
 
     for path in [&stdout_report, &report] {
         let parsed = read_junit(path);
         assert_eq!(parsed["tag"], "testsuites");
-        assert_eq!(
-            (&parsed["tests"], &parsed["failures"]),
-            (&"4".into(), &"3".into())
-        );
+        assert_eq!((&parsed["tests"], &parsed["failures"]), (&"4".into(), &"3".into()));
         let cases = parsed["cases"].as_array().expect("cases");
         assert_eq!(cases.len(), 4);
         // The test's name, with every character XML escapes, read back as written.
-        assert!(
-            cases.iter().all(|c| c["suite"] == "limits <team-a> & 'b'"),
-            "{parsed}"
-        );
+        assert!(cases.iter().all(|c| c["suite"] == "limits <team-a> & 'b'"), "{parsed}");
         assert_eq!(cases[0]["name"], "Pod/default/half-a-card");
         assert_eq!(cases[0]["result"], "fail");
         assert_eq!(
@@ -291,10 +239,7 @@ fn junit_output_is_xml_with_a_testcase_per_case() {
             "Pod/default/half-a-card: [bounded-requests] allowed: expected true, got false (\"gpu-policy: [bounded-requests] container \\\"infer\\\": limits.nvidia.com/gpu is not a whole number; GPUs are whole devices: use an integer such as \\\"1\\\"\")"
         );
         // The failure's text: every difference, one per line.
-        assert_eq!(
-            cases[0]["text"].as_str().map(|t| t.lines().count()),
-            Some(2)
-        );
+        assert_eq!(cases[0]["text"].as_str().map(|t| t.lines().count()), Some(2));
         assert_eq!(cases[3]["result"], "pass");
     }
 }
@@ -345,11 +290,8 @@ fn bad_test_files_exit_2_with_one_line_each_naming_the_file_and_the_field() {
         ),
     ];
     for (name, text, _) in &files {
-        std::fs::write(
-            dir.path().join(format!("{name}.gpu-policy-test.yaml")),
-            text,
-        )
-        .expect("write a test file");
+        std::fs::write(dir.path().join(format!("{name}.gpu-policy-test.yaml")), text)
+            .expect("write a test file");
     }
     // A file of another name in the folder is not read.
     std::fs::write(dir.path().join("notes.yaml"), "not: [a test").expect("write");
@@ -361,13 +303,9 @@ fn bad_test_files_exit_2_with_one_line_each_naming_the_file_and_the_field() {
     for ((name, _, wanted), line) in files.iter().zip(&lines) {
         let prefix = format!(
             "gpu-policy: {}: ",
-            dir.path()
-                .join(format!("{name}.gpu-policy-test.yaml"))
-                .display()
+            dir.path().join(format!("{name}.gpu-policy-test.yaml")).display()
         );
-        let rest = line
-            .strip_prefix(&prefix)
-            .unwrap_or_else(|| panic!("{name}: {line}"));
+        let rest = line.strip_prefix(&prefix).unwrap_or_else(|| panic!("{name}: {line}"));
         assert!(rest.starts_with(wanted), "{name}: {line}");
     }
 

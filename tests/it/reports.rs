@@ -18,10 +18,7 @@ use crate::support::fixtures;
 use crate::support::process::{Run, gpu_policy_beside};
 use crate::support::report_crds::{self, row, rows};
 
-const AT: Timestamp = Timestamp {
-    seconds: 1_767_225_600,
-    nanos: 0,
-};
+const AT: Timestamp = Timestamp { seconds: 1_767_225_600, nanos: 0 };
 
 /// Every fixture's objects, each evaluated in its namespace as `audit`
 /// evaluates a namespace (one checker for the namespace, the claims of its
@@ -38,20 +35,13 @@ fn audit_fixtures(mode: Mode) -> Vec<ObjectReport> {
     ));
     let mut by_namespace: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for (_, object) in &objects {
-        let namespace = object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default");
-        by_namespace
-            .entry(namespace.to_owned())
-            .or_default()
-            .push(object);
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or("default");
+        by_namespace.entry(namespace.to_owned()).or_default().push(object);
     }
     by_namespace
         .iter()
         .flat_map(|(namespace, objects)| {
-            Checker::new(&settings, mode, namespace)
-                .with_input(objects)
-                .check_all(objects)
+            Checker::new(&settings, mode, namespace).with_input(objects).check_all(objects)
         })
         .collect()
 }
@@ -66,11 +56,8 @@ fn outcomes(report: &Report) -> BTreeSet<Outcome> {
 #[test]
 fn every_fixture_makes_reports_their_crds_accept() {
     let objects = audit_fixtures(Mode::Enforce);
-    let evaluated: BTreeSet<&str> = objects
-        .iter()
-        .filter(|o| !o.ignored)
-        .filter_map(|o| o.facts.uid.as_deref())
-        .collect();
+    let evaluated: BTreeSet<&str> =
+        objects.iter().filter(|o| !o.ignored).filter_map(|o| o.facts.uid.as_deref()).collect();
     let mut documents = Vec::new();
     for api in ReportApi::ALL {
         let built = reports::build(&objects, api, AT);
@@ -85,11 +72,7 @@ fn every_fixture_makes_reports_their_crds_accept() {
                 report.display_name()
             );
             for outcome in Outcome::ALL {
-                let counted = report
-                    .results
-                    .iter()
-                    .filter(|r| r.result == outcome)
-                    .count();
+                let counted = report.results.iter().filter(|r| r.result == outcome).count();
                 assert_eq!(report.summary.count(outcome), counted as u64, "{outcome:?}");
             }
             for result in &report.results {
@@ -117,15 +100,8 @@ fn every_fixture_makes_reports_their_crds_accept() {
             documents.push(serde_json::to_value(report).expect("serialises"));
         }
         let seen: BTreeSet<&str> = seen.iter().map(String::as_str).collect();
-        assert_eq!(
-            seen, evaluated,
-            "{api}: every evaluated object, and only those"
-        );
-        assert_eq!(
-            outcomes_seen,
-            Outcome::ALL.into_iter().collect(),
-            "{api}: every outcome"
-        );
+        assert_eq!(seen, evaluated, "{api}: every evaluated object, and only those");
+        assert_eq!(outcomes_seen, Outcome::ALL.into_iter().collect(), "{api}: every outcome");
     }
     match report_crds::validate(&documents) {
         Ok(summary) => assert!(summary.ends_with(", 0 problems"), "{summary}"),
@@ -156,10 +132,7 @@ fn the_crd_validation_refuses_what_the_schema_does_not_allow() {
     report["summary"]["unknown"] = 1.into();
     let problems = report_crds::validate(&[report]).expect_err("refused");
     assert!(problems.contains("results.0.severity"), "{problems}");
-    assert!(
-        problems.contains("summary: Additional properties"),
-        "{problems}"
-    );
+    assert!(problems.contains("summary: Additional properties"), "{problems}");
 }
 
 // ---------------------------------------------------------------------------
@@ -170,11 +143,7 @@ fn the_crd_validation_refuses_what_the_schema_does_not_allow() {
 /// CUDA image (visible-devices would pin it), in `other` a pod with nothing
 /// to say.
 fn seed(api: &FakeApi) {
-    for (name, mode) in [
-        ("ml", Some("enforce")),
-        ("infra", Some("warn")),
-        ("other", None),
-    ] {
+    for (name, mode) in [("ml", Some("enforce")), ("infra", Some("warn")), ("other", None)] {
         let labels = mode.map_or(json!({}), |mode| json!({"gpu-policy.io/mode": mode}));
         api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": labels}}));
@@ -202,11 +171,8 @@ fn half_card(gpus: Option<&str>) -> Value {
 
 /// A report of `report_api` in `namespace`, as a test would leave one.
 fn report_object(report_api: ReportApi, namespace: &str, name: &str, managed: bool) -> Value {
-    let labels = if managed {
-        json!({"app.kubernetes.io/managed-by": "gpu-policy"})
-    } else {
-        json!({})
-    };
+    let labels =
+        if managed { json!({"app.kubernetes.io/managed-by": "gpu-policy"}) } else { json!({}) };
     json!({"apiVersion": report_api.api_version(), "kind": report_api.kind(reports::ReportScope::Namespaced),
         "metadata": {"name": name, "namespace": namespace, "labels": labels}, "results": []})
 }
@@ -233,18 +199,8 @@ async fn write_reports_creates_rewrites_and_deletes_them() {
     let api = FakeApi::start().await;
     served_reports::serve(&api, ReportApi::OpenReports);
     seed(&api);
-    api.insert(report_object(
-        ReportApi::OpenReports,
-        "ml",
-        "someone-elses",
-        false,
-    ));
-    api.insert(report_object(
-        ReportApi::OpenReports,
-        "gone",
-        "gpu-policy",
-        true,
-    ));
+    api.insert(report_object(ReportApi::OpenReports, "ml", "someone-elses", false));
+    api.insert(report_object(ReportApi::OpenReports, "gone", "gpu-policy", true));
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = api.write_kubeconfig(dir.path());
 
@@ -280,39 +236,24 @@ async fn write_reports_creates_rewrites_and_deletes_them() {
             row("pass", "", "web")
         ]
     );
-    assert_eq!(
-        ml["summary"],
-        json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0})
-    );
+    assert_eq!(ml["summary"], json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0}));
     assert_eq!(ml["source"], "gpu-policy");
     let pod_uid =
         api.get("v1", "Pod", Some("ml"), "half-card").expect("pod")["metadata"]["uid"].clone();
     assert_eq!(ml["results"][0]["resources"][0]["uid"], pod_uid);
     let infra = stored(&api, ReportApi::OpenReports, "infra").expect("the infra report");
-    assert_eq!(
-        rows(&infra),
-        [row("warn", "visible-devices", "cuda-notebook")]
-    );
-    assert_eq!(
-        stored(&api, ReportApi::OpenReports, "other"),
-        None,
-        "not opted in"
-    );
+    assert_eq!(rows(&infra), [row("warn", "visible-devices", "cuda-notebook")]);
+    assert_eq!(stored(&api, ReportApi::OpenReports, "other"), None, "not opted in");
 
     // Fixed: one whole card. The report is rewritten: no fail left.
     api.insert(half_card(Some("1")));
     let run = audit(&kubeconfig, &["--write-reports"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let rewritten = stored(&api, ReportApi::OpenReports, "ml").expect("the ml report");
-    assert_eq!(
-        rewritten["metadata"]["uid"], ml["metadata"]["uid"],
-        "updated in place"
-    );
+    assert_eq!(rewritten["metadata"]["uid"], ml["metadata"]["uid"], "updated in place");
     let rewritten_results = rows(&rewritten);
     assert!(
-        rewritten_results
-            .iter()
-            .all(|(result, _, _)| result != "fail"),
+        rewritten_results.iter().all(|(result, _, _)| result != "fail"),
         "{rewritten_results:?}"
     );
     assert!(
@@ -365,24 +306,12 @@ async fn the_report_api_is_chosen_or_found() {
     served_reports::serve(&api, ReportApi::PolicyReport);
     let run = audit(&kubeconfig, &["--write-reports", "--report-api", "auto"]).await;
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stdout
-            .contains("wrote PolicyReport ml/gpu-policy: 1 fail"),
-        "{run:?}"
-    );
+    assert!(run.stdout.contains("wrote PolicyReport ml/gpu-policy: 1 fail"), "{run:?}");
     let ml = stored(&api, ReportApi::PolicyReport, "ml").expect("a PolicyReport");
     assert_eq!(ml["apiVersion"], "wgpolicyk8s.io/v1alpha2");
-    assert_eq!(
-        ml.get("source"),
-        None,
-        "PolicyReport has no report-level source"
-    );
+    assert_eq!(ml.get("source"), None, "PolicyReport has no report-level source");
 
-    let run = audit(
-        &kubeconfig,
-        &["--write-reports", "--report-api", "openreports"],
-    )
-    .await;
+    let run = audit(&kubeconfig, &["--write-reports", "--report-api", "openreports"]).await;
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(
         run.stderr.trim_end(),
@@ -397,17 +326,9 @@ async fn the_report_api_is_chosen_or_found() {
 
     // A choice is held to, and the other API's reports are left alone.
     api.remove("v1", "Pod", Some("ml"), "half-card");
-    let run = audit(
-        &kubeconfig,
-        &["--write-reports", "--report-api", "wgpolicyk8s"],
-    )
-    .await;
+    let run = audit(&kubeconfig, &["--write-reports", "--report-api", "wgpolicyk8s"]).await;
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stdout
-            .contains("wrote PolicyReport ml/gpu-policy: 0 fail"),
-        "{run:?}"
-    );
+    assert!(run.stdout.contains("wrote PolicyReport ml/gpu-policy: 0 fail"), "{run:?}");
     let open = stored(&api, ReportApi::OpenReports, "ml").expect("still there");
     assert_eq!(open["summary"]["fail"], 1);
 }
@@ -419,12 +340,7 @@ async fn one_namespace_is_written_and_cleaned_alone() {
     let api = FakeApi::start().await;
     served_reports::serve(&api, ReportApi::OpenReports);
     seed(&api);
-    api.insert(report_object(
-        ReportApi::OpenReports,
-        "gone",
-        "gpu-policy",
-        true,
-    ));
+    api.insert(report_object(ReportApi::OpenReports, "gone", "gpu-policy", true));
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = api.write_kubeconfig(dir.path());
 
@@ -439,10 +355,7 @@ async fn one_namespace_is_written_and_cleaned_alone() {
 
     api.remove("v1", "Pod", Some("other"), "idle");
     let run = audit(&kubeconfig, &["-n", "other", "--write-reports"]).await;
-    assert_eq!(
-        run.lines(),
-        ["deleted Report other/gpu-policy: no audited object left"]
-    );
+    assert_eq!(run.lines(), ["deleted Report other/gpu-policy: no audited object left"]);
     assert!(stored(&api, ReportApi::OpenReports, "gone").is_some());
 }
 
@@ -476,11 +389,7 @@ async fn reports_print_as_yaml() {
             .collect();
         assert_eq!(
             shown,
-            [
-                (api_version, kind, "infra"),
-                (api_version, kind, "ml"),
-                (api_version, kind, "other")
-            ],
+            [(api_version, kind, "infra"), (api_version, kind, "ml"), (api_version, kind, "other")],
             "{output}"
         );
         assert!(
@@ -493,10 +402,7 @@ async fn reports_print_as_yaml() {
     let run = audit(&kubeconfig, &["--write-reports", "-o", "json"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.json().len(), 3, "{run:?}");
-    assert!(
-        run.stderr.contains("wrote Report ml/gpu-policy: 1 fail"),
-        "{run:?}"
-    );
+    assert!(run.stderr.contains("wrote Report ml/gpu-policy: 1 fail"), "{run:?}");
 
     let run = audit(&kubeconfig, &["--report-api", "openreports"]).await;
     assert_eq!(run.code, 2, "--report-api needs --write-reports: {run:?}");
@@ -518,30 +424,17 @@ async fn the_fake_applies_as_one_field_manager() {
     let params = PatchParams::apply("test").force();
     let first = json!({"apiVersion": "openreports.io/v1alpha1", "kind": "Report",
         "metadata": {"name": "r", "labels": {"a": "1"}}, "source": "x", "results": [{"policy": "p"}]});
-    let created = api
-        .patch("r", &params, &Patch::Apply(&first))
-        .await
-        .expect("created");
+    let created = api.patch("r", &params, &Patch::Apply(&first)).await.expect("created");
     let second = json!({"apiVersion": "openreports.io/v1alpha1", "kind": "Report",
         "metadata": {"name": "r", "labels": {"b": "2"}}, "results": []});
-    let updated = api
-        .patch("r", &params, &Patch::Apply(&second))
-        .await
-        .expect("updated");
+    let updated = api.patch("r", &params, &Patch::Apply(&second)).await.expect("updated");
     assert_eq!(updated.metadata.uid, created.metadata.uid);
-    assert_eq!(
-        updated.data.get("source"),
-        None,
-        "a field no longer applied is gone"
-    );
+    assert_eq!(updated.data.get("source"), None, "a field no longer applied is gone");
     assert_eq!(updated.data["results"], json!([]));
     let labels = updated.metadata.labels.unwrap_or_default();
     assert_eq!(labels.len(), 2, "labels merged: {labels:?}");
 
-    let url = format!(
-        "{}/apis/openreports.io/v1alpha1/namespaces/ml/reports/r",
-        fake.url()
-    );
+    let url = format!("{}/apis/openreports.io/v1alpha1/namespaces/ml/reports/r", fake.url());
     crate::support::fake_api::install_crypto_provider();
     let answer = reqwest::Client::new()
         .patch(url)

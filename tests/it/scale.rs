@@ -49,11 +49,7 @@ use crate::support::server::{ENFORCE, MUTATE, Options, Server, patch_of, patched
 use crate::support::tls::SERVER_NAME;
 
 /// What the small cluster holds of each grown source.
-const SMALL: Shape = Shape {
-    namespaces: 10,
-    nodes: 10,
-    templates: 10,
-};
+const SMALL: Shape = Shape { namespaces: 10, nodes: 10, templates: 10 };
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -76,9 +72,7 @@ struct Knobs {
 
 fn knob<T: FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
-        Ok(value) => value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value:?} does not parse")),
+        Ok(value) => value.parse().unwrap_or_else(|_| panic!("{name}={value:?} does not parse")),
         Err(_) => default,
     }
 }
@@ -174,11 +168,7 @@ async fn pinned_by_mutate(server: &Server, pod: &Value) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|c| {
-            visible_devices_entries(c)
-                .iter()
-                .any(|e| literal(e) == Some("void"))
-        })
+        .filter(|c| visible_devices_entries(c).iter().any(|e| literal(e) == Some("void")))
         .filter_map(|c| c["name"].as_str().map(str::to_owned))
         .collect()
 }
@@ -193,11 +183,7 @@ async fn check_fleet_answers(server: &Server, shape: Shape) {
         .as_str()
         .expect("a uid")
         .to_owned();
-    let response = connection
-        .post(ENFORCE, review)
-        .await
-        .expect("an answer")
-        .admission(&uid);
+    let response = connection.post(ENFORCE, review).await.expect("an answer").admission(&uid);
     assert_eq!(response["allowed"], true, "the load's review: {response}");
 
     let team = (0..shape.teams())
@@ -208,10 +194,7 @@ async fn check_fleet_answers(server: &Server, shape: Shape) {
     pod["metadata"]["namespace"] = json!(team_name(team));
     let denied = connection.admit(ENFORCE, &pod).await;
     assert_eq!(denied["allowed"], false, "{}: {denied}", team_name(team));
-    assert!(
-        denied.to_string().contains("maximum of 1 per pod"),
-        "{denied}"
-    );
+    assert!(denied.to_string().contains("maximum of 1 per pod"), "{denied}");
     pod["metadata"]["namespace"] = json!(REVIEW_NAMESPACE);
     let allowed = connection.admit(ENFORCE, &pod).await;
     assert_eq!(allowed["allowed"], true, "{allowed}");
@@ -224,11 +207,7 @@ async fn check_fleet_answers(server: &Server, shape: Shape) {
         .expect("a claim template in an enforce namespace");
     let mut pod = claimed_pod("far", template["metadata"]["name"].as_str().expect("name"));
     pod["metadata"]["namespace"] = template["metadata"]["namespace"].clone();
-    assert_eq!(
-        pinned_by_mutate(server, &pod).await,
-        ["sidecar"],
-        "{template}"
-    );
+    assert_eq!(pinned_by_mutate(server, &pod).await, ["sidecar"], "{template}");
     let mut unknown = claimed_pod("unknown", "no-such-template");
     unknown["metadata"]["namespace"] = template["metadata"]["namespace"].clone();
     assert_eq!(pinned_by_mutate(server, &unknown).await, ["ctr", "sidecar"]);
@@ -266,19 +245,14 @@ async fn load(
         .expect("the load tool's thread")
         .expect("the load tool runs");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!(
-            "{label}: no JSON report ({err}): {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+        panic!("{label}: no JSON report ({err}): {}", String::from_utf8_lossy(&output.stderr))
     });
     assert_eq!(report["failed"], 0, "{label}: {report}");
     eprintln!(
         "{label:<24} {:>8.0} req/s  p99 {:>6.0} µs  CPU {:>5.1} µs/req",
         report["throughput_rps"].as_f64().unwrap_or_default(),
         report["latency_us"]["p99"].as_f64().unwrap_or_default(),
-        report["server"]["cpu_us_per_request"]
-            .as_f64()
-            .unwrap_or_default(),
+        report["server"]["cpu_us_per_request"].as_f64().unwrap_or_default(),
     );
     report
 }
@@ -307,30 +281,9 @@ async fn fleet_scale() {
     );
     let clusters = [
         Cluster::seeded("small", SMALL).await,
-        Cluster::seeded(
-            "namespaces",
-            Shape {
-                namespaces: fleet_shape.namespaces,
-                ..SMALL
-            },
-        )
-        .await,
-        Cluster::seeded(
-            "nodes",
-            Shape {
-                nodes: fleet_shape.nodes,
-                ..SMALL
-            },
-        )
-        .await,
-        Cluster::seeded(
-            "templates",
-            Shape {
-                templates: fleet_shape.templates,
-                ..SMALL
-            },
-        )
-        .await,
+        Cluster::seeded("namespaces", Shape { namespaces: fleet_shape.namespaces, ..SMALL }).await,
+        Cluster::seeded("nodes", Shape { nodes: fleet_shape.nodes, ..SMALL }).await,
+        Cluster::seeded("templates", Shape { templates: fleet_shape.templates, ..SMALL }).await,
         Cluster::seeded("fleet", fleet_shape).await,
     ];
 
@@ -394,10 +347,7 @@ async fn fleet_scale() {
     // The report.
     let mut table = String::new();
     let shape = |s: Shape| {
-        format!(
-            "{} namespaces, {} nodes, {} claim templates",
-            s.namespaces, s.nodes, s.templates
-        )
+        format!("{} namespaces, {} nodes, {} claim templates", s.namespaces, s.nodes, s.templates)
     };
     let _ = writeln!(
         table,

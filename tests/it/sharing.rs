@@ -26,10 +26,7 @@ fn fixtures() -> Vec<PathBuf> {
 fn fixture(prefix: &str) -> Value {
     let path = fixtures()
         .into_iter()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-        })
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
         .unwrap_or_else(|| panic!("no sharing fixture {prefix}"));
     load(&path)
         .into_iter()
@@ -64,20 +61,12 @@ fn enforce_decisions_on_the_schemes_own_pods() {
                 continue;
             }
             let report = check(&doc.object);
-            let rules: Vec<String> = report
-                .violations
-                .iter()
-                .map(|v| v.rule.to_string())
-                .collect();
+            let rules: Vec<String> = report.violations.iter().map(|v| v.rule.to_string()).collect();
             table.push(format!(
                 "{}: {}{}",
                 report.name,
                 if report.allowed { "allowed" } else { "denied" },
-                if rules.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", rules.join(","))
-                }
+                if rules.is_empty() { String::new() } else { format!(" [{}]", rules.join(",")) }
             ));
         }
     }
@@ -113,27 +102,17 @@ fn enforce_decisions_on_the_schemes_own_pods() {
 /// A pod through both webhooks in one order, gpu-policy reinvoked after
 /// the scheme; the final pod is what the validating webhooks see.
 fn through(pod: &Value, scheme: fn(&Value) -> Value, policy_first: bool) -> Value {
-    let final_pod = if policy_first {
-        gpu_policy(&scheme(&gpu_policy(pod)))
-    } else {
-        gpu_policy(&scheme(pod))
-    };
+    let final_pod =
+        if policy_first { gpu_policy(&scheme(&gpu_policy(pod))) } else { gpu_policy(&scheme(pod)) };
     let report = check(&final_pod);
     assert!(report.allowed, "{:?}", report.violations);
     assert!(report.patch.is_empty(), "not settled: {:?}", report.patch);
-    assert_eq!(
-        scheme(&final_pod),
-        final_pod,
-        "the scheme would change it again"
-    );
+    assert_eq!(scheme(&final_pod), final_pod, "the scheme would change it again");
     final_pod
 }
 
 fn pins_of(pod: &Value, name: &str) -> Vec<Value> {
-    env_of(pod, name)
-        .into_iter()
-        .filter(|e| e["name"] == PIN)
-        .collect()
+    env_of(pod, name).into_iter().filter(|e| e["name"] == PIN).collect()
 }
 
 #[test]
@@ -148,10 +127,7 @@ fn a_kai_fraction_keeps_its_share_in_both_orders() {
                 {"name": "test-pod-x7k2b9q-shared-gpu-1", "key": PIN}}})],
             "policy first: {policy_first}"
         );
-        assert_eq!(
-            pins_of(&after, "sidecar"),
-            vec![json!({"name": PIN, "value": "void"})]
-        );
+        assert_eq!(pins_of(&after, "sidecar"), vec![json!({"name": PIN, "value": "void"})]);
         assert_eq!(after["spec"]["runtimeClassName"], "nvidia");
     }
 }
@@ -166,10 +142,7 @@ fn a_kai_fraction_on_an_init_container_keeps_its_share() {
             share[0]["valueFrom"]["configMapKeyRef"]["name"],
             "test-pod-x7k2b9q-shared-gpu-i0"
         );
-        assert_eq!(
-            pins_of(&after, "main-container"),
-            vec![json!({"name": PIN, "value": "void"})]
-        );
+        assert_eq!(pins_of(&after, "main-container"), vec![json!({"name": PIN, "value": "void"})]);
     }
 }
 
@@ -181,25 +154,12 @@ fn hami_shares_end_unpinned_in_both_orders() {
         let mut pod = fixture(prefix);
         let sidecar =
             json!({"name": "log", "image": "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"});
-        pod["spec"]["containers"]
-            .as_array_mut()
-            .expect("containers")
-            .push(sidecar);
+        pod["spec"]["containers"].as_array_mut().expect("containers").push(sidecar);
         for policy_first in [true, false] {
             let after = through(&pod, hami_mutate, policy_first);
-            assert_eq!(
-                pins_of(&after, "test"),
-                Vec::<Value>::new(),
-                "{prefix} {policy_first}"
-            );
-            assert_eq!(
-                after["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
-                1
-            );
-            assert_eq!(
-                pins_of(&after, "log"),
-                vec![json!({"name": PIN, "value": "void"})]
-            );
+            assert_eq!(pins_of(&after, "test"), Vec::<Value>::new(), "{prefix} {policy_first}");
+            assert_eq!(after["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], 1);
+            assert_eq!(pins_of(&after, "log"), vec![json!({"name": PIN, "value": "void"})]);
         }
     }
 }

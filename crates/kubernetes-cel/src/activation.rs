@@ -39,14 +39,10 @@ impl std::ops::Deref for SharedEnv {
 /// The shared environment, declared once per process.
 pub(crate) fn environment() -> Result<SharedEnv, PolicyError> {
     static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        library::environment()
-            .map(Arc::new)
-            .map_err(|e| e.to_string())
-    })
-    .clone()
-    .map(SharedEnv)
-    .map_err(PolicyError::Environment)
+    ENV.get_or_init(|| library::environment().map(Arc::new).map_err(|e| e.to_string()))
+        .clone()
+        .map(SharedEnv)
+        .map_err(PolicyError::Environment)
 }
 
 /// One expression, compiled once.
@@ -64,10 +60,7 @@ impl Expression {
             field: field.to_owned(),
             message: e.to_string(),
         })?;
-        Ok(Expression {
-            source: source.to_owned(),
-            program,
-        })
+        Ok(Expression { source: source.to_owned(), program })
     }
 
     /// Evaluates in `context`.
@@ -95,10 +88,7 @@ pub(crate) type VariableValues = Vec<OnceLock<Result<Box<dyn Val>, ExecutionErro
 impl Variables {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
         let mut entries = Vec::new();
-        for (i, variable) in super::list_field(spec, "variables", "spec")?
-            .iter()
-            .enumerate()
-        {
+        for (i, variable) in super::list_field(spec, "variables", "spec")?.iter().enumerate() {
             let path = format!("spec.variables[{i}]");
             let name = super::string_field(variable, "name", &path)?;
             let source = super::string_field(variable, "expression", &path)?;
@@ -137,10 +127,7 @@ impl Variables {
     }
 
     fn view<'v>(&'v self, values: &'v VariableValues) -> VariablesView<'v> {
-        VariablesView {
-            entries: &self.entries,
-            values,
-        }
+        VariablesView { entries: &self.entries, values }
     }
 }
 
@@ -149,15 +136,10 @@ impl Variables {
 fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
     if let Some(list) = value.downcast_ref::<CelList>() {
         let items = list.inner().iter().map(|v| detach(v.as_ref()));
-        return Ok(Box::new(CelList::from(
-            items.collect::<Result<Vec<_>, _>>()?,
-        )));
+        return Ok(Box::new(CelList::from(items.collect::<Result<Vec<_>, _>>()?)));
     }
     if let Some(map) = value.downcast_ref::<CelMap>() {
-        let entries = map
-            .inner()
-            .iter()
-            .map(|(k, v)| Ok((detach_key(k), detach(v.as_ref())?)));
+        let entries = map.inner().iter().map(|(k, v)| Ok((detach_key(k), detach(v.as_ref())?)));
         return Ok(Box::new(CelMap::from(
             entries.collect::<Result<HashMap<_, _>, ExecutionError>>()?,
         )));
@@ -207,10 +189,7 @@ impl<'v> Val for VariablesView<'v> {
     where
         Self: 'w,
     {
-        Box::new(VariablesView {
-            entries: self.entries,
-            values: self.values,
-        })
+        Box::new(VariablesView { entries: self.entries, values: self.values })
     }
 }
 
@@ -219,18 +198,14 @@ impl<'v> Indexer for VariablesView<'v> {
     where
         Self: 'w,
     {
-        let name = idx
-            .downcast_ref::<CelString>()
-            .map(|s| s.inner())
-            .ok_or_else(|| ExecutionError::UnexpectedType {
+        let name = idx.downcast_ref::<CelString>().map(|s| s.inner()).ok_or_else(|| {
+            ExecutionError::UnexpectedType {
                 got: idx.get_type().name().to_owned(),
                 want: "string".to_owned(),
-            })?;
+            }
+        })?;
         let position = self.entries.iter().position(|(n, _)| n == name);
-        match position
-            .and_then(|i| self.values.get(i))
-            .and_then(OnceLock::get)
-        {
+        match position.and_then(|i| self.values.get(i)).and_then(OnceLock::get) {
             Some(Ok(value)) => Ok(CowVal::Borrowed(value.as_ref())),
             Some(Err(error)) => Err(error.clone()),
             None => Err(ExecutionError::no_such_key(name)),
@@ -263,9 +238,7 @@ pub(crate) fn request_context<'v>(env: &SharedEnv, attributes: &'v Attributes) -
 }
 
 fn map_value(values: HashMap<Key, Value>) -> Value {
-    Value::Map(Map {
-        map: Arc::new(values),
-    })
+    Value::Map(Map { map: Arc::new(values) })
 }
 
 /// `request`: the AdmissionRequest fields policies read
@@ -278,10 +251,7 @@ fn request(a: &Attributes) -> Value {
     let s = |v: &str| Value::String(Arc::new(v.to_owned()));
     let map = |entries: Vec<(&str, Value)>| {
         map_value(
-            entries
-                .into_iter()
-                .map(|(k, v)| (Key::String(Arc::new(k.to_owned())), v))
-                .collect(),
+            entries.into_iter().map(|(k, v)| (Key::String(Arc::new(k.to_owned())), v)).collect(),
         )
     };
     let kind = map(vec![
@@ -332,9 +302,9 @@ pub(crate) fn json_val<'v>(json: &'v Json) -> Box<dyn Val + 'v> {
             None => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
         },
         Json::String(s) => Box::new(CelString::from(s.as_str())),
-        Json::Array(items) => Box::new(CelList::from(
-            items.iter().map(json_val).collect::<Vec<_>>(),
-        )),
+        Json::Array(items) => {
+            Box::new(CelList::from(items.iter().map(json_val).collect::<Vec<_>>()))
+        }
         Json::Object(fields) => Box::new(CelMap::from(
             fields
                 .iter()

@@ -116,10 +116,7 @@ impl AttributeValue {
         if let Some(s) = value.get("string").and_then(Json::as_str) {
             return Some(AttributeValue::String(s.to_owned()));
         }
-        value
-            .get("version")
-            .and_then(Json::as_str)
-            .map(|v| AttributeValue::Version(v.to_owned()))
+        value.get("version").and_then(Json::as_str).map(|v| AttributeValue::Version(v.to_owned()))
     }
 }
 
@@ -141,10 +138,7 @@ impl Device {
     /// another shape, such as a list, or a capacity that is not a
     /// quantity) is left out: a selector sees no such key.
     pub fn from_slice_device(driver: &str, device: &Json) -> Device {
-        let fields = device
-            .get("basic")
-            .filter(|basic| basic.is_object())
-            .unwrap_or(device);
+        let fields = device.get("basic").filter(|basic| basic.is_object()).unwrap_or(device);
         let mut out = Device {
             driver: driver.to_owned(),
             allow_multiple_allocations: fields
@@ -172,10 +166,7 @@ impl Device {
 
 /// The entries of the object at `key`, none when it is not an object.
 fn object<'a>(json: &'a Json, key: &str) -> impl Iterator<Item = (&'a String, &'a Json)> {
-    json.get(key)
-        .and_then(Json::as_object)
-        .into_iter()
-        .flat_map(|fields| fields.iter())
+    json.get(key).and_then(Json::as_object).into_iter().flat_map(|fields| fields.iter())
 }
 
 /// A compiled device selector.
@@ -216,12 +207,7 @@ impl DeviceSelector {
             let nesting = check(program.expression())?;
             Ok((program, nesting))
         })??;
-        Ok(DeviceSelector {
-            expression: expression.to_owned(),
-            program,
-            env,
-            nesting,
-        })
+        Ok(DeviceSelector { expression: expression.to_owned(), program, env, nesting })
     }
 
     /// The expression as written.
@@ -236,10 +222,8 @@ impl DeviceSelector {
         if self.nesting <= INLINE_NESTING {
             return self.evaluate(device);
         }
-        let stack = self
-            .nesting
-            .saturating_mul(STACK_PER_LEVEL_BYTES)
-            .saturating_add(STACK_BASE_BYTES);
+        let stack =
+            self.nesting.saturating_mul(STACK_PER_LEVEL_BYTES).saturating_add(STACK_BASE_BYTES);
         on_own_stack(stack, || self.evaluate(device))?
     }
 
@@ -274,12 +258,7 @@ fn on_own_stack<T: Send>(stack_bytes: usize, f: impl FnOnce() -> T + Send) -> Re
 
 /// A parse error without the source snippet the `cel` crate adds below it.
 fn first_line(error: &ParseError) -> String {
-    error
-        .to_string()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
+    error.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
 /// An evaluation error on one line, `no such key` worded as cel-go's.
@@ -296,11 +275,8 @@ fn evaluation_error(error: &ExecutionError) -> String {
 /// than [`MAX_NESTING`]. Returns the nesting. Walks the tree with a stack
 /// of its own, as the tree may be deep.
 fn check(root: &IdedExpr) -> Result<usize, String> {
-    let not_bool = |kind: &str| {
-        Err(format!(
-            "must evaluate to bool or the unknown type, not {kind}"
-        ))
-    };
+    let not_bool =
+        |kind: &str| Err(format!("must evaluate to bool or the unknown type, not {kind}"));
     match &root.expr {
         Expr::Literal(LiteralValue::Boolean(_)) => {}
         Expr::Literal(literal) => return not_bool(literal_type(literal)),
@@ -312,9 +288,7 @@ fn check(root: &IdedExpr) -> Result<usize, String> {
     let mut pending = vec![(root, 1usize)];
     while let Some((node, depth)) = pending.pop() {
         if depth > MAX_NESTING {
-            return Err(format!(
-                "the expression nests more than {MAX_NESTING} levels deep"
-            ));
+            return Err(format!("the expression nests more than {MAX_NESTING} levels deep"));
         }
         deepest = deepest.max(depth);
         // `lists.range(n)` parses as the method `range` of an identifier
@@ -349,12 +323,7 @@ fn literal_type(literal: &LiteralValue) -> &'static str {
 /// The environment selectors compile and run in, declared once per process.
 fn environment() -> Result<Arc<Env>, String> {
     static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        declare()
-            .map(Arc::new)
-            .map_err(|e| format!("CEL environment: {e}"))
-    })
-    .clone()
+    ENV.get_or_init(|| declare().map(Arc::new).map_err(|e| format!("CEL environment: {e}"))).clone()
 }
 
 fn declare() -> Result<Env, DeclarationError> {
@@ -382,10 +351,9 @@ fn bind(
         return Err(helper.new_error(0, "cel.bind() takes three arguments"));
     };
     let Expr::Ident(name) = variable.expr else {
-        return Err(helper.new_error(
-            variable.id,
-            "cel.bind() variable names must be simple identifiers",
-        ));
+        return Err(
+            helper.new_error(variable.id, "cel.bind() variable names must be simple identifiers")
+        );
     };
     target.take();
     let binding = ComprehensionExpr {
@@ -398,9 +366,7 @@ fn bind(
         loop_step: helper.next_expr(Expr::Ident(name)),
         result: body,
     };
-    Ok(Some(
-        helper.next_expr(Expr::Comprehension(Box::new(binding))),
-    ))
+    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(binding)))))
 }
 
 /// `device`, borrowing the device's strings.
@@ -419,10 +385,7 @@ fn device_value(device: &Device) -> Result<Box<dyn Val + '_>, String> {
                     } else {
                         format!("{domain}/{name}")
                     };
-                    format!(
-                        "attribute {qualified}: parse semantic version: {}",
-                        e.reason()
-                    )
+                    format!("attribute {qualified}: parse semantic version: {}", e.reason())
                 })?),
             };
             inner.insert(key(name), value);
@@ -438,14 +401,8 @@ fn device_value(device: &Device) -> Result<Box<dyn Val + '_>, String> {
         capacity.insert(key(domain), Box::new(CelMap::from(inner)));
     }
     let fields: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = HashMap::from([
-        (
-            key("driver"),
-            Box::new(CelString::from(device.driver.as_str())) as Box<dyn Val>,
-        ),
-        (
-            key("attributes"),
-            Box::new(DomainMap(CelMap::from(attributes))),
-        ),
+        (key("driver"), Box::new(CelString::from(device.driver.as_str())) as Box<dyn Val>),
+        (key("attributes"), Box::new(DomainMap(CelMap::from(attributes)))),
         (key("capacity"), Box::new(DomainMap(CelMap::from(capacity)))),
         (
             key("allowMultipleAllocations"),
@@ -507,9 +464,7 @@ impl<'v> Val for DomainMap<'v> {
             && self.0.inner().iter().all(|(key, value)| {
                 let key = key.inner();
                 container.contains(key) == Ok(true)
-                    && indexer
-                        .get(key)
-                        .is_ok_and(|found| value.equals(found.as_ref()))
+                    && indexer.get(key).is_ok_and(|found| value.equals(found.as_ref()))
             })
     }
     fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>

@@ -191,19 +191,15 @@ impl FailurePolicy {
         match spec.get("failurePolicy").and_then(Json::as_str) {
             None | Some("Fail") => Ok(FailurePolicy::Fail),
             Some("Ignore") => Ok(FailurePolicy::Ignore),
-            Some(other) => Err(field_error(
-                "spec.failurePolicy",
-                format!("unsupported value {other:?}"),
-            )),
+            Some(other) => {
+                Err(field_error("spec.failurePolicy", format!("unsupported value {other:?}")))
+            }
         }
     }
 }
 
 fn field_error(field: &str, problem: impl Into<String>) -> PolicyError {
-    PolicyError::Field {
-        field: field.to_owned(),
-        problem: problem.into(),
-    }
+    PolicyError::Field { field: field.to_owned(), problem: problem.into() }
 }
 
 /// A required string field.
@@ -226,14 +222,9 @@ fn list_field<'a>(object: &'a Json, key: &str, path: &str) -> Result<&'a [Json],
 
 /// A policy or binding object's `metadata.name` and its required `spec`.
 fn name_and_spec(object: &Json) -> Result<(String, &Json), PolicyError> {
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Json::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let spec = object
-        .get("spec")
-        .ok_or_else(|| field_error("spec", "required"))?;
+    let name =
+        object.pointer("/metadata/name").and_then(Json::as_str).unwrap_or_default().to_owned();
+    let spec = object.get("spec").ok_or_else(|| field_error("spec", "required"))?;
     Ok((name, spec))
 }
 
@@ -243,13 +234,9 @@ fn name_and_spec(object: &Json) -> Result<(String, &Json), PolicyError> {
 fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
     match &expr.expr {
         Expr::Call(call) => call.args.iter().chain(call.target.as_deref()).collect(),
-        Expr::Comprehension(c) => vec![
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ],
+        Expr::Comprehension(c) => {
+            vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+        }
         Expr::List(list) => list.elements.iter().collect(),
         Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => entries
             .iter()

@@ -89,9 +89,7 @@ fn sign(q: &Quantity) -> CelInt {
 }
 
 fn ordering(function: &str, a: &Quantity, b: &Quantity) -> Result<i64, ExecutionError> {
-    a.compare(b)
-        .map(|o| o as i64)
-        .map_err(|e| quantity_error(function, e))
+    a.compare(b).map(|o| o as i64).map_err(|e| quantity_error(function, e))
 }
 
 /// `<Quantity>.isGreaterThan(<Quantity>)`: `Cmp == 1`.
@@ -116,8 +114,7 @@ fn add(a: &Quantity, b: &Quantity) -> Result<Quantity, ExecutionError> {
 
 /// `<Quantity>.add(<int>)`: adds `NewQuantity(n, DecimalExponent)`.
 fn add_int(a: &Quantity, n: &CelInt) -> Result<Quantity, ExecutionError> {
-    a.add(&Quantity::from_int(*n.inner()))
-        .map_err(|e| quantity_error("add", e))
+    a.add(&Quantity::from_int(*n.inner())).map_err(|e| quantity_error("add", e))
 }
 
 /// `<Quantity>.sub(<Quantity>)`.
@@ -127,8 +124,7 @@ fn sub(a: &Quantity, b: &Quantity) -> Result<Quantity, ExecutionError> {
 
 /// `<Quantity>.sub(<int>)`: subtracts `NewQuantity(n, DecimalExponent)`.
 fn sub_int(a: &Quantity, n: &CelInt) -> Result<Quantity, ExecutionError> {
-    a.sub(&Quantity::from_int(*n.inner()))
-        .map_err(|e| quantity_error("sub", e))
+    a.sub(&Quantity::from_int(*n.inner())).map_err(|e| quantity_error("sub", e))
 }
 
 /// `<Quantity>.asInteger()`: `AsInt64`, an error where it does not hold.

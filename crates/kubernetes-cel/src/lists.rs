@@ -20,13 +20,7 @@ pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_member_overload("sum", "list.sum()", LIST_TYPE, vec![], sum)?;
     env.add_member_overload("min", "list.min()", LIST_TYPE, vec![], min)?;
     env.add_member_overload("max", "list.max()", LIST_TYPE, vec![], max)?;
-    env.add_member_overload(
-        "indexOf",
-        "list.indexOf(dyn)",
-        LIST_TYPE,
-        vec![DYN_TYPE],
-        index_of,
-    )?;
+    env.add_member_overload("indexOf", "list.indexOf(dyn)", LIST_TYPE, vec![DYN_TYPE], index_of)?;
     env.add_member_overload(
         "lastIndexOf",
         "list.lastIndexOf(dyn)",
@@ -39,11 +33,10 @@ pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
 
 fn items<'b, 'v>(list: &'b (dyn Val + 'v)) -> Result<Vec<&'b (dyn Val + 'v)>, ExecutionError> {
     let iterable: &(dyn Iterable + 'v) =
-        list.as_iterable()
-            .ok_or_else(|| ExecutionError::UnexpectedType {
-                got: list.get_type().name().to_owned(),
-                want: "list".to_owned(),
-            })?;
+        list.as_iterable().ok_or_else(|| ExecutionError::UnexpectedType {
+            got: list.get_type().name().to_owned(),
+            want: "list".to_owned(),
+        })?;
     let mut iter = iterable.iter();
     let mut out = Vec::new();
     while let Some(item) = iter.next() {

@@ -48,10 +48,7 @@ impl LabelSelector {
             }
         }
         let mut expressions = Vec::new();
-        for (i, e) in list_field(json, "matchExpressions", path)?
-            .iter()
-            .enumerate()
-        {
+        for (i, e) in list_field(json, "matchExpressions", path)?.iter().enumerate() {
             let at = format!("{path}.matchExpressions[{i}]");
             let key = super::string_field(e, "key", &at)?;
             let values = list_field(e, "values", &at)?
@@ -73,18 +70,13 @@ impl LabelSelector {
             };
             expressions.push(requirement);
         }
-        Ok(LabelSelector {
-            match_labels,
-            expressions,
-        })
+        Ok(LabelSelector { match_labels, expressions })
     }
 
     /// Whether an object with these labels is selected.
     pub fn matches(&self, labels: &serde_json::Map<String, Json>) -> bool {
         let label = |k: &str| labels.get(k).and_then(Json::as_str);
-        self.match_labels
-            .iter()
-            .all(|(k, v)| label(k) == Some(v.as_str()))
+        self.match_labels.iter().all(|(k, v)| label(k) == Some(v.as_str()))
             && self.expressions.iter().all(|r| match r {
                 Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
                 // NotIn also selects objects without the label.
@@ -127,11 +119,7 @@ impl ResourceRule {
             api_versions: strings("apiVersions")?,
             resources: strings("resources")?,
             operations: strings("operations")?,
-            scope: json
-                .get("scope")
-                .and_then(Json::as_str)
-                .unwrap_or("*")
-                .to_owned(),
+            scope: json.get("scope").and_then(Json::as_str).unwrap_or("*").to_owned(),
         })
     }
 
@@ -179,10 +167,7 @@ impl MatchResources {
                 .collect()
         };
         Ok(MatchResources {
-            rules: json
-                .get("resourceRules")
-                .map(|_| rules("resourceRules"))
-                .transpose()?,
+            rules: json.get("resourceRules").map(|_| rules("resourceRules")).transpose()?,
             excluded: rules("excludeResourceRules")?,
             namespace_selector: LabelSelector::from_json(
                 json.get("namespaceSelector"),
@@ -216,10 +201,7 @@ impl MatchResources {
             || (a.object.is_none()
                 && a.old_object.is_none()
                 && self.object_selector.matches(&serde_json::Map::new()));
-        let included = self
-            .rules
-            .as_ref()
-            .is_none_or(|rules| rules.iter().any(|r| r.matches(a)));
+        let included = self.rules.as_ref().is_none_or(|rules| rules.iter().any(|r| r.matches(a)));
         let excluded = self.excluded.iter().any(|r| r.matches(a));
         namespace && object && included && !excluded
     }

@@ -68,11 +68,7 @@ impl MutatingPolicy {
                 .ok_or_else(|| field_error(&format!("{path}.jsonPatch"), "required"))?;
             let path = format!("{path}.jsonPatch");
             let source = string_field(patch, "expression", &path)?;
-            mutations.push(Expression::compile(
-                env,
-                &source,
-                &format!("{path}.expression"),
-            )?);
+            mutations.push(Expression::compile(env, &source, &format!("{path}.expression"))?);
         }
         Ok(MutatingPolicy {
             reinvocation: spec
@@ -139,10 +135,7 @@ impl MutatingPolicy {
                 Err(_) => {}
             }
         }
-        MutationOutcome::Patched {
-            object,
-            patch: json_patch::Patch(applied),
-        }
+        MutationOutcome::Patched { object, patch: json_patch::Patch(applied) }
     }
 
     /// As [`MutatingPolicy::mutate`], as `binding` binds the policy.
@@ -168,9 +161,7 @@ impl MutatingPolicy {
 
 /// The JSON Patch a mutation's expression returns.
 fn patch_of(mutation: &Expression, context: &Context<'_, '_>) -> Result<json_patch::Patch, String> {
-    let result = mutation
-        .evaluate(context)
-        .map_err(|e| mutation.error_message(&e))?;
+    let result = mutation.evaluate(context).map_err(|e| mutation.error_message(&e))?;
     let Value::List(items) = result else {
         return Err(format!(
             "expression '{}' must return a list of JSONPatch, not {result:?}",
@@ -199,10 +190,7 @@ fn operation(item: &Value) -> Result<Json, String> {
         if field == "from" && matches!(&value, Value::String(from) if from.is_empty()) {
             continue;
         }
-        operation.insert(
-            field,
-            to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?,
-        );
+        operation.insert(field, to_json(&value).map_err(|e| format!("JSONPatch value: {e}"))?);
     }
     Ok(Json::Object(operation))
 }

@@ -85,11 +85,7 @@ impl Quantity {
                     .saturating_sub(num_len)
                     .saturating_sub(digits_of_suffix)
                     .saturating_sub(1);
-                (
-                    precision,
-                    0i64,
-                    1i64.checked_shl(exponent as u32).unwrap_or(0),
-                )
+                (precision, 0i64, 1i64.checked_shl(exponent as u32).unwrap_or(0))
             } else {
                 (-1, 0, 1)
             }
@@ -111,9 +107,7 @@ impl Quantity {
     }
 
     fn int(value: i64, scale: i64) -> Quantity {
-        Quantity {
-            amount: Amount::Int { value, scale },
-        }
+        Quantity { amount: Amount::Int { value, scale } }
     }
 
     /// `NewQuantity(value, DecimalExponent)`, what `add(int)` and `sub(int)` add.
@@ -164,11 +158,7 @@ impl Quantity {
                 (unscaled.to_f64().unwrap_or(f64::NAN), *exponent)
             }
         };
-        if exponent == 0 {
-            base
-        } else {
-            base * go_pow10(exponent)
-        }
+        if exponent == 0 { base } else { base * go_pow10(exponent) }
     }
 
     /// `Quantity.Cmp`, exact; `None` only when the exponents are too far
@@ -217,16 +207,8 @@ impl Quantity {
     /// `self + other`, or `self - other` when `negate`: in the int64 form
     /// when both are in it and the result fits, else in the decimal form.
     fn plus(&self, other: &Quantity, negate: bool) -> Result<Quantity, QuantityError> {
-        if let (
-            Amount::Int {
-                value: a,
-                scale: sa,
-            },
-            Amount::Int {
-                value: b,
-                scale: sb,
-            },
-        ) = (&self.amount, &other.amount)
+        if let (Amount::Int { value: a, scale: sa }, Amount::Int { value: b, scale: sb }) =
+            (&self.amount, &other.amount)
             && let Some(b) = if negate { b.checked_neg() } else { Some(*b) }
             && let Some((value, scale)) = int_add(*a, *sa, b, *sb)
         {
@@ -247,12 +229,7 @@ impl Quantity {
         let (a, ea) = self.as_dec();
         let (b, eb) = other.as_dec();
         let (a, b, exponent) = align(a, ea, b, eb)?;
-        Ok(Quantity {
-            amount: Amount::Dec {
-                unscaled: op(a, b),
-                exponent,
-            },
-        })
+        Ok(Quantity { amount: Amount::Dec { unscaled: op(a, b), exponent } })
     }
 
     fn as_dec(&self) -> (BigInt, i64) {
@@ -400,12 +377,7 @@ fn parse_dec(
     if negative {
         unscaled = -unscaled;
     }
-    Ok(Quantity {
-        amount: Amount::Dec {
-            unscaled,
-            exponent: exp10,
-        },
-    })
+    Ok(Quantity { amount: Amount::Dec { unscaled, exponent: exp10 } })
 }
 
 /// A non-negative `unscaled × 10^exp10` as a count of 10^-9, rounded up.
@@ -426,11 +398,7 @@ fn round_up_to_nano(unscaled: BigInt, exp10: i64) -> Result<BigInt, QuantityErro
     let divisor =
         BigInt::from(10u8).pow(u32::try_from(down).map_err(|_| QuantityError::TooFarApart)?);
     let quotient = &unscaled / &divisor;
-    if (&quotient * &divisor) == unscaled {
-        Ok(quotient)
-    } else {
-        Ok(quotient + 1u8)
-    }
+    if (&quotient * &divisor) == unscaled { Ok(quotient) } else { Ok(quotient + 1u8) }
 }
 
 /// Go's `math.Pow10`: table products, not a correctly rounded power.

@@ -69,10 +69,7 @@ const INTRODUCED: &[(&str, u32)] = &[
 /// The release that introduced `function`; None for CEL's standard
 /// library and macros, which every release has.
 pub fn introduced(function: &str) -> Option<u32> {
-    INTRODUCED
-        .iter()
-        .find(|(name, _)| *name == function)
-        .map(|(_, minor)| *minor)
+    INTRODUCED.iter().find(|(name, _)| *name == function).map(|(_, minor)| *minor)
 }
 
 /// A function an API server refuses.

@@ -96,9 +96,7 @@ impl Semver {
                     if b.is_empty() {
                         Err(error("Build meta data is empty"))
                     } else if !alphanumeric(b) {
-                        Err(error(format!(
-                            "Invalid character(s) found in build meta data {b:?}"
-                        )))
+                        Err(error(format!("Invalid character(s) found in build meta data {b:?}")))
                     } else {
                         Ok(b.to_owned())
                     }
@@ -106,13 +104,7 @@ impl Semver {
                 .collect::<Result<_, _>>()?,
             None => Vec::new(),
         };
-        Ok(Semver {
-            major,
-            minor,
-            patch,
-            pre,
-            build,
-        })
+        Ok(Semver { major, minor, patch, pre, build })
     }
 
     /// `semver(s, true)`: upstream's `normalizeAndParse`, blang's
@@ -137,9 +129,7 @@ impl Semver {
             .collect();
         if parts.len() < 3 {
             if parts.last().is_some_and(|p| p.contains(['+', '-'])) {
-                return Err(error(
-                    "short version cannot contain PreRelease/Build meta data",
-                ));
+                return Err(error("short version cannot contain PreRelease/Build meta data"));
             }
             parts.resize(3, "0".to_owned());
         }
@@ -237,29 +227,19 @@ fn has_leading_zeroes(s: &str) -> bool {
 /// `strconv.ParseUint(s, 10, 64)`, with Go's error wording.
 fn parse_uint(s: &str) -> Result<u64, SemverError> {
     if s.is_empty() || !digits(s) {
-        return Err(error(format!(
-            "strconv.ParseUint: parsing {s:?}: invalid syntax"
-        )));
+        return Err(error(format!("strconv.ParseUint: parsing {s:?}: invalid syntax")));
     }
-    s.parse().map_err(|_| {
-        error(format!(
-            "strconv.ParseUint: parsing {s:?}: value out of range"
-        ))
-    })
+    s.parse().map_err(|_| error(format!("strconv.ParseUint: parsing {s:?}: value out of range")))
 }
 
 /// A major, minor or patch number: digits without leading zeros.
 fn number(s: &str, name: &str, capitalized: &str) -> Result<u64, SemverError> {
     // An empty part passes both checks, as upstream, and fails to parse.
     if !digits(s) {
-        return Err(error(format!(
-            "Invalid character(s) found in {name} number {s:?}"
-        )));
+        return Err(error(format!("Invalid character(s) found in {name} number {s:?}")));
     }
     if has_leading_zeroes(s) {
-        return Err(error(format!(
-            "{capitalized} number must not contain leading zeroes {s:?}"
-        )));
+        return Err(error(format!("{capitalized} number must not contain leading zeroes {s:?}")));
     }
     parse_uint(s)
 }
@@ -280,9 +260,7 @@ fn pre_release(s: &str) -> Result<PreRelease, SemverError> {
     if alphanumeric(s) {
         return Ok(PreRelease::Alphanumeric(s.to_owned()));
     }
-    Err(error(format!(
-        "Invalid character(s) found in prerelease {s:?}"
-    )))
+    Err(error(format!("Invalid character(s) found in prerelease {s:?}")))
 }
 
 impl Val for Semver {
@@ -324,11 +302,7 @@ pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
 }
 
 fn parse(s: &str, normalize: bool) -> Result<Semver, SemverError> {
-    if normalize {
-        Semver::parse_normalized(s)
-    } else {
-        Semver::parse(s)
-    }
+    if normalize { Semver::parse_normalized(s) } else { Semver::parse(s) }
 }
 
 /// `semver(string)`: the parse error as the result's.

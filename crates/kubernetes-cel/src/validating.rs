@@ -81,17 +81,12 @@ pub(crate) enum ConditionResult {
 impl MatchConditions {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
         let mut conditions = Vec::new();
-        for (i, c) in list_field(spec, "matchConditions", "spec")?
-            .iter()
-            .enumerate()
-        {
+        for (i, c) in list_field(spec, "matchConditions", "spec")?.iter().enumerate() {
             let path = format!("spec.matchConditions[{i}]");
             let name = string_field(c, "name", &path)?;
             let source = string_field(c, "expression", &path)?;
-            conditions.push((
-                name,
-                Expression::compile(env, &source, &format!("{path}.expression"))?,
-            ));
+            conditions
+                .push((name, Expression::compile(env, &source, &format!("{path}.expression"))?));
         }
         Ok(MatchConditions { conditions })
     }
@@ -179,11 +174,8 @@ impl ValidatingPolicy {
                 };
             }
         }
-        let violations = self
-            .validations
-            .iter()
-            .filter_map(|v| self.validate(v, &context))
-            .collect();
+        let violations =
+            self.validations.iter().filter_map(|v| self.validate(v, &context)).collect();
         PolicyOutcome::Evaluated { violations }
     }
 
@@ -226,11 +218,7 @@ impl ValidatingPolicy {
     }
 
     fn failure_violation(&self, message: String) -> Violation {
-        Violation {
-            message,
-            reason: "Invalid".to_owned(),
-            cause: ViolationCause::EvaluationError,
-        }
+        Violation { message, reason: "Invalid".to_owned(), cause: ViolationCause::EvaluationError }
     }
 
     /// The message of a denial, chosen as `validator.go` chooses it.
@@ -246,11 +234,7 @@ impl ValidatingPolicy {
             .filter(|m| !m.is_empty());
         evaluated
             .or_else(|| {
-                v.message
-                    .as_deref()
-                    .map(str::trim)
-                    .filter(|m| !m.is_empty())
-                    .map(str::to_owned)
+                v.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned)
             })
             .unwrap_or_else(|| format!("failed expression: {}", v.expression.source.trim()))
     }
@@ -284,10 +268,7 @@ impl ValidatingPolicyBinding {
                 Some("Deny") => Ok(ValidationAction::Deny),
                 Some("Warn") => Ok(ValidationAction::Warn),
                 Some("Audit") => Ok(ValidationAction::Audit),
-                _ => Err(field_error(
-                    "spec.validationActions",
-                    format!("unsupported {a}"),
-                )),
+                _ => Err(field_error("spec.validationActions", format!("unsupported {a}"))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         if actions.is_empty() {

@@ -6,19 +6,11 @@ use serde_json::Value as Json;
 use serde_json::json;
 
 fn pod_kind() -> GroupVersionKind {
-    GroupVersionKind {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "Pod".into(),
-    }
+    GroupVersionKind { group: String::new(), version: "v1".into(), kind: "Pod".into() }
 }
 
 fn pods() -> GroupVersionResource {
-    GroupVersionResource {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "pods".into(),
-    }
+    GroupVersionResource { group: String::new(), version: "v1".into(), resource: "pods".into() }
 }
 
 fn pod(gpus: &str) -> Json {
@@ -73,10 +65,7 @@ fn bounded_requests_policy(failure: &str) -> ValidatingPolicy {
 #[test]
 fn a_pod_within_bounds_passes_and_one_beyond_is_denied_with_the_message_expression() {
     let policy = bounded_requests_policy("Fail");
-    assert_eq!(
-        policy.evaluate(&create(pod("2"))),
-        PolicyOutcome::Evaluated { violations: vec![] }
-    );
+    assert_eq!(policy.evaluate(&create(pod("2"))), PolicyOutcome::Evaluated { violations: vec![] });
     assert_eq!(
         policy.evaluate(&create(pod("8"))).violations(),
         [Violation {
@@ -106,19 +95,13 @@ fn evaluation_errors_follow_the_failure_policy() {
     // validation errors; isQuantity() is false, so the second denies.
     let fail = bounded_requests_policy("Fail").evaluate(&create(pod("lots")));
     let causes: Vec<_> = fail.violations().iter().map(|v| v.cause).collect();
-    assert_eq!(
-        causes,
-        [ViolationCause::EvaluationError, ViolationCause::Denied]
-    );
+    assert_eq!(causes, [ViolationCause::EvaluationError, ViolationCause::Denied]);
     assert!(
         fail.violations()[0]
             .message
             .starts_with("expression 'size(variables.tooMany) == 0' resulted in error")
     );
-    assert_eq!(
-        fail.violations()[1].message,
-        "GPU limits must be quantities"
-    );
+    assert_eq!(fail.violations()[1].message, "GPU limits must be quantities");
     let ignore = bounded_requests_policy("Ignore").evaluate(&create(pod("lots")));
     assert_eq!(ignore.violations().len(), 1);
     assert_eq!(ignore.violations()[0].cause, ViolationCause::Denied);
@@ -163,32 +146,11 @@ fn bindings_select_namespaces_by_labels() {
     let labelled =
         binding(json!({"matchExpressions": [{"key": "example.com/mode", "operator": "Exists"}]}));
     let request = create(pod("8"));
-    assert_eq!(
-        policy.evaluate_bound(&enforce, &request).violations().len(),
-        1
-    );
-    assert_eq!(
-        policy.evaluate_bound(&warn, &request),
-        PolicyOutcome::NotMatched
-    );
-    assert_eq!(
-        policy
-            .evaluate_bound(&not_audit, &request)
-            .violations()
-            .len(),
-        1
-    );
-    assert_eq!(
-        policy.evaluate_bound(&unlabelled, &request),
-        PolicyOutcome::NotMatched
-    );
-    assert_eq!(
-        policy
-            .evaluate_bound(&labelled, &request)
-            .violations()
-            .len(),
-        1
-    );
+    assert_eq!(policy.evaluate_bound(&enforce, &request).violations().len(), 1);
+    assert_eq!(policy.evaluate_bound(&warn, &request), PolicyOutcome::NotMatched);
+    assert_eq!(policy.evaluate_bound(&not_audit, &request).violations().len(), 1);
+    assert_eq!(policy.evaluate_bound(&unlabelled, &request), PolicyOutcome::NotMatched);
+    assert_eq!(policy.evaluate_bound(&labelled, &request).violations().len(), 1);
     let mut bare = create(pod("8"));
     bare.namespace_object = Some(json!({"metadata": {"name": "ml"}}));
     assert!(not_audit.matches(&bare) && unlabelled.matches(&bare) && !labelled.matches(&bare));
@@ -199,15 +161,9 @@ fn policies_that_do_not_compile_or_lack_fields_are_refused() {
     let broken = json!({"metadata": {"name": "x"}, "spec": {
         "matchConstraints": {"resourceRules": []},
         "validations": [{"expression": "object.("}]}});
-    assert!(matches!(
-        ValidatingPolicy::from_object(&broken),
-        Err(PolicyError::Compile { .. })
-    ));
+    assert!(matches!(ValidatingPolicy::from_object(&broken), Err(PolicyError::Compile { .. })));
     let no_rules = json!({"metadata": {"name": "x"}, "spec": {"validations": []}});
-    assert!(matches!(
-        ValidatingPolicy::from_object(&no_rules),
-        Err(PolicyError::Field { .. })
-    ));
+    assert!(matches!(ValidatingPolicy::from_object(&no_rules), Err(PolicyError::Field { .. })));
 }
 
 fn runtime_policy() -> MutatingPolicy {
@@ -249,10 +205,7 @@ fn a_json_patch_mutation_sets_a_field_and_adds_an_env_var() {
     );
     assert_eq!(object["spec"]["containers"][1].get("env"), None);
     // Later mutations see the object as earlier ones left it.
-    assert_eq!(
-        object["metadata"]["annotations"],
-        json!({"example.com/runtime": "nvidia"})
-    );
+    assert_eq!(object["metadata"]["annotations"], json!({"example.com/runtime": "nvidia"}));
     assert_eq!(patch.0.len(), 4);
 }
 
@@ -262,10 +215,7 @@ fn a_failing_mutation_follows_the_failure_policy() {
     // fails (no such key).
     let mut no_gpu = pod("1");
     no_gpu["spec"]["containers"][0]["resources"] = json!({});
-    assert!(matches!(
-        runtime_policy().mutate(&create(no_gpu)),
-        MutationOutcome::Failed(_)
-    ));
+    assert!(matches!(runtime_policy().mutate(&create(no_gpu)), MutationOutcome::Failed(_)));
 }
 
 #[test]
@@ -275,16 +225,10 @@ fn mutating_bindings_select_by_policy_name_and_namespace() {
         "policyName": "runtime-class",
         "matchResources": {"namespaceSelector": {"matchLabels": {"example.com/mode": "warn"}}}}}))
     .expect("binding");
-    assert_eq!(
-        policy.mutate_bound(&binding, &create(pod("1"))),
-        MutationOutcome::NotMatched
-    );
+    assert_eq!(policy.mutate_bound(&binding, &create(pod("1"))), MutationOutcome::NotMatched);
     let mut warn = create(pod("1"));
     warn.namespace_object = Some(json!({"metadata": {"labels": {"example.com/mode": "warn"}}}));
-    assert!(matches!(
-        policy.mutate_bound(&binding, &warn),
-        MutationOutcome::Patched { .. }
-    ));
+    assert!(matches!(policy.mutate_bound(&binding, &warn), MutationOutcome::Patched { .. }));
 }
 
 #[test]
@@ -308,10 +252,7 @@ fn a_failed_test_operation_leaves_the_object_unchanged_without_error() {
     let MutationOutcome::Patched { object, patch } = policy.mutate(&create(pod("1"))) else {
         panic!("expected a patch");
     };
-    assert_eq!(
-        object["metadata"]["labels"],
-        json!({"app": "train", "copied": "p"})
-    );
+    assert_eq!(object["metadata"]["labels"], json!({"app": "train", "copied": "p"}));
     assert_eq!(patch.0.len(), 1);
 }
 

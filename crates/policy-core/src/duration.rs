@@ -50,20 +50,12 @@ struct Component<'a> {
 
 /// The `<number><unit>` at the start of `rest`, which is moved past it.
 fn next_component<'a>(rest: &mut &'a str) -> Option<Component<'a>> {
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .filter(|&end| end > 0)?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').filter(|&end| end > 0)?;
     let (number, after) = rest.split_at(digits);
-    let unit_end = after
-        .find(|c: char| c.is_ascii_digit() || c == '.')
-        .unwrap_or(after.len());
+    let unit_end = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
     let (unit, nanos) = UNITS.iter().find(|(unit, _)| *unit == &after[..unit_end])?;
     *rest = &after[unit_end..];
-    Some(Component {
-        number,
-        unit,
-        nanos: *nanos,
-    })
+    Some(Component { number, unit, nanos: *nanos })
 }
 
 impl Component<'_> {

@@ -102,9 +102,7 @@ impl KubernetesVersion {
         let minor: u32 = minor.parse().map_err(|_| not_a_version())?;
         let version = Self::new(minor);
         if version < OLDEST {
-            return Err(VersionError::TooOld {
-                found: version.to_string(),
-            });
+            return Err(VersionError::TooOld { found: version.to_string() });
         }
         Ok(version)
     }
@@ -122,14 +120,8 @@ impl KubernetesVersion {
     pub fn mutating_policies(self) -> Option<MutatingPolicyApi> {
         match self.minor {
             ..34 => None,
-            34 | 35 => Some(MutatingPolicyApi {
-                version: "v1beta1",
-                opt_in: true,
-            }),
-            _ => Some(MutatingPolicyApi {
-                version: "v1",
-                opt_in: false,
-            }),
+            34 | 35 => Some(MutatingPolicyApi { version: "v1beta1", opt_in: true }),
+            _ => Some(MutatingPolicyApi { version: "v1", opt_in: false }),
         }
     }
 

@@ -17,10 +17,7 @@ pub struct Document {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
 }
@@ -37,30 +34,19 @@ pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, Lo
             let mut text = String::new();
             stdin
                 .read_to_string(&mut text)
-                .map_err(|source| LoadError::Read {
-                    path: "stdin".to_owned(),
-                    source,
-                })?;
+                .map_err(|source| LoadError::Read { path: "stdin".to_owned(), source })?;
             // YAML is read as such whatever its style: flow mappings and
             // JSON documents separated by `---` are YAML too.
             documents.extend(parse(&text, STDIN, false)?);
             continue;
         }
-        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let files = if metadata.is_dir() {
-            manifest_files(path)?
-        } else {
-            vec![path.clone()]
-        };
+        let metadata = std::fs::metadata(path)
+            .map_err(|source| LoadError::Read { path: path.display().to_string(), source })?;
+        let files = if metadata.is_dir() { manifest_files(path)? } else { vec![path.clone()] };
         for file in files {
             let shown = file.display().to_string();
-            let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Read {
-                path: shown.clone(),
-                source,
-            })?;
+            let text = std::fs::read_to_string(&file)
+                .map_err(|source| LoadError::Read { path: shown.clone(), source })?;
             let json = file.extension().is_some_and(|e| e == "json");
             documents.extend(parse(&text, &shown, json)?);
         }
@@ -92,10 +78,7 @@ fn manifest_files(folder: &Path) -> Result<Vec<PathBuf>, LoadError> {
 
 /// Parses one file's text: JSON, or multi-document YAML.
 pub fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, LoadError> {
-    let parse_error = |message: String| LoadError::Parse {
-        path: source.to_owned(),
-        message,
-    };
+    let parse_error = |message: String| LoadError::Parse { path: source.to_owned(), message };
     let values: Vec<Value> = if json {
         let value: Value = serde_json::from_str(text).map_err(|err| {
             parse_error(format!(
@@ -133,11 +116,9 @@ fn flatten(
             Ok(())
         }
         Value::Object(mut map) => {
-            let is_list = map
-                .get("kind")
-                .and_then(Value::as_str)
-                .is_some_and(|kind| kind.ends_with("List"))
-                && map.get("items").is_some_and(Value::is_array);
+            let is_list =
+                map.get("kind").and_then(Value::as_str).is_some_and(|kind| kind.ends_with("List"))
+                    && map.get("items").is_some_and(Value::is_array);
             if is_list {
                 if let Some(Value::Array(items)) = map.remove("items") {
                     for item in items {
@@ -146,10 +127,7 @@ fn flatten(
                 }
                 return Ok(());
             }
-            documents.push(Document {
-                source: source.to_owned(),
-                object: Value::Object(map),
-            });
+            documents.push(Document { source: source.to_owned(), object: Value::Object(map) });
             Ok(())
         }
         other => Err(LoadError::Parse {
@@ -181,9 +159,7 @@ pub fn json_type(value: &Value) -> &'static str {
 /// keep them on one.
 pub fn one_line(message: &str) -> String {
     message
-        .split([
-            '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
-        ])
+        .split(['\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}'])
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect::<Vec<_>>()

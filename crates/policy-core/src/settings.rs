@@ -127,21 +127,15 @@ impl DraComputeAffinity {
 
     /// The floors go onto node labels.
     pub fn node_labels(self) -> bool {
-        matches!(
-            self,
-            DraComputeAffinity::NodeLabels | DraComputeAffinity::Both
-        )
+        matches!(self, DraComputeAffinity::NodeLabels | DraComputeAffinity::Both)
     }
 }
 
 impl Config {
     /// The namespaces the allowlist names, sorted, each once.
     pub fn allowlist_namespaces(&self) -> Vec<&str> {
-        let mut namespaces: Vec<&str> = self
-            .allowlist
-            .iter()
-            .map(|e| e.namespace.as_str())
-            .collect();
+        let mut namespaces: Vec<&str> =
+            self.allowlist.iter().map(|e| e.namespace.as_str()).collect();
         namespaces.sort_unstable();
         namespaces.dedup();
         namespaces
@@ -220,11 +214,7 @@ impl Settings {
         if config.gpu_resources.iter().any(|p| p.trim().is_empty()) {
             return invalid("gpuResources: empty pattern".into());
         }
-        if config
-            .gpu_device_classes
-            .iter()
-            .any(|c| c.trim().is_empty())
-        {
+        if config.gpu_device_classes.iter().any(|c| c.trim().is_empty()) {
             return invalid("gpuDeviceClasses: empty name".into());
         }
         if config.visible_devices_pin.is_empty()
@@ -236,9 +226,7 @@ impl Settings {
             ));
         }
         if !config.runtime_class_name.is_empty()
-            && !config
-                .gpu_runtime_classes
-                .contains(&config.runtime_class_name)
+            && !config.gpu_runtime_classes.contains(&config.runtime_class_name)
         {
             return invalid(format!(
                 "gpuRuntimeClasses must include runtimeClassName {:?}",
@@ -253,19 +241,13 @@ impl Settings {
                 return invalid(format!("allowlist entry {entry}: {problem}"));
             }
         }
-        let (image_table, image_timeout) = config
-            .image_resolution
-            .compile(&config.image_compute_capabilities)?;
+        let (image_table, image_timeout) =
+            config.image_resolution.compile(&config.image_compute_capabilities)?;
         let resource_patterns = resource_patterns(&config.gpu_resources).map_err(|err| {
             let message = crate::manifest::one_line(&err.to_string());
             ConfigError::Invalid(format!("gpuResources: {message}"))
         })?;
-        Ok(Self {
-            config,
-            resource_patterns,
-            image_table,
-            image_timeout,
-        })
+        Ok(Self { config, resource_patterns, image_table, image_timeout })
     }
 
     /// Parses a YAML (or JSON) config document.
@@ -281,10 +263,8 @@ impl Settings {
 
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: shown.clone(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
         Self::from_yaml(&text, &shown)
     }
 
@@ -359,11 +339,7 @@ impl Settings {
                 }),
             }
         }
-        NamespaceSettings {
-            max_per_pod,
-            min_compute_capability,
-            ignored,
-        }
+        NamespaceSettings { max_per_pod, min_compute_capability, ignored }
     }
 }
 

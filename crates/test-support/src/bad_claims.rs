@@ -186,11 +186,7 @@ pub fn pods() -> Vec<BadObject> {
         (
             "10,000 unresolved pod claims",
             pod_using(
-                json!(
-                    (0..10_000)
-                        .map(|i| json!({"name": format!("c{i}")}))
-                        .collect::<Vec<_>>()
-                ),
+                json!((0..10_000).map(|i| json!({"name": format!("c{i}")})).collect::<Vec<_>>()),
                 Value::Array(thousands),
             ),
             Expect::Allowed,

@@ -35,9 +35,7 @@ impl Review {
             "dryRun": false,
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
         });
-        let Value::Object(request) = request else {
-            unreachable!("a JSON object literal")
-        };
+        let Value::Object(request) = request else { unreachable!("a JSON object literal") };
         Self { request }
     }
 
@@ -46,10 +44,7 @@ impl Review {
         Self::create(object, namespace)
             .set("operation", json!("UPDATE"))
             .set("oldObject", old.clone())
-            .set(
-                "options",
-                json!({"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"}),
-            )
+            .set("options", json!({"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"}))
     }
 
     /// The request's uid, which the response echoes.
@@ -68,8 +63,7 @@ impl Review {
 
     /// The request of a subresource, e.g. `ephemeralcontainers`.
     pub fn sub_resource(self, sub_resource: &str) -> Self {
-        self.set("subResource", json!(sub_resource))
-            .set("requestSubResource", json!(sub_resource))
+        self.set("subResource", json!(sub_resource)).set("requestSubResource", json!(sub_resource))
     }
 
     /// Any other field of the request, set or replaced.

@@ -16,10 +16,7 @@ pub fn with_certificate<T>(cert_pem: &[u8], read: impl FnOnce(&X509Certificate<'
 
 /// The DNS and IPv4 subject alternative names of a certificate.
 pub fn sans(cert: &X509Certificate<'_>) -> (Vec<String>, Vec<IpAddr>) {
-    let san = cert
-        .subject_alternative_name()
-        .expect("san ext")
-        .expect("san present");
+    let san = cert.subject_alternative_name().expect("san ext").expect("san present");
     let mut dns = Vec::new();
     let mut ips = Vec::new();
     for name in &san.value.general_names {

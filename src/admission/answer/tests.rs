@@ -30,17 +30,9 @@ fn pins(containers: usize) -> Evaluation {
         .map(|at| {
             let path = pointer_below(
                 Pointer::root(),
-                [
-                    Step::Key("spec"),
-                    Step::Key("containers"),
-                    Step::Index(at),
-                    Step::Key("env"),
-                ],
+                [Step::Key("spec"), Step::Key("containers"), Step::Index(at), Step::Key("env")],
             );
-            add(
-                path,
-                serde_json::json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
-            )
+            add(path, serde_json::json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]))
         })
         .collect();
     Evaluation {
@@ -56,10 +48,7 @@ fn pins(containers: usize) -> Evaluation {
 }
 
 fn with_violations(count: usize) -> Evaluation {
-    Evaluation {
-        violations: violations(count),
-        ..Evaluation::default()
-    }
+    Evaluation { violations: violations(count), ..Evaluation::default() }
 }
 
 /// Under the cap, the denial is every violation joined, as it always was.
@@ -84,10 +73,7 @@ fn a_denial_over_its_cap_counts_the_violations_left_out() {
     assert!(denial.len() <= MAX_DENIAL_BYTES, "{} bytes", denial.len());
     let shown = denial.matches("[bounded-requests]").count();
     assert!(shown > 10, "{denial}");
-    assert!(
-        denial.ends_with(&format!("; and {} more", thousands(3_000 - shown))),
-        "{denial}"
-    );
+    assert!(denial.ends_with(&format!("; and {} more", thousands(3_000 - shown))), "{denial}");
     assert!(!denial.contains('\n'));
 }
 
@@ -99,9 +85,7 @@ fn warnings_are_capped_in_count_and_characters() {
         let full: Vec<String> = (0..count).map(|at| format!("gpu-policy: w{at}")).collect();
         assert_eq!(bounded_warnings(&full), full);
     }
-    let full: Vec<String> = (0..=MAX_WARNINGS)
-        .map(|at| format!("gpu-policy: w{at}"))
-        .collect();
+    let full: Vec<String> = (0..=MAX_WARNINGS).map(|at| format!("gpu-policy: w{at}")).collect();
     let kept = bounded_warnings(&full);
     assert_eq!(kept.len(), MAX_WARNINGS);
     assert_eq!(kept.get(..MAX_WARNINGS - 1), full.get(..MAX_WARNINGS - 1));
@@ -111,12 +95,7 @@ fn warnings_are_capped_in_count_and_characters() {
     );
     // Long ones: the characters bind before the count.
     let long: Vec<String> = (0..3_000)
-        .map(|at| {
-            format!(
-                "gpu-policy: [bounded-requests] would deny: {at} {}",
-                "x".repeat(300)
-            )
-        })
+        .map(|at| format!("gpu-policy: [bounded-requests] would deny: {at} {}", "x".repeat(300)))
         .collect();
     let kept = bounded_warnings(&long);
     let chars: usize = kept.iter().map(|w| w.chars().count()).sum();
@@ -140,10 +119,7 @@ fn warn_mode_warns_within_the_caps() {
     assert_eq!(decision.warnings_in_full.len(), 3_000);
     assert!(decision.warnings.len() <= MAX_WARNINGS);
     assert!(
-        decision
-            .warnings
-            .last()
-            .is_some_and(|w| w.contains("more warnings")),
+        decision.warnings.last().is_some_and(|w| w.contains("more warnings")),
         "{:?}",
         decision.warnings
     );
@@ -152,11 +128,7 @@ fn warn_mode_warns_within_the_caps() {
 #[test]
 fn audit_annotations_are_capped_with_a_count_of_the_rest() {
     let decision = decide(Mode::Audit, ObjectKind::Pod, &with_violations(3_000));
-    let violations = decision
-        .audit_annotations
-        .get("violations")
-        .cloned()
-        .unwrap_or_default();
+    let violations = decision.audit_annotations.get("violations").cloned().unwrap_or_default();
     assert!(violations.len() <= MAX_AUDIT_ANNOTATION_BYTES);
     let shown = violations.matches("[bounded-requests]").count();
     assert!(
@@ -164,12 +136,7 @@ fn audit_annotations_are_capped_with_a_count_of_the_rest() {
         "{violations}"
     );
     let few = decide(Mode::Audit, ObjectKind::Pod, &with_violations(2));
-    assert_eq!(
-        few.audit_annotations
-            .get("violations")
-            .map(|v| v.matches("; ").count()),
-        Some(1)
-    );
+    assert_eq!(few.audit_annotations.get("violations").map(|v| v.matches("; ").count()), Some(1));
 }
 
 /// One item longer than the room is cut and marked, and the rest counted.
@@ -212,22 +179,13 @@ fn a_patch_over_its_budget_denies_in_enforce_mode() {
     assert!(warned.allowed && !warned.carries_patch());
     assert_eq!(
         warned.warnings_in_full.first().map(String::as_str),
-        Some(
-            format!(
-                "gpu-policy: would deny: {}",
-                &denial["gpu-policy: ".len()..]
-            )
-            .as_str()
-        )
+        Some(format!("gpu-policy: would deny: {}", &denial["gpu-policy: ".len()..]).as_str())
     );
 
     let audited = decide(Mode::Audit, ObjectKind::Pod, &over);
     assert!(audited.allowed && audited.warnings.is_empty());
     assert_eq!(
-        audited
-            .audit_annotations
-            .get(PATCH_ANNOTATION)
-            .map(String::as_str),
+        audited.audit_annotations.get(PATCH_ANNOTATION).map(String::as_str),
         denial.strip_prefix("gpu-policy: ")
     );
 
@@ -263,10 +221,7 @@ fn floors_left_out_are_recorded_in_every_mode() {
     for mode in Mode::ALL {
         let decision = decide(mode, ObjectKind::Pod, &unlabelled);
         assert_eq!(
-            decision
-                .audit_annotations
-                .get(UNENFORCED_FLOOR_ANNOTATION)
-                .map(String::as_str),
+            decision.audit_annotations.get(UNENFORCED_FLOOR_ANNOTATION).map(String::as_str),
             Some(expected),
             "{mode}"
         );
@@ -281,32 +236,21 @@ fn floors_left_out_are_recorded_in_every_mode() {
         // What the answer carries is the evaluation's patch.
         assert!(
             !(decision.carries_patch()
-                && unlabelled
-                    .patch
-                    .iter()
-                    .any(|op| op.path().to_string().contains("affinity"))),
+                && unlabelled.patch.iter().any(|op| op.path().to_string().contains("affinity"))),
             "{mode}"
         );
     }
     // The warning, cut to a kubectl line, still names the cause.
     let enforce = decide(Mode::Enforce, ObjectKind::Pod, &unlabelled);
     assert!(
-        enforce
-            .warnings
-            .iter()
-            .any(|w| w.contains("GPU Feature Discovery")),
+        enforce.warnings.iter().any(|w| w.contains("GPU Feature Discovery")),
         "{:?}",
         enforce.warnings
     );
     let labelled = on(NodeGpus::of(&gpus, Some((8, 0))).with_driver_labels());
     for mode in Mode::ALL {
         let decision = decide(mode, ObjectKind::Pod, &labelled);
-        assert!(
-            !decision
-                .audit_annotations
-                .contains_key(UNENFORCED_FLOOR_ANNOTATION),
-            "{mode}"
-        );
+        assert!(!decision.audit_annotations.contains_key(UNENFORCED_FLOOR_ANNOTATION), "{mode}");
     }
     let warned = decide(Mode::Warn, ObjectKind::Pod, &labelled);
     assert!(
@@ -325,26 +269,14 @@ fn the_unenforced_floor_annotation_is_bounded() {
     use crate::policy::Notice;
     let evaluation = Evaluation {
         notices: (0..100)
-            .map(|at| {
-                Notice::new(
-                    NoticeKind::UnenforcedFloor,
-                    format!("{at} {}", "x".repeat(900)),
-                )
-            })
+            .map(|at| Notice::new(NoticeKind::UnenforcedFloor, format!("{at} {}", "x".repeat(900))))
             .collect(),
         ..Evaluation::default()
     };
     let decision = decide(Mode::Audit, ObjectKind::Pod, &evaluation);
-    let annotation = decision
-        .audit_annotations
-        .get(UNENFORCED_FLOOR_ANNOTATION)
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        annotation.len() <= MAX_AUDIT_ANNOTATION_BYTES,
-        "{}",
-        annotation.len()
-    );
+    let annotation =
+        decision.audit_annotations.get(UNENFORCED_FLOOR_ANNOTATION).cloned().unwrap_or_default();
+    assert!(annotation.len() <= MAX_AUDIT_ANNOTATION_BYTES, "{}", annotation.len());
     assert!(annotation.ends_with(" more"), "{annotation}");
 }
 
@@ -358,20 +290,14 @@ fn full_answer() -> Answer {
         ..Answer::default()
     };
     for key in ["violations", "mutations", "allowlisted", "a", "z"] {
-        answer
-            .audit_annotations
-            .insert(key.to_owned(), format!("{key} value"));
+        answer.audit_annotations.insert(key.to_owned(), format!("{key} value"));
     }
     answer
 }
 
 #[test]
 fn encoding_writes_the_audit_annotations_in_key_order() {
-    let answer = Answer {
-        encoded_patch: Vec::new(),
-        warnings: Vec::new(),
-        ..full_answer()
-    };
+    let answer = Answer { encoded_patch: Vec::new(), warnings: Vec::new(), ..full_answer() };
     let text = String::from_utf8(answer.encode("u").unwrap_or_default()).unwrap_or_default();
     assert_eq!(
         text,
@@ -399,9 +325,7 @@ fn encoding_writes_kubes_fields_in_kubes_order_with_a_base64_patch() {
         };
         if !answer.encoded_patch.is_empty() {
             let patch = serde_json::from_slice(&answer.encoded_patch).unwrap_or_default();
-            kubes = kubes
-                .with_patch(patch)
-                .unwrap_or_else(|err| panic!("{err}"));
+            kubes = kubes.with_patch(patch).unwrap_or_else(|err| panic!("{err}"));
         }
         if !answer.warnings.is_empty() {
             kubes.warnings = Some(answer.warnings.clone());
@@ -434,15 +358,9 @@ fn encoding_writes_kubes_fields_in_kubes_order_with_a_base64_patch() {
 /// text.
 fn members(text: &str, pointer: &str) -> Vec<(String, Value)> {
     let document = crate::document::Document::parse(text).unwrap_or_else(|err| panic!("{err}"));
-    let object = document
-        .root()
-        .pointer(pointer)
-        .and_then(|at| at.as_object());
+    let object = document.root().pointer(pointer).and_then(|at| at.as_object());
     let object = object.unwrap_or_else(|| panic!("no object at {pointer:?}: {text}"));
-    object
-        .iter()
-        .map(|(key, value)| (key.to_owned(), value.to_value()))
-        .collect()
+    object.iter().map(|(key, value)| (key.to_owned(), value.to_value())).collect()
 }
 
 /// The answer as a serde struct of the same fields writes it: the oracle
@@ -466,31 +384,18 @@ fn encoded_by_serde(uid: &str, answer: &Answer) -> Vec<u8> {
         warnings: &'a [String],
         #[serde(skip_serializing_if = "Option::is_none")]
         patch: Option<String>,
-        #[serde(
-            rename = "auditAnnotations",
-            skip_serializing_if = "BTreeMap::is_empty"
-        )]
+        #[serde(rename = "auditAnnotations", skip_serializing_if = "BTreeMap::is_empty")]
         audit_annotations: &'a BTreeMap<String, String>,
     }
     let patch = (!answer.encoded_patch.is_empty()).then(|| {
-        base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            &answer.encoded_patch,
-        )
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &answer.encoded_patch)
     });
     let status = if answer.allowed {
         kube::core::Status::default()
     } else {
-        let message = answer
-            .denial
-            .clone()
-            .unwrap_or_else(|| Message::new("denied").into_string());
+        let message = answer.denial.clone().unwrap_or_else(|| Message::new("denied").into_string());
         let kept = prefix_within(&message, MAX_DENIAL_BYTES);
-        let message = if kept.len() < message.len() {
-            format!("{kept}…")
-        } else {
-            message
-        };
+        let message = if kept.len() < message.len() { format!("{kept}…") } else { message };
         kube::core::Status::failure(&message, "Forbidden").with_code(403)
     };
     let review = Review {

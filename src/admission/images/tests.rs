@@ -6,28 +6,12 @@ fn answers_become_needs_or_fallbacks() {
     let lookups = vec![
         (
             "a".to_owned(),
-            Lookup::Found(ImageConfigFacts::of(
-                Some("13.0.2"),
-                Some("cuda>=13.0"),
-                None,
-            )),
+            Lookup::Found(ImageConfigFacts::of(Some("13.0.2"), Some("cuda>=13.0"), None)),
         ),
-        (
-            "b".to_owned(),
-            Lookup::Found(ImageConfigFacts::of(None, None, Some("12.8.1"))),
-        ),
-        (
-            "c".to_owned(),
-            Lookup::Found(ImageConfigFacts::of(None, None, None)),
-        ),
-        (
-            "d".to_owned(),
-            Lookup::Found(ImageConfigFacts::of(Some("thirteen"), None, None)),
-        ),
-        (
-            "e".to_owned(),
-            Lookup::Failed("e: 503 from the registry".to_owned()),
-        ),
+        ("b".to_owned(), Lookup::Found(ImageConfigFacts::of(None, None, Some("12.8.1")))),
+        ("c".to_owned(), Lookup::Found(ImageConfigFacts::of(None, None, None))),
+        ("d".to_owned(), Lookup::Found(ImageConfigFacts::of(Some("thirteen"), None, None))),
+        ("e".to_owned(), Lookup::Failed("e: 503 from the registry".to_owned())),
         ("f".to_owned(), Lookup::TimedOut),
     ];
     let mut details = Vec::new();
@@ -58,18 +42,14 @@ fn answers_become_needs_or_fallbacks() {
 fn an_oversized_value_or_a_long_quote_is_a_short_reason() {
     let mut facts = ImageConfigFacts::of(Some("13.0.2"), None, None);
     if let Some(facts) = Arc::get_mut(&mut facts) {
-        facts.oversized = Some(crate::registry::OversizedValue {
-            name: REQUIRE_CUDA_ENV,
-            bytes: 1_200_000,
-        });
+        facts.oversized =
+            Some(crate::registry::OversizedValue { name: REQUIRE_CUDA_ENV, bytes: 1_200_000 });
     }
     assert_eq!(
         needs_of(&facts),
-        Err(
-            "NVIDIA_REQUIRE_CUDA is 1,200,000 bytes long, more than the 4 KiB an image \
+        Err("NVIDIA_REQUIRE_CUDA is 1,200,000 bytes long, more than the 4 KiB an image \
                  config value may be"
-                .to_owned()
-        )
+            .to_owned())
     );
     let quoted = format!("cuda>=13.0 {}", "\u{1}".repeat(4000));
     let unreadable = ImageConfigFacts::of(Some("13.0.2"), Some(&quoted), None);

@@ -20,18 +20,10 @@ fn run(old: Option<&str>, new: Option<&str>, groups: &[&str]) -> Result<(), Stri
 
 fn run_check(old: Option<&str>, new: Option<&str>, groups: &[&str]) -> Result<(), LabelRefusal> {
     let groups: Vec<Cow<'_, str>> = groups.iter().map(|g| Cow::Borrowed(*g)).collect();
-    let requester = Requester {
-        username: "alice",
-        groups: &groups,
-    };
+    let requester = Requester { username: "alice", groups: &groups };
     let (old, new) = (namespace(old), namespace(new));
     let (old, new) = (Document::from_value(&old), Document::from_value(&new));
-    check(
-        Some(old.root()),
-        Some(new.root()),
-        requester,
-        &["system:masters".to_owned()],
-    )
+    check(Some(old.root()), Some(new.root()), requester, &["system:masters".to_owned()])
 }
 
 #[rstest]
@@ -60,19 +52,11 @@ fn ordinary_users(#[case] old: Option<&str>, #[case] new: Option<&str>, #[case] 
 #[test]
 fn admins_may_loosen() {
     assert!(run(Some("enforce"), None, &["system:masters"]).is_ok());
-    let requester = Requester {
-        username: "root-admin",
-        groups: &[],
-    };
+    let requester = Requester { username: "root-admin", groups: &[] };
     let (old, new) = (namespace(Some("enforce")), namespace(Some("audit")));
     assert!(
-        check(
-            Some(leaked(&old)),
-            Some(leaked(&new)),
-            requester,
-            &["root-admin".to_owned()]
-        )
-        .is_ok()
+        check(Some(leaked(&old)), Some(leaked(&new)), requester, &["root-admin".to_owned()])
+            .is_ok()
     );
 }
 
@@ -87,10 +71,7 @@ fn denial_names_the_change_and_who_may() {
 #[test]
 fn deleting_a_namespace_is_allowed() {
     let old = namespace(Some("enforce"));
-    let requester = Requester {
-        username: "alice",
-        groups: &[],
-    };
+    let requester = Requester { username: "alice", groups: &[] };
     assert!(check(Some(leaked(&old)), None, requester, &[]).is_ok());
 }
 
@@ -107,10 +88,7 @@ fn tightening_is_detected(
     #[case] expected: Option<Mode>,
 ) {
     let (old, new) = (namespace(old), namespace(new));
-    assert_eq!(
-        tightened_to(Some(leaked(&old)), Some(leaked(&new))),
-        expected
-    );
+    assert_eq!(tightened_to(Some(leaked(&old)), Some(leaked(&new))), expected);
 }
 
 /// Adds `pods` and `claims` (of their `kind`) in `ml` to `findings`.
@@ -168,15 +146,8 @@ fn opting_in_lists_violating_pods_and_pods_that_would_lose_cards() {
         ]
     );
     assert!(
-        opt_in_warnings(
-            Mode::Enforce,
-            "ml",
-            &pods[..1],
-            &[],
-            &Settings::default(),
-            None
-        )
-        .is_empty()
+        opt_in_warnings(Mode::Enforce, "ml", &pods[..1], &[], &Settings::default(), None)
+            .is_empty()
     );
 }
 
@@ -201,14 +172,8 @@ fn opting_in_resolves_pods_claims_from_the_cluster() {
     use crate::policy::dra::tables::KeptClaim;
     let (pod, template) = six_and_four();
     let settings = Settings::default();
-    let unresolved = opt_in_warnings(
-        Mode::Enforce,
-        "ml",
-        std::slice::from_ref(&pod),
-        &[],
-        &settings,
-        None,
-    );
+    let unresolved =
+        opt_in_warnings(Mode::Enforce, "ml", std::slice::from_ref(&pod), &[], &settings, None);
     assert!(unresolved.is_empty(), "{unresolved:?}");
     let mut cluster = ClusterSnapshot::default();
     cluster.dra.templates.insert(
@@ -233,14 +198,8 @@ fn opting_in_names_the_claims_that_would_be_denied() {
             "metadata": {"name": "huge", "namespace": "ml"},
             "spec": {"devices": {"requests": [
                 {"name": "g", "exactly": {"deviceClassName": "mig.nvidia.com", "count": 9}}]}}});
-    let warnings = opt_in_warnings(
-        Mode::Warn,
-        "ml",
-        &[],
-        &[six, all, claim],
-        &Settings::default(),
-        None,
-    );
+    let warnings =
+        opt_in_warnings(Mode::Warn, "ml", &[], &[six, all, claim], &Settings::default(), None);
     assert_eq!(
         warnings,
         vec![

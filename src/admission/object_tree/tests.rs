@@ -9,21 +9,10 @@ use crate::policy::READ_ENV_NAMES;
 /// A member not named here is left out; a place not here keeps all of
 /// its members as [`Place::member`] says.
 const KEPT: &[(Place, &[&str])] = &[
-    (
-        Place::Root,
-        &["apiVersion", "kind", "metadata", "spec", "template"],
-    ),
+    (Place::Root, &["apiVersion", "kind", "metadata", "spec", "template"]),
     (
         Place::Metadata,
-        &[
-            "annotations",
-            "generateName",
-            "labels",
-            "name",
-            "namespace",
-            "ownerReferences",
-            "uid",
-        ],
+        &["annotations", "generateName", "labels", "name", "namespace", "ownerReferences", "uid"],
     ),
     (
         Place::Spec,
@@ -53,15 +42,7 @@ const KEPT: &[(Place, &[&str])] = &[
     ),
     (
         Place::Container,
-        &[
-            "env",
-            "image",
-            "name",
-            "resources",
-            "restartPolicy",
-            "securityContext",
-            "volumeMounts",
-        ],
+        &["env", "image", "name", "resources", "restartPolicy", "securityContext", "volumeMounts"],
     ),
     (Place::ContainerSecurity, &["privileged"]),
     (Place::Mount, &["mountPath", "name"]),
@@ -70,9 +51,7 @@ const KEPT: &[(Place, &[&str])] = &[
 
 /// The members `place` keeps; None when it keeps every one.
 fn kept(place: Place) -> Option<&'static [&'static str]> {
-    KEPT.iter()
-        .find(|(row, _)| *row == place)
-        .map(|(_, keys)| *keys)
+    KEPT.iter().find(|(row, _)| *row == place).map(|(_, keys)| *keys)
 }
 
 fn tree(text: &str) -> Value {
@@ -207,11 +186,7 @@ fn pruned(value: &Value, place: Place) -> Value {
                     .map(|item| {
                         let kept = pruned(item, element);
                         let document = crate::document::Document::from_value(&kept);
-                        if element.keeps(document.root()) {
-                            kept
-                        } else {
-                            Value::Null
-                        }
+                        if element.keeps(document.root()) { kept } else { Value::Null }
                     })
                     .collect(),
             )
@@ -261,10 +236,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
             prop::collection::vec((keys.clone(), inner), 0..5).prop_map(|entries| Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v))
-                    .collect()
+                entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
             )),
         ]
     })
@@ -283,27 +255,11 @@ fn env_entries_no_rule_reads_are_left_out_in_their_place() {
     let text = pod.to_string();
     let mut deserializer = serde_json::Deserializer::from_str(&text);
     let document = read(&text, &mut deserializer, &Budget::unlimited()).expect("JSON");
-    let env = document
-        .root()
-        .pointer("/spec/containers/0/env")
-        .expect("env");
-    let left_out: Vec<bool> = env
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Json::is_left_out)
-        .collect();
-    assert_eq!(
-        left_out,
-        [
-            true, false, true, false, false, false, true, true, true, true
-        ]
-    );
+    let env = document.root().pointer("/spec/containers/0/env").expect("env");
+    let left_out: Vec<bool> = env.as_array().into_iter().flatten().map(Json::is_left_out).collect();
+    assert_eq!(left_out, [true, false, true, false, false, false, true, true, true, true]);
     assert_eq!(env.as_array().map(|list| list.len()), Some(10));
-    assert_eq!(
-        env.pointer("/5/value").and_then(Json::as_str),
-        Some("cuda>=12.0")
-    );
+    assert_eq!(env.pointer("/5/value").and_then(Json::as_str), Some("cuda>=12.0"));
     // A left-out entry keeps its place: what follows keeps its index.
     let view = crate::policy::PodView::parse(
         document.root(),
@@ -373,16 +329,7 @@ const READ_IN_WHOLE_SUBTREES: &[&str] = &[
 const READ_FROM_THE_CLUSTER: &[(&str, &[&str])] = &[
     (
         "dra/allocation.rs",
-        &[
-            "status",
-            "allocation",
-            "results",
-            "driver",
-            "pool",
-            "attributes",
-            "basic",
-            "version",
-        ],
+        &["status", "allocation", "results", "driver", "pool", "attributes", "basic", "version"],
     ),
     ("admission/checker.rs", &["status", "resourceClaimStatuses"]),
     ("registry/credentials.rs", &["auths"]),
@@ -396,11 +343,7 @@ const READ_FROM_THE_CLUSTER: &[(&str, &[&str])] = &[
 fn every_key_the_request_path_reads_is_kept() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for room in [
-        "crates/policy-core/src/policy",
-        "src/admission",
-        "src/registry",
-    ] {
+    for room in ["crates/policy-core/src/policy", "src/admission", "src/registry"] {
         collect_sources(&root.join(room), &mut files);
     }
     assert!(files.len() > 20, "{files:?}");
@@ -553,18 +496,11 @@ fn the_fixtures_are_decided_alike_on_the_whole_object() {
         let mut request = decode(&body).expect("a review");
         for endpoint in [Endpoint::Mutate, Endpoint::Validate(Mode::Warn)] {
             let pruned = respond(&request, endpoint, &subject(&request, endpoint), &evaluator);
-            let whole_object = request
-                .object
-                .replace(RawObject::new(Document::from_value(&loaded.object)));
+            let whole_object =
+                request.object.replace(RawObject::new(Document::from_value(&loaded.object)));
             let whole = respond(&request, endpoint, &subject(&request, endpoint), &evaluator);
             request.object = whole_object;
-            assert_eq!(
-                pruned,
-                whole,
-                "{}: {:?}",
-                loaded.source,
-                loaded.object.get("kind")
-            );
+            assert_eq!(pruned, whole, "{}: {:?}", loaded.source, loaded.object.get("kind"));
         }
     }
 }
@@ -608,16 +544,8 @@ fn an_object_over_the_budget_is_denied_unread() {
     let dense_namespace = namespace(labels.into_iter().collect());
 
     for (object, endpoints, dense) in [
-        (
-            &dense,
-            &[Endpoint::Mutate, Endpoint::Validate(Mode::Enforce)][..],
-            true,
-        ),
-        (
-            &sparse,
-            &[Endpoint::Mutate, Endpoint::Validate(Mode::Enforce)][..],
-            false,
-        ),
+        (&dense, &[Endpoint::Mutate, Endpoint::Validate(Mode::Enforce)][..], true),
+        (&sparse, &[Endpoint::Mutate, Endpoint::Validate(Mode::Enforce)][..], false),
         (&dense_namespace, &[Endpoint::Namespace][..], true),
     ] {
         let body = Review::create(object, "ml").body();
@@ -626,12 +554,7 @@ fn an_object_over_the_budget_is_denied_unread() {
         assert_eq!(read.exceeds_budget(), dense, "{} bytes", body.len());
         assert_eq!(read.json().is_null(), dense);
         for endpoint in endpoints {
-            let answer = respond(
-                &request,
-                *endpoint,
-                &subject(&request, *endpoint),
-                &evaluator,
-            );
+            let answer = respond(&request, *endpoint, &subject(&request, *endpoint), &evaluator);
             let message = answer.denial.as_deref().unwrap_or_default();
             if dense {
                 assert!(!answer.allowed, "{endpoint:?}");

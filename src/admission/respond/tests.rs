@@ -18,10 +18,8 @@ fn same_json_is_json_equality() {
         r#""a""#,
         r#"null"#,
     ];
-    let documents: Vec<Document<'_>> = texts
-        .iter()
-        .map(|text| Document::parse(text).expect("JSON"))
-        .collect();
+    let documents: Vec<Document<'_>> =
+        texts.iter().map(|text| Document::parse(text).expect("JSON")).collect();
     for left in &documents {
         for right in &documents {
             assert_eq!(

@@ -34,10 +34,7 @@ fn sizes_kubernetes_derives_for_unbounded_lists_maps_and_strings() {
     assert_eq!(max_list_items(12), N);
     assert_eq!(max_map_entries(MIN_STRING_SIZE), M);
     // volumeMounts require name and mountPath: 2 + 10 + 15 = 27 bytes.
-    assert_eq!(
-        object_min_serialized_size(&[("name", 2), ("mountPath", 2)]),
-        27
-    );
+    assert_eq!(object_min_serialized_size(&[("name", 2), ("mountPath", 2)]), 27);
     assert_eq!(max_list_items(27), 112_347);
 }
 
@@ -176,11 +173,7 @@ fn sizes_kubernetes_derives_for_unbounded_lists_maps_and_strings() {
     33 + 6 * M
 )]
 // A JSONPatch struct literal: 40 + its fields (0, 0, 3).
-#[case::json_patch(
-    "JSONPatch{op: 'add', path: '/x', value: object.metadata.name}",
-    43,
-    43
-)]
+#[case::json_patch("JSONPatch{op: 'add', path: '/x', value: object.metadata.name}", 43, 43)]
 // Objects compared: ⌈min(fields) × 0.1⌉ (an object of 7 fields is a map of
 // 7 entries at run time) = 1, + 2 + 2.
 #[case::objects_compared("object.spec != oldObject.spec", 5, 5)]
@@ -234,24 +227,9 @@ fn a_declared_bound_replaces_the_request_size() {
 
 #[test]
 fn the_policy_total_is_the_sum_against_the_runtime_budget() {
-    let costs = [
-        Bounds {
-            min: 4,
-            max: 6_000_000,
-        },
-        Bounds {
-            min: 1,
-            max: 5_000_000,
-        },
-    ];
+    let costs = [Bounds { min: 4, max: 6_000_000 }, Bounds { min: 1, max: 5_000_000 }];
     let sum = total(&costs);
-    assert_eq!(
-        sum,
-        Bounds {
-            min: 5,
-            max: 11_000_000
-        }
-    );
+    assert_eq!(sum, Bounds { min: 5, max: 11_000_000 });
     assert!(!sum.within(RUNTIME_COST_BUDGET));
     assert!(total(&costs[..1]).within(RUNTIME_COST_BUDGET));
 }

@@ -15,10 +15,7 @@ fn generated() -> Vec<Value> {
 }
 
 fn worst_cases() -> Vec<PolicyCost> {
-    generated()
-        .iter()
-        .map(|policy| policy_cost(policy, &Inputs::worst_case(policy)))
-        .collect()
+    generated().iter().map(|policy| policy_cost(policy, &Inputs::worst_case(policy))).collect()
 }
 
 #[test]
@@ -38,16 +35,10 @@ fn every_expression_of_every_generated_policy_is_estimated() {
 #[rstest::rstest]
 #[case("runtimeClassName: ''", 6)]
 #[case("privilegedGpu: deny", 7)]
-#[case(
-    "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}",
-    7
-)]
+#[case("gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}", 7)]
 #[case("gpuSharing: {kaiScheduler: {enabled: false}}", 7)]
 #[case("gpuSharing: {hami: {enabled: false}}", 7)]
-#[case(
-    "{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {kaiScheduler: {schedulerName: x}}}",
-    7
-)]
+#[case("{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {kaiScheduler: {schedulerName: x}}}", 7)]
 fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case] count: usize) {
     let settings = Settings::from_yaml(yaml, "c.yaml").unwrap_or_else(|err| panic!("{err}"));
     let generated = policies(&settings, true);
@@ -55,24 +46,14 @@ fn every_expression_is_estimated_under_other_settings(#[case] yaml: &str, #[case
     for policy in &generated {
         let cost = policy_cost(policy, &Inputs::worst_case(policy));
         for e in &cost.expressions {
-            assert!(
-                e.cost.is_ok(),
-                "{yaml}: {} {}: {:?}",
-                cost.name,
-                e.name,
-                e.cost
-            );
+            assert!(e.cost.is_ok(), "{yaml}: {} {}: {:?}", cost.name, e.name, e.cost);
         }
     }
 }
 
 /// A table whose reference costs are the worst case's.
 fn on_itself(cost: PolicyCost) -> PolicyCheck {
-    PolicyCheck {
-        worst: cost.clone(),
-        reference_name: "itself".to_owned(),
-        reference: cost,
-    }
+    PolicyCheck { worst: cost.clone(), reference_name: "itself".to_owned(), reference: cost }
 }
 
 /// A policy of one variable, one validation and its message.
@@ -110,32 +91,15 @@ fn a_variable_has_the_shape_its_expression_computes() {
         vec![
             // object.kind 2, == ⌈3 × 0.1⌉ = 1.
             Ok(Bounds::fixed(3)),
-            Ok(Bounds {
-                min: 14,
-                max: 14 + n * 14
-            }),
-            Ok(Bounds {
-                min: 3,
-                max: 3 + n * 4
-            }),
+            Ok(Bounds { min: 14, max: 14 + n * 14 }),
+            Ok(Bounds { min: 3, max: 3 + n * 4 }),
             Ok(Bounds::fixed(0)),
         ]
     );
     assert_eq!(cost.match_conditions(), Ok(Bounds::fixed(3)));
-    assert_eq!(
-        cost.runtime(),
-        Ok(Bounds {
-            min: 17,
-            max: 17 + n * 18
-        })
-    );
+    assert_eq!(cost.runtime(), Ok(Bounds { min: 17, max: 17 + n * 18 }));
     // names: 3,387,706 > 1,000,000; the total 4,355,621 within 10,000,000.
-    assert!(
-        !cost.expressions[1]
-            .cost
-            .as_ref()
-            .is_ok_and(|c| c.within(PER_CALL_LIMIT))
-    );
+    assert!(!cost.expressions[1].cost.as_ref().is_ok_and(|c| c.within(PER_CALL_LIMIT)));
     assert!(cost.runtime().is_ok_and(|c| c.within(RUNTIME_COST_BUDGET)));
     assert!(!cost.within_limits());
     let table = markdown(&on_itself(cost));
@@ -153,10 +117,7 @@ fn a_variable_has_the_shape_its_expression_computes() {
 fn an_expression_it_cannot_estimate_fails_the_policy() {
     let policy = small_policy("object.spec.containers", "true", "object.kind.reverse()");
     let cost = policy_cost(&policy, &Inputs::worst_case(&policy));
-    assert_eq!(
-        cost.expressions[3].cost,
-        Err(CostError::UnsupportedFunction("reverse".to_owned()))
-    );
+    assert_eq!(cost.expressions[3].cost, Err(CostError::UnsupportedFunction("reverse".to_owned())));
     assert!(cost.runtime().is_err());
     assert!(!cost.within_limits());
     assert!(markdown(&on_itself(cost)).contains("not estimated"));
@@ -171,12 +132,7 @@ fn one_request_is_estimated_with_its_own_sizes() {
         "variables.names.all(c, c.name != '')",
         "'x'",
     );
-    let inputs = Inputs::request(
-        &pod,
-        &Value::Null,
-        &Value::Null,
-        &json!({"operation": "CREATE"}),
-    );
+    let inputs = Inputs::request(&pod, &Value::Null, &Value::Null, &json!({"operation": "CREATE"}));
     let cost = policy_cost(&policy, &inputs);
     let costs: Vec<_> = cost.expressions.iter().map(|e| e.cost.clone()).collect();
     // The variable: has() 2, the branches 3 (the absent list) or 3.
@@ -187,10 +143,7 @@ fn one_request_is_estimated_with_its_own_sizes() {
         vec![
             Ok(Bounds::fixed(3)),
             Ok(Bounds::fixed(5)),
-            Ok(Bounds {
-                min: 3 + 2 * 3,
-                max: 3 + 2 * 5
-            }),
+            Ok(Bounds { min: 3 + 2 * 3, max: 3 + 2 * 5 }),
             Ok(Bounds::fixed(0)),
         ]
     );
@@ -213,10 +166,7 @@ fn real_objects() -> Vec<(String, Value)> {
         let path = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).expect("fixture");
         for document in crate::manifest::parse(&text, &path, false).expect("parses") {
-            let kind = document.object["kind"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            let kind = document.object["kind"].as_str().unwrap_or_default().to_owned();
             if kind != "Namespace" && kind != "Service" {
                 let mut object = document.object;
                 quantities_as_strings(&mut object);
@@ -225,10 +175,7 @@ fn real_objects() -> Vec<(String, Value)> {
         }
     }
     for n in [10, 50] {
-        objects.push((
-            format!("a Pod of {n} sidecars and {n} containers"),
-            pod_of_containers(n),
-        ));
+        objects.push((format!("a Pod of {n} sidecars and {n} containers"), pod_of_containers(n)));
     }
     objects
 }
@@ -304,18 +251,13 @@ fn real_requests_table(costs: &[(String, PolicyCost)]) -> String {
             .iter()
             .filter_map(|e| e.cost.as_ref().ok().map(|c| (c.max, e.name.as_str())))
             .max()
-            .map_or("-".to_owned(), |(max, name)| {
-                format!("{} (`{name}`)", figure(max))
-            });
+            .map_or("-".to_owned(), |(max, name)| format!("{} (`{name}`)", figure(max)));
         let all = cost.runtime().map_or("-".to_owned(), |c| figure(c.max));
         let kind = match cost.kind.as_str() {
             "MutatingAdmissionPolicy" => " (mutating)",
             _ => "",
         };
-        out.push_str(&format!(
-            "| {object} | `{}`{kind} | {costliest} | {all} |\n",
-            cost.name
-        ));
+        out.push_str(&format!("| {object} | `{}`{kind} | {costliest} | {all} |\n", cost.name));
     }
     out
 }
@@ -337,19 +279,12 @@ fn real_objects_cost_little() {
             assert!(cost.within_limits(), "{object} {}", cost.name);
             // Most of the bound is the messages, which the API server
             // evaluates only for a validation that fails.
-            assert!(
-                cost.runtime().is_ok_and(|c| c.max < 50_000),
-                "{object} {}",
-                cost.name
-            );
+            assert!(cost.runtime().is_ok_and(|c| c.max < 50_000), "{object} {}", cost.name);
         }
     }
     let docs = include_str!("../../../docs/policy.md");
     let table = real_requests_table(&costs);
-    assert!(
-        docs.contains(&table),
-        "docs/policy.md lacks the table of real objects:\n{table}"
-    );
+    assert!(docs.contains(&table), "docs/policy.md lacks the table of real objects:\n{table}");
 }
 
 #[test]

@@ -10,8 +10,5 @@ fn every_entry_has_a_row() {
         ),
         "{table}"
     );
-    assert!(
-        table.contains("| R4 compute-affinity (claims) | none | nothing |"),
-        "{table}"
-    );
+    assert!(table.contains("| R4 compute-affinity (claims) | none | nothing |"), "{table}");
 }

@@ -13,17 +13,12 @@ struct Ca {
 
 fn ca() -> Ca {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "client CA");
+    params.distinguished_name.push(DnType::CommonName, "client CA");
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
     let key = KeyPair::generate().expect("key");
     let cert = params.self_signed(&key).expect("CA");
-    Ca {
-        pem: cert.pem(),
-        issuer: Issuer::new(params, key),
-    }
+    Ca { pem: cert.pem(), issuer: Issuer::new(params, key) }
 }
 
 /// A client certificate of `ca` with subject CN `cn` and DNS SANs `dns`.
@@ -49,8 +44,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 fn verify(auth: &ClientAuth, cert: &CertificateDer<'_>) -> Result<(), rustls::Error> {
-    auth.verify_client_cert(cert, &[], UnixTime::now())
-        .map(|_| ())
+    auth.verify_client_cert(cert, &[], UnixTime::now()).map(|_| ())
 }
 
 fn names(list: &[&str]) -> Vec<String> {
@@ -81,10 +75,7 @@ fn chain_to_the_ca_and_a_listed_cn_or_dns_name() {
 
     let theirs = ca();
     let foreign = verify(&auth, &client(&theirs, "apiserver", &[]));
-    assert!(
-        matches!(foreign, Err(rustls::Error::InvalidCertificate(_))),
-        "{foreign:?}"
-    );
+    assert!(matches!(foreign, Err(rustls::Error::InvalidCertificate(_))), "{foreign:?}");
 
     // Without names, any certificate of the CA.
     let any = ClientAuth::load(&path, &[]).expect("load");
@@ -109,17 +100,10 @@ fn bad_files_and_blank_names_are_refused_at_load() {
     let ours = ca();
     let empty = write(tmp.path(), "empty.crt", "");
     let garbage = write(tmp.path(), "garbage.crt", "not a certificate\n");
-    let truncated = write(
-        tmp.path(),
-        "truncated.crt",
-        "-----BEGIN CERTIFICATE-----\nMIIB\n",
-    );
+    let truncated = write(tmp.path(), "truncated.crt", "-----BEGIN CERTIFICATE-----\nMIIB\n");
     for bad in [&empty, &garbage, &truncated] {
         let err = ClientAuth::load(bad, &[]).expect_err("bad CA file");
-        assert!(
-            matches!(&err, CertError::Parse { path, .. } if path == bad),
-            "{err:?}"
-        );
+        assert!(matches!(&err, CertError::Parse { path, .. } if path == bad), "{err:?}");
     }
     // A client certificate given instead of the CA.
     let leaf = client_cert(&ours, "apiserver", &[]);
@@ -128,10 +112,7 @@ fn bad_files_and_blank_names_are_refused_at_load() {
     assert!(err.to_string().contains("is not a CA certificate"), "{err}");
 
     let missing = tmp.path().join("missing.crt");
-    assert!(matches!(
-        ClientAuth::load(&missing, &[]),
-        Err(CertError::Read { .. })
-    ));
+    assert!(matches!(ClientAuth::load(&missing, &[]), Err(CertError::Read { .. })));
     let good = write(tmp.path(), "ca.crt", &ours.pem);
     let err = ClientAuth::load(&good, &names(&["apiserver", " "])).expect_err("blank");
     assert!(err.to_string().contains("must not be blank"), "{err}");
@@ -141,10 +122,7 @@ fn bad_files_and_blank_names_are_refused_at_load() {
 /// (`parse` with the file's path).
 fn spawn_reports(
     auth: &Arc<ClientAuth>,
-) -> (
-    tokio::task::JoinHandle<()>,
-    tokio::sync::mpsc::UnboundedReceiver<String>,
-) {
+) -> (tokio::task::JoinHandle<()>, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let poller = Arc::clone(auth).spawn_poller(Duration::from_millis(20), move |reload| {
         let _ = tx.send(match reload {
@@ -179,19 +157,13 @@ async fn reload_swaps_the_ca_and_keeps_it_on_a_broken_file() {
     let (old, new) = (ca(), ca());
     let path = write(tmp.path(), "ca.crt", &old.pem);
     let auth = Arc::new(ClientAuth::load(&path, &names(&["apiserver"])).expect("load"));
-    let (old_client, new_client) = (
-        client(&old, "apiserver", &[]),
-        client(&new, "apiserver", &[]),
-    );
+    let (old_client, new_client) = (client(&old, "apiserver", &[]), client(&new, "apiserver", &[]));
     let (poller, mut rx) = spawn_reports(&auth);
 
     replace(tmp.path(), &new.pem);
     assert_eq!(next(&mut rx).await, "reloaded");
     verify(&auth, &new_client).expect("new CA in force");
-    assert!(
-        verify(&auth, &old_client).is_err(),
-        "old CA no longer trusted"
-    );
+    assert!(verify(&auth, &old_client).is_err(), "old CA no longer trusted");
 
     replace(tmp.path(), "garbage\n");
     assert_eq!(next(&mut rx).await, format!("parse {}", path.display()));
@@ -255,10 +227,7 @@ fn a_refusal_names_a_bounded_few_of_the_names() {
     let Err(NameRefusal::NoneAllowed { presented }) = auth.check_names(&cert) else {
         panic!("the names are not refused");
     };
-    assert!(
-        presented.starts_with("CN=intruder, DNS:0.aaa"),
-        "{presented}"
-    );
+    assert!(presented.starts_with("CN=intruder, DNS:0.aaa"), "{presented}");
     assert!(presented.ends_with(" and 31 more"), "{presented}");
     assert!(presented.len() < 1024, "{} bytes", presented.len());
 }

@@ -82,13 +82,7 @@ async fn sync_one(
     name: &str,
     encoded: &str,
 ) -> Option<WebhookOutcome> {
-    let outcome = |status| {
-        Some(WebhookOutcome {
-            name: name.to_owned(),
-            kind: Some(kind),
-            status,
-        })
-    };
+    let outcome = |status| Some(WebhookOutcome { name: name.to_owned(), kind: Some(kind), status });
     let resource = api_resource(kind);
     let failed = |verb, error| {
         let error = SecretError::Api {
@@ -97,9 +91,7 @@ async fn sync_one(
             scope: format!("{}.{} {name}", resource.plural, resource.group),
             source: Box::new(error),
         };
-        WebhookStatus::Failed {
-            reason: error.to_string(),
-        }
+        WebhookStatus::Failed { reason: error.to_string() }
     };
     let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
     let object = match api.get_opt(name).await {
@@ -114,9 +106,9 @@ async fn sync_one(
     // this a 409, never a lost update.
     match api.replace(name, &PostParams::default(), &updated).await {
         Ok(_) => outcome(WebhookStatus::Updated { entries }),
-        Err(kube::Error::Api(status)) if status.code == 409 => outcome(WebhookStatus::Raced {
-            reason: status.message.clone(),
-        }),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            outcome(WebhookStatus::Raced { reason: status.message.clone() })
+        }
         Err(error) => outcome(failed("update", error)),
     }
 }
@@ -126,17 +118,11 @@ async fn sync_one(
 /// every entry already carries it.
 fn with_ca_bundle(mut object: DynamicObject, encoded: &str) -> Option<(DynamicObject, usize)> {
     let mut entries = 0;
-    let webhooks = object
-        .data
-        .get_mut("webhooks")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten();
+    let webhooks =
+        object.data.get_mut("webhooks").and_then(Value::as_array_mut).into_iter().flatten();
     for webhook in webhooks {
         // clientConfig is required: an entry without one is not sent to.
-        let Some(client_config) = webhook
-            .get_mut("clientConfig")
-            .and_then(Value::as_object_mut)
+        let Some(client_config) = webhook.get_mut("clientConfig").and_then(Value::as_object_mut)
         else {
             continue;
         };

@@ -41,10 +41,7 @@ impl FromStr for SecretRef {
         if !valid(name, 253) {
             return Err(format!("{value:?}: {name:?} is not a Secret name"));
         }
-        Ok(Self {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        })
+        Ok(Self { namespace: namespace.to_owned(), name: name.to_owned() })
     }
 }
 

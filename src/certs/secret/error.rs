@@ -32,10 +32,7 @@ pub enum SecretError {
     Missing { secret: SecretRef },
     /// The Secret exists but is not one this route may manage or serve.
     #[error("Secret {secret} cannot be used: {reason}")]
-    Unusable {
-        secret: SecretRef,
-        reason: Unmanageable,
-    },
+    Unusable { secret: SecretRef, reason: Unmanageable },
     /// The serving pair in the Secret does not load.
     #[error("Secret {secret} cannot be used: its serving pair does not load: {source}")]
     UnloadablePair {

@@ -94,9 +94,7 @@ impl Outcome {
             tracing::info!(%secret, "wrote the Secret's pair to the certificates directory");
         }
         for webhook in &self.webhooks {
-            let kind = webhook
-                .kind
-                .map_or("webhook configuration", WebhookKind::as_str);
+            let kind = webhook.kind.map_or("webhook configuration", WebhookKind::as_str);
             let name = webhook.name.as_str();
             match &webhook.status {
                 WebhookStatus::UpToDate => tracing::debug!(kind, name, "caBundle is current"),
@@ -143,11 +141,7 @@ impl fmt::Debug for SecretRoute {
 impl SecretRoute {
     pub fn new(client: Client, config: RouteConfig) -> Self {
         let names = config.wanted_names();
-        Self {
-            client,
-            config,
-            names,
-        }
+        Self { client, config, names }
     }
 
     pub fn config(&self) -> &RouteConfig {
@@ -180,11 +174,7 @@ impl SecretRoute {
         let webhooks =
             ca_bundle::sync_webhooks(&self.client, &self.config.webhook_configs, &data.ca_crt)
                 .await;
-        Ok(Outcome {
-            action,
-            files_written,
-            webhooks,
-        })
+        Ok(Outcome { action, files_written, webhooks })
     }
 
     /// Runs [`ensure_once`](Self::ensure_once) every `every` (at least

@@ -37,18 +37,13 @@ impl SecretRoute {
     }
 
     fn unusable(&self, reason: Unmanageable) -> SecretError {
-        SecretError::Unusable {
-            secret: self.config.secret.clone(),
-            reason,
-        }
+        SecretError::Unusable { secret: self.config.secret.clone(), reason }
     }
 
     /// The Secret does not exist: the install creates it, empty, and the
     /// server has no right to create Secrets.
     fn missing(&self) -> SecretError {
-        SecretError::Missing {
-            secret: self.config.secret.clone(),
-        }
+        SecretError::Missing { secret: self.config.secret.clone() }
     }
 
     /// The pair to serve: the Secret's, filled, renewed or adopted as
@@ -85,10 +80,9 @@ impl SecretRoute {
                 };
                 (SecretAction::Renewed { reason }, updated)
             }
-            Verdict::RegenerateAll(reason) => (
-                SecretAction::Regenerated { reason },
-                self.generate_all(now)?,
-            ),
+            Verdict::RegenerateAll(reason) => {
+                (SecretAction::Regenerated { reason }, self.generate_all(now)?)
+            }
         };
         let mut secret = existing;
         secret.metadata.managed_fields = None;
@@ -123,10 +117,7 @@ impl SecretRoute {
     }
 
     fn generate_error(&self, source: PkiError) -> SecretError {
-        SecretError::Generate {
-            secret: self.config.secret.clone(),
-            source,
-        }
+        SecretError::Generate { secret: self.config.secret.clone(), source }
     }
 
     fn generate_all(&self, now: i64) -> Result<TlsData, SecretError> {
@@ -146,24 +137,15 @@ impl SecretRoute {
         let (cert, key, ca) = (self.cert_path(), self.key_path(), self.ca_path());
         let secret = || self.config.secret.clone();
         parse_pair(&data.tls_crt, &data.tls_key, &cert, &key).map_err(|source| {
-            SecretError::UnloadablePair {
-                secret: secret(),
-                source: Box::new(source),
-            }
+            SecretError::UnloadablePair { secret: secret(), source: Box::new(source) }
         })?;
-        CertificateDer::from_pem_slice(&data.ca_crt).map_err(|source| {
-            SecretError::UnreadableCa {
-                secret: secret(),
-                source,
-            }
-        })?;
+        CertificateDer::from_pem_slice(&data.ca_crt)
+            .map_err(|source| SecretError::UnreadableCa { secret: secret(), source })?;
         create_dir(&self.config.certs_dir)?;
         let mut written = false;
-        for (path, bytes, private) in [
-            (&key, &data.tls_key, true),
-            (&cert, &data.tls_crt, false),
-            (&ca, &data.ca_crt, false),
-        ] {
+        for (path, bytes, private) in
+            [(&key, &data.tls_key, true), (&cert, &data.tls_crt, false), (&ca, &data.ca_crt, false)]
+        {
             if fs::read(path).is_ok_and(|on_disk| on_disk == *bytes) {
                 continue;
             }

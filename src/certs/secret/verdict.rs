@@ -97,12 +97,8 @@ pub(super) fn read_data(secret: &Secret) -> Result<TlsData, Unmanageable> {
     if type_ != OPAQUE_SECRET_TYPE && type_ != TLS_SECRET_TYPE {
         return Err(Unmanageable::Type(type_.to_owned()));
     }
-    let foreign = secret
-        .data
-        .iter()
-        .flatten()
-        .map(|(key, _)| key.as_str())
-        .find(|key| !KEYS.contains(key));
+    let foreign =
+        secret.data.iter().flatten().map(|(key, _)| key.as_str()).find(|key| !KEYS.contains(key));
     if let Some(key) = foreign {
         return Err(Unmanageable::ForeignKey(key.to_owned()));
     }
@@ -190,13 +186,8 @@ fn check_leaf(
     names: &[String],
     now: i64,
 ) -> Result<(), String> {
-    let pair = parse_pair(
-        &data.tls_crt,
-        &data.tls_key,
-        Path::new(CERT_FILE),
-        Path::new(KEY_FILE),
-    )
-    .map_err(|e| e.to_string())?;
+    let pair = parse_pair(&data.tls_crt, &data.tls_key, Path::new(CERT_FILE), Path::new(KEY_FILE))
+        .map_err(|e| e.to_string())?;
     verify_chain(ca, &pair.key.cert, now)
         .map_err(|e| format!("{CERT_FILE} does not verify against {CA_FILE}: {e}"))?;
     let Some(leaf) = pair.key.cert.first() else {
@@ -206,10 +197,7 @@ fn check_leaf(
         x509_parser::parse_x509_certificate(leaf).map_err(|e| format!("{CERT_FILE}: {e}"))?;
     check_names(&x509, names).map_err(|e| format!("{CERT_FILE} {e}"))?;
     let validity = x509.validity();
-    let (not_before, not_after) = (
-        validity.not_before.timestamp(),
-        validity.not_after.timestamp(),
-    );
+    let (not_before, not_after) = (validity.not_before.timestamp(), validity.not_after.timestamp());
     let life = not_after.saturating_sub(not_before);
     let remaining = not_after.saturating_sub(now);
     if remaining.saturating_mul(3) < life {

@@ -61,10 +61,7 @@ fn second_call_reuses_the_files() {
 
     let second = ensure_self_signed(tmp.path(), &extra).expect("second");
     assert!(second.reused);
-    assert_eq!(
-        [read(&second.ca), read(&second.cert), read(&second.key)],
-        before
-    );
+    assert_eq!([read(&second.ca), read(&second.cert), read(&second.key)], before);
 
     // Default names are always wanted, so asking for fewer still reuses.
     assert!(ensure_self_signed(tmp.path(), &[]).expect("third").reused);
@@ -88,15 +85,8 @@ fn extra_ip_becomes_an_ip_san_and_is_reused() {
     let extra = ["10.0.0.7".to_owned(), " ".to_owned()];
     let first = ensure_self_signed(tmp.path(), &extra).expect("first");
     let (_, ips) = sans(&read(&first.cert));
-    assert_eq!(
-        ips,
-        vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([10, 0, 0, 7])]
-    );
-    assert!(
-        ensure_self_signed(tmp.path(), &extra)
-            .expect("second")
-            .reused
-    );
+    assert_eq!(ips, vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([10, 0, 0, 7])]);
+    assert!(ensure_self_signed(tmp.path(), &extra).expect("second").reused);
 }
 
 #[test]

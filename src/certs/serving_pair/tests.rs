@@ -22,9 +22,7 @@ async fn resolver_serves_a_chain_file() {
     assert_eq!(resolver.current().cert.len(), 2);
 
     let config = Arc::new(server_config(resolver, None).expect("config"));
-    let (presented, _) = handshake(config, &read(&files.ca))
-        .await
-        .expect("handshake");
+    let (presented, _) = handshake(config, &read(&files.ca)).await.expect("handshake");
     assert_eq!(presented.len(), 2);
     let ca_der = CertificateDer::from_pem_slice(&read(&files.ca)).expect("pem");
     assert_eq!(presented[1].as_ref(), ca_der.as_ref());
@@ -54,9 +52,7 @@ async fn reload_swaps_pairs_and_keeps_the_old_one_on_failure() {
     assert!(resolver.not_after() >= first_not_after);
     assert!(matches!(resolver.reload_if_changed(), Reload::Unchanged));
     // The next handshake presents the new certificate.
-    let (presented, _) = handshake(config.clone(), &read(&next.ca))
-        .await
-        .expect("handshake");
+    let (presented, _) = handshake(config.clone(), &read(&next.ca)).await.expect("handshake");
     assert_eq!(presented[0], second_leaf);
 
     fs::write(&files.cert, b"garbage").expect("write");
@@ -65,9 +61,7 @@ async fn reload_swaps_pairs_and_keeps_the_old_one_on_failure() {
         other => panic!("expected a parse failure, got {other:?}"),
     }
     assert_eq!(resolver.current().cert[0], second_leaf);
-    let (presented, _) = handshake(config, &read(&next.ca))
-        .await
-        .expect("old pair still served");
+    let (presented, _) = handshake(config, &read(&next.ca)).await.expect("old pair still served");
     assert_eq!(presented[0], second_leaf);
     // Still broken: reported again rather than taken as unchanged.
     assert!(matches!(resolver.reload_if_changed(), Reload::Failed(_)));
@@ -84,10 +78,7 @@ fn half_updated_pair_fails_then_recovers() {
     let next = generate_into(&tmp.path().join("next"));
 
     fs::copy(&next.cert, &files.cert).expect("copy");
-    assert!(matches!(
-        resolver.reload_if_changed(),
-        Reload::Failed(CertError::KeyMismatch { .. })
-    ));
+    assert!(matches!(resolver.reload_if_changed(), Reload::Failed(CertError::KeyMismatch { .. })));
     fs::copy(&next.key, &files.key).expect("copy");
     assert!(matches!(resolver.reload_if_changed(), Reload::Reloaded));
     let expected = CertificateDer::from_pem_slice(&read(&next.cert)).expect("pem");
@@ -102,14 +93,8 @@ fn mismatched_key_is_an_error_at_load() {
     let err = CertificateResolver::load(&one.cert, &two.key).expect_err("mismatch");
     assert!(matches!(err, CertError::KeyMismatch { .. }), "{err:?}");
     let message = err.to_string();
-    assert!(
-        message.contains(&two.key.display().to_string()),
-        "{message}"
-    );
-    assert!(
-        message.contains(&one.cert.display().to_string()),
-        "{message}"
-    );
+    assert!(message.contains(&two.key.display().to_string()), "{message}");
+    assert!(message.contains(&one.cert.display().to_string()), "{message}");
 }
 
 #[test]
@@ -125,17 +110,11 @@ fn empty_garbage_or_missing_files_name_the_file() {
 
     for bad in [&empty, &garbage, &truncated] {
         let err = CertificateResolver::load(bad, &files.key).expect_err("bad cert");
-        assert!(
-            matches!(&err, CertError::Parse { path, .. } if path == bad),
-            "{err:?}"
-        );
+        assert!(matches!(&err, CertError::Parse { path, .. } if path == bad), "{err:?}");
         assert!(err.to_string().contains(&bad.display().to_string()));
 
         let err = CertificateResolver::load(&files.cert, bad).expect_err("bad key");
-        assert!(
-            matches!(&err, CertError::Parse { path, .. } if path == bad),
-            "{err:?}"
-        );
+        assert!(matches!(&err, CertError::Parse { path, .. } if path == bad), "{err:?}");
     }
     // The certificate file holds a key, not a certificate.
     let err = CertificateResolver::load(&files.key, &files.key).expect_err("key as cert");
@@ -143,10 +122,7 @@ fn empty_garbage_or_missing_files_name_the_file() {
 
     let missing = tmp.path().join("missing.pem");
     let err = CertificateResolver::load(&missing, &files.key).expect_err("missing");
-    assert!(
-        matches!(&err, CertError::Read { path, .. } if *path == missing),
-        "{err:?}"
-    );
+    assert!(matches!(&err, CertError::Read { path, .. } if *path == missing), "{err:?}");
 }
 
 #[tokio::test]
@@ -156,11 +132,9 @@ async fn poller_reports_reloads_but_not_unchanged_polls() {
     let resolver = Arc::new(CertificateResolver::load(&files.cert, &files.key).expect("load"));
     let (tx, rx) = mpsc::channel::<String>();
     let tx = Mutex::new(tx);
-    let poller = resolver
-        .clone()
-        .spawn_poller(Duration::from_millis(20), move |reload| {
-            let _ = tx.lock().expect("lock").send(format!("{reload:?}"));
-        });
+    let poller = resolver.clone().spawn_poller(Duration::from_millis(20), move |reload| {
+        let _ = tx.lock().expect("lock").send(format!("{reload:?}"));
+    });
 
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(rx.try_recv().ok(), None, "unchanged polls are not reported");
@@ -171,10 +145,7 @@ async fn poller_reports_reloads_but_not_unchanged_polls() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut seen = Vec::new();
     while !seen.iter().any(|r: &String| r == "Reloaded") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no reload seen: {seen:?}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "no reload seen: {seen:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
         seen.extend(rx.try_iter());
     }
@@ -189,9 +160,6 @@ fn debug_shows_paths_not_key_material() {
     let files = generate_into(tmp.path());
     let resolver = CertificateResolver::load(&files.cert, &files.key).expect("load");
     let debug = format!("{resolver:?}");
-    assert!(
-        debug.contains("tls.key") && debug.contains("chain_len: 1"),
-        "{debug}"
-    );
+    assert!(debug.contains("tls.key") && debug.contains("chain_len: 1"), "{debug}");
     assert!(!debug.contains("PRIVATE"));
 }

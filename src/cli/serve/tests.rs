@@ -27,10 +27,7 @@ fn defaults_are_a_self_signed_certificate_and_the_default_cluster() {
     assert_eq!(options.client_auth, None);
     assert_eq!(options.budget, Limits::DEFAULT);
     assert_eq!(options.listen, SocketAddr::from(([0, 0, 0, 0], 8443)));
-    assert_eq!(
-        options.metrics_listen,
-        SocketAddr::from(([0, 0, 0, 0], 8080))
-    );
+    assert_eq!(options.metrics_listen, SocketAddr::from(([0, 0, 0, 0], 8080)));
 }
 
 #[test]
@@ -69,15 +66,9 @@ fn certificate_flags_choose_the_source() {
     assert_eq!(route.secret.to_string(), "ops/hook-tls");
     assert_eq!(route.webhook_configs, ["hook"]);
     assert_eq!(route.dns_names, ["hook.example.com"]);
-    assert_eq!(
-        (route.service.as_str(), route.service_namespace.as_str()),
-        ("hook", "ops")
-    );
+    assert_eq!((route.service.as_str(), route.service_namespace.as_str()), ("hook", "ops"));
     assert_eq!(route.certs_dir, PathBuf::from("/run/certs"));
-    assert_eq!(
-        secret.cluster,
-        ClusterAccess::Kubeconfig(PathBuf::from("kube.yaml"))
-    );
+    assert_eq!(secret.cluster, ClusterAccess::Kubeconfig(PathBuf::from("kube.yaml")));
 }
 
 #[test]

@@ -40,10 +40,7 @@ pub struct FieldError {
 
 impl FieldError {
     fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
+        Self { field: field.into(), message: message.into() }
     }
 }
 
@@ -51,19 +48,12 @@ impl FieldError {
 #[derive(Debug, thiserror::Error)]
 pub enum TestFileError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("{path}: invalid YAML: {message}")]
     Yaml { path: String, message: String },
     /// `context` names the document when the file holds several.
     #[error("{path}: {context}{error}")]
-    Field {
-        path: String,
-        context: String,
-        error: FieldError,
-    },
+    Field { path: String, context: String, error: FieldError },
     #[error("{path}: no test file (*{}) in it", SUFFIXES[0])]
     NoneFound { path: String },
 }
@@ -99,10 +89,7 @@ pub struct Engines {
 }
 
 impl Engines {
-    pub const BOTH: Engines = Engines {
-        webhook: true,
-        cel: true,
-    };
+    pub const BOTH: Engines = Engines { webhook: true, cel: true };
 
     pub fn includes(self, engine: Engine) -> bool {
         match engine {
@@ -188,10 +175,7 @@ impl TryFrom<NonEmpty> for Pattern {
     type Error = String;
 
     fn try_from(NonEmpty(text): NonEmpty) -> Result<Self, String> {
-        match text
-            .strip_prefix('/')
-            .and_then(|rest| rest.strip_suffix('/'))
-        {
+        match text.strip_prefix('/').and_then(|rest| rest.strip_suffix('/')) {
             Some(expression) if !expression.is_empty() => Regex::new(expression)
                 .map(Pattern::Regex)
                 .map_err(|err| format!("not a regular expression: {}", one_line(&err.to_string()))),
@@ -277,9 +261,7 @@ impl TryFrom<NonEmpty> for ObjectRef {
                 name: name.to_owned(),
             })
         } else {
-            Err(format!(
-                "must be Kind/namespace/name or Kind/name, not {text:?}"
-            ))
+            Err(format!("must be Kind/namespace/name or Kind/name, not {text:?}"))
         }
     }
 }
@@ -300,9 +282,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Mapping<T> {
                 T::deserialize(MapAccessDeserializer::new(map))
             }
         }
-        deserializer
-            .deserialize_map(Fields(std::marker::PhantomData))
-            .map(Mapping)
+        deserializer.deserialize_map(Fields(std::marker::PhantomData)).map(Mapping)
     }
 }
 
@@ -346,9 +326,7 @@ impl<'de> Deserialize<'de> for Resource {
                 f.write_str("a path or a mapping with inline")
             }
             fn visit_str<E: de::Error>(self, text: &str) -> Result<Resource, E> {
-                NonEmpty::try_from(text.to_owned())
-                    .map(Resource::Path)
-                    .map_err(E::custom)
+                NonEmpty::try_from(text.to_owned()).map(Resource::Path).map_err(E::custom)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Resource, A::Error> {
                 Inline::deserialize(MapAccessDeserializer::new(map)).map(Resource::Inline)
@@ -392,18 +370,11 @@ struct Patched {
 /// problem of each document that has one.
 pub fn load(path: &Path) -> Result<Vec<Test>, Vec<TestFileError>> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| {
-        vec![TestFileError::Read {
-            path: shown.clone(),
-            source,
-        }]
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| vec![TestFileError::Read { path: shown.clone(), source }])?;
     let documents: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text)
         .map_err(|err| {
-            vec![TestFileError::Yaml {
-                path: shown.clone(),
-                message: one_line(&err.to_string()),
-            }]
+            vec![TestFileError::Yaml { path: shown.clone(), message: one_line(&err.to_string()) }]
         })?
         .into_iter()
         .filter(|document| !document.is_null())
@@ -423,20 +394,12 @@ pub fn load(path: &Path) -> Result<Vec<Test>, Vec<TestFileError>> {
             Ok(test) => tests.push(test),
             Err(error) => problems.push(TestFileError::Field {
                 path: shown.clone(),
-                context: if several {
-                    format!("document {}: ", index + 1)
-                } else {
-                    String::new()
-                },
+                context: if several { format!("document {}: ", index + 1) } else { String::new() },
                 error,
             }),
         }
     }
-    if problems.is_empty() {
-        Ok(tests)
-    } else {
-        Err(problems)
-    }
+    if problems.is_empty() { Ok(tests) } else { Err(problems) }
 }
 
 /// The test files at `path`: the file itself, or the files of a folder
@@ -461,9 +424,7 @@ pub fn find(path: &Path) -> Result<Vec<PathBuf>, TestFileError> {
         }
     }
     if found.is_empty() {
-        return Err(TestFileError::NoneFound {
-            path: path.display().to_string(),
-        });
+        return Err(TestFileError::NoneFound { path: path.display().to_string() });
     }
     found.sort();
     Ok(found)
@@ -472,10 +433,7 @@ pub fn find(path: &Path) -> Result<Vec<PathBuf>, TestFileError> {
 fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldError> {
     if !document.is_object() {
         let found = json_type(&document);
-        return Err(FieldError::new(
-            "the document",
-            format!("must be a mapping, not {found}"),
-        ));
+        return Err(FieldError::new("the document", format!("must be a mapping, not {found}")));
     }
     let document: TestDocument = serde_path_to_error::deserialize(document).map_err(|err| {
         let field = match err.path().to_string() {
@@ -489,10 +447,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         ("kind", TEST_KIND, &document.kind),
     ] {
         if found != wanted {
-            return Err(FieldError::new(
-                key,
-                format!("must be {wanted}, not {found:?}"),
-            ));
+            return Err(FieldError::new(key, format!("must be {wanted}, not {found:?}")));
         }
     }
     let settings = settings(document.config, base)?;
@@ -565,10 +520,9 @@ fn settings(value: Option<Value>, base: &Path) -> Result<Settings, FieldError> {
                 serde_json::from_value(map).map_err(|err| invalid(one_line(&err.to_string())))?;
             Settings::from_config(config).map_err(|err| invalid(err.to_string()))
         }
-        Some(other) => Err(invalid(format!(
-            "must be a path or a mapping, not {}",
-            json_type(&other)
-        ))),
+        Some(other) => {
+            Err(invalid(format!("must be a path or a mapping, not {}", json_type(&other))))
+        }
     }
 }
 
@@ -585,10 +539,7 @@ fn engines(listed: &[Engine], path: &str) -> Result<Engines, FieldError> {
     if listed.is_empty() {
         return Err(FieldError::new(path, "is empty"));
     }
-    let mut engines = Engines {
-        webhook: false,
-        cel: false,
-    };
+    let mut engines = Engines { webhook: false, cel: false };
     for (index, engine) in listed.iter().enumerate() {
         let (slot, name) = match engine {
             Engine::Webhook => (&mut engines.webhook, "webhook"),
@@ -615,10 +566,7 @@ fn parse_case(
     let path = format!("cases[{index}]");
     let object = ObjectId {
         kind: case.object.kind,
-        namespace: case
-            .object
-            .namespace
-            .unwrap_or_else(|| namespace.to_owned()),
+        namespace: case.object.namespace.unwrap_or_else(|| namespace.to_owned()),
         name: case.object.name,
     };
     let engines = match case.engines {
@@ -626,9 +574,7 @@ fn parse_case(
         None => engines_of_test,
     };
     let rules = |listed: Option<Vec<RuleName>>, field: &str| {
-        listed
-            .map(|listed| rule_set(&listed, &format!("{path}.{field}")))
-            .transpose()
+        listed.map(|listed| rule_set(&listed, &format!("{path}.{field}"))).transpose()
     };
     let expect = Expectations {
         allowed: case.allowed,
@@ -652,12 +598,7 @@ fn parse_case(
              changes, messages, warnings, patched",
         ));
     }
-    Ok(Case {
-        index,
-        object,
-        engines,
-        expect,
-    })
+    Ok(Case { index, object, engines, expect })
 }
 
 fn rule_set(listed: &[RuleName], path: &str) -> Result<BTreeSet<RuleId>, FieldError> {

@@ -33,12 +33,7 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> anyhow::Result<String> {
                     status
                 }
             };
-            let repeated = test
-                .cases
-                .iter()
-                .filter(|c| c.object == case.object)
-                .count()
-                > 1;
+            let repeated = test.cases.iter().filter(|c| c.object == case.object).count() > 1;
             let name = if repeated {
                 format!("{} (cases[{}])", case.object, case.index)
             } else {

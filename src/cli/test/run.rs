@@ -63,10 +63,7 @@ impl Difference {
             let rules: Vec<&str> = self.rules.iter().map(|rule| rule.as_str()).collect();
             detail.push_str(&format!("[{}] ", rules.join(", ")));
         }
-        detail.push_str(&format!(
-            "{}: expected {}, got {}",
-            self.field, self.expected, self.got
-        ));
+        detail.push_str(&format!("{}: expected {}, got {}", self.field, self.expected, self.got));
         detail
     }
 }
@@ -178,12 +175,7 @@ fn compare(
             Some(denial) if !report.allowed => format!("false ({denial:?})"),
             _ => report.allowed.to_string(),
         };
-        out.push(difference(
-            violated.clone(),
-            "allowed",
-            allowed.to_string(),
-            got,
-        ));
+        out.push(difference(violated.clone(), "allowed", allowed.to_string(), got));
     }
     if let Some(ignored) = expect.ignored
         && ignored != report.ignored
@@ -203,12 +195,7 @@ fn compare(
             } else {
                 "false (no patch)".to_owned()
             };
-            out.push(difference(
-                changed.clone(),
-                "mutated",
-                mutated.to_string(),
-                detail,
-            ));
+            out.push(difference(changed.clone(), "mutated", mutated.to_string(), detail));
         }
     }
     let violation_texts = |rule: RuleId| -> Vec<String> {
@@ -221,20 +208,8 @@ fn compare(
     };
     type Texts<'a> = &'a dyn Fn(RuleId) -> Vec<String>;
     let rule_sets: [(&str, &str, _, _, Texts); 2] = [
-        (
-            "violations",
-            "a violation",
-            &expect.violations,
-            &violated,
-            &violation_texts,
-        ),
-        (
-            "changes",
-            "a change",
-            &expect.changes,
-            &changed,
-            &change_texts,
-        ),
+        ("violations", "a violation", &expect.violations, &violated, &violation_texts),
+        ("changes", "a change", &expect.changes, &changed, &change_texts),
     ];
     for (field, one, expected, found, texts) in rule_sets {
         let Some(expected) = expected else {
@@ -250,25 +225,11 @@ fn compare(
     }
     if let Some(patterns) = &expect.messages {
         let messages: Vec<(Vec<RuleId>, &str)> = if report.violations.is_empty() {
-            report
-                .denial
-                .iter()
-                .map(|denial| (Vec::new(), denial.as_str()))
-                .collect()
+            report.denial.iter().map(|denial| (Vec::new(), denial.as_str())).collect()
         } else {
-            report
-                .violations
-                .iter()
-                .map(|v| (vec![v.rule], v.message.as_str()))
-                .collect()
+            report.violations.iter().map(|v| (vec![v.rule], v.message.as_str())).collect()
         };
-        matched(
-            &mut out,
-            object,
-            ("messages", "message"),
-            patterns,
-            &messages,
-        );
+        matched(&mut out, object, ("messages", "message"), patterns, &messages);
     }
     if let Some(patterns) = &expect.warnings {
         let warnings = if report.warnings_in_full.is_empty() {
@@ -276,17 +237,9 @@ fn compare(
         } else {
             &report.warnings_in_full
         };
-        let warnings: Vec<(Vec<RuleId>, &str)> = warnings
-            .iter()
-            .map(|warning| (Vec::new(), warning.as_str()))
-            .collect();
-        matched(
-            &mut out,
-            object,
-            ("warnings", "warning"),
-            patterns,
-            &warnings,
-        );
+        let warnings: Vec<(Vec<RuleId>, &str)> =
+            warnings.iter().map(|warning| (Vec::new(), warning.as_str())).collect();
+        matched(&mut out, object, ("warnings", "warning"), patterns, &warnings);
     }
     if let Some(expected) = &expect.patched {
         // The policies patch the object as the API server hands it to
@@ -298,10 +251,7 @@ fn compare(
         // The rules of a patch: those that changed the object, and those
         // the expected object's mutations record names.
         let recorded = expected
-            .pointer(&format!(
-                "/metadata/annotations/{}",
-                MUTATIONS_ANNOTATION.replace('/', "~1")
-            ))
+            .pointer(&format!("/metadata/annotations/{}", MUTATIONS_ANNOTATION.replace('/', "~1")))
             .and_then(Value::as_str)
             .unwrap_or("")
             .split(',')
@@ -313,10 +263,8 @@ fn compare(
                 json_differences(&expected, &got, "", &mut found);
                 let more = found.len().saturating_sub(PATCH_DIFFERENCES);
                 for (pointer, want, have) in found.into_iter().take(PATCH_DIFFERENCES) {
-                    let field = format!(
-                        "patched {}",
-                        if pointer.is_empty() { "/" } else { &pointer }
-                    );
+                    let field =
+                        format!("patched {}", if pointer.is_empty() { "/" } else { &pointer });
                     out.push(difference(changed.clone(), &field, want, have));
                 }
                 if more > 0 {
@@ -372,11 +320,7 @@ fn matched(
                 rules: Vec::new(),
                 field: field.to_owned(),
                 expected: format!("a {noun} matching {pattern}"),
-                got: if got.is_empty() {
-                    "none".to_owned()
-                } else {
-                    got.join(" and ")
-                },
+                got: if got.is_empty() { "none".to_owned() } else { got.join(" and ") },
             });
         }
     }
@@ -424,9 +368,7 @@ fn json_differences(
 
 /// A JSON value on one line, cut to [`VALUE_CHARS`].
 fn shown(value: Option<&Value>) -> String {
-    value.map_or("absent".to_owned(), |value| {
-        cut(&value.to_string(), VALUE_CHARS)
-    })
+    value.map_or("absent".to_owned(), |value| cut(&value.to_string(), VALUE_CHARS))
 }
 
 /// `text` cut to `chars` characters, `…` in place of the rest.

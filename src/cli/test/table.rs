@@ -37,13 +37,8 @@ impl Totals {
 
 /// The table, the failures and the summary.
 pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
-    let mut rows: Vec<[String; 5]> = vec![[
-        "FILE".into(),
-        "TEST".into(),
-        "OBJECT".into(),
-        "RESULT".into(),
-        "WHY".into(),
-    ]];
+    let mut rows: Vec<[String; 5]> =
+        vec![["FILE".into(), "TEST".into(), "OBJECT".into(), "RESULT".into(), "WHY".into()]];
     let mut failures = String::new();
     for run in runs {
         let test = run.test;
@@ -60,10 +55,7 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                         failures.push_str(&format!("  {}\n", cell(&difference.to_string())));
                     }
                     // The first difference, without the object the row names.
-                    let first = differences
-                        .first()
-                        .map(Difference::detail)
-                        .unwrap_or_default();
+                    let first = differences.first().map(Difference::detail).unwrap_or_default();
                     let mut why = cut(&first, WHY_CHARS);
                     if differences.len() > 1 {
                         why.push_str(&format!(" (+{} more)", differences.len() - 1));
@@ -131,17 +123,11 @@ pub fn engine_name(engine: Engine) -> &'static str {
 
 /// `1 case`, `2 cases`.
 fn counted(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("{n} {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
+    if n == 1 { format!("{n} {noun}") } else { format!("{n} {noun}s") }
 }
 
 /// A cell on one line: control characters (a name with a line break)
 /// shown as `?`.
 fn cell(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }

@@ -14,13 +14,7 @@ fn the_summary_answers_as_a_scan_of_the_nodes() {
     assert_eq!(empty.compute_capabilities(), Vec::new());
     snapshot.nodes = [
         ("a", node(&[("nvidia.com/gpu", 8)], Some((8, 0)))),
-        (
-            "b",
-            node(
-                &[("nvidia.com/gpu", 4), ("nvidia.com/mig-1g.5gb", 7)],
-                Some((7, 5)),
-            ),
-        ),
+        ("b", node(&[("nvidia.com/gpu", 4), ("nvidia.com/mig-1g.5gb", 7)], Some((7, 5)))),
         ("c", node(&[("nvidia.com/gpu", 16)], Some((8, 0)))),
         ("cpu", node(&[], None)),
     ]
@@ -36,10 +30,7 @@ fn the_summary_answers_as_a_scan_of_the_nodes() {
         );
     }
     assert_eq!(summary.largest_allocatable("nvidia.com/vgpu"), Some(0));
-    assert_eq!(
-        summary.compute_capabilities(),
-        snapshot.compute_capabilities()
-    );
+    assert_eq!(summary.compute_capabilities(), snapshot.compute_capabilities());
     assert_eq!(summary.compute_capabilities().len(), 2);
     assert_eq!(summary.gpu_node_labels(), snapshot.gpu_node_labels());
 }
@@ -49,11 +40,8 @@ fn the_summary_answers_as_a_scan_of_the_nodes() {
 #[test]
 fn the_summary_counts_the_gpu_nodes_and_their_labels() {
     let labels = |nodes: Vec<NodeGpus>| {
-        let nodes: BTreeMap<String, NodeGpus> = nodes
-            .into_iter()
-            .enumerate()
-            .map(|(i, node)| (format!("node-{i}"), node))
-            .collect();
+        let nodes: BTreeMap<String, NodeGpus> =
+            nodes.into_iter().enumerate().map(|(i, node)| (format!("node-{i}"), node)).collect();
         NodeSummary::of(&nodes, 0).gpu_node_labels()
     };
     let gpus = [("nvidia.com/gpu", 4)];

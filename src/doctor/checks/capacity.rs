@@ -108,17 +108,13 @@ impl Cause {
 /// The cause of one node, and the facts that show it.
 fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (Cause, Vec<String>) {
     if !mig.is_empty() {
-        return (
-            Cause::MigStrategy,
-            vec![format!("capacity {}", mig.join(", "))],
-        );
+        return (Cause::MigStrategy, vec![format!("capacity {}", mig.join(", "))]);
     }
     // Without the DaemonSets, or their pods, what runs on the node is not
     // known.
-    let (Some(daemon_sets), Some(_)) = (
-        inventory.daemon_sets.items(),
-        inventory.component_pods.items(),
-    ) else {
+    let (Some(daemon_sets), Some(_)) =
+        (inventory.daemon_sets.items(), inventory.component_pods.items())
+    else {
         return (Cause::DevicePluginUnread, Vec::new());
     };
     let plugins: Vec<String> = daemon_sets
@@ -129,16 +125,10 @@ fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (C
     if plugins.is_empty() {
         return (
             Cause::DevicePluginMissing,
-            vec![format!(
-                "no DaemonSet {}",
-                Component::DevicePlugin.looked_for()
-            )],
+            vec![format!("no DaemonSet {}", Component::DevicePlugin.looked_for())],
         );
     }
-    let Some(pod) = pods
-        .iter()
-        .find(|pod| pod.component == Component::DevicePlugin)
-    else {
+    let Some(pod) = pods.iter().find(|pod| pod.component == Component::DevicePlugin) else {
         return (
             Cause::DevicePluginNotOnNode,
             vec![format!("no pod of DaemonSet {} on it", plugins.join(", "))],
@@ -152,14 +142,10 @@ fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (C
     if !pod.ready {
         return (
             Cause::DevicePluginNotReady,
-            vec![format!(
-                "device-plugin pod {pod_name} is not ready, runs {runtime}"
-            )],
+            vec![format!("device-plugin pod {pod_name} is not ready, runs {runtime}")],
         );
     }
-    let seen = vec![format!(
-        "device-plugin pod {pod_name} is ready, runs {runtime}"
-    )];
+    let seen = vec![format!("device-plugin pod {pod_name} is ready, runs {runtime}")];
     match pod.runtime_class {
         None => (Cause::RuntimeNotDefault, seen),
         Some(_) => (Cause::DevicePluginFindsNoGpu, seen),
@@ -184,11 +170,8 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
         let (cause, facts) = cause_of(inventory, pods, &mig);
         let (subjects, evidence) = by_cause.entry(cause).or_default();
         subjects.push(Subject::node(&node.name));
-        let mut line = format!(
-            "{}: {}; no {GPU_RESOURCE} in capacity",
-            node.name,
-            signs.join(", ")
-        );
+        let mut line =
+            format!("{}: {}; no {GPU_RESOURCE} in capacity", node.name, signs.join(", "));
         for fact in facts {
             line.push_str("; ");
             line.push_str(&fact);

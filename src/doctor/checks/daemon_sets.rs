@@ -20,10 +20,7 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
     let mut not_ready: BTreeMap<(&str, Component), Vec<&ComponentPod>> = BTreeMap::new();
     for pod in inventory.component_pods.items().into_iter().flatten() {
         if !pod.ready {
-            not_ready
-                .entry((pod.namespace.as_str(), pod.component))
-                .or_default()
-                .push(pod);
+            not_ready.entry((pod.namespace.as_str(), pod.component)).or_default().push(pod);
         }
     }
     sets.iter()

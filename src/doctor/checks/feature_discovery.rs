@@ -17,10 +17,8 @@ use crate::doctor::finding::{Finding, FindingId, Severity, Subject, count};
 use crate::doctor::inventory::{Component, Inventory};
 
 pub fn check(inventory: &Inventory) -> Vec<Finding> {
-    let gpu_nodes: Vec<_> = nodes(inventory)
-        .iter()
-        .filter(|node| has_any_gpu_capacity(node))
-        .collect();
+    let gpu_nodes: Vec<_> =
+        nodes(inventory).iter().filter(|node| has_any_gpu_capacity(node)).collect();
     let unlabelled: Vec<_> = gpu_nodes
         .iter()
         .map(|node| (node, missing_gfd_labels(node)))
@@ -39,17 +37,11 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
     });
     let id = match &gfd {
         Some(found) if found.is_empty() => {
-            evidence.push(format!(
-                "no DaemonSet {}",
-                Component::FeatureDiscovery.looked_for()
-            ));
+            evidence.push(format!("no DaemonSet {}", Component::FeatureDiscovery.looked_for()));
             FindingId::GfdMissing
         }
         Some(found) => {
-            evidence.push(format!(
-                "GPU Feature Discovery DaemonSet {}",
-                found.join(", ")
-            ));
+            evidence.push(format!("GPU Feature Discovery DaemonSet {}", found.join(", ")));
             FindingId::GfdLabelsMissing
         }
         None => {
@@ -79,16 +71,6 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
             "make GPU Feature Discovery's DaemonSet run on these nodes (its nodeSelector, affinity and tolerations) and read its pods' logs"
         }
     };
-    let subjects = unlabelled
-        .iter()
-        .map(|(node, _)| Subject::node(&node.name))
-        .collect();
-    vec![Finding::new(
-        id,
-        Severity::Warning,
-        summary,
-        subjects,
-        evidence,
-        fix.to_owned(),
-    )]
+    let subjects = unlabelled.iter().map(|(node, _)| Subject::node(&node.name)).collect();
+    vec![Finding::new(id, Severity::Warning, summary, subjects, evidence, fix.to_owned())]
 }

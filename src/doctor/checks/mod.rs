@@ -21,30 +21,18 @@ pub struct Check {
 /// Every check, in the order the doctor reports their findings: the GPUs
 /// first (capacity, labels, runtime, components, DRA), then gpu-policy.
 pub const CHECKS: &[Check] = &[
-    Check {
-        ids: &[FindingId::NoGpuCapacity],
-        run: capacity::check,
-    },
+    Check { ids: &[FindingId::NoGpuCapacity], run: capacity::check },
     Check {
         ids: &[FindingId::GfdMissing, FindingId::GfdLabelsMissing],
         run: feature_discovery::check,
     },
     Check {
-        ids: &[
-            FindingId::RuntimeClassMissing,
-            FindingId::RuntimeHandlerUnknown,
-        ],
+        ids: &[FindingId::RuntimeClassMissing, FindingId::RuntimeHandlerUnknown],
         run: nvidia_runtime::check,
     },
+    Check { ids: &[FindingId::DaemonSetNotReady], run: daemon_sets::check },
     Check {
-        ids: &[FindingId::DaemonSetNotReady],
-        run: daemon_sets::check,
-    },
-    Check {
-        ids: &[
-            FindingId::DraDriverMissing,
-            FindingId::DraSliceVersionsMissing,
-        ],
+        ids: &[FindingId::DraDriverMissing, FindingId::DraSliceVersionsMissing],
         run: dra_driver::check,
     },
     Check {
@@ -60,10 +48,7 @@ pub const CHECKS: &[Check] = &[
 ];
 
 pub fn findings(inventory: &Inventory) -> Vec<Finding> {
-    CHECKS
-        .iter()
-        .flat_map(|check| (check.run)(inventory))
-        .collect()
+    CHECKS.iter().flat_map(|check| (check.run)(inventory)).collect()
 }
 
 /// The notes the checks leave besides what was not read.

@@ -53,10 +53,7 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
         }
         let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
         let evidence = vec![
-            format!(
-                "runtimeClassName is {wanted:?} ({})",
-                config_source(inventory)
-            ),
+            format!("runtimeClassName is {wanted:?} ({})", config_source(inventory)),
             match names.is_empty() {
                 true => "no RuntimeClass exists".to_owned(),
                 false => format!("RuntimeClasses: {}", names.join(", ")),
@@ -103,10 +100,7 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
             class.handler,
             count(without.len(), "GPU node does", "GPU nodes do")
         ),
-        without
-            .iter()
-            .map(|(node, _)| Subject::node(&node.name))
-            .collect(),
+        without.iter().map(|(node, _)| Subject::node(&node.name)).collect(),
         evidence,
         format!(
             "on those nodes, run nvidia-ctk runtime configure --runtime=containerd and restart containerd (it adds the {} handler), or give the RuntimeClass a handler the nodes report",

@@ -36,10 +36,8 @@ fn allowlist(inventory: &Inventory) -> Vec<Finding> {
     if missing.is_empty() {
         return Vec::new();
     }
-    let mut evidence: Vec<String> = missing
-        .iter()
-        .map(|target| format!("no DaemonSet for entry {}", target.entry))
-        .collect();
+    let mut evidence: Vec<String> =
+        missing.iter().map(|target| format!("no DaemonSet for entry {}", target.entry)).collect();
     // The components that run under names no entry gives: their pods get
     // the rules like any other.
     for ds in inventory.daemon_sets.items().into_iter().flatten() {
@@ -82,10 +80,8 @@ fn namespaces(inventory: &Inventory) -> Vec<Finding> {
         return Vec::new();
     };
     let mut findings = Vec::new();
-    let invalid: Vec<_> = namespaces
-        .iter()
-        .filter(|ns| Mode::from_str(&ns.mode).is_err())
-        .collect();
+    let invalid: Vec<_> =
+        namespaces.iter().filter(|ns| Mode::from_str(&ns.mode).is_err()).collect();
     if !invalid.is_empty() {
         findings.push(Finding::new(
             FindingId::ModeLabelInvalid,
@@ -94,10 +90,7 @@ fn namespaces(inventory: &Inventory) -> Vec<Finding> {
                 "{} a {MODE_LABEL} label that is no mode: gpu-policy does not act there",
                 count(invalid.len(), "namespace has", "namespaces have")
             ),
-            invalid
-                .iter()
-                .map(|ns| Subject::cluster("v1", "Namespace", &ns.namespace))
-                .collect(),
+            invalid.iter().map(|ns| Subject::cluster("v1", "Namespace", &ns.namespace)).collect(),
             invalid
                 .iter()
                 .map(|ns| format!("{}: {MODE_LABEL}={}", ns.namespace, ns.mode))
@@ -107,11 +100,7 @@ fn namespaces(inventory: &Inventory) -> Vec<Finding> {
             ),
         ));
     }
-    let installed = inventory
-        .install
-        .webhooks
-        .items()
-        .is_some_and(|hooks| !hooks.is_empty());
+    let installed = inventory.install.webhooks.items().is_some_and(|hooks| !hooks.is_empty());
     let opted_in = namespaces.len().saturating_sub(invalid.len());
     if installed && opted_in == 0 && matches!(inventory.namespaces, Seen::Complete(_)) {
         findings.push(Finding::new(
@@ -119,9 +108,7 @@ fn namespaces(inventory: &Inventory) -> Vec<Finding> {
             Severity::Warning,
             "no namespace is opted in: gpu-policy is installed but checks no pod".to_owned(),
             Vec::new(),
-            vec![format!(
-                "no namespace has the label {MODE_LABEL} with a mode"
-            )],
+            vec![format!("no namespace has the label {MODE_LABEL} with a mode")],
             format!("kubectl label namespace NS {MODE_LABEL}=enforce (or warn, or audit)"),
         ));
     }
@@ -153,10 +140,7 @@ fn ca_bundles(inventory: &Inventory) -> Vec<Finding> {
         })
         .collect();
     configurations.dedup();
-    let names: Vec<String> = untrusted
-        .iter()
-        .map(|(hook, _)| hook.name.clone())
-        .collect();
+    let names: Vec<String> = untrusted.iter().map(|(hook, _)| hook.name.clone()).collect();
     vec![Finding::new(
         FindingId::CaBundleMismatch,
         Severity::Error,
@@ -197,27 +181,15 @@ fn replicas(inventory: &Inventory) -> Vec<Finding> {
                 "spec.replicas {}, status.readyReplicas {}",
                 deployment.replicas, deployment.ready
             )],
-            if deployment.ready == 0 {
-                Severity::Error
-            } else {
-                Severity::Warning
-            },
-            Subject::namespaced(
-                "apps/v1",
-                "Deployment",
-                (&deployment.namespace, &deployment.name),
-            ),
+            if deployment.ready == 0 { Severity::Error } else { Severity::Warning },
+            Subject::namespaced("apps/v1", "Deployment", (&deployment.namespace, &deployment.name)),
         ),
         Seen::Complete(None) => (
             format!(
                 "the webhooks call Service {service}, but gpu-policy's Deployment does not exist in {}",
                 install.namespace
             ),
-            vec![format!(
-                "no Deployment {}/{}",
-                install.namespace,
-                crate::install::NAME
-            )],
+            vec![format!("no Deployment {}/{}", install.namespace, crate::install::NAME)],
             Severity::Error,
             Subject::namespaced(
                 "apps/v1",

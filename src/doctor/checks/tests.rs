@@ -13,14 +13,8 @@ use crate::doctor::inventory::{
 fn node(name: &str, labels: &[(&str, &str)], capacity: &[(&str, u64)]) -> Node {
     Node {
         name: name.to_owned(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        capacity: capacity
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), *v))
-            .collect(),
+        labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        capacity: capacity.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
         runtime_handlers: None,
     }
 }
@@ -38,13 +32,7 @@ fn labelled(name: &str) -> Node {
 }
 
 fn daemon_set(name: &str, component: Component, desired: i64, ready: i64) -> DaemonSet {
-    DaemonSet {
-        namespace: "nvidia".to_owned(),
-        name: name.to_owned(),
-        component,
-        desired,
-        ready,
-    }
+    DaemonSet { namespace: "nvidia".to_owned(), name: name.to_owned(), component, desired, ready }
 }
 
 fn plugin_pod(node: &str, ready: bool, runtime_class: Option<&str>) -> ComponentPod {
@@ -62,22 +50,13 @@ fn plugin_pod(node: &str, ready: bool, runtime_class: Option<&str>) -> Component
 /// both DaemonSets ready with their pods.
 fn healthy() -> Inventory {
     Inventory {
-        nodes: Seen::Complete(vec![
-            labelled("gpu-1"),
-            labelled("gpu-2"),
-            node("cpu-1", &[], &[]),
-        ]),
+        nodes: Seen::Complete(vec![labelled("gpu-1"), labelled("gpu-2"), node("cpu-1", &[], &[])]),
         runtime_classes: Seen::Complete(vec![RuntimeClass {
             name: "nvidia".to_owned(),
             handler: "nvidia".to_owned(),
         }]),
         daemon_sets: Seen::Complete(vec![
-            daemon_set(
-                "nvidia-device-plugin-daemonset",
-                Component::DevicePlugin,
-                2,
-                2,
-            ),
+            daemon_set("nvidia-device-plugin-daemonset", Component::DevicePlugin, 2, 2),
             daemon_set("gpu-feature-discovery", Component::FeatureDiscovery, 2, 2),
         ]),
         component_pods: Seen::Complete(vec![
@@ -98,13 +77,7 @@ type Row = (&'static str, Option<&'static str>, Vec<String>);
 fn rows(inventory: &Inventory) -> Vec<Row> {
     findings(inventory)
         .into_iter()
-        .map(|f| {
-            (
-                f.id.as_str(),
-                f.cause,
-                f.subjects.iter().map(|s| s.key()).collect(),
-            )
-        })
+        .map(|f| (f.id.as_str(), f.cause, f.subjects.iter().map(|s| s.key()).collect()))
         .collect()
 }
 
@@ -113,17 +86,11 @@ fn names(list: &[&str]) -> Vec<String> {
 }
 
 fn with_nodes(nodes: Vec<Node>) -> Inventory {
-    Inventory {
-        nodes: Seen::Complete(nodes),
-        ..healthy()
-    }
+    Inventory { nodes: Seen::Complete(nodes), ..healthy() }
 }
 
 fn with_pods(pods: Vec<ComponentPod>) -> Inventory {
-    Inventory {
-        component_pods: Seen::Complete(pods),
-        ..healthy()
-    }
+    Inventory { component_pods: Seen::Complete(pods), ..healthy() }
 }
 
 #[test]
@@ -151,16 +118,9 @@ fn no_gpu_capacity_names_the_likely_cause() {
             "ready plugin without a RuntimeClass: the runtime is not the default",
             Inventory {
                 nodes: Seen::Complete(vec![labelled("gpu-1"), bare("gpu-2")]),
-                ..with_pods(vec![
-                    plugin_pod("gpu-1", true, None),
-                    plugin_pod("gpu-2", true, None),
-                ])
+                ..with_pods(vec![plugin_pod("gpu-1", true, None), plugin_pod("gpu-2", true, None)])
             },
-            vec![(
-                "no-gpu-capacity",
-                Some("runtime-not-default"),
-                names(&["gpu-2"]),
-            )],
+            vec![("no-gpu-capacity", Some("runtime-not-default"), names(&["gpu-2"]))],
         ),
         (
             "the plugin's pod is not ready",
@@ -171,11 +131,7 @@ fn no_gpu_capacity_names_the_likely_cause() {
                     plugin_pod("gpu-2", true, Some("nvidia")),
                 ])
             },
-            vec![(
-                "no-gpu-capacity",
-                Some("device-plugin-not-ready"),
-                names(&["gpu-1"]),
-            )],
+            vec![("no-gpu-capacity", Some("device-plugin-not-ready"), names(&["gpu-1"]))],
         ),
         (
             "no plugin pod on the node",
@@ -183,11 +139,7 @@ fn no_gpu_capacity_names_the_likely_cause() {
                 nodes: Seen::Complete(vec![bare("gpu-3"), labelled("gpu-1")]),
                 ..healthy()
             },
-            vec![(
-                "no-gpu-capacity",
-                Some("device-plugin-not-on-node"),
-                names(&["gpu-3"]),
-            )],
+            vec![("no-gpu-capacity", Some("device-plugin-not-on-node"), names(&["gpu-3"]))],
         ),
         (
             "no device plugin at all, a node NFD labelled",
@@ -201,11 +153,7 @@ fn no_gpu_capacity_names_the_likely_cause() {
                 component_pods: Seen::Complete(Vec::new()),
                 ..healthy()
             },
-            vec![(
-                "no-gpu-capacity",
-                Some("device-plugin-missing"),
-                names(&["gpu-1"]),
-            )],
+            vec![("no-gpu-capacity", Some("device-plugin-missing"), names(&["gpu-1"]))],
         ),
         (
             "MIG devices under the mixed strategy",
@@ -219,28 +167,18 @@ fn no_gpu_capacity_names_the_likely_cause() {
         (
             "a ready plugin with a RuntimeClass that finds nothing",
             with_nodes(vec![bare("gpu-1"), labelled("gpu-2")]),
-            vec![(
-                "no-gpu-capacity",
-                Some("device-plugin-finds-no-gpu"),
-                names(&["gpu-1"]),
-            )],
+            vec![("no-gpu-capacity", Some("device-plugin-finds-no-gpu"), names(&["gpu-1"]))],
         ),
         (
             "the DaemonSets unread",
             Inventory {
                 nodes: Seen::Complete(vec![bare("gpu-1")]),
-                daemon_sets: Seen::Forbidden {
-                    rbac: "list daemonsets.apps",
-                },
+                daemon_sets: Seen::Forbidden { rbac: "list daemonsets.apps" },
                 component_pods: Seen::Forbidden { rbac: "list pods" },
                 ..healthy()
             },
             vec![
-                (
-                    "no-gpu-capacity",
-                    Some("device-plugin-unread"),
-                    names(&["gpu-1"]),
-                ),
+                ("no-gpu-capacity", Some("device-plugin-unread"), names(&["gpu-1"])),
                 // Not known whether GFD runs: its labels are said missing.
             ],
         ),
@@ -251,11 +189,7 @@ fn no_gpu_capacity_names_the_likely_cause() {
                 component_pods: Seen::Forbidden { rbac: "list pods" },
                 ..healthy()
             },
-            vec![(
-                "no-gpu-capacity",
-                Some("device-plugin-unread"),
-                names(&["gpu-1"]),
-            )],
+            vec![("no-gpu-capacity", Some("device-plugin-unread"), names(&["gpu-1"]))],
         ),
         (
             "a node whose GPUs the DRA driver publishes needs no capacity",
@@ -276,10 +210,7 @@ fn no_gpu_capacity_names_the_likely_cause() {
         ),
         (
             "a CPU node is no GPU node",
-            with_nodes(vec![
-                labelled("gpu-1"),
-                node("cpu-1", &[("nvidia.com/other", "x")], &[]),
-            ]),
+            with_nodes(vec![labelled("gpu-1"), node("cpu-1", &[("nvidia.com/other", "x")], &[])]),
             vec![],
         ),
         (
@@ -298,24 +229,14 @@ fn no_gpu_capacity_names_the_likely_cause() {
                 ])
             },
             vec![
-                (
-                    "no-gpu-capacity",
-                    Some("device-plugin-not-ready"),
-                    names(&["gpu-3"]),
-                ),
-                (
-                    "no-gpu-capacity",
-                    Some("runtime-not-default"),
-                    names(&["gpu-1", "gpu-2"]),
-                ),
+                ("no-gpu-capacity", Some("device-plugin-not-ready"), names(&["gpu-3"])),
+                ("no-gpu-capacity", Some("runtime-not-default"), names(&["gpu-1", "gpu-2"])),
             ],
         ),
     ];
     for (case, inventory, expected) in table {
-        let found: Vec<Row> = rows(&inventory)
-            .into_iter()
-            .filter(|(id, _, _)| *id == "no-gpu-capacity")
-            .collect();
+        let found: Vec<Row> =
+            rows(&inventory).into_iter().filter(|(id, _, _)| *id == "no-gpu-capacity").collect();
         assert_eq!(found, expected, "{case}");
     }
 }
@@ -345,11 +266,7 @@ fn gfd_labels_are_missing_with_or_without_gfd() {
         ),
         (
             "the driver label under GFD's older name counts",
-            with_nodes(vec![node(
-                "gpu-1",
-                &[PRESENT, COMPUTE, OLD_DRIVER],
-                &[GPUS],
-            )]),
+            with_nodes(vec![node("gpu-1", &[PRESENT, COMPUTE, OLD_DRIVER], &[GPUS])]),
             vec![],
         ),
         (
@@ -380,22 +297,12 @@ fn gfd_missing_says_what_gpu_policy_does() {
     let none = with_nodes(vec![node("gpu-1", &[PRESENT], &[GPUS])]);
     let some = with_nodes(vec![labelled("gpu-1"), node("gpu-2", &[PRESENT], &[GPUS])]);
     let summary = |inventory: &Inventory| {
-        findings(inventory)
-            .into_iter()
-            .map(|f| f.summary)
-            .collect::<Vec<_>>()
-            .join("\n")
+        findings(inventory).into_iter().map(|f| f.summary).collect::<Vec<_>>().join("\n")
     };
     let none = summary(&none);
-    assert!(
-        none.contains("enforces no compute or driver floor"),
-        "{none}"
-    );
+    assert!(none.contains("enforces no compute or driver floor"), "{none}");
     assert!(none.contains("whenNodesUnlabelled: skip"), "{none}");
-    assert!(
-        none.contains("with require, GPU pods with a floor stay Pending"),
-        "{none}"
-    );
+    assert!(none.contains("with require, GPU pods with a floor stay Pending"), "{none}");
     let some = summary(&some);
     assert!(some.contains("never scheduled onto these nodes"), "{some}");
 }
@@ -421,12 +328,7 @@ fn the_runtime_class_and_its_handler() {
             "missing, but the GPU Operator configures the runtime",
             no_class(vec![node(
                 "gpu-1",
-                &[
-                    PRESENT,
-                    COMPUTE,
-                    DRIVER,
-                    ("nvidia.com/gpu.deploy.container-toolkit", "true"),
-                ],
+                &[PRESENT, COMPUTE, DRIVER, ("nvidia.com/gpu.deploy.container-toolkit", "true")],
                 &[GPUS],
             )]),
             vec![],
@@ -442,11 +344,7 @@ fn the_runtime_class_and_its_handler() {
             },
             vec![],
         ),
-        (
-            "missing, no GPU node",
-            no_class(vec![node("cpu-1", &[], &[])]),
-            vec![],
-        ),
+        ("missing, no GPU node", no_class(vec![node("cpu-1", &[], &[])]), vec![]),
         (
             "a handler the node does not report",
             with_nodes(vec![
@@ -463,50 +361,30 @@ fn the_runtime_class_and_its_handler() {
         ),
     ];
     for (case, inventory, expected) in table {
-        let found: Vec<Row> = rows(&inventory)
-            .into_iter()
-            .filter(|(id, _, _)| id.starts_with("runtime"))
-            .collect();
+        let found: Vec<Row> =
+            rows(&inventory).into_iter().filter(|(id, _, _)| id.starts_with("runtime")).collect();
         assert_eq!(found, expected, "{case}");
     }
     let noted = diagnose(&no_class(vec![node(
         "gpu-1",
-        &[
-            PRESENT,
-            COMPUTE,
-            DRIVER,
-            ("nvidia.com/gpu.deploy.container-toolkit", "true"),
-        ],
+        &[PRESENT, COMPUTE, DRIVER, ("nvidia.com/gpu.deploy.container-toolkit", "true")],
         &[GPUS],
     )]));
-    assert!(
-        noted.notes.iter().any(|n| n.kind == "runtime"),
-        "{:?}",
-        noted.notes
-    );
+    assert!(noted.notes.iter().any(|n| n.kind == "runtime"), "{:?}", noted.notes);
 }
 
 #[test]
 fn daemon_sets_short_of_ready() {
     let inventory = Inventory {
         daemon_sets: Seen::Complete(vec![
-            daemon_set(
-                "nvidia-device-plugin-daemonset",
-                Component::DevicePlugin,
-                3,
-                2,
-            ),
+            daemon_set("nvidia-device-plugin-daemonset", Component::DevicePlugin, 3, 2),
             daemon_set("gpu-feature-discovery", Component::FeatureDiscovery, 2, 2),
         ]),
         ..healthy()
     };
     assert_eq!(
         rows(&inventory),
-        [(
-            "daemonset-not-ready",
-            None,
-            names(&["nvidia/nvidia-device-plugin-daemonset"])
-        )]
+        [("daemonset-not-ready", None, names(&["nvidia/nvidia-device-plugin-daemonset"]))]
     );
 }
 
@@ -520,49 +398,26 @@ fn dra_driver_and_slice_versions() {
         without_driver_version: without_driver,
     };
     let dra = |classes: &[&str], slices: Vec<Slice>| Inventory {
-        dra: Seen::Complete(Dra {
-            gpu_device_classes: names(classes),
-            slices,
-        }),
+        dra: Seen::Complete(Dra { gpu_device_classes: names(classes), slices }),
         ..healthy()
     };
     let table: Vec<(&str, Inventory, Vec<Row>)> = vec![
         (
             "classes without slices",
             dra(&["gpu.nvidia.com", "mig.nvidia.com"], Vec::new()),
-            vec![(
-                "dra-driver-missing",
-                None,
-                names(&["gpu.nvidia.com", "mig.nvidia.com"]),
-            )],
+            vec![("dra-driver-missing", None, names(&["gpu.nvidia.com", "mig.nvidia.com"]))],
         ),
         (
             "slices without the attributes",
-            dra(
-                &["gpu.nvidia.com"],
-                vec![slice("a", 0, 0), slice("b", 8, 0), slice("c", 0, 1)],
-            ),
+            dra(&["gpu.nvidia.com"], vec![slice("a", 0, 0), slice("b", 8, 0), slice("c", 0, 1)]),
             vec![("dra-slice-versions-missing", None, names(&["b", "c"]))],
         ),
         ("no class, no slice", dra(&[], Vec::new()), vec![]),
-        (
-            "not served",
-            Inventory {
-                dra: Seen::NotServed,
-                ..healthy()
-            },
-            vec![],
-        ),
+        ("not served", Inventory { dra: Seen::NotServed, ..healthy() }, vec![]),
     ];
     for (case, inventory, expected) in table {
         assert_eq!(rows(&inventory), expected, "{case}");
-        assert!(
-            diagnose(&inventory)
-                .notes
-                .iter()
-                .all(|n| n.kind != "forbidden"),
-            "{case}"
-        );
+        assert!(diagnose(&inventory).notes.iter().all(|n| n.kind != "forbidden"), "{case}");
     }
 }
 
@@ -608,10 +463,7 @@ fn gpu_policy_itself() {
     allowlisted.install.allowlist = vec![
         target("nvidia-device-plugin-daemonset", true),
         target("nvidia-gpu-exporter", false),
-        AllowlistTarget {
-            default_entry: true,
-            ..target("gpu-feature-discovery", false)
-        },
+        AllowlistTarget { default_entry: true, ..target("gpu-feature-discovery", false) },
     ];
     let mut nobody = installed(vec![webhook(WebhookKind::Mutating, trusted(), false)], None);
     nobody.namespaces = Seen::Complete(vec![OptedIn {
@@ -634,11 +486,7 @@ fn gpu_policy_itself() {
             "a caBundle of another CA, one replica of two",
             installed(
                 vec![
-                    webhook(
-                        WebhookKind::Mutating,
-                        Some(Err("unknown issuer".into())),
-                        true,
-                    ),
+                    webhook(WebhookKind::Mutating, Some(Err("unknown issuer".into())), true),
                     webhook(WebhookKind::Validating, trusted(), true),
                 ],
                 Some(deployment(1)),
@@ -661,11 +509,7 @@ fn gpu_policy_itself() {
         (
             "an allowlist entry naming no DaemonSet",
             allowlisted,
-            vec![(
-                "allowlist-target-missing",
-                None,
-                names(&["nvidia/nvidia-gpu-exporter"]),
-            )],
+            vec![("allowlist-target-missing", None, names(&["nvidia/nvidia-gpu-exporter"]))],
         ),
         (
             "a mode that is no mode, and so nobody opted in",
@@ -684,19 +528,13 @@ fn gpu_policy_itself() {
 #[test]
 fn what_cannot_be_read_is_a_note_not_a_finding() {
     let inventory = Inventory {
-        daemon_sets: Seen::Forbidden {
-            rbac: "list daemonsets.apps",
-        },
+        daemon_sets: Seen::Forbidden { rbac: "list daemonsets.apps" },
         component_pods: Seen::Forbidden { rbac: "list pods" },
-        runtime_classes: Seen::Forbidden {
-            rbac: "list runtimeclasses.node.k8s.io",
-        },
+        runtime_classes: Seen::Forbidden { rbac: "list runtimeclasses.node.k8s.io" },
         install: Install {
             namespace: "gpu-policy".to_owned(),
             webhooks: Seen::NotServed,
-            deployment: Seen::Forbidden {
-                rbac: "get deployments.apps",
-            },
+            deployment: Seen::Forbidden { rbac: "get deployments.apps" },
             allowlist: Vec::new(),
         },
         ..healthy()
@@ -706,19 +544,10 @@ fn what_cannot_be_read_is_a_note_not_a_finding() {
     let kinds: Vec<&str> = diagnosis.notes.iter().map(|n| n.kind).collect();
     assert_eq!(
         kinds,
-        [
-            "forbidden",
-            "forbidden",
-            "forbidden",
-            "not-installed",
-            "forbidden",
-            "config"
-        ]
+        ["forbidden", "forbidden", "forbidden", "not-installed", "forbidden", "config"]
     );
     assert!(
-        diagnosis.notes[1]
-            .message
-            .contains("grant list daemonsets.apps"),
+        diagnosis.notes[1].message.contains("grant list daemonsets.apps"),
         "{:?}",
         diagnosis.notes
     );
@@ -726,9 +555,8 @@ fn what_cannot_be_read_is_a_note_not_a_finding() {
 
 #[test]
 fn a_large_fleet_is_named_in_part_and_counted() {
-    let nodes: Vec<Node> = (0..1000)
-        .map(|i| node(&format!("gpu-{i:04}"), &[PRESENT], &[]))
-        .collect();
+    let nodes: Vec<Node> =
+        (0..1000).map(|i| node(&format!("gpu-{i:04}"), &[PRESENT], &[])).collect();
     let found = findings(&with_nodes(nodes));
     let finding = found
         .iter()
@@ -737,13 +565,7 @@ fn a_large_fleet_is_named_in_part_and_counted() {
     assert_eq!(finding.subjects.len(), 10);
     assert_eq!(finding.more_subjects, 990);
     assert_eq!(finding.evidence.len(), 11, "{:?}", finding.evidence);
-    assert!(
-        finding
-            .summary
-            .starts_with("1000 nodes look like GPU nodes"),
-        "{}",
-        finding.summary
-    );
+    assert!(finding.summary.starts_with("1000 nodes look like GPU nodes"), "{}", finding.summary);
 }
 
 #[test]
@@ -754,10 +576,8 @@ fn every_finding_id_is_reported_by_exactly_one_check() {
             *seen.entry(id.as_str()).or_default() += 1;
         }
     }
-    let all: BTreeMap<&str, usize> = crate::doctor::FindingId::ALL
-        .iter()
-        .map(|id| (id.as_str(), 1))
-        .collect();
+    let all: BTreeMap<&str, usize> =
+        crate::doctor::FindingId::ALL.iter().map(|id| (id.as_str(), 1)).collect();
     assert_eq!(seen, all);
 }
 

@@ -26,12 +26,7 @@ fn metrics() -> (Registry, AdmissionMetrics) {
 fn kept_series_are_the_families_series() {
     let (registry, metrics) = metrics();
     for _ in 0..3 {
-        metrics.count_request(
-            Endpoint::Mutate,
-            "Pod",
-            Some(&Operation::Create),
-            Decision::Mutated,
-        );
+        metrics.count_request(Endpoint::Mutate, "Pod", Some(&Operation::Create), Decision::Mutated);
     }
     metrics.count_request(
         Endpoint::Validate(Mode::Enforce),
@@ -39,12 +34,7 @@ fn kept_series_are_the_families_series() {
         Some(&Operation::Update),
         Decision::Denied,
     );
-    metrics.count_request(
-        Endpoint::Namespace,
-        "",
-        None,
-        crate::admission::Decision::BadRequest,
-    );
+    metrics.count_request(Endpoint::Namespace, "", None, crate::admission::Decision::BadRequest);
     metrics.count_finding(RuleId::RuntimeClass, Finding::Change);
     metrics.count_finding(RuleId::RuntimeClass, Finding::Change);
     metrics.count_finding(RuleId::DevicePaths, Finding::Violation);
@@ -64,16 +54,8 @@ fn kept_series_are_the_families_series() {
     }
     // Only what was written is shown: no series is made ahead of its
     // first request.
-    assert_eq!(
-        text.matches("gpu_policy_admission_requests_total{").count(),
-        3,
-        "{text}"
-    );
-    assert_eq!(
-        text.matches("gpu_policy_rule_findings_total{").count(),
-        2,
-        "{text}"
-    );
+    assert_eq!(text.matches("gpu_policy_admission_requests_total{").count(), 3, "{text}");
+    assert_eq!(text.matches("gpu_policy_rule_findings_total{").count(), 2, "{text}");
 }
 
 /// A kind the webhooks are not registered for, whatever it is, is counted
@@ -103,15 +85,8 @@ fn a_kind_outside_the_webhooks_kinds_is_counted_as_other() {
         );
         assert!(text.contains(&line), "missing {line} in\n{text}");
     }
-    assert_eq!(
-        text.matches("gpu_policy_admission_requests_total{").count(),
-        2,
-        "{text}"
-    );
-    assert!(
-        !text.contains("Widget") && !text.contains("pod\""),
-        "{text}"
-    );
+    assert_eq!(text.matches("gpu_policy_admission_requests_total{").count(), 2, "{text}");
+    assert!(!text.contains("Widget") && !text.contains("pod\""), "{text}");
     assert_eq!(kind_label(&long), OTHER_KIND);
     assert_eq!(kind_label("Deployment"), "Deployment");
 }
@@ -125,10 +100,8 @@ fn decisions_are_listed_in_the_order_of_their_slots() {
     for (at, decision) in Decision::ALL.into_iter().enumerate() {
         assert_eq!(decision as usize, at, "{decision:?}");
     }
-    let labels: std::collections::BTreeSet<&str> = Decision::ALL
-        .iter()
-        .map(|decision| decision.as_str())
-        .collect();
+    let labels: std::collections::BTreeSet<&str> =
+        Decision::ALL.iter().map(|decision| decision.as_str()).collect();
     assert_eq!(labels.len(), Decision::ALL.len());
 }
 
@@ -158,12 +131,7 @@ fn every_kept_series_has_its_own_slot() {
         metrics.count_finding(rule, Finding::Change);
         metrics.count_finding(rule, Finding::Violation);
     }
-    assert!(
-        metrics
-            .request_series
-            .iter()
-            .all(|series| series.get().is_some())
-    );
+    assert!(metrics.request_series.iter().all(|series| series.get().is_some()));
     let text = exposition(&registry);
     let ones = |prefix: &str| {
         text.lines()
@@ -172,14 +140,8 @@ fn every_kept_series_has_its_own_slot() {
             .count()
     };
     assert_eq!(ones("gpu_policy_admission_requests_total{"), REQUEST_SERIES);
-    assert_eq!(
-        ones("gpu_policy_rule_findings_total{"),
-        RuleId::ALL.len() * 2
-    );
-    assert_eq!(
-        ones("gpu_policy_admission_duration_seconds_count{"),
-        ENDPOINTS
-    );
+    assert_eq!(ones("gpu_policy_rule_findings_total{"), RuleId::ALL.len() * 2);
+    assert_eq!(ones("gpu_policy_admission_duration_seconds_count{"), ENDPOINTS);
 }
 
 /// The kinds the webhooks are registered for are all label values.

@@ -102,28 +102,16 @@ use rstest::rstest;
 #[case("3ffe::1", "public")]
 #[case("3fff:1000::1", "public")]
 fn addresses_are_classified(#[case] address: &str, #[case] class: &str) {
-    let address: IpAddr = address
-        .parse()
-        .unwrap_or_else(|err| panic!("{address}: {err}"));
+    let address: IpAddr = address.parse().unwrap_or_else(|err| panic!("{address}: {err}"));
     assert_eq!(classify(address).to_string(), class, "{address}");
 }
 
 #[test]
 fn every_range_starts_on_its_prefix() {
     for (first, prefix, _) in V4_RANGES {
-        assert_eq!(
-            first & !mask_v4(prefix),
-            0,
-            "{}",
-            Ipv4Addr::from_bits(first)
-        );
+        assert_eq!(first & !mask_v4(prefix), 0, "{}", Ipv4Addr::from_bits(first));
     }
     for (first, prefix, _) in V6_RANGES {
-        assert_eq!(
-            first & !mask_v6(prefix),
-            0,
-            "{}",
-            Ipv6Addr::from_bits(first)
-        );
+        assert_eq!(first & !mask_v6(prefix), 0, "{}", Ipv6Addr::from_bits(first));
     }
 }

@@ -31,27 +31,12 @@ fn reads_auth_and_username_password_entries() {
         &credentials.auth_for("registry.local:5000"),
         &basic("robot", "s3cret:with-colon")
     ));
-    assert!(same(
-        &credentials.auth_for("docker.io"),
-        &basic("hub", "pw")
-    ));
-    assert!(same(
-        &credentials.auth_for("nvcr.io"),
-        &basic("$oauthtoken", "key")
-    ));
-    assert!(same(
-        &credentials.auth_for("acr.example.com"),
-        &RegistryAuth::Anonymous
-    ));
-    assert!(same(
-        &credentials.auth_for("ghcr.io"),
-        &RegistryAuth::Anonymous
-    ));
+    assert!(same(&credentials.auth_for("docker.io"), &basic("hub", "pw")));
+    assert!(same(&credentials.auth_for("nvcr.io"), &basic("$oauthtoken", "key")));
+    assert!(same(&credentials.auth_for("acr.example.com"), &RegistryAuth::Anonymous));
+    assert!(same(&credentials.auth_for("ghcr.io"), &RegistryAuth::Anonymous));
     let debug = format!("{credentials:?}");
-    assert!(
-        !debug.contains("s3cret") && !debug.contains("pw"),
-        "{debug}"
-    );
+    assert!(!debug.contains("s3cret") && !debug.contains("pw"), "{debug}");
 }
 
 #[test]
@@ -72,15 +57,12 @@ fn bad_files_are_one_line_errors_without_their_content() {
             "registry \"r.io\": \"auth\" is not base64 of user:password",
         ),
     ] {
-        let err = Credentials::from_docker_config(file)
-            .expect_err(expected)
-            .to_string();
+        let err = Credentials::from_docker_config(file).expect_err(expected).to_string();
         assert!(err.contains(expected), "{err}");
         assert!(!err.contains('\n'), "{err}");
     }
     let missing = Credentials::load(Path::new("/nonexistent/.dockerconfigjson"));
     assert!(missing.is_err_and(|err| {
-        err.to_string()
-            .starts_with("cannot read /nonexistent/.dockerconfigjson")
+        err.to_string().starts_with("cannot read /nonexistent/.dockerconfigjson")
     }));
 }

@@ -11,8 +11,7 @@ fn content_hashes_to_its_digest_or_fails() {
         assert_eq!(digest.verify("blob", b"hello"), Ok(()));
         let err = digest.verify("blob", b"hello!");
         assert!(
-            err.as_ref()
-                .is_err_and(|f| f.reason.starts_with("blob does not match its digest")),
+            err.as_ref().is_err_and(|f| f.reason.starts_with("blob does not match its digest")),
             "{err:?}"
         );
     }
@@ -30,8 +29,7 @@ fn content_hashes_to_its_digest_or_fails() {
 fn only_canonical_digests_are_read(#[case] text: &str) {
     let err = Digest::parse(text);
     assert!(
-        err.as_ref()
-            .is_err_and(|f| f.reason.contains("is not a sha256 or sha512 digest")),
+        err.as_ref().is_err_and(|f| f.reason.contains("is not a sha256 or sha512 digest")),
         "{text}: {err:?}"
     );
 }

@@ -19,10 +19,7 @@ fn url(text: &str) -> Url {
 #[case("https://[2606:4700::1111]/blob", None)]
 #[case("http://127.0.0.1:5001/v2/", Some("plain HTTP"))]
 #[case("https://127.0.0.1:5001/v2/", Some("a loopback address"))]
-#[case(
-    "https://169.254.169.254/latest/meta-data",
-    Some("a link-local address")
-)]
+#[case("https://169.254.169.254/latest/meta-data", Some("a link-local address"))]
 #[case("https://[::ffff:169.254.169.254]/", Some("a link-local address"))]
 #[case("https://2130706433/", Some("a loopback address"))]
 #[case("https://0x7f.1/", Some("a loopback address"))]
@@ -34,10 +31,7 @@ fn url(text: &str) -> Url {
 #[case("ftp://cdn.example/", Some("scheme ftp"))]
 #[case("http://cdn.example/", Some("plain HTTP"))]
 fn urls_are_checked_before_any_request(#[case] target: &str, #[case] refusal: Option<&str>) {
-    let policy = policy(
-        &["nvcr.io", "registry.local:5000", "127.0.0.1:5000"],
-        &["127.0.0.1:5000"],
-    );
+    let policy = policy(&["nvcr.io", "registry.local:5000", "127.0.0.1:5000"], &["127.0.0.1:5000"]);
     let checked = policy.check_url(&url(target));
     match refusal {
         None => assert_eq!(checked, Ok(()), "{target}"),
@@ -74,19 +68,14 @@ fn addresses(list: &[&str]) -> Vec<SocketAddr> {
 fn a_listed_name_reaches_private_addresses_and_never_loopback() {
     let policy = policy(&["registry.corp", "localhost:5000"], &[]);
     assert_eq!(
-        policy.admitted(
-            "registry.corp",
-            &addresses(&["10.0.0.5", "127.0.0.1", "169.254.169.254"])
-        ),
+        policy.admitted("registry.corp", &addresses(&["10.0.0.5", "127.0.0.1", "169.254.169.254"])),
         Ok(addresses(&["10.0.0.5"]))
     );
     assert_eq!(
         policy.admitted("localhost", &addresses(&["127.0.0.1", "::1"])),
-        Err(
-            "localhost resolves only to loopback addresses, which only a literal \
+        Err("localhost resolves only to loopback addresses, which only a literal \
                  imageResolution.registries entry may reach"
-                .to_owned()
-        )
+            .to_owned())
     );
 }
 
@@ -99,11 +88,9 @@ fn any_other_name_reaches_public_addresses_only() {
     );
     assert_eq!(
         policy.admitted("metadata.evil.example", &addresses(&["169.254.169.254"])),
-        Err(
-            "metadata.evil.example resolves only to link-local addresses, and it is \
+        Err("metadata.evil.example resolves only to link-local addresses, and it is \
                  not in imageResolution.registries"
-                .to_owned()
-        )
+            .to_owned())
     );
     assert_eq!(
         policy.admitted("nothing.example", &[]),
@@ -116,22 +103,14 @@ fn any_other_name_reaches_public_addresses_only() {
 #[test]
 fn a_refusal_names_the_host_and_the_classes_only() {
     let policy = policy(&["nvcr.io"], &[]);
-    let found = addresses(&[
-        "10.0.0.5",
-        "127.0.0.1",
-        "10.0.0.6",
-        "fd00::8",
-        "169.254.169.254",
-        "::1",
-    ]);
+    let found =
+        addresses(&["10.0.0.5", "127.0.0.1", "10.0.0.6", "fd00::8", "169.254.169.254", "::1"]);
     let refusal = policy.admitted("CDN.Example", &found);
     assert_eq!(
         refusal,
-        Err(
-            "cdn.example resolves only to private, loopback and link-local addresses, \
+        Err("cdn.example resolves only to private, loopback and link-local addresses, \
                  and it is not in imageResolution.registries"
-                .to_owned()
-        )
+            .to_owned())
     );
     let text = refusal.err().unwrap_or_default();
     for address in &found {

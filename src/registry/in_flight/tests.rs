@@ -2,11 +2,7 @@ use super::*;
 use crate::registry::platform::Platform;
 use crate::settings::RegistryHosts;
 
-const PLACES: Places = Places {
-    queue: 8,
-    per_namespace: 3,
-    per_registry: 2,
-};
+const PLACES: Places = Places { queue: 8, per_namespace: 3, per_registry: 2 };
 
 fn key(image: &str) -> LookupKey {
     (image.to_owned(), Platform::default())
@@ -24,9 +20,7 @@ fn start(
     let Some((entry, pattern)) = hosts.entry_of(registry) else {
         panic!("{registry} is not listed");
     };
-    in_flight
-        .admit(namespace, entry, pattern, PLACES)
-        .map_err(|failure| failure.reason)?;
+    in_flight.admit(namespace, entry, pattern, PLACES).map_err(|failure| failure.reason)?;
     let (_, receiver) = watch::channel(None);
     in_flight.insert(key(image), namespace, entry, receiver);
     Ok(())
@@ -43,29 +37,17 @@ fn hosts(entries: &[&str]) -> RegistryHosts {
 fn the_hosts_under_one_wildcard_entry_share_its_slots() {
     let hosts = hosts(&["*.pkg.dev", "nvcr.io"]);
     let mut in_flight = InFlight::default();
-    assert_eq!(
-        start(&mut in_flight, &hosts, "a", "us-docker.pkg.dev/p/r/i:1"),
-        Ok(())
-    );
-    assert_eq!(
-        start(&mut in_flight, &hosts, "b", "europe-docker.pkg.dev/p/r/i:1"),
-        Ok(())
-    );
+    assert_eq!(start(&mut in_flight, &hosts, "a", "us-docker.pkg.dev/p/r/i:1"), Ok(()));
+    assert_eq!(start(&mut in_flight, &hosts, "b", "europe-docker.pkg.dev/p/r/i:1"), Ok(()));
     assert_eq!(
         start(&mut in_flight, &hosts, "c", "asia-docker.pkg.dev/p/r/i:1"),
         Err("the lookup queue of registry *.pkg.dev is full".to_owned())
     );
     // Another entry has slots of its own.
-    assert_eq!(
-        start(&mut in_flight, &hosts, "c", "nvcr.io/nvidia/cuda:13"),
-        Ok(())
-    );
+    assert_eq!(start(&mut in_flight, &hosts, "c", "nvcr.io/nvidia/cuda:13"), Ok(()));
     // A fetch that ends gives its slot back to the entry.
     in_flight.remove(&key("us-docker.pkg.dev/p/r/i:1"));
-    assert_eq!(
-        start(&mut in_flight, &hosts, "c", "me-docker.pkg.dev/p/r/i:1"),
-        Ok(())
-    );
+    assert_eq!(start(&mut in_flight, &hosts, "c", "me-docker.pkg.dev/p/r/i:1"), Ok(()));
 }
 
 /// A namespace holds its share and no more, whatever registries it
@@ -108,18 +90,12 @@ fn a_long_or_odd_namespace_is_cut_and_one_line() {
     let refusal = start(&mut in_flight, &hosts, &long, "d.io/x:1");
     assert_eq!(
         refusal,
-        Err(format!(
-            "the lookup queue's share of namespace {} is full",
-            "n".repeat(63)
-        ))
+        Err(format!("the lookup queue's share of namespace {} is full", "n".repeat(63)))
     );
     assert_eq!(in_flight.per_namespace.len(), 1);
     let odd = "a\nb";
     let mut in_flight = InFlight::default();
-    let places = Places {
-        per_namespace: 1,
-        ..PLACES
-    };
+    let places = Places { per_namespace: 1, ..PLACES };
     let (_, receiver) = watch::channel(None);
     in_flight.insert(key("a.io/x:1"), odd, 0, receiver);
     let refusal = in_flight.admit(odd, 0, &"a.io", places);

@@ -13,13 +13,8 @@ fn facts(digest: &str) -> Arc<ImageConfigFacts> {
 #[test]
 fn tags_expire_and_digests_do_not() {
     let start = Instant::now();
-    let mut caches = Caches::new(
-        Duration::from_secs(60),
-        Duration::from_secs(5),
-        8,
-        8,
-        CacheBytes::DEFAULT,
-    );
+    let mut caches =
+        Caches::new(Duration::from_secs(60), Duration::from_secs(5), 8, 8, CacheBytes::DEFAULT);
     let reference = "docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04";
     assert!(matches!(caches.tag(reference, start), TagState::Unknown));
     caches.put_tag(reference.to_owned(), "sha256:a".to_owned(), start);
@@ -27,29 +22,15 @@ fn tags_expire_and_digests_do_not() {
     assert!(
         matches!(caches.tag(reference, start + Duration::from_secs(59)), TagState::Fresh(d) if d == "sha256:a")
     );
-    assert!(matches!(
-        caches.tag(reference, start + Duration::from_secs(61)),
-        TagState::Stale
-    ));
-    assert_eq!(
-        caches.facts("sha256:a".to_owned(), &Platform::default()),
-        Some(facts("sha256:a"))
-    );
-    assert_eq!(
-        caches.facts("sha256:a".to_owned(), &Platform::linux("arm64")),
-        None
-    );
+    assert!(matches!(caches.tag(reference, start + Duration::from_secs(61)), TagState::Stale));
+    assert_eq!(caches.facts("sha256:a".to_owned(), &Platform::default()), Some(facts("sha256:a")));
+    assert_eq!(caches.facts("sha256:a".to_owned(), &Platform::linux("arm64")), None);
 }
 
 #[test]
 fn the_caches_are_bounded_least_recently_used_first() {
-    let mut caches = Caches::new(
-        Duration::from_secs(60),
-        Duration::from_secs(5),
-        2,
-        2,
-        CacheBytes::DEFAULT,
-    );
+    let mut caches =
+        Caches::new(Duration::from_secs(60), Duration::from_secs(5), 2, 2, CacheBytes::DEFAULT);
     let platform = Platform::default();
     caches.put_facts(&platform, facts("sha256:1"));
     caches.put_facts(&platform, facts("sha256:2"));
@@ -62,13 +43,8 @@ fn the_caches_are_bounded_least_recently_used_first() {
 
 #[test]
 fn references_are_parsed_once_and_bounded() {
-    let mut caches = Caches::new(
-        Duration::from_secs(60),
-        Duration::from_secs(5),
-        1,
-        8,
-        CacheBytes::DEFAULT,
-    );
+    let mut caches =
+        Caches::new(Duration::from_secs(60), Duration::from_secs(5), 1, 8, CacheBytes::DEFAULT);
     let parse = |image: &str| match super::super::reference::parse_reference(image) {
         Ok(reference) => Arc::new(ParsedReference::new(reference)),
         Err(err) => panic!("{image}: {err}"),
@@ -76,10 +52,7 @@ fn references_are_parsed_once_and_bounded() {
     assert!(caches.reference("ubuntu").is_none());
     caches.put_reference("ubuntu", parse("ubuntu"));
     assert_eq!(
-        caches
-            .reference("ubuntu")
-            .map(|p| p.whole.clone())
-            .as_deref(),
+        caches.reference("ubuntu").map(|p| p.whole.clone()).as_deref(),
         Some("docker.io/library/ubuntu:latest")
     );
     caches.put_reference(
@@ -92,19 +65,10 @@ fn references_are_parsed_once_and_bounded() {
 #[test]
 fn failures_are_remembered_briefly() {
     let start = Instant::now();
-    let mut caches = Caches::new(
-        Duration::from_secs(60),
-        Duration::from_secs(5),
-        8,
-        8,
-        CacheBytes::DEFAULT,
-    );
+    let mut caches =
+        Caches::new(Duration::from_secs(60), Duration::from_secs(5), 8, 8, CacheBytes::DEFAULT);
     let key = ("r.io/x:1".to_owned(), Platform::default());
-    caches.put_failure(
-        key.clone(),
-        Failure::too_large("manifest larger than 4 MiB"),
-        start,
-    );
+    caches.put_failure(key.clone(), Failure::too_large("manifest larger than 4 MiB"), start);
     assert_eq!(
         caches.failure(&key, start + Duration::from_secs(4)),
         Some(Failure::too_large("manifest larger than 4 MiB"))
@@ -243,17 +207,8 @@ fn the_default_budgets_hold_a_full_cache_of_ordinary_entries() {
 /// cache's bytes long before its entries.
 #[test]
 fn long_values_are_bounded_by_the_byte_budget() {
-    let budget = CacheBytes {
-        facts: 256 << 10,
-        ..CacheBytes::DEFAULT
-    };
-    let mut caches = Caches::new(
-        Duration::from_secs(60),
-        Duration::from_secs(5),
-        8,
-        1024,
-        budget,
-    );
+    let budget = CacheBytes { facts: 256 << 10, ..CacheBytes::DEFAULT };
+    let mut caches = Caches::new(Duration::from_secs(60), Duration::from_secs(5), 8, 1024, budget);
     let long = "9".repeat(crate::registry::MAX_VALUE_BYTES);
     for n in 0..1024 {
         caches.put_facts(
@@ -267,16 +222,9 @@ fn long_values_are_bounded_by_the_byte_budget() {
             }),
         );
     }
-    assert!(
-        caches.facts.bytes() <= 256 << 10,
-        "{}",
-        caches.facts.bytes()
-    );
+    assert!(caches.facts.bytes() <= 256 << 10, "{}", caches.facts.bytes());
     let kept = caches.facts.len();
-    assert!(
-        (15..=21).contains(&kept),
-        "{kept} entries of 12 KiB in 256 KiB"
-    );
+    assert!((15..=21).contains(&kept), "{kept} entries of 12 KiB in 256 KiB");
     let last = format!("sha256:{:064x}", 1023);
     assert!(caches.facts(last, &Platform::default()).is_some());
 }

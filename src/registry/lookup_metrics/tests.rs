@@ -30,8 +30,5 @@ fn lookups_and_hits_are_counted_under_closed_values() {
     ] {
         assert!(text.contains(line), "missing {line} in\n{text}");
     }
-    assert!(
-        !text.contains("evil") && !text.contains("pytorch"),
-        "{text}"
-    );
+    assert!(!text.contains("evil") && !text.contains("pytorch"), "{text}");
 }

@@ -34,10 +34,7 @@ impl ImageConfigFacts {
                 "vpc",
                 "vcs",
             ] {
-                require.push_str(&format!(
-                    " brand={brand},driver>={driver},driver<{}",
-                    driver + 1
-                ));
+                require.push_str(&format!(" brand={brand},driver>={driver},driver<{}", driver + 1));
             }
         }
         require
@@ -81,10 +78,7 @@ fn the_last_definition_wins_and_absent_is_none() {
     let config =
         json!({"config": {"Env": ["CUDA_VERSION=11.8.0", "CUDA_VERSION=12.4.1"], "Labels": null}});
     let facts = facts_of_config(config.to_string().as_bytes(), "sha256:d".to_owned());
-    assert_eq!(
-        facts.as_ref().map(|f| f.cuda_version.as_deref()),
-        Ok(Some("12.4.1"))
-    );
+    assert_eq!(facts.as_ref().map(|f| f.cuda_version.as_deref()), Ok(Some("12.4.1")));
     assert_eq!(facts.map(|f| f.cuda_label), Ok(None));
     for bare in [
         json!({"architecture": "amd64"}),
@@ -125,10 +119,7 @@ fn a_value_longer_than_the_bound_is_kept_as_its_length_only() {
             require_cuda: None,
             cuda_label: None,
             digest: "sha256:g".to_owned(),
-            oversized: Some(OversizedValue {
-                name: REQUIRE_CUDA_ENV,
-                bytes: over.len()
-            }),
+            oversized: Some(OversizedValue { name: REQUIRE_CUDA_ENV, bytes: over.len() }),
         })
     );
     assert_eq!(
@@ -210,10 +201,8 @@ fn a_config_that_is_not_json_is_one_line() {
     ] {
         let err = facts_of_config(bytes, "sha256:f".to_owned());
         assert!(
-            err.as_ref().is_err_and(
-                |err| err.to_string().starts_with("image config is not JSON")
-                    && !err.to_string().contains('\n')
-            ),
+            err.as_ref().is_err_and(|err| err.to_string().starts_with("image config is not JSON")
+                && !err.to_string().contains('\n')),
             "{err:?}"
         );
     }
@@ -237,12 +226,7 @@ fn an_image_manifest_gives_its_config() {
         });
         assert_eq!(
             read_manifest(manifest.to_string().as_bytes()),
-            Ok(Manifest::Image {
-                config: Descriptor {
-                    digest: DIGEST.to_owned(),
-                    size: 1234
-                }
-            }),
+            Ok(Manifest::Image { config: Descriptor { digest: DIGEST.to_owned(), size: 1234 } }),
             "{media_type:?}"
         );
     }
@@ -272,11 +256,7 @@ fn an_index_gives_its_entries() {
                         variant: Some("v8".to_owned()),
                     }),
                 },
-                IndexEntry {
-                    digest: DIGEST.to_owned(),
-                    size: 8,
-                    platform: None,
-                },
+                IndexEntry { digest: DIGEST.to_owned(), size: 8, platform: None },
             ]
         })
     );
@@ -285,34 +265,21 @@ fn an_index_gives_its_entries() {
 #[test]
 fn what_is_not_a_manifest_says_why_on_one_line() {
     let cases = [
-        (
-            json!({"schemaVersion": 1, "fsLayers": []}),
-            "schema version 1",
-        ),
-        (
-            json!({"config": {"digest": DIGEST, "size": 1}}),
-            "no schemaVersion",
-        ),
-        (
-            json!({"schemaVersion": 2, "mediaType": "text/html"}),
-            "is not an image manifest",
-        ),
+        (json!({"schemaVersion": 1, "fsLayers": []}), "schema version 1"),
+        (json!({"config": {"digest": DIGEST, "size": 1}}), "no schemaVersion"),
+        (json!({"schemaVersion": 2, "mediaType": "text/html"}), "is not an image manifest"),
         (
             json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json"}),
             "without \"manifests\"",
         ),
         (json!({"schemaVersion": 2}), "without \"config\""),
-        (
-            json!({"schemaVersion": 2, "config": {"digest": 5, "size": 1}}),
-            "not a manifest",
-        ),
+        (json!({"schemaVersion": 2, "config": {"digest": 5, "size": 1}}), "not a manifest"),
         (json!([1, 2, 3]), "not a manifest"),
     ];
     for (document, expected) in cases {
         let err = read_manifest(document.to_string().as_bytes()).map_err(|err| err.to_string());
         assert!(
-            err.as_ref()
-                .is_err_and(|err| err.contains(expected) && !err.contains('\n')),
+            err.as_ref().is_err_and(|err| err.contains(expected) && !err.contains('\n')),
             "{document}: {err:?}"
         );
     }
@@ -335,14 +302,8 @@ fn facts_read_in_full(
                 .map(str::to_owned)
         })
     };
-    let label = section["Labels"][CUDA_VERSION_LABEL]
-        .as_str()
-        .map(str::to_owned);
-    (
-        env_value(CUDA_VERSION_ENV),
-        env_value(REQUIRE_CUDA_ENV),
-        label,
-    )
+    let label = section["Labels"][CUDA_VERSION_LABEL].as_str().map(str::to_owned);
+    (env_value(CUDA_VERSION_ENV), env_value(REQUIRE_CUDA_ENV), label)
 }
 
 mod properties {
@@ -357,11 +318,7 @@ mod properties {
             "[A-Z_]{1,12}",
         ];
         (name, "[ -~\u{e9}\"\\\\]{0,16}", any::<bool>()).prop_map(|(name, value, with_equals)| {
-            if with_equals {
-                format!("{name}={value}")
-            } else {
-                name
-            }
+            if with_equals { format!("{name}={value}") } else { name }
         })
     }
 
@@ -415,14 +372,8 @@ fn an_index_of_too_many_entries_is_refused() {
     }
     let refused = read_manifest(index(MAX_INDEX_ENTRIES + 1).as_bytes());
     let reason = refused.expect_err("more than the bound").to_string();
-    assert!(
-        reason.contains("an image index of more than 1024 entries"),
-        "{reason}"
-    );
+    assert!(reason.contains("an image index of more than 1024 entries"), "{reason}");
     // The array form serde also reads is bounded the same way.
-    let tiny = format!(
-        "[2,null,null,[{}]]",
-        vec![r#"["",0]"#; MAX_INDEX_ENTRIES + 1].join(",")
-    );
+    let tiny = format!("[2,null,null,[{}]]", vec![r#"["",0]"#; MAX_INDEX_ENTRIES + 1].join(","));
     assert!(read_manifest(tiny.as_bytes()).is_err());
 }

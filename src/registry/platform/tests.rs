@@ -23,9 +23,7 @@ fn entries() -> Vec<IndexEntry> {
 }
 
 fn chosen(platform: &Platform) -> Option<String> {
-    platform
-        .choose(&entries())
-        .map(|entry| entry.digest.clone())
+    platform.choose(&entries()).map(|entry| entry.digest.clone())
 }
 
 fn of_spec(spec: &serde_json::Value) -> Result<Platform, LabelValueError> {
@@ -65,53 +63,28 @@ fn an_architecture_that_is_no_label_value_is_refused_with_a_prefix() {
     let spaced = of_spec(&json!({"nodeSelector": {"kubernetes.io/arch": " arm64"}}));
     assert_eq!(
         spaced.map_err(|err| err.to_string()),
-        Err(
-            "nodeSelector kubernetes.io/arch \" arm64\" is not a label value: letters, \
+        Err("nodeSelector kubernetes.io/arch \" arm64\" is not a label value: letters, \
                  digits, '-', '_' and '.', starting and ending with a letter or digit"
-                .to_owned()
-        )
+            .to_owned())
     );
 }
 
 #[test]
 fn a_platform_is_checked_field_by_field() {
     assert_eq!(Platform::default().check(), Ok(()));
-    let v8 = Platform {
-        variant: Some("v8".to_owned()),
-        ..Platform::linux("arm64")
-    };
+    let v8 = Platform { variant: Some("v8".to_owned()), ..Platform::linux("arm64") };
     assert_eq!(v8.check(), Ok(()));
     let long = Platform::linux(&"a".repeat(64));
-    assert!(
-        long.check()
-            .is_err_and(|e| e.to_string().starts_with("platform architecture "))
-    );
-    let slashed = Platform {
-        os: "linux/x".to_owned(),
-        ..Platform::default()
-    };
-    assert!(
-        slashed
-            .check()
-            .is_err_and(|e| e.to_string().starts_with("platform OS "))
-    );
-    let bad_variant = Platform {
-        variant: Some("v8 ".to_owned()),
-        ..Platform::default()
-    };
-    assert!(
-        bad_variant
-            .check()
-            .is_err_and(|e| e.to_string().starts_with("platform variant "))
-    );
+    assert!(long.check().is_err_and(|e| e.to_string().starts_with("platform architecture ")));
+    let slashed = Platform { os: "linux/x".to_owned(), ..Platform::default() };
+    assert!(slashed.check().is_err_and(|e| e.to_string().starts_with("platform OS ")));
+    let bad_variant = Platform { variant: Some("v8 ".to_owned()), ..Platform::default() };
+    assert!(bad_variant.check().is_err_and(|e| e.to_string().starts_with("platform variant ")));
 }
 
 #[test]
 fn a_variant_picks_its_entry_and_a_missing_platform_none() {
-    let v9 = Platform {
-        variant: Some("v9".to_owned()),
-        ..Platform::linux("arm64")
-    };
+    let v9 = Platform { variant: Some("v9".to_owned()), ..Platform::linux("arm64") };
     assert_eq!(chosen(&v9).as_deref(), Some("sha256:arm-v9"));
     assert_eq!(chosen(&Platform::linux("s390x")), None);
 }

@@ -50,9 +50,6 @@ fn a_refusal_quotes_a_short_prefix_on_one_line() {
     assert!(refused.contains("\"arm64\\nxxx"), "{refused}");
     assert!(refused.contains("(1400006 bytes)"), "{refused}");
     // Characters, not bytes, are cut: never inside one.
-    assert_eq!(
-        shown(&"\u{e9}".repeat(60)),
-        format!("\"{}…\" (120 bytes)", "\u{e9}".repeat(48))
-    );
+    assert_eq!(shown(&"\u{e9}".repeat(60)), format!("\"{}…\" (120 bytes)", "\u{e9}".repeat(48)));
     assert_eq!(shown("amd64"), "\"amd64\"");
 }

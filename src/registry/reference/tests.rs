@@ -42,24 +42,15 @@ fn rejects_what_the_grammar_does_not_allow() {
         ("ubuntu:-x", "invalid reference format"),
         ("ubuntu@sha256:abc", "invalid reference format"),
         ("a b", "invalid reference format"),
-        (
-            long_repository.as_str(),
-            "repository name must not be more than 255 characters",
-        ),
+        (long_repository.as_str(), "repository name must not be more than 255 characters"),
     ];
     for (image, reason) in cases {
         assert_eq!(parse_reference(image).err(), Some(reason), "{image:?}");
     }
     let short = format!("ubuntu@sha256:{}", "a".repeat(40));
-    assert_eq!(
-        parse_reference(&short).err(),
-        Some("invalid checksum digest length")
-    );
+    assert_eq!(parse_reference(&short).err(), Some("invalid checksum digest length"));
     let unknown = format!("ubuntu@md5:{}", "a".repeat(32));
-    assert_eq!(
-        parse_reference(&unknown).err(),
-        Some("unsupported digest algorithm")
-    );
+    assert_eq!(parse_reference(&unknown).err(), Some("unsupported digest algorithm"));
 }
 
 #[test]
@@ -85,13 +76,7 @@ fn references_are_bounded_by_the_grammars_lengths() {
         parse_reference(&format!("{name}n:{tag}")).err(),
         Some("repository name must not be more than 255 characters")
     );
-    assert_eq!(
-        parse_reference(&format!("{longest}a")).err(),
-        Some(TOO_LONG)
-    );
-    assert_eq!(
-        parse_reference(&"a".repeat(1_400_000)).err(),
-        Some(TOO_LONG)
-    );
+    assert_eq!(parse_reference(&format!("{longest}a")).err(), Some(TOO_LONG));
+    assert_eq!(parse_reference(&"a".repeat(1_400_000)).err(), Some(TOO_LONG));
     assert!(TOO_LONG.contains(&MAX_REFERENCE_LEN.to_string()));
 }

@@ -41,11 +41,7 @@ pub struct Charged<B> {
 
 impl<B> Charged<B> {
     pub fn new(inner: B, charge: Arc<BodyCharge>, phase: Arc<RequestPhase>) -> Self {
-        Self {
-            inner,
-            charge,
-            phase,
-        }
+        Self { inner, charge, phase }
     }
 
     fn ended(&self) {

@@ -26,9 +26,7 @@ const ARRIVED: u8 = 2;
 impl RequestPhase {
     /// The body has arrived whole: the clock stops while it is decided.
     pub fn arrived(&self) {
-        let _ = self
-            .0
-            .compare_exchange(ARRIVING, ARRIVED, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self.0.compare_exchange(ARRIVING, ARRIVED, Ordering::AcqRel, Ordering::Acquire);
     }
 
     pub fn answered(&self) {
@@ -40,9 +38,7 @@ impl RequestPhase {
     }
 
     fn begin(&self) -> bool {
-        self.0
-            .compare_exchange(IDLE, ARRIVING, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.0.compare_exchange(IDLE, ARRIVING, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 }
 
@@ -58,13 +54,7 @@ pub struct Deadlined<T> {
 
 impl<T> Deadlined<T> {
     pub fn new(inner: T, phase: Arc<RequestPhase>, deadline: Duration) -> Self {
-        Self {
-            inner,
-            phase,
-            deadline,
-            timer: None,
-            armed: false,
-        }
+        Self { inner, phase, deadline, timer: None, armed: false }
     }
 
     fn arm(&mut self) {

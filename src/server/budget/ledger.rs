@@ -54,12 +54,7 @@ impl Pool {
     /// A pool of `cap` units in all, of which one peer may hold at most
     /// `peer_cap`.
     pub fn new(cap: u64, peer_cap: u64) -> Self {
-        Self {
-            cap,
-            peer_cap: peer_cap.min(cap),
-            held: 0,
-            peers: HashMap::new(),
-        }
+        Self { cap, peer_cap: peer_cap.min(cap), held: 0, peers: HashMap::new() }
     }
 
     pub fn held(&self) -> u64 {
@@ -208,11 +203,7 @@ impl ShedSignal {
             return Poll::Ready(());
         }
         self.waker.register(cx.waker());
-        if self.is_shed() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
+        if self.is_shed() { Poll::Ready(()) } else { Poll::Pending }
     }
 
     pub async fn wait(&self) {

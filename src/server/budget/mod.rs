@@ -142,17 +142,13 @@ impl Budget {
             Refusal::OverShare => RefusedLabels::OVER_SHARE,
             Refusal::Full => RefusedLabels::FULL,
         };
-        self.refused
-            .get_or_create(&RefusedLabels { resource, reason })
-            .inc();
+        self.refused.get_or_create(&RefusedLabels { resource, reason }).inc();
     }
 
     fn ledger(&self) -> MutexGuard<'_, Ledger> {
         // The ledger is consistent after every call (no call panics while
         // holding it), so a poisoned lock is still a good ledger.
-        self.ledger
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.ledger.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -179,9 +175,7 @@ impl ConnectionPermit {
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        let Claim {
-            budget, peer, id, ..
-        } = &self.0;
+        let Claim { budget, peer, id, .. } = &self.0;
         budget.ledger().connections.release(*peer, *id);
     }
 }
@@ -199,10 +193,7 @@ impl BodyCharge {
     /// Charges `bytes` more received; past the reservation, the pool is
     /// asked for the difference.
     pub fn receive(&self, bytes: u64) -> Result<(), Refusal> {
-        let received = self
-            .received
-            .fetch_add(bytes, Ordering::AcqRel)
-            .saturating_add(bytes);
+        let received = self.received.fetch_add(bytes, Ordering::AcqRel).saturating_add(bytes);
         let reserved = self.reserved.load(Ordering::Acquire);
         if received > reserved {
             self.reserve(received.saturating_sub(reserved))?;
@@ -213,9 +204,7 @@ impl BodyCharge {
     /// The whole body has arrived: it is being decided, and shedding it
     /// would no longer free anything soon.
     pub fn settle(&self) {
-        let Claim {
-            budget, peer, id, ..
-        } = &self.claim;
+        let Claim { budget, peer, id, .. } = &self.claim;
         budget.ledger().bytes.settle(*peer, *id);
     }
 
@@ -228,12 +217,7 @@ impl BodyCharge {
         if bytes == 0 {
             return Ok(());
         }
-        let Claim {
-            budget,
-            peer,
-            id,
-            signal,
-        } = &self.claim;
+        let Claim { budget, peer, id, signal } = &self.claim;
         let mut ledger = budget.ledger();
         let sharers = ledger.connections.peers();
         ledger
@@ -247,9 +231,7 @@ impl BodyCharge {
 
 impl Drop for BodyCharge {
     fn drop(&mut self) {
-        let Claim {
-            budget, peer, id, ..
-        } = &self.claim;
+        let Claim { budget, peer, id, .. } = &self.claim;
         budget.ledger().bytes.release(*peer, *id);
     }
 }

@@ -10,25 +10,16 @@ fn connections_are_capped_per_peer_and_counted_until_dropped() {
     let _second = budget.connect(ip(1)).expect("second");
     assert_eq!(budget.connect(ip(1)).err(), Some(Refusal::OverShare));
     drop(first);
-    let _third = budget
-        .connect(ip(1))
-        .expect("a closed connection frees its place");
+    let _third = budget.connect(ip(1)).expect("a closed connection frees its place");
     assert_eq!(budget.in_use().0, 2);
 }
 
 #[test]
 fn a_full_port_sheds_a_connection_of_the_peer_holding_the_most() {
-    let limits = Limits {
-        connections_per_peer: 4,
-        ..LIMITS
-    };
+    let limits = Limits { connections_per_peer: 4, ..LIMITS };
     let budget = Budget::new(limits, BudgetRefusals::default());
-    let flood: Vec<_> = (0..4)
-        .map(|_| budget.connect(ip(1)).expect("within the caps"))
-        .collect();
-    let api_server = budget
-        .connect(ip(2))
-        .expect("a new peer is under its share");
+    let flood: Vec<_> = (0..4).map(|_| budget.connect(ip(1)).expect("within the caps")).collect();
+    let api_server = budget.connect(ip(2)).expect("a new peer is under its share");
     assert_eq!(
         flood.iter().filter(|p| p.0.signal.is_shed()).count(),
         1,
@@ -43,9 +34,7 @@ fn an_ipv4_peer_seen_through_ipv6_is_the_same_peer() {
     let budget = Budget::new(LIMITS, BudgetRefusals::default());
     let _v4 = budget.connect(ip(1)).expect("v4");
     let _mapped = budget
-        .connect(IpAddr::from(
-            std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped(),
-        ))
+        .connect(IpAddr::from(std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped()))
         .expect("mapped");
     assert_eq!(budget.connect(ip(1)).err(), Some(Refusal::OverShare));
 }

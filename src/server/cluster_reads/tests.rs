@@ -4,10 +4,7 @@ fn caller(last: u8) -> Caller {
     Caller(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
 }
 
-const TWO_PER_SECOND: RateLimit = RateLimit {
-    burst: 2,
-    interval: Duration::from_millis(500),
-};
+const TWO_PER_SECOND: RateLimit = RateLimit { burst: 2, interval: Duration::from_millis(500) };
 
 #[test]
 fn a_caller_gets_its_burst_then_one_per_interval() {
@@ -35,9 +32,8 @@ fn a_flood_gets_the_rate_and_no_more() {
     let allowed = (0..10_000u64)
         .filter(|n| limit.take(caller(1), start + Duration::from_micros(n * 100)))
         .count();
-    let allowed_over_10s = (0..10_000u64)
-        .filter(|n| limit.take(caller(2), start + Duration::from_millis(*n)))
-        .count();
+    let allowed_over_10s =
+        (0..10_000u64).filter(|n| limit.take(caller(2), start + Duration::from_millis(*n))).count();
     assert_eq!(allowed, 3, "1 s: the burst of 2 and one more");
     assert_eq!(allowed_over_10s, 2 + 19);
 }
@@ -48,10 +44,7 @@ fn callers_do_not_share_an_allowance() {
     let now = Instant::now();
     assert!(limit.take(caller(1), now) && limit.take(caller(1), now));
     assert!(!limit.take(caller(1), now));
-    assert!(
-        limit.take(caller(2), now),
-        "another caller still has its own"
-    );
+    assert!(limit.take(caller(2), now), "another caller still has its own");
 }
 
 #[test]
@@ -78,10 +71,7 @@ fn the_table_is_bounded_and_new_callers_share_the_overflow() {
 
 #[test]
 fn a_zero_burst_allows_nothing() {
-    let limit = PerCaller::new(RateLimit {
-        burst: 0,
-        interval: Duration::from_secs(1),
-    });
+    let limit = PerCaller::new(RateLimit { burst: 0, interval: Duration::from_secs(1) });
     assert!(!limit.take(caller(1), Instant::now()));
 }
 
@@ -89,17 +79,11 @@ fn a_zero_burst_allows_nothing() {
 fn looks_are_limited_per_caller_and_in_number() {
     let reads = ClusterReads::default();
     let first = reads.namespace_look(caller(1)).expect("a first look");
-    assert_eq!(
-        reads.namespace_look(caller(3)).err(),
-        Some(LookRefused::Busy)
-    );
+    assert_eq!(reads.namespace_look(caller(3)).err(), Some(LookRefused::Busy));
     drop(first);
     for _ in 1..NAMESPACE_LOOKS.burst {
         drop(reads.namespace_look(caller(1)).expect("within the burst"));
     }
-    assert_eq!(
-        reads.namespace_look(caller(1)).err(),
-        Some(LookRefused::CallerLimit)
-    );
+    assert_eq!(reads.namespace_look(caller(1)).err(), Some(LookRefused::CallerLimit));
     assert!(reads.namespace_look(caller(3)).is_ok());
 }

@@ -20,10 +20,7 @@ fn the_interpreted_configs_are_bounded_in_bytes() {
         (needs.len(), needs.bytes())
     };
     assert!(bytes <= NEEDS_CACHE_BYTES, "{bytes}");
-    assert!(
-        kept < entries / 2,
-        "{kept} entries of the longest requirement"
-    );
+    assert!(kept < entries / 2, "{kept} entries of the longest requirement");
     eprintln!("{kept} interpreted configs of the longest requirement in {bytes} bytes");
 
     let ordinary = NeedsCache::new();
@@ -35,10 +32,7 @@ fn the_interpreted_configs_are_bounded_in_bytes() {
     }
     let needs = lock(&ordinary.0);
     assert_eq!(needs.len(), entries, "{} bytes", needs.bytes());
-    eprintln!(
-        "{entries} ordinary interpreted configs in {} bytes",
-        needs.bytes()
-    );
+    eprintln!("{entries} ordinary interpreted configs in {} bytes", needs.bytes());
 }
 
 #[test]

@@ -9,16 +9,10 @@ use gpu_policy_test_support::review::Review;
 fn record_a_decision() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": "train-\"quoted\"-"}, "spec": {}});
-    let body = Review::create(&pod, "ml")
-        .uid("6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11")
-        .dry_run(true)
-        .body();
+    let body =
+        Review::create(&pod, "ml").uid("6b1f8a52-0d3e-4c1a-9f7e-2a5b8c9d0e11").dry_run(true).body();
     let request = crate::admission::decode(&body).expect("a review");
-    let mut answer = Answer {
-        allowed: true,
-        encoded_patch: b"[]".to_vec(),
-        ..Answer::default()
-    };
+    let mut answer = Answer { allowed: true, encoded_patch: b"[]".to_vec(), ..Answer::default() };
     answer.changes.insert(RuleId::RuntimeClass);
     answer.violations.insert(RuleId::DevicePaths);
     let outcome = Outcome {
@@ -54,18 +48,13 @@ fn log_as_before() {
 
 /// The decision's line, and the line logged as before.
 fn decision_lines(formatter: JsonFormatter) -> (Vec<String>, Vec<String>) {
-    (
-        json_lines(formatter, record_a_decision),
-        json_lines(formatter, log_as_before),
-    )
+    (json_lines(formatter, record_a_decision), json_lines(formatter, log_as_before))
 }
 
 #[test]
 fn the_decision_line_is_the_one_of_the_format_string_message() {
-    for formatter in [
-        JsonFormatter::Installed { filter: "info" },
-        JsonFormatter::TracingSubscriber,
-    ] {
+    for formatter in [JsonFormatter::Installed { filter: "info" }, JsonFormatter::TracingSubscriber]
+    {
         let (recorded, as_before) = decision_lines(formatter);
         assert_eq!(recorded, as_before, "{formatter:?}");
         assert_eq!(
@@ -140,27 +129,16 @@ fn the_decision_line_of_megabyte_strings_is_short() {
     let lines = json_lines(JsonFormatter::Installed { filter: "info" }, || {
         record(&Metrics::new(), &outcome)
     });
-    let [line] = lines.as_slice() else {
-        panic!("{lines:?}")
-    };
+    let [line] = lines.as_slice() else { panic!("{lines:?}") };
     assert!(line.len() < 1024, "{} bytes", line.len());
     let line: serde_json::Value = serde_json::from_str(line).expect("JSON");
     assert_eq!(line["kind"], "other");
     let more = (1 << 20) - UID_BYTES;
-    assert_eq!(
-        line["uid"],
-        format!("{}… ({more} bytes more)", "u".repeat(UID_BYTES))
-    );
+    assert_eq!(line["uid"], format!("{}… ({more} bytes more)", "u".repeat(UID_BYTES)));
     let more = (1 << 20) - NAMESPACE_BYTES;
-    assert_eq!(
-        line["namespace"],
-        format!("{}… ({more} bytes more)", "s".repeat(NAMESPACE_BYTES))
-    );
+    assert_eq!(line["namespace"], format!("{}… ({more} bytes more)", "s".repeat(NAMESPACE_BYTES)));
     let more = (1 << 20) - NAME_BYTES;
-    assert_eq!(
-        line["name"],
-        format!("{}… ({more} bytes more)", "n".repeat(NAME_BYTES))
-    );
+    assert_eq!(line["name"], format!("{}… ({more} bytes more)", "n".repeat(NAME_BYTES)));
 }
 
 #[test]
@@ -172,10 +150,7 @@ fn rules_are_listed_changes_first_and_all_fit() {
     answer.changes.insert(RuleId::RuntimeClass);
     answer.changes.insert(RuleId::VisibleDevices);
     answer.violations.insert(RuleId::BoundedRequests);
-    assert_eq!(
-        RuleList::of(&answer).as_str(),
-        "visible-devices,runtime-class,bounded-requests"
-    );
+    assert_eq!(RuleList::of(&answer).as_str(), "visible-devices,runtime-class,bounded-requests");
     answer.changes.extend(RuleId::ALL.iter().copied());
     answer.violations.extend(RuleId::ALL.iter().copied());
     let everything = answer

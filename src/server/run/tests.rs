@@ -44,22 +44,16 @@ fn name_prefix_entries_are_reloaded_when_reading_the_cluster() {
     assert!(reload_config(&state, Path::new("config.yaml"), config).is_some());
     let allowlist = state.settings.load().config().allowlist.clone();
     assert_eq!(allowlist.len(), 1);
-    assert_eq!(
-        allowlist[0].to_string(),
-        "ns/ReplicaSet/mps-control-daemon-*"
-    );
+    assert_eq!(allowlist[0].to_string(), "ns/ReplicaSet/mps-control-daemon-*");
 }
 
 #[tokio::test]
 async fn cert_secret_without_a_cluster_does_not_start() {
     let secret: SecretRef = "gpu-policy/gpu-policy-tls".parse().expect("secret");
     let config = RouteConfig::new(secret, "certs");
-    let error = run(options(
-        Certificates::Secret(config),
-        ClusterAccess::Disabled,
-    ))
-    .await
-    .expect_err("no cluster");
+    let error = run(options(Certificates::Secret(config), ClusterAccess::Disabled))
+        .await
+        .expect_err("no cluster");
     assert!(
         matches!(&error, ServeError::SecretWithoutCluster { secret } if secret.name == "gpu-policy-tls"),
         "{error:?}"
@@ -77,22 +71,11 @@ async fn an_address_in_use_is_named() {
     let addr = taken.local_addr().expect("addr");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut options = options(
-        Certificates::SelfSigned {
-            dir: dir.path().to_path_buf(),
-            dns_names: Vec::new(),
-        },
+        Certificates::SelfSigned { dir: dir.path().to_path_buf(), dns_names: Vec::new() },
         ClusterAccess::Disabled,
     );
     options.listen = addr;
     let error = run(options).await.expect_err("address in use");
-    assert!(
-        matches!(&error, ServeError::Listen { addr: a, .. } if *a == addr),
-        "{error:?}"
-    );
-    assert!(
-        error
-            .to_string()
-            .starts_with(&format!("cannot listen on {addr}: ")),
-        "{error}"
-    );
+    assert!(matches!(&error, ServeError::Listen { addr: a, .. } if *a == addr), "{error:?}");
+    assert!(error.to_string().starts_with(&format!("cannot listen on {addr}: ")), "{error}");
 }

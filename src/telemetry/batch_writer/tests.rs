@@ -6,10 +6,7 @@ use super::BatchWriter;
 use crate::telemetry::tests::RecordedOutput;
 
 fn log(writer: &BatchWriter, line: &str) {
-    writer
-        .clone()
-        .write_all(line.as_bytes())
-        .expect("never fails");
+    writer.clone().write_all(line.as_bytes()).expect("never fails");
 }
 
 #[test]

@@ -50,19 +50,11 @@ fn every_byte_json_escapes_is_found_wherever_it_is() {
             for byte in 0..=u8::MAX {
                 let mut text = vec![b'a'; len];
                 text[at] = byte;
-                assert_eq!(
-                    needs_escaping(&text),
-                    escaped(byte),
-                    "{byte:#x} at {at} of {len}"
-                );
+                assert_eq!(needs_escaping(&text), escaped(byte), "{byte:#x} at {at} of {len}");
                 // Next to bytes of UTF-8 sequences, which are 0x80 and above.
                 let mut text = vec![0xe6; len];
                 text[at] = byte;
-                assert_eq!(
-                    needs_escaping(&text),
-                    escaped(byte),
-                    "{byte:#x} at {at} of {len}"
-                );
+                assert_eq!(needs_escaping(&text), escaped(byte), "{byte:#x} at {at} of {len}");
             }
         }
     }

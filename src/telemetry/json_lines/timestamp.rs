@@ -18,10 +18,7 @@ pub struct Clock {
 
 impl Clock {
     pub const fn new() -> Self {
-        Self {
-            second: None,
-            text: String::new(),
-        }
+        Self { second: None, text: String::new() }
     }
 
     pub fn push_now(&mut self, line: &mut String) -> fmt::Result {

@@ -20,23 +20,10 @@ const END: &str = "<!-- cost-table:end -->\n";
 
 #[test]
 fn the_docs_cost_tables_are_the_commands_output() {
-    let run = gpu_policy(
-        &[
-            "manifests",
-            "--admission-policies",
-            "--mutating-policies",
-            "--cost",
-        ],
-        None,
-    )
-    .success();
-    assert_section(
-        "docs/policy.md",
-        BEGIN,
-        END,
-        &run.stdout,
-        "--test it admission_policies::cost",
-    );
+    let run =
+        gpu_policy(&["manifests", "--admission-policies", "--mutating-policies", "--cost"], None)
+            .success();
+    assert_section("docs/policy.md", BEGIN, END, &run.stdout, "--test it admission_policies::cost");
 }
 
 #[test]
@@ -45,9 +32,7 @@ fn a_policy_over_a_limit_fails_the_command() {
     // against every one, past the per-call limit on the reference pod.
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config.yaml");
-    let patterns: String = (0..2000)
-        .map(|i| format!("- example.com/gpu-{i}*\n"))
-        .collect();
+    let patterns: String = (0..2000).map(|i| format!("- example.com/gpu-{i}*\n")).collect();
     std::fs::write(&config, format!("gpuResources:\n{patterns}")).expect("config writes");
     let run = gpu_policy(
         &[
@@ -63,12 +48,10 @@ fn a_policy_over_a_limit_fails_the_command() {
     assert!(run.stdout.contains("| **over** |"), "{}", run.stdout);
     assert_eq!(
         run.stderr.lines().collect::<Vec<_>>(),
-        [
-            "gpu-policy: over the API server's cost limits on the reference object: \
+        ["gpu-policy: over the API server's cost limits on the reference object: \
           gpu-policy-bounded-requests (ValidatingAdmissionPolicy), \
           gpu-policy-runtime-class (ValidatingAdmissionPolicy), \
-          gpu-policy-device-paths (ValidatingAdmissionPolicy)"
-        ]
+          gpu-policy-device-paths (ValidatingAdmissionPolicy)"]
     );
 }
 
@@ -76,13 +59,7 @@ fn a_policy_over_a_limit_fails_the_command() {
 fn cost_needs_admission_policies_and_a_readable_config() {
     assert_eq!(gpu_policy(&["manifests", "--cost"], None).code, 2);
     let run = gpu_policy(
-        &[
-            "manifests",
-            "--admission-policies",
-            "--cost",
-            "--config",
-            "/nonexistent/config.yaml",
-        ],
+        &["manifests", "--admission-policies", "--cost", "--config", "/nonexistent/config.yaml"],
         None,
     );
     assert_eq!(run.code, 2);

@@ -40,26 +40,11 @@ fn the_table_follows_the_config() {
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, "runtimeClassName: ''\n").expect("config writes");
     let config = config.to_str().expect("a UTF-8 path");
-    let run = gpu_policy(
-        &[
-            "manifests",
-            "--admission-policies",
-            "--coverage",
-            "--config",
-            config,
-        ],
-        None,
-    )
-    .success();
-    let r3 = run
-        .stdout
-        .lines()
-        .find(|line| line.starts_with("| R3 "))
-        .expect("a row for R3");
-    assert!(
-        r3.contains("`gpu-policy-runtime-class` (validating) |"),
-        "{r3}"
-    );
+    let run =
+        gpu_policy(&["manifests", "--admission-policies", "--coverage", "--config", config], None)
+            .success();
+    let r3 = run.stdout.lines().find(|line| line.starts_with("| R3 ")).expect("a row for R3");
+    assert!(r3.contains("`gpu-policy-runtime-class` (validating) |"), "{r3}");
     assert!(!r3.contains("(mutating)"), "{r3}");
 }
 

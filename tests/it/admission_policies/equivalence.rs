@@ -40,11 +40,7 @@ fn cases() -> u32 {
 }
 
 fn runner(cases: u32) -> TestRunner {
-    TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    })
+    TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() })
 }
 
 /// The pod as a Deployment's template.
@@ -97,11 +93,7 @@ fn compare(
         "{}: policies and webhook disagree\nobject: {}\nwebhook: {:?}\npolicies: {:?}",
         variant.name,
         object,
-        evaluation
-            .violations
-            .iter()
-            .map(|v| v.message.to_string())
-            .collect::<Vec<_>>(),
+        evaluation.violations.iter().map(|v| v.message.to_string()).collect::<Vec<_>>(),
         messages
     );
     if let Err(difference) = messages_agree(object, &evaluation, messages) {
@@ -153,13 +145,9 @@ fn compare_mutations(
     if exception(pod).is_some() {
         return Ok(());
     }
-    let Some(evaluation) = webhook_under(
-        &variant.settings,
-        pod,
-        ObjectKind::Pod,
-        namespace,
-        annotations,
-    ) else {
+    let Some(evaluation) =
+        webhook_under(&variant.settings, pod, ObjectKind::Pod, namespace, annotations)
+    else {
         return Ok(());
     };
     let Some(attributes) = create_attributes(pod, namespace, "enforce", annotations) else {
@@ -219,11 +207,8 @@ impl Counts {
     /// and found enough of them relevant.
     fn check(self, what: &str, total: usize, claims: bool) {
         for (variant, [drawn, compared, relevant]) in VARIANTS.iter().zip(self.0) {
-            let (drawn, compared, relevant) = (
-                drawn.into_inner(),
-                compared.into_inner(),
-                relevant.into_inner(),
-            );
+            let (drawn, compared, relevant) =
+                (drawn.into_inner(), compared.into_inner(), relevant.into_inner());
             eprintln!(
                 "{}: {compared} of {drawn} {what} compared, {relevant} relevant",
                 variant.name
@@ -251,19 +236,10 @@ fn generated_policies_decide_as_the_webhook_on_generated_pods() {
         let variant = &VARIANTS[at];
         let (object, kind) = match as_template {
             false => (case.pod.clone(), ObjectKind::Pod),
-            true => (
-                deployment_of(&case.pod),
-                ObjectKind::Workload(Workload::Deployment),
-            ),
+            true => (deployment_of(&case.pod), ObjectKind::Workload(Workload::Deployment)),
         };
         let namespace = &case.namespace;
-        let compared = compare(
-            variant,
-            &object,
-            kind,
-            namespace,
-            &case.namespace_annotations,
-        )?;
+        let compared = compare(variant, &object, kind, namespace, &case.namespace_annotations)?;
         counts.add(at, compared);
         compare_mutations(variant, &case.pod, namespace, &case.namespace_annotations)
     });
@@ -372,11 +348,7 @@ fn generated_claim_policy_decides_as_the_webhook_on_generated_claims() {
     ]);
     let total = cases() / 5;
     let result = runner(total).run(
-        &(
-            claim_object(KubernetesVersion::default().dra()),
-            annotations,
-            0..VARIANTS.len(),
-        ),
+        &(claim_object(KubernetesVersion::default().dra()), annotations, 0..VARIANTS.len()),
         |((object, kind, namespace), annotations, at)| {
             let variant = &VARIANTS[at];
             let kind = ObjectKind::Claim(kind);
@@ -430,13 +402,7 @@ fn the_claim_policy_of_each_v1beta1_release_decides_as_the_webhook() {
         if let Err(err) = result {
             panic!("{release}: {err}");
         }
-        assert!(
-            denied.into_inner() > 0,
-            "{release}: no generated claim was denied"
-        );
-        assert!(
-            compared.into_inner() > 0,
-            "{release}: no claim was compared"
-        );
+        assert!(denied.into_inner() > 0, "{release}: no generated claim was denied");
+        assert!(compared.into_inner() > 0, "{release}: no claim was compared");
     }
 }

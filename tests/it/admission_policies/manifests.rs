@@ -46,10 +46,7 @@ fn rules(report: &ObjectReport) -> BTreeSet<RuleId> {
 fn messages(report: &ObjectReport) -> Messages {
     let mut messages = Messages::new();
     for violation in &report.violations {
-        messages
-            .entry(violation.rule)
-            .or_default()
-            .push(violation.message.body().to_owned());
+        messages.entry(violation.rule).or_default().push(violation.message.body().to_owned());
     }
     messages
 }
@@ -82,13 +79,7 @@ fn compare(path: &PathBuf, mode: Mode) -> usize {
             }
             _ => webhook,
         };
-        let name = format!(
-            "{} {} {}/{}",
-            path.display(),
-            mode,
-            webhook.kind,
-            webhook.name
-        );
+        let name = format!("{} {} {}/{}", path.display(), mode, webhook.kind, webhook.name);
         assert_eq!(policies.ignored, expected.ignored, "{name}");
         assert_eq!(
             policies.allowed, expected.allowed,
@@ -119,10 +110,7 @@ fn the_policies_decide_the_fixtures_as_check_does_in_every_mode() {
             compared += compare(&path, mode);
         }
     }
-    assert!(
-        compared > 50,
-        "only {compared} fixture objects were compared"
-    );
+    assert!(compared > 50, "only {compared} fixture objects were compared");
 }
 
 /// The fixtures of the GPU sharing schemes (`tests/fixtures/sharing/`),
@@ -136,10 +124,7 @@ fn the_policies_decide_the_sharing_fixtures_as_check_does_in_every_mode() {
             compared += compare(path, mode);
         }
     }
-    assert!(
-        compared >= files.len() * 3,
-        "only {compared} objects were compared"
-    );
+    assert!(compared >= files.len() * 3, "only {compared} objects were compared");
 }
 
 #[test]
@@ -147,10 +132,7 @@ fn the_policies_decide_the_examples_as_check_does() {
     let files = examples();
     assert!(files.len() > 10, "{files:?}");
     let compared: usize = files.iter().map(|f| compare(f, Mode::Enforce)).sum();
-    assert!(
-        compared > 20,
-        "only {compared} example objects were compared"
-    );
+    assert!(compared > 20, "only {compared} example objects were compared");
 }
 
 #[test]
@@ -159,11 +141,7 @@ fn an_enforce_check_with_the_policies_pins_and_sets_the_runtime_class() {
     let report = ENGINE.report(&pod, None, "default", Mode::Enforce, &BTreeMap::new());
     assert!(report.allowed, "{:?}", report.violations);
     let changed: BTreeSet<RuleId> = report.changes.iter().map(|(rule, _)| *rule).collect();
-    assert!(
-        changed.contains(&RuleId::RuntimeClass),
-        "{:?}",
-        report.changes
-    );
+    assert!(changed.contains(&RuleId::RuntimeClass), "{:?}", report.changes);
     let audit = ENGINE.report(&pod, None, "default", Mode::Audit, &BTreeMap::new());
     assert!(audit.patch.is_empty() && audit.warnings.is_empty());
 }

@@ -86,19 +86,13 @@ const VARIANT_CONFIGS: [(&str, &str); 9] = [
     ("defaults", "{}"),
     ("runtimeClassName: \"\"", "runtimeClassName: ''"),
     ("privilegedGpu: deny", "privilegedGpu: deny"),
-    (
-        "gpuSharing off",
-        "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}",
-    ),
+    ("gpuSharing off", "gpuSharing: {kaiScheduler: {enabled: false}, hami: {enabled: false}}"),
     (
         "gpuResources: extra and wildcard",
         "gpuResources: ['nvidia.com/gpu', 'nvidia.com/mig-*', 'example.com/gpu', \
          'example.com/*-accel']",
     ),
-    (
-        "maxPerContainer: 2, maxPerPod: 3",
-        "{maxPerContainer: 2, maxPerPod: 3}",
-    ),
+    ("maxPerContainer: 2, maxPerPod: 3", "{maxPerContainer: 2, maxPerPod: 3}"),
     (
         "gpuDeviceClasses: extra",
         "gpuDeviceClasses: ['gpu.nvidia.com', 'gpu.example.com', 'vfio.gpu.nvidia.com']",
@@ -124,11 +118,7 @@ pub static VARIANTS: LazyLock<Vec<Variant>> = LazyLock::new(|| {
                 Ok(settings) => settings,
                 Err(err) => panic!("{name}: {err}"),
             };
-            Variant {
-                name,
-                engine: engine(&settings),
-                settings,
-            }
+            Variant { name, engine: engine(&settings), settings }
         })
         .collect()
 });
@@ -187,10 +177,7 @@ pub type Messages = BTreeMap<RuleId, Vec<String>>;
 pub fn webhook_messages(evaluation: &Evaluation) -> Messages {
     let mut messages = Messages::new();
     for violation in &evaluation.violations {
-        messages
-            .entry(violation.rule)
-            .or_default()
-            .push(violation.message.body().to_owned());
+        messages.entry(violation.rule).or_default().push(violation.message.body().to_owned());
     }
     messages
 }
@@ -222,12 +209,8 @@ pub fn same_messages(webhook: &Messages, policies: &Messages) -> Result<(), Stri
     let rules: BTreeSet<RuleId> = webhook.keys().chain(policies.keys()).copied().collect();
     let mut problems = Vec::new();
     for rule in rules {
-        let mut left: Vec<&str> = webhook
-            .get(&rule)
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
-            .collect();
+        let mut left: Vec<&str> =
+            webhook.get(&rule).into_iter().flatten().map(String::as_str).collect();
         for message in policies.get(&rule).into_iter().flatten() {
             if !take_apart(message, &mut left) {
                 problems.push(format!("{rule}: the policies say {message:?}"));
@@ -239,10 +222,9 @@ pub fn same_messages(webhook: &Messages, policies: &Messages) -> Result<(), Stri
     }
     match problems.is_empty() {
         true => Ok(()),
-        false => Err(format!(
-            "{}\nwebhook: {webhook:#?}\npolicies: {policies:#?}",
-            problems.join("\n")
-        )),
+        false => {
+            Err(format!("{}\nwebhook: {webhook:#?}\npolicies: {policies:#?}", problems.join("\n")))
+        }
     }
 }
 
@@ -293,10 +275,8 @@ pub fn policy_rules_of(
     };
     let violations = engine.validate(&attributes);
     let rules = violations.iter().map(|(rule, _, _)| *rule).collect();
-    let messages = violations
-        .into_iter()
-        .map(|(_, policy, message)| format!("{policy}: {message}"))
-        .collect();
+    let messages =
+        violations.into_iter().map(|(_, policy, message)| format!("{policy}: {message}")).collect();
     (rules, messages)
 }
 
@@ -315,23 +295,14 @@ pub fn exception(object: &Value) -> Option<Exception> {
     let spec = pod_spec(object)?;
     let mut names = BTreeSet::new();
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for container in spec
-            .get(list)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for container in spec.get(list).and_then(Value::as_array).into_iter().flatten() {
             let name = container.get("name").and_then(Value::as_str).unwrap_or("");
             if !names.insert(name.to_owned()) {
                 return Some(Exception::DuplicateContainerNames);
             }
             let mounts = container.get("volumeMounts").and_then(Value::as_array);
             for mount in mounts.into_iter().flatten() {
-                if mount
-                    .get("mountPath")
-                    .and_then(Value::as_str)
-                    .is_some_and(has_dot_dot)
-                {
+                if mount.get("mountPath").and_then(Value::as_str).is_some_and(has_dot_dot) {
                     return Some(Exception::DotDotPath);
                 }
             }
@@ -339,11 +310,7 @@ pub fn exception(object: &Value) -> Option<Exception> {
     }
     let volumes = spec.get("volumes").and_then(Value::as_array);
     for volume in volumes.into_iter().flatten() {
-        if volume
-            .pointer("/hostPath/path")
-            .and_then(Value::as_str)
-            .is_some_and(has_dot_dot)
-        {
+        if volume.pointer("/hostPath/path").and_then(Value::as_str).is_some_and(has_dot_dot) {
             return Some(Exception::DotDotPath);
         }
     }
@@ -363,12 +330,9 @@ fn beyond_int_devices(object: &Value) -> bool {
         Some("Pod") => object.pointer("/metadata/annotations"),
         _ => object.pointer("/spec/template/metadata/annotations"),
     };
-    annotations
-        .and_then(|a| a.get("gpu-fraction-num-devices"))
-        .and_then(Value::as_str)
-        .is_some_and(|v| {
-            v.bytes().all(|b| b.is_ascii_digit()) && v.trim_start_matches('0').len() > 18
-        })
+    annotations.and_then(|a| a.get("gpu-fraction-num-devices")).and_then(Value::as_str).is_some_and(
+        |v| v.bytes().all(|b| b.is_ascii_digit()) && v.trim_start_matches('0').len() > 18,
+    )
 }
 
 /// [`same_messages`] of the webhook's evaluation of `object` and the
@@ -396,16 +360,10 @@ pub fn messages_agree(
 #[test]
 fn policy_messages_are_taken_apart_into_the_webhooks() {
     let messages = |list: &[&str]| -> Messages {
-        BTreeMap::from([(
-            RuleId::BoundedRequests,
-            list.iter().map(|m| m.to_string()).collect(),
-        )])
+        BTreeMap::from([(RuleId::BoundedRequests, list.iter().map(|m| m.to_string()).collect())])
     };
     let webhook = messages(&["a; with a separator", "b", "c"]);
-    assert_eq!(
-        same_messages(&webhook, &messages(&["b; a; with a separator", "c"])),
-        Ok(())
-    );
+    assert_eq!(same_messages(&webhook, &messages(&["b; a; with a separator", "c"])), Ok(()));
     // A word changed, a message left over, one used twice.
     assert!(same_messages(&webhook, &messages(&["b; a; with a separator", "C"])).is_err());
     assert!(same_messages(&webhook, &messages(&["b; a; with a separator"])).is_err());

@@ -108,12 +108,7 @@ fn pod_counts_decide_as_the_webhook(
     let evaluation =
         webhook(&pod, ObjectKind::Pod, "gpu", &annotations).expect("the webhook reads it");
     let expected = webhook_rules(&evaluation);
-    assert_eq!(
-        expected.contains(&RuleId::BoundedRequests),
-        above,
-        "{:?}",
-        evaluation.violations
-    );
+    assert_eq!(expected.contains(&RuleId::BoundedRequests), above, "{:?}", evaluation.violations);
     let (actual, messages) = policy_rules(&pod, "gpu", &annotations);
     assert_eq!(actual, expected, "{messages:?}");
     let policies = policy_messages(&ENGINE, &pod, "gpu", &annotations);

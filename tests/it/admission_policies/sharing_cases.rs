@@ -96,12 +96,7 @@ fn kai_annotation_values_decide_as_the_webhook() {
             if key == "gpu-fraction-num-devices" {
                 annotations.push(("gpu-fraction", "0.5"));
             }
-            let pod = pod(
-                Some("kai-scheduler"),
-                &annotations,
-                vec![],
-                vec![plain("train")],
-            );
+            let pod = pod(Some("kai-scheduler"), &annotations, vec![], vec![plain("train")]);
             assert_eq!(bounded_denies(&pod, &none), denied, "{key}={value:?}");
         }
     }
@@ -231,16 +226,8 @@ fn bounded_denies_under(yaml: &str, pod: &Value) -> bool {
 #[case("0000000000000000016", true)]
 #[case("9999999999999999999", true)]
 fn kai_devices_above_the_container_maximum(#[case] devices: &str, #[case] denied: bool) {
-    let annotations = [
-        ("gpu-fraction", "0.5"),
-        ("gpu-fraction-num-devices", devices),
-    ];
-    let pod = pod(
-        Some("kai-scheduler"),
-        &annotations,
-        vec![],
-        vec![plain("a")],
-    );
+    let annotations = [("gpu-fraction", "0.5"), ("gpu-fraction-num-devices", devices)];
+    let pod = pod(Some("kai-scheduler"), &annotations, vec![], vec![plain("a")]);
     assert_eq!(bounded_denies_under("maxPerPod: 16", &pod), denied);
 }
 
@@ -250,14 +237,8 @@ fn kai_devices_above_the_container_maximum(#[case] devices: &str, #[case] denied
 #[rstest]
 #[case("gpuResources: ['nvidia.com/gpu*']", false)]
 #[case("gpuResources: ['nvidia.com/gpu', 'nvidia.com/gpumem']", false)]
-#[case(
-    "{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {hami: {enabled: false}}}",
-    true
-)]
-#[case(
-    "{gpuResources: ['nvidia.com/gpumem'], gpuSharing: {hami: {enabled: false}}}",
-    true
-)]
+#[case("{gpuResources: ['nvidia.com/gpu*'], gpuSharing: {hami: {enabled: false}}}", true)]
+#[case("{gpuResources: ['nvidia.com/gpumem'], gpuSharing: {hami: {enabled: false}}}", true)]
 fn hami_shares_are_never_cards(#[case] yaml: &str, #[case] denied: bool) {
     let pod = pod(None, &[], vec![], vec![hami("a", None)]);
     assert_eq!(bounded_denies_under(yaml, &pod), denied);

@@ -18,16 +18,8 @@ use crate::support::pods::{Case, GPU_RESOURCES, LISTS, NVD, case, known_count, p
 pub const SCHEDULERS: [&str; 3] = ["kai-scheduler", "kai-scheduler", "default-scheduler"];
 
 /// `gpu-fraction` values below one, in every spelling KAI accepts.
-pub const FRACTIONS: [&str; 8] = [
-    "0.5",
-    ".25",
-    "5e-1",
-    "0.999",
-    "+0.5",
-    "5E-0001",
-    "0.0000000000000000000000000001",
-    "1e-320",
-];
+pub const FRACTIONS: [&str; 8] =
+    ["0.5", ".25", "5e-1", "0.999", "+0.5", "5E-0001", "0.0000000000000000000000000001", "1e-320"];
 
 /// `gpu-fraction` values KAI refuses: the edges, and spellings of other
 /// parsers.
@@ -61,15 +53,8 @@ pub const BAD_MEMORIES: [&str; 7] = ["0", "1.5", "-1", "1Gi", "", "9999999999999
 
 pub const DEVICES: [&str; 6] = ["1", "2", "3", "8", "02", "0000000000000000008"];
 
-pub const BAD_DEVICES: [&str; 7] = [
-    "9",
-    "0",
-    "x",
-    "",
-    "18446744073709551615",
-    "9999999999999999999",
-    "-1",
-];
+pub const BAD_DEVICES: [&str; 7] =
+    ["9", "0", "x", "", "18446744073709551615", "9999999999999999999", "-1"];
 
 /// A value of `good`, or now and then one of `bad`.
 fn mostly(
@@ -98,21 +83,15 @@ fn share_value() -> impl Strategy<Value = Value> {
     ]
 }
 
-const SHARES: [&str; 3] = [
-    "nvidia.com/gpucores",
-    "nvidia.com/gpumem",
-    "nvidia.com/gpumem-percentage",
-];
+const SHARES: [&str; 3] =
+    ["nvidia.com/gpucores", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage"];
 
 /// Where in a pod spec: a list of [`LISTS`] and an index into it (taken
 /// modulo its length).
 type Target = (usize, usize);
 
 fn target() -> impl Strategy<Value = Target> {
-    (
-        prop_oneof![3 => Just(1usize), 2 => Just(0), 1 => Just(2)],
-        0..4usize,
-    )
+    (prop_oneof![3 => Just(1usize), 2 => Just(0), 1 => Just(2)], 0..4usize)
 }
 
 /// One HAMi share: each resource's value, where it goes (limits, requests,
@@ -126,16 +105,8 @@ pub struct Share {
 }
 
 fn share() -> impl Strategy<Value = Share> {
-    (
-        target(),
-        prop::collection::vec((pick(&SHARES), share_value(), 0..8u8), 1..=3),
-        0..8u8,
-    )
-        .prop_map(|(target, values, cards)| Share {
-            target,
-            values,
-            cards,
-        })
+    (target(), prop::collection::vec((pick(&SHARES), share_value(), 0..8u8), 1..=3), 0..8u8)
+        .prop_map(|(target, values, cards)| Share { target, values, cards })
 }
 
 /// A KAI fraction request.
@@ -157,11 +128,7 @@ pub struct Kai {
 fn kai() -> impl Strategy<Value = Kai> {
     (
         pick(&SCHEDULERS),
-        (
-            0..8u8,
-            mostly(&FRACTIONS, &BAD_FRACTIONS),
-            mostly(&MEMORIES, &BAD_MEMORIES),
-        ),
+        (0..8u8, mostly(&FRACTIONS, &BAD_FRACTIONS), mostly(&MEMORIES, &BAD_MEMORIES)),
         prop::option::weighted(0.4, mostly(&DEVICES, &BAD_DEVICES)),
         prop::option::weighted(0.4, prop::option::weighted(0.8, target())),
         prop::option::weighted(0.7, pick(&CONFIGMAPS)),
@@ -210,18 +177,12 @@ fn sharing() -> impl Strategy<Value = Sharing> {
         prop::collection::vec(target(), 0..=2),
         prop::bool::weighted(0.25),
     )
-        .prop_map(
-            |(tidy, kai, shares, hami, privileged, with_privileged)| Sharing {
-                tidy,
-                kai,
-                shares: if hami { shares } else { Vec::new() },
-                privileged: if with_privileged {
-                    privileged
-                } else {
-                    Vec::new()
-                },
-            },
-        )
+        .prop_map(|(tidy, kai, shares, hami, privileged, with_privileged)| Sharing {
+            tidy,
+            kai,
+            shares: if hami { shares } else { Vec::new() },
+            privileged: if with_privileged { privileged } else { Vec::new() },
+        })
 }
 
 /// The generator's pods, a sharing scheme laid over some of them.
@@ -404,9 +365,7 @@ fn tidy(spec: &mut Value) {
             continue;
         };
         for container in containers {
-            let Some(resources) = container
-                .get_mut("resources")
-                .and_then(Value::as_object_mut)
+            let Some(resources) = container.get_mut("resources").and_then(Value::as_object_mut)
             else {
                 continue;
             };

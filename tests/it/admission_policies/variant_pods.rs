@@ -17,12 +17,8 @@ use super::sharing_pods::sharing_case;
 use crate::support::pods::{Case, GPU_RESOURCES, LISTS, MAX_GPUS, pick};
 
 /// What GPU resources become in a container whose resources are renamed.
-pub const OTHER_RESOURCES: [&str; 4] = [
-    "example.com/gpu",
-    "example.com/tpu-accel",
-    "nvidia.com/mig-2g.10gb",
-    "example.com/fpga",
-];
+pub const OTHER_RESOURCES: [&str; 4] =
+    ["example.com/gpu", "example.com/tpu-accel", "nvidia.com/mig-2g.10gb", "example.com/fpga"];
 
 /// Owners, and the namespace the pod then goes to: an allowlist
 /// `namePrefix` matched (longer than the prefix), the prefix alone (no
@@ -48,17 +44,8 @@ const NAMES: [(&str, &str); 4] = [
 
 /// Values of `gpu-policy.io/max-gpus-per-pod`: lower than every maximum,
 /// between, above, and spellings to read or ignore.
-const MAX_GPUS_VALUES: [&str; 9] = [
-    "0",
-    "1",
-    "3",
-    "+2",
-    " 2 ",
-    "007",
-    "99999999999999999999",
-    "-1",
-    "2.0",
-];
+const MAX_GPUS_VALUES: [&str; 9] =
+    ["0", "1", "3", "+2", " 2 ", "007", "99999999999999999999", "-1", "2.0"];
 
 /// What is laid over one pod.
 #[derive(Debug, Clone)]
@@ -102,8 +89,7 @@ pub fn variant_case() -> impl Strategy<Value = Case> {
 
 fn lay_over(case: &mut Case, names: &Names) {
     if let Some(value) = names.max_gpus {
-        case.namespace_annotations
-            .insert(MAX_GPUS.to_owned(), value.to_owned());
+        case.namespace_annotations.insert(MAX_GPUS.to_owned(), value.to_owned());
     }
     let pod = &mut case.pod;
     if (names.name.is_some() || names.owner.is_some()) && !pod["metadata"].is_object() {
@@ -137,9 +123,8 @@ fn lay_over(case: &mut Case, names: &Names) {
         spec.insert("runtimeClassName".into(), json!("nvidia-cdi"));
     }
     for ((list, index), name) in &names.resources {
-        let Some(containers) = spec
-            .get_mut(LISTS[list % LISTS.len()])
-            .and_then(Value::as_array_mut)
+        let Some(containers) =
+            spec.get_mut(LISTS[list % LISTS.len()]).and_then(Value::as_array_mut)
         else {
             continue;
         };

@@ -8,22 +8,10 @@ async fn ca_bundle_is_updated_once_then_left_alone_then_repaired() {
     api.insert(installed_secret());
     let dir = tempfile::tempdir().expect("tempdir");
     let stale = STANDARD.encode("-----BEGIN CERTIFICATE-----\nstale\n");
-    api.insert(webhook_config(
-        MUTATING,
-        "gpu-policy",
-        [None, Some(stale.as_str())],
-    ));
+    api.insert(webhook_config(MUTATING, "gpu-policy", [None, Some(stale.as_str())]));
     api.insert(webhook_config(VALIDATING, "gpu-policy", [None, None]));
-    api.insert(webhook_config(
-        VALIDATING,
-        "gpu-policy-guard",
-        [Some(stale.as_str()), None],
-    ));
-    let route = route(
-        api.client(),
-        dir.path(),
-        &["gpu-policy", "gpu-policy-guard", "absent"],
-    );
+    api.insert(webhook_config(VALIDATING, "gpu-policy-guard", [Some(stale.as_str()), None]));
+    let route = route(api.client(), dir.path(), &["gpu-policy", "gpu-policy-guard", "absent"]);
 
     let outcome = once(&route).await;
     let ca = STANDARD.encode(stored_tls(&api).ca_crt);
@@ -40,22 +28,16 @@ async fn ca_bundle_is_updated_once_then_left_alone_then_repaired() {
         WebhookStatus::Updated { entries: 2 }
     );
     assert_eq!(
-        outcome
-            .webhooks
-            .iter()
-            .filter(|w| w.name == "absent")
-            .collect::<Vec<_>>(),
+        outcome.webhooks.iter().filter(|w| w.name == "absent").collect::<Vec<_>>(),
         vec![&WebhookOutcome {
             name: "absent".to_owned(),
             kind: None,
             status: WebhookStatus::Missing,
         }]
     );
-    for (kind, name) in [
-        (MUTATING, "gpu-policy"),
-        (VALIDATING, "gpu-policy"),
-        (VALIDATING, "gpu-policy-guard"),
-    ] {
+    for (kind, name) in
+        [(MUTATING, "gpu-policy"), (VALIDATING, "gpu-policy"), (VALIDATING, "gpu-policy-guard")]
+    {
         assert_eq!(
             bundles(&api, kind, name),
             vec![Some(ca.clone()), Some(ca.clone())],
@@ -64,10 +46,7 @@ async fn ca_bundle_is_updated_once_then_left_alone_then_repaired() {
         // The rest of each entry is untouched.
         let object = api.get(ADMISSION, kind, None, name).expect("config");
         assert_eq!(object["webhooks"][1]["name"], "hook1.gpu-policy.io");
-        assert_eq!(
-            object["webhooks"][1]["clientConfig"]["service"]["path"],
-            "/hook1"
-        );
+        assert_eq!(object["webhooks"][1]["clientConfig"]["service"]["path"], "/hook1");
     }
     assert_eq!(api.count_requests("PUT", &["webhookconfigurations"]), 3);
     assert_eq!(api.count_requests("PATCH", &["webhookconfigurations"]), 0);
@@ -76,19 +55,12 @@ async fn ca_bundle_is_updated_once_then_left_alone_then_repaired() {
     api.clear_requests();
     let outcome = once(&route).await;
     for kind in [WebhookKind::Mutating, WebhookKind::Validating] {
-        assert_eq!(
-            webhook(&outcome, "gpu-policy", Some(kind)),
-            WebhookStatus::UpToDate
-        );
+        assert_eq!(webhook(&outcome, "gpu-policy", Some(kind)), WebhookStatus::UpToDate);
     }
     assert_eq!(writes(&api), Vec::<(String, String)>::new());
 
     // Drift: someone resets one entry; the next pass puts the CA back.
-    api.insert(webhook_config(
-        VALIDATING,
-        "gpu-policy",
-        [Some(ca.as_str()), Some(stale.as_str())],
-    ));
+    api.insert(webhook_config(VALIDATING, "gpu-policy", [Some(ca.as_str()), Some(stale.as_str())]));
     api.clear_requests();
     let outcome = once(&route).await;
     assert_eq!(
@@ -99,10 +71,7 @@ async fn ca_bundle_is_updated_once_then_left_alone_then_repaired() {
         webhook(&outcome, "gpu-policy", Some(WebhookKind::Mutating)),
         WebhookStatus::UpToDate
     );
-    assert_eq!(
-        bundles(&api, VALIDATING, "gpu-policy"),
-        vec![Some(ca.clone()), Some(ca.clone())]
-    );
+    assert_eq!(bundles(&api, VALIDATING, "gpu-policy"), vec![Some(ca.clone()), Some(ca.clone())]);
     assert_eq!(writes(&api).len(), 1, "{:?}", writes(&api));
     assert_eq!(
         api.count_requests(

@@ -19,38 +19,25 @@ async fn fills_the_empty_secret_of_the_install_and_serves_it() {
 
     let secret = stored_secret(&api);
     assert_eq!(secret["type"], "Opaque");
-    let mut keys: Vec<&str> = secret["data"]
-        .as_object()
-        .expect("data")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let mut keys: Vec<&str> =
+        secret["data"].as_object().expect("data").keys().map(String::as_str).collect();
     keys.sort_unstable();
     assert_eq!(keys, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
     let tls = Tls::from_secret(&secret);
     assert_eq!(Tls::from_dir(dir.path()), tls.files());
-    assert!(
-        !dir.path().join("ca.key").exists(),
-        "the CA key stays in the Secret"
-    );
+    assert!(!dir.path().join("ca.key").exists(), "the CA key stays in the Secret");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(dir.path().join("tls.key"))
-            .expect("meta")
-            .permissions()
-            .mode();
+        let mode =
+            std::fs::metadata(dir.path().join("tls.key")).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 
     // The names: defaults, 127.0.0.1 and <service>.<ns>.svc.
     let served = leaf(&tls.tls_crt);
     for name in DEFAULT_DNS_NAMES.iter().copied().chain([SNI]) {
-        assert!(
-            served.dns.iter().any(|d| d == name),
-            "{name}: {:?}",
-            served.dns
-        );
+        assert!(served.dns.iter().any(|d| d == name), "{name}: {:?}", served.dns);
     }
     assert_eq!(served.ips, vec![IpAddr::from([127, 0, 0, 1])]);
     let (ca_subject, is_ca) = subject(&tls.ca_crt);
@@ -62,14 +49,11 @@ async fn fills_the_empty_secret_of_the_install_and_serves_it() {
     assert!((3649 * DAY..=3651 * DAY).contains(&ca_life), "{ca_life}");
 
     // The API server's view: SNI gpu-policy.gpu-policy.svc, trusting ca.crt.
-    let presented = handshake(dir.path(), &tls.ca_crt, SNI)
-        .await
-        .expect("verifies against ca.crt");
+    let presented = handshake(dir.path(), &tls.ca_crt, SNI).await.expect("verifies against ca.crt");
     assert_eq!(presented, der(&tls.tls_crt));
     let other = Tls::fresh(route.names(), 0, 365);
-    let refused = handshake(dir.path(), &other.ca_crt, SNI)
-        .await
-        .expect_err("another CA must not verify");
+    let refused =
+        handshake(dir.path(), &other.ca_crt, SNI).await.expect_err("another CA must not verify");
     assert!(refused.contains("BadSignature"), "{refused}");
 
     // Second pass: nothing to do.
@@ -93,10 +77,7 @@ async fn reuses_a_present_secret_without_writing() {
     assert_eq!(outcome.action, SecretAction::Kept);
     assert!(outcome.files_written);
     assert_eq!(writes(&api), Vec::<(String, String)>::new());
-    assert_eq!(
-        resource_version(&stored_secret(&api)),
-        resource_version(&inserted)
-    );
+    assert_eq!(resource_version(&stored_secret(&api)), resource_version(&inserted));
     assert_eq!(Tls::from_dir(dir.path()), existing.files());
 }
 
@@ -139,22 +120,13 @@ async fn losing_the_fill_race_adopts_the_winner() {
             api.insert(filled);
         })
     };
-    let proxy = hook_proxy(
-        api.addr(),
-        "PUT /api/v1/namespaces/gpu-policy/secrets/",
-        hook,
-    )
-    .await;
+    let proxy = hook_proxy(api.addr(), "PUT /api/v1/namespaces/gpu-policy/secrets/", hook).await;
     let route = route(client_via(proxy), dir.path(), &[]);
 
     let outcome = once(&route).await;
     assert_eq!(outcome.action, SecretAction::AdoptedConflict);
     assert_eq!(api.count_requests("PUT", &[SECRET_PATH]), 1);
-    assert_eq!(
-        stored_tls(&api),
-        winner,
-        "the winner's pair is not overwritten"
-    );
+    assert_eq!(stored_tls(&api), winner, "the winner's pair is not overwritten");
     assert_eq!(Tls::from_dir(dir.path()), winner.files());
     assert_eq!(once(&route).await.action, SecretAction::Kept);
 }
@@ -162,32 +134,16 @@ async fn losing_the_fill_race_adopts_the_winner() {
 #[tokio::test]
 async fn replicas_starting_together_share_one_pair() {
     let api = FakeApi::start().await;
-    let dirs: Vec<_> = (0..3)
-        .map(|_| tempfile::tempdir().expect("tempdir"))
-        .collect();
-    let routes: Vec<_> = dirs
-        .iter()
-        .map(|dir| route(api.client(), dir.path(), &[]))
-        .collect();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let routes: Vec<_> = dirs.iter().map(|dir| route(api.client(), dir.path(), &[])).collect();
     api.insert(installed_secret());
-    let outcomes = within(
-        "replicas",
-        futures::future::join_all(routes.iter().map(SecretRoute::ensure_once)),
-    )
-    .await;
-    let actions: Vec<SecretAction> = outcomes
-        .into_iter()
-        .map(|o| o.expect("ensure_once").action)
-        .collect();
+    let outcomes =
+        within("replicas", futures::future::join_all(routes.iter().map(SecretRoute::ensure_once)))
+            .await;
+    let actions: Vec<SecretAction> =
+        outcomes.into_iter().map(|o| o.expect("ensure_once").action).collect();
     // One fills it; the others lose the race, or read it filled.
-    assert_eq!(
-        actions
-            .iter()
-            .filter(|a| **a == SecretAction::Filled)
-            .count(),
-        1,
-        "{actions:?}"
-    );
+    assert_eq!(actions.iter().filter(|a| **a == SecretAction::Filled).count(), 1, "{actions:?}");
     assert!(
         actions.iter().all(|a| matches!(
             a,

@@ -68,28 +68,19 @@ fn route(client: kube::Client, dir: &Path, webhooks: &[&str]) -> SecretRoute {
 }
 
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, future)
-        .await
-        .unwrap_or_else(|_| panic!("{what} timed out"))
+    tokio::time::timeout(STEP, future).await.unwrap_or_else(|_| panic!("{what} timed out"))
 }
 
 async fn once(route: &SecretRoute) -> Outcome {
-    within("ensure_once", route.ensure_once())
-        .await
-        .expect("ensure_once")
+    within("ensure_once", route.ensure_once()).await.expect("ensure_once")
 }
 
 async fn once_err(route: &SecretRoute) -> SecretError {
-    within("ensure_once", route.ensure_once())
-        .await
-        .expect_err("ensure_once must fail")
+    within("ensure_once", route.ensure_once()).await.expect_err("ensure_once must fail")
 }
 
 fn now() -> i64 {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
     i64::try_from(secs).expect("time")
 }
 
@@ -157,17 +148,12 @@ impl Tls {
     }
 
     fn files(&self) -> (String, String, String) {
-        (
-            self.ca_crt.clone(),
-            self.tls_crt.clone(),
-            self.tls_key.clone(),
-        )
+        (self.ca_crt.clone(), self.tls_crt.clone(), self.tls_key.clone())
     }
 }
 
 fn stored_secret(api: &FakeApi) -> Value {
-    api.get("v1", "Secret", Some(NS), NAME)
-        .expect("the Secret exists")
+    api.get("v1", "Secret", Some(NS), NAME).expect("the Secret exists")
 }
 
 fn stored_tls(api: &FakeApi) -> Tls {
@@ -175,17 +161,11 @@ fn stored_tls(api: &FakeApi) -> Tls {
 }
 
 fn resource_version(object: &Value) -> String {
-    object["metadata"]["resourceVersion"]
-        .as_str()
-        .expect("resourceVersion")
-        .to_owned()
+    object["metadata"]["resourceVersion"].as_str().expect("resourceVersion").to_owned()
 }
 
 fn writes(api: &FakeApi) -> Vec<(String, String)> {
-    api.requests()
-        .into_iter()
-        .filter(|(method, _)| method != "GET")
-        .collect()
+    api.requests().into_iter().filter(|(method, _)| method != "GET").collect()
 }
 
 struct Leaf {
@@ -210,9 +190,7 @@ fn leaf(cert_pem: &str) -> Leaf {
 }
 
 fn subject(cert_pem: &str) -> (String, bool) {
-    with_certificate(cert_pem.as_bytes(), |cert| {
-        (cert.subject().to_string(), cert.is_ca())
-    })
+    with_certificate(cert_pem.as_bytes(), |cert| (cert.subject().to_string(), cert.is_ca()))
 }
 
 /// A TLS handshake with the pair in `dir`, as the API server makes it:
@@ -236,17 +214,11 @@ async fn handshake(dir: &Path, ca_pem: &str, sni: &str) -> Result<Vec<u8>, Strin
     let tls = result.map_err(|e| e.to_string())?;
     let (_, connection) = tls.get_ref();
     let chain = connection.peer_certificates().unwrap_or_default();
-    Ok(chain
-        .first()
-        .map(|c| c.as_ref().to_vec())
-        .unwrap_or_default())
+    Ok(chain.first().map(|c| c.as_ref().to_vec()).unwrap_or_default())
 }
 
 fn der(cert_pem: &str) -> Vec<u8> {
-    CertificateDer::from_pem_slice(cert_pem.as_bytes())
-        .expect("pem")
-        .as_ref()
-        .to_vec()
+    CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("pem").as_ref().to_vec()
 }
 
 fn webhook_config(kind: &str, name: &str, bundles: [Option<&str>; 2]) -> Value {

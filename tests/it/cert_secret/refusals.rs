@@ -50,10 +50,7 @@ async fn refuses_a_secret_it_did_not_make() {
     let dir = tempfile::tempdir().expect("tempdir");
     let route = route(api.client(), dir.path(), &[]);
     let mut foreign = Tls::fresh(route.names(), 0, 365).secret_json();
-    foreign["data"]
-        .as_object_mut()
-        .expect("data")
-        .remove("ca.key");
+    foreign["data"].as_object_mut().expect("data").remove("ca.key");
     api.insert(foreign);
     let error = once_err(&route).await;
     assert!(error.to_string().contains("ca.key"), "{error}");

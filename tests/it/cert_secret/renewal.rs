@@ -23,10 +23,7 @@ async fn renews_a_leaf_two_thirds_expired_from_the_same_ca() {
     assert_ne!(renewed.tls_key, old.tls_key);
     assert_eq!(renewed.ca_crt, old.ca_crt, "same CA");
     assert_eq!(renewed.ca_key, old.ca_key, "same CA key");
-    assert_ne!(
-        resource_version(&stored_secret(&api)),
-        resource_version(&inserted)
-    );
+    assert_ne!(resource_version(&stored_secret(&api)), resource_version(&inserted));
     let new_leaf = leaf(&renewed.tls_crt);
     assert_eq!(new_leaf.issuer, subject(&old.ca_crt).0);
     assert!(new_leaf.not_before <= now());
@@ -34,9 +31,8 @@ async fn renews_a_leaf_two_thirds_expired_from_the_same_ca() {
     assert!((364 * DAY..=366 * DAY).contains(&life), "{life}");
     assert_eq!(Tls::from_dir(dir.path()), renewed.files());
     // Signed by the same CA: the old ca.crt (already in caBundle) verifies it.
-    let presented = handshake(dir.path(), &old.ca_crt, SNI)
-        .await
-        .expect("verifies against the unchanged CA");
+    let presented =
+        handshake(dir.path(), &old.ca_crt, SNI).await.expect("verifies against the unchanged CA");
     assert_eq!(presented, der(&renewed.tls_crt));
 
     // Renewed once: the next pass keeps it.
@@ -86,14 +82,9 @@ async fn renewal_conflict_adopts_the_other_writers_pair() {
 
     // Another replica renews between this one's read and its write: the
     // replace carries the stale resourceVersion and gets a real 409.
-    let ca = PemPair {
-        cert: old.ca_crt.clone(),
-        key: old.ca_key.clone(),
-    };
-    let theirs = Tls::new(
-        &ca,
-        &issue(&old.ca_crt, &old.ca_key, &names, now(), 365).expect("their leaf"),
-    );
+    let ca = PemPair { cert: old.ca_crt.clone(), key: old.ca_key.clone() };
+    let theirs =
+        Tls::new(&ca, &issue(&old.ca_crt, &old.ca_key, &names, now(), 365).expect("their leaf"));
     let hook = {
         let api = Arc::clone(&api);
         let theirs = theirs.clone();
@@ -101,12 +92,7 @@ async fn renewal_conflict_adopts_the_other_writers_pair() {
             api.insert(theirs.secret_json());
         })
     };
-    let proxy = hook_proxy(
-        api.addr(),
-        "PUT /api/v1/namespaces/gpu-policy/secrets/",
-        hook,
-    )
-    .await;
+    let proxy = hook_proxy(api.addr(), "PUT /api/v1/namespaces/gpu-policy/secrets/", hook).await;
     let route = route(client_via(proxy), dir.path(), &[]);
 
     let outcome = once(&route).await;
@@ -131,36 +117,21 @@ async fn injected_renewal_conflict_rereads_and_adopts() {
     // Nothing was written: what is stored (and served) is what was re-read.
     assert_eq!(stored_tls(&api), old);
     assert_eq!(Tls::from_dir(dir.path()), old.files());
-    assert_eq!(
-        api.count_requests("GET", &[SECRET_PATH]),
-        2,
-        "{:?}",
-        api.requests()
-    );
+    assert_eq!(api.count_requests("GET", &[SECRET_PATH]), 2, "{:?}", api.requests());
     // The next pass renews for real.
-    assert!(matches!(
-        once(&route).await.action,
-        SecretAction::Renewed { .. }
-    ));
+    assert!(matches!(once(&route).await.action, SecretAction::Renewed { .. }));
 }
 
 #[tokio::test]
 async fn replicas_renewing_together_agree() {
     let api = FakeApi::start().await;
-    let dirs: Vec<_> = (0..3)
-        .map(|_| tempfile::tempdir().expect("tempdir"))
-        .collect();
-    let routes: Vec<_> = dirs
-        .iter()
-        .map(|dir| route(api.client(), dir.path(), &[]))
-        .collect();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let routes: Vec<_> = dirs.iter().map(|dir| route(api.client(), dir.path(), &[])).collect();
     let old = Tls::fresh(routes[0].names(), 20, 30);
     api.insert(old.secret_json());
-    let outcomes = within(
-        "replicas",
-        futures::future::join_all(routes.iter().map(SecretRoute::ensure_once)),
-    )
-    .await;
+    let outcomes =
+        within("replicas", futures::future::join_all(routes.iter().map(SecretRoute::ensure_once)))
+            .await;
     for outcome in outcomes {
         let action = outcome.expect("ensure_once").action;
         assert!(

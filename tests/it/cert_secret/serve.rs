@@ -29,10 +29,8 @@ async fn run_follows_secret_changes_and_repairs_drift() {
     let rotated = Tls::fresh(&names, 0, 365);
     api.insert(rotated.secret_json());
     let dir_path = dir.path().to_path_buf();
-    eventually("files follow the Secret", STEP, || {
-        Tls::from_dir(&dir_path) == rotated.files()
-    })
-    .await;
+    eventually("files follow the Secret", STEP, || Tls::from_dir(&dir_path) == rotated.files())
+        .await;
     eventually("caBundle follows the CA", STEP, || {
         bundles(&api, MUTATING, "gpu-policy") == vec![Some(STANDARD.encode(&rotated.ca_crt)); 2]
     })
@@ -42,17 +40,11 @@ async fn run_follows_secret_changes_and_repairs_drift() {
             && resolver.not_after() == leaf(&rotated.tls_crt).not_after
     })
     .await;
-    let presented = handshake(&dir_path, &rotated.ca_crt, SNI)
-        .await
-        .expect("verifies");
+    let presented = handshake(&dir_path, &rotated.ca_crt, SNI).await.expect("verifies");
     assert_eq!(presented, der(&rotated.tls_crt));
 
     // Drift in a caBundle is put back.
-    api.insert(webhook_config(
-        MUTATING,
-        "gpu-policy",
-        [None, Some("c3RhbGU=")],
-    ));
+    api.insert(webhook_config(MUTATING, "gpu-policy", [None, Some("c3RhbGU=")]));
     eventually("caBundle repaired", STEP, || {
         bundles(&api, MUTATING, "gpu-policy") == vec![Some(STANDARD.encode(&rotated.ca_crt)); 2]
     })
@@ -74,20 +66,12 @@ impl Drop for Child {
 #[test]
 fn cert_secret_with_no_cluster_is_a_usage_error() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
-        .args([
-            "serve",
-            "--cert-secret",
-            "gpu-policy/gpu-policy-tls",
-            "--no-cluster",
-        ])
+        .args(["serve", "--cert-secret", "gpu-policy/gpu-policy-tls", "--no-cluster"])
         .output()
         .expect("run gpu-policy");
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("--cert-secret") && stderr.contains("--no-cluster"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("--cert-secret") && stderr.contains("--no-cluster"), "{stderr}");
 
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-policy"))
         .args(["serve", "--webhook-config", "gpu-policy"])
@@ -122,22 +106,14 @@ async fn serve_with_cert_secret_fills_serves_and_injects() {
             .expect("start gpu-policy serve"),
     );
     eventually("the Secret and caBundles", STEP, || {
-        api.get("v1", "Secret", Some(NS), NAME)
-            .is_some_and(|s| s["data"]["ca.crt"].is_string())
-            && bundles(&api, VALIDATING, "gpu-policy")
-                .iter()
-                .all(Option::is_some)
-            && bundles(&api, MUTATING, "gpu-policy")
-                .iter()
-                .all(Option::is_some)
+        api.get("v1", "Secret", Some(NS), NAME).is_some_and(|s| s["data"]["ca.crt"].is_string())
+            && bundles(&api, VALIDATING, "gpu-policy").iter().all(Option::is_some)
+            && bundles(&api, MUTATING, "gpu-policy").iter().all(Option::is_some)
     })
     .await;
     let tls = stored_tls(&api);
     let ca = STANDARD.encode(&tls.ca_crt);
-    assert_eq!(
-        bundles(&api, MUTATING, "gpu-policy"),
-        vec![Some(ca.clone()); 2]
-    );
+    assert_eq!(bundles(&api, MUTATING, "gpu-policy"), vec![Some(ca.clone()); 2]);
     assert_eq!(bundles(&api, VALIDATING, "gpu-policy"), vec![Some(ca); 2]);
     assert_eq!(Tls::from_dir(&certs_dir), tls.files());
 

@@ -10,10 +10,7 @@ fn quickstart_on_cuda_13() -> String {
         std::fs::read_to_string(fixtures::dir().join("20-dra-gpu-test1-template-per-pod.yaml"))
             .expect("fixture 20");
     assert!(text.contains("image: ubuntu:22.04"));
-    text.replace(
-        "image: ubuntu:22.04",
-        "image: nvcr.io/nvidia/pytorch:25.12-py3",
-    )
+    text.replace("image: ubuntu:22.04", "image: nvcr.io/nvidia/pytorch:25.12-py3")
 }
 
 const SELECTOR: &str = "device.driver != \"gpu.nvidia.com\" || ((!(\"cudaComputeCapability\" in \
@@ -39,11 +36,7 @@ fn check_reports_the_selector_the_claims_will_get() {
         "{}",
         out.stdout
     );
-    assert!(
-        !out.stdout.contains("require GPU compute capability"),
-        "{}",
-        out.stdout
-    );
+    assert!(!out.stdout.contains("require GPU compute capability"), "{}", out.stdout);
 }
 
 #[test]
@@ -70,24 +63,9 @@ fn check_yaml_prints_the_annotation_and_no_node_affinity() {
 #[test]
 fn node_labels_mode_keeps_todays_affinity() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write(
-        dir.path(),
-        "config.yaml",
-        "draComputeAffinity: nodeLabels\n",
-    );
-    let out = check_stdin(
-        &["--config", &config, "-o", "yaml"],
-        &quickstart_on_cuda_13(),
-    );
+    let config = write(dir.path(), "config.yaml", "draComputeAffinity: nodeLabels\n");
+    let out = check_stdin(&["--config", &config, "-o", "yaml"], &quickstart_on_cuda_13());
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(
-        out.stdout.contains("nvidia.com/gpu.compute.major"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        !out.stdout.contains("gpu-policy.io/gpu-needs"),
-        "{}",
-        out.stdout
-    );
+    assert!(out.stdout.contains("nvidia.com/gpu.compute.major"), "{}", out.stdout);
+    assert!(!out.stdout.contains("gpu-policy.io/gpu-needs"), "{}", out.stdout);
 }

@@ -19,10 +19,7 @@ fn stdin_multi_document_yaml() {
     let text = check_stdin(&[], &input);
     assert_eq!(text.code, 0, "{text:?}");
     assert_eq!(text.lines()[0], "Pod default/first: allowed, mutated  (-)");
-    assert_eq!(
-        text.last_line(),
-        "2 objects (enforce mode): 2 allowed, 0 denied, 0 ignored"
-    );
+    assert_eq!(text.last_line(), "2 objects (enforce mode): 2 allowed, 0 denied, 0 ignored");
 }
 
 #[test]
@@ -42,24 +39,8 @@ fn stdin_json_object_and_array() {
 #[test]
 fn folders_are_walked_recursively_for_manifest_extensions_only() {
     let dir = tempfile::tempdir().expect("temp dir");
-    write(
-        dir.path(),
-        "b.yaml",
-        &gpu_pod()
-            .container("app")
-            .name("from-yaml")
-            .gpus(1)
-            .manifest(),
-    );
-    write(
-        dir.path(),
-        "a/c.yml",
-        &gpu_pod()
-            .container("app")
-            .name("from-yml")
-            .gpus(1)
-            .manifest(),
-    );
+    write(dir.path(), "b.yaml", &gpu_pod().container("app").name("from-yaml").gpus(1).manifest());
+    write(dir.path(), "a/c.yml", &gpu_pod().container("app").name("from-yml").gpus(1).manifest());
     write(
         dir.path(),
         "a/deeper/d.json",
@@ -74,26 +55,14 @@ fn folders_are_walked_recursively_for_manifest_extensions_only() {
     let out = check(&["-f", &dir.path().display().to_string(), "-o", "json"]);
     assert_eq!(out.code, 0, "{out:?}");
     // Sorted by path: a/c.yml, a/deeper/d.json, b.yaml.
-    assert_eq!(
-        names(&out.json()),
-        vec!["from-yml", "from-json", "from-yaml"]
-    );
+    assert_eq!(names(&out.json()), vec!["from-yml", "from-json", "from-yaml"]);
 
     // A folder and a file together, in the order given.
     let file = dir.path().join("b.yaml").display().to_string();
-    let out = check(&[
-        "-f",
-        &file,
-        "-f",
-        &dir.path().join("a").display().to_string(),
-        "-o",
-        "json",
-    ]);
+    let out =
+        check(&["-f", &file, "-f", &dir.path().join("a").display().to_string(), "-o", "json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(
-        names(&out.json()),
-        vec!["from-yaml", "from-yml", "from-json"]
-    );
+    assert_eq!(names(&out.json()), vec!["from-yaml", "from-yml", "from-json"]);
 }
 
 #[test]
@@ -102,10 +71,7 @@ fn an_empty_folder_checks_nothing() {
     write(dir.path(), "ignored.txt", "hello");
     let out = check(&["-f", &dir.path().display().to_string()]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(
-        out.stdout,
-        "0 objects (enforce mode): 0 allowed, 0 denied, 0 ignored\n"
-    );
+    assert_eq!(out.stdout, "0 objects (enforce mode): 0 allowed, 0 denied, 0 ignored\n");
 }
 
 #[test]
@@ -133,15 +99,9 @@ items:
     let out = check_stdin(&["-o", "json"], input);
     assert_eq!(out.code, 0, "{out:?}");
     let reports = out.json();
-    assert_eq!(
-        names(&reports),
-        vec!["listed-gpu", "listed-cpu", "listed-config"]
-    );
+    assert_eq!(names(&reports), vec!["listed-gpu", "listed-cpu", "listed-config"]);
     assert_eq!(reports[2]["ignored"], true);
-    assert!(
-        reports.iter().all(|r| r["kind"] != "List"),
-        "the List itself is not an object"
-    );
+    assert!(reports.iter().all(|r| r["kind"] != "List"), "the List itself is not an object");
 }
 
 // ---------------------------------------------------------------------------
@@ -178,11 +138,7 @@ fn yaml_flow_style_and_json_documents_in_a_yaml_file_are_yaml() {
 #[test]
 fn a_symlink_cycle_does_not_repeat_manifests() {
     let dir = tempfile::tempdir().expect("temp dir");
-    write(
-        dir.path(),
-        "a/pod.yaml",
-        &gpu_pod().container("app").name("once").gpus(1).manifest(),
-    );
+    write(dir.path(), "a/pod.yaml", &gpu_pod().container("app").name("once").gpus(1).manifest());
     std::os::unix::fs::symlink("..", dir.path().join("a/loop")).expect("symlink");
     let out = check(&["-f", &dir.path().display().to_string(), "-o", "json"]);
     assert_eq!(out.code, 0, "{out:?}");

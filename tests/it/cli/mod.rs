@@ -49,11 +49,7 @@ use crate::support::gpu_pod;
 
 /// The CLI tests' GPU pod: a container `app` asking for half a card.
 fn half_card_pod() -> String {
-    gpu_pod()
-        .container("app")
-        .name("half")
-        .gpus("500m")
-        .manifest()
+    gpu_pod().container("app").name("half").gpus("500m").manifest()
 }
 
 /// [`half_card_pod`], and a CUDA pod asking for no GPU.
@@ -74,10 +70,7 @@ spec:
 ";
 
 fn names(reports: &[Value]) -> Vec<&str> {
-    reports
-        .iter()
-        .map(|r| r["name"].as_str().expect("name is a string"))
-        .collect()
+    reports.iter().map(|r| r["name"].as_str().expect("name is a string")).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -88,15 +81,8 @@ fn allowed_gpu_pod_exits_0() {
     let out = check(&["-f", &fixtures::path("11-seed-train-pod.yaml")]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stderr.is_empty(), "{}", out.stderr);
-    assert!(
-        out.lines()[0].starts_with("Pod default/train: allowed, mutated  ("),
-        "{}",
-        out.stdout
-    );
-    assert_eq!(
-        out.last_line(),
-        "1 objects (enforce mode): 1 allowed, 0 denied, 0 ignored"
-    );
+    assert!(out.lines()[0].starts_with("Pod default/train: allowed, mutated  ("), "{}", out.stdout);
+    assert_eq!(out.last_line(), "1 objects (enforce mode): 1 allowed, 0 denied, 0 ignored");
 }
 
 #[test]
@@ -106,11 +92,7 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
     let reports = out.json();
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0]["allowed"], false);
-    assert_eq!(
-        reports[0]["patch"],
-        json!([]),
-        "denied pods are not patched"
-    );
+    assert_eq!(reports[0]["patch"], json!([]), "denied pods are not patched");
     assert_eq!(
         reports[0]["violations"],
         json!([{
@@ -122,15 +104,8 @@ fn fractional_gpu_limit_is_denied_with_exit_1() {
     // The same in text.
     let text = check_stdin(&[], &half_card_pod());
     assert_eq!(text.code, 1);
-    assert!(
-        text.stdout.starts_with("Pod default/half: DENIED  (-)\n"),
-        "{}",
-        text.stdout
-    );
-    assert!(
-        text.stdout
-            .contains("  violation  [bounded-requests] gpu-policy: container \"app\"")
-    );
+    assert!(text.stdout.starts_with("Pod default/half: DENIED  (-)\n"), "{}", text.stdout);
+    assert!(text.stdout.contains("  violation  [bounded-requests] gpu-policy: container \"app\""));
 }
 
 #[test]
@@ -138,11 +113,7 @@ fn one_denied_object_makes_the_whole_run_exit_1() {
     let input = format!(
         "{}---\n{}",
         gpu_pod().container("app").name("fine").gpus(1).manifest(),
-        gpu_pod()
-            .container("app")
-            .name("too-many")
-            .gpus(9)
-            .manifest()
+        gpu_pod().container("app").name("too-many").gpus(9).manifest()
     );
     let out = check_stdin(&["-o", "json"], &input);
     assert_eq!(out.code, 1, "{out:?}");
@@ -234,11 +205,8 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
         // the 5 that KAI-Scheduler and HAMi refuse are denied.
         "51 objects (enforce mode): 37 allowed, 7 denied, 7 ignored"
     );
-    let denied: Vec<&str> = out
-        .lines()
-        .into_iter()
-        .filter(|line| line.contains("DENIED"))
-        .collect();
+    let denied: Vec<&str> =
+        out.lines().into_iter().filter(|line| line.contains("DENIED")).collect();
     assert_eq!(
         denied,
         vec![
@@ -280,10 +248,7 @@ fn fixture_folder_exits_1_because_the_exporter_and_gfd_outside_kube_system_are_d
 
     let warn = check(&["-f", &dir, "--mode", "warn"]);
     assert_eq!(warn.code, 0, "{warn:?}");
-    assert_eq!(
-        warn.last_line(),
-        "51 objects (warn mode): 44 allowed, 0 denied, 7 ignored"
-    );
+    assert_eq!(warn.last_line(), "51 objects (warn mode): 44 allowed, 0 denied, 7 ignored");
 }
 
 #[test]
@@ -292,8 +257,7 @@ fn missing_path_exits_2() {
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     assert!(
-        out.stderr
-            .starts_with("gpu-policy: cannot read /nonexistent/gpu-policy/pod.yaml: "),
+        out.stderr.starts_with("gpu-policy: cannot read /nonexistent/gpu-policy/pod.yaml: "),
         "{}",
         out.stderr
     );
@@ -312,26 +276,15 @@ fn broken_yaml_exits_2_naming_the_file_and_line() {
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     let stderr = out.stderr.trim_end();
     assert!(!stderr.contains('\n'), "one line: {stderr}");
-    assert!(
-        stderr.starts_with(&format!("gpu-policy: {path}: invalid YAML")),
-        "{stderr}"
-    );
+    assert!(stderr.starts_with(&format!("gpu-policy: {path}: invalid YAML")), "{stderr}");
     assert!(stderr.contains("line"), "{stderr}");
 }
 
 #[test]
 fn broken_yaml_in_a_folder_names_that_file() {
     let dir = tempfile::tempdir().expect("temp dir");
-    write(
-        dir.path(),
-        "a-good.yaml",
-        &gpu_pod().container("app").name("good").gpus(1).manifest(),
-    );
-    let bad = write(
-        dir.path(),
-        "sub/b-bad.yml",
-        "kind: Pod\nspec: {containers: [\n",
-    );
+    write(dir.path(), "a-good.yaml", &gpu_pod().container("app").name("good").gpus(1).manifest());
+    let bad = write(dir.path(), "sub/b-bad.yml", "kind: Pod\nspec: {containers: [\n");
     let out = check(&["-f", &dir.path().display().to_string()]);
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains(&bad), "{}", out.stderr);
@@ -349,21 +302,14 @@ fn broken_json_exits_2_naming_the_file_and_line() {
     let out = check(&["-f", &path]);
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
-        out.stderr.starts_with(&format!(
-            "gpu-policy: {path}: invalid JSON at line 4, column"
-        )),
+        out.stderr.starts_with(&format!("gpu-policy: {path}: invalid JSON at line 4, column")),
         "{}",
         out.stderr
     );
     // From stdin too.
     let out = check_stdin(&[], "{\"kind\": \"Pod\",");
     assert_eq!(out.code, 2, "{out:?}");
-    assert!(
-        out.stderr
-            .starts_with("gpu-policy: -: invalid YAML: error: line 1"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.starts_with("gpu-policy: -: invalid YAML: error: line 1"), "{}", out.stderr);
 }
 
 #[test]
@@ -383,13 +329,7 @@ fn bad_flags_exit_2() {
         vec!["check", "-f", &pod, "--no-such-flag"],
         vec!["check", "-f", &pod, "--mode", "strict"],
         vec!["check", "-f", &pod, "-o", "xml"],
-        vec![
-            "check",
-            "-f",
-            &pod,
-            "--namespace-annotation",
-            "no-equals-sign",
-        ],
+        vec!["check", "-f", &pod, "--namespace-annotation", "no-equals-sign"],
         vec!["check"],
         vec!["no-such-command"],
         vec![],
@@ -407,15 +347,8 @@ fn bad_flags_exit_2() {
 fn help_and_version_exit_0() {
     let help = run(&["check", "--help"], None);
     assert_eq!(help.code, 0, "{help:?}");
-    assert!(
-        help.stdout.contains("--namespace-annotation"),
-        "{}",
-        help.stdout
-    );
+    assert!(help.stdout.contains("--namespace-annotation"), "{}", help.stdout);
     let version = run(&["--version"], None);
     assert_eq!(version.code, 0, "{version:?}");
-    assert_eq!(
-        version.stdout.trim_end(),
-        format!("gpu-policy {}", env!("CARGO_PKG_VERSION"))
-    );
+    assert_eq!(version.stdout.trim_end(), format!("gpu-policy {}", env!("CARGO_PKG_VERSION")));
 }

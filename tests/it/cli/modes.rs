@@ -33,10 +33,7 @@ fn warn_mode_exits_0_with_short_prefixed_warnings() {
     );
     let text = check_stdin(&["--mode", "warn"], &input);
     assert_eq!(text.code, 0);
-    assert_eq!(
-        text.last_line(),
-        "2 objects (warn mode): 2 allowed, 0 denied, 0 ignored"
-    );
+    assert_eq!(text.last_line(), "2 objects (warn mode): 2 allowed, 0 denied, 0 ignored");
 }
 
 #[test]
@@ -55,11 +52,7 @@ fn audit_mode_exits_0_without_warnings_or_patch() {
     assert_eq!(reports[0]["violations"][0]["rule"], "bounded-requests");
     let yaml = check_stdin(&["--mode", "audit", "-o", "yaml"], CUDA_NO_GPU_POD);
     assert_eq!(yaml.code, 0);
-    assert!(
-        !yaml.stdout.contains("NVIDIA_VISIBLE_DEVICES"),
-        "{}",
-        yaml.stdout
-    );
+    assert!(!yaml.stdout.contains("NVIDIA_VISIBLE_DEVICES"), "{}", yaml.stdout);
 }
 
 // ---------------------------------------------------------------------------
@@ -91,17 +84,11 @@ fn config_file_changes_decisions() {
 fn config_with_an_unknown_field_exits_2_naming_the_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = write(dir.path(), "typo.yaml", "maxPerContainers: 1\n");
-    let out = check(&[
-        "-f",
-        &fixtures::path("11-seed-train-pod.yaml"),
-        "--config",
-        &config,
-    ]);
+    let out = check(&["-f", &fixtures::path("11-seed-train-pod.yaml"), "--config", &config]);
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     assert!(
-        out.stderr
-            .starts_with(&format!("gpu-policy: config file {config}: ")),
+        out.stderr.starts_with(&format!("gpu-policy: config file {config}: ")),
         "{}",
         out.stderr
     );
@@ -137,10 +124,8 @@ fn check_with_the_policies_of_a_release() {
         CUDA_NO_GPU_POD
     );
     let reports = |release: &str| -> Vec<serde_json::Value> {
-        let out = check_stdin(
-            &["--engine", "cel", "--kube-version", release, "-o", "json"],
-            &input,
-        );
+        let out =
+            check_stdin(&["--engine", "cel", "--kube-version", release, "-o", "json"], &input);
         assert_eq!(out.code, 1, "{out:?}");
         out.json()
     };
@@ -148,11 +133,7 @@ fn check_with_the_policies_of_a_release() {
         let reports = reports(release);
         assert_eq!(reports[0]["allowed"], false, "{release}: {}", reports[0]);
         let patch = reports[1]["patch"].to_string();
-        assert_eq!(
-            patch.contains("NVIDIA_VISIBLE_DEVICES"),
-            pinned,
-            "{release}: {patch}"
-        );
+        assert_eq!(patch.contains("NVIDIA_VISIBLE_DEVICES"), pinned, "{release}: {patch}");
     }
 }
 

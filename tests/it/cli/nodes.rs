@@ -42,11 +42,7 @@ fn a_fleet_without_gfd_labels_gets_no_compute_affinity() {
         "{}",
         out.stdout
     );
-    assert!(
-        !out.stdout.contains("require GPU compute capability"),
-        "{}",
-        out.stdout
-    );
+    assert!(!out.stdout.contains("require GPU compute capability"), "{}", out.stdout);
     let yaml = check_stdin(&["--nodes", &nodes, "-o", "yaml"], &pod);
     assert_eq!(yaml.code, 0, "{}", yaml.stderr);
     assert_eq!(patched_pod(&yaml)["spec"].get("affinity"), None);
@@ -65,11 +61,7 @@ fn a_fleet_without_gfd_labels_gets_no_compute_affinity() {
 
     // Without the file, as the webhook without a cluster: the floor.
     let yaml = check_stdin(&["-o", "yaml"], &pod);
-    assert!(
-        patched_pod(&yaml)["spec"]["affinity"].is_object(),
-        "{}",
-        yaml.stdout
-    );
+    assert!(patched_pod(&yaml)["spec"]["affinity"].is_object(), "{}", yaml.stdout);
 }
 
 /// JSON, and a Node alone rather than a List, are read too.
@@ -103,19 +95,11 @@ fn a_file_that_is_not_nodes_is_bad_input() {
     let missing = dir.path().join("missing.yaml").display().to_string();
     let out = check_stdin(&["--nodes", &missing], &pod);
     assert_eq!(out.code, 2, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("--nodes: cannot read"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("--nodes: cannot read"), "{}", out.stderr);
     // One stdin for two inputs.
     let out = check_stdin(&["--nodes", "-"], &pod);
     assert_eq!(out.code, 2, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("cannot both read stdin"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("cannot both read stdin"), "{}", out.stderr);
     // The generated policies read no nodes.
     let out = check_stdin(&["--nodes", &not_nodes, "--engine", "cel"], &pod);
     assert_eq!(out.code, 2, "{}", out.stdout);

@@ -44,35 +44,22 @@ fn json_output_has_the_documented_shape() {
             let mut keys: Vec<&str> = violation.keys().map(String::as_str).collect();
             keys.sort_unstable();
             assert_eq!(keys, ["message", "rule"]);
-            assert!(
-                violation["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("gpu-policy: "))
-            );
+            assert!(violation["message"].as_str().is_some_and(|m| m.starts_with("gpu-policy: ")));
         }
         for warning in report["warnings"].as_array().expect("warnings") {
             assert!(warning.is_string(), "{warning}");
         }
         for op in report["patch"].as_array().expect("patch") {
             let name = op["op"].as_str().expect("op is a string");
-            assert!(
-                ["add", "remove", "replace", "move", "copy", "test"].contains(&name),
-                "{op}"
-            );
-            assert!(
-                op["path"].as_str().is_some_and(|p| p.starts_with('/')),
-                "{op}"
-            );
+            assert!(["add", "remove", "replace", "move", "copy", "test"].contains(&name), "{op}");
+            assert!(op["path"].as_str().is_some_and(|p| p.starts_with('/')), "{op}");
             if ["add", "replace", "test"].contains(&name) {
                 assert!(op.get("value").is_some(), "{op}");
             }
         }
     }
     // The whole report of the seed pod, including its RFC 6902 patch.
-    let train = reports
-        .iter()
-        .find(|r| r["name"] == "train")
-        .expect("the train pod");
+    let train = reports.iter().find(|r| r["name"] == "train").expect("the train pod");
     assert_eq!(
         train,
         &json!({
@@ -109,14 +96,8 @@ fn json_output_matches_the_golden_reports() {
             let entries: Vec<Value> = serde_json::from_str(&text).expect("golden JSON");
             expected.extend(entries.into_iter().map(|mut e| e["report"].take()));
         }
-        let out = check(&[
-            "-f",
-            &fixtures::dir().display().to_string(),
-            "--mode",
-            mode,
-            "-o",
-            "json",
-        ]);
+        let out =
+            check(&["-f", &fixtures::dir().display().to_string(), "--mode", mode, "-o", "json"]);
         assert_eq!(out.json(), expected, "{mode}");
     }
 }
@@ -141,8 +122,7 @@ spec:
     assert_eq!(names(&out.json()), vec!["job-runner-", "named"]);
     let text = check_stdin(&[], input);
     assert!(
-        text.stdout
-            .starts_with("Pod default/job-runner-: allowed, mutated  (-)\n"),
+        text.stdout.starts_with("Pod default/job-runner-: allowed, mutated  (-)\n"),
         "{}",
         text.stdout
     );
@@ -181,12 +161,7 @@ fn namespace_flag_decides_the_allowlist() {
 fn namespace_annotation_lowers_the_pod_maximum() {
     let pod = gpu_pod().container("app").name("pair").gpus(2).manifest();
     let out = check_stdin(
-        &[
-            "--namespace-annotation",
-            "gpu-policy.io/max-gpus-per-pod=1",
-            "-o",
-            "json",
-        ],
+        &["--namespace-annotation", "gpu-policy.io/max-gpus-per-pod=1", "-o", "json"],
         &pod,
     );
     assert_eq!(out.code, 1, "{out:?}");
@@ -212,12 +187,7 @@ fn namespace_annotation_lowers_the_pod_maximum() {
 #[test]
 fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
     let out = check_stdin(
-        &[
-            "--namespace-annotation",
-            "gpu-policy.io/max-gpus-per-pod=abc",
-            "-o",
-            "json",
-        ],
+        &["--namespace-annotation", "gpu-policy.io/max-gpus-per-pod=abc", "-o", "json"],
         &gpu_pod().container("app").name("pair").gpus(2).manifest(),
     );
     assert_eq!(out.code, 0, "{out:?}");
@@ -231,32 +201,20 @@ fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
     );
     // 9 GPUs are still above the cluster maximum of 8.
     let out = check_stdin(
-        &[
-            "--namespace-annotation",
-            "gpu-policy.io/max-gpus-per-pod=abc",
-            "-o",
-            "json",
-        ],
+        &["--namespace-annotation", "gpu-policy.io/max-gpus-per-pod=abc", "-o", "json"],
         &gpu_pod().container("app").name("nine").gpus(9).manifest(),
     );
     assert_eq!(out.code, 1, "{out:?}");
 
     // Raising it above the cluster maximum is ignored too.
     let out = check_stdin(
-        &[
-            "--namespace-annotation",
-            "gpu-policy.io/max-gpus-per-pod=16",
-            "-o",
-            "json",
-        ],
+        &["--namespace-annotation", "gpu-policy.io/max-gpus-per-pod=16", "-o", "json"],
         &gpu_pod().container("app").name("nine").gpus(9).manifest(),
     );
     assert_eq!(out.code, 1, "{out:?}");
     let warnings = out.json()[0]["warnings"].clone();
     assert!(
-        warnings[0]
-            .as_str()
-            .is_some_and(|w| w.contains("may only lower the cluster maximum 8")),
+        warnings[0].as_str().is_some_and(|w| w.contains("may only lower the cluster maximum 8")),
         "{warnings}"
     );
 }
@@ -268,45 +226,22 @@ fn invalid_namespace_annotation_warns_and_the_cluster_maximum_applies() {
 fn yaml_output_prints_the_mutated_objects() {
     let input = format!(
         "{}---\n{}",
-        gpu_pod()
-            .container("app")
-            .name("trainer")
-            .gpus(1)
-            .manifest(),
+        gpu_pod().container("app").name("trainer").gpus(1).manifest(),
         CUDA_NO_GPU_POD
     );
     let out = check_stdin(&["-o", "yaml"], &input);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stderr.is_empty(), "{}", out.stderr);
-    let documents: Vec<&str> = out
-        .stdout
-        .split("\n---\n")
-        .filter(|d| !d.trim().is_empty())
-        .collect();
+    let documents: Vec<&str> =
+        out.stdout.split("\n---\n").filter(|d| !d.trim().is_empty()).collect();
     assert_eq!(documents.len(), 2, "{}", out.stdout);
     assert!(documents[0].contains("name: trainer"), "{}", documents[0]);
-    assert!(
-        documents[0].contains("runtimeClassName: nvidia"),
-        "{}",
-        documents[0]
-    );
-    assert!(
-        documents[0].contains("nvidia.com/gpu.compute.major"),
-        "{}",
-        documents[0]
-    );
+    assert!(documents[0].contains("runtimeClassName: nvidia"), "{}", documents[0]);
+    assert!(documents[0].contains("nvidia.com/gpu.compute.major"), "{}", documents[0]);
     assert!(documents[1].contains("name: cpu-only"), "{}", documents[1]);
-    assert!(
-        documents[1].contains("NVIDIA_VISIBLE_DEVICES"),
-        "{}",
-        documents[1]
-    );
+    assert!(documents[1].contains("NVIDIA_VISIBLE_DEVICES"), "{}", documents[1]);
     assert!(documents[1].contains("value: void"), "{}", documents[1]);
-    assert!(
-        !documents[1].contains("runtimeClassName"),
-        "{}",
-        documents[1]
-    );
+    assert!(!documents[1].contains("runtimeClassName"), "{}", documents[1]);
 
     // The output is itself valid input, and checking it again changes nothing.
     let again = check_stdin(&["-o", "json"], &out.stdout);
@@ -327,11 +262,7 @@ fn yaml_output_leaves_denied_and_ignored_objects_as_written() {
     let out = check_stdin(&["-o", "yaml"], &input);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(!out.stdout.contains("runtimeClassName"), "{}", out.stdout);
-    assert!(
-        !out.stdout.contains("gpu-policy.io/mutations"),
-        "{}",
-        out.stdout
-    );
+    assert!(!out.stdout.contains("gpu-policy.io/mutations"), "{}", out.stdout);
     assert!(out.stdout.contains("kind: ConfigMap"), "{}", out.stdout);
 }
 
@@ -342,10 +273,7 @@ fn yaml_output_leaves_denied_and_ignored_objects_as_written() {
 fn text_output_blocks_and_summary() {
     let dir = fixtures::dir().display().to_string();
     let out = check(&["-f", &dir]);
-    assert!(
-        !out.stdout.contains('\x1b'),
-        "no colour when not a terminal"
-    );
+    assert!(!out.stdout.contains('\x1b'), "no colour when not a terminal");
     let lines = out.lines();
     let kinds = [
         "Pod ",
@@ -394,10 +322,7 @@ fn text_output_blocks_and_summary() {
 
 #[test]
 fn text_output_of_a_single_pod() {
-    let out = check_stdin(
-        &[],
-        &gpu_pod().container("app").name("train").gpus(1).manifest(),
-    );
+    let out = check_stdin(&[], &gpu_pod().container("app").name("train").gpus(1).manifest());
     assert_eq!(
         out.stdout,
         "Pod default/train: allowed, mutated  (-)\n\

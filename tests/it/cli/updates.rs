@@ -72,9 +72,7 @@ fn a_reapply_checked_offline_is_the_stored_pod() {
     annotated["metadata"]["annotations"]["gpu-policy.io/mutations"] = json!("");
     let annotated = write(dir.path(), "annotated.json", &annotated.to_string());
     for engine in ["webhook", "cel"] {
-        let out = check(&[
-            "--engine", engine, "-f", &annotated, "--old", &old, "-o", "yaml",
-        ]);
+        let out = check(&["--engine", engine, "-f", &annotated, "--old", &old, "-o", "yaml"]);
         assert_eq!(out.code, 0, "{engine}: {}", out.stderr);
         assert_eq!(
             printed(&out)[0]["metadata"]["annotations"]["gpu-policy.io/mutations"],
@@ -130,16 +128,9 @@ fn an_image_changed_in_place_is_held_to_its_claims_devices() {
         "cluster.json",
         &json!({"apiVersion": "v1", "kind": "List", "items": [claim, p100]}).to_string(),
     );
-    let old = write(
-        dir.path(),
-        "old.json",
-        &pod("nvidia/cuda:12.6.3-base-ubuntu24.04").to_string(),
-    );
-    let new = write(
-        dir.path(),
-        "new.json",
-        &pod("nvcr.io/nvidia/pytorch:25.12-py3").to_string(),
-    );
+    let old =
+        write(dir.path(), "old.json", &pod("nvidia/cuda:12.6.3-base-ubuntu24.04").to_string());
+    let new = write(dir.path(), "new.json", &pod("nvcr.io/nvidia/pytorch:25.12-py3").to_string());
     let out = check(&["-f", &new, "-f", &cluster, "--old", &old]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(
@@ -155,13 +146,8 @@ fn an_image_changed_in_place_is_held_to_its_claims_devices() {
 
 #[test]
 fn old_and_new_cannot_both_read_stdin() {
-    let out = check_stdin(
-        &["--old", "-"],
-        &gpu_pod().container("app").name("train").gpus(1).manifest(),
-    );
+    let out =
+        check_stdin(&["--old", "-"], &gpu_pod().container("app").name("train").gpus(1).manifest());
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert_eq!(
-        out.stderr.trim(),
-        "gpu-policy: --old and -f cannot both read stdin (-)"
-    );
+    assert_eq!(out.stderr.trim(), "gpu-policy: --old and -f cannot both read stdin (-)");
 }

@@ -35,10 +35,7 @@ fn replica_set(api: &FakeApi, namespace: &str, name: &str) -> String {
         "spec": {"selector": {"matchLabels": {"app": "mps"}},
             "template": {"metadata": {"labels": {"app": "mps"}},
                 "spec": {"containers": [{"name": "mps", "image": "x"}]}}}}));
-    object["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no uid: {object}"))
-        .to_owned()
+    object["metadata"]["uid"].as_str().unwrap_or_else(|| panic!("no uid: {object}")).to_owned()
 }
 
 /// An MPS control daemon's pod: privileged, every card visible, no GPU
@@ -72,9 +69,7 @@ fn exempt(settings: &Settings, cache: &ClusterCache, pod: &Value) -> bool {
     let subject = ObjectKind::Pod
         .created(document.root(), namespace)
         .unwrap_or_else(|| panic!("not evaluated: {pod}"));
-    let evaluation = evaluator
-        .evaluate(&subject)
-        .unwrap_or_else(|error| panic!("{error}"));
+    let evaluation = evaluator.evaluate(&subject).unwrap_or_else(|error| panic!("{error}"));
     let exempt = evaluation.allowlisted.is_some();
     assert_eq!(
         exempt,
@@ -99,10 +94,7 @@ async fn mps_control_daemons_are_verified_by_the_uid_of_their_replica_set() {
 
     assert!(exempt(&settings, &cache, &daemon_pod(DRA, DAEMON, &uid)));
     // The watch keeps the names with the prefix, in its namespace only.
-    assert_eq!(
-        cache.workload_uid(DRA, "ReplicaSet", DAEMON),
-        Some(uid.clone())
-    );
+    assert_eq!(cache.workload_uid(DRA, "ReplicaSet", DAEMON), Some(uid.clone()));
     assert_eq!(
         cache.workload_uid(DRA, "ReplicaSet", "nvidia-dra-driver-gpu-controller-6b9c5d"),
         None
@@ -110,22 +102,10 @@ async fn mps_control_daemons_are_verified_by_the_uid_of_their_replica_set() {
     assert_eq!(cache.workload_uid("ml", "ReplicaSet", DAEMON), None);
     // A pod naming the right owner with another UID (here: that of the
     // same-name ReplicaSet of another namespace) is not exempt.
-    assert!(!exempt(
-        &settings,
-        &cache,
-        &daemon_pod(DRA, DAEMON, &elsewhere)
-    ));
-    assert!(!exempt(
-        &settings,
-        &cache,
-        &daemon_pod(DRA, DAEMON, "forged-uid")
-    ));
+    assert!(!exempt(&settings, &cache, &daemon_pod(DRA, DAEMON, &elsewhere)));
+    assert!(!exempt(&settings, &cache, &daemon_pod(DRA, DAEMON, "forged-uid")));
     // Nor is the pod of that other ReplicaSet, in its own namespace.
-    assert!(!exempt(
-        &settings,
-        &cache,
-        &daemon_pod("ml", DAEMON, &elsewhere)
-    ));
+    assert!(!exempt(&settings, &cache, &daemon_pod("ml", DAEMON, &elsewhere)));
     // Nor a ReplicaSet of the driver's namespace outside the prefix.
     let outside = daemon_pod(DRA, "nvidia-dra-driver-gpu-controller-6b9c5d", &controller);
     assert!(!exempt(&settings, &cache, &outside));
@@ -134,10 +114,7 @@ async fn mps_control_daemons_are_verified_by_the_uid_of_their_replica_set() {
     let later = "mps-control-daemon-9e1d-5d4c8b7f6";
     let later_uid = replica_set(&api, DRA, later);
     let later_pod = daemon_pod(DRA, later, &later_uid);
-    eventually("the new ReplicaSet watched", WAIT, || {
-        exempt(&settings, &cache, &later_pod)
-    })
-    .await;
+    eventually("the new ReplicaSet watched", WAIT, || exempt(&settings, &cache, &later_pod)).await;
     // Deleted, it exempts nothing any more.
     api.remove("apps/v1", "ReplicaSet", Some(DRA), later);
     eventually("the deleted ReplicaSet forgotten", WAIT, || {
@@ -151,18 +128,14 @@ async fn mps_control_daemons_are_verified_by_the_uid_of_their_replica_set() {
     // of another namespace or cluster-wide.
     let requests = api.requests();
     assert!(
-        requests
-            .iter()
-            .any(|(_, path)| path.starts_with(DRA_REPLICASETS)
-                && path.contains("watch=true")
-                && !path.contains("fieldSelector")),
+        requests.iter().any(|(_, path)| path.starts_with(DRA_REPLICASETS)
+            && path.contains("watch=true")
+            && !path.contains("fieldSelector")),
         "{requests:#?}"
     );
     assert!(
-        !requests
-            .iter()
-            .any(|(_, path)| path.contains("/namespaces/ml/replicasets")
-                || path.starts_with("/apis/apps/v1/replicasets")),
+        !requests.iter().any(|(_, path)| path.contains("/namespaces/ml/replicasets")
+            || path.starts_with("/apis/apps/v1/replicasets")),
         "{requests:#?}"
     );
 }
@@ -182,29 +155,20 @@ async fn a_prefix_entry_added_and_removed_at_reload() {
     assert!(cache.is_synced());
     assert!(cache.is_stale(Source::AllowlistedWorkloads));
     assert!(!exempt(&with_mps, &cache, &pod));
-    eventually(
-        "the entry watched once allowed",
-        Duration::from_secs(40),
-        || exempt(&with_mps, &cache, &pod),
-    )
-    .await;
-    eventually("current again", WAIT, || {
-        !cache.is_stale(Source::AllowlistedWorkloads)
+    eventually("the entry watched once allowed", Duration::from_secs(40), || {
+        exempt(&with_mps, &cache, &pod)
     })
     .await;
+    eventually("current again", WAIT, || !cache.is_stale(Source::AllowlistedWorkloads)).await;
     assert!(api.count_requests("GET", &[DRA_REPLICASETS]) >= 3);
 
     // A named entry for one of its ReplicaSets outlives the prefix entry.
     let named = settings_with(|config| {
-        config
-            .allowlist
-            .push(AllowlistEntry::exact(DRA, "ReplicaSet", DAEMON));
+        config.allowlist.push(AllowlistEntry::exact(DRA, "ReplicaSet", DAEMON));
     });
     let both = settings_with(|config| {
         mps_entry(config);
-        config
-            .allowlist
-            .push(AllowlistEntry::exact(DRA, "ReplicaSet", DAEMON));
+        config.allowlist.push(AllowlistEntry::exact(DRA, "ReplicaSet", DAEMON));
     });
     let other = "mps-control-daemon-0a0b-6f7c8d9e0";
     let other_uid = replica_set(&api, DRA, other);
@@ -216,10 +180,7 @@ async fn a_prefix_entry_added_and_removed_at_reload() {
     .await;
     watches.apply(&named).await;
     assert_eq!(cache.workload_uid(DRA, "ReplicaSet", other), None);
-    assert_eq!(
-        cache.workload_uid(DRA, "ReplicaSet", DAEMON),
-        Some(uid.clone())
-    );
+    assert_eq!(cache.workload_uid(DRA, "ReplicaSet", DAEMON), Some(uid.clone()));
     assert!(exempt(&named, &cache, &pod));
 
     // Removed: forgotten at once, and nobody watches the kind any more.
@@ -234,8 +195,5 @@ async fn a_prefix_entry_added_and_removed_at_reload() {
     })
     .await;
     assert_eq!(api.count_requests("GET", &[DRA_REPLICASETS]), 0);
-    assert_eq!(
-        cache.workload_uid(DRA, "ReplicaSet", "mps-control-daemon-1c2d-3e4f5a6b7"),
-        None
-    );
+    assert_eq!(cache.workload_uid(DRA, "ReplicaSet", "mps-control-daemon-1c2d-3e4f5a6b7"), None);
 }

@@ -32,9 +32,7 @@ fn spawn_fresh_connection_client(
             let outcome = async {
                 let mut connection = Connection::tls(addr, Arc::clone(&config)).await?;
                 let uid = next_uid();
-                let reply = connection
-                    .post(MUTATE, body_of(&review(&pod, &uid, false)))
-                    .await?;
+                let reply = connection.post(MUTATE, body_of(&review(&pod, &uid, false))).await?;
                 let review: Value = serde_json::from_slice(&reply.body)
                     .map_err(|e| format!("status {}: {e}: {}", reply.status, reply.text()))?;
                 if reply.status != 200 || review["response"]["uid"] != uid.as_str() {
@@ -63,10 +61,7 @@ async fn certificate_rotation_is_seamless_and_a_broken_file_is_refused() {
     write_atomically(&cert_path, cert1.as_bytes());
 
     let server = Server::start(
-        Options {
-            tls: Some((cert_path.clone(), key_path.clone())),
-            ..Options::default()
-        },
+        Options { tls: Some((cert_path.clone(), key_path.clone())), ..Options::default() },
         Some(ca_pem.into_bytes()),
     )
     .await;
@@ -91,11 +86,7 @@ async fn certificate_rotation_is_seamless_and_a_broken_file_is_refused() {
             break;
         }
         assert_eq!(connection.peer_certificate, der1, "an unknown leaf");
-        assert!(
-            Instant::now() < deadline,
-            "leaf 2 not served within 10 s; log:\n{}",
-            server.log()
-        );
+        assert!(Instant::now() < deadline, "leaf 2 not served within 10 s; log:\n{}", server.log());
         sleep(Duration::from_millis(100)).await;
     }
     sleep(Duration::from_millis(1500)).await;
@@ -130,9 +121,7 @@ async fn certificate_rotation_is_seamless_and_a_broken_file_is_refused() {
     let stop = Arc::new(AtomicBool::new(false));
     let client = spawn_fresh_connection_client(&server, Arc::clone(&stop));
     write_atomically(&cert_path, b"garbage\n");
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="certificate"} 0"#)
-        .await;
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="certificate"} 0"#).await;
     // One more poll interval with the broken file in place.
     sleep(Duration::from_millis(1200)).await;
     stop.store(true, Ordering::Relaxed);
@@ -144,11 +133,7 @@ async fn certificate_rotation_is_seamless_and_a_broken_file_is_refused() {
             .unwrap_or_else(|err| panic!("a request failed with a broken tls.crt: {err}"));
         assert!(*der == der2, "the old pair (leaf 2) keeps serving");
     }
-    assert!(
-        server.log().contains("new certificate refused"),
-        "{}",
-        server.log()
-    );
+    assert!(server.log().contains("new certificate refused"), "{}", server.log());
 }
 
 // ---------------------------------------------------------------------------
@@ -157,10 +142,7 @@ async fn certificate_rotation_is_seamless_and_a_broken_file_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn generated_certificate_is_reused_on_restart() {
     let certs = tempfile::tempdir().expect("tempdir");
-    let options = || Options {
-        certs_dir: Some(certs.path().to_path_buf()),
-        ..Options::default()
-    };
+    let options = || Options { certs_dir: Some(certs.path().to_path_buf()), ..Options::default() };
     let mut first = Server::start(options(), None).await;
     let ca = std::fs::read(certs.path().join("ca.crt")).expect("ca.crt");
     let cert = std::fs::read(certs.path().join("tls.crt")).expect("tls.crt");
@@ -173,26 +155,12 @@ async fn generated_certificate_is_reused_on_restart() {
 
     // The second server is trusted with the CA bytes of the first run.
     let second = Server::start(options(), Some(ca.clone())).await;
-    assert_eq!(
-        std::fs::read(certs.path().join("ca.crt")).expect("ca.crt"),
-        ca,
-        "ca.crt unchanged"
-    );
-    assert_eq!(
-        std::fs::read(certs.path().join("tls.crt")).expect("tls.crt"),
-        cert
-    );
-    assert_eq!(
-        std::fs::read(certs.path().join("tls.key")).expect("tls.key"),
-        key
-    );
+    assert_eq!(std::fs::read(certs.path().join("ca.crt")).expect("ca.crt"), ca, "ca.crt unchanged");
+    assert_eq!(std::fs::read(certs.path().join("tls.crt")).expect("tls.crt"), cert);
+    assert_eq!(std::fs::read(certs.path().join("tls.key")).expect("tls.key"), key);
     let mut connection = second.connect().await;
     assert_eq!(connection.peer_certificate, served_first);
     let response = connection.admit(MUTATE, &fixture("11")).await;
     assert_eq!(response["allowed"], true);
-    assert!(
-        second.log().contains(r#""reused":true"#),
-        "{}",
-        second.log()
-    );
+    assert!(second.log().contains(r#""reused":true"#), "{}", second.log());
 }

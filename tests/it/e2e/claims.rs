@@ -47,10 +47,7 @@ async fn a_template_of_every_gpu_is_decided_per_mode() {
 
     let audited = connection.admit(AUDIT, &template).await;
     assert_eq!(audited["allowed"], true, "{audited}");
-    assert!(
-        audited.get("warnings").is_none_or(Value::is_null),
-        "{audited}"
-    );
+    assert!(audited.get("warnings").is_none_or(Value::is_null), "{audited}");
     assert_eq!(
         audited["auditAnnotations"]["violations"],
         format!("[bounded-requests] {ALL_DENIAL}"),
@@ -81,10 +78,7 @@ async fn a_template_of_every_gpu_is_decided_per_mode() {
         json!({"deviceClassName": "gpu.nvidia.com", "count": 2});
     let allowed = connection.admit(ENFORCE, &bounded).await;
     assert_eq!(allowed["allowed"], true, "{allowed}");
-    assert!(
-        allowed.get("warnings").is_none_or(Value::is_null),
-        "{allowed}"
-    );
+    assert!(allowed.get("warnings").is_none_or(Value::is_null), "{allowed}");
 
     // The metrics count claims and templates by their kind.
     let metrics = server.metrics().await;
@@ -101,17 +95,11 @@ async fn a_template_of_every_gpu_is_decided_per_mode() {
             "gpu_policy_admission_requests_total{{endpoint=\"{endpoint}\",kind=\"{kind}\",\
              operation=\"CREATE\",decision=\"{decision}\"}} {count}"
         );
-        assert!(
-            metrics.lines().any(|l| l == line),
-            "{line} missing:\n{metrics}"
-        );
+        assert!(metrics.lines().any(|l| l == line), "{line} missing:\n{metrics}");
     }
     let violations =
         "gpu_policy_rule_findings_total{rule=\"bounded-requests\",finding=\"violation\"} 3";
-    assert!(
-        metrics.lines().any(|l| l == violations),
-        "{violations} missing:\n{metrics}"
-    );
+    assert!(metrics.lines().any(|l| l == violations), "{violations} missing:\n{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -131,12 +119,6 @@ async fn a_dry_run_of_a_claim_gets_the_same_answer() {
             .expect("dry-run request");
         real.admission(&uid);
         dry.admission(&uid);
-        assert_eq!(
-            real.body,
-            dry.body,
-            "{path}: {} vs {}",
-            real.text(),
-            dry.text()
-        );
+        assert_eq!(real.body, dry.body, "{path}: {} vs {}", real.text(), dry.text());
     }
 }

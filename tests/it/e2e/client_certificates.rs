@@ -16,10 +16,7 @@ use crate::support::tls::{client_config_as, test_ca, test_client};
 
 /// A client presenting `identity` (or none), trusting the server's CA.
 fn identity_config(server: &Server, identity: Option<&(String, String)>) -> Arc<ClientConfig> {
-    client_config_as(
-        &server.ca_pem,
-        identity.map(|(cert, key)| (cert.as_str(), key.as_str())),
-    )
+    client_config_as(&server.ca_pem, identity.map(|(cert, key)| (cert.as_str(), key.as_str())))
 }
 
 /// The sum of every `gpu_policy_admission_requests_total` sample: requests
@@ -55,10 +52,7 @@ async fn client_certificates_are_checked_in_the_handshake() {
 
     let refused = [
         ("no client certificate", None),
-        (
-            "a certificate of another CA",
-            Some(test_client(&other_issuer, "kube-apiserver", &[])),
-        ),
+        ("a certificate of another CA", Some(test_client(&other_issuer, "kube-apiserver", &[]))),
         (
             "the right CA, a wrong name",
             Some(test_client(&issuer, "intruder", &["intruder.example"])),
@@ -66,17 +60,9 @@ async fn client_certificates_are_checked_in_the_handshake() {
     ];
     for (label, identity) in &refused {
         let outcome = admit_as(&server, identity_config(&server, identity.as_ref())).await;
-        assert!(
-            outcome.is_err(),
-            "{label}: served: {outcome:?}; log:\n{}",
-            server.log()
-        );
+        assert!(outcome.is_err(), "{label}: served: {outcome:?}; log:\n{}", server.log());
     }
-    assert_eq!(
-        answered(&server).await,
-        0.0,
-        "a refused client reached a handler"
-    );
+    assert_eq!(answered(&server).await, 0.0, "a refused client reached a handler");
     // The log is written off the request path: wait for the lines.
     for line in [
         "client certificate refused: not signed by a --client-ca CA",
@@ -87,10 +73,7 @@ async fn client_certificates_are_checked_in_the_handshake() {
 
     for (label, identity) in [
         ("the CN", test_client(&issuer, "kube-apiserver", &[])),
-        (
-            "a DNS name",
-            test_client(&issuer, "other", &["apiserver.example"]),
-        ),
+        ("a DNS name", test_client(&issuer, "other", &["apiserver.example"])),
     ] {
         let response = admit_as(&server, identity_config(&server, Some(&identity)))
             .await
@@ -115,17 +98,11 @@ async fn a_rotated_client_ca_is_picked_up_and_a_broken_one_refused() {
         None,
     )
     .await;
-    let old_client = identity_config(
-        &server,
-        Some(&test_client(&old_issuer, "kube-apiserver", &[])),
-    );
-    let new_client = identity_config(
-        &server,
-        Some(&test_client(&new_issuer, "kube-apiserver", &[])),
-    );
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 1"#)
-        .await;
+    let old_client =
+        identity_config(&server, Some(&test_client(&old_issuer, "kube-apiserver", &[])));
+    let new_client =
+        identity_config(&server, Some(&test_client(&new_issuer, "kube-apiserver", &[])));
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 1"#).await;
     admit_as(&server, Arc::clone(&old_client))
         .await
         .expect("a client of the CA in force is served");
@@ -149,9 +126,7 @@ async fn a_rotated_client_ca_is_picked_up_and_a_broken_one_refused() {
 
     // A broken file is refused; the CA in force stays.
     write_atomically(&ca_path, b"garbage\n");
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 0"#)
-        .await;
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 0"#).await;
     admit_as(&server, Arc::clone(&new_client))
         .await
         .expect("the CA in force stays after a broken file");
@@ -160,12 +135,8 @@ async fn a_rotated_client_ca_is_picked_up_and_a_broken_one_refused() {
 
     // Put back as it was: the reload metric recovers.
     write_atomically(&ca_path, new_ca.as_bytes());
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 1"#)
-        .await;
-    admit_as(&server, new_client)
-        .await
-        .expect("a client of the CA in force is served");
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="client_ca"} 1"#).await;
+    admit_as(&server, new_client).await.expect("a client of the CA in force is served");
 }
 
 /// `serve` does not start without the CAs of --client-ca: it exits 1 with

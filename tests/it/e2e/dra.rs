@@ -14,12 +14,8 @@ use crate::support::server::{
     Connection, ENFORCE, MUTATE, POLL, Server, body_of, next_uid, opt_in_review, patch_of, patched,
 };
 
-const DRA_RESOURCES: [&str; 4] = [
-    "resourceclaims",
-    "resourceclaimtemplates",
-    "deviceclasses",
-    "resourceslices",
-];
+const DRA_RESOURCES: [&str; 4] =
+    ["resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"];
 
 async fn serve(api: &FakeApi) -> (Server, tempfile::TempDir) {
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
@@ -54,10 +50,7 @@ async fn a_template_created_after_the_first_admission_is_picked_up() {
 
     let (pinned, warnings) = outcome(&mut connection, &pod).await;
     assert_eq!(pinned, ["ctr", "sidecar"]);
-    assert!(
-        warnings.contains("claim \\\"gpu\\\" unresolved"),
-        "{warnings}"
-    );
+    assert!(warnings.contains("claim \\\"gpu\\\" unresolved"), "{warnings}");
 
     api.insert(template("single-gpu", "gpu.nvidia.com", 1));
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -66,11 +59,7 @@ async fn a_template_created_after_the_first_admission_is_picked_up() {
         if pinned == ["sidecar"] && !warnings.contains("unresolved") {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "still {pinned:?} {warnings}; log:\n{}",
-            server.log()
-        );
+        assert!(Instant::now() < deadline, "still {pinned:?} {warnings}; log:\n{}", server.log());
         sleep(POLL).await;
     }
     for resource in DRA_RESOURCES {
@@ -94,12 +83,10 @@ async fn a_template_created_after_the_first_admission_is_picked_up() {
 async fn a_cluster_serving_dra_as_v1beta1_is_watched_in_that_version() {
     let api = FakeApi::start().await;
     api.serve_dra_as("v1beta1");
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "single-gpu", "namespace": "ml"},
         "spec": {"spec": {"devices": {"requests": [
-            {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}]}}}}),
-    );
+            {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}]}}}}));
     let (server, _scratch) = serve(&api).await;
     let mut connection = server.connect().await;
     let pod = claimed_pod("dra", "single-gpu");
@@ -108,9 +95,8 @@ async fn a_cluster_serving_dra_as_v1beta1_is_watched_in_that_version() {
     assert!(!warnings.contains("unresolved"), "{warnings}");
     let log = server.log();
     assert!(
-        log.lines()
-            .any(|line| line.contains("watching Dynamic Resource Allocation")
-                && line.contains("resource.k8s.io/v1beta1")),
+        log.lines().any(|line| line.contains("watching Dynamic Resource Allocation")
+            && line.contains("resource.k8s.io/v1beta1")),
         "{log}"
     );
     for resource in DRA_RESOURCES {
@@ -128,12 +114,10 @@ async fn a_cluster_serving_dra_as_v1beta1_is_watched_in_that_version() {
 #[tokio::test(flavor = "multi_thread")]
 async fn opting_in_warns_about_claims_and_pods_that_claim_too_much() {
     let api = FakeApi::start().await;
-    api.insert(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+    api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "six", "namespace": "lab"},
         "spec": {"spec": {"devices": {"requests": [
-            {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 6}}]}}}}),
-    );
+            {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 6}}]}}}}));
     api.insert(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "every-gpu", "namespace": "lab"},
         "spec": {"devices": {"requests": [
@@ -161,10 +145,7 @@ async fn opting_in_warns_about_claims_and_pods_that_claim_too_much() {
     ] {
         assert!(warnings.contains(expected), "{warnings}");
     }
-    assert!(
-        !warnings.contains("ten") && !warnings.contains("every-gpu"),
-        "{warnings}"
-    );
+    assert!(!warnings.contains("ten") && !warnings.contains("every-gpu"), "{warnings}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -181,10 +162,7 @@ async fn a_cluster_without_dra_is_served_and_says_so_once() {
 
     sleep(Duration::from_secs(2)).await;
     let log = server.log();
-    let said: Vec<&str> = log
-        .lines()
-        .filter(|line| line.contains("resource.k8s.io"))
-        .collect();
+    let said: Vec<&str> = log.lines().filter(|line| line.contains("resource.k8s.io")).collect();
     assert_eq!(said.len(), 1, "{log}");
     assert!(
         said[0].contains("\"level\":\"INFO\"")

@@ -47,18 +47,9 @@ async fn mps_control_daemons_allowlisted_by_name_prefix_keep_their_cards() {
         .as_bytes(),
     );
     // The Role of a hand-edited ConfigMap does not grant the kind yet.
-    api.fail_next(
-        "GET",
-        "/apis/apps/v1/namespaces/nvidia-dra-driver-gpu/replicasets",
-        403,
-        2,
-    );
+    api.fail_next("GET", "/apis/apps/v1/namespaces/nvidia-dra-driver-gpu/replicasets", 403, 2);
     let server = Server::start(
-        Options {
-            config: Some(config),
-            kubeconfig: Some(kubeconfig),
-            ..Options::default()
-        },
+        Options { config: Some(config), kubeconfig: Some(kubeconfig), ..Options::default() },
         None,
     )
     .await;

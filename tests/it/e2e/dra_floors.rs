@@ -86,10 +86,7 @@ fn claim_for_pod1(template: &Value, pod_uid: &str) -> Value {
 /// pod1 as `/mutate` left it, created: the API server gave it `POD_UID`.
 async fn create_pod1(api: &FakeApi, connection: &mut Connection, pod: &Value) {
     let mut created = connection.mutated(pod).await;
-    assert_eq!(
-        created["metadata"]["annotations"][NEEDS_ANNOTATION], NEEDS,
-        "{created}"
-    );
+    assert_eq!(created["metadata"]["annotations"][NEEDS_ANNOTATION], NEEDS, "{created}");
     created["metadata"]["uid"] = json!(POD_UID);
     api.insert(created);
 }
@@ -112,12 +109,8 @@ async fn admitted_unchanged(
     let warnings = response["warnings"].as_array().expect("warnings");
     assert_eq!(warnings.len(), 1, "{response}");
     let warning = warnings[0].as_str().expect("a string").to_owned();
-    let logged = server
-        .request_log(&uid)
-        .await
-        .into_iter()
-        .filter(|line| line["level"] == "WARN")
-        .collect();
+    let logged =
+        server.request_log(&uid).await.into_iter().filter(|line| line["level"] == "WARN").collect();
     (warning, logged)
 }
 
@@ -149,13 +142,8 @@ async fn a_template_pods_needs_are_recorded_and_go_into_the_claim_made_for_it() 
     assert!(after["spec"].get("affinity").is_none(), "{after}");
     let annotations = &after["metadata"]["annotations"];
     assert_eq!(annotations[NEEDS_ANNOTATION], NEEDS, "{after}");
-    let mutations = annotations["gpu-policy.io/mutations"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        mutations.split(',').any(|rule| rule == "compute-affinity"),
-        "{after}"
-    );
+    let mutations = annotations["gpu-policy.io/mutations"].as_str().unwrap_or_default();
+    assert!(mutations.split(',').any(|rule| rule == "compute-affinity"), "{after}");
     let again = connection.admit(MUTATE, &after).await;
     assert_eq!(again["allowed"], true, "{again}");
     assert!(patch_of(&again).is_none(), "{again}");
@@ -174,9 +162,7 @@ async fn a_template_pods_needs_are_recorded_and_go_into_the_claim_made_for_it() 
     assert_eq!(api.pod_gets(NAMESPACE, "pod1"), 1);
     let path = crate::support::fake_api::pod_path(NAMESPACE, "pod1");
     assert!(
-        !api.metadata_requests()
-            .iter()
-            .any(|(_, sent)| sent.starts_with(&path)),
+        !api.metadata_requests().iter().any(|(_, sent)| sent.starts_with(&path)),
         "{:?}",
         api.metadata_requests()
     );
@@ -217,10 +203,7 @@ async fn a_pod_on_a_claim_allocated_a_device_below_its_needs_is_denied() {
     for slice in p100_and_a100_slices() {
         api.insert(slice);
     }
-    api.insert(allocated(
-        shared_claim(NAMESPACE, "shared-gpu"),
-        &[("node-1", "gpu-0")],
-    ));
+    api.insert(allocated(shared_claim(NAMESPACE, "shared-gpu"), &[("node-1", "gpu-0")]));
     let (template, _) = quickstart();
     // Ready: the claim and the slices are in the caches.
     let (server, _scratch) = serve(&api, &template).await;
@@ -233,10 +216,7 @@ async fn a_pod_on_a_claim_allocated_a_device_below_its_needs_is_denied() {
     assert_eq!(denied["status"]["message"], BELOW, "{denied}");
 
     // The claim allocated the A100 instead: allowed once the cache has it.
-    api.insert(allocated(
-        shared_claim(NAMESPACE, "shared-gpu"),
-        &[("node-2", "gpu-0")],
-    ));
+    api.insert(allocated(shared_claim(NAMESPACE, "shared-gpu"), &[("node-2", "gpu-0")]));
     let deadline = Instant::now() + Duration::from_secs(15);
     let allowed = loop {
         let response = validated(&mut connection, &pod).await;
@@ -244,25 +224,16 @@ async fn a_pod_on_a_claim_allocated_a_device_below_its_needs_is_denied() {
             break response;
         }
         assert_eq!(response["status"]["message"], BELOW, "{response}");
-        assert!(
-            Instant::now() < deadline,
-            "still denied: {response}; log:\n{}",
-            server.log()
-        );
+        assert!(Instant::now() < deadline, "still denied: {response}; log:\n{}", server.log());
         sleep(POLL).await;
     };
-    assert!(
-        !allowed["warnings"].to_string().contains("shared-gpu"),
-        "{allowed}"
-    );
+    assert!(!allowed["warnings"].to_string().contains("shared-gpu"), "{allowed}");
 }
 
 /// The one WARN line of a request whose claim was admitted unchanged: its
 /// message `message`, naming the pod.
 fn the_log_line<'a>(logged: &'a [Value], message: &str) -> &'a Value {
-    let [line] = logged else {
-        panic!("one WARN line: {logged:?}")
-    };
+    let [line] = logged else { panic!("one WARN line: {logged:?}") };
     assert_eq!(line["message"], message, "{line}");
     assert_eq!(line["namespace"], NAMESPACE, "{line}");
     assert_eq!(line["pod"], "pod1", "{line}");
@@ -286,33 +257,18 @@ async fn pod1_stored() -> Pod1 {
     let (server, scratch) = serve(&api, &template).await;
     let mut connection = server.connect().await;
     create_pod1(&api, &mut connection, &pod).await;
-    Pod1 {
-        api,
-        server,
-        _scratch: scratch,
-        connection,
-        template,
-    }
+    Pod1 { api, server, _scratch: scratch, connection, template }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_whose_pod_answers_500_is_admitted_unchanged() {
-    let Pod1 {
-        api,
-        server,
-        _scratch,
-        mut connection,
-        template,
-    } = pod1_stored().await;
+    let Pod1 { api, server, _scratch, mut connection, template } = pod1_stored().await;
     let claim = claim_for_pod1(&template, POD_UID);
 
     api.fail_pod_get(NAMESPACE, "pod1", 500, 1);
     let (warning, logged) = admitted_unchanged(&server, &mut connection, &claim).await;
     assert_eq!(api.pod_gets(NAMESPACE, "pod1"), 1);
-    assert!(
-        warning.starts_with(&format!("{UNCHANGED}cannot read its pod \"pod1\"")),
-        "{warning}"
-    );
+    assert!(warning.starts_with(&format!("{UNCHANGED}cannot read its pod \"pod1\"")), "{warning}");
     let line = the_log_line(&logged, UNREADABLE_LOG);
     let error = line["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("the API server answered 500 "), "{line}");
@@ -330,13 +286,7 @@ async fn a_claim_whose_pod_answers_500_is_admitted_unchanged() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_whose_pod_does_not_answer_is_admitted_unchanged_in_time() {
-    let Pod1 {
-        api,
-        server,
-        _scratch,
-        mut connection,
-        template,
-    } = pod1_stored().await;
+    let Pod1 { api, server, _scratch, mut connection, template } = pod1_stored().await;
     let claim = claim_for_pod1(&template, POD_UID);
 
     // The GET hangs until released: the webhook answers anyway, before
@@ -344,16 +294,10 @@ async fn a_claim_whose_pod_does_not_answer_is_admitted_unchanged_in_time() {
     api.hang_pod_get(NAMESPACE, "pod1", 1);
     let (warning, logged) = admitted_unchanged(&server, &mut connection, &claim).await;
     api.release_hangs();
-    assert!(
-        warning.starts_with(&format!("{UNCHANGED}cannot read its pod \"pod1\"")),
-        "{warning}"
-    );
+    assert!(warning.starts_with(&format!("{UNCHANGED}cannot read its pod \"pod1\"")), "{warning}");
     let line = the_log_line(&logged, UNREADABLE_LOG);
     assert_eq!(line["error"], "no answer within 2s", "{line}");
-    assert_eq!(
-        warning,
-        format!("{UNCHANGED}cannot read its pod \"pod1\": no answer within 2s")
-    );
+    assert_eq!(warning, format!("{UNCHANGED}cannot read its pod \"pod1\": no answer within 2s"));
 
     assert_gets_the_selector(&mut connection, &claim).await;
 }
@@ -375,13 +319,7 @@ async fn a_claim_whose_pod_is_missing_is_admitted_unchanged() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_made_for_another_pod_of_the_same_name_is_admitted_unchanged() {
-    let Pod1 {
-        api,
-        server,
-        _scratch,
-        mut connection,
-        template,
-    } = pod1_stored().await;
+    let Pod1 { api, server, _scratch, mut connection, template } = pod1_stored().await;
     // Made for an earlier pod1, since deleted and created again.
     let claim = claim_for_pod1(&template, OTHER_UID);
 

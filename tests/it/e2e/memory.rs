@@ -22,10 +22,7 @@ use crate::support::server::{
 const MIB: f64 = (1 << 20) as f64;
 
 /// The shape the issue names: 200 containers of 300 env entries each.
-const SHAPE: Shape = Shape {
-    containers: 200,
-    env_per_container: 300,
-};
+const SHAPE: Shape = Shape { containers: 200, env_per_container: 300 };
 
 /// The one large review: just under the server's body limit.
 const LARGE_BODY: usize = MAX_BODY_BYTES - (64 << 10);
@@ -42,9 +39,7 @@ const CONCURRENT_PEAK: u64 = 100 << 20;
 
 /// The large pod whose review under `uid` is `size` bytes.
 fn pod_of_review_size(size: usize, uid: &str) -> Value {
-    pod_sized_to("large", SHAPE, size, |pod| {
-        body_of(&review(pod, uid, false)).len()
-    })
+    pod_sized_to("large", SHAPE, size, |pod| body_of(&review(pod, uid, false)).len())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -110,10 +105,8 @@ async fn sixteen_concurrent_reviews_of_2_3_mb_peak_under_100_mib() {
     let peak = server.memory("VmHWM");
     // One pod, one answer: the first patch is applied and checked, and
     // every other answer must carry the same.
-    let patches: Vec<Patch> = replies
-        .iter()
-        .map(|(uid, reply)| pinning_patch(reply, uid))
-        .collect();
+    let patches: Vec<Patch> =
+        replies.iter().map(|(uid, reply)| pinning_patch(reply, uid)).collect();
     assert_pins_alone(&pod, &patches[0]);
     for ((uid, _), patch) in replies.iter().zip(&patches) {
         assert!(*patch == patches[0], "{uid}: a patch unlike the first");
@@ -156,14 +149,9 @@ fn pinning_patch(reply: &Reply, uid: &str) -> Patch {
 /// the mutations annotation, and changes nothing else.
 fn assert_pins_alone(pod: &Value, patch: &Patch) {
     let mut after = patched(pod, patch);
-    assert_eq!(
-        after["metadata"]["annotations"][MUTATIONS],
-        "visible-devices"
-    );
+    assert_eq!(after["metadata"]["annotations"][MUTATIONS], "visible-devices");
     let pin = json!({"name": NVD, "value": "void"});
-    let containers = after["spec"]["containers"]
-        .as_array_mut()
-        .expect("containers");
+    let containers = after["spec"]["containers"].as_array_mut().expect("containers");
     assert_eq!(containers.len(), SHAPE.containers);
     for container in containers.iter_mut() {
         let name = container["name"].clone();
@@ -172,9 +160,6 @@ fn assert_pins_alone(pod: &Value, patch: &Patch) {
         assert_eq!(env.pop().as_ref(), Some(&pin), "{name}");
     }
     // With the pins and the annotation taken out again, nothing else moved.
-    after["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("annotations");
+    after["metadata"].as_object_mut().expect("metadata").remove("annotations");
     assert!(after == *pod, "the patch changed more than the pins");
 }

@@ -45,9 +45,7 @@ fn fixture_pods() -> Vec<(String, Value)> {
         .into_iter()
         .map(|fixture_pod| {
             let label = fixture_pod.label();
-            let FixturePod {
-                source, mut pod, ..
-            } = fixture_pod;
+            let FixturePod { source, mut pod, .. } = fixture_pod;
             if !fixtures::is_pod(&source) {
                 pod["metadata"]["namespace"] = json!(namespace_of(&source));
             }
@@ -95,11 +93,7 @@ fn all_containers(pod: &Value) -> Vec<&Value> {
 fn visible_devices(container: &Value) -> Vec<&Value> {
     container["env"]
         .as_array()
-        .map(|env| {
-            env.iter()
-                .filter(|e| e["name"] == "NVIDIA_VISIBLE_DEVICES")
-                .collect()
-        })
+        .map(|env| env.iter().filter(|e| e["name"] == "NVIDIA_VISIBLE_DEVICES").collect())
         .unwrap_or_default()
 }
 
@@ -123,10 +117,7 @@ async fn every_fixture_pod_is_mutated_idempotently_and_then_admitted() {
             let message = denied["status"]["message"].as_str().expect("message");
             assert!(message.contains("runtimeClassName"), "{message}");
             // The author's fix: no runtime class. Then only R1 applies.
-            pod["spec"]
-                .as_object_mut()
-                .expect("spec")
-                .remove("runtimeClassName");
+            pod["spec"].as_object_mut().expect("spec").remove("runtimeClassName");
         }
         if label.starts_with("02") {
             // GFD runs privileged without a GPU request; outside the
@@ -213,11 +204,7 @@ async fn every_fixture_pod_is_mutated_idempotently_and_then_admitted() {
             // The exporter's explicit `all`: replaced by the pin, except in
             // the allowlisted kube-system DaemonSet.
             let exporter = &after["spec"]["containers"][0];
-            let expected = if label.starts_with("00") {
-                "all"
-            } else {
-                "void"
-            };
+            let expected = if label.starts_with("00") { "all" } else { "void" };
             assert_eq!(
                 visible_devices(exporter),
                 vec![&json!({"name": "NVIDIA_VISIBLE_DEVICES", "value": expected})],
@@ -228,10 +215,7 @@ async fn every_fixture_pod_is_mutated_idempotently_and_then_admitted() {
         // Re-invocation (reinvocationPolicy: IfNeeded): nothing more to do.
         let again = connection.admit(MUTATE, &after).await;
         assert_eq!(again["allowed"], true, "{label}: {again}");
-        assert!(
-            patch_of(&again).is_none(),
-            "{label}: second /mutate patched again: {again}"
-        );
+        assert!(patch_of(&again).is_none(), "{label}: second /mutate patched again: {again}");
 
         // The validating webhook sees the mutated pod.
         let validated = connection.admit(ENFORCE, &after).await;
@@ -281,9 +265,7 @@ async fn workloads_are_validated_per_mode() {
         assert!(warning.starts_with("gpu-policy:"), "{warning}");
     }
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.as_str().is_some_and(|w| w.contains("runtimeClassName"))),
+        warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains("runtimeClassName"))),
         "the would-be denial is among the warnings: {warnings:?}"
     );
 
@@ -294,9 +276,7 @@ async fn workloads_are_validated_per_mode() {
         audited.get("warnings").is_none_or(Value::is_null),
         "audit mode does not warn: {audited}"
     );
-    let annotations = audited["auditAnnotations"]
-        .as_object()
-        .expect("auditAnnotations");
+    let annotations = audited["auditAnnotations"].as_object().expect("auditAnnotations");
     assert!(!annotations.is_empty(), "{audited}");
     assert!(
         annotations
@@ -371,10 +351,7 @@ async fn bad_input_gets_4xx_and_the_server_keeps_serving() {
     let mut connection = server.connect().await;
 
     let malformed = connection
-        .post(
-            ENFORCE,
-            br#"{"apiVersion": "admission.k8s.io/v1", "kind": "#.to_vec(),
-        )
+        .post(ENFORCE, br#"{"apiVersion": "admission.k8s.io/v1", "kind": "#.to_vec())
         .await
         .expect("an answer to malformed JSON");
     assert_eq!(malformed.status, 400, "{}", malformed.text());
@@ -386,12 +363,7 @@ async fn bad_input_gets_4xx_and_the_server_keeps_serving() {
 
     let uid = next_uid();
     let wrong_type = connection
-        .send(
-            Method::POST,
-            ENFORCE,
-            Some("text/plain"),
-            body_of(&review(&pod, &uid, false)),
-        )
+        .send(Method::POST, ENFORCE, Some("text/plain"), body_of(&review(&pod, &uid, false)))
         .await
         .expect("an answer to a wrong content type");
     assert_eq!(wrong_type.status, 415, "{}", wrong_type.text());
@@ -409,10 +381,7 @@ async fn bad_input_gets_4xx_and_the_server_keeps_serving() {
     let big_body = body_of(&review(&big, &next_uid(), false));
     assert!(big_body.len() > 3 * 1024 * 1024);
     let mut fresh = server.connect().await;
-    let too_large = fresh
-        .post(MUTATE, big_body)
-        .await
-        .expect("an answer to an oversized body");
+    let too_large = fresh.post(MUTATE, big_body).await.expect("an answer to an oversized body");
     assert_eq!(too_large.status, 413, "{}", too_large.text());
 
     // Malformed claims, and pods with malformed claims, on the keep-alive
@@ -451,8 +420,5 @@ async fn bad_input_gets_4xx_and_the_server_keeps_serving() {
     let response = reply.admission(&uid);
     assert_eq!(response["allowed"], true, "{response}");
     assert!(patch_of(&response).is_some(), "{response}");
-    assert!(
-        server.child.try_wait().expect("try_wait").is_none(),
-        "the server is still running"
-    );
+    assert!(server.child.try_wait().expect("try_wait").is_none(), "the server is still running");
 }

@@ -37,10 +37,8 @@ async fn every_decision_is_one_json_log_line() {
     let exporter = fixture("04");
     let violating = template_pod(&exporter).expect("a template");
     let uid = next_uid();
-    let reply = connection
-        .post(AUDIT, body_of(&review(&violating, &uid, true)))
-        .await
-        .expect("answer");
+    let reply =
+        connection.post(AUDIT, body_of(&review(&violating, &uid, true))).await.expect("answer");
     reply.admission(&uid);
     server.wait_for_log(&uid, Duration::from_secs(5)).await;
     let log = server.log();
@@ -60,15 +58,8 @@ async fn every_decision_is_one_json_log_line() {
     assert_eq!(line["dry_run"], true, "{line}");
     assert_eq!(line["decision"], "allowed", "{line}");
     let name = line["name"].as_str().unwrap_or_default();
-    assert!(
-        !name.is_empty(),
-        "a pod of a controller is named by generateName: {line}"
-    );
-    let rules: Vec<&str> = line["rules"]
-        .as_str()
-        .unwrap_or_default()
-        .split(',')
-        .collect();
+    assert!(!name.is_empty(), "a pod of a controller is named by generateName: {line}");
+    let rules: Vec<&str> = line["rules"].as_str().unwrap_or_default().split(',').collect();
     assert!(rules.contains(&"visible-devices"), "{line}");
     assert!(rules.contains(&"runtime-class"), "{line}");
     assert!(line["duration_us"].is_u64(), "{line}");
@@ -85,10 +76,7 @@ async fn metrics_count_decisions_and_show_certificate_expiry() {
     }
     connection.admit(ENFORCE, &exporter).await;
     connection.admit(WARN, &exporter).await;
-    let bad = connection
-        .post(ENFORCE, b"not json".to_vec())
-        .await
-        .expect("answer");
+    let bad = connection.post(ENFORCE, b"not json".to_vec()).await.expect("answer");
     assert_eq!(bad.status, 400);
 
     let metrics = server.metrics().await;
@@ -134,10 +122,7 @@ async fn metrics_count_decisions_and_show_certificate_expiry() {
     let days = (expiry - now) / 86_400.0;
     assert!((364.0..=366.0).contains(&days), "expires in {days} days");
     assert_eq!(
-        sample(
-            &metrics,
-            r#"gpu_policy_reload_success{source="certificate"}"#
-        ),
+        sample(&metrics, r#"gpu_policy_reload_success{source="certificate"}"#),
         Some(1.0),
         "{metrics}"
     );
@@ -152,14 +137,8 @@ async fn config_is_reloaded_and_a_bad_one_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
     write_atomically(&config, b"maxPerContainer: 8\n");
-    let server = Server::start(
-        Options {
-            config: Some(config.clone()),
-            ..Options::default()
-        },
-        None,
-    )
-    .await;
+    let server =
+        Server::start(Options { config: Some(config.clone()), ..Options::default() }, None).await;
     let mut connection = server.connect().await;
 
     // The pod as the validating webhook sees it: after /mutate.
@@ -182,23 +161,16 @@ async fn config_is_reloaded_and_a_bad_one_is_refused() {
         sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(denied["status"]["code"], 403, "{denied}");
-    let message = denied["status"]["message"]
-        .as_str()
-        .expect("a message")
-        .to_owned();
+    let message = denied["status"]["message"].as_str().expect("a message").to_owned();
     assert!(
         message.starts_with("gpu-policy: ") && message.contains("train"),
         "names the container: {message}"
     );
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 1"#)
-        .await;
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 1"#).await;
 
     // An invalid config is refused; the last good one (2) stays in force.
     write_atomically(&config, b"maxPerContainer: lots\n");
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 0"#)
-        .await;
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 0"#).await;
     let still = connection.admit(ENFORCE, &pod).await;
     assert_eq!(still["allowed"], false, "{still}");
     assert_eq!(still["status"]["message"], message.as_str());
@@ -217,24 +189,18 @@ async fn config_is_reloaded_and_a_bad_one_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_mode_uses_what_the_cluster_knows() {
     let api = FakeApi::start().await;
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE,
-        "annotations": {"gpu-policy.io/max-gpus-per-pod": "1"}}}),
-    );
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE,
+        "annotations": {"gpu-policy.io/max-gpus-per-pod": "1"}}}));
     api.insert(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}),
     );
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "t4",
+    api.insert(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "t4",
         "labels": {"nvidia.com/gpu.compute.major": "7", "nvidia.com/gpu.compute.minor": "5"}},
-        "status": {"allocatable": {"nvidia.com/gpu": "4"}}}),
-    );
-    api.insert(
-        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "status": {"allocatable": {"nvidia.com/gpu": "4"}}}));
+    api.insert(json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
         "metadata": {"name": "nvidia"}, "handler": "nvidia",
         "overhead": {"podFixed": {"cpu": "100m"}},
-        "scheduling": {"nodeSelector": {"nvidia.com/gpu.present": "true"}}}),
-    );
+        "scheduling": {"nodeSelector": {"nvidia.com/gpu.present": "true"}}}));
     api.insert(json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
         "name": "nvidia-gpu-exporter", "namespace": "kube-system", "uid": "real-uid"},
         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
@@ -259,10 +225,7 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
     let after = connection.mutated(&one).await;
     assert_eq!(after["spec"]["runtimeClassName"], "nvidia");
     assert_eq!(after["spec"]["overhead"], json!({"cpu": "100m"}));
-    assert_eq!(
-        after["spec"]["nodeSelector"],
-        json!({"nvidia.com/gpu.present": "true"})
-    );
+    assert_eq!(after["spec"]["nodeSelector"], json!({"nvidia.com/gpu.present": "true"}));
 
     // A forged owner reference to the exporter gets no exemption.
     let forged = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forged",
@@ -272,9 +235,7 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
             "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}});
     let response = connection.admit(MUTATE, &forged).await;
     assert!(patch_of(&response).is_some(), "{response}");
-    let warned = connection
-        .admit("/validate/warn?timeout=10s", &forged)
-        .await;
+    let warned = connection.admit("/validate/warn?timeout=10s", &forged).await;
     let warnings = warned["warnings"].to_string();
     assert!(warnings.contains("no exemption"), "{warnings}");
 
@@ -298,12 +259,7 @@ async fn cluster_mode_uses_what_the_cluster_knows() {
     assert!(!warnings.contains("half-card"), "{warnings}");
 
     let metrics = server.metrics().await;
-    for resource in [
-        "namespaces",
-        "nodes",
-        "runtimeclasses",
-        "allowlisted-workloads",
-    ] {
+    for resource in ["namespaces", "nodes", "runtimeclasses", "allowlisted-workloads"] {
         let line = format!("gpu_policy_cluster_cache_stale{{resource=\"{resource}\"}} 0");
         assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
     }
@@ -319,14 +275,10 @@ async fn a_reloaded_config_reaches_the_cluster_watches() {
     for name in ["kube-system", "gpu-ops", NAMESPACE] {
         api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
     }
-    api.insert(
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "vgpu-host"},
-        "status": {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/vgpu": "4"}}}),
-    );
-    api.insert(
-        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-        "metadata": {"name": "nvidia"}, "handler": "nvidia"}),
-    );
+    api.insert(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "vgpu-host"},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/vgpu": "4"}}}));
+    api.insert(json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia"}, "handler": "nvidia"}));
     let exporter = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
         "name": "dcgm-exporter", "namespace": "gpu-ops", "uid": "dcgm-uid"},
         "spec": {"selector": {"matchLabels": {"app": "dcgm"}},
@@ -342,9 +294,7 @@ async fn a_reloaded_config_reaches_the_cluster_watches() {
                 "resources": {"limits": {"nvidia.com/vgpu": count}}}]}})
     };
     let pinned = |pod: &Value| {
-        all_containers(pod)
-            .iter()
-            .all(|c| visible_devices(c).iter().any(|e| e["value"] == "void"))
+        all_containers(pod).iter().all(|c| visible_devices(c).iter().any(|e| e["value"] == "void"))
     };
 
     let scratch = tempfile::tempdir().expect("tempdir");
@@ -380,20 +330,15 @@ async fn a_reloaded_config_reaches_the_cluster_watches() {
     // retries.
     api.fail_next("GET", "/apis/apps/v1/namespaces/gpu-ops/daemonsets", 403, 2);
     let mut reloaded = defaults.clone();
-    reloaded
-        .allowlist
-        .push(gpu_policy::settings::AllowlistEntry::exact(
-            "gpu-ops",
-            "DaemonSet",
-            "dcgm-exporter",
-        ));
+    reloaded.allowlist.push(gpu_policy::settings::AllowlistEntry::exact(
+        "gpu-ops",
+        "DaemonSet",
+        "dcgm-exporter",
+    ));
     reloaded.gpu_resources.push("nvidia.com/vgpu".to_owned());
     write_config(&reloaded);
     server
-        .wait_for_log(
-            "forbidden to watch an allowlisted workload",
-            Duration::from_secs(30),
-        )
+        .wait_for_log("forbidden to watch an allowlisted workload", Duration::from_secs(30))
         .await;
     let log = server.log();
     let line = log
@@ -468,7 +413,5 @@ async fn a_reloaded_config_reaches_the_cluster_watches() {
         );
         sleep(POLL).await;
     }
-    server
-        .wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 1"#)
-        .await;
+    server.wait_for_metric_line(r#"gpu_policy_reload_success{source="config"} 1"#).await;
 }

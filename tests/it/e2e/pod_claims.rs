@@ -50,12 +50,7 @@ fn made_for_trainer(pod_claim: &str) -> Value {
 }
 
 fn warnings(response: &Value) -> Vec<&str> {
-    response["warnings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+    response["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,10 +81,8 @@ async fn claims_made_after_the_pod_are_counted_together_and_get_the_pods_floors(
     // without it, and told so.
     assert_eq!(
         warnings(&validated),
-        [
-            "gpu-policy: bounded-requests: claim \"second\" not counted: ResourceClaimTemplate \
-          \"eight-b\" not found"
-        ],
+        ["gpu-policy: bounded-requests: claim \"second\" not counted: ResourceClaimTemplate \
+          \"eight-b\" not found"],
         "{validated}"
     );
     api.insert(first);

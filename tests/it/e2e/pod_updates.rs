@@ -69,9 +69,9 @@ async fn a_reapply_and_an_annotation_overwrite_leave_the_stored_pod_as_it_was() 
         assert_eq!(warned["allowed"], true, "{warned}");
         assert!(patch_of(&warned).is_none(), "{warned}");
         assert!(
-            warned["warnings"].as_array().is_some_and(|w| w
-                .iter()
-                .any(|w| w.as_str().is_some_and(|w| w.contains("would")))),
+            warned["warnings"]
+                .as_array()
+                .is_some_and(|w| w.iter().any(|w| w.as_str().is_some_and(|w| w.contains("would")))),
             "{warned}"
         );
     }
@@ -79,12 +79,7 @@ async fn a_reapply_and_an_annotation_overwrite_leave_the_stored_pod_as_it_was() 
     // A label changes nothing the policy governs: no patch, no warning.
     let mut labelled = stored.clone();
     labelled["metadata"]["labels"] = json!({"team": "vision"});
-    let response = answer(
-        &server,
-        MUTATE,
-        Review::update(&labelled, &stored, NAMESPACE),
-    )
-    .await;
+    let response = answer(&server, MUTATE, Review::update(&labelled, &stored, NAMESPACE)).await;
     assert_eq!(response["allowed"], true, "{response}");
     assert!(patch_of(&response).is_none(), "{response}");
 }

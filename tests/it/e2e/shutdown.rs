@@ -50,11 +50,7 @@ async fn sigterm_finishes_requests_in_flight_and_exits_0() {
                 // One request per connection, as a fresh client would.
                 let exchange = exchange_once(addr, Arc::clone(&config), &body).await;
                 let fail = |message: String| {
-                    tally
-                        .failures
-                        .lock()
-                        .expect("lock")
-                        .push(format!("{uid}: {message}"));
+                    tally.failures.lock().expect("lock").push(format!("{uid}: {message}"));
                 };
                 match exchange {
                     Exchange::NotAccepted(_) | Exchange::NotSent(_)
@@ -80,10 +76,9 @@ async fn sigterm_finishes_requests_in_flight_and_exits_0() {
                             fail(format!("unexpected answer: {review}"));
                         }
                     }
-                    Exchange::Sent(Ok((status, answer))) => fail(format!(
-                        "status {status}: {}",
-                        String::from_utf8_lossy(&answer)
-                    )),
+                    Exchange::Sent(Ok((status, answer))) => {
+                        fail(format!("status {status}: {}", String::from_utf8_lossy(&answer)))
+                    }
                     Exchange::Sent(Err(err)) => fail(format!("fully written, then {err}")),
                 }
             }
@@ -113,10 +108,7 @@ async fn sigterm_finishes_requests_in_flight_and_exits_0() {
 
     let log = server.log();
     assert_eq!(status.code(), Some(0), "exit status {status}; log:\n{log}");
-    assert!(
-        log.contains("shutting down: no new connections"),
-        "log:\n{log}"
-    );
+    assert!(log.contains("shutting down: no new connections"), "log:\n{log}");
     assert!(log.contains("gpu-policy stopped"), "log:\n{log}");
     assert!(
         !log.contains("connections still open after the drain timeout"),
@@ -151,15 +143,11 @@ async fn sigterm_answers_the_next_request_of_an_idle_connection() {
     server.terminate();
     // Long enough for the server to have begun shutting down (its log says
     // so), well inside its grace period for idle connections.
-    server
-        .wait_for_log("shutting down", Duration::from_secs(5))
-        .await;
+    server.wait_for_log("shutting down", Duration::from_secs(5)).await;
     sleep(Duration::from_millis(200)).await;
     let second = connection.admit(MUTATE, &pod).await;
     assert_eq!(second["allowed"], true, "{second}");
-    let after = connection
-        .post(MUTATE, body_of(&review(&pod, &next_uid(), false)))
-        .await;
+    let after = connection.post(MUTATE, body_of(&review(&pod, &next_uid(), false))).await;
     assert!(after.is_err(), "the connection stayed open after shutdown");
     let status = server.wait_exit(Duration::from_secs(20)).await;
     assert_eq!(status.code(), Some(0), "exit status {status}");

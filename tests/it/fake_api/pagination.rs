@@ -18,20 +18,12 @@ async fn limit_pages_a_list_and_continue_resumes_it() {
     for name in ["a", "b", "c", "d", "e", "f", "g"] {
         fake.insert(namespace(name));
     }
-    for (ns, name) in [
-        ("a", "p1"),
-        ("b", "p1"),
-        ("b", "p2"),
-        ("b", "p3"),
-        ("c", "p1"),
-    ] {
+    for (ns, name) in [("a", "p1"), ("b", "p1"), ("b", "p2"), ("b", "p3"), ("c", "p1")] {
         fake.insert(pod(ns, name));
     }
     let namespaces = Api::<Namespace>::all(fake.client());
 
-    let first = within("page 1", namespaces.list(&ListParams::default().limit(3)))
-        .await
-        .unwrap();
+    let first = within("page 1", namespaces.list(&ListParams::default().limit(3))).await.unwrap();
     assert_eq!(names(&first.items), ["a", "b", "c"]);
     let rv = first.metadata.resource_version.clone();
     let token = first.metadata.continue_.clone().expect("more pages");
@@ -39,37 +31,29 @@ async fn limit_pages_a_list_and_continue_resumes_it() {
     // Pages read as of the first: a namespace added meanwhile is listed,
     // and the resourceVersion stays the first page's.
     fake.insert(namespace("cc"));
-    let second = within(
-        "page 2",
-        namespaces.list(&ListParams::default().limit(3).continue_token(&token)),
-    )
-    .await
-    .unwrap();
+    let second =
+        within("page 2", namespaces.list(&ListParams::default().limit(3).continue_token(&token)))
+            .await
+            .unwrap();
     assert_eq!(names(&second.items), ["cc", "d", "e"]);
     assert_eq!(second.metadata.resource_version, rv);
     let token = second.metadata.continue_.clone().expect("more pages");
-    let last = within(
-        "page 3",
-        namespaces.list(&ListParams::default().limit(3).continue_token(&token)),
-    )
-    .await
-    .unwrap();
+    let last =
+        within("page 3", namespaces.list(&ListParams::default().limit(3).continue_token(&token)))
+            .await
+            .unwrap();
     assert_eq!(names(&last.items), ["f", "g"]);
     assert_eq!(last.metadata.continue_.filter(|t| !t.is_empty()), None);
 
     // A namespaced list pages within its namespace only.
     let pods = Api::<Pod>::namespaced(fake.client(), "b");
-    let page = within("pods page 1", pods.list(&ListParams::default().limit(2)))
-        .await
-        .unwrap();
+    let page = within("pods page 1", pods.list(&ListParams::default().limit(2))).await.unwrap();
     assert_eq!(names(&page.items), ["p1", "p2"]);
     let token = page.metadata.continue_.expect("more pods");
-    let page = within(
-        "pods page 2",
-        pods.list(&ListParams::default().limit(2).continue_token(&token)),
-    )
-    .await
-    .unwrap();
+    let page =
+        within("pods page 2", pods.list(&ListParams::default().limit(2).continue_token(&token)))
+            .await
+            .unwrap();
     assert_eq!(names(&page.items), ["p3"]);
     assert_eq!(page.metadata.continue_.filter(|t| !t.is_empty()), None);
 

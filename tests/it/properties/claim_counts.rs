@@ -174,9 +174,7 @@ proptest! {
 fn answer(router: &InProcess, endpoint: Endpoint, object: &Value) -> Result<Value, TestCaseError> {
     let review = Review::create(object, NAMESPACE).uid("counted").json();
     let body = serde_json::to_vec(&review).map_err(|err| TestCaseError::fail(err.to_string()))?;
-    let (status, bytes) = router
-        .post(endpoint.path(), body)
-        .map_err(TestCaseError::fail)?;
+    let (status, bytes) = router.post(endpoint.path(), body).map_err(TestCaseError::fail)?;
     let text = String::from_utf8_lossy(&bytes);
     prop_assert_eq!(status.as_u16(), 200, "{:?}: {}", endpoint, text);
     let reply: Value = serde_json::from_slice(&bytes)

@@ -28,11 +28,7 @@ fn evaluate_claimed(pod: &Value, claimed: &ClaimedCase) -> Result<Evaluation, Te
 }
 
 fn unresolved_notices(evaluation: &Evaluation) -> usize {
-    evaluation
-        .notices
-        .iter()
-        .filter(|n| n.kind == NoticeKind::UnresolvedClaim)
-        .count()
+    evaluation.notices.iter().filter(|n| n.kind == NoticeKind::UnresolvedClaim).count()
 }
 
 proptest! {

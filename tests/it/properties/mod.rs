@@ -42,11 +42,7 @@ const MUTATING_RULES: [&str; 3] = ["visible-devices", "runtime-class", "compute-
 static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::default);
 
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
 }
 
 /// Arbitrary JSON up to depth 6, with keys and strings biased towards the
@@ -145,40 +141,26 @@ fn with_evaluator<R>(
     f: impl FnOnce(&Evaluator<'_>) -> R,
 ) -> R {
     let namespace_settings = SETTINGS.for_namespace(namespace_annotations);
-    f(&Evaluator::of_cluster(
-        &SETTINGS,
-        &namespace_settings,
-        None,
-        None,
-    ))
+    f(&Evaluator::of_cluster(&SETTINGS, &namespace_settings, None, None))
 }
 
 /// Evaluates `new` as an update of the pod `old`.
 fn evaluate_update(new: &Value, old: &Value, case: &Case) -> Result<Evaluation, TestCaseError> {
     let (new, old) = (Document::from_value(new), Document::from_value(old));
     with_evaluator(&case.namespace_annotations, |evaluator| {
-        evaluator.evaluate(&Subject::pod_update(
-            new.root(),
-            old.root(),
-            &case.namespace,
-        ))
+        evaluator.evaluate(&Subject::pod_update(new.root(), old.root(), &case.namespace))
     })
     .map_err(|err| TestCaseError::fail(format!("an update was rejected as unreadable: {err}")))
 }
 
 /// Evaluates a generated pod, which is well-formed, so it must be read.
 fn evaluate_pod(pod: &Value, case: &Case) -> Result<Evaluation, TestCaseError> {
-    match evaluate_as(
-        pod,
-        ObjectKind::Pod,
-        &case.namespace,
-        &case.namespace_annotations,
-    ) {
+    match evaluate_as(pod, ObjectKind::Pod, &case.namespace, &case.namespace_annotations) {
         Ok(Some(evaluation)) => Ok(evaluation),
         Ok(None) => Err(TestCaseError::fail("a Pod was ignored")),
-        Err(err) => Err(TestCaseError::fail(format!(
-            "a well-formed pod was rejected as unreadable: {err}"
-        ))),
+        Err(err) => {
+            Err(TestCaseError::fail(format!("a well-formed pod was rejected as unreadable: {err}")))
+        }
     }
 }
 

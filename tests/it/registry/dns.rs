@@ -65,23 +65,16 @@ async fn registry_realm_and_redirect_hosts_are_asked_as_absolute_names() {
     for repository in ["team/realm", "team/redirect"] {
         registry.push_image(repository, "1", &cuda_config("13.0.1", REQUIRE_13_1));
     }
-    registry.set_fault(
-        "team/realm",
-        Fault::RealmElsewhere("https://auth.example/token".to_owned()),
-    );
-    registry.set_fault(
-        "team/redirect",
-        Fault::RedirectBlobs("https://cdn.example/blob".to_owned()),
-    );
+    registry
+        .set_fault("team/realm", Fault::RealmElsewhere("https://auth.example/token".to_owned()));
+    registry
+        .set_fault("team/redirect", Fault::RedirectBlobs("https://cdn.example/blob".to_owned()));
     let resolver = pod_resolver(&registry, &dns);
 
     // A listed registry's name: its loopback answer is refused before any
     // connection.
-    let reason = refused(
-        resolver
-            .resolve("nvcr.io/nvidia/cuda:13.0.1", &Platform::default(), BUDGET)
-            .await,
-    );
+    let reason =
+        refused(resolver.resolve("nvcr.io/nvidia/cuda:13.0.1", &Platform::default(), BUDGET).await);
     assert_eq!(
         reason,
         "nvcr.io resolves only to loopback addresses, which only a literal \
@@ -99,22 +92,14 @@ async fn registry_realm_and_redirect_hosts_are_asked_as_absolute_names() {
     );
     names_no_address(&reason);
     let redirect = format!("{}/team/redirect:1", registry.host());
-    let reason = refused(
-        resolver
-            .resolve(&redirect, &Platform::default(), BUDGET)
-            .await,
-    );
+    let reason = refused(resolver.resolve(&redirect, &Platform::default(), BUDGET).await);
     assert_eq!(
         reason,
         "cdn.example resolves only to loopback addresses, and it is not in \
          imageResolution.registries"
     );
     names_no_address(&reason);
-    assert_eq!(
-        registry.blob_gets("team/redirect"),
-        1,
-        "the redirect was answered once"
-    );
+    assert_eq!(registry.blob_gets("team/redirect"), 1, "the redirect was answered once");
 
     // Only the absolute names were asked: never one under the search list.
     assert_eq!(
@@ -124,10 +109,7 @@ async fn registry_realm_and_redirect_hosts_are_asked_as_absolute_names() {
         dns.questions()
     );
     let types: Vec<String> = dns.questions().into_iter().map(|q| q.record_type).collect();
-    assert!(
-        types.iter().any(|t| t == "A") && types.iter().any(|t| t == "AAAA"),
-        "{types:?}"
-    );
+    assert!(types.iter().any(|t| t == "A") && types.iter().any(|t| t == "AAAA"), "{types:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -135,13 +117,8 @@ async fn a_name_dns_does_not_know_is_asked_once_and_fails() {
     let dns = FakeDns::start(&[]).await;
     let registry = FakeRegistry::start(Auth::None).await;
     let resolver = pod_resolver(&registry, &dns);
-    let lookup = resolver
-        .resolve("nvcr.io/nvidia/cuda:13.0.1", &Platform::default(), BUDGET)
-        .await;
+    let lookup = resolver.resolve("nvcr.io/nvidia/cuda:13.0.1", &Platform::default(), BUDGET).await;
     let reason = super::failed(lookup);
-    assert!(
-        reason.contains("nvcr.io resolves to no address"),
-        "{reason}"
-    );
+    assert!(reason.contains("nvcr.io resolves to no address"), "{reason}");
     assert_eq!(dns.names_asked(), ["nvcr.io."], "{:?}", dns.questions());
 }

@@ -45,11 +45,7 @@ async fn a_config_streamed_past_its_declared_size_is_cut_there() {
         "{reason}"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        registry.streamed() < STREAMED_AFTER_HANG_UP,
-        "{} bytes sent",
-        registry.streamed()
-    );
+    assert!(registry.streamed() < STREAMED_AFTER_HANG_UP, "{} bytes sent", registry.streamed());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -61,10 +57,7 @@ async fn a_manifest_that_never_ends_is_cut_at_4_mib() {
     assert_eq!(reason, "manifest larger than 4 MiB");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let streamed = registry.streamed();
-    assert!(
-        (4 << 20..STREAMED_AFTER_HANG_UP).contains(&streamed),
-        "{streamed} bytes sent"
-    );
+    assert!((4 << 20..STREAMED_AFTER_HANG_UP).contains(&streamed), "{streamed} bytes sent");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -76,15 +69,8 @@ async fn content_that_is_not_its_digest_fails_and_nothing_of_it_is_kept() {
         ..options(&registry)
     });
     let reason = failed(resolver.resolve(&image, &Platform::default(), BUDGET).await);
-    assert!(
-        reason.contains("does not match its digest sha256:"),
-        "{reason}"
-    );
-    assert_eq!(
-        registry.blob_gets("team/tampered"),
-        0,
-        "stopped at the manifest"
-    );
+    assert!(reason.contains("does not match its digest sha256:"), "{reason}");
+    assert_eq!(registry.blob_gets("team/tampered"), 0, "stopped at the manifest");
 
     // Neither the tag nor anything else was kept: once the registry tells
     // the truth, the manifest is read again.
@@ -102,11 +88,7 @@ async fn a_config_blob_that_is_not_its_digest_fails() {
     // The manifest is true, the blob is not: the redirect target serves
     // the same path with every blob tampered.
     let liar = FakeRegistry::start(Auth::None).await;
-    liar.push_image(
-        "team/tampered-config",
-        "1",
-        &cuda_config("13.0.1", REQUIRE_13_1),
-    );
+    liar.push_image("team/tampered-config", "1", &cuda_config("13.0.1", REQUIRE_13_1));
     liar.set_fault("team/tampered-config", Fault::WrongContent);
     registry.set_fault(
         "team/tampered-config",
@@ -122,10 +104,7 @@ async fn a_config_blob_that_is_not_its_digest_fails() {
         ..options(&registry)
     });
     let reason = failed(resolver.resolve(&image, &Platform::default(), BUDGET).await);
-    assert!(
-        reason.contains("the image config does not match its digest"),
-        "{reason}"
-    );
+    assert!(reason.contains("the image config does not match its digest"), "{reason}");
     assert_eq!(liar.blob_gets("team/tampered-config"), 1);
 }
 
@@ -161,10 +140,7 @@ async fn a_redirect_to_an_unlisted_loopback_host_is_not_followed() {
     let other = format!("{}/team/redirected:1", registry.host());
     let resolver = super::resolver(options(&registry));
     let reason = refused(resolver.resolve(&other, &Platform::default(), BUDGET).await);
-    assert!(
-        reason.contains("a loopback address, not in imageResolution.registries"),
-        "{reason}"
-    );
+    assert!(reason.contains("a loopback address, not in imageResolution.registries"), "{reason}");
     assert_eq!(tarpit.connections(), 0);
 }
 
@@ -200,15 +176,12 @@ async fn redirects_to_a_listed_host_are_followed_without_the_credentials() {
     assert_eq!(facts.cuda_version.as_deref(), Some("13.0.1"));
     let at_cdn = cdn.requests();
     assert_eq!(at_cdn.len(), 1, "{at_cdn:?}");
-    assert_eq!(
-        at_cdn[0].authorization, None,
-        "credentials left the registry"
-    );
+    assert_eq!(at_cdn[0].authorization, None, "credentials left the registry");
     assert!(
-        registry.requests().iter().any(|r| r
-            .authorization
-            .as_deref()
-            .is_some_and(|a| a.starts_with("Basic "))),
+        registry
+            .requests()
+            .iter()
+            .any(|r| r.authorization.as_deref().is_some_and(|a| a.starts_with("Basic "))),
         "the registry itself got them"
     );
 }
@@ -219,29 +192,20 @@ async fn more_than_three_redirects_are_not_followed() {
     let blob = config_digest(&registry, "team/loop");
     registry.set_fault(
         "team/loop",
-        Fault::RedirectBlobs(format!(
-            "http://{}/v2/team/loop/blobs/{blob}",
-            registry.host()
-        )),
+        Fault::RedirectBlobs(format!("http://{}/v2/team/loop/blobs/{blob}", registry.host())),
     );
     let resolver = resolver(options(&registry));
     let reason = failed(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     assert!(reason.contains("more than 3 redirects"), "{reason}");
-    assert_eq!(
-        registry.blob_gets("team/loop"),
-        4,
-        "the first request and three hops"
-    );
+    assert_eq!(registry.blob_gets("team/loop"), 4, "the first request and three hops");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_realm_on_an_unlisted_host_is_not_contacted() {
     let (registry, image) = pushed("team/realm").await;
     let tarpit = Tarpit::start().await;
-    registry.set_fault(
-        "team/realm",
-        Fault::RealmElsewhere(format!("http://{}/token", tarpit.host())),
-    );
+    registry
+        .set_fault("team/realm", Fault::RealmElsewhere(format!("http://{}/token", tarpit.host())));
     let resolver = resolver(options(&registry));
     let reason = refused(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     assert_eq!(
@@ -270,10 +234,7 @@ async fn an_image_on_an_unlisted_host_is_answered_without_a_connection() {
     ] {
         let reason = refused(resolver.resolve(&image, &Platform::default(), BUDGET).await);
         let host = image.split('/').next().unwrap_or_default();
-        assert_eq!(
-            reason,
-            format!("registry {host} is not in imageResolution.registries")
-        );
+        assert_eq!(reason, format!("registry {host} is not in imageResolution.registries"));
     }
     assert_eq!(tarpit.connections(), 0);
     let mut text = String::new();
@@ -281,8 +242,7 @@ async fn an_image_on_an_unlisted_host_is_answered_without_a_connection() {
         panic!("encode: {err}");
     }
     assert!(
-        text.lines()
-            .any(|l| l == "gpu_policy_image_lookups_total{result=\"refused\"} 3"),
+        text.lines().any(|l| l == "gpu_policy_image_lookups_total{result=\"refused\"} 3"),
         "{text}"
     );
 }
@@ -290,11 +250,7 @@ async fn an_image_on_an_unlisted_host_is_answered_without_a_connection() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_listed_name_that_resolves_to_loopback_is_not_contacted() {
     let (registry, _) = pushed("team/named").await;
-    let port = registry
-        .host()
-        .rsplit_once(':')
-        .map(|(_, p)| p.to_owned())
-        .unwrap_or_default();
+    let port = registry.host().rsplit_once(':').map(|(_, p)| p.to_owned()).unwrap_or_default();
     let named = format!("localhost:{port}");
     let resolver = resolver(ResolverOptions {
         registries: vec![named.clone()],
@@ -345,11 +301,7 @@ async fn a_registry_that_never_answers_holds_a_bounded_number_of_lookups() {
     assert_eq!(silent.requests().len(), 2, "{:?}", silent.requests());
 
     // The silent registry holds its places only: another one is answered.
-    let facts = found(
-        resolver
-            .resolve(&healthy_image, &Platform::default(), BUDGET)
-            .await,
-    );
+    let facts = found(resolver.resolve(&healthy_image, &Platform::default(), BUDGET).await);
     assert_eq!(facts.cuda_version.as_deref(), Some("13.0.1"));
 }
 
@@ -372,23 +324,12 @@ async fn past_the_lookups_in_flight_no_new_lookup_starts() {
     for host in &hosts {
         for n in 0..2 {
             let image = format!("{host}/team/silent:{n}");
-            let lookup = resolver
-                .resolve(&image, &Platform::default(), Duration::from_millis(50))
-                .await;
+            let lookup =
+                resolver.resolve(&image, &Platform::default(), Duration::from_millis(50)).await;
             answers.push(lookup.result());
         }
     }
-    assert_eq!(
-        answers,
-        [
-            "timed_out",
-            "timed_out",
-            "timed_out",
-            "timed_out",
-            "refused",
-            "refused"
-        ]
-    );
+    assert_eq!(answers, ["timed_out", "timed_out", "timed_out", "timed_out", "refused", "refused"]);
     let last = format!("{}/team/silent:9", hosts[2]);
     let reason = refused(resolver.resolve(&last, &Platform::default(), BUDGET).await);
     assert_eq!(reason, "the lookup queue is full");
@@ -417,11 +358,7 @@ async fn pod_strings_past_kubernetes_limits_are_refused_before_any_request() {
     assert_eq!(answers, [(image.clone(), Lookup::Refused(reason.clone()))]);
 
     let long_image = format!("{}/team/strings:1{huge}", registry.host());
-    let reason = refused(
-        resolver
-            .resolve(&long_image, &Platform::default(), BUDGET)
-            .await,
-    );
+    let reason = refused(resolver.resolve(&long_image, &Platform::default(), BUDGET).await);
     assert!(
         reason.ends_with(
             " bytes) is not an image reference: longer than the 520 characters of the \

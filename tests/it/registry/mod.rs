@@ -32,10 +32,7 @@ fn cuda_config(version: &str, require: &str) -> Value {
             &format!("NVIDIA_REQUIRE_CUDA={require}"),
             &format!("CUDA_VERSION={version}"),
         ],
-        &[
-            ("com.nvidia.cuda.version", version),
-            ("maintainer", "NVIDIA CORPORATION"),
-        ],
+        &[("com.nvidia.cuda.version", version), ("maintainer", "NVIDIA CORPORATION")],
     )
 }
 
@@ -85,16 +82,9 @@ const BUDGET: Duration = Duration::from_secs(3);
 #[tokio::test(flavor = "multi_thread")]
 async fn resolves_what_the_image_config_says_of_cuda() {
     let registry = FakeRegistry::start(Auth::None).await;
-    let digest = registry.push_image(
-        "nvidia/pytorch",
-        "25.12-py3",
-        &cuda_config("13.1.0", REQUIRE_13_1),
-    );
-    registry.push_image(
-        "library/busybox",
-        "1.37",
-        &image_config(&["PATH=/bin"], &[]),
-    );
+    let digest =
+        registry.push_image("nvidia/pytorch", "25.12-py3", &cuda_config("13.1.0", REQUIRE_13_1));
+    registry.push_image("library/busybox", "1.37", &image_config(&["PATH=/bin"], &[]));
     let resolver = resolver(options(&registry));
 
     let image = format!("{}/nvidia/pytorch:25.12-py3", registry.host());
@@ -112,20 +102,10 @@ async fn resolves_what_the_image_config_says_of_cuda() {
 
     // By digest, the same facts; an image without CUDA has none.
     let pinned = format!("{}/nvidia/pytorch@{digest}", registry.host());
-    assert_eq!(
-        found(
-            resolver
-                .resolve(&pinned, &Platform::default(), BUDGET)
-                .await
-        ),
-        facts
-    );
+    assert_eq!(found(resolver.resolve(&pinned, &Platform::default(), BUDGET).await), facts);
     let plain = format!("{}/library/busybox:1.37", registry.host());
     let none = found(resolver.resolve(&plain, &Platform::default(), BUDGET).await);
-    assert_eq!(
-        (none.cuda_version, none.require_cuda, none.cuda_label),
-        (None, None, None)
-    );
+    assert_eq!((none.cuda_version, none.require_cuda, none.cuda_label), (None, None, None));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -170,11 +150,7 @@ async fn an_index_gives_the_pods_platform() {
     // Both name the index.
     assert_eq!(arm.digest, amd.digest);
 
-    let reason = failed(
-        resolver
-            .resolve(&image, &Platform::linux("s390x"), BUDGET)
-            .await,
-    );
+    let reason = failed(resolver.resolve(&image, &Platform::linux("s390x"), BUDGET).await);
     assert!(reason.contains("no linux/s390x image"), "{reason}");
 }
 
@@ -223,14 +199,8 @@ fn docker_config_file(
 async fn private_registries_take_the_credentials_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("tempdir: {err}"));
     for auth in [
-        Auth::Bearer {
-            user: "robot".to_owned(),
-            password: "s3cret".to_owned(),
-        },
-        Auth::Basic {
-            user: "robot".to_owned(),
-            password: "s3cret".to_owned(),
-        },
+        Auth::Bearer { user: "robot".to_owned(), password: "s3cret".to_owned() },
+        Auth::Basic { user: "robot".to_owned(), password: "s3cret".to_owned() },
     ] {
         let registry = FakeRegistry::start(auth.clone()).await;
         registry.push_image("team/trainer", "1.0", &cuda_config("12.8.1", REQUIRE_12_8));
@@ -238,11 +208,7 @@ async fn private_registries_take_the_credentials_file() {
 
         // Without credentials: a one-line failure.
         let anonymous = resolver(options(&registry));
-        let reason = failed(
-            anonymous
-                .resolve(&image, &Platform::default(), BUDGET)
-                .await,
-        );
+        let reason = failed(anonymous.resolve(&image, &Platform::default(), BUDGET).await);
         assert!(reason.contains("team/trainer"), "{auth:?}: {reason}");
 
         // Wrong credentials: still a failure.
@@ -256,26 +222,15 @@ async fn private_registries_take_the_credentials_file() {
         };
         let with_wrong =
             resolver(ResolverOptions::from_settings(&config).unwrap_or_else(|err| panic!("{err}")));
-        failed(
-            with_wrong
-                .resolve(&image, &Platform::default(), BUDGET)
-                .await,
-        );
+        failed(with_wrong.resolve(&image, &Platform::default(), BUDGET).await);
 
         // The file the chart mounts: found.
         let right = docker_config_file(&dir, &registry.host(), "robot", "s3cret");
-        let config = ImageResolution {
-            credentials_file: Some(right),
-            ..config
-        };
+        let config = ImageResolution { credentials_file: Some(right), ..config };
         let options = ResolverOptions::from_settings(&config).unwrap_or_else(|err| panic!("{err}"));
         let registries: Vec<&str> = options.credentials.registries().collect();
         assert!(registries.contains(&"docker.io"), "{registries:?}");
-        let facts = found(
-            resolver(options)
-                .resolve(&image, &Platform::default(), BUDGET)
-                .await,
-        );
+        let facts = found(resolver(options).resolve(&image, &Platform::default(), BUDGET).await);
         assert_eq!(facts.cuda_version.as_deref(), Some("12.8.1"), "{auth:?}");
     }
 
@@ -283,9 +238,7 @@ async fn private_registries_take_the_credentials_file() {
         credentials_file: Some(dir.path().join("absent.json")),
         ..ImageResolution::default()
     };
-    let err = ResolverOptions::from_settings(&missing)
-        .map(|_| ())
-        .map_err(|err| err.to_string());
+    let err = ResolverOptions::from_settings(&missing).map(|_| ()).map_err(|err| err.to_string());
     assert!(
         err.as_ref()
             .is_err_and(|err| err.starts_with("imageResolution.credentialsFile: cannot read")),
@@ -314,26 +267,18 @@ async fn a_slow_registry_costs_an_admission_its_budget_only() {
         )
         .await;
     let elapsed = started.elapsed();
-    assert!(
-        elapsed < budget + Duration::from_secs(1),
-        "took {elapsed:?}"
-    );
+    assert!(elapsed < budget + Duration::from_secs(1), "took {elapsed:?}");
     assert_eq!(answers.len(), 2, "each image once: {answers:?}");
     assert_eq!(answers[0], (slow.clone(), Lookup::TimedOut));
     assert_eq!(answers[1].0, fast);
-    assert_eq!(
-        found(answers[1].1.clone()).cuda_version.as_deref(),
-        Some("12.8.1")
-    );
+    assert_eq!(found(answers[1].1.clone()).cuda_version.as_deref(), Some("12.8.1"));
 }
 
 /// Polls until `image` is answered from the cache, at most `limit`.
 async fn until_cached(resolver: &Resolver, image: &str, limit: Duration) -> Lookup {
     let started = Instant::now();
     loop {
-        let lookup = resolver
-            .resolve(image, &Platform::default(), Duration::ZERO)
-            .await;
+        let lookup = resolver.resolve(image, &Platform::default(), Duration::ZERO).await;
         if lookup != Lookup::TimedOut || started.elapsed() > limit {
             return lookup;
         }
@@ -344,19 +289,13 @@ async fn until_cached(resolver: &Resolver, image: &str, limit: Duration) -> Look
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timed_out_lookup_finishes_in_the_background_for_the_next_admission() {
     let registry = FakeRegistry::start(Auth::None).await;
-    registry.push_image(
-        "nvidia/pytorch",
-        "25.12-py3",
-        &cuda_config("13.1.0", REQUIRE_13_1),
-    );
+    registry.push_image("nvidia/pytorch", "25.12-py3", &cuda_config("13.1.0", REQUIRE_13_1));
     registry.set_delay("nvidia/pytorch", Duration::from_millis(1500));
     let resolver = resolver(options(&registry));
     let image = format!("{}/nvidia/pytorch:25.12-py3", registry.host());
 
     assert_eq!(
-        resolver
-            .resolve(&image, &Platform::default(), Duration::from_millis(200))
-            .await,
+        resolver.resolve(&image, &Platform::default(), Duration::from_millis(200)).await,
         Lookup::TimedOut
     );
     let later = until_cached(&resolver, &image, Duration::from_secs(15)).await;
@@ -366,9 +305,7 @@ async fn a_timed_out_lookup_finishes_in_the_background_for_the_next_admission() 
     // The next admission: answered at once from the caches, nothing fetched.
     let before = registry.requests().len();
     let started = Instant::now();
-    let again = resolver
-        .resolve(&image, &Platform::default(), Duration::from_millis(200))
-        .await;
+    let again = resolver.resolve(&image, &Platform::default(), Duration::from_millis(200)).await;
     assert!(started.elapsed() < Duration::from_millis(200));
     assert_eq!(found(again).cuda_version.as_deref(), Some("13.1.0"));
     assert_eq!(registry.requests().len(), before);
@@ -377,36 +314,22 @@ async fn a_timed_out_lookup_finishes_in_the_background_for_the_next_admission() 
 #[tokio::test(flavor = "multi_thread")]
 async fn after_the_tag_ttl_only_the_digest_is_asked_again() {
     let registry = FakeRegistry::start(Auth::None).await;
-    registry.push_image(
-        "nvidia/cuda",
-        "12.8.1-runtime",
-        &cuda_config("12.8.1", REQUIRE_12_8),
-    );
-    let resolver = resolver(ResolverOptions {
-        tag_ttl: Duration::from_millis(300),
-        ..options(&registry)
-    });
+    registry.push_image("nvidia/cuda", "12.8.1-runtime", &cuda_config("12.8.1", REQUIRE_12_8));
+    let resolver =
+        resolver(ResolverOptions { tag_ttl: Duration::from_millis(300), ..options(&registry) });
     let image = format!("{}/nvidia/cuda:12.8.1-runtime", registry.host());
 
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     let repo = "nvidia/cuda";
     assert_eq!(
-        (
-            registry.manifest_gets(repo),
-            registry.manifest_heads(repo),
-            registry.blob_gets(repo)
-        ),
+        (registry.manifest_gets(repo), registry.manifest_heads(repo), registry.blob_gets(repo)),
         (1, 0, 1)
     );
 
     // Within the TTL: no request at all.
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     assert_eq!(
-        (
-            registry.manifest_gets(repo),
-            registry.manifest_heads(repo),
-            registry.blob_gets(repo)
-        ),
+        (registry.manifest_gets(repo), registry.manifest_heads(repo), registry.blob_gets(repo)),
         (1, 0, 1)
     );
 
@@ -414,11 +337,7 @@ async fn after_the_tag_ttl_only_the_digest_is_asked_again() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     assert_eq!(
-        (
-            registry.manifest_gets(repo),
-            registry.manifest_heads(repo),
-            registry.blob_gets(repo)
-        ),
+        (registry.manifest_gets(repo), registry.manifest_heads(repo), registry.blob_gets(repo)),
         (1, 1, 1)
     );
 
@@ -426,21 +345,14 @@ async fn after_the_tag_ttl_only_the_digest_is_asked_again() {
     let moved = registry.push_image(repo, "12.8.1-runtime", &cuda_config("12.9.0", REQUIRE_12_8));
     tokio::time::sleep(Duration::from_millis(400)).await;
     let facts = found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
-    assert_eq!(
-        (facts.cuda_version.as_deref(), facts.digest),
-        (Some("12.9.0"), moved)
-    );
+    assert_eq!((facts.cuda_version.as_deref(), facts.digest), (Some("12.9.0"), moved));
     assert_eq!(registry.blob_gets(repo), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_lookups_of_one_image_share_one_fetch() {
     let registry = FakeRegistry::start(Auth::None).await;
-    registry.push_image(
-        "nvidia/tritonserver",
-        "25.12-py3",
-        &cuda_config("13.1.0", REQUIRE_13_1),
-    );
+    registry.push_image("nvidia/tritonserver", "25.12-py3", &cuda_config("13.1.0", REQUIRE_13_1));
     registry.set_delay("nvidia/tritonserver", Duration::from_millis(300));
     let resolver = resolver(options(&registry));
     let image = format!("{}/nvidia/tritonserver:25.12-py3", registry.host());
@@ -457,10 +369,7 @@ async fn concurrent_lookups_of_one_image_share_one_fetch() {
         }
     }
     let repo = "nvidia/tritonserver";
-    assert_eq!(
-        (registry.manifest_gets(repo), registry.blob_gets(repo)),
-        (1, 1)
-    );
+    assert_eq!((registry.manifest_gets(repo), registry.blob_gets(repo)), (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -474,62 +383,37 @@ async fn failures_are_one_line_and_remembered_briefly() {
     });
 
     let missing = format!("{}/nvidia/cuda:99.0", registry.host());
-    let reason = failed(
-        resolver
-            .resolve(&missing, &Platform::default(), BUDGET)
-            .await,
-    );
+    let reason = failed(resolver.resolve(&missing, &Platform::default(), BUDGET).await);
     assert!(reason.contains("nvidia/cuda:99.0"), "{reason}");
     let broken = format!("{}/broken/image:1", registry.host());
-    let reason = failed(
-        resolver
-            .resolve(&broken, &Platform::default(), BUDGET)
-            .await,
-    );
+    let reason = failed(resolver.resolve(&broken, &Platform::default(), BUDGET).await);
     assert!(reason.contains("broken/image:1"), "{reason}");
     let gets = registry.manifest_gets("broken/image");
     assert_eq!(gets, 1);
 
     // Within the negative TTL: the same answer, no request.
-    let again = failed(
-        resolver
-            .resolve(&broken, &Platform::default(), BUDGET)
-            .await,
-    );
+    let again = failed(resolver.resolve(&broken, &Platform::default(), BUDGET).await);
     assert_eq!(again, reason);
     assert_eq!(registry.manifest_gets("broken/image"), gets);
 
     // After it, asked again; the registry has recovered.
     tokio::time::sleep(Duration::from_millis(500)).await;
     registry.clear_faults("broken/image");
-    let facts = found(
-        resolver
-            .resolve(&broken, &Platform::default(), BUDGET)
-            .await,
-    );
+    let facts = found(resolver.resolve(&broken, &Platform::default(), BUDGET).await);
     assert_eq!(facts.cuda_version.as_deref(), Some("12.8.1"));
     assert_eq!(registry.manifest_gets("broken/image"), gets + 1);
 
     let bad = self::reason(
-        resolver
-            .resolve("Not A Reference", &Platform::default(), BUDGET)
-            .await,
+        resolver.resolve("Not A Reference", &Platform::default(), BUDGET).await,
         "refused",
     );
-    assert_eq!(
-        bad,
-        "\"Not A Reference\" is not an image reference: invalid reference format"
-    );
+    assert_eq!(bad, "\"Not A Reference\" is not an image reference: invalid reference format");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lookups_and_cache_hits_are_counted() {
     let registry = FakeRegistry::start(Auth::None).await;
-    registry.push_image(
-        "nvidia/cuda",
-        "13.0.1-base",
-        &cuda_config("13.0.1", REQUIRE_13_1),
-    );
+    registry.push_image("nvidia/cuda", "13.0.1-base", &cuda_config("13.0.1", REQUIRE_13_1));
     let mut metrics_registry = Registry::with_prefix("gpu_policy");
     let metrics = ResolverMetrics::register(&mut metrics_registry);
     let resolver =
@@ -537,12 +421,7 @@ async fn lookups_and_cache_hits_are_counted() {
     let image = format!("{}/nvidia/cuda:13.0.1-base", registry.host());
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
     found(resolver.resolve(&image, &Platform::default(), BUDGET).await);
-    reason(
-        resolver
-            .resolve("Not A Reference", &Platform::default(), BUDGET)
-            .await,
-        "refused",
-    );
+    reason(resolver.resolve("Not A Reference", &Platform::default(), BUDGET).await, "refused");
 
     let mut text = String::new();
     if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &metrics_registry) {
@@ -555,10 +434,7 @@ async fn lookups_and_cache_hits_are_counted() {
         "gpu_policy_image_cache_hits_total{cache=\"config\"} 1",
         "gpu_policy_image_fetch_duration_seconds_count 1",
     ] {
-        assert!(
-            text.lines().any(|l| l == line),
-            "missing {line:?} in\n{text}"
-        );
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }
     assert_eq!(registry.count(Method::GET, "nvidia/cuda", "blobs"), 1);
 }
@@ -587,25 +463,16 @@ async fn fetches_beyond_the_limit_wait_for_a_turn() {
         registry.push_image(repository, "1", &cuda_config(version, REQUIRE_12_8));
         registry.set_delay(repository, Duration::from_millis(500));
     }
-    let resolver = resolver(ResolverOptions {
-        max_concurrent_fetches: 1,
-        ..options(&registry)
-    });
-    let images = [
-        format!("{}/team/one:1", registry.host()),
-        format!("{}/team/two:1", registry.host()),
-    ];
+    let resolver = resolver(ResolverOptions { max_concurrent_fetches: 1, ..options(&registry) });
+    let images =
+        [format!("{}/team/one:1", registry.host()), format!("{}/team/two:1", registry.host())];
     let started = Instant::now();
-    let answers = resolver
-        .resolve_all("ml", &images, &Platform::default(), Duration::from_secs(4))
-        .await;
+    let answers =
+        resolver.resolve_all("ml", &images, &Platform::default(), Duration::from_secs(4)).await;
     // Each fetch makes at least two delayed requests (manifest, config):
     // one after the other, they take at least 2 s in all.
     let elapsed = started.elapsed();
-    assert!(
-        elapsed >= Duration::from_secs(2),
-        "took {elapsed:?}: not one at a time"
-    );
+    assert!(elapsed >= Duration::from_secs(2), "took {elapsed:?}: not one at a time");
     for (_, lookup) in answers {
         found(lookup);
     }
@@ -626,10 +493,8 @@ async fn new_credentials_take_effect_and_clear_remembered_failures() {
         Credentials::from_docker_config(file.to_string().as_bytes())
             .unwrap_or_else(|err| panic!("{err}"))
     };
-    let resolver = resolver(ResolverOptions {
-        credentials: credentials("old"),
-        ..options(&registry)
-    });
+    let resolver =
+        resolver(ResolverOptions { credentials: credentials("old"), ..options(&registry) });
     failed(resolver.resolve(&image, &Platform::default(), BUDGET).await);
 
     if let Err(err) = resolver.set_credentials(credentials("rotated")) {
@@ -642,18 +507,10 @@ async fn new_credentials_take_effect_and_clear_remembered_failures() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_budget_past_any_clock_is_no_panic() {
     let registry = FakeRegistry::start(Auth::None).await;
-    registry.push_image(
-        "nvidia/cuda",
-        "13.0.1-base",
-        &cuda_config("13.0.1", REQUIRE_13_1),
-    );
+    registry.push_image("nvidia/cuda", "13.0.1-base", &cuda_config("13.0.1", REQUIRE_13_1));
     let resolver = resolver(options(&registry));
     let image = format!("{}/nvidia/cuda:13.0.1-base", registry.host());
-    let answers = resolver
-        .resolve_all("ml", [image.as_str()], &Platform::default(), Duration::MAX)
-        .await;
-    assert_eq!(
-        found(answers[0].1.clone()).cuda_version.as_deref(),
-        Some("13.0.1")
-    );
+    let answers =
+        resolver.resolve_all("ml", [image.as_str()], &Platform::default(), Duration::MAX).await;
+    assert_eq!(found(answers[0].1.clone()).cuda_version.as_deref(), Some("13.0.1"));
 }

@@ -29,16 +29,10 @@ async fn a_namespace_that_floods_the_queue_leaves_another_namespace_answered() {
         ..options(&silent)
     });
 
-    let flood: Vec<String> = (0..100)
-        .map(|n| format!("{}/team/silent:{n}", silent.host()))
-        .collect();
+    let flood: Vec<String> =
+        (0..100).map(|n| format!("{}/team/silent:{n}", silent.host())).collect();
     let answers = resolver
-        .resolve_all(
-            "tenant-a",
-            &flood,
-            &Platform::default(),
-            Duration::from_millis(200),
-        )
+        .resolve_all("tenant-a", &flood, &Platform::default(), Duration::from_millis(200))
         .await;
     let mut timed_out = 0;
     for (image, lookup) in answers {
@@ -56,16 +50,14 @@ async fn a_namespace_that_floods_the_queue_leaves_another_namespace_answered() {
 
     // The same namespace gets nothing more; another one is answered.
     let more = format!("{}/team/healthy:1", healthy.host());
-    let again = resolver
-        .resolve_all("tenant-a", [more.as_str()], &Platform::default(), BUDGET)
-        .await;
+    let again =
+        resolver.resolve_all("tenant-a", [more.as_str()], &Platform::default(), BUDGET).await;
     assert!(
         matches!(&again[0].1, Lookup::Refused(reason) if reason.contains("namespace tenant-a")),
         "{again:?}"
     );
-    let answers = resolver
-        .resolve_all("tenant-b", [more.as_str()], &Platform::default(), BUDGET)
-        .await;
+    let answers =
+        resolver.resolve_all("tenant-b", [more.as_str()], &Platform::default(), BUDGET).await;
     let facts = found(answers[0].1.clone());
     assert_eq!(facts.cuda_version.as_deref(), Some("13.0.1"));
 }

@@ -53,18 +53,14 @@ fn requests(shape: u8) -> Value {
 fn objects(namespace: &str, templates: &[u8], claims: &[u8]) -> Vec<Value> {
     let mut objects = Vec::new();
     for (i, shape) in templates.iter().enumerate() {
-        objects.push(
-            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": format!("tmpl-{i}"), "namespace": namespace},
-            "spec": {"spec": {"devices": {"requests": requests(*shape)}}}}),
-        );
+            "spec": {"spec": {"devices": {"requests": requests(*shape)}}}}));
     }
     for (i, shape) in claims.iter().enumerate() {
-        objects.push(
-            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": format!("rc-{i}"), "namespace": namespace},
-            "spec": {"devices": {"requests": requests(*shape)}}}),
-        );
+            "spec": {"devices": {"requests": requests(*shape)}}}));
     }
     objects
 }
@@ -82,11 +78,7 @@ fn pod_claim(index: usize, source: u8, target: usize) -> Value {
 
 /// One entry of a container's `resources.claims`.
 fn claim_use(claim: usize, request: u8) -> Value {
-    let name = if claim == 9 {
-        "ghost".to_owned()
-    } else {
-        format!("claim-{claim}")
-    };
+    let name = if claim == 9 { "ghost".to_owned() } else { format!("claim-{claim}") };
     match request {
         0..=5 => json!({"name": name}),
         6 => json!({"name": name, "request": "gpu"}),
@@ -98,10 +90,7 @@ fn claim_use(claim: usize, request: u8) -> Value {
 
 pub fn claimed_case() -> impl Strategy<Value = ClaimedCase> {
     let uses = prop::collection::vec(
-        prop::collection::vec(
-            (prop_oneof![9 => 0..4usize, 1 => Just(9usize)], 0..10u8),
-            0..=2,
-        ),
+        prop::collection::vec((prop_oneof![9 => 0..4usize, 1 => Just(9usize)], 0..10u8), 0..=2),
         12,
     );
     (
@@ -112,39 +101,37 @@ pub fn claimed_case() -> impl Strategy<Value = ClaimedCase> {
         uses,
         pick(&[false, false, true]),
     )
-        .prop_map(
-            |(mut case, templates, claims, pod_claims, uses, keep_class)| {
-                let spec = &mut case.pod["spec"];
-                strip_gpu_resources(spec);
-                if !keep_class && let Some(spec) = spec.as_object_mut() {
-                    spec.remove("runtimeClassName");
-                }
-                spec["resourceClaims"] = Value::Array(
-                    pod_claims
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (source, target))| pod_claim(i, *source, *target))
-                        .collect(),
-                );
-                let mut uses = uses.into_iter();
-                for field in ["initContainers", "containers", "ephemeralContainers"] {
-                    for c in spec[field].as_array_mut().into_iter().flatten() {
-                        let Some(mine) = uses.next().filter(|u| !u.is_empty()) else {
-                            continue;
-                        };
-                        if !c["resources"].is_object() {
-                            c["resources"] = json!({});
-                        }
-                        c["resources"]["claims"] = mine
-                            .into_iter()
-                            .map(|(claim, request)| claim_use(claim, request))
-                            .collect();
+        .prop_map(|(mut case, templates, claims, pod_claims, uses, keep_class)| {
+            let spec = &mut case.pod["spec"];
+            strip_gpu_resources(spec);
+            if !keep_class && let Some(spec) = spec.as_object_mut() {
+                spec.remove("runtimeClassName");
+            }
+            spec["resourceClaims"] = Value::Array(
+                pod_claims
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (source, target))| pod_claim(i, *source, *target))
+                    .collect(),
+            );
+            let mut uses = uses.into_iter();
+            for field in ["initContainers", "containers", "ephemeralContainers"] {
+                for c in spec[field].as_array_mut().into_iter().flatten() {
+                    let Some(mine) = uses.next().filter(|u| !u.is_empty()) else {
+                        continue;
+                    };
+                    if !c["resources"].is_object() {
+                        c["resources"] = json!({});
                     }
+                    c["resources"]["claims"] = mine
+                        .into_iter()
+                        .map(|(claim, request)| claim_use(claim, request))
+                        .collect();
                 }
-                let objects = objects(&case.namespace, &templates, &claims);
-                ClaimedCase { case, objects }
-            },
-        )
+            }
+            let objects = objects(&case.namespace, &templates, &claims);
+            ClaimedCase { case, objects }
+        })
 }
 
 /// What a use of a claim gives a container.
@@ -157,9 +144,7 @@ pub enum Resolution {
 
 fn is_gpu_request(request: &Value) -> bool {
     let gpu_class = |fields: &Value| {
-        fields["deviceClassName"]
-            .as_str()
-            .is_some_and(|c| GPU_CLASSES.contains(&c))
+        fields["deviceClassName"].as_str().is_some_and(|c| GPU_CLASSES.contains(&c))
     };
     gpu_class(&request["exactly"])
         || gpu_class(request)
@@ -173,11 +158,8 @@ fn is_gpu_request(request: &Value) -> bool {
 /// the objects, and the request named (its part before `/`), if any.
 pub fn resolve(pod: &Value, objects: &[Value], claim_use: &Value) -> Resolution {
     let name = claim_use["name"].as_str().unwrap_or_default();
-    let Some(pod_claim) = pod["spec"]["resourceClaims"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["name"] == name)
+    let Some(pod_claim) =
+        pod["spec"]["resourceClaims"].as_array().into_iter().flatten().find(|c| c["name"] == name)
     else {
         return Resolution::Unresolved;
     };
@@ -189,22 +171,15 @@ pub fn resolve(pod: &Value, objects: &[Value], claim_use: &Value) -> Resolution 
         (None, Some(claim)) => ("ResourceClaim", claim),
         (None, None) => return Resolution::Unresolved,
     };
-    let Some(object) = objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == target)
+    let Some(object) =
+        objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == target)
     else {
         return Resolution::Unresolved;
     };
-    let spec = if kind == "ResourceClaimTemplate" {
-        &object["spec"]["spec"]
-    } else {
-        &object["spec"]
-    };
-    let requests: Vec<&Value> = spec["devices"]["requests"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .collect();
+    let spec =
+        if kind == "ResourceClaimTemplate" { &object["spec"]["spec"] } else { &object["spec"] };
+    let requests: Vec<&Value> =
+        spec["devices"]["requests"].as_array().into_iter().flatten().collect();
     let used: Vec<&Value> = match claim_use["request"].as_str() {
         None => requests,
         Some(request) => {
@@ -215,11 +190,7 @@ pub fn resolve(pod: &Value, objects: &[Value], claim_use: &Value) -> Resolution 
             }
         }
     };
-    if used.into_iter().any(is_gpu_request) {
-        Resolution::Gpu
-    } else {
-        Resolution::NoGpu
-    }
+    if used.into_iter().any(is_gpu_request) { Resolution::Gpu } else { Resolution::NoGpu }
 }
 
 fn uses(c: &Value) -> impl Iterator<Item = &Value> {

@@ -60,14 +60,9 @@ pub fn bin_dir() -> PathBuf {
 }
 
 fn built() -> bool {
-    [
-        "kube-apiserver",
-        "kubectl",
-        "etcd",
-        "policy-status-controller",
-    ]
-    .iter()
-    .all(|name| bin_dir().join(name).is_file())
+    ["kube-apiserver", "kubectl", "etcd", "policy-status-controller"]
+        .iter()
+        .all(|name| bin_dir().join(name).is_file())
 }
 
 /// A running etcd and kube-apiserver, stopped (`control-plane.sh down`) when
@@ -184,17 +179,13 @@ impl ControlPlane {
     /// `kubectl apply --server-side -f -` of a YAML stream; must succeed.
     #[track_caller]
     pub fn apply(&self, yaml: &str) -> Run {
-        self.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(yaml))
-            .success()
+        self.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(yaml)).success()
     }
 
     /// `kubectl apply --dry-run=server -o json -f -`: the object as it would
     /// be stored, or the refusal on stderr.
     pub fn dry_run(&self, yaml: &str) -> Run {
-        self.kubectl_stdin(
-            &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
-            Some(yaml),
-        )
+        self.kubectl_stdin(&["apply", "--dry-run=server", "-o", "json", "-f", "-"], Some(yaml))
     }
 
     /// `kubectl create -f -` (a real write, unlike [`Self::dry_run`]).
@@ -218,9 +209,8 @@ impl ControlPlane {
     /// (without it the ServiceAccount admission plugin refuses every pod).
     #[track_caller]
     pub fn namespace(&self, name: &str, mode: Option<&str>) {
-        let labels = mode
-            .map(|mode| format!("\n  labels:\n    {MODE_LABEL}: {mode}"))
-            .unwrap_or_default();
+        let labels =
+            mode.map(|mode| format!("\n  labels:\n    {MODE_LABEL}: {mode}")).unwrap_or_default();
         self.apply(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}{labels}\n---\n\
              apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: default\n  namespace: {name}\n"
@@ -292,16 +282,11 @@ impl ControlPlane {
     /// `/version`, read once.
     pub fn minor(&self) -> u32 {
         *self.minor.get_or_init(|| {
-            let version = self
-                .kubectl_raw(&["get", "--raw", "/version"], None)
-                .success()
-                .value();
+            let version = self.kubectl_raw(&["get", "--raw", "/version"], None).success().value();
             // Distributions may append to it ("32+").
             let minor = version["minor"].as_str().unwrap_or_default();
             let digits = minor.trim_end_matches(|c: char| !c.is_ascii_digit());
-            digits
-                .parse()
-                .unwrap_or_else(|_| panic!("/version has no numeric minor: {version}"))
+            digits.parse().unwrap_or_else(|_| panic!("/version has no numeric minor: {version}"))
         })
     }
 
@@ -402,14 +387,8 @@ pub fn as_v1_dra(object: &mut Value) {
         return;
     }
     object["apiVersion"] = Value::from("resource.k8s.io/v1");
-    const EXACT: [&str; 6] = [
-        "deviceClassName",
-        "selectors",
-        "allocationMode",
-        "count",
-        "adminAccess",
-        "tolerations",
-    ];
+    const EXACT: [&str; 6] =
+        ["deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations"];
     for at in ["/spec/devices/requests", "/spec/spec/devices/requests"] {
         let Some(Value::Array(requests)) = object.pointer_mut(at) else {
             continue;
@@ -547,14 +526,7 @@ impl Webhook {
         let scratch = tempfile::tempdir().expect("tempdir");
         let kubeconfig = cluster.service_account_kubeconfig(scratch.path(), NAME, NAME);
         let server = Self::serve(cluster, &kubeconfig, port, &options).await;
-        let webhook = Self {
-            server,
-            url,
-            manifests,
-            options,
-            kubeconfig,
-            _scratch: scratch,
-        };
+        let webhook = Self { server, url, manifests, options, kubeconfig, _scratch: scratch };
         webhook.wait_for_ca_bundles(cluster);
         webhook
     }
@@ -621,20 +593,13 @@ impl Webhook {
             else {
                 return false;
             };
-            [
-                "mutatingwebhookconfiguration",
-                "validatingwebhookconfiguration",
-            ]
-            .iter()
-            .all(|kind| {
+            ["mutatingwebhookconfiguration", "validatingwebhookconfiguration"].iter().all(|kind| {
                 let config = cluster.kubectl(&["get", kind, NAME, "-o", "json"]);
                 let Ok(config) = config.stdout.parse::<Value>() else {
                     return false;
                 };
                 config["webhooks"].as_array().is_some_and(|hooks| {
-                    hooks
-                        .iter()
-                        .all(|hook| hook["clientConfig"]["caBundle"].as_str() == Some(&ca))
+                    hooks.iter().all(|hook| hook["clientConfig"]["caBundle"].as_str() == Some(&ca))
                 })
             })
         });

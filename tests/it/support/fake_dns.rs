@@ -58,10 +58,7 @@ fn answer(
         questions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(Question {
-                name: name.clone(),
-                record_type: query.query_type().to_string(),
-            });
+            .push(Question { name: name.clone(), record_type: query.query_type().to_string() });
         response.add_query(query.clone());
         let Some(addresses) = names.get(&name.to_ascii_lowercase()) else {
             response.metadata.response_code = ResponseCode::NXDomain;
@@ -107,11 +104,7 @@ impl FakeDns {
                 }
             }
         });
-        FakeDns {
-            addr,
-            questions,
-            task,
-        }
+        FakeDns { addr, questions, task }
     }
 
     /// Where the server listens: the resolver's name server.
@@ -121,10 +114,7 @@ impl FakeDns {
 
     /// Every question asked so far, in order.
     pub fn questions(&self) -> Vec<Question> {
-        self.questions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.questions.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The names asked so far, each once, in the order first asked.

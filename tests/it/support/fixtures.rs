@@ -68,10 +68,7 @@ pub fn example_manifests() -> Vec<PathBuf> {
 /// The file name of a fixture without its extension, e.g.
 /// `07-vllm-mistral-7b-deployment`.
 pub fn stem(path: &Path) -> String {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .expect("UTF-8 file name")
-        .to_owned()
+    path.file_stem().and_then(|s| s.to_str()).expect("UTF-8 file name").to_owned()
 }
 
 /// The documents of one file, in order.
@@ -118,9 +115,7 @@ fn objects_in(files: &[PathBuf]) -> Vec<(String, Value)> {
         .iter()
         .flat_map(|path| {
             let stem = stem(path);
-            load(path)
-                .into_iter()
-                .map(move |document| (stem.clone(), document.object))
+            load(path).into_iter().map(move |document| (stem.clone(), document.object))
         })
         .collect()
 }
@@ -137,10 +132,7 @@ pub fn objects_of(prefix: &str) -> Vec<Value> {
 
 /// The first object of the fixture whose file name starts with `prefix`.
 pub fn fixture(prefix: &str) -> Value {
-    objects_of(prefix)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("fixture {prefix} is empty"))
+    objects_of(prefix).into_iter().next().unwrap_or_else(|| panic!("fixture {prefix} is empty"))
 }
 
 pub fn is_pod(object: &Value) -> bool {
@@ -165,11 +157,7 @@ impl FixturePod {
 
     /// `<stem>`, or `<stem> template` for a pod made from a template.
     pub fn label(&self) -> String {
-        if self.is_template() {
-            format!("{} template", self.stem)
-        } else {
-            self.stem.clone()
-        }
+        if self.is_template() { format!("{} template", self.stem) } else { self.stem.clone() }
     }
 }
 
@@ -185,11 +173,7 @@ pub fn pods(suffix: &str, owner_uid: &str) -> Vec<FixturePod> {
             pod_of_workload(&object, suffix, owner_uid)
         };
         if let Some(pod) = pod {
-            pods.push(FixturePod {
-                stem,
-                source: object,
-                pod,
-            });
+            pods.push(FixturePod { stem, source: object, pod });
         }
     }
     assert_eq!(pods.len(), 21, "12 pods and 9 workload templates");

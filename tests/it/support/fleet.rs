@@ -95,11 +95,8 @@ const PRODUCTS: [(&str, &str, u32, u32, u32, u32); 5] = [
 /// supports (major, minor).
 type Driver = ((u32, u32, u32), (u32, u32));
 
-const DRIVERS: [Driver; 3] = [
-    ((535, 183, 1), (12, 2)),
-    ((550, 90, 7), (12, 4)),
-    ((570, 124, 6), (12, 8)),
-];
+const DRIVERS: [Driver; 3] =
+    [((535, 183, 1), (12, 2)), ((550, 90, 7), (12, 4)), ((570, 124, 6), (12, 8))];
 
 /// GPU node `i`: GFD's labels of both generations, the device plugin's
 /// allocatable, and the status a kubelet reports.
@@ -242,10 +239,7 @@ pub fn device_classes() -> [Value; 2] {
                "spec": {"selectors": [{"cel": {"expression": format!(
                    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{kind}'")}}]}})
     };
-    [
-        class("gpu.nvidia.com", "gpu"),
-        class("mig.nvidia.com", "mig"),
-    ]
+    [class("gpu.nvidia.com", "gpu"), class("mig.nvidia.com", "mig")]
 }
 
 /// The GPU operator's RuntimeClass.

@@ -13,9 +13,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 fn venv_bin(program: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target/test-venv/bin")
-        .join(program);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin").join(program);
     assert!(
         path.is_file(),
         "{} is not installed: `.ci/run` installs kubernetes-validate \
@@ -80,10 +78,7 @@ pub fn validate_strict(yaml: &str, version: &str) -> Result<(), Vec<String>> {
     if output.status.success() && problems.is_empty() {
         Ok(())
     } else if problems.is_empty() {
-        Err(vec![format!(
-            "kubernetes-validate failed ({}) without a message",
-            output.status
-        )])
+        Err(vec![format!("kubernetes-validate failed ({}) without a message", output.status)])
     } else {
         Err(problems)
     }

@@ -77,11 +77,7 @@ pub fn pod_sized_to(
     });
     let entries = shape.env_entries();
     let pod = large_pod(name, shape, room / entries, room % entries);
-    assert_eq!(
-        body_len(&pod),
-        target,
-        "the body grows by one byte per value byte"
-    );
+    assert_eq!(body_len(&pod), target, "the body grows by one byte per value byte");
     pod
 }
 
@@ -89,19 +85,14 @@ pub fn pod_sized_to(
 /// picks, so that neighbouring values differ.
 fn env_value(entry: usize, len: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    (0..len)
-        .map(|i| char::from(ALPHABET[(entry + i) % ALPHABET.len()]))
-        .collect()
+    (0..len).map(|i| char::from(ALPHABET[(entry + i) % ALPHABET.len()])).collect()
 }
 
 /// Small reviews answered before the base is read, so that the base holds
 /// what the first requests allocate for good (TLS sessions, the runtime's
 /// buffers, the metrics' label sets).
 const WARM_UP_REVIEWS: usize = 5;
-const WARM_UP_SHAPE: Shape = Shape {
-    containers: 2,
-    env_per_container: 3,
-};
+const WARM_UP_SHAPE: Shape = Shape { containers: 2, env_per_container: 3 };
 
 /// The server's `VmRSS` after it has answered [`WARM_UP_REVIEWS`] small
 /// reviews of the path large ones take: the base a review's peak is
@@ -111,10 +102,7 @@ pub async fn warmed_up_base(server: &Server) -> u64 {
     let small = large_pod("small", WARM_UP_SHAPE, 8, 0);
     for _ in 0..WARM_UP_REVIEWS {
         let pinned = connection.mutated(&small).await;
-        assert_eq!(
-            pinned["metadata"]["annotations"][MUTATIONS],
-            "visible-devices"
-        );
+        assert_eq!(pinned["metadata"]["annotations"][MUTATIONS], "visible-devices");
     }
     server.memory("VmRSS")
 }

@@ -92,11 +92,7 @@ impl LateWebhook {
                 }
             });
         });
-        Self {
-            port,
-            ca_pem,
-            stop: Some(stop),
-        }
+        Self { port, ca_pem, stop: Some(stop) }
     }
 
     /// Its MutatingWebhookConfiguration, for pods created in `namespace`.
@@ -125,12 +121,7 @@ impl LateWebhook {
 
 /// The container `late` added to a pod that has none.
 async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|body| body.to_bytes())
-        .unwrap_or_default();
+    let body = request.into_body().collect().await.map(|body| body.to_bytes()).unwrap_or_default();
     let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let request = &review["request"];
     let has_late = request["object"]["spec"]["containers"]

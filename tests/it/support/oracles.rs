@@ -13,11 +13,8 @@ use super::pods::{
     REQUIRED, UNKNOWN_KEYS, expression, known_count,
 };
 
-pub const ALLOWLISTED_DAEMONSETS: [&str; 3] = [
-    "nvidia-gpu-exporter",
-    "nvidia-device-plugin-daemonset",
-    "gpu-feature-discovery",
-];
+pub const ALLOWLISTED_DAEMONSETS: [&str; 3] =
+    ["nvidia-gpu-exporter", "nvidia-device-plugin-daemonset", "gpu-feature-discovery"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -71,10 +68,8 @@ pub fn gpu_status(kind: Kind, c: &Value) -> Option<bool> {
 
 /// `Some(true)`: a GPU pod; `Some(false)`: surely not; `None`: undecided.
 pub fn pod_gpu(pod: &Value) -> Option<bool> {
-    let statuses: Vec<Option<bool>> = containers(pod)
-        .into_iter()
-        .map(|(kind, c)| gpu_status(kind, c))
-        .collect();
+    let statuses: Vec<Option<bool>> =
+        containers(pod).into_iter().map(|(kind, c)| gpu_status(kind, c)).collect();
     if statuses.contains(&Some(true)) {
         Some(true)
     } else if statuses.contains(&None) {
@@ -85,9 +80,7 @@ pub fn pod_gpu(pod: &Value) -> Option<bool> {
 }
 
 pub fn fully_decided(pod: &Value) -> bool {
-    containers(pod)
-        .into_iter()
-        .all(|(kind, c)| gpu_status(kind, c).is_some())
+    containers(pod).into_iter().all(|(kind, c)| gpu_status(kind, c).is_some())
 }
 
 /// Rule 5 for a pod: namespace and controller owner reference.
@@ -101,9 +94,7 @@ pub fn pod_allowlisted(pod: &Value, namespace: &str) -> bool {
     namespace == "kube-system"
         && owner.is_some_and(|r| {
             r["kind"] == "DaemonSet"
-                && r["name"]
-                    .as_str()
-                    .is_some_and(|n| ALLOWLISTED_DAEMONSETS.contains(&n))
+                && r["name"].as_str().is_some_and(|n| ALLOWLISTED_DAEMONSETS.contains(&n))
         })
 }
 
@@ -165,10 +156,7 @@ pub fn capability(raw: &str) -> Option<(u32, u32)> {
 }
 
 pub fn image_minimum(image: &str) -> Option<(u32, u32)> {
-    IMAGES
-        .iter()
-        .find(|(name, _)| *name == image)
-        .and_then(|(_, minimum)| *minimum)
+    IMAGES.iter().find(|(name, _)| *name == image).and_then(|(_, minimum)| *minimum)
 }
 
 pub fn is_cuda13(image: &str) -> bool {
@@ -181,9 +169,7 @@ pub fn expected_minimum(
     pod: &Value,
     namespace_annotations: &BTreeMap<String, String>,
 ) -> Option<(u32, u32)> {
-    let namespace = namespace_annotations
-        .get(MIN_CC)
-        .and_then(|raw| capability(raw));
+    let namespace = namespace_annotations.get(MIN_CC).and_then(|raw| capability(raw));
     let annotation = pod
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(MIN_CC))
@@ -204,14 +190,8 @@ pub fn driver_floor_alternatives() -> Vec<Vec<Value>> {
     let branches = ["535", "550", "565", "570", "575"];
     let mut out = Vec::new();
     for (runtime, driver) in [
-        (
-            "nvidia.com/cuda.runtime-version.major",
-            "nvidia.com/cuda.driver-version.major",
-        ),
-        (
-            "nvidia.com/cuda.runtime.major",
-            "nvidia.com/cuda.driver.major",
-        ),
+        ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.driver-version.major"),
+        ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.driver.major"),
     ] {
         out.push(vec![expression(runtime, "Gt", &["12"])]);
         out.push(vec![expression(driver, "In", &branches)]);
@@ -232,9 +212,8 @@ pub fn pod_alternatives(
     pod: &Value,
     namespace_annotations: &BTreeMap<String, String>,
 ) -> Vec<Vec<Value>> {
-    let compute = expected_minimum(pod, namespace_annotations)
-        .map(alternatives)
-        .unwrap_or_default();
+    let compute =
+        expected_minimum(pod, namespace_annotations).map(alternatives).unwrap_or_default();
     if !has_driver_floor(pod) {
         return compute;
     }
@@ -267,10 +246,7 @@ pub fn alternatives((major, minor): (u32, u32)) -> Vec<Vec<Value>> {
 }
 
 pub fn match_expressions(term: &Value) -> Vec<Value> {
-    term["matchExpressions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    term["matchExpressions"].as_array().cloned().unwrap_or_default()
 }
 
 /// Whether a node with these GFD labels satisfies the compute expressions of
@@ -337,12 +313,7 @@ pub fn expected_terms(original: &Value, alternatives: &[Vec<Value>]) -> Vec<Valu
         }
         for alternative in alternatives {
             let mut all = expressions.clone();
-            all.extend(
-                alternative
-                    .iter()
-                    .filter(|e| !expressions.contains(e))
-                    .cloned(),
-            );
+            all.extend(alternative.iter().filter(|e| !expressions.contains(e)).cloned());
             let mut multiplied = term.clone();
             multiplied["matchExpressions"] = Value::Array(all);
             expected.push(multiplied);
@@ -355,10 +326,7 @@ pub fn expected_terms(original: &Value, alternatives: &[Vec<Value>]) -> Vec<Valu
 /// duplicates to their own property).
 pub fn without_duplicates(term: &Value) -> Value {
     let mut term = term.clone();
-    if let Some(list) = term
-        .get_mut("matchExpressions")
-        .and_then(Value::as_array_mut)
-    {
+    if let Some(list) = term.get_mut("matchExpressions").and_then(Value::as_array_mut) {
         let mut unique: Vec<Value> = Vec::new();
         for e in list.drain(..) {
             if !unique.contains(&e) {
@@ -376,9 +344,7 @@ pub fn count_of(c: &Value, resource: &str) -> Option<u64> {
     let resources = &c["resources"];
     match resources["limits"].get(resource) {
         Some(limit) => known_count(limit),
-        None => resources["requests"]
-            .get(resource)
-            .map_or(Some(0), known_count),
+        None => resources["requests"].get(resource).map_or(Some(0), known_count),
     }
 }
 
@@ -500,13 +466,7 @@ pub fn mutation_tokens(pod: &Value) -> Option<Vec<String>> {
     pod.pointer("/metadata/annotations")
         .and_then(|a| a.get(MUTATIONS))
         .and_then(Value::as_str)
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
+        .map(|v| v.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect())
 }
 
 pub fn check_warnings(warnings: &[String]) -> Result<(), TestCaseError> {

@@ -28,18 +28,10 @@ pub const LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContaine
 /// Keys no Kubernetes version knows; they must survive every patch.
 pub const UNKNOWN_KEYS: [&str; 3] = ["futureField", "zz~/weird", "x.k8s.io/new~1field"];
 
-pub const GPU_RESOURCES: [&str; 3] = [
-    "nvidia.com/gpu",
-    "nvidia.com/mig-1g.5gb",
-    "nvidia.com/gpu.shared",
-];
-pub const RESOURCES: [&str; 5] = [
-    "nvidia.com/gpu",
-    "nvidia.com/mig-1g.5gb",
-    "nvidia.com/gpu.shared",
-    "cpu",
-    "memory",
-];
+pub const GPU_RESOURCES: [&str; 3] =
+    ["nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpu.shared"];
+pub const RESOURCES: [&str; 5] =
+    ["nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpu.shared", "cpu", "memory"];
 
 /// Images and the minimum compute capability the spec's image table gives
 /// them (`nvidia/cuda:13.*` 7.5, `12.*` 5.0, `11.*` 3.5, with `nvcr.io/`
@@ -48,16 +40,10 @@ pub const RESOURCES: [&str; 5] = [
 /// image, which also carries a driver floor, see [`DRIVER_FLOOR_IMAGE`]).
 pub const IMAGES: [(&str, Option<(u32, u32)>); 12] = [
     ("nvidia/cuda:13.0.1-base-ubuntu24.04", Some((7, 5))),
-    (
-        "docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04",
-        Some((7, 5)),
-    ),
+    ("docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04", Some((7, 5))),
     ("nvidia/cuda:12.6.3-runtime", Some((5, 0))),
     ("nvcr.io/nvidia/cuda:11.8.0-base", Some((3, 5))),
-    (
-        "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
-        Some((7, 0)),
-    ),
+    ("pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime", Some((7, 0))),
     ("busybox", None),
     ("vllm/vllm-openai:latest", None),
     // Not the official image: the pattern is anchored.
@@ -74,12 +60,8 @@ pub const IMAGES: [(&str, Option<(u32, u32)>); 12] = [
 /// 565, 570 and 575.
 pub const DRIVER_FLOOR_IMAGE: &str = "vllm/vllm-openai:v0.11.0-cu130";
 
-pub const MOUNT_PATHS: [&str; 4] = [
-    "/data",
-    "/scratch",
-    "/dev/nvidia0",
-    "/var/run/nvidia-container-devices/all",
-];
+pub const MOUNT_PATHS: [&str; 4] =
+    ["/data", "/scratch", "/dev/nvidia0", "/var/run/nvidia-container-devices/all"];
 
 pub const HOST_PATHS: [&str; 4] = ["/dev", "/dev/nvidia0", "/tmp", "/var/lib/x"];
 
@@ -160,10 +142,9 @@ fn unknown_fields(pods: Pods) -> impl Strategy<Value = Vec<(String, Value)>> {
     ];
     prop::collection::vec((pick(&UNKNOWN_KEYS), prop::sample::select(values)), 0..=2).prop_map(
         move |pairs| match pods {
-            Pods::Adversarial => pairs
-                .into_iter()
-                .map(|(key, value)| (key.to_owned(), value))
-                .collect(),
+            Pods::Adversarial => {
+                pairs.into_iter().map(|(key, value)| (key.to_owned(), value)).collect()
+            }
             Pods::SchemaValid => Vec::new(),
         },
     )
@@ -200,26 +181,15 @@ pub fn known_count(value: &Value) -> Option<u64> {
 }
 
 fn resource_map() -> impl Strategy<Value = Value> {
-    prop::collection::vec(
-        (
-            pick(&RESOURCES),
-            gpu_quantity(),
-            pick(&["500m", "1Gi", "2"]),
-        ),
-        0..=3,
-    )
-    .prop_map(|entries| {
-        let mut map = Obj::new();
-        for (name, gpu, other) in entries {
-            let value = if GPU_RESOURCES.contains(&name) {
-                gpu
-            } else {
-                json!(other)
-            };
-            map.insert(name.to_owned(), value);
-        }
-        Value::Object(map)
-    })
+    prop::collection::vec((pick(&RESOURCES), gpu_quantity(), pick(&["500m", "1Gi", "2"])), 0..=3)
+        .prop_map(|entries| {
+            let mut map = Obj::new();
+            for (name, gpu, other) in entries {
+                let value = if GPU_RESOURCES.contains(&name) { gpu } else { json!(other) };
+                map.insert(name.to_owned(), value);
+            }
+            Value::Object(map)
+        })
 }
 
 fn resources(pods: Pods) -> impl Strategy<Value = Option<Value>> {
@@ -274,11 +244,7 @@ fn whole_gpu_limits(resources: &mut Obj) {
 
 /// `None`: no `env` field.
 fn env(pods: Pods) -> impl Strategy<Value = Option<Value>> {
-    let entry = (
-        0..8u8,
-        pick(&["all", "void", "0,1", "none"]),
-        unknown_fields(pods),
-    );
+    let entry = (0..8u8, pick(&["all", "void", "0,1", "none"]), unknown_fields(pods));
     (0..8u8, prop::collection::vec(entry, 0..=4)).prop_map(|(shape, entries)| match shape {
         0 => None,
         1 => Some(Value::Null),
@@ -342,31 +308,29 @@ fn container(pods: Pods, init: bool) -> impl Strategy<Value = Obj> {
         security_context(),
         unknown_fields(pods),
     )
-        .prop_map(
-            move |(image, resources, env, sidecar, paths, security, extra)| {
-                let mut c = Obj::new();
-                if let Some(security) = security {
-                    c.insert("securityContext".into(), security);
-                }
-                if let Some((image, _)) = image {
-                    c.insert("image".into(), json!(image));
-                }
-                if let Some(resources) = resources {
-                    c.insert("resources".into(), resources);
-                }
-                if let Some(env) = env {
-                    c.insert("env".into(), env);
-                }
-                if init && sidecar {
-                    c.insert("restartPolicy".into(), json!("Always"));
-                }
-                if let Some(mounts) = mounts(paths) {
-                    c.insert("volumeMounts".into(), mounts);
-                }
-                extend(&mut c, extra);
-                c
-            },
-        )
+        .prop_map(move |(image, resources, env, sidecar, paths, security, extra)| {
+            let mut c = Obj::new();
+            if let Some(security) = security {
+                c.insert("securityContext".into(), security);
+            }
+            if let Some((image, _)) = image {
+                c.insert("image".into(), json!(image));
+            }
+            if let Some(resources) = resources {
+                c.insert("resources".into(), resources);
+            }
+            if let Some(env) = env {
+                c.insert("env".into(), env);
+            }
+            if init && sidecar {
+                c.insert("restartPolicy".into(), json!("Always"));
+            }
+            if let Some(mounts) = mounts(paths) {
+                c.insert("volumeMounts".into(), mounts);
+            }
+            extend(&mut c, extra);
+            c
+        })
 }
 
 fn ephemeral_container(pods: Pods) -> impl Strategy<Value = Obj> {
@@ -453,23 +417,20 @@ fn node_selector_term(pods: Pods) -> impl Strategy<Value = Value> {
 }
 
 fn affinity(pods: Pods) -> impl Strategy<Value = Option<Value>> {
-    let required = (
-        0..10u8,
-        prop::collection::vec(node_selector_term(pods), 0..=3),
-        unknown_fields(pods),
-    )
-        .prop_map(move |(shape, terms, extra)| match shape {
-            0 => None,
-            // The schemas require `nodeSelectorTerms`.
-            1 if pods == Pods::Adversarial => Some(json!({})),
-            1 | 2 => Some(json!({"nodeSelectorTerms": []})),
-            _ => {
-                let mut required = Obj::new();
-                required.insert("nodeSelectorTerms".into(), Value::Array(terms));
-                extend(&mut required, extra);
-                Some(Value::Object(required))
-            }
-        });
+    let required =
+        (0..10u8, prop::collection::vec(node_selector_term(pods), 0..=3), unknown_fields(pods))
+            .prop_map(move |(shape, terms, extra)| match shape {
+                0 => None,
+                // The schemas require `nodeSelectorTerms`.
+                1 if pods == Pods::Adversarial => Some(json!({})),
+                1 | 2 => Some(json!({"nodeSelectorTerms": []})),
+                _ => {
+                    let mut required = Obj::new();
+                    required.insert("nodeSelectorTerms".into(), Value::Array(terms));
+                    extend(&mut required, extra);
+                    Some(Value::Object(required))
+                }
+            });
     let node_affinity = (0..8u8, required, any::<bool>(), unknown_fields(pods)).prop_map(
         |(shape, required, preferred, extra)| match shape {
             0 => None,
@@ -571,12 +532,7 @@ pub const ANNOTATIONS: [(&str, &str); 13] = [
 ];
 
 fn string_map(pairs: Vec<(&str, &str)>) -> Value {
-    Value::Object(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), json!(v)))
-            .collect(),
-    )
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), json!(v))).collect())
 }
 
 fn owner_reference(kind: u8) -> Option<Value> {
@@ -604,42 +560,35 @@ fn metadata(pods: Pods) -> impl Strategy<Value = Option<Value>> {
         0..8u8,
         unknown_fields(pods),
     )
-        .prop_map(
-            move |(shape, labels, annotation_shape, annotations, owner, extra)| {
-                match shape {
-                    0 => return None,
-                    1 => return Some(Value::Null),
-                    _ => {}
+        .prop_map(move |(shape, labels, annotation_shape, annotations, owner, extra)| {
+            match shape {
+                0 => return None,
+                1 => return Some(Value::Null),
+                _ => {}
+            }
+            let mut meta = Obj::new();
+            meta.insert("name".into(), json!("pod-1"));
+            let labels: Vec<_> = labels.into_iter().filter(|(k, _)| pods.valid_key(k)).collect();
+            let annotations: Vec<_> =
+                annotations.into_iter().filter(|(k, _)| pods.valid_key(k)).collect();
+            if !labels.is_empty() {
+                meta.insert("labels".into(), string_map(labels));
+            }
+            match annotation_shape {
+                0 => {}
+                1 => {
+                    meta.insert("annotations".into(), Value::Null);
                 }
-                let mut meta = Obj::new();
-                meta.insert("name".into(), json!("pod-1"));
-                let labels: Vec<_> = labels
-                    .into_iter()
-                    .filter(|(k, _)| pods.valid_key(k))
-                    .collect();
-                let annotations: Vec<_> = annotations
-                    .into_iter()
-                    .filter(|(k, _)| pods.valid_key(k))
-                    .collect();
-                if !labels.is_empty() {
-                    meta.insert("labels".into(), string_map(labels));
+                _ => {
+                    meta.insert("annotations".into(), string_map(annotations));
                 }
-                match annotation_shape {
-                    0 => {}
-                    1 => {
-                        meta.insert("annotations".into(), Value::Null);
-                    }
-                    _ => {
-                        meta.insert("annotations".into(), string_map(annotations));
-                    }
-                }
-                if let Some(owner) = owner_reference(owner) {
-                    meta.insert("ownerReferences".into(), owner);
-                }
-                extend(&mut meta, extra);
-                Some(Value::Object(meta))
-            },
-        )
+            }
+            if let Some(owner) = owner_reference(owner) {
+                meta.insert("ownerReferences".into(), owner);
+            }
+            extend(&mut meta, extra);
+            Some(Value::Object(meta))
+        })
 }
 
 fn named(list: Vec<Obj>, prefix: &str) -> Value {

@@ -83,7 +83,5 @@ pub fn gpu_policy<S: AsRef<OsStr>>(args: &[S], stdin: Option<&str>) -> Run {
 /// [`gpu_policy`] from a test whose servers (the fake API server) run in
 /// its own runtime: on a blocking thread, so that they keep answering.
 pub async fn gpu_policy_beside(args: Vec<String>) -> Run {
-    tokio::task::spawn_blocking(move || gpu_policy(&args, None))
-        .await
-        .expect("the run ends")
+    tokio::task::spawn_blocking(move || gpu_policy(&args, None)).await.expect("the run ends")
 }

@@ -33,14 +33,7 @@ impl Query {
 }
 
 /// Words followed by a list of label names in parentheses.
-const LABEL_LISTS: &[&str] = &[
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-];
+const LABEL_LISTS: &[&str] = &["by", "without", "on", "ignoring", "group_left", "group_right"];
 /// Binary operators and modifiers spelled as words.
 const KEYWORDS: &[&str] = &["and", "or", "unless", "offset", "bool"];
 /// Aggregation operators, which may be followed by `by`/`without` rather
@@ -217,10 +210,7 @@ impl Tokens {
 /// (`$namespace`, `${job}`, `$__rate_interval`) may appear where PromQL
 /// has a value, a duration or a string.
 pub fn parse(expr: &str) -> Query {
-    let mut tokens = Tokens {
-        chars: expr.chars().collect(),
-        at: 0,
-    };
+    let mut tokens = Tokens { chars: expr.chars().collect(), at: 0 };
     let mut query = Query::default();
     while let Some(c) = tokens.next_significant() {
         match c {
@@ -267,15 +257,9 @@ pub fn parse(expr: &str) -> Query {
                 {
                     // `sum by (le) (...)`.
                 } else {
-                    let (labels, name) = if next == Some('{') {
-                        tokens.matchers()
-                    } else {
-                        (BTreeSet::new(), None)
-                    };
-                    query.selectors.push(Selector {
-                        metric: name.unwrap_or(word),
-                        labels,
-                    });
+                    let (labels, name) =
+                        if next == Some('{') { tokens.matchers() } else { (BTreeSet::new(), None) };
+                    query.selectors.push(Selector { metric: name.unwrap_or(word), labels });
                 }
             }
             _ => tokens.at += 1,
@@ -317,16 +301,9 @@ pub fn exposed_series(exposition: &str) -> BTreeMap<String, BTreeSet<String>> {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let mut tokens = Tokens {
-            chars: line.chars().collect(),
-            at: 0,
-        };
+        let mut tokens = Tokens { chars: line.chars().collect(), at: 0 };
         let name = tokens.take_while(is_identifier);
-        let labels = if tokens.peek() == Some('{') {
-            tokens.matchers().0
-        } else {
-            BTreeSet::new()
-        };
+        let labels = if tokens.peek() == Some('{') { tokens.matchers().0 } else { BTreeSet::new() };
         series.entry(name).or_default().extend(labels);
     }
     series

@@ -48,11 +48,7 @@ pub fn validate(objects: &[Value]) -> Result<String, String> {
     let output = child.wait_with_output().expect("the validator ends");
     let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}\n{stderr}"))
-    }
+    if output.status.success() { Ok(stdout) } else { Err(format!("{stdout}\n{stderr}")) }
 }
 
 /// One result of a report as the tests compare them: (`result`, `rule`,
@@ -71,12 +67,6 @@ pub fn rows(report: &Value) -> Vec<Row> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| {
-            (
-                text(&r["result"]),
-                text(&r["rule"]),
-                text(&r["resources"][0]["name"]),
-            )
-        })
+        .map(|r| (text(&r["result"]), text(&r["rule"]), text(&r["resources"][0]["name"])))
         .collect()
 }

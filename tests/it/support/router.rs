@@ -23,10 +23,7 @@ impl InProcess {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|err| format!("a runtime: {err}"))?;
-        Ok(Self {
-            router: router(Arc::new(AppState::new(settings))),
-            runtime,
-        })
+        Ok(Self { router: router(Arc::new(AppState::new(settings))), runtime })
     }
 
     /// POSTs `body` as JSON to `path`: the status and the answer's bytes.

@@ -61,11 +61,7 @@ pub fn template_pod(workload: &Value) -> Option<Value> {
 }
 
 pub fn namespace_of(object: &Value) -> String {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or(NAMESPACE)
-        .to_owned()
+    object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(NAMESPACE).to_owned()
 }
 
 /// The fixture pod 11 with `gpus` cards in its only container's limits.
@@ -185,9 +181,7 @@ pub async fn handshake_from(
             .await
             .map_err(|e| format!("TLS handshake: {e}"))
     };
-    timeout(IO_TIMEOUT, handshake)
-        .await
-        .map_err(|_| "TLS handshake timed out".to_owned())?
+    timeout(IO_TIMEOUT, handshake).await.map_err(|_| "TLS handshake timed out".to_owned())?
 }
 
 impl Connection {
@@ -207,10 +201,7 @@ impl Connection {
         let tls = handshake_from(source, addr, config).await?;
         let (_, session) = tls.get_ref();
         if session.alpn_protocol() != Some(b"http/1.1") {
-            return Err(format!(
-                "ALPN: expected http/1.1, got {:?}",
-                session.alpn_protocol()
-            ));
+            return Err(format!("ALPN: expected http/1.1, got {:?}", session.alpn_protocol()));
         }
         let peer_certificate = session
             .peer_certificates()
@@ -240,10 +231,7 @@ impl Connection {
         tokio::spawn(async move {
             let _ = driver.await;
         });
-        Ok(Self {
-            sender,
-            peer_certificate: Vec::new(),
-        })
+        Ok(Self { sender, peer_certificate: Vec::new() })
     }
 
     pub async fn send(
@@ -254,10 +242,7 @@ impl Connection {
         body: Vec<u8>,
     ) -> Result<Reply, String> {
         let exchange = async {
-            self.sender
-                .ready()
-                .await
-                .map_err(|e| format!("connection not ready: {e}"))?;
+            self.sender.ready().await.map_err(|e| format!("connection not ready: {e}"))?;
             let mut request = Request::builder()
                 .method(method)
                 .uri(path)
@@ -265,14 +250,9 @@ impl Connection {
             if let Some(content_type) = content_type {
                 request = request.header(CONTENT_TYPE, content_type);
             }
-            let request = request
-                .body(Full::new(Bytes::from(body)))
-                .expect("a valid request");
-            let response = self
-                .sender
-                .send_request(request)
-                .await
-                .map_err(|e| format!("request: {e}"))?;
+            let request = request.body(Full::new(Bytes::from(body))).expect("a valid request");
+            let response =
+                self.sender.send_request(request).await.map_err(|e| format!("request: {e}"))?;
             let status = response.status().as_u16();
             let content_type = response
                 .headers()
@@ -285,11 +265,7 @@ impl Connection {
                 .await
                 .map_err(|e| format!("response body: {e}"))?
                 .to_bytes();
-            Ok(Reply {
-                status,
-                content_type,
-                body,
-            })
+            Ok(Reply { status, content_type, body })
         };
         timeout(IO_TIMEOUT, exchange)
             .await
@@ -298,8 +274,7 @@ impl Connection {
 
     /// POSTs `body` as `application/json`.
     pub async fn post(&mut self, path: &str, body: Vec<u8>) -> Result<Reply, String> {
-        self.send(Method::POST, path, Some("application/json"), body)
-            .await
+        self.send(Method::POST, path, Some("application/json"), body).await
     }
 
     /// POSTs a review of `object` with a fresh uid; the 200 response.
@@ -344,10 +319,7 @@ pub fn patch_of(response: &Value) -> Option<json_patch::Patch> {
                 .decode(encoded)
                 .unwrap_or_else(|err| panic!("patch is not base64 ({err}): {encoded}"));
             let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap_or_else(|err| {
-                panic!(
-                    "patch is not a JSON Patch ({err}): {}",
-                    String::from_utf8_lossy(&bytes)
-                )
+                panic!("patch is not a JSON Patch ({err}): {}", String::from_utf8_lossy(&bytes))
             });
             Some(patch)
         }
@@ -369,9 +341,7 @@ pub fn patched(object: &Value, patch: &json_patch::Patch) -> Value {
 pub async fn admit_as(server: &Server, config: Arc<ClientConfig>) -> Result<Value, String> {
     let mut connection = Connection::tls(server.admission, config).await?;
     let uid = next_uid();
-    let reply = connection
-        .post(MUTATE, body_of(&review(&pod_with_gpus(1), &uid, false)))
-        .await?;
+    let reply = connection.post(MUTATE, body_of(&review(&pod_with_gpus(1), &uid, false))).await?;
     Ok(reply.admission(&uid))
 }
 
@@ -457,10 +427,7 @@ impl Server {
     ) -> (Server, tempfile::TempDir) {
         let scratch = tempfile::tempdir().expect("tempdir");
         let kubeconfig = api.write_kubeconfig(scratch.path());
-        let options = Options {
-            kubeconfig: Some(kubeconfig),
-            ..options
-        };
+        let options = Options { kubeconfig: Some(kubeconfig), ..options };
         (Server::start(options, None).await, scratch)
     }
 
@@ -468,10 +435,7 @@ impl Server {
     /// the other options at their defaults: the attack suite's server.
     #[allow(dead_code)]
     pub async fn start_release() -> Server {
-        let options = Options {
-            release: true,
-            ..Default::default()
-        };
+        let options = Options { release: true, ..Default::default() };
         Self::start(options, None).await
     }
 
@@ -519,10 +483,8 @@ impl Server {
         let mut last_log = String::new();
         for _attempt in 0..5 {
             let scratch = tempfile::tempdir().expect("tempdir");
-            let certs_dir = options
-                .certs_dir
-                .clone()
-                .unwrap_or_else(|| scratch.path().join("certs"));
+            let certs_dir =
+                options.certs_dir.clone().unwrap_or_else(|| scratch.path().join("certs"));
             let admission_port = options.admission_port.unwrap_or_else(free_port);
             let admission = SocketAddr::from(([127, 0, 0, 1], admission_port));
             let mut operations = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -531,13 +493,8 @@ impl Server {
             }
             let log_path = scratch.path().join("server.log");
             let log = std::fs::File::create(&log_path).expect("log file");
-            let release = options
-                .release
-                .then(|| std::env::var(RELEASE_BINARY_VAR).ok())
-                .flatten();
-            let binary = release
-                .as_deref()
-                .unwrap_or(env!("CARGO_BIN_EXE_gpu-policy"));
+            let release = options.release.then(|| std::env::var(RELEASE_BINARY_VAR).ok()).flatten();
+            let binary = release.as_deref().unwrap_or(env!("CARGO_BIN_EXE_gpu-policy"));
             // taskset execs the binary: the child's pid is the server's.
             let mut command = match &options.cpus {
                 Some(cpus) => {
@@ -555,11 +512,7 @@ impl Server {
                 .arg(&certs_dir)
                 .args(["--log-format", "json", "--reload-interval", "1"]);
             if let Some((cert, key)) = &options.tls {
-                command
-                    .arg("--tls-cert")
-                    .arg(cert)
-                    .arg("--tls-key")
-                    .arg(key);
+                command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
             }
             if let Some(config) = &options.config {
                 command.arg("--config").arg(config);
@@ -670,10 +623,8 @@ impl Server {
     }
 
     pub async fn metrics(&self) -> String {
-        let reply = self
-            .operations_get("/metrics")
-            .await
-            .unwrap_or_else(|err| panic!("/metrics: {err}"));
+        let reply =
+            self.operations_get("/metrics").await.unwrap_or_else(|err| panic!("/metrics: {err}"));
         assert_eq!(reply.status, 200);
         reply.text()
     }
@@ -798,10 +749,7 @@ impl Server {
 }
 
 pub fn write_atomically(path: &Path, bytes: &[u8]) {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("file name");
+    let name = path.file_name().and_then(|n| n.to_str()).expect("file name");
     let temporary = path.with_file_name(format!(".{name}.tmp"));
     std::fs::write(&temporary, bytes).expect("write temporary file");
     std::fs::rename(&temporary, path).expect("rename into place");
@@ -874,17 +822,12 @@ pub async fn exchange_once(addr: SocketAddr, config: Arc<ClientConfig>, body: &[
                 .await
                 .map_err(|e| format!("read after {} response bytes: {e}", received.len()))?;
             if n == 0 {
-                return Err(format!(
-                    "connection closed after {} response bytes",
-                    received.len()
-                ));
+                return Err(format!("connection closed after {} response bytes", received.len()));
             }
             received.extend_from_slice(&chunk[..n]);
         }
     };
     Exchange::Sent(
-        timeout(IO_TIMEOUT, read)
-            .await
-            .unwrap_or_else(|_| Err("no response in time".to_owned())),
+        timeout(IO_TIMEOUT, read).await.unwrap_or_else(|_| Err("no response in time".to_owned())),
     )
 }

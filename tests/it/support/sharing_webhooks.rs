@@ -24,10 +24,7 @@ pub fn kai_mutate(pod: &Value) -> Value {
     if !is_fraction {
         return pod;
     }
-    let prefix = match annotations
-        .get("runai/shared-gpu-configmap")
-        .and_then(Value::as_str)
-    {
+    let prefix = match annotations.get("runai/shared-gpu-configmap").and_then(Value::as_str) {
         Some(prefix) => prefix.to_owned(),
         None => {
             let name = pod["metadata"]["name"].as_str().unwrap_or("pod");
@@ -36,9 +33,7 @@ pub fn kai_mutate(pod: &Value) -> Value {
             prefix
         }
     };
-    let named = annotations
-        .get("gpu-fraction-container-name")
-        .and_then(Value::as_str);
+    let named = annotations.get("gpu-fraction-container-name").and_then(Value::as_str);
     let (field, index) = share_container(&pod, named).expect("KAI refuses a pod without one");
     let configmap = if field == "initContainers" {
         format!("{prefix}-i{index}")
@@ -60,19 +55,12 @@ pub fn kai_mutate(pod: &Value) -> Value {
     }
     container["envFrom"] = json!(env_from);
     let volume = json!({"name": format!("{configmap}-vol"), "configMap": {"name": configmap}});
-    let mut volumes = pod["spec"]["volumes"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let mut volumes = pod["spec"]["volumes"].as_array().cloned().unwrap_or_default();
     if !volumes.contains(&volume) {
         volumes.push(volume);
     }
     pod["spec"]["volumes"] = json!(volumes);
-    if pod["spec"]["runtimeClassName"]
-        .as_str()
-        .unwrap_or("")
-        .is_empty()
-    {
+    if pod["spec"]["runtimeClassName"].as_str().unwrap_or("").is_empty() {
         pod["spec"]["runtimeClassName"] = json!("nvidia");
     }
     pod
@@ -84,20 +72,15 @@ fn share_container(pod: &Value, named: Option<&str>) -> Option<(&'static str, us
     let Some(name) = named else {
         return Some(("containers", 0));
     };
-    ["initContainers", "containers"]
-        .into_iter()
-        .find_map(|field| {
-            let list = pod["spec"][field].as_array()?;
-            let index = list.iter().position(|c| c["name"] == name)?;
-            Some((field, index))
-        })
+    ["initContainers", "containers"].into_iter().find_map(|field| {
+        let list = pod["spec"][field].as_array()?;
+        let index = list.iter().position(|c| c["name"] == name)?;
+        Some((field, index))
+    })
 }
 
-const HAMI_SHARES: [&str; 3] = [
-    "nvidia.com/gpumem",
-    "nvidia.com/gpucores",
-    "nvidia.com/gpumem-percentage",
-];
+const HAMI_SHARES: [&str; 3] =
+    ["nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage"];
 
 /// HAMi's webhook (chart defaults): a container with a share in its limits
 /// and no card count gets `nvidia.com/gpu: 1`; one with cards and no share
@@ -111,9 +94,8 @@ pub fn hami_mutate(pod: &Value) -> Value {
             continue;
         };
         for container in list {
-            let Some(limits) = container
-                .pointer_mut("/resources/limits")
-                .and_then(Value::as_object_mut)
+            let Some(limits) =
+                container.pointer_mut("/resources/limits").and_then(Value::as_object_mut)
             else {
                 continue;
             };
@@ -125,9 +107,7 @@ pub fn hami_mutate(pod: &Value) -> Value {
                 continue;
             }
             any = true;
-            let percentage = limits
-                .get("nvidia.com/gpumem-percentage")
-                .and_then(Value::as_i64);
+            let percentage = limits.get("nvidia.com/gpumem-percentage").and_then(Value::as_i64);
             let exclusive =
                 !limits.contains_key("nvidia.com/gpumem") && percentage.is_none_or(|p| p == 100);
             if exclusive && !limits.contains_key("nvidia.com/gpucores") {

@@ -28,9 +28,7 @@ pub fn client_config(ca_pem: &[u8]) -> Arc<ClientConfig> {
 pub fn client_config_as(ca_pem: &[u8], identity: Option<(&str, &str)>) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots
-            .add(cert.expect("CA PEM parses"))
-            .expect("CA is a valid root");
+        roots.add(cert.expect("CA PEM parses")).expect("CA is a valid root");
     }
     assert!(!roots.is_empty(), "no certificate in the CA file");
     let config =
@@ -45,9 +43,7 @@ pub fn client_config_as(ca_pem: &[u8], identity: Option<(&str, &str)>) -> Arc<Cl
                 .expect("client certificate PEM parses");
             let key =
                 PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("client key PEM parses");
-            config
-                .with_client_auth_cert(chain, key)
-                .expect("client certificate and key match")
+            config.with_client_auth_cert(chain, key).expect("client certificate and key match")
         }
         None => config.with_no_client_auth(),
     };

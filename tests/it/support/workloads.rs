@@ -13,10 +13,7 @@ pub fn pod_of_workload(workload: &Value, suffix: &str, owner_uid: &str) -> Optio
         .pointer("/spec/template")
         .or_else(|| workload.pointer("/spec/jobTemplate/spec/template"))?;
     let owner = workload.pointer("/metadata/name")?.as_str()?;
-    let mut metadata = template
-        .get("metadata")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let mut metadata = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
     metadata["name"] = json!(format!("{owner}-{suffix}"));
     if let Some(namespace) = workload.pointer("/metadata/namespace") {
         metadata["namespace"] = namespace.clone();

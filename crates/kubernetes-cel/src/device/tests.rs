@@ -39,14 +39,8 @@ fn check(expression: &str, device: &Device, expect: &Expect) {
     match (run(expression, device), expect) {
         (Ok(Ok(matched)), Match(want)) => assert_eq!(matched, *want, "{expression}"),
         (Ok(Err(error)), MatchError(want)) | (Err(error), CompileError(want)) => {
-            assert!(
-                error.contains(want),
-                "{expression}: {error:?} lacks {want:?}"
-            );
-            assert!(
-                !error.contains('\n'),
-                "{expression}: not one line: {error:?}"
-            );
+            assert!(error.contains(want), "{expression}: {error:?} lacks {want:?}");
+            assert!(!error.contains('\n'), "{expression}: not one line: {error:?}");
         }
         (outcome, _) => panic!("{expression}: expected {expect:?}, got {outcome:?}"),
     }
@@ -194,11 +188,7 @@ fn upstream_table(
 #[rstest]
 #[case::empty_driver_name(r#"device.driver == """#, "", Match(true))]
 #[case::real_driver_name(r#"device.driver == "dra.example.com""#, DRIVER, Match(true))]
-#[case::other_driver_name(
-    r#"device.driver == "dra.example.com""#,
-    "gpu.nvidia.com",
-    Match(false)
-)]
+#[case::other_driver_name(r#"device.driver == "dra.example.com""#, "gpu.nvidia.com", Match(false))]
 fn driver_name(#[case] expression: &str, #[case] driver: &str, #[case] expect: Expect) {
     check(expression, &device(driver, json!({}), json!({})), &expect);
 }
@@ -261,10 +251,7 @@ fn allow_multiple_allocations(#[case] expression: &str, #[case] allow: Option<bo
     r#"device.attributes == {"dra.example.com": {"name": "x"}}"#,
     Match(true)
 )]
-#[case::domains_differ(
-    r#"device.attributes == {"dra.example.com": {"name": "y"}}"#,
-    Match(false)
-)]
+#[case::domains_differ(r#"device.attributes == {"dra.example.com": {"name": "y"}}"#, Match(false))]
 #[case::non_string_domain("device.attributes[1].name", MatchError("no such key: name"))]
 fn domain_lookup(#[case] expression: &str, #[case] expect: Expect) {
     let device = device(DRIVER, json!({"name": {"string": "x"}}), json!({}));
@@ -284,10 +271,7 @@ fn domain_lookup(#[case] expression: &str, #[case] expect: Expect) {
     r#"semver("1.0.0")"#,
     MatchError("CEL result of type kubernetes.Semver could not be converted to bool")
 )]
-#[case::list_literal(
-    "[true]",
-    CompileError("must evaluate to bool or the unknown type, not list")
-)]
+#[case::list_literal("[true]", CompileError("must evaluate to bool or the unknown type, not list"))]
 #[case::string_literal(r#""true""#, CompileError("not string"))]
 #[case::undeclared_variable("other == 1", MatchError("other"))]
 #[case::unknown_function("device.driver.frobnicate()", MatchError("frobnicate"))]
@@ -368,9 +352,7 @@ fn a_deep_selector_matches_on_its_own_thread() {
     let selector = DeviceSelector::compile(&expression).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(selector.matches(&nvidia_a100()), Ok(true));
     assert_eq!(
-        selector
-            .matches(&Device::default())
-            .map_err(|e| e.contains("no such key: type")),
+        selector.matches(&Device::default()).map_err(|e| e.contains("no such key: type")),
         Err(true)
     );
 }
@@ -406,10 +388,7 @@ fn a_slice_device_is_read_by_domain() {
     let domains: Vec<&str> = device.attributes.keys().map(String::as_str).collect();
     assert_eq!(domains, ["gpu.nvidia.com", "resource.kubernetes.io"]);
     let nvidia = &device.attributes["gpu.nvidia.com"];
-    assert_eq!(
-        nvidia.get("architecture"),
-        Some(&AttributeValue::String("Ampere".to_owned()))
-    );
+    assert_eq!(nvidia.get("architecture"), Some(&AttributeValue::String("Ampere".to_owned())));
     assert_eq!(
         nvidia.get("driverVersion"),
         Some(&AttributeValue::Version("580.126.20".to_owned()))
@@ -422,15 +401,8 @@ fn a_slice_device_is_read_by_domain() {
         Some(&AttributeValue::String("0000:65:00.0".to_owned()))
     );
     let capacity = &device.capacity["gpu.nvidia.com"];
-    assert_eq!(
-        capacity.len(),
-        1,
-        "a capacity that is not a quantity is left out"
-    );
-    assert_eq!(
-        capacity.get("memory").and_then(Quantity::as_int64),
-        Some(40 << 30)
-    );
+    assert_eq!(capacity.len(), 1, "a capacity that is not a quantity is left out");
+    assert_eq!(capacity.get("memory").and_then(Quantity::as_int64), Some(40 << 30));
 }
 
 #[rstest]
@@ -467,10 +439,7 @@ fn nvidia_selectors(#[case] expression: &str, #[case] expect: Expect) {
 fn a_selector_is_reused_across_devices() {
     let selector = DeviceSelector::compile(r#"device.attributes["gpu.nvidia.com"].type == "gpu""#)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        selector.expression(),
-        r#"device.attributes["gpu.nvidia.com"].type == "gpu""#
-    );
+    assert_eq!(selector.expression(), r#"device.attributes["gpu.nvidia.com"].type == "gpu""#);
     assert_eq!(selector.matches(&nvidia_a100()), Ok(true));
     assert!(selector.matches(&Device::default()).is_err());
 }

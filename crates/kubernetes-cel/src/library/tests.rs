@@ -53,76 +53,34 @@ fn quantity_upstream_table() {
         (r#"quantity("50M").isLessThan(quantity("50Mi"))"#, t.clone()),
         (r#"quantity("50M").isLessThan(quantity("100M"))"#, t.clone()),
         (r#"quantity("100M").isLessThan(quantity("50M"))"#, f.clone()),
-        (
-            r#"quantity("50Mi").isGreaterThan(quantity("50M"))"#,
-            t.clone(),
-        ),
-        (
-            r#"quantity("150Mi").isGreaterThan(quantity("100Mi"))"#,
-            t.clone(),
-        ),
-        (
-            r#"quantity("50M").isGreaterThan(quantity("100M"))"#,
-            f.clone(),
-        ),
-        (
-            r#"quantity("200M").compareTo(quantity("0.2G"))"#,
-            Value::Int(0),
-        ),
-        (
-            r#"quantity("50M").compareTo(quantity("50Mi"))"#,
-            Value::Int(-1),
-        ),
-        (
-            r#"quantity("50Mi").compareTo(quantity("50M"))"#,
-            Value::Int(1),
-        ),
-        (
-            r#"quantity("50k").add(quantity("20")) == quantity("50.02k")"#,
-            t.clone(),
-        ),
-        (
-            r#"quantity("50k").add(20).isLessThan(quantity("50020"))"#,
-            f.clone(),
-        ),
-        (
-            r#"quantity("50k").sub(quantity("20")) == quantity("49.98k")"#,
-            t.clone(),
-        ),
+        (r#"quantity("50Mi").isGreaterThan(quantity("50M"))"#, t.clone()),
+        (r#"quantity("150Mi").isGreaterThan(quantity("100Mi"))"#, t.clone()),
+        (r#"quantity("50M").isGreaterThan(quantity("100M"))"#, f.clone()),
+        (r#"quantity("200M").compareTo(quantity("0.2G"))"#, Value::Int(0)),
+        (r#"quantity("50M").compareTo(quantity("50Mi"))"#, Value::Int(-1)),
+        (r#"quantity("50Mi").compareTo(quantity("50M"))"#, Value::Int(1)),
+        (r#"quantity("50k").add(quantity("20")) == quantity("50.02k")"#, t.clone()),
+        (r#"quantity("50k").add(20).isLessThan(quantity("50020"))"#, f.clone()),
+        (r#"quantity("50k").sub(quantity("20")) == quantity("49.98k")"#, t.clone()),
         (r#"quantity("50k").sub(20) == quantity("49980")"#, t.clone()),
-        (
-            r#"quantity("50k").add(20).sub(quantity("100k")).asInteger()"#,
-            Value::Int(-49980),
-        ),
+        (r#"quantity("50k").add(20).sub(quantity("100k")).asInteger()"#, Value::Int(-49980)),
         (
             r#"quantity("50k").add(20).sub(quantity("100k")).sub(-50000).asInteger()"#,
             Value::Int(20),
         ),
         (r#"quantity("50k").asInteger()"#, Value::Int(50000)),
-        (
-            r#"quantity("9999999999999999999999999999999999999G").isInteger()"#,
-            f.clone(),
-        ),
+        (r#"quantity("9999999999999999999999999999999999999G").isInteger()"#, f.clone()),
         (r#"quantity("50").isInteger()"#, t.clone()),
-        (
-            r#"quantity("50.703k").asApproximateFloat()"#,
-            Value::Float(50703.0),
-        ),
+        (r#"quantity("50.703k").asApproximateFloat()"#, Value::Float(50703.0)),
     ]);
     assert_errors(&[
-        (
-            r#"quantity("10Mo")"#,
-            "quantities must match the regular expression",
-        ),
+        (r#"quantity("10Mo")"#, "quantities must match the regular expression"),
         (r#"quantity("10Mm")"#, "unable to parse quantity's suffix"),
         (
             r#"quantity("9999999999999999999999999999999999999G").asInteger()"#,
             "cannot convert value to integer",
         ),
-        (
-            r#"isQuantity([1, 2, 3])"#,
-            "found no matching overload for 'isQuantity'",
-        ),
+        (r#"isQuantity([1, 2, 3])"#, "found no matching overload for 'isQuantity'"),
     ]);
 }
 
@@ -148,10 +106,7 @@ fn quantity_documented_examples_and_parsing() {
         (r#"isQuantity('1e')"#, f.clone()),
         (r#"quantity("50000000G").isInteger()"#, t.clone()),
         (r#"quantity("50k").isInteger()"#, t.clone()),
-        (
-            r#"quantity("50k").sub(20000).asApproximateFloat() == 30000.0"#,
-            t.clone(),
-        ),
+        (r#"quantity("50k").sub(20000).asApproximateFloat() == 30000.0"#, t.clone()),
         (
             r#"quantity("50k").add(20).sub(quantity("100k")).sub(-50000) == quantity("20")"#,
             t.clone(),
@@ -171,24 +126,12 @@ fn quantity_documented_examples_and_parsing() {
         (r#"sign(quantity("-0.0000001m"))"#, Value::Int(-1)),
         (r#"sign(quantity("0"))"#, Value::Int(0)),
         (r#"sign(quantity("3"))"#, Value::Int(1)),
-        (
-            r#"quantity("922337203685477580").asInteger()"#,
-            Value::Int(922_337_203_685_477_580),
-        ),
+        (r#"quantity("922337203685477580").asInteger()"#, Value::Int(922_337_203_685_477_580)),
         // 19 digits exceed the 18 the int64 form takes when parsing.
         (r#"quantity("9223372036854775807").isInteger()"#, f.clone()),
-        (
-            r#"quantity("900000000000000000").add(quantity("9E")).isInteger()"#,
-            f.clone(),
-        ),
-        (
-            r#"quantity("16Ei") == quantity("9223372036854775807")"#,
-            t.clone(),
-        ),
-        (
-            r#"quantity("1e999999999").isGreaterThan(quantity("1Ei"))"#,
-            t.clone(),
-        ),
+        (r#"quantity("900000000000000000").add(quantity("9E")).isInteger()"#, f.clone()),
+        (r#"quantity("16Ei") == quantity("9223372036854775807")"#, t.clone()),
+        (r#"quantity("1e999999999").isGreaterThan(quantity("1Ei"))"#, t.clone()),
         (r#"quantity("1.5").asApproximateFloat()"#, Value::Float(1.5)),
     ]);
     assert_errors(&[
@@ -283,38 +226,14 @@ fn strings_extension() {
     assert_cases(&cases);
     assert_errors(&[
         (r#"'tacocat'.charAt(30) == ''"#, "index out of range: 30"),
-        (
-            r#"'tacocat'.indexOf('a', 30) == -1"#,
-            "index out of range: 30",
-        ),
-        (
-            r#"'tacocat'.lastIndexOf('a', -1) == -1"#,
-            "index out of range: -1",
-        ),
-        (
-            r#"'tacocat'.lastIndexOf('a', 30) == -1"#,
-            "index out of range: 30",
-        ),
-        (
-            r#""tacocat".substring(40) == "cat""#,
-            "index out of range: 40",
-        ),
-        (
-            r#""tacocat".substring(-1) == "cat""#,
-            "index out of range: -1",
-        ),
-        (
-            r#""tacocat".substring(1, 50) == "cat""#,
-            "index out of range: 50",
-        ),
-        (
-            r#""tacocat".substring(49, 50) == "cat""#,
-            "index out of range: 49",
-        ),
-        (
-            r#""tacocat".substring(4, 3) == """#,
-            "invalid substring range. start: 4, end: 3",
-        ),
+        (r#"'tacocat'.indexOf('a', 30) == -1"#, "index out of range: 30"),
+        (r#"'tacocat'.lastIndexOf('a', -1) == -1"#, "index out of range: -1"),
+        (r#"'tacocat'.lastIndexOf('a', 30) == -1"#, "index out of range: 30"),
+        (r#""tacocat".substring(40) == "cat""#, "index out of range: 40"),
+        (r#""tacocat".substring(-1) == "cat""#, "index out of range: -1"),
+        (r#""tacocat".substring(1, 50) == "cat""#, "index out of range: 50"),
+        (r#""tacocat".substring(49, 50) == "cat""#, "index out of range: 49"),
+        (r#""tacocat".substring(4, 3) == """#, "invalid substring range. start: 4, end: 3"),
         (r#"42.charAt(2) == """#, "no matching overload"),
     ]);
 }
@@ -345,11 +264,8 @@ fn lists_upstream_table() {
         ("'abc'.indexOf('c')", Value::Int(2)),
     ]);
     // cel-go's ext.Lists (Kubernetes 1.34+): its examples.
-    let ints = |v: &[i64]| {
-        Value::List(std::sync::Arc::new(
-            v.iter().map(|i| Value::Int(*i)).collect(),
-        ))
-    };
+    let ints =
+        |v: &[i64]| Value::List(std::sync::Arc::new(v.iter().map(|i| Value::Int(*i)).collect()));
     assert_cases(&[
         ("[1, [2, 3], [4]].flatten()", ints(&[1, 2, 3, 4])),
         ("[1, 2, [], [], [3, 4]].flatten()", ints(&[1, 2, 3, 4])),

@@ -74,10 +74,7 @@ pub fn split(text: &str) -> Result<Parts<'_>, SyntaxError> {
     };
     let number = &text[..text.len().saturating_sub(suffix.len())];
     // The suffix's shape: letters of the suffixes, a sign, digits.
-    let letters = suffix
-        .bytes()
-        .take_while(|b| b"eEinumkKMGTP".contains(b))
-        .count();
+    let letters = suffix.bytes().take_while(|b| b"eEinumkKMGTP".contains(b)).count();
     let signed = &suffix[letters..];
     let digits = signed.strip_prefix(['+', '-']).unwrap_or(signed);
     if !digits.bytes().all(|b| b.is_ascii_digit()) {

@@ -1,11 +1,7 @@
 use super::*;
 
 fn names(expression: &str, minor: u32) -> Vec<String> {
-    refused(expression, minor)
-        .expect("parses")
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+    refused(expression, minor).expect("parses").iter().map(ToString::to_string).collect()
 }
 
 #[test]
@@ -13,10 +9,7 @@ fn a_function_is_refused_by_the_release_that_introduced_it() {
     let expression = "lists.range(size(object.spec.containers)).map(i, [i]).flatten()";
     assert_eq!(
         names(expression, 34),
-        [
-            "`flatten` (from Kubernetes 1.35)",
-            "`lists.range` (from Kubernetes 1.35)"
-        ]
+        ["`flatten` (from Kubernetes 1.35)", "`lists.range` (from Kubernetes 1.35)"]
     );
     assert!(names(expression, 35).is_empty());
 }
@@ -31,28 +24,19 @@ fn nested_calls_and_comprehensions_are_read() {
 
 #[test]
 fn each_function_is_named_once() {
-    assert_eq!(
-        names("[1].flatten().flatten() == [2].flatten()", 33).len(),
-        1
-    );
+    assert_eq!(names("[1].flatten().flatten() == [2].flatten()", 33).len(), 1);
 }
 
 #[test]
 fn a_function_kubernetes_lacks_is_refused_by_every_release() {
-    assert_eq!(
-        names("'abc'.reverse()", 37),
-        ["`reverse` (not in Kubernetes' CEL)"]
-    );
+    assert_eq!(names("'abc'.reverse()", 37), ["`reverse` (not in Kubernetes' CEL)"]);
 }
 
 #[test]
 fn standard_functions_and_macros_are_always_accepted() {
     assert!(
-        names(
-            "size(object.a) > 0 && object.b.all(x, x.matches('^a')) && int('1') == 1",
-            32
-        )
-        .is_empty()
+        names("size(object.a) > 0 && object.b.all(x, x.matches('^a')) && int('1') == 1", 32)
+            .is_empty()
     );
 }
 

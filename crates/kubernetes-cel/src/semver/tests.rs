@@ -113,10 +113,7 @@ fn errors(#[case] expression: &str, #[case] pattern: &str) {
 )]
 #[case("1.2.3-", "Prerelease is empty")]
 #[case("1.2.3-a..b", "Prerelease is empty")]
-#[case(
-    "1.2.3-01",
-    r#"Numeric PreRelease version must not contain leading zeroes "01""#
-)]
+#[case("1.2.3-01", r#"Numeric PreRelease version must not contain leading zeroes "01""#)]
 #[case("1.2.3-a_b", r#"Invalid character(s) found in prerelease "a_b""#)]
 #[case("1.2.3+", "Build meta data is empty")]
 #[case("1.2.3+a!", r#"Invalid character(s) found in build meta data "a!""#)]
@@ -201,10 +198,7 @@ fn build_metadata_has_no_precedence() {
 #[test]
 fn numbers_read_as_numbers() {
     let version = v("18446744073709551615.2.3");
-    assert_eq!(
-        (version.major(), version.minor(), version.patch()),
-        (u64::MAX, 2, 3)
-    );
+    assert_eq!((version.major(), version.minor(), version.patch()), (u64::MAX, 2, 3));
     assert_eq!(v("1.0.0-9").compare(&v("1.0.0-10")), Ordering::Less);
     assert_eq!(v("1.0.0-9").compare(&v("1.0.0-a")), Ordering::Less);
 }

@@ -47,10 +47,7 @@ pub fn cuda_compute_floor(cuda: CudaVersion) -> Option<ComputeCapability> {
 
 /// The toolkit's reading of a boolean env value.
 fn is_true(value: &str) -> bool {
-    matches!(
-        value.trim().to_ascii_lowercase().as_str(),
-        "1" | "true" | "yes" | "on"
-    )
+    matches!(value.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
 }
 
 impl ImageNeeds {
@@ -108,9 +105,7 @@ impl ImageNeeds {
 
     /// What it holds on the heap, for caches that count what they keep.
     pub fn heap_bytes(&self) -> usize {
-        self.require_cuda
-            .as_ref()
-            .map_or(0, Requirement::heap_bytes)
+        self.require_cuda.as_ref().map_or(0, Requirement::heap_bytes)
     }
 
     /// Nothing known: the image adds no constraint.
@@ -129,9 +124,7 @@ impl ImageNeeds {
         if self.require_disabled {
             return None;
         }
-        self.require_cuda
-            .clone()
-            .or_else(|| self.cuda.map(Requirement::at_least))
+        self.require_cuda.clone().or_else(|| self.cuda.map(Requirement::at_least))
     }
 
     /// What the image needs of the node's driver, in node-label terms.

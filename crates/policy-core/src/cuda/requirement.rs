@@ -91,10 +91,7 @@ impl FromStr for Requirement {
     type Err = RequirementError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |reason: String| RequirementError {
-            text: s.chars().take(200).collect(),
-            reason,
-        };
+        let err = |reason: String| RequirementError { text: s.chars().take(200).collect(), reason };
         if s.split_ascii_whitespace().next().is_none() {
             return Err(err("empty".to_owned()));
         }
@@ -109,10 +106,7 @@ impl FromStr for Requirement {
                 alternatives.push(atom);
             }
         }
-        Ok(Self {
-            text: s.trim().to_owned(),
-            alternatives,
-        })
+        Ok(Self { text: s.trim().to_owned(), alternatives })
     }
 }
 
@@ -146,21 +140,14 @@ fn constrain(atom: &mut Atom, item: &str) -> Result<bool, String> {
             // A revision, or `>`, can only be met by a later minor on the
             // labels (which carry no revision): round up.
             let bump = u32::from(revision > 0 || *operator == ">");
-            let from = DriverVersion {
-                major,
-                minor: minor + bump,
-            };
+            let from = DriverVersion { major, minor: minor + bump };
             atom.driver_from = atom.driver_from.max(Some(from));
         }
         ("driver", "<" | "<=") => {
             let [major, minor, revision] = version(value)?;
             // The labels carry no revision: `<=535.104.05` stays below 535.104
             // (round down); `<=535.104` allows 535.104 itself.
-            let minor = if *operator == "<=" && revision == 0 {
-                minor + 1
-            } else {
-                minor
-            };
+            let minor = if *operator == "<=" && revision == 0 { minor + 1 } else { minor };
             let below = DriverVersion { major, minor };
             atom.driver_below = Some(atom.driver_below.map_or(below, |b| b.min(below)));
         }
@@ -197,10 +184,7 @@ impl Requirement {
     pub fn at_least(version: CudaVersion) -> Self {
         Self {
             text: format!("cuda>={version}"),
-            alternatives: vec![Atom {
-                cuda: Some(version),
-                ..Atom::default()
-            }],
+            alternatives: vec![Atom { cuda: Some(version), ..Atom::default() }],
         }
     }
 
@@ -208,11 +192,7 @@ impl Requirement {
     /// every node meets it, or when no alternative can be written as node
     /// affinity (then nothing is required of the node here).
     pub fn driver_floor(&self) -> Option<DriverFloor> {
-        let atoms = self
-            .alternatives
-            .iter()
-            .filter_map(|atom| atom.normalized())
-            .collect();
+        let atoms = self.alternatives.iter().filter_map(|atom| atom.normalized()).collect();
         DriverFloor::from_atoms(atoms)
     }
 }
@@ -246,13 +226,8 @@ impl Atom {
         // Bounds below the first major the labels can show are conservative:
         // `driver<536.5` keeps branch 535 and earlier.
         if let Some(below) = self.driver_below {
-            self.driver_below = Some(DriverVersion {
-                major: below.major,
-                minor: 0,
-            });
-            let lowest = self
-                .driver_from
-                .unwrap_or(DriverVersion { major: 0, minor: 0 });
+            self.driver_below = Some(DriverVersion { major: below.major, minor: 0 });
+            let lowest = self.driver_from.unwrap_or(DriverVersion { major: 0, minor: 0 });
             if lowest.major >= below.major {
                 return None;
             }
@@ -284,11 +259,7 @@ impl Atom {
     /// come first, and a higher upper driver bound before a lower one, no
     /// upper bound first of all.
     fn weakness(&self) -> (Option<CudaVersion>, Option<DriverVersion>, Upper) {
-        (
-            self.cuda,
-            self.driver_from,
-            self.driver_below.map(std::cmp::Reverse),
-        )
+        (self.cuda, self.driver_from, self.driver_below.map(std::cmp::Reverse))
     }
 
     /// The one driver branch the atom allows, when that is all it says.
@@ -340,10 +311,8 @@ impl DriverFloor {
         let mut staircase: BTreeMap<Option<DriverVersion>, Upper> = BTreeMap::new();
         for atom in sorted {
             let (_, from, below) = atom.weakness();
-            let subsumed = staircase
-                .range(..=from)
-                .next_back()
-                .is_some_and(|(_, widest)| *widest <= below);
+            let subsumed =
+                staircase.range(..=from).next_back().is_some_and(|(_, widest)| *widest <= below);
             if subsumed {
                 continue;
             }
@@ -425,9 +394,7 @@ impl DriverFloor {
         self.driver_alternatives().iter().any(|alternative| {
             alternative.cuda.is_none_or(|floor| cuda >= floor)
                 && alternative.driver_from.is_none_or(|floor| driver >= floor)
-                && alternative
-                    .driver_below
-                    .is_none_or(|below| driver.0 < below)
+                && alternative.driver_below.is_none_or(|below| driver.0 < below)
         })
     }
 
@@ -534,10 +501,7 @@ pub fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec
     }
     vec![
         vec![expression(major_key, "Gt", &[major])],
-        vec![
-            expression(major_key, "In", &[major]),
-            expression(minor_key, "Gt", &[minor - 1]),
-        ],
+        vec![expression(major_key, "In", &[major]), expression(minor_key, "Gt", &[minor - 1])],
     ]
 }
 
@@ -570,10 +534,7 @@ fn driver_alternatives(atom: &Atom, labels: Labels) -> Vec<Vec<Value>> {
             let all: Vec<u32> = (first..below).collect();
             return Some(vec![expression(major, "In", &all)]);
         }
-        Some(vec![
-            expression(major, "Gt", &[first - 1]),
-            expression(major, "Lt", &[below]),
-        ])
+        Some(vec![expression(major, "Gt", &[first - 1]), expression(major, "Lt", &[below])])
     };
     match from {
         None => range(0).into_iter().collect(),

@@ -80,9 +80,7 @@ pub struct Budget {
 
 impl Budget {
     pub fn new(bytes: usize) -> Self {
-        Budget {
-            left: Cell::new(bytes),
-        }
+        Budget { left: Cell::new(bytes) }
     }
 
     pub fn unlimited() -> Self {
@@ -123,12 +121,7 @@ pub fn read<'de, D: Deserializer<'de>, P: Unread>(
         nodes: Vec::with_capacity(reserved_nodes(text.len(), budget)),
         ..Document::default()
     };
-    Builder {
-        doc: &mut document,
-        place,
-        budget,
-    }
-    .deserialize(deserializer)?;
+    Builder { doc: &mut document, place, budget }.deserialize(deserializer)?;
     if document.exceeded {
         document.nodes = vec![Node::NULL];
     }
@@ -348,8 +341,7 @@ impl<'de, P: Unread> Visitor<'de> for Builder<'_, 'de, '_, P> {
                 run = None;
                 continue;
             }
-            self.budget
-                .refund(NODE_BYTES * (self.doc.nodes.len() - start));
+            self.budget.refund(NODE_BYTES * (self.doc.nodes.len() - start));
             self.doc.nodes.truncate(start);
             run = match run.map(|left| (left, self.doc.node(left))) {
                 Some((left, Unpacked::Left { count })) if (count as usize) < MAX_HALF => {
@@ -382,11 +374,7 @@ impl<'de, P: Unread> Visitor<'de> for Builder<'_, 'de, '_, P> {
             }
             let place = self.place.member(&key);
             self.push_str(key)?;
-            map.next_value_seed(Builder {
-                doc: &mut *self.doc,
-                place,
-                budget: self.budget,
-            })?;
+            map.next_value_seed(Builder { doc: &mut *self.doc, place, budget: self.budget })?;
             len += 1;
         }
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}

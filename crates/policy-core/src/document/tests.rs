@@ -24,10 +24,7 @@ fn strings_without_escapes_are_borrowed_from_the_text() {
     let range = text.as_ptr() as usize..text.as_ptr() as usize + text.len();
     assert!(range.contains(&(plain.as_ptr() as usize)));
     assert_eq!(document.strings.len(), 1);
-    assert_eq!(
-        document.root().get("quoted").and_then(Json::as_str),
-        Some("a\nb")
-    );
+    assert_eq!(document.root().get("quoted").and_then(Json::as_str), Some("a\nb"));
 }
 
 #[test]
@@ -44,14 +41,8 @@ fn accessors_answer_as_serde_json_does() {
         assert_eq!(ours.and_then(Json::as_u64), theirs.and_then(Value::as_u64));
         assert_eq!(ours.and_then(Json::as_i64), theirs.and_then(Value::as_i64));
         assert_eq!(ours.and_then(Json::as_f64), theirs.and_then(Value::as_f64));
-        assert_eq!(
-            ours.and_then(Json::as_bool),
-            theirs.and_then(Value::as_bool)
-        );
-        assert_eq!(
-            ours.is_some_and(Json::is_null),
-            theirs.is_some_and(Value::is_null)
-        );
+        assert_eq!(ours.and_then(Json::as_bool), theirs.and_then(Value::as_bool));
+        assert_eq!(ours.is_some_and(Json::is_null), theirs.is_some_and(Value::is_null));
     }
     for pointer in ["", "/l/1", "/l/01", "/l/3", "/o/a~1b/~0c", "/o/k/x", "/s/0"] {
         assert_eq!(
@@ -77,10 +68,7 @@ fn of_a_repeated_key_the_last_counts() {
     let document = parsed(r#"{"k": 1, "k": 2}"#);
     assert_eq!(document.root().get("k").and_then(Json::as_u64), Some(2));
     assert_eq!(document.root().to_value(), json!({"k": 2}));
-    assert_eq!(
-        document.root(),
-        Document::from_value(&json!({"k": 2})).root()
-    );
+    assert_eq!(document.root(), Document::from_value(&json!({"k": 2})).root());
 }
 
 #[test]
@@ -121,12 +109,8 @@ fn integers_past_a_node_are_kept_aside_and_read_alike() {
     assert_eq!(document.root().to_value(), expected);
     // The three past 60 bits, and the float.
     assert_eq!(document.numbers.len(), 5);
-    for (ours, theirs) in document
-        .root()
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(expected.as_array().unwrap())
+    for (ours, theirs) in
+        document.root().as_array().unwrap().iter().zip(expected.as_array().unwrap())
     {
         assert_eq!(ours.as_u64(), theirs.as_u64());
         assert_eq!(ours.as_i64(), theirs.as_i64());
@@ -141,10 +125,7 @@ fn strings_of_the_text_take_no_side_table() {
     let document = parsed(text);
     assert!(document.strings.is_empty() && document.numbers.is_empty());
     assert_eq!(document.node_count(), 7);
-    assert_eq!(
-        document.root().pointer("/bb/1").and_then(Json::as_str),
-        Some("yz")
-    );
+    assert_eq!(document.root().pointer("/bb/1").and_then(Json::as_str), Some("yz"));
 }
 
 /// Leaves out the elements of the lists of `drop` that are not `"keep"`.
@@ -171,26 +152,16 @@ fn a_run_of_left_out_elements_is_one_node_that_keeps_their_indexes() {
     let text = r#"{"drop": [1, [2, 3], {"a": 4}, "keep", 5, 6, "keep", 7], "other": [1, 2]}"#;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let document = read(text, &mut deserializer, InDrop(false), &Budget::unlimited()).unwrap();
-    let list = document
-        .root()
-        .get("drop")
-        .and_then(Json::as_array)
-        .unwrap();
+    let list = document.root().get("drop").and_then(Json::as_array).unwrap();
     assert_eq!(list.len(), 8);
     assert_eq!(list.iter().len(), 8);
     let left: Vec<bool> = list.iter().map(Json::is_left_out).collect();
     assert_eq!(left, [true, true, true, false, true, true, false, true]);
     assert_eq!(list.get(3).and_then(Json::as_str), Some("keep"));
     assert_eq!(list.get(6).and_then(Json::as_str), Some("keep"));
-    assert_eq!(
-        document.root().pointer("/drop/6").and_then(Json::as_str),
-        Some("keep")
-    );
+    assert_eq!(document.root().pointer("/drop/6").and_then(Json::as_str), Some("keep"));
     assert!(list.get(8).is_none());
-    assert_eq!(
-        document.root().pointer("/other/1").and_then(Json::as_u64),
-        Some(2)
-    );
+    assert_eq!(document.root().pointer("/other/1").and_then(Json::as_u64), Some(2));
     // The object, its two keys, two lists, three runs, two kept, two numbers.
     assert_eq!(document.node_count(), 12);
 }

@@ -86,10 +86,7 @@ impl Node {
     }
 
     fn halves(tag: u64, high: u32, low: u32) -> Node {
-        Node::pack(
-            tag,
-            ((u64::from(high) & HALF) << HALF_BITS) | (u64::from(low) & HALF),
-        )
+        Node::pack(tag, ((u64::from(high) & HALF) << HALF_BITS) | (u64::from(low) & HALF))
     }
 
     pub(super) fn left(count: u32) -> Node {
@@ -102,9 +99,7 @@ impl Node {
 
     /// The integer, when it fits a node.
     pub(super) fn int(value: i64) -> Option<Node> {
-        (INT_MIN..=INT_MAX)
-            .contains(&value)
-            .then(|| Node::pack(tag::INT, value as u64))
+        (INT_MIN..=INT_MAX).contains(&value).then(|| Node::pack(tag::INT, value as u64))
     }
 
     pub(super) fn number(index: u32) -> Node {
@@ -143,14 +138,8 @@ impl Node {
             tag::NUMBER => Unpacked::Number(index),
             tag::STR => Unpacked::Str { at: high, len: low },
             tag::TEXT => Unpacked::Text(index),
-            tag::ARRAY => Unpacked::Array {
-                len: low,
-                end: high,
-            },
-            tag::OBJECT => Unpacked::Object {
-                len: low,
-                end: high,
-            },
+            tag::ARRAY => Unpacked::Array { len: low, end: high },
+            tag::OBJECT => Unpacked::Object { len: low, end: high },
             _ => Unpacked::Null,
         }
     }
@@ -199,9 +188,7 @@ impl<'a> Document<'a> {
     pub(super) fn node(&self, at: usize) -> Unpacked {
         // The handles only ever point at nodes that exist; a document
         // that is empty (only while it is being read) reads as null.
-        self.nodes
-            .get(at)
-            .map_or(Unpacked::Null, |node| node.unpack())
+        self.nodes.get(at).map_or(Unpacked::Null, |node| node.unpack())
     }
 
     fn str_at(&self, at: usize) -> Option<&str> {
@@ -420,11 +407,7 @@ impl<'a> Object<'a> {
     /// Its members in the order of the text.
     pub fn iter(self) -> Members<'a> {
         let end = self.0.doc.after(self.0.at);
-        Members {
-            doc: self.0.doc,
-            next: self.0.at + 1,
-            end,
-        }
+        Members { doc: self.0.doc, next: self.0.at + 1, end }
     }
 
     /// The value of `key`: of two members with that key, the last.
@@ -477,10 +460,7 @@ impl<'a> Iterator for Members<'a> {
             return None;
         }
         let key = self.doc.str_at(self.next).unwrap_or("");
-        let value = Json {
-            doc: self.doc,
-            at: self.next + 1,
-        };
+        let value = Json { doc: self.doc, at: self.next + 1 };
         self.next = self.doc.after(self.next + 1);
         Some((key, value))
     }
@@ -510,13 +490,7 @@ impl<'a> Array<'a> {
     /// Its elements in order.
     pub fn iter(self) -> Elements<'a> {
         let end = self.0.doc.after(self.0.at);
-        Elements {
-            doc: self.0.doc,
-            next: self.0.at + 1,
-            end,
-            left: self.len(),
-            repeated: 0,
-        }
+        Elements { doc: self.0.doc, next: self.0.at + 1, end, left: self.len(), repeated: 0 }
     }
 
     pub fn get(self, index: usize) -> Option<Json<'a>> {
@@ -552,10 +526,7 @@ impl<'a> Iterator for Elements<'a> {
         if self.next >= self.end {
             return None;
         }
-        let value = Json {
-            doc: self.doc,
-            at: self.next,
-        };
+        let value = Json { doc: self.doc, at: self.next };
         match self.doc.node(self.next) {
             Unpacked::Left { count } if self.repeated + 1 < count => self.repeated += 1,
             _ => {

@@ -74,13 +74,9 @@ impl Json<'_> {
             Kind::Bool => Value::Bool(self.as_bool().unwrap_or_default()),
             Kind::Number => self.as_number().map_or(Value::Null, Value::Number),
             Kind::String => Value::String(self.as_str().unwrap_or_default().to_owned()),
-            Kind::Array => Value::Array(
-                self.as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(Json::to_value)
-                    .collect(),
-            ),
+            Kind::Array => {
+                Value::Array(self.as_array().into_iter().flatten().map(Json::to_value).collect())
+            }
             Kind::Object => {
                 let mut map = Map::new();
                 for (key, member) in self.as_object().into_iter().flatten() {
@@ -165,12 +161,10 @@ impl PartialEq<Value> for Json<'_> {
             (Kind::Object, Value::Object(map)) => self.as_object().is_some_and(|object| {
                 let keys = sorted_keys(object);
                 keys.len() == map.len()
-                    && keys
-                        .iter()
-                        .all(|key| match (object.get(key), map.get(*key)) {
-                            (Some(left), Some(right)) => left == *right,
-                            _ => false,
-                        })
+                    && keys.iter().all(|key| match (object.get(key), map.get(*key)) {
+                        (Some(left), Some(right)) => left == *right,
+                        _ => false,
+                    })
             }),
             _ => false,
         }

@@ -11,10 +11,7 @@ use rstest::rstest;
 #[case("1.34+", 34)]
 #[case("1.40", 40)]
 fn reads_the_minor(#[case] text: &str, #[case] minor: u32) {
-    assert_eq!(
-        KubernetesVersion::parse(text).map(KubernetesVersion::minor),
-        Ok(minor)
-    );
+    assert_eq!(KubernetesVersion::parse(text).map(KubernetesVersion::minor), Ok(minor));
 }
 
 #[rstest]
@@ -28,10 +25,7 @@ fn reads_the_minor(#[case] text: &str, #[case] minor: u32) {
 #[case("1.99999")]
 #[case("v")]
 fn refuses_what_is_not_a_version(#[case] text: &str) {
-    assert_eq!(
-        KubernetesVersion::parse(text),
-        Err(VersionError::NotAVersion(text.to_owned()))
-    );
+    assert_eq!(KubernetesVersion::parse(text), Err(VersionError::NotAVersion(text.to_owned())));
 }
 
 #[test]
@@ -47,14 +41,8 @@ fn refuses_releases_before_the_oldest_supported() {
 fn mutating_policies_are_beta_then_ga() {
     let api = |minor| KubernetesVersion::new(minor).mutating_policies();
     assert_eq!(api(33), None);
-    assert_eq!(
-        api(34).map(|a| (a.version, a.opt_in)),
-        Some(("v1beta1", true))
-    );
-    assert_eq!(
-        api(35).map(|a| (a.version, a.opt_in)),
-        Some(("v1beta1", true))
-    );
+    assert_eq!(api(34).map(|a| (a.version, a.opt_in)), Some(("v1beta1", true)));
+    assert_eq!(api(35).map(|a| (a.version, a.opt_in)), Some(("v1beta1", true)));
     assert_eq!(api(36).map(|a| (a.version, a.opt_in)), Some(("v1", false)));
 }
 
@@ -65,10 +53,7 @@ fn dra_is_flat_v1beta1_before_1_34() {
         (dra(32).version, dra(32).shape, dra(32).first_available),
         ("v1beta1", RequestShape::Flat, false)
     );
-    assert_eq!(
-        (dra(33).version, dra(33).first_available),
-        ("v1beta1", true)
-    );
+    assert_eq!((dra(33).version, dra(33).first_available), ("v1beta1", true));
     assert_eq!(
         (dra(34).version, dra(34).shape, dra(34).opt_in),
         ("v1", RequestShape::Exactly, false)
@@ -77,8 +62,6 @@ fn dra_is_flat_v1beta1_before_1_34() {
 
 #[test]
 fn the_supported_range_is_oldest_to_newest() {
-    let all: Vec<String> = KubernetesVersion::supported()
-        .map(|v| v.to_string())
-        .collect();
+    let all: Vec<String> = KubernetesVersion::supported().map(|v| v.to_string()).collect();
     assert_eq!(all, ["1.32", "1.33", "1.34", "1.35", "1.36", "1.37"]);
 }

@@ -20,32 +20,22 @@ fn lists_are_flattened() {
     let found = objects(text, true);
     assert_eq!(
         found,
-        vec![
-            json!({"kind": "Pod"}),
-            json!({"kind": "Pod", "metadata": {"name": "inner"}})
-        ]
+        vec![json!({"kind": "Pod"}), json!({"kind": "Pod", "metadata": {"name": "inner"}})]
     );
 }
 
 #[test]
 fn yaml_numbers_and_strings_keep_their_types() {
     let found = objects("a: 1\nb: \"1\"\nc: 2e0\nd: 500m\n", false);
-    assert_eq!(
-        found,
-        vec![json!({"a": 1, "b": "1", "c": 2.0, "d": "500m"})]
-    );
+    assert_eq!(found, vec![json!({"a": 1, "b": "1", "c": 2.0, "d": "500m"})]);
 }
 
 #[test]
 fn yaml_errors_say_where() {
-    let err = parse(
-        "kind: Pod\nmetadata:\n  name: [unclosed\n",
-        "bad.yaml",
-        false,
-    )
-    .err()
-    .map(|e| e.to_string())
-    .unwrap_or_default();
+    let err = parse("kind: Pod\nmetadata:\n  name: [unclosed\n", "bad.yaml", false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(err.starts_with("bad.yaml: invalid YAML"), "{err}");
     assert!(err.contains("line"), "{err}");
     assert!(!err.contains('\n'), "{err}");
@@ -53,14 +43,9 @@ fn yaml_errors_say_where() {
 
 #[test]
 fn json_errors_say_where() {
-    let err = parse("{\n \"kind\": }", "bad.json", true)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(
-        err.starts_with("bad.json: invalid JSON at line 2, column"),
-        "{err}"
-    );
+    let err =
+        parse("{\n \"kind\": }", "bad.json", true).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.starts_with("bad.json: invalid JSON at line 2, column"), "{err}");
 }
 
 #[test]
@@ -69,8 +54,5 @@ fn scalar_documents_are_refused() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert_eq!(
-        err,
-        "s.yaml: document 2 is not a Kubernetes object (found a string)"
-    );
+    assert_eq!(err, "s.yaml: document 2 is not a Kubernetes object (found a string)");
 }

@@ -74,14 +74,13 @@ impl<'a> PreparedOwner<'a> {
         };
         let pod_claim = made_for.pod_claim.as_deref();
         let entries = pod_claim_origins(&view.resource_claims, read.generated, pod_claim);
-        let template = view
-            .resource_claims
-            .iter()
-            .find(|claim| Some(claim.name) == pod_claim)
-            .and_then(|claim| match claim.source {
-                ClaimSource::Template(template) => Some(template),
-                _ => None,
-            });
+        let template =
+            view.resource_claims.iter().find(|claim| Some(claim.name) == pod_claim).and_then(
+                |claim| match claim.source {
+                    ClaimSource::Template(template) => Some(template),
+                    _ => None,
+                },
+            );
         let listed: &[PodClaimEntry<'a>] = entries.as_deref().unwrap_or_default();
         let claims = OwnerClaims::new(
             context.namespace_name,
@@ -93,11 +92,7 @@ impl<'a> PreparedOwner<'a> {
         );
         // Unresolved claims are the pod's own admission's to warn of.
         let _ = resolution::resolve(&mut view, Some(&claims), context.namespace_name);
-        PreparedOwner::Read(Box::new(ReadOwner {
-            view,
-            entries,
-            claims,
-        }))
+        PreparedOwner::Read(Box::new(ReadOwner { view, entries, claims }))
     }
 
     /// The owner as the claim rules read it.

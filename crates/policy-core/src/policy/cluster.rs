@@ -182,19 +182,14 @@ impl ClusterFacts for ClusterSnapshot {
     }
 
     fn workload_uid(&self, namespace: &str, kind: &str, name: &str) -> Option<String> {
-        self.workloads
-            .get(&(namespace.to_owned(), kind.to_owned(), name.to_owned()))
-            .cloned()
+        self.workloads.get(&(namespace.to_owned(), kind.to_owned(), name.to_owned())).cloned()
     }
 
     fn largest_allocatable(&self, resource: &str) -> Option<u64> {
         if self.nodes.is_empty() {
             return None;
         }
-        self.nodes
-            .values()
-            .map(|node| node.allocatable.get(resource).copied().unwrap_or(0))
-            .max()
+        self.nodes.values().map(|node| node.allocatable.get(resource).copied().unwrap_or(0)).max()
     }
 
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String> {
@@ -204,11 +199,8 @@ impl ClusterFacts for ClusterSnapshot {
 
 impl NodeFacts for ClusterSnapshot {
     fn compute_capabilities(&self) -> Vec<ComputeCapability> {
-        let mut found: Vec<ComputeCapability> = self
-            .nodes
-            .values()
-            .filter_map(|node| node.compute_capability)
-            .collect();
+        let mut found: Vec<ComputeCapability> =
+            self.nodes.values().filter_map(|node| node.compute_capability).collect();
         found.sort_unstable();
         found.dedup();
         found

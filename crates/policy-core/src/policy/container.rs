@@ -33,20 +33,14 @@ impl GpuResource<'_> {
     /// The count the device plugin would allocate: the limit, else the
     /// request, when whole.
     pub fn count(&self) -> u64 {
-        self.limit
-            .or(self.request)
-            .and_then(GpuCount::whole)
-            .unwrap_or(0)
+        self.limit.or(self.request).and_then(GpuCount::whole).unwrap_or(0)
     }
 
     /// Whether the container asks for this resource at all. A zero limit is
     /// not a request; an unreadable value is treated as one, because its
     /// author evidently meant to ask for a card (R2 denies it anyway).
     pub fn asks(&self) -> bool {
-        [self.request, self.limit]
-            .into_iter()
-            .flatten()
-            .any(|count| !count.is_zero())
+        [self.request, self.limit].into_iter().flatten().any(|count| !count.is_zero())
     }
 }
 
@@ -151,11 +145,7 @@ impl Container<'_> {
     /// This container's count of one GPU resource, with the cards a
     /// sharing scheme implies under `nvidia.com/gpu`.
     pub fn count_of(&self, resource: &str) -> u64 {
-        let implied = if resource == HAMI_CARDS {
-            self.implied_cards
-        } else {
-            0
-        };
+        let implied = if resource == HAMI_CARDS { self.implied_cards } else { 0 };
         self.gpu_resources
             .iter()
             .filter(|r| r.name == resource)

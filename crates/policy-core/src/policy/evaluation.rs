@@ -48,9 +48,7 @@ pub struct Evaluation {
 impl Evaluation {
     /// The operations of one of this evaluation's changes.
     pub fn operations(&self, change: &Change) -> &[PatchOperation] {
-        self.patch
-            .get(change.operations.clone())
-            .unwrap_or_default()
+        self.patch.get(change.operations.clone()).unwrap_or_default()
     }
 
     /// The bodies of the notices of one kind, in order.
@@ -66,17 +64,8 @@ impl Evaluation {
     /// the `gpu-policy:` prefix. A change's operations go to the end of the
     /// patch, before anything the evaluator adds of its own.
     pub(super) fn record(&mut self, rule: RuleId, findings: Findings) {
-        let Findings {
-            changes,
-            violations,
-            notices,
-        } = findings;
-        for Mutation {
-            summary,
-            operations,
-            overrides_author,
-        } in changes
-        {
+        let Findings { changes, violations, notices } = findings;
+        for Mutation { summary, operations, overrides_author } in changes {
             let start = self.patch.len();
             self.patch.extend(operations);
             self.changes.push(Change {
@@ -86,11 +75,9 @@ impl Evaluation {
                 overrides_author,
             });
         }
-        self.violations
-            .extend(violations.into_iter().map(|body| Violation {
-                rule,
-                message: Message::new(body),
-            }));
+        self.violations.extend(
+            violations.into_iter().map(|body| Violation { rule, message: Message::new(body) }),
+        );
         self.notices.extend(notices);
     }
 
@@ -98,11 +85,8 @@ impl Evaluation {
     /// older version, did not make (by rule and summary): what an update
     /// of a workload's template brings its new pods.
     pub fn changes_new_since<'e>(&'e self, before: &Evaluation) -> Vec<&'e Change> {
-        let had: std::collections::BTreeSet<(RuleId, &str)> = before
-            .changes
-            .iter()
-            .map(|change| (change.rule, change.summary.as_str()))
-            .collect();
+        let had: std::collections::BTreeSet<(RuleId, &str)> =
+            before.changes.iter().map(|change| (change.rule, change.summary.as_str())).collect();
         self.changes
             .iter()
             .filter(|change| !had.contains(&(change.rule, change.summary.as_str())))

@@ -74,11 +74,7 @@ impl Evaluator<'_> {
     /// template, R2 over a claim.
     pub fn evaluate(&self, subject: &Subject<'_>) -> Result<Evaluation, ObjectError> {
         let (shape, identity, scope) = match &subject.form {
-            Form::Pod {
-                shape,
-                identity,
-                scope,
-            } => (*shape, *identity, scope),
+            Form::Pod { shape, identity, scope } => (*shape, *identity, scope),
             Form::Claim(kind) => {
                 return self.evaluate_claim(subject.object, *kind, subject.namespace);
             }
@@ -93,10 +89,8 @@ impl Evaluator<'_> {
             claim_owner: _,
         } = *self;
         let nodes = cluster.map(|c| -> &dyn NodeFacts { c }).or(nodes);
-        let mut evaluation = Evaluation {
-            notices: Notice::of_ignored(namespace_settings),
-            ..Evaluation::default()
-        };
+        let mut evaluation =
+            Evaluation { notices: Notice::of_ignored(namespace_settings), ..Evaluation::default() };
         let Some(mut view) = PodView::parse(subject.object, shape, settings)? else {
             return Ok(evaluation);
         };
@@ -158,9 +152,7 @@ impl Evaluator<'_> {
             // containers from the object; metadata is recorded at creation.
             if scope.is_whole() {
                 let made = adds_annotations(&evaluation.patch, view.metadata_pointer());
-                evaluation
-                    .patch
-                    .extend(record_mutations(&view, evaluation.changed_rules(), made));
+                evaluation.patch.extend(record_mutations(&view, evaluation.changed_rules(), made));
             }
         }
         Ok(evaluation)
@@ -180,10 +172,8 @@ impl Evaluator<'_> {
         kind: ClaimKind,
         namespace: &str,
     ) -> Result<Evaluation, ObjectError> {
-        let mut evaluation = Evaluation {
-            notices: Notice::of_ignored(self.namespace),
-            ..Evaluation::default()
-        };
+        let mut evaluation =
+            Evaluation { notices: Notice::of_ignored(self.namespace), ..Evaluation::default() };
         let settings = self.settings;
         let claims = self.claims;
         let is_gpu_class = |class: &str| {
@@ -202,10 +192,7 @@ impl Evaluator<'_> {
             // checked).
             Err(_) if extended_resource => return Ok(evaluation),
             Err(err) => {
-                return Err(ObjectError {
-                    field: err.field,
-                    problem: err.problem,
-                });
+                return Err(ObjectError { field: err.field, problem: err.problem });
             }
         };
         let context = Context {
@@ -218,13 +205,9 @@ impl Evaluator<'_> {
         };
         let made_for = read_made_for(object);
         let prepared = match (self.claim_owner, &made_for) {
-            (Some(owner), Some(made_for)) => Some(PreparedOwner::new(
-                owner,
-                made_for,
-                &summary,
-                &context,
-                &is_gpu_class,
-            )),
+            (Some(owner), Some(made_for)) => {
+                Some(PreparedOwner::new(owner, made_for, &summary, &context, &is_gpu_class))
+            }
             _ => None,
         };
         let owner = prepared.as_ref().map(|prepared| prepared.input(&context));
@@ -271,12 +254,7 @@ fn record_mutations(
             None => {}
         }
     }
-    let value = all
-        .iter()
-        .map(|rule| rule.as_str())
-        .chain(unknown)
-        .collect::<Vec<_>>()
-        .join(",");
+    let value = all.iter().map(|rule| rule.as_str()).chain(unknown).collect::<Vec<_>>().join(",");
     if existing == Some(value.as_str()) {
         return None;
     }

@@ -64,10 +64,7 @@ impl FieldPath<'_> {
         if field.is_empty() {
             field.push_str("object");
         }
-        ObjectError {
-            field,
-            problem: problem.to_owned(),
-        }
+        ObjectError { field, problem: problem.to_owned() }
     }
 }
 
@@ -111,8 +108,7 @@ pub(crate) fn typed_field<'a, T>(
     match field {
         None => Ok(None),
         Some(value) => read(value).map(Some).ok_or_else(|| {
-            path.key(key)
-                .error(&format!("must be {what}, not {}", value.type_name()))
+            path.key(key).error(&format!("must be {what}, not {}", value.type_name()))
         }),
     }
 }

@@ -265,10 +265,7 @@ pub struct Notice {
 
 impl Notice {
     pub fn new(kind: NoticeKind, body: impl fmt::Display) -> Self {
-        Notice {
-            kind,
-            message: Message::new(body),
-        }
+        Notice { kind, message: Message::new(body) }
     }
 
     /// The namespace annotations the settings ignored, as notices.
@@ -306,15 +303,9 @@ pub fn quoted_list<'s>(
     let mut names = names.into_iter();
     let listed: Vec<&str> = names.by_ref().take(LISTED_NAMES).collect();
     let more = names.count();
-    let noun = if listed.len() + more == 1 {
-        singular
-    } else {
-        plural
-    };
-    let room = listed
-        .iter()
-        .map(|name| name.len().min(MAX_LISTED_NAME_BYTES + 3) + 4)
-        .sum::<usize>();
+    let noun = if listed.len() + more == 1 { singular } else { plural };
+    let room =
+        listed.iter().map(|name| name.len().min(MAX_LISTED_NAME_BYTES + 3) + 4).sum::<usize>();
     let mut phrase = String::with_capacity(noun.len() + room);
     phrase.push_str(noun);
     if listed.is_empty() {
@@ -360,10 +351,7 @@ pub fn prefix_within(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
-    let end = (0..=max)
-        .rev()
-        .find(|&end| text.is_char_boundary(end))
-        .unwrap_or(0);
+    let end = (0..=max).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
     text.get(..end).unwrap_or_default()
 }
 
@@ -377,11 +365,7 @@ pub struct Bounded {
 
 impl Bounded {
     pub fn new(room: usize) -> Self {
-        Bounded {
-            text: String::new(),
-            room,
-            cut: false,
-        }
+        Bounded { text: String::new(), room, cut: false }
     }
 
     /// The text kept, with `…` when some was left out.

@@ -75,10 +75,7 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
 /// `None` past it. The encoding stops at the budget: a patch far over it
 /// costs the budget, not its size.
 pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
-    let mut out = BudgetedBytes {
-        bytes: Vec::new(),
-        budget,
-    };
+    let mut out = BudgetedBytes { bytes: Vec::new(), budget };
     serde_json::to_writer(&mut out, operations).ok()?;
     Some(out.bytes)
 }

@@ -40,12 +40,7 @@ pub enum Shape {
 
 impl Shape {
     /// Every shape (`admission::tests` holds it to the kinds admitted).
-    pub const ALL: [Shape; 4] = [
-        Shape::Pod,
-        Shape::Template,
-        Shape::CronJob,
-        Shape::PodTemplate,
-    ];
+    pub const ALL: [Shape; 4] = [Shape::Pod, Shape::Template, Shape::CronJob, Shape::PodTemplate];
 
     /// The path of the pod template (`metadata` + `spec`) inside the object.
     pub(super) fn template_path(self) -> &'static [&'static str] {
@@ -60,10 +55,7 @@ impl Shape {
     /// The JSON pointers of the template's `metadata` and `spec`.
     fn pointers(self) -> (&'static Pointer, &'static Pointer) {
         match self {
-            Shape::Pod => (
-                Pointer::from_static("/metadata"),
-                Pointer::from_static("/spec"),
-            ),
+            Shape::Pod => (Pointer::from_static("/metadata"), Pointer::from_static("/spec")),
             Shape::Template => (
                 Pointer::from_static("/spec/template/metadata"),
                 Pointer::from_static("/spec/template/spec"),
@@ -72,10 +64,9 @@ impl Shape {
                 Pointer::from_static("/spec/jobTemplate/spec/template/metadata"),
                 Pointer::from_static("/spec/jobTemplate/spec/template/spec"),
             ),
-            Shape::PodTemplate => (
-                Pointer::from_static("/template/metadata"),
-                Pointer::from_static("/template/spec"),
-            ),
+            Shape::PodTemplate => {
+                (Pointer::from_static("/template/metadata"), Pointer::from_static("/template/spec"))
+            }
         }
     }
 }
@@ -194,11 +185,7 @@ impl<'a> PodView<'a> {
         for (field, list, default_kind) in [
             ("initContainers", init_containers, ContainerKind::Init),
             ("containers", regular_containers, ContainerKind::Regular),
-            (
-                "ephemeralContainers",
-                ephemeral_containers,
-                ContainerKind::Ephemeral,
-            ),
+            ("ephemeralContainers", ephemeral_containers, ContainerKind::Ephemeral),
         ] {
             let list_path = spec_path.key(field);
             let Some(list) = array_field(list, field, &spec_path)? else {
@@ -336,10 +323,7 @@ impl<'a> PodView<'a> {
                 }
             }
         }
-        tallies
-            .into_iter()
-            .map(|(name, tally)| (name, tally.count()))
-            .collect()
+        tallies.into_iter().map(|(name, tally)| (name, tally.count())).collect()
     }
 }
 
@@ -363,9 +347,7 @@ impl Tally {
                 self.init_peak = self.init_peak.max(self.sidecars_so_far);
             }
             ContainerKind::Init => {
-                self.init_peak = self
-                    .init_peak
-                    .max(count.saturating_add(self.sidecars_so_far));
+                self.init_peak = self.init_peak.max(count.saturating_add(self.sidecars_so_far));
             }
             ContainerKind::Ephemeral => {}
         }
@@ -386,15 +368,7 @@ impl<'a> Container<'a> {
     ) -> Result<Self, ObjectError> {
         let container = as_object(raw, path)?;
         // Read in one pass over the container's fields.
-        let [
-            name,
-            restart_policy,
-            image,
-            env,
-            resources,
-            mounts,
-            security,
-        ] = fields(
+        let [name, restart_policy, image, env, resources, mounts, security] = fields(
             container,
             [
                 "name",
@@ -407,10 +381,7 @@ impl<'a> Container<'a> {
             ],
         );
         let name = str_field(name, "name", path)?.unwrap_or("");
-        let kind = match (
-            default_kind,
-            str_field(restart_policy, "restartPolicy", path)?,
-        ) {
+        let kind = match (default_kind, str_field(restart_policy, "restartPolicy", path)?) {
             (ContainerKind::Init, Some("Always")) => ContainerKind::Sidecar,
             (kind, _) => kind,
         };
@@ -427,11 +398,7 @@ impl<'a> Container<'a> {
                     let at = list_path.index(index);
                     let entry = as_object(raw, &at)?;
                     let name = optional_str(entry, "name", &at)?.unwrap_or("");
-                    entries.push(EnvEntry {
-                        index,
-                        name,
-                        raw: entry,
-                    });
+                    entries.push(EnvEntry { index, name, raw: entry });
                 }
                 Some(entries)
             }
@@ -471,11 +438,7 @@ impl<'a> Container<'a> {
                     };
                     let count = GpuCount::from_json(value);
                     let at = *entries.entry(resource).or_insert_with(|| {
-                        list.push(GpuResource {
-                            name: resource,
-                            request: None,
-                            limit: None,
-                        });
+                        list.push(GpuResource { name: resource, request: None, limit: None });
                         list.len().saturating_sub(1)
                     });
                     let Some(entry) = list.get_mut(at) else {

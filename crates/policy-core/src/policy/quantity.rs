@@ -181,24 +181,15 @@ fn exponent(signed: &str) -> i64 {
     // With at most 256 mantissa digits, an exponent of a few hundred
     // already decides the outcome: saturating is exact enough.
     let magnitude = digits.iter().fold(0i64, |acc, &d| {
-        acc.saturating_mul(10)
-            .saturating_add(i64::from(d.wrapping_sub(b'0')))
+        acc.saturating_mul(10).saturating_add(i64::from(d.wrapping_sub(b'0')))
     });
-    if negative {
-        magnitude.saturating_neg()
-    } else {
-        magnitude
-    }
+    if negative { magnitude.saturating_neg() } else { magnitude }
 }
 
 /// Evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
 fn evaluate(p: &Parsed<'_>) -> Result<u64, QuantityError> {
-    let mut digits: Vec<u8> = p
-        .int_digits
-        .iter()
-        .chain(p.frac_digits)
-        .map(|d| d.wrapping_sub(b'0'))
-        .collect();
+    let mut digits: Vec<u8> =
+        p.int_digits.iter().chain(p.frac_digits).map(|d| d.wrapping_sub(b'0')).collect();
     let frac_len = i64::try_from(p.frac_digits.len()).map_err(|_| QuantityError::Malformed)?;
     let mut exp10 = p.exp10.saturating_sub(frac_len);
 
@@ -256,9 +247,7 @@ fn evaluate(p: &Parsed<'_>) -> Result<u64, QuantityError> {
     }
     let mantissa = digits
         .iter()
-        .try_fold(0u128, |acc, &d| {
-            acc.checked_mul(10)?.checked_add(u128::from(d))
-        })
+        .try_fold(0u128, |acc, &d| acc.checked_mul(10)?.checked_add(u128::from(d)))
         .ok_or(QuantityError::TooLarge)?;
     let value = 2u128
         .checked_pow(shift)

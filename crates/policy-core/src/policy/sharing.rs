@@ -56,16 +56,12 @@ pub fn mark(containers: &mut [Container<'_>], kai: Option<&KaiFraction<'_>>) {
             // KAI looks among the init containers first.
             Some(name) => {
                 let named = |kinds: &[ContainerKind]| {
-                    containers
-                        .iter()
-                        .position(|c| kinds.contains(&c.kind) && c.name == name)
+                    containers.iter().position(|c| kinds.contains(&c.kind) && c.name == name)
                 };
                 named(&[ContainerKind::Init, ContainerKind::Sidecar])
                     .or_else(|| named(&[ContainerKind::Regular]))
             }
-            None => containers
-                .iter()
-                .position(|c| c.kind == ContainerKind::Regular),
+            None => containers.iter().position(|c| c.kind == ContainerKind::Regular),
         };
         if let Some(container) = holder.and_then(|at| containers.get_mut(at)) {
             container.kai_share = true;

@@ -28,11 +28,7 @@ pub struct Subject<'a> {
 #[derive(Debug, Clone)]
 pub enum Form<'a> {
     /// A Pod, or the pod template of a workload, at `shape`.
-    Pod {
-        shape: Shape,
-        identity: Identity<'a>,
-        scope: Scope,
-    },
+    Pod { shape: Shape, identity: Identity<'a>, scope: Scope },
     /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are
     /// bounded (R2).
     Claim(ClaimKind),
@@ -45,11 +41,7 @@ impl<'a> Subject<'a> {
         let owner = controller_owner(object);
         Self {
             object,
-            form: Form::Pod {
-                shape: Shape::Pod,
-                identity: Identity::Pod { owner },
-                scope,
-            },
+            form: Form::Pod { shape: Shape::Pod, identity: Identity::Pod { owner }, scope },
             namespace,
             old: None,
         }
@@ -58,10 +50,7 @@ impl<'a> Subject<'a> {
     /// An update of a Pod (the main resource, not a subresource): `object`
     /// as sent, `old` as stored.
     pub fn pod_update(object: Json<'a>, old: Json<'a>, namespace: &'a str) -> Self {
-        Self {
-            old: Some(old),
-            ..Self::pod(object, namespace, Scope::Update)
-        }
+        Self { old: Some(old), ..Self::pod(object, namespace, Scope::Update) }
     }
 
     /// The pod template of a workload of `kind` (`Deployment`, ...), at
@@ -85,12 +74,7 @@ impl<'a> Subject<'a> {
     }
 
     pub fn claim(object: Json<'a>, kind: ClaimKind, namespace: &'a str) -> Self {
-        Self {
-            object,
-            form: Form::Claim(kind),
-            namespace,
-            old: None,
-        }
+        Self { object, form: Form::Claim(kind), namespace, old: None }
     }
 }
 

@@ -16,9 +16,7 @@ use super::{Evaluation, Evaluator, ImageFacts, RuleId, Scope, Subject, scope_for
 use crate::settings::Settings;
 
 fn namespace_of(pod: &Value) -> &str {
-    pod.pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default")
+    pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default")
 }
 
 /// Evaluates a pod whose claims resolve from `objects` (ResourceClaims,
@@ -31,15 +29,7 @@ pub fn evaluate_with_claims(pod: &Value, objects: &[Value], settings: &Settings)
 
 /// Evaluates a pod with what a cluster snapshot knows.
 pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation {
-    run_in(
-        pod,
-        &Scope::Whole,
-        &Settings::default(),
-        &[],
-        Some(cluster),
-        None,
-        Some(cluster),
-    )
+    run_in(pod, &Scope::Whole, &Settings::default(), &[], Some(cluster), None, Some(cluster))
 }
 
 /// Evaluates a pod without a cluster, with what the nodes carry, as
@@ -54,24 +44,16 @@ pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation 
     let namespace_settings = settings.for_namespace(&BTreeMap::new());
     let evaluator = Evaluator::of_cluster(&settings, &namespace_settings, None, Some(images));
     let document = Document::from_value(pod);
-    evaluated(
-        &evaluator,
-        &Subject::pod(document.root(), namespace_of(pod), Scope::Whole),
-    )
+    evaluated(&evaluator, &Subject::pod(document.root(), namespace_of(pod), Scope::Whole))
 }
 
 /// The evaluation of `subject`, failing the test when it does not parse.
 fn evaluated(evaluator: &Evaluator<'_>, subject: &Subject<'_>) -> Evaluation {
-    evaluator
-        .evaluate(subject)
-        .unwrap_or_else(|err| panic!("test pod does not parse: {err}"))
+    evaluator.evaluate(subject).unwrap_or_else(|err| panic!("test pod does not parse: {err}"))
 }
 
 fn annotation_map(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
-    annotations
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+    annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 fn run_in(
@@ -116,15 +98,7 @@ pub fn evaluate_pod(pod: &Value) -> Evaluation {
 
 pub fn evaluate_pod_in(pod: &Value, namespace_annotations: &[(&str, &str)]) -> Evaluation {
     let settings = Settings::default();
-    run_in(
-        pod,
-        &Scope::Whole,
-        &settings,
-        namespace_annotations,
-        None,
-        None,
-        None,
-    )
+    run_in(pod, &Scope::Whole, &settings, namespace_annotations, None, None, None)
 }
 
 pub fn evaluate_with(pod: &Value, settings: &Settings) -> Evaluation {
@@ -164,12 +138,7 @@ pub fn violation_messages(pod: &Value, rule: RuleId) -> Vec<String> {
 
 /// The messages of one rule's violations in an evaluation.
 pub fn messages_of(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
-    evaluation
-        .violations
-        .iter()
-        .filter(|v| v.rule == rule)
-        .map(|v| v.message.to_string())
-        .collect()
+    evaluation.violations.iter().filter(|v| v.rule == rule).map(|v| v.message.to_string()).collect()
 }
 
 /// The `env` of the container `name` (init, regular or ephemeral) of

@@ -4,10 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },
     #[error("config: {0}")]

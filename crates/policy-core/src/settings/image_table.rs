@@ -128,12 +128,7 @@ pub fn default_table() -> Vec<ImageEntry> {
         require_cuda: require.map(str::to_owned),
     };
     let ngc = |months: &str, major, minor| {
-        cuda(
-            format!("{NGC}{months}(-|$)"),
-            major,
-            minor,
-            Some(NGC_REQUIRE),
-        )
+        cuda(format!("{NGC}{months}(-|$)"), major, minor, Some(NGC_REQUIRE))
     };
     vec![
         minimum(r"^(nvcr\.io/)?nvidia/cuda:13\.", 7, 5),
@@ -155,18 +150,8 @@ pub fn default_table() -> Vec<ImageEntry> {
         ngc(r"25\.12", 13, 1),
         // Later releases: at least what 25.12 is built on.
         ngc(r"(2[6-9]|[3-9][0-9])\.[0-9][0-9]", 13, 1),
-        cuda(
-            r"^vllm/vllm-openai:.*-cu130$".to_owned(),
-            13,
-            0,
-            Some(CUDA_13_0_REQUIRE),
-        ),
-        cuda(
-            r"^vllm/vllm-openai:.*-cu128$".to_owned(),
-            12,
-            8,
-            Some(CUDA_12_8_REQUIRE),
-        ),
+        cuda(r"^vllm/vllm-openai:.*-cu130$".to_owned(), 13, 0, Some(CUDA_13_0_REQUIRE)),
+        cuda(r"^vllm/vllm-openai:.*-cu128$".to_owned(), 12, 8, Some(CUDA_12_8_REQUIRE)),
         minimum(r"^vllm/vllm-openai:.*-cu12[0-9]$", 5, 0),
         cuda(
             r"^ghcr\.io/huggingface/text-generation-inference:([0-9]+\.[0-9]+(\.[0-9]+)?|latest)$"
@@ -188,10 +173,7 @@ pub struct ImageTable {
 
 impl Default for ImageTable {
     fn default() -> Self {
-        Self {
-            patterns: RegexSet::empty(),
-            needs: Vec::new(),
-        }
+        Self { patterns: RegexSet::empty(), needs: Vec::new() }
     }
 }
 
@@ -205,11 +187,7 @@ impl ImageTable {
     /// The needs of every entry the image matches (already normalized), in
     /// the order of the table.
     pub fn lookup(&self, image: &str) -> Vec<&ImageNeeds> {
-        self.patterns
-            .matches(image)
-            .iter()
-            .filter_map(|index| self.needs.get(index))
-            .collect()
+        self.patterns.matches(image).iter().filter_map(|index| self.needs.get(index)).collect()
     }
 }
 
@@ -266,11 +244,7 @@ impl ImageResolution {
             }
         };
         self.registry_hosts()?;
-        if self
-            .credentials_file
-            .as_ref()
-            .is_some_and(|path| path.as_os_str().is_empty())
-        {
+        if self.credentials_file.as_ref().is_some_and(|path| path.as_os_str().is_empty()) {
             return invalid("imageResolution.credentialsFile: empty path".to_owned());
         }
         let mut entries = Vec::with_capacity(self.table.len() + legacy.len());
@@ -289,12 +263,10 @@ impl ImageResolution {
                     entry.pattern
                 ));
             }
-            let require_cuda = entry
-                .require_cuda
-                .as_deref()
-                .map(str::parse::<Requirement>)
-                .transpose()
-                .or_else(|err| invalid(format!("{field}: pattern {:?}: {err}", entry.pattern)))?;
+            let require_cuda =
+                entry.require_cuda.as_deref().map(str::parse::<Requirement>).transpose().or_else(
+                    |err| invalid(format!("{field}: pattern {:?}: {err}", entry.pattern)),
+                )?;
             let needs = ImageNeeds {
                 cuda: entry.cuda_version,
                 require_cuda,
@@ -305,10 +277,7 @@ impl ImageResolution {
         }
         for rule in legacy {
             let regex = compile("imageComputeCapabilities", &rule.pattern)?;
-            let needs = ImageNeeds {
-                minimum: Some(rule.minimum),
-                ..ImageNeeds::default()
-            };
+            let needs = ImageNeeds { minimum: Some(rule.minimum), ..ImageNeeds::default() };
             entries.push((regex, needs));
         }
         if self.mode == ResolutionMode::Off {
@@ -317,12 +286,7 @@ impl ImageResolution {
         // Every pattern compiled on its own above; together they can only
         // exceed the size limit of one compiled set.
         let table = ImageTable::new(entries).map_err(|err| {
-            let first = err
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_owned();
+            let first = err.to_string().lines().next().unwrap_or_default().to_owned();
             ConfigError::Invalid(format!("imageResolution.table: {first}"))
         })?;
         Ok((table, timeout))

@@ -74,9 +74,7 @@ pub fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
 fn is_label(label: &str) -> bool {
     !label.is_empty()
         && label.len() <= 63
-        && label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !label.starts_with('-')
         && !label.ends_with('-')
 }
@@ -120,10 +118,7 @@ impl RegistryPattern {
     /// entry.
     pub fn matches(&self, host: &str, port: Option<u16>) -> bool {
         match self {
-            Self::Host {
-                host: entry,
-                port: entry_port,
-            } => entry == host && *entry_port == port,
+            Self::Host { host: entry, port: entry_port } => entry == host && *entry_port == port,
             Self::Suffix(suffix) => port.is_none() && host.ends_with(suffix.as_str()),
         }
     }
@@ -187,10 +182,7 @@ impl RegistryHosts {
     /// list: every host under `*.pkg.dev` is the one entry.
     pub fn entry_of(&self, authority: &str) -> Option<(usize, &RegistryPattern)> {
         let (host, port) = split_authority(authority)?;
-        self.patterns
-            .iter()
-            .enumerate()
-            .find(|(_, pattern)| pattern.matches(&host, port))
+        self.patterns.iter().enumerate().find(|(_, pattern)| pattern.matches(&host, port))
     }
 
     /// [`RegistryHosts::permits`] of a host already split and lower-cased.

@@ -36,10 +36,7 @@ pub struct KaiScheduler {
 
 impl Default for KaiScheduler {
     fn default() -> Self {
-        Self {
-            enabled: true,
-            scheduler_name: "kai-scheduler".to_owned(),
-        }
+        Self { enabled: true, scheduler_name: "kai-scheduler".to_owned() }
     }
 }
 

@@ -14,9 +14,7 @@ fn the_example_config_is_the_defaults() {
     let example = include_str!("../../../../examples/config.yaml");
     let settings = Settings::from_yaml(example, "examples/config.yaml");
     assert_eq!(
-        settings
-            .map(|s| s.config().clone())
-            .map_err(|e| e.to_string()),
+        settings.map(|s| s.config().clone()).map_err(|e| e.to_string()),
         Ok(Config::default())
     );
 }
@@ -24,28 +22,19 @@ fn the_example_config_is_the_defaults() {
 #[test]
 fn empty_file_gives_defaults() {
     let settings = Settings::from_yaml("{}", "inline");
-    assert_eq!(
-        settings.ok().map(|s| s.config().clone()),
-        Some(Config::default())
-    );
+    assert_eq!(settings.ok().map(|s| s.config().clone()), Some(Config::default()));
 }
 
 #[test]
 fn unknown_field_is_an_error() {
     let err = Settings::from_yaml("maxPerPods: 3", "c.yaml").err();
     let text = err.map(|e| e.to_string()).unwrap_or_default();
-    assert!(
-        text.contains("c.yaml") && text.contains("maxPerPods"),
-        "{text}"
-    );
+    assert!(text.contains("c.yaml") && text.contains("maxPerPods"), "{text}");
 }
 
 /// Why `yaml` is refused as a config file (empty when it is not).
 pub(super) fn refusal(yaml: &str) -> String {
-    Settings::from_yaml(yaml, "c.yaml")
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default()
+    Settings::from_yaml(yaml, "c.yaml").err().map(|e| e.to_string()).unwrap_or_default()
 }
 
 /// Found by the `config` fuzz target: the messages of the YAML parser
@@ -69,16 +58,10 @@ fn config_errors_fit_on_one_line(#[case] yaml: &str, #[case] prefix: &str) {
 #[rstest]
 #[case("visibleDevicesPin: all", "visibleDevicesPin")]
 #[case("runtimeClassName: kata", "gpuRuntimeClasses")]
-#[case(
-    "imageComputeCapabilities: [{pattern: '(', minimum: '7.0'}]",
-    "pattern"
-)]
+#[case("imageComputeCapabilities: [{pattern: '(', minimum: '7.0'}]", "pattern")]
 #[case("gpuResources: ['']", "gpuResources")]
 #[case("gpuDeviceClasses: [' ']", "gpuDeviceClasses")]
-#[case(
-    "gpuSharing: {kaiScheduler: {schedulerName: ''}}",
-    "gpuSharing.kaiScheduler.schedulerName"
-)]
+#[case("gpuSharing: {kaiScheduler: {schedulerName: ''}}", "gpuSharing.kaiScheduler.schedulerName")]
 #[case("privilegedGpu: refuse", "privilegedGpu")]
 #[case("computeAffinity: {whenNodesUnlabelled: never}", "never")]
 #[case("computeAffinity: {whenNodesUnlabeled: skip}", "whenNodesUnlabeled")]
@@ -90,14 +73,8 @@ fn invalid_configs_are_refused(#[case] yaml: &str, #[case] names: &str) {
 #[rstest]
 #[case("{}", WhenNodesUnlabelled::Skip)]
 #[case("computeAffinity: {}", WhenNodesUnlabelled::Skip)]
-#[case(
-    "computeAffinity: {whenNodesUnlabelled: skip}",
-    WhenNodesUnlabelled::Skip
-)]
-#[case(
-    "computeAffinity: {whenNodesUnlabelled: require}",
-    WhenNodesUnlabelled::Require
-)]
+#[case("computeAffinity: {whenNodesUnlabelled: skip}", WhenNodesUnlabelled::Skip)]
+#[case("computeAffinity: {whenNodesUnlabelled: require}", WhenNodesUnlabelled::Require)]
 fn when_nodes_unlabelled_is_read(#[case] yaml: &str, #[case] expected: WhenNodesUnlabelled) {
     let settings = Settings::from_yaml(yaml, "c.yaml");
     let read = settings.map(|s| s.config().compute_affinity.when_nodes_unlabelled);
@@ -124,20 +101,16 @@ fn an_empty_runtime_class_is_accepted() {
 fn hami_share_resources_are_never_cards() {
     let yaml = "gpuResources: ['nvidia.com/gpu*']";
     let on = Settings::from_yaml(yaml, "c.yaml").map_err(|e| e.to_string());
-    let off = Settings::from_yaml(
-        &format!("{yaml}\ngpuSharing: {{hami: {{enabled: false}}}}"),
-        "c.yaml",
-    )
-    .map_err(|e| e.to_string());
+    let off =
+        Settings::from_yaml(&format!("{yaml}\ngpuSharing: {{hami: {{enabled: false}}}}"), "c.yaml")
+            .map_err(|e| e.to_string());
     for name in HAMI_RESOURCES {
         assert_eq!(
-            on.as_ref()
-                .map(|s| (s.is_gpu_resource(name), s.is_share_resource(name))),
+            on.as_ref().map(|s| (s.is_gpu_resource(name), s.is_share_resource(name))),
             Ok((false, true))
         );
         assert_eq!(
-            off.as_ref()
-                .map(|s| (s.is_gpu_resource(name), s.is_share_resource(name))),
+            off.as_ref().map(|s| (s.is_gpu_resource(name), s.is_share_resource(name))),
             Ok((true, false))
         );
     }
@@ -147,9 +120,7 @@ fn hami_share_resources_are_never_cards() {
 #[test]
 fn unquoted_yaml_capability_is_read() {
     let settings = Settings::from_yaml("minComputeCapability: 7.5", "c.yaml");
-    let min = settings
-        .ok()
-        .and_then(|s| s.config().min_compute_capability);
+    let min = settings.ok().and_then(|s| s.config().min_compute_capability);
     assert_eq!(min, Some(ComputeCapability::new(7, 5)));
 }
 
@@ -212,10 +183,7 @@ fn each_resource_pattern_answers_by_its_place() {
 }
 
 fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 #[rstest]
@@ -235,16 +203,9 @@ fn namespace_annotations_only_tighten(
 ) {
     let ns = Settings::default().for_namespace(&annotations(pairs));
     assert_eq!(ns.max_per_pod, max_per_pod);
-    assert_eq!(
-        ns.min_compute_capability,
-        min.map(|(a, b)| ComputeCapability::new(a, b))
-    );
+    assert_eq!(ns.min_compute_capability, min.map(|(a, b)| ComputeCapability::new(a, b)));
     assert_eq!(ns.ignored.len(), notices, "{:?}", ns.ignored);
-    assert!(
-        ns.ignored
-            .iter()
-            .all(|n| n.to_string().starts_with("namespace annotation "))
-    );
+    assert!(ns.ignored.iter().all(|n| n.to_string().starts_with("namespace annotation ")));
 }
 
 #[test]
@@ -253,9 +214,6 @@ fn namespace_capability_below_cluster_minimum_is_ignored() {
     let ns = settings
         .map(|s| s.for_namespace(&annotations(&[(MIN_COMPUTE_CAPABILITY_ANNOTATION, "6.1")])));
     let ns = ns.unwrap_or_else(|| Settings::default().for_namespace(&BTreeMap::new()));
-    assert_eq!(
-        ns.min_compute_capability,
-        Some(ComputeCapability::new(7, 0))
-    );
+    assert_eq!(ns.min_compute_capability, Some(ComputeCapability::new(7, 0)));
     assert_eq!(ns.ignored.len(), 1);
 }

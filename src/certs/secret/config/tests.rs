@@ -6,9 +6,7 @@ fn secret_ref_parses_namespace_slash_name() {
     assert_eq!(parsed.namespace, "gpu-policy");
     assert_eq!(parsed.name, "gpu-policy-tls");
     assert_eq!(parsed.to_string(), "gpu-policy/gpu-policy-tls");
-    for bad in [
-        "name", "/name", "ns/", "ns/a/b", "NS/name", "ns/Name", "a.b/name",
-    ] {
+    for bad in ["name", "/name", "ns/", "ns/a/b", "NS/name", "ns/Name", "a.b/name"] {
         assert!(bad.parse::<SecretRef>().is_err(), "{bad} accepted");
     }
 }

@@ -119,10 +119,7 @@ fn an_empty_secret_is_filled() {
     };
     assert_eq!(evaluate(&empty, &names(), unix_now()), Verdict::Empty);
     // As the install creates it: Opaque, no data at all.
-    let installed = Secret {
-        type_: Some(OPAQUE_SECRET_TYPE.to_owned()),
-        ..Secret::default()
-    };
+    let installed = Secret { type_: Some(OPAQUE_SECRET_TYPE.to_owned()), ..Secret::default() };
     assert_eq!(read_data(&installed), Ok(empty));
 }
 
@@ -144,9 +141,7 @@ fn foreign_secrets_are_refused() {
         data.insert("password".to_owned(), ByteString(b"hunter2".to_vec()));
     }
     assert_eq!(
-        read_data(&password)
-            .expect_err("a key of its own")
-            .to_string(),
+        read_data(&password).expect_err("a key of its own").to_string(),
         "it holds password, which gpu-policy never writes; name another Secret"
     );
 
@@ -154,17 +149,9 @@ fn foreign_secrets_are_refused() {
     if let Some(data) = cert_manager.data.as_mut() {
         data.remove(CA_KEY);
     }
-    assert!(
-        read_data(&cert_manager)
-            .expect_err("no ca.key")
-            .to_string()
-            .contains("ca.key")
-    );
+    assert!(read_data(&cert_manager).expect_err("no ca.key").to_string().contains("ca.key"));
 
-    let empty = Secret {
-        type_: Some(TLS_SECRET_TYPE.to_owned()),
-        ..Secret::default()
-    };
+    let empty = Secret { type_: Some(TLS_SECRET_TYPE.to_owned()), ..Secret::default() };
     assert!(read_data(&empty).is_ok());
 }
 
@@ -172,14 +159,9 @@ fn foreign_secrets_are_refused() {
 fn renewal_keeps_existing_names() {
     let now = unix_now();
     let ca = generate_ca(now, CA_VALIDITY_DAYS).expect("ca");
-    let leaf = issue(
-        &ca.cert,
-        &ca.key,
-        &["Other.Example.com".to_owned(), "10.0.0.1".to_owned()],
-        now,
-        1,
-    )
-    .expect("leaf");
+    let leaf =
+        issue(&ca.cert, &ca.key, &["Other.Example.com".to_owned(), "10.0.0.1".to_owned()], now, 1)
+            .expect("leaf");
     let mut all = names();
     all.extend(san_strings(leaf.cert.as_bytes()));
     let all = dedup_names(all);

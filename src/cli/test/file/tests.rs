@@ -19,10 +19,7 @@ fn a_minimal_test_gets_the_defaults() {
         Ok(test) => test,
         Err(err) => panic!("{err}"),
     };
-    assert_eq!(
-        (test.namespace.as_str(), test.mode),
-        ("default", Mode::Enforce)
-    );
+    assert_eq!((test.namespace.as_str(), test.mode), ("default", Mode::Enforce));
     assert_eq!(test.resources.len(), 1);
     assert_eq!(test.cases[0].object.to_string(), "Pod/default/p");
     assert_eq!(test.cases[0].engines, Engines::BOTH);
@@ -43,21 +40,13 @@ fn every_problem_names_its_field() {
             json!({"annotations": {"a": 2}}),
             "namespace.annotations.a: invalid type: integer `2`, expected a string",
         ),
-        (
-            "config",
-            json!({"maxPerPd": 2}),
-            "config: unknown field `maxPerPd`",
-        ),
+        ("config", json!({"maxPerPd": 2}), "config: unknown field `maxPerPd`"),
         (
             "engines",
             json!(["kyverno"]),
             "engines[0]: unknown variant `kyverno`, expected `webhook` or `cel`",
         ),
-        (
-            "engines",
-            json!(["webhook", "webhook"]),
-            "engines[1]: webhook is listed twice",
-        ),
+        ("engines", json!(["webhook", "webhook"]), "engines[1]: webhook is listed twice"),
         (
             "cases",
             json!([{"object": "Pod/p", "violations": ["bounded"]}]),
@@ -78,16 +67,8 @@ fn every_problem_names_its_field() {
             json!([{"object": "Pod/p", "allowed": "yes"}]),
             "cases[0].allowed: invalid type: string \"yes\", expected a boolean",
         ),
-        (
-            "cases",
-            json!([{"object": " ", "allowed": true}]),
-            "cases[0].object: is empty",
-        ),
-        (
-            "cases",
-            json!([{"object": "Pod/p"}]),
-            "cases[0]: expects nothing",
-        ),
+        ("cases", json!([{"object": " ", "allowed": true}]), "cases[0].object: is empty"),
+        ("cases", json!([{"object": "Pod/p"}]), "cases[0]: expects nothing"),
         (
             "cases",
             json!([{"object": "Pod/p", "messages": ["/(/"]}]),
@@ -101,9 +82,7 @@ fn every_problem_names_its_field() {
         ),
         (
             "cases",
-            json!([[
-                "Pod/p", null, true, null, null, null, null, null, null, null
-            ]]),
+            json!([["Pod/p", null, true, null, null, null, null, null, null, null]]),
             "cases[0]: invalid type: sequence, expected a mapping",
         ),
         (
@@ -152,9 +131,7 @@ fn a_document_that_is_no_mapping_is_refused() {
     let err = parsed(json!(["a"])).err().unwrap_or_default();
     assert_eq!(err, "the document: must be a mapping, not a list");
     let mut nameless = minimal();
-    nameless
-        .as_object_mut()
-        .map(|document| document.remove("name"));
+    nameless.as_object_mut().map(|document| document.remove("name"));
     let err = parsed(nameless).err().unwrap_or_default();
     assert_eq!(err, "the document: missing field `name`");
 }

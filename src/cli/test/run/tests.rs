@@ -10,17 +10,11 @@ fn json_differences_name_the_pointer() {
         "",
         &mut found,
     );
-    let lines: Vec<String> = found
-        .into_iter()
-        .map(|(p, w, h)| format!("{p}: {w} -> {h}"))
-        .collect();
+    let lines: Vec<String> =
+        found.into_iter().map(|(p, w, h)| format!("{p}: {w} -> {h}")).collect();
     assert_eq!(
         lines,
-        [
-            "/spec/a~1b: 1 -> 2",
-            "/spec/extra: absent -> true",
-            "/spec/list/1: 2 -> absent"
-        ]
+        ["/spec/a~1b: 1 -> 2", "/spec/extra: absent -> true", "/spec/list/1: 2 -> absent"]
     );
 }
 

@@ -24,10 +24,8 @@ type Framed = Result<Frame<Bytes>, std::convert::Infallible>;
 
 /// A body of data frames of these sizes, all ready.
 fn frames(sizes: &[usize]) -> StreamBody<futures::stream::Iter<std::vec::IntoIter<Framed>>> {
-    let frames: Vec<Framed> = sizes
-        .iter()
-        .map(|size| Ok(Frame::data(Bytes::from(vec![b' '; *size]))))
-        .collect();
+    let frames: Vec<Framed> =
+        sizes.iter().map(|size| Ok(Frame::data(Bytes::from(vec![b' '; *size])))).collect();
     StreamBody::new(futures::stream::iter(frames))
 }
 
@@ -39,23 +37,12 @@ async fn a_chunked_body_is_charged_as_it_arrives_and_refused_past_the_share() {
     let phase = Arc::new(RequestPhase::default());
     let mut body = Charged::new(frames(&[25, 25, 25]), Arc::clone(&charge), phase);
     for _ in 0..2 {
-        let frame = body
-            .frame()
-            .await
-            .expect("a frame")
-            .expect("within the share");
+        let frame = body.frame().await.expect("a frame").expect("within the share");
         assert_eq!(frame.data_ref().map(Bytes::len), Some(25));
     }
     assert_eq!(budget.in_use().1, 50);
-    let error = body
-        .frame()
-        .await
-        .expect("a frame")
-        .expect_err("75 is over 60");
-    assert_eq!(
-        error.downcast_ref::<BodyCut>(),
-        Some(&BodyCut::Refused(Refusal::OverShare))
-    );
+    let error = body.frame().await.expect("a frame").expect_err("75 is over 60");
+    assert_eq!(error.downcast_ref::<BodyCut>(), Some(&BodyCut::Refused(Refusal::OverShare)));
     drop((body, charge));
     assert_eq!(budget.in_use().1, 0);
 }
@@ -68,11 +55,7 @@ async fn a_stalled_body_is_woken_and_cut_when_shed() {
     let stalled = StreamBody::new(futures::stream::pending::<
         Result<Frame<Bytes>, std::convert::Infallible>,
     >());
-    let mut body = Charged::new(
-        stalled,
-        Arc::clone(&charge),
-        Arc::new(RequestPhase::default()),
-    );
+    let mut body = Charged::new(stalled, Arc::clone(&charge), Arc::new(RequestPhase::default()));
     let waiting = tokio::spawn(async move { body.frame().await.map(|frame| frame.map(|_| ())) });
     tokio::task::yield_now().await;
     let _other = budget.connect(ip(3)).expect("connection");
@@ -118,11 +101,5 @@ async fn a_body_over_the_share_is_answered_429_with_retry_after() {
         panic!("the body is over the share");
     };
     assert_eq!(response.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(
-        response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .map(|v| v.as_bytes()),
-        Some(&b"1"[..])
-    );
+    assert_eq!(response.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"1"[..]));
 }

@@ -8,9 +8,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 
 async fn read(reader: &mut Deadlined<tokio::io::DuplexStream>) -> io::Result<usize> {
     let mut buf = [0u8; 16];
-    tokio::time::timeout(PATIENCE, reader.read(&mut buf))
-        .await
-        .expect("the read ends")
+    tokio::time::timeout(PATIENCE, reader.read(&mut buf)).await.expect("the read ends")
 }
 
 #[tokio::test]

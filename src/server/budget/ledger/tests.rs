@@ -84,8 +84,7 @@ fn many_peers_each_within_the_fair_share_leave_the_newcomer_its_share() {
     let mut pool = Pool::new(100, 100);
     let signals: Vec<_> = (0..10).map(|_| signal()).collect();
     for (n, s) in (1..=10u8).zip(&signals) {
-        pool.take(ip(n), u64::from(n), 10, s, usize::from(n))
-            .expect("within the pool");
+        pool.take(ip(n), u64::from(n), 10, s, usize::from(n)).expect("within the pool");
     }
     assert_eq!(pool.take(ip(11), 11, 5, &signal(), 11), Ok(()));
     assert_eq!(signals.iter().filter(|s| s.is_shed()).count(), 1);

@@ -6,9 +6,7 @@ const LAST_SECOND: u64 = 253_402_207_200;
 fn text(clock: &mut Clock, seconds: u64, micros: u32) -> String {
     let instant = UNIX_EPOCH + Duration::new(seconds, micros * 1_000 + 999);
     let mut line = String::new();
-    clock
-        .push(&mut line, since_epoch_in_range(instant).expect("in range"))
-        .expect("written");
+    clock.push(&mut line, since_epoch_in_range(instant).expect("in range")).expect("written");
     line
 }
 
@@ -37,10 +35,7 @@ fn instants_are_written_as_rfc_3339_with_microseconds() {
 fn instants_out_of_range_are_not_written_here() {
     let at = |seconds| UNIX_EPOCH + Duration::from_secs(seconds);
     assert_eq!(since_epoch_in_range(at(LAST_SECOND + 1)), None);
-    assert_eq!(
-        since_epoch_in_range(UNIX_EPOCH - Duration::from_secs(1)),
-        None
-    );
+    assert_eq!(since_epoch_in_range(UNIX_EPOCH - Duration::from_secs(1)), None);
     assert!(since_epoch_in_range(at(LAST_SECOND)).is_some());
     assert!(since_epoch_in_range(UNIX_EPOCH).is_some());
 }

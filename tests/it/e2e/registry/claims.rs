@@ -28,14 +28,8 @@ async fn a_claim_gets_the_floors_the_registry_gives_its_pods_image() {
                 "resources": {"claims": [{"name": "gpu"}]}}]}}));
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    write_atomically(
-        &config,
-        registry_config(&[registry.host()], "2s", "").as_bytes(),
-    );
-    let options = Options {
-        config: Some(config),
-        ..Options::default()
-    };
+    write_atomically(&config, registry_config(&[registry.host()], "2s", "").as_bytes());
+    let options = Options { config: Some(config), ..Options::default() };
     let (server, _scratch) = Server::start_in_cluster_with(&api, options).await;
     let mut connection = server.connect().await;
 
@@ -51,13 +45,7 @@ async fn a_claim_gets_the_floors_the_registry_gives_its_pods_image() {
     // CUDA 13.0 as its config says: compute capability 7.5, and a driver
     // for CUDA 13.0 or of the 535 branch.
     assert!(selector.contains(r#"semver("7.5.0")"#), "{selector}");
-    assert!(
-        selector.contains(r#"cudaDriverVersion.compareTo(semver("13.0.0"))"#),
-        "{selector}"
-    );
-    assert!(
-        response["warnings"].as_array().is_none_or(Vec::is_empty),
-        "{response}"
-    );
+    assert!(selector.contains(r#"cudaDriverVersion.compareTo(semver("13.0.0"))"#), "{selector}");
+    assert!(response["warnings"].as_array().is_none_or(Vec::is_empty), "{response}");
     assert_eq!(registry.blob_gets("team/trainer"), 1);
 }

@@ -42,18 +42,9 @@ impl Case {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("config.yaml");
-        write_atomically(
-            &config,
-            registry_config(&[registry.host()], BUDGET, "").as_bytes(),
-        );
+        write_atomically(&config, registry_config(&[registry.host()], BUDGET, "").as_bytes());
         let server = start(&config).await;
-        Case {
-            registry,
-            tarpit,
-            server,
-            config,
-            dir,
-        }
+        Case { registry, tarpit, server, config, dir }
     }
 
     fn image(&self) -> String {
@@ -64,8 +55,7 @@ impl Case {
     /// the table's fallback warned and the full reason in the audit
     /// annotation. Returns the annotation.
     async fn admitted(&self, image: &str) -> String {
-        self.admitted_pod(&gpu_pod().namespace("ml").image(image).json(), image)
-            .await
+        self.admitted_pod(&gpu_pod().namespace("ml").image(image).json(), image).await
     }
 
     /// [`Case::admitted`] of `pod`, a GPU pod of `image`.
@@ -76,15 +66,10 @@ impl Case {
         eprintln!("{image}: answered in {:?}", started.elapsed());
         assert_eq!(response["allowed"], true, "{response}");
         assert!(
-            warnings(&response)
-                .iter()
-                .any(|w| w.contains(FALLBACK) && w.contains(image)),
+            warnings(&response).iter().any(|w| w.contains(FALLBACK) && w.contains(image)),
             "{response}"
         );
-        response["auditAnnotations"]["image-resolution"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        response["auditAnnotations"]["image-resolution"].as_str().unwrap_or_default().to_owned()
     }
 
     /// The process's peak RSS so far, at or under [`PEAK_RSS`].
@@ -92,11 +77,7 @@ impl Case {
         let peak = self.server.memory("VmHWM");
         eprintln!("{case}: peak RSS {:.1} MiB", peak as f64 / (1 << 20) as f64);
         assert!(peak <= PEAK_RSS, "{case}: peak RSS {peak} bytes");
-        assert_eq!(
-            self.tarpit.connections(),
-            0,
-            "{case}: a connection to the tarpit"
-        );
+        assert_eq!(self.tarpit.connections(), 0, "{case}: a connection to the tarpit");
     }
 }
 
@@ -110,27 +91,16 @@ async fn a_config_streamed_past_its_declared_size() {
         "{annotation}"
     );
     case.peak_within_bound("config streamed past its declared size");
-    assert!(
-        case.registry.streamed() < 32 << 20,
-        "{} bytes sent",
-        case.registry.streamed()
-    );
+    assert!(case.registry.streamed() < 32 << 20, "{} bytes sent", case.registry.streamed());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_manifest_that_never_ends() {
     let case = Case::start(|_| Some(Fault::EndlessManifest)).await;
     let annotation = case.admitted(&case.image()).await;
-    assert!(
-        annotation.contains("manifest larger than 4 MiB"),
-        "{annotation}"
-    );
+    assert!(annotation.contains("manifest larger than 4 MiB"), "{annotation}");
     case.peak_within_bound("manifest that never ends");
-    assert!(
-        case.registry.streamed() < 32 << 20,
-        "{} bytes sent",
-        case.registry.streamed()
-    );
+    assert!(case.registry.streamed() < 32 << 20, "{} bytes sent", case.registry.streamed());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -147,21 +117,14 @@ async fn an_image_on_a_host_nobody_listed() {
     );
     case.peak_within_bound("image on a host nobody listed");
     let metrics = case.server.metrics().await;
-    assert!(
-        metrics.contains(r#"gpu_policy_image_lookups_total{result="refused"} 1"#),
-        "{metrics}"
-    );
+    assert!(metrics.contains(r#"gpu_policy_image_lookups_total{result="refused"} 1"#), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_redirect_to_a_loopback_port_nobody_listed() {
-    let case = Case::start(|tarpit| {
-        Some(Fault::RedirectBlobs(format!(
-            "http://{}/blob",
-            tarpit.host()
-        )))
-    })
-    .await;
+    let case =
+        Case::start(|tarpit| Some(Fault::RedirectBlobs(format!("http://{}/blob", tarpit.host()))))
+            .await;
     let annotation = case.admitted(&case.image()).await;
     assert!(
         annotation.contains(&format!("redirect to http://{}", case.tarpit.host())),
@@ -174,23 +137,15 @@ async fn a_redirect_to_a_loopback_port_nobody_listed() {
 async fn content_that_is_not_its_digest() {
     let case = Case::start(|_| Some(Fault::WrongContent)).await;
     let annotation = case.admitted(&case.image()).await;
-    assert!(
-        annotation.contains("registry lookup failed"),
-        "{annotation}"
-    );
-    case.server
-        .wait_for_log("does not match its digest", Duration::from_secs(5))
-        .await;
+    assert!(annotation.contains("registry lookup failed"), "{annotation}");
+    case.server.wait_for_log("does not match its digest", Duration::from_secs(5)).await;
     case.peak_within_bound("content that is not its digest");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_realm_on_another_host() {
     let case = Case::start(|tarpit| {
-        Some(Fault::RealmElsewhere(format!(
-            "http://{}/token",
-            tarpit.host()
-        )))
+        Some(Fault::RealmElsewhere(format!("http://{}/token", tarpit.host())))
     })
     .await;
     let annotation = case.admitted(&case.image()).await;
@@ -213,41 +168,25 @@ async fn three_hundred_images_on_a_registry_that_never_answers() {
     for n in 0..300 {
         let image = format!("{}/team/app:{n}", case.registry.host());
         let started = Instant::now();
-        let response = connection
-            .admit(ENFORCE, &gpu_pod().namespace("ml").image(&image).json())
-            .await;
+        let response =
+            connection.admit(ENFORCE, &gpu_pod().namespace("ml").image(&image).json()).await;
         slowest = slowest.max(started.elapsed());
         assert_eq!(response["allowed"], true, "{response}");
-        let annotation = response["auditAnnotations"]["image-resolution"]
-            .as_str()
-            .unwrap_or_default();
-        let reason = annotation
-            .rsplit(": ")
-            .next()
-            .unwrap_or_default()
-            .to_owned();
+        let annotation =
+            response["auditAnnotations"]["image-resolution"].as_str().unwrap_or_default();
+        let reason = annotation.rsplit(": ").next().unwrap_or_default().to_owned();
         *reasons.entry(reason).or_default() += 1;
     }
     eprintln!("300 admissions: slowest {slowest:?}, reasons {reasons:?}");
-    let queue_full = format!(
-        "the lookup queue of registry {} is full",
-        case.registry.host()
-    );
+    let queue_full = format!("the lookup queue of registry {} is full", case.registry.host());
     // Each lookup that started is one request the registry holds, and
     // one admission that waited its budget; the registry's share is 4 at
     // a time (a held request is given up after 5 s, freeing its place).
-    let waited = reasons
-        .get("no registry answer in 1s")
-        .copied()
-        .unwrap_or(0);
+    let waited = reasons.get("no registry answer in 1s").copied().unwrap_or(0);
     let full = reasons.get(&queue_full).copied().unwrap_or(0);
     assert_eq!(waited + full, 300, "{reasons:?}");
     assert!(waited >= 4 && full >= 200, "{reasons:?}");
-    assert_eq!(
-        case.registry.requests().len(),
-        waited,
-        "one request per lookup"
-    );
+    assert_eq!(case.registry.requests().len(), waited, "one request per lookup");
     case.peak_within_bound("300 images on a registry that never answers");
 }
 
@@ -260,13 +199,7 @@ async fn check_follows_the_same_rules() {
     let unlisted = format!("{}/team/app:1", case.tarpit.host());
     let config = case.config.to_string_lossy().into_owned();
     for (image, reason) in [
-        (
-            unlisted,
-            format!(
-                "registry {} is not in imageResolution.registries",
-                case.tarpit.host()
-            ),
-        ),
+        (unlisted, format!("registry {} is not in imageResolution.registries", case.tarpit.host())),
         (case.image(), "does not match its digest".to_owned()),
     ] {
         let (pod, dir, config) = (
@@ -283,11 +216,7 @@ async fn check_follows_the_same_rules() {
         assert!(report.to_string().contains(FALLBACK), "{image}: {report}");
         assert!(stderr.contains(&reason), "{image}: {report}\n{stderr}");
     }
-    assert_eq!(
-        case.tarpit.connections(),
-        0,
-        "check connected to the tarpit"
-    );
+    assert_eq!(case.tarpit.connections(), 0, "check connected to the tarpit");
 }
 
 /// A pod whose `kubernetes.io/arch` node selector is 1.4 MB long names no
@@ -310,16 +239,10 @@ async fn a_node_selector_of_megabytes_is_refused_before_any_lookup() {
     );
     assert!(annotation.len() < 512, "{} bytes", annotation.len());
     let metrics = case.server.metrics().await;
-    assert!(
-        metrics.contains(r#"gpu_policy_image_lookups_total{result="refused"} 1"#),
-        "{metrics}"
-    );
+    assert!(metrics.contains(r#"gpu_policy_image_lookups_total{result="refused"} 1"#), "{metrics}");
     case.peak_within_bound("node selector of 1.4 MB");
 
-    let (dir, config) = (
-        case.dir.path().to_path_buf(),
-        case.config.to_string_lossy().into_owned(),
-    );
+    let (dir, config) = (case.dir.path().to_path_buf(), case.config.to_string_lossy().into_owned());
     let (report, stderr) = tokio::task::spawn_blocking(move || {
         check(&dir, &pod, &["--config", &config, "--resolve-images"])
     })
@@ -328,9 +251,5 @@ async fn a_node_selector_of_megabytes_is_refused_before_any_lookup() {
     assert!(report.to_string().contains(FALLBACK), "{report}");
     assert!(stderr.contains(refusal), "{stderr}");
     assert!(stderr.len() < 1024, "{} bytes on stderr", stderr.len());
-    assert!(
-        case.registry.requests().is_empty(),
-        "{:?}",
-        case.registry.requests()
-    );
+    assert!(case.registry.requests().is_empty(), "{:?}", case.registry.requests());
 }

@@ -38,14 +38,7 @@ fn cuda_13_config() -> Value {
 }
 
 async fn start(config: &Path) -> Server {
-    Server::start(
-        Options {
-            config: Some(config.to_path_buf()),
-            ..Options::default()
-        },
-        None,
-    )
-    .await
+    Server::start(Options { config: Some(config.to_path_buf()), ..Options::default() }, None).await
 }
 
 fn affinity(pod: &Value) -> String {
@@ -62,12 +55,7 @@ fn requires_7_5(affinity: &str) -> bool {
 fn warnings(response: &Value) -> Vec<String> {
     response["warnings"]
         .as_array()
-        .map(|all| {
-            all.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
+        .map(|all| all.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
@@ -100,10 +88,7 @@ async fn an_image_config_gives_the_affinity_and_check_agrees() {
     let image = format!("{}/team/trainer:2026.1", registry.host());
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    write_atomically(
-        &config,
-        registry_config(&[registry.host()], "2s", "").as_bytes(),
-    );
+    write_atomically(&config, registry_config(&[registry.host()], "2s", "").as_bytes());
     let server = start(&config).await;
     let mut connection = server.connect().await;
 
@@ -126,11 +111,7 @@ async fn an_image_config_gives_the_affinity_and_check_agrees() {
     let config_arg = config.to_string_lossy().into_owned();
     let (pod_c, dir_c) = (pod.clone(), dir.path().to_path_buf());
     let (resolved, stderr) = tokio::task::spawn_blocking(move || {
-        check(
-            &dir_c,
-            &pod_c,
-            &["--config", &config_arg, "--resolve-images"],
-        )
+        check(&dir_c, &pod_c, &["--config", &config_arg, "--resolve-images"])
     })
     .await
     .expect("check ran");
@@ -159,10 +140,7 @@ async fn a_slow_registry_costs_the_budget_and_answers_the_next_admission() {
     let image = format!("{}/team/slow:1", registry.host());
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    write_atomically(
-        &config,
-        registry_config(&[registry.host()], "1s", "").as_bytes(),
-    );
+    write_atomically(&config, registry_config(&[registry.host()], "1s", "").as_bytes());
     let server = start(&config).await;
     let mut connection = server.connect().await;
     let pod = gpu_pod().namespace("ml").image(&image).json();
@@ -170,10 +148,7 @@ async fn a_slow_registry_costs_the_budget_and_answers_the_next_admission() {
     let started = Instant::now();
     let first = connection.admit(WARN, &pod).await;
     let took = started.elapsed();
-    assert!(
-        took < Duration::from_millis(2500),
-        "answered in {took:?}, budget 1 s"
-    );
+    assert!(took < Duration::from_millis(2500), "answered in {took:?}, budget 1 s");
     assert_eq!(first["allowed"], true, "{first}");
     let first_warnings = warnings(&first);
     assert!(
@@ -183,21 +158,12 @@ async fn a_slow_registry_costs_the_budget_and_answers_the_next_admission() {
         "{first}"
     );
     assert!(
-        !first_warnings
-            .iter()
-            .any(|w| w.contains("compute capability")),
+        !first_warnings.iter().any(|w| w.contains("compute capability")),
         "the table does not know the image: {first}"
     );
-    let annotation = first["auditAnnotations"]["image-resolution"]
-        .as_str()
-        .unwrap_or_default();
+    let annotation = first["auditAnnotations"]["image-resolution"].as_str().unwrap_or_default();
     assert!(annotation.contains(&image), "{first}");
-    server
-        .wait_for_log(
-            "image registry gave no usable answer",
-            Duration::from_secs(5),
-        )
-        .await;
+    server.wait_for_log("image registry gave no usable answer", Duration::from_secs(5)).await;
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let second = loop {
@@ -206,24 +172,16 @@ async fn a_slow_registry_costs_the_budget_and_answers_the_next_admission() {
         if !warnings(&response).iter().any(|w| w.contains(FALLBACK)) {
             break response;
         }
-        assert!(
-            Instant::now() < deadline,
-            "no registry answer after 20 s: {response}"
-        );
+        assert!(Instant::now() < deadline, "no registry answer after 20 s: {response}");
     };
     assert!(
-        warnings(&second)
-            .iter()
-            .any(|w| w.contains("would require GPU compute capability >= 7.5")),
+        warnings(&second).iter().any(|w| w.contains("would require GPU compute capability >= 7.5")),
         "{second}"
     );
     assert!(second["auditAnnotations"]["image-resolution"].is_null());
     assert_eq!(registry.blob_gets("team/slow"), 1, "one fetch in all");
     let metrics = server.metrics().await;
-    assert!(
-        metrics.contains(r#"gpu_policy_image_lookups_total{result="timed_out"}"#),
-        "{metrics}"
-    );
+    assert!(metrics.contains(r#"gpu_policy_image_lookups_total{result="timed_out"}"#), "{metrics}");
 }
 
 /// A registry nobody answers for: `/mutate` still admits and mutates by
@@ -266,10 +224,7 @@ async fn a_registry_down_leaves_the_pod_to_the_table() {
         "{validated}"
     );
     let metrics = server.metrics().await;
-    assert!(
-        metrics.contains(r#"gpu_policy_image_lookups_total{result="failed"}"#),
-        "{metrics}"
-    );
+    assert!(metrics.contains(r#"gpu_policy_image_lookups_total{result="failed"}"#), "{metrics}");
 }
 
 /// Admits `pod` on the validating warn endpoint until `done` holds of the
@@ -287,11 +242,7 @@ async fn warn_until(
         if done(&response) {
             return response;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{what} not within 15 s: {response}\n{}",
-            server.log()
-        );
+        assert!(Instant::now() < deadline, "{what} not within 15 s: {response}\n{}", server.log());
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
@@ -302,10 +253,7 @@ async fn warn_until(
 #[tokio::test(flavor = "multi_thread")]
 async fn reload_turns_registry_mode_on_and_credentials_follow_their_file() {
     use base64::Engine;
-    let auth = Auth::Bearer {
-        user: "robot".to_owned(),
-        password: "s3cret".to_owned(),
-    };
+    let auth = Auth::Bearer { user: "robot".to_owned(), password: "s3cret".to_owned() };
     let registry = FakeRegistry::start(auth).await;
     registry.push_image("team/private", "1", &cuda_13_config());
     let image = format!("{}/team/private:1", registry.host());
@@ -325,42 +273,25 @@ async fn reload_turns_registry_mode_on_and_credentials_follow_their_file() {
     // Table mode: nobody asks the registry.
     let table = server.connect().await.admit(WARN, &pod).await;
     assert!(
-        !warnings(&table)
-            .iter()
-            .any(|w| w.contains(FALLBACK) || w.contains("compute capability")),
+        !warnings(&table).iter().any(|w| w.contains(FALLBACK) || w.contains("compute capability")),
         "{table}"
     );
     assert!(registry.requests().is_empty());
 
     // Registry mode, the wrong password: the table, said so.
-    let extra = format!(
-        "  credentialsFile: {:?}\n",
-        credentials.display().to_string()
-    );
-    write_atomically(
-        &config,
-        registry_config(&[registry.host()], "2s", &extra).as_bytes(),
-    );
+    let extra = format!("  credentialsFile: {:?}\n", credentials.display().to_string());
+    write_atomically(&config, registry_config(&[registry.host()], "2s", &extra).as_bytes());
     warn_until(&server, &pod, "registry mode after the reload", |r| {
-        warnings(r)
-            .iter()
-            .any(|w| w.contains("registry lookup failed") && w.contains(FALLBACK))
+        warnings(r).iter().any(|w| w.contains("registry lookup failed") && w.contains(FALLBACK))
     })
     .await;
 
     // The right password in the file: the registry's answer.
     write_credentials("s3cret");
     let found = warn_until(&server, &pod, "the new credentials", |r| {
-        warnings(r)
-            .iter()
-            .any(|w| w.contains("would require GPU compute capability >= 7.5"))
+        warnings(r).iter().any(|w| w.contains("would require GPU compute capability >= 7.5"))
     })
     .await;
-    assert!(
-        found["auditAnnotations"]["image-resolution"].is_null(),
-        "{found}"
-    );
-    server
-        .wait_for_log("registry credentials reloaded", Duration::from_secs(5))
-        .await;
+    assert!(found["auditAnnotations"]["image-resolution"].is_null(), "{found}");
+    server.wait_for_log("registry credentials reloaded", Duration::from_secs(5)).await;
 }

@@ -37,11 +37,8 @@ impl Base {
         let mut text = Vec::with_capacity(4096);
         let mut nodes = Vec::new();
         write_nodes(&mut text, &object, String::new(), 0..0, &mut nodes);
-        let index: HashMap<String, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| (node.pointer.clone(), i))
-            .collect();
+        let index: HashMap<String, usize> =
+            nodes.iter().enumerate().map(|(i, node)| (node.pointer.clone(), i)).collect();
         let select = |keep: &dyn Fn(&Node, &str, &str) -> bool| -> Vec<usize> {
             nodes
                 .iter()
@@ -56,10 +53,7 @@ impl Base {
         let numbered = |last: &str| !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit());
         let objects = select(&|node, _, _| node.is_object);
         let containers = select(&|_, parent, last| {
-            numbered(last)
-                && LISTS
-                    .iter()
-                    .any(|list| parent.ends_with(&format!("/{list}")))
+            numbered(last) && LISTS.iter().any(|list| parent.ends_with(&format!("/{list}")))
         });
         let env_entries = select(&|_, parent, last| numbered(last) && parent.ends_with("/env"));
         let quantities = select(&|_, parent, _| {
@@ -124,13 +118,7 @@ pub fn write_nodes(
                 write_str(out, key);
                 out.push(b':');
                 children.push(nodes.len());
-                write_nodes(
-                    out,
-                    item,
-                    format!("{pointer}/{}", escape(key)),
-                    here..here,
-                    nodes,
-                );
+                write_nodes(out, item, format!("{pointer}/{}", escape(key)), here..here, nodes);
             }
             out.push(b'}');
         }
@@ -213,18 +201,13 @@ pub fn corpus() -> &'static Corpus {
         objects.append(&mut templates);
         // Always the same pods (XorShift: ChaCha is slow in debug builds).
         let mut runner = TestRunner::new_with_rng(
-            Config {
-                rng_algorithm: RngAlgorithm::XorShift,
-                ..Config::default()
-            },
+            Config { rng_algorithm: RngAlgorithm::XorShift, ..Config::default() },
             TestRng::deterministic_rng(RngAlgorithm::XorShift),
         );
         let strategy = case();
         for index in 0..GENERATED_PODS + GENERATED_WORKLOADS {
-            let generated = strategy
-                .new_tree(&mut runner)
-                .expect("the pod generator never rejects")
-                .current();
+            let generated =
+                strategy.new_tree(&mut runner).expect("the pod generator never rejects").current();
             objects.push(if index < GENERATED_PODS {
                 generated.pod
             } else {
@@ -256,9 +239,6 @@ pub fn corpus() -> &'static Corpus {
                 namespace_settings.push(SETTINGS.for_namespace(&annotations));
             }
         }
-        Corpus {
-            bases,
-            namespace_settings,
-        }
+        Corpus { bases, namespace_settings }
     })
 }

@@ -174,25 +174,15 @@ pub struct Splice {
 }
 
 pub fn replace(node: &Node, value: &Value) -> Splice {
-    Splice {
-        range: node.value.clone(),
-        text: json_text(value),
-    }
+    Splice { range: node.value.clone(), text: json_text(value) }
 }
 
 /// Appends to the array `node`, which is `array` in the base.
 pub fn append(node: &Node, array: &[Value], value: &Value) -> Splice {
     let end = node.value.end - 1;
-    let mut text = if array.is_empty() {
-        Vec::new()
-    } else {
-        vec![b',']
-    };
+    let mut text = if array.is_empty() { Vec::new() } else { vec![b','] };
     write_json(&mut text, value);
-    Splice {
-        range: end..end,
-        text,
-    }
+    Splice { range: end..end, text }
 }
 
 /// Sets `key` of the object `node`, which is `map` in the base.
@@ -208,10 +198,7 @@ pub fn set(base: &Base, node: &Node, map: &Obj, key: &str, value: &Value) -> Spl
     if !map.is_empty() {
         text.push(b',');
     }
-    Splice {
-        range: start..start,
-        text,
-    }
+    Splice { range: start..start, text }
 }
 
 pub fn splice_of(base: &Base, mutation: &Mutation) -> Option<Splice> {
@@ -227,10 +214,7 @@ pub fn splice_of(base: &Base, mutation: &Mutation) -> Option<Splice> {
         Mutation::Replace(at, value) => Some(replace(below_root(at)?, value)),
         Mutation::Remove(at) => {
             let node = below_root(at)?;
-            Some(Splice {
-                range: node.entry.clone(),
-                text: Vec::new(),
-            })
+            Some(Splice { range: node.entry.clone(), text: Vec::new() })
         }
         Mutation::Set(at, key, value) => {
             let node = node(&base.objects, at)?;
@@ -252,11 +236,9 @@ pub fn splice_of(base: &Base, mutation: &Mutation) -> Option<Splice> {
             let container = base.object.pointer(&node.pointer)?.as_object()?;
             let entry = json!({"name": NVD, "value": value});
             match container.get("env") {
-                Some(Value::Array(env)) => Some(append(
-                    base.node(&format!("{}/env", node.pointer))?,
-                    env,
-                    &entry,
-                )),
+                Some(Value::Array(env)) => {
+                    Some(append(base.node(&format!("{}/env", node.pointer))?, env, &entry))
+                }
                 _ => Some(set(base, node, container, "env", &json!([entry]))),
             }
         }

@@ -77,11 +77,7 @@ pub fn envelope() -> impl Strategy<Value = Envelope> {
         prop::option::weighted(0.7, pick(&["enforce", "warn", "audit", "bogus"])),
         prop::option::weighted(
             0.08,
-            (
-                any::<bool>(),
-                any::<Index>(),
-                prop::option::weighted(0.7, small_json()),
-            ),
+            (any::<bool>(), any::<Index>(), prop::option::weighted(0.7, small_json())),
         ),
     )
         .prop_map(
@@ -195,17 +191,10 @@ pub fn body(
     write_str(&mut uid, &envelope.uid);
     let mut request: Fields = vec![
         ("uid", uid),
-        (
-            "kind",
-            text(format!(
-                r#"{{"group":"{group}","version":"{version}","kind":"{kind}"}}"#
-            )),
-        ),
+        ("kind", text(format!(r#"{{"group":"{group}","version":"{version}","kind":"{kind}"}}"#))),
         (
             "resource",
-            text(format!(
-                r#"{{"group":"{group}","version":"{version}","resource":"{resource}"}}"#
-            )),
+            text(format!(r#"{{"group":"{group}","version":"{version}","resource":"{resource}"}}"#)),
         ),
         ("operation", text(format!(r#""{operation}""#))),
         ("dryRun", text("false".into())),
@@ -215,22 +204,14 @@ pub fn body(
     {
         request.push(("namespace", text(format!(r#""{namespace}""#))));
     }
-    let groups = if envelope.admin {
-        "system:masters"
-    } else {
-        "system:authenticated"
-    };
-    request.push((
-        "userInfo",
-        text(format!(r#"{{"username":"alice","groups":["{groups}"]}}"#)),
-    ));
+    let groups = if envelope.admin { "system:masters" } else { "system:authenticated" };
+    request.push(("userInfo", text(format!(r#"{{"username":"alice","groups":["{groups}"]}}"#))));
     let mut old = None;
     if kind == "Namespace" && operation != "CREATE" {
         // Namespaces are small: edit the value.
         let mut namespace: Value = serde_json::from_slice(&object).unwrap_or(Value::Null);
-        if let Some(labels) = namespace
-            .pointer_mut("/metadata/labels")
-            .and_then(Value::as_object_mut)
+        if let Some(labels) =
+            namespace.pointer_mut("/metadata/labels").and_then(Value::as_object_mut)
         {
             match envelope.old_label {
                 Some(label) => labels.insert(MODE_LABEL.into(), json!(label)),
@@ -240,11 +221,7 @@ pub fn body(
         old = Some(json_text(&namespace));
     }
     if let Some((ephemeral, removed)) = envelope.sub_resource {
-        let name = if ephemeral {
-            "ephemeralcontainers"
-        } else {
-            "status"
-        };
+        let name = if ephemeral { "ephemeralcontainers" } else { "status" };
         request.push(("subResource", json_text(&json!(name))));
         let count = base
             .object
@@ -253,10 +230,7 @@ pub fn body(
             .map_or(0, Vec::len);
         let removals = (count.saturating_sub(removed)..count).filter_map(|i| {
             let node = base.node(&format!("/spec/ephemeralContainers/{i}"))?;
-            Some(Splice {
-                range: node.entry.clone(),
-                text: Vec::new(),
-            })
+            Some(Splice { range: node.entry.clone(), text: Vec::new() })
         });
         old = Some(render(base, splices().chain(removals).collect()));
     }
@@ -297,8 +271,5 @@ pub fn body(
             body.splice(index..index, extra.iter().copied());
         }
     }
-    (
-        body,
-        envelope.damage.is_none() && matches!(bytes, Bytes::Intact),
-    )
+    (body, envelope.damage.is_none() && matches!(bytes, Bytes::Intact))
 }

@@ -72,20 +72,12 @@ fn serve(
     prop_assert_eq!(&reply["apiVersion"], "admission.k8s.io/v1");
     prop_assert_eq!(&reply["kind"], "AdmissionReview");
     let response = &reply["response"];
-    prop_assert_eq!(
-        response["uid"].as_str(),
-        Some(&*request.uid),
-        "uid not echoed"
-    );
+    prop_assert_eq!(response["uid"].as_str(), Some(&*request.uid), "uid not echoed");
     prop_assert!(response["allowed"].is_boolean(), "no allowed: {}", response);
     let Some(patch) = response.get("patch") else {
         return Ok(());
     };
-    prop_assert_eq!(
-        endpoint,
-        Endpoint::Mutate,
-        "a validating answer has a patch"
-    );
+    prop_assert_eq!(endpoint, Endpoint::Mutate, "a validating answer has a patch");
     prop_assert_eq!(&response["patchType"], "JSONPatch");
     let decoded = patch
         .as_str()

@@ -218,11 +218,7 @@ pub enum Expected {
 
 /// The dotted path of a claim kind's spec.
 pub fn spec_path(kind: &str) -> &'static str {
-    if kind == "ResourceClaimTemplate" {
-        "spec.spec"
-    } else {
-        "spec"
-    }
+    if kind == "ResourceClaimTemplate" { "spec.spec" } else { "spec" }
 }
 
 impl CountedClaim {
@@ -266,11 +262,7 @@ impl CountedClaim {
     /// The claim as a ResourceClaim or ResourceClaimTemplate object.
     pub fn object(&self, kind: &str, name: &str, namespace: &str) -> Value {
         let spec = json!({"devices": {"requests": self.requests_json()}});
-        let spec = if kind == "ResourceClaimTemplate" {
-            json!({"spec": spec})
-        } else {
-            spec
-        };
+        let spec = if kind == "ResourceClaimTemplate" { json!({"spec": spec}) } else { spec };
         json!({"apiVersion": "resource.k8s.io/v1", "kind": kind,
                "metadata": {"name": name, "namespace": namespace}, "spec": spec})
     }
@@ -351,15 +343,7 @@ const FLOATS: [f64; 10] = [
 ];
 
 /// Strings where a number belongs.
-const TEXTS: [&str; 7] = [
-    "2",
-    "1e400",
-    "9999999999999999999999Ei",
-    "-1",
-    "",
-    "All",
-    "0x10",
-];
+const TEXTS: [&str; 7] = ["2", "1e400", "9999999999999999999999Ei", "-1", "", "All", "0x10"];
 
 /// Any count: mostly numbers over the whole u64 range, and every kind of
 /// number or value the reader must refuse.

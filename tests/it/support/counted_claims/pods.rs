@@ -77,10 +77,7 @@ fn using_container() -> impl Strategy<Value = UsingContainer> {
         ],
         any::<bool>(),
         // Pod claim 6 is never there.
-        prop::collection::vec(
-            (prop_oneof![9 => 0..3usize, 1 => 0..=6usize], part()),
-            0..=4,
-        ),
+        prop::collection::vec((prop_oneof![9 => 0..3usize, 1 => 0..=6usize], part()), 0..=4),
     )
         .prop_map(|(list, sidecar, uses)| UsingContainer {
             list,
@@ -125,15 +122,13 @@ pub fn claim_pod() -> impl Strategy<Value = ClaimPod> {
         prop::collection::vec(using_container(), 1..=6),
         max_per_pod(),
     )
-        .prop_map(
-            |(templates, claims, pod_claims, containers, max_per_pod)| ClaimPod {
-                templates,
-                claims,
-                pod_claims,
-                containers,
-                max_per_pod,
-            },
-        )
+        .prop_map(|(templates, claims, pod_claims, containers, max_per_pod)| ClaimPod {
+            templates,
+            claims,
+            pod_claims,
+            containers,
+            max_per_pod,
+        })
 }
 
 impl Part {
@@ -234,9 +229,7 @@ impl ClaimPod {
                 Part::Request(r) | Part::Subrequest(r, _) if *r < requests.len() => Some(*r),
                 _ => continue,
             };
-            let entry = named
-                .entry(*pod_claim)
-                .or_insert_with(|| Some(BTreeSet::new()));
+            let entry = named.entry(*pod_claim).or_insert_with(|| Some(BTreeSet::new()));
             match (request, entry) {
                 (None, entry) => *entry = None,
                 (Some(r), Some(set)) => {
@@ -249,9 +242,7 @@ impl ClaimPod {
             let all = self.claim_of(pod_claim)?;
             match requests {
                 None => sum(all.iter().map(|(gpu, _)| *gpu)),
-                Some(set) => sum(set
-                    .into_iter()
-                    .map(|r| all.get(r).and_then(|(gpu, _)| *gpu))),
+                Some(set) => sum(set.into_iter().map(|r| all.get(r).and_then(|(gpu, _)| *gpu))),
             }
         }))
     }

@@ -96,10 +96,7 @@ pub fn apply(
     }
     if let Some(stored) = &stored {
         for field in ["labels", "annotations"] {
-            let mut merged = stored["metadata"][field]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
+            let mut merged = stored["metadata"][field].as_object().cloned().unwrap_or_default();
             if let Some(applied) = object["metadata"][field].as_object() {
                 merged.extend(applied.clone());
             }

@@ -30,9 +30,7 @@ pub fn parse_target(store: &Store, path: &str) -> Option<Target> {
             subresource: sub.map(str::to_owned),
         };
     if let ["namespaces", namespace, plural, tail @ ..] = rest
-        && let Some(kind) = store
-            .kind_by_plural(group, version, plural)
-            .filter(|k| k.namespaced)
+        && let Some(kind) = store.kind_by_plural(group, version, plural).filter(|k| k.namespaced)
     {
         return match tail {
             [] => Some(target(kind, Some(namespace), None, None)),
@@ -58,25 +56,16 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
     let method = req.method().clone();
     let uri = req.uri().clone();
     let path = uri.path().to_owned();
-    let path_and_query = uri
-        .path_and_query()
-        .map_or_else(|| path.clone(), |p| p.as_str().to_owned());
-    shared
-        .requests
-        .lock()
-        .unwrap()
-        .push((method.to_string(), path_and_query.clone()));
+    let path_and_query =
+        uri.path_and_query().map_or_else(|| path.clone(), |p| p.as_str().to_owned());
+    shared.requests.lock().unwrap().push((method.to_string(), path_and_query.clone()));
     let meta_only = req
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("as=PartialObjectMetadata"));
     if meta_only {
-        shared
-            .metadata_requests
-            .lock()
-            .unwrap()
-            .push((method.to_string(), path_and_query.clone()));
+        shared.metadata_requests.lock().unwrap().push((method.to_string(), path_and_query.clone()));
     }
 
     match shared.take_fault(method.as_str(), &path, &path_and_query) {
@@ -118,9 +107,8 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
     }
     // The discovery of one group: the versions its registered kinds have.
     if method == Method::GET
-        && let Some(group) = path
-            .strip_prefix("/apis/")
-            .filter(|g| !g.is_empty() && !g.contains('/'))
+        && let Some(group) =
+            path.strip_prefix("/apis/").filter(|g| !g.is_empty() && !g.contains('/'))
     {
         let store = shared.store.lock().unwrap();
         let mut versions: Vec<&str> = Vec::new();
@@ -184,11 +172,7 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
             delete(&shared, &target, &body, dry_run)
         }
         (&Method::DELETE, false) => delete_collection(&shared, &target, &query, dry_run),
-        _ => Err(status(
-            405,
-            "MethodNotAllowed",
-            format!("{method} is not supported on {path}"),
-        )),
+        _ => Err(status(405, "MethodNotAllowed", format!("{method} is not supported on {path}"))),
     };
     match result {
         // Lists come back converted already.
@@ -210,11 +194,7 @@ pub type ApiResult = Result<(u16, Value), Value>;
 
 pub fn not_found(target: &Target, name: &str) -> Value {
     with_details(
-        status(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", target.kind.plural),
-        ),
+        status(404, "NotFound", format!("{} \"{name}\" not found", target.kind.plural)),
         target,
         name,
     )
@@ -243,10 +223,8 @@ pub fn list(
     meta_only: bool,
 ) -> ApiResult {
     let filter = Filter::from_query(target, query)?;
-    let limit = query
-        .get("limit")
-        .and_then(|limit| limit.parse::<usize>().ok())
-        .filter(|&limit| limit > 0);
+    let limit =
+        query.get("limit").and_then(|limit| limit.parse::<usize>().ok()).filter(|&limit| limit > 0);
     let store = shared.store.lock().unwrap();
     let continued = match query.get("continue").filter(|token| !token.is_empty()) {
         Some(token) => Some(ContinueToken::decode(token)?),
@@ -275,15 +253,9 @@ pub fn list(
         items = items.iter().map(to_metadata).collect();
     }
     let (api_version, kind) = if meta_only {
-        (
-            "meta.k8s.io/v1".to_owned(),
-            "PartialObjectMetadataList".to_owned(),
-        )
+        ("meta.k8s.io/v1".to_owned(), "PartialObjectMetadataList".to_owned())
     } else {
-        (
-            target.kind.api_version(),
-            format!("{}List", target.kind.kind),
-        )
+        (target.kind.api_version(), format!("{}List", target.kind.kind))
     };
     Ok((
         200,
@@ -314,10 +286,7 @@ impl ContinueToken {
         let json = BASE64_URL.decode(token).map_err(|_| invalid())?;
         let (rv, namespace, name): (u64, String, String) =
             serde_json::from_slice(&json).map_err(|_| invalid())?;
-        Ok(Self {
-            rv,
-            after: (namespace, name),
-        })
+        Ok(Self { rv, after: (namespace, name) })
     }
 }
 
@@ -326,11 +295,7 @@ pub fn get_one(shared: &Shared, target: &Target) -> Result<Value, Value> {
     let store = shared.store.lock().unwrap();
     store
         .objects
-        .get(&key_of(
-            &target.kind,
-            target.namespace.as_deref().unwrap_or_default(),
-            name,
-        ))
+        .get(&key_of(&target.kind, target.namespace.as_deref().unwrap_or_default(), name))
         .cloned()
         .ok_or_else(|| not_found(target, name))
 }
@@ -338,11 +303,7 @@ pub fn get_one(shared: &Shared, target: &Target) -> Result<Value, Value> {
 /// Parses a request body as an object of the target's kind.
 pub fn parse_body(target: &Target, body: &[u8]) -> Result<Value, Value> {
     let obj: Value = serde_json::from_slice(body).map_err(|err| {
-        status(
-            400,
-            "BadRequest",
-            format!("the body is not a JSON object: {err}"),
-        )
+        status(400, "BadRequest", format!("the body is not a JSON object: {err}"))
     })?;
     if !obj.is_object() {
         return Err(status(400, "BadRequest", "the body is not a JSON object"));
@@ -379,11 +340,7 @@ pub fn parse_body(target: &Target, body: &[u8]) -> Result<Value, Value> {
 
 pub fn create(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> ApiResult {
     if target.kind.namespaced && target.namespace.is_none() {
-        return Err(status(
-            405,
-            "MethodNotAllowed",
-            "create needs a namespace in the path",
-        ));
+        return Err(status(405, "MethodNotAllowed", "create needs a namespace in the path"));
     }
     let mut obj = parse_body(target, body)?;
     let mut store = shared.store.lock().unwrap();
@@ -406,11 +363,7 @@ pub fn create(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> A
         name = format!("{prefix}{}", random_suffix(store.next_uid + store.rv));
         obj["metadata"]["name"] = name.clone().into();
     }
-    let key = key_of(
-        &target.kind,
-        target.namespace.as_deref().unwrap_or_default(),
-        &name,
-    );
+    let key = key_of(&target.kind, target.namespace.as_deref().unwrap_or_default(), &name);
     if store.objects.contains_key(&key) {
         return Err(with_details(
             status(
@@ -423,10 +376,7 @@ pub fn create(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> A
         ));
     }
     for field in ["resourceVersion", "uid", "creationTimestamp", "generation"] {
-        obj["metadata"]
-            .as_object_mut()
-            .expect("metadata")
-            .remove(field);
+        obj["metadata"].as_object_mut().expect("metadata").remove(field);
     }
     if dry_run {
         return Ok((201, obj));
@@ -484,21 +434,10 @@ pub fn replace(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> 
     let updated = parse_body(target, body)?;
     let mut store = shared.store.lock().unwrap();
     let name = target.name.as_deref().unwrap_or_default();
-    let key = key_of(
-        &target.kind,
-        target.namespace.as_deref().unwrap_or_default(),
-        name,
-    );
-    let stored = store
-        .objects
-        .get(&key)
-        .cloned()
-        .ok_or_else(|| not_found(target, name))?;
+    let key = key_of(&target.kind, target.namespace.as_deref().unwrap_or_default(), name);
+    let stored = store.objects.get(&key).cloned().ok_or_else(|| not_found(target, name))?;
     check_update(target, &stored, &updated)?;
-    Ok((
-        200,
-        store_update(shared, &mut store, target, stored, updated, dry_run),
-    ))
+    Ok((200, store_update(shared, &mut store, target, stored, updated, dry_run)))
 }
 
 pub fn patch(
@@ -517,16 +456,8 @@ pub fn patch(
         .to_owned();
     let mut store = shared.store.lock().unwrap();
     let name = target.name.as_deref().unwrap_or_default();
-    let key = key_of(
-        &target.kind,
-        target.namespace.as_deref().unwrap_or_default(),
-        name,
-    );
-    let stored = store
-        .objects
-        .get(&key)
-        .cloned()
-        .ok_or_else(|| not_found(target, name))?;
+    let key = key_of(&target.kind, target.namespace.as_deref().unwrap_or_default(), name);
+    let stored = store.objects.get(&key).cloned().ok_or_else(|| not_found(target, name))?;
     let mut updated = stored.clone();
     match content_type.as_str() {
         "application/merge-patch+json" => {
@@ -538,11 +469,7 @@ pub fn patch(
             let patch: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|err| status(400, "BadRequest", format!("invalid JSON patch: {err}")))?;
             json_patch::patch(&mut updated, &patch.0).map_err(|err| {
-                status(
-                    422,
-                    "Invalid",
-                    format!("the JSON patch does not apply: {err}"),
-                )
+                status(422, "Invalid", format!("the JSON patch does not apply: {err}"))
             })?;
         }
         other => {
@@ -557,28 +484,13 @@ pub fn patch(
         }
     }
     if !updated.is_object() {
-        return Err(status(
-            422,
-            "Invalid",
-            "the patched object is not a JSON object",
-        ));
+        return Err(status(422, "Invalid", "the patched object is not a JSON object"));
     }
-    if target
-        .namespace
-        .as_deref()
-        .is_some_and(|ns| meta_str(&updated, "namespace") != ns)
-    {
-        return Err(status(
-            400,
-            "BadRequest",
-            "a patch cannot change the namespace",
-        ));
+    if target.namespace.as_deref().is_some_and(|ns| meta_str(&updated, "namespace") != ns) {
+        return Err(status(400, "BadRequest", "a patch cannot change the namespace"));
     }
     check_update(target, &stored, &updated)?;
-    Ok((
-        200,
-        store_update(shared, &mut store, target, stored, updated, dry_run),
-    ))
+    Ok((200, store_update(shared, &mut store, target, stored, updated, dry_run)))
 }
 
 pub fn delete(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> ApiResult {
@@ -592,10 +504,9 @@ pub fn delete(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> A
         .cloned()
         .ok_or_else(|| not_found(target, name))?;
     let preconditions = &options["preconditions"];
-    for (field, precondition) in [
-        ("uid", &preconditions["uid"]),
-        ("resourceVersion", &preconditions["resourceVersion"]),
-    ] {
+    for (field, precondition) in
+        [("uid", &preconditions["uid"]), ("resourceVersion", &preconditions["resourceVersion"])]
+    {
         if let Some(expected) = precondition.as_str()
             && expected != meta_str(&stored, field)
         {
@@ -605,9 +516,7 @@ pub fn delete(shared: &Shared, target: &Target, body: &[u8], dry_run: bool) -> A
     if dry_run {
         return Ok((200, stored));
     }
-    let deleted = store
-        .erase(&shared.changes, &target.kind, namespace, name)
-        .expect("present");
+    let deleted = store.erase(&shared.changes, &target.kind, namespace, name).expect("present");
     Ok((200, deleted))
 }
 

@@ -198,11 +198,7 @@ impl FakeApi {
         let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let server = spawn_server(listener, shared.clone());
-        FakeApi {
-            shared,
-            addr,
-            server: Mutex::new(Some(server)),
-        }
+        FakeApi { shared, addr, server: Mutex::new(Some(server)) }
     }
 
     /// `http://127.0.0.1:<port>`
@@ -253,9 +249,7 @@ impl FakeApi {
     /// answer 404 like an API server that does not know them.
     pub fn unregister_group_version(&self, group: &str, version: &str) {
         let mut store = self.shared.store.lock().unwrap();
-        store
-            .kinds
-            .retain(|k| !(k.group == group && k.version == version));
+        store.kinds.retain(|k| !(k.group == group && k.version == version));
     }
 
     /// Serves Dynamic Resource Allocation as `resource.k8s.io/<version>`
@@ -268,13 +262,7 @@ impl FakeApi {
             ("DeviceClass", "deviceclasses", false),
             ("ResourceSlice", "resourceslices", false),
         ] {
-            self.register_kind(KindInfo::new(
-                kind,
-                "resource.k8s.io",
-                version,
-                plural,
-                namespaced,
-            ));
+            self.register_kind(KindInfo::new(kind, "resource.k8s.io", version, plural, namespaced));
         }
     }
 
@@ -282,21 +270,13 @@ impl FakeApi {
     /// `metadata.name` (namespaced kinds default to namespace `default`).
     /// Open watches see ADDED or MODIFIED. Returns the stored object.
     pub fn insert(&self, mut object: Value) -> Value {
-        let api_version = object["apiVersion"]
-            .as_str()
-            .expect("object has apiVersion")
-            .to_owned();
+        let api_version = object["apiVersion"].as_str().expect("object has apiVersion").to_owned();
         let kind_name = object["kind"].as_str().expect("object has kind").to_owned();
-        assert!(
-            !meta_str(&object, "name").is_empty(),
-            "object has metadata.name"
-        );
+        assert!(!meta_str(&object, "name").is_empty(), "object has metadata.name");
         let mut store = self.shared.store.lock().unwrap();
-        let kind = store
-            .kind_by_api_version(&api_version, &kind_name)
-            .unwrap_or_else(|| {
-                panic!("FakeApi does not serve {api_version} {kind_name}; see register_kind")
-            });
+        let kind = store.kind_by_api_version(&api_version, &kind_name).unwrap_or_else(|| {
+            panic!("FakeApi does not serve {api_version} {kind_name}; see register_kind")
+        });
         if kind.namespaced && meta_str(&object, "namespace").is_empty() {
             object["metadata"]["namespace"] = "default".into();
         }
@@ -313,12 +293,7 @@ impl FakeApi {
     ) -> Option<Value> {
         let mut store = self.shared.store.lock().unwrap();
         let kind = store.kind_by_api_version(api_version, kind)?;
-        store.erase(
-            &self.shared.changes,
-            &kind,
-            namespace.unwrap_or_default(),
-            name,
-        )
+        store.erase(&self.shared.changes, &kind, namespace.unwrap_or_default(), name)
     }
 
     pub fn get(
@@ -330,10 +305,7 @@ impl FakeApi {
     ) -> Option<Value> {
         let store = self.shared.store.lock().unwrap();
         let kind = store.kind_by_api_version(api_version, kind)?;
-        store
-            .objects
-            .get(&key_of(&kind, namespace.unwrap_or_default(), name))
-            .cloned()
+        store.objects.get(&key_of(&kind, namespace.unwrap_or_default(), name)).cloned()
     }
 
     /// All stored objects of a kind (by kind name, e.g. `"Pod"`), sorted by
@@ -382,9 +354,7 @@ impl FakeApi {
     /// Answers every request hung by [`FakeApi::hang_next`] or
     /// [`FakeApi::hang_pod_get`] so far.
     pub fn release_hangs(&self) {
-        self.shared
-            .release
-            .send_modify(|generation| *generation += 1);
+        self.shared.release.send_modify(|generation| *generation += 1);
     }
 
     /// The next `times` GETs of the Pod `namespace/name` (that one path,
@@ -519,10 +489,7 @@ impl Drop for FakeApi {
 pub async fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !condition() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -532,17 +499,11 @@ pub async fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut
 pub async fn watching(
     api: &FakeApi,
     settings: &gpu_policy::settings::Settings,
-) -> (
-    Arc<gpu_policy::cluster::ClusterCache>,
-    gpu_policy::cluster::Watches,
-) {
+) -> (Arc<gpu_policy::cluster::ClusterCache>, gpu_policy::cluster::Watches) {
     install_crypto_provider();
     let cache = Arc::new(gpu_policy::cluster::ClusterCache::default());
     let watches = gpu_policy::cluster::Watches::start(api.client(), settings, Arc::clone(&cache));
-    eventually("the first full list", Duration::from_secs(15), || {
-        cache.is_synced()
-    })
-    .await;
+    eventually("the first full list", Duration::from_secs(15), || cache.is_synced()).await;
     (cache, watches)
 }
 

@@ -53,10 +53,7 @@ pub fn json_response(code: u16, body: &Value) -> Response {
 }
 
 pub fn status_response(status: &Value) -> Response {
-    let code = status["code"]
-        .as_u64()
-        .and_then(|c| u16::try_from(c).ok())
-        .unwrap_or(500);
+    let code = status["code"].as_u64().and_then(|c| u16::try_from(c).ok()).unwrap_or(500);
     json_response(code, status)
 }
 
@@ -100,18 +97,11 @@ pub fn random_suffix(seed: u64) -> String {
 }
 
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let secs = i64::try_from(secs).unwrap_or(0);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Days since 1970-01-01 to (year, month, day), after Howard Hinnant.

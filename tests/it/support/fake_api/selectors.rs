@@ -30,41 +30,19 @@ pub struct Filter {
 
 impl Filter {
     pub fn all(kind: KindInfo) -> Self {
-        Self {
-            kind,
-            namespace: None,
-            labels: Vec::new(),
-            fields: Vec::new(),
-        }
+        Self { kind, namespace: None, labels: Vec::new(), fields: Vec::new() }
     }
 
     pub fn from_query(target: &Target, query: &HashMap<String, String>) -> Result<Self, Value> {
         let labels = parse_label_selector(
-            query
-                .get("labelSelector")
-                .map(String::as_str)
-                .unwrap_or_default(),
+            query.get("labelSelector").map(String::as_str).unwrap_or_default(),
         )
-        .map_err(|err| {
-            status(
-                400,
-                "BadRequest",
-                format!("unable to parse requirement: {err}"),
-            )
-        })?;
+        .map_err(|err| status(400, "BadRequest", format!("unable to parse requirement: {err}")))?;
         let fields = parse_field_selector(
-            query
-                .get("fieldSelector")
-                .map(String::as_str)
-                .unwrap_or_default(),
+            query.get("fieldSelector").map(String::as_str).unwrap_or_default(),
         )
         .map_err(|err| status(400, "BadRequest", format!("invalid field selector: {err}")))?;
-        Ok(Self {
-            kind: target.kind.clone(),
-            namespace: target.namespace.clone(),
-            labels,
-            fields,
-        })
+        Ok(Self { kind: target.kind.clone(), namespace: target.namespace.clone(), labels, fields })
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -138,11 +116,7 @@ pub fn parse_label_selector(selector: &str) -> Result<Vec<LabelRequirement>, Str
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
                 .collect();
-            match part[..open]
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .as_slice()
-            {
+            match part[..open].split_whitespace().collect::<Vec<_>>().as_slice() {
                 [key, "in"] => LabelRequirement::In((*key).to_owned(), values),
                 [key, "notin"] => LabelRequirement::NotIn((*key).to_owned(), values),
                 _ => return Err(format!("{part:?}: unknown operator")),

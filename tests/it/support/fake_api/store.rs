@@ -45,46 +45,16 @@ pub const KINDS: &[(&str, &str, &str, &str, bool)] = &[
     ("Pod", "", "v1", "pods", true),
     ("Secret", "", "v1", "secrets", true),
     ("ConfigMap", "", "v1", "configmaps", true),
-    (
-        "ReplicationController",
-        "",
-        "v1",
-        "replicationcontrollers",
-        true,
-    ),
+    ("ReplicationController", "", "v1", "replicationcontrollers", true),
     ("PodTemplate", "", "v1", "podtemplates", true),
     ("Service", "", "v1", "services", true),
     ("ServiceAccount", "", "v1", "serviceaccounts", true),
     ("Event", "", "v1", "events", true),
     ("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", false),
-    (
-        "ResourceClaim",
-        "resource.k8s.io",
-        "v1",
-        "resourceclaims",
-        true,
-    ),
-    (
-        "ResourceClaimTemplate",
-        "resource.k8s.io",
-        "v1",
-        "resourceclaimtemplates",
-        true,
-    ),
-    (
-        "DeviceClass",
-        "resource.k8s.io",
-        "v1",
-        "deviceclasses",
-        false,
-    ),
-    (
-        "ResourceSlice",
-        "resource.k8s.io",
-        "v1",
-        "resourceslices",
-        false,
-    ),
+    ("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", true),
+    ("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", true),
+    ("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", false),
+    ("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", false),
     ("DaemonSet", "apps", "v1", "daemonsets", true),
     ("Deployment", "apps", "v1", "deployments", true),
     ("ReplicaSet", "apps", "v1", "replicasets", true),
@@ -116,11 +86,7 @@ pub fn key_of(kind: &KindInfo, namespace: &str, name: &str) -> Key {
         kind.group.clone(),
         kind.version.clone(),
         kind.plural.clone(),
-        if kind.namespaced {
-            namespace.to_owned()
-        } else {
-            String::new()
-        },
+        if kind.namespaced { namespace.to_owned() } else { String::new() },
         name.to_owned(),
     )
 }
@@ -161,20 +127,14 @@ impl Store {
             rv: 1,
             floor: 0,
             next_uid: 1,
-            kinds: KINDS
-                .iter()
-                .map(|(k, g, v, p, n)| KindInfo::new(k, g, v, p, *n))
-                .collect(),
+            kinds: KINDS.iter().map(|(k, g, v, p, n)| KindInfo::new(k, g, v, p, *n)).collect(),
             objects: BTreeMap::new(),
             history: Vec::new(),
         }
     }
 
     pub fn kind_by_api_version(&self, api_version: &str, kind: &str) -> Option<KindInfo> {
-        self.kinds
-            .iter()
-            .find(|k| k.kind == kind && k.api_version() == api_version)
-            .cloned()
+        self.kinds.iter().find(|k| k.kind == kind && k.api_version() == api_version).cloned()
     }
 
     pub fn kind_by_name(&self, kind: &str) -> Option<KindInfo> {
@@ -212,11 +172,7 @@ impl Store {
         mut obj: Value,
         trusted: bool,
     ) -> Value {
-        let namespace = if kind.namespaced {
-            meta_str(&obj, "namespace")
-        } else {
-            String::new()
-        };
+        let namespace = if kind.namespaced { meta_str(&obj, "namespace") } else { String::new() };
         let name = meta_str(&obj, "name");
         let key = key_of(kind, &namespace, &name);
         let previous = self.objects.get(&key).cloned();
@@ -247,9 +203,7 @@ impl Store {
         };
 
         self.rv += 1;
-        let body = obj
-            .as_object_mut()
-            .expect("a Kubernetes object is a JSON object");
+        let body = obj.as_object_mut().expect("a Kubernetes object is a JSON object");
         body.insert("apiVersion".into(), kind.api_version().into());
         body.insert("kind".into(), kind.kind.clone().into());
         let meta = body
@@ -266,20 +220,10 @@ impl Store {
         meta.insert("resourceVersion".into(), self.rv.to_string().into());
 
         self.objects.insert(key, obj.clone());
-        let change = if previous.is_some() {
-            ChangeType::Modified
-        } else {
-            ChangeType::Added
-        };
+        let change = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
         self.record(
             changes,
-            Change {
-                rv: self.rv,
-                kind: kind.clone(),
-                change,
-                object: obj.clone(),
-                previous,
-            },
+            Change { rv: self.rv, kind: kind.clone(), change, object: obj.clone(), previous },
         );
         obj
     }
@@ -325,16 +269,8 @@ impl Store {
         limit: Option<usize>,
     ) -> (Vec<Value>, bool) {
         let kind = &filter.kind;
-        let namespace = filter
-            .namespace
-            .clone()
-            .filter(|_| kind.namespaced)
-            .unwrap_or_default();
-        let resource = (
-            kind.group.clone(),
-            kind.version.clone(),
-            kind.plural.clone(),
-        );
+        let namespace = filter.namespace.clone().filter(|_| kind.namespaced).unwrap_or_default();
+        let resource = (kind.group.clone(), kind.version.clone(), kind.plural.clone());
         let first = (
             resource.0.clone(),
             resource.1.clone(),
@@ -357,11 +293,7 @@ impl Store {
             })
             .filter(|(_, obj)| filter.matches(obj));
         let limit = limit.unwrap_or(usize::MAX);
-        let page: Vec<Value> = selected
-            .by_ref()
-            .take(limit)
-            .map(|(_, obj)| obj.clone())
-            .collect();
+        let page: Vec<Value> = selected.by_ref().take(limit).map(|(_, obj)| obj.clone()).collect();
         let more = selected.next().is_some();
         (page, more)
     }
@@ -379,8 +311,5 @@ pub fn spec_of(obj: &Value) -> Value {
 }
 
 pub fn meta_str(obj: &Value, field: &str) -> String {
-    obj["metadata"][field]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    obj["metadata"][field].as_str().unwrap_or_default().to_owned()
 }

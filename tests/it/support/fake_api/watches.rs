@@ -21,14 +21,9 @@ pub fn start_watch(
             equal: true,
         });
     }
-    let requested = query
-        .get("resourceVersion")
-        .map(String::as_str)
-        .unwrap_or_default();
+    let requested = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
     let send_initial_events = query.get("sendInitialEvents").is_some_and(|v| v == "true");
-    let bookmarks = query
-        .get("allowWatchBookmarks")
-        .is_some_and(|v| v == "true");
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|v| v.parse::<u64>().ok())
@@ -74,9 +69,7 @@ pub fn start_watch(
                     "Expired",
                     format!("too old resource version: {from} ({})", store.floor),
                 );
-                cursor
-                    .pending
-                    .push_back(line_of(&json!({"type": "ERROR", "object": expired})));
+                cursor.pending.push_back(line_of(&json!({"type": "ERROR", "object": expired})));
                 cursor.close_after_pending = true;
             } else {
                 for change in store.history.iter().filter(|c| c.rv > from) {
@@ -168,11 +161,7 @@ impl WatchCursor {
     }
 
     pub fn event_line(&self, event: &str, obj: &Value) -> Bytes {
-        let obj = if self.meta_only {
-            to_metadata(obj)
-        } else {
-            obj.clone()
-        };
+        let obj = if self.meta_only { to_metadata(obj) } else { obj.clone() };
         line_of(&json!({"type": event, "object": obj}))
     }
 
@@ -186,10 +175,7 @@ impl WatchCursor {
             ChangeType::Added => now.then_some("ADDED"),
             ChangeType::Deleted => now.then_some("DELETED"),
             ChangeType::Modified => {
-                let before = change
-                    .previous
-                    .as_ref()
-                    .is_some_and(|prev| self.filter.matches(prev));
+                let before = change.previous.as_ref().is_some_and(|prev| self.filter.matches(prev));
                 match (before, now) {
                     (true, true) => Some("MODIFIED"),
                     (false, true) => Some("ADDED"),
@@ -203,15 +189,9 @@ impl WatchCursor {
 
     pub fn bookmark_line(&self, initial_events_end: bool) -> Bytes {
         let (api_version, kind) = if self.meta_only {
-            (
-                "meta.k8s.io/v1".to_owned(),
-                "PartialObjectMetadata".to_owned(),
-            )
+            ("meta.k8s.io/v1".to_owned(), "PartialObjectMetadata".to_owned())
         } else {
-            (
-                self.filter.kind.api_version(),
-                self.filter.kind.kind.clone(),
-            )
+            (self.filter.kind.api_version(), self.filter.kind.kind.clone())
         };
         let mut metadata = json!({"resourceVersion": self.last_rv.to_string()});
         if initial_events_end {

@@ -104,9 +104,7 @@ pub fn answer(
         Fault::WrongContent => {
             let mut response = Response::new(Body::from(tamper(bytes.to_vec())));
             if let Ok(value) = header::HeaderValue::from_str(digest) {
-                response
-                    .headers_mut()
-                    .insert("docker-content-digest", value);
+                response.headers_mut().insert("docker-content-digest", value);
             }
             Some(with_type(response, content_type))
         }
@@ -145,11 +143,7 @@ impl Tarpit {
                 counter.fetch_add(1, Ordering::SeqCst);
             }
         });
-        Tarpit {
-            addr,
-            connections,
-            task,
-        }
+        Tarpit { addr, connections, task }
     }
 
     /// `127.0.0.1:<port>`.

@@ -122,10 +122,8 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// An image config (OCI image spec) with these envs and labels.
 pub fn image_config(env: &[&str], labels: &[(&str, &str)]) -> Value {
-    let labels: serde_json::Map<String, Value> = labels
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), json!(value)))
-        .collect();
+    let labels: serde_json::Map<String, Value> =
+        labels.iter().map(|(key, value)| ((*key).to_owned(), json!(value))).collect();
     json!({
         "architecture": "amd64",
         "os": "linux",
@@ -161,9 +159,7 @@ impl FakeRegistry {
             store: Mutex::new(Store::default()),
             streamed: Arc::new(AtomicU64::new(0)),
         });
-        let app = Router::new()
-            .fallback(handle)
-            .with_state(Arc::clone(&shared));
+        let app = Router::new().fallback(handle).with_state(Arc::clone(&shared));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -176,18 +172,13 @@ impl FakeRegistry {
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
-        self.shared
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn put(&self, content_type: &str, bytes: Vec<u8>) -> (String, usize) {
         let digest = sha256(&bytes);
         let size = bytes.len();
-        self.store()
-            .content
-            .insert(digest.clone(), (content_type.to_owned(), bytes));
+        self.store().content.insert(digest.clone(), (content_type.to_owned(), bytes));
         (digest, size)
     }
 
@@ -206,9 +197,7 @@ impl FakeRegistry {
     }
 
     fn tag(&self, repository: &str, tag: &str, digest: &str) {
-        self.store()
-            .tags
-            .insert((repository.to_owned(), tag.to_owned()), digest.to_owned());
+        self.store().tags.insert((repository.to_owned(), tag.to_owned()), digest.to_owned());
     }
 
     /// Pushes a single-platform image; returns its manifest digest.
@@ -328,30 +317,20 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
     let body = json!({"errors": [{"code": code, "message": message}]}).to_string();
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     response
 }
 
 fn unauthorized(shared: &Shared) -> Response {
-    let mut response = error(
-        StatusCode::UNAUTHORIZED,
-        "UNAUTHORIZED",
-        "authentication required",
-    );
+    let mut response = error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", "authentication required");
     let challenge = match shared.auth {
         Auth::Basic { .. } => "Basic realm=\"fake-registry\"".to_owned(),
-        _ => format!(
-            "Bearer realm=\"http://{}/token\",service=\"fake-registry\"",
-            shared.addr
-        ),
+        _ => format!("Bearer realm=\"http://{}/token\",service=\"fake-registry\"", shared.addr),
     };
     if let Ok(value) = header::HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
     }
     response
 }
@@ -375,15 +354,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let headers: HeaderMap = request.headers().clone();
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
+    let authorization =
+        headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).map(str::to_owned);
     let (delay, status, fault) = {
-        let mut store = shared
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut store = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         store.requests.push(Recorded {
             method: method.clone(),
             path: path.clone(),
@@ -405,17 +379,12 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     if let Some(Fault::RealmElsewhere(realm)) = &fault
         && authorization.is_none()
     {
-        let mut response = error(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "authentication required",
-        );
+        let mut response =
+            error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", "authentication required");
         if let Ok(value) = header::HeaderValue::from_str(&format!(
             "Bearer realm=\"{realm}\",service=\"elsewhere\""
         )) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, value);
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
         }
         return response;
     }
@@ -426,10 +395,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         {
             return error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", "bad credentials");
         }
-        let mut store = shared
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut store = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         store.tokens_issued += 1;
         let token = format!("fake-token-{}", store.tokens_issued);
         let body = json!({"token": token, "access_token": token, "expires_in": 300});
@@ -458,17 +424,11 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     if method != Method::GET && method != Method::HEAD {
         return error(StatusCode::METHOD_NOT_ALLOWED, "UNSUPPORTED", "read only");
     }
-    let store = shared
-        .store
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let store = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let digest = if reference.starts_with("sha256:") {
         Some(reference.to_owned())
     } else if kind == "manifests" {
-        store
-            .tags
-            .get(&(repository.to_owned(), reference.to_owned()))
-            .cloned()
+        store.tags.get(&(repository.to_owned(), reference.to_owned())).cloned()
     } else {
         None
     };
@@ -479,34 +439,19 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .and_then(|digest| store.content.get(digest))
         .cloned()
     else {
-        let code = if kind == "manifests" {
-            "MANIFEST_UNKNOWN"
-        } else {
-            "BLOB_UNKNOWN"
-        };
+        let code = if kind == "manifests" { "MANIFEST_UNKNOWN" } else { "BLOB_UNKNOWN" };
         return error(StatusCode::NOT_FOUND, code, "unknown to the fake registry");
     };
     drop(store);
     if let Some(fault) = &fault
         && let Some(digest) = &digest
-        && let Some(response) = hostile::answer(
-            fault,
-            &method,
-            kind,
-            digest,
-            &content_type,
-            &bytes,
-            &shared.streamed,
-        )
+        && let Some(response) =
+            hostile::answer(fault, &method, kind, digest, &content_type, &bytes, &shared.streamed)
     {
         return response;
     }
     let length = bytes.len();
-    let body = if method == Method::HEAD {
-        Body::empty()
-    } else {
-        Body::from(bytes)
-    };
+    let body = if method == Method::HEAD { Body::empty() } else { Body::from(bytes) };
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     if let Ok(value) = header::HeaderValue::from_str(&content_type) {

@@ -9,10 +9,7 @@ fn parts(text: &str) -> (bool, &str, Option<&str>, &str, Suffix<'_>) {
 fn splits_the_grammar() {
     use Suffix::{Binary, Decimal, Exponent};
     assert_eq!(parts("1"), (false, "1", None, "1", Decimal(0)));
-    assert_eq!(
-        parts("-007.50m"),
-        (true, "007", Some("50"), "-007.50", Decimal(-3))
-    );
+    assert_eq!(parts("-007.50m"), (true, "007", Some("50"), "-007.50", Decimal(-3)));
     assert_eq!(parts("+.5Ki"), (false, "", Some("5"), "+.5", Binary(10)));
     assert_eq!(parts("1.e-3"), (false, "1", Some(""), "1.", Exponent("-3")));
     assert_eq!(parts("2E+12"), (false, "2", None, "2", Exponent("+12")));
@@ -27,9 +24,7 @@ fn refuses_what_is_not_a_quantity() {
     for text in ["", " 1", "1 ", "1.2.3", "0x10", "1_000", "1e1.5", "1\n"] {
         assert_eq!(split(text), Err(SyntaxError::Format), "{text:?}");
     }
-    for text in [
-        "1K", "1ki", "1e", "1E+", "1ee1", "1Kie3", "1mi", "1Ki5", "1m0",
-    ] {
+    for text in ["1K", "1ki", "1e", "1E+", "1ee1", "1Kie3", "1mi", "1Ki5", "1m0"] {
         assert_eq!(split(text), Err(SyntaxError::Suffix), "{text:?}");
     }
 }

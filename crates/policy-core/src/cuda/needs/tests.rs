@@ -9,10 +9,7 @@ fn needs(env: &[&str], labels: &[(&str, &str)]) -> ImageNeeds {
 }
 
 fn floor(needs: &ImageNeeds) -> String {
-    needs
-        .driver_floor()
-        .map(|f| f.to_string())
-        .unwrap_or_default()
+    needs.driver_floor().map(|f| f.to_string()).unwrap_or_default()
 }
 
 #[rstest]
@@ -38,10 +35,7 @@ fn from_image_env(
 ) {
     let needs = needs(env, &[]);
     assert_eq!(needs.cuda, cuda.map(|(a, b)| CudaVersion::new(a, b)));
-    assert_eq!(
-        needs.compute_floor(),
-        compute.map(|(a, b)| ComputeCapability::new(a, b))
-    );
+    assert_eq!(needs.compute_floor(), compute.map(|(a, b)| ComputeCapability::new(a, b)));
     assert_eq!(floor(&needs), driver);
 }
 

@@ -7,12 +7,8 @@ impl Atom {
     /// Every node that meets `other` meets `self`.
     fn is_weaker_than(&self, other: &Atom) -> bool {
         let cuda = self.cuda.is_none_or(|c| other.cuda.is_some_and(|o| o >= c));
-        let from = self
-            .driver_from
-            .is_none_or(|f| other.driver_from.is_some_and(|o| o >= f));
-        let below = self
-            .driver_below
-            .is_none_or(|b| other.driver_below.is_some_and(|o| o <= b));
+        let from = self.driver_from.is_none_or(|f| other.driver_from.is_some_and(|o| o >= f));
+        let below = self.driver_below.is_none_or(|b| other.driver_below.is_some_and(|o| o <= b));
         cuda && from && below
     }
 }
@@ -76,10 +72,7 @@ fn cuda_versions_parse(#[case] text: &str, #[case] expected: Option<(u32, u32)>)
     "cuda>=12.8 brand=tesla,driver>=525,driver<580",
     "CUDA 12.8 or driver >= 525.0 and driver < 580"
 )]
-#[case(
-    "cuda>=12.4 driver>=535.104,driver<536",
-    "CUDA 12.4 or driver >= 535.104 and driver < 536"
-)]
+#[case("cuda>=12.4 driver>=535.104,driver<536", "CUDA 12.4 or driver >= 535.104 and driver < 536")]
 #[case(
     "cuda>=12.4 driver>=535.104.05,driver<536",
     "CUDA 12.4 or driver >= 535.105 and driver < 536"
@@ -115,8 +108,7 @@ fn driver_floors(#[case] text: &str, #[case] expected: &str) {
 fn unreadable_requirements_are_errors(#[case] text: &str) {
     let err = text.parse::<Requirement>().err().map(|e| e.to_string());
     assert!(
-        err.as_deref()
-            .is_some_and(|e| e.starts_with("NVIDIA_REQUIRE_CUDA ") && !e.contains('\n')),
+        err.as_deref().is_some_and(|e| e.starts_with("NVIDIA_REQUIRE_CUDA ") && !e.contains('\n')),
         "{text:?}: {err:?}"
     );
 }
@@ -153,10 +145,7 @@ fn minors_and_ranges_as_node_affinity() {
             vec![expr(DRIVER_MAJOR_LABEL, "In", &["536"])],
             vec![expr(DRIVER_MAJOR_LABEL, "Gt", &["589"])],
             vec![expr(RUNTIME_MAJOR_LABEL, "Gt", &["12"])],
-            vec![
-                expr(RUNTIME_MAJOR_LABEL, "In", &["12"]),
-                expr(RUNTIME_MINOR_LABEL, "Gt", &["3"])
-            ],
+            vec![expr(RUNTIME_MAJOR_LABEL, "In", &["12"]), expr(RUNTIME_MINOR_LABEL, "Gt", &["3"])],
         ]
     );
     // The same for the older label names.
@@ -193,18 +182,14 @@ fn floors_of_two_images_meet_both() {
         )
     );
     assert_eq!(a.and(&a), Some(a.clone()));
-    let only = floor("cuda>=13.1")
-        .and_then(|c| c.and(&a))
-        .map(|f| f.to_string());
+    let only = floor("cuda>=13.1").and_then(|c| c.and(&a)).map(|f| f.to_string());
     assert_eq!(only.as_deref(), Some("CUDA 13.1"));
 }
 
 #[test]
 fn floors_no_driver_can_meet_together() {
-    let (Some(a), Some(b)) = (
-        floor("driver>=535,driver<536"),
-        floor("driver>=550,driver<551"),
-    ) else {
+    let (Some(a), Some(b)) = (floor("driver>=535,driver<536"), floor("driver>=550,driver<551"))
+    else {
         panic!("no floors");
     };
     assert_eq!(a.and(&b), None);
@@ -271,9 +256,6 @@ fn a_requirement_of_thousands_of_alternatives_keeps_the_first_few() {
     assert_eq!(floor.atoms.len(), MAX_ATOMS);
     assert_eq!(
         floor.atoms.first().and_then(|atom| atom.driver_from),
-        Some(DriverVersion {
-            major: 100,
-            minor: 0
-        })
+        Some(DriverVersion { major: 100, minor: 0 })
     );
 }

@@ -81,9 +81,7 @@ pub struct KeptSlice {
 
 /// The devices allocated to a ResourceClaim; None when it is not allocated.
 pub fn read_allocation(claim: &Value) -> Option<Vec<AllocatedDevice>> {
-    let results = claim
-        .pointer("/status/allocation/devices/results")?
-        .as_array()?;
+    let results = claim.pointer("/status/allocation/devices/results")?.as_array()?;
     let devices = results
         .iter()
         .filter_map(|result| {
@@ -103,15 +101,11 @@ pub fn read_allocation(claim: &Value) -> Option<Vec<AllocatedDevice>> {
 /// The Pod a ResourceClaim was made for: its controller owner of kind Pod.
 pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
     let metadata = claim.get("metadata")?;
-    let owner = metadata
-        .get("ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|owner| {
-            owner.get("kind").and_then(Json::as_str) == Some("Pod")
-                && owner.get("apiVersion").and_then(Json::as_str) == Some("v1")
-                && owner.get("controller").and_then(Json::as_bool) == Some(true)
-        })?;
+    let owner = metadata.get("ownerReferences")?.as_array()?.iter().find(|owner| {
+        owner.get("kind").and_then(Json::as_str) == Some("Pod")
+            && owner.get("apiVersion").and_then(Json::as_str) == Some("v1")
+            && owner.get("controller").and_then(Json::as_bool) == Some(true)
+    })?;
     let name = |value: Json<'_>| {
         let text = value.as_str()?;
         (!text.is_empty() && text.len() <= MAX_NAME_BYTES).then(|| text.to_owned())
@@ -120,19 +114,13 @@ pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
         .get("annotations")
         .and_then(|annotations| annotations.get(POD_CLAIM_NAME_ANNOTATION))
         .and_then(name);
-    Some(MadeFor {
-        pod: name(owner.get("name")?)?,
-        pod_uid: name(owner.get("uid")?)?,
-        pod_claim,
-    })
+    Some(MadeFor { pod: name(owner.get("name")?)?, pod_uid: name(owner.get("uid")?)?, pod_claim })
 }
 
 /// The attributes of a ResourceSlice's device: `attributes` (v1, v1beta2)
 /// or `basic.attributes` (v1beta1).
 pub fn device_attributes(device: &Value) -> Option<&Value> {
-    device
-        .get("attributes")
-        .or_else(|| device.get("basic")?.get("attributes"))
+    device.get("attributes").or_else(|| device.get("basic")?.get("attributes"))
 }
 
 /// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers

@@ -89,10 +89,7 @@ impl ClaimSummary {
 
     /// The GPUs of the whole claim: every request together.
     pub fn gpu_total(&self) -> Option<DraCount> {
-        self.requests
-            .iter()
-            .filter_map(|r| r.gpu)
-            .reduce(DraCount::plus)
+        self.requests.iter().filter_map(|r| r.gpu).reduce(DraCount::plus)
     }
 }
 
@@ -200,10 +197,7 @@ impl ClaimSpec {
                 }
             })
             .collect();
-        ClaimSummary {
-            requests,
-            selectors_dropped: self.selectors_dropped,
-        }
+        ClaimSummary { requests, selectors_dropped: self.selectors_dropped }
     }
 }
 
@@ -248,13 +242,10 @@ fn read_spec_at(spec: Json<'_>, path: &FieldPath<'_>) -> Result<ClaimSpec, Objec
         return Ok(ClaimSpec::default());
     };
     let requests_path = devices_path.key("requests");
-    let mut read = ClaimSpec {
-        requests: Vec::with_capacity(requests.len()),
-        selectors_dropped: false,
-    };
+    let mut read =
+        ClaimSpec { requests: Vec::with_capacity(requests.len()), selectors_dropped: false };
     for (index, raw) in requests.iter().enumerate() {
-        read.requests
-            .push(read_request(raw, &requests_path.index(index))?);
+        read.requests.push(read_request(raw, &requests_path.index(index))?);
     }
     let kept: usize = read
         .requests
@@ -274,9 +265,7 @@ fn read_spec_at(spec: Json<'_>, path: &FieldPath<'_>) -> Result<ClaimSpec, Objec
 
 fn read_request(raw: Json<'_>, path: &FieldPath<'_>) -> Result<RequestSpec, ObjectError> {
     let request = as_object(raw, path)?;
-    let name = optional_str(request, "name", path)?
-        .unwrap_or("")
-        .to_owned();
+    let name = optional_str(request, "name", path)?.unwrap_or("").to_owned();
     let mut alternatives = Vec::new();
     if let Some(exactly) = optional_object(request, "exactly", path)? {
         alternatives.push(alternative(exactly, &path.key("exactly"))?);

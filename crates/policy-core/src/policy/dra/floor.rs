@@ -71,11 +71,7 @@ impl GpuNeeds {
         images.sort();
         images.dedup();
         images.truncate(MAX_IMAGES);
-        Some(GpuNeeds {
-            compute_capability,
-            driver,
-            images,
-        })
+        Some(GpuNeeds { compute_capability, driver, images })
     }
 
     /// The annotation value: `{"computeCapability":"7.5","driverVersion":
@@ -133,20 +129,16 @@ impl GpuNeeds {
         if let Some(floor) = &self.driver {
             parts.push(driver_part(floor));
         }
-        format!(
-            "device.driver != \"{GPU_DRIVER}\" || ({})",
-            parts.join(" && ")
-        )
+        format!("device.driver != \"{GPU_DRIVER}\" || ({})", parts.join(" && "))
     }
 
     /// What a device of `versions` lacks, for people (`compute capability
     /// 6.0`); None when it meets the needs, or publishes too little to tell.
     pub fn shortfall(&self, versions: &DeviceVersions) -> Option<String> {
         let mut short = Vec::new();
-        if let (Some(floor), Some(have)) = (
-            self.compute_capability,
-            versions.compute_capability.as_deref().and_then(numbers),
-        ) {
+        if let (Some(floor), Some(have)) =
+            (self.compute_capability, versions.compute_capability.as_deref().and_then(numbers))
+        {
             let have = ComputeCapability::new(have.0, have.1);
             if have < floor {
                 short.push(format!("compute capability {have}"));
@@ -178,9 +170,7 @@ impl GpuNeeds {
             }
         }
         self.probes_below().iter().all(|device| {
-            compiled
-                .iter()
-                .any(|selector| !matches!(selector.matches(device), Ok(true)))
+            compiled.iter().any(|selector| !matches!(selector.matches(device), Ok(true)))
         })
     }
 
@@ -188,15 +178,10 @@ impl GpuNeeds {
     /// respect only.
     fn probes_below(&self) -> Vec<Device> {
         let meets_driver = |cuda: CudaVersion, driver: (u32, u32)| {
-            self.driver
-                .as_ref()
-                .is_none_or(|floor| floor.met_by(cuda, driver))
+            self.driver.as_ref().is_none_or(|floor| floor.met_by(cuda, driver))
         };
-        let good_driver = DRIVERS
-            .iter()
-            .rev()
-            .copied()
-            .find(|&(cuda, driver)| meets_driver(cuda, driver));
+        let good_driver =
+            DRIVERS.iter().rev().copied().find(|&(cuda, driver)| meets_driver(cuda, driver));
         let good_card = self
             .compute_capability
             .unwrap_or(ComputeCapability::new(12, 0))
@@ -277,18 +262,9 @@ fn probe(card: ComputeCapability, cuda: CudaVersion, driver: (u32, u32)) -> Devi
     let version = |text: String| AttributeValue::Version(text);
     let text = |text: &str| AttributeValue::String(text.to_owned());
     let attributes = [
-        (
-            COMPUTE_ATTRIBUTE,
-            version(format!("{}.{}.0", card.major, card.minor)),
-        ),
-        (
-            CUDA_DRIVER_ATTRIBUTE,
-            version(format!("{}.{}.0", cuda.major, cuda.minor)),
-        ),
-        (
-            DRIVER_ATTRIBUTE,
-            version(format!("{}.{}.0", driver.0, driver.1)),
-        ),
+        (COMPUTE_ATTRIBUTE, version(format!("{}.{}.0", card.major, card.minor))),
+        (CUDA_DRIVER_ATTRIBUTE, version(format!("{}.{}.0", cuda.major, cuda.minor))),
+        (DRIVER_ATTRIBUTE, version(format!("{}.{}.0", driver.0, driver.1))),
         ("architecture", text("probe")),
         ("brand", text("Nvidia")),
         ("productName", text("NVIDIA probe")),
@@ -298,10 +274,7 @@ fn probe(card: ComputeCapability, cuda: CudaVersion, driver: (u32, u32)) -> Devi
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
     .collect();
-    let memory = Quantity::parse("80Gi")
-        .into_iter()
-        .map(|q| ("memory".to_owned(), q))
-        .collect();
+    let memory = Quantity::parse("80Gi").into_iter().map(|q| ("memory".to_owned(), q)).collect();
     Device {
         driver: GPU_DRIVER.to_owned(),
         attributes: [(GPU_DRIVER.to_owned(), attributes)].into_iter().collect(),
@@ -321,10 +294,7 @@ fn has(attribute: &str) -> String {
 }
 
 fn compare(attribute: &str, version: &str, operator: &str) -> String {
-    format!(
-        "{}.{attribute}.compareTo(semver(\"{version}\")) {operator} 0",
-        attributes()
-    )
+    format!("{}.{attribute}.compareTo(semver(\"{version}\")) {operator} 0", attributes())
 }
 
 fn at_least(attribute: &str, version: &str) -> String {
@@ -366,10 +336,7 @@ fn driver_part(floor: &DriverFloor) -> String {
 /// the selector's `semver()` reads it; None for one it would refuse.
 fn numbers(text: &str) -> Option<(u32, u32)> {
     let version = Semver::parse(text).ok()?;
-    Some((
-        u32::try_from(version.major()).ok()?,
-        u32::try_from(version.minor()).ok()?,
-    ))
+    Some((u32::try_from(version.major()).ok()?, u32::try_from(version.minor()).ok()?))
 }
 
 #[cfg(test)]

@@ -87,10 +87,7 @@ pub enum ClaimOrigin<'a> {
     /// A template, and the claim made from it for this pod when the pod's
     /// status names one (it has the template's requests, and outlives the
     /// template).
-    Template {
-        template: &'a str,
-        generated: Option<&'a str>,
-    },
+    Template { template: &'a str, generated: Option<&'a str> },
     /// Nothing: the pod's status says no claim was needed, or the entry
     /// names neither a claim nor a template.
     Nothing,
@@ -115,8 +112,7 @@ pub fn pod_claim_origins<'a>(
     // Pod claim -> what the controller made for it: of two, the first.
     let mut made: BTreeMap<&str, Option<&'a str>> = BTreeMap::new();
     for status in generated {
-        made.entry(status.pod_claim.as_str())
-            .or_insert(status.claim.as_deref());
+        made.entry(status.pod_claim.as_str()).or_insert(status.claim.as_deref());
     }
     let mut seen = BTreeSet::new();
     let mut entries = Vec::new();
@@ -134,18 +130,14 @@ pub fn pod_claim_origins<'a>(
             }
             ClaimSource::Template(template) => match made.get(claim.name) {
                 Some(None) => ClaimOrigin::Nothing,
-                generated => ClaimOrigin::Template {
-                    template,
-                    generated: generated.copied().flatten(),
-                },
+                generated => {
+                    ClaimOrigin::Template { template, generated: generated.copied().flatten() }
+                }
             },
             ClaimSource::Claim(name) => ClaimOrigin::Claim(name),
             ClaimSource::Missing => ClaimOrigin::Nothing,
         };
-        entries.push(PodClaimEntry {
-            name: claim.name,
-            origin,
-        });
+        entries.push(PodClaimEntry { name: claim.name, origin });
     }
     Ok(entries)
 }
@@ -171,10 +163,7 @@ pub fn to_read<'a>(
             ClaimOrigin::Claim(name) if !known(ClaimKind::Claim, name) => {
                 push(ClaimKind::Claim, name);
             }
-            ClaimOrigin::Template {
-                template,
-                generated,
-            } => {
+            ClaimOrigin::Template { template, generated } => {
                 let generated_known = generated.is_some_and(|g| known(ClaimKind::Claim, g));
                 if generated_known || known(ClaimKind::Template, template) {
                     continue;
@@ -236,21 +225,13 @@ impl<'a> OwnerClaims<'a> {
         let generated = entries
             .iter()
             .filter_map(|entry| match entry.origin {
-                ClaimOrigin::Template {
-                    template,
-                    generated: Some(claim),
-                } => Some((template, claim)),
+                ClaimOrigin::Template { template, generated: Some(claim) } => {
+                    Some((template, claim))
+                }
                 _ => None,
             })
             .collect();
-        OwnerClaims {
-            namespace,
-            under_review,
-            templates,
-            claims,
-            generated,
-            cache,
-        }
+        OwnerClaims { namespace, under_review, templates, claims, generated, cache }
     }
 
     /// Read beside the pod, else known to the caches.
@@ -318,8 +299,7 @@ impl ClaimFacts for OwnerClaims<'_> {
     }
 
     fn serves_extended_resource(&self, resource: &str) -> bool {
-        self.cache
-            .is_some_and(|c| c.serves_extended_resource(resource))
+        self.cache.is_some_and(|c| c.serves_extended_resource(resource))
     }
 }
 

@@ -78,15 +78,14 @@ pub fn resolve<'a>(
                     None => Ok(summary.gpu_total()),
                     // `request/subrequest` names a firstAvailable alternative:
                     // the request's count is that of its largest alternative.
-                    Some(request) => summary
-                        .request(base_request(request))
-                        .map(|r| r.gpu)
-                        .ok_or_else(|| {
+                    Some(request) => {
+                        summary.request(base_request(request)).map(|r| r.gpu).ok_or_else(|| {
                             format!(
                                 "{} has no request {request:?}",
                                 source_name(&pod_claims, claim_use.name)
                             )
-                        }),
+                        })
+                    }
                 },
             };
             match count {
@@ -117,11 +116,7 @@ pub fn resolve<'a>(
         .map(|(claim, (reason, containers))| {
             // Short enough for a kubectl warning: who stays pinned comes
             // before the reason, which may be long.
-            let verb = if containers.len() == 1 {
-                "stays"
-            } else {
-                "stay"
-            };
+            let verb = if containers.len() == 1 { "stays" } else { "stay" };
             let who = quoted_list("container", "containers", containers);
             Notice::new(
                 NoticeKind::UnresolvedClaim,
@@ -219,10 +214,9 @@ fn lookup(
     };
     match resolved {
         Resolved::Known(summary) => Ok(summary),
-        Resolved::Unknown => Err(format!(
-            "{} not found",
-            source.and_then(source_phrase).unwrap_or_default()
-        )),
+        Resolved::Unknown => {
+            Err(format!("{} not found", source.and_then(source_phrase).unwrap_or_default()))
+        }
         Resolved::Unreadable(reason) => Err(reason),
     }
 }

@@ -35,10 +35,8 @@ pub struct DeviceClassInfo {
 
 impl DeviceClassInfo {
     pub fn of(class: &Value) -> Self {
-        let wanted = [
-            format!("device.driver==\"{GPU_DRIVER}\""),
-            format!("device.driver=='{GPU_DRIVER}'"),
-        ];
+        let wanted =
+            [format!("device.driver==\"{GPU_DRIVER}\""), format!("device.driver=='{GPU_DRIVER}'")];
         let selects_gpu_driver = class
             .pointer("/spec/selectors")
             .and_then(Value::as_array)
@@ -49,14 +47,9 @@ impl DeviceClassInfo {
                 let compact: String = expression.chars().filter(|c| !c.is_whitespace()).collect();
                 wanted.iter().any(|w| compact.contains(w.as_str()))
             });
-        let extended_resource_name = class
-            .pointer("/spec/extendedResourceName")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        DeviceClassInfo {
-            selects_gpu_driver,
-            extended_resource_name,
-        }
+        let extended_resource_name =
+            class.pointer("/spec/extendedResourceName").and_then(Value::as_str).map(str::to_owned);
+        DeviceClassInfo { selects_gpu_driver, extended_resource_name }
     }
 
     /// Whether the class hands out GPUs under `settings` (its name is
@@ -104,11 +97,7 @@ impl KeptClaim {
             ClaimKind::Claim => (read_made_for(document.root()), read_allocation(object)),
             ClaimKind::Template => (None, None),
         };
-        KeptClaim {
-            spec,
-            made_for,
-            allocation,
-        }
+        KeptClaim { spec, made_for, allocation }
     }
 }
 
@@ -166,10 +155,7 @@ impl ClaimTables {
     pub fn is_gpu_class(&self, class: &str) -> bool {
         let settings = &self.settings.0;
         settings.is_gpu_device_class(class)
-            || self
-                .device_classes
-                .get(class)
-                .is_some_and(|info| info.hands_out_gpus(settings))
+            || self.device_classes.get(class).is_some_and(|info| info.hands_out_gpus(settings))
     }
 
     /// The tables of `check`'s input (a kustomize build or a directory of
@@ -185,10 +171,7 @@ impl ClaimTables {
         default_namespace: &str,
         settings: impl Into<GpuSettings>,
     ) -> Self {
-        let mut tables = ClaimTables {
-            settings: settings.into(),
-            ..ClaimTables::default()
-        };
+        let mut tables = ClaimTables { settings: settings.into(), ..ClaimTables::default() };
         for (index, object) in objects.iter().enumerate() {
             let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
             let name = text("/metadata/name");
@@ -283,8 +266,7 @@ pub fn made_for_pod<'a>(
             continue;
         }
         if let Some(pod_claim) = &made_for.pod_claim {
-            made.entry(pod_claim.clone())
-                .or_insert_with(|| name.to_owned());
+            made.entry(pod_claim.clone()).or_insert_with(|| name.to_owned());
         }
     }
     made
@@ -304,10 +286,7 @@ impl ClaimFacts for ClaimTables {
     }
 
     fn allocation(&self, namespace: &str, name: &str) -> Option<Vec<AllocatedDevice>> {
-        self.claims
-            .get(&(namespace.to_owned(), name.to_owned()))?
-            .allocation
-            .clone()
+        self.claims.get(&(namespace.to_owned(), name.to_owned()))?.allocation.clone()
     }
 
     fn device_versions(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceVersions> {

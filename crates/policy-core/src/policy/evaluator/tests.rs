@@ -39,10 +39,5 @@ fn notices_keep_their_kind_and_the_order_the_rules_run_in() {
         "{:?}",
         evaluation.notices
     );
-    assert!(
-        evaluation
-            .notices
-            .iter()
-            .all(|n| n.message.starts_with("gpu-policy: "))
-    );
+    assert!(evaluation.notices.iter().all(|n| n.message.starts_with("gpu-policy: ")));
 }

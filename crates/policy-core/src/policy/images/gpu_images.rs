@@ -45,10 +45,8 @@ impl<'a> Subject<'a> {
                 let (images, spec) =
                     gpu_images(self.object, *shape, self.namespace, settings, claims)?;
                 let before = images_of(self.old?);
-                let changed: Vec<&'a str> = images
-                    .into_iter()
-                    .filter(|image| !before.contains(image))
-                    .collect();
+                let changed: Vec<&'a str> =
+                    images.into_iter().filter(|image| !before.contains(image)).collect();
                 (!changed.is_empty()).then_some((changed, spec))
             }
             Form::Pod { .. } | Form::Claim(_) => None,
@@ -82,12 +80,7 @@ pub fn view_gpu_images<'t>(
     let _unresolved = pod_claims::resolve(&mut view, claims, namespace);
     let mut images: Vec<&'t str> = Vec::new();
     let mut seen = BTreeSet::new();
-    for image in view
-        .containers
-        .iter()
-        .filter(|c| c.is_gpu())
-        .filter_map(|c| c.image)
-    {
+    for image in view.containers.iter().filter(|c| c.is_gpu()).filter_map(|c| c.image) {
         if seen.insert(image) {
             images.push(image);
         }
@@ -111,16 +104,12 @@ pub fn gpu_images<'t>(
     }
     let spec = template.get("spec")?.as_object()?;
     // Which container holds a KAI fraction takes the whole view to say.
-    let annotations = template
-        .get("metadata")
-        .and_then(|m| m.get("annotations"))
-        .and_then(Json::as_object);
+    let annotations =
+        template.get("metadata").and_then(|m| m.get("annotations")).and_then(Json::as_object);
     if settings.config().gpu_sharing.kai_scheduler.enabled
         && annotations.is_some_and(|a| a.contains_key(GPU_FRACTION) || a.contains_key(GPU_MEMORY))
     {
-        return view_gpu_images(object, shape, namespace, settings, claims)
-            .ok()
-            .flatten();
+        return view_gpu_images(object, shape, namespace, settings, claims).ok().flatten();
     }
     let mut images: Vec<&'t str> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -139,9 +128,7 @@ pub fn gpu_images<'t>(
             };
             let resources = resources.as_object()?;
             if member(resources, "claims").is_some() {
-                return view_gpu_images(object, shape, namespace, settings, claims)
-                    .ok()
-                    .flatten();
+                return view_gpu_images(object, shape, namespace, settings, claims).ok().flatten();
             }
             if asks_for_gpus(resources, settings)?
                 && let Some(image) = image

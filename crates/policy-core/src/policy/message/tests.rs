@@ -6,23 +6,13 @@ fn templates_fill_their_slots_and_keep_their_words() {
         MessageTemplate::new("{containers}: requests.{resource} differs from limits.{resource}");
     assert_eq!(template.slots(), ["containers", "resource"]);
     assert_eq!(
-        template.format(&[
-            ("containers", &"container \"a\""),
-            ("resource", &"nvidia.com/gpu")
-        ]),
+        template.format(&[("containers", &"container \"a\""), ("resource", &"nvidia.com/gpu")]),
         "container \"a\": requests.nvidia.com/gpu differs from limits.nvidia.com/gpu"
     );
     // A slot left unfilled shows; braces that name no slot are words.
     assert_eq!(template.format(&[]), template.text());
     let odd = MessageTemplate::new("a {B} {} {x} {");
-    assert_eq!(
-        odd.pieces(),
-        [
-            Piece::Words("a {B} {} "),
-            Piece::Slot("x"),
-            Piece::Words(" {")
-        ]
-    );
+    assert_eq!(odd.pieces(), [Piece::Words("a {B} {} "), Piece::Slot("x"), Piece::Words(" {")]);
 }
 
 /// A list names its first ten, each cut to a DNS label's length, and
@@ -36,29 +26,15 @@ fn lists_name_ten_and_count_the_rest() {
         "containers \"c0\", \"c1\", \"c2\", \"c3\", \"c4\", \"c5\", \"c6\", \"c7\", \
              \"c8\", \"c9\" and 99,990 more"
     );
-    let eleven = quoted_list(
-        "request",
-        "requests",
-        names.iter().take(11).map(String::as_str),
-    );
+    let eleven = quoted_list("request", "requests", names.iter().take(11).map(String::as_str));
     assert!(eleven.ends_with("\"c9\" and 1 more"), "{eleven}");
-    let ten = quoted_list(
-        "request",
-        "requests",
-        names.iter().take(10).map(String::as_str),
-    );
+    let ten = quoted_list("request", "requests", names.iter().take(10).map(String::as_str));
     assert!(ten.ends_with("\"c8\", \"c9\""), "{ten}");
     let long = "é".repeat(1 << 19);
     let cut = CONTAINER.list([long.as_str()]);
-    assert_eq!(
-        cut,
-        format!("container {:?}", ["é".repeat(31), "…".to_owned()].concat())
-    );
+    assert_eq!(cut, format!("container {:?}", ["é".repeat(31), "…".to_owned()].concat()));
     let exact = "a".repeat(MAX_LISTED_NAME_BYTES);
-    assert_eq!(
-        CONTAINER.list([exact.as_str()]),
-        format!("container {exact:?}")
-    );
+    assert_eq!(CONTAINER.list([exact.as_str()]), format!("container {exact:?}"));
 }
 
 /// A body longer than a message keeps is cut and marked, at a
@@ -68,10 +44,7 @@ fn a_message_keeps_at_most_its_room() {
     let long = "é".repeat(1 << 20);
     let message = Message::new(format_args!("runtimeClassName {long:?} is not allowed"));
     assert!(message.as_str().len() <= Message::PREFIX.len() + Message::MAX_BODY_BYTES + 3);
-    assert!(
-        message.starts_with("gpu-policy: runtimeClassName \"éé"),
-        "{message}"
-    );
+    assert!(message.starts_with("gpu-policy: runtimeClassName \"éé"), "{message}");
     assert!(message.ends_with("é…"), "{message}");
     let short = "x".repeat(Message::MAX_BODY_BYTES);
     assert_eq!(Message::new(&short).body(), short);
@@ -109,10 +82,7 @@ fn the_prefix_is_added_once_and_the_body_kept() {
         message.as_str(),
         "gpu-policy: runtimeClassName \"kata\" is not a GPU runtime class"
     );
-    assert_eq!(
-        message.body(),
-        "runtimeClassName \"kata\" is not a GPU runtime class"
-    );
+    assert_eq!(message.body(), "runtimeClassName \"kata\" is not a GPU runtime class");
     assert_eq!(
         serde_json::to_value(&message).ok(),
         Some(serde_json::Value::String(message.to_string()))

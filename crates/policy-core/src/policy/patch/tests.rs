@@ -4,19 +4,13 @@ use super::*;
 /// included.
 #[test]
 fn a_pointer_below_is_the_pointer_pushed_token_by_token() {
-    let bases = [
-        PointerBuf::root(),
-        PointerBuf::from_tokens(["spec", "template"]),
-    ];
+    let bases = [PointerBuf::root(), PointerBuf::from_tokens(["spec", "template"])];
     let steps: [&[Step<'_>]; 5] = [
         &[],
         &[Step::Key("containers"), Step::Index(0)],
         &[Step::Key("env"), Step::Key("-")],
         &[Step::Key("a/b~c"), Step::Index(usize::MAX), Step::Key("")],
-        &[
-            Step::Key("annotations"),
-            Step::Key("gpu-policy.io/mutations"),
-        ],
+        &[Step::Key("annotations"), Step::Key("gpu-policy.io/mutations")],
     ];
     for base in &bases {
         for steps in steps {
@@ -79,10 +73,7 @@ fn a_patch_is_encoded_up_to_its_budget() {
     let encoded = serde_json::to_vec(&operations).unwrap_or_default();
     let budget = encoded.len();
     assert_eq!(encoded_within(&operations, budget).as_ref(), Some(&encoded));
-    assert_eq!(
-        encoded_within(&operations, usize::MAX).as_ref(),
-        Some(&encoded)
-    );
+    assert_eq!(encoded_within(&operations, usize::MAX).as_ref(), Some(&encoded));
     assert_eq!(encoded_within(&operations, budget - 1), None);
     assert_eq!(encoded_within(&[], 2), Some(b"[]".to_vec()));
 }

@@ -65,33 +65,15 @@ fn containers_carry_kind_and_pointer() {
     let seen: Vec<(&str, ContainerKind, String)> = view
         .containers
         .iter()
-        .map(|c| {
-            (
-                c.name,
-                c.kind,
-                c.pointer_to(view.spec_pointer(), &[]).to_string(),
-            )
-        })
+        .map(|c| (c.name, c.kind, c.pointer_to(view.spec_pointer(), &[]).to_string()))
         .collect();
     assert_eq!(
         seen,
         vec![
-            (
-                "i",
-                ContainerKind::Init,
-                "/spec/initContainers/0".to_owned()
-            ),
-            (
-                "s",
-                ContainerKind::Sidecar,
-                "/spec/initContainers/1".to_owned()
-            ),
+            ("i", ContainerKind::Init, "/spec/initContainers/0".to_owned()),
+            ("s", ContainerKind::Sidecar, "/spec/initContainers/1".to_owned()),
             ("c", ContainerKind::Regular, "/spec/containers/0".to_owned()),
-            (
-                "e",
-                ContainerKind::Ephemeral,
-                "/spec/ephemeralContainers/0".to_owned()
-            ),
+            ("e", ContainerKind::Ephemeral, "/spec/ephemeralContainers/0".to_owned()),
         ]
     );
 }
@@ -106,21 +88,15 @@ fn templates_are_found_by_shape(
     #[case] pointer: &str,
 ) {
     let view = PodView::parse(leaked(&object), shape, &Settings::default());
-    let found = view.ok().flatten().map(|v| {
-        v.containers[0]
-            .pointer_to(v.spec_pointer(), &[])
-            .to_string()
-    });
+    let found =
+        view.ok().flatten().map(|v| v.containers[0].pointer_to(v.spec_pointer(), &[]).to_string());
     assert_eq!(found.as_deref(), Some(pointer));
 }
 
 #[test]
 fn workload_without_template_has_no_view() {
     let rc = json!({"spec": {"replicas": 1}});
-    assert!(matches!(
-        PodView::parse(leaked(&rc), Shape::Template, &Settings::default()),
-        Ok(None)
-    ));
+    assert!(matches!(PodView::parse(leaked(&rc), Shape::Template, &Settings::default()), Ok(None)));
 }
 
 #[rstest]
@@ -152,11 +128,7 @@ fn zero_limit_is_not_a_gpu_request_but_garbage_is() {
         {"name": "bad", "resources": {"limits": {"nvidia.com/gpu": "lots"}}},
         {"name": "cpu", "resources": {"limits": {"cpu": "2"}}},
     ]}});
-    let gpu: Vec<bool> = view(&pod)
-        .containers
-        .iter()
-        .map(Container::is_gpu)
-        .collect();
+    let gpu: Vec<bool> = view(&pod).containers.iter().map(Container::is_gpu).collect();
     assert_eq!(gpu, vec![false, true, false]);
 }
 
@@ -181,16 +153,10 @@ fn each_shapes_pointers_are_its_template_paths() {
 /// included, however many names the containers list.
 #[test]
 fn effective_counts_are_the_effective_count_of_each_resource() {
-    let names: Vec<String> = (0..300)
-        .map(|i| format!("nvidia.com/mig-{i}g.5gb"))
-        .collect();
+    let names: Vec<String> = (0..300).map(|i| format!("nvidia.com/mig-{i}g.5gb")).collect();
     let limits = |from: usize, count: u64| -> Value {
-        let map: serde_json::Map<String, Value> = names
-            .iter()
-            .skip(from)
-            .step_by(3)
-            .map(|name| (name.clone(), json!(count)))
-            .collect();
+        let map: serde_json::Map<String, Value> =
+            names.iter().skip(from).step_by(3).map(|name| (name.clone(), json!(count))).collect();
         json!({"limits": map})
     };
     let pod = json!({"spec": {

@@ -75,10 +75,7 @@ use QuantityError::{Fractional, Malformed, Negative, TooLarge};
 #[case("1e0000000000000000000000000000000001", Whole(10))]
 #[case("1000000000000000000000000000000000000000000e-42", Whole(1))]
 #[case("18446744073709551615000m", Whole(u64::MAX))]
-#[case(
-    "1844674407370955161500000000000000000000000000000e-29",
-    Whole(u64::MAX)
-)]
+#[case("1844674407370955161500000000000000000000000000000e-29", Whole(u64::MAX))]
 // Fractional.
 #[case("500m", Invalid(Fractional))]
 #[case("1500m", Invalid(Fractional))]
@@ -194,11 +191,7 @@ fn long_pathological_inputs_do_not_panic() {
 #[case(json!([]), Invalid(Malformed))]
 #[case(json!([1]), Invalid(Malformed))]
 fn from_json(#[case] value: Value, #[case] expected: GpuCount) {
-    assert_eq!(
-        GpuCount::from_json(Document::from_value(&value).root()),
-        expected,
-        "value {value}"
-    );
+    assert_eq!(GpuCount::from_json(Document::from_value(&value).root()), expected, "value {value}");
 }
 
 #[test]

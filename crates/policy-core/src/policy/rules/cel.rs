@@ -13,10 +13,7 @@ pub struct Variable {
 
 impl Variable {
     pub fn new(name: &str, expression: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            expression: expression.to_owned(),
-        }
+        Self { name: name.to_owned(), expression: expression.to_owned() }
     }
 }
 
@@ -89,10 +86,7 @@ impl CelPolicy {
         ];
         all.extend(variables);
         Self {
-            resources: Resources::Pods {
-                ephemeral,
-                workloads: true,
-            },
+            resources: Resources::Pods { ephemeral, workloads: true },
             match_conditions: vec![Variable::new("has-pod-spec", cel::HAS_SPEC)],
             variables: all,
             action: Action::Validate(validations),

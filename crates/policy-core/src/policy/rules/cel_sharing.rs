@@ -249,10 +249,7 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
         };
         out.push(Variable::new("kaiWholeCards", &whole_cards));
         let (fraction, memory) = (annotation(GPU_FRACTION), annotation(GPU_MEMORY));
-        let asked = format!(
-            "({} ? '{GPU_FRACTION}' : '{GPU_MEMORY}')",
-            annotated(GPU_FRACTION)
-        );
+        let asked = format!("({} ? '{GPU_FRACTION}' : '{GPU_MEMORY}')", annotated(GPU_FRACTION));
         let value = |key: &str| [("value", quoted_annotation(key))];
         // The count as the webhook reads it: leading zeros dropped, and 19
         // significant digits (too many for `int()`) as written.
@@ -278,11 +275,7 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                 ),
             ),
             (
-                format!(
-                    "{} && !{}",
-                    annotated(GPU_FRACTION),
-                    fraction_below_one(&fraction)
-                ),
+                format!("{} && !{}", annotated(GPU_FRACTION), fraction_below_one(&fraction)),
                 cel::message(KAI_FRACTION, &value(GPU_FRACTION)),
             ),
             (
@@ -310,17 +303,12 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
                 ),
             ),
             (
-                format!(
-                    "{} && size(variables.kaiShare) == 0",
-                    annotated(FRACTION_CONTAINER)
-                ),
+                format!("{} && size(variables.kaiShare) == 0", annotated(FRACTION_CONTAINER)),
                 cel::message(KAI_CONTAINER, &value(FRACTION_CONTAINER)),
             ),
         ];
-        let listed: Vec<String> = problems
-            .iter()
-            .map(|(test, message)| format!("({test} ? [{message}] : [])"))
-            .collect();
+        let listed: Vec<String> =
+            problems.iter().map(|(test, message)| format!("({test} ? [{message}] : [])")).collect();
         out.push(Variable::new(
             "kaiProblems",
             &format!("!variables.kaiFraction ? [] : {}", listed.join(" + ")),
@@ -383,10 +371,7 @@ fn share_keys() -> Vec<Variable> {
         ),
         keys(
             "shareWithoutLimitKeys",
-            &format!(
-                "m.r.filter(k, k in {shares} && !(k in m.l) && {})",
-                nonzero("m.r[k]")
-            ),
+            &format!("m.r.filter(k, k in {shares} && !(k in m.l) && {})", nonzero("m.r[k]")),
         ),
         keys(
             "shareNotLimitKeys",
@@ -409,16 +394,8 @@ fn share_message() -> String {
                 ("reason", Fill::cel("k[2]")),
             ],
         ),
-        cel::grouped(
-            "variables.shareWithoutLimitKeys",
-            SHARE_WITHOUT_LIMIT,
-            &[resource()],
-        ),
-        cel::grouped(
-            "variables.shareNotLimitKeys",
-            SHARE_NOT_LIMIT,
-            &[resource()],
-        ),
+        cel::grouped("variables.shareWithoutLimitKeys", SHARE_WITHOUT_LIMIT, &[resource()]),
+        cel::grouped("variables.shareNotLimitKeys", SHARE_NOT_LIMIT, &[resource()]),
     ];
     format!(
         "{} + [{}].filter(t, t != '').join({})",
@@ -502,12 +479,7 @@ fn percent_message() -> String {
             )
         })
         .collect();
-    format!(
-        "{} + ({}).join({})",
-        string(Message::PREFIX),
-        groups.join(" + "),
-        string(SEPARATOR)
-    )
+    format!("{} + ({}).join({})", string(Message::PREFIX), groups.join(" + "), string(SEPARATOR))
 }
 
 /// HAMi's share `k` is as R2 wants it in the container whose limits and
@@ -542,10 +514,7 @@ pub fn bounded_validations(settings: &Settings) -> Vec<Validation> {
         ));
     }
     if hami_on(settings) {
-        out.push(Validation::new(
-            "size(variables.shareProblems) == 0",
-            &share_message(),
-        ));
+        out.push(Validation::new("size(variables.shareProblems) == 0", &share_message()));
         out.push(Validation::new(
             "variables.percentProblems.all(l, size(l) == 0)",
             &percent_message(),

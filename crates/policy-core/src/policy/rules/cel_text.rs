@@ -103,10 +103,8 @@ pub fn uses_claims(c: &str) -> String {
 /// pattern, `*` matching any run of characters. HAMi's share resources
 /// never are while HAMi is on, even when a pattern matches them.
 pub fn gpu_resource(settings: &Settings, k: &str) -> String {
-    let shares: Vec<&str> = HAMI_RESOURCES
-        .into_iter()
-        .filter(|name| settings.is_share_resource(name))
-        .collect();
+    let shares: Vec<&str> =
+        HAMI_RESOURCES.into_iter().filter(|name| settings.is_share_resource(name)).collect();
     let tests: Vec<String> = settings
         .config()
         .gpu_resources
@@ -124,10 +122,8 @@ pub fn gpu_resource(settings: &Settings, k: &str) -> String {
                 (false, false) => None,
                 (true, _) => {
                     let regex: Vec<String> = pattern.split('*').map(regex_literal).collect();
-                    let test = format!(
-                        "{k}.matches({})",
-                        string(&format!("^{}$", regex.join(".*")))
-                    );
+                    let test =
+                        format!("{k}.matches({})", string(&format!("^{}$", regex.join(".*"))));
                     Some(match excluded.is_empty() {
                         true => test,
                         false => format!("({test} && !({k} in {}))", string_list(excluded)),
@@ -230,10 +226,7 @@ pub fn allowlisted(settings: &Settings) -> String {
         "object.kind == 'Pod' \
          ? (size(variables.controller) > 0 && ({owner})) \
          : ({workload})",
-        owner = test(
-            "variables.controller[0].kind",
-            "variables.controller[0].name"
-        ),
+        owner = test("variables.controller[0].kind", "variables.controller[0].name"),
         workload = test(
             "object.kind",
             "(has(object.metadata) && has(object.metadata.name) ? object.metadata.name : '')"
@@ -371,30 +364,21 @@ fn operand(expression: &str) -> String {
 /// it in the slot `{containers}`; `slots` fill the others, reading the
 /// string as `k`. After the prefix: a whole `messageExpression`.
 pub fn grouped_messages(recs: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
-    format!(
-        "{} + {}",
-        string(Message::PREFIX),
-        grouped(recs, template, slots)
-    )
+    format!("{} + {}", string(Message::PREFIX), grouped(recs, template, slots))
 }
 
 /// [`grouped_messages`] without the prefix: `''` when the records hold
 /// nothing.
 pub fn grouped(recs: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
-    let mut all = vec![(
-        "containers",
-        Fill::cel(quoted_list(CONTAINER, "rs.filter(x, k in x.ks)")),
-    )];
+    let mut all =
+        vec![("containers", Fill::cel(quoted_list(CONTAINER, "rs.filter(x, k in x.ks)")))];
     all.extend(slots.iter().cloned());
     each_first(recs, &message(template, &all))
 }
 
 /// `'"a", "b"'`: the names of a list of containers, quoted, for messages.
 pub fn names(list: &str) -> String {
-    format!(
-        "{list}.map(c, '\"' + c.name + '\"').join({})",
-        string(LIST_SEPARATOR)
-    )
+    format!("{list}.map(c, '\"' + c.name + '\"').join({})", string(LIST_SEPARATOR))
 }
 
 /// [`Noun::list`] of a list of records with a `name` (containers,

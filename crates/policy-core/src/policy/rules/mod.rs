@@ -71,9 +71,7 @@ impl RuleId {
 
 /// Every entry of every rule, in the registry's order.
 pub fn entries() -> impl Iterator<Item = (RuleId, &'static Entry)> {
-    RuleId::ALL
-        .iter()
-        .flat_map(|&id| id.rule().entries.iter().map(move |entry| (id, entry)))
+    RuleId::ALL.iter().flat_map(|&id| id.rule().entries.iter().map(move |entry| (id, entry)))
 }
 
 #[cfg(test)]

@@ -29,22 +29,10 @@ pub(super) fn made_again(
     let Some(old) = input.old else {
         return Findings::default();
     };
-    let before = check(&RuleInput {
-        view: old,
-        scope: &WHOLE,
-        old: None,
-        ..*input
-    });
+    let before = check(&RuleInput { view: old, scope: &WHOLE, old: None, ..*input });
     if !before.changes.is_empty() {
         return Findings::default();
     }
-    let after = check(&RuleInput {
-        scope: &WHOLE,
-        old: None,
-        ..*input
-    });
-    Findings {
-        changes: after.changes,
-        ..Findings::default()
-    }
+    let after = check(&RuleInput { scope: &WHOLE, old: None, ..*input });
+    Findings { changes: after.changes, ..Findings::default() }
 }

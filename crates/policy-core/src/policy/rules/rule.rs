@@ -143,10 +143,7 @@ pub enum ApiServer {
     /// Admission policies of its own, made from the settings for a release
     /// (none when the settings leave nothing to do: R3's injection with
     /// `runtimeClassName: ""`).
-    Policies {
-        coverage: Coverage,
-        policies: fn(&Settings, KubernetesVersion) -> Vec<CelPolicy>,
-    },
+    Policies { coverage: Coverage, policies: fn(&Settings, KubernetesVersion) -> Vec<CelPolicy> },
     /// No policy of its own: the policies of other rules test it in their
     /// CEL.
     InOtherPolicies(Coverage),
@@ -175,10 +172,9 @@ impl ApiServer {
     pub fn coverage(&self) -> Coverage {
         match *self {
             ApiServer::Policies { coverage, .. } | ApiServer::InOtherPolicies(coverage) => coverage,
-            ApiServer::WebhookOnly { reason } => Coverage {
-                enforced: "nothing",
-                webhook_only: reason,
-            },
+            ApiServer::WebhookOnly { reason } => {
+                Coverage { enforced: "nothing", webhook_only: reason }
+            }
         }
     }
 }

@@ -10,11 +10,7 @@ use crate::settings::Settings;
 fn every_rule_runs_once_per_kind_of_object() {
     let mut seen = BTreeSet::new();
     for (id, entry) in entries() {
-        assert!(
-            seen.insert((id, entry.check.target())),
-            "{id} twice for {}",
-            entry.check.target()
-        );
+        assert!(seen.insert((id, entry.check.target())), "{id} twice for {}", entry.check.target());
     }
     let stages: Vec<RuleId> = entries()
         .filter(|(_, entry)| matches!(entry.check, Check::Allowlist(_)))
@@ -25,11 +21,8 @@ fn every_rule_runs_once_per_kind_of_object() {
         .filter(|(_, entry)| matches!(entry.check, Check::Pod(_)))
         .map(|(id, _)| id)
         .collect();
-    let expected: BTreeSet<RuleId> = RuleId::ALL
-        .iter()
-        .copied()
-        .filter(|id| *id != RuleId::Allowlist)
-        .collect();
+    let expected: BTreeSet<RuleId> =
+        RuleId::ALL.iter().copied().filter(|id| *id != RuleId::Allowlist).collect();
     assert_eq!(pods, expected);
 }
 
@@ -50,9 +43,7 @@ fn every_rule_has_a_name_of_its_own() {
 fn an_entry_with_policies_of_its_own_makes_some() {
     let settings = Settings::default();
     for (id, entry) in entries() {
-        let policies = entry
-            .api_server
-            .policies(&settings, KubernetesVersion::default());
+        let policies = entry.api_server.policies(&settings, KubernetesVersion::default());
         let declared = matches!(entry.api_server, ApiServer::Policies { .. });
         assert_eq!(!policies.is_empty(), declared, "{id}");
     }

@@ -3,10 +3,7 @@ use crate::settings::Settings;
 use rstest::rstest;
 
 #[rstest]
-#[case(
-    "{namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}",
-    None
-)]
+#[case("{namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon-}", None)]
 #[case("{namespace: ns, kind: ReplicaSet, namePrefix: abcd-}", None)]
 #[case("{namespace: ns, kind: DaemonSet, name: plugin}", None)]
 #[case(
@@ -17,34 +14,19 @@ use rstest::rstest;
     "{namespace: ns, kind: ReplicaSet, namePrefix: abc-}",
     Some("must be at least 5 characters")
 )]
-#[case(
-    "{namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon}",
-    Some("end with '-'")
-)]
-#[case(
-    "{namespace: ns, kind: ReplicaSet, namePrefix: \"mps-*-\"}",
-    Some("(a-z, 0-9, '-', '.')")
-)]
-#[case(
-    "{namespace: ns, kind: ReplicaSet, namePrefix: MPS-control-}",
-    Some("(a-z, 0-9, '-', '.')")
-)]
+#[case("{namespace: ns, kind: ReplicaSet, namePrefix: mps-control-daemon}", Some("end with '-'"))]
+#[case("{namespace: ns, kind: ReplicaSet, namePrefix: \"mps-*-\"}", Some("(a-z, 0-9, '-', '.')"))]
+#[case("{namespace: ns, kind: ReplicaSet, namePrefix: MPS-control-}", Some("(a-z, 0-9, '-', '.')"))]
 #[case(
     "{namespace: ns, kind: ReplicaSet, name: a, namePrefix: mps-control-}",
     Some("has both name and namePrefix")
 )]
-#[case(
-    "{namespace: ns, kind: ReplicaSet}",
-    Some("needs a name or a namePrefix")
-)]
+#[case("{namespace: ns, kind: ReplicaSet}", Some("needs a name or a namePrefix"))]
 #[case(
     "{namespace: \"\", kind: ReplicaSet, namePrefix: mps-control-}",
     Some("namespace and kind must not be empty")
 )]
-#[case(
-    "{namespace: ns, kind: \"\", name: a}",
-    Some("namespace and kind must not be empty")
-)]
+#[case("{namespace: ns, kind: \"\", name: a}", Some("namespace and kind must not be empty"))]
 fn allowlist_entries_are_validated(#[case] entry: &str, #[case] problem: Option<&str>) {
     let result = Settings::from_yaml(&format!("allowlist: [{entry}]"), "c.yaml");
     match (result, problem) {
@@ -54,10 +36,7 @@ fn allowlist_entries_are_validated(#[case] entry: &str, #[case] problem: Option<
             assert!(text.starts_with("config: allowlist entry "), "{text}");
             assert!(text.contains(problem), "{text}");
         }
-        (result, _) => panic!(
-            "{entry}: {:?}",
-            result.map(|s| s.config().allowlist.clone())
-        ),
+        (result, _) => panic!("{entry}: {:?}", result.map(|s| s.config().allowlist.clone())),
     }
 }
 
@@ -94,10 +73,7 @@ fn name_prefix_entries_round_trip() {
         Err(err) => panic!("{err}"),
     };
     let written = serde_saphyr::to_string(settings.config()).unwrap_or_default();
-    assert!(
-        written.contains("namePrefix: mps-control-daemon-"),
-        "{written}"
-    );
+    assert!(written.contains("namePrefix: mps-control-daemon-"), "{written}");
     let again = Settings::from_yaml(&written, "again.yaml").map(|s| s.config().clone());
     assert_eq!(again.ok().as_ref(), Some(settings.config()));
 }

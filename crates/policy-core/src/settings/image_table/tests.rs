@@ -65,11 +65,7 @@ fn table(settings: &Settings, image: &str) -> (Option<ComputeCapability>, String
 #[case("ubuntu:22.04", None, "")]
 fn default_table(#[case] image: &str, #[case] compute: Option<(u32, u32)>, #[case] driver: &str) {
     let expected = compute.map(|(a, b)| ComputeCapability::new(a, b));
-    assert_eq!(
-        table(&Settings::default(), image),
-        (expected, driver.to_owned()),
-        "{image}"
-    );
+    assert_eq!(table(&Settings::default(), image), (expected, driver.to_owned()), "{image}");
 }
 
 #[test]
@@ -81,20 +77,11 @@ fn legacy_entries_add_to_the_table_and_off_empties_it() {
         table(&settings, "nvcr.io/nvidia/pytorch:25.12-py3").0,
         Some(ComputeCapability::new(8, 0))
     );
-    assert_eq!(
-        table(&settings, "nvidia/cuda:13.0.1-base").0,
-        Some(ComputeCapability::new(7, 5))
-    );
-    let off = Settings::from_yaml(
-        &format!("imageResolution: {{mode: 'off'}}\n{yaml}"),
-        "c.yaml",
-    );
+    assert_eq!(table(&settings, "nvidia/cuda:13.0.1-base").0, Some(ComputeCapability::new(7, 5)));
+    let off = Settings::from_yaml(&format!("imageResolution: {{mode: 'off'}}\n{yaml}"), "c.yaml");
     let off = off.unwrap_or_default();
     assert_eq!(off.config().image_resolution.mode, ResolutionMode::Off);
-    assert!(
-        off.image_needs("nvcr.io/nvidia/pytorch:25.12-py3")
-            .is_empty()
-    );
+    assert!(off.image_needs("nvcr.io/nvidia/pytorch:25.12-py3").is_empty());
 }
 
 #[test]
@@ -120,17 +107,10 @@ imageResolution:
     );
     assert_eq!(
         table(&settings, "registry.example/serve:1"),
-        (
-            Some(ComputeCapability::new(8, 0)),
-            "CUDA 13.0 or branch 570".to_owned()
-        )
+        (Some(ComputeCapability::new(8, 0)), "CUDA 13.0 or branch 570".to_owned())
     );
     // The given table replaces the defaults.
-    assert!(
-        settings
-            .image_needs("nvcr.io/nvidia/pytorch:25.12-py3")
-            .is_empty()
-    );
+    assert!(settings.image_needs("nvcr.io/nvidia/pytorch:25.12-py3").is_empty());
 }
 
 #[rstest]
@@ -139,22 +119,10 @@ imageResolution:
     "config: imageResolution.credentialsFile: empty path"
 )]
 #[case("imageResolution: {mode: cache}", "config file c.yaml: ")]
-#[case(
-    "imageResolution: {timeout: 1}",
-    "config: imageResolution.timeout: \"1\" is not a duration"
-)]
-#[case(
-    "imageResolution: {timeout: 0s}",
-    "config: imageResolution.timeout: \"0s\""
-)]
-#[case(
-    "imageResolution: {timeout: 10s}",
-    "config: imageResolution.timeout: \"10s\""
-)]
-#[case(
-    "imageResolution: {timeout: -1s}",
-    "config: imageResolution.timeout: \"-1s\""
-)]
+#[case("imageResolution: {timeout: 1}", "config: imageResolution.timeout: \"1\" is not a duration")]
+#[case("imageResolution: {timeout: 0s}", "config: imageResolution.timeout: \"0s\"")]
+#[case("imageResolution: {timeout: 10s}", "config: imageResolution.timeout: \"10s\"")]
+#[case("imageResolution: {timeout: -1s}", "config: imageResolution.timeout: \"-1s\"")]
 #[case(
     "imageResolution: {insecureRegistries: ['http://registry.local:5000']}",
     "config: imageResolution.insecureRegistries: \"http://registry.local:5000\": expected a host[:port], without a scheme"
@@ -203,10 +171,7 @@ imageResolution:
     "imageResolution: {table: [{pattern: x, cudaVersion: '12.0', requireCuda: 'cuda=>12'}]}",
     "config: imageResolution.table: pattern \"x\": NVIDIA_REQUIRE_CUDA \"cuda=>12\": "
 )]
-#[case(
-    "imageResolution: {table: [{pattern: x, cudaVersion: twelve}]}",
-    "config file c.yaml: "
-)]
+#[case("imageResolution: {table: [{pattern: x, cudaVersion: twelve}]}", "config file c.yaml: ")]
 #[case(
     "imageResolution: {table: [{pattern: x, minimum: '7.0', cuda: '12.0'}]}",
     "config file c.yaml: "
@@ -227,10 +192,7 @@ fn insecure_registries_accepted(#[case] entry: &str) {
         "imageResolution: {{registries: ['{entry}'], insecureRegistries: ['{entry}'], timeout: 500ms}}"
     );
     let settings = Settings::from_yaml(&yaml, "c.yaml");
-    assert_eq!(
-        settings.map(|s| s.image_timeout().as_millis()).ok(),
-        Some(500)
-    );
+    assert_eq!(settings.map(|s| s.image_timeout().as_millis()).ok(), Some(500));
 }
 
 #[test]
@@ -242,15 +204,9 @@ fn registry_mode_with_its_credentials_file() {
     assert_eq!(block.mode, ResolutionMode::Registry);
     assert_eq!(
         block.credentials_file.as_deref(),
-        Some(std::path::Path::new(
-            "/etc/gpu-policy/registry/.dockerconfigjson"
-        ))
+        Some(std::path::Path::new("/etc/gpu-policy/registry/.dockerconfigjson"))
     );
     assert_eq!(settings.image_timeout().as_millis(), 750);
     // Registry mode keeps the table: it is the fallback.
-    assert!(
-        !settings
-            .image_needs("nvcr.io/nvidia/pytorch:25.12-py3")
-            .is_empty()
-    );
+    assert!(!settings.image_needs("nvcr.io/nvidia/pytorch:25.12-py3").is_empty());
 }

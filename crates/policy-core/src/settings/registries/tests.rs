@@ -30,11 +30,7 @@ fn entries_match_hosts_and_ports(
     #[case] authority: &str,
     #[case] permitted: bool,
 ) {
-    assert_eq!(
-        hosts(&[entry]).permits(authority),
-        permitted,
-        "{entry} {authority}"
-    );
+    assert_eq!(hosts(&[entry]).permits(authority), permitted, "{entry} {authority}");
 }
 
 #[rstest]
@@ -55,8 +51,7 @@ fn entries_match_hosts_and_ports(
 fn malformed_entries_say_what_was_expected(#[case] entry: &str, #[case] problem: &str) {
     let err = RegistryHosts::parse("registries", &[entry.to_owned()], true);
     assert!(
-        err.as_ref()
-            .is_err_and(|err| err.contains(problem) && !err.contains('\n')),
+        err.as_ref().is_err_and(|err| err.contains(problem) && !err.contains('\n')),
         "{entry}: {err:?}"
     );
 }
@@ -71,19 +66,10 @@ fn wildcards_only_where_allowed() {
 fn hosts_under_a_wildcard_are_one_entry() {
     let list = hosts(&["nvcr.io", "*.pkg.dev", "registry.local:5000", "[::1]:5000"]);
     let entry = |authority: &str| list.entry_of(authority).map(|(i, p)| (i, p.to_string()));
-    assert_eq!(
-        entry("us-docker.pkg.dev"),
-        Some((1, "*.pkg.dev".to_owned()))
-    );
-    assert_eq!(
-        entry("EUROPE-docker.pkg.dev"),
-        Some((1, "*.pkg.dev".to_owned()))
-    );
+    assert_eq!(entry("us-docker.pkg.dev"), Some((1, "*.pkg.dev".to_owned())));
+    assert_eq!(entry("EUROPE-docker.pkg.dev"), Some((1, "*.pkg.dev".to_owned())));
     assert_eq!(entry("nvcr.io"), Some((0, "nvcr.io".to_owned())));
-    assert_eq!(
-        entry("registry.local:5000"),
-        Some((2, "registry.local:5000".to_owned()))
-    );
+    assert_eq!(entry("registry.local:5000"), Some((2, "registry.local:5000".to_owned())));
     assert_eq!(entry("[::1]:5000"), Some((3, "[::1]:5000".to_owned())));
     assert_eq!(entry("pkg.dev"), None);
     assert_eq!(entry("us-docker.pkg.dev:8443"), None);

@@ -58,11 +58,7 @@ fn only_slices_of_the_nvidia_driver_are_kept() {
         {"name": "gpu-1", "attributes": {"type": {"string": "vfio"}}},
     ]}});
     let kept = read_slice(&slice);
-    assert_eq!(
-        kept.as_ref().map(|s| s.pool.as_str()),
-        Some("node-1"),
-        "{kept:?}"
-    );
+    assert_eq!(kept.as_ref().map(|s| s.pool.as_str()), Some("node-1"), "{kept:?}");
     let devices = kept.map(|s| s.devices).unwrap_or_default();
     assert_eq!(
         devices[0].versions,

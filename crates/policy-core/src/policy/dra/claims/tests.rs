@@ -7,10 +7,8 @@ use serde_json::{Value, json};
 fn summary(object: &Value, kind: ClaimKind) -> Result<ClaimSummary, String> {
     let settings = Settings::default();
     let object = Document::from_value(object);
-    parse_object(object.root(), kind, &|class| {
-        settings.is_gpu_device_class(class)
-    })
-    .map_err(|e| e.to_string())
+    parse_object(object.root(), kind, &|class| settings.is_gpu_device_class(class))
+        .map_err(|e| e.to_string())
 }
 
 fn claim(requests: Value) -> Value {
@@ -21,11 +19,7 @@ fn claim(requests: Value) -> Value {
 /// (name, gpu, admin) of every request.
 fn requests(object: &Value) -> Vec<(String, Option<DraCount>, bool)> {
     match summary(object, ClaimKind::Claim) {
-        Ok(s) => s
-            .requests
-            .into_iter()
-            .map(|r| (r.name, r.gpu, r.admin_access))
-            .collect(),
+        Ok(s) => s.requests.into_iter().map(|r| (r.name, r.gpu, r.admin_access)).collect(),
         Err(err) => panic!("{err}"),
     }
 }
@@ -80,10 +74,7 @@ fn a_template_reads_spec_spec_and_totals_its_requests() {
     let summary = summary(&template, ClaimKind::Template).unwrap_or_default();
     assert!(summary.is_gpu());
     assert_eq!(summary.gpu_total(), Some(Exactly(2)));
-    assert_eq!(
-        summary.request("mps-gpu").and_then(|r| r.gpu),
-        Some(Exactly(1))
-    );
+    assert_eq!(summary.request("mps-gpu").and_then(|r| r.gpu), Some(Exactly(1)));
     assert_eq!(summary.request("other"), None);
 }
 
@@ -187,19 +178,9 @@ fn capacity_requests_do_not_change_the_count(#[case] capacity: Value) {
                                       "allocationMode": "All", "capacity": capacity}},
         {"name": "flat", "deviceClassName": "gpu.nvidia.com", "count": 4, "capacity": capacity},
     ]);
-    let gpus: Vec<Option<DraCount>> = requests(&claim(list))
-        .into_iter()
-        .map(|(_, gpu, _)| gpu)
-        .collect();
-    assert_eq!(
-        gpus,
-        vec![
-            Some(Exactly(2)),
-            Some(Exactly(3)),
-            Some(All),
-            Some(Exactly(4))
-        ]
-    );
+    let gpus: Vec<Option<DraCount>> =
+        requests(&claim(list)).into_iter().map(|(_, gpu, _)| gpu).collect();
+    assert_eq!(gpus, vec![Some(Exactly(2)), Some(Exactly(3)), Some(All), Some(Exactly(4))]);
 }
 
 #[test]

@@ -92,26 +92,10 @@ fn the_selector_is_written_once_and_for_all() {
 /// another driver: always a boolean, never an error, and the same answer as
 /// the judgement of an allocated device.
 #[rstest]
-#[case::p100(
-    "gpu.nvidia.com",
-    nvidia_device("p100", "gpu", "6.0.0", "13.1.0", "590.44.1"),
-    false
-)]
-#[case::v100(
-    "gpu.nvidia.com",
-    nvidia_device("v100", "gpu", "7.0.0", "13.1.0", "590.44.1"),
-    false
-)]
-#[case::t4(
-    "gpu.nvidia.com",
-    nvidia_device("t4", "gpu", "7.5.0", "13.1.0", "590.44.1"),
-    true
-)]
-#[case::a100(
-    "gpu.nvidia.com",
-    nvidia_device("a100", "gpu", "8.0.0", "13.1.0", "590.44.1"),
-    true
-)]
+#[case::p100("gpu.nvidia.com", nvidia_device("p100", "gpu", "6.0.0", "13.1.0", "590.44.1"), false)]
+#[case::v100("gpu.nvidia.com", nvidia_device("v100", "gpu", "7.0.0", "13.1.0", "590.44.1"), false)]
+#[case::t4("gpu.nvidia.com", nvidia_device("t4", "gpu", "7.5.0", "13.1.0", "590.44.1"), true)]
+#[case::a100("gpu.nvidia.com", nvidia_device("a100", "gpu", "8.0.0", "13.1.0", "590.44.1"), true)]
 #[case::a100_old_driver(
     "gpu.nvidia.com",
     nvidia_device("a100", "gpu", "8.0.0", "12.8.0", "570.195.3"),
@@ -207,10 +191,7 @@ fn the_annotation_reads_back_into_the_same_needs() {
     );
     assert_eq!(GpuNeeds::from_annotation(&text), Ok(needs));
     let compute = compute_only(8, 0);
-    assert_eq!(
-        GpuNeeds::from_annotation(&compute.annotation_value()),
-        Ok(compute)
-    );
+    assert_eq!(GpuNeeds::from_annotation(&compute.annotation_value()), Ok(compute));
 }
 
 #[rstest]
@@ -233,11 +214,7 @@ fn an_oversized_annotation_is_not_parsed() {
         "{{\"computeCapability\":\"7.5\",\"images\":[\"{}\"]}}",
         "x".repeat(MAX_ANNOTATION_BYTES)
     );
-    assert!(
-        GpuNeeds::from_annotation(&long)
-            .err()
-            .is_some_and(|e| e.contains("longer than"))
-    );
+    assert!(GpuNeeds::from_annotation(&long).err().is_some_and(|e| e.contains("longer than")));
 }
 
 #[test]
@@ -245,12 +222,9 @@ fn the_own_selector_guarantees_the_needs_and_weaker_ones_do_not() {
     let needs = cuda_13();
     assert!(needs.guaranteed_by(&[needs.selector()]));
     // A stricter card floor, with the same driver floor, guarantees it too.
-    let stricter = GpuNeeds::new(
-        Some(ComputeCapability::new(8, 0)),
-        needs.driver.clone(),
-        Vec::new(),
-    )
-    .unwrap_or_else(|| panic!("needs"));
+    let stricter =
+        GpuNeeds::new(Some(ComputeCapability::new(8, 0)), needs.driver.clone(), Vec::new())
+            .unwrap_or_else(|| panic!("needs"));
     assert!(needs.guaranteed_by(&[stricter.selector()]));
     // The compute floor alone leaves the driver open.
     assert!(!needs.guaranteed_by(&[compute_only(7, 5).selector()]));

@@ -7,17 +7,11 @@ use crate::policy::testing::leaked;
 use crate::settings::Settings;
 
 fn entry(name: &str, source: ClaimSource<'static>) -> PodClaim<'static> {
-    PodClaim {
-        name: leaked(&json!(name)).as_str().unwrap_or_default(),
-        source,
-    }
+    PodClaim { name: leaked(&json!(name)).as_str().unwrap_or_default(), source }
 }
 
 fn generated(pod_claim: &str, claim: Option<&str>) -> GeneratedClaim {
-    GeneratedClaim {
-        pod_claim: pod_claim.to_owned(),
-        claim: claim.map(str::to_owned),
-    }
+    GeneratedClaim { pod_claim: pod_claim.to_owned(), claim: claim.map(str::to_owned) }
 }
 
 /// A claim spec of one request of `count` GPUs.
@@ -47,36 +41,18 @@ fn each_entry_counts_from_where_it_gets_its_devices() {
     assert_eq!(
         origins,
         Ok(vec![
-            PodClaimEntry {
-                name: "a",
-                origin: ClaimOrigin::UnderReview
-            },
+            PodClaimEntry { name: "a", origin: ClaimOrigin::UnderReview },
             PodClaimEntry {
                 name: "b",
-                origin: ClaimOrigin::Template {
-                    template: "eight",
-                    generated: Some("pod-b-x1")
-                }
+                origin: ClaimOrigin::Template { template: "eight", generated: Some("pod-b-x1") }
             },
             PodClaimEntry {
                 name: "c",
-                origin: ClaimOrigin::Template {
-                    template: "one",
-                    generated: None
-                }
+                origin: ClaimOrigin::Template { template: "one", generated: None }
             },
-            PodClaimEntry {
-                name: "d",
-                origin: ClaimOrigin::Claim("shared")
-            },
-            PodClaimEntry {
-                name: "e",
-                origin: ClaimOrigin::Nothing
-            },
-            PodClaimEntry {
-                name: "f",
-                origin: ClaimOrigin::Nothing
-            },
+            PodClaimEntry { name: "d", origin: ClaimOrigin::Claim("shared") },
+            PodClaimEntry { name: "e", origin: ClaimOrigin::Nothing },
+            PodClaimEntry { name: "f", origin: ClaimOrigin::Nothing },
         ])
     );
     // A pod claim named by a claim entry is that claim, whoever says it is
@@ -89,28 +65,14 @@ fn each_entry_counts_from_where_it_gets_its_devices() {
 #[test]
 fn past_the_cap_the_entries_are_counted_not_read() {
     let names: Vec<String> = (0..=MAX_POD_CLAIMS).map(|i| format!("c{i}")).collect();
-    let claims: Vec<PodClaim<'_>> = names
-        .iter()
-        .map(|name| PodClaim {
-            name,
-            source: ClaimSource::Template("t"),
-        })
-        .collect();
-    assert_eq!(
-        pod_claim_origins(&claims, &[], None),
-        Err(MAX_POD_CLAIMS + 1)
-    );
+    let claims: Vec<PodClaim<'_>> =
+        names.iter().map(|name| PodClaim { name, source: ClaimSource::Template("t") }).collect();
+    assert_eq!(pod_claim_origins(&claims, &[], None), Err(MAX_POD_CLAIMS + 1));
     let at_cap = &claims[..MAX_POD_CLAIMS];
-    assert_eq!(
-        pod_claim_origins(at_cap, &[], None).map(|e| e.len()),
-        Ok(MAX_POD_CLAIMS)
-    );
+    assert_eq!(pod_claim_origins(at_cap, &[], None).map(|e| e.len()), Ok(MAX_POD_CLAIMS));
     // The same name twice is one entry.
     let twice: Vec<PodClaim<'_>> = at_cap.iter().chain(at_cap).copied().collect();
-    assert_eq!(
-        pod_claim_origins(&twice, &[], None).map(|e| e.len()),
-        Ok(MAX_POD_CLAIMS)
-    );
+    assert_eq!(pod_claim_origins(&twice, &[], None).map(|e| e.len()), Ok(MAX_POD_CLAIMS));
 }
 
 #[test]
@@ -126,10 +88,7 @@ fn only_what_the_caches_cannot_answer_is_read_each_once() {
         entry("h", ClaimSource::Claim("new-claim")),
         entry("under", ClaimSource::Template("under-template")),
     ];
-    let statuses = [
-        generated("d", Some("pod-d-x1")),
-        generated("e", Some("known-generated")),
-    ];
+    let statuses = [generated("d", Some("pod-d-x1")), generated("e", Some("known-generated"))];
     let entries = pod_claim_origins(&claims, &statuses, Some("under")).unwrap_or_default();
     let known = |kind: ClaimKind, name: &str| match kind {
         ClaimKind::Template => name == "known-template",
@@ -169,11 +128,7 @@ fn the_claim_under_review_stands_for_its_template_and_reads_come_before_the_cach
             name: "read-template".to_owned(),
             read: Fetched::Found(gpus(4)),
         },
-        ReadClaim {
-            kind: ClaimKind::Claim,
-            name: "missing".to_owned(),
-            read: Fetched::NotFound,
-        },
+        ReadClaim { kind: ClaimKind::Claim, name: "missing".to_owned(), read: Fetched::NotFound },
         ReadClaim {
             kind: ClaimKind::Claim,
             name: "slow".to_owned(),
@@ -202,23 +157,14 @@ fn the_claim_under_review_stands_for_its_template_and_reads_come_before_the_cach
         total(owner.resource_claim_template("ml", "read-template")),
         Some(DraCount::Exactly(4))
     );
-    assert_eq!(
-        total(owner.resource_claim_template("ml", "cached")),
-        Some(DraCount::Exactly(2))
-    );
+    assert_eq!(total(owner.resource_claim_template("ml", "cached")), Some(DraCount::Exactly(2)));
     // A template gone since its claim was made answers as that claim.
-    assert_eq!(
-        total(owner.resource_claim_template("ml", "gone")),
-        Some(DraCount::Exactly(1))
-    );
+    assert_eq!(total(owner.resource_claim_template("ml", "gone")), Some(DraCount::Exactly(1)));
     assert_eq!(owner.resource_claim("ml", "missing"), Resolved::Unknown);
     assert_eq!(
         owner.resource_claim("ml", "slow"),
         Resolved::Unreadable("ResourceClaim \"slow\" not read: no answer within 2s".to_owned())
     );
     // Another namespace is none of the pod's.
-    assert_eq!(
-        owner.resource_claim_template("other", "cached"),
-        Resolved::Unknown
-    );
+    assert_eq!(owner.resource_claim_template("other", "cached"), Resolved::Unknown);
 }

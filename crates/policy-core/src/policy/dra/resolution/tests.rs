@@ -30,10 +30,7 @@ fn template(name: &str, requests: &[(&str, &str, Value)]) -> Value {
 }
 
 fn one_gpu() -> Vec<Value> {
-    vec![template(
-        "single-gpu",
-        &[("gpu", "gpu.nvidia.com", json!(1))],
-    )]
+    vec![template("single-gpu", &[("gpu", "gpu.nvidia.com", json!(1))])]
 }
 
 fn uses(name: &str, claim: &str) -> Value {
@@ -56,11 +53,7 @@ fn template_claim(name: &str, template: &str) -> Value {
 }
 
 fn rules_changed(evaluation: &Evaluation) -> Vec<(RuleId, String)> {
-    evaluation
-        .changes
-        .iter()
-        .map(|c| (c.rule, c.summary.clone()))
-        .collect()
+    evaluation.changes.iter().map(|c| (c.rule, c.summary.clone())).collect()
 }
 
 fn unresolved(evaluation: &Evaluation) -> Vec<String> {
@@ -74,10 +67,7 @@ fn unresolved(evaluation: &Evaluation) -> Vec<String> {
 
 #[test]
 fn a_claimed_container_is_not_pinned_and_the_others_are() {
-    let pod = pod(
-        vec![uses("ctr", "gpu"), plain("sidecar")],
-        template_claim("gpu", "single-gpu"),
-    );
+    let pod = pod(vec![uses("ctr", "gpu"), plain("sidecar")], template_claim("gpu", "single-gpu"));
     let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
     let mut changed = rules_changed(&evaluation);
     // The last: the selector the claim made from the template gets.
@@ -102,11 +92,7 @@ fn a_claimed_container_is_not_pinned_and_the_others_are() {
                 ),
             ]
         );
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     assert!(evaluation.notices.is_empty(), "{:?}", evaluation.notices);
     // No runtime class: the runtime injects the claimed device via CDI.
     let after = apply(&pod, &evaluation.patch);
@@ -136,10 +122,7 @@ fn an_unresolvable_claim_warns_and_keeps_the_pin(
     #[case] objects: Vec<Value>,
     #[case] reason: &str,
 ) {
-    let mut pod = pod(
-        vec![uses("ctr", "gpu")],
-        template_claim("gpu", "single-gpu"),
-    );
+    let mut pod = pod(vec![uses("ctr", "gpu")], template_claim("gpu", "single-gpu"));
     pod["spec"]["runtimeClassName"] = json!("nvidia");
     let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
     assert_eq!(
@@ -157,11 +140,7 @@ fn an_unresolvable_claim_warns_and_keeps_the_pin(
     );
     // The claim may hold a GPU: the reserved class is not refused.
     assert!(messages_of(&evaluation, RuleId::RuntimeClass).is_empty());
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
 }
 
 /// A privileged container whose claim cannot be resolved may hold a
@@ -174,16 +153,9 @@ fn a_privileged_container_with_an_unresolved_claim_is_warned_not_denied() {
     let helper = json!({"name": "helper", "securityContext": {"privileged": true}});
     let alone = pod(vec![claimed.clone()], template_claim("gpu", "single-gpu"));
     let evaluation = evaluate_with_claims(&alone, &[], &Settings::default());
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
-    assert!(
-        evaluation
-            .notices
-            .iter()
-            .any(|n| n.kind == NoticeKind::PrivilegedGpuContainer),
+        evaluation.notices.iter().any(|n| n.kind == NoticeKind::PrivilegedGpuContainer),
         "{:?}",
         evaluation.notices
     );
@@ -196,16 +168,9 @@ fn a_privileged_container_with_an_unresolved_claim_is_warned_not_denied() {
 
 #[test]
 fn without_any_claim_source_claims_are_unresolved_never_denied() {
-    let pod = pod(
-        vec![uses("ctr", "gpu")],
-        template_claim("gpu", "single-gpu"),
-    );
+    let pod = pod(vec![uses("ctr", "gpu")], template_claim("gpu", "single-gpu"));
     let evaluation = evaluate_pod(&pod);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     assert_eq!(unresolved(&evaluation).len(), 1);
 }
 
@@ -213,18 +178,12 @@ fn without_any_claim_source_claims_are_unresolved_never_denied() {
 fn many_unresolved_claims_share_one_warning() {
     let names = ["a", "b", "c", "d", "e"];
     let containers = names.iter().map(|n| uses(n, n)).collect();
-    let claims: Vec<Value> = names
-        .iter()
-        .map(|n| template_claim(n, n)[0].clone())
-        .collect();
+    let claims: Vec<Value> = names.iter().map(|n| template_claim(n, n)[0].clone()).collect();
     let evaluation = evaluate_pod(&pod(containers, Value::Array(claims)));
     assert!(evaluation.violations.is_empty());
     let found = unresolved(&evaluation);
     assert_eq!(found.len(), 4, "{found:?}");
-    assert!(
-        found[2].starts_with("gpu-policy: claim \"c\" unresolved"),
-        "{found:?}"
-    );
+    assert!(found[2].starts_with("gpu-policy: claim \"c\" unresolved"), "{found:?}");
     assert_eq!(
         found[3],
         "gpu-policy: 2 more claims unresolved; the containers that use them stay pinned"
@@ -233,17 +192,10 @@ fn many_unresolved_claims_share_one_warning() {
 
 #[test]
 fn a_reserved_runtime_class_is_accepted_on_a_dra_pod() {
-    let mut pod = pod(
-        vec![uses("ctr", "gpu")],
-        template_claim("gpu", "single-gpu"),
-    );
+    let mut pod = pod(vec![uses("ctr", "gpu")], template_claim("gpu", "single-gpu"));
     pod["spec"]["runtimeClassName"] = json!("nvidia");
     let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     // A class outside the GPU set is still refused on a GPU pod.
     pod["spec"]["runtimeClassName"] = json!("kata");
     let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
@@ -264,19 +216,11 @@ fn a_pod_with_device_plugin_gpus_too_still_gets_the_runtime_class() {
 fn a_non_gpu_claim_does_not_make_a_gpu_container() {
     let objects = vec![template(
         "imex",
-        &[(
-            "channel",
-            "compute-domain-default-channel.nvidia.com",
-            json!(1),
-        )],
+        &[("channel", "compute-domain-default-channel.nvidia.com", json!(1))],
     )];
     let pod = pod(vec![uses("ctr", "cd")], template_claim("cd", "imex"));
     let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
-    assert!(
-        unresolved(&evaluation).is_empty(),
-        "{:?}",
-        evaluation.notices
-    );
+    assert!(unresolved(&evaluation).is_empty(), "{:?}", evaluation.notices);
     assert_eq!(
         rules_changed(&evaluation),
         vec![(
@@ -290,10 +234,7 @@ fn a_non_gpu_claim_does_not_make_a_gpu_container() {
 fn a_request_narrows_the_use_to_one_request() {
     let objects = vec![template(
         "mixed",
-        &[
-            ("gpu", "gpu.nvidia.com", json!(1)),
-            ("nic", "rdma.example.com", json!(1)),
-        ],
+        &[("gpu", "gpu.nvidia.com", json!(1)), ("nic", "rdma.example.com", json!(1))],
     )];
     let mut gpu = uses("gpu-user", "c");
     gpu["resources"]["claims"][0]["request"] = json!("gpu");
@@ -322,34 +263,18 @@ fn a_request_narrows_the_use_to_one_request() {
 
 #[test]
 fn a_named_resource_claim_resolves_too() {
-    let objects = vec![
-        json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+    let objects = vec![json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
             "metadata": {"name": "shared", "namespace": "default"},
-            "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "mig.nvidia.com"}]}}}),
-    ];
-    let pod = pod(
-        vec![uses("ctr", "g")],
-        json!([{"name": "g", "resourceClaimName": "shared"}]),
-    );
+            "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "mig.nvidia.com"}]}}})];
+    let pod = pod(vec![uses("ctr", "g")], json!([{"name": "g", "resourceClaimName": "shared"}]));
     let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
-    assert!(
-        unresolved(&evaluation).is_empty(),
-        "{:?}",
-        evaluation.notices
-    );
-    assert!(
-        rules_changed(&evaluation)
-            .iter()
-            .all(|(rule, _)| *rule != RuleId::VisibleDevices)
-    );
+    assert!(unresolved(&evaluation).is_empty(), "{:?}", evaluation.notices);
+    assert!(rules_changed(&evaluation).iter().all(|(rule, _)| *rule != RuleId::VisibleDevices));
 }
 
 #[test]
 fn an_ephemeral_container_naming_a_gpu_claim_is_still_pinned() {
-    let mut pod = pod(
-        vec![uses("ctr", "gpu")],
-        template_claim("gpu", "single-gpu"),
-    );
+    let mut pod = pod(vec![uses("ctr", "gpu")], template_claim("gpu", "single-gpu"));
     pod["spec"]["ephemeralContainers"] = json!([uses("debug", "gpu")]);
     let evaluation = evaluate_with_claims(&pod, &one_gpu(), &Settings::default());
     assert!(rules_changed(&evaluation).contains(&(
@@ -419,10 +344,7 @@ fn the_effective_count_adds_claimed_gpus(
         template("six-gpus", &[("g", "gpu.nvidia.com", json!(6))]),
         template(
             "two-gpus",
-            &[
-                ("g", "gpu.nvidia.com", json!(1)),
-                ("h", "mig.nvidia.com", json!(1)),
-            ],
+            &[("g", "gpu.nvidia.com", json!(1)), ("h", "mig.nvidia.com", json!(1))],
         ),
         template("one-gpu", &[("g", "gpu.nvidia.com", json!(1))]),
         template("all-gpus", &[("g", "gpu.nvidia.com", json!("All"))]),
@@ -438,11 +360,7 @@ fn the_effective_count_adds_claimed_gpus(
     );
     pod["spec"]["initContainers"] = json!(init);
     let evaluation = evaluate_with_claims(&pod, &objects, &Settings::default());
-    assert!(
-        unresolved(&evaluation).is_empty(),
-        "{:?}",
-        evaluation.notices
-    );
+    assert!(unresolved(&evaluation).is_empty(), "{:?}", evaluation.notices);
     let found = messages_of(&evaluation, RuleId::BoundedRequests);
     assert_eq!(!found.is_empty(), denied, "{found:?}");
     assert!(found.len() <= 1, "{found:?}");

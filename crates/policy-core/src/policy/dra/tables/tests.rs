@@ -34,10 +34,7 @@ fn a_device_class_that_arrives_after_the_claim_counts() {
         DeviceClassInfo::of(&json!({"spec": {"selectors": [{"cel": {"expression":
                 "device.driver == \"gpu.nvidia.com\""}}]}})),
     );
-    assert_eq!(
-        gpu_total(tables.resource_claim_template("ml", "t")),
-        Some(DraCount::Exactly(3))
-    );
+    assert_eq!(gpu_total(tables.resource_claim_template("ml", "t")), Some(DraCount::Exactly(3)));
     assert!(tables.is_gpu_device_class("h100.example.com"));
     assert_eq!(tables.resource_claim("ml", "t"), Resolved::Unknown);
 }
@@ -62,15 +59,10 @@ fn gpu_classes_follow_the_settings_in_force() {
     assert_eq!(gpu_total(tables.resource_claim("ml", "c")), None);
     let mut config = Config::default();
     config.gpu_resources.push("example.com/accel".to_owned());
-    config
-        .gpu_device_classes
-        .push("named.example.com".to_owned());
+    config.gpu_device_classes.push("named.example.com".to_owned());
     let settings = Settings::from_config(config).unwrap_or_default();
     tables.settings = GpuSettings::new(Arc::new(settings));
-    assert_eq!(
-        gpu_total(tables.resource_claim("ml", "c")),
-        Some(DraCount::Exactly(3))
-    );
+    assert_eq!(gpu_total(tables.resource_claim("ml", "c")), Some(DraCount::Exactly(3)));
 }
 
 #[test]
@@ -78,10 +70,7 @@ fn a_malformed_claim_is_kept_as_unreadable() {
     let mut bad = template("gpu.nvidia.com", 1);
     bad["spec"]["spec"]["devices"]["requests"] = json!("all");
     let mut tables = ClaimTables::default();
-    tables.templates.insert(
-        key("ml", "t"),
-        KeptClaim::of("t", &bad, ClaimKind::Template),
-    );
+    tables.templates.insert(key("ml", "t"), KeptClaim::of("t", &bad, ClaimKind::Template));
     assert_eq!(
         tables.resource_claim_template("ml", "t"),
         Resolved::Unreadable(
@@ -135,23 +124,15 @@ fn an_allocated_claim_says_its_devices_and_its_pod() {
     let mut tables = ClaimTables::default();
     for (name, uid) in [("trainer-gpu-abcde", "uid-1"), ("other-gpu-fghij", "uid-2")] {
         let claim = allocated_claim(name, uid);
-        tables.claims.insert(
-            key("ml", name),
-            KeptClaim::of(name, &claim, ClaimKind::Claim),
-        );
+        tables.claims.insert(key("ml", name), KeptClaim::of(name, &claim, ClaimKind::Claim));
     }
     let mut pending = allocated_claim("pending", "uid-3");
     pending["status"] = json!({});
-    tables.claims.insert(
-        key("ml", "pending"),
-        KeptClaim::of("pending", &pending, ClaimKind::Claim),
-    );
+    tables
+        .claims
+        .insert(key("ml", "pending"), KeptClaim::of("pending", &pending, ClaimKind::Claim));
     let devices = tables.allocation("ml", "trainer-gpu-abcde");
-    assert_eq!(
-        devices.as_deref().map(|d| d[0].device.as_str()),
-        Some("gpu-0"),
-        "{devices:?}"
-    );
+    assert_eq!(devices.as_deref().map(|d| d[0].device.as_str()), Some("gpu-0"), "{devices:?}");
     assert_eq!(tables.allocation("ml", "pending"), None);
     assert_eq!(tables.allocation("ml", "missing"), None);
     assert_eq!(tables.allocation("other", "trainer-gpu-abcde"), None);
@@ -185,21 +166,11 @@ fn device_versions_come_from_the_nvidia_slices() {
     other["metadata"]["name"] = json!("node-1-rdma");
     other["spec"]["driver"] = json!("rdma.example.com");
     with_slice(&mut tables, &other);
-    assert_eq!(
-        tables.slices.len(),
-        1,
-        "the slice of another driver is not kept"
-    );
+    assert_eq!(tables.slices.len(), 1, "the slice of another driver is not kept");
 
     let full = tables.device_versions(GPU_DRIVER, "node-1", "gpu-0");
-    assert_eq!(
-        full.as_ref().and_then(|v| v.compute_capability.as_deref()),
-        Some("9.0.0")
-    );
-    assert_eq!(
-        full.as_ref().and_then(|v| v.driver_version.as_deref()),
-        Some("570.124.6")
-    );
+    assert_eq!(full.as_ref().and_then(|v| v.compute_capability.as_deref()), Some("9.0.0"));
+    assert_eq!(full.as_ref().and_then(|v| v.driver_version.as_deref()), Some("570.124.6"));
     let mig = tables.device_versions(GPU_DRIVER, "node-1", "gpu-1-mig-1g10gb-0");
     assert_eq!(mig, full, "a MIG device publishes its GPU's versions");
     assert_eq!(
@@ -209,10 +180,7 @@ fn device_versions_come_from_the_nvidia_slices() {
     );
     assert_eq!(tables.device_versions(GPU_DRIVER, "node-2", "gpu-0"), None);
     assert_eq!(tables.device_versions(GPU_DRIVER, "node-1", "gpu-7"), None);
-    assert_eq!(
-        tables.device_versions("rdma.example.com", "node-1", "gpu-0"),
-        None
-    );
+    assert_eq!(tables.device_versions("rdma.example.com", "node-1", "gpu-0"), None);
 }
 
 #[test]
@@ -222,10 +190,9 @@ fn a_device_class_serves_its_extended_resource_whatever_its_name() {
         "ext.example.com".to_owned(),
         DeviceClassInfo::of(&json!({"spec": {"extendedResourceName": "nvidia.com/gpu"}})),
     );
-    tables.device_classes.insert(
-        "plain.example.com".to_owned(),
-        DeviceClassInfo::of(&json!({"spec": {}})),
-    );
+    tables
+        .device_classes
+        .insert("plain.example.com".to_owned(), DeviceClassInfo::of(&json!({"spec": {}})));
     assert!(tables.serves_extended_resource("nvidia.com/gpu"));
     assert!(!tables.serves_extended_resource("example.com/accel"));
 }
@@ -263,23 +230,11 @@ fn templates_and_claims_are_found_by_namespace_and_name() {
     ];
     let refs: Vec<&Value> = objects.iter().collect();
     let input = ClaimTables::collect(&refs, "default", &Settings::default());
-    assert_eq!(
-        gpu_total(input.resource_claim_template("ml", "two")),
-        Some(DraCount::Exactly(2))
-    );
-    assert_eq!(
-        gpu_total(input.resource_claim_template("default", "two")),
-        None
-    );
-    assert_eq!(
-        gpu_total(input.resource_claim("ml", "shared")),
-        Some(DraCount::Exactly(1))
-    );
+    assert_eq!(gpu_total(input.resource_claim_template("ml", "two")), Some(DraCount::Exactly(2)));
+    assert_eq!(gpu_total(input.resource_claim_template("default", "two")), None);
+    assert_eq!(gpu_total(input.resource_claim("ml", "shared")), Some(DraCount::Exactly(1)));
     assert_eq!(input.resource_claim("ml", "two"), Resolved::Unknown);
-    assert_eq!(
-        input.resource_claim_template("other", "two"),
-        Resolved::Unknown
-    );
+    assert_eq!(input.resource_claim_template("other", "two"), Resolved::Unknown);
 }
 
 #[test]
@@ -399,19 +354,13 @@ fn what_the_cluster_wrote_is_read_from_the_input() {
     let made = |namespace: &str, uid: &str| input.claims_made_for(namespace, uid);
     assert_eq!(
         made("ml", "uid-1"),
-        Some(BTreeMap::from([(
-            "gpu".to_owned(),
-            "trainer-gpu-abcde".to_owned()
-        )]))
+        Some(BTreeMap::from([("gpu".to_owned(), "trainer-gpu-abcde".to_owned())]))
     );
     assert_eq!(made("ml", "uid-3"), Some(BTreeMap::new()));
     assert_eq!(made("default", "uid-1"), Some(BTreeMap::new()));
 
     let mig = input.device_versions("gpu.nvidia.com", "node-1", "gpu-1-mig-1g10gb-0");
-    assert_eq!(
-        mig.as_ref().and_then(|v| v.cuda_driver_version.as_deref()),
-        Some("13.0.0")
-    );
+    assert_eq!(mig.as_ref().and_then(|v| v.cuda_driver_version.as_deref()), Some("13.0.0"));
     assert_eq!(
         input.device_versions("gpu.nvidia.com", "node-1", "gpu-2"),
         Some(DeviceVersions::default()),
@@ -422,10 +371,7 @@ fn what_the_cluster_wrote_is_read_from_the_input() {
         None,
         "the slice of another driver is ignored"
     );
-    assert_eq!(
-        input.device_versions("gpu.nvidia.com", "node-2", "gpu-0"),
-        None
-    );
+    assert_eq!(input.device_versions("gpu.nvidia.com", "node-2", "gpu-0"), None);
 
     // Not a GPU resource by default, still served by the class.
     assert!(input.serves_extended_resource("example.com/accel"));

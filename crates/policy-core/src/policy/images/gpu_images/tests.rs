@@ -30,9 +30,7 @@ fn both(
 }
 
 fn images_of(found: &Option<GpuImages<'_>>) -> Option<Vec<String>> {
-    found
-        .as_ref()
-        .map(|(images, _)| images.iter().map(|image| (*image).to_owned()).collect())
+    found.as_ref().map(|(images, _)| images.iter().map(|image| (*image).to_owned()).collect())
 }
 
 #[rstest]
@@ -104,10 +102,7 @@ fn templates_read_as_the_view_reads_them(
 ) {
     let (lean, view) = both(&object, shape, &[]);
     assert_eq!(images_of(&lean), images_of(&view), "{object}");
-    assert_eq!(
-        images_of(&lean),
-        expected.map(|image| vec![image.to_owned()])
-    );
+    assert_eq!(images_of(&lean), expected.map(|image| vec![image.to_owned()]));
 }
 
 /// A claim makes a container a GPU container only when it resolves to

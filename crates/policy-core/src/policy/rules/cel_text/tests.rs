@@ -29,8 +29,5 @@ fn resource_patterns_become_exact_names_or_anchored_regexes() {
     let settings = Settings::default();
     let test = gpu_resource(&settings, "k");
     assert!(test.contains("k == 'nvidia.com/gpu'"), "{test}");
-    assert!(
-        test.contains("k.matches('^nvidia[.]com/mig-.*$')"),
-        "{test}"
-    );
+    assert!(test.contains("k.matches('^nvidia[.]com/mig-.*$')"), "{test}");
 }
