@@ -30,7 +30,7 @@
 //!   sections the program prints, and `UPDATE_GOLDEN`.
 //!
 //! [`review`], [`bad_claims`], [`x509`] and [`gpu_pod`] are the builders of
-//! `crates/test-support`, which the unit tests and benchmarks use too.
+//! `tests/support`, which the unit tests and benchmarks use too.
 
 pub use gpu_policy_test_support::{bad_claims, pods::gpu_pod, review, x509};
 pub mod chart;
