@@ -22,15 +22,13 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::api_status::is_not_served;
 use super::cache::{ClusterCache, Source};
 use super::list::{Paged, Pages, list_pages};
-use super::watch::{FirstList, Owns, fold, mirror};
+use super::watch::{FirstList, by_name, mirror};
 use crate::document::Document;
 use crate::policy::cluster::ClusterSnapshot;
 use crate::policy::dra::allocation::{POD_CLAIM_NAME_ANNOTATION, read_made_for, read_slice};
@@ -108,7 +106,7 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
             Arc::clone(&cache),
             Source::DeviceClasses,
             |snapshot| &mut snapshot.dra.device_classes,
-            |class: &DynamicObject| Some(DeviceClassInfo::of(&class.data)),
+            by_name(|class: &DynamicObject| Some(DeviceClassInfo::of(&class.data))),
             classes,
             || {},
         ));
@@ -118,13 +116,17 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
             Arc::clone(&cache),
             Source::ResourceSlices,
             |snapshot| &mut snapshot.dra.slices,
-            |slice: &DynamicObject| read_slice(&slice.data),
+            by_name(|slice: &DynamicObject| read_slice(&slice.data)),
             slices,
             || {},
         ));
+        // The claims (or templates) of every namespace, each one's requests
+        // as written.
         for (kind, hold) in [(ClaimKind::Claim, claims), (ClaimKind::Template, templates)] {
+            let api = Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
+            let entry = move |object: &DynamicObject| Some(kept(object, kind));
             let cache = Arc::clone(&cache);
-            tokio::spawn(watch_claims(client.clone(), cache, version, kind, hold));
+            tokio::spawn(mirror(api, cache, source(kind), table(kind), entry, hold, || {}));
         }
     });
 }
@@ -171,29 +173,6 @@ fn source(kind: ClaimKind) -> Source {
         ClaimKind::Claim => Source::ResourceClaims,
         ClaimKind::Template => Source::ResourceClaimTemplates,
     }
-}
-
-/// Watches the claims (or templates) of every namespace, keeping each one's
-/// requests as written.
-async fn watch_claims(
-    client: Client,
-    cache: Arc<ClusterCache>,
-    version: &'static str,
-    kind: ClaimKind,
-    mut first_list: FirstList,
-) {
-    let api = Api::<DynamicObject>::all_with(client, &resource(version, kind.as_str()));
-    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    fold(
-        events,
-        &cache,
-        source(kind),
-        table(kind),
-        Owns::Table,
-        |object: &DynamicObject| Some(kept(object, kind)),
-        || first_list.done(),
-    )
-    .await;
 }
 
 fn kept(object: &DynamicObject, kind: ClaimKind) -> (ClaimKey, KeptClaim) {

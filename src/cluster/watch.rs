@@ -48,19 +48,20 @@ impl Drop for FirstList {
     }
 }
 
-/// Folds one watcher into one table of the snapshot. A relist (Init ..
-/// InitDone) replaces the table whole, so objects deleted while the watch
-/// was down disappear.
-pub(super) async fn mirror<K, V>(
+/// Folds one watcher into one table of the snapshot, by name (`by_name`)
+/// or by namespace and name. A relist (Init .. InitDone) replaces the
+/// table whole, so objects deleted while the watch was down disappear.
+pub(super) async fn mirror<K, Key, V>(
     api: Api<K>,
     cache: Arc<ClusterCache>,
     source: Source,
-    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<String, V>,
-    lean: impl Fn(&K) -> Option<V> + Send + 'static,
+    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<Key, V>,
+    entry: impl Fn(&K) -> Option<(Key, V)> + Send + 'static,
     mut first_list: FirstList,
     on_first_list: impl Fn() + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    Key: Ord + Send + 'static,
     V: Send + 'static,
 {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
@@ -70,13 +71,20 @@ pub(super) async fn mirror<K, V>(
         source,
         table,
         Owns::Table,
-        |object: &K| Some((object.name_any(), lean(object)?)),
+        entry,
         || {
             on_first_list();
             first_list.done();
         },
     )
     .await;
+}
+
+/// The entry of a table kept by object name, as `lean` reads the object.
+pub(super) fn by_name<K: Resource, V>(
+    lean: impl Fn(&K) -> Option<V>,
+) -> impl Fn(&K) -> Option<(String, V)> {
+    move |object| Some((object.name_any(), lean(object)?))
 }
 
 /// Which entries of a table a watch owns: all of it, or the keys it

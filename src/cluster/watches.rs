@@ -19,7 +19,7 @@ use super::api_status;
 use super::cache::{ClusterCache, PROBE_INTERVAL, Source};
 use super::dra_watches;
 use super::lean::{Namespace, Node, lean_namespace, lean_node, lean_runtime_class, workload_gvk};
-use super::watch::{FirstList, Owns, fold, mirror};
+use super::watch::{FirstList, Owns, by_name, fold, mirror};
 
 use crate::settings::{AllowlistEntry, Settings};
 
@@ -74,7 +74,7 @@ impl Watches {
             Arc::clone(&cache),
             Source::Namespaces,
             |snapshot| &mut snapshot.namespaces,
-            |namespace: &Namespace| Some(lean_namespace(namespace)),
+            by_name(|namespace: &Namespace| Some(lean_namespace(namespace))),
             first_list,
             || {},
         ));
@@ -84,7 +84,7 @@ impl Watches {
             Arc::clone(&cache),
             Source::RuntimeClasses,
             |snapshot| &mut snapshot.runtime_classes,
-            |class: &RuntimeClass| Some(lean_runtime_class(class)),
+            by_name(|class: &RuntimeClass| Some(lean_runtime_class(class))),
             first_list,
             || {},
         ));
@@ -203,7 +203,7 @@ fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) 
         Arc::clone(cache),
         Source::Nodes,
         |snapshot| &mut snapshot.nodes,
-        move |node: &Node| Some(lean_node(node, &lean_projection)),
+        by_name(move |node: &Node| Some(lean_node(node, &lean_projection))),
         FirstList::new(cache, Source::Nodes),
         // The first list replaced the table whole: every node now carries
         // these patterns.
