@@ -22,7 +22,7 @@ mod report_writer;
 mod watch;
 mod watches;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -47,13 +47,13 @@ pub use objects::{MAX_OBJECT_BYTES, ObjectReadError, claim_text, pod_text};
 pub use report_writer::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 
-/// How `serve` finds the API server.
-#[derive(Debug, Clone, Copy)]
-pub enum Connection<'a> {
+/// How `serve`, `audit` and `doctor` find the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
     /// `--no-cluster`: the static configuration only.
     Disabled,
     /// `--kubeconfig FILE`.
-    Kubeconfig(&'a Path),
+    Kubeconfig(PathBuf),
     /// In-cluster service account, else `KUBECONFIG` / `~/.kube/config`.
     Default,
 }
@@ -80,7 +80,7 @@ pub enum ConnectError {
 /// Builds a client and checks that the API server answers. `Ok(None)` when
 /// there is no cluster to use (disabled, no configuration, unreachable):
 /// the caller runs on the static configuration and says so once.
-pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, ConnectError> {
+pub async fn connect(connection: &Connection) -> Result<Option<Client>, ConnectError> {
     let config = match connection {
         Connection::Disabled => return Ok(None),
         Connection::Kubeconfig(path) => {
