@@ -68,7 +68,11 @@ impl<B: PartialEq + Clone, T> Reloading<B, T> {
         let mut loaded = self.lock();
         if *bytes == loaded.0 {
             let restored = std::mem::replace(&mut loaded.1, false);
-            return if restored && self.restored_reloads { Reload::Reloaded } else { Reload::Unchanged };
+            return if restored && self.restored_reloads {
+                Reload::Reloaded
+            } else {
+                Reload::Unchanged
+            };
         }
         match parse(bytes) {
             Ok(value) => {

@@ -123,7 +123,8 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         // The claims (or templates) of every namespace, each one's requests
         // as written.
         for (kind, hold) in [(ClaimKind::Claim, claims), (ClaimKind::Template, templates)] {
-            let api = Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
+            let api =
+                Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
             let entry = move |object: &DynamicObject| Some(kept(object, kind));
             let cache = Arc::clone(&cache);
             tokio::spawn(mirror(api, cache, source(kind), table(kind), entry, hold, || {}));

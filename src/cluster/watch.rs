@@ -65,18 +65,10 @@ pub(super) async fn mirror<K, Key, V>(
     V: Send + 'static,
 {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    fold(
-        events,
-        &cache,
-        source,
-        table,
-        Owns::Table,
-        entry,
-        || {
-            on_first_list();
-            first_list.done();
-        },
-    )
+    fold(events, &cache, source, table, Owns::Table, entry, || {
+        on_first_list();
+        first_list.done();
+    })
     .await;
 }
 
