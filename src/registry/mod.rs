@@ -35,6 +35,7 @@ pub use dns::DnsOptions;
 pub use error::RegistryError;
 pub use lookup::Lookup;
 pub use lookup_cache::{BoundedLru, CacheBytes};
+pub(crate) use lookup_cache::lock;
 pub use lookup_metrics::ResolverMetrics;
 pub use oci::{ImageConfigFacts, MAX_VALUE_BYTES, OversizedValue};
 pub use platform::Platform;

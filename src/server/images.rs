@@ -4,7 +4,7 @@
 //! `imageResolution.timeout` goes on and fills the caches for the next.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::admission::AdmissionRequest;
 use arc_swap::ArcSwapOption;
@@ -13,7 +13,9 @@ use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::metrics::Metrics;
 use crate::policy::ImageNeeds;
-use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions};
+use crate::registry::{
+    BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions, lock,
+};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 use crate::telemetry::bounded_field;
 
@@ -69,10 +71,6 @@ impl NeedsCache {
         lock(&self.0).put(Arc::clone(facts), needs.clone());
         needs
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// An unreadable credentials file is logged (never quoted) and gives no
