@@ -122,12 +122,16 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         ));
         // The claims (or templates) of every namespace, each one's requests
         // as written.
-        for (kind, hold) in [(ClaimKind::Claim, claims), (ClaimKind::Template, templates)] {
+        let claims = [
+            (ClaimKind::Claim, Source::ResourceClaims, claims),
+            (ClaimKind::Template, Source::ResourceClaimTemplates, templates),
+        ];
+        for (kind, source, hold) in claims {
             let api =
                 Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
             let entry = move |object: &DynamicObject| Some(kept(object, kind));
             let cache = Arc::clone(&cache);
-            tokio::spawn(mirror(api, cache, source(kind), table(kind), entry, hold, || {}));
+            tokio::spawn(mirror(api, cache, source, table(kind), entry, hold, || {}));
         }
     });
 }
@@ -166,13 +170,6 @@ fn table(
     match kind {
         ClaimKind::Claim => |snapshot| &mut snapshot.dra.claims,
         ClaimKind::Template => |snapshot| &mut snapshot.dra.templates,
-    }
-}
-
-fn source(kind: ClaimKind) -> Source {
-    match kind {
-        ClaimKind::Claim => Source::ResourceClaims,
-        ClaimKind::Template => Source::ResourceClaimTemplates,
     }
 }
 
