@@ -13,9 +13,7 @@ use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::metrics::Metrics;
 use crate::policy::ImageNeeds;
-use crate::registry::{
-    BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions, lock,
-};
+use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions, lock};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 use crate::telemetry::bounded_field;
 
