@@ -14,6 +14,9 @@ use super::CertError;
 use super::files::{Reload, Reloading, read, spawn_poller};
 use super::pki::parse_pair;
 
+/// The bytes of the certificate file and of the key file.
+type PairBytes = (Vec<u8>, Vec<u8>);
+
 /// The serving certificate chain and key, looked up by rustls on every
 /// handshake and replaced atomically when the files on disk change.
 pub struct CertificateResolver {
@@ -21,7 +24,7 @@ pub struct CertificateResolver {
     key_path: PathBuf,
     /// The pair served and the `notAfter` of its leaf, from the bytes of
     /// the two files.
-    pair: Reloading<(Vec<u8>, Vec<u8>), (Arc<CertifiedKey>, i64)>,
+    pair: Reloading<PairBytes, (Arc<CertifiedKey>, i64)>,
 }
 
 impl CertificateResolver {
@@ -49,7 +52,7 @@ impl CertificateResolver {
         }
     }
 
-    fn load_if_changed(&self, bytes: &(Vec<u8>, Vec<u8>)) -> Reload {
+    fn load_if_changed(&self, bytes: &PairBytes) -> Reload {
         self.pair.load_if_changed(bytes, |(cert, key)| {
             let pair = parse_pair(cert, key, &self.cert_path, &self.key_path)?;
             Ok((Arc::new(pair.key), pair.not_after))
@@ -99,7 +102,7 @@ impl fmt::Debug for CertificateResolver {
     }
 }
 
-fn read_pair(cert_path: &Path, key_path: &Path) -> Result<(Vec<u8>, Vec<u8>), CertError> {
+fn read_pair(cert_path: &Path, key_path: &Path) -> Result<PairBytes, CertError> {
     Ok((read(cert_path)?, read(key_path)?))
 }
 
