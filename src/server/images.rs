@@ -77,14 +77,7 @@ fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Opt
     let Some(path) = path else {
         return (Credentials::none(), None);
     };
-    let read = std::fs::read(path)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))
-        .and_then(|bytes| {
-            Credentials::from_docker_config(&bytes)
-                .map(|credentials| (credentials, bytes))
-                .map_err(|err| format!("{}: {err}", path.display()))
-        });
-    match read {
+    match Credentials::read(path) {
         Ok((credentials, bytes)) => {
             metrics.set_reload("registry-credentials", true);
             (credentials, Some(bytes))
