@@ -210,23 +210,16 @@ pub(super) async fn snapshot_into(
         return Ok(());
     };
     let list = ListParams::default();
-    let classes = Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass"));
-    for class in classes.list(&list).await? {
-        snapshot.dra.device_classes.insert(class.name_any(), DeviceClassInfo::of(&class.data));
-    }
-    let slices =
-        Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice"));
-    for slice in slices.list(&list).await? {
-        if let Some(kept) = read_slice(&slice.data) {
-            snapshot.dra.slices.insert(slice.name_any(), kept);
-        }
-    }
+    let api = |kind: &str| Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind));
+    let classes = api("DeviceClass").list(&list).await?;
+    let class = |class: &DynamicObject| (class.name_any(), DeviceClassInfo::of(&class.data));
+    snapshot.dra.device_classes.extend(classes.iter().map(class));
+    let slices = api("ResourceSlice").list(&list).await?;
+    let slice = by_name(|slice: &DynamicObject| read_slice(&slice.data));
+    snapshot.dra.slices.extend(slices.iter().filter_map(slice));
     for kind in [ClaimKind::Claim, ClaimKind::Template] {
-        let api = Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
-        for object in api.list(&list).await? {
-            let (key, claim) = kept(&object, kind);
-            table(kind)(snapshot).insert(key, claim);
-        }
+        let objects = api(kind.as_str()).list(&list).await?;
+        table(kind)(snapshot).extend(objects.iter().map(|object| kept(object, kind)));
     }
     Ok(())
 }

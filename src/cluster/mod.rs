@@ -124,15 +124,13 @@ pub async fn snapshot(
 ) -> Result<ClusterSnapshot, kube::Error> {
     let list = ListParams::default();
     let mut snapshot = ClusterSnapshot::default();
-    for namespace in Api::<Namespace>::all(client.clone()).list(&list).await? {
-        snapshot.namespaces.insert(namespace.name_any(), lean_namespace(&namespace));
-    }
-    for node in Api::<Node>::all(client.clone()).list(&list).await? {
-        snapshot.nodes.insert(node.name_any(), lean_node(&node, settings));
-    }
-    for class in Api::<RuntimeClass>::all(client.clone()).list(&list).await? {
-        snapshot.runtime_classes.insert(class.name_any(), lean_runtime_class(&class));
-    }
+    let namespaces = Api::<Namespace>::all(client.clone()).list(&list).await?;
+    snapshot.namespaces.extend(namespaces.iter().map(|ns| (ns.name_any(), lean_namespace(ns))));
+    let nodes = Api::<Node>::all(client.clone()).list(&list).await?;
+    snapshot.nodes.extend(nodes.iter().map(|node| (node.name_any(), lean_node(node, settings))));
+    let classes = Api::<RuntimeClass>::all(client.clone()).list(&list).await?;
+    let class = |class: &RuntimeClass| (class.name_any(), lean_runtime_class(class));
+    snapshot.runtime_classes.extend(classes.iter().map(class));
     for entry in &settings.config().allowlist {
         let Some(gvk) = workload_gvk(&entry.kind) else {
             continue;
