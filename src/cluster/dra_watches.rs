@@ -103,35 +103,26 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         let [classes, claims, templates, slices] = holds;
         tokio::spawn(mirror(
             Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass")),
-            Arc::clone(&cache),
-            Source::DeviceClasses,
+            classes,
             |snapshot| &mut snapshot.dra.device_classes,
             by_name(|class: &DynamicObject| Some(DeviceClassInfo::of(&class.data))),
-            classes,
             || {},
         ));
         // Only the slices of gpu.nvidia.com are kept (`read_slice`).
         tokio::spawn(mirror(
             Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice")),
-            Arc::clone(&cache),
-            Source::ResourceSlices,
+            slices,
             |snapshot| &mut snapshot.dra.slices,
             by_name(|slice: &DynamicObject| read_slice(&slice.data)),
-            slices,
             || {},
         ));
         // The claims (or templates) of every namespace, each one's requests
         // as written.
-        let claims = [
-            (ClaimKind::Claim, Source::ResourceClaims, claims),
-            (ClaimKind::Template, Source::ResourceClaimTemplates, templates),
-        ];
-        for (kind, source, hold) in claims {
+        for (kind, hold) in [(ClaimKind::Claim, claims), (ClaimKind::Template, templates)] {
             let api =
                 Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
             let entry = move |object: &DynamicObject| Some(kept(object, kind));
-            let cache = Arc::clone(&cache);
-            tokio::spawn(mirror(api, cache, source, table(kind), entry, hold, || {}));
+            tokio::spawn(mirror(api, hold, table(kind), entry, || {}));
         }
     });
 }

@@ -48,16 +48,14 @@ impl Drop for FirstList {
     }
 }
 
-/// Folds one watcher into one table of the snapshot, by name (`by_name`)
+/// Folds one watcher into the table of `first_list`'s source, by name (`by_name`)
 /// or by namespace and name. A relist (Init .. InitDone) replaces the
 /// table whole, so objects deleted while the watch was down disappear.
 pub(super) async fn mirror<K, Key, V>(
     api: Api<K>,
-    cache: Arc<ClusterCache>,
-    source: Source,
+    mut first_list: FirstList,
     table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<Key, V>,
     entry: impl Fn(&K) -> Option<(Key, V)> + Send + 'static,
-    mut first_list: FirstList,
     on_first_list: impl Fn() + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -65,6 +63,7 @@ pub(super) async fn mirror<K, Key, V>(
     V: Send + 'static,
 {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let (cache, source) = (Arc::clone(&first_list.cache), first_list.source);
     fold(events, &cache, source, table, Owns::Table, entry, || {
         on_first_list();
         first_list.done();
