@@ -5,7 +5,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
@@ -51,11 +51,7 @@ impl<B: PartialEq + Clone, T> Reloading<B, T> {
     }
 
     pub(super) fn loaded_bytes(&self) -> B {
-        self.lock().0.clone()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, (B, bool)> {
-        self.loaded.lock().unwrap_or_else(PoisonError::into_inner)
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
     }
 
     /// Swaps in the value `parse` makes of `bytes` unless they are the
@@ -65,7 +61,7 @@ impl<B: PartialEq + Clone, T> Reloading<B, T> {
         bytes: &B,
         parse: impl FnOnce(&B) -> Result<T, CertError>,
     ) -> Reload {
-        let mut loaded = self.lock();
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if *bytes == loaded.0 {
             let restored = std::mem::replace(&mut loaded.1, false);
             return if restored && self.restored_reloads {
