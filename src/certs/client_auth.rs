@@ -7,10 +7,9 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
@@ -19,11 +18,10 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use x509_parser::extensions::GeneralName;
 
-use super::files::read;
+use super::files::{Reloading, read, spawn_poller};
 use super::pki::provider;
 use super::{CertError, ParseError, Reload};
 use crate::policy::message::{LISTED_NAMES, MAX_LISTED_NAME_BYTES, prefix_within};
-use crate::poll::{Polled, poll_bytes};
 
 /// The client-certificate check of the HTTPS server: the CAs of a file,
 /// reloaded when it changes, and the names a client certificate may carry.
@@ -31,10 +29,9 @@ pub struct ClientAuth {
     ca_path: PathBuf,
     /// Empty: any certificate of the CAs is accepted.
     names: Vec<String>,
-    /// rustls' chain verifier over the CAs last loaded.
-    chain: ArcSwap<ChainVerifier>,
-    /// The file contents behind `chain`; also serialises reloads.
-    loaded: Mutex<Loaded>,
+    /// rustls' chain verifier over the CAs last loaded; a file put back
+    /// as it was after a refusal is reported as reloaded.
+    chain: Reloading<Vec<u8>, ChainVerifier>,
 }
 
 /// Why a client certificate's names were refused. The message of the log
@@ -45,12 +42,6 @@ enum NameRefusal {
     Unreadable(String),
     /// None of its CN and DNS names is a `--client-name`.
     NoneAllowed { presented: String },
-}
-
-struct Loaded {
-    bytes: Vec<u8>,
-    /// The last reload was refused.
-    failed: bool,
 }
 
 /// A sized holder for the `dyn` verifier, so that it can be swapped.
@@ -72,76 +63,29 @@ impl ClientAuth {
         Ok(Self {
             ca_path: ca_path.to_path_buf(),
             names: names.to_vec(),
-            chain: ArcSwap::from_pointee(chain),
-            loaded: Mutex::new(Loaded { bytes, failed: false }),
+            chain: Reloading::new(bytes, chain, true),
         })
     }
 
     /// How many CA certificates are in force.
     pub fn ca_count(&self) -> usize {
-        self.chain.load().cas
+        self.chain.current().cas
     }
 
-    /// What one poll of the CA file comes to: new bytes swap in their CAs,
-    /// a file that cannot be read or parsed keeps the previous CAs and is
-    /// reported, a file put back as it was after a refusal is reported as
-    /// reloaded (nothing to swap, but the file is good again).
-    fn apply(&self, polled: Polled<'_, Vec<u8>, CertError>) -> Reload {
-        match polled {
-            Polled::Changed(bytes) => self.load_if_changed(bytes.clone()),
-            Polled::Failed(err) => self.failed(err),
-        }
-    }
-
-    /// Swaps in the CAs of `bytes` unless they are the ones loaded.
-    fn load_if_changed(&self, bytes: Vec<u8>) -> Reload {
-        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if bytes == loaded.bytes {
-            return if std::mem::replace(&mut loaded.failed, false) {
-                Reload::Reloaded
-            } else {
-                Reload::Unchanged
-            };
-        }
-        match parse_cas(&bytes, &self.ca_path) {
-            Ok(chain) => {
-                self.chain.store(Arc::new(chain));
-                *loaded = Loaded { bytes, failed: false };
-                Reload::Reloaded
-            }
-            Err(err) => {
-                loaded.failed = true;
-                Reload::Failed(err)
-            }
-        }
-    }
-
-    fn failed(&self, err: CertError) -> Reload {
-        self.loaded.lock().unwrap_or_else(PoisonError::into_inner).failed = true;
-        Reload::Failed(err)
-    }
-
-    /// Polls the CA file every `every` (at least 10 ms), as
-    /// [`poll_bytes`] does, and hands `on_reload` each `Reloaded` or
-    /// `Failed` (see `apply`).
+    /// Polls the CA file every `every` (at least 10 ms) and hands
+    /// `on_reload` each `Reloaded` or `Failed`: new bytes swap in their
+    /// CAs, a file that cannot be read or parsed keeps the previous CAs.
     pub fn spawn_poller(
         self: Arc<Self>,
         every: Duration,
         on_reload: impl Fn(&Reload) + Send + Sync + 'static,
     ) -> tokio::task::JoinHandle<()> {
-        let loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner).bytes.clone();
         let path = self.ca_path.clone();
-        tokio::spawn(poll_bytes(
-            every,
-            Some(loaded),
-            move || read(&path),
-            move |polled| {
-                let reload = self.apply(polled);
-                if !matches!(reload, Reload::Unchanged) {
-                    on_reload(&reload);
-                }
-            },
-        ))
+        let loaded = self.chain.loaded_bytes();
+        let load = move |bytes: &Vec<u8>| {
+            self.chain.load_if_changed(bytes, |bytes| parse_cas(bytes, &self.ca_path))
+        };
+        spawn_poller(every, loaded, move || read(&path), load, on_reload)
     }
 
     /// Ok when `names` is empty or the certificate's subject CN or one of
@@ -218,7 +162,7 @@ impl ClientCertVerifier for ClientAuth {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let chain = self.chain.load();
+        let chain = self.chain.current();
         if let Err(error) = chain.verifier.verify_client_cert(end_entity, intermediates, now) {
             tracing::warn!(
                 %error,
@@ -253,7 +197,7 @@ impl ClientCertVerifier for ClientAuth {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.load().verifier.verify_tls12_signature(message, cert, dss)
+        self.chain.current().verifier.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -262,11 +206,11 @@ impl ClientCertVerifier for ClientAuth {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.load().verifier.verify_tls13_signature(message, cert, dss)
+        self.chain.current().verifier.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.load().verifier.supported_verify_schemes()
+        self.chain.current().verifier.supported_verify_schemes()
     }
 }
 

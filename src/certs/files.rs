@@ -1,11 +1,110 @@
-//! Reading and writing certificate files.
+//! Reading and writing certificate files, and [`Reloading`]: what the
+//! serving pair and the client CAs share of reloading theirs.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, Guard};
 
 use super::CertError;
+use crate::poll::{Polled, poll_bytes};
+
+/// Whether a reload found something to do.
+#[derive(Debug)]
+pub enum Reload {
+    /// The files hold the bytes last loaded.
+    Unchanged,
+    /// New contents were loaded and are in force from the next handshake on.
+    Reloaded,
+    /// The files changed but could not be loaded; the previous contents
+    /// stay in force.
+    Failed(CertError),
+}
+
+/// A value parsed from files, swapped in place when their bytes change;
+/// bytes that do not load leave the previous value in force.
+pub(super) struct Reloading<B, T> {
+    current: ArcSwap<T>,
+    /// The bytes behind `current`, and whether the last load was refused;
+    /// also serialises reloads.
+    loaded: Mutex<(B, bool)>,
+    /// Bytes put back as they were after a refusal are reported as
+    /// reloaded (the file is good again), not as unchanged.
+    restored_reloads: bool,
+}
+
+impl<B: PartialEq + Clone, T> Reloading<B, T> {
+    pub(super) fn new(bytes: B, value: T, restored_reloads: bool) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(value),
+            loaded: Mutex::new((bytes, false)),
+            restored_reloads,
+        }
+    }
+
+    pub(super) fn current(&self) -> Guard<Arc<T>> {
+        self.current.load()
+    }
+
+    pub(super) fn loaded_bytes(&self) -> B {
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
+    }
+
+    /// Swaps in the value `parse` makes of `bytes` unless they are the
+    /// bytes loaded.
+    pub(super) fn load_if_changed(
+        &self,
+        bytes: &B,
+        parse: impl FnOnce(&B) -> Result<T, CertError>,
+    ) -> Reload {
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if *bytes == loaded.0 {
+            let restored = std::mem::replace(&mut loaded.1, false);
+            return if restored && self.restored_reloads {
+                Reload::Reloaded
+            } else {
+                Reload::Unchanged
+            };
+        }
+        match parse(bytes) {
+            Ok(value) => {
+                self.current.store(Arc::new(value));
+                *loaded = (bytes.clone(), false);
+                Reload::Reloaded
+            }
+            Err(err) => {
+                loaded.1 = true;
+                Reload::Failed(err)
+            }
+        }
+    }
+}
+
+/// Reads the files with `read` every `every` (at least 10 ms), as
+/// [`poll_bytes`] does, from the `loaded` bytes on, hands new bytes to
+/// `load`, and `on_reload` each `Reloaded` or `Failed`. New bytes that do
+/// not load are reported once; files that cannot be read, on every poll.
+pub(super) fn spawn_poller<B: PartialEq + Send + 'static>(
+    every: Duration,
+    loaded: B,
+    read: impl FnMut() -> Result<B, CertError> + Send + 'static,
+    load: impl Fn(&B) -> Reload + Send + 'static,
+    on_reload: impl Fn(&Reload) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(poll_bytes(every, Some(loaded), read, move |polled| {
+        let reload = match polled {
+            Polled::Changed(bytes) => load(bytes),
+            Polled::Failed(err) => Reload::Failed(err),
+        };
+        if !matches!(reload, Reload::Unchanged) {
+            on_reload(&reload);
+        }
+    }))
+}
 
 /// The bytes of `path`; the error names the file.
 pub(super) fn read(path: &Path) -> Result<Vec<u8>, CertError> {

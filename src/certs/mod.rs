@@ -14,9 +14,10 @@ mod testing;
 pub mod tls;
 
 pub use error::{CertError, ParseError, PkiError, X509Error};
+pub use files::Reload;
 pub use pki::{DEFAULT_DNS_NAMES, DEFAULT_IP, PemPair, generate_ca, issue};
 pub use self_signed::{SelfSigned, ensure_self_signed};
-pub use serving_pair::{CertificateResolver, Reload};
+pub use serving_pair::CertificateResolver;
 pub use tls::server_config;
 
 /// File names of the serving pair and its CA, as in a `kubernetes.io/tls`

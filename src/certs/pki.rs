@@ -296,19 +296,11 @@ fn san_matches(general_name: &GeneralName<'_>, wanted: &str) -> bool {
     }
 }
 
-/// [`DEFAULT_DNS_NAMES`], [`DEFAULT_IP`], then the extra names, without
-/// blanks or duplicates (DNS names compare case-insensitively).
+/// [`DEFAULT_DNS_NAMES`], [`DEFAULT_IP`], then the extra names, as
+/// [`dedup_names`] leaves them.
 pub(super) fn wanted_names(extra: &[String]) -> Vec<String> {
-    let mut seen = HashSet::new();
-    DEFAULT_DNS_NAMES
-        .iter()
-        .copied()
-        .chain([DEFAULT_IP])
-        .chain(extra.iter().map(|name| name.trim()))
-        .filter(|name| !name.is_empty())
-        .filter(|name| seen.insert(name.to_ascii_lowercase()))
-        .map(str::to_owned)
-        .collect()
+    let defaults = DEFAULT_DNS_NAMES.iter().chain([&DEFAULT_IP]).map(|name| (*name).to_owned());
+    dedup_names(defaults.chain(extra.iter().cloned()).collect())
 }
 
 /// `names` without blanks and duplicates (case-insensitive), order kept.

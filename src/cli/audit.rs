@@ -111,10 +111,10 @@ fn audited_kinds(dra_version: Option<&str>) -> Vec<GroupVersionKind> {
 async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let settings = super::args::settings_of(args.config.as_ref())?;
     let connection = match &args.kubeconfig {
-        Some(path) => Connection::Kubeconfig(path),
+        Some(path) => Connection::Kubeconfig(path.clone()),
         None => Connection::Default,
     };
-    let client = cluster::connect(connection)
+    let client = cluster::connect(&connection)
         .await?
         .context("no reachable cluster: pass --kubeconfig or set KUBECONFIG")?;
     // Before anything is read: a cluster that serves no report API fails

@@ -89,10 +89,10 @@ async fn settings(
 
 async fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let connection = match &args.kubeconfig {
-        Some(path) => Connection::Kubeconfig(path),
+        Some(path) => Connection::Kubeconfig(path.clone()),
         None => Connection::Default,
     };
-    let client = cluster::connect(connection).await?.context(
+    let client = cluster::connect(&connection).await?.context(
         "cannot reach the API server: pass --kubeconfig, set KUBECONFIG, or run in a pod",
     )?;
     let write_api = match args.write_report {

@@ -156,11 +156,6 @@ impl ClusterCache {
         self.read().clone()
     }
 
-    fn mark_synced(&self, source: Source) {
-        self.synced[source.index()].store(true, Ordering::Release);
-        self.mark_fresh(source);
-    }
-
     pub(super) fn mark_fresh(&self, source: Source) {
         if self.pending[source.index()].load(Ordering::Acquire) > 0 {
             return;
@@ -187,7 +182,8 @@ impl ClusterCache {
     /// A watch of `source` listed for the first time.
     pub(super) fn watch_listed(&self, source: Source) {
         if self.pending[source.index()].fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.mark_synced(source);
+            self.synced[source.index()].store(true, Ordering::Release);
+            self.mark_fresh(source);
         }
     }
 

@@ -22,15 +22,13 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::api_status::is_not_served;
 use super::cache::{ClusterCache, Source};
 use super::list::{Paged, Pages, list_pages};
-use super::watch::{FirstList, Owns, fold, mirror};
+use super::watch::{FirstList, by_name, mirror};
 use crate::document::Document;
 use crate::policy::cluster::ClusterSnapshot;
 use crate::policy::dra::allocation::{POD_CLAIM_NAME_ANNOTATION, read_made_for, read_slice};
@@ -105,26 +103,26 @@ pub(super) fn spawn(client: &Client, settings: &Settings, cache: &Arc<ClusterCac
         let [classes, claims, templates, slices] = holds;
         tokio::spawn(mirror(
             Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass")),
-            Arc::clone(&cache),
-            Source::DeviceClasses,
-            |snapshot| &mut snapshot.dra.device_classes,
-            |class: &DynamicObject| Some(DeviceClassInfo::of(&class.data)),
             classes,
+            |snapshot| &mut snapshot.dra.device_classes,
+            by_name(|class: &DynamicObject| Some(DeviceClassInfo::of(&class.data))),
             || {},
         ));
         // Only the slices of gpu.nvidia.com are kept (`read_slice`).
         tokio::spawn(mirror(
             Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice")),
-            Arc::clone(&cache),
-            Source::ResourceSlices,
-            |snapshot| &mut snapshot.dra.slices,
-            |slice: &DynamicObject| read_slice(&slice.data),
             slices,
+            |snapshot| &mut snapshot.dra.slices,
+            by_name(|slice: &DynamicObject| read_slice(&slice.data)),
             || {},
         ));
+        // The claims (or templates) of every namespace, each one's requests
+        // as written.
         for (kind, hold) in [(ClaimKind::Claim, claims), (ClaimKind::Template, templates)] {
-            let cache = Arc::clone(&cache);
-            tokio::spawn(watch_claims(client.clone(), cache, version, kind, hold));
+            let api =
+                Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
+            let entry = move |object: &DynamicObject| Some(kept(object, kind));
+            tokio::spawn(mirror(api, hold, table(kind), entry, || {}));
         }
     });
 }
@@ -166,36 +164,6 @@ fn table(
     }
 }
 
-fn source(kind: ClaimKind) -> Source {
-    match kind {
-        ClaimKind::Claim => Source::ResourceClaims,
-        ClaimKind::Template => Source::ResourceClaimTemplates,
-    }
-}
-
-/// Watches the claims (or templates) of every namespace, keeping each one's
-/// requests as written.
-async fn watch_claims(
-    client: Client,
-    cache: Arc<ClusterCache>,
-    version: &'static str,
-    kind: ClaimKind,
-    mut first_list: FirstList,
-) {
-    let api = Api::<DynamicObject>::all_with(client, &resource(version, kind.as_str()));
-    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    fold(
-        events,
-        &cache,
-        source(kind),
-        table(kind),
-        Owns::Table,
-        |object: &DynamicObject| Some(kept(object, kind)),
-        || first_list.done(),
-    )
-    .await;
-}
-
 fn kept(object: &DynamicObject, kind: ClaimKind) -> (ClaimKey, KeptClaim) {
     let name = object.name_any();
     let namespace = object.namespace().unwrap_or_default();
@@ -233,23 +201,16 @@ pub(super) async fn snapshot_into(
         return Ok(());
     };
     let list = ListParams::default();
-    let classes = Api::<DynamicObject>::all_with(client.clone(), &resource(version, "DeviceClass"));
-    for class in classes.list(&list).await? {
-        snapshot.dra.device_classes.insert(class.name_any(), DeviceClassInfo::of(&class.data));
-    }
-    let slices =
-        Api::<DynamicObject>::all_with(client.clone(), &resource(version, "ResourceSlice"));
-    for slice in slices.list(&list).await? {
-        if let Some(kept) = read_slice(&slice.data) {
-            snapshot.dra.slices.insert(slice.name_any(), kept);
-        }
-    }
+    let api = |kind: &str| Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind));
+    let classes = api("DeviceClass").list(&list).await?;
+    let class = |class: &DynamicObject| (class.name_any(), DeviceClassInfo::of(&class.data));
+    snapshot.dra.device_classes.extend(classes.iter().map(class));
+    let slices = api("ResourceSlice").list(&list).await?;
+    let slice = by_name(|slice: &DynamicObject| read_slice(&slice.data));
+    snapshot.dra.slices.extend(slices.iter().filter_map(slice));
     for kind in [ClaimKind::Claim, ClaimKind::Template] {
-        let api = Api::<DynamicObject>::all_with(client.clone(), &resource(version, kind.as_str()));
-        for object in api.list(&list).await? {
-            let (key, claim) = kept(&object, kind);
-            table(kind)(snapshot).insert(key, claim);
-        }
+        let objects = api(kind.as_str()).list(&list).await?;
+        table(kind)(snapshot).extend(objects.iter().map(|object| kept(object, kind)));
     }
     Ok(())
 }

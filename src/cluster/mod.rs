@@ -22,7 +22,7 @@ mod report_writer;
 mod watch;
 mod watches;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -47,13 +47,13 @@ pub use objects::{MAX_OBJECT_BYTES, ObjectReadError, claim_text, pod_text};
 pub use report_writer::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 
-/// How `serve` finds the API server.
-#[derive(Debug, Clone, Copy)]
-pub enum Connection<'a> {
+/// How `serve`, `audit` and `doctor` find the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
     /// `--no-cluster`: the static configuration only.
     Disabled,
     /// `--kubeconfig FILE`.
-    Kubeconfig(&'a Path),
+    Kubeconfig(PathBuf),
     /// In-cluster service account, else `KUBECONFIG` / `~/.kube/config`.
     Default,
 }
@@ -80,7 +80,7 @@ pub enum ConnectError {
 /// Builds a client and checks that the API server answers. `Ok(None)` when
 /// there is no cluster to use (disabled, no configuration, unreachable):
 /// the caller runs on the static configuration and says so once.
-pub async fn connect(connection: Connection<'_>) -> Result<Option<Client>, ConnectError> {
+pub async fn connect(connection: &Connection) -> Result<Option<Client>, ConnectError> {
     let config = match connection {
         Connection::Disabled => return Ok(None),
         Connection::Kubeconfig(path) => {
@@ -124,15 +124,13 @@ pub async fn snapshot(
 ) -> Result<ClusterSnapshot, kube::Error> {
     let list = ListParams::default();
     let mut snapshot = ClusterSnapshot::default();
-    for namespace in Api::<Namespace>::all(client.clone()).list(&list).await? {
-        snapshot.namespaces.insert(namespace.name_any(), lean_namespace(&namespace));
-    }
-    for node in Api::<Node>::all(client.clone()).list(&list).await? {
-        snapshot.nodes.insert(node.name_any(), lean_node(&node, settings));
-    }
-    for class in Api::<RuntimeClass>::all(client.clone()).list(&list).await? {
-        snapshot.runtime_classes.insert(class.name_any(), lean_runtime_class(&class));
-    }
+    let namespaces = Api::<Namespace>::all(client.clone()).list(&list).await?;
+    snapshot.namespaces.extend(namespaces.iter().map(|ns| (ns.name_any(), lean_namespace(ns))));
+    let nodes = Api::<Node>::all(client.clone()).list(&list).await?;
+    snapshot.nodes.extend(nodes.iter().map(|node| (node.name_any(), lean_node(node, settings))));
+    let classes = Api::<RuntimeClass>::all(client.clone()).list(&list).await?;
+    let class = |class: &RuntimeClass| (class.name_any(), lean_runtime_class(class));
+    snapshot.runtime_classes.extend(classes.iter().map(class));
     for entry in &settings.config().allowlist {
         let Some(gvk) = workload_gvk(&entry.kind) else {
             continue;

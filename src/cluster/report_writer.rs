@@ -140,14 +140,10 @@ pub async fn write_reports(
         kept.insert((scope, report.metadata.namespace.clone(), report.metadata.name.clone()));
         written.push(Written::Applied { kind, name, summary: report.summary });
     }
-    let scopes: &[ReportScope] = match cleanup {
-        Cleanup::Namespace(_) => &[ReportScope::Namespaced],
-        Cleanup::Everywhere => &[ReportScope::Namespaced, ReportScope::Cluster],
-        Cleanup::Nothing => &[],
-    };
-    let namespace = match cleanup {
-        Cleanup::Namespace(namespace) => Some(namespace),
-        Cleanup::Everywhere | Cleanup::Nothing => None,
+    let (scopes, namespace): (&[ReportScope], _) = match cleanup {
+        Cleanup::Namespace(namespace) => (&[ReportScope::Namespaced], Some(namespace)),
+        Cleanup::Everywhere => (&[ReportScope::Namespaced, ReportScope::Cluster], None),
+        Cleanup::Nothing => (&[], None),
     };
     for &scope in scopes {
         let kind = api.kind(scope);

@@ -48,35 +48,34 @@ impl Drop for FirstList {
     }
 }
 
-/// Folds one watcher into one table of the snapshot. A relist (Init ..
-/// InitDone) replaces the table whole, so objects deleted while the watch
-/// was down disappear.
-pub(super) async fn mirror<K, V>(
+/// Folds one watcher into the table of `first_list`'s source, by name (`by_name`)
+/// or by namespace and name. A relist (Init .. InitDone) replaces the
+/// table whole, so objects deleted while the watch was down disappear.
+pub(super) async fn mirror<K, Key, V>(
     api: Api<K>,
-    cache: Arc<ClusterCache>,
-    source: Source,
-    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<String, V>,
-    lean: impl Fn(&K) -> Option<V> + Send + 'static,
     mut first_list: FirstList,
+    table: fn(&mut ClusterSnapshot) -> &mut BTreeMap<Key, V>,
+    entry: impl Fn(&K) -> Option<(Key, V)> + Send + 'static,
     on_first_list: impl Fn() + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    Key: Ord + Send + 'static,
     V: Send + 'static,
 {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    fold(
-        events,
-        &cache,
-        source,
-        table,
-        Owns::Table,
-        |object: &K| Some((object.name_any(), lean(object)?)),
-        || {
-            on_first_list();
-            first_list.done();
-        },
-    )
+    let (cache, source) = (Arc::clone(&first_list.cache), first_list.source);
+    fold(events, &cache, source, table, Owns::Table, entry, || {
+        on_first_list();
+        first_list.done();
+    })
     .await;
+}
+
+/// The entry of a table kept by object name, as `lean` reads the object.
+pub(super) fn by_name<K: Resource, V>(
+    lean: impl Fn(&K) -> Option<V>,
+) -> impl Fn(&K) -> Option<(String, V)> {
+    move |object| Some((object.name_any(), lean(object)?))
 }
 
 /// Which entries of a table a watch owns: all of it, or the keys it

@@ -19,7 +19,7 @@ use super::api_status;
 use super::cache::{ClusterCache, PROBE_INTERVAL, Source};
 use super::dra_watches;
 use super::lean::{Namespace, Node, lean_namespace, lean_node, lean_runtime_class, workload_gvk};
-use super::watch::{FirstList, Owns, fold, mirror};
+use super::watch::{FirstList, Owns, by_name, fold, mirror};
 
 use crate::settings::{AllowlistEntry, Settings};
 
@@ -68,24 +68,18 @@ impl Watches {
         for source in Source::ALL {
             cache.hold(source);
         }
-        let first_list = FirstList::new(&cache, Source::Namespaces);
         tokio::spawn(mirror(
             Api::<Namespace>::all(client.clone()),
-            Arc::clone(&cache),
-            Source::Namespaces,
+            FirstList::new(&cache, Source::Namespaces),
             |snapshot| &mut snapshot.namespaces,
-            |namespace: &Namespace| Some(lean_namespace(namespace)),
-            first_list,
+            by_name(|namespace: &Namespace| Some(lean_namespace(namespace))),
             || {},
         ));
-        let first_list = FirstList::new(&cache, Source::RuntimeClasses);
         tokio::spawn(mirror(
             Api::<RuntimeClass>::all(client.clone()),
-            Arc::clone(&cache),
-            Source::RuntimeClasses,
+            FirstList::new(&cache, Source::RuntimeClasses),
             |snapshot| &mut snapshot.runtime_classes,
-            |class: &RuntimeClass| Some(lean_runtime_class(class)),
-            first_list,
+            by_name(|class: &RuntimeClass| Some(lean_runtime_class(class))),
             || {},
         ));
         let nodes = spawn_nodes(&client, settings, &cache);
@@ -200,11 +194,9 @@ fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) 
     let listed_cache = Arc::clone(cache);
     tokio::spawn(mirror(
         Api::<Node>::all(client.clone()),
-        Arc::clone(cache),
-        Source::Nodes,
-        |snapshot| &mut snapshot.nodes,
-        move |node: &Node| Some(lean_node(node, &lean_projection)),
         FirstList::new(cache, Source::Nodes),
+        |snapshot| &mut snapshot.nodes,
+        by_name(move |node: &Node| Some(lean_node(node, &lean_projection))),
         // The first list replaced the table whole: every node now carries
         // these patterns.
         move || listed_cache.nodes_projected_with(Arc::clone(&projection)),

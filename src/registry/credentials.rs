@@ -79,13 +79,19 @@ impl Credentials {
 
     /// Reads a dockerconfigjson file; the error never quotes its content.
     pub fn load(path: &Path) -> Result<Self, CredentialsError> {
+        Self::read(path).map(|(credentials, _)| credentials)
+    }
+
+    /// [`Credentials::load`], and the bytes of the file.
+    pub fn read(path: &Path) -> Result<(Self, Vec<u8>), CredentialsError> {
         let shown = || path.display().to_string();
         let bytes = std::fs::read(path).map_err(|err| CredentialsError::Read {
             path: shown(),
             reason: one_line(&err.to_string()),
         })?;
-        Self::from_docker_config(&bytes)
-            .map_err(|source| CredentialsError::Content { path: shown(), source })
+        let credentials = Self::from_docker_config(&bytes)
+            .map_err(|source| CredentialsError::Content { path: shown(), source })?;
+        Ok((credentials, bytes))
     }
 
     /// Parses the content of a dockerconfigjson (or `.dockercfg`) file.

@@ -120,7 +120,7 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
 
 /// The guard of `mutex`, poisoned or not: every critical section leaves
 /// the caches whole.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

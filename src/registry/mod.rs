@@ -34,6 +34,7 @@ pub use credentials::{Credentials, CredentialsError, DockerConfigError};
 pub use dns::DnsOptions;
 pub use error::RegistryError;
 pub use lookup::Lookup;
+pub(crate) use lookup_cache::lock;
 pub use lookup_cache::{BoundedLru, CacheBytes};
 pub use lookup_metrics::ResolverMetrics;
 pub use oci::{ImageConfigFacts, MAX_VALUE_BYTES, OversizedValue};

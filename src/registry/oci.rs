@@ -71,15 +71,6 @@ impl Kept {
             Kept::Text(value.to_owned())
         }
     }
-
-    /// The text, or the [`OversizedValue`] of `name`.
-    fn text(kept: Option<Kept>, name: &'static str) -> Result<Option<String>, OversizedValue> {
-        match kept {
-            None => Ok(None),
-            Some(Kept::Text(text)) => Ok(Some(text)),
-            Some(Kept::TooLong(bytes)) => Err(OversizedValue { name, bytes }),
-        }
-    }
 }
 
 /// The media types of an image manifest (OCI, Docker v2) and of an index
@@ -319,23 +310,20 @@ pub fn facts_of_config(bytes: &[u8], digest: String) -> Result<ImageConfigFacts,
         }
         None => (CudaEnv::default(), None),
     };
-    let values = Kept::text(env.cuda_version, CUDA_VERSION_ENV).and_then(|cuda_version| {
-        let require_cuda = Kept::text(env.require_cuda, REQUIRE_CUDA_ENV)?;
-        let cuda_label = Kept::text(label, CUDA_VERSION_LABEL)?;
-        Ok((cuda_version, require_cuda, cuda_label))
+    let kept = [
+        (env.cuda_version, CUDA_VERSION_ENV),
+        (env.require_cuda, REQUIRE_CUDA_ENV),
+        (label, CUDA_VERSION_LABEL),
+    ];
+    let oversized = kept.iter().find_map(|(kept, name)| match kept {
+        Some(Kept::TooLong(bytes)) => Some(OversizedValue { name, bytes: *bytes }),
+        _ => None,
     });
-    Ok(match values {
-        Ok((cuda_version, require_cuda, cuda_label)) => {
-            ImageConfigFacts { cuda_version, require_cuda, cuda_label, digest, oversized: None }
-        }
-        Err(oversized) => ImageConfigFacts {
-            cuda_version: None,
-            require_cuda: None,
-            cuda_label: None,
-            digest,
-            oversized: Some(oversized),
-        },
-    })
+    let [cuda_version, require_cuda, cuda_label] = kept.map(|(kept, _)| match kept {
+        Some(Kept::Text(text)) if oversized.is_none() => Some(text),
+        _ => None,
+    });
+    Ok(ImageConfigFacts { cuda_version, require_cuda, cuda_label, digest, oversized })
 }
 
 #[cfg(test)]

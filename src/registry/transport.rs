@@ -116,19 +116,12 @@ fn digest_header(response: &Response) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// How a request proves who it is.
-#[derive(Clone)]
-enum Authorization {
-    Bearer(String),
-    Basic(String, String),
-}
-
-impl Authorization {
-    fn apply(&self, request: RequestBuilder) -> RequestBuilder {
-        match self {
-            Self::Bearer(token) => request.bearer_auth(token),
-            Self::Basic(user, password) => request.basic_auth(user, Some(password)),
-        }
+/// `request` proving who it is as `auth` says.
+fn authorize(request: RequestBuilder, auth: &RegistryAuth) -> RequestBuilder {
+    match auth {
+        RegistryAuth::Bearer(token) => request.bearer_auth(token),
+        RegistryAuth::Basic(user, password) => request.basic_auth(user, Some(password)),
+        RegistryAuth::Anonymous => request,
     }
 }
 
@@ -332,7 +325,7 @@ impl Transport {
             .map_err(|err| Failure::failed(format!("{text:?} is not a URL: {err}")))?;
         self.hosts.check_url(&url)?;
         let key: TokenKey = (registry.to_owned(), reference.repository().to_owned());
-        let mut authorization = self.cached_token(&key).map(Authorization::Bearer);
+        let mut authorization = self.cached_token(&key).map(RegistryAuth::Bearer);
         let mut challenged = false;
         loop {
             let response =
@@ -357,7 +350,7 @@ impl Transport {
         method: Method,
         url: &Url,
         accept: Option<&str>,
-        authorization: Option<&Authorization>,
+        authorization: Option<&RegistryAuth>,
     ) -> Result<Response, Failure> {
         let origin = url.origin();
         let mut current = url.clone();
@@ -369,7 +362,7 @@ impl Transport {
             if let Some(authorization) = authorization
                 && current.origin() == origin
             {
-                request = authorization.apply(request);
+                request = authorize(request, authorization);
             }
             let response = request.send().await.map_err(|err| transport_failure(&current, &err))?;
             let location = response.headers().get(LOCATION).and_then(|value| value.to_str().ok());
@@ -412,11 +405,9 @@ impl Transport {
         response: &Response,
         reference: &Reference,
         key: &TokenKey,
-    ) -> Result<Authorization, Failure> {
-        let basic = match self.credentials.auth_for(reference.registry()) {
-            RegistryAuth::Basic(user, password) => Some(Authorization::Basic(user, password)),
-            _ => None,
-        };
+    ) -> Result<RegistryAuth, Failure> {
+        let basic = Some(self.credentials.auth_for(reference.registry()))
+            .filter(|auth| matches!(auth, RegistryAuth::Basic(..)));
         let mut bearer: Option<(String, Option<String>)> = None;
         let mut wants_basic = false;
         for header in response.headers().get_all(WWW_AUTHENTICATE) {
@@ -444,7 +435,7 @@ impl Transport {
             if let Some(until) = Instant::now().checked_add(lifetime) {
                 lock(&self.tokens).put(key.clone(), (token.clone(), until));
             }
-            return Ok(Authorization::Bearer(token));
+            return Ok(RegistryAuth::Bearer(token));
         }
         match basic {
             Some(basic) if wants_basic => Ok(basic),
@@ -459,7 +450,7 @@ impl Transport {
         realm: &str,
         service: Option<&str>,
         reference: &Reference,
-        basic: Option<Authorization>,
+        basic: Option<RegistryAuth>,
     ) -> Result<(String, Duration), Failure> {
         let mut url = Url::parse(realm).map_err(|_| {
             let shown: String = realm.chars().take(100).collect();

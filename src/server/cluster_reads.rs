@@ -103,12 +103,6 @@ impl PerCaller {
         self.admit(next, now)
     }
 
-    #[cfg(test)]
-    fn callers(&self) -> usize {
-        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        table.callers.len()
-    }
-
     /// A read at `now` is allowed when the theoretical arrival time is at
     /// most `burst - 1` intervals ahead.
     fn admit(&self, next: &mut Instant, now: Instant) -> bool {

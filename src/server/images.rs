@@ -4,7 +4,7 @@
 //! `imageResolution.timeout` goes on and fills the caches for the next.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::admission::AdmissionRequest;
 use arc_swap::ArcSwapOption;
@@ -13,7 +13,7 @@ use super::record::{NAME_BYTES, NAMESPACE_BYTES, UID_BYTES};
 use crate::admission::images::{self as lookups, ResolvedImages, needs_of};
 use crate::metrics::Metrics;
 use crate::policy::ImageNeeds;
-use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions};
+use crate::registry::{BoundedLru, Credentials, ImageConfigFacts, Resolver, ResolverOptions, lock};
 use crate::settings::{ImageResolution, ResolutionMode, Settings};
 use crate::telemetry::bounded_field;
 
@@ -71,24 +71,13 @@ impl NeedsCache {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// An unreadable credentials file is logged (never quoted) and gives no
 /// bytes: the caller keeps the credentials it has.
 fn read_credentials(path: Option<&Path>, metrics: &Metrics) -> (Credentials, Option<Vec<u8>>) {
     let Some(path) = path else {
         return (Credentials::none(), None);
     };
-    let read = std::fs::read(path)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))
-        .and_then(|bytes| {
-            Credentials::from_docker_config(&bytes)
-                .map(|credentials| (credentials, bytes))
-                .map_err(|err| format!("{}: {err}", path.display()))
-        });
-    match read {
+    match Credentials::read(path) {
         Ok((credentials, bytes)) => {
             metrics.set_reload("registry-credentials", true);
             (credentials, Some(bytes))

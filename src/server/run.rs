@@ -16,6 +16,7 @@ use super::{AppState, budget, listener, operations_router, router};
 use crate::certs::client_auth::ClientAuth;
 use crate::certs::secret::{RouteConfig, SecretError, SecretRef, SecretRoute};
 use crate::certs::{self, CertError, CertificateResolver, Reload};
+pub use crate::cluster::Connection as ClusterAccess;
 use crate::cluster::{self, ClusterCache, Watches};
 use crate::poll::{Polled, poll_bytes};
 use crate::settings::{ConfigError, Settings};
@@ -58,16 +59,6 @@ pub struct ClientAuthOptions {
     /// Names the certificate's subject CN or a DNS name must equal; empty:
     /// any name.
     pub names: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClusterAccess {
-    /// The static configuration only.
-    Disabled,
-    Kubeconfig(PathBuf),
-    /// The in-cluster service account, else `KUBECONFIG` or
-    /// `~/.kube/config`.
-    Default,
 }
 
 /// Why the server could not start.
@@ -168,12 +159,7 @@ async fn connect_cluster(
     access: &ClusterAccess,
     state: &AppState,
 ) -> Result<(Option<kube::Client>, Option<Watches>), ServeError> {
-    let connection = match access {
-        ClusterAccess::Disabled => cluster::Connection::Disabled,
-        ClusterAccess::Kubeconfig(path) => cluster::Connection::Kubeconfig(path),
-        ClusterAccess::Default => cluster::Connection::Default,
-    };
-    let client = cluster::connect(connection).await.map_err(ServeError::Cluster)?;
+    let client = cluster::connect(access).await.map_err(ServeError::Cluster)?;
     let mut watches = None;
     match client.clone() {
         Some(client) => {

@@ -1,5 +1,5 @@
 use std::fs;
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;

@@ -47,60 +47,44 @@ enum Cause {
 }
 
 impl Cause {
-    fn as_str(self) -> &'static str {
+    /// Its stable word, the likely cause in words, and the fix.
+    fn words(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Cause::MigStrategy => "mig-strategy",
-            Cause::DevicePluginMissing => "device-plugin-missing",
-            Cause::DevicePluginUnread => "device-plugin-unread",
-            Cause::DevicePluginNotOnNode => "device-plugin-not-on-node",
-            Cause::DevicePluginNotReady => "device-plugin-not-ready",
-            Cause::RuntimeNotDefault => "runtime-not-default",
-            Cause::DevicePluginFindsNoGpu => "device-plugin-finds-no-gpu",
-        }
-    }
-
-    /// The likely cause, in words.
-    fn likely(self) -> &'static str {
-        match self {
-            Cause::MigStrategy => {
-                "the GPUs are in MIG mode and the device plugin's mixed strategy advertises them as nvidia.com/mig-* instead"
-            }
-            Cause::DevicePluginMissing => "no NVIDIA device plugin is deployed",
-            Cause::DevicePluginUnread => {
-                "the device plugin's DaemonSets or pods could not be read, so the cause is not known"
-            }
-            Cause::DevicePluginNotOnNode => "no device-plugin pod runs on the node",
-            Cause::DevicePluginNotReady => "the device-plugin pod on the node is not ready",
-            Cause::RuntimeNotDefault => {
-                "nvidia is not the container runtime's default and the device plugin uses no RuntimeClass, so it sees no GPU"
-            }
-            Cause::DevicePluginFindsNoGpu => "the device plugin runs but finds no GPU",
-        }
-    }
-
-    fn fix(self) -> &'static str {
-        match self {
-            Cause::MigStrategy => {
-                "request the MIG resource (nvidia.com/mig-<profile>), or set the device plugin's MIG strategy to single to advertise nvidia.com/gpu"
-            }
-            Cause::DevicePluginMissing => {
-                "install the device plugin (helm install nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace) or the GPU Operator"
-            }
-            Cause::DevicePluginUnread => {
-                "grant list on daemonsets.apps and pods and run doctor again, or check the device-plugin pod on the node and containerd's default runtime"
-            }
-            Cause::DevicePluginNotOnNode => {
-                "make the device plugin's DaemonSet select the node: its nodeSelector and affinity must match the node's labels and its tolerations the node's taints"
-            }
-            Cause::DevicePluginNotReady => {
-                "read the pod's log (kubectl logs -n NS POD); if it cannot load NVML, run nvidia-ctk runtime configure --runtime=containerd --set-as-default on the node and restart containerd, or set runtimeClassName: nvidia on the device plugin's DaemonSet"
-            }
-            Cause::RuntimeNotDefault => {
-                "on the node, run nvidia-ctk runtime configure --runtime=containerd --set-as-default and restart containerd, or set runtimeClassName: nvidia on the device plugin's DaemonSet"
-            }
-            Cause::DevicePluginFindsNoGpu => {
-                "read the device-plugin pod's log (kubectl logs -n NS POD) and check the driver on the node (nvidia-smi)"
-            }
+            Cause::MigStrategy => (
+                "mig-strategy",
+                "the GPUs are in MIG mode and the device plugin's mixed strategy advertises them as nvidia.com/mig-* instead",
+                "request the MIG resource (nvidia.com/mig-<profile>), or set the device plugin's MIG strategy to single to advertise nvidia.com/gpu",
+            ),
+            Cause::DevicePluginMissing => (
+                "device-plugin-missing",
+                "no NVIDIA device plugin is deployed",
+                "install the device plugin (helm install nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace) or the GPU Operator",
+            ),
+            Cause::DevicePluginUnread => (
+                "device-plugin-unread",
+                "the device plugin's DaemonSets or pods could not be read, so the cause is not known",
+                "grant list on daemonsets.apps and pods and run doctor again, or check the device-plugin pod on the node and containerd's default runtime",
+            ),
+            Cause::DevicePluginNotOnNode => (
+                "device-plugin-not-on-node",
+                "no device-plugin pod runs on the node",
+                "make the device plugin's DaemonSet select the node: its nodeSelector and affinity must match the node's labels and its tolerations the node's taints",
+            ),
+            Cause::DevicePluginNotReady => (
+                "device-plugin-not-ready",
+                "the device-plugin pod on the node is not ready",
+                "read the pod's log (kubectl logs -n NS POD); if it cannot load NVML, run nvidia-ctk runtime configure --runtime=containerd --set-as-default on the node and restart containerd, or set runtimeClassName: nvidia on the device plugin's DaemonSet",
+            ),
+            Cause::RuntimeNotDefault => (
+                "runtime-not-default",
+                "nvidia is not the container runtime's default and the device plugin uses no RuntimeClass, so it sees no GPU",
+                "on the node, run nvidia-ctk runtime configure --runtime=containerd --set-as-default and restart containerd, or set runtimeClassName: nvidia on the device plugin's DaemonSet",
+            ),
+            Cause::DevicePluginFindsNoGpu => (
+                "device-plugin-finds-no-gpu",
+                "the device plugin runs but finds no GPU",
+                "read the device-plugin pod's log (kubectl logs -n NS POD) and check the driver on the node (nvidia-smi)",
+            ),
         }
     }
 }
@@ -185,7 +169,8 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
                 1 => "1 node looks like a GPU node but advertises".to_owned(),
                 n => format!("{n} nodes look like GPU nodes but advertise"),
             };
-            let summary = format!("{looks} no {GPU_RESOURCE}: {}", cause.likely());
+            let (word, likely, fix) = cause.words();
+            let summary = format!("{looks} no {GPU_RESOURCE}: {likely}");
             // MIG devices are GPUs still, requested by their own names.
             let severity = match cause {
                 Cause::MigStrategy => Severity::Warning,
@@ -197,9 +182,9 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
                 summary,
                 subjects,
                 evidence,
-                cause.fix().to_owned(),
+                fix.to_owned(),
             )
-            .with_cause(cause.as_str())
+            .with_cause(word)
         })
         .collect()
 }

@@ -87,3 +87,10 @@ fn looks_are_limited_per_caller_and_in_number() {
     assert_eq!(reads.namespace_look(caller(1)).err(), Some(LookRefused::CallerLimit));
     assert!(reads.namespace_look(caller(3)).is_ok());
 }
+
+impl PerCaller {
+    fn callers(&self) -> usize {
+        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        table.callers.len()
+    }
+}
