@@ -35,36 +35,40 @@ pub mod sharing;
 
 use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};
 use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::rules::cel::CelPolicy;
 use crate::policy::container::GpuResource;
 use crate::policy::dra::claims::DraCount;
 use crate::policy::message::{CONTAINER, MessageTemplate};
 use crate::policy::quantity::GpuCount;
-use crate::policy::rules::cel_text::{self as cel, Fill, count, invalid_reason, read_once, sidecar, whole};
+use crate::policy::rules::cel::CelPolicy;
 use crate::policy::rules::cel::{Validation, Variable};
 use crate::policy::rules::cel_sharing;
+use crate::policy::rules::cel_text::{
+    self as cel, Fill, count, invalid_reason, read_once, sidecar, whole,
+};
 use crate::settings::{HAMI_CARDS, Settings};
 
 /// The pods' entry, then the claims' ([`claim_requests::ENTRY`]).
 pub const RULE: Rule = Rule {
     name: "bounded-requests",
     severity: Severity::Medium,
-    entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::Policies {
-        coverage: Coverage {
-    enforced: "request without limit, request ≠ limit, values that are not whole non-negative \
+    entries: &[
+        Entry {
+            check: Check::Pod(check),
+            api_server: ApiServer::Policies {
+                coverage: Coverage {
+                    enforced: "request without limit, request ≠ limit, values that are not whole non-negative \
         quantities, `maxPerContainer`, the effective pod count against `maxPerPod` (Kubernetes' \
         formula with sidecars), the namespace annotation; KAI fraction annotations and HAMi \
         share values, and the cards they imply",
-    webhook_only: "the GPUs of a pod's DRA claims added to its count (claims are other \
+                    webhook_only: "the GPUs of a pod's DRA claims added to its count (claims are other \
         objects); the largest node's allocatable GPUs (nodes are other objects)",
-},
-        policies,
-    },
-}, claim_requests::ENTRY],
+                },
+                policies,
+            },
+        },
+        claim_requests::ENTRY,
+    ],
 };
-
 
 /// A value that is no GPU count: `{field}` is `limits` or `requests`,
 /// `{reason}` a [`crate::policy::quantity::QuantityError`].
@@ -127,10 +131,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     for container in &view.containers {
         for resource in &container.gpu_resources {
             for problem in problems_of(resource, max_per_container) {
-                problems
-                    .entry((resource.name, problem))
-                    .or_default()
-                    .push(container.name);
+                problems.entry((resource.name, problem)).or_default().push(container.name);
             }
         }
     }
@@ -156,12 +157,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         };
         findings.violations.push(message);
     }
-    findings
-        .violations
-        .extend(sharing::problems(
-            view,
-            input.settings,
-        ));
+    findings.violations.extend(sharing::problems(view, input.settings));
     let max_per_pod = input.namespace.max_per_pod;
     let dra = view.dra_gpus;
     let counts = view.effective_counts();
@@ -191,14 +187,12 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 ("maximum", &max_per_pod),
             ])),
             Some(dra) if DraCount::Exactly(count).plus(dra) > DraCount::Exactly(max_per_pod) => {
-                findings
-                    .violations
-                    .push(WITH_CLAIMS_ABOVE_POD_MAXIMUM.format(&[
-                        ("count", &count),
-                        ("resource", &resource),
-                        ("claimed", &dra),
-                        ("maximum", &max_per_pod),
-                    ]));
+                findings.violations.push(WITH_CLAIMS_ABOVE_POD_MAXIMUM.format(&[
+                    ("count", &count),
+                    ("resource", &resource),
+                    ("claimed", &dra),
+                    ("maximum", &max_per_pod),
+                ]));
             }
             _ => {}
         }
@@ -210,10 +204,7 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
     let mut problems = Vec::new();
     let mut whole = |field: &'static str, count: Option<GpuCount>| match count {
         Some(GpuCount::Invalid(reason)) => {
-            problems.push(Problem::InvalidValue {
-                field,
-                reason: reason.to_string(),
-            });
+            problems.push(Problem::InvalidValue { field, reason: reason.to_string() });
             None
         }
         Some(GpuCount::Whole(n)) => Some(n),
@@ -231,9 +222,7 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
         problems.push(Problem::RequestNotLimit);
     }
     if limit.or(request).is_some_and(|n| n > max_per_container) {
-        problems.push(Problem::AboveContainerMaximum {
-            maximum: max_per_container,
-        });
+        problems.push(Problem::AboveContainerMaximum { maximum: max_per_container });
     }
     problems
 }
@@ -303,10 +292,7 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     );
     let without_limit_keys = keys(
         "requestWithoutLimit",
-        &format!(
-            "{req}.filter(k, {gpu} && {nr} && !(k in {lim}))",
-            nr = cel::nonzero("m.r[k]")
-        ),
+        &format!("{req}.filter(k, {gpu} && {nr} && !(k in {lim}))", nr = cel::nonzero("m.r[k]")),
     );
     let not_limit_keys = keys(
         "requestNotLimit",
@@ -356,12 +342,8 @@ fn variables(settings: &Settings) -> Vec<Variable> {
         total("variables.initGpus.filter(i, i.sidecar).map(i, i.gpus)"),
         plus_implied("variables.steadyImplied"),
     );
-    let peak = format!(
-        "{} + {}{}",
-        total("[p.init]"),
-        total("p.sidecars"),
-        plus_implied("p.implied"),
-    );
+    let peak =
+        format!("{} + {}{}", total("[p.init]"), total("p.sidecars"), plus_implied("p.implied"),);
     let init_peak = format!("variables.initPeaks.exists(p, {peak} > variables.maxPerPod)");
     let over = format!("({steady} > variables.maxPerPod || {init_peak})");
     // The effective count of resource k, for the message.
@@ -400,18 +382,13 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     let mut variables = cel_sharing::variables(settings);
     // Every container's values are checked, ephemeral ones too (the API
     // server refuses resources on them; the webhook reads them anyway).
-    variables.push(Variable::new(
-        "checked",
-        &format!("variables.containers + ({})", cel::EPHEMERALS),
-    ));
+    variables
+        .push(Variable::new("checked", &format!("variables.containers + ({})", cel::EPHEMERALS)));
     variables.extend(cel_sharing::bounded_variables(settings));
     variables.extend([
         Variable::new("initNames", "variables.inits.map(c, c.name)"),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
-        Variable::new(
-            "regularGpus",
-            &format!("variables.regulars.map(c, {})", gpus("c")),
-        ),
+        Variable::new("regularGpus", &format!("variables.regulars.map(c, {})", gpus("c"))),
         Variable::new("initGpus", &init_gpus),
         Variable::new("initPeaks", &init_peaks),
         Variable::new("invalidValue", &invalid),
@@ -498,21 +475,14 @@ fn validations(settings: &Settings) -> Vec<Validation> {
                 &[("maximum", Fill::words(max)), resource()],
             ),
         ),
-        Validation::new(
-            "!variables.abovePodMaximum",
-            "'gpu-policy: ' + variables.podCounts",
-        ),
+        Validation::new("!variables.abovePodMaximum", "'gpu-policy: ' + variables.podCounts"),
     ];
     validations.extend(cel_sharing::bounded_validations(settings));
     validations
 }
 
 fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
-    vec![CelPolicy::pod_validations(
-        false,
-        variables(settings),
-        validations(settings),
-    )]
+    vec![CelPolicy::pod_validations(false, variables(settings), validations(settings))]
 }
 
 #[cfg(test)]

@@ -50,8 +50,6 @@ mod gfd_labels;
 mod image_floors;
 mod update;
 
-use gfd_labels::CUDA_LABELS;
-use image_floors::{Containers, base_minimum, image_floors, raise};
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::cuda::ComputeCapability;
 use crate::cuda::requirement::{DriverFloor, at_least};
@@ -60,18 +58,23 @@ use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::settings::WhenNodesUnlabelled;
+use gfd_labels::CUDA_LABELS;
+use image_floors::{Containers, base_minimum, image_floors, raise};
 
 pub const RULE: Rule = Rule {
     name: "compute-affinity",
     severity: Severity::Medium,
-    entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::WebhookOnly {
-    reason: "all of it: what an image needs comes from its registry (registry mode) or \
+    entries: &[
+        Entry {
+            check: Check::Pod(check),
+            api_server: ApiServer::WebhookOnly {
+                reason: "all of it: what an image needs comes from its registry (registry mode) or \
         the image table, with driver floors, and whether any node meets the minimum from the \
         cluster's nodes; a policy can read neither registries nor other objects",
-},
-}, claim_floors::ENTRY],
+            },
+        },
+        claim_floors::ENTRY,
+    ],
 };
 
 pub use gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
@@ -112,11 +115,7 @@ fn node_affinity(
     let mut driver_floor = images.driver;
     let unlabelled = unlabelled_parts(input, minimum.as_ref(), driver_floor.as_ref());
     if !unlabelled.is_empty() {
-        let when = input
-            .settings
-            .config()
-            .compute_affinity
-            .when_nodes_unlabelled;
+        let when = input.settings.config().compute_affinity.when_nodes_unlabelled;
         findings.notices.push(unlabelled_notice(
             &unlabelled,
             minimum.as_ref(),
@@ -132,14 +131,8 @@ fn node_affinity(
             }
         }
     }
-    let compute = minimum
-        .as_ref()
-        .map(|(minimum, _)| alternatives(*minimum))
-        .unwrap_or_default();
-    let driver = driver_floor
-        .as_ref()
-        .map(|(floor, _)| floor.alternatives())
-        .unwrap_or_default();
+    let compute = minimum.as_ref().map(|(minimum, _)| alternatives(*minimum)).unwrap_or_default();
+    let driver = driver_floor.as_ref().map(|(floor, _)| floor.alternatives()).unwrap_or_default();
     let alternatives = product(&compute, &driver);
     if alternatives.is_empty() {
         return;
@@ -163,9 +156,7 @@ fn node_affinity(
     let mut summaries = Vec::new();
     let mut words = Vec::new();
     if let Some((minimum, source)) = &minimum {
-        summaries.push(format!(
-            "require GPU compute capability >= {minimum} ({source})"
-        ));
+        summaries.push(format!("require GPU compute capability >= {minimum} ({source})"));
         words.push(format!("compute capability >= {minimum}"));
     }
     if let Some((floor, source)) = &driver_floor {
@@ -193,10 +184,7 @@ fn node_affinity(
                     "{field} is malformed, so the {words} constraint cannot be added; fix the \
                      affinity"
                 ),
-                Unconstrained::TooLarge {
-                    terms,
-                    alternatives,
-                } => format!(
+                Unconstrained::TooLarge { terms, alternatives } => format!(
                     "the {terms} required node selector terms, each multiplied by the \
                      {alternatives} alternatives of the {words} constraint, would be more \
                      than a pod can hold; merge the terms"
@@ -204,10 +192,7 @@ fn node_affinity(
             };
             // A denial never depends on a registry answer: only what the
             // table and the annotations ask for may deny.
-            let kept = Parts {
-                compute: minimum.is_some(),
-                driver: driver_floor.is_some(),
-            };
+            let kept = Parts { compute: minimum.is_some(), driver: driver_floor.is_some() };
             if input.images.is_some()
                 && !needs_constraint_without_registry(input, base, which, kept)
             {
@@ -278,11 +263,7 @@ fn unlabelled_notice(
     let remedy = format!("deploy GPU Feature Discovery, or set {labels} on the GPU nodes");
     match when {
         WhenNodesUnlabelled::Skip => {
-            let verb = if unlabelled.compute && unlabelled.driver {
-                "are"
-            } else {
-                "is"
-            };
+            let verb = if unlabelled.compute && unlabelled.driver { "are" } else { "is" };
             Notice::new(
                 NoticeKind::UnenforcedFloor,
                 format!("{cause}, so {parts} {verb} not required; {remedy}"),
@@ -311,7 +292,6 @@ fn needs_constraint_without_registry(
     (kept.driver && images.driver.is_some())
         || (kept.compute && raise(base, images.compute).is_some())
 }
-
 
 /// Every compute alternative ANDed with every driver alternative (either
 /// side may be absent).
@@ -361,23 +341,18 @@ fn constrain(
     };
     let mut path = pointer_below(spec_pointer, [Step::Key("affinity")]);
     let Some(affinity) = member(spec, "affinity") else {
-        let value = object(
-            "nodeAffinity",
-            object(REQUIRED, object("nodeSelectorTerms", new_terms())),
-        );
+        let value =
+            object("nodeAffinity", object(REQUIRED, object("nodeSelectorTerms", new_terms())));
         return Ok(Some(add(path, value)));
     };
-    let affinity = affinity
-        .as_object()
-        .ok_or_else(|| malformed("spec.affinity"))?;
+    let affinity = affinity.as_object().ok_or_else(|| malformed("spec.affinity"))?;
     path.push_back("nodeAffinity");
     let Some(node_affinity) = member(affinity, "nodeAffinity") else {
         let value = object(REQUIRED, object("nodeSelectorTerms", new_terms()));
         return Ok(Some(add(path, value)));
     };
-    let node_affinity = node_affinity
-        .as_object()
-        .ok_or_else(|| malformed("spec.affinity.nodeAffinity"))?;
+    let node_affinity =
+        node_affinity.as_object().ok_or_else(|| malformed("spec.affinity.nodeAffinity"))?;
     path.push_back(REQUIRED);
     let Some(required) = member(node_affinity, REQUIRED) else {
         return Ok(Some(add(path, object("nodeSelectorTerms", new_terms()))));
@@ -411,17 +386,12 @@ fn constrain(
         // Copied into the patch: read as a value, one term at a time.
         let term = term.to_value();
         let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
-        let object = term
-            .as_object()
-            .ok_or_else(|| Unconstrained::Malformed(field()))?;
+        let object = term.as_object().ok_or_else(|| Unconstrained::Malformed(field()))?;
         let expressions: &[Value] = match object.get("matchExpressions").filter(|v| !v.is_null()) {
             None => &[],
             Some(Value::Array(list)) => list,
             Some(_) => {
-                return Err(Unconstrained::Malformed(format!(
-                    "{}.matchExpressions",
-                    field()
-                )));
+                return Err(Unconstrained::Malformed(format!("{}.matchExpressions", field())));
             }
         };
         let carried = alternatives
@@ -456,10 +426,7 @@ fn constrain(
     if !changed {
         return Ok(None);
     }
-    Ok(Some(PatchOperation::Replace(ReplaceOperation {
-        path,
-        value: Value::Array(terms),
-    })))
+    Ok(Some(PatchOperation::Replace(ReplaceOperation { path, value: Value::Array(terms) })))
 }
 
 /// The most bytes of required node selector terms R4 writes: the API

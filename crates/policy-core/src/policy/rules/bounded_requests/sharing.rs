@@ -110,19 +110,15 @@ fn kai_problems(
         })
         .map(|c| c.name)
         .collect();
-    let annotation = if fraction.fraction.is_some() {
-        GPU_FRACTION
-    } else {
-        GPU_MEMORY
-    };
+    let annotation = if fraction.fraction.is_some() { GPU_FRACTION } else { GPU_MEMORY };
     if fraction.fraction.is_some() && fraction.memory.is_some() {
         found.push(KAI_BOTH.format(&[]));
     }
     if !whole.is_empty() {
-        found.push(KAI_BESIDE_CARDS.format(&[
-            ("annotation", &annotation),
-            ("containers", &CONTAINER.list(whole)),
-        ]));
+        found.push(
+            KAI_BESIDE_CARDS
+                .format(&[("annotation", &annotation), ("containers", &CONTAINER.list(whole))]),
+        );
     }
     let quoted = |raw: &str| format!("{raw:?}");
     if let Some(raw) = fraction.fraction
@@ -168,10 +164,7 @@ fn hami_problems(view: &PodView<'_>) -> Vec<String> {
     for container in &view.containers {
         for share in &container.shares {
             for problem in share_problems(share) {
-                problems
-                    .entry((share.name, problem))
-                    .or_default()
-                    .push(container.name);
+                problems.entry((share.name, problem)).or_default().push(container.name);
             }
         }
     }
@@ -203,10 +196,7 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
     let percent = [HAMI_CORES, HAMI_MEMORY_PERCENTAGE].contains(&share.name);
     let mut read = |field: &'static str, value: Option<GpuCount>| match value {
         Some(GpuCount::Invalid(reason)) => {
-            problems.push(ShareProblem::Invalid {
-                field,
-                reason: reason.to_string(),
-            });
+            problems.push(ShareProblem::Invalid { field, reason: reason.to_string() });
             None
         }
         Some(GpuCount::Whole(n)) => {
@@ -244,14 +234,9 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
 fn fraction_below_one(raw: &str) -> bool {
     let decimal = !raw.is_empty()
         && raw.len() <= 32
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+        && raw.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
         && raw.bytes().any(|b| b.is_ascii_digit());
-    decimal
-        && raw
-            .parse::<f64>()
-            .is_ok_and(|value| value > 0.0 && value < 1.0)
+    decimal && raw.parse::<f64>().is_ok_and(|value| value > 0.0 && value < 1.0)
 }
 
 #[cfg(test)]
