@@ -32,12 +32,10 @@ use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, 
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::container::ContainerKind;
 use crate::policy::message::{CONTAINER, MessageTemplate, Notice, NoticeKind, Noun};
-use crate::policy::rules::cel::CelPolicy;
-use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel::{CelPolicy, Validation, Variable};
 use crate::policy::rules::cel_sharing as sharing;
 use crate::policy::rules::cel_text::{self as cel, Fill};
-use crate::settings::PrivilegedGpu;
-use crate::settings::Settings;
+use crate::settings::{PrivilegedGpu, Settings};
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
 
@@ -275,18 +273,9 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     variables.extend([
         Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
         Variable::new("ephemerals", cel::EPHEMERALS),
-        Variable::new(
-            "oldEphemeralNames",
-            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
-             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
-        ),
+        Variable::new("oldEphemeralNames", cel::OLD_EPHEMERAL_NAMES),
         Variable::new("scopedContainers", "variables.ephemeralUpdate ? [] : variables.containers"),
-        Variable::new(
-            "scopedEphemerals",
-            "variables.ephemeralUpdate \
-             ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
-             : variables.ephemerals",
-        ),
+        Variable::new("scopedEphemerals", cel::NEW_EPHEMERALS),
         Variable::new("allowlisted", &cel::allowlisted(settings)),
         Variable::new(
             "hostPaths",

@@ -43,8 +43,7 @@ use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devic
 
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
-use crate::policy::rules::cel_sharing as sharing;
-use crate::policy::rules::cel_text as cel;
+use crate::policy::rules::{cel_sharing as sharing, cel_text as cel};
 /// `NVIDIA_VISIBLE_DEVICES`.
 use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
 use crate::settings::Settings;
@@ -255,11 +254,7 @@ fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
         Variable::new("regulars", cel::REGULARS),
         Variable::new("ephemerals", cel::EPHEMERALS),
         Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
-        Variable::new(
-            "oldEphemeralNames",
-            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
-             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
-        ),
+        Variable::new("oldEphemeralNames", cel::OLD_EPHEMERAL_NAMES),
     ];
     variables.extend(sharing::variables(settings));
     variables.extend(sharing::written_variables(settings));
@@ -273,9 +268,7 @@ fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
             settings,
             "ephemeralContainers",
             "variables.ephemerals",
-            "(variables.ephemeralUpdate \
-              ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
-              : variables.ephemerals)",
+            &format!("({})", cel::NEW_EPHEMERALS),
             false
         ),
     );
