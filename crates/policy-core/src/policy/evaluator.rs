@@ -7,21 +7,19 @@ use json_patch::PatchOperation;
 
 use super::claim_owner::{Context, PreparedOwner};
 use super::cluster::{ClusterFacts, NodeFacts};
-use super::dra::ClaimFacts;
 use super::dra::allocation::read_made_for;
 use super::dra::claims::{ClaimKind, parse_object};
 use super::dra::owner::OwnerPod;
-use super::dra::resolution as pod_claims;
+use super::dra::{ClaimFacts, resolution as pod_claims};
 use super::evaluation::Evaluation;
 use super::images::ImageFacts;
 use super::message::Notice;
 use super::patch::{AnnotationsAt, adds_annotations, set_annotation};
 use super::pod::{ObjectError, PodView};
 use super::rule_id::RuleSet;
-use super::rules::RuleId;
 use super::rules::bounded_requests::claim_requests::EXTENDED_RESOURCE_CLAIM;
-use super::rules::entries;
 use super::rules::rule::{AllowlistInput, Check, ClaimInput, RuleInput};
+use super::rules::{RuleId, entries};
 use super::subject::{Form, Scope, Subject};
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 

@@ -47,17 +47,20 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
         return add(path, Value::String(value));
     }
     let mut path = at.metadata.to_buf();
-    let mut annotations = Map::new();
-    annotations.insert(key.to_owned(), Value::String(value));
-    let mut annotations = Value::Object(annotations);
+    let annotations = object(key, Value::String(value));
     if at.has_metadata {
         path.push_back("annotations");
-    } else {
-        let mut metadata = Map::new();
-        metadata.insert("annotations".to_owned(), annotations);
-        annotations = Value::Object(metadata);
+        return add(path, annotations);
     }
-    add(path, annotations)
+    add(path, object("annotations", annotations))
+}
+
+/// `{key: value}`, built directly: `json!` would copy a `Value` by
+/// serialising it.
+pub fn object(key: &str, value: Value) -> Value {
+    let mut map = Map::with_capacity(1);
+    map.insert(key.to_owned(), value);
+    Value::Object(map)
 }
 
 /// Whether one of `operations` adds the whole `metadata.annotations` map

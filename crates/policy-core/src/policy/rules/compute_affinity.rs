@@ -40,7 +40,7 @@
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::document::{Json, Object};
 
@@ -56,7 +56,7 @@ use crate::cuda::requirement::{DriverFloor, at_least};
 use crate::policy::container::Container;
 use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::patch::{Step, add, pointer_below};
+use crate::policy::patch::{Step, add, object, pointer_below};
 use crate::settings::WhenNodesUnlabelled;
 use gfd_labels::CUDA_LABELS;
 use image_floors::{Containers, base_minimum, image_floors, raise};
@@ -465,14 +465,6 @@ fn json_len(value: &Value) -> usize {
     // Writing a value into a counter cannot fail.
     let _ = serde_json::to_writer(&mut count, value);
     count.0
-}
-
-/// `{key: value}`, built directly: `json!` would copy a `Value` by
-/// serialising it.
-fn object(key: &str, value: Value) -> Value {
-    let mut map = Map::with_capacity(1);
-    map.insert(key.to_owned(), value);
-    Value::Object(map)
 }
 
 #[cfg(test)]

@@ -21,8 +21,7 @@ use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::patch::{AnnotationsAt, set_annotation};
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
 use crate::policy::rules::cel_text as cel;
-use crate::settings::Settings;
-use crate::settings::{GPU_NEEDS_ANNOTATION, MUTATIONS_ANNOTATION};
+use crate::settings::{GPU_NEEDS_ANNOTATION, MUTATIONS_ANNOTATION, Settings};
 
 /// The annotations only gpu-policy writes.
 pub const OWNED: [&str; 2] = [MUTATIONS_ANNOTATION, GPU_NEEDS_ANNOTATION];

@@ -20,13 +20,10 @@
 //! checked on the pod.
 
 use super::claim_pod_total;
-use crate::kubernetes_version::KubernetesVersion;
-use crate::kubernetes_version::{DraApi, RequestShape};
+use crate::kubernetes_version::{DraApi, KubernetesVersion, RequestShape};
 use crate::policy::dra::claims::{ClaimSummary, DraCount};
-use crate::policy::message::MessageTemplate;
-use crate::policy::message::{Message, SEPARATOR};
-use crate::policy::rules::cel::{Action, CelPolicy, Resources};
-use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::message::{Message, MessageTemplate, SEPARATOR};
+use crate::policy::rules::cel::{Action, CelPolicy, Resources, Validation, Variable};
 use crate::policy::rules::cel_text::{self as cel, Fill};
 pub use crate::policy::rules::rule::ClaimInput;
 use crate::policy::rules::rule::{ApiServer, Check, Coverage, Entry, Findings};

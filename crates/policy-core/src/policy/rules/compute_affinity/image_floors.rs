@@ -13,8 +13,7 @@ use crate::cuda::{ComputeCapability, ImageNeeds};
 use crate::policy::container::Container;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::rules::rule::RuleInput;
-use crate::settings::ResolutionMode;
-use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability};
 
 /// Which containers a part of the rule looks at.
 pub(super) type Containers<'f> = &'f dyn Fn(&Container<'_>) -> bool;

@@ -39,7 +39,7 @@ use crate::cuda::ComputeCapability;
 use crate::document::{Json, Object};
 use crate::policy::container::{Container, ContainerKind};
 use crate::policy::message::{CONTAINER, Notice, NoticeKind};
-use crate::policy::patch::{Step, add, pointer_below};
+use crate::policy::patch::{Step, add, object, pointer_below};
 use crate::policy::pod::PodView;
 use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 
@@ -160,11 +160,6 @@ fn put(
     spec_pointer: &json_patch::jsonptr::Pointer,
     required: Value,
 ) -> PatchOperation {
-    let wrap = |key: &str, value: Value| {
-        let mut map = Map::with_capacity(1);
-        map.insert(key.to_owned(), value);
-        Value::Object(map)
-    };
     let affinity = spec.get("affinity").and_then(Json::as_object);
     let node_affinity = affinity.and_then(|a| a.get("nodeAffinity")).and_then(Json::as_object);
     match (affinity, node_affinity) {
@@ -177,11 +172,11 @@ fn put(
         ),
         (Some(_), None) => add(
             pointer_below(spec_pointer, [Step::Key("affinity"), Step::Key("nodeAffinity")]),
-            wrap(REQUIRED, required),
+            object(REQUIRED, required),
         ),
         (None, _) => add(
             pointer_below(spec_pointer, [Step::Key("affinity")]),
-            wrap("nodeAffinity", wrap(REQUIRED, required)),
+            object("nodeAffinity", object(REQUIRED, required)),
         ),
     }
 }
