@@ -337,70 +337,51 @@ fn agreeing(noun: Noun, list: &str) -> String {
 }
 
 fn validations(settings: &Settings) -> Vec<Validation> {
+    // Each list of what the rule denies must be empty, unless allowlisted.
+    let deny = |list: &str, template, slots: &[(&str, Fill)]| {
+        Validation::new(
+            &format!("variables.allowlisted || size(variables.{list}) == 0"),
+            &cel::full_message(template, slots),
+        )
+    };
     let listed = |slot: &'static str, noun: Noun, list: &str| {
-        (slot, Fill::cel(cel::quoted_list(noun, list)))
+        (slot, Fill::cel(cel::quoted_list(noun, &format!("variables.{list}"))))
     };
     // The keys sorted, as the webhook names them (a map's keys come in any
     // order), each as a record with a `name`.
     let sorted_keys = "[variables.cdiAnnotations].map(d, d.map(i, d.filter(k, \
          size(d.filter(x, x < k)) == d.indexOf(i))[0]))[0].map(k, {'name': k})";
+    let annotations = format!("[{sorted_keys}].map(l, {})[0]", cel::quoted_list(ANNOTATION, "l"));
     let mut validations = vec![
-        Validation::new(
-            "variables.allowlisted || size(variables.hostPaths) == 0",
-            &cel::full_message(
-                HOST_PATH,
-                &[listed("volumes", HOST_PATH_VOLUME, "variables.hostPaths")],
-            ),
+        deny("hostPaths", HOST_PATH, &[listed("volumes", HOST_PATH_VOLUME, "hostPaths")]),
+        deny(
+            "deviceListMounts",
+            DEVICE_LIST,
+            &[
+                listed("containers", CONTAINER, "deviceListMounts"),
+                ("mount", Fill::words(DEVICE_LIST_MOUNT)),
+            ],
         ),
-        Validation::new(
-            "variables.allowlisted || size(variables.deviceListMounts) == 0",
-            &cel::full_message(
-                DEVICE_LIST,
-                &[
-                    listed("containers", CONTAINER, "variables.deviceListMounts"),
-                    ("mount", Fill::words(DEVICE_LIST_MOUNT)),
-                ],
-            ),
-        ),
-        Validation::new(
-            "variables.allowlisted || size(variables.cdiAnnotations) == 0",
-            &cel::full_message(
-                CDI_ANNOTATIONS,
-                &[(
-                    "annotations",
-                    Fill::cel(format!(
-                        "[{sorted_keys}].map(l, {})[0]",
-                        cel::quoted_list(ANNOTATION, "l")
-                    )),
-                )],
-            ),
-        ),
-        Validation::new(
-            "variables.allowlisted || size(variables.privileged) == 0",
-            &cel::full_message(
-                PRIVILEGED,
-                &[listed("containers", CONTAINER, "variables.privileged")],
-            ),
-        ),
-        Validation::new(
-            "variables.allowlisted || size(variables.privilegedEphemerals) == 0",
-            &cel::full_message(
-                PRIVILEGED_EPHEMERAL,
-                &[listed("containers", EPHEMERAL_CONTAINER, "variables.privilegedEphemerals")],
-            ),
+        deny("cdiAnnotations", CDI_ANNOTATIONS, &[("annotations", Fill::cel(annotations))]),
+        deny("privileged", PRIVILEGED, &[listed("containers", CONTAINER, "privileged")]),
+        deny(
+            "privilegedEphemerals",
+            PRIVILEGED_EPHEMERAL,
+            &[listed("containers", EPHEMERAL_CONTAINER, "privilegedEphemerals")],
         ),
     ];
     if settings.config().privileged_gpu == PrivilegedGpu::Deny {
         let notice = cel::message(
             PRIVILEGED_GPU,
             &[
-                listed("containers", CONTAINER, "variables.privilegedGpus"),
+                listed("containers", CONTAINER, "privilegedGpus"),
                 ("sees", Fill::cel(agreeing(SEES, "variables.privilegedGpus"))),
             ],
         );
-        validations.push(Validation::new(
-            "variables.allowlisted || size(variables.privilegedGpus) == 0",
-            &cel::full_message(PRIVILEGED_GPU_DENIED, &[("notice", Fill::cel(notice))]),
+        validations.push(deny(
+            "privilegedGpus",
+            PRIVILEGED_GPU_DENIED,
+            &[("notice", Fill::cel(notice))],
         ));
     }
     validations
