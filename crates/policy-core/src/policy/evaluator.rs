@@ -77,18 +77,10 @@ impl Evaluator<'_> {
                 return self.evaluate_claim(subject.object, *kind, subject.namespace);
             }
         };
-        let Evaluator {
-            settings,
-            namespace: namespace_settings,
-            cluster,
-            nodes,
-            claims,
-            images,
-            claim_owner: _,
-        } = *self;
-        let nodes = cluster.map(|c| -> &dyn NodeFacts { c }).or(nodes);
+        let Evaluator { settings, cluster, claims, .. } = *self;
+        let nodes = cluster.map(|c| -> &dyn NodeFacts { c }).or(self.nodes);
         let mut evaluation =
-            Evaluation { notices: Notice::of_ignored(namespace_settings), ..Evaluation::default() };
+            Evaluation { notices: Notice::of_ignored(self.namespace), ..Evaluation::default() };
         let Some(mut view) = PodView::parse(subject.object, shape, settings)? else {
             return Ok(evaluation);
         };
@@ -128,13 +120,13 @@ impl Evaluator<'_> {
         let input = RuleInput {
             view: &view,
             settings,
-            namespace: namespace_settings,
+            namespace: self.namespace,
             scope,
             old: old_view.as_ref(),
             allowlisted,
             cluster,
             nodes,
-            images,
+            images: self.images,
             claims,
             namespace_name: subject.namespace,
         };

@@ -1,12 +1,17 @@
 //! JSON Patch operations the rules build.
 
 use json_patch::jsonptr::{Pointer, PointerBuf};
-use json_patch::{AddOperation, PatchOperation};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 /// An `add` operation.
 pub fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
+}
+
+/// A `remove` operation.
+pub fn remove(path: PointerBuf) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation { path })
 }
 
 /// One step of a path below a pointer: a member's key or an element's

@@ -28,8 +28,8 @@
 //! GPU claim that do not name it: the DRA driver's CDI edit sets the
 //! variable only where the claim is used.
 
+use json_patch::PatchOperation;
 use json_patch::jsonptr::Pointer;
-use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 use super::reapply;
@@ -38,7 +38,7 @@ use super::rule::{
 };
 use crate::policy::container::{Container, EnvEntry};
 use crate::policy::message::CONTAINER;
-use crate::policy::patch::{Step, add};
+use crate::policy::patch::{Step, add, remove};
 use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devices};
 
 use crate::kubernetes_version::KubernetesVersion;
@@ -162,7 +162,7 @@ fn removals(
         .rev()
         .map(|entry| {
             let path = container.pointer_to(spec, &[Step::Key("env"), Step::Index(entry.index)]);
-            PatchOperation::Remove(RemoveOperation { path })
+            remove(path)
         })
         .collect()
 }

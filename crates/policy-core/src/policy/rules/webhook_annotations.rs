@@ -12,13 +12,11 @@
 //! nothing). On creation nothing: the webhook writes them then. Allowlisted
 //! pods too: the annotations say what was done, whoever the pod is.
 
-use json_patch::{PatchOperation, RemoveOperation};
-
 use super::rule::{
     ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity,
 };
 use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::patch::{AnnotationsAt, set_annotation};
+use crate::policy::patch::{AnnotationsAt, Step, pointer_below, remove, set_annotation};
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
 use crate::policy::rules::cel_text as cel;
 use crate::settings::{GPU_NEEDS_ANNOTATION, MUTATIONS_ANNOTATION, Settings};
@@ -68,12 +66,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 operations.push(set_annotation(at, key, value.to_owned()));
                 made = true;
             }
-            None => {
-                let mut path = view.metadata_pointer().to_buf();
-                path.push_back("annotations");
-                path.push_back(key);
-                operations.push(PatchOperation::Remove(RemoveOperation { path }));
-            }
+            None => operations.push(remove(pointer_below(
+                view.metadata_pointer(),
+                [Step::Key("annotations"), Step::Key(key)],
+            ))),
         }
     }
     if operations.is_empty() {

@@ -29,7 +29,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::document::Json;
-use json_patch::{PatchOperation, RemoveOperation};
 
 use super::image_floors::{Containers, image_floors, raise};
 use crate::cuda::ComputeCapability;
@@ -39,7 +38,7 @@ use crate::policy::dra::claims::{ClaimSummary, base_request};
 use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::dra::tables::GPU_DRIVER;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
-use crate::policy::patch::{AnnotationsAt, set_annotation};
+use crate::policy::patch::{AnnotationsAt, Step, pointer_below, remove, set_annotation};
 use crate::policy::pod::ClaimSource;
 use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::settings::GPU_NEEDS_ANNOTATION;
@@ -134,15 +133,13 @@ fn record(
     let written = view.annotation(GPU_NEEDS_ANNOTATION);
     let Some((needs, compute_source, driver_source)) = needs else {
         if written.is_some() {
-            let mut path = view.metadata_pointer().to_buf();
-            path.push_back("annotations");
-            path.push_back(GPU_NEEDS_ANNOTATION);
+            let steps = [Step::Key("annotations"), Step::Key(GPU_NEEDS_ANNOTATION)];
             findings.changes.push(Mutation {
                 summary: format!(
                     "remove {GPU_NEEDS_ANNOTATION}: only gpu-policy writes it, and the pod's \
                      claims need nothing"
                 ),
-                operations: vec![PatchOperation::Remove(RemoveOperation { path })],
+                operations: vec![remove(pointer_below(view.metadata_pointer(), steps))],
                 overrides_author: true,
             });
         }
