@@ -42,7 +42,7 @@ use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::Value;
 
-use crate::document::{Json, Object};
+use crate::document::Object;
 
 pub mod claim_floors;
 mod dra_floors;
@@ -56,7 +56,7 @@ use crate::cuda::requirement::{DriverFloor, at_least};
 use crate::policy::container::Container;
 use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::patch::{Step, add, object, pointer_below};
+use crate::policy::patch::{add, object};
 use crate::settings::WhenNodesUnlabelled;
 use gfd_labels::CUDA_LABELS;
 use image_floors::{Containers, base_minimum, image_floors, raise};
@@ -339,40 +339,26 @@ fn constrain(
                 .collect(),
         )
     };
-    let mut path = pointer_below(spec_pointer, [Step::Key("affinity")]);
-    let Some(affinity) = member(spec, "affinity") else {
-        let value =
-            object("nodeAffinity", object(REQUIRED, object("nodeSelectorTerms", new_terms())));
-        return Ok(Some(add(path, value)));
-    };
-    let affinity = affinity.as_object().ok_or_else(|| malformed("spec.affinity"))?;
-    path.push_back("nodeAffinity");
-    let Some(node_affinity) = member(affinity, "nodeAffinity") else {
-        let value = object(REQUIRED, object("nodeSelectorTerms", new_terms()));
-        return Ok(Some(add(path, value)));
-    };
-    let node_affinity =
-        node_affinity.as_object().ok_or_else(|| malformed("spec.affinity.nodeAffinity"))?;
-    path.push_back(REQUIRED);
-    let Some(required) = member(node_affinity, REQUIRED) else {
-        return Ok(Some(add(path, object("nodeSelectorTerms", new_terms()))));
-    };
-    let required = required.as_object().ok_or_else(|| {
-        malformed("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    })?;
-    path.push_back("nodeSelectorTerms");
-    let existing = match member(required, "nodeSelectorTerms").map(Json::as_array) {
-        None => return Ok(Some(add(path, new_terms()))),
-        Some(Some(terms)) if terms.is_empty() => {
-            return Ok(Some(add(path, new_terms())));
+    // Down to the terms; what is missing on the way is added whole.
+    let keys = ["affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms"];
+    let (mut path, mut field, mut parent) = (spec_pointer.to_buf(), "spec".to_owned(), spec);
+    let mut terms = None;
+    for (depth, key) in keys.into_iter().enumerate() {
+        path.push_back(key);
+        field = format!("{field}.{key}");
+        let Some(value) = member(parent, key) else {
+            let value = keys[depth + 1..].iter().rev().fold(new_terms(), |v, key| object(key, v));
+            return Ok(Some(add(path, value)));
+        };
+        let malformed = || Unconstrained::Malformed(field.clone());
+        match depth + 1 < keys.len() {
+            true => parent = value.as_object().ok_or_else(malformed)?,
+            false => terms = Some(value.as_array().ok_or_else(malformed)?),
         }
-        Some(Some(terms)) => terms,
-        Some(None) => {
-            return Err(Unconstrained::Malformed(format!(
-                "{}.nodeSelectorTerms",
-                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            )));
-        }
+    }
+    let existing = match terms {
+        Some(terms) if !terms.is_empty() => terms,
+        _ => return Ok(Some(add(path, new_terms()))),
     };
     let mut changed = false;
     // Grown as terms are written, which stops at the bound below: a
@@ -385,7 +371,7 @@ fn constrain(
     for (index, term) in existing.iter().enumerate() {
         // Copied into the patch: read as a value, one term at a time.
         let term = term.to_value();
-        let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
+        let field = || format!("{field}[{index}]");
         let object = term.as_object().ok_or_else(|| Unconstrained::Malformed(field()))?;
         let expressions: &[Value] = match object.get("matchExpressions").filter(|v| !v.is_null()) {
             None => &[],
@@ -443,10 +429,6 @@ enum Unconstrained {
     /// The terms multiplied by the alternatives would be larger than
     /// [`MAX_WRITTEN_TERMS_BYTES`].
     TooLarge { terms: usize, alternatives: usize },
-}
-
-fn malformed(field: &str) -> Unconstrained {
-    Unconstrained::Malformed(field.to_owned())
 }
 
 /// The length of `value` as JSON text, counted without keeping the text.
