@@ -188,8 +188,10 @@ impl GpuNeeds {
             .max(ComputeCapability::new(12, 0));
         let mut probes = Vec::new();
         if let (Some(floor), Some((cuda, driver))) = (self.compute_capability, good_driver) {
-            for card in COMPUTE_CAPABILITIES.iter().filter(|card| **card < floor) {
-                probes.push(probe(*card, cuda, driver));
+            let cards =
+                COMPUTE_CAPABILITIES.iter().map(|cc| ComputeCapability::new(cc / 10, cc % 10));
+            for card in cards.filter(|card| *card < floor) {
+                probes.push(probe(card, cuda, driver));
             }
         }
         for &(cuda, driver) in DRIVERS {
@@ -215,31 +217,10 @@ impl fmt::Display for GpuNeeds {
     }
 }
 
-/// The compute capabilities of NVIDIA's cards, Kepler to Blackwell.
-const COMPUTE_CAPABILITIES: &[ComputeCapability] = &[
-    ComputeCapability::new(3, 0),
-    ComputeCapability::new(3, 5),
-    ComputeCapability::new(3, 7),
-    ComputeCapability::new(5, 0),
-    ComputeCapability::new(5, 2),
-    ComputeCapability::new(5, 3),
-    ComputeCapability::new(6, 0),
-    ComputeCapability::new(6, 1),
-    ComputeCapability::new(6, 2),
-    ComputeCapability::new(7, 0),
-    ComputeCapability::new(7, 2),
-    ComputeCapability::new(7, 5),
-    ComputeCapability::new(8, 0),
-    ComputeCapability::new(8, 6),
-    ComputeCapability::new(8, 7),
-    ComputeCapability::new(8, 9),
-    ComputeCapability::new(9, 0),
-    ComputeCapability::new(10, 0),
-    ComputeCapability::new(10, 3),
-    ComputeCapability::new(11, 0),
-    ComputeCapability::new(12, 0),
-    ComputeCapability::new(12, 1),
-];
+/// The compute capabilities of NVIDIA's cards, Kepler to Blackwell, as
+/// `10 * major + minor`.
+const COMPUTE_CAPABILITIES: &[u32] =
+    &[30, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121];
 
 /// Data center driver branches and the CUDA version each supports, oldest
 /// first.

@@ -166,10 +166,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 /// rejection.
 fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
     let mut operations = Vec::new();
-    let at = |key: &str| pointer_below(view.spec_pointer(), [Step::Key(key)]);
+    let at = |keys: &[&str]| pointer_below(view.spec_pointer(), keys.iter().map(|k| Step::Key(k)));
     if let Some(overhead) = &class.pod_fixed_overhead {
         match member(view.spec, "overhead") {
-            None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
+            None => operations.push(add(at(&["overhead"]), Value::Object(overhead.clone()))),
             Some(existing) if existing == Value::Object(overhead.clone()) => {}
             Some(_) => {
                 return Err("spec.overhead differs from the overhead of the \
@@ -180,19 +180,12 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     }
     if !class.node_selector.is_empty() {
         match member(view.spec, "nodeSelector") {
-            None => {
-                operations.push(add(at("nodeSelector"), Value::Object(class.node_selector.clone())))
-            }
+            None => operations
+                .push(add(at(&["nodeSelector"]), Value::Object(class.node_selector.clone()))),
             Some(existing) if existing.is_object() => {
                 for (key, value) in &class.node_selector {
                     match existing.get(key) {
-                        None => {
-                            let path = pointer_below(
-                                view.spec_pointer(),
-                                [Step::Key("nodeSelector"), Step::Key(key.as_str())],
-                            );
-                            operations.push(add(path, value.clone()));
-                        }
+                        None => operations.push(add(at(&["nodeSelector", key]), value.clone())),
                         Some(current) if current == *value => {}
                         Some(current) => {
                             return Err(format!(
@@ -209,17 +202,13 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     if !class.tolerations.is_empty() {
         match member(view.spec, "tolerations") {
             None => {
-                operations.push(add(at("tolerations"), Value::Array(class.tolerations.clone())))
+                operations.push(add(at(&["tolerations"]), Value::Array(class.tolerations.clone())))
             }
             Some(existing) if existing.is_array() => {
                 for toleration in &class.tolerations {
                     let mut existing = existing.as_array().into_iter().flatten();
                     if !existing.any(|t| same_toleration(t, toleration)) {
-                        let path = pointer_below(
-                            view.spec_pointer(),
-                            [Step::Key("tolerations"), Step::Key("-")],
-                        );
-                        operations.push(add(path, toleration.clone()));
+                        operations.push(add(at(&["tolerations", "-"]), toleration.clone()));
                     }
                 }
             }
