@@ -286,21 +286,21 @@ fn at_least(attribute: &str, version: &str) -> String {
 /// its comparisons ANDed.
 fn driver_part(floor: &DriverFloor) -> String {
     let alternatives: Vec<String> = floor
-        .driver_alternatives()
-        .iter()
-        .map(|alternative| {
+        .atoms()
+        .map(|atom| {
             let mut comparisons = Vec::new();
-            if let Some(cuda) = alternative.cuda {
+            if let Some(cuda) = atom.cuda {
                 comparisons.push(at_least(
                     CUDA_DRIVER_ATTRIBUTE,
                     &format!("{}.{}.0", cuda.major, cuda.minor),
                 ));
             }
-            if let Some((major, minor)) = alternative.driver_from {
-                comparisons.push(at_least(DRIVER_ATTRIBUTE, &format!("{major}.{minor}.0")));
+            if let Some(from) = atom.driver_from {
+                comparisons
+                    .push(at_least(DRIVER_ATTRIBUTE, &format!("{}.{}.0", from.major, from.minor)));
             }
-            if let Some(major) = alternative.driver_below {
-                comparisons.push(compare(DRIVER_ATTRIBUTE, &format!("{major}.0.0"), "<"));
+            if let Some(below) = atom.driver_below {
+                comparisons.push(compare(DRIVER_ATTRIBUTE, &format!("{}.0.0", below.major), "<"));
             }
             format!("({})", comparisons.join(" && "))
         })
