@@ -83,23 +83,36 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
 /// `None` past it. The encoding stops at the budget: a patch far over it
 /// costs the budget, not its size.
 pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
-    let mut out = BudgetedBytes { bytes: Vec::new(), budget };
+    let mut out = Written { kept: Some(Vec::new()), len: 0, budget };
     serde_json::to_writer(&mut out, operations).ok()?;
-    Some(out.bytes)
+    out.kept
 }
 
-/// Bytes that refuse to grow past `budget`.
-struct BudgetedBytes {
-    bytes: Vec<u8>,
+/// The length of `value` as JSON text, counted without keeping the text.
+pub fn json_len(value: &Value) -> usize {
+    let mut out = Written { kept: None, len: 0, budget: usize::MAX };
+    // Writing a value into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut out, value);
+    out.len
+}
+
+/// What a writer took: counted, kept when `kept` is, refused past `budget`.
+struct Written {
+    kept: Option<Vec<u8>>,
+    len: usize,
     budget: usize,
 }
 
-impl std::io::Write for BudgetedBytes {
+impl std::io::Write for Written {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len().saturating_add(bytes.len()) > self.budget {
+        let len = self.len.saturating_add(bytes.len());
+        if len > self.budget {
             return Err(std::io::Error::other("over the budget"));
         }
-        self.bytes.extend_from_slice(bytes);
+        self.len = len;
+        if let Some(kept) = &mut self.kept {
+            kept.extend_from_slice(bytes);
+        }
         Ok(bytes.len())
     }
 

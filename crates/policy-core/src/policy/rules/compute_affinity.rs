@@ -56,7 +56,7 @@ use crate::cuda::requirement::{DriverFloor, at_least};
 use crate::policy::container::Container;
 use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::patch::{add, object};
+use crate::policy::patch::{add, json_len, object};
 use crate::settings::WhenNodesUnlabelled;
 use gfd_labels::CUDA_LABELS;
 use image_floors::{Containers, base_minimum, image_floors, raise};
@@ -429,24 +429,6 @@ enum Unconstrained {
     /// The terms multiplied by the alternatives would be larger than
     /// [`MAX_WRITTEN_TERMS_BYTES`].
     TooLarge { terms: usize, alternatives: usize },
-}
-
-/// The length of `value` as JSON text, counted without keeping the text.
-fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(bytes.len());
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a value into a counter cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 #[cfg(test)]
