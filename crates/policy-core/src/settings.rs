@@ -309,34 +309,31 @@ impl Settings {
     /// What a namespace's annotations make of the cluster settings.
     pub fn for_namespace(&self, annotations: &BTreeMap<String, String>) -> NamespaceSettings {
         let mut ignored = Vec::new();
+        let mut ignore =
+            |key, value, reason| ignored.push(IgnoredAnnotation { key, value, reason });
         let mut max_per_pod = self.config.max_per_pod;
         if let Some(raw) = annotations.get(MAX_GPUS_PER_POD_ANNOTATION) {
             match raw.trim().parse::<u64>() {
                 Ok(value) if value <= self.config.max_per_pod => max_per_pod = value,
-                Ok(value) => ignored.push(IgnoredAnnotation {
-                    key: MAX_GPUS_PER_POD_ANNOTATION,
-                    value: value.to_string(),
-                    reason: format!(
-                        "it may only lower the cluster maximum {}",
-                        self.config.max_per_pod
-                    ),
-                }),
-                Err(_) => ignored.push(IgnoredAnnotation {
-                    key: MAX_GPUS_PER_POD_ANNOTATION,
-                    value: format!("{raw:?}"),
-                    reason: "not a whole number".to_owned(),
-                }),
+                Ok(value) => ignore(
+                    MAX_GPUS_PER_POD_ANNOTATION,
+                    value.to_string(),
+                    format!("it may only lower the cluster maximum {}", self.config.max_per_pod),
+                ),
+                Err(_) => ignore(
+                    MAX_GPUS_PER_POD_ANNOTATION,
+                    format!("{raw:?}"),
+                    "not a whole number".to_owned(),
+                ),
             }
         }
         let mut min_compute_capability = self.config.min_compute_capability;
         if let Some(raw) = annotations.get(MIN_COMPUTE_CAPABILITY_ANNOTATION) {
             match tighter_capability(raw, min_compute_capability) {
                 Ok(value) => min_compute_capability = Some(value),
-                Err(reason) => ignored.push(IgnoredAnnotation {
-                    key: MIN_COMPUTE_CAPABILITY_ANNOTATION,
-                    value: format!("{raw:?}"),
-                    reason,
-                }),
+                Err(reason) => {
+                    ignore(MIN_COMPUTE_CAPABILITY_ANNOTATION, format!("{raw:?}"), reason)
+                }
             }
         }
         NamespaceSettings { max_per_pod, min_compute_capability, ignored }

@@ -65,9 +65,9 @@ crate::cuda::major_minor!(
 
 /// A driver version `major.minor` (the revision is rounded into the bound).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct DriverVersion {
-    major: u32,
-    minor: u32,
+pub struct DriverVersion {
+    pub major: u32,
+    pub minor: u32,
 }
 
 /// An `NVIDIA_REQUIRE_CUDA` value, parsed: its alternatives (ORed) that
@@ -208,13 +208,15 @@ type Upper = Option<std::cmp::Reverse<DriverVersion>>;
 /// alternatives only ever exclude more nodes, never fewer.
 pub const MAX_ATOMS: usize = 16;
 
-/// One alternative a node may meet: a CUDA floor and a driver range, ANDed.
+/// One alternative a node may meet: a CUDA floor (the CUDA version the
+/// driver must support) and a driver range, ANDed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct Atom {
-    cuda: Option<CudaVersion>,
-    driver_from: Option<DriverVersion>,
+pub struct Atom {
+    pub cuda: Option<CudaVersion>,
+    /// Inclusive.
+    pub driver_from: Option<DriverVersion>,
     /// Exclusive; only the major counts on the labels (rounded down).
-    driver_below: Option<DriverVersion>,
+    pub driver_below: Option<DriverVersion>,
 }
 
 impl Atom {
@@ -271,16 +273,6 @@ impl Atom {
             _ => None,
         }
     }
-}
-
-/// One alternative of a [`DriverFloor`]: the CUDA version the driver must
-/// support, and the range its version must be in (`driver_from` inclusive,
-/// as major and minor; `driver_below` exclusive, a major).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverAlternative {
-    pub cuda: Option<CudaVersion>,
-    pub driver_from: Option<(u32, u32)>,
-    pub driver_below: Option<u32>,
 }
 
 /// What a pod's GPU images need of a node's driver: alternatives (ORed),
@@ -348,39 +340,29 @@ impl DriverFloor {
         Self::from_atoms(atoms)
     }
 
-    /// The floor's alternatives (ORed), each a CUDA floor and a driver
-    /// range (ANDed), for other places to write them (DRA selectors).
-    /// Those with a CUDA floor come first, as the images write them.
-    pub fn driver_alternatives(&self) -> Vec<DriverAlternative> {
-        let mut alternatives: Vec<DriverAlternative> = self
-            .atoms
-            .iter()
-            .map(|atom| DriverAlternative {
-                cuda: atom.cuda,
-                driver_from: atom.driver_from.map(|v| (v.major, v.minor)),
-                driver_below: atom.driver_below.map(|v| v.major),
-            })
-            .collect();
-        alternatives.sort_by_key(|alternative| alternative.cuda.is_none());
-        alternatives
+    /// The floor's alternatives (ORed), for other places to write them
+    /// (DRA selectors): those with a CUDA floor first, as the images write
+    /// them.
+    pub fn atoms(&self) -> impl Iterator<Item = &Atom> {
+        let with_cuda = self.atoms.iter().filter(|atom| atom.cuda.is_some());
+        with_cuda.chain(self.atoms.iter().filter(|atom| atom.cuda.is_none()))
     }
 
     /// The floor in the toolkit's requirement language (`cuda>=13.1
     /// driver>=535.0,driver<536.0`), which [`Requirement`] reads back into
     /// the same floor.
     pub fn requirement_text(&self) -> String {
-        self.driver_alternatives()
-            .iter()
-            .map(|alternative| {
+        self.atoms()
+            .map(|atom| {
                 let mut constraints = Vec::new();
-                if let Some(cuda) = alternative.cuda {
+                if let Some(cuda) = atom.cuda {
                     constraints.push(format!("cuda>={cuda}"));
                 }
-                if let Some((major, minor)) = alternative.driver_from {
-                    constraints.push(format!("driver>={major}.{minor}"));
+                if let Some(from) = atom.driver_from {
+                    constraints.push(format!("driver>={}.{}", from.major, from.minor));
                 }
-                if let Some(major) = alternative.driver_below {
-                    constraints.push(format!("driver<{major}.0"));
+                if let Some(below) = atom.driver_below {
+                    constraints.push(format!("driver<{}.0", below.major));
                 }
                 constraints.join(",")
             })
@@ -391,10 +373,10 @@ impl DriverFloor {
     /// Whether a driver that supports CUDA `cuda` and has the version
     /// `driver` (major, minor) meets the floor.
     pub fn met_by(&self, cuda: CudaVersion, driver: (u32, u32)) -> bool {
-        self.driver_alternatives().iter().any(|alternative| {
-            alternative.cuda.is_none_or(|floor| cuda >= floor)
-                && alternative.driver_from.is_none_or(|floor| driver >= floor)
-                && alternative.driver_below.is_none_or(|below| driver.0 < below)
+        self.atoms.iter().any(|atom| {
+            atom.cuda.is_none_or(|floor| cuda >= floor)
+                && atom.driver_from.is_none_or(|floor| driver >= (floor.major, floor.minor))
+                && atom.driver_below.is_none_or(|below| driver.0 < below.major)
         })
     }
 
@@ -436,9 +418,7 @@ impl fmt::Display for DriverFloor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = Vec::new();
         let mut branches: Vec<String> = Vec::new();
-        let (with_cuda, without): (Vec<&Atom>, Vec<&Atom>) =
-            self.atoms.iter().partition(|atom| atom.cuda.is_some());
-        for atom in with_cuda.into_iter().chain(without) {
+        for atom in self.atoms() {
             if let Some(branch) = atom.single_branch() {
                 branches.push(branch.to_string());
                 continue;

@@ -8,62 +8,15 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use std::borrow::Cow;
-
-use super::tree::{Array, Document, Json, Kind, Node, Object};
+use super::tree::{Array, Document, Json, Kind, Object};
 
 impl<'a> Document<'a> {
-    /// A document of `value`, whose strings it borrows.
+    /// A document of `value`, whose strings it borrows: read as a text is,
+    /// from the value's own deserializer. Empty (its root null) only past
+    /// 2^30 values, more than a value held in memory has.
     pub fn from_value(value: &'a Value) -> Self {
-        let mut document = Document::default();
-        document.push_value(value);
-        document
+        super::read("", value, super::Everything, &super::Budget::unlimited()).unwrap_or_default()
     }
-
-    fn push_value(&mut self, value: &'a Value) {
-        match value {
-            Value::Null => self.nodes.push(Node::NULL),
-            Value::Bool(flag) => self.nodes.push(Node::bool(*flag)),
-            Value::Number(number) => {
-                let node = number.as_i64().and_then(Node::int).unwrap_or_else(|| {
-                    self.numbers.push(number.clone());
-                    Node::number(last_index(&self.numbers))
-                });
-                self.nodes.push(node);
-            }
-            Value::String(text) => self.push_borrowed(text),
-            Value::Array(list) => {
-                let at = self.open(Node::array());
-                list.iter().for_each(|element| self.push_value(element));
-                // A value held in memory has fewer than 2^30 nodes.
-                let _ = self.close(at, list.len());
-            }
-            Value::Object(map) => {
-                let at = self.open(Node::object());
-                for (key, member) in map {
-                    self.push_borrowed(key);
-                    self.push_value(member);
-                }
-                let _ = self.close(at, map.len());
-            }
-        }
-    }
-
-    fn push_borrowed(&mut self, text: &'a str) {
-        self.strings.push(Cow::Borrowed(text));
-        self.nodes.push(Node::text(last_index(&self.strings)));
-    }
-
-    fn open(&mut self, node: Node) -> usize {
-        self.nodes.push(node);
-        self.nodes.len() - 1
-    }
-}
-
-/// The index of the last element of `list`, as a node holds it: a value
-/// held in memory has fewer than 2^30 strings or numbers.
-fn last_index<T>(list: &[T]) -> u32 {
-    u32::try_from(list.len().saturating_sub(1)).unwrap_or(u32::MAX)
 }
 
 impl Json<'_> {

@@ -5,11 +5,10 @@
 use crate::document::Json;
 
 use super::cluster::{ClusterFacts, NodeFacts};
-use super::dra::ClaimFacts;
 use super::dra::allocation::MadeFor;
 use super::dra::claims::ClaimSummary;
 use super::dra::owner::{OwnerClaims, OwnerPod, PodClaimEntry, pod_claim_origins};
-use super::dra::resolution;
+use super::dra::{ClaimFacts, resolution};
 use super::images::ImageFacts;
 use super::pod::{ClaimSource, PodView, Shape};
 use super::rules::rule::{ClaimOwner, OwnerInput, RuleInput};

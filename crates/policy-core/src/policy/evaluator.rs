@@ -7,21 +7,19 @@ use json_patch::PatchOperation;
 
 use super::claim_owner::{Context, PreparedOwner};
 use super::cluster::{ClusterFacts, NodeFacts};
-use super::dra::ClaimFacts;
 use super::dra::allocation::read_made_for;
 use super::dra::claims::{ClaimKind, parse_object};
 use super::dra::owner::OwnerPod;
-use super::dra::resolution as pod_claims;
+use super::dra::{ClaimFacts, resolution as pod_claims};
 use super::evaluation::Evaluation;
 use super::images::ImageFacts;
 use super::message::Notice;
 use super::patch::{AnnotationsAt, adds_annotations, set_annotation};
 use super::pod::{ObjectError, PodView};
 use super::rule_id::RuleSet;
-use super::rules::RuleId;
 use super::rules::bounded_requests::claim_requests::EXTENDED_RESOURCE_CLAIM;
-use super::rules::entries;
 use super::rules::rule::{AllowlistInput, Check, ClaimInput, RuleInput};
+use super::rules::{RuleId, entries};
 use super::subject::{Form, Scope, Subject};
 use crate::settings::{MUTATIONS_ANNOTATION, NamespaceSettings, Settings};
 
@@ -79,18 +77,10 @@ impl Evaluator<'_> {
                 return self.evaluate_claim(subject.object, *kind, subject.namespace);
             }
         };
-        let Evaluator {
-            settings,
-            namespace: namespace_settings,
-            cluster,
-            nodes,
-            claims,
-            images,
-            claim_owner: _,
-        } = *self;
-        let nodes = cluster.map(|c| -> &dyn NodeFacts { c }).or(nodes);
+        let Evaluator { settings, cluster, claims, .. } = *self;
+        let nodes = cluster.map(|c| -> &dyn NodeFacts { c }).or(self.nodes);
         let mut evaluation =
-            Evaluation { notices: Notice::of_ignored(namespace_settings), ..Evaluation::default() };
+            Evaluation { notices: Notice::of_ignored(self.namespace), ..Evaluation::default() };
         let Some(mut view) = PodView::parse(subject.object, shape, settings)? else {
             return Ok(evaluation);
         };
@@ -130,13 +120,13 @@ impl Evaluator<'_> {
         let input = RuleInput {
             view: &view,
             settings,
-            namespace: namespace_settings,
+            namespace: self.namespace,
             scope,
             old: old_view.as_ref(),
             allowlisted,
             cluster,
             nodes,
-            images,
+            images: self.images,
             claims,
             namespace_name: subject.namespace,
         };

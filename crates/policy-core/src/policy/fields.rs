@@ -129,6 +129,27 @@ pub(crate) fn array_field<'a>(
     typed_field(field, key, path, Json::as_array, "a list")
 }
 
+/// The objects of the list `key` (read with [`fields`] or [`member`]),
+/// each read by `read` with its index and path, which keeps what it
+/// returns; elements the document's reader left out are skipped.
+pub(crate) fn objects<'a, T>(
+    field: Option<Json<'a>>,
+    key: &str,
+    path: &FieldPath<'_>,
+    mut read: impl FnMut(usize, Object<'a>, &FieldPath<'_>) -> Result<Option<T>, ObjectError>,
+) -> Result<Option<Vec<T>>, ObjectError> {
+    let Some(list) = array_field(field, key, path)? else {
+        return Ok(None);
+    };
+    let list_path = path.key(key);
+    let mut kept = Vec::with_capacity(list.len());
+    for (index, raw) in list.iter().enumerate().filter(|(_, raw)| !raw.is_left_out()) {
+        let at = list_path.index(index);
+        kept.extend(read(index, as_object(raw, &at)?, &at)?);
+    }
+    Ok(Some(kept))
+}
+
 pub(crate) fn str_field<'a>(
     field: Option<Json<'a>>,
     key: &str,
@@ -143,14 +164,6 @@ pub(crate) fn optional_object<'a>(
     path: &FieldPath<'_>,
 ) -> Result<Option<Object<'a>>, ObjectError> {
     object_field(member(parent, key), key, path)
-}
-
-pub(crate) fn optional_array<'a>(
-    parent: Object<'a>,
-    key: &str,
-    path: &FieldPath<'_>,
-) -> Result<Option<Array<'a>>, ObjectError> {
-    array_field(member(parent, key), key, path)
 }
 
 pub(crate) fn optional_str<'a>(

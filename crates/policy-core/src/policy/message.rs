@@ -65,21 +65,10 @@ impl From<Message> for String {
     }
 }
 
-impl PartialEq<str> for Message {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for Message {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialEq<String> for Message {
-    fn eq(&self, other: &String) -> bool {
-        &self.0 == other
+/// Compared with text: `str`, `&str`, `String`.
+impl<T: AsRef<str> + ?Sized> PartialEq<T> for Message {
+    fn eq(&self, other: &T) -> bool {
+        self.0 == other.as_ref()
     }
 }
 

@@ -1,12 +1,17 @@
 //! JSON Patch operations the rules build.
 
 use json_patch::jsonptr::{Pointer, PointerBuf};
-use json_patch::{AddOperation, PatchOperation};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 /// An `add` operation.
 pub fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
+}
+
+/// A `remove` operation.
+pub fn remove(path: PointerBuf) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation { path })
 }
 
 /// One step of a path below a pointer: a member's key or an element's
@@ -47,17 +52,20 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
         return add(path, Value::String(value));
     }
     let mut path = at.metadata.to_buf();
-    let mut annotations = Map::new();
-    annotations.insert(key.to_owned(), Value::String(value));
-    let mut annotations = Value::Object(annotations);
+    let annotations = object(key, Value::String(value));
     if at.has_metadata {
         path.push_back("annotations");
-    } else {
-        let mut metadata = Map::new();
-        metadata.insert("annotations".to_owned(), annotations);
-        annotations = Value::Object(metadata);
+        return add(path, annotations);
     }
-    add(path, annotations)
+    add(path, object("annotations", annotations))
+}
+
+/// `{key: value}`, built directly: `json!` would copy a `Value` by
+/// serialising it.
+pub fn object(key: &str, value: Value) -> Value {
+    let mut map = Map::with_capacity(1);
+    map.insert(key.to_owned(), value);
+    Value::Object(map)
 }
 
 /// Whether one of `operations` adds the whole `metadata.annotations` map
@@ -75,23 +83,36 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
 /// `None` past it. The encoding stops at the budget: a patch far over it
 /// costs the budget, not its size.
 pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
-    let mut out = BudgetedBytes { bytes: Vec::new(), budget };
+    let mut out = Written { kept: Some(Vec::new()), len: 0, budget };
     serde_json::to_writer(&mut out, operations).ok()?;
-    Some(out.bytes)
+    out.kept
 }
 
-/// Bytes that refuse to grow past `budget`.
-struct BudgetedBytes {
-    bytes: Vec<u8>,
+/// The length of `value` as JSON text, counted without keeping the text.
+pub fn json_len(value: &Value) -> usize {
+    let mut out = Written { kept: None, len: 0, budget: usize::MAX };
+    // Writing a value into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut out, value);
+    out.len
+}
+
+/// What a writer took: counted, kept when `kept` is, refused past `budget`.
+struct Written {
+    kept: Option<Vec<u8>>,
+    len: usize,
     budget: usize,
 }
 
-impl std::io::Write for BudgetedBytes {
+impl std::io::Write for Written {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len().saturating_add(bytes.len()) > self.budget {
+        let len = self.len.saturating_add(bytes.len());
+        if len > self.budget {
             return Err(std::io::Error::other("over the budget"));
         }
-        self.bytes.extend_from_slice(bytes);
+        self.len = len;
+        if let Some(kept) = &mut self.kept {
+            kept.extend_from_slice(bytes);
+        }
         Ok(bytes.len())
     }
 

@@ -17,8 +17,8 @@ pub use super::container::{ClaimUse, Container, ContainerKind, EnvEntry, GpuReso
 use super::dra::claims::DraCount;
 pub use super::fields::ObjectError;
 use super::fields::{
-    FieldPath, array_field, as_object, fields, member, object_field, optional_array, optional_bool,
-    optional_object, optional_str, str_field,
+    FieldPath, as_object, fields, member, object_field, objects, optional_bool, optional_object,
+    optional_str, str_field,
 };
 use super::quantity::GpuCount;
 use super::sharing::{self, KaiFraction};
@@ -187,52 +187,31 @@ impl<'a> PodView<'a> {
             ("containers", regular_containers, ContainerKind::Regular),
             ("ephemeralContainers", ephemeral_containers, ContainerKind::Ephemeral),
         ] {
-            let list_path = spec_path.key(field);
-            let Some(list) = array_field(list, field, &spec_path)? else {
-                continue;
+            let read = objects(list, field, &spec_path, |index, raw, at| {
+                Container::parse(raw, default_kind, (field, index), at, settings).map(Some)
+            })?;
+            containers.extend(read.into_iter().flatten());
+        }
+        let volumes = objects(volume_list, "volumes", &spec_path, |_, volume, at| {
+            let name = optional_str(volume, "name", at)?.unwrap_or("");
+            let host_path = match optional_object(volume, "hostPath", at)? {
+                Some(host) => optional_str(host, "path", &at.key("hostPath"))?,
+                None => None,
             };
-            for (index, raw) in list.iter().enumerate() {
-                containers.push(Container::parse(
-                    raw,
-                    default_kind,
-                    (field, index),
-                    &list_path.index(index),
-                    settings,
-                )?);
-            }
-        }
-        let mut volumes = Vec::new();
-        if let Some(list) = array_field(volume_list, "volumes", &spec_path)? {
-            let list_path = spec_path.key("volumes");
-            for (index, raw) in list.iter().enumerate() {
-                let at = list_path.index(index);
-                let volume = as_object(raw, &at)?;
-                let name = optional_str(volume, "name", &at)?.unwrap_or("");
-                let host_path = match optional_object(volume, "hostPath", &at)? {
-                    Some(host) => optional_str(host, "path", &at.key("hostPath"))?,
-                    None => None,
-                };
-                volumes.push(Volume { name, host_path });
-            }
-        }
-        let mut resource_claims = Vec::new();
-        if let Some(list) = array_field(claim_list, "resourceClaims", &spec_path)? {
-            let list_path = spec_path.key("resourceClaims");
-            for (index, raw) in list.iter().enumerate() {
-                let at = list_path.index(index);
-                let claim = as_object(raw, &at)?;
-                let name = optional_str(claim, "name", &at)?.unwrap_or("");
-                let source = match (
-                    optional_str(claim, "resourceClaimTemplateName", &at)?,
-                    optional_str(claim, "resourceClaimName", &at)?,
-                ) {
-                    (Some(template), _) => ClaimSource::Template(template),
-                    (None, Some(claim)) => ClaimSource::Claim(claim),
-                    (None, None) => ClaimSource::Missing,
-                };
-                resource_claims.push(PodClaim { name, source });
-            }
-        }
+            Ok(Some(Volume { name, host_path }))
+        })?;
+        let resource_claims = objects(claim_list, "resourceClaims", &spec_path, |_, claim, at| {
+            let name = optional_str(claim, "name", at)?.unwrap_or("");
+            let source = match (
+                optional_str(claim, "resourceClaimTemplateName", at)?,
+                optional_str(claim, "resourceClaimName", at)?,
+            ) {
+                (Some(template), _) => ClaimSource::Template(template),
+                (None, Some(claim)) => ClaimSource::Claim(claim),
+                (None, None) => ClaimSource::Missing,
+            };
+            Ok(Some(PodClaim { name, source }))
+        })?;
         let mut view = Self {
             shape,
             metadata,
@@ -241,8 +220,8 @@ impl<'a> PodView<'a> {
             runtime_class_name,
             scheduler_name,
             containers,
-            volumes,
-            resource_claims,
+            volumes: volumes.unwrap_or_default(),
+            resource_claims: resource_claims.unwrap_or_default(),
             dra_gpus: None,
         };
         let kai = view.kai_fraction(settings);
@@ -360,13 +339,12 @@ impl Tally {
 
 impl<'a> Container<'a> {
     fn parse(
-        raw: Json<'a>,
+        container: Object<'a>,
         default_kind: ContainerKind,
         place: (&'static str, usize),
         path: &FieldPath<'_>,
         settings: &Settings,
     ) -> Result<Self, ObjectError> {
-        let container = as_object(raw, path)?;
         // Read in one pass over the container's fields.
         let [name, restart_policy, image, env, resources, mounts, security] = fields(
             container,
@@ -386,23 +364,10 @@ impl<'a> Container<'a> {
             (kind, _) => kind,
         };
         let image = str_field(image, "image", path)?;
-        let env = match array_field(env, "env", path)? {
-            None => None,
-            Some(list) => {
-                let list_path = path.key("env");
-                let mut entries = Vec::with_capacity(list.len());
-                for (index, raw) in list.iter().enumerate() {
-                    if raw.is_left_out() {
-                        continue;
-                    }
-                    let at = list_path.index(index);
-                    let entry = as_object(raw, &at)?;
-                    let name = optional_str(entry, "name", &at)?.unwrap_or("");
-                    entries.push(EnvEntry { index, name, raw: entry });
-                }
-                Some(entries)
-            }
-        };
+        let env = objects(env, "env", path, |index, entry, at| {
+            let name = optional_str(entry, "name", at)?.unwrap_or("");
+            Ok(Some(EnvEntry { index, name, raw: entry }))
+        })?;
         let mut gpu_resources: Vec<GpuResource> = Vec::new();
         let mut shares: Vec<GpuResource> = Vec::new();
         // Resource name -> its index in `gpu_resources` or `shares`.
@@ -410,20 +375,12 @@ impl<'a> Container<'a> {
         let mut claims = Vec::new();
         if let Some(resources) = object_field(resources, "resources", path)? {
             let at = path.key("resources");
-            if let Some(list) = optional_array(resources, "claims", &at)? {
-                let list_path = at.key("claims");
-                for (index, raw) in list.iter().enumerate() {
-                    if raw.is_left_out() {
-                        continue;
-                    }
-                    let at = list_path.index(index);
-                    let entry = as_object(raw, &at)?;
-                    claims.push(ClaimUse {
-                        name: optional_str(entry, "name", &at)?.unwrap_or(""),
-                        request: optional_str(entry, "request", &at)?.filter(|r| !r.is_empty()),
-                    });
-                }
-            }
+            let uses = objects(member(resources, "claims"), "claims", &at, |_, entry, at| {
+                let name = optional_str(entry, "name", at)?.unwrap_or("");
+                let request = optional_str(entry, "request", at)?.filter(|r| !r.is_empty());
+                Ok(Some(ClaimUse { name, request }))
+            })?;
+            claims = uses.unwrap_or_default();
             for (field, is_limit) in [("requests", false), ("limits", true)] {
                 let Some(map) = optional_object(resources, field, &at)? else {
                     continue;
@@ -452,17 +409,9 @@ impl<'a> Container<'a> {
                 }
             }
         }
-        let mut mount_paths = Vec::new();
-        if let Some(list) = array_field(mounts, "volumeMounts", path)? {
-            let list_path = path.key("volumeMounts");
-            for (index, raw) in list.iter().enumerate() {
-                let at = list_path.index(index);
-                let mount = as_object(raw, &at)?;
-                if let Some(mount_path) = optional_str(mount, "mountPath", &at)? {
-                    mount_paths.push(mount_path);
-                }
-            }
-        }
+        let mount_paths = objects(mounts, "volumeMounts", path, |_, mount, at| {
+            optional_str(mount, "mountPath", at)
+        })?;
         let privileged = match object_field(security, "securityContext", path)? {
             Some(context) => {
                 optional_bool(context, "privileged", &path.key("securityContext"))?.unwrap_or(false)
@@ -477,7 +426,7 @@ impl<'a> Container<'a> {
             image,
             env,
             gpu_resources,
-            mount_paths,
+            mount_paths: mount_paths.unwrap_or_default(),
             claims,
             dra_gpus: None,
             unresolved_claim: false,

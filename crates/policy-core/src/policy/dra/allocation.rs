@@ -85,7 +85,7 @@ pub fn read_allocation(claim: &Value) -> Option<Vec<AllocatedDevice>> {
     let devices = results
         .iter()
         .filter_map(|result| {
-            let text = |key: &str| name(result.get(key)?);
+            let text = |key: &str| name(result.get(key)?.as_str());
             Some(AllocatedDevice {
                 request: text("request")?,
                 driver: text("driver")?,
@@ -106,15 +106,10 @@ pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
             && owner.get("apiVersion").and_then(Json::as_str) == Some("v1")
             && owner.get("controller").and_then(Json::as_bool) == Some(true)
     })?;
-    let name = |value: Json<'_>| {
-        let text = value.as_str()?;
-        (!text.is_empty() && text.len() <= MAX_NAME_BYTES).then(|| text.to_owned())
-    };
-    let pod_claim = metadata
-        .get("annotations")
-        .and_then(|annotations| annotations.get(POD_CLAIM_NAME_ANNOTATION))
-        .and_then(name);
-    Some(MadeFor { pod: name(owner.get("name")?)?, pod_uid: name(owner.get("uid")?)?, pod_claim })
+    let text = |value: Option<Json<'_>>| name(value?.as_str());
+    let pod_claim =
+        text(metadata.get("annotations").and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION)));
+    Some(MadeFor { pod: text(owner.get("name"))?, pod_uid: text(owner.get("uid"))?, pod_claim })
 }
 
 /// The attributes of a ResourceSlice's device: `attributes` (v1, v1beta2)
@@ -130,7 +125,7 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
     if spec.get("driver").and_then(Value::as_str) != Some(GPU_DRIVER) {
         return None;
     }
-    let pool = name(spec.pointer("/pool/name")?)?;
+    let pool = name(spec.pointer("/pool/name")?.as_str())?;
     let devices = spec
         .get("devices")
         .and_then(Value::as_array)
@@ -143,7 +138,7 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
                 (text.len() <= MAX_VERSION_BYTES).then(|| text.to_owned())
             };
             Some(SliceDevice {
-                name: name(device.get("name")?)?,
+                name: name(device.get("name")?.as_str())?,
                 versions: DeviceVersions {
                     compute_capability: version("cudaComputeCapability"),
                     cuda_driver_version: version("cudaDriverVersion"),
@@ -156,9 +151,10 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
     Some(KeptSlice { pool, devices })
 }
 
-fn name(value: &Value) -> Option<String> {
-    let text = value.as_str()?;
-    (!text.is_empty() && text.len() <= MAX_NAME_BYTES).then(|| text.to_owned())
+/// A name as the API server accepts one: not empty, at most
+/// [`MAX_NAME_BYTES`].
+fn name(text: Option<&str>) -> Option<String> {
+    text.filter(|text| !text.is_empty() && text.len() <= MAX_NAME_BYTES).map(str::to_owned)
 }
 
 #[cfg(test)]

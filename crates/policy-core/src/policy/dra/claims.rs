@@ -23,7 +23,7 @@ use std::fmt;
 
 use crate::document::{Json, Object};
 use crate::policy::fields::{
-    FieldPath, ObjectError, as_object, member, optional_array, optional_bool, optional_object,
+    FieldPath, ObjectError, as_object, member, objects, optional_bool, optional_object,
     optional_str,
 };
 
@@ -94,7 +94,7 @@ impl ClaimSummary {
 }
 
 /// Where the claim spec sits in the object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClaimKind {
     /// A ResourceClaim: `spec`.
     Claim,
@@ -237,16 +237,11 @@ fn read_spec_at(spec: Json<'_>, path: &FieldPath<'_>) -> Result<ClaimSpec, Objec
     let Some(devices) = optional_object(spec, "devices", path)? else {
         return Ok(ClaimSpec::default());
     };
-    let devices_path = path.key("devices");
-    let Some(requests) = optional_array(devices, "requests", &devices_path)? else {
-        return Ok(ClaimSpec::default());
-    };
-    let requests_path = devices_path.key("requests");
-    let mut read =
-        ClaimSpec { requests: Vec::with_capacity(requests.len()), selectors_dropped: false };
-    for (index, raw) in requests.iter().enumerate() {
-        read.requests.push(read_request(raw, &requests_path.index(index))?);
-    }
+    let requests =
+        objects(member(devices, "requests"), "requests", &path.key("devices"), |_, raw, at| {
+            read_request(raw, at).map(Some)
+        })?;
+    let mut read = ClaimSpec { requests: requests.unwrap_or_default(), selectors_dropped: false };
     let kept: usize = read
         .requests
         .iter()
@@ -263,22 +258,19 @@ fn read_spec_at(spec: Json<'_>, path: &FieldPath<'_>) -> Result<ClaimSpec, Objec
     Ok(read)
 }
 
-fn read_request(raw: Json<'_>, path: &FieldPath<'_>) -> Result<RequestSpec, ObjectError> {
-    let request = as_object(raw, path)?;
+fn read_request(request: Object<'_>, path: &FieldPath<'_>) -> Result<RequestSpec, ObjectError> {
     let name = optional_str(request, "name", path)?.unwrap_or("").to_owned();
-    let mut alternatives = Vec::new();
-    if let Some(exactly) = optional_object(request, "exactly", path)? {
-        alternatives.push(alternative(exactly, &path.key("exactly"))?);
-    } else if let Some(list) = optional_array(request, "firstAvailable", path)? {
-        let first_path = path.key("firstAvailable");
-        for (index, sub) in list.iter().enumerate() {
-            let sub_path = first_path.index(index);
-            alternatives.push(alternative(as_object(sub, &sub_path)?, &sub_path)?);
-        }
+    let first_available = |_, sub, at: &FieldPath<'_>| alternative(sub, at).map(Some);
+    let alternatives = if let Some(exactly) = optional_object(request, "exactly", path)? {
+        vec![alternative(exactly, &path.key("exactly"))?]
+    } else if let Some(list) =
+        objects(member(request, "firstAvailable"), "firstAvailable", path, first_available)?
+    {
+        list
     } else {
         // v1beta1: the request itself names the class.
-        alternatives.push(alternative(request, path)?);
-    }
+        vec![alternative(request, path)?]
+    };
     Ok(RequestSpec { name, alternatives })
 }
 
@@ -324,21 +316,13 @@ fn alternative(fields: Object<'_>, path: &FieldPath<'_>) -> Result<DeviceAlterna
 /// `selectors[].cel.expression`: a selector of another kind (none exists
 /// yet) is skipped.
 fn selectors(fields: Object<'_>, path: &FieldPath<'_>) -> Result<Vec<String>, ObjectError> {
-    let Some(list) = optional_array(fields, "selectors", path)? else {
-        return Ok(Vec::new());
-    };
-    let list_path = path.key("selectors");
-    let mut expressions = Vec::new();
-    for (index, selector) in list.iter().enumerate() {
-        let at = list_path.index(index);
-        let Some(cel) = optional_object(as_object(selector, &at)?, "cel", &at)? else {
-            continue;
+    let read = objects(member(fields, "selectors"), "selectors", path, |_, selector, at| {
+        let Some(cel) = optional_object(selector, "cel", at)? else {
+            return Ok(None);
         };
-        if let Some(expression) = optional_str(cel, "expression", &at.key("cel"))? {
-            expressions.push(expression.to_owned());
-        }
-    }
-    Ok(expressions)
+        Ok(optional_str(cel, "expression", &at.key("cel"))?.map(str::to_owned))
+    })?;
+    Ok(read.unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -188,8 +188,10 @@ impl GpuNeeds {
             .max(ComputeCapability::new(12, 0));
         let mut probes = Vec::new();
         if let (Some(floor), Some((cuda, driver))) = (self.compute_capability, good_driver) {
-            for card in COMPUTE_CAPABILITIES.iter().filter(|card| **card < floor) {
-                probes.push(probe(*card, cuda, driver));
+            let cards =
+                COMPUTE_CAPABILITIES.iter().map(|cc| ComputeCapability::new(cc / 10, cc % 10));
+            for card in cards.filter(|card| *card < floor) {
+                probes.push(probe(card, cuda, driver));
             }
         }
         for &(cuda, driver) in DRIVERS {
@@ -215,31 +217,10 @@ impl fmt::Display for GpuNeeds {
     }
 }
 
-/// The compute capabilities of NVIDIA's cards, Kepler to Blackwell.
-const COMPUTE_CAPABILITIES: &[ComputeCapability] = &[
-    ComputeCapability::new(3, 0),
-    ComputeCapability::new(3, 5),
-    ComputeCapability::new(3, 7),
-    ComputeCapability::new(5, 0),
-    ComputeCapability::new(5, 2),
-    ComputeCapability::new(5, 3),
-    ComputeCapability::new(6, 0),
-    ComputeCapability::new(6, 1),
-    ComputeCapability::new(6, 2),
-    ComputeCapability::new(7, 0),
-    ComputeCapability::new(7, 2),
-    ComputeCapability::new(7, 5),
-    ComputeCapability::new(8, 0),
-    ComputeCapability::new(8, 6),
-    ComputeCapability::new(8, 7),
-    ComputeCapability::new(8, 9),
-    ComputeCapability::new(9, 0),
-    ComputeCapability::new(10, 0),
-    ComputeCapability::new(10, 3),
-    ComputeCapability::new(11, 0),
-    ComputeCapability::new(12, 0),
-    ComputeCapability::new(12, 1),
-];
+/// The compute capabilities of NVIDIA's cards, Kepler to Blackwell, as
+/// `10 * major + minor`.
+const COMPUTE_CAPABILITIES: &[u32] =
+    &[30, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121];
 
 /// Data center driver branches and the CUDA version each supports, oldest
 /// first.
@@ -305,21 +286,21 @@ fn at_least(attribute: &str, version: &str) -> String {
 /// its comparisons ANDed.
 fn driver_part(floor: &DriverFloor) -> String {
     let alternatives: Vec<String> = floor
-        .driver_alternatives()
-        .iter()
-        .map(|alternative| {
+        .atoms()
+        .map(|atom| {
             let mut comparisons = Vec::new();
-            if let Some(cuda) = alternative.cuda {
+            if let Some(cuda) = atom.cuda {
                 comparisons.push(at_least(
                     CUDA_DRIVER_ATTRIBUTE,
                     &format!("{}.{}.0", cuda.major, cuda.minor),
                 ));
             }
-            if let Some((major, minor)) = alternative.driver_from {
-                comparisons.push(at_least(DRIVER_ATTRIBUTE, &format!("{major}.{minor}.0")));
+            if let Some(from) = atom.driver_from {
+                comparisons
+                    .push(at_least(DRIVER_ATTRIBUTE, &format!("{}.{}.0", from.major, from.minor)));
             }
-            if let Some(major) = alternative.driver_below {
-                comparisons.push(compare(DRIVER_ATTRIBUTE, &format!("{major}.0.0"), "<"));
+            if let Some(below) = atom.driver_below {
+                comparisons.push(compare(DRIVER_ATTRIBUTE, &format!("{}.0.0", below.major), "<"));
             }
             format!("({})", comparisons.join(" && "))
         })

@@ -187,8 +187,8 @@ pub struct OwnerClaims<'a> {
     namespace: &'a str,
     /// The template of the claim under review's pod claim, and the claim.
     under_review: Option<(&'a str, ClaimSummary)>,
-    templates: BTreeMap<&'a str, Resolved>,
-    claims: BTreeMap<&'a str, Resolved>,
+    /// What was read beside the pod.
+    read: BTreeMap<(ClaimKind, &'a str), Resolved>,
     /// Template -> the claim made from it for this pod.
     generated: BTreeMap<&'a str, &'a str>,
     cache: Option<&'a dyn ClaimFacts>,
@@ -204,9 +204,7 @@ impl<'a> OwnerClaims<'a> {
         cache: Option<&'a dyn ClaimFacts>,
         is_gpu_class: &dyn Fn(&str) -> bool,
     ) -> Self {
-        let mut templates = BTreeMap::new();
-        let mut claims = BTreeMap::new();
-        for claim in read {
+        let read = read.iter().map(|claim| {
             let resolved = match &claim.read {
                 Fetched::Found(spec) => Resolved::Known(spec.summary(is_gpu_class)),
                 Fetched::NotFound => Resolved::Unknown,
@@ -216,12 +214,9 @@ impl<'a> OwnerClaims<'a> {
                     claim.name
                 )),
             };
-            let table = match claim.kind {
-                ClaimKind::Claim => &mut claims,
-                ClaimKind::Template => &mut templates,
-            };
-            table.insert(claim.name.as_str(), resolved);
-        }
+            ((claim.kind, claim.name.as_str()), resolved)
+        });
+        let read = read.collect();
         let generated = entries
             .iter()
             .filter_map(|entry| match entry.origin {
@@ -231,16 +226,12 @@ impl<'a> OwnerClaims<'a> {
                 _ => None,
             })
             .collect();
-        OwnerClaims { namespace, under_review, templates, claims, generated, cache }
+        OwnerClaims { namespace, under_review, read, generated, cache }
     }
 
     /// Read beside the pod, else known to the caches.
     fn lookup(&self, kind: ClaimKind, name: &str) -> Resolved {
-        let table = match kind {
-            ClaimKind::Claim => &self.claims,
-            ClaimKind::Template => &self.templates,
-        };
-        if let Some(read) = table.get(name) {
+        if let Some(read) = self.read.get(&(kind, name)) {
             return read.clone();
         }
         match (self.cache, kind) {

@@ -28,42 +28,31 @@ pub const RULE: Rule = Rule {
     name: "allowlist",
     severity: Severity::High,
     entries: &[Entry {
-    check: Check::Allowlist(exempt),
-    api_server: ApiServer::InOtherPolicies(Coverage {
-    enforced: "by the controller owner reference's kind and name, and the workload's own \
+        check: Check::Allowlist(exempt),
+        api_server: ApiServer::InOtherPolicies(Coverage {
+            enforced: "by the controller owner reference's kind and name, and the workload's own \
         kind and name (or `namePrefix`), in the entry's namespace: in the policies of R1, the \
         reserved class of R3, and R6",
-    webhook_only: "owner UID verification: the policy cannot read the owner, so anyone who \
+            webhook_only: "owner UID verification: the policy cannot read the owner, so anyone who \
         can create pods in an allowlisted namespace can write an owner reference to the \
         exporter and get its exemption. Keep allowlisted namespaces (by default \
         `kube-system`) closed to ordinary users, or run the webhook beside the policies",
-}),
-}],
+        }),
+    }],
 };
-
 
 /// The allowlist stage: the entry that exempts the object. With a cluster
 /// to read, a pod's owner must be the one the entry names
 /// ([`verify_owner`]).
 pub fn exempt<'a>(input: &AllowlistInput<'a>) -> Exemption<'a> {
-    let entry = matching_entry(
-        input.identity,
-        input.namespace,
-        &input.settings.config().allowlist,
-    );
+    let entry = matching_entry(input.identity, input.namespace, &input.settings.config().allowlist);
     if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =
         (entry, input.identity, input.cluster)
         && let Err(notice) = verify_owner(entry, owner, cluster)
     {
-        return Exemption {
-            entry: None,
-            notices: vec![notice],
-        };
+        return Exemption { entry: None, notices: vec![notice] };
     }
-    Exemption {
-        entry,
-        notices: Vec::new(),
-    }
+    Exemption { entry, notices: Vec::new() }
 }
 
 /// The configured entry that exempts this object, if any.
@@ -77,9 +66,7 @@ pub fn matching_entry<'e>(
         Identity::Pod { owner: None } => return None,
         Identity::Workload { kind, name } => (kind, name),
     };
-    entries
-        .iter()
-        .find(|entry| entry.matches(namespace, kind, name))
+    entries.iter().find(|entry| entry.matches(namespace, kind, name))
 }
 
 /// With a cluster to ask: the owner a pod names must exist in the pod's
@@ -99,10 +86,7 @@ pub fn verify_owner(
         (None, _) => format!("owner {named} does not exist"),
         _ => format!("owner UID is not that of {named}"),
     };
-    Err(Notice::new(
-        NoticeKind::UnverifiedOwner,
-        format!("allowlist: {reason}; no exemption"),
-    ))
+    Err(Notice::new(NoticeKind::UnverifiedOwner, format!("allowlist: {reason}; no exemption")))
 }
 
 #[cfg(test)]

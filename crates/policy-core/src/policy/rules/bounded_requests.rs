@@ -35,36 +35,38 @@ pub mod sharing;
 
 use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};
 use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::rules::cel::CelPolicy;
-use crate::policy::container::GpuResource;
+use crate::policy::container::{Container, GpuResource};
 use crate::policy::dra::claims::DraCount;
 use crate::policy::message::{CONTAINER, MessageTemplate};
+use crate::policy::pod::PodView;
 use crate::policy::quantity::GpuCount;
-use crate::policy::rules::cel_text::{self as cel, Fill, count, invalid_reason, read_once, sidecar, whole};
-use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel::{CelPolicy, Validation, Variable};
 use crate::policy::rules::cel_sharing;
+use crate::policy::rules::cel_text::{self as cel, Fill, count, read_once, sidecar, whole};
 use crate::settings::{HAMI_CARDS, Settings};
 
 /// The pods' entry, then the claims' ([`claim_requests::ENTRY`]).
 pub const RULE: Rule = Rule {
     name: "bounded-requests",
     severity: Severity::Medium,
-    entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::Policies {
-        coverage: Coverage {
-    enforced: "request without limit, request ≠ limit, values that are not whole non-negative \
+    entries: &[
+        Entry {
+            check: Check::Pod(check),
+            api_server: ApiServer::Policies {
+                coverage: Coverage {
+                    enforced: "request without limit, request ≠ limit, values that are not whole non-negative \
         quantities, `maxPerContainer`, the effective pod count against `maxPerPod` (Kubernetes' \
         formula with sidecars), the namespace annotation; KAI fraction annotations and HAMi \
         share values, and the cards they imply",
-    webhook_only: "the GPUs of a pod's DRA claims added to its count (claims are other \
+                    webhook_only: "the GPUs of a pod's DRA claims added to its count (claims are other \
         objects); the largest node's allocatable GPUs (nodes are other objects)",
-},
-        policies,
-    },
-}, claim_requests::ENTRY],
+                },
+                policies,
+            },
+        },
+        claim_requests::ENTRY,
+    ],
 };
-
 
 /// A value that is no GPU count: `{field}` is `limits` or `requests`,
 /// `{reason}` a [`crate::policy::quantity::QuantityError`].
@@ -105,14 +107,55 @@ pub const ABOVE_LARGEST_NODE: MessageTemplate = MessageTemplate::new(
      {largest}: it can never be scheduled",
 );
 
-/// One kind of problem with one resource; containers sharing it are named
-/// in one message.
+/// One kind of problem with one resource (a GPU resource, or a HAMi share);
+/// containers sharing it are named in one message.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Problem {
-    InvalidValue { field: &'static str, reason: String },
+    Invalid { field: &'static str, reason: String },
     RequestWithoutLimit,
     RequestNotLimit,
     AboveContainerMaximum { maximum: u64 },
+    AbovePercent { field: &'static str, value: u64 },
+}
+
+/// The messages of what `problems_of` finds in the `resources` of each
+/// container: one per resource and problem, in that order, naming its
+/// containers. `templates`: of an invalid value, of a request without a
+/// limit, of one that differs from its limit.
+fn grouped<'v>(
+    view: &PodView<'v>,
+    resources: for<'c> fn(&'c Container<'v>) -> &'c [GpuResource<'v>],
+    problems_of: &dyn Fn(&GpuResource<'v>) -> Vec<Problem>,
+    [invalid, without_limit, not_limit]: [MessageTemplate; 3],
+) -> Vec<String> {
+    let mut problems: BTreeMap<(&str, Problem), Vec<&str>> = BTreeMap::new();
+    for container in &view.containers {
+        for resource in resources(container) {
+            for problem in problems_of(resource) {
+                problems.entry((resource.name, problem)).or_default().push(container.name);
+            }
+        }
+    }
+    let messages = problems.into_iter().map(|((resource, problem), names)| {
+        let (template, field, (slot, value)) = match problem {
+            Problem::Invalid { field, reason } => (invalid, field, ("reason", reason)),
+            Problem::RequestWithoutLimit => (without_limit, "", ("", String::new())),
+            Problem::RequestNotLimit => (not_limit, "", ("", String::new())),
+            Problem::AboveContainerMaximum { maximum } => {
+                (ABOVE_CONTAINER_MAXIMUM, "", ("maximum", maximum.to_string()))
+            }
+            Problem::AbovePercent { field, value } => {
+                (sharing::SHARE_ABOVE_PERCENT, field, ("value", value.to_string()))
+            }
+        };
+        template.format(&[
+            ("containers", &CONTAINER.list(names)),
+            ("field", &field),
+            ("resource", &resource),
+            (slot, &value),
+        ])
+    });
+    messages.collect()
 }
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
@@ -122,46 +165,13 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     }
     let view = input.view;
     let max_per_container = input.settings.config().max_per_container;
-    // (resource, problem) -> container names, in a stable order.
-    let mut problems: BTreeMap<(&str, Problem), Vec<&str>> = BTreeMap::new();
-    for container in &view.containers {
-        for resource in &container.gpu_resources {
-            for problem in problems_of(resource, max_per_container) {
-                problems
-                    .entry((resource.name, problem))
-                    .or_default()
-                    .push(container.name);
-            }
-        }
-    }
-    for ((resource, problem), names) in problems {
-        let containers = CONTAINER.list(names);
-        let message = match problem {
-            Problem::InvalidValue { field, reason } => INVALID_VALUE.format(&[
-                ("containers", &containers),
-                ("field", &field),
-                ("resource", &resource),
-                ("reason", &reason),
-            ]),
-            Problem::RequestWithoutLimit => REQUEST_WITHOUT_LIMIT
-                .format(&[("containers", &containers), ("resource", &resource)]),
-            Problem::RequestNotLimit => {
-                REQUEST_NOT_LIMIT.format(&[("containers", &containers), ("resource", &resource)])
-            }
-            Problem::AboveContainerMaximum { maximum } => ABOVE_CONTAINER_MAXIMUM.format(&[
-                ("containers", &containers),
-                ("maximum", &maximum),
-                ("resource", &resource),
-            ]),
-        };
-        findings.violations.push(message);
-    }
-    findings
-        .violations
-        .extend(sharing::problems(
-            view,
-            input.settings,
-        ));
+    findings.violations = grouped(
+        view,
+        |c| &c.gpu_resources,
+        &|resource| problems_of(resource, max_per_container),
+        [INVALID_VALUE, REQUEST_WITHOUT_LIMIT, REQUEST_NOT_LIMIT],
+    );
+    findings.violations.extend(sharing::problems(view, input.settings));
     let max_per_pod = input.namespace.max_per_pod;
     let dra = view.dra_gpus;
     let counts = view.effective_counts();
@@ -191,14 +201,12 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 ("maximum", &max_per_pod),
             ])),
             Some(dra) if DraCount::Exactly(count).plus(dra) > DraCount::Exactly(max_per_pod) => {
-                findings
-                    .violations
-                    .push(WITH_CLAIMS_ABOVE_POD_MAXIMUM.format(&[
-                        ("count", &count),
-                        ("resource", &resource),
-                        ("claimed", &dra),
-                        ("maximum", &max_per_pod),
-                    ]));
+                findings.violations.push(WITH_CLAIMS_ABOVE_POD_MAXIMUM.format(&[
+                    ("count", &count),
+                    ("resource", &resource),
+                    ("claimed", &dra),
+                    ("maximum", &max_per_pod),
+                ]));
             }
             _ => {}
         }
@@ -210,10 +218,7 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
     let mut problems = Vec::new();
     let mut whole = |field: &'static str, count: Option<GpuCount>| match count {
         Some(GpuCount::Invalid(reason)) => {
-            problems.push(Problem::InvalidValue {
-                field,
-                reason: reason.to_string(),
-            });
+            problems.push(Problem::Invalid { field, reason: reason.to_string() });
             None
         }
         Some(GpuCount::Whole(n)) => Some(n),
@@ -231,9 +236,7 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
         problems.push(Problem::RequestNotLimit);
     }
     if limit.or(request).is_some_and(|n| n > max_per_container) {
-        problems.push(Problem::AboveContainerMaximum {
-            maximum: max_per_container,
-        });
+        problems.push(Problem::AboveContainerMaximum { maximum: max_per_container });
     }
     problems
 }
@@ -264,65 +267,49 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     let once = read_once("c");
     let (lim, req) = ("m.l", "m.r");
     let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
-    let invalid = format!(
-        "variables.checked.filter(c, {once}.exists(m, \
-         {lim}.exists(k, {gpu} && !{wl}) || {req}.exists(k, {gpu} && !{wr})))",
-    );
-    let without_limit = format!(
-        "variables.checked.filter(c, {once}.exists(m, \
-         {req}.exists(k, {gpu} && {nr} && !(k in {lim}))))",
-        nr = cel::nonzero("m.r[k]"),
-    );
-    let not_limit = format!(
-        "variables.checked.filter(c, {once}.exists(m, {req}.exists(k, {gpu} && k in {lim} \
-         && {wr} && {wl} && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0)))",
-    );
-    let above_container = format!(
-        "variables.checked.filter(c, {once}.exists(m, \
-         {lim}.exists(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
-         || {req}.exists(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
-            && quantity({req}[k]).asInteger() > {max})))",
-    );
-    // For the messages, each container of a problem with the resources
-    // (or, for values, `<field>.<resource> <reason>`) it has it for, as
-    // the webhook names them: `{'name', 'ks'}`. Read only by the messages.
-    let keys = |list: &str, ks: &str| {
-        format!(
-            "variables.{list}.map(c, {{'name': dyn(c.name), 'ks': dyn({once}.map(m, {ks})[0])}})"
-        )
-    };
-    // `[field, resource, reason]`, the slots of the message.
-    let invalid_keys = keys(
-        "invalidValue",
-        &format!(
-            "{lim}.filter(k, {gpu} && !{wl}).map(k, ['limits', string(k), {rl}]) \
-             + {req}.filter(k, {gpu} && !{wr}).map(k, ['requests', string(k), {rr}])",
-            rl = invalid_reason("m.l[k]"),
-            rr = invalid_reason("m.r[k]"),
+    // Each problem: the containers that have it (the tests of their limits
+    // and requests), and for its message, read only there, each one's
+    // resources it has it for (for values, `[field, resource, reason]`), as
+    // the webhook names them: `{'name', 'ks'}`, in `<problem>Keys`.
+    let nr = cel::nonzero("m.r[k]");
+    let differ = format!("quantity({req}[k]).compareTo(quantity({lim}[k])) != 0");
+    let above = |side: &str| format!("quantity({side}[k]).asInteger() > {max}");
+    let problems = [
+        (
+            "invalidValue",
+            vec![(lim, format!("{gpu} && !{wl}")), (req, format!("{gpu} && !{wr}"))],
+            Some(cel::invalid_keys(&gpu, &gpu)),
         ),
-    );
-    let without_limit_keys = keys(
-        "requestWithoutLimit",
-        &format!(
-            "{req}.filter(k, {gpu} && {nr} && !(k in {lim}))",
-            nr = cel::nonzero("m.r[k]")
+        ("requestWithoutLimit", vec![(req, format!("{gpu} && {nr} && !(k in {lim})"))], None),
+        (
+            "requestNotLimit",
+            vec![(req, format!("{gpu} && k in {lim} && {wr} && {wl} && {differ}"))],
+            None,
         ),
-    );
-    let not_limit_keys = keys(
-        "requestNotLimit",
-        &format!(
-            "{req}.filter(k, {gpu} && k in {lim} && {wr} && {wl} \
-             && quantity({req}[k]).compareTo(quantity({lim}[k])) != 0)"
+        (
+            "aboveContainerMaximum",
+            vec![
+                (lim, format!("{gpu} && {wl} && {}", above(lim))),
+                (req, format!("{gpu} && !(k in {lim} && {wl}) && {wr} && {}", above(req))),
+            ],
+            None,
         ),
-    );
-    let above_container_keys = keys(
-        "aboveContainerMaximum",
-        &format!(
-            "{lim}.filter(k, {gpu} && {wl} && quantity({lim}[k]).asInteger() > {max}) \
-             + {req}.filter(k, {gpu} && !(k in {lim} && {wl}) && {wr} \
-                && quantity({req}[k]).asInteger() > {max})"
-        ),
-    );
+    ];
+    let (mut containers, mut keys) = (Vec::new(), Vec::new());
+    for (name, tests, ks) in problems {
+        let joined = |each: &str, by: &str| {
+            let parts: Vec<String> =
+                tests.iter().map(|(side, test)| format!("{side}.{each}(k, {test})")).collect();
+            parts.join(by)
+        };
+        let any = joined("exists", " || ");
+        containers.push(Variable::new(
+            name,
+            &format!("variables.checked.filter(c, {once}.exists(m, {any}))"),
+        ));
+        let ks = ks.unwrap_or_else(|| joined("filter", " + "));
+        keys.push(Variable::new(&format!("{name}Keys"), &cel::keys(name, &ks)));
+    }
     // Each container's GPU resources, once per request: the names in
     // its limits, then those only in its requests, each with the count
     // the device plugin allocates. The pod checks below read these
@@ -356,12 +343,8 @@ fn variables(settings: &Settings) -> Vec<Variable> {
         total("variables.initGpus.filter(i, i.sidecar).map(i, i.gpus)"),
         plus_implied("variables.steadyImplied"),
     );
-    let peak = format!(
-        "{} + {}{}",
-        total("[p.init]"),
-        total("p.sidecars"),
-        plus_implied("p.implied"),
-    );
+    let peak =
+        format!("{} + {}{}", total("[p.init]"), total("p.sidecars"), plus_implied("p.implied"),);
     let init_peak = format!("variables.initPeaks.exists(p, {peak} > variables.maxPerPod)");
     let over = format!("({steady} > variables.maxPerPod || {init_peak})");
     // The effective count of resource k, for the message.
@@ -400,29 +383,17 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     let mut variables = cel_sharing::variables(settings);
     // Every container's values are checked, ephemeral ones too (the API
     // server refuses resources on them; the webhook reads them anyway).
-    variables.push(Variable::new(
-        "checked",
-        &format!("variables.containers + ({})", cel::EPHEMERALS),
-    ));
+    variables
+        .push(Variable::new("checked", &format!("variables.containers + ({})", cel::EPHEMERALS)));
     variables.extend(cel_sharing::bounded_variables(settings));
     variables.extend([
         Variable::new("initNames", "variables.inits.map(c, c.name)"),
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
-        Variable::new(
-            "regularGpus",
-            &format!("variables.regulars.map(c, {})", gpus("c")),
-        ),
+        Variable::new("regularGpus", &format!("variables.regulars.map(c, {})", gpus("c"))),
         Variable::new("initGpus", &init_gpus),
         Variable::new("initPeaks", &init_peaks),
-        Variable::new("invalidValue", &invalid),
-        Variable::new("requestWithoutLimit", &without_limit),
-        Variable::new("requestNotLimit", &not_limit),
-        Variable::new("aboveContainerMaximum", &above_container),
-        Variable::new("invalidValueKeys", &invalid_keys),
-        Variable::new("requestWithoutLimitKeys", &without_limit_keys),
-        Variable::new("requestNotLimitKeys", &not_limit_keys),
-        Variable::new("aboveContainerMaximumKeys", &above_container_keys),
     ]);
+    variables.extend(containers.into_iter().chain(keys));
     if let Some(n) = &implied {
         variables.push(Variable::new(
             "steadyImplied",
@@ -465,54 +436,36 @@ fn variables(settings: &Settings) -> Vec<Variable> {
 
 fn validations(settings: &Settings) -> Vec<Validation> {
     let max = settings.config().max_per_container;
-    let grouped = |list: &str, template, slots: &[(&str, Fill)]| {
-        cel::grouped_messages(&format!("variables.{list}Keys"), template, slots)
-    };
     let resource = || ("resource", Fill::cel("k"));
-    let mut validations = vec![
-        Validation::new(
-            "size(variables.invalidValue) == 0",
-            &grouped(
-                "invalidValue",
-                INVALID_VALUE,
-                &[
-                    ("field", Fill::cel("k[0]")),
-                    ("resource", Fill::cel("k[1]")),
-                    ("reason", Fill::cel("k[2]")),
-                ],
-            ),
-        ),
-        Validation::new(
-            "size(variables.requestWithoutLimit) == 0",
-            &grouped("requestWithoutLimit", REQUEST_WITHOUT_LIMIT, &[resource()]),
-        ),
-        Validation::new(
-            "size(variables.requestNotLimit) == 0",
-            &grouped("requestNotLimit", REQUEST_NOT_LIMIT, &[resource()]),
-        ),
-        Validation::new(
-            "size(variables.aboveContainerMaximum) == 0",
-            &grouped(
-                "aboveContainerMaximum",
-                ABOVE_CONTAINER_MAXIMUM,
-                &[("maximum", Fill::words(max)), resource()],
-            ),
-        ),
-        Validation::new(
-            "!variables.abovePodMaximum",
-            "'gpu-policy: ' + variables.podCounts",
+    let problems = [
+        ("invalidValue", INVALID_VALUE, cel::invalid_slots().to_vec()),
+        ("requestWithoutLimit", REQUEST_WITHOUT_LIMIT, vec![resource()]),
+        ("requestNotLimit", REQUEST_NOT_LIMIT, vec![resource()]),
+        (
+            "aboveContainerMaximum",
+            ABOVE_CONTAINER_MAXIMUM,
+            vec![("maximum", Fill::words(max)), resource()],
         ),
     ];
+    let mut validations: Vec<Validation> = problems
+        .into_iter()
+        .map(|(list, template, slots)| {
+            Validation::new(
+                &format!("size(variables.{list}) == 0"),
+                &cel::grouped_messages(&format!("variables.{list}Keys"), template, &slots),
+            )
+        })
+        .collect();
+    validations.push(Validation::new(
+        "!variables.abovePodMaximum",
+        "'gpu-policy: ' + variables.podCounts",
+    ));
     validations.extend(cel_sharing::bounded_validations(settings));
     validations
 }
 
 fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
-    vec![CelPolicy::pod_validations(
-        false,
-        variables(settings),
-        validations(settings),
-    )]
+    vec![CelPolicy::pod_validations(false, variables(settings), validations(settings))]
 }
 
 #[cfg(test)]

@@ -337,7 +337,7 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
 /// judged once, as the limit), the requests without a limit, and those
 /// that differ from it (the resource). Read only by the message.
 fn share_keys() -> Vec<Variable> {
-    let shares = string_list(HAMI_RESOURCES);
+    let shares = format!("k in {}", string_list(HAMI_RESOURCES));
     let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
     let differ = "quantity(m.r[k]).compareTo(quantity(m.l[k])) != 0";
     // The request reads as its limit does: the same count, or no count
@@ -348,34 +348,16 @@ fn share_keys() -> Vec<Variable> {
         invalid_reason("m.l[k]"),
         invalid_reason("m.r[k]"),
     );
-    let keys = |name: &str, ks: &str| {
-        Variable::new(
-            name,
-            &format!(
-                "variables.shareProblems.map(c, {{'name': dyn(c.name), \
-                 'ks': dyn({}.map(m, {ks})[0])}})",
-                read_once("c")
-            ),
-        )
-    };
+    let keys = |name: &str, ks: &str| Variable::new(name, &cel::keys("shareProblems", ks));
     vec![
-        keys(
-            "shareInvalidKeys",
-            &format!(
-                "m.l.filter(k, k in {shares} && !{wl}).map(k, ['limits', string(k), {rl}]) \
-                 + m.r.filter(k, k in {shares} && !({same}) && !{wr})\
-                 .map(k, ['requests', string(k), {rr}])",
-                rl = invalid_reason("m.l[k]"),
-                rr = invalid_reason("m.r[k]"),
-            ),
-        ),
+        keys("shareInvalidKeys", &cel::invalid_keys(&shares, &format!("{shares} && !({same})"))),
         keys(
             "shareWithoutLimitKeys",
-            &format!("m.r.filter(k, k in {shares} && !(k in m.l) && {})", nonzero("m.r[k]")),
+            &format!("m.r.filter(k, {shares} && !(k in m.l) && {})", nonzero("m.r[k]")),
         ),
         keys(
             "shareNotLimitKeys",
-            &format!("m.r.filter(k, k in {shares} && k in m.l && {wl} && {wr} && {differ})"),
+            &format!("m.r.filter(k, {shares} && k in m.l && {wl} && {wr} && {differ})"),
         ),
     ]
 }
@@ -385,15 +367,7 @@ fn share_keys() -> Vec<Variable> {
 fn share_message() -> String {
     let resource = || ("resource", Fill::cel("k"));
     let groups = [
-        cel::grouped(
-            "variables.shareInvalidKeys",
-            SHARE_INVALID,
-            &[
-                ("field", Fill::cel("k[0]")),
-                ("resource", Fill::cel("k[1]")),
-                ("reason", Fill::cel("k[2]")),
-            ],
-        ),
+        cel::grouped("variables.shareInvalidKeys", SHARE_INVALID, &cel::invalid_slots()),
         cel::grouped("variables.shareWithoutLimitKeys", SHARE_WITHOUT_LIMIT, &[resource()]),
         cel::grouped("variables.shareNotLimitKeys", SHARE_NOT_LIMIT, &[resource()]),
     ];

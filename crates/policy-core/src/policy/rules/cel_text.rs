@@ -78,6 +78,15 @@ pub const EPHEMERAL_UPDATE: &str =
     "has(request.subResource) && request.subResource == 'ephemeralcontainers'";
 pub const EPHEMERALS: &str =
     "has(variables.spec.ephemeralContainers) ? variables.spec.ephemeralContainers : []";
+/// The names of the ephemeral containers the pod had before the update.
+pub const OLD_EPHEMERAL_NAMES: &str = "oldObject != null && has(oldObject.spec) \
+     && has(oldObject.spec.ephemeralContainers) \
+     ? oldObject.spec.ephemeralContainers.map(e, e.name) : []";
+/// The ephemeral containers in scope: on an update of
+/// `pods/ephemeralcontainers`, those it adds.
+pub const NEW_EPHEMERALS: &str = "variables.ephemeralUpdate \
+     ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
+     : variables.ephemerals";
 
 /// An init container that keeps running beside the others.
 pub fn sidecar(c: &str) -> String {
@@ -197,6 +206,35 @@ pub fn invalid_reason(v: &str) -> String {
 /// absent, which costs more than reading the bound value again.
 pub fn read_once(c: &str) -> String {
     format!("[{{'l': {}, 'r': {}}}]", limits(c), requests(c))
+}
+
+/// The `{'name', 'ks'}` records ([`each_first`]) of the containers of
+/// `variables.{list}`: `ks` of each one's limits and requests, read once
+/// ([`read_once`]: `m.l`, `m.r`).
+pub fn keys(list: &str, ks: &str) -> String {
+    format!(
+        "variables.{list}.map(c, {{'name': dyn(c.name), 'ks': dyn({}.map(m, {ks})[0])}})",
+        read_once("c")
+    )
+}
+
+/// For [`keys`]: `[field, resource, reason]` of each value (of a resource
+/// `k` that is `is`) no whole count; of a request, only where `request`
+/// holds too. [`invalid_slots`] read them.
+pub fn invalid_keys(is: &str, request: &str) -> String {
+    format!(
+        "m.l.filter(k, {is} && !{wl}).map(k, ['limits', string(k), {rl}]) \
+         + m.r.filter(k, {request} && !{wr}).map(k, ['requests', string(k), {rr}])",
+        wl = whole("m.l[k]"),
+        wr = whole("m.r[k]"),
+        rl = invalid_reason("m.l[k]"),
+        rr = invalid_reason("m.r[k]"),
+    )
+}
+
+/// The slots of an invalid value's message, of an [`invalid_keys`] string.
+pub fn invalid_slots() -> [(&'static str, Fill); 3] {
+    [("field", Fill::cel("k[0]")), ("resource", Fill::cel("k[1]")), ("reason", Fill::cel("k[2]"))]
 }
 
 /// The count the device plugin allocates for resource `k` of the limits

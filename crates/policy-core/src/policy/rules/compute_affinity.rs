@@ -40,9 +40,9 @@
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::document::{Json, Object};
+use crate::document::Object;
 
 pub mod claim_floors;
 mod dra_floors;
@@ -50,28 +50,31 @@ mod gfd_labels;
 mod image_floors;
 mod update;
 
-use gfd_labels::CUDA_LABELS;
-use image_floors::{Containers, base_minimum, image_floors, raise};
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::cuda::ComputeCapability;
 use crate::cuda::requirement::{DriverFloor, at_least};
 use crate::policy::container::Container;
 use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::policy::patch::{Step, add, pointer_below};
+use crate::policy::patch::{add, json_len, object};
 use crate::settings::WhenNodesUnlabelled;
+use gfd_labels::CUDA_LABELS;
+use image_floors::{Containers, base_minimum, image_floors, raise};
 
 pub const RULE: Rule = Rule {
     name: "compute-affinity",
     severity: Severity::Medium,
-    entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::WebhookOnly {
-    reason: "all of it: what an image needs comes from its registry (registry mode) or \
+    entries: &[
+        Entry {
+            check: Check::Pod(check),
+            api_server: ApiServer::WebhookOnly {
+                reason: "all of it: what an image needs comes from its registry (registry mode) or \
         the image table, with driver floors, and whether any node meets the minimum from the \
         cluster's nodes; a policy can read neither registries nor other objects",
-},
-}, claim_floors::ENTRY],
+            },
+        },
+        claim_floors::ENTRY,
+    ],
 };
 
 pub use gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
@@ -112,11 +115,7 @@ fn node_affinity(
     let mut driver_floor = images.driver;
     let unlabelled = unlabelled_parts(input, minimum.as_ref(), driver_floor.as_ref());
     if !unlabelled.is_empty() {
-        let when = input
-            .settings
-            .config()
-            .compute_affinity
-            .when_nodes_unlabelled;
+        let when = input.settings.config().compute_affinity.when_nodes_unlabelled;
         findings.notices.push(unlabelled_notice(
             &unlabelled,
             minimum.as_ref(),
@@ -132,14 +131,8 @@ fn node_affinity(
             }
         }
     }
-    let compute = minimum
-        .as_ref()
-        .map(|(minimum, _)| alternatives(*minimum))
-        .unwrap_or_default();
-    let driver = driver_floor
-        .as_ref()
-        .map(|(floor, _)| floor.alternatives())
-        .unwrap_or_default();
+    let compute = minimum.as_ref().map(|(minimum, _)| alternatives(*minimum)).unwrap_or_default();
+    let driver = driver_floor.as_ref().map(|(floor, _)| floor.alternatives()).unwrap_or_default();
     let alternatives = product(&compute, &driver);
     if alternatives.is_empty() {
         return;
@@ -163,9 +156,7 @@ fn node_affinity(
     let mut summaries = Vec::new();
     let mut words = Vec::new();
     if let Some((minimum, source)) = &minimum {
-        summaries.push(format!(
-            "require GPU compute capability >= {minimum} ({source})"
-        ));
+        summaries.push(format!("require GPU compute capability >= {minimum} ({source})"));
         words.push(format!("compute capability >= {minimum}"));
     }
     if let Some((floor, source)) = &driver_floor {
@@ -193,10 +184,7 @@ fn node_affinity(
                     "{field} is malformed, so the {words} constraint cannot be added; fix the \
                      affinity"
                 ),
-                Unconstrained::TooLarge {
-                    terms,
-                    alternatives,
-                } => format!(
+                Unconstrained::TooLarge { terms, alternatives } => format!(
                     "the {terms} required node selector terms, each multiplied by the \
                      {alternatives} alternatives of the {words} constraint, would be more \
                      than a pod can hold; merge the terms"
@@ -204,10 +192,7 @@ fn node_affinity(
             };
             // A denial never depends on a registry answer: only what the
             // table and the annotations ask for may deny.
-            let kept = Parts {
-                compute: minimum.is_some(),
-                driver: driver_floor.is_some(),
-            };
+            let kept = Parts { compute: minimum.is_some(), driver: driver_floor.is_some() };
             if input.images.is_some()
                 && !needs_constraint_without_registry(input, base, which, kept)
             {
@@ -278,11 +263,7 @@ fn unlabelled_notice(
     let remedy = format!("deploy GPU Feature Discovery, or set {labels} on the GPU nodes");
     match when {
         WhenNodesUnlabelled::Skip => {
-            let verb = if unlabelled.compute && unlabelled.driver {
-                "are"
-            } else {
-                "is"
-            };
+            let verb = if unlabelled.compute && unlabelled.driver { "are" } else { "is" };
             Notice::new(
                 NoticeKind::UnenforcedFloor,
                 format!("{cause}, so {parts} {verb} not required; {remedy}"),
@@ -311,7 +292,6 @@ fn needs_constraint_without_registry(
     (kept.driver && images.driver.is_some())
         || (kept.compute && raise(base, images.compute).is_some())
 }
-
 
 /// Every compute alternative ANDed with every driver alternative (either
 /// side may be absent).
@@ -359,45 +339,26 @@ fn constrain(
                 .collect(),
         )
     };
-    let mut path = pointer_below(spec_pointer, [Step::Key("affinity")]);
-    let Some(affinity) = member(spec, "affinity") else {
-        let value = object(
-            "nodeAffinity",
-            object(REQUIRED, object("nodeSelectorTerms", new_terms())),
-        );
-        return Ok(Some(add(path, value)));
-    };
-    let affinity = affinity
-        .as_object()
-        .ok_or_else(|| malformed("spec.affinity"))?;
-    path.push_back("nodeAffinity");
-    let Some(node_affinity) = member(affinity, "nodeAffinity") else {
-        let value = object(REQUIRED, object("nodeSelectorTerms", new_terms()));
-        return Ok(Some(add(path, value)));
-    };
-    let node_affinity = node_affinity
-        .as_object()
-        .ok_or_else(|| malformed("spec.affinity.nodeAffinity"))?;
-    path.push_back(REQUIRED);
-    let Some(required) = member(node_affinity, REQUIRED) else {
-        return Ok(Some(add(path, object("nodeSelectorTerms", new_terms()))));
-    };
-    let required = required.as_object().ok_or_else(|| {
-        malformed("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    })?;
-    path.push_back("nodeSelectorTerms");
-    let existing = match member(required, "nodeSelectorTerms").map(Json::as_array) {
-        None => return Ok(Some(add(path, new_terms()))),
-        Some(Some(terms)) if terms.is_empty() => {
-            return Ok(Some(add(path, new_terms())));
+    // Down to the terms; what is missing on the way is added whole.
+    let keys = ["affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms"];
+    let (mut path, mut field, mut parent) = (spec_pointer.to_buf(), "spec".to_owned(), spec);
+    let mut terms = None;
+    for (depth, key) in keys.into_iter().enumerate() {
+        path.push_back(key);
+        field = format!("{field}.{key}");
+        let Some(value) = member(parent, key) else {
+            let value = keys[depth + 1..].iter().rev().fold(new_terms(), |v, key| object(key, v));
+            return Ok(Some(add(path, value)));
+        };
+        let malformed = || Unconstrained::Malformed(field.clone());
+        match depth + 1 < keys.len() {
+            true => parent = value.as_object().ok_or_else(malformed)?,
+            false => terms = Some(value.as_array().ok_or_else(malformed)?),
         }
-        Some(Some(terms)) => terms,
-        Some(None) => {
-            return Err(Unconstrained::Malformed(format!(
-                "{}.nodeSelectorTerms",
-                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            )));
-        }
+    }
+    let existing = match terms {
+        Some(terms) if !terms.is_empty() => terms,
+        _ => return Ok(Some(add(path, new_terms()))),
     };
     let mut changed = false;
     // Grown as terms are written, which stops at the bound below: a
@@ -410,18 +371,13 @@ fn constrain(
     for (index, term) in existing.iter().enumerate() {
         // Copied into the patch: read as a value, one term at a time.
         let term = term.to_value();
-        let field = || format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[{index}]");
-        let object = term
-            .as_object()
-            .ok_or_else(|| Unconstrained::Malformed(field()))?;
+        let field = || format!("{field}[{index}]");
+        let object = term.as_object().ok_or_else(|| Unconstrained::Malformed(field()))?;
         let expressions: &[Value] = match object.get("matchExpressions").filter(|v| !v.is_null()) {
             None => &[],
             Some(Value::Array(list)) => list,
             Some(_) => {
-                return Err(Unconstrained::Malformed(format!(
-                    "{}.matchExpressions",
-                    field()
-                )));
+                return Err(Unconstrained::Malformed(format!("{}.matchExpressions", field())));
             }
         };
         let carried = alternatives
@@ -456,10 +412,7 @@ fn constrain(
     if !changed {
         return Ok(None);
     }
-    Ok(Some(PatchOperation::Replace(ReplaceOperation {
-        path,
-        value: Value::Array(terms),
-    })))
+    Ok(Some(PatchOperation::Replace(ReplaceOperation { path, value: Value::Array(terms) })))
 }
 
 /// The most bytes of required node selector terms R4 writes: the API
@@ -476,36 +429,6 @@ enum Unconstrained {
     /// The terms multiplied by the alternatives would be larger than
     /// [`MAX_WRITTEN_TERMS_BYTES`].
     TooLarge { terms: usize, alternatives: usize },
-}
-
-fn malformed(field: &str) -> Unconstrained {
-    Unconstrained::Malformed(field.to_owned())
-}
-
-/// The length of `value` as JSON text, counted without keeping the text.
-fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(bytes.len());
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a value into a counter cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
-/// `{key: value}`, built directly: `json!` would copy a `Value` by
-/// serialising it.
-fn object(key: &str, value: Value) -> Value {
-    let mut map = Map::with_capacity(1);
-    map.insert(key.to_owned(), value);
-    Value::Object(map)
 }
 
 #[cfg(test)]

@@ -30,14 +30,12 @@ use std::borrow::Cow;
 
 use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};
 use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::rules::cel::CelPolicy;
 use crate::policy::container::ContainerKind;
 use crate::policy::message::{CONTAINER, MessageTemplate, Notice, NoticeKind, Noun};
-use crate::settings::PrivilegedGpu;
-use crate::policy::rules::cel_text::{self as cel, Fill};
-use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel::{CelPolicy, Validation, Variable};
 use crate::policy::rules::cel_sharing as sharing;
-use crate::settings::Settings;
+use crate::policy::rules::cel_text::{self as cel, Fill};
+use crate::settings::{PrivilegedGpu, Settings};
 
 pub const DEVICE_LIST_MOUNT: &str = "/var/run/nvidia-container-devices";
 
@@ -45,23 +43,22 @@ pub const RULE: Rule = Rule {
     name: "device-paths",
     severity: Severity::High,
     entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::Policies {
-        coverage: Coverage {
-    enforced: "hostPath volumes at `/`, `/dev`, `/dev/nvidia*`; mounts at \
+        check: Check::Pod(check),
+        api_server: ApiServer::Policies {
+            coverage: Coverage {
+                enforced: "hostPath volumes at `/`, `/dev`, `/dev/nvidia*`; mounts at \
         `/var/run/nvidia-container-devices`; CDI annotations naming NVIDIA devices; privileged \
         containers without a GPU; privileged ephemeral containers; with `privilegedGpu: deny`, \
         privileged GPU containers (a container naming a claim included)",
-    webhook_only: "`..` in a mount path is not resolved (the API server already rejects it in a \
+                webhook_only: "`..` in a mount path is not resolved (the API server already rejects it in a \
         hostPath); a privileged container naming a DRA claim is not denied (the claim may hold \
         a GPU); the warning about privileged GPU containers (a policy warns only what it \
         would deny)",
-},
-        policies,
-    },
-}],
+            },
+            policies,
+        },
+    }],
 };
-
 
 pub const HOST_PATH_VOLUME: Noun = Noun::new("hostPath volume", "hostPath volumes");
 pub const ANNOTATION: Noun = Noun::new("annotation", "annotations");
@@ -129,9 +126,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         annotations.sort_unstable();
         if !annotations.is_empty() {
             let keys = ANNOTATION.list(annotations.iter().map(|(k, _)| *k));
-            findings
-                .violations
-                .push(CDI_ANNOTATIONS.format(&[("annotations", &keys)]));
+            findings.violations.push(CDI_ANNOTATIONS.format(&[("annotations", &keys)]));
         }
     }
     let mounting: Vec<&str> = view
@@ -142,10 +137,12 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         .map(|c| c.name)
         .collect();
     if !mounting.is_empty() {
-        findings.violations.push(DEVICE_LIST.format(&[
-            ("containers", &CONTAINER.list(mounting)),
-            ("mount", &DEVICE_LIST_MOUNT),
-        ]));
+        findings.violations.push(
+            DEVICE_LIST.format(&[
+                ("containers", &CONTAINER.list(mounting)),
+                ("mount", &DEVICE_LIST_MOUNT),
+            ]),
+        );
     }
     check_privileged(input, &mut findings);
     findings
@@ -154,11 +151,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 /// Privileged containers: denied without a GPU; with one, warned about
 /// or denied as `privilegedGpu` says.
 fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
-    let privileged = input
-        .view
-        .containers
-        .iter()
-        .filter(|c| input.scope.includes(c) && c.privileged);
+    let privileged =
+        input.view.containers.iter().filter(|c| input.scope.includes(c) && c.privileged);
     let (mut gpu, mut ephemeral, mut plain) = (Vec::new(), Vec::new(), Vec::new());
     for container in privileged {
         // A container whose claim cannot be resolved may hold a GPU: it is
@@ -172,9 +166,7 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
         }
     }
     if !plain.is_empty() {
-        findings
-            .violations
-            .push(PRIVILEGED.format(&[("containers", &CONTAINER.list(plain))]));
+        findings.violations.push(PRIVILEGED.format(&[("containers", &CONTAINER.list(plain))]));
     }
     if !ephemeral.is_empty() {
         // Ephemeral containers cannot request a GPU: dropping privileged is
@@ -184,17 +176,15 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
         );
     }
     if !gpu.is_empty() {
-        let message = PRIVILEGED_GPU.format(&[
-            ("sees", &SEES.of(gpu.len())),
-            ("containers", &CONTAINER.list(gpu)),
-        ]);
+        let message = PRIVILEGED_GPU
+            .format(&[("sees", &SEES.of(gpu.len())), ("containers", &CONTAINER.list(gpu))]);
         match input.settings.config().privileged_gpu {
-            PrivilegedGpu::Warn => findings
-                .notices
-                .push(Notice::new(NoticeKind::PrivilegedGpuContainer, message)),
-            PrivilegedGpu::Deny => findings
-                .violations
-                .push(PRIVILEGED_GPU_DENIED.format(&[("notice", &message)])),
+            PrivilegedGpu::Warn => {
+                findings.notices.push(Notice::new(NoticeKind::PrivilegedGpuContainer, message))
+            }
+            PrivilegedGpu::Deny => {
+                findings.violations.push(PRIVILEGED_GPU_DENIED.format(&[("notice", &message)]))
+            }
         }
     }
 }
@@ -207,9 +197,7 @@ pub fn normalize(path: &str) -> Cow<'_, str> {
     // searches for each separator anew (most of this check's cost).
     let normal = path == "/"
         || path.strip_prefix('/').is_some_and(|rest| {
-            rest.as_bytes()
-                .split(|byte| *byte == b'/')
-                .all(|s| !matches!(s, b"" | b"." | b".."))
+            rest.as_bytes().split(|byte| *byte == b'/').all(|s| !matches!(s, b"" | b"." | b".."))
         });
     if normal {
         return Cow::Borrowed(path);
@@ -236,9 +224,7 @@ fn exposes_nvidia_devices(host_path: &str) -> bool {
 fn is_device_list_mount(mount_path: &str) -> bool {
     let path = normalize(mount_path);
     path == DEVICE_LIST_MOUNT
-        || path
-            .strip_prefix(DEVICE_LIST_MOUNT)
-            .is_some_and(|rest| rest.starts_with('/'))
+        || path.strip_prefix(DEVICE_LIST_MOUNT).is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn is_cdi_key(key: &str) -> bool {
@@ -270,10 +256,7 @@ fn segments(path: &str) -> String {
 }
 
 fn variables(settings: &Settings) -> Vec<Variable> {
-    let device_list: Vec<&str> = DEVICE_LIST_MOUNT
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
+    let device_list: Vec<&str> = DEVICE_LIST_MOUNT.split('/').filter(|s| !s.is_empty()).collect();
     let under_device_list = device_list
         .iter()
         .enumerate()
@@ -284,30 +267,15 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     let (gpu, claims) = (sharing::asks_gpu(settings, "c"), cel::uses_claims("c"));
     // The privileged regular and init containers that also match `condition`.
     let privileged_containers = |condition: &str| {
-        format!(
-            "variables.scopedContainers.filter(c, {} && {condition})",
-            privileged("c")
-        )
+        format!("variables.scopedContainers.filter(c, {} && {condition})", privileged("c"))
     };
     let mut variables = sharing::variables(settings);
     variables.extend([
         Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
         Variable::new("ephemerals", cel::EPHEMERALS),
-        Variable::new(
-            "oldEphemeralNames",
-            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
-             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
-        ),
-        Variable::new(
-            "scopedContainers",
-            "variables.ephemeralUpdate ? [] : variables.containers",
-        ),
-        Variable::new(
-            "scopedEphemerals",
-            "variables.ephemeralUpdate \
-             ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
-             : variables.ephemerals",
-        ),
+        Variable::new("oldEphemeralNames", cel::OLD_EPHEMERAL_NAMES),
+        Variable::new("scopedContainers", "variables.ephemeralUpdate ? [] : variables.containers"),
+        Variable::new("scopedEphemerals", cel::NEW_EPHEMERALS),
         Variable::new("allowlisted", &cel::allowlisted(settings)),
         Variable::new(
             "hostPaths",
@@ -341,10 +309,7 @@ fn variables(settings: &Settings) -> Vec<Variable> {
                 annotations = cel::ANNOTATIONS,
             ),
         ),
-        Variable::new(
-            "privileged",
-            &privileged_containers(&format!("!{gpu} && !{claims}")),
-        ),
+        Variable::new("privileged", &privileged_containers(&format!("!{gpu} && !{claims}"))),
         Variable::new(
             "privilegedEphemerals",
             &format!("variables.scopedEphemerals.filter(c, {})", privileged("c")),
@@ -368,96 +333,62 @@ fn privileged(c: &str) -> String {
 
 /// `noun` agreeing with the size of `list`, in CEL.
 fn agreeing(noun: Noun, list: &str) -> String {
-    format!(
-        "(size({list}) == 1 ? {} : {})",
-        cel::string(noun.one),
-        cel::string(noun.many)
-    )
+    format!("(size({list}) == 1 ? {} : {})", cel::string(noun.one), cel::string(noun.many))
 }
 
 fn validations(settings: &Settings) -> Vec<Validation> {
+    // Each list of what the rule denies must be empty, unless allowlisted.
+    let deny = |list: &str, template, slots: &[(&str, Fill)]| {
+        Validation::new(
+            &format!("variables.allowlisted || size(variables.{list}) == 0"),
+            &cel::full_message(template, slots),
+        )
+    };
     let listed = |slot: &'static str, noun: Noun, list: &str| {
-        (slot, Fill::cel(cel::quoted_list(noun, list)))
+        (slot, Fill::cel(cel::quoted_list(noun, &format!("variables.{list}"))))
     };
     // The keys sorted, as the webhook names them (a map's keys come in any
     // order), each as a record with a `name`.
     let sorted_keys = "[variables.cdiAnnotations].map(d, d.map(i, d.filter(k, \
          size(d.filter(x, x < k)) == d.indexOf(i))[0]))[0].map(k, {'name': k})";
+    let annotations = format!("[{sorted_keys}].map(l, {})[0]", cel::quoted_list(ANNOTATION, "l"));
     let mut validations = vec![
-        Validation::new(
-            "variables.allowlisted || size(variables.hostPaths) == 0",
-            &cel::full_message(
-                HOST_PATH,
-                &[listed("volumes", HOST_PATH_VOLUME, "variables.hostPaths")],
-            ),
+        deny("hostPaths", HOST_PATH, &[listed("volumes", HOST_PATH_VOLUME, "hostPaths")]),
+        deny(
+            "deviceListMounts",
+            DEVICE_LIST,
+            &[
+                listed("containers", CONTAINER, "deviceListMounts"),
+                ("mount", Fill::words(DEVICE_LIST_MOUNT)),
+            ],
         ),
-        Validation::new(
-            "variables.allowlisted || size(variables.deviceListMounts) == 0",
-            &cel::full_message(
-                DEVICE_LIST,
-                &[
-                    listed("containers", CONTAINER, "variables.deviceListMounts"),
-                    ("mount", Fill::words(DEVICE_LIST_MOUNT)),
-                ],
-            ),
-        ),
-        Validation::new(
-            "variables.allowlisted || size(variables.cdiAnnotations) == 0",
-            &cel::full_message(
-                CDI_ANNOTATIONS,
-                &[(
-                    "annotations",
-                    Fill::cel(format!(
-                        "[{sorted_keys}].map(l, {})[0]",
-                        cel::quoted_list(ANNOTATION, "l")
-                    )),
-                )],
-            ),
-        ),
-        Validation::new(
-            "variables.allowlisted || size(variables.privileged) == 0",
-            &cel::full_message(
-                PRIVILEGED,
-                &[listed("containers", CONTAINER, "variables.privileged")],
-            ),
-        ),
-        Validation::new(
-            "variables.allowlisted || size(variables.privilegedEphemerals) == 0",
-            &cel::full_message(
-                PRIVILEGED_EPHEMERAL,
-                &[listed(
-                    "containers",
-                    EPHEMERAL_CONTAINER,
-                    "variables.privilegedEphemerals",
-                )],
-            ),
+        deny("cdiAnnotations", CDI_ANNOTATIONS, &[("annotations", Fill::cel(annotations))]),
+        deny("privileged", PRIVILEGED, &[listed("containers", CONTAINER, "privileged")]),
+        deny(
+            "privilegedEphemerals",
+            PRIVILEGED_EPHEMERAL,
+            &[listed("containers", EPHEMERAL_CONTAINER, "privilegedEphemerals")],
         ),
     ];
     if settings.config().privileged_gpu == PrivilegedGpu::Deny {
         let notice = cel::message(
             PRIVILEGED_GPU,
             &[
-                listed("containers", CONTAINER, "variables.privilegedGpus"),
-                (
-                    "sees",
-                    Fill::cel(agreeing(SEES, "variables.privilegedGpus")),
-                ),
+                listed("containers", CONTAINER, "privilegedGpus"),
+                ("sees", Fill::cel(agreeing(SEES, "variables.privilegedGpus"))),
             ],
         );
-        validations.push(Validation::new(
-            "variables.allowlisted || size(variables.privilegedGpus) == 0",
-            &cel::full_message(PRIVILEGED_GPU_DENIED, &[("notice", Fill::cel(notice))]),
+        validations.push(deny(
+            "privilegedGpus",
+            PRIVILEGED_GPU_DENIED,
+            &[("notice", Fill::cel(notice))],
         ));
     }
     validations
 }
 
 fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
-    vec![CelPolicy::pod_validations(
-        true,
-        variables(settings),
-        validations(settings),
-    )]
+    vec![CelPolicy::pod_validations(true, variables(settings), validations(settings))]
 }
 
 #[cfg(test)]

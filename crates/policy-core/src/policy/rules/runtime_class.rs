@@ -23,40 +23,39 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::reapply;
-use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
-use crate::policy::rules::cel::CelPolicy;
+use super::rule::{
+    ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity,
+};
 use crate::document::Json;
+use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::cluster::RuntimeClassInfo;
 use crate::policy::fields::member;
 use crate::policy::message::{MessageTemplate, Notice, NoticeKind};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::policy::pod::PodView;
-use crate::policy::rules::cel_text::{self as cel, Fill};
-use crate::policy::rules::cel::{Validation, Variable};
+use crate::policy::rules::cel::{Action, CelPolicy, Resources, Validation, Variable};
 use crate::policy::rules::cel_sharing as sharing;
+use crate::policy::rules::cel_text::{self as cel, Fill};
 use crate::settings::Settings;
-use crate::policy::rules::cel::{Action, Resources};
-use crate::kubernetes_version::KubernetesVersion;
 
 pub const RULE: Rule = Rule {
     name: "runtime-class",
     severity: Severity::Medium,
     entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::Policies {
-        coverage: Coverage {
-    enforced: "a GPU pod with a class outside `gpuRuntimeClasses`; the reserved class on a pod \
+        check: Check::Pod(check),
+        api_server: ApiServer::Policies {
+            coverage: Coverage {
+                enforced: "a GPU pod with a class outside `gpuRuntimeClasses`; the reserved class on a pod \
         that asks for no GPU, names no claim and is not allowlisted; the injection of \
         `runtimeClassName` (mutating policy; none is generated when it is `\"\"`)",
-    webhook_only: "a pod whose GPUs come only through a claim (a pod naming a claim is never \
+                webhook_only: "a pod whose GPUs come only through a claim (a pod naming a claim is never \
         denied the reserved class, as the webhook does while a claim is unresolved); whether \
         the RuntimeClass exists; its overhead and scheduling (other objects)",
-},
-        policies,
-    },
-}],
+            },
+            policies,
+        },
+    }],
 };
-
 
 /// `{class}`: the class, quoted; `{allowed}`: [`allowed_phrase`].
 pub const NOT_GPU_CLASS: MessageTemplate = MessageTemplate::new(
@@ -84,10 +83,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     }
     let config = input.settings.config();
     let allowed = &config.gpu_runtime_classes;
-    let class = input
-        .view
-        .runtime_class_name
-        .filter(|name| !name.is_empty());
+    let class = input.view.runtime_class_name.filter(|name| !name.is_empty());
     // A pod with DRA GPUs is a GPU pod for the checks below, but only
     // device-plugin GPUs need the nvidia runtime.
     let gpu_pod = input.view.is_gpu_pod();
@@ -134,9 +130,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         Some(class)
             if gpu_pod
                 && allowed.iter().any(|a| a == class)
-                && input
-                    .cluster
-                    .is_some_and(|c| c.runtime_class(class).is_none()) =>
+                && input.cluster.is_some_and(|c| c.runtime_class(class).is_none()) =>
         {
             findings.violations.push(format!(
                 "RuntimeClass {class:?} does not exist in this cluster; \
@@ -158,9 +152,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 && input.allowlisted.is_none()
                 && allowed.iter().any(|a| a == class) =>
         {
-            findings
-                .violations
-                .push(RESERVED_CLASS.format(&[("class", &format!("{class:?}"))]));
+            findings.violations.push(RESERVED_CLASS.format(&[("class", &format!("{class:?}"))]));
         }
         Some(_) => {}
     }
@@ -174,10 +166,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
 /// rejection.
 fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
     let mut operations = Vec::new();
-    let at = |key: &str| pointer_below(view.spec_pointer(), [Step::Key(key)]);
+    let at = |keys: &[&str]| pointer_below(view.spec_pointer(), keys.iter().map(|k| Step::Key(k)));
     if let Some(overhead) = &class.pod_fixed_overhead {
         match member(view.spec, "overhead") {
-            None => operations.push(add(at("overhead"), Value::Object(overhead.clone()))),
+            None => operations.push(add(at(&["overhead"]), Value::Object(overhead.clone()))),
             Some(existing) if existing == Value::Object(overhead.clone()) => {}
             Some(_) => {
                 return Err("spec.overhead differs from the overhead of the \
@@ -188,20 +180,12 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     }
     if !class.node_selector.is_empty() {
         match member(view.spec, "nodeSelector") {
-            None => operations.push(add(
-                at("nodeSelector"),
-                Value::Object(class.node_selector.clone()),
-            )),
+            None => operations
+                .push(add(at(&["nodeSelector"]), Value::Object(class.node_selector.clone()))),
             Some(existing) if existing.is_object() => {
                 for (key, value) in &class.node_selector {
                     match existing.get(key) {
-                        None => {
-                            let path = pointer_below(
-                                view.spec_pointer(),
-                                [Step::Key("nodeSelector"), Step::Key(key.as_str())],
-                            );
-                            operations.push(add(path, value.clone()));
-                        }
+                        None => operations.push(add(at(&["nodeSelector", key]), value.clone())),
                         Some(current) if current == *value => {}
                         Some(current) => {
                             return Err(format!(
@@ -217,19 +201,14 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
     }
     if !class.tolerations.is_empty() {
         match member(view.spec, "tolerations") {
-            None => operations.push(add(
-                at("tolerations"),
-                Value::Array(class.tolerations.clone()),
-            )),
+            None => {
+                operations.push(add(at(&["tolerations"]), Value::Array(class.tolerations.clone())))
+            }
             Some(existing) if existing.is_array() => {
                 for toleration in &class.tolerations {
                     let mut existing = existing.as_array().into_iter().flatten();
                     if !existing.any(|t| same_toleration(t, toleration)) {
-                        let path = pointer_below(
-                            view.spec_pointer(),
-                            [Step::Key("tolerations"), Step::Key("-")],
-                        );
-                        operations.push(add(path, toleration.clone()));
+                        operations.push(add(at(&["tolerations", "-"]), toleration.clone()));
                     }
                 }
             }
@@ -269,10 +248,7 @@ fn variables(settings: &Settings) -> Vec<Variable> {
         ),
         Variable::new(
             "gpuPod",
-            &format!(
-                "variables.containers.exists(c, {})",
-                sharing::asks_gpu(settings, "c")
-            ),
+            &format!("variables.containers.exists(c, {})", sharing::asks_gpu(settings, "c")),
         ),
         Variable::new(
             "namesClaims",
@@ -286,12 +262,7 @@ fn variables(settings: &Settings) -> Vec<Variable> {
 fn validations(settings: &Settings) -> Vec<Validation> {
     let allowed = &settings.config().gpu_runtime_classes;
     let list = cel::string_list(allowed.iter().map(String::as_str));
-    let class = || {
-        (
-            "class",
-            Fill::cel(cel::quoted_name("variables.runtimeClass")),
-        )
-    };
+    let class = || ("class", Fill::cel(cel::quoted_name("variables.runtimeClass")));
     vec![
         Validation::new(
             &format!(
@@ -332,10 +303,7 @@ fn injection(settings: &Settings) -> Option<CelPolicy> {
     variables.extend(sharing::variables(settings));
     variables.push(Variable::new(
         "gpuPod",
-        &format!(
-            "variables.containers.exists(c, {})",
-            sharing::asks_gpu(settings, "c")
-        ),
+        &format!("variables.containers.exists(c, {})", sharing::asks_gpu(settings, "c")),
     ));
     let conditions = vec![
         Variable::new("has-pod-spec", "has(object.spec)"),
@@ -349,10 +317,7 @@ fn injection(settings: &Settings) -> Option<CelPolicy> {
          ? [JSONPatch{{op: 'add', path: '/spec/runtimeClassName', value: {class}}}] : []"
     );
     Some(CelPolicy {
-        resources: Resources::Pods {
-            ephemeral: false,
-            workloads: false,
-        },
+        resources: Resources::Pods { ephemeral: false, workloads: false },
         match_conditions: conditions,
         variables,
         action: Action::Patch(patch),
@@ -361,11 +326,8 @@ fn injection(settings: &Settings) -> Option<CelPolicy> {
 
 /// The validations, and the injection unless `runtimeClassName` is `""`.
 fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
-    let mut all = vec![CelPolicy::pod_validations(
-        false,
-        variables(settings),
-        validations(settings),
-    )];
+    let mut all =
+        vec![CelPolicy::pod_validations(false, variables(settings), validations(settings))];
     all.extend(injection(settings));
     all
 }

@@ -28,44 +28,44 @@
 //! GPU claim that do not name it: the DRA driver's CDI edit sets the
 //! variable only where the claim is used.
 
+use json_patch::PatchOperation;
 use json_patch::jsonptr::Pointer;
-use json_patch::{PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 use super::reapply;
-use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
+use super::rule::{
+    ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity,
+};
 use crate::policy::container::{Container, EnvEntry};
 use crate::policy::message::CONTAINER;
-use crate::policy::patch::{Step, add};
+use crate::policy::patch::{Step, add, remove};
 use crate::policy::sharing::{KAI_CONFIGMAP, awaited_scheme, is_kai_visible_devices};
 
-/// `NVIDIA_VISIBLE_DEVICES`.
-use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
-use crate::policy::rules::cel_text as cel;
+use crate::policy::rules::{cel_sharing as sharing, cel_text as cel};
+/// `NVIDIA_VISIBLE_DEVICES`.
+use crate::policy::sharing::VISIBLE_DEVICES as VARIABLE;
 use crate::settings::Settings;
-use crate::policy::rules::cel_sharing as sharing;
 
 pub const RULE: Rule = Rule {
     name: "visible-devices",
     severity: Severity::High,
     entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::Policies {
-        coverage: Coverage {
-    enforced: "the pin in every container that asks for no GPU resource, and removal of \
+        check: Check::Pod(check),
+        api_server: ApiServer::Policies {
+            coverage: Coverage {
+                enforced: "the pin in every container that asks for no GPU resource, and removal of \
         hand-written entries in those that do; the [GPU sharing](#gpu-sharing) schemes as the \
         webhook reads them (KAI's entry kept, a share pinned until its scheme has acted)",
-    webhook_only: "containers whose GPUs come through a DRA claim are pinned by the policy (it \
+                webhook_only: "containers whose GPUs come through a DRA claim are pinned by the policy (it \
         cannot resolve the claim); the `gpu-policy.io/mutations` annotation; warnings in warn \
         mode",
-},
-        policies,
-    },
-}],
+            },
+            policies,
+        },
+    }],
 };
-
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.scope.is_update() {
@@ -84,18 +84,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut schemes: Vec<&str> = Vec::new();
     let kai_configmap = input.view.annotation(KAI_CONFIGMAP);
     let spec = input.view.spec_pointer();
-    for container in input
-        .view
-        .containers
-        .iter()
-        .filter(|c| input.scope.includes(c))
-    {
-        let entries: Vec<&EnvEntry<'_>> = container
-            .env
-            .iter()
-            .flatten()
-            .filter(|entry| entry.name == VARIABLE)
-            .collect();
+    for container in input.view.containers.iter().filter(|c| input.scope.includes(c)) {
+        let entries: Vec<&EnvEntry<'_>> =
+            container.env.iter().flatten().filter(|entry| entry.name == VARIABLE).collect();
         let awaited = awaited_scheme(container, kai_configmap);
         if container.is_gpu() && awaited.is_none() {
             // A KAI fraction's share arrives in the variable KAI wrote.
@@ -171,7 +162,7 @@ fn removals(
         .rev()
         .map(|entry| {
             let path = container.pointer_to(spec, &[Step::Key("env"), Step::Index(entry.index)]);
-            PatchOperation::Remove(RemoveOperation { path })
+            remove(path)
         })
         .collect()
 }
@@ -263,48 +254,28 @@ fn policies(settings: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
         Variable::new("regulars", cel::REGULARS),
         Variable::new("ephemerals", cel::EPHEMERALS),
         Variable::new("ephemeralUpdate", cel::EPHEMERAL_UPDATE),
-        Variable::new(
-            "oldEphemeralNames",
-            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.ephemeralContainers) \
-             ? oldObject.spec.ephemeralContainers.map(e, e.name) : []",
-        ),
+        Variable::new("oldEphemeralNames", cel::OLD_EPHEMERAL_NAMES),
     ];
     variables.extend(sharing::variables(settings));
     variables.extend(sharing::written_variables(settings));
     let patch = format!(
         "variables.allowlisted ? [] \
          : (variables.ephemeralUpdate ? [] : {inits} + {regulars}) + {ephemerals}",
-        inits = env_patches(
-            settings,
-            "initContainers",
-            "variables.inits",
-            "variables.inits",
-            true
-        ),
-        regulars = env_patches(
-            settings,
-            "containers",
-            "variables.regulars",
-            "variables.regulars",
-            true
-        ),
+        inits = env_patches(settings, "initContainers", "variables.inits", "variables.inits", true),
+        regulars =
+            env_patches(settings, "containers", "variables.regulars", "variables.regulars", true),
         ephemerals = env_patches(
             settings,
             "ephemeralContainers",
             "variables.ephemerals",
-            "(variables.ephemeralUpdate \
-              ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
-              : variables.ephemerals)",
+            &format!("({})", cel::NEW_EPHEMERALS),
             false
         ),
     );
     variables.push(Variable::new("allowlisted", &cel::allowlisted(settings)));
     let conditions = vec![Variable::new("has-pod-spec", "has(object.spec)")];
     vec![CelPolicy {
-        resources: Resources::Pods {
-            ephemeral: true,
-            workloads: false,
-        },
+        resources: Resources::Pods { ephemeral: true, workloads: false },
         match_conditions: conditions,
         variables,
         action: Action::Patch(patch),

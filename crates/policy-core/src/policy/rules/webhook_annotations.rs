@@ -12,15 +12,14 @@
 //! nothing). On creation nothing: the webhook writes them then. Allowlisted
 //! pods too: the annotations say what was done, whoever the pod is.
 
-use json_patch::{PatchOperation, RemoveOperation};
-
-use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity};
-use crate::policy::patch::{AnnotationsAt, set_annotation};
-use crate::settings::{GPU_NEEDS_ANNOTATION, MUTATIONS_ANNOTATION};
+use super::rule::{
+    ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity,
+};
 use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::patch::{AnnotationsAt, Step, pointer_below, remove, set_annotation};
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Variable};
 use crate::policy::rules::cel_text as cel;
-use crate::settings::Settings;
+use crate::settings::{GPU_NEEDS_ANNOTATION, MUTATIONS_ANNOTATION, Settings};
 
 /// The annotations only gpu-policy writes.
 pub const OWNED: [&str; 2] = [MUTATIONS_ANNOTATION, GPU_NEEDS_ANNOTATION];
@@ -29,18 +28,17 @@ pub const RULE: Rule = Rule {
     name: "webhook-annotations",
     severity: Severity::Medium,
     entries: &[Entry {
-    check: Check::Pod(check),
-    api_server: ApiServer::Policies {
-        coverage: Coverage {
-    enforced: "both annotations put back on a pod's update, as the old pod has them",
-    webhook_only: "warnings in warn mode and audit annotations in audit mode (the policy is \
+        check: Check::Pod(check),
+        api_server: ApiServer::Policies {
+            coverage: Coverage {
+                enforced: "both annotations put back on a pod's update, as the old pod has them",
+                webhook_only: "warnings in warn mode and audit annotations in audit mode (the policy is \
         bound in enforce namespaces only)",
-},
-        policies,
-    },
-}],
+            },
+            policies,
+        },
+    }],
 };
-
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut findings = Findings::default();
@@ -68,12 +66,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 operations.push(set_annotation(at, key, value.to_owned()));
                 made = true;
             }
-            None => {
-                let mut path = view.metadata_pointer().to_buf();
-                path.push_back("annotations");
-                path.push_back(key);
-                operations.push(PatchOperation::Remove(RemoveOperation { path }));
-            }
+            None => operations.push(remove(pointer_below(
+                view.metadata_pointer(),
+                [Step::Key("annotations"), Step::Key(key)],
+            ))),
         }
     }
     if operations.is_empty() {
@@ -122,9 +118,7 @@ fn policies(_: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
                      && variables.before[{quoted}] != variables.after[{quoted}])"
             ),
         ));
-        sets.push(format!(
-            "(variables.{differs} && {quoted} in variables.before)"
-        ));
+        sets.push(format!("(variables.{differs} && {quoted} in variables.before)"));
         patches.push(format!(
             "(variables.{differs} \
               ? ({quoted} in variables.before \

@@ -35,12 +35,12 @@
 
 use std::collections::BTreeSet;
 
-use crate::policy::rules::rule::{ClaimInput, ClaimOwner, Findings, OwnerInput};
 use crate::policy::dra::Resolved;
 use crate::policy::dra::allocation::read_made_for;
 use crate::policy::dra::claims::DraCount;
 use crate::policy::dra::owner::{ClaimOrigin, MAX_POD_CLAIMS};
 use crate::policy::message::{Notice, NoticeKind, and_more};
+use crate::policy::rules::rule::{ClaimInput, ClaimOwner, Findings, OwnerInput};
 
 /// How many of the pod's GPU claims a denial names, with their counts.
 const MAX_NAMED: usize = 5;
@@ -70,9 +70,7 @@ pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
             return;
         }
         ClaimOwner::Unreadable(why) => {
-            findings.notices.push(uncounted_pod(&format!(
-                "cannot read its pod {pod:?}: {why}"
-            )));
+            findings.notices.push(uncounted_pod(&format!("cannot read its pod {pod:?}: {why}")));
             return;
         }
     };
@@ -100,16 +98,11 @@ pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
                     counted.add(entry.name, claim(owner, name));
                 }
             }
-            ClaimOrigin::Template {
-                template,
-                generated,
-            } => {
+            ClaimOrigin::Template { template, generated } => {
                 let made = generated.map(|name| claim(owner, name));
                 let resolved = match made {
                     Some(Resolved::Known(summary)) => Resolved::Known(summary),
-                    _ => owner
-                        .claims
-                        .resource_claim_template(owner.pod.namespace_name, template),
+                    _ => owner.claims.resource_claim_template(owner.pod.namespace_name, template),
                 };
                 let resolved = match resolved {
                     Resolved::Unknown => Resolved::Unreadable(format!(
@@ -129,11 +122,7 @@ pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
         findings.violations.push(counted.denial(pod, maximum));
     } else if let Some(first) = counted.uncounted.first() {
         let others = counted.uncounted.len() - 1;
-        let more = if others == 0 {
-            String::new()
-        } else {
-            format!(" ({})", and_more(others))
-        };
+        let more = if others == 0 { String::new() } else { format!(" ({})", and_more(others)) };
         findings.notices.push(Notice::new(
             NoticeKind::UncountedPodClaims,
             format!("bounded-requests: {first}{more}"),
@@ -176,12 +165,10 @@ impl Counted {
                     self.named.push((pod_claim.to_owned(), count, false));
                 }
             }
-            Resolved::Unknown => self
-                .uncounted
-                .push(format!("claim {pod_claim:?} not counted")),
-            Resolved::Unreadable(why) => self
-                .uncounted
-                .push(format!("claim {pod_claim:?} not counted: {why}")),
+            Resolved::Unknown => self.uncounted.push(format!("claim {pod_claim:?} not counted")),
+            Resolved::Unreadable(why) => {
+                self.uncounted.push(format!("claim {pod_claim:?} not counted: {why}"))
+            }
         }
     }
 

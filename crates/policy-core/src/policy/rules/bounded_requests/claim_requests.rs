@@ -20,16 +20,13 @@
 //! checked on the pod.
 
 use super::claim_pod_total;
-use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::rules::cel::{Action, CelPolicy, Resources};
+use crate::kubernetes_version::{DraApi, KubernetesVersion, RequestShape};
+use crate::policy::dra::claims::{ClaimSummary, DraCount};
+use crate::policy::message::{Message, MessageTemplate, SEPARATOR};
+use crate::policy::rules::cel::{Action, CelPolicy, Resources, Validation, Variable};
+use crate::policy::rules::cel_text::{self as cel, Fill};
 pub use crate::policy::rules::rule::ClaimInput;
 use crate::policy::rules::rule::{ApiServer, Check, Coverage, Entry, Findings};
-use crate::policy::dra::claims::{ClaimSummary, DraCount};
-use crate::policy::message::MessageTemplate;
-use crate::policy::rules::cel_text::{self as cel, Fill};
-use crate::policy::rules::cel::{Validation, Variable};
-use crate::kubernetes_version::{DraApi, RequestShape};
-use crate::policy::message::{Message, SEPARATOR};
 use crate::settings::Settings;
 
 /// The annotation the scheduler sets on the claims it creates for extended
@@ -40,18 +37,17 @@ pub const ENTRY: Entry = Entry {
     check: Check::Claim(check),
     api_server: ApiServer::Policies {
         coverage: Coverage {
-    enforced: "`allocationMode: All`, counts above `maxPerContainer`, the claim total against \
+            enforced: "`allocationMode: All`, counts above `maxPerContainer`, the claim total against \
         `maxPerPod` and the namespace annotation, `adminAccess` outside the allowlist's \
         namespaces",
-    webhook_only: "DeviceClasses that hand out GPUs by selector or extended resource name (the \
+            webhook_only: "DeviceClasses that hand out GPUs by selector or extended resource name (the \
         policy knows `gpuDeviceClasses` by name only; DeviceClasses are other objects); a claim \
         made for a pod counted with the pod's other claims against `maxPerPod` (the pod and \
         its claims are other objects)",
-},
+        },
         policies,
     },
 };
-
 
 /// `{request}`: the request's name, quoted.
 pub const ALL_DEVICES: MessageTemplate = MessageTemplate::new(
@@ -227,10 +223,7 @@ fn variables(settings: &Settings, dra: DraApi) -> Vec<Variable> {
         Variable::new("maxPerPod", &cel::max_per_pod(settings)),
         Variable::new(
             "adminAllowed",
-            &format!(
-                "request.namespace in {}",
-                cel::string_list(namespaces.iter().copied())
-            ),
+            &format!("request.namespace in {}", cel::string_list(namespaces.iter().copied())),
         ),
         Variable::new("requestProblems", &request_problems(settings)),
     ]
@@ -245,11 +238,7 @@ fn request_problems(settings: &Settings) -> String {
     let all = cel::message(ALL_DEVICES, &[request()]);
     let above = cel::message(
         ABOVE_CONTAINER_MAXIMUM,
-        &[
-            request(),
-            ("count", Fill::cel("string(n)")),
-            ("maximum", Fill::words(max)),
-        ],
+        &[request(), ("count", Fill::cel("string(n)")), ("maximum", Fill::words(max))],
     );
     let admin = cel::message(ADMIN_ACCESS, &[request()]);
     format!(
@@ -271,12 +260,7 @@ fn request_problems_message() -> String {
     let separator = cel::string(SEPARATOR);
     let more = cel::message(
         MORE,
-        &[(
-            "more",
-            Fill::cel(format!(
-                "string(ps.map(x, size(x.ps)).sum() - {MAX_LISTED})"
-            )),
-        )],
+        &[("more", Fill::cel(format!("string(ps.map(x, size(x.ps)).sum() - {MAX_LISTED})")))],
     );
     format!(
         "{prefix} + [variables.requestProblems].map(ps, [ps.map(x, x.name)].map(ns, \
@@ -290,20 +274,14 @@ fn request_problems_message() -> String {
 
 fn validations(_settings: &Settings) -> Vec<Validation> {
     vec![
-        Validation::new(
-            "size(variables.requestProblems) == 0",
-            &request_problems_message(),
-        ),
+        Validation::new("size(variables.requestProblems) == 0", &request_problems_message()),
         Validation::new(
             "size(variables.allDevices) > 0 \
              || variables.counts.map(r, r.count).sum() <= variables.maxPerPod",
             &cel::full_message(
                 ABOVE_POD_MAXIMUM,
                 &[
-                    (
-                        "total",
-                        Fill::cel("string(variables.counts.map(r, r.count).sum())"),
-                    ),
+                    ("total", Fill::cel("string(variables.counts.map(r, r.count).sum())")),
                     ("maximum", Fill::cel("string(variables.maxPerPod)")),
                 ],
             ),

@@ -27,8 +27,7 @@
 //!   they are (whole numbers, percentages at most 100, request equal to
 //!   limit), never counted as cards.
 
-use std::collections::BTreeMap;
-
+use super::{Problem, grouped};
 use crate::policy::container::GpuResource;
 use crate::policy::message::{CONTAINER, MessageTemplate};
 use crate::policy::pod::PodView;
@@ -90,7 +89,12 @@ pub fn problems(view: &PodView<'_>, settings: &Settings) -> Vec<String> {
     if let Some(fraction) = view.kai_fraction(settings) {
         kai_problems(view, &fraction, settings, &mut found);
     }
-    found.extend(hami_problems(view));
+    found.extend(grouped(
+        view,
+        |c| &c.shares,
+        &share_problems,
+        [SHARE_INVALID, SHARE_WITHOUT_LIMIT, SHARE_NOT_LIMIT],
+    ));
     found
 }
 
@@ -110,19 +114,15 @@ fn kai_problems(
         })
         .map(|c| c.name)
         .collect();
-    let annotation = if fraction.fraction.is_some() {
-        GPU_FRACTION
-    } else {
-        GPU_MEMORY
-    };
+    let annotation = if fraction.fraction.is_some() { GPU_FRACTION } else { GPU_MEMORY };
     if fraction.fraction.is_some() && fraction.memory.is_some() {
         found.push(KAI_BOTH.format(&[]));
     }
     if !whole.is_empty() {
-        found.push(KAI_BESIDE_CARDS.format(&[
-            ("annotation", &annotation),
-            ("containers", &CONTAINER.list(whole)),
-        ]));
+        found.push(
+            KAI_BESIDE_CARDS
+                .format(&[("annotation", &annotation), ("containers", &CONTAINER.list(whole))]),
+        );
     }
     let quoted = |raw: &str| format!("{raw:?}");
     if let Some(raw) = fraction.fraction
@@ -154,64 +154,17 @@ fn kai_problems(
     }
 }
 
-/// One kind of problem with one share resource.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum ShareProblem {
-    Invalid { field: &'static str, reason: String },
-    RequestWithoutLimit,
-    RequestNotLimit,
-    AbovePercent { field: &'static str, value: u64 },
-}
-
-fn hami_problems(view: &PodView<'_>) -> Vec<String> {
-    let mut problems: BTreeMap<(&str, ShareProblem), Vec<&str>> = BTreeMap::new();
-    for container in &view.containers {
-        for share in &container.shares {
-            for problem in share_problems(share) {
-                problems
-                    .entry((share.name, problem))
-                    .or_default()
-                    .push(container.name);
-            }
-        }
-    }
-    problems
-        .into_iter()
-        .map(|((resource, problem), names)| {
-            let containers = CONTAINER.list(names);
-            let who: [(&str, &dyn std::fmt::Display); 2] =
-                [("containers", &containers), ("resource", &resource)];
-            match problem {
-                ShareProblem::Invalid { field, reason } => {
-                    SHARE_INVALID.format(&[who[0], who[1], ("field", &field), ("reason", &reason)])
-                }
-                ShareProblem::RequestWithoutLimit => SHARE_WITHOUT_LIMIT.format(&who),
-                ShareProblem::RequestNotLimit => SHARE_NOT_LIMIT.format(&who),
-                ShareProblem::AbovePercent { field, value } => SHARE_ABOVE_PERCENT.format(&[
-                    who[0],
-                    who[1],
-                    ("field", &field),
-                    ("value", &value),
-                ]),
-            }
-        })
-        .collect()
-}
-
-fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
+fn share_problems(share: &GpuResource<'_>) -> Vec<Problem> {
     let mut problems = Vec::new();
     let percent = [HAMI_CORES, HAMI_MEMORY_PERCENTAGE].contains(&share.name);
     let mut read = |field: &'static str, value: Option<GpuCount>| match value {
         Some(GpuCount::Invalid(reason)) => {
-            problems.push(ShareProblem::Invalid {
-                field,
-                reason: reason.to_string(),
-            });
+            problems.push(Problem::Invalid { field, reason: reason.to_string() });
             None
         }
         Some(GpuCount::Whole(n)) => {
             if percent && n > 100 {
-                problems.push(ShareProblem::AbovePercent { field, value: n });
+                problems.push(Problem::AbovePercent { field, value: n });
             }
             Some(n)
         }
@@ -228,12 +181,12 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
         read("requests", share.request)
     };
     if share.limit.is_none() && share.request.is_some_and(|r| !r.is_zero()) {
-        problems.push(ShareProblem::RequestWithoutLimit);
+        problems.push(Problem::RequestWithoutLimit);
     }
     if let (Some(request), Some(limit)) = (request, limit)
         && request != limit
     {
-        problems.push(ShareProblem::RequestNotLimit);
+        problems.push(Problem::RequestNotLimit);
     }
     problems.dedup();
     problems
@@ -244,14 +197,9 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<ShareProblem> {
 fn fraction_below_one(raw: &str) -> bool {
     let decimal = !raw.is_empty()
         && raw.len() <= 32
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+        && raw.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
         && raw.bytes().any(|b| b.is_ascii_digit());
-    decimal
-        && raw
-            .parse::<f64>()
-            .is_ok_and(|value| value > 0.0 && value < 1.0)
+    decimal && raw.parse::<f64>().is_ok_and(|value| value > 0.0 && value < 1.0)
 }
 
 #[cfg(test)]

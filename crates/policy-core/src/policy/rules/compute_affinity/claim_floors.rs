@@ -37,20 +37,22 @@ use serde_json::{Value, json};
 
 use crate::document::Json;
 
-use super::image_floors::base_minimum;
 use super::dra_floors::pod_needs;
-use crate::policy::rules::rule::{ApiServer, Check, ClaimInput, ClaimOwner, Entry, Findings, Mutation};
+use super::image_floors::base_minimum;
 use crate::policy::dra::allocation::read_made_for;
 use crate::policy::dra::claims::ClaimKind;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::patch::add;
+use crate::policy::rules::rule::{
+    ApiServer, Check, ClaimInput, ClaimOwner, Entry, Findings, Mutation,
+};
 
 pub const ENTRY: Entry = Entry {
     check: Check::Claim(check),
     api_server: ApiServer::WebhookOnly {
-    reason: "what a claim's pod needs comes from the pod's images, another object, which a \
+        reason: "what a claim's pod needs comes from the pod's images, another object, which a \
         policy on the claim cannot read",
-},
+    },
 };
 
 pub fn check(input: &ClaimInput<'_>) -> Findings {
@@ -82,10 +84,7 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
     let selector = needs.selector();
     let mut operations = Vec::new();
     let mut requests = Vec::new();
-    let listed = input
-        .object
-        .pointer("/spec/devices/requests")
-        .and_then(Json::as_array);
+    let listed = input.object.pointer("/spec/devices/requests").and_then(Json::as_array);
     for (index, request) in listed.into_iter().flatten().enumerate() {
         let name = request.get("name").and_then(Json::as_str).unwrap_or("");
         let base = format!("/spec/devices/requests/{index}");

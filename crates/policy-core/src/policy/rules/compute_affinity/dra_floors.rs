@@ -29,10 +29,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::document::Json;
-use json_patch::{PatchOperation, RemoveOperation};
 
 use super::image_floors::{Containers, image_floors, raise};
-use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::policy::container::Container;
 use crate::policy::dra::Resolved;
@@ -40,8 +38,9 @@ use crate::policy::dra::claims::{ClaimSummary, base_request};
 use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::dra::tables::GPU_DRIVER;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
-use crate::policy::patch::{AnnotationsAt, set_annotation};
+use crate::policy::patch::{AnnotationsAt, Step, pointer_below, remove, set_annotation};
 use crate::policy::pod::ClaimSource;
+use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::settings::GPU_NEEDS_ANNOTATION;
 
 /// How many short devices a violation names.
@@ -103,13 +102,8 @@ fn needs_of(
     let compute = raise(base, images.compute.clone());
     let driver = images.driver.clone().map(|(floor, _)| floor);
     let sources = images.images.iter().map(|i| (*i).to_owned()).collect();
-    GpuNeeds::new(compute.as_ref().map(|(m, _)| *m), driver, sources).map(|needs| {
-        (
-            needs,
-            compute.map(|(_, s)| s),
-            images.driver.map(|(_, s)| s),
-        )
-    })
+    GpuNeeds::new(compute.as_ref().map(|(m, _)| *m), driver, sources)
+        .map(|needs| (needs, compute.map(|(_, s)| s), images.driver.map(|(_, s)| s)))
 }
 
 /// A GPU container whose GPUs come through claims: it holds them through
@@ -139,15 +133,13 @@ fn record(
     let written = view.annotation(GPU_NEEDS_ANNOTATION);
     let Some((needs, compute_source, driver_source)) = needs else {
         if written.is_some() {
-            let mut path = view.metadata_pointer().to_buf();
-            path.push_back("annotations");
-            path.push_back(GPU_NEEDS_ANNOTATION);
+            let steps = [Step::Key("annotations"), Step::Key(GPU_NEEDS_ANNOTATION)];
             findings.changes.push(Mutation {
                 summary: format!(
                     "remove {GPU_NEEDS_ANNOTATION}: only gpu-policy writes it, and the pod's \
                      claims need nothing"
                 ),
-                operations: vec![PatchOperation::Remove(RemoveOperation { path })],
+                operations: vec![remove(pointer_below(view.metadata_pointer(), steps))],
                 overrides_author: true,
             });
         }
@@ -162,11 +154,8 @@ fn record(
         has_metadata: view.has_metadata(),
         has_annotations: view.has_annotations(),
     };
-    let sources: Vec<&str> = [compute_source, driver_source]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let sources: Vec<&str> =
+        [compute_source, driver_source].into_iter().flatten().map(String::as_str).collect();
     let mut sources_text = sources.first().copied().unwrap_or("").to_owned();
     if let Some(second) = sources.get(1).filter(|s| **s != sources[0]) {
         sources_text = format!("{sources_text}; {second}");
@@ -224,10 +213,7 @@ fn referenced_claims(
         return;
     };
     let view = input.view;
-    let uid = view
-        .metadata
-        .and_then(|m| m.get("uid"))
-        .and_then(Json::as_str);
+    let uid = view.metadata.and_then(|m| m.get("uid")).and_then(Json::as_str);
     // Pod claim name -> the uses of it by the containers in claims, in the
     // containers' order: each pod claim finds its users without a pass over
     // every container.
@@ -237,9 +223,7 @@ fn referenced_claims(
             continue;
         }
         for claim_use in &container.claims {
-            uses.entry(claim_use.name)
-                .or_default()
-                .push((at, claim_use.request));
+            uses.entry(claim_use.name).or_default().push((at, claim_use.request));
         }
     }
     // The claims made for the pod from its templates, read once: asking
@@ -310,10 +294,7 @@ fn referenced_claims(
                     continue;
                 }
                 let more = short.len().saturating_sub(MAX_DEVICES_NAMED);
-                let mut named = short
-                    .into_iter()
-                    .take(MAX_DEVICES_NAMED)
-                    .collect::<Vec<_>>();
+                let mut named = short.into_iter().take(MAX_DEVICES_NAMED).collect::<Vec<_>>();
                 if more > 0 {
                     named.push(format!("{more} more"));
                 }
@@ -356,13 +337,8 @@ const MAX_SELECTORS_JUDGED: usize = 32;
 /// Every GPU alternative of every GPU request of the claim refuses the
 /// devices below the needs.
 fn guaranteed(summary: &ClaimSummary, needs: &GpuNeeds) -> bool {
-    let alternatives = || {
-        summary
-            .requests
-            .iter()
-            .filter(|r| r.gpu.is_some())
-            .flat_map(|r| &r.gpu_selectors)
-    };
+    let alternatives =
+        || summary.requests.iter().filter(|r| r.gpu.is_some()).flat_map(|r| &r.gpu_selectors);
     let judged: usize = alternatives().map(Vec::len).sum();
     !summary.selectors_dropped
         && judged <= MAX_SELECTORS_JUDGED
@@ -370,12 +346,7 @@ fn guaranteed(summary: &ClaimSummary, needs: &GpuNeeds) -> bool {
 }
 
 fn gpu_request_names(summary: &ClaimSummary) -> Vec<&str> {
-    summary
-        .requests
-        .iter()
-        .filter(|r| r.gpu.is_some())
-        .map(|r| r.name.as_str())
-        .collect()
+    summary.requests.iter().filter(|r| r.gpu.is_some()).map(|r| r.name.as_str()).collect()
 }
 
 /// `pod1`, `web-7d4-*` for a generated name, or `the pod`.

@@ -8,13 +8,12 @@
 
 use std::collections::BTreeSet;
 
-use crate::policy::rules::rule::RuleInput;
-use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, tighter_capability};
 use crate::cuda::requirement::DriverFloor;
 use crate::cuda::{ComputeCapability, ImageNeeds};
 use crate::policy::container::Container;
 use crate::policy::message::{Notice, NoticeKind};
-use crate::settings::ResolutionMode;
+use crate::policy::rules::rule::RuleInput;
+use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter_capability};
 
 /// Which containers a part of the rule looks at.
 pub(super) type Containers<'f> = &'f dyn Fn(&Container<'_>) -> bool;
@@ -46,11 +45,7 @@ pub(super) fn image_floors<'v>(
     let mut in_images = BTreeSet::new();
     let mut in_sources = BTreeSet::new();
     if input.settings.config().image_resolution.mode == ResolutionMode::Off {
-        return ImageFloors {
-            compute: None,
-            driver: None,
-            images,
-        };
+        return ImageFloors { compute: None, driver: None, images };
     }
     for container in input.view.containers.iter().filter(|c| which(c)) {
         let Some(image) = container.image else {
@@ -70,12 +65,7 @@ pub(super) fn image_floors<'v>(
                         format!("compute-affinity: table used for {image}: {reason}"),
                     ));
                 }
-                input
-                    .settings
-                    .image_needs(image)
-                    .into_iter()
-                    .cloned()
-                    .collect()
+                input.settings.image_needs(image).into_iter().cloned().collect()
             }
         };
         for need in needs {
@@ -119,18 +109,10 @@ pub(super) fn image_floors<'v>(
         }
     }
     let driver = driver.map(|(floor, sources)| {
-        let noun = if sources.len() == 1 {
-            "image"
-        } else {
-            "images"
-        };
+        let noun = if sources.len() == 1 { "image" } else { "images" };
         (floor, format!("{noun} {}", sources.join(", ")))
     });
-    ImageFloors {
-        compute,
-        driver,
-        images,
-    }
+    ImageFloors { compute, driver, images }
 }
 
 /// The higher of a minimum and an image's floor, with where it came from;
@@ -161,11 +143,7 @@ pub(super) fn base_minimum(
         return namespace;
     };
     match tighter_capability(raw, input.namespace.min_compute_capability) {
-        Ok(value)
-            if namespace
-                .as_ref()
-                .is_none_or(|(current, _)| value > *current) =>
-        {
+        Ok(value) if namespace.as_ref().is_none_or(|(current, _)| value > *current) => {
             Some((value, "pod annotation".to_owned()))
         }
         Ok(_) => namespace,

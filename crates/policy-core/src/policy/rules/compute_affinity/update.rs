@@ -35,13 +35,13 @@ use serde_json::{Map, Value};
 use super::dra_floors;
 use super::gfd_labels::{CUDA_LABELS, MAJOR_LABEL, MINOR_LABEL};
 use super::image_floors::image_floors;
-use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::cuda::ComputeCapability;
 use crate::document::{Json, Object};
 use crate::policy::container::{Container, ContainerKind};
 use crate::policy::message::{CONTAINER, Notice, NoticeKind};
-use crate::policy::patch::{Step, add, pointer_below};
+use crate::policy::patch::{Step, add, object, pointer_below};
 use crate::policy::pod::PodView;
+use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
@@ -72,18 +72,15 @@ fn required_terms<'v>(view: &PodView<'v>) -> Option<Json<'v>> {
 fn written_by_r4(key: &str) -> bool {
     key == MAJOR_LABEL
         || key == MINOR_LABEL
-        || key
-            .strip_prefix(CUDA_LABELS)
-            .is_some_and(|rest| rest.starts_with('.'))
+        || key.strip_prefix(CUDA_LABELS).is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// The terms without R4's expressions, each once, as canonical JSON text:
 /// R4 multiplies an author's term by its alternatives, so one author term
 /// is several stored ones. A term left with nothing is no term.
 fn authored_terms(required: Option<Json<'_>>) -> BTreeSet<String> {
-    let terms = required
-        .and_then(|required| required.get("nodeSelectorTerms"))
-        .and_then(Json::as_array);
+    let terms =
+        required.and_then(|required| required.get("nodeSelectorTerms")).and_then(Json::as_array);
     let mut authored = BTreeSet::new();
     for term in terms.into_iter().flatten() {
         let Some(term) = term.as_object() else {
@@ -98,11 +95,7 @@ fn authored_terms(required: Option<Json<'_>>) -> BTreeSet<String> {
             {
                 let own: Vec<Value> = expressions
                     .iter()
-                    .filter(|e| {
-                        !e.get("key")
-                            .and_then(Json::as_str)
-                            .is_some_and(written_by_r4)
-                    })
+                    .filter(|e| !e.get("key").and_then(Json::as_str).is_some_and(written_by_r4))
                     .map(Json::to_value)
                     .collect();
                 if !own.is_empty() {
@@ -130,11 +123,7 @@ fn carries_r4(required: Json<'_>) -> bool {
         .flatten()
         .filter_map(|term| term.get("matchExpressions")?.as_array())
         .flatten()
-        .any(|e| {
-            e.get("key")
-                .and_then(Json::as_str)
-                .is_some_and(written_by_r4)
-        })
+        .any(|e| e.get("key").and_then(Json::as_str).is_some_and(written_by_r4))
 }
 
 /// The old required terms put back into the new pod, when they carry R4's
@@ -171,37 +160,23 @@ fn put(
     spec_pointer: &json_patch::jsonptr::Pointer,
     required: Value,
 ) -> PatchOperation {
-    let wrap = |key: &str, value: Value| {
-        let mut map = Map::with_capacity(1);
-        map.insert(key.to_owned(), value);
-        Value::Object(map)
-    };
     let affinity = spec.get("affinity").and_then(Json::as_object);
-    let node_affinity = affinity
-        .and_then(|a| a.get("nodeAffinity"))
-        .and_then(Json::as_object);
+    let node_affinity = affinity.and_then(|a| a.get("nodeAffinity")).and_then(Json::as_object);
     match (affinity, node_affinity) {
         (Some(_), Some(_)) => add(
             pointer_below(
                 spec_pointer,
-                [
-                    Step::Key("affinity"),
-                    Step::Key("nodeAffinity"),
-                    Step::Key(REQUIRED),
-                ],
+                [Step::Key("affinity"), Step::Key("nodeAffinity"), Step::Key(REQUIRED)],
             ),
             required,
         ),
         (Some(_), None) => add(
-            pointer_below(
-                spec_pointer,
-                [Step::Key("affinity"), Step::Key("nodeAffinity")],
-            ),
-            wrap(REQUIRED, required),
+            pointer_below(spec_pointer, [Step::Key("affinity"), Step::Key("nodeAffinity")]),
+            object(REQUIRED, required),
         ),
         (None, _) => add(
             pointer_below(spec_pointer, [Step::Key("affinity")]),
-            wrap("nodeAffinity", wrap(REQUIRED, required)),
+            object("nodeAffinity", object(REQUIRED, required)),
         ),
     }
 }
@@ -226,10 +201,7 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
         .containers
         .iter()
         .filter(|c| {
-            c.is_gpu()
-                && before
-                    .get(&(c.kind, c.name))
-                    .is_some_and(|image| *image != c.image)
+            c.is_gpu() && before.get(&(c.kind, c.name)).is_some_and(|image| *image != c.image)
         })
         .map(|c| (c.kind, c.name))
         .collect();
@@ -242,9 +214,8 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
     if !input.view.containers.iter().any(which) {
         return;
     }
-    let from_table = image_floors(input, false, &which, &mut Vec::new())
-        .compute
-        .map(|(floor, _)| floor);
+    let from_table =
+        image_floors(input, false, &which, &mut Vec::new()).compute.map(|(floor, _)| floor);
     let floors = image_floors(input, true, &which, &mut findings.notices);
     let Some((needed, source)) = floors.compute else {
         return;
@@ -255,14 +226,7 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
     if offered >= needed {
         return;
     }
-    let names = CONTAINER.list(
-        input
-            .view
-            .containers
-            .iter()
-            .filter(|c| which(c))
-            .map(|c| c.name),
-    );
+    let names = CONTAINER.list(input.view.containers.iter().filter(|c| which(c)).map(|c| c.name));
     let body = format!(
         "{names}: {source} needs GPU compute capability >= {needed}, but {place} has \
          {offered}; run the image in a new pod, which gets a node that has it"
@@ -295,10 +259,7 @@ fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
         .into_iter()
         .filter(|cc| floor.is_none_or(|floor| *cc >= floor))
         .min()?;
-    Some((
-        lowest,
-        "the lowest GPU node the pod's required node affinity admits".to_owned(),
-    ))
+    Some((lowest, "the lowest GPU node the pod's required node affinity admits".to_owned()))
 }
 
 /// The lowest compute capability the required node affinity admits, from
@@ -340,10 +301,7 @@ fn term_floor(term: Json<'_>) -> Option<ComputeCapability> {
         return Some(ComputeCapability::new(major.checked_add(1)?, 0));
     }
     let major = on(MAJOR_LABEL, "In").and_then(number)?;
-    let minor = on(MINOR_LABEL, "Gt")
-        .and_then(number)
-        .and_then(|m| m.checked_add(1))
-        .unwrap_or(0);
+    let minor = on(MINOR_LABEL, "Gt").and_then(number).and_then(|m| m.checked_add(1)).unwrap_or(0);
     Some(ComputeCapability::new(major, minor))
 }
 
