@@ -29,8 +29,8 @@
 
 use std::collections::BTreeMap;
 
-pub mod claim_requests;
 mod claim_pod_total;
+pub mod claim_requests;
 pub mod sharing;
 
 use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};

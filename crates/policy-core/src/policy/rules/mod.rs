@@ -24,15 +24,23 @@ pub use rule::{
     Mutation, OwnerInput, Rule, RuleInput, Severity,
 };
 
-/// Declares each rule's module, its [`RuleId`] variant and its place in the
+// The rules' modules are declared here, not by `registry!`: rustfmt does
+// not follow module declarations made inside a macro.
+pub mod allowlist;
+pub mod bounded_requests;
+pub mod compute_affinity;
+pub mod device_paths;
+pub mod runtime_class;
+pub mod visible_devices;
+pub mod webhook_annotations;
+
+/// Declares each rule's [`RuleId`] variant and its place in the
 /// registry. The order is the rules' numbers (R1, R2, ...): the order the
 /// pod and claim entries run in (the allowlist stage runs before them
 /// wherever it is listed), the generated policies come in, and the
 /// `gpu-policy.io/mutations` annotation lists the rules in.
 macro_rules! registry {
     ($($module:ident => $variant:ident,)+) => {
-        $(pub mod $module;)+
-
         /// Stable rule identifiers, one per line of the registry.
         #[derive(Debug, PartialOrd, Ord, Hash, enumset::EnumSetType)]
         pub enum RuleId {

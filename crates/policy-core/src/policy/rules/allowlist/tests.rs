@@ -32,9 +32,7 @@ fn pods_match_by_controller_owner(
     #[case] expected: Option<&str>,
 ) {
     let pod = exporter_pod(namespace, controller);
-    let identity = Identity::Pod {
-        owner: controller_owner(leaked(&pod)),
-    };
+    let identity = Identity::Pod { owner: controller_owner(leaked(&pod)) };
     assert_eq!(entry_name(identity, namespace).as_deref(), expected);
 }
 
@@ -42,9 +40,7 @@ fn pods_match_by_controller_owner(
 fn labels_alone_never_allowlist() {
     let pod = json!({"metadata": {"name": "nvidia-gpu-exporter",
             "labels": {"app": "nvidia-gpu-exporter", "app.kubernetes.io/name": "nvidia-gpu-exporter"}}});
-    let identity = Identity::Pod {
-        owner: controller_owner(leaked(&pod)),
-    };
+    let identity = Identity::Pod { owner: controller_owner(leaked(&pod)) };
     assert_eq!(entry_name(identity, "kube-system"), None);
 }
 
@@ -99,18 +95,8 @@ fn dra_driver_allowlist() -> Vec<AllowlistEntry> {
 )]
 // a prefix entry stays in its namespace and kind
 #[case("ReplicaSet", "mps-control-daemon-8c1f0a2e-6d7f9c5b4", "ml", None)]
-#[case(
-    "StatefulSet",
-    "mps-control-daemon-8c1f0a2e",
-    "nvidia-dra-driver-gpu",
-    None
-)]
-#[case(
-    "ReplicaSet",
-    "nvidia-dra-driver-gpu-controller-6d7f9c5b4",
-    "nvidia-dra-driver-gpu",
-    None
-)]
+#[case("StatefulSet", "mps-control-daemon-8c1f0a2e", "nvidia-dra-driver-gpu", None)]
+#[case("ReplicaSet", "nvidia-dra-driver-gpu-controller-6d7f9c5b4", "nvidia-dra-driver-gpu", None)]
 fn dra_driver_pods_match_name_and_prefix_entries(
     #[case] kind: &str,
     #[case] name: &str,
@@ -118,11 +104,7 @@ fn dra_driver_pods_match_name_and_prefix_entries(
     #[case] expected: Option<&str>,
 ) {
     let entries = dra_driver_allowlist();
-    let owner = Owner {
-        kind,
-        name,
-        uid: Some("u-1"),
-    };
+    let owner = Owner { kind, name, uid: Some("u-1") };
     let found = matching_entry(Identity::Pod { owner: Some(owner) }, namespace, &entries);
     assert_eq!(found.map(|e| e.to_string()).as_deref(), expected);
 }
@@ -132,10 +114,7 @@ fn dra_driver_pods_match_name_and_prefix_entries(
 #[case("mps-control-daemon", false)]
 fn dra_driver_workloads_match_by_their_own_name(#[case] name: &str, #[case] allowed: bool) {
     let entries = dra_driver_allowlist();
-    let identity = Identity::Workload {
-        kind: "Deployment",
-        name,
-    };
+    let identity = Identity::Workload { kind: "Deployment", name };
     let found = matching_entry(identity, "nvidia-dra-driver-gpu", &entries);
     assert_eq!(found.is_some(), allowed);
 }
@@ -162,20 +141,12 @@ fn prefix_entries_verify_the_owner_by_its_own_name(
     let mut cluster = ClusterSnapshot::default();
     if let Some(uid) = uid {
         cluster.workloads.insert(
-            (
-                "nvidia-dra-driver-gpu".into(),
-                "ReplicaSet".into(),
-                name.into(),
-            ),
+            ("nvidia-dra-driver-gpu".into(), "ReplicaSet".into(), name.into()),
             uid.to_owned(),
         );
     }
     let entries = dra_driver_allowlist();
-    let owner = Owner {
-        kind: "ReplicaSet",
-        name,
-        uid: Some("u-1"),
-    };
+    let owner = Owner { kind: "ReplicaSet", name, uid: Some("u-1") };
     let result = verify_owner(&entries[2], owner, &cluster);
     assert_eq!(
         result.err().map(|n| n.message.body().to_owned()),
@@ -195,11 +166,7 @@ fn with_a_cluster_the_owner_must_exist(#[case] uid: Option<&str>, #[case] exempt
     let mut cluster = ClusterSnapshot::default();
     if let Some(uid) = uid {
         cluster.workloads.insert(
-            (
-                "kube-system".into(),
-                "DaemonSet".into(),
-                "nvidia-gpu-exporter".into(),
-            ),
+            ("kube-system".into(), "DaemonSet".into(), "nvidia-gpu-exporter".into()),
             uid.to_owned(),
         );
     }
@@ -207,17 +174,9 @@ fn with_a_cluster_the_owner_must_exist(#[case] uid: Option<&str>, #[case] exempt
     pod["spec"] = json!({"containers": [{"name": "e", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]});
     let evaluation = crate::policy::testing::evaluate_in_cluster(&pod, &cluster);
     assert_eq!(evaluation.allowlisted.is_some(), exempt);
+    assert_eq!(evaluation.changes.is_empty(), exempt, "{:?}", evaluation.changes);
     assert_eq!(
-        evaluation.changes.is_empty(),
-        exempt,
-        "{:?}",
-        evaluation.changes
-    );
-    assert_eq!(
-        evaluation
-            .notices
-            .iter()
-            .any(|n| n.message.contains("no exemption")),
+        evaluation.notices.iter().any(|n| n.message.contains("no exemption")),
         !exempt,
         "{:?}",
         evaluation.notices

@@ -100,11 +100,7 @@ fn namespace_annotation_lowers_the_pod_maximum(
         {"name": "b", "resources": {"limits": {"nvidia.com/gpu": gpus.saturating_sub(8)}}},
     ]}});
     let evaluation = evaluate_pod_in(&pod, &[("gpu-policy.io/max-gpus-per-pod", annotation)]);
-    let found = evaluation
-        .violations
-        .iter()
-        .filter(|v| v.rule == ID)
-        .count();
+    let found = evaluation.violations.iter().filter(|v| v.rule == ID).count();
     assert_eq!(found, expected, "{:?}", evaluation.violations);
 }
 

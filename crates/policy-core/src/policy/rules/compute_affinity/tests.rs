@@ -2,13 +2,13 @@
 
 use super::*;
 use crate::cuda::ImageNeeds;
-use serde_json::json;
 use crate::policy::RuleId;
 use crate::policy::cluster::{ClusterSnapshot, NodeGpus};
 use crate::policy::testing::{apply, evaluate_on_nodes, evaluate_pod, evaluate_pod_in};
 use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, Settings};
 use gpu_policy_test_support::pods::gpu_pod;
 use rstest::rstest;
+use serde_json::json;
 
 const ID: RuleId = RuleId::ComputeAffinity;
 
@@ -45,21 +45,13 @@ fn constraint_shapes(#[case] minimum: ComputeCapability, #[case] expected: Vec<V
 
 #[test]
 fn pod_without_affinity_gets_the_terms() {
-    let pod = patched(
-        &gpu_pod()
-            .image("nvidia/cuda:12.6.3-base-ubuntu24.04")
-            .json(),
-    );
+    let pod = patched(&gpu_pod().image("nvidia/cuda:12.6.3-base-ubuntu24.04").json());
     assert_eq!(terms(&pod), json!([{"matchExpressions": [major_gt("4")]}]));
 }
 
 #[test]
 fn two_alternatives_become_two_terms() {
-    let pod = patched(
-        &gpu_pod()
-            .image("nvidia/cuda:13.0.0-runtime-ubuntu24.04")
-            .json(),
-    );
+    let pod = patched(&gpu_pod().image("nvidia/cuda:13.0.0-runtime-ubuntu24.04").json());
     assert_eq!(
         terms(&pod),
         json!([{"matchExpressions": [major_gt("7")]},
@@ -69,9 +61,7 @@ fn two_alternatives_become_two_terms() {
 
 #[test]
 fn constraint_is_anded_into_every_existing_term() {
-    let mut pod = gpu_pod()
-        .image("nvidia/cuda:13.0.0-runtime-ubuntu24.04")
-        .json();
+    let mut pod = gpu_pod().image("nvidia/cuda:13.0.0-runtime-ubuntu24.04").json();
     pod["spec"]["affinity"] = json!({
         "nodeAffinity": {
             REQUIRED: {"nodeSelectorTerms": [
@@ -100,19 +90,14 @@ fn constraint_is_anded_into_every_existing_term() {
         result["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
         pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     );
-    assert_eq!(
-        result["spec"]["affinity"]["podAntiAffinity"],
-        json!({"futureField": true})
-    );
+    assert_eq!(result["spec"]["affinity"]["podAntiAffinity"], json!({"futureField": true}));
     // Re-evaluating the result adds nothing.
     assert!(evaluate_pod(&result).patch.is_empty());
 }
 
 #[test]
 fn expressions_a_term_already_has_are_not_repeated() {
-    let mut pod = gpu_pod()
-        .image("nvidia/cuda:13.0.0-runtime-ubuntu24.04")
-        .json();
+    let mut pod = gpu_pod().image("nvidia/cuda:13.0.0-runtime-ubuntu24.04").json();
     pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
         {"matchExpressions": [major_in("7")]}]}}});
     assert_eq!(
@@ -132,10 +117,7 @@ fn partial_affinity_is_completed(#[case] affinity: Value) {
     let mut pod = gpu_pod().image("nvidia/cuda:12.2.0-base").json();
     pod["spec"]["affinity"] = affinity;
     let result = patched(&pod);
-    assert_eq!(
-        terms(&result),
-        json!([{"matchExpressions": [major_gt("4")]}])
-    );
+    assert_eq!(terms(&result), json!([{"matchExpressions": [major_gt("4")]}]));
     assert!(evaluate_pod(&result).patch.is_empty());
 }
 
@@ -174,11 +156,7 @@ fn minimum_comes_from_the_highest_source(
         pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: value}});
     }
     let evaluation = evaluate_pod_in(&pod, namespace);
-    let found = evaluation
-        .changes
-        .iter()
-        .find(|c| c.rule == ID)
-        .map(|c| c.summary.as_str());
+    let found = evaluation.changes.iter().find(|c| c.rule == ID).map(|c| c.summary.as_str());
     assert_eq!(found, summary);
 }
 
@@ -191,11 +169,7 @@ fn looser_or_unreadable_pod_annotation_is_a_notice(#[case] value: &str) {
     let evaluation = evaluate_pod_in(&pod, &[(MIN_COMPUTE_CAPABILITY_ANNOTATION, "5.0")]);
     assert_eq!(evaluation.notices.len(), 1, "{:?}", evaluation.notices);
     assert!(evaluation.notices[0].message.contains("ignored"));
-    let found = evaluation
-        .changes
-        .iter()
-        .find(|c| c.rule == ID)
-        .map(|c| c.summary.clone());
+    let found = evaluation.changes.iter().find(|c| c.rule == ID).map(|c| c.summary.clone());
     assert_eq!(
         found.as_deref(),
         Some("require GPU compute capability >= 5.0 (namespace or cluster minimum)")
@@ -209,12 +183,7 @@ fn non_gpu_pods_and_non_gpu_images_do_not_count() {
     let sidecar_image = json!({"spec": {"containers": [
         {"name": "gpu", "image": "registry.example/app", "resources": {"limits": {"nvidia.com/gpu": 1}}},
         {"name": "side", "image": "nvidia/cuda:13.0.0-base"}]}});
-    assert!(
-        evaluate_pod(&sidecar_image)
-            .changes
-            .iter()
-            .all(|c| c.rule != ID)
-    );
+    assert!(evaluate_pod(&sidecar_image).changes.iter().all(|c| c.rule != ID));
 }
 
 #[rstest]
@@ -226,12 +195,7 @@ fn malformed_affinity_is_a_violation(#[case] affinity: Value) {
     let mut pod = gpu_pod().image("nvidia/cuda:12.2.0-base").json();
     pod["spec"]["affinity"] = affinity;
     let evaluation = evaluate_pod(&pod);
-    assert!(
-        evaluation
-            .violations
-            .iter()
-            .any(|v| v.rule == ID && v.message.contains("malformed"))
-    );
+    assert!(evaluation.violations.iter().any(|v| v.rule == ID && v.message.contains("malformed")));
 }
 
 #[rstest]
@@ -256,14 +220,9 @@ fn warns_when_no_node_meets_the_minimum(#[case] nodes: &[(u32, u32)], #[case] wa
             .collect(),
         ..ClusterSnapshot::default()
     };
-    let pod = gpu_pod()
-        .image("nvidia/cuda:13.0.0-runtime-ubuntu24.04")
-        .json();
+    let pod = gpu_pod().image("nvidia/cuda:13.0.0-runtime-ubuntu24.04").json();
     let evaluation = crate::policy::testing::evaluate_in_cluster(&pod, &cluster);
-    let notice = evaluation
-        .notices
-        .iter()
-        .find(|n| n.message.contains("no node has"));
+    let notice = evaluation.notices.iter().find(|n| n.message.contains("no node has"));
     assert_eq!(notice.is_some(), warned, "{:?}", evaluation.notices);
     if warned {
         assert_eq!(
@@ -284,12 +243,8 @@ fn driver_gt(key: &str, value: &str) -> Value {
 #[test]
 fn ngc_images_get_the_floor_of_their_cuda_version() {
     let evaluation = evaluate_pod(&gpu_pod().image("nvcr.io/nvidia/pytorch:25.12-py3").json());
-    let summaries: Vec<&str> = evaluation
-        .changes
-        .iter()
-        .filter(|c| c.rule == ID)
-        .map(|c| c.summary.as_str())
-        .collect();
+    let summaries: Vec<&str> =
+        evaluation.changes.iter().filter(|c| c.rule == ID).map(|c| c.summary.as_str()).collect();
     assert_eq!(
         summaries,
         vec!["require GPU compute capability >= 7.5 (image nvcr.io/nvidia/pytorch:25.12-py3)"]
@@ -358,12 +313,7 @@ fn the_container_env_overrides_the_image(#[case] env: Value, #[case] driver: &[&
 }
 
 fn summaries(evaluation: &crate::policy::Evaluation) -> Vec<&str> {
-    evaluation
-        .changes
-        .iter()
-        .filter(|c| c.rule == ID)
-        .map(|c| c.summary.as_str())
-        .collect()
+    evaluation.changes.iter().filter(|c| c.rule == ID).map(|c| c.summary.as_str()).collect()
 }
 
 struct Resolved;
@@ -383,10 +333,7 @@ fn mode_off_ignores_images_but_not_the_annotation() {
     let settings = settings.unwrap_or_default();
     let mut pod = gpu_pod().image("vllm/vllm-openai:v0.11.0-cu130").json();
     assert!(
-        crate::policy::testing::evaluate_with(&pod, &settings)
-            .changes
-            .iter()
-            .all(|c| c.rule != ID)
+        crate::policy::testing::evaluate_with(&pod, &settings).changes.iter().all(|c| c.rule != ID)
     );
     pod["metadata"] = json!({"annotations": {MIN_COMPUTE_CAPABILITY_ANNOTATION: "8.0"}});
     let evaluation = crate::policy::testing::evaluate_with(&pod, &settings);
@@ -442,9 +389,7 @@ fn an_unanswered_lookup_falls_back_to_the_table_with_a_notice() {
     let fallbacks = evaluation.notice_bodies(NoticeKind::ImageTableFallback);
     assert_eq!(
         fallbacks,
-        vec![format!(
-            "compute-affinity: table used for {image}: no registry answer in 1s"
-        )]
+        vec![format!("compute-affinity: table used for {image}: no registry answer in 1s")]
     );
     assert_eq!(
         summaries(&evaluation)[0],
@@ -463,22 +408,13 @@ fn a_registry_answer_never_denies() {
     let mut pod = gpu_pod().image("registry.example/in-house:1").json();
     pod["spec"]["affinity"] = malformed.clone();
     let evaluation = evaluate_with_images(&pod, &Resolved);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     assert!(evaluation.notices.iter().any(
         |n| n.kind == NoticeKind::ImageTableFallback && n.message.body().contains("malformed")
     ));
-    let mut table_pod = gpu_pod()
-        .image("nvidia/cuda:13.0.2-base-ubuntu24.04")
-        .json();
+    let mut table_pod = gpu_pod().image("nvidia/cuda:13.0.2-base-ubuntu24.04").json();
     table_pod["spec"]["affinity"] = malformed;
-    assert_eq!(
-        evaluate_with_images(&table_pod, &Resolved).violations.len(),
-        1
-    );
+    assert_eq!(evaluate_with_images(&table_pod, &Resolved).violations.len(), 1);
 }
 
 /// The terms, each multiplied by the constraint's alternatives, are bounded
@@ -496,9 +432,7 @@ fn terms_multiplied_past_what_a_pod_holds_are_a_violation(
     let term = json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]});
     let fit = MAX_WRITTEN_TERMS_BYTES / (2 * json_len(&term));
     let count = fit.saturating_add_signed(beyond);
-    let mut pod = gpu_pod()
-        .image("nvidia/cuda:13.0.0-runtime-ubuntu24.04")
-        .json();
+    let mut pod = gpu_pod().image("nvidia/cuda:13.0.0-runtime-ubuntu24.04").json();
     pod["spec"]["affinity"] = json!({"nodeAffinity": {REQUIRED: {
         "nodeSelectorTerms": vec![term; count]}}});
     let evaluation = evaluate_pod(&pod);
@@ -520,21 +454,14 @@ fn terms_multiplied_past_what_a_pod_holds_are_a_violation(
         assert!(!evaluation.changes.iter().any(|c| c.rule == ID));
     } else {
         assert!(violations.is_empty(), "{violations:?}");
-        assert_eq!(
-            terms(&patched(&pod)).as_array().map(Vec::len),
-            Some(2 * count)
-        );
+        assert_eq!(terms(&patched(&pod)).as_array().map(Vec::len), Some(2 * count));
     }
 }
 
 /// A fleet of nodes, named by their place.
 fn fleet(nodes: Vec<NodeGpus>) -> ClusterSnapshot {
     ClusterSnapshot {
-        nodes: nodes
-            .into_iter()
-            .enumerate()
-            .map(|(i, node)| (format!("node-{i}"), node))
-            .collect(),
+        nodes: nodes.into_iter().enumerate().map(|(i, node)| (format!("node-{i}"), node)).collect(),
         ..ClusterSnapshot::default()
     }
 }
@@ -601,11 +528,7 @@ fn parts_follow_the_labels_of_the_gpu_nodes(
     let compute = expected.contains(&VLLM_COMPUTE);
     let driver = expected.iter().any(|s| s.starts_with("require a driver"));
     assert_eq!(keys.contains(&MAJOR_LABEL), compute, "{keys:?}");
-    assert_eq!(
-        keys.iter().any(|k| k.starts_with("nvidia.com/cuda.")),
-        driver,
-        "{keys:?}"
-    );
+    assert_eq!(keys.iter().any(|k| k.starts_with("nvidia.com/cuda.")), driver, "{keys:?}");
     if expected.is_empty() {
         assert!(result["spec"]["affinity"].is_null(), "{result}");
     }
@@ -618,11 +541,7 @@ fn parts_follow_the_labels_of_the_gpu_nodes(
         evaluation.notices
     );
     // Re-evaluating the result adds nothing.
-    assert!(
-        evaluate_on_nodes(&result, &cluster, &Settings::default())
-            .patch
-            .is_empty()
-    );
+    assert!(evaluate_on_nodes(&result, &cluster, &Settings::default()).patch.is_empty());
 }
 
 #[rstest]
@@ -633,11 +552,8 @@ fn the_warning_names_the_floors_left_out_and_the_remedy(
     #[case] nodes: Vec<NodeGpus>,
     #[case] rest: &str,
 ) {
-    let evaluation = evaluate_on_nodes(
-        &gpu_pod().image(VLLM).json(),
-        &fleet(nodes),
-        &Settings::default(),
-    );
+    let evaluation =
+        evaluate_on_nodes(&gpu_pod().image(VLLM).json(), &fleet(nodes), &Settings::default());
     assert_eq!(
         unenforced(&evaluation),
         vec![format!(
@@ -655,12 +571,7 @@ fn one_warning_per_pod() {
         {"name": "c", "image": VLLM, "resources": {"limits": {"nvidia.com/gpu": 1}}}]}});
     let evaluation = evaluate_on_nodes(&pod, &fleet(vec![bare()]), &Settings::default());
     assert_eq!(unenforced(&evaluation).len(), 1, "{:?}", evaluation.notices);
-    assert!(
-        evaluation
-            .patch
-            .iter()
-            .all(|op| !op.path().to_string().contains("affinity"))
-    );
+    assert!(evaluation.patch.iter().all(|op| !op.path().to_string().contains("affinity")));
 }
 
 /// The author's own required terms are left as they are.

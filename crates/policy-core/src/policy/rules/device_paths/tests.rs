@@ -34,11 +34,7 @@ fn host_path_pod(path: &str) -> Value {
 #[case("/sys", false)]
 #[case("/devices", false)]
 fn host_paths(#[case] path: &str, #[case] denied: bool) {
-    assert_eq!(
-        violations(&host_path_pod(path)).len(),
-        usize::from(denied),
-        "{path}"
-    );
+    assert_eq!(violations(&host_path_pod(path)).len(), usize::from(denied), "{path}");
 }
 
 #[test]
@@ -70,16 +66,8 @@ fn device_list_mounts(#[case] mount: &str, #[case] denied: bool) {
 
 #[rstest]
 #[case("cdi.k8s.io/gpu", "nvidia.com/gpu=all", true)]
-#[case(
-    "nvidia.cdi.k8s.io/container.app",
-    "nvidia.com/gpu=0,nvidia.com/gpu=1",
-    true
-)]
-#[case(
-    "cdi.k8s.io/x",
-    "vendor.example/dev=1, management.nvidia.com/gpu=all",
-    true
-)]
+#[case("nvidia.cdi.k8s.io/container.app", "nvidia.com/gpu=0,nvidia.com/gpu=1", true)]
+#[case("cdi.k8s.io/x", "vendor.example/dev=1, management.nvidia.com/gpu=all", true)]
 #[case("CDI.k8s.io/x", "NVIDIA.com/gpu=0", true)]
 #[case("cdi.k8s.io/net", "vendor.example/nic=0", false)]
 #[case("example.com/note", "nvidia.com/gpu=all", false)]
@@ -112,12 +100,7 @@ fn new_ephemeral_container_mounting_the_device_list_is_denied() {
     new["spec"]["ephemeralContainers"] = json!([{"name": "debug",
             "volumeMounts": [{"name": "v", "mountPath": "/var/run/nvidia-container-devices"}]}]);
     let evaluation = evaluate_pod_update(&new, &old);
-    assert!(
-        evaluation
-            .violations
-            .iter()
-            .any(|v| v.rule == ID && v.message.contains("\"debug\""))
-    );
+    assert!(evaluation.violations.iter().any(|v| v.rule == ID && v.message.contains("\"debug\"")));
 }
 
 fn privileged(name: &str) -> Value {
@@ -152,10 +135,8 @@ fn privileged_gpu(name: &str) -> Value {
         "resources": {"limits": {"nvidia.com/gpu": 0}}}]}), 1)]
 fn privileged_containers(#[case] spec: Value, #[case] denied: usize) {
     let pod = json!({"spec": spec});
-    let found: Vec<String> = violations(&pod)
-        .into_iter()
-        .filter(|m| m.contains("privileged"))
-        .collect();
+    let found: Vec<String> =
+        violations(&pod).into_iter().filter(|m| m.contains("privileged")).collect();
     assert_eq!(found.len(), denied, "{found:?}");
 }
 
@@ -215,10 +196,8 @@ fn privileged_gpu_deny_denies_a_privileged_gpu_container() {
     let denied = crate::policy::testing::messages_of(&evaluation, ID);
     assert_eq!(
         denied,
-        [
-            "gpu-policy: privileged container \"g\" sees every GPU of the node, not only \
-              the ones requested; drop privileged (privilegedGpu: deny)"
-        ]
+        ["gpu-policy: privileged container \"g\" sees every GPU of the node, not only \
+              the ones requested; drop privileged (privilegedGpu: deny)"]
     );
     assert!(
         evaluation
@@ -266,12 +245,8 @@ fn privileged_containers_with_claims(
         &objects,
         &crate::settings::Settings::default(),
     );
-    let violations: Vec<&str> = evaluation
-        .violations
-        .iter()
-        .filter(|v| v.rule == ID)
-        .map(|v| v.message.as_str())
-        .collect();
+    let violations: Vec<&str> =
+        evaluation.violations.iter().filter(|v| v.rule == ID).map(|v| v.message.as_str()).collect();
     assert_eq!(violations, denied.into_iter().collect::<Vec<_>>());
     let notices: Vec<&str> = evaluation
         .notices
@@ -335,11 +310,7 @@ fn existing_privileged_containers_are_not_judged_again_on_an_ephemeral_update() 
     let mut new = old.clone();
     new["spec"]["ephemeralContainers"] = json!([privileged("old-debug"), {"name": "debug"}]);
     let evaluation = evaluate_pod_update(&new, &old);
-    assert!(
-        evaluation.violations.iter().all(|v| v.rule != ID),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.iter().all(|v| v.rule != ID), "{:?}", evaluation.violations);
 }
 
 #[rstest]

@@ -57,12 +57,7 @@ fn dra_pods(
     let evaluation =
         crate::policy::testing::evaluate_with_claims(&pod, &objects, &Settings::default());
     let patched = apply(&pod, &evaluation.patch);
-    assert_eq!(
-        patched["spec"]["runtimeClassName"].as_str(),
-        after,
-        "{:?}",
-        evaluation.changes
-    );
+    assert_eq!(patched["spec"]["runtimeClassName"].as_str(), after, "{:?}", evaluation.changes);
     assert_eq!(
         evaluation.violations.iter().any(|v| v.rule == ID),
         denied,
@@ -96,11 +91,7 @@ fn runtime_class_table(
     if let Some(class) = injected {
         assert_eq!(patched["spec"]["runtimeClassName"], json!(class));
     }
-    let found: Vec<_> = evaluation
-        .violations
-        .iter()
-        .filter(|v| v.rule == ID)
-        .collect();
+    let found: Vec<_> = evaluation.violations.iter().filter(|v| v.rule == ID).collect();
     assert_eq!(found.len(), violations, "{found:?}");
 }
 
@@ -112,11 +103,7 @@ fn messages_say_what_to_do() {
         "gpu-policy: runtimeClassName \"kata\" is not a GPU runtime class; use nvidia or remove the field"
     );
     let reserved = evaluate_pod(&pod(Some("nvidia"), 0));
-    assert!(
-        reserved.violations[0]
-            .message
-            .contains("reserved for pods that request a GPU")
-    );
+    assert!(reserved.violations[0].message.contains("reserved for pods that request a GPU"));
 }
 
 #[test]
@@ -147,30 +134,17 @@ fn an_empty_class_injects_nothing_and_still_reserves() {
     assert_eq!(settings.config().runtime_class_name, "");
     let gpu = pod(None, 1);
     let evaluation = evaluate_with(&gpu, &settings);
-    assert!(
-        evaluation.changes.iter().all(|c| c.rule != ID),
-        "{evaluation:?}"
-    );
-    assert!(
-        apply(&gpu, &evaluation.patch)["spec"]
-            .get("runtimeClassName")
-            .is_none()
-    );
+    assert!(evaluation.changes.iter().all(|c| c.rule != ID), "{evaluation:?}");
+    assert!(apply(&gpu, &evaluation.patch)["spec"].get("runtimeClassName").is_none());
     let cpu = pod(Some("nvidia"), 0);
     let denied = crate::policy::testing::messages_of(&evaluate_with(&cpu, &settings), ID);
     assert_eq!(
         denied,
-        [
-            "gpu-policy: runtimeClassName \"nvidia\" is reserved for pods that request a GPU; \
-              remove it, or request nvidia.com/gpu in limits"
-        ]
+        ["gpu-policy: runtimeClassName \"nvidia\" is reserved for pods that request a GPU; \
+              remove it, or request nvidia.com/gpu in limits"]
     );
     // A GPU pod may still name it.
-    assert!(
-        evaluate_with(&pod(Some("nvidia"), 1), &settings)
-            .violations
-            .is_empty()
-    );
+    assert!(evaluate_with(&pod(Some("nvidia"), 1), &settings).violations.is_empty());
 }
 
 mod with_a_cluster {
@@ -188,9 +162,7 @@ mod with_a_cluster {
 
     fn scheduling_class() -> RuntimeClassInfo {
         RuntimeClassInfo {
-            pod_fixed_overhead: json!({"cpu": "250m", "memory": "64Mi"})
-                .as_object()
-                .cloned(),
+            pod_fixed_overhead: json!({"cpu": "250m", "memory": "64Mi"}).as_object().cloned(),
             node_selector: json!({"nvidia.com/gpu.present": "true"})
                 .as_object()
                 .cloned()
@@ -206,12 +178,7 @@ mod with_a_cluster {
         let gpu = pod(None, 1);
         let evaluation = evaluate_in_cluster(&gpu, &cluster(None));
         assert!(evaluation.changes.iter().all(|c| c.rule != ID));
-        assert!(
-            evaluation
-                .notices
-                .iter()
-                .any(|n| n.message.contains("does not exist"))
-        );
+        assert!(evaluation.notices.iter().any(|n| n.message.contains("does not exist")));
         assert!(evaluation.violations.is_empty());
     }
 
@@ -219,11 +186,7 @@ mod with_a_cluster {
     fn naming_a_missing_class_is_denied() {
         let evaluation = evaluate_in_cluster(&pod(Some("nvidia"), 1), &cluster(None));
         assert_eq!(
-            evaluation
-                .violations
-                .iter()
-                .map(|v| v.message.as_str())
-                .collect::<Vec<_>>(),
+            evaluation.violations.iter().map(|v| v.message.as_str()).collect::<Vec<_>>(),
             vec![
                 "gpu-policy: RuntimeClass \"nvidia\" does not exist in this cluster; install the NVIDIA runtime class or remove the field"
             ]
@@ -236,14 +199,8 @@ mod with_a_cluster {
         let evaluation = evaluate_in_cluster(&gpu, &cluster(Some(scheduling_class())));
         let patched = apply(&gpu, &evaluation.patch);
         assert_eq!(patched["spec"]["runtimeClassName"], "nvidia");
-        assert_eq!(
-            patched["spec"]["overhead"],
-            json!({"cpu": "250m", "memory": "64Mi"})
-        );
-        assert_eq!(
-            patched["spec"]["nodeSelector"],
-            json!({"nvidia.com/gpu.present": "true"})
-        );
+        assert_eq!(patched["spec"]["overhead"], json!({"cpu": "250m", "memory": "64Mi"}));
+        assert_eq!(patched["spec"]["nodeSelector"], json!({"nvidia.com/gpu.present": "true"}));
         assert_eq!(
             patched["spec"]["tolerations"],
             json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
@@ -279,10 +236,7 @@ mod with_a_cluster {
         gpu["spec"][field] = value;
         let evaluation = evaluate_in_cluster(&gpu, &cluster(Some(scheduling_class())));
         assert!(
-            evaluation
-                .violations
-                .iter()
-                .any(|v| v.rule == ID && v.message.contains(message)),
+            evaluation.violations.iter().any(|v| v.rule == ID && v.message.contains(message)),
             "{:?}",
             evaluation.violations
         );

@@ -6,7 +6,6 @@ const ID: RuleId = RuleId::VisibleDevices;
 use rstest::rstest;
 use serde_json::json;
 
-
 fn gpu_limit() -> Value {
     json!({"limits": {"nvidia.com/gpu": 1}})
 }
@@ -89,10 +88,7 @@ fn every_container_kind_is_pinned_except_gpu_ones() {
     );
     let patched = apply(&pod, &evaluation.patch);
     for name in ["init", "sidecar", "logger"] {
-        assert_eq!(
-            env_of(&patched, name),
-            vec![json!({"name": VARIABLE, "value": "void"})]
-        );
+        assert_eq!(env_of(&patched, name), vec![json!({"name": VARIABLE, "value": "void"})]);
     }
     assert!(env_of(&patched, "gpu").is_empty());
 }
@@ -114,11 +110,7 @@ fn ephemeral_update_pins_only_new_ephemeral_containers() {
     let new = json!({"spec": {"containers": [{"name": "app"}],
             "ephemeralContainers": [{"name": "debugger-1"}, {"name": "debugger-2", "image": "nvidia/cuda:12.4.0-base"}]}});
     let evaluation = evaluate_pod_update(&new, &old);
-    let summaries: Vec<&str> = evaluation
-        .changes
-        .iter()
-        .map(|c| c.summary.as_str())
-        .collect();
+    let summaries: Vec<&str> = evaluation.changes.iter().map(|c| c.summary.as_str()).collect();
     assert_eq!(
         summaries,
         vec!["pin NVIDIA_VISIBLE_DEVICES=void in container \"debugger-2\" (no GPU limit)"]
@@ -136,8 +128,5 @@ fn configured_pin_is_used() {
     let pod = json!({"spec": {"containers": [{"name": "c"}]}});
     let evaluation = crate::policy::testing::evaluate_with(&pod, &settings);
     let patched = apply(&pod, &evaluation.patch);
-    assert_eq!(
-        env_of(&patched, "c"),
-        vec![json!({"name": VARIABLE, "value": "none"})]
-    );
+    assert_eq!(env_of(&patched, "c"), vec![json!({"name": VARIABLE, "value": "none"})]);
 }

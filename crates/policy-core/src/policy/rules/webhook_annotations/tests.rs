@@ -42,10 +42,7 @@ fn updates_of_the_webhooks_annotations_are_undone(
 ) {
     let (old, new) = (pod(before), pod(after));
     let evaluation = evaluate_update(&new, &old);
-    assert_eq!(
-        evaluation.changed_rules().iter().collect::<Vec<_>>(),
-        [RuleId::WebhookAnnotations]
-    );
+    assert_eq!(evaluation.changed_rules().iter().collect::<Vec<_>>(), [RuleId::WebhookAnnotations]);
     let restored = apply(&new, &evaluation.patch);
     let owned =
         |pod: &Value| super::OWNED.map(|key| pod["metadata"]["annotations"].get(key).cloned());
@@ -62,9 +59,7 @@ fn updates_of_the_webhooks_annotations_are_undone(
 #[test]
 fn other_annotations_and_creation_are_left_alone() {
     let old = pod(Some(json!({"gpu-policy.io/mutations": "visible-devices"})));
-    let new = pod(Some(
-        json!({"gpu-policy.io/mutations": "visible-devices", "team": "b"}),
-    ));
+    let new = pod(Some(json!({"gpu-policy.io/mutations": "visible-devices", "team": "b"})));
     assert!(evaluate_update(&new, &old).changes.is_empty());
     let created = crate::policy::testing::evaluate_pod(&pod(Some(
         json!({"gpu-policy.io/gpu-needs": "cc>=5.0"}),

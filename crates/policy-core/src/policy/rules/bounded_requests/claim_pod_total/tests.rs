@@ -20,10 +20,7 @@ fn pod(claims: &[(&str, Value)]) -> Value {
             entry
         })
         .collect();
-    let uses: Vec<Value> = claims
-        .iter()
-        .map(|(name, _)| json!({"name": name}))
-        .collect();
+    let uses: Vec<Value> = claims.iter().map(|(name, _)| json!({"name": name})).collect();
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "trainer", "namespace": NAMESPACE, "uid": "uid-1"},
         "spec": {"resourceClaims": entries,
@@ -71,13 +68,7 @@ fn evaluate(
     cached: &[Value],
     annotations: &[(&str, &str)],
 ) -> Evaluation {
-    evaluate_claim_for(
-        claim,
-        Some(owner),
-        cached,
-        annotations,
-        &Settings::default(),
-    )
+    evaluate_claim_for(claim, Some(owner), cached, annotations, &Settings::default())
 }
 
 fn denials(evaluation: &Evaluation) -> Vec<String> {
@@ -90,10 +81,8 @@ fn uncounted(evaluation: &Evaluation) -> Vec<&str> {
 
 #[test]
 fn two_templates_of_eight_created_after_the_pod_give_it_no_sixteen() {
-    let stored = pod(&[
-        ("first", template_entry("eight-a")),
-        ("second", template_entry("eight-b")),
-    ]);
+    let stored =
+        pod(&[("first", template_entry("eight-a")), ("second", template_entry("eight-b"))]);
     let owner = owner_read(&stored, Vec::new(), Vec::new());
     let templates = [template("eight-a", 8), template("eight-b", 8)];
 
@@ -104,10 +93,8 @@ fn two_templates_of_eight_created_after_the_pod_give_it_no_sixteen() {
     assert_eq!(denials(&evaluation), Vec::<String>::new());
     assert_eq!(
         uncounted(&evaluation),
-        [
-            "bounded-requests: claim \"second\" not counted: ResourceClaimTemplate \"eight-b\" not \
-          found"
-        ]
+        ["bounded-requests: claim \"second\" not counted: ResourceClaimTemplate \"eight-b\" not \
+          found"]
     );
 
     // The second, once its template exists: counted with the first's.
@@ -115,21 +102,16 @@ fn two_templates_of_eight_created_after_the_pod_give_it_no_sixteen() {
     let evaluation = evaluate(&second, &owner, &templates, &[]);
     assert_eq!(
         denials(&evaluation),
-        [
-            "gpu-policy: pod \"trainer\" would get 16 GPUs from its claims \
+        ["gpu-policy: pod \"trainer\" would get 16 GPUs from its claims \
           \"second\" 8 (this claim), \"first\" 8, above the maximum of 8 per pod here; lower \
-          the claims' counts or split the pod"
-        ]
+          the claims' counts or split the pod"]
     );
     assert!(uncounted(&evaluation).is_empty());
 }
 
 #[test]
 fn a_claim_made_already_counts_as_the_pods_status_names_it() {
-    let stored = pod(&[
-        ("first", template_entry("gone")),
-        ("second", template_entry("two")),
-    ]);
+    let stored = pod(&[("first", template_entry("gone")), ("second", template_entry("two"))]);
     let made = shared_claim("trainer-first-x1", 7);
     let generated = vec![GeneratedClaim {
         pod_claim: "first".to_owned(),
@@ -142,17 +124,9 @@ fn a_claim_made_already_counts_as_the_pods_status_names_it() {
     assert!(denials(&evaluation)[0].contains("would get 9 GPUs"));
 
     // A pod claim the controller made nothing for counts nothing.
-    let generated = vec![GeneratedClaim {
-        pod_claim: "first".to_owned(),
-        claim: None,
-    }];
+    let generated = vec![GeneratedClaim { pod_claim: "first".to_owned(), claim: None }];
     let owner = owner_read(&stored, generated, Vec::new());
-    let evaluation = evaluate(
-        &made_for_trainer("second", 2),
-        &owner,
-        &[template("gone", 8)],
-        &[],
-    );
+    let evaluation = evaluate(&made_for_trainer("second", 2), &owner, &[template("gone", 8)], &[]);
     assert_eq!(denials(&evaluation), Vec::<String>::new());
     assert!(uncounted(&evaluation).is_empty());
 }
@@ -182,10 +156,8 @@ fn what_was_read_beside_the_pod_is_counted_and_what_was_not_is_said() {
     assert_eq!(denials(&evaluation), Vec::<String>::new());
     assert_eq!(
         uncounted(&evaluation),
-        [
-            "bounded-requests: claim \"slow\" not counted: ResourceClaim \"slow-claim\" not read: \
-          no answer within 2s"
-        ]
+        ["bounded-requests: claim \"slow\" not counted: ResourceClaim \"slow-claim\" not read: \
+          no answer within 2s"]
     );
     // The uncounted one cannot make a pod over the maximum allowed.
     let evaluation = evaluate(&made_for_trainer("mine", 5), &owner, &[], &[]);
@@ -211,27 +183,17 @@ fn a_claim_two_entries_name_counts_once_and_the_namespace_maximum_applies() {
     );
     assert_eq!(
         denials(&evaluation),
-        [
-            "gpu-policy: pod \"trainer\" would get 6 GPUs from its claims \
+        ["gpu-policy: pod \"trainer\" would get 6 GPUs from its claims \
           \"mine\" 2 (this claim), \"a\" 4, above the maximum of 4 per pod here; lower the \
-          claims' counts or split the pod"
-        ]
+          claims' counts or split the pod"]
     );
 }
 
 #[test]
 fn a_claim_over_the_maximum_alone_is_denied_once() {
-    let stored = pod(&[
-        ("mine", template_entry("nine")),
-        ("other", template_entry("one")),
-    ]);
+    let stored = pod(&[("mine", template_entry("nine")), ("other", template_entry("one"))]);
     let owner = owner_read(&stored, Vec::new(), Vec::new());
-    let evaluation = evaluate(
-        &made_for_trainer("mine", 9),
-        &owner,
-        &[template("one", 1)],
-        &[],
-    );
+    let evaluation = evaluate(&made_for_trainer("mine", 9), &owner, &[template("one", 1)], &[]);
     assert_eq!(
         denials(&evaluation),
         [
@@ -245,10 +207,7 @@ fn a_claim_over_the_maximum_alone_is_denied_once() {
 
 #[test]
 fn an_unbounded_claim_of_the_pod_puts_it_over_any_maximum() {
-    let stored = pod(&[
-        ("mine", template_entry("mine")),
-        ("all", claim_entry("every")),
-    ]);
+    let stored = pod(&[("mine", template_entry("mine")), ("all", claim_entry("every"))]);
     let owner = owner_read(&stored, Vec::new(), Vec::new());
     let every = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "every", "namespace": NAMESPACE},
@@ -260,13 +219,10 @@ fn an_unbounded_claim_of_the_pod_puts_it_over_any_maximum() {
 
 #[test]
 fn a_pod_past_the_cap_gets_its_gpu_claims_refused() {
-    let entries: Vec<(String, Value)> = (0..=MAX_POD_CLAIMS)
-        .map(|i| (format!("c{i}"), template_entry("one")))
-        .collect();
-    let entries: Vec<(&str, Value)> = entries
-        .iter()
-        .map(|(name, source)| (name.as_str(), source.clone()))
-        .collect();
+    let entries: Vec<(String, Value)> =
+        (0..=MAX_POD_CLAIMS).map(|i| (format!("c{i}"), template_entry("one"))).collect();
+    let entries: Vec<(&str, Value)> =
+        entries.iter().map(|(name, source)| (name.as_str(), source.clone())).collect();
     let owner = owner_read(&pod(&entries), Vec::new(), Vec::new());
     let evaluation = evaluate(&made_for_trainer("c0", 1), &owner, &[], &[]);
     assert_eq!(
@@ -281,10 +237,7 @@ fn a_pod_past_the_cap_gets_its_gpu_claims_refused() {
 
 #[test]
 fn claims_without_gpus_or_not_from_a_pod_claim_are_not_counted_with_the_pod() {
-    let stored = pod(&[
-        ("mine", template_entry("nic")),
-        ("big", template_entry("eight")),
-    ]);
+    let stored = pod(&[("mine", template_entry("nic")), ("big", template_entry("eight"))]);
     let owner = owner_read(&stored, Vec::new(), Vec::new());
     let cached = [template("eight", 8)];
     let mut nic = made_for_trainer("mine", 1);
@@ -297,31 +250,20 @@ fn claims_without_gpus_or_not_from_a_pod_claim_are_not_counted_with_the_pod() {
     scheduler["metadata"]["annotations"] =
         json!({"resource.kubernetes.io/extended-resource-claim": "true"});
     let evaluation = evaluate(&scheduler, &owner, &cached, &[]);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
 
     // Owned by the pod, but made from none of its pod claims.
     let mut unnamed = made_for_trainer("mine", 1);
     unnamed["metadata"]["annotations"] = json!({});
     let evaluation = evaluate(&unnamed, &owner, &cached, &[]);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
 }
 
 #[test]
 fn a_pod_that_cannot_be_read_leaves_the_claim_counted_alone() {
     let claim = made_for_trainer("mine", 8);
     for (owner, why) in [
-        (
-            OwnerPod::NotFound,
-            "its pod \"trainer\" was not found with the UID it was made for",
-        ),
+        (OwnerPod::NotFound, "its pod \"trainer\" was not found with the UID it was made for"),
         (
             OwnerPod::Unreadable("no answer within 2s".to_owned()),
             "cannot read its pod \"trainer\": no answer within 2s",

@@ -26,10 +26,8 @@ fn gpu(name: &str, extra: Value) -> Value {
 
 fn messages(object: &Value, annotations: &[(&str, &str)]) -> Result<Vec<String>, String> {
     let settings = Settings::default();
-    let annotations: BTreeMap<String, String> = annotations
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let annotations: BTreeMap<String, String> =
+        annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let namespace_settings = settings.for_namespace(&annotations);
     let input = ClaimTables::collect(&[], "default", &settings);
     let evaluator = Evaluator {
@@ -41,10 +39,8 @@ fn messages(object: &Value, annotations: &[(&str, &str)]) -> Result<Vec<String>,
         images: None,
         claim_owner: None,
     };
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let namespace =
+        object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
     let kind =
         ClaimKind::of_kind(object["kind"].as_str().unwrap_or("")).unwrap_or(ClaimKind::Claim);
     evaluator
@@ -79,23 +75,16 @@ fn messages(object: &Value, annotations: &[(&str, &str)]) -> Result<Vec<String>,
            vec!["gpu-policy: request \"g\" sets adminAccess on a GPU class, allowed only in namespaces the allowlist names; remove adminAccess"])]
 #[case(claim("kube-system", json!([gpu("g", json!({"adminAccess": true}))])), vec![])]
 fn claims_are_bounded(#[case] object: Value, #[case] expected: Vec<&str>) {
-    assert_eq!(
-        messages(&object, &[]),
-        Ok(expected.iter().map(|s| s.to_string()).collect())
-    );
+    assert_eq!(messages(&object, &[]), Ok(expected.iter().map(|s| s.to_string()).collect()));
 }
 
 #[test]
 fn thousands_of_bad_requests_make_a_short_denial() {
-    let requests: Vec<Value> = (0..10_000)
-        .map(|i| gpu(&format!("r{i}"), json!({"allocationMode": "All"})))
-        .collect();
+    let requests: Vec<Value> =
+        (0..10_000).map(|i| gpu(&format!("r{i}"), json!({"allocationMode": "All"}))).collect();
     let found = messages(&claim("ml", Value::Array(requests)), &[]).unwrap_or_default();
     assert_eq!(found.len(), 4, "{found:?}");
-    assert_eq!(
-        found[3],
-        "gpu-policy: and 9997 more like these in the claim's other requests"
-    );
+    assert_eq!(found[3], "gpu-policy: and 9997 more like these in the claim's other requests");
 }
 
 #[test]
@@ -109,10 +98,7 @@ fn a_template_is_checked_like_a_claim() {
 
 #[test]
 fn the_namespace_maximum_applies_to_the_claim_total() {
-    let object = claim(
-        "ml",
-        json!([gpu("a", json!({"count": 2})), gpu("b", json!({"count": 2}))]),
-    );
+    let object = claim("ml", json!([gpu("a", json!({"count": 2})), gpu("b", json!({"count": 2}))]));
     assert_eq!(messages(&object, &[]), Ok(vec![]));
     assert_eq!(
             messages(&object, &[("gpu-policy.io/max-gpus-per-pod", "2")]),
@@ -122,13 +108,8 @@ fn the_namespace_maximum_applies_to_the_claim_total() {
 
 #[test]
 fn scheduler_made_claims_are_never_denied() {
-    let mut object = claim(
-        "ml",
-        json!([gpu(
-            "container-0-request-0",
-            json!({"allocationMode": "All"})
-        )]),
-    );
+    let mut object =
+        claim("ml", json!([gpu("container-0-request-0", json!({"allocationMode": "All"}))]));
     object["metadata"]["annotations"] = json!({EXTENDED_RESOURCE_CLAIM: "true"});
     assert_eq!(messages(&object, &[]), Ok(vec![]));
     object["metadata"]["annotations"] = json!({EXTENDED_RESOURCE_CLAIM: "false"});
@@ -140,9 +121,7 @@ fn malformed_claims_name_the_field() {
     let object = claim("ml", json!([gpu("g", json!({"count": -3}))]));
     assert_eq!(
         messages(&object, &[]),
-        Err(
-            "spec.devices.requests[0].exactly.count: must be a whole number above 0, not -3"
-                .to_owned()
-        )
+        Err("spec.devices.requests[0].exactly.count: must be a whole number above 0, not -3"
+            .to_owned())
     );
 }

@@ -24,13 +24,8 @@ fn kai_env(configmap: &str) -> Value {
         {"name": configmap, "key": VARIABLE}}})
 }
 
-
 fn denials(evaluation: &Evaluation) -> Vec<String> {
-    evaluation
-        .violations
-        .iter()
-        .map(|v| v.message.to_string())
-        .collect()
+    evaluation.violations.iter().map(|v| v.message.to_string()).collect()
 }
 
 fn settings(yaml: &str) -> Settings {
@@ -56,20 +51,13 @@ fn kai_picks_the_share_container(
         containers.into_iter().map(container).collect(),
     );
     let settings = Settings::default();
-    let view = PodView::parse(
-        crate::policy::testing::leaked(&pod),
-        crate::policy::Shape::Pod,
-        &settings,
-    )
-    .ok()
-    .flatten()
-    .unwrap_or_else(|| panic!("a view"));
-    let shares: Vec<&str> = view
-        .containers
-        .iter()
-        .filter(|c| c.kai_share)
-        .map(|c| c.name)
-        .collect();
+    let view =
+        PodView::parse(crate::policy::testing::leaked(&pod), crate::policy::Shape::Pod, &settings)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("a view"));
+    let shares: Vec<&str> =
+        view.containers.iter().filter(|c| c.kai_share).map(|c| c.name).collect();
     assert_eq!(shares, holder.into_iter().collect::<Vec<_>>());
 }
 
@@ -83,18 +71,11 @@ fn the_annotation_alone_makes_no_gpu_container(
     #[case] yaml: &str,
     #[case] scheduler: Option<&str>,
 ) {
-    let mut pod = kai_pod(
-        json!({"gpu-fraction": "0.5"}),
-        vec![],
-        vec![container("main")],
-    );
+    let mut pod = kai_pod(json!({"gpu-fraction": "0.5"}), vec![], vec![container("main")]);
     pod["spec"]["schedulerName"] = json!(scheduler);
     let evaluation = evaluate_with(&pod, &settings(yaml));
     let patched = apply(&pod, &evaluation.patch);
-    assert_eq!(
-        env_of(&patched, "main"),
-        vec![json!({"name": VARIABLE, "value": "void"})]
-    );
+    assert_eq!(env_of(&patched, "main"), vec![json!({"name": VARIABLE, "value": "void"})]);
 }
 
 /// The share container keeps KAI's variable and loses any other; the
@@ -117,22 +98,10 @@ fn a_kai_fraction_keeps_its_share_and_its_class() {
     assert!(denials(&evaluation).is_empty(), "{evaluation:?}");
     let patched = apply(&pod, &evaluation.patch);
     let main_env = env_of(&patched, "main");
-    assert!(
-        main_env.contains(&kai_env("frac-abc1234-shared-gpu-0")),
-        "{main_env:?}"
-    );
-    assert!(
-        !main_env.iter().any(|e| e["value"] == "all"),
-        "{main_env:?}"
-    );
-    assert_eq!(
-        env_of(&patched, "sidecar"),
-        vec![json!({"name": VARIABLE, "value": "void"})]
-    );
-    assert!(
-        apply(&patched, &evaluate_pod(&patched).patch) == patched,
-        "idempotent"
-    );
+    assert!(main_env.contains(&kai_env("frac-abc1234-shared-gpu-0")), "{main_env:?}");
+    assert!(!main_env.iter().any(|e| e["value"] == "all"), "{main_env:?}");
+    assert_eq!(env_of(&patched, "sidecar"), vec![json!({"name": VARIABLE, "value": "void"})]);
+    assert!(apply(&patched, &evaluate_pod(&patched).patch) == patched, "idempotent");
 }
 
 #[rstest]
@@ -149,35 +118,21 @@ fn an_authored_variable_in_the_share_container_is_replaced_by_the_pin(#[case] en
         vec![main],
     );
     let patched = apply(&pod, &evaluate_pod(&pod).patch);
-    assert_eq!(
-        env_of(&patched, "main"),
-        vec![json!({"name": VARIABLE, "value": "void"})]
-    );
+    assert_eq!(env_of(&patched, "main"), vec![json!({"name": VARIABLE, "value": "void"})]);
 }
 
 /// Before KAI's webhook has written the share's variable, the share
 /// container is pinned (KAI replaces the entry); after, it is not.
 #[test]
 fn the_share_container_is_pinned_until_kai_writes_its_variable() {
-    let pod = kai_pod(
-        json!({"gpu-fraction": "0.5"}),
-        vec![],
-        vec![container("main")],
-    );
+    let pod = kai_pod(json!({"gpu-fraction": "0.5"}), vec![], vec![container("main")]);
     let evaluation = evaluate_pod(&pod);
-    let summaries: Vec<&str> = evaluation
-        .changes
-        .iter()
-        .map(|c| c.summary.as_str())
-        .collect();
+    let summaries: Vec<&str> = evaluation.changes.iter().map(|c| c.summary.as_str()).collect();
     assert!(
         summaries.contains(&"pin NVIDIA_VISIBLE_DEVICES=void in container \"main\" until KAI-Scheduler sets its GPU share"),
         "{summaries:?}"
     );
-    assert_eq!(
-        apply(&pod, &evaluation.patch)["spec"]["runtimeClassName"],
-        "nvidia"
-    );
+    assert_eq!(apply(&pod, &evaluation.patch)["spec"]["runtimeClassName"], "nvidia");
 }
 
 #[rstest]
@@ -194,27 +149,15 @@ fn kai_denies_what_kai_refuses(#[case] annotations: Value, #[case] reason: &str)
     let pod = kai_pod(annotations, vec![], vec![container("main")]);
     let evaluation = evaluate_pod(&pod);
     let messages = denials(&evaluation);
-    assert!(
-        messages.iter().any(|m| m.contains(reason)),
-        "{reason}: {messages:?}"
-    );
-    assert!(
-        evaluation
-            .violations
-            .iter()
-            .all(|v| v.rule == RuleId::BoundedRequests)
-    );
+    assert!(messages.iter().any(|m| m.contains(reason)), "{reason}: {messages:?}");
+    assert!(evaluation.violations.iter().all(|v| v.rule == RuleId::BoundedRequests));
 }
 
 #[test]
 fn a_fraction_next_to_a_whole_card_is_denied() {
     let mut whole = container("whole");
     whole["resources"] = json!({"limits": {"nvidia.com/gpu": 1}});
-    let pod = kai_pod(
-        json!({"gpu-fraction": "0.5"}),
-        vec![],
-        vec![container("main"), whole],
-    );
+    let pod = kai_pod(json!({"gpu-fraction": "0.5"}), vec![], vec![container("main"), whole]);
     let messages = denials(&evaluate_pod(&pod));
     assert!(
         messages
@@ -239,9 +182,7 @@ fn a_fraction_counts_its_devices_against_the_pod_maximum(
     let settings = settings(&format!("maxPerPod: {}", cards - 1));
     let messages = denials(&evaluate_with(&pod, &settings));
     assert!(
-        messages
-            .iter()
-            .any(|m| m.contains(&format!("the pod needs {cards} nvidia.com/gpu"))),
+        messages.iter().any(|m| m.contains(&format!("the pod needs {cards} nvidia.com/gpu"))),
         "{messages:?}"
     );
     let settings = self::settings(&format!("maxPerPod: {cards}"));
@@ -275,10 +216,7 @@ fn hami_shares_are_gpu_containers_not_cards(#[case] limits: Value, #[case] await
     let pinned = vec![json!({"name": VARIABLE, "value": "void"})];
     let expected = if awaits_hami { pinned } else { Vec::new() };
     assert_eq!(env_of(&patched, "main"), expected);
-    assert_eq!(
-        env_of(&patched, "log"),
-        vec![json!({"name": VARIABLE, "value": "void"})]
-    );
+    assert_eq!(env_of(&patched, "log"), vec![json!({"name": VARIABLE, "value": "void"})]);
     assert_eq!(patched["spec"]["runtimeClassName"], "nvidia");
 }
 
@@ -286,12 +224,7 @@ fn hami_shares_are_gpu_containers_not_cards(#[case] limits: Value, #[case] await
 fn a_hami_share_counts_as_one_card() {
     let pod = hami_pod(json!({"nvidia.com/gpumem": 3000}), None);
     let messages = denials(&evaluate_with(&pod, &settings("maxPerPod: 0")));
-    assert!(
-        messages
-            .iter()
-            .any(|m| m.contains("the pod needs 1 nvidia.com/gpu")),
-        "{messages:?}"
-    );
+    assert!(messages.iter().any(|m| m.contains("the pod needs 1 nvidia.com/gpu")), "{messages:?}");
 }
 
 /// Naming the share resources in `gpuResources` changes nothing while HAMi
@@ -314,10 +247,7 @@ fn hami_share_values_are_checked_as_shares(
     #[case] reason: &str,
 ) {
     let messages = denials(&evaluate_pod(&hami_pod(limits, requests)));
-    assert!(
-        messages.iter().any(|m| m.contains(reason)),
-        "{reason}: {messages:?}"
-    );
+    assert!(messages.iter().any(|m| m.contains(reason)), "{reason}: {messages:?}");
 }
 
 /// The API server defaults requests to limits: a share written in `limits`
@@ -338,10 +268,7 @@ fn with_hami_off_a_share_alone_is_no_gpu() {
     let pod = hami_pod(json!({"nvidia.com/gpumem": 3000}), None);
     let evaluation = evaluate_with(&pod, &settings("gpuSharing: {hami: {enabled: false}}"));
     let patched = apply(&pod, &evaluation.patch);
-    assert_eq!(
-        env_of(&patched, "main"),
-        vec![json!({"name": VARIABLE, "value": "void"})]
-    );
+    assert_eq!(env_of(&patched, "main"), vec![json!({"name": VARIABLE, "value": "void"})]);
 }
 
 #[rstest]
@@ -373,9 +300,7 @@ fn a_time_sliced_replica_is_a_gpu_request() {
     assert_eq!(patched["spec"]["runtimeClassName"], "nvidia");
     let messages = denials(&evaluate_with(&pod, &settings("maxPerPod: 1")));
     assert!(
-        messages
-            .iter()
-            .any(|m| m.contains("the pod needs 2 nvidia.com/gpu.shared")),
+        messages.iter().any(|m| m.contains("the pod needs 2 nvidia.com/gpu.shared")),
         "{messages:?}"
     );
 }

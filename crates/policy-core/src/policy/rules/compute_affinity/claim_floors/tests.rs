@@ -39,10 +39,8 @@ fn template() -> Value {
 
 /// What R4 records on `pod` when it is admitted after its template.
 fn needs_at_admission(pod: &Value) -> GpuNeeds {
-    let admitted = apply(
-        pod,
-        &evaluate_with_claims(pod, &[template()], &Settings::default()).patch,
-    );
+    let admitted =
+        apply(pod, &evaluate_with_claims(pod, &[template()], &Settings::default()).patch);
     let text = admitted["metadata"]["annotations"][GPU_NEEDS_ANNOTATION]
         .as_str()
         .unwrap_or_else(|| panic!("no needs recorded: {admitted}"));
@@ -91,10 +89,7 @@ fn every_gpu_request_gets_the_floors_of_the_pods_images() {
     let mut pod = pod(CUDA_13);
     pod["spec"]["containers"][0]["env"] = require_cuda_13();
     let needs = needs_at_admission(&pod);
-    assert_eq!(
-        needs.to_string(),
-        "compute capability >= 7.5 and a driver for CUDA 13.0"
-    );
+    assert_eq!(needs.to_string(), "compute capability >= 7.5 and a driver for CUDA 13.0");
     let owner = owner(&pod);
     let evaluation = evaluate(&object, Some(&owner));
     let patched = apply(&object, &evaluation.patch);
@@ -187,9 +182,7 @@ fn the_floors_of_every_claimed_container_count_the_others_read_beside_the_pod() 
     // Without the read, trainer holds no GPU the webhook knows of.
     let evaluation = evaluate(&one_gpu(), Some(&owner(&stored)));
     assert!(
-        evaluation.changes[0]
-            .summary
-            .starts_with("require compute capability >= 7.5 of"),
+        evaluation.changes[0].summary.starts_with("require compute capability >= 7.5 of"),
         "{:?}",
         evaluation.changes
     );

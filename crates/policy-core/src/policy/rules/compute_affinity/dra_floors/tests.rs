@@ -2,8 +2,8 @@ use json_patch::PatchOperation;
 use serde_json::{Value, json};
 
 use crate::policy::Evaluation;
-use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::RuleId;
+use crate::policy::dra::floor::GpuNeeds;
 use crate::policy::testing::{apply, evaluate_with_claims, messages_of};
 use crate::settings::{Config, DraComputeAffinity, GPU_NEEDS_ANNOTATION, Settings};
 
@@ -32,10 +32,7 @@ fn pod(source: Value, image: &str) -> Value {
 }
 
 fn with_mode(mode: DraComputeAffinity) -> Settings {
-    let config = Config {
-        dra_compute_affinity: mode,
-        ..Config::default()
-    };
+    let config = Config { dra_compute_affinity: mode, ..Config::default() };
     Settings::from_config(config).unwrap_or_default()
 }
 
@@ -62,10 +59,7 @@ fn cuda_13_needs() -> GpuNeeds {
         &evaluate_with_claims(&templated(PYTORCH), &[template()], &Settings::default()).patch,
     );
     let text = pod
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            GPU_NEEDS_ANNOTATION.replace('/', "~1")
-        ))
+        .pointer(&format!("/metadata/annotations/{}", GPU_NEEDS_ANNOTATION.replace('/', "~1")))
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
@@ -118,40 +112,22 @@ fn a_cuda_image_records_its_driver_floor_too() {
         needs.to_string(),
         "compute capability >= 7.5 and a driver for CUDA 13.0 or branch 535"
     );
-    assert!(
-        needs
-            .selector()
-            .contains("cudaDriverVersion.compareTo(semver(\"13.0.0\")) >= 0")
-    );
+    assert!(needs.selector().contains("cudaDriverVersion.compareTo(semver(\"13.0.0\")) >= 0"));
 }
 
 #[test]
 fn node_labels_and_both_keep_the_node_affinity() {
     let pod = templated(PYTORCH);
-    let labels = evaluate_with_claims(
-        &pod,
-        &[template()],
-        &with_mode(DraComputeAffinity::NodeLabels),
-    );
+    let labels =
+        evaluate_with_claims(&pod, &[template()], &with_mode(DraComputeAffinity::NodeLabels));
     let patched = apply(&pod, &labels.patch);
     assert!(affinity_of(&patched).is_some(), "{patched}");
-    assert_eq!(
-        patched.pointer("/metadata/annotations/gpu-policy.io~1gpu-needs"),
-        None
-    );
+    assert_eq!(patched.pointer("/metadata/annotations/gpu-policy.io~1gpu-needs"), None);
     let both = evaluate_with_claims(&pod, &[template()], &with_mode(DraComputeAffinity::Both));
     let patched = apply(&pod, &both.patch);
     assert!(affinity_of(&patched).is_some(), "{patched}");
-    assert!(
-        patched
-            .pointer("/metadata/annotations/gpu-policy.io~1gpu-needs")
-            .is_some()
-    );
-    let again = evaluate_with_claims(
-        &patched,
-        &[template()],
-        &with_mode(DraComputeAffinity::Both),
-    );
+    assert!(patched.pointer("/metadata/annotations/gpu-policy.io~1gpu-needs").is_some());
+    let again = evaluate_with_claims(&patched, &[template()], &with_mode(DraComputeAffinity::Both));
     assert!(again.patch.is_empty(), "{:?}", again.patch);
 }
 
@@ -159,33 +135,21 @@ fn node_labels_and_both_keep_the_node_affinity() {
 fn a_pod_with_both_kinds_gets_both() {
     let mut pod = templated("nvcr.io/nvidia/pytorch:24.01-py3");
     if let Some(containers) = pod["spec"]["containers"].as_array_mut() {
-        containers.push(
-            json!({"name": "plugin", "image": "nvidia/cuda:13.0.0-runtime-ubuntu24.04",
-                "resources": {"limits": {"nvidia.com/gpu": 1}}}),
-        )
+        containers.push(json!({"name": "plugin", "image": "nvidia/cuda:13.0.0-runtime-ubuntu24.04",
+                "resources": {"limits": {"nvidia.com/gpu": 1}}}))
     }
     let evaluation = evaluate_with_claims(&pod, &[template()], &Settings::default());
     let patched = apply(&pod, &evaluation.patch);
     // The node affinity is the device-plugin container's; the claims' needs
     // are the DRA container's (24.01 is CUDA 12.3: compute 5.0).
-    let affinity = affinity_of(&patched)
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let affinity = affinity_of(&patched).map(ToString::to_string).unwrap_or_default();
     assert!(affinity.contains("\"Gt\""), "{affinity}");
     let needs = patched["metadata"]["annotations"][GPU_NEEDS_ANNOTATION]
         .as_str()
         .map(GpuNeeds::from_annotation);
-    let needs = needs
-        .and_then(Result::ok)
-        .unwrap_or_else(|| panic!("{patched}"));
-    assert_eq!(
-        needs.images,
-        vec!["nvcr.io/nvidia/pytorch:24.01-py3".to_owned()]
-    );
-    assert_eq!(
-        needs.compute_capability.map(|c| c.to_string()).as_deref(),
-        Some("5.0")
-    );
+    let needs = needs.and_then(Result::ok).unwrap_or_else(|| panic!("{patched}"));
+    assert_eq!(needs.images, vec!["nvcr.io/nvidia/pytorch:24.01-py3".to_owned()]);
+    assert_eq!(needs.compute_capability.map(|c| c.to_string()).as_deref(), Some("5.0"));
 }
 
 #[test]
@@ -206,11 +170,7 @@ fn an_annotation_a_user_wrote_is_overwritten_or_removed() {
         json!({GPU_NEEDS_ANNOTATION: "{\"computeCapability\":\"3.0\"}", "keep": "me"});
     let evaluation = evaluate_with_claims(&plain, &[template()], &Settings::default());
     let patched = apply(&plain, &evaluation.patch);
-    assert_eq!(
-        patched["metadata"]["annotations"].get(GPU_NEEDS_ANNOTATION),
-        None,
-        "{patched}"
-    );
+    assert_eq!(patched["metadata"]["annotations"].get(GPU_NEEDS_ANNOTATION), None, "{patched}");
     assert_eq!(patched["metadata"]["annotations"]["keep"], "me");
     let again = evaluate_with_claims(&patched, &[template()], &Settings::default());
     assert!(again.patch.is_empty(), "{:?}", again.patch);
@@ -264,10 +224,7 @@ fn a_shared_claim_allocated_below_the_needs_is_a_violation() {
         &shared_claim(Some("gpu-1"), json!([])),
         &Settings::default(),
     );
-    assert_eq!(
-        messages_of(&fine, RuleId::ComputeAffinity),
-        Vec::<String>::new()
-    );
+    assert_eq!(messages_of(&fine, RuleId::ComputeAffinity), Vec::<String>::new());
 }
 
 #[test]
@@ -320,13 +277,10 @@ fn a_container_narrowed_to_no_gpu_request_of_the_claim_is_not_named() {
     let mut pod = on_shared_claim();
     // A second container uses the shared claim only through a request it
     // does not have: it holds none of its GPUs.
-    pod["spec"]["containers"]
-        .as_array_mut()
-        .into_iter()
-        .for_each(|containers| {
-            containers.push(json!({"name": "other", "image": PYTORCH,
+    pod["spec"]["containers"].as_array_mut().into_iter().for_each(|containers| {
+        containers.push(json!({"name": "other", "image": PYTORCH,
                 "resources": {"claims": [{"name": "gpu", "request": "nic"}]}}))
-        });
+    });
     let evaluation =
         evaluate_with_claims(&pod, &shared_claim(None, json!([])), &Settings::default());
     let notices: Vec<String> = evaluation

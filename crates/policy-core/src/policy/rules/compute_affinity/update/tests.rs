@@ -54,10 +54,7 @@ fn cluster(cc: (u32, u32)) -> ClusterSnapshot {
 /// The pod as the webhook stored it at creation.
 fn created(pod: &Value, cluster: &ClusterSnapshot) -> Value {
     let evaluation = evaluate_in_cluster(pod, cluster);
-    assert!(
-        !evaluation.patch.is_empty(),
-        "the pod is mutated at creation"
-    );
+    assert!(!evaluation.patch.is_empty(), "the pod is mutated at creation");
     apply(pod, &evaluation.patch)
 }
 
@@ -87,11 +84,7 @@ fn a_reapply_is_made_the_stored_pod_again() {
     let new = reapplied(&stored, &author);
     assert_ne!(new, stored);
     let evaluation = update(&new, &stored, &cluster);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     assert_eq!(apply(&new, &evaluation.patch), stored);
     let rules: Vec<RuleId> = evaluation.changed_rules().iter().collect();
     assert_eq!(rules, [RuleId::VisibleDevices, RuleId::ComputeAffinity]);
@@ -104,9 +97,7 @@ fn a_reapply_that_drops_the_runtime_class_gets_it_back() {
     let cluster = cluster((8, 0));
     let stored = created(&authored(CUDA_12), &cluster);
     let mut new = stored.clone();
-    new["spec"]
-        .as_object_mut()
-        .map(|spec| spec.remove("runtimeClassName"));
+    new["spec"].as_object_mut().map(|spec| spec.remove("runtimeClassName"));
     let evaluation = update(&new, &stored, &cluster);
     assert_eq!(apply(&new, &evaluation.patch), stored);
 }
@@ -192,11 +183,7 @@ fn an_image_changed_in_place_is_held_to_the_nodes_the_unbound_pods_affinity_admi
     let evaluation = update(&with_image(&stored, CUDA_13), &stored, &cluster);
     let messages = messages_of(&evaluation, RuleId::ComputeAffinity);
     assert_eq!(messages.len(), 1, "{messages:?}");
-    assert!(
-        messages[0].contains("node affinity admits has 6.0"),
-        "{}",
-        messages[0]
-    );
+    assert!(messages[0].contains("node affinity admits has 6.0"), "{}", messages[0]);
     let new_fleet = self::cluster((8, 0));
     let stored = created(&authored(CUDA_12), &new_fleet);
     let evaluation = update(&with_image(&stored, CUDA_13), &stored, &new_fleet);
@@ -204,11 +191,7 @@ fn an_image_changed_in_place_is_held_to_the_nodes_the_unbound_pods_affinity_admi
     // A CUDA 12 image the terms admit passes.
     let same_floor = with_image(&stored, "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04");
     assert!(
-        messages_of(
-            &update(&same_floor, &stored, &cluster),
-            RuleId::ComputeAffinity
-        )
-        .is_empty()
+        messages_of(&update(&same_floor, &stored, &cluster), RuleId::ComputeAffinity).is_empty()
     );
 }
 
@@ -222,18 +205,10 @@ fn nothing_is_concluded_where_no_gpu_node_has_labels() {
     }
     let stored = created(&authored(CUDA_12), &cluster);
     let evaluation = update(&with_image(&stored, CUDA_13), &stored, &cluster);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
     let bound = bound(&stored, "gpu-node");
     let evaluation = update(&with_image(&bound, CUDA_13), &bound, &cluster);
-    assert!(
-        evaluation.violations.is_empty(),
-        "{:?}",
-        evaluation.violations
-    );
+    assert!(evaluation.violations.is_empty(), "{:?}", evaluation.violations);
 }
 
 #[rstest]
