@@ -3,7 +3,7 @@
 //! [`Answer::encode`] writes it as an AdmissionReview.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -16,8 +16,21 @@ use crate::policy::{Change, ClusterFacts, Evaluation, Message, NoticeKind, Objec
 use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Mode {
     /// Mutate, then deny violations.
     Enforce,
@@ -31,17 +44,7 @@ impl Mode {
     pub const ALL: [Mode; 3] = [Mode::Enforce, Mode::Warn, Mode::Audit];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Warn => "warn",
-            Mode::Audit => "audit",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -375,16 +378,22 @@ fn denial_message(evaluation: &Evaluation) -> String {
 }
 
 pub fn warning(text: &str) -> String {
-    if text.chars().count() <= MAX_WARNING_CHARS {
+    cut(text, MAX_WARNING_CHARS)
+}
+
+/// `text` cut to `chars` characters, `…` in place of the rest.
+pub fn cut(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
         return text.to_owned();
     }
-    let mut cut: String = text.chars().take(MAX_WARNING_CHARS - 1).collect();
-    cut.push('…');
-    cut
+    let mut kept: String = text.chars().take(chars - 1).collect();
+    kept.push('…');
+    kept
 }
 
 /// The `decision` of the metrics and the log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Decision {
     Allowed,
     Mutated,
@@ -407,14 +416,7 @@ impl Decision {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allowed => "allowed",
-            Decision::Mutated => "mutated",
-            Decision::Denied => "denied",
-            Decision::Warned => "warned",
-            Decision::Ignored => "ignored",
-            Decision::BadRequest => "bad_request",
-        }
+        self.into()
     }
 }
 
