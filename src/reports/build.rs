@@ -27,34 +27,20 @@ impl Summary {
     pub fn of(results: &[ReportResult]) -> Self {
         let mut summary = Summary::default();
         for result in results {
-            *summary.count_mut(result.result) += 1;
+            *match result.result {
+                Outcome::Pass => &mut summary.pass,
+                Outcome::Fail => &mut summary.fail,
+                Outcome::Warn => &mut summary.warn,
+                Outcome::Error => &mut summary.error,
+                Outcome::Skip => &mut summary.skip,
+            } += 1;
         }
         summary
     }
 
-    pub fn count(&self, outcome: Outcome) -> u64 {
-        match outcome {
-            Outcome::Pass => self.pass,
-            Outcome::Fail => self.fail,
-            Outcome::Warn => self.warn,
-            Outcome::Error => self.error,
-            Outcome::Skip => self.skip,
-        }
-    }
-
-    fn count_mut(&mut self, outcome: Outcome) -> &mut u64 {
-        match outcome {
-            Outcome::Pass => &mut self.pass,
-            Outcome::Fail => &mut self.fail,
-            Outcome::Warn => &mut self.warn,
-            Outcome::Error => &mut self.error,
-            Outcome::Skip => &mut self.skip,
-        }
-    }
-
     /// Every result counted.
     pub fn total(&self) -> u64 {
-        Outcome::ALL.iter().map(|outcome| self.count(*outcome)).sum()
+        self.pass + self.fail + self.warn + self.error + self.skip
     }
 }
 
@@ -115,7 +101,8 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     let mut reports: Vec<Report> = Vec::new();
     let mut cluster = None;
     for (namespace, results) in by_namespace {
-        let report = report(api, Some(namespace).filter(|ns| !ns.is_empty()), results);
+        let namespace = Some(namespace).filter(|ns| !ns.is_empty());
+        let report = report(api, REPORT_NAME, namespace, results);
         match report.report_scope {
             ReportScope::Namespaced => reports.push(report),
             ReportScope::Cluster => cluster = Some(report),
@@ -125,8 +112,13 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     reports
 }
 
-/// One report of `results`: of `namespace`, or cluster-scoped.
-fn report(api: ReportApi, namespace: Option<&str>, results: Vec<ReportResult>) -> Report {
+/// One report named `name` of `results`: of `namespace`, or cluster-scoped.
+pub(super) fn report(
+    api: ReportApi,
+    name: &str,
+    namespace: Option<&str>,
+    results: Vec<ReportResult>,
+) -> Report {
     let scope = match namespace {
         Some(_) => ReportScope::Namespaced,
         None => ReportScope::Cluster,
@@ -135,7 +127,7 @@ fn report(api: ReportApi, namespace: Option<&str>, results: Vec<ReportResult>) -
         api_version: api.api_version(),
         kind: api.kind(scope),
         metadata: ReportMetadata {
-            name: REPORT_NAME.to_owned(),
+            name: name.to_owned(),
             namespace: namespace.map(str::to_owned),
             labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
         },
