@@ -12,6 +12,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::file::{Case, Engines, Expectations, Pattern, Test};
+use crate::admission::answer::cut;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission_policy::engine::{PolicyEngine, as_admitted};
 use crate::cli::args::Engine;
@@ -369,16 +370,6 @@ fn json_differences(
 /// A JSON value on one line, cut to [`VALUE_CHARS`].
 fn shown(value: Option<&Value>) -> String {
     value.map_or("absent".to_owned(), |value| cut(&value.to_string(), VALUE_CHARS))
-}
-
-/// `text` cut to `chars` characters, `…` in place of the rest.
-pub fn cut(text: &str, chars: usize) -> String {
-    if text.chars().count() <= chars {
-        text.to_owned()
-    } else {
-        let kept: String = text.chars().take(chars - 1).collect();
-        format!("{kept}…")
-    }
 }
 
 #[cfg(test)]
