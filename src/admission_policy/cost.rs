@@ -22,7 +22,7 @@ pub use shapes::{
 };
 pub use shapes::{
     Shape, Variables, claim_policy_variables, max_list_items, max_map_entries,
-    object_min_serialized_size, pod_policy_variables, workload_policy_variables,
+    object_min_serialized_size, pod_policy_variables, variables, workload_policy_variables,
 };
 
 /// The longest decimal text of a 64-bit integer (`-9223372036854775808`).

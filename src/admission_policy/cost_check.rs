@@ -11,7 +11,7 @@ use super::all_generated;
 use super::cost::{
     Bounds, CostError, MATCH_CONDITIONS_COST_BUDGET, MissingFields, PER_CALL_LIMIT,
     RUNTIME_COST_BUDGET, Shape, Variables, claim_policy_variables, estimate_value, total,
-    workload_policy_variables,
+    variables, workload_policy_variables,
 };
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::message::thousands;
@@ -259,15 +259,12 @@ impl Inputs {
             value => Shape::of_value(value),
         };
         Inputs {
-            variables: [
-                ("object", shape(object)),
-                ("oldObject", shape(old_object)),
-                ("namespaceObject", shape(namespace)),
-                ("request", shape(request)),
-            ]
-            .into_iter()
-            .map(|(name, shape)| (name.to_owned(), shape))
-            .collect(),
+            variables: variables(
+                shape(object),
+                shape(old_object),
+                shape(namespace),
+                shape(request),
+            ),
             missing: MissingFields::Absent,
         }
     }

@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::registered;
-use crate::admission::{Decision, Endpoint, Mode};
+use crate::admission::{Decision, Endpoint};
 use crate::policy::RuleId;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -191,13 +191,7 @@ pub fn operation_name(operation: &Operation) -> &'static str {
 }
 
 fn endpoint_index(endpoint: Endpoint) -> usize {
-    match endpoint {
-        Endpoint::Mutate => 0,
-        Endpoint::Validate(Mode::Enforce) => 1,
-        Endpoint::Validate(Mode::Warn) => 2,
-        Endpoint::Validate(Mode::Audit) => 3,
-        Endpoint::Namespace => 4,
-    }
+    Endpoint::ALL.iter().position(|known| *known == endpoint).unwrap_or(0)
 }
 
 #[cfg(test)]
