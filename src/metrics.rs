@@ -8,6 +8,7 @@
 mod admission;
 
 use crate::telemetry::labels::closed_label;
+use admission::registered;
 pub use admission::{AdmissionMetrics, Finding, KINDS, OTHER_KIND, kind_label, operation_name};
 
 use std::sync::atomic::AtomicU64;
@@ -16,7 +17,7 @@ use prometheus_client::encoding::{EncodeLabelSet, text::encode};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::{Metric, Registry};
+use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
@@ -124,13 +125,6 @@ impl Metrics {
         }
         text
     }
-}
-
-/// A new metric, registered as `name`.
-fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
-    let metric = M::default();
-    registry.register(name, help, metric.clone());
-    metric
 }
 
 #[cfg(test)]

@@ -13,9 +13,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
-use super::registered;
 use crate::admission::{Decision, Endpoint};
 use crate::policy::RuleId;
 
@@ -192,6 +191,18 @@ pub fn operation_name(operation: &Operation) -> &'static str {
 
 fn endpoint_index(endpoint: Endpoint) -> usize {
     Endpoint::ALL.iter().position(|known| *known == endpoint).unwrap_or(0)
+}
+
+/// A new metric, registered as `name` (metrics.rs registers its own with
+/// it too).
+pub(super) fn registered<M: Metric + Clone + Default>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 #[cfg(test)]

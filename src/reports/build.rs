@@ -27,15 +27,23 @@ impl Summary {
     pub fn of(results: &[ReportResult]) -> Self {
         let mut summary = Summary::default();
         for result in results {
-            *match result.result {
-                Outcome::Pass => &mut summary.pass,
-                Outcome::Fail => &mut summary.fail,
-                Outcome::Warn => &mut summary.warn,
-                Outcome::Error => &mut summary.error,
-                Outcome::Skip => &mut summary.skip,
-            } += 1;
+            *summary.count_mut(result.result) += 1;
         }
         summary
+    }
+
+    pub fn count(mut self, outcome: Outcome) -> u64 {
+        *self.count_mut(outcome)
+    }
+
+    fn count_mut(&mut self, outcome: Outcome) -> &mut u64 {
+        match outcome {
+            Outcome::Pass => &mut self.pass,
+            Outcome::Fail => &mut self.fail,
+            Outcome::Warn => &mut self.warn,
+            Outcome::Error => &mut self.error,
+            Outcome::Skip => &mut self.skip,
+        }
     }
 
     /// Every result counted.
