@@ -426,18 +426,14 @@ fn client_config(options: &InstallOptions, endpoint: Endpoint) -> Value {
     config
 }
 
-fn webhook_name(endpoint: Endpoint) -> String {
+fn common(options: &InstallOptions, endpoint: Endpoint, failure_policy: &str) -> Value {
     let prefix = match endpoint {
         Endpoint::Mutate => "mutate",
         Endpoint::Validate(mode) => mode.as_str(),
         Endpoint::Namespace => "namespace",
     };
-    format!("{prefix}.gpu-policy.io")
-}
-
-fn common(options: &InstallOptions, endpoint: Endpoint, failure_policy: &str) -> Value {
     json!({
-        "name": webhook_name(endpoint),
+        "name": format!("{prefix}.gpu-policy.io"),
         "clientConfig": client_config(options, endpoint),
         "sideEffects": "None",
         "admissionReviewVersions": ["v1"],
