@@ -301,7 +301,7 @@ struct TestDocument {
     cases: Vec<Mapping<CaseDocument>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NamespaceDocument {
     name: Option<NonEmpty>,
@@ -451,18 +451,13 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         }
     }
     let settings = settings(document.config, base)?;
-    let (namespace, mode, annotations) = match document.namespace {
-        Some(Mapping(ns)) => (
-            ns.name.map_or_else(|| "default".to_owned(), |name| name.0),
-            match ns.mode {
-                Some(NonEmpty(mode)) => mode.parse().map_err(|err: UnknownMode| {
-                    FieldError::new("namespace.mode", err.to_string())
-                })?,
-                None => Mode::Enforce,
-            },
-            ns.annotations.unwrap_or_default(),
-        ),
-        None => ("default".to_owned(), Mode::Enforce, BTreeMap::new()),
+    let ns = document.namespace.map(|Mapping(ns)| ns).unwrap_or_default();
+    let namespace = ns.name.map_or_else(|| "default".to_owned(), |name| name.0);
+    let mode = match ns.mode {
+        Some(NonEmpty(mode)) => mode
+            .parse()
+            .map_err(|err: UnknownMode| FieldError::new("namespace.mode", err.to_string()))?,
+        None => Mode::Enforce,
     };
     if document.resources.is_empty() {
         return Err(FieldError::new("resources", "is empty"));
@@ -499,7 +494,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         settings,
         namespace,
         mode,
-        annotations,
+        annotations: ns.annotations.unwrap_or_default(),
         resources,
         cases,
     })
