@@ -103,7 +103,8 @@ impl fmt::Display for Engines {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<String> = [Engine::Webhook, Engine::Cel]
             .into_iter()
-            .filter_map(|engine| self.includes(engine).then(|| engine.to_string()))
+            .filter(|&engine| self.includes(engine))
+            .map(|engine| engine.to_string())
             .collect();
         f.write_str(&names.join(", "))
     }
