@@ -248,33 +248,27 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
         .filter_map(|namespace| {
             let mut rules: Vec<Value> = Vec::new();
             for workload in Workload::ALL {
-                let entries = || {
-                    config
-                        .allowlist
-                        .iter()
-                        .filter(|e| e.namespace == namespace && e.kind == workload.kind())
-                };
-                let by_prefix =
-                    workload != Workload::PodTemplate && entries().any(|e| e.name_prefix.is_some());
-                let mut names: Vec<&str> = entries()
-                    .filter(|e| e.name_prefix.is_none())
-                    .map(|e| e.name.as_str())
+                let entries: Vec<_> = (config.allowlist.iter())
+                    .filter(|e| e.namespace == namespace && e.kind == workload.kind())
                     .collect();
-                if by_prefix {
-                    rules.push(json!({
-                        "apiGroups": [workload.group()], "resources": [workload.resource()],
-                        "verbs": ["list", "watch"],
-                    }));
-                    continue;
-                }
-                if names.is_empty() {
-                    continue;
-                }
-                names.sort_unstable();
-                rules.push(json!({
+                let mut rule = json!({
                     "apiGroups": [workload.group()], "resources": [workload.resource()],
-                    "resourceNames": names, "verbs": ["list", "watch"],
-                }));
+                    "verbs": ["list", "watch"],
+                });
+                let by_prefix = workload != Workload::PodTemplate
+                    && entries.iter().any(|e| e.name_prefix.is_some());
+                if !by_prefix {
+                    let mut names: Vec<&str> = (entries.iter())
+                        .filter(|e| e.name_prefix.is_none())
+                        .map(|e| e.name.as_str())
+                        .collect();
+                    if names.is_empty() {
+                        continue;
+                    }
+                    names.sort_unstable();
+                    rule["resourceNames"] = json!(names);
+                }
+                rules.push(rule);
             }
             if rules.is_empty() {
                 return None;
@@ -432,18 +426,14 @@ fn client_config(options: &InstallOptions, endpoint: Endpoint) -> Value {
     config
 }
 
-fn webhook_name(endpoint: Endpoint) -> String {
+fn common(options: &InstallOptions, endpoint: Endpoint, failure_policy: &str) -> Value {
     let prefix = match endpoint {
         Endpoint::Mutate => "mutate",
         Endpoint::Validate(mode) => mode.as_str(),
         Endpoint::Namespace => "namespace",
     };
-    format!("{prefix}.gpu-policy.io")
-}
-
-fn common(options: &InstallOptions, endpoint: Endpoint, failure_policy: &str) -> Value {
     json!({
-        "name": webhook_name(endpoint),
+        "name": format!("{prefix}.gpu-policy.io"),
         "clientConfig": client_config(options, endpoint),
         "sideEffects": "None",
         "admissionReviewVersions": ["v1"],

@@ -8,6 +8,7 @@
 mod admission;
 
 use crate::telemetry::labels::closed_label;
+use admission::registered;
 pub use admission::{AdmissionMetrics, Finding, KINDS, OTHER_KIND, kind_label, operation_name};
 
 use std::sync::atomic::AtomicU64;
@@ -78,47 +79,36 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("gpu_policy");
-        let admission = AdmissionMetrics::register(&mut registry);
-        let certificate_expiry = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "certificate_expiry_timestamp_seconds",
-            "Unix time at which the serving certificate expires",
-            certificate_expiry.clone(),
-        );
-        let reload_success = Family::<ReloadLabels, Gauge>::default();
-        registry.register(
-            "reload_success",
-            "1 when the last reload of the config, certificate or client CA succeeded, else 0",
-            reload_success.clone(),
-        );
-        let cache_stale = Family::<CacheLabels, Gauge>::default();
-        registry.register(
-            "cluster_cache_stale",
-            "1 while a cluster cache cannot follow the API server (decisions use the last known state)",
-            cache_stale.clone(),
-        );
-        let cache_watched = Family::<WatchedLabels, Gauge>::default();
-        registry.register(
-            "cluster_cache_watched",
-            "1 when a cluster cache watches its resource (in the API version labelled), 0 when the API server does not serve it",
-            cache_watched.clone(),
-        );
-        let images = crate::registry::ResolverMetrics::register(&mut registry);
-        let refused = BudgetRefusals::default();
-        registry.register(
-            "admission_refused",
-            "Connections closed at once and requests answered 429 or 503 by the admission port's budget",
-            refused.clone(),
-        );
+        // Registered in this order, which the scrape keeps.
         Self {
-            refused,
+            admission: AdmissionMetrics::register(&mut registry),
+            certificate_expiry: registered(
+                &mut registry,
+                "certificate_expiry_timestamp_seconds",
+                "Unix time at which the serving certificate expires",
+            ),
+            reload_success: registered(
+                &mut registry,
+                "reload_success",
+                "1 when the last reload of the config, certificate or client CA succeeded, else 0",
+            ),
+            cache_stale: registered(
+                &mut registry,
+                "cluster_cache_stale",
+                "1 while a cluster cache cannot follow the API server (decisions use the last known state)",
+            ),
+            cache_watched: registered(
+                &mut registry,
+                "cluster_cache_watched",
+                "1 when a cluster cache watches its resource (in the API version labelled), 0 when the API server does not serve it",
+            ),
+            images: crate::registry::ResolverMetrics::register(&mut registry),
+            refused: registered(
+                &mut registry,
+                "admission_refused",
+                "Connections closed at once and requests answered 429 or 503 by the admission port's budget",
+            ),
             registry,
-            images,
-            admission,
-            certificate_expiry,
-            reload_success,
-            cache_stale,
-            cache_watched,
         }
     }
 

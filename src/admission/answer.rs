@@ -3,7 +3,7 @@
 //! [`Answer::encode`] writes it as an AdmissionReview.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -16,8 +16,21 @@ use crate::policy::{Change, ClusterFacts, Evaluation, Message, NoticeKind, Objec
 use crate::settings::{NamespaceSettings, Settings};
 
 /// A namespace's mode, from its `gpu-policy.io/mode` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Mode {
     /// Mutate, then deny violations.
     Enforce,
@@ -31,17 +44,7 @@ impl Mode {
     pub const ALL: [Mode; 3] = [Mode::Enforce, Mode::Warn, Mode::Audit];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Warn => "warn",
-            Mode::Audit => "audit",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -136,28 +139,20 @@ pub const MAX_PATCH_BYTES: usize = 256 << 10;
 /// Says the changes are over [`MAX_PATCH_BYTES`].
 pub const PATCH_ANNOTATION: &str = "patch";
 
-/// The kinds the mutating webhook patches (pods, and claims for R4).
-fn is_patched(kind: ObjectKind) -> bool {
-    kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim)
-}
-
-enum PatchBudget {
-    /// Nothing to carry: no change, a kind never patched, or a denial.
-    Nothing,
-    Within(Vec<u8>),
-    /// Over [`MAX_PATCH_BYTES`]: why, in one line.
-    Over(String),
-}
-
-fn patch_budget(kind: ObjectKind, evaluation: &Evaluation) -> PatchBudget {
-    if !is_patched(kind) || evaluation.patch.is_empty() || !evaluation.violations.is_empty() {
-        return PatchBudget::Nothing;
+/// The evaluation's patch encoded, empty when there is nothing to carry
+/// (no change, a kind never patched, or a denial); or why it is over
+/// [`MAX_PATCH_BYTES`], in one line.
+fn encoded_patch(kind: ObjectKind, evaluation: &Evaluation) -> Result<Vec<u8>, String> {
+    // The kinds the mutating webhook patches (pods, and claims for R4).
+    let patched = kind == ObjectKind::Pod || kind == ObjectKind::Claim(ClaimKind::Claim);
+    if !patched || evaluation.patch.is_empty() || !evaluation.violations.is_empty() {
+        return Ok(Vec::new());
     }
     if let Some(encoded) = encoded_within(&evaluation.patch, MAX_PATCH_BYTES) {
-        return PatchBudget::Within(encoded);
+        return Ok(encoded);
     }
     let object = if kind == ObjectKind::Pod { "pod" } else { "claim" };
-    PatchBudget::Over(format!(
+    Err(format!(
         "the changes this {object} needs are a patch of {} operations, more than the {} KiB \
          one answer carries: make them in the manifest (gpu-policy check -o yaml prints it \
          changed), or split the {object}",
@@ -176,16 +171,14 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
         violations: evaluation.violations.iter().map(|v| v.rule).collect(),
         ..Answer::default()
     };
-    let over_patch_budget = match patch_budget(kind, evaluation) {
-        PatchBudget::Nothing => None,
-        PatchBudget::Within(encoded) => {
-            // Carried in enforce mode only: then `decide` adds the patch.
-            if mode == Mode::Enforce {
-                answer.encoded_patch = encoded;
-            }
+    let over_patch_budget = match encoded_patch(kind, evaluation) {
+        // Carried in enforce mode only: then `decide` adds the patch.
+        Ok(encoded) if mode == Mode::Enforce => {
+            answer.encoded_patch = encoded;
             None
         }
-        PatchBudget::Over(reason) => Some(reason),
+        Ok(_) => None,
+        Err(reason) => Some(reason),
     };
     if let Some(entry) = &evaluation.allowlisted {
         let entry = entry.to_string();
@@ -201,7 +194,8 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
     ] {
         let bodies = evaluation.notice_bodies(kind);
         if !bodies.is_empty() {
-            let joined = joined_within(&bodies, |body, out| out.push_str(body), ANNOTATION_ROOM);
+            let joined =
+                joined_within(&bodies, |body, out| out.push_str(body), MAX_AUDIT_ANNOTATION_BYTES);
             answer.audit_annotations.insert(annotation.to_owned(), joined);
         }
     }
@@ -251,8 +245,11 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
         }
         Mode::Audit => {
             if !evaluation.violations.is_empty() {
-                let violations =
-                    joined_within(&evaluation.violations, tagged_violation, ANNOTATION_ROOM);
+                let violations = joined_within(
+                    &evaluation.violations,
+                    tagged_violation,
+                    MAX_AUDIT_ANNOTATION_BYTES,
+                );
                 answer.audit_annotations.insert("violations".to_owned(), violations);
             }
             if is_pod && !evaluation.changes.is_empty() {
@@ -261,7 +258,7 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
                     |c, out| {
                         let _ = write!(out, "[{}] {}", c.rule, c.summary);
                     },
-                    ANNOTATION_ROOM,
+                    MAX_AUDIT_ANNOTATION_BYTES,
                 );
                 answer.audit_annotations.insert("mutations".to_owned(), changes);
             }
@@ -277,8 +274,6 @@ pub fn decide(mode: Mode, kind: ObjectKind, evaluation: &Evaluation) -> Answer {
     answer.warnings = bounded_warnings(&answer.warnings_in_full);
     answer
 }
-
-const ANNOTATION_ROOM: usize = MAX_AUDIT_ANNOTATION_BYTES;
 
 const ITEM_SEPARATOR: &str = "; ";
 
@@ -375,16 +370,22 @@ fn denial_message(evaluation: &Evaluation) -> String {
 }
 
 pub fn warning(text: &str) -> String {
-    if text.chars().count() <= MAX_WARNING_CHARS {
+    cut(text, MAX_WARNING_CHARS)
+}
+
+/// `text` cut to `chars` characters, `…` in place of the rest.
+pub fn cut(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
         return text.to_owned();
     }
-    let mut cut: String = text.chars().take(MAX_WARNING_CHARS - 1).collect();
-    cut.push('…');
-    cut
+    let mut kept: String = text.chars().take(chars - 1).collect();
+    kept.push('…');
+    kept
 }
 
 /// The `decision` of the metrics and the log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Decision {
     Allowed,
     Mutated,
@@ -407,14 +408,7 @@ impl Decision {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allowed => "allowed",
-            Decision::Mutated => "mutated",
-            Decision::Denied => "denied",
-            Decision::Warned => "warned",
-            Decision::Ignored => "ignored",
-            Decision::BadRequest => "bad_request",
-        }
+        self.into()
     }
 }
 

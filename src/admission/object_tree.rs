@@ -13,7 +13,7 @@
 //! reads, and every fixture to the same decision on the whole object.
 //!
 //! The nodes, and what the policy builds for what is kept
-//! (`Place::cost`), are charged to a [`Budget`] of the body's size
+//! ([`Place::cost`](Unread::cost)), are charged to a [`Budget`] of the body's size
 //! ([`budget`]).
 
 use serde::de::Deserializer;
@@ -52,78 +52,6 @@ pub enum Place {
     ClaimUse,
     /// Kept with everything below it.
     Whole,
-}
-
-impl Place {
-    /// Whether member `key` is left out: the allowlist (the tests' `KEPT`
-    /// table, which they hold this to). One match, asked for every member
-    /// read: a search of the table cost the GPU-pod review about 0.4 µs.
-    fn leaves_out(self, key: &str) -> bool {
-        match self {
-            Place::Root => !matches!(key, "apiVersion" | "kind" | "metadata" | "spec" | "template"),
-            Place::Metadata => !matches!(
-                key,
-                "annotations"
-                    | "generateName"
-                    | "labels"
-                    | "name"
-                    | "namespace"
-                    | "ownerReferences"
-                    | "uid"
-            ),
-            Place::Spec => !matches!(
-                key,
-                "affinity"
-                    | "containers"
-                    | "ephemeralContainers"
-                    | "initContainers"
-                    | "nodeName"
-                    | "nodeSelector"
-                    | "overhead"
-                    | "resourceClaims"
-                    | "runtimeClassName"
-                    | "schedulerName"
-                    | "schedulingGates"
-                    | "tolerations"
-                    | "volumes"
-                    | "jobTemplate"
-                    | "template"
-                    | "devices"
-                    | "metadata"
-                    | "spec"
-            ),
-            Place::Container => !matches!(
-                key,
-                "env"
-                    | "image"
-                    | "name"
-                    | "resources"
-                    | "restartPolicy"
-                    | "securityContext"
-                    | "volumeMounts"
-            ),
-            Place::ContainerSecurity => key != "privileged",
-            Place::Mount => !matches!(key, "mountPath" | "name"),
-            Place::Volume => !matches!(key, "hostPath" | "name"),
-            _ => false,
-        }
-    }
-
-    /// Bytes the policy builds for a value read here, beyond its nodes.
-    fn cost(self) -> usize {
-        match self {
-            // The container's view, and its share of a patch (the pin of
-            // NVIDIA_VISIBLE_DEVICES in each container: one operation,
-            // about 500 bytes held and encoded).
-            Place::Container => size_of::<Container<'static>>() + PATCH_BYTES_PER_CONTAINER,
-            Place::EnvEntry => size_of::<EnvEntry<'static>>(),
-            Place::Mount => size_of::<&str>(),
-            Place::Volume => size_of::<Volume<'static>>(),
-            Place::PodClaim => size_of::<PodClaim<'static>>(),
-            Place::ClaimUse => size_of::<ClaimUse<'static>>(),
-            _ => 0,
-        }
-    }
 }
 
 /// A container's share of a patch, held and then encoded.
@@ -199,12 +127,74 @@ impl Unread for Place {
         }
     }
 
+    /// Whether member `key` is left out: the allowlist (the tests' `KEPT`
+    /// table, which they hold this to). One match, asked for every member
+    /// read: a search of the table cost the GPU-pod review about 0.4 µs.
     fn skips(self, key: &str) -> bool {
-        self.leaves_out(key)
+        match self {
+            Place::Root => !matches!(key, "apiVersion" | "kind" | "metadata" | "spec" | "template"),
+            Place::Metadata => !matches!(
+                key,
+                "annotations"
+                    | "generateName"
+                    | "labels"
+                    | "name"
+                    | "namespace"
+                    | "ownerReferences"
+                    | "uid"
+            ),
+            Place::Spec => !matches!(
+                key,
+                "affinity"
+                    | "containers"
+                    | "ephemeralContainers"
+                    | "initContainers"
+                    | "nodeName"
+                    | "nodeSelector"
+                    | "overhead"
+                    | "resourceClaims"
+                    | "runtimeClassName"
+                    | "schedulerName"
+                    | "schedulingGates"
+                    | "tolerations"
+                    | "volumes"
+                    | "jobTemplate"
+                    | "template"
+                    | "devices"
+                    | "metadata"
+                    | "spec"
+            ),
+            Place::Container => !matches!(
+                key,
+                "env"
+                    | "image"
+                    | "name"
+                    | "resources"
+                    | "restartPolicy"
+                    | "securityContext"
+                    | "volumeMounts"
+            ),
+            Place::ContainerSecurity => key != "privileged",
+            Place::Mount => !matches!(key, "mountPath" | "name"),
+            Place::Volume => !matches!(key, "hostPath" | "name"),
+            _ => false,
+        }
     }
 
+    /// Bytes the policy builds for a value read here, beyond its nodes.
     fn cost(self) -> usize {
-        Place::cost(self)
+        match self {
+            // The container's view, and its share of a patch (the pin of
+            // NVIDIA_VISIBLE_DEVICES in each container: one operation,
+            // about 500 bytes held and encoded).
+            Place::Container => size_of::<Container<'static>>() + PATCH_BYTES_PER_CONTAINER,
+            Place::EnvEntry => size_of::<EnvEntry<'static>>(),
+            Place::Mount => size_of::<&str>(),
+            Place::Volume => size_of::<Volume<'static>>(),
+            Place::PodClaim => size_of::<PodClaim<'static>>(),
+            Place::ClaimUse => size_of::<ClaimUse<'static>>(),
+            _ => 0,
+        }
     }
 }
 

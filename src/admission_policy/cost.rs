@@ -22,7 +22,7 @@ pub use shapes::{
 };
 pub use shapes::{
     Shape, Variables, claim_policy_variables, max_list_items, max_map_entries,
-    object_min_serialized_size, pod_policy_variables, workload_policy_variables,
+    object_min_serialized_size, pod_policy_variables, variables, workload_policy_variables,
 };
 
 /// The longest decimal text of a 64-bit integer (`-9223372036854775808`).
@@ -295,16 +295,23 @@ impl Coster<'_> {
         };
         let unsupported = || CostError::UnsupportedFunction(name.to_owned());
         let scalar = |cost: Bounds| (cost, Shape::Scalar);
-        let one = Bounds::fixed(1).add(args_cost);
+        let one = Bounds::fixed(1);
         let traversal = |shape: &Shape| shape.size().times_factor(STRING_TRAVERSAL_COST_FACTOR);
         let (cost, shape) = match (name, &target, args.as_slice()) {
+            // Short-circuiting: not every argument is evaluated.
             (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [lhs, rhs]) => {
-                scalar(Bounds { min: lhs.cost.min, max: lhs.cost.max.saturating_add(rhs.cost.max) })
+                let max = lhs.cost.max.saturating_add(rhs.cost.max);
+                return Ok(Estimated {
+                    cost: Bounds { min: lhs.cost.min, max },
+                    shape: Shape::Scalar,
+                });
             }
-            (operators::CONDITIONAL, None, [condition, yes, no]) => (
-                condition.cost.add(yes.cost.union(no.cost)),
-                yes.shape.clone().union(no.shape.clone()),
-            ),
+            (operators::CONDITIONAL, None, [condition, yes, no]) => {
+                return Ok(Estimated {
+                    cost: condition.cost.add(yes.cost.union(no.cost)),
+                    shape: yes.shape.clone().union(no.shape.clone()),
+                });
+            }
             // O(1): arithmetic, size, the quantity methods, conversions
             // other than between strings and bytes (cel-go `functionCost`);
             // `sign` is a function upstream, not a method (see
@@ -339,7 +346,7 @@ impl Coster<'_> {
                 if lhs.shape == Shape::Quantity && rhs.shape == Shape::Quantity {
                     scalar(one)
                 } else {
-                    scalar(compare_sizes(&lhs.shape, &rhs.shape).add(args_cost))
+                    scalar(compare_sizes(&lhs.shape, &rhs.shape))
                 }
             }
             (
@@ -351,11 +358,11 @@ impl Coster<'_> {
                 [lhs, rhs],
             ) => match (&lhs.shape, &rhs.shape) {
                 (Shape::String(_), Shape::String(_)) => {
-                    scalar(compare_sizes(&lhs.shape, &rhs.shape).add(args_cost))
+                    scalar(compare_sizes(&lhs.shape, &rhs.shape))
                 }
                 _ => scalar(one),
             },
-            (operators::ADD, None, [lhs, rhs]) => add(&lhs.shape, &rhs.shape, args_cost),
+            (operators::ADD, None, [lhs, rhs]) => add(&lhs.shape, &rhs.shape),
             (operators::INDEX, None, [container, key]) => {
                 let shape = match (&container.shape, &key.shape) {
                     (Shape::List { item, .. }, _) => (**item).clone(),
@@ -384,27 +391,24 @@ impl Coster<'_> {
             | ("hasValue" | "value" | "orValue" | "or", Some(_), _) => (one, Shape::Dyn),
             (operators::IN, None, [_, container]) => match &container.shape {
                 Shape::Map { .. } | Shape::Object(_) => scalar(one),
-                shape => scalar(shape.size().add(args_cost)),
+                shape => scalar(shape.size()),
             },
-            ("startsWith" | "endsWith", Some(_), [prefix]) => {
-                scalar(traversal(&prefix.shape).add(args_cost))
-            }
+            ("startsWith" | "endsWith", Some(_), [prefix]) => scalar(traversal(&prefix.shape)),
             ("contains", Some(text), [part]) => {
-                scalar(traversal(&text.shape).multiply(traversal(&part.shape)).add(args_cost))
+                scalar(traversal(&text.shape).multiply(traversal(&part.shape)))
             }
             ("matches", Some(text), [regex]) => scalar(
                 text.shape
                     .size()
                     .add(Bounds::fixed(1))
                     .times_factor(STRING_TRAVERSAL_COST_FACTOR)
-                    .multiply(regex.shape.size().times_factor(REGEX_STRING_LENGTH_COST_FACTOR))
-                    .add(args_cost),
+                    .multiply(regex.shape.size().times_factor(REGEX_STRING_LENGTH_COST_FACTOR)),
             ),
             ("lowerAscii" | "upperAscii" | "trim", Some(text), []) => {
-                (traversal(&text.shape).add(args_cost), Shape::String(text.shape.size()))
+                (traversal(&text.shape), Shape::String(text.shape.size()))
             }
-            ("quantity", None, [text]) => (traversal(&text.shape).add(args_cost), Shape::Quantity),
-            ("isQuantity", None, [text]) => scalar(traversal(&text.shape).add(args_cost)),
+            ("quantity", None, [text]) => (traversal(&text.shape), Shape::Quantity),
+            ("isQuantity", None, [text]) => scalar(traversal(&text.shape)),
             ("add" | "sub", Some(_), [_]) => (one, Shape::Quantity),
             // The decimal text of a number has at most 20 characters
             // (cel-go leaves the size unknown).
@@ -420,7 +424,7 @@ impl Coster<'_> {
             // as many parts as characters at most (cel-go leaves the
             // parts' size unknown: here no longer than the string).
             ("split", Some(text), [_]) => (
-                text.shape.size().times_factor(2.0 * STRING_TRAVERSAL_COST_FACTOR).add(args_cost),
+                text.shape.size().times_factor(2.0 * STRING_TRAVERSAL_COST_FACTOR),
                 Shape::List {
                     len: Bounds::up_to(text.shape.size().max),
                     item: Box::new(Shape::String(Bounds::up_to(text.shape.size().max))),
@@ -436,10 +440,7 @@ impl Coster<'_> {
                         Bounds { min: len.min.saturating_sub(1), max: len.max.saturating_sub(1) };
                     size = size.add(separator.shape.size().multiply(separators));
                 }
-                (
-                    size.times_factor(STRING_TRAVERSAL_COST_FACTOR).add(args_cost),
-                    Shape::String(size),
-                )
+                (size.times_factor(STRING_TRAVERSAL_COST_FACTOR), Shape::String(size))
             }
             // The list library's one-pass functions: 1 per element, plus
             // the traversal of each element that is a string.
@@ -457,7 +458,7 @@ impl Coster<'_> {
                     "max" | "min" => item.clone(),
                     _ => Shape::Scalar,
                 };
-                (len.multiply(per_item).add(args_cost), shape)
+                (len.multiply(per_item), shape)
             }
             // cel-go's ext.Lists (`ext/lists.go`): an allocating call of
             // cost factor 1 over the list (flatten: the outer one), plus 1.
@@ -469,22 +470,18 @@ impl Coster<'_> {
                     }
                     _ => list.shape.clone(),
                 };
-                (len.add(Bounds::fixed(1)).add(args_cost), shape)
+                (len.add(Bounds::fixed(1)), shape)
             }
             ("lists.range", None, [_]) => {
                 let len = range_len.unwrap_or(Bounds::UNKNOWN);
-                (
-                    len.add(Bounds::fixed(1)).add(args_cost),
-                    Shape::List { len, item: Box::new(Shape::Scalar) },
-                )
+                (len.add(Bounds::fixed(1)), Shape::List { len, item: Box::new(Shape::Scalar) })
             }
-            ("indexOf" | "lastIndexOf", Some(text), _) => {
-                scalar(traversal(&text.shape).add(args_cost))
-            }
+            ("indexOf" | "lastIndexOf", Some(text), _) => scalar(traversal(&text.shape)),
             _ => return Err(unsupported()),
         };
+        // The target and the arguments are evaluated first.
         let target_cost = target.map_or(Bounds::fixed(0), |t| t.cost);
-        Ok(Estimated { cost: target_cost.add(cost), shape })
+        Ok(Estimated { cost: target_cost.add(args_cost).add(cost), shape })
     }
 }
 
@@ -533,10 +530,10 @@ fn compare_sizes(lhs: &Shape, rhs: &Shape) -> Bounds {
 
 /// `+`: strings are copied (their summed length times the traversal
 /// factor), lists are joined at 1, numbers add at 1.
-fn add(lhs: &Shape, rhs: &Shape, args_cost: Bounds) -> (Bounds, Shape) {
+fn add(lhs: &Shape, rhs: &Shape) -> (Bounds, Shape) {
     match (lhs, rhs) {
         (Shape::List { len: a, item: i }, Shape::List { len: b, item: j }) => (
-            Bounds::fixed(1).add(args_cost),
+            Bounds::fixed(1),
             Shape::List {
                 len: a.add(*b),
                 item: Box::new(union_items(*a, (**i).clone(), *b, (**j).clone())),
@@ -544,9 +541,9 @@ fn add(lhs: &Shape, rhs: &Shape, args_cost: Bounds) -> (Bounds, Shape) {
         ),
         (Shape::String(_) | Shape::Dyn, Shape::String(_) | Shape::Dyn) => {
             let len = lhs.size().add(rhs.size());
-            (len.times_factor(STRING_TRAVERSAL_COST_FACTOR).add(args_cost), Shape::String(len))
+            (len.times_factor(STRING_TRAVERSAL_COST_FACTOR), Shape::String(len))
         }
-        _ => (Bounds::fixed(1).add(args_cost), Shape::Scalar),
+        _ => (Bounds::fixed(1), Shape::Scalar),
     }
 }
 

@@ -11,9 +11,10 @@ use super::all_generated;
 use super::cost::{
     Bounds, CostError, MATCH_CONDITIONS_COST_BUDGET, MissingFields, PER_CALL_LIMIT,
     RUNTIME_COST_BUDGET, Shape, Variables, claim_policy_variables, estimate_value, total,
-    workload_policy_variables,
+    variables, workload_policy_variables,
 };
 use crate::kubernetes_version::KubernetesVersion;
+use crate::policy::message::thousands;
 use crate::settings::{MODE_LABEL, Settings};
 
 /// The sidecars and containers of the reference Pod (each with one GPU
@@ -258,15 +259,12 @@ impl Inputs {
             value => Shape::of_value(value),
         };
         Inputs {
-            variables: [
-                ("object", shape(object)),
-                ("oldObject", shape(old_object)),
-                ("namespaceObject", shape(namespace)),
-                ("request", shape(request)),
-            ]
-            .into_iter()
-            .map(|(name, shape)| (name.to_owned(), shape))
-            .collect(),
+            variables: variables(
+                shape(object),
+                shape(old_object),
+                shape(namespace),
+                shape(request),
+            ),
             missing: MissingFields::Absent,
         }
     }
@@ -406,18 +404,11 @@ fn set_variables(variables: &mut Variables, declared: &[(String, Shape)]) {
 /// A cost for people: thousands separated, `unbounded` past what 64 bits
 /// hold.
 pub fn figure(value: u64) -> String {
-    if value == u64::MAX {
-        return "unbounded".to_owned();
+    match usize::try_from(value) {
+        _ if value == u64::MAX => "unbounded".to_owned(),
+        Ok(value) => thousands(value),
+        Err(_) => value.to_string(),
     }
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -433,29 +433,36 @@ fn request() -> Shape {
     ])
 }
 
-fn variables(object: Shape) -> Variables {
+/// The variables of every admission policy: `object`, `oldObject`,
+/// `namespaceObject` and `request`.
+pub fn variables(object: Shape, old_object: Shape, namespace: Shape, request: Shape) -> Variables {
     [
-        ("object", object.clone()),
-        ("oldObject", object),
-        ("namespaceObject", namespace()),
-        ("request", request()),
+        ("object", object),
+        ("oldObject", old_object),
+        ("namespaceObject", namespace),
+        ("request", request),
     ]
     .into_iter()
     .map(|(name, shape)| (name.to_owned(), shape))
     .collect()
 }
 
+/// Of a schema's object, in any request.
+fn schema_variables(object: Shape) -> Variables {
+    variables(object.clone(), object, namespace(), request())
+}
+
 /// The variables of a policy on pods: `object` and `oldObject` as Pods.
 pub fn pod_policy_variables() -> Variables {
-    variables(pod())
+    schema_variables(pod())
 }
 
 /// The variables of a policy on pods and workloads.
 pub fn workload_policy_variables() -> Variables {
-    variables(pod_or_workload())
+    schema_variables(pod_or_workload())
 }
 
 /// The variables of a policy on ResourceClaims and their templates.
 pub fn claim_policy_variables() -> Variables {
-    variables(claim_or_template())
+    schema_variables(claim_or_template())
 }

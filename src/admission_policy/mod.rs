@@ -11,7 +11,7 @@ pub mod cost_check;
 pub mod coverage;
 pub mod engine;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::install;
 use crate::kubernetes_version::KubernetesVersion;
@@ -61,12 +61,15 @@ fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> Gene
             vec![install::claim_rules(release)]
         }
     };
-    let mut spec = Map::new();
-    spec.insert("failurePolicy".into(), json!("Fail"));
-    let (kind, last, action) = match policy.action {
+    let mut spec = json!({
+        "failurePolicy": "Fail",
+        "matchConstraints": {"matchPolicy": "Equivalent", "resourceRules": rules},
+        "matchConditions": named(&policy.match_conditions),
+        "variables": named(&policy.variables),
+    });
+    let kind = match policy.action {
         Action::Validate(validations) => {
-            let validations: Vec<Value> = validations
-                .iter()
+            spec["validations"] = (validations.iter())
                 .map(|v| {
                     json!({
                         "expression": v.expression,
@@ -75,21 +78,15 @@ fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> Gene
                     })
                 })
                 .collect();
-            ("ValidatingAdmissionPolicy", "validations", json!(validations))
+            "ValidatingAdmissionPolicy"
         }
         Action::Patch(patch) => {
-            spec.insert("reinvocationPolicy".into(), json!("IfNeeded"));
-            let mutations = json!([{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}]);
-            ("MutatingAdmissionPolicy", "mutations", mutations)
+            spec["reinvocationPolicy"] = json!("IfNeeded");
+            spec["mutations"] =
+                json!([{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}]);
+            "MutatingAdmissionPolicy"
         }
     };
-    spec.insert(
-        "matchConstraints".into(),
-        json!({"matchPolicy": "Equivalent", "resourceRules": rules}),
-    );
-    spec.insert("matchConditions".into(), json!(named(&policy.match_conditions)));
-    spec.insert("variables".into(), json!(named(&policy.variables)));
-    spec.insert(last.into(), action);
     let object = json!({
         "apiVersion": API_VERSION,
         "kind": kind,

@@ -178,16 +178,18 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     match output {
         None => {}
         Some(AuditOutput::Json) => writeln!(out, "{}", serde_json::to_string_pretty(&reports)?)?,
-        Some(AuditOutput::Policyreport) => {
-            print_reports(&mut out, &reports, ReportApi::PolicyReport, now)?
-        }
-        Some(AuditOutput::Openreports) => {
-            print_reports(&mut out, &reports, ReportApi::OpenReports, now)?
-        }
         Some(AuditOutput::Text) => {
             let pairs: Vec<(ObjectReport, &Document)> =
                 reports.iter().cloned().zip(documents.iter()).collect();
             write!(out, "{}", render_text(&pairs, "running in the cluster"))?;
+        }
+        Some(format) => {
+            let api = match format {
+                AuditOutput::Policyreport => ReportApi::PolicyReport,
+                _ => ReportApi::OpenReports,
+            };
+            let built = reports::build(&reports, api, now);
+            write!(out, "{}", serde_saphyr::to_string_multiple(&built)?)?;
         }
     }
     let Some(api) = write_api else {
@@ -201,16 +203,4 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let written = cluster::write_reports(&client, api, &built, cleanup).await?;
     super::runtime::print_written(&written, output.is_some())?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The reports of the audited objects in `api`, as multi-document YAML.
-fn print_reports(
-    out: &mut impl Write,
-    objects: &[ObjectReport],
-    api: ReportApi,
-    now: Timestamp,
-) -> anyhow::Result<()> {
-    let built = reports::build(objects, api, now);
-    write!(out, "{}", serde_saphyr::to_string_multiple(&built)?)?;
-    Ok(())
 }

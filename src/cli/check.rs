@@ -170,36 +170,28 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(super::args::exit_status(denied))
 }
 
-struct Palette {
-    colour: bool,
-}
-
-impl Palette {
-    fn paint(&self, code: &str, text: &str) -> String {
-        if self.colour { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
-    }
-}
-
 /// One block per object: decision first, then violations, changes,
 /// warnings; a summary line at the end. In colour on a terminal, unless
 /// `NO_COLOR` is set.
 pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &str) -> String {
-    let palette = Palette {
-        colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let paint = |code: &str, text: &str| match colour {
+        true => format!("\x1b[{code}m{text}\x1b[0m"),
+        false => text.to_owned(),
     };
     let mut text = String::new();
     let (mut allowed, mut denied, mut ignored) = (0, 0, 0);
     for (report, doc) in reports {
         let decision = if report.ignored {
             ignored += 1;
-            palette.paint("2", "ignored")
+            paint("2", "ignored")
         } else if !report.allowed {
             denied += 1;
-            palette.paint("1;31", "DENIED")
+            paint("1;31", "DENIED")
         } else {
             allowed += 1;
             let mutated = if report.patch.is_empty() { "" } else { ", mutated" };
-            palette.paint("32", &format!("allowed{mutated}"))
+            paint("32", &format!("allowed{mutated}"))
         };
         let name = if report.name.is_empty() { "(unnamed)" } else { &report.name };
         let kind = if report.kind.is_empty() { "(no kind)" } else { &report.kind };
@@ -213,22 +205,22 @@ pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &st
         if let Some(denial) = report.denial.as_deref()
             && report.violations.is_empty()
         {
-            text.push_str(&format!("  {} {denial}\n", palette.paint("31", "error     ")));
+            text.push_str(&format!("  {} {denial}\n", paint("31", "error     ")));
         }
         for violation in &report.violations {
             text.push_str(&format!(
                 "  {} [{}] {}\n",
-                palette.paint("31", "violation "),
+                paint("31", "violation "),
                 violation.rule,
                 violation.message
             ));
         }
         let change_label = if report.kind == "Pod" { "change    " } else { "pod change" };
         for (rule, summary) in &report.changes {
-            text.push_str(&format!("  {} [{rule}] {summary}\n", palette.paint("36", change_label)));
+            text.push_str(&format!("  {} [{rule}] {summary}\n", paint("36", change_label)));
         }
         for warning in &report.warnings_in_full {
-            text.push_str(&format!("  {} {warning}\n", palette.paint("33", "warning   ")));
+            text.push_str(&format!("  {} {warning}\n", paint("33", "warning   ")));
         }
     }
     text.push_str(&format!(

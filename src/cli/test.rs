@@ -52,16 +52,13 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for path in &args.paths {
         match file::find(path) {
-            Ok(found) => {
-                for path in found {
-                    if !paths.contains(&path) {
-                        paths.push(path);
-                    }
-                }
-            }
+            Ok(found) => paths.extend(found),
             Err(err) => problems.push(err.to_string()),
         }
     }
+    // A file named twice (itself, and in its folder) is run once.
+    let mut seen = std::collections::BTreeSet::new();
+    paths.retain(|path| seen.insert(path.clone()));
     let mut tests = Vec::new();
     for path in &paths {
         match file::load(path) {

@@ -68,13 +68,6 @@ fn binding(name: &str, labels: &Value) -> Value {
     })
 }
 
-/// A CEL list of strings; the names are Kubernetes names, which hold no
-/// quote.
-fn cel_list(names: &[&str]) -> String {
-    let quoted: Vec<String> = names.iter().map(|name| format!("'{name}'")).collect();
-    format!("[{}]", quoted.join(", "))
-}
-
 /// The objects carry `labels`, the install's. The server's ServiceAccount
 /// `namespace/install` may update the webhook configurations `install` (as
 /// its RBAC says) and change nothing in them but each entry's
@@ -162,7 +155,8 @@ pub(crate) fn service_account_token_guard(
                 "expression": "object.type == 'kubernetes.io/service-account-token'",
             }],
             "variables": [
-                {"name": "serviceAccounts", "expression": cel_list(&[install])},
+                // A Kubernetes name holds no quote.
+                {"name": "serviceAccounts", "expression": format!("['{install}']")},
                 {"name": "named", "expression": NAMED},
                 {"name": "namedBefore", "expression": NAMED_BEFORE},
             ],

@@ -13,9 +13,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
-use crate::admission::{Decision, Endpoint, Mode};
+use crate::admission::{Decision, Endpoint};
 use crate::policy::RuleId;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -41,19 +41,11 @@ pub struct EndpointLabels {
     pub endpoint: &'static str,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Finding {
     Change,
     Violation,
-}
-
-impl Finding {
-    fn as_str(self) -> &'static str {
-        match self {
-            Finding::Change => "change",
-            Finding::Violation => "violation",
-        }
-    }
 }
 
 pub const OTHER_KIND: &str = crate::telemetry::labels::OTHER;
@@ -110,18 +102,13 @@ fn latency_histogram() -> Histogram {
 
 impl AdmissionMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
+        let requests = registered(
+            registry,
             "admission_requests",
             "Admission requests by endpoint, kind, operation and decision",
-            requests.clone(),
         );
-        let findings = Family::<RuleLabels, Counter>::default();
-        registry.register(
-            "rule_findings",
-            "Changes and violations found, by rule",
-            findings.clone(),
-        );
+        let findings =
+            registered(registry, "rule_findings", "Changes and violations found, by rule");
         let latency = Family::<EndpointLabels, Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
         );
@@ -155,7 +142,8 @@ impl AdmissionMetrics {
             operation: operation.map_or("", operation_name),
             decision: decision.as_str(),
         };
-        let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
+        // The operations by discriminant, after none.
+        let operation_at = operation.map_or(0, |operation| operation.clone() as usize + 1);
         let at = ((endpoint_index(endpoint) * KINDS.len() + kind_at) * OPERATIONS + operation_at)
             * Decision::ALL.len()
             + decision as usize;
@@ -168,7 +156,7 @@ impl AdmissionMetrics {
     }
 
     pub fn count_finding(&self, rule: RuleId, finding: Finding) {
-        let labels = || RuleLabels { rule: rule.as_str(), finding: finding.as_str() };
+        let labels = || RuleLabels { rule: rule.as_str(), finding: finding.into() };
         let series = self
             .finding_series
             .get(rule as usize)
@@ -201,23 +189,20 @@ pub fn operation_name(operation: &Operation) -> &'static str {
     }
 }
 
-fn operation_index(operation: &Operation) -> usize {
-    match operation {
-        Operation::Create => 0,
-        Operation::Update => 1,
-        Operation::Delete => 2,
-        Operation::Connect => 3,
-    }
+fn endpoint_index(endpoint: Endpoint) -> usize {
+    Endpoint::ALL.iter().position(|known| *known == endpoint).unwrap_or(0)
 }
 
-fn endpoint_index(endpoint: Endpoint) -> usize {
-    match endpoint {
-        Endpoint::Mutate => 0,
-        Endpoint::Validate(Mode::Enforce) => 1,
-        Endpoint::Validate(Mode::Warn) => 2,
-        Endpoint::Validate(Mode::Audit) => 3,
-        Endpoint::Namespace => 4,
-    }
+/// A new metric, registered as `name` (metrics.rs registers its own with
+/// it too).
+pub(super) fn registered<M: Metric + Clone + Default>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 #[cfg(test)]

@@ -11,8 +11,6 @@
 //! (the CRDs of kubernetes-sigs/wg-policy-prototypes and
 //! openreports/reports-api, copied in `tests/fixtures/crds/`).
 
-use std::fmt;
-
 /// The field manager of `audit --write-reports`' server-side applies.
 pub const FIELD_MANAGER: &str = "gpu-policy-audit";
 /// The name of every report gpu-policy writes: one per namespace, and the
@@ -23,15 +21,18 @@ pub const REPORT_NAME: &str = "gpu-policy";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "gpu-policy";
 
-/// Which report API a report is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which report API a report is written in, displayed by the name
+/// `--report-api` and `-o` give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display)]
 pub enum ReportApi {
     /// `wgpolicyk8s.io/v1alpha2` PolicyReport and ClusterPolicyReport (the
     /// Kubernetes policy working group's, as Kyverno and Policy Reporter
     /// install them).
+    #[strum(to_string = "wgpolicyk8s")]
     PolicyReport,
     /// `openreports.io/v1alpha1` Report and ClusterReport (OpenReports, the
     /// working group API's successor).
+    #[strum(to_string = "openreports")]
     OpenReports,
 }
 
@@ -89,19 +90,5 @@ impl ReportApi {
     /// the working group's PolicyReport has `source` on results only).
     pub fn has_report_source(self) -> bool {
         matches!(self, ReportApi::OpenReports)
-    }
-
-    /// The name `--report-api` and `-o` give it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReportApi::PolicyReport => "wgpolicyk8s",
-            ReportApi::OpenReports => "openreports",
-        }
-    }
-}
-
-impl fmt::Display for ReportApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }

@@ -32,14 +32,8 @@ impl Summary {
         summary
     }
 
-    pub fn count(&self, outcome: Outcome) -> u64 {
-        match outcome {
-            Outcome::Pass => self.pass,
-            Outcome::Fail => self.fail,
-            Outcome::Warn => self.warn,
-            Outcome::Error => self.error,
-            Outcome::Skip => self.skip,
-        }
+    pub fn count(mut self, outcome: Outcome) -> u64 {
+        *self.count_mut(outcome)
     }
 
     fn count_mut(&mut self, outcome: Outcome) -> &mut u64 {
@@ -54,7 +48,7 @@ impl Summary {
 
     /// Every result counted.
     pub fn total(&self) -> u64 {
-        Outcome::ALL.iter().map(|outcome| self.count(*outcome)).sum()
+        self.pass + self.fail + self.warn + self.error + self.skip
     }
 }
 
@@ -115,7 +109,8 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     let mut reports: Vec<Report> = Vec::new();
     let mut cluster = None;
     for (namespace, results) in by_namespace {
-        let report = report(api, Some(namespace).filter(|ns| !ns.is_empty()), results);
+        let namespace = Some(namespace).filter(|ns| !ns.is_empty());
+        let report = report(api, REPORT_NAME, namespace, results);
         match report.report_scope {
             ReportScope::Namespaced => reports.push(report),
             ReportScope::Cluster => cluster = Some(report),
@@ -125,8 +120,13 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     reports
 }
 
-/// One report of `results`: of `namespace`, or cluster-scoped.
-fn report(api: ReportApi, namespace: Option<&str>, results: Vec<ReportResult>) -> Report {
+/// One report named `name` of `results`: of `namespace`, or cluster-scoped.
+pub(super) fn report(
+    api: ReportApi,
+    name: &str,
+    namespace: Option<&str>,
+    results: Vec<ReportResult>,
+) -> Report {
     let scope = match namespace {
         Some(_) => ReportScope::Namespaced,
         None => ReportScope::Cluster,
@@ -135,7 +135,7 @@ fn report(api: ReportApi, namespace: Option<&str>, results: Vec<ReportResult>) -
         api_version: api.api_version(),
         kind: api.kind(scope),
         metadata: ReportMetadata {
-            name: REPORT_NAME.to_owned(),
+            name: name.to_owned(),
             namespace: namespace.map(str::to_owned),
             labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
         },

@@ -67,9 +67,8 @@ pub fn bounded_field(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let end = (0..=max).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
-    let kept = text.get(..end).unwrap_or_default();
-    Cow::Owned(format!("{kept}… ({} bytes more)", text.len() - end))
+    let kept = crate::policy::message::prefix_within(text, max);
+    Cow::Owned(format!("{kept}… ({} bytes more)", text.len() - kept.len()))
 }
 
 /// Writes the line the JSON subscriber would write for an event whose

@@ -101,9 +101,10 @@ impl Engines {
 
 impl fmt::Display for Engines {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = [(self.webhook, "webhook"), (self.cel, "cel")]
+        let names: Vec<String> = [Engine::Webhook, Engine::Cel]
             .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
+            .filter(|&engine| self.includes(engine))
+            .map(|engine| engine.to_string())
             .collect();
         f.write_str(&names.join(", "))
     }
@@ -301,7 +302,7 @@ struct TestDocument {
     cases: Vec<Mapping<CaseDocument>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NamespaceDocument {
     name: Option<NonEmpty>,
@@ -451,18 +452,13 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         }
     }
     let settings = settings(document.config, base)?;
-    let (namespace, mode, annotations) = match document.namespace {
-        Some(Mapping(ns)) => (
-            ns.name.map_or_else(|| "default".to_owned(), |name| name.0),
-            match ns.mode {
-                Some(NonEmpty(mode)) => mode.parse().map_err(|err: UnknownMode| {
-                    FieldError::new("namespace.mode", err.to_string())
-                })?,
-                None => Mode::Enforce,
-            },
-            ns.annotations.unwrap_or_default(),
-        ),
-        None => ("default".to_owned(), Mode::Enforce, BTreeMap::new()),
+    let ns = document.namespace.map(|Mapping(ns)| ns).unwrap_or_default();
+    let namespace = ns.name.map_or_else(|| "default".to_owned(), |name| name.0);
+    let mode = match ns.mode {
+        Some(NonEmpty(mode)) => mode
+            .parse()
+            .map_err(|err: UnknownMode| FieldError::new("namespace.mode", err.to_string()))?,
+        None => Mode::Enforce,
     };
     if document.resources.is_empty() {
         return Err(FieldError::new("resources", "is empty"));
@@ -499,7 +495,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         settings,
         namespace,
         mode,
-        annotations,
+        annotations: ns.annotations.unwrap_or_default(),
         resources,
         cases,
     })
@@ -539,21 +535,23 @@ fn engines(listed: &[Engine], path: &str) -> Result<Engines, FieldError> {
     if listed.is_empty() {
         return Err(FieldError::new(path, "is empty"));
     }
-    let mut engines = Engines { webhook: false, cel: false };
-    for (index, engine) in listed.iter().enumerate() {
-        let (slot, name) = match engine {
-            Engine::Webhook => (&mut engines.webhook, "webhook"),
-            Engine::Cel => (&mut engines.cel, "cel"),
-        };
-        if *slot {
-            return Err(FieldError::new(
-                format!("{path}[{index}]"),
-                format!("{name} is listed twice"),
-            ));
+    let engines = each_once(listed.iter().copied(), path)?;
+    Ok(Engines { webhook: engines.contains(&Engine::Webhook), cel: engines.contains(&Engine::Cel) })
+}
+
+/// The items listed, none of them twice.
+fn each_once<T: Ord + Copy + fmt::Display>(
+    listed: impl IntoIterator<Item = T>,
+    path: &str,
+) -> Result<BTreeSet<T>, FieldError> {
+    let mut set = BTreeSet::new();
+    for (index, item) in listed.into_iter().enumerate() {
+        if !set.insert(item) {
+            let field = format!("{path}[{index}]");
+            return Err(FieldError::new(field, format!("{item} is listed twice")));
         }
-        *slot = true;
     }
-    Ok(engines)
+    Ok(set)
 }
 
 fn parse_case(
@@ -574,7 +572,10 @@ fn parse_case(
         None => engines_of_test,
     };
     let rules = |listed: Option<Vec<RuleName>>, field: &str| {
-        listed.map(|listed| rule_set(&listed, &format!("{path}.{field}"))).transpose()
+        let path = format!("{path}.{field}");
+        listed
+            .map(|listed| each_once(listed.into_iter().map(|RuleName(rule)| rule), &path))
+            .transpose()
     };
     let expect = Expectations {
         allowed: case.allowed,
@@ -599,19 +600,6 @@ fn parse_case(
         ));
     }
     Ok(Case { index, object, engines, expect })
-}
-
-fn rule_set(listed: &[RuleName], path: &str) -> Result<BTreeSet<RuleId>, FieldError> {
-    let mut rules = BTreeSet::new();
-    for (index, RuleName(rule)) in listed.iter().enumerate() {
-        if !rules.insert(*rule) {
-            return Err(FieldError::new(
-                format!("{path}[{index}]"),
-                format!("{rule} is listed twice"),
-            ));
-        }
-    }
-    Ok(rules)
 }
 
 fn patched_object(patched: Patched, path: &str, base: &Path) -> Result<Value, FieldError> {

@@ -6,11 +6,10 @@
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::run::{CaseOutcome, TestRun};
-use super::table::engine_name;
 use crate::cli::args::Engine;
 
 pub fn render(runs: &[TestRun<'_>], engine: Engine) -> anyhow::Result<String> {
-    let mut report = Report::new(format!("gpu-policy test ({} engine)", engine_name(engine)));
+    let mut report = Report::new(format!("gpu-policy test ({engine} engine)"));
     for run in runs {
         let test = run.test;
         let mut suite = TestSuite::new(&test.name);

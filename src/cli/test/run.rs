@@ -12,6 +12,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::file::{Case, Engines, Expectations, Pattern, Test};
+use crate::admission::answer::cut;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission_policy::engine::{PolicyEngine, as_admitted};
 use crate::cli::args::Engine;
@@ -165,8 +166,13 @@ fn compare(
         expected,
         got,
     };
-    let violated: Vec<RuleId> = unique(report.violations.iter().map(|v| v.rule));
-    let changed: Vec<RuleId> = unique(report.changes.iter().map(|(rule, _)| *rule));
+    // Each violation and change as its rule and quoted text.
+    let violations: Vec<(RuleId, String)> =
+        report.violations.iter().map(|v| (v.rule, format!("{:?}", v.message.as_str()))).collect();
+    let changes: Vec<(RuleId, String)> =
+        report.changes.iter().map(|(rule, summary)| (*rule, format!("{summary:?}"))).collect();
+    let violated = unique(violations.iter().map(|(rule, _)| *rule));
+    let changed = unique(changes.iter().map(|(rule, _)| *rule));
 
     if let Some(allowed) = expect.allowed
         && allowed != report.allowed
@@ -198,20 +204,10 @@ fn compare(
             out.push(difference(changed.clone(), "mutated", mutated.to_string(), detail));
         }
     }
-    let violation_texts = |rule: RuleId| -> Vec<String> {
-        let texts = report.violations.iter().filter(|v| v.rule == rule);
-        texts.map(|v| format!("{:?}", v.message.as_str())).collect()
-    };
-    let change_texts = |rule: RuleId| -> Vec<String> {
-        let texts = report.changes.iter().filter(|(r, _)| *r == rule);
-        texts.map(|(_, summary)| format!("{summary:?}")).collect()
-    };
-    type Texts<'a> = &'a dyn Fn(RuleId) -> Vec<String>;
-    let rule_sets: [(&str, &str, _, _, Texts); 2] = [
-        ("violations", "a violation", &expect.violations, &violated, &violation_texts),
-        ("changes", "a change", &expect.changes, &changed, &change_texts),
-    ];
-    for (field, one, expected, found, texts) in rule_sets {
+    for (field, one, expected, found, texts) in [
+        ("violations", "a violation", &expect.violations, &violated, &violations),
+        ("changes", "a change", &expect.changes, &changed, &changes),
+    ] {
         let Some(expected) = expected else {
             continue;
         };
@@ -219,8 +215,9 @@ fn compare(
             out.push(difference(vec![*rule], field, one.into(), "none".into()));
         }
         for rule in found.iter().filter(|rule| !expected.contains(rule)) {
-            let got = texts(*rule).join(" and ");
-            out.push(difference(vec![*rule], field, "none".into(), got));
+            let got: Vec<&str> =
+                texts.iter().filter(|(r, _)| r == rule).map(|(_, text)| text.as_str()).collect();
+            out.push(difference(vec![*rule], field, "none".into(), got.join(" and ")));
         }
     }
     if let Some(patterns) = &expect.messages {
@@ -369,16 +366,6 @@ fn json_differences(
 /// A JSON value on one line, cut to [`VALUE_CHARS`].
 fn shown(value: Option<&Value>) -> String {
     value.map_or("absent".to_owned(), |value| cut(&value.to_string(), VALUE_CHARS))
-}
-
-/// `text` cut to `chars` characters, `…` in place of the rest.
-pub fn cut(text: &str, chars: usize) -> String {
-    if text.chars().count() <= chars {
-        text.to_owned()
-    } else {
-        let kept: String = text.chars().take(chars - 1).collect();
-        format!("{kept}…")
-    }
 }
 
 #[cfg(test)]

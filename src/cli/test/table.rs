@@ -2,38 +2,13 @@
 //! object, result, why), then every difference of each failing case on a
 //! line of its own, then a summary line.
 
-use super::run::{CaseOutcome, Difference, TestRun, cut};
+use super::run::{CaseOutcome, Difference, TestRun};
+use crate::admission::answer::cut;
 use crate::cli::args::Engine;
 
 /// How much of the first difference the WHY column shows (the lines below
 /// the table have it whole).
 const WHY_CHARS: usize = 100;
-
-/// How many cases passed, failed and were skipped.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub passed: usize,
-    pub failed: usize,
-    pub skipped: usize,
-}
-
-impl Totals {
-    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a CaseOutcome>) -> Self {
-        let mut totals = Totals::default();
-        for outcome in outcomes {
-            match outcome {
-                CaseOutcome::Passed(_) => totals.passed += 1,
-                CaseOutcome::Failed(_) => totals.failed += 1,
-                CaseOutcome::Skipped(_) => totals.skipped += 1,
-            }
-        }
-        totals
-    }
-
-    pub fn cases(self) -> usize {
-        self.passed + self.failed + self.skipped
-    }
-}
 
 /// The table, the failures and the summary.
 pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
@@ -63,34 +38,20 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                     ("FAIL", why)
                 }
             };
-            rows.push([
-                test.file.clone(),
-                test.name.clone(),
-                case.object.to_string(),
-                result.to_owned(),
-                why,
-            ]);
+            let row: [&str; 5] = [&test.file, &test.name, &case.object.to_string(), result, &why];
+            rows.push(row.map(cell));
         }
     }
     let mut widths = [0usize; 5];
     for row in &rows {
         for (width, text) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell(text).chars().count());
+            *width = (*width).max(text.chars().count());
         }
     }
     let mut text = String::new();
     for row in &rows {
-        let mut line = String::new();
-        for (column, (width, value)) in widths.iter().zip(row).enumerate() {
-            let value = cell(value);
-            if column + 1 == row.len() {
-                line.push_str(&value);
-            } else {
-                let pad = width - value.chars().count();
-                line.push_str(&value);
-                line.push_str(&" ".repeat(pad + 2));
-            }
-        }
+        let line: String =
+            row.iter().zip(widths).map(|(value, width)| format!("{value:<width$}  ")).collect();
         text.push_str(line.trim_end());
         text.push('\n');
     }
@@ -98,27 +59,18 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
         text.push('\n');
         text.push_str(&failures);
     }
-    let totals = Totals::of(runs.iter().flat_map(|run| &run.outcomes));
+    // The cases of each result, by the rows' RESULT column.
+    let count = |result: &str| rows.iter().filter(|row| row[3] == result).count();
+    let (passed, failed, skipped) = (count("pass"), count("FAIL"), count("skip"));
     let mut files: Vec<&str> = runs.iter().map(|run| run.test.file.as_str()).collect();
     files.dedup();
     text.push_str(&format!(
-        "\n{} in {} of {} ({} engine): {} passed, {} failed, {} skipped\n",
-        counted(totals.cases(), "case"),
+        "\n{} in {} of {} ({engine} engine): {passed} passed, {failed} failed, {skipped} skipped\n",
+        counted(passed + failed + skipped, "case"),
         counted(runs.len(), "test"),
         counted(files.len(), "file"),
-        engine_name(engine),
-        totals.passed,
-        totals.failed,
-        totals.skipped
     ));
     text
-}
-
-pub fn engine_name(engine: Engine) -> &'static str {
-    match engine {
-        Engine::Webhook => "webhook",
-        Engine::Cel => "cel",
-    }
 }
 
 /// `1 case`, `2 cases`.

@@ -7,7 +7,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
 use super::*;
-use crate::admission::Workload;
+use crate::admission::{Mode, Workload};
 use crate::policy::dra::claims::ClaimKind;
 
 fn exposition(registry: &Registry) -> String {
