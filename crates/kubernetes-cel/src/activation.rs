@@ -73,6 +73,19 @@ impl Expression {
     pub fn error_message(&self, error: &ExecutionError) -> String {
         format!("expression '{}' resulted in error: {error}", self.source)
     }
+
+    /// Evaluates a condition or validation. The API server's type check
+    /// rejects non-bool ones at compile time; here they are evaluation
+    /// errors.
+    pub fn evaluate_bool(&self, context: &Context<'_, '_>) -> Result<bool, String> {
+        match self.evaluate(context) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => {
+                Err(format!("expression '{}' resulted in a {other:?}, not a bool", self.source))
+            }
+            Err(e) => Err(self.error_message(&e)),
+        }
+    }
 }
 
 /// `spec.variables`, compiled in order.

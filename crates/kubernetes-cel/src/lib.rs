@@ -13,7 +13,7 @@ mod semver;
 mod validating;
 
 pub use device::{AttributeValue, Device, DeviceSelector};
-pub use matching::LabelSelector;
+pub use matching::{LabelSelector, PolicyBinding};
 pub use mutating::{MutatingPolicy, MutatingPolicyBinding, MutationOutcome};
 pub use quantity::{Quantity, QuantityError};
 pub use semver::{Semver, SemverError};
@@ -153,6 +153,13 @@ pub struct Violation {
     pub cause: ViolationCause,
 }
 
+impl Violation {
+    /// An evaluation error, as `failurePolicy: Fail` reports it.
+    fn evaluation_error(message: String) -> Self {
+        Violation { message, reason: "Invalid".to_owned(), cause: ViolationCause::EvaluationError }
+    }
+}
+
 /// What a validating policy decided for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyOutcome {
@@ -218,6 +225,15 @@ fn list_field<'a>(object: &'a Json, key: &str, path: &str) -> Result<&'a [Json],
         Some(Json::Array(items)) => Ok(items),
         Some(_) => Err(field_error(&format!("{path}.{key}"), "must be a list")),
     }
+}
+
+/// An optional list of strings (absent reads as empty).
+fn string_list(object: &Json, key: &str, path: &str) -> Result<Vec<String>, PolicyError> {
+    list_field(object, key, path)?
+        .iter()
+        .map(|v| v.as_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| field_error(&format!("{path}.{key}"), "must be strings"))
 }
 
 /// A policy or binding object's `metadata.name` and its required `spec`.
