@@ -13,9 +13,9 @@ use cel::common::types::{
     CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, Type,
 };
 use cel::common::value::{CowVal, Val};
-use cel::objects::{Key, Map};
+use cel::objects::Key;
 use cel::{Context, Env, ExecutionError, Program, Value};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -236,22 +236,19 @@ impl<'v> Indexer for VariablesView<'v> {
 /// The root context of one request: every variable but `variables`.
 pub(crate) fn request_context<'v>(env: &SharedEnv, attributes: &'v Attributes) -> Context<'v, 'v> {
     let mut context = Context::with_env(env.0.clone());
-    let object = |o: &'v Option<Json>| -> Box<dyn Val + 'v> {
-        match o {
-            Some(json) => json_val(json),
-            None => Box::new(CelNull),
-        }
-    };
-    context.add_variable_as_val("object", object(&attributes.object));
-    context.add_variable_as_val("oldObject", object(&attributes.old_object));
-    context.add_variable_as_val("namespaceObject", object(&attributes.namespace_object));
+    let objects = [
+        ("object", &attributes.object),
+        ("oldObject", &attributes.old_object),
+        ("namespaceObject", &attributes.namespace_object),
+    ];
+    for (name, object) in objects {
+        context.add_variable_as_val(name, json_val(object.as_ref().unwrap_or(&Json::Null)));
+    }
     context.add_variable_from_value("params", Value::Null);
-    context.add_variable_from_value("request", request(attributes));
+    // Owned: the JSON is this function's.
+    let request = detach(json_val(&request(attributes)).as_ref());
+    context.add_variable_as_val("request", request.unwrap_or_else(|_| Box::new(CelNull)));
     context
-}
-
-fn map_value(values: HashMap<Key, Value>) -> Value {
-    Value::Map(Map { map: Arc::new(values) })
 }
 
 /// `request`: the AdmissionRequest fields policies read
@@ -260,49 +257,34 @@ fn map_value(values: HashMap<Key, Value>) -> Value {
 /// through its JSON, so the `omitempty` fields (`subResource`,
 /// `requestSubResource`, `name`, `namespace`, the user's `username` and
 /// `groups`) are absent when empty, and reading one is an error.
-fn request(a: &Attributes) -> Value {
-    let s = |v: &str| Value::String(Arc::new(v.to_owned()));
-    let map = |entries: Vec<(&str, Value)>| {
-        map_value(
-            entries.into_iter().map(|(k, v)| (Key::String(Arc::new(k.to_owned())), v)).collect(),
-        )
-    };
-    let kind = map(vec![
-        ("group", s(&a.kind.group)),
-        ("version", s(&a.kind.version)),
-        ("kind", s(&a.kind.kind)),
-    ]);
-    let resource = map(vec![
-        ("group", s(&a.resource.group)),
-        ("version", s(&a.resource.version)),
-        ("resource", s(&a.resource.resource)),
-    ]);
-    let omit_empty = |entries: &mut Vec<(&str, Value)>, key: &'static str, value: &str| {
-        if !value.is_empty() {
-            entries.push((key, s(value)));
-        }
-    };
-    let mut user = Vec::new();
-    omit_empty(&mut user, "username", &a.user_info.username);
-    if !a.user_info.groups.is_empty() {
-        let groups = a.user_info.groups.iter().map(|g| s(g)).collect::<Vec<_>>();
-        user.push(("groups", Value::List(Arc::new(groups))));
+fn request(a: &Attributes) -> Json {
+    let kind = json!({"group": a.kind.group, "version": a.kind.version, "kind": a.kind.kind});
+    let resource = json!({
+        "group": a.resource.group, "version": a.resource.version, "resource": a.resource.resource
+    });
+    let mut user = json!({});
+    if !a.user_info.username.is_empty() {
+        user["username"] = json!(a.user_info.username);
     }
-    let mut entries = vec![
-        ("uid", s("")),
-        ("kind", kind.clone()),
-        ("resource", resource.clone()),
-        ("requestKind", kind),
-        ("requestResource", resource),
-        ("operation", s(&a.operation)),
-        ("userInfo", map(user)),
-        ("dryRun", Value::Bool(false)),
+    if !a.user_info.groups.is_empty() {
+        user["groups"] = json!(a.user_info.groups);
+    }
+    let mut request = json!({
+        "uid": "", "kind": kind, "resource": resource, "requestKind": kind,
+        "requestResource": resource, "operation": a.operation, "userInfo": user, "dryRun": false
+    });
+    let omit_empty = [
+        ("subResource", &a.sub_resource),
+        ("requestSubResource", &a.sub_resource),
+        ("name", &a.name),
+        ("namespace", &a.namespace),
     ];
-    omit_empty(&mut entries, "subResource", &a.sub_resource);
-    omit_empty(&mut entries, "requestSubResource", &a.sub_resource);
-    omit_empty(&mut entries, "name", &a.name);
-    omit_empty(&mut entries, "namespace", &a.namespace);
-    map(entries)
+    for (key, value) in omit_empty {
+        if !value.is_empty() {
+            request[key] = json!(value);
+        }
+    }
+    request
 }
 
 /// JSON as a CEL value that borrows the JSON's strings.
