@@ -69,13 +69,9 @@ pub(crate) fn environment() -> Result<Env, DeclarationError> {
     Ok(env)
 }
 
-fn quantity_error(function: &str, error: impl ToString) -> ExecutionError {
-    ExecutionError::function_error(function, error)
-}
-
 /// `quantity(string)`: `resource.ParseQuantity`, its error as the result's.
 fn quantity(s: &CelString<'_>) -> Result<Quantity, ExecutionError> {
-    Quantity::parse(s.inner()).map_err(|e| quantity_error("quantity", e))
+    Quantity::parse(s.inner()).map_err(|e| ExecutionError::function_error("quantity", e))
 }
 
 /// `isQuantity(string)`: whether `quantity` would succeed.
@@ -89,7 +85,7 @@ fn sign(q: &Quantity) -> CelInt {
 }
 
 fn ordering(function: &str, a: &Quantity, b: &Quantity) -> Result<i64, ExecutionError> {
-    a.compare(b).map(|o| o as i64).map_err(|e| quantity_error(function, e))
+    a.compare(b).map(|o| o as i64).map_err(|e| ExecutionError::function_error(function, e))
 }
 
 /// `<Quantity>.isGreaterThan(<Quantity>)`: `Cmp == 1`.
@@ -109,29 +105,29 @@ fn compare_to(a: &Quantity, b: &Quantity) -> Result<CelInt, ExecutionError> {
 
 /// `<Quantity>.add(<Quantity>)`.
 fn add(a: &Quantity, b: &Quantity) -> Result<Quantity, ExecutionError> {
-    a.add(b).map_err(|e| quantity_error("add", e))
+    a.add(b).map_err(|e| ExecutionError::function_error("add", e))
 }
 
 /// `<Quantity>.add(<int>)`: adds `NewQuantity(n, DecimalExponent)`.
 fn add_int(a: &Quantity, n: &CelInt) -> Result<Quantity, ExecutionError> {
-    a.add(&Quantity::from_int(*n.inner())).map_err(|e| quantity_error("add", e))
+    a.add(&Quantity::from_int(*n.inner())).map_err(|e| ExecutionError::function_error("add", e))
 }
 
 /// `<Quantity>.sub(<Quantity>)`.
 fn sub(a: &Quantity, b: &Quantity) -> Result<Quantity, ExecutionError> {
-    a.sub(b).map_err(|e| quantity_error("sub", e))
+    a.sub(b).map_err(|e| ExecutionError::function_error("sub", e))
 }
 
 /// `<Quantity>.sub(<int>)`: subtracts `NewQuantity(n, DecimalExponent)`.
 fn sub_int(a: &Quantity, n: &CelInt) -> Result<Quantity, ExecutionError> {
-    a.sub(&Quantity::from_int(*n.inner())).map_err(|e| quantity_error("sub", e))
+    a.sub(&Quantity::from_int(*n.inner())).map_err(|e| ExecutionError::function_error("sub", e))
 }
 
 /// `<Quantity>.asInteger()`: `AsInt64`, an error where it does not hold.
 fn as_integer(q: &Quantity) -> Result<CelInt, ExecutionError> {
-    q.as_int64()
-        .map(CelInt::from)
-        .ok_or_else(|| quantity_error("asInteger", "cannot convert value to integer"))
+    q.as_int64().map(CelInt::from).ok_or_else(|| {
+        ExecutionError::function_error("asInteger", "cannot convert value to integer")
+    })
 }
 
 /// `<Quantity>.isInteger()`: whether `asInteger` would succeed.
