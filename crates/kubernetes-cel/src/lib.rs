@@ -23,6 +23,36 @@ use cel::IdedExpr;
 use cel::common::ast::{EntryExpr, Expr, MapExpr, StructExpr};
 use serde_json::Value as Json;
 
+/// Declares the static CEL type `$static` named `$name` of the opaque
+/// values `$rust`, and their `Val`: equal when `==`.
+macro_rules! opaque_val {
+    ($(#[$doc:meta])* $rust:ty, $static:ident, $name:literal) => {
+        $(#[$doc])*
+        static $static: cel::common::types::Type =
+            cel::common::types::Type::new_unspecified_type($name);
+
+        impl cel::common::value::Val for $rust {
+            fn get_type(&self) -> &cel::common::types::Type {
+                &$static
+            }
+            fn cel_type() -> &'static cel::common::types::Type {
+                &$static
+            }
+            fn equals(&self, other: &dyn cel::common::value::Val) -> bool {
+                other.downcast_ref::<$rust>().is_some_and(|o| o == self)
+            }
+            fn clone_as_boxed<'v>(&self) -> Box<dyn cel::common::value::Val + 'v> {
+                Box::new(self.clone())
+            }
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+        }
+        impl cel::common::value::StaticVal for $rust {}
+    };
+}
+use opaque_val;
+
 /// Why a policy or binding object could not be read or compiled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PolicyError {

@@ -10,36 +10,20 @@ use super::quantity::Quantity;
 use cel::common::types::{
     CelBool, CelDouble, CelInt, CelString, CelStruct, Kind, STRING_TYPE, Type,
 };
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError, StructType};
-use std::any::Any;
 use std::collections::BTreeMap;
 
-/// The CEL type name cel-go gives quantities (`apiservercel.QuantityType`).
-static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
+super::opaque_val!(
+    /// The CEL type name cel-go gives quantities (`apiservercel.QuantityType`);
+    /// equal when `apiservercel.Quantity.Equal` (`Cmp == 0`) says so.
+    Quantity,
+    QUANTITY_TYPE,
+    "kubernetes.Quantity"
+);
 
 /// The object type MutatingAdmissionPolicy's JSONPatch expressions construct.
 pub(crate) static JSON_PATCH_TYPE: Type = Type::new_struct_type("JSONPatch");
-
-impl Val for Quantity {
-    fn get_type(&self) -> &Type {
-        &QUANTITY_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &QUANTITY_TYPE
-    }
-    /// `apiservercel.Quantity.Equal`: `Cmp == 0`.
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Quantity>().is_some_and(|o| o == self)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-impl StaticVal for Quantity {}
 
 /// The environment every policy expression compiles and runs in.
 pub(crate) fn environment() -> Result<Env, DeclarationError> {

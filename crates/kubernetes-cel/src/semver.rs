@@ -21,15 +21,18 @@
 //! below its release, numeric identifiers below alphanumeric ones, and
 //! build metadata is ignored (`1.0.0+a == 1.0.0+b`).
 
-use cel::common::types::{CelBool, CelInt, CelString, Type};
-use cel::common::value::{StaticVal, Val};
+use cel::common::types::{CelBool, CelInt, CelString};
 use cel::{DeclarationError, Env, ExecutionError};
-use std::any::Any;
 use std::cmp::Ordering;
 use std::fmt;
 
-/// The CEL type name upstream gives semvers (`apiservercel.SemverType`).
-static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");
+super::opaque_val!(
+    /// The CEL type name upstream gives semvers (`apiservercel.SemverType`);
+    /// equal when `apiservercel.Semver.Equal` (`Version.EQ`) says so.
+    Semver,
+    SEMVER_TYPE,
+    "kubernetes.Semver"
+);
 
 /// A parsed semantic version (`kubernetes.Semver` in CEL).
 #[derive(Debug, Clone)]
@@ -131,26 +134,6 @@ impl fmt::Display for Semver {
         self.0.fmt(f)
     }
 }
-
-impl Val for Semver {
-    fn get_type(&self) -> &Type {
-        &SEMVER_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &SEMVER_TYPE
-    }
-    /// `apiservercel.Semver.Equal`: `Version.EQ`.
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Semver>().is_some_and(|o| o == self)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-impl StaticVal for Semver {}
 
 /// Registers the semver library on `env`. `isGreaterThan`, `isLessThan` and
 /// `compareTo` are overloads next to the quantity library's, as upstream
