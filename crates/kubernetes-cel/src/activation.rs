@@ -19,29 +19,12 @@ use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-/// The environment a policy's expressions run in, shared by all policies.
-#[derive(Clone)]
-pub(crate) struct SharedEnv(pub Arc<Env>);
-
-impl std::fmt::Debug for SharedEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("kubernetes CEL environment")
-    }
-}
-
-impl std::ops::Deref for SharedEnv {
-    type Target = Env;
-    fn deref(&self) -> &Env {
-        &self.0
-    }
-}
-
-/// The shared environment, declared once per process.
-pub(crate) fn environment() -> Result<SharedEnv, PolicyError> {
+/// The environment policies' expressions run in, declared once per
+/// process and shared by all policies.
+pub(crate) fn environment() -> Result<Arc<Env>, PolicyError> {
     static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
     ENV.get_or_init(|| library::environment().map(Arc::new).map_err(|e| e.to_string()))
         .clone()
-        .map(SharedEnv)
         .map_err(PolicyError::Environment)
 }
 
@@ -234,8 +217,8 @@ impl<'v> Indexer for VariablesView<'v> {
 }
 
 /// The root context of one request: every variable but `variables`.
-pub(crate) fn request_context<'v>(env: &SharedEnv, attributes: &'v Attributes) -> Context<'v, 'v> {
-    let mut context = Context::with_env(env.0.clone());
+pub(crate) fn request_context<'v>(env: &Arc<Env>, attributes: &'v Attributes) -> Context<'v, 'v> {
+    let mut context = Context::with_env(env.clone());
     let objects = [
         ("object", &attributes.object),
         ("oldObject", &attributes.old_object),

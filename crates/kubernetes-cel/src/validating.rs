@@ -8,7 +8,7 @@
 //! `spec.validationActions`, `spec.matchResources`. Ignores params,
 //! auditAnnotations and authorizer checks.
 
-use super::activation::{self, Expression, SharedEnv, Variables};
+use super::activation::{self, Expression, Variables};
 use super::matching::{MatchResources, PolicyBinding};
 use super::{
     Attributes, FailurePolicy, PolicyError, PolicyOutcome, Violation, ViolationCause, field_error,
@@ -16,17 +16,27 @@ use super::{
 };
 use cel::{Context, Env, Value};
 use serde_json::Value as Json;
+use std::sync::Arc;
 
 /// What both kinds of policy read alike: the name, the CEL environment,
 /// `failurePolicy`, `matchConstraints`, `matchConditions` and `variables`.
-#[derive(Debug)]
 pub(super) struct PolicyCore {
     pub(super) name: String,
-    pub(super) env: SharedEnv,
+    pub(super) env: Arc<Env>,
     pub(super) failure: FailurePolicy,
     constraints: MatchResources,
     conditions: MatchConditions,
     variables: Variables,
+}
+
+/// All but the environment.
+impl std::fmt::Debug for PolicyCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut core = f.debug_struct("PolicyCore");
+        core.field("name", &self.name).field("failure", &self.failure);
+        core.field("constraints", &self.constraints).field("conditions", &self.conditions);
+        core.field("variables", &self.variables).finish_non_exhaustive()
+    }
 }
 
 impl PolicyCore {
