@@ -81,17 +81,27 @@ pub(crate) struct Variables {
 /// data: a value borrowing the request would borrow these slots too.
 pub(crate) type VariableValues = Vec<OnceLock<Result<Box<dyn Val>, ExecutionError>>>;
 
+/// `spec.<key>[]` entries of a `name` and an `expression`, compiled:
+/// `variables` and `matchConditions`.
+pub(crate) fn named_expressions(
+    env: &Env,
+    spec: &Json,
+    key: &str,
+) -> Result<Vec<(String, Expression)>, PolicyError> {
+    let entries = super::list_field(spec, key, "spec")?.iter().enumerate();
+    entries
+        .map(|(i, entry)| {
+            let path = format!("spec.{key}[{i}]");
+            let name = super::string_field(entry, "name", &path)?;
+            let source = super::string_field(entry, "expression", &path)?;
+            Ok((name, Expression::compile(env, &source, &format!("{path}.expression"))?))
+        })
+        .collect()
+}
+
 impl Variables {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
-        let mut entries = Vec::new();
-        for (i, variable) in super::list_field(spec, "variables", "spec")?.iter().enumerate() {
-            let path = format!("spec.variables[{i}]");
-            let name = super::string_field(variable, "name", &path)?;
-            let source = super::string_field(variable, "expression", &path)?;
-            let expression = Expression::compile(env, &source, &format!("{path}.expression"))?;
-            entries.push((name, expression));
-        }
-        Ok(Variables { entries })
+        Ok(Variables { entries: named_expressions(env, spec, "variables")? })
     }
 
     /// Empty slots for one request's values.

@@ -25,7 +25,8 @@ pub(super) struct PolicyCore {
     pub(super) env: Arc<Env>,
     pub(super) failure: FailurePolicy,
     constraints: MatchResources,
-    conditions: MatchConditions,
+    /// `spec.matchConditions`.
+    conditions: Vec<(String, Expression)>,
     variables: Variables,
 }
 
@@ -53,7 +54,7 @@ impl PolicyCore {
                 "spec.matchConstraints",
             )?
             .require_rules("spec.matchConstraints")?,
-            conditions: MatchConditions::read(&env, spec)?,
+            conditions: activation::named_expressions(&env, spec, "matchConditions")?,
             variables: Variables::read(&env, spec)?,
             env,
         };
@@ -80,9 +81,29 @@ impl PolicyCore {
         f(&context)
     }
 
-    /// What the match conditions decide in `context`.
+    /// What the match conditions decide in `context`, as
+    /// `matchconditions.Matcher.Match`: any false condition means no match,
+    /// whatever errors the others had; errors alone follow the policy.
     pub(super) fn conditions(&self, context: &Context<'_, '_>) -> ConditionResult {
-        self.conditions.evaluate(context, self.failure)
+        let mut errors = Vec::new();
+        for (_, condition) in &self.conditions {
+            match condition.evaluate_bool(context) {
+                Ok(true) => {}
+                Ok(false) => return ConditionResult::NoMatch,
+                Err(e) => errors.push(e),
+            }
+        }
+        match (errors.is_empty(), self.failure) {
+            (true, _) => ConditionResult::Matches,
+            (false, FailurePolicy::Ignore) => ConditionResult::NoMatch,
+            // utilerrors.NewAggregate's rendering: one error alone, or a list.
+            (false, FailurePolicy::Fail) if errors.len() == 1 => {
+                ConditionResult::Failed(errors.concat())
+            }
+            (false, FailurePolicy::Fail) => {
+                ConditionResult::Failed(format!("[{}]", errors.join(", ")))
+            }
+        }
     }
 
     /// The violation of an evaluation error: none under `Ignore`.
@@ -104,56 +125,12 @@ struct Validation {
     reason: Option<String>,
 }
 
-/// `spec.matchConditions`.
-#[derive(Debug, Default)]
-struct MatchConditions {
-    conditions: Vec<(String, Expression)>,
-}
-
 /// What the match conditions decided.
 pub(crate) enum ConditionResult {
     Matches,
     NoMatch,
     /// Errors and no false condition, under `failurePolicy: Fail`.
     Failed(String),
-}
-
-impl MatchConditions {
-    fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
-        let mut conditions = Vec::new();
-        for (i, c) in list_field(spec, "matchConditions", "spec")?.iter().enumerate() {
-            let path = format!("spec.matchConditions[{i}]");
-            let name = string_field(c, "name", &path)?;
-            let source = string_field(c, "expression", &path)?;
-            conditions
-                .push((name, Expression::compile(env, &source, &format!("{path}.expression"))?));
-        }
-        Ok(MatchConditions { conditions })
-    }
-
-    /// `matchconditions.Matcher.Match`: any false condition means no match,
-    /// whatever errors the others had; errors alone follow the policy.
-    fn evaluate(&self, context: &Context<'_, '_>, failure: FailurePolicy) -> ConditionResult {
-        let mut errors = Vec::new();
-        for (_, condition) in &self.conditions {
-            match condition.evaluate_bool(context) {
-                Ok(true) => {}
-                Ok(false) => return ConditionResult::NoMatch,
-                Err(e) => errors.push(e),
-            }
-        }
-        match (errors.is_empty(), failure) {
-            (true, _) => ConditionResult::Matches,
-            (false, FailurePolicy::Ignore) => ConditionResult::NoMatch,
-            // utilerrors.NewAggregate's rendering: one error alone, or a list.
-            (false, FailurePolicy::Fail) if errors.len() == 1 => {
-                ConditionResult::Failed(errors.concat())
-            }
-            (false, FailurePolicy::Fail) => {
-                ConditionResult::Failed(format!("[{}]", errors.join(", ")))
-            }
-        }
-    }
 }
 
 /// A compiled ValidatingAdmissionPolicy.
