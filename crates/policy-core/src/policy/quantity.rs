@@ -134,35 +134,25 @@ fn from_f64(f: f64) -> GpuCount {
     }
 }
 
-/// A quantity split into its exact parts: value = ±`digits` × 10^`exp10` × 2^`exp2`.
-struct Parsed {
-    negative: bool,
-    /// The integer and fraction digits, at least one.
-    digits: String,
-    exp10: i64,
-    exp2: u32,
-}
-
 fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
     // A plain count of up to 19 digits always fits a u64.
     if (1..=19).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().map_err(|_| QuantityError::Malformed);
     }
-    let parsed = split(s).ok_or(QuantityError::Malformed)?;
-    evaluate(&parsed)
+    exact(s)
 }
 
 /// Applies the grammar ([`quantity::split`]), and asks more of it: at most
 /// 256 bytes, and at least one digit (upstream's scanner reads `+` or `Ki`
-/// as zero).
-fn split(s: &str) -> Option<Parsed> {
-    if s.is_empty() || s.len() > MAX_QUANTITY_LEN {
-        return None;
-    }
-    let parts = quantity::split(s).ok()?;
-    if !parts.has_digits() {
-        return None;
-    }
+/// as zero); then evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
+// Only `BigUint` products, which cannot overflow.
+#[allow(clippy::arithmetic_side_effects)]
+fn exact(s: &str) -> Result<u64, QuantityError> {
+    let parts = Some(s)
+        .filter(|s| s.len() <= MAX_QUANTITY_LEN)
+        .and_then(|s| quantity::split(s).ok())
+        .filter(quantity::Parts::has_digits)
+        .ok_or(QuantityError::Malformed)?;
     let fraction = parts.fraction.unwrap_or_default();
     let (exp10, exp2) = match parts.suffix {
         Suffix::Decimal(exp10) => (exp10, 0),
@@ -173,35 +163,25 @@ fn split(s: &str) -> Option<Parsed> {
             (signed.parse().unwrap_or(if signed.starts_with('-') { i64::MIN } else { i64::MAX }), 0)
         }
     };
-    Some(Parsed {
-        negative: parts.negative,
-        digits: [parts.integer, fraction].concat(),
-        exp10: exp10.saturating_sub(i64::try_from(fraction.len()).ok()?),
-        exp2,
-    })
-}
-
-/// Evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
-// Only `BigUint` products, which cannot overflow.
-#[allow(clippy::arithmetic_side_effects)]
-fn evaluate(p: &Parsed) -> Result<u64, QuantityError> {
-    let digits = BigUint::parse_bytes(p.digits.as_bytes(), 10).ok_or(QuantityError::Malformed)?;
+    let exp10 = exp10.saturating_sub(i64::try_from(fraction.len()).unwrap_or(i64::MAX));
+    let digits = [parts.integer, fraction].concat();
+    let digits = BigUint::parse_bytes(digits.as_bytes(), 10).ok_or(QuantityError::Malformed)?;
     if digits == BigUint::ZERO {
         // Zero in any spelling ("-0", "0m", "0e999") is zero.
         return Ok(0);
     }
-    if p.negative {
+    if parts.negative {
         return Err(QuantityError::Negative);
     }
-    let mantissa = digits * BigUint::from(2u8).pow(p.exp2);
-    let value = if p.exp10 >= 0 {
+    let mantissa = digits * BigUint::from(2u8).pow(exp2);
+    let value = if exp10 >= 0 {
         // Any non-zero mantissa times more than 10^20 is beyond u64::MAX.
-        let k = u32::try_from(p.exp10).ok().filter(|k| *k <= U64_MAX_DIGITS);
+        let k = u32::try_from(exp10).ok().filter(|k| *k <= U64_MAX_DIGITS);
         mantissa * BigUint::from(10u8).pow(k.ok_or(QuantityError::TooLarge)?)
     } else {
         // The mantissa is below 10^256 × 2^60 < 10^275: a larger divisor
         // leaves a fraction.
-        let k = u32::try_from(p.exp10.unsigned_abs()).ok().filter(|k| *k < MAX_MANTISSA_DIGITS);
+        let k = u32::try_from(exp10.unsigned_abs()).ok().filter(|k| *k < MAX_MANTISSA_DIGITS);
         let divisor = BigUint::from(10u8).pow(k.ok_or(QuantityError::Fractional)?);
         let (quotient, remainder) = mantissa.div_rem(&divisor);
         if remainder != BigUint::ZERO {
