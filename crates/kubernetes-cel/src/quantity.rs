@@ -16,7 +16,7 @@ pub mod syntax;
 use num_bigint::{BigInt, Sign};
 use num_traits::{ToPrimitive, Zero};
 use std::cmp::Ordering;
-use syntax::{Suffix, SyntaxError};
+use syntax::{Parts, Suffix, SyntaxError};
 
 /// The regular expression upstream names in its format error.
 const SPLIT_RE: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
@@ -101,7 +101,7 @@ impl Quantity {
                 return Ok(Quantity::int(if parts.negative { -result } else { result }, scale));
             }
         }
-        parse_dec(parts.number, binary, exponent)
+        parse_dec(&parts, binary, exponent)
     }
 
     fn int(value: i64, scale: i64) -> Quantity {
@@ -208,22 +208,11 @@ impl Quantity {
         {
             return Ok(Quantity::int(value, scale));
         }
-        if negate {
-            self.dec_combine(other, |a, b| a - b)
-        } else {
-            self.dec_combine(other, |a, b| a + b)
-        }
-    }
-
-    fn dec_combine(
-        &self,
-        other: &Quantity,
-        op: fn(BigInt, BigInt) -> BigInt,
-    ) -> Result<Quantity, QuantityError> {
         let (a, ea) = self.as_dec();
         let (b, eb) = other.as_dec();
         let (a, b, exponent) = align(a, ea, b, eb)?;
-        Ok(Quantity { amount: Amount::Dec { unscaled: op(a, b), exponent } })
+        let unscaled = if negate { a - b } else { a + b };
+        Ok(Quantity { amount: Amount::Dec { unscaled, exponent } })
     }
 
     fn as_dec(&self) -> (BigInt, i64) {
@@ -289,17 +278,12 @@ fn align(a: BigInt, ea: i64, b: BigInt, eb: i64) -> Result<(BigInt, BigInt, i64)
 }
 
 /// The `inf.Dec` path of `ParseQuantity`.
-fn parse_dec(value: &str, binary: bool, exponent: i64) -> Result<Quantity, QuantityError> {
-    let (negative, digits) = match value.as_bytes().first() {
-        Some(b'-') => (true, &value[1..]),
-        Some(b'+') => (false, &value[1..]),
-        _ => (false, value),
-    };
-    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
+fn parse_dec(parts: &Parts<'_>, binary: bool, exponent: i64) -> Result<Quantity, QuantityError> {
+    if !parts.has_digits() {
         return Err(QuantityError::Numeric);
     }
-    let all: String = [int_part, frac_part].concat();
+    let (negative, frac_part) = (parts.negative, parts.fraction.unwrap_or_default());
+    let all: String = [parts.integer, frac_part].concat();
     let mut unscaled: BigInt = all.parse().map_err(|_| QuantityError::Numeric)?;
     let frac_len = i64::try_from(frac_part.len()).map_err(|_| QuantityError::Numeric)?;
     let mut exp10 = -frac_len;
