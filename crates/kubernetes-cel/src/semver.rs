@@ -153,27 +153,25 @@ pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
-fn parse(s: &str, normalize: bool) -> Result<Semver, SemverError> {
-    if normalize { Semver::parse_normalized(s) } else { Semver::parse(s) }
-}
-
-/// `semver(string)`: the parse error as the result's.
-fn semver(s: &CelString<'_>) -> Result<Semver, ExecutionError> {
-    parse(s.inner(), false).map_err(|e| ExecutionError::function_error("semver", e))
-}
-
-/// `semver(string, bool)`: normalized first when the flag is set.
+/// `semver(string, bool)`: normalized first when the flag is set; the
+/// parse error as the result's.
 fn semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> Result<Semver, ExecutionError> {
-    parse(s.inner(), *normalize.inner()).map_err(|e| ExecutionError::function_error("semver", e))
+    let parse = if *normalize.inner() { Semver::parse_normalized } else { Semver::parse };
+    parse(s.inner()).map_err(|e| ExecutionError::function_error("semver", e))
 }
 
-/// `isSemver(string)`: whether `semver` would succeed.
-fn is_semver(s: &CelString<'_>) -> CelBool {
-    parse(s.inner(), false).is_ok().into()
+/// `semver(string)`.
+fn semver(s: &CelString<'_>) -> Result<Semver, ExecutionError> {
+    semver_normalize(s, &false.into())
 }
 
+/// `isSemver(string, bool)`: whether `semver` would succeed.
 fn is_semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> CelBool {
-    parse(s.inner(), *normalize.inner()).is_ok().into()
+    semver_normalize(s, normalize).is_ok().into()
+}
+
+fn is_semver(s: &CelString<'_>) -> CelBool {
+    is_semver_normalize(s, &false.into())
 }
 
 /// `<Semver>.isGreaterThan(<Semver>)`: `Compare == 1`.
