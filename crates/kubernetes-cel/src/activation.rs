@@ -145,7 +145,8 @@ fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
         return Ok(Box::new(CelList::from(items.collect::<Result<Vec<_>, _>>()?)));
     }
     if let Some(map) = value.downcast_ref::<CelMap>() {
-        let entries = map.inner().iter().map(|(k, v)| Ok((detach_key(k), detach(v.as_ref())?)));
+        let entries =
+            map.inner().iter().map(|(k, v)| Ok((k.clone().into_static(), detach(v.as_ref())?)));
         return Ok(Box::new(CelMap::from(
             entries.collect::<Result<HashMap<_, _>, ExecutionError>>()?,
         )));
@@ -157,15 +158,6 @@ fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
         return Ok(Box::new(quantity.clone()));
     }
     Box::<dyn Val>::try_from(Value::try_from(value)?)
-}
-
-fn detach_key(key: &CelMapKey<'_>) -> CelMapKey<'static> {
-    match key {
-        CelMapKey::String(s) => CelMapKey::String(CelString::from(s.inner().to_owned())),
-        CelMapKey::Bool(b) => CelMapKey::Bool(*b),
-        CelMapKey::Int(i) => CelMapKey::Int(*i),
-        CelMapKey::UInt(u) => CelMapKey::UInt(*u),
-    }
 }
 
 /// The CEL type of `variables`.
