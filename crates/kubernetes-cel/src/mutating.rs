@@ -165,10 +165,7 @@ fn patch_of(mutation: &Expression, context: &Context<'_, '_>) -> Result<json_pat
             mutation.source
         ));
     };
-    let mut operations = Vec::with_capacity(items.len());
-    for item in items.iter() {
-        operations.push(operation(item)?);
-    }
+    let operations = items.iter().map(operation).collect::<Result<_, _>>()?;
     serde_json::from_value(Json::Array(operations)).map_err(|e| format!("invalid JSONPatch: {e}"))
 }
 
