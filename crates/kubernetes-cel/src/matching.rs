@@ -158,17 +158,13 @@ impl MatchResources {
                 .map(|(i, r)| ResourceRule::read(r, &format!("{path}.{key}[{i}]")))
                 .collect()
         };
+        let selector =
+            |key: &str| LabelSelector::from_json(json.get(key), &format!("{path}.{key}"));
         Ok(MatchResources {
             rules: json.get("resourceRules").map(|_| rules("resourceRules")).transpose()?,
             excluded: rules("excludeResourceRules")?,
-            namespace_selector: LabelSelector::from_json(
-                json.get("namespaceSelector"),
-                &format!("{path}.namespaceSelector"),
-            )?,
-            object_selector: LabelSelector::from_json(
-                json.get("objectSelector"),
-                &format!("{path}.objectSelector"),
-            )?,
+            namespace_selector: selector("namespaceSelector")?,
+            object_selector: selector("objectSelector")?,
         })
     }
 
