@@ -311,14 +311,13 @@ fn check(root: &IdedExpr) -> Result<usize, String> {
 /// The environment selectors compile and run in, declared once per process.
 fn environment() -> Result<Arc<Env>, String> {
     static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
+    let declare = || -> Result<Env, DeclarationError> {
+        let mut env = super::library::environment()?;
+        env.add_extension(super::semver::extension)?;
+        env.add_macro(Macro::receiver("bind", 3, bind))?;
+        Ok(env)
+    };
     ENV.get_or_init(|| declare().map(Arc::new).map_err(|e| format!("CEL environment: {e}"))).clone()
-}
-
-fn declare() -> Result<Env, DeclarationError> {
-    let mut env = super::library::environment()?;
-    env.add_extension(super::semver::extension)?;
-    env.add_macro(Macro::receiver("bind", 3, bind))?;
-    Ok(env)
 }
 
 /// cel-go's `ext.Bindings`: `cel.bind(name, init, body)` evaluates `body`
