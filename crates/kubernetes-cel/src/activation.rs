@@ -13,35 +13,18 @@ use cel::common::types::{
     CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, Type,
 };
 use cel::common::value::{CowVal, Val};
-use cel::objects::{Key, Map};
+use cel::objects::Key;
 use cel::{Context, Env, ExecutionError, Program, Value};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-/// The environment a policy's expressions run in, shared by all policies.
-#[derive(Clone)]
-pub(crate) struct SharedEnv(pub Arc<Env>);
-
-impl std::fmt::Debug for SharedEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("kubernetes CEL environment")
-    }
-}
-
-impl std::ops::Deref for SharedEnv {
-    type Target = Env;
-    fn deref(&self) -> &Env {
-        &self.0
-    }
-}
-
-/// The shared environment, declared once per process.
-pub(crate) fn environment() -> Result<SharedEnv, PolicyError> {
+/// The environment policies' expressions run in, declared once per
+/// process and shared by all policies.
+pub(crate) fn environment() -> Result<Arc<Env>, PolicyError> {
     static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
     ENV.get_or_init(|| library::environment().map(Arc::new).map_err(|e| e.to_string()))
         .clone()
-        .map(SharedEnv)
         .map_err(PolicyError::Environment)
 }
 
@@ -73,6 +56,19 @@ impl Expression {
     pub fn error_message(&self, error: &ExecutionError) -> String {
         format!("expression '{}' resulted in error: {error}", self.source)
     }
+
+    /// Evaluates a condition or validation. The API server's type check
+    /// rejects non-bool ones at compile time; here they are evaluation
+    /// errors.
+    pub fn evaluate_bool(&self, context: &Context<'_, '_>) -> Result<bool, String> {
+        match self.evaluate(context) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => {
+                Err(format!("expression '{}' resulted in a {other:?}, not a bool", self.source))
+            }
+            Err(e) => Err(self.error_message(&e)),
+        }
+    }
 }
 
 /// `spec.variables`, compiled in order.
@@ -85,17 +81,27 @@ pub(crate) struct Variables {
 /// data: a value borrowing the request would borrow these slots too.
 pub(crate) type VariableValues = Vec<OnceLock<Result<Box<dyn Val>, ExecutionError>>>;
 
+/// `spec.<key>[]` entries of a `name` and an `expression`, compiled:
+/// `variables` and `matchConditions`.
+pub(crate) fn named_expressions(
+    env: &Env,
+    spec: &Json,
+    key: &str,
+) -> Result<Vec<(String, Expression)>, PolicyError> {
+    let entries = super::list_field(spec, key, "spec")?.iter().enumerate();
+    entries
+        .map(|(i, entry)| {
+            let path = format!("spec.{key}[{i}]");
+            let name = super::string_field(entry, "name", &path)?;
+            let source = super::string_field(entry, "expression", &path)?;
+            Ok((name, Expression::compile(env, &source, &format!("{path}.expression"))?))
+        })
+        .collect()
+}
+
 impl Variables {
     pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
-        let mut entries = Vec::new();
-        for (i, variable) in super::list_field(spec, "variables", "spec")?.iter().enumerate() {
-            let path = format!("spec.variables[{i}]");
-            let name = super::string_field(variable, "name", &path)?;
-            let source = super::string_field(variable, "expression", &path)?;
-            let expression = Expression::compile(env, &source, &format!("{path}.expression"))?;
-            entries.push((name, expression));
-        }
-        Ok(Variables { entries })
+        Ok(Variables { entries: named_expressions(env, spec, "variables")? })
     }
 
     /// Empty slots for one request's values.
@@ -139,7 +145,8 @@ fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
         return Ok(Box::new(CelList::from(items.collect::<Result<Vec<_>, _>>()?)));
     }
     if let Some(map) = value.downcast_ref::<CelMap>() {
-        let entries = map.inner().iter().map(|(k, v)| Ok((detach_key(k), detach(v.as_ref())?)));
+        let entries =
+            map.inner().iter().map(|(k, v)| Ok((k.clone().into_static(), detach(v.as_ref())?)));
         return Ok(Box::new(CelMap::from(
             entries.collect::<Result<HashMap<_, _>, ExecutionError>>()?,
         )));
@@ -151,15 +158,6 @@ fn detach(value: &dyn Val) -> Result<Box<dyn Val>, ExecutionError> {
         return Ok(Box::new(quantity.clone()));
     }
     Box::<dyn Val>::try_from(Value::try_from(value)?)
-}
-
-fn detach_key(key: &CelMapKey<'_>) -> CelMapKey<'static> {
-    match key {
-        CelMapKey::String(s) => CelMapKey::String(CelString::from(s.inner().to_owned())),
-        CelMapKey::Bool(b) => CelMapKey::Bool(*b),
-        CelMapKey::Int(i) => CelMapKey::Int(*i),
-        CelMapKey::UInt(u) => CelMapKey::UInt(*u),
-    }
 }
 
 /// The CEL type of `variables`.
@@ -221,24 +219,21 @@ impl<'v> Indexer for VariablesView<'v> {
 }
 
 /// The root context of one request: every variable but `variables`.
-pub(crate) fn request_context<'v>(env: &SharedEnv, attributes: &'v Attributes) -> Context<'v, 'v> {
-    let mut context = Context::with_env(env.0.clone());
-    let object = |o: &'v Option<Json>| -> Box<dyn Val + 'v> {
-        match o {
-            Some(json) => json_val(json),
-            None => Box::new(CelNull),
-        }
-    };
-    context.add_variable_as_val("object", object(&attributes.object));
-    context.add_variable_as_val("oldObject", object(&attributes.old_object));
-    context.add_variable_as_val("namespaceObject", object(&attributes.namespace_object));
+pub(crate) fn request_context<'v>(env: &Arc<Env>, attributes: &'v Attributes) -> Context<'v, 'v> {
+    let mut context = Context::with_env(env.clone());
+    let objects = [
+        ("object", &attributes.object),
+        ("oldObject", &attributes.old_object),
+        ("namespaceObject", &attributes.namespace_object),
+    ];
+    for (name, object) in objects {
+        context.add_variable_as_val(name, json_val(object.as_ref().unwrap_or(&Json::Null)));
+    }
     context.add_variable_from_value("params", Value::Null);
-    context.add_variable_from_value("request", request(attributes));
+    // Owned: the JSON is this function's.
+    let request = detach(json_val(&request(attributes)).as_ref());
+    context.add_variable_as_val("request", request.unwrap_or_else(|_| Box::new(CelNull)));
     context
-}
-
-fn map_value(values: HashMap<Key, Value>) -> Value {
-    Value::Map(Map { map: Arc::new(values) })
 }
 
 /// `request`: the AdmissionRequest fields policies read
@@ -247,49 +242,34 @@ fn map_value(values: HashMap<Key, Value>) -> Value {
 /// through its JSON, so the `omitempty` fields (`subResource`,
 /// `requestSubResource`, `name`, `namespace`, the user's `username` and
 /// `groups`) are absent when empty, and reading one is an error.
-fn request(a: &Attributes) -> Value {
-    let s = |v: &str| Value::String(Arc::new(v.to_owned()));
-    let map = |entries: Vec<(&str, Value)>| {
-        map_value(
-            entries.into_iter().map(|(k, v)| (Key::String(Arc::new(k.to_owned())), v)).collect(),
-        )
-    };
-    let kind = map(vec![
-        ("group", s(&a.kind.group)),
-        ("version", s(&a.kind.version)),
-        ("kind", s(&a.kind.kind)),
-    ]);
-    let resource = map(vec![
-        ("group", s(&a.resource.group)),
-        ("version", s(&a.resource.version)),
-        ("resource", s(&a.resource.resource)),
-    ]);
-    let omit_empty = |entries: &mut Vec<(&str, Value)>, key: &'static str, value: &str| {
-        if !value.is_empty() {
-            entries.push((key, s(value)));
-        }
-    };
-    let mut user = Vec::new();
-    omit_empty(&mut user, "username", &a.user_info.username);
-    if !a.user_info.groups.is_empty() {
-        let groups = a.user_info.groups.iter().map(|g| s(g)).collect::<Vec<_>>();
-        user.push(("groups", Value::List(Arc::new(groups))));
+fn request(a: &Attributes) -> Json {
+    let kind = json!({"group": a.kind.group, "version": a.kind.version, "kind": a.kind.kind});
+    let resource = json!({
+        "group": a.resource.group, "version": a.resource.version, "resource": a.resource.resource
+    });
+    let mut user = json!({});
+    if !a.user_info.username.is_empty() {
+        user["username"] = json!(a.user_info.username);
     }
-    let mut entries = vec![
-        ("uid", s("")),
-        ("kind", kind.clone()),
-        ("resource", resource.clone()),
-        ("requestKind", kind),
-        ("requestResource", resource),
-        ("operation", s(&a.operation)),
-        ("userInfo", map(user)),
-        ("dryRun", Value::Bool(false)),
+    if !a.user_info.groups.is_empty() {
+        user["groups"] = json!(a.user_info.groups);
+    }
+    let mut request = json!({
+        "uid": "", "kind": kind, "resource": resource, "requestKind": kind,
+        "requestResource": resource, "operation": a.operation, "userInfo": user, "dryRun": false
+    });
+    let omit_empty = [
+        ("subResource", &a.sub_resource),
+        ("requestSubResource", &a.sub_resource),
+        ("name", &a.name),
+        ("namespace", &a.namespace),
     ];
-    omit_empty(&mut entries, "subResource", &a.sub_resource);
-    omit_empty(&mut entries, "requestSubResource", &a.sub_resource);
-    omit_empty(&mut entries, "name", &a.name);
-    omit_empty(&mut entries, "namespace", &a.namespace);
-    map(entries)
+    for (key, value) in omit_empty {
+        if !value.is_empty() {
+            request[key] = json!(value);
+        }
+    }
+    request
 }
 
 /// JSON as a CEL value that borrows the JSON's strings.

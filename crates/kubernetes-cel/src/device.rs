@@ -279,7 +279,7 @@ fn check(root: &IdedExpr) -> Result<usize, String> {
         |kind: &str| Err(format!("must evaluate to bool or the unknown type, not {kind}"));
     match &root.expr {
         Expr::Literal(LiteralValue::Boolean(_)) => {}
-        Expr::Literal(literal) => return not_bool(literal_type(literal)),
+        Expr::Literal(literal) => return not_bool(literal.to_val().get_type().name()),
         Expr::List(_) => return not_bool("list"),
         Expr::Map(_) => return not_bool("map"),
         _ => {}
@@ -308,29 +308,16 @@ fn check(root: &IdedExpr) -> Result<usize, String> {
     Ok(deepest)
 }
 
-fn literal_type(literal: &LiteralValue) -> &'static str {
-    match literal {
-        LiteralValue::Boolean(_) => "bool",
-        LiteralValue::Bytes(_) => "bytes",
-        LiteralValue::Double(_) => "double",
-        LiteralValue::Int(_) => "int",
-        LiteralValue::Null => "null_type",
-        LiteralValue::String(_) => "string",
-        LiteralValue::UInt(_) => "uint",
-    }
-}
-
 /// The environment selectors compile and run in, declared once per process.
 fn environment() -> Result<Arc<Env>, String> {
     static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
+    let declare = || -> Result<Env, DeclarationError> {
+        let mut env = super::library::environment()?;
+        env.add_extension(super::semver::extension)?;
+        env.add_macro(Macro::receiver("bind", 3, bind))?;
+        Ok(env)
+    };
     ENV.get_or_init(|| declare().map(Arc::new).map_err(|e| format!("CEL environment: {e}"))).clone()
-}
-
-fn declare() -> Result<Env, DeclarationError> {
-    let mut env = super::library::environment()?;
-    env.add_extension(super::semver::extension)?;
-    env.add_macro(Macro::receiver("bind", 3, bind))?;
-    Ok(env)
 }
 
 /// cel-go's `ext.Bindings`: `cel.bind(name, init, body)` evaluates `body`
@@ -371,45 +358,47 @@ fn bind(
 
 /// `device`, borrowing the device's strings.
 fn device_value(device: &Device) -> Result<Box<dyn Val + '_>, String> {
-    let mut attributes: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = HashMap::new();
-    for (domain, values) in &device.attributes {
-        let mut inner: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = HashMap::new();
-        for (name, value) in values {
-            let value: Box<dyn Val + '_> = match value {
-                AttributeValue::Bool(b) => Box::new(CelBool::from(*b)),
-                AttributeValue::Int(i) => Box::new(CelInt::from(*i)),
-                AttributeValue::String(s) => Box::new(CelString::from(s.as_str())),
-                AttributeValue::Version(v) => Box::new(Semver::parse(v).map_err(|e| {
-                    let qualified = if domain == &device.driver {
-                        name.clone()
-                    } else {
-                        format!("{domain}/{name}")
-                    };
-                    format!("attribute {qualified}: parse semantic version: {}", e.reason())
-                })?),
-            };
-            inner.insert(key(name), value);
-        }
-        attributes.insert(key(domain), Box::new(CelMap::from(inner)));
-    }
-    let mut capacity: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = HashMap::new();
-    for (domain, values) in &device.capacity {
-        let inner = values
-            .iter()
-            .map(|(name, q)| (key(name), Box::new(q.clone()) as Box<dyn Val>))
-            .collect::<HashMap<_, _>>();
-        capacity.insert(key(domain), Box::new(CelMap::from(inner)));
-    }
+    let attributes = domains(&device.attributes, |domain, name, value| {
+        Ok(match value {
+            AttributeValue::Bool(b) => Box::new(CelBool::from(*b)),
+            AttributeValue::Int(i) => Box::new(CelInt::from(*i)),
+            AttributeValue::String(s) => Box::new(CelString::from(s.as_str())),
+            AttributeValue::Version(v) => Box::new(Semver::parse(v).map_err(|e| {
+                let qualified = if domain == device.driver {
+                    name.to_owned()
+                } else {
+                    format!("{domain}/{name}")
+                };
+                format!("attribute {qualified}: parse semantic version: {}", e.reason())
+            })?),
+        })
+    })?;
+    let capacity = domains(&device.capacity, |_, _, quantity| Ok(Box::new(quantity.clone())))?;
     let fields: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = HashMap::from([
         (key("driver"), Box::new(CelString::from(device.driver.as_str())) as Box<dyn Val>),
-        (key("attributes"), Box::new(DomainMap(CelMap::from(attributes)))),
-        (key("capacity"), Box::new(DomainMap(CelMap::from(capacity)))),
+        (key("attributes"), attributes),
+        (key("capacity"), capacity),
         (
             key("allowMultipleAllocations"),
             Box::new(CelBool::from(device.allow_multiple_allocations)),
         ),
     ]);
     Ok(Box::new(CelMap::from(fields)))
+}
+
+/// A map of domains ([`DomainMap`]) of maps from names to `value`'s
+/// conversion of each value.
+fn domains<'d, T>(
+    map: &'d BTreeMap<String, BTreeMap<String, T>>,
+    value: impl Fn(&str, &str, &'d T) -> Result<Box<dyn Val + 'd>, String>,
+) -> Result<Box<dyn Val + 'd>, String> {
+    let mut outer: HashMap<CelMapKey<'d>, Box<dyn Val + 'd>> = HashMap::new();
+    for (domain, values) in map {
+        let inner = values.iter().map(|(name, v)| Ok((key(name), value(domain, name, v)?)));
+        let inner = inner.collect::<Result<HashMap<_, _>, String>>()?;
+        outer.insert(key(domain), Box::new(CelMap::from(inner)));
+    }
+    Ok(Box::new(DomainMap(CelMap::from(outer))))
 }
 
 fn key(s: &str) -> CelMapKey<'_> {

@@ -13,7 +13,7 @@ mod semver;
 mod validating;
 
 pub use device::{AttributeValue, Device, DeviceSelector};
-pub use matching::LabelSelector;
+pub use matching::{LabelSelector, PolicyBinding};
 pub use mutating::{MutatingPolicy, MutatingPolicyBinding, MutationOutcome};
 pub use quantity::{Quantity, QuantityError};
 pub use semver::{Semver, SemverError};
@@ -22,6 +22,36 @@ pub use validating::{ValidatingPolicy, ValidatingPolicyBinding, ValidationAction
 use cel::IdedExpr;
 use cel::common::ast::{EntryExpr, Expr, MapExpr, StructExpr};
 use serde_json::Value as Json;
+
+/// Declares the static CEL type `$static` named `$name` of the opaque
+/// values `$rust`, and their `Val`: equal when `==`.
+macro_rules! opaque_val {
+    ($(#[$doc:meta])* $rust:ty, $static:ident, $name:literal) => {
+        $(#[$doc])*
+        static $static: cel::common::types::Type =
+            cel::common::types::Type::new_unspecified_type($name);
+
+        impl cel::common::value::Val for $rust {
+            fn get_type(&self) -> &cel::common::types::Type {
+                &$static
+            }
+            fn cel_type() -> &'static cel::common::types::Type {
+                &$static
+            }
+            fn equals(&self, other: &dyn cel::common::value::Val) -> bool {
+                other.downcast_ref::<$rust>().is_some_and(|o| o == self)
+            }
+            fn clone_as_boxed<'v>(&self) -> Box<dyn cel::common::value::Val + 'v> {
+                Box::new(self.clone())
+            }
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+        }
+        impl cel::common::value::StaticVal for $rust {}
+    };
+}
+use opaque_val;
 
 /// Why a policy or binding object could not be read or compiled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -153,6 +183,13 @@ pub struct Violation {
     pub cause: ViolationCause,
 }
 
+impl Violation {
+    /// An evaluation error, as `failurePolicy: Fail` reports it.
+    fn evaluation_error(message: String) -> Self {
+        Violation { message, reason: "Invalid".to_owned(), cause: ViolationCause::EvaluationError }
+    }
+}
+
 /// What a validating policy decided for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyOutcome {
@@ -218,6 +255,15 @@ fn list_field<'a>(object: &'a Json, key: &str, path: &str) -> Result<&'a [Json],
         Some(Json::Array(items)) => Ok(items),
         Some(_) => Err(field_error(&format!("{path}.{key}"), "must be a list")),
     }
+}
+
+/// An optional list of strings (absent reads as empty).
+fn string_list(object: &Json, key: &str, path: &str) -> Result<Vec<String>, PolicyError> {
+    list_field(object, key, path)?
+        .iter()
+        .map(|v| v.as_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| field_error(&format!("{path}.{key}"), "must be strings"))
 }
 
 /// A policy or binding object's `metadata.name` and its required `spec`.

@@ -10,36 +10,20 @@ use super::quantity::Quantity;
 use cel::common::types::{
     CelBool, CelDouble, CelInt, CelString, CelStruct, Kind, STRING_TYPE, Type,
 };
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError, StructType};
-use std::any::Any;
 use std::collections::BTreeMap;
 
-/// The CEL type name cel-go gives quantities (`apiservercel.QuantityType`).
-static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
+super::opaque_val!(
+    /// The CEL type name cel-go gives quantities (`apiservercel.QuantityType`);
+    /// equal when `apiservercel.Quantity.Equal` (`Cmp == 0`) says so.
+    Quantity,
+    QUANTITY_TYPE,
+    "kubernetes.Quantity"
+);
 
 /// The object type MutatingAdmissionPolicy's JSONPatch expressions construct.
 pub(crate) static JSON_PATCH_TYPE: Type = Type::new_struct_type("JSONPatch");
-
-impl Val for Quantity {
-    fn get_type(&self) -> &Type {
-        &QUANTITY_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &QUANTITY_TYPE
-    }
-    /// `apiservercel.Quantity.Equal`: `Cmp == 0`.
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Quantity>().is_some_and(|o| o == self)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-impl StaticVal for Quantity {}
 
 /// The environment every policy expression compiles and runs in.
 pub(crate) fn environment() -> Result<Env, DeclarationError> {
@@ -69,13 +53,9 @@ pub(crate) fn environment() -> Result<Env, DeclarationError> {
     Ok(env)
 }
 
-fn quantity_error(function: &str, error: impl ToString) -> ExecutionError {
-    ExecutionError::function_error(function, error)
-}
-
 /// `quantity(string)`: `resource.ParseQuantity`, its error as the result's.
 fn quantity(s: &CelString<'_>) -> Result<Quantity, ExecutionError> {
-    Quantity::parse(s.inner()).map_err(|e| quantity_error("quantity", e))
+    Quantity::parse(s.inner()).map_err(|e| ExecutionError::function_error("quantity", e))
 }
 
 /// `isQuantity(string)`: whether `quantity` would succeed.
@@ -89,7 +69,7 @@ fn sign(q: &Quantity) -> CelInt {
 }
 
 fn ordering(function: &str, a: &Quantity, b: &Quantity) -> Result<i64, ExecutionError> {
-    a.compare(b).map(|o| o as i64).map_err(|e| quantity_error(function, e))
+    a.compare(b).map(|o| o as i64).map_err(|e| ExecutionError::function_error(function, e))
 }
 
 /// `<Quantity>.isGreaterThan(<Quantity>)`: `Cmp == 1`.
@@ -109,29 +89,29 @@ fn compare_to(a: &Quantity, b: &Quantity) -> Result<CelInt, ExecutionError> {
 
 /// `<Quantity>.add(<Quantity>)`.
 fn add(a: &Quantity, b: &Quantity) -> Result<Quantity, ExecutionError> {
-    a.add(b).map_err(|e| quantity_error("add", e))
+    a.add(b).map_err(|e| ExecutionError::function_error("add", e))
 }
 
 /// `<Quantity>.add(<int>)`: adds `NewQuantity(n, DecimalExponent)`.
 fn add_int(a: &Quantity, n: &CelInt) -> Result<Quantity, ExecutionError> {
-    a.add(&Quantity::from_int(*n.inner())).map_err(|e| quantity_error("add", e))
+    a.add(&Quantity::from_int(*n.inner())).map_err(|e| ExecutionError::function_error("add", e))
 }
 
 /// `<Quantity>.sub(<Quantity>)`.
 fn sub(a: &Quantity, b: &Quantity) -> Result<Quantity, ExecutionError> {
-    a.sub(b).map_err(|e| quantity_error("sub", e))
+    a.sub(b).map_err(|e| ExecutionError::function_error("sub", e))
 }
 
 /// `<Quantity>.sub(<int>)`: subtracts `NewQuantity(n, DecimalExponent)`.
 fn sub_int(a: &Quantity, n: &CelInt) -> Result<Quantity, ExecutionError> {
-    a.sub(&Quantity::from_int(*n.inner())).map_err(|e| quantity_error("sub", e))
+    a.sub(&Quantity::from_int(*n.inner())).map_err(|e| ExecutionError::function_error("sub", e))
 }
 
 /// `<Quantity>.asInteger()`: `AsInt64`, an error where it does not hold.
 fn as_integer(q: &Quantity) -> Result<CelInt, ExecutionError> {
-    q.as_int64()
-        .map(CelInt::from)
-        .ok_or_else(|| quantity_error("asInteger", "cannot convert value to integer"))
+    q.as_int64().map(CelInt::from).ok_or_else(|| {
+        ExecutionError::function_error("asInteger", "cannot convert value to integer")
+    })
 }
 
 /// `<Quantity>.isInteger()`: whether `asInteger` would succeed.

@@ -10,7 +10,9 @@
 //! `k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`
 //! and `k8s.io/apimachinery/pkg/labels/selector.go`.
 
-use super::{Attributes, PolicyError, field_error, list_field, name_and_spec, string_field};
+use super::{
+    Attributes, PolicyError, field_error, list_field, name_and_spec, string_field, string_list,
+};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -50,13 +52,9 @@ impl LabelSelector {
         let mut expressions = Vec::new();
         for (i, e) in list_field(json, "matchExpressions", path)?.iter().enumerate() {
             let at = format!("{path}.matchExpressions[{i}]");
-            let key = super::string_field(e, "key", &at)?;
-            let values = list_field(e, "values", &at)?
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| field_error(&format!("{at}.values"), "must be strings"))?;
-            let requirement = match super::string_field(e, "operator", &at)?.as_str() {
+            let key = string_field(e, "key", &at)?;
+            let values = string_list(e, "values", &at)?;
+            let requirement = match string_field(e, "operator", &at)?.as_str() {
                 "In" => Requirement::In(key, values),
                 "NotIn" => Requirement::NotIn(key, values),
                 "Exists" => Requirement::Exists(key),
@@ -107,13 +105,7 @@ struct ResourceRule {
 
 impl ResourceRule {
     fn read(json: &Json, path: &str) -> Result<Self, PolicyError> {
-        let strings = |key: &str| -> Result<Vec<String>, PolicyError> {
-            list_field(json, key, path)?
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| field_error(&format!("{path}.{key}"), "must be strings"))
-        };
+        let strings = |key: &str| string_list(json, key, path);
         Ok(ResourceRule {
             api_groups: strings("apiGroups")?,
             api_versions: strings("apiVersions")?,
@@ -166,17 +158,13 @@ impl MatchResources {
                 .map(|(i, r)| ResourceRule::read(r, &format!("{path}.{key}[{i}]")))
                 .collect()
         };
+        let selector =
+            |key: &str| LabelSelector::from_json(json.get(key), &format!("{path}.{key}"));
         Ok(MatchResources {
             rules: json.get("resourceRules").map(|_| rules("resourceRules")).transpose()?,
             excluded: rules("excludeResourceRules")?,
-            namespace_selector: LabelSelector::from_json(
-                json.get("namespaceSelector"),
-                &format!("{path}.namespaceSelector"),
-            )?,
-            object_selector: LabelSelector::from_json(
-                json.get("objectSelector"),
-                &format!("{path}.objectSelector"),
-            )?,
+            namespace_selector: selector("namespaceSelector")?,
+            object_selector: selector("objectSelector")?,
         })
     }
 
@@ -215,33 +203,47 @@ impl MatchResources {
     }
 }
 
-/// What both kinds of binding read alike: the name, `spec.policyName` and
-/// `spec.matchResources`.
+/// A MutatingAdmissionPolicyBinding, and what a
+/// ValidatingAdmissionPolicyBinding reads besides its actions: the name,
+/// `spec.policyName` and `spec.matchResources`.
 #[derive(Debug, Clone)]
-pub(super) struct BindingCore {
-    pub(super) name: String,
-    pub(super) policy_name: String,
-    pub(super) match_resources: MatchResources,
+pub struct PolicyBinding {
+    name: String,
+    policy_name: String,
+    match_resources: MatchResources,
 }
 
-impl BindingCore {
-    /// Reads the common part of a binding object, and returns its `spec`
-    /// for the rest.
-    pub(super) fn read(object: &Json) -> Result<(Self, &Json), PolicyError> {
+impl PolicyBinding {
+    /// Reads a binding object.
+    pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
         let (name, spec) = name_and_spec(object)?;
-        let core = BindingCore {
+        Ok(PolicyBinding {
             name,
             policy_name: string_field(spec, "policyName", "spec")?,
             match_resources: MatchResources::read(
                 spec.get("matchResources"),
                 "spec.matchResources",
             )?,
-        };
-        Ok((core, spec))
+        })
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `spec.policyName`.
+    pub fn policy_name(&self) -> &str {
+        &self.policy_name
+    }
+
+    /// Whether the binding's `matchResources` select the request.
+    pub fn matches(&self, attributes: &Attributes) -> bool {
+        self.match_resources.matches(attributes)
     }
 
     /// Whether it binds the policy `policy` and selects the request.
     pub(super) fn selects(&self, policy: &str, attributes: &Attributes) -> bool {
-        self.policy_name == policy && self.match_resources.matches(attributes)
+        self.policy_name == policy && self.matches(attributes)
     }
 }

@@ -10,13 +10,12 @@
 //! json_patch.go`, applied in order with the `json-patch` crate.
 //! `ApplyConfiguration` mutations are refused when the policy is read.
 
-use super::activation::{self, Expression, to_json};
+use super::activation::{Expression, to_json};
 use super::library::JSON_PATCH_TYPE;
-use super::matching::BindingCore;
+use super::matching::PolicyBinding;
 use super::validating::{ConditionResult, PolicyCore};
 use super::{
-    Attributes, FailurePolicy, PolicyError, Violation, ViolationCause, field_error, list_field,
-    string_field,
+    Attributes, FailurePolicy, PolicyError, Violation, field_error, list_field, string_field,
 };
 use cel::{Context, Value};
 use serde_json::Value as Json;
@@ -98,44 +97,7 @@ impl MutatingPolicy {
     /// whose `test` operation fails changes nothing and is no error. The API
     /// server's defaulting of the patched object is not reproduced.
     pub fn mutate(&self, attributes: &Attributes) -> MutationOutcome {
-        if !self.core.constraints.matches(attributes) {
-            return MutationOutcome::NotMatched;
-        }
-        let mut object = attributes.object.clone().unwrap_or(Json::Null);
-        let mut applied = Vec::new();
-        for (i, mutation) in self.mutations.iter().enumerate() {
-            let mut current = attributes.clone();
-            current.object = Some(object.clone());
-            let values = self.core.variables.slots();
-            let root = activation::request_context(&self.core.env, &current);
-            let mut context = root.new_inner_scope();
-            self.core.variables.bind(&root, &values, &mut context);
-            if i == 0 {
-                match self.core.conditions.evaluate(&context, self.core.failure) {
-                    ConditionResult::Matches => {}
-                    ConditionResult::NoMatch => return MutationOutcome::NotMatched,
-                    ConditionResult::Failed(message) => return self.failed(message),
-                }
-            }
-            match patch_of(mutation, &context) {
-                // json_patch::patch applies all operations or none.
-                Ok(patch) => match json_patch::patch(&mut object, &patch) {
-                    Ok(()) => applied.extend(patch.0),
-                    // A failed `test` leaves the object as it was, without
-                    // an error (patch/json_patch.go).
-                    Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => {}
-                    Err(e) if self.core.failure == FailurePolicy::Fail => {
-                        return self.failed(format!("JSONPath: {e}"));
-                    }
-                    Err(_) => {}
-                },
-                Err(message) if self.core.failure == FailurePolicy::Fail => {
-                    return self.failed(message);
-                }
-                Err(_) => {}
-            }
-        }
-        MutationOutcome::Patched { object, patch: json_patch::Patch(applied) }
+        self.mutate_as(None, attributes)
     }
 
     /// As [`MutatingPolicy::mutate`], as `binding` binds the policy.
@@ -144,18 +106,53 @@ impl MutatingPolicy {
         binding: &MutatingPolicyBinding,
         attributes: &Attributes,
     ) -> MutationOutcome {
-        if !binding.core.selects(&self.core.name, attributes) {
-            return MutationOutcome::NotMatched;
-        }
-        self.mutate(attributes)
+        self.mutate_as(Some(binding), attributes)
     }
 
-    fn failed(&self, message: String) -> MutationOutcome {
-        MutationOutcome::Failed(Violation {
-            message,
-            reason: "Invalid".to_owned(),
-            cause: ViolationCause::EvaluationError,
-        })
+    fn mutate_as(
+        &self,
+        binding: Option<&PolicyBinding>,
+        attributes: &Attributes,
+    ) -> MutationOutcome {
+        if !self.core.selects(binding, attributes) {
+            return MutationOutcome::NotMatched;
+        }
+        let mut object = attributes.object.clone().unwrap_or(Json::Null);
+        let mut applied = Vec::new();
+        for (i, mutation) in self.mutations.iter().enumerate() {
+            let mut current = attributes.clone();
+            current.object = Some(object.clone());
+            let patch = self.core.run(&current, |context| {
+                if i == 0 {
+                    match self.core.conditions(context) {
+                        ConditionResult::Matches => {}
+                        ConditionResult::NoMatch => return None,
+                        ConditionResult::Failed(message) => return Some(Err(message)),
+                    }
+                }
+                Some(patch_of(mutation, context))
+            });
+            let error = match patch {
+                None => return MutationOutcome::NotMatched,
+                // json_patch::patch applies all operations or none.
+                Some(Ok(patch)) => match json_patch::patch(&mut object, &patch) {
+                    Ok(()) => {
+                        applied.extend(patch.0);
+                        continue;
+                    }
+                    // A failed `test` leaves the object as it was, without
+                    // an error (patch/json_patch.go).
+                    Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => continue,
+                    Err(e) => format!("JSONPath: {e}"),
+                },
+                Some(Err(message)) => message,
+            };
+            // Match conditions fail only under `Fail`.
+            if self.core.failure == FailurePolicy::Fail {
+                return MutationOutcome::Failed(Violation::evaluation_error(error));
+            }
+        }
+        MutationOutcome::Patched { object, patch: json_patch::Patch(applied) }
     }
 }
 
@@ -168,10 +165,7 @@ fn patch_of(mutation: &Expression, context: &Context<'_, '_>) -> Result<json_pat
             mutation.source
         ));
     };
-    let mut operations = Vec::with_capacity(items.len());
-    for item in items.iter() {
-        operations.push(operation(item)?);
-    }
+    let operations = items.iter().map(operation).collect::<Result<_, _>>()?;
     serde_json::from_value(Json::Array(operations)).map_err(|e| format!("invalid JSONPatch: {e}"))
 }
 
@@ -196,30 +190,4 @@ fn operation(item: &Value) -> Result<Json, String> {
 }
 
 /// A MutatingAdmissionPolicyBinding.
-#[derive(Debug, Clone)]
-pub struct MutatingPolicyBinding {
-    core: BindingCore,
-}
-
-impl MutatingPolicyBinding {
-    /// Reads a MutatingAdmissionPolicyBinding object.
-    pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
-        let (core, _) = BindingCore::read(object)?;
-        Ok(MutatingPolicyBinding { core })
-    }
-
-    /// `metadata.name`.
-    pub fn name(&self) -> &str {
-        &self.core.name
-    }
-
-    /// `spec.policyName`.
-    pub fn policy_name(&self) -> &str {
-        &self.core.policy_name
-    }
-
-    /// Whether the binding's `matchResources` select the request.
-    pub fn matches(&self, attributes: &Attributes) -> bool {
-        self.core.match_resources.matches(attributes)
-    }
-}
+pub type MutatingPolicyBinding = PolicyBinding;

@@ -16,7 +16,7 @@ pub mod syntax;
 use num_bigint::{BigInt, Sign};
 use num_traits::{ToPrimitive, Zero};
 use std::cmp::Ordering;
-use syntax::{Suffix, SyntaxError};
+use syntax::{Parts, Suffix, SyntaxError};
 
 /// The regular expression upstream names in its format error.
 const SPLIT_RE: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
@@ -57,53 +57,51 @@ pub struct Quantity {
     amount: Amount,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
-    Decimal,
-    Binary,
-}
-
 impl Quantity {
     /// `resource.ParseQuantity`.
     pub fn parse(s: &str) -> Result<Quantity, QuantityError> {
-        if s.is_empty() {
-            return Err(QuantityError::FormatWrong);
-        }
         if s == "0" {
             return Ok(Quantity::int(0, 0));
         }
-        let scanned = scan(s)?;
-        let (base2, exponent, format) = interpret(scanned.suffix)?;
-        let digits = i64::try_from(scanned.num.len() + scanned.denom.len()).unwrap_or(i64::MAX);
-        let denom_len = i64::try_from(scanned.denom.len()).unwrap_or(i64::MAX);
-        let (precision, mut scale, mantissa) = if format == Format::Binary {
-            if exponent >= 0 && scanned.denom.is_empty() {
-                let num_len = i64::try_from(scanned.num.len()).unwrap_or(i64::MAX);
-                // float32(exponent)*3/10 as upstream; exponents are 10..60.
-                let digits_of_suffix = exponent.saturating_mul(3) / 10;
-                let precision = 15i64
-                    .saturating_sub(num_len)
-                    .saturating_sub(digits_of_suffix)
-                    .saturating_sub(1);
-                (precision, 0i64, 1i64.checked_shl(exponent as u32).unwrap_or(0))
-            } else {
-                (-1, 0, 1)
-            }
-        } else {
-            (18i64.saturating_sub(digits), exponent, 1)
+        // `parseQuantityString`, on the shared reader of quantities.
+        let parts = syntax::split(s).map_err(|error| match error {
+            SyntaxError::Format => QuantityError::FormatWrong,
+            SyntaxError::Suffix => QuantityError::Suffix,
+        })?;
+        let num = match parts.integer.trim_start_matches('0') {
+            "" => "0",
+            num => num,
         };
-        if precision >= 0 {
-            scale = scale.saturating_sub(denom_len);
-            if scale >= -9 {
-                let shifted = format!("{}{}", scanned.num, scanned.denom);
-                let value: i64 = shifted.parse().map_err(|_| QuantityError::Numeric)?;
-                if let Some(result) = value.checked_mul(mantissa) {
-                    let result = if scanned.positive { result } else { -result };
-                    return Ok(Quantity::int(result, scale));
-                }
+        let denom = parts.fraction.unwrap_or_default();
+        // `suffixHandler.interpret`.
+        let (binary, exponent) = match parts.suffix {
+            Suffix::Decimal(e) => (false, e),
+            Suffix::Binary(e) => (true, i64::from(e)),
+            Suffix::Exponent(signed) => {
+                // strconv.ParseInt(.., 10, 64) then int32(): a wrapping conversion.
+                let parsed: i64 = signed.parse().map_err(|_| QuantityError::Suffix)?;
+                (false, i64::from(parsed as i32))
+            }
+        };
+        let len = |s: &str| i64::try_from(s.len()).unwrap_or(i64::MAX);
+        let (precision, scale, mantissa) = match binary {
+            // float32(exponent)*3/10 as upstream; exponents are 10..60.
+            true if denom.is_empty() => (
+                15i64.saturating_sub(len(num)).saturating_sub(exponent * 3 / 10).saturating_sub(1),
+                0,
+                1i64.checked_shl(exponent as u32).unwrap_or(0),
+            ),
+            true => (-1, 0, 1),
+            false => (18i64.saturating_sub(len(num).saturating_add(len(denom))), exponent, 1),
+        };
+        let scale = scale.saturating_sub(len(denom));
+        if precision >= 0 && scale >= -9 {
+            let value: i64 = format!("{num}{denom}").parse().map_err(|_| QuantityError::Numeric)?;
+            if let Some(result) = value.checked_mul(mantissa) {
+                return Ok(Quantity::int(if parts.negative { -result } else { result }, scale));
             }
         }
-        parse_dec(scanned.value, base2, exponent, format)
+        parse_dec(&parts, binary, exponent)
     }
 
     fn int(value: i64, scale: i64) -> Quantity {
@@ -142,11 +140,7 @@ impl Quantity {
     pub fn sign(&self) -> i64 {
         match &self.amount {
             Amount::Int { value, .. } => value.signum(),
-            Amount::Dec { unscaled, .. } => match unscaled.sign() {
-                Sign::Minus => -1,
-                Sign::NoSign => 0,
-                Sign::Plus => 1,
-            },
+            Amount::Dec { unscaled, .. } => sign_rank(unscaled.sign()),
         }
     }
 
@@ -214,22 +208,11 @@ impl Quantity {
         {
             return Ok(Quantity::int(value, scale));
         }
-        if negate {
-            self.dec_combine(other, |a, b| a - b)
-        } else {
-            self.dec_combine(other, |a, b| a + b)
-        }
-    }
-
-    fn dec_combine(
-        &self,
-        other: &Quantity,
-        op: fn(BigInt, BigInt) -> BigInt,
-    ) -> Result<Quantity, QuantityError> {
         let (a, ea) = self.as_dec();
         let (b, eb) = other.as_dec();
         let (a, b, exponent) = align(a, ea, b, eb)?;
-        Ok(Quantity { amount: Amount::Dec { unscaled: op(a, b), exponent } })
+        let unscaled = if negate { a - b } else { a + b };
+        Ok(Quantity { amount: Amount::Dec { unscaled, exponent } })
     }
 
     fn as_dec(&self) -> (BigInt, i64) {
@@ -246,7 +229,7 @@ impl PartialEq for Quantity {
     }
 }
 
-fn sign_rank(s: Sign) -> i8 {
+fn sign_rank(s: Sign) -> i64 {
     match s {
         Sign::Minus => -1,
         Sign::NoSign => 0,
@@ -294,66 +277,17 @@ fn align(a: BigInt, ea: i64, b: BigInt, eb: i64) -> Result<(BigInt, BigInt, i64)
     }
 }
 
-struct Scanned<'a> {
-    positive: bool,
-    /// The signed number as written, for the `inf.Dec` path.
-    value: &'a str,
-    /// The integer digits without leading zeros (`0` when none are left).
-    num: &'a str,
-    denom: &'a str,
-    suffix: Suffix<'a>,
-}
-
-/// `parseQuantityString`, on the shared reader of quantities.
-fn scan(s: &str) -> Result<Scanned<'_>, QuantityError> {
-    let parts = syntax::split(s).map_err(|error| match error {
-        SyntaxError::Format => QuantityError::FormatWrong,
-        SyntaxError::Suffix => QuantityError::Suffix,
-    })?;
-    let num = parts.integer.trim_start_matches('0');
-    Ok(Scanned {
-        positive: !parts.negative,
-        value: parts.number,
-        num: if num.is_empty() { "0" } else { num },
-        denom: parts.fraction.unwrap_or_default(),
-        suffix: parts.suffix,
-    })
-}
-
-/// `suffixHandler.interpret`: (binary?, exponent, format).
-fn interpret(suffix: Suffix<'_>) -> Result<(bool, i64, Format), QuantityError> {
-    match suffix {
-        Suffix::Decimal(e) => Ok((false, e, Format::Decimal)),
-        Suffix::Binary(e) => Ok((true, i64::from(e), Format::Binary)),
-        Suffix::Exponent(signed) => {
-            // strconv.ParseInt(.., 10, 64) then int32(): a wrapping conversion.
-            let parsed: i64 = signed.parse().map_err(|_| QuantityError::Suffix)?;
-            Ok((false, i64::from(parsed as i32), Format::Decimal))
-        }
-    }
-}
-
 /// The `inf.Dec` path of `ParseQuantity`.
-fn parse_dec(
-    value: &str,
-    base2: bool,
-    exponent: i64,
-    format: Format,
-) -> Result<Quantity, QuantityError> {
-    let (negative, digits) = match value.as_bytes().first() {
-        Some(b'-') => (true, &value[1..]),
-        Some(b'+') => (false, &value[1..]),
-        _ => (false, value),
-    };
-    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
+fn parse_dec(parts: &Parts<'_>, binary: bool, exponent: i64) -> Result<Quantity, QuantityError> {
+    if !parts.has_digits() {
         return Err(QuantityError::Numeric);
     }
-    let all: String = [int_part, frac_part].concat();
+    let (negative, frac_part) = (parts.negative, parts.fraction.unwrap_or_default());
+    let all: String = [parts.integer, frac_part].concat();
     let mut unscaled: BigInt = all.parse().map_err(|_| QuantityError::Numeric)?;
     let frac_len = i64::try_from(frac_part.len()).map_err(|_| QuantityError::Numeric)?;
     let mut exp10 = -frac_len;
-    if base2 {
+    if binary {
         unscaled <<= usize::try_from(exponent).map_err(|_| QuantityError::Suffix)?;
     } else {
         exp10 = exp10.saturating_add(exponent);
@@ -363,7 +297,7 @@ fn parse_dec(
         unscaled = round_up_to_nano(unscaled, exp10)?;
         exp10 = -9;
     }
-    if format == Format::Binary {
+    if binary {
         let max = BigInt::from(i64::MAX) * BigInt::from(1_000_000_000u32);
         if unscaled > max {
             return Ok(Quantity {

@@ -18,58 +18,34 @@ use cel::parser::Parser;
 /// version 2).
 const NEVER: u32 = u32::MAX;
 
-/// Function name, and the minor release of Kubernetes 1 that introduced it.
-const INTRODUCED: &[(&str, u32)] = &[
+/// The minor release of Kubernetes 1 that introduced functions, and their
+/// names, separated by spaces.
+const INTRODUCED: &[(u32, &str)] = &[
     // cel-go ext.Strings version 0 (with CEL itself).
-    ("charAt", 0),
-    ("indexOf", 0),
-    ("lastIndexOf", 0),
-    ("lowerAscii", 0),
-    ("upperAscii", 0),
-    ("replace", 0),
-    ("split", 0),
-    ("substring", 0),
-    ("trim", 0),
-    ("join", 0),
+    (0, "charAt indexOf lastIndexOf lowerAscii upperAscii replace split substring trim join"),
     // ext.Strings version 2.
-    ("format", 29),
-    ("strings.quote", 29),
-    ("reverse", NEVER),
+    (29, "format strings.quote"),
+    (NEVER, "reverse"),
     // The Kubernetes list library, version 0.
-    ("sum", 0),
-    ("min", 0),
-    ("max", 0),
-    ("isSorted", 0),
+    (0, "sum min max isSorted"),
     // The quantity library.
-    ("quantity", 28),
-    ("isQuantity", 28),
-    ("sign", 28),
-    ("isGreaterThan", 28),
-    ("isLessThan", 28),
-    ("compareTo", 28),
-    ("add", 28),
-    ("sub", 28),
-    ("asInteger", 28),
-    ("isInteger", 28),
-    ("asApproximateFloat", 28),
+    (28, "quantity isQuantity sign isGreaterThan isLessThan compareTo add sub"),
+    (28, "asInteger isInteger asApproximateFloat"),
     // The semver library.
-    ("semver", 33),
-    ("isSemver", 33),
+    (33, "semver isSemver"),
     // cel-go ext.Lists version 3.
-    ("flatten", 34),
-    ("lists.range", 34),
-    ("slice", 34),
-    ("distinct", 34),
-    ("sort", 34),
-    ("sortBy", 34),
+    (34, "flatten lists.range slice distinct sort sortBy"),
     // The MutatingAdmissionPolicy environment (alpha in 1.32).
-    ("jsonpatch.escapeKey", 32),
+    (32, "jsonpatch.escapeKey"),
 ];
 
 /// The release that introduced `function`; None for CEL's standard
 /// library and macros, which every release has.
 pub fn introduced(function: &str) -> Option<u32> {
-    INTRODUCED.iter().find(|(name, _)| *name == function).map(|(_, minor)| *minor)
+    let mut entries = INTRODUCED.iter();
+    entries
+        .find(|(_, names)| names.split(' ').any(|name| name == function))
+        .map(|(minor, _)| *minor)
 }
 
 /// A function an API server refuses.

@@ -1,7 +1,10 @@
 //! The Kubernetes semver CEL library
-//! (`k8s.io/apiserver/pkg/cel/library/semverlib.go`), on a port of the
-//! parser it calls, `github.com/blang/semver/v4`'s `Parse`, with its error
-//! wording.
+//! (`k8s.io/apiserver/pkg/cel/library/semverlib.go`). Upstream parses with
+//! `github.com/blang/semver/v4`'s `Parse`; the `semver` crate accepts the
+//! same strings (strict semver 2.0: no leading zeros, numbers within
+//! uint64), but for numeric pre-release identifiers above uint64, which
+//! blang refuses and [`Semver::parse`] refuses too. The error wording is
+//! the crate's.
 //!
 //! Reads: a version string. Allows expressions to call
 //! - `semver(string)`: strict semver 2.0 (`1.2.3`, optional `-pre.release`
@@ -18,41 +21,31 @@
 //! below its release, numeric identifiers below alphanumeric ones, and
 //! build metadata is ignored (`1.0.0+a == 1.0.0+b`).
 
-use cel::common::types::{CelBool, CelInt, CelString, Type};
-use cel::common::value::{StaticVal, Val};
+use cel::common::types::{CelBool, CelInt, CelString};
 use cel::{DeclarationError, Env, ExecutionError};
-use std::any::Any;
 use std::cmp::Ordering;
 use std::fmt;
 
-/// The CEL type name upstream gives semvers (`apiservercel.SemverType`).
-static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");
+super::opaque_val!(
+    /// The CEL type name upstream gives semvers (`apiservercel.SemverType`);
+    /// equal when `apiservercel.Semver.Equal` (`Version.EQ`) says so.
+    Semver,
+    SEMVER_TYPE,
+    "kubernetes.Semver"
+);
 
 /// A parsed semantic version (`kubernetes.Semver` in CEL).
 #[derive(Debug, Clone)]
-pub struct Semver {
-    major: u64,
-    minor: u64,
-    patch: u64,
-    pre: Vec<PreRelease>,
-    build: Vec<String>,
-}
+pub struct Semver(semver::Version);
 
-/// One dot-separated pre-release identifier (blang's `PRVersion`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PreRelease {
-    Numeric(u64),
-    Alphanumeric(String),
-}
-
-/// Why a string is not a semantic version: blang's message, after the
-/// `Could not parse semver: ` this crate puts in front of it.
+/// Why a string is not a semantic version: the parser's message, after
+/// the `Could not parse semver: ` upstream puts in front of it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Could not parse semver: {0}")]
 pub struct SemverError(String);
 
 impl SemverError {
-    /// blang's own message, without the prefix.
+    /// The parser's own message, without the prefix.
     pub fn reason(&self) -> &str {
         &self.0
     }
@@ -65,46 +58,15 @@ fn error(reason: impl Into<String>) -> SemverError {
 impl Semver {
     /// blang's `semver.Parse`: strict `MAJOR.MINOR.PATCH[-PRE][+BUILD]`.
     pub fn parse(s: &str) -> Result<Semver, SemverError> {
-        if s.is_empty() {
-            return Err(error("Version string empty"));
+        let version = semver::Version::parse(s).map_err(|e| error(e.to_string()))?;
+        // blang reads numeric pre-release identifiers as uint64s.
+        let numeric = |id: &&str| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit());
+        if let Some(id) =
+            version.pre.split('.').filter(numeric).find(|id| id.parse::<u64>().is_err())
+        {
+            return Err(error(format!("value of pre-release identifier {id:?} exceeds u64::MAX")));
         }
-        let parts: Vec<&str> = s.splitn(3, '.').collect();
-        let [major, minor, rest] = parts.as_slice() else {
-            return Err(error("No Major.Minor.Patch elements found"));
-        };
-        let major = number(major, "major", "Major")?;
-        let minor = number(minor, "minor", "Minor")?;
-        // Build metadata is cut first: it may contain `-`, which would
-        // otherwise start a pre-release.
-        let (rest, build) = match rest.split_once('+') {
-            Some((rest, build)) => (rest, Some(build)),
-            None => (*rest, None),
-        };
-        let (patch, pre) = match rest.split_once('-') {
-            Some((patch, pre)) => (patch, Some(pre)),
-            None => (rest, None),
-        };
-        let patch = number(patch, "patch", "Patch")?;
-        let pre = match pre {
-            Some(pre) => pre.split('.').map(pre_release).collect::<Result<_, _>>()?,
-            None => Vec::new(),
-        };
-        let build = match build {
-            Some(build) => build
-                .split('.')
-                .map(|b| {
-                    if b.is_empty() {
-                        Err(error("Build meta data is empty"))
-                    } else if !alphanumeric(b) {
-                        Err(error(format!("Invalid character(s) found in build meta data {b:?}")))
-                    } else {
-                        Ok(b.to_owned())
-                    }
-                })
-                .collect::<Result<_, _>>()?,
-            None => Vec::new(),
-        };
-        Ok(Semver { major, minor, patch, pre, build })
+        Ok(Semver(version))
     }
 
     /// `semver(s, true)`: upstream's `normalizeAndParse`, blang's
@@ -138,48 +100,22 @@ impl Semver {
 
     /// The major version.
     pub fn major(&self) -> u64 {
-        self.major
+        self.0.major
     }
 
     /// The minor version.
     pub fn minor(&self) -> u64 {
-        self.minor
+        self.0.minor
     }
 
     /// The patch version.
     pub fn patch(&self) -> u64 {
-        self.patch
+        self.0.patch
     }
 
     /// blang's `Version.Compare`: semver 2.0 precedence.
     pub fn compare(&self, other: &Semver) -> Ordering {
-        let release =
-            (self.major, self.minor, self.patch).cmp(&(other.major, other.minor, other.patch));
-        if release != Ordering::Equal {
-            return release;
-        }
-        match (self.pre.is_empty(), other.pre.is_empty()) {
-            (true, true) => Ordering::Equal,
-            // A release is above its pre-releases.
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => {
-                for (a, b) in self.pre.iter().zip(&other.pre) {
-                    let order = match (a, b) {
-                        (PreRelease::Numeric(a), PreRelease::Numeric(b)) => a.cmp(b),
-                        (PreRelease::Numeric(_), PreRelease::Alphanumeric(_)) => Ordering::Less,
-                        (PreRelease::Alphanumeric(_), PreRelease::Numeric(_)) => Ordering::Greater,
-                        // Go compares strings bytewise, as Rust does.
-                        (PreRelease::Alphanumeric(a), PreRelease::Alphanumeric(b)) => a.cmp(b),
-                    };
-                    if order != Ordering::Equal {
-                        return order;
-                    }
-                }
-                // Equal so far: the one with more identifiers is greater.
-                self.pre.len().cmp(&other.pre.len())
-            }
-        }
+        self.0.cmp_precedence(&other.0)
     }
 }
 
@@ -195,93 +131,9 @@ impl Eq for Semver {}
 /// blang's `Version.String`.
 impl fmt::Display for Semver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
-        for (i, pre) in self.pre.iter().enumerate() {
-            f.write_str(if i == 0 { "-" } else { "." })?;
-            match pre {
-                PreRelease::Numeric(n) => write!(f, "{n}")?,
-                PreRelease::Alphanumeric(s) => f.write_str(s)?,
-            }
-        }
-        for (i, build) in self.build.iter().enumerate() {
-            f.write_str(if i == 0 { "+" } else { "." })?;
-            f.write_str(build)?;
-        }
-        Ok(())
+        self.0.fmt(f)
     }
 }
-
-fn digits(s: &str) -> bool {
-    s.chars().all(|c| c.is_ascii_digit())
-}
-
-/// blang's `alphanum`: ASCII letters, digits and `-`.
-fn alphanumeric(s: &str) -> bool {
-    s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-}
-
-fn has_leading_zeroes(s: &str) -> bool {
-    s.len() > 1 && s.starts_with('0')
-}
-
-/// `strconv.ParseUint(s, 10, 64)`, with Go's error wording.
-fn parse_uint(s: &str) -> Result<u64, SemverError> {
-    if s.is_empty() || !digits(s) {
-        return Err(error(format!("strconv.ParseUint: parsing {s:?}: invalid syntax")));
-    }
-    s.parse().map_err(|_| error(format!("strconv.ParseUint: parsing {s:?}: value out of range")))
-}
-
-/// A major, minor or patch number: digits without leading zeros.
-fn number(s: &str, name: &str, capitalized: &str) -> Result<u64, SemverError> {
-    // An empty part passes both checks, as upstream, and fails to parse.
-    if !digits(s) {
-        return Err(error(format!("Invalid character(s) found in {name} number {s:?}")));
-    }
-    if has_leading_zeroes(s) {
-        return Err(error(format!("{capitalized} number must not contain leading zeroes {s:?}")));
-    }
-    parse_uint(s)
-}
-
-/// blang's `NewPRVersion`.
-fn pre_release(s: &str) -> Result<PreRelease, SemverError> {
-    if s.is_empty() {
-        return Err(error("Prerelease is empty"));
-    }
-    if digits(s) {
-        if has_leading_zeroes(s) {
-            return Err(error(format!(
-                "Numeric PreRelease version must not contain leading zeroes {s:?}"
-            )));
-        }
-        return parse_uint(s).map(PreRelease::Numeric);
-    }
-    if alphanumeric(s) {
-        return Ok(PreRelease::Alphanumeric(s.to_owned()));
-    }
-    Err(error(format!("Invalid character(s) found in prerelease {s:?}")))
-}
-
-impl Val for Semver {
-    fn get_type(&self) -> &Type {
-        &SEMVER_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &SEMVER_TYPE
-    }
-    /// `apiservercel.Semver.Equal`: `Version.EQ`.
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Semver>().is_some_and(|o| o == self)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-impl StaticVal for Semver {}
 
 /// Registers the semver library on `env`. `isGreaterThan`, `isLessThan` and
 /// `compareTo` are overloads next to the quantity library's, as upstream
@@ -301,27 +153,25 @@ pub(crate) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
-fn parse(s: &str, normalize: bool) -> Result<Semver, SemverError> {
-    if normalize { Semver::parse_normalized(s) } else { Semver::parse(s) }
-}
-
-/// `semver(string)`: the parse error as the result's.
-fn semver(s: &CelString<'_>) -> Result<Semver, ExecutionError> {
-    parse(s.inner(), false).map_err(|e| ExecutionError::function_error("semver", e))
-}
-
-/// `semver(string, bool)`: normalized first when the flag is set.
+/// `semver(string, bool)`: normalized first when the flag is set; the
+/// parse error as the result's.
 fn semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> Result<Semver, ExecutionError> {
-    parse(s.inner(), *normalize.inner()).map_err(|e| ExecutionError::function_error("semver", e))
+    let parse = if *normalize.inner() { Semver::parse_normalized } else { Semver::parse };
+    parse(s.inner()).map_err(|e| ExecutionError::function_error("semver", e))
 }
 
-/// `isSemver(string)`: whether `semver` would succeed.
-fn is_semver(s: &CelString<'_>) -> CelBool {
-    parse(s.inner(), false).is_ok().into()
+/// `semver(string)`.
+fn semver(s: &CelString<'_>) -> Result<Semver, ExecutionError> {
+    semver_normalize(s, &false.into())
 }
 
+/// `isSemver(string, bool)`: whether `semver` would succeed.
 fn is_semver_normalize(s: &CelString<'_>, normalize: &CelBool) -> CelBool {
-    parse(s.inner(), *normalize.inner()).is_ok().into()
+    semver_normalize(s, normalize).is_ok().into()
+}
+
+fn is_semver(s: &CelString<'_>) -> CelBool {
+    is_semver_normalize(s, &false.into())
 }
 
 /// `<Semver>.isGreaterThan(<Semver>)`: `Compare == 1`.
@@ -346,15 +196,15 @@ fn wrap(n: u64) -> CelInt {
 }
 
 fn semver_major(v: &Semver) -> CelInt {
-    wrap(v.major)
+    wrap(v.major())
 }
 
 fn semver_minor(v: &Semver) -> CelInt {
-    wrap(v.minor)
+    wrap(v.minor())
 }
 
 fn semver_patch(v: &Semver) -> CelInt {
-    wrap(v.patch)
+    wrap(v.patch())
 }
 
 #[cfg(test)]

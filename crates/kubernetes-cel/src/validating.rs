@@ -8,25 +8,36 @@
 //! `spec.validationActions`, `spec.matchResources`. Ignores params,
 //! auditAnnotations and authorizer checks.
 
-use super::activation::{self, Expression, SharedEnv, Variables};
-use super::matching::{BindingCore, MatchResources};
+use super::activation::{self, Expression, Variables};
+use super::matching::{MatchResources, PolicyBinding};
 use super::{
     Attributes, FailurePolicy, PolicyError, PolicyOutcome, Violation, ViolationCause, field_error,
     list_field, name_and_spec, string_field,
 };
 use cel::{Context, Env, Value};
 use serde_json::Value as Json;
+use std::sync::Arc;
 
 /// What both kinds of policy read alike: the name, the CEL environment,
 /// `failurePolicy`, `matchConstraints`, `matchConditions` and `variables`.
-#[derive(Debug)]
 pub(super) struct PolicyCore {
     pub(super) name: String,
-    pub(super) env: SharedEnv,
+    pub(super) env: Arc<Env>,
     pub(super) failure: FailurePolicy,
-    pub(super) constraints: MatchResources,
-    pub(super) conditions: MatchConditions,
-    pub(super) variables: Variables,
+    constraints: MatchResources,
+    /// `spec.matchConditions`.
+    conditions: Vec<(String, Expression)>,
+    variables: Variables,
+}
+
+/// All but the environment.
+impl std::fmt::Debug for PolicyCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut core = f.debug_struct("PolicyCore");
+        core.field("name", &self.name).field("failure", &self.failure);
+        core.field("constraints", &self.constraints).field("conditions", &self.conditions);
+        core.field("variables", &self.variables).finish_non_exhaustive()
+    }
 }
 
 impl PolicyCore {
@@ -43,11 +54,61 @@ impl PolicyCore {
                 "spec.matchConstraints",
             )?
             .require_rules("spec.matchConstraints")?,
-            conditions: MatchConditions::read(&env, spec)?,
+            conditions: activation::named_expressions(&env, spec, "matchConditions")?,
             variables: Variables::read(&env, spec)?,
             env,
         };
         Ok((core, spec))
+    }
+
+    /// Whether the policy's constraints, and `binding`'s when given, select
+    /// the request.
+    pub(super) fn selects(&self, binding: Option<&PolicyBinding>, attributes: &Attributes) -> bool {
+        binding.is_none_or(|b| b.selects(&self.name, attributes))
+            && self.constraints.matches(attributes)
+    }
+
+    /// Runs `f` in the request's context, its variables bound.
+    pub(super) fn run<T>(
+        &self,
+        attributes: &Attributes,
+        f: impl FnOnce(&Context<'_, '_>) -> T,
+    ) -> T {
+        let values = self.variables.slots();
+        let root = activation::request_context(&self.env, attributes);
+        let mut context = root.new_inner_scope();
+        self.variables.bind(&root, &values, &mut context);
+        f(&context)
+    }
+
+    /// What the match conditions decide in `context`, as
+    /// `matchconditions.Matcher.Match`: any false condition means no match,
+    /// whatever errors the others had; errors alone follow the policy.
+    pub(super) fn conditions(&self, context: &Context<'_, '_>) -> ConditionResult {
+        let mut errors = Vec::new();
+        for (_, condition) in &self.conditions {
+            match condition.evaluate_bool(context) {
+                Ok(true) => {}
+                Ok(false) => return ConditionResult::NoMatch,
+                Err(e) => errors.push(e),
+            }
+        }
+        match (errors.is_empty(), self.failure) {
+            (true, _) => ConditionResult::Matches,
+            (false, FailurePolicy::Ignore) => ConditionResult::NoMatch,
+            // utilerrors.NewAggregate's rendering: one error alone, or a list.
+            (false, FailurePolicy::Fail) if errors.len() == 1 => {
+                ConditionResult::Failed(errors.concat())
+            }
+            (false, FailurePolicy::Fail) => {
+                ConditionResult::Failed(format!("[{}]", errors.join(", ")))
+            }
+        }
+    }
+
+    /// The violation of an evaluation error: none under `Ignore`.
+    pub(super) fn error(&self, message: String) -> Option<Violation> {
+        (self.failure == FailurePolicy::Fail).then(|| Violation::evaluation_error(message))
     }
 }
 
@@ -64,60 +125,12 @@ struct Validation {
     reason: Option<String>,
 }
 
-/// `spec.matchConditions`, shared with MutatingAdmissionPolicy.
-#[derive(Debug, Default)]
-pub(crate) struct MatchConditions {
-    conditions: Vec<(String, Expression)>,
-}
-
 /// What the match conditions decided.
 pub(crate) enum ConditionResult {
     Matches,
     NoMatch,
     /// Errors and no false condition, under `failurePolicy: Fail`.
     Failed(String),
-}
-
-impl MatchConditions {
-    pub fn read(env: &Env, spec: &Json) -> Result<Self, PolicyError> {
-        let mut conditions = Vec::new();
-        for (i, c) in list_field(spec, "matchConditions", "spec")?.iter().enumerate() {
-            let path = format!("spec.matchConditions[{i}]");
-            let name = string_field(c, "name", &path)?;
-            let source = string_field(c, "expression", &path)?;
-            conditions
-                .push((name, Expression::compile(env, &source, &format!("{path}.expression"))?));
-        }
-        Ok(MatchConditions { conditions })
-    }
-
-    /// `matchconditions.Matcher.Match`: any false condition means no match,
-    /// whatever errors the others had; errors alone follow the policy.
-    pub fn evaluate(&self, context: &Context<'_, '_>, failure: FailurePolicy) -> ConditionResult {
-        let mut errors = Vec::new();
-        for (_, condition) in &self.conditions {
-            match condition.evaluate(context) {
-                Ok(Value::Bool(true)) => {}
-                Ok(Value::Bool(false)) => return ConditionResult::NoMatch,
-                Ok(other) => errors.push(format!(
-                    "expression '{}' resulted in a {other:?}, not a bool",
-                    condition.source
-                )),
-                Err(e) => errors.push(condition.error_message(&e)),
-            }
-        }
-        match (errors.is_empty(), failure) {
-            (true, _) => ConditionResult::Matches,
-            (false, FailurePolicy::Ignore) => ConditionResult::NoMatch,
-            // utilerrors.NewAggregate's rendering: one error alone, or a list.
-            (false, FailurePolicy::Fail) if errors.len() == 1 => {
-                ConditionResult::Failed(errors.concat())
-            }
-            (false, FailurePolicy::Fail) => {
-                ConditionResult::Failed(format!("[{}]", errors.join(", ")))
-            }
-        }
-    }
 }
 
 /// A compiled ValidatingAdmissionPolicy.
@@ -158,25 +171,7 @@ impl ValidatingPolicy {
 
     /// Evaluates the policy on one request, with no binding's narrowing.
     pub fn evaluate(&self, attributes: &Attributes) -> PolicyOutcome {
-        if !self.core.constraints.matches(attributes) {
-            return PolicyOutcome::NotMatched;
-        }
-        let values = self.core.variables.slots();
-        let root = activation::request_context(&self.core.env, attributes);
-        let mut context = root.new_inner_scope();
-        self.core.variables.bind(&root, &values, &mut context);
-        match self.core.conditions.evaluate(&context, self.core.failure) {
-            ConditionResult::Matches => {}
-            ConditionResult::NoMatch => return PolicyOutcome::NotMatched,
-            ConditionResult::Failed(message) => {
-                return PolicyOutcome::Evaluated {
-                    violations: vec![self.failure_violation(message)],
-                };
-            }
-        }
-        let violations =
-            self.validations.iter().filter_map(|v| self.validate(v, &context)).collect();
-        PolicyOutcome::Evaluated { violations }
+        self.evaluate_as(None, attributes)
     }
 
     /// Evaluates the policy as `binding` binds it: the binding's match
@@ -186,39 +181,39 @@ impl ValidatingPolicy {
         binding: &ValidatingPolicyBinding,
         attributes: &Attributes,
     ) -> PolicyOutcome {
-        if !binding.core.selects(&self.core.name, attributes) {
+        self.evaluate_as(Some(binding), attributes)
+    }
+
+    fn evaluate_as(
+        &self,
+        binding: Option<&PolicyBinding>,
+        attributes: &Attributes,
+    ) -> PolicyOutcome {
+        if !self.core.selects(binding, attributes) {
             return PolicyOutcome::NotMatched;
         }
-        self.evaluate(attributes)
+        self.core.run(attributes, |context| {
+            let violations = match self.core.conditions(context) {
+                ConditionResult::Matches => {
+                    self.validations.iter().filter_map(|v| self.validate(v, context)).collect()
+                }
+                ConditionResult::NoMatch => return PolicyOutcome::NotMatched,
+                ConditionResult::Failed(message) => vec![Violation::evaluation_error(message)],
+            };
+            PolicyOutcome::Evaluated { violations }
+        })
     }
 
     fn validate(&self, v: &Validation, context: &Context<'_, '_>) -> Option<Violation> {
-        match v.expression.evaluate(context) {
-            Ok(Value::Bool(true)) => None,
-            Ok(Value::Bool(false)) => Some(Violation {
+        match v.expression.evaluate_bool(context) {
+            Ok(true) => None,
+            Ok(false) => Some(Violation {
                 message: self.message(v, context),
                 reason: v.reason.clone().unwrap_or_else(|| "Invalid".to_owned()),
                 cause: ViolationCause::Denied,
             }),
-            // The API server's type check rejects non-bool validations at
-            // compile time; here they are evaluation errors.
-            Ok(other) => self.error_violation(format!(
-                "expression '{}' resulted in a {other:?}, not a bool",
-                v.expression.source
-            )),
-            Err(e) => self.error_violation(v.expression.error_message(&e)),
+            Err(message) => self.core.error(message),
         }
-    }
-
-    fn error_violation(&self, message: String) -> Option<Violation> {
-        match self.core.failure {
-            FailurePolicy::Ignore => None,
-            FailurePolicy::Fail => Some(self.failure_violation(message)),
-        }
-    }
-
-    fn failure_violation(&self, message: String) -> Violation {
-        Violation { message, reason: "Invalid".to_owned(), cause: ViolationCause::EvaluationError }
     }
 
     /// The message of a denial, chosen as `validator.go` chooses it.
@@ -251,18 +246,19 @@ pub enum ValidationAction {
     Audit,
 }
 
-/// A ValidatingAdmissionPolicyBinding.
+/// A ValidatingAdmissionPolicyBinding: a [`PolicyBinding`] with its
+/// `spec.validationActions`.
 #[derive(Debug, Clone)]
 pub struct ValidatingPolicyBinding {
-    core: BindingCore,
+    binding: PolicyBinding,
     actions: Vec<ValidationAction>,
 }
 
 impl ValidatingPolicyBinding {
     /// Reads a ValidatingAdmissionPolicyBinding object.
     pub fn from_object(object: &Json) -> Result<Self, PolicyError> {
-        let (core, spec) = BindingCore::read(object)?;
-        let actions = list_field(spec, "validationActions", "spec")?
+        let binding = PolicyBinding::from_object(object)?;
+        let actions = list_field(&object["spec"], "validationActions", "spec")?
             .iter()
             .map(|a| match a.as_str() {
                 Some("Deny") => Ok(ValidationAction::Deny),
@@ -274,26 +270,19 @@ impl ValidatingPolicyBinding {
         if actions.is_empty() {
             return Err(field_error("spec.validationActions", "required"));
         }
-        Ok(ValidatingPolicyBinding { core, actions })
-    }
-
-    /// `metadata.name`.
-    pub fn name(&self) -> &str {
-        &self.core.name
-    }
-
-    /// `spec.policyName`.
-    pub fn policy_name(&self) -> &str {
-        &self.core.policy_name
+        Ok(ValidatingPolicyBinding { binding, actions })
     }
 
     /// `spec.validationActions`.
     pub fn validation_actions(&self) -> &[ValidationAction] {
         &self.actions
     }
+}
 
-    /// Whether the binding's `matchResources` select the request.
-    pub fn matches(&self, attributes: &Attributes) -> bool {
-        self.core.match_resources.matches(attributes)
+/// The name, `spec.policyName` and `matches`.
+impl std::ops::Deref for ValidatingPolicyBinding {
+    type Target = PolicyBinding;
+    fn deref(&self) -> &PolicyBinding {
+        &self.binding
     }
 }

@@ -279,3 +279,30 @@ fn variables_hold_quantities_and_values_of_every_json_type() {
     assert_eq!(policy.evaluate(&create(pod("2"))).violations(), []);
     assert_eq!(policy.evaluate(&create(pod("5"))).violations().len(), 1);
 }
+
+#[test]
+fn the_request_variable_leaves_out_empty_fields() {
+    let validation = |expression: &str| {
+        let policy = ValidatingPolicy::from_object(&json!({
+            "metadata": {"name": "request"},
+            "spec": {
+                "matchConstraints": {"resourceRules": [{
+                    "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]
+                }]},
+                "validations": [{"expression": expression}]
+            }
+        }))
+        .expect("policy compiles");
+        policy.evaluate(&create(pod("1"))).violations().to_vec()
+    };
+    let present = "request.kind.kind == 'Pod' && request.requestResource.resource == 'pods' \
+         && request.operation == 'CREATE' && request.name == 'p' && request.namespace == 'ml' \
+         && request.uid == '' && !request.dryRun";
+    assert_eq!(validation(present), []);
+    let absent = "!has(request.subResource) && !has(request.requestSubResource) \
+         && !has(request.userInfo.username) && !has(request.userInfo.groups)";
+    assert_eq!(validation(absent), []);
+    let failed = validation("request.userInfo.username == ''");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].cause, ViolationCause::EvaluationError);
+}

@@ -6,7 +6,7 @@ use cel::{Context, Value};
 fn eval(expression: &str) -> Result<Value, String> {
     let env = environment().expect("environment");
     let program = env.compile(expression).map_err(|e| e.to_string())?;
-    let context = Context::with_env(env.0.clone());
+    let context = Context::with_env(env.clone());
     program.execute(&context).map_err(|e| e.to_string())
 }
 

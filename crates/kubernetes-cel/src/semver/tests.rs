@@ -82,9 +82,12 @@ fn upstream_table(#[case] expression: &str, #[case] expected: Value) {
 #[rstest]
 #[case::parse_invalid_version(
     r#"semver("v1.0")"#,
-    "Could not parse semver: No Major.Minor.Patch elements found"
+    "Could not parse semver: unexpected character 'v' while parsing major version number"
 )]
-#[case::parse_empty(r#"semver("")"#, "Could not parse semver: Version string empty")]
+#[case::parse_empty(
+    r#"semver("")"#,
+    "Could not parse semver: empty string, expected a semver version"
+)]
 #[case::normalize_short_with_pre_release(
     r#"semver("1.0-rc1", true)"#,
     "short version cannot contain PreRelease/Build meta data"
@@ -98,27 +101,29 @@ fn errors(#[case] expression: &str, #[case] pattern: &str) {
     }
 }
 
-/// blang's messages, each for the part it names.
+/// The parser's messages, each for the part it names.
 #[rstest]
-#[case("1.2", "No Major.Minor.Patch elements found")]
-#[case("a.2.3", r#"Invalid character(s) found in major number "a""#)]
-#[case("01.2.3", r#"Major number must not contain leading zeroes "01""#)]
-#[case("1.02.3", r#"Minor number must not contain leading zeroes "02""#)]
-#[case("1.2.03", r#"Patch number must not contain leading zeroes "03""#)]
-#[case("1.2.x", r#"Invalid character(s) found in patch number "x""#)]
-#[case(".2.3", r#"strconv.ParseUint: parsing "": invalid syntax"#)]
+#[case("1.2", "unexpected end of input while parsing minor version number")]
+#[case("a.2.3", "unexpected character 'a' while parsing major version number")]
+#[case("01.2.3", "invalid leading zero in major version number")]
+#[case("1.02.3", "invalid leading zero in minor version number")]
+#[case("1.2.03", "invalid leading zero in patch version number")]
+#[case("1.2.x", "unexpected character 'x' while parsing patch version number")]
+#[case(".2.3", "unexpected character '.' while parsing major version number")]
+#[case("18446744073709551616.0.0", "value of major version number exceeds u64::MAX")]
+#[case("1.2.3-", "empty identifier segment in pre-release identifier")]
+#[case("1.2.3-a..b", "empty identifier segment in pre-release identifier")]
+#[case("1.2.3-01", "invalid leading zero in pre-release identifier")]
+#[case("1.2.3-a_b", "unexpected character '_' after pre-release identifier")]
+#[case("1.2.3+", "empty identifier segment in build metadata")]
+#[case("1.2.3+a!", "unexpected character '!' after build metadata")]
+#[case("1.2.3-é", "empty identifier segment in pre-release identifier")]
+#[case("١.2.3", "unexpected character '١' while parsing major version number")]
+// blang reads numeric pre-release identifiers as uint64s.
 #[case(
-    "18446744073709551616.0.0",
-    r#"strconv.ParseUint: parsing "18446744073709551616": value out of range"#
+    "1.2.3-rc.18446744073709551616",
+    r#"value of pre-release identifier "18446744073709551616" exceeds u64::MAX"#
 )]
-#[case("1.2.3-", "Prerelease is empty")]
-#[case("1.2.3-a..b", "Prerelease is empty")]
-#[case("1.2.3-01", r#"Numeric PreRelease version must not contain leading zeroes "01""#)]
-#[case("1.2.3-a_b", r#"Invalid character(s) found in prerelease "a_b""#)]
-#[case("1.2.3+", "Build meta data is empty")]
-#[case("1.2.3+a!", r#"Invalid character(s) found in build meta data "a!""#)]
-#[case("1.2.3-é", r#"Invalid character(s) found in prerelease "é""#)]
-#[case("١.2.3", r#"Invalid character(s) found in major number "١""#)]
 fn parse_errors(#[case] text: &str, #[case] reason: &str) {
     match Semver::parse(text) {
         Err(e) => {

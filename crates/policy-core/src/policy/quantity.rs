@@ -5,21 +5,27 @@
 //! counts with floats or a lenient parser can disagree with what the API
 //! server accepted. So the grammar of `k8s.io/apimachinery/pkg/api/resource`
 //! (split by [`kubernetes_cel::quantity::syntax`]) is evaluated exactly, in
-//! integer arithmetic, checked or saturating (the lint below).
+//! arbitrary-precision integers (on at most 256 digits), and elsewhere
+//! checked or saturating (the lint below).
 
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::document::Json;
 
 use kubernetes_cel::quantity::syntax::{self as quantity, Suffix};
+use num_bigint::BigUint;
+use num_integer::Integer;
 
 /// Longest string accepted as a quantity. Kubernetes rejects quantities far
 /// shorter than this; the cap bounds the work done on hostile input.
 const MAX_QUANTITY_LEN: usize = 256;
 
-/// Decimal digits of `u64::MAX` (18446744073709551615). A value with more
-/// integer digits than this cannot be a valid count.
-const U64_MAX_DIGITS: usize = 20;
+/// Decimal digits of `u64::MAX` (18446744073709551615): a whole value of
+/// more digits cannot be a valid count.
+const U64_MAX_DIGITS: u32 = 20;
+
+/// Decimal digits of the largest mantissa: 256 digits times 2^60 (19 digits).
+const MAX_MANTISSA_DIGITS: u32 = 275;
 
 /// What a quantity in `resources.limits` / `resources.requests` says as a
 /// GPU count: anything but a whole number in a `u64` is
@@ -128,150 +134,62 @@ fn from_f64(f: f64) -> GpuCount {
     }
 }
 
-/// A quantity split into its exact parts: value = ±`digits` × 10^`exp10` × 2^`exp2`.
-struct Parsed<'a> {
-    negative: bool,
-    int_digits: &'a [u8],
-    frac_digits: &'a [u8],
-    exp10: i64,
-    exp2: u32,
-}
-
 fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
     // A plain count of up to 19 digits always fits a u64.
     if (1..=19).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().map_err(|_| QuantityError::Malformed);
     }
-    let parsed = split(s).ok_or(QuantityError::Malformed)?;
-    evaluate(&parsed)
+    exact(s)
 }
 
 /// Applies the grammar ([`quantity::split`]), and asks more of it: at most
 /// 256 bytes, and at least one digit (upstream's scanner reads `+` or `Ki`
-/// as zero).
-fn split(s: &str) -> Option<Parsed<'_>> {
-    if s.is_empty() || s.len() > MAX_QUANTITY_LEN {
-        return None;
-    }
-    let parts = quantity::split(s).ok()?;
-    if !parts.has_digits() {
-        return None;
-    }
+/// as zero); then evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
+// Only `BigUint` products, which cannot overflow.
+#[allow(clippy::arithmetic_side_effects)]
+fn exact(s: &str) -> Result<u64, QuantityError> {
+    let parts = Some(s)
+        .filter(|s| s.len() <= MAX_QUANTITY_LEN)
+        .and_then(|s| quantity::split(s).ok())
+        .filter(quantity::Parts::has_digits)
+        .ok_or(QuantityError::Malformed)?;
+    let fraction = parts.fraction.unwrap_or_default();
     let (exp10, exp2) = match parts.suffix {
         Suffix::Decimal(exp10) => (exp10, 0),
         Suffix::Binary(exp2) => (0, exp2),
-        Suffix::Exponent(signed) => (exponent(signed), 0),
+        // `[+-]?[0-9]+`, saturated: with at most 256 mantissa digits, an
+        // exponent of a few hundred already decides the outcome.
+        Suffix::Exponent(signed) => {
+            (signed.parse().unwrap_or(if signed.starts_with('-') { i64::MIN } else { i64::MAX }), 0)
+        }
     };
-    Some(Parsed {
-        negative: parts.negative,
-        int_digits: parts.integer.as_bytes(),
-        frac_digits: parts.fraction.unwrap_or_default().as_bytes(),
-        exp10,
-        exp2,
-    })
-}
-
-/// The signed integer of an `e`/`E` suffix (`[+-]?[0-9]+`), saturated.
-fn exponent(signed: &str) -> i64 {
-    let (negative, digits) = match signed.as_bytes().split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, signed.as_bytes()),
-    };
-    // With at most 256 mantissa digits, an exponent of a few hundred
-    // already decides the outcome: saturating is exact enough.
-    let magnitude = digits.iter().fold(0i64, |acc, &d| {
-        acc.saturating_mul(10).saturating_add(i64::from(d.wrapping_sub(b'0')))
-    });
-    if negative { magnitude.saturating_neg() } else { magnitude }
-}
-
-/// Evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
-fn evaluate(p: &Parsed<'_>) -> Result<u64, QuantityError> {
-    let mut digits: Vec<u8> =
-        p.int_digits.iter().chain(p.frac_digits).map(|d| d.wrapping_sub(b'0')).collect();
-    let frac_len = i64::try_from(p.frac_digits.len()).map_err(|_| QuantityError::Malformed)?;
-    let mut exp10 = p.exp10.saturating_sub(frac_len);
-
-    strip_leading_zeros(&mut digits);
-    if digits.is_empty() {
+    let exp10 = exp10.saturating_sub(i64::try_from(fraction.len()).unwrap_or(i64::MAX));
+    let digits = [parts.integer, fraction].concat();
+    let digits = BigUint::parse_bytes(digits.as_bytes(), 10).ok_or(QuantityError::Malformed)?;
+    if digits == BigUint::ZERO {
         // Zero in any spelling ("-0", "0m", "0e999") is zero.
         return Ok(0);
     }
-    if p.negative {
+    if parts.negative {
         return Err(QuantityError::Negative);
     }
-
-    // Trailing zeros only move the decimal exponent; dropping them keeps
-    // e.g. "1000…000e-42" exact.
-    let trailing = digits.iter().rev().take_while(|&&d| d == 0).count();
-    digits.truncate(digits.len().saturating_sub(trailing));
-    exp10 = exp10.saturating_add(i64::try_from(trailing).map_err(|_| QuantityError::Malformed)?);
-
-    // Remaining power of two to multiply by at the end.
-    let shift: u32 = if exp10 >= 0 {
-        // digits has a non-zero leading digit, so value >= 10^(len-1+exp10).
-        let zeros = usize::try_from(exp10).map_err(|_| QuantityError::TooLarge)?;
-        if digits.len().saturating_add(zeros) > U64_MAX_DIGITS {
-            return Err(QuantityError::TooLarge);
-        }
-        digits.resize(digits.len().saturating_add(zeros), 0);
-        p.exp2
+    let mantissa = digits * BigUint::from(2u8).pow(exp2);
+    let value = if exp10 >= 0 {
+        // Any non-zero mantissa times more than 10^20 is beyond u64::MAX.
+        let k = u32::try_from(exp10).ok().filter(|k| *k <= U64_MAX_DIGITS);
+        mantissa * BigUint::from(10u8).pow(k.ok_or(QuantityError::TooLarge)?)
     } else {
-        // Divide by 10^k = 5^k * 2^k, exactly or not at all.
-        let k = exp10.unsigned_abs();
-        // The last digit is non-zero, so 10 does not divide the mantissa and
-        // 5^k must divide it outright; that needs 5^k < 10^len, i.e.
-        // k < 1.44 * len. Beyond that the value cannot be whole.
-        let len = u64::try_from(digits.len()).map_err(|_| QuantityError::Malformed)?;
-        if k > len.saturating_mul(2) {
+        // The mantissa is below 10^256 × 2^60 < 10^275: a larger divisor
+        // leaves a fraction.
+        let k = u32::try_from(exp10.unsigned_abs()).ok().filter(|k| *k < MAX_MANTISSA_DIGITS);
+        let divisor = BigUint::from(10u8).pow(k.ok_or(QuantityError::Fractional)?);
+        let (quotient, remainder) = mantissa.div_rem(&divisor);
+        if remainder != BigUint::ZERO {
             return Err(QuantityError::Fractional);
         }
-        for _ in 0..k {
-            if div_small(&mut digits, 5) != 0 {
-                return Err(QuantityError::Fractional);
-            }
-        }
-        let exp2 = u64::from(p.exp2);
-        for _ in 0..k.saturating_sub(exp2) {
-            if div_small(&mut digits, 2) != 0 {
-                return Err(QuantityError::Fractional);
-            }
-        }
-        u32::try_from(exp2.saturating_sub(k)).map_err(|_| QuantityError::TooLarge)?
+        quotient
     };
-
-    strip_leading_zeros(&mut digits);
-    if digits.len() > U64_MAX_DIGITS {
-        return Err(QuantityError::TooLarge);
-    }
-    let mantissa = digits
-        .iter()
-        .try_fold(0u128, |acc, &d| acc.checked_mul(10)?.checked_add(u128::from(d)))
-        .ok_or(QuantityError::TooLarge)?;
-    let value = 2u128
-        .checked_pow(shift)
-        .and_then(|m| mantissa.checked_mul(m))
-        .ok_or(QuantityError::TooLarge)?;
-    u64::try_from(value).map_err(|_| QuantityError::TooLarge)
-}
-
-fn strip_leading_zeros(digits: &mut Vec<u8>) {
-    let leading = digits.iter().take_while(|&&d| d == 0).count();
-    digits.drain(..leading);
-}
-
-/// Divides a decimal digit string in place by a small divisor (2 or 5);
-/// returns the remainder. Leading zeros may remain in the quotient.
-fn div_small(digits: &mut [u8], divisor: u8) -> u8 {
-    let mut rem: u8 = 0;
-    for d in digits.iter_mut() {
-        // cur <= 89, checked anyway to keep the lint mechanical.
-        let cur = rem.saturating_mul(10).saturating_add(*d);
-        *d = cur.checked_div(divisor).unwrap_or(0);
-        rem = cur.checked_rem(divisor).unwrap_or(0);
-    }
-    rem
+    u64::try_from(&value).map_err(|_| QuantityError::TooLarge)
 }
 
 #[cfg(test)]
