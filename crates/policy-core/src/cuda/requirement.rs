@@ -1,33 +1,8 @@
-//! CUDA versions and the NVIDIA Container Toolkit's requirement language
-//! (`NVIDIA_REQUIRE_CUDA`), and the driver floor a requirement puts on a
-//! node.
-//!
-//! The toolkit reads a requirement as alternatives separated by spaces
-//! (ORed), each a list of constraints separated by commas (ANDed), each
-//! `name op value` with the names `cuda` (the CUDA version the driver
-//! supports), `driver` (the driver version), `brand` and `arch`, and the
-//! operators `=`, `!=`, `<`, `<=`, `>`, `>=`. For example the CUDA 13.0
-//! images say `cuda>=13.0 brand=tesla,driver>=535,driver<536 ...`: a driver
-//! for CUDA 13.0, or a driver of branch 535 (and more) through the forward
-//! compatibility package the image carries.
-//!
-//! A node shows the scheduler what GFD labels: the CUDA version its driver
-//! supports (`nvidia.com/cuda.runtime-version.major` / `.minor`) and its
-//! driver version (`nvidia.com/cuda.driver-version.major` / `.minor`), or the
-//! older names `nvidia.com/cuda.runtime.*` and `nvidia.com/cuda.driver.*`.
-//! [`DriverFloor`] is a requirement in those terms:
-//!
-//! - `cuda` and `driver` bounds are expressed on the labels;
-//! - `brand` is not on any label: an alternative that names a brand is kept
-//!   with the brand unchecked, except `geforce` and `titan`, for which
-//!   forward compatibility never holds (those alternatives are dropped);
-//! - anything else (`arch`, `cuda=`, `driver!=`, ...) cannot be written as
-//!   node affinity: its alternative is dropped, which only ever excludes
-//!   more nodes, never fewer;
-//! - `cuda>=9.0` and lower floors are met by every driver the NVIDIA device
-//!   plugin runs with (it needs 384.81, the CUDA 9.0 driver), so they add
-//!   nothing: the NGC framework images declare `cuda>=9.0` and leave the
-//!   driver check to their entrypoint.
+//! CUDA versions, the NVIDIA Container Toolkit's requirement language
+//! (`NVIDIA_REQUIRE_CUDA`: alternatives ORed, each `name op value` constraints ANDed), and
+//! the driver floor ([`DriverFloor`]) a requirement puts on a node's GFD labels. What is
+//! kept and what dropped (`brand`, `arch`, `cuda>=9.0`), and why: docs/policy.md,
+//! "R4 compute-affinity", "The driver floor".
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,8 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cuda::numbers;
 
-/// GFD's labels for the CUDA version the driver supports and the driver
-/// version.
+/// GFD's labels for the CUDA version the driver supports and the driver version.
 pub const RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime-version.major";
 pub const RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime-version.minor";
 pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver-version.major";
@@ -53,9 +27,8 @@ pub const OLD_DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver.minor";
 const ALWAYS_MET: CudaVersion = CudaVersion::new(9, 0);
 
 crate::cuda::major_minor!(
-    /// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC
-    /// images' `CUDA_VERSION=12.3.2.001`; the patch level never matters to
-    /// a driver.
+    /// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC images'
+    /// `CUDA_VERSION=12.3.2.001`; the patch level never matters to a driver.
     CudaVersion,
     CudaVersionError,
     "a CUDA version",
@@ -200,16 +173,12 @@ impl Requirement {
 /// An atom's upper driver bound as [`Atom::weakness`] orders it.
 type Upper = Option<std::cmp::Reverse<DriverVersion>>;
 
-/// The most alternatives a [`DriverFloor`] keeps. Images declare a handful
-/// (a CUDA floor and a few driver branches); a pod's `NVIDIA_REQUIRE_CUDA`
-/// may declare any number, the floors of several images combine pairwise,
-/// and R4 multiplies every required node selector term by the
-/// alternatives. Past this the first (in the atoms' order) are kept: fewer
-/// alternatives only ever exclude more nodes, never fewer.
+/// The most alternatives a [`DriverFloor`] keeps: R4 multiplies every required node selector
+/// term by them. Past it the first are kept, which only excludes nodes (docs/policy.md,
+/// "The driver floor").
 pub const MAX_ATOMS: usize = 16;
 
-/// One alternative a node may meet: a CUDA floor (the CUDA version the
-/// driver must support) and a driver range, ANDed.
+/// One alternative a node may meet: a CUDA floor and a driver range, ANDed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Atom {
     pub cuda: Option<CudaVersion>,
@@ -275,10 +244,8 @@ impl Atom {
     }
 }
 
-/// What a pod's GPU images need of a node's driver: alternatives (ORed),
-/// each a CUDA floor and a driver range. Build it with
-/// [`Requirement::driver_floor`]; [`DriverFloor::and`] combines the floors of
-/// several images.
+/// What a pod's GPU images need of a node's driver: alternatives (ORed), each a CUDA floor
+/// and a driver range. Built by [`Requirement::driver_floor`], combined by [`DriverFloor::and`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverFloor {
     atoms: Vec<Atom>,
@@ -340,9 +307,8 @@ impl DriverFloor {
         Self::from_atoms(atoms)
     }
 
-    /// The floor's alternatives (ORed), for other places to write them
-    /// (DRA selectors): those with a CUDA floor first, as the images write
-    /// them.
+    /// The floor's alternatives (ORed), for DRA selectors: those with a CUDA floor first,
+    /// as the images write them.
     pub fn atoms(&self) -> impl Iterator<Item = &Atom> {
         let with_cuda = self.atoms.iter().filter(|atom| atom.cuda.is_some());
         with_cuda.chain(self.atoms.iter().filter(|atom| atom.cuda.is_none()))
@@ -370,8 +336,7 @@ impl DriverFloor {
             .join(" ")
     }
 
-    /// Whether a driver that supports CUDA `cuda` and has the version
-    /// `driver` (major, minor) meets the floor.
+    /// Whether a driver supporting CUDA `cuda`, of version `driver` (major, minor), meets it.
     pub fn met_by(&self, cuda: CudaVersion, driver: (u32, u32)) -> bool {
         self.atoms.iter().any(|atom| {
             atom.cuda.is_none_or(|floor| cuda >= floor)
@@ -470,8 +435,8 @@ fn expression(key: &str, operator: &str, values: &[u32]) -> Value {
     json!({"key": key, "operator": operator, "values": values})
 }
 
-/// `major.minor >= floor` on a pair of labels, as alternatives (one
-/// empty alternative when every value is).
+/// `major.minor >= floor` on a pair of labels, as alternatives (one empty alternative when
+/// every value is).
 pub fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec<Vec<Value>> {
     if minor == 0 {
         if major == 0 {

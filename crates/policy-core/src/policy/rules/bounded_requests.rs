@@ -1,31 +1,23 @@
-//! R2 `bounded-requests` (validating): every GPU request is a whole number
-//! of devices that some node can actually give.
+//! R2 `bounded-requests` (validating): every GPU request is a whole number of devices that
+//! some node can actually give (docs/policy.md, "R2 bounded-requests").
 //!
-//! Reads: `resources.requests` and `resources.limits` of init, sidecar and
-//! regular containers, for the configured GPU resource names; the GPU count
-//! of the pod's resolved DRA claims; the namespace's
-//! `maxPerPod` (cluster config, lowered by the namespace annotation).
+//! Reads: `resources.requests` and `resources.limits` of init, sidecar and regular
+//! containers, for the GPU resource names; the GPU count of the pod's resolved DRA claims;
+//! the namespace's `maxPerPod` (cluster config, lowered by the namespace annotation).
 //!
-//! Denies, naming container and resource:
-//! - a GPU resource in `requests` without the same resource in `limits`;
-//! - a request different from the limit;
-//! - a value that is not a whole, non-negative Kubernetes quantity;
-//! - a container above `maxPerContainer`;
-//! - an effective pod count (Kubernetes' formula, sidecars included) above
-//!   `maxPerPod`. The GPUs of the resolved DRA claims the containers use are
-//!   added, each claim once: a claim is allocated for the pod's whole life,
-//!   whichever container (init, sidecar or regular) uses it;
-//! - with a cluster to read: an effective count above what the biggest node
-//!   can allocate (`status.allocatable`): such a pod can never be scheduled.
+//! Denies, naming container and resource: a GPU request without the same resource in
+//! `limits`, or different from the limit; a value that is not a whole, non-negative
+//! quantity; a container above `maxPerContainer`; an effective pod count (Kubernetes'
+//! formula, sidecars included) above `maxPerPod`, each resolved claim the containers use
+//! added once (a claim is allocated for the pod's whole life, whichever container uses it);
+//! with a cluster, a count above the biggest node's `status.allocatable` (never schedulable).
 //!
-//! Sharing schemes (`sharing.rs`): a KAI fraction counts as the cards it
-//! shares (`gpu-fraction-num-devices`, default 1) and its annotations are
-//! checked as KAI reads them; a HAMi share without `nvidia.com/gpu` counts
-//! as 1 card, and its values are checked as shares, never as cards.
+//! Sharing (`sharing.rs`): a KAI fraction counts as `gpu-fraction-num-devices` cards
+//! (default 1), its annotations checked as KAI reads them; a HAMi share without
+//! `nvidia.com/gpu` counts as 1 card, its values checked as shares, never as cards.
 //!
-//! Allows: limits only (Kubernetes sets the request to the limit for
-//! extended resources), request == limit, and a zero limit (not a request).
-//! Applies to allowlisted pods too.
+//! Allows: limits only (Kubernetes sets the request to the limit for extended resources),
+//! request == limit, a zero limit. Applies to allowlisted pods too.
 
 use std::collections::BTreeMap;
 
@@ -241,24 +233,16 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
     problems
 }
 
-// The CEL side, `gpu-policy-bounded-requests`: the checks above on Pods
-// and workload templates, the shares' (`cel_sharing.rs`) included.
+// The CEL side, `gpu-policy-bounded-requests`: the checks above on Pods and workload
+// templates, the shares' (`cel_sharing.rs`) included.
 //
-// A validation has one message, so where the webhook reports several
-// violations of one kind (two resources above the container maximum) the
-// policy joins their messages with `policy::message::SEPARATOR`. The
-// variables only messages read (`...Keys`, `podCounts`) are evaluated
-// only for a validation that fails.
-//
-// Each container's limits and requests are read once per check
-// (`cel_text::read_once`): reading `limits(c)` again builds an empty map
-// each time the field is absent.
-//
-// The containers' GPU counts are read once per request (`regularGpus`,
-// `initGpus`, `initPeaks`): the pod maximum, checked for each resource
-// of each container, then compares names instead of parsing quantities
-// again, which keeps a pod of tens of containers within the API server's
-// cost limits (see docs/policy.md, "Admission policy cost").
+// A validation has one message, so several violations of one kind are joined with
+// `policy::message::SEPARATOR`; the variables only messages read (`...Keys`, `podCounts`)
+// are evaluated only when a validation fails. Limits and requests are read once per check
+// (`cel_text::read_once`: `limits(c)` builds an empty map each time the field is absent),
+// and GPU counts once per request (`regularGpus`, `initGpus`, `initPeaks`), so the pod
+// maximum compares names instead of parsing again: that keeps a pod of tens of containers
+// within the API server's cost limits (docs/policy.md, "Admission policy cost").
 
 fn variables(settings: &Settings) -> Vec<Variable> {
     let gpu = cel::gpu_resource(settings, "k");

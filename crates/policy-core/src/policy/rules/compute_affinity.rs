@@ -1,42 +1,26 @@
-//! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA
-//! build can run on, with a driver that can run it.
+//! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA build can run on,
+//! with a driver that can run it (docs/policy.md, "R4 compute-affinity").
 //!
-//! Reads: whether the pod is a GPU pod; the images of its GPU containers and
-//! what they need (`crate::cuda::needs`: resolved from the registry when
-//! the evaluator has [`crate::policy::ImageFacts`], else the image table), with the
-//! containers' own `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
-//! annotation `gpu-policy.io/min-compute-capability`; the namespace's
-//! minimum (cluster default raised by the namespace annotation);
-//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+//! Reads: whether the pod is a GPU pod; what its GPU containers' images need
+//! (`crate::cuda::needs`: [`crate::policy::ImageFacts`] when the evaluator has them, else the
+//! image table) and their `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
+//! annotation `gpu-policy.io/min-compute-capability`; the namespace's minimum (cluster
+//! default raised by the namespace annotation);
+//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`; of the nodes
+//! (`NodeFacts`), their GPU allocatable and whether they carry GFD's labels.
 //!
-//! Changes: the minimum `M.m` is the highest of those sources. The constraint
-//! on the GFD labels `nvidia.com/gpu.compute.major` / `.minor` is
-//! `major > M-1` when `m == 0`, else `(major > M) OR (major == M AND minor >
-//! m-1)`. The images' driver floor (`crate::cuda::requirement`: the CUDA
-//! version the driver supports, or a forward-compatible driver branch, on
-//! both generations of GFD's CUDA labels) is ANDed with it: each compute
-//! alternative with each driver alternative. Node selector terms are ORed and
-//! the expressions inside a term ANDed, so the constraint is ANDed into every
-//! existing term (multiplying the terms out); adding it as a term of its own
-//! would OR it away. A term that already carries one alternative is left as
-//! it is, so re-evaluating a mutated pod adds nothing. Preferred affinity and
-//! `nodeSelector` are never touched.
+//! Changes: the highest minimum `M.m`, on `nvidia.com/gpu.compute.major` / `.minor`
+//! (`major > M-1` when `m == 0`, else `major > M OR (major == M AND minor > m-1)`), each
+//! alternative ANDed with each of the images' driver floor (`crate::cuda::requirement`), is
+//! ANDed into every existing required term: terms are ORed, so a term of its own would OR it
+//! away. A term already carrying an alternative is left alone (re-evaluation adds nothing).
+//! Preferred affinity and `nodeSelector` are never touched; with no minimum and no driver
+//! floor nothing is injected. Updates: `update.rs` (the floors are not computed again).
 //!
-//! With the nodes known (the cluster's, or `check --nodes`), a notice says
-//! so when no node's GFD labels meet the minimum (the pod would stay
-//! Pending). When nodes offer GPU resources and none of them carries GFD's
-//! compute labels, or none its driver labels, an affinity on them is one no
-//! node can meet: that part is left out, with a notice
-//! (`computeAffinity.whenNodesUnlabelled: skip`), or written with a notice
-//! that no node meets it (`require`). Reads, of the nodes, their GPU
-//! allocatable and whether they carry those labels (`NodeFacts`).
-//!
-//! On an update of the pod, `update.rs` (the floors are not computed
-//! again).
-//!
-//! Without a minimum or a driver floor from any source nothing is injected.
-//! A pod annotation that is unreadable or lower than the namespace's minimum
-//! is ignored with a notice.
+//! Notices: no node's labels meet the minimum (the pod would stay Pending); GPU nodes exist
+//! but none carries the compute (or driver) labels, so that part is left out
+//! (`computeAffinity.whenNodesUnlabelled: skip`) or written anyway (`require`); a pod
+//! annotation unreadable or below the namespace's minimum is ignored.
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
