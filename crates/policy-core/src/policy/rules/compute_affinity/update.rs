@@ -1,31 +1,23 @@
-//! R4 `compute-affinity` on an update of a pod (`Scope::Update`): the
-//! floors written at creation kept, and the images changed in place
-//! checked against where the pod runs.
+//! R4 `compute-affinity` on an update of a pod (`Scope::Update`): the floors written at
+//! creation kept, and images changed in place checked against where the pod runs
+//! (docs/policy.md, "Pod updates").
 //!
-//! Reads: the old and the new pod's
-//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`
-//! and `spec.schedulingGates`; the `image` of every GPU container in both;
-//! what the new images need ([`image_floors`]: the registry's answer or the
-//! image table, with the container's own `NVIDIA_REQUIRE_CUDA`);
-//! `spec.nodeName` and that node's GFD compute capability labels; the
-//! devices allocated to the claims of a GPU container (their
-//! `cudaComputeCapability` and driver versions, as
-//! [`dra_floors`] checks a shared claim at creation).
+//! Reads: the old and new pod's
+//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution` and
+//! `spec.schedulingGates`; every GPU container's `image` in both; what the new images need
+//! ([`image_floors`]); `spec.nodeName` and that node's GFD compute labels; the devices
+//! allocated to a GPU container's claims (`cudaComputeCapability`, driver versions, as
+//! [`dra_floors`] checks a shared claim).
 //!
-//! Changes: a re-apply of the manifest replaces the required node selector
-//! terms with the author's, without the expressions R4 ANDed into them;
-//! when that is all the update changes there, the old terms are put back
-//! (the terms of a pod that is not scheduling-gated cannot change). The
-//! floors are not computed again: they were fixed when the pod was created.
+//! Changes: a re-apply replaces the required terms with the author's, without R4's
+//! expressions; when that is all the update changes there, the old terms are put back (an
+//! ungated pod's terms cannot change). The floors are not computed again.
 //!
-//! Denies: a GPU container whose image changed to one that needs a higher
-//! compute capability than the pod's GPUs have: the node's (bound pods),
-//! the devices allocated to its claims, or, for a pod not yet bound, the
-//! lowest of the labelled GPU nodes its required node affinity admits. Only
-//! what the image table and the container's env ask for denies; a floor
-//! only the registry gives is a warning, as at creation. Nothing is
-//! concluded where the node carries no GFD labels, or, for an unbound pod,
-//! where no GPU node carries them.
+//! Denies: a GPU container whose new image needs a higher compute capability than the pod's
+//! GPUs have: the node's (bound pods), its claims' devices, or for an unbound pod the lowest
+//! labelled GPU node its required affinity admits. Only the image table and the container's
+//! env deny; a registry-only floor warns, as at creation. Nothing is concluded where the
+//! node, or for an unbound pod every GPU node, carries no GFD labels.
 
 use std::collections::{BTreeMap, BTreeSet};
 
