@@ -1,30 +1,22 @@
-//! R6 `device-paths` (validating): no other way to a card than the device
-//! plugin.
+//! R6 `device-paths` (validating): no other way to a card than the device plugin
+//! (docs/policy.md, "R6 device-paths").
 //!
-//! Reads: `spec.volumes[].hostPath.path`; `volumeMounts[].mountPath` of
-//! every container in scope (new ephemeral containers included);
-//! `metadata.annotations` of the pod or template.
+//! Reads: `spec.volumes[].hostPath.path`; `volumeMounts[].mountPath` of every container in
+//! scope (new ephemeral ones included); `metadata.annotations` of the pod or template.
 //!
 //! Denies, in pods that are not allowlisted:
-//! - hostPath volumes at `/dev/nvidia*` (`/dev/nvidiactl`, `/dev/nvidia0`,
-//!   `/dev/nvidia-uvm`, `/dev/nvidia-caps/...`) or at a folder above them
-//!   (`/dev`, `/`), after normalising the path (`//`, `/./`, `..`, trailing
-//!   `/`);
-//! - volume mounts at or under `/var/run/nvidia-container-devices`: with the
-//!   hardened toolkit setting `accept-nvidia-visible-devices-as-volume-mounts`
-//!   such a mount *is* a device request;
-//! - annotations whose key prefix is `cdi.k8s.io` or ends in `.cdi.k8s.io`
-//!   and whose value names an NVIDIA device (`nvidia.com/...`,
-//!   `management.nvidia.com/...`): a runtime with CDI enabled injects them;
-//! - containers in scope with `securityContext.privileged: true` that are not
-//!   GPU containers (ephemeral ones included): a privileged container sees
-//!   every `/dev/nvidia*` of the node, whatever it requested.
+//! - hostPath volumes at `/dev/nvidia*` (`nvidiactl`, `nvidia0`, `nvidia-uvm`,
+//!   `nvidia-caps/...`) or a folder above (`/dev`, `/`), the path normalised (`//`, `/./`,
+//!   `..`, trailing `/`);
+//! - mounts at or under `/var/run/nvidia-container-devices`: with the hardened toolkit's
+//!   `accept-nvidia-visible-devices-as-volume-mounts` such a mount *is* a device request;
+//! - annotations with key prefix `cdi.k8s.io` (or ending `.cdi.k8s.io`) whose value names an
+//!   NVIDIA device (`nvidia.com/...`, `management.nvidia.com/...`): a CDI runtime injects it;
+//! - privileged containers in scope that are not GPU containers: they see every
+//!   `/dev/nvidia*` of the node.
 //!
-//! Warns (a notice), or with `privilegedGpu: deny` denies, privileged GPU
-//! containers: they see every card of the node, not only their own.
-//!
-//! Allows every other hostPath, mount and annotation, and containers that
-//! are not privileged.
+//! Warns (or with `privilegedGpu: deny` denies) privileged GPU containers: they see every
+//! card of the node, not only their own. Allows every other hostPath, mount, annotation.
 
 use std::borrow::Cow;
 

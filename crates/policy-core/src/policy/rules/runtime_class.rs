@@ -1,23 +1,18 @@
-//! R3 `runtime-class` (mutating + validating): GPU pods run under the
-//! nvidia runtime, and only GPU pods do.
+//! R3 `runtime-class` (mutating + validating): GPU pods run under the nvidia runtime, and only
+//! GPU pods do (docs/policy.md, "R3 runtime-class").
 //!
-//! Reads: `spec.runtimeClassName`; whether the pod is a GPU pod; the
-//! configured `runtimeClassName` (default `nvidia`) and `gpuRuntimeClasses`.
+//! Reads: `spec.runtimeClassName`; whether the pod is a GPU pod; the configured
+//! `runtimeClassName` (default `nvidia`) and `gpuRuntimeClasses`.
 //!
-//! Changes: a GPU pod without `runtimeClassName` gets the configured one
-//! (none when it is `""`: CDI clusters, or `nvidia` the node's default).
-//! When the nvidia runtime is not containerd's default (the safer setup), a
-//! GPU pod without it would start under runc and see no card. A pod whose
-//! only GPUs come through DRA claims gets none: the container runtime
-//! injects the claimed devices through CDI, with no help from the nvidia
-//! runtime, and that class would hand the pod's other containers whatever
-//! their image's `ENV` says.
+//! Changes: a GPU pod without `runtimeClassName` gets the configured one (none when `""`: CDI,
+//! or `nvidia` the node's default); where nvidia is not containerd's default (the safer
+//! setup) it would otherwise start under runc and see no card. A pod whose only GPUs come
+//! through DRA claims gets none: the runtime injects those through CDI, and the class would
+//! hand its other containers whatever their image's `ENV` says.
 //!
-//! Denies:
-//! - a GPU pod whose runtime class is not one of `gpuRuntimeClasses`;
-//! - a pod that is neither a GPU pod nor allowlisted but names a class from
-//!   `gpuRuntimeClasses`: that class hands every card to whatever the image's
-//!   `ENV` says, so it is reserved for pods the device plugin accounts for.
+//! Denies: a GPU pod whose class is not in `gpuRuntimeClasses`; a pod neither GPU nor
+//! allowlisted naming one of them: such a class hands every card to whatever the image's `ENV`
+//! says, so it is reserved for pods the device plugin accounts for.
 
 use json_patch::PatchOperation;
 use serde_json::Value;

@@ -1,23 +1,17 @@
-//! R2 `bounded-requests` for Dynamic Resource Allocation objects: a
-//! ResourceClaim or ResourceClaimTemplate asks for a bounded number of GPUs.
+//! R2 `bounded-requests` for DRA objects: a ResourceClaim or ResourceClaimTemplate asks for
+//! a bounded number of GPUs.
 //!
-//! Reads: `metadata.annotations`, the device requests (see
-//! [`crate::policy::dra::claims`]); `maxPerContainer`, the namespace's `maxPerPod`, the
-//! namespaces the allowlist names.
+//! Reads: `metadata.annotations`, the device requests ([`crate::policy::dra::claims`]);
+//! `maxPerContainer`, the namespace's `maxPerPod`, the namespaces the allowlist names.
 //!
-//! Denies, naming the request and the fix:
-//! - a GPU request with `allocationMode: All` (every device of a node);
-//! - a GPU request whose count is above `maxPerContainer`;
-//! - a claim whose GPU requests together are above `maxPerPod`;
-//! - `adminAccess: true` on a GPU request, outside the namespaces an
-//!   allowlist entry names (monitoring lives there);
-//! - a claim made for a pod whose claims together are above `maxPerPod`
-//!   (`super::claim_pod_total`).
+//! Denies, naming the request and the fix: a GPU request with `allocationMode: All` (every
+//! device of a node), or a count above `maxPerContainer`; a claim whose GPU requests together
+//! exceed `maxPerPod`; `adminAccess: true` on a GPU request outside the namespaces an
+//! allowlist entry names (monitoring lives there); a claim made for a pod whose claims
+//! together exceed `maxPerPod` (`super::claim_pod_total`).
 //!
-//! Never denies a claim annotated
-//! `resource.kubernetes.io/extended-resource-claim: "true"`: the scheduler
-//! creates those for `nvidia.com/gpu` limits served by DRA, which were
-//! checked on the pod.
+//! Never denies a claim annotated `resource.kubernetes.io/extended-resource-claim: "true"`:
+//! the scheduler makes those for `nvidia.com/gpu` limits served by DRA, checked on the pod.
 
 use super::claim_pod_total;
 use crate::kubernetes_version::{DraApi, KubernetesVersion, RequestShape};

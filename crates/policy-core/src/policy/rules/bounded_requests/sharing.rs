@@ -1,31 +1,25 @@
-//! R2 on the GPU sharing schemes: what it checks of the share values of
-//! containers that hold part of a card without asking for a whole one.
-//! Which container holds a share, and what the view marks on it, is the
-//! sharing model ([`crate::policy::sharing`]); this file adds R2's checks.
+//! R2 on the GPU sharing schemes: the share values of containers that hold part of a card
+//! without asking for a whole one. Which container holds a share is the sharing model's
+//! ([`crate::policy::sharing`]); docs/policy.md, "GPU sharing", has the schemes at length.
 //!
-//! Reads: the pod's annotations `gpu-fraction`, `gpu-memory`,
-//! `gpu-fraction-num-devices`, `gpu-fraction-container-name` and
-//! `runai/shared-gpu-configmap` (KAI-Scheduler), `spec.schedulerName`, and
-//! the containers' `nvidia.com/gpucores`, `nvidia.com/gpumem` and
+//! Reads: the pod's annotations `gpu-fraction`, `gpu-memory`, `gpu-fraction-num-devices`,
+//! `gpu-fraction-container-name` and `runai/shared-gpu-configmap` (KAI-Scheduler),
+//! `spec.schedulerName`, and the containers' `nvidia.com/gpucores`, `nvidia.com/gpumem` and
 //! `nvidia.com/gpumem-percentage` (HAMi), as `gpuSharing` enables them.
 //!
-//! - **KAI-Scheduler fractions.** A pod scheduled by KAI
-//!   (`gpuSharing.kaiScheduler.schedulerName`) with `gpu-fraction` or
-//!   `gpu-memory` holds a share in one container, chosen by KAI's rule: the
-//!   one `gpu-fraction-container-name` names (init containers first), else
-//!   the first regular container. That container is a GPU container; its
-//!   `NVIDIA_VISIBLE_DEVICES` from KAI's ConfigMap stays
-//!   ([`is_kai_visible_devices`](crate::policy::sharing::is_kai_visible_devices)),
-//!   and until KAI's webhook has written it the container is pinned
-//!   ([`awaited_scheme`](crate::policy::sharing::awaited_scheme)). Only KAI
-//!   binds such a pod, and KAI's binder writes that ConfigMap: the scheduler
-//!   name is what makes the annotation trustworthy. The share counts as
-//!   `gpu-fraction-num-devices` cards (default 1) against the maximums.
-//! - **HAMi vGPU.** A container with a share value above zero is a GPU
-//!   container. HAMi gives it `nvidia.com/gpu: 1` when it names no card
-//!   count, so it counts as one card (and is pinned until HAMi has); the share values are checked for what
-//!   they are (whole numbers, percentages at most 100, request equal to
-//!   limit), never counted as cards.
+//! - **KAI-Scheduler fractions.** A pod scheduled by KAI with `gpu-fraction` or `gpu-memory`
+//!   holds a share in the container `gpu-fraction-container-name` names (init containers
+//!   first), else the first regular one. It is a GPU container; its `NVIDIA_VISIBLE_DEVICES`
+//!   from KAI's ConfigMap stays
+//!   ([`is_kai_visible_devices`](crate::policy::sharing::is_kai_visible_devices)), and it is
+//!   pinned until KAI's webhook wrote it
+//!   ([`awaited_scheme`](crate::policy::sharing::awaited_scheme)). Only KAI binds such a pod
+//!   and writes that ConfigMap: the scheduler name makes the annotation trustworthy. It counts
+//!   as `gpu-fraction-num-devices` cards (default 1).
+//! - **HAMi vGPU.** A container with a share value above zero is a GPU container; HAMi gives
+//!   it `nvidia.com/gpu: 1` when it names no count, so it counts as one card (pinned until
+//!   HAMi has). Share values are checked as such (whole, percentages at most 100, request
+//!   equal to limit), never counted as cards.
 
 use super::{Problem, grouped};
 use crate::policy::container::GpuResource;

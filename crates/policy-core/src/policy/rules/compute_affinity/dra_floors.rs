@@ -1,30 +1,23 @@
-//! R4 `compute-affinity` for GPU containers whose GPUs come through Dynamic
-//! Resource Allocation claims (`draComputeAffinity: claims`, the default,
-//! or `both`): the floors go into the claims, not onto node labels. This is
-//! the pod's half; [`super::claim_floors`] writes the selector into the
-//! claims made for the pod.
+//! R4 `compute-affinity` for GPU containers whose GPUs come through DRA claims
+//! (`draComputeAffinity: claims`, the default, or `both`): the floors go into the claims, not
+//! onto node labels. The pod's half; [`super::claim_floors`] writes the selector into the
+//! claims made for it (docs/policy.md, "GPUs that come through DRA claims").
 //!
-//! Reads: the GPU containers that hold GPUs through resolved claims and no
-//! device-plugin resource, and those whose GPU resource a DeviceClass serves
-//! (`spec.extendedResourceName`: the scheduler makes a claim for it); what
-//! their images need (as R4 reads it for node affinity), raised to the
-//! namespace's and the pod annotation's minimum; the pod annotation
-//! `gpu-policy.io/gpu-needs`; the pod's `spec.resourceClaims`; from the
-//! cluster (or `check`'s input), the claims and templates they name, the
-//! devices a claim was allocated and their ResourceSlice attributes.
+//! Reads: the GPU containers holding GPUs through resolved claims and no device-plugin
+//! resource, and those whose GPU resource a DeviceClass serves (`spec.extendedResourceName`:
+//! the scheduler makes a claim for it); what their images need, raised to the namespace's
+//! and pod annotation's minimum; the annotation `gpu-policy.io/gpu-needs`;
+//! `spec.resourceClaims`; from the cluster (or `check`'s input) the claims and templates
+//! named, the devices allocated and their ResourceSlice attributes.
 //!
-//! Changes: writes the needs into `gpu-policy.io/gpu-needs`
-//! ([`GpuNeeds::annotation_value`]); a value there that differs (a user
-//! wrote it, or the images changed) is overwritten, and one on a pod that
-//! needs nothing is removed: the claim webhook trusts only what gpu-policy
-//! wrote. A summary names the selector each template's claims will get.
+//! Changes: writes the needs into `gpu-policy.io/gpu-needs` ([`GpuNeeds::annotation_value`]),
+//! overwriting a differing value and removing one on a pod that needs nothing: the claim
+//! webhook trusts only what gpu-policy wrote. A summary names each template's selector.
 //!
-//! Checks the claims the pod only references (`resourceClaimName`): one
-//! already allocated a device below the needs is a violation (the pod would
-//! crash on start; `audit` finds running pods so, through the claims made
-//! for them); one not yet allocated whose selectors do not guarantee the
-//! needs ([`GpuNeeds::guaranteed_by`]) gets a notice naming the selector to
-//! add.
+//! Checks claims the pod only references (`resourceClaimName`): one allocated a device below
+//! the needs is a violation (the pod would crash on start; `audit` finds running ones); one
+//! unallocated whose selectors do not guarantee the needs ([`GpuNeeds::guaranteed_by`]) gets
+//! a notice naming the selector to add.
 
 use std::collections::{BTreeMap, BTreeSet};
 
