@@ -1,23 +1,18 @@
-//! The device requests of a Dynamic Resource Allocation claim, read from raw
-//! JSON: which requests ask for GPUs, how many, and with admin access.
+//! The device requests of a DRA claim, read from raw JSON: which ask for GPUs, how many, and
+//! with admin access.
 //!
-//! Reads `devices.requests[]` of a ResourceClaim's `spec` or a
-//! ResourceClaimTemplate's `spec.spec`: in v1 and v1beta2
-//! `requests[].exactly.{deviceClassName, allocationMode, count,
-//! adminAccess, selectors}`, in v1beta1 the same fields flat on the request;
-//! in all, `requests[].firstAvailable[]` subrequests, of which a request
-//! counts as its largest GPU alternative.
+//! Reads `devices.requests[]` of a ResourceClaim's `spec` or a template's `spec.spec`: in v1
+//! and v1beta2 `requests[].exactly.{deviceClassName, allocationMode, count, adminAccess,
+//! selectors}`, in v1beta1 the same fields flat; in all, `firstAvailable[]` subrequests, of
+//! which a request counts as its largest GPU alternative.
 //!
-//! A request's GPU count is `count` (default 1) with `allocationMode:
-//! ExactCount` (the default); `All` is every matching device of a node.
-//! `count` is a JSON integer from 1 to u64::MAX: the API server keeps an
-//! int64, and `check`'s raw files may go to u64::MAX, far above any maximum.
-//! A float, a negative number, 0, a string, an empty `allocationMode` (which
-//! the API server defaults, so only `check` sees it) are an [`ObjectError`]
-//! naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
-//! everything. Consumable capacity (`capacity.requests`) is not read: a
-//! request takes `count` devices, shared or not, and the API server
-//! validates capacity.
+//! A GPU count is `count` (default 1) with `allocationMode: ExactCount` (the default); `All`
+//! is every matching device of a node. `count` is an integer from 1 to u64::MAX (the API
+//! server keeps an int64; `check`'s raw files may go higher). A float, negative, 0, string or
+//! empty `allocationMode` (the API server defaults it, so only `check` sees it) is an
+//! [`ObjectError`] naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
+//! everything. `capacity.requests` is not read: a request takes `count` devices, shared or
+//! not, and the API server validates capacity.
 
 use std::fmt;
 

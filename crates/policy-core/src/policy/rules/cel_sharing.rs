@@ -1,20 +1,15 @@
-//! The GPU sharing schemes (`gpuSharing`) in CEL, as
-//! `bounded_requests::sharing` decides them (docs/policy.md, "GPU
-//! sharing"). A scheme that is off contributes no variable, and `false`
+//! The GPU sharing schemes (`gpuSharing`) in CEL, as `bounded_requests::sharing` decides them
+//! (docs/policy.md, "GPU sharing"). A scheme that is off contributes no variable, and `false`
 //! or no text where a piece would test it.
 //!
-//! Bounds of the CEL side: KAI's `gpu-fraction` is a decimal of at most
-//! 32 characters (Rust's and Go's float grammar, without `inf` and `nan`),
-//! read with `double()` (which rounds as the webhook's parser does); an
-//! exponent of 30 or more is decided without `double()` (the value is then
-//! 0 or at least 10, and `double()` fails past the largest float).
-//! `gpu-memory` and `gpu-fraction-num-devices` are digits only, at most
-//! 19, not all zeros. A device count of 19 significant digits is taken as
-//! above `maxPerContainer` without being converted (it may not fit in an
-//! `int`), exact for any `maxPerContainer` below 10^18; such a count adds
-//! 1 card to the pod's count (the pod is denied either way). Containers
-//! are found by name: the API server refuses a pod with two containers of
-//! one name.
+//! Bounds: KAI's `gpu-fraction` is a decimal of at most 32 characters (Rust's and Go's float
+//! grammar, no `inf`/`nan`), read with `double()` (rounding as the webhook's parser does); an
+//! exponent of 30 or more is decided without `double()` (the value is then 0 or at least 10,
+//! and `double()` fails past the largest float). `gpu-memory` and `gpu-fraction-num-devices`
+//! are at most 19 digits, not all zeros; a count of 19 significant digits is taken as above
+//! `maxPerContainer` unconverted (it may not fit an `int`; exact for any maximum below
+//! 10^18) and adds 1 card to the pod (denied either way). Containers are found by name: the
+//! API server refuses two containers of one name.
 
 use super::cel::{Validation, Variable};
 use super::cel_text::{
