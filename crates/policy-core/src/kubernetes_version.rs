@@ -13,8 +13,7 @@ pub struct KubernetesVersion {
 
 /// The oldest release gpu-policy supports.
 pub const OLDEST: KubernetesVersion = KubernetesVersion::new(32);
-/// The newest release gpu-policy is tested against; rendering for a newer
-/// one renders for this one.
+/// The newest release gpu-policy is tested against; rendering for a newer one renders for this one.
 pub const NEWEST: KubernetesVersion = KubernetesVersion::new(37);
 
 /// Why a text is not a supported Kubernetes version.

@@ -152,8 +152,7 @@ impl Requirement {
         self.text.capacity() + self.alternatives.capacity() * size_of::<Atom>()
     }
 
-    /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares
-    /// nothing else.
+    /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares nothing else.
     pub fn at_least(version: CudaVersion) -> Self {
         Self {
             text: format!("cuda>={version}"),
@@ -224,11 +223,10 @@ impl Atom {
         .normalized()
     }
 
-    /// The atom's bounds as an order in which `self` is weaker than
-    /// `other` (every node that meets `other` meets `self`) exactly when
-    /// each of its three parts is at most `other`'s: no CUDA floor and no lower driver bound
-    /// come first, and a higher upper driver bound before a lower one, no
-    /// upper bound first of all.
+    /// The atom's bounds as an order in which `self` is weaker than `other` (every node that meets
+    /// `other` meets `self`) exactly when each of its three parts is at most `other`'s: no CUDA
+    /// floor and no lower driver bound come first, and a higher upper driver bound before a lower
+    /// one, no upper bound first of all.
     fn weakness(&self) -> (Option<CudaVersion>, Option<DriverVersion>, Upper) {
         (self.cuda, self.driver_from, self.driver_below.map(std::cmp::Reverse))
     }
@@ -254,11 +252,10 @@ pub struct DriverFloor {
 impl DriverFloor {
     /// The atoms no other atom is weaker than, in their order, at most [`MAX_ATOMS`] of them.
     ///
-    /// Found in one sweep, in O(n log n): in the order of
-    /// [`Atom::weakness`], an atom comes after every atom weaker than it,
-    /// so it is subsumed when one of those kept before it has a driver
-    /// range at least as wide; the kept ones' ranges are held as a
-    /// staircase (`driver_from` -> the widest `driver_below` up to it).
+    /// Found in one sweep, in O(n log n): in the order of [`Atom::weakness`], an atom comes after
+    /// every atom weaker than it, so it is subsumed when one of those kept before it has a driver
+    /// range at least as wide; the kept ones' ranges are held as a staircase (`driver_from` -> the
+    /// widest `driver_below` up to it).
     fn from_atoms(atoms: Vec<Atom>) -> Option<Self> {
         if atoms.is_empty() || atoms.iter().any(Atom::is_unconstrained) {
             return None;
@@ -291,8 +288,7 @@ impl DriverFloor {
         Some(Self { atoms: kept })
     }
 
-    /// A node must meet both. None when no node can (the images cannot run
-    /// together on any driver).
+    /// A node must meet both. None when no node can (the images cannot run together on any driver).
     pub fn and(&self, other: &DriverFloor) -> Option<DriverFloor> {
         // A floor and itself: every pair of its atoms is subsumed by one of
         // them (most pods run one image in all their GPU containers).
@@ -314,9 +310,8 @@ impl DriverFloor {
         with_cuda.chain(self.atoms.iter().filter(|atom| atom.cuda.is_none()))
     }
 
-    /// The floor in the toolkit's requirement language (`cuda>=13.1
-    /// driver>=535.0,driver<536.0`), which [`Requirement`] reads back into
-    /// the same floor.
+    /// The floor in the toolkit's requirement language (`cuda>=13.1 driver>=535.0,driver<536.0`),
+    /// which [`Requirement`] reads back into the same floor.
     pub fn requirement_text(&self) -> String {
         self.atoms()
             .map(|atom| {

@@ -13,9 +13,8 @@
 //! text order, which is key order for what the API server sends (Go sorts map keys) and for a
 //! document made from a `serde_json::Value`.
 //!
-//! Read from text ([`Document::parse`], or inside a larger deserialization:
-//! [`read`](fn@read)) or made from a borrowed `serde_json::Value`
-//! ([`Document::from_value`]: `check`, `audit` and tests).
+//! Read from text ([`Document::parse`], or inside a larger deserialization: [`read`](fn@read)) or
+//! made from a borrowed `serde_json::Value` ([`Document::from_value`]: `check`, `audit` and tests).
 
 mod read;
 mod tree;

@@ -1,7 +1,6 @@
-//! What the rules may know of the cluster, when the webhook can read it:
-//! questions asked of in-memory data (the watch caches, or a test table),
-//! never of the network. Without a cluster (`check`, `serve --no-cluster`)
-//! the rules use the static configuration alone.
+//! What the rules may know of the cluster, when the webhook can read it: questions asked of
+//! in-memory data (the watch caches, or a test table), never of the network. Without a cluster
+//! (`check`, `serve --no-cluster`) the rules use the static configuration alone.
 
 use std::collections::BTreeMap;
 
@@ -30,12 +29,10 @@ pub trait NodeFacts: Send + Sync {
     /// The compute capabilities of the GPU nodes, from the GFD labels.
     fn compute_capabilities(&self) -> Vec<ComputeCapability>;
 
-    /// How many nodes offer a GPU resource, and how many of those carry
-    /// GFD's labels.
+    /// How many nodes offer a GPU resource, and how many of those carry GFD's labels.
     fn gpu_node_labels(&self) -> GpuNodeLabels;
 
-    /// What the rules read of the node of that name; None when it is not
-    /// known.
+    /// What the rules read of the node of that name; None when it is not known.
     fn node(&self, name: &str) -> Option<NodeGpus>;
 }
 
@@ -48,17 +45,15 @@ pub trait ClusterFacts: ClaimFacts + NodeFacts + Send + Sync {
     /// allowlisted workloads are asked about.
     fn workload_uid(&self, namespace: &str, kind: &str, name: &str) -> Option<String>;
 
-    /// The most any single node can allocate of a resource: None when no
-    /// node is known yet (nothing can be concluded), Some(0) when nodes are
-    /// known and none offers it.
+    /// The most any single node can allocate of a resource: None when no node is known yet (nothing
+    /// can be concluded), Some(0) when nodes are known and none offers it.
     fn largest_allocatable(&self, resource: &str) -> Option<u64>;
 
     /// The annotations of a namespace (empty when unknown).
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String>;
 }
 
-/// A cluster described by plain data, for `check --cluster-state` style
-/// simulations and tests.
+/// A cluster described by plain data, for `check --cluster-state` style simulations and tests.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClusterSnapshot {
     pub runtime_classes: BTreeMap<String, RuntimeClassInfo>,

@@ -30,8 +30,7 @@ pub struct GpuResource<'a> {
 }
 
 impl GpuResource<'_> {
-    /// The count the device plugin would allocate: the limit, else the
-    /// request, when whole.
+    /// The count the device plugin would allocate: the limit, else the request, when whole.
     pub fn count(&self) -> u64 {
         self.limit.or(self.request).and_then(GpuCount::whole).unwrap_or(0)
     }
@@ -85,24 +84,20 @@ pub struct Container<'a> {
     pub mount_paths: Vec<&'a str>,
     /// `resources.claims[]`: the pod claims the container uses.
     pub claims: Vec<ClaimUse<'a>>,
-    /// The GPUs its resolved DRA claims give it (set by
-    /// [`super::dra::resolution::resolve`]).
+    /// The GPUs its resolved DRA claims give it (set by [`super::dra::resolution::resolve`]).
     pub dra_gpus: Option<DraCount>,
     /// It uses a claim that cannot be resolved (set by `resolve`): it may
     /// hold a GPU, so no check that needs it to hold none denies it.
     pub unresolved_claim: bool,
-    /// `securityContext.privileged: true`: the container sees every device
-    /// of the node.
+    /// `securityContext.privileged: true`: the container sees every device of the node.
     pub privileged: bool,
     /// HAMi's share values (`nvidia.com/gpumem`, ...), as written: values
     /// of one card's share, never cards.
     pub shares: Vec<GpuResource<'a>>,
-    /// The container holding a KAI-Scheduler fraction (set by
-    /// [`super::sharing::mark`]).
+    /// The container holding a KAI-Scheduler fraction (set by [`super::sharing::mark`]).
     pub kai_share: bool,
-    /// Cards a sharing scheme gives it without a resource naming them,
-    /// counted as `nvidia.com/gpu` (set by `mark`): HAMi's implied 1, the
-    /// devices of a KAI fraction.
+    /// Cards a sharing scheme gives it without a resource naming them, counted as `nvidia.com/gpu`
+    /// (set by `mark`): HAMi's implied 1, the devices of a KAI fraction.
     pub implied_cards: u64,
 }
 
@@ -111,8 +106,7 @@ pub struct Container<'a> {
 pub struct ClaimUse<'a> {
     /// The name of an entry of the pod's `spec.resourceClaims[]`.
     pub name: &'a str,
-    /// Narrows the use to one request of the claim (`request` or
-    /// `request/subrequest`).
+    /// Narrows the use to one request of the claim (`request` or `request/subrequest`).
     pub request: Option<&'a str>,
 }
 
@@ -124,9 +118,8 @@ impl Container<'_> {
         pointer_below(spec, container.into_iter().chain(steps.iter().copied()))
     }
 
-    /// A GPU container: it asks for a GPU resource, or uses a resolved DRA
-    /// claim that holds a GPU request. Ephemeral containers cannot have
-    /// resources.
+    /// A GPU container: it asks for a GPU resource, or uses a resolved DRA claim that holds a GPU
+    /// request. Ephemeral containers cannot have resources.
     pub fn is_gpu(&self) -> bool {
         self.kind != ContainerKind::Ephemeral
             && (self.dra_gpus.is_some() || self.is_device_plugin_gpu())

@@ -26,8 +26,7 @@ pub struct Change {
     pub rule: RuleId,
     /// As [`Mutation::summary`].
     pub summary: String,
-    /// Where its operations are in [`Evaluation::patch`]
-    /// ([`Evaluation::operations`]).
+    /// Where its operations are in [`Evaluation::patch`] ([`Evaluation::operations`]).
     pub operations: Range<usize>,
     /// As [`Mutation::overrides_author`].
     pub overrides_author: bool,
@@ -81,9 +80,8 @@ impl Evaluation {
         self.notices.extend(notices);
     }
 
-    /// The changes of this evaluation that `before`, of the same object's
-    /// older version, did not make (by rule and summary): what an update
-    /// of a workload's template brings its new pods.
+    /// The changes of this evaluation that `before`, of the same object's older version, did not
+    /// make (by rule and summary): what an update of a workload's template brings its new pods.
     pub fn changes_new_since<'e>(&'e self, before: &Evaluation) -> Vec<&'e Change> {
         let had: std::collections::BTreeSet<(RuleId, &str)> =
             before.changes.iter().map(|change| (change.rule, change.summary.as_str())).collect();

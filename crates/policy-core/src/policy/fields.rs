@@ -1,6 +1,5 @@
-//! Reading the fields of an object's raw JSON, with the path of a field
-//! of the wrong shape spelled out in the error: the pod view's and the
-//! claims' readers.
+//! Reading the fields of an object's raw JSON, with the path of a field of the wrong shape spelled
+//! out in the error: the pod view's and the claims' readers.
 
 use crate::document::{Array, Json, Object};
 

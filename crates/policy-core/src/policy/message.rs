@@ -17,9 +17,8 @@ impl Message {
     /// What every message starts with.
     pub const PREFIX: &str = "gpu-policy: ";
 
-    /// The longest body a message keeps, in bytes; a longer one is cut at
-    /// a character boundary and ends with `…`. The longest message of the
-    /// golden files is some 200 bytes.
+    /// The longest body a message keeps, in bytes; a longer one is cut at a character boundary and
+    /// ends with `…`. The longest message of the golden files is some 200 bytes.
     pub const MAX_BODY_BYTES: usize = 1024;
 
     pub fn new(body: impl fmt::Display) -> Self {
@@ -78,10 +77,9 @@ impl Serialize for Message {
     }
 }
 
-/// The words of one message with named slots, written once for both
-/// backends: a rule fills the slots with values ([`Self::format`]), the
-/// admission policies with CEL (`policy::rules::cel_text::message`). A
-/// slot is `{name}`, the name lowercase letters and `_`.
+/// The words of one message with named slots, written once for both backends: a rule fills the
+/// slots with values ([`Self::format`]), the admission policies with CEL
+/// (`policy::rules::cel_text::message`). A slot is `{name}`, the name lowercase letters and `_`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageTemplate(&'static str);
 
@@ -219,9 +217,8 @@ pub enum NoticeKind {
     /// No node's GPUs meet the pod's minimum compute capability, or no GPU
     /// node carries the labels a floor R4 writes is on.
     UnmetComputeCapability,
-    /// A floor of R4 is not written because no GPU node carries the labels
-    /// it would be on (GPU Feature Discovery not deployed): the pod may land
-    /// on a card or driver it cannot use.
+    /// A floor of R4 is not written because no GPU node carries the labels it would be on (GPU
+    /// Feature Discovery not deployed): the pod may land on a card or driver it cannot use.
     UnenforcedFloor,
     /// A DRA claim a container uses cannot be resolved: its containers are
     /// treated as holding no GPU.
@@ -238,9 +235,8 @@ pub enum NoticeKind {
     /// The pod a ResourceClaim is made for could not be read: the claim is
     /// admitted without the floors of the pod's images.
     UnreadClaimOwner,
-    /// Some claims of the pod a ResourceClaim is made for could not be
-    /// counted with it against `maxPerPod` (not found yet, not readable),
-    /// or the pod itself could not be read.
+    /// Some claims of the pod a ResourceClaim is made for could not be counted with it against
+    /// `maxPerPod` (not found yet, not readable), or the pod itself could not be read.
     UncountedPodClaims,
 }
 
@@ -334,8 +330,7 @@ pub fn thousands(count: usize) -> String {
     out
 }
 
-/// The longest prefix of `text` of at most `max` bytes that ends on a
-/// character boundary.
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
 pub fn prefix_within(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;

@@ -14,8 +14,7 @@ pub fn remove(path: PointerBuf) -> PatchOperation {
     PatchOperation::Remove(RemoveOperation { path })
 }
 
-/// One step of a path below a pointer: a member's key or an element's
-/// index.
+/// One step of a path below a pointer: a member's key or an element's index.
 #[derive(Debug, Clone, Copy)]
 pub enum Step<'a> {
     Key(&'a str),
@@ -60,8 +59,7 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
     add(path, object("annotations", annotations))
 }
 
-/// `{key: value}`, built directly: `json!` would copy a `Value` by
-/// serialising it.
+/// `{key: value}`, built directly: `json!` would copy a `Value` by serialising it.
 pub fn object(key: &str, value: Value) -> Value {
     let mut map = Map::with_capacity(1);
     map.insert(key.to_owned(), value);
@@ -79,9 +77,8 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
     })
 }
 
-/// `operations` encoded as JSON, when that is at most `budget` bytes;
-/// `None` past it. The encoding stops at the budget: a patch far over it
-/// costs the budget, not its size.
+/// `operations` encoded as JSON, when that is at most `budget` bytes; `None` past it. The encoding
+/// stops at the budget: a patch far over it costs the budget, not its size.
 pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
     let mut out = Written { kept: Some(Vec::new()), len: 0, budget };
     serde_json::to_writer(&mut out, operations).ok()?;

@@ -32,8 +32,7 @@ pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation
     run_in(pod, &Scope::Whole, &Settings::default(), &[], Some(cluster), None, Some(cluster))
 }
 
-/// Evaluates a pod without a cluster, with what the nodes carry, as
-/// `check --nodes` does.
+/// Evaluates a pod without a cluster, with what the nodes carry, as `check --nodes` does.
 pub fn evaluate_on_nodes(pod: &Value, nodes: &dyn NodeFacts, settings: &Settings) -> Evaluation {
     run_in(pod, &Scope::Whole, settings, &[], None, Some(nodes), None)
 }
@@ -83,8 +82,7 @@ pub fn leaked(value: &Value) -> Json<'static> {
     Box::leak(Box::new(Document::from_value(value))).root()
 }
 
-/// A ResourceClaimTemplate `default/<name>` with one request `r` of one
-/// device of `class`.
+/// A ResourceClaimTemplate `default/<name>` with one request `r` of one device of `class`.
 pub fn claim_template(name: &str, class: &str) -> Value {
     serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": "default"},
@@ -141,8 +139,7 @@ pub fn messages_of(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
     evaluation.violations.iter().filter(|v| v.rule == rule).map(|v| v.message.to_string()).collect()
 }
 
-/// The `env` of the container `name` (init, regular or ephemeral) of
-/// `pod`; empty when it has none.
+/// The `env` of the container `name` (init, regular or ephemeral) of `pod`; empty when it has none.
 pub fn env_of(pod: &Value, name: &str) -> Vec<Value> {
     ["initContainers", "containers", "ephemeralContainers"]
         .iter()
@@ -162,9 +159,8 @@ pub fn apply(object: &Value, patch: &[PatchOperation]) -> Value {
     patched
 }
 
-/// The pod `pod` as the webhook read it for a claim made for it: `claims`
-/// read beside it, its status naming `generated` (leaked, as
-/// [`leaked`]).
+/// The pod `pod` as the webhook read it for a claim made for it: `claims` read beside it, its
+/// status naming `generated` (leaked, as [`leaked`]).
 pub fn owner_read(
     pod: &Value,
     generated: Vec<GeneratedClaim>,
@@ -177,10 +173,9 @@ pub fn owner_read(
     })
 }
 
-/// Evaluates a ResourceClaim as the webhook does once it read the pod the
-/// claim is made for (`owner`); the claims, templates and DeviceClasses of
-/// `objects` stand for the cluster's caches, `namespace_annotations` for
-/// its namespace's.
+/// Evaluates a ResourceClaim as the webhook does once it read the pod the claim is made for
+/// (`owner`); the claims, templates and DeviceClasses of `objects` stand for the cluster's caches,
+/// `namespace_annotations` for its namespace's.
 pub fn evaluate_claim_for(
     claim: &Value,
     owner: Option<&OwnerPod<'_>>,

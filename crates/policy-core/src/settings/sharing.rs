@@ -1,6 +1,5 @@
-//! `gpuSharing` and `privilegedGpu`: the GPU sharing schemes the cluster
-//! runs, whose containers are GPU containers though they ask for no whole
-//! card, and what a privileged GPU container gets.
+//! `gpuSharing` and `privilegedGpu`: the GPU sharing schemes the cluster runs, whose containers are
+//! GPU containers though they ask for no whole card, and what a privileged GPU container gets.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,24 +1,21 @@
 //! What the cluster says a claim got, and for whom.
 //!
-//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (the controller
-//! of `kind: Pod`, `apiVersion: v1`: its `name` and `uid`),
+//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (the controller of `kind: Pod`,
+//! `apiVersion: v1`: its `name` and `uid`),
 //! `metadata.annotations["resource.kubernetes.io/pod-claim-name"]`,
-//! `status.allocation.devices.results[].{request, driver, pool, device}`.
-//! Of a ResourceSlice of the driver `gpu.nvidia.com` (slices of other
-//! drivers are not kept): `spec.pool.name`, `spec.devices[].name` and the
-//! version attributes `cudaComputeCapability`, `cudaDriverVersion` and
-//! `driverVersion`.
+//! `status.allocation.devices.results[].{request, driver, pool, device}`. Of a ResourceSlice of the
+//! driver `gpu.nvidia.com` (slices of other drivers are not kept): `spec.pool.name`,
+//! `spec.devices[].name` and the version attributes `cudaComputeCapability`, `cudaDriverVersion`
+//! and `driverVersion`.
 //!
-//! Bounded: at most [`MAX_RESULTS`] results of a claim and
-//! [`MAX_SLICE_DEVICES`] devices of a slice are kept (what the API server
-//! allows), and names longer than the API allows are dropped.
+//! Bounded: at most [`MAX_RESULTS`] results of a claim and [`MAX_SLICE_DEVICES`] devices of a slice
+//! are kept (what the API server allows), and names longer than the API allows are dropped.
 
 use serde_json::Value;
 
 use crate::document::Json;
 
-/// The NVIDIA DRA driver's name for its GPU devices (and the domain of
-/// their attributes).
+/// The NVIDIA DRA driver's name for its GPU devices (and the domain of their attributes).
 pub const GPU_DRIVER: &str = "gpu.nvidia.com";
 
 /// The annotation the resource claim controller puts on a claim it makes
@@ -151,8 +148,7 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
     Some(KeptSlice { pool, devices })
 }
 
-/// A name as the API server accepts one: not empty, at most
-/// [`MAX_NAME_BYTES`].
+/// A name as the API server accepts one: not empty, at most [`MAX_NAME_BYTES`].
 fn name(text: Option<&str>) -> Option<String> {
     text.filter(|text| !text.is_empty() && text.len() <= MAX_NAME_BYTES).map(str::to_owned)
 }

@@ -130,9 +130,8 @@ impl ClaimKind {
     }
 }
 
-/// The request of `request` or `request/subrequest` (a `firstAvailable`
-/// alternative), as a container's claim use and an allocation result name
-/// it.
+/// The request of `request` or `request/subrequest` (a `firstAvailable` alternative), as a
+/// container's claim use and an allocation result name it.
 pub fn base_request(request: &str) -> &str {
     request.split('/').next().unwrap_or(request)
 }
@@ -148,8 +147,7 @@ pub struct DeviceAlternative {
     pub selectors: Vec<String>,
 }
 
-/// One entry of `devices.requests[]` as written, before its device classes
-/// are judged.
+/// One entry of `devices.requests[]` as written, before its device classes are judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
     pub name: String,
@@ -162,14 +160,12 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSpec {
     pub requests: Vec<RequestSpec>,
-    /// The selectors together were past [`MAX_KEPT_SELECTOR_BYTES`]: none
-    /// are kept.
+    /// The selectors together were past [`MAX_KEPT_SELECTOR_BYTES`]: none are kept.
     pub selectors_dropped: bool,
 }
 
-/// The most bytes of CEL selectors kept of one claim: the API server allows
-/// 32 requests of 32 selectors of 10 KiB each, and a cache keeps every
-/// claim of the cluster.
+/// The most bytes of CEL selectors kept of one claim: the API server allows 32 requests of 32
+/// selectors of 10 KiB each, and a cache keeps every claim of the cluster.
 pub const MAX_KEPT_SELECTOR_BYTES: usize = 16 * 1024;
 
 impl ClaimSpec {
@@ -206,8 +202,7 @@ pub fn parse_object(
     Ok(read_object(object, kind)?.summary(is_gpu_class))
 }
 
-/// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
-/// object as written.
+/// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate object as written.
 pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ObjectError> {
     let spec = match kind {
         ClaimKind::Claim => object.get("spec"),
@@ -221,8 +216,7 @@ pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, Objec
     }
 }
 
-/// Reads the requests of a claim spec as written; `at` is the spec's
-/// dotted path, for errors.
+/// Reads the requests of a claim spec as written; `at` is the spec's dotted path, for errors.
 pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ObjectError> {
     read_spec_at(spec, &FieldPath::Keys(&[at]))
 }
@@ -308,8 +302,7 @@ fn alternative(fields: Object<'_>, path: &FieldPath<'_>) -> Result<DeviceAlterna
     })
 }
 
-/// `selectors[].cel.expression`: a selector of another kind (none exists
-/// yet) is skipped.
+/// `selectors[].cel.expression`: a selector of another kind (none exists yet) is skipped.
 fn selectors(fields: Object<'_>, path: &FieldPath<'_>) -> Result<Vec<String>, ObjectError> {
     let read = objects(member(fields, "selectors"), "selectors", path, |_, selector, at| {
         let Some(cel) = optional_object(selector, "cel", at)? else {

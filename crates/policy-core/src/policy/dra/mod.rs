@@ -24,8 +24,7 @@ pub enum Resolved {
     Unreadable(String),
 }
 
-/// Where a pod's claims are resolved: the cluster, or the other objects of
-/// the input of `check`.
+/// Where a pod's claims are resolved: the cluster, or the other objects of the input of `check`.
 pub trait ClaimFacts: Send + Sync {
     /// The ResourceClaimTemplate `namespace/name`.
     fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved;

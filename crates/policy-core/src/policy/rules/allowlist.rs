@@ -5,11 +5,10 @@
 //! `metadata.ownerReferences` entry (`kind`, `name`, `uid`); of workload templates, the
 //! workload's namespace, `kind` and `metadata.name`.
 //!
-//! Allows: an exemption when namespace, kind and name equal a `{namespace, kind, name}` entry,
-//! or namespace and kind equal and the name starts with a `{namespace, kind, namePrefix}`
-//! entry's prefix (generated suffixes). Labels never allowlist (anyone can set them), nor does
-//! the name in another namespace. Allowlisted pods skip R1, R6 and R3's reserved-class check;
-//! R2 still applies.
+//! Allows: an exemption when namespace, kind and name equal a `{namespace, kind, name}` entry, or
+//! namespace and kind equal and the name starts with a `{namespace, kind, namePrefix}` entry's
+//! prefix (generated suffixes). Labels never allowlist (anyone can set them), nor does the name in
+//! another namespace. Allowlisted pods skip R1, R6 and R3's reserved-class check; R2 still applies.
 
 pub use super::rule::{AllowlistInput, Exemption};
 use super::rule::{ApiServer, Check, Coverage, Entry, Rule, Severity};
@@ -37,9 +36,8 @@ pub const RULE: Rule = Rule {
     }],
 };
 
-/// The allowlist stage: the entry that exempts the object. With a cluster
-/// to read, a pod's owner must be the one the entry names
-/// ([`verify_owner`]).
+/// The allowlist stage: the entry that exempts the object. With a cluster to read, a pod's owner
+/// must be the one the entry names ([`verify_owner`]).
 pub fn exempt<'a>(input: &AllowlistInput<'a>) -> Exemption<'a> {
     let entry = matching_entry(input.identity, input.namespace, &input.settings.config().allowlist);
     if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =

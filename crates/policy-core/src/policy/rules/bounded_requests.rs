@@ -110,10 +110,9 @@ enum Problem {
     AbovePercent { field: &'static str, value: u64 },
 }
 
-/// The messages of what `problems_of` finds in the `resources` of each
-/// container: one per resource and problem, in that order, naming its
-/// containers. `templates`: of an invalid value, of a request without a
-/// limit, of one that differs from its limit.
+/// The messages of what `problems_of` finds in the `resources` of each container: one per resource
+/// and problem, in that order, naming its containers. `templates`: of an invalid value, of a
+/// request without a limit, of one that differs from its limit.
 fn grouped<'v>(
     view: &PodView<'v>,
     resources: for<'c> fn(&'c Container<'v>) -> &'c [GpuResource<'v>],
@@ -251,10 +250,9 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     let once = read_once("c");
     let (lim, req) = ("m.l", "m.r");
     let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
-    // Each problem: the containers that have it (the tests of their limits
-    // and requests), and for its message, read only there, each one's
-    // resources it has it for (for values, `[field, resource, reason]`), as
-    // the webhook names them: `{'name', 'ks'}`, in `<problem>Keys`.
+    // Each problem: the containers that have it (the tests of their limits and requests), and for
+    // its message, read only there, each one's resources it has it for (for values, `[field,
+    // resource, reason]`), as the webhook names them: `{'name', 'ks'}`, in `<problem>Keys`.
     let nr = cel::nonzero("m.r[k]");
     let differ = format!("quantity({req}[k]).compareTo(quantity({lim}[k])) != 0");
     let above = |side: &str| format!("quantity({side}[k]).asInteger() > {max}");
@@ -294,10 +292,9 @@ fn variables(settings: &Settings) -> Vec<Variable> {
         let ks = ks.unwrap_or_else(|| joined("filter", " + "));
         keys.push(Variable::new(&format!("{name}Keys"), &cel::keys(name, &ks)));
     }
-    // Each container's GPU resources, once per request: the names in
-    // its limits, then those only in its requests, each with the count
-    // the device plugin allocates. The pod checks below read these
-    // instead of the containers' quantities.
+    // Each container's GPU resources, once per request: the names in its limits, then those only in
+    // its requests, each with the count the device plugin allocates. The pod checks below read
+    // these instead of the containers' quantities.
     let gpus = |c: &str| {
         format!(
             "{once}.map(m, {lim}.filter(k, {gpu}).map(k, {{'k': dyn(k), 'n': dyn({n})}}) \
@@ -318,9 +315,8 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     // The count of resource k in a list of containers' GPU lists.
     let total =
         |lists: &str| format!("{lists}.map(l, l.filter(e, e.k == k).map(e, e.n).sum()).sum()");
-    // Kubernetes' effective count of resource k: the steady state (regular
-    // containers and sidecars) or an init container with the sidecars
-    // started before it, whichever is higher.
+    // Kubernetes' effective count of resource k: the steady state (regular containers and sidecars)
+    // or an init container with the sidecars started before it, whichever is higher.
     let steady = format!(
         "({} + {}{})",
         total("variables.regularGpus"),

@@ -204,11 +204,10 @@ impl Parts {
     }
 }
 
-/// The parts of the constraint (a compute floor above 0.0, a driver floor)
-/// whose labels none of the nodes that offer GPUs carries: an affinity on
-/// them is one no node can meet. When no node offers a GPU resource (none
-/// known yet, or all scaled to zero, or GPUs only through DRA) nothing can
-/// be concluded of the nodes that will come, and no part is.
+/// The parts of the constraint (a compute floor above 0.0, a driver floor) whose labels none of the
+/// nodes that offer GPUs carries: an affinity on them is one no node can meet. When no node offers
+/// a GPU resource (none known yet, or all scaled to zero, or GPUs only through DRA) nothing can be
+/// concluded of the nodes that will come, and no part is.
 fn unlabelled_parts(
     input: &RuleInput<'_, '_>,
     minimum: Option<&(ComputeCapability, String)>,
@@ -277,8 +276,7 @@ fn needs_constraint_without_registry(
         || (kept.compute && raise(base, images.compute).is_some())
 }
 
-/// Every compute alternative ANDed with every driver alternative (either
-/// side may be absent).
+/// Every compute alternative ANDed with every driver alternative (either side may be absent).
 fn product(compute: &[Vec<Value>], driver: &[Vec<Value>]) -> Vec<Vec<Value>> {
     match (compute.is_empty(), driver.is_empty()) {
         (_, true) => compute.to_vec(),
@@ -305,9 +303,8 @@ pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
     alternatives
 }
 
-/// The operation that ANDs the alternatives into every required node
-/// selector term, or None when every term already carries one. `Err` names
-/// a field of the wrong shape.
+/// The operation that ANDs the alternatives into every required node selector term, or None when
+/// every term already carries one. `Err` names a field of the wrong shape.
 fn constrain(
     spec: Object<'_>,
     spec_pointer: &Pointer,
@@ -317,8 +314,7 @@ fn constrain(
         Value::Array(
             alternatives
                 .iter()
-                // Built directly: `json!` would copy the expressions by
-                // serialising them.
+                // Built directly: `json!` would copy the expressions by serialising them.
                 .map(|expressions| object("matchExpressions", Value::Array(expressions.clone())))
                 .collect(),
         )
@@ -345,9 +341,8 @@ fn constrain(
         _ => return Ok(Some(add(path, new_terms()))),
     };
     let mut changed = false;
-    // Grown as terms are written, which stops at the bound below: a
-    // reservation for every term times every alternative would be taken
-    // before the bound is checked.
+    // Grown as terms are written, which stops at the bound below: a reservation for every term
+    // times every alternative would be taken before the bound is checked.
     let mut terms = Vec::new();
     // What the terms written so far take as JSON: each term the
     // constraint is ANDed into is written once per alternative.
@@ -399,10 +394,9 @@ fn constrain(
     Ok(Some(PatchOperation::Replace(ReplaceOperation { path, value: Value::Array(terms) })))
 }
 
-/// The most bytes of required node selector terms R4 writes: the API
-/// server keeps no object above 1.5 MiB (etcd's request limit), so terms
-/// multiplied past it make a pod that can never be stored. It bounds the
-/// patch by a constant, whatever the number of terms and of alternatives.
+/// The most bytes of required node selector terms R4 writes: the API server keeps no object above
+/// 1.5 MiB (etcd's request limit), so terms multiplied past it make a pod that can never be stored.
+/// It bounds the patch by a constant, whatever the number of terms and of alternatives.
 pub const MAX_WRITTEN_TERMS_BYTES: usize = 1536 * 1024;
 
 /// Why the constraint cannot be ANDed into the required terms.
@@ -410,8 +404,7 @@ pub const MAX_WRITTEN_TERMS_BYTES: usize = 1536 * 1024;
 enum Unconstrained {
     /// The field named has the wrong shape.
     Malformed(String),
-    /// The terms multiplied by the alternatives would be larger than
-    /// [`MAX_WRITTEN_TERMS_BYTES`].
+    /// The terms multiplied by the alternatives would be larger than [`MAX_WRITTEN_TERMS_BYTES`].
     TooLarge { terms: usize, alternatives: usize },
 }
 

@@ -5,9 +5,8 @@
 //! scope (new ephemeral ones included); `metadata.annotations` of the pod or template.
 //!
 //! Denies, in pods that are not allowlisted:
-//! - hostPath volumes at `/dev/nvidia*` (`nvidiactl`, `nvidia0`, `nvidia-uvm`,
-//!   `nvidia-caps/...`) or a folder above (`/dev`, `/`), the path normalised (`//`, `/./`,
-//!   `..`, trailing `/`);
+//! - hostPath volumes at `/dev/nvidia*` (`nvidiactl`, `nvidia0`, `nvidia-uvm`, `nvidia-caps/...`)
+//!   or a folder above (`/dev`, `/`), the path normalised (`//`, `/./`, `..`, trailing `/`);
 //! - mounts at or under `/var/run/nvidia-container-devices`: with the hardened toolkit's
 //!   `accept-nvidia-visible-devices-as-volume-mounts` such a mount *is* a device request;
 //! - annotations with key prefix `cdi.k8s.io` (or ending `.cdi.k8s.io`) whose value names an
@@ -227,8 +226,7 @@ fn is_cdi_key(key: &str) -> bool {
     prefix == "cdi.k8s.io" || prefix.ends_with(".cdi.k8s.io")
 }
 
-/// CDI annotation values are comma-separated fully qualified device names
-/// (`vendor/class=name`).
+/// CDI annotation values are comma-separated fully qualified device names (`vendor/class=name`).
 fn names_nvidia_device(value: &str) -> bool {
     value.split(',').any(|device| {
         let device = device.trim().to_ascii_lowercase();
@@ -236,11 +234,10 @@ fn names_nvidia_device(value: &str) -> bool {
     })
 }
 
-// The CEL side, `gpu-policy-device-paths`: the checks above, in the
-// containers in scope (on `pods/ephemeralcontainers`, the ephemeral
-// containers the update adds). `..` segments are not resolved (the API
-// server already rejects them in a hostPath; a mount path with `..` is
-// read as written).
+// The CEL side, `gpu-policy-device-paths`: the checks above, in the containers in scope (on
+// `pods/ephemeralcontainers`, the ephemeral containers the update adds). `..` segments are not
+// resolved (the API server already rejects them in a hostPath; a mount path with `..` is read as
+// written).
 
 /// The path's segments without the empty and `.` ones.
 fn segments(path: &str) -> String {

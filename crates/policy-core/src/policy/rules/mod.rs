@@ -30,10 +30,9 @@ pub mod runtime_class;
 pub mod visible_devices;
 pub mod webhook_annotations;
 
-/// Declares each rule's [`RuleId`] variant and its place in the
-/// registry. The order is the rules' numbers (R1, R2, ...): the order the
-/// pod and claim entries run in (the allowlist stage runs before them
-/// wherever it is listed), the generated policies come in, and the
+/// Declares each rule's [`RuleId`] variant and its place in the registry. The order is the rules'
+/// numbers (R1, R2, ...): the order the pod and claim entries run in (the allowlist stage runs
+/// before them wherever it is listed), the generated policies come in, and the
 /// `gpu-policy.io/mutations` annotation lists the rules in.
 macro_rules! registry {
     ($($module:ident => $variant:ident,)+) => {

@@ -91,9 +91,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 Some(cluster) => match cluster.runtime_class(name) {
                     Some(info) => Some(info),
                     None => {
-                        // The GPU Operator in CDI mode creates no class:
-                        // injecting a missing one would make every GPU pod
-                        // fail.
+                        // The GPU Operator in CDI mode creates no class: injecting a missing one
+                        // would make every GPU pod fail.
                         findings.notices.push(Notice::new(
                             NoticeKind::MissingRuntimeClass,
                             format!(
@@ -154,10 +153,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// What the built-in RuntimeClass admission plugin does to a pod that names
-/// the class: it runs before mutating webhooks, so a class injected here
-/// never gets that treatment and later validation would reject the pod
-/// (overhead missing) or schedule it wrongly. `Err` is the plugin's
+/// What the built-in RuntimeClass admission plugin does to a pod that names the class: it runs
+/// before mutating webhooks, so a class injected here never gets that treatment and later
+/// validation would reject the pod (overhead missing) or schedule it wrongly. `Err` is the plugin's
 /// rejection.
 fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
     let mut operations = Vec::new();
@@ -229,10 +227,9 @@ fn same_toleration(a: Json<'_>, b: &Value) -> bool {
         }
 }
 
-// The CEL side: `gpu-policy-runtime-class` validates as the checks
-// above, except for a pod whose GPUs come only through DRA claims (the
-// policy cannot resolve a claim, so a pod naming one is never denied the
-// reserved class); the injection is a MutatingAdmissionPolicy.
+// The CEL side: `gpu-policy-runtime-class` validates as the checks above, except for a pod whose
+// GPUs come only through DRA claims (the policy cannot resolve a claim, so a pod naming one is
+// never denied the reserved class); the injection is a MutatingAdmissionPolicy.
 
 fn variables(settings: &Settings) -> Vec<Variable> {
     let mut variables = sharing::variables(settings);
@@ -279,9 +276,8 @@ fn validations(settings: &Settings) -> Vec<Validation> {
     ]
 }
 
-/// The injection of `runtimeClassName` into a pod that asks for a GPU
-/// resource or holds a share and names no runtime class, a
-/// MutatingAdmissionPolicy; none with `runtimeClassName: ""` (nothing is
+/// The injection of `runtimeClassName` into a pod that asks for a GPU resource or holds a share and
+/// names no runtime class, a MutatingAdmissionPolicy; none with `runtimeClassName: ""` (nothing is
 /// injected).
 fn injection(settings: &Settings) -> Option<CelPolicy> {
     let class = &settings.config().runtime_class_name;

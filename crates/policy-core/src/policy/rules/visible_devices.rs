@@ -1,6 +1,5 @@
-//! R1 `visible-devices` (mutating): no card reaches a container through
-//! `NVIDIA_VISIBLE_DEVICES` outside the device plugin's accounting (docs/policy.md, "R1
-//! visible-devices").
+//! R1 `visible-devices` (mutating): no card reaches a container through `NVIDIA_VISIBLE_DEVICES`
+//! outside the device plugin's accounting (docs/policy.md, "R1 visible-devices").
 //!
 //! Reads: `env` of every init, sidecar, regular and (new) ephemeral container; whether it is
 //! a GPU container (a GPU resource, or a resolved DRA claim with a GPU request).
@@ -169,8 +168,7 @@ fn append_pin(spec: &Pointer, container: &Container<'_>, pin: &str) -> PatchOper
         add(path, Value::Object(entry))
     } else {
         let path = container.pointer_to(spec, &[Step::Key("env")]);
-        // Built as it is rather than with `json!`, which copies the entry
-        // through serde.
+        // Built as it is rather than with `json!`, which copies the entry through serde.
         add(path, Value::Array(vec![Value::Object(entry)]))
     }
 }
@@ -179,12 +177,11 @@ fn append_pin(spec: &Pointer, container: &Container<'_>, pin: &str) -> PatchOper
 /// the pod spec), those in scope given by `scoped`. Ephemeral containers
 /// (`can_hold_gpu` false) are pinned whatever they ask for.
 ///
-/// Entries are removed one by one, from the last back so that each index
-/// holds, and the pin is appended: the env is never written whole,
-/// because the API server cannot turn the entries it reads back into JSON
-/// (`JSONPath valueExpression evaluated to a type that could not marshal
-/// to JSON`). This takes `lists.range` and `flatten`, cel-go's `ext.Lists`,
-/// in every API server that serves MutatingAdmissionPolicy (1.34+).
+/// Entries are removed one by one, from the last back so that each index holds, and the pin is
+/// appended: the env is never written whole, because the API server cannot turn the entries it
+/// reads back into JSON (`JSONPath valueExpression evaluated to a type that could not marshal to
+/// JSON`). This takes `lists.range` and `flatten`, cel-go's `ext.Lists`, in every API server that
+/// serves MutatingAdmissionPolicy (1.34+).
 fn env_patches(
     settings: &Settings,
     field: &str,

@@ -86,11 +86,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// `gpu-policy-webhook-annotations`, a MutatingAdmissionPolicy: on a
-/// Pod's update, the annotations only gpu-policy writes put back as the
-/// old pod has them: set again where the update changed or removed one,
-/// removed where it added one. `metadata.annotations` is made first when
-/// the update left none and one is to be set.
+/// `gpu-policy-webhook-annotations`, a MutatingAdmissionPolicy: on a Pod's update, the annotations
+/// only gpu-policy writes put back as the old pod has them: set again where the update changed or
+/// removed one, removed where it added one. `metadata.annotations` is made first when the update
+/// left none and one is to be set.
 fn policies(_: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
     let mut variables = vec![
         Variable::new(

@@ -4,12 +4,11 @@
 //! before its templates existed was only warned; its claims, made later one by one, are each
 //! judged with the others, so it never gets more GPUs than it could have asked for.
 //!
-//! Reads: the claim's pod claim (`resource.kubernetes.io/pod-claim-name`), its GPU requests
-//! and total (as [`super::claim_requests`] counts them); its owner pod
-//! ([`ClaimInput::owner`]): each `spec.resourceClaims[]` entry (`resourceClaimName`, or
-//! `resourceClaimTemplateName` and the claim `status.resourceClaimStatuses` made from it)
-//! and the requests of what it names (read beside the pod or from the caches); the
-//! namespace's `maxPerPod`.
+//! Reads: the claim's pod claim (`resource.kubernetes.io/pod-claim-name`), its GPU requests and
+//! total (as [`super::claim_requests`] counts them); its owner pod ([`ClaimInput::owner`]): each
+//! `spec.resourceClaims[]` entry (`resourceClaimName`, or `resourceClaimTemplateName` and the claim
+//! `status.resourceClaimStatuses` made from it) and the requests of what it names (read beside the
+//! pod or from the caches); the namespace's `maxPerPod`.
 //!
 //! Counts the claim under review once, in place of its template, and every other entry once
 //! (a claim two entries name, once); an entry naming neither, or whose claim the status says
@@ -33,8 +32,7 @@ use crate::policy::rules::rule::{ClaimInput, ClaimOwner, Findings, OwnerInput};
 /// How many of the pod's GPU claims a denial names, with their counts.
 const MAX_NAMED: usize = 5;
 
-/// R2 on a claim made for a pod from its template, with the pod's other
-/// claims.
+/// R2 on a claim made for a pod from its template, with the pod's other claims.
 pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
     let (Some(owner), Some(made_for)) = (input.owner, read_made_for(input.object)) else {
         return;
@@ -118,8 +116,7 @@ pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
     }
 }
 
-/// The ResourceClaim `name` of the pod's namespace; one that is not found
-/// is named.
+/// The ResourceClaim `name` of the pod's namespace; one that is not found is named.
 fn claim(owner: &OwnerInput<'_>, name: &str) -> Resolved {
     match owner.claims.resource_claim(owner.pod.namespace_name, name) {
         Resolved::Unknown => Resolved::Unreadable(format!("ResourceClaim {name:?} not found")),
@@ -160,9 +157,8 @@ impl Counted {
         }
     }
 
-    /// `pod "p" would get 16 GPUs from its claims "a" 8 (this claim), "b"
-    /// 8, ...`: the GPU claims named (at most [`MAX_NAMED`]), the rest
-    /// counted.
+    /// `pod "p" would get 16 GPUs from its claims "a" 8 (this claim), "b" 8, ...`: the GPU claims
+    /// named (at most [`MAX_NAMED`]), the rest counted.
     fn denial(&self, pod: &str, maximum: u64) -> String {
         let mut listed: Vec<String> = self
             .named

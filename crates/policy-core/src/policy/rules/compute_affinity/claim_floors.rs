@@ -1,6 +1,5 @@
-//! R4 `compute-affinity` for a ResourceClaim made for a pod (mutating): the device the claim
-//! gets meets what the pod's images need (docs/policy.md, "GPUs that come through DRA
-//! claims").
+//! R4 `compute-affinity` for a ResourceClaim made for a pod (mutating): the device the claim gets
+//! meets what the pod's images need (docs/policy.md, "GPUs that come through DRA claims").
 //!
 //! Reads: the claim's controller owner of kind Pod (`metadata.ownerReferences`, set by the
 //! resource claim controller, or the scheduler for extended-resource claims); that pod
@@ -10,10 +9,9 @@
 //! minimum); the claim's device requests (`exactly`, each `firstAvailable` subrequest, or the
 //! flat v1beta1 request) and their `deviceClassName`.
 //!
-//! The needs come from the pod's spec, never its `gpu-policy.io/gpu-needs` annotation: an
-//! author may edit that after admission (no webhook sees a metadata update), and a pod
-//! admitted before its templates recorded nothing; so a pod's claims get the same floors
-//! whichever came first.
+//! The needs come from the pod's spec, never its `gpu-policy.io/gpu-needs` annotation: an author
+//! may edit that after admission (no webhook sees a metadata update), and a pod admitted before its
+//! templates recorded nothing; so a pod's claims get the same floors whichever came first.
 //!
 //! Changes: adds one selector,
 //! [`GpuNeeds::selector`](crate::policy::dra::floor::GpuNeeds::selector), to every request
@@ -131,8 +129,7 @@ fn unchanged(mut findings: Findings, why: &str) -> Findings {
     findings
 }
 
-/// Why a claim whose pod is gone, or is another pod of the same name, is
-/// left unchanged.
+/// Why a claim whose pod is gone, or is another pod of the same name, is left unchanged.
 fn not_found(pod: &str) -> String {
     format!("its pod {pod:?} was not found with the UID it was made for")
 }

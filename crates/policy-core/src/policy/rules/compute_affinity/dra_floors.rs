@@ -53,9 +53,8 @@ pub(super) fn check(
     }
 }
 
-/// On a pod's update: the `which` containers whose GPUs come through
-/// claims, their images' floors against the devices already allocated to
-/// their claims (those made from templates included).
+/// On a pod's update: the `which` containers whose GPUs come through claims, their images' floors
+/// against the devices already allocated to their claims (those made from templates included).
 pub(super) fn allocated_below(
     input: &RuleInput<'_, '_>,
     which: Containers<'_>,
@@ -67,10 +66,9 @@ pub(super) fn allocated_below(
     }
 }
 
-/// What the GPUs that come through claims need of a device: those of the
-/// containers that hold them ([`holds_claimed_gpus`]), their images' floors
-/// raised to `base`, with where the compute and the driver floors come
-/// from; None when they need nothing. The claims made for the pod get it
+/// What the GPUs that come through claims need of a device: those of the containers that hold them
+/// ([`holds_claimed_gpus`]), their images' floors raised to `base`, with where the compute and the
+/// driver floors come from; None when they need nothing. The claims made for the pod get it
 /// ([`super::claim_floors`]).
 pub(super) fn pod_needs(
     input: &RuleInput<'_, '_>,
@@ -99,10 +97,9 @@ fn needs_of(
         .map(|needs| (needs, compute.map(|(_, s)| s), images.driver.map(|(_, s)| s)))
 }
 
-/// A GPU container whose GPUs come through claims: it holds them through
-/// resolved claims and no device-plugin resource, or a DeviceClass serves
-/// its GPU resource (`spec.extendedResourceName`: the scheduler makes a
-/// claim for it).
+/// A GPU container whose GPUs come through claims: it holds them through resolved claims and no
+/// device-plugin resource, or a DeviceClass serves its GPU resource (`spec.extendedResourceName`:
+/// the scheduler makes a claim for it).
 pub(super) fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Container<'_>) -> bool {
     let serves_extended = || {
         input.claims.is_some_and(|claims| {
@@ -207,9 +204,8 @@ fn referenced_claims(
     };
     let view = input.view;
     let uid = view.metadata.and_then(|m| m.get("uid")).and_then(Json::as_str);
-    // Pod claim name -> the uses of it by the containers in claims, in the
-    // containers' order: each pod claim finds its users without a pass over
-    // every container.
+    // Pod claim name -> the uses of it by the containers in claims, in the containers' order: each
+    // pod claim finds its users without a pass over every container.
     let mut uses: BTreeMap<&str, Vec<(usize, Option<&str>)>> = BTreeMap::new();
     for (at, container) in view.containers.iter().enumerate() {
         if !in_claims(container) {
@@ -320,15 +316,13 @@ fn referenced_claims(
     }
 }
 
-/// The most selectors of one claim compiled and run to tell whether they
-/// guarantee the needs: each is compiled and run on a few dozen probe
-/// devices, on the request path, and a claim's author chooses how many
-/// there are. Real claims carry a handful; past this the claim is taken not
-/// to guarantee them (a warning, never a denial).
+/// The most selectors of one claim compiled and run to tell whether they guarantee the needs: each
+/// is compiled and run on a few dozen probe devices, on the request path, and a claim's author
+/// chooses how many there are. Real claims carry a handful; past this the claim is taken not to
+/// guarantee them (a warning, never a denial).
 const MAX_SELECTORS_JUDGED: usize = 32;
 
-/// Every GPU alternative of every GPU request of the claim refuses the
-/// devices below the needs.
+/// Every GPU alternative of every GPU request of the claim refuses the devices below the needs.
 fn guaranteed(summary: &ClaimSummary, needs: &GpuNeeds) -> bool {
     let alternatives =
         || summary.requests.iter().filter(|r| r.gpu.is_some()).flat_map(|r| &r.gpu_selectors);

@@ -234,10 +234,9 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
     }
 }
 
-/// The lowest compute capability the pod's GPUs can have, and where that
-/// is said: the bound node's labels; for a pod not yet bound, the lowest
-/// of the labelled GPU nodes its required node affinity admits. None when
-/// nothing can be concluded.
+/// The lowest compute capability the pod's GPUs can have, and where that is said: the bound node's
+/// labels; for a pod not yet bound, the lowest of the labelled GPU nodes its required node affinity
+/// admits. None when nothing can be concluded.
 fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
     let nodes = input.nodes?;
     let node = input.view.spec.get("nodeName").and_then(Json::as_str);
@@ -254,10 +253,9 @@ fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
     Some((lowest, "the lowest GPU node the pod's required node affinity admits".to_owned()))
 }
 
-/// The lowest compute capability the required node affinity admits, from
-/// the expressions R4 writes on GFD's labels (`major Gt M-1`, or `major In
-/// M` with `minor Gt m-1`): the lowest over the terms, as the terms are
-/// ORed. None when some term leaves the capability open, or there is no
+/// The lowest compute capability the required node affinity admits, from the expressions R4 writes
+/// on GFD's labels (`major Gt M-1`, or `major In M` with `minor Gt m-1`): the lowest over the
+/// terms, as the terms are ORed. None when some term leaves the capability open, or there is no
 /// required affinity: then any GPU may be chosen.
 fn admitted(view: &PodView<'_>) -> Option<ComputeCapability> {
     let required = required_terms(view)?;
