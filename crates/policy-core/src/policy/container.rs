@@ -14,8 +14,7 @@ use crate::settings::HAMI_CARDS;
 pub enum ContainerKind {
     /// An init container that runs to completion before the next one starts.
     Init,
-    /// An init container with `restartPolicy: Always`: runs beside the
-    /// regular containers for the pod's whole life.
+    /// An init container with `restartPolicy: Always`: runs beside the regular ones all along.
     Sidecar,
     Regular,
     Ephemeral,
@@ -47,8 +46,7 @@ impl GpuResource<'_> {
 /// sees (R1's subject; KAI's webhook writes it for a share).
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 
-/// The only variables of a container's `env` that any rule reads; the
-/// server's decoding leaves the others out.
+/// The only `env` variables any rule reads; the server's decoding leaves the others out.
 pub const READ_ENV_NAMES: [&str; 3] = [VISIBLE_DEVICES, REQUIRE_CUDA_ENV, DISABLE_REQUIRE_ENV];
 
 /// An `env` entry, with its index in the container's `env` list.
@@ -91,8 +89,7 @@ pub struct Container<'a> {
     pub unresolved_claim: bool,
     /// `securityContext.privileged: true`: the container sees every device of the node.
     pub privileged: bool,
-    /// HAMi's share values (`nvidia.com/gpumem`, ...), as written: values
-    /// of one card's share, never cards.
+    /// HAMi's share values (`nvidia.com/gpumem`, ...), as written: one card's share, never cards.
     pub shares: Vec<GpuResource<'a>>,
     /// The container holding a KAI-Scheduler fraction (set by [`super::sharing::mark`]).
     pub kai_share: bool,
@@ -111,8 +108,7 @@ pub struct ClaimUse<'a> {
 }
 
 impl Container<'_> {
-    /// The JSON pointer of `steps` below the container, under the pod
-    /// spec at `spec` (none: the container's own).
+    /// The JSON pointer of `steps` below the container, under the pod spec at `spec` (none: own).
     pub fn pointer_to(&self, spec: &Pointer, steps: &[Step<'_>]) -> PointerBuf {
         let container = [Step::Key(self.list), Step::Index(self.index)];
         pointer_below(spec, container.into_iter().chain(steps.iter().copied()))
@@ -135,8 +131,7 @@ impl Container<'_> {
                 || self.shares.iter().any(GpuResource::asks))
     }
 
-    /// This container's count of one GPU resource, with the cards a
-    /// sharing scheme implies under `nvidia.com/gpu`.
+    /// This container's count of one GPU resource, plus the cards a sharing scheme implies.
     pub fn count_of(&self, resource: &str) -> u64 {
         let implied = if resource == HAMI_CARDS { self.implied_cards } else { 0 };
         self.gpu_resources

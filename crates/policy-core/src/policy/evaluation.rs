@@ -12,8 +12,7 @@ use super::rules::RuleId;
 use super::rules::rule::{Findings, Mutation};
 use crate::settings::AllowlistEntry;
 
-/// Something the policy does not accept. The message names the containers
-/// or fields and says how to fix it.
+/// Something the policy does not accept; the message names the containers or fields and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     pub rule: RuleId,

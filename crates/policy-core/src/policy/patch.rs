@@ -33,9 +33,8 @@ pub fn pointer_below<'s>(base: &Pointer, steps: impl IntoIterator<Item = Step<'s
     pointer
 }
 
-/// Where an object's annotations stand, for [`set_annotation`]: its
-/// `metadata` pointer, and whether `metadata` and `metadata.annotations`
-/// exist (in the object, or made by an earlier operation of the patch).
+/// Where an object's annotations stand, for [`set_annotation`]: its `metadata` pointer, and whether
+/// `metadata` and `metadata.annotations` exist (in the object, or made earlier in the patch).
 #[derive(Debug, Clone, Copy)]
 pub struct AnnotationsAt<'a> {
     pub metadata: &'a Pointer,

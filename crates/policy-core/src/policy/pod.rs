@@ -115,8 +115,7 @@ pub struct PodView<'a> {
 }
 
 impl<'a> PodView<'a> {
-    /// Reads the view. Returns `Ok(None)` for a workload without a pod
-    /// template (a ReplicationController may omit it).
+    /// Reads the view; `Ok(None)` for a workload without a pod template (a ReplicationController).
     pub fn parse(
         object: Json<'a>,
         shape: Shape,

@@ -75,8 +75,7 @@ fn run_in(
     evaluated(&evaluator, &subject)
 }
 
-/// `value` as a document that lives as long as the test: what a view read
-/// from it borrows (a test's few values are leaked).
+/// `value` as a document living as long as the test, for a view to borrow (test values leak).
 pub fn leaked(value: &Value) -> Json<'static> {
     let value: &'static Value = Box::leak(Box::new(value.clone()));
     Box::leak(Box::new(Document::from_value(value))).root()

@@ -47,8 +47,7 @@ pub struct MadeFor {
     /// The owner Pod's name and UID.
     pub pod: String,
     pub pod_uid: String,
-    /// The pod claim (`spec.resourceClaims[].name`) it was made from, when
-    /// the resource claim controller says so.
+    /// The pod claim (`spec.resourceClaims[].name`) it was made from, if the controller says so.
     pub pod_claim: Option<String>,
 }
 
@@ -109,14 +108,12 @@ pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
     Some(MadeFor { pod: text(owner.get("name"))?, pod_uid: text(owner.get("uid"))?, pod_claim })
 }
 
-/// The attributes of a ResourceSlice's device: `attributes` (v1, v1beta2)
-/// or `basic.attributes` (v1beta1).
+/// A ResourceSlice device's attributes: `attributes` (v1, v1beta2) or `basic.attributes` (v1beta1).
 pub fn device_attributes(device: &Value) -> Option<&Value> {
     device.get("attributes").or_else(|| device.get("basic")?.get("attributes"))
 }
 
-/// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers
-/// and for slices without a pool.
+/// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers and pool-less slices.
 pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
     let spec = slice.get("spec")?;
     if spec.get("driver").and_then(Value::as_str) != Some(GPU_DRIVER) {

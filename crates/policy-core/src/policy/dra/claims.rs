@@ -58,8 +58,7 @@ pub struct ClaimRequest {
     pub gpu: Option<DraCount>,
     /// `adminAccess: true` on a GPU alternative.
     pub admin_access: bool,
-    /// The CEL selectors of each GPU alternative (the request itself, or
-    /// each GPU `firstAvailable` subrequest), as written.
+    /// The CEL selectors of each GPU alternative (the request, or GPU `firstAvailable` entries).
     pub gpu_selectors: Vec<Vec<String>>,
 }
 
@@ -67,8 +66,7 @@ pub struct ClaimRequest {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSummary {
     pub requests: Vec<ClaimRequest>,
-    /// The selectors were past [`MAX_KEPT_SELECTOR_BYTES`] and none were
-    /// kept: nothing can be said of what they guarantee.
+    /// Selectors past [`MAX_KEPT_SELECTOR_BYTES`], none kept: what they guarantee is unknown.
     pub selectors_dropped: bool,
 }
 
@@ -169,8 +167,7 @@ pub struct ClaimSpec {
 pub const MAX_KEPT_SELECTOR_BYTES: usize = 16 * 1024;
 
 impl ClaimSpec {
-    /// What the policy knows of the claim, with `is_gpu_class` saying which
-    /// device classes hand out GPUs.
+    /// What the policy knows of the claim, `is_gpu_class` telling which device classes are GPUs.
     pub fn summary(&self, is_gpu_class: &dyn Fn(&str) -> bool) -> ClaimSummary {
         let requests = self
             .requests

@@ -71,8 +71,7 @@ impl GpuNeeds {
         Some(GpuNeeds { compute_capability, driver, images })
     }
 
-    /// The annotation value: `{"computeCapability":"7.5","driverVersion":
-    /// "cuda>=13.1","images":["..."]}`.
+    /// The annotation value: `{"computeCapability":"7.5","driverVersion":"cuda>=13.1",...}`.
     pub fn annotation_value(&self) -> String {
         let recorded = Recorded {
             compute_capability: self.compute_capability.map(|c| c.to_string()),

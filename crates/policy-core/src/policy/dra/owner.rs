@@ -23,8 +23,7 @@ use crate::policy::pod::{ClaimSource, PodClaim};
 /// but the pod is read and the claim rules say so. Real pods list a few.
 pub const MAX_POD_CLAIMS: usize = 32;
 
-/// The Pod a claim is made for, as the webhook read it from the API server
-/// before evaluating the claim.
+/// The Pod a claim is made for, as the webhook read it from the API server before the claim.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OwnerPod<'a> {
     Read(ReadPod<'a>),
@@ -83,8 +82,7 @@ pub enum ClaimOrigin<'a> {
     /// A template, and the claim made from it for this pod when the pod's status names one (it has
     /// the template's requests, and outlives the template).
     Template { template: &'a str, generated: Option<&'a str> },
-    /// Nothing: the pod's status says no claim was needed, or the entry
-    /// names neither a claim nor a template.
+    /// Nothing: the pod's status says no claim was needed, or the entry names neither kind.
     Nothing,
 }
 

@@ -111,8 +111,7 @@ pub fn resolve<'a>(
         .into_iter()
         .take(MAX_UNRESOLVED_NAMED)
         .map(|(claim, (reason, containers))| {
-            // Short enough for a kubectl warning: who stays pinned comes
-            // before the reason, which may be long.
+            // Fits a kubectl warning: who stays pinned first, then the (maybe long) reason.
             let verb = if containers.len() == 1 { "stays" } else { "stay" };
             let who = quoted_list("container", "containers", containers);
             Notice::new(
@@ -180,8 +179,7 @@ fn source_name(pod_claims: &BTreeMap<&str, ClaimSource<'_>>, claim: &str) -> Str
         .unwrap_or_else(|| format!("claim {claim:?}"))
 }
 
-/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"`; None for a pod
-/// claim that names neither.
+/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"`; None for a pod claim naming neither.
 fn source_phrase(source: ClaimSource<'_>) -> Option<String> {
     match source {
         ClaimSource::Template(name) => Some(format!("ResourceClaimTemplate {name:?}")),

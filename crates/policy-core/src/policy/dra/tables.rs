@@ -49,8 +49,7 @@ impl DeviceClassInfo {
         DeviceClassInfo { selects_gpu_driver, extended_resource_name }
     }
 
-    /// Whether the class hands out GPUs under `settings` (its name is
-    /// checked against `gpuDeviceClasses` by the caller).
+    /// Whether the class hands out GPUs under `settings` (the caller checks `gpuDeviceClasses`).
     pub fn hands_out_gpus(&self, settings: &Settings) -> bool {
         self.selects_gpu_driver
             || self
@@ -75,14 +74,12 @@ pub struct KeptClaim {
     pub spec: KeptSpec,
     /// The Pod a ResourceClaim was made for (None for templates, and for claims no Pod controls).
     pub made_for: Option<MadeFor>,
-    /// The devices allocated to a ResourceClaim (None for templates, and
-    /// until the scheduler allocates it).
+    /// The devices allocated to a ResourceClaim (None for templates, and until allocation).
     pub allocation: Option<Vec<AllocatedDevice>>,
 }
 
 impl KeptClaim {
-    /// Reads the ResourceClaim or ResourceClaimTemplate `name` (its `spec`;
-    /// of a claim, its `metadata` and `status` too).
+    /// Reads the claim or claim template `name` (`spec`; of a claim, `metadata` and `status`).
     pub fn of(name: &str, object: &Value, kind: ClaimKind) -> Self {
         let document = Document::from_value(object);
         let spec = match read_object(document.root(), kind) {
@@ -108,8 +105,7 @@ impl GpuSettings {
     }
 }
 
-/// A copy of `settings`: build it once and share it where many tables are
-/// read with the same settings.
+/// A copy of `settings`: build it once, share it where many tables are read with the same settings.
 impl From<&Settings> for GpuSettings {
     fn from(settings: &Settings) -> Self {
         GpuSettings(Arc::new(settings.clone()))
@@ -143,8 +139,7 @@ pub struct ClaimTables {
 }
 
 impl ClaimTables {
-    /// Whether `class` hands out GPUs: by name (`gpuDeviceClasses`), or by
-    /// what the DeviceClass of that name says.
+    /// Whether `class` hands out GPUs: by name (`gpuDeviceClasses`), or as its DeviceClass says.
     pub fn is_gpu_class(&self, class: &str) -> bool {
         let settings = &self.settings.0;
         settings.is_gpu_device_class(class)
@@ -291,8 +286,7 @@ impl ClaimFacts for ClaimTables {
         ))
     }
 
-    /// Whatever the settings say of the class: a container's limit of the
-    /// resource may be met by a claim of it.
+    /// Whatever the settings say of the class: a limit of the resource may be met by its claim.
     fn serves_extended_resource(&self, resource: &str) -> bool {
         self.device_classes
             .values()

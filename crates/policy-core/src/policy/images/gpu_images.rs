@@ -61,8 +61,7 @@ fn images_of(pod: Json<'_>) -> BTreeSet<&str> {
         .collect()
 }
 
-/// [`gpu_images`] read through the whole [`PodView`], its DRA claims
-/// resolved from `claims`, as the rules read the object.
+/// [`gpu_images`] through the whole [`PodView`], claims resolved from `claims`.
 pub fn view_gpu_images<'t>(
     object: Json<'t>,
     shape: Shape,
