@@ -1,5 +1,4 @@
-//! The cluster-wide policy configuration (`--config FILE`) and the
-//! per-namespace settings derived from it.
+//! The cluster-wide policy configuration (`--config FILE`) and the per-namespace settings from it.
 //!
 //! Every field has a default, so no file is needed. Namespace annotations may only tighten what the
 //! file says: a looser or unreadable value is ignored with a notice, never an error, so that a
@@ -347,8 +346,7 @@ pub fn tighter_capability(
     }
 }
 
-/// Removes the Docker Hub prefixes so that `docker.io/library/x`, `library/x`
-/// and `x` match the same rule.
+/// Removes Docker Hub prefixes so that `docker.io/library/x`, `library/x` and `x` match one rule.
 fn normalize_image(image: &str) -> &str {
     let image = image
         .strip_prefix("docker.io/")

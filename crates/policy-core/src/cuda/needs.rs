@@ -33,9 +33,8 @@ pub enum ImageConfigError {
     Requirement(#[from] RequirementError),
 }
 
-/// The compute capability a CUDA major version needs at least: CUDA 13
-/// dropped Maxwell, Pascal and Volta (7.5), CUDA 12 dropped Kepler (5.0),
-/// CUDA 11 starts at sm_35. Later majors keep the highest known floor.
+/// The least compute capability a CUDA major needs: CUDA 13 dropped Maxwell, Pascal and Volta
+/// (7.5), CUDA 12 Kepler (5.0), CUDA 11 starts at sm_35. Later majors keep the highest known floor.
 pub fn cuda_compute_floor(cuda: CudaVersion) -> Option<ComputeCapability> {
     match cuda.major {
         13.. => Some(ComputeCapability::new(7, 5)),

@@ -430,8 +430,7 @@ fn expression(key: &str, operator: &str, values: &[u32]) -> Value {
     json!({"key": key, "operator": operator, "values": values})
 }
 
-/// `major.minor >= floor` on a pair of labels, as alternatives (one empty alternative when
-/// every value is).
+/// `major.minor >= floor` on a pair of labels, as alternatives (one empty one when every value is).
 pub fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec<Vec<Value>> {
     if minor == 0 {
         if major == 0 {

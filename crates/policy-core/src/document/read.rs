@@ -66,10 +66,9 @@ impl<'a> Document<'a> {
     }
 }
 
-/// The bytes that reading documents may take, shared by the documents of one text (an object and
-/// its old version): their nodes and side tables, and what their places cost ([`Unread::cost`]). A
-/// document that would take more is read to the end of its text without keeping anything
-/// ([`Document::exceeded_budget`]).
+/// The bytes reading documents may take, shared by the documents of one text (an object and its old
+/// version): nodes, side tables and their places' cost ([`Unread::cost`]). A document taking more
+/// is read to its end keeping nothing ([`Document::exceeded_budget`]).
 #[derive(Debug)]
 pub struct Budget {
     left: Cell<usize>,
@@ -384,8 +383,7 @@ impl<P> Builder<'_, '_, '_, P> {
     }
 }
 
-/// A member's key, borrowed from the text when it has no escapes (a bare
-/// `Cow<str>` is always copied).
+/// A member's key, borrowed from the text without escapes (a bare `Cow<str>` is always copied).
 #[derive(serde::Deserialize)]
 #[serde(transparent)]
 struct Key<'a>(#[serde(borrow)] Cow<'a, str>);

@@ -45,8 +45,7 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// An update of a Pod (the main resource, not a subresource): `object`
-    /// as sent, `old` as stored.
+    /// An update of a Pod (the main resource, no subresource): `object` as sent, `old` as stored.
     pub fn pod_update(object: Json<'a>, old: Json<'a>, namespace: &'a str) -> Self {
         Self { old: Some(old), ..Self::pod(object, namespace, Scope::Update) }
     }
@@ -80,9 +79,8 @@ impl<'a> Subject<'a> {
 pub enum Scope {
     /// The whole pod: a pod being created, or a workload template.
     Whole,
-    /// An update of the `pods/ephemeralcontainers` subresource: only the
-    /// ephemeral containers whose names are not in the old object. The rest
-    /// of the pod is immutable and was admitted when it was created.
+    /// An update of `pods/ephemeralcontainers`: only the ephemeral containers not in the old
+    /// object. The rest of the pod is immutable and was admitted when it was created.
     NewEphemeralContainers(BTreeSet<String>),
     /// An update of the Pod itself: only an image can change in place (the rest of the spec is
     /// immutable, or only tightened while the pod is scheduling-gated). The rules that read the old

@@ -108,8 +108,7 @@ pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
     run_in(new, &scope, &Settings::default(), &[], None, None, None)
 }
 
-/// An update of a Pod itself ([`Scope::Update`]): `new` judged against
-/// `old`, with the default settings.
+/// An update of a Pod itself ([`Scope::Update`]): `new` judged against `old`, default settings.
 pub fn evaluate_update(new: &Value, old: &Value) -> Evaluation {
     evaluate_update_in(new, old, &Settings::default(), None)
 }

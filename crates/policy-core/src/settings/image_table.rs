@@ -220,8 +220,7 @@ impl ImageResolution {
         Ok((registries, insecure))
     }
 
-    /// Checks the block and compiles the table, with the older
-    /// `imageComputeCapabilities` entries after its own.
+    /// Checks the block and compiles the table, older `imageComputeCapabilities` entries last.
     pub fn compile(&self, legacy: &[ImageRule]) -> Result<(ImageTable, Duration), ConfigError> {
         let timeout = match crate::duration::parse_seconds(&self.timeout) {
             Some(timeout) if !timeout.is_zero() && timeout <= MAX_TIMEOUT => timeout,

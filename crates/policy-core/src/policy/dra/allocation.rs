@@ -51,9 +51,8 @@ pub struct MadeFor {
     pub pod_claim: Option<String>,
 }
 
-/// What the NVIDIA DRA driver publishes of a device's CUDA versions, as
-/// written (semantic versions: `8.0.0`, `13.0.0`, `580.126.20`). None: the
-/// device does not publish it (VFIO passthrough devices publish none).
+/// What the NVIDIA DRA driver publishes of a device's CUDA versions, as written (semver: `8.0.0`,
+/// `13.0.0`, `580.126.20`). None: not published (VFIO passthrough devices publish none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceVersions {
     pub compute_capability: Option<String>,

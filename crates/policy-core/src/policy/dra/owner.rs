@@ -1,6 +1,5 @@
-//! The pod a ResourceClaim is made for, as the webhook read it before the
-//! claim is evaluated ([`OwnerPod`]), and where each of that pod's claims
-//! gets its devices ([`pod_claim_origins`], [`OwnerClaims`]).
+//! The pod a ResourceClaim is made for, as read before the claim is evaluated ([`OwnerPod`]), and
+//! where each of its claims gets its devices ([`pod_claim_origins`], [`OwnerClaims`]).
 //!
 //! A claim made for a pod is judged with the whole pod (its images' floors, its other claims'
 //! GPUs): a pod created before its templates (`kubectl apply -f dir/`, Helm's install order) could

@@ -63,9 +63,8 @@ pub fn matching_entry<'e>(
     entries.iter().find(|entry| entry.matches(namespace, kind, name))
 }
 
-/// With a cluster to ask: the owner a pod names must exist in the pod's
-/// namespace with the referenced UID, or anyone could write an owner
-/// reference to the exporter and get its exemption. `Err` says why not.
+/// With a cluster to ask: the owner a pod names must exist in its namespace with the referenced
+/// UID, or anyone could reference the exporter as owner and get its exemption. `Err` says why not.
 pub fn verify_owner(
     entry: &AllowlistEntry,
     owner: Owner<'_>,

@@ -50,9 +50,8 @@ fn annotated(key: &str) -> String {
     format!("{} in variables.annotations", string(key))
 }
 
-/// The variables the pieces below read, after `spec`, `inits` and
-/// `regulars`: the pod's annotations, whether KAI holds a fraction in it,
-/// and the name of the container holding it. None when KAI is off.
+/// The variables the pieces below read, after `spec`, `inits` and `regulars`: the pod's
+/// annotations, whether KAI holds a fraction in it, and the holder's name. None when KAI is off.
 pub fn variables(settings: &Settings) -> Vec<Variable> {
     if !kai_on(settings) {
         return Vec::new();
@@ -351,8 +350,7 @@ fn share_keys() -> Vec<Variable> {
     ]
 }
 
-/// The message of `shareProblems`: the webhook's, one per problem and
-/// resource, naming its containers.
+/// The message of `shareProblems`: the webhook's, one per problem and resource, naming containers.
 fn share_message() -> String {
     let resource = || ("resource", Fill::cel("k"));
     let groups = [

@@ -1,6 +1,5 @@
-//! CEL text shared by the generated policies: literals, and the pieces of
-//! a pod spec every rule reads (which kind holds it where, its containers,
-//! their GPU resources as Kubernetes quantities, the allowlist).
+//! CEL text shared by the generated policies: literals, and the pod spec pieces every rule reads
+//! (which kind holds it where, its containers, their GPU resources as quantities, the allowlist).
 //!
 //! Everything here is a string of CEL, built from the settings at generation: the settings are
 //! baked into the expressions, so a policy is one self-contained object (see `mod.rs` for why).
@@ -69,9 +68,8 @@ pub const REGULARS: &str = "has(variables.spec.containers) ? variables.spec.cont
 /// Init (sidecars included) and regular containers: the ones that can
 /// hold a GPU. Ephemeral containers never can.
 pub const CONTAINERS: &str = "variables.inits + variables.regulars";
-/// The request is an update of `pods/ephemeralcontainers`. The API server
-/// leaves `subResource` out of `request` when there is none (it is
-/// `omitempty` in the AdmissionRequest it converts), so it is tested first.
+/// The request is an update of `pods/ephemeralcontainers`. The API server leaves `subResource` out
+/// of `request` when there is none (`omitempty` in the AdmissionRequest it converts): tested first.
 pub const EPHEMERAL_UPDATE: &str =
     "has(request.subResource) && request.subResource == 'ephemeralcontainers'";
 pub const EPHEMERALS: &str =
@@ -179,8 +177,7 @@ pub fn zero_compared(v: &str) -> String {
     format!("quantity({v}).compareTo(quantity('0'))")
 }
 
-/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it
-/// (`v` is known not to be whole).
+/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it (`v` is known not whole).
 pub fn invalid_reason(v: &str) -> String {
     let says = |error: QuantityError| string(&error.to_string());
     format!(

@@ -135,8 +135,7 @@ fn node_affinity(
             ));
         }
     }
-    // One summary per part, so that each warning fits a kubectl line; the
-    // first carries the operation.
+    // One summary per part, so each warning fits a kubectl line; the first carries the operation.
     let mut summaries = Vec::new();
     let mut words = Vec::new();
     if let Some((minimum, source)) = &minimum {
@@ -294,8 +293,7 @@ fn product(compute: &[Vec<Value>], driver: &[Vec<Value>]) -> Vec<Vec<Value>> {
     }
 }
 
-/// The constraint as alternatives (ORed), each a list of expressions
-/// (ANDed). Empty when every card qualifies.
+/// The constraint as alternatives (ORed) of expressions (ANDed). Empty when every card qualifies.
 pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
     let ComputeCapability { major, minor } = minimum;
     let mut alternatives = at_least(MAJOR_LABEL, MINOR_LABEL, major, minor);

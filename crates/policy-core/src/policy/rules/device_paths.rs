@@ -139,8 +139,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// Privileged containers: denied without a GPU; with one, warned about
-/// or denied as `privilegedGpu` says.
+/// Privileged containers: denied without a GPU; with one, warned or denied as `privilegedGpu` says.
 fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     let privileged =
         input.view.containers.iter().filter(|c| input.scope.includes(c) && c.privileged);
@@ -180,9 +179,8 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     }
 }
 
-/// Lexically normalises an absolute path: no empty or `.` segments, `..`
-/// resolved, no trailing `/`. The root is `/`. A path that is already
-/// normal, as nearly every mount path is, is returned as it is.
+/// Lexically normalises an absolute path: no empty or `.` segments, `..` resolved, no trailing `/`;
+/// the root is `/`. An already normal path, as nearly every mount path is, is returned as it is.
 pub fn normalize(path: &str) -> Cow<'_, str> {
     // Split as bytes: a byte loop, where splitting the `str` on a `char`
     // searches for each separator anew (most of this check's cost).

@@ -57,8 +57,7 @@ pub struct Mutation {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Findings {
     pub changes: Vec<Mutation>,
-    /// What the object must fix, as message bodies: name the containers or
-    /// fields and say how to fix them.
+    /// What the object must fix, as message bodies naming the containers or fields and the fix.
     pub violations: Vec<String>,
     /// Inputs the rule ignored, and why (an unreadable annotation, say).
     pub notices: Vec<Notice>,
@@ -225,7 +224,6 @@ pub struct OwnerInput<'a> {
     /// Its `spec.resourceClaims`, each with where it gets its devices; Err with their number past
     /// [`MAX_POD_CLAIMS`](crate::policy::dra::owner::MAX_POD_CLAIMS).
     pub entries: &'a Result<Vec<PodClaimEntry<'a>>, usize>,
-    /// Where its claims resolve: the claim under review, what was read
-    /// beside the pod, the cluster's caches.
+    /// Where its claims resolve: the claim under review, what was read beside the pod, the caches.
     pub claims: &'a dyn ClaimFacts,
 }

@@ -79,8 +79,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let config = input.settings.config();
     let allowed = &config.gpu_runtime_classes;
     let class = input.view.runtime_class_name.filter(|name| !name.is_empty());
-    // A pod with DRA GPUs is a GPU pod for the checks below, but only
-    // device-plugin GPUs need the nvidia runtime.
+    // A pod with DRA GPUs is a GPU pod below, but only device-plugin GPUs need the nvidia runtime.
     let gpu_pod = input.view.is_gpu_pod();
     let needs_runtime = input.view.is_device_plugin_gpu_pod();
     match class {
@@ -277,8 +276,7 @@ fn validations(settings: &Settings) -> Vec<Validation> {
 }
 
 /// The injection of `runtimeClassName` into a pod that asks for a GPU resource or holds a share and
-/// names no runtime class, a MutatingAdmissionPolicy; none with `runtimeClassName: ""` (nothing is
-/// injected).
+/// names no class, a MutatingAdmissionPolicy; none with `runtimeClassName: ""`.
 fn injection(settings: &Settings) -> Option<CelPolicy> {
     let class = &settings.config().runtime_class_name;
     if class.is_empty() {

@@ -65,8 +65,7 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
             return unchanged(findings, &format!("cannot read its pod {pod:?}: {why}"));
         }
     };
-    // What the pod's admission would say of its annotations and images is
-    // said there, not on its claims.
+    // What the pod's admission says of its annotations and images is said there, not on its claims.
     let mut ignored = Vec::new();
     let base = base_minimum(&owner.pod, &mut ignored);
     let Some((needs, _, _)) = pod_needs(&owner.pod, base, &mut ignored) else {

@@ -66,10 +66,9 @@ pub(super) fn allocated_below(
     }
 }
 
-/// What the GPUs that come through claims need of a device: those of the containers that hold them
-/// ([`holds_claimed_gpus`]), their images' floors raised to `base`, with where the compute and the
-/// driver floors come from; None when they need nothing. The claims made for the pod get it
-/// ([`super::claim_floors`]).
+/// What the GPUs that come through claims need of a device (of the containers
+/// [`holds_claimed_gpus`] finds): their images' floors raised to `base`, with where each floor
+/// comes from; None when nothing. The claims made for the pod get it ([`super::claim_floors`]).
 pub(super) fn pod_needs(
     input: &RuleInput<'_, '_>,
     base: Option<(ComputeCapability, String)>,
@@ -112,8 +111,7 @@ pub(super) fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Containe
     container.is_gpu() && (!container.is_device_plugin_gpu() || serves_extended())
 }
 
-/// The annotation operation and its summaries: the needs, then the selector
-/// each template's claims get.
+/// The annotation operation and its summaries: the needs, then each template's claims' selector.
 fn record(
     input: &RuleInput<'_, '_>,
     needs: Option<&(GpuNeeds, Option<String>, Option<String>)>,

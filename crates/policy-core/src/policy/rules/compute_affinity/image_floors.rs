@@ -112,8 +112,7 @@ pub(super) fn image_floors<'v>(
     ImageFloors { compute, driver, images }
 }
 
-/// The higher of a minimum and an image's floor, with where it came from;
-/// None when neither asks for anything.
+/// The higher of a minimum and an image's floor, with its source; None when neither asks anything.
 pub(super) fn raise(
     base: Option<(ComputeCapability, String)>,
     images: Option<(ComputeCapability, String)>,

@@ -67,9 +67,8 @@ fn written_by_r4(key: &str) -> bool {
         || key.strip_prefix(CUDA_LABELS).is_some_and(|rest| rest.starts_with('.'))
 }
 
-/// The terms without R4's expressions, each once, as canonical JSON text:
-/// R4 multiplies an author's term by its alternatives, so one author term
-/// is several stored ones. A term left with nothing is no term.
+/// The terms without R4's expressions, each once, as canonical JSON: R4 multiplies an author's term
+/// by its alternatives, so one author term is several stored ones. A term left empty is no term.
 fn authored_terms(required: Option<Json<'_>>) -> BTreeSet<String> {
     let terms =
         required.and_then(|required| required.get("nodeSelectorTerms")).and_then(Json::as_array);
@@ -183,9 +182,8 @@ fn old_images<'v>(old: &PodView<'v>) -> BTreeMap<(ContainerKind, &'v str), Optio
         .collect()
 }
 
-/// The GPU containers whose image changed, checked against what the pod's
-/// GPUs are: the devices allocated to their claims (as R4 checks a shared
-/// claim at creation), else the node's or what the affinity admits.
+/// The GPU containers whose image changed, checked against the pod's GPUs: their claims' devices
+/// (as R4 checks a shared claim at creation), else the node's or what the affinity admits.
 fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut Findings) {
     let before = old_images(old);
     let changed: BTreeSet<(ContainerKind, &str)> = input
@@ -270,8 +268,7 @@ fn admitted(view: &PodView<'_>) -> Option<ComputeCapability> {
     lowest
 }
 
-/// What one term admits, from its expressions on the compute labels; None
-/// when it admits any capability.
+/// What one term admits, by its expressions on the compute labels; None when it admits any.
 fn term_floor(term: Json<'_>) -> Option<ComputeCapability> {
     let expressions = term.get("matchExpressions")?.as_array()?;
     let number = |e: Json<'_>| -> Option<u32> {
