@@ -108,7 +108,6 @@ pub enum DraComputeAffinity {
     /// Node affinity on GPU Feature Discovery's labels, as for device-plugin
     /// GPUs (nodes without those labels never run the pod).
     NodeLabels,
-    /// Both.
     Both,
 }
 

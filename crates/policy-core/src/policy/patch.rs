@@ -4,12 +4,10 @@ use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
-/// An `add` operation.
 pub fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
 }
 
-/// A `remove` operation.
 pub fn remove(path: PointerBuf) -> PatchOperation {
     PatchOperation::Remove(RemoveOperation { path })
 }

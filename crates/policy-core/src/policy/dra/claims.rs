@@ -25,7 +25,6 @@ use crate::policy::fields::{
 /// How many GPUs a request (or a set of requests) may get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DraCount {
-    /// Exactly this many devices.
     Exactly(u64),
     /// `allocationMode: All`: every matching device of a node.
     All,
