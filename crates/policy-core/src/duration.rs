@@ -61,8 +61,7 @@ fn next_component<'a>(rest: &mut &'a str) -> Option<Component<'a>> {
 impl Component<'_> {
     fn duration(&self) -> Option<Duration> {
         match self.number.parse::<u64>() {
-            // A whole number, as the API server writes its timeouts (on
-            // every request): exact, and without parsing a float.
+            // A whole number, as the API server writes its timeouts: exact, with no float parsed.
             Ok(whole) => {
                 let nanos = u128::from(whole) * u128::from(self.nanos);
                 let seconds = u64::try_from(nanos / 1_000_000_000).ok()?;

@@ -1,22 +1,7 @@
-//! The Kubernetes releases gpu-policy supports, and what each serves of
-//! the APIs the install uses: the one table `manifests --kube-version`,
-//! the chart and the compatibility docs read.
-//!
-//! - Admission webhooks with `matchConditions`: every supported release
-//!   (GA in 1.30).
-//! - ValidatingAdmissionPolicy `v1`: every supported release (GA in 1.30).
-//! - MutatingAdmissionPolicy: `v1` from 1.36; `v1beta1` in 1.34 and 1.35,
-//!   served only when the cluster turns it on (feature gate
-//!   `MutatingAdmissionPolicy` and `--runtime-config`); before 1.34 only
-//!   an alpha, which gpu-policy does not render.
-//! - Dynamic Resource Allocation (`resource.k8s.io`): `v1` from 1.34, on
-//!   by default; in 1.32 and 1.33 `v1beta1`, served only when turned on
-//!   (feature gate `DynamicResourceAllocation`). `v1beta1` requests are
-//!   flat (`deviceClassName` on the request, where `v1` has `exactly`),
-//!   and `firstAvailable` arrives in 1.33.
-//! - CEL: which functions a release's API server refuses in a new
-//!   expression is `kubernetes_cel::releases`' (by the release's
-//!   [`KubernetesVersion::minor`]).
+//! The Kubernetes releases gpu-policy supports, and what each serves of the APIs the install
+//! uses: the one table `manifests --kube-version`, the chart and docs/compatibility.md
+//! ("What each release serves", printed from here) read. Which CEL functions a release
+//! refuses is `kubernetes_cel::releases`' (by [`KubernetesVersion::minor`]).
 
 use std::fmt;
 
@@ -28,8 +13,7 @@ pub struct KubernetesVersion {
 
 /// The oldest release gpu-policy supports.
 pub const OLDEST: KubernetesVersion = KubernetesVersion::new(32);
-/// The newest release gpu-policy is tested against; rendering for a newer
-/// one renders for this one.
+/// The newest release gpu-policy is tested against; rendering for a newer one renders for this one.
 pub const NEWEST: KubernetesVersion = KubernetesVersion::new(37);
 
 /// Why a text is not a supported Kubernetes version.

@@ -99,8 +99,7 @@ pub fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, Load
     Ok(documents)
 }
 
-/// Splits lists (`kind: List`, `PodList`, or a JSON array) into their items;
-/// skips empty documents.
+/// Splits lists (`kind: List`, `PodList`, or a JSON array) into their items; skips empty documents.
 fn flatten(
     value: Value,
     source: &str,
@@ -154,9 +153,8 @@ pub fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// Error messages of the YAML parser span several lines (a snippet with a
-/// caret), and JSON errors quote the offending value, line breaks and all;
-/// keep them on one.
+/// Error messages of the YAML parser span several lines (a snippet with a caret), and JSON errors
+/// quote the offending value, line breaks and all; keep them on one.
 pub fn one_line(message: &str) -> String {
     message
         .split(['\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}'])

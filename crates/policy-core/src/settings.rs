@@ -1,10 +1,8 @@
-//! The cluster-wide policy configuration (`--config FILE`) and the
-//! per-namespace settings derived from it.
+//! The cluster-wide policy configuration (`--config FILE`) and the per-namespace settings from it.
 //!
-//! Every field has a default, so no file is needed. Namespace annotations
-//! may only tighten what the file says: a looser or unreadable value is
-//! ignored with a notice, never an error, so that a namespace owner's typo
-//! cannot break admission in their namespace.
+//! Every field has a default, so no file is needed. Namespace annotations may only tighten what the
+//! file says: a looser or unreadable value is ignored with a notice, never an error, so that a
+//! namespace owner's typo cannot break admission in their namespace.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,9 +46,8 @@ pub const MODE_LABEL: &str = "gpu-policy.io/mode";
 pub struct Config {
     /// Resource names that count as GPUs; `*` matches any run of characters.
     pub gpu_resources: Vec<String>,
-    /// Dynamic Resource Allocation device classes whose devices are GPUs:
-    /// a container that names a claim with a request for one of them is a
-    /// GPU container. Matched by exact name.
+    /// Dynamic Resource Allocation device classes whose devices are GPUs: a container that names a
+    /// claim with a request for one of them is a GPU container. Matched by exact name.
     pub gpu_device_classes: Vec<String>,
     pub max_per_container: u64,
     pub max_per_pod: u64,
@@ -92,30 +89,25 @@ pub struct ComputeAffinity {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WhenNodesUnlabelled {
-    /// The floor is not written, and the pod is warned that it is not
-    /// enforced.
+    /// The floor is not written, and the pod is warned that it is not enforced.
     #[default]
     Skip,
-    /// The floor is written all the same, and the pod is warned that no
-    /// node can meet it.
+    /// The floor is written all the same, and the pod is warned that no node can meet it.
     Require,
 }
 
-/// Where R4 puts the compute and driver floors of GPU containers whose GPUs
-/// come only through Dynamic Resource Allocation claims. Device-plugin GPU
-/// containers always get node affinity.
+/// Where R4 puts the compute and driver floors of GPU containers whose GPUs come only through
+/// Dynamic Resource Allocation claims. Device-plugin GPU containers always get node affinity.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum DraComputeAffinity {
-    /// A selector in every GPU request of the claims made for the pod: the
-    /// device the claim gets meets the floor, on nodes with or without GPU
-    /// Feature Discovery's labels.
+    /// A selector in every GPU request of the claims made for the pod: the device the claim gets
+    /// meets the floor, on nodes with or without GPU Feature Discovery's labels.
     #[default]
     Claims,
     /// Node affinity on GPU Feature Discovery's labels, as for device-plugin
     /// GPUs (nodes without those labels never run the pod).
     NodeLabels,
-    /// Both.
     Both,
 }
 
@@ -180,8 +172,7 @@ impl Default for Config {
     }
 }
 
-/// The `gpuResources` patterns as one set: `*` matches any run of
-/// characters, anything else itself.
+/// The `gpuResources` patterns as one set: `*` matches any run of characters, anything else itself.
 fn resource_patterns(patterns: &[String]) -> Result<RegexSet, regex::Error> {
     RegexSet::new(patterns.iter().map(|pattern| {
         let parts: Vec<String> = pattern.split('*').map(regex::escape).collect();
@@ -278,9 +269,8 @@ impl Settings {
         !self.config.gpu_sharing.is_share_resource(name) && self.resource_patterns.is_match(name)
     }
 
-    /// Whether the `gpuResources` pattern at `index` (in the order of
-    /// [`Config::gpu_resources`]) matches `name`, as [`Self::is_gpu_resource`]
-    /// matches it.
+    /// Whether the `gpuResources` pattern at `index` (in the order of [`Config::gpu_resources`])
+    /// matches `name`, as [`Self::is_gpu_resource`] matches it.
     pub fn gpu_resource_pattern_matches(&self, index: usize, name: &str) -> bool {
         index < self.resource_patterns.len() && self.resource_patterns.matches(name).matched(index)
     }
@@ -355,8 +345,7 @@ pub fn tighter_capability(
     }
 }
 
-/// Removes the Docker Hub prefixes so that `docker.io/library/x`, `library/x`
-/// and `x` match the same rule.
+/// Removes Docker Hub prefixes so that `docker.io/library/x`, `library/x` and `x` match one rule.
 fn normalize_image(image: &str) -> &str {
     let image = image
         .strip_prefix("docker.io/")

@@ -1,7 +1,6 @@
-//! What GPUs and CUDA images are, as values: a compute capability, a CUDA
-//! version, the NVIDIA Container Toolkit's requirement language, and what
-//! an image needs of a node. Nothing here knows of pods, requests or the
-//! cluster.
+//! What GPUs and CUDA images are, as values: a compute capability, a CUDA version, the NVIDIA
+//! Container Toolkit's requirement language, and what an image needs of a node. Nothing here knows
+//! of pods, requests or the cluster.
 
 pub mod needs;
 pub mod requirement;
@@ -11,9 +10,8 @@ use serde::{Deserialize, Deserializer};
 pub use needs::{DISABLE_REQUIRE_ENV, ImageNeeds, REQUIRE_CUDA_ENV};
 pub use requirement::{CudaVersion, DriverFloor, Requirement};
 
-/// A `major.minor` version type, read from text by `$read` (which gives
-/// the first numbers, see [`numbers`]), written as `major.minor`, and
-/// deserialized from text or a YAML number (`7.5`).
+/// A `major.minor` version type, read from text by `$read` (which gives the first numbers, see
+/// [`numbers`]), written as `major.minor`, and deserialized from text or a YAML number (`7.5`).
 macro_rules! major_minor {
     ($(#[$doc:meta])* $name:ident, $error:ident, $what:literal, $example:literal, $read:expr) => {
         $(#[$doc])*

@@ -33,9 +33,8 @@ pub enum ImageConfigError {
     Requirement(#[from] RequirementError),
 }
 
-/// The compute capability a CUDA major version needs at least: CUDA 13
-/// dropped Maxwell, Pascal and Volta (7.5), CUDA 12 dropped Kepler (5.0),
-/// CUDA 11 starts at sm_35. Later majors keep the highest known floor.
+/// The least compute capability a CUDA major needs: CUDA 13 dropped Maxwell, Pascal and Volta
+/// (7.5), CUDA 12 Kepler (5.0), CUDA 11 starts at sm_35. Later majors keep the highest known floor.
 pub fn cuda_compute_floor(cuda: CudaVersion) -> Option<ComputeCapability> {
     match cuda.major {
         13.. => Some(ComputeCapability::new(7, 5)),
@@ -51,11 +50,10 @@ fn is_true(value: &str) -> bool {
 }
 
 impl ImageNeeds {
-    /// From an image config's `Env` (`NAME=value` strings, the last one of a
-    /// name wins, as in a container) and `Labels`: `CUDA_VERSION` (else the
-    /// label `com.nvidia.cuda.version`), `NVIDIA_REQUIRE_CUDA` (what the
-    /// NVIDIA Container Toolkit checks when the container starts) and
-    /// `NVIDIA_DISABLE_REQUIRE`.
+    /// From an image config's `Env` (`NAME=value` strings, the last one of a name wins, as in a
+    /// container) and `Labels`: `CUDA_VERSION` (else the label `com.nvidia.cuda.version`),
+    /// `NVIDIA_REQUIRE_CUDA` (what the NVIDIA Container Toolkit checks when the container starts)
+    /// and `NVIDIA_DISABLE_REQUIRE`.
     pub fn from_image_config<'a>(
         env: impl IntoIterator<Item = &'a str>,
         labels: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -132,11 +130,10 @@ impl ImageNeeds {
         self.requirement()?.driver_floor()
     }
 
-    /// The container's own env overrides the image's, as it does when the
-    /// container starts: a literal `NVIDIA_REQUIRE_CUDA` replaces the
-    /// declared requirement, `NVIDIA_DISABLE_REQUIRE` turns it off. An
-    /// unreadable requirement in the pod leaves the image's in force.
-    /// `env` is the container's literal entries, name and value.
+    /// The container's own env overrides the image's, as it does when the container starts: a
+    /// literal `NVIDIA_REQUIRE_CUDA` replaces the declared requirement, `NVIDIA_DISABLE_REQUIRE`
+    /// turns it off. An unreadable requirement in the pod leaves the image's in force. `env` is the
+    /// container's literal entries, name and value.
     pub fn with_container_env<'a>(
         mut self,
         env: impl IntoIterator<Item = (&'a str, &'a str)>,

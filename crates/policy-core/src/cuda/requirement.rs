@@ -1,33 +1,8 @@
-//! CUDA versions and the NVIDIA Container Toolkit's requirement language
-//! (`NVIDIA_REQUIRE_CUDA`), and the driver floor a requirement puts on a
-//! node.
-//!
-//! The toolkit reads a requirement as alternatives separated by spaces
-//! (ORed), each a list of constraints separated by commas (ANDed), each
-//! `name op value` with the names `cuda` (the CUDA version the driver
-//! supports), `driver` (the driver version), `brand` and `arch`, and the
-//! operators `=`, `!=`, `<`, `<=`, `>`, `>=`. For example the CUDA 13.0
-//! images say `cuda>=13.0 brand=tesla,driver>=535,driver<536 ...`: a driver
-//! for CUDA 13.0, or a driver of branch 535 (and more) through the forward
-//! compatibility package the image carries.
-//!
-//! A node shows the scheduler what GFD labels: the CUDA version its driver
-//! supports (`nvidia.com/cuda.runtime-version.major` / `.minor`) and its
-//! driver version (`nvidia.com/cuda.driver-version.major` / `.minor`), or the
-//! older names `nvidia.com/cuda.runtime.*` and `nvidia.com/cuda.driver.*`.
-//! [`DriverFloor`] is a requirement in those terms:
-//!
-//! - `cuda` and `driver` bounds are expressed on the labels;
-//! - `brand` is not on any label: an alternative that names a brand is kept
-//!   with the brand unchecked, except `geforce` and `titan`, for which
-//!   forward compatibility never holds (those alternatives are dropped);
-//! - anything else (`arch`, `cuda=`, `driver!=`, ...) cannot be written as
-//!   node affinity: its alternative is dropped, which only ever excludes
-//!   more nodes, never fewer;
-//! - `cuda>=9.0` and lower floors are met by every driver the NVIDIA device
-//!   plugin runs with (it needs 384.81, the CUDA 9.0 driver), so they add
-//!   nothing: the NGC framework images declare `cuda>=9.0` and leave the
-//!   driver check to their entrypoint.
+//! CUDA versions, the NVIDIA Container Toolkit's requirement language
+//! (`NVIDIA_REQUIRE_CUDA`: alternatives ORed, each `name op value` constraints ANDed), and
+//! the driver floor ([`DriverFloor`]) a requirement puts on a node's GFD labels. What is
+//! kept and what dropped (`brand`, `arch`, `cuda>=9.0`), and why: docs/policy.md,
+//! "R4 compute-affinity", "The driver floor".
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,8 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cuda::numbers;
 
-/// GFD's labels for the CUDA version the driver supports and the driver
-/// version.
+/// GFD's labels for the CUDA version the driver supports and the driver version.
 pub const RUNTIME_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime-version.major";
 pub const RUNTIME_MINOR_LABEL: &str = "nvidia.com/cuda.runtime-version.minor";
 pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver-version.major";
@@ -53,9 +27,8 @@ pub const OLD_DRIVER_MINOR_LABEL: &str = "nvidia.com/cuda.driver.minor";
 const ALWAYS_MET: CudaVersion = CudaVersion::new(9, 0);
 
 crate::cuda::major_minor!(
-    /// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC
-    /// images' `CUDA_VERSION=12.3.2.001`; the patch level never matters to
-    /// a driver.
+    /// A CUDA version `major.minor`. Reads `13.1`, `13.1.0` and the NGC images'
+    /// `CUDA_VERSION=12.3.2.001`; the patch level never matters to a driver.
     CudaVersion,
     CudaVersionError,
     "a CUDA version",
@@ -179,8 +152,7 @@ impl Requirement {
         self.text.capacity() + self.alternatives.capacity() * size_of::<Atom>()
     }
 
-    /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares
-    /// nothing else.
+    /// `cuda>=X.Y`: what an image built on CUDA X.Y needs when it declares nothing else.
     pub fn at_least(version: CudaVersion) -> Self {
         Self {
             text: format!("cuda>={version}"),
@@ -200,16 +172,12 @@ impl Requirement {
 /// An atom's upper driver bound as [`Atom::weakness`] orders it.
 type Upper = Option<std::cmp::Reverse<DriverVersion>>;
 
-/// The most alternatives a [`DriverFloor`] keeps. Images declare a handful
-/// (a CUDA floor and a few driver branches); a pod's `NVIDIA_REQUIRE_CUDA`
-/// may declare any number, the floors of several images combine pairwise,
-/// and R4 multiplies every required node selector term by the
-/// alternatives. Past this the first (in the atoms' order) are kept: fewer
-/// alternatives only ever exclude more nodes, never fewer.
+/// The most alternatives a [`DriverFloor`] keeps: R4 multiplies every required node selector
+/// term by them. Past it the first are kept, which only excludes nodes (docs/policy.md,
+/// "The driver floor").
 pub const MAX_ATOMS: usize = 16;
 
-/// One alternative a node may meet: a CUDA floor (the CUDA version the
-/// driver must support) and a driver range, ANDed.
+/// One alternative a node may meet: a CUDA floor and a driver range, ANDed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Atom {
     pub cuda: Option<CudaVersion>,
@@ -255,11 +223,10 @@ impl Atom {
         .normalized()
     }
 
-    /// The atom's bounds as an order in which `self` is weaker than
-    /// `other` (every node that meets `other` meets `self`) exactly when
-    /// each of its three parts is at most `other`'s: no CUDA floor and no lower driver bound
-    /// come first, and a higher upper driver bound before a lower one, no
-    /// upper bound first of all.
+    /// The atom's bounds as an order in which `self` is weaker than `other` (every node that meets
+    /// `other` meets `self`) exactly when each of its three parts is at most `other`'s: no CUDA
+    /// floor and no lower driver bound come first, and a higher upper driver bound before a lower
+    /// one, no upper bound first of all.
     fn weakness(&self) -> (Option<CudaVersion>, Option<DriverVersion>, Upper) {
         (self.cuda, self.driver_from, self.driver_below.map(std::cmp::Reverse))
     }
@@ -275,10 +242,8 @@ impl Atom {
     }
 }
 
-/// What a pod's GPU images need of a node's driver: alternatives (ORed),
-/// each a CUDA floor and a driver range. Build it with
-/// [`Requirement::driver_floor`]; [`DriverFloor::and`] combines the floors of
-/// several images.
+/// What a pod's GPU images need of a node's driver: alternatives (ORed), each a CUDA floor
+/// and a driver range. Built by [`Requirement::driver_floor`], combined by [`DriverFloor::and`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverFloor {
     atoms: Vec<Atom>,
@@ -287,11 +252,10 @@ pub struct DriverFloor {
 impl DriverFloor {
     /// The atoms no other atom is weaker than, in their order, at most [`MAX_ATOMS`] of them.
     ///
-    /// Found in one sweep, in O(n log n): in the order of
-    /// [`Atom::weakness`], an atom comes after every atom weaker than it,
-    /// so it is subsumed when one of those kept before it has a driver
-    /// range at least as wide; the kept ones' ranges are held as a
-    /// staircase (`driver_from` -> the widest `driver_below` up to it).
+    /// Found in one sweep, in O(n log n): in the order of [`Atom::weakness`], an atom comes after
+    /// every atom weaker than it, so it is subsumed when one of those kept before it has a driver
+    /// range at least as wide; the kept ones' ranges are held as a staircase (`driver_from` -> the
+    /// widest `driver_below` up to it).
     fn from_atoms(atoms: Vec<Atom>) -> Option<Self> {
         if atoms.is_empty() || atoms.iter().any(Atom::is_unconstrained) {
             return None;
@@ -324,8 +288,7 @@ impl DriverFloor {
         Some(Self { atoms: kept })
     }
 
-    /// A node must meet both. None when no node can (the images cannot run
-    /// together on any driver).
+    /// A node must meet both. None when no node can (the images cannot run together on any driver).
     pub fn and(&self, other: &DriverFloor) -> Option<DriverFloor> {
         // A floor and itself: every pair of its atoms is subsumed by one of
         // them (most pods run one image in all their GPU containers).
@@ -340,17 +303,15 @@ impl DriverFloor {
         Self::from_atoms(atoms)
     }
 
-    /// The floor's alternatives (ORed), for other places to write them
-    /// (DRA selectors): those with a CUDA floor first, as the images write
-    /// them.
+    /// The floor's alternatives (ORed), for DRA selectors: those with a CUDA floor first,
+    /// as the images write them.
     pub fn atoms(&self) -> impl Iterator<Item = &Atom> {
         let with_cuda = self.atoms.iter().filter(|atom| atom.cuda.is_some());
         with_cuda.chain(self.atoms.iter().filter(|atom| atom.cuda.is_none()))
     }
 
-    /// The floor in the toolkit's requirement language (`cuda>=13.1
-    /// driver>=535.0,driver<536.0`), which [`Requirement`] reads back into
-    /// the same floor.
+    /// The floor in the toolkit's requirement language (`cuda>=13.1 driver>=535.0,driver<536.0`),
+    /// which [`Requirement`] reads back into the same floor.
     pub fn requirement_text(&self) -> String {
         self.atoms()
             .map(|atom| {
@@ -370,8 +331,7 @@ impl DriverFloor {
             .join(" ")
     }
 
-    /// Whether a driver that supports CUDA `cuda` and has the version
-    /// `driver` (major, minor) meets the floor.
+    /// Whether a driver supporting CUDA `cuda`, of version `driver` (major, minor), meets it.
     pub fn met_by(&self, cuda: CudaVersion, driver: (u32, u32)) -> bool {
         self.atoms.iter().any(|atom| {
             atom.cuda.is_none_or(|floor| cuda >= floor)
@@ -470,8 +430,7 @@ fn expression(key: &str, operator: &str, values: &[u32]) -> Value {
     json!({"key": key, "operator": operator, "values": values})
 }
 
-/// `major.minor >= floor` on a pair of labels, as alternatives (one
-/// empty alternative when every value is).
+/// `major.minor >= floor` on a pair of labels, as alternatives (one empty one when every value is).
 pub fn at_least(major_key: &str, minor_key: &str, major: u32, minor: u32) -> Vec<Vec<Value>> {
     if minor == 0 {
         if major == 0 {

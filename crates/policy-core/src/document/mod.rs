@@ -1,29 +1,20 @@
-//! A JSON document that borrows the text it was read from: the object of
-//! an admission request as the request body holds it.
+//! A JSON document that borrows the text it was read from: the object of an admission
+//! request as the request body holds it.
 //!
-//! Every value is one node of a flat list, in the order of the text, and a
-//! node is one word (8 bytes); a string without escapes is its place in the
-//! text, not a copy; an array or an object knows where its last node ends,
-//! so that reading a field steps over its siblings without reading them.
-//! Reading a document costs one allocation for its nodes (and one per
-//! string with escapes), and freeing it one; a `serde_json::Value` costs
-//! one per string and per map entry. Decoding the GPU pod's review takes
-//! 40,360 instructions with it against 56,119 with a `serde_json::Value`
-//! and kube's owned request, and freeing the request about 300 against
-//! 5,000 to 7,000 (docs/performance.md, "The borrowed document"). What
-//! reading may take is bounded by a [`Budget`].
+//! Every value is one node (8 bytes) of a flat list in text order; a string without escapes
+//! is its place in the text; an array or object knows where its last node ends, so reading a
+//! field steps over its siblings. One allocation for the nodes (plus one per escaped string)
+//! where a `serde_json::Value` makes one per string and map entry: the GPU pod's decode is
+//! 40,360 instructions against 56,119, freeing about 300 against 5,000 to 7,000
+//! (docs/performance.md, "The borrowed document"). A [`Budget`] bounds reading.
 //!
-//! [`Json`] is a handle on one value, `Copy`, with the accessors of
-//! `serde_json::Value` that the policy reads (`get`, `as_str`, `as_array`,
-//! `as_object`, ...). Maps behave as `serde_json`'s do: of two members with
-//! the same key the last one counts. Their members come in the order of
-//! the text, which for what the API server sends (Go sorts map keys) and
-//! for a document made from a `serde_json::Value` (a sorted map) is the
-//! order of the keys.
+//! [`Json`] is a `Copy` handle on one value with the `serde_json::Value` accessors the policy
+//! reads. Of two members with one key the last counts, as in `serde_json`; members come in
+//! text order, which is key order for what the API server sends (Go sorts map keys) and for a
+//! document made from a `serde_json::Value`.
 //!
-//! A document is read from text ([`Document::parse`], or while a larger
-//! text is deserialized: [`read`](fn@read)) or made from a `serde_json::Value` it
-//! borrows ([`Document::from_value`]: `check`, `audit` and tests).
+//! Read from text ([`Document::parse`], or inside a larger deserialization: [`read`](fn@read)) or
+//! made from a borrowed `serde_json::Value` ([`Document::from_value`]: `check`, `audit` and tests).
 
 mod read;
 mod tree;

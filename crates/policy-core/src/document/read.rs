@@ -1,7 +1,6 @@
-//! Reading a [`Document`] from any serde deserializer, in the same pass
-//! that parses the text: strings without escapes borrowed from it, and
-//! members that no one reads ([`Unread`]) parsed but left out, within a
-//! [`Budget`] of bytes.
+//! Reading a [`Document`] from any serde deserializer, in the same pass that parses the text:
+//! strings without escapes borrowed from it, and members that no one reads ([`Unread`]) parsed but
+//! left out, within a [`Budget`] of bytes.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -26,9 +25,8 @@ pub trait Unread: Copy {
     fn keeps(self, _element: Json<'_>) -> bool {
         true
     }
-    /// Bytes charged to the [`Budget`] for a value read at this place,
-    /// besides its nodes: what the policy builds for each one it reads
-    /// there (a container's view, its patch).
+    /// Bytes charged to the [`Budget`] for a value read at this place, besides its nodes: what the
+    /// policy builds for each one it reads there (a container's view, its patch).
     fn cost(self) -> usize {
         0
     }
@@ -68,11 +66,9 @@ impl<'a> Document<'a> {
     }
 }
 
-/// The bytes that reading documents may take, shared by the documents of
-/// one text (an object and its old version): their nodes and side tables,
-/// and what their places cost ([`Unread::cost`]). A document that would
-/// take more is read to the end of its text without keeping anything
-/// ([`Document::exceeded_budget`]).
+/// The bytes reading documents may take, shared by the documents of one text (an object and its old
+/// version): nodes, side tables and their places' cost ([`Unread::cost`]). A document taking more
+/// is read to its end keeping nothing ([`Document::exceeded_budget`]).
 #[derive(Debug)]
 pub struct Budget {
     left: Cell<usize>,
@@ -106,10 +102,9 @@ impl Budget {
 /// What one node costs.
 const NODE_BYTES: usize = size_of::<Node>();
 
-/// Reads one value of `deserializer`, which reads `text` (or a part of
-/// it), into a document, starting at `place`. A string that `text` holds
-/// is kept as its place in it; any other (with escapes, or from another
-/// text) is copied or borrowed aside.
+/// Reads one value of `deserializer`, which reads `text` (or a part of it), into a document,
+/// starting at `place`. A string that `text` holds is kept as its place in it; any other (with
+/// escapes, or from another text) is copied or borrowed aside.
 pub fn read<'de, D: Deserializer<'de>, P: Unread>(
     text: &'de str,
     deserializer: D,
@@ -132,19 +127,16 @@ pub fn read<'de, D: Deserializer<'de>, P: Unread>(
 /// never moved as the list grows (2 KiB).
 const INITIAL_NODES: usize = 256;
 
-/// From this length of text on, a document reserves room for all the
-/// nodes its budget allows.
+/// From this length of text on, a document reserves room for all the nodes its budget allows.
 const LARGE_TEXT: usize = 1 << 20;
 
 /// The nodes to make room for before reading a text of `len` bytes.
 ///
-/// A large text gets room for every node its budget allows: untouched,
-/// the room costs no memory, while a list that doubles as it grows holds
-/// its old and new buffers at once, and mimalloc gives the old ones back
-/// only after a delay. Measured on a review near the 3 MiB limit whose
-/// object is 300,000 annotations of one character, growing took the peak
-/// 5.5 bodies above the base, against about 3 with the room reserved
-/// (tests/attack/memory_shapes.rs). A small text gets room for one
+/// A large text gets room for every node its budget allows: untouched, the room costs no memory,
+/// while a list that doubles as it grows holds its old and new buffers at once, and mimalloc gives
+/// the old ones back only after a delay. Measured on a review near the 3 MiB limit whose object is
+/// 300,000 annotations of one character, growing took the peak 5.5 bodies above the base, against
+/// about 3 with the room reserved (tests/attack/memory_shapes.rs). A small text gets room for one
 /// node for each 8 of its bytes, about what a pod has.
 fn reserved_nodes(len: usize, budget: &Budget) -> usize {
     let allowed = budget.left.get() / NODE_BYTES;
@@ -162,8 +154,7 @@ struct Builder<'d, 'de, 'b, P> {
 }
 
 impl<'de, P> Builder<'_, 'de, '_, P> {
-    /// Takes `bytes` of the budget; when they are not there, empties the
-    /// document for good.
+    /// Takes `bytes` of the budget; when they are not there, empties the document for good.
     fn spend(&mut self, bytes: usize) -> bool {
         if self.doc.exceeded {
             return false;
@@ -383,8 +374,7 @@ impl<'de, P: Unread> Visitor<'de> for Builder<'_, 'de, '_, P> {
 }
 
 impl<P> Builder<'_, '_, '_, P> {
-    /// Closes the array or object at `at` (unless the budget ran out,
-    /// which left nothing to close).
+    /// Closes the array or object at `at` (unless the budget ran out, which left nothing to close).
     fn close<E: de::Error>(self, at: usize, len: usize) -> Result<(), E> {
         if self.doc.exceeded {
             return Ok(());
@@ -393,8 +383,7 @@ impl<P> Builder<'_, '_, '_, P> {
     }
 }
 
-/// A member's key, borrowed from the text when it has no escapes (a bare
-/// `Cow<str>` is always copied).
+/// A member's key, borrowed from the text without escapes (a bare `Cow<str>` is always copied).
 #[derive(serde::Deserialize)]
 #[serde(transparent)]
 struct Key<'a>(#[serde(borrow)] Cow<'a, str>);

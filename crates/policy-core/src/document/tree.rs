@@ -1,12 +1,10 @@
-//! The document's nodes, and the handles that read them ([`Json`],
-//! [`Object`], [`Array`]).
+//! The document's nodes, and the handles that read them ([`Json`], [`Object`], [`Array`]).
 //!
-//! A string the text holds as it is, and an integer of up to 60 bits, are
-//! inside their node; the rare others (a string with escapes, a string of
-//! a `serde_json::Value`, a float or a large integer) are in side tables
-//! it indexes. So the smallest values of a text cost no more than four
-//! times their bytes (`1,`: one 8-byte node), where a node that held a
-//! `serde_json::Number` or a `&str` took 24 bytes.
+//! A string the text holds as it is, and an integer of up to 60 bits, are inside their node; the
+//! rare others (a string with escapes, a string of a `serde_json::Value`, a float or a large
+//! integer) are in side tables it indexes. So the smallest values of a text cost no more than four
+//! times their bytes (`1,`: one 8-byte node), where a node that held a `serde_json::Number` or a
+//! `&str` took 24 bytes.
 
 use std::borrow::Cow;
 
@@ -21,9 +19,8 @@ pub(super) struct Node(u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Unpacked {
     Null,
-    /// Elements of an array that the reader left out
-    /// ([`super::Unread::keeps`]): `count` of them in a row, each of which
-    /// keeps its place so that the indexes of the others stay as written.
+    /// Elements of an array that the reader left out ([`super::Unread::keeps`]): `count` of them in
+    /// a row, each of which keeps its place so that the indexes of the others stay as written.
     Left {
         count: u32,
     },
@@ -168,9 +165,8 @@ impl<'a> Document<'a> {
         self.nodes.len()
     }
 
-    /// Sets the length and end (the node count now) of the array or
-    /// object at `at`. None when they do not fit a node: 2^30 values or
-    /// more.
+    /// Sets the length and end (the node count now) of the array or object at `at`. None when they
+    /// do not fit a node: 2^30 values or more.
     pub(super) fn close(&mut self, at: usize, len: usize) -> Option<()> {
         let end = self.nodes.len();
         if len > MAX_HALF || end > MAX_HALF {
@@ -210,9 +206,8 @@ impl<'a> Document<'a> {
         }
     }
 
-    /// Whether the string at `at` is `key`: compared as bytes, without
-    /// making a `&str` of the text first (asked of every member of an
-    /// object a field is looked up in).
+    /// Whether the string at `at` is `key`: compared as bytes, without making a `&str` of the text
+    /// first (asked of every member of an object a field is looked up in).
     fn is_key(&self, at: usize, key: &str) -> bool {
         match self.node(at) {
             Unpacked::Str { at, len } => {
@@ -514,8 +509,7 @@ pub struct Elements<'a> {
     next: usize,
     end: usize,
     left: usize,
-    /// How many elements of the run of left-out ones at `next` were
-    /// handed out already.
+    /// How many elements of the run of left-out ones at `next` were handed out already.
     repeated: u32,
 }
 

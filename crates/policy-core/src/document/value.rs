@@ -1,6 +1,5 @@
-//! A [`Document`] and `serde_json::Value`: one made from the other
-//! (`check`, `audit` and tests hold their objects as values), written out
-//! (`Serialize`), compared and shown.
+//! A [`Document`] and `serde_json::Value`: one made from the other (`check`, `audit` and tests hold
+//! their objects as values), written out (`Serialize`), compared and shown.
 
 use std::fmt;
 

@@ -44,8 +44,7 @@ pub(super) struct ReadOwner<'a> {
 }
 
 impl<'a> PreparedOwner<'a> {
-    /// `owner`, read for the claim made for `made_for`, whose requests are
-    /// `summary`.
+    /// `owner`, read for the claim made for `made_for`, whose requests are `summary`.
     pub fn new(
         owner: &'a OwnerPod<'a>,
         made_for: &'a MadeFor,

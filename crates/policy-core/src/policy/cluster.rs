@@ -1,7 +1,6 @@
-//! What the rules may know of the cluster, when the webhook can read it:
-//! questions asked of in-memory data (the watch caches, or a test table),
-//! never of the network. Without a cluster (`check`, `serve --no-cluster`)
-//! the rules use the static configuration alone.
+//! What the rules may know of the cluster, when the webhook can read it: questions asked of
+//! in-memory data (the watch caches, or a test table), never of the network. Without a cluster
+//! (`check`, `serve --no-cluster`) the rules use the static configuration alone.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +11,7 @@ use super::dra::tables::ClaimTables;
 use super::dra::{ClaimFacts, Resolved};
 use crate::cuda::ComputeCapability;
 
-/// The parts of a RuntimeClass the built-in RuntimeClass admission plugin
-/// applies to pods that name it.
+/// What of a RuntimeClass the built-in RuntimeClass admission plugin applies to pods naming it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RuntimeClassInfo {
     /// `overhead.podFixed`.
@@ -24,18 +22,15 @@ pub struct RuntimeClassInfo {
     pub tolerations: Vec<Value>,
 }
 
-/// Questions R4 asks of the nodes: the webhook's cluster answers them, and
-/// so does the file of Nodes `check --nodes` reads.
+/// Questions R4 asks of the nodes, answered by the cluster or the Nodes of `check --nodes`.
 pub trait NodeFacts: Send + Sync {
     /// The compute capabilities of the GPU nodes, from the GFD labels.
     fn compute_capabilities(&self) -> Vec<ComputeCapability>;
 
-    /// How many nodes offer a GPU resource, and how many of those carry
-    /// GFD's labels.
+    /// How many nodes offer a GPU resource, and how many of those carry GFD's labels.
     fn gpu_node_labels(&self) -> GpuNodeLabels;
 
-    /// What the rules read of the node of that name; None when it is not
-    /// known.
+    /// What the rules read of the node of that name; None when it is not known.
     fn node(&self, name: &str) -> Option<NodeGpus>;
 }
 
@@ -44,21 +39,18 @@ pub trait ClusterFacts: ClaimFacts + NodeFacts + Send + Sync {
     /// The RuntimeClass of that name, or None when it does not exist.
     fn runtime_class(&self, name: &str) -> Option<RuntimeClassInfo>;
 
-    /// The UID of the workload `namespace/kind/name` when it exists. Only
-    /// allowlisted workloads are asked about.
+    /// The UID of the workload `namespace/kind/name` if it exists; asked of allowlisted ones only.
     fn workload_uid(&self, namespace: &str, kind: &str, name: &str) -> Option<String>;
 
-    /// The most any single node can allocate of a resource: None when no
-    /// node is known yet (nothing can be concluded), Some(0) when nodes are
-    /// known and none offers it.
+    /// The most any single node can allocate of a resource: None when no node is known yet (nothing
+    /// can be concluded), Some(0) when nodes are known and none offers it.
     fn largest_allocatable(&self, resource: &str) -> Option<u64>;
 
     /// The annotations of a namespace (empty when unknown).
     fn namespace_annotations(&self, namespace: &str) -> BTreeMap<String, String>;
 }
 
-/// A cluster described by plain data, for `check --cluster-state` style
-/// simulations and tests.
+/// A cluster described by plain data, for `check --cluster-state` style simulations and tests.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClusterSnapshot {
     pub runtime_classes: BTreeMap<String, RuntimeClassInfo>,
@@ -67,8 +59,7 @@ pub struct ClusterSnapshot {
     /// node name -> what the rules read of it.
     pub nodes: BTreeMap<String, NodeGpus>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// ResourceClaims, ResourceClaimTemplates, DeviceClasses and the
-    /// ResourceSlices of `gpu.nvidia.com`, lean.
+    /// ResourceClaims, claim templates, DeviceClasses and `gpu.nvidia.com` ResourceSlices, lean.
     pub dra: ClaimTables,
 }
 
@@ -91,8 +82,7 @@ impl NodeGpus {
     }
 }
 
-/// The nodes that offer a GPU resource, and how many of them carry the
-/// labels R4's node affinity names.
+/// The nodes offering a GPU resource, and how many carry the labels R4's node affinity names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpuNodeLabels {
     /// Nodes that offer a GPU resource ([`NodeGpus::offers_gpus`]).

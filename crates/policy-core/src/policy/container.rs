@@ -14,8 +14,7 @@ use crate::settings::HAMI_CARDS;
 pub enum ContainerKind {
     /// An init container that runs to completion before the next one starts.
     Init,
-    /// An init container with `restartPolicy: Always`: runs beside the
-    /// regular containers for the pod's whole life.
+    /// An init container with `restartPolicy: Always`: runs beside the regular ones all along.
     Sidecar,
     Regular,
     Ephemeral,
@@ -30,8 +29,7 @@ pub struct GpuResource<'a> {
 }
 
 impl GpuResource<'_> {
-    /// The count the device plugin would allocate: the limit, else the
-    /// request, when whole.
+    /// The count the device plugin would allocate: the limit, else the request, when whole.
     pub fn count(&self) -> u64 {
         self.limit.or(self.request).and_then(GpuCount::whole).unwrap_or(0)
     }
@@ -48,8 +46,7 @@ impl GpuResource<'_> {
 /// sees (R1's subject; KAI's webhook writes it for a share).
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 
-/// The only variables of a container's `env` that any rule reads; the
-/// server's decoding leaves the others out.
+/// The only `env` variables any rule reads; the server's decoding leaves the others out.
 pub const READ_ENV_NAMES: [&str; 3] = [VISIBLE_DEVICES, REQUIRE_CUDA_ENV, DISABLE_REQUIRE_ENV];
 
 /// An `env` entry, with its index in the container's `env` list.
@@ -85,24 +82,19 @@ pub struct Container<'a> {
     pub mount_paths: Vec<&'a str>,
     /// `resources.claims[]`: the pod claims the container uses.
     pub claims: Vec<ClaimUse<'a>>,
-    /// The GPUs its resolved DRA claims give it (set by
-    /// [`super::dra::resolution::resolve`]).
+    /// The GPUs its resolved DRA claims give it (set by [`super::dra::resolution::resolve`]).
     pub dra_gpus: Option<DraCount>,
     /// It uses a claim that cannot be resolved (set by `resolve`): it may
     /// hold a GPU, so no check that needs it to hold none denies it.
     pub unresolved_claim: bool,
-    /// `securityContext.privileged: true`: the container sees every device
-    /// of the node.
+    /// `securityContext.privileged: true`: the container sees every device of the node.
     pub privileged: bool,
-    /// HAMi's share values (`nvidia.com/gpumem`, ...), as written: values
-    /// of one card's share, never cards.
+    /// HAMi's share values (`nvidia.com/gpumem`, ...), as written: one card's share, never cards.
     pub shares: Vec<GpuResource<'a>>,
-    /// The container holding a KAI-Scheduler fraction (set by
-    /// [`super::sharing::mark`]).
+    /// The container holding a KAI-Scheduler fraction (set by [`super::sharing::mark`]).
     pub kai_share: bool,
-    /// Cards a sharing scheme gives it without a resource naming them,
-    /// counted as `nvidia.com/gpu` (set by `mark`): HAMi's implied 1, the
-    /// devices of a KAI fraction.
+    /// Cards a sharing scheme gives it without a resource naming them, counted as `nvidia.com/gpu`
+    /// (set by `mark`): HAMi's implied 1, the devices of a KAI fraction.
     pub implied_cards: u64,
 }
 
@@ -111,22 +103,19 @@ pub struct Container<'a> {
 pub struct ClaimUse<'a> {
     /// The name of an entry of the pod's `spec.resourceClaims[]`.
     pub name: &'a str,
-    /// Narrows the use to one request of the claim (`request` or
-    /// `request/subrequest`).
+    /// Narrows the use to one request of the claim (`request` or `request/subrequest`).
     pub request: Option<&'a str>,
 }
 
 impl Container<'_> {
-    /// The JSON pointer of `steps` below the container, under the pod
-    /// spec at `spec` (none: the container's own).
+    /// The JSON pointer of `steps` below the container, under the pod spec at `spec` (none: own).
     pub fn pointer_to(&self, spec: &Pointer, steps: &[Step<'_>]) -> PointerBuf {
         let container = [Step::Key(self.list), Step::Index(self.index)];
         pointer_below(spec, container.into_iter().chain(steps.iter().copied()))
     }
 
-    /// A GPU container: it asks for a GPU resource, or uses a resolved DRA
-    /// claim that holds a GPU request. Ephemeral containers cannot have
-    /// resources.
+    /// A GPU container: it asks for a GPU resource, or uses a resolved DRA claim that holds a GPU
+    /// request. Ephemeral containers cannot have resources.
     pub fn is_gpu(&self) -> bool {
         self.kind != ContainerKind::Ephemeral
             && (self.dra_gpus.is_some() || self.is_device_plugin_gpu())
@@ -142,8 +131,7 @@ impl Container<'_> {
                 || self.shares.iter().any(GpuResource::asks))
     }
 
-    /// This container's count of one GPU resource, with the cards a
-    /// sharing scheme implies under `nvidia.com/gpu`.
+    /// This container's count of one GPU resource, plus the cards a sharing scheme implies.
     pub fn count_of(&self, resource: &str) -> u64 {
         let implied = if resource == HAMI_CARDS { self.implied_cards } else { 0 };
         self.gpu_resources

@@ -12,8 +12,7 @@ use super::rules::RuleId;
 use super::rules::rule::{Findings, Mutation};
 use crate::settings::AllowlistEntry;
 
-/// Something the policy does not accept. The message names the containers
-/// or fields and says how to fix it.
+/// Something the policy does not accept; the message names the containers or fields and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     pub rule: RuleId,
@@ -26,8 +25,7 @@ pub struct Change {
     pub rule: RuleId,
     /// As [`Mutation::summary`].
     pub summary: String,
-    /// Where its operations are in [`Evaluation::patch`]
-    /// ([`Evaluation::operations`]).
+    /// Where its operations are in [`Evaluation::patch`] ([`Evaluation::operations`]).
     pub operations: Range<usize>,
     /// As [`Mutation::overrides_author`].
     pub overrides_author: bool,
@@ -81,9 +79,8 @@ impl Evaluation {
         self.notices.extend(notices);
     }
 
-    /// The changes of this evaluation that `before`, of the same object's
-    /// older version, did not make (by rule and summary): what an update
-    /// of a workload's template brings its new pods.
+    /// The changes of this evaluation that `before`, of the same object's older version, did not
+    /// make (by rule and summary): what an update of a workload's template brings its new pods.
     pub fn changes_new_since<'e>(&'e self, before: &Evaluation) -> Vec<&'e Change> {
         let had: std::collections::BTreeSet<(RuleId, &str)> =
             before.changes.iter().map(|change| (change.rule, change.summary.as_str())).collect();

@@ -38,8 +38,7 @@ pub struct Evaluator<'a> {
     /// Where the pod's DRA claims are resolved: the cluster, or the other
     /// objects of `check`'s input. None: no claim can be resolved.
     pub claims: Option<&'a dyn ClaimFacts>,
-    /// What images need, as resolved from their registries. None: the image
-    /// table alone.
+    /// What images need, as resolved from their registries. None: the image table alone.
     pub images: Option<&'a dyn ImageFacts>,
     /// For a ResourceClaim made for a pod: that pod, as read from the API
     /// server. None: not read (no cluster, or not a claim made for a pod).
@@ -68,8 +67,7 @@ impl<'a> Evaluator<'a> {
 }
 
 impl Evaluator<'_> {
-    /// Runs every rule over the subject: the pod rules over a pod or pod
-    /// template, R2 over a claim.
+    /// Runs every rule over the subject: the pod rules over a pod or pod template, R2 over a claim.
     pub fn evaluate(&self, subject: &Subject<'_>) -> Result<Evaluation, ObjectError> {
         let (shape, identity, scope) = match &subject.form {
             Form::Pod { shape, identity, scope } => (*shape, *identity, scope),
@@ -178,8 +176,7 @@ impl Evaluator<'_> {
             == Some("true");
         let summary = match parse_object(object, kind, &is_gpu_class) {
             Ok(summary) => summary,
-            // The scheduler's own claims are never denied (their pod was
-            // checked).
+            // The scheduler's own claims are never denied (their pod was checked).
             Err(_) if extended_resource => return Ok(evaluation),
             Err(err) => {
                 return Err(ObjectError { field: err.field, problem: err.problem });
@@ -222,11 +219,9 @@ impl Evaluator<'_> {
     }
 }
 
-/// The operation that records the changing rules in the
-/// `gpu-policy.io/mutations` annotation, merged with what an earlier
-/// invocation recorded. None when the annotation already says it all.
-/// `made_annotations`: an earlier operation of the patch made
-/// `metadata.annotations`.
+/// The operation that records the changing rules in the `gpu-policy.io/mutations` annotation,
+/// merged with what an earlier invocation recorded. None when the annotation already says it all.
+/// `made_annotations`: an earlier operation of the patch made `metadata.annotations`.
 fn record_mutations(
     view: &PodView<'_>,
     rules: RuleSet,

@@ -1,6 +1,5 @@
-//! Reading the fields of an object's raw JSON, with the path of a field
-//! of the wrong shape spelled out in the error: the pod view's and the
-//! claims' readers.
+//! Reading the fields of an object's raw JSON, with the path of a field of the wrong shape spelled
+//! out in the error: the pod view's and the claims' readers.
 
 use crate::document::{Array, Json, Object};
 
@@ -13,8 +12,7 @@ pub struct ObjectError {
     pub problem: String,
 }
 
-/// Where a field is, for error messages (`spec.containers[0].env`),
-/// spelled out only when there is an error.
+/// Where a field is, for messages (`spec.containers[0].env`), spelled out only on an error.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum FieldPath<'p> {
     /// Keys from the object's root (a pod template's place in its workload).
@@ -82,8 +80,7 @@ pub(crate) fn member<'a>(parent: Object<'a>, key: &str) -> Option<Json<'a>> {
     parent.get(key).filter(|value| !value.is_null())
 }
 
-/// The members `keys` of `object`, in one pass over its members: of a
-/// repeated key the last, and null as missing.
+/// The members `keys` of `object`, in one pass: of a repeated key the last, and null as missing.
 pub(crate) fn fields<'a, const N: usize>(
     object: Object<'a>,
     keys: [&str; N],

@@ -17,9 +17,8 @@ impl Message {
     /// What every message starts with.
     pub const PREFIX: &str = "gpu-policy: ";
 
-    /// The longest body a message keeps, in bytes; a longer one is cut at
-    /// a character boundary and ends with `…`. The longest message of the
-    /// golden files is some 200 bytes.
+    /// The longest body a message keeps, in bytes; a longer one is cut at a character boundary and
+    /// ends with `…`. The longest message of the golden files is some 200 bytes.
     pub const MAX_BODY_BYTES: usize = 1024;
 
     pub fn new(body: impl fmt::Display) -> Self {
@@ -78,10 +77,9 @@ impl Serialize for Message {
     }
 }
 
-/// The words of one message with named slots, written once for both
-/// backends: a rule fills the slots with values ([`Self::format`]), the
-/// admission policies with CEL (`policy::rules::cel_text::message`). A
-/// slot is `{name}`, the name lowercase letters and `_`.
+/// The words of one message with named slots, written once for both backends: a rule fills the
+/// slots with values ([`Self::format`]), the admission policies with CEL
+/// (`policy::rules::cel_text::message`). A slot is `{name}`, the name lowercase letters and `_`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageTemplate(&'static str);
 
@@ -170,8 +168,7 @@ impl MessageTemplate {
     }
 }
 
-/// Joins the messages of one kind that the webhook reports apart, as a
-/// generated policy's single validation message does.
+/// Joins the messages of one kind the webhook reports apart, as a policy's one message does.
 pub const SEPARATOR: &str = "; ";
 
 /// A word that agrees with a count: `container` or `containers`.
@@ -203,31 +200,24 @@ impl Noun {
     }
 }
 
-/// What kind of input the policy ignored, what it could not do, or what it
-/// allows but a person should know.
+/// What input the policy ignored, what it could not do, or what it allows but a person should know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoticeKind {
-    /// A namespace or pod annotation that may only tighten the policy was
-    /// unreadable or would loosen it.
+    /// A namespace or pod annotation that may only tighten the policy is unreadable or looser.
     IgnoredAnnotation,
-    /// An allowlist entry matched by name, but the cluster does not confirm
-    /// the owner the pod names: no exemption.
+    /// An allowlist entry matched by name, but the cluster does not confirm the owner: not exempt.
     UnverifiedOwner,
     /// The RuntimeClass to set does not exist in the cluster, so none is set.
     MissingRuntimeClass,
-    /// No node's GPUs meet the pod's minimum compute capability, or no GPU
-    /// node carries the labels a floor R4 writes is on.
+    /// No node's GPUs meet the pod's minimum compute capability, or no GPU node has R4's labels.
     UnmetComputeCapability,
-    /// A floor of R4 is not written because no GPU node carries the labels
-    /// it would be on (GPU Feature Discovery not deployed): the pod may land
-    /// on a card or driver it cannot use.
+    /// A floor of R4 is not written because no GPU node carries the labels it would be on (GPU
+    /// Feature Discovery not deployed): the pod may land on a card or driver it cannot use.
     UnenforcedFloor,
-    /// A DRA claim a container uses cannot be resolved: its containers are
-    /// treated as holding no GPU.
+    /// A DRA claim a container uses cannot be resolved: its containers count as holding no GPU.
     UnresolvedClaim,
-    /// A GPU container is privileged: it sees every card of the node, not
-    /// only the ones it was given.
+    /// A GPU container is privileged: it sees every card of the node, not only those it was given.
     PrivilegedGpuContainer,
     /// An image's registry gave no usable answer in time (it failed, timed
     /// out, or its config is unreadable): the image table applies to it.
@@ -235,12 +225,10 @@ pub enum NoticeKind {
     /// A claim the pod only references does not guarantee, by its
     /// selectors, the compute and driver floors the pod's images need.
     UnguaranteedClaimFloor,
-    /// The pod a ResourceClaim is made for could not be read: the claim is
-    /// admitted without the floors of the pod's images.
+    /// The pod a ResourceClaim is made for is unreadable: the claim is admitted without its floors.
     UnreadClaimOwner,
-    /// Some claims of the pod a ResourceClaim is made for could not be
-    /// counted with it against `maxPerPod` (not found yet, not readable),
-    /// or the pod itself could not be read.
+    /// Some claims of the pod a ResourceClaim is made for could not be counted with it against
+    /// `maxPerPod` (not found yet, not readable), or the pod itself could not be read.
     UncountedPodClaims,
 }
 
@@ -273,12 +261,10 @@ impl fmt::Display for Notice {
     }
 }
 
-/// How many names a list of a message names; the rest are counted
-/// (`and 99,990 more`). Ten names are one line of a terminal.
+/// How many names a list names; the rest are counted (`and 99,990 more`). Ten fill a line.
 pub const LISTED_NAMES: usize = 10;
 
-/// The longest name a list quotes, in bytes: a container's name is a DNS
-/// label of at most 63 characters.
+/// The longest name a list quotes, in bytes: a container name is a DNS label of 63 at most.
 pub const MAX_LISTED_NAME_BYTES: usize = 63;
 
 /// `<singular> "a"` or `<plural> "a", "b"`: at most [`LISTED_NAMES`]
@@ -334,8 +320,7 @@ pub fn thousands(count: usize) -> String {
     out
 }
 
-/// The longest prefix of `text` of at most `max` bytes that ends on a
-/// character boundary.
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
 pub fn prefix_within(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;

@@ -1,8 +1,7 @@
-//! The policy: the rules over the raw JSON of a pod, a pod template or a
-//! DRA claim. [`rules::entries`] lists them once; [`Evaluator::evaluate`]
-//! runs them and tags what each finds with its stable [`RuleId`]. Nothing
-//! here logs, reads a clock or touches the network, so the offline
-//! `check`, the webhook and the audit give the same answers.
+//! The policy: the rules over the raw JSON of a pod, a pod template or a DRA claim.
+//! [`rules::entries`] lists them once; [`Evaluator::evaluate`] runs them and tags what each finds
+//! with its stable [`RuleId`]. Nothing here logs, reads a clock or touches the network, so the
+//! offline `check`, the webhook and the audit give the same answers.
 
 pub mod claim_owner;
 pub mod cluster;

@@ -4,18 +4,15 @@ use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
-/// An `add` operation.
 pub fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
 }
 
-/// A `remove` operation.
 pub fn remove(path: PointerBuf) -> PatchOperation {
     PatchOperation::Remove(RemoveOperation { path })
 }
 
-/// One step of a path below a pointer: a member's key or an element's
-/// index.
+/// One step of a path below a pointer: a member's key or an element's index.
 #[derive(Debug, Clone, Copy)]
 pub enum Step<'a> {
     Key(&'a str),
@@ -34,9 +31,8 @@ pub fn pointer_below<'s>(base: &Pointer, steps: impl IntoIterator<Item = Step<'s
     pointer
 }
 
-/// Where an object's annotations stand, for [`set_annotation`]: its
-/// `metadata` pointer, and whether `metadata` and `metadata.annotations`
-/// exist (in the object, or made by an earlier operation of the patch).
+/// Where an object's annotations stand, for [`set_annotation`]: its `metadata` pointer, and whether
+/// `metadata` and `metadata.annotations` exist (in the object, or made earlier in the patch).
 #[derive(Debug, Clone, Copy)]
 pub struct AnnotationsAt<'a> {
     pub metadata: &'a Pointer,
@@ -60,8 +56,7 @@ pub fn set_annotation(at: AnnotationsAt<'_>, key: &str, value: String) -> PatchO
     add(path, object("annotations", annotations))
 }
 
-/// `{key: value}`, built directly: `json!` would copy a `Value` by
-/// serialising it.
+/// `{key: value}`, built directly: `json!` would copy a `Value` by serialising it.
 pub fn object(key: &str, value: Value) -> Value {
     let mut map = Map::with_capacity(1);
     map.insert(key.to_owned(), value);
@@ -79,9 +74,8 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
     })
 }
 
-/// `operations` encoded as JSON, when that is at most `budget` bytes;
-/// `None` past it. The encoding stops at the budget: a patch far over it
-/// costs the budget, not its size.
+/// `operations` encoded as JSON, when that is at most `budget` bytes; `None` past it. The encoding
+/// stops at the budget: a patch far over it costs the budget, not its size.
 pub fn encoded_within(operations: &[PatchOperation], budget: usize) -> Option<Vec<u8>> {
     let mut out = Written { kept: Some(Vec::new()), len: 0, budget };
     serde_json::to_writer(&mut out, operations).ok()?;

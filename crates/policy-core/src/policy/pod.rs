@@ -1,12 +1,10 @@
-//! A read-only view over the raw JSON of a pod, or of the pod template inside
-//! a workload: containers with their kind and JSON pointer, GPU requests,
-//! volumes and annotations.
+//! A read-only view over the raw JSON of a pod, or of the pod template inside a workload:
+//! containers with their kind and JSON pointer, GPU requests, volumes and annotations.
 //!
-//! The view borrows the object and never re-encodes it, so patches addressed
-//! by the pointers it reports (`metadata_pointer`, `spec_pointer`, each
-//! container's `pointer`, an env entry's `index`) address the object as the
-//! API server sent it. Only the fields the rules read are checked for shape;
-//! a wrong shape there is an [`ObjectError`] that names the field.
+//! The view borrows the object and never re-encodes it, so patches addressed by the pointers it
+//! reports (`metadata_pointer`, `spec_pointer`, each container's `pointer`, an env entry's `index`)
+//! address the object as the API server sent it. Only the fields the rules read are checked for
+//! shape; a wrong shape there is an [`ObjectError`] that names the field.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +27,7 @@ use crate::settings::{HAMI_CARDS, Settings};
 pub enum Shape {
     /// A Pod: `metadata` and `spec` at the top.
     Pod,
-    /// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
-    /// ReplicationController: `spec.template`.
+    /// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, ReplicationController: `spec.template`.
     Template,
     /// CronJob: `spec.jobTemplate.spec.template`.
     CronJob,
@@ -112,15 +109,13 @@ pub struct PodView<'a> {
     pub volumes: Vec<Volume<'a>>,
     /// `spec.resourceClaims[]`.
     pub resource_claims: Vec<PodClaim<'a>>,
-    /// The GPUs of every resolved GPU claim (or claim request) its
-    /// containers use, each counted once: a claim is allocated for the
-    /// whole pod, whichever containers share it.
+    /// The GPUs of every resolved GPU claim (or claim request) its containers use, each counted
+    /// once: a claim is allocated for the whole pod, whichever containers share it.
     pub dra_gpus: Option<DraCount>,
 }
 
 impl<'a> PodView<'a> {
-    /// Reads the view. Returns `Ok(None)` for a workload without a pod
-    /// template (a ReplicationController may omit it).
+    /// Reads the view; `Ok(None)` for a workload without a pod template (a ReplicationController).
     pub fn parse(
         object: Json<'a>,
         shape: Shape,
@@ -275,11 +270,10 @@ impl<'a> PodView<'a> {
         self.containers.iter().any(Container::is_device_plugin_gpu)
     }
 
-    /// The effective count of each GPU resource any container mentions (or
-    /// a sharing scheme implies), in first-seen order, by Kubernetes'
-    /// formula: the larger of what runs side by side (regular containers
-    /// plus sidecar init containers) and the peak during initialisation
-    /// (each plain init container plus the sidecars started before it).
+    /// The effective count of each GPU resource any container mentions (or a sharing scheme
+    /// implies), in first-seen order, by Kubernetes' formula: the larger of what runs side by side
+    /// (regular containers plus sidecar init containers) and the peak during initialisation (each
+    /// plain init container plus the sidecars started before it).
     pub fn effective_counts(&self) -> Vec<(&'a str, u64)> {
         let mut at: BTreeMap<&'a str, usize> = BTreeMap::new();
         let mut tallies: Vec<(&'a str, Tally)> = Vec::new();

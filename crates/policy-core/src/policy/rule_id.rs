@@ -25,9 +25,8 @@ impl Serialize for RuleId {
     }
 }
 
-/// A set of rules, in one word, that iterates in the order of
-/// [`RuleId::ALL`]: the rules that changed or were violated are gathered
-/// on every request, and a `BTreeSet` cost an allocation for each of them.
+/// A set of rules in one word, iterating in [`RuleId::ALL`] order: the rules that changed or were
+/// violated are gathered on every request, and a `BTreeSet` cost an allocation for each.
 pub type RuleSet = enumset::EnumSet<RuleId>;
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
-//! The GPU sharing schemes as the view reads them: which container holds
-//! a share ([`mark`]), what scheme it still awaits ([`awaited_scheme`]),
-//! whether an `NVIDIA_VISIBLE_DEVICES` entry is the one KAI's webhook wrote
-//! ([`is_kai_visible_devices`]), and the annotations KAI-Scheduler reads.
+//! The GPU sharing schemes as the view reads them: which container holds a share ([`mark`]), what
+//! scheme it still awaits ([`awaited_scheme`]), whether an `NVIDIA_VISIBLE_DEVICES` entry is the
+//! one KAI's webhook wrote ([`is_kai_visible_devices`]), and the annotations KAI-Scheduler reads.
 //! R2's checks of share values are `rules::bounded_requests::sharing`'s.
 
 use super::container::{Container, ContainerKind, EnvEntry, GpuResource};
@@ -25,9 +24,8 @@ pub struct KaiFraction<'a> {
     pub container: Option<&'a str>,
 }
 
-/// The pod's KAI fraction request, when KAI sharing is on and KAI
-/// schedules the pod (`scheduler_name`); `annotation` looks up the pod's
-/// annotations.
+/// The pod's KAI fraction request, when KAI sharing is on and KAI schedules the pod
+/// (`scheduler_name`); `annotation` looks up the pod's annotations.
 pub fn kai_fraction<'a>(
     annotation: impl Fn(&str) -> Option<&'a str>,
     scheduler_name: Option<&str>,
@@ -46,9 +44,8 @@ pub fn kai_fraction<'a>(
     (fraction.fraction.is_some() || fraction.memory.is_some()).then_some(fraction)
 }
 
-/// Marks the containers of a pod that hold a share, and the cards each
-/// implies: the holder of the pod's KAI fraction (`kai`), if any, and the
-/// containers with a HAMi share.
+/// Marks the containers of a pod that hold a share, and the cards each implies: the holder of the
+/// pod's KAI fraction (`kai`), if any, and the containers with a HAMi share.
 pub fn mark(containers: &mut [Container<'_>], kai: Option<&KaiFraction<'_>>) {
     if let Some(fraction) = kai {
         let devices = fraction.devices.map_or(Some(1), positive_integer);
@@ -76,10 +73,9 @@ pub fn mark(containers: &mut [Container<'_>], kai: Option<&KaiFraction<'_>>) {
     }
 }
 
-/// The scheme whose webhook has yet to act on a share container: KAI's
-/// writes the share's `NVIDIA_VISIBLE_DEVICES`, HAMi's the card count
-/// `nvidia.com/gpu`. Until then R1 pins the container, so a pod no such
-/// webhook acts on sees no card through its image's `ENV`.
+/// The scheme whose webhook has yet to act on a share container: KAI's writes the share's
+/// `NVIDIA_VISIBLE_DEVICES`, HAMi's the card count `nvidia.com/gpu`. Until then R1 pins the
+/// container, so a pod no such webhook acts on sees no card through its image's `ENV`.
 /// `kai_configmap`: the pod's [`KAI_CONFIGMAP`] annotation.
 pub fn awaited_scheme(
     container: &Container<'_>,

@@ -19,8 +19,7 @@ pub struct Subject<'a> {
     pub object: Json<'a>,
     pub form: Form<'a>,
     pub namespace: &'a str,
-    /// The pod before an update ([`Scope::Update`]): what the update is
-    /// judged against.
+    /// The pod before an update ([`Scope::Update`]): what the update is judged against.
     pub old: Option<Json<'a>>,
 }
 
@@ -29,8 +28,7 @@ pub struct Subject<'a> {
 pub enum Form<'a> {
     /// A Pod, or the pod template of a workload, at `shape`.
     Pod { shape: Shape, identity: Identity<'a>, scope: Scope },
-    /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are
-    /// bounded (R2).
+    /// A ResourceClaim or ResourceClaimTemplate: its GPU requests are bounded (R2).
     Claim(ClaimKind),
 }
 
@@ -47,14 +45,12 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// An update of a Pod (the main resource, not a subresource): `object`
-    /// as sent, `old` as stored.
+    /// An update of a Pod (the main resource, no subresource): `object` as sent, `old` as stored.
     pub fn pod_update(object: Json<'a>, old: Json<'a>, namespace: &'a str) -> Self {
         Self { old: Some(old), ..Self::pod(object, namespace, Scope::Update) }
     }
 
-    /// The pod template of a workload of `kind` (`Deployment`, ...), at
-    /// `shape` in the object.
+    /// The pod template of a workload of `kind` (`Deployment`, ...), at `shape` in the object.
     pub fn template(object: Json<'a>, shape: Shape, kind: &'a str, namespace: &'a str) -> Self {
         let name = object
             .get("metadata")
@@ -83,15 +79,13 @@ impl<'a> Subject<'a> {
 pub enum Scope {
     /// The whole pod: a pod being created, or a workload template.
     Whole,
-    /// An update of the `pods/ephemeralcontainers` subresource: only the
-    /// ephemeral containers whose names are not in the old object. The rest
-    /// of the pod is immutable and was admitted when it was created.
+    /// An update of `pods/ephemeralcontainers`: only the ephemeral containers not in the old
+    /// object. The rest of the pod is immutable and was admitted when it was created.
     NewEphemeralContainers(BTreeSet<String>),
-    /// An update of the Pod itself: only an image can change in place (the
-    /// rest of the spec is immutable, or only tightened while the pod is
-    /// scheduling-gated). The rules that read the old pod
-    /// ([`RuleInput::old`](super::rules::RuleInput::old)) judge what the
-    /// update changes; no container is in scope for the creation checks.
+    /// An update of the Pod itself: only an image can change in place (the rest of the spec is
+    /// immutable, or only tightened while the pod is scheduling-gated). The rules that read the old
+    /// pod ([`RuleInput::old`](super::rules::RuleInput::old)) judge what the update changes; no
+    /// container is in scope for the creation checks.
     Update,
 }
 
@@ -107,8 +101,7 @@ impl Scope {
         }
     }
 
-    /// Whether pod-level rules (requests, runtime class, affinity, volumes,
-    /// annotations) apply.
+    /// Whether pod-level rules (requests, runtime class, affinity, volumes, annotations) apply.
     pub fn is_whole(&self) -> bool {
         matches!(self, Scope::Whole)
     }
@@ -153,8 +146,7 @@ pub struct Owner<'a> {
 /// The controller owner reference of an object. References of the wrong
 /// shape are skipped: a malformed one must never exempt anything.
 pub fn controller_owner(object: Json<'_>) -> Option<Owner<'_>> {
-    // `get`, not `pointer`: a pointer is parsed on every call, and this runs
-    // for every pod.
+    // `get`, not `pointer`: a pointer is parsed on every call, and this runs for every pod.
     object
         .get("metadata")?
         .get("ownerReferences")?

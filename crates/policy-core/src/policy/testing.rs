@@ -32,8 +32,7 @@ pub fn evaluate_in_cluster(pod: &Value, cluster: &ClusterSnapshot) -> Evaluation
     run_in(pod, &Scope::Whole, &Settings::default(), &[], Some(cluster), None, Some(cluster))
 }
 
-/// Evaluates a pod without a cluster, with what the nodes carry, as
-/// `check --nodes` does.
+/// Evaluates a pod without a cluster, with what the nodes carry, as `check --nodes` does.
 pub fn evaluate_on_nodes(pod: &Value, nodes: &dyn NodeFacts, settings: &Settings) -> Evaluation {
     run_in(pod, &Scope::Whole, settings, &[], None, Some(nodes), None)
 }
@@ -76,15 +75,13 @@ fn run_in(
     evaluated(&evaluator, &subject)
 }
 
-/// `value` as a document that lives as long as the test: what a view read
-/// from it borrows (a test's few values are leaked).
+/// `value` as a document living as long as the test, for a view to borrow (test values leak).
 pub fn leaked(value: &Value) -> Json<'static> {
     let value: &'static Value = Box::leak(Box::new(value.clone()));
     Box::leak(Box::new(Document::from_value(value))).root()
 }
 
-/// A ResourceClaimTemplate `default/<name>` with one request `r` of one
-/// device of `class`.
+/// A ResourceClaimTemplate `default/<name>` with one request `r` of one device of `class`.
 pub fn claim_template(name: &str, class: &str) -> Value {
     serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": "default"},
@@ -111,8 +108,7 @@ pub fn evaluate_pod_update(new: &Value, old: &Value) -> Evaluation {
     run_in(new, &scope, &Settings::default(), &[], None, None, None)
 }
 
-/// An update of a Pod itself ([`Scope::Update`]): `new` judged against
-/// `old`, with the default settings.
+/// An update of a Pod itself ([`Scope::Update`]): `new` judged against `old`, default settings.
 pub fn evaluate_update(new: &Value, old: &Value) -> Evaluation {
     evaluate_update_in(new, old, &Settings::default(), None)
 }
@@ -141,8 +137,7 @@ pub fn messages_of(evaluation: &Evaluation, rule: RuleId) -> Vec<String> {
     evaluation.violations.iter().filter(|v| v.rule == rule).map(|v| v.message.to_string()).collect()
 }
 
-/// The `env` of the container `name` (init, regular or ephemeral) of
-/// `pod`; empty when it has none.
+/// The `env` of the container `name` (init, regular or ephemeral) of `pod`; empty when it has none.
 pub fn env_of(pod: &Value, name: &str) -> Vec<Value> {
     ["initContainers", "containers", "ephemeralContainers"]
         .iter()
@@ -162,9 +157,8 @@ pub fn apply(object: &Value, patch: &[PatchOperation]) -> Value {
     patched
 }
 
-/// The pod `pod` as the webhook read it for a claim made for it: `claims`
-/// read beside it, its status naming `generated` (leaked, as
-/// [`leaked`]).
+/// The pod `pod` as the webhook read it for a claim made for it: `claims` read beside it, its
+/// status naming `generated` (leaked, as [`leaked`]).
 pub fn owner_read(
     pod: &Value,
     generated: Vec<GeneratedClaim>,
@@ -177,10 +171,9 @@ pub fn owner_read(
     })
 }
 
-/// Evaluates a ResourceClaim as the webhook does once it read the pod the
-/// claim is made for (`owner`); the claims, templates and DeviceClasses of
-/// `objects` stand for the cluster's caches, `namespace_annotations` for
-/// its namespace's.
+/// Evaluates a ResourceClaim as the webhook does once it read the pod the claim is made for
+/// (`owner`); the claims, templates and DeviceClasses of `objects` stand for the cluster's caches,
+/// `namespace_annotations` for its namespace's.
 pub fn evaluate_claim_for(
     claim: &Value,
     owner: Option<&OwnerPod<'_>>,

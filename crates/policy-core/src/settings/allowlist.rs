@@ -5,12 +5,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// One entry of the allowlist: a workload that may see every card without
-/// requesting one (the GPU exporter, the device plugin, GFD). It names one
-/// workload by `name`, or, for workloads whose names end in a generated
-/// suffix (a Deployment's ReplicaSets, the DRA driver's MPS control
-/// daemons), the workloads of one kind in one namespace whose names start
-/// with `namePrefix`.
+/// One entry of the allowlist: a workload that may see every card without requesting one (the GPU
+/// exporter, the device plugin, GFD). It names one workload by `name`, or, for workloads whose
+/// names end in a generated suffix (a Deployment's ReplicaSets, the DRA driver's MPS control
+/// daemons), the workloads of one kind in one namespace whose names start with `namePrefix`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AllowlistEntry {

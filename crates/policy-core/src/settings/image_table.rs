@@ -1,6 +1,5 @@
-//! `imageResolution`: where R4 learns what an image needs (the mode, the
-//! registry budget and plain-HTTP registries), and the image table, of
-//! which every matching entry applies.
+//! `imageResolution`: where R4 learns what an image needs (the mode, the registry budget and
+//! plain-HTTP registries), and the image table, of which every matching entry applies.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,9 +13,8 @@ use crate::cuda::ComputeCapability;
 use crate::cuda::needs::ImageNeeds;
 use crate::cuda::requirement::{CudaVersion, Requirement};
 
-/// The longest registry budget: the API server waits 5 s for the webhook
-/// (the install's `timeoutSeconds`), and the rest of the admission needs
-/// some of it.
+/// The longest registry budget: the API server waits 5 s for the webhook (the install's
+/// `timeoutSeconds`), and the rest of the admission needs some of it.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(4);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -27,8 +25,7 @@ pub enum ResolutionMode {
     Table,
     /// The image's config from its registry, within `timeout`, else the table.
     Registry,
-    /// No image implies anything; only the configured and annotated
-    /// minimums apply.
+    /// No image implies anything; only the configured and annotated minimums apply.
     Off,
 }
 
@@ -62,18 +59,15 @@ pub struct ImageRule {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ImageResolution {
     pub mode: ResolutionMode,
-    /// The most one admission waits for registries, in total (`"1s"`,
-    /// `"500ms"`).
+    /// The most one admission waits for registries, in total (`"1s"`, `"500ms"`).
     pub timeout: String,
-    /// The registry hosts registry mode may contact (`host`, `host:port`,
-    /// `*.suffix`); an image on any other host is left to the table
-    /// without a connection.
+    /// The registry hosts registry mode may contact (`host`, `host:port`, `*.suffix`); an image on
+    /// any other host is left to the table without a connection.
     pub registries: Vec<String>,
     /// Which of `registries` are spoken to over plain HTTP (`host:port`).
     pub insecure_registries: Vec<String>,
-    /// A dockerconfigjson file (`{"auths": {...}}`): the credentials for
-    /// private registries, read again at every reload. Absent: anonymous
-    /// pulls only.
+    /// A dockerconfigjson file (`{"auths": {...}}`): the credentials for private registries, read
+    /// again at every reload. Absent: anonymous pulls only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_file: Option<PathBuf>,
     pub table: Vec<ImageEntry>,
@@ -99,9 +93,8 @@ const NGC: &str = r"^nvcr\.io/nvidia/(pytorch|tensorflow|tritonserver|jax|tensor
 /// entrypoint, which turns on forward compatibility on data center GPUs.
 const NGC_REQUIRE: &str = "cuda>=9.0";
 
-/// The forward-compatible branches of the `nvidia/cuda:12.8.1` and
-/// `13.0.2` images, abridged to one brand (the brand is not on any node
-/// label, so the others say nothing more to the scheduler).
+/// The forward-compatible branches of the `nvidia/cuda:12.8.1` and `13.0.2` images, abridged to one
+/// brand (the brand is not on any node label, so the others say nothing more to the scheduler).
 const CUDA_12_8_REQUIRE: &str = "cuda>=12.8 brand=tesla,driver>=470,driver<471 \
     brand=tesla,driver>=535,driver<536 brand=tesla,driver>=550,driver<551 \
     brand=tesla,driver>=560,driver<561 brand=tesla,driver>=565,driver<566";
@@ -111,9 +104,8 @@ const CUDA_13_0_REQUIRE: &str = "cuda>=13.0 brand=tesla,driver>=535,driver<536 \
 
 /// The built-in table; `examples/config.yaml` gives the source of each entry.
 ///
-/// Digits are `[0-9]`, not `\d`: image references are ASCII, and `\d`
-/// stands for every Unicode digit, which made the compiled table several
-/// MiB larger in memory.
+/// Digits are `[0-9]`, not `\d`: image references are ASCII, and `\d` stands for every Unicode
+/// digit, which made the compiled table several MiB larger in memory.
 pub fn default_table() -> Vec<ImageEntry> {
     let minimum = |pattern: &str, major, minor| ImageEntry {
         pattern: pattern.to_owned(),
@@ -184,8 +176,7 @@ impl ImageTable {
         Ok(Self { patterns, needs })
     }
 
-    /// The needs of every entry the image matches (already normalized), in
-    /// the order of the table.
+    /// The needs of every entry the image matches (already normalized), in the order of the table.
     pub fn lookup(&self, image: &str) -> Vec<&ImageNeeds> {
         self.patterns.matches(image).iter().filter_map(|index| self.needs.get(index)).collect()
     }
@@ -229,8 +220,7 @@ impl ImageResolution {
         Ok((registries, insecure))
     }
 
-    /// Checks the block and compiles the table, with the older
-    /// `imageComputeCapabilities` entries after its own.
+    /// Checks the block and compiles the table, older `imageComputeCapabilities` entries last.
     pub fn compile(&self, legacy: &[ImageRule]) -> Result<(ImageTable, Duration), ConfigError> {
         let timeout = match crate::duration::parse_seconds(&self.timeout) {
             Some(timeout) if !timeout.is_zero() && timeout <= MAX_TIMEOUT => timeout,

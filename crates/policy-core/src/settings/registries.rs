@@ -1,20 +1,18 @@
 //! `imageResolution.registries` and `insecureRegistries`: the registry hosts
 //! registry mode may contact, and which of them speak plain HTTP.
 //!
-//! An entry is `host` (a DNS name or an IP address, on the scheme's default
-//! port), `host:port`, `[v6]` / `[v6]:port`, or `*.suffix` (any name under
-//! `suffix`, on the default port). Names are compared in lower case, without
-//! a trailing dot. The image reference's registry (`nvcr.io`,
-//! `registry.local:5000`) is what is matched: a port counts only where the
-//! entry names one, so `registry.local` does not open `registry.local:22`.
+//! An entry is `host` (a DNS name or an IP address, on the scheme's default port), `host:port`,
+//! `[v6]` / `[v6]:port`, or `*.suffix` (any name under `suffix`, on the default port). Names are
+//! compared in lower case, without a trailing dot. The image reference's registry (`nvcr.io`,
+//! `registry.local:5000`) is what is matched: a port counts only where the entry names one, so
+//! `registry.local` does not open `registry.local:22`.
 
 use std::fmt;
 use std::net::IpAddr;
 
-/// The public registries CUDA images live on: NVIDIA's, Docker Hub under
-/// all its names (the token service and the API hosts), GitHub's, Quay,
-/// the Kubernetes project's, AWS's public gallery, Google's and
-/// Microsoft's.
+/// The public registries CUDA images live on: NVIDIA's, Docker Hub under all its names (the token
+/// service and the API hosts), GitHub's, Quay, the Kubernetes project's, AWS's public gallery,
+/// Google's and Microsoft's.
 pub fn default_registries() -> Vec<String> {
     [
         "nvcr.io",
@@ -40,16 +38,14 @@ pub fn default_registries() -> Vec<String> {
 /// One entry of the list, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistryPattern {
-    /// A host (lower case; an IPv6 address without brackets) and the port
-    /// the entry names, if any.
+    /// A host (lower case; an IPv6 address without brackets) and the port the entry names, if any.
     Host { host: String, port: Option<u16> },
     /// `*.suffix`, kept as `.suffix`: names under it, on the default port.
     Suffix(String),
 }
 
-/// A host and port split out of `host`, `host:port` or `[v6]:port`; the
-/// host in lower case, without a trailing dot, an IPv6 address without its
-/// brackets. None when it is not one.
+/// A host and port split out of `host`, `host:port` or `[v6]:port`; the host in lower case, without
+/// a trailing dot, an IPv6 address without its brackets. None when it is not one.
 pub fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
     let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
         let (address, after) = rest.split_once(']')?;
@@ -114,8 +110,7 @@ impl RegistryPattern {
         }
     }
 
-    /// Whether `host` (as [`split_authority`] gives it) on `port` is this
-    /// entry.
+    /// Whether `host` (as [`split_authority`] gives it) on `port` is this entry.
     pub fn matches(&self, host: &str, port: Option<u16>) -> bool {
         match self {
             Self::Host { host: entry, port: entry_port } => entry == host && *entry_port == port,
@@ -133,8 +128,7 @@ impl RegistryPattern {
 }
 
 impl fmt::Display for RegistryPattern {
-    /// The entry as the list may spell it: `host`, `host:port`,
-    /// `[v6]:port`, `*.suffix`.
+    /// The entry as the list may spell it: `host`, `host:port`, `[v6]:port`, `*.suffix`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Host { host, port } => {
@@ -160,8 +154,7 @@ pub struct RegistryHosts {
 }
 
 impl RegistryHosts {
-    /// Parses `entries`; the error names the entry and says what was
-    /// expected.
+    /// Parses `entries`; the error names the entry and says what was expected.
     pub fn parse(field: &str, entries: &[String], wildcards: bool) -> Result<Self, String> {
         let patterns = entries
             .iter()

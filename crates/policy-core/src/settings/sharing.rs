@@ -1,6 +1,5 @@
-//! `gpuSharing` and `privilegedGpu`: the GPU sharing schemes the cluster
-//! runs, whose containers are GPU containers though they ask for no whole
-//! card, and what a privileged GPU container gets.
+//! `gpuSharing` and `privilegedGpu`: the GPU sharing schemes the cluster runs, whose containers are
+//! GPU containers though they ask for no whole card, and what a privileged GPU container gets.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,8 +9,7 @@ pub const HAMI_CORES: &str = "nvidia.com/gpucores";
 pub const HAMI_MEMORY: &str = "nvidia.com/gpumem";
 pub const HAMI_MEMORY_PERCENTAGE: &str = "nvidia.com/gpumem-percentage";
 pub const HAMI_RESOURCES: [&str; 3] = [HAMI_CORES, HAMI_MEMORY, HAMI_MEMORY_PERCENTAGE];
-/// The whole-card resource HAMi counts cards in, and sets to 1 when a
-/// container asks only for a share.
+/// The whole-card resource HAMi counts in, set to 1 when a container asks only for a share.
 pub const HAMI_CARDS: &str = "nvidia.com/gpu";
 
 /// The sharing schemes the cluster runs.

@@ -1,24 +1,21 @@
 //! What the cluster says a claim got, and for whom.
 //!
-//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (the controller
-//! of `kind: Pod`, `apiVersion: v1`: its `name` and `uid`),
+//! Reads, of a ResourceClaim: `metadata.ownerReferences[]` (the controller of `kind: Pod`,
+//! `apiVersion: v1`: its `name` and `uid`),
 //! `metadata.annotations["resource.kubernetes.io/pod-claim-name"]`,
-//! `status.allocation.devices.results[].{request, driver, pool, device}`.
-//! Of a ResourceSlice of the driver `gpu.nvidia.com` (slices of other
-//! drivers are not kept): `spec.pool.name`, `spec.devices[].name` and the
-//! version attributes `cudaComputeCapability`, `cudaDriverVersion` and
-//! `driverVersion`.
+//! `status.allocation.devices.results[].{request, driver, pool, device}`. Of a ResourceSlice of the
+//! driver `gpu.nvidia.com` (slices of other drivers are not kept): `spec.pool.name`,
+//! `spec.devices[].name` and the version attributes `cudaComputeCapability`, `cudaDriverVersion`
+//! and `driverVersion`.
 //!
-//! Bounded: at most [`MAX_RESULTS`] results of a claim and
-//! [`MAX_SLICE_DEVICES`] devices of a slice are kept (what the API server
-//! allows), and names longer than the API allows are dropped.
+//! Bounded: at most [`MAX_RESULTS`] results of a claim and [`MAX_SLICE_DEVICES`] devices of a slice
+//! are kept (what the API server allows), and names longer than the API allows are dropped.
 
 use serde_json::Value;
 
 use crate::document::Json;
 
-/// The NVIDIA DRA driver's name for its GPU devices (and the domain of
-/// their attributes).
+/// The NVIDIA DRA driver's name for its GPU devices (and the domain of their attributes).
 pub const GPU_DRIVER: &str = "gpu.nvidia.com";
 
 /// The annotation the resource claim controller puts on a claim it makes
@@ -50,14 +47,12 @@ pub struct MadeFor {
     /// The owner Pod's name and UID.
     pub pod: String,
     pub pod_uid: String,
-    /// The pod claim (`spec.resourceClaims[].name`) it was made from, when
-    /// the resource claim controller says so.
+    /// The pod claim (`spec.resourceClaims[].name`) it was made from, if the controller says so.
     pub pod_claim: Option<String>,
 }
 
-/// What the NVIDIA DRA driver publishes of a device's CUDA versions, as
-/// written (semantic versions: `8.0.0`, `13.0.0`, `580.126.20`). None: the
-/// device does not publish it (VFIO passthrough devices publish none).
+/// What the NVIDIA DRA driver publishes of a device's CUDA versions, as written (semver: `8.0.0`,
+/// `13.0.0`, `580.126.20`). None: not published (VFIO passthrough devices publish none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceVersions {
     pub compute_capability: Option<String>,
@@ -112,14 +107,12 @@ pub fn read_made_for(claim: Json<'_>) -> Option<MadeFor> {
     Some(MadeFor { pod: text(owner.get("name"))?, pod_uid: text(owner.get("uid"))?, pod_claim })
 }
 
-/// The attributes of a ResourceSlice's device: `attributes` (v1, v1beta2)
-/// or `basic.attributes` (v1beta1).
+/// A ResourceSlice device's attributes: `attributes` (v1, v1beta2) or `basic.attributes` (v1beta1).
 pub fn device_attributes(device: &Value) -> Option<&Value> {
     device.get("attributes").or_else(|| device.get("basic")?.get("attributes"))
 }
 
-/// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers
-/// and for slices without a pool.
+/// A ResourceSlice of the driver `gpu.nvidia.com`; None for other drivers and pool-less slices.
 pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
     let spec = slice.get("spec")?;
     if spec.get("driver").and_then(Value::as_str) != Some(GPU_DRIVER) {
@@ -151,8 +144,7 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
     Some(KeptSlice { pool, devices })
 }
 
-/// A name as the API server accepts one: not empty, at most
-/// [`MAX_NAME_BYTES`].
+/// A name as the API server accepts one: not empty, at most [`MAX_NAME_BYTES`].
 fn name(text: Option<&str>) -> Option<String> {
     text.filter(|text| !text.is_empty() && text.len() <= MAX_NAME_BYTES).map(str::to_owned)
 }

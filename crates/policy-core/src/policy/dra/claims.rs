@@ -1,23 +1,18 @@
-//! The device requests of a Dynamic Resource Allocation claim, read from raw
-//! JSON: which requests ask for GPUs, how many, and with admin access.
+//! The device requests of a DRA claim, read from raw JSON: which ask for GPUs, how many, and
+//! with admin access.
 //!
-//! Reads `devices.requests[]` of a ResourceClaim's `spec` or a
-//! ResourceClaimTemplate's `spec.spec`: in v1 and v1beta2
-//! `requests[].exactly.{deviceClassName, allocationMode, count,
-//! adminAccess, selectors}`, in v1beta1 the same fields flat on the request;
-//! in all, `requests[].firstAvailable[]` subrequests, of which a request
-//! counts as its largest GPU alternative.
+//! Reads `devices.requests[]` of a ResourceClaim's `spec` or a template's `spec.spec`: in v1
+//! and v1beta2 `requests[].exactly.{deviceClassName, allocationMode, count, adminAccess,
+//! selectors}`, in v1beta1 the same fields flat; in all, `firstAvailable[]` subrequests, of
+//! which a request counts as its largest GPU alternative.
 //!
-//! A request's GPU count is `count` (default 1) with `allocationMode:
-//! ExactCount` (the default); `All` is every matching device of a node.
-//! `count` is a JSON integer from 1 to u64::MAX: the API server keeps an
-//! int64, and `check`'s raw files may go to u64::MAX, far above any maximum.
-//! A float, a negative number, 0, a string, an empty `allocationMode` (which
-//! the API server defaults, so only `check` sees it) are an [`ObjectError`]
-//! naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
-//! everything. Consumable capacity (`capacity.requests`) is not read: a
-//! request takes `count` devices, shared or not, and the API server
-//! validates capacity.
+//! A GPU count is `count` (default 1) with `allocationMode: ExactCount` (the default); `All`
+//! is every matching device of a node. `count` is an integer from 1 to u64::MAX (the API
+//! server keeps an int64; `check`'s raw files may go higher). A float, negative, 0, string or
+//! empty `allocationMode` (the API server defaults it, so only `check` sees it) is an
+//! [`ObjectError`] naming the field. Totals ([`DraCount::plus`]) saturate and `All` absorbs
+//! everything. `capacity.requests` is not read: a request takes `count` devices, shared or
+//! not, and the API server validates capacity.
 
 use std::fmt;
 
@@ -30,7 +25,6 @@ use crate::policy::fields::{
 /// How many GPUs a request (or a set of requests) may get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DraCount {
-    /// Exactly this many devices.
     Exactly(u64),
     /// `allocationMode: All`: every matching device of a node.
     All,
@@ -63,8 +57,7 @@ pub struct ClaimRequest {
     pub gpu: Option<DraCount>,
     /// `adminAccess: true` on a GPU alternative.
     pub admin_access: bool,
-    /// The CEL selectors of each GPU alternative (the request itself, or
-    /// each GPU `firstAvailable` subrequest), as written.
+    /// The CEL selectors of each GPU alternative (the request, or GPU `firstAvailable` entries).
     pub gpu_selectors: Vec<Vec<String>>,
 }
 
@@ -72,8 +65,7 @@ pub struct ClaimRequest {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSummary {
     pub requests: Vec<ClaimRequest>,
-    /// The selectors were past [`MAX_KEPT_SELECTOR_BYTES`] and none were
-    /// kept: nothing can be said of what they guarantee.
+    /// Selectors past [`MAX_KEPT_SELECTOR_BYTES`], none kept: what they guarantee is unknown.
     pub selectors_dropped: bool,
 }
 
@@ -135,9 +127,8 @@ impl ClaimKind {
     }
 }
 
-/// The request of `request` or `request/subrequest` (a `firstAvailable`
-/// alternative), as a container's claim use and an allocation result name
-/// it.
+/// The request of `request` or `request/subrequest` (a `firstAvailable` alternative), as a
+/// container's claim use and an allocation result name it.
 pub fn base_request(request: &str) -> &str {
     request.split('/').next().unwrap_or(request)
 }
@@ -153,8 +144,7 @@ pub struct DeviceAlternative {
     pub selectors: Vec<String>,
 }
 
-/// One entry of `devices.requests[]` as written, before its device classes
-/// are judged.
+/// One entry of `devices.requests[]` as written, before its device classes are judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
     pub name: String,
@@ -167,19 +157,16 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimSpec {
     pub requests: Vec<RequestSpec>,
-    /// The selectors together were past [`MAX_KEPT_SELECTOR_BYTES`]: none
-    /// are kept.
+    /// The selectors together were past [`MAX_KEPT_SELECTOR_BYTES`]: none are kept.
     pub selectors_dropped: bool,
 }
 
-/// The most bytes of CEL selectors kept of one claim: the API server allows
-/// 32 requests of 32 selectors of 10 KiB each, and a cache keeps every
-/// claim of the cluster.
+/// The most bytes of CEL selectors kept of one claim: the API server allows 32 requests of 32
+/// selectors of 10 KiB each, and a cache keeps every claim of the cluster.
 pub const MAX_KEPT_SELECTOR_BYTES: usize = 16 * 1024;
 
 impl ClaimSpec {
-    /// What the policy knows of the claim, with `is_gpu_class` saying which
-    /// device classes hand out GPUs.
+    /// What the policy knows of the claim, `is_gpu_class` telling which device classes are GPUs.
     pub fn summary(&self, is_gpu_class: &dyn Fn(&str) -> bool) -> ClaimSummary {
         let requests = self
             .requests
@@ -211,8 +198,7 @@ pub fn parse_object(
     Ok(read_object(object, kind)?.summary(is_gpu_class))
 }
 
-/// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate
-/// object as written.
+/// Reads the requests of a whole ResourceClaim or ResourceClaimTemplate object as written.
 pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, ObjectError> {
     let spec = match kind {
         ClaimKind::Claim => object.get("spec"),
@@ -226,8 +212,7 @@ pub fn read_object(object: Json<'_>, kind: ClaimKind) -> Result<ClaimSpec, Objec
     }
 }
 
-/// Reads the requests of a claim spec as written; `at` is the spec's
-/// dotted path, for errors.
+/// Reads the requests of a claim spec as written; `at` is the spec's dotted path, for errors.
 pub fn read_spec(spec: Json<'_>, at: &str) -> Result<ClaimSpec, ObjectError> {
     read_spec_at(spec, &FieldPath::Keys(&[at]))
 }
@@ -313,8 +298,7 @@ fn alternative(fields: Object<'_>, path: &FieldPath<'_>) -> Result<DeviceAlterna
     })
 }
 
-/// `selectors[].cel.expression`: a selector of another kind (none exists
-/// yet) is skipped.
+/// `selectors[].cel.expression`: a selector of another kind (none exists yet) is skipped.
 fn selectors(fields: Object<'_>, path: &FieldPath<'_>) -> Result<Vec<String>, ObjectError> {
     let read = objects(member(fields, "selectors"), "selectors", path, |_, selector, at| {
         let Some(cel) = optional_object(selector, "cel", at)? else {

@@ -1,16 +1,13 @@
-//! What a pod's DRA GPU containers need of a device ([`GpuNeeds`]), as the
-//! pod annotation `gpu-policy.io/gpu-needs` R4 writes and reads back, as
-//! the CEL selector added to a claim's GPU requests, and as the judgement
-//! of an allocated device ([`GpuNeeds::shortfall`]; the tests hold the
-//! selector and the judgement to the same answers).
+//! What a pod's DRA GPU containers need of a device ([`GpuNeeds`]), as the pod annotation
+//! `gpu-policy.io/gpu-needs` R4 writes and reads back, as the CEL selector added to a claim's GPU
+//! requests, and as the judgement of an allocated device ([`GpuNeeds::shortfall`]; the tests hold
+//! the selector and the judgement to the same answers).
 //!
-//! The selector reads the NVIDIA DRA driver's attributes
-//! `cudaComputeCapability` (the compute floor), `cudaDriverVersion` and
-//! `driverVersion` (the driver floor). A CEL error aborts the whole
-//! allocation, so every read is guarded: a device of another driver passes,
-//! and a device that does not publish an attribute passes its part (VFIO
-//! passthrough devices publish none: the driver inside the virtual machine
-//! runs CUDA there).
+//! The selector reads the NVIDIA DRA driver's attributes `cudaComputeCapability` (the compute
+//! floor), `cudaDriverVersion` and `driverVersion` (the driver floor). A CEL error aborts the whole
+//! allocation, so every read is guarded: a device of another driver passes, and a device that does
+//! not publish an attribute passes its part (VFIO passthrough devices publish none: the driver
+//! inside the virtual machine runs CUDA there).
 
 use std::fmt;
 use std::str::FromStr;
@@ -74,8 +71,7 @@ impl GpuNeeds {
         Some(GpuNeeds { compute_capability, driver, images })
     }
 
-    /// The annotation value: `{"computeCapability":"7.5","driverVersion":
-    /// "cuda>=13.1","images":["..."]}`.
+    /// The annotation value: `{"computeCapability":"7.5","driverVersion":"cuda>=13.1",...}`.
     pub fn annotation_value(&self) -> String {
         let recorded = Recorded {
             compute_capability: self.compute_capability.map(|c| c.to_string()),
@@ -157,10 +153,9 @@ impl GpuNeeds {
         (!short.is_empty()).then(|| short.join(" and "))
     }
 
-    /// Whether `selectors` (ANDed, as a request's are) refuse every device
-    /// the NVIDIA driver could publish below these needs. A selector that
-    /// does not compile guarantees nothing; one that fails on a device
-    /// refuses it (the scheduler aborts the allocation).
+    /// Whether `selectors` (ANDed, as a request's are) refuse every device the NVIDIA driver could
+    /// publish below these needs. A selector that does not compile guarantees nothing; one that
+    /// fails on a device refuses it (the scheduler aborts the allocation).
     pub fn guaranteed_by(&self, selectors: &[String]) -> bool {
         let mut compiled = Vec::with_capacity(selectors.len());
         for selector in selectors {
@@ -174,8 +169,7 @@ impl GpuNeeds {
         })
     }
 
-    /// Devices of the NVIDIA driver that fall short of these needs in one
-    /// respect only.
+    /// Devices of the NVIDIA driver that fall short of these needs in one respect only.
     fn probes_below(&self) -> Vec<Device> {
         let meets_driver = |cuda: CudaVersion, driver: (u32, u32)| {
             self.driver.as_ref().is_none_or(|floor| floor.met_by(cuda, driver))
@@ -217,13 +211,11 @@ impl fmt::Display for GpuNeeds {
     }
 }
 
-/// The compute capabilities of NVIDIA's cards, Kepler to Blackwell, as
-/// `10 * major + minor`.
+/// The compute capabilities of NVIDIA's cards, Kepler to Blackwell, as `10 * major + minor`.
 const COMPUTE_CAPABILITIES: &[u32] =
     &[30, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121];
 
-/// Data center driver branches and the CUDA version each supports, oldest
-/// first.
+/// Data center driver branches and the CUDA version each supports, oldest first.
 const DRIVERS: &[(CudaVersion, (u32, u32))] = &[
     (CudaVersion::new(11, 0), (450, 248)),
     (CudaVersion::new(11, 4), (470, 256)),
@@ -236,9 +228,8 @@ const DRIVERS: &[(CudaVersion, (u32, u32))] = &[
     (CudaVersion::new(13, 1), (590, 44)),
 ];
 
-/// A full GPU as the NVIDIA driver's ResourceSlice publishes one, so a
-/// selector reading other attributes (`productName`, `memory`) judges it as
-/// a real card.
+/// A full GPU as the NVIDIA driver's ResourceSlice publishes one, so a selector reading other
+/// attributes (`productName`, `memory`) judges it as a real card.
 fn probe(card: ComputeCapability, cuda: CudaVersion, driver: (u32, u32)) -> Device {
     let version = |text: String| AttributeValue::Version(text);
     let text = |text: &str| AttributeValue::String(text.to_owned());
@@ -282,8 +273,7 @@ fn at_least(attribute: &str, version: &str) -> String {
     compare(attribute, version, ">=")
 }
 
-/// `(!(both attributes published) || alternative || ...)`, each alternative
-/// its comparisons ANDed.
+/// `(!(both attributes published) || alternative || ...)`, each alternative its comparisons ANDed.
 fn driver_part(floor: &DriverFloor) -> String {
     let alternatives: Vec<String> = floor
         .atoms()

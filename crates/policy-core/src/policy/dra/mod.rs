@@ -24,8 +24,7 @@ pub enum Resolved {
     Unreadable(String),
 }
 
-/// Where a pod's claims are resolved: the cluster, or the other objects of
-/// the input of `check`.
+/// Where a pod's claims are resolved: the cluster, or the other objects of the input of `check`.
 pub trait ClaimFacts: Send + Sync {
     /// The ResourceClaimTemplate `namespace/name`.
     fn resource_claim_template(&self, namespace: &str, name: &str) -> Resolved;
@@ -39,14 +38,12 @@ pub trait ClaimFacts: Send + Sync {
         false
     }
 
-    /// The devices allocated to the ResourceClaim `namespace/name`; None
-    /// when it is not allocated, or not known.
+    /// The devices allocated to the ResourceClaim `namespace/name`; None if unallocated or unknown.
     fn allocation(&self, _namespace: &str, _name: &str) -> Option<Vec<AllocatedDevice>> {
         None
     }
 
-    /// What the ResourceSlices say of a device of the driver
-    /// `gpu.nvidia.com`; None when no slice known here publishes it.
+    /// What the ResourceSlices say of a `gpu.nvidia.com` device; None when no known slice has it.
     fn device_versions(&self, _driver: &str, _pool: &str, _device: &str) -> Option<DeviceVersions> {
         None
     }

@@ -1,16 +1,13 @@
-//! The pod a ResourceClaim is made for, as the webhook read it before the
-//! claim is evaluated ([`OwnerPod`]), and where each of that pod's claims
-//! gets its devices ([`pod_claim_origins`], [`OwnerClaims`]).
+//! The pod a ResourceClaim is made for, as read before the claim is evaluated ([`OwnerPod`]), and
+//! where each of its claims gets its devices ([`pod_claim_origins`], [`OwnerClaims`]).
 //!
-//! A claim made for a pod is judged with the whole pod (its images' floors,
-//! its other claims' GPUs): a pod created before its templates (`kubectl
-//! apply -f dir/`, Helm's install order) could not be judged whole when it
-//! was admitted.
+//! A claim made for a pod is judged with the whole pod (its images' floors, its other claims'
+//! GPUs): a pod created before its templates (`kubectl apply -f dir/`, Helm's install order) could
+//! not be judged whole when it was admitted.
 //!
-//! Reads, of the pod: `metadata.uid`, `spec.resourceClaims[]` and
-//! `status.resourceClaimStatuses[]` ([`GeneratedClaim`]). The claims and
-//! templates the entries name are answered by what was read beside the pod
-//! ([`ReadClaim`]), else by the cluster's caches.
+//! Reads, of the pod: `metadata.uid`, `spec.resourceClaims[]` and `status.resourceClaimStatuses[]`
+//! ([`GeneratedClaim`]). The claims and templates the entries name are answered by what was read
+//! beside the pod ([`ReadClaim`]), else by the cluster's caches.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,8 +22,7 @@ use crate::policy::pod::{ClaimSource, PodClaim};
 /// but the pod is read and the claim rules say so. Real pods list a few.
 pub const MAX_POD_CLAIMS: usize = 32;
 
-/// The Pod a claim is made for, as the webhook read it from the API server
-/// before evaluating the claim.
+/// The Pod a claim is made for, as the webhook read it from the API server before the claim.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OwnerPod<'a> {
     Read(ReadPod<'a>),
@@ -49,9 +45,8 @@ pub struct ReadPod<'a> {
     pub claims: &'a [ReadClaim],
 }
 
-/// One entry of a pod's `status.resourceClaimStatuses`: the claim the
-/// resource claim controller made for the pod claim `pod_claim`; None when
-/// it made none (none was needed).
+/// One entry of a pod's `status.resourceClaimStatuses`: the claim the resource claim controller
+/// made for the pod claim `pod_claim`; None when it made none (none was needed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GeneratedClaim {
     pub pod_claim: String,
@@ -69,8 +64,7 @@ pub struct ReadClaim {
 /// What one read found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetched {
-    /// Its requests as written (which classes hand out GPUs is judged when
-    /// it is evaluated).
+    /// Its requests as written (which classes hand out GPUs is judged when it is evaluated).
     Found(ClaimSpec),
     NotFound,
     /// Not read, or not readable: why, on one line.
@@ -84,12 +78,10 @@ pub enum ClaimOrigin<'a> {
     UnderReview,
     /// An existing claim (`resourceClaimName`), possibly shared.
     Claim(&'a str),
-    /// A template, and the claim made from it for this pod when the pod's
-    /// status names one (it has the template's requests, and outlives the
-    /// template).
+    /// A template, and the claim made from it for this pod when the pod's status names one (it has
+    /// the template's requests, and outlives the template).
     Template { template: &'a str, generated: Option<&'a str> },
-    /// Nothing: the pod's status says no claim was needed, or the entry
-    /// names neither a claim nor a template.
+    /// Nothing: the pod's status says no claim was needed, or the entry names neither kind.
     Nothing,
 }
 
@@ -142,11 +134,10 @@ pub fn pod_claim_origins<'a>(
     Ok(entries)
 }
 
-/// The claims and templates to read beside the pod: those the entries
-/// count from that `known` (the caches) cannot answer, each once, in the
-/// entries' order. A template entry whose generated claim or template is
-/// known reads nothing; one that knows neither reads the generated claim
-/// (what the pod got), else the template.
+/// The claims and templates to read beside the pod: those the entries count from that `known` (the
+/// caches) cannot answer, each once, in the entries' order. A template entry whose generated claim
+/// or template is known reads nothing; one that knows neither reads the generated claim (what the
+/// pod got), else the template.
 pub fn to_read<'a>(
     entries: &[PodClaimEntry<'a>],
     known: impl Fn(ClaimKind, &str) -> bool,
@@ -179,10 +170,9 @@ pub fn to_read<'a>(
     reads
 }
 
-/// Where a claim's pod's claims resolve: the claim under review for the
-/// template its pod claim names, what was read beside the pod, then the
-/// cluster's caches; a template neither knows answers as the claim made
-/// from it for this pod, when the pod's status names one.
+/// Where a claim's pod's claims resolve: the claim under review for the template its pod claim
+/// names, what was read beside the pod, then the cluster's caches; a template neither knows answers
+/// as the claim made from it for this pod, when the pod's status names one.
 pub struct OwnerClaims<'a> {
     namespace: &'a str,
     /// The template of the claim under review's pod claim, and the claim.

@@ -1,9 +1,8 @@
 //! Which containers of a pod hold GPUs through Dynamic Resource Allocation.
 //!
-//! A container whose `resources.claims[]` names a pod claim
-//! (`spec.resourceClaims[]`) that holds a request for a GPU device class is
-//! a GPU container; an entry's `request` narrows the use to that request.
-//! Ephemeral containers are never GPU containers.
+//! A container whose `resources.claims[]` names a pod claim (`spec.resourceClaims[]`) that holds a
+//! request for a GPU device class is a GPU container; an entry's `request` narrows the use to that
+//! request. Ephemeral containers are never GPU containers.
 //!
 //! A claim that cannot be resolved never gets a pod denied: a notice says
 //! so, and its containers are treated as holding no GPU (they stay pinned;
@@ -17,9 +16,8 @@ use crate::policy::dra::claims::{ClaimSummary, DraCount, base_request};
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::pod::{ClaimSource, PodView};
 
-/// Resolves the claims of the view's containers, setting each container's
-/// and the pod's `dra_gpus`. Returns one notice per claim that cannot be
-/// resolved.
+/// Resolves the claims of the view's containers, setting each container's and the pod's `dra_gpus`.
+/// Returns one notice per claim that cannot be resolved.
 pub fn resolve<'a>(
     view: &mut PodView<'a>,
     claims: Option<&dyn ClaimFacts>,
@@ -36,8 +34,7 @@ pub fn resolve<'a>(
         view.dra_gpus = None;
         return Vec::new();
     }
-    // Each claim or template the pod names, looked up once, however many
-    // pod claims name it.
+    // Each claim or template the pod names, looked up once, however many pod claims name it.
     let mut summaries: Vec<Result<ClaimSummary, String>> = Vec::new();
     let mut by_source: BTreeMap<Option<ClaimSource<'a>>, usize> = BTreeMap::new();
     // Pod claim name -> its entry of `summaries`.
@@ -114,8 +111,7 @@ pub fn resolve<'a>(
         .into_iter()
         .take(MAX_UNRESOLVED_NAMED)
         .map(|(claim, (reason, containers))| {
-            // Short enough for a kubectl warning: who stays pinned comes
-            // before the reason, which may be long.
+            // Fits a kubectl warning: who stays pinned first, then the (maybe long) reason.
             let verb = if containers.len() == 1 { "stays" } else { "stay" };
             let who = quoted_list("container", "containers", containers);
             Notice::new(
@@ -133,13 +129,11 @@ pub fn resolve<'a>(
     notices
 }
 
-/// Pod claim name -> None (the whole claim is used) or the names of the
-/// requests used.
+/// Pod claim name -> None (the whole claim is used) or the names of the requests used.
 type Uses<'a> = BTreeMap<&'a str, Option<BTreeSet<&'a str>>>;
 
-/// Records a use of the pod claim `claim`, narrowed to `request` if given:
-/// a request is one entry whichever of its subrequests is named (only one
-/// of them is allocated).
+/// Records a use of the pod claim `claim`, narrowed to `request` if given: a request is one entry
+/// whichever of its subrequests is named (only one of them is allocated).
 fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>) {
     let entry = uses.entry(claim).or_insert_with(|| Some(BTreeSet::new()));
     match (request, entry) {
@@ -151,8 +145,7 @@ fn record_use<'a>(uses: &mut Uses<'a>, claim: &'a str, request: Option<&'a str>)
     }
 }
 
-/// The GPUs the uses hold: each claim (or request) once, however many
-/// uses name it.
+/// The GPUs the uses hold: each claim (or request) once, however many uses name it.
 fn held(
     known: &BTreeMap<&str, usize>,
     summaries: &[Result<ClaimSummary, String>],
@@ -186,8 +179,7 @@ fn source_name(pod_claims: &BTreeMap<&str, ClaimSource<'_>>, claim: &str) -> Str
         .unwrap_or_else(|| format!("claim {claim:?}"))
 }
 
-/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"`; None for a pod
-/// claim that names neither.
+/// `ResourceClaimTemplate "name"` or `ResourceClaim "name"`; None for a pod claim naming neither.
 fn source_phrase(source: ClaimSource<'_>) -> Option<String> {
     match source {
         ClaimSource::Template(name) => Some(format!("ResourceClaimTemplate {name:?}")),

@@ -1,8 +1,7 @@
-//! The Dynamic Resource Allocation objects of a cluster view, kept lean:
-//! each ResourceClaim's and ResourceClaimTemplate's requests as written
-//! ([`ClaimSpec`]), a claim's allocation and owner Pod
-//! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device
-//! versions, and what decides whether a DeviceClass hands out GPUs.
+//! The Dynamic Resource Allocation objects of a cluster view, kept lean: each ResourceClaim's and
+//! ResourceClaimTemplate's requests as written ([`ClaimSpec`]), a claim's allocation and owner Pod
+//! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device versions, and what
+//! decides whether a DeviceClass hands out GPUs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,12 +18,10 @@ use crate::settings::Settings;
 
 pub use super::allocation::GPU_DRIVER;
 
-/// What decides whether a DeviceClass hands out GPUs: its name is in
-/// `gpuDeviceClasses`, its `extendedResourceName` is a GPU resource, or one
-/// of its CEL selectors selects the driver `gpu.nvidia.com`. Decided when a
-/// claim is read, with the settings in force, so a DeviceClass that
-/// arrives after a claim, or a `gpuDeviceClasses` entry added at reload,
-/// still counts.
+/// What decides whether a DeviceClass hands out GPUs: its name is in `gpuDeviceClasses`, its
+/// `extendedResourceName` is a GPU resource, or one of its CEL selectors selects the driver
+/// `gpu.nvidia.com`. Decided when a claim is read, with the settings in force, so a DeviceClass
+/// that arrives after a claim, or a `gpuDeviceClasses` entry added at reload, still counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceClassInfo {
     /// A CEL selector compares `device.driver` with `gpu.nvidia.com`.
@@ -52,8 +49,7 @@ impl DeviceClassInfo {
         DeviceClassInfo { selects_gpu_driver, extended_resource_name }
     }
 
-    /// Whether the class hands out GPUs under `settings` (its name is
-    /// checked against `gpuDeviceClasses` by the caller).
+    /// Whether the class hands out GPUs under `settings` (the caller checks `gpuDeviceClasses`).
     pub fn hands_out_gpus(&self, settings: &Settings) -> bool {
         self.selects_gpu_driver
             || self
@@ -76,17 +72,14 @@ pub enum KeptSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptClaim {
     pub spec: KeptSpec,
-    /// The Pod a ResourceClaim was made for (None for templates, and for
-    /// claims no Pod controls).
+    /// The Pod a ResourceClaim was made for (None for templates, and for claims no Pod controls).
     pub made_for: Option<MadeFor>,
-    /// The devices allocated to a ResourceClaim (None for templates, and
-    /// until the scheduler allocates it).
+    /// The devices allocated to a ResourceClaim (None for templates, and until allocation).
     pub allocation: Option<Vec<AllocatedDevice>>,
 }
 
 impl KeptClaim {
-    /// Reads the ResourceClaim or ResourceClaimTemplate `name` (its `spec`;
-    /// of a claim, its `metadata` and `status` too).
+    /// Reads the claim or claim template `name` (`spec`; of a claim, `metadata` and `status`).
     pub fn of(name: &str, object: &Value, kind: ClaimKind) -> Self {
         let document = Document::from_value(object);
         let spec = match read_object(document.root(), kind) {
@@ -101,9 +94,8 @@ impl KeptClaim {
     }
 }
 
-/// The settings GPU classes are judged with (`gpuDeviceClasses`, the GPU
-/// resource patterns), shared with the configuration in force. Two are
-/// equal when their configurations are.
+/// The settings GPU classes are judged with (`gpuDeviceClasses`, the GPU resource patterns), shared
+/// with the configuration in force. Two are equal when their configurations are.
 #[derive(Debug, Clone, Default)]
 pub struct GpuSettings(Arc<Settings>);
 
@@ -113,8 +105,7 @@ impl GpuSettings {
     }
 }
 
-/// A copy of `settings`: build it once and share it where many tables are
-/// read with the same settings.
+/// A copy of `settings`: build it once, share it where many tables are read with the same settings.
 impl From<&Settings> for GpuSettings {
     fn from(settings: &Settings) -> Self {
         GpuSettings(Arc::new(settings.clone()))
@@ -130,14 +121,12 @@ impl PartialEq for GpuSettings {
 /// (namespace, name)
 pub type ClaimKey = (String, String);
 
-/// The claims, claim templates, device classes and NVIDIA ResourceSlices a
-/// cluster view holds.
+/// The claims, claim templates, device classes and NVIDIA ResourceSlices a cluster view holds.
 ///
-/// Memory: about 350 bytes for a one-request claim without selectors (at
-/// most 16 KiB of selectors a claim), 150 more for its owner Pod, 200 a
-/// device allocated (at most 32). A slice of `gpu.nvidia.com` costs about
-/// 200 bytes a device (at most 128 a slice): 1,000 nodes of 8 GPUs keep
-/// about 1.6 MB. Slices of other drivers are not kept.
+/// Memory: about 350 bytes for a one-request claim without selectors (at most 16 KiB of selectors a
+/// claim), 150 more for its owner Pod, 200 a device allocated (at most 32). A slice of
+/// `gpu.nvidia.com` costs about 200 bytes a device (at most 128 a slice): 1,000 nodes of 8 GPUs
+/// keep about 1.6 MB. Slices of other drivers are not kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClaimTables {
     pub templates: BTreeMap<ClaimKey, KeptClaim>,
@@ -150,22 +139,19 @@ pub struct ClaimTables {
 }
 
 impl ClaimTables {
-    /// Whether `class` hands out GPUs: by name (`gpuDeviceClasses`), or by
-    /// what the DeviceClass of that name says.
+    /// Whether `class` hands out GPUs: by name (`gpuDeviceClasses`), or as its DeviceClass says.
     pub fn is_gpu_class(&self, class: &str) -> bool {
         let settings = &self.settings.0;
         settings.is_gpu_device_class(class)
             || self.device_classes.get(class).is_some_and(|info| info.hands_out_gpus(settings))
     }
 
-    /// The tables of `check`'s input (a kustomize build or a directory of
-    /// manifests): its ResourceClaimTemplates, ResourceClaims, DeviceClasses
-    /// and ResourceSlices, read as the cluster view reads them, so `check`
-    /// on a claim and its slice judges as the webhook does. Objects that
-    /// name no namespace are in `default_namespace`. Of two objects of one
-    /// kind and name the later wins, as applying the input would leave
-    /// them; a DeviceClass without a name is not kept, a ResourceSlice
-    /// without one is (the API server names it).
+    /// The tables of `check`'s input (a kustomize build or a directory of manifests): its
+    /// ResourceClaimTemplates, ResourceClaims, DeviceClasses and ResourceSlices, read as the
+    /// cluster view reads them, so `check` on a claim and its slice judges as the webhook does.
+    /// Objects that name no namespace are in `default_namespace`. Of two objects of one kind and
+    /// name the later wins, as applying the input would leave them; a DeviceClass without a name is
+    /// not kept, a ResourceSlice without one is (the API server names it).
     pub fn collect(
         objects: &[&Value],
         default_namespace: &str,
@@ -253,9 +239,8 @@ pub fn find_device_versions<'a>(
         .map(|kept| kept.versions.clone())
 }
 
-/// Pod claim -> claim name, of the claims (in name order, with the pod
-/// each was made for) made for the pod `pod_uid`: of two made from one pod
-/// claim, the first.
+/// Pod claim -> claim name, of the claims (in name order, with the pod each was made for) made for
+/// the pod `pod_uid`: of two made from one pod claim, the first.
 pub fn made_for_pod<'a>(
     claims: impl IntoIterator<Item = (&'a str, &'a MadeFor)>,
     pod_uid: &str,
@@ -301,8 +286,7 @@ impl ClaimFacts for ClaimTables {
         ))
     }
 
-    /// Whatever the settings say of the class: a container's limit of the
-    /// resource may be met by a claim of it.
+    /// Whatever the settings say of the class: a limit of the resource may be met by its claim.
     fn serves_extended_resource(&self, resource: &str) -> bool {
         self.device_classes
             .values()

@@ -1,14 +1,12 @@
-//! The images of the GPU containers of an object being created, read from
-//! its pod template: what the webhook looks up in registries before the
-//! rules run, in registry mode. It reads the init and regular containers'
-//! `image` and `resources` alone, without building a [`PodView`] (which
-//! costs more than the cached lookup that follows), and answers as
-//! [`view_gpu_images`] does for every object the rules can read.
+//! The images of the GPU containers of an object being created, read from its pod template: what
+//! the webhook looks up in registries before the rules run, in registry mode. It reads the init and
+//! regular containers' `image` and `resources` alone, without building a [`PodView`] (which costs
+//! more than the cached lookup that follows), and answers as [`view_gpu_images`] does for every
+//! object the rules can read.
 //!
-//! A HAMi share makes a GPU container here too. A pod with KAI's fraction
-//! annotations, or with a container that uses a DRA claim, is read through
-//! the whole view ([`view_gpu_images`]), which knows the share container
-//! and resolves the claims. A field read with the wrong shape means no
+//! A HAMi share makes a GPU container here too. A pod with KAI's fraction annotations, or with a
+//! container that uses a DRA claim, is read through the whole view ([`view_gpu_images`]), which
+//! knows the share container and resolves the claims. A field read with the wrong shape means no
 //! lookup; one not read here is the rules' to refuse.
 
 use std::collections::BTreeSet;
@@ -22,15 +20,13 @@ use crate::policy::sharing::{GPU_FRACTION, GPU_MEMORY};
 use crate::policy::{ClaimFacts, Form, ObjectError, PodView, Shape, Subject};
 use crate::settings::Settings;
 
-/// The images of an object's GPU containers, each once, and the raw pod
-/// spec they run in.
+/// The images of an object's GPU containers, each once, and the raw pod spec they run in.
 pub type GpuImages<'t> = (Vec<&'t str>, Object<'t>);
 
 impl<'a> Subject<'a> {
-    /// [`gpu_images`] of the subject; of an update of a pod, those the old
-    /// pod does not run. None for a claim, for an update of ephemeral
-    /// containers, and for an object without a GPU container or a readable
-    /// pod template.
+    /// [`gpu_images`] of the subject; of an update of a pod, those the old pod does not run. None
+    /// for a claim, for an update of ephemeral containers, and for an object without a GPU
+    /// container or a readable pod template.
     pub fn gpu_images(
         &self,
         settings: &Settings,
@@ -65,8 +61,7 @@ fn images_of(pod: Json<'_>) -> BTreeSet<&str> {
         .collect()
 }
 
-/// [`gpu_images`] read through the whole [`PodView`], its DRA claims
-/// resolved from `claims`, as the rules read the object.
+/// [`gpu_images`] through the whole [`PodView`], claims resolved from `claims`.
 pub fn view_gpu_images<'t>(
     object: Json<'t>,
     shape: Shape,
@@ -88,9 +83,8 @@ pub fn view_gpu_images<'t>(
     Ok((!images.is_empty()).then_some((images, view.spec)))
 }
 
-/// The images of the object's GPU containers, each once in order, and the
-/// raw pod spec they run in. None without a GPU container, a pod template
-/// or a readable one.
+/// The images of the object's GPU containers, each once in order, and the raw pod spec they run in.
+/// None without a GPU container, a pod template or a readable one.
 pub fn gpu_images<'t>(
     object: Json<'t>,
     shape: Shape,

@@ -6,11 +6,9 @@ pub mod gpu_images;
 
 use crate::cuda::ImageNeeds;
 
-/// Where resolved images are looked up before the table: the registry
-/// half's cache. Pure: answers from memory, never waits.
+/// Where resolved images are looked up before the table: the registry half's cache; never waits.
 pub trait ImageFacts: Send + Sync {
-    /// What the image needs, when it has been resolved; None sends the rule
-    /// to the table.
+    /// What the image needs, when it has been resolved; None sends the rule to the table.
     fn image_needs(&self, image: &str) -> Option<ImageNeeds>;
 
     /// Why the image could not be resolved, when a lookup gave no usable

@@ -1,19 +1,14 @@
-//! R5 `allowlist`: workloads that must see every card without requesting one.
+//! R5 `allowlist`: workloads that must see every card without requesting one
+//! (docs/policy.md, "R5 allowlist").
 //!
-//! Reads:
-//! - pods: `metadata.namespace` (or the request's namespace) and the
-//!   `metadata.ownerReferences` entry with `controller: true` (`kind`, `name`,
-//!   `uid`);
-//! - workload templates: the workload's own namespace, `kind` and
-//!   `metadata.name`.
+//! Reads: of pods, `metadata.namespace` (or the request's) and the controller
+//! `metadata.ownerReferences` entry (`kind`, `name`, `uid`); of workload templates, the
+//! workload's namespace, `kind` and `metadata.name`.
 //!
-//! Allows: an exemption when namespace, kind and name equal a configured
-//! `{namespace, kind, name}` entry, or namespace and kind equal and the name
-//! starts with a `{namespace, kind, namePrefix}` entry's prefix (for names
-//! with a generated suffix). Labels never allowlist (anyone can set them),
-//! and the same name in another namespace does not match. Allowlisted
-//! pods skip R1, R6 and the reserved-runtime-class check of R3; R2 still
-//! applies.
+//! Allows: an exemption when namespace, kind and name equal a `{namespace, kind, name}` entry, or
+//! namespace and kind equal and the name starts with a `{namespace, kind, namePrefix}` entry's
+//! prefix (generated suffixes). Labels never allowlist (anyone can set them), nor does the name in
+//! another namespace. Allowlisted pods skip R1, R6 and R3's reserved-class check; R2 still applies.
 
 pub use super::rule::{AllowlistInput, Exemption};
 use super::rule::{ApiServer, Check, Coverage, Entry, Rule, Severity};
@@ -41,9 +36,8 @@ pub const RULE: Rule = Rule {
     }],
 };
 
-/// The allowlist stage: the entry that exempts the object. With a cluster
-/// to read, a pod's owner must be the one the entry names
-/// ([`verify_owner`]).
+/// The allowlist stage: the entry that exempts the object. With a cluster to read, a pod's owner
+/// must be the one the entry names ([`verify_owner`]).
 pub fn exempt<'a>(input: &AllowlistInput<'a>) -> Exemption<'a> {
     let entry = matching_entry(input.identity, input.namespace, &input.settings.config().allowlist);
     if let (Some(entry), Identity::Pod { owner: Some(owner) }, Some(cluster)) =
@@ -69,9 +63,8 @@ pub fn matching_entry<'e>(
     entries.iter().find(|entry| entry.matches(namespace, kind, name))
 }
 
-/// With a cluster to ask: the owner a pod names must exist in the pod's
-/// namespace with the referenced UID, or anyone could write an owner
-/// reference to the exporter and get its exemption. `Err` says why not.
+/// With a cluster to ask: the owner a pod names must exist in its namespace with the referenced
+/// UID, or anyone could reference the exporter as owner and get its exemption. `Err` says why not.
 pub fn verify_owner(
     entry: &AllowlistEntry,
     owner: Owner<'_>,

@@ -1,31 +1,23 @@
-//! R2 `bounded-requests` (validating): every GPU request is a whole number
-//! of devices that some node can actually give.
+//! R2 `bounded-requests` (validating): every GPU request is a whole number of devices that
+//! some node can actually give (docs/policy.md, "R2 bounded-requests").
 //!
-//! Reads: `resources.requests` and `resources.limits` of init, sidecar and
-//! regular containers, for the configured GPU resource names; the GPU count
-//! of the pod's resolved DRA claims; the namespace's
-//! `maxPerPod` (cluster config, lowered by the namespace annotation).
+//! Reads: `resources.requests` and `resources.limits` of init, sidecar and regular
+//! containers, for the GPU resource names; the GPU count of the pod's resolved DRA claims;
+//! the namespace's `maxPerPod` (cluster config, lowered by the namespace annotation).
 //!
-//! Denies, naming container and resource:
-//! - a GPU resource in `requests` without the same resource in `limits`;
-//! - a request different from the limit;
-//! - a value that is not a whole, non-negative Kubernetes quantity;
-//! - a container above `maxPerContainer`;
-//! - an effective pod count (Kubernetes' formula, sidecars included) above
-//!   `maxPerPod`. The GPUs of the resolved DRA claims the containers use are
-//!   added, each claim once: a claim is allocated for the pod's whole life,
-//!   whichever container (init, sidecar or regular) uses it;
-//! - with a cluster to read: an effective count above what the biggest node
-//!   can allocate (`status.allocatable`): such a pod can never be scheduled.
+//! Denies, naming container and resource: a GPU request without the same resource in
+//! `limits`, or different from the limit; a value that is not a whole, non-negative
+//! quantity; a container above `maxPerContainer`; an effective pod count (Kubernetes'
+//! formula, sidecars included) above `maxPerPod`, each resolved claim the containers use
+//! added once (a claim is allocated for the pod's whole life, whichever container uses it);
+//! with a cluster, a count above the biggest node's `status.allocatable` (never schedulable).
 //!
-//! Sharing schemes (`sharing.rs`): a KAI fraction counts as the cards it
-//! shares (`gpu-fraction-num-devices`, default 1) and its annotations are
-//! checked as KAI reads them; a HAMi share without `nvidia.com/gpu` counts
-//! as 1 card, and its values are checked as shares, never as cards.
+//! Sharing (`sharing.rs`): a KAI fraction counts as `gpu-fraction-num-devices` cards
+//! (default 1), its annotations checked as KAI reads them; a HAMi share without
+//! `nvidia.com/gpu` counts as 1 card, its values checked as shares, never as cards.
 //!
-//! Allows: limits only (Kubernetes sets the request to the limit for
-//! extended resources), request == limit, and a zero limit (not a request).
-//! Applies to allowlisted pods too.
+//! Allows: limits only (Kubernetes sets the request to the limit for extended resources),
+//! request == limit, a zero limit. Applies to allowlisted pods too.
 
 use std::collections::BTreeMap;
 
@@ -118,10 +110,9 @@ enum Problem {
     AbovePercent { field: &'static str, value: u64 },
 }
 
-/// The messages of what `problems_of` finds in the `resources` of each
-/// container: one per resource and problem, in that order, naming its
-/// containers. `templates`: of an invalid value, of a request without a
-/// limit, of one that differs from its limit.
+/// The messages of what `problems_of` finds in the `resources` of each container: one per resource
+/// and problem, in that order, naming its containers. `templates`: of an invalid value, of a
+/// request without a limit, of one that differs from its limit.
 fn grouped<'v>(
     view: &PodView<'v>,
     resources: for<'c> fn(&'c Container<'v>) -> &'c [GpuResource<'v>],
@@ -241,24 +232,16 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
     problems
 }
 
-// The CEL side, `gpu-policy-bounded-requests`: the checks above on Pods
-// and workload templates, the shares' (`cel_sharing.rs`) included.
+// The CEL side, `gpu-policy-bounded-requests`: the checks above on Pods and workload
+// templates, the shares' (`cel_sharing.rs`) included.
 //
-// A validation has one message, so where the webhook reports several
-// violations of one kind (two resources above the container maximum) the
-// policy joins their messages with `policy::message::SEPARATOR`. The
-// variables only messages read (`...Keys`, `podCounts`) are evaluated
-// only for a validation that fails.
-//
-// Each container's limits and requests are read once per check
-// (`cel_text::read_once`): reading `limits(c)` again builds an empty map
-// each time the field is absent.
-//
-// The containers' GPU counts are read once per request (`regularGpus`,
-// `initGpus`, `initPeaks`): the pod maximum, checked for each resource
-// of each container, then compares names instead of parsing quantities
-// again, which keeps a pod of tens of containers within the API server's
-// cost limits (see docs/policy.md, "Admission policy cost").
+// A validation has one message, so several violations of one kind are joined with
+// `policy::message::SEPARATOR`; the variables only messages read (`...Keys`, `podCounts`)
+// are evaluated only when a validation fails. Limits and requests are read once per check
+// (`cel_text::read_once`: `limits(c)` builds an empty map each time the field is absent),
+// and GPU counts once per request (`regularGpus`, `initGpus`, `initPeaks`), so the pod
+// maximum compares names instead of parsing again: that keeps a pod of tens of containers
+// within the API server's cost limits (docs/policy.md, "Admission policy cost").
 
 fn variables(settings: &Settings) -> Vec<Variable> {
     let gpu = cel::gpu_resource(settings, "k");
@@ -267,10 +250,9 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     let once = read_once("c");
     let (lim, req) = ("m.l", "m.r");
     let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
-    // Each problem: the containers that have it (the tests of their limits
-    // and requests), and for its message, read only there, each one's
-    // resources it has it for (for values, `[field, resource, reason]`), as
-    // the webhook names them: `{'name', 'ks'}`, in `<problem>Keys`.
+    // Each problem: the containers that have it (the tests of their limits and requests), and for
+    // its message, read only there, each one's resources it has it for (for values, `[field,
+    // resource, reason]`), as the webhook names them: `{'name', 'ks'}`, in `<problem>Keys`.
     let nr = cel::nonzero("m.r[k]");
     let differ = format!("quantity({req}[k]).compareTo(quantity({lim}[k])) != 0");
     let above = |side: &str| format!("quantity({side}[k]).asInteger() > {max}");
@@ -310,10 +292,9 @@ fn variables(settings: &Settings) -> Vec<Variable> {
         let ks = ks.unwrap_or_else(|| joined("filter", " + "));
         keys.push(Variable::new(&format!("{name}Keys"), &cel::keys(name, &ks)));
     }
-    // Each container's GPU resources, once per request: the names in
-    // its limits, then those only in its requests, each with the count
-    // the device plugin allocates. The pod checks below read these
-    // instead of the containers' quantities.
+    // Each container's GPU resources, once per request: the names in its limits, then those only in
+    // its requests, each with the count the device plugin allocates. The pod checks below read
+    // these instead of the containers' quantities.
     let gpus = |c: &str| {
         format!(
             "{once}.map(m, {lim}.filter(k, {gpu}).map(k, {{'k': dyn(k), 'n': dyn({n})}}) \
@@ -334,9 +315,8 @@ fn variables(settings: &Settings) -> Vec<Variable> {
     // The count of resource k in a list of containers' GPU lists.
     let total =
         |lists: &str| format!("{lists}.map(l, l.filter(e, e.k == k).map(e, e.n).sum()).sum()");
-    // Kubernetes' effective count of resource k: the steady state (regular
-    // containers and sidecars) or an init container with the sidecars
-    // started before it, whichever is higher.
+    // Kubernetes' effective count of resource k: the steady state (regular containers and sidecars)
+    // or an init container with the sidecars started before it, whichever is higher.
     let steady = format!(
         "({} + {}{})",
         total("variables.regularGpus"),

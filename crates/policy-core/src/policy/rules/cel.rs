@@ -1,6 +1,5 @@
-//! A rule's CEL side: the admission policies the API server evaluates for
-//! it without the webhook, as parts ([`CelPolicy`]) that
-//! `admission_policy` names, labels and binds.
+//! A rule's CEL side: the admission policies the API server evaluates for it without the webhook,
+//! as parts ([`CelPolicy`]) that `admission_policy` names, labels and binds.
 
 use crate::policy::rules::cel_text as cel;
 
@@ -17,8 +16,7 @@ impl Variable {
     }
 }
 
-/// One validation: an expression that must hold, and the message that
-/// names what does not.
+/// One validation: an expression that must hold, and the message that names what does not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Validation {
     pub expression: String,
@@ -34,18 +32,15 @@ impl Validation {
     }
 }
 
-/// The requests a policy is sent, which `admission_policy` writes as the
-/// install's resource rules.
+/// The requests a policy is sent, which `admission_policy` writes as the install's resource rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resources {
-    /// Pods on CREATE; with `ephemeral`, updates of
-    /// `pods/ephemeralcontainers` too; with `workloads`, the workloads'
-    /// templates.
+    /// Pods on CREATE; with `ephemeral`, updates of `pods/ephemeralcontainers` too; with
+    /// `workloads`, the workloads' templates.
     Pods { ephemeral: bool, workloads: bool },
     /// Updates of Pods themselves.
     PodUpdates,
-    /// ResourceClaims and ResourceClaimTemplates; the policy's name ends
-    /// in `-claims`.
+    /// ResourceClaims and ResourceClaimTemplates; the policy's name ends in `-claims`.
     Claims,
 }
 
@@ -68,10 +63,9 @@ pub struct CelPolicy {
 }
 
 impl CelPolicy {
-    /// A validating policy on pods and workloads (with `ephemeral`,
-    /// updates of ephemeral containers too): the pod spec's variables
-    /// (`spec`, `inits`, `regulars`, `containers`, `controller`) first,
-    /// then `variables`; objects without a pod spec are left out.
+    /// A validating policy on pods and workloads (with `ephemeral`, updates of ephemeral containers
+    /// too): the pod spec's variables (`spec`, `inits`, `regulars`, `containers`, `controller`)
+    /// first, then `variables`; objects without a pod spec are left out.
     pub fn pod_validations(
         ephemeral: bool,
         variables: Vec<Variable>,

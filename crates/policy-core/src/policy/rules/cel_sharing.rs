@@ -1,20 +1,15 @@
-//! The GPU sharing schemes (`gpuSharing`) in CEL, as
-//! `bounded_requests::sharing` decides them (docs/policy.md, "GPU
-//! sharing"). A scheme that is off contributes no variable, and `false`
+//! The GPU sharing schemes (`gpuSharing`) in CEL, as `bounded_requests::sharing` decides them
+//! (docs/policy.md, "GPU sharing"). A scheme that is off contributes no variable, and `false`
 //! or no text where a piece would test it.
 //!
-//! Bounds of the CEL side: KAI's `gpu-fraction` is a decimal of at most
-//! 32 characters (Rust's and Go's float grammar, without `inf` and `nan`),
-//! read with `double()` (which rounds as the webhook's parser does); an
-//! exponent of 30 or more is decided without `double()` (the value is then
-//! 0 or at least 10, and `double()` fails past the largest float).
-//! `gpu-memory` and `gpu-fraction-num-devices` are digits only, at most
-//! 19, not all zeros. A device count of 19 significant digits is taken as
-//! above `maxPerContainer` without being converted (it may not fit in an
-//! `int`), exact for any `maxPerContainer` below 10^18; such a count adds
-//! 1 card to the pod's count (the pod is denied either way). Containers
-//! are found by name: the API server refuses a pod with two containers of
-//! one name.
+//! Bounds: KAI's `gpu-fraction` is a decimal of at most 32 characters (Rust's and Go's float
+//! grammar, no `inf`/`nan`), read with `double()` (rounding as the webhook's parser does); an
+//! exponent of 30 or more is decided without `double()` (the value is then 0 or at least 10,
+//! and `double()` fails past the largest float). `gpu-memory` and `gpu-fraction-num-devices`
+//! are at most 19 digits, not all zeros; a count of 19 significant digits is taken as above
+//! `maxPerContainer` unconverted (it may not fit an `int`; exact for any maximum below
+//! 10^18) and adds 1 card to the pod (denied either way). Containers are found by name: the
+//! API server refuses two containers of one name.
 
 use super::cel::{Validation, Variable};
 use super::cel_text::{
@@ -43,10 +38,9 @@ fn annotation(key: &str) -> String {
     format!("variables.annotations[{}]", string(key))
 }
 
-/// `variables.annotations[key]` quoted in a message as the webhook quotes
-/// it (`{:?}`). `string()` changes nothing at run time; it keeps the value
-/// a string for the cost estimate of a request whose annotations lack the
-/// key (where the expression is never evaluated).
+/// `variables.annotations[key]` quoted in a message as the webhook quotes it (`{:?}`). `string()`
+/// changes nothing at run time; it keeps the value a string for the cost estimate of a request
+/// whose annotations lack the key (where the expression is never evaluated).
 fn quoted_annotation(key: &str) -> Fill {
     Fill::cel(cel::quoted_name(&format!("string({})", annotation(key))))
 }
@@ -56,9 +50,8 @@ fn annotated(key: &str) -> String {
     format!("{} in variables.annotations", string(key))
 }
 
-/// The variables the pieces below read, after `spec`, `inits` and
-/// `regulars`: the pod's annotations, whether KAI holds a fraction in it,
-/// and the name of the container holding it. None when KAI is off.
+/// The variables the pieces below read, after `spec`, `inits` and `regulars`: the pod's
+/// annotations, whether KAI holds a fraction in it, and the holder's name. None when KAI is off.
 pub fn variables(settings: &Settings) -> Vec<Variable> {
     if !kai_on(settings) {
         return Vec::new();
@@ -100,9 +93,8 @@ pub fn share_resource(settings: &Settings, k: &str) -> Option<String> {
     hami_on(settings).then(|| format!("{k} in {}", string_list(HAMI_RESOURCES)))
 }
 
-/// The container is a GPU container the nvidia runtime serves: it asks
-/// for a GPU resource, or holds a share of a card (KAI's fraction, a HAMi
-/// share; the policy must declare [`variables`]).
+/// The container is a GPU container the nvidia runtime serves: it asks for a GPU resource, or holds
+/// a share of a card (KAI's fraction, a HAMi share; the policy must declare [`variables`]).
 pub fn asks_gpu(settings: &Settings, c: &str) -> String {
     let (lim, req) = (limits(c), requests(c));
     let gpu = match share_resource(settings, "k") {
@@ -142,10 +134,9 @@ fn names_cards(settings: &Settings, c: &str) -> String {
     format!("({cards} in {} || {cards} in {})", limits(c), requests(c))
 }
 
-/// The cards a sharing scheme gives the container without a resource
-/// naming them, counted as `nvidia.com/gpu`: the devices of KAI's fraction
-/// (`variables.kaiDevices`), else HAMi's implied 1. None when both schemes
-/// are off.
+/// The cards a sharing scheme gives the container without a resource naming them, counted as
+/// `nvidia.com/gpu`: the devices of KAI's fraction (`variables.kaiDevices`), else HAMi's implied 1.
+/// None when both schemes are off.
 pub fn implied_cards(settings: &Settings, c: &str) -> Option<String> {
     let hami = hami_asks(settings, c)
         .map(|asks| format!("({asks} && !{} ? 1 : 0)", names_cards(settings, c)));
@@ -330,18 +321,15 @@ pub fn bounded_variables(settings: &Settings) -> Vec<Variable> {
     out
 }
 
-/// For the message of `shareProblems`, the webhook's problems of each
-/// container there, as `{'name', 'ks'}` records (see
-/// `cel_text::grouped_messages`): the values that are no whole number
-/// (`[field, resource, reason]`; a request the same as its limit is
-/// judged once, as the limit), the requests without a limit, and those
-/// that differ from it (the resource). Read only by the message.
+/// For the message of `shareProblems`, the webhook's problems of each container there, as `{'name',
+/// 'ks'}` records (see `cel_text::grouped_messages`): the values that are no whole number (`[field,
+/// resource, reason]`; a request the same as its limit is judged once, as the limit), the requests
+/// without a limit, and those that differ from it (the resource). Read only by the message.
 fn share_keys() -> Vec<Variable> {
     let shares = format!("k in {}", string_list(HAMI_RESOURCES));
     let (wl, wr) = (whole("m.l[k]"), whole("m.r[k]"));
     let differ = "quantity(m.r[k]).compareTo(quantity(m.l[k])) != 0";
-    // The request reads as its limit does: the same count, or no count
-    // for the same reason.
+    // The request reads as its limit does: the same count, or no count for the same reason.
     let same = format!(
         "k in m.l && ({wl} ? {wr} && !({differ}) \
          : !{wr} && {} == {})",
@@ -362,8 +350,7 @@ fn share_keys() -> Vec<Variable> {
     ]
 }
 
-/// The message of `shareProblems`: the webhook's, one per problem and
-/// resource, naming its containers.
+/// The message of `shareProblems`: the webhook's, one per problem and resource, naming containers.
 fn share_message() -> String {
     let resource = || ("resource", Fill::cel("k"));
     let groups = [
@@ -389,10 +376,9 @@ fn percent_fields() -> [(&'static str, &'static str); 4] {
     ]
 }
 
-/// For each of [`percent_fields`], the containers whose value there is a
-/// percentage above 100, with the value (`{'name', 'v'}`). A request equal
-/// to its limit is judged once, as the limit: the API server defaults a
-/// missing request to the limit, and the webhook reports it once.
+/// For each of [`percent_fields`], the containers whose value there is a percentage above 100, with
+/// the value (`{'name', 'v'}`). A request equal to its limit is judged once, as the limit: the API
+/// server defaults a missing request to the limit, and the webhook reports it once.
 fn percent_problems() -> String {
     let lists: Vec<String> = percent_fields()
         .into_iter()
@@ -426,9 +412,8 @@ fn percent_problems() -> String {
     format!("[{}]", lists.join(", "))
 }
 
-/// The message of [`percent_problems`]: the webhook's, one per value of a
-/// resource's field, the containers of that value named together, in the
-/// order they come.
+/// The message of [`percent_problems`]: the webhook's, one per value of a resource's field, the
+/// containers of that value named together, in the order they come.
 fn percent_message() -> String {
     let groups: Vec<String> = percent_fields()
         .into_iter()
@@ -456,11 +441,9 @@ fn percent_message() -> String {
     format!("{} + ({}).join({})", string(Message::PREFIX), groups.join(" + "), string(SEPARATOR))
 }
 
-/// HAMi's share `k` is as R2 wants it in the container whose limits and
-/// requests `m` holds (`m.l`, `m.r`): each value a whole, non-negative
-/// number, and a request (other than zero) only beside an equal limit.
-/// Percentages above 100 have messages of their own
-/// ([`percent_problems`]).
+/// HAMi's share `k` is as R2 wants it in the container whose limits and requests `m` holds (`m.l`,
+/// `m.r`): each value a whole, non-negative number, and a request (other than zero) only beside an
+/// equal limit. Percentages above 100 have messages of their own ([`percent_problems`]).
 fn share_ok(m: &str, k: &str) -> String {
     let (l, r) = (format!("{m}.l[{k}]"), format!("{m}.r[{k}]"));
     format!(

@@ -1,10 +1,8 @@
-//! CEL text shared by the generated policies: literals, and the pieces of
-//! a pod spec every rule reads (which kind holds it where, its containers,
-//! their GPU resources as Kubernetes quantities, the allowlist).
+//! CEL text shared by the generated policies: literals, and the pod spec pieces every rule reads
+//! (which kind holds it where, its containers, their GPU resources as quantities, the allowlist).
 //!
-//! Everything here is a string of CEL, built from the settings at
-//! generation: the settings are baked into the expressions, so a policy is
-//! one self-contained object (see `mod.rs` for why).
+//! Everything here is a string of CEL, built from the settings at generation: the settings are
+//! baked into the expressions, so a policy is one self-contained object (see `mod.rs` for why).
 
 use crate::policy::message::{
     CONTAINER, LIST_SEPARATOR, Message, MessageTemplate, Noun, Piece, SEPARATOR,
@@ -36,9 +34,8 @@ pub fn string_list<'s>(items: impl IntoIterator<Item = &'s str>) -> String {
     format!("[{}]", items.join(", "))
 }
 
-/// The pod spec of each kind the webhook validates: a Pod's own, a
-/// workload's template (a CronJob's one level deeper, a PodTemplate's at
-/// `template`).
+/// The pod spec of each kind the webhook validates: a Pod's own, a workload's template (a CronJob's
+/// one level deeper, a PodTemplate's at `template`).
 pub const POD_SPEC: &str = "object.kind == 'Pod' ? object.spec \
      : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec \
      : object.kind == 'PodTemplate' ? object.template.spec \
@@ -71,9 +68,8 @@ pub const REGULARS: &str = "has(variables.spec.containers) ? variables.spec.cont
 /// Init (sidecars included) and regular containers: the ones that can
 /// hold a GPU. Ephemeral containers never can.
 pub const CONTAINERS: &str = "variables.inits + variables.regulars";
-/// The request is an update of `pods/ephemeralcontainers`. The API server
-/// leaves `subResource` out of `request` when there is none (it is
-/// `omitempty` in the AdmissionRequest it converts), so it is tested first.
+/// The request is an update of `pods/ephemeralcontainers`. The API server leaves `subResource` out
+/// of `request` when there is none (`omitempty` in the AdmissionRequest it converts): tested first.
 pub const EPHEMERAL_UPDATE: &str =
     "has(request.subResource) && request.subResource == 'ephemeralcontainers'";
 pub const EPHEMERALS: &str =
@@ -82,8 +78,7 @@ pub const EPHEMERALS: &str =
 pub const OLD_EPHEMERAL_NAMES: &str = "oldObject != null && has(oldObject.spec) \
      && has(oldObject.spec.ephemeralContainers) \
      ? oldObject.spec.ephemeralContainers.map(e, e.name) : []";
-/// The ephemeral containers in scope: on an update of
-/// `pods/ephemeralcontainers`, those it adds.
+/// The ephemeral containers in scope: on an update of `pods/ephemeralcontainers`, those it adds.
 pub const NEW_EPHEMERALS: &str = "variables.ephemeralUpdate \
      ? variables.ephemerals.filter(e, !(e.name in variables.oldEphemeralNames)) \
      : variables.ephemerals";
@@ -169,11 +164,10 @@ pub fn whole(v: &str) -> String {
 /// A value that asks for a device: anything but a zero quantity (an
 /// unreadable value counts as asking, as in the webhook).
 ///
-/// Not `sign()`: the API server declares it as a global function
-/// (`sign(<Quantity>)`, `k8s.io/apiserver/pkg/cel/library/quantity.go`)
-/// although its documentation shows a method, and refuses
-/// `quantity(v).sign()` when the policy is created; a comparison with
-/// zero reads the same everywhere.
+/// Not `sign()`: the API server declares it as a global function (`sign(<Quantity>)`,
+/// `k8s.io/apiserver/pkg/cel/library/quantity.go`) although its documentation shows a method, and
+/// refuses `quantity(v).sign()` when the policy is created; a comparison with zero reads the same
+/// everywhere.
 pub fn nonzero(v: &str) -> String {
     format!("(!isQuantity({v}) || {} != 0)", zero_compared(v))
 }
@@ -183,8 +177,7 @@ pub fn zero_compared(v: &str) -> String {
     format!("quantity({v}).compareTo(quantity('0'))")
 }
 
-/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it
-/// (`v` is known not to be whole).
+/// Why the quantity `v` is no GPU count, as [`QuantityError`] says it (`v` is known not whole).
 pub fn invalid_reason(v: &str) -> String {
     let says = |error: QuantityError| string(&error.to_string());
     format!(
@@ -200,17 +193,15 @@ pub fn invalid_reason(v: &str) -> String {
     )
 }
 
-/// The container's limits and requests, read once: a one-element list of
-/// `{'l': limits, 'r': requests}` for `exists` or `map` to bind (`m.l`,
-/// `m.r`). Each read of [`limits`] builds an empty map when the field is
-/// absent, which costs more than reading the bound value again.
+/// The container's limits and requests, read once: a one-element list of `{'l': limits, 'r':
+/// requests}` for `exists` or `map` to bind (`m.l`, `m.r`). Each read of [`limits`] builds an empty
+/// map when the field is absent, which costs more than reading the bound value again.
 pub fn read_once(c: &str) -> String {
     format!("[{{'l': {}, 'r': {}}}]", limits(c), requests(c))
 }
 
-/// The `{'name', 'ks'}` records ([`each_first`]) of the containers of
-/// `variables.{list}`: `ks` of each one's limits and requests, read once
-/// ([`read_once`]: `m.l`, `m.r`).
+/// The `{'name', 'ks'}` records ([`each_first`]) of the containers of `variables.{list}`: `ks` of
+/// each one's limits and requests, read once ([`read_once`]: `m.l`, `m.r`).
 pub fn keys(list: &str, ks: &str) -> String {
     format!(
         "variables.{list}.map(c, {{'name': dyn(c.name), 'ks': dyn({}.map(m, {ks})[0])}})",
@@ -218,9 +209,8 @@ pub fn keys(list: &str, ks: &str) -> String {
     )
 }
 
-/// For [`keys`]: `[field, resource, reason]` of each value (of a resource
-/// `k` that is `is`) no whole count; of a request, only where `request`
-/// holds too. [`invalid_slots`] read them.
+/// For [`keys`]: `[field, resource, reason]` of each value (of a resource `k` that is `is`) no
+/// whole count; of a request, only where `request` holds too. [`invalid_slots`] read them.
 pub fn invalid_keys(is: &str, request: &str) -> String {
     format!(
         "m.l.filter(k, {is} && !{wl}).map(k, ['limits', string(k), {rl}]) \
@@ -237,9 +227,8 @@ pub fn invalid_slots() -> [(&'static str, Fill); 3] {
     [("field", Fill::cel("k[0]")), ("resource", Fill::cel("k[1]")), ("reason", Fill::cel("k[2]"))]
 }
 
-/// The count the device plugin allocates for resource `k` of the limits
-/// `lim` and requests `req`: the limit, else the request, when whole;
-/// else 0.
+/// The count the device plugin allocates for resource `k` of the limits `lim` and requests `req`:
+/// the limit, else the request, when whole; else 0.
 pub fn count(lim: &str, req: &str, k: &str) -> String {
     format!(
         "({k} in {lim} ? ({wl} ? quantity({lim}[{k}]).asInteger() : 0) \
@@ -293,9 +282,8 @@ fn entry_test(entry: &AllowlistEntry, kind: &str, name: &str) -> String {
     )
 }
 
-/// The namespace's GPUs-per-pod maximum: the cluster's, lowered by the
-/// namespace annotation when that is a whole number no higher (as the
-/// webhook reads it; anything else is ignored).
+/// The namespace's GPUs-per-pod maximum: the cluster's, lowered by the namespace annotation when
+/// that is a whole number no higher (as the webhook reads it; anything else is ignored).
 pub fn max_per_pod(settings: &Settings) -> String {
     let max = settings.config().max_per_pod;
     let annotation = string(crate::settings::MAX_GPUS_PER_POD_ANNOTATION);
@@ -308,12 +296,11 @@ pub fn max_per_pod(settings: &Settings) -> String {
     )
 }
 
-/// One text per string of the lists `ks` of the records `recs` (a CEL
-/// list of `{'name', 'ks'}`, the names unique): `text` of each string `k`
-/// the first time a record holds it, in the records' order (one record's
-/// strings in the order its map's keys come), joined with `; `. `text`
-/// may read `rs`, all the records. Lists cannot be flattened in the CEL
-/// of Kubernetes 1.30, so the texts are joined at each level.
+/// One text per string of the lists `ks` of the records `recs` (a CEL list of `{'name', 'ks'}`, the
+/// names unique): `text` of each string `k` the first time a record holds it, in the records' order
+/// (one record's strings in the order its map's keys come), joined with `; `. `text` may read `rs`,
+/// all the records. Lists cannot be flattened in the CEL of Kubernetes 1.30, so the texts are
+/// joined at each level.
 pub fn each_first(recs: &str, text: &str) -> String {
     format!(
         "[{recs}].map(rs, [rs.map(y, y.name)].map(ns, rs.map(r, r.ks.filter(k, \
@@ -387,8 +374,7 @@ fn message_after(prefix: &str, template: MessageTemplate, slots: &[(&str, Fill)]
     parts.join(" + ")
 }
 
-/// An expression as an operand of `+`: parenthesised unless it is one
-/// name, call or index.
+/// An expression as an operand of `+`: parenthesised unless it is one name, call or index.
 fn operand(expression: &str) -> String {
     let simple = !expression.contains([' ', '?', '+', '|', '&', '=', '<', '>', '!']);
     match simple {
@@ -397,16 +383,14 @@ fn operand(expression: &str) -> String {
     }
 }
 
-/// The webhook's messages of one problem: one per string of the records'
-/// `ks` (see [`each_first`]), naming the records (containers) that hold
-/// it in the slot `{containers}`; `slots` fill the others, reading the
-/// string as `k`. After the prefix: a whole `messageExpression`.
+/// The webhook's messages of one problem: one per string of the records' `ks` (see [`each_first`]),
+/// naming the records (containers) that hold it in the slot `{containers}`; `slots` fill the
+/// others, reading the string as `k`. After the prefix: a whole `messageExpression`.
 pub fn grouped_messages(recs: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
     format!("{} + {}", string(Message::PREFIX), grouped(recs, template, slots))
 }
 
-/// [`grouped_messages`] without the prefix: `''` when the records hold
-/// nothing.
+/// [`grouped_messages`] without the prefix: `''` when the records hold nothing.
 pub fn grouped(recs: &str, template: MessageTemplate, slots: &[(&str, Fill)]) -> String {
     let mut all =
         vec![("containers", Fill::cel(quoted_list(CONTAINER, "rs.filter(x, k in x.ks)")))];
@@ -430,12 +414,11 @@ pub fn quoted_list(noun: Noun, list: &str) -> String {
     )
 }
 
-/// A string quoted as the webhook's messages quote it (Rust's `{:?}`),
-/// without escapes: the same for every name the API server accepts (DNS
-/// labels and subdomains) and every value without `"`, `\` or control
-/// characters, which Rust escapes. Escaping them here would take `split`
-/// and `join` over values as long as an annotation may be: measured, that
-/// multiplied the worst case of `kaiProblems` by more than 1,000.
+/// A string quoted as the webhook's messages quote it (Rust's `{:?}`), without escapes: the same
+/// for every name the API server accepts (DNS labels and subdomains) and every value without `"`,
+/// `\` or control characters, which Rust escapes. Escaping them here would take `split` and `join`
+/// over values as long as an annotation may be: measured, that multiplied the worst case of
+/// `kaiProblems` by more than 1,000.
 pub fn quoted_name(name: &str) -> String {
     format!("'\"' + {name} + '\"'")
 }

@@ -1,42 +1,26 @@
-//! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA
-//! build can run on, with a driver that can run it.
+//! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA build can run on,
+//! with a driver that can run it (docs/policy.md, "R4 compute-affinity").
 //!
-//! Reads: whether the pod is a GPU pod; the images of its GPU containers and
-//! what they need (`crate::cuda::needs`: resolved from the registry when
-//! the evaluator has [`crate::policy::ImageFacts`], else the image table), with the
-//! containers' own `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
-//! annotation `gpu-policy.io/min-compute-capability`; the namespace's
-//! minimum (cluster default raised by the namespace annotation);
-//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+//! Reads: whether the pod is a GPU pod; what its GPU containers' images need
+//! (`crate::cuda::needs`: [`crate::policy::ImageFacts`] when the evaluator has them, else the
+//! image table) and their `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
+//! annotation `gpu-policy.io/min-compute-capability`; the namespace's minimum (cluster
+//! default raised by the namespace annotation);
+//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`; of the nodes
+//! (`NodeFacts`), their GPU allocatable and whether they carry GFD's labels.
 //!
-//! Changes: the minimum `M.m` is the highest of those sources. The constraint
-//! on the GFD labels `nvidia.com/gpu.compute.major` / `.minor` is
-//! `major > M-1` when `m == 0`, else `(major > M) OR (major == M AND minor >
-//! m-1)`. The images' driver floor (`crate::cuda::requirement`: the CUDA
-//! version the driver supports, or a forward-compatible driver branch, on
-//! both generations of GFD's CUDA labels) is ANDed with it: each compute
-//! alternative with each driver alternative. Node selector terms are ORed and
-//! the expressions inside a term ANDed, so the constraint is ANDed into every
-//! existing term (multiplying the terms out); adding it as a term of its own
-//! would OR it away. A term that already carries one alternative is left as
-//! it is, so re-evaluating a mutated pod adds nothing. Preferred affinity and
-//! `nodeSelector` are never touched.
+//! Changes: the highest minimum `M.m`, on `nvidia.com/gpu.compute.major` / `.minor`
+//! (`major > M-1` when `m == 0`, else `major > M OR (major == M AND minor > m-1)`), each
+//! alternative ANDed with each of the images' driver floor (`crate::cuda::requirement`), is
+//! ANDed into every existing required term: terms are ORed, so a term of its own would OR it
+//! away. A term already carrying an alternative is left alone (re-evaluation adds nothing).
+//! Preferred affinity and `nodeSelector` are never touched; with no minimum and no driver
+//! floor nothing is injected. Updates: `update.rs` (the floors are not computed again).
 //!
-//! With the nodes known (the cluster's, or `check --nodes`), a notice says
-//! so when no node's GFD labels meet the minimum (the pod would stay
-//! Pending). When nodes offer GPU resources and none of them carries GFD's
-//! compute labels, or none its driver labels, an affinity on them is one no
-//! node can meet: that part is left out, with a notice
-//! (`computeAffinity.whenNodesUnlabelled: skip`), or written with a notice
-//! that no node meets it (`require`). Reads, of the nodes, their GPU
-//! allocatable and whether they carry those labels (`NodeFacts`).
-//!
-//! On an update of the pod, `update.rs` (the floors are not computed
-//! again).
-//!
-//! Without a minimum or a driver floor from any source nothing is injected.
-//! A pod annotation that is unreadable or lower than the namespace's minimum
-//! is ignored with a notice.
+//! Notices: no node's labels meet the minimum (the pod would stay Pending); GPU nodes exist
+//! but none carries the compute (or driver) labels, so that part is left out
+//! (`computeAffinity.whenNodesUnlabelled: skip`) or written anyway (`require`); a pod
+//! annotation unreadable or below the namespace's minimum is ignored.
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
@@ -151,8 +135,7 @@ fn node_affinity(
             ));
         }
     }
-    // One summary per part, so that each warning fits a kubectl line; the
-    // first carries the operation.
+    // One summary per part, so each warning fits a kubectl line; the first carries the operation.
     let mut summaries = Vec::new();
     let mut words = Vec::new();
     if let Some((minimum, source)) = &minimum {
@@ -220,11 +203,10 @@ impl Parts {
     }
 }
 
-/// The parts of the constraint (a compute floor above 0.0, a driver floor)
-/// whose labels none of the nodes that offer GPUs carries: an affinity on
-/// them is one no node can meet. When no node offers a GPU resource (none
-/// known yet, or all scaled to zero, or GPUs only through DRA) nothing can
-/// be concluded of the nodes that will come, and no part is.
+/// The parts of the constraint (a compute floor above 0.0, a driver floor) whose labels none of the
+/// nodes that offer GPUs carries: an affinity on them is one no node can meet. When no node offers
+/// a GPU resource (none known yet, or all scaled to zero, or GPUs only through DRA) nothing can be
+/// concluded of the nodes that will come, and no part is.
 fn unlabelled_parts(
     input: &RuleInput<'_, '_>,
     minimum: Option<&(ComputeCapability, String)>,
@@ -293,8 +275,7 @@ fn needs_constraint_without_registry(
         || (kept.compute && raise(base, images.compute).is_some())
 }
 
-/// Every compute alternative ANDed with every driver alternative (either
-/// side may be absent).
+/// Every compute alternative ANDed with every driver alternative (either side may be absent).
 fn product(compute: &[Vec<Value>], driver: &[Vec<Value>]) -> Vec<Vec<Value>> {
     match (compute.is_empty(), driver.is_empty()) {
         (_, true) => compute.to_vec(),
@@ -312,8 +293,7 @@ fn product(compute: &[Vec<Value>], driver: &[Vec<Value>]) -> Vec<Vec<Value>> {
     }
 }
 
-/// The constraint as alternatives (ORed), each a list of expressions
-/// (ANDed). Empty when every card qualifies.
+/// The constraint as alternatives (ORed) of expressions (ANDed). Empty when every card qualifies.
 pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
     let ComputeCapability { major, minor } = minimum;
     let mut alternatives = at_least(MAJOR_LABEL, MINOR_LABEL, major, minor);
@@ -321,9 +301,8 @@ pub fn alternatives(minimum: ComputeCapability) -> Vec<Vec<Value>> {
     alternatives
 }
 
-/// The operation that ANDs the alternatives into every required node
-/// selector term, or None when every term already carries one. `Err` names
-/// a field of the wrong shape.
+/// The operation that ANDs the alternatives into every required node selector term, or None when
+/// every term already carries one. `Err` names a field of the wrong shape.
 fn constrain(
     spec: Object<'_>,
     spec_pointer: &Pointer,
@@ -333,8 +312,7 @@ fn constrain(
         Value::Array(
             alternatives
                 .iter()
-                // Built directly: `json!` would copy the expressions by
-                // serialising them.
+                // Built directly: `json!` would copy the expressions by serialising them.
                 .map(|expressions| object("matchExpressions", Value::Array(expressions.clone())))
                 .collect(),
         )
@@ -361,9 +339,8 @@ fn constrain(
         _ => return Ok(Some(add(path, new_terms()))),
     };
     let mut changed = false;
-    // Grown as terms are written, which stops at the bound below: a
-    // reservation for every term times every alternative would be taken
-    // before the bound is checked.
+    // Grown as terms are written, which stops at the bound below: a reservation for every term
+    // times every alternative would be taken before the bound is checked.
     let mut terms = Vec::new();
     // What the terms written so far take as JSON: each term the
     // constraint is ANDed into is written once per alternative.
@@ -415,10 +392,9 @@ fn constrain(
     Ok(Some(PatchOperation::Replace(ReplaceOperation { path, value: Value::Array(terms) })))
 }
 
-/// The most bytes of required node selector terms R4 writes: the API
-/// server keeps no object above 1.5 MiB (etcd's request limit), so terms
-/// multiplied past it make a pod that can never be stored. It bounds the
-/// patch by a constant, whatever the number of terms and of alternatives.
+/// The most bytes of required node selector terms R4 writes: the API server keeps no object above
+/// 1.5 MiB (etcd's request limit), so terms multiplied past it make a pod that can never be stored.
+/// It bounds the patch by a constant, whatever the number of terms and of alternatives.
 pub const MAX_WRITTEN_TERMS_BYTES: usize = 1536 * 1024;
 
 /// Why the constraint cannot be ANDed into the required terms.
@@ -426,8 +402,7 @@ pub const MAX_WRITTEN_TERMS_BYTES: usize = 1536 * 1024;
 enum Unconstrained {
     /// The field named has the wrong shape.
     Malformed(String),
-    /// The terms multiplied by the alternatives would be larger than
-    /// [`MAX_WRITTEN_TERMS_BYTES`].
+    /// The terms multiplied by the alternatives would be larger than [`MAX_WRITTEN_TERMS_BYTES`].
     TooLarge { terms: usize, alternatives: usize },
 }
 

@@ -1,30 +1,21 @@
-//! R6 `device-paths` (validating): no other way to a card than the device
-//! plugin.
+//! R6 `device-paths` (validating): no other way to a card than the device plugin
+//! (docs/policy.md, "R6 device-paths").
 //!
-//! Reads: `spec.volumes[].hostPath.path`; `volumeMounts[].mountPath` of
-//! every container in scope (new ephemeral containers included);
-//! `metadata.annotations` of the pod or template.
+//! Reads: `spec.volumes[].hostPath.path`; `volumeMounts[].mountPath` of every container in
+//! scope (new ephemeral ones included); `metadata.annotations` of the pod or template.
 //!
 //! Denies, in pods that are not allowlisted:
-//! - hostPath volumes at `/dev/nvidia*` (`/dev/nvidiactl`, `/dev/nvidia0`,
-//!   `/dev/nvidia-uvm`, `/dev/nvidia-caps/...`) or at a folder above them
-//!   (`/dev`, `/`), after normalising the path (`//`, `/./`, `..`, trailing
-//!   `/`);
-//! - volume mounts at or under `/var/run/nvidia-container-devices`: with the
-//!   hardened toolkit setting `accept-nvidia-visible-devices-as-volume-mounts`
-//!   such a mount *is* a device request;
-//! - annotations whose key prefix is `cdi.k8s.io` or ends in `.cdi.k8s.io`
-//!   and whose value names an NVIDIA device (`nvidia.com/...`,
-//!   `management.nvidia.com/...`): a runtime with CDI enabled injects them;
-//! - containers in scope with `securityContext.privileged: true` that are not
-//!   GPU containers (ephemeral ones included): a privileged container sees
-//!   every `/dev/nvidia*` of the node, whatever it requested.
+//! - hostPath volumes at `/dev/nvidia*` (`nvidiactl`, `nvidia0`, `nvidia-uvm`, `nvidia-caps/...`)
+//!   or a folder above (`/dev`, `/`), the path normalised (`//`, `/./`, `..`, trailing `/`);
+//! - mounts at or under `/var/run/nvidia-container-devices`: with the hardened toolkit's
+//!   `accept-nvidia-visible-devices-as-volume-mounts` such a mount *is* a device request;
+//! - annotations with key prefix `cdi.k8s.io` (or ending `.cdi.k8s.io`) whose value names an
+//!   NVIDIA device (`nvidia.com/...`, `management.nvidia.com/...`): a CDI runtime injects it;
+//! - privileged containers in scope that are not GPU containers: they see every
+//!   `/dev/nvidia*` of the node.
 //!
-//! Warns (a notice), or with `privilegedGpu: deny` denies, privileged GPU
-//! containers: they see every card of the node, not only their own.
-//!
-//! Allows every other hostPath, mount and annotation, and containers that
-//! are not privileged.
+//! Warns (or with `privilegedGpu: deny` denies) privileged GPU containers: they see every
+//! card of the node, not only their own. Allows every other hostPath, mount, annotation.
 
 use std::borrow::Cow;
 
@@ -148,8 +139,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// Privileged containers: denied without a GPU; with one, warned about
-/// or denied as `privilegedGpu` says.
+/// Privileged containers: denied without a GPU; with one, warned or denied as `privilegedGpu` says.
 fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     let privileged =
         input.view.containers.iter().filter(|c| input.scope.includes(c) && c.privileged);
@@ -189,9 +179,8 @@ fn check_privileged(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     }
 }
 
-/// Lexically normalises an absolute path: no empty or `.` segments, `..`
-/// resolved, no trailing `/`. The root is `/`. A path that is already
-/// normal, as nearly every mount path is, is returned as it is.
+/// Lexically normalises an absolute path: no empty or `.` segments, `..` resolved, no trailing `/`;
+/// the root is `/`. An already normal path, as nearly every mount path is, is returned as it is.
 pub fn normalize(path: &str) -> Cow<'_, str> {
     // Split as bytes: a byte loop, where splitting the `str` on a `char`
     // searches for each separator anew (most of this check's cost).
@@ -235,8 +224,7 @@ fn is_cdi_key(key: &str) -> bool {
     prefix == "cdi.k8s.io" || prefix.ends_with(".cdi.k8s.io")
 }
 
-/// CDI annotation values are comma-separated fully qualified device names
-/// (`vendor/class=name`).
+/// CDI annotation values are comma-separated fully qualified device names (`vendor/class=name`).
 fn names_nvidia_device(value: &str) -> bool {
     value.split(',').any(|device| {
         let device = device.trim().to_ascii_lowercase();
@@ -244,11 +232,10 @@ fn names_nvidia_device(value: &str) -> bool {
     })
 }
 
-// The CEL side, `gpu-policy-device-paths`: the checks above, in the
-// containers in scope (on `pods/ephemeralcontainers`, the ephemeral
-// containers the update adds). `..` segments are not resolved (the API
-// server already rejects them in a hostPath; a mount path with `..` is
-// read as written).
+// The CEL side, `gpu-policy-device-paths`: the checks above, in the containers in scope (on
+// `pods/ephemeralcontainers`, the ephemeral containers the update adds). `..` segments are not
+// resolved (the API server already rejects them in a hostPath; a mount path with `..` is read as
+// written).
 
 /// The path's segments without the empty and `.` ones.
 fn segments(path: &str) -> String {

@@ -1,15 +1,11 @@
-//! The rules, each declared by its own file ([`Rule`]: its name, severity,
-//! checks and CEL side), and the registry: one line per rule.
+//! The rules, each declared by its own file ([`Rule`]: name, severity, checks, CEL side), and
+//! the registry: one line per rule.
 //!
-//! A rule is a pure function from a [`RuleInput`] (or a claim's
-//! [`ClaimInput`]) to [`Findings`] ([`rule`] says what a rule is). It
-//! writes what it changes, denies or ignores; [`crate::policy::Evaluator`]
-//! stamps each finding with the rule's id and each message with the
-//! `gpu-policy:` prefix. Each [`Entry`] also says how the API server
-//! evaluates the rule without the webhook ([`ApiServer`]):
-//! `admission_policy` iterates the registry to make the admission
-//! policies, whose messages are the rules' own
-//! [`crate::policy::message::MessageTemplate`]s.
+//! A rule is a pure function from a [`RuleInput`] (or a claim's [`ClaimInput`]) to
+//! [`Findings`] ([`rule`]); [`crate::policy::Evaluator`] stamps each finding with the rule's
+//! id and each message with `gpu-policy:`. Each [`Entry`] also says how the API server
+//! evaluates the rule without the webhook ([`ApiServer`]): `admission_policy` iterates the
+//! registry, with the rules' own [`crate::policy::message::MessageTemplate`]s as messages.
 //!
 //! How to add a rule: docs/architecture.md, "How to add a rule".
 
@@ -34,10 +30,9 @@ pub mod runtime_class;
 pub mod visible_devices;
 pub mod webhook_annotations;
 
-/// Declares each rule's [`RuleId`] variant and its place in the
-/// registry. The order is the rules' numbers (R1, R2, ...): the order the
-/// pod and claim entries run in (the allowlist stage runs before them
-/// wherever it is listed), the generated policies come in, and the
+/// Declares each rule's [`RuleId`] variant and its place in the registry. The order is the rules'
+/// numbers (R1, R2, ...): the order the pod and claim entries run in (the allowlist stage runs
+/// before them wherever it is listed), the generated policies come in, and the
 /// `gpu-policy.io/mutations` annotation lists the rules in.
 macro_rules! registry {
     ($($module:ident => $variant:ident,)+) => {

@@ -1,16 +1,12 @@
-//! What a rule wrote into a pod at creation, written again on an update
-//! that undid it ([`Scope::Update`]).
+//! What a rule wrote into a pod at creation, written again on an update that undid it
+//! ([`Scope::Update`]; docs/policy.md, "Pod updates").
 //!
-//! A second `kubectl apply` of a pod's manifest sends the author's values
-//! of the fields gpu-policy changed (`NVIDIA_VISIBLE_DEVICES=all` where the
-//! webhook pinned `void`, say). A pod's spec is immutable but for its
-//! images, so the API server refuses that update, unless the webhook makes
-//! the same change again: then the update changes nothing and succeeds.
-//!
-//! A rule's change is made again only where the old pod shows it was made:
-//! the rule finds nothing to change in the old pod, and something in the
-//! new one. A pod created before its namespace opted in gets nothing on an
-//! update, as any change to its spec would be refused.
+//! A second `kubectl apply` sends the author's values of the fields gpu-policy changed
+//! (`NVIDIA_VISIBLE_DEVICES=all` where it pinned `void`). A pod's spec is immutable but for
+//! images, so the API server refuses that update unless the webhook makes the same change
+//! again, which makes it a no-op. A change is made again only where the old pod shows it was
+//! made (nothing to change in the old pod, something in the new); a pod created before its
+//! namespace opted in gets nothing, as any spec change would be refused.
 //!
 //! Reads: what the rule reads, in the old pod and in the new one.
 

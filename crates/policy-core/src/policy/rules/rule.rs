@@ -1,9 +1,7 @@
-//! What a rule is: what it reads ([`RuleInput`], [`AllowlistInput`],
-//! [`ClaimInput`]), what it returns ([`Findings`], [`Mutation`],
-//! [`Exemption`]), its declaration ([`Rule`], [`Entry`], [`Check`],
-//! [`Severity`]) and how the API server evaluates it without the webhook
-//! ([`ApiServer`], [`Coverage`]). The rule files declare these; the
-//! registry (`rules/mod.rs`) lists them.
+//! What a rule is: what it reads ([`RuleInput`], [`AllowlistInput`], [`ClaimInput`]), what it
+//! returns ([`Findings`], [`Mutation`], [`Exemption`]), its declaration ([`Rule`], [`Entry`],
+//! [`Check`], [`Severity`]) and how the API server evaluates it without the webhook ([`ApiServer`],
+//! [`Coverage`]). The rule files declare these; the registry (`rules/mod.rs`) lists them.
 
 use json_patch::PatchOperation;
 use serde::Serialize;
@@ -35,13 +33,11 @@ pub struct RuleInput<'a, 'v> {
     /// Set when rule 5 matched: the entry that exempts the pod.
     pub allowlisted: Option<&'a AllowlistEntry>,
     pub cluster: Option<&'a dyn ClusterFacts>,
-    /// What the nodes carry: the cluster's, or the Nodes `check --nodes`
-    /// was given.
+    /// What the nodes carry: the cluster's, or the Nodes `check --nodes` was given.
     pub nodes: Option<&'a dyn NodeFacts>,
     /// Images resolved from their registries; the table covers the rest.
     pub images: Option<&'a dyn ImageFacts>,
-    /// Where the pod's DRA claims are known: the cluster, or `check`'s
-    /// input.
+    /// Where the pod's DRA claims are known: the cluster, or `check`'s input.
     pub claims: Option<&'a dyn ClaimFacts>,
     pub namespace_name: &'a str,
 }
@@ -49,8 +45,7 @@ pub struct RuleInput<'a, 'v> {
 /// A change a rule makes to the object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mutation {
-    /// What the change does, for people (`pin NVIDIA_VISIBLE_DEVICES=void in
-    /// container "app"`).
+    /// What the change does, for people (`pin NVIDIA_VISIBLE_DEVICES=void in container "app"`).
     pub summary: String,
     pub operations: Vec<PatchOperation>,
     /// The change removes or replaces something the author wrote (as opposed
@@ -62,8 +57,7 @@ pub struct Mutation {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Findings {
     pub changes: Vec<Mutation>,
-    /// What the object must fix, as message bodies: name the containers or
-    /// fields and say how to fix them.
+    /// What the object must fix, as message bodies naming the containers or fields and the fix.
     pub violations: Vec<String>,
     /// Inputs the rule ignored, and why (an unreadable annotation, say).
     pub notices: Vec<Notice>,
@@ -78,13 +72,11 @@ pub struct Rule {
     pub name: &'static str,
     /// How much a violation weighs in the policy reports.
     pub severity: Severity,
-    /// What it runs on, in the order they run: R2 and R4 have one for pods
-    /// and one for DRA claims.
+    /// What it runs on, in the order they run: R2 and R4 have one for pods and one for DRA claims.
     pub entries: &'static [Entry],
 }
 
-/// What a rule runs on, its Rust check, and how the API server evaluates
-/// it without the webhook.
+/// What a rule runs on, its Rust check, and how the API server evaluates it without the webhook.
 #[derive(Clone, Copy)]
 pub struct Entry {
     pub check: Check,
@@ -114,9 +106,8 @@ impl Severity {
 /// What an entry runs on, with its Rust evaluation.
 #[derive(Clone, Copy)]
 pub enum Check {
-    /// Runs first on a pod or pod template, wherever it is listed: the
-    /// allowlist entry that exempts it, which the [`Check::Pod`] rules read
-    /// ([`RuleInput::allowlisted`]).
+    /// Runs first on a pod or pod template, wherever it is listed: the allowlist entry that exempts
+    /// it, which the [`Check::Pod`] rules read ([`RuleInput::allowlisted`]).
     Allowlist(for<'a> fn(&AllowlistInput<'a>) -> Exemption<'a>),
     /// A pod or pod template, through its [`PodView`].
     Pod(fn(&RuleInput<'_, '_>) -> Findings),
@@ -135,17 +126,14 @@ impl Check {
     }
 }
 
-/// How the API server evaluates an entry with no webhook: the admission
-/// policies generated for it, what they cover and what only the webhook
-/// does (docs/policy.md's coverage table prints these).
+/// How the API server evaluates an entry with no webhook: the admission policies generated for it,
+/// what they cover and what only the webhook does (docs/policy.md's coverage table prints these).
 #[derive(Clone, Copy)]
 pub enum ApiServer {
-    /// Admission policies of its own, made from the settings for a release
-    /// (none when the settings leave nothing to do: R3's injection with
-    /// `runtimeClassName: ""`).
+    /// Admission policies of its own, made from the settings for a release (none when the settings
+    /// leave nothing to do: R3's injection with `runtimeClassName: ""`).
     Policies { coverage: Coverage, policies: fn(&Settings, KubernetesVersion) -> Vec<CelPolicy> },
-    /// No policy of its own: the policies of other rules test it in their
-    /// CEL.
+    /// No policy of its own: the policies of other rules test it in their CEL.
     InOtherPolicies(Coverage),
     /// No admission policy at all, and why.
     WebhookOnly { reason: &'static str },
@@ -167,8 +155,7 @@ impl ApiServer {
         }
     }
 
-    /// What the policies enforce (`nothing` without any) and what stays
-    /// the webhook's.
+    /// What the policies enforce (`nothing` without any) and what stays the webhook's.
     pub fn coverage(&self) -> Coverage {
         match *self {
             ApiServer::Policies { coverage, .. } | ApiServer::InOtherPolicies(coverage) => coverage,
@@ -222,9 +209,8 @@ pub struct ClaimInput<'a> {
 pub enum ClaimOwner<'a> {
     /// Read, with the UID the claim names.
     Read(OwnerInput<'a>),
-    /// Not found with the UID the claim was made for: missing, or another
-    /// pod of that name (one answer for both, see
-    /// [`OwnerPod::NotFound`](crate::policy::dra::owner::OwnerPod::NotFound)).
+    /// Not found with the UID the claim was made for: missing, or another pod of that name (one
+    /// answer for both, see [`OwnerPod::NotFound`](crate::policy::dra::owner::OwnerPod::NotFound)).
     NotFound,
     /// Not read, or not readable as a pod: why, on one line.
     Unreadable(&'a str),
@@ -233,14 +219,11 @@ pub enum ClaimOwner<'a> {
 /// The pod a claim is made for, read.
 #[derive(Clone, Copy)]
 pub struct OwnerInput<'a> {
-    /// The pod as the pod rules read it, its claims resolved through
-    /// `claims`.
+    /// The pod as the pod rules read it, its claims resolved through `claims`.
     pub pod: RuleInput<'a, 'a>,
-    /// Its `spec.resourceClaims`, each with where it gets its devices; Err
-    /// with their number past
+    /// Its `spec.resourceClaims`, each with where it gets its devices; Err with their number past
     /// [`MAX_POD_CLAIMS`](crate::policy::dra::owner::MAX_POD_CLAIMS).
     pub entries: &'a Result<Vec<PodClaimEntry<'a>>, usize>,
-    /// Where its claims resolve: the claim under review, what was read
-    /// beside the pod, the cluster's caches.
+    /// Where its claims resolve: the claim under review, what was read beside the pod, the caches.
     pub claims: &'a dyn ClaimFacts,
 }

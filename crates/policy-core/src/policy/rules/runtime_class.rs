@@ -1,23 +1,18 @@
-//! R3 `runtime-class` (mutating + validating): GPU pods run under the
-//! nvidia runtime, and only GPU pods do.
+//! R3 `runtime-class` (mutating + validating): GPU pods run under the nvidia runtime, and only
+//! GPU pods do (docs/policy.md, "R3 runtime-class").
 //!
-//! Reads: `spec.runtimeClassName`; whether the pod is a GPU pod; the
-//! configured `runtimeClassName` (default `nvidia`) and `gpuRuntimeClasses`.
+//! Reads: `spec.runtimeClassName`; whether the pod is a GPU pod; the configured
+//! `runtimeClassName` (default `nvidia`) and `gpuRuntimeClasses`.
 //!
-//! Changes: a GPU pod without `runtimeClassName` gets the configured one
-//! (none when it is `""`: CDI clusters, or `nvidia` the node's default).
-//! When the nvidia runtime is not containerd's default (the safer setup), a
-//! GPU pod without it would start under runc and see no card. A pod whose
-//! only GPUs come through DRA claims gets none: the container runtime
-//! injects the claimed devices through CDI, with no help from the nvidia
-//! runtime, and that class would hand the pod's other containers whatever
-//! their image's `ENV` says.
+//! Changes: a GPU pod without `runtimeClassName` gets the configured one (none when `""`: CDI,
+//! or `nvidia` the node's default); where nvidia is not containerd's default (the safer
+//! setup) it would otherwise start under runc and see no card. A pod whose only GPUs come
+//! through DRA claims gets none: the runtime injects those through CDI, and the class would
+//! hand its other containers whatever their image's `ENV` says.
 //!
-//! Denies:
-//! - a GPU pod whose runtime class is not one of `gpuRuntimeClasses`;
-//! - a pod that is neither a GPU pod nor allowlisted but names a class from
-//!   `gpuRuntimeClasses`: that class hands every card to whatever the image's
-//!   `ENV` says, so it is reserved for pods the device plugin accounts for.
+//! Denies: a GPU pod whose class is not in `gpuRuntimeClasses`; a pod neither GPU nor
+//! allowlisted naming one of them: such a class hands every card to whatever the image's `ENV`
+//! says, so it is reserved for pods the device plugin accounts for.
 
 use json_patch::PatchOperation;
 use serde_json::Value;
@@ -84,8 +79,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let config = input.settings.config();
     let allowed = &config.gpu_runtime_classes;
     let class = input.view.runtime_class_name.filter(|name| !name.is_empty());
-    // A pod with DRA GPUs is a GPU pod for the checks below, but only
-    // device-plugin GPUs need the nvidia runtime.
+    // A pod with DRA GPUs is a GPU pod below, but only device-plugin GPUs need the nvidia runtime.
     let gpu_pod = input.view.is_gpu_pod();
     let needs_runtime = input.view.is_device_plugin_gpu_pod();
     match class {
@@ -96,9 +90,8 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
                 Some(cluster) => match cluster.runtime_class(name) {
                     Some(info) => Some(info),
                     None => {
-                        // The GPU Operator in CDI mode creates no class:
-                        // injecting a missing one would make every GPU pod
-                        // fail.
+                        // The GPU Operator in CDI mode creates no class: injecting a missing one
+                        // would make every GPU pod fail.
                         findings.notices.push(Notice::new(
                             NoticeKind::MissingRuntimeClass,
                             format!(
@@ -159,10 +152,9 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// What the built-in RuntimeClass admission plugin does to a pod that names
-/// the class: it runs before mutating webhooks, so a class injected here
-/// never gets that treatment and later validation would reject the pod
-/// (overhead missing) or schedule it wrongly. `Err` is the plugin's
+/// What the built-in RuntimeClass admission plugin does to a pod that names the class: it runs
+/// before mutating webhooks, so a class injected here never gets that treatment and later
+/// validation would reject the pod (overhead missing) or schedule it wrongly. `Err` is the plugin's
 /// rejection.
 fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchOperation>, String> {
     let mut operations = Vec::new();
@@ -234,10 +226,9 @@ fn same_toleration(a: Json<'_>, b: &Value) -> bool {
         }
 }
 
-// The CEL side: `gpu-policy-runtime-class` validates as the checks
-// above, except for a pod whose GPUs come only through DRA claims (the
-// policy cannot resolve a claim, so a pod naming one is never denied the
-// reserved class); the injection is a MutatingAdmissionPolicy.
+// The CEL side: `gpu-policy-runtime-class` validates as the checks above, except for a pod whose
+// GPUs come only through DRA claims (the policy cannot resolve a claim, so a pod naming one is
+// never denied the reserved class); the injection is a MutatingAdmissionPolicy.
 
 fn variables(settings: &Settings) -> Vec<Variable> {
     let mut variables = sharing::variables(settings);
@@ -284,10 +275,8 @@ fn validations(settings: &Settings) -> Vec<Validation> {
     ]
 }
 
-/// The injection of `runtimeClassName` into a pod that asks for a GPU
-/// resource or holds a share and names no runtime class, a
-/// MutatingAdmissionPolicy; none with `runtimeClassName: ""` (nothing is
-/// injected).
+/// The injection of `runtimeClassName` into a pod that asks for a GPU resource or holds a share and
+/// names no class, a MutatingAdmissionPolicy; none with `runtimeClassName: ""`.
 fn injection(settings: &Settings) -> Option<CelPolicy> {
     let class = &settings.config().runtime_class_name;
     if class.is_empty() {

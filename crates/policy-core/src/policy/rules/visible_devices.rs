@@ -1,32 +1,24 @@
-//! R1 `visible-devices` (mutating): no card reaches a container through
-//! `NVIDIA_VISIBLE_DEVICES` outside the device plugin's accounting.
+//! R1 `visible-devices` (mutating): no card reaches a container through `NVIDIA_VISIBLE_DEVICES`
+//! outside the device plugin's accounting (docs/policy.md, "R1 visible-devices").
 //!
-//! Reads: `env` of every init, sidecar, regular and (new) ephemeral
-//! container; whether the container is a GPU container (a GPU resource, or
-//! a resolved DRA claim with a GPU request).
+//! Reads: `env` of every init, sidecar, regular and (new) ephemeral container; whether it is
+//! a GPU container (a GPU resource, or a resolved DRA claim with a GPU request).
 //!
 //! Changes, in pods that are not allowlisted:
-//! - a container that is not a GPU container ends with exactly one
-//!   `NVIDIA_VISIBLE_DEVICES` entry, the configured pin (default `void`):
-//!   every other entry of that name (value or `valueFrom`, duplicates
-//!   included) is removed and the pin appended. An explicit `env` entry
-//!   overrides both the image's `ENV` (every official CUDA image says `all`)
-//!   and `envFrom`, and `void` makes the nvidia runtime behave like runc: no
-//!   device, no driver library. (`none` would still mount the driver.)
-//! - a GPU container loses every `NVIDIA_VISIBLE_DEVICES` entry its author
-//!   wrote: the device plugin decides which cards it sees. The container
-//!   holding a KAI-Scheduler fraction keeps the one KAI's webhook wrote
-//!   (from KAI's ConfigMap, `sharing::is_kai_visible_devices`): it carries
-//!   the share. A share container whose scheme's webhook has not acted yet
-//!   is pinned like a container without a GPU (`sharing::awaited_scheme`):
-//!   that webhook replaces the pin, or the reinvocation after it removes
-//!   it.
+//! - a container that is not a GPU container ends with exactly one `NVIDIA_VISIBLE_DEVICES`
+//!   entry, the pin (default `void`): every other entry of the name (value or `valueFrom`,
+//!   duplicates too) is removed and the pin appended. An `env` entry overrides the image's
+//!   `ENV` (official CUDA images say `all`) and `envFrom`; `void` makes the nvidia runtime
+//!   act like runc, no device and no driver library (`none` would still mount the driver).
+//! - a GPU container loses every entry its author wrote: the device plugin decides its
+//!   cards. A KAI fraction's container keeps the one KAI's webhook wrote
+//!   (`sharing::is_kai_visible_devices`): it carries the share. A share container whose
+//!   scheme's webhook has not acted yet is pinned (`sharing::awaited_scheme`) until that
+//!   webhook replaces the pin or the reinvocation after it removes it.
 //!
-//! This is per container: in a GPU pod, a sidecar without a GPU limit is
-//! pinned too, because the pod's runtime class would otherwise hand it every
-//! card through its image's `ENV`. Likewise the containers of a pod with a
-//! GPU claim that do not name it: the DRA driver's CDI edit sets the
-//! variable only where the claim is used.
+//! Per container: a GPU pod's sidecar without a GPU is pinned, as the pod's runtime class
+//! would hand it every card through its image's `ENV`; so are the containers of a pod with a
+//! GPU claim that do not name it (the DRA driver's CDI edit sets the variable only there).
 
 use json_patch::PatchOperation;
 use json_patch::jsonptr::Pointer;
@@ -176,8 +168,7 @@ fn append_pin(spec: &Pointer, container: &Container<'_>, pin: &str) -> PatchOper
         add(path, Value::Object(entry))
     } else {
         let path = container.pointer_to(spec, &[Step::Key("env")]);
-        // Built as it is rather than with `json!`, which copies the entry
-        // through serde.
+        // Built as it is rather than with `json!`, which copies the entry through serde.
         add(path, Value::Array(vec![Value::Object(entry)]))
     }
 }
@@ -186,12 +177,11 @@ fn append_pin(spec: &Pointer, container: &Container<'_>, pin: &str) -> PatchOper
 /// the pod spec), those in scope given by `scoped`. Ephemeral containers
 /// (`can_hold_gpu` false) are pinned whatever they ask for.
 ///
-/// Entries are removed one by one, from the last back so that each index
-/// holds, and the pin is appended: the env is never written whole,
-/// because the API server cannot turn the entries it reads back into JSON
-/// (`JSONPath valueExpression evaluated to a type that could not marshal
-/// to JSON`). This takes `lists.range` and `flatten`, cel-go's `ext.Lists`,
-/// in every API server that serves MutatingAdmissionPolicy (1.34+).
+/// Entries are removed one by one, from the last back so that each index holds, and the pin is
+/// appended: the env is never written whole, because the API server cannot turn the entries it
+/// reads back into JSON (`JSONPath valueExpression evaluated to a type that could not marshal to
+/// JSON`). This takes `lists.range` and `flatten`, cel-go's `ext.Lists`, in every API server that
+/// serves MutatingAdmissionPolicy (1.34+).
 fn env_patches(
     settings: &Settings,
     field: &str,

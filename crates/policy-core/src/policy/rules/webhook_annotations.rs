@@ -1,16 +1,14 @@
-//! R7 `webhook-annotations` (mutating): the annotations gpu-policy writes
-//! into a pod are its record, not the author's.
+//! R7 `webhook-annotations` (mutating): the annotations gpu-policy writes into a pod are its
+//! record, not the author's (docs/policy.md, "R7 webhook-annotations").
 //!
-//! Reads: `metadata.annotations` `gpu-policy.io/mutations` (what the
-//! webhook changed at creation, by rule) and `gpu-policy.io/gpu-needs`
-//! (what the pod's GPU claims need) of the pod before and after an update
-//! ([`Scope::Update`](crate::policy::Scope::Update)).
+//! Reads: `metadata.annotations` `gpu-policy.io/mutations` (what the webhook changed at
+//! creation, by rule) and `gpu-policy.io/gpu-needs` (what the pod's GPU claims need), before
+//! and after an update ([`Scope::Update`](crate::policy::Scope::Update)).
 //!
-//! Changes, on an update that changes or removes either of them, or adds
-//! one the old pod does not carry: each put back as the old pod has it
-//! (`kubectl annotate --overwrite pod/x gpu-policy.io/mutations=` changes
-//! nothing). On creation nothing: the webhook writes them then. Allowlisted
-//! pods too: the annotations say what was done, whoever the pod is.
+//! Changes, on an update that changes or removes either, or adds one the old pod lacks: each
+//! put back as the old pod has it (`kubectl annotate --overwrite` changes nothing). Nothing
+//! on creation (the webhook writes them then). Allowlisted pods too: the record says what was
+//! done, whoever the pod is.
 
 use super::rule::{
     ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity,
@@ -88,11 +86,10 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     findings
 }
 
-/// `gpu-policy-webhook-annotations`, a MutatingAdmissionPolicy: on a
-/// Pod's update, the annotations only gpu-policy writes put back as the
-/// old pod has them: set again where the update changed or removed one,
-/// removed where it added one. `metadata.annotations` is made first when
-/// the update left none and one is to be set.
+/// `gpu-policy-webhook-annotations`, a MutatingAdmissionPolicy: on a Pod's update, the annotations
+/// only gpu-policy writes put back as the old pod has them: set again where the update changed or
+/// removed one, removed where it added one. `metadata.annotations` is made first when the update
+/// left none and one is to be set.
 fn policies(_: &Settings, _: KubernetesVersion) -> Vec<CelPolicy> {
     let mut variables = vec![
         Variable::new(

@@ -1,37 +1,24 @@
-//! R2 `bounded-requests` for a ResourceClaim made for a pod from one of its
-//! templates: the pod's claims together stay within `maxPerPod`, whatever
-//! order the pod and its templates were created in.
+//! R2 `bounded-requests` for a ResourceClaim made for a pod from one of its templates: the
+//! pod's claims together stay within `maxPerPod`, whatever order the pod and its templates
+//! were created in (docs/policy.md, "A pod created before its templates"). A pod admitted
+//! before its templates existed was only warned; its claims, made later one by one, are each
+//! judged with the others, so it never gets more GPUs than it could have asked for.
 //!
-//! A pod admitted before its templates existed had claims that could not
-//! be counted (it was warned, never denied: they may appear later). Its
-//! claims are made once the templates exist, each on its own, so each is
-//! judged with the others: a pod is never given more GPUs through its
-//! claims than it could have asked for at its admission.
+//! Reads: the claim's pod claim (`resource.kubernetes.io/pod-claim-name`), its GPU requests and
+//! total (as [`super::claim_requests`] counts them); its owner pod ([`ClaimInput::owner`]): each
+//! `spec.resourceClaims[]` entry (`resourceClaimName`, or `resourceClaimTemplateName` and the claim
+//! `status.resourceClaimStatuses` made from it) and the requests of what it names (read beside the
+//! pod or from the caches); the namespace's `maxPerPod`.
 //!
-//! Reads: the claim's pod claim (`resource.kubernetes.io/pod-claim-name`),
-//! its GPU requests and their total (as [`super::claim_requests`] counts
-//! them); its owner pod as the webhook read it ([`ClaimInput::owner`]):
-//! each entry of `spec.resourceClaims[]` (`resourceClaimName`, or
-//! `resourceClaimTemplateName` and the claim `status.resourceClaimStatuses`
-//! says was made from it) and the requests of what it names, from what was
-//! read beside the pod or the cluster's caches; the namespace's
-//! `maxPerPod`.
+//! Counts the claim under review once, in place of its template, and every other entry once
+//! (a claim two entries name, once); an entry naming neither, or whose claim the status says
+//! was not needed, counts nothing.
 //!
-//! Counts the claim under review once, in place of its pod claim's
-//! template, and every other entry once (a claim that two entries name,
-//! once); an entry that names neither, or whose claim the pod's status
-//! says was not needed, counts nothing.
-//!
-//! Denies, when the claim holds GPUs and is within `maxPerPod` on its own
-//! (beyond that `claim_requests` denies it already):
-//! - a total above `maxPerPod`, naming the pod, its GPU claims and the
-//!   total;
-//! - a pod that lists more than [`MAX_POD_CLAIMS`] claims (they are not
-//!   read).
-//!
-//! Notices, never a denial: a claim or template that cannot be counted (not
-//! found yet, not readable), when the others stay within the maximum; a pod
-//! that cannot be read.
+//! Denies, when the claim holds GPUs and is within `maxPerPod` alone (beyond that
+//! `claim_requests` denies it): a total above `maxPerPod`, naming the pod, its GPU claims and
+//! the total; a pod listing more than [`MAX_POD_CLAIMS`] claims (not read). Notices only: a
+//! claim or template that cannot be counted (not found yet, unreadable) while the others
+//! stay within the maximum; a pod that cannot be read.
 
 use std::collections::BTreeSet;
 
@@ -45,8 +32,7 @@ use crate::policy::rules::rule::{ClaimInput, ClaimOwner, Findings, OwnerInput};
 /// How many of the pod's GPU claims a denial names, with their counts.
 const MAX_NAMED: usize = 5;
 
-/// R2 on a claim made for a pod from its template, with the pod's other
-/// claims.
+/// R2 on a claim made for a pod from its template, with the pod's other claims.
 pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
     let (Some(owner), Some(made_for)) = (input.owner, read_made_for(input.object)) else {
         return;
@@ -130,8 +116,7 @@ pub(super) fn check(input: &ClaimInput<'_>, findings: &mut Findings) {
     }
 }
 
-/// The ResourceClaim `name` of the pod's namespace; one that is not found
-/// is named.
+/// The ResourceClaim `name` of the pod's namespace; one that is not found is named.
 fn claim(owner: &OwnerInput<'_>, name: &str) -> Resolved {
     match owner.claims.resource_claim(owner.pod.namespace_name, name) {
         Resolved::Unknown => Resolved::Unreadable(format!("ResourceClaim {name:?} not found")),
@@ -172,9 +157,8 @@ impl Counted {
         }
     }
 
-    /// `pod "p" would get 16 GPUs from its claims "a" 8 (this claim), "b"
-    /// 8, ...`: the GPU claims named (at most [`MAX_NAMED`]), the rest
-    /// counted.
+    /// `pod "p" would get 16 GPUs from its claims "a" 8 (this claim), "b" 8, ...`: the GPU claims
+    /// named (at most [`MAX_NAMED`]), the rest counted.
     fn denial(&self, pod: &str, maximum: u64) -> String {
         let mut listed: Vec<String> = self
             .named

@@ -1,23 +1,17 @@
-//! R2 `bounded-requests` for Dynamic Resource Allocation objects: a
-//! ResourceClaim or ResourceClaimTemplate asks for a bounded number of GPUs.
+//! R2 `bounded-requests` for DRA objects: a ResourceClaim or ResourceClaimTemplate asks for
+//! a bounded number of GPUs.
 //!
-//! Reads: `metadata.annotations`, the device requests (see
-//! [`crate::policy::dra::claims`]); `maxPerContainer`, the namespace's `maxPerPod`, the
-//! namespaces the allowlist names.
+//! Reads: `metadata.annotations`, the device requests ([`crate::policy::dra::claims`]);
+//! `maxPerContainer`, the namespace's `maxPerPod`, the namespaces the allowlist names.
 //!
-//! Denies, naming the request and the fix:
-//! - a GPU request with `allocationMode: All` (every device of a node);
-//! - a GPU request whose count is above `maxPerContainer`;
-//! - a claim whose GPU requests together are above `maxPerPod`;
-//! - `adminAccess: true` on a GPU request, outside the namespaces an
-//!   allowlist entry names (monitoring lives there);
-//! - a claim made for a pod whose claims together are above `maxPerPod`
-//!   (`super::claim_pod_total`).
+//! Denies, naming the request and the fix: a GPU request with `allocationMode: All` (every
+//! device of a node), or a count above `maxPerContainer`; a claim whose GPU requests together
+//! exceed `maxPerPod`; `adminAccess: true` on a GPU request outside the namespaces an
+//! allowlist entry names (monitoring lives there); a claim made for a pod whose claims
+//! together exceed `maxPerPod` (`super::claim_pod_total`).
 //!
-//! Never denies a claim annotated
-//! `resource.kubernetes.io/extended-resource-claim: "true"`: the scheduler
-//! creates those for `nvidia.com/gpu` limits served by DRA, which were
-//! checked on the pod.
+//! Never denies a claim annotated `resource.kubernetes.io/extended-resource-claim: "true"`:
+//! the scheduler makes those for `nvidia.com/gpu` limits served by DRA, checked on the pod.
 
 use super::claim_pod_total;
 use crate::kubernetes_version::{DraApi, KubernetesVersion, RequestShape};
@@ -29,8 +23,7 @@ pub use crate::policy::rules::rule::ClaimInput;
 use crate::policy::rules::rule::{ApiServer, Check, Coverage, Entry, Findings};
 use crate::settings::Settings;
 
-/// The annotation the scheduler sets on the claims it creates for extended
-/// resources served by DRA.
+/// The annotation the scheduler sets on the claims it creates for extended resources served by DRA.
 pub const EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
 
 pub const ENTRY: Entry = Entry {
@@ -94,8 +87,7 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
     findings
 }
 
-/// How many problems of single requests a denial names; the rest are
-/// counted ([`MORE`]).
+/// How many problems of single requests a denial names; the rest are counted ([`MORE`]).
 pub const MAX_LISTED: usize = 3;
 
 /// The message bodies of what a claim must fix.
@@ -138,10 +130,9 @@ fn problems(
     found
 }
 
-// The CEL side, `gpu-policy-bounded-requests-claims`: the checks above in
-// the `resource.k8s.io` version the target release registers for (v1;
-// v1beta1 before 1.34), a `firstAvailable` request counting as its largest
-// GPU alternative where the release has them.
+// The CEL side, `gpu-policy-bounded-requests-claims`: the checks above in the `resource.k8s.io`
+// version the target release registers for (v1; v1beta1 before 1.34), a `firstAvailable` request
+// counting as its largest GPU alternative where the release has them.
 
 /// The match conditions: an update that leaves the spec alone, and the
 /// scheduler's own claims, are not judged.
@@ -164,10 +155,9 @@ fn match_conditions() -> Vec<Variable> {
     ]
 }
 
-/// The alternatives of a request `r` as `dra` writes them: the request
-/// itself (v1beta1) or its `exactly`, then its `firstAvailable` entries
-/// where the release has them. A field the release's schema lacks is never
-/// named, so that the policy type-checks without warnings.
+/// The alternatives of a request `r` as `dra` writes them: the request itself (v1beta1) or its
+/// `exactly`, then its `firstAvailable` entries where the release has them. A field the release's
+/// schema lacks is never named, so that the policy type-checks without warnings.
 fn alternatives(dra: DraApi) -> String {
     let exact = match dra.shape {
         RequestShape::Exactly => "(has(r.exactly) ? [r.exactly] : [])",
@@ -252,10 +242,9 @@ fn request_problems(settings: &Settings) -> String {
     )
 }
 
-/// The message of `requestProblems`: the first [`MAX_LISTED`] problems in
-/// order, then how many more, as the webhook lists them. (No `flatten` in
-/// the CEL of Kubernetes 1.30: a problem is listed when fewer than
-/// `MAX_LISTED` come before it, its request's earlier ones included.)
+/// The message of `requestProblems`: the first [`MAX_LISTED`] problems in order, then how many
+/// more, as the webhook lists them. (No `flatten` in the CEL of Kubernetes 1.30: a problem is
+/// listed when fewer than `MAX_LISTED` come before it, its request's earlier ones included.)
 fn request_problems_message() -> String {
     let separator = cel::string(SEPARATOR);
     let more = cel::message(

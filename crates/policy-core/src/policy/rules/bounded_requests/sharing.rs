@@ -1,31 +1,24 @@
-//! R2 on the GPU sharing schemes: what it checks of the share values of
-//! containers that hold part of a card without asking for a whole one.
-//! Which container holds a share, and what the view marks on it, is the
-//! sharing model ([`crate::policy::sharing`]); this file adds R2's checks.
+//! R2 on the GPU sharing schemes: the share values of containers that hold part of a card
+//! without asking for a whole one. Which container holds a share is the sharing model's
+//! ([`crate::policy::sharing`]); docs/policy.md, "GPU sharing", has the schemes at length.
 //!
-//! Reads: the pod's annotations `gpu-fraction`, `gpu-memory`,
-//! `gpu-fraction-num-devices`, `gpu-fraction-container-name` and
-//! `runai/shared-gpu-configmap` (KAI-Scheduler), `spec.schedulerName`, and
-//! the containers' `nvidia.com/gpucores`, `nvidia.com/gpumem` and
+//! Reads: the pod's annotations `gpu-fraction`, `gpu-memory`, `gpu-fraction-num-devices`,
+//! `gpu-fraction-container-name` and `runai/shared-gpu-configmap` (KAI-Scheduler),
+//! `spec.schedulerName`, and the containers' `nvidia.com/gpucores`, `nvidia.com/gpumem` and
 //! `nvidia.com/gpumem-percentage` (HAMi), as `gpuSharing` enables them.
 //!
-//! - **KAI-Scheduler fractions.** A pod scheduled by KAI
-//!   (`gpuSharing.kaiScheduler.schedulerName`) with `gpu-fraction` or
-//!   `gpu-memory` holds a share in one container, chosen by KAI's rule: the
-//!   one `gpu-fraction-container-name` names (init containers first), else
-//!   the first regular container. That container is a GPU container; its
-//!   `NVIDIA_VISIBLE_DEVICES` from KAI's ConfigMap stays
-//!   ([`is_kai_visible_devices`](crate::policy::sharing::is_kai_visible_devices)),
-//!   and until KAI's webhook has written it the container is pinned
-//!   ([`awaited_scheme`](crate::policy::sharing::awaited_scheme)). Only KAI
-//!   binds such a pod, and KAI's binder writes that ConfigMap: the scheduler
-//!   name is what makes the annotation trustworthy. The share counts as
-//!   `gpu-fraction-num-devices` cards (default 1) against the maximums.
-//! - **HAMi vGPU.** A container with a share value above zero is a GPU
-//!   container. HAMi gives it `nvidia.com/gpu: 1` when it names no card
-//!   count, so it counts as one card (and is pinned until HAMi has); the share values are checked for what
-//!   they are (whole numbers, percentages at most 100, request equal to
-//!   limit), never counted as cards.
+//! - **KAI-Scheduler fractions.** A pod scheduled by KAI with `gpu-fraction` or `gpu-memory` holds
+//!   a share in the container `gpu-fraction-container-name` names (init containers first), else the
+//!   first regular one. It is a GPU container; its `NVIDIA_VISIBLE_DEVICES` from KAI's ConfigMap
+//!   stays ([`is_kai_visible_devices`](crate::policy::sharing::is_kai_visible_devices)), and it is
+//!   pinned until KAI's webhook wrote it
+//!   ([`awaited_scheme`](crate::policy::sharing::awaited_scheme)). Only KAI binds such a pod and
+//!   writes that ConfigMap: the scheduler name makes the annotation trustworthy. It counts as
+//!   `gpu-fraction-num-devices` cards (default 1).
+//! - **HAMi vGPU.** A container with a share value above zero is a GPU container; HAMi gives
+//!   it `nvidia.com/gpu: 1` when it names no count, so it counts as one card (pinned until
+//!   HAMi has). Share values are checked as such (whole, percentages at most 100, request
+//!   equal to limit), never counted as cards.
 
 use super::{Problem, grouped};
 use crate::policy::container::GpuResource;
@@ -43,8 +36,7 @@ pub const KAI_BOTH: MessageTemplate = MessageTemplate::new(
     "pod annotations gpu-fraction and gpu-memory cannot both be set \
      (KAI-Scheduler refuses the pod); keep one",
 );
-/// A KAI fraction beside whole cards: `{annotation}` is `gpu-fraction` or
-/// `gpu-memory`.
+/// A KAI fraction beside whole cards: `{annotation}` is `gpu-fraction` or `gpu-memory`.
 pub const KAI_BESIDE_CARDS: MessageTemplate = MessageTemplate::new(
     "pod annotation {annotation} asks for part of a card, so {containers} must not \
      also set limits.nvidia.com/gpu (KAI-Scheduler refuses the pod); keep one",
@@ -66,8 +58,7 @@ pub const KAI_DEVICES_ABOVE_MAXIMUM: MessageTemplate = MessageTemplate::new(
 pub const KAI_CONTAINER: MessageTemplate = MessageTemplate::new(
     "pod annotation gpu-fraction-container-name={value} names no container of the pod",
 );
-/// A HAMi share value that is no whole number: as
-/// [`super::INVALID_VALUE`].
+/// A HAMi share value that is no whole number: as [`super::INVALID_VALUE`].
 pub const SHARE_INVALID: MessageTemplate = MessageTemplate::new(
     "{containers}: {field}.{resource} {reason}; a HAMi share is a whole number \
      (MiB for gpumem, percent for gpucores and gpumem-percentage)",
@@ -171,10 +162,9 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<Problem> {
         None => None,
     };
     let limit = read("limits", share.limit);
-    // The API server defaults a missing request to its limit, so the
-    // webhook sees a `requests` the manifest never had: a request equal to
-    // its limit is judged once, as the limit, for `check` and the webhook
-    // to say the same.
+    // The API server defaults a missing request to its limit, so the webhook sees a `requests` the
+    // manifest never had: a request equal to its limit is judged once, as the limit, for `check`
+    // and the webhook to say the same.
     let request = if share.request.is_some() && share.request == share.limit {
         limit
     } else {
@@ -192,8 +182,7 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<Problem> {
     problems
 }
 
-/// A decimal number strictly between 0 and 1 (`0.5`, `.25`, `5e-1`), as
-/// KAI accepts a fraction.
+/// A decimal number strictly between 0 and 1 (`0.5`, `.25`, `5e-1`), as KAI accepts a fraction.
 fn fraction_below_one(raw: &str) -> bool {
     let decimal = !raw.is_empty()
         && raw.len() <= 32

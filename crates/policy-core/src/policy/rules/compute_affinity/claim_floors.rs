@@ -1,35 +1,26 @@
-//! R4 `compute-affinity` for a ResourceClaim made for a pod (mutating): the
-//! device the claim gets meets what the pod's images need.
+//! R4 `compute-affinity` for a ResourceClaim made for a pod (mutating): the device the claim gets
+//! meets what the pod's images need (docs/policy.md, "GPUs that come through DRA claims").
 //!
-//! Reads: the claim's controller owner of kind Pod
-//! (`metadata.ownerReferences`; the resource claim controller sets it on
-//! the claims it makes from a pod's templates, and the scheduler on the
-//! claims it makes for extended resources); the pod as the webhook read it
-//! ([`ClaimInput::owner`]: one GET, with the pod's claims and templates
-//! the caches did not know), its UID and what R4 reads of it at its
-//! admission (`super::dra_floors`): the images of the containers whose
-//! GPUs come through claims (the image table, or registry answers where
-//! the webhook has them), their `NVIDIA_REQUIRE_CUDA`, the namespace's and
-//! the pod annotation's minimum compute capability; the claim's device
-//! requests (`spec.devices.requests[]`: `exactly`, each `firstAvailable`
-//! subrequest, or the flat v1beta1 request) and their `deviceClassName`.
+//! Reads: the claim's controller owner of kind Pod (`metadata.ownerReferences`, set by the
+//! resource claim controller, or the scheduler for extended-resource claims); that pod
+//! ([`ClaimInput::owner`]: one GET, with the claims and templates the caches lacked), its
+//! UID and what R4 reads of it at admission (`super::dra_floors`: images of the claim-backed
+//! GPU containers, their `NVIDIA_REQUIRE_CUDA`, the namespace's and pod annotation's
+//! minimum); the claim's device requests (`exactly`, each `firstAvailable` subrequest, or the
+//! flat v1beta1 request) and their `deviceClassName`.
 //!
-//! The needs are worked out from the pod's spec, never read from its
-//! `gpu-policy.io/gpu-needs` annotation: the pod's author may edit an
-//! annotation after admission (no webhook sees a pod's metadata update),
-//! and a pod admitted before its templates existed recorded nothing. So
-//! the claims of a pod get the same floors whichever came first.
+//! The needs come from the pod's spec, never its `gpu-policy.io/gpu-needs` annotation: an author
+//! may edit that after admission (no webhook sees a metadata update), and a pod admitted before its
+//! templates recorded nothing; so a pod's claims get the same floors whichever came first.
 //!
-//! Changes: adds one selector, [`GpuNeeds::selector`](crate::policy::dra::floor::GpuNeeds::selector), to every request of
-//! a GPU device class; requests of other classes are untouched. A request
-//! that already carries it gets nothing (re-invocation). Nothing with
+//! Changes: adds one selector,
+//! [`GpuNeeds::selector`](crate::policy::dra::floor::GpuNeeds::selector), to every request
+//! of a GPU device class, unless it carries it already (re-invocation); nothing with
 //! `draComputeAffinity: nodeLabels`.
 //!
-//! Never denies. A claim whose pod cannot be read (missing, an API error,
-//! no cluster connection, another pod of the same name) is admitted
-//! unchanged with a notice; a missing pod and another pod of the same name
-//! get the same notice, so that a forged review cannot tell whether a pod
-//! exists.
+//! Never denies. A claim whose pod cannot be read (missing, API error, no connection,
+//! another pod of the name) is admitted unchanged with a notice; missing and renamed get the
+//! same notice, so a forged review cannot tell whether a pod exists.
 
 use json_patch::PatchOperation;
 use json_patch::jsonptr::PointerBuf;
@@ -74,8 +65,7 @@ pub fn check(input: &ClaimInput<'_>) -> Findings {
             return unchanged(findings, &format!("cannot read its pod {pod:?}: {why}"));
         }
     };
-    // What the pod's admission would say of its annotations and images is
-    // said there, not on its claims.
+    // What the pod's admission says of its annotations and images is said there, not on its claims.
     let mut ignored = Vec::new();
     let base = base_minimum(&owner.pod, &mut ignored);
     let Some((needs, _, _)) = pod_needs(&owner.pod, base, &mut ignored) else {
@@ -138,8 +128,7 @@ fn unchanged(mut findings: Findings, why: &str) -> Findings {
     findings
 }
 
-/// Why a claim whose pod is gone, or is another pod of the same name, is
-/// left unchanged.
+/// Why a claim whose pod is gone, or is another pod of the same name, is left unchanged.
 fn not_found(pod: &str) -> String {
     format!("its pod {pod:?} was not found with the UID it was made for")
 }

@@ -1,30 +1,23 @@
-//! R4 `compute-affinity` for GPU containers whose GPUs come through Dynamic
-//! Resource Allocation claims (`draComputeAffinity: claims`, the default,
-//! or `both`): the floors go into the claims, not onto node labels. This is
-//! the pod's half; [`super::claim_floors`] writes the selector into the
-//! claims made for the pod.
+//! R4 `compute-affinity` for GPU containers whose GPUs come through DRA claims
+//! (`draComputeAffinity: claims`, the default, or `both`): the floors go into the claims, not
+//! onto node labels. The pod's half; [`super::claim_floors`] writes the selector into the
+//! claims made for it (docs/policy.md, "GPUs that come through DRA claims").
 //!
-//! Reads: the GPU containers that hold GPUs through resolved claims and no
-//! device-plugin resource, and those whose GPU resource a DeviceClass serves
-//! (`spec.extendedResourceName`: the scheduler makes a claim for it); what
-//! their images need (as R4 reads it for node affinity), raised to the
-//! namespace's and the pod annotation's minimum; the pod annotation
-//! `gpu-policy.io/gpu-needs`; the pod's `spec.resourceClaims`; from the
-//! cluster (or `check`'s input), the claims and templates they name, the
-//! devices a claim was allocated and their ResourceSlice attributes.
+//! Reads: the GPU containers holding GPUs through resolved claims and no device-plugin
+//! resource, and those whose GPU resource a DeviceClass serves (`spec.extendedResourceName`:
+//! the scheduler makes a claim for it); what their images need, raised to the namespace's
+//! and pod annotation's minimum; the annotation `gpu-policy.io/gpu-needs`;
+//! `spec.resourceClaims`; from the cluster (or `check`'s input) the claims and templates
+//! named, the devices allocated and their ResourceSlice attributes.
 //!
-//! Changes: writes the needs into `gpu-policy.io/gpu-needs`
-//! ([`GpuNeeds::annotation_value`]); a value there that differs (a user
-//! wrote it, or the images changed) is overwritten, and one on a pod that
-//! needs nothing is removed: the claim webhook trusts only what gpu-policy
-//! wrote. A summary names the selector each template's claims will get.
+//! Changes: writes the needs into `gpu-policy.io/gpu-needs` ([`GpuNeeds::annotation_value`]),
+//! overwriting a differing value and removing one on a pod that needs nothing: the claim
+//! webhook trusts only what gpu-policy wrote. A summary names each template's selector.
 //!
-//! Checks the claims the pod only references (`resourceClaimName`): one
-//! already allocated a device below the needs is a violation (the pod would
-//! crash on start; `audit` finds running pods so, through the claims made
-//! for them); one not yet allocated whose selectors do not guarantee the
-//! needs ([`GpuNeeds::guaranteed_by`]) gets a notice naming the selector to
-//! add.
+//! Checks claims the pod only references (`resourceClaimName`): one allocated a device below
+//! the needs is a violation (the pod would crash on start; `audit` finds running ones); one
+//! unallocated whose selectors do not guarantee the needs ([`GpuNeeds::guaranteed_by`]) gets
+//! a notice naming the selector to add.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,9 +53,8 @@ pub(super) fn check(
     }
 }
 
-/// On a pod's update: the `which` containers whose GPUs come through
-/// claims, their images' floors against the devices already allocated to
-/// their claims (those made from templates included).
+/// On a pod's update: the `which` containers whose GPUs come through claims, their images' floors
+/// against the devices already allocated to their claims (those made from templates included).
 pub(super) fn allocated_below(
     input: &RuleInput<'_, '_>,
     which: Containers<'_>,
@@ -74,11 +66,9 @@ pub(super) fn allocated_below(
     }
 }
 
-/// What the GPUs that come through claims need of a device: those of the
-/// containers that hold them ([`holds_claimed_gpus`]), their images' floors
-/// raised to `base`, with where the compute and the driver floors come
-/// from; None when they need nothing. The claims made for the pod get it
-/// ([`super::claim_floors`]).
+/// What the GPUs that come through claims need of a device (of the containers
+/// [`holds_claimed_gpus`] finds): their images' floors raised to `base`, with where each floor
+/// comes from; None when nothing. The claims made for the pod get it ([`super::claim_floors`]).
 pub(super) fn pod_needs(
     input: &RuleInput<'_, '_>,
     base: Option<(ComputeCapability, String)>,
@@ -106,10 +96,9 @@ fn needs_of(
         .map(|needs| (needs, compute.map(|(_, s)| s), images.driver.map(|(_, s)| s)))
 }
 
-/// A GPU container whose GPUs come through claims: it holds them through
-/// resolved claims and no device-plugin resource, or a DeviceClass serves
-/// its GPU resource (`spec.extendedResourceName`: the scheduler makes a
-/// claim for it).
+/// A GPU container whose GPUs come through claims: it holds them through resolved claims and no
+/// device-plugin resource, or a DeviceClass serves its GPU resource (`spec.extendedResourceName`:
+/// the scheduler makes a claim for it).
 pub(super) fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Container<'_>) -> bool {
     let serves_extended = || {
         input.claims.is_some_and(|claims| {
@@ -122,8 +111,7 @@ pub(super) fn holds_claimed_gpus(input: &RuleInput<'_, '_>, container: &Containe
     container.is_gpu() && (!container.is_device_plugin_gpu() || serves_extended())
 }
 
-/// The annotation operation and its summaries: the needs, then the selector
-/// each template's claims get.
+/// The annotation operation and its summaries: the needs, then each template's claims' selector.
 fn record(
     input: &RuleInput<'_, '_>,
     needs: Option<&(GpuNeeds, Option<String>, Option<String>)>,
@@ -214,9 +202,8 @@ fn referenced_claims(
     };
     let view = input.view;
     let uid = view.metadata.and_then(|m| m.get("uid")).and_then(Json::as_str);
-    // Pod claim name -> the uses of it by the containers in claims, in the
-    // containers' order: each pod claim finds its users without a pass over
-    // every container.
+    // Pod claim name -> the uses of it by the containers in claims, in the containers' order: each
+    // pod claim finds its users without a pass over every container.
     let mut uses: BTreeMap<&str, Vec<(usize, Option<&str>)>> = BTreeMap::new();
     for (at, container) in view.containers.iter().enumerate() {
         if !in_claims(container) {
@@ -327,15 +314,13 @@ fn referenced_claims(
     }
 }
 
-/// The most selectors of one claim compiled and run to tell whether they
-/// guarantee the needs: each is compiled and run on a few dozen probe
-/// devices, on the request path, and a claim's author chooses how many
-/// there are. Real claims carry a handful; past this the claim is taken not
-/// to guarantee them (a warning, never a denial).
+/// The most selectors of one claim compiled and run to tell whether they guarantee the needs: each
+/// is compiled and run on a few dozen probe devices, on the request path, and a claim's author
+/// chooses how many there are. Real claims carry a handful; past this the claim is taken not to
+/// guarantee them (a warning, never a denial).
 const MAX_SELECTORS_JUDGED: usize = 32;
 
-/// Every GPU alternative of every GPU request of the claim refuses the
-/// devices below the needs.
+/// Every GPU alternative of every GPU request of the claim refuses the devices below the needs.
 fn guaranteed(summary: &ClaimSummary, needs: &GpuNeeds) -> bool {
     let alternatives =
         || summary.requests.iter().filter(|r| r.gpu.is_some()).flat_map(|r| &r.gpu_selectors);

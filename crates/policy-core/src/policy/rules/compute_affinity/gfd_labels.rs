@@ -1,6 +1,5 @@
-//! The GPU Feature Discovery labels R4's node affinity is written on, read
-//! both when a pod is created (`compute_affinity.rs`) and when it is
-//! updated (`update.rs`).
+//! The GPU Feature Discovery labels R4's node affinity is written on, read both when a pod is
+//! created (`compute_affinity.rs`) and when it is updated (`update.rs`).
 
 /// The compute capability's major and minor number of a node's GPUs.
 pub const MAJOR_LABEL: &str = "nvidia.com/gpu.compute.major";

@@ -1,6 +1,5 @@
-//! What the images of some of a pod's GPU containers need, for R4's two
-//! halves: node affinity ([`compute_affinity`](super)) and the claims
-//! ([`super::dra_floors`]).
+//! What the images of some of a pod's GPU containers need, for R4's two halves: node affinity
+//! ([`compute_affinity`](super)) and the claims ([`super::dra_floors`]).
 //!
 //! Reads: the containers' `image`, their `NVIDIA_REQUIRE_CUDA` and
 //! `NVIDIA_DISABLE_REQUIRE` env; what the registry said of an image (when the
@@ -18,8 +17,7 @@ use crate::settings::{MIN_COMPUTE_CAPABILITY_ANNOTATION, ResolutionMode, tighter
 /// Which containers a part of the rule looks at.
 pub(super) type Containers<'f> = &'f dyn Fn(&Container<'_>) -> bool;
 
-/// What the images of some GPU containers need, with the images that need
-/// it.
+/// What the images of some GPU containers need, with the images that need it.
 pub(super) struct ImageFloors<'v> {
     pub compute: Option<(ComputeCapability, String)>,
     pub driver: Option<(DriverFloor, String)>,
@@ -27,10 +25,9 @@ pub(super) struct ImageFloors<'v> {
     pub images: Vec<&'v str>,
 }
 
-/// Registry answers first (when `resolved`), else the image table, with a
-/// notice for an image whose lookup gave no usable answer; the container's
-/// own env may override the image's requirement. The highest compute floor
-/// wins; a node must meet every image's driver floor.
+/// Registry answers first (when `resolved`), else the image table, with a notice for an image whose
+/// lookup gave no usable answer; the container's own env may override the image's requirement. The
+/// highest compute floor wins; a node must meet every image's driver floor.
 pub(super) fn image_floors<'v>(
     input: &RuleInput<'_, 'v>,
     resolved: bool,
@@ -115,8 +112,7 @@ pub(super) fn image_floors<'v>(
     ImageFloors { compute, driver, images }
 }
 
-/// The higher of a minimum and an image's floor, with where it came from;
-/// None when neither asks for anything.
+/// The higher of a minimum and an image's floor, with its source; None when neither asks anything.
 pub(super) fn raise(
     base: Option<(ComputeCapability, String)>,
     images: Option<(ComputeCapability, String)>,

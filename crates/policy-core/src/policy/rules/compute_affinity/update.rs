@@ -1,31 +1,23 @@
-//! R4 `compute-affinity` on an update of a pod (`Scope::Update`): the
-//! floors written at creation kept, and the images changed in place
-//! checked against where the pod runs.
+//! R4 `compute-affinity` on an update of a pod (`Scope::Update`): the floors written at
+//! creation kept, and images changed in place checked against where the pod runs
+//! (docs/policy.md, "Pod updates").
 //!
-//! Reads: the old and the new pod's
-//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`
-//! and `spec.schedulingGates`; the `image` of every GPU container in both;
-//! what the new images need ([`image_floors`]: the registry's answer or the
-//! image table, with the container's own `NVIDIA_REQUIRE_CUDA`);
-//! `spec.nodeName` and that node's GFD compute capability labels; the
-//! devices allocated to the claims of a GPU container (their
-//! `cudaComputeCapability` and driver versions, as
-//! [`dra_floors`] checks a shared claim at creation).
+//! Reads: the old and new pod's
+//! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution` and
+//! `spec.schedulingGates`; every GPU container's `image` in both; what the new images need
+//! ([`image_floors`]); `spec.nodeName` and that node's GFD compute labels; the devices
+//! allocated to a GPU container's claims (`cudaComputeCapability`, driver versions, as
+//! [`dra_floors`] checks a shared claim).
 //!
-//! Changes: a re-apply of the manifest replaces the required node selector
-//! terms with the author's, without the expressions R4 ANDed into them;
-//! when that is all the update changes there, the old terms are put back
-//! (the terms of a pod that is not scheduling-gated cannot change). The
-//! floors are not computed again: they were fixed when the pod was created.
+//! Changes: a re-apply replaces the required terms with the author's, without R4's
+//! expressions; when that is all the update changes there, the old terms are put back (an
+//! ungated pod's terms cannot change). The floors are not computed again.
 //!
-//! Denies: a GPU container whose image changed to one that needs a higher
-//! compute capability than the pod's GPUs have: the node's (bound pods),
-//! the devices allocated to its claims, or, for a pod not yet bound, the
-//! lowest of the labelled GPU nodes its required node affinity admits. Only
-//! what the image table and the container's env ask for denies; a floor
-//! only the registry gives is a warning, as at creation. Nothing is
-//! concluded where the node carries no GFD labels, or, for an unbound pod,
-//! where no GPU node carries them.
+//! Denies: a GPU container whose new image needs a higher compute capability than the pod's
+//! GPUs have: the node's (bound pods), its claims' devices, or for an unbound pod the lowest
+//! labelled GPU node its required affinity admits. Only the image table and the container's
+//! env deny; a registry-only floor warns, as at creation. Nothing is concluded where the
+//! node, or for an unbound pod every GPU node, carries no GFD labels.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,9 +67,8 @@ fn written_by_r4(key: &str) -> bool {
         || key.strip_prefix(CUDA_LABELS).is_some_and(|rest| rest.starts_with('.'))
 }
 
-/// The terms without R4's expressions, each once, as canonical JSON text:
-/// R4 multiplies an author's term by its alternatives, so one author term
-/// is several stored ones. A term left with nothing is no term.
+/// The terms without R4's expressions, each once, as canonical JSON: R4 multiplies an author's term
+/// by its alternatives, so one author term is several stored ones. A term left empty is no term.
 fn authored_terms(required: Option<Json<'_>>) -> BTreeSet<String> {
     let terms =
         required.and_then(|required| required.get("nodeSelectorTerms")).and_then(Json::as_array);
@@ -191,9 +182,8 @@ fn old_images<'v>(old: &PodView<'v>) -> BTreeMap<(ContainerKind, &'v str), Optio
         .collect()
 }
 
-/// The GPU containers whose image changed, checked against what the pod's
-/// GPUs are: the devices allocated to their claims (as R4 checks a shared
-/// claim at creation), else the node's or what the affinity admits.
+/// The GPU containers whose image changed, checked against the pod's GPUs: their claims' devices
+/// (as R4 checks a shared claim at creation), else the node's or what the affinity admits.
 fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut Findings) {
     let before = old_images(old);
     let changed: BTreeSet<(ContainerKind, &str)> = input
@@ -242,10 +232,9 @@ fn updated_images(input: &RuleInput<'_, '_>, old: &PodView<'_>, findings: &mut F
     }
 }
 
-/// The lowest compute capability the pod's GPUs can have, and where that
-/// is said: the bound node's labels; for a pod not yet bound, the lowest
-/// of the labelled GPU nodes its required node affinity admits. None when
-/// nothing can be concluded.
+/// The lowest compute capability the pod's GPUs can have, and where that is said: the bound node's
+/// labels; for a pod not yet bound, the lowest of the labelled GPU nodes its required node affinity
+/// admits. None when nothing can be concluded.
 fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
     let nodes = input.nodes?;
     let node = input.view.spec.get("nodeName").and_then(Json::as_str);
@@ -262,10 +251,9 @@ fn offered(input: &RuleInput<'_, '_>) -> Option<(ComputeCapability, String)> {
     Some((lowest, "the lowest GPU node the pod's required node affinity admits".to_owned()))
 }
 
-/// The lowest compute capability the required node affinity admits, from
-/// the expressions R4 writes on GFD's labels (`major Gt M-1`, or `major In
-/// M` with `minor Gt m-1`): the lowest over the terms, as the terms are
-/// ORed. None when some term leaves the capability open, or there is no
+/// The lowest compute capability the required node affinity admits, from the expressions R4 writes
+/// on GFD's labels (`major Gt M-1`, or `major In M` with `minor Gt m-1`): the lowest over the
+/// terms, as the terms are ORed. None when some term leaves the capability open, or there is no
 /// required affinity: then any GPU may be chosen.
 fn admitted(view: &PodView<'_>) -> Option<ComputeCapability> {
     let required = required_terms(view)?;
@@ -280,8 +268,7 @@ fn admitted(view: &PodView<'_>) -> Option<ComputeCapability> {
     lowest
 }
 
-/// What one term admits, from its expressions on the compute labels; None
-/// when it admits any capability.
+/// What one term admits, by its expressions on the compute labels; None when it admits any.
 fn term_floor(term: Json<'_>) -> Option<ComputeCapability> {
     let expressions = term.get("matchExpressions")?.as_array()?;
     let number = |e: Json<'_>| -> Option<u32> {
