@@ -1,11 +1,7 @@
-//! The resolver: caches in front of the registries, one fetch per image
-//! however many admissions wait for it, and a time budget per admission.
-//!
-//! A fetch runs in its own task. An admission waits for it at most until
-//! its budget is spent ([`Lookup::TimedOut`]); the fetch carries on (up to
-//! [`ResolverOptions::fetch_deadline`]) and fills the caches. A failure is
-//! remembered for [`ResolverOptions::negative_ttl`], so a hostile image
-//! costs one fetch per period, not one per admission.
+//! The resolver: caches, one fetch per image however many admissions wait,
+//! a time budget per admission (docs/architecture.md, "Where registries
+//! enter"). A failure is remembered for [`ResolverOptions::negative_ttl`],
+//! so a hostile image costs one fetch per period, not one per admission.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -100,9 +96,8 @@ impl Default for ResolverOptions {
 }
 
 impl ResolverOptions {
-    /// The options of the configuration's `imageResolution` block (already
-    /// checked by `Settings`): its registries, its insecure registries and
-    /// the credentials read from its file, the rest defaults.
+    /// The options of the (already checked) `imageResolution` block; the
+    /// rest defaults.
     pub fn from_settings(config: &crate::settings::ImageResolution) -> Result<Self, RegistryError> {
         let credentials = match &config.credentials_file {
             Some(path) => Credentials::load(path)?,
@@ -117,7 +112,6 @@ impl ResolverOptions {
     }
 }
 
-/// The client of `credentials`, with the options' timeouts.
 fn transport(
     options: &ResolverOptions,
     hosts: &Arc<HostPolicy>,
@@ -156,7 +150,7 @@ impl std::fmt::Debug for Resolver {
     }
 }
 
-/// Now plus `budget`, or a year from now for a budget past any clock.
+/// A year from now for a budget past any clock.
 fn deadline_after(budget: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(budget)
@@ -164,9 +158,8 @@ fn deadline_after(budget: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// The images, each once, in the order they first appear (a set beside
-/// the list: each image is looked for in logarithmic time, however many a
-/// pod names).
+/// The images, each once, in first-appearance order (a set beside the list:
+/// logarithmic however many a pod names).
 fn each_once<I, S>(images: I) -> Vec<String>
 where
     I: IntoIterator<Item = S>,
@@ -203,7 +196,6 @@ impl Inner {
         }
     }
 
-    /// The answer the caches hold for this lookup, if any.
     fn cached(
         &self,
         reference: &Reference,
@@ -297,10 +289,9 @@ impl Resolver {
         unique.into_iter().zip(answers).collect()
     }
 
-    /// Every image of a pod refused for `reason` before any lookup (the
-    /// pod names no platform the resolver may look up, [`Platform::of_pod_spec`]),
-    /// as [`Resolver::resolve_all`] answers: each image once, counted as a
-    /// refused lookup.
+    /// Every image refused for `reason` before any lookup (no platform the
+    /// resolver may look up, [`Platform::of_pod_spec`]), answered and
+    /// counted as [`Resolver::resolve_all`] would.
     pub fn refuse_all<I, S>(&self, images: I, reason: &str) -> Vec<(String, Lookup)>
     where
         I: IntoIterator<Item = S>,
@@ -352,9 +343,8 @@ impl Resolver {
         lookup
     }
 
-    /// The image reference parsed, from the cache when it was seen before.
-    /// A string that is not a reference is refused, quoted by a prefix;
-    /// one longer than any reference before the cache is asked.
+    /// A string longer than any reference is refused before the cache is
+    /// asked.
     fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, Failure> {
         let refuse = |reason: &str| {
             Failure::refused(format!("{} is not an image reference: {reason}", shown(image)))

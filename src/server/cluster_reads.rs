@@ -1,13 +1,9 @@
 //! What a review may make the webhook ask of the API server, bounded per
 //! caller IP ([`Caller`]).
 //!
-//! Anyone who reaches the port may forge a review, and two kinds make the
-//! webhook read the cluster: a Namespace being opted in (its pods and
-//! claims are listed) and a ResourceClaim made for a pod (the pod is read,
-//! and its claims the caches do not know). Each read is taken from the
-//! caller's [`RateLimit`], so a flood from one pod costs the API server a
-//! bounded number of requests while the API server's own reviews keep
-//! their share. Past the limit the review is answered without the read.
+//! Why, and the figures: docs/security.md, "What a forged review can make
+//! the server do, and learn". Past a caller's [`RateLimit`] the review is
+//! answered without the read.
 //!
 //! The rate limit is the generic cell rate algorithm written here rather
 //! than the `governor` crate's keyed limiter: its table grows with every
