@@ -31,10 +31,8 @@ use crate::settings::{MODE_LABEL, Settings};
 /// The most DaemonSets of one component whose pods are listed.
 const MAX_COMPONENT_DAEMON_SETS: usize = 10;
 
-/// What the read needs besides the client.
 #[derive(Debug, Clone)]
 pub struct InventoryOptions<'a> {
-    /// The namespace gpu-policy is installed in.
     pub namespace: &'a str,
     pub settings: &'a Settings,
     pub config: PolicyConfig,
@@ -118,7 +116,6 @@ async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>
     list_seen(client, &gvk, None, params, INVENTORY_PAGES.small, rbac, keep).await
 }
 
-/// A component DaemonSet's pod selector, to list its pods.
 struct PodSelector {
     namespace: String,
     component: Component,

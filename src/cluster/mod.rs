@@ -47,7 +47,6 @@ pub use objects::{MAX_OBJECT_BYTES, ObjectReadError, claim_text, pod_text};
 pub use report_writer::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 
-/// How `serve`, `audit` and `doctor` find the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Connection {
     /// `--no-cluster`: the static configuration only.
@@ -58,7 +57,7 @@ pub enum Connection {
     Default,
 }
 
-/// Why the cluster client cannot be built. One line.
+/// One line.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("cannot read kubeconfig {}: {source}", .path.display())]

@@ -20,7 +20,7 @@ use crate::reports::{
     Summary,
 };
 
-/// Why the reports could not be written; each says it on one line.
+/// Each says it on one line.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportsError {
     #[error(
@@ -61,7 +61,6 @@ pub enum Cleanup<'a> {
     Nothing,
 }
 
-/// One report written or deleted, printed as one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Written {
     Applied { kind: &'static str, name: String, summary: Summary },
@@ -108,8 +107,8 @@ pub async fn report_api(
     })
 }
 
-/// Applies every report (all of `api`), then deletes the managed reports
-/// of `api` within `cleanup` that were not among them.
+/// Then deletes the managed reports of `api` within `cleanup` not among
+/// them.
 pub async fn write_reports(
     client: &Client,
     api: ReportApi,
@@ -211,7 +210,6 @@ async fn served(client: &Client, api: ReportApi, scope: ReportScope) -> Result<b
     }
 }
 
-/// The API of one report kind: in `namespace`, or across the cluster.
 fn handle(
     client: &Client,
     api: ReportApi,
