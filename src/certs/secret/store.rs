@@ -102,7 +102,6 @@ impl SecretRoute {
         }
     }
 
-    /// The Secret another replica just wrote.
     async fn reread(&self, api: &Api<Secret>) -> Result<TlsData, SecretError> {
         let secret = api
             .get_opt(&self.config.secret.name)
