@@ -34,7 +34,6 @@ fn unreadable(why: &str) -> OwnerRead {
     OwnerRead::Unreadable(why.to_owned())
 }
 
-/// What was read for one claim, and its turn among the pods held at once.
 pub struct OwnerReading<'s> {
     pub read: OwnerRead,
     _turn: Option<SemaphorePermit<'s>>,

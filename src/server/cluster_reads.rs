@@ -52,7 +52,7 @@ pub struct RateLimit {
 /// Caller addresses a [`PerCaller`] tells apart: under 100 KiB of table.
 pub const MAX_CALLERS: usize = 1024;
 
-/// A [`RateLimit`] for each caller, by GCRA: one instant per caller.
+/// GCRA: one instant per caller.
 #[derive(Debug)]
 pub struct PerCaller {
     limit: RateLimit,
@@ -77,8 +77,7 @@ impl PerCaller {
         Self { limit, capacity, table: Mutex::new(Table::default()) }
     }
 
-    /// Takes one read of `caller`'s allowance at `now`; false when it has
-    /// none left.
+    /// False when `caller` has no allowance left.
     pub fn take(&self, caller: Caller, now: Instant) -> bool {
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let Table { callers, overflow } = &mut *table;
@@ -121,7 +120,6 @@ pub const NAMESPACE_PAGES: usize = 20;
 /// so a look holds 15 MiB of JSON at worst, a few times that decoded.
 pub const NAMESPACE_PAGE: u32 = 10;
 
-/// The cluster reads reviews cause, and their limits.
 #[derive(Debug)]
 pub struct ClusterReads {
     /// Looks at a namespace's pods and claims. An opt-in is rare; a GitOps

@@ -184,9 +184,8 @@ impl Images {
         }
     }
 
-    /// Looks up what `wanted` names within the configured budget, logging
-    /// those without a usable answer. None outside registry mode (`wanted`
-    /// is not asked) or with nothing to look up.
+    /// None outside registry mode (`wanted` is not asked) or with nothing
+    /// to look up.
     pub async fn resolve(
         &self,
         request: &AdmissionRequest<'_>,

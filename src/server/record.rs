@@ -91,7 +91,7 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Ans
     line.log();
 }
 
-/// The decision's log line, in field order.
+/// In field order.
 struct DecisionLine<'a> {
     uid: Cow<'a, str>,
     namespace: Cow<'a, str>,
