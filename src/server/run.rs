@@ -38,6 +38,7 @@ pub struct Options {
 
 #[derive(Debug, Clone)]
 pub enum Certificates {
+    /// `--tls-cert`, `--tls-key`.
     Files { cert: PathBuf, key: PathBuf },
     /// Generated into `dir` and reused while valid, covering the default
     /// names and `dns_names`.
