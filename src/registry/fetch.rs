@@ -45,7 +45,7 @@ async fn manifest_by_digest(
 }
 
 impl Inner {
-    /// Fetches what `reference` needs on `platform`. Failures are one line.
+    /// Failures are one line.
     pub(super) async fn fetch(
         &self,
         reference: &Reference,
@@ -144,7 +144,6 @@ impl Inner {
         Ok(facts)
     }
 
-    /// The manifest a tag names, read whole: its digest and its body.
     async fn by_tag(
         &self,
         transport: &Transport,

@@ -19,7 +19,6 @@ use super::error::RegistryError;
 use super::lookup::Failure;
 use crate::settings::{RegistryHosts, RegistryPattern};
 
-/// The `registries` and `insecureRegistries` lists of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HostPolicy {
     registries: RegistryHosts,
@@ -74,7 +73,6 @@ impl HostPolicy {
         })
     }
 
-    /// The scheme a registry is spoken to with.
     pub(super) fn scheme_for(&self, registry: &str) -> &'static str {
         if self.insecure.permits(registry) { "http" } else { "https" }
     }
@@ -124,8 +122,6 @@ impl HostPolicy {
         }
     }
 
-    /// The resolver the HTTP client connects through: `dns`, and then
-    /// [`HostPolicy::admitted`] on what it found.
     pub(super) fn resolver(self: &Arc<Self>, dns: &Dns) -> CheckedResolver {
         CheckedResolver { policy: Arc::clone(self), dns: dns.clone() }
     }
@@ -182,8 +178,8 @@ fn in_words(classes: &[AddressClass]) -> String {
     }
 }
 
-/// The DNS resolver of the registry client: [`Dns`], names asked as
-/// absolute names, and then [`HostPolicy::admitted`] on what it returned.
+/// Names asked as absolute names, then [`HostPolicy::admitted`] on what
+/// [`Dns`] returned.
 pub(super) struct CheckedResolver {
     policy: Arc<HostPolicy>,
     dns: Dns,

@@ -25,7 +25,6 @@ pub(super) type Answer = Option<Result<Arc<ImageConfigFacts>, Failure>>;
 /// string there; longer ones share the share of their first 63 bytes.
 const MAX_NAMESPACE_BYTES: usize = 63;
 
-/// The places lookups in flight may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Places {
     pub(super) queue: usize,
@@ -33,7 +32,6 @@ pub(super) struct Places {
     pub(super) per_registry: usize,
 }
 
-/// Whom a lookup's place is charged to.
 struct Holder {
     namespace: String,
     /// The place of the `imageResolution.registries` entry in the list.
@@ -101,7 +99,7 @@ impl InFlight {
         Ok(())
     }
 
-    /// Takes a place for the lookup of `key` (after [`Self::admit`]).
+    /// After [`Self::admit`].
     pub(super) fn insert(
         &mut self,
         key: LookupKey,
@@ -119,7 +117,6 @@ impl InFlight {
         }
     }
 
-    /// Gives back the place of the lookup of `key`.
     pub(super) fn remove(&mut self, key: &LookupKey) {
         if let Some((holder, _)) = self.lookups.remove(key) {
             release(&mut self.per_namespace, &holder.namespace);

@@ -31,7 +31,6 @@ pub struct CacheLabels {
 /// failure).
 pub const CACHES: [&str; 3] = ["tag", "config", "negative"];
 
-/// Lookups by result, cache hits, and how long registry fetches take.
 #[derive(Debug, Clone)]
 pub struct ResolverMetrics {
     pub lookups: Family<LookupLabels, Counter>,
@@ -42,9 +41,7 @@ pub struct ResolverMetrics {
 }
 
 impl ResolverMetrics {
-    /// Registers the metrics (`image_lookups`, `image_cache_hits`,
-    /// `image_fetch_duration_seconds`, under the registry's prefix) and
-    /// returns the handles the resolver counts with.
+    /// Under the registry's prefix.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             lookups: Family::default(),
