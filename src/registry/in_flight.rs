@@ -1,11 +1,6 @@
-//! The lookups in flight, and the places they take. A lookup that starts a
-//! fetch holds a place until the fetch ends. A new one starts only within
-//! three bounds, each a fixed number a reader can predict: its
-//! namespace's share (so it takes several namespaces to fill the queue),
-//! its registry entry's slots (so a registry that never answers holds
-//! that many fetch turns, never all; every host under `*.pkg.dev` shares
-//! its entry's), and the queue. A lookup of an image already in flight
-//! joins its fetch and takes no place.
+//! The lookups in flight, and the places they take: docs/operations.md,
+//! "Registry mode" ("The lookup queue"). A lookup of an image already in
+//! flight joins its fetch and takes no place.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -42,22 +42,16 @@ pub struct ResolverOptions {
     /// The most a fetch may take, in the background, before it fails
     /// (waiting for its turn included).
     pub fetch_deadline: Duration,
-    /// Fetches running at once; more wait for a turn, so many new images
-    /// at once never become as many connections. Each holds at most one
-    /// document of 4 MiB: this many times that is the most registry
-    /// answers take in memory.
+    /// More wait for a turn, so many new images never become as many
+    /// connections. Each fetch holds at most one document of 4 MiB: this
+    /// many times that is the most registry answers take in memory.
     pub max_concurrent_fetches: usize,
-    /// Lookups in flight, running or waiting for a turn; past it a new
-    /// image is left to the table ("the lookup queue is full").
+    /// This and the next two: docs/operations.md, "Registry mode" ("The
+    /// lookup queue").
     pub max_pending_lookups: usize,
-    /// Lookups in flight started by the admissions of one namespace (the
-    /// caller's namespace), so that one namespace never fills the queue:
-    /// past it "the lookup queue's share of namespace X is full".
     pub max_lookups_per_namespace: usize,
-    /// Lookups in flight on one registry, so that one registry that never
-    /// answers holds at most this many fetch turns, never all of them. A
-    /// registry is an entry of `registries`: all the hosts under
-    /// `*.pkg.dev` together.
+    /// So that a registry that never answers holds at most this many fetch
+    /// turns, never all of them.
     pub max_lookups_per_registry: usize,
     /// How long to wait to connect, and between two reads of an answer.
     pub connect_timeout: Duration,

@@ -1,7 +1,5 @@
-//! Registry mode in the webhook (`imageResolution.mode: registry`): the
-//! resolver kept across reloads, its credentials, and the lookups made
-//! before an admission is evaluated. A lookup that outlives
-//! `imageResolution.timeout` goes on and fills the caches for the next.
+//! Registry mode in the webhook: docs/architecture.md, "Where registries
+//! enter".
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

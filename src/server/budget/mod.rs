@@ -1,14 +1,8 @@
-//! The budget of the admission port: what all callers together, and each
-//! peer address, may hold at once (open connections, request body bytes in
-//! flight), and how long one request may take to arrive.
-//!
-//! A peer is its IP address; shares are max-min fair (docs/operations.md,
-//! "Fair shares, and what they cannot do").
-//!
-//! Connections are charged when accepted, before the TLS handshake
-//! ([`Budget::connect`]); body bytes by `Content-Length` before the body is
-//! read, then per frame ([`charged::Charged`]); time from a request's first
-//! byte to its body's last ([`deadline::Deadlined`]).
+//! The budget of the admission port: docs/operations.md, "The admission
+//! port's budget" and "Fair shares, and what they cannot do". Connections
+//! are charged before the TLS handshake ([`Budget::connect`]), bodies per
+//! frame past their `Content-Length` ([`charged::Charged`]), time by
+//! [`deadline::Deadlined`].
 
 pub mod charged;
 pub mod deadline;
