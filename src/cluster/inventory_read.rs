@@ -1,12 +1,7 @@
-//! `gpu-policy doctor`'s one read of the cluster, into a
-//! [`doctor::Inventory`](Inventory) of plain values: the GPU stack here,
-//! gpu-policy's own install in `install_read.rs`.
-//!
-//! Every list is paged and bounded (`list.rs`, [`INVENTORY_PAGES`]): a
-//! cluster with more objects of a kind is read in part, and the inventory
-//! says so ([`Seen::Truncated`]). A kind the caller may not read (403) is
-//! [`Seen::Forbidden`] with the RBAC to grant; one the API server does not
-//! serve (404) is [`Seen::NotServed`]. Any other error fails the read.
+//! `gpu-policy doctor`'s one read of the cluster (docs/operations.md,
+//! "What it reads"), into a [`doctor::Inventory`](Inventory): the GPU stack
+//! here, gpu-policy's own install in `install_read.rs`. 403 is
+//! [`Seen::Forbidden`], 404 [`Seen::NotServed`]; other errors fail the read.
 
 use std::collections::BTreeMap;
 

@@ -1,12 +1,9 @@
 //! The cluster client: watch-backed, lean caches of what the rules read,
 //! and the one-shot reads of `audit`, `doctor` and the request path.
 //!
-//! Every cache is a kube-runtime watcher folded into a [`ClusterSnapshot`]
-//! that keeps only what a rule reads; managedFields and everything else
-//! are dropped on arrival, so 10,000 namespaces and 5,000 nodes stay
-//! small. Decisions never wait on the network: when the API server goes
-//! away, the last known state keeps serving and the cache is marked stale
-//! (metric and one log line per transition).
+//! docs/architecture.md, "Where cluster facts enter". When the API server
+//! goes away, the last known state keeps serving and the cache is marked
+//! stale (metric and one log line per transition).
 
 mod api_status;
 mod cache;

@@ -1,10 +1,6 @@
 //! Writing policy reports into the cluster (`audit --write-reports`,
-//! `doctor --write-report`): which report API the cluster serves (a list
-//! of the kind; 404: its CRD is not installed), a server-side apply of
-//! each report (field manager [`FIELD_MANAGER`], forced: gpu-policy owns
-//! its reports whole), and the deletion of the managed reports this run no
-//! longer has, within what was audited ([`Cleanup`]). Reports written in
-//! the other API are never touched.
+//! `doctor --write-report`): docs/operations.md, "Writing them:
+//! `--write-reports`".
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -82,9 +78,8 @@ impl fmt::Display for Written {
     }
 }
 
-/// The report API to write reports of `scope` in: `choice`, or with None
-/// the one the cluster serves, OpenReports first. An API that is not
-/// served is an error.
+/// `choice`, or with None the one the cluster serves, OpenReports first.
+/// An API that is not served is an error.
 pub async fn report_api(
     client: &Client,
     choice: Option<ReportApi>,

@@ -1,9 +1,6 @@
-//! The resolver's bounded LRU caches: tag to digest (with a TTL, a tag
-//! can move), digest and platform to what the image needs (no TTL: a
-//! digest names fixed content), recent failures (briefly), and the image
-//! references as pods spell them, parsed. Each is bounded twice, in
-//! entries and in bytes ([`BoundedLru`]): whoever names an image chooses
-//! how long its strings are, so a count of entries alone bounds nothing.
+//! The resolver's LRU caches (docs/architecture.md, "Where registries
+//! enter"), each bounded in entries and in bytes ([`BoundedLru`]): whoever
+//! names an image chooses how long its strings are.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -133,11 +130,8 @@ fn arc_of<T>() -> usize {
     size_of::<T>().saturating_add(2 * size_of::<usize>())
 }
 
-/// The most each of the resolver's caches holds, in bytes. The figures of
-/// a typical entry are what [`BoundedLru`] charges (the tests measure
-/// them): each budget holds more typical entries than the cache's entry
-/// bound, so for ordinary images the entry bound is the one that binds,
-/// and for images of long strings the byte budget.
+/// Why these budgets: docs/operations.md, "Registry mode". A typical
+/// entry's figure is what [`BoundedLru`] charges (the tests measure them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBytes {
     /// Image references as pods spell them, parsed: ~350 bytes each.
