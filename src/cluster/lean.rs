@@ -1,6 +1,5 @@
-//! The objects of the API server as the rules read them: what the caches
-//! and `audit`'s snapshot keep of a Namespace, a Node, a RuntimeClass, and
-//! which workloads an allowlist entry can name. Everything else is dropped.
+//! What the caches and `audit`'s snapshot keep of a Namespace, a Node, a
+//! RuntimeClass, and which workloads an allowlist entry can name.
 //!
 //! Namespaces and Nodes are decoded off the wire into the few fields kept
 //! ([`Namespace`], [`Node`]): a 5,000-node list is mostly images,

@@ -1,8 +1,6 @@
-//! Registry credentials from one dockerconfigjson file, the format of a
-//! `kubernetes.io/dockerconfigjson` Secret (`{"auths": {HOST: {...}}}`) and
-//! of `~/.docker/config.json`; the older `.dockercfg` form (the hosts at the
-//! top level) is read too. The chart mounts the file from a Secret the
-//! operator names: the pods' own pull secrets are never read.
+//! Registry credentials from one dockerconfigjson file (`{"auths": {HOST:
+//! {...}}}`, as a `kubernetes.io/dockerconfigjson` Secret or
+//! `~/.docker/config.json`), or the older `.dockercfg` (hosts at the top).
 
 use std::collections::BTreeMap;
 use std::fmt;

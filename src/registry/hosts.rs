@@ -1,11 +1,8 @@
 //! Where the registry client may connect, decided twice: by the URL before
-//! a request is sent (the registry of an image, a redirect, a token
-//! realm), and by the addresses a name resolves to, at connect time
-//! ([`CheckedResolver`]: the client connects only to the addresses it
-//! returns, so DNS rebinding gets nowhere). A listed name may resolve to
-//! public or private addresses, never to forbidden ones (reached only
-//! through an entry that is that literal address); a redirect or a token
-//! realm leads to a listed host or to public addresses only.
+//! a request is sent (an image's registry, a redirect, a token realm), and
+//! by the resolved addresses at connect time ([`CheckedResolver`]: the
+//! client connects only to the addresses it returns, so DNS rebinding gets
+//! nowhere). Which addresses each may reach: [`HostPolicy::admitted`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -1,7 +1,5 @@
-//! The image registry client's metrics, registered into the server's
-//! registry by [`ResolverMetrics::register`]. Their label values are the
-//! closed lists below: a lookup's result and a cache's name are the
-//! client's own words, never an image's.
+//! The image registry client's metrics. Their label values are the closed
+//! lists below, never an image's words.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
