@@ -1,7 +1,5 @@
-//! The PKI: a CA, the serving certificates it issues, and the checks a
-//! client makes of them (chain, names, validity), with the one rustls
-//! crypto provider every configuration of `certs` uses ([`provider`]). No
-//! files, no network.
+//! A CA, the serving certificates it issues, the checks a client makes of
+//! them, and the one rustls crypto provider of `certs` ([`provider`]). No files, no network.
 
 use std::collections::HashSet;
 use std::fmt;

@@ -1,7 +1,5 @@
 //! [`ClusterCache`]: the lean snapshot the watch tasks write and the
-//! handlers read, with what tells whether each [`Source`] has been listed
-//! and is current. The rules read it through [`ClusterFacts`] and
-//! [`ClaimFacts`].
+//! handlers read, through [`ClusterFacts`] and [`ClaimFacts`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

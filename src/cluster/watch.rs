@@ -1,7 +1,5 @@
 //! The watch machinery the caches share: [`mirror`] and [`fold`] turn a
-//! kube-runtime watcher into one table of the [`ClusterCache`]'s snapshot,
-//! and a [`FirstList`] holds the table's [`Source`] unsynced or stale until
-//! its watch has listed once.
+//! kube-runtime watcher into one table of the [`ClusterCache`]'s snapshot.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

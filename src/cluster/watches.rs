@@ -1,7 +1,5 @@
 //! [`Watches`], the one owner of the watch tasks that fill a
-//! [`ClusterCache`], which starts them and stops them as the configuration
-//! changes: namespaces, RuntimeClasses, nodes, one watch per allowlist
-//! entry, and (through `dra_watches.rs`) the DRA objects.
+//! [`ClusterCache`]: it starts and stops them as the configuration changes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -33,9 +33,7 @@ struct Holder {
     entry: usize,
 }
 
-/// The lookups in flight: each one's answer to come, and how many there
-/// are per namespace and per registry entry. Each map holds at most one
-/// key per lookup in flight.
+/// Each map holds at most one key per lookup in flight.
 #[derive(Default)]
 pub(super) struct InFlight {
     lookups: HashMap<LookupKey, (Holder, watch::Receiver<Answer>)>,

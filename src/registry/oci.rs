@@ -114,8 +114,6 @@ pub struct IndexEntry {
     pub platform: Option<EntryPlatform>,
 }
 
-/// An image manifest (its config's descriptor) or an image index (its
-/// entries).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Manifest {
     Image { config: Descriptor },
