@@ -22,7 +22,7 @@ pub fn ticker(every: Duration) -> Interval {
 #[derive(Debug)]
 pub enum Polled<'a, B, E> {
     Changed(&'a B),
-    /// The source could not be read; the last bytes seen stay.
+    /// The last bytes seen stay.
     Failed(E),
 }
 

@@ -23,8 +23,6 @@ use super::pki::provider;
 use super::{CertError, ParseError, Reload};
 use crate::policy::message::{LISTED_NAMES, MAX_LISTED_NAME_BYTES, prefix_within};
 
-/// The client-certificate check of the HTTPS server: the CAs of a file,
-/// reloaded when it changes, and the names a client certificate may carry.
 pub struct ClientAuth {
     ca_path: PathBuf,
     /// Empty: any certificate of the CAs is accepted.
@@ -44,10 +42,9 @@ enum NameRefusal {
     NoneAllowed { presented: String },
 }
 
-/// A sized holder for the `dyn` verifier, so that it can be swapped.
+/// Sized, so that the `dyn` verifier can be swapped.
 struct ChainVerifier {
     verifier: Arc<dyn ClientCertVerifier>,
-    /// How many CA certificates the file held (for the log).
     cas: usize,
 }
 
@@ -67,14 +64,12 @@ impl ClientAuth {
         })
     }
 
-    /// How many CA certificates are in force.
     pub fn ca_count(&self) -> usize {
         self.chain.current().cas
     }
 
-    /// Polls the CA file every `every` (at least 10 ms) and hands
-    /// `on_reload` each `Reloaded` or `Failed`: new bytes swap in their
-    /// CAs, a file that cannot be read or parsed keeps the previous CAs.
+    /// Polls the CA file every `every` (at least 10 ms); a file that cannot
+    /// be read or parsed keeps the previous CAs.
     pub fn spawn_poller(
         self: Arc<Self>,
         every: Duration,

@@ -1,10 +1,6 @@
-//! What goes wrong reading, parsing, generating and writing certificates.
-
 use std::io;
 use std::path::PathBuf;
 
-/// Why a certificate could not be read, parsed, generated or written.
-///
 /// The message names the file and ends with the cause's own text, so it
 /// reads whole on one line; the cause is also kept as the error's source.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +49,6 @@ pub enum CertError {
     },
 }
 
-/// Why the PEM text of a certificate chain or a private key does not load.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     #[error(transparent)]
@@ -98,7 +93,6 @@ pub enum ParseError {
 /// What x509-parser reports for DER that is not a certificate.
 pub type X509Error = x509_parser::nom::Err<x509_parser::error::X509Error>;
 
-/// Why a certificate could not be generated or issued.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error(transparent)]

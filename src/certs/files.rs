@@ -13,7 +13,6 @@ use arc_swap::{ArcSwap, Guard};
 use super::CertError;
 use crate::poll::{Polled, poll_bytes};
 
-/// Whether a reload found something to do.
 #[derive(Debug)]
 pub enum Reload {
     /// The files hold the bytes last loaded.
@@ -54,8 +53,6 @@ impl<B: PartialEq + Clone, T> Reloading<B, T> {
         self.loaded.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
     }
 
-    /// Swaps in the value `parse` makes of `bytes` unless they are the
-    /// bytes loaded.
     pub(super) fn load_if_changed(
         &self,
         bytes: &B,
@@ -106,7 +103,6 @@ pub(super) fn spawn_poller<B: PartialEq + Send + 'static>(
     }))
 }
 
-/// The bytes of `path`; the error names the file.
 pub(super) fn read(path: &Path) -> Result<Vec<u8>, CertError> {
     fs::read(path).map_err(|source| CertError::Read { path: path.to_path_buf(), source })
 }

@@ -1,7 +1,5 @@
-//! The PKI: a CA, the serving certificates it issues, and the checks a
-//! client makes of them (chain, names, validity), with the one rustls
-//! crypto provider every configuration of `certs` uses ([`provider`]). No
-//! files, no network.
+//! A CA, the serving certificates it issues, the checks a client makes of
+//! them, and the one rustls crypto provider of `certs` ([`provider`]). No files, no network.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -30,7 +28,6 @@ use super::{CertError, ParseError, PkiError};
 /// in-cluster Service `gpu-policy` in namespace `gpu-policy`.
 pub const DEFAULT_DNS_NAMES: &[&str] =
     &["localhost", "gpu-policy", "gpu-policy.gpu-policy", "gpu-policy.gpu-policy.svc"];
-/// IP address a serving certificate always covers.
 pub const DEFAULT_IP: &str = "127.0.0.1";
 
 pub(super) const SERVING_COMMON_NAME: &str = "gpu-policy.gpu-policy.svc";
@@ -44,7 +41,6 @@ const MIN_REMAINING_DAYS: i64 = 30;
 /// Backdating `notBefore` tolerates clocks of clients slightly behind ours.
 const BACKDATE_SECS: i64 = 60 * 60;
 
-/// Why a chain does not verify against a CA.
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
     #[error("no certificate")]
@@ -133,10 +129,9 @@ fn set_validity(params: &mut CertificateParams, now: i64, days: i64) -> Result<(
     Ok(())
 }
 
-/// A parsed certificate chain with its key.
 pub(super) struct Pair {
     pub(super) key: CertifiedKey,
-    /// `notAfter` of the leaf, unix seconds.
+    /// Unix seconds.
     pub(super) not_after: i64,
 }
 
@@ -211,7 +206,7 @@ pub(super) fn verify_chain(
     Ok(())
 }
 
-/// Why a webhook's `caBundle` does not trust the serving chain. One line.
+/// One line.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     #[error("caBundle is not PEM: {0}")]
@@ -247,7 +242,7 @@ pub fn bundle_trusts(bundle: &[u8], chain_pem: &[u8], now: i64) -> Result<(), Bu
     last
 }
 
-/// Why a certificate on disk or in a Secret is not used as it is. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unfit {
     #[error("not valid yet")]
@@ -260,7 +255,6 @@ pub enum Unfit {
     Uncovered(String),
 }
 
-/// Ok when `cert` is valid at `now` and stays valid at least 30 more days.
 pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(), Unfit> {
     let validity = cert.validity();
     if validity.not_before.timestamp() > now {
@@ -274,7 +268,6 @@ pub(super) fn check_validity(cert: &X509Certificate<'_>, now: i64) -> Result<(),
     Ok(())
 }
 
-/// Ok when `cert` covers every name in `names`, else which it misses.
 pub(super) fn check_names(cert: &X509Certificate<'_>, names: &[String]) -> Result<(), Unfit> {
     let san =
         cert.subject_alternative_name().map_err(|err| Unfit::SubjectAltName(err.to_string()))?;
@@ -303,7 +296,7 @@ pub(super) fn wanted_names(extra: &[String]) -> Vec<String> {
     dedup_names(defaults.chain(extra.iter().cloned()).collect())
 }
 
-/// `names` without blanks and duplicates (case-insensitive), order kept.
+/// Case-insensitive, order kept.
 pub(super) fn dedup_names(names: Vec<String>) -> Vec<String> {
     let mut seen = HashSet::new();
     names

@@ -19,7 +19,6 @@ use super::{CA_FILE, CERT_FILE, CertError, KEY_FILE, ParseError, PemPair, PkiErr
 pub struct SelfSigned {
     /// The CA certificate (PEM), for the webhook configuration's `caBundle`.
     pub ca: PathBuf,
-    /// The serving certificate (PEM).
     pub cert: PathBuf,
     /// The serving private key (PEM, PKCS#8), mode 0600 on unix.
     pub key: PathBuf,
@@ -27,11 +26,9 @@ pub struct SelfSigned {
     pub reused: bool,
 }
 
-/// Makes sure `dir` holds a CA certificate and a serving certificate signed
-/// by it that covers [`DEFAULT_DNS_NAMES`](super::DEFAULT_DNS_NAMES),
-/// [`DEFAULT_IP`](super::DEFAULT_IP) and
-/// `extra_dns_names` (an entry that parses as an IP address becomes an IP
-/// SAN; blank entries are ignored).
+/// Covers [`DEFAULT_DNS_NAMES`](super::DEFAULT_DNS_NAMES),
+/// [`DEFAULT_IP`](super::DEFAULT_IP) and `extra_dns_names` (an entry that
+/// parses as an IP address becomes an IP SAN).
 ///
 /// Files already there are reused when they parse, stay valid at least 30
 /// more days, the serving certificate chains to the CA and covers every
@@ -67,7 +64,6 @@ pub fn ensure_self_signed(dir: &Path, extra_dns_names: &[String]) -> Result<Self
     Ok(files)
 }
 
-/// Why the files already in the directory are not reused.
 #[derive(Debug, thiserror::Error)]
 enum NotReusable {
     /// Missing, unreadable, or not a certificate or key that loads.
@@ -85,7 +81,6 @@ enum NotReusable {
     },
 }
 
-/// Ok when the files in `files` can be reused, else why not.
 fn check_existing(files: &SelfSigned, names: &[String], now: i64) -> Result<(), NotReusable> {
     let ca_pem = read(&files.ca)?;
     let cert_pem = read(&files.cert)?;

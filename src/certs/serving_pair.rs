@@ -14,22 +14,16 @@ use super::CertError;
 use super::files::{Reload, Reloading, read, spawn_poller};
 use super::pki::parse_pair;
 
-/// The bytes of the certificate file and of the key file.
 type PairBytes = (Vec<u8>, Vec<u8>);
 
-/// The serving certificate chain and key, looked up by rustls on every
-/// handshake and replaced atomically when the files on disk change.
 pub struct CertificateResolver {
     cert_path: PathBuf,
     key_path: PathBuf,
-    /// The pair served and the `notAfter` of its leaf, from the bytes of
-    /// the two files.
     pair: Reloading<PairBytes, (Arc<CertifiedKey>, i64)>,
 }
 
 impl CertificateResolver {
-    /// Loads a PEM certificate chain (leaf first, then intermediates) and
-    /// its PEM private key (PKCS#8, PKCS#1 or SEC1).
+    /// Key PKCS#8, PKCS#1 or SEC1.
     pub fn load(cert_path: &Path, key_path: &Path) -> Result<Self, CertError> {
         let bytes = read_pair(cert_path, key_path)?;
         let pair = parse_pair(&bytes.0, &bytes.1, cert_path, key_path)?;
@@ -40,8 +34,6 @@ impl CertificateResolver {
         })
     }
 
-    /// Re-reads both files and swaps in the new pair if their bytes changed.
-    ///
     /// A failed load keeps serving the previous pair and is reported again
     /// on every call until the files are fixed (a half-updated pair fixes
     /// itself on the next call).
@@ -59,14 +51,13 @@ impl CertificateResolver {
         })
     }
 
-    /// `notAfter` of the leaf being served, in unix seconds.
+    /// Unix seconds.
     pub fn not_after(&self) -> i64 {
         self.pair.current().1
     }
 
-    /// Polls both files every `every` (at least 10 ms) and hands
-    /// `on_reload` each `Reloaded` or `Failed`. New bytes that do not load
-    /// are reported once; an unreadable file on every poll.
+    /// Every `every` (at least 10 ms). New bytes that do not load are
+    /// reported once; an unreadable file on every poll.
     pub fn spawn_poller(
         self: Arc<Self>,
         every: Duration,

@@ -18,15 +18,12 @@ use super::{SelfSigned, ensure_self_signed};
 
 use gpu_policy_test_support::x509;
 
-/// A name besides the defaults.
 pub const EXTRA: &str = "webhook.example.com";
 
-/// A self-signed CA and serving pair in `dir`, made or reused.
 pub fn generate_into(dir: &Path) -> SelfSigned {
     ensure_self_signed(dir, &[]).expect("generate")
 }
 
-/// The DNS and IPv4 subject alternative names of a PEM certificate.
 pub fn sans(cert_pem: &[u8]) -> (Vec<String>, Vec<IpAddr>) {
     x509::with_certificate(cert_pem, x509::sans)
 }

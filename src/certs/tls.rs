@@ -9,9 +9,8 @@ use rustls::server::danger::ClientCertVerifier;
 use super::pki::provider;
 use super::{CertError, CertificateResolver};
 
-/// The rustls server configuration: TLS 1.3 and 1.2 with ring, the
-/// certificate from `resolver`, HTTP/1.1 over ALPN; client certificates
-/// checked by `client_auth` when given, else not asked for.
+/// TLS 1.3 and 1.2 with ring, HTTP/1.1 over ALPN; client certificates
+/// asked for only with `client_auth`.
 pub fn server_config(
     resolver: Arc<CertificateResolver>,
     client_auth: Option<Arc<dyn ClientCertVerifier>>,

@@ -11,7 +11,7 @@ pub(super) fn is_forbidden(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 403)
 }
 
-/// A GET's answer, with a 403 as no object.
+/// A 403 as no object.
 pub(super) fn unless_forbidden<T>(
     got: Result<Option<T>, kube::Error>,
 ) -> Result<Option<T>, kube::Error> {

@@ -1,7 +1,5 @@
 //! [`ClusterCache`]: the lean snapshot the watch tasks write and the
-//! handlers read, with what tells whether each [`Source`] has been listed
-//! and is current. The rules read it through [`ClusterFacts`] and
-//! [`ClaimFacts`].
+//! handlers read, through [`ClusterFacts`] and [`ClaimFacts`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -64,9 +62,6 @@ impl Source {
     }
 }
 
-/// The caches, shared by the watch tasks (writers) and the handlers
-/// (readers).
-///
 /// A source is *synced* once every watch it started with has listed:
 /// readiness waits for that, once. A watch started later (a reload added an
 /// allowlist entry, or changed the GPU resource patterns) marks its source
@@ -77,9 +72,7 @@ pub struct ClusterCache {
     snapshot: RwLock<ClusterSnapshot>,
     synced: [AtomicBool; SOURCES],
     stale: [AtomicBool; SOURCES],
-    /// Watches of each source that have not completed their first list.
     pending: [AtomicUsize; SOURCES],
-    /// When each watch last failed.
     last_error: Mutex<[Option<Instant>; SOURCES]>,
     /// The settings whose GPU resource patterns the cached nodes were
     /// projected with (None before the first node list).
@@ -151,7 +144,6 @@ impl ClusterCache {
         self.stale[source.index()].load(Ordering::Acquire)
     }
 
-    /// A copy of what is cached.
     pub fn snapshot(&self) -> ClusterSnapshot {
         self.read().clone()
     }
@@ -179,7 +171,6 @@ impl ClusterCache {
         }
     }
 
-    /// A watch of `source` listed for the first time.
     pub(super) fn watch_listed(&self, source: Source) {
         if self.pending[source.index()].fetch_sub(1, Ordering::AcqRel) == 1 {
             self.synced[source.index()].store(true, Ordering::Release);
@@ -187,7 +178,6 @@ impl ClusterCache {
         }
     }
 
-    /// A watch of `source` stopped before it listed.
     pub(super) fn watch_stopped(&self, source: Source) {
         self.pending[source.index()].fetch_sub(1, Ordering::AcqRel);
     }
@@ -250,12 +240,9 @@ impl ClusterCache {
             .is_some_and(|settings| settings.is_gpu_resource(resource))
     }
 
-    /// The summary of the nodes as cached now, made again after any write.
-    ///
-    /// Writers bump the generation while they hold the snapshot's write
-    /// lock; the generation read here under the read lock is that of the
-    /// data summarised, so a summary made from older data is never taken
-    /// for a newer one.
+    /// Writers bump the generation under the snapshot's write lock, so the
+    /// generation read here under the read lock is that of the data
+    /// summarised: an older summary is never taken for a newer one.
     fn node_summary(&self) -> Arc<NodeSummary> {
         let snapshot = self.read();
         let generation = self.generation.load(Ordering::Acquire);

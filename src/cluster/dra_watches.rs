@@ -5,17 +5,11 @@
 //! resolves a pod's claims, and judges the devices allocated to them,
 //! without an API call.
 //!
-//! Claims and templates are watched in every namespace, not only in the
-//! opted-in ones: a namespace opted in later already has its claims known,
-//! and a kept claim is small (about 350 bytes for a one-request claim, 700
-//! once made for a pod and allocated, so 10,000 claims stay within a few
-//! MB).
-//!
-//! The version read is the newest of [`DRA_VERSIONS`] the API server
-//! serves, asked once of its discovery. A cluster that serves none of
-//! them (DRA off) answers 404: the four sources are then synced and empty,
-//! and every claim stays unknown (the pod is warned, its claimed
-//! containers stay pinned, it is never denied for it).
+//! Why claims are watched in every namespace, and what DRA off does:
+//! docs/policy.md, "DRA resource claims"; docs/architecture.md, "Where
+//! cluster facts enter". A kept claim is about 350 bytes for a one-request
+//! claim, 700 once made for a pod and allocated: 10,000 claims stay within
+//! a few MB. Without DRA every claim stays unknown: never a denial.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +53,6 @@ pub async fn served_dra_version(client: &Client) -> Result<Option<&'static str>,
     }
 }
 
-/// The first of [`DRA_VERSIONS`] among `served`.
 fn preferred<'a>(served: impl Iterator<Item = &'a str> + Clone) -> Option<&'static str> {
     DRA_VERSIONS.into_iter().find(|version| served.clone().any(|served| served == *version))
 }
@@ -154,7 +147,6 @@ async fn served(client: &Client) -> Option<&'static str> {
     }
 }
 
-/// The table of ResourceClaims or ResourceClaimTemplates.
 fn table(
     kind: ClaimKind,
 ) -> fn(&mut ClusterSnapshot) -> &mut std::collections::BTreeMap<ClaimKey, KeptClaim> {

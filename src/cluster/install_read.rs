@@ -24,7 +24,6 @@ use crate::doctor::inventory::{AllowlistTarget, Deployment, Install, Seen, Webho
 use crate::install::{CERT_SECRET, NAME};
 use crate::settings::Settings;
 
-/// The key of the configuration in the install's ConfigMap.
 pub const CONFIG_KEY: &str = "config.yaml";
 
 /// A GET's outcome as a part of the inventory (403 a state).
@@ -152,7 +151,6 @@ async fn read_webhooks(
     Ok(Seen::Complete(webhooks))
 }
 
-/// Whether each DaemonSet entry of the allowlist names one that exists.
 async fn read_allowlist(
     client: &Client,
     settings: &Settings,

@@ -1,12 +1,7 @@
-//! `gpu-policy doctor`'s one read of the cluster, into a
-//! [`doctor::Inventory`](Inventory) of plain values: the GPU stack here,
-//! gpu-policy's own install in `install_read.rs`.
-//!
-//! Every list is paged and bounded (`list.rs`, [`INVENTORY_PAGES`]): a
-//! cluster with more objects of a kind is read in part, and the inventory
-//! says so ([`Seen::Truncated`]). A kind the caller may not read (403) is
-//! [`Seen::Forbidden`] with the RBAC to grant; one the API server does not
-//! serve (404) is [`Seen::NotServed`]. Any other error fails the read.
+//! `gpu-policy doctor`'s one read of the cluster (docs/operations.md,
+//! "What it reads"), into a [`doctor::Inventory`](Inventory): the GPU stack
+//! here, gpu-policy's own install in `install_read.rs`. 403 is
+//! [`Seen::Forbidden`], 404 [`Seen::NotServed`]; other errors fail the read.
 
 use std::collections::BTreeMap;
 
@@ -31,10 +26,8 @@ use crate::settings::{MODE_LABEL, Settings};
 /// The most DaemonSets of one component whose pods are listed.
 const MAX_COMPONENT_DAEMON_SETS: usize = 10;
 
-/// What the read needs besides the client.
 #[derive(Debug, Clone)]
 pub struct InventoryOptions<'a> {
-    /// The namespace gpu-policy is installed in.
     pub namespace: &'a str,
     pub settings: &'a Settings,
     pub config: PolicyConfig,
@@ -118,7 +111,6 @@ async fn read_runtime_classes(client: &Client) -> Result<Seen<Vec<RuntimeClass>>
     list_seen(client, &gvk, None, params, INVENTORY_PAGES.small, rbac, keep).await
 }
 
-/// A component DaemonSet's pod selector, to list its pods.
 struct PodSelector {
     namespace: String,
     component: Component,

@@ -1,6 +1,5 @@
-//! The objects of the API server as the rules read them: what the caches
-//! and `audit`'s snapshot keep of a Namespace, a Node, a RuntimeClass, and
-//! which workloads an allowlist entry can name. Everything else is dropped.
+//! What the caches and `audit`'s snapshot keep of a Namespace, a Node, a
+//! RuntimeClass, and which workloads an allowlist entry can name.
 //!
 //! Namespaces and Nodes are decoded off the wire into the few fields kept
 //! ([`Namespace`], [`Node`]): a 5,000-node list is mostly images,
@@ -24,7 +23,6 @@ use crate::policy::quantity::GpuCount;
 use crate::policy::rules::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
 use crate::settings::{AllowlistEntry, MODE_LABEL, Settings};
 
-/// The metadata fields the caches and kube's watcher use.
 fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -151,7 +149,6 @@ pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
     NodeGpus { allocatable, compute_capability, driver_labels }
 }
 
-/// Why an object of a manifest is not a Node.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeManifestError {
     #[error("not a Node ({0})")]

@@ -15,7 +15,6 @@ use super::api_status::{is_forbidden, is_not_served};
 use super::names::is_dns_label;
 use crate::doctor::Seen;
 
-/// Lists the objects of one kind in a namespace as raw JSON.
 pub async fn list_objects(
     client: &Client,
     namespace: &str,
@@ -44,10 +43,8 @@ pub struct Pages {
     pub max: usize,
 }
 
-/// How a paged list ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Paged {
-    /// Every object was listed.
     Complete,
     /// The namespace holds more than `size * max` objects of the kind:
     /// the rest were not listed.
@@ -81,13 +78,10 @@ pub async fn list_pages(
     list_paged(client, gvk, Some(namespace), params, pages, on_item).await
 }
 
-/// Lists `gvk` (in `namespace`, or everywhere) with `params` (its
-/// selectors), a page at a time (limit and continue, as kubectl pages),
-/// and hands each object's JSON text to `on_item`, as the API server sent
-/// it (list items carry no apiVersion and kind). A page is kept as its
-/// text only and read one item at a time, so what is held at once is one
-/// page's text and whatever `on_item` makes of one object, never a decoded
-/// page; at most `pages.max` requests are made.
+/// Hands each object's JSON text to `on_item` as sent (no apiVersion and
+/// kind). A page is kept as text and read one item at a time: what is held
+/// at once is one page's text and what `on_item` makes of one object,
+/// never a decoded page.
 pub(super) async fn list_paged(
     client: &Client,
     gvk: &GroupVersionKind,
@@ -174,7 +168,6 @@ pub(super) struct Meta<Labels = IgnoredAny> {
     pub(super) labels: Labels,
 }
 
-/// The labels of an object whose reader reads them.
 pub(super) type WithLabels = BTreeMap<String, String>;
 
 /// The pages of each list of `doctor`'s read: what a read costs at most.

@@ -1,12 +1,9 @@
 //! The cluster client: watch-backed, lean caches of what the rules read,
 //! and the one-shot reads of `audit`, `doctor` and the request path.
 //!
-//! Every cache is a kube-runtime watcher folded into a [`ClusterSnapshot`]
-//! that keeps only what a rule reads; managedFields and everything else
-//! are dropped on arrival, so 10,000 namespaces and 5,000 nodes stay
-//! small. Decisions never wait on the network: when the API server goes
-//! away, the last known state keeps serving and the cache is marked stale
-//! (metric and one log line per transition).
+//! docs/architecture.md, "Where cluster facts enter". When the API server
+//! goes away, the last known state keeps serving and the cache is marked
+//! stale (metric and one log line per transition).
 
 mod api_status;
 mod cache;
@@ -47,7 +44,6 @@ pub use objects::{MAX_OBJECT_BYTES, ObjectReadError, claim_text, pod_text};
 pub use report_writer::{Cleanup, ReportsError, Written, report_api, write_reports};
 pub use watches::Watches;
 
-/// How `serve`, `audit` and `doctor` find the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Connection {
     /// `--no-cluster`: the static configuration only.
@@ -58,7 +54,7 @@ pub enum Connection {
     Default,
 }
 
-/// Why the cluster client cannot be built. One line.
+/// One line.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("cannot read kubeconfig {}: {source}", .path.display())]

@@ -49,7 +49,6 @@ impl NodeSummary {
         }
     }
 
-    /// The generation of the snapshot whose nodes were summarised.
     pub(super) fn generation(&self) -> u64 {
         self.generation
     }

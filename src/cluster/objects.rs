@@ -26,11 +26,9 @@ use super::names::{is_dns_label, is_dns_subdomain};
 /// within this. A larger answer is not read to its end.
 pub const MAX_OBJECT_BYTES: usize = 8 << 20;
 
-/// The Pod `namespace/name` as JSON text, by `deadline`: None when it does
-/// not exist (404), or cannot (a name no pod may have: no request); the
-/// reason on one line on any other error, or when the deadline passes
-/// (`budget`: the whole time the reads of the review were given, which
-/// the reason names).
+/// None when it does not exist (404), or cannot (a name no pod may have:
+/// no request). `budget`, the time all the review's reads were given, is
+/// named in the reason when `deadline` passes.
 pub async fn pod_text(
     client: &Client,
     namespace: &str,
@@ -66,7 +64,7 @@ pub async fn claim_text(
     object_text(client, path, deadline, budget).await
 }
 
-/// Why an object could not be read. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObjectReadError {
     #[error("{0}")]

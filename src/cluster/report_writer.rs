@@ -1,10 +1,6 @@
 //! Writing policy reports into the cluster (`audit --write-reports`,
-//! `doctor --write-report`): which report API the cluster serves (a list
-//! of the kind; 404: its CRD is not installed), a server-side apply of
-//! each report (field manager [`FIELD_MANAGER`], forced: gpu-policy owns
-//! its reports whole), and the deletion of the managed reports this run no
-//! longer has, within what was audited ([`Cleanup`]). Reports written in
-//! the other API are never touched.
+//! `doctor --write-report`): docs/operations.md, "Writing them:
+//! `--write-reports`".
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -20,7 +16,7 @@ use crate::reports::{
     Summary,
 };
 
-/// Why the reports could not be written; each says it on one line.
+/// Each says it on one line.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportsError {
     #[error(
@@ -61,7 +57,6 @@ pub enum Cleanup<'a> {
     Nothing,
 }
 
-/// One report written or deleted, printed as one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Written {
     Applied { kind: &'static str, name: String, summary: Summary },
@@ -83,9 +78,8 @@ impl fmt::Display for Written {
     }
 }
 
-/// The report API to write reports of `scope` in: `choice`, or with None
-/// the one the cluster serves, OpenReports first. An API that is not
-/// served is an error.
+/// `choice`, or with None the one the cluster serves, OpenReports first.
+/// An API that is not served is an error.
 pub async fn report_api(
     client: &Client,
     choice: Option<ReportApi>,
@@ -108,8 +102,8 @@ pub async fn report_api(
     })
 }
 
-/// Applies every report (all of `api`), then deletes the managed reports
-/// of `api` within `cleanup` that were not among them.
+/// Then deletes the managed reports of `api` within `cleanup` not among
+/// them.
 pub async fn write_reports(
     client: &Client,
     api: ReportApi,
@@ -211,7 +205,6 @@ async fn served(client: &Client, api: ReportApi, scope: ReportScope) -> Result<b
     }
 }
 
-/// The API of one report kind: in `namespace`, or across the cluster.
 fn handle(
     client: &Client,
     api: ReportApi,

@@ -1,7 +1,5 @@
 //! The watch machinery the caches share: [`mirror`] and [`fold`] turn a
-//! kube-runtime watcher into one table of the [`ClusterCache`]'s snapshot,
-//! and a [`FirstList`] holds the table's [`Source`] unsynced or stale until
-//! its watch has listed once.
+//! kube-runtime watcher into one table of the [`ClusterCache`]'s snapshot.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -71,7 +69,6 @@ pub(super) async fn mirror<K, Key, V>(
     .await;
 }
 
-/// The entry of a table kept by object name, as `lean` reads the object.
 pub(super) fn by_name<K: Resource, V>(
     lean: impl Fn(&K) -> Option<V>,
 ) -> impl Fn(&K) -> Option<(String, V)> {
@@ -85,12 +82,10 @@ pub(super) enum Owns<Key> {
     Keys(Box<dyn Fn(&Key) -> bool + Send + Sync>),
 }
 
-/// Folds a watcher's events into one table of the snapshot: a relist
-/// (Init .. InitDone) replaces what the watch owns of the table, an applied
-/// or deleted object updates its entry, and an error marks the source stale
-/// until the next event. `entry` keeps what the rules read of an object
-/// (None: nothing of it); `on_first_sync` runs once, when the first list is
-/// in.
+/// A relist (Init .. InitDone) replaces what the watch owns of the table;
+/// an error marks the source stale until the next event. `entry` keeps what
+/// the rules read of an object (None: nothing of it); `on_first_sync` runs
+/// once, when the first list is in.
 pub(super) async fn fold<K, Key, V>(
     events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
     cache: &ClusterCache,

@@ -1,7 +1,5 @@
 //! [`Watches`], the one owner of the watch tasks that fill a
-//! [`ClusterCache`], which starts them and stops them as the configuration
-//! changes: namespaces, RuntimeClasses, nodes, one watch per allowlist
-//! entry, and (through `dra_watches.rs`) the DRA objects.
+//! [`ClusterCache`]: it starts and stops them as the configuration changes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,21 +27,15 @@ type WorkloadKey = (String, String, String);
 /// written (`ns/Kind/name`, or `ns/Kind/prefix*` for a `namePrefix` entry).
 type EntryKey = String;
 
-/// The watch of one allowlist entry.
 struct Allowlisted {
     entry: AllowlistEntry,
     /// None for an entry whose kind cannot be verified (it exempts nothing).
     task: Option<JoinHandle<()>>,
 }
 
-/// The watch tasks of one cluster connection.
-///
-/// Namespaces and RuntimeClasses are watched whole whatever the
-/// configuration says. What depends on the configuration follows it
-/// through [`Watches::apply`]: one watch per allowlist entry, and the node
-/// watch, whose projection keeps only the GPU resources of the
-/// configuration. The tasks run until the process ends; dropping a handle
-/// does not stop them.
+/// What depends on the configuration follows it through
+/// [`Watches::apply`]. The tasks run until the process ends; dropping a
+/// handle does not stop them.
 #[derive(Clone)]
 pub struct Watches {
     running: Arc<tokio::sync::Mutex<Running>>,
@@ -52,15 +44,12 @@ pub struct Watches {
 struct Running {
     client: Client,
     cache: Arc<ClusterCache>,
-    /// The patterns the node watch projects with.
     gpu_resources: Vec<String>,
     nodes: JoinHandle<()>,
-    /// One watch per allowlist entry.
     allowlisted: BTreeMap<EntryKey, Allowlisted>,
 }
 
 impl Watches {
-    /// Starts the watches that fill `cache` for these settings.
     pub fn start(client: Client, settings: &Settings, cache: Arc<ClusterCache>) -> Watches {
         // Each source is held until all its watches are started: a watch
         // that lists at once must not make the source synced while the
@@ -119,13 +108,9 @@ impl Watches {
         }
     }
 
-    /// Brings the watches in line with reloaded settings: the watches of
-    /// removed allowlist entries stop and their UIDs are forgotten, added
-    /// entries get a watch (unchanged ones keep theirs), and changed GPU
-    /// resource patterns list the nodes again. Until a new watch has
-    /// listed, its source is stale and the rules read what was known
-    /// before: an added entry exempts nothing yet, and the capacity of a
-    /// new GPU resource is unknown rather than zero.
+    /// Until a new watch has listed, its source is stale and the rules read
+    /// what was known before: an added entry exempts nothing yet, and the
+    /// capacity of a new GPU resource is unknown rather than zero.
     pub async fn apply(&self, settings: &Settings) {
         let mut running = self.running.lock().await;
         let running = &mut *running;
@@ -182,12 +167,11 @@ impl Watches {
     }
 }
 
-/// The allowlist entries by key (an entry written twice is watched once).
+/// An entry written twice is watched once.
 fn entries(settings: &Settings) -> BTreeMap<EntryKey, &AllowlistEntry> {
     settings.config().allowlist.iter().map(|entry| (entry.to_string(), entry)).collect()
 }
 
-/// The node watch, projecting with the GPU resource patterns of `settings`.
 fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) -> JoinHandle<()> {
     let projection = Arc::new(settings.clone());
     let lean_projection = Arc::clone(&projection);
@@ -203,13 +187,10 @@ fn spawn_nodes(client: &Client, settings: &Settings, cache: &Arc<ClusterCache>) 
     ))
 }
 
-/// Watches the workloads of one allowlist entry (metadata only), keeping
-/// their UIDs by name: the one workload an entry names (the watch selects
-/// it by name), or, for a `namePrefix` entry, those of its kind in its
-/// namespace whose names start with the prefix (Kubernetes selects no names
-/// by prefix: the kind is watched in the namespace and the other names are
-/// dropped on arrival). Workloads created or deleted later come and go with
-/// the watch's events. None when the kind cannot be verified.
+/// The UIDs of an allowlist entry's workloads (metadata only). Kubernetes
+/// selects no names by prefix: for a `namePrefix` entry the kind is watched
+/// in the namespace and other names dropped on arrival. None when the kind
+/// cannot be verified.
 fn spawn_allowlisted(
     client: &Client,
     entry: &AllowlistEntry,

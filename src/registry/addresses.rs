@@ -6,10 +6,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// The classes that decide whether a connection may be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressClass {
-    /// Routed on the internet.
     Public,
     /// A private or otherwise non-global range (10/8, 172.16/12,
     /// 192.168/16, 100.64/10, fc00::/7, the documentation, benchmarking,
@@ -153,12 +151,10 @@ fn classify_v6(address: Ipv6Addr) -> AddressClass {
         .map_or(if global_unicast { PUBLIC } else { PRIVATE }, |(_, _, class)| *class)
 }
 
-/// The mask of a prefix of `prefix` bits (at most 32).
 fn mask_v4(prefix: u8) -> u32 {
     u32::MAX.checked_shl(32 - u32::from(prefix.min(32))).unwrap_or(0)
 }
 
-/// The mask of a prefix of `prefix` bits (at most 128).
 fn mask_v6(prefix: u8) -> u128 {
     u128::MAX.checked_shl(128 - u32::from(prefix.min(128))).unwrap_or(0)
 }

@@ -1,8 +1,6 @@
-//! Registry credentials from one dockerconfigjson file, the format of a
-//! `kubernetes.io/dockerconfigjson` Secret (`{"auths": {HOST: {...}}}`) and
-//! of `~/.docker/config.json`; the older `.dockercfg` form (the hosts at the
-//! top level) is read too. The chart mounts the file from a Secret the
-//! operator names: the pods' own pull secrets are never read.
+//! Registry credentials from one dockerconfigjson file (`{"auths": {HOST:
+//! {...}}}`, as a `kubernetes.io/dockerconfigjson` Secret or
+//! `~/.docker/config.json`), or the older `.dockercfg` (hosts at the top).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,7 +31,7 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// Why a credentials file cannot be used. One line, naming the file.
+/// One line, naming the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialsError {
     #[error("cannot read {path}: {reason}")]
@@ -46,7 +44,7 @@ pub enum CredentialsError {
     },
 }
 
-/// Why a dockerconfigjson's content cannot be read. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DockerConfigError {
     #[error("not JSON ({0})")]
@@ -72,7 +70,6 @@ struct Entry {
 }
 
 impl Credentials {
-    /// Anonymous pulls only.
     pub fn none() -> Self {
         Self::default()
     }
@@ -82,7 +79,6 @@ impl Credentials {
         Self::read(path).map(|(credentials, _)| credentials)
     }
 
-    /// [`Credentials::load`], and the bytes of the file.
     pub fn read(path: &Path) -> Result<(Self, Vec<u8>), CredentialsError> {
         let shown = || path.display().to_string();
         let bytes = std::fs::read(path).map_err(|err| CredentialsError::Read {
@@ -94,7 +90,6 @@ impl Credentials {
         Ok((credentials, bytes))
     }
 
-    /// Parses the content of a dockerconfigjson (or `.dockercfg`) file.
     pub fn from_docker_config(bytes: &[u8]) -> Result<Self, DockerConfigError> {
         let document: Value = serde_json::from_slice(bytes)
             .map_err(|err| DockerConfigError::NotJson(one_line(&err.to_string())))?;
@@ -130,7 +125,6 @@ impl Credentials {
         Ok(Self { by_registry })
     }
 
-    /// The registry hosts that have credentials.
     pub fn registries(&self) -> impl Iterator<Item = &str> {
         self.by_registry.keys().map(String::as_str)
     }

@@ -55,7 +55,6 @@ impl Digest {
         Ok(Self { algorithm, text: text.to_owned() })
     }
 
-    /// The digest of `bytes` by `algorithm`.
     fn of(algorithm: Algorithm, bytes: &[u8]) -> Self {
         let text = match algorithm {
             Algorithm::Sha256 => format!("sha256:{}", lower_hex(&Sha256::digest(bytes))),
@@ -68,7 +67,7 @@ impl Digest {
         Self::of(Algorithm::Sha256, bytes)
     }
 
-    /// Whether `bytes` hash to this digest; the failure names `what`.
+    /// The failure names `what`.
     pub(super) fn verify(&self, what: &str, bytes: &[u8]) -> Result<(), Failure> {
         let actual = Self::of(self.algorithm, bytes);
         if actual.text == self.text {

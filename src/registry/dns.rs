@@ -39,19 +39,18 @@ pub struct DnsOptions {
     pub name_server: Option<SocketAddr>,
 }
 
-/// The resolver the registry client's connections go through (cheap to
-/// clone: clones share the name servers and the cache).
+/// Cheap to clone: clones share the name servers and the cache.
 #[derive(Clone)]
 pub(super) struct Dns {
     resolver: TokioResolver,
 }
 
-/// Why a name gave no address, one line naming the name.
+/// One line naming the name.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(super) struct DnsFailure(String);
 
-/// Why the resolver cannot be built. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DnsSetupError {
     #[error("cannot read {RESOLV_CONF}: {0}")]
@@ -112,8 +111,7 @@ impl Dns {
         Ok(Self { resolver })
     }
 
-    /// The addresses of `host` (a name or an IP literal), the name asked
-    /// as an absolute name.
+    /// `host` is a name or an IP literal; a name is asked as absolute.
     pub(super) async fn addresses(&self, host: &str) -> Result<Vec<IpAddr>, DnsFailure> {
         let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
         if let Ok(address) = literal.unwrap_or(host).parse::<IpAddr>() {
@@ -130,7 +128,6 @@ impl Dns {
     }
 }
 
-/// A failed lookup of `name`, one line.
 fn describe(name: &str, err: &NetError) -> String {
     match err {
         _ if err.is_no_records_found() || err.is_nx_domain() => {

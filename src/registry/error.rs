@@ -1,9 +1,7 @@
-//! Why a resolver cannot be built from its configuration.
-
 use super::credentials::CredentialsError;
 use super::dns::DnsSetupError;
 
-/// Why a resolver cannot be built from its configuration. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
     #[error("imageResolution.credentialsFile: {0}")]

@@ -1,9 +1,6 @@
 //! One lookup of an image's config: the digest the tag names, the manifest
-//! (the platform's entry of an index), the config blob, and what the
-//! config says of CUDA. Every document is checked against the digest it
-//! was asked by and read within its bound; the caches are filled only
-//! when the whole lookup succeeded, so nothing of a failed one is kept
-//! but the failure.
+//! (the platform's entry of an index), the config blob. The caches are
+//! filled only when the whole lookup succeeded.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,7 +42,7 @@ async fn manifest_by_digest(
 }
 
 impl Inner {
-    /// Fetches what `reference` needs on `platform`. Failures are one line.
+    /// Failures are one line.
     pub(super) async fn fetch(
         &self,
         reference: &Reference,
@@ -144,7 +141,6 @@ impl Inner {
         Ok(facts)
     }
 
-    /// The manifest a tag names, read whole: its digest and its body.
     async fn by_tag(
         &self,
         transport: &Transport,

@@ -1,11 +1,8 @@
 //! Where the registry client may connect, decided twice: by the URL before
-//! a request is sent (the registry of an image, a redirect, a token
-//! realm), and by the addresses a name resolves to, at connect time
-//! ([`CheckedResolver`]: the client connects only to the addresses it
-//! returns, so DNS rebinding gets nowhere). A listed name may resolve to
-//! public or private addresses, never to forbidden ones (reached only
-//! through an entry that is that literal address); a redirect or a token
-//! realm leads to a listed host or to public addresses only.
+//! a request is sent (an image's registry, a redirect, a token realm), and
+//! by the resolved addresses at connect time ([`CheckedResolver`]: the
+//! client connects only to the addresses it returns, so DNS rebinding gets
+//! nowhere). Which addresses each may reach: [`HostPolicy::admitted`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -19,7 +16,6 @@ use super::error::RegistryError;
 use super::lookup::Failure;
 use crate::settings::{RegistryHosts, RegistryPattern};
 
-/// The `registries` and `insecureRegistries` lists of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HostPolicy {
     registries: RegistryHosts,
@@ -74,7 +70,6 @@ impl HostPolicy {
         })
     }
 
-    /// The scheme a registry is spoken to with.
     pub(super) fn scheme_for(&self, registry: &str) -> &'static str {
         if self.insecure.permits(registry) { "http" } else { "https" }
     }
@@ -124,8 +119,6 @@ impl HostPolicy {
         }
     }
 
-    /// The resolver the HTTP client connects through: `dns`, and then
-    /// [`HostPolicy::admitted`] on what it found.
     pub(super) fn resolver(self: &Arc<Self>, dns: &Dns) -> CheckedResolver {
         CheckedResolver { policy: Arc::clone(self), dns: dns.clone() }
     }
@@ -182,8 +175,8 @@ fn in_words(classes: &[AddressClass]) -> String {
     }
 }
 
-/// The DNS resolver of the registry client: [`Dns`], names asked as
-/// absolute names, and then [`HostPolicy::admitted`] on what it returned.
+/// Names asked as absolute names, then [`HostPolicy::admitted`] on what
+/// [`Dns`] returned.
 pub(super) struct CheckedResolver {
     policy: Arc<HostPolicy>,
     dns: Dns,

@@ -1,11 +1,6 @@
-//! The lookups in flight, and the places they take. A lookup that starts a
-//! fetch holds a place until the fetch ends. A new one starts only within
-//! three bounds, each a fixed number a reader can predict: its
-//! namespace's share (so it takes several namespaces to fill the queue),
-//! its registry entry's slots (so a registry that never answers holds
-//! that many fetch turns, never all; every host under `*.pkg.dev` shares
-//! its entry's), and the queue. A lookup of an image already in flight
-//! joins its fetch and takes no place.
+//! The lookups in flight, and the places they take: docs/operations.md,
+//! "Registry mode" ("The lookup queue"). A lookup of an image already in
+//! flight joins its fetch and takes no place.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,7 +20,6 @@ pub(super) type Answer = Option<Result<Arc<ImageConfigFacts>, Failure>>;
 /// string there; longer ones share the share of their first 63 bytes.
 const MAX_NAMESPACE_BYTES: usize = 63;
 
-/// The places lookups in flight may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Places {
     pub(super) queue: usize,
@@ -33,16 +27,13 @@ pub(super) struct Places {
     pub(super) per_registry: usize,
 }
 
-/// Whom a lookup's place is charged to.
 struct Holder {
     namespace: String,
     /// The place of the `imageResolution.registries` entry in the list.
     entry: usize,
 }
 
-/// The lookups in flight: each one's answer to come, and how many there
-/// are per namespace and per registry entry. Each map holds at most one
-/// key per lookup in flight.
+/// Each map holds at most one key per lookup in flight.
 #[derive(Default)]
 pub(super) struct InFlight {
     lookups: HashMap<LookupKey, (Holder, watch::Receiver<Answer>)>,
@@ -101,7 +92,7 @@ impl InFlight {
         Ok(())
     }
 
-    /// Takes a place for the lookup of `key` (after [`Self::admit`]).
+    /// After [`Self::admit`].
     pub(super) fn insert(
         &mut self,
         key: LookupKey,
@@ -119,7 +110,6 @@ impl InFlight {
         }
     }
 
-    /// Gives back the place of the lookup of `key`.
     pub(super) fn remove(&mut self, key: &LookupKey) {
         if let Some((holder, _)) = self.lookups.remove(key) {
             release(&mut self.per_namespace, &holder.namespace);

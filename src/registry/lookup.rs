@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::oci::ImageConfigFacts;
 use super::reason::bounded_reason;
 
-/// The answer for one image of an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// Shared with the resolver's cache.
@@ -28,7 +27,6 @@ pub enum Lookup {
 }
 
 impl Lookup {
-    /// The metric label.
     pub fn result(&self) -> &'static str {
         match self {
             Lookup::Found(_) => "found",

@@ -1,9 +1,6 @@
-//! The resolver's bounded LRU caches: tag to digest (with a TTL, a tag
-//! can move), digest and platform to what the image needs (no TTL: a
-//! digest names fixed content), recent failures (briefly), and the image
-//! references as pods spell them, parsed. Each is bounded twice, in
-//! entries and in bytes ([`BoundedLru`]): whoever names an image chooses
-//! how long its strings are, so a count of entries alone bounds nothing.
+//! The resolver's LRU caches (docs/architecture.md, "Where registries
+//! enter"), each bounded in entries and in bytes ([`BoundedLru`]): whoever
+//! names an image chooses how long its strings are.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -41,8 +38,7 @@ pub struct BoundedLru<K: Hash + Eq, V> {
 }
 
 impl<K: Hash + Eq, V> BoundedLru<K, V> {
-    /// At most `entries` entries (one at least) and `max_bytes` bytes,
-    /// each entry's heap bytes as `heap` counts them.
+    /// At most `entries` entries (one at least) and `max_bytes` bytes.
     pub fn new(entries: usize, max_bytes: usize, heap: fn(&K, &V) -> usize) -> Self {
         Self {
             map: LruCache::new(NonZeroUsize::new(entries).unwrap_or(NonZeroUsize::MIN)),
@@ -52,7 +48,6 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
         }
     }
 
-    /// The bytes an entry is charged.
     fn charge(&self, key: &K, value: &V) -> usize {
         size_of::<K>()
             .saturating_add(size_of::<(V, usize)>())
@@ -60,7 +55,6 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
             .saturating_add((self.heap)(key, value))
     }
 
-    /// The value of `key`, now the most recently used.
     pub fn get<Q>(&mut self, key: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
@@ -69,8 +63,6 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
         self.map.get(key).map(|(value, _)| value)
     }
 
-    /// Keeps `value` under `key` (in place of any value it had), then
-    /// drops the least recently used entries until both bounds hold.
     pub fn put(&mut self, key: K, value: V) {
         let charge = self.charge(&key, &value);
         if charge > self.max_bytes {
@@ -112,7 +104,6 @@ impl<K: Hash + Eq, V> BoundedLru<K, V> {
         self.map.is_empty()
     }
 
-    /// The bytes the entries are charged, together.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -124,8 +115,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The heap bytes of a string as kept: its length (a kept string's
-/// capacity is its length, or close to it).
+/// A kept string's capacity is its length, or close to it.
 pub(super) fn string_bytes(value: &str) -> usize {
     value.len()
 }
@@ -136,16 +126,12 @@ fn platform_heap(platform: &Platform) -> usize {
         .saturating_add(platform.variant.as_deref().map_or(0, string_bytes))
 }
 
-/// What an `Arc` of `T` allocates: its two counts and `T`.
 fn arc_of<T>() -> usize {
     size_of::<T>().saturating_add(2 * size_of::<usize>())
 }
 
-/// The most each of the resolver's caches holds, in bytes. The figures of
-/// a typical entry are what [`BoundedLru`] charges (the tests measure
-/// them): each budget holds more typical entries than the cache's entry
-/// bound, so for ordinary images the entry bound is the one that binds,
-/// and for images of long strings the byte budget.
+/// Why these budgets: docs/operations.md, "Registry mode". A typical
+/// entry's figure is what [`BoundedLru`] charges (the tests measure them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBytes {
     /// Image references as pods spell them, parsed: ~350 bytes each.
@@ -181,7 +167,6 @@ impl ParsedReference {
         Self { reference, whole }
     }
 
-    /// What its strings take on the heap, and its `Arc`.
     fn heap_bytes(&self) -> usize {
         let reference = &self.reference;
         arc_of::<Self>()
@@ -195,7 +180,6 @@ impl ParsedReference {
 }
 
 impl ImageConfigFacts {
-    /// What an `Arc` of it takes on the heap, its strings included.
     pub fn heap_bytes(&self) -> usize {
         let values = [&self.cuda_version, &self.require_cuda, &self.cuda_label];
         values
@@ -207,9 +191,7 @@ impl ImageConfigFacts {
     }
 }
 
-/// What the tag cache knows of a reference.
 pub(super) enum TagState {
-    /// Resolved within the TTL.
     Fresh(String),
     /// Resolved before, but longer ago than the TTL: ask the registry
     /// which digest the tag names now (a HEAD).
@@ -261,7 +243,6 @@ impl Caches {
         }
     }
 
-    /// The parsed form of an image reference seen before, as written.
     pub(super) fn reference(&mut self, image: &str) -> Option<Arc<ParsedReference>> {
         self.references.get(image).cloned()
     }
@@ -296,7 +277,6 @@ impl Caches {
         self.facts.put((facts.digest.clone(), platform.clone()), facts);
     }
 
-    /// A failure of this lookup within the negative TTL, if any.
     pub(super) fn failure(&mut self, key: &LookupKey, now: Instant) -> Option<Failure> {
         match self.negative.get(key) {
             Some((failure, at)) if now.saturating_duration_since(*at) < self.negative_ttl => {

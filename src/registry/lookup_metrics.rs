@@ -1,7 +1,5 @@
-//! The image registry client's metrics, registered into the server's
-//! registry by [`ResolverMetrics::register`]. Their label values are the
-//! closed lists below: a lookup's result and a cache's name are the
-//! client's own words, never an image's.
+//! The image registry client's metrics. Their label values are the closed
+//! lists below, never an image's words.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -31,7 +29,6 @@ pub struct CacheLabels {
 /// failure).
 pub const CACHES: [&str; 3] = ["tag", "config", "negative"];
 
-/// Lookups by result, cache hits, and how long registry fetches take.
 #[derive(Debug, Clone)]
 pub struct ResolverMetrics {
     pub lookups: Family<LookupLabels, Counter>,
@@ -42,9 +39,7 @@ pub struct ResolverMetrics {
 }
 
 impl ResolverMetrics {
-    /// Registers the metrics (`image_lookups`, `image_cache_hits`,
-    /// `image_fetch_duration_seconds`, under the registry's prefix) and
-    /// returns the handles the resolver counts with.
+    /// Under the registry's prefix.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             lookups: Family::default(),

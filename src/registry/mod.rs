@@ -2,14 +2,8 @@
 //! version it is built on ([`ImageConfigFacts`]), read from its registry
 //! for the platform the pod runs on ([`Platform`]).
 //!
-//! Whoever may create a pod names the registry and so chooses what it
-//! answers: every registry is hostile input. Each bound is kept where it
-//! applies: the pod's strings (`pod_strings.rs`, `reference.rs`), the
-//! hosts contacted (`hosts.rs`, `dns.rs`, `addresses.rs`), the bytes read
-//! (`transport.rs`), the digests (`digest.rs`), the values kept
-//! (`oci.rs`), the lookups in flight (`in_flight.rs`), the caches
-//! (`lookup_cache.rs`) and the reasons given ([`MAX_REASON_BYTES`]).
-//! The policy gets the facts as data and never waits on the network.
+//! Every registry is hostile input; where each bound lives:
+//! docs/architecture.md, "Where registries enter".
 
 mod addresses;
 mod credentials;

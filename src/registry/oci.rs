@@ -13,7 +13,7 @@ use super::reason::error_text;
 use crate::cuda::needs::{CUDA_VERSION_ENV, CUDA_VERSION_LABEL, REQUIRE_CUDA_ENV};
 use crate::policy::message::thousands;
 
-/// What the policy reads of an image's config, as written there.
+/// As written in the image's config.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ImageConfigFacts {
     pub cuda_version: Option<String>,
@@ -31,7 +31,6 @@ pub struct ImageConfigFacts {
 /// A CUDA env or label of an image config longer than a value may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OversizedValue {
-    /// The env or label (`NVIDIA_REQUIRE_CUDA`).
     pub name: &'static str,
     pub bytes: usize,
 }
@@ -84,7 +83,6 @@ const INDEX_TYPES: [&str; 2] = [
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
 
-/// The `Accept` of a manifest request: the four types above.
 pub(super) const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
     application/vnd.docker.distribution.manifest.v2+json, \
     application/vnd.oci.image.index.v1+json, \
@@ -98,7 +96,6 @@ pub struct Descriptor {
     pub size: i64,
 }
 
-/// The platform of an index entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 pub struct EntryPlatform {
     #[serde(default)]
@@ -109,7 +106,6 @@ pub struct EntryPlatform {
     pub variant: Option<String>,
 }
 
-/// One entry of an image index.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct IndexEntry {
     pub digest: String,
@@ -118,8 +114,6 @@ pub struct IndexEntry {
     pub platform: Option<EntryPlatform>,
 }
 
-/// An image manifest (its config's descriptor) or an image index (its
-/// entries).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Manifest {
     Image { config: Descriptor },
@@ -176,7 +170,7 @@ impl<'de> Deserialize<'de> for BoundedEntries {
     }
 }
 
-/// Why a registry's document cannot be read. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocumentError {
     #[error("not a manifest: {0}")]
@@ -193,7 +187,7 @@ pub enum DocumentError {
     ConfigNotJson(String),
 }
 
-/// Reads a manifest or an index (schema version 2).
+/// Schema version 2.
 pub fn read_manifest(bytes: &[u8]) -> Result<Manifest, DocumentError> {
     let document: ManifestDocument = serde_json::from_slice(bytes)
         .map_err(|err| DocumentError::NotManifest(error_text(&err)))?;

@@ -50,7 +50,6 @@ impl Platform {
         spec.as_object().map_or_else(|| Ok(Self::default()), Self::of_spec_fields)
     }
 
-    /// [`Platform::of_pod_spec`] of a pod spec's fields.
     pub fn of_spec_fields(spec: Object<'_>) -> Result<Self, LabelValueError> {
         match spec
             .get("nodeSelector")

@@ -26,7 +26,6 @@ const MAX_DIGEST_LEN: usize = 135;
 /// longest. Anything longer is refused before it is matched, hashed or
 /// kept.
 pub const MAX_REFERENCE_LEN: usize = MAX_NAME_LEN + 1 + MAX_TAG_LEN + 1 + MAX_DIGEST_LEN;
-/// Why a string longer than [`MAX_REFERENCE_LEN`] is no reference.
 pub(super) const TOO_LONG: &str = "longer than the 520 characters of the longest image reference";
 
 /// The reference grammar of the distribution project, with its `\w`

@@ -1,11 +1,7 @@
-//! The resolver: caches in front of the registries, one fetch per image
-//! however many admissions wait for it, and a time budget per admission.
-//!
-//! A fetch runs in its own task. An admission waits for it at most until
-//! its budget is spent ([`Lookup::TimedOut`]); the fetch carries on (up to
-//! [`ResolverOptions::fetch_deadline`]) and fills the caches. A failure is
-//! remembered for [`ResolverOptions::negative_ttl`], so a hostile image
-//! costs one fetch per period, not one per admission.
+//! The resolver: caches, one fetch per image however many admissions wait,
+//! a time budget per admission (docs/architecture.md, "Where registries
+//! enter"). A failure is remembered for [`ResolverOptions::negative_ttl`],
+//! so a hostile image costs one fetch per period, not one per admission.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -46,22 +42,16 @@ pub struct ResolverOptions {
     /// The most a fetch may take, in the background, before it fails
     /// (waiting for its turn included).
     pub fetch_deadline: Duration,
-    /// Fetches running at once; more wait for a turn, so many new images
-    /// at once never become as many connections. Each holds at most one
-    /// document of 4 MiB: this many times that is the most registry
-    /// answers take in memory.
+    /// More wait for a turn, so many new images never become as many
+    /// connections. Each fetch holds at most one document of 4 MiB: this
+    /// many times that is the most registry answers take in memory.
     pub max_concurrent_fetches: usize,
-    /// Lookups in flight, running or waiting for a turn; past it a new
-    /// image is left to the table ("the lookup queue is full").
+    /// This and the next two: docs/operations.md, "Registry mode" ("The
+    /// lookup queue").
     pub max_pending_lookups: usize,
-    /// Lookups in flight started by the admissions of one namespace (the
-    /// caller's namespace), so that one namespace never fills the queue:
-    /// past it "the lookup queue's share of namespace X is full".
     pub max_lookups_per_namespace: usize,
-    /// Lookups in flight on one registry, so that one registry that never
-    /// answers holds at most this many fetch turns, never all of them. A
-    /// registry is an entry of `registries`: all the hosts under
-    /// `*.pkg.dev` together.
+    /// So that a registry that never answers holds at most this many fetch
+    /// turns, never all of them.
     pub max_lookups_per_registry: usize,
     /// How long to wait to connect, and between two reads of an answer.
     pub connect_timeout: Duration,
@@ -100,9 +90,8 @@ impl Default for ResolverOptions {
 }
 
 impl ResolverOptions {
-    /// The options of the configuration's `imageResolution` block (already
-    /// checked by `Settings`): its registries, its insecure registries and
-    /// the credentials read from its file, the rest defaults.
+    /// The options of the (already checked) `imageResolution` block; the
+    /// rest defaults.
     pub fn from_settings(config: &crate::settings::ImageResolution) -> Result<Self, RegistryError> {
         let credentials = match &config.credentials_file {
             Some(path) => Credentials::load(path)?,
@@ -117,7 +106,6 @@ impl ResolverOptions {
     }
 }
 
-/// The client of `credentials`, with the options' timeouts.
 fn transport(
     options: &ResolverOptions,
     hosts: &Arc<HostPolicy>,
@@ -156,7 +144,7 @@ impl std::fmt::Debug for Resolver {
     }
 }
 
-/// Now plus `budget`, or a year from now for a budget past any clock.
+/// A year from now for a budget past any clock.
 fn deadline_after(budget: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(budget)
@@ -164,9 +152,8 @@ fn deadline_after(budget: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// The images, each once, in the order they first appear (a set beside
-/// the list: each image is looked for in logarithmic time, however many a
-/// pod names).
+/// The images, each once, in first-appearance order (a set beside the list:
+/// logarithmic however many a pod names).
 fn each_once<I, S>(images: I) -> Vec<String>
 where
     I: IntoIterator<Item = S>,
@@ -203,7 +190,6 @@ impl Inner {
         }
     }
 
-    /// The answer the caches hold for this lookup, if any.
     fn cached(
         &self,
         reference: &Reference,
@@ -297,10 +283,9 @@ impl Resolver {
         unique.into_iter().zip(answers).collect()
     }
 
-    /// Every image of a pod refused for `reason` before any lookup (the
-    /// pod names no platform the resolver may look up, [`Platform::of_pod_spec`]),
-    /// as [`Resolver::resolve_all`] answers: each image once, counted as a
-    /// refused lookup.
+    /// Every image refused for `reason` before any lookup (no platform the
+    /// resolver may look up, [`Platform::of_pod_spec`]), answered and
+    /// counted as [`Resolver::resolve_all`] would.
     pub fn refuse_all<I, S>(&self, images: I, reason: &str) -> Vec<(String, Lookup)>
     where
         I: IntoIterator<Item = S>,
@@ -352,9 +337,8 @@ impl Resolver {
         lookup
     }
 
-    /// The image reference parsed, from the cache when it was seen before.
-    /// A string that is not a reference is refused, quoted by a prefix;
-    /// one longer than any reference before the cache is asked.
+    /// A string longer than any reference is refused before the cache is
+    /// asked.
     fn parse(&self, image: &str) -> Result<Arc<ParsedReference>, Failure> {
         let refuse = |reason: &str| {
             Failure::refused(format!("{} is not an image reference: {reason}", shown(image)))

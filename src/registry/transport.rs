@@ -101,8 +101,7 @@ impl Bound {
     }
 }
 
-/// What a manifest request answered: `Docker-Content-Digest` as sent,
-/// and the body.
+/// `Docker-Content-Digest` as sent, and the body.
 pub(super) struct Fetched {
     pub(super) digest_header: Option<String>,
     pub(super) body: Vec<u8>,
@@ -151,7 +150,6 @@ struct ErrorEntry {
     message: String,
 }
 
-/// How long the client waits to connect and between two reads.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Timeouts {
     pub(super) connect: Duration,
@@ -160,7 +158,6 @@ pub(super) struct Timeouts {
 
 type TokenKey = (String, String);
 
-/// Tokens by registry and repository, with the instant they expire.
 type Tokens = BoundedLru<TokenKey, (String, Instant)>;
 
 pub(super) struct Transport {
@@ -265,7 +262,6 @@ impl Transport {
         Ok(Self { http, hosts, credentials, tokens: Mutex::new(token_cache()) })
     }
 
-    /// GET of a manifest by tag or digest, within `bound`.
     pub(super) async fn manifest(
         &self,
         reference: &Reference,
@@ -280,8 +276,7 @@ impl Transport {
         Ok(Fetched { digest_header, body })
     }
 
-    /// HEAD of a manifest: the digest the tag names now, when the registry
-    /// says it.
+    /// The digest the tag names now, when the registry says it.
     pub(super) async fn manifest_digest(
         &self,
         reference: &Reference,
@@ -293,7 +288,6 @@ impl Transport {
         Ok(digest_header(&response))
     }
 
-    /// GET of a blob, within `bound`.
     pub(super) async fn blob(
         &self,
         reference: &Reference,
@@ -305,8 +299,6 @@ impl Transport {
         read_bounded(response, bound, &url).await
     }
 
-    /// One request to the registry of `reference`, with the token or
-    /// credentials it asks for; a success, or the failure it was.
     async fn send(
         &self,
         reference: &Reference,
@@ -398,8 +390,7 @@ impl Transport {
         }
     }
 
-    /// Answers a `401`'s challenge: a bearer token from the realm, or the
-    /// registry's basic credentials.
+    /// A bearer token from the realm, or the registry's basic credentials.
     async fn answer(
         &self,
         response: &Response,
@@ -443,8 +434,6 @@ impl Transport {
         }
     }
 
-    /// A pull token for `reference`'s repository from `realm`, and how
-    /// long to keep it.
     async fn token(
         &self,
         realm: &str,

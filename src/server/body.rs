@@ -66,7 +66,7 @@ pub fn announced_length(headers: &axum::http::HeaderMap) -> usize {
         .min(MAX_BODY_BYTES)
 }
 
-/// The `timeout` parameter, a Go duration as the API server writes it.
+/// A Go duration as the API server writes it.
 fn timeout(query: &str) -> Option<Duration> {
     query.split('&').find_map(|pair| pair.strip_prefix("timeout=").and_then(crate::duration::parse))
 }

@@ -1,9 +1,7 @@
-//! The reads of a ResourceClaim's review before it is evaluated: the pod it
-//! is made for, then the pod's claims and templates the caches do not know.
-//! A pod that cannot be read never gets its claim denied. A forged review
-//! learns nothing: every read is taken from the caller's allowance, all
-//! share [`OWNER_READ_BUDGET`], and a pod of that name with another UID is
-//! answered as one not found, only the log line telling them apart.
+//! The reads of a ResourceClaim's review before it is evaluated:
+//! docs/architecture.md, "Where cluster facts enter"; what a forged review
+//! learns: docs/security.md, "What a forged review can make the server do,
+//! and learn".
 
 use std::time::Duration;
 
@@ -34,7 +32,6 @@ fn unreadable(why: &str) -> OwnerRead {
     OwnerRead::Unreadable(why.to_owned())
 }
 
-/// What was read for one claim, and its turn among the pods held at once.
 pub struct OwnerReading<'s> {
     pub read: OwnerRead,
     _turn: Option<SemaphorePermit<'s>>,

@@ -1,13 +1,9 @@
 //! What a review may make the webhook ask of the API server, bounded per
 //! caller IP ([`Caller`]).
 //!
-//! Anyone who reaches the port may forge a review, and two kinds make the
-//! webhook read the cluster: a Namespace being opted in (its pods and
-//! claims are listed) and a ResourceClaim made for a pod (the pod is read,
-//! and its claims the caches do not know). Each read is taken from the
-//! caller's [`RateLimit`], so a flood from one pod costs the API server a
-//! bounded number of requests while the API server's own reviews keep
-//! their share. Past the limit the review is answered without the read.
+//! Why, and the figures: docs/security.md, "What a forged review can make
+//! the server do, and learn". Past a caller's [`RateLimit`] the review is
+//! answered without the read.
 //!
 //! The rate limit is the generic cell rate algorithm written here rather
 //! than the `governor` crate's keyed limiter: its table grows with every
@@ -56,7 +52,7 @@ pub struct RateLimit {
 /// Caller addresses a [`PerCaller`] tells apart: under 100 KiB of table.
 pub const MAX_CALLERS: usize = 1024;
 
-/// A [`RateLimit`] for each caller, by GCRA: one instant per caller.
+/// GCRA: one instant per caller.
 #[derive(Debug)]
 pub struct PerCaller {
     limit: RateLimit,
@@ -81,8 +77,7 @@ impl PerCaller {
         Self { limit, capacity, table: Mutex::new(Table::default()) }
     }
 
-    /// Takes one read of `caller`'s allowance at `now`; false when it has
-    /// none left.
+    /// False when `caller` has no allowance left.
     pub fn take(&self, caller: Caller, now: Instant) -> bool {
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let Table { callers, overflow } = &mut *table;
@@ -125,7 +120,6 @@ pub const NAMESPACE_PAGES: usize = 20;
 /// so a look holds 15 MiB of JSON at worst, a few times that decoded.
 pub const NAMESPACE_PAGE: u32 = 10;
 
-/// The cluster reads reviews cause, and their limits.
 #[derive(Debug)]
 pub struct ClusterReads {
     /// Looks at a namespace's pods and claims. An opt-in is rare; a GitOps

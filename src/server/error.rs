@@ -1,5 +1,3 @@
-//! Request errors and the one place they become status codes.
-
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 

@@ -1,7 +1,5 @@
-//! Registry mode in the webhook (`imageResolution.mode: registry`): the
-//! resolver kept across reloads, its credentials, and the lookups made
-//! before an admission is evaluated. A lookup that outlives
-//! `imageResolution.timeout` goes on and fills the caches for the next.
+//! Registry mode in the webhook: docs/architecture.md, "Where registries
+//! enter".
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -184,9 +182,8 @@ impl Images {
         }
     }
 
-    /// Looks up what `wanted` names within the configured budget, logging
-    /// those without a usable answer. None outside registry mode (`wanted`
-    /// is not asked) or with nothing to look up.
+    /// None outside registry mode (`wanted` is not asked) or with nothing
+    /// to look up.
     pub async fn resolve(
         &self,
         request: &AdmissionRequest<'_>,

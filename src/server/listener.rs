@@ -37,8 +37,7 @@ const IDLE_GRACE: Duration = Duration::from_secs(2);
 /// KiB). hyper's default (~400 KB) would let each connection hold that.
 const READ_BUFFER_BYTES: usize = 32 * 1024;
 
-/// Serves `app` over HTTP/1.1 until `shutdown`, then waits at most
-/// `drain()` for open connections.
+/// Then waits at most `drain()` for open connections.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -114,7 +113,6 @@ pub async fn serve_tls(
     }
 }
 
-/// Completes on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -147,7 +145,6 @@ struct Connection {
 }
 
 impl Connection {
-    /// Serves the connection until it ends or `permit` is shed.
     async fn serve(
         self,
         tcp: tokio::net::TcpStream,
@@ -230,9 +227,7 @@ impl Connection {
     }
 }
 
-/// The request with its body charged to the peer's share, its
-/// `Content-Length` reserved before a byte is read; the charge is held
-/// until the request is answered.
+/// `Content-Length` reserved before a byte is read; held until answered.
 fn charge_body(
     budget: &Arc<Budget>,
     peer: std::net::SocketAddr,
@@ -253,7 +248,6 @@ fn charge_body(
     Ok((request, charge))
 }
 
-/// The address a request came from, in its extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peer(pub std::net::SocketAddr);
 

@@ -105,7 +105,6 @@ impl Readiness {
     }
 }
 
-/// The admission endpoints (HTTPS).
 pub fn router(state: Arc<AppState>) -> Router {
     let mut router = Router::new();
     for endpoint in Endpoint::ALL {
@@ -119,7 +118,6 @@ pub fn router(state: Arc<AppState>) -> Router {
     router.layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).with_state(state)
 }
 
-/// `/healthz`, `/readyz`, `/metrics` (plain HTTP).
 pub fn operations_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -217,8 +215,6 @@ fn read_review<'b>(
     Ok(admission::decode(body)?)
 }
 
-/// The admission layer's answer, with the namespace guard's opt-in
-/// warnings.
 async fn answer(
     state: &AppState,
     endpoint: Endpoint,

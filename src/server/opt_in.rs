@@ -1,11 +1,7 @@
 //! The namespace guard's look at a namespace being opted in (or
-//! tightened): its pods and claims, listed a page at a time within a
-//! budget, each evaluated on its own.
-//!
-//! Anyone who reaches the port may forge a Namespace review: the look is
-//! taken from the caller's allowance ([`ClusterReads`]), reads at most
-//! [`NAMESPACE_PAGES`] pages of each kind, and names objects only when
-//! client certificates are required.
+//! tightened), each object evaluated on its own. Its bounds, against forged
+//! reviews: docs/security.md, "What a forged review can make the server do,
+//! and learn".
 
 use std::time::Duration;
 

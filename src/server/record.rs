@@ -1,10 +1,9 @@
 //! The one place an admission request is recorded: the metrics and the
 //! decision log line.
 //!
-//! A request writes most of what is recorded of it, so nothing it writes
-//! is recorded as it is: labels come from closed lists, the log line's
-//! kind too, and its other strings are cut to the longest value the API
-//! server accepts ([`UID_BYTES`], [`NAMESPACE_BYTES`], [`NAME_BYTES`]).
+//! Why labels come from closed lists and strings are cut
+//! ([`UID_BYTES`], [`NAMESPACE_BYTES`], [`NAME_BYTES`]): docs/operations.md,
+//! "Metrics and the decision log: closed label sets, bounded lines".
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -91,7 +90,7 @@ fn record_decision(metrics: &AdmissionMetrics, endpoint: Endpoint, decided: &Ans
     line.log();
 }
 
-/// The decision's log line, in field order.
+/// In field order.
 struct DecisionLine<'a> {
     uid: Cow<'a, str>,
     namespace: Cow<'a, str>,

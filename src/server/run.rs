@@ -21,12 +21,9 @@ use crate::cluster::{self, ClusterCache, Watches};
 use crate::poll::{Polled, poll_bytes};
 use crate::settings::{ConfigError, Settings};
 
-/// The command line, parsed.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The admission endpoints (HTTPS).
     pub listen: SocketAddr,
-    /// `/metrics`, `/healthz` and `/readyz` (plain HTTP).
     pub metrics_listen: SocketAddr,
     /// Reloaded when its bytes change; the defaults without one.
     pub config: Option<PathBuf>,
@@ -39,7 +36,6 @@ pub struct Options {
     pub budget: budget::Limits,
 }
 
-/// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
 pub enum Certificates {
     /// `--tls-cert`, `--tls-key`.
@@ -51,7 +47,6 @@ pub enum Certificates {
     Secret(RouteConfig),
 }
 
-/// `--client-ca`, `--client-name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientAuthOptions {
     /// PEM, reloaded when the file changes.
@@ -61,7 +56,6 @@ pub struct ClientAuthOptions {
     pub names: Vec<String>,
 }
 
-/// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
@@ -84,8 +78,7 @@ pub enum ServeError {
     },
 }
 
-/// Serves the webhook until SIGTERM or Ctrl-C, then lets the requests in
-/// flight finish. Fails only while starting.
+/// Fails only while starting.
 pub async fn run(options: Options) -> Result<(), ServeError> {
     // kube's client and rustls need one process-level provider. It fails
     // only if one is installed.
@@ -153,8 +146,6 @@ pub async fn run(options: Options) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// The client, with the cluster caches started and shared with the
-/// handlers, and the watches that fill them.
 async fn connect_cluster(
     access: &ClusterAccess,
     state: &AppState,
@@ -220,8 +211,6 @@ async fn secret_route_start(
     Ok(route)
 }
 
-/// Loads the serving pair, reports it to readiness and metrics, polls its
-/// files, and returns the TLS configuration.
 fn serve_certificate(
     state: &Arc<AppState>,
     cert: &Path,
@@ -251,8 +240,8 @@ fn serve_certificate(
     Ok(Arc::new(certs::server_config(resolver, client_auth)?))
 }
 
-/// Loads the client CAs (the server does not start without them) and polls
-/// the file; one that does not load is refused and the CAs in force stay.
+/// The server does not start without them; a file that does not load later
+/// is refused and the CAs in force stay.
 fn require_client_certificates(
     state: &Arc<AppState>,
     options: &ClientAuthOptions,
@@ -283,8 +272,7 @@ fn require_client_certificates(
     Ok(auth)
 }
 
-/// Reloads the config file when its bytes change; accepted settings are
-/// sent on `reloaded` for the cluster watches.
+/// Accepted settings are sent on `reloaded` for the cluster watches.
 async fn watch_config(
     path: PathBuf,
     every: Duration,
@@ -307,7 +295,6 @@ async fn watch_config(
     .await;
 }
 
-/// Swaps in the settings of `bytes`; bytes that do not parse are refused.
 fn reload_config(state: &AppState, path: &Path, bytes: &[u8]) -> Option<Arc<Settings>> {
     let shown = path.display().to_string();
     let parsed = match std::str::from_utf8(bytes) {
@@ -344,8 +331,6 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).await.map_err(|source| ServeError::Listen { addr, source })
 }
 
-/// Serves both listeners until SIGTERM or Ctrl-C, then lets the requests
-/// in flight finish.
 async fn serve_until_signal(
     state: Arc<AppState>,
     admission: TcpListener,

@@ -19,7 +19,6 @@ use super::SecretError;
 /// same two kinds).
 pub use crate::doctor::inventory::WebhookKind;
 
-/// The API resource of a kind of webhook configuration.
 fn api_resource(kind: WebhookKind) -> ApiResource {
     match kind {
         WebhookKind::Mutating => ApiResource::erase::<MutatingWebhookConfiguration>(&()),
@@ -27,7 +26,6 @@ fn api_resource(kind: WebhookKind) -> ApiResource {
     }
 }
 
-/// What happened to the `caBundle`s of one webhook configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WebhookStatus {
     /// Every entry already carries the CA; nothing was sent.
@@ -75,7 +73,6 @@ pub(super) async fn sync_webhooks(
     outcomes
 }
 
-/// `None` when there is no such object of kind `kind`.
 async fn sync_one(
     client: &Client,
     kind: WebhookKind,

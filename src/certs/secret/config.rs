@@ -51,10 +51,8 @@ impl fmt::Display for SecretRef {
     }
 }
 
-/// What a [`SecretRoute`](super::SecretRoute) manages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteConfig {
-    /// The Secret holding the shared pair.
     pub secret: SecretRef,
     /// Where `tls.crt`, `tls.key` and `ca.crt` are written.
     pub certs_dir: PathBuf,
@@ -84,7 +82,6 @@ impl RouteConfig {
         }
     }
 
-    /// Every name the serving certificate must cover.
     pub fn wanted_names(&self) -> Vec<String> {
         let mut extra = self.dns_names.clone();
         let (service, namespace) = (self.service.trim(), self.service_namespace.trim());

@@ -1,16 +1,11 @@
-//! Why a pass of the route failed.
-
 use super::SecretRef;
 use super::verdict::Unmanageable;
 use crate::certs::{CA_FILE, CertError, PkiError};
 
-/// Why a pass failed. The files on disk were not changed.
-///
-/// The message ends with the cause's own text, so it reads whole on one
-/// line; the cause is also kept as the error's source.
+/// The files on disk were not changed. The message ends with the cause's
+/// own text, so it reads whole on one line; the cause is kept as source.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    /// The API server refused or did not answer.
     #[error("cannot {verb} {what}: {}", api_reason(verb, scope, source))]
     Api {
         verb: &'static str,
@@ -58,7 +53,6 @@ pub enum SecretError {
 }
 
 impl SecretError {
-    /// Whether RBAC refused the request (HTTP 403).
     pub fn is_forbidden(&self) -> bool {
         matches!(self, Self::Api { source, .. }
             if matches!(source.as_ref(), kube::Error::Api(status) if status.code == 403))

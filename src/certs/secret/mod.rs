@@ -56,7 +56,6 @@ pub enum SecretAction {
     AdoptedConflict,
 }
 
-/// The result of one [`SecretRoute::ensure_once`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub action: SecretAction,
@@ -120,8 +119,7 @@ impl Outcome {
     }
 }
 
-/// Keeps the Secret, the certificate files and the `caBundle`s in step. See
-/// the module documentation.
+/// See the module documentation.
 #[derive(Clone)]
 pub struct SecretRoute {
     client: Client,
@@ -148,7 +146,6 @@ impl SecretRoute {
         &self.config
     }
 
-    /// The names the serving certificate must cover.
     pub fn names(&self) -> &[String] {
         &self.names
     }

@@ -1,6 +1,5 @@
-//! The Secret I/O of the route: reading and replacing the Secret (adopting
-//! the pair of a replica that wrote first), and writing its pair into the
-//! certificates directory.
+//! The Secret I/O of the route, and writing its pair into the certificates
+//! directory.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -102,7 +101,6 @@ impl SecretRoute {
         }
     }
 
-    /// The Secret another replica just wrote.
     async fn reread(&self, api: &Api<Secret>) -> Result<TlsData, SecretError> {
         let secret = api
             .get_opt(&self.config.secret.name)

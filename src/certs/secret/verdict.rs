@@ -15,7 +15,6 @@ use crate::certs::pki::{
 };
 use crate::certs::{CA_FILE, CERT_FILE, KEY_FILE};
 
-/// The four data entries of the Secret.
 #[derive(Clone, PartialEq, Eq)]
 pub(super) struct TlsData {
     pub(super) ca_crt: Vec<u8>,
@@ -49,7 +48,6 @@ impl TlsData {
     }
 }
 
-/// What the Secret's pair needs.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
     Good,
@@ -70,7 +68,7 @@ pub(super) const CA_KEY: &str = "ca.key";
 /// The data keys the route writes; a Secret with any other is not its own.
 const KEYS: [&str; 4] = [CA_FILE, CA_KEY, CERT_FILE, KEY_FILE];
 
-/// Why a Secret is not one this route may manage or serve. One line.
+/// One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unmanageable {
     #[error(
@@ -122,7 +120,6 @@ pub(super) fn read_data(secret: &Secret) -> Result<TlsData, Unmanageable> {
     Ok(data)
 }
 
-/// What the pair in `data` needs to serve `names` at `now`.
 pub(super) fn evaluate(data: &TlsData, names: &[String], now: i64) -> Verdict {
     if data.is_empty() {
         return Verdict::Empty;

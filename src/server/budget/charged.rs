@@ -32,7 +32,6 @@ impl fmt::Display for BodyCut {
 
 impl std::error::Error for BodyCut {}
 
-/// Tells `phase` when the last frame has arrived.
 pub struct Charged<B> {
     inner: B,
     charge: Arc<BodyCharge>,

@@ -47,7 +47,6 @@ pub struct Deadlined<T> {
     inner: T,
     phase: Arc<RequestPhase>,
     deadline: Duration,
-    /// Reused from one request to the next.
     timer: Option<Pin<Box<Sleep>>>,
     armed: bool,
 }

@@ -12,7 +12,6 @@ use std::task::{Context, Poll};
 
 use futures::task::AtomicWaker;
 
-/// Why a claim was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// The peer would hold more than its share: its own cap, or, while the
@@ -23,7 +22,6 @@ pub enum Refusal {
     Full,
 }
 
-/// What one connection or one request body holds.
 #[derive(Debug)]
 struct Claim {
     id: u64,
@@ -51,8 +49,6 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A pool of `cap` units in all, of which one peer may hold at most
-    /// `peer_cap`.
     pub fn new(cap: u64, peer_cap: u64) -> Self {
         Self { cap, peer_cap: peer_cap.min(cap), held: 0, peers: HashMap::new() }
     }
@@ -65,7 +61,6 @@ impl Pool {
         self.peers.get(&peer).map_or(0, |holding| holding.held)
     }
 
-    /// How many peers hold something.
     pub fn peers(&self) -> usize {
         self.peers.len()
     }
@@ -123,7 +118,7 @@ impl Pool {
         }
     }
 
-    /// Gives back all of claim `id` of `peer`; nothing when it was shed.
+    /// Nothing when it was shed.
     pub fn release(&mut self, peer: IpAddr, id: u64) {
         let Some(holding) = self.peers.get_mut(&peer) else {
             return;
@@ -181,7 +176,6 @@ impl Pool {
     }
 }
 
-/// Tells the holder of a claim that it was shed, and wakes it.
 #[derive(Debug, Default)]
 pub struct ShedSignal {
     shed: AtomicBool,

@@ -1,19 +1,8 @@
-//! The budget of the admission port: what all callers together, and each
-//! peer address, may hold at once (open connections, request body bytes in
-//! flight), and how long one request may take to arrive.
-//!
-//! Nothing authenticates a caller by default, so its IP address is its
-//! name. A peer holds at most its own cap, and while a pool is full a peer
-//! under its fair share (the pool divided among the peers with a
-//! connection open) takes from the peer most above it (max-min fairness):
-//! a few pods cannot take the API server's share. Many addresses can; only
-//! client certificates or the NetworkPolicy tell it apart then
-//! (docs/operations.md, "The admission port's budget").
-//!
-//! Connections are charged when accepted, before the TLS handshake
-//! ([`Budget::connect`]); body bytes by `Content-Length` before the body is
-//! read, then per frame ([`charged::Charged`]); time from a request's first
-//! byte to its body's last ([`deadline::Deadlined`]).
+//! The budget of the admission port: docs/operations.md, "The admission
+//! port's budget" and "Fair shares, and what they cannot do". Connections
+//! are charged before the TLS handshake ([`Budget::connect`]), bodies per
+//! frame past their `Content-Length` ([`charged::Charged`]), time by
+//! [`deadline::Deadlined`].
 
 pub mod charged;
 pub mod deadline;
@@ -33,17 +22,13 @@ use crate::metrics::{BudgetRefusals, RefusedLabels};
 /// What the admission port may hold at once, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Open connections, all peers together.
     pub connections: u64,
-    /// Open connections of one peer address.
     pub connections_per_peer: u64,
-    /// Request body bytes being received or decided, all peers together.
+    /// Request body bytes being received or decided.
     pub body_bytes: u64,
-    /// Request body bytes of one peer address.
     pub body_bytes_per_peer: u64,
-    /// From the first byte of a request to the last byte of its body.
+    /// From a request's first byte to its body's last.
     pub request_deadline: Duration,
-    /// How long a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
 }
 
