@@ -1,9 +1,5 @@
-//! `daemonset-not-ready`: a DaemonSet of the device plugin or of GPU
-//! Feature Discovery has fewer pods ready (`status.numberReady`) than it
-//! schedules (`status.desiredNumberScheduled`). The nodes of the missing
-//! pods advertise no GPUs, or lose their GFD labels' updates.
-//!
-//! That no DaemonSet is found at all is said by the checks it matters to:
+//! `daemonset-not-ready` (docs/operations.md, "The findings"). That no
+//! DaemonSet is found at all is said by the checks it matters to:
 //! `no-gpu-capacity` (cause `device-plugin-missing`) and `gfd-missing`.
 
 use crate::doctor::finding::{Finding, FindingId, Severity, Subject};
