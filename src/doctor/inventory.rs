@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 /// How one part of the cluster was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen<T> {
-    /// Read whole.
     Complete(T),
     /// The first pages only: the cluster holds more than the doctor reads
     /// of the kind (`cluster::read_inventory` says how many).
@@ -22,7 +21,6 @@ pub enum Seen<T> {
 }
 
 impl<T> Seen<T> {
-    /// What was read, whole or in part.
     pub fn items(&self) -> Option<&T> {
         match self {
             Seen::Complete(items) | Seen::Truncated(items) => Some(items),
@@ -30,7 +28,6 @@ impl<T> Seen<T> {
         }
     }
 
-    /// What was read made into something else, the state kept.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Seen<U> {
         match self {
             Seen::Complete(items) => Seen::Complete(f(items)),
@@ -51,9 +48,7 @@ impl<T: Default> Default for Seen<T> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
-    /// The labels the checks read (`checks::gpu_nodes::is_read_label`:
-    /// GFD's, the GPU Operator's, NFD's NVIDIA PCI labels); the others are
-    /// not kept.
+    /// Only those `checks::gpu_nodes::is_read_label` keeps.
     pub labels: BTreeMap<String, String>,
     /// `status.capacity` of the resources under `nvidia.com/`, as whole
     /// counts (a count that is not whole is left out).
@@ -63,7 +58,6 @@ pub struct Node {
     pub runtime_handlers: Option<Vec<String>>,
 }
 
-/// One RuntimeClass.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeClass {
     pub name: String,
@@ -81,7 +75,6 @@ pub enum Component {
 }
 
 impl Component {
-    /// How people call it.
     pub fn title(self) -> &'static str {
         match self {
             Component::DevicePlugin => "the NVIDIA device plugin",
@@ -89,10 +82,7 @@ impl Component {
         }
     }
 
-    /// What a DaemonSet of it is called or labelled: the names of the
-    /// upstream static manifests and of the GPU Operator (`names`), the
-    /// endings of Helm release names (`suffixes`), and the labels the
-    /// charts and the operator set (`labels`).
+    /// The names and labels of docs/operations.md, "What it reads".
     fn signs(self) -> Signs {
         match self {
             Component::DevicePlugin => Signs {
@@ -134,7 +124,6 @@ impl Component {
         })
     }
 
-    /// The names and labels looked for, for a message.
     pub fn looked_for(self) -> String {
         let signs = self.signs();
         let labels: Vec<String> =
@@ -154,7 +143,6 @@ struct Signs {
     labels: &'static [(&'static str, &'static str)],
 }
 
-/// A DaemonSet of a [`Component`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonSet {
     pub namespace: String,
@@ -166,13 +154,11 @@ pub struct DaemonSet {
 }
 
 impl DaemonSet {
-    /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }
 
-/// A pod of a component's DaemonSet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComponentPod {
     pub namespace: String,
@@ -199,12 +185,10 @@ pub struct Slice {
     pub without_driver_version: u64,
 }
 
-/// Dynamic Resource Allocation, as far as the NVIDIA driver is concerned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dra {
     /// The DeviceClasses whose names `gpuDeviceClasses` lists.
     pub gpu_device_classes: Vec<String>,
-    /// The slices of the driver `gpu.nvidia.com`.
     pub slices: Vec<Slice>,
 }
 
@@ -231,7 +215,6 @@ impl WebhookKind {
     }
 }
 
-/// One webhook of gpu-policy's configurations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Webhook {
     pub configuration: WebhookKind,
@@ -244,7 +227,6 @@ pub struct Webhook {
     pub service: Option<String>,
 }
 
-/// gpu-policy's Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
     pub namespace: String,
@@ -267,11 +249,9 @@ pub struct AllowlistTarget {
     /// One of the entries gpu-policy ships by default: guesses at where
     /// NVIDIA's DaemonSets run, which a cluster need not have.
     pub default_entry: bool,
-    /// Whether a DaemonSet it matches exists.
     pub exists: Seen<bool>,
 }
 
-/// Where the policy configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
     /// `--config FILE`.
