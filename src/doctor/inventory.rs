@@ -1,7 +1,5 @@
-//! What `gpu-policy doctor` read of the cluster, as plain values, each part
-//! [`Seen`] whole, in part, or not at all: `cluster::read_inventory` fills
-//! it, the checks read it and nothing else, so a table test builds one by
-//! hand.
+//! What `gpu-policy doctor` read of the cluster, as plain values: the checks
+//! read it and nothing else, so a table test builds one by hand.
 
 use std::collections::BTreeMap;
 
