@@ -62,7 +62,6 @@ pub enum MissingFields {
     Absent,
 }
 
-/// The cost range of `expression` over `variables`.
 pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostError> {
     estimate_value(expression, variables, MissingFields::Unknown).map(|(cost, _)| cost)
 }
@@ -91,7 +90,6 @@ pub fn total(costs: &[Bounds]) -> Bounds {
     costs.iter().fold(Bounds::fixed(0), |sum, cost| sum.add(*cost))
 }
 
-/// An expression's cost and the shape of its value.
 struct Estimated {
     cost: Bounds,
     shape: Shape,
@@ -505,7 +503,6 @@ fn literal_shape(literal: &LiteralValue) -> Shape {
     }
 }
 
-/// The shape of `operand.name`.
 fn field(operand: &Shape, name: &str, missing: MissingFields) -> Result<Shape, CostError> {
     match operand {
         Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(match missing {

@@ -48,7 +48,6 @@ pub fn policies(settings: &Settings, mutating: bool) -> Vec<Value> {
     all.validating.into_iter().chain(mutating).map(|p| p.object).collect()
 }
 
-/// The costs of [`policies`].
 pub fn check(settings: &Settings, mutating: bool) -> Vec<PolicyCheck> {
     let policies = policies(settings, mutating);
     let namespace = json!({"metadata": {"name": "gpu", "labels": {MODE_LABEL: "enforce"}}});
@@ -148,7 +147,6 @@ fn verdict(cost: &Result<Bounds, CostError>, limit: u64) -> &'static str {
     }
 }
 
-/// One row: an expression or a total, its two costs and its limit.
 fn row(
     name: &str,
     any: &Result<Bounds, CostError>,
@@ -331,7 +329,6 @@ impl PolicyCost {
     }
 }
 
-/// The cost ranges of a generated policy's expressions over `inputs`.
 pub fn policy_cost(policy: &Value, inputs: &Inputs) -> PolicyCost {
     let spec = &policy["spec"];
     let mut variables = inputs.variables.clone();

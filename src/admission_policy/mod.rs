@@ -135,7 +135,6 @@ impl Generated {
     }
 }
 
-/// The functions of every expression of a policy that `release` refuses.
 fn refused_functions(
     policy: &Value,
     release: KubernetesVersion,
@@ -171,8 +170,7 @@ pub fn generated(
     generated
 }
 
-/// The policies of every registry entry, in its order, built from the
-/// settings for `release`.
+/// In the registry's order.
 pub fn all_generated(settings: &Settings, release: KubernetesVersion) -> Generated {
     let mut all = Generated::default();
     for (rule, entry) in entries() {
