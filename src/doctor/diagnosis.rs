@@ -13,7 +13,6 @@ use super::finding::{Finding, Note};
 use super::inventory::{ConfigSource, Inventory, Seen};
 use crate::admission::Mode;
 
-/// What the doctor found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Diagnosis {

@@ -23,7 +23,6 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The counts of `results`.
     pub fn of(results: &[ReportResult]) -> Self {
         let mut summary = Summary::default();
         for result in results {
@@ -46,7 +45,6 @@ impl Summary {
         }
     }
 
-    /// Every result counted.
     pub fn total(&self) -> u64 {
         self.pass + self.fail + self.warn + self.error + self.skip
     }
@@ -120,7 +118,6 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     reports
 }
 
-/// One report named `name` of `results`: of `namespace`, or cluster-scoped.
 pub(super) fn report(
     api: ReportApi,
     name: &str,

@@ -1,9 +1,7 @@
 //! The results of one audited object ([`results_of`]), as both report APIs
-//! write a result, read from its [`ObjectReport`]: its violations,
-//! changes, notices (typed, so the namespace's mode does not change the
-//! results), allowlist entry, error, and [`ObjectFacts`]. Which outcome,
-//! rule and severity each finding gets is docs/operations.md's table; an
-//! object of a kind the policy ignores has no results.
+//! write a result, read from its [`ObjectReport`]. Which outcome, rule and
+//! severity each finding gets is docs/operations.md's table; an object of
+//! a kind the policy ignores has no results.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -173,28 +171,19 @@ pub struct ReportResult {
     pub timestamp: Timestamp,
 }
 
-/// The property keys (all values are strings, as the schemas want).
+/// The property keys: docs/operations.md, "What is in a report", tables
+/// their values (all strings, as the schemas want).
 pub mod property {
-    /// What the result reports: `violation`, `change`, `notice`,
-    /// `allowlisted`, `unreadable` (none on `pass`).
     pub const FINDING: &str = "finding";
-    /// The notice's kind, as [`super::notice_row`] names it.
     pub const NOTICE: &str = "notice";
-    /// The allowlist entry that exempts the object.
     pub const ALLOWLIST_ENTRY: &str = "allowlistEntry";
-    /// The images of the GPU containers, comma-separated.
     pub const IMAGES: &str = "images";
-    /// From `gpu-policy.io/gpu-needs`: the compute capability its DRA GPUs
-    /// must have (`8.0`) and the driver they must run (`cuda>=12.4`).
     pub const COMPUTE_FLOOR: &str = "computeCapabilityFloor";
     pub const DRIVER_FLOOR: &str = "driverFloor";
-    /// The ResourceClaims and ResourceClaimTemplates the pod spec names,
-    /// comma-separated.
     pub const RESOURCE_CLAIMS: &str = "resourceClaims";
     pub const CLAIM_TEMPLATES: &str = "resourceClaimTemplates";
 }
 
-/// Between the names of a list property.
 const LIST_SEPARATOR: &str = ",";
 
 /// The properties every result of the object carries: what it runs on
