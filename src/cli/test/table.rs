@@ -10,7 +10,6 @@ use crate::cli::args::Engine;
 /// the table have it whole).
 const WHY_CHARS: usize = 100;
 
-/// The table, the failures and the summary.
 pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
     let mut rows: Vec<[String; 5]> =
         vec![["FILE".into(), "TEST".into(), "OBJECT".into(), "RESULT".into(), "WHY".into()]];
