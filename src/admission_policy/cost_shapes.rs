@@ -433,8 +433,6 @@ fn request() -> Shape {
     ])
 }
 
-/// The variables of every admission policy: `object`, `oldObject`,
-/// `namespaceObject` and `request`.
 pub fn variables(object: Shape, old_object: Shape, namespace: Shape, request: Shape) -> Variables {
     [
         ("object", object),
@@ -452,17 +450,14 @@ fn schema_variables(object: Shape) -> Variables {
     variables(object.clone(), object, namespace(), request())
 }
 
-/// The variables of a policy on pods: `object` and `oldObject` as Pods.
 pub fn pod_policy_variables() -> Variables {
     schema_variables(pod())
 }
 
-/// The variables of a policy on pods and workloads.
 pub fn workload_policy_variables() -> Variables {
     schema_variables(pod_or_workload())
 }
 
-/// The variables of a policy on ResourceClaims and their templates.
 pub fn claim_policy_variables() -> Variables {
     schema_variables(claim_or_template())
 }
