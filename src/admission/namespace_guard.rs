@@ -56,7 +56,6 @@ pub enum LabelRefusal {
     Loosened { before: String, after: String, admins: String },
 }
 
-/// Whether `requester` may change the namespace `old` into `new`.
 pub fn check(
     old: Option<Json<'_>>,
     new: Option<Json<'_>>,

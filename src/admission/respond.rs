@@ -318,7 +318,6 @@ fn new_template_changes(
     let Ok(before) = evaluator.evaluate(&subject) else {
         return Vec::new();
     };
-    // What overrides the author is warned of every template (`decide`).
     evaluation
         .changes_new_since(&before)
         .into_iter()

@@ -62,7 +62,6 @@ impl Bounds {
         Bounds { min: times_factor(self.min, factor), max: times_factor(self.max, factor) }
     }
 
-    /// Whether the largest cost stays within `limit`.
     pub fn within(self, limit: u64) -> bool {
         self.max <= limit
     }
@@ -76,7 +75,6 @@ fn times_factor(value: u64, factor: f64) -> u64 {
     if product >= 18_446_744_073_709_551_616.0 { u64::MAX } else { product as u64 }
 }
 
-/// The variables an expression sees, by name.
 pub type Variables = BTreeMap<String, Shape>;
 
 /// What a value is, with the sizes that bound its worst case: the part of

@@ -115,7 +115,6 @@ pub struct LeftOut {
 }
 
 impl Generated {
-    /// Moves the policies whose CEL `release` refuses to `left_out`.
     fn keep_accepted_by(&mut self, release: KubernetesVersion) {
         let left_out = &mut self.left_out;
         for (mutating, list) in [(false, &mut self.validating), (true, &mut self.mutating)] {

@@ -274,7 +274,6 @@ pub struct PolicyConfig {
 /// gpu-policy's own install.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Install {
-    /// The namespace it is installed in.
     pub namespace: String,
     /// The webhooks of its Mutating and ValidatingWebhookConfigurations;
     /// NotServed when neither configuration exists.

@@ -144,7 +144,6 @@ pub enum ReportRule {
 }
 
 impl ReportRule {
-    /// The policy's rule, if it is one.
     pub fn policy(self) -> Option<RuleId> {
         match self {
             ReportRule::Policy(rule) => Some(rule),

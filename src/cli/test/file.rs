@@ -56,7 +56,6 @@ pub enum TestFileError {
 
 /// One test document, with what it names loaded.
 pub struct Test {
-    /// The test file, as found.
     pub file: String,
     pub name: String,
     pub settings: Settings,
@@ -68,9 +67,7 @@ pub struct Test {
     pub cases: Vec<Case>,
 }
 
-/// One case: what is expected of one object.
 pub struct Case {
-    /// Its place in `cases`.
     pub index: usize,
     pub object: ObjectId,
     pub engines: Engines,
@@ -508,7 +505,6 @@ fn settings(value: Option<Value>, base: &Path) -> Result<Settings, FieldError> {
     }
 }
 
-/// The objects of a file or folder named relative to the test file.
 fn read_manifests(relative: &str, base: &Path, path: &str) -> Result<Vec<Document>, FieldError> {
     if relative == manifest::STDIN {
         return Err(FieldError::new(path, "a test does not read stdin"));

@@ -133,7 +133,6 @@ impl<'i> OnNodes<'i> {
         Self { pods, sliced }
     }
 
-    /// The component pods on `node`.
     pub fn pods(&self, node: &str) -> &[&'i ComponentPod] {
         self.pods.get(node).map(Vec::as_slice).unwrap_or(&[])
     }
