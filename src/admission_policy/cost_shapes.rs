@@ -217,24 +217,19 @@ pub(super) fn union_items(a_len: Bounds, a: Shape, b_len: Bounds, b: Shape) -> S
     }
 }
 
-/// The most items of at least `item_min_serialized_size` bytes a request
-/// holds: `(MaxRequestSizeBytes - 2) / (minSize + 1)`, the brackets and a
-/// comma each (`estimateMaxArrayItemsFromMinSize`,
-/// `k8s.io/apiserver/pkg/cel/common/schemas.go`).
+/// `estimateMaxArrayItemsFromMinSize` (`k8s.io/apiserver/pkg/cel/common/schemas.go`;
+/// docs/policy.md, "The sizes of unbounded lists", for these three).
 pub fn max_list_items(item_min_serialized_size: u64) -> u64 {
     (MAX_REQUEST_SIZE_BYTES - 2) / item_min_serialized_size.saturating_add(1)
 }
 
-/// The most map entries with values of at least `value_min_serialized_size`
-/// bytes a request holds: `(MaxRequestSizeBytes - 2) / (minSize + 6)`
-/// (`estimateMaxAdditionalPropertiesFromMinSize`).
+/// `estimateMaxAdditionalPropertiesFromMinSize`.
 pub fn max_map_entries(value_min_serialized_size: u64) -> u64 {
     (MAX_REQUEST_SIZE_BYTES - 2) / value_min_serialized_size.saturating_add(6)
 }
 
-/// The smallest JSON of an object with these required fields (name, the
-/// field's own smallest JSON): `{}` plus, per field, its quoted name, a
-/// colon, a comma and its value (`SchemaDeclType`).
+/// `SchemaDeclType`'s smallest JSON of an object with these required fields
+/// (name, the field's own smallest JSON).
 pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
     required.iter().fold(2, |size, (name, value)| {
         size.saturating_add(name.len() as u64).saturating_add(*value).saturating_add(4)
