@@ -1,8 +1,6 @@
 //! `gpu-policy audit` (its exit status: `cli::Command::Audit`). With
-//! `--write-reports`, the findings are written as policy reports, one per
-//! namespace (`crate::reports`), through `cluster::write_reports`, and
-//! nothing else is touched; the lines of the reports written go to stdout,
-//! or to stderr when `-o` asks for stdout too.
+//! `--write-reports` the findings are written as policy reports
+//! (`crate::reports`, `cluster::write_reports`), and nothing else is touched.
 
 use std::collections::BTreeMap;
 use std::io::Write;
