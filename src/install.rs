@@ -109,8 +109,6 @@ impl WebhookUrl {
         Ok(Self(url.as_str().trim_end_matches('/').to_owned()))
     }
 
-    /// The URL of one endpoint: the base, then the endpoint's path (which
-    /// starts with `/`).
     fn join(&self, path: &str) -> String {
         format!("{}{path}", self.0)
     }
@@ -175,8 +173,7 @@ pub fn objects(
     Ok(objects)
 }
 
-/// What runs the server in the cluster: its configuration, Deployment,
-/// Service and PodDisruptionBudget.
+/// What runs the server in the cluster.
 fn in_cluster_server(options: &InstallOptions, ns: &str, config_yaml: String) -> Vec<Value> {
     vec![
         json!({
@@ -272,11 +269,9 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// The certificate Secret, empty: the server fills it, so it needs `get`
-/// and `update` of this one name and no `create` (which RBAC cannot limit
-/// by name). `Opaque` with no data: applying the install again leaves the
-/// server's data alone (a `kubernetes.io/tls` Secret would have to carry
-/// empty `tls.crt` and `tls.key`, and applying them would empty the pair).
+/// Created empty: the server fills it (docs/security.md's table). `Opaque`,
+/// so that applying the install again leaves the server's data alone: a
+/// `kubernetes.io/tls` Secret would carry empty `tls.crt` and `tls.key`.
 fn certificate_secret(namespace: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": metadata(CERT_SECRET, Some(namespace)),
@@ -479,7 +474,6 @@ pub const POD_UPDATE_CONDITION: &str = concat!(
     "&& k in object.metadata.annotations))",
 );
 
-/// The match conditions of every webhook that takes Pods.
 pub(crate) fn pod_match_conditions() -> Value {
     json!([{"name": POD_UPDATE_CONDITION_NAME, "expression": POD_UPDATE_CONDITION}])
 }
