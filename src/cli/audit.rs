@@ -128,7 +128,6 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let dra_version = cluster::served_dra_version(&client)
         .await
         .context("cannot read the cluster's API discovery")?;
-    // (namespace, mode) pairs to audit.
     let targets: Vec<(String, Mode)> = snapshot
         .namespaces
         .iter()

@@ -39,44 +39,38 @@ impl Outcome {
 
 /// What the reports say of a notice: its name (the `notice` property), the
 /// rule that says it (None: the namespace's own annotations), and its
-/// severity.
+/// severity (`medium` where a card or the pod's scheduling is at stake:
+/// docs/operations.md, "What is in a report").
 pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) {
     match kind {
         NoticeKind::IgnoredAnnotation => ("ignored-annotation", None, Severity::Low),
-        // An exemption asked for that the cluster does not confirm.
         NoticeKind::UnverifiedOwner => {
             ("unverified-owner", Some(RuleId::Allowlist), Severity::Medium)
         }
         NoticeKind::MissingRuntimeClass => {
             ("missing-runtime-class", Some(RuleId::RuntimeClass), Severity::Low)
         }
-        // No node can run the pod.
         NoticeKind::UnmetComputeCapability => {
             ("unmet-compute-capability", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
-        // The containers stay pinned to no card.
         NoticeKind::UnresolvedClaim => {
             ("unresolved-claim", Some(RuleId::VisibleDevices), Severity::Low)
         }
-        // It sees every card of its node.
         NoticeKind::PrivilegedGpuContainer => {
             ("privileged-gpu-container", Some(RuleId::DevicePaths), Severity::Medium)
         }
-        // The pod may land on a card or driver it cannot use.
         NoticeKind::UnenforcedFloor => {
             ("unenforced-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
         NoticeKind::ImageTableFallback => {
             ("image-table-fallback", Some(RuleId::ComputeAffinity), Severity::Low)
         }
-        // The claim may get a device the images cannot use.
         NoticeKind::UnguaranteedClaimFloor => {
             ("unguaranteed-claim-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
         NoticeKind::UnreadClaimOwner => {
             ("unread-claim-owner", Some(RuleId::ComputeAffinity), Severity::Low)
         }
-        // The pod may get more GPUs than maxPerPod until the claim is known.
         NoticeKind::UncountedPodClaims => {
             ("uncounted-pod-claims", Some(RuleId::BoundedRequests), Severity::Low)
         }

@@ -161,7 +161,6 @@ fn compare(
         expected,
         got,
     };
-    // Each violation and change as its rule and quoted text.
     let violations: Vec<(RuleId, String)> =
         report.violations.iter().map(|v| (v.rule, format!("{:?}", v.message.as_str()))).collect();
     let changes: Vec<(RuleId, String)> =
