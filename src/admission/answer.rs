@@ -77,8 +77,7 @@ pub fn namespace_settings(
     settings.for_namespace(&annotations)
 }
 
-/// What the webhook answers for one request, or `check` reports for one
-/// object.
+/// What the webhook answers for one request, or `check` reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Answer {
     pub allowed: bool,
@@ -359,8 +358,7 @@ pub fn template_warning(change: &Change) -> String {
     Message::new(format_args!("[{}] pods will {}", change.rule, change.summary)).into_string()
 }
 
-/// `gpu-policy: [rule] message; [rule] message; and 1,234 more`, within
-/// [`MAX_DENIAL_BYTES`].
+/// `gpu-policy: [rule] message; [rule] message; and 1,234 more`.
 fn denial_message(evaluation: &Evaluation) -> String {
     let room = MAX_DENIAL_BYTES - Message::PREFIX.len();
     let violations = joined_within(&evaluation.violations, tagged_violation, room);

@@ -54,13 +54,11 @@ pub enum ReviewError {
     MissingRequest,
 }
 
-/// An AdmissionReview v1 request, its strings borrowing the body: kube's
-/// `AdmissionRequest`'s fields that gpu-policy reads, as required (`uid`,
-/// `kind`, `resource`, `operation`, `userInfo`); the rest is parsed and
-/// left, where kube owns every string and `options` as a JSON tree.
-///
-/// Read by hand (`RequestSeed`) so that the reader of `object` and
-/// `oldObject` knows the body and the budget the two share.
+/// An AdmissionReview v1 request, its strings borrowing the body: the
+/// fields of kube's `AdmissionRequest` that gpu-policy reads, as required
+/// (`uid`, `kind`, `resource`, `operation`, `userInfo`). Read by hand
+/// (`RequestSeed`) so that the reader of `object` and `oldObject` knows the
+/// body and the budget the two share.
 #[derive(Debug, Clone)]
 pub struct AdmissionRequest<'a> {
     pub uid: Cow<'a, str>,

@@ -1,9 +1,7 @@
 //! `gpu-policy manifests --admission-policies --cost`: every expression of
-//! the generated policies estimated in order (a variable's value has the
-//! shape its expression computes, for the expressions after it; each
-//! variable counted once, as Kubernetes charges it), over any object and
-//! over a reference object, which the limits are held against.
-//! docs/policy.md ("gpu-policy's estimate") says why.
+//! the generated policies estimated in order, each variable counted once
+//! as Kubernetes charges it, over any object and over a reference object,
+//! which the limits are held against (docs/policy.md, "gpu-policy's estimate").
 
 use serde_json::{Value, json};
 

@@ -112,11 +112,8 @@ impl PolicyEngine {
     }
 
     /// `check --engine cel`: what the policies alone decide for the
-    /// object's creation (or update) in a namespace of `mode`, in `check`'s report
-    /// shape. Enforce namespaces get the mutating policies' changes first,
-    /// then a denial for any violation; warn namespaces get the violations
-    /// as warnings; audit namespaces get nothing a person sees.
-    /// With `old`, the object's update from it.
+    /// object's creation (with `old`, its update) in a namespace of `mode`,
+    /// in `check`'s report shape, as the modes decide at admission.
     pub fn report(
         &self,
         object: &Value,
@@ -257,9 +254,8 @@ pub fn resource_of(
         GroupVersionResource { group: group.to_owned(), version, resource: resource.to_owned() },
     ))
 }
-
-/// The attributes of a CREATE of `object` in `namespace`, whose Namespace
-/// carries `annotations` and the mode label; None for a kind the policies
+/// A CREATE of `object` in `namespace`, whose Namespace carries
+/// `annotations` and the mode label; None for a kind the policies ignore.
 /// do not match.
 pub fn create_attributes(
     object: &Value,

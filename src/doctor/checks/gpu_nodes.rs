@@ -107,9 +107,8 @@ pub fn missing_gfd_labels(node: &Node) -> Vec<&'static str> {
     missing
 }
 
-/// The component pods and the NVIDIA DRA slices of an inventory by node,
-/// gathered once: asking each node's of the whole lists would take time
-/// quadratic in the fleet.
+/// The component pods and the NVIDIA DRA slices by node, gathered once
+/// rather than searched for each node (quadratic in the fleet).
 pub struct OnNodes<'i> {
     pods: BTreeMap<&'i str, Vec<&'i ComponentPod>>,
     sliced: BTreeSet<&'i str>,
