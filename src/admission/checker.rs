@@ -53,8 +53,7 @@ pub struct ObjectReport {
     pub facts: ObjectFacts,
 }
 
-/// What `audit`'s policy reports (`crate::reports`) show beside the
-/// findings.
+/// What `audit`'s policy reports (`crate::reports`) show beside findings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ObjectFacts {
     pub uid: Option<String>,
@@ -305,8 +304,7 @@ impl<'a> Checker<'a> {
 }
 
 impl Checker<'_> {
-    /// The pod or pod template is read after the patch, as it would be
-    /// stored.
+    /// The pod or pod template is read after the patch, as it would be stored.
     fn describe(
         &self,
         facts: &mut ObjectFacts,

@@ -155,11 +155,10 @@ enum Read<'r> {
     Updated(Json<'r>),
 }
 
-/// The pod to read before [`answer`], for a ResourceClaim being created
-/// with GPU requests: its controller owner of kind Pod (namespace, and the
-/// name and UID the claim names). On the mutating webhook R4 gives the
-/// claim the pod's floors; on a validating one R2 counts it with the pod's
-/// other claims, for a claim made from one of the pod's templates
+/// The pod to read before [`answer`], for a ResourceClaim created with GPU
+/// requests: its controller owner of kind Pod. R4 gives the claim the pod's
+/// floors (mutating webhook); R2 counts it with the pod's other claims
+/// (validating), for a claim made from one of the pod's templates
 /// (`resource.kubernetes.io/pod-claim-name`; not the scheduler's claims of
 /// extended resources, never denied).
 pub fn claim_owner_to_read(

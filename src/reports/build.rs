@@ -1,8 +1,6 @@
-//! The reports of one audit ([`build`]): one per namespace that has
-//! results, and one cluster-scoped report for objects without a namespace
-//! (none of the kinds audited today). A namespace without results gets no
-//! report: `--write-reports` deletes the one it wrote before. Each is named
-//! [`REPORT_NAME`] and labelled [`MANAGED_BY_LABEL`]`: `[`MANAGED_BY`].
+//! The reports of one audit ([`build`]), as docs/operations.md, "What is in
+//! a report", lays them out: each named [`REPORT_NAME`] and labelled
+//! [`MANAGED_BY_LABEL`]`: `[`MANAGED_BY`].
 
 use std::collections::BTreeMap;
 
@@ -92,9 +90,7 @@ impl Report {
     }
 }
 
-/// The reports of the audited objects in `api`, every result stamped
-/// `timestamp`: the namespaced ones by namespace name, then the
-/// cluster-scoped one.
+/// The namespaced reports by namespace name, then the cluster-scoped one.
 pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> Vec<Report> {
     // Namespace ("" for cluster-scoped objects) -> its results.
     let mut by_namespace: BTreeMap<&str, Vec<ReportResult>> = BTreeMap::new();

@@ -73,8 +73,7 @@ fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (C
     if !mig.is_empty() {
         return (Cause::MigStrategy, vec![format!("capacity {}", mig.join(", "))]);
     }
-    // Without the DaemonSets, or their pods, what runs on the node is not
-    // known.
+    // Without the DaemonSets, or their pods, what runs on the node is unknown.
     let (Some(daemon_sets), Some(_)) =
         (inventory.daemon_sets.items(), inventory.component_pods.items())
     else {

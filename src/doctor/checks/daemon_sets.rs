@@ -11,8 +11,7 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
     let Some(sets) = inventory.daemon_sets.items() else {
         return Vec::new();
     };
-    // The pods that are not ready, by namespace and component, gathered
-    // once rather than searched for each DaemonSet.
+    // Gathered once rather than searched for each DaemonSet.
     let mut not_ready: BTreeMap<(&str, Component), Vec<&ComponentPod>> = BTreeMap::new();
     for pod in inventory.component_pods.items().into_iter().flatten() {
         if !pod.ready {
