@@ -438,8 +438,7 @@ pub(crate) fn pod_update_rule() -> Value {
     json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"], "scope": "Namespaced"})
 }
 
-/// The name of the match condition that narrows a Pod's updates to those
-/// the policy governs.
+/// Names [`POD_UPDATE_CONDITION`].
 pub const POD_UPDATE_CONDITION_NAME: &str = "pod-updates-gpu-policy-governs";
 
 /// Every request but a Pod's update passes; which updates pass, and why,

@@ -1,11 +1,10 @@
 //! The static worst-case cost of admission policies' CEL, in Kubernetes'
 //! units: cel-go's estimator (`checker/cost.go`, `common/cost.go`) with the
 //! Kubernetes function costs (`k8s.io/apiserver/pkg/cel/library/cost.go`),
-//! over the `cel` crate's AST. docs/policy.md ("gpu-policy's estimate")
-//! lists what is exact and what, without a type checker, approximates. A
-//! function outside the model is an error, not a guess. Over one request
-//! ([`Shape::of_value`], [`MissingFields::Absent`]) it bounds what that
-//! request costs.
+//! over the `cel` crate's AST; docs/policy.md, "gpu-policy's estimate", says
+//! what is exact and what approximates. A function outside the model is an
+//! error, not a guess. Over one request ([`Shape::of_value`],
+//! [`MissingFields::Absent`]) it bounds what that request costs.
 
 use std::collections::BTreeMap;
 

@@ -210,8 +210,7 @@ pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// What `manifests --admission-policies` prints for a release, and what
-/// it says of what it left out.
+/// What `manifests --admission-policies` prints for a release.
 #[derive(Debug, Default)]
 pub struct Rendered {
     pub objects: Vec<Value>,
@@ -220,10 +219,9 @@ pub struct Rendered {
     pub notes: Vec<String>,
 }
 
-/// Every object `manifests --admission-policies` prints for `release`: the
-/// policies, each followed by its bindings; with `mutating`, the
-/// MutatingAdmissionPolicies too (bound in enforce namespaces only), in
-/// the version the release serves, or none before 1.34.
+/// Every object `manifests --admission-policies` prints for `release`: each
+/// policy followed by its bindings; with `mutating`, the MutatingAdmissionPolicies
+/// too (bound in enforce namespaces only; none before 1.34).
 pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion) -> Rendered {
     let mut rendered = Rendered::default();
     let all = all_generated(settings, release);
