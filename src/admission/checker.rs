@@ -1,7 +1,6 @@
-//! The offline evaluation of manifests, for `check` and `audit`: each
-//! object evaluated as the webhook would admit its creation, into an
-//! [`ObjectReport`]. A [`Checker`] is built once per run (per namespace in
-//! `audit`).
+//! The offline evaluation of manifests, for `check` and `audit`: each object
+//! evaluated as the webhook would admit its creation, into an [`ObjectReport`]
+//! ([`Checker`], built once per run, per namespace in `audit`).
 
 use std::collections::BTreeMap;
 

@@ -92,8 +92,8 @@ pub fn has_any_gpu_capacity(node: &Node) -> bool {
     has_gpu_capacity(node) || !mig_capacity(node).is_empty()
 }
 
-/// The GFD labels R4's floors select on that the node lacks: the compute
-/// capability and the driver's CUDA version (either of its two names).
+/// The GFD labels R4's floors select on that the node lacks (of the driver's
+/// CUDA version, either of its two names).
 pub fn missing_gfd_labels(node: &Node) -> Vec<&'static str> {
     let mut missing = Vec::new();
     if !node.labels.contains_key(MAJOR_LABEL) {

@@ -32,8 +32,7 @@ fn allowlist(inventory: &Inventory) -> Vec<Finding> {
     }
     let mut evidence: Vec<String> =
         missing.iter().map(|target| format!("no DaemonSet for entry {}", target.entry)).collect();
-    // The components that run under names no entry gives: their pods get
-    // the rules like any other.
+    // Components under names no entry gives: their pods get the rules.
     for ds in inventory.daemon_sets.items().into_iter().flatten() {
         let named_by_entry = inventory.install.allowlist.iter().any(|target| {
             target.namespace == ds.namespace
