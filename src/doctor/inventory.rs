@@ -103,10 +103,10 @@ impl Component {
         }
     }
 
-    /// The component a DaemonSet named `name` with `labels` runs, if any.
-    /// The device plugin chart's MPS control daemon shares its labels and
-    /// is no device plugin; GFD is matched first because the chart names
-    /// it `<release>-gpu-feature-discovery` with the plugin's labels.
+    /// The component a DaemonSet named `name` with `labels` runs, if any. The
+    /// chart's MPS control daemon shares the plugin's labels and is no device
+    /// plugin; GFD is matched first: the chart names it
+    /// `<release>-gpu-feature-discovery` with the plugin's labels.
     pub fn of_daemon_set(name: &str, labels: &BTreeMap<String, String>) -> Option<Component> {
         if name.contains("mps-control-daemon") {
             return None;
