@@ -1,13 +1,11 @@
-//! gpu-policy: a Kubernetes admission webhook that enforces NVIDIA GPU
-//! policy.
+//! gpu-policy: a Kubernetes admission webhook that enforces NVIDIA GPU policy.
 //!
 //! The rooms, bottom first: each imports only the rooms listed before it
-//! (`tests/it/architecture.rs` reads this list and holds the code to it);
-//! docs/architecture.md, "The rooms", says what each holds. Below them are
+//! (`tests/it/architecture.rs` reads this list and holds the code to it;
+//! docs/architecture.md, "The rooms", says what each holds). Below them are
 //! the crates `gpu-policy-core` (its rooms re-exported here: [`duration`],
-//! [`kubernetes_version`], [`manifest`], [`cuda`], [`document`],
-//! [`settings`], [`policy`]) and `kubernetes-cel`, which import nothing of
-//! this crate.
+//! [`kubernetes_version`], [`manifest`], [`cuda`], [`document`], [`settings`],
+//! [`policy`]) and `kubernetes-cel`, which import nothing of this crate.
 //!
 //! - [`telemetry`]
 //! - [`poll`]

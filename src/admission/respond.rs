@@ -1,7 +1,6 @@
 //! One admission request, read once: what it puts under evaluation
-//! ([`subject`]), handed to the claim owner's read
-//! ([`claim_owner_to_read`]), the registry lookups and the rules, whose
-//! evaluation becomes the endpoint's [`Answer`] ([`answer`]).
+//! ([`subject`]), handed to the claim owner's read ([`claim_owner_to_read`]),
+//! the registry lookups and the rules; [`answer`] makes the endpoint's [`Answer`].
 
 use std::collections::BTreeMap;
 
