@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 /// How one part of the cluster was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen<T> {
+    /// Read whole.
     Complete(T),
     /// The first pages only: the cluster holds more than the doctor reads
     /// of the kind (`cluster::read_inventory` says how many).
