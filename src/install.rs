@@ -109,8 +109,6 @@ impl WebhookUrl {
         Ok(Self(url.as_str().trim_end_matches('/').to_owned()))
     }
 
-    /// The URL of one endpoint: the base, then the endpoint's path (which
-    /// starts with `/`).
     fn join(&self, path: &str) -> String {
         format!("{}{path}", self.0)
     }
@@ -175,8 +173,7 @@ pub fn objects(
     Ok(objects)
 }
 
-/// What runs the server in the cluster: its configuration, Deployment,
-/// Service and PodDisruptionBudget.
+/// What runs the server in the cluster.
 fn in_cluster_server(options: &InstallOptions, ns: &str, config_yaml: String) -> Vec<Value> {
     vec![
         json!({
@@ -201,32 +198,24 @@ fn in_cluster_server(options: &InstallOptions, ns: &str, config_yaml: String) ->
     ]
 }
 
+// Why each rule, here and in `secret_role`: docs/security.md, "What the
+// install's ServiceAccounts may do".
 fn cluster_role() -> Value {
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": metadata(NAME, None),
         "rules": [
-            // The mode label and annotations of every namespace, watched.
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
-            // list: the namespace guard; get: the pod a ResourceClaim is
-            // made for, when it is created.
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
             {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["list", "watch"]},
-            // `doctor` in the server's pod: the device plugin's and GPU
-            // Feature Discovery's DaemonSets, wherever they run (the pods
-            // they make are listable already).
             {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
-            // get: that pod's claims and templates the caches do not know
-            // yet, read while its claim's review waits.
             {"apiGroups": ["resource.k8s.io"],
              "resources": ["resourceclaims", "resourceclaimtemplates"],
              "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["resource.k8s.io"],
              "resources": ["deviceclasses", "resourceslices"],
              "verbs": ["list", "watch"]},
-            // caBundle kept equal to the CA: a read, and an update that
-            // the webhook configuration guard holds to caBundle alone.
             {"apiGroups": ["admissionregistration.k8s.io"],
              "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
              "resourceNames": [NAME], "verbs": ["get", "update"]},
@@ -234,13 +223,10 @@ fn cluster_role() -> Value {
     })
 }
 
-/// One Role per namespace of the allowlist, one rule per kind: list and
-/// watch (the watch of each entry, by name) of exactly the allowlisted
-/// workloads. RBAC cannot grant
-/// names by prefix, so a kind with a `namePrefix` entry in the namespace is
-/// granted without `resourceNames` (the watch keeps only the names with the
-/// prefix). A PodTemplate is never watched, so its `namePrefix` entries
-/// get no rule (and a namespace without any rule, no Role).
+/// One Role per namespace of the allowlist, one rule per kind (what each
+/// grants and why: docs/security.md's table and docs/policy.md,
+/// "Configuration"). A PodTemplate is never watched, so its `namePrefix`
+/// entries get no rule (and a namespace without any rule, no Role).
 fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
     config
         .allowlist_namespaces()
@@ -283,11 +269,9 @@ fn allowlist_roles(config: &Config) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// The certificate Secret, empty: the server fills it, so it needs `get`
-/// and `update` of this one name and no `create` (which RBAC cannot limit
-/// by name). `Opaque` with no data: applying the install again leaves the
-/// server's data alone (a `kubernetes.io/tls` Secret would have to carry
-/// empty `tls.crt` and `tls.key`, and applying them would empty the pair).
+/// Created empty: the server fills it (docs/security.md's table). `Opaque`,
+/// so that applying the install again leaves the server's data alone: a
+/// `kubernetes.io/tls` Secret would carry empty `tls.crt` and `tls.key`.
 fn certificate_secret(namespace: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": metadata(CERT_SECRET, Some(namespace)),
@@ -301,8 +285,6 @@ fn secret_role(namespace: &str) -> Value {
         "metadata": metadata(NAME, Some(namespace)),
         "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET], "verbs": ["get", "update"]},
-            // `doctor` in the server's pod: the install's configuration
-            // and its replicas.
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [NAME], "verbs": ["get"]},
         ],
@@ -456,17 +438,11 @@ pub(crate) fn pod_update_rule() -> Value {
     json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"], "scope": "Namespaced"})
 }
 
-/// The name of the match condition that narrows a Pod's updates to those
-/// the policy governs.
+/// Names [`POD_UPDATE_CONDITION`].
 pub const POD_UPDATE_CONDITION_NAME: &str = "pod-updates-gpu-policy-governs";
 
-/// Every request but a Pod's update passes; a Pod's update passes when it
-/// changes what gpu-policy governs in it: a container's image or env (what
-/// a re-apply of the manifest sends back), `runtimeClassName`, the
-/// affinity, or a `gpu-policy.io/` annotation. The updates controllers
-/// make all the time (labels, other annotations, finalizers, owner
-/// references; status is a subresource) never reach the webhook, so that
-/// a webhook that is down blocks none of them. Every field is tested with
+/// Every request but a Pod's update passes; which updates pass, and why,
+/// is docs/policy.md, "Why `matchConditions`". Every field is tested with
 /// `has` first: an expression that errs would fall to the failure policy.
 pub const POD_UPDATE_CONDITION: &str = concat!(
     "request.operation != 'UPDATE' || request.resource.resource != 'pods' || ",
@@ -497,7 +473,6 @@ pub const POD_UPDATE_CONDITION: &str = concat!(
     "&& k in object.metadata.annotations))",
 );
 
-/// The match conditions of every webhook that takes Pods.
 pub(crate) fn pod_match_conditions() -> Value {
     json!([{"name": POD_UPDATE_CONDITION_NAME, "expression": POD_UPDATE_CONDITION}])
 }

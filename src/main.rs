@@ -29,17 +29,11 @@ const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 static COMMIT_ARENAS_AS_USED: extern "C" fn() = commit_arenas_as_used;
 
 /// Arenas committed as their pages are used, not up front (mimalloc's
-/// default): the resident set then follows what requests hold. Measured
-/// with reviews near the 3 MiB body limit (tests/it/e2e/memory.rs, debug
-/// binary): committed up front, one review peaks 6.1 to 8.7 bodies above
-/// the base and 16 at once at 129 to 147 MiB; committed as used, 1.9 to
-/// 2.2 bodies and 64 to 75 MiB; set in `main`, too late, 5.2 bodies. RSS
-/// under load (`scripts/bench.sh`): 32.3 MiB to 15.0 MiB.
-///
-/// Freed pages go back to the OS after mimalloc's own delay (10 ms):
-/// returned at once, they cost 0.15 to 0.28 page faults per request
-/// against 0.01 to 0.03 and about half a microsecond of CPU, for 1.6 to
-/// 2.7 MiB less at the peak.
+/// default), so the resident set follows what requests hold; freed pages go
+/// back after mimalloc's own 10 ms delay. One review near the body limit
+/// (tests/it/e2e/memory.rs) peaks 6.1 to 8.7 bodies above the base committed
+/// up front, 1.9 to 2.2 as used; RSS under load 32.3 MiB to 15.0 MiB. All
+/// figures: docs/performance.md, "Why the hand-written pieces stay".
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 extern "C" fn commit_arenas_as_used() {

@@ -2,8 +2,7 @@
 //! writes) and in the registry room's `ResolverMetrics`.
 //!
 //! Every label value is one of a closed list ([`closed_label`],
-//! [`kind_label`]): a series lives as long as the process and is written
-//! at every scrape, so none may come from a request.
+//! [`kind_label`]): docs/operations.md, "Metrics and the decision log".
 
 mod admission;
 

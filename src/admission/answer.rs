@@ -77,8 +77,7 @@ pub fn namespace_settings(
     settings.for_namespace(&annotations)
 }
 
-/// What the webhook answers for one request, or `check` reports for one
-/// object.
+/// What the webhook answers for one request, or `check` reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Answer {
     pub allowed: bool,
@@ -113,11 +112,9 @@ pub const UNENFORCED_FLOOR_ANNOTATION: &str = "unenforced-floor";
 /// the API server truncates long ones anyway.
 pub const MAX_WARNING_CHARS: usize = 119;
 
-/// The most warnings one answer carries, the last of them saying how many
-/// more there are, and their characters in all. k8s.io/apiserver passes on
-/// 4,096 characters of warnings per request from every webhook together
-/// and drops the rest (cutting each to 256 once over): half of it leaves
-/// the other webhooks theirs.
+/// The most warnings one answer carries (the last saying how many more),
+/// and their characters in all: half of the 4,096 k8s.io/apiserver passes
+/// on per request from every webhook together leaves the others theirs.
 pub const MAX_WARNINGS: usize = 16;
 pub const MAX_WARNINGS_CHARS: usize = 2048;
 
@@ -361,8 +358,7 @@ pub fn template_warning(change: &Change) -> String {
     Message::new(format_args!("[{}] pods will {}", change.rule, change.summary)).into_string()
 }
 
-/// `gpu-policy: [rule] message; [rule] message; and 1,234 more`, within
-/// [`MAX_DENIAL_BYTES`].
+/// `gpu-policy: [rule] message; [rule] message; and 1,234 more`.
 fn denial_message(evaluation: &Evaluation) -> String {
     let room = MAX_DENIAL_BYTES - Message::PREFIX.len();
     let violations = joined_within(&evaluation.violations, tagged_violation, room);
@@ -413,7 +409,6 @@ impl Decision {
 }
 
 impl Answer {
-    /// Whether the answer carries the evaluation's patch.
     pub fn carries_patch(&self) -> bool {
         !self.encoded_patch.is_empty()
     }
@@ -422,8 +417,6 @@ impl Answer {
         Self { allowed: true, ignored: true, ..Self::default() }
     }
 
-    /// Cut to [`MAX_DENIAL_BYTES`] by [`Answer::encode`].
-    /// Allowed as it is, with nothing to say.
     pub fn allowed() -> Self {
         Self { allowed: true, ..Self::default() }
     }
@@ -446,20 +439,14 @@ impl Answer {
         }
     }
 
-    /// Writes the answer as an AdmissionReview v1 response to `uid`.
-    ///
-    /// kube's `AdmissionResponse` fields in its order, but the patch is
-    /// base64 (the Go `[]byte` the API documents) after the warnings, and
-    /// the audit annotations come last in key order (equal answers are
-    /// equal bytes). A denial is `Status::failure(message, "Forbidden")`,
-    /// code 403, cut to [`MAX_DENIAL_BYTES`].
-    ///
-    /// Written by hand, with the keys and constants as bytes and only the
-    /// answer's own strings through serde_json: the GPU pod's encode phase
-    /// took 6,788 instructions through kube's `AdmissionResponse` and
-    /// serde's `flatten`, 4,889 from borrowed fields, 1,121 with the
-    /// constants as bytes (docs/performance.md). A property test holds the
-    /// bytes to a serde struct's.
+    /// Writes the answer as an AdmissionReview v1 response to `uid`: kube's
+    /// `AdmissionResponse` fields in its order, but the patch base64 (Go's
+    /// `[]byte`) after the warnings and the audit annotations last in key
+    /// order (equal answers are equal bytes); a denial is 403 `Forbidden`,
+    /// cut to [`MAX_DENIAL_BYTES`]. Written by hand: the GPU pod's encode
+    /// phase took 6,788 instructions through kube's `AdmissionResponse`,
+    /// 1,121 so (docs/performance.md). A property test holds the bytes to a
+    /// serde struct's.
     pub fn encode(&self, uid: &str) -> Result<Vec<u8>, serde_json::Error> {
         let patch = &self.encoded_patch;
         let patch_len = patch.len().div_ceil(3) * 4;

@@ -1,7 +1,6 @@
-//! The offline evaluation of manifests, for `check` and `audit`: each
-//! object evaluated as the webhook would admit its creation, into an
-//! [`ObjectReport`]. A [`Checker`] is built once per run (per namespace in
-//! `audit`).
+//! The offline evaluation of manifests, for `check` and `audit`: each object
+//! evaluated as the webhook would admit its creation, into an [`ObjectReport`]
+//! ([`Checker`], built once per run, per namespace in `audit`).
 
 use std::collections::BTreeMap;
 
@@ -53,8 +52,7 @@ pub struct ObjectReport {
     pub facts: ObjectFacts,
 }
 
-/// What `audit`'s policy reports (`crate::reports`) show beside the
-/// findings.
+/// What `audit`'s policy reports (`crate::reports`) show beside findings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ObjectFacts {
     pub uid: Option<String>,
@@ -305,8 +303,7 @@ impl<'a> Checker<'a> {
 }
 
 impl Checker<'_> {
-    /// The pod or pod template is read after the patch, as it would be
-    /// stored.
+    /// The pod or pod template is read after the patch, as it would be stored.
     fn describe(
         &self,
         facts: &mut ObjectFacts,

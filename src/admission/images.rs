@@ -1,10 +1,8 @@
-//! Registry mode's lookups, for the webhook and `check --resolve-images`:
-//! which images are looked up ([`wanted`]), and one batch of lookups read
-//! into [`ResolvedImages`], the `policy::ImageFacts` the rules are given.
-//!
-//! Only the GPU containers' images of a Pod or pod template are looked up:
-//! no other object waits on a registry. An image without a usable answer
-//! is left to the image table, which the rule then says.
+//! Registry mode's lookups, for the webhook and `check --resolve-images`
+//! ([`wanted`], [`ResolvedImages`]). Only the GPU containers' images of a
+//! Pod or pod template are looked up: no other object waits on a registry.
+//! An image without a usable answer is left to the image table, which the
+//! rule then says.
 
 use std::collections::HashMap;
 use std::sync::Arc;

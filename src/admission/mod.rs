@@ -1,14 +1,5 @@
-//! The admission layer: review in, answer out.
-//!
-//! ```text
-//! respond.rs -> wire.rs        AdmissionReview bytes -> request
-//!            -> answer.rs      (mode, kind, evaluation) -> Answer -> bytes
-//!            -> kinds.rs       ObjectKind, Workload; the policy::Subject of each
-//!            -> images.rs      registry lookups -> policy::ImageFacts
-//!            -> owner.rs       the pod a claim is made for -> OwnerPod
-//!            -> namespace_guard.rs
-//! checker.rs -> answer.rs, kinds.rs, images.rs (`check`, `audit`)
-//! ```
+//! The admission layer: review in, answer out; docs/architecture.md, "The
+//! rooms", says what each file holds.
 
 pub mod answer;
 pub mod checker;

@@ -1,16 +1,10 @@
 //! The namespace guard: the `gpu-policy.io/mode` label is itself policy.
-//!
-//! Reads: the label on the old and new Namespace; the requesting user and
-//! groups; the configured `policyAdmins`.
-//!
-//! Denies loosening the mode (enforce -> warn -> audit -> absent) unless the
-//! user or one of their groups is a policy admin, and denies a value that is
-//! not a mode (it would silently switch the policy off). Tightening is open
-//! to anyone, as is deleting the namespace.
-//!
-//! Warns, when a namespace is opted in or tightened, about what already
-//! runs there ([`OptInFindings`]): by count, or by name when every caller is
-//! authenticated ([`Disclosure`]).
+//! Reads the label on the old and new Namespace, the requesting user and
+//! groups, the configured `policyAdmins`. Denies loosening the mode unless
+//! the requester is a policy admin, and a value that is not a mode (it would
+//! silently switch the policy off); warns of what already runs in a
+//! namespace opted in ([`OptInFindings`], [`Disclosure`]). docs/policy.md,
+//! "Namespace guard", has the whole of it.
 
 use std::borrow::Cow;
 
@@ -56,7 +50,6 @@ pub enum LabelRefusal {
     Loosened { before: String, after: String, admins: String },
 }
 
-/// Whether `requester` may change the namespace `old` into `new`.
 pub fn check(
     old: Option<Json<'_>>,
     new: Option<Json<'_>>,

@@ -1,19 +1,13 @@
 //! The object of a review as a [`Document`] that borrows the body, read in
-//! the pass that parses the body, with only the fields some rule reads.
-//!
-//! What is kept is an allowlist of paths, a small machine of [`Place`]s
-//! over keys and list elements ([`Place::member`]). Everything else (a
-//! pod's `status`, `managedFields`, probes, ...) is parsed and costs no
-//! node. A subtree a rule may copy into a patch or compare whole
-//! (`affinity`, `tolerations`, `resources`, `devices`) is kept whole.
+//! the pass that parses the body, with only the fields some rule reads
+//! (docs/performance.md, "An allowlist of what the rules read"). A subtree
+//! a rule may copy into a patch or compare whole (`affinity`,
+//! `tolerations`, `resources`, `devices`) is kept whole.
 //!
 //! Leaving fields out cannot change a patch: the document is never encoded
 //! again, and a list keeps the place of every element it leaves out, so
-//! indexes stay as written. The tests hold the allowlist to what the code
-//! reads, and every fixture to the same decision on the whole object.
-//!
-//! The nodes, and what the policy builds for what is kept
-//! ([`Place::cost`](Unread::cost)), are charged to a [`Budget`] of the body's size
+//! indexes stay as written. The nodes, and what the policy builds for what
+//! is kept ([`Place::cost`](Unread::cost)), are charged to a [`Budget`]
 //! ([`budget`]).
 
 use serde::de::Deserializer;

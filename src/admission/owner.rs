@@ -1,11 +1,7 @@
-//! The pod a ResourceClaim is made for, read by the server before the
-//! claim is evaluated: what is read beside the pod ([`claims_to_read`]),
-//! what was read ([`OwnerRead`]), and the pod as the policy takes it
-//! ([`OwnerDocument::owner_pod`]).
-//!
-//! The pod is read as the review's object is ([`object_tree`], within a
-//! budget of its size); a claim or template beside it as its requests
-//! only, as the caches keep one.
+//! The pod a ResourceClaim is made for, read by the server before the claim
+//! is evaluated ([`claims_to_read`], [`OwnerRead`], [`OwnerDocument::owner_pod`])
+//! as the review's object is ([`object_tree`], within a budget of its size);
+//! a claim or template beside it as its requests only, as the caches keep one.
 
 use std::collections::BTreeSet;
 

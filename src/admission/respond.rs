@@ -1,7 +1,6 @@
 //! One admission request, read once: what it puts under evaluation
-//! ([`subject`]), handed to the claim owner's read
-//! ([`claim_owner_to_read`]), the registry lookups and the rules, whose
-//! evaluation becomes the endpoint's [`Answer`] ([`answer`]).
+//! ([`subject`]), handed to the claim owner's read ([`claim_owner_to_read`]),
+//! the registry lookups and the rules; [`answer`] makes the endpoint's [`Answer`].
 
 use std::collections::BTreeMap;
 
@@ -155,11 +154,10 @@ enum Read<'r> {
     Updated(Json<'r>),
 }
 
-/// The pod to read before [`answer`], for a ResourceClaim being created
-/// with GPU requests: its controller owner of kind Pod (namespace, and the
-/// name and UID the claim names). On the mutating webhook R4 gives the
-/// claim the pod's floors; on a validating one R2 counts it with the pod's
-/// other claims, for a claim made from one of the pod's templates
+/// The pod to read before [`answer`], for a ResourceClaim created with GPU
+/// requests: its controller owner of kind Pod. R4 gives the claim the pod's
+/// floors (mutating webhook); R2 counts it with the pod's other claims
+/// (validating), for a claim made from one of the pod's templates
 /// (`resource.kubernetes.io/pod-claim-name`; not the scheduler's claims of
 /// extended resources, never denied).
 pub fn claim_owner_to_read(
@@ -318,7 +316,6 @@ fn new_template_changes(
     let Ok(before) = evaluator.evaluate(&subject) else {
         return Vec::new();
     };
-    // What overrides the author is warned of every template (`decide`).
     evaluation
         .changes_new_since(&before)
         .into_iter()

@@ -54,13 +54,11 @@ pub enum ReviewError {
     MissingRequest,
 }
 
-/// An AdmissionReview v1 request, its strings borrowing the body: kube's
-/// `AdmissionRequest`'s fields that gpu-policy reads, as required (`uid`,
-/// `kind`, `resource`, `operation`, `userInfo`); the rest is parsed and
-/// left, where kube owns every string and `options` as a JSON tree.
-///
-/// Read by hand (`RequestSeed`) so that the reader of `object` and
-/// `oldObject` knows the body and the budget the two share.
+/// An AdmissionReview v1 request, its strings borrowing the body: the
+/// fields of kube's `AdmissionRequest` that gpu-policy reads, as required
+/// (`uid`, `kind`, `resource`, `operation`, `userInfo`). Read by hand
+/// (`RequestSeed`) so that the reader of `object` and `oldObject` knows the
+/// body and the budget the two share.
 #[derive(Debug, Clone)]
 pub struct AdmissionRequest<'a> {
     pub uid: Cow<'a, str>,
@@ -144,9 +142,7 @@ fn check_unicode_escapes(text: &str) -> Result<(), ReviewError> {
     Ok(())
 }
 
-/// Decodes an AdmissionReview v1 request body.
-///
-/// sonic-rs reads it into the same serde types as any serde reader
+/// sonic-rs reads the body into the same serde types as any serde reader
 /// (`check` and `audit` use serde_json): the GPU pod 38,700 instructions
 /// with serde_json and 34,800 with sonic-rs, the DRA pod 31,400 and 27,900
 /// (callgrind, 1,000 decodes; docs/performance.md).

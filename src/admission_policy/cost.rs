@@ -1,11 +1,10 @@
 //! The static worst-case cost of admission policies' CEL, in Kubernetes'
 //! units: cel-go's estimator (`checker/cost.go`, `common/cost.go`) with the
 //! Kubernetes function costs (`k8s.io/apiserver/pkg/cel/library/cost.go`),
-//! over the `cel` crate's AST. docs/policy.md ("gpu-policy's estimate")
-//! lists what is exact and what, without a type checker, approximates. A
-//! function outside the model is an error, not a guess. Over one request
-//! ([`Shape::of_value`], [`MissingFields::Absent`]) it bounds what that
-//! request costs.
+//! over the `cel` crate's AST; docs/policy.md, "gpu-policy's estimate", says
+//! what is exact and what approximates. A function outside the model is an
+//! error, not a guess. Over one request ([`Shape::of_value`],
+//! [`MissingFields::Absent`]) it bounds what that request costs.
 
 use std::collections::BTreeMap;
 
@@ -62,7 +61,6 @@ pub enum MissingFields {
     Absent,
 }
 
-/// The cost range of `expression` over `variables`.
 pub fn estimate(expression: &str, variables: &Variables) -> Result<Bounds, CostError> {
     estimate_value(expression, variables, MissingFields::Unknown).map(|(cost, _)| cost)
 }
@@ -91,7 +89,6 @@ pub fn total(costs: &[Bounds]) -> Bounds {
     costs.iter().fold(Bounds::fixed(0), |sum, cost| sum.add(*cost))
 }
 
-/// An expression's cost and the shape of its value.
 struct Estimated {
     cost: Bounds,
     shape: Shape,
@@ -505,7 +502,6 @@ fn literal_shape(literal: &LiteralValue) -> Shape {
     }
 }
 
-/// The shape of `operand.name`.
 fn field(operand: &Shape, name: &str, missing: MissingFields) -> Result<Shape, CostError> {
     match operand {
         Shape::Object(fields) => Ok(fields.get(name).cloned().unwrap_or(match missing {

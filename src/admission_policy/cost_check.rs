@@ -1,9 +1,7 @@
 //! `gpu-policy manifests --admission-policies --cost`: every expression of
-//! the generated policies estimated in order (a variable's value has the
-//! shape its expression computes, for the expressions after it; each
-//! variable counted once, as Kubernetes charges it), over any object and
-//! over a reference object, which the limits are held against.
-//! docs/policy.md ("gpu-policy's estimate") says why.
+//! the generated policies estimated in order, each variable counted once
+//! as Kubernetes charges it, over any object and over a reference object,
+//! which the limits are held against (docs/policy.md, "gpu-policy's estimate").
 
 use serde_json::{Value, json};
 
@@ -48,7 +46,6 @@ pub fn policies(settings: &Settings, mutating: bool) -> Vec<Value> {
     all.validating.into_iter().chain(mutating).map(|p| p.object).collect()
 }
 
-/// The costs of [`policies`].
 pub fn check(settings: &Settings, mutating: bool) -> Vec<PolicyCheck> {
     let policies = policies(settings, mutating);
     let namespace = json!({"metadata": {"name": "gpu", "labels": {MODE_LABEL: "enforce"}}});
@@ -148,7 +145,6 @@ fn verdict(cost: &Result<Bounds, CostError>, limit: u64) -> &'static str {
     }
 }
 
-/// One row: an expression or a total, its two costs and its limit.
 fn row(
     name: &str,
     any: &Result<Bounds, CostError>,
@@ -331,7 +327,6 @@ impl PolicyCost {
     }
 }
 
-/// The cost ranges of a generated policy's expressions over `inputs`.
 pub fn policy_cost(policy: &Value, inputs: &Inputs) -> PolicyCost {
     let spec = &policy["spec"];
     let mut variables = inputs.variables.clone();

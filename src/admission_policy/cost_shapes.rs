@@ -62,7 +62,6 @@ impl Bounds {
         Bounds { min: times_factor(self.min, factor), max: times_factor(self.max, factor) }
     }
 
-    /// Whether the largest cost stays within `limit`.
     pub fn within(self, limit: u64) -> bool {
         self.max <= limit
     }
@@ -76,7 +75,6 @@ fn times_factor(value: u64, factor: f64) -> u64 {
     if product >= 18_446_744_073_709_551_616.0 { u64::MAX } else { product as u64 }
 }
 
-/// The variables an expression sees, by name.
 pub type Variables = BTreeMap<String, Shape>;
 
 /// What a value is, with the sizes that bound its worst case: the part of
@@ -219,24 +217,19 @@ pub(super) fn union_items(a_len: Bounds, a: Shape, b_len: Bounds, b: Shape) -> S
     }
 }
 
-/// The most items of at least `item_min_serialized_size` bytes a request
-/// holds: `(MaxRequestSizeBytes - 2) / (minSize + 1)`, the brackets and a
-/// comma each (`estimateMaxArrayItemsFromMinSize`,
-/// `k8s.io/apiserver/pkg/cel/common/schemas.go`).
+/// `estimateMaxArrayItemsFromMinSize` (`k8s.io/apiserver/pkg/cel/common/schemas.go`;
+/// docs/policy.md, "The sizes of unbounded lists", for these three).
 pub fn max_list_items(item_min_serialized_size: u64) -> u64 {
     (MAX_REQUEST_SIZE_BYTES - 2) / item_min_serialized_size.saturating_add(1)
 }
 
-/// The most map entries with values of at least `value_min_serialized_size`
-/// bytes a request holds: `(MaxRequestSizeBytes - 2) / (minSize + 6)`
-/// (`estimateMaxAdditionalPropertiesFromMinSize`).
+/// `estimateMaxAdditionalPropertiesFromMinSize`.
 pub fn max_map_entries(value_min_serialized_size: u64) -> u64 {
     (MAX_REQUEST_SIZE_BYTES - 2) / value_min_serialized_size.saturating_add(6)
 }
 
-/// The smallest JSON of an object with these required fields (name, the
-/// field's own smallest JSON): `{}` plus, per field, its quoted name, a
-/// colon, a comma and its value (`SchemaDeclType`).
+/// `SchemaDeclType`'s smallest JSON of an object with these required fields
+/// (name, the field's own smallest JSON).
 pub fn object_min_serialized_size(required: &[(&str, u64)]) -> u64 {
     required.iter().fold(2, |size, (name, value)| {
         size.saturating_add(name.len() as u64).saturating_add(*value).saturating_add(4)
@@ -433,8 +426,6 @@ fn request() -> Shape {
     ])
 }
 
-/// The variables of every admission policy: `object`, `oldObject`,
-/// `namespaceObject` and `request`.
 pub fn variables(object: Shape, old_object: Shape, namespace: Shape, request: Shape) -> Variables {
     [
         ("object", object),
@@ -452,17 +443,14 @@ fn schema_variables(object: Shape) -> Variables {
     variables(object.clone(), object, namespace(), request())
 }
 
-/// The variables of a policy on pods: `object` and `oldObject` as Pods.
 pub fn pod_policy_variables() -> Variables {
     schema_variables(pod())
 }
 
-/// The variables of a policy on pods and workloads.
 pub fn workload_policy_variables() -> Variables {
     schema_variables(pod_or_workload())
 }
 
-/// The variables of a policy on ResourceClaims and their templates.
 pub fn claim_policy_variables() -> Variables {
     schema_variables(claim_or_template())
 }

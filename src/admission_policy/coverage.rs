@@ -1,12 +1,8 @@
-//! `gpu-policy manifests --admission-policies --coverage`: what the
-//! admission policies cover, rule by rule, printed from the registry
-//! (`policy::rules::entries`): each entry's generated policies under the
-//! settings and its [`ApiServer`] reasons. docs/policy.md's coverage table
-//! is its output on the default settings, and a test holds it to that.
-//!
-//! [`compatibility_table`]: what the install uses of each supported
-//! Kubernetes release; docs/compatibility.md's table, held to it the same
-//! way.
+//! `manifests --admission-policies --coverage`: what the admission policies
+//! cover, rule by rule, from the registry (`policy::rules::entries`) and its
+//! [`ApiServer`] reasons; [`compatibility_table`]: what the install uses of
+//! each supported release. Tests hold docs/policy.md's coverage table and
+//! docs/compatibility.md's to their output on the default settings.
 
 use super::{GeneratedPolicy, all_generated, generated};
 use crate::kubernetes_version::KubernetesVersion;

@@ -1,13 +1,9 @@
 //! The generated policies evaluated offline: `check --engine cel`, and the
 //! equivalence tests that hold them to the webhook's rules.
 //!
-//! An object is first made what the API server would hand a policy
-//! ([`as_admitted`]): quantities written as JSON numbers become strings
-//! and `null` fields disappear, as decoding into the typed object and
-//! encoding it again does. Then every generated policy whose constraints
-//! match is evaluated; in enforce mode the mutating policies are applied
-//! first, in the order generated, as the API server runs mutating
-//! admission before validating admission.
+//! Objects are made what the API server hands a policy ([`as_admitted`]);
+//! in enforce mode the mutating policies run first, in the order generated,
+//! as the API server runs mutating admission before validating admission.
 
 use std::collections::BTreeMap;
 
@@ -46,14 +42,11 @@ pub struct PolicyVerdict {
 }
 
 impl PolicyEngine {
-    /// Generates the policies from the settings and compiles them, for
-    /// the newest supported release.
+    /// For the newest supported release.
     pub fn new(settings: &Settings) -> Result<Self, PolicyError> {
         Self::for_release(settings, KubernetesVersion::default())
     }
 
-    /// Generates the policies from the settings for `release` and
-    /// compiles them.
     pub fn for_release(
         settings: &Settings,
         release: KubernetesVersion,
@@ -119,11 +112,8 @@ impl PolicyEngine {
     }
 
     /// `check --engine cel`: what the policies alone decide for the
-    /// object's creation (or update) in a namespace of `mode`, in `check`'s report
-    /// shape. Enforce namespaces get the mutating policies' changes first,
-    /// then a denial for any violation; warn namespaces get the violations
-    /// as warnings; audit namespaces get nothing a person sees.
-    /// With `old`, the object's update from it.
+    /// object's creation (with `old`, its update) in a namespace of `mode`,
+    /// in `check`'s report shape, as the modes decide at admission.
     pub fn report(
         &self,
         object: &Value,
@@ -264,9 +254,8 @@ pub fn resource_of(
         GroupVersionResource { group: group.to_owned(), version, resource: resource.to_owned() },
     ))
 }
-
-/// The attributes of a CREATE of `object` in `namespace`, whose Namespace
-/// carries `annotations` and the mode label; None for a kind the policies
+/// A CREATE of `object` in `namespace`, whose Namespace carries
+/// `annotations` and the mode label; None for a kind the policies ignore.
 /// do not match.
 pub fn create_attributes(
     object: &Value,
@@ -284,7 +273,6 @@ pub fn create_attributes(
     Some(attributes)
 }
 
-/// A Namespace with the mode label and the given annotations.
 pub fn namespace_object(
     namespace: &str,
     mode: &str,

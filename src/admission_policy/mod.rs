@@ -115,7 +115,6 @@ pub struct LeftOut {
 }
 
 impl Generated {
-    /// Moves the policies whose CEL `release` refuses to `left_out`.
     fn keep_accepted_by(&mut self, release: KubernetesVersion) {
         let left_out = &mut self.left_out;
         for (mutating, list) in [(false, &mut self.validating), (true, &mut self.mutating)] {
@@ -135,7 +134,6 @@ impl Generated {
     }
 }
 
-/// The functions of every expression of a policy that `release` refuses.
 fn refused_functions(
     policy: &Value,
     release: KubernetesVersion,
@@ -171,8 +169,7 @@ pub fn generated(
     generated
 }
 
-/// The policies of every registry entry, in its order, built from the
-/// settings for `release`.
+/// In the registry's order.
 pub fn all_generated(settings: &Settings, release: KubernetesVersion) -> Generated {
     let mut all = Generated::default();
     for (rule, entry) in entries() {
@@ -213,8 +210,7 @@ pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// What `manifests --admission-policies` prints for a release, and what
-/// it says of what it left out.
+/// What `manifests --admission-policies` prints for a release.
 #[derive(Debug, Default)]
 pub struct Rendered {
     pub objects: Vec<Value>,
@@ -223,10 +219,9 @@ pub struct Rendered {
     pub notes: Vec<String>,
 }
 
-/// Every object `manifests --admission-policies` prints for `release`: the
-/// policies, each followed by its bindings; with `mutating`, the
-/// MutatingAdmissionPolicies too (bound in enforce namespaces only), in
-/// the version the release serves, or none before 1.34.
+/// Every object `manifests --admission-policies` prints for `release`: each
+/// policy followed by its bindings; with `mutating`, the MutatingAdmissionPolicies
+/// too (bound in enforce namespaces only; none before 1.34).
 pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion) -> Rendered {
     let mut rendered = Rendered::default();
     let all = all_generated(settings, release);

@@ -1,5 +1,4 @@
-//! The flags of `check`, and what every command shares: the settings of
-//! `--config`, the exit status, stdout.
+//! `check`'s flags, and what every command shares: `--config`, the exit status, stdout.
 
 use std::io::Write;
 use std::path::PathBuf;

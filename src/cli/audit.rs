@@ -1,8 +1,6 @@
 //! `gpu-policy audit` (its exit status: `cli::Command::Audit`). With
-//! `--write-reports`, the findings are written as policy reports, one per
-//! namespace (`crate::reports`), through `cluster::write_reports`, and
-//! nothing else is touched; the lines of the reports written go to stdout,
-//! or to stderr when `-o` asks for stdout too.
+//! `--write-reports` the findings are written as policy reports
+//! (`crate::reports`, `cluster::write_reports`), and nothing else is touched.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -130,7 +128,6 @@ async fn audit(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let dra_version = cluster::served_dra_version(&client)
         .await
         .context("cannot read the cluster's API discovery")?;
-    // (namespace, mode) pairs to audit.
     let targets: Vec<(String, Mode)> = snapshot
         .namespaces
         .iter()

@@ -100,14 +100,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let nodes = read_nodes(args, &settings)?;
     let old_documents = read_old(args)?;
     let mut documents = manifest::load(&args.files, &mut std::io::stdin().lock())?;
-    // `gpu-policy test` files sit beside the manifests they test (as in
-    // examples/): they are not objects of a cluster.
+    // `gpu-policy test` files sit beside the manifests they test (examples/).
     documents.retain(|doc| !super::test::is_test_file(&doc.object));
     let annotations: BTreeMap<String, String> =
         args.namespace_annotations.iter().cloned().collect();
     let mode = Mode::from(args.mode);
-    // The whole input is evaluated together: pods resolve their DRA claims
-    // from the claims and templates beside them.
+    // Evaluated together: pods resolve their DRA claims from those beside them.
     let objects: Vec<&Value> = documents.iter().map(|doc| &doc.object).collect();
     let old_objects: Vec<&Value> = old_documents.iter().map(|doc| &doc.object).collect();
     let mut checker = Checker::new(&settings, mode, &args.namespace)

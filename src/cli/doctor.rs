@@ -1,9 +1,6 @@
-//! `gpu-policy doctor` (its exit status: `cli::Command::Doctor`): one read
-//! of the cluster (`cluster::read_inventory`) within [`READ_TIMEOUT`], the
-//! checks of `crate::doctor`, and with `--write-report` one cluster-scoped
-//! report written through `audit`'s writer. A kind it may not read is a
-//! note, and the checks that need it are skipped; nodes it may not read
-//! are an error.
+//! `gpu-policy doctor` (its exit status: `cli::Command::Doctor`; what it
+//! reads and reports: docs/operations.md, "gpu-policy doctor"), within
+//! [`READ_TIMEOUT`]; `--write-report` writes through `audit`'s writer.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -101,8 +101,7 @@ pub fn main() -> ExitCode {
         Command::Test(args) => test::run(&args),
     };
     outcome.unwrap_or_else(|error| {
-        // One line per line of the message: `test` names every bad test
-        // file at once.
+        // `test` names every bad test file at once, a line each.
         for line in message(&error).lines() {
             eprintln!("gpu-policy: {line}");
         }

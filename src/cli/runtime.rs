@@ -19,8 +19,7 @@ pub(super) fn run_in_runtime(
         .block_on(command)
 }
 
-/// The lines of the reports written: on stdout, or on stderr when `-o`
-/// asked for stdout too.
+/// The lines of the reports written: on stdout, or on stderr when `-o` took it.
 pub(super) fn print_written(
     lines: &[impl std::fmt::Display],
     output_on_stdout: bool,

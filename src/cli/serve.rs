@@ -1,5 +1,4 @@
-//! `gpu-policy serve`: the flags, parsed into [`server::Options`] for
-//! [`server::run`].
+//! `gpu-policy serve`: the flags, parsed into [`server::Options`] for [`server::run`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

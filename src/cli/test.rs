@@ -1,8 +1,7 @@
-//! `gpu-policy test PATH...` (its exit status: `cli::Command::Test`; the
-//! schema of its files: docs/policy.md, "Testing a configuration").
-//! [`file`](mod@file) reads the test files;
-//! [`run`](fn@run) evaluates the cases; [`table`] and [`junit`] write the
-//! outcomes.
+//! `gpu-policy test PATH...` (its exit status: `cli::Command::Test`; its
+//! files: docs/policy.md, "Testing a configuration"): [`file`](mod@file)
+//! reads them, [`run`](fn@run) evaluates the cases, [`table`] and [`junit`]
+//! write the outcomes.
 
 mod file;
 mod junit;

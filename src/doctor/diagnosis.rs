@@ -1,6 +1,5 @@
-//! [`diagnose`]: the findings of every check, the notes of what could not
-//! be looked at, and the summary the output opens with. Pure: the same
-//! inventory gives the same diagnosis.
+//! [`diagnose`]: the findings of every check, the notes of what could not be
+//! looked at, and the summary. Pure: the same inventory, the same diagnosis.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -13,7 +12,6 @@ use super::finding::{Finding, Note};
 use super::inventory::{ConfigSource, Inventory, Seen};
 use crate::admission::Mode;
 
-/// What the doctor found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Diagnosis {

@@ -33,35 +33,20 @@ macro_rules! finding_ids {
     };
 }
 
+// What each finding means: docs/operations.md, "The findings".
 finding_ids! {
-    /// A node that looks like a GPU node advertises no `nvidia.com/gpu`.
     NoGpuCapacity => "no-gpu-capacity",
-    /// GPU nodes lack GPU Feature Discovery's labels and no GFD runs.
     GfdMissing => "gfd-missing",
-    /// GPU nodes lack GPU Feature Discovery's labels although GFD runs.
     GfdLabelsMissing => "gfd-labels-missing",
-    /// The configured RuntimeClass does not exist.
     RuntimeClassMissing => "runtime-class-missing",
-    /// The RuntimeClass names a handler GPU nodes do not report.
     RuntimeHandlerUnknown => "runtime-handler-unknown",
-    /// A DaemonSet of the device plugin or GFD has fewer pods ready than
-    /// scheduled.
     DaemonSetNotReady => "daemonset-not-ready",
-    /// GPU DeviceClasses exist, but the NVIDIA DRA driver publishes no
-    /// ResourceSlices.
     DraDriverMissing => "dra-driver-missing",
-    /// ResourceSlices of the NVIDIA DRA driver lack the version attributes
-    /// the DRA floors read.
     DraSliceVersionsMissing => "dra-slice-versions-missing",
-    /// An allowlist entry names a DaemonSet that does not exist.
     AllowlistTargetMissing => "allowlist-target-missing",
-    /// A namespace's mode label is not a mode.
     ModeLabelInvalid => "mode-label-invalid",
-    /// No namespace is opted in.
     NoNamespaceOptedIn => "no-namespace-opted-in",
-    /// A webhook's caBundle does not trust the serving certificate.
     CaBundleMismatch => "ca-bundle-mismatch",
-    /// gpu-policy's Deployment has fewer replicas ready than wanted.
     WebhookNotReady => "webhook-not-ready",
 }
 
@@ -77,7 +62,6 @@ impl Serialize for FindingId {
     }
 }
 
-/// How much a finding weighs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -98,7 +82,6 @@ impl Severity {
     }
 }
 
-/// An object a finding is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subject {

@@ -1,7 +1,5 @@
-//! What `gpu-policy doctor` read of the cluster, as plain values, each part
-//! [`Seen`] whole, in part, or not at all: `cluster::read_inventory` fills
-//! it, the checks read it and nothing else, so a table test builds one by
-//! hand.
+//! What `gpu-policy doctor` read of the cluster, as plain values: the checks
+//! read it and nothing else, so a table test builds one by hand.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +20,6 @@ pub enum Seen<T> {
 }
 
 impl<T> Seen<T> {
-    /// What was read, whole or in part.
     pub fn items(&self) -> Option<&T> {
         match self {
             Seen::Complete(items) | Seen::Truncated(items) => Some(items),
@@ -30,7 +27,6 @@ impl<T> Seen<T> {
         }
     }
 
-    /// What was read made into something else, the state kept.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Seen<U> {
         match self {
             Seen::Complete(items) => Seen::Complete(f(items)),
@@ -51,9 +47,7 @@ impl<T: Default> Default for Seen<T> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
-    /// The labels the checks read (`checks::gpu_nodes::is_read_label`:
-    /// GFD's, the GPU Operator's, NFD's NVIDIA PCI labels); the others are
-    /// not kept.
+    /// Only those `checks::gpu_nodes::is_read_label` keeps.
     pub labels: BTreeMap<String, String>,
     /// `status.capacity` of the resources under `nvidia.com/`, as whole
     /// counts (a count that is not whole is left out).
@@ -63,7 +57,6 @@ pub struct Node {
     pub runtime_handlers: Option<Vec<String>>,
 }
 
-/// One RuntimeClass.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeClass {
     pub name: String,
@@ -81,7 +74,6 @@ pub enum Component {
 }
 
 impl Component {
-    /// How people call it.
     pub fn title(self) -> &'static str {
         match self {
             Component::DevicePlugin => "the NVIDIA device plugin",
@@ -89,10 +81,7 @@ impl Component {
         }
     }
 
-    /// What a DaemonSet of it is called or labelled: the names of the
-    /// upstream static manifests and of the GPU Operator (`names`), the
-    /// endings of Helm release names (`suffixes`), and the labels the
-    /// charts and the operator set (`labels`).
+    /// The names and labels of docs/operations.md, "What it reads".
     fn signs(self) -> Signs {
         match self {
             Component::DevicePlugin => Signs {
@@ -115,10 +104,10 @@ impl Component {
         }
     }
 
-    /// The component a DaemonSet named `name` with `labels` runs, if any.
-    /// The device plugin chart's MPS control daemon shares its labels and
-    /// is no device plugin; GFD is matched first because the chart names
-    /// it `<release>-gpu-feature-discovery` with the plugin's labels.
+    /// The component a DaemonSet named `name` with `labels` runs, if any. The
+    /// chart's MPS control daemon shares the plugin's labels and is no device
+    /// plugin; GFD is matched first: the chart names it
+    /// `<release>-gpu-feature-discovery` with the plugin's labels.
     pub fn of_daemon_set(name: &str, labels: &BTreeMap<String, String>) -> Option<Component> {
         if name.contains("mps-control-daemon") {
             return None;
@@ -134,7 +123,6 @@ impl Component {
         })
     }
 
-    /// The names and labels looked for, for a message.
     pub fn looked_for(self) -> String {
         let signs = self.signs();
         let labels: Vec<String> =
@@ -154,7 +142,6 @@ struct Signs {
     labels: &'static [(&'static str, &'static str)],
 }
 
-/// A DaemonSet of a [`Component`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonSet {
     pub namespace: String,
@@ -166,13 +153,11 @@ pub struct DaemonSet {
 }
 
 impl DaemonSet {
-    /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }
 
-/// A pod of a component's DaemonSet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComponentPod {
     pub namespace: String,
@@ -199,12 +184,10 @@ pub struct Slice {
     pub without_driver_version: u64,
 }
 
-/// Dynamic Resource Allocation, as far as the NVIDIA driver is concerned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dra {
     /// The DeviceClasses whose names `gpuDeviceClasses` lists.
     pub gpu_device_classes: Vec<String>,
-    /// The slices of the driver `gpu.nvidia.com`.
     pub slices: Vec<Slice>,
 }
 
@@ -231,7 +214,6 @@ impl WebhookKind {
     }
 }
 
-/// One webhook of gpu-policy's configurations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Webhook {
     pub configuration: WebhookKind,
@@ -244,7 +226,6 @@ pub struct Webhook {
     pub service: Option<String>,
 }
 
-/// gpu-policy's Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
     pub namespace: String,
@@ -267,11 +248,9 @@ pub struct AllowlistTarget {
     /// One of the entries gpu-policy ships by default: guesses at where
     /// NVIDIA's DaemonSets run, which a cluster need not have.
     pub default_entry: bool,
-    /// Whether a DaemonSet it matches exists.
     pub exists: Seen<bool>,
 }
 
-/// Where the policy configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
     /// `--config FILE`.
@@ -296,7 +275,6 @@ pub struct PolicyConfig {
 /// gpu-policy's own install.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Install {
-    /// The namespace it is installed in.
     pub namespace: String,
     /// The webhooks of its Mutating and ValidatingWebhookConfigurations;
     /// NotServed when neither configuration exists.

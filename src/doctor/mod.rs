@@ -1,10 +1,6 @@
 //! `gpu-policy doctor`: what keeps GPUs from showing up, and gpu-policy from
-//! working, read from the cluster once.
-//!
-//! Pure: `cluster::read_inventory` reads the cluster into an
-//! [`Inventory`] of plain values; the checks are functions over it; the
-//! CLI prints the [`Diagnosis`] and `reports::doctor_report` makes it a
-//! cluster-scoped policy report. Nothing here touches the network, a clock
+//! working. Pure: `cluster::read_inventory` fills the [`Inventory`], the
+//! checks are functions over it; nothing here touches the network, a clock
 //! or a log.
 
 pub mod checks;

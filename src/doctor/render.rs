@@ -34,8 +34,7 @@ pub fn json(diagnosis: &Diagnosis) -> Result<String, serde_json::Error> {
     })
 }
 
-/// The diagnosis for people: a summary line, each finding with its
-/// objects, evidence and fix, the notes, the opted-in namespaces.
+/// The diagnosis for people.
 pub fn text(diagnosis: &Diagnosis) -> String {
     let summary = &diagnosis.summary;
     let mut out = String::new();

@@ -1,18 +1,7 @@
 //! The ValidatingAdmissionPolicies that hold the install's ServiceAccounts
-//! to what their RBAC is for, where RBAC cannot say it:
-//!
-//! - RBAC grants `update` on the webhook configurations by name, not on
-//!   one field: [`webhook_configuration_guard`] lets the server's
-//!   ServiceAccount change their `caBundle`s and nothing else (their
-//!   rules, selectors, URLs or Services would route every admitted object,
-//!   Secrets included, to whoever holds the token);
-//! - RBAC cannot tell a Secret's type or annotations: whoever may create
-//!   Secrets in the install's namespace could mint a never-expiring token
-//!   of one of its ServiceAccounts as a `kubernetes.io/service-account-token`
-//!   Secret; [`service_account_token_guard`] refuses that Secret, to
-//!   everyone.
-//!
-//! The Helm chart renders the same objects (`templates/guard-policies.yaml`);
+//! to what their RBAC is for, where RBAC cannot say it: docs/security.md,
+//! "What RBAC cannot say: two guard policies". The Helm chart renders the
+//! same objects (`templates/guard-policies.yaml`);
 //! `tests/chart/test_chart.py` holds the two to each other.
 
 use serde_json::{Value, json};
@@ -68,11 +57,8 @@ fn binding(name: &str, labels: &Value) -> Value {
     })
 }
 
-/// The objects carry `labels`, the install's. The server's ServiceAccount
-/// `namespace/install` may update the webhook configurations `install` (as
-/// its RBAC says) and change nothing in them but each entry's
-/// `clientConfig.caBundle`; it may create and delete none. Requests of
-/// anyone else are not matched.
+/// The objects carry `labels`, the install's; requests of anyone but the
+/// ServiceAccount `namespace/install` are not matched.
 pub(crate) fn webhook_configuration_guard(
     install: &str,
     labels: &Value,
@@ -127,11 +113,8 @@ pub(crate) fn webhook_configuration_guard(
     [policy, binding(&name, labels)]
 }
 
-/// The objects carry `labels`, the install's. No
-/// `kubernetes.io/service-account-token` Secret in `namespace` may name
-/// the ServiceAccount `install`, whoever asks: created, or renamed to it by
-/// an update. A Secret that named it before the update keeps being
-/// updatable (the token controller's own writes).
+/// The objects carry `labels`, the install's; `install` names the
+/// ServiceAccount whose token no Secret in `namespace` may carry.
 pub(crate) fn service_account_token_guard(
     install: &str,
     labels: &Value,

@@ -1,15 +1,5 @@
-//! The two report APIs gpu-policy writes, and the names its reports take.
-//!
-//! Both APIs carry the same report: results, summary, scope. They differ in
-//! group, version and kinds, and OpenReports adds a report-level `source`:
-//!
-//! | API | group/version | namespaced | cluster-scoped |
-//! | --- | --- | --- | --- |
-//! | [`ReportApi::PolicyReport`] | `wgpolicyk8s.io/v1alpha2` | `PolicyReport` | `ClusterPolicyReport` |
-//! | [`ReportApi::OpenReports`] | `openreports.io/v1alpha1` | `Report` | `ClusterReport` |
-//!
-//! (the CRDs of kubernetes-sigs/wg-policy-prototypes and
-//! openreports/reports-api, copied in `tests/fixtures/crds/`).
+//! The two report APIs gpu-policy writes, and the names its reports take;
+//! docs/operations.md, "Policy reports", tables their groups and kinds.
 
 /// The field manager of `audit --write-reports`' server-side applies.
 pub const FIELD_MANAGER: &str = "gpu-policy-audit";

@@ -1,8 +1,6 @@
-//! The reports of one audit ([`build`]): one per namespace that has
-//! results, and one cluster-scoped report for objects without a namespace
-//! (none of the kinds audited today). A namespace without results gets no
-//! report: `--write-reports` deletes the one it wrote before. Each is named
-//! [`REPORT_NAME`] and labelled [`MANAGED_BY_LABEL`]`: `[`MANAGED_BY`].
+//! The reports of one audit ([`build`]), as docs/operations.md, "What is in
+//! a report", lays them out: each named [`REPORT_NAME`] and labelled
+//! [`MANAGED_BY_LABEL`]`: `[`MANAGED_BY`].
 
 use std::collections::BTreeMap;
 
@@ -23,7 +21,6 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The counts of `results`.
     pub fn of(results: &[ReportResult]) -> Self {
         let mut summary = Summary::default();
         for result in results {
@@ -46,7 +43,6 @@ impl Summary {
         }
     }
 
-    /// Every result counted.
     pub fn total(&self) -> u64 {
         self.pass + self.fail + self.warn + self.error + self.skip
     }
@@ -94,9 +90,7 @@ impl Report {
     }
 }
 
-/// The reports of the audited objects in `api`, every result stamped
-/// `timestamp`: the namespaced ones by namespace name, then the
-/// cluster-scoped one.
+/// The namespaced reports by namespace name, then the cluster-scoped one.
 pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> Vec<Report> {
     // Namespace ("" for cluster-scoped objects) -> its results.
     let mut by_namespace: BTreeMap<&str, Vec<ReportResult>> = BTreeMap::new();
@@ -120,7 +114,6 @@ pub fn build(objects: &[ObjectReport], api: ReportApi, timestamp: Timestamp) -> 
     reports
 }
 
-/// One report named `name` of `results`: of `namespace`, or cluster-scoped.
 pub(super) fn report(
     api: ReportApi,
     name: &str,

@@ -10,7 +10,6 @@ use super::results::{CATEGORY, ObjectRef, Outcome, ReportResult, ReportRule, SOU
 use crate::doctor::{self, Diagnosis};
 use crate::policy::rules::Severity;
 
-/// The name of doctor's report.
 pub const DOCTOR_REPORT_NAME: &str = "gpu-policy-doctor";
 /// `policy` of its results: a report consumer tells them from audit's.
 pub const DOCTOR_POLICY: &str = "gpu-policy-doctor";
@@ -75,7 +74,6 @@ pub fn doctor_results(diagnosis: &Diagnosis, timestamp: Timestamp) -> Vec<Report
     results
 }
 
-/// The cluster-scoped report of a diagnosis in `api`.
 pub fn doctor_report(diagnosis: &Diagnosis, api: ReportApi, timestamp: Timestamp) -> Report {
     report(api, DOCTOR_REPORT_NAME, None, doctor_results(diagnosis, timestamp))
 }

@@ -1,9 +1,7 @@
 //! The results of one audited object ([`results_of`]), as both report APIs
-//! write a result, read from its [`ObjectReport`]: its violations,
-//! changes, notices (typed, so the namespace's mode does not change the
-//! results), allowlist entry, error, and [`ObjectFacts`]. Which outcome,
-//! rule and severity each finding gets is docs/operations.md's table; an
-//! object of a kind the policy ignores has no results.
+//! write a result, read from its [`ObjectReport`]. Which outcome, rule and
+//! severity each finding gets is docs/operations.md's table; an object of
+//! a kind the policy ignores has no results.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,44 +39,38 @@ impl Outcome {
 
 /// What the reports say of a notice: its name (the `notice` property), the
 /// rule that says it (None: the namespace's own annotations), and its
-/// severity.
+/// severity (`medium` where a card or the pod's scheduling is at stake:
+/// docs/operations.md, "What is in a report").
 pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) {
     match kind {
         NoticeKind::IgnoredAnnotation => ("ignored-annotation", None, Severity::Low),
-        // An exemption asked for that the cluster does not confirm.
         NoticeKind::UnverifiedOwner => {
             ("unverified-owner", Some(RuleId::Allowlist), Severity::Medium)
         }
         NoticeKind::MissingRuntimeClass => {
             ("missing-runtime-class", Some(RuleId::RuntimeClass), Severity::Low)
         }
-        // No node can run the pod.
         NoticeKind::UnmetComputeCapability => {
             ("unmet-compute-capability", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
-        // The containers stay pinned to no card.
         NoticeKind::UnresolvedClaim => {
             ("unresolved-claim", Some(RuleId::VisibleDevices), Severity::Low)
         }
-        // It sees every card of its node.
         NoticeKind::PrivilegedGpuContainer => {
             ("privileged-gpu-container", Some(RuleId::DevicePaths), Severity::Medium)
         }
-        // The pod may land on a card or driver it cannot use.
         NoticeKind::UnenforcedFloor => {
             ("unenforced-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
         NoticeKind::ImageTableFallback => {
             ("image-table-fallback", Some(RuleId::ComputeAffinity), Severity::Low)
         }
-        // The claim may get a device the images cannot use.
         NoticeKind::UnguaranteedClaimFloor => {
             ("unguaranteed-claim-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
         NoticeKind::UnreadClaimOwner => {
             ("unread-claim-owner", Some(RuleId::ComputeAffinity), Severity::Low)
         }
-        // The pod may get more GPUs than maxPerPod until the claim is known.
         NoticeKind::UncountedPodClaims => {
             ("uncounted-pod-claims", Some(RuleId::BoundedRequests), Severity::Low)
         }
@@ -146,7 +138,6 @@ pub enum ReportRule {
 }
 
 impl ReportRule {
-    /// The policy's rule, if it is one.
     pub fn policy(self) -> Option<RuleId> {
         match self {
             ReportRule::Policy(rule) => Some(rule),
@@ -173,28 +164,19 @@ pub struct ReportResult {
     pub timestamp: Timestamp,
 }
 
-/// The property keys (all values are strings, as the schemas want).
+/// The property keys: docs/operations.md, "What is in a report", tables
+/// their values (all strings, as the schemas want).
 pub mod property {
-    /// What the result reports: `violation`, `change`, `notice`,
-    /// `allowlisted`, `unreadable` (none on `pass`).
     pub const FINDING: &str = "finding";
-    /// The notice's kind, as [`super::notice_row`] names it.
     pub const NOTICE: &str = "notice";
-    /// The allowlist entry that exempts the object.
     pub const ALLOWLIST_ENTRY: &str = "allowlistEntry";
-    /// The images of the GPU containers, comma-separated.
     pub const IMAGES: &str = "images";
-    /// From `gpu-policy.io/gpu-needs`: the compute capability its DRA GPUs
-    /// must have (`8.0`) and the driver they must run (`cuda>=12.4`).
     pub const COMPUTE_FLOOR: &str = "computeCapabilityFloor";
     pub const DRIVER_FLOOR: &str = "driverFloor";
-    /// The ResourceClaims and ResourceClaimTemplates the pod spec names,
-    /// comma-separated.
     pub const RESOURCE_CLAIMS: &str = "resourceClaims";
     pub const CLAIM_TEMPLATES: &str = "resourceClaimTemplates";
 }
 
-/// Between the names of a list property.
 const LIST_SEPARATOR: &str = ",";
 
 /// The properties every result of the object carries: what it runs on

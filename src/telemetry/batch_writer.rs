@@ -1,14 +1,10 @@
-//! Log lines collected in memory and written out by a thread of their own,
-//! a batch at a time.
-//!
-//! tracing-appender's non-blocking writer woke its thread for nearly every
-//! line under load and wrote each with a system call of its own: two
-//! system calls and a thread switch per request, on the core requests are
-//! served on. Here the writer thread, woken once when the buffer stops
-//! being empty, waits [`FLUSH_INTERVAL`] for more and writes them at once.
-//!
-//! No line is dropped (past [`MAX_PENDING_BYTES`] the logging thread
-//! writes the batch itself), and lines keep their order.
+//! Log lines collected in memory and written out a batch at a time by a
+//! thread of their own, which waits [`FLUSH_INTERVAL`] for more once woken:
+//! tracing-appender's non-blocking writer made two system calls and a
+//! thread switch per request, on the core requests are served on
+//! (docs/performance.md, "Why the hand-written pieces stay"). No line is
+//! dropped (past [`MAX_PENDING_BYTES`] the logging thread writes the batch
+//! itself), and lines keep their order.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

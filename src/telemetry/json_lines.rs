@@ -1,14 +1,9 @@
-//! The decision's JSON log line, written straight into a line buffer.
-//!
-//! Every admission decision is logged. This writes the bytes
-//! tracing-subscriber's JSON formatter (`json().flatten_event(true)`)
-//! writes for the same event (a test compares them), without tracing's
-//! dispatch, its visit of each field, its serde serializer and its UTF-8
-//! checks. With `scripts/callgrind.sh` on the GPU-pod review, the record
-//! phase took 25,000 instructions through the formatter, 13,000 written
-//! like this, and 3,263 once each thread also kept the text of its last
-//! second ([`Clock`]) and the metrics looked each series up once
-//! (docs/performance.md). Every other event goes through the formatter.
+//! The decision's JSON log line, written straight into a line buffer: the
+//! bytes tracing-subscriber's JSON formatter (`json().flatten_event(true)`)
+//! writes for the same event (a test compares them), without its dispatch
+//! and serializer: the record phase 25,000 instructions to 3,263 with
+//! [`Clock`] (`scripts/callgrind.sh`; docs/performance.md, "Why the
+//! hand-written pieces stay"). Every other event goes through the formatter.
 
 use std::cell::RefCell;
 use std::fmt;

@@ -1,9 +1,7 @@
-//! The test file of `gpu-policy test`: its schema (`apiVersion:
-//! gpu-policy.io/v1alpha1`, `kind: Test`; docs/policy.md, "Testing a
-//! configuration"), read strictly by serde (unknown keys refused), and
-//! everything it names loaded: the configuration, the resources, the
-//! expected objects. What is wrong is a [`TestFileError`] on one line,
-//! naming the file and the field; nothing is evaluated here.
+//! The test file of `gpu-policy test` (docs/policy.md, "The test file"),
+//! read strictly by serde (unknown keys refused), with everything it names
+//! loaded; what is wrong is a [`TestFileError`] on one line, naming the file
+//! and the field.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -22,9 +20,7 @@ use crate::manifest::{self, Document, one_line};
 use crate::policy::RuleId;
 use crate::settings::{Config, Settings};
 
-/// The `apiVersion` of a test document.
 pub const TEST_API_VERSION: &str = "gpu-policy.io/v1alpha1";
-/// The `kind` of a test document.
 pub const TEST_KIND: &str = "Test";
 /// How the name of a test file ends, for the folders searched.
 pub const SUFFIXES: [&str; 2] = [".gpu-policy-test.yaml", ".gpu-policy-test.yml"];
@@ -60,7 +56,6 @@ pub enum TestFileError {
 
 /// One test document, with what it names loaded.
 pub struct Test {
-    /// The test file, as found.
     pub file: String,
     pub name: String,
     pub settings: Settings,
@@ -72,9 +67,7 @@ pub struct Test {
     pub cases: Vec<Case>,
 }
 
-/// One case: what is expected of one object.
 pub struct Case {
-    /// Its place in `cases`.
     pub index: usize,
     pub object: ObjectId,
     pub engines: Engines,
@@ -125,23 +118,17 @@ impl fmt::Display for ObjectId {
     }
 }
 
-/// What a case expects; `None` is not checked.
+/// What a case expects (docs/policy.md, "The test file"); `None` is not
+/// checked.
 #[derive(Debug, Default)]
 pub struct Expectations {
     pub allowed: Option<bool>,
     pub ignored: Option<bool>,
-    /// Whether the object gets a patch.
     pub mutated: Option<bool>,
-    /// Exactly the rules violated.
     pub violations: Option<BTreeSet<RuleId>>,
-    /// Exactly the rules that change the object (a workload: its pods).
     pub changes: Option<BTreeSet<RuleId>>,
-    /// Each violation message (the denial, when it names none) matches one
-    /// of these, and each of these matches one of them.
     pub messages: Option<Vec<Pattern>>,
-    /// Each warning matches one of these, and each of these one of them.
     pub warnings: Option<Vec<Pattern>>,
-    /// The object after the patch.
     pub patched: Option<Value>,
 }
 
@@ -235,7 +222,6 @@ impl TryFrom<NonEmpty> for RuleName {
     }
 }
 
-/// `Kind/namespace/name`, or `Kind/name` in the test's namespace.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "NonEmpty")]
 struct ObjectRef {
@@ -294,7 +280,6 @@ struct TestDocument {
     api_version: NonEmpty,
     kind: NonEmpty,
     name: NonEmpty,
-    /// A path relative to the test file, or the configuration itself.
     config: Option<Value>,
     namespace: Option<Mapping<NamespaceDocument>>,
     resources: Vec<Resource>,
@@ -358,8 +343,6 @@ struct CaseDocument {
     patched: Option<Mapping<Patched>>,
 }
 
-/// `patched:` `{file: PATH}` (one object, relative to the test file) or
-/// `{object: {...}}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Patched {
@@ -522,7 +505,6 @@ fn settings(value: Option<Value>, base: &Path) -> Result<Settings, FieldError> {
     }
 }
 
-/// The objects of a file or folder named relative to the test file.
 fn read_manifests(relative: &str, base: &Path, path: &str) -> Result<Vec<Document>, FieldError> {
     if relative == manifest::STDIN {
         return Err(FieldError::new(path, "a test does not read stdin"));

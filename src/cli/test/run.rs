@@ -1,10 +1,6 @@
-//! Running the cases of one test on one engine: the objects of its
-//! resources evaluated together, as `check` evaluates them (the webhook's
-//! [`Checker`] with the namespace's mode and annotations and the
-//! resources' claims, or the generated admission policies'
-//! [`PolicyEngine`], as `check --engine cel`), then each case's
-//! expectations held to its object's report. Every difference is one line
-//! naming the object, the rules involved, what was expected and what came.
+//! Running the cases of one test on one engine: its resources evaluated
+//! together as `check` evaluates them ([`Checker`] or [`PolicyEngine`]),
+//! then each case's expectations held to its object's report.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -115,7 +111,6 @@ pub fn run(test: &Test, engine: Engine) -> Result<TestRun<'_>, RunError> {
     Ok(TestRun { test, outcomes })
 }
 
-/// One case held to the report of its object.
 fn judge(case: &Case, objects: &[&Value], reports: &[ObjectReport], engine: Engine) -> CaseOutcome {
     let id = &case.object;
     let object = id.to_string();
@@ -166,7 +161,6 @@ fn compare(
         expected,
         got,
     };
-    // Each violation and change as its rule and quoted text.
     let violations: Vec<(RuleId, String)> =
         report.violations.iter().map(|v| (v.rule, format!("{:?}", v.message.as_str()))).collect();
     let changes: Vec<(RuleId, String)> =

@@ -10,7 +10,6 @@ use crate::cli::args::Engine;
 /// the table have it whole).
 const WHY_CHARS: usize = 100;
 
-/// The table, the failures and the summary.
 pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
     let mut rows: Vec<[String; 5]> =
         vec![["FILE".into(), "TEST".into(), "OBJECT".into(), "RESULT".into(), "WHY".into()]];
@@ -29,7 +28,6 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
                     for difference in differences {
                         failures.push_str(&format!("  {}\n", cell(&difference.to_string())));
                     }
-                    // The first difference, without the object the row names.
                     let first = differences.first().map(Difference::detail).unwrap_or_default();
                     let mut why = cut(&first, WHY_CHARS);
                     if differences.len() > 1 {
@@ -59,7 +57,6 @@ pub fn render(runs: &[TestRun<'_>], engine: Engine) -> String {
         text.push('\n');
         text.push_str(&failures);
     }
-    // The cases of each result, by the rows' RESULT column.
     let count = |result: &str| rows.iter().filter(|row| row[3] == result).count();
     let (passed, failed, skipped) = (count("pass"), count("FAIL"), count("skip"));
     let mut files: Vec<&str> = runs.iter().map(|run| run.test.file.as_str()).collect();

@@ -1,28 +1,7 @@
 //! `no-gpu-capacity`: a node that looks like a GPU node advertises no
-//! `nvidia.com/gpu`. The most common trouble on GPU clusters: the driver is
-//! installed and the device plugin deployed, yet `kubectl describe node`
-//! shows no `nvidia.com/gpu` in Capacity, and GPU pods stay Pending.
-//!
-//! Reads, of each node: the labels that make it look like a GPU node
-//! (GFD's `nvidia.com/gpu.present=true` and `nvidia.com/gpu.count`, the GPU
-//! Operator's `nvidia.com/gpu.deploy.device-plugin=true`, NFD's
-//! `feature.node.kubernetes.io/pci-…10de….present=true`) or a device-plugin
-//! pod on it; its capacity of `nvidia.com/gpu`, `nvidia.com/gpu.shared`
-//! and `nvidia.com/mig-*`. A node whose GPUs the NVIDIA DRA driver
-//! publishes in ResourceSlices is not expected to advertise capacity.
-//!
-//! The cause, from what is seen, first match wins (one finding per cause,
-//! naming its nodes):
-//!
-//! | cause | seen | fix |
-//! | --- | --- | --- |
-//! | `mig-strategy` | `nvidia.com/mig-*` capacity | request the MIG resource, or the `single` strategy |
-//! | `device-plugin-missing` | no device-plugin DaemonSet | install the device plugin |
-//! | `device-plugin-not-on-node` | DaemonSets, but no pod on the node | the DaemonSet's nodeSelector, affinity, tolerations |
-//! | `device-plugin-not-ready` | its pod on the node is not Ready | runtime default (pod without RuntimeClass), its log |
-//! | `runtime-not-default` | its pod is Ready, runs without a RuntimeClass | `nvidia-ctk runtime configure --set-as-default` |
-//! | `device-plugin-finds-no-gpu` | its pod is Ready with a RuntimeClass | its log, the driver |
-//! | `device-plugin-unread` | the DaemonSets or their pods could not be listed | the three above |
+//! `nvidia.com/gpu`, the most common trouble on GPU clusters. What makes a
+//! GPU node, and the causes told apart (first match wins), are in
+//! docs/operations.md, "What it reads" and "The findings".
 //!
 //! A Ready plugin with no RuntimeClass that advertises nothing is what an
 //! old plugin (`--fail-on-init-error=false`) does when its container does
@@ -94,8 +73,7 @@ fn cause_of(inventory: &Inventory, pods: &[&ComponentPod], mig: &[String]) -> (C
     if !mig.is_empty() {
         return (Cause::MigStrategy, vec![format!("capacity {}", mig.join(", "))]);
     }
-    // Without the DaemonSets, or their pods, what runs on the node is not
-    // known.
+    // Without the DaemonSets, or their pods, what runs on the node is unknown.
     let (Some(daemon_sets), Some(_)) =
         (inventory.daemon_sets.items(), inventory.component_pods.items())
     else {

@@ -1,9 +1,5 @@
-//! `daemonset-not-ready`: a DaemonSet of the device plugin or of GPU
-//! Feature Discovery has fewer pods ready (`status.numberReady`) than it
-//! schedules (`status.desiredNumberScheduled`). The nodes of the missing
-//! pods advertise no GPUs, or lose their GFD labels' updates.
-//!
-//! That no DaemonSet is found at all is said by the checks it matters to:
+//! `daemonset-not-ready` (docs/operations.md, "The findings"). That no
+//! DaemonSet is found at all is said by the checks it matters to:
 //! `no-gpu-capacity` (cause `device-plugin-missing`) and `gfd-missing`.
 
 use crate::doctor::finding::{Finding, FindingId, Severity, Subject};
@@ -15,8 +11,7 @@ pub fn check(inventory: &Inventory) -> Vec<Finding> {
     let Some(sets) = inventory.daemon_sets.items() else {
         return Vec::new();
     };
-    // The pods that are not ready, by namespace and component, gathered
-    // once rather than searched for each DaemonSet.
+    // Gathered once rather than searched for each DaemonSet.
     let mut not_ready: BTreeMap<(&str, Component), Vec<&ComponentPod>> = BTreeMap::new();
     for pod in inventory.component_pods.items().into_iter().flatten() {
         if !pod.ready {

@@ -1,19 +1,7 @@
 //! `dra-driver-missing` and `dra-slice-versions-missing`: the NVIDIA DRA
-//! driver (`gpu.nvidia.com`). Quiet on a cluster that does not serve
-//! `resource.k8s.io/v1`.
-//!
-//! Reads the DeviceClasses that `gpuDeviceClasses` names and the
-//! ResourceSlices of the driver `gpu.nvidia.com`: each slice's node and
-//! how many of its devices lack `cudaComputeCapability` or
-//! `cudaDriverVersion`, the version attributes the DRA floors select on
-//! (`policy::dra::floor`).
-//!
-//! - `dra-driver-missing`: GPU DeviceClasses exist but no slice does: the
-//!   driver's kubelet plugin does not run, and claims for those classes
-//!   stay unallocated.
-//! - `dra-slice-versions-missing`: slices whose devices lack the
-//!   attributes: a claim with a floor (gpu-policy's selector) never gets
-//!   those devices.
+//! driver (`gpu.nvidia.com`), quiet on a cluster that does not serve
+//! `resource.k8s.io/v1`. The version attributes are the ones the DRA floors
+//! select on (`policy::dra::floor`); docs/operations.md, "The findings".
 
 use crate::doctor::finding::{Finding, FindingId, Severity, Subject, count};
 use crate::doctor::inventory::Inventory;

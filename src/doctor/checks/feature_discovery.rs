@@ -1,16 +1,7 @@
 //! `gfd-missing` and `gfd-labels-missing`: nodes that advertise GPUs
-//! (`nvidia.com/gpu`, `nvidia.com/gpu.shared`, `nvidia.com/mig-*`) without
-//! the GPU Feature Discovery labels R4's floors select on:
-//! `nvidia.com/gpu.compute.major` and `nvidia.com/cuda.driver-version.major`
-//! (or GFD's older `nvidia.com/cuda.driver.major`).
-//!
-//! `gfd-missing` when no GFD DaemonSet is found, `gfd-labels-missing` when
-//! one is (its pods do not run on those nodes, or fail). What gpu-policy
-//! does about it is part of the finding: while no GPU node carries the
-//! labels, R4 adds no floor and warns the pod (with
-//! `computeAffinity.whenNodesUnlabelled: require`, the pod keeps its floor
-//! and stays Pending); while some do, pods with a floor are never scheduled
-//! onto the nodes that do not.
+//! without the GPU Feature Discovery labels R4's floors select on.
+//! docs/operations.md, "The findings", says when each is reported and what
+//! gpu-policy does meanwhile.
 
 use super::gpu_nodes::{has_any_gpu_capacity, missing_gfd_labels, nodes};
 use crate::doctor::finding::{Finding, FindingId, Severity, Subject, count};

@@ -92,8 +92,8 @@ pub fn has_any_gpu_capacity(node: &Node) -> bool {
     has_gpu_capacity(node) || !mig_capacity(node).is_empty()
 }
 
-/// The GFD labels R4's floors select on that the node lacks: the compute
-/// capability and the driver's CUDA version (either of its two names).
+/// The GFD labels R4's floors select on that the node lacks (of the driver's
+/// CUDA version, either of its two names).
 pub fn missing_gfd_labels(node: &Node) -> Vec<&'static str> {
     let mut missing = Vec::new();
     if !node.labels.contains_key(MAJOR_LABEL) {
@@ -107,9 +107,8 @@ pub fn missing_gfd_labels(node: &Node) -> Vec<&'static str> {
     missing
 }
 
-/// The component pods and the NVIDIA DRA slices of an inventory by node,
-/// gathered once: asking each node's of the whole lists would take time
-/// quadratic in the fleet.
+/// The component pods and the NVIDIA DRA slices by node, gathered once
+/// rather than searched for each node (quadratic in the fleet).
 pub struct OnNodes<'i> {
     pods: BTreeMap<&'i str, Vec<&'i ComponentPod>>,
     sliced: BTreeSet<&'i str>,
@@ -133,7 +132,6 @@ impl<'i> OnNodes<'i> {
         Self { pods, sliced }
     }
 
-    /// The component pods on `node`.
     pub fn pods(&self, node: &str) -> &[&'i ComponentPod] {
         self.pods.get(node).map(Vec::as_slice).unwrap_or(&[])
     }

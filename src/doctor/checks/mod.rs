@@ -12,7 +12,6 @@ mod own_install;
 use super::finding::{Finding, FindingId, Note};
 use super::inventory::Inventory;
 
-/// One check: the ids of what it finds, and the function.
 pub struct Check {
     pub ids: &'static [FindingId],
     pub run: fn(&Inventory) -> Vec<Finding>,

@@ -1,20 +1,7 @@
 //! `runtime-class-missing` and `runtime-handler-unknown`: the RuntimeClass
-//! gpu-policy injects into GPU pods (`runtimeClassName`, default `nvidia`).
-//!
-//! Reads the configured name, the RuntimeClasses (name, handler), and of
-//! each GPU node (GPU capacity, or what makes it look like one) its labels
-//! and `status.runtimeHandlers` (Kubernetes 1.30 and later).
-//!
-//! - `runtime-class-missing`: a name is configured, GPU nodes exist, no
-//!   RuntimeClass has it, and no node shows that something else puts the
-//!   GPUs into containers. gpu-policy then injects nothing and warns every
-//!   GPU pod. The signs of another way, in which case the check keeps
-//!   quiet: a GPU node labelled `nvidia.com/gpu.deploy.container-toolkit=true`
-//!   (the GPU Operator configures that node's runtime, CDI or default), or
-//!   every GPU node's GPUs published by the NVIDIA DRA driver (CDI).
-//! - `runtime-handler-unknown`: the class exists, and GPU nodes that report
-//!   their handlers do not report its `handler`: pods with the class fail
-//!   to start there. Nodes that report no handlers are not judged.
+//! gpu-policy injects into GPU pods. docs/operations.md, "The findings",
+//! says what each reads and the signs of another way to put GPUs into
+//! containers, on which the check keeps quiet.
 
 use super::gpu_nodes::{DEPLOY_TOOLKIT_LABEL, OnNodes, gpu_nodes};
 use crate::doctor::finding::{Finding, FindingId, Note, Severity, Subject, count};

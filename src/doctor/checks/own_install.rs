@@ -1,14 +1,8 @@
 //! gpu-policy's own install: `allowlist-target-missing`,
 //! `mode-label-invalid`, `no-namespace-opted-in`, `ca-bundle-mismatch`,
-//! `webhook-not-ready`.
-//!
-//! Reads the allowlist's DaemonSet entries and whether each names a
-//! DaemonSet that exists (the entries shipped by default are guesses at
-//! where NVIDIA's DaemonSets run, and are not judged); the namespaces' `gpu-policy.io/mode` labels; the
-//! webhooks of the `gpu-policy` Mutating and ValidatingWebhookConfigurations
-//! (whether their `caBundle` trusts the serving certificate of the
-//! certificate Secret, and whether they call a Service or a URL); the
-//! Deployment's wanted and ready replicas.
+//! `webhook-not-ready` (docs/operations.md, "The findings"). The allowlist
+//! entries shipped by default are guesses at where NVIDIA's DaemonSets run,
+//! and are not judged.
 
 use std::str::FromStr;
 
@@ -38,8 +32,7 @@ fn allowlist(inventory: &Inventory) -> Vec<Finding> {
     }
     let mut evidence: Vec<String> =
         missing.iter().map(|target| format!("no DaemonSet for entry {}", target.entry)).collect();
-    // The components that run under names no entry gives: their pods get
-    // the rules like any other.
+    // Components under names no entry gives: their pods get the rules.
     for ds in inventory.daemon_sets.items().into_iter().flatten() {
         let named_by_entry = inventory.install.allowlist.iter().any(|target| {
             target.namespace == ds.namespace
