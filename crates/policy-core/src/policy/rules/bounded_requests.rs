@@ -19,18 +19,18 @@
 //! Allows: limits only (Kubernetes sets the request to the limit for extended resources),
 //! request == limit, a zero limit. Applies to allowlisted pods too.
 
-use std::collections::BTreeMap;
-
 mod claim_pod_total;
 pub mod claim_requests;
+mod grouped;
 pub mod sharing;
+
+use grouped::{Problem, grouped};
 
 use super::rule::{ApiServer, Check, Coverage, Entry, Findings, Rule, RuleInput, Severity};
 use crate::kubernetes_version::KubernetesVersion;
-use crate::policy::container::{Container, GpuResource};
+use crate::policy::container::GpuResource;
 use crate::policy::dra::claims::DraCount;
-use crate::policy::message::{CONTAINER, MessageTemplate};
-use crate::policy::pod::PodView;
+use crate::policy::message::MessageTemplate;
 use crate::policy::quantity::GpuCount;
 use crate::policy::rules::cel::{CelPolicy, Validation, Variable};
 use crate::policy::rules::cel_sharing;
@@ -99,56 +99,6 @@ pub const ABOVE_LARGEST_NODE: MessageTemplate = MessageTemplate::new(
      {largest}: it can never be scheduled",
 );
 
-/// One kind of problem with one resource (a GPU resource, or a HAMi share);
-/// containers sharing it are named in one message.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Problem {
-    Invalid { field: &'static str, reason: String },
-    RequestWithoutLimit,
-    RequestNotLimit,
-    AboveContainerMaximum { maximum: u64 },
-    AbovePercent { field: &'static str, value: u64 },
-}
-
-/// The messages of what `problems_of` finds in the `resources` of each container: one per resource
-/// and problem, in that order, naming its containers. `templates`: of an invalid value, of a
-/// request without a limit, of one that differs from its limit.
-fn grouped<'v>(
-    view: &PodView<'v>,
-    resources: for<'c> fn(&'c Container<'v>) -> &'c [GpuResource<'v>],
-    problems_of: &dyn Fn(&GpuResource<'v>) -> Vec<Problem>,
-    [invalid, without_limit, not_limit]: [MessageTemplate; 3],
-) -> Vec<String> {
-    let mut problems: BTreeMap<(&str, Problem), Vec<&str>> = BTreeMap::new();
-    for container in &view.containers {
-        for resource in resources(container) {
-            for problem in problems_of(resource) {
-                problems.entry((resource.name, problem)).or_default().push(container.name);
-            }
-        }
-    }
-    let messages = problems.into_iter().map(|((resource, problem), names)| {
-        let (template, field, (slot, value)) = match problem {
-            Problem::Invalid { field, reason } => (invalid, field, ("reason", reason)),
-            Problem::RequestWithoutLimit => (without_limit, "", ("", String::new())),
-            Problem::RequestNotLimit => (not_limit, "", ("", String::new())),
-            Problem::AboveContainerMaximum { maximum } => {
-                (ABOVE_CONTAINER_MAXIMUM, "", ("maximum", maximum.to_string()))
-            }
-            Problem::AbovePercent { field, value } => {
-                (sharing::SHARE_ABOVE_PERCENT, field, ("value", value.to_string()))
-            }
-        };
-        template.format(&[
-            ("containers", &CONTAINER.list(names)),
-            ("field", &field),
-            ("resource", &resource),
-            (slot, &value),
-        ])
-    });
-    messages.collect()
-}
-
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut findings = Findings::default();
     if !input.scope.is_whole() {
@@ -160,7 +110,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         view,
         |c| &c.gpu_resources,
         &|resource| problems_of(resource, max_per_container),
-        [INVALID_VALUE, REQUEST_WITHOUT_LIMIT, REQUEST_NOT_LIMIT],
+        [INVALID_VALUE, REQUEST_WITHOUT_LIMIT, REQUEST_NOT_LIMIT, ABOVE_CONTAINER_MAXIMUM],
     );
     findings.violations.extend(sharing::problems(view, input.settings));
     let max_per_pod = input.namespace.max_per_pod;
@@ -227,7 +177,7 @@ fn problems_of(resource: &GpuResource<'_>, max_per_container: u64) -> Vec<Proble
         problems.push(Problem::RequestNotLimit);
     }
     if limit.or(request).is_some_and(|n| n > max_per_container) {
-        problems.push(Problem::AboveContainerMaximum { maximum: max_per_container });
+        problems.push(Problem::Above { field: "", slot: "maximum", value: max_per_container });
     }
     problems
 }

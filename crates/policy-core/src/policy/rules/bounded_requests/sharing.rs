@@ -20,7 +20,7 @@
 //!   HAMi has). Share values are checked as such (whole, percentages at most 100, request
 //!   equal to limit), never counted as cards.
 
-use super::{Problem, grouped};
+use super::grouped::{Problem, grouped};
 use crate::policy::container::GpuResource;
 use crate::policy::message::{CONTAINER, MessageTemplate};
 use crate::policy::pod::PodView;
@@ -84,7 +84,7 @@ pub fn problems(view: &PodView<'_>, settings: &Settings) -> Vec<String> {
         view,
         |c| &c.shares,
         &share_problems,
-        [SHARE_INVALID, SHARE_WITHOUT_LIMIT, SHARE_NOT_LIMIT],
+        [SHARE_INVALID, SHARE_WITHOUT_LIMIT, SHARE_NOT_LIMIT, SHARE_ABOVE_PERCENT],
     ));
     found
 }
@@ -155,7 +155,7 @@ fn share_problems(share: &GpuResource<'_>) -> Vec<Problem> {
         }
         Some(GpuCount::Whole(n)) => {
             if percent && n > 100 {
-                problems.push(Problem::AbovePercent { field, value: n });
+                problems.push(Problem::Above { field, slot: "value", value: n });
             }
             Some(n)
         }
