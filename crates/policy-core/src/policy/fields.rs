@@ -139,7 +139,10 @@ pub(crate) fn objects<'a, T>(
         return Ok(None);
     };
     let list_path = path.key(key);
-    let mut kept = Vec::with_capacity(list.len());
+    // Grown as elements are kept, not sized by the list: a run of left-out
+    // elements is one node of the document, so the list's length is not
+    // what the read budget charged (a million `{}` env entries fit a body).
+    let mut kept = Vec::new();
     for (index, raw) in list.iter().enumerate().filter(|(_, raw)| !raw.is_left_out()) {
         let at = list_path.index(index);
         kept.extend(read(index, as_object(raw, &at)?, &at)?);
