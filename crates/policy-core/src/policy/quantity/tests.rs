@@ -287,9 +287,13 @@ proptest! {
     }
 
     /// The plain count's shortcut reads what the grammar reads,
-    /// leading zeros and 20-digit counts included.
+    /// leading zeros and 20-digit counts included, and both read what
+    /// u128 arithmetic reads.
     #[test]
     fn plain_counts_read_as_the_grammar_reads_them(s in "[0-9]{1,25}") {
+        let wide: u128 = s.parse().map_err(|_| TestCaseError::fail("25 digits fit a u128"))?;
+        let expected = u64::try_from(wide).map_err(|_| TooLarge);
+        prop_assert_eq!(exact(&s), expected);
         prop_assert_eq!(parse_quantity(&s), exact(&s));
     }
 
