@@ -145,8 +145,6 @@ fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
 /// Applies the grammar ([`quantity::split`]), and asks more of it: at most
 /// 256 bytes, and at least one digit (upstream's scanner reads `+` or `Ki`
 /// as zero); then evaluates ±digits × 10^exp10 × 2^exp2 exactly as a `u64`.
-// Only `BigUint` products, which cannot overflow.
-#[allow(clippy::arithmetic_side_effects)]
 fn exact(s: &str) -> Result<u64, QuantityError> {
     let parts = Some(s)
         .filter(|s| s.len() <= MAX_QUANTITY_LEN)
@@ -173,6 +171,13 @@ fn exact(s: &str) -> Result<u64, QuantityError> {
     if parts.negative {
         return Err(QuantityError::Negative);
     }
+    scaled(digits, exp10, exp2)
+}
+
+/// `digits × 10^exp10 × 2^exp2` as a `u64`, exactly.
+// Only `BigUint` products, which cannot overflow.
+#[allow(clippy::arithmetic_side_effects)]
+fn scaled(digits: BigUint, exp10: i64, exp2: u32) -> Result<u64, QuantityError> {
     let mantissa = digits * BigUint::from(2u8).pow(exp2);
     let value = if exp10 >= 0 {
         // Any non-zero mantissa times more than 10^20 is beyond u64::MAX.
