@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
-use crate::admission::{Decision, Endpoint};
+use crate::admission::{Decision, Endpoint, Mode};
 use crate::policy::RuleId;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,8 +140,7 @@ impl AdmissionMetrics {
             operation: operation.map_or("", operation_name),
             decision: decision.as_str(),
         };
-        // The operations by discriminant, after none.
-        let operation_at = operation.map_or(0, |operation| operation.clone() as usize + 1);
+        let operation_at = operation.map_or(0, |operation| operation_index(operation) + 1);
         let at = ((endpoint_index(endpoint) * KINDS.len() + kind_at) * OPERATIONS + operation_at)
             * Decision::ALL.len()
             + decision as usize;
@@ -187,8 +186,25 @@ pub fn operation_name(operation: &Operation) -> &'static str {
     }
 }
 
+// Matches, not positions or discriminants: the compiler holds each to one
+// slot of its own, and a series keeps the labels of its first use.
 fn endpoint_index(endpoint: Endpoint) -> usize {
-    Endpoint::ALL.iter().position(|known| *known == endpoint).unwrap_or(0)
+    match endpoint {
+        Endpoint::Mutate => 0,
+        Endpoint::Validate(Mode::Enforce) => 1,
+        Endpoint::Validate(Mode::Warn) => 2,
+        Endpoint::Validate(Mode::Audit) => 3,
+        Endpoint::Namespace => 4,
+    }
+}
+
+fn operation_index(operation: &Operation) -> usize {
+    match operation {
+        Operation::Create => 0,
+        Operation::Update => 1,
+        Operation::Delete => 2,
+        Operation::Connect => 3,
+    }
 }
 
 /// A new metric, registered as `name` (metrics.rs registers its own with
