@@ -69,6 +69,7 @@ fn cluster(settings: &Settings) -> ClusterSnapshot {
             allocatable: [("nvidia.com/gpu".to_owned(), 8)].into_iter().collect(),
             compute_capability: Some(gpu_policy::cuda::ComputeCapability::new(8, 0)),
             driver_labels: true,
+            product: None,
         },
     );
     snapshot.dra.settings =

@@ -300,6 +300,10 @@ impl NodeFacts for ClusterCache {
         self.node_summary().gpu_node_labels()
     }
 
+    fn gpu_products(&self) -> Vec<String> {
+        self.node_summary().gpu_products()
+    }
+
     fn node(&self, name: &str) -> Option<NodeGpus> {
         self.read().nodes.get(name).cloned()
     }

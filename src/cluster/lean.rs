@@ -21,7 +21,7 @@ use crate::cuda::requirement::{DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL};
 use crate::policy::cluster::{NodeGpus, RuntimeClassInfo};
 use crate::policy::quantity::GpuCount;
 use crate::policy::rules::compute_affinity::{MAJOR_LABEL, MINOR_LABEL};
-use crate::settings::{AllowlistEntry, MODE_LABEL, Settings};
+use crate::settings::{AllowlistEntry, MODE_LABEL, PRODUCT_LABEL, Settings};
 
 fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
@@ -146,7 +146,13 @@ pub(super) fn lean_node(node: &Node, settings: &Settings) -> NodeGpus {
     // generation's names.
     let driver_labels =
         [DRIVER_MAJOR_LABEL, OLD_DRIVER_MAJOR_LABEL].iter().any(|key| label(key).is_some());
-    NodeGpus { allocatable, compute_capability, driver_labels }
+    // A label value is at most 63 characters; a Node of a manifest may hold anything.
+    let product = node
+        .labels()
+        .get(PRODUCT_LABEL)
+        .filter(|product| !product.is_empty() && product.len() <= 63)
+        .cloned();
+    NodeGpus { allocatable, compute_capability, driver_labels, product }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::cuda::ComputeCapability;
-use crate::policy::cluster::{GpuNodeLabels, NodeGpus};
+use crate::policy::cluster::{GpuNodeLabels, NodeGpus, gpu_products_of};
 
 /// The nodes' table reduced to the answers the rules need, as of one
 /// generation of the snapshot (the cache makes it again when that
@@ -22,6 +22,8 @@ pub(super) struct NodeSummary {
     /// Sorted, without duplicates.
     compute_capabilities: Vec<ComputeCapability>,
     labels: GpuNodeLabels,
+    /// The GPU nodes' products, sorted, without duplicates.
+    products: Vec<String>,
 }
 
 impl NodeSummary {
@@ -46,6 +48,7 @@ impl NodeSummary {
             largest: (!nodes.is_empty()).then_some(largest),
             compute_capabilities,
             labels: GpuNodeLabels::of(nodes.values()),
+            products: gpu_products_of(nodes.values()),
         }
     }
 
@@ -66,6 +69,10 @@ impl NodeSummary {
 
     pub(super) fn gpu_node_labels(&self) -> GpuNodeLabels {
         self.labels
+    }
+
+    pub(super) fn gpu_products(&self) -> Vec<String> {
+        self.products.clone()
     }
 }
 

@@ -27,6 +27,7 @@ fn node(name: &str, gpus: &str, major: &str, minor: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Node",
            "metadata": {"name": name, "labels": {
                "nvidia.com/gpu.compute.major": major, "nvidia.com/gpu.compute.minor": minor,
+               "nvidia.com/gpu.product": format!("NVIDIA-{}", name.to_uppercase()),
                "kubernetes.io/hostname": name}},
            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": gpus},
                       "capacity": {"nvidia.com/gpu": gpus}}})
@@ -87,9 +88,15 @@ async fn caches_hold_what_the_rules_read_and_nothing_else() {
     );
     // The CPU node offers no GPU and is not counted; the GPU nodes carry
     // GFD's compute labels, not its driver labels.
-    let labels =
-        |gpu_nodes, with_compute| GpuNodeLabels { gpu_nodes, with_compute, with_driver: 0 };
+    let labels = |gpu_nodes, with_compute| GpuNodeLabels {
+        gpu_nodes,
+        with_compute,
+        with_driver: 0,
+        with_product: gpu_nodes,
+    };
     assert_eq!(cache.gpu_node_labels(), labels(2, 2));
+    // The products of the nodes that offer GPUs: not the CPU node's.
+    assert_eq!(cache.gpu_products(), ["NVIDIA-A100", "NVIDIA-T4"]);
     let class = cache.runtime_class("nvidia").unwrap_or_default();
     assert_eq!(class.pod_fixed_overhead, json!({"cpu": "100m"}).as_object().cloned());
     assert_eq!(

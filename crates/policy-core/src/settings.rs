@@ -13,12 +13,18 @@ use serde::{Deserialize, Serialize};
 mod allowlist;
 mod error;
 mod image_table;
+mod placement;
 mod registries;
 mod sharing;
 pub use allowlist::{AllowlistEntry, MIN_NAME_PREFIX};
 pub use error::ConfigError;
 pub use image_table::{
     ImageEntry, ImageResolution, ImageRule, ImageTable, MAX_TIMEOUT, ResolutionMode,
+};
+pub use placement::{
+    GPU_PRODUCTS_ANNOTATION, MAX_GPU_TOLERATIONS, MAX_PRODUCT_PATTERNS, PRODUCT_LABEL,
+    ProductPattern, ProductSet, TaintEffect, Toleration, TolerationOperator, parse_patterns,
+    tolerates,
 };
 pub use registries::{RegistryHosts, RegistryPattern, default_registries, split_authority};
 pub use sharing::{
@@ -74,6 +80,15 @@ pub struct Config {
     pub dra_compute_affinity: DraComputeAffinity,
     /// R4 when no GPU node carries the labels its node affinity names.
     pub compute_affinity: ComputeAffinity,
+    /// The GPU products (GFD's `nvidia.com/gpu.product` values, `*` globs) GPU pods may use;
+    /// empty: any. The namespace annotation `gpu-policy.io/gpu-products` tightens it.
+    pub gpu_products: Vec<String>,
+    /// Tolerations added to GPU pods (device plugin, DRA, sharing schemes), for the taints of
+    /// the GPU nodes; a pod that asks for no GPU tolerating one of those taints is warned.
+    pub gpu_tolerations: Vec<Toleration>,
+    /// A pod that asks for no GPU and tolerates a taint of `gpuTolerations` is denied instead
+    /// of warned.
+    pub deny_cpu_pods_on_gpu_nodes: bool,
 }
 
 /// `computeAffinity`: R4's node affinity.
@@ -168,6 +183,9 @@ impl Default for Config {
             dra_compute_affinity: DraComputeAffinity::default(),
             compute_affinity: ComputeAffinity::default(),
             privileged_gpu: PrivilegedGpu::Warn,
+            gpu_products: Vec::new(),
+            gpu_tolerations: Vec::new(),
+            deny_cpu_pods_on_gpu_nodes: false,
         }
     }
 }
@@ -187,6 +205,7 @@ pub struct Settings {
     resource_patterns: RegexSet,
     image_table: ImageTable,
     image_timeout: std::time::Duration,
+    gpu_products: Vec<ProductPattern>,
 }
 
 impl Default for Settings {
@@ -232,13 +251,23 @@ impl Settings {
                 return invalid(format!("allowlist entry {entry}: {problem}"));
             }
         }
+        let gpu_products = parse_patterns(config.gpu_products.iter().map(String::as_str))
+            .map_err(|why| ConfigError::Invalid(format!("gpuProducts: {why}")))?;
+        if config.gpu_tolerations.len() > MAX_GPU_TOLERATIONS {
+            return invalid(format!("gpuTolerations: more than {MAX_GPU_TOLERATIONS}"));
+        }
+        for toleration in &config.gpu_tolerations {
+            if let Some(problem) = toleration.problem() {
+                return invalid(format!("gpuTolerations: {problem}"));
+            }
+        }
         let (image_table, image_timeout) =
             config.image_resolution.compile(&config.image_compute_capabilities)?;
         let resource_patterns = resource_patterns(&config.gpu_resources).map_err(|err| {
             let message = crate::manifest::one_line(&err.to_string());
             ConfigError::Invalid(format!("gpuResources: {message}"))
         })?;
-        Ok(Self { config, resource_patterns, image_table, image_timeout })
+        Ok(Self { config, resource_patterns, image_table, image_timeout, gpu_products })
     }
 
     /// Parses a YAML (or JSON) config document.
@@ -326,7 +355,23 @@ impl Settings {
                 }
             }
         }
-        NamespaceSettings { max_per_pod, min_compute_capability, ignored }
+        let mut namespace_products = Vec::new();
+        if let Some(raw) = annotations.get(GPU_PRODUCTS_ANNOTATION) {
+            match parse_patterns(raw.split(',')) {
+                Ok(patterns) if patterns.is_empty() => {
+                    ignore(GPU_PRODUCTS_ANNOTATION, format!("{raw:?}"), "names no product".into())
+                }
+                Ok(patterns) => namespace_products = patterns,
+                Err(reason) => ignore(GPU_PRODUCTS_ANNOTATION, format!("{raw:?}"), reason),
+            }
+        }
+        let gpu_products = ProductSet::new([self.gpu_products.clone(), namespace_products]);
+        NamespaceSettings { max_per_pod, min_compute_capability, gpu_products, ignored }
+    }
+
+    /// The cluster's `gpuProducts`, compiled.
+    pub fn gpu_products(&self) -> &[ProductPattern] {
+        &self.gpu_products
     }
 }
 
@@ -360,6 +405,8 @@ fn normalize_image(image: &str) -> &str {
 pub struct NamespaceSettings {
     pub max_per_pod: u64,
     pub min_compute_capability: Option<ComputeCapability>,
+    /// The GPU products its GPU pods may use: `gpuProducts` within the annotation's list.
+    pub gpu_products: ProductSet,
     /// Annotations that were ignored, and why: the evaluation turns each
     /// into a notice for the person who submitted the object.
     pub ignored: Vec<IgnoredAnnotation>,

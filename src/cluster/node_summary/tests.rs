@@ -13,10 +13,11 @@ fn the_summary_answers_as_a_scan_of_the_nodes() {
     assert_eq!(empty.largest_allocatable("nvidia.com/gpu"), None);
     assert_eq!(empty.compute_capabilities(), Vec::new());
     snapshot.nodes = [
-        ("a", node(&[("nvidia.com/gpu", 8)], Some((8, 0)))),
+        ("a", node(&[("nvidia.com/gpu", 8)], Some((8, 0))).with_product("NVIDIA-H100")),
         ("b", node(&[("nvidia.com/gpu", 4), ("nvidia.com/mig-1g.5gb", 7)], Some((7, 5)))),
-        ("c", node(&[("nvidia.com/gpu", 16)], Some((8, 0)))),
-        ("cpu", node(&[], None)),
+        ("c", node(&[("nvidia.com/gpu", 16)], Some((8, 0))).with_product("NVIDIA-A10")),
+        ("d", node(&[("nvidia.com/gpu", 1)], None).with_product("NVIDIA-H100")),
+        ("cpu", node(&[], None).with_product("NVIDIA-IDLE")),
     ]
     .into_iter()
     .map(|(name, gpus)| (name.to_owned(), gpus))
@@ -33,6 +34,9 @@ fn the_summary_answers_as_a_scan_of_the_nodes() {
     assert_eq!(summary.compute_capabilities(), snapshot.compute_capabilities());
     assert_eq!(summary.compute_capabilities().len(), 2);
     assert_eq!(summary.gpu_node_labels(), snapshot.gpu_node_labels());
+    assert_eq!(summary.gpu_products(), snapshot.gpu_products());
+    // Sorted, each once, and only of nodes that offer GPUs.
+    assert_eq!(summary.gpu_products(), ["NVIDIA-A10", "NVIDIA-H100"]);
 }
 
 /// GPU nodes are those that offer a GPU resource; the labels are
@@ -49,6 +53,7 @@ fn the_summary_counts_the_gpu_nodes_and_their_labels() {
         gpu_nodes,
         with_compute,
         with_driver,
+        with_product: 0,
     };
     assert_eq!(labels(vec![]), counts(0, 0, 0));
     // GFD not deployed: GPU nodes, no labels.

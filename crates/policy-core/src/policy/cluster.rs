@@ -30,6 +30,10 @@ pub trait NodeFacts: Send + Sync {
     /// How many nodes offer a GPU resource, and how many of those carry GFD's labels.
     fn gpu_node_labels(&self) -> GpuNodeLabels;
 
+    /// The GPU products (GFD's `nvidia.com/gpu.product`) of the nodes that offer a GPU resource,
+    /// sorted, each once: what the globs of `gpuProducts` expand to.
+    fn gpu_products(&self) -> Vec<String>;
+
     /// What the rules read of the node of that name; None when it is not known.
     fn node(&self, name: &str) -> Option<NodeGpus>;
 }
@@ -73,6 +77,8 @@ pub struct NodeGpus {
     /// Carries GFD's driver version label, of either generation
     /// (`nvidia.com/cuda.driver-version.major`, `nvidia.com/cuda.driver.major`).
     pub driver_labels: bool,
+    /// GFD's `nvidia.com/gpu.product`.
+    pub product: Option<String>,
 }
 
 impl NodeGpus {
@@ -91,6 +97,8 @@ pub struct GpuNodeLabels {
     pub with_compute: u64,
     /// Of those, the ones with GFD's driver version labels.
     pub with_driver: u64,
+    /// Of those, the ones with GFD's product label.
+    pub with_product: u64,
 }
 
 impl GpuNodeLabels {
@@ -101,6 +109,7 @@ impl GpuNodeLabels {
             counts.gpu_nodes += 1;
             counts.with_compute += u64::from(node.compute_capability.is_some());
             counts.with_driver += u64::from(node.driver_labels);
+            counts.with_product += u64::from(node.product.is_some());
         }
         counts
     }
@@ -114,6 +123,23 @@ impl GpuNodeLabels {
     pub fn driver_unlabelled(&self) -> bool {
         self.gpu_nodes > 0 && self.with_driver == 0
     }
+
+    /// GPU nodes are known and none carries the product label.
+    pub fn product_unlabelled(&self) -> bool {
+        self.gpu_nodes > 0 && self.with_product == 0
+    }
+}
+
+/// The products of the nodes that offer GPUs, sorted, each once.
+pub fn gpu_products_of<'a>(nodes: impl IntoIterator<Item = &'a NodeGpus>) -> Vec<String> {
+    let mut products: Vec<String> = nodes
+        .into_iter()
+        .filter(|node| node.offers_gpus())
+        .filter_map(|node| node.product.clone())
+        .collect();
+    products.sort_unstable();
+    products.dedup();
+    products
 }
 
 #[cfg(any(test, feature = "testing"))]
@@ -125,7 +151,14 @@ impl NodeGpus {
             compute_capability: capability
                 .map(|(major, minor)| ComputeCapability::new(major, minor)),
             driver_labels: false,
+            product: None,
         }
+    }
+
+    /// The same node, with GFD's product label.
+    pub fn with_product(mut self, product: &str) -> Self {
+        self.product = Some(product.to_owned());
+        self
     }
 
     /// The same node, with GFD's driver version labels.
@@ -198,6 +231,10 @@ impl NodeFacts for ClusterSnapshot {
 
     fn gpu_node_labels(&self) -> GpuNodeLabels {
         GpuNodeLabels::of(self.nodes.values())
+    }
+
+    fn gpu_products(&self) -> Vec<String> {
+        gpu_products_of(self.nodes.values())
     }
 
     fn node(&self, name: &str) -> Option<NodeGpus> {

@@ -11,6 +11,7 @@ fn notices_keep_their_kind_and_the_order_the_rules_run_in() {
         allocatable: [("nvidia.com/gpu".to_owned(), 8)].into_iter().collect(),
         compute_capability: Some(ComputeCapability::new(6, 1)),
         driver_labels: true,
+        product: None,
     };
     let cluster = ClusterSnapshot {
         nodes: [("node-0".to_owned(), node)].into_iter().collect(),

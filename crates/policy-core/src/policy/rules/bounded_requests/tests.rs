@@ -134,6 +134,7 @@ fn pods_bigger_than_any_node_can_never_schedule(
                         allocatable: [("nvidia.com/gpu".to_owned(), *n)].into_iter().collect(),
                         compute_capability: None,
                         driver_labels: false,
+                        product: None,
                     },
                 )
             })

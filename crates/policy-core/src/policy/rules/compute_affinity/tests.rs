@@ -214,6 +214,7 @@ fn warns_when_no_node_meets_the_minimum(#[case] nodes: &[(u32, u32)], #[case] wa
                         allocatable: [("nvidia.com/gpu".to_owned(), 1)].into_iter().collect(),
                         compute_capability: Some(ComputeCapability::new(*major, *minor)),
                         driver_labels: true,
+                        product: None,
                     },
                 )
             })
