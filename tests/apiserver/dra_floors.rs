@@ -44,7 +44,7 @@ fn needs_of(object: &Value) -> &Value {
 }
 
 /// The `selectors` of request `pointer` (e.g. `/0/exactly`) of a claim.
-fn selectors<'a>(claim: &'a Value, pointer: &str) -> &'a Value {
+pub(crate) fn selectors<'a>(claim: &'a Value, pointer: &str) -> &'a Value {
     let requests = &claim["spec"]["devices"]["requests"];
     requests.pointer(&format!("{pointer}/selectors")).unwrap_or(&Value::Null)
 }
@@ -54,13 +54,13 @@ fn warnings(run: &Run) -> Vec<&str> {
     run.stderr.lines().filter(|l| l.starts_with("Warning: ")).collect()
 }
 
-/// The ResourceClaim the resource claim controller makes for pod `pod`
-/// (stored, `uid`) from its pod claim `gpu`, with the claim spec `spec`.
-fn claim_made_for(pod: &str, uid: &str, spec: Value) -> Value {
+/// The ResourceClaim the resource claim controller makes for pod `namespace/pod` (stored, `uid`)
+/// from its pod claim `gpu`, with the claim spec `spec`.
+pub(crate) fn claim_made_for(namespace: &str, pod: &str, uid: &str, spec: Value) -> Value {
     let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid,
                        "controller": true, "blockOwnerDeletion": true});
     json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-           "metadata": {"generateName": format!("{pod}-gpu-"), "namespace": "gpu-test1",
+           "metadata": {"generateName": format!("{pod}-gpu-"), "namespace": namespace,
                         "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
                         "ownerReferences": [owner]},
            "spec": spec})
@@ -125,7 +125,7 @@ async fn dra_pods_record_their_needs_and_the_claims_made_for_them_get_the_select
     // template: its GPU request gets the selector, which the API server
     // compiled when it validated the claim, and stored.
     let spec = template["spec"]["spec"].clone();
-    let created = cluster.create(&claim_made_for("pod1", &uids[0], spec).to_string());
+    let created = cluster.create(&claim_made_for("gpu-test1", "pod1", &uids[0], spec).to_string());
     assert!(warnings(&created).is_empty(), "{}", created.stderr);
     let name = created.success().value()["metadata"]["name"].clone();
     let name = name.as_str().expect("a generated name");
@@ -142,7 +142,8 @@ async fn dra_pods_record_their_needs_and_the_claims_made_for_them_get_the_select
     let first_available = json!({"devices": {"requests": [{"name": "gpu", "firstAvailable": [
         {"name": "full", "deviceClassName": "gpu.nvidia.com"},
         {"name": "nic", "deviceClassName": "rdma.example.com"}]}]}});
-    let created = cluster.create(&claim_made_for("pod2", &uids[1], first_available).to_string());
+    let created =
+        cluster.create(&claim_made_for("gpu-test1", "pod2", &uids[1], first_available).to_string());
     assert!(warnings(&created).is_empty(), "{}", created.stderr);
     let name = created.success().value()["metadata"]["name"].clone();
     let name = name.as_str().expect("a generated name");

@@ -18,6 +18,7 @@ mod dra_floors;
 mod failure_policy;
 mod fixtures;
 mod gfd_labels;
+mod gpu_placement;
 mod install;
 mod least_privilege;
 mod pod_claims;
