@@ -32,6 +32,8 @@ pub mod claim_floors;
 mod dra_floors;
 mod gfd_labels;
 mod image_floors;
+mod product_affinity;
+mod products;
 mod update;
 
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
@@ -44,6 +46,7 @@ use crate::policy::patch::{add, json_len, object};
 use crate::settings::WhenNodesUnlabelled;
 use gfd_labels::CUDA_LABELS;
 use image_floors::{Containers, base_minimum, image_floors, raise};
+use product_affinity::product_affinity;
 
 pub const RULE: Rule = Rule {
     name: "compute-affinity",
@@ -54,7 +57,8 @@ pub const RULE: Rule = Rule {
             api_server: ApiServer::WebhookOnly {
                 reason: "all of it: what an image needs comes from its registry (registry mode) or \
         the image table, with driver floors, and whether any node meets the minimum from the \
-        cluster's nodes; a policy can read neither registries nor other objects",
+        cluster's nodes, as do the GPU products the namespace's globs expand to; a policy can \
+        read neither registries nor other objects",
             },
         },
         claim_floors::ENTRY,
@@ -75,6 +79,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         return findings;
     }
     let mode = input.settings.config().dra_compute_affinity;
+    products::check(input, &mut findings);
     let base = base_minimum(input, &mut findings.notices);
     let on_nodes =
         |c: &Container<'_>| c.is_gpu() && (c.is_device_plugin_gpu() || mode.node_labels());
@@ -117,7 +122,14 @@ fn node_affinity(
     }
     let compute = minimum.as_ref().map(|(minimum, _)| alternatives(*minimum)).unwrap_or_default();
     let driver = driver_floor.as_ref().map(|(floor, _)| floor.alternatives()).unwrap_or_default();
-    let alternatives = product(&compute, &driver);
+    let floors = product(&compute, &driver);
+    // The products are ANDed into every alternative of the floors, in the same terms, so the
+    // affinity is written once.
+    let products = product_affinity(input, findings);
+    let alternatives = match &products {
+        Some(products) => product(&floors, &[vec![products.expression.clone()]]),
+        None => floors,
+    };
     if alternatives.is_empty() {
         return;
     }
@@ -148,6 +160,10 @@ fn node_affinity(
         summaries.push(format!("require a driver for {floor} ({source})"));
         words.push(format!("driver for {floor}"));
     }
+    if let Some(products) = &products {
+        summaries.push(products.summary.clone());
+        words.push(products.words.clone());
+    }
     let words = words.join(" and ");
     match constrain(input.view.spec, input.view.spec_pointer(), &alternatives) {
         Ok(Some(operation)) => {
@@ -174,9 +190,10 @@ fn node_affinity(
                 ),
             };
             // A denial never depends on a registry answer: only what the
-            // table and the annotations ask for may deny.
+            // table, the annotations and the namespace's products ask for may deny.
             let kept = Parts { compute: minimum.is_some(), driver: driver_floor.is_some() };
             if input.images.is_some()
+                && products.is_none()
                 && !needs_constraint_without_registry(input, base, which, kept)
             {
                 findings.notices.push(Notice::new(
