@@ -1,26 +1,36 @@
 //! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA build can run on,
-//! with a driver that can run it (docs/policy.md, "R4 compute-affinity").
+//! with a driver that can run it, of the GPU products their namespace allows (docs/policy.md,
+//! "R4 compute-affinity").
 //!
 //! Reads: whether the pod is a GPU pod; what its GPU containers' images need
 //! (`crate::cuda::needs`: [`crate::policy::ImageFacts`] when the evaluator has them, else the
 //! image table) and their `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
 //! annotation `gpu-policy.io/min-compute-capability`; the namespace's minimum (cluster
-//! default raised by the namespace annotation);
+//! default raised by the namespace annotation); the namespace's GPU products (`gpuProducts`
+//! within the annotation `gpu-policy.io/gpu-products`, `product_affinity.rs`);
+//! `spec.nodeSelector` and
 //! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`; of the nodes
-//! (`NodeFacts`), their GPU allocatable and whether they carry GFD's labels.
+//! (`NodeFacts`), their GPU allocatable, whether they carry GFD's labels, and the GPU products
+//! they carry.
 //!
 //! Changes: the highest minimum `M.m`, on `nvidia.com/gpu.compute.major` / `.minor`
 //! (`major > M-1` when `m == 0`, else `major > M OR (major == M AND minor > m-1)`), each
-//! alternative ANDed with each of the images' driver floor (`crate::cuda::requirement`), is
-//! ANDed into every existing required term: terms are ORed, so a term of its own would OR it
-//! away. A term already carrying an alternative is left alone (re-evaluation adds nothing).
-//! Preferred affinity and `nodeSelector` are never touched; with no minimum and no driver
-//! floor nothing is injected. Updates: `update.rs` (the floors are not computed again).
+//! alternative ANDed with each of the images' driver floor (`crate::cuda::requirement`) and with
+//! `nvidia.com/gpu.product In [...]` when the namespace restricts the products, is ANDed into
+//! every existing required term: terms are ORed, so a term of its own would OR it away. A term
+//! already carrying an alternative is left alone (re-evaluation adds nothing). Preferred affinity
+//! and `nodeSelector` are never touched; with no minimum, no driver floor and no product
+//! restriction nothing is injected. Updates: `update.rs` (nothing is computed again).
 //!
-//! Notices: no node's labels meet the minimum (the pod would stay Pending); GPU nodes exist
-//! but none carries the compute (or driver) labels, so that part is left out
-//! (`computeAffinity.whenNodesUnlabelled: skip`) or written anyway (`require`); a pod
-//! annotation unreadable or below the namespace's minimum is ignored.
+//! Denies: a constraint that cannot be written (malformed affinity, too many terms); a GPU pod
+//! pinned to products the namespace does not allow (`products.rs`); a product restriction that
+//! allows none of the nodes' products (`product_affinity.rs`).
+//!
+//! Notices: no node's labels meet the minimum, or carry an allowed product (the pod would stay
+//! Pending); GPU nodes exist but none carries the compute (or driver) labels, so that part is
+//! left out (`computeAffinity.whenNodesUnlabelled: skip`) or written anyway (`require`); the
+//! product globs have nothing to expand against; a pod annotation unreadable or below the
+//! namespace's minimum is ignored.
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
