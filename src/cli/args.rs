@@ -48,6 +48,14 @@ pub struct CheckArgs {
     /// it every floor is written.
     #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
+    /// The GPU products the cluster's GPU nodes carry (GPU Feature
+    /// Discovery's nvidia.com/gpu.product values), comma separated, e.g.
+    /// NVIDIA-H100-80GB-HBM3,NVIDIA-A10: what the globs of gpuProducts and
+    /// of the namespace annotation gpu-policy.io/gpu-products expand to, as
+    /// the webhook expands them against its nodes, without Node manifests.
+    /// Added to the products of --nodes.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub node_products: Vec<String>,
     /// The pods as they are now (`kubectl get pod -o yaml`): a Pod of -f
     /// with the namespace and name of one of them is checked as the update
     /// from it, as the webhook judges a second `kubectl apply` or
@@ -58,7 +66,7 @@ pub struct CheckArgs {
     /// What decides: the webhook's rules, or the generated admission
     /// policies (`manifests --admission-policies --mutating-policies`)
     /// evaluated in CEL, as the API server would without the webhook.
-    #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with_all = ["resolve_images", "nodes"])]
+    #[arg(long, value_enum, default_value_t = Engine::Webhook, conflicts_with_all = ["resolve_images", "nodes", "node_products"])]
     pub engine: Engine,
     /// With --engine cel: the policies `manifests --admission-policies
     /// --mutating-policies --kube-version VERSION` renders for that

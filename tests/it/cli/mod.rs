@@ -17,6 +17,7 @@ mod input;
 mod modes;
 mod nodes;
 mod output;
+mod products;
 mod updates;
 
 /// Runs the binary with `args`, feeding `stdin` (empty when `None`).

@@ -210,10 +210,12 @@ pub enum NoticeKind {
     UnverifiedOwner,
     /// The RuntimeClass to set does not exist in the cluster, so none is set.
     MissingRuntimeClass,
-    /// No node's GPUs meet the pod's minimum compute capability, or no GPU node has R4's labels.
+    /// No node's GPUs meet the pod's minimum compute capability or carry a GPU product its
+    /// namespace allows, or no GPU node has the labels R4 requires: the pod will stay Pending.
     UnmetComputeCapability,
-    /// A floor of R4 is not written because no GPU node carries the labels it would be on (GPU
-    /// Feature Discovery not deployed): the pod may land on a card or driver it cannot use.
+    /// A floor of R4, or the namespace's GPU products, is not written because no GPU node carries
+    /// the labels it would be on (GPU Feature Discovery not deployed): the pod may land on a card,
+    /// driver or product it should not use.
     UnenforcedFloor,
     /// A DRA claim a container uses cannot be resolved: its containers count as holding no GPU.
     UnresolvedClaim,

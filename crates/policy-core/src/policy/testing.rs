@@ -37,6 +37,17 @@ pub fn evaluate_on_nodes(pod: &Value, nodes: &dyn NodeFacts, settings: &Settings
     run_in(pod, &Scope::Whole, settings, &[], None, Some(nodes), None)
 }
 
+/// Evaluates a pod in a namespace with `namespace_annotations`, with what the nodes carry (None:
+/// no node is known, as `check` without `--nodes`).
+pub fn evaluate_on_nodes_in(
+    pod: &Value,
+    nodes: Option<&dyn NodeFacts>,
+    settings: &Settings,
+    namespace_annotations: &[(&str, &str)],
+) -> Evaluation {
+    run_in(pod, &Scope::Whole, settings, namespace_annotations, None, nodes, None)
+}
+
 /// Evaluates a pod whose images may have been resolved from registries.
 pub fn evaluate_with_images(pod: &Value, images: &dyn ImageFacts) -> Evaluation {
     let settings = Settings::default();

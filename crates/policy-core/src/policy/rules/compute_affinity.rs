@@ -1,26 +1,36 @@
 //! R4 `compute-affinity` (mutating): GPU pods land only on cards their CUDA build can run on,
-//! with a driver that can run it (docs/policy.md, "R4 compute-affinity").
+//! with a driver that can run it, of the GPU products their namespace allows (docs/policy.md,
+//! "R4 compute-affinity").
 //!
 //! Reads: whether the pod is a GPU pod; what its GPU containers' images need
 //! (`crate::cuda::needs`: [`crate::policy::ImageFacts`] when the evaluator has them, else the
 //! image table) and their `NVIDIA_REQUIRE_CUDA` / `NVIDIA_DISABLE_REQUIRE`; the pod
 //! annotation `gpu-policy.io/min-compute-capability`; the namespace's minimum (cluster
-//! default raised by the namespace annotation);
+//! default raised by the namespace annotation); the namespace's GPU products (`gpuProducts`
+//! within the annotation `gpu-policy.io/gpu-products`, `product_affinity.rs`);
+//! `spec.nodeSelector` and
 //! `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`; of the nodes
-//! (`NodeFacts`), their GPU allocatable and whether they carry GFD's labels.
+//! (`NodeFacts`), their GPU allocatable, whether they carry GFD's labels, and the GPU products
+//! they carry.
 //!
 //! Changes: the highest minimum `M.m`, on `nvidia.com/gpu.compute.major` / `.minor`
 //! (`major > M-1` when `m == 0`, else `major > M OR (major == M AND minor > m-1)`), each
-//! alternative ANDed with each of the images' driver floor (`crate::cuda::requirement`), is
-//! ANDed into every existing required term: terms are ORed, so a term of its own would OR it
-//! away. A term already carrying an alternative is left alone (re-evaluation adds nothing).
-//! Preferred affinity and `nodeSelector` are never touched; with no minimum and no driver
-//! floor nothing is injected. Updates: `update.rs` (the floors are not computed again).
+//! alternative ANDed with each of the images' driver floor (`crate::cuda::requirement`) and with
+//! `nvidia.com/gpu.product In [...]` when the namespace restricts the products, is ANDed into
+//! every existing required term: terms are ORed, so a term of its own would OR it away. A term
+//! already carrying an alternative is left alone (re-evaluation adds nothing). Preferred affinity
+//! and `nodeSelector` are never touched; with no minimum, no driver floor and no product
+//! restriction nothing is injected. Updates: `update.rs` (nothing is computed again).
 //!
-//! Notices: no node's labels meet the minimum (the pod would stay Pending); GPU nodes exist
-//! but none carries the compute (or driver) labels, so that part is left out
-//! (`computeAffinity.whenNodesUnlabelled: skip`) or written anyway (`require`); a pod
-//! annotation unreadable or below the namespace's minimum is ignored.
+//! Denies: a constraint that cannot be written (malformed affinity, too many terms); a GPU pod
+//! pinned to products the namespace does not allow (`products.rs`); a product restriction that
+//! allows none of the nodes' products (`product_affinity.rs`).
+//!
+//! Notices: no node's labels meet the minimum, or carry an allowed product (the pod would stay
+//! Pending); GPU nodes exist but none carries the compute (or driver) labels, so that part is
+//! left out (`computeAffinity.whenNodesUnlabelled: skip`) or written anyway (`require`); the
+//! product globs have nothing to expand against; a pod annotation unreadable or below the
+//! namespace's minimum is ignored.
 
 use json_patch::jsonptr::Pointer;
 use json_patch::{PatchOperation, ReplaceOperation};
@@ -32,6 +42,8 @@ pub mod claim_floors;
 mod dra_floors;
 mod gfd_labels;
 mod image_floors;
+mod product_affinity;
+mod products;
 mod update;
 
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
@@ -44,6 +56,7 @@ use crate::policy::patch::{add, json_len, object};
 use crate::settings::WhenNodesUnlabelled;
 use gfd_labels::CUDA_LABELS;
 use image_floors::{Containers, base_minimum, image_floors, raise};
+use product_affinity::product_affinity;
 
 pub const RULE: Rule = Rule {
     name: "compute-affinity",
@@ -54,7 +67,8 @@ pub const RULE: Rule = Rule {
             api_server: ApiServer::WebhookOnly {
                 reason: "all of it: what an image needs comes from its registry (registry mode) or \
         the image table, with driver floors, and whether any node meets the minimum from the \
-        cluster's nodes; a policy can read neither registries nor other objects",
+        cluster's nodes, as do the GPU products the namespace's globs expand to; a policy can \
+        read neither registries nor other objects",
             },
         },
         claim_floors::ENTRY,
@@ -75,6 +89,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
         return findings;
     }
     let mode = input.settings.config().dra_compute_affinity;
+    products::check(input, &mut findings);
     let base = base_minimum(input, &mut findings.notices);
     let on_nodes =
         |c: &Container<'_>| c.is_gpu() && (c.is_device_plugin_gpu() || mode.node_labels());
@@ -117,7 +132,14 @@ fn node_affinity(
     }
     let compute = minimum.as_ref().map(|(minimum, _)| alternatives(*minimum)).unwrap_or_default();
     let driver = driver_floor.as_ref().map(|(floor, _)| floor.alternatives()).unwrap_or_default();
-    let alternatives = product(&compute, &driver);
+    let floors = product(&compute, &driver);
+    // The products are ANDed into every alternative of the floors, in the same terms, so the
+    // affinity is written once.
+    let products = product_affinity(input, findings);
+    let alternatives = match &products {
+        Some(products) => product(&floors, &[vec![products.expression.clone()]]),
+        None => floors,
+    };
     if alternatives.is_empty() {
         return;
     }
@@ -148,6 +170,10 @@ fn node_affinity(
         summaries.push(format!("require a driver for {floor} ({source})"));
         words.push(format!("driver for {floor}"));
     }
+    if let Some(products) = &products {
+        summaries.push(products.summary.clone());
+        words.push(products.words.clone());
+    }
     let words = words.join(" and ");
     match constrain(input.view.spec, input.view.spec_pointer(), &alternatives) {
         Ok(Some(operation)) => {
@@ -174,9 +200,10 @@ fn node_affinity(
                 ),
             };
             // A denial never depends on a registry answer: only what the
-            // table and the annotations ask for may deny.
+            // table, the annotations and the namespace's products ask for may deny.
             let kept = Parts { compute: minimum.is_some(), driver: driver_floor.is_some() };
             if input.images.is_some()
+                && products.is_none()
                 && !needs_constraint_without_registry(input, base, which, kept)
             {
                 findings.notices.push(Notice::new(

@@ -10,8 +10,10 @@
 //! [`dra_floors`] checks a shared claim).
 //!
 //! Changes: a re-apply replaces the required terms with the author's, without R4's
-//! expressions; when that is all the update changes there, the old terms are put back (an
-//! ungated pod's terms cannot change). The floors are not computed again.
+//! expressions (the floors, and the `nvidia.com/gpu.product` requirement); when that is all the
+//! update changes there, the old terms are put back (an ungated pod's terms cannot change). The
+//! floors and the namespace's products are not computed again: an update is never denied for a
+//! product restriction the namespace got after the pod was created.
 //!
 //! Denies: a GPU container whose new image needs a higher compute capability than the pod's
 //! GPUs have: the node's (bound pods), its claims' devices, or for an unbound pod the lowest
@@ -34,6 +36,7 @@ use crate::policy::message::{CONTAINER, Notice, NoticeKind};
 use crate::policy::patch::{Step, add, object, pointer_below};
 use crate::policy::pod::PodView;
 use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
+use crate::settings::PRODUCT_LABEL;
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
@@ -60,10 +63,12 @@ fn required_terms<'v>(view: &PodView<'v>) -> Option<Json<'v>> {
         .filter(|required| !required.is_null())
 }
 
-/// Whether R4 writes expressions on this label.
+/// Whether R4 writes expressions on this label. The product label counts whoever wrote the
+/// expression: R4 ANDs its own beside the author's, and the terms cannot change on an ungated pod.
 fn written_by_r4(key: &str) -> bool {
     key == MAJOR_LABEL
         || key == MINOR_LABEL
+        || key == PRODUCT_LABEL
         || key.strip_prefix(CUDA_LABELS).is_some_and(|rest| rest.starts_with('.'))
 }
 
@@ -136,8 +141,8 @@ fn restored_terms(new: &PodView<'_>, old: &PodView<'_>) -> Option<Mutation> {
         return None;
     }
     Some(Mutation {
-        summary: "keep the node affinity on GPU compute capability written when the pod was \
-            created"
+        summary: "keep the node affinity on GPU compute capability, driver and product written \
+            when the pod was created"
             .to_owned(),
         operations: vec![put(new.spec, new.spec_pointer(), before.to_value())],
         overrides_author: true,
