@@ -28,10 +28,14 @@ use serde_json::Value;
 
 use crate::document::Object;
 
-pub mod claim_floors;
+mod claim_floors;
+mod claim_products;
+pub mod claim_selectors;
 mod dra_floors;
+mod dra_products;
 mod gfd_labels;
 mod image_floors;
+mod pod_claims;
 mod update;
 
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
@@ -57,7 +61,7 @@ pub const RULE: Rule = Rule {
         cluster's nodes; a policy can read neither registries nor other objects",
             },
         },
-        claim_floors::ENTRY,
+        claim_selectors::ENTRY,
     ],
 };
 
@@ -84,6 +88,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if mode.claims() {
         dra_floors::check(input, base, &mut findings);
     }
+    dra_products::check(input, &mut findings);
     findings
 }
 
