@@ -28,9 +28,10 @@ use serde_json::Value;
 
 use crate::document::Object;
 
+pub mod claim_entry;
 mod claim_floors;
 mod claim_products;
-pub mod claim_selectors;
+mod claim_selectors;
 mod dra_floors;
 mod dra_products;
 mod gfd_labels;
@@ -61,7 +62,7 @@ pub const RULE: Rule = Rule {
         cluster's nodes; a policy can read neither registries nor other objects",
             },
         },
-        claim_selectors::ENTRY,
+        claim_entry::ENTRY,
     ],
 };
 

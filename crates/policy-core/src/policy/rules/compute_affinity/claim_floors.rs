@@ -30,7 +30,7 @@ use crate::policy::dra::claims::ClaimKind;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::rules::rule::{ClaimInput, ClaimOwner, Findings, Mutation};
 
-/// The floors' half of R4's claim entry ([`super::claim_selectors`]); `made`: the selector lists
+/// The floors' half of R4's claim entry ([`super::claim_entry`]); `made`: the selector lists
 /// this evaluation made.
 pub(super) fn check(input: &ClaimInput<'_>, made: &mut MadeLists) -> Findings {
     let mut findings = Findings::default();

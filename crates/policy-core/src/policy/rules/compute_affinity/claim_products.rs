@@ -25,7 +25,7 @@ use crate::policy::message::quoted_list;
 use crate::policy::rules::rule::{ClaimInput, Findings, Mutation};
 use crate::settings::GPU_PRODUCTS_ANNOTATION;
 
-/// The products' half of R4's claim entry ([`super::claim_selectors`]); `made`: the selector lists
+/// The products' half of R4's claim entry ([`super::claim_entry`]); `made`: the selector lists
 /// this evaluation made.
 pub(super) fn check(input: &ClaimInput<'_>, made: &mut MadeLists) -> Findings {
     let mut findings = Findings::default();

@@ -1,6 +1,6 @@
-//! R4's entry on ResourceClaims (mutating): the selectors R4 adds to a claim's GPU requests, the
-//! floors of the pod it is made for ([`super::claim_floors`]) and the namespace's GPU products
-//! ([`super::claim_products`]), written into the same requests by one patch.
+//! How R4 writes selectors into a ResourceClaim's GPU requests: the floors of the pod it is made
+//! for ([`super::claim_floors`]) and the namespace's GPU products ([`super::claim_products`]), into
+//! the same requests by one patch ([`super::claim_entry`] runs both).
 //!
 //! Reads: the claim's device requests (`exactly`, each `firstAvailable` subrequest, or the flat
 //! v1beta1 request), their `deviceClassName` and `selectors`.
@@ -18,28 +18,8 @@ use serde_json::{Value, json};
 
 use crate::document::Json;
 
-use super::{claim_floors, claim_products};
 use crate::policy::patch::add;
-use crate::policy::rules::rule::{ApiServer, Check, ClaimInput, Entry, Findings};
-
-pub const ENTRY: Entry = Entry {
-    check: Check::Claim(check),
-    api_server: ApiServer::WebhookOnly {
-        reason: "what a claim's pod needs comes from the pod's images, another object, which a \
-        policy on the claim cannot read; the GPU products are written as the webhook reads the \
-        namespace's annotation within the configured list",
-    },
-};
-
-pub fn check(input: &ClaimInput<'_>) -> Findings {
-    let mut made = MadeLists::default();
-    let mut findings = claim_floors::check(input, &mut made);
-    let products = claim_products::check(input, &mut made);
-    findings.changes.extend(products.changes);
-    findings.violations.extend(products.violations);
-    findings.notices.extend(products.notices);
-    findings
-}
+use crate::policy::rules::rule::ClaimInput;
 
 /// The alternatives (by JSON pointer) whose `selectors` list an earlier selector of this
 /// evaluation made.
