@@ -262,7 +262,9 @@ pub fn render_text(reports: &[(ObjectReport, &manifest::Document)], context: &st
                 violation.message
             ));
         }
-        let change_label = if report.kind == "Pod" { "change    " } else { "pod change" };
+        // A workload's changes are made to the pods it creates; a pod's and a claim's to itself.
+        let changed_itself = report.kind == "Pod" || report.kind == "ResourceClaim";
+        let change_label = if changed_itself { "change    " } else { "pod change" };
         for (rule, summary) in &report.changes {
             text.push_str(&format!("  {} [{rule}] {summary}\n", paint("36", change_label)));
         }

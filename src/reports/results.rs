@@ -68,6 +68,9 @@ pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) 
         NoticeKind::UnguaranteedClaimFloor => {
             ("unguaranteed-claim-floor", Some(RuleId::ComputeAffinity), Severity::Medium)
         }
+        NoticeKind::UnguaranteedClaimProducts => {
+            ("unguaranteed-claim-products", Some(RuleId::ComputeAffinity), Severity::Medium)
+        }
         NoticeKind::UnreadClaimOwner => {
             ("unread-claim-owner", Some(RuleId::ComputeAffinity), Severity::Low)
         }

@@ -180,6 +180,7 @@ fn severities_follow_the_rule_and_changes_weigh_less() {
         (NoticeKind::UnenforcedFloor, Severity::Medium),
         (NoticeKind::UnverifiedOwner, Severity::Medium),
         (NoticeKind::UnguaranteedClaimFloor, Severity::Medium),
+        (NoticeKind::UnguaranteedClaimProducts, Severity::Medium),
         (NoticeKind::IgnoredAnnotation, Severity::Low),
         (NoticeKind::UnresolvedClaim, Severity::Low),
         (NoticeKind::MissingRuntimeClass, Severity::Low),

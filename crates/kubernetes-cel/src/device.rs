@@ -56,7 +56,7 @@ use std::sync::{Arc, OnceLock};
 
 /// `resource.CELSelectorExpressionMaxLength`: the API server refuses a
 /// longer selector, and the limit bounds parsing and evaluation here.
-pub(crate) const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
+pub const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
 
 /// The stack an expression is parsed on: four times what the worst
 /// 10 KiB expression measured needs.

@@ -13,6 +13,7 @@ use crate::support::fixtures;
 use crate::support::process::{self, Run};
 
 mod dra_floors;
+mod dra_products;
 mod input;
 mod modes;
 mod nodes;

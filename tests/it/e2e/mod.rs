@@ -26,6 +26,7 @@ mod client_certificates;
 mod dra;
 mod dra_driver;
 mod dra_floors;
+mod dra_products;
 mod memory;
 mod operations;
 mod pod_claims;

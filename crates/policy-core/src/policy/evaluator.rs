@@ -152,8 +152,8 @@ impl Evaluator<'_> {
     /// the claim entries of [`entries`] (R2's
     /// [`claim_requests::check`](super::rules::bounded_requests::claim_requests::check), with
     /// the pod's other claims on a claim made for a pod the webhook read,
-    /// and R4's [`claim_floors::check`](super::rules::compute_affinity::claim_floors::check)
-    /// on such a claim).
+    /// and R4's [`claim_entry::check`](super::rules::compute_affinity::claim_entry::check):
+    /// the floors on such a claim, the namespace's GPU products on every claim).
     pub fn evaluate_claim(
         &self,
         object: Json<'_>,

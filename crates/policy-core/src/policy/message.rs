@@ -227,6 +227,9 @@ pub enum NoticeKind {
     /// A claim the pod only references does not guarantee, by its
     /// selectors, the compute and driver floors the pod's images need.
     UnguaranteedClaimFloor,
+    /// A claim the pod only references does not carry, in every GPU request, the selector of the
+    /// GPU products its namespace allows.
+    UnguaranteedClaimProducts,
     /// The pod a ResourceClaim is made for is unreadable: the claim is admitted without its floors.
     UnreadClaimOwner,
     /// Some claims of the pod a ResourceClaim is made for could not be counted with it against

@@ -22,9 +22,19 @@ fn namespace_of(pod: &Value) -> &str {
 /// Evaluates a pod whose claims resolve from `objects` (ResourceClaims,
 /// ResourceClaimTemplates, DeviceClasses), as `check` resolves them.
 pub fn evaluate_with_claims(pod: &Value, objects: &[Value], settings: &Settings) -> Evaluation {
+    evaluate_with_claims_in(pod, objects, settings, &[])
+}
+
+/// [`evaluate_with_claims`] in a namespace annotated `namespace_annotations`.
+pub fn evaluate_with_claims_in(
+    pod: &Value,
+    objects: &[Value],
+    settings: &Settings,
+    namespace_annotations: &[(&str, &str)],
+) -> Evaluation {
     let refs: Vec<&Value> = objects.iter().collect();
     let claims = ClaimTables::collect(&refs, namespace_of(pod), settings);
-    run_in(pod, &Scope::Whole, settings, &[], None, None, Some(&claims))
+    run_in(pod, &Scope::Whole, settings, namespace_annotations, None, None, Some(&claims))
 }
 
 /// Evaluates a pod with what a cluster snapshot knows.

@@ -5,8 +5,8 @@
 //! `metadata.annotations["resource.kubernetes.io/pod-claim-name"]`,
 //! `status.allocation.devices.results[].{request, driver, pool, device}`. Of a ResourceSlice of the
 //! driver `gpu.nvidia.com` (slices of other drivers are not kept): `spec.pool.name`,
-//! `spec.devices[].name` and the version attributes `cudaComputeCapability`, `cudaDriverVersion`
-//! and `driverVersion`.
+//! `spec.devices[].name`, the version attributes `cudaComputeCapability`, `cudaDriverVersion`
+//! and `driverVersion`, and the string attribute `productName`.
 //!
 //! Bounded: at most [`MAX_RESULTS`] results of a claim and [`MAX_SLICE_DEVICES`] devices of a slice
 //! are kept (what the API server allows), and names longer than the API allows are dropped.
@@ -30,6 +30,8 @@ pub const MAX_SLICE_DEVICES: usize = 128;
 const MAX_NAME_BYTES: usize = 253;
 /// Longer version texts are not versions: not kept.
 const MAX_VERSION_BYTES: usize = 64;
+/// A product name is a label value on the node (GFD's `nvidia.com/gpu.product`): longer, not kept.
+const MAX_PRODUCT_BYTES: usize = 63;
 
 /// One device allocated to a claim.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,12 +54,16 @@ pub struct MadeFor {
 }
 
 /// What the NVIDIA DRA driver publishes of a device's CUDA versions, as written (semver: `8.0.0`,
-/// `13.0.0`, `580.126.20`). None: not published (VFIO passthrough devices publish none).
+/// `13.0.0`, `580.126.20`), and its product. None: not published (VFIO passthrough devices publish
+/// no versions).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceVersions {
     pub compute_capability: Option<String>,
     pub cuda_driver_version: Option<String>,
     pub driver_version: Option<String>,
+    /// `productName`, the driver's form (`NVIDIA H100 80GB HBM3`); at most a label value's length
+    /// (what GFD labels the node with), a longer one is not kept.
+    pub product_name: Option<String>,
 }
 
 /// One device of a kept ResourceSlice.
@@ -130,12 +136,17 @@ pub fn read_slice(slice: &Value) -> Option<KeptSlice> {
                 let text = attributes?.get(attribute)?.get("version")?.as_str()?;
                 (text.len() <= MAX_VERSION_BYTES).then(|| text.to_owned())
             };
+            let product = attributes
+                .and_then(|a| a.get("productName")?.get("string")?.as_str())
+                .filter(|text| text.len() <= MAX_PRODUCT_BYTES)
+                .map(str::to_owned);
             Some(SliceDevice {
                 name: name(device.get("name")?.as_str())?,
                 versions: DeviceVersions {
                     compute_capability: version("cudaComputeCapability"),
                     cuda_driver_version: version("cudaDriverVersion"),
                     driver_version: version("driverVersion"),
+                    product_name: product,
                 },
             })
         })

@@ -5,6 +5,7 @@ pub mod allocation;
 pub mod claims;
 pub mod floor;
 pub mod owner;
+pub mod products;
 pub mod resolution;
 pub mod tables;
 

@@ -1,6 +1,6 @@
 //! The Dynamic Resource Allocation objects of a cluster view, kept lean: each ResourceClaim's and
 //! ResourceClaimTemplate's requests as written ([`ClaimSpec`]), a claim's allocation and owner Pod
-//! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device versions, and what
+//! ([`allocation`](super::allocation)), the NVIDIA ResourceSlices' device versions and products, and what
 //! decides whether a DeviceClass hands out GPUs.
 
 use std::collections::BTreeMap;
@@ -125,8 +125,8 @@ pub type ClaimKey = (String, String);
 ///
 /// Memory: about 350 bytes for a one-request claim without selectors (at most 16 KiB of selectors a
 /// claim), 150 more for its owner Pod, 200 a device allocated (at most 32). A slice of
-/// `gpu.nvidia.com` costs about 200 bytes a device (at most 128 a slice): 1,000 nodes of 8 GPUs
-/// keep about 1.6 MB. Slices of other drivers are not kept.
+/// `gpu.nvidia.com` costs about 250 bytes a device with its product name (at most 128 a slice):
+/// 1,000 nodes of 8 GPUs keep about 2 MB. Slices of other drivers are not kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClaimTables {
     pub templates: BTreeMap<ClaimKey, KeptClaim>,

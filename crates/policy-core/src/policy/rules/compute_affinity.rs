@@ -38,10 +38,15 @@ use serde_json::Value;
 
 use crate::document::Object;
 
-pub mod claim_floors;
+pub mod claim_entry;
+mod claim_floors;
+mod claim_products;
+mod claim_selectors;
 mod dra_floors;
+mod dra_products;
 mod gfd_labels;
 mod image_floors;
+mod pod_claims;
 mod product_affinity;
 mod products;
 mod update;
@@ -71,7 +76,7 @@ pub const RULE: Rule = Rule {
         read neither registries nor other objects",
             },
         },
-        claim_floors::ENTRY,
+        claim_entry::ENTRY,
     ],
 };
 
@@ -99,6 +104,7 @@ pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if mode.claims() {
         dra_floors::check(input, base, &mut findings);
     }
+    dra_products::check(input, &mut findings);
     findings
 }
 

@@ -54,8 +54,12 @@ fn only_slices_of_the_nvidia_driver_are_kept() {
             "cudaComputeCapability": {"version": "8.0.0"},
             "cudaDriverVersion": {"version": "13.0.0"},
             "driverVersion": {"version": "580.126.20"},
+            "productName": {"string": "NVIDIA A100-SXM4-40GB"},
             "type": {"string": "gpu"}}},
         {"name": "gpu-1", "attributes": {"type": {"string": "vfio"}}},
+        {"name": "gpu-2", "basic": {"attributes": {
+            "productName": {"string": format!("NVIDIA {}", "X".repeat(60))}}}},
+        {"name": "gpu-3", "attributes": {"productName": {"version": "1.0.0"}}},
     ]}});
     let kept = read_slice(&slice);
     assert_eq!(kept.as_ref().map(|s| s.pool.as_str()), Some("node-1"), "{kept:?}");
@@ -66,9 +70,13 @@ fn only_slices_of_the_nvidia_driver_are_kept() {
             compute_capability: Some("8.0.0".to_owned()),
             cuda_driver_version: Some("13.0.0".to_owned()),
             driver_version: Some("580.126.20".to_owned()),
+            product_name: Some("NVIDIA A100-SXM4-40GB".to_owned()),
         }
     );
     assert_eq!(devices[1].versions, DeviceVersions::default());
+    // Longer than a label value, or not a string: not kept.
+    assert_eq!(devices[2].versions, DeviceVersions::default());
+    assert_eq!(devices[3].versions, DeviceVersions::default());
     let other =
         json!({"spec": {"driver": "rdma.example.com", "pool": {"name": "n"}, "devices": []}});
     assert_eq!(read_slice(&other), None);

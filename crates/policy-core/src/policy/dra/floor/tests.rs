@@ -57,6 +57,7 @@ fn versions_of(device: &Value) -> DeviceVersions {
         compute_capability: version("cudaComputeCapability"),
         cuda_driver_version: version("cudaDriverVersion"),
         driver_version: version("driverVersion"),
+        product_name: None,
     }
 }
 

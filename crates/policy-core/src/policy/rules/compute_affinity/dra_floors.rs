@@ -19,25 +19,22 @@
 //! unallocated whose selectors do not guarantee the needs ([`GpuNeeds::guaranteed_by`]) gets
 //! a notice naming the selector to add.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::document::Json;
 
 use super::image_floors::{Containers, image_floors, raise};
+use super::pod_claims::{claims_in_use, gpu_request_names, named_devices};
 use crate::cuda::ComputeCapability;
 use crate::policy::container::Container;
 use crate::policy::dra::Resolved;
-use crate::policy::dra::claims::{ClaimSummary, base_request};
+use crate::policy::dra::claims::ClaimSummary;
 use crate::policy::dra::floor::GpuNeeds;
-use crate::policy::dra::tables::GPU_DRIVER;
 use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::patch::{AnnotationsAt, Step, pointer_below, remove, set_annotation};
 use crate::policy::pod::ClaimSource;
 use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::settings::GPU_NEEDS_ANNOTATION;
-
-/// How many short devices a violation names.
-const MAX_DEVICES_NAMED: usize = 3;
 
 /// R4's DRA half, after the node affinity half.
 pub(super) fn check(
@@ -200,77 +197,13 @@ fn referenced_claims(
     let Some(claims) = input.claims else {
         return;
     };
-    let view = input.view;
-    let uid = view.metadata.and_then(|m| m.get("uid")).and_then(Json::as_str);
-    // Pod claim name -> the uses of it by the containers in claims, in the containers' order: each
-    // pod claim finds its users without a pass over every container.
-    let mut uses: BTreeMap<&str, Vec<(usize, Option<&str>)>> = BTreeMap::new();
-    for (at, container) in view.containers.iter().enumerate() {
-        if !in_claims(container) {
-            continue;
-        }
-        for claim_use in &container.claims {
-            uses.entry(claim_use.name).or_default().push((at, claim_use.request));
-        }
-    }
-    // The claims made for the pod from its templates, read once: asking
-    // for each pod claim would go over the namespace's claims each time.
-    let mut made_for: Option<Option<BTreeMap<String, String>>> = None;
-    // A pod claim's name is its key (the API server refuses a pod that
-    // names two alike, and the containers' uses resolve to the first).
-    let mut seen = BTreeSet::new();
-    for pod_claim in &view.resource_claims {
-        if !seen.insert(pod_claim.name) {
-            continue;
-        }
-        let (name, referenced) = match pod_claim.source {
-            ClaimSource::Claim(name) => (name.to_owned(), true),
-            ClaimSource::Template(_) => {
-                let made = uid.and_then(|uid| {
-                    made_for
-                        .get_or_insert_with(|| claims.claims_made_for(input.namespace_name, uid))
-                        .as_ref()?
-                        .get(pod_claim.name)
-                        .cloned()
-                });
-                match made {
-                    Some(name) => (name, false),
-                    None => continue,
-                }
-            }
-            ClaimSource::Missing => continue,
-        };
-        let summary = match claims.resource_claim(input.namespace_name, &name) {
-            Resolved::Known(summary) => summary,
-            _ => continue,
-        };
-        let gpu_requests = gpu_request_names(&summary);
-        // The containers that hold the claim's GPUs: a use narrowed to a
-        // request that is not a GPU one (or not there) holds none of them.
-        let holds =
-            |request: Option<&str>| request.is_none_or(|r| gpu_requests.contains(&base_request(r)));
-        let mut users: Vec<&str> = Vec::new();
-        // The uses come in the containers' order; a container is named once.
-        let mut named = None;
-        for &(at, request) in uses.get(pod_claim.name).into_iter().flatten() {
-            if named != Some(at)
-                && holds(request)
-                && let Some(container) = view.containers.get(at)
-            {
-                users.push(container.name);
-                named = Some(at);
-            }
-        }
-        if users.is_empty() {
-            continue;
-        }
-        let users_text = quoted_list("container", "containers", users.iter().copied());
-        match claims.allocation(input.namespace_name, &name) {
+    for claim in claims_in_use(input, in_claims) {
+        let name = &claim.name;
+        let users_text = claim.users_text();
+        match &claim.allocated {
             Some(devices) => {
                 let short: Vec<String> = devices
                     .iter()
-                    .filter(|d| d.driver == GPU_DRIVER)
-                    .filter(|d| gpu_requests.contains(&base_request(&d.request)))
                     .filter_map(|d| {
                         let versions = claims.device_versions(&d.driver, &d.pool, &d.device)?;
                         let lacks = needs.shortfall(&versions)?;
@@ -280,24 +213,17 @@ fn referenced_claims(
                 if short.is_empty() {
                     continue;
                 }
-                let more = short.len().saturating_sub(MAX_DEVICES_NAMED);
-                let mut named = short.into_iter().take(MAX_DEVICES_NAMED).collect::<Vec<_>>();
-                if more > 0 {
-                    named.push(format!("{more} more"));
-                }
-                let (verb, whose) = if users.len() == 1 {
-                    ("uses", "its image needs")
-                } else {
-                    ("use", "their images need")
-                };
+                let whose =
+                    if claim.users.len() == 1 { "its image needs" } else { "their images need" };
                 findings.violations.push(format!(
-                    "{users_text} {verb} ResourceClaim {name:?}, allocated a device below what \
+                    "{users_text} {} ResourceClaim {name:?}, allocated a device below what \
                      {whose} ({needs}): {}; use a claim whose devices meet it",
-                    named.join(", ")
+                    claim.verb(),
+                    named_devices(short)
                 ));
             }
-            None if referenced => {
-                if guaranteed(&summary, needs) {
+            None if claim.referenced => {
+                if guaranteed(&claim.summary, needs) {
                     continue;
                 }
                 findings.notices.push(Notice::new(
@@ -328,10 +254,6 @@ fn guaranteed(summary: &ClaimSummary, needs: &GpuNeeds) -> bool {
     !summary.selectors_dropped
         && judged <= MAX_SELECTORS_JUDGED
         && alternatives().all(|selectors| needs.guaranteed_by(selectors))
-}
-
-fn gpu_request_names(summary: &ClaimSummary) -> Vec<&str> {
-    summary.requests.iter().filter(|r| r.gpu.is_some()).map(|r| r.name.as_str()).collect()
 }
 
 /// `pod1`, `web-7d4-*` for a generated name, or `the pod`.
