@@ -18,11 +18,14 @@ use super::reapply;
 use super::rule::{ApiServer, Check, Entry, Findings, Mutation, Rule, RuleInput, Severity};
 use crate::document::Json;
 use crate::policy::fields::member;
-use crate::policy::message::{MessageTemplate, Notice, NoticeKind, Noun, quoted_list};
+use crate::policy::message::{Notice, NoticeKind, quoted_list};
 use crate::policy::patch::{Step, add, pointer_below};
 use crate::settings::{Toleration, same_toleration, tolerates};
 
 mod cel_side;
+mod messages;
+
+pub use messages::{CPU_POD_TOLERATES_GPU_TAINT, TAINT, TOLERATION};
 
 pub const RULE: Rule = Rule {
     name: "gpu-tolerations",
@@ -35,17 +38,6 @@ pub const RULE: Rule = Rule {
         },
     }],
 };
-
-/// `{taints}`: [`TAINT`]'s list of the GPU taints tolerated; `{tolerations}`: [`TOLERATION`]'s
-/// list of the pod's tolerations that tolerate them ([`toleration_text`]).
-pub const CPU_POD_TOLERATES_GPU_TAINT: MessageTemplate = MessageTemplate::new(
-    "the pod requests no GPU but tolerates the GPU {taints} through its {tolerations}: it could \
-     be scheduled on a GPU node and keep the node's GPUs from GPU pods; remove the toleration, \
-     or request a GPU",
-);
-
-pub const TAINT: Noun = Noun::new("taint", "taints");
-pub const TOLERATION: Noun = Noun::new("toleration", "tolerations");
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.scope.is_update() {

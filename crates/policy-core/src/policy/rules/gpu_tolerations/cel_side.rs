@@ -6,7 +6,7 @@
 //! The policies cannot resolve a claim: a pod whose GPUs come only through one gets nothing from
 //! the mutating policy, and a pod naming a claim is never warned.
 
-use super::{CPU_POD_TOLERATES_GPU_TAINT, TAINT, TOLERATION};
+use super::messages::{CPU_POD_TOLERATES_GPU_TAINT, TAINT, TOLERATION};
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::message::{LIST_SEPARATOR, Noun};
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Validation, Variable};
@@ -111,7 +111,7 @@ fn quoted_strings(noun: Noun, list: &str) -> String {
     )
 }
 
-/// The pod's toleration `t` as [`toleration_text`](super::toleration_text) writes it.
+/// The pod's toleration `t` as the webhook's `toleration_text` writes it.
 fn toleration_text() -> String {
     format!(
         "({k} != '' ? {k} : '*') + ({v} != '' ? '=' + {v} : '') + ({e} != '' ? ':' + {e} : '')",
