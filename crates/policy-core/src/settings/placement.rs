@@ -85,7 +85,7 @@ impl ProductPattern {
             .text
             .split('*')
             .map(|part| {
-                part.split('-').map(|piece| regex::escape(piece)).collect::<Vec<_>>().join("[- ]")
+                part.split('-').map(regex::escape).collect::<Vec<_>>().join("[- ]")
             })
             .collect();
         format!("^{}$", parts.join(".*"))
