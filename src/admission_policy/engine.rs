@@ -184,8 +184,11 @@ impl PolicyEngine {
             _ => {}
         }
         if mode != Mode::Audit {
-            let warnings = self.warnings(&attributes).into_iter().map(|(_, _, message)| message);
-            report.warnings.extend(warnings);
+            let warnings: Vec<String> =
+                self.warnings(&attributes).into_iter().map(|(_, _, message)| message).collect();
+            report.warnings.extend(warnings.iter().cloned());
+            // What `check` prints.
+            report.warnings_in_full.extend(warnings);
         }
         report
     }

@@ -75,6 +75,7 @@ fn without_deny_the_validation_warns_in_every_mode() {
     assert!(report.allowed, "{:?}", report.denial);
     assert!(report.violations.is_empty());
     assert_eq!(report.warnings, notices);
+    assert_eq!(report.warnings_in_full, notices);
     // Its bindings warn where the others deny.
     let generated = all_generated(&settings, KubernetesVersion::default());
     let policy = generated

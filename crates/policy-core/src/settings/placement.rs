@@ -84,9 +84,7 @@ impl ProductPattern {
         let parts: Vec<String> = self
             .text
             .split('*')
-            .map(|part| {
-                part.split('-').map(regex::escape).collect::<Vec<_>>().join("[- ]")
-            })
+            .map(|part| part.split('-').map(regex::escape).collect::<Vec<_>>().join("[- ]"))
             .collect();
         format!("^{}$", parts.join(".*"))
     }
