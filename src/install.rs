@@ -464,6 +464,8 @@ pub const POD_UPDATE_CONDITION: &str = concat!(
     "(has(oldObject.spec.runtimeClassName) ? oldObject.spec.runtimeClassName : '') || ",
     "(has(object.spec.affinity) ? object.spec.affinity : {}) != ",
     "(has(oldObject.spec.affinity) ? oldObject.spec.affinity : {}) || ",
+    "(has(object.spec.tolerations) ? object.spec.tolerations : []) != ",
+    "(has(oldObject.spec.tolerations) ? oldObject.spec.tolerations : []) || ",
     "(has(object.metadata.annotations) ? object.metadata.annotations : {})",
     ".exists(k, k.startsWith('gpu-policy.io/') && !(has(oldObject.metadata.annotations) ",
     "&& k in oldObject.metadata.annotations ",

@@ -66,7 +66,11 @@ fn policies(
                     left_out.policy, left_out.reason
                 )
             }));
-            all.join(", ")
+            match all.is_empty() {
+                // The settings leave it nothing to do (R8 without `gpuTolerations`).
+                true => "none with these settings".to_owned(),
+                false => all.join(", "),
+            }
         }
     }
 }

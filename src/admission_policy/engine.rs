@@ -25,6 +25,8 @@ use kubernetes_cel::{
 /// The generated policies, compiled once.
 pub struct PolicyEngine {
     validating: Vec<(RuleId, ValidatingPolicy)>,
+    /// The policies that warn in every mode ([`GeneratedPolicy::warn_only`]).
+    warning: Vec<(RuleId, ValidatingPolicy)>,
     mutating: Vec<(RuleId, MutatingPolicy)>,
 }
 
@@ -53,6 +55,9 @@ impl PolicyEngine {
     ) -> Result<Self, PolicyError> {
         let compile_v =
             |p: GeneratedPolicy| Ok((p.rule, ValidatingPolicy::from_object(&p.object)?));
+        let compile_vs = |list: Vec<GeneratedPolicy>| {
+            list.into_iter().map(compile_v).collect::<Result<Vec<_>, PolicyError>>()
+        };
         let compile_m = |p: GeneratedPolicy| Ok((p.rule, MutatingPolicy::from_object(&p.object)?));
         let generated = all_generated(settings, release);
         // A release that serves no MutatingAdmissionPolicy (before 1.34)
@@ -61,21 +66,32 @@ impl PolicyEngine {
             Some(_) => generated.mutating,
             None => Vec::new(),
         };
+        let (warning, validating): (Vec<_>, Vec<_>) =
+            generated.validating.into_iter().partition(|policy| policy.warn_only);
         Ok(Self {
-            validating: generated
-                .validating
-                .into_iter()
-                .map(compile_v)
-                .collect::<Result<_, PolicyError>>()?,
+            validating: compile_vs(validating)?,
+            warning: compile_vs(warning)?,
             mutating: mutating.into_iter().map(compile_m).collect::<Result<_, PolicyError>>()?,
         })
     }
 
     /// Validates the object as the policies would on its creation: its
-    /// violations, by rule.
+    /// violations, by rule (not the warnings of the policies that only warn).
     pub fn validate(&self, attributes: &Attributes) -> Vec<(RuleId, String, String)> {
+        Self::violations_of(&self.validating, attributes)
+    }
+
+    /// What the policies that only warn find, by rule, as [`Self::validate`].
+    pub fn warnings(&self, attributes: &Attributes) -> Vec<(RuleId, String, String)> {
+        Self::violations_of(&self.warning, attributes)
+    }
+
+    fn violations_of(
+        policies: &[(RuleId, ValidatingPolicy)],
+        attributes: &Attributes,
+    ) -> Vec<(RuleId, String, String)> {
         let mut violations = Vec::new();
-        for (rule, policy) in &self.validating {
+        for (rule, policy) in policies {
             for violation in policy.evaluate(attributes).violations() {
                 violations.push((*rule, policy.name().to_owned(), violation.message.clone()));
             }
@@ -166,6 +182,13 @@ impl PolicyEngine {
                 report.warnings = report.violations.iter().map(|v| v.message.to_string()).collect();
             }
             _ => {}
+        }
+        if mode != Mode::Audit {
+            let warnings: Vec<String> =
+                self.warnings(&attributes).into_iter().map(|(_, _, message)| message).collect();
+            report.warnings.extend(warnings.iter().cloned());
+            // What `check` prints.
+            report.warnings_in_full.extend(warnings);
         }
         report
     }

@@ -33,6 +33,8 @@ pub struct GeneratedPolicy {
     pub rule: RuleId,
     pub name: String,
     pub object: Value,
+    /// Its violations warn in every namespace mode, never deny ([`Action::Warn`]).
+    pub warn_only: bool,
 }
 
 fn named(variables: &[Variable]) -> Vec<Value> {
@@ -67,8 +69,9 @@ fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> Gene
         "matchConditions": named(&policy.match_conditions),
         "variables": named(&policy.variables),
     });
+    let warn_only = matches!(policy.action, Action::Warn(_));
     let kind = match policy.action {
-        Action::Validate(validations) => {
+        Action::Validate(validations) | Action::Warn(validations) => {
             spec["validations"] = (validations.iter())
                 .map(|v| {
                     json!({
@@ -93,7 +96,7 @@ fn rendered(rule: RuleId, policy: CelPolicy, release: KubernetesVersion) -> Gene
         "metadata": {"name": name, "labels": install::labels()},
         "spec": spec,
     });
-    GeneratedPolicy { rule, name, object }
+    GeneratedPolicy { rule, name, object, warn_only }
 }
 
 /// The admission policies generated for one entry of the registry.
@@ -181,8 +184,9 @@ pub fn all_generated(settings: &Settings, release: KubernetesVersion) -> Generat
     all
 }
 
-/// The three bindings of a policy: one per namespace mode.
-pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
+/// The three bindings of a policy: one per namespace mode; with `warn_only`, enforce namespaces
+/// warn as warn namespaces do.
+pub fn bindings(kind: &str, policy_name: &str, warn_only: bool) -> Vec<Value> {
     let actions_field = match kind {
         "MutatingAdmissionPolicyBinding" => None,
         _ => Some("validationActions"),
@@ -198,6 +202,10 @@ pub fn bindings(kind: &str, policy_name: &str) -> Vec<Value> {
                 },
             });
             if let Some(field) = actions_field {
+                let action = match (warn_only, *action) {
+                    (true, "Deny") => "Warn",
+                    (_, action) => action,
+                };
                 spec[field] = json!([action]);
             }
             json!({
@@ -226,7 +234,7 @@ pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion
     let mut rendered = Rendered::default();
     let all = all_generated(settings, release);
     for policy in all.validating {
-        let bindings = bindings("ValidatingAdmissionPolicyBinding", &policy.name);
+        let bindings = bindings("ValidatingAdmissionPolicyBinding", &policy.name, policy.warn_only);
         rendered.objects.push(policy.object);
         rendered.objects.extend(bindings);
     }
@@ -241,7 +249,7 @@ pub fn manifests(settings: &Settings, mutating: bool, release: KubernetesVersion
             let api_version = format!("admissionregistration.k8s.io/{}", api.version);
             for policy in all.mutating {
                 let mut objects = vec![policy.object];
-                objects.extend(bindings("MutatingAdmissionPolicyBinding", &policy.name));
+                objects.extend(bindings("MutatingAdmissionPolicyBinding", &policy.name, false));
                 for mut object in objects {
                     object["apiVersion"] = Value::String(api_version.clone());
                     rendered.objects.push(object);

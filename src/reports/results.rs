@@ -77,6 +77,9 @@ pub fn notice_row(kind: NoticeKind) -> (&'static str, Option<RuleId>, Severity) 
         NoticeKind::UncountedPodClaims => {
             ("uncounted-pod-claims", Some(RuleId::BoundedRequests), Severity::Low)
         }
+        NoticeKind::GpuTaintTolerated => {
+            ("gpu-taint-tolerated", Some(RuleId::GpuTolerations), Severity::Medium)
+        }
     }
 }
 

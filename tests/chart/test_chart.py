@@ -1564,6 +1564,9 @@ def generated_policy(obj: dict[str, Any]) -> bool:
     return obj["kind"] in POLICY_KINDS and obj["metadata"]["name"] not in GUARD_POLICIES
 
 
+# A toleration for gpuTolerations.
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
 # One change per Config field: (field, base overrides, changed overrides).
 # The generated policies must change with the fields GENERATED_FOR lists and
 # with no other.
@@ -1585,6 +1588,10 @@ CONFIG_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("privilegedGpu", {}, {"privilegedGpu": "deny"}),
     ("draComputeAffinity", {}, {"draComputeAffinity": "nodeLabels"}),
     ("computeAffinity", {}, {"computeAffinity": {"whenNodesUnlabelled": "require"}}),
+    ("gpuProducts", {}, {"gpuProducts": ["NVIDIA-H100*"]}),
+    ("gpuTolerations", {}, {"gpuTolerations": [GPU_TOLERATION]}),
+    ("denyCpuPodsOnGpuNodes", {"gpuTolerations": [GPU_TOLERATION]},
+     {"gpuTolerations": [GPU_TOLERATION], "denyCpuPodsOnGpuNodes": True}),
 ]
 
 

@@ -24,7 +24,7 @@ pub use image_table::{
 pub use placement::{
     GPU_PRODUCTS_ANNOTATION, MAX_GPU_TOLERATIONS, MAX_PRODUCT_PATTERNS, PRODUCT_LABEL,
     ProductPattern, ProductSet, TaintEffect, Toleration, TolerationOperator, parse_patterns,
-    tolerates,
+    same_toleration, tolerates,
 };
 pub use registries::{RegistryHosts, RegistryPattern, default_registries, split_authority};
 pub use sharing::{

@@ -153,7 +153,7 @@ fn compare_mutations(
     let Some(attributes) = create_attributes(pod, namespace, "enforce", annotations) else {
         return Err(TestCaseError::fail("a Pod must be matched"));
     };
-    for rule in [RuleId::VisibleDevices, RuleId::RuntimeClass] {
+    for rule in [RuleId::VisibleDevices, RuleId::RuntimeClass, RuleId::GpuTolerations] {
         let operations: Vec<json_patch::PatchOperation> = evaluation
             .changes
             .iter()

@@ -23,7 +23,7 @@
 //! runtime class injected, privileged GPU containers denied, the sharing
 //! schemes off, extra and wildcard GPU resources, lower maximums, extra
 //! DRA device classes, another runtime class and pin, `namePrefix`
-//! allowlist entries).
+//! allowlist entries, GPU tolerations with CPU pods on GPU nodes denied).
 //!
 //! **Messages.** Every comparison holds the words too ([`same_messages`]):
 //! per rule, the violation messages `check` prints against those `check
@@ -46,6 +46,7 @@ mod manifests;
 mod pod_counts;
 mod sharing_cases;
 mod sharing_pods;
+mod tolerations;
 mod variant_pods;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -82,7 +83,7 @@ pub struct Variant {
 /// The configurations of [`VARIANTS`], by name. The names the others
 /// read are drawn by [`variant_pods`] (resources, runtime classes, owners)
 /// and the claim generator (device classes).
-const VARIANT_CONFIGS: [(&str, &str); 9] = [
+const VARIANT_CONFIGS: [(&str, &str); 10] = [
     ("defaults", "{}"),
     ("runtimeClassName: \"\"", "runtimeClassName: ''"),
     ("privilegedGpu: deny", "privilegedGpu: deny"),
@@ -107,6 +108,12 @@ const VARIANT_CONFIGS: [(&str, &str); 9] = [
         "allowlist: [{namespace: kube-system, kind: DaemonSet, namePrefix: nvidia-}, \
          {namespace: gpu-team, kind: ReplicaSet, namePrefix: dcgm-exporter-}, \
          {namespace: gpu-team, kind: Deployment, namePrefix: generated-}]",
+    ),
+    (
+        "gpuTolerations, denyCpuPodsOnGpuNodes",
+        "{gpuTolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}, \
+         {key: dedicated, value: gpu, effect: NoExecute, tolerationSeconds: 60}], \
+         denyCpuPodsOnGpuNodes: true}",
     ),
 ];
 

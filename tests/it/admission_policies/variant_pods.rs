@@ -5,7 +5,9 @@
 //! `example.com/fpga`, which no variant counts), the runtime class
 //! `nvidia-cdi`, owners and workload names around the allowlist's
 //! `namePrefix` entries, and values of the namespace annotation
-//! `gpu-policy.io/max-gpus-per-pod` beyond the generator's.
+//! `gpu-policy.io/max-gpus-per-pod` beyond the generator's, and tolerations
+//! around the taints of the variant's `gpuTolerations` (tolerating them or
+//! not, or already carrying them).
 //!
 //! The layer draws its own random numbers after the pod's, so the pods
 //! underneath are the generator's own.
@@ -47,6 +49,24 @@ const NAMES: [(&str, &str); 4] = [
 const MAX_GPUS_VALUES: [&str; 9] =
     ["0", "1", "3", "+2", " 2 ", "007", "99999999999999999999", "-1", "2.0"];
 
+/// Tolerations a pod may carry, around the variant's `gpuTolerations`
+/// (`nvidia.com/gpu:NoSchedule`, any value; `dedicated=gpu:NoExecute` for 60
+/// seconds): each of them as written, with the default operator written out,
+/// tolerating every taint or every effect, and others of another key, value
+/// or effect.
+const TOLERATIONS: [&str; 10] = [
+    r#"{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}"#,
+    r#"{"key": "dedicated", "value": "gpu", "effect": "NoExecute", "tolerationSeconds": 60}"#,
+    r#"{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute", "tolerationSeconds": 60}"#,
+    r#"{"operator": "Exists"}"#,
+    r#"{"operator": "Exists", "effect": "NoExecute"}"#,
+    r#"{"key": "nvidia.com/gpu", "value": "present"}"#,
+    r#"{"key": "dedicated", "value": "cpu", "effect": "NoExecute"}"#,
+    r#"{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "PreferNoSchedule"}"#,
+    r#"{"key": "example.com/fpga", "operator": "Exists"}"#,
+    r#"{"key": "dedicated", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}"#,
+];
+
 /// What is laid over one pod.
 #[derive(Debug, Clone)]
 pub struct Names {
@@ -57,6 +77,8 @@ pub struct Names {
     owner: Option<(&'static str, &'static str, &'static str)>,
     name: Option<(&'static str, &'static str)>,
     max_gpus: Option<&'static str>,
+    /// `spec.tolerations`, of [`TOLERATIONS`].
+    tolerations: Option<Vec<&'static str>>,
 }
 
 fn names() -> impl Strategy<Value = Names> {
@@ -69,13 +91,15 @@ fn names() -> impl Strategy<Value = Names> {
         prop::option::weighted(0.3, pick(&OWNERS)),
         prop::option::weighted(0.4, pick(&NAMES)),
         prop::option::weighted(0.3, pick(&MAX_GPUS_VALUES)),
+        prop::option::weighted(0.4, prop::collection::vec(pick(&TOLERATIONS), 0..=3)),
     )
-        .prop_map(|(resources, runtime_class, owner, name, max_gpus)| Names {
+        .prop_map(|(resources, runtime_class, owner, name, max_gpus, tolerations)| Names {
             resources: resources.unwrap_or_default(),
             runtime_class,
             owner,
             name,
             max_gpus,
+            tolerations,
         })
 }
 
@@ -121,6 +145,10 @@ fn lay_over(case: &mut Case, names: &Names) {
     };
     if names.runtime_class {
         spec.insert("runtimeClassName".into(), json!("nvidia-cdi"));
+    }
+    if let Some(tolerations) = &names.tolerations {
+        let list = tolerations.iter().filter_map(|text| serde_json::from_str(text).ok());
+        spec.insert("tolerations".into(), Value::Array(list.collect()));
     }
     for ((list, index), name) in &names.resources {
         let Some(containers) =

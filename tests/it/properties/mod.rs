@@ -37,9 +37,14 @@ mod robustness;
 mod rules;
 mod workloads;
 
-const MUTATING_RULES: [&str; 3] = ["visible-devices", "runtime-class", "compute-affinity"];
+const MUTATING_RULES: [&str; 4] =
+    ["visible-devices", "runtime-class", "compute-affinity", "gpu-tolerations"];
 
-static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::default);
+/// The default settings, with a GPU toleration: R8 changes the GPU pods too.
+static SETTINGS: LazyLock<Settings> = LazyLock::new(|| {
+    let yaml = "gpuTolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]";
+    Settings::from_yaml(yaml, "properties").unwrap_or_else(|err| panic!("{err}"))
+});
 
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }

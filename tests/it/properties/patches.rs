@@ -117,9 +117,14 @@ proptest! {
 
         let spec = &original["spec"];
         let after = &patched["spec"];
-        let mut except = vec!["runtimeClassName", "affinity"];
+        let mut except = vec!["runtimeClassName", "affinity", "tolerations"];
         except.extend(LISTS);
         same_except(spec, after, &except, "/spec")?;
+        // Tolerations are only added, after the pod's own.
+        if let Some(own) = spec.get("tolerations").and_then(Value::as_array) {
+            let kept = after["tolerations"].as_array().and_then(|list| list.get(..own.len()));
+            prop_assert_eq!(kept, Some(own.as_slice()), "the pod's tolerations changed");
+        }
         if spec["runtimeClassName"].as_str().is_some_and(|c| !c.is_empty()) {
             prop_assert_eq!(&spec["runtimeClassName"], &after["runtimeClassName"]);
         }

@@ -7,6 +7,7 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 
 use super::message::{Message, Notice, NoticeKind};
+use super::patch::composed;
 use super::rule_id::RuleSet;
 use super::rules::RuleId;
 use super::rules::rule::{Findings, Mutation};
@@ -60,11 +61,13 @@ impl Evaluation {
 
     /// Adds what one rule found, stamped with its id and each message with
     /// the `gpu-policy:` prefix. A change's operations go to the end of the
-    /// patch, before anything the evaluator adds of its own.
+    /// patch, before anything the evaluator adds of its own, made to compose with the operations
+    /// before them ([`composed`]): an array two rules each create holds what both add, once.
     pub(super) fn record(&mut self, rule: RuleId, findings: Findings) {
         let Findings { changes, violations, notices } = findings;
         for Mutation { summary, operations, overrides_author } in changes {
             let start = self.patch.len();
+            let operations = composed(&self.patch, operations);
             self.patch.extend(operations);
             self.changes.push(Change {
                 rule,

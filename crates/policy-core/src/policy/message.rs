@@ -235,6 +235,9 @@ pub enum NoticeKind {
     /// Some claims of the pod a ResourceClaim is made for could not be counted with it against
     /// `maxPerPod` (not found yet, not readable), or the pod itself could not be read.
     UncountedPodClaims,
+    /// A pod that asks for no GPU tolerates a taint of `gpuTolerations`: it could be scheduled on
+    /// a GPU node and keep its GPUs from GPU pods (denied instead with `denyCpuPodsOnGpuNodes`).
+    GpuTaintTolerated,
 }
 
 /// Something the policy ignored or could not do, for the person who

@@ -1,5 +1,7 @@
 //! JSON Patch operations the rules build.
 
+use std::collections::BTreeMap;
+
 use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
@@ -72,6 +74,72 @@ pub fn adds_annotations(operations: &[PatchOperation], metadata: &Pointer) -> bo
             if op.path.as_str().strip_prefix(metadata.as_str())
                 .is_some_and(|below| below.is_empty() || below == "/annotations"))
     })
+}
+
+/// `operations` made to compose with `earlier`, the operations of the patch before them. Rules
+/// compute their operations from the same original object, so two of them may each create a
+/// missing array (`add /spec/tolerations [...]`), and the second add would replace the first's:
+/// an `add` of a whole array where an earlier operation placed one becomes appends (`/-`) of its
+/// items, and an item an earlier operation already placed in that array is not placed again.
+pub fn composed(
+    earlier: &[PatchOperation],
+    operations: Vec<PatchOperation>,
+) -> Vec<PatchOperation> {
+    let builds_arrays = |operations: &[PatchOperation]| {
+        operations.iter().any(|operation| array_items(operation).is_some())
+    };
+    if !builds_arrays(&operations) || !builds_arrays(earlier) {
+        return operations;
+    }
+    // The items each array path got from the earlier operations.
+    let mut placed: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for operation in earlier {
+        if let Some((path, items)) = array_items(operation) {
+            placed.entry(path).or_default().extend(items);
+        }
+    }
+    let mut out = Vec::with_capacity(operations.len());
+    for operation in operations {
+        let PatchOperation::Add(add_op) = &operation else {
+            out.push(operation);
+            continue;
+        };
+        let appended = add_op.path.as_str().strip_suffix("/-");
+        let path = appended.unwrap_or(add_op.path.as_str());
+        let Some(before) = placed.get(path) else {
+            out.push(operation);
+            continue;
+        };
+        match (&add_op.value, appended) {
+            (item, Some(_)) => {
+                if !before.contains(&item) {
+                    out.push(operation);
+                }
+            }
+            (Value::Array(items), None) => {
+                let mut end = add_op.path.clone();
+                end.push_back("-");
+                for item in items.iter().filter(|item| !before.contains(item)) {
+                    out.push(add(end.clone(), item.clone()));
+                }
+            }
+            _ => out.push(operation),
+        }
+    }
+    out
+}
+
+/// The array path an operation places items in, and those items: an `add` of a whole array, or an
+/// append (`/-`) of one item.
+fn array_items(operation: &PatchOperation) -> Option<(&str, Vec<&Value>)> {
+    let PatchOperation::Add(add_op) = operation else {
+        return None;
+    };
+    match (add_op.path.as_str().strip_suffix("/-"), &add_op.value) {
+        (Some(path), item) => Some((path, vec![item])),
+        (None, Value::Array(items)) => Some((add_op.path.as_str(), items.iter().collect())),
+        (None, _) => None,
+    }
 }
 
 /// `operations` encoded as JSON, when that is at most `budget` bytes; `None` past it. The encoding

@@ -8,6 +8,8 @@ use std::fmt;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+use crate::document::Json;
+
 /// Namespace annotation: the GPU products (GFD's `nvidia.com/gpu.product` values, `*` globs)
 /// the namespace's GPU pods may use, within the cluster's `gpuProducts`.
 pub const GPU_PRODUCTS_ANNOTATION: &str = "gpu-policy.io/gpu-products";
@@ -335,6 +337,23 @@ pub fn tolerates(pod_toleration: &serde_json::Value, gpu: &Toleration) -> bool {
     let effect_matches =
         effect.is_empty() || gpu.effect.is_none_or(|gpu_effect| gpu_effect.as_str() == effect);
     key_matches && value_matches && effect_matches
+}
+
+/// Whether a pod's toleration (raw JSON) is the same as one to add, as Kubernetes compares
+/// tolerations when it merges them: key, operator (default `Equal`), value, effect and
+/// `tolerationSeconds`. What a pod already carries is not added again.
+pub fn same_toleration(a: Json<'_>, b: &serde_json::Value) -> bool {
+    let field = |key: &str, default: &'static str| {
+        let a = a.get(key).and_then(Json::as_str).unwrap_or(default);
+        a == b.get(key).and_then(serde_json::Value::as_str).unwrap_or(default)
+    };
+    ["key", "value", "effect"].iter().all(|key| field(key, ""))
+        && field("operator", "Equal")
+        && match (a.get("tolerationSeconds"), b.get("tolerationSeconds")) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a == *b,
+            _ => false,
+        }
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
 use super::*;
+use crate::policy::testing::apply;
+use serde_json::json;
 
 /// The pointer is the one `push_back` builds token by token, escapes
 /// included.
@@ -76,4 +78,55 @@ fn a_patch_is_encoded_up_to_its_budget() {
     assert_eq!(encoded_within(&operations, usize::MAX).as_ref(), Some(&encoded));
     assert_eq!(encoded_within(&operations, budget - 1), None);
     assert_eq!(encoded_within(&[], 2), Some(b"[]".to_vec()));
+}
+
+fn at(path: &str) -> PointerBuf {
+    PointerBuf::parse(path).unwrap()
+}
+
+#[test]
+fn a_second_add_of_an_array_appends_what_it_adds() {
+    let earlier = vec![add(at("/spec/tolerations"), json!([{"key": "a"}]))];
+    let later = vec![
+        add(at("/spec/tolerations"), json!([{"key": "a"}, {"key": "b"}])),
+        add(at("/spec/runtimeClassName"), json!("nvidia")),
+    ];
+    let composed = composed(&earlier, later);
+    assert_eq!(
+        composed,
+        vec![
+            add(at("/spec/tolerations/-"), json!({"key": "b"})),
+            add(at("/spec/runtimeClassName"), json!("nvidia")),
+        ]
+    );
+    let mut patch = earlier;
+    patch.extend(composed);
+    let patched = apply(&json!({"spec": {}}), &patch);
+    assert_eq!(patched["spec"]["tolerations"], json!([{"key": "a"}, {"key": "b"}]));
+}
+
+#[test]
+fn an_append_of_an_item_already_appended_is_left_out() {
+    let earlier = vec![add(at("/spec/tolerations/-"), json!({"key": "a"}))];
+    let later = vec![
+        add(at("/spec/tolerations/-"), json!({"key": "a"})),
+        add(at("/spec/tolerations/-"), json!({"key": "b"})),
+    ];
+    assert_eq!(
+        composed(&earlier, later),
+        vec![add(at("/spec/tolerations/-"), json!({"key": "b"}))]
+    );
+}
+
+#[test]
+fn operations_on_other_paths_are_kept_as_they_are() {
+    let earlier = vec![add(at("/spec/tolerations"), json!([{"key": "a"}]))];
+    let later = vec![
+        add(at("/spec/containers/0/env"), json!([{"name": "A"}])),
+        add(at("/spec/containers/0/env/-"), json!({"name": "A"})),
+    ];
+    assert_eq!(composed(&earlier, later.clone()), later);
+    // Nothing earlier: kept.
+    let later = vec![add(at("/spec/tolerations"), json!([{"key": "a"}]))];
+    assert_eq!(composed(&[], later.clone()), later);
 }

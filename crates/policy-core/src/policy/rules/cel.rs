@@ -47,8 +47,12 @@ pub enum Resources {
 /// What a policy does with the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// A ValidatingAdmissionPolicy's validations.
+    /// A ValidatingAdmissionPolicy's validations, bound to each namespace mode's action (deny in
+    /// enforce namespaces).
     Validate(Vec<Validation>),
+    /// A ValidatingAdmissionPolicy's validations that never deny: bound to warn in enforce
+    /// namespaces too, as the webhook warns of what they find.
+    Warn(Vec<Validation>),
     /// A MutatingAdmissionPolicy's JSON Patch expression.
     Patch(String),
 }

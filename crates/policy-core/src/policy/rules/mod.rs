@@ -26,6 +26,7 @@ pub mod allowlist;
 pub mod bounded_requests;
 pub mod compute_affinity;
 pub mod device_paths;
+pub mod gpu_tolerations;
 pub mod runtime_class;
 pub mod visible_devices;
 pub mod webhook_annotations;
@@ -63,6 +64,7 @@ registry! {
     allowlist => Allowlist,
     device_paths => DevicePaths,
     webhook_annotations => WebhookAnnotations,
+    gpu_tolerations => GpuTolerations,
 }
 
 impl RuleId {

@@ -21,7 +21,6 @@ use super::reapply;
 use super::rule::{
     ApiServer, Check, Coverage, Entry, Findings, Mutation, Rule, RuleInput, Severity,
 };
-use crate::document::Json;
 use crate::kubernetes_version::KubernetesVersion;
 use crate::policy::cluster::RuntimeClassInfo;
 use crate::policy::fields::member;
@@ -31,7 +30,7 @@ use crate::policy::pod::PodView;
 use crate::policy::rules::cel::{Action, CelPolicy, Resources, Validation, Variable};
 use crate::policy::rules::cel_sharing as sharing;
 use crate::policy::rules::cel_text::{self as cel, Fill};
-use crate::settings::Settings;
+use crate::settings::{Settings, same_toleration};
 
 pub const RULE: Rule = Rule {
     name: "runtime-class",
@@ -208,22 +207,6 @@ fn scheduling(view: &PodView<'_>, class: &RuntimeClassInfo) -> Result<Vec<PatchO
         }
     }
     Ok(operations)
-}
-
-/// Tolerations compare by key, operator (default `Equal`), value and
-/// effect, as Kubernetes merges them.
-fn same_toleration(a: Json<'_>, b: &Value) -> bool {
-    let field = |key: &str, default: &'static str| {
-        let a = a.get(key).and_then(Json::as_str).unwrap_or(default);
-        a == b.get(key).and_then(Value::as_str).unwrap_or(default)
-    };
-    ["key", "value", "effect"].iter().all(|key| field(key, ""))
-        && field("operator", "Equal")
-        && match (a.get("tolerationSeconds"), b.get("tolerationSeconds")) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a == *b,
-            _ => false,
-        }
 }
 
 // The CEL side: `gpu-policy-runtime-class` validates as the checks above, except for a pod whose
