@@ -329,7 +329,18 @@ const READ_IN_WHOLE_SUBTREES: &[&str] = &[
 const READ_FROM_THE_CLUSTER: &[(&str, &[&str])] = &[
     (
         "dra/allocation.rs",
-        &["status", "allocation", "results", "driver", "pool", "attributes", "basic", "version"],
+        &[
+            "status",
+            "allocation",
+            "results",
+            "driver",
+            "pool",
+            "attributes",
+            "basic",
+            "version",
+            "productName",
+            "string",
+        ],
     ),
     ("admission/checker.rs", &["status", "resourceClaimStatuses"]),
     ("registry/credentials.rs", &["auths"]),
