@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
+use super::nodes::{KnownNodes, node_products};
 use super::{CheckArgs, CheckOutput, Engine};
 use crate::admission::Mode;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
@@ -16,8 +17,8 @@ use crate::cluster::lean_node_of_manifest;
 use crate::cuda::ComputeCapability;
 use crate::manifest;
 use crate::policy::ImageFacts;
-use crate::policy::cluster::{ClusterSnapshot, GpuNodeLabels, NodeFacts, NodeGpus};
-use crate::settings::{ProductPattern, Settings};
+use crate::policy::cluster::ClusterSnapshot;
+use crate::settings::Settings;
 
 /// `--nodes FILE`: the Nodes read through the manifest reader of `-f`
 /// (YAML or JSON, Lists split), each kept as the webhook's cache keeps it.
@@ -38,54 +39,6 @@ fn read_nodes(args: &CheckArgs, settings: &Settings) -> anyhow::Result<Option<Cl
         snapshot.nodes.insert(name, node);
     }
     Ok(Some(snapshot))
-}
-
-/// What `--nodes` and `--node-products` say of the nodes: the Nodes as the webhook's cache keeps
-/// them, and the products listed, added to those the Nodes' GPU nodes carry.
-struct CheckNodes {
-    nodes: Option<ClusterSnapshot>,
-    products: Vec<String>,
-}
-
-impl CheckNodes {
-    /// None when neither flag is given: then no node is known.
-    fn of(args: &CheckArgs, settings: &Settings) -> anyhow::Result<Option<Self>> {
-        let nodes = read_nodes(args, settings)?;
-        let mut products = Vec::new();
-        for product in args.node_products.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
-            let pattern =
-                ProductPattern::parse(product).map_err(|why| anyhow!("--node-products: {why}"))?;
-            if pattern.is_glob() {
-                bail!("--node-products: {product:?} is a glob; list the products the nodes carry");
-            }
-            products.push(product.to_owned());
-        }
-        products.sort_unstable();
-        products.dedup();
-        Ok((nodes.is_some() || !products.is_empty()).then_some(CheckNodes { nodes, products }))
-    }
-}
-
-impl NodeFacts for CheckNodes {
-    fn compute_capabilities(&self) -> Vec<ComputeCapability> {
-        self.nodes.as_ref().map(NodeFacts::compute_capabilities).unwrap_or_default()
-    }
-
-    fn gpu_node_labels(&self) -> GpuNodeLabels {
-        self.nodes.as_ref().map(NodeFacts::gpu_node_labels).unwrap_or_default()
-    }
-
-    fn gpu_products(&self) -> Vec<String> {
-        let mut products = self.nodes.as_ref().map(NodeFacts::gpu_products).unwrap_or_default();
-        products.extend(self.products.iter().cloned());
-        products.sort_unstable();
-        products.dedup();
-        products
-    }
-
-    fn node(&self, name: &str) -> Option<NodeGpus> {
-        self.nodes.as_ref()?.node(name)
-    }
 }
 
 /// `--old PATH`: the pods before the update, read as -f is.
@@ -146,7 +99,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         bail!("--kube-version chooses the admission policies: it needs --engine cel");
     }
     let settings = super::args::settings_of(args.config.as_ref())?;
-    let nodes = CheckNodes::of(args, &settings)?;
+    let products =
+        node_products(&args.node_products).map_err(|why| anyhow!("--node-products: {why}"))?;
+    let nodes = KnownNodes::of(read_nodes(args, &settings)?, products);
     let old_documents = read_old(args)?;
     let mut documents = manifest::load(&args.files, &mut std::io::stdin().lock())?;
     // `gpu-policy test` files sit beside the manifests they test (examples/).

@@ -5,6 +5,7 @@ mod audit;
 mod check;
 mod doctor;
 mod manifests;
+mod nodes;
 mod runtime;
 mod serve;
 mod test;

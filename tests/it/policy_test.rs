@@ -320,3 +320,64 @@ fn bad_test_files_exit_2_with_one_line_each_naming_the_file_and_the_field() {
         )
     );
 }
+
+/// GPU placement in a test file: the namespace's products (its annotation), the fleet's
+/// products (`nodeProducts`) the glob expands against, and `gpuTolerations`.
+#[test]
+fn a_test_file_places_gpu_pods_on_the_products_its_fleet_carries() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let gpu = |name: &str, spec: &str| {
+        format!(
+            "- inline: {{apiVersion: v1, kind: Pod, metadata: {{name: {name}}}, spec: {{{spec}\
+             containers: [{{name: c, image: cuda, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]}}}}\n"
+        )
+    };
+    let text = format!(
+        "apiVersion: gpu-policy.io/v1alpha1\nkind: Test\nname: tiers\nengines: [webhook]\n\
+         config: {{gpuTolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]}}\n\
+         namespace: {{name: research, annotations: {{gpu-policy.io/gpu-products: \"NVIDIA-H100*\"}}}}\n\
+         nodeProducts: [NVIDIA-H100-80GB-HBM3, NVIDIA-A10]\nresources:\n{}{}\
+         - inline: {{apiVersion: v1, kind: Pod, metadata: {{name: web}}, spec: {{tolerations: \
+         [{{operator: Exists}}], containers: [{{name: c, image: nginx}}]}}}}\n\
+         cases:\n\
+         - object: Pod/train\n  allowed: true\n  changes: [runtime-class, compute-affinity, \
+         gpu-tolerations]\n  warnings: []\n\
+         - object: Pod/pinned\n  allowed: false\n  violations: [compute-affinity]\n  \
+         messages: [NVIDIA-A10, \"NVIDIA-H100*\"]\n\
+         - object: Pod/web\n  allowed: true\n  changes: [visible-devices]\n  \
+         warnings: [\"tolerates the GPU taint\"]\n",
+        gpu("train", ""),
+        gpu("pinned", "nodeSelector: {nvidia.com/gpu.product: NVIDIA-A10}, "),
+    );
+    let file = dir.path().join("tiers.gpu-policy-test.yaml");
+    std::fs::write(&file, &text).expect("write the test file");
+    let run = gpu_policy(&[Path::new("test"), &file], None);
+    assert_eq!(run.code, 0, "{text}\n{}\n{}", run.stdout, run.stderr);
+    assert_eq!(summary(&run), (3, 0, 0), "{}", run.stdout);
+
+    // The product the glob expands to comes from nodeProducts: without the H100 there, the glob
+    // allows none of the fleet's products and the GPU pod is denied.
+    let without = text.replace("NVIDIA-H100-80GB-HBM3, ", "");
+    std::fs::write(&file, &without).expect("write the test file");
+    let run = gpu_policy(&[Path::new("test"), &file], None);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("Pod/research/train: [compute-affinity] allowed: expected true, got false"),
+        "{}",
+        run.stdout
+    );
+
+    // A glob is not a product a node carries.
+    let glob = text.replace("nodeProducts: [NVIDIA-H100-80GB-HBM3", "nodeProducts: [NVIDIA-H100*");
+    std::fs::write(&file, glob).expect("write the test file");
+    let run = gpu_policy(&[Path::new("test"), &file], None);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(
+            "nodeProducts: \"NVIDIA-H100*\" is a glob; list the products the nodes carry"
+        ),
+        "{}",
+        run.stderr
+    );
+}

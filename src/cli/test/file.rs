@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::admission::{Mode, UnknownMode};
 use crate::cli::args::Engine;
+use crate::cli::nodes::node_products;
 use crate::manifest::json_type;
 use crate::manifest::{self, Document, one_line};
 use crate::policy::RuleId;
@@ -62,6 +63,9 @@ pub struct Test {
     pub namespace: String,
     pub mode: Mode,
     pub annotations: BTreeMap<String, String>,
+    /// `nodeProducts`: the GPU products the fleet's nodes carry, which product globs expand
+    /// against; sorted, each once.
+    pub node_products: Vec<String>,
     /// Every object of `resources`, in order; evaluated together.
     pub resources: Vec<Document>,
     pub cases: Vec<Case>,
@@ -282,6 +286,7 @@ struct TestDocument {
     name: NonEmpty,
     config: Option<Value>,
     namespace: Option<Mapping<NamespaceDocument>>,
+    node_products: Option<Vec<String>>,
     resources: Vec<Resource>,
     engines: Option<Vec<Engine>>,
     cases: Vec<Mapping<CaseDocument>>,
@@ -443,6 +448,8 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
             .map_err(|err: UnknownMode| FieldError::new("namespace.mode", err.to_string()))?,
         None => Mode::Enforce,
     };
+    let node_products = node_products(&document.node_products.unwrap_or_default())
+        .map_err(|why| FieldError::new("nodeProducts", why))?;
     if document.resources.is_empty() {
         return Err(FieldError::new("resources", "is empty"));
     }
@@ -479,6 +486,7 @@ fn parse_test(document: Value, base: &Path, file: &str) -> Result<Test, FieldErr
         namespace,
         mode,
         annotations: ns.annotations.unwrap_or_default(),
+        node_products,
         resources,
         cases,
     })

@@ -12,6 +12,7 @@ use crate::admission::answer::cut;
 use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission_policy::engine::{PolicyEngine, as_admitted};
 use crate::cli::args::Engine;
+use crate::cli::nodes::KnownNodes;
 use crate::policy::RuleId;
 use crate::settings::MUTATIONS_ANNOTATION;
 use kubernetes_cel::PolicyError;
@@ -83,10 +84,16 @@ pub fn run(test: &Test, engine: Engine) -> Result<TestRun<'_>, RunError> {
     let wanted = test.cases.iter().any(|case| case.engines.includes(engine));
     let reports: Vec<ObjectReport> = match engine {
         _ if !wanted => Vec::new(),
-        Engine::Webhook => Checker::new(&test.settings, test.mode, &test.namespace)
-            .with_annotations(&test.annotations)
-            .with_input(&objects)
-            .check_all(&objects),
+        Engine::Webhook => {
+            let nodes = KnownNodes::of(None, test.node_products.clone());
+            let mut checker = Checker::new(&test.settings, test.mode, &test.namespace)
+                .with_annotations(&test.annotations)
+                .with_input(&objects);
+            if let Some(nodes) = &nodes {
+                checker = checker.with_nodes(nodes);
+            }
+            checker.check_all(&objects)
+        }
         Engine::Cel => {
             let policies = PolicyEngine::new(&test.settings)?;
             objects
