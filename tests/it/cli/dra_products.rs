@@ -14,7 +14,6 @@ const PRODUCTS: &str = "gpu-policy.io/gpu-products=NVIDIA-H100*";
 
 const SELECTOR: &str = "device.driver != \"gpu.nvidia.com\" || !(\"productName\" in \
     device.attributes[\"gpu.nvidia.com\"]) || \
-    type(device.attributes[\"gpu.nvidia.com\"].productName) != string || \
     (device.attributes[\"gpu.nvidia.com\"].productName.matches('^NVIDIA[- ]H100.*$'))";
 
 #[test]

@@ -22,7 +22,7 @@ const PRODUCTS: &str = "NVIDIA-H100*";
 const PYTORCH: &str = "nvcr.io/nvidia/pytorch:25.12-py3";
 const POD_UID: &str = "6d1f6a34-0c4e-4f51-9a2b-5e8c3f0d7a11";
 /// What every GPU request of a claim in the namespace gets.
-const PRODUCTS_SELECTOR: &str = r#"device.driver != "gpu.nvidia.com" || !("productName" in device.attributes["gpu.nvidia.com"]) || type(device.attributes["gpu.nvidia.com"].productName) != string || (device.attributes["gpu.nvidia.com"].productName.matches('^NVIDIA[- ]H100.*$'))"#;
+const PRODUCTS_SELECTOR: &str = r#"device.driver != "gpu.nvidia.com" || !("productName" in device.attributes["gpu.nvidia.com"]) || (device.attributes["gpu.nvidia.com"].productName.matches('^NVIDIA[- ]H100.*$'))"#;
 /// What the claims made for a PyTorch pod get too: its floors.
 const FLOORS_SELECTOR: &str = r#"device.driver != "gpu.nvidia.com" || ((!("cudaComputeCapability" in device.attributes["gpu.nvidia.com"]) || device.attributes["gpu.nvidia.com"].cudaComputeCapability.compareTo(semver("7.5.0")) >= 0))"#;
 /// The denial of a pod on a shared claim allocated an A100.
