@@ -14,7 +14,6 @@ use crate::admission::checker::{Checker, ObjectReport, mutated};
 use crate::admission::images::{self, ResolvedImages, needs_of, offline_resolver};
 use crate::admission_policy::engine::PolicyEngine;
 use crate::cluster::lean_node_of_manifest;
-use crate::cuda::ComputeCapability;
 use crate::manifest;
 use crate::policy::ImageFacts;
 use crate::policy::cluster::ClusterSnapshot;
