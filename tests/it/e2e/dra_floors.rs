@@ -20,16 +20,16 @@ use crate::support::server::{
 };
 
 /// The namespace of the DRA quickstart's gpu-test1.
-const NAMESPACE: &str = "gpu-test1";
+pub(super) const NAMESPACE: &str = "gpu-test1";
 /// NGC PyTorch 25.12: CUDA 13.1, so compute capability 7.5; its entrypoint
 /// checks the driver, so no driver floor.
-const PYTORCH: &str = "nvcr.io/nvidia/pytorch:25.12-py3";
+pub(super) const PYTORCH: &str = "nvcr.io/nvidia/pytorch:25.12-py3";
 const NEEDS_ANNOTATION: &str = "gpu-policy.io/gpu-needs";
 const NEEDS: &str = r#"{"computeCapability":"7.5","images":["nvcr.io/nvidia/pytorch:25.12-py3"]}"#;
 /// What the claims made for such a pod get in their GPU requests.
 const SELECTOR: &str = r#"device.driver != "gpu.nvidia.com" || ((!("cudaComputeCapability" in device.attributes["gpu.nvidia.com"]) || device.attributes["gpu.nvidia.com"].cudaComputeCapability.compareTo(semver("7.5.0")) >= 0))"#;
 /// The UID the API server gave pod1, and another pod's.
-const POD_UID: &str = "6d1f6a34-0c4e-4f51-9a2b-5e8c3f0d7a11";
+pub(super) const POD_UID: &str = "6d1f6a34-0c4e-4f51-9a2b-5e8c3f0d7a11";
 const OTHER_UID: &str = "0b9e2c71-58d4-4c3a-8f6e-2a7d9c1b4e22";
 /// The claim the resource claim controller makes for pod1's claim `gpu`.
 const CLAIM: &str = "pod1-gpu-x7k2p";
@@ -50,7 +50,7 @@ const BELOW: &str = "gpu-policy: [compute-affinity] container \"ctr\" uses Resou
 
 /// The DRA quickstart's gpu-test1 (`tests/fixtures/20`): its template, and
 /// its pod1 with the PyTorch image.
-fn quickstart() -> (Value, Value) {
+pub(super) fn quickstart() -> (Value, Value) {
     let objects = fixtures::objects_of("20");
     let template = objects
         .iter()
@@ -68,8 +68,18 @@ fn quickstart() -> (Value, Value) {
 /// The server reading `api`, where gpu-test1 is in enforce mode and the
 /// template exists; ready, so its caches hold what `api` holds now.
 async fn serve(api: &FakeApi, template: &Value) -> (Server, tempfile::TempDir) {
+    serve_annotated(api, template, json!({})).await
+}
+
+/// [`serve`], gpu-test1 with the namespace `annotations`.
+pub(super) async fn serve_annotated(
+    api: &FakeApi,
+    template: &Value,
+    annotations: Value,
+) -> (Server, tempfile::TempDir) {
     api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "labels": {"gpu-policy.io/mode": "enforce"}}}));
+        "metadata": {"name": NAMESPACE, "labels": {"gpu-policy.io/mode": "enforce"},
+            "annotations": annotations}}));
     api.insert(template.clone());
     Server::start_in_cluster(api).await
 }
@@ -77,7 +87,7 @@ async fn serve(api: &FakeApi, template: &Value) -> (Server, tempfile::TempDir) {
 /// The ResourceClaim the resource claim controller makes for pod1 (UID
 /// `pod_uid`) from the template: owned by the pod, annotated with the pod
 /// claim's name, the template's spec.
-fn claim_for_pod1(template: &Value, pod_uid: &str) -> Value {
+pub(super) fn claim_for_pod1(template: &Value, pod_uid: &str) -> Value {
     let mut claim = claim_for_pod(NAMESPACE, CLAIM, "pod1", pod_uid, "gpu");
     claim["spec"] = template["spec"]["spec"].clone();
     claim
@@ -182,7 +192,7 @@ async fn a_template_pods_needs_are_recorded_and_go_into_the_claim_made_for_it() 
 }
 
 /// A pod on a claim of its own (`resourceClaimName`).
-fn pod_on_shared_claim() -> Value {
+pub(super) fn pod_on_shared_claim() -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "shared-user", "namespace": NAMESPACE},
         "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],

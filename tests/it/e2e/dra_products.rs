@@ -9,18 +9,14 @@ use kubernetes_cel::{Device, DeviceSelector};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 
-use crate::support::fake_api::FakeApi;
-use crate::support::fake_api::dra::{
-    NVIDIA_DRIVER, allocated, claim_for_pod, resource_slice, shared_claim,
+use super::dra_floors::{
+    NAMESPACE, POD_UID, claim_for_pod1, pod_on_shared_claim, quickstart, serve_annotated,
 };
-use crate::support::fixtures;
-use crate::support::server::{ENFORCE, MUTATE, POLL, Server, patch_of, patched};
+use crate::support::fake_api::FakeApi;
+use crate::support::fake_api::dra::{NVIDIA_DRIVER, allocated, resource_slice, shared_claim};
+use crate::support::server::{ENFORCE, MUTATE, POLL, patch_of, patched};
 
-/// The namespace of the DRA quickstart's gpu-test1.
-const NAMESPACE: &str = "gpu-test1";
 const PRODUCTS: &str = "NVIDIA-H100*";
-const PYTORCH: &str = "nvcr.io/nvidia/pytorch:25.12-py3";
-const POD_UID: &str = "6d1f6a34-0c4e-4f51-9a2b-5e8c3f0d7a11";
 /// What every GPU request of a claim in the namespace gets.
 const PRODUCTS_SELECTOR: &str = r#"device.driver != "gpu.nvidia.com" || !("productName" in device.attributes["gpu.nvidia.com"]) || (device.attributes["gpu.nvidia.com"].productName.matches('^NVIDIA[- ]H100.*$'))"#;
 /// What the claims made for a PyTorch pod get too: its floors.
@@ -30,23 +26,6 @@ const OUTSIDE: &str = "gpu-policy: [compute-affinity] container \"ctr\" uses Res
                        \"shared-gpu\", allocated a GPU of a product namespace \"gpu-test1\" does \
                        not allow (NVIDIA-H100*): gpu-0 of pool node-2 is \"NVIDIA A100-SXM4-40GB\"; \
                        use a claim whose devices are of those products";
-
-/// The DRA quickstart's gpu-test1 (`tests/fixtures/20`): its template, and its pod1 with the
-/// PyTorch image.
-fn quickstart() -> (Value, Value) {
-    let objects = fixtures::objects_of("20");
-    let template = objects
-        .iter()
-        .find(|o| o["kind"] == "ResourceClaimTemplate")
-        .cloned()
-        .expect("the template single-gpu");
-    let mut pod = objects
-        .into_iter()
-        .find(|o| o["kind"] == "Pod" && o["metadata"]["name"] == "pod1")
-        .expect("pod1");
-    pod["spec"]["containers"][0]["image"] = json!(PYTORCH);
-    (template, pod)
-}
 
 /// A device of the NVIDIA DRA driver's slice, named `product` as the driver names it.
 fn device(name: &str, product: &str, compute_capability: &str) -> Value {
@@ -72,16 +51,6 @@ fn h100_and_a100_slices() -> [Value; 2] {
         resource_slice("node-1-gpu.nvidia.com", NVIDIA_DRIVER, "node-1", &[h100]),
         resource_slice("node-2-gpu.nvidia.com", NVIDIA_DRIVER, "node-2", &[a100]),
     ]
-}
-
-/// The server reading `api`, where gpu-test1 is in enforce mode, restricted to H100s, and the
-/// template exists; ready, so its caches hold what `api` holds now.
-async fn serve(api: &FakeApi, template: &Value) -> (Server, tempfile::TempDir) {
-    api.insert(json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "labels": {"gpu-policy.io/mode": "enforce"},
-            "annotations": {"gpu-policy.io/gpu-products": PRODUCTS}}}));
-    api.insert(template.clone());
-    Server::start_in_cluster(api).await
 }
 
 /// Whether the scheduler may pick `device` for the first request of `claim`: every selector of
@@ -114,14 +83,14 @@ async fn mutated_once(connection: &mut crate::support::server::Connection, claim
 async fn the_claim_made_for_a_pod_gets_the_products_beside_its_floors() {
     let api = FakeApi::start().await;
     let (template, pod) = quickstart();
-    let (server, _scratch) = serve(&api, &template).await;
+    let (server, _scratch) =
+        serve_annotated(&api, &template, json!({"gpu-policy.io/gpu-products": PRODUCTS})).await;
     let mut connection = server.connect().await;
 
     let mut created = connection.mutated(&pod).await;
     created["metadata"]["uid"] = json!(POD_UID);
     api.insert(created);
-    let mut claim = claim_for_pod(NAMESPACE, "pod1-gpu-x7k2p", "pod1", POD_UID, "gpu");
-    claim["spec"] = template["spec"]["spec"].clone();
+    let claim = claim_for_pod1(&template, POD_UID);
 
     let after = mutated_once(&mut connection, &claim).await;
     let mut expected = claim.clone();
@@ -141,7 +110,8 @@ async fn the_claim_made_for_a_pod_gets_the_products_beside_its_floors() {
 async fn a_claim_created_on_its_own_gets_the_products() {
     let api = FakeApi::start().await;
     let (template, _) = quickstart();
-    let (server, _scratch) = serve(&api, &template).await;
+    let (server, _scratch) =
+        serve_annotated(&api, &template, json!({"gpu-policy.io/gpu-products": PRODUCTS})).await;
     let mut connection = server.connect().await;
 
     let claim = shared_claim(NAMESPACE, "shared-gpu");
@@ -158,15 +128,6 @@ async fn a_claim_created_on_its_own_gets_the_products() {
     );
 }
 
-/// A pod on the claim `shared-gpu` (`resourceClaimName`).
-fn pod_on_shared_claim() -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "shared-user", "namespace": NAMESPACE},
-        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
-            "containers": [{"name": "ctr", "image": "ubuntu:22.04",
-                "resources": {"claims": [{"name": "gpu"}]}}]}})
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_on_a_claim_allocated_another_product_is_denied() {
     let api = FakeApi::start().await;
@@ -175,7 +136,8 @@ async fn a_pod_on_a_claim_allocated_another_product_is_denied() {
     }
     api.insert(allocated(shared_claim(NAMESPACE, "shared-gpu"), &[("node-2", "gpu-0")]));
     let (template, _) = quickstart();
-    let (server, _scratch) = serve(&api, &template).await;
+    let (server, _scratch) =
+        serve_annotated(&api, &template, json!({"gpu-policy.io/gpu-products": PRODUCTS})).await;
     let mut connection = server.connect().await;
     let pod = pod_on_shared_claim();
 

@@ -12,19 +12,19 @@ use serde_json::json;
 
 const ID: RuleId = RuleId::ComputeAffinity;
 
-fn terms(pod: &Value) -> Value {
+pub(super) fn terms(pod: &Value) -> Value {
     pod["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"].clone()
 }
 
-fn major_gt(value: &str) -> Value {
+pub(super) fn major_gt(value: &str) -> Value {
     json!({"key": MAJOR_LABEL, "operator": "Gt", "values": [value]})
 }
 
-fn major_in(value: &str) -> Value {
+pub(super) fn major_in(value: &str) -> Value {
     json!({"key": MAJOR_LABEL, "operator": "In", "values": [value]})
 }
 
-fn minor_gt(value: &str) -> Value {
+pub(super) fn minor_gt(value: &str) -> Value {
     json!({"key": MINOR_LABEL, "operator": "Gt", "values": [value]})
 }
 

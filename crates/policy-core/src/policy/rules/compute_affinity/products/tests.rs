@@ -4,7 +4,8 @@
 use rstest::rstest;
 use serde_json::{Value, json};
 
-use super::super::{MAJOR_LABEL, MINOR_LABEL, REQUIRED};
+use super::super::REQUIRED;
+use super::super::tests::{major_gt, major_in, minor_gt, terms};
 use crate::policy::cluster::{ClusterSnapshot, NodeFacts, NodeGpus};
 use crate::policy::message::NoticeKind;
 use crate::policy::testing::{
@@ -73,22 +74,6 @@ fn product_in(values: &[&str]) -> Value {
 
 fn zone(zone: &str) -> Value {
     json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]})
-}
-
-fn major_gt(value: &str) -> Value {
-    json!({"key": MAJOR_LABEL, "operator": "Gt", "values": [value]})
-}
-
-fn major_in(value: &str) -> Value {
-    json!({"key": MAJOR_LABEL, "operator": "In", "values": [value]})
-}
-
-fn minor_gt(value: &str) -> Value {
-    json!({"key": MINOR_LABEL, "operator": "Gt", "values": [value]})
-}
-
-fn terms(pod: &Value) -> Value {
-    pod["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"].clone()
 }
 
 fn with_terms(mut pod: Value, terms: Value) -> Value {
