@@ -1,6 +1,6 @@
 //! R4's entry on ResourceClaims (mutating): the floors of the pod a claim is made for
-//! ([`super::claim_floors`]), then the namespace's GPU products ([`super::claim_products`]), their
-//! selectors written into the same lists ([`super::claim_selectors`]).
+//! (`claim_floors.rs`), then the namespace's GPU products (`claim_products.rs`), their selectors
+//! written into the same lists (`claim_selectors.rs`).
 //!
 //! Reads and changes: what the two checks read and change; nothing of its own.
 
