@@ -377,8 +377,8 @@ pub struct Options {
     /// More flags of `serve`, after the others.
     pub extra_args: Vec<String>,
     /// Runs the release binary named by [`RELEASE_BINARY_VAR`] when it is
-    /// set (`.ci/run` sets it to the profile-guided build the image ships),
-    /// else the test build: the attack suite judges what users run.
+    /// set (`.ci/run` sets it to the release profile's build: the image's, without its
+    /// profile-guided layout), else the test build: the attack suite judges what users run.
     pub release: bool,
 }
 
