@@ -20,6 +20,8 @@ pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 pub const MAX_PRODUCT_PATTERNS: usize = 64;
 /// GFD's product label is a label value: at most 63 characters.
 const MAX_PATTERN_BYTES: usize = 63;
+/// The longest product name: a DRA device's string attribute (`productName`) holds 64 bytes.
+const MAX_PRODUCT_BYTES: usize = 64;
 /// The most tolerations `gpuTolerations` may list.
 pub const MAX_GPU_TOLERATIONS: usize = 32;
 
@@ -146,7 +148,10 @@ impl ProductSet {
 
     /// Whether a product (GFD's label value) is allowed.
     pub fn allows(&self, product: &str) -> bool {
-        self.lists.iter().all(|list| list.iter().any(|pattern| pattern.matches(product)))
+        // No product is longer than a DRA string attribute (64 bytes; a label value holds 63): a
+        // pod's own value of a megabyte is refused before every pattern scans it.
+        product.len() <= MAX_PRODUCT_BYTES
+            && self.lists.iter().all(|list| list.iter().any(|pattern| pattern.matches(product)))
     }
 
     /// The products the set names without a glob that every list allows: what it allows of
@@ -321,8 +326,8 @@ fn valid_value(value: &str) -> bool {
 /// its key (or an empty key with `Exists`: every taint), its value (`Exists`, or equal; a GPU
 /// toleration with `Exists` stands for a taint of any value) and its effect (empty: every
 /// effect).
-pub fn tolerates(pod_toleration: &serde_json::Value, gpu: &Toleration) -> bool {
-    let text = |key: &str| pod_toleration.get(key).and_then(serde_json::Value::as_str);
+pub fn tolerates(pod_toleration: Json<'_>, gpu: &Toleration) -> bool {
+    let text = |key: &str| pod_toleration.get(key).and_then(Json::as_str);
     let operator = text("operator").unwrap_or("Equal");
     let key = text("key").unwrap_or("");
     let effect = text("effect").unwrap_or("");

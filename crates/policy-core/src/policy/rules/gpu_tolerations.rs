@@ -25,7 +25,7 @@ use crate::settings::{Toleration, same_toleration, tolerates};
 mod cel_side;
 mod messages;
 
-pub use messages::{CPU_POD_TOLERATES_GPU_TAINT, TAINT, TOLERATION};
+use messages::{CPU_POD_TOLERATES_GPU_TAINT, TAINT, TOLERATION};
 
 pub const RULE: Rule = Rule {
     name: "gpu-tolerations",
@@ -128,10 +128,9 @@ fn tolerated_taints(tolerations: Option<Json<'_>>, gpu: &[Toleration]) -> Option
     let mut tolerated = vec![false; taints.len()];
     let mut naming: Vec<String> = Vec::new();
     for pod_toleration in list {
-        let value = pod_toleration.to_value();
         let mut any = false;
         for ((_, written), hit) in taints.iter().zip(tolerated.iter_mut()) {
-            if written.iter().any(|gpu| tolerates(&value, gpu)) {
+            if written.iter().any(|gpu| tolerates(pod_toleration, gpu)) {
                 *hit = true;
                 any = true;
             }
@@ -156,7 +155,7 @@ fn tolerated_taints(tolerations: Option<Json<'_>>, gpu: &[Toleration]) -> Option
 /// A pod's toleration for messages, as a taint it tolerates: `key=value:effect`, the value left
 /// out when empty, `*` for an empty key (with `operator: Exists`, every key), the effect left out
 /// when empty (every effect).
-pub fn toleration_text(toleration: Json<'_>) -> String {
+fn toleration_text(toleration: Json<'_>) -> String {
     let text = |key: &str| toleration.get(key).and_then(Json::as_str).unwrap_or("");
     let mut out = match text("key") {
         "" => "*".to_owned(),

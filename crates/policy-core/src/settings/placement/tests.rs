@@ -1,6 +1,8 @@
 use rstest::rstest;
 use serde_json::json;
 
+use crate::document::Document;
+
 use super::*;
 
 fn patterns(list: &[&str]) -> Vec<ProductPattern> {
@@ -109,7 +111,7 @@ fn a_pod_toleration_tolerates_the_gpu_taint(
     #[case] expected: bool,
 ) {
     let gpu = gpu_toleration("{key: nvidia.com/gpu, value: present, effect: NoSchedule}");
-    assert_eq!(tolerates(&pod, &gpu), expected, "{pod}");
+    assert_eq!(tolerates(Document::from_value(&pod).root(), &gpu), expected, "{pod}");
 }
 
 #[rstest]
@@ -132,4 +134,11 @@ fn a_toleration_is_written_as_the_pod_spec_writes_it() {
     );
     assert_eq!(gpu.taint_text(), "nvidia.com/gpu:NoSchedule");
     assert!(serde_saphyr::from_str::<Toleration>("{key: a, operator: Maybe}").is_err());
+}
+
+#[test]
+fn a_value_longer_than_any_product_is_no_allowed_product() {
+    let set = ProductSet::new([patterns(&["*"])]);
+    assert!(set.allows(&"x".repeat(64)));
+    assert!(!set.allows(&"x".repeat(65)));
 }

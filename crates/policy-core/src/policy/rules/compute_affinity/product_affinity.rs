@@ -20,7 +20,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::policy::message::{LISTED_NAMES, Notice, NoticeKind, and_more};
+use crate::policy::message::{
+    LISTED_NAMES, MAX_LISTED_NAME_BYTES, Notice, NoticeKind, and_more, prefix_within,
+};
 use crate::policy::rules::rule::{Findings, RuleInput};
 use crate::settings::{GPU_PRODUCTS_ANNOTATION, PRODUCT_LABEL, ProductSet, WhenNodesUnlabelled};
 
@@ -85,10 +87,15 @@ pub(super) fn source(input: &RuleInput<'_, '_>) -> String {
     }
 }
 
-/// `A, B, C`: at most [`LISTED_NAMES`] products, then how many more there are.
+/// `A, B, C`: at most [`LISTED_NAMES`] products, each cut to [`MAX_LISTED_NAME_BYTES`] (a pod's
+/// own values may be of any length), then how many more there are.
 pub(super) fn listed<'s>(products: impl IntoIterator<Item = &'s str>) -> String {
     let mut products = products.into_iter();
-    let mut text: Vec<String> = products.by_ref().take(LISTED_NAMES).map(str::to_owned).collect();
+    let mut text: Vec<String> = products
+        .by_ref()
+        .take(LISTED_NAMES)
+        .map(|product| prefix_within(product, MAX_LISTED_NAME_BYTES).to_owned())
+        .collect();
     let more = products.count();
     if more > 0 {
         text.push(and_more(more));
