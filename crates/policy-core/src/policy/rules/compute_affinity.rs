@@ -59,7 +59,7 @@ use crate::policy::fields::member;
 use crate::policy::message::{Notice, NoticeKind};
 use crate::policy::patch::{add, json_len, object};
 use crate::settings::WhenNodesUnlabelled;
-use gfd_labels::CUDA_LABELS;
+use gfd_labels::{CUDA_LABELS, REQUIRED};
 use image_floors::{Containers, base_minimum, image_floors, raise};
 use product_affinity::product_affinity;
 
@@ -83,7 +83,6 @@ pub const RULE: Rule = Rule {
 pub use gfd_labels::{MAJOR_LABEL, MINOR_LABEL};
 /// What the compute labels' names start with, for messages.
 const COMPUTE_LABELS: &str = "nvidia.com/gpu.compute";
-const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 pub fn check(input: &RuleInput<'_, '_>) -> Findings {
     if input.scope.is_update() {

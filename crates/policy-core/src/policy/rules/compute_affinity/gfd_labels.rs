@@ -7,3 +7,5 @@ pub const MINOR_LABEL: &str = "nvidia.com/gpu.compute.minor";
 /// What the names of the labels the driver floor is on start with (the
 /// runtime and driver versions, either generation).
 pub const CUDA_LABELS: &str = "nvidia.com/cuda";
+/// The key of a pod's required node affinity, where R4 writes.
+pub(super) const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";

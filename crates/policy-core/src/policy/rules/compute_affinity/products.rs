@@ -15,12 +15,11 @@
 
 use std::collections::BTreeSet;
 
+use super::gfd_labels::REQUIRED;
 use super::product_affinity::{listed, source};
 use crate::document::Json;
 use crate::policy::rules::rule::{Findings, RuleInput};
 use crate::settings::{PRODUCT_LABEL, ProductSet};
-
-const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 pub(super) fn check(input: &RuleInput<'_, '_>, findings: &mut Findings) {
     let set = &input.namespace.gpu_products;

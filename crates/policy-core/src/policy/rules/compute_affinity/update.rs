@@ -27,7 +27,7 @@ use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
 use super::dra_floors;
-use super::gfd_labels::{CUDA_LABELS, MAJOR_LABEL, MINOR_LABEL};
+use super::gfd_labels::{CUDA_LABELS, MAJOR_LABEL, MINOR_LABEL, REQUIRED};
 use super::image_floors::image_floors;
 use crate::cuda::ComputeCapability;
 use crate::document::{Json, Object};
@@ -37,8 +37,6 @@ use crate::policy::patch::{Step, add, object, pointer_below};
 use crate::policy::pod::PodView;
 use crate::policy::rules::rule::{Findings, Mutation, RuleInput};
 use crate::settings::PRODUCT_LABEL;
-
-const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 pub(super) fn check(input: &RuleInput<'_, '_>) -> Findings {
     let mut findings = Findings::default();
